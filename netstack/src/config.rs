@@ -1,0 +1,214 @@
+//! Boot configuration from the kernel command line (`-append "key=value …"`).
+//!
+//! Every key is documented in the README. An unknown key, a repeated key or a bad value is a
+//! [`ConfigError`] that names the key; the kernel prints it and exits with failure rather than
+//! running with a silent default.
+
+use crate::MacAddr;
+
+/// Forwarding mode, named after DPDK testpmd's forwarding modes.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Mode {
+    /// testpmd `io`: every frame goes out of the other port untouched.
+    Io,
+    /// testpmd `mac`: out of the other port with source MAC = that port's MAC and destination
+    /// MAC = that port's configured peer MAC.
+    L2,
+}
+
+impl Mode {
+    /// The name used on the command line and in `STATS`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Io => "io",
+            Mode::L2 => "l2",
+        }
+    }
+}
+
+/// Log level (`log=`), mapped onto the `log` crate's levels.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// The boot log (default).
+    Info,
+    /// Everything, including per-device feature dumps.
+    Debug,
+}
+
+impl LogLevel {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+        }
+    }
+}
+
+/// Number of ports the forwarder drives.
+pub const PORTS: usize = 2;
+
+/// Default peer MAC behind port 0 (the generator's side): `02:00:00:00:0a:02`.
+pub const DEFAULT_PEER0: MacAddr = MacAddr([0x02, 0, 0, 0, 0x0a, 0x02]);
+/// Default peer MAC behind port 1: `02:00:00:00:0b:02`.
+pub const DEFAULT_PEER1: MacAddr = MacAddr([0x02, 0, 0, 0, 0x0b, 0x02]);
+/// Default RX burst (frames popped per port per poll iteration), as testpmd's default 32.
+pub const DEFAULT_BURST: usize = 32;
+/// Largest accepted burst: the virtqueue size (256 descriptors).
+pub const MAX_BURST: usize = 256;
+
+/// The effective configuration.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct Config {
+    /// `mode=io|l2` (default `l2`).
+    pub mode: Mode,
+    /// `peer0=MAC`, `peer1=MAC`: the next hop's MAC behind each port.
+    pub peer: [MacAddr; PORTS],
+    /// `burst=N`: RX burst per port per poll iteration, 1..=256 (default 32).
+    pub burst: usize,
+    /// `log=error|warn|info|debug` (default `info`).
+    pub log: LogLevel,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::L2,
+            peer: [DEFAULT_PEER0, DEFAULT_PEER1],
+            burst: DEFAULT_BURST,
+            log: LogLevel::Info,
+        }
+    }
+}
+
+/// A configuration error; names the offending key (or token).
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum ConfigError<'a> {
+    /// A token without `=`.
+    NotKeyValue(&'a str),
+    /// A key this build does not know.
+    UnknownKey(&'a str),
+    /// The same key given twice.
+    Repeated(&'a str),
+    /// A known key with a value it cannot take; `expected` says what it takes.
+    BadValue {
+        /// The key.
+        key: &'a str,
+        /// The value given.
+        value: &'a str,
+        /// What would have been accepted.
+        expected: &'static str,
+    },
+}
+
+impl core::fmt::Display for ConfigError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ConfigError::NotKeyValue(t) => write!(f, "`{t}` is not key=value"),
+            ConfigError::UnknownKey(k) => {
+                write!(f, "unknown key `{k}` (known: mode, peer0, peer1, burst, log)")
+            }
+            ConfigError::Repeated(k) => write!(f, "key `{k}` given more than once"),
+            ConfigError::BadValue { key, value, expected } => {
+                write!(f, "bad value `{value}` for key `{key}`: expected {expected}")
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Parse a kernel command line: whitespace-separated `key=value` tokens.
+    pub fn parse(cmdline: &str) -> Result<Config, ConfigError<'_>> {
+        let mut cfg = Config::default();
+        let mut seen = [false; 5];
+        for tok in cmdline.split_ascii_whitespace() {
+            let (key, value) = tok.split_once('=').ok_or(ConfigError::NotKeyValue(tok))?;
+            let idx = match key {
+                "mode" => 0,
+                "peer0" => 1,
+                "peer1" => 2,
+                "burst" => 3,
+                "log" => 4,
+                _ => return Err(ConfigError::UnknownKey(key)),
+            };
+            if core::mem::replace(&mut seen[idx], true) {
+                return Err(ConfigError::Repeated(key));
+            }
+            let bad = |expected| ConfigError::BadValue { key, value, expected };
+            match idx {
+                0 => {
+                    cfg.mode = match value {
+                        "io" => Mode::Io,
+                        "l2" => Mode::L2,
+                        _ => return Err(bad("io or l2")),
+                    }
+                }
+                1 | 2 => {
+                    cfg.peer[idx - 1] =
+                        MacAddr::parse(value).ok_or_else(|| bad("a MAC like 02:00:00:00:0a:02"))?
+                }
+                3 => {
+                    cfg.burst = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|b| (1..=MAX_BURST).contains(b))
+                        .ok_or_else(|| bad("an integer in 1..=256"))?
+                }
+                _ => {
+                    cfg.log = match value {
+                        "error" => LogLevel::Error,
+                        "warn" => LogLevel::Warn,
+                        "info" => LogLevel::Info,
+                        "debug" => LogLevel::Debug,
+                        _ => return Err(bad("error, warn, info or debug")),
+                    }
+                }
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn empty_is_default() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+        assert_eq!(Config::default().mode, Mode::L2);
+        assert_eq!(Config::default().burst, 32);
+    }
+
+    #[test]
+    fn all_keys() {
+        let c = Config::parse("mode=io  peer0=02:00:00:00:00:aa peer1=02:00:00:00:00:bb burst=64 log=debug")
+            .unwrap();
+        assert_eq!(c.mode, Mode::Io);
+        assert_eq!(c.peer[0].0[5], 0xaa);
+        assert_eq!(c.peer[1].0[5], 0xbb);
+        assert_eq!(c.burst, 64);
+        assert_eq!(c.log, LogLevel::Debug);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = Config::parse("mode=router").unwrap_err();
+        assert_eq!(e, ConfigError::BadValue { key: "mode", value: "router", expected: "io or l2" });
+        assert!(e.to_string().contains("`mode`"));
+        assert_eq!(Config::parse("burst=0").unwrap_err().to_string(),
+            "bad value `0` for key `burst`: expected an integer in 1..=256");
+        assert!(matches!(Config::parse("burst=257"), Err(ConfigError::BadValue { key: "burst", .. })));
+        assert!(matches!(Config::parse("peer1=zz"), Err(ConfigError::BadValue { key: "peer1", .. })));
+        assert_eq!(Config::parse("speed=10").unwrap_err(), ConfigError::UnknownKey("speed"));
+        assert_eq!(Config::parse("mode=l2 mode=io").unwrap_err(), ConfigError::Repeated("mode"));
+        assert_eq!(Config::parse("quiet").unwrap_err(), ConfigError::NotKeyValue("quiet"));
+    }
+}

@@ -1,0 +1,66 @@
+//! Gannet netstack: the forwarding fast path and its configuration.
+//!
+//! Laid out like smoltcp: parsing and value types ([`config`], [`MacAddr`]) are kept apart
+//! from behaviour ([`forward`]). Everything here is `no_std`, allocation-free and tested on the
+//! host.
+#![no_std]
+#![deny(unsafe_code)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod config;
+pub mod counters;
+pub mod forward;
+
+pub use config::{Config, ConfigError, LogLevel, Mode};
+pub use counters::{DropReason, PortCounters};
+pub use forward::{forward_frame, Verdict};
+
+/// A 48-bit IEEE 802 MAC address.
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq, Hash)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// Parse `aa:bb:cc:dd:ee:ff` (hex, case-insensitive; `-` also accepted as separator).
+    /// Returns `None` for anything else.
+    pub fn parse(s: &str) -> Option<MacAddr> {
+        let mut out = [0u8; 6];
+        let mut n = 0;
+        for part in s.split([':', '-']) {
+            if n == 6 || part.len() != 2 {
+                return None;
+            }
+            out[n] = u8::from_str_radix(part, 16).ok()?;
+            n += 1;
+        }
+        (n == 6).then_some(MacAddr(out))
+    }
+}
+
+impl core::fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let m = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn mac_roundtrip() {
+        let m = MacAddr::parse("02:00:00:00:0A:02").unwrap();
+        assert_eq!(m.0, [2, 0, 0, 0, 0x0a, 2]);
+        assert_eq!(m.to_string(), "02:00:00:00:0a:02");
+    }
+
+    #[test]
+    fn mac_rejects_garbage() {
+        for bad in ["", "02:00:00:00:0a", "02:00:00:00:0a:02:03", "0g:00:00:00:00:00", "2:0:0:0:0:0"] {
+            assert_eq!(MacAddr::parse(bad), None, "{bad}");
+        }
+    }
+}
