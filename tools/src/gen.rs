@@ -1,0 +1,962 @@
+//! The traffic generator: synthetic UDP/IPv4 frames or pcap replay over QEMU's unix-datagram
+//! network backend.
+//!
+//! QEMU's `-netdev dgram` backend exchanges one Ethernet frame (without FCS) per unix datagram.
+//! For guest port `i` QEMU binds `DIR/guest-i.sock` and sends to `DIR/host-i.sock`; the generator
+//! binds the `host-i.sock` side. The host side must be bound **before** QEMU sends, otherwise the
+//! frames are lost, so [`Generator::bind`] is separate from [`Generator::run`].
+//!
+//! Direction 0 is port 0 → port 1 (sent to `guest-0.sock`, received on `host-1.sock`); direction 1
+//! (only with `bidir`) is port 1 → port 0.
+//!
+//! The unix datagram socket blocks when the peer's queue is full (`net.unix.max_dgram_qlen`,
+//! 10 by default): that is back-pressure, not loss. Sending is windowed: at most `window` frames
+//! are outstanding per direction; when the window is full and nothing arrives for
+//! [`GenConfig::loss_timeout`] (200 ms), the oldest outstanding frame is written off as lost.
+
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv4HeaderSlice, UdpHeader};
+use serde::Serialize;
+
+/// Magic at the start of every synthetic payload ("GNTF").
+pub const MAGIC: u32 = 0x474E_5446;
+/// Bytes of Ethernet + IPv4 + UDP headers in a synthetic frame.
+pub const HEADERS_LEN: usize = 14 + 20 + 8;
+/// Bytes of the payload header: magic (u32), direction (u32), sequence (u64), all big endian.
+pub const PAYLOAD_HEADER_LEN: usize = 16;
+/// Length of the Ethernet frame check sequence, counted in `--size` but not carried by the socket.
+pub const FCS_LEN: usize = 4;
+/// Smallest `--size` (on-the-wire bytes including FCS) a synthetic frame can have.
+pub const MIN_SIZE: usize = HEADERS_LEN + PAYLOAD_HEADER_LEN + FCS_LEN;
+/// Largest `--size` accepted for synthetic frames (jumbo frame + FCS).
+pub const MAX_SIZE: usize = 9018;
+/// UDP destination port of synthetic frames (discard).
+pub const UDP_DST_PORT: u16 = 9;
+/// UDP source port of flow 0; flow `f` uses `UDP_SRC_PORT_BASE + f`.
+pub const UDP_SRC_PORT_BASE: u16 = 10_000;
+/// Longest path that fits in `sockaddr_un.sun_path` (108 bytes including the NUL).
+pub const SUN_PATH_MAX: usize = 107;
+
+/// MAC address of the guest's port `i` (`02:00:00:00:00:0{i+1}`).
+pub fn guest_mac(port: usize) -> [u8; 6] {
+    [0x02, 0, 0, 0, 0, port as u8 + 1]
+}
+
+/// MAC address of the host (peer) behind guest port `i`: `02:00:00:00:0a:02` behind port 0,
+/// `02:00:00:00:0b:02` behind port 1 (the guest's default peer MACs).
+pub fn peer_mac(port: usize) -> [u8; 6] {
+    [0x02, 0, 0, 0, 0x0a + port as u8, 0x02]
+}
+
+/// IPv4 address of the host behind guest port `i` (10.0.0.2 behind port 0, 10.0.1.2 behind 1).
+pub fn peer_ip(port: usize) -> [u8; 4] {
+    [10, 0, port as u8, 2]
+}
+
+/// Path of the socket QEMU binds for guest port `port`.
+pub fn guest_sock(dir: &Path, port: usize) -> PathBuf {
+    dir.join(format!("guest-{port}.sock"))
+}
+
+/// Path of the socket the host side (generator) binds for guest port `port`.
+pub fn host_sock(dir: &Path, port: usize) -> PathBuf {
+    dir.join(format!("host-{port}.sock"))
+}
+
+/// Fails if any socket path of `nics` ports under `dir` would not fit in `sun_path`
+/// (at most [`SUN_PATH_MAX`] bytes), or contains a comma (QEMU option syntax).
+pub fn check_socket_paths(dir: &Path, nics: usize) -> Result<()> {
+    for port in 0..nics {
+        for p in [guest_sock(dir, port), host_sock(dir, port)] {
+            let len = p.as_os_str().len();
+            ensure!(
+                len <= SUN_PATH_MAX,
+                "socket path {} is {len} bytes; a unix socket path may have at most {SUN_PATH_MAX} \
+                 bytes (sun_path): use a shorter --dgram directory",
+                p.display()
+            );
+            ensure!(
+                !p.as_os_str().to_string_lossy().contains(','),
+                "socket path {} contains a comma, which QEMU's option syntax cannot carry",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn remove_stale(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing stale socket {}", path.display())),
+    }
+}
+
+fn bind_host(dir: &Path, port: usize) -> Result<UnixDatagram> {
+    let path = host_sock(dir, port);
+    remove_stale(&path)?;
+    UnixDatagram::bind(&path).with_context(|| format!("binding {}", path.display()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+
+/// Byte `i` of the payload pattern (after the payload header) of the frame with sequence `seq`.
+#[inline]
+pub fn pattern_byte(seq: u64, i: usize) -> u8 {
+    let k = (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8;
+    k.wrapping_add((i as u8).wrapping_mul(7))
+}
+
+/// Builds the synthetic frame (without FCS) of `datagram_len` bytes for direction `dir`
+/// (0: port 0 → port 1, 1: port 1 → port 0), sequence `seq` and flow `flow`, into `buf`.
+///
+/// Layout: Ethernet (dst = guest port MAC, src = peer MAC), IPv4 (valid header checksum, TTL 64),
+/// UDP (src port `10000 + flow`, dst port 9, valid checksum), payload = magic, direction,
+/// sequence, then [`pattern_byte`]s.
+pub fn build_frame_into(
+    buf: &mut Vec<u8>,
+    dir: usize,
+    seq: u64,
+    flow: u16,
+    datagram_len: usize,
+) -> Result<()> {
+    ensure!(
+        datagram_len >= HEADERS_LEN + PAYLOAD_HEADER_LEN,
+        "frame too short: {datagram_len} bytes without FCS (minimum {})",
+        HEADERS_LEN + PAYLOAD_HEADER_LEN
+    );
+    ensure!(dir < 2, "direction must be 0 or 1");
+    let (in_port, out_port) = (dir, 1 - dir);
+    let payload_len = datagram_len - HEADERS_LEN;
+    buf.clear();
+    buf.reserve(datagram_len);
+    Ethernet2Header {
+        source: peer_mac(in_port),
+        destination: guest_mac(in_port),
+        ether_type: EtherType::IPV4,
+    }
+    .write(buf)?;
+    let mut ip = Ipv4Header::new(
+        (UdpHeader::LEN + payload_len) as u16,
+        64,
+        IpNumber::UDP,
+        peer_ip(in_port),
+        peer_ip(out_port),
+    )?;
+    ip.identification = seq as u16;
+    ip.header_checksum = ip.calc_header_checksum();
+    ip.write(buf)?;
+    let udp_at = buf.len();
+    UdpHeader {
+        source_port: UDP_SRC_PORT_BASE.wrapping_add(flow),
+        destination_port: UDP_DST_PORT,
+        length: (UdpHeader::LEN + payload_len) as u16,
+        checksum: 0,
+    }
+    .write(buf)?;
+    let payload_at = buf.len();
+    buf.extend_from_slice(&MAGIC.to_be_bytes());
+    buf.extend_from_slice(&(dir as u32).to_be_bytes());
+    buf.extend_from_slice(&seq.to_be_bytes());
+    buf.extend((0..payload_len - PAYLOAD_HEADER_LEN).map(|i| pattern_byte(seq, i)));
+    let udp = UdpHeader::from_slice(&buf[udp_at..payload_at])?.0;
+    let csum = udp.calc_checksum_ipv4(&ip, &buf[payload_at..])?;
+    buf[udp_at + 6..udp_at + 8].copy_from_slice(&csum.to_be_bytes());
+    Ok(())
+}
+
+/// Builds one synthetic frame; see [`build_frame_into`].
+pub fn build_frame(dir: usize, seq: u64, flow: u16, datagram_len: usize) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    build_frame_into(&mut buf, dir, seq, flow, datagram_len)?;
+    Ok(buf)
+}
+
+/// What [`validate_frame`] found wrong with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadFrame {
+    /// Shorter than the headers plus the payload header.
+    TooShort,
+    /// Not IPv4 / UDP.
+    NotIpv4Udp,
+    /// IPv4 header does not parse or its checksum is wrong.
+    Ipv4Checksum,
+    /// UDP length field inconsistent with the frame.
+    UdpLength,
+    /// UDP checksum (when non-zero) is wrong.
+    UdpChecksum,
+    /// Payload magic missing.
+    Magic,
+    /// Payload pattern does not match the sequence number.
+    Pattern,
+}
+
+/// A synthetic frame that passed validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoodFrame {
+    /// Direction id carried in the payload.
+    pub dir: u32,
+    /// Sequence number carried in the payload.
+    pub seq: u64,
+}
+
+/// Validates a received synthetic frame (without FCS; trailing padding is allowed): IPv4 header
+/// checksum, UDP length and checksum (if non-zero), magic and the payload pattern. The Ethernet
+/// addresses and the TTL are not checked (the guest may rewrite them).
+pub fn validate_frame(frame: &[u8]) -> std::result::Result<GoodFrame, BadFrame> {
+    if frame.len() < HEADERS_LEN + PAYLOAD_HEADER_LEN {
+        return Err(BadFrame::TooShort);
+    }
+    if frame[12..14] != [0x08, 0x00] {
+        return Err(BadFrame::NotIpv4Udp);
+    }
+    let ip = Ipv4HeaderSlice::from_slice(&frame[14..]).map_err(|_| BadFrame::Ipv4Checksum)?;
+    let header = ip.to_header();
+    if header.calc_header_checksum() != ip.header_checksum() {
+        return Err(BadFrame::Ipv4Checksum);
+    }
+    if ip.protocol() != IpNumber::UDP {
+        return Err(BadFrame::NotIpv4Udp);
+    }
+    let udp_at = 14 + ip.slice().len();
+    let ip_end = 14 + usize::from(ip.total_len());
+    if ip_end > frame.len() || udp_at + UdpHeader::LEN > ip_end {
+        return Err(BadFrame::UdpLength);
+    }
+    let udp = UdpHeader::from_slice(&frame[udp_at..])
+        .map_err(|_| BadFrame::UdpLength)?
+        .0;
+    let payload_at = udp_at + UdpHeader::LEN;
+    let udp_end = udp_at + usize::from(udp.length);
+    if usize::from(udp.length) < UdpHeader::LEN + PAYLOAD_HEADER_LEN || udp_end > ip_end {
+        return Err(BadFrame::UdpLength);
+    }
+    let payload = &frame[payload_at..udp_end];
+    if udp.checksum != 0 {
+        match udp.calc_checksum_ipv4(&header, payload) {
+            Ok(c) if c == udp.checksum => {}
+            _ => return Err(BadFrame::UdpChecksum),
+        }
+    }
+    if payload[0..4] != MAGIC.to_be_bytes() {
+        return Err(BadFrame::Magic);
+    }
+    let dir = u32::from_be_bytes(payload[4..8].try_into().unwrap());
+    let seq = u64::from_be_bytes(payload[8..16].try_into().unwrap());
+    let pattern_ok = payload[PAYLOAD_HEADER_LEN..]
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern_byte(seq, i));
+    if !pattern_ok {
+        return Err(BadFrame::Pattern);
+    }
+    Ok(GoodFrame { dir, seq })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sequence accounting
+
+/// Per-direction accounting of received sequence numbers: unique receptions, duplicates and
+/// reordering (a sequence lower than the highest seen so far).
+#[derive(Debug, Default, Clone)]
+pub struct SeqTracker {
+    seen: Vec<u64>,
+    highest: Option<u64>,
+    /// Unique sequence numbers received.
+    pub received: u64,
+    /// Receptions of a sequence number already received.
+    pub duplicates: u64,
+    /// Unique receptions whose sequence was lower than the highest seen before.
+    pub reordered: u64,
+}
+
+impl SeqTracker {
+    /// Records the reception of `seq`.
+    pub fn record(&mut self, seq: u64) {
+        let (word, bit) = ((seq / 64) as usize, seq % 64);
+        if word >= self.seen.len() {
+            self.seen.resize(word + 1, 0);
+        }
+        if self.seen[word] & (1 << bit) != 0 {
+            self.duplicates += 1;
+            return;
+        }
+        self.seen[word] |= 1 << bit;
+        self.received += 1;
+        match self.highest {
+            Some(h) if seq < h => self.reordered += 1,
+            _ => self.highest = Some(seq),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration and report
+
+/// Generator configuration (the `cargo xtask gen` options).
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    /// Directory holding the `guest-i.sock` / `host-i.sock` sockets.
+    pub dir: PathBuf,
+    /// Frame size on the wire including the 4-byte FCS (the socket carries `size - 4` bytes).
+    pub size: usize,
+    /// Sending duration in seconds (ignored when `count` is set).
+    pub seconds: f64,
+    /// Send exactly this many frames per direction instead of running for `seconds`.
+    pub count: Option<u64>,
+    /// Number of UDP flows (source ports `10000..10000+flows`).
+    pub flows: u16,
+    /// Maximum outstanding (sent − received) frames per direction.
+    pub window: u64,
+    /// Replay this capture's frames into port 0 instead of synthetic frames.
+    pub pcap: Option<PathBuf>,
+    /// Also send into port 1 and receive from port 0.
+    pub bidir: bool,
+    /// With a full window, write off the oldest frame after this long without any arrival.
+    pub loss_timeout: Duration,
+    /// After sending ends, wait up to this long for stragglers.
+    pub straggler_wait: Duration,
+    /// Keep at most this many received-frame records (pcap mode) in [`GenReport::records`].
+    pub max_records: usize,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            dir: PathBuf::new(),
+            size: 64,
+            seconds: 10.0,
+            count: None,
+            flows: 1,
+            window: 64,
+            pcap: None,
+            bidir: false,
+            loss_timeout: Duration::from_millis(200),
+            straggler_wait: Duration::from_secs(1),
+            max_records: 100_000,
+        }
+    }
+}
+
+/// One frame received in pcap-replay mode, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameRecord {
+    /// Guest port the frame came out of.
+    pub port: usize,
+    /// The received bytes (without FCS).
+    pub frame: Vec<u8>,
+    /// Index (in the capture) of the sent frame it matched, if any.
+    pub matched: Option<usize>,
+}
+
+/// Results of one direction.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DirReport {
+    /// 0: port 0 → port 1; 1: port 1 → port 0.
+    pub dir: usize,
+    pub sent: u64,
+    pub received: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    pub bad: u64,
+    /// Frames written off by the window timeout.
+    pub timed_out: u64,
+}
+
+/// Generator results. Serialises (JSON) to exactly the keys `sent`, `received`, `loss`,
+/// `duplicates`, `reordered`, `bad`, `offered_pps`, `received_pps`, `seconds`; the remaining
+/// fields are for library users only.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenReport {
+    /// Frames sent, all directions.
+    pub sent: u64,
+    /// Distinct valid frames received, all directions.
+    pub received: u64,
+    /// Fraction (0–1) of sent frames not received.
+    pub loss: f64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    /// Received frames that failed validation (or matched no sent frame, in pcap mode).
+    pub bad: u64,
+    pub offered_pps: f64,
+    pub received_pps: f64,
+    /// Measured duration of the sending phase.
+    pub seconds: f64,
+    /// Per-direction breakdown.
+    #[serde(skip)]
+    pub directions: Vec<DirReport>,
+    /// pcap mode: received frames in arrival order (at most `max_records`).
+    #[serde(skip)]
+    pub records: Vec<FrameRecord>,
+    /// Frames that arrived on a port no active direction sends to (ignored).
+    #[serde(skip)]
+    pub stray: u64,
+    /// Non-fatal problems (e.g. sending stalled by back-pressure).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// pcap
+
+/// Reads all frames of a pcap file (Ethernet link type expected).
+pub fn read_pcap(path: &Path) -> Result<Vec<Vec<u8>>> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut reader = pcap_file::pcap::PcapReader::new(std::io::BufReader::new(file))
+        .with_context(|| format!("reading pcap header of {}", path.display()))?;
+    let link = reader.header().datalink;
+    ensure!(
+        link == pcap_file::DataLink::ETHERNET,
+        "{}: link type {link:?}, expected Ethernet",
+        path.display()
+    );
+    let mut frames = Vec::new();
+    while let Some(pkt) = reader.next_packet() {
+        let pkt = pkt.with_context(|| format!("reading a packet of {}", path.display()))?;
+        frames.push(pkt.data.into_owned());
+    }
+    ensure!(!frames.is_empty(), "{} holds no frames", path.display());
+    Ok(frames)
+}
+
+/// Matches received frames against the replayed capture: content after byte 12 (the two
+/// Ethernet addresses may differ). Frames shorter than 60 bytes also match when zero-padded to 60.
+struct PcapMatcher {
+    n: usize,
+    by_content: HashMap<Vec<u8>, Vec<usize>>,
+    received: Vec<u64>,
+    highest: Option<u64>,
+}
+
+impl PcapMatcher {
+    fn new(frames: &[Vec<u8>]) -> Self {
+        let mut by_content: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+        for (i, f) in frames.iter().enumerate() {
+            let body = f.get(12..).unwrap_or(&[]).to_vec();
+            by_content.entry(body).or_default().push(i);
+            if f.len() < 60 && f.len() >= 12 {
+                let mut padded = f[12..].to_vec();
+                padded.resize(60 - 12, 0);
+                let v = by_content.entry(padded).or_default();
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+        }
+        PcapMatcher {
+            n: frames.len(),
+            by_content,
+            received: vec![0; frames.len()],
+            highest: None,
+        }
+    }
+
+    fn sent_of(&self, i: usize, sent_total: u64) -> u64 {
+        let n = self.n as u64;
+        sent_total / n + u64::from((i as u64) < sent_total % n)
+    }
+
+    /// Returns the matched index, or `Err(true)` for a duplicate, `Err(false)` for no match.
+    fn matches(
+        &mut self,
+        frame: &[u8],
+        sent_total: u64,
+        acc: &mut SeqTracker,
+    ) -> std::result::Result<usize, bool> {
+        let Some(cands) = frame.get(12..).and_then(|b| self.by_content.get(b)) else {
+            return Err(false);
+        };
+        // The candidate whose next expected transmission was sent earliest (FIFO per content).
+        let best = cands
+            .iter()
+            .copied()
+            .filter(|&i| self.received[i] < self.sent_of(i, sent_total))
+            .min_by_key(|&i| self.received[i] * self.n as u64 + i as u64);
+        let Some(i) = best else {
+            acc.duplicates += 1;
+            return Err(true);
+        };
+        let global_seq = self.received[i] * self.n as u64 + i as u64;
+        self.received[i] += 1;
+        acc.received += 1;
+        match self.highest {
+            Some(h) if global_seq < h => acc.reordered += 1,
+            _ => self.highest = Some(global_seq),
+        }
+        Ok(i)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The generator
+
+/// Per-direction state shared between its sender and receiver threads.
+#[derive(Default)]
+struct DirShared {
+    /// Frames sent (in pcap mode: reserved just before sending).
+    sent: AtomicU64,
+    /// Frames that came back for this direction (valid, duplicate or bad): window credit.
+    arrived: AtomicU64,
+    /// The sender is parked waiting for credit.
+    waiting: AtomicBool,
+    sender: OnceLock<Thread>,
+}
+
+#[derive(Default)]
+struct RxResult {
+    acc: SeqTracker,
+    bad: u64,
+    stray: u64,
+    last_rx: Option<Instant>,
+    records: Vec<FrameRecord>,
+}
+
+struct TxResult {
+    sent: u64,
+    timed_out: u64,
+    warning: Option<String>,
+}
+
+/// A bound generator: `host-0.sock` and `host-1.sock` exist from [`Generator::bind`] on, so QEMU
+/// can be started afterwards without losing frames. [`Generator::run`] may be called repeatedly.
+/// The socket files are removed on drop.
+pub struct Generator {
+    cfg: GenConfig,
+    socks: [UnixDatagram; 2],
+    pcap: Option<Vec<Vec<u8>>>,
+}
+
+impl Generator {
+    /// Checks the configuration, removes stale `host-i.sock` files and binds them.
+    pub fn bind(cfg: &GenConfig) -> Result<Generator> {
+        check_socket_paths(&cfg.dir, 2)?;
+        ensure!(cfg.window >= 1, "--window must be at least 1");
+        ensure!(cfg.flows >= 1, "--flows must be at least 1");
+        ensure!(
+            cfg.count.is_some() || cfg.seconds > 0.0,
+            "--seconds must be positive"
+        );
+        let pcap = match &cfg.pcap {
+            Some(p) => {
+                ensure!(!cfg.bidir, "--pcap replays into port 0 only; drop --bidir");
+                Some(read_pcap(p)?)
+            }
+            None => {
+                ensure!(
+                    (MIN_SIZE..=MAX_SIZE).contains(&cfg.size),
+                    "--size {} out of range {MIN_SIZE}..={MAX_SIZE} (bytes on the wire, FCS included)",
+                    cfg.size
+                );
+                None
+            }
+        };
+        let socks = [bind_host(&cfg.dir, 0)?, bind_host(&cfg.dir, 1)?];
+        Ok(Generator {
+            cfg: cfg.clone(),
+            socks,
+            pcap,
+        })
+    }
+
+    /// The configuration this generator was bound with.
+    pub fn config(&self) -> &GenConfig {
+        &self.cfg
+    }
+
+    /// A [`RawPort`] sharing this generator's socket for guest port `port` (0 or 1). Do not use
+    /// it while [`Generator::run`] is running.
+    pub fn raw_port(&self, port: usize) -> Result<RawPort> {
+        ensure!(port < 2, "port must be 0 or 1");
+        Ok(RawPort {
+            sock: self.socks[port].try_clone()?,
+            peer: guest_sock(&self.cfg.dir, port),
+            own: None,
+        })
+    }
+
+    /// Sends the configured traffic and returns the results.
+    pub fn run(&self) -> Result<GenReport> {
+        let cfg = &self.cfg;
+        let datagram_len = cfg.size - FCS_LEN;
+        let dirs: Vec<usize> = if cfg.bidir { vec![0, 1] } else { vec![0] };
+        let shared = [DirShared::default(), DirShared::default()];
+        let stop = AtomicBool::new(false);
+        let sending_done = AtomicBool::new(false);
+
+        // Drain whatever is queued from before this run.
+        let mut pre_stray = 0;
+        for s in &self.socks {
+            s.set_nonblocking(true)?;
+            let mut buf = [0u8; 65536];
+            while s.recv(&mut buf).is_ok() {
+                pre_stray += 1;
+            }
+            s.set_nonblocking(false)?;
+            s.set_read_timeout(Some(Duration::from_millis(20)))?;
+            s.set_write_timeout(Some(Duration::from_millis(5)))?;
+        }
+        let matcher = self.pcap.as_deref().map(PcapMatcher::new);
+
+        let start = Instant::now();
+        let (tx_results, rx_results, send_end) =
+            thread::scope(|scope| -> Result<_> {
+                // Receivers: socket `port` carries direction `1 - port`.
+                let mut rx_handles = Vec::new();
+                let mut matcher = matcher;
+                for port in 0..2 {
+                    let dir = 1 - port;
+                    let active = dirs.contains(&dir);
+                    let sock = self.socks[port].try_clone()?;
+                    let sh = &shared[dir];
+                    let stop = &stop;
+                    let m = if dir == 0 { matcher.take() } else { None };
+                    let max_records = cfg.max_records;
+                    rx_handles.push(scope.spawn(move || {
+                        receiver(sock, port, dir, active, sh, stop, m, max_records)
+                    }));
+                }
+                let mut tx_handles = Vec::new();
+                for &dir in &dirs {
+                    let sock = self.socks[dir].try_clone()?;
+                    let sh = &shared[dir];
+                    let peer = guest_sock(&cfg.dir, dir);
+                    let pcap = self.pcap.as_deref();
+                    tx_handles.push(scope.spawn(move || {
+                        sender(sock, peer, dir, cfg, datagram_len, pcap, sh, start)
+                    }));
+                }
+                let mut tx = Vec::new();
+                for h in tx_handles {
+                    tx.push(h.join().expect("sender thread panicked"));
+                }
+                let send_end = Instant::now();
+                sending_done.store(true, Ordering::SeqCst);
+                // Stragglers: until everything sent is accounted for, at most `straggler_wait`.
+                let all_back = || {
+                    dirs.iter().all(|&d| {
+                        shared[d].arrived.load(Ordering::SeqCst)
+                            >= shared[d].sent.load(Ordering::SeqCst)
+                    })
+                };
+                let straggle_deadline = send_end + cfg.straggler_wait;
+                while Instant::now() < straggle_deadline && !all_back() {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                stop.store(true, Ordering::SeqCst);
+                let mut rx = Vec::new();
+                for h in rx_handles {
+                    rx.push(h.join().expect("receiver thread panicked"));
+                }
+                Ok((tx, rx, send_end))
+            })?;
+
+        let seconds = send_end.duration_since(start).as_secs_f64();
+        let mut report = GenReport {
+            seconds,
+            stray: pre_stray,
+            ..Default::default()
+        };
+        let mut last_rx = None;
+        for (i, &dir) in dirs.iter().enumerate() {
+            let tx = tx_results[i]
+                .as_ref()
+                .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+            let rx = &rx_results[1 - dir];
+            if let Some(w) = &tx.warning {
+                report.warnings.push(w.clone());
+            }
+            report.directions.push(DirReport {
+                dir,
+                sent: tx.sent,
+                received: rx.acc.received,
+                duplicates: rx.acc.duplicates,
+                reordered: rx.acc.reordered,
+                bad: rx.bad,
+                timed_out: tx.timed_out,
+            });
+        }
+        for rx in rx_results {
+            report.stray += rx.stray;
+            last_rx = last_rx.max(rx.last_rx);
+            report.records.extend(rx.records);
+        }
+        for d in &report.directions {
+            report.sent += d.sent;
+            report.received += d.received;
+            report.duplicates += d.duplicates;
+            report.reordered += d.reordered;
+            report.bad += d.bad;
+        }
+        report.loss = if report.sent == 0 {
+            0.0
+        } else {
+            report.sent.saturating_sub(report.received) as f64 / report.sent as f64
+        };
+        if seconds > 0.0 {
+            report.offered_pps = report.sent as f64 / seconds;
+        }
+        let rx_span = last_rx
+            .map(|t| t.duration_since(start).as_secs_f64())
+            .unwrap_or(0.0)
+            .max(seconds);
+        if rx_span > 0.0 {
+            report.received_pps = report.received as f64 / rx_span;
+        }
+        Ok(report)
+    }
+}
+
+impl Drop for Generator {
+    fn drop(&mut self) {
+        for port in 0..2 {
+            let _ = std::fs::remove_file(host_sock(&self.cfg.dir, port));
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sender(
+    sock: UnixDatagram,
+    peer: PathBuf,
+    dir: usize,
+    cfg: &GenConfig,
+    datagram_len: usize,
+    pcap: Option<&[Vec<u8>]>,
+    sh: &DirShared,
+    start: Instant,
+) -> Result<TxResult> {
+    let _ = sh.sender.set(thread::current());
+    let deadline = start + Duration::from_secs_f64(cfg.seconds.max(0.0));
+    let timed_mode = cfg.count.is_none();
+    let stall_limit = Duration::from_secs(5);
+    let mut buf = Vec::with_capacity(datagram_len);
+    let mut seq: u64 = 0;
+    let mut written_off: u64 = 0;
+    let mut warning = None;
+    'outer: loop {
+        match cfg.count {
+            Some(c) if seq >= c => break,
+            None if Instant::now() >= deadline => break,
+            _ => {}
+        }
+        // Window.
+        let mut last_arrived = sh.arrived.load(Ordering::SeqCst);
+        let mut last_progress = Instant::now();
+        loop {
+            let arrived = sh.arrived.load(Ordering::SeqCst);
+            let now = Instant::now();
+            if arrived != last_arrived {
+                last_arrived = arrived;
+                last_progress = now;
+            }
+            if seq.saturating_sub(arrived + written_off) < cfg.window {
+                break;
+            }
+            if timed_mode && now >= deadline {
+                break 'outer;
+            }
+            if now.duration_since(last_progress) >= cfg.loss_timeout {
+                written_off += 1;
+                last_progress = now;
+                continue;
+            }
+            sh.waiting.store(true, Ordering::SeqCst);
+            if sh.arrived.load(Ordering::SeqCst) == arrived {
+                thread::park_timeout(Duration::from_millis(1));
+            }
+            sh.waiting.store(false, Ordering::SeqCst);
+        }
+        // Frame.
+        let frame: &[u8] = match pcap {
+            Some(frames) => &frames[(seq % frames.len() as u64) as usize],
+            None => {
+                let flow = (seq % u64::from(cfg.flows)) as u16;
+                build_frame_into(&mut buf, dir, seq, flow, datagram_len)?;
+                &buf
+            }
+        };
+        // Reserve before sending so the receiver never sees a frame that is not counted yet.
+        sh.sent.fetch_add(1, Ordering::SeqCst);
+        let blocked_since = Instant::now();
+        loop {
+            match sock.send_to(frame, &peer) {
+                Ok(_) => break,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    // Back-pressure: the peer's queue is full.
+                    let now = Instant::now();
+                    if (timed_mode && now >= deadline)
+                        || now.duration_since(blocked_since) >= stall_limit
+                    {
+                        sh.sent.fetch_sub(1, Ordering::SeqCst);
+                        if !timed_mode || now.duration_since(blocked_since) >= stall_limit {
+                            warning = Some(format!(
+                                "direction {dir}: sending stalled by back-pressure for {:?} after \
+                                 {seq} frames; stopped",
+                                now.duration_since(blocked_since)
+                            ));
+                        }
+                        break 'outer;
+                    }
+                }
+                // Nobody bound at the peer path (QEMU not running): the frame is offered and lost.
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) =>
+                {
+                    if warning.is_none() {
+                        warning = Some(format!("direction {dir}: {}: {e}", peer.display()));
+                    }
+                    break;
+                }
+                Err(e) => {
+                    sh.sent.fetch_sub(1, Ordering::SeqCst);
+                    return Err(e).with_context(|| format!("sending to {}", peer.display()));
+                }
+            }
+        }
+        seq += 1;
+    }
+    Ok(TxResult {
+        sent: sh.sent.load(Ordering::SeqCst),
+        timed_out: written_off,
+        warning,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn receiver(
+    sock: UnixDatagram,
+    port: usize,
+    dir: usize,
+    active: bool,
+    sh: &DirShared,
+    stop: &AtomicBool,
+    mut matcher: Option<PcapMatcher>,
+    max_records: usize,
+) -> RxResult {
+    let mut res = RxResult::default();
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::SeqCst) {
+        let n = match sock.recv(&mut buf) {
+            Ok(n) => n,
+            Err(_) => continue, // timeout (checks `stop`) or transient error
+        };
+        if !active {
+            res.stray += 1;
+            continue;
+        }
+        let frame = &buf[..n];
+        res.last_rx = Some(Instant::now());
+        match matcher.as_mut() {
+            Some(m) => {
+                let matched = match m.matches(frame, sh.sent.load(Ordering::SeqCst), &mut res.acc) {
+                    Ok(i) => Some(i),
+                    Err(dup) => {
+                        if !dup {
+                            res.bad += 1;
+                        }
+                        None
+                    }
+                };
+                if res.records.len() < max_records {
+                    res.records.push(FrameRecord {
+                        port,
+                        frame: frame.to_vec(),
+                        matched,
+                    });
+                }
+            }
+            None => match validate_frame(frame) {
+                Ok(g) if g.dir as usize == dir => res.acc.record(g.seq),
+                _ => res.bad += 1,
+            },
+        }
+        sh.arrived.fetch_add(1, Ordering::SeqCst);
+        if sh.waiting.load(Ordering::SeqCst) {
+            if let Some(t) = sh.sender.get() {
+                t.unpark();
+            }
+        }
+    }
+    res
+}
+
+/// Binds the sockets and runs the generator once; see [`Generator`].
+pub fn run(cfg: &GenConfig) -> Result<GenReport> {
+    Generator::bind(cfg)?.run()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw port
+
+/// One host-side port for sending and receiving single raw frames (e.g. an oversized or an
+/// 802.1Q-tagged frame) without the generator's accounting.
+pub struct RawPort {
+    sock: UnixDatagram,
+    peer: PathBuf,
+    own: Option<PathBuf>,
+}
+
+impl RawPort {
+    /// Binds `DIR/host-{port}.sock` (removing a stale file) and sends to `DIR/guest-{port}.sock`.
+    /// The socket file is removed on drop.
+    pub fn bind(dir: &Path, port: usize) -> Result<RawPort> {
+        check_socket_paths(dir, port + 1)?;
+        let sock = bind_host(dir, port)?;
+        Ok(RawPort {
+            sock,
+            peer: guest_sock(dir, port),
+            own: Some(host_sock(dir, port)),
+        })
+    }
+
+    /// Sends one frame (without FCS) into the guest port. Blocks while the peer's queue is full,
+    /// for at most 5 s.
+    pub fn send(&self, frame: &[u8]) -> Result<()> {
+        self.sock.set_write_timeout(Some(Duration::from_secs(5)))?;
+        self.sock
+            .send_to(frame, &self.peer)
+            .with_context(|| format!("sending to {}", self.peer.display()))?;
+        Ok(())
+    }
+
+    /// Receives one frame that came out of the guest port, waiting at most `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Vec<u8>> {
+        let timeout = timeout.max(Duration::from_micros(1));
+        self.sock.set_read_timeout(Some(timeout)).ok()?;
+        let mut buf = vec![0u8; 65536];
+        match self.sock.recv(&mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                Some(buf)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Receives frames until none arrives for `idle`; returns them in order.
+    pub fn collect(&self, idle: Duration) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| self.recv_timeout(idle)).collect()
+    }
+}
+
+impl Drop for RawPort {
+    fn drop(&mut self) {
+        if let Some(p) = &self.own {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

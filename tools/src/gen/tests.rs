@@ -1,0 +1,281 @@
+use super::*;
+
+#[test]
+fn frame_is_valid_and_sized() {
+    for size in [MIN_SIZE, 64, 128, 1518] {
+        let f = build_frame(0, 42, 3, size - FCS_LEN).unwrap();
+        assert_eq!(f.len(), size - FCS_LEN);
+        assert_eq!(&f[0..6], &guest_mac(0));
+        assert_eq!(&f[6..12], &peer_mac(0));
+        assert_eq!(&f[12..14], &[0x08, 0x00]);
+        let ip = Ipv4HeaderSlice::from_slice(&f[14..]).unwrap();
+        assert_eq!(ip.to_header().calc_header_checksum(), ip.header_checksum());
+        assert_eq!(ip.source(), [10, 0, 0, 2]);
+        assert_eq!(ip.destination(), [10, 0, 1, 2]);
+        assert_eq!(u16::from_be_bytes([f[34], f[35]]), UDP_SRC_PORT_BASE + 3);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), UDP_DST_PORT);
+        assert_eq!(validate_frame(&f), Ok(GoodFrame { dir: 0, seq: 42 }));
+    }
+    let f = build_frame(1, 7, 0, 60).unwrap();
+    assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 2]);
+    assert_eq!(&f[6..12], &[2, 0, 0, 0, 0x0b, 2]);
+    assert_eq!(&f[26..30], &[10, 0, 1, 2]);
+    assert_eq!(&f[30..34], &[10, 0, 0, 2]);
+    assert_eq!(validate_frame(&f), Ok(GoodFrame { dir: 1, seq: 7 }));
+    assert!(build_frame(0, 0, 0, MIN_SIZE - FCS_LEN - 1).is_err());
+}
+
+#[test]
+fn guest_rewrites_are_accepted() {
+    // MAC rewrite and trailing padding do not matter; a TTL decrement with a fixed checksum is fine.
+    let mut f = build_frame(0, 5, 0, 60).unwrap();
+    f[0..12].copy_from_slice(&[9; 12]);
+    f.extend_from_slice(&[0; 4]);
+    assert!(validate_frame(&f).is_ok());
+    let mut h = Ipv4HeaderSlice::from_slice(&f[14..]).unwrap().to_header();
+    h.time_to_live -= 1;
+    h.header_checksum = h.calc_header_checksum();
+    let mut w = Vec::new();
+    h.write(&mut w).unwrap();
+    f[14..34].copy_from_slice(&w);
+    assert!(validate_frame(&f).is_ok());
+}
+
+#[test]
+fn corruption_is_detected() {
+    let good = build_frame(0, 1000, 0, 124).unwrap();
+    // Payload pattern byte (UDP checksum zeroed so the pattern check itself is exercised).
+    let mut f = good.clone();
+    f[40] = 0;
+    f[41] = 0;
+    f[100] ^= 0x55;
+    assert_eq!(validate_frame(&f), Err(BadFrame::Pattern));
+    // With the UDP checksum in place the same corruption fails the checksum.
+    let mut f = good.clone();
+    f[100] ^= 0x55;
+    assert_eq!(validate_frame(&f), Err(BadFrame::UdpChecksum));
+    // IPv4 header byte (TTL) without checksum fix.
+    let mut f = good.clone();
+    f[22] -= 1;
+    assert_eq!(validate_frame(&f), Err(BadFrame::Ipv4Checksum));
+    // Magic.
+    let mut f = good.clone();
+    f[40] = 0;
+    f[41] = 0;
+    f[42] = b'X';
+    assert_eq!(validate_frame(&f), Err(BadFrame::Magic));
+    // Truncation.
+    assert_eq!(validate_frame(&good[..80]), Err(BadFrame::UdpLength));
+    assert_eq!(validate_frame(&good[..40]), Err(BadFrame::TooShort));
+    // Not IPv4.
+    let mut f = good;
+    f[12] = 0x86;
+    f[13] = 0xdd;
+    assert_eq!(validate_frame(&f), Err(BadFrame::NotIpv4Udp));
+}
+
+#[test]
+fn seq_tracker_counts_duplicates_and_reorder() {
+    let mut t = SeqTracker::default();
+    for s in [0, 1, 3, 2, 2, 4, 1, 200, 100] {
+        t.record(s);
+    }
+    assert_eq!(t.received, 7); // 0 1 3 2 4 200 100
+    assert_eq!(t.duplicates, 2); // 2, 1
+    assert_eq!(t.reordered, 2); // 2 (after 3), 100 (after 200)
+}
+
+#[test]
+fn sun_path_limit() {
+    let ok = PathBuf::from("/tmp/x");
+    check_socket_paths(&ok, 2).unwrap();
+    // "/guest-1.sock" is 13 bytes: a 94-byte directory gives exactly 107.
+    let dir94 = PathBuf::from(format!("/{}", "a".repeat(93)));
+    check_socket_paths(&dir94, 2).unwrap();
+    let dir95 = PathBuf::from(format!("/{}", "a".repeat(94)));
+    let err = check_socket_paths(&dir95, 2).unwrap_err().to_string();
+    assert!(err.contains("sun_path"), "{err}");
+    assert!(check_socket_paths(Path::new("/tmp/a,b"), 1).is_err());
+}
+
+/// A fake guest: binds `guest-0.sock` and forwards every datagram to `host-1.sock`, applying
+/// `mangle`, until `stop`.
+fn fake_guest(dir: &Path, mangle: fn(&mut [u8])) -> (Arc<AtomicBool>, thread::JoinHandle<u64>) {
+    let g0 = UnixDatagram::bind(guest_sock(dir, 0)).unwrap();
+    let g1 = UnixDatagram::bind(guest_sock(dir, 1)).unwrap();
+    g0.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let out = host_sock(dir, 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let h = thread::spawn(move || {
+        let _keep = g1;
+        let mut n = 0;
+        let mut buf = vec![0u8; 65536];
+        while !stop2.load(Ordering::SeqCst) {
+            if let Ok(len) = g0.recv(&mut buf) {
+                let mut f = buf[..len].to_vec();
+                mangle(&mut f);
+                // The host socket is bound before the generator sends, so this only blocks.
+                if g0.send_to(&f, &out).is_ok() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    });
+    (stop, h)
+}
+
+use std::sync::Arc;
+
+fn rewrite_macs(f: &mut [u8]) {
+    f[0..6].copy_from_slice(&peer_mac(1));
+    f[6..12].copy_from_slice(&guest_mac(1));
+}
+
+#[test]
+fn loopback_counts_everything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        count: Some(1000),
+        flows: 4,
+        ..Default::default()
+    };
+    let gen = Generator::bind(&cfg).unwrap();
+    let (stop, h) = fake_guest(tmp.path(), rewrite_macs);
+    let r = gen.run().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(h.join().unwrap(), 1000);
+    assert_eq!(r.sent, 1000);
+    assert_eq!(r.received, 1000, "{r:?}");
+    assert_eq!(r.loss, 0.0);
+    assert_eq!(r.bad, 0);
+    assert_eq!(r.duplicates, 0);
+    assert_eq!(r.reordered, 0);
+    assert!(r.offered_pps > 0.0 && r.received_pps > 0.0);
+    let json = serde_json::to_value(&r).unwrap();
+    let mut keys: Vec<_> = json.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "bad",
+            "duplicates",
+            "loss",
+            "offered_pps",
+            "received",
+            "received_pps",
+            "reordered",
+            "seconds",
+            "sent"
+        ]
+    );
+}
+
+#[test]
+fn loopback_detects_corruption() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        count: Some(200),
+        size: 128,
+        ..Default::default()
+    };
+    let gen = Generator::bind(&cfg).unwrap();
+    let (stop, h) = fake_guest(tmp.path(), |f| {
+        let n = f.len();
+        f[n - 1] ^= 0xff;
+    });
+    let r = gen.run().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    h.join().unwrap();
+    assert_eq!(r.sent, 200);
+    assert_eq!(r.bad, 200);
+    assert_eq!(r.received, 0);
+    assert_eq!(r.loss, 1.0);
+}
+
+#[test]
+fn no_guest_means_loss_not_hang() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        count: Some(10),
+        window: 4,
+        loss_timeout: Duration::from_millis(20),
+        straggler_wait: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let r = run(&cfg).unwrap();
+    assert_eq!(r.sent, 10);
+    assert_eq!(r.received, 0);
+    assert_eq!(r.loss, 1.0);
+    assert_eq!(r.directions[0].timed_out, 6);
+}
+
+#[test]
+fn pcap_replay_matches_by_content() {
+    let pcap =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/pcap/tcpreplay-test.pcap");
+    let pcap = if pcap.exists() {
+        pcap
+    } else {
+        PathBuf::from("/work/shared/data/pcap/tcpreplay-test.pcap")
+    };
+    if !pcap.exists() {
+        eprintln!("skipping: {} not found", pcap.display());
+        return;
+    }
+    let frames = read_pcap(&pcap).unwrap();
+    assert_eq!(frames.len(), 179);
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        count: Some(2 * frames.len() as u64),
+        pcap: Some(pcap),
+        ..Default::default()
+    };
+    let gen = Generator::bind(&cfg).unwrap();
+    let (stop, h) = fake_guest(tmp.path(), rewrite_macs);
+    let r = gen.run().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    h.join().unwrap();
+    assert_eq!(r.sent, 358);
+    assert_eq!(r.received, 358, "{:?}", r.directions);
+    assert_eq!(r.bad, 0);
+    assert_eq!(r.duplicates, 0);
+    assert_eq!(r.reordered, 0);
+    assert_eq!(r.records.len(), 358);
+    for (k, rec) in r.records.iter().enumerate() {
+        let i = rec.matched.unwrap();
+        assert_eq!(rec.frame[12..], frames[i][12..]);
+        assert_eq!(rec.port, 1);
+        // Identical frames may appear more than once in the capture; otherwise in order.
+        if frames
+            .iter()
+            .filter(|f| f[12..] == frames[k % 179][12..])
+            .count()
+            == 1
+        {
+            assert_eq!(i, k % 179);
+        }
+    }
+}
+
+#[test]
+fn pcap_matcher_flags_unknown_and_duplicates() {
+    let frames = vec![vec![1u8; 70], vec![2u8; 50]];
+    let mut m = PcapMatcher::new(&frames);
+    let mut acc = SeqTracker::default();
+    assert_eq!(m.matches(&frames[0], 2, &mut acc), Ok(0));
+    assert_eq!(m.matches(&frames[0], 2, &mut acc), Err(true));
+    // The short frame matches as sent and zero-padded to 60 bytes.
+    let mut padded = frames[1].clone();
+    padded.resize(60, 0);
+    assert_eq!(m.matches(&padded, 2, &mut acc), Ok(1));
+    assert_eq!(m.matches(&[3u8; 70], 2, &mut acc), Err(false));
+    assert_eq!(acc.received, 2);
+    assert_eq!(acc.duplicates, 1);
+}

@@ -1,0 +1,11 @@
+//! Gannet host-side tools: the `cargo xtask` commands, the traffic generator and QEMU supervision.
+//!
+//! The integration tests (`tests` crate) use this library directly:
+//! - [`qemu::Guest`] boots the image under QEMU and talks to its serial console;
+//! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
+//! - [`gen::RawPort`] sends and receives single raw frames.
+
+pub mod gen;
+pub mod qemu;
+pub mod report;
+pub mod setup;

@@ -1,0 +1,1 @@
+//! QEMU: build the image, assemble the command line, boot and supervise the guest.

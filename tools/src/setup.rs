@@ -1,0 +1,1 @@
+//! Install missing prerequisites (the bare-metal target, QEMU).
