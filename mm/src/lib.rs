@@ -1,0 +1,87 @@
+//! Gannet memory management: buddy zones, per-CPU page lists (pcp), the bulk order-0 API, page
+//! metadata and the network `page_pool`.
+//!
+//! Terms and semantics follow Linux mm (`mm/page_alloc.c`, `net/core/page_pool.c`) so that the
+//! reasoning collected in `shared/docs/SEED-NOTES.md` applies word for word. The crate deals only
+//! in page frame numbers ([`Pfn`]) and per-frame metadata ([`Page`]): it never dereferences the
+//! memory it manages, which is what makes it testable on the host.
+//!
+//! # Layers
+//!
+//! * [`Zone`] ([`zone`]): the buddy allocator for one span of physical frames. Free lists per order
+//!   `0..=MAX_ORDER` under one spin lock. Usable from any context, including interrupt handlers
+//!   (on the bare-metal target the lock is taken with interrupts disabled, like
+//!   `spin_lock_irqsave`).
+//! * [`PerCpuPages`] ([`pcp`]): one per CPU, a lock-free cache of order-0 pages in front of the
+//!   zone, plus the bulk order-0 API. Touched only by its owning CPU from thread context.
+//! * [`page_pool::PagePool`]: one per RX queue, a cache of DMA-mapped pages in front of the pcp.
+//!
+//! # Rules (who may touch what)
+//!
+//! * A [`PerCpuPages`] is owned by exactly one CPU and used only from that CPU's thread context
+//!   (its poll loop), never from an interrupt handler and never from another CPU. Its methods take
+//!   `&mut self` and no lock; the borrow checker plus "one per CPU, in the per-CPU area" enforce
+//!   the rule. Interrupt handlers use [`Zone::alloc_pages`] / [`Zone::free_pages_order`].
+//! * Draining another CPU's pcp list is done by asking that CPU to call
+//!   [`PerCpuPages::drain_local_pages`] from its own poll loop (Linux moved `drain_all_pages`
+//!   from IPIs to per-CPU work for the same reason: an IPI can land in the middle of list
+//!   manipulation).
+//! * Only the owner of an allocated page touches its non-buddy metadata (refcount, pool,
+//!   `dma_addr`). Buddy metadata (flags, order, list links) of free pages is touched only under
+//!   the zone lock.
+//! * PFN 0 is never handed out: virtio treats physical address 0 as "no buffer".
+
+#![no_std]
+#![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+mod irq;
+pub mod page;
+pub mod page_pool;
+pub mod pcp;
+pub mod zone;
+
+pub use page::{Page, NO_POOL};
+pub use pcp::{BulkError, PerCpuPages, PCP_MAX_PAGES};
+pub use zone::{Watermarks, Zone};
+
+/// log2 of the page size in bytes.
+pub const PAGE_SHIFT: u32 = 12;
+/// Page size in bytes (4 KiB).
+pub const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+/// Highest buddy order: free lists exist for orders `0..=MAX_ORDER`, so the largest block is
+/// `2^MAX_ORDER` pages (4 MiB), like Linux `MAX_PAGE_ORDER` (formerly `MAX_ORDER - 1`).
+pub const MAX_ORDER: usize = 10;
+
+/// A physical frame number: physical address `>> PAGE_SHIFT`.
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Pfn(pub u64);
+
+impl Pfn {
+    /// Physical address (bytes) of the first byte of this frame.
+    #[inline]
+    pub const fn addr(self) -> u64 {
+        self.0 << PAGE_SHIFT
+    }
+
+    /// The frame containing physical address `addr` (bytes); the low 12 bits are dropped.
+    #[inline]
+    pub const fn from_addr(addr: u64) -> Pfn {
+        Pfn(addr >> PAGE_SHIFT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pfn_addr_roundtrip() {
+        assert_eq!(Pfn(3).addr(), 0x3000);
+        assert_eq!(Pfn::from_addr(0x3fff), Pfn(3));
+        assert_eq!(Pfn::from_addr(Pfn(0x12345).addr()), Pfn(0x12345));
+        assert_eq!(PAGE_SIZE, 4096);
+    }
+}
