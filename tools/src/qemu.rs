@@ -1,1 +1,779 @@
-//! QEMU: build the image, assemble the command line, boot and supervise the guest.
+//! QEMU: build the image, assemble the command line, boot and supervise the guest, console I/O.
+//!
+//! The guest's console is QEMU's `-serial stdio`: [`Guest`] writes commands to QEMU's stdin and
+//! collects its stdout line by line (`\r` stripped). QEMU runs in its own process group (so a
+//! terminal Ctrl-C reaches only xtask) and is killed, with its whole group, when the [`Guest`] is
+//! dropped; it also gets `PR_SET_PDEATHSIG(SIGKILL)` so it dies if the process that started it
+//! dies without unwinding. Note that Linux delivers that signal when the *thread* that spawned
+//! QEMU exits: keep the [`Guest`] on the thread that booted it (one test function, say).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+
+use crate::gen;
+
+/// The guest's ready marker (a line containing it).
+pub const READY_MARKER: &str = "gannet: ready";
+/// Prefix of the guest's statistics line.
+pub const STATS_PREFIX: &str = "STATS ";
+/// Marker of a configuration error (the guest then exits with failure).
+pub const CONFIG_ERROR_MARKER: &str = "config error:";
+/// Default time to wait for the ready marker.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Number of serial lines shown when something fails.
+pub const TAIL_LINES: usize = 20;
+/// Lines kept in memory; older ones are dropped (indices keep counting).
+const MAX_KEPT_LINES: usize = 100_000;
+
+/// The workspace root (the parent of the `tools` crate).
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+/// The cargo target directory used for the kernel build: `$CARGO_TARGET_DIR` (relative to the
+/// workspace root) if set, else `<root>/target`.
+pub fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => root.join(d),
+        _ => root.join("target"),
+    }
+}
+
+/// Where `cargo xtask build` puts the kernel image.
+pub fn image_path(root: &Path) -> PathBuf {
+    target_dir(root).join("x86_64-unknown-none/release/gannet")
+}
+
+/// The image to boot: `$GANNET_IMAGE` if set, else [`image_path`] of the workspace.
+pub fn default_image() -> PathBuf {
+    match std::env::var_os("GANNET_IMAGE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => image_path(&workspace_root()),
+    }
+}
+
+/// Runs `cargo build --release -p unikernel --target x86_64-unknown-none` in the workspace root
+/// (output streamed) and returns the image path.
+pub fn build_image() -> Result<PathBuf> {
+    let root = workspace_root();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "unikernel",
+            "--target",
+            "x86_64-unknown-none",
+        ])
+        .status()
+        .context("running cargo build for the unikernel")?;
+    ensure!(
+        status.success(),
+        "cargo build --release -p unikernel --target x86_64-unknown-none failed ({status})"
+    );
+    let image = image_path(&root);
+    ensure!(
+        image.exists(),
+        "build succeeded but {} does not exist",
+        image.display()
+    );
+    Ok(image)
+}
+
+/// QEMU accelerator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Accel {
+    /// Software emulation (the only one that works on these machines' nested KVM).
+    #[default]
+    Tcg,
+    /// Hardware virtualisation through /dev/kvm.
+    Kvm,
+}
+
+impl Accel {
+    /// "tcg" or "kvm".
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Tcg => "tcg",
+            Accel::Kvm => "kvm",
+        }
+    }
+}
+
+impl fmt::Display for Accel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where [`Guest`] echoes serial lines as they arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Echo {
+    /// Do not echo (lines are still collected).
+    #[default]
+    Off,
+    Stdout,
+    Stderr,
+}
+
+/// How to boot the guest.
+#[derive(Debug, Clone)]
+pub struct GuestConfig {
+    /// QEMU binary (default `qemu-system-x86_64`, from `$PATH`).
+    pub qemu: PathBuf,
+    /// Kernel image (PVH ELF).
+    pub image: PathBuf,
+    /// Directory of the unix-datagram sockets (`guest-i.sock`, `host-i.sock`).
+    pub dgram_dir: PathBuf,
+    /// Kernel command line (`-append`).
+    pub append: String,
+    pub accel: Accel,
+    /// Add `-icount shift=0,sleep=off`.
+    pub icount: bool,
+    /// `-smp`.
+    pub cpus: u32,
+    /// Number of virtio-net ports.
+    pub nics: usize,
+    /// `-m`.
+    pub memory: String,
+    /// Extra arguments appended to the QEMU command line.
+    pub extra_args: Vec<String>,
+    pub echo: Echo,
+}
+
+impl Default for GuestConfig {
+    fn default() -> Self {
+        GuestConfig {
+            qemu: PathBuf::from("qemu-system-x86_64"),
+            image: default_image(),
+            dgram_dir: PathBuf::new(),
+            append: String::new(),
+            accel: Accel::Tcg,
+            icount: false,
+            cpus: 1,
+            nics: 2,
+            memory: "256M".into(),
+            extra_args: Vec::new(),
+            echo: Echo::Off,
+        }
+    }
+}
+
+fn utf8(p: &Path) -> Result<&str> {
+    p.to_str()
+        .ok_or_else(|| anyhow!("path {} is not UTF-8", p.display()))
+}
+
+/// The QEMU arguments (without the program name) for `cfg`. Fails if a socket path would not fit
+/// in `sun_path` or a path cannot be passed to QEMU.
+pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
+    gen::check_socket_paths(&cfg.dgram_dir, cfg.nics)?;
+    ensure!(cfg.nics <= 9, "at most 9 NICs (MAC 02:00:00:00:00:0N)");
+    ensure!(cfg.cpus >= 1, "--cpus must be at least 1");
+    let image = utf8(&cfg.image)?;
+    ensure!(!image.contains(','), "image path {image} contains a comma");
+    let mut a: Vec<String> = [
+        "-machine",
+        "q35",
+        "-accel",
+        cfg.accel.name(),
+        "-m",
+        &cfg.memory,
+        "-smp",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.push(cfg.cpus.to_string());
+    a.extend(
+        [
+            "-display",
+            "none",
+            "-no-reboot",
+            "-serial",
+            "stdio",
+            "-monitor",
+            "none",
+            "-nodefaults",
+            "-kernel",
+            image,
+            "-append",
+            &cfg.append,
+            "-device",
+            "isa-debug-exit,iobase=0xf4,iosize=0x04",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    if cfg.icount {
+        a.extend(["-icount".to_string(), "shift=0,sleep=off".to_string()]);
+    }
+    for i in 0..cfg.nics {
+        let local = gen::guest_sock(&cfg.dgram_dir, i);
+        let remote = gen::host_sock(&cfg.dgram_dir, i);
+        a.push("-netdev".into());
+        a.push(format!(
+            "dgram,id=p{i},local.type=unix,local.path={},remote.type=unix,remote.path={}",
+            utf8(&local)?,
+            utf8(&remote)?
+        ));
+        a.push("-device".into());
+        a.push(format!(
+            "virtio-net-pci,netdev=p{i},mac=02:00:00:00:00:0{}",
+            i + 1
+        ));
+    }
+    a.extend(cfg.extra_args.iter().cloned());
+    Ok(a)
+}
+
+// ---------------------------------------------------------------------------------------------
+// STATS
+
+/// A parsed `STATS {json}` line. Extra keys are tolerated; the accessors return `None` when a key
+/// is missing or has another type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats(pub serde_json::Value);
+
+impl Stats {
+    /// Parses a line starting with `STATS ` (after optional leading whitespace) followed by a
+    /// JSON object. Returns `None` for other lines or invalid JSON.
+    pub fn parse(line: &str) -> Option<Stats> {
+        let rest = line.trim_start().strip_prefix(STATS_PREFIX)?;
+        let v: serde_json::Value = serde_json::from_str(rest.trim()).ok()?;
+        v.is_object().then_some(Stats(v))
+    }
+
+    /// Integer field `key` of the top-level object.
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.0.get(key)?.as_u64()
+    }
+
+    /// The forwarding `mode`.
+    pub fn mode(&self) -> Option<&str> {
+        self.0.get("mode")?.as_str()
+    }
+
+    /// `busy_cycles / forwarded` (None when nothing was forwarded).
+    pub fn cycles_per_packet(&self) -> Option<f64> {
+        let f = self.u64("forwarded").filter(|&f| f > 0)?;
+        Some(self.u64("busy_cycles")? as f64 / f as f64)
+    }
+
+    /// `kicks / forwarded` (None when nothing was forwarded).
+    pub fn kicks_per_packet(&self) -> Option<f64> {
+        let f = self.u64("forwarded").filter(|&f| f > 0)?;
+        Some(self.u64("kicks")? as f64 / f as f64)
+    }
+
+    /// The per-port objects (`ports` array).
+    pub fn ports(&self) -> &[serde_json::Value] {
+        self.0
+            .get("ports")
+            .and_then(|p| p.as_array())
+            .map_or(&[], |v| v.as_slice())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exit status
+
+/// How QEMU ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestExit {
+    /// QEMU status 1: the guest wrote 0 to isa-debug-exit (clean shutdown).
+    Clean,
+    /// QEMU status 3: the guest wrote 1 to isa-debug-exit (guest failure).
+    GuestFailure,
+    /// Anything else (QEMU error, killed by a signal, other exit codes).
+    Other(ExitStatus),
+}
+
+impl GuestExit {
+    /// Maps QEMU's exit status.
+    pub fn from_status(s: ExitStatus) -> GuestExit {
+        match s.code() {
+            Some(1) => GuestExit::Clean,
+            Some(3) => GuestExit::GuestFailure,
+            _ => GuestExit::Other(s),
+        }
+    }
+
+    /// True only for a clean guest shutdown.
+    pub fn is_clean(self) -> bool {
+        self == GuestExit::Clean
+    }
+}
+
+impl fmt::Display for GuestExit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GuestExit::Clean => f.write_str("clean guest shutdown (QEMU status 1)"),
+            GuestExit::GuestFailure => f.write_str("guest failure (QEMU status 3)"),
+            GuestExit::Other(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => write!(f, "QEMU exited with status {c}"),
+                (None, Some(sig)) => write!(f, "QEMU killed by signal {sig}"),
+                _ => write!(f, "QEMU ended: {s}"),
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Guest
+
+#[derive(Default)]
+struct Log {
+    lines: VecDeque<String>,
+    /// Index of `lines[0]` (lines dropped so far).
+    first: usize,
+    /// QEMU's stdout is closed.
+    eof: bool,
+}
+
+impl Log {
+    fn end(&self) -> usize {
+        self.first + self.lines.len()
+    }
+    fn tail(&self, n: usize) -> Vec<String> {
+        let skip = self.lines.len().saturating_sub(n);
+        self.lines.iter().skip(skip).cloned().collect()
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    log: Mutex<Log>,
+    cv: Condvar,
+    stderr: Mutex<VecDeque<String>>,
+}
+
+/// A cloneable handle that writes lines to the guest console (QEMU's stdin).
+#[derive(Clone)]
+pub struct Console {
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
+}
+
+impl Console {
+    /// Sends `line` followed by `\n`.
+    pub fn send_line(&self, line: &str) -> Result<()> {
+        let mut g = self.stdin.lock().unwrap();
+        let stdin = g
+            .as_mut()
+            .ok_or_else(|| anyhow!("guest console is closed"))?;
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .context("writing to the guest console")
+    }
+}
+
+/// Outcome of waiting for a line.
+enum Wait {
+    Found(usize, String),
+    Timeout,
+    Eof,
+}
+
+/// A booted QEMU guest: serial console lines, console commands, exit status. QEMU (and its
+/// process group) is killed when this is dropped.
+pub struct Guest {
+    child: Child,
+    console: Console,
+    shared: Arc<Shared>,
+    exit: Option<GuestExit>,
+    accel: Accel,
+    args: Vec<String>,
+}
+
+impl Guest {
+    /// Boots QEMU with `cfg`: checks the socket paths, removes stale `guest-i.sock` files,
+    /// spawns QEMU in its own process group and starts collecting its serial output. Does not
+    /// wait for the ready marker (see [`Guest::wait_ready`]). The host side of the sockets
+    /// (e.g. a [`gen::Generator`]) should be bound before this is called.
+    pub fn boot(cfg: &GuestConfig) -> Result<Guest> {
+        let args = command_args(cfg)?;
+        ensure!(
+            cfg.image.is_file(),
+            "kernel image {} not found (run `cargo xtask build`)",
+            cfg.image.display()
+        );
+        if cfg.accel == Accel::Kvm {
+            ensure!(
+                Path::new("/dev/kvm").exists(),
+                "--accel kvm needs /dev/kvm; use --accel tcg"
+            );
+        }
+        for i in 0..cfg.nics {
+            let p = gen::guest_sock(&cfg.dgram_dir, i);
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("removing stale {}", p.display()))
+                }
+                _ => {}
+            }
+        }
+        let mut cmd = Command::new(&cfg.qemu);
+        cmd.args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        // Retry ETXTBSY: a just-written script (tests' fake QEMU) can be briefly "busy" while
+        // another thread of this process forks.
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                    tries += 1;
+                    thread::sleep(Duration::from_millis(20));
+                }
+                r => break r.with_context(|| format!("starting {}", cfg.qemu.display()))?,
+            }
+        };
+        let shared = Arc::new(Shared::default());
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let stdin = child.stdin.take();
+        {
+            let shared = shared.clone();
+            let echo = cfg.echo;
+            thread::Builder::new()
+                .name("qemu-serial".into())
+                .spawn(move || read_serial(stdout, &shared, echo))?;
+        }
+        {
+            let shared = shared.clone();
+            thread::Builder::new()
+                .name("qemu-stderr".into())
+                .spawn(move || {
+                    for line in BufReader::new(stderr).lines() {
+                        let Ok(line) = line else { break };
+                        let mut q = shared.stderr.lock().unwrap();
+                        if q.len() >= 200 {
+                            q.pop_front();
+                        }
+                        q.push_back(line);
+                    }
+                })?;
+        }
+        Ok(Guest {
+            child,
+            console: Console {
+                stdin: Arc::new(Mutex::new(stdin)),
+            },
+            shared,
+            exit: None,
+            accel: cfg.accel,
+            args,
+        })
+    }
+
+    /// The accelerator QEMU runs with.
+    pub fn accel(&self) -> Accel {
+        self.accel
+    }
+
+    /// QEMU's arguments (without the program name).
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// QEMU's process id (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A handle to write console lines from another thread.
+    pub fn console(&self) -> Console {
+        self.console.clone()
+    }
+
+    /// Sends one console line (a `\n` is appended), e.g. `"stats"`, `"quit"`, `"help"`.
+    pub fn send_line(&self, line: &str) -> Result<()> {
+        self.console.send_line(line)
+    }
+
+    /// Number of serial lines received so far; a cursor for [`Guest::wait_for_line_from`].
+    pub fn line_count(&self) -> usize {
+        self.shared.log.lock().unwrap().end()
+    }
+
+    /// All serial lines still kept (the newest 100 000), oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.shared
+            .log
+            .lock()
+            .unwrap()
+            .lines
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The last `n` serial lines.
+    pub fn last_lines(&self, n: usize) -> Vec<String> {
+        self.shared.log.lock().unwrap().tail(n)
+    }
+
+    /// The last lines QEMU printed on its stderr (errors from QEMU itself).
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.shared.stderr.lock().unwrap().iter().cloned().collect()
+    }
+
+    /// A multi-line description of the last [`TAIL_LINES`] serial lines and QEMU's stderr, for
+    /// error messages.
+    pub fn tail_report(&self) -> String {
+        let mut s = format!("last {TAIL_LINES} serial lines:\n");
+        for l in self.last_lines(TAIL_LINES) {
+            s.push_str("  | ");
+            s.push_str(&l);
+            s.push('\n');
+        }
+        let err = self.stderr_lines();
+        if !err.is_empty() {
+            s.push_str("QEMU stderr:\n");
+            for l in err.iter().rev().take(TAIL_LINES).rev() {
+                s.push_str("  ! ");
+                s.push_str(l);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    fn wait_inner(&self, from: usize, pred: &dyn Fn(&str) -> bool, timeout: Duration) -> Wait {
+        let deadline = Instant::now() + timeout;
+        let mut log = self.shared.log.lock().unwrap();
+        let mut next = from.max(log.first);
+        loop {
+            while next < log.end() {
+                let line = &log.lines[next - log.first];
+                if pred(line) {
+                    return Wait::Found(next, line.clone());
+                }
+                next += 1;
+            }
+            if log.eof {
+                return Wait::Eof;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Wait::Timeout;
+            }
+            log = self.shared.cv.wait_timeout(log, deadline - now).unwrap().0;
+            next = next.max(log.first);
+        }
+    }
+
+    /// Waits for a serial line with index ≥ `from` matching `pred`. `Ok(None)` on timeout; an
+    /// error if QEMU's output ended first. Returns the line's index and text.
+    pub fn poll_line_from(
+        &self,
+        from: usize,
+        pred: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Result<Option<(usize, String)>> {
+        match self.wait_inner(from, &pred, timeout) {
+            Wait::Found(i, l) => Ok(Some((i, l))),
+            Wait::Timeout => Ok(None),
+            Wait::Eof => bail!("QEMU's output ended (QEMU exited)\n{}", self.tail_report()),
+        }
+    }
+
+    /// Waits for a serial line with index ≥ `from` matching `pred`; fails on timeout or if QEMU
+    /// exits first (the error includes the last serial lines).
+    pub fn wait_for_line_from(
+        &self,
+        from: usize,
+        pred: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Result<(usize, String)> {
+        match self.wait_inner(from, &pred, timeout) {
+            Wait::Found(i, l) => Ok((i, l)),
+            Wait::Timeout => bail!(
+                "no matching serial line within {timeout:?}\n{}",
+                self.tail_report()
+            ),
+            Wait::Eof => bail!(
+                "QEMU exited before a matching serial line appeared\n{}",
+                self.tail_report()
+            ),
+        }
+    }
+
+    /// Waits for any serial line (since boot) matching `pred`; see
+    /// [`Guest::wait_for_line_from`].
+    pub fn wait_for_line(&self, pred: impl Fn(&str) -> bool, timeout: Duration) -> Result<String> {
+        self.wait_for_line_from(0, pred, timeout).map(|(_, l)| l)
+    }
+
+    /// Waits for the ready marker (`gannet: ready`). Fails with the last serial lines if it does
+    /// not come within `timeout`, if QEMU exits, or if the guest reports `config error:`.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let (_, line) = self
+            .wait_for_line_from(
+                0,
+                |l| l.contains(READY_MARKER) || l.contains(CONFIG_ERROR_MARKER),
+                timeout,
+            )
+            .context("waiting for the guest's ready marker")?;
+        ensure!(
+            line.contains(READY_MARKER),
+            "guest reported: {line}\n{}",
+            self.tail_report()
+        );
+        Ok(())
+    }
+
+    /// Sends `stats` and returns the next `STATS` line's JSON.
+    pub fn stats(&self, timeout: Duration) -> Result<Stats> {
+        let from = self.line_count();
+        self.send_line("stats")?;
+        let (_, line) = self
+            .wait_for_line_from(from, |l| Stats::parse(l).is_some(), timeout)
+            .context("waiting for the STATS line")?;
+        Ok(Stats::parse(&line).expect("matched above"))
+    }
+
+    /// Sends `quit`, waits for QEMU to exit, and returns the final `STATS` line printed after
+    /// the command (if any) and the exit status.
+    pub fn quit(&mut self, timeout: Duration) -> Result<(Option<Stats>, GuestExit)> {
+        let from = self.line_count();
+        self.send_line("quit")?;
+        let exit = self.wait_exit(timeout)?;
+        let log = self.shared.log.lock().unwrap();
+        let stats = (from.max(log.first)..log.end())
+            .rev()
+            .find_map(|i| Stats::parse(&log.lines[i - log.first]));
+        Ok((stats, exit))
+    }
+
+    /// Non-blocking check whether QEMU has exited.
+    pub fn try_wait(&mut self) -> Result<Option<GuestExit>> {
+        if let Some(e) = self.exit {
+            return Ok(Some(e));
+        }
+        match self.child.try_wait().context("waiting for QEMU")? {
+            Some(s) => {
+                let e = GuestExit::from_status(s);
+                self.exit = Some(e);
+                self.finish_output();
+                Ok(Some(e))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Waits up to `timeout` for QEMU to exit; on timeout QEMU is killed and an error returned.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<GuestExit> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(e) = self.try_wait()? {
+                return Ok(e);
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                bail!(
+                    "QEMU did not exit within {timeout:?}; killed it\n{}",
+                    self.tail_report()
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// After exit: give the reader thread a moment to collect the last lines.
+    fn finish_output(&self) {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut log = self.shared.log.lock().unwrap();
+        while !log.eof {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            log = self.shared.cv.wait_timeout(log, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Kills QEMU's process group (SIGKILL) and reaps QEMU. Idempotent.
+    pub fn kill(&mut self) {
+        if self.exit.is_some() {
+            return;
+        }
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: plain syscall; QEMU is its own process-group leader (process_group(0)) and is
+        // not reaped yet, so the group id cannot have been reused.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+        if let Ok(s) = self.child.wait() {
+            self.exit = Some(GuestExit::from_status(s));
+        }
+        *self.console.stdin.lock().unwrap() = None;
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn read_serial(stdout: impl Read, shared: &Shared, echo: Echo) {
+    let mut r = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        let line: String = String::from_utf8_lossy(&buf)
+            .chars()
+            .filter(|&c| c != '\r' && c != '\n')
+            .collect();
+        match echo {
+            Echo::Off => {}
+            Echo::Stdout => {
+                let mut o = std::io::stdout().lock();
+                let _ = writeln!(o, "{line}");
+                let _ = o.flush();
+            }
+            Echo::Stderr => eprintln!("{line}"),
+        }
+        let mut log = shared.log.lock().unwrap();
+        if log.lines.len() >= MAX_KEPT_LINES {
+            log.lines.pop_front();
+            log.first += 1;
+        }
+        log.lines.push_back(line);
+        shared.cv.notify_all();
+    }
+    shared.log.lock().unwrap().eof = true;
+    shared.cv.notify_all();
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn cfg(dir: &Path) -> GuestConfig {
+    GuestConfig {
+        image: PathBuf::from("/img/gannet"),
+        dgram_dir: dir.to_path_buf(),
+        append: "mode=l2 verbose=1".into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn command_line_is_exact() {
+    let a = command_args(&cfg(Path::new("/tmp/d"))).unwrap();
+    let expect: Vec<String> = [
+        "-machine",
+        "q35",
+        "-accel",
+        "tcg",
+        "-m",
+        "256M",
+        "-smp",
+        "1",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-serial",
+        "stdio",
+        "-monitor",
+        "none",
+        "-nodefaults",
+        "-kernel",
+        "/img/gannet",
+        "-append",
+        "mode=l2 verbose=1",
+        "-device",
+        "isa-debug-exit,iobase=0xf4,iosize=0x04",
+        "-netdev",
+        "dgram,id=p0,local.type=unix,local.path=/tmp/d/guest-0.sock,remote.type=unix,remote.path=/tmp/d/host-0.sock",
+        "-device",
+        "virtio-net-pci,netdev=p0,mac=02:00:00:00:00:01",
+        "-netdev",
+        "dgram,id=p1,local.type=unix,local.path=/tmp/d/guest-1.sock,remote.type=unix,remote.path=/tmp/d/host-1.sock",
+        "-device",
+        "virtio-net-pci,netdev=p1,mac=02:00:00:00:00:02",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(a, expect);
+    assert!(!a.iter().any(|x| x == "-icount"));
+}
+
+#[test]
+fn command_line_options() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.icount = true;
+    c.accel = Accel::Kvm;
+    c.cpus = 2;
+    c.nics = 3;
+    let a = command_args(&c).unwrap();
+    let pos = a.iter().position(|x| x == "-icount").unwrap();
+    assert_eq!(a[pos + 1], "shift=0,sleep=off");
+    let accel = a.iter().position(|x| x == "-accel").unwrap();
+    assert_eq!(a[accel + 1], "kvm");
+    let smp = a.iter().position(|x| x == "-smp").unwrap();
+    assert_eq!(a[smp + 1], "2");
+    assert!(a.contains(&"virtio-net-pci,netdev=p2,mac=02:00:00:00:00:03".to_string()));
+    assert_eq!(a.iter().filter(|x| *x == "-netdev").count(), 3);
+}
+
+#[test]
+fn command_line_rejects_long_socket_dir() {
+    let long = PathBuf::from(format!("/{}", "d".repeat(100)));
+    let err = command_args(&cfg(&long)).unwrap_err().to_string();
+    assert!(err.contains("sun_path"), "{err}");
+}
+
+#[test]
+fn stats_parsing() {
+    let line = r#"STATS {"mode":"l2","tsc_hz":2000000000,"busy_cycles":123456,"forwarded":1000,"kicks":40,"free_pages_boot":60000,"free_pages_now":60000,"ports":[{"port":0,"mac":"02:00:00:00:00:01","rx":1000,"tx":0,"kicks_rx":20,"kicks_tx":0,"drops":{"tx_ring_full":0,"too_big":0,"no_buffer":0}}],"pools":[{"id":0,"in_flight":256,"cached":100}],"future_key":[1,2]}"#;
+    let s = Stats::parse(line).unwrap();
+    assert_eq!(s.mode(), Some("l2"));
+    assert_eq!(s.u64("forwarded"), Some(1000));
+    assert_eq!(s.cycles_per_packet(), Some(123.456));
+    assert_eq!(s.kicks_per_packet(), Some(0.04));
+    assert_eq!(s.ports().len(), 1);
+    assert_eq!(s.ports()[0]["drops"]["too_big"], 0);
+    assert!(Stats::parse("  STATS {\"forwarded\":0}")
+        .unwrap()
+        .cycles_per_packet()
+        .is_none());
+    assert!(Stats::parse("STATS not json").is_none());
+    assert!(Stats::parse("STATS [1]").is_none());
+    assert!(Stats::parse("gannet: STATS {}").is_none());
+}
+
+#[test]
+fn exit_status_mapping() {
+    use std::os::unix::process::ExitStatusExt;
+    let st = |c: i32| ExitStatus::from_raw(c << 8);
+    assert_eq!(GuestExit::from_status(st(1)), GuestExit::Clean);
+    assert_eq!(GuestExit::from_status(st(3)), GuestExit::GuestFailure);
+    assert!(!GuestExit::from_status(st(0)).is_clean());
+    assert!(!GuestExit::from_status(ExitStatus::from_raw(9)).is_clean());
+}
+
+/// A fake QEMU: a shell script speaking the guest's console protocol.
+fn fake_qemu(dir: &Path, body: &str) -> PathBuf {
+    let p = dir.join("fake-qemu");
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn fake_cfg(tmp: &Path, body: &str) -> GuestConfig {
+    let q = fake_qemu(tmp, body);
+    GuestConfig {
+        qemu: q.clone(),
+        image: q,
+        dgram_dir: tmp.to_path_buf(),
+        ..Default::default()
+    }
+}
+
+const PROTOCOL: &str = r#"
+printf 'SeaBIOS\r\n'
+echo "gannet: ready"
+while read l; do
+  case "$l" in
+    stats) echo 'STATS {"mode":"l2","busy_cycles":500,"forwarded":10,"kicks":5}';;
+    quit) echo 'STATS {"mode":"l2","busy_cycles":1000,"forwarded":10,"kicks":5}'; exit 1;;
+    fail) echo "panic"; exit 3;;
+    *) echo "unknown: $l";;
+  esac
+done
+"#;
+
+#[test]
+fn guest_console_protocol_with_fake_qemu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut g = Guest::boot(&fake_cfg(tmp.path(), PROTOCOL)).unwrap();
+    g.wait_ready(Duration::from_secs(10)).unwrap();
+    assert_eq!(g.last_lines(2), ["SeaBIOS", "gannet: ready"]);
+    let s = g.stats(Duration::from_secs(10)).unwrap();
+    assert_eq!(s.u64("busy_cycles"), Some(500));
+    g.send_line("help").unwrap();
+    g.wait_for_line(|l| l == "unknown: help", Duration::from_secs(10))
+        .unwrap();
+    let (stats, exit) = g.quit(Duration::from_secs(10)).unwrap();
+    assert_eq!(exit, GuestExit::Clean);
+    assert_eq!(stats.unwrap().cycles_per_packet(), Some(100.0));
+}
+
+#[test]
+fn guest_failure_and_early_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut g = Guest::boot(&fake_cfg(tmp.path(), PROTOCOL)).unwrap();
+    g.wait_ready(Duration::from_secs(10)).unwrap();
+    g.send_line("fail").unwrap();
+    assert_eq!(
+        g.wait_exit(Duration::from_secs(10)).unwrap(),
+        GuestExit::GuestFailure
+    );
+    assert_eq!(g.last_lines(1), ["panic"]);
+
+    let mut g = Guest::boot(&fake_cfg(
+        tmp.path(),
+        "echo 'config error: bad mode'; echo boom >&2; exit 3",
+    ))
+    .unwrap();
+    let err = format!("{:#}", g.wait_ready(Duration::from_secs(10)).unwrap_err());
+    assert!(err.contains("config error: bad mode"), "{err}");
+    assert_eq!(
+        g.wait_exit(Duration::from_secs(10)).unwrap(),
+        GuestExit::GuestFailure
+    );
+    assert!(g.tail_report().contains("boom"));
+}
+
+#[test]
+fn ready_timeout_and_kill_on_drop() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The fake QEMU starts a child in its process group; dropping the Guest kills both.
+    let pidfile = tmp.path().join("child.pid");
+    let body = format!(
+        "echo booting; sleep 300 & echo $! > {}; wait",
+        pidfile.display()
+    );
+    let g = Guest::boot(&fake_cfg(tmp.path(), &body)).unwrap();
+    let err = format!(
+        "{:#}",
+        g.wait_ready(Duration::from_millis(300)).unwrap_err()
+    );
+    assert!(err.contains("booting"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pidfile.exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    drop(g);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // SAFETY: signal 0 only checks for existence. The sleep is reparented and reaped by init.
+    while unsafe { libc::kill(child, 0) } == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_ne!(unsafe { libc::kill(child, 0) }, 0, "grandchild survived");
+}
+
+#[test]
+fn stale_guest_sockets_are_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stale = gen::guest_sock(tmp.path(), 1);
+    std::fs::write(&stale, b"").unwrap();
+    let mut g = Guest::boot(&fake_cfg(tmp.path(), "exit 1")).unwrap();
+    assert!(!stale.exists());
+    assert!(g.wait_exit(Duration::from_secs(10)).unwrap().is_clean());
+}
