@@ -293,7 +293,9 @@ impl Stats {
 /// How QEMU ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuestExit {
-    /// QEMU status 1: the guest wrote 0 to isa-debug-exit (clean shutdown).
+    /// QEMU status 1: the guest wrote 0 to isa-debug-exit (clean shutdown). [`Guest`] reports
+    /// [`GuestExit::Other`] instead when QEMU printed an error on stderr (QEMU's own failures
+    /// also exit with 1).
     Clean,
     /// QEMU status 3: the guest wrote 1 to isa-debug-exit (guest failure).
     GuestFailure,
@@ -358,6 +360,7 @@ struct Shared {
     log: Mutex<Log>,
     cv: Condvar,
     stderr: Mutex<VecDeque<String>>,
+    stderr_done: std::sync::atomic::AtomicBool,
 }
 
 /// A cloneable handle that writes lines to the guest console (QEMU's stdin).
@@ -476,6 +479,9 @@ impl Guest {
                         }
                         q.push_back(line);
                     }
+                    shared
+                        .stderr_done
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
                 })?;
         }
         Ok(Guest {
@@ -677,9 +683,13 @@ impl Guest {
         }
         match self.child.try_wait().context("waiting for QEMU")? {
             Some(s) => {
-                let e = GuestExit::from_status(s);
-                self.exit = Some(e);
                 self.finish_output();
+                let mut e = GuestExit::from_status(s);
+                if e == GuestExit::Clean && self.qemu_error().is_some() {
+                    // QEMU itself exits with 1 on errors (e.g. an image without a PVH note).
+                    e = GuestExit::Other(s);
+                }
+                self.exit = Some(e);
                 Ok(Some(e))
             }
             None => Ok(None),
@@ -704,9 +714,24 @@ impl Guest {
         }
     }
 
-    /// After exit: give the reader thread a moment to collect the last lines.
+    /// The first error (not warning) QEMU printed on stderr, if any.
+    pub fn qemu_error(&self) -> Option<String> {
+        self.stderr_lines()
+            .into_iter()
+            .find(|l| l.starts_with("qemu-system") && !l.contains("warning:"))
+    }
+
+    /// After exit: give the reader threads a moment to collect the last lines.
     fn finish_output(&self) {
         let deadline = Instant::now() + Duration::from_secs(1);
+        while !self
+            .shared
+            .stderr_done
+            .load(std::sync::atomic::Ordering::SeqCst)
+            && Instant::now() < deadline
+        {
+            thread::sleep(Duration::from_millis(2));
+        }
         let mut log = self.shared.log.lock().unwrap();
         while !log.eof {
             let now = Instant::now();

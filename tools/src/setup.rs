@@ -1,1 +1,86 @@
-//! Install missing prerequisites (the bare-metal target, QEMU).
+//! Install missing prerequisites: the `x86_64-unknown-none` Rust target and QEMU.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+/// The bare-metal target the kernel is built for.
+pub const TARGET: &str = "x86_64-unknown-none";
+/// The QEMU binary.
+pub const QEMU: &str = "qemu-system-x86_64";
+/// The Debian package providing it.
+pub const QEMU_PACKAGE: &str = "qemu-system-x86";
+
+/// Ensures both prerequisites; see [`ensure_target`] and [`ensure_qemu`].
+pub fn ensure() -> Result<()> {
+    ensure_target()?;
+    ensure_qemu()?;
+    Ok(())
+}
+
+/// `rustup target list --installed` contains [`TARGET`], else `rustup target add` it.
+pub fn ensure_target() -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    let installed = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l.trim() == TARGET),
+        _ => bail!(
+            "could not run `rustup target list --installed`; install rustup, then run \
+             `rustup target add {TARGET}`"
+        ),
+    };
+    if installed {
+        return Ok(());
+    }
+    eprintln!("setup: Rust target {TARGET} missing; running `rustup target add {TARGET}`");
+    let ok = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        bail!("installing the Rust target failed; run `rustup target add {TARGET}` yourself");
+    }
+    Ok(())
+}
+
+/// Finds `name` on `$PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// [`QEMU`] is on `$PATH`, else (as root) `apt-get install` [`QEMU_PACKAGE`], else fail with the
+/// command to run.
+pub fn ensure_qemu() -> Result<()> {
+    if which(QEMU).is_some() {
+        return Ok(());
+    }
+    let cmd =
+        format!("apt-get update && apt-get install -y --no-install-recommends {QEMU_PACKAGE}");
+    if !is_root() {
+        bail!("{QEMU} not found; install it with: sudo sh -c '{cmd}'");
+    }
+    eprintln!("setup: {QEMU} missing; running `{cmd}`");
+    let ok = Command::new("sh")
+        .args(["-c", &cmd])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("running apt-get")?
+        .success();
+    if !ok || which(QEMU).is_none() {
+        bail!("installing {QEMU_PACKAGE} failed; run `{cmd}` yourself");
+    }
+    Ok(())
+}

@@ -1,11 +1,16 @@
-//! `cargo xtask`: build, boot, run, bench, test, gen, setup.
+//! `cargo xtask`: build, boot, gen, run, bench, test, setup.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use tools::{gen, report};
+use tools::qemu::{self, Accel, Echo, Guest, GuestConfig, GuestExit};
+use tools::{gen, report, setup};
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "Gannet developer tasks")]
@@ -16,8 +21,51 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Install missing prerequisites (Rust target x86_64-unknown-none, QEMU).
+    Setup,
+    /// Build the kernel image (target/x86_64-unknown-none/release/gannet).
+    Build,
+    /// Build and boot the image in QEMU with unix-datagram NICs; console on stdin/stdout.
+    Boot(BootArgs),
     /// Traffic generator over QEMU's unix-datagram backend (no root needed).
     Gen(GenArgs),
+    /// Build, boot, offer traffic port 0 -> port 1, print a results table, quit.
+    Run(TrafficArgs),
+    /// Like `run`, machine readable (JSON on stdout, guest console on stderr).
+    Bench(BenchArgs),
+    /// Setup, build, then run the workspace tests against the built image.
+    Test,
+}
+
+#[derive(Args, Clone)]
+struct GuestArgs {
+    /// Kernel command line.
+    #[arg(long, default_value = "")]
+    append: String,
+    /// Accelerator (this workplace's nested KVM does not run guests: use tcg).
+    #[arg(long, value_enum, default_value_t = Accel::Tcg)]
+    accel: Accel,
+    /// Deterministic instruction counting (-icount shift=0,sleep=off).
+    #[arg(long)]
+    icount: bool,
+    /// Boot this image instead of building (default: build, or $GANNET_IMAGE if set).
+    #[arg(long)]
+    image: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct BootArgs {
+    /// Directory for the guest-i.sock / host-i.sock sockets.
+    #[arg(long)]
+    dgram: PathBuf,
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Number of vCPUs.
+    #[arg(long, default_value_t = 1)]
+    cpus: u32,
+    /// Number of virtio-net ports.
+    #[arg(long, default_value_t = 2)]
+    nics: usize,
 }
 
 #[derive(Args)]
@@ -51,6 +99,159 @@ struct GenArgs {
     json: Option<PathBuf>,
 }
 
+#[derive(Args, Clone)]
+struct TrafficArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Seconds of traffic.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Frame size on the wire, FCS included.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    traffic: TrafficArgs,
+    /// Also write the JSON record to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn image_for(g: &GuestArgs) -> Result<PathBuf> {
+    match &g.image {
+        Some(p) => Ok(p.clone()),
+        None => qemu::build_image(),
+    }
+}
+
+fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> GuestConfig {
+    GuestConfig {
+        image,
+        dgram_dir: dir.to_path_buf(),
+        append: g.append.clone(),
+        accel: g.accel,
+        icount: g.icount,
+        echo,
+        ..Default::default()
+    }
+}
+
+fn announce_accel(accel: Accel, icount: bool) {
+    let what = match accel {
+        Accel::Tcg => "tcg (software emulation)",
+        Accel::Kvm => "kvm (hardware virtualisation)",
+    };
+    let ic = if icount {
+        ", icount shift=0,sleep=off"
+    } else {
+        ""
+    };
+    eprintln!("xtask: accelerator: {what}{ic}");
+}
+
+fn cmd_build() -> Result<()> {
+    setup::ensure()?;
+    let image = qemu::build_image()?;
+    eprintln!("xtask: image {}", image.display());
+    Ok(())
+}
+
+fn cmd_boot(a: BootArgs) -> Result<()> {
+    setup::ensure()?;
+    let image = image_for(&a.guest)?;
+    std::fs::create_dir_all(&a.dgram).with_context(|| format!("creating {}", a.dgram.display()))?;
+    let dir = std::path::absolute(&a.dgram)?;
+    let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout);
+    cfg.cpus = a.cpus;
+    cfg.nics = a.nics;
+    // Fail on a too-long socket path before anything else happens.
+    qemu::command_args(&cfg)?;
+
+    let int = Arc::new(AtomicBool::new(false));
+    let term = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, int.clone())?;
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, term.clone())?;
+    }
+
+    announce_accel(cfg.accel, cfg.icount);
+    let mut guest = Guest::boot(&cfg)?;
+    let console = guest.console();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if console.send_line(&line).is_err() {
+                break;
+            }
+        }
+    });
+
+    let start = Instant::now();
+    let mut quit_sent: Option<Instant> = None;
+    let mut ready = false;
+    let exit = loop {
+        if term.load(Ordering::SeqCst) {
+            guest.kill();
+            bail!("terminated by signal; QEMU killed\n{}", guest.tail_report());
+        }
+        if int.swap(false, Ordering::SeqCst) {
+            if quit_sent.is_some() {
+                guest.kill();
+                bail!("interrupted twice; QEMU killed\n{}", guest.tail_report());
+            }
+            eprintln!("xtask: SIGINT: sending `quit` to the guest (again to kill QEMU)");
+            let _ = guest.send_line("quit");
+            quit_sent = Some(Instant::now());
+        }
+        if let Some(e) = guest.try_wait()? {
+            break e;
+        }
+        if !ready {
+            let found = guest
+                .poll_line_from(
+                    0,
+                    |l| l.contains(qemu::READY_MARKER),
+                    Duration::from_millis(100),
+                )
+                .unwrap_or(None);
+            if found.is_some() {
+                ready = true;
+                println!("READY");
+            } else if start.elapsed() >= qemu::READY_TIMEOUT && quit_sent.is_none() {
+                guest.kill();
+                bail!(
+                    "no `{}` line within {:?}\n{}",
+                    qemu::READY_MARKER,
+                    qemu::READY_TIMEOUT,
+                    guest.tail_report()
+                );
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if quit_sent.is_some_and(|t| t.elapsed() >= Duration::from_secs(30)) {
+            guest.kill();
+            bail!(
+                "guest did not exit within 30 s of `quit`; QEMU killed\n{}",
+                guest.tail_report()
+            );
+        }
+    };
+    finish(&guest, exit)
+}
+
+fn finish(guest: &Guest, exit: GuestExit) -> Result<()> {
+    if exit.is_clean() {
+        eprintln!("xtask: {exit}");
+        Ok(())
+    } else {
+        bail!("{exit}\n{}", guest.tail_report())
+    }
+}
+
 fn cmd_gen(a: GenArgs) -> Result<()> {
     let cfg = gen::GenConfig {
         dir: a.dgram,
@@ -71,13 +272,129 @@ fn cmd_gen(a: GenArgs) -> Result<()> {
     Ok(())
 }
 
+/// build → bind generator → boot → ready → traffic → quit. Returns the record and how it ended.
+fn traffic(
+    a: &TrafficArgs,
+    echo: Echo,
+) -> Result<(report::BenchResult, gen::GenReport, Guest, GuestExit)> {
+    setup::ensure()?;
+    let image = image_for(&a.guest)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("gannet-")
+        .tempdir_in("/tmp")
+        .context("creating the socket directory")?;
+    let gcfg = gen::GenConfig {
+        dir: tmp.path().to_path_buf(),
+        size: a.size,
+        seconds: a.seconds,
+        ..Default::default()
+    };
+    // The host side binds first: QEMU's frames to an unbound path are lost.
+    let generator = gen::Generator::bind(&gcfg)?;
+    let cfg = guest_config(&a.guest, image, tmp.path(), echo);
+    announce_accel(cfg.accel, cfg.icount);
+    let mut guest = Guest::boot(&cfg)?;
+    guest.wait_ready(qemu::READY_TIMEOUT)?;
+    eprintln!(
+        "xtask: guest ready; offering {} B frames port 0 -> port 1 for {} s",
+        a.size, a.seconds
+    );
+    let r = generator.run()?;
+    let (stats, exit) = guest.quit(Duration::from_secs(30))?;
+    if stats.is_none() {
+        eprintln!("xtask: warning: no final STATS line from the guest");
+    }
+    let stats = stats.as_ref();
+    let b = report::BenchResult {
+        frame_size: a.size,
+        seconds: r.seconds,
+        offered_pps: r.offered_pps,
+        forwarded_pps: r.received_pps,
+        loss: r.loss,
+        guest_cycles_per_packet: stats.and_then(|s| s.cycles_per_packet()),
+        kicks_per_packet: stats.and_then(|s| s.kicks_per_packet()),
+        accel: cfg.accel.name().to_string(),
+        mode: stats.and_then(|s| s.mode()).map(str::to_string),
+        icount: cfg.icount,
+    };
+    // Keep the temp dir alive until QEMU is gone.
+    drop(generator);
+    drop(tmp);
+    Ok((b, r, guest, exit))
+}
+
+fn cmd_run(a: TrafficArgs) -> Result<()> {
+    let (b, r, guest, exit) = traffic(&a, Echo::Stdout)?;
+    println!("generator:");
+    print!("{}", report::gen_table(&r));
+    println!("result:");
+    print!("{}", report::bench_table(&b));
+    if b.loss > 0.0 {
+        println!(
+            "LOSS: {:.2}% ({} of {} frames not forwarded)",
+            b.loss * 100.0,
+            r.sent - r.received.min(r.sent),
+            r.sent
+        );
+    }
+    finish(&guest, exit)
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<()> {
+    let (b, r, guest, exit) = traffic(&a.traffic, Echo::Stderr)?;
+    eprint!("{}", report::gen_table(&r));
+    eprint!("{}", report::bench_table(&b));
+    println!("{}", serde_json::to_string_pretty(&b)?);
+    if let Some(p) = a.json {
+        report::write_json(&p, &b)?;
+    }
+    finish(&guest, exit)
+}
+
+fn cmd_test() -> Result<ExitCode> {
+    setup::ensure()?;
+    let image = qemu::build_image()?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(qemu::workspace_root())
+        .args([
+            "test",
+            "-p",
+            "mm",
+            "-p",
+            "drivers",
+            "-p",
+            "netstack",
+            "-p",
+            "tools",
+            "-p",
+            "tests",
+            "--",
+            "--test-threads=2",
+        ])
+        .env("GANNET_IMAGE", &image)
+        .status()
+        .context("running cargo test")?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Gen(a) => cmd_gen(a),
+        Cmd::Setup => setup::ensure().map(|()| ExitCode::SUCCESS),
+        Cmd::Build => cmd_build().map(|()| ExitCode::SUCCESS),
+        Cmd::Boot(a) => cmd_boot(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Gen(a) => cmd_gen(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Run(a) => cmd_run(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Bench(a) => cmd_bench(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Test => cmd_test(),
     };
     match res {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("xtask: error: {e:#}");
             ExitCode::FAILURE

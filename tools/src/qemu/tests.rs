@@ -221,3 +221,14 @@ fn stale_guest_sockets_are_removed() {
     assert!(!stale.exists());
     assert!(g.wait_exit(Duration::from_secs(10)).unwrap().is_clean());
 }
+
+#[test]
+fn qemu_error_with_status_1_is_not_clean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "echo 'qemu-system-x86_64: warning: host does not support X' >&2; \
+                echo 'qemu-system-x86_64: Error loading uncompressed kernel without PVH ELF Note' >&2; exit 1";
+    let mut g = Guest::boot(&fake_cfg(tmp.path(), body)).unwrap();
+    let e = g.wait_exit(Duration::from_secs(10)).unwrap();
+    assert!(!e.is_clean(), "{e}");
+    assert!(g.qemu_error().unwrap().contains("PVH"));
+}
