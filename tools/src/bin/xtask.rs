@@ -160,15 +160,16 @@ fn cmd_build() -> Result<()> {
 }
 
 fn cmd_boot(a: BootArgs) -> Result<()> {
+    let dir = std::path::absolute(&a.dgram)?;
+    // Fail on a too-long socket path before anything else happens.
+    gen::check_socket_paths(&dir, a.nics)?;
     setup::ensure()?;
     let image = image_for(&a.guest)?;
-    std::fs::create_dir_all(&a.dgram).with_context(|| format!("creating {}", a.dgram.display()))?;
-    let dir = std::path::absolute(&a.dgram)?;
     let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout);
     cfg.cpus = a.cpus;
     cfg.nics = a.nics;
-    // Fail on a too-long socket path before anything else happens.
     qemu::command_args(&cfg)?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let int = Arc::new(AtomicBool::new(false));
     let term = Arc::new(AtomicBool::new(false));
