@@ -1,0 +1,127 @@
+//! PVH entry (Xen `XEN_ELFNOTE_PHYS32_ENTRY`, docs/misc/pvh.pandoc) and the switch to long mode.
+//!
+//! QEMU's PVH loader enters `pvh_start32` in 32-bit protected mode, paging off, with `ebx` =
+//! physical address of `struct hvm_start_info`. We zero .bss, identity-map 0–4 GiB with 2 MiB
+//! pages (RAM, the PCI hole, LAPIC/IOAPIC and 32-bit BARs), enable PAE + long mode + NX, load a
+//! 64-bit GDT, and call `kernel_main(start_info_paddr)` on a 1 MiB boot stack.
+
+/// Boot stack size in bytes. 1 MiB: `virtio-drivers`' queue structs are large (CRATES.md §1.5).
+pub const BOOT_STACK_SIZE: usize = 1 << 20;
+
+core::arch::global_asm!(
+    r#"
+    .section .note.Xen, "a", @note
+    .balign 4
+    .long 4                 /* namesz: "Xen\0" */
+    .long 8                 /* descsz: 8-byte entry, read as size_t by QEMU 7.2 */
+    .long 18                /* XEN_ELFNOTE_PHYS32_ENTRY */
+    .asciz "Xen"
+    .balign 4
+    .quad pvh_start32
+    .balign 4
+
+    .section .bss.boot, "aw", @nobits
+    .balign 4096
+boot_pml4:  .skip 4096
+boot_pdpt:  .skip 4096
+boot_pd:    .skip 4096 * 4
+boot_stack_bottom:
+    .skip {stack_size}
+.global boot_stack_top
+boot_stack_top:
+
+    .section .rodata.boot, "a"
+    .balign 8
+boot_gdt:
+    .quad 0
+    .quad 0x00af9a000000ffff    /* 0x08: 64-bit code */
+    .quad 0x00cf92000000ffff    /* 0x10: data */
+boot_gdt_end:
+boot_gdt_ptr:
+    .word boot_gdt_end - boot_gdt - 1
+    .long boot_gdt
+
+    .section .text.boot32, "ax"
+    .code32
+.global pvh_start32
+pvh_start32:
+    cli
+    cld
+    mov %ebx, %esi                  /* hvm_start_info paddr, kept until kernel_main */
+
+    /* Zero .bss (page tables and stack included). */
+    mov $__bss_start, %edi
+    mov $__bss_end, %ecx
+    sub %edi, %ecx
+    shr $2, %ecx
+    xor %eax, %eax
+    rep stosl
+
+    mov $boot_stack_top, %esp
+
+    /* PML4[0] -> PDPT; PDPT[0..4] -> 4 page directories. */
+    mov $boot_pdpt, %eax
+    or $0x3, %eax
+    mov %eax, boot_pml4
+    mov $boot_pd, %eax
+    or $0x3, %eax
+    mov %eax, boot_pdpt
+    add $4096, %eax
+    mov %eax, boot_pdpt + 8
+    add $4096, %eax
+    mov %eax, boot_pdpt + 16
+    add $4096, %eax
+    mov %eax, boot_pdpt + 24
+
+    /* 2048 PDEs: (i << 21) | PRESENT | WRITABLE | PAGE_SIZE (2 MiB). */
+    mov $boot_pd, %edi
+    mov $0x83, %eax
+    xor %ecx, %ecx
+1:
+    mov %eax, (%edi, %ecx, 8)
+    movl $0, 4(%edi, %ecx, 8)
+    add $0x200000, %eax
+    inc %ecx
+    cmp $2048, %ecx
+    jne 1b
+
+    /* CR4.PAE */
+    mov %cr4, %eax
+    or $0x20, %eax
+    mov %eax, %cr4
+    mov $boot_pml4, %eax
+    mov %eax, %cr3
+    /* EFER.LME | EFER.NXE */
+    mov $0xC0000080, %ecx
+    rdmsr
+    or $0x900, %eax
+    wrmsr
+    /* CR0.PG | CR0.WP */
+    mov %cr0, %eax
+    or $0x80010000, %eax
+    mov %eax, %cr0
+
+    lgdt boot_gdt_ptr
+    ljmp $0x08, $long_mode_start
+
+    .code64
+long_mode_start:
+    mov $0x10, %ax
+    mov %ax, %ds
+    mov %ax, %es
+    mov %ax, %ss
+    xor %ax, %ax
+    mov %ax, %fs
+    mov %ax, %gs
+    movabs $boot_stack_top, %rsp
+    mov %esi, %edi
+    call kernel_main
+2:
+    cli
+    hlt
+    jmp 2b
+    .code64
+"#,
+    stack_size = const BOOT_STACK_SIZE,
+    options(att_syntax)
+);

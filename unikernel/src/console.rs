@@ -1,0 +1,75 @@
+//! The serial console: line-based commands read from COM1 while forwarding goes on.
+
+use crate::serial::COM;
+
+/// Longest command line accepted, in bytes.
+const MAX_LINE: usize = 64;
+
+/// A console command.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Command {
+    /// Print one `STATS {json}` line.
+    Stats,
+    /// Drain, print final stats, exit cleanly.
+    Quit,
+    /// List the commands.
+    Help,
+}
+
+/// Line assembly state.
+pub struct Console {
+    line: heapless::Vec<u8, MAX_LINE>,
+    overflow: bool,
+}
+
+impl Console {
+    /// An empty console.
+    pub const fn new() -> Self {
+        Self { line: heapless::Vec::new(), overflow: false }
+    }
+
+    /// Read the bytes waiting on COM1 (bounded per call) and return a command when a line is
+    /// complete. Unknown commands are answered on the console and ignored.
+    pub fn poll(&mut self) -> Option<Command> {
+        for _ in 0..64 {
+            let b = COM.lock().try_read_byte()?;
+            match b {
+                b'\r' | b'\n' => {
+                    let cmd = self.finish();
+                    if cmd.is_some() {
+                        return cmd;
+                    }
+                }
+                _ => {
+                    if self.line.push(b).is_err() {
+                        self.overflow = true;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn finish(&mut self) -> Option<Command> {
+        let overflow = core::mem::take(&mut self.overflow);
+        let line = core::mem::take(&mut self.line);
+        let text = core::str::from_utf8(&line).unwrap_or("").trim();
+        if overflow {
+            crate::println!("console: line longer than {MAX_LINE} bytes ignored");
+            return None;
+        }
+        match text {
+            "" => None,
+            "stats" => Some(Command::Stats),
+            "quit" => Some(Command::Quit),
+            "help" => Some(Command::Help),
+            other => {
+                crate::println!("console: unknown command `{other}` (try `help`)");
+                None
+            }
+        }
+    }
+}
+
+/// The `help` text.
+pub const HELP: &str = "commands: stats (print STATS json), quit (drain, final STATS, exit), help";

@@ -1,0 +1,336 @@
+//! The run-to-completion poll loop: RX burst → rewrite → TX burst on the other port → TX
+//! completions back to their page_pool → RX refill from the pool → at most one kick per queue.
+//!
+//! One core, no interrupts, no locks on the hot path: the loop owns both devices, both pools
+//! and this CPU's pcp list.
+
+use crate::console::{Command, Console, HELP};
+use crate::mem::KernelHal;
+use crate::stats::Snapshot;
+use crate::time::{rdtsc, tsc_hz};
+use crate::{fail, println};
+use drivers::pci::{find_virtio_net, PortIoCam};
+use core::mem::ManuallyDrop;
+use drivers::virtio_net::{
+    DriverStats, RxBuf, RxStatus, TxBuf, VirtioNet, NET_HDR_LEN, QUEUE_SIZE,
+};
+use log::{error, info, warn};
+use mm::page_pool::{IdentityDma, PagePool, PagePoolParams, PP_ALLOC_CACHE_REFILL};
+use mm::{PerCpuPages, Pfn, Zone, PAGE_SIZE};
+use netstack::config::{MAX_BURST, PORTS};
+use netstack::{forward_frame, Config, DropReason, MacAddr, PortCounters, Verdict};
+use virtio_drivers::transport::pci::bus::PciRoot;
+use virtio_drivers::transport::pci::PciTransport;
+
+type Nic = VirtioNet<KernelHal, PciTransport>;
+
+/// How often the idle loop looks at the serial console: every 10 ms of TSC time. Port I/O
+/// takes QEMU's big lock, so polling it every iteration would slow the datapath.
+const CONSOLE_POLL_HZ: u64 = 100;
+/// How long `quit` waits for in-flight TX to complete before resetting the devices: 100 ms.
+const TX_DRAIN_MS: u64 = 100;
+
+/// Everything the loop owns.
+pub struct Forwarder<'z> {
+    pub(crate) cfg: Config,
+    pub(crate) zone: &'z Zone,
+    pub(crate) pcp: PerCpuPages,
+    /// `ManuallyDrop`: `quit` drops the devices (freeing their rings) before the final STATS.
+    pub(crate) nics: ManuallyDrop<[Nic; PORTS]>,
+    /// Driver counters frozen when the devices are dropped.
+    nic_stats_final: Option<[DriverStats; PORTS]>,
+    pub(crate) pools: [PagePool; PORTS],
+    pub(crate) counters: [PortCounters; PORTS],
+    pub(crate) macs: [MacAddr; PORTS],
+    pub(crate) busy_cycles: u64,
+    pub(crate) kicks: u64,
+    pub(crate) free_pages_boot: u64,
+    dma: IdentityDma,
+}
+
+/// Bring up the ports and forward until `quit`. Never returns.
+pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
+    let pcp = PerCpuPages::new(zone, 1);
+    // Free pages right after the allocator is up, before any device took memory: `quit` must
+    // come back to exactly this number.
+    let free_pages_boot = zone.free_pages() + pcp.count() as u64;
+    info!("mm: pcp high={} batch={}; {} free pages at boot", pcp.high(), pcp.batch(), free_pages_boot);
+
+    let mut root = PciRoot::new(PortIoCam);
+    let (found, ignored) = find_virtio_net(&mut root);
+    if found.len() < PORTS {
+        fail(format_args!(
+            "need {PORTS} virtio-net ports, found {} (add -device virtio-net-pci,… per port)",
+            found.len()
+        ));
+    }
+    if found.len() > PORTS || ignored > 0 {
+        warn!("{} virtio-net functions found; using the first {PORTS}", found.len() + ignored);
+    }
+    let mut nics: heapless::Vec<Nic, PORTS> = heapless::Vec::new();
+    for (i, (df, _info)) in found.iter().take(PORTS).enumerate() {
+        let transport = match PciTransport::new::<KernelHal, _>(&mut root, *df) {
+            Ok(t) => t,
+            Err(e) => fail(format_args!("port {i} ({df}): virtio PCI transport: {e}")),
+        };
+        let nic = match VirtioNet::new(transport) {
+            Ok(n) => n,
+            Err(e) => fail(format_args!("port {i} ({df}): virtio-net init: {e}")),
+        };
+        info!(
+            "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?}",
+            MacAddr(nic.mac()),
+            2,
+            QUEUE_SIZE,
+            nic.offered_features().bits(),
+            nic.features()
+        );
+        let _ = nics.push(nic);
+    }
+    let Ok(nics) = nics.into_array::<PORTS>() else { unreachable!() };
+    let macs = [MacAddr(nics[0].mac()), MacAddr(nics[1].mac())];
+    let pools = core::array::from_fn(|i| {
+        match PagePool::new(PagePoolParams { id: i as u32, refill: PP_ALLOC_CACHE_REFILL }) {
+            Ok(p) => p,
+            Err(e) => fail(format_args!("page_pool {i}: {e:?}")),
+        }
+    });
+    let mut fwd = Forwarder {
+        cfg: *cfg,
+        zone,
+        pcp,
+        nics: ManuallyDrop::new(nics),
+        nic_stats_final: None,
+        pools,
+        counters: [PortCounters::default(); PORTS],
+        macs,
+        busy_cycles: 0,
+        kicks: 0,
+        free_pages_boot,
+        dma: IdentityDma,
+    };
+    for p in 0..PORTS {
+        fwd.refill(p);
+    }
+    fwd.kick_all();
+    for p in 0..PORTS {
+        info!(
+            "port {p}: {} RX buffers posted from page_pool {p} (refill batch {})",
+            fwd.nics[p].rx_posted(),
+            PP_ALLOC_CACHE_REFILL
+        );
+    }
+    info!("forwarding port 0 <-> port 1, mode {}, burst {}", cfg.mode.as_str(), cfg.burst);
+    println!("gannet: ready");
+    fwd.poll_loop()
+}
+
+impl Forwarder<'_> {
+    /// Give a page back to the pool that owns it (same core: straight into its alloc cache).
+    #[inline]
+    fn recycle(&mut self, pfn: Pfn) {
+        let owner = self.zone.page(pfn).pool();
+        match owner {
+            Some(id) if (id as usize) < PORTS => {
+                self.pools[id as usize].recycle_direct(pfn, &mut self.pcp, self.zone, &mut self.dma)
+            }
+            _ => {
+                // Not a pool page: a bug somewhere; free it rather than leak it.
+                error!("page {:#x} has no owning pool (owner {owner:?}); freeing it", pfn.addr());
+                self.pcp.free_page(self.zone, pfn);
+            }
+        }
+    }
+
+    /// Fill every empty RX slot of port `p` from its page_pool, in one batch.
+    fn refill(&mut self, p: usize) {
+        let want = self.nics[p].rx_free_slots();
+        if want == 0 {
+            return;
+        }
+        let mut pages = [Pfn(0); QUEUE_SIZE];
+        let mut n = 0;
+        while n < want {
+            match self.pools[p].alloc(&mut self.pcp, self.zone, &mut self.dma) {
+                Some(pfn) => {
+                    pages[n] = pfn;
+                    n += 1;
+                }
+                None => {
+                    self.counters[p].no_buffer += 1;
+                    break;
+                }
+            }
+        }
+        // SAFETY: the pages come fresh from the pool; nothing else references them.
+        let posted = unsafe { self.nics[p].rx_refill(&pages[..n]) };
+        for &pfn in &pages[posted..n] {
+            self.recycle(pfn);
+        }
+    }
+
+    fn kick_all(&mut self) {
+        for nic in self.nics.iter_mut() {
+            self.kicks += u64::from(nic.kick());
+        }
+    }
+
+    /// Receive a burst on port `p` and send what survives out of the other port. Returns the
+    /// number of RX buffers completed.
+    fn rx_forward(&mut self, p: usize) -> usize {
+        let q = 1 - p;
+        let mut rx = [RxBuf { pfn: Pfn(0), len: 0, status: RxStatus::Ok }; MAX_BURST];
+        let n = self.nics[p].rx_burst(&mut rx[..self.cfg.burst]);
+        if n == 0 {
+            return 0;
+        }
+        let mut tx = [TxBuf { pfn: Pfn(0), len: 0 }; MAX_BURST];
+        let mut ntx = 0;
+        for b in &rx[..n] {
+            match b.status {
+                RxStatus::Ok => {
+                    self.counters[p].rx += 1;
+                    self.counters[p].rx_bytes += b.len as u64;
+                    // SAFETY: the page came back from the RX ring and is ours; the frame lies
+                    // at [NET_HDR_LEN, NET_HDR_LEN + len) within the page (len <= MAX_FRAME_LEN).
+                    let frame = unsafe {
+                        core::slice::from_raw_parts_mut(
+                            (b.pfn.addr() as usize + NET_HDR_LEN) as *mut u8,
+                            b.len.min(PAGE_SIZE - NET_HDR_LEN),
+                        )
+                    };
+                    match forward_frame(self.cfg.mode, frame, self.macs[q], self.cfg.peer[q]) {
+                        Verdict::Forward => {
+                            tx[ntx] = TxBuf { pfn: b.pfn, len: b.len };
+                            ntx += 1;
+                        }
+                        Verdict::Drop(why) => {
+                            self.counters[p].drop(why);
+                            self.recycle(b.pfn);
+                        }
+                    }
+                }
+                RxStatus::TooBig => {
+                    self.counters[p].rx += 1;
+                    self.counters[p].drop(DropReason::TooBig);
+                    self.recycle(b.pfn);
+                }
+                RxStatus::Continuation => self.recycle(b.pfn),
+                RxStatus::Malformed => {
+                    self.counters[p].drop(DropReason::BadDesc);
+                    self.recycle(b.pfn);
+                }
+            }
+        }
+        // SAFETY: each page holds a frame at NET_HDR_LEN and is handed over to the TX ring.
+        let sent = unsafe { self.nics[q].tx_burst(&tx[..ntx]) };
+        self.counters[q].tx += sent as u64;
+        self.counters[q].tx_bytes += tx[..sent].iter().map(|t| t.len as u64).sum::<u64>();
+        for t in &tx[sent..ntx] {
+            self.counters[q].drop(DropReason::TxRingFull);
+            self.recycle(t.pfn);
+        }
+        n
+    }
+
+    /// Return completed TX pages of every port to their pools.
+    fn tx_reap(&mut self) -> usize {
+        let mut done = [Pfn(0); QUEUE_SIZE];
+        let mut total = 0;
+        for q in 0..PORTS {
+            let m = self.nics[q].tx_complete(&mut done);
+            for &pfn in &done[..m] {
+                self.recycle(pfn);
+            }
+            total += m;
+        }
+        total
+    }
+
+    fn poll_loop(&mut self) -> ! {
+        let mut console = Console::new();
+        let console_every = (tsc_hz() / CONSOLE_POLL_HZ).max(1);
+        let mut next_console = rdtsc() + console_every;
+        loop {
+            let t0 = rdtsc();
+            let mut work = 0;
+            for p in 0..PORTS {
+                work += self.rx_forward(p);
+            }
+            work += self.tx_reap();
+            if work > 0 {
+                for p in 0..PORTS {
+                    self.refill(p);
+                }
+                self.kick_all();
+                self.busy_cycles += rdtsc() - t0;
+            } else if t0 >= next_console {
+                next_console = t0 + console_every;
+                match console.poll() {
+                    Some(Command::Stats) => self.print_stats(),
+                    Some(Command::Help) => println!("{HELP}"),
+                    Some(Command::Quit) => self.shutdown(),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// Driver counters of port `i`.
+    pub(crate) fn nic_stats(&self, i: usize) -> DriverStats {
+        match &self.nic_stats_final {
+            Some(s) => s[i],
+            None => self.nics[i].stats(),
+        }
+    }
+
+    pub(crate) fn print_stats(&self) {
+        println!("STATS {}", Snapshot(self));
+    }
+
+    /// `quit`: stop receiving, let TX finish (bounded), reset the devices and take back every
+    /// page, return all pages to the allocator, check nothing leaked, print the final STATS
+    /// and exit.
+    fn shutdown(&mut self) -> ! {
+        info!("quit: draining");
+        let deadline = rdtsc() + tsc_hz() / 1000 * TX_DRAIN_MS;
+        while self.nics.iter().any(|n| n.tx_posted() > 0) && rdtsc() < deadline {
+            self.tx_reap();
+        }
+        let mut back: heapless::Vec<Pfn, { 2 * PORTS * QUEUE_SIZE }> = heapless::Vec::new();
+        for nic in self.nics.iter_mut() {
+            nic.reclaim(|pfn| {
+                let _ = back.push(pfn);
+            });
+        }
+        for pfn in back {
+            self.recycle(pfn);
+        }
+        let mut leaked = 0;
+        for (i, pool) in self.pools.iter_mut().enumerate() {
+            if let Err(e) = pool.destroy(&mut self.pcp, self.zone, &mut self.dma) {
+                error!("page_pool {i}: destroy: {e:?}");
+                leaked += pool.in_flight();
+            }
+        }
+        // The devices' virtqueue rings go back to the zone when the devices are dropped; the
+        // loop never returns, so drop them explicitly here.
+        self.nic_stats_final = Some([self.nics[0].stats(), self.nics[1].stats()]);
+        // SAFETY: `self.nics` is never used again (nic_stats reads the frozen copy): we print
+        // and exit below.
+        unsafe { ManuallyDrop::drop(&mut self.nics) };
+        self.pcp.drain_local_pages(self.zone);
+        self.print_stats();
+        let now = self.zone.free_pages() + self.pcp.count() as u64;
+        for (i, c) in self.counters.iter().enumerate() {
+            info!("port {i}: rx {} tx {} drops {}", c.rx, c.tx, c.drops_total());
+        }
+        info!("mm: buddyinfo {:?}", self.zone.buddyinfo());
+        if leaked > 0 || now != self.free_pages_boot {
+            error!("page leak: {now} free pages now, {} at boot, {leaked} in flight", self.free_pages_boot);
+            crate::exit::exit(crate::exit::ExitCode::Failure);
+        }
+        info!("gannet: shutdown clean ({now} free pages, as at boot)");
+        crate::exit::exit(crate::exit::ExitCode::Success)
+    }
+}

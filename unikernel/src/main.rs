@@ -1,0 +1,95 @@
+//! Gannet: a unikernel that forwards Ethernet frames between two virtio-net ports.
+//!
+//! Boot path: [`boot`] (PVH entry, long mode) → [`kernel_main`]: serial log, TSC calibration,
+//! GDT/IDT, boot data ([`pvh`]), configuration from the command line, memory ([`mem`]), PCI
+//! and virtio-net, page_pools, then the poll loop in [`forwarder`].
+#![no_std]
+#![no_main]
+
+mod boot;
+mod console;
+mod exit;
+mod forwarder;
+mod mem;
+mod pvh;
+mod serial;
+mod stats;
+mod time;
+mod trap;
+
+use exit::{exit, ExitCode};
+use log::{error, info, LevelFilter};
+use netstack::{Config, LogLevel};
+
+/// Entry from the boot trampoline, on the boot stack, interrupts off.
+///
+/// `start_info` is the physical address of `hvm_start_info`.
+#[unsafe(no_mangle)]
+extern "C" fn kernel_main(start_info: u32) -> ! {
+    serial::init(LevelFilter::Info);
+    time::calibrate();
+    trap::init();
+    info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
+
+    // SAFETY: `start_info` is what the PVH loader passed in ebx and nothing has touched low
+    // memory yet.
+    let boot = match unsafe { pvh::read(u64::from(start_info)) } {
+        Ok(b) => b,
+        Err(e) => fail(format_args!("boot info error: {e:?}")),
+    };
+    let cfg = match Config::parse(&boot.cmdline) {
+        Ok(c) => c,
+        Err(e) => fail(format_args!("config error: {e}")),
+    };
+    log::set_max_level(match cfg.log {
+        LogLevel::Error => LevelFilter::Error,
+        LogLevel::Warn => LevelFilter::Warn,
+        LogLevel::Info => LevelFilter::Info,
+        LogLevel::Debug => LevelFilter::Debug,
+    });
+    info!("command line: \"{}\"", boot.cmdline.as_str());
+    info!(
+        "config: mode={} peer0={} peer1={} burst={} log={}",
+        cfg.mode.as_str(),
+        cfg.peer[0],
+        cfg.peer[1],
+        cfg.burst,
+        cfg.log.as_str()
+    );
+    info!("TSC: {} Hz (calibrated against PIT channel 2)", time::tsc_hz());
+    for r in boot.memmap.iter() {
+        log::debug!("e820: {:#012x}-{:#012x} type {}", r.addr, r.addr + r.size, r.kind);
+    }
+
+    let (zone, mi) = match mem::init(&boot.memmap) {
+        Ok(z) => z,
+        Err(e) => fail(format_args!("memory error: {e:?}")),
+    };
+    info!(
+        "mm: kernel {:#x}-{:#x}, mem_map {} KiB, {} pages ({} MiB) managed, {} pages above 4 GiB ignored",
+        mi.kernel.0,
+        mi.kernel.1,
+        mi.mem_map_bytes / 1024,
+        mi.managed_pages,
+        mi.managed_pages * 4 / 1024,
+        mi.ignored_high_pages
+    );
+    forwarder::run(&cfg, zone)
+}
+
+/// Log a fatal boot error and exit QEMU with failure.
+pub fn fail(args: core::fmt::Arguments<'_>) -> ! {
+    error!("{args}");
+    exit(ExitCode::Failure)
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    // SAFETY: we never return to the panicking code; a console lock it held is abandoned.
+    unsafe { serial::COM.force_unlock() };
+    match info.location() {
+        Some(l) => println!("PANIC at {}:{}:{}: {}", l.file(), l.line(), l.column(), info.message()),
+        None => println!("PANIC: {}", info.message()),
+    }
+    exit(ExitCode::Failure)
+}

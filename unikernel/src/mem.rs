@@ -1,0 +1,188 @@
+//! Physical memory at boot: turn the e820 map into the buddy zone, with `mem_map` carved out of
+//! RAM, and the virtio HAL whose DMA memory comes from that zone.
+//!
+//! Only RAM in [1 MiB, 4 GiB) is used: low memory holds the boot data (and, later, the AP
+//! trampoline), and the boot page tables identity-map just the first 4 GiB.
+
+use crate::pvh::{MemRegion, E820_RAM};
+use core::ptr::NonNull;
+use mm::{Page, Pfn, Zone, PAGE_SIZE};
+use spin::Once;
+use virtio_drivers::{BufferDirection, Hal, PhysAddr};
+
+/// The one zone (all usable RAM below 4 GiB).
+pub static ZONE: Once<Zone> = Once::new();
+
+/// Lowest usable physical address: 1 MiB (below it: real-mode data, boot info, BIOS).
+const LOW_LIMIT: u64 = 1 << 20;
+/// Highest usable physical address + 1: 4 GiB, the end of the boot identity map.
+const HIGH_LIMIT: u64 = 1 << 32;
+
+unsafe extern "C" {
+    static __kernel_start: u8;
+    static __kernel_end: u8;
+}
+
+/// Why memory could not be set up.
+#[derive(Debug)]
+#[allow(dead_code)] // fields are shown through Debug in the boot error
+pub enum MemError {
+    /// The map has no RAM in [1 MiB, 4 GiB) outside the kernel image.
+    NoRam,
+    /// No single RAM range can hold `mem_map` (`bytes` needed).
+    NoRoomForMemMap {
+        /// Bytes of page metadata needed.
+        bytes: u64,
+    },
+}
+
+/// Summary of what [`init`] did, for the boot log.
+pub struct MemInfo {
+    /// Pages handed to the buddy allocator.
+    pub managed_pages: u64,
+    /// RAM pages ignored because they lie at or above 4 GiB.
+    pub ignored_high_pages: u64,
+    /// Bytes of `mem_map`.
+    pub mem_map_bytes: u64,
+    /// Kernel image [start, end) physical addresses.
+    pub kernel: (u64, u64),
+}
+
+fn kernel_range() -> (u64, u64) {
+    // Linker-script symbols: only their addresses are taken, never their contents.
+    (&raw const __kernel_start as u64, &raw const __kernel_end as u64)
+}
+
+/// RAM ranges (page-aligned, [start, end) in bytes) usable by the allocator, minus `hole`.
+fn usable(map: &[MemRegion], holes: &[(u64, u64)], mut f: impl FnMut(u64, u64)) {
+    for r in map.iter().filter(|r| r.kind == E820_RAM) {
+        let start = r.addr.max(LOW_LIMIT).next_multiple_of(PAGE_SIZE as u64);
+        let end = (r.addr.saturating_add(r.size)).min(HIGH_LIMIT) & !(PAGE_SIZE as u64 - 1);
+        if start >= end {
+            continue;
+        }
+        // Subtract each hole (at most a few): split into pieces.
+        let mut pieces: heapless::Vec<(u64, u64), 8> = heapless::Vec::new();
+        let _ = pieces.push((start, end));
+        for &(hs, he) in holes {
+            let mut next: heapless::Vec<(u64, u64), 8> = heapless::Vec::new();
+            for &(s, e) in &pieces {
+                if he <= s || hs >= e {
+                    let _ = next.push((s, e));
+                } else {
+                    if s < hs {
+                        let _ = next.push((s, hs));
+                    }
+                    if he < e {
+                        let _ = next.push((he, e));
+                    }
+                }
+            }
+            pieces = next;
+        }
+        for (s, e) in pieces {
+            f(s, e);
+        }
+    }
+}
+
+/// Build the zone from the memory map. Call once, on the boot CPU.
+pub fn init(map: &[MemRegion]) -> Result<(&'static Zone, MemInfo), MemError> {
+    let (ks, ke) = kernel_range();
+    let ke = ke.next_multiple_of(PAGE_SIZE as u64);
+    let mut lo = u64::MAX;
+    let mut hi = 0;
+    usable(map, &[(ks, ke)], |s, e| {
+        lo = lo.min(s);
+        hi = hi.max(e);
+    });
+    if lo >= hi {
+        return Err(MemError::NoRam);
+    }
+    let ignored_high_pages: u64 = map
+        .iter()
+        .filter(|r| r.kind == E820_RAM)
+        .map(|r| (r.addr.saturating_add(r.size)).saturating_sub(r.addr.max(HIGH_LIMIT)))
+        .sum::<u64>()
+        / PAGE_SIZE as u64;
+
+    let span_pages = (hi - lo) / PAGE_SIZE as u64;
+    let bytes = (span_pages * core::mem::size_of::<Page>() as u64).next_multiple_of(PAGE_SIZE as u64);
+    let mut at = None;
+    usable(map, &[(ks, ke)], |s, e| {
+        if at.is_none() && e - s >= bytes {
+            at = Some(s);
+        }
+    });
+    let at = at.ok_or(MemError::NoRoomForMemMap { bytes })?;
+
+    let base = at as *mut Page;
+    for i in 0..span_pages as usize {
+        // SAFETY: [at, at + bytes) is RAM no one else uses (outside the kernel image, above
+        // 1 MiB, below 4 GiB so identity-mapped); we initialise every slot before use.
+        unsafe { base.add(i).write(Page::new()) };
+    }
+    // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
+    let mem_map: &'static [Page] = unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
+    let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
+    usable(map, &[(ks, ke), (at, at + bytes)], |s, e| {
+        zone.add_free_range(Pfn::from_addr(s), Pfn::from_addr(e));
+    });
+    Ok((
+        zone,
+        MemInfo {
+            managed_pages: zone.managed_pages(),
+            ignored_high_pages,
+            mem_map_bytes: bytes,
+            kernel: (ks, ke),
+        },
+    ))
+}
+
+/// The `virtio-drivers` HAL for an identity-mapped kernel without an IOMMU: DMA memory comes
+/// from the zone (zone-locked path), buffer sharing is the identity.
+pub struct KernelHal;
+
+fn order_for(pages: usize) -> usize {
+    pages.max(1).next_power_of_two().trailing_zeros() as usize
+}
+
+// SAFETY: dma_alloc returns zeroed, page-aligned, physically contiguous memory (one buddy block)
+// or paddr 0 on failure; share returns the buffer's physical address (identity map, no IOMMU);
+// x86 DMA is cache-coherent so unshare has nothing to do.
+unsafe impl Hal for KernelHal {
+    fn dma_alloc(pages: usize, _dir: BufferDirection) -> (PhysAddr, NonNull<u8>) {
+        let zone = ZONE.get().expect("dma_alloc before mem::init");
+        match zone.alloc_pages(order_for(pages)) {
+            Some(pfn) => {
+                let p = pfn.addr() as *mut u8;
+                // SAFETY: a fresh block of 2^order >= `pages` pages, identity-mapped, ours.
+                unsafe { core::ptr::write_bytes(p, 0, pages * PAGE_SIZE) };
+                (pfn.addr(), NonNull::new(p).expect("PFN 0 is never handed out"))
+            }
+            // virtio-drivers treats paddr 0 as allocation failure.
+            None => (0, NonNull::dangling()),
+        }
+    }
+
+    unsafe fn dma_dealloc(paddr: PhysAddr, _vaddr: NonNull<u8>, pages: usize) -> i32 {
+        let zone = ZONE.get().expect("dma_dealloc before mem::init");
+        zone.free_pages_order(Pfn::from_addr(paddr), order_for(pages));
+        0
+    }
+
+    unsafe fn mmio_phys_to_virt(paddr: PhysAddr, size: usize) -> NonNull<u8> {
+        // The boot page tables identity-map 0–4 GiB; BARs above that are not mapped yet.
+        assert!(
+            paddr + size as u64 <= HIGH_LIMIT,
+            "MMIO region {paddr:#x}+{size:#x} above 4 GiB is not mapped"
+        );
+        NonNull::new(paddr as *mut u8).expect("MMIO at physical address 0")
+    }
+
+    unsafe fn share(buffer: NonNull<[u8]>, _dir: BufferDirection) -> PhysAddr {
+        buffer.as_ptr() as *mut u8 as u64
+    }
+
+    unsafe fn unshare(_paddr: PhysAddr, _buffer: NonNull<[u8]>, _dir: BufferDirection) {}
+}

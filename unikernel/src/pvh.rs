@@ -1,0 +1,106 @@
+//! `struct hvm_start_info` (Xen `xen/include/public/arch-x86/hvm/start_info.h`, version 1):
+//! the boot data QEMU's PVH loader hands over in `ebx`. Everything we need is copied out at once,
+//! because it lives in low memory that later code may reuse.
+
+/// `hvm_start_info.magic`: "xEn3" with the high bit of 'E' set.
+pub const XEN_HVM_START_MAGIC: u32 = 0x336e_c578;
+/// e820 type of usable RAM.
+pub const E820_RAM: u32 = 1;
+/// Most memory-map entries kept (QEMU q35 gives 9 or so).
+pub const MAX_MEMMAP: usize = 64;
+/// Longest command line kept, in bytes; longer ones are an error (never silently cut).
+pub const MAX_CMDLINE: usize = 4096;
+
+/// One e820 entry.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct MemRegion {
+    /// Start physical address (bytes).
+    pub addr: u64,
+    /// Length in bytes.
+    pub size: u64,
+    /// e820 type (1 = RAM, 2 = reserved, 3 = ACPI, 4 = NVS, 5 = unusable).
+    pub kind: u32,
+}
+
+/// What we keep from `hvm_start_info`.
+pub struct BootInfo {
+    /// The memory map.
+    pub memmap: heapless::Vec<MemRegion, MAX_MEMMAP>,
+    /// The kernel command line (`-append`).
+    pub cmdline: heapless::String<MAX_CMDLINE>,
+    /// ACPI RSDP physical address (0 = not given). Used by SMP bring-up (MADT).
+    #[allow(dead_code)]
+    pub rsdp: u64,
+}
+
+/// Why the boot data could not be read.
+#[derive(Debug)]
+#[allow(dead_code)] // fields are shown through Debug in the boot error
+pub enum BootInfoError {
+    /// `magic` was not [`XEN_HVM_START_MAGIC`]: not booted through PVH.
+    BadMagic(u32),
+    /// `version` 0 has no memory map (we need version 1).
+    NoMemmap,
+    /// The command line is longer than [`MAX_CMDLINE`] bytes or not UTF-8.
+    Cmdline,
+}
+
+#[repr(C)]
+struct StartInfo {
+    magic: u32,
+    version: u32,
+    flags: u32,
+    nr_modules: u32,
+    modlist_paddr: u64,
+    cmdline_paddr: u64,
+    rsdp_paddr: u64,
+    memmap_paddr: u64,
+    memmap_entries: u32,
+    reserved: u32,
+}
+
+#[repr(C)]
+struct MemmapEntry {
+    addr: u64,
+    size: u64,
+    kind: u32,
+    reserved: u32,
+}
+
+/// Copy the boot data out of `hvm_start_info` at physical address `paddr`.
+///
+/// # Safety
+/// `paddr` must be the value the PVH loader passed in `ebx`, and low memory must still hold
+/// what the loader put there (call this first thing at boot). Identity mapping is assumed.
+pub unsafe fn read(paddr: u64) -> Result<BootInfo, BootInfoError> {
+    // SAFETY: per the contract the loader placed a `hvm_start_info` at `paddr`.
+    let si = unsafe { &*(paddr as *const StartInfo) };
+    if si.magic != XEN_HVM_START_MAGIC {
+        return Err(BootInfoError::BadMagic(si.magic));
+    }
+    if si.version < 1 || si.memmap_paddr == 0 || si.memmap_entries == 0 {
+        return Err(BootInfoError::NoMemmap);
+    }
+    let mut memmap = heapless::Vec::new();
+    for i in 0..si.memmap_entries as usize {
+        // SAFETY: the loader wrote `memmap_entries` entries at `memmap_paddr`.
+        let e = unsafe { &*((si.memmap_paddr as *const MemmapEntry).add(i)) };
+        let _ = memmap.push(MemRegion { addr: e.addr, size: e.size, kind: e.kind });
+    }
+    let mut cmdline = heapless::String::new();
+    if si.cmdline_paddr != 0 {
+        // SAFETY: the loader wrote a NUL-terminated string at `cmdline_paddr`; we stop at NUL
+        // or after MAX_CMDLINE bytes.
+        let bytes = unsafe {
+            let p = si.cmdline_paddr as *const u8;
+            let mut n = 0;
+            while n <= MAX_CMDLINE && *p.add(n) != 0 {
+                n += 1;
+            }
+            core::slice::from_raw_parts(p, n)
+        };
+        let s = core::str::from_utf8(bytes).map_err(|_| BootInfoError::Cmdline)?;
+        cmdline.push_str(s).map_err(|_| BootInfoError::Cmdline)?;
+    }
+    Ok(BootInfo { memmap, cmdline, rsdp: si.rsdp_paddr })
+}

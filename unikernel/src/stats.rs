@@ -1,0 +1,65 @@
+//! The `STATS {json}` line: per-port counters, pools, allocator and datapath cost.
+//!
+//! Keys (stable; the xtask and the tests parse them): `mode`, `tsc_hz`, `busy_cycles` (TSC
+//! cycles spent in poll iterations that did work), `forwarded` (frames queued for TX on any
+//! port), `kicks` (notifications written), `free_pages_boot`, `free_pages_now`, `ports[]`
+//! (`port`, `mac`, `rx`, `rx_bytes`, `tx`, `tx_bytes`, `kicks_rx`, `kicks_tx`, `no_buffer`,
+//! `drops{tx_ring_full, too_big, bad_desc, runt}`), `pools[]` (`id`, `in_flight`, `cached`,
+//! `alloc_fast`, `alloc_slow`, `recycle_cached`, `released`).
+
+use crate::forwarder::Forwarder;
+use crate::time::tsc_hz;
+use core::fmt;
+use netstack::DropReason;
+
+/// Formats a [`Forwarder`] as the STATS JSON object.
+pub struct Snapshot<'a, 'z>(pub &'a Forwarder<'z>);
+
+impl fmt::Display for Snapshot<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fw = self.0;
+        let forwarded: u64 = fw.counters.iter().map(|c| c.tx).sum();
+        write!(
+            f,
+            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
+            fw.cfg.mode.as_str(),
+            tsc_hz(),
+            fw.busy_cycles,
+            forwarded,
+            fw.kicks,
+            fw.free_pages_boot,
+            fw.zone.free_pages() + fw.pcp.count() as u64,
+        )?;
+        for (i, c) in fw.counters.iter().enumerate() {
+            let ds = fw.nic_stats(i);
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(
+                f,
+                "{{\"port\":{i},\"mac\":\"{}\",\"rx\":{},\"rx_bytes\":{},\"tx\":{},\"tx_bytes\":{},\"kicks_rx\":{},\"kicks_tx\":{},\"no_buffer\":{},\"drops\":{{",
+                fw.macs[i], c.rx, c.rx_bytes, c.tx, c.tx_bytes, ds.kicks_rx, ds.kicks_tx, c.no_buffer
+            )?;
+            for (j, r) in DropReason::ALL.iter().enumerate() {
+                if j > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "\"{}\":{}", r.as_str(), c.drops_for(*r))?;
+            }
+            f.write_str("}}")?;
+        }
+        f.write_str("],\"pools\":[")?;
+        for (i, p) in fw.pools.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            let s = p.stats();
+            write!(
+                f,
+                "{{\"id\":{},\"in_flight\":{},\"cached\":{},\"alloc_fast\":{},\"alloc_slow\":{},\"recycle_cached\":{},\"released\":{}}}",
+                p.id(), p.in_flight(), p.cached(), s.alloc_fast, s.alloc_slow, s.recycle_cached, s.released
+            )?;
+        }
+        f.write_str("]}")
+    }
+}

@@ -1,0 +1,201 @@
+//! GDT with a TSS (IST stack for #DF), and an IDT whose exception handlers print the vector,
+//! RIP, CR2 and error code and exit QEMU with failure.
+//!
+//! Entry stubs are naked functions (stable since Rust 1.88): each pushes a dummy error code
+//! when the CPU does not push one, then the vector, and jumps to a common stub that saves the
+//! caller-saved registers and calls [`trap_dispatch`] with a pointer to the [`TrapFrame`].
+//! Stack alignment: the CPU aligns RSP to 16 and pushes 5 words; error code + vector + 9
+//! registers make 16 words, so RSP is 16-byte aligned at the `call` (SysV ABI).
+
+use core::arch::naked_asm;
+use spin::Once;
+use x86_64::instructions::tables::load_tss;
+use x86_64::registers::segmentation::{Segment, CS, DS, ES, SS};
+use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable};
+use x86_64::structures::idt::InterruptDescriptorTable;
+use x86_64::structures::tss::TaskStateSegment;
+use x86_64::VirtAddr;
+
+/// IST slot (0-based) used by #DF, NMI and #MC so they run on a known-good stack.
+const IST_FAULT: u16 = 0;
+/// Size of that stack: 16 KiB, enough to format and print a fault report.
+const IST_STACK_SIZE: usize = 16 * 1024;
+
+#[repr(C, align(16))]
+struct Stack([u8; IST_STACK_SIZE]);
+static mut IST_STACK: Stack = Stack([0; IST_STACK_SIZE]);
+
+static TSS: Once<TaskStateSegment> = Once::new();
+static GDT: Once<GlobalDescriptorTable> = Once::new();
+static IDT: Once<InterruptDescriptorTable> = Once::new();
+
+/// Saved state at a trap, in push order reversed (lowest address first).
+#[repr(C)]
+#[derive(Debug)]
+pub struct TrapFrame {
+    r11: u64,
+    r10: u64,
+    r9: u64,
+    r8: u64,
+    rdi: u64,
+    rsi: u64,
+    rdx: u64,
+    rcx: u64,
+    rax: u64,
+    /// Interrupt vector.
+    pub vector: u64,
+    /// Error code pushed by the CPU (0 for vectors without one).
+    pub error_code: u64,
+    /// Faulting instruction.
+    pub rip: u64,
+    cs: u64,
+    rflags: u64,
+    rsp: u64,
+    ss: u64,
+}
+
+const EXCEPTION_NAMES: [&str; 32] = [
+    "#DE divide error", "#DB debug", "NMI", "#BP breakpoint", "#OF overflow", "#BR bound range",
+    "#UD invalid opcode", "#NM device not available", "#DF double fault", "coprocessor overrun",
+    "#TS invalid TSS", "#NP segment not present", "#SS stack fault", "#GP general protection",
+    "#PF page fault", "reserved", "#MF x87 FP", "#AC alignment check", "#MC machine check",
+    "#XM SIMD FP", "#VE virtualization", "#CP control protection", "reserved", "reserved",
+    "reserved", "reserved", "reserved", "reserved", "#HV hypervisor injection",
+    "#VC VMM communication", "#SX security", "reserved",
+];
+
+extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
+    let cr2 = x86_64::registers::control::Cr2::read_raw();
+    let name = EXCEPTION_NAMES.get(frame.vector as usize).copied().unwrap_or("interrupt");
+    // The console lock may be held by the interrupted code: force it so the report gets out.
+    // SAFETY: we never return to the interrupted code (we exit below), so breaking its lock
+    // cannot corrupt state it will observe again.
+    unsafe { crate::serial::COM.force_unlock() };
+    crate::println!(
+        "FATAL: exception vector {} ({}) at RIP {:#018x}, CR2 {:#018x}, error code {:#x}, RSP {:#x}, RFLAGS {:#x}",
+        frame.vector, name, frame.rip, cr2, frame.error_code, frame.rsp, frame.rflags
+    );
+    crate::exit::exit(crate::exit::ExitCode::Failure);
+}
+
+#[unsafe(naked)]
+extern "C" fn trap_common() {
+    naked_asm!(
+        "push rax", "push rcx", "push rdx", "push rsi", "push rdi",
+        "push r8", "push r9", "push r10", "push r11",
+        "mov rdi, rsp",
+        "cld",
+        "call {dispatch}",
+        "pop r11", "pop r10", "pop r9", "pop r8",
+        "pop rdi", "pop rsi", "pop rdx", "pop rcx", "pop rax",
+        "add rsp, 16",
+        "iretq",
+        dispatch = sym trap_dispatch,
+    );
+}
+
+macro_rules! stub {
+    ($name:ident, $vec:expr, noerr) => {
+        #[unsafe(naked)]
+        extern "C" fn $name() {
+            naked_asm!("push 0", "push {v}", "jmp {c}", v = const $vec, c = sym trap_common);
+        }
+    };
+    ($name:ident, $vec:expr, err) => {
+        #[unsafe(naked)]
+        extern "C" fn $name() {
+            naked_asm!("push {v}", "jmp {c}", v = const $vec, c = sym trap_common);
+        }
+    };
+}
+
+stub!(v0, 0, noerr);
+stub!(v1, 1, noerr);
+stub!(v2, 2, noerr);
+stub!(v3, 3, noerr);
+stub!(v4, 4, noerr);
+stub!(v5, 5, noerr);
+stub!(v6, 6, noerr);
+stub!(v7, 7, noerr);
+stub!(v8, 8, err);
+stub!(v10, 10, err);
+stub!(v11, 11, err);
+stub!(v12, 12, err);
+stub!(v13, 13, err);
+stub!(v14, 14, err);
+stub!(v16, 16, noerr);
+stub!(v17, 17, err);
+stub!(v18, 18, noerr);
+stub!(v19, 19, noerr);
+stub!(v20, 20, noerr);
+stub!(v21, 21, err);
+stub!(v29, 29, err);
+stub!(v30, 30, err);
+stub!(spurious, 255, noerr);
+
+fn addr(f: extern "C" fn()) -> VirtAddr {
+    VirtAddr::new(f as *const () as u64)
+}
+
+/// Load the GDT (code, data, TSS), reload segment registers, and load the IDT.
+pub fn init() {
+    let tss = TSS.call_once(|| {
+        let mut tss = TaskStateSegment::new();
+        // SAFETY: only the address of the static is taken; the stack is used by the CPU alone.
+        let top = VirtAddr::from_ptr(&raw const IST_STACK) + IST_STACK_SIZE as u64;
+        tss.interrupt_stack_table[IST_FAULT as usize] = top;
+        tss
+    });
+    let mut sel = (None, None, None);
+    let gdt = GDT.call_once(|| {
+        let mut gdt = GlobalDescriptorTable::new();
+        sel.0 = Some(gdt.append(Descriptor::kernel_code_segment()));
+        sel.1 = Some(gdt.append(Descriptor::kernel_data_segment()));
+        sel.2 = Some(gdt.append(Descriptor::tss_segment(tss)));
+        gdt
+    });
+    gdt.load();
+    let (code, data, tss_sel) = (sel.0.unwrap(), sel.1.unwrap(), sel.2.unwrap());
+    // SAFETY: the selectors index the GDT just loaded, whose descriptors are flat 64-bit code
+    // and data and our TSS.
+    unsafe {
+        CS::set_reg(code);
+        DS::set_reg(data);
+        ES::set_reg(data);
+        SS::set_reg(data);
+        load_tss(tss_sel);
+    }
+
+    let idt = IDT.call_once(|| {
+        let mut idt = InterruptDescriptorTable::new();
+        // SAFETY: every address is a naked stub above that ends in `iretq` or never returns,
+        // and the IST index refers to the slot set in the TSS.
+        unsafe {
+            idt.divide_error.set_handler_addr(addr(v0));
+            idt.debug.set_handler_addr(addr(v1));
+            idt.non_maskable_interrupt.set_handler_addr(addr(v2)).set_stack_index(IST_FAULT);
+            idt.breakpoint.set_handler_addr(addr(v3));
+            idt.overflow.set_handler_addr(addr(v4));
+            idt.bound_range_exceeded.set_handler_addr(addr(v5));
+            idt.invalid_opcode.set_handler_addr(addr(v6));
+            idt.device_not_available.set_handler_addr(addr(v7));
+            idt.double_fault.set_handler_addr(addr(v8)).set_stack_index(IST_FAULT);
+            idt.invalid_tss.set_handler_addr(addr(v10));
+            idt.segment_not_present.set_handler_addr(addr(v11));
+            idt.stack_segment_fault.set_handler_addr(addr(v12));
+            idt.general_protection_fault.set_handler_addr(addr(v13));
+            idt.page_fault.set_handler_addr(addr(v14));
+            idt.x87_floating_point.set_handler_addr(addr(v16));
+            idt.alignment_check.set_handler_addr(addr(v17));
+            idt.machine_check.set_handler_addr(addr(v18)).set_stack_index(IST_FAULT);
+            idt.simd_floating_point.set_handler_addr(addr(v19));
+            idt.virtualization.set_handler_addr(addr(v20));
+            idt.cp_protection_exception.set_handler_addr(addr(v21));
+            idt.vmm_communication_exception.set_handler_addr(addr(v29));
+            idt.security_exception.set_handler_addr(addr(v30));
+            idt[255].set_handler_addr(addr(spurious));
+        }
+        idt
+    });
+    idt.load();
+}
