@@ -30,6 +30,35 @@
 //!   `dma_addr`). Buddy metadata (flags, order, list links) of free pages is touched only under
 //!   the zone lock.
 //! * PFN 0 is never handed out: virtio treats physical address 0 as "no buffer".
+//!
+//! # Example
+//!
+//! ```
+//! use mm::page_pool::{IdentityDma, PagePool, PagePoolParams};
+//! use mm::{Page, PerCpuPages, Pfn, Zone};
+//!
+//! // The kernel builds `mem_map` in memory it reserved at boot; here a leaked Vec stands in.
+//! let map: &'static [Page] = Box::leak((0..8192).map(|_| Page::new()).collect());
+//! let zone = Zone::new(Pfn(0), map);
+//! zone.add_free_range(Pfn(0), Pfn(8192)); // from the boot memory map; PFN 0 is skipped
+//! let mut pcp = PerCpuPages::new(&zone, 1); // one per CPU, in the per-CPU area
+//!
+//! let page = pcp.alloc_page(&zone).unwrap();
+//! assert_eq!(zone.page(page).refcount(), 1);
+//! pcp.free_page(&zone, page);
+//!
+//! let mut slots = [None; 16];
+//! let placed = pcp.alloc_pages_bulk(&zone, &mut slots).unwrap(); // may be < 16: call again
+//! assert!(placed > 0);
+//! let pfns: Vec<Pfn> = slots.iter().flatten().copied().collect();
+//! pcp.free_pages_bulk(&zone, &pfns);
+//!
+//! let mut pool = PagePool::new(PagePoolParams::new(0)).unwrap();
+//! let buf = pool.alloc(&mut pcp, &zone, &mut IdentityDma).unwrap();
+//! assert_eq!(zone.page(buf).dma_addr(), buf.addr());
+//! pool.recycle_direct(buf, &mut pcp, &zone, &mut IdentityDma);
+//! pool.destroy(&mut pcp, &zone, &mut IdentityDma).unwrap();
+//! ```
 
 #![no_std]
 #![warn(missing_docs)]

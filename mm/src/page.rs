@@ -19,7 +19,7 @@ pub(crate) const PG_BUDDY: u8 = 1 << 0;
 /// Flag: the page was never handed to the allocator (hole, firmware, kernel image, PFN 0).
 pub(crate) const PG_RESERVED: u8 = 1 << 1;
 
-/// Metadata of one physical frame.
+/// Metadata of one physical frame (32 bytes).
 ///
 /// States: *reserved* (initial; never given to the allocator), *free* (head of a buddy block:
 /// `PG_buddy` set, `order` = block order; tail pages of a free block carry no flag), *on a pcp
@@ -179,6 +179,12 @@ mod tests {
         assert_eq!(p.pool(), None);
         p.set_dma_addr(0x5000);
         assert_eq!(p.dma_addr(), 0x5000);
+    }
+
+    #[test]
+    fn page_is_32_bytes() {
+        // 32 bytes of metadata per 4 KiB frame: 0.78% of RAM for mem_map.
+        assert_eq!(core::mem::size_of::<Page>(), 32);
     }
 
     #[test]
