@@ -3,9 +3,9 @@
 //! - [`uart`]: the 16550 UART on COM1, used for the boot log and the serial console.
 //! - [`pci`]: PCI configuration access through I/O ports 0xCF8/0xCFC (works on both `q35` and
 //!   `pc`, needs no ECAM mapping) and the search for virtio-net functions.
-//! - [`virtio_net`]: a poll-mode virtio-net driver built on `virtio-drivers`' public
-//!   [`VirtQueue`](virtio_drivers::queue::VirtQueue) and [`Transport`](virtio_drivers::transport::Transport),
-//!   whose RX descriptors are page_pool pages and whose TX is zero copy.
+//! - [`virtio_net`]: a poll-mode virtio-net driver on `virtio-drivers`' public
+//!   [`Transport`](virtio_drivers::transport::Transport) and our own split virtqueue
+//!   ([`virtqueue`]), whose RX descriptors are page_pool pages and whose TX is zero copy.
 //!
 //! `unsafe` here is confined to port I/O and to turning page frame numbers into the byte slices
 //! the virtqueue shares with the device; each block names its invariant.
@@ -14,3 +14,4 @@
 pub mod pci;
 pub mod uart;
 pub mod virtio_net;
+pub mod virtqueue;

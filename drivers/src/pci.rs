@@ -65,7 +65,10 @@ pub const MAX_NICS: usize = 8;
 /// driver polls).
 pub fn find_virtio_net(
     root: &mut PciRoot<PortIoCam>,
-) -> (heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>, usize) {
+) -> (
+    heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
+    usize,
+) {
     let mut out = heapless::Vec::new();
     let mut ignored = 0;
     let found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), 32> = root
@@ -86,4 +89,104 @@ pub fn find_virtio_net(
         }
     }
     (out, ignored)
+}
+
+/// PCI capability ID of vendor-specific capabilities, which virtio uses (§4.1.4).
+const PCI_CAP_ID_VNDR: u8 = 0x09;
+/// `virtio_pci_cap.cfg_type` of the common configuration structure (§4.1.4.3).
+const VIRTIO_PCI_CAP_COMMON_CFG: u8 = 1;
+/// `virtio_pci_cap.cfg_type` of the notification structure (§4.1.4.4).
+const VIRTIO_PCI_CAP_NOTIFY_CFG: u8 = 2;
+/// Offset of `queue_select` (le16) in `virtio_pci_common_cfg` (§4.1.4.3).
+const COMMON_QUEUE_SELECT: u64 = 22;
+/// Offset of `queue_notify_off` (le16) in `virtio_pci_common_cfg` (§4.1.4.3).
+const COMMON_QUEUE_NOTIFY_OFF: u64 = 30;
+
+/// Where a virtio PCI function's notification doorbells are (§4.1.4.4): queue `q`'s doorbell
+/// is `notify_base + queue_notify_off(q) * notify_off_multiplier`.
+#[derive(Copy, Clone, Debug)]
+pub struct VirtioNotifyCfg {
+    /// Physical address of the notification structure (BAR + offset).
+    pub notify_base: u64,
+    /// `notify_off_multiplier` in bytes.
+    pub multiplier: u32,
+    /// Physical address of `virtio_pci_common_cfg` (BAR + offset).
+    pub common_base: u64,
+}
+
+fn bar_address(cam: &PortIoCam, df: DeviceFunction, bar: u8) -> Option<u64> {
+    if bar > 5 {
+        return None;
+    }
+    let off = 0x10 + 4 * bar;
+    let lo = cam.read_word(df, off);
+    if lo & 1 != 0 {
+        return None; // I/O BAR: virtio 1.x structures live in memory BARs
+    }
+    let addr = u64::from(lo & !0xF);
+    // Bits 2:1 = 0b10: 64-bit BAR, upper half in the next register (PCI 3.0 §6.2.5.1).
+    if (lo >> 1) & 0b11 == 0b10 && bar < 5 {
+        Some(addr | (u64::from(cam.read_word(df, off + 4)) << 32))
+    } else {
+        Some(addr)
+    }
+}
+
+/// Read the locations of the common configuration and notification structures of virtio
+/// function `df` from its capability list. Reads BAR registers without sizing them, so it is
+/// safe while the device is live. `None` if either capability is missing or in an I/O BAR.
+pub fn virtio_notify_cfg(df: DeviceFunction) -> Option<VirtioNotifyCfg> {
+    let cam = PortIoCam;
+    // Status register bit 4: capabilities list present; pointer at 0x34 (PCI 3.0 §6.7).
+    if (cam.read_word(df, 0x04) >> 16) & 0x10 == 0 {
+        return None;
+    }
+    let mut ptr = (cam.read_word(df, 0x34) & 0xFC) as u8;
+    let (mut notify, mut common) = (None, None);
+    for _ in 0..48 {
+        if ptr == 0 {
+            break;
+        }
+        let w0 = cam.read_word(df, ptr);
+        let (id, next, cfg_type) = (w0 as u8, (w0 >> 8) as u8 & 0xFC, (w0 >> 24) as u8);
+        if id == PCI_CAP_ID_VNDR
+            && (cfg_type == VIRTIO_PCI_CAP_NOTIFY_CFG || cfg_type == VIRTIO_PCI_CAP_COMMON_CFG)
+        {
+            let bar = cam.read_word(df, ptr + 4) as u8;
+            let offset = u64::from(cam.read_word(df, ptr + 8));
+            if let Some(base) = bar_address(&cam, df, bar) {
+                if cfg_type == VIRTIO_PCI_CAP_NOTIFY_CFG {
+                    notify = Some((base + offset, cam.read_word(df, ptr + 16)));
+                } else if common.is_none() {
+                    common = Some(base + offset);
+                }
+            }
+        }
+        ptr = next;
+    }
+    let (notify_base, multiplier) = notify?;
+    Some(VirtioNotifyCfg {
+        notify_base,
+        multiplier,
+        common_base: common?,
+    })
+}
+
+impl VirtioNotifyCfg {
+    /// The doorbell address of virtqueue `queue`, reading its `queue_notify_off` through the
+    /// common configuration structure.
+    ///
+    /// # Safety
+    /// The structures must be mapped at their physical addresses (identity map), and no other
+    /// code may be using `queue_select` concurrently (call during device set-up, on one CPU).
+    pub unsafe fn doorbell(&self, queue: u16) -> u64 {
+        let sel = (self.common_base + COMMON_QUEUE_SELECT) as *mut u16;
+        let off = (self.common_base + COMMON_QUEUE_NOTIFY_OFF) as *const u16;
+        // SAFETY: MMIO registers of the device's common configuration, per the contract.
+        let notify_off = unsafe {
+            sel.write_volatile(queue);
+            off.read_volatile()
+        };
+        self.notify_base + u64::from(notify_off) * u64::from(self.multiplier)
+    }
 }

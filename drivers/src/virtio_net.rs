@@ -1,8 +1,10 @@
 //! Poll-mode virtio-net driver: page_pool pages as RX descriptors, zero-copy TX, one kick per
 //! queue per poll iteration.
 //!
-//! Built on `virtio-drivers` 0.13's public [`Transport`] and [`VirtQueue`] (its `VirtIONetRaw`
-//! notifies per buffer, which the fast path must not do). Section numbers refer to the VIRTIO
+//! Built on `virtio-drivers` 0.13's public [`Transport`] (PCI capability parsing, feature
+//! negotiation, queue registration) and our own [`SplitQueue`] (the crate's `VirtIONetRaw`
+//! notifies per buffer and its `VirtQueue` stalls after 65,536 buffers with EVENT_IDX; see
+//! [`crate::virtqueue`]). Section numbers refer to the VIRTIO
 //! 1.2 specification (OASIS, 2022).
 //!
 //! Buffers: every RX descriptor is one whole order-0 page ([`PAGE_SIZE`] bytes) handed in by the
@@ -14,8 +16,8 @@
 //! Identity mapping: the kernel runs in one identity-mapped address space, so a page's physical
 //! address is also its virtual address; the HAL's `share` must return the buffer address as is.
 
+use crate::virtqueue::{QueueError, SplitQueue};
 use mm::{Pfn, PAGE_SIZE};
-use virtio_drivers::queue::VirtQueue;
 use virtio_drivers::transport::Transport;
 use virtio_drivers::Hal;
 
@@ -85,12 +87,12 @@ pub enum NetInitError {
         /// Largest size the device accepts.
         max: u32,
     },
-    /// Setting up virtqueue `queue` failed in `virtio-drivers`.
+    /// Setting up virtqueue `queue` failed.
     Queue {
         /// Virtqueue index.
         queue: u16,
-        /// The crate's error.
-        err: virtio_drivers::Error,
+        /// What failed.
+        err: QueueError,
     },
     /// Reading the MAC from config space failed.
     Config(virtio_drivers::Error),
@@ -104,7 +106,7 @@ impl core::fmt::Display for NetInitError {
                 f,
                 "virtqueue {queue} holds at most {max} descriptors, driver needs {QUEUE_SIZE}"
             ),
-            Self::Queue { queue, err } => write!(f, "virtqueue {queue} setup failed: {err}"),
+            Self::Queue { queue, err } => write!(f, "virtqueue {queue} setup failed: {err:?}"),
             Self::Config(e) => write!(f, "config space read failed: {e}"),
         }
     }
@@ -162,23 +164,25 @@ pub struct DriverStats {
 ///
 /// Not `Sync` by design: one core owns a device's queues and runs its poll loop.
 pub struct VirtioNet<H: Hal, T: Transport> {
+    // Field order matters: the transport drops first (resetting the device), then the rings.
     transport: T,
-    rx: VirtQueue<H, QUEUE_SIZE>,
-    tx: VirtQueue<H, QUEUE_SIZE>,
+    rx: SplitQueue<H, QUEUE_SIZE>,
+    tx: SplitQueue<H, QUEUE_SIZE>,
     /// Page behind each RX token (head descriptor index).
     rx_pages: [Option<Pfn>; QUEUE_SIZE],
     /// Page and posted byte length behind each TX token.
-    tx_pages: [Option<(Pfn, u32)>; QUEUE_SIZE],
+    tx_pages: [Option<Pfn>; QUEUE_SIZE],
     rx_posted: usize,
     tx_posted: usize,
-    rx_added: bool,
-    tx_added: bool,
     /// Continuation buffers still to come for a multi-buffer (too big) frame.
     rx_skip: u16,
     mac: [u8; 6],
     features: NetFeatures,
     offered: NetFeatures,
     stats: DriverStats,
+    /// Cached doorbell addresses (RX, TX): one MMIO write per kick instead of the transport's
+    /// select + read + write. `None` until [`VirtioNet::set_doorbells`].
+    doorbells: Option<[*mut u16; 2]>,
 }
 
 /// A byte view of a whole page.
@@ -210,13 +214,23 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
         }
         let event_idx = features.contains(NetFeatures::RING_EVENT_IDX);
-        let rx = VirtQueue::new(&mut transport, RX_QUEUE, false, event_idx)
-            .map_err(|err| NetInitError::Queue { queue: RX_QUEUE, err })?;
-        let tx = VirtQueue::new(&mut transport, TX_QUEUE, false, event_idx)
-            .map_err(|err| NetInitError::Queue { queue: TX_QUEUE, err })?;
+        let rx = SplitQueue::new(&mut transport, RX_QUEUE, event_idx).map_err(|err| {
+            NetInitError::Queue {
+                queue: RX_QUEUE,
+                err,
+            }
+        })?;
+        let tx = SplitQueue::new(&mut transport, TX_QUEUE, event_idx).map_err(|err| {
+            NetInitError::Queue {
+                queue: TX_QUEUE,
+                err,
+            }
+        })?;
         // §5.1.4: `mac` is the first field of virtio_net_config, valid when VIRTIO_NET_F_MAC.
         let mac = if features.contains(NetFeatures::MAC) {
-            transport.read_config_space::<[u8; 6]>(0).map_err(NetInitError::Config)?
+            transport
+                .read_config_space::<[u8; 6]>(0)
+                .map_err(NetInitError::Config)?
         } else {
             [0; 6]
         };
@@ -229,13 +243,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx_pages: [None; QUEUE_SIZE],
             rx_posted: 0,
             tx_posted: 0,
-            rx_added: false,
-            tx_added: false,
             rx_skip: 0,
             mac,
             features,
             offered,
             stats: DriverStats::default(),
+            doorbells: None,
         })
     }
 
@@ -261,7 +274,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// RX descriptors that can take a page right now.
     pub fn rx_free_slots(&self) -> usize {
-        self.rx.available_desc()
+        self.rx.free_descs()
     }
 
     /// Pages currently posted to the RX ring.
@@ -276,11 +289,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// TX descriptors free right now.
     pub fn tx_free_slots(&self) -> usize {
-        self.tx.available_desc()
+        self.tx.free_descs()
     }
 
-    /// Post `pages` as device-writable RX buffers (one page each). Returns how many were posted;
-    /// the rest (ring full) stay the caller's. No kick: see [`VirtioNet::kick`].
+    /// Post `pages` as device-writable RX buffers (one page each) and publish them. Returns how
+    /// many were posted; the rest (ring full) stay the caller's. No kick: see
+    /// [`VirtioNet::kick`].
     ///
     /// # Safety
     /// Each page must be an order-0 RAM page the caller owns and will not touch until it comes
@@ -288,24 +302,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {
         let mut n = 0;
         for &pfn in pages {
-            if self.rx.available_desc() == 0 {
+            let Some(token) = self.rx.push(pfn.addr(), PAGE_SIZE as u32, true) else {
                 break;
-            }
-            // SAFETY: caller contract: the page is ours and untouched until completion.
-            let buf = unsafe { page_bytes(pfn) };
-            // SAFETY: the buffer stays valid and untouched until `pop_used` returns it (we keep
-            // the page in `rx_pages` and never alias it meanwhile).
-            match unsafe { self.rx.add(&[], &mut [buf]) } {
-                Ok(token) => {
-                    debug_assert!(self.rx_pages[usize::from(token)].is_none());
-                    self.rx_pages[usize::from(token)] = Some(pfn);
-                    self.rx_posted += 1;
-                    n += 1;
-                }
-                Err(_) => break,
-            }
+            };
+            debug_assert!(self.rx_pages[usize::from(token)].is_none());
+            self.rx_pages[usize::from(token)] = Some(pfn);
+            n += 1;
         }
-        self.rx_added |= n > 0;
+        if n > 0 {
+            self.rx.publish();
+            self.rx_posted += n;
+        }
         n
     }
 
@@ -314,23 +321,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub fn rx_burst(&mut self, out: &mut [RxBuf]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some(token) = self.rx.peek_used() else { break };
-            let Some(pfn) = self.rx_pages.get(usize::from(token)).copied().flatten() else {
-                // A token we never posted: the device is broken. Stop polling this ring rather
-                // than pop with the wrong buffer.
-                self.stats.bad_token += 1;
+            let Some((id, used)) = self.rx.pop_used() else {
                 break;
             };
-            // SAFETY: `pfn` is the page posted under `token`, exactly as passed to `add`.
-            let buf = unsafe { page_bytes(pfn) };
-            // SAFETY: same buffer set as the `add` that returned `token`.
-            let used = match unsafe { self.rx.pop_used(token, &[], &mut [buf]) } {
-                Ok(len) => len as usize,
-                Err(_) => break,
+            let Some(pfn) = self.rx_pages.get_mut(id as usize).and_then(Option::take) else {
+                // An id we never posted (or already completed): the device is misbehaving.
+                self.stats.bad_token += 1;
+                continue;
             };
-            self.rx_pages[usize::from(token)] = None;
+            self.rx.release(id as u16);
             self.rx_posted -= 1;
-            out[n] = self.classify_rx(pfn, used);
+            out[n] = self.classify_rx(pfn, used as usize);
             n += 1;
         }
         n
@@ -339,30 +340,52 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     fn classify_rx(&mut self, pfn: Pfn, used: usize) -> RxBuf {
         if self.rx_skip > 0 {
             self.rx_skip -= 1;
-            return RxBuf { pfn, len: 0, status: RxStatus::Continuation };
+            return RxBuf {
+                pfn,
+                len: 0,
+                status: RxStatus::Continuation,
+            };
         }
         if used < NET_HDR_LEN || used > PAGE_SIZE {
-            return RxBuf { pfn, len: 0, status: RxStatus::Malformed };
+            return RxBuf {
+                pfn,
+                len: 0,
+                status: RxStatus::Malformed,
+            };
         }
         // SAFETY: the device is done with the page (popped above) and we own it.
         let hdr = unsafe { page_bytes(pfn) };
-        let num_buffers = u16::from_le_bytes([hdr[NUM_BUFFERS_OFFSET], hdr[NUM_BUFFERS_OFFSET + 1]]);
+        let num_buffers =
+            u16::from_le_bytes([hdr[NUM_BUFFERS_OFFSET], hdr[NUM_BUFFERS_OFFSET + 1]]);
         let len = used - NET_HDR_LEN;
         match num_buffers {
             // §5.1.6.4: without MRG_RXBUF the device sets num_buffers to 1 (0 is tolerated).
-            0 | 1 => RxBuf { pfn, len, status: RxStatus::Ok },
+            0 | 1 => RxBuf {
+                pfn,
+                len,
+                status: RxStatus::Ok,
+            },
             k if usize::from(k) <= QUEUE_SIZE => {
                 self.rx_skip = k - 1;
-                RxBuf { pfn, len, status: RxStatus::TooBig }
+                RxBuf {
+                    pfn,
+                    len,
+                    status: RxStatus::TooBig,
+                }
             }
-            _ => RxBuf { pfn, len, status: RxStatus::Malformed },
+            _ => RxBuf {
+                pfn,
+                len,
+                status: RxStatus::Malformed,
+            },
         }
     }
 
-    /// Queue frames for transmission, zero copy: each page's first [`NET_HDR_LEN`] bytes are
-    /// zeroed (no checksum offload, no GSO: §5.1.6.2) and the page is posted as one
-    /// device-readable descriptor. Returns how many of `bufs` (a prefix) were queued; the rest
-    /// did not fit in the ring and stay the caller's (count them as `tx_ring_full`).
+    /// Queue frames for transmission, zero copy, and publish them: each page's first
+    /// [`NET_HDR_LEN`] bytes are zeroed (no checksum offload, no GSO: §5.1.6.2) and the page is
+    /// posted as one device-readable descriptor. Returns how many of `bufs` (a prefix) were
+    /// queued; the rest did not fit in the ring (or had a bad length) and stay the caller's
+    /// (count them as `tx_ring_full`).
     ///
     /// # Safety
     /// Each page must be owned by the caller, hold a frame of `len` bytes at offset
@@ -371,24 +394,24 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
         let mut n = 0;
         for b in bufs {
-            if self.tx.available_desc() == 0 || b.len == 0 || b.len > MAX_FRAME_LEN {
+            if b.len == 0 || b.len > MAX_FRAME_LEN {
                 break;
             }
-            // SAFETY: caller contract.
-            let page = unsafe { page_bytes(b.pfn) };
-            page[..NET_HDR_LEN].fill(0);
-            let total = NET_HDR_LEN + b.len;
-            // SAFETY: the page stays valid and untouched until `pop_used` returns it.
-            match unsafe { self.tx.add(&[&page[..total]], &mut []) } {
-                Ok(token) => {
-                    self.tx_pages[usize::from(token)] = Some((b.pfn, total as u32));
-                    self.tx_posted += 1;
-                    n += 1;
-                }
-                Err(_) => break,
-            }
+            // SAFETY: caller contract: the page is ours until the device completes it.
+            unsafe { page_bytes(b.pfn)[..NET_HDR_LEN].fill(0) };
+            let Some(token) = self
+                .tx
+                .push(b.pfn.addr(), (NET_HDR_LEN + b.len) as u32, false)
+            else {
+                break;
+            };
+            self.tx_pages[usize::from(token)] = Some(b.pfn);
+            n += 1;
         }
-        self.tx_added |= n > 0;
+        if n > 0 {
+            self.tx.publish();
+            self.tx_posted += n;
+        }
         n
     }
 
@@ -397,19 +420,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub fn tx_complete(&mut self, out: &mut [Pfn]) -> usize {
         let mut n = 0;
         while n < out.len() {
-            let Some(token) = self.tx.peek_used() else { break };
-            let Some((pfn, total)) = self.tx_pages.get(usize::from(token)).copied().flatten()
-            else {
-                self.stats.bad_token += 1;
+            let Some((id, _len)) = self.tx.pop_used() else {
                 break;
             };
-            // SAFETY: the page was posted under `token` with exactly `total` bytes.
-            let page = unsafe { page_bytes(pfn) };
-            // SAFETY: same buffer set as the `add` that returned `token`.
-            if unsafe { self.tx.pop_used(token, &[&page[..total as usize]], &mut []) }.is_err() {
-                break;
-            }
-            self.tx_pages[usize::from(token)] = None;
+            let Some(pfn) = self.tx_pages.get_mut(id as usize).and_then(Option::take) else {
+                self.stats.bad_token += 1;
+                continue;
+            };
+            self.tx.release(id as u16);
             self.tx_posted -= 1;
             out[n] = pfn;
             n += 1;
@@ -417,26 +435,42 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         n
     }
 
-    /// Notify the device about buffers added since the last call, at most once per queue, and
-    /// only when the device asked for it (§2.7.10 / §2.7.7 with EVENT_IDX, else the used
-    /// ring's NO_NOTIFY flag). Call once per poll iteration. Returns the kicks written.
-    pub fn kick(&mut self) -> u32 {
-        let mut kicks = 0;
-        if self.rx_added {
-            self.rx_added = false;
-            if self.rx.should_notify() {
-                self.transport.notify(RX_QUEUE);
-                self.stats.kicks_rx += 1;
-                kicks += 1;
-            }
+    /// Use cached doorbell addresses for kicks (§4.1.4.4: writing the virtqueue index to the
+    /// queue's notification address notifies it).
+    ///
+    /// # Safety
+    /// `rx` and `tx` must be the mapped notification addresses of virtqueues 0 and 1 of this
+    /// very device, valid for as long as the device lives.
+    pub unsafe fn set_doorbells(&mut self, rx: u64, tx: u64) {
+        self.doorbells = Some([rx as *mut u16, tx as *mut u16]);
+    }
+
+    #[inline]
+    fn notify(&mut self, queue: u16) {
+        match self.doorbells {
+            // SAFETY: per `set_doorbells`' contract, a live doorbell of this device.
+            Some(db) => unsafe { db[usize::from(queue)].write_volatile(queue) },
+            None => self.transport.notify(queue),
         }
-        if self.tx_added {
-            self.tx_added = false;
-            if self.tx.should_notify() {
-                self.transport.notify(TX_QUEUE);
-                self.stats.kicks_tx += 1;
-                kicks += 1;
-            }
+    }
+
+    /// Notify the device about buffers published since the last call, at most once per queue,
+    /// and only when the device asked for it (§2.7.10 with EVENT_IDX, else the used ring's
+    /// NO_NOTIFY flag). Call once per poll iteration. Returns the kicks written.
+    pub fn kick(&mut self) -> u32 {
+        // Keep `used_event` just behind the used index so the device never interrupts.
+        self.rx.suppress_interrupts();
+        self.tx.suppress_interrupts();
+        let mut kicks = 0;
+        if self.rx.needs_kick() {
+            self.notify(RX_QUEUE);
+            self.stats.kicks_rx += 1;
+            kicks += 1;
+        }
+        if self.tx.needs_kick() {
+            self.notify(TX_QUEUE);
+            self.stats.kicks_tx += 1;
+            kicks += 1;
         }
         kicks
     }
@@ -445,14 +479,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// still posted on either ring through `f`. After this the device does nothing until a new
     /// driver initialises it.
     pub fn reclaim(&mut self, mut f: impl FnMut(Pfn)) {
-        self.transport.set_status(virtio_drivers::transport::DeviceStatus::empty());
+        self.transport
+            .set_status(virtio_drivers::transport::DeviceStatus::empty());
         for slot in self.rx_pages.iter_mut() {
             if let Some(pfn) = slot.take() {
                 f(pfn);
             }
         }
         for slot in self.tx_pages.iter_mut() {
-            if let Some((pfn, _)) = slot.take() {
+            if let Some(pfn) = slot.take() {
                 f(pfn);
             }
         }

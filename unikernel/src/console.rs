@@ -25,7 +25,10 @@ pub struct Console {
 impl Console {
     /// An empty console.
     pub const fn new() -> Self {
-        Self { line: heapless::Vec::new(), overflow: false }
+        Self {
+            line: heapless::Vec::new(),
+            overflow: false,
+        }
     }
 
     /// Read the bytes waiting on COM1 (bounded per call) and return a command when a line is

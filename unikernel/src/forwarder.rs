@@ -9,8 +9,8 @@ use crate::mem::KernelHal;
 use crate::stats::Snapshot;
 use crate::time::{rdtsc, tsc_hz};
 use crate::{fail, println};
-use drivers::pci::{find_virtio_net, PortIoCam};
 use core::mem::ManuallyDrop;
+use drivers::pci::{find_virtio_net, virtio_notify_cfg, PortIoCam};
 use drivers::virtio_net::{
     DriverStats, RxBuf, RxStatus, TxBuf, VirtioNet, NET_HDR_LEN, QUEUE_SIZE,
 };
@@ -54,7 +54,12 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
     // Free pages right after the allocator is up, before any device took memory: `quit` must
     // come back to exactly this number.
     let free_pages_boot = zone.free_pages() + pcp.count() as u64;
-    info!("mm: pcp high={} batch={}; {} free pages at boot", pcp.high(), pcp.batch(), free_pages_boot);
+    info!(
+        "mm: pcp high={} batch={}; {} free pages at boot",
+        pcp.high(),
+        pcp.batch(),
+        free_pages_boot
+    );
 
     let mut root = PciRoot::new(PortIoCam);
     let (found, ignored) = find_virtio_net(&mut root);
@@ -65,7 +70,10 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
         ));
     }
     if found.len() > PORTS || ignored > 0 {
-        warn!("{} virtio-net functions found; using the first {PORTS}", found.len() + ignored);
+        warn!(
+            "{} virtio-net functions found; using the first {PORTS}",
+            found.len() + ignored
+        );
     }
     let mut nics: heapless::Vec<Nic, PORTS> = heapless::Vec::new();
     for (i, (df, _info)) in found.iter().take(PORTS).enumerate() {
@@ -73,10 +81,16 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             Ok(t) => t,
             Err(e) => fail(format_args!("port {i} ({df}): virtio PCI transport: {e}")),
         };
-        let nic = match VirtioNet::new(transport) {
+        let mut nic = match VirtioNet::new(transport) {
             Ok(n) => n,
             Err(e) => fail(format_args!("port {i} ({df}): virtio-net init: {e}")),
         };
+        match virtio_notify_cfg(*df) {
+            // SAFETY: set-up time, one CPU; the BARs lie below 4 GiB (identity-mapped, checked
+            // by the HAL when the transport mapped them) and belong to this device.
+            Some(n) => unsafe { nic.set_doorbells(n.doorbell(0), n.doorbell(1)) },
+            None => warn!("port {i}: notify capability not found; kicks use the transport"),
+        }
         info!(
             "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?}",
             MacAddr(nic.mac()),
@@ -87,10 +101,15 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
         );
         let _ = nics.push(nic);
     }
-    let Ok(nics) = nics.into_array::<PORTS>() else { unreachable!() };
+    let Ok(nics) = nics.into_array::<PORTS>() else {
+        unreachable!()
+    };
     let macs = [MacAddr(nics[0].mac()), MacAddr(nics[1].mac())];
     let pools = core::array::from_fn(|i| {
-        match PagePool::new(PagePoolParams { id: i as u32, refill: PP_ALLOC_CACHE_REFILL }) {
+        match PagePool::new(PagePoolParams {
+            id: i as u32,
+            refill: PP_ALLOC_CACHE_REFILL,
+        }) {
             Ok(p) => p,
             Err(e) => fail(format_args!("page_pool {i}: {e:?}")),
         }
@@ -120,7 +139,11 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             PP_ALLOC_CACHE_REFILL
         );
     }
-    info!("forwarding port 0 <-> port 1, mode {}, burst {}", cfg.mode.as_str(), cfg.burst);
+    info!(
+        "forwarding port 0 <-> port 1, mode {}, burst {}",
+        cfg.mode.as_str(),
+        cfg.burst
+    );
     println!("gannet: ready");
     fwd.poll_loop()
 }
@@ -136,7 +159,10 @@ impl Forwarder<'_> {
             }
             _ => {
                 // Not a pool page: a bug somewhere; free it rather than leak it.
-                error!("page {:#x} has no owning pool (owner {owner:?}); freeing it", pfn.addr());
+                error!(
+                    "page {:#x} has no owning pool (owner {owner:?}); freeing it",
+                    pfn.addr()
+                );
                 self.pcp.free_page(self.zone, pfn);
             }
         }
@@ -179,12 +205,19 @@ impl Forwarder<'_> {
     /// number of RX buffers completed.
     fn rx_forward(&mut self, p: usize) -> usize {
         let q = 1 - p;
-        let mut rx = [RxBuf { pfn: Pfn(0), len: 0, status: RxStatus::Ok }; MAX_BURST];
+        let mut rx = [RxBuf {
+            pfn: Pfn(0),
+            len: 0,
+            status: RxStatus::Ok,
+        }; MAX_BURST];
         let n = self.nics[p].rx_burst(&mut rx[..self.cfg.burst]);
         if n == 0 {
             return 0;
         }
-        let mut tx = [TxBuf { pfn: Pfn(0), len: 0 }; MAX_BURST];
+        let mut tx = [TxBuf {
+            pfn: Pfn(0),
+            len: 0,
+        }; MAX_BURST];
         let mut ntx = 0;
         for b in &rx[..n] {
             match b.status {
@@ -201,7 +234,10 @@ impl Forwarder<'_> {
                     };
                     match forward_frame(self.cfg.mode, frame, self.macs[q], self.cfg.peer[q]) {
                         Verdict::Forward => {
-                            tx[ntx] = TxBuf { pfn: b.pfn, len: b.len };
+                            tx[ntx] = TxBuf {
+                                pfn: b.pfn,
+                                len: b.len,
+                            };
                             ntx += 1;
                         }
                         Verdict::Drop(why) => {
@@ -323,11 +359,19 @@ impl Forwarder<'_> {
         self.print_stats();
         let now = self.zone.free_pages() + self.pcp.count() as u64;
         for (i, c) in self.counters.iter().enumerate() {
-            info!("port {i}: rx {} tx {} drops {}", c.rx, c.tx, c.drops_total());
+            info!(
+                "port {i}: rx {} tx {} drops {}",
+                c.rx,
+                c.tx,
+                c.drops_total()
+            );
         }
         info!("mm: buddyinfo {:?}", self.zone.buddyinfo());
         if leaked > 0 || now != self.free_pages_boot {
-            error!("page leak: {now} free pages now, {} at boot, {leaked} in flight", self.free_pages_boot);
+            error!(
+                "page leak: {now} free pages now, {} at boot, {leaked} in flight",
+                self.free_pages_boot
+            );
             crate::exit::exit(crate::exit::ExitCode::Failure);
         }
         info!("gannet: shutdown clean ({now} free pages, as at boot)");

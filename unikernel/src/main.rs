@@ -56,9 +56,17 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         cfg.burst,
         cfg.log.as_str()
     );
-    info!("TSC: {} Hz (calibrated against PIT channel 2)", time::tsc_hz());
+    info!(
+        "TSC: {} Hz (calibrated against PIT channel 2)",
+        time::tsc_hz()
+    );
     for r in boot.memmap.iter() {
-        log::debug!("e820: {:#012x}-{:#012x} type {}", r.addr, r.addr + r.size, r.kind);
+        log::debug!(
+            "e820: {:#012x}-{:#012x} type {}",
+            r.addr,
+            r.addr + r.size,
+            r.kind
+        );
     }
 
     let (zone, mi) = match mem::init(&boot.memmap) {
@@ -88,7 +96,13 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     // SAFETY: we never return to the panicking code; a console lock it held is abandoned.
     unsafe { serial::COM.force_unlock() };
     match info.location() {
-        Some(l) => println!("PANIC at {}:{}:{}: {}", l.file(), l.line(), l.column(), info.message()),
+        Some(l) => println!(
+            "PANIC at {}:{}:{}: {}",
+            l.file(),
+            l.line(),
+            l.column(),
+            info.message()
+        ),
         None => println!("PANIC: {}", info.message()),
     }
     exit(ExitCode::Failure)

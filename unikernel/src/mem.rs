@@ -50,7 +50,10 @@ pub struct MemInfo {
 
 fn kernel_range() -> (u64, u64) {
     // Linker-script symbols: only their addresses are taken, never their contents.
-    (&raw const __kernel_start as u64, &raw const __kernel_end as u64)
+    (
+        &raw const __kernel_start as u64,
+        &raw const __kernel_end as u64,
+    )
 }
 
 /// RAM ranges (page-aligned, [start, end) in bytes) usable by the allocator, minus `hole`.
@@ -107,7 +110,8 @@ pub fn init(map: &[MemRegion]) -> Result<(&'static Zone, MemInfo), MemError> {
         / PAGE_SIZE as u64;
 
     let span_pages = (hi - lo) / PAGE_SIZE as u64;
-    let bytes = (span_pages * core::mem::size_of::<Page>() as u64).next_multiple_of(PAGE_SIZE as u64);
+    let bytes =
+        (span_pages * core::mem::size_of::<Page>() as u64).next_multiple_of(PAGE_SIZE as u64);
     let mut at = None;
     usable(map, &[(ks, ke)], |s, e| {
         if at.is_none() && e - s >= bytes {
@@ -123,7 +127,8 @@ pub fn init(map: &[MemRegion]) -> Result<(&'static Zone, MemInfo), MemError> {
         unsafe { base.add(i).write(Page::new()) };
     }
     // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
-    let mem_map: &'static [Page] = unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
+    let mem_map: &'static [Page] =
+        unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
     let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
     usable(map, &[(ks, ke), (at, at + bytes)], |s, e| {
         zone.add_free_range(Pfn::from_addr(s), Pfn::from_addr(e));
@@ -158,7 +163,10 @@ unsafe impl Hal for KernelHal {
                 let p = pfn.addr() as *mut u8;
                 // SAFETY: a fresh block of 2^order >= `pages` pages, identity-mapped, ours.
                 unsafe { core::ptr::write_bytes(p, 0, pages * PAGE_SIZE) };
-                (pfn.addr(), NonNull::new(p).expect("PFN 0 is never handed out"))
+                (
+                    pfn.addr(),
+                    NonNull::new(p).expect("PFN 0 is never handed out"),
+                )
             }
             // virtio-drivers treats paddr 0 as allocation failure.
             None => (0, NonNull::dangling()),

@@ -85,7 +85,11 @@ pub unsafe fn read(paddr: u64) -> Result<BootInfo, BootInfoError> {
     for i in 0..si.memmap_entries as usize {
         // SAFETY: the loader wrote `memmap_entries` entries at `memmap_paddr`.
         let e = unsafe { &*((si.memmap_paddr as *const MemmapEntry).add(i)) };
-        let _ = memmap.push(MemRegion { addr: e.addr, size: e.size, kind: e.kind });
+        let _ = memmap.push(MemRegion {
+            addr: e.addr,
+            size: e.size,
+            kind: e.kind,
+        });
     }
     let mut cmdline = heapless::String::new();
     if si.cmdline_paddr != 0 {
@@ -102,5 +106,9 @@ pub unsafe fn read(paddr: u64) -> Result<BootInfo, BootInfoError> {
         let s = core::str::from_utf8(bytes).map_err(|_| BootInfoError::Cmdline)?;
         cmdline.push_str(s).map_err(|_| BootInfoError::Cmdline)?;
     }
-    Ok(BootInfo { memmap, cmdline, rsdp: si.rsdp_paddr })
+    Ok(BootInfo {
+        memmap,
+        cmdline,
+        rsdp: si.rsdp_paddr,
+    })
 }

@@ -55,18 +55,46 @@ pub struct TrapFrame {
 }
 
 const EXCEPTION_NAMES: [&str; 32] = [
-    "#DE divide error", "#DB debug", "NMI", "#BP breakpoint", "#OF overflow", "#BR bound range",
-    "#UD invalid opcode", "#NM device not available", "#DF double fault", "coprocessor overrun",
-    "#TS invalid TSS", "#NP segment not present", "#SS stack fault", "#GP general protection",
-    "#PF page fault", "reserved", "#MF x87 FP", "#AC alignment check", "#MC machine check",
-    "#XM SIMD FP", "#VE virtualization", "#CP control protection", "reserved", "reserved",
-    "reserved", "reserved", "reserved", "reserved", "#HV hypervisor injection",
-    "#VC VMM communication", "#SX security", "reserved",
+    "#DE divide error",
+    "#DB debug",
+    "NMI",
+    "#BP breakpoint",
+    "#OF overflow",
+    "#BR bound range",
+    "#UD invalid opcode",
+    "#NM device not available",
+    "#DF double fault",
+    "coprocessor overrun",
+    "#TS invalid TSS",
+    "#NP segment not present",
+    "#SS stack fault",
+    "#GP general protection",
+    "#PF page fault",
+    "reserved",
+    "#MF x87 FP",
+    "#AC alignment check",
+    "#MC machine check",
+    "#XM SIMD FP",
+    "#VE virtualization",
+    "#CP control protection",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "#HV hypervisor injection",
+    "#VC VMM communication",
+    "#SX security",
+    "reserved",
 ];
 
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     let cr2 = x86_64::registers::control::Cr2::read_raw();
-    let name = EXCEPTION_NAMES.get(frame.vector as usize).copied().unwrap_or("interrupt");
+    let name = EXCEPTION_NAMES
+        .get(frame.vector as usize)
+        .copied()
+        .unwrap_or("interrupt");
     // The console lock may be held by the interrupted code: force it so the report gets out.
     // SAFETY: we never return to the interrupted code (we exit below), so breaking its lock
     // cannot corrupt state it will observe again.
@@ -173,13 +201,17 @@ pub fn init() {
         unsafe {
             idt.divide_error.set_handler_addr(addr(v0));
             idt.debug.set_handler_addr(addr(v1));
-            idt.non_maskable_interrupt.set_handler_addr(addr(v2)).set_stack_index(IST_FAULT);
+            idt.non_maskable_interrupt
+                .set_handler_addr(addr(v2))
+                .set_stack_index(IST_FAULT);
             idt.breakpoint.set_handler_addr(addr(v3));
             idt.overflow.set_handler_addr(addr(v4));
             idt.bound_range_exceeded.set_handler_addr(addr(v5));
             idt.invalid_opcode.set_handler_addr(addr(v6));
             idt.device_not_available.set_handler_addr(addr(v7));
-            idt.double_fault.set_handler_addr(addr(v8)).set_stack_index(IST_FAULT);
+            idt.double_fault
+                .set_handler_addr(addr(v8))
+                .set_stack_index(IST_FAULT);
             idt.invalid_tss.set_handler_addr(addr(v10));
             idt.segment_not_present.set_handler_addr(addr(v11));
             idt.stack_segment_fault.set_handler_addr(addr(v12));
@@ -187,7 +219,9 @@ pub fn init() {
             idt.page_fault.set_handler_addr(addr(v14));
             idt.x87_floating_point.set_handler_addr(addr(v16));
             idt.alignment_check.set_handler_addr(addr(v17));
-            idt.machine_check.set_handler_addr(addr(v18)).set_stack_index(IST_FAULT);
+            idt.machine_check
+                .set_handler_addr(addr(v18))
+                .set_stack_index(IST_FAULT);
             idt.simd_floating_point.set_handler_addr(addr(v19));
             idt.virtualization.set_handler_addr(addr(v20));
             idt.cp_protection_exception.set_handler_addr(addr(v21));

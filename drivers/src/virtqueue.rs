@@ -1,0 +1,303 @@
+//! A split virtqueue (VIRTIO 1.2 §2.7) driven directly, for a poll-mode fast path.
+//!
+//! Why not `virtio_drivers::queue::VirtQueue`: it publishes the available index with a full
+//! fence per buffer, copies every descriptor through a shadow table, and its EVENT_IDX kick test
+//! (`avail_idx >= avail_event + 1`) is not wrap-safe: once the 16-bit available index wraps
+//! (after 65,536 buffers) it stops asking for kicks the device is waiting for, and the queue
+//! stalls. This queue stages any number of single-descriptor buffers, makes them visible with
+//! one release store of `avail->idx` ([`SplitQueue::publish`]), and decides kicks with the
+//! standard `vring_need_event` test (§2.7.10, Linux `include/uapi/linux/virtio_ring.h`).
+//!
+//! Every buffer is one descriptor (no chaining, no indirect tables): RX buffers are whole
+//! pages and TX frames carry the virtio-net header in the same page. The descriptor index is
+//! the token that comes back in the used ring.
+//!
+//! Memory for the rings comes from the HAL's `dma_alloc` (zeroed, physically contiguous) and is
+//! returned on drop. Drop the transport (which resets the device) before the queue, so the
+//! device never touches freed rings: [`crate::virtio_net::VirtioNet`] declares its fields in
+//! that order.
+
+use core::ptr::NonNull;
+use core::sync::atomic::{fence, Ordering};
+use virtio_drivers::transport::Transport;
+use virtio_drivers::{BufferDirection, Hal, PhysAddr, PAGE_SIZE};
+
+/// §2.7.5: `VIRTQ_DESC_F_WRITE`, the device writes into this buffer.
+const VIRTQ_DESC_F_WRITE: u16 = 2;
+/// §2.7.6: `VIRTQ_AVAIL_F_NO_INTERRUPT`, used when EVENT_IDX is not negotiated.
+const VIRTQ_AVAIL_F_NO_INTERRUPT: u16 = 1;
+/// §2.7.8: `VIRTQ_USED_F_NO_NOTIFY`, the device does not want kicks (without EVENT_IDX).
+const VIRTQ_USED_F_NO_NOTIFY: u16 = 1;
+
+/// §2.7.5 `struct virtq_desc`.
+#[repr(C)]
+struct Desc {
+    addr: u64,
+    len: u32,
+    flags: u16,
+    next: u16,
+}
+
+/// §2.7.8 `struct virtq_used_elem`.
+#[repr(C)]
+struct UsedElem {
+    id: u32,
+    len: u32,
+}
+
+/// Why a queue could not be set up.
+#[derive(Debug, Clone, Copy, Eq, PartialEq)]
+pub enum QueueError {
+    /// The device already has this queue configured.
+    AlreadyUsed,
+    /// The device's maximum size for this queue is below `N`.
+    TooSmall {
+        /// The device's maximum.
+        max: u32,
+    },
+    /// `dma_alloc` returned no memory.
+    NoMemory,
+}
+
+/// The wrap-safe event test of §2.7.10 (`vring_need_event`): kick when `event` lies in
+/// `[old, new)` modulo 2^16.
+#[inline]
+pub fn vring_need_event(event: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
+}
+
+/// A split virtqueue of `N` descriptors (power of two, at most 32768).
+pub struct SplitQueue<H: Hal, const N: usize> {
+    desc: NonNull<Desc>,
+    /// `struct virtq_avail`: flags @0, idx @2, ring[N] @4, used_event @4+2N.
+    avail: NonNull<u16>,
+    /// `struct virtq_used`: flags @0, idx @2, ring[N] @4 (8 bytes each), avail_event @4+8N.
+    used: NonNull<u8>,
+    dma: [(PhysAddr, NonNull<u8>, usize); 2],
+    free: [u16; N],
+    nfree: usize,
+    /// Driver's available index (staged; `avail->idx` lags until `publish`).
+    avail_idx: u16,
+    /// `avail->idx` at the last kick decision.
+    kicked_idx: u16,
+    last_used: u16,
+    event_idx: bool,
+    _hal: core::marker::PhantomData<H>,
+}
+
+// SAFETY: the queue's memory is owned by the queue; moving it to another CPU is fine (one owner
+// at a time, enforced by `&mut self` on every method).
+unsafe impl<H: Hal, const N: usize> Send for SplitQueue<H, N> {}
+
+impl<H: Hal, const N: usize> SplitQueue<H, N> {
+    const SIZE_OK: () = assert!(N.is_power_of_two() && N <= 32768);
+
+    /// Allocate the rings and tell the device about them (§4.1.5.1.3 via `Transport::queue_set`).
+    pub fn new<T: Transport>(
+        transport: &mut T,
+        idx: u16,
+        event_idx: bool,
+    ) -> Result<Self, QueueError> {
+        #[allow(clippy::let_unit_value)]
+        let _ = Self::SIZE_OK;
+        if transport.queue_used(idx) {
+            return Err(QueueError::AlreadyUsed);
+        }
+        let max = transport.max_queue_size(idx);
+        if max < N as u32 {
+            return Err(QueueError::TooSmall { max });
+        }
+        let driver_bytes = 16 * N + 6 + 2 * N;
+        let device_bytes = 6 + 8 * N;
+        let pages = |b: usize| b.div_ceil(PAGE_SIZE);
+        let (dp, dv) = H::dma_alloc(pages(driver_bytes), BufferDirection::DriverToDevice);
+        if dp == 0 {
+            return Err(QueueError::NoMemory);
+        }
+        let (up, uv) = H::dma_alloc(pages(device_bytes), BufferDirection::DeviceToDriver);
+        if up == 0 {
+            // SAFETY: returning the allocation we just made, unused.
+            unsafe { H::dma_dealloc(dp, dv, pages(driver_bytes)) };
+            return Err(QueueError::NoMemory);
+        }
+        transport.queue_set(idx, N as u32, dp, dp + 16 * N as u64, up);
+        let mut free = [0u16; N];
+        for (i, f) in free.iter_mut().enumerate() {
+            *f = (N - 1 - i) as u16;
+        }
+        let mut q = Self {
+            desc: dv.cast(),
+            // SAFETY: the avail ring follows the N descriptors inside the same allocation.
+            avail: unsafe { dv.add(16 * N) }.cast(),
+            used: uv,
+            dma: [(dp, dv, pages(driver_bytes)), (up, uv, pages(device_bytes))],
+            free,
+            nfree: N,
+            avail_idx: 0,
+            kicked_idx: 0,
+            last_used: 0,
+            event_idx,
+            _hal: core::marker::PhantomData,
+        };
+        q.suppress_interrupts();
+        Ok(q)
+    }
+
+    /// Free descriptors (buffers that can still be pushed).
+    #[inline]
+    pub fn free_descs(&self) -> usize {
+        self.nfree
+    }
+
+    /// Stage one buffer at physical address `addr`, `len` bytes, device-writable if
+    /// `device_writes`. Returns its token (descriptor index), or `None` when the ring is full.
+    /// The device does not see it until [`SplitQueue::publish`].
+    #[inline]
+    pub fn push(&mut self, addr: u64, len: u32, device_writes: bool) -> Option<u16> {
+        if self.nfree == 0 {
+            return None;
+        }
+        self.nfree -= 1;
+        let id = self.free[self.nfree];
+        let flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
+        // SAFETY: `id < N` (ids in the free stack are always < N); the descriptor is free so
+        // the device does not read it concurrently; the ring memory is ours until drop.
+        unsafe {
+            self.desc.add(usize::from(id)).write_volatile(Desc {
+                addr,
+                len,
+                flags,
+                next: 0,
+            });
+            let slot = usize::from(self.avail_idx) & (N - 1);
+            self.avail.add(2 + slot).write_volatile(id);
+        }
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        Some(id)
+    }
+
+    /// Make every staged buffer visible to the device: one release fence and one store of
+    /// `avail->idx` (§2.7.13.3: descriptors and ring entries before the index).
+    #[inline]
+    pub fn publish(&mut self) {
+        fence(Ordering::Release);
+        // SAFETY: `avail->idx` at offset 2 of the avail ring, ours until drop.
+        unsafe { self.avail.add(1).write_volatile(self.avail_idx) };
+    }
+
+    /// After [`SplitQueue::publish`]: does the device want a notification for the buffers made
+    /// visible since the last call? (§2.7.10 with EVENT_IDX, else §2.7.8's NO_NOTIFY flag.)
+    #[inline]
+    pub fn needs_kick(&mut self) -> bool {
+        let old = self.kicked_idx;
+        let new = self.avail_idx;
+        if old == new {
+            return false;
+        }
+        self.kicked_idx = new;
+        // The index store must be visible before we read the device's suppression state, or
+        // both sides can decide the other will act (Linux `virtqueue_kick_prepare`: virtio_mb).
+        fence(Ordering::SeqCst);
+        // SAFETY: reads of the used ring header/trailer, ours until drop.
+        unsafe {
+            if self.event_idx {
+                let ev = self.used.add(4 + 8 * N).cast::<u16>().read_volatile();
+                vring_need_event(ev, new, old)
+            } else {
+                self.used.cast::<u16>().read_volatile() & VIRTQ_USED_F_NO_NOTIFY == 0
+            }
+        }
+    }
+
+    /// Pop one used-ring entry: `(id, bytes written by the device)`. The id is the device's
+    /// word: the caller checks it is a token it handed out, then gives the descriptor back
+    /// with [`SplitQueue::release`]. (A broken device could return an id twice; checking
+    /// before release keeps the free list sound.)
+    #[inline]
+    pub fn pop_used(&mut self) -> Option<(u32, u32)> {
+        // SAFETY: `used->idx` at offset 2, written by the device; ours to read until drop.
+        let used_idx = unsafe { self.used.add(2).cast::<u16>().read_volatile() };
+        if used_idx == self.last_used {
+            return None;
+        }
+        // Entries are valid once the index says so (§2.7.14).
+        fence(Ordering::Acquire);
+        let slot = usize::from(self.last_used) & (N - 1);
+        // SAFETY: slot < N; the element was published by the device before `used->idx`.
+        let e = unsafe {
+            self.used
+                .add(4 + 8 * slot)
+                .cast::<UsedElem>()
+                .read_volatile()
+        };
+        self.last_used = self.last_used.wrapping_add(1);
+        Some((e.id, e.len))
+    }
+
+    /// Return descriptor `id` (a token from [`SplitQueue::push`] that came back through
+    /// [`SplitQueue::pop_used`]) to the free list.
+    ///
+    /// # Panics
+    /// In debug builds, if `id >= N` or every descriptor is already free (caller bug).
+    #[inline]
+    pub fn release(&mut self, id: u16) {
+        debug_assert!(usize::from(id) < N && self.nfree < N);
+        if self.nfree < N {
+            self.free[self.nfree] = id;
+            self.nfree += 1;
+        }
+    }
+
+    /// Tell the device not to interrupt: we poll. With EVENT_IDX, park `used_event` just behind
+    /// the used index (§2.7.10: the device interrupts only when its index crosses it); else set
+    /// `VIRTQ_AVAIL_F_NO_INTERRUPT` (§2.7.6).
+    #[inline]
+    pub fn suppress_interrupts(&mut self) {
+        // SAFETY: avail ring flags (offset 0) and used_event (after ring[N]), ours until drop.
+        unsafe {
+            if self.event_idx {
+                self.avail
+                    .add(2 + N)
+                    .write_volatile(self.last_used.wrapping_sub(1));
+            } else {
+                self.avail.write_volatile(VIRTQ_AVAIL_F_NO_INTERRUPT);
+            }
+        }
+    }
+}
+
+impl<H: Hal, const N: usize> Drop for SplitQueue<H, N> {
+    fn drop(&mut self) {
+        for (p, v, pages) in self.dma {
+            // SAFETY: allocations made in `new`; the device was reset before the queue is
+            // dropped (see the module docs), so nothing accesses them any more.
+            unsafe { H::dma_dealloc(p, v, pages) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vring_need_event;
+
+    #[test]
+    fn need_event_basic() {
+        // Device asked to be kicked when index 5 is made available; we moved 3 -> 8.
+        assert!(vring_need_event(5, 8, 3));
+        // Event already passed before this batch.
+        assert!(!vring_need_event(2, 8, 3));
+        // Event not reached yet.
+        assert!(!vring_need_event(8, 8, 3));
+        assert!(vring_need_event(7, 8, 3));
+    }
+
+    #[test]
+    fn need_event_wraps() {
+        // The case that stalls a naive `new >= event + 1` test: index wrapped past 65535.
+        assert!(vring_need_event(65534, 2, 65530));
+        assert!(vring_need_event(0, 1, 65535));
+        assert!(!vring_need_event(10, 2, 65530));
+        // Naive test would say: 2 >= 65535 -> false, a missed kick.
+        assert!(!(2u16 >= 65534u16.wrapping_add(1)));
+    }
+}
