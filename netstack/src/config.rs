@@ -112,11 +112,21 @@ impl core::fmt::Display for ConfigError<'_> {
         match self {
             ConfigError::NotKeyValue(t) => write!(f, "`{t}` is not key=value"),
             ConfigError::UnknownKey(k) => {
-                write!(f, "unknown key `{k}` (known: mode, peer0, peer1, burst, log)")
+                write!(
+                    f,
+                    "unknown key `{k}` (known: mode, peer0, peer1, burst, log)"
+                )
             }
             ConfigError::Repeated(k) => write!(f, "key `{k}` given more than once"),
-            ConfigError::BadValue { key, value, expected } => {
-                write!(f, "bad value `{value}` for key `{key}`: expected {expected}")
+            ConfigError::BadValue {
+                key,
+                value,
+                expected,
+            } => {
+                write!(
+                    f,
+                    "bad value `{value}` for key `{key}`: expected {expected}"
+                )
             }
         }
     }
@@ -140,7 +150,11 @@ impl Config {
             if core::mem::replace(&mut seen[idx], true) {
                 return Err(ConfigError::Repeated(key));
             }
-            let bad = |expected| ConfigError::BadValue { key, value, expected };
+            let bad = |expected| ConfigError::BadValue {
+                key,
+                value,
+                expected,
+            };
             match idx {
                 0 => {
                     cfg.mode = match value {
@@ -189,8 +203,10 @@ mod tests {
 
     #[test]
     fn all_keys() {
-        let c = Config::parse("mode=io  peer0=02:00:00:00:00:aa peer1=02:00:00:00:00:bb burst=64 log=debug")
-            .unwrap();
+        let c = Config::parse(
+            "mode=io  peer0=02:00:00:00:00:aa peer1=02:00:00:00:00:bb burst=64 log=debug",
+        )
+        .unwrap();
         assert_eq!(c.mode, Mode::Io);
         assert_eq!(c.peer[0].0[5], 0xaa);
         assert_eq!(c.peer[1].0[5], 0xbb);
@@ -201,14 +217,38 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let e = Config::parse("mode=router").unwrap_err();
-        assert_eq!(e, ConfigError::BadValue { key: "mode", value: "router", expected: "io or l2" });
+        assert_eq!(
+            e,
+            ConfigError::BadValue {
+                key: "mode",
+                value: "router",
+                expected: "io or l2"
+            }
+        );
         assert!(e.to_string().contains("`mode`"));
-        assert_eq!(Config::parse("burst=0").unwrap_err().to_string(),
-            "bad value `0` for key `burst`: expected an integer in 1..=256");
-        assert!(matches!(Config::parse("burst=257"), Err(ConfigError::BadValue { key: "burst", .. })));
-        assert!(matches!(Config::parse("peer1=zz"), Err(ConfigError::BadValue { key: "peer1", .. })));
-        assert_eq!(Config::parse("speed=10").unwrap_err(), ConfigError::UnknownKey("speed"));
-        assert_eq!(Config::parse("mode=l2 mode=io").unwrap_err(), ConfigError::Repeated("mode"));
-        assert_eq!(Config::parse("quiet").unwrap_err(), ConfigError::NotKeyValue("quiet"));
+        assert_eq!(
+            Config::parse("burst=0").unwrap_err().to_string(),
+            "bad value `0` for key `burst`: expected an integer in 1..=256"
+        );
+        assert!(matches!(
+            Config::parse("burst=257"),
+            Err(ConfigError::BadValue { key: "burst", .. })
+        ));
+        assert!(matches!(
+            Config::parse("peer1=zz"),
+            Err(ConfigError::BadValue { key: "peer1", .. })
+        ));
+        assert_eq!(
+            Config::parse("speed=10").unwrap_err(),
+            ConfigError::UnknownKey("speed")
+        );
+        assert_eq!(
+            Config::parse("mode=l2 mode=io").unwrap_err(),
+            ConfigError::Repeated("mode")
+        );
+        assert_eq!(
+            Config::parse("quiet").unwrap_err(),
+            ConfigError::NotKeyValue("quiet")
+        );
     }
 }

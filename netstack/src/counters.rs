@@ -17,8 +17,12 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in `STATS` order.
-    pub const ALL: [DropReason; 4] =
-        [DropReason::TxRingFull, DropReason::TooBig, DropReason::BadDesc, DropReason::Runt];
+    pub const ALL: [DropReason; 4] = [
+        DropReason::TxRingFull,
+        DropReason::TooBig,
+        DropReason::BadDesc,
+        DropReason::Runt,
+    ];
 
     /// The counter's name in `STATS`.
     pub fn as_str(self) -> &'static str {

@@ -78,7 +78,10 @@ mod tests {
     #[test]
     fn runts_are_dropped() {
         let mut f = [0u8; 13];
-        assert_eq!(forward_frame(Mode::L2, &mut f, OUT, PEER), Verdict::Drop(DropReason::Runt));
+        assert_eq!(
+            forward_frame(Mode::L2, &mut f, OUT, PEER),
+            Verdict::Drop(DropReason::Runt)
+        );
         assert_eq!(f, [0u8; 13]);
         let mut f = [0u8; 14];
         assert_eq!(forward_frame(Mode::Io, &mut f, OUT, PEER), Verdict::Forward);

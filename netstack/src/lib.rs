@@ -41,7 +41,11 @@ impl MacAddr {
 impl core::fmt::Display for MacAddr {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let m = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
     }
 }
 
@@ -59,7 +63,13 @@ mod tests {
 
     #[test]
     fn mac_rejects_garbage() {
-        for bad in ["", "02:00:00:00:0a", "02:00:00:00:0a:02:03", "0g:00:00:00:00:00", "2:0:0:0:0:0"] {
+        for bad in [
+            "",
+            "02:00:00:00:0a",
+            "02:00:00:00:0a:02:03",
+            "0g:00:00:00:00:00",
+            "2:0:0:0:0:0",
+        ] {
             assert_eq!(MacAddr::parse(bad), None, "{bad}");
         }
     }
