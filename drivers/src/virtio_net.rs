@@ -346,7 +346,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 status: RxStatus::Continuation,
             };
         }
-        if used < NET_HDR_LEN || used > PAGE_SIZE {
+        if !(NET_HDR_LEN..=PAGE_SIZE).contains(&used) {
             return RxBuf {
                 pfn,
                 len: 0,

@@ -297,7 +297,8 @@ mod tests {
         assert!(vring_need_event(65534, 2, 65530));
         assert!(vring_need_event(0, 1, 65535));
         assert!(!vring_need_event(10, 2, 65530));
-        // Naive test would say: 2 >= 65535 -> false, a missed kick.
-        assert!(!(2u16 >= 65534u16.wrapping_add(1)));
+        // The naive test `new >= event + 1` says 2 >= 65535: false, a missed kick.
+        let (event, new) = (65534u16, 2u16);
+        assert!(new < event.wrapping_add(1));
     }
 }
