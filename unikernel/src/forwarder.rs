@@ -46,6 +46,10 @@ pub struct Forwarder<'z> {
     pub(crate) kicks: u64,
     pub(crate) free_pages_boot: u64,
     dma: IdentityDma,
+    /// Scratch arrays, allocated once (not re-initialised on every poll iteration).
+    rx_scratch: [RxBuf; MAX_BURST],
+    tx_scratch: [TxBuf; MAX_BURST],
+    page_scratch: [Pfn; QUEUE_SIZE],
 }
 
 /// Bring up the ports and forward until `quit`. Never returns.
@@ -127,6 +131,16 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
         kicks: 0,
         free_pages_boot,
         dma: IdentityDma,
+        rx_scratch: [RxBuf {
+            pfn: Pfn(0),
+            len: 0,
+            status: RxStatus::Ok,
+        }; MAX_BURST],
+        tx_scratch: [TxBuf {
+            pfn: Pfn(0),
+            len: 0,
+        }; MAX_BURST],
+        page_scratch: [Pfn(0); QUEUE_SIZE],
     };
     for p in 0..PORTS {
         fwd.refill(p);
@@ -174,12 +188,11 @@ impl Forwarder<'_> {
         if want == 0 {
             return;
         }
-        let mut pages = [Pfn(0); QUEUE_SIZE];
         let mut n = 0;
         while n < want {
             match self.pools[p].alloc(&mut self.pcp, self.zone, &mut self.dma) {
                 Some(pfn) => {
-                    pages[n] = pfn;
+                    self.page_scratch[n] = pfn;
                     n += 1;
                 }
                 None => {
@@ -189,9 +202,9 @@ impl Forwarder<'_> {
             }
         }
         // SAFETY: the pages come fresh from the pool; nothing else references them.
-        let posted = unsafe { self.nics[p].rx_refill(&pages[..n]) };
-        for &pfn in &pages[posted..n] {
-            self.recycle(pfn);
+        let posted = unsafe { self.nics[p].rx_refill(&self.page_scratch[..n]) };
+        for i in posted..n {
+            self.recycle(self.page_scratch[i]);
         }
     }
 
@@ -205,21 +218,13 @@ impl Forwarder<'_> {
     /// number of RX buffers completed.
     fn rx_forward(&mut self, p: usize) -> usize {
         let q = 1 - p;
-        let mut rx = [RxBuf {
-            pfn: Pfn(0),
-            len: 0,
-            status: RxStatus::Ok,
-        }; MAX_BURST];
-        let n = self.nics[p].rx_burst(&mut rx[..self.cfg.burst]);
+        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
         if n == 0 {
             return 0;
         }
-        let mut tx = [TxBuf {
-            pfn: Pfn(0),
-            len: 0,
-        }; MAX_BURST];
         let mut ntx = 0;
-        for b in &rx[..n] {
+        for i in 0..n {
+            let b = self.rx_scratch[i];
             match b.status {
                 RxStatus::Ok => {
                     self.counters[p].rx += 1;
@@ -234,7 +239,7 @@ impl Forwarder<'_> {
                     };
                     match forward_frame(self.cfg.mode, frame, self.macs[q], self.cfg.peer[q]) {
                         Verdict::Forward => {
-                            tx[ntx] = TxBuf {
+                            self.tx_scratch[ntx] = TxBuf {
                                 pfn: b.pfn,
                                 len: b.len,
                             };
@@ -259,24 +264,26 @@ impl Forwarder<'_> {
             }
         }
         // SAFETY: each page holds a frame at NET_HDR_LEN and is handed over to the TX ring.
-        let sent = unsafe { self.nics[q].tx_burst(&tx[..ntx]) };
+        let sent = unsafe { self.nics[q].tx_burst(&self.tx_scratch[..ntx]) };
         self.counters[q].tx += sent as u64;
-        self.counters[q].tx_bytes += tx[..sent].iter().map(|t| t.len as u64).sum::<u64>();
-        for t in &tx[sent..ntx] {
+        self.counters[q].tx_bytes += self.tx_scratch[..sent]
+            .iter()
+            .map(|t| t.len as u64)
+            .sum::<u64>();
+        for i in sent..ntx {
             self.counters[q].drop(DropReason::TxRingFull);
-            self.recycle(t.pfn);
+            self.recycle(self.tx_scratch[i].pfn);
         }
         n
     }
 
     /// Return completed TX pages of every port to their pools.
     fn tx_reap(&mut self) -> usize {
-        let mut done = [Pfn(0); QUEUE_SIZE];
         let mut total = 0;
         for q in 0..PORTS {
-            let m = self.nics[q].tx_complete(&mut done);
-            for &pfn in &done[..m] {
-                self.recycle(pfn);
+            let m = self.nics[q].tx_complete(&mut self.page_scratch);
+            for i in 0..m {
+                self.recycle(self.page_scratch[i]);
             }
             total += m;
         }
