@@ -1,1 +1,357 @@
-//! Integration tests live in `tests/tests/`; this library is intentionally empty.
+//! Shared helpers of Gannet's integration tests (`tests/tests/*.rs`): boot the real kernel image
+//! in QEMU (TCG) with a traffic generator bound in a fresh directory, STATS accessors and frame
+//! comparison rules.
+//!
+//! Every helper panics with the guest's last serial lines when something goes wrong, so a failing
+//! test says what the guest printed.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
+pub use tools::qemu::{self, Guest, GuestConfig, GuestExit, Stats};
+
+/// Time allowed for the guest to print `gannet: ready` (TCG on a loaded 2-core machine).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time allowed for a `stats` answer.
+pub const STATS_TIMEOUT: Duration = Duration::from_secs(20);
+/// Time allowed for `quit` (drain, final STATS, exit).
+pub const QUIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time allowed for a guest that must fail at boot to exit.
+pub const FAIL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long to wait for a single forwarded frame.
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// MAC of guest port `p` (set by the QEMU command line).
+pub fn guest_mac(p: usize) -> [u8; 6] {
+    gen::guest_mac(p)
+}
+
+/// Default peer MAC behind port `p` (`02:00:00:00:0a:02`, `02:00:00:00:0b:02`).
+pub fn peer_mac(p: usize) -> [u8; 6] {
+    gen::peer_mac(p)
+}
+
+/// `aa:bb:…` form of a MAC, as the guest prints it.
+pub fn mac_str(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The kernel image: `$GANNET_IMAGE` (or the workspace's build output); built once if absent.
+pub fn image() -> PathBuf {
+    static IMAGE: OnceLock<PathBuf> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let img = qemu::default_image();
+            if img.is_file() {
+                return img;
+            }
+            eprintln!(
+                "kernel image {} not found: building it (cargo build --release -p unikernel)",
+                img.display()
+            );
+            let built = qemu::build_image().unwrap_or_else(|e| panic!("building the image: {e:#}"));
+            assert!(built.is_file(), "{} missing after build", built.display());
+            built
+        })
+        .clone()
+}
+
+/// The replay capture `shared/data/pcap/tcpreplay-test.pcap`, beside the workspace root (or in
+/// `/work/shared`). Panics with a clear message when it is nowhere.
+pub fn capture_path() -> PathBuf {
+    let root = qemu::workspace_root();
+    let candidates = [
+        root.join("../shared/data/pcap/tcpreplay-test.pcap"),
+        PathBuf::from("/work/shared/data/pcap/tcpreplay-test.pcap"),
+    ];
+    for c in &candidates {
+        if c.is_file() {
+            return c.clone();
+        }
+    }
+    panic!(
+        "replay capture tcpreplay-test.pcap not found; looked at {}",
+        candidates
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+/// A fresh, short directory for the unix sockets (sun_path is 108 bytes), removed on drop.
+pub struct TestDir(PathBuf);
+
+impl TestDir {
+    pub fn new() -> TestDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let base = std::env::temp_dir();
+        loop {
+            let n = N.fetch_add(1, Ordering::SeqCst);
+            let p = base.join(format!("gnt-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&p) {
+                Ok(()) => return TestDir(p),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => panic!("creating {}: {e}", p.display()),
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Default for TestDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A generator configuration with robust timeouts for a loaded CI machine: exactly `count`
+/// frames of `size` bytes (FCS included) per direction.
+pub fn gen_count(count: u64, size: usize, bidir: bool) -> GenConfig {
+    GenConfig {
+        size,
+        count: Some(count),
+        bidir,
+        window: 64,
+        loss_timeout: Duration::from_secs(2),
+        straggler_wait: Duration::from_secs(5),
+        ..GenConfig::default()
+    }
+}
+
+/// A booted guest with a [`Generator`] bound on its host sockets.
+///
+/// Fields drop in order: QEMU is killed first, then the sockets are closed, then the directory
+/// is removed. Keep a `Rig` on the thread that booted it.
+pub struct Rig {
+    pub guest: Guest,
+    pub gen: Generator,
+    _dir: TestDir,
+}
+
+impl Rig {
+    /// Binds a generator configured by `gen` (its `dir` is replaced) in a fresh directory, boots
+    /// the image with kernel command line `append` and waits for `gannet: ready`.
+    pub fn start(append: &str, gen: GenConfig) -> Rig {
+        let dir = TestDir::new();
+        let gcfg = GenConfig {
+            dir: dir.path().to_path_buf(),
+            ..gen
+        };
+        let generator =
+            Generator::bind(&gcfg).unwrap_or_else(|e| panic!("binding the generator: {e:#}"));
+        let cfg = GuestConfig {
+            image: image(),
+            dgram_dir: dir.path().to_path_buf(),
+            append: append.to_string(),
+            ..GuestConfig::default()
+        };
+        let guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
+        if let Err(e) = guest.wait_ready(READY_TIMEOUT) {
+            panic!("guest (append {append:?}) did not become ready: {e:#}");
+        }
+        Rig {
+            guest,
+            gen: generator,
+            _dir: dir,
+        }
+    }
+
+    /// Starts with the default generator configuration (for tests that use raw ports only).
+    pub fn start_raw(append: &str) -> Rig {
+        Rig::start(append, gen_count(1, 64, false))
+    }
+
+    /// Runs the generator and returns its report (panics on error).
+    pub fn run(&self) -> GenReport {
+        self.gen
+            .run()
+            .unwrap_or_else(|e| panic!("generator: {e:#}\n{}", self.guest.tail_report()))
+    }
+
+    /// Host side of guest port `p`.
+    pub fn port(&self, p: usize) -> RawPort {
+        self.gen
+            .raw_port(p)
+            .unwrap_or_else(|e| panic!("raw port {p}: {e:#}"))
+    }
+
+    /// `stats` on the console.
+    pub fn stats(&self) -> Stats {
+        self.guest
+            .stats(STATS_TIMEOUT)
+            .unwrap_or_else(|e| panic!("stats: {e:#}"))
+    }
+
+    /// `quit`: asserts a clean exit and returns the final STATS.
+    pub fn quit(&mut self) -> Stats {
+        let (stats, exit) = self
+            .guest
+            .quit(QUIT_TIMEOUT)
+            .unwrap_or_else(|e| panic!("quit: {e:#}"));
+        assert_eq!(
+            exit,
+            GuestExit::Clean,
+            "quit did not shut down cleanly ({exit})\n{}",
+            self.guest.tail_report()
+        );
+        stats.unwrap_or_else(|| panic!("no STATS line after quit\n{}", self.guest.tail_report()))
+    }
+
+    /// Description of the guest's last output, for assertion messages.
+    pub fn tail(&self) -> String {
+        self.guest.tail_report()
+    }
+}
+
+/// Boots a guest that is expected to fail before forwarding; returns how QEMU ended and all
+/// serial lines. `nics` virtio-net ports, kernel command line `append`.
+pub fn boot_failing(append: &str, nics: usize) -> (GuestExit, Vec<String>) {
+    let dir = TestDir::new();
+    let cfg = GuestConfig {
+        image: image(),
+        dgram_dir: dir.path().to_path_buf(),
+        append: append.to_string(),
+        nics,
+        ..GuestConfig::default()
+    };
+    // Host sides bound so QEMU's sends (if any) have somewhere to go.
+    let _host: Vec<RawPort> = (0..nics)
+        .map(|p| RawPort::bind(dir.path(), p).unwrap_or_else(|e| panic!("bind: {e:#}")))
+        .collect();
+    let mut guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
+    let exit = guest
+        .wait_exit(FAIL_TIMEOUT)
+        .unwrap_or_else(|e| panic!("guest (append {append:?}, {nics} NICs) did not exit: {e:#}"));
+    let lines = guest.lines();
+    (exit, lines)
+}
+
+// ---------------------------------------------------------------------------------------------
+// STATS accessors
+
+/// Top-level integer `key` (panics with the JSON when missing).
+pub fn top(s: &Stats, key: &str) -> u64 {
+    s.u64(key)
+        .unwrap_or_else(|| panic!("STATS has no integer `{key}`: {}", s.0))
+}
+
+/// Integer `key` of `ports[p]`.
+pub fn port(s: &Stats, p: usize, key: &str) -> u64 {
+    s.0["ports"][p][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("STATS ports[{p}] has no integer `{key}`: {}", s.0))
+}
+
+/// Drop counter `reason` of `ports[p]`.
+pub fn drops(s: &Stats, p: usize, reason: &str) -> u64 {
+    s.0["ports"][p]["drops"][reason]
+        .as_u64()
+        .unwrap_or_else(|| panic!("STATS ports[{p}].drops has no integer `{reason}`: {}", s.0))
+}
+
+/// The drop reasons every port reports.
+pub const DROP_REASONS: [&str; 4] = ["tx_ring_full", "too_big", "bad_desc", "runt"];
+
+/// Integer `key` of `pools[i]`.
+pub fn pool(s: &Stats, i: usize, key: &str) -> u64 {
+    s.0["pools"][i][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("STATS pools[{i}] has no integer `{key}`: {}", s.0))
+}
+
+/// Number of entries of `pools`.
+pub fn pool_count(s: &Stats) -> usize {
+    s.0["pools"].as_array().map_or(0, |a| a.len())
+}
+
+/// Asserts the leak check of a final STATS: every pool has nothing in flight and the allocator
+/// is back to its boot-time free page count.
+pub fn assert_no_leak(s: &Stats) {
+    let n = pool_count(s);
+    assert_eq!(n, 2, "expected one page_pool per port: {}", s.0);
+    for i in 0..n {
+        assert_eq!(
+            pool(s, i, "in_flight"),
+            0,
+            "pool {i} pages in flight after quit: {}",
+            s.0
+        );
+    }
+    assert_eq!(
+        top(s, "free_pages_now"),
+        top(s, "free_pages_boot"),
+        "free pages after quit differ from boot: {}",
+        s.0
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+
+/// `frame` as l2 mode emits it on port `out`: dst = `peer_dst`, src = MAC of port `out`, the
+/// rest unchanged.
+pub fn l2_rewrite(frame: &[u8], out: usize, peer_dst: [u8; 6]) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f[0..6].copy_from_slice(&peer_dst);
+    f[6..12].copy_from_slice(&guest_mac(out));
+    f
+}
+
+/// True if `got` equals `expected`, or `expected` is shorter than 60 bytes and `got` is
+/// `expected` zero-padded to exactly 60 bytes (QEMU pads short frames).
+pub fn same_modulo_padding(got: &[u8], expected: &[u8]) -> bool {
+    if got == expected {
+        return true;
+    }
+    expected.len() < 60
+        && got.len() == 60
+        && got[..expected.len()] == *expected
+        && got[expected.len()..].iter().all(|&b| b == 0)
+}
+
+/// Short description of the first difference between two frames.
+pub fn diff(got: &[u8], expected: &[u8]) -> String {
+    let first = got.iter().zip(expected).position(|(a, b)| a != b).map_or(
+        "none in the common prefix".to_string(),
+        |i| {
+            format!(
+                "byte {i}: got {:#04x}, expected {:#04x}",
+                got[i], expected[i]
+            )
+        },
+    );
+    format!(
+        "got {} bytes, expected {}; first difference {first}; got[..16] = {:02x?}",
+        got.len(),
+        expected.len(),
+        &got[..got.len().min(16)]
+    )
+}
+
+/// An Ethernet frame of `len` bytes (no FCS) from `src` to `dst`, with ethertype 0x88b5 (local
+/// experimental) and a recognisable payload derived from `tag`.
+pub fn plain_frame(dst: [u8; 6], src: [u8; 6], len: usize, tag: u8) -> Vec<u8> {
+    assert!(len >= 14);
+    let mut f = Vec::with_capacity(len);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x88, 0xb5]);
+    f.extend((0..len - 14).map(|i| (i as u8).wrapping_mul(31).wrapping_add(tag) ^ (i >> 8) as u8));
+    f
+}

@@ -1,0 +1,101 @@
+//! Boot log and clean shutdown.
+
+use gannet_tests::*;
+
+/// The first line containing every one of `needles`; panics with the log otherwise.
+fn line_with<'a>(lines: &'a [String], needles: &[&str]) -> &'a str {
+    lines
+        .iter()
+        .find(|l| needles.iter().all(|n| l.contains(n)))
+        .unwrap_or_else(|| {
+            panic!(
+                "no boot log line containing all of {needles:?}; log:\n{}",
+                lines.join("\n")
+            )
+        })
+}
+
+fn assert_port_lines(lines: &[String]) {
+    for p in 0..2 {
+        let l = line_with(lines, &[&format!("port {p}:"), "virtio-net MAC"]);
+        assert!(
+            l.contains(&mac_str(guest_mac(p))),
+            "port {p} line does not show MAC {}: {l}",
+            mac_str(guest_mac(p))
+        );
+        assert!(l.contains("negotiated"), "port {p} line lacks the negotiated features: {l}");
+        // Modern virtio (12-byte header) and mergeable RX buffers are what the datapath relies
+        // on (frames larger than one page span several buffers and are counted as too_big).
+        for feat in ["VERSION_1", "MRG_RXBUF", "MAC"] {
+            assert!(l.contains(feat), "port {p} did not negotiate {feat}: {l}");
+        }
+    }
+}
+
+#[test]
+fn boot_log_and_clean_quit() {
+    let mut rig = Rig::start_raw("");
+    let lines = rig.guest.lines();
+    line_with(&lines, &["booting"]);
+    assert_port_lines(&lines);
+    let cfg = line_with(&lines, &["config:"]);
+    assert!(
+        cfg.ends_with("config: mode=l2 peer0=02:00:00:00:0a:02 peer1=02:00:00:00:0b:02 burst=32 log=info"),
+        "effective default configuration line is wrong: {cfg}"
+    );
+    // Order: booting, config, ports, ready.
+    let idx = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap();
+    assert!(idx("booting") < idx("config:"));
+    assert!(idx("config:") < idx("port 0:"));
+    assert!(idx("port 0:") < idx("port 1:"));
+    assert!(idx("port 1:") < idx(qemu::READY_MARKER));
+
+    let s = rig.quit();
+    assert_eq!(s.mode(), Some("l2"), "final STATS: {}", s.0);
+    assert_eq!(top(&s, "forwarded"), 0, "nothing was sent: {}", s.0);
+    for p in 0..2 {
+        assert_eq!(s.0["ports"][p]["mac"].as_str(), Some(mac_str(guest_mac(p)).as_str()), "{}", s.0);
+        assert_eq!(port(&s, p, "port"), p as u64);
+        assert_eq!(port(&s, p, "rx"), 0, "{}", s.0);
+        assert_eq!(port(&s, p, "tx"), 0, "{}", s.0);
+    }
+    assert!(top(&s, "tsc_hz") > 0, "{}", s.0);
+    assert_no_leak(&s);
+}
+
+#[test]
+fn boot_log_shows_effective_configuration() {
+    let append = "mode=io peer0=02:11:22:33:44:55 peer1=0a:bb:cc:dd:ee:ff burst=8 log=info";
+    let mut rig = Rig::start_raw(append);
+    let lines = rig.guest.lines();
+    let cl = line_with(&lines, &["command line:"]);
+    assert!(cl.contains(append), "command line not echoed: {cl}");
+    let cfg = line_with(&lines, &["config:"]);
+    assert!(
+        cfg.ends_with("config: mode=io peer0=02:11:22:33:44:55 peer1=0a:bb:cc:dd:ee:ff burst=8 log=info"),
+        "effective configuration line is wrong: {cfg}"
+    );
+    assert_port_lines(&lines);
+    let s = rig.stats();
+    assert_eq!(s.mode(), Some("io"), "{}", s.0);
+    let s = rig.quit();
+    assert_eq!(s.mode(), Some("io"), "{}", s.0);
+    assert_no_leak(&s);
+}
+
+#[test]
+fn help_answers_and_guest_keeps_running() {
+    let mut rig = Rig::start_raw("");
+    let from = rig.guest.line_count();
+    rig.guest.send_line("help").unwrap();
+    let (_, l) = rig
+        .guest
+        .wait_for_line_from(from, |l| l.contains("commands:"), STATS_TIMEOUT)
+        .unwrap_or_else(|e| panic!("help: {e:#}"));
+    for cmd in ["stats", "quit", "help"] {
+        assert!(l.contains(cmd), "help does not mention `{cmd}`: {l}");
+    }
+    let s = rig.stats();
+    assert_eq!(top(&s, "forwarded"), 0);
+    rig.quit();
+}
