@@ -1,0 +1,138 @@
+//! Configuration errors and missing NICs fail the boot with a message naming the problem.
+
+use gannet_tests::*;
+
+/// Boots with `append`, expects a guest failure and a `config error:` line naming `key`.
+fn expect_config_error(append: &str, key: &str) {
+    let (exit, lines) = boot_failing(append, 2);
+    let log = lines.join("\n");
+    assert_eq!(exit, GuestExit::GuestFailure, "append {append:?}: {exit}; log:\n{log}");
+    let err = lines
+        .iter()
+        .find(|l| l.contains(qemu::CONFIG_ERROR_MARKER))
+        .unwrap_or_else(|| panic!("append {append:?}: no `config error:` line; log:\n{log}"));
+    assert!(
+        err.contains(&format!("`{key}`")),
+        "append {append:?}: the error does not name the key `{key}`: {err}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(qemu::READY_MARKER)),
+        "append {append:?}: guest became ready despite the error; log:\n{log}"
+    );
+}
+
+#[test]
+fn bad_mode_fails_boot() {
+    expect_config_error("mode=router", "mode");
+}
+
+#[test]
+fn burst_zero_fails_boot() {
+    expect_config_error("burst=0", "burst");
+}
+
+#[test]
+fn burst_above_ring_fails_boot() {
+    expect_config_error("burst=257", "burst");
+}
+
+#[test]
+fn bad_peer_mac_fails_boot() {
+    expect_config_error("peer0=xyz", "peer0");
+}
+
+#[test]
+fn short_peer_mac_fails_boot() {
+    expect_config_error("mode=l2 peer1=02:00:00:00:0b", "peer1");
+}
+
+#[test]
+fn bad_log_level_fails_boot() {
+    expect_config_error("log=verbose", "log");
+}
+
+#[test]
+fn unknown_key_fails_boot() {
+    expect_config_error("bogus=1", "bogus");
+}
+
+#[test]
+fn repeated_key_fails_boot() {
+    expect_config_error("mode=io mode=l2", "mode");
+}
+
+#[test]
+fn burst_bounds_are_accepted() {
+    for b in [1, 256] {
+        let mut rig = Rig::start_raw(&format!("burst={b}"));
+        let lines = rig.guest.lines();
+        assert!(
+            lines.iter().any(|l| l.contains("config:") && l.contains(&format!("burst={b} "))),
+            "burst={b} not in the effective configuration:\n{}",
+            lines.join("\n")
+        );
+        // Forwarding works with the extreme bursts.
+        let (p0, p1) = (rig.port(0), rig.port(1));
+        let f = plain_frame(guest_mac(0), peer_mac(0), 100, b as u8);
+        p0.send(&f).unwrap();
+        let got = p1
+            .recv_timeout(FRAME_TIMEOUT)
+            .unwrap_or_else(|| panic!("burst={b}: frame not forwarded\n{}", rig.tail()));
+        assert_eq!(got, l2_rewrite(&f, 1, peer_mac(1)), "burst={b}: {}", diff(&got, &f));
+        rig.quit();
+    }
+}
+
+fn expect_nic_count_error(nics: usize) {
+    let (exit, lines) = boot_failing("", nics);
+    let log = lines.join("\n");
+    assert_eq!(exit, GuestExit::GuestFailure, "{nics} NICs: {exit}; log:\n{log}");
+    let want = format!("need 2 virtio-net ports, found {nics}");
+    assert!(
+        lines.iter().any(|l| l.contains(&want)),
+        "{nics} NICs: no line containing {want:?}; log:\n{log}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(qemu::READY_MARKER)),
+        "{nics} NICs: guest became ready; log:\n{log}"
+    );
+}
+
+#[test]
+fn one_nic_fails_boot() {
+    expect_nic_count_error(1);
+}
+
+#[test]
+fn no_nic_fails_boot() {
+    expect_nic_count_error(0);
+}
+
+#[test]
+fn three_nics_use_the_first_two() {
+    // More ports than needed is not an error: the guest warns and forwards between the first two.
+    let dir = TestDir::new();
+    let gen = Generator::bind(&GenConfig { dir: dir.path().to_path_buf(), ..gen_count(1, 64, false) })
+        .unwrap();
+    let _p2 = RawPort::bind(dir.path(), 2).unwrap();
+    let mut guest = Guest::boot(&GuestConfig {
+        image: image(),
+        dgram_dir: dir.path().to_path_buf(),
+        nics: 3,
+        ..GuestConfig::default()
+    })
+    .unwrap();
+    guest
+        .wait_ready(READY_TIMEOUT)
+        .unwrap_or_else(|e| panic!("3 NICs: not ready: {e:#}"));
+    let (p0, p1) = (gen.raw_port(0).unwrap(), gen.raw_port(1).unwrap());
+    let f = plain_frame(guest_mac(0), peer_mac(0), 200, 3);
+    p0.send(&f).unwrap();
+    let got = p1
+        .recv_timeout(FRAME_TIMEOUT)
+        .unwrap_or_else(|| panic!("3 NICs: frame not forwarded\n{}", guest.tail_report()));
+    assert_eq!(got, l2_rewrite(&f, 1, peer_mac(1)), "{}", diff(&got, &f));
+    let (s, exit) = guest.quit(QUIT_TIMEOUT).unwrap();
+    assert_eq!(exit, GuestExit::Clean, "{}", guest.tail_report());
+    assert_no_leak(&s.expect("final STATS"));
+}
