@@ -51,6 +51,46 @@ impl LogLevel {
     }
 }
 
+/// What happens to a page after its frame was transmitted (`pool=`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum PoolMode {
+    /// Back into the owning page_pool's alloc cache (the normal fast path).
+    Recycle,
+    /// Released to the page allocator, so the pool is always empty and every RX refill goes to
+    /// the allocator: the "pool always empty" workload of the bulk-allocator work (like
+    /// XDP_REDIRECT into a veth in Linux, SEED-NOTES.md).
+    Release,
+}
+
+impl PoolMode {
+    /// The name used on the command line and in `STATS`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolMode::Recycle => "recycle",
+            PoolMode::Release => "release",
+        }
+    }
+}
+
+/// How an empty page_pool refills its alloc cache (`refill=`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RefillMode {
+    /// One `alloc_pages_bulk` call per refill (default).
+    Bulk,
+    /// One single-page allocation per page (the baseline the bulk API is measured against).
+    Single,
+}
+
+impl RefillMode {
+    /// The name used on the command line and in `STATS`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefillMode::Bulk => "bulk",
+            RefillMode::Single => "single",
+        }
+    }
+}
+
 /// Number of ports the forwarder drives.
 pub const PORTS: usize = 2;
 
@@ -74,6 +114,10 @@ pub struct Config {
     pub burst: usize,
     /// `log=error|warn|info|debug` (default `info`).
     pub log: LogLevel,
+    /// `pool=recycle|release` (default `recycle`).
+    pub pool: PoolMode,
+    /// `refill=bulk|single` (default `bulk`).
+    pub refill: RefillMode,
 }
 
 impl Default for Config {
@@ -83,6 +127,8 @@ impl Default for Config {
             peer: [DEFAULT_PEER0, DEFAULT_PEER1],
             burst: DEFAULT_BURST,
             log: LogLevel::Info,
+            pool: PoolMode::Recycle,
+            refill: RefillMode::Bulk,
         }
     }
 }
@@ -132,21 +178,20 @@ impl core::fmt::Display for ConfigError<'_> {
     }
 }
 
+/// Every key [`Config::parse`] accepts.
+pub const KEYS: [&str; 7] = ["mode", "peer0", "peer1", "burst", "log", "pool", "refill"];
+
 impl Config {
     /// Parse a kernel command line: whitespace-separated `key=value` tokens.
     pub fn parse(cmdline: &str) -> Result<Config, ConfigError<'_>> {
         let mut cfg = Config::default();
-        let mut seen = [false; 5];
+        let mut seen = [false; KEYS.len()];
         for tok in cmdline.split_ascii_whitespace() {
             let (key, value) = tok.split_once('=').ok_or(ConfigError::NotKeyValue(tok))?;
-            let idx = match key {
-                "mode" => 0,
-                "peer0" => 1,
-                "peer1" => 2,
-                "burst" => 3,
-                "log" => 4,
-                _ => return Err(ConfigError::UnknownKey(key)),
-            };
+            let idx = KEYS
+                .iter()
+                .position(|k| *k == key)
+                .ok_or(ConfigError::UnknownKey(key))?;
             if core::mem::replace(&mut seen[idx], true) {
                 return Err(ConfigError::Repeated(key));
             }
@@ -173,6 +218,20 @@ impl Config {
                         .ok()
                         .filter(|b| (1..=MAX_BURST).contains(b))
                         .ok_or_else(|| bad("an integer in 1..=256"))?
+                }
+                5 => {
+                    cfg.pool = match value {
+                        "recycle" => PoolMode::Recycle,
+                        "release" => PoolMode::Release,
+                        _ => return Err(bad("recycle or release")),
+                    }
+                }
+                6 => {
+                    cfg.refill = match value {
+                        "bulk" => RefillMode::Bulk,
+                        "single" => RefillMode::Single,
+                        _ => return Err(bad("bulk or single")),
+                    }
                 }
                 _ => {
                     cfg.log = match value {
@@ -212,6 +271,12 @@ mod tests {
         assert_eq!(c.peer[1].0[5], 0xbb);
         assert_eq!(c.burst, 64);
         assert_eq!(c.log, LogLevel::Debug);
+        let c = Config::parse("pool=release refill=single").unwrap();
+        assert_eq!((c.pool, c.refill), (PoolMode::Release, RefillMode::Single));
+        assert!(matches!(
+            Config::parse("refill=some"),
+            Err(ConfigError::BadValue { key: "refill", .. })
+        ));
     }
 
     #[test]

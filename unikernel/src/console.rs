@@ -14,6 +14,10 @@ pub enum Command {
     Quit,
     /// List the commands.
     Help,
+    /// Per-order free blocks and unusable-free-space index (like /proc/buddyinfo).
+    Buddyinfo,
+    /// Per-pool counters.
+    Pools,
 }
 
 /// Line assembly state.
@@ -66,6 +70,8 @@ impl Console {
             "stats" => Some(Command::Stats),
             "quit" => Some(Command::Quit),
             "help" => Some(Command::Help),
+            "buddyinfo" => Some(Command::Buddyinfo),
+            "pools" => Some(Command::Pools),
             other => {
                 crate::println!("console: unknown command `{other}` (try `help`)");
                 None
@@ -75,4 +81,5 @@ impl Console {
 }
 
 /// The `help` text.
-pub const HELP: &str = "commands: stats (print STATS json), quit (drain, final STATS, exit), help";
+pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
+buddyinfo (free blocks per order), quit (drain, final STATS, exit), help";

@@ -18,7 +18,7 @@ use log::{error, info, warn};
 use mm::page_pool::{IdentityDma, PagePool, PagePoolParams, PP_ALLOC_CACHE_REFILL};
 use mm::{PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::{MAX_BURST, PORTS};
-use netstack::{forward_frame, Config, DropReason, MacAddr, PortCounters, Verdict};
+use netstack::{forward_frame, Config, DropReason, MacAddr, PoolMode, PortCounters, Verdict};
 use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::PciTransport;
 
@@ -182,6 +182,21 @@ impl Forwarder<'_> {
         }
     }
 
+    /// A transmitted page is done: back to its pool, or, with `pool=release`, released to the
+    /// allocator (unmapped, ownership cleared) so the pool stays empty.
+    #[inline]
+    fn tx_done(&mut self, pfn: Pfn) {
+        if self.cfg.pool == PoolMode::Recycle {
+            return self.recycle(pfn);
+        }
+        match self.zone.page(pfn).pool() {
+            Some(id) if (id as usize) < PORTS => {
+                self.pools[id as usize].release_page(pfn, &mut self.pcp, self.zone, &mut self.dma)
+            }
+            _ => self.recycle(pfn),
+        }
+    }
+
     /// Fill every empty RX slot of port `p` from its page_pool, in one batch.
     fn refill(&mut self, p: usize) {
         let want = self.nics[p].rx_free_slots();
@@ -283,7 +298,7 @@ impl Forwarder<'_> {
         for q in 0..PORTS {
             let m = self.nics[q].tx_complete(&mut self.page_scratch);
             for i in 0..m {
-                self.recycle(self.page_scratch[i]);
+                self.tx_done(self.page_scratch[i]);
             }
             total += m;
         }
@@ -312,6 +327,8 @@ impl Forwarder<'_> {
                 match console.poll() {
                     Some(Command::Stats) => self.print_stats(),
                     Some(Command::Help) => println!("{HELP}"),
+                    Some(Command::Buddyinfo) => self.print_buddyinfo(),
+                    Some(Command::Pools) => self.print_pools(),
                     Some(Command::Quit) => self.shutdown(),
                     None => {}
                 }
@@ -324,6 +341,35 @@ impl Forwarder<'_> {
         match &self.nic_stats_final {
             Some(s) => s[i],
             None => self.nics[i].stats(),
+        }
+    }
+
+    /// `buddyinfo`: free blocks per order (like /proc/buddyinfo) and the unusable-free-space
+    /// index per order in thousandths (like /sys/kernel/debug/extfrag/unusable_index).
+    pub(crate) fn print_buddyinfo(&self) {
+        let z = self.zone;
+        crate::serial::print(format_args!("buddyinfo zone 0 free blocks per order:"));
+        for n in z.buddyinfo() {
+            crate::serial::print(format_args!(" {n}"));
+        }
+        crate::serial::print(format_args!(
+            "\nunusable_index zone 0 (per mille) per order:"
+        ));
+        for o in 0..=mm::MAX_ORDER {
+            crate::serial::print(format_args!(" {}", z.unusable_index(o)));
+        }
+        println!();
+    }
+
+    /// `pools`: one line per page_pool.
+    pub(crate) fn print_pools(&self) {
+        for p in self.pools.iter() {
+            let s = p.stats();
+            println!(
+                "pool {}: in_flight {} cached {} alloc_fast {} alloc_slow {} alloc_empty {} refill_pages {} refill_failed {} recycle_cached {} recycle_cache_full {} released {}",
+                p.id(), p.in_flight(), p.cached(), s.alloc_fast, s.alloc_slow, s.alloc_empty,
+                s.refill_pages, s.refill_failed, s.recycle_cached, s.recycle_cache_full, s.released
+            );
         }
     }
 
@@ -373,7 +419,8 @@ impl Forwarder<'_> {
                 c.drops_total()
             );
         }
-        info!("mm: buddyinfo {:?}", self.zone.buddyinfo());
+        self.print_pools();
+        self.print_buddyinfo();
         if leaked > 0 || now != self.free_pages_boot {
             error!(
                 "page leak: {now} free pages now, {} at boot, {leaked} in flight",
