@@ -23,7 +23,10 @@ fn assert_port_lines(lines: &[String]) {
             "port {p} line does not show MAC {}: {l}",
             mac_str(guest_mac(p))
         );
-        assert!(l.contains("negotiated"), "port {p} line lacks the negotiated features: {l}");
+        assert!(
+            l.contains("negotiated"),
+            "port {p} line lacks the negotiated features: {l}"
+        );
         // Modern virtio (12-byte header) and mergeable RX buffers are what the datapath relies
         // on (frames larger than one page span several buffers and are counted as too_big).
         for feat in ["VERSION_1", "MRG_RXBUF", "MAC"] {
@@ -40,7 +43,9 @@ fn boot_log_and_clean_quit() {
     assert_port_lines(&lines);
     let cfg = line_with(&lines, &["config:"]);
     assert!(
-        cfg.ends_with("config: mode=l2 peer0=02:00:00:00:0a:02 peer1=02:00:00:00:0b:02 burst=32 log=info"),
+        cfg.ends_with(
+            "config: mode=l2 peer0=02:00:00:00:0a:02 peer1=02:00:00:00:0b:02 burst=32 log=info"
+        ),
         "effective default configuration line is wrong: {cfg}"
     );
     // Order: booting, config, ports, ready.
@@ -54,7 +59,12 @@ fn boot_log_and_clean_quit() {
     assert_eq!(s.mode(), Some("l2"), "final STATS: {}", s.0);
     assert_eq!(top(&s, "forwarded"), 0, "nothing was sent: {}", s.0);
     for p in 0..2 {
-        assert_eq!(s.0["ports"][p]["mac"].as_str(), Some(mac_str(guest_mac(p)).as_str()), "{}", s.0);
+        assert_eq!(
+            s.0["ports"][p]["mac"].as_str(),
+            Some(mac_str(guest_mac(p)).as_str()),
+            "{}",
+            s.0
+        );
         assert_eq!(port(&s, p, "port"), p as u64);
         assert_eq!(port(&s, p, "rx"), 0, "{}", s.0);
         assert_eq!(port(&s, p, "tx"), 0, "{}", s.0);
@@ -72,7 +82,9 @@ fn boot_log_shows_effective_configuration() {
     assert!(cl.contains(append), "command line not echoed: {cl}");
     let cfg = line_with(&lines, &["config:"]);
     assert!(
-        cfg.ends_with("config: mode=io peer0=02:11:22:33:44:55 peer1=0a:bb:cc:dd:ee:ff burst=8 log=info"),
+        cfg.ends_with(
+            "config: mode=io peer0=02:11:22:33:44:55 peer1=0a:bb:cc:dd:ee:ff burst=8 log=info"
+        ),
         "effective configuration line is wrong: {cfg}"
     );
     assert_port_lines(&lines);

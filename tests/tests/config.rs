@@ -6,7 +6,11 @@ use gannet_tests::*;
 fn expect_config_error(append: &str, key: &str) {
     let (exit, lines) = boot_failing(append, 2);
     let log = lines.join("\n");
-    assert_eq!(exit, GuestExit::GuestFailure, "append {append:?}: {exit}; log:\n{log}");
+    assert_eq!(
+        exit,
+        GuestExit::GuestFailure,
+        "append {append:?}: {exit}; log:\n{log}"
+    );
     let err = lines
         .iter()
         .find(|l| l.contains(qemu::CONFIG_ERROR_MARKER))
@@ -67,7 +71,9 @@ fn burst_bounds_are_accepted() {
         let mut rig = Rig::start_raw(&format!("burst={b}"));
         let lines = rig.guest.lines();
         assert!(
-            lines.iter().any(|l| l.contains("config:") && l.contains(&format!("burst={b} "))),
+            lines
+                .iter()
+                .any(|l| l.contains("config:") && l.contains(&format!("burst={b} "))),
             "burst={b} not in the effective configuration:\n{}",
             lines.join("\n")
         );
@@ -78,7 +84,12 @@ fn burst_bounds_are_accepted() {
         let got = p1
             .recv_timeout(FRAME_TIMEOUT)
             .unwrap_or_else(|| panic!("burst={b}: frame not forwarded\n{}", rig.tail()));
-        assert_eq!(got, l2_rewrite(&f, 1, peer_mac(1)), "burst={b}: {}", diff(&got, &f));
+        assert_eq!(
+            got,
+            l2_rewrite(&f, 1, peer_mac(1)),
+            "burst={b}: {}",
+            diff(&got, &f)
+        );
         rig.quit();
     }
 }
@@ -86,7 +97,11 @@ fn burst_bounds_are_accepted() {
 fn expect_nic_count_error(nics: usize) {
     let (exit, lines) = boot_failing("", nics);
     let log = lines.join("\n");
-    assert_eq!(exit, GuestExit::GuestFailure, "{nics} NICs: {exit}; log:\n{log}");
+    assert_eq!(
+        exit,
+        GuestExit::GuestFailure,
+        "{nics} NICs: {exit}; log:\n{log}"
+    );
     let want = format!("need 2 virtio-net ports, found {nics}");
     assert!(
         lines.iter().any(|l| l.contains(&want)),
@@ -112,8 +127,11 @@ fn no_nic_fails_boot() {
 fn three_nics_use_the_first_two() {
     // More ports than needed is not an error: the guest warns and forwards between the first two.
     let dir = TestDir::new();
-    let gen = Generator::bind(&GenConfig { dir: dir.path().to_path_buf(), ..gen_count(1, 64, false) })
-        .unwrap();
+    let gen = Generator::bind(&GenConfig {
+        dir: dir.path().to_path_buf(),
+        ..gen_count(1, 64, false)
+    })
+    .unwrap();
     let _p2 = RawPort::bind(dir.path(), 2).unwrap();
     let mut guest = Guest::boot(&GuestConfig {
         image: image(),
