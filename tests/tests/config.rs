@@ -153,3 +153,13 @@ fn three_nics_use_the_first_two() {
     assert_eq!(exit, GuestExit::Clean, "{}", guest.tail_report());
     assert_no_leak(&s.expect("final STATS"));
 }
+
+#[test]
+fn bad_pool_mode_fails_boot() {
+    expect_config_error("pool=discard", "pool");
+}
+
+#[test]
+fn bad_refill_mode_fails_boot() {
+    expect_config_error("refill=some", "refill");
+}
