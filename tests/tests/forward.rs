@@ -194,7 +194,7 @@ fn vlan_tagged_max_frame_forwarded_intact() {
         let mut f = Vec::with_capacity(1518);
         f.extend_from_slice(&guest_mac(inp));
         f.extend_from_slice(&peer_mac(inp));
-        f.extend_from_slice(&[0x81, 0x00, 0x60 | 0x0, 42]); // TPID, PCP 3, VID 42
+        f.extend_from_slice(&[0x81, 0x00, 0x60, 42]); // TPID 0x8100; TCI: PCP 3, DEI 0, VID 42
         f.extend_from_slice(&[0x08, 0x00]);
         f.extend((0..1518 - 18).map(|i| (i * 13 + inp) as u8));
         assert_eq!(f.len(), 1518);
