@@ -70,6 +70,7 @@ mod irq;
 pub mod page;
 pub mod page_pool;
 pub mod pcp;
+pub mod ptr_ring;
 pub mod zone;
 
 pub use page::{Page, NO_POOL};

@@ -24,15 +24,36 @@
 //! Invariant (single core): `zone.free_pages() + pcp.count() + cached() + in_flight()` equals the
 //! zone's managed pages minus pages held by others.
 //!
-//! # Not yet here
+//! # Remote returns ([`RecycleRing`])
 //!
-//! The cross-core return path (Linux's `ptr_ring`: a bounded MPSC ring that remote cores push
-//! to and the owner drains on refill, freeing after unmap when the ring is full) is not
-//! implemented: Gannet runs one core per queue pair today, so every return is same-core.
+//! A page coming back on ANOTHER core goes into the pool's [`RecycleRing`] (bounded, lock-free,
+//! multi-producer single-consumer; see [`crate::ptr_ring`]), attached with
+//! [`PagePool::attach_ring`]. The remote core calls [`RecycleRing::recycle_remote`] (or the bulk
+//! form) through the shared `&'static` ring; when the ring is full it unmaps the page and frees
+//! it to its own pcp list or to the zone — never freed while mapped. The owner drains the ring
+//! on its next slow path, before going to the allocator (and on [`PagePool::drain_ring`]). A
+//! same-core return that finds the cache full also tries the ring before freeing.
+//!
+//! Pages sitting in the ring still count as in flight until the owner takes them out; pages the
+//! remote core released stop counting as soon as they are back in the allocator.
+//!
+//! # Refill mode
+//!
+//! [`RefillMode::Bulk`] (default): one [`PerCpuPages::alloc_pages_bulk_list`] call per refill.
+//! [`RefillMode::Single`]: `refill` calls to [`PerCpuPages::alloc_page`] — kept to measure what
+//! the bulk API buys ([`PagePool::set_refill_mode`]).
+//!
+//! # Teardown
+//!
+//! [`PagePool::destroy`] returns every cached page and every page in the ring to the allocator
+//! (unmapped), then reports what is still in flight; [`PagePool::destroy_wait`] repeats that,
+//! calling a kernel-supplied step (its poll loop) in between, for a bounded number of
+//! iterations.
 
 use core::fmt;
 
 use crate::pcp::PerCpuPages;
+pub use crate::ptr_ring::{RecycleRing, RemoteRecycle, PP_RING_SIZE};
 use crate::zone::Zone;
 use crate::Pfn;
 
@@ -92,6 +113,17 @@ impl PagePoolParams {
     }
 }
 
+/// How the slow path takes pages from the allocator.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum RefillMode {
+    /// One bulk call ([`PerCpuPages::alloc_pages_bulk_list`]) per refill (default).
+    #[default]
+    Bulk,
+    /// `refill` single-page calls ([`PerCpuPages::alloc_page`]): the baseline the bulk API is
+    /// measured against.
+    Single,
+}
+
 /// Pool errors.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
 pub enum PoolError {
@@ -101,6 +133,10 @@ pub enum PoolError {
     BadId,
     /// `destroy` found pages still in flight (how many); drain the queues and call again.
     InFlight(u64),
+    /// [`PagePool::attach_ring`]: the ring is attached to pool `.0` already.
+    RingInUse(u32),
+    /// [`PagePool::attach_ring`]: this pool has a ring already.
+    HasRing,
 }
 
 impl fmt::Display for PoolError {
@@ -111,6 +147,10 @@ impl fmt::Display for PoolError {
             }
             PoolError::BadId => f.write_str("page_pool id u32::MAX is reserved (NO_POOL)"),
             PoolError::InFlight(n) => write!(f, "page_pool destroy: {n} pages still in flight"),
+            PoolError::RingInUse(id) => {
+                write!(f, "page_pool recycle ring already attached to pool {id}")
+            }
+            PoolError::HasRing => f.write_str("page_pool already has a recycle ring"),
         }
     }
 }
@@ -120,7 +160,7 @@ impl fmt::Display for PoolError {
 pub struct PagePoolStats {
     /// Allocations served from the alloc cache.
     pub alloc_fast: u64,
-    /// Allocations that went to the slow path (refill).
+    /// Allocations that found the cache empty (served from the ring, the allocator, or not).
     pub alloc_slow: u64,
     /// Slow-path allocations that returned `None` (allocator empty, or every mapping failed).
     pub alloc_empty: u64,
@@ -130,10 +170,25 @@ pub struct PagePoolStats {
     pub refill_failed: u64,
     /// Recycled pages that went back into the alloc cache.
     pub recycle_cached: u64,
-    /// Recycled pages that found the cache full (unmapped and freed).
+    /// Recycled pages that found the cache full (then tried the ring, else unmapped and freed).
     pub recycle_cache_full: u64,
-    /// Pages unmapped and returned to the allocator for good (release, cache full, destroy).
+    /// Pages that came back through the recycle ring (counted when the owner takes them out).
+    pub recycle_ring: u64,
+    /// Returns that found the ring full (unmapped and freed): remote ones plus same-core ones
+    /// that found both the cache and the ring full.
+    pub recycle_ring_full: u64,
+    /// Pages unmapped and returned to the allocator for good (release, cache/ring full, destroy),
+    /// including those the remote CPUs released.
     pub released: u64,
+}
+
+/// What [`PagePool::destroy_wait`] tells its step closure each time it waits.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub struct DestroyWait {
+    /// Waits so far (0 on the first).
+    pub iteration: u64,
+    /// Pages still out (handed out and not returned; a page in the ring counts until drained).
+    pub in_flight: u64,
 }
 
 /// A page_pool: see the module docs.
@@ -142,12 +197,16 @@ pub struct PagePool {
     count: usize,
     id: u32,
     refill: usize,
+    mode: RefillMode,
+    /// Handed out, minus returned through recycle_direct / release / the ring; pages the remote
+    /// CPUs released are subtracted on read (`ring.released_count()`).
     in_flight: u64,
+    ring: Option<&'static RecycleRing>,
     stats: PagePoolStats,
 }
 
 impl PagePool {
-    /// A pool with an empty cache.
+    /// A pool with an empty cache, [`RefillMode::Bulk`] and no ring.
     ///
     /// # Errors
     ///
@@ -165,7 +224,9 @@ impl PagePool {
             count: 0,
             id: params.id,
             refill: params.refill,
+            mode: RefillMode::Bulk,
             in_flight: 0,
+            ring: None,
             stats: PagePoolStats::default(),
         })
     }
@@ -176,11 +237,53 @@ impl PagePool {
         self.id
     }
 
+    /// Choose how the slow path takes pages from the allocator (takes effect on the next refill).
+    #[inline]
+    pub fn set_refill_mode(&mut self, mode: RefillMode) {
+        self.mode = mode;
+    }
+
+    /// The current refill mode.
+    #[inline]
+    pub fn refill_mode(&self) -> RefillMode {
+        self.mode
+    }
+
+    /// Pages per slow-path refill.
+    #[inline]
+    pub fn refill(&self) -> usize {
+        self.refill
+    }
+
+    /// Attach the remote-return ring (once per pool; a ring serves one pool at a time). Other
+    /// CPUs then return this pool's pages with [`RecycleRing::recycle_remote`].
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::HasRing`] if this pool has a ring; [`PoolError::RingInUse`] if the ring is
+    /// attached to a pool (possibly another) already.
+    pub fn attach_ring(&mut self, ring: &'static RecycleRing) -> Result<(), PoolError> {
+        if self.ring.is_some() {
+            return Err(PoolError::HasRing);
+        }
+        ring.attach(self.id).map_err(PoolError::RingInUse)?;
+        self.ring = Some(ring);
+        Ok(())
+    }
+
+    /// The attached ring, for handing to the CPUs that return pages remotely.
+    #[inline]
+    pub fn ring(&self) -> Option<&'static RecycleRing> {
+        self.ring
+    }
+
     /// Allocate one DMA-mapped page (refcount 1, `pool() == Some(id)`, `dma_addr()` set).
     ///
-    /// Fast path: pop from the alloc cache. Slow path: one bulk allocation of `refill` pages from
-    /// `pcp`, each mapped once with `dma`; pages whose mapping fails are freed and counted in
-    /// `refill_failed`; the rest are cached and the last one cached is returned.
+    /// Fast path: pop from the alloc cache. Slow path: first take up to `refill` pages out of the
+    /// recycle ring; if it is empty, refill from `pcp` (one bulk allocation of `refill` pages, or
+    /// `refill` single allocations in [`RefillMode::Single`]), mapping each page once with
+    /// `dma`; pages whose mapping fails are freed and counted in `refill_failed`; the rest are
+    /// cached and the last one cached is returned.
     ///
     /// Returns `None` when the allocator had no page, or when every page of the refill batch
     /// failed to map (counted in `alloc_empty`). The caller retries later.
@@ -200,6 +303,7 @@ impl PagePool {
         self.alloc_slow(pcp, zone, dma)
     }
 
+    #[inline(never)]
     fn alloc_slow(
         &mut self,
         pcp: &mut PerCpuPages,
@@ -208,12 +312,53 @@ impl PagePool {
     ) -> Option<Pfn> {
         self.stats.alloc_slow += 1;
         debug_assert_eq!(self.count, 0);
-        let mut batch = [None; PP_ALLOC_CACHE_SIZE];
-        let got = pcp
-            .alloc_pages_bulk(zone, &mut batch[..self.refill])
-            .unwrap_or(0);
+        if self.take_from_ring(self.refill) == 0 {
+            self.refill_from(pcp, zone, dma);
+        }
+        if self.count == 0 {
+            self.stats.alloc_empty += 1;
+            return None;
+        }
+        self.count -= 1;
+        self.in_flight += 1;
+        Some(self.cache[self.count])
+    }
+
+    /// Move up to `max` pages (bounded by the cache room) from the ring into the cache.
+    #[inline]
+    fn take_from_ring(&mut self, max: usize) -> usize {
+        let Some(ring) = self.ring else { return 0 };
+        let end = (self.count + max).min(PP_ALLOC_CACHE_SIZE);
+        let n = ring.pop_batch(&mut self.cache[self.count..end]);
+        self.count += n;
+        self.in_flight -= n as u64;
+        self.stats.recycle_ring += n as u64;
+        n
+    }
+
+    /// Refill the (empty) cache from the allocator and map the pages.
+    fn refill_from(&mut self, pcp: &mut PerCpuPages, zone: &Zone, dma: &mut impl DmaMapper) {
+        let want = self.refill;
+        let got = match self.mode {
+            RefillMode::Bulk => pcp
+                .alloc_pages_bulk_list(zone, want, &mut self.cache[..want])
+                .unwrap_or(0),
+            RefillMode::Single => {
+                let mut got = 0;
+                while got < want {
+                    match pcp.alloc_page(zone) {
+                        Some(pfn) => self.cache[got] = pfn,
+                        None => break,
+                    }
+                    got += 1;
+                }
+                got
+            }
+        };
         self.stats.refill_pages += got as u64;
-        for pfn in batch[..got].iter().flatten().copied() {
+        // Map in place, compacting over the pages whose mapping failed.
+        for i in 0..got {
+            let pfn = self.cache[i];
             match dma.map(pfn) {
                 Ok(addr) => {
                     let p = zone.page(pfn);
@@ -228,22 +373,17 @@ impl PagePool {
                 }
             }
         }
-        if self.count == 0 {
-            self.stats.alloc_empty += 1;
-            return None;
-        }
-        self.count -= 1;
-        self.in_flight += 1;
-        Some(self.cache[self.count])
     }
 
     /// Same-core recycle of a page this pool handed out: back into the alloc cache, still mapped;
-    /// if the cache is full, unmap it and free it to `pcp` (never freed while mapped).
+    /// if the cache is full, into the recycle ring (if attached); if that is full too, unmap it
+    /// and free it to `pcp` (never freed while mapped).
     ///
     /// # Panics
     ///
     /// If `pfn` is outside `zone`. Debug builds also panic if the page does not belong to this
     /// pool or no page is in flight.
+    #[inline]
     pub fn recycle_direct(
         &mut self,
         pfn: Pfn,
@@ -251,22 +391,40 @@ impl PagePool {
         zone: &Zone,
         dma: &mut impl DmaMapper,
     ) {
-        let p = zone.page(pfn);
         debug_assert_eq!(
-            p.pool(),
+            zone.page(pfn).pool(),
             Some(self.id),
             "recycle of a page from another pool"
         );
-        debug_assert!(self.in_flight > 0, "recycle with nothing in flight");
-        self.in_flight -= 1;
+        debug_assert!(self.in_flight() > 0, "recycle with nothing in flight");
         if self.count < PP_ALLOC_CACHE_SIZE {
+            self.in_flight -= 1;
             self.cache[self.count] = pfn;
             self.count += 1;
             self.stats.recycle_cached += 1;
         } else {
-            self.stats.recycle_cache_full += 1;
-            self.return_page(pfn, pcp, zone, dma);
+            self.recycle_cache_full(pfn, pcp, zone, dma);
         }
+    }
+
+    #[cold]
+    fn recycle_cache_full(
+        &mut self,
+        pfn: Pfn,
+        pcp: &mut PerCpuPages,
+        zone: &Zone,
+        dma: &mut impl DmaMapper,
+    ) {
+        self.stats.recycle_cache_full += 1;
+        if let Some(ring) = self.ring {
+            if ring.push(pfn).is_ok() {
+                // Still in flight until the owner (this core) takes it out of the ring.
+                return;
+            }
+            self.stats.recycle_ring_full += 1;
+        }
+        self.in_flight -= 1;
+        self.return_page(pfn, pcp, zone, dma);
     }
 
     /// The page leaves the pool for good (handed to the stack, dropped, ...): unmap, clear pool
@@ -288,15 +446,26 @@ impl PagePool {
             Some(self.id),
             "release of a foreign page"
         );
-        debug_assert!(self.in_flight > 0, "release with nothing in flight");
+        debug_assert!(self.in_flight() > 0, "release with nothing in flight");
         self.in_flight -= 1;
         self.return_page(pfn, pcp, zone, dma);
     }
 
-    /// Pages handed out by [`PagePool::alloc`] and not yet recycled or released.
+    /// Take pages out of the recycle ring into the alloc cache, as far as the cache has room
+    /// (the slow path does this anyway; a poll loop may call it when idle). Returns how many.
+    pub fn drain_ring(&mut self) -> usize {
+        self.take_from_ring(PP_ALLOC_CACHE_SIZE)
+    }
+
+    /// Pages handed out by [`PagePool::alloc`] and not yet back: not recycled, released, or
+    /// taken out of the ring by the owner (a page in the ring still counts), nor released by a
+    /// remote CPU that found the ring full.
     #[inline]
     pub fn in_flight(&self) -> u64 {
-        self.in_flight
+        match self.ring {
+            Some(ring) => self.in_flight - ring.released_count(),
+            None => self.in_flight,
+        }
     }
 
     /// Pages in the alloc cache (mapped, owned by the pool).
@@ -305,16 +474,28 @@ impl PagePool {
         self.count
     }
 
-    /// Event counters.
+    /// Pages in the recycle ring now (0 without a ring; a snapshot).
     #[inline]
-    pub fn stats(&self) -> &PagePoolStats {
-        &self.stats
+    pub fn in_ring(&self) -> usize {
+        self.ring.map_or(0, RecycleRing::len)
     }
 
-    /// `page_pool_destroy`: unmap and free every cached page to `pcp` (one bulk free). Then, if
-    /// pages are still in flight, return [`PoolError::InFlight`] with how many: the kernel drains
-    /// its queues (recycling or releasing those pages) and calls `destroy` again until `Ok`.
-    /// The pool stays usable in between.
+    /// Event counters, including the remote CPUs' ring-full releases.
+    #[inline]
+    pub fn stats(&self) -> PagePoolStats {
+        let mut s = self.stats;
+        if let Some(ring) = self.ring {
+            s.recycle_ring_full += ring.full_count();
+            s.released += ring.released_count();
+        }
+        s
+    }
+
+    /// `page_pool_destroy`: unmap and free every cached page and every page in the recycle ring
+    /// to `pcp`. Then, if pages are still in flight, return [`PoolError::InFlight`] with how
+    /// many: the kernel drains its queues (recycling or releasing those pages) and calls
+    /// `destroy` again until `Ok` (or uses [`PagePool::destroy_wait`]). The pool stays usable
+    /// in between. On `Ok` the ring is detached (free for another pool).
     ///
     /// # Errors
     ///
@@ -325,19 +506,72 @@ impl PagePool {
         zone: &Zone,
         dma: &mut impl DmaMapper,
     ) -> Result<(), PoolError> {
-        let n = self.count;
-        for &pfn in &self.cache[..n] {
-            let p = zone.page(pfn);
-            dma.unmap(pfn, p.dma_addr());
-            p.set_dma_addr(0);
-            p.set_pool(None);
+        loop {
+            let n = self.count;
+            for &pfn in &self.cache[..n] {
+                let p = zone.page(pfn);
+                dma.unmap(pfn, p.dma_addr());
+                p.set_dma_addr(0);
+                p.set_pool(None);
+            }
+            pcp.free_pages_bulk(zone, &self.cache[..n]);
+            self.stats.released += n as u64;
+            self.count = 0;
+            if self.take_from_ring(PP_ALLOC_CACHE_SIZE) == 0 {
+                break;
+            }
         }
-        pcp.free_pages_bulk(zone, &self.cache[..n]);
-        self.stats.released += n as u64;
-        self.count = 0;
-        match self.in_flight {
-            0 => Ok(()),
+        match self.in_flight() {
+            0 => {
+                if let Some(ring) = self.ring.take() {
+                    // Fold the remote counts in before the ring forgets them.
+                    self.stats.recycle_ring_full += ring.full_count();
+                    self.stats.released += ring.released_count();
+                    self.in_flight -= ring.released_count();
+                    ring.detach();
+                }
+                Ok(())
+            }
             n => Err(PoolError::InFlight(n)),
+        }
+    }
+
+    /// [`PagePool::destroy`] with a bounded wait: while pages are in flight, call
+    /// `step(pool, pcp, dma, DestroyWait { iteration, in_flight })` — the kernel's poll-loop step
+    /// that reaps TX completions and RX buffers and recycles or releases them, and logs the
+    /// status when it likes — then try again, at most `max_waits` times.
+    ///
+    /// Returns `Ok(waits)`: how many steps it took.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::InFlight`]`(n)` if `n` pages were still out after `max_waits` steps.
+    pub fn destroy_wait<D: DmaMapper>(
+        &mut self,
+        pcp: &mut PerCpuPages,
+        zone: &Zone,
+        dma: &mut D,
+        max_waits: u64,
+        mut step: impl FnMut(&mut PagePool, &mut PerCpuPages, &mut D, DestroyWait),
+    ) -> Result<u64, PoolError> {
+        let mut iteration = 0;
+        loop {
+            match self.destroy(pcp, zone, dma) {
+                Ok(()) => return Ok(iteration),
+                Err(PoolError::InFlight(n)) if iteration < max_waits => {
+                    step(
+                        self,
+                        pcp,
+                        dma,
+                        DestroyWait {
+                            iteration,
+                            in_flight: n,
+                        },
+                    );
+                    iteration += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 

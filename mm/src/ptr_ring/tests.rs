@@ -1,0 +1,298 @@
+use super::*;
+use std::vec::Vec;
+
+#[cfg(not(loom))]
+mod plain {
+    use super::*;
+    use crate::zone::tests::zone;
+    use std::boxed::Box;
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    fn ring() -> &'static RecycleRing {
+        Box::leak(Box::new(RecycleRing::new()))
+    }
+
+    #[test]
+    fn push_pop_in_order_and_full() {
+        let r = ring();
+        assert!(r.is_empty());
+        for i in 1..=PP_RING_SIZE as u64 {
+            assert_eq!(r.push(Pfn(i)), Ok(()));
+        }
+        assert_eq!(r.len(), PP_RING_SIZE);
+        assert_eq!(r.push(Pfn(999)), Err(Pfn(999)), "full");
+        assert_eq!(r.push_bulk(&[Pfn(998)]), 0, "full");
+        let mut out = [Pfn(0); 10];
+        assert_eq!(r.pop_batch(&mut out), 10);
+        assert_eq!(out[0], Pfn(1));
+        assert_eq!(out[9], Pfn(10));
+        assert_eq!(r.len(), PP_RING_SIZE - 10);
+        // Room for exactly 10 again.
+        let more: Vec<Pfn> = (1000..1020).map(Pfn).collect();
+        assert_eq!(r.push_bulk(&more), 10);
+        assert_eq!(r.push(Pfn(5000)), Err(Pfn(5000)));
+        let mut all = std::vec![Pfn(0); PP_RING_SIZE + 5];
+        assert_eq!(r.pop_batch(&mut all), PP_RING_SIZE);
+        let expect: Vec<Pfn> = (11..=PP_RING_SIZE as u64)
+            .map(Pfn)
+            .chain((1000..1010).map(Pfn))
+            .collect();
+        assert_eq!(&all[..PP_RING_SIZE], &expect[..]);
+        assert_eq!(r.pop_batch(&mut all), 0);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn wraps_many_laps() {
+        let r = ring();
+        let mut next = 1u64;
+        let mut expect = 1u64;
+        let mut out = [Pfn(0); 7];
+        for lap in 0..5000 {
+            let k = 1 + lap % 13;
+            let batch: Vec<Pfn> = (next..next + k as u64).map(Pfn).collect();
+            let pushed = if lap % 2 == 0 {
+                r.push_bulk(&batch)
+            } else {
+                batch.iter().take_while(|&&p| r.push(p).is_ok()).count()
+            };
+            next += pushed as u64;
+            let n = r.pop_batch(&mut out);
+            for p in &out[..n] {
+                assert_eq!(p.0, expect);
+                expect += 1;
+            }
+        }
+        let mut rest = std::vec![Pfn(0); PP_RING_SIZE];
+        let n = r.pop_batch(&mut rest);
+        for p in &rest[..n] {
+            assert_eq!(p.0, expect);
+            expect += 1;
+        }
+        assert_eq!(expect, next);
+    }
+
+    #[test]
+    fn attach_is_exclusive() {
+        let r = ring();
+        assert_eq!(r.owner(), None);
+        assert_eq!(r.attach(3), Ok(()));
+        assert_eq!(r.attach(4), Err(3));
+        assert_eq!(r.owner(), Some(3));
+        r.detach();
+        assert_eq!(r.attach(4), Ok(()));
+    }
+
+    /// Three producers (single and bulk pushes) race one consumer: every page arrives exactly
+    /// once, per-producer order is kept, full is reported, nothing is invented.
+    #[test]
+    fn threads_race_one_consumer() {
+        const PER: u64 = 20_000;
+        let r: &'static RecycleRing = ring();
+        let rejected = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let producers: Vec<_> = (0..3u64)
+            .map(|t| {
+                let rejected = rejected.clone();
+                std::thread::spawn(move || {
+                    let base = (t + 1) << 32;
+                    let mut i = 0;
+                    while i < PER {
+                        if t == 2 {
+                            let k = (PER - i).min(8);
+                            let b: Vec<Pfn> = (i..i + k).map(|j| Pfn(base + j)).collect();
+                            let n = r.push_bulk(&b) as u64;
+                            if n == 0 {
+                                rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                std::thread::yield_now();
+                            }
+                            i += n;
+                        } else if r.push(Pfn(base + i)).is_ok() {
+                            i += 1;
+                        } else {
+                            rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut seen = HashSet::new();
+        let mut last = [None::<u64>; 3];
+        let mut out = [Pfn(0); 32];
+        while seen.len() < (3 * PER) as usize {
+            let n = r.pop_batch(&mut out);
+            for p in &out[..n] {
+                let t = (p.0 >> 32) as usize - 1;
+                let j = p.0 & 0xffff_ffff;
+                assert!(
+                    last[t].is_none_or(|l| j == l + 1),
+                    "order within a producer"
+                );
+                last[t] = Some(j);
+                assert!(seen.insert(p.0), "page delivered twice");
+            }
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn recycle_remote_releases_when_full() {
+        use crate::page_pool::IdentityDma;
+        let z = zone(1024, 1024);
+        let r = ring();
+        r.attach(9).unwrap();
+        let pages: Vec<Pfn> = (0..PP_RING_SIZE + 3)
+            .map(|_| {
+                let p = z.alloc_pages(0).unwrap();
+                z.page(p).set_pool(Some(9));
+                z.page(p).set_dma_addr(p.addr());
+                p
+            })
+            .collect();
+        let free0 = z.free_pages();
+        let mut dma = IdentityDma;
+        for &p in &pages[..PP_RING_SIZE] {
+            assert_eq!(r.recycle_remote(p, z, None, &mut dma), RemoteRecycle::Ring);
+        }
+        assert_eq!(
+            r.recycle_remote(pages[PP_RING_SIZE], z, None, &mut dma),
+            RemoteRecycle::Released
+        );
+        assert_eq!(z.free_pages(), free0 + 1, "zone path");
+        let mut pcp = PerCpuPages::with_params(64, 8);
+        assert_eq!(
+            r.recycle_remote_bulk(&pages[PP_RING_SIZE + 1..], z, Some(&mut pcp), &mut dma),
+            0
+        );
+        assert_eq!(pcp.count(), 2, "the caller's own pcp");
+        assert_eq!((r.full_count(), r.released_count()), (3, 3));
+        let pg = z.page(pages[PP_RING_SIZE + 2]);
+        assert_eq!((pg.pool(), pg.dma_addr(), pg.refcount()), (None, 0, 0));
+    }
+}
+
+/// Loom models (run with `--cfg loom`, see the module docs).
+#[cfg(loom)]
+mod loom_models {
+    use super::*;
+    use crate::page_pool::{DmaError, PagePool, PagePoolParams};
+    use crate::zone::tests::zone;
+    use std::boxed::Box;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    /// Mapper shared by the owner and the remote CPU: records live mappings; a bad unmap or a
+    /// double map panics. (A std Mutex, held only across code with no loom operation, so loom
+    /// never switches threads inside it.)
+    #[derive(Clone)]
+    struct SharedDma(std::sync::Arc<Mutex<HashMap<u64, u64>>>);
+
+    impl DmaMapper for SharedDma {
+        fn map(&mut self, pfn: Pfn) -> Result<u64, DmaError> {
+            assert!(
+                self.0.lock().unwrap().insert(pfn.0, pfn.addr()).is_none(),
+                "mapped twice"
+            );
+            Ok(pfn.addr())
+        }
+        fn unmap(&mut self, pfn: Pfn, dma: u64) {
+            assert_eq!(
+                self.0.lock().unwrap().remove(&pfn.0),
+                Some(dma),
+                "bad unmap"
+            );
+        }
+    }
+
+    /// Remote CPU returns 3 pages (one single push, then a bulk of 2) into a 2-slot ring while
+    /// the owner allocates (draining the ring or refilling from the allocator) and recycles;
+    /// then the owner destroys the pool. No page lost, none owned twice, none freed mapped.
+    #[test]
+    fn loom_remote_recycle_races_owner_refill() {
+        loom::model(|| {
+            let z = zone(64, 64);
+            let managed = z.managed_pages();
+            let ring: &'static RecycleRing = Box::leak(Box::new(RecycleRing::new()));
+            let mut pcp = PerCpuPages::with_params(8, 4);
+            let mut pool = PagePool::new(PagePoolParams { id: 1, refill: 3 }).unwrap();
+            pool.attach_ring(ring).unwrap();
+            let dma = SharedDma(Default::default());
+            let mut odma = dma.clone();
+            let out: Vec<Pfn> = (0..3)
+                .map(|_| pool.alloc(&mut pcp, z, &mut odma).unwrap())
+                .collect();
+            assert_eq!(pool.cached(), 0);
+            let remote = {
+                let mut rdma = dma.clone();
+                loom::thread::spawn(move || {
+                    let mut rpcp = PerCpuPages::with_params(8, 4);
+                    let mut released = 0;
+                    if ring.recycle_remote(out[0], z, None, &mut rdma) == RemoteRecycle::Released {
+                        released += 1;
+                    }
+                    released +=
+                        2 - ring.recycle_remote_bulk(&out[1..], z, Some(&mut rpcp), &mut rdma);
+                    rpcp.drain_local_pages(z);
+                    released
+                })
+            };
+            // Owner: allocate twice (ring drain or allocator refill), recycle both.
+            let mut mine = Vec::new();
+            for _ in 0..2 {
+                let p = pool.alloc(&mut pcp, z, &mut odma).unwrap();
+                assert_eq!(z.page(p).pool(), Some(1));
+                assert!(!mine.contains(&p), "owned twice");
+                mine.push(p);
+            }
+            for p in mine {
+                pool.recycle_direct(p, &mut pcp, z, &mut odma);
+            }
+            let released = remote.join().unwrap();
+            assert_eq!(pool.stats().recycle_ring_full, released as u64);
+            // Pages still in the ring count as in flight until the owner takes them out.
+            assert_eq!(pool.in_flight(), pool.in_ring() as u64);
+            assert_eq!(pool.destroy(&mut pcp, z, &mut odma), Ok(()));
+            pcp.drain_local_pages(z);
+            assert!(dma.0.lock().unwrap().is_empty(), "mapping leaked");
+            assert_eq!(z.free_pages(), managed, "page lost");
+            assert_eq!(ring.owner(), None);
+        });
+    }
+
+    /// Two producers race for the last slots of a 2-slot ring while the consumer drains: each
+    /// page comes out once or is reported full to its producer.
+    #[test]
+    fn loom_two_producers_one_consumer() {
+        loom::model(|| {
+            let ring: &'static RecycleRing = Box::leak(Box::new(RecycleRing::new()));
+            let a = loom::thread::spawn(move || ring.push(Pfn(1)).is_ok() as usize);
+            let b = loom::thread::spawn(move || ring.push_bulk(&[Pfn(2), Pfn(3)]));
+            let mut got = Vec::new();
+            let mut out = [Pfn(0); 2];
+            let n = ring.pop_batch(&mut out);
+            got.extend_from_slice(&out[..n]);
+            let pushed = a.join().unwrap() + b.join().unwrap();
+            loop {
+                let n = ring.pop_batch(&mut out);
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&out[..n]);
+            }
+            assert_eq!(got.len(), pushed);
+            got.sort();
+            got.dedup();
+            assert_eq!(got.len(), pushed, "a page came out twice");
+            if got.contains(&Pfn(3)) {
+                assert!(got.contains(&Pfn(2)), "bulk order");
+            }
+        });
+    }
+}
