@@ -101,6 +101,12 @@ const VIRTIO_PCI_CAP_NOTIFY_CFG: u8 = 2;
 const COMMON_QUEUE_SELECT: u64 = 22;
 /// Offset of `queue_notify_off` (le16) in `virtio_pci_common_cfg` (§4.1.4.3).
 const COMMON_QUEUE_NOTIFY_OFF: u64 = 30;
+/// Offset of `msix_config` (le16) in `virtio_pci_common_cfg` (§4.1.4.3).
+const COMMON_MSIX_CONFIG: u64 = 0x10;
+/// Offset of `queue_msix_vector` (le16) in `virtio_pci_common_cfg` (§4.1.4.3).
+const COMMON_QUEUE_MSIX_VECTOR: u64 = 0x1A;
+/// `VIRTIO_MSI_NO_VECTOR` (§4.1.5.1.2).
+pub const VIRTIO_MSI_NO_VECTOR: u16 = 0xFFFF;
 
 /// Where a virtio PCI function's notification doorbells are (§4.1.4.4): queue `q`'s doorbell
 /// is `notify_base + queue_notify_off(q) * notify_off_multiplier`.
@@ -132,37 +138,49 @@ fn bar_address(cam: &PortIoCam, df: DeviceFunction, bar: u8) -> Option<u64> {
     }
 }
 
+/// Walk function `df`'s capability list (PCI 3.0 §6.7): yields `(offset, id, first dword)`.
+/// Bounded to 48 entries so a looping list cannot hang boot.
+fn capabilities(df: DeviceFunction) -> impl Iterator<Item = (u8, u8, u32)> {
+    let cam = PortIoCam;
+    // Status register bit 4: capabilities list present; pointer at 0x34.
+    let mut ptr = if (cam.read_word(df, 0x04) >> 16) & 0x10 != 0 {
+        (cam.read_word(df, 0x34) & 0xFC) as u8
+    } else {
+        0
+    };
+    (0..48).map_while(move |_| {
+        if ptr == 0 {
+            return None;
+        }
+        let at = ptr;
+        let w0 = PortIoCam.read_word(df, at);
+        ptr = (w0 >> 8) as u8 & 0xFC;
+        Some((at, w0 as u8, w0))
+    })
+}
+
 /// Read the locations of the common configuration and notification structures of virtio
 /// function `df` from its capability list. Reads BAR registers without sizing them, so it is
 /// safe while the device is live. `None` if either capability is missing or in an I/O BAR.
 pub fn virtio_notify_cfg(df: DeviceFunction) -> Option<VirtioNotifyCfg> {
     let cam = PortIoCam;
-    // Status register bit 4: capabilities list present; pointer at 0x34 (PCI 3.0 §6.7).
-    if (cam.read_word(df, 0x04) >> 16) & 0x10 == 0 {
-        return None;
-    }
-    let mut ptr = (cam.read_word(df, 0x34) & 0xFC) as u8;
     let (mut notify, mut common) = (None, None);
-    for _ in 0..48 {
-        if ptr == 0 {
-            break;
-        }
-        let w0 = cam.read_word(df, ptr);
-        let (id, next, cfg_type) = (w0 as u8, (w0 >> 8) as u8 & 0xFC, (w0 >> 24) as u8);
-        if id == PCI_CAP_ID_VNDR
-            && (cfg_type == VIRTIO_PCI_CAP_NOTIFY_CFG || cfg_type == VIRTIO_PCI_CAP_COMMON_CFG)
+    for (ptr, id, w0) in capabilities(df) {
+        let cfg_type = (w0 >> 24) as u8;
+        if id != PCI_CAP_ID_VNDR
+            || (cfg_type != VIRTIO_PCI_CAP_NOTIFY_CFG && cfg_type != VIRTIO_PCI_CAP_COMMON_CFG)
         {
-            let bar = cam.read_word(df, ptr + 4) as u8;
-            let offset = u64::from(cam.read_word(df, ptr + 8));
-            if let Some(base) = bar_address(&cam, df, bar) {
-                if cfg_type == VIRTIO_PCI_CAP_NOTIFY_CFG {
-                    notify = Some((base + offset, cam.read_word(df, ptr + 16)));
-                } else if common.is_none() {
-                    common = Some(base + offset);
-                }
+            continue;
+        }
+        let bar = cam.read_word(df, ptr + 4) as u8;
+        let offset = u64::from(cam.read_word(df, ptr + 8));
+        if let Some(base) = bar_address(&cam, df, bar) {
+            if cfg_type == VIRTIO_PCI_CAP_NOTIFY_CFG {
+                notify = Some((base + offset, cam.read_word(df, ptr + 16)));
+            } else if common.is_none() {
+                common = Some(base + offset);
             }
         }
-        ptr = next;
     }
     let (notify_base, multiplier) = notify?;
     Some(VirtioNotifyCfg {
@@ -170,6 +188,60 @@ pub fn virtio_notify_cfg(df: DeviceFunction) -> Option<VirtioNotifyCfg> {
         multiplier,
         common_base: common?,
     })
+}
+
+/// PCI capability ID of MSI-X (PCI 3.0 §6.8.2).
+const PCI_CAP_ID_MSIX: u8 = 0x11;
+/// MSI-X Message Control: MSI-X Enable (bit 15) and Function Mask (bit 14), in the upper half
+/// of the capability's first dword.
+const MSIX_ENABLE: u32 = 1 << 31;
+const MSIX_FUNCTION_MASK: u32 = 1 << 30;
+
+/// Why MSI-X could not be set up.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum MsixError {
+    /// The function has no MSI-X capability.
+    NoCapability,
+    /// The MSI-X table lives in an I/O BAR or an unreadable BAR.
+    BadTableBar,
+}
+
+/// Program MSI-X table entry `entry` of function `df` to send `data` to `address` (x86: the
+/// LAPIC window `0xFEE0_0000 | apic_id << 12`, data = vector; Intel SDM Vol. 3 §11.11), unmask
+/// it and enable MSI-X on the function (PCI 3.0 §6.8.2). Entries not programmed stay masked
+/// (their reset state).
+///
+/// # Safety
+/// The MSI-X table must be mapped at its physical address (identity map below 4 GiB) and the
+/// device must belong to the caller; call during set-up on one CPU.
+pub unsafe fn msix_route(
+    df: DeviceFunction,
+    entry: u16,
+    address: u64,
+    data: u32,
+) -> Result<(), MsixError> {
+    let mut cam = PortIoCam;
+    let (cap, w0) = capabilities(df)
+        .find(|(_, id, _)| *id == PCI_CAP_ID_MSIX)
+        .map(|(at, _, w0)| (at, w0))
+        .ok_or(MsixError::NoCapability)?;
+    let table_size = ((w0 >> 16) & 0x7FF) + 1;
+    if u32::from(entry) >= table_size {
+        return Err(MsixError::BadTableBar);
+    }
+    let table = cam.read_word(df, cap + 4);
+    let base = bar_address(&cam, df, (table & 0x7) as u8).ok_or(MsixError::BadTableBar)?;
+    let e = (base + u64::from(table & !0x7) + 16 * u64::from(entry)) as *mut u32;
+    // SAFETY: the entry lies inside the device's MSI-X table (entry < table size), mapped per
+    // the contract; writes follow the table layout of PCI 3.0 §6.8.2.6-9.
+    unsafe {
+        e.write_volatile(address as u32);
+        e.add(1).write_volatile((address >> 32) as u32);
+        e.add(2).write_volatile(data);
+        e.add(3).write_volatile(0); // vector control: unmasked
+    }
+    cam.write_word(df, cap, (w0 | MSIX_ENABLE) & !MSIX_FUNCTION_MASK);
+    Ok(())
 }
 
 impl VirtioNotifyCfg {
@@ -188,5 +260,23 @@ impl VirtioNotifyCfg {
             off.read_volatile()
         };
         self.notify_base + u64::from(notify_off) * u64::from(self.multiplier)
+    }
+
+    /// Route virtqueue `queue`'s used-buffer notifications to MSI-X table entry `vector`
+    /// ([`VIRTIO_MSI_NO_VECTOR`] for none), and configuration changes to none (§4.1.5.1.2).
+    /// Returns the value the device read back: the requested vector on success,
+    /// `VIRTIO_MSI_NO_VECTOR` if it refused (§4.1.5.1.2.1).
+    ///
+    /// # Safety
+    /// As for [`VirtioNotifyCfg::doorbell`].
+    pub unsafe fn set_queue_vector(&self, queue: u16, vector: u16) -> u16 {
+        let reg = |off: u64| (self.common_base + off) as *mut u16;
+        // SAFETY: MMIO registers of the device's common configuration, per the contract.
+        unsafe {
+            reg(COMMON_MSIX_CONFIG).write_volatile(VIRTIO_MSI_NO_VECTOR);
+            reg(COMMON_QUEUE_SELECT).write_volatile(queue);
+            reg(COMMON_QUEUE_MSIX_VECTOR).write_volatile(vector);
+            reg(COMMON_QUEUE_MSIX_VECTOR).read_volatile()
+        }
     }
 }

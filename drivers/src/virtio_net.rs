@@ -475,6 +475,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         kicks
     }
 
+    /// Before the core sleeps: ask for an RX interrupt on the next received frame. Returns
+    /// `true` if frames are already waiting (do not sleep). The next [`VirtioNet::kick`]
+    /// suppresses interrupts again.
+    pub fn rx_arm_interrupt(&mut self) -> bool {
+        self.rx.arm_interrupt()
+    }
+
     /// Reset the device (§2.4: status 0; it stops using every buffer) and hand back every page
     /// still posted on either ring through `f`. After this the device does nothing until a new
     /// driver initialises it.

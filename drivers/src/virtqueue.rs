@@ -248,6 +248,26 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         }
     }
 
+    /// Ask for an interrupt on the next used buffer, before the driver sleeps: with EVENT_IDX
+    /// set `used_event` to the driver's used index (§2.7.10), else clear
+    /// `VIRTQ_AVAIL_F_NO_INTERRUPT`. Returns `true` if used buffers are already waiting (the
+    /// device may have missed the request): then the caller must not sleep.
+    #[inline]
+    pub fn arm_interrupt(&mut self) -> bool {
+        // SAFETY: avail ring flags / used_event and used->idx, ours until drop.
+        unsafe {
+            if self.event_idx {
+                self.avail.add(2 + N).write_volatile(self.last_used);
+            } else {
+                self.avail.write_volatile(0);
+            }
+            // The request must be visible before we look at the used index again (Linux
+            // `virtqueue_enable_cb`: virtio_mb), or a buffer used in between is missed.
+            fence(Ordering::SeqCst);
+            self.used.add(2).cast::<u16>().read_volatile() != self.last_used
+        }
+    }
+
     /// Tell the device not to interrupt: we poll. With EVENT_IDX, park `used_event` just behind
     /// the used index (§2.7.10: the device interrupts only when its index crosses it); else set
     /// `VIRTQ_AVAIL_F_NO_INTERRUPT` (§2.7.6).

@@ -81,6 +81,26 @@ pub enum RefillMode {
     Single,
 }
 
+/// What a core does when its queues are empty (`idle=`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum IdleMode {
+    /// Poll briefly, then halt until a device interrupt (RX MSI-X) or the 100 Hz timer: idle
+    /// vCPUs leave the host CPU to QEMU's I/O thread and the traffic source (default).
+    Halt,
+    /// Busy-poll forever (lowest latency, burns a host CPU).
+    Poll,
+}
+
+impl IdleMode {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleMode::Halt => "halt",
+            IdleMode::Poll => "poll",
+        }
+    }
+}
+
 impl RefillMode {
     /// The name used on the command line and in `STATS`.
     pub fn as_str(self) -> &'static str {
@@ -118,6 +138,8 @@ pub struct Config {
     pub pool: PoolMode,
     /// `refill=bulk|single` (default `bulk`).
     pub refill: RefillMode,
+    /// `idle=halt|poll` (default `halt`).
+    pub idle: IdleMode,
 }
 
 impl Default for Config {
@@ -129,6 +151,7 @@ impl Default for Config {
             log: LogLevel::Info,
             pool: PoolMode::Recycle,
             refill: RefillMode::Bulk,
+            idle: IdleMode::Halt,
         }
     }
 }
@@ -179,7 +202,9 @@ impl core::fmt::Display for ConfigError<'_> {
 }
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 7] = ["mode", "peer0", "peer1", "burst", "log", "pool", "refill"];
+pub const KEYS: [&str; 8] = [
+    "mode", "peer0", "peer1", "burst", "log", "pool", "refill", "idle",
+];
 
 impl Config {
     /// Parse a kernel command line: whitespace-separated `key=value` tokens.
@@ -233,6 +258,13 @@ impl Config {
                         _ => return Err(bad("bulk or single")),
                     }
                 }
+                7 => {
+                    cfg.idle = match value {
+                        "halt" => IdleMode::Halt,
+                        "poll" => IdleMode::Poll,
+                        _ => return Err(bad("halt or poll")),
+                    }
+                }
                 _ => {
                     cfg.log = match value {
                         "error" => LogLevel::Error,
@@ -276,6 +308,12 @@ mod tests {
         assert!(matches!(
             Config::parse("refill=some"),
             Err(ConfigError::BadValue { key: "refill", .. })
+        ));
+        assert_eq!(Config::parse("idle=poll").unwrap().idle, IdleMode::Poll);
+        assert_eq!(Config::parse("").unwrap().idle, IdleMode::Halt);
+        assert!(matches!(
+            Config::parse("idle=sleep"),
+            Err(ConfigError::BadValue { key: "idle", .. })
         ));
     }
 

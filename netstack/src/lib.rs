@@ -13,7 +13,7 @@ pub mod config;
 pub mod counters;
 pub mod forward;
 
-pub use config::{Config, ConfigError, LogLevel, Mode, PoolMode, RefillMode};
+pub use config::{Config, ConfigError, IdleMode, LogLevel, Mode, PoolMode, RefillMode};
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, Verdict};
 

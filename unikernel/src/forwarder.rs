@@ -10,15 +10,22 @@ use crate::stats::Snapshot;
 use crate::time::{rdtsc, tsc_hz};
 use crate::{fail, println};
 use core::mem::ManuallyDrop;
-use drivers::pci::{find_virtio_net, virtio_notify_cfg, PortIoCam};
+use drivers::pci::{
+    find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, VIRTIO_MSI_NO_VECTOR,
+};
 use drivers::virtio_net::{
     DriverStats, RxBuf, RxStatus, TxBuf, VirtioNet, NET_HDR_LEN, QUEUE_SIZE,
 };
 use log::{error, info, warn};
-use mm::page_pool::{IdentityDma, PagePool, PagePoolParams, PP_ALLOC_CACHE_REFILL};
+use mm::page_pool::{
+    IdentityDma, PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL,
+};
 use mm::{PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::{MAX_BURST, PORTS};
-use netstack::{forward_frame, Config, DropReason, MacAddr, PoolMode, PortCounters, Verdict};
+use netstack::{
+    forward_frame, Config, DropReason, IdleMode, MacAddr, PoolMode, PortCounters, RefillMode,
+    Verdict,
+};
 use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::PciTransport;
 
@@ -29,6 +36,11 @@ type Nic = VirtioNet<KernelHal, PciTransport>;
 const CONSOLE_POLL_HZ: u64 = 100;
 /// How long `quit` waits for in-flight TX to complete before resetting the devices: 100 ms.
 const TX_DRAIN_MS: u64 = 100;
+/// With `idle=halt`: how long a core polls empty rings before it halts, in µs. 50 µs covers a
+/// few inter-arrival times at the rates QEMU delivers, so a busy port never sleeps.
+const IDLE_POLL_US: u64 = 50;
+/// With `idle=halt`: the LAPIC timer period that bounds a halt (and paces the console) in µs.
+const IDLE_TIMER_US: u64 = 10_000;
 
 /// Everything the loop owns.
 pub struct Forwarder<'z> {
@@ -45,6 +57,10 @@ pub struct Forwarder<'z> {
     pub(crate) busy_cycles: u64,
     pub(crate) kicks: u64,
     pub(crate) free_pages_boot: u64,
+    /// Halts taken while idle (`idle=halt`).
+    pub(crate) halts: u64,
+    /// Whether idle halting is on (config `idle=halt` and MSI-X set up on every port).
+    halt_when_idle: bool,
     dma: IdentityDma,
     /// Scratch arrays, allocated once (not re-initialised on every poll iteration).
     rx_scratch: [RxBuf; MAX_BURST],
@@ -79,6 +95,8 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             found.len() + ignored
         );
     }
+    let apic_id = crate::apic::init();
+    let mut halt_when_idle = cfg.idle == IdleMode::Halt;
     let mut nics: heapless::Vec<Nic, PORTS> = heapless::Vec::new();
     for (i, (df, _info)) in found.iter().take(PORTS).enumerate() {
         let transport = match PciTransport::new::<KernelHal, _>(&mut root, *df) {
@@ -92,8 +110,30 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
         match virtio_notify_cfg(*df) {
             // SAFETY: set-up time, one CPU; the BARs lie below 4 GiB (identity-mapped, checked
             // by the HAL when the transport mapped them) and belong to this device.
-            Some(n) => unsafe { nic.set_doorbells(n.doorbell(0), n.doorbell(1)) },
-            None => warn!("port {i}: notify capability not found; kicks use the transport"),
+            Some(n) => unsafe {
+                nic.set_doorbells(n.doorbell(0), n.doorbell(1));
+                if halt_when_idle {
+                    // RX used-buffer notifications -> MSI-X entry 0 -> vector 0x40 + i on
+                    // this CPU; TX completions never interrupt.
+                    let vector = crate::apic::DEVICE_VECTOR_BASE + i as u8;
+                    let routed =
+                        msix_route(*df, 0, crate::apic::msi_address(apic_id), vector.into())
+                            .map_err(|e| warn!("port {i}: MSI-X: {e:?}"))
+                            .is_ok()
+                            && n.set_queue_vector(0, 0) == 0
+                            && n.set_queue_vector(1, VIRTIO_MSI_NO_VECTOR) == VIRTIO_MSI_NO_VECTOR;
+                    if !routed {
+                        warn!(
+                            "port {i}: RX interrupt not available; idle=halt falls back to polling"
+                        );
+                        halt_when_idle = false;
+                    }
+                }
+            },
+            None => {
+                warn!("port {i}: notify capability not found; kicks use the transport");
+                halt_when_idle = false;
+            }
         }
         info!(
             "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?}",
@@ -114,7 +154,13 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             id: i as u32,
             refill: PP_ALLOC_CACHE_REFILL,
         }) {
-            Ok(p) => p,
+            Ok(mut p) => {
+                p.set_refill_mode(match cfg.refill {
+                    RefillMode::Bulk => PoolRefill::Bulk,
+                    RefillMode::Single => PoolRefill::Single,
+                });
+                p
+            }
             Err(e) => fail(format_args!("page_pool {i}: {e:?}")),
         }
     });
@@ -130,6 +176,8 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
         busy_cycles: 0,
         kicks: 0,
         free_pages_boot,
+        halts: 0,
+        halt_when_idle,
         dma: IdentityDma,
         rx_scratch: [RxBuf {
             pfn: Pfn(0),
@@ -152,6 +200,15 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             fwd.nics[p].rx_posted(),
             PP_ALLOC_CACHE_REFILL
         );
+    }
+    if fwd.halt_when_idle {
+        let hz = crate::apic::start_periodic_timer(IDLE_TIMER_US);
+        info!(
+            "idle: poll {IDLE_POLL_US} us, then halt until RX MSI-X or the {} ms LAPIC timer ({hz} Hz)",
+            IDLE_TIMER_US / 1000
+        );
+    } else {
+        info!("idle: busy polling");
     }
     info!(
         "forwarding port 0 <-> port 1, mode {}, burst {}",
@@ -308,7 +365,9 @@ impl Forwarder<'_> {
     fn poll_loop(&mut self) -> ! {
         let mut console = Console::new();
         let console_every = (tsc_hz() / CONSOLE_POLL_HZ).max(1);
+        let idle_poll = tsc_hz() / 1_000_000 * IDLE_POLL_US;
         let mut next_console = rdtsc() + console_every;
+        let mut idle_since = rdtsc();
         loop {
             let t0 = rdtsc();
             let mut work = 0;
@@ -321,7 +380,14 @@ impl Forwarder<'_> {
                     self.refill(p);
                 }
                 self.kick_all();
-                self.busy_cycles += rdtsc() - t0;
+                let t1 = rdtsc();
+                self.busy_cycles += t1 - t0;
+                idle_since = t1;
+            } else if self.halt_when_idle && t0 - idle_since > idle_poll {
+                self.halt();
+                idle_since = rdtsc();
+                // The timer tick that may have woken us also paces the console.
+                next_console = 0;
             } else if t0 >= next_console {
                 next_console = t0 + console_every;
                 match console.poll() {
@@ -334,6 +400,22 @@ impl Forwarder<'_> {
                 }
             }
         }
+    }
+
+    /// Sleep until a device interrupt or the timer: arm RX interrupts on every port, and only
+    /// if no frame slipped in meanwhile, `sti; hlt` (the `sti` shadow makes the pair atomic, so
+    /// a wake-up between the check and the halt is not lost).
+    fn halt(&mut self) {
+        let mut pending = false;
+        for nic in self.nics.iter_mut() {
+            pending |= nic.rx_arm_interrupt();
+        }
+        if pending {
+            return;
+        }
+        self.halts += 1;
+        x86_64::instructions::interrupts::enable_and_hlt();
+        x86_64::instructions::interrupts::disable();
     }
 
     /// Driver counters of port `i`.

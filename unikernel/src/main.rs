@@ -6,6 +6,7 @@
 #![no_std]
 #![no_main]
 
+mod apic;
 mod boot;
 mod console;
 mod exit;
@@ -49,14 +50,15 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     });
     info!("command line: \"{}\"", boot.cmdline.as_str());
     info!(
-        "config: mode={} peer0={} peer1={} burst={} log={} pool={} refill={}",
+        "config: mode={} peer0={} peer1={} burst={} log={} pool={} refill={} idle={}",
         cfg.mode.as_str(),
         cfg.peer[0],
         cfg.peer[1],
         cfg.burst,
         cfg.log.as_str(),
         cfg.pool.as_str(),
-        cfg.refill.as_str()
+        cfg.refill.as_str(),
+        cfg.idle.as_str()
     );
     info!(
         "TSC: {} Hz (calibrated against PIT channel 2)",

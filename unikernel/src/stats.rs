@@ -2,7 +2,7 @@
 //!
 //! Keys (stable; the xtask and the tests parse them): `mode`, `tsc_hz`, `busy_cycles` (TSC
 //! cycles spent in poll iterations that did work), `forwarded` (frames queued for TX on any
-//! port), `kicks` (notifications written), `free_pages_boot`, `free_pages_now`, `ports[]`
+//! port), `kicks` (notifications written), `halts` (idle halts taken), `free_pages_boot`, `free_pages_now`, `ports[]`
 //! (`port`, `mac`, `rx`, `rx_bytes`, `tx`, `tx_bytes`, `kicks_rx`, `kicks_tx`, `no_buffer`,
 //! `drops{tx_ring_full, too_big, bad_desc, runt}`), `pools[]` (`id`, `in_flight`, `cached`,
 //! `alloc_fast`, `alloc_slow`, `recycle_cached`, `released`).
@@ -21,12 +21,13 @@ impl fmt::Display for Snapshot<'_, '_> {
         let forwarded: u64 = fw.counters.iter().map(|c| c.tx).sum();
         write!(
             f,
-            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
+            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
             fw.cfg.mode.as_str(),
             tsc_hz(),
             fw.busy_cycles,
             forwarded,
             fw.kicks,
+            fw.halts,
             fw.free_pages_boot,
             fw.zone.free_pages() + fw.pcp.count() as u64,
         )?;

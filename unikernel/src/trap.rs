@@ -90,6 +90,13 @@ const EXCEPTION_NAMES: [&str; 32] = [
 ];
 
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
+    if frame.vector >= 32 {
+        // Interrupts only wake a halted core (timer, device MSI-X); the poll loop does the work.
+        if frame.vector != u64::from(crate::apic::SPURIOUS_VECTOR) {
+            crate::apic::eoi();
+        }
+        return;
+    }
     let cr2 = x86_64::registers::control::Cr2::read_raw();
     let name = EXCEPTION_NAMES
         .get(frame.vector as usize)
@@ -160,6 +167,11 @@ stub!(v21, 21, err);
 stub!(v29, 29, err);
 stub!(v30, 30, err);
 stub!(spurious, 255, noerr);
+stub!(irq_timer, 0x30, noerr);
+stub!(irq_dev0, 0x40, noerr);
+stub!(irq_dev1, 0x41, noerr);
+stub!(irq_dev2, 0x42, noerr);
+stub!(irq_dev3, 0x43, noerr);
 
 fn addr(f: extern "C" fn()) -> VirtAddr {
     VirtAddr::new(f as *const () as u64)
@@ -228,6 +240,14 @@ pub fn init() {
             idt.vmm_communication_exception.set_handler_addr(addr(v29));
             idt.security_exception.set_handler_addr(addr(v30));
             idt[255].set_handler_addr(addr(spurious));
+            idt[crate::apic::TIMER_VECTOR].set_handler_addr(addr(irq_timer));
+            let base = crate::apic::DEVICE_VECTOR_BASE;
+            for (i, stub) in [irq_dev0, irq_dev1, irq_dev2, irq_dev3]
+                .into_iter()
+                .enumerate()
+            {
+                idt[base + i as u8].set_handler_addr(addr(stub));
+            }
         }
         idt
     });

@@ -1,0 +1,103 @@
+//! The local APIC in xAPIC mode (Intel SDM Vol. 3, chapter 11): enable, EOI, the periodic
+//! timer that bounds how long an idle core sleeps, and the MSI address that targets this CPU.
+
+use crate::time::{rdtsc, tsc_hz};
+use core::sync::atomic::{AtomicU64, Ordering};
+use x86_64::registers::model_specific::Msr;
+
+/// IA32_APIC_BASE MSR (SDM Vol. 3 §11.4.4).
+const IA32_APIC_BASE: u32 = 0x1B;
+/// Register offsets (SDM Vol. 3 Table 11-1).
+const REG_ID: usize = 0x20;
+const REG_EOI: usize = 0xB0;
+const REG_SVR: usize = 0xF0;
+const REG_LVT_TIMER: usize = 0x320;
+const REG_TIMER_INIT: usize = 0x380;
+const REG_TIMER_CUR: usize = 0x390;
+const REG_TIMER_DIV: usize = 0x3E0;
+/// SVR bit 8: APIC software enable.
+const SVR_ENABLE: u32 = 1 << 8;
+/// LVT timer bit 17: periodic mode.
+const LVT_PERIODIC: u32 = 1 << 17;
+/// LVT bit 16: masked.
+const LVT_MASKED: u32 = 1 << 16;
+/// Divide configuration 0b1011: divide by 1.
+const TIMER_DIV_1: u32 = 0b1011;
+
+/// Spurious-interrupt vector (its handler sends no EOI: SDM §11.9).
+pub const SPURIOUS_VECTOR: u8 = 0xFF;
+/// LAPIC timer vector.
+pub const TIMER_VECTOR: u8 = 0x30;
+/// First vector for device (MSI-X) interrupts; port *i* uses `DEVICE_VECTOR_BASE + i`.
+pub const DEVICE_VECTOR_BASE: u8 = 0x40;
+
+static BASE: AtomicU64 = AtomicU64::new(0);
+
+fn reg(off: usize) -> *mut u32 {
+    (BASE.load(Ordering::Relaxed) as usize + off) as *mut u32
+}
+
+fn read(off: usize) -> u32 {
+    // SAFETY: `off` is an xAPIC register inside the 4 KiB LAPIC page, identity-mapped (below
+    // 4 GiB) once `init` stored the base.
+    unsafe { reg(off).read_volatile() }
+}
+
+fn write(off: usize, v: u32) {
+    // SAFETY: as in `read`.
+    unsafe { reg(off).write_volatile(v) }
+}
+
+/// Mask every line of the legacy 8259 PICs. The BIOS leaves the master PIC's IRQ 0 (PIT at
+/// 18.2 Hz) mapped onto vector 8, which would look like a #DF the moment interrupts are on.
+fn mask_legacy_pic() {
+    // SAFETY: ports 0x21/0xA1 are the 8259 interrupt mask registers (OCW1); masking all lines
+    // only stops legacy interrupts, which nothing here uses.
+    unsafe {
+        x86_64::instructions::port::Port::<u8>::new(0x21).write(0xFF);
+        x86_64::instructions::port::Port::<u8>::new(0xA1).write(0xFF);
+    }
+}
+
+/// Mask the legacy PICs and software-enable this CPU's LAPIC with the spurious vector.
+/// Returns the APIC ID.
+pub fn init() -> u32 {
+    mask_legacy_pic();
+    // SAFETY: reading IA32_APIC_BASE has no side effects.
+    let msr = unsafe { Msr::new(IA32_APIC_BASE).read() };
+    BASE.store(msr & 0xF_FFFF_F000, Ordering::Relaxed);
+    write(REG_SVR, SVR_ENABLE | u32::from(SPURIOUS_VECTOR));
+    read(REG_ID) >> 24
+}
+
+/// Signal end of interrupt.
+#[inline]
+pub fn eoi() {
+    write(REG_EOI, 0);
+}
+
+/// Start the periodic timer on [`TIMER_VECTOR`] every `period_us` microseconds, calibrating the
+/// timer's count rate against the TSC first (QEMU's APIC bus runs at 1 GHz, real chips vary).
+/// Returns the timer's rate in Hz.
+pub fn start_periodic_timer(period_us: u64) -> u64 {
+    write(REG_TIMER_DIV, TIMER_DIV_1);
+    write(REG_LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
+    write(REG_TIMER_INIT, u32::MAX);
+    let t0 = rdtsc();
+    let wait = tsc_hz() / 1000; // 1 ms
+    while rdtsc() - t0 < wait {
+        core::hint::spin_loop();
+    }
+    let elapsed = u64::from(u32::MAX - read(REG_TIMER_CUR));
+    let hz = (elapsed * 1000).max(1000);
+    let count = (hz * period_us / 1_000_000).clamp(1, u64::from(u32::MAX)) as u32;
+    write(REG_LVT_TIMER, LVT_PERIODIC | u32::from(TIMER_VECTOR));
+    write(REG_TIMER_INIT, count);
+    hz
+}
+
+/// MSI address that delivers to this CPU (SDM Vol. 3 §11.11.1: 0xFEE in bits 31:20,
+/// destination APIC ID in bits 19:12, physical destination mode).
+pub fn msi_address(apic_id: u32) -> u64 {
+    0xFEE0_0000 | (u64::from(apic_id & 0xFF) << 12)
+}
