@@ -216,7 +216,14 @@ mod loom_models {
     /// then the owner destroys the pool. No page lost, none owned twice, none freed mapped.
     #[test]
     fn loom_remote_recycle_races_owner_refill() {
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        // Interleavings seen where the remote CPU released pages (ring full) / where the owner
+        // took pages out of the ring before the remote CPU finished: both must be explored.
+        static RELEASED: AtomicUsize = AtomicUsize::new(0);
+        static DRAINED_EARLY: AtomicUsize = AtomicUsize::new(0);
+        static EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
         loom::model(|| {
+            EXECUTIONS.fetch_add(1, Relaxed);
             let z = zone(64, 64);
             let managed = z.managed_pages();
             let ring: &'static RecycleRing = Box::leak(Box::new(RecycleRing::new()));
@@ -243,9 +250,12 @@ mod loom_models {
                     released
                 })
             };
-            // Owner: allocate twice (ring drain or allocator refill), recycle both.
+            // Owner: allocate twice (ring drain or allocator refill), recycle both. loom's DPOR
+            // tracks only the last load of an atomic, which can hide the "push before the
+            // owner's drain" orders; yielding makes loom also run the remote CPU first.
             let mut mine = Vec::new();
             for _ in 0..2 {
+                loom::thread::yield_now();
                 let p = pool.alloc(&mut pcp, z, &mut odma).unwrap();
                 assert_eq!(z.page(p).pool(), Some(1));
                 assert!(!mine.contains(&p), "owned twice");
@@ -254,7 +264,10 @@ mod loom_models {
             for p in mine {
                 pool.recycle_direct(p, &mut pcp, z, &mut odma);
             }
+            let drained_early = pool.stats().recycle_ring > 0;
             let released = remote.join().unwrap();
+            RELEASED.fetch_add((released > 0) as usize, Relaxed);
+            DRAINED_EARLY.fetch_add(drained_early as usize, Relaxed);
             assert_eq!(pool.stats().recycle_ring_full, released as u64);
             // Pages still in the ring count as in flight until the owner takes them out.
             assert_eq!(pool.in_flight(), pool.in_ring() as u64);
@@ -264,6 +277,13 @@ mod loom_models {
             assert_eq!(z.free_pages(), managed, "page lost");
             assert_eq!(ring.owner(), None);
         });
+        std::println!(
+            "loom: {} executions, {} with ring-full releases, {} with an early drain",
+            EXECUTIONS.load(Relaxed),
+            RELEASED.load(Relaxed),
+            DRAINED_EARLY.load(Relaxed)
+        );
+        assert!(RELEASED.load(Relaxed) > 0 && DRAINED_EARLY.load(Relaxed) > 0);
     }
 
     /// Two producers race for the last slots of a 2-slot ring while the consumer drains: each
