@@ -12,6 +12,7 @@ extern crate std;
 pub mod config;
 pub mod counters;
 pub mod forward;
+pub mod router;
 
 pub use config::{Config, ConfigError, IdleMode, LogLevel, Mode, PoolMode, RefillMode};
 pub use counters::{DropReason, PortCounters};

@@ -1,0 +1,163 @@
+//! ICMP error messages (RFC 792) and their rate limit (RFC 1812 §4.3.2.8).
+
+use super::ipv4::{checksum, Ipv4Hdr};
+use crate::MacAddr;
+
+/// ICMP type Destination Unreachable.
+pub const ICMP_DEST_UNREACH: u8 = 3;
+/// Code: net unreachable.
+pub const ICMP_NET_UNREACH: u8 = 0;
+/// ICMP type Time Exceeded.
+pub const ICMP_TIME_EXCEEDED: u8 = 11;
+/// Code: time to live exceeded in transit.
+pub const ICMP_TTL_EXCEEDED: u8 = 0;
+
+/// TTL of the errors we send (Linux's `ip_default_ttl`).
+pub const ICMP_TTL: u8 = 64;
+/// Type of service of the errors we send: precedence 6, internetwork control
+/// (RFC 1812 §4.3.2.5; Linux uses the same).
+pub const ICMP_TOS: u8 = 0xc0;
+
+/// Largest error frame [`build_error`] writes: Ethernet 14 + IP 20 + ICMP 8 + quoted header
+/// up to 60 + 8 data bytes.
+pub const ICMP_ERROR_MAX_FRAME: usize = 14 + 20 + 8 + 60 + 8;
+
+/// Whether an ICMP error may be sent about this datagram (RFC 1812 §4.3.2.7): not about an
+/// ICMP error, not about a non-first fragment. (Datagrams to broadcast or multicast
+/// destinations and from martian sources never get this far.)
+pub fn may_send_error_about(h: &Ipv4Hdr, ip: &[u8]) -> bool {
+    if h.frag_offset != 0 {
+        return false;
+    }
+    if h.protocol == 1 {
+        // Types that are errors: unreachable 3, source quench 4, redirect 5, time exceeded
+        // 11, parameter problem 12. An ICMP message too short to have a type is not one.
+        if let Some(&t) = ip.get(h.header_len) {
+            if h.total_len > h.header_len && matches!(t, 3 | 4 | 5 | 11 | 12) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Build an ICMP error about the datagram `ip` (the bytes after the Ethernet header of the
+/// received frame, validated as `h`) into `out`: an Ethernet frame from `src_mac` to
+/// `dst_mac`, an IPv4 header from `src_ip` to the datagram's source, and the ICMP message with
+/// the datagram's IP header and its first 8 data bytes (RFC 792). Returns the frame length,
+/// or `None` if `out` is shorter than that.
+#[allow(clippy::too_many_arguments)]
+pub fn build_error(
+    out: &mut [u8],
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+    src_ip: u32,
+    ident: u16,
+    icmp_type: u8,
+    code: u8,
+    h: &Ipv4Hdr,
+    ip: &[u8],
+) -> Option<usize> {
+    let quoted = h.header_len + (h.total_len - h.header_len).min(8);
+    let ip_len = 20 + 8 + quoted;
+    let len = 14 + ip_len;
+    let out = out.get_mut(..len)?;
+    out[0..6].copy_from_slice(&dst_mac.0);
+    out[6..12].copy_from_slice(&src_mac.0);
+    out[12..14].copy_from_slice(&[0x08, 0x00]);
+    let (iph, icmp) = out[14..].split_at_mut(20);
+    iph[0] = 0x45;
+    iph[1] = ICMP_TOS;
+    iph[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    iph[4..6].copy_from_slice(&ident.to_be_bytes());
+    iph[6..8].copy_from_slice(&[0, 0]);
+    iph[8] = ICMP_TTL;
+    iph[9] = 1;
+    iph[10..12].copy_from_slice(&[0, 0]);
+    iph[12..16].copy_from_slice(&src_ip.to_be_bytes());
+    iph[16..20].copy_from_slice(&h.src.to_be_bytes());
+    let c = checksum(iph);
+    iph[10..12].copy_from_slice(&c.to_be_bytes());
+    icmp[0] = icmp_type;
+    icmp[1] = code;
+    icmp[2..8].fill(0);
+    icmp[8..8 + quoted].copy_from_slice(&ip[..quoted]);
+    let c = checksum(icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    Some(len)
+}
+
+/// A token bucket: up to `burst` messages at once, refilled at `rate_per_sec` (Linux's
+/// `icmp_msgs_per_sec` 1000 and `icmp_msgs_burst` 50 are the defaults of the router). A rate
+/// of 0 sends nothing.
+#[derive(Copy, Clone, Debug)]
+pub struct TokenBucket {
+    interval_ns: u64,
+    burst: u32,
+    tokens: u32,
+    last_ns: u64,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub const fn new(rate_per_sec: u32, burst: u32) -> TokenBucket {
+        TokenBucket {
+            interval_ns: if rate_per_sec == 0 {
+                0
+            } else {
+                1_000_000_000 / rate_per_sec as u64
+            },
+            burst,
+            tokens: if rate_per_sec == 0 { 0 } else { burst },
+            last_ns: 0,
+        }
+    }
+
+    /// Take a token at time `now_ns` if one is available.
+    pub fn take(&mut self, now_ns: u64) -> bool {
+        if self.interval_ns == 0 {
+            return false;
+        }
+        let elapsed = now_ns.saturating_sub(self.last_ns);
+        let add = elapsed / self.interval_ns;
+        if add > 0 {
+            let t = u64::from(self.tokens) + add;
+            if t >= u64::from(self.burst) {
+                self.tokens = self.burst;
+                self.last_ns = now_ns;
+            } else {
+                self.tokens = t as u32;
+                self.last_ns += add * self.interval_ns;
+            }
+        }
+        if self.tokens > 0 {
+            self.tokens -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_burst_then_rate() {
+        let mut b = TokenBucket::new(1000, 5);
+        let sent = (0..10).filter(|_| b.take(0)).count();
+        assert_eq!(sent, 5);
+        assert!(!b.take(999_999));
+        assert!(b.take(1_000_000));
+        assert!(!b.take(1_000_001));
+        // After a long pause, only a burst.
+        assert_eq!((0..10).filter(|_| b.take(10_000_000_000)).count(), 5);
+        // Over one second at most burst + rate.
+        let mut b = TokenBucket::new(1000, 50);
+        let sent = (0..2_000_000u64).filter(|i| b.take(i * 500)).count();
+        assert!((1000..=1051).contains(&sent), "{sent}");
+        let mut b = TokenBucket::new(0, 50);
+        assert!(!b.take(0) && !b.take(u64::MAX));
+    }
+}

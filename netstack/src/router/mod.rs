@@ -1,0 +1,751 @@
+//! IPv4 router fast path (RFC 1812), beside smoltcp (which does not forward between
+//! interfaces): DIR-24-8 FIB ([`fib`]), ARP neighbour table ([`neigh`], [`arp`]), header
+//! validation and the RFC 1624 TTL update ([`ipv4`]), ICMP errors with a rate limit ([`icmp`]),
+//! configuration parsers ([`parse`]).
+//!
+//! One entry point per received frame, [`Router::process`], which returns exactly one
+//! [`Action`] and counts exactly one outcome in [`RouterCounters`] (a queued frame is counted
+//! when it leaves its queue). Timers and ARP resolution are driven by [`Router::poll`]. No
+//! clock, no heap: time comes in as nanoseconds, the FIB's tables are caller storage.
+//!
+//! Choices where RFC 1812 leaves one (relevant for the differential test against Linux):
+//! - IP options are neither processed nor changed (no record-route/timestamp, source-routed
+//!   datagrams are forwarded like others; Linux drops them by default, `accept_source_route=0`).
+//! - Fragments are forwarded as they are (no reassembly); no ICMP error about a non-first
+//!   fragment (§4.3.2.7).
+//! - ICMP errors quote the IP header and 8 data bytes (RFC 792; §4.3.2.3 allows up to 576
+//!   bytes, Linux quotes that much), use TTL 64 and TOS 0xc0 (as Linux), come from the address of
+//!   the port the datagram came in on, and go back to the frame's source MAC on that port (no
+//!   route lookup for the error).
+//! - No ICMP redirects when a datagram leaves through the port it came in on; it is forwarded.
+//! - No Host Unreachable when ARP fails: the queued frames are dropped as `neigh_timeout`.
+//! - Directed broadcasts to a connected network and the limited broadcast are not forwarded
+//!   (RFC 2644); IPv4 in link-layer broadcast/multicast frames is dropped (§5.3.4).
+//! - Ethernet padding is removed: a forwarded frame is 14 + IP total length bytes.
+//! - No MTU check: every port has the same MTU, so no datagram needs fragmenting.
+
+pub mod arp;
+pub mod fib;
+pub mod icmp;
+pub mod ipv4;
+pub mod neigh;
+pub mod parse;
+
+#[cfg(test)]
+mod tests;
+
+use crate::MacAddr;
+use core::net::Ipv4Addr;
+pub use fib::{Fib, FibError, Ipv4Net, NextHop, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
+use icmp::TokenBucket;
+use ipv4::{be16, DstClass};
+pub use neigh::{NeighConfig, NeighInfo, NeighState};
+use neigh::{NeighEvent, NeighTable, Resolve};
+pub use parse::{parse_ipv4_cidr, parse_route, ParseError};
+
+/// Ports a router can have.
+pub const MAX_PORTS: usize = 8;
+
+/// Why the router dropped a frame. Every drop is counted under exactly one reason.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
+pub enum RouterDrop {
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// Received on a port the router does not have.
+    UnknownPort,
+    /// Destination MAC neither the port's nor broadcast.
+    NotForUs,
+    /// IPv4 in a link-layer broadcast frame (RFC 1812 §5.3.4).
+    LinkBroadcast,
+    /// Neither IPv4 nor ARP (IPv6, VLAN tags, ...).
+    UnsupportedEthertype,
+    /// ARP that is not Ethernet/IPv4 request/reply, too short, or from a multicast MAC.
+    BadArp,
+    /// ARP not addressed to our address and teaching nothing.
+    ArpNotForUs,
+    /// Fewer than 20 bytes after the Ethernet header.
+    Truncated,
+    /// IP version not 4.
+    BadVersion,
+    /// IHL below 5.
+    BadIhl,
+    /// Total length below the header length or beyond the frame.
+    BadTotalLen,
+    /// Header checksum wrong.
+    BadChecksum,
+    /// Source 0/8, 127/8, multicast, class E or broadcast.
+    MartianSrc,
+    /// Destination 0/8, 127/8 or class E.
+    MartianDst,
+    /// Destination the limited broadcast or a connected network's broadcast.
+    Broadcast,
+    /// Destination multicast (no multicast routing).
+    Multicast,
+    /// No route (answered with Destination Unreachable unless rate-limited).
+    NoRoute,
+    /// TTL ≤ 1 (answered with Time Exceeded unless rate-limited).
+    TtlExpired,
+    /// Next hop unresolved and no neighbour entry free.
+    NeighTableFull,
+    /// Next hop unresolved and its queue full.
+    NeighQueueFull,
+    /// Queued for a next hop that never answered ARP.
+    NeighTimeout,
+    /// Queued and given back by [`Router::flush`].
+    NeighFlushed,
+}
+
+impl RouterDrop {
+    /// Number of reasons.
+    pub const COUNT: usize = 22;
+
+    /// Every reason, in counter order.
+    pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
+        RouterDrop::Runt,
+        RouterDrop::UnknownPort,
+        RouterDrop::NotForUs,
+        RouterDrop::LinkBroadcast,
+        RouterDrop::UnsupportedEthertype,
+        RouterDrop::BadArp,
+        RouterDrop::ArpNotForUs,
+        RouterDrop::Truncated,
+        RouterDrop::BadVersion,
+        RouterDrop::BadIhl,
+        RouterDrop::BadTotalLen,
+        RouterDrop::BadChecksum,
+        RouterDrop::MartianSrc,
+        RouterDrop::MartianDst,
+        RouterDrop::Broadcast,
+        RouterDrop::Multicast,
+        RouterDrop::NoRoute,
+        RouterDrop::TtlExpired,
+        RouterDrop::NeighTableFull,
+        RouterDrop::NeighQueueFull,
+        RouterDrop::NeighTimeout,
+        RouterDrop::NeighFlushed,
+    ];
+
+    /// The counter's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouterDrop::Runt => "runt",
+            RouterDrop::UnknownPort => "unknown_port",
+            RouterDrop::NotForUs => "not_for_us",
+            RouterDrop::LinkBroadcast => "link_broadcast",
+            RouterDrop::UnsupportedEthertype => "unsupported_ethertype",
+            RouterDrop::BadArp => "bad_arp",
+            RouterDrop::ArpNotForUs => "arp_not_for_us",
+            RouterDrop::Truncated => "ip_truncated",
+            RouterDrop::BadVersion => "bad_version",
+            RouterDrop::BadIhl => "bad_ihl",
+            RouterDrop::BadTotalLen => "bad_total_len",
+            RouterDrop::BadChecksum => "bad_checksum",
+            RouterDrop::MartianSrc => "martian_src",
+            RouterDrop::MartianDst => "martian_dst",
+            RouterDrop::Broadcast => "broadcast",
+            RouterDrop::Multicast => "multicast",
+            RouterDrop::NoRoute => "no_route",
+            RouterDrop::TtlExpired => "ttl_expired",
+            RouterDrop::NeighTableFull => "neigh_table_full",
+            RouterDrop::NeighQueueFull => "neigh_queue_full",
+            RouterDrop::NeighTimeout => "neigh_timeout",
+            RouterDrop::NeighFlushed => "neigh_flushed",
+        }
+    }
+}
+
+/// The router's counters. Frame accounting: every frame given to [`Router::process`] ends in
+/// exactly one of `forwarded`, `arp_replies`, `arp_consumed`, `to_host` or a drop reason, or is
+/// still queued for ARP; [`RouterCounters::outcomes`] + [`Router::queued_frames`] == `rx`.
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+pub struct RouterCounters {
+    /// Frames given to [`Router::process`].
+    pub rx: u64,
+    /// Frames forwarded (at once, or from a neighbour queue after ARP resolved).
+    pub forwarded: u64,
+    /// ARP requests for our address answered (in place).
+    pub arp_replies: u64,
+    /// ARP frames that taught the neighbour table (replies, gratuitous ARP) or were
+    /// addressed to us, without needing an answer.
+    pub arp_consumed: u64,
+    /// Frames for one of our addresses, handed to the host (management plane).
+    pub to_host: u64,
+    /// Frames dropped, indexed like [`RouterDrop::ALL`].
+    pub drops: [u64; RouterDrop::COUNT],
+    // Not frame outcomes:
+    /// Frames that entered a neighbour queue (their outcome is counted when they leave it).
+    pub queued: u64,
+    /// ICMP errors built (their trigger is counted under `no_route`/`ttl_expired`).
+    pub icmp_sent: u64,
+    /// ICMP errors not sent because of the rate limit.
+    pub icmp_rate_limited: u64,
+    /// ICMP errors not sent because RFC 1812 §4.3.2.7 forbids them (about an ICMP error or a
+    /// non-first fragment).
+    pub icmp_suppressed: u64,
+    /// ICMP errors or ARP requests not built because the caller's buffer was too small.
+    pub no_buffer: u64,
+    /// ARP requests built.
+    pub arp_requests: u64,
+}
+
+impl RouterCounters {
+    /// Drops counted under `why`.
+    pub fn drops_for(&self, why: RouterDrop) -> u64 {
+        self.drops[why as usize]
+    }
+
+    /// All drops.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Frames with a final outcome (everything but those still queued).
+    pub fn outcomes(&self) -> u64 {
+        self.forwarded + self.arp_replies + self.arp_consumed + self.to_host + self.drops_total()
+    }
+
+    fn drop(&mut self, why: RouterDrop) {
+        self.drops[why as usize] += 1;
+    }
+}
+
+/// One port of the router: its MAC and its address with the connected network's length.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct PortConfig {
+    /// The port's MAC (frames to other MACs are dropped).
+    pub mac: MacAddr,
+    /// The port's address, e.g. `10.0.0.1/24` (`ipN=` on the command line).
+    pub addr: Ipv4Net,
+}
+
+/// Router-wide settings.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct RouterConfig {
+    /// Neighbour timers.
+    pub neigh: NeighConfig,
+    /// ICMP errors per second (token bucket rate; 0 disables ICMP errors).
+    pub icmp_rate_per_sec: u32,
+    /// ICMP errors in a burst (bucket size).
+    pub icmp_burst: u32,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig {
+            neigh: NeighConfig::default(),
+            icmp_rate_per_sec: 1000,
+            icmp_burst: 50,
+        }
+    }
+}
+
+/// Why the router could not be set up or a route not installed.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RouterError {
+    /// No port, or more than [`MAX_PORTS`].
+    BadPortCount,
+    /// Two ports on the same network.
+    DuplicateNetwork,
+    /// A port address that is not unicast, or is the network or broadcast address of its
+    /// network.
+    BadPortAddress,
+    /// A gateway not inside any port's network.
+    GatewayNotConnected,
+    /// A gateway that is one of our addresses.
+    GatewayIsLocal,
+    /// The FIB refused.
+    Fib(FibError),
+}
+
+impl From<FibError> for RouterError {
+    fn from(e: FibError) -> Self {
+        RouterError::Fib(e)
+    }
+}
+
+impl core::fmt::Display for RouterError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RouterError::BadPortCount => write!(f, "a router needs 1..={MAX_PORTS} ports"),
+            RouterError::DuplicateNetwork => f.write_str("two ports on the same network"),
+            RouterError::BadPortAddress => f.write_str("port address is not a host address"),
+            RouterError::GatewayNotConnected => f.write_str("gateway not on a port's network"),
+            RouterError::GatewayIsLocal => f.write_str("gateway is one of our addresses"),
+            RouterError::Fib(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What to do with a frame given to [`Router::process`]. Exactly one per frame.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Action {
+    /// Transmit `frame[..len]` on `port`: rewritten in place (MACs, TTL, checksum; Ethernet
+    /// padding cut off).
+    Forward {
+        /// Output port.
+        port: u8,
+        /// Bytes to send.
+        len: usize,
+    },
+    /// Transmit `frame[..len]` on `port` (the input port): the frame was an ARP request for
+    /// our address and has been rewritten in place into the reply.
+    Reply {
+        /// Output port.
+        port: u8,
+        /// Bytes to send.
+        len: usize,
+    },
+    /// The frame is dropped (counted under `cause`: `no_route` or `ttl_expired`) and an ICMP
+    /// error about it was built in `icmp_out[..len]`: transmit that on `port` (the input
+    /// port) and recycle the frame.
+    Icmp {
+        /// Output port.
+        port: u8,
+        /// Bytes of `icmp_out` to send.
+        len: usize,
+        /// Why the frame was not forwarded.
+        cause: RouterDrop,
+    },
+    /// The frame waits for ARP: the router now holds its handle and gives it back through
+    /// [`Router::poll`] ([`Event::Transmit`] or [`Event::Dropped`]) or [`Router::flush`]. The
+    /// frame is already rewritten except its MAC addresses.
+    Queued,
+    /// For one of our addresses: hand it to the host (management plane).
+    ToHost,
+    /// An ARP frame that was used (learned from) and needs no answer: recycle it.
+    Consumed,
+    /// Recycle the frame; counted under the reason.
+    Drop(RouterDrop),
+}
+
+/// Work from [`Router::poll`].
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Event<H> {
+    /// Transmit `out[..len]` (an ARP request) on `port`.
+    SendArp {
+        /// Output port.
+        port: u8,
+        /// Bytes of `out` to send.
+        len: usize,
+    },
+    /// A queued frame's next hop is resolved: write `dst`/`src` into its first 12 bytes
+    /// ([`set_macs`]) and transmit `len` bytes on `port`. Counted as forwarded.
+    Transmit {
+        /// The frame's handle, as given to [`Router::process`].
+        handle: H,
+        /// Output port.
+        port: u8,
+        /// Bytes to send.
+        len: usize,
+        /// Destination MAC.
+        dst: MacAddr,
+        /// Source MAC (the output port's).
+        src: MacAddr,
+    },
+    /// A queued frame is dropped: recycle it. Counted under `reason`.
+    Dropped {
+        /// The frame's handle.
+        handle: H,
+        /// Why.
+        reason: RouterDrop,
+    },
+}
+
+/// Write the Ethernet destination and source addresses of `frame` (at least 12 bytes).
+#[inline]
+pub fn set_macs(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
+    frame[0..6].copy_from_slice(&dst.0);
+    frame[6..12].copy_from_slice(&src.0);
+}
+
+const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+
+/// The IPv4 router. `H` is the caller's frame handle (a page frame number in the kernel),
+/// `N` neighbour entries with `Q` queued frames each.
+pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8> {
+    ports: [PortConfig; MAX_PORTS],
+    nports: usize,
+    fib: Fib<'a>,
+    neigh: NeighTable<H, N, Q>,
+    icmp_bucket: TokenBucket,
+    ip_ident: u16,
+    counters: RouterCounters,
+}
+
+impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
+    /// A router over `ports` (port `i` is `ports[i]`), installing in `fib` (which should be
+    /// empty) for each port: the connected network (`Connected`), its address /32 (`Local`)
+    /// and, for networks up to /30, their broadcast address /32 (`Broadcast`).
+    pub fn new(
+        mut fib: Fib<'a>,
+        ports: &[PortConfig],
+        cfg: RouterConfig,
+    ) -> Result<Self, RouterError> {
+        if ports.is_empty() || ports.len() > MAX_PORTS {
+            return Err(RouterError::BadPortCount);
+        }
+        for (i, p) in ports.iter().enumerate() {
+            let a = p.addr.addr.to_bits();
+            if ipv4::classify_dst(a) != DstClass::Unicast
+                || (p.addr.len <= 30
+                    && (a == p.addr.network().addr.to_bits() || p.addr.addr == p.addr.broadcast()))
+            {
+                return Err(RouterError::BadPortAddress);
+            }
+            if fib.get(p.addr.network()).is_some() {
+                return Err(RouterError::DuplicateNetwork);
+            }
+            let port = i as u8;
+            fib.add(p.addr.network(), NextHop::Connected { port })?;
+            fib.add(Ipv4Net::new(p.addr.addr, 32).unwrap(), NextHop::Local)?;
+            if p.addr.len <= 30 {
+                fib.add(
+                    Ipv4Net::new(p.addr.broadcast(), 32).unwrap(),
+                    NextHop::Broadcast,
+                )?;
+            }
+        }
+        let mut all = [PortConfig {
+            mac: MacAddr::default(),
+            addr: Ipv4Net::new(Ipv4Addr::UNSPECIFIED, 32).unwrap(),
+        }; MAX_PORTS];
+        all[..ports.len()].copy_from_slice(ports);
+        Ok(Router {
+            ports: all,
+            nports: ports.len(),
+            fib,
+            neigh: NeighTable::new(cfg.neigh),
+            icmp_bucket: TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
+            ip_ident: 0,
+            counters: RouterCounters::default(),
+        })
+    }
+
+    /// Install a static route `prefix → gateway` (replacing one with the same prefix). The
+    /// gateway must be inside a port's network; the route goes out of that port.
+    pub fn add_route(&mut self, prefix: Ipv4Net, gateway: Ipv4Addr) -> Result<(), RouterError> {
+        let port = self
+            .ports()
+            .iter()
+            .position(|p| p.addr.len < 32 && p.addr.contains(gateway))
+            .ok_or(RouterError::GatewayNotConnected)?;
+        if self.ports().iter().any(|p| p.addr.addr == gateway) {
+            return Err(RouterError::GatewayIsLocal);
+        }
+        self.fib.add(
+            prefix,
+            NextHop::Via {
+                port: port as u8,
+                gateway,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Remove the route `prefix`.
+    pub fn delete_route(&mut self, prefix: Ipv4Net) -> Result<(), RouterError> {
+        Ok(self.fib.delete(prefix)?)
+    }
+
+    /// The ports.
+    pub fn ports(&self) -> &[PortConfig] {
+        &self.ports[..self.nports]
+    }
+
+    /// The FIB (console `routes`: [`Fib::routes`]).
+    pub fn fib(&self) -> &Fib<'a> {
+        &self.fib
+    }
+
+    /// The neighbour entries (console `neigh`).
+    pub fn neighbours(&self) -> impl Iterator<Item = NeighInfo> + '_ {
+        self.neigh.entries()
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &RouterCounters {
+        &self.counters
+    }
+
+    /// Frames held in neighbour queues.
+    pub fn queued_frames(&self) -> usize {
+        self.neigh.queued()
+    }
+
+    /// Decide what to do with `frame`, received on port `in_port` at `now_ns`, and rewrite it
+    /// in place. `handle` names the frame's buffer: the router keeps it only when it returns
+    /// [`Action::Queued`]. `icmp_out` is a spare buffer (at least
+    /// [`icmp::ICMP_ERROR_MAX_FRAME`] bytes) used only when it returns [`Action::Icmp`].
+    /// Never panics; every call counts exactly one outcome (see [`RouterCounters`]).
+    #[inline]
+    pub fn process(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        handle: H,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
+        self.counters.rx += 1;
+        let a = self.classify(in_port, frame, handle, now_ns, icmp_out);
+        let c = &mut self.counters;
+        match a {
+            Action::Forward { .. } => c.forwarded += 1,
+            Action::Reply { .. } => c.arp_replies += 1,
+            Action::Icmp { cause, .. } => {
+                c.icmp_sent += 1;
+                c.drop(cause);
+            }
+            Action::Queued => c.queued += 1,
+            Action::ToHost => c.to_host += 1,
+            Action::Consumed => c.arp_consumed += 1,
+            Action::Drop(r) => c.drop(r),
+        }
+        a
+    }
+
+    #[inline(always)]
+    fn classify(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        handle: H,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
+        if in_port >= self.nports {
+            return Action::Drop(RouterDrop::UnknownPort);
+        }
+        if frame.len() < 14 {
+            return Action::Drop(RouterDrop::Runt);
+        }
+        let port = self.ports[in_port];
+        let to_us = frame[0..6] == port.mac.0;
+        if !to_us && frame[0..6] != BROADCAST_MAC {
+            return Action::Drop(RouterDrop::NotForUs);
+        }
+        match be16(frame, 12) {
+            arp::ETHERTYPE_IPV4 if to_us => self.ipv4(in_port, frame, handle, now_ns, icmp_out),
+            arp::ETHERTYPE_IPV4 => Action::Drop(RouterDrop::LinkBroadcast),
+            arp::ETHERTYPE_ARP => self.arp(in_port, frame, now_ns),
+            _ => Action::Drop(RouterDrop::UnsupportedEthertype),
+        }
+    }
+
+    fn arp(&mut self, in_port: usize, frame: &mut [u8], now_ns: u64) -> Action {
+        let port = self.ports[in_port];
+        let Some(a) = arp::parse(&frame[14..]) else {
+            return Action::Drop(RouterDrop::BadArp);
+        };
+        if a.sha.0[0] & 1 != 0 {
+            return Action::Drop(RouterDrop::BadArp);
+        }
+        let me = port.addr.addr.to_bits();
+        let for_us = a.tpa == me;
+        let sender_ok = a.spa != me
+            && ipv4::classify_dst(a.spa) == DstClass::Unicast
+            && port.addr.len < 32
+            && port.addr.contains(Ipv4Addr::from_bits(a.spa))
+            && a.spa != port.addr.broadcast().to_bits();
+        // RFC 826: update an entry for the sender if we have one; add it if we are the target.
+        let learned = sender_ok
+            && self
+                .neigh
+                .confirm(a.spa, in_port as u8, a.sha, for_us, now_ns);
+        if for_us && a.op == arp::ARP_REQUEST {
+            let reply = arp::Arp {
+                op: arp::ARP_REPLY,
+                sha: port.mac,
+                spa: me,
+                tha: a.sha,
+                tpa: a.spa,
+            };
+            let len = arp::write(frame, a.sha, port.mac, &reply);
+            return Action::Reply {
+                port: in_port as u8,
+                len,
+            };
+        }
+        if for_us || learned {
+            Action::Consumed
+        } else {
+            Action::Drop(RouterDrop::ArpNotForUs)
+        }
+    }
+
+    #[inline(always)]
+    fn ipv4(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        handle: H,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
+        let h = match ipv4::validate(&frame[14..]) {
+            Ok(h) => h,
+            Err(r) => return Action::Drop(r),
+        };
+        if ipv4::is_martian_src(h.src) {
+            return Action::Drop(RouterDrop::MartianSrc);
+        }
+        match ipv4::classify_dst(h.dst) {
+            DstClass::Unicast => {}
+            DstClass::Martian => return Action::Drop(RouterDrop::MartianDst),
+            DstClass::Multicast => return Action::Drop(RouterDrop::Multicast),
+            DstClass::LimitedBroadcast => return Action::Drop(RouterDrop::Broadcast),
+        }
+        let Some(nhi) = self.fib.lookup_index(h.dst) else {
+            return self.icmp_error(
+                in_port,
+                frame,
+                &h,
+                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_NET_UNREACH),
+                RouterDrop::NoRoute,
+                now_ns,
+                icmp_out,
+            );
+        };
+        let (out_port, nh_ip) = match self.fib.next_hop(nhi) {
+            NextHop::Connected { port } => (port, h.dst),
+            NextHop::Via { port, gateway } => (port, gateway.to_bits()),
+            NextHop::Local => return Action::ToHost,
+            NextHop::Broadcast => return Action::Drop(RouterDrop::Broadcast),
+        };
+        if h.ttl <= 1 {
+            return self.icmp_error(
+                in_port,
+                frame,
+                &h,
+                (icmp::ICMP_TIME_EXCEEDED, icmp::ICMP_TTL_EXCEEDED),
+                RouterDrop::TtlExpired,
+                now_ns,
+                icmp_out,
+            );
+        }
+        let len = 14 + h.total_len;
+        ipv4::decrement_ttl(&mut frame[14..]);
+        let src = self.ports[usize::from(out_port)].mac;
+        match self.neigh.resolve(nh_ip, out_port, now_ns) {
+            Resolve::Mac(dst) => {
+                set_macs(frame, dst, src);
+                Action::Forward {
+                    port: out_port,
+                    len,
+                }
+            }
+            Resolve::Pending(i) => match self.neigh.enqueue(i, handle, len as u16) {
+                Ok(()) => Action::Queued,
+                Err(_) => Action::Drop(RouterDrop::NeighQueueFull),
+            },
+            Resolve::TableFull => Action::Drop(RouterDrop::NeighTableFull),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    fn icmp_error(
+        &mut self,
+        in_port: usize,
+        frame: &[u8],
+        h: &ipv4::Ipv4Hdr,
+        (ty, code): (u8, u8),
+        cause: RouterDrop,
+        now_ns: u64,
+        out: &mut [u8],
+    ) -> Action {
+        if !icmp::may_send_error_about(h, &frame[14..]) {
+            self.counters.icmp_suppressed += 1;
+            return Action::Drop(cause);
+        }
+        if !self.icmp_bucket.take(now_ns) {
+            self.counters.icmp_rate_limited += 1;
+            return Action::Drop(cause);
+        }
+        let port = self.ports[in_port];
+        let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        match icmp::build_error(
+            out,
+            prev_hop,
+            port.mac,
+            port.addr.addr.to_bits(),
+            self.ip_ident,
+            ty,
+            code,
+            h,
+            &frame[14..],
+        ) {
+            Some(len) => Action::Icmp {
+                port: in_port as u8,
+                len,
+                cause,
+            },
+            None => {
+                self.counters.no_buffer += 1;
+                Action::Drop(cause)
+            }
+        }
+    }
+
+    /// Advance the neighbour timers and return one piece of work, or `None`. Call it after
+    /// each burst (and at least every few milliseconds) until it returns `None`. `out` is a
+    /// spare buffer (≥ 60 bytes) used only by [`Event::SendArp`].
+    pub fn poll(&mut self, now_ns: u64, out: &mut [u8]) -> Option<Event<H>> {
+        loop {
+            match self.neigh.poll(now_ns)? {
+                NeighEvent::Request { port, ip } => {
+                    if out.len() < arp::ETH_ZLEN {
+                        self.counters.no_buffer += 1;
+                        continue;
+                    }
+                    let p = self.ports[usize::from(port)];
+                    let req = arp::Arp {
+                        op: arp::ARP_REQUEST,
+                        sha: p.mac,
+                        spa: p.addr.addr.to_bits(),
+                        tha: MacAddr([0; 6]),
+                        tpa: ip,
+                    };
+                    let len = arp::write(
+                        &mut out[..arp::ETH_ZLEN],
+                        MacAddr(BROADCAST_MAC),
+                        p.mac,
+                        &req,
+                    );
+                    self.counters.arp_requests += 1;
+                    return Some(Event::SendArp { port, len });
+                }
+                NeighEvent::Release {
+                    handle,
+                    len,
+                    port,
+                    mac,
+                } => {
+                    self.counters.forwarded += 1;
+                    return Some(Event::Transmit {
+                        handle,
+                        port,
+                        len: usize::from(len),
+                        dst: mac,
+                        src: self.ports[usize::from(port)].mac,
+                    });
+                }
+                NeighEvent::Dropped { handle } => {
+                    self.counters.drop(RouterDrop::NeighTimeout);
+                    return Some(Event::Dropped {
+                        handle,
+                        reason: RouterDrop::NeighTimeout,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Give back one queued frame (counted as `neigh_flushed`); call until `None` at shutdown.
+    pub fn flush(&mut self) -> Option<H> {
+        let h = self.neigh.flush()?;
+        self.counters.drop(RouterDrop::NeighFlushed);
+        Some(h)
+    }
+}

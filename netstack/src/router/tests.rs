@@ -1,0 +1,829 @@
+//! Router behaviour per RFC 1812 case, with frames built and checked by smoltcp's wire types,
+//! and the frame-accounting property over random frames (the stable-Rust twin of the
+//! `process_frame` fuzz target).
+
+use super::fib::tests::Store;
+use super::*;
+use proptest::prelude::*;
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
+    Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4TimeExceeded, IpProtocol, Ipv4Packet,
+    Ipv4Repr,
+};
+use std::vec;
+use std::vec::Vec;
+
+/// Test cases for a property: `PROPTEST_CASES` if set, else `default`.
+pub(crate) fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+const S: u64 = 1_000_000_000;
+const P0_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const P1_MAC: MacAddr = MacAddr([2, 0, 0, 0, 1, 1]);
+const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0x0a, 2]);
+const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0x0b, 2]);
+const P0_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const P1_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
+const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+const BCAST: MacAddr = MacAddr([0xff; 6]);
+
+type R<'a> = Router<'a, u32, 8, 4>;
+
+fn ports() -> [PortConfig; 2] {
+    [
+        PortConfig {
+            mac: P0_MAC,
+            addr: parse_ipv4_cidr("10.0.0.1/24").unwrap(),
+        },
+        PortConfig {
+            mac: P1_MAC,
+            addr: parse_ipv4_cidr("10.0.1.1/24").unwrap(),
+        },
+    ]
+}
+
+fn router(s: &mut Store, cfg: RouterConfig) -> R<'_> {
+    let mut r = R::new(s.fib(), &ports(), cfg).unwrap();
+    let (p, g) = parse_route("192.168.0.0/16,10.0.1.2").unwrap();
+    r.add_route(p, g).unwrap();
+    r
+}
+
+fn eth(dst: MacAddr, src: MacAddr, ty: EthernetProtocol, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + payload.len()];
+    let mut e = EthernetFrame::new_unchecked(&mut f[..]);
+    e.set_dst_addr(EthernetAddress(dst.0));
+    e.set_src_addr(EthernetAddress(src.0));
+    e.set_ethertype(ty);
+    e.payload_mut().copy_from_slice(payload);
+    f
+}
+
+/// An IPv4/UDP-ish datagram from A to `dst` with `ttl`, built by smoltcp, in a frame to port 0.
+fn ip_frame(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let repr = Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::from(proto),
+        payload_len: payload.len(),
+        hop_limit: ttl,
+    };
+    let mut ip = vec![0u8; 20 + payload.len()];
+    let mut p = Ipv4Packet::new_unchecked(&mut ip[..]);
+    repr.emit(&mut p, &ChecksumCapabilities::default());
+    p.payload_mut().copy_from_slice(payload);
+    eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip)
+}
+
+fn udp_to(dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+    ip_frame(A_IP, dst, ttl, 17, b"0123456789abcdefghij")
+}
+
+fn arp_frame(
+    dst: MacAddr,
+    op: ArpOperation,
+    sha: MacAddr,
+    spa: Ipv4Addr,
+    tpa: Ipv4Addr,
+) -> Vec<u8> {
+    let repr = ArpRepr::EthernetIpv4 {
+        operation: op,
+        source_hardware_addr: EthernetAddress(sha.0),
+        source_protocol_addr: spa,
+        target_hardware_addr: EthernetAddress(if op == ArpOperation::Request {
+            [0; 6]
+        } else {
+            P0_MAC.0
+        }),
+        target_protocol_addr: tpa,
+    };
+    let mut a = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut ArpPacket::new_unchecked(&mut a[..]));
+    eth(dst, sha, EthernetProtocol::Arp, &a)
+}
+
+/// Process on port `port` and check the frame accounting around the call.
+fn run(r: &mut R<'_>, port: usize, f: &mut [u8], h: u32, now: u64, out: &mut [u8]) -> Action {
+    let before = (r.counters().outcomes(), r.queued_frames());
+    let a = r.process(port, f, h, now, out);
+    let after = (r.counters().outcomes(), r.queued_frames());
+    assert_eq!(
+        (after.0 - before.0) as usize + after.1 - before.1,
+        1,
+        "exactly one outcome for {a:?}"
+    );
+    assert_eq!(
+        r.counters().outcomes() + r.queued_frames() as u64,
+        r.counters().rx
+    );
+    a
+}
+
+fn drain(r: &mut R<'_>, now: u64) -> Vec<(Event<u32>, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut out = [0u8; 128];
+    while let Some(e) = r.poll(now, &mut out) {
+        let bytes = match e {
+            Event::SendArp { len, .. } => out[..len].to_vec(),
+            _ => Vec::new(),
+        };
+        v.push((e, bytes));
+        assert!(v.len() < 100);
+    }
+    assert_eq!(
+        r.counters().outcomes() + r.queued_frames() as u64,
+        r.counters().rx
+    );
+    v
+}
+
+/// B answers ARP on port 1.
+fn resolve_b(r: &mut R<'_>, now: u64) {
+    let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP);
+    assert_eq!(run(r, 1, &mut reply, 0, now, &mut []), Action::Consumed);
+}
+
+/// Check a forwarded frame against the original: MACs, TTL − 1, valid checksum, nothing else
+/// changed (options, fragment fields, payload), padding cut.
+fn check_forwarded(orig: &[u8], out: &[u8], dst: MacAddr, src: MacAddr) {
+    let e = EthernetFrame::new_checked(out).unwrap();
+    assert_eq!(e.dst_addr(), EthernetAddress(dst.0));
+    assert_eq!(e.src_addr(), EthernetAddress(src.0));
+    let p = Ipv4Packet::new_checked(e.payload()).unwrap();
+    assert!(p.verify_checksum());
+    let o = Ipv4Packet::new_checked(&orig[14..]).unwrap();
+    assert_eq!(p.hop_limit(), o.hop_limit() - 1);
+    assert_eq!(out.len(), 14 + usize::from(o.total_len()));
+    let (a, b) = (&out[14..], &orig[14..14 + usize::from(o.total_len())]);
+    for i in 0..a.len() {
+        if i != 8 && i != 10 && i != 11 {
+            assert_eq!(a[i], b[i], "IP byte {i} changed");
+        }
+    }
+}
+
+#[test]
+fn forwards_after_arp_and_then_directly() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    let mut out = [0u8; 128];
+    let orig = udp_to(B_IP, 64);
+    let mut f = orig.clone();
+    assert_eq!(run(&mut r, 0, &mut f, 7, 0, &mut out), Action::Queued);
+    let ev = drain(&mut r, 0);
+    assert_eq!(ev.len(), 1, "one request");
+    let (Event::SendArp { port: 1, len }, bytes) = &ev[0] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(*len, 60);
+    let e = EthernetFrame::new_checked(&bytes[..]).unwrap();
+    assert_eq!(e.dst_addr(), EthernetAddress::BROADCAST);
+    assert_eq!(e.src_addr(), EthernetAddress(P1_MAC.0));
+    assert_eq!(e.ethertype(), EthernetProtocol::Arp);
+    let arp = ArpRepr::parse(&ArpPacket::new_checked(e.payload()).unwrap()).unwrap();
+    assert_eq!(
+        arp,
+        ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Request,
+            source_hardware_addr: EthernetAddress(P1_MAC.0),
+            source_protocol_addr: P1_IP,
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: B_IP,
+        }
+    );
+    // A second frame for B queues behind; no second request within the interval.
+    let mut f2 = orig.clone();
+    assert_eq!(run(&mut r, 0, &mut f2, 8, 1000, &mut out), Action::Queued);
+    assert!(drain(&mut r, 1000).is_empty());
+    resolve_b(&mut r, 2000);
+    let ev = drain(&mut r, 2000);
+    let want = |handle| Event::Transmit {
+        handle,
+        port: 1,
+        len: orig.len(),
+        dst: B_MAC,
+        src: P1_MAC,
+    };
+    assert_eq!(
+        ev.iter().map(|e| e.0).collect::<Vec<_>>(),
+        [want(7), want(8)]
+    );
+    set_macs(&mut f, B_MAC, P1_MAC);
+    check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    // Resolved: forwarded at once.
+    let mut f3 = orig.clone();
+    let a = run(&mut r, 0, &mut f3, 9, 3000, &mut out);
+    assert_eq!(
+        a,
+        Action::Forward {
+            port: 1,
+            len: orig.len()
+        }
+    );
+    check_forwarded(&orig, &f3, B_MAC, P1_MAC);
+    assert_eq!(r.counters().forwarded, 3);
+    assert_eq!(r.counters().arp_consumed, 1);
+    assert_eq!(r.counters().arp_requests, 1);
+}
+
+#[test]
+fn static_route_via_gateway_and_padding_cut() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    let mut orig = udp_to(Ipv4Addr::new(192, 168, 7, 9), 2);
+    orig.resize(80, 0xee); // Ethernet padding after the datagram
+    let mut f = orig.clone();
+    let a = run(&mut r, 0, &mut f, 1, 1, &mut []);
+    assert_eq!(
+        a,
+        Action::Forward {
+            port: 1,
+            len: 14 + 40
+        }
+    );
+    check_forwarded(&orig, &f[..54], B_MAC, P1_MAC);
+    assert_eq!(Ipv4Packet::new_checked(&f[14..54]).unwrap().hop_limit(), 1);
+}
+
+fn check_icmp_error(out: &[u8], orig: &[u8], ty: u8, code: u8) {
+    let e = EthernetFrame::new_checked(out).unwrap();
+    assert_eq!(
+        e.dst_addr(),
+        EthernetAddress(A_MAC.0),
+        "back to the previous hop"
+    );
+    assert_eq!(e.src_addr(), EthernetAddress(P0_MAC.0));
+    assert_eq!(e.ethertype(), EthernetProtocol::Ipv4);
+    let ip = Ipv4Packet::new_checked(e.payload()).unwrap();
+    assert!(ip.verify_checksum());
+    assert_eq!(ip.src_addr(), P0_IP, "from the input port's address");
+    assert_eq!(ip.dst_addr(), A_IP);
+    assert_eq!(ip.next_header(), IpProtocol::Icmp);
+    assert_eq!(ip.hop_limit(), 64);
+    assert_eq!(usize::from(ip.total_len()), e.payload().len());
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    assert!(icmp.verify_checksum());
+    assert_eq!(u8::from(icmp.msg_type()), ty);
+    assert_eq!(icmp.msg_code(), code);
+    // RFC 792: the original IP header (as received, TTL included) and 8 data bytes.
+    let o = Ipv4Packet::new_checked(&orig[14..]).unwrap();
+    let quoted =
+        usize::from(o.header_len()) + 8.min(usize::from(o.total_len() - u16::from(o.header_len())));
+    assert_eq!(icmp.data(), &orig[14..14 + quoted]);
+}
+
+#[test]
+fn ttl_expired_answers_time_exceeded() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    for ttl in [0u8, 1] {
+        let orig = udp_to(B_IP, ttl);
+        let mut f = orig.clone();
+        let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+        let a = run(&mut r, 0, &mut f, 1, 1, &mut out);
+        let Action::Icmp {
+            port: 0,
+            len,
+            cause: RouterDrop::TtlExpired,
+        } = a
+        else {
+            panic!("{a:?}")
+        };
+        assert_eq!(len, 14 + 20 + 8 + 20 + 8);
+        assert_eq!(f, orig, "input frame untouched");
+        check_icmp_error(&out[..len], &orig, 11, 0);
+        let icmp = Icmpv4Packet::new_checked(&out[34..len]).unwrap();
+        assert_eq!(icmp.msg_type(), Icmpv4Message::TimeExceeded,);
+        assert_eq!(icmp.msg_code(), u8::from(Icmpv4TimeExceeded::TtlExpired));
+    }
+    assert_eq!(r.counters().drops_for(RouterDrop::TtlExpired), 2);
+    assert_eq!(r.counters().icmp_sent, 2);
+    // TTL 1 to our own address is delivered, not expired; TTL 2 leaves with 1.
+    let mut f = udp_to(P1_IP, 1);
+    assert_eq!(run(&mut r, 0, &mut f, 1, 1, &mut []), Action::ToHost);
+    let mut f = udp_to(B_IP, 2);
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 1, &mut []),
+        Action::Forward { .. }
+    ));
+    // A short datagram is quoted with what it has.
+    let orig = ip_frame(A_IP, B_IP, 1, 17, b"abc");
+    let mut f = orig.clone();
+    let mut out = [0u8; 128];
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 1, &mut out) else {
+        panic!()
+    };
+    assert_eq!(len, 14 + 20 + 8 + 20 + 3);
+    check_icmp_error(&out[..len], &orig, 11, 0);
+}
+
+#[test]
+fn no_route_answers_net_unreachable() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    let orig = udp_to(Ipv4Addr::new(172, 16, 0, 1), 64);
+    let mut f = orig.clone();
+    let mut out = [0u8; 128];
+    let a = run(&mut r, 0, &mut f, 1, 0, &mut out);
+    let Action::Icmp {
+        port: 0,
+        len,
+        cause: RouterDrop::NoRoute,
+    } = a
+    else {
+        panic!("{a:?}")
+    };
+    check_icmp_error(&out[..len], &orig, 3, 0);
+    let icmp = Icmpv4Packet::new_checked(&out[34..len]).unwrap();
+    assert_eq!(icmp.msg_type(), Icmpv4Message::DstUnreachable);
+    assert_eq!(
+        icmp.msg_code(),
+        u8::from(Icmpv4DstUnreachable::NetUnreachable)
+    );
+    // With a default route it goes there instead.
+    r.add_route(parse_ipv4_cidr("0.0.0.0/0").unwrap(), B_IP)
+        .unwrap();
+    resolve_b(&mut r, 0);
+    let mut f = orig.clone();
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Forward { port: 1, .. }
+    ));
+    r.delete_route(parse_ipv4_cidr("0.0.0.0/0").unwrap())
+        .unwrap();
+    let mut f = orig.clone();
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Icmp { .. }
+    ));
+    // A too-small buffer: dropped and counted, no ICMP.
+    let mut f = orig.clone();
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut [0u8; 40]),
+        Action::Drop(RouterDrop::NoRoute)
+    );
+    assert_eq!(r.counters().no_buffer, 1);
+}
+
+#[test]
+fn icmp_errors_are_rate_limited() {
+    let mut s = Store::new(16, 64);
+    let cfg = RouterConfig {
+        icmp_rate_per_sec: 1,
+        icmp_burst: 3,
+        ..RouterConfig::default()
+    };
+    let mut r = router(&mut s, cfg);
+    let mut out = [0u8; 128];
+    let mut n = 0;
+    for _ in 0..5 {
+        let mut f = udp_to(B_IP, 1);
+        if let Action::Icmp { .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) {
+            n += 1;
+        }
+    }
+    assert_eq!(n, 3);
+    assert_eq!(r.counters().icmp_rate_limited, 2);
+    assert_eq!(r.counters().drops_for(RouterDrop::TtlExpired), 5);
+    let mut f = udp_to(B_IP, 1);
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, S, &mut out),
+        Action::Icmp { .. }
+    ));
+}
+
+#[test]
+fn martians_and_broadcasts_are_dropped_without_icmp() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    let mut out = [0u8; 128];
+    let ip = Ipv4Addr::new;
+    let cases = [
+        (ip(0, 0, 0, 0), B_IP, RouterDrop::MartianSrc),
+        (ip(0, 1, 2, 3), B_IP, RouterDrop::MartianSrc),
+        (ip(127, 0, 0, 1), B_IP, RouterDrop::MartianSrc),
+        (ip(224, 0, 0, 5), B_IP, RouterDrop::MartianSrc),
+        (ip(240, 0, 0, 1), B_IP, RouterDrop::MartianSrc),
+        (ip(255, 255, 255, 255), B_IP, RouterDrop::MartianSrc),
+        (A_IP, ip(0, 0, 0, 0), RouterDrop::MartianDst),
+        (A_IP, ip(127, 0, 0, 1), RouterDrop::MartianDst),
+        (A_IP, ip(240, 0, 0, 1), RouterDrop::MartianDst),
+        (A_IP, ip(224, 0, 0, 1), RouterDrop::Multicast),
+        (A_IP, ip(255, 255, 255, 255), RouterDrop::Broadcast),
+        (A_IP, ip(10, 0, 1, 255), RouterDrop::Broadcast),
+    ];
+    for (src, dst, why) in cases {
+        for ttl in [1, 64] {
+            let mut f = ip_frame(src, dst, ttl, 17, b"12345678");
+            assert_eq!(
+                run(&mut r, 0, &mut f, 1, 0, &mut out),
+                Action::Drop(why),
+                "{src} -> {dst} ttl {ttl}"
+            );
+        }
+    }
+    assert_eq!(r.counters().icmp_sent, 0);
+    assert_eq!(r.counters().drops_total(), 2 * cases.len() as u64);
+}
+
+#[test]
+fn malformed_headers_are_dropped_untouched() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    let good = udp_to(B_IP, 64);
+    type Mutation = fn(&mut Vec<u8>);
+    let cases: [(Mutation, RouterDrop); 7] = [
+        (|f| f[14 + 11] ^= 0x40, RouterDrop::BadChecksum),
+        (|f| f[14] = 0x65, RouterDrop::BadVersion),
+        (|f| f[14] = 0x44, RouterDrop::BadIhl),
+        (|f| f[14 + 3] += 1, RouterDrop::BadTotalLen),
+        (
+            |f| f[14 + 2..14 + 4].copy_from_slice(&[0, 19]),
+            RouterDrop::BadTotalLen,
+        ),
+        (|f| f.truncate(14 + 19), RouterDrop::Truncated),
+        (|f| f.truncate(13), RouterDrop::Runt),
+    ];
+    for (mutate, why) in cases {
+        let mut f = good.clone();
+        mutate(&mut f);
+        let before = f.clone();
+        assert_eq!(
+            run(&mut r, 0, &mut f, 1, 0, &mut [0u8; 128]),
+            Action::Drop(why)
+        );
+        assert_eq!(f, before);
+    }
+    // Link-layer checks.
+    let mut f = good.clone();
+    f[0..6].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::NotForUs)
+    );
+    let mut f = good.clone();
+    f[0..6].copy_from_slice(&BCAST.0);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::LinkBroadcast)
+    );
+    let mut f = good.clone();
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::UnsupportedEthertype)
+    );
+    let mut f = good.clone();
+    assert_eq!(
+        run(&mut r, 1, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::NotForUs),
+        "port 1 MAC differs"
+    );
+    assert_eq!(
+        run(&mut r, 5, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::UnknownPort)
+    );
+}
+
+/// An IPv4 header with options, built by hand and checksummed by smoltcp.
+fn with_options(ttl: u8, frag: u16, mf: bool, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let opts = [0x07, 0x07, 0x04, 0, 0, 0, 0, 0x01]; // record route (len 7, empty) + NOP
+    let hl = 20 + opts.len();
+    let mut ip = vec![0u8; hl + payload.len()];
+    ip[0] = 0x40 | (hl / 4) as u8;
+    let total = ip.len() as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+    ip[6..8].copy_from_slice(&((u16::from(mf) << 13) | frag).to_be_bytes());
+    ip[8] = ttl;
+    ip[9] = proto;
+    ip[12..16].copy_from_slice(&A_IP.octets());
+    ip[16..20].copy_from_slice(&B_IP.octets());
+    ip[20..hl].copy_from_slice(&opts);
+    ip[hl..].copy_from_slice(payload);
+    let mut p = Ipv4Packet::new_checked(&mut ip[..]).unwrap();
+    p.fill_checksum();
+    assert!(p.more_frags() == mf && p.frag_offset() == frag * 8);
+    eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip)
+}
+
+#[test]
+fn options_and_fragments_forwarded_untouched() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    for (frag, mf) in [(0, false), (0, true), (185, true), (185, false)] {
+        let orig = with_options(9, frag, mf, 17, b"fragment payload");
+        let mut f = orig.clone();
+        let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
+        assert_eq!(
+            a,
+            Action::Forward {
+                port: 1,
+                len: orig.len()
+            }
+        );
+        check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    }
+    // TTL expiry: a first fragment (with options) is answered, quoting the options too;
+    // a non-first fragment is not (RFC 1812 §4.3.2.7).
+    let orig = with_options(1, 0, true, 17, b"fragment payload");
+    let mut f = orig.clone();
+    let mut out = [0u8; 128];
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    assert_eq!(len, 14 + 20 + 8 + 28 + 8);
+    check_icmp_error(&out[..len], &orig, 11, 0);
+    let mut f = with_options(1, 185, false, 17, b"fragment payload");
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Drop(RouterDrop::TtlExpired)
+    );
+    assert_eq!(r.counters().icmp_suppressed, 1);
+}
+
+#[test]
+fn no_icmp_error_about_an_icmp_error() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    let mut out = [0u8; 128];
+    // Time exceeded (11) about something: no error back. Echo request (8): an error back.
+    let mut f = ip_frame(A_IP, B_IP, 1, 1, &[11, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Drop(RouterDrop::TtlExpired)
+    );
+    let mut f = ip_frame(A_IP, B_IP, 1, 1, &[8, 0, 0, 0, 0, 0, 0, 0]);
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Icmp { .. }
+    ));
+    assert_eq!(r.counters().icmp_suppressed, 1);
+}
+
+#[test]
+fn arp_for_us_is_answered_in_place() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
+    let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
+    assert_eq!(a, Action::Reply { port: 0, len: 42 });
+    let e = EthernetFrame::new_checked(&f[..]).unwrap();
+    assert_eq!(e.dst_addr(), EthernetAddress(A_MAC.0));
+    assert_eq!(e.src_addr(), EthernetAddress(P0_MAC.0));
+    assert_eq!(
+        ArpRepr::parse(&ArpPacket::new_checked(e.payload()).unwrap()).unwrap(),
+        ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Reply,
+            source_hardware_addr: EthernetAddress(P0_MAC.0),
+            source_protocol_addr: P0_IP,
+            target_hardware_addr: EthernetAddress(A_MAC.0),
+            target_protocol_addr: A_IP,
+        }
+    );
+    // The requester was learned (RFC 826): a frame to A goes at once.
+    let nb: Vec<_> = r.neighbours().collect();
+    assert_eq!(nb.len(), 1);
+    assert_eq!(
+        (nb[0].ip, nb[0].mac, nb[0].state),
+        (A_IP.to_bits(), A_MAC, NeighState::Reachable)
+    );
+    // A padded request gets a padded reply (to 60 bytes, zeros).
+    let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
+    f.resize(64, 0xaa);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Reply { port: 0, len: 60 }
+    );
+    assert!(f[42..60].iter().all(|&b| b == 0));
+    // Requests for other addresses, or for port 1's address on port 0, are not answered.
+    for tpa in [Ipv4Addr::new(10, 0, 0, 99), P1_IP] {
+        let mut f = arp_frame(
+            BCAST,
+            ArpOperation::Request,
+            MacAddr([2, 0, 0, 0, 0x0a, 3]),
+            Ipv4Addr::new(10, 0, 0, 3),
+            tpa,
+        );
+        assert_eq!(
+            run(&mut r, 0, &mut f, 1, 0, &mut []),
+            Action::Drop(RouterDrop::ArpNotForUs)
+        );
+    }
+    // Malformed: wrong hardware type.
+    let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
+    f[15] = 6;
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::BadArp)
+    );
+    let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
+    f.truncate(41);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::BadArp)
+    );
+}
+
+#[test]
+fn unanswered_arp_times_out_and_returns_every_handle() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    for h in 0..4 {
+        let mut f = udp_to(B_IP, 64);
+        assert_eq!(run(&mut r, 0, &mut f, h, 0, &mut []), Action::Queued);
+    }
+    let mut f = udp_to(B_IP, 64);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 4, 0, &mut []),
+        Action::Drop(RouterDrop::NeighQueueFull)
+    );
+    let reqs = |ev: &[(Event<u32>, Vec<u8>)]| {
+        ev.iter()
+            .filter(|e| matches!(e.0, Event::SendArp { .. }))
+            .count()
+    };
+    assert_eq!(reqs(&drain(&mut r, 0)), 1);
+    assert_eq!(reqs(&drain(&mut r, S / 2)), 0);
+    assert_eq!(reqs(&drain(&mut r, S)), 1);
+    assert_eq!(reqs(&drain(&mut r, 2 * S)), 1);
+    let ev = drain(&mut r, 3 * S);
+    let dropped: Vec<_> = ev
+        .iter()
+        .map(|e| match e.0 {
+            Event::Dropped {
+                handle,
+                reason: RouterDrop::NeighTimeout,
+            } => handle,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(dropped, [0, 1, 2, 3]);
+    assert_eq!(r.counters().drops_for(RouterDrop::NeighTimeout), 4);
+    assert_eq!(r.queued_frames(), 0);
+    // Flush at shutdown gives back what is queued.
+    let mut f = udp_to(B_IP, 64);
+    assert_eq!(run(&mut r, 0, &mut f, 42, 4 * S, &mut []), Action::Queued);
+    assert_eq!(r.flush(), Some(42));
+    assert_eq!(r.flush(), None);
+    assert_eq!(r.counters().outcomes(), r.counters().rx);
+}
+
+#[test]
+fn setup_errors() {
+    let mut s = Store::new(16, 64);
+    let p = ports();
+    assert!(matches!(
+        R::new(s.fib(), &[], RouterConfig::default()),
+        Err(RouterError::BadPortCount)
+    ));
+    assert!(matches!(
+        R::new(s.fib(), &[p[0], p[0]], RouterConfig::default()),
+        Err(RouterError::DuplicateNetwork)
+    ));
+    let mut bad = p[0];
+    bad.addr = parse_ipv4_cidr("10.0.0.0/24").unwrap();
+    assert!(matches!(
+        R::new(s.fib(), &[bad], RouterConfig::default()),
+        Err(RouterError::BadPortAddress)
+    ));
+    let mut r = router(&mut s, RouterConfig::default());
+    let pre = parse_ipv4_cidr("172.16.0.0/12").unwrap();
+    assert_eq!(
+        r.add_route(pre, Ipv4Addr::new(10, 9, 0, 1)),
+        Err(RouterError::GatewayNotConnected)
+    );
+    assert_eq!(r.add_route(pre, P1_IP), Err(RouterError::GatewayIsLocal));
+    let routes: Vec<_> = r.fib().routes().collect();
+    assert_eq!(routes.len(), 2 * 3 + 1);
+    assert!(routes.contains(&(
+        parse_ipv4_cidr("10.0.1.0/24").unwrap(),
+        NextHop::Connected { port: 1 }
+    )));
+    assert!(routes.contains(&(parse_ipv4_cidr("10.0.1.1/32").unwrap(), NextHop::Local)));
+    assert!(routes.contains(&(
+        parse_ipv4_cidr("10.0.1.255/32").unwrap(),
+        NextHop::Broadcast
+    )));
+}
+
+/// Frames for the accounting property: mostly mutations of frames that reach deep into the
+/// router (valid IPv4 to every kind of destination, ARP), plus arbitrary bytes.
+fn frame_strategy() -> impl Strategy<Value = (usize, Vec<u8>, u64)> {
+    let templates = vec![
+        udp_to(B_IP, 64),
+        udp_to(B_IP, 1),
+        udp_to(Ipv4Addr::new(192, 168, 1, 1), 3),
+        udp_to(Ipv4Addr::new(172, 16, 0, 1), 64),
+        udp_to(Ipv4Addr::new(10, 0, 1, 77), 64),
+        udp_to(P0_IP, 64),
+        with_options(1, 0, true, 1, &[8, 0, 0, 0, 1, 2, 3, 4]),
+        arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP),
+        arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP),
+        arp_frame(
+            P1_MAC,
+            ArpOperation::Reply,
+            MacAddr([2, 0, 0, 0, 0x0b, 7]),
+            Ipv4Addr::new(10, 0, 1, 77),
+            P1_IP,
+        ),
+    ];
+    let mutated = (
+        prop::sample::select(templates),
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        prop::option::of(any::<prop::sample::Index>()),
+    )
+        .prop_map(|(mut f, muts, cut)| {
+            for (i, b) in muts {
+                let i = i.index(f.len());
+                f[i] = b;
+            }
+            if let Some(c) = cut {
+                f.truncate(c.index(f.len() + 1));
+            }
+            f
+        });
+    let frame = prop_oneof![
+        4 => mutated,
+        1 => prop::collection::vec(any::<u8>(), 0..128),
+    ];
+    (0usize..3, frame, 0u64..2 * S)
+}
+
+/// The accounting property over thousands of random frames through one long-lived router:
+/// no panic, every frame exactly one outcome, actions within bounds, and the totals balance
+/// after timers run (queued frames leave as forwarded or dropped).
+#[test]
+fn every_frame_has_exactly_one_outcome() {
+    use core::cell::RefCell;
+    use proptest::test_runner::{Config, TestRunner};
+    let mut s = Store::new(16, 64);
+    let r = RefCell::new(router(&mut s, RouterConfig::default()));
+    let now = RefCell::new(0u64);
+    let mut runner = TestRunner::new(Config::with_cases(cases(4000)));
+    runner
+        .run(&frame_strategy(), |(port, mut f, dt)| {
+            let mut r = r.borrow_mut();
+            let mut now = now.borrow_mut();
+            *now += dt;
+            let flen = f.len();
+            let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+            let a = run(&mut r, port, &mut f, 0, *now, &mut out);
+            prop_assert_eq!(f.len(), flen);
+            match a {
+                Action::Forward { port, len } => {
+                    prop_assert!(usize::from(port) < 2 && len <= flen && len >= 34);
+                    let p = Ipv4Packet::new_checked(&f[14..len]).unwrap();
+                    prop_assert!(p.verify_checksum());
+                }
+                Action::Reply { port: p, len } => {
+                    prop_assert!(usize::from(p) == port && len <= flen)
+                }
+                Action::Icmp {
+                    port: p,
+                    len,
+                    cause,
+                } => {
+                    prop_assert!(usize::from(p) == port && len <= out.len());
+                    prop_assert!(matches!(
+                        cause,
+                        RouterDrop::NoRoute | RouterDrop::TtlExpired
+                    ));
+                    let ip = Ipv4Packet::new_checked(&out[14..len]).unwrap();
+                    prop_assert!(ip.verify_checksum());
+                    prop_assert!(Icmpv4Packet::new_checked(ip.payload())
+                        .unwrap()
+                        .verify_checksum());
+                }
+                _ => {}
+            }
+            drain(&mut r, *now);
+            Ok(())
+        })
+        .unwrap();
+    let mut r = r.into_inner();
+    drain(&mut r, u64::MAX / 2);
+    while r.flush().is_some() {}
+    let c = *r.counters();
+    assert_eq!(c.outcomes(), c.rx);
+    assert_eq!(r.queued_frames(), 0);
+    // The mix reached the interesting outcomes (the property is not vacuous).
+    assert!(
+        c.forwarded > 0 && c.arp_replies > 0 && c.icmp_sent > 0 && c.to_host > 0,
+        "{c:?}"
+    );
+    assert!(
+        c.drops_for(RouterDrop::BadChecksum) > 0 && c.drops_for(RouterDrop::NotForUs) > 0,
+        "{c:?}"
+    );
+}
