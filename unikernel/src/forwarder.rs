@@ -448,9 +448,21 @@ impl Forwarder<'_> {
         for p in self.pools.iter() {
             let s = p.stats();
             println!(
-                "pool {}: in_flight {} cached {} alloc_fast {} alloc_slow {} alloc_empty {} refill_pages {} refill_failed {} recycle_cached {} recycle_cache_full {} released {}",
-                p.id(), p.in_flight(), p.cached(), s.alloc_fast, s.alloc_slow, s.alloc_empty,
-                s.refill_pages, s.refill_failed, s.recycle_cached, s.recycle_cache_full, s.released
+                "pool {}: in_flight {} cached {} refill {:?} alloc_fast {} alloc_slow {} alloc_empty {} refill_pages {} refill_failed {} recycle_cached {} recycle_cache_full {} recycle_ring {} recycle_ring_full {} released {}",
+                p.id(),
+                p.in_flight(),
+                p.cached(),
+                p.refill_mode(),
+                s.alloc_fast,
+                s.alloc_slow,
+                s.alloc_empty,
+                s.refill_pages,
+                s.refill_failed,
+                s.recycle_cached,
+                s.recycle_cache_full,
+                s.recycle_ring,
+                s.recycle_ring_full,
+                s.released
             );
         }
     }
@@ -478,9 +490,17 @@ impl Forwarder<'_> {
             self.recycle(pfn);
         }
         let mut leaked = 0;
+        let held: u64 = self
+            .nics
+            .iter()
+            .map(|n| (n.rx_posted() + n.tx_posted()) as u64)
+            .sum();
         for (i, pool) in self.pools.iter_mut().enumerate() {
             if let Err(e) = pool.destroy(&mut self.pcp, self.zone, &mut self.dma) {
-                error!("page_pool {i}: destroy: {e:?}");
+                // Nothing but the rings holds pool pages, and the rings were just reclaimed.
+                error!(
+                    "page_pool {i}: destroy: {e:?}; the device rings hold {held} pages, the rest are lost"
+                );
                 leaked += pool.in_flight();
             }
         }

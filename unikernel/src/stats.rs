@@ -5,7 +5,8 @@
 //! port), `kicks` (notifications written), `halts` (idle halts taken), `free_pages_boot`, `free_pages_now`, `ports[]`
 //! (`port`, `mac`, `rx`, `rx_bytes`, `tx`, `tx_bytes`, `kicks_rx`, `kicks_tx`, `no_buffer`,
 //! `drops{tx_ring_full, too_big, bad_desc, runt}`), `pools[]` (`id`, `in_flight`, `cached`,
-//! `alloc_fast`, `alloc_slow`, `recycle_cached`, `released`).
+//! `alloc_fast`, `alloc_slow`, `alloc_empty`, `refill_pages`, `refill_failed`, `recycle_cached`,
+//! `recycle_cache_full`, `recycle_ring`, `recycle_ring_full`, `released`).
 
 use crate::forwarder::Forwarder;
 use crate::time::tsc_hz;
@@ -57,8 +58,20 @@ impl fmt::Display for Snapshot<'_, '_> {
             let s = p.stats();
             write!(
                 f,
-                "{{\"id\":{},\"in_flight\":{},\"cached\":{},\"alloc_fast\":{},\"alloc_slow\":{},\"recycle_cached\":{},\"released\":{}}}",
-                p.id(), p.in_flight(), p.cached(), s.alloc_fast, s.alloc_slow, s.recycle_cached, s.released
+                "{{\"id\":{},\"in_flight\":{},\"cached\":{},\"alloc_fast\":{},\"alloc_slow\":{},\"alloc_empty\":{},\"refill_pages\":{},\"refill_failed\":{},\"recycle_cached\":{},\"recycle_cache_full\":{},\"recycle_ring\":{},\"recycle_ring_full\":{},\"released\":{}}}",
+                p.id(),
+                p.in_flight(),
+                p.cached(),
+                s.alloc_fast,
+                s.alloc_slow,
+                s.alloc_empty,
+                s.refill_pages,
+                s.refill_failed,
+                s.recycle_cached,
+                s.recycle_cache_full,
+                s.recycle_ring,
+                s.recycle_ring_full,
+                s.released
             )?;
         }
         f.write_str("]}")
