@@ -193,6 +193,16 @@ mod tests {
         assert_eq!(ones_sum(&[0xff]), 0xff00);
     }
 
+    /// The one-fold-is-not-enough case of eqn. 3: ~HC + ~m + m' = 0x1FFFF. Data 0xFFFF, 0x0000
+    /// has checksum 0x0000; changing the 0x0000 word to 0x0001 gives 0xFFFE. (A TTL decrement
+    /// never gets there; random words rarely do.)
+    #[test]
+    fn update16_needs_two_folds() {
+        assert_eq!(checksum(&[0xff, 0xff, 0, 0]), 0x0000);
+        assert_eq!(csum_update16(0x0000, 0x0000, 0x0001), 0xfffe);
+        assert_eq!(checksum(&[0xff, 0xff, 0, 1]), 0xfffe);
+    }
+
     #[test]
     fn validate_rejects_in_order() {
         let good = smoltcp_header(0x0a000002, 0x0a000102, 64, 17, 0);
