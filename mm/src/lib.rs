@@ -66,6 +66,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod drain;
 mod irq;
 pub mod page;
 pub mod page_pool;
@@ -73,6 +74,7 @@ pub mod pcp;
 pub mod ptr_ring;
 pub mod zone;
 
+pub use drain::{DrainAll, DrainError};
 pub use page::{Page, NO_POOL};
 pub use pcp::{BulkError, PerCpuPages, PCP_MAX_PAGES};
 pub use zone::{Watermarks, Zone};
