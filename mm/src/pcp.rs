@@ -11,6 +11,11 @@
 //! from 213 to 184 cycles). Methods take `&mut self`; keep one `PerCpuPages` per CPU in the
 //! per-CPU area and never share it. The zone lock is taken only to refill or flush a whole batch.
 //!
+//! The rule is enforced in debug builds: once the kernel installs [`set_context_hooks`] (how to
+//! tell interrupt context and the current CPU) and names each list's CPU with
+//! [`PerCpuPages::set_owner`], every pcp entry point `debug_assert!`s that it runs in thread
+//! context on the owning CPU. Release builds compile the check away.
+//!
 //! # The list
 //!
 //! A LIFO of PFNs in a fixed ring of [`PCP_MAX_PAGES`] entries: allocation and free use the hot
@@ -47,6 +52,7 @@
 //! Pages sitting on *other* CPUs' pcp lists are out of reach until those CPUs drain.
 
 use core::fmt;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::page::Page;
 use crate::zone::Zone;
@@ -62,6 +68,48 @@ use crate::{Pfn, PAGE_SIZE};
 /// A power of two, so ring indices are a mask.
 pub const PCP_MAX_PAGES: usize = 2048;
 const MASK: usize = PCP_MAX_PAGES - 1;
+
+/// `PerCpuPages::owner` value meaning "no owner named": the CPU check is skipped.
+const NO_OWNER: u32 = u32::MAX;
+
+/// Hook: are we in interrupt context? (A `fn() -> bool`, stored as a pointer; null = unset.)
+static IN_INTERRUPT: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+/// Hook: the current CPU's id, or `u32::MAX` if unknown. (A `fn() -> u32`; null = unset.)
+static CURRENT_CPU: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Install how to tell interrupt context and the current CPU, for the debug-build check of the
+/// pcp rule (module docs): each pcp entry point asserts `!in_interrupt()` and, when the list has
+/// an owner ([`PerCpuPages::set_owner`]) and `current_cpu()` is not `u32::MAX`, that
+/// `current_cpu()` is the owner. Call once at boot; later calls replace the hooks.
+pub fn set_context_hooks(in_interrupt: fn() -> bool, current_cpu: fn() -> u32) {
+    IN_INTERRUPT.store(in_interrupt as *mut (), Ordering::Release);
+    CURRENT_CPU.store(current_cpu as *mut (), Ordering::Release);
+}
+
+/// The debug-build check of the pcp rule (see [`set_context_hooks`]).
+#[cfg(debug_assertions)]
+#[inline(never)]
+fn check_context(owner: u32) {
+    let irq = IN_INTERRUPT.load(Ordering::Acquire);
+    if !irq.is_null() {
+        // SAFETY: only `set_context_hooks` stores here, and only a `fn() -> bool`.
+        let in_interrupt: fn() -> bool = unsafe { core::mem::transmute(irq) };
+        assert!(
+            !in_interrupt(),
+            "pcp used from interrupt context: use Zone::alloc_pages/free_pages_order there"
+        );
+    }
+    let cpu = CURRENT_CPU.load(Ordering::Acquire);
+    if owner != NO_OWNER && !cpu.is_null() {
+        // SAFETY: only `set_context_hooks` stores here, and only a `fn() -> u32`.
+        let current_cpu: fn() -> u32 = unsafe { core::mem::transmute(cpu) };
+        let me = current_cpu();
+        assert!(
+            me == u32::MAX || me == owner,
+            "pcp of CPU {owner} used from CPU {me}: only the owning CPU may touch its pcp"
+        );
+    }
+}
 
 /// Error of the bulk allocation API.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
@@ -90,6 +138,8 @@ pub struct PerCpuPages {
     batch: usize,
     /// Ring index of the coldest page; the hottest is at `tail + count - 1`.
     tail: usize,
+    /// Owning CPU for the debug-build context check ([`NO_OWNER`] = not named).
+    owner: u32,
     list: [Pfn; PCP_MAX_PAGES],
 }
 
@@ -148,8 +198,26 @@ impl PerCpuPages {
             high,
             batch,
             tail: 0,
+            owner: NO_OWNER,
             list: [Pfn(0); PCP_MAX_PAGES],
         }
+    }
+
+    /// Name the CPU that owns this list, for the debug-build check (see [`set_context_hooks`]).
+    pub fn set_owner(&mut self, cpu: u32) {
+        self.owner = cpu;
+    }
+
+    /// The CPU named by [`PerCpuPages::set_owner`], if any.
+    pub fn owner(&self) -> Option<u32> {
+        (self.owner != NO_OWNER).then_some(self.owner)
+    }
+
+    /// Debug builds: assert the pcp rule (thread context, owning CPU). Nothing in release.
+    #[inline(always)]
+    fn check(&self) {
+        #[cfg(debug_assertions)]
+        check_context(self.owner);
     }
 
     /// Pages currently on the list.
@@ -175,6 +243,7 @@ impl PerCpuPages {
     /// Returns `None` only if the list and the zone are both empty. No watermark check.
     #[inline]
     pub fn alloc_page(&mut self, zone: &Zone) -> Option<Pfn> {
+        self.check();
         if self.count == 0 && self.refill(zone, self.batch) == 0 {
             return None;
         }
@@ -194,6 +263,7 @@ impl PerCpuPages {
     /// still referenced by someone else (refcount > 1) or not order 0.
     #[inline]
     pub fn free_page(&mut self, zone: &Zone, pfn: Pfn) {
+        self.check();
         let p = zone.page(pfn);
         debug_assert!(
             p.refcount() <= 1,
@@ -225,6 +295,7 @@ impl PerCpuPages {
         zone: &Zone,
         pages: &mut [Option<Pfn>],
     ) -> Result<usize, BulkError> {
+        self.check();
         let nr = pages.iter().filter(|p| p.is_none()).count();
         if nr == 0 {
             return Err(BulkError::ZeroRequest);
@@ -274,6 +345,7 @@ impl PerCpuPages {
         nr: usize,
         out: &mut [Pfn],
     ) -> Result<usize, BulkError> {
+        self.check();
         let nr = nr.min(out.len());
         if nr == 0 {
             return Err(BulkError::ZeroRequest);
@@ -313,6 +385,7 @@ impl PerCpuPages {
     ///
     /// If a PFN is outside `zone`. Debug builds also panic on a page whose refcount is already 0.
     pub fn free_pages_bulk(&mut self, zone: &Zone, pfns: &[Pfn]) {
+        self.check();
         for &pfn in pfns {
             let p = zone.page(pfn);
             if p.put_testzero() {
@@ -324,6 +397,7 @@ impl PerCpuPages {
     /// Return every page on this list to the buddy lists, in one lock hold
     /// (`drain_local_pages`). Called by the owning CPU, e.g. when another CPU asks for a drain.
     pub fn drain_local_pages(&mut self, zone: &Zone) {
+        self.check();
         self.flush_cold(zone, self.count);
     }
 

@@ -341,6 +341,56 @@ fn pfn0_never_handed_out_by_pcp() {
     assert!(arr.iter().flatten().chain([&last]).all(|p| p.0 != 0));
 }
 
+std::thread_local! {
+    static TEST_IN_IRQ: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    static TEST_CPU: core::cell::Cell<u32> = const { core::cell::Cell::new(u32::MAX) };
+}
+
+/// Hooks that read thread-locals, so installing them does not disturb tests on other threads.
+fn install_test_hooks() {
+    set_context_hooks(|| TEST_IN_IRQ.with(|c| c.get()), || TEST_CPU.with(|c| c.get()));
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "pcp used from interrupt context")]
+fn pcp_from_interrupt_context_is_caught() {
+    install_test_hooks();
+    let z = zone(1024, 1024);
+    let mut pcp = PerCpuPages::with_params(64, 8);
+    TEST_IN_IRQ.with(|c| c.set(true));
+    let _ = pcp.alloc_page(z);
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "pcp of CPU 1 used from CPU 0")]
+fn pcp_from_another_cpu_is_caught() {
+    install_test_hooks();
+    let z = zone(1024, 1024);
+    let mut pcp = PerCpuPages::with_params(64, 8);
+    pcp.set_owner(1);
+    assert_eq!(pcp.owner(), Some(1));
+    TEST_CPU.with(|c| c.set(1));
+    let p = pcp.alloc_page(z).unwrap();
+    TEST_CPU.with(|c| c.set(0));
+    pcp.free_page(z, p);
+}
+
+#[test]
+fn pcp_owner_check_passes_on_the_owner() {
+    install_test_hooks();
+    let z = zone(1024, 1024);
+    let mut pcp = PerCpuPages::with_params(64, 8);
+    assert_eq!(pcp.owner(), None);
+    pcp.set_owner(3);
+    TEST_CPU.with(|c| c.set(3));
+    let p = pcp.alloc_page(z).unwrap();
+    pcp.free_page(z, p);
+    pcp.drain_local_pages(z);
+    assert_eq!(z.free_pages(), 1024);
+}
+
 mod prop {
     use super::*;
     use proptest::prelude::*;
