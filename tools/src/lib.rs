@@ -5,6 +5,7 @@
 //! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
 //! - [`gen::RawPort`] sends and receives single raw frames.
 
+pub mod bench_mm;
 pub mod gen;
 pub mod qemu;
 pub mod report;

@@ -113,11 +113,22 @@ struct TrafficArgs {
 
 #[derive(Args)]
 struct BenchArgs {
+    /// What to benchmark: omitted, the guest (build, boot, traffic, JSON); `mm`, the page
+    /// allocator micro-benchmark on the host (table, JSON, docs/mm-bench.png).
+    #[arg(value_enum)]
+    target: Option<BenchTarget>,
     #[command(flatten)]
     traffic: TrafficArgs,
     /// Also write the JSON record to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+/// Host micro-benchmarks selectable with `cargo xtask bench TARGET`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BenchTarget {
+    /// mm page allocator: cycles per page (pcp single/bulk/list vs buddy_system_allocator).
+    Mm,
 }
 
 fn image_for(g: &GuestArgs) -> Result<PathBuf> {
@@ -342,6 +353,9 @@ fn cmd_run(a: TrafficArgs) -> Result<()> {
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<()> {
+    if let Some(BenchTarget::Mm) = a.target {
+        return tools::bench_mm::run(a.json.as_deref()).map(drop);
+    }
     let (b, r, guest, exit) = traffic(&a.traffic, Echo::Stderr)?;
     eprint!("{}", report::gen_table(&r));
     eprint!("{}", report::bench_table(&b));
