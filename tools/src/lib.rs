@@ -6,7 +6,9 @@
 //! - [`gen::RawPort`] sends and receives single raw frames.
 
 pub mod bench_mm;
+pub mod bench_peer;
 pub mod gen;
+pub mod peer_linux;
 pub mod qemu;
 pub mod report;
 pub mod setup;

@@ -348,7 +348,10 @@ std::thread_local! {
 
 /// Hooks that read thread-locals, so installing them does not disturb tests on other threads.
 fn install_test_hooks() {
-    set_context_hooks(|| TEST_IN_IRQ.with(|c| c.get()), || TEST_CPU.with(|c| c.get()));
+    set_context_hooks(
+        || TEST_IN_IRQ.with(|c| c.get()),
+        || TEST_CPU.with(|c| c.get()),
+    );
 }
 
 #[test]

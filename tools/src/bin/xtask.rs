@@ -122,6 +122,22 @@ struct BenchArgs {
     /// Also write the JSON record to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also measure a Linux guest (Debian kernel + busybox) side by side: `linux`.
+    #[arg(long, value_enum)]
+    peer: Option<Peer>,
+    /// Frame sizes for a sweep (with --peer): e.g. 64,128,256,512,1024,1518; JSON {"sweep": […]}.
+    #[arg(long)]
+    sizes: Option<String>,
+    /// Generator window with --peer (maximum outstanding frames).
+    #[arg(long, default_value_t = 64)]
+    window: u64,
+}
+
+/// Peer guests for `cargo xtask bench --peer`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Peer {
+    /// Debian's linux-image-amd64 kernel with a busybox initramfs (bridge and IPv4 forwarding).
+    Linux,
 }
 
 /// Host micro-benchmarks selectable with `cargo xtask bench TARGET`.
@@ -356,6 +372,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Mm) = a.target {
         return tools::bench_mm::run(a.json.as_deref()).map(drop);
     }
+    if a.peer.is_some() || a.sizes.is_some() {
+        return cmd_bench_peer(a);
+    }
     let (b, r, guest, exit) = traffic(&a.traffic, Echo::Stderr)?;
     eprint!("{}", report::gen_table(&r));
     eprint!("{}", report::bench_table(&b));
@@ -364,6 +383,59 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         report::write_json(&p, &b)?;
     }
     finish(&guest, exit)
+}
+
+/// `bench --peer linux [--sizes …]`: Gannet io/l2/router and the Linux guest, one table per size.
+fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
+    use tools::{bench_peer, peer_linux};
+    setup::ensure()?;
+    let t = &a.traffic;
+    let sizes = match &a.sizes {
+        Some(s) => bench_peer::parse_sizes(s)?,
+        None => vec![t.size],
+    };
+    // Prepare the Linux guest first: a missing download fails before any boot.
+    let peer = match a.peer {
+        Some(Peer::Linux) => Some(peer_linux::prepare()?),
+        None => None,
+    };
+    let cfg = bench_peer::PeerBenchConfig {
+        sweep: a.sizes.is_some(),
+        sizes,
+        seconds: t.seconds,
+        window: a.window,
+        accel: t.guest.accel,
+        icount: t.guest.icount,
+        append: t.guest.append.clone(),
+        image: image_for(&t.guest)?,
+        echo: Echo::Off,
+        plots: a.sizes.is_some(),
+    };
+    announce_accel(cfg.accel, cfg.icount);
+    let out = bench_peer::run(&cfg, peer.as_ref())?;
+    for rec in &out.records {
+        print!("{}", bench_peer::table(rec));
+    }
+    for n in &out.notes {
+        println!("note: {n}");
+    }
+    if let Some(rec) = out.records.iter().find(|r| r.frame_size == 64) {
+        print!("{}", bench_peer::targets(rec));
+    }
+    let v = bench_peer::json(&cfg, &out)?;
+    if let Some(p) = &a.json {
+        report::write_json(p, &v)?;
+        eprintln!("xtask: wrote {}", p.display());
+    }
+    if cfg.plots && out.records.len() > 1 {
+        for p in bench_peer::plots(&qemu::workspace_root(), &out.records)? {
+            eprintln!("xtask: wrote {}", p.display());
+        }
+    }
+    if out.failed {
+        bail!("some rows could not run (see the notes above)");
+    }
+    Ok(())
 }
 
 fn cmd_test() -> Result<ExitCode> {

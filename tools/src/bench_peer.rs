@@ -1,0 +1,750 @@
+//! `cargo xtask bench --peer linux` (issue 6): Gannet (`io`, `l2`, router) and a Linux guest
+//! (bridge, IPv4 forwarding) forwarding the same generator traffic through the same QEMU command
+//! line, one boot per row, every frame size of the run measured in that boot.
+//!
+//! Per row and size: forwarded pps and loss from the generator; guest instructions per packet
+//! under `--icount` (Gannet: Δ`busy_cycles` ÷ Δ`forwarded` from `STATS`, the TSC counting
+//! instructions; Linux: Δ(user+nice+system+irq+softirq) of `/proc/stat` × 10 ms of virtual time
+//! ÷ frames received by the generator); kicks per packet (Gannet only).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::gen::{GenConfig, GenReport, Generator};
+use crate::peer_linux::{self, LinuxPeer, PeerMode};
+use crate::qemu::{self, Accel, Echo, Guest, GuestConfig};
+
+/// PNG of forwarded pps vs frame size (relative to the workspace root).
+pub const PLOT_PPS: &str = "docs/peer-pps.png";
+/// PNG of instructions per packet vs frame size.
+pub const PLOT_IPP: &str = "docs/peer-instructions.png";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct PeerBenchConfig {
+    /// Frame sizes on the wire, FCS included.
+    pub sizes: Vec<usize>,
+    /// Write `{"sweep": […]}` (set by `--sizes`) instead of one record.
+    pub sweep: bool,
+    /// Seconds of traffic per row and size.
+    pub seconds: f64,
+    /// Generator window (maximum outstanding frames).
+    pub window: u64,
+    pub accel: Accel,
+    pub icount: bool,
+    /// Extra Gannet command line (any `mode=` is replaced per row).
+    pub append: String,
+    /// Gannet image.
+    pub image: PathBuf,
+    /// Where guest consoles are echoed.
+    pub echo: Echo,
+    /// Draw the two PNGs (only meaningful with more than one size).
+    pub plots: bool,
+}
+
+/// One row of the record (`null` in JSON when the row could not run).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Row {
+    pub forwarded_pps: f64,
+    pub loss: f64,
+    /// Only with `--icount`.
+    pub instructions_per_packet: Option<f64>,
+    /// Gannet only.
+    pub kicks_per_packet: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct GannetRows {
+    pub io: Option<Row>,
+    pub l2: Option<Row>,
+    pub l3: Option<Row>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct LinuxRows {
+    pub l2: Option<Row>,
+    pub l3: Option<Row>,
+}
+
+/// The issue's record for one frame size.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Record {
+    pub accel: String,
+    pub icount: bool,
+    pub frame_size: usize,
+    pub gannet: GannetRows,
+    pub linux: LinuxRows,
+}
+
+/// `--sizes` output.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Sweep {
+    pub sweep: Vec<Record>,
+}
+
+/// Everything a run produced: records, per-row notes (why a row is null), and the Linux busy
+/// fraction per row/size (table only).
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub records: Vec<Record>,
+    pub notes: Vec<String>,
+    /// Any row other than Gannet's router failed.
+    pub failed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Gannet(&'static str),
+    Linux(PeerMode),
+}
+
+impl Engine {
+    fn label(self) -> &'static str {
+        match self {
+            Engine::Gannet("io") => "gannet io",
+            Engine::Gannet("l2") => "gannet l2",
+            Engine::Gannet(_) => "gannet l3 (router)",
+            Engine::Linux(PeerMode::L2) => "linux l2 (bridge)",
+            Engine::Linux(PeerMode::L3) => "linux l3 (forwarding)",
+        }
+    }
+}
+
+const ENGINES: [Engine; 5] = [
+    Engine::Gannet("io"),
+    Engine::Gannet("l2"),
+    Engine::Gannet("router"),
+    Engine::Linux(PeerMode::L2),
+    Engine::Linux(PeerMode::L3),
+];
+
+/// Gannet's `--append` with any `mode=` dropped and `mode=<mode>` added.
+pub fn gannet_append(user: &str, mode: &str) -> String {
+    let mut v: Vec<&str> = user
+        .split_whitespace()
+        .filter(|kv| !kv.starts_with("mode="))
+        .collect();
+    let m = format!("mode={mode}");
+    v.insert(0, &m);
+    v.join(" ")
+}
+
+/// A counter snapshot: (busy, forwarded, kicks). Gannet: TSC busy cycles, frames, kicks;
+/// Linux: busy ticks (USER_HZ), 0, 0.
+type Snap = (u64, u64, u64);
+
+fn snapshot(engine: Engine, guest: &Guest, tag: &str) -> Result<Snap> {
+    match engine {
+        Engine::Gannet(_) => {
+            let s = guest.stats(Duration::from_secs(30))?;
+            Ok((
+                s.u64("busy_cycles").context("STATS has no busy_cycles")?,
+                s.u64("forwarded").context("STATS has no forwarded")?,
+                s.u64("kicks").context("STATS has no kicks")?,
+            ))
+        }
+        Engine::Linux(_) => Ok((peer_linux::cpu_ticks(guest, tag)?.0, 0, 0)),
+    }
+}
+
+/// Computes a row from the generator report and the counter deltas.
+fn row(engine: Engine, icount: bool, r: &GenReport, a: Snap, b: Snap) -> Row {
+    let busy = b.0.saturating_sub(a.0) as f64;
+    let (ipp, kpp) = match engine {
+        Engine::Gannet(_) => {
+            let fwd = b.1.saturating_sub(a.1);
+            let kicks = b.2.saturating_sub(a.2) as f64;
+            if fwd == 0 {
+                (None, None)
+            } else {
+                (icount.then(|| busy / fwd as f64), Some(kicks / fwd as f64))
+            }
+        }
+        Engine::Linux(_) => {
+            let ns = busy * 1e9 / peer_linux::USER_HZ;
+            (
+                (icount && r.received > 0).then(|| ns / r.received as f64),
+                None,
+            )
+        }
+    };
+    Row {
+        forwarded_pps: r.received_pps,
+        loss: r.loss,
+        instructions_per_packet: ipp,
+        kicks_per_packet: kpp,
+    }
+}
+
+/// Boots `engine` once and measures every size. Returns one row per size.
+fn measure(cfg: &PeerBenchConfig, engine: Engine, peer: Option<&LinuxPeer>) -> Result<Vec<Row>> {
+    let tmp = tempfile::Builder::new()
+        .prefix("gannet-peer-")
+        .tempdir_in("/tmp")
+        .context("creating the socket directory")?;
+    let gcfg = |size| GenConfig {
+        dir: tmp.path().to_path_buf(),
+        size,
+        seconds: cfg.seconds,
+        window: cfg.window,
+        ..Default::default()
+    };
+    // The host side binds first: QEMU's frames to an unbound path are lost.
+    let mut generator = Some(Generator::bind(&gcfg(cfg.sizes[0]))?);
+    let qcfg: GuestConfig = match engine {
+        Engine::Gannet(mode) => GuestConfig {
+            image: cfg.image.clone(),
+            dgram_dir: tmp.path().to_path_buf(),
+            append: gannet_append(&cfg.append, mode),
+            accel: cfg.accel,
+            icount: cfg.icount,
+            echo: cfg.echo,
+            ..Default::default()
+        },
+        Engine::Linux(mode) => peer_linux::guest_config(
+            peer.context("no Linux peer prepared")?,
+            tmp.path(),
+            mode,
+            cfg.accel,
+            cfg.icount,
+            cfg.echo,
+        ),
+    };
+    eprintln!("xtask: peer bench: booting {}", engine.label());
+    let mut guest = Guest::boot(&qcfg)?;
+    match engine {
+        Engine::Gannet(_) => guest.wait_ready(qemu::READY_TIMEOUT)?,
+        Engine::Linux(_) => {
+            let l = peer_linux::wait_ready(&guest)?;
+            eprintln!("xtask: {l}");
+        }
+    }
+    let mut rows = Vec::new();
+    for (k, &size) in cfg.sizes.iter().enumerate() {
+        if k > 0 {
+            drop(generator.take());
+            generator = Some(Generator::bind(&gcfg(size))?);
+        }
+        let g = generator.as_ref().unwrap();
+        let a = snapshot(engine, &guest, &format!("a{size}"))?;
+        let r = g.run()?;
+        let b = snapshot(engine, &guest, &format!("b{size}"))?;
+        let row = row(engine, cfg.icount, &r, a, b);
+        eprintln!(
+            "xtask: {} {size} B: sent {} received {} -> {:.0} pps, loss {:.4}, instr/pkt {}, kicks/pkt {}",
+            engine.label(),
+            r.sent,
+            r.received,
+            row.forwarded_pps,
+            row.loss,
+            fmt_opt(row.instructions_per_packet, 0),
+            fmt_opt(row.kicks_per_packet, 3)
+        );
+        rows.push(row);
+    }
+    match engine {
+        Engine::Gannet(_) => {
+            let (_, exit) = guest.quit(Duration::from_secs(30))?;
+            if !exit.is_clean() {
+                eprintln!(
+                    "xtask: warning: {} ended with {exit}\n{}",
+                    engine.label(),
+                    guest.tail_report()
+                );
+            }
+        }
+        Engine::Linux(_) => {
+            let _ = guest.send_line("quit");
+            if guest.wait_exit(Duration::from_secs(20)).is_err() {
+                eprintln!("xtask: warning: Linux peer did not power off; killed");
+            }
+        }
+    }
+    drop(generator);
+    drop(tmp);
+    Ok(rows)
+}
+
+/// Runs every row. `peer` is `None` to skip the Linux rows (they are then `null`).
+pub fn run(cfg: &PeerBenchConfig, peer: Option<&LinuxPeer>) -> Result<Outcome> {
+    anyhow::ensure!(!cfg.sizes.is_empty(), "no frame sizes");
+    let mut out = Outcome {
+        records: cfg
+            .sizes
+            .iter()
+            .map(|&s| Record {
+                accel: cfg.accel.name().to_string(),
+                icount: cfg.icount,
+                frame_size: s,
+                gannet: GannetRows::default(),
+                linux: LinuxRows::default(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    for engine in ENGINES {
+        if matches!(engine, Engine::Linux(_)) && peer.is_none() {
+            out.notes.push(format!(
+                "{}: null (Linux peer not requested)",
+                engine.label()
+            ));
+            continue;
+        }
+        let rows = match measure(cfg, engine, peer) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                let router_missing =
+                    engine == Engine::Gannet("router") && msg.contains(qemu::CONFIG_ERROR_MARKER);
+                if router_missing {
+                    out.notes.push(format!(
+                        "{}: null (this Gannet image has no router mode: `mode=router` is a \
+                         config error)",
+                        engine.label()
+                    ));
+                } else {
+                    out.failed = true;
+                    eprintln!("xtask: error: {}: {msg}", engine.label());
+                    out.notes.push(format!(
+                        "{}: null (failed: {})",
+                        engine.label(),
+                        first_line(&msg)
+                    ));
+                }
+                continue;
+            }
+        };
+        for (rec, r) in out.records.iter_mut().zip(rows) {
+            let slot = match engine {
+                Engine::Gannet("io") => &mut rec.gannet.io,
+                Engine::Gannet("l2") => &mut rec.gannet.l2,
+                Engine::Gannet(_) => &mut rec.gannet.l3,
+                Engine::Linux(PeerMode::L2) => &mut rec.linux.l2,
+                Engine::Linux(PeerMode::L3) => &mut rec.linux.l3,
+            };
+            *slot = Some(r);
+        }
+    }
+    Ok(out)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn fmt_opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "null".to_string(), |v| format!("{v:.prec$}"))
+}
+
+/// The table of one record, with ratios.
+pub fn table(rec: &Record) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "frame size {} B, accel {}, icount {}",
+        rec.frame_size,
+        rec.accel,
+        if rec.icount { "yes" } else { "no" }
+    );
+    let _ = writeln!(
+        s,
+        "  {:<22} {:>12} {:>8} {:>14} {:>11}",
+        "row", "fwd pps", "loss", "instr/packet", "kicks/pkt"
+    );
+    let rows: [(&str, &Option<Row>); 5] = [
+        ("gannet io", &rec.gannet.io),
+        ("gannet l2", &rec.gannet.l2),
+        ("gannet l3 (router)", &rec.gannet.l3),
+        ("linux l2 (bridge)", &rec.linux.l2),
+        ("linux l3 (forwarding)", &rec.linux.l3),
+    ];
+    for (name, r) in rows {
+        match r {
+            Some(r) => {
+                let _ = writeln!(
+                    s,
+                    "  {name:<22} {:>12.0} {:>7.2}% {:>14} {:>11}",
+                    r.forwarded_pps,
+                    r.loss * 100.0,
+                    fmt_opt(r.instructions_per_packet, 0),
+                    fmt_opt(r.kicks_per_packet, 3)
+                );
+            }
+            None => {
+                let _ = writeln!(s, "  {name:<22} {:>12}", "null (did not run)");
+            }
+        }
+    }
+    let ratio = |a: &Option<Row>, b: &Option<Row>, f: fn(&Row) -> Option<f64>| -> String {
+        match (a.as_ref().and_then(f), b.as_ref().and_then(f)) {
+            (Some(x), Some(y)) if y > 0.0 => format!("{:.2}x", x / y),
+            _ => "n/a".into(),
+        }
+    };
+    let pps = |r: &Row| Some(r.forwarded_pps);
+    let ipp = |r: &Row| r.instructions_per_packet;
+    let _ = writeln!(
+        s,
+        "  ratios: pps gannet l2 / linux l2 {}, gannet l2 / linux l3 {}, gannet l3 / linux l3 {}, gannet l2 / gannet io {}",
+        ratio(&rec.gannet.l2, &rec.linux.l2, pps),
+        ratio(&rec.gannet.l2, &rec.linux.l3, pps),
+        ratio(&rec.gannet.l3, &rec.linux.l3, pps),
+        ratio(&rec.gannet.l2, &rec.gannet.io, pps),
+    );
+    if rec.icount {
+        let _ = writeln!(
+            s,
+            "          instructions/packet linux l2 / gannet l2 {}, linux l3 / gannet l2 {}",
+            ratio(&rec.linux.l2, &rec.gannet.l2, ipp),
+            ratio(&rec.linux.l3, &rec.gannet.l2, ipp),
+        );
+    }
+    if rec.gannet.l3.is_none() {
+        let _ = writeln!(
+            s,
+            "  gannet l3 is null: router mode does not exist in the guest yet (issue 7)"
+        );
+    }
+    s
+}
+
+/// The issue's targets against one record (64 B): met, or missed by how much.
+pub fn targets(rec: &Record) -> String {
+    fn line(what: &str, got: Option<f64>, target: f64, lower_is_better: bool) -> String {
+        let cmp = if lower_is_better { "<=" } else { ">=" };
+        match got {
+            None => format!("  {what:<44} n/a (target {cmp} {target})\n"),
+            Some(g) => {
+                let met = if lower_is_better {
+                    g <= target
+                } else {
+                    g >= target
+                };
+                let verdict = if met {
+                    "met".to_string()
+                } else {
+                    format!("MISSED by {:.0}%", ((g / target) - 1.0).abs() * 100.0)
+                };
+                format!("  {what:<44} {g:>9.3} (target {cmp} {target}): {verdict}\n")
+            }
+        }
+    }
+    let l2 = rec.gannet.l2.as_ref();
+    let io = rec.gannet.io.as_ref();
+    let lin = rec
+        .linux
+        .l3
+        .as_ref()
+        .or(rec.linux.l2.as_ref())
+        .map(|r| r.forwarded_pps);
+    let lin_best = match (rec.linux.l2.as_ref(), rec.linux.l3.as_ref()) {
+        (Some(a), Some(b)) => Some(a.forwarded_pps.max(b.forwarded_pps)),
+        _ => lin,
+    };
+    let mut s = format!("targets (issue 6, {} B):\n", rec.frame_size);
+    s += &line(
+        "gannet l2 instructions/packet",
+        l2.and_then(|r| r.instructions_per_packet),
+        200.0,
+        true,
+    );
+    s += &line(
+        "gannet l2 pps / best linux pps",
+        l2.zip(lin_best).map(|(r, b)| r.forwarded_pps / b),
+        2.0,
+        false,
+    );
+    s += &line(
+        "gannet l2 pps / gannet io pps",
+        l2.zip(io).map(|(a, b)| a.forwarded_pps / b.forwarded_pps),
+        0.95,
+        false,
+    );
+    s += &line(
+        "gannet l2 kicks/packet",
+        l2.and_then(|r| r.kicks_per_packet),
+        0.25,
+        true,
+    );
+    s
+}
+
+fn register_font() -> bool {
+    for p in [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/truetype/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    ] {
+        if let Ok(bytes) = std::fs::read(p) {
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if plotters::style::register_font(
+                "sans-serif",
+                plotters::style::FontStyle::Normal,
+                bytes,
+            )
+            .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+type Series = (&'static str, plotters::style::RGBColor, Vec<(f64, f64)>);
+
+fn series(records: &[Record], f: fn(&Row) -> Option<f64>) -> Vec<Series> {
+    use plotters::style::RGBColor;
+    let pick: [(&'static str, RGBColor, fn(&Record) -> &Option<Row>); 5] = [
+        ("gannet io", RGBColor(0x1f, 0x77, 0xb4), |r| &r.gannet.io),
+        ("gannet l2", RGBColor(0x2c, 0xa0, 0x2c), |r| &r.gannet.l2),
+        ("gannet l3", RGBColor(0x17, 0xbe, 0xcf), |r| &r.gannet.l3),
+        ("linux l2 (bridge)", RGBColor(0xff, 0x7f, 0x0e), |r| {
+            &r.linux.l2
+        }),
+        ("linux l3 (forwarding)", RGBColor(0xd6, 0x27, 0x28), |r| {
+            &r.linux.l3
+        }),
+    ];
+    pick.iter()
+        .map(|(name, c, sel)| {
+            let pts = records
+                .iter()
+                .filter_map(|r| {
+                    sel(r)
+                        .as_ref()
+                        .and_then(f)
+                        .map(|y| (r.frame_size as f64, y))
+                })
+                .collect();
+            (*name, *c, pts)
+        })
+        .filter(|(_, _, p): &Series| !p.is_empty())
+        .collect()
+}
+
+fn plot(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    data: &[Series],
+    log_y: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let text = register_font();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let xs = data.iter().flat_map(|(_, _, p)| p.iter().map(|q| q.0));
+    let xmax = xs.clone().fold(0.0, f64::max) * 1.05 + 10.0;
+    let ys = data.iter().flat_map(|(_, _, p)| p.iter().map(|q| q.1));
+    let ymax = ys.clone().fold(0.0, f64::max) * 1.15;
+    let ymin = ys.fold(f64::INFINITY, f64::min);
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(15);
+    if text {
+        builder
+            .caption(title, ("sans-serif", 22))
+            .x_label_area_size(45)
+            .y_label_area_size(70);
+    }
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            if text {
+                chart
+                    .configure_mesh()
+                    .x_desc("frame size on the wire, FCS included (bytes)")
+                    .y_desc(ylabel)
+                    .label_style(("sans-serif", 14))
+                    .draw()?;
+            } else {
+                chart.configure_mesh().x_labels(0).y_labels(0).draw()?;
+            }
+            for (name, c, pts) in data {
+                let style = ShapeStyle::from(c).stroke_width(2);
+                let s = chart.draw_series(LineSeries::new(pts.clone(), style))?;
+                if text {
+                    let c = *c;
+                    s.label(*name).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                    });
+                }
+                chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
+            }
+            if text {
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .label_font(("sans-serif", 14))
+                    .position(SeriesLabelPosition::UpperRight)
+                    .draw()?;
+            }
+        }};
+    }
+    if log_y {
+        let lo = (ymin * 0.5).max(1.0);
+        draw!(builder.build_cartesian_2d(0.0..xmax, (lo..ymax * 2.0).log_scale())?);
+    } else {
+        draw!(builder.build_cartesian_2d(0.0..xmax, 0.0..ymax)?);
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Draws [`PLOT_PPS`] and [`PLOT_IPP`] (the latter only with `--icount`) under `root`.
+pub fn plots(root: &Path, records: &[Record]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mode = if records.first().is_some_and(|r| r.icount) {
+        "TCG, -icount"
+    } else {
+        "TCG"
+    };
+    let p = root.join(PLOT_PPS);
+    plot(
+        &p,
+        &format!("Forwarded packets per second vs frame size ({mode}, 1 vCPU)"),
+        "forwarded pps",
+        &series(records, |r| Some(r.forwarded_pps)),
+        false,
+    )
+    .map_err(|e| anyhow::anyhow!("drawing {}: {e}", p.display()))?;
+    out.push(p);
+    let ipp = series(records, |r| r.instructions_per_packet);
+    if !ipp.is_empty() {
+        let p = root.join(PLOT_IPP);
+        plot(
+            &p,
+            "Guest instructions per forwarded packet vs frame size (-icount, log scale)",
+            "guest instructions / packet",
+            &ipp,
+            true,
+        )
+        .map_err(|e| anyhow::anyhow!("drawing {}: {e}", p.display()))?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Parses `--sizes 64,128,…`.
+pub fn parse_sizes(s: &str) -> Result<Vec<usize>> {
+    let v: Vec<usize> = s
+        .split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<usize>()
+                .with_context(|| format!("--sizes: {x:?} is not a number"))
+        })
+        .collect::<Result<_>>()?;
+    anyhow::ensure!(!v.is_empty(), "--sizes is empty");
+    for &x in &v {
+        anyhow::ensure!(
+            (64..=crate::gen::MAX_SIZE).contains(&x),
+            "--sizes: {x} out of range 64..={}",
+            crate::gen::MAX_SIZE
+        );
+    }
+    Ok(v)
+}
+
+/// The JSON value to print/write: one record, or `{"sweep": […]}`.
+pub fn json(cfg: &PeerBenchConfig, out: &Outcome) -> Result<serde_json::Value> {
+    Ok(if cfg.sweep {
+        serde_json::to_value(Sweep {
+            sweep: out.records.clone(),
+        })?
+    } else {
+        serde_json::to_value(&out.records[0])?
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(pps: f64, ipp: Option<f64>, kpp: Option<f64>) -> Option<Row> {
+        Some(Row {
+            forwarded_pps: pps,
+            loss: 0.0,
+            instructions_per_packet: ipp,
+            kicks_per_packet: kpp,
+        })
+    }
+
+    fn rec() -> Record {
+        Record {
+            accel: "tcg".into(),
+            icount: true,
+            frame_size: 64,
+            gannet: GannetRows {
+                io: r(100.0, Some(300.0), Some(0.1)),
+                l2: r(96.0, Some(320.0), Some(0.1)),
+                l3: None,
+            },
+            linux: LinuxRows {
+                l2: r(40.0, Some(6000.0), None),
+                l3: r(50.0, Some(7500.0), None),
+            },
+        }
+    }
+
+    #[test]
+    fn record_json_shape() {
+        let v = serde_json::to_value(rec()).unwrap();
+        let keys = |v: &serde_json::Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys(&v),
+            ["accel", "frame_size", "gannet", "icount", "linux"]
+        );
+        assert_eq!(keys(&v["gannet"]), ["io", "l2", "l3"]);
+        assert_eq!(keys(&v["linux"]), ["l2", "l3"]);
+        assert!(v["gannet"]["l3"].is_null());
+        assert_eq!(
+            keys(&v["gannet"]["l2"]),
+            [
+                "forwarded_pps",
+                "instructions_per_packet",
+                "kicks_per_packet",
+                "loss"
+            ]
+        );
+        assert!(v["linux"]["l3"]["kicks_per_packet"].is_null());
+        let s = serde_json::to_value(Sweep {
+            sweep: vec![rec(), rec()],
+        })
+        .unwrap();
+        assert_eq!(s["sweep"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn targets_say_by_how_much() {
+        let t = targets(&rec());
+        // 320 vs 200: missed by 60%; 96/50 = 1.92 vs 2: missed by 4%; 0.96 >= 0.95 met.
+        assert!(t.contains("MISSED by 60%"), "{t}");
+        assert!(t.contains("MISSED by 4%"), "{t}");
+        assert_eq!(t.matches(": met").count(), 2, "{t}");
+        assert!(table(&rec()).contains("gannet l3 is null"));
+    }
+
+    #[test]
+    fn append_and_sizes() {
+        assert_eq!(gannet_append("mode=io burst=8", "l2"), "mode=l2 burst=8");
+        assert_eq!(gannet_append("", "io"), "mode=io");
+        assert_eq!(parse_sizes("64, 128").unwrap(), [64, 128]);
+        assert!(parse_sizes("63").is_err());
+        assert!(parse_sizes("a").is_err());
+    }
+}
