@@ -42,7 +42,7 @@
 //!
 //! ```text
 //! LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/tmp/target-loom \
-//!     cargo test -p mm --release drain
+//!     cargo test -p mm --release --lib drain::
 //! ```
 //!
 //! (about 15 s; unbounded preemptions take far longer). With the preemption bound at 3 the model
@@ -50,8 +50,9 @@
 //! to reach that interleaving).
 //!
 //! In that build (`cfg(all(test, loom))`) the atomics here are loom's and [`DrainAll::new`] is
-//! not `const`; every other build, the kernel's included, uses `core` atomics. Only the tests
-//! with `drain` in their name are meant to run under `--cfg loom`.
+//! not `const`; every other build, the kernel's included, uses `core` atomics. Only this module's
+//! tests are meant to run under `--cfg loom` (hence the `drain::` filter: plain `drain` also
+//! matches page_pool tests, which use real atomics).
 
 #[cfg(not(all(test, loom)))]
 use core::sync::atomic::{AtomicBool, Ordering};
