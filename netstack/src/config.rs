@@ -4,7 +4,9 @@
 //! [`ConfigError`] that names the key; the kernel prints it and exits with failure rather than
 //! running with a silent default.
 
+use crate::router::{parse_ipv4_cidr, parse_route, Ipv4Net};
 use crate::MacAddr;
+use core::net::Ipv4Addr;
 
 /// Forwarding mode, named after DPDK testpmd's forwarding modes.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -14,6 +16,9 @@ pub enum Mode {
     /// testpmd `mac`: out of the other port with source MAC = that port's MAC and destination
     /// MAC = that port's configured peer MAC.
     L2,
+    /// IPv4 router (RFC 1812): FIB lookup, ARP neighbours, TTL, ICMP errors; needs `ip0` and
+    /// `ip1`.
+    Router,
 }
 
 impl Mode {
@@ -22,6 +27,7 @@ impl Mode {
         match self {
             Mode::Io => "io",
             Mode::L2 => "l2",
+            Mode::Router => "router",
         }
     }
 }
@@ -123,8 +129,11 @@ pub const DEFAULT_BURST: usize = 32;
 /// Largest accepted burst: the virtqueue size (256 descriptors).
 pub const MAX_BURST: usize = 256;
 
+/// Most `route=` keys on one command line.
+pub const MAX_CMDLINE_ROUTES: usize = 64;
+
 /// The effective configuration.
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+#[derive(Clone, Debug, Eq, PartialEq)]
 pub struct Config {
     /// `mode=io|l2` (default `l2`).
     pub mode: Mode,
@@ -140,6 +149,11 @@ pub struct Config {
     pub refill: RefillMode,
     /// `idle=halt|poll` (default `halt`).
     pub idle: IdleMode,
+    /// `ip0=A.B.C.D/LEN`, `ip1=…`: the ports' interface addresses (router mode).
+    pub ip: [Option<Ipv4Net>; PORTS],
+    /// `route=PREFIX/LEN,GATEWAY` (repeatable, up to [`MAX_CMDLINE_ROUTES`]): static routes;
+    /// `0.0.0.0/0,GW` is the default route.
+    pub routes: heapless::Vec<(Ipv4Net, Ipv4Addr), MAX_CMDLINE_ROUTES>,
 }
 
 impl Default for Config {
@@ -152,6 +166,8 @@ impl Default for Config {
             pool: PoolMode::Recycle,
             refill: RefillMode::Bulk,
             idle: IdleMode::Halt,
+            ip: [None; PORTS],
+            routes: heapless::Vec::new(),
         }
     }
 }
@@ -165,6 +181,15 @@ pub enum ConfigError<'a> {
     UnknownKey(&'a str),
     /// The same key given twice.
     Repeated(&'a str),
+    /// A key the chosen mode needs was not given (e.g. `ip0` with `mode=router`).
+    Missing {
+        /// The missing key.
+        key: &'static str,
+        /// Why it is needed.
+        because: &'static str,
+    },
+    /// More `route=` keys than [`MAX_CMDLINE_ROUTES`].
+    TooManyRoutes,
     /// A known key with a value it cannot take; `expected` says what it takes.
     BadValue {
         /// The key.
@@ -187,6 +212,12 @@ impl core::fmt::Display for ConfigError<'_> {
                 )
             }
             ConfigError::Repeated(k) => write!(f, "key `{k}` given more than once"),
+            ConfigError::Missing { key, because } => {
+                write!(f, "key `{key}` is required {because}")
+            }
+            ConfigError::TooManyRoutes => {
+                write!(f, "key `route` given more than {MAX_CMDLINE_ROUTES} times")
+            }
             ConfigError::BadValue {
                 key,
                 value,
@@ -202,9 +233,12 @@ impl core::fmt::Display for ConfigError<'_> {
 }
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 8] = [
-    "mode", "peer0", "peer1", "burst", "log", "pool", "refill", "idle",
+pub const KEYS: [&str; 11] = [
+    "mode", "peer0", "peer1", "burst", "log", "pool", "refill", "idle", "ip0", "ip1", "route",
 ];
+
+/// Index of `route` in [`KEYS`]: the one key that may repeat.
+const ROUTE_KEY: usize = 10;
 
 impl Config {
     /// Parse a kernel command line: whitespace-separated `key=value` tokens.
@@ -217,7 +251,7 @@ impl Config {
                 .iter()
                 .position(|k| *k == key)
                 .ok_or(ConfigError::UnknownKey(key))?;
-            if core::mem::replace(&mut seen[idx], true) {
+            if core::mem::replace(&mut seen[idx], true) && idx != ROUTE_KEY {
                 return Err(ConfigError::Repeated(key));
             }
             let bad = |expected| ConfigError::BadValue {
@@ -230,7 +264,8 @@ impl Config {
                     cfg.mode = match value {
                         "io" => Mode::Io,
                         "l2" => Mode::L2,
-                        _ => return Err(bad("io or l2")),
+                        "router" => Mode::Router,
+                        _ => return Err(bad("io, l2 or router")),
                     }
                 }
                 1 | 2 => {
@@ -258,6 +293,17 @@ impl Config {
                         _ => return Err(bad("bulk or single")),
                     }
                 }
+                8 | 9 => {
+                    cfg.ip[idx - 8] = Some(
+                        parse_ipv4_cidr(value)
+                            .map_err(|_| bad("an interface address like 10.0.0.1/24"))?,
+                    )
+                }
+                ROUTE_KEY => {
+                    let r = parse_route(value)
+                        .map_err(|_| bad("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
+                    cfg.routes.push(r).map_err(|_| ConfigError::TooManyRoutes)?;
+                }
                 7 => {
                     cfg.idle = match value {
                         "halt" => IdleMode::Halt,
@@ -273,6 +319,16 @@ impl Config {
                         "debug" => LogLevel::Debug,
                         _ => return Err(bad("error, warn, info or debug")),
                     }
+                }
+            }
+        }
+        if cfg.mode == Mode::Router {
+            for (i, key) in ["ip0", "ip1"].into_iter().enumerate() {
+                if cfg.ip[i].is_none() {
+                    return Err(ConfigError::Missing {
+                        key,
+                        because: "with mode=router",
+                    });
                 }
             }
         }
@@ -318,14 +374,42 @@ mod tests {
     }
 
     #[test]
+    fn router_keys() {
+        let c = Config::parse(
+            "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 \
+             route=192.168.0.0/16,10.0.1.2 route=0.0.0.0/0,10.0.0.2",
+        )
+        .unwrap();
+        assert_eq!(c.mode, Mode::Router);
+        assert_eq!(c.ip[0].unwrap().to_string(), "10.0.0.1/24");
+        assert_eq!(c.routes.len(), 2);
+        assert_eq!(c.routes[0].1, Ipv4Addr::new(10, 0, 1, 2));
+        assert_eq!(
+            Config::parse("mode=router ip0=10.0.0.1/24").unwrap_err(),
+            ConfigError::Missing {
+                key: "ip1",
+                because: "with mode=router"
+            }
+        );
+        assert!(matches!(
+            Config::parse("ip0=10.0.0.1"),
+            Err(ConfigError::BadValue { key: "ip0", .. })
+        ));
+        assert!(matches!(
+            Config::parse("route=10.0.0.0/8"),
+            Err(ConfigError::BadValue { key: "route", .. })
+        ));
+    }
+
+    #[test]
     fn errors_name_the_key() {
-        let e = Config::parse("mode=router").unwrap_err();
+        let e = Config::parse("mode=bridge").unwrap_err();
         assert_eq!(
             e,
             ConfigError::BadValue {
                 key: "mode",
-                value: "router",
-                expected: "io or l2"
+                value: "bridge",
+                expected: "io, l2 or router"
             }
         );
         assert!(e.to_string().contains("`mode`"));

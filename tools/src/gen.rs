@@ -62,6 +62,37 @@ pub fn peer_ip(port: usize) -> [u8; 4] {
     [10, 0, port as u8, 2]
 }
 
+/// EtherType of ARP (RFC 826).
+const ETHERTYPE_ARP: [u8; 2] = [0x08, 0x06];
+
+/// If `frame` is an ARP request (RFC 826, Ethernet/IPv4) for the host address behind guest
+/// port `port` ([`peer_ip`]), the reply the host would send: from [`peer_mac`]`(port)` to the
+/// asker, padded to the 60-byte Ethernet minimum. Lets the generator stand in for the
+/// next-hop hosts when the guest routes (`mode=router`).
+pub fn arp_reply(frame: &[u8], port: usize) -> Option<Vec<u8>> {
+    // Ethernet (14) + ARP for Ethernet/IPv4 (28).
+    if frame.len() < 42 || frame[12..14] != ETHERTYPE_ARP {
+        return None;
+    }
+    let arp = &frame[14..42];
+    // htype 1 (Ethernet), ptype 0x0800, hlen 6, plen 4, op 1 (request).
+    if arp[0..8] != [0, 1, 0x08, 0x00, 6, 4, 0, 1] || arp[24..28] != peer_ip(port) {
+        return None;
+    }
+    let mac = peer_mac(port);
+    let mut r = vec![0u8; 60];
+    r[0..6].copy_from_slice(&arp[8..14]); // to the asker's hardware address
+    r[6..12].copy_from_slice(&mac);
+    r[12..14].copy_from_slice(&ETHERTYPE_ARP);
+    r[14..20].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4]);
+    r[20..22].copy_from_slice(&[0, 2]); // op: reply
+    r[22..28].copy_from_slice(&mac);
+    r[28..32].copy_from_slice(&peer_ip(port));
+    r[32..38].copy_from_slice(&arp[8..14]);
+    r[38..42].copy_from_slice(&arp[14..18]);
+    Some(r)
+}
+
 /// Path of the socket QEMU binds for guest port `port`.
 pub fn guest_sock(dir: &Path, port: usize) -> PathBuf {
     dir.join(format!("guest-{port}.sock"))
@@ -517,6 +548,8 @@ struct DirShared {
 struct RxResult {
     acc: SeqTracker,
     bad: u64,
+    /// ARP requests for the hosts behind the port, answered.
+    arp_answered: u64,
     stray: u64,
     last_rx: Option<Instant>,
     records: Vec<FrameRecord>,
@@ -609,57 +642,58 @@ impl Generator {
         let matcher = self.pcap.as_deref().map(PcapMatcher::new);
 
         let start = Instant::now();
-        let (tx_results, rx_results, send_end) =
-            thread::scope(|scope| -> Result<_> {
-                // Receivers: socket `port` carries direction `1 - port`.
-                let mut rx_handles = Vec::new();
-                let mut matcher = matcher;
-                for port in 0..2 {
-                    let dir = 1 - port;
-                    let active = dirs.contains(&dir);
-                    let sock = self.socks[port].try_clone()?;
-                    let sh = &shared[dir];
-                    let stop = &stop;
-                    let m = if dir == 0 { matcher.take() } else { None };
-                    let max_records = cfg.max_records;
-                    rx_handles.push(scope.spawn(move || {
-                        receiver(sock, port, dir, active, sh, stop, m, max_records)
-                    }));
-                }
-                let mut tx_handles = Vec::new();
-                for &dir in &dirs {
-                    let sock = self.socks[dir].try_clone()?;
-                    let sh = &shared[dir];
-                    let peer = guest_sock(&cfg.dir, dir);
-                    let pcap = self.pcap.as_deref();
-                    tx_handles.push(scope.spawn(move || {
+        let (tx_results, rx_results, send_end) = thread::scope(|scope| -> Result<_> {
+            // Receivers: socket `port` carries direction `1 - port`.
+            let mut rx_handles = Vec::new();
+            let mut matcher = matcher;
+            for port in 0..2 {
+                let dir = 1 - port;
+                let active = dirs.contains(&dir);
+                let sock = self.socks[port].try_clone()?;
+                let sh = &shared[dir];
+                let stop = &stop;
+                let m = if dir == 0 { matcher.take() } else { None };
+                let max_records = cfg.max_records;
+                let guest = guest_sock(&cfg.dir, port);
+                rx_handles.push(scope.spawn(move || {
+                    receiver(sock, port, dir, active, sh, stop, m, max_records, guest)
+                }));
+            }
+            let mut tx_handles = Vec::new();
+            for &dir in &dirs {
+                let sock = self.socks[dir].try_clone()?;
+                let sh = &shared[dir];
+                let peer = guest_sock(&cfg.dir, dir);
+                let pcap = self.pcap.as_deref();
+                tx_handles
+                    .push(scope.spawn(move || {
                         sender(sock, peer, dir, cfg, datagram_len, pcap, sh, start)
                     }));
-                }
-                let mut tx = Vec::new();
-                for h in tx_handles {
-                    tx.push(h.join().expect("sender thread panicked"));
-                }
-                let send_end = Instant::now();
-                sending_done.store(true, Ordering::SeqCst);
-                // Stragglers: until everything sent is accounted for, at most `straggler_wait`.
-                let all_back = || {
-                    dirs.iter().all(|&d| {
-                        shared[d].arrived.load(Ordering::SeqCst)
-                            >= shared[d].sent.load(Ordering::SeqCst)
-                    })
-                };
-                let straggle_deadline = send_end + cfg.straggler_wait;
-                while Instant::now() < straggle_deadline && !all_back() {
-                    thread::sleep(Duration::from_millis(1));
-                }
-                stop.store(true, Ordering::SeqCst);
-                let mut rx = Vec::new();
-                for h in rx_handles {
-                    rx.push(h.join().expect("receiver thread panicked"));
-                }
-                Ok((tx, rx, send_end))
-            })?;
+            }
+            let mut tx = Vec::new();
+            for h in tx_handles {
+                tx.push(h.join().expect("sender thread panicked"));
+            }
+            let send_end = Instant::now();
+            sending_done.store(true, Ordering::SeqCst);
+            // Stragglers: until everything sent is accounted for, at most `straggler_wait`.
+            let all_back = || {
+                dirs.iter().all(|&d| {
+                    shared[d].arrived.load(Ordering::SeqCst)
+                        >= shared[d].sent.load(Ordering::SeqCst)
+                })
+            };
+            let straggle_deadline = send_end + cfg.straggler_wait;
+            while Instant::now() < straggle_deadline && !all_back() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::SeqCst);
+            let mut rx = Vec::new();
+            for h in rx_handles {
+                rx.push(h.join().expect("receiver thread panicked"));
+            }
+            Ok((tx, rx, send_end))
+        })?;
 
         let seconds = send_end.duration_since(start).as_secs_f64();
         let mut report = GenReport {
@@ -834,6 +868,7 @@ fn sender(
 }
 
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)]
 fn receiver(
     sock: UnixDatagram,
     port: usize,
@@ -843,6 +878,7 @@ fn receiver(
     stop: &AtomicBool,
     mut matcher: Option<PcapMatcher>,
     max_records: usize,
+    guest: PathBuf,
 ) -> RxResult {
     let mut res = RxResult::default();
     let mut buf = vec![0u8; 65536];
@@ -851,6 +887,12 @@ fn receiver(
             Ok(n) => n,
             Err(_) => continue, // timeout (checks `stop`) or transient error
         };
+        if let Some(reply) = arp_reply(&buf[..n], port) {
+            if sock.send_to(&reply, &guest).is_ok() {
+                res.arp_answered += 1;
+            }
+            continue;
+        }
         if !active {
             res.stray += 1;
             continue;
@@ -960,3 +1002,44 @@ impl Drop for RawPort {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod arp_tests {
+    use super::*;
+
+    fn request(target: [u8; 4]) -> Vec<u8> {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&guest_mac(1));
+        f.extend_from_slice(&ETHERTYPE_ARP);
+        f.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+        f.extend_from_slice(&guest_mac(1));
+        f.extend_from_slice(&[10, 0, 1, 1]);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&target);
+        f.resize(60, 0);
+        f
+    }
+
+    #[test]
+    fn answers_for_the_host_behind_the_port() {
+        let r = arp_reply(&request([10, 0, 1, 2]), 1).expect("a reply");
+        assert_eq!(r.len(), 60);
+        assert_eq!(&r[0..6], &guest_mac(1));
+        assert_eq!(&r[6..12], &peer_mac(1));
+        assert_eq!(&r[20..22], &[0, 2]);
+        assert_eq!(&r[22..28], &peer_mac(1));
+        assert_eq!(&r[28..32], &[10, 0, 1, 2]);
+        assert_eq!(&r[32..38], &guest_mac(1));
+        assert_eq!(&r[38..42], &[10, 0, 1, 1]);
+    }
+
+    #[test]
+    fn ignores_other_targets_and_non_requests() {
+        assert!(arp_reply(&request([10, 0, 1, 3]), 1).is_none());
+        assert!(arp_reply(&request([10, 0, 1, 2]), 0).is_none());
+        let mut reply = request([10, 0, 1, 2]);
+        reply[21] = 2;
+        assert!(arp_reply(&reply, 1).is_none());
+        assert!(arp_reply(&[0u8; 30], 1).is_none());
+    }
+}

@@ -18,6 +18,10 @@ pub enum Command {
     Buddyinfo,
     /// Per-pool counters.
     Pools,
+    /// The FIB (router mode).
+    Routes,
+    /// The neighbour table (router mode).
+    Neigh,
 }
 
 /// Line assembly state.
@@ -72,6 +76,8 @@ impl Console {
             "help" => Some(Command::Help),
             "buddyinfo" => Some(Command::Buddyinfo),
             "pools" => Some(Command::Pools),
+            "routes" => Some(Command::Routes),
+            "neigh" => Some(Command::Neigh),
             other => {
                 crate::println!("console: unknown command `{other}` (try `help`)");
                 None
@@ -82,4 +88,5 @@ impl Console {
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
-buddyinfo (free blocks per order), quit (drain, final STATS, exit), help";
+buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), quit (drain, final STATS, \
+exit), help";

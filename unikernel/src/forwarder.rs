@@ -14,7 +14,8 @@ use drivers::pci::{
     find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, VIRTIO_MSI_NO_VECTOR,
 };
 use drivers::virtio_net::{
-    DriverStats, RxBuf, RxStatus, TxBuf, VirtioNet, NET_HDR_LEN, QUEUE_SIZE,
+    DriverStats, RxBuf, RxStatus, TxBuf, VirtioNet, MAX_FRAME_LEN as MAX_FRAME, NET_HDR_LEN,
+    QUEUE_SIZE,
 };
 use log::{error, info, warn};
 use mm::page_pool::{
@@ -22,6 +23,11 @@ use mm::page_pool::{
 };
 use mm::{PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::{MAX_BURST, PORTS};
+use netstack::router::{
+    set_macs, Action, Event, Fib, PortConfig, Router, RouterConfig, RuleSlot, TBL24_LEN,
+    TBL8_GROUP_LEN,
+};
+use netstack::Mode;
 use netstack::{
     forward_frame, Config, DropReason, IdleMode, MacAddr, PoolMode, PortCounters, RefillMode,
     Verdict,
@@ -30,6 +36,18 @@ use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::PciTransport;
 
 type Nic = VirtioNet<KernelHal, PciTransport>;
+type Rt = Router<'static, Pfn>;
+
+/// DIR-24-8 second-level groups (256 entries each): prefixes longer than /24 under 256
+/// distinct /24s. 256 KiB.
+const TBL8_GROUPS: usize = 256;
+/// FIB rule slots (a power of two, at least 8/7 of the routes): room for ~3,500 routes.
+const FIB_RULES: usize = 4096;
+/// Bytes of contiguous RAM the router's FIB needs, set aside at boot (`mode=router`): the
+/// 2^24-entry tbl24 (64 MiB) + tbl8 + rule slots.
+pub const ROUTER_RESERVE_BYTES: u64 = (TBL24_LEN * 4
+    + TBL8_GROUPS * TBL8_GROUP_LEN * 4
+    + FIB_RULES * core::mem::size_of::<RuleSlot>()) as u64;
 
 /// How often the idle loop looks at the serial console: every 10 ms of TSC time. Port I/O
 /// takes QEMU's big lock, so polling it every iteration would slow the datapath.
@@ -66,10 +84,65 @@ pub struct Forwarder<'z> {
     rx_scratch: [RxBuf; MAX_BURST],
     tx_scratch: [TxBuf; MAX_BURST],
     page_scratch: [Pfn; QUEUE_SIZE],
+    /// Router mode: the IPv4 router, per-port TX staging, and a spare page for ICMP errors and
+    /// ARP requests.
+    pub(crate) router: Option<Rt>,
+    tx_stage: [[TxBuf; MAX_BURST]; PORTS],
+    tx_n: [usize; PORTS],
+    spare: Option<Pfn>,
 }
 
 /// Bring up the ports and forward until `quit`. Never returns.
-pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
+/// Build the router over the FIB storage `mem::init` set aside.
+fn build_router(cfg: &Config, macs: [MacAddr; PORTS], reserved: Option<(u64, u64)>) -> Rt {
+    let Some((addr, bytes)) = reserved.filter(|r| r.1 >= ROUTER_RESERVE_BYTES) else {
+        fail(format_args!(
+            "router: no FIB memory reserved ({ROUTER_RESERVE_BYTES} bytes needed)"
+        ))
+    };
+    let base = addr as *mut u8;
+    // SAFETY: [addr, addr + bytes) was set aside by mem::init for us alone: identity-mapped RAM
+    // outside the zone and the image, never freed. The three tables do not overlap, each is
+    // aligned (4 KiB base, u32-sized offsets) and every RuleSlot is written before the slice
+    // over them is made; u32 tables may hold any bit pattern (Fib::new clears them).
+    let (tbl24, tbl8, rules) = unsafe {
+        let tbl24 = core::slice::from_raw_parts_mut(base.cast::<u32>(), TBL24_LEN);
+        let t8 = base.add(TBL24_LEN * 4).cast::<u32>();
+        let tbl8 = core::slice::from_raw_parts_mut(t8, TBL8_GROUPS * TBL8_GROUP_LEN);
+        let r = base
+            .add(TBL24_LEN * 4 + TBL8_GROUPS * TBL8_GROUP_LEN * 4)
+            .cast::<RuleSlot>();
+        for i in 0..FIB_RULES {
+            r.add(i).write(RuleSlot::EMPTY);
+        }
+        (tbl24, tbl8, core::slice::from_raw_parts_mut(r, FIB_RULES))
+    };
+    debug_assert!(bytes >= ROUTER_RESERVE_BYTES);
+    let fib = match Fib::new(tbl24, tbl8, rules) {
+        Ok(f) => f,
+        Err(e) => fail(format_args!("router: FIB: {e:?}")),
+    };
+    let ports: [PortConfig; PORTS] = core::array::from_fn(|i| PortConfig {
+        mac: macs[i],
+        addr: cfg.ip[i].expect("Config::parse requires ip0/ip1 in router mode"),
+    });
+    let mut router = match Rt::new(fib, &ports, RouterConfig::default()) {
+        Ok(r) => r,
+        Err(e) => fail(format_args!("config error: ip0/ip1: router: {e:?}")),
+    };
+    for (net, gw) in cfg.routes.iter() {
+        if let Err(e) = router.add_route(*net, *gw) {
+            fail(format_args!("config error: route={net},{gw}: {e:?}"));
+        }
+    }
+    info!(
+        "router: {} routes in the FIB (connected, local, broadcast, static)",
+        router.fib().len()
+    );
+    router
+}
+
+pub fn run(cfg: &Config, zone: &'static Zone, reserved: Option<(u64, u64)>) -> ! {
     let pcp = PerCpuPages::new(zone, 1);
     // Free pages right after the allocator is up, before any device took memory: `quit` must
     // come back to exactly this number.
@@ -164,8 +237,9 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             Err(e) => fail(format_args!("page_pool {i}: {e:?}")),
         }
     });
+    let router = (cfg.mode == Mode::Router).then(|| build_router(cfg, macs, reserved));
     let mut fwd = Forwarder {
-        cfg: *cfg,
+        cfg: cfg.clone(),
         zone,
         pcp,
         nics: ManuallyDrop::new(nics),
@@ -189,6 +263,13 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             len: 0,
         }; MAX_BURST],
         page_scratch: [Pfn(0); QUEUE_SIZE],
+        router,
+        tx_stage: [[TxBuf {
+            pfn: Pfn(0),
+            len: 0,
+        }; MAX_BURST]; PORTS],
+        tx_n: [0; PORTS],
+        spare: None,
     };
     for p in 0..PORTS {
         fwd.refill(p);
@@ -349,6 +430,174 @@ impl Forwarder<'_> {
         n
     }
 
+    /// A page for an ICMP error or ARP request, from pool 0 (kept until used).
+    fn spare_page(&mut self) -> Option<Pfn> {
+        if self.spare.is_none() {
+            self.spare = self.pools[0].alloc(&mut self.pcp, self.zone, &mut self.dma);
+        }
+        self.spare
+    }
+
+    /// Queue `len` frame bytes of page `pfn` for TX on `port` (sent at the next flush).
+    fn stage_tx(&mut self, port: usize, pfn: Pfn, len: usize) {
+        if self.tx_n[port] == MAX_BURST {
+            self.flush_tx(port);
+        }
+        self.tx_stage[port][self.tx_n[port]] = TxBuf { pfn, len };
+        self.tx_n[port] += 1;
+    }
+
+    /// Send what is staged for `port`; what does not fit the ring is dropped and counted.
+    fn flush_tx(&mut self, q: usize) {
+        let n = core::mem::take(&mut self.tx_n[q]);
+        if n == 0 {
+            return;
+        }
+        // SAFETY: each staged page holds a frame at NET_HDR_LEN and is handed to the TX ring.
+        let sent = unsafe { self.nics[q].tx_burst(&self.tx_stage[q][..n]) };
+        self.counters[q].tx += sent as u64;
+        self.counters[q].tx_bytes += self.tx_stage[q][..sent]
+            .iter()
+            .map(|t| t.len as u64)
+            .sum::<u64>();
+        for i in sent..n {
+            self.counters[q].drop(DropReason::TxRingFull);
+            self.recycle(self.tx_stage[q][i].pfn);
+        }
+    }
+
+    /// Router mode: receive a burst on port `p`, route each frame (RFC 1812), transmit what
+    /// leaves, then run the router's pending events. Returns RX buffers completed.
+    fn rx_route(&mut self, p: usize) -> usize {
+        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        if n == 0 {
+            return 0;
+        }
+        let now = crate::time::uptime_ns();
+        for i in 0..n {
+            let b = self.rx_scratch[i];
+            match b.status {
+                RxStatus::Ok => {
+                    self.counters[p].rx += 1;
+                    self.counters[p].rx_bytes += b.len as u64;
+                }
+                RxStatus::TooBig => {
+                    self.counters[p].rx += 1;
+                    self.counters[p].drop(DropReason::TooBig);
+                    self.recycle(b.pfn);
+                    continue;
+                }
+                RxStatus::Continuation => {
+                    self.recycle(b.pfn);
+                    continue;
+                }
+                RxStatus::Malformed => {
+                    self.counters[p].drop(DropReason::BadDesc);
+                    self.recycle(b.pfn);
+                    continue;
+                }
+            }
+            // SAFETY: the page came back from the RX ring and is ours; the frame lies at
+            // [NET_HDR_LEN, NET_HDR_LEN + len) within the page.
+            let frame = unsafe { frame_bytes(b.pfn, b.len) };
+            let spare = self.spare_page();
+            // SAFETY: the spare page is ours (allocated from the pool, not posted anywhere).
+            let icmp = spare.map_or(&mut [][..], |sp| unsafe { frame_bytes(sp, MAX_FRAME) });
+            let router = self.router.as_mut().expect("rx_route in router mode");
+            match router.process(p, frame, b.pfn, now, icmp) {
+                Action::Forward { port, len } | Action::Reply { port, len } => {
+                    self.stage_tx(usize::from(port), b.pfn, len)
+                }
+                Action::Icmp { port, len, .. } => {
+                    let sp = self.spare.take().expect("ICMP built in the spare page");
+                    self.stage_tx(usize::from(port), sp, len);
+                    self.recycle(b.pfn);
+                }
+                Action::Queued => {}
+                Action::ToHost | Action::Consumed | Action::Drop(_) => self.recycle(b.pfn),
+            }
+        }
+        self.router_events(now);
+        for q in 0..PORTS {
+            self.flush_tx(q);
+        }
+        n
+    }
+
+    /// Run the router's pending work: ARP requests to send, queued frames now resolved (or
+    /// dropped on timeout).
+    fn router_events(&mut self, now: u64) {
+        loop {
+            let spare = self.spare_page();
+            // SAFETY: the spare page is ours.
+            let out = spare.map_or(&mut [][..], |sp| unsafe { frame_bytes(sp, MAX_FRAME) });
+            let Some(router) = self.router.as_mut() else {
+                return;
+            };
+            match router.poll(now, out) {
+                None => return,
+                Some(Event::SendArp { port, len }) => {
+                    let sp = self
+                        .spare
+                        .take()
+                        .expect("ARP request built in the spare page");
+                    self.stage_tx(usize::from(port), sp, len);
+                }
+                Some(Event::Transmit {
+                    handle,
+                    port,
+                    len,
+                    dst,
+                    src,
+                }) => {
+                    // SAFETY: the router handed the queued page back to us.
+                    set_macs(unsafe { frame_bytes(handle, len) }, dst, src);
+                    self.stage_tx(usize::from(port), handle, len);
+                }
+                Some(Event::Dropped { handle, .. }) => self.recycle(handle),
+            }
+        }
+    }
+
+    /// Router timers while idle (ARP retransmits, queue timeouts): run events, send, kick.
+    fn router_tick(&mut self) {
+        if self.router.is_none() {
+            return;
+        }
+        self.router_events(crate::time::uptime_ns());
+        for q in 0..PORTS {
+            self.flush_tx(q);
+        }
+        self.kick_all();
+    }
+
+    /// `routes`: the FIB's rules.
+    pub(crate) fn print_routes(&self) {
+        let Some(r) = &self.router else {
+            return println!("routes: not in router mode");
+        };
+        for (net, nh) in r.fib().routes() {
+            println!("route {net} {nh:?}");
+        }
+    }
+
+    /// `neigh`: the neighbour table.
+    pub(crate) fn print_neigh(&self) {
+        let Some(r) = &self.router else {
+            return println!("neigh: not in router mode");
+        };
+        for n in r.neighbours() {
+            println!(
+                "neigh {} port {} mac {} {:?} queued {}",
+                core::net::Ipv4Addr::from_bits(n.ip),
+                n.port,
+                n.mac,
+                n.state,
+                n.queued
+            );
+        }
+    }
+
     /// Return completed TX pages of every port to their pools.
     fn tx_reap(&mut self) -> usize {
         let mut total = 0;
@@ -372,7 +621,11 @@ impl Forwarder<'_> {
             let t0 = rdtsc();
             let mut work = 0;
             for p in 0..PORTS {
-                work += self.rx_forward(p);
+                work += if self.router.is_some() {
+                    self.rx_route(p)
+                } else {
+                    self.rx_forward(p)
+                };
             }
             work += self.tx_reap();
             if work > 0 {
@@ -390,11 +643,14 @@ impl Forwarder<'_> {
                 next_console = 0;
             } else if t0 >= next_console {
                 next_console = t0 + console_every;
+                self.router_tick();
                 match console.poll() {
                     Some(Command::Stats) => self.print_stats(),
                     Some(Command::Help) => println!("{HELP}"),
                     Some(Command::Buddyinfo) => self.print_buddyinfo(),
                     Some(Command::Pools) => self.print_pools(),
+                    Some(Command::Routes) => self.print_routes(),
+                    Some(Command::Neigh) => self.print_neigh(),
                     Some(Command::Quit) => self.shutdown(),
                     None => {}
                 }
@@ -489,6 +745,18 @@ impl Forwarder<'_> {
         for pfn in back {
             self.recycle(pfn);
         }
+        while let Some(pfn) = self.router.as_mut().and_then(|r| r.flush()) {
+            self.recycle(pfn);
+        }
+        for q in 0..PORTS {
+            // Staged frames never reached a ring.
+            for i in 0..core::mem::take(&mut self.tx_n[q]) {
+                self.recycle(self.tx_stage[q][i].pfn);
+            }
+        }
+        if let Some(sp) = self.spare.take() {
+            self.recycle(sp);
+        }
         let mut leaked = 0;
         let held: u64 = self
             .nics
@@ -532,5 +800,19 @@ impl Forwarder<'_> {
         }
         info!("gannet: shutdown clean ({now} free pages, as at boot)");
         crate::exit::exit(crate::exit::ExitCode::Success)
+    }
+}
+
+/// The frame bytes of page `pfn`: `len` bytes from [`NET_HDR_LEN`] (clamped to the page).
+///
+/// # Safety
+/// The caller owns the page (not posted to a ring, not aliased) for the slice's lifetime.
+unsafe fn frame_bytes<'a>(pfn: Pfn, len: usize) -> &'a mut [u8] {
+    // SAFETY: identity-mapped RAM page owned by the caller; the range stays within the page.
+    unsafe {
+        core::slice::from_raw_parts_mut(
+            (pfn.addr() as usize + NET_HDR_LEN) as *mut u8,
+            len.min(PAGE_SIZE - NET_HDR_LEN),
+        )
     }
 }

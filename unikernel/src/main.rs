@@ -49,6 +49,16 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         LogLevel::Debug => LevelFilter::Debug,
     });
     info!("command line: \"{}\"", boot.cmdline.as_str());
+    if cfg.mode == netstack::Mode::Router {
+        info!(
+            "config: ip0={} ip1={}",
+            cfg.ip[0].unwrap(),
+            cfg.ip[1].unwrap()
+        );
+        for (net, gw) in cfg.routes.iter() {
+            info!("config: route {net} via {gw}");
+        }
+    }
     info!(
         "config: mode={} peer0={} peer1={} burst={} log={} pool={} refill={} idle={}",
         cfg.mode.as_str(),
@@ -73,7 +83,12 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         );
     }
 
-    let (zone, mi) = match mem::init(&boot.memmap) {
+    let reserve = if cfg.mode == netstack::Mode::Router {
+        forwarder::ROUTER_RESERVE_BYTES
+    } else {
+        0
+    };
+    let (zone, mi) = match mem::init(&boot.memmap, reserve) {
         Ok(z) => z,
         Err(e) => fail(format_args!("memory error: {e:?}")),
     };
@@ -86,7 +101,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         mi.managed_pages * 4 / 1024,
         mi.ignored_high_pages
     );
-    forwarder::run(&cfg, zone)
+    forwarder::run(&cfg, zone, mi.reserved)
 }
 
 /// Log a fatal boot error and exit QEMU with failure.

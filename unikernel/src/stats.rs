@@ -6,11 +6,15 @@
 //! (`port`, `mac`, `rx`, `rx_bytes`, `tx`, `tx_bytes`, `kicks_rx`, `kicks_tx`, `no_buffer`,
 //! `drops{tx_ring_full, too_big, bad_desc, runt}`), `pools[]` (`id`, `in_flight`, `cached`,
 //! `alloc_fast`, `alloc_slow`, `alloc_empty`, `refill_pages`, `refill_failed`, `recycle_cached`,
-//! `recycle_cache_full`, `recycle_ring`, `recycle_ring_full`, `released`).
+//! `recycle_cache_full`, `recycle_ring`, `recycle_ring_full`, `released`), and in router mode
+//! `router` (`rx`, `forwarded`, `arp_replies`, `arp_consumed`, `arp_requests`, `to_host`,
+//! `queued`, `queued_now`, `icmp_sent`, `icmp_rate_limited`, `icmp_suppressed`, `no_buffer`,
+//! `drops{…}` by [`RouterDrop`] name).
 
 use crate::forwarder::Forwarder;
 use crate::time::tsc_hz;
 use core::fmt;
+use netstack::router::RouterDrop;
 use netstack::DropReason;
 
 /// Formats a [`Forwarder`] as the STATS JSON object.
@@ -74,6 +78,33 @@ impl fmt::Display for Snapshot<'_, '_> {
                 s.released
             )?;
         }
-        f.write_str("]}")
+        f.write_str("]")?;
+        if let Some(r) = &fw.router {
+            let c = r.counters();
+            write!(
+                f,
+                ",\"router\":{{\"rx\":{},\"forwarded\":{},\"arp_replies\":{},\"arp_consumed\":{},\"arp_requests\":{},\"to_host\":{},\"queued\":{},\"queued_now\":{},\"icmp_sent\":{},\"icmp_rate_limited\":{},\"icmp_suppressed\":{},\"no_buffer\":{},\"drops\":{{",
+                c.rx,
+                c.forwarded,
+                c.arp_replies,
+                c.arp_consumed,
+                c.arp_requests,
+                c.to_host,
+                c.queued,
+                r.queued_frames(),
+                c.icmp_sent,
+                c.icmp_rate_limited,
+                c.icmp_suppressed,
+                c.no_buffer
+            )?;
+            for (j, why) in RouterDrop::ALL.iter().enumerate() {
+                if j > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "\"{}\":{}", why.as_str(), c.drops_for(*why))?;
+            }
+            f.write_str("}}")?;
+        }
+        f.write_str("}")
     }
 }

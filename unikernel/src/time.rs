@@ -78,3 +78,13 @@ pub fn uptime_us() -> u64 {
     let d = rdtsc().wrapping_sub(TSC_BOOT.load(Ordering::Relaxed));
     (d as u128 * 1_000_000 / hz as u128) as u64
 }
+
+/// Nanoseconds since [`calibrate`].
+pub fn uptime_ns() -> u64 {
+    let hz = TSC_HZ.load(Ordering::Relaxed);
+    if hz == 0 {
+        return 0;
+    }
+    let d = rdtsc().wrapping_sub(TSC_BOOT.load(Ordering::Relaxed));
+    (d as u128 * 1_000_000_000 / hz as u128) as u64
+}
