@@ -7,6 +7,7 @@
 
 pub mod bench_mm;
 pub mod bench_peer;
+pub mod bench_pool;
 pub mod gen;
 pub mod peer_linux;
 pub mod qemu;

@@ -145,6 +145,9 @@ enum Peer {
 enum BenchTarget {
     /// mm page allocator: cycles per page (pcp single/bulk/list vs buddy_system_allocator).
     Mm,
+    /// page_pool: host cycles per page (recycle fast/ring, empty-pool refill) + guest bulk vs
+    /// single refill (`--seconds` of traffic per guest run, `--image`).
+    Pool,
 }
 
 fn image_for(g: &GuestArgs) -> Result<PathBuf> {
@@ -371,6 +374,11 @@ fn cmd_run(a: TrafficArgs) -> Result<()> {
 fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Mm) = a.target {
         return tools::bench_mm::run(a.json.as_deref()).map(drop);
+    }
+    if let Some(BenchTarget::Pool) = a.target {
+        let g = &a.traffic;
+        return tools::bench_pool::run(a.json.as_deref(), g.guest.image.clone(), g.seconds)
+            .map(drop);
     }
     if a.peer.is_some() || a.sizes.is_some() {
         return cmd_bench_peer(a);
