@@ -498,10 +498,11 @@ fn register_font() -> bool {
 }
 
 type Series = (&'static str, plotters::style::RGBColor, Vec<(f64, f64)>);
+type Select = fn(&Record) -> &Option<Row>;
 
 fn series(records: &[Record], f: fn(&Row) -> Option<f64>) -> Vec<Series> {
     use plotters::style::RGBColor;
-    let pick: [(&'static str, RGBColor, fn(&Record) -> &Option<Row>); 5] = [
+    let pick: [(&'static str, RGBColor, Select); 5] = [
         ("gannet io", RGBColor(0x1f, 0x77, 0xb4), |r| &r.gannet.io),
         ("gannet l2", RGBColor(0x2c, 0xa0, 0x2c), |r| &r.gannet.l2),
         ("gannet l3", RGBColor(0x17, 0xbe, 0xcf), |r| &r.gannet.l3),
