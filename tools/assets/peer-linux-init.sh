@@ -5,6 +5,8 @@
 # Kernel command line keys: peer_mode=l2 (bridge the two ports) | l3 (IPv4 forwarding).
 # Console protocol (one command per line on ttyS0, no prompt, no echo):
 #   st TAG   -> "PEERSTAT TAG <first line of /proc/stat>"
+#   tl TAG   -> "PEERTL TAG <now ns> <idle_sleeptime ns> <iowait_sleeptime ns>" (/proc/timer_list:
+#               ktime now and the nohz idle time, both exact, unlike /proc/stat's tick samples)
 #   nd TAG   -> "PEERNETDEV TAG <rx/tx packets of both ports>"
 #   quit     -> power off
 /bin/busybox --install -s /bin
@@ -90,6 +92,10 @@ echo "peer: ready mode=$MODE ports=$P0,$P1 kernel=$(uname -r)"
 while read -r cmd arg; do
   case "$cmd" in
     st) echo "PEERSTAT $arg $(head -n 1 /proc/stat)" ;;
+    tl) awk -v t="$arg" '/^now at/ { n = $3 }
+          /\.idle_sleeptime/ { s = $0; gsub(/[^0-9]/, "", s); i = s }
+          /\.iowait_sleeptime/ { s = $0; gsub(/[^0-9]/, "", s); w = s }
+          END { print "PEERTL " t " " n " " i " " w }' /proc/timer_list ;;
     nd) echo "PEERNETDEV $arg $(cat /sys/class/net/$P0/statistics/rx_packets) $(cat /sys/class/net/$P0/statistics/tx_packets) $(cat /sys/class/net/$P1/statistics/rx_packets) $(cat /sys/class/net/$P1/statistics/tx_packets) $(cat /sys/class/net/$P0/statistics/rx_dropped) $(cat /sys/class/net/$P1/statistics/tx_dropped)" ;;
     quit) poweroff -f ;;
     "") ;;

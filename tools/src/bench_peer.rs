@@ -4,8 +4,10 @@
 //!
 //! Per row and size: forwarded pps and loss from the generator; guest instructions per packet
 //! under `--icount` (Gannet: Δ`busy_cycles` ÷ Δ`forwarded` from `STATS`, the TSC counting
-//! instructions; Linux: Δ(user+nice+system+irq+softirq) of `/proc/stat` × 10 ms of virtual time
-//! ÷ frames received by the generator); kicks per packet (Gannet only).
+//! instructions; Linux: Δ(ktime − nohz idle − iowait) from `/proc/timer_list`, one virtual ns per
+//! instruction, ÷ frames received by the generator; `/proc/stat`'s tick-sampled busy time is
+//! logged beside it, see [`peer_linux::timer_ns`] for why it is not used); kicks per packet
+//! (Gannet only).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -130,11 +132,25 @@ pub fn gannet_append(user: &str, mode: &str) -> String {
         .collect();
     let m = format!("mode={mode}");
     v.insert(0, &m);
-    v.join(" ")
+    let mut s = v.join(" ");
+    if mode == "router" {
+        // The port addresses the Linux peer uses; the generator's hosts are 10.0.0.2 and
+        // 10.0.1.2 (it answers the router's ARP requests).
+        for (k, a) in [("ip0", "10.0.0.1/24"), ("ip1", "10.0.1.1/24")] {
+            if !user
+                .split_whitespace()
+                .any(|kv| kv.starts_with(&format!("{k}=")))
+            {
+                s += &format!(" {k}={a}");
+            }
+        }
+    }
+    s
 }
 
 /// A counter snapshot: (busy, forwarded, kicks). Gannet: TSC busy cycles, frames, kicks;
-/// Linux: busy ticks (USER_HZ), 0, 0.
+/// Linux: busy ns (ktime now − nohz idle − iowait), `/proc/stat` busy ticks (USER_HZ, for the
+/// log only), 0.
 type Snap = (u64, u64, u64);
 
 fn snapshot(engine: Engine, guest: &Guest, tag: &str) -> Result<Snap> {
@@ -147,7 +163,11 @@ fn snapshot(engine: Engine, guest: &Guest, tag: &str) -> Result<Snap> {
                 s.u64("kicks").context("STATS has no kicks")?,
             ))
         }
-        Engine::Linux(_) => Ok((peer_linux::cpu_ticks(guest, tag)?.0, 0, 0)),
+        Engine::Linux(_) => {
+            let (now, idle, iowait) = peer_linux::timer_ns(guest, tag)?;
+            let ticks = peer_linux::cpu_ticks(guest, tag)?.0;
+            Ok((now.saturating_sub(idle + iowait), ticks, 0))
+        }
     }
 }
 
@@ -164,13 +184,10 @@ fn row(engine: Engine, icount: bool, r: &GenReport, a: Snap, b: Snap) -> Row {
                 (icount.then(|| busy / fwd as f64), Some(kicks / fwd as f64))
             }
         }
-        Engine::Linux(_) => {
-            let ns = busy * 1e9 / peer_linux::USER_HZ;
-            (
-                (icount && r.received > 0).then(|| ns / r.received as f64),
-                None,
-            )
-        }
+        Engine::Linux(_) => (
+            (icount && r.received > 0).then(|| busy / r.received as f64),
+            None,
+        ),
     };
     Row {
         forwarded_pps: r.received_pps,
@@ -234,6 +251,18 @@ fn measure(cfg: &PeerBenchConfig, engine: Engine, peer: Option<&LinuxPeer>) -> R
         let r = g.run()?;
         let b = snapshot(engine, &guest, &format!("b{size}"))?;
         let row = row(engine, cfg.icount, &r, a, b);
+        if let Engine::Linux(_) = engine {
+            let ns = b.0.saturating_sub(a.0) as f64;
+            let ticks = b.1.saturating_sub(a.1) as f64;
+            eprintln!(
+                "xtask: {} {size} B: busy {:.1} ms of {:.2} s traffic (guest clock); /proc/stat \
+                 tick samples say {:.0} ms",
+                engine.label(),
+                ns / 1e6,
+                r.seconds,
+                ticks * 1e3 / peer_linux::USER_HZ
+            );
+        }
         eprintln!(
             "xtask: {} {size} B: sent {} received {} -> {:.0} pps, loss {:.4}, instr/pkt {}, kicks/pkt {}",
             engine.label(),
@@ -406,7 +435,7 @@ pub fn table(rec: &Record) -> String {
     if rec.gannet.l3.is_none() {
         let _ = writeln!(
             s,
-            "  gannet l3 is null: router mode does not exist in the guest yet (issue 7)"
+            "  gannet l3 is null: this image has no router mode, or the row failed (see notes)"
         );
     }
     s
@@ -744,6 +773,14 @@ mod tests {
     fn append_and_sizes() {
         assert_eq!(gannet_append("mode=io burst=8", "l2"), "mode=l2 burst=8");
         assert_eq!(gannet_append("", "io"), "mode=io");
+        assert_eq!(
+            gannet_append("idle=poll", "router"),
+            "mode=router idle=poll ip0=10.0.0.1/24 ip1=10.0.1.1/24"
+        );
+        assert_eq!(
+            gannet_append("ip0=10.0.0.1/16", "router"),
+            "mode=router ip0=10.0.0.1/16 ip1=10.0.1.1/24"
+        );
         assert_eq!(parse_sizes("64, 128").unwrap(), [64, 128]);
         assert!(parse_sizes("63").is_err());
         assert!(parse_sizes("a").is_err());

@@ -11,7 +11,9 @@
 //! The guest's `/init` configures `peer_mode=l2` (bridge, STP off, forward delay 0) or
 //! `peer_mode=l3` (10.0.0.1/24, 10.0.1.1/24, `ip_forward=1`, static ARP for the generator's
 //! sides), prints [`READY_MARKER`] and then answers console commands without prompt or echo:
-//! `st TAG` prints `PEERSTAT TAG cpu …` (the first line of `/proc/stat`), `quit` powers off.
+//! `st TAG` prints `PEERSTAT TAG cpu …` (the first line of `/proc/stat`), `tl TAG` prints
+//! `PEERTL TAG now idle iowait` (ns, from `/proc/timer_list`; see [`timer_ns`]), `quit` powers
+//! off.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -28,6 +30,8 @@ pub const INIT: &str = include_str!("../assets/peer-linux-init.sh");
 pub const READY_MARKER: &str = "peer: ready";
 /// Prefix of the `/proc/stat` answer.
 pub const STAT_PREFIX: &str = "PEERSTAT ";
+/// Prefix of the `/proc/timer_list` answer.
+pub const TL_PREFIX: &str = "PEERTL ";
 /// Modules the peer needs (with their dependencies) unless built in.
 pub const MODULES: [&str; 3] = ["virtio_pci", "virtio_net", "bridge"];
 /// Debian's meta package naming the current kernel.
@@ -503,6 +507,32 @@ pub fn cpu_ticks(guest: &Guest, tag: &str) -> Result<(u64, u64)> {
     parse_cpu_line(&line).with_context(|| format!("cannot parse {line:?}"))
 }
 
+/// Parses `PEERTL TAG now idle iowait` into (now, idle, iowait) nanoseconds.
+pub fn parse_timer_line(line: &str) -> Option<(u64, u64, u64)> {
+    let rest = &line[line.find(TL_PREFIX)? + TL_PREFIX.len()..];
+    let v: Vec<u64> = rest
+        .split_whitespace()
+        .skip(1)
+        .map(|w| w.parse().ok())
+        .collect::<Option<_>>()?;
+    (v.len() == 3).then(|| (v[0], v[1], v[2]))
+}
+
+/// Asks the guest for ktime now and its nohz idle and iowait time (ns, `/proc/timer_list`).
+/// Busy time = Δnow − Δidle − Δiowait is exact (interrupts and softirqs taken while idle count as
+/// busy), while `/proc/stat`'s busy fields are samples at the tick: under `-icount
+/// sleep=off` an idle vCPU's clock jumps to the next timer deadline, so the tick nearly always
+/// finds the CPU just woken from idle and short busy bursts are never sampled.
+pub fn timer_ns(guest: &Guest, tag: &str) -> Result<(u64, u64, u64)> {
+    let from = guest.line_count();
+    guest.send_line(&format!("tl {tag}"))?;
+    let want = format!("{TL_PREFIX}{tag} ");
+    let (_, line) = guest
+        .wait_for_line_from(from, |l| l.contains(&want), Duration::from_secs(60))
+        .context("waiting for the Linux peer's /proc/timer_list line")?;
+    parse_timer_line(&line).with_context(|| format!("cannot parse {line:?}"))
+}
+
 /// Waits for [`READY_MARKER`]; fails with the serial tail if the guest reports an error first.
 pub fn wait_ready(guest: &Guest) -> Result<String> {
     let (_, line) = guest
@@ -529,6 +559,16 @@ mod tests {
         let l = "PEERSTAT a cpu  10 1 20 300 4 5 6 0 0 0";
         assert_eq!(parse_cpu_line(l), Some((10 + 1 + 20 + 5 + 6, 42 + 304)));
         assert_eq!(parse_cpu_line("PEERSTAT a cpu 1 2"), None);
+    }
+
+    #[test]
+    fn timer_line() {
+        assert_eq!(
+            parse_timer_line("PEERTL b64 9000 5000 10"),
+            Some((9000, 5000, 10))
+        );
+        assert_eq!(parse_timer_line("PEERTL b64 9000 5000 "), None);
+        assert_eq!(parse_timer_line("tl b64"), None);
     }
 
     #[test]
