@@ -117,6 +117,17 @@ impl RefillMode {
     }
 }
 
+/// Where the management plane (smoltcp: ARP, ICMP echo, metrics on TCP 9100) lives (`mgmt=`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum MgmtPort {
+    /// On port 0's address in router mode, off otherwise (default).
+    Auto,
+    /// On port `0` or `1`'s interface address (`ip0`/`ip1`); router mode only.
+    Port(u8),
+    /// Off.
+    Off,
+}
+
 /// Number of ports the forwarder drives.
 pub const PORTS: usize = 2;
 
@@ -154,6 +165,8 @@ pub struct Config {
     /// `route=PREFIX/LEN,GATEWAY` (repeatable, up to [`MAX_CMDLINE_ROUTES`]): static routes;
     /// `0.0.0.0/0,GW` is the default route.
     pub routes: heapless::Vec<(Ipv4Net, Ipv4Addr), MAX_CMDLINE_ROUTES>,
+    /// `mgmt=ip0|ip1|none`: the management address (router mode; default `ip0`).
+    pub mgmt: MgmtPort,
 }
 
 impl Default for Config {
@@ -168,6 +181,7 @@ impl Default for Config {
             idle: IdleMode::Halt,
             ip: [None; PORTS],
             routes: heapless::Vec::new(),
+            mgmt: MgmtPort::Auto,
         }
     }
 }
@@ -233,14 +247,24 @@ impl core::fmt::Display for ConfigError<'_> {
 }
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 11] = [
+pub const KEYS: [&str; 12] = [
     "mode", "peer0", "peer1", "burst", "log", "pool", "refill", "idle", "ip0", "ip1", "route",
+    "mgmt",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
 const ROUTE_KEY: usize = 10;
 
 impl Config {
+    /// The port the management plane lives on, if any.
+    pub fn mgmt_port(&self) -> Option<usize> {
+        match (self.mode, self.mgmt) {
+            (Mode::Router, MgmtPort::Auto) => Some(0),
+            (Mode::Router, MgmtPort::Port(p)) => Some(usize::from(p)),
+            _ => None,
+        }
+    }
+
     /// Parse a kernel command line: whitespace-separated `key=value` tokens.
     pub fn parse(cmdline: &str) -> Result<Config, ConfigError<'_>> {
         let mut cfg = Config::default();
@@ -304,6 +328,14 @@ impl Config {
                         .map_err(|_| bad("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
                     cfg.routes.push(r).map_err(|_| ConfigError::TooManyRoutes)?;
                 }
+                11 => {
+                    cfg.mgmt = match value {
+                        "ip0" => MgmtPort::Port(0),
+                        "ip1" => MgmtPort::Port(1),
+                        "none" => MgmtPort::Off,
+                        _ => return Err(bad("ip0, ip1 or none")),
+                    }
+                }
                 7 => {
                     cfg.idle = match value {
                         "halt" => IdleMode::Halt,
@@ -321,6 +353,12 @@ impl Config {
                     }
                 }
             }
+        }
+        if cfg.mode != Mode::Router && matches!(cfg.mgmt, MgmtPort::Port(_)) {
+            return Err(ConfigError::Missing {
+                key: "mode",
+                because: "(=router) for mgmt",
+            });
         }
         if cfg.mode == Mode::Router {
             for (i, key) in ["ip0", "ip1"].into_iter().enumerate() {
@@ -394,6 +432,12 @@ mod tests {
         assert!(matches!(
             Config::parse("ip0=10.0.0.1"),
             Err(ConfigError::BadValue { key: "ip0", .. })
+        ));
+        assert_eq!(c.mgmt_port(), Some(0));
+        assert_eq!(Config::parse("mode=l2").unwrap().mgmt_port(), None);
+        assert!(matches!(
+            Config::parse("mgmt=ip1"),
+            Err(ConfigError::Missing { key: "mode", .. })
         ));
         assert!(matches!(
             Config::parse("route=10.0.0.0/8"),

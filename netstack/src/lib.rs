@@ -14,7 +14,7 @@ pub mod counters;
 pub mod forward;
 pub mod router;
 
-pub use config::{Config, ConfigError, IdleMode, LogLevel, Mode, PoolMode, RefillMode};
+pub use config::{Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, RefillMode};
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, Verdict};
 

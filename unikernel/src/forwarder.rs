@@ -6,6 +6,7 @@
 
 use crate::console::{Command, Console, HELP};
 use crate::mem::KernelHal;
+use crate::mgmt::{Mgmt, MgmtCounters};
 use crate::stats::Snapshot;
 use crate::time::{rdtsc, tsc_hz};
 use crate::{fail, println};
@@ -90,6 +91,8 @@ pub struct Forwarder<'z> {
     tx_stage: [[TxBuf; MAX_BURST]; PORTS],
     tx_n: [usize; PORTS],
     spare: Option<Pfn>,
+    /// Router mode: the management plane (smoltcp) on one port's address.
+    pub(crate) mgmt: Option<Mgmt>,
 }
 
 /// Bring up the ports and forward until `quit`. Never returns.
@@ -142,7 +145,29 @@ fn build_router(cfg: &Config, macs: [MacAddr; PORTS], reserved: Option<(u64, u64
     router
 }
 
+/// Carve the management plane's storage from the zone (kept for the kernel's life).
+fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
+    let order = crate::mgmt::STORAGE_BYTES
+        .div_ceil(PAGE_SIZE)
+        .next_power_of_two()
+        .trailing_zeros() as usize;
+    let Some(pfn) = zone.alloc_pages(order) else {
+        fail(format_args!(
+            "mgmt: no memory for {} bytes",
+            crate::mgmt::STORAGE_BYTES
+        ))
+    };
+    let bytes = PAGE_SIZE << order;
+    // SAFETY: a fresh buddy block of `bytes`, identity-mapped, never freed: ours for 'static.
+    unsafe {
+        core::ptr::write_bytes(pfn.addr() as *mut u8, 0, bytes);
+        core::slice::from_raw_parts_mut(pfn.addr() as *mut u8, bytes)
+    }
+}
+
 pub fn run(cfg: &Config, zone: &'static Zone, reserved: Option<(u64, u64)>) -> ! {
+    // Taken before the boot free-page count: it is never returned.
+    let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
     let pcp = PerCpuPages::new(zone, 1);
     // Free pages right after the allocator is up, before any device took memory: `quit` must
     // come back to exactly this number.
@@ -238,6 +263,16 @@ pub fn run(cfg: &Config, zone: &'static Zone, reserved: Option<(u64, u64)>) -> !
         }
     });
     let router = (cfg.mode == Mode::Router).then(|| build_router(cfg, macs, reserved));
+    let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
+        let net = cfg.ip[p].expect("router mode has ip0/ip1");
+        info!(
+            "mgmt: {} on port {p}: ARP, ICMP echo, http://{}:{}/metrics",
+            net,
+            net.addr,
+            crate::mgmt::METRICS_PORT
+        );
+        Mgmt::new(p, macs[p].0, net.addr, net.len, mem, now_ms(), rdtsc())
+    });
     let mut fwd = Forwarder {
         cfg: cfg.clone(),
         zone,
@@ -270,6 +305,7 @@ pub fn run(cfg: &Config, zone: &'static Zone, reserved: Option<(u64, u64)>) -> !
         }; MAX_BURST]; PORTS],
         tx_n: [0; PORTS],
         spare: None,
+        mgmt,
     };
     for p in 0..PORTS {
         fwd.refill(p);
@@ -500,6 +536,13 @@ impl Forwarder<'_> {
             // SAFETY: the page came back from the RX ring and is ours; the frame lies at
             // [NET_HDR_LEN, NET_HDR_LEN + len) within the page.
             let frame = unsafe { frame_bytes(b.pfn, b.len) };
+            if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
+                // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the
+                // router answers requests for the port address itself).
+                if frame.len() >= 14 && frame[12..14] == [0x08, 0x06] {
+                    m.push_rx(frame);
+                }
+            }
             let spare = self.spare_page();
             // SAFETY: the spare page is ours (allocated from the pool, not posted anywhere).
             let icmp = spare.map_or(&mut [][..], |sp| unsafe { frame_bytes(sp, MAX_FRAME) });
@@ -514,8 +557,18 @@ impl Forwarder<'_> {
                     self.recycle(b.pfn);
                 }
                 Action::Queued => {}
-                Action::ToHost | Action::Consumed | Action::Drop(_) => self.recycle(b.pfn),
+                Action::ToHost => {
+                    if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
+                        // SAFETY: the page is still ours (ToHost leaves it to us).
+                        m.push_rx(unsafe { frame_bytes(b.pfn, b.len) });
+                    }
+                    self.recycle(b.pfn)
+                }
+                Action::Consumed | Action::Drop(_) => self.recycle(b.pfn),
             }
+        }
+        if self.mgmt.as_ref().is_some_and(|m| m.rx_pending() > 0) {
+            self.mgmt_poll();
         }
         self.router_events(now);
         for q in 0..PORTS {
@@ -559,11 +612,37 @@ impl Forwarder<'_> {
         }
     }
 
+    /// Run the management plane (bounded work) and send what it produced, each frame copied
+    /// into a page from the mgmt port's pool.
+    fn mgmt_poll(&mut self) {
+        let Some(mut m) = self.mgmt.take() else {
+            return;
+        };
+        m.poll(now_ms(), |w, c| self.write_metrics(w, Some(c)));
+        let port = m.port;
+        m.drain_tx(|f| {
+            let Some(pfn) = self.pools[port].alloc(&mut self.pcp, self.zone, &mut self.dma) else {
+                self.counters[port].no_buffer += 1;
+                return;
+            };
+            // SAFETY: a fresh pool page, ours until handed to the TX ring.
+            unsafe { frame_bytes(pfn, f.len()) }.copy_from_slice(f);
+            self.stage_tx(port, pfn, f.len());
+        });
+        self.mgmt = Some(m);
+    }
+
+    /// The `/metrics` body, Prometheus text exposition format 0.0.4.
+    fn write_metrics(&self, w: &mut dyn core::fmt::Write, mgmt: Option<MgmtCounters>) {
+        let _ = crate::stats::write_prometheus(self, mgmt, w);
+    }
+
     /// Router timers while idle (ARP retransmits, queue timeouts): run events, send, kick.
     fn router_tick(&mut self) {
         if self.router.is_none() {
             return;
         }
+        self.mgmt_poll();
         self.router_events(crate::time::uptime_ns());
         for q in 0..PORTS {
             self.flush_tx(q);
@@ -815,4 +894,9 @@ unsafe fn frame_bytes<'a>(pfn: Pfn, len: usize) -> &'a mut [u8] {
             len.min(PAGE_SIZE - NET_HDR_LEN),
         )
     }
+}
+
+/// Milliseconds since boot (smoltcp's clock).
+fn now_ms() -> i64 {
+    (crate::time::uptime_us() / 1000) as i64
 }

@@ -12,6 +12,7 @@ mod console;
 mod exit;
 mod forwarder;
 mod mem;
+mod mgmt;
 mod pvh;
 mod serial;
 mod stats;

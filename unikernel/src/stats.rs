@@ -108,3 +108,186 @@ impl fmt::Display for Snapshot<'_, '_> {
         f.write_str("}")
     }
 }
+
+/// Write the counters in the Prometheus text exposition format (version 0.0.4): per-port
+/// packets, bytes and drops by reason, per-CPU forwarded packets, page_pool and allocator
+/// state, buddyinfo, router outcomes and the management plane's own counters.
+pub fn write_prometheus(
+    fw: &Forwarder<'_>,
+    mgmt: Option<crate::mgmt::MgmtCounters>,
+    w: &mut dyn core::fmt::Write,
+) -> fmt::Result {
+    let counter = |w: &mut dyn core::fmt::Write, name: &str, help: &str| {
+        writeln!(w, "# HELP {name} {help}\n# TYPE {name} counter")
+    };
+    let gauge = |w: &mut dyn core::fmt::Write, name: &str, help: &str| {
+        writeln!(w, "# HELP {name} {help}\n# TYPE {name} gauge")
+    };
+    for (name, help, get) in [
+        (
+            "gannet_port_rx_packets_total",
+            "Frames received.",
+            (|c: &netstack::PortCounters| c.rx) as fn(&netstack::PortCounters) -> u64,
+        ),
+        ("gannet_port_rx_bytes_total", "Bytes received.", |c| {
+            c.rx_bytes
+        }),
+        (
+            "gannet_port_tx_packets_total",
+            "Frames queued for transmission.",
+            |c| c.tx,
+        ),
+        (
+            "gannet_port_tx_bytes_total",
+            "Bytes queued for transmission.",
+            |c| c.tx_bytes,
+        ),
+        (
+            "gannet_port_rx_no_buffer_total",
+            "RX refills that found no page.",
+            |c| c.no_buffer,
+        ),
+    ] {
+        counter(w, name, help)?;
+        for (i, c) in fw.counters.iter().enumerate() {
+            writeln!(w, "{name}{{port=\"{i}\"}} {}", get(c))?;
+        }
+    }
+    counter(w, "gannet_port_drops_total", "Frames dropped, by reason.")?;
+    for (i, c) in fw.counters.iter().enumerate() {
+        for r in DropReason::ALL {
+            writeln!(
+                w,
+                "gannet_port_drops_total{{port=\"{i}\",reason=\"{}\"}} {}",
+                r.as_str(),
+                c.drops_for(r)
+            )?;
+        }
+    }
+    counter(
+        w,
+        "gannet_cpu_forwarded_packets_total",
+        "Frames forwarded, by CPU.",
+    )?;
+    let forwarded: u64 = fw.counters.iter().map(|c| c.tx).sum();
+    writeln!(
+        w,
+        "gannet_cpu_forwarded_packets_total{{cpu=\"0\"}} {forwarded}"
+    )?;
+    counter(
+        w,
+        "gannet_cpu_busy_cycles_total",
+        "TSC cycles in poll iterations that did work.",
+    )?;
+    writeln!(
+        w,
+        "gannet_cpu_busy_cycles_total{{cpu=\"0\"}} {}",
+        fw.busy_cycles
+    )?;
+    gauge(
+        w,
+        "gannet_pool_in_flight_pages",
+        "Pages handed out by a page_pool and not returned.",
+    )?;
+    for p in fw.pools.iter() {
+        writeln!(
+            w,
+            "gannet_pool_in_flight_pages{{pool=\"{}\"}} {}",
+            p.id(),
+            p.in_flight()
+        )?;
+    }
+    gauge(
+        w,
+        "gannet_pool_cached_pages",
+        "Pages in a page_pool's alloc cache.",
+    )?;
+    for p in fw.pools.iter() {
+        writeln!(
+            w,
+            "gannet_pool_cached_pages{{pool=\"{}\"}} {}",
+            p.id(),
+            p.cached()
+        )?;
+    }
+    counter(
+        w,
+        "gannet_pool_alloc_slow_total",
+        "page_pool refills from the allocator.",
+    )?;
+    for p in fw.pools.iter() {
+        writeln!(
+            w,
+            "gannet_pool_alloc_slow_total{{pool=\"{}\"}} {}",
+            p.id(),
+            p.stats().alloc_slow
+        )?;
+    }
+    gauge(
+        w,
+        "gannet_free_pages",
+        "Free pages in the allocator (buddy + per-CPU lists).",
+    )?;
+    writeln!(
+        w,
+        "gannet_free_pages {}",
+        fw.zone.free_pages() + fw.pcp.count() as u64
+    )?;
+    gauge(
+        w,
+        "gannet_buddyinfo_free_blocks",
+        "Free buddy blocks per order (/proc/buddyinfo).",
+    )?;
+    for (order, n) in fw.zone.buddyinfo().iter().enumerate() {
+        writeln!(
+            w,
+            "gannet_buddyinfo_free_blocks{{zone=\"0\",order=\"{order}\"}} {n}"
+        )?;
+    }
+    if let Some(r) = &fw.router {
+        let c = r.counters();
+        counter(w, "gannet_router_forwarded_total", "Frames routed.")?;
+        writeln!(w, "gannet_router_forwarded_total {}", c.forwarded)?;
+        counter(w, "gannet_router_icmp_sent_total", "ICMP errors sent.")?;
+        writeln!(w, "gannet_router_icmp_sent_total {}", c.icmp_sent)?;
+        counter(
+            w,
+            "gannet_router_drops_total",
+            "Frames the router dropped, by reason.",
+        )?;
+        for why in RouterDrop::ALL {
+            writeln!(
+                w,
+                "gannet_router_drops_total{{reason=\"{}\"}} {}",
+                why.as_str(),
+                c.drops_for(why)
+            )?;
+        }
+    }
+    if let Some(c) = mgmt.or_else(|| fw.mgmt.as_ref().map(|m| m.counters())) {
+        counter(
+            w,
+            "gannet_mgmt_frames_total",
+            "Frames through the management plane.",
+        )?;
+        writeln!(w, "gannet_mgmt_frames_total{{dir=\"rx\"}} {}", c.rx)?;
+        writeln!(w, "gannet_mgmt_frames_total{{dir=\"tx\"}} {}", c.tx)?;
+        writeln!(
+            w,
+            "gannet_mgmt_frames_total{{dir=\"rx_dropped\"}} {}",
+            c.rx_dropped
+        )?;
+        writeln!(
+            w,
+            "gannet_mgmt_frames_total{{dir=\"tx_dropped\"}} {}",
+            c.tx_dropped
+        )?;
+        counter(
+            w,
+            "gannet_mgmt_http_requests_total",
+            "/metrics responses served.",
+        )?;
+        writeln!(w, "gannet_mgmt_http_requests_total {}", c.http_requests)?;
+    }
+    Ok(())
+}

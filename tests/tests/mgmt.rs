@@ -1,0 +1,196 @@
+//! The management plane (router mode): ICMP echo to the port address, and `GET /metrics` over a
+//! real TCP connection made by a host-side smoltcp stack through the generator's socket.
+
+use std::time::{Duration, Instant};
+
+use etherparse::{Icmpv4Type, PacketBuilder, SlicedPacket, TransportSlice};
+use gannet_tests::*;
+use smoltcp::iface::{Config, Interface, SocketSet};
+use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
+use smoltcp::socket::tcp;
+use smoltcp::time::Instant as SmolInstant;
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+
+const ROUTER: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+
+/// An ARP request from the host behind port 0 (10.0.0.2) for `target`.
+fn arp_request(target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&peer_mac(0));
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&peer_mac(0));
+    f.extend_from_slice(&[10, 0, 0, 2]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f.resize(60, 0);
+    f
+}
+
+#[test]
+fn management_address_answers_ping() {
+    let mut rig = Rig::start_raw(ROUTER);
+    let p0 = rig.port(0);
+    // Introduce ourselves (smoltcp learns neighbours from ARP aimed at it).
+    p0.send(&arp_request([10, 0, 0, 1])).unwrap();
+    let mut echo = Vec::new();
+    PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+        .ipv4([10, 0, 0, 2], [10, 0, 0, 1], 64)
+        .icmpv4_echo_request(0x4711, 1)
+        .write(&mut echo, b"gannet ping")
+        .unwrap();
+    p0.send(&echo).unwrap();
+    let deadline = Instant::now() + FRAME_TIMEOUT;
+    let mut reply = None;
+    while reply.is_none() && Instant::now() < deadline {
+        let Some(f) = p0.recv_timeout(Duration::from_millis(500)) else {
+            continue;
+        };
+        if let Some(r) = gen::arp_reply(&f, 0) {
+            p0.send(&r).unwrap();
+            continue;
+        }
+        let Ok(pkt) = SlicedPacket::from_ethernet(&f) else {
+            continue;
+        };
+        if let Some(TransportSlice::Icmpv4(icmp)) = &pkt.transport {
+            if let Icmpv4Type::EchoReply(h) = icmp.icmp_type() {
+                assert_eq!((h.id, h.seq), (0x4711, 1));
+                assert_eq!(icmp.payload(), b"gannet ping");
+                reply = Some(f.clone());
+            }
+        }
+    }
+    assert!(
+        reply.is_some(),
+        "no echo reply from 10.0.0.1\n{}",
+        rig.tail()
+    );
+    let s = rig.quit();
+    assert!(s.0["router"]["to_host"].as_u64().unwrap() >= 1);
+    assert_no_leak(&s);
+}
+
+/// smoltcp's view of the host side of guest port 0.
+struct HostPort(gen::RawPort);
+struct HostRx(Vec<u8>);
+struct HostTx<'a>(&'a gen::RawPort);
+
+impl RxToken for HostRx {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0)
+    }
+}
+
+impl TxToken for HostTx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut buf = vec![0u8; len];
+        let r = f(&mut buf);
+        self.0.send(&buf).expect("host send");
+        r
+    }
+}
+
+impl Device for HostPort {
+    type RxToken<'a> = HostRx;
+    type TxToken<'a> = HostTx<'a>;
+    fn receive(&mut self, _: SmolInstant) -> Option<(HostRx, HostTx<'_>)> {
+        let f = self.0.recv_timeout(Duration::from_millis(2))?;
+        Some((HostRx(f), HostTx(&self.0)))
+    }
+    fn transmit(&mut self, _: SmolInstant) -> Option<HostTx<'_>> {
+        Some(HostTx(&self.0))
+    }
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut c = DeviceCapabilities::default();
+        c.medium = Medium::Ethernet;
+        c.max_transmission_unit = 1514;
+        c
+    }
+}
+
+#[test]
+fn metrics_over_tcp_in_prometheus_format() {
+    let mut rig = Rig::start_raw(ROUTER);
+    let mut dev = HostPort(rig.port(0));
+    let t0 = Instant::now();
+    let now = || SmolInstant::from_millis(t0.elapsed().as_millis() as i64);
+    let mut iface = Interface::new(
+        Config::new(HardwareAddress::Ethernet(EthernetAddress(peer_mac(0)))),
+        &mut dev,
+        now(),
+    );
+    iface.update_ip_addrs(|a| {
+        a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap();
+    });
+    let mut sockets = SocketSet::new(vec![]);
+    let tcp = sockets.add(tcp::Socket::new(
+        tcp::SocketBuffer::new(vec![0; 65536]),
+        tcp::SocketBuffer::new(vec![0; 4096]),
+    ));
+    sockets
+        .get_mut::<tcp::Socket>(tcp)
+        .connect(
+            iface.context(),
+            (Ipv4Address::new(10, 0, 0, 1), 9100),
+            49152,
+        )
+        .unwrap();
+    let mut sent = false;
+    let mut body = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no complete /metrics response; got {} bytes: {}\n{}",
+            body.len(),
+            String::from_utf8_lossy(&body),
+            rig.tail()
+        );
+        iface.poll(now(), &mut dev, &mut sockets);
+        let s = sockets.get_mut::<tcp::Socket>(tcp);
+        if s.may_send() && !sent {
+            s.send_slice(b"GET /metrics HTTP/1.0\r\nHost: 10.0.0.1\r\n\r\n")
+                .unwrap();
+            sent = true;
+        }
+        if s.can_recv() {
+            s.recv(|d| {
+                body.extend_from_slice(d);
+                (d.len(), ())
+            })
+            .unwrap();
+        }
+        if sent && !s.may_recv() && body.len() > 0 {
+            break;
+        }
+    }
+    let text = String::from_utf8(body).expect("UTF-8 response");
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+    assert!(
+        text.contains("Content-Type: text/plain; version=0.0.4"),
+        "{text}"
+    );
+    for needle in [
+        "# TYPE gannet_port_rx_packets_total counter",
+        "gannet_port_rx_packets_total{port=\"0\"} ",
+        "gannet_port_drops_total{port=\"1\",reason=\"tx_ring_full\"} 0",
+        "gannet_cpu_forwarded_packets_total{cpu=\"0\"} ",
+        "gannet_pool_in_flight_pages{pool=\"0\"} ",
+        "gannet_buddyinfo_free_blocks{zone=\"0\",order=\"10\"} ",
+        "gannet_router_drops_total{reason=\"no_route\"} 0",
+        "gannet_mgmt_http_requests_total 1",
+    ] {
+        assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
+    }
+    // Every sample line is `name{labels} value` or `name value` with an integer value.
+    for line in text.split("\r\n\r\n").nth(1).unwrap().lines() {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<u64>().is_ok(), "bad sample line `{line}`");
+    }
+    drop(dev);
+    let s = rig.quit();
+    assert_no_leak(&s);
+}
