@@ -255,6 +255,18 @@ pub const KEYS: [&str; 12] = [
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
 const ROUTE_KEY: usize = 10;
 
+/// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
+/// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`); blank lines and `#` comments are
+/// skipped. Yields `Ok((line number, route))` or `Err((line number, the line))` for a bad line.
+pub fn parse_routes_file(
+    text: &str,
+) -> impl Iterator<Item = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &str)>> {
+    text.lines().enumerate().filter_map(|(i, line)| {
+        let l = line.split('#').next().unwrap_or("").trim();
+        (!l.is_empty()).then(|| parse_route(l).map(|r| (i + 1, r)).map_err(|_| (i + 1, l)))
+    })
+}
+
 impl Config {
     /// The port the management plane lives on, if any.
     pub fn mgmt_port(&self) -> Option<usize> {
@@ -409,6 +421,17 @@ mod tests {
             Config::parse("idle=sleep"),
             Err(ConfigError::BadValue { key: "idle", .. })
         ));
+    }
+
+    #[test]
+    fn routes_file() {
+        let text = "# core routes\n192.168.0.0/16,10.0.1.2\n\n 0.0.0.0/0,10.0.0.2  # default\n";
+        let got: std::vec::Vec<_> = parse_routes_file(text).collect();
+        assert_eq!(got.len(), 2);
+        let (line, (net, gw)) = got[1].unwrap();
+        assert_eq!((line, net.len, gw), (4, 0, Ipv4Addr::new(10, 0, 0, 2)));
+        let bad: std::vec::Vec<_> = parse_routes_file("10.0.0.0/8,10.0.1.2\n10.1.0.0/33,1.2.3.4\n").collect();
+        assert_eq!(bad[1], Err((2, "10.1.0.0/33,1.2.3.4")));
     }
 
     #[test]

@@ -14,7 +14,8 @@ pub mod counters;
 pub mod forward;
 pub mod router;
 
-pub use config::{Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, RefillMode};
+pub use config::{
+    parse_routes_file,Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, RefillMode};
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, Verdict};
 

@@ -148,6 +148,11 @@ impl Rig {
     /// Binds a generator configured by `gen` (its `dir` is replaced) in a fresh directory, boots
     /// the image with kernel command line `append` and waits for `gannet: ready`.
     pub fn start(append: &str, gen: GenConfig) -> Rig {
+        Rig::start_with(append, gen, Vec::new())
+    }
+
+    /// [`Rig::start`] with extra QEMU arguments (e.g. `-initrd ROUTES` for a routes file).
+    pub fn start_with(append: &str, gen: GenConfig, extra_args: Vec<String>) -> Rig {
         let dir = TestDir::new();
         let gcfg = GenConfig {
             dir: dir.path().to_path_buf(),
@@ -159,6 +164,7 @@ impl Rig {
             image: image(),
             dgram_dir: dir.path().to_path_buf(),
             append: append.to_string(),
+            extra_args,
             ..GuestConfig::default()
         };
         let guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));

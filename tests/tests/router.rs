@@ -177,3 +177,51 @@ fn router_config_errors_name_the_key() {
         );
     }
 }
+
+#[test]
+fn routes_file_as_a_boot_module() {
+    let dir = TestDir::new();
+    let file = dir.path().join("routes.txt");
+    std::fs::write(
+        &file,
+        "# routes file\n172.16.0.0/12,10.0.0.2\n192.168.0.0/16,10.0.1.2 # via port 1\n",
+    )
+    .unwrap();
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_with(ROUTER, gen_count(1, 64, false), extra);
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("2 routes from the routes file")),
+        "{}",
+        rig.tail()
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    p0.send(&frame_to([192, 168, 1, 1], 64, 9)).unwrap();
+    let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
+        .unwrap_or_else(|| panic!("not routed by the file's route\n{}", rig.tail()));
+    assert_eq!(ipv4(&got).destination, [192, 168, 1, 1]);
+    let s = rig.quit();
+    assert_no_leak(&s);
+
+    std::fs::write(&file, "10.9.0.0/16,10.0.1.2\nnot a route\n").unwrap();
+    let cfg = GuestConfig {
+        image: image(),
+        dgram_dir: dir.path().to_path_buf(),
+        append: ROUTER.to_string(),
+        extra_args: vec!["-initrd".to_string(), file.display().to_string()],
+        ..GuestConfig::default()
+    };
+    let mut guest = Guest::boot(&cfg).expect("boot");
+    let exit = guest.wait_exit(FAIL_TIMEOUT).expect("guest exits");
+    assert_eq!(exit, GuestExit::GuestFailure);
+    assert!(
+        guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("config error: routes file line 2")),
+        "{:?}",
+        guest.lines()
+    );
+}

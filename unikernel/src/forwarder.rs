@@ -39,11 +39,12 @@ use virtio_drivers::transport::pci::PciTransport;
 type Nic = VirtioNet<KernelHal, PciTransport>;
 type Rt = Router<'static, Pfn>;
 
-/// DIR-24-8 second-level groups (256 entries each): prefixes longer than /24 under 256
-/// distinct /24s. 256 KiB.
-const TBL8_GROUPS: usize = 256;
-/// FIB rule slots (a power of two, at least 8/7 of the routes): room for ~3,500 routes.
-const FIB_RULES: usize = 4096;
+/// DIR-24-8 second-level groups (256 entries each): prefixes longer than /24 under 1024
+/// distinct /24s. 1 MiB.
+const TBL8_GROUPS: usize = 1024;
+/// FIB rule slots (a power of two, at least 8/7 of the routes): room for ~114,000 routes
+/// (a full-table-sized routes file), 1.5 MiB.
+const FIB_RULES: usize = 1 << 17;
 /// Bytes of contiguous RAM the router's FIB needs, set aside at boot (`mode=router`): the
 /// 2^24-entry tbl24 (64 MiB) + tbl8 + rule slots.
 pub const ROUTER_RESERVE_BYTES: u64 = (TBL24_LEN * 4
@@ -96,8 +97,14 @@ pub struct Forwarder<'z> {
 }
 
 /// Bring up the ports and forward until `quit`. Never returns.
-/// Build the router over the FIB storage `mem::init` set aside.
-fn build_router(cfg: &Config, macs: [MacAddr; PORTS], reserved: Option<(u64, u64)>) -> Rt {
+/// Build the router over the FIB storage `mem::init` set aside, with the static routes of the
+/// command line and of the routes file.
+fn build_router(
+    cfg: &Config,
+    macs: [MacAddr; PORTS],
+    reserved: Option<(u64, u64)>,
+    routes_file: Option<&str>,
+) -> Rt {
     let Some((addr, bytes)) = reserved.filter(|r| r.1 >= ROUTER_RESERVE_BYTES) else {
         fail(format_args!(
             "router: no FIB memory reserved ({ROUTER_RESERVE_BYTES} bytes needed)"
@@ -138,6 +145,25 @@ fn build_router(cfg: &Config, macs: [MacAddr; PORTS], reserved: Option<(u64, u64
             fail(format_args!("config error: route={net},{gw}: {e:?}"));
         }
     }
+    if let Some(text) = routes_file {
+        let mut n = 0;
+        for r in netstack::parse_routes_file(text) {
+            match r {
+                Ok((line, (net, gw))) => {
+                    if let Err(e) = router.add_route(net, gw) {
+                        fail(format_args!(
+                            "config error: routes file line {line}: {net},{gw}: {e:?}"
+                        ));
+                    }
+                    n += 1;
+                }
+                Err((line, text)) => fail(format_args!(
+                    "config error: routes file line {line}: `{text}` is not PREFIX/LEN,GATEWAY"
+                )),
+            }
+        }
+        info!("router: {n} routes from the routes file");
+    }
     info!(
         "router: {} routes in the FIB (connected, local, broadcast, static)",
         router.fib().len()
@@ -165,7 +191,12 @@ fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
     }
 }
 
-pub fn run(cfg: &Config, zone: &'static Zone, reserved: Option<(u64, u64)>) -> ! {
+pub fn run(
+    cfg: &Config,
+    zone: &'static Zone,
+    reserved: Option<(u64, u64)>,
+    routes_file: Option<&str>,
+) -> ! {
     // Taken before the boot free-page count: it is never returned.
     let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
     let pcp = PerCpuPages::new(zone, 1);
@@ -262,7 +293,12 @@ pub fn run(cfg: &Config, zone: &'static Zone, reserved: Option<(u64, u64)>) -> !
             Err(e) => fail(format_args!("page_pool {i}: {e:?}")),
         }
     });
-    let router = (cfg.mode == Mode::Router).then(|| build_router(cfg, macs, reserved));
+    if routes_file.is_some() && cfg.mode != Mode::Router {
+        fail(format_args!(
+            "config error: a routes file (--routes) needs `mode=router`"
+        ));
+    }
+    let router = (cfg.mode == Mode::Router).then(|| build_router(cfg, macs, reserved, routes_file));
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
         let net = cfg.ip[p].expect("router mode has ip0/ip1");
         info!(

@@ -89,7 +89,9 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     } else {
         0
     };
-    let (zone, mi) = match mem::init(&boot.memmap, reserve) {
+    let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
+        boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
+    let (zone, mi) = match mem::init(&boot.memmap, reserve, &modules) {
         Ok(z) => z,
         Err(e) => fail(format_args!("memory error: {e:?}")),
     };
@@ -102,7 +104,19 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         mi.managed_pages * 4 / 1024,
         mi.ignored_high_pages
     );
-    forwarder::run(&cfg, zone, mi.reserved)
+    // The routes file, if given as the first boot module (QEMU -initrd): plain text.
+    let routes_file = boot.modules.first().map(|&(addr, size)| {
+        // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range
+        // out of the allocator, so it is intact and never written.
+        let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
+        match core::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => fail(format_args!(
+                "config error: routes file is not UTF-8 text: {e}"
+            )),
+        }
+    });
+    forwarder::run(&cfg, zone, mi.reserved, routes_file)
 }
 
 /// Log a fatal boot error and exit QEMU with failure.

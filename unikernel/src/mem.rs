@@ -99,12 +99,25 @@ fn usable(map: &[MemRegion], holes: &[(u64, u64)], mut f: impl FnMut(u64, u64)) 
 /// Build the zone from the memory map, first setting aside `reserve` bytes of physically
 /// contiguous, page-aligned RAM for the caller (0 for none; e.g. the router's 64 MiB FIB, larger
 /// than any buddy block). Call once, on the boot CPU.
-pub fn init(map: &[MemRegion], reserve: u64) -> Result<(&'static Zone, MemInfo), MemError> {
+/// `keep` lists physical ranges [start, end) that must stay untouched (boot modules).
+pub fn init(
+    map: &[MemRegion],
+    reserve: u64,
+    keep: &[(u64, u64)],
+) -> Result<(&'static Zone, MemInfo), MemError> {
     let (ks, ke) = kernel_range();
     let ke = ke.next_multiple_of(PAGE_SIZE as u64);
+    let mut holes: heapless::Vec<(u64, u64), 8> = heapless::Vec::new();
+    let _ = holes.push((ks, ke));
+    for &(s, e) in keep.iter().take(4) {
+        let _ = holes.push((
+            s & !(PAGE_SIZE as u64 - 1),
+            e.next_multiple_of(PAGE_SIZE as u64),
+        ));
+    }
     let mut lo = u64::MAX;
     let mut hi = 0;
-    usable(map, &[(ks, ke)], |s, e| {
+    usable(map, &holes, |s, e| {
         lo = lo.min(s);
         hi = hi.max(e);
     });
@@ -122,7 +135,7 @@ pub fn init(map: &[MemRegion], reserve: u64) -> Result<(&'static Zone, MemInfo),
     let bytes =
         (span_pages * core::mem::size_of::<Page>() as u64).next_multiple_of(PAGE_SIZE as u64);
     let mut at = None;
-    usable(map, &[(ks, ke)], |s, e| {
+    usable(map, &holes, |s, e| {
         if at.is_none() && e - s >= bytes {
             at = Some(s);
         }
@@ -140,8 +153,9 @@ pub fn init(map: &[MemRegion], reserve: u64) -> Result<(&'static Zone, MemInfo),
         unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
     let reserve = reserve.next_multiple_of(PAGE_SIZE as u64);
     let mut reserved = None;
+    let _ = holes.push((at, at + bytes));
     if reserve > 0 {
-        usable(map, &[(ks, ke), (at, at + bytes)], |s, e| {
+        usable(map, &holes, |s, e| {
             if reserved.is_none() && e - s >= reserve {
                 reserved = Some((s, reserve));
             }
@@ -152,7 +166,8 @@ pub fn init(map: &[MemRegion], reserve: u64) -> Result<(&'static Zone, MemInfo),
     }
     let (rs, rb) = reserved.unwrap_or((0, 0));
     let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
-    usable(map, &[(ks, ke), (at, at + bytes), (rs, rs + rb)], |s, e| {
+    let _ = holes.push((rs, rs + rb));
+    usable(map, &holes, |s, e| {
         zone.add_free_range(Pfn::from_addr(s), Pfn::from_addr(e));
     });
     Ok((

@@ -8,6 +8,8 @@ pub const XEN_HVM_START_MAGIC: u32 = 0x336e_c578;
 pub const E820_RAM: u32 = 1;
 /// Most memory-map entries kept (QEMU q35 gives 9 or so).
 pub const MAX_MEMMAP: usize = 64;
+/// Most boot modules kept.
+pub const MAX_MODULES: usize = 4;
 /// Longest command line kept, in bytes; longer ones are an error (never silently cut).
 pub const MAX_CMDLINE: usize = 4096;
 
@@ -28,6 +30,8 @@ pub struct BootInfo {
     pub memmap: heapless::Vec<MemRegion, MAX_MEMMAP>,
     /// The kernel command line (`-append`).
     pub cmdline: heapless::String<MAX_CMDLINE>,
+    /// Boot modules (QEMU `-initrd`): physical address and size in bytes of each.
+    pub modules: heapless::Vec<(u64, u64), MAX_MODULES>,
     /// ACPI RSDP physical address (0 = not given). Used by SMP bring-up (MADT).
     #[allow(dead_code)]
     pub rsdp: u64,
@@ -106,9 +110,19 @@ pub unsafe fn read(paddr: u64) -> Result<BootInfo, BootInfoError> {
         let s = core::str::from_utf8(bytes).map_err(|_| BootInfoError::Cmdline)?;
         cmdline.push_str(s).map_err(|_| BootInfoError::Cmdline)?;
     }
+    let mut modules = heapless::Vec::new();
+    if si.modlist_paddr != 0 {
+        for i in 0..(si.nr_modules as usize).min(MAX_MODULES) {
+            // SAFETY: the loader wrote `nr_modules` `hvm_modlist_entry`s (paddr, size,
+            // cmdline_paddr, reserved: 4 × u64) at `modlist_paddr`.
+            let e = unsafe { &*((si.modlist_paddr as *const [u64; 4]).add(i)) };
+            let _ = modules.push((e[0], e[1]));
+        }
+    }
     Ok(BootInfo {
         memmap,
         cmdline,
+        modules,
         rsdp: si.rsdp_paddr,
     })
 }

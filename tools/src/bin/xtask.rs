@@ -51,6 +51,10 @@ struct GuestArgs {
     /// Boot this image instead of building (default: build, or $GANNET_IMAGE if set).
     #[arg(long)]
     image: Option<PathBuf>,
+    /// Static routes file for router mode (one `PREFIX/LEN,GATEWAY` per line, `#` comments),
+    /// handed to the guest as a boot module (QEMU `-initrd`).
+    #[arg(long)]
+    routes: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -157,16 +161,25 @@ fn image_for(g: &GuestArgs) -> Result<PathBuf> {
     }
 }
 
-fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> GuestConfig {
-    GuestConfig {
+fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result<GuestConfig> {
+    let mut extra_args = Vec::new();
+    if let Some(r) = &g.routes {
+        if !r.is_file() {
+            bail!("--routes {}: no such file", r.display());
+        }
+        extra_args.push("-initrd".to_string());
+        extra_args.push(r.display().to_string());
+    }
+    Ok(GuestConfig {
         image,
         dgram_dir: dir.to_path_buf(),
         append: g.append.clone(),
         accel: g.accel,
         icount: g.icount,
         echo,
+        extra_args,
         ..Default::default()
-    }
+    })
 }
 
 fn announce_accel(accel: Accel, icount: bool) {
@@ -195,7 +208,7 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
     gen::check_socket_paths(&dir, a.nics)?;
     setup::ensure()?;
     let image = image_for(&a.guest)?;
-    let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout);
+    let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout)?;
     cfg.cpus = a.cpus;
     cfg.nics = a.nics;
     qemu::command_args(&cfg)?;
@@ -322,7 +335,7 @@ fn traffic(
     };
     // The host side binds first: QEMU's frames to an unbound path are lost.
     let generator = gen::Generator::bind(&gcfg)?;
-    let cfg = guest_config(&a.guest, image, tmp.path(), echo);
+    let cfg = guest_config(&a.guest, image, tmp.path(), echo)?;
     announce_accel(cfg.accel, cfg.icount);
     let mut guest = Guest::boot(&cfg)?;
     guest.wait_ready(qemu::READY_TIMEOUT)?;
