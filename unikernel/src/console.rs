@@ -22,6 +22,8 @@ pub enum Command {
     Routes,
     /// The neighbour table (router mode).
     Neigh,
+    /// `drain_all_pages`: every CPU returns its pcp lists to the buddy allocator.
+    Drain,
 }
 
 /// Line assembly state.
@@ -78,6 +80,7 @@ impl Console {
             "pools" => Some(Command::Pools),
             "routes" => Some(Command::Routes),
             "neigh" => Some(Command::Neigh),
+            "drain" => Some(Command::Drain),
             other => {
                 crate::println!("console: unknown command `{other}` (try `help`)");
                 None
@@ -88,5 +91,5 @@ impl Console {
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
-buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), quit (drain, final STATS, \
+buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), quit (drain, final STATS, \
 exit), help";

@@ -19,6 +19,7 @@ use drivers::virtio_net::{
     QUEUE_SIZE,
 };
 use log::{error, info, warn};
+use mm::drain::DrainAll;
 use mm::page_pool::{
     IdentityDma, PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL,
 };
@@ -191,6 +192,18 @@ fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
     }
 }
 
+/// Most CPUs the drain handshake tracks.
+const MAX_CPUS: usize = 64;
+/// `drain_all_pages` across CPUs (mm::drain): each CPU honours requests from its own loop.
+static DRAIN: DrainAll<MAX_CPUS> = DrainAll::new();
+/// How long `drain_all_pages` waits for every CPU: 1 s.
+const DRAIN_TIMEOUT_MS: u64 = 1000;
+
+/// `mm::pcp` context hook: the CPU we run on (one CPU until SMP bring-up).
+fn current_cpu() -> u32 {
+    0
+}
+
 pub fn run(
     cfg: &Config,
     zone: &'static Zone,
@@ -199,7 +212,11 @@ pub fn run(
 ) -> ! {
     // Taken before the boot free-page count: it is never returned.
     let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
-    let pcp = PerCpuPages::new(zone, 1);
+    let mut pcp = PerCpuPages::new(zone, 1);
+    // The pcp rule (mm::pcp docs): only the owning CPU, thread context. Checked in debug builds.
+    mm::pcp::set_context_hooks(crate::trap::in_interrupt, current_cpu);
+    pcp.set_owner(current_cpu());
+    DRAIN.cpu_online(current_cpu() as usize);
     // Free pages right after the allocator is up, before any device took memory: `quit` must
     // come back to exactly this number.
     let free_pages_boot = zone.free_pages() + pcp.count() as u64;
@@ -758,6 +775,9 @@ impl Forwarder<'_> {
                 next_console = 0;
             } else if t0 >= next_console {
                 next_console = t0 + console_every;
+                // Drain requests from other CPUs are honoured here, in thread context.
+                let (pcp, zone) = (&mut self.pcp, self.zone);
+                DRAIN.poll(current_cpu() as usize, || pcp.drain_local_pages(zone));
                 self.router_tick();
                 match console.poll() {
                     Some(Command::Stats) => self.print_stats(),
@@ -766,6 +786,7 @@ impl Forwarder<'_> {
                     Some(Command::Pools) => self.print_pools(),
                     Some(Command::Routes) => self.print_routes(),
                     Some(Command::Neigh) => self.print_neigh(),
+                    Some(Command::Drain) => self.drain_all(),
                     Some(Command::Quit) => self.shutdown(),
                     None => {}
                 }
@@ -787,6 +808,25 @@ impl Forwarder<'_> {
         self.halts += 1;
         x86_64::instructions::interrupts::enable_and_hlt();
         x86_64::instructions::interrupts::disable();
+    }
+
+    /// `drain`: `drain_all_pages` — this CPU drains its own lists, every other online CPU is
+    /// asked to and acknowledged (bounded wait).
+    fn drain_all(&mut self) {
+        let before = self.pcp.count();
+        let deadline = rdtsc() + tsc_hz() / 1000 * DRAIN_TIMEOUT_MS;
+        let (pcp, zone) = (&mut self.pcp, self.zone);
+        match DRAIN.drain_all_pages(
+            Some(current_cpu() as usize),
+            || pcp.drain_local_pages(zone),
+            || rdtsc() > deadline,
+        ) {
+            Ok(()) => println!(
+                "drain_all_pages: ok ({before} pcp pages returned on cpu 0; {} free pages in the buddy lists)",
+                self.zone.free_pages()
+            ),
+            Err(e) => println!("drain_all_pages: {e:?}"),
+        }
     }
 
     /// Driver counters of port `i`.

@@ -26,13 +26,14 @@ impl fmt::Display for Snapshot<'_, '_> {
         let forwarded: u64 = fw.counters.iter().map(|c| c.tx).sum();
         write!(
             f,
-            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
+            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"pcp_count\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
             fw.cfg.mode.as_str(),
             tsc_hz(),
             fw.busy_cycles,
             forwarded,
             fw.kicks,
             fw.halts,
+            fw.pcp.count(),
             fw.free_pages_boot,
             fw.zone.free_pages() + fw.pcp.count() as u64,
         )?;

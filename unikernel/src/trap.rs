@@ -89,12 +89,22 @@ const EXCEPTION_NAMES: [&str; 32] = [
     "reserved",
 ];
 
+/// True while an interrupt handler runs (for the pcp rule's debug check, `mm::pcp`).
+pub static IN_IRQ: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// `mm::pcp` context hook: are we in an interrupt handler?
+pub fn in_interrupt() -> bool {
+    IN_IRQ.load(core::sync::atomic::Ordering::Relaxed)
+}
+
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     if frame.vector >= 32 {
         // Interrupts only wake a halted core (timer, device MSI-X); the poll loop does the work.
+        IN_IRQ.store(true, core::sync::atomic::Ordering::Relaxed);
         if frame.vector != u64::from(crate::apic::SPURIOUS_VECTOR) {
             crate::apic::eoi();
         }
+        IN_IRQ.store(false, core::sync::atomic::Ordering::Relaxed);
         return;
     }
     let cr2 = x86_64::registers::control::Cr2::read_raw();
