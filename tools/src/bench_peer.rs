@@ -623,7 +623,7 @@ fn plot(
     }
     if log_y {
         let lo = (ymin * 0.5).max(1.0);
-        draw!(builder.build_cartesian_2d(0.0..xmax, (lo..ymax * 2.0).log_scale())?);
+        draw!(builder.build_cartesian_2d(0.0..xmax, (lo..ymax * 8.0).log_scale())?);
     } else {
         draw!(builder.build_cartesian_2d(0.0..xmax, 0.0..ymax)?);
     }
