@@ -78,6 +78,8 @@ pub struct Forwarder<'z> {
     pub(crate) busy_cycles: u64,
     pub(crate) kicks: u64,
     pub(crate) free_pages_boot: u64,
+    /// TSC cycles (instructions under icount) spent in page_pool slow-path allocations.
+    pub(crate) refill_cycles: u64,
     /// Halts taken while idle (`idle=halt`).
     pub(crate) halts: u64,
     /// Whether idle halting is on (config `idle=halt` and MSI-X set up on every port).
@@ -339,6 +341,7 @@ pub fn run(
         kicks: 0,
         free_pages_boot,
         halts: 0,
+        refill_cycles: 0,
         halt_when_idle,
         dma: IdentityDma,
         rx_scratch: [RxBuf {
@@ -432,7 +435,16 @@ impl Forwarder<'_> {
         }
         let mut n = 0;
         while n < want {
-            match self.pools[p].alloc(&mut self.pcp, self.zone, &mut self.dma) {
+            // An empty alloc cache means this call takes the slow path (allocator refill and
+            // DMA mapping): time it, so `refill_cycles / refill_pages` isolates the allocator's
+            // cost per page from the rest of the datapath (bulk vs single refill).
+            let slow = self.pools[p].cached() == 0;
+            let t0 = if slow { rdtsc() } else { 0 };
+            let got = self.pools[p].alloc(&mut self.pcp, self.zone, &mut self.dma);
+            if slow {
+                self.refill_cycles += rdtsc() - t0;
+            }
+            match got {
                 Some(pfn) => {
                     self.page_scratch[n] = pfn;
                     n += 1;
