@@ -153,6 +153,15 @@ impl Rig {
 
     /// [`Rig::start`] with extra QEMU arguments (e.g. `-initrd ROUTES` for a routes file).
     pub fn start_with(append: &str, gen: GenConfig, extra_args: Vec<String>) -> Rig {
+        Rig::start_full(append, gen, extra_args, 1)
+    }
+
+    /// [`Rig::start`] with `cpus` vCPUs (`-smp`).
+    pub fn start_cpus(append: &str, gen: GenConfig, cpus: u32) -> Rig {
+        Rig::start_full(append, gen, Vec::new(), cpus)
+    }
+
+    fn start_full(append: &str, gen: GenConfig, extra_args: Vec<String>, cpus: u32) -> Rig {
         let dir = TestDir::new();
         let gcfg = GenConfig {
             dir: dir.path().to_path_buf(),
@@ -165,6 +174,7 @@ impl Rig {
             dgram_dir: dir.path().to_path_buf(),
             append: append.to_string(),
             extra_args,
+            cpus,
             ..GuestConfig::default()
         };
         let guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));

@@ -27,7 +27,7 @@ fn expect_config_error(append: &str, key: &str) {
 
 #[test]
 fn bad_mode_fails_boot() {
-    expect_config_error("mode=router", "mode");
+    expect_config_error("mode=bridge", "mode");
 }
 
 #[test]

@@ -96,6 +96,45 @@ pub fn start_periodic_timer(period_us: u64) -> u64 {
     hz
 }
 
+/// Interrupt Command Register, low and high halves (SDM Vol. 3 §11.6.1).
+const REG_ICR_LOW: usize = 0x300;
+const REG_ICR_HIGH: usize = 0x310;
+/// ICR delivery status (bit 12): set while the IPI is being sent.
+const ICR_PENDING: u32 = 1 << 12;
+/// ICR level assert (bit 14).
+const ICR_ASSERT: u32 = 1 << 14;
+/// ICR delivery modes (bits 10:8): INIT and Start-up.
+const ICR_INIT: u32 = 0b101 << 8;
+const ICR_STARTUP: u32 = 0b110 << 8;
+
+/// Send an IPI: destination APIC ID in ICR high bits 31:24, then the low word, which sends.
+/// Waits (bounded) for the delivery-status bit to clear.
+fn send_icr(apic_id: u32, low: u32) {
+    write(REG_ICR_HIGH, (apic_id & 0xFF) << 24);
+    write(REG_ICR_LOW, low);
+    for _ in 0..1_000_000 {
+        if read(REG_ICR_LOW) & ICR_PENDING == 0 {
+            break;
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// INIT IPI (asserted) to `apic_id` (SDM Vol. 3 §9.4.4.1).
+pub fn send_init(apic_id: u32) {
+    send_icr(apic_id, ICR_INIT | ICR_ASSERT);
+}
+
+/// Start-up IPI: the AP starts in real mode at `vector << 12`.
+pub fn send_sipi(apic_id: u32, vector: u8) {
+    send_icr(apic_id, ICR_STARTUP | ICR_ASSERT | u32::from(vector));
+}
+
+/// A fixed-delivery IPI with `vector` to `apic_id`.
+pub fn send_ipi(apic_id: u32, vector: u8) {
+    send_icr(apic_id, ICR_ASSERT | u32::from(vector));
+}
+
 /// MSI address that delivers to this CPU (SDM Vol. 3 §11.11.1: 0xFEE in bits 31:20,
 /// destination APIC ID in bits 19:12, physical destination mode).
 pub fn msi_address(apic_id: u32) -> u64 {

@@ -24,6 +24,8 @@ pub enum Command {
     Neigh,
     /// `drain_all_pages`: every CPU returns its pcp lists to the buddy allocator.
     Drain,
+    /// Per-CPU state.
+    Cpus,
 }
 
 /// Line assembly state.
@@ -81,6 +83,7 @@ impl Console {
             "routes" => Some(Command::Routes),
             "neigh" => Some(Command::Neigh),
             "drain" => Some(Command::Drain),
+            "cpus" => Some(Command::Cpus),
             other => {
                 crate::println!("console: unknown command `{other}` (try `help`)");
                 None
@@ -91,5 +94,5 @@ impl Console {
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
-buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), quit (drain, final STATS, \
+buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), quit (drain, final STATS, \
 exit), help";

@@ -19,7 +19,6 @@ use drivers::virtio_net::{
     QUEUE_SIZE,
 };
 use log::{error, info, warn};
-use mm::drain::DrainAll;
 use mm::page_pool::{
     IdentityDma, PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL,
 };
@@ -194,17 +193,10 @@ fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
     }
 }
 
-/// Most CPUs the drain handshake tracks.
-const MAX_CPUS: usize = 64;
-/// `drain_all_pages` across CPUs (mm::drain): each CPU honours requests from its own loop.
-static DRAIN: DrainAll<MAX_CPUS> = DrainAll::new();
 /// How long `drain_all_pages` waits for every CPU: 1 s.
 const DRAIN_TIMEOUT_MS: u64 = 1000;
 
-/// `mm::pcp` context hook: the CPU we run on (one CPU until SMP bring-up).
-fn current_cpu() -> u32 {
-    0
-}
+use crate::smp::{current_cpu, DRAIN};
 
 pub fn run(
     cfg: &Config,
@@ -218,7 +210,6 @@ pub fn run(
     // The pcp rule (mm::pcp docs): only the owning CPU, thread context. Checked in debug builds.
     mm::pcp::set_context_hooks(crate::trap::in_interrupt, current_cpu);
     pcp.set_owner(current_cpu());
-    DRAIN.cpu_online(current_cpu() as usize);
     // Free pages right after the allocator is up, before any device took memory: `quit` must
     // come back to exactly this number.
     let free_pages_boot = zone.free_pages() + pcp.count() as u64;
@@ -799,6 +790,7 @@ impl Forwarder<'_> {
                     Some(Command::Routes) => self.print_routes(),
                     Some(Command::Neigh) => self.print_neigh(),
                     Some(Command::Drain) => self.drain_all(),
+                    Some(Command::Cpus) => self.print_cpus(),
                     Some(Command::Quit) => self.shutdown(),
                     None => {}
                 }
@@ -822,19 +814,51 @@ impl Forwarder<'_> {
         x86_64::instructions::interrupts::disable();
     }
 
+    /// `cpus`: per-CPU state.
+    fn print_cpus(&self) {
+        use core::sync::atomic::Ordering::Relaxed;
+        for (i, c) in crate::smp::CPUS.iter().enumerate() {
+            if !c.online.load(Relaxed) {
+                continue;
+            }
+            let (role, fwd, halts) = if i == 0 {
+                (
+                    "forwarding",
+                    self.counters.iter().map(|c| c.tx).sum::<u64>(),
+                    self.halts,
+                )
+            } else {
+                ("idle", 0, c.halts.load(Relaxed))
+            };
+            println!(
+                "cpu {i}: apic {} online {role} forwarded {fwd} halts {halts} drains {}",
+                c.apic_id.load(Relaxed),
+                c.drains.load(Relaxed)
+            );
+        }
+    }
+
     /// `drain`: `drain_all_pages` — this CPU drains its own lists, every other online CPU is
     /// asked to and acknowledged (bounded wait).
     fn drain_all(&mut self) {
         let before = self.pcp.count();
         let deadline = rdtsc() + tsc_hz() / 1000 * DRAIN_TIMEOUT_MS;
         let (pcp, zone) = (&mut self.pcp, self.zone);
+        let mut woken = false;
         match DRAIN.drain_all_pages(
             Some(current_cpu() as usize),
             || pcp.drain_local_pages(zone),
-            || rdtsc() > deadline,
+            || {
+                // The requests are posted by now: wake halted CPUs to honour them.
+                if !core::mem::replace(&mut woken, true) {
+                    crate::smp::wake_others();
+                }
+                rdtsc() > deadline
+            },
         ) {
             Ok(()) => println!(
-                "drain_all_pages: ok ({before} pcp pages returned on cpu 0; {} free pages in the buddy lists)",
+                "drain_all_pages: ok on {} CPUs ({before} pcp pages returned on cpu 0; {} free pages in the buddy lists)",
+                crate::smp::ONLINE.load(core::sync::atomic::Ordering::Acquire),
                 self.zone.free_pages()
             ),
             Err(e) => println!("drain_all_pages: {e:?}"),

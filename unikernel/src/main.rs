@@ -15,6 +15,7 @@ mod mem;
 mod mgmt;
 mod pvh;
 mod serial;
+mod smp;
 mod stats;
 mod time;
 mod trap;
@@ -31,6 +32,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     serial::init(LevelFilter::Info);
     time::calibrate();
     trap::init();
+    smp::init_bsp();
     info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
 
     // SAFETY: `start_info` is what the PVH loader passed in ebx and nothing has touched low
@@ -104,6 +106,14 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         mi.managed_pages * 4 / 1024,
         mi.ignored_high_pages
     );
+    // SMP: the boot CPU's LAPIC, then every AP the MADT lists (their stacks come from the
+    // zone before the forwarder counts free pages at boot).
+    let bsp_apic = apic::init();
+    smp::bsp_online(bsp_apic);
+    match smp::start_aps(zone, boot.rsdp, bsp_apic) {
+        Ok(n) => info!("smp: {n} CPUs online (the boot CPU forwards; the others idle)"),
+        Err(e) => fail(format_args!("smp: {e}")),
+    }
     // The routes file, if given as the first boot module (QEMU -initrd): plain text.
     let routes_file = boot.modules.first().map(|&(addr, size)| {
         // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range

@@ -26,13 +26,14 @@ impl fmt::Display for Snapshot<'_, '_> {
         let forwarded: u64 = fw.counters.iter().map(|c| c.tx).sum();
         write!(
             f,
-            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"pcp_count\":{},\"refill_cycles\":{},\"refill_pages\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
+            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"cpus_online\":{},\"pcp_count\":{},\"refill_cycles\":{},\"refill_pages\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
             fw.cfg.mode.as_str(),
             tsc_hz(),
             fw.busy_cycles,
             forwarded,
             fw.kicks,
             fw.halts,
+            crate::smp::ONLINE.load(core::sync::atomic::Ordering::Acquire),
             fw.pcp.count(),
             fw.refill_cycles,
             fw.pools.iter().map(|p| p.stats().refill_pages).sum::<u64>(),

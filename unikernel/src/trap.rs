@@ -11,7 +11,7 @@ use core::arch::naked_asm;
 use spin::Once;
 use x86_64::instructions::tables::load_tss;
 use x86_64::registers::segmentation::{Segment, CS, DS, ES, SS};
-use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable};
+use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable, SegmentSelector};
 use x86_64::structures::idt::InterruptDescriptorTable;
 use x86_64::structures::tss::TaskStateSegment;
 use x86_64::VirtAddr;
@@ -20,13 +20,18 @@ use x86_64::VirtAddr;
 const IST_FAULT: u16 = 0;
 /// Size of that stack: 16 KiB, enough to format and print a fault report.
 const IST_STACK_SIZE: usize = 16 * 1024;
+use crate::smp::MAX_CPUS;
 
 #[repr(C, align(16))]
 struct Stack([u8; IST_STACK_SIZE]);
-static mut IST_STACK: Stack = Stack([0; IST_STACK_SIZE]);
+/// One fault stack per CPU (the CPU alone writes to it, on a fault).
+static mut IST_STACKS: [Stack; MAX_CPUS] = [const { Stack([0; IST_STACK_SIZE]) }; MAX_CPUS];
 
-static TSS: Once<TaskStateSegment> = Once::new();
-static GDT: Once<GlobalDescriptorTable> = Once::new();
+/// Per-CPU TSS (a TSS descriptor is marked busy when loaded, so CPUs cannot share one).
+static TSS: [Once<TaskStateSegment>; MAX_CPUS] = [const { Once::new() }; MAX_CPUS];
+/// Per-CPU GDT with its code, data and TSS selectors.
+static GDT: [Once<(GlobalDescriptorTable, [SegmentSelector; 3])>; MAX_CPUS] =
+    [const { Once::new() }; MAX_CPUS];
 static IDT: Once<InterruptDescriptorTable> = Once::new();
 
 /// Saved state at a trap, in push order reversed (lowest address first).
@@ -178,6 +183,7 @@ stub!(v29, 29, err);
 stub!(v30, 30, err);
 stub!(spurious, 255, noerr);
 stub!(irq_timer, 0x30, noerr);
+stub!(irq_wake, 0x31, noerr);
 stub!(irq_dev0, 0x40, noerr);
 stub!(irq_dev1, 0x41, noerr);
 stub!(irq_dev2, 0x42, noerr);
@@ -187,33 +193,40 @@ fn addr(f: extern "C" fn()) -> VirtAddr {
     VirtAddr::new(f as *const () as u64)
 }
 
-/// Load the GDT (code, data, TSS), reload segment registers, and load the IDT.
+/// The boot CPU's GDT, TSS and IDT.
 pub fn init() {
-    let tss = TSS.call_once(|| {
+    init_cpu(0);
+}
+
+/// Load CPU `cpu`'s GDT (code, data, its TSS), reload segment registers, and load the shared
+/// IDT (built on first use).
+///
+/// # Panics
+/// If `cpu >= MAX_CPUS`.
+pub fn init_cpu(cpu: usize) {
+    let tss = TSS[cpu].call_once(|| {
         let mut tss = TaskStateSegment::new();
-        // SAFETY: only the address of the static is taken; the stack is used by the CPU alone.
-        let top = VirtAddr::from_ptr(&raw const IST_STACK) + IST_STACK_SIZE as u64;
+        // SAFETY: only the address of this CPU's slot is taken; the stack is used by the CPU.
+        let top = VirtAddr::from_ptr(unsafe { &raw const IST_STACKS[cpu] }) + IST_STACK_SIZE as u64;
         tss.interrupt_stack_table[IST_FAULT as usize] = top;
         tss
     });
-    let mut sel = (None, None, None);
-    let gdt = GDT.call_once(|| {
+    let (gdt, sel) = GDT[cpu].call_once(|| {
         let mut gdt = GlobalDescriptorTable::new();
-        sel.0 = Some(gdt.append(Descriptor::kernel_code_segment()));
-        sel.1 = Some(gdt.append(Descriptor::kernel_data_segment()));
-        sel.2 = Some(gdt.append(Descriptor::tss_segment(tss)));
-        gdt
+        let code = gdt.append(Descriptor::kernel_code_segment());
+        let data = gdt.append(Descriptor::kernel_data_segment());
+        let t = gdt.append(Descriptor::tss_segment(tss));
+        (gdt, [code, data, t])
     });
     gdt.load();
-    let (code, data, tss_sel) = (sel.0.unwrap(), sel.1.unwrap(), sel.2.unwrap());
     // SAFETY: the selectors index the GDT just loaded, whose descriptors are flat 64-bit code
-    // and data and our TSS.
+    // and data and this CPU's TSS.
     unsafe {
-        CS::set_reg(code);
-        DS::set_reg(data);
-        ES::set_reg(data);
-        SS::set_reg(data);
-        load_tss(tss_sel);
+        CS::set_reg(sel[0]);
+        DS::set_reg(sel[1]);
+        ES::set_reg(sel[1]);
+        SS::set_reg(sel[1]);
+        load_tss(sel[2]);
     }
 
     let idt = IDT.call_once(|| {
@@ -251,6 +264,7 @@ pub fn init() {
             idt.security_exception.set_handler_addr(addr(v30));
             idt[255].set_handler_addr(addr(spurious));
             idt[crate::apic::TIMER_VECTOR].set_handler_addr(addr(irq_timer));
+            idt[crate::smp::WAKE_VECTOR].set_handler_addr(addr(irq_wake));
             let base = crate::apic::DEVICE_VECTOR_BASE;
             for (i, stub) in [irq_dev0, irq_dev1, irq_dev2, irq_dev3]
                 .into_iter()
