@@ -255,12 +255,14 @@ pub const KEYS: [&str; 12] = [
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
 const ROUTE_KEY: usize = 10;
 
+/// One line of a routes file: `Ok((line number, (prefix, gateway)))` or `Err((line number, the
+/// offending text))`.
+pub type RouteLine<'a> = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &'a str)>;
+
 /// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
 /// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`); blank lines and `#` comments are
 /// skipped. Yields `Ok((line number, route))` or `Err((line number, the line))` for a bad line.
-pub fn parse_routes_file(
-    text: &str,
-) -> impl Iterator<Item = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &str)>> {
+pub fn parse_routes_file(text: &str) -> impl Iterator<Item = RouteLine<'_>> {
     text.lines().enumerate().filter_map(|(i, line)| {
         let l = line.split('#').next().unwrap_or("").trim();
         (!l.is_empty()).then(|| parse_route(l).map(|r| (i + 1, r)).map_err(|_| (i + 1, l)))
@@ -430,7 +432,8 @@ mod tests {
         assert_eq!(got.len(), 2);
         let (line, (net, gw)) = got[1].unwrap();
         assert_eq!((line, net.len, gw), (4, 0, Ipv4Addr::new(10, 0, 0, 2)));
-        let bad: std::vec::Vec<_> = parse_routes_file("10.0.0.0/8,10.0.1.2\n10.1.0.0/33,1.2.3.4\n").collect();
+        let bad: std::vec::Vec<_> =
+            parse_routes_file("10.0.0.0/8,10.0.1.2\n10.1.0.0/33,1.2.3.4\n").collect();
         assert_eq!(bad[1], Err((2, "10.1.0.0/33,1.2.3.4")));
     }
 

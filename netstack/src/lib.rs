@@ -15,7 +15,9 @@ pub mod forward;
 pub mod router;
 
 pub use config::{
-    parse_routes_file,Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, RefillMode};
+    parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode,
+    RefillMode,
+};
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, Verdict};
 

@@ -160,7 +160,7 @@ fn metrics_over_tcp_in_prometheus_format() {
             })
             .unwrap();
         }
-        if sent && !s.may_recv() && body.len() > 0 {
+        if sent && !s.may_recv() && !body.is_empty() {
             break;
         }
     }

@@ -868,7 +868,6 @@ fn sender(
 }
 
 #[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_arguments)]
 fn receiver(
     sock: UnixDatagram,
     port: usize,

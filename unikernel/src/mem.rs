@@ -26,6 +26,7 @@ unsafe extern "C" {
 /// Why memory could not be set up.
 #[derive(Debug)]
 #[allow(dead_code)] // fields are shown through Debug in the boot error
+#[allow(clippy::enum_variant_names)] // each names what there is none of
 pub enum MemError {
     /// The map has no RAM in [1 MiB, 4 GiB) outside the kernel image.
     NoRam,

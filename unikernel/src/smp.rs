@@ -338,8 +338,7 @@ pub fn start_aps(zone: &Zone, rsdp: u64, bsp_apic: u32) -> Result<usize, SmpErro
         .0
         .start_address()
         .as_u64();
-    let mut cpu = 1;
-    for &apic_id in ids.iter().filter(|&&id| id != bsp_apic) {
+    for (cpu, &apic_id) in (1..).zip(ids.iter().filter(|&&id| id != bsp_apic)) {
         let Some(stack) = zone.alloc_pages(AP_STACK_ORDER) else {
             return Err(SmpError::NoMemory);
         };
@@ -369,7 +368,6 @@ pub fn start_aps(zone: &Zone, rsdp: u64, bsp_apic: u32) -> Result<usize, SmpErro
             core::hint::spin_loop();
         }
         info!("smp: cpu {cpu} (APIC ID {apic_id}) online");
-        cpu += 1;
     }
     Ok(ONLINE.load(Ordering::Acquire))
 }

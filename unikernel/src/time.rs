@@ -41,7 +41,7 @@ pub fn calibrate() {
 fn calibrate_once() -> u64 {
     // SAFETY: ports 0x42/0x43/0x61 are the PIT channel 2 data, mode register and the NMI status
     // and control port; nothing else in the kernel uses them.
-    let hz = unsafe {
+    unsafe {
         let mut ctl = Port::<u8>::new(0x61);
         let mut mode = Port::<u8>::new(0x43);
         let mut ch2 = Port::<u8>::new(0x42);
@@ -60,8 +60,7 @@ fn calibrate_once() -> u64 {
         let t1 = rdtsc();
         ctl.write(v);
         (t1 - t0) * PIT_HZ / CAL_PIT_TICKS
-    };
-    hz
+    }
 }
 
 /// TSC frequency in Hz (0 before [`calibrate`]).
