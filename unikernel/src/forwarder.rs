@@ -893,24 +893,7 @@ impl Forwarder<'_> {
     /// `pools`: one line per page_pool.
     pub(crate) fn print_pools(&self) {
         for p in self.pools.iter() {
-            let s = p.stats();
-            println!(
-                "pool {}: in_flight {} cached {} refill {:?} alloc_fast {} alloc_slow {} alloc_empty {} refill_pages {} refill_failed {} recycle_cached {} recycle_cache_full {} recycle_ring {} recycle_ring_full {} released {}",
-                p.id(),
-                p.in_flight(),
-                p.cached(),
-                p.refill_mode(),
-                s.alloc_fast,
-                s.alloc_slow,
-                s.alloc_empty,
-                s.refill_pages,
-                s.refill_failed,
-                s.recycle_cached,
-                s.recycle_cache_full,
-                s.recycle_ring,
-                s.recycle_ring_full,
-                s.released
-            );
+            println!("pool {}", crate::stats::PoolJson(p));
         }
     }
 

@@ -17,6 +17,38 @@ use core::fmt;
 use netstack::router::RouterDrop;
 use netstack::DropReason;
 
+/// Formats one page_pool's counters as a JSON object (in `STATS` and on the `pools` console
+/// line).
+pub struct PoolJson<'a>(pub &'a mm::page_pool::PagePool);
+
+impl fmt::Display for PoolJson<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = self.0;
+        let s = p.stats();
+        write!(
+            f,
+            "{{\"id\":{},\"refill_mode\":\"{}\",\"in_flight\":{},\"cached\":{},\"alloc_fast\":{},\"alloc_slow\":{},\"alloc_empty\":{},\"refill_pages\":{},\"refill_failed\":{},\"recycle_cached\":{},\"recycle_cache_full\":{},\"recycle_ring\":{},\"recycle_ring_full\":{},\"released\":{}}}",
+            p.id(),
+            match p.refill_mode() {
+                mm::page_pool::RefillMode::Bulk => "bulk",
+                mm::page_pool::RefillMode::Single => "single",
+            },
+            p.in_flight(),
+            p.cached(),
+            s.alloc_fast,
+            s.alloc_slow,
+            s.alloc_empty,
+            s.refill_pages,
+            s.refill_failed,
+            s.recycle_cached,
+            s.recycle_cache_full,
+            s.recycle_ring,
+            s.recycle_ring_full,
+            s.released
+        )
+    }
+}
+
 /// Formats a [`Forwarder`] as the STATS JSON object.
 pub struct Snapshot<'a, 'z>(pub &'a Forwarder<'z>);
 
@@ -63,24 +95,7 @@ impl fmt::Display for Snapshot<'_, '_> {
             if i > 0 {
                 f.write_str(",")?;
             }
-            let s = p.stats();
-            write!(
-                f,
-                "{{\"id\":{},\"in_flight\":{},\"cached\":{},\"alloc_fast\":{},\"alloc_slow\":{},\"alloc_empty\":{},\"refill_pages\":{},\"refill_failed\":{},\"recycle_cached\":{},\"recycle_cache_full\":{},\"recycle_ring\":{},\"recycle_ring_full\":{},\"released\":{}}}",
-                p.id(),
-                p.in_flight(),
-                p.cached(),
-                s.alloc_fast,
-                s.alloc_slow,
-                s.alloc_empty,
-                s.refill_pages,
-                s.refill_failed,
-                s.recycle_cached,
-                s.recycle_cache_full,
-                s.recycle_ring,
-                s.recycle_ring_full,
-                s.released
-            )?;
+            write!(f, "{}", PoolJson(p))?;
         }
         f.write_str("]")?;
         if let Some(r) = &fw.router {
