@@ -54,6 +54,9 @@ pub const ROUTER_RESERVE_BYTES: u64 = (TBL24_LEN * 4
 /// How often the idle loop looks at the serial console: every 10 ms of TSC time. Port I/O
 /// takes QEMU's big lock, so polling it every iteration would slow the datapath.
 const CONSOLE_POLL_HZ: u64 = 100;
+/// Router mode: the neighbour table's timers (ARP retransmit 1 s, queue timeout, ageing) run
+/// at least this often while traffic flows: 10 ms.
+const ROUTER_TIMER_NS: u64 = 10_000_000;
 /// How long `quit` waits for in-flight TX to complete before resetting the devices: 100 ms.
 const TX_DRAIN_MS: u64 = 100;
 /// With `idle=halt`: how long a core polls empty rings before it halts, in µs. 50 µs covers a
@@ -94,6 +97,8 @@ pub struct Forwarder<'z> {
     tx_stage: [[TxBuf; MAX_BURST]; PORTS],
     tx_n: [usize; PORTS],
     spare: Option<Pfn>,
+    /// When the router's neighbour timers last ran (ns since boot).
+    router_polled_ns: u64,
     /// Router mode: the management plane (smoltcp) on one port's address.
     pub(crate) mgmt: Option<Mgmt>,
 }
@@ -352,6 +357,7 @@ pub fn run(
         }; MAX_BURST]; PORTS],
         tx_n: [0; PORTS],
         spare: None,
+        router_polled_ns: 0,
         mgmt,
     };
     for p in 0..PORTS {
@@ -626,7 +632,13 @@ impl Forwarder<'_> {
         if self.mgmt.as_ref().is_some_and(|m| m.rx_pending() > 0) {
             self.mgmt_poll();
         }
-        self.router_events(now);
+        // The neighbour table's scan is O(entries): run it after a burst only when the burst
+        // gave it work, else at most every ROUTER_TIMER_NS for its timers.
+        let due = now.saturating_sub(self.router_polled_ns) >= ROUTER_TIMER_NS;
+        if due || self.router.as_ref().is_some_and(|r| r.needs_poll()) {
+            self.router_polled_ns = now;
+            self.router_events(now);
+        }
         for q in 0..PORTS {
             self.flush_tx(q);
         }
@@ -699,7 +711,9 @@ impl Forwarder<'_> {
             return;
         }
         self.mgmt_poll();
-        self.router_events(crate::time::uptime_ns());
+        let now = crate::time::uptime_ns();
+        self.router_polled_ns = now;
+        self.router_events(now);
         for q in 0..PORTS {
             self.flush_tx(q);
         }

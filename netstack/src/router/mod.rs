@@ -467,6 +467,14 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         &self.counters
     }
 
+    /// Whether [`Router::poll`] has work that does not wait for a timer (an ARP request due,
+    /// queued frames whose next hop resolved). Call `poll` after a burst when this is true, and
+    /// in any case every few milliseconds for the timers.
+    #[inline]
+    pub fn needs_poll(&self) -> bool {
+        self.neigh.needs_poll()
+    }
+
     /// Frames held in neighbour queues.
     pub fn queued_frames(&self) -> usize {
         self.neigh.queued()

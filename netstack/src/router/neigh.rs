@@ -169,6 +169,10 @@ pub struct NeighTable<H: Copy, const N: usize, const Q: usize> {
     entries: [Entry<H, Q>; N],
     cfg: NeighConfig,
     queued: usize,
+    /// Something changed that [`NeighTable::poll`] must act on without waiting for a timer
+    /// (a request due, queued frames to release): lets the fast path skip the O(N) scan after
+    /// a burst that changed nothing.
+    urgent: bool,
 }
 
 impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
@@ -182,12 +186,20 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             entries: [Entry::FREE; N],
             cfg,
             queued: 0,
+            urgent: false,
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> NeighConfig {
         self.cfg
+    }
+
+    /// Whether [`NeighTable::poll`] has work that does not wait for a timer. Timers (request
+    /// retransmits, queue timeouts, ageing) still need a periodic `poll`.
+    #[inline]
+    pub fn needs_poll(&self) -> bool {
+        self.urgent
     }
 
     /// Frames queued over all entries.
@@ -214,6 +226,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
                 NeighState::Stale => {
                     if now_ns.saturating_sub(e.probe_ns) >= retrans || e.probes == 0 {
                         e.probe_due = true;
+                        self.urgent = true;
                     }
                     Resolve::Mac(e.mac)
                 }
@@ -231,6 +244,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             probe_due: true,
             ..Entry::FREE
         };
+        self.urgent = true;
         Resolve::Pending(i)
     }
 
@@ -262,6 +276,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         e.queue[tail] = Some((handle, len));
         e.qlen += 1;
         self.queued += 1;
+        self.urgent = true;
         Ok(())
     }
 
@@ -290,6 +305,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         e.confirmed_ns = now_ns;
         e.probes = 0;
         e.probe_due = false;
+        self.urgent |= e.qlen > 0;
         true
     }
 
@@ -350,6 +366,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
                 }
             }
         }
+        self.urgent = false;
         None
     }
 
@@ -526,5 +543,36 @@ mod tests {
         got.sort();
         assert_eq!(got, [0, 1, 10, 11, 20, 21]);
         assert_eq!(t.queued(), 0);
+    }
+}
+
+#[cfg(test)]
+mod needs_poll_tests {
+    use super::*;
+
+    #[test]
+    fn set_by_work_cleared_by_an_empty_poll() {
+        let mut t: NeighTable<u32, 4, 2> = NeighTable::new(NeighConfig::default());
+        assert!(!t.needs_poll());
+        assert!(matches!(t.resolve(0x0a00_0102, 1, 0), Resolve::Pending(_)));
+        assert!(t.needs_poll(), "a new neighbour needs a request");
+        assert!(matches!(t.poll(0), Some(NeighEvent::Request { .. })));
+        assert!(t.poll(0).is_none());
+        assert!(!t.needs_poll(), "nothing left until a timer fires");
+        let Resolve::Pending(i) = t.resolve(0x0a00_0102, 1, 1) else {
+            panic!("still incomplete")
+        };
+        t.enqueue(i, 7, 60).unwrap();
+        let _ = t.poll(1);
+        assert!(t.poll(1).is_none());
+        assert!(!t.needs_poll());
+        assert!(t.confirm(0x0a00_0102, 1, MacAddr([2, 0, 0, 0, 0xb, 2]), false, 2));
+        assert!(t.needs_poll(), "a resolved neighbour with queued frames");
+        assert!(matches!(
+            t.poll(2),
+            Some(NeighEvent::Release { handle: 7, .. })
+        ));
+        assert!(t.poll(2).is_none());
+        assert!(!t.needs_poll());
     }
 }
