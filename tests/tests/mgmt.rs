@@ -110,7 +110,10 @@ impl Device for HostPort {
 
 #[test]
 fn metrics_over_tcp_in_prometheus_format() {
-    let mut rig = Rig::start_raw(ROUTER);
+    let mut rig = Rig::start(ROUTER, gen_count(500, 64, false));
+    // Traffic first, so the counters have something to match.
+    let r = rig.run();
+    assert!(r.received > 0 && r.bad == 0, "{r:?}");
     let mut dev = HostPort(rig.port(0));
     let t0 = Instant::now();
     let now = || SmolInstant::from_millis(t0.elapsed().as_millis() as i64);
@@ -192,5 +195,53 @@ fn metrics_over_tcp_in_prometheus_format() {
     }
     drop(dev);
     let s = rig.quit();
+    // The counters match the generator's: every frame it sent was received on port 0 (plus our
+    // TCP client's frames), and the router forwarded exactly what reached the far side.
+    let rx0 = sample(&text, "gannet_port_rx_packets_total{port=\"0\"}");
+    assert!(
+        rx0 >= r.sent && rx0 <= port(&s, 0, "rx"),
+        "rx {rx0} vs {r:?} / {}",
+        s.0
+    );
+    assert_eq!(sample(&text, "gannet_router_forwarded_total"), r.received);
+    promtool_check(&text);
     assert_no_leak(&s);
+}
+
+/// The value of the sample `name` (with its labels) in a Prometheus text body.
+fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)
+                .map(|v| v.trim().parse::<u64>().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no sample {name}"))
+}
+
+/// `promtool check metrics` (Debian's prometheus package; `cargo xtask test` installs it)
+/// must accept the body.
+fn promtool_check(response: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let body = response.split("\r\n\r\n").nth(1).expect("HTTP body");
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool not found: install Debian's prometheus package (cargo xtask test does)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics rejected /metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

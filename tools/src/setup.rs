@@ -64,23 +64,34 @@ fn is_root() -> bool {
 /// [`QEMU`] is on `$PATH`, else (as root) `apt-get install` [`QEMU_PACKAGE`], else fail with the
 /// command to run.
 pub fn ensure_qemu() -> Result<()> {
-    if which(QEMU).is_some() {
+    ensure_debian_tool(QEMU, QEMU_PACKAGE)
+}
+
+/// `promtool` (Debian's `prometheus` package), which the management-plane test uses to check
+/// the `/metrics` output. Installed like QEMU when missing.
+pub fn ensure_promtool() -> Result<()> {
+    ensure_debian_tool("promtool", "prometheus")
+}
+
+/// Make sure `tool` is on `$PATH`, installing Debian package `package` with apt-get when
+/// running as root; otherwise fail naming the command to run.
+fn ensure_debian_tool(tool: &str, package: &str) -> Result<()> {
+    if which(tool).is_some() {
         return Ok(());
     }
-    let cmd =
-        format!("apt-get update && apt-get install -y --no-install-recommends {QEMU_PACKAGE}");
+    let cmd = format!("apt-get update && apt-get install -y --no-install-recommends {package}");
     if !is_root() {
-        bail!("{QEMU} not found; install it with: sudo sh -c '{cmd}'");
+        bail!("{tool} not found; install it with: sudo sh -c '{cmd}'");
     }
-    eprintln!("setup: {QEMU} missing; running `{cmd}`");
+    eprintln!("setup: {tool} missing; running `{cmd}`");
     let ok = Command::new("sh")
         .args(["-c", &cmd])
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status()
         .context("running apt-get")?
         .success();
-    if !ok || which(QEMU).is_none() {
-        bail!("installing {QEMU_PACKAGE} failed; run `{cmd}` yourself");
+    if !ok || which(tool).is_none() {
+        bail!("installing {package} failed; run `{cmd}` yourself");
     }
     Ok(())
 }

@@ -461,6 +461,7 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
 
 fn cmd_test() -> Result<ExitCode> {
     setup::ensure()?;
+    setup::ensure_promtool()?;
     let image = qemu::build_image()?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
