@@ -360,6 +360,9 @@ pub struct GenConfig {
     pub straggler_wait: Duration,
     /// Keep at most this many received-frame records (pcap mode) in [`GenReport::records`].
     pub max_records: usize,
+    /// First guest port this generator drives: it uses ports `base_port` and `base_port + 1`
+    /// (one port pair; several generators with base 0, 2, 4, … drive several pairs at once).
+    pub base_port: usize,
 }
 
 impl Default for GenConfig {
@@ -376,6 +379,7 @@ impl Default for GenConfig {
             loss_timeout: Duration::from_millis(200),
             straggler_wait: Duration::from_secs(1),
             max_records: 100_000,
+            base_port: 0,
         }
     }
 }
@@ -573,7 +577,7 @@ pub struct Generator {
 impl Generator {
     /// Checks the configuration, removes stale `host-i.sock` files and binds them.
     pub fn bind(cfg: &GenConfig) -> Result<Generator> {
-        check_socket_paths(&cfg.dir, 2)?;
+        check_socket_paths(&cfg.dir, cfg.base_port + 2)?;
         ensure!(cfg.window >= 1, "--window must be at least 1");
         ensure!(cfg.flows >= 1, "--flows must be at least 1");
         ensure!(
@@ -594,7 +598,8 @@ impl Generator {
                 None
             }
         };
-        let socks = [bind_host(&cfg.dir, 0)?, bind_host(&cfg.dir, 1)?];
+        let b = cfg.base_port;
+        let socks = [bind_host(&cfg.dir, b)?, bind_host(&cfg.dir, b + 1)?];
         Ok(Generator {
             cfg: cfg.clone(),
             socks,
@@ -613,7 +618,7 @@ impl Generator {
         ensure!(port < 2, "port must be 0 or 1");
         Ok(RawPort {
             sock: self.socks[port].try_clone()?,
-            peer: guest_sock(&self.cfg.dir, port),
+            peer: guest_sock(&self.cfg.dir, self.cfg.base_port + port),
             own: None,
         })
     }
@@ -654,7 +659,7 @@ impl Generator {
                 let stop = &stop;
                 let m = if dir == 0 { matcher.take() } else { None };
                 let max_records = cfg.max_records;
-                let guest = guest_sock(&cfg.dir, port);
+                let guest = guest_sock(&cfg.dir, cfg.base_port + port);
                 rx_handles.push(scope.spawn(move || {
                     receiver(sock, port, dir, active, sh, stop, m, max_records, guest)
                 }));
@@ -663,7 +668,7 @@ impl Generator {
             for &dir in &dirs {
                 let sock = self.socks[dir].try_clone()?;
                 let sh = &shared[dir];
-                let peer = guest_sock(&cfg.dir, dir);
+                let peer = guest_sock(&cfg.dir, cfg.base_port + dir);
                 let pcap = self.pcap.as_deref();
                 tx_handles
                     .push(scope.spawn(move || {
@@ -754,7 +759,7 @@ impl Generator {
 impl Drop for Generator {
     fn drop(&mut self) {
         for port in 0..2 {
-            let _ = std::fs::remove_file(host_sock(&self.cfg.dir, port));
+            let _ = std::fs::remove_file(host_sock(&self.cfg.dir, self.cfg.base_port + port));
         }
     }
 }
