@@ -80,6 +80,8 @@ pub struct Forwarder<'z> {
     pub(crate) busy_cycles: u64,
     pub(crate) kicks: u64,
     pub(crate) free_pages_boot: u64,
+    /// Which port pair this core forwards (ports `2 * pair` and `2 * pair + 1`).
+    pub(crate) pair: usize,
     /// TSC cycles (instructions under icount) spent in page_pool slow-path allocations.
     pub(crate) refill_cycles: u64,
     /// Halts taken while idle (`idle=halt`).
@@ -201,8 +203,46 @@ fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
 /// How long `drain_all_pages` waits for every CPU: 1 s.
 const DRAIN_TIMEOUT_MS: u64 = 1000;
 
-use crate::smp::{current_cpu, DRAIN};
+use crate::smp::{current_cpu, DRAIN, MAX_CPUS};
+use core::sync::atomic::{AtomicBool, Ordering};
+use drivers::pci::MAX_NICS;
+use virtio_drivers::transport::pci::bus::DeviceFunction;
 
+/// How long the boot CPU waits for the other cores to bring their pairs up: 2 s.
+const CORE_START_MS: u64 = 2000;
+/// How long `quit` waits for the other cores to tear their pairs down: 2 s.
+const CORE_STOP_MS: u64 = 2000;
+
+/// What the boot CPU hands to the other forwarding cores.
+struct Setup {
+    cfg: Config,
+    /// The virtio-net functions, in slot order: pair `k` is ports `2k`, `2k + 1`.
+    ports: heapless::Vec<DeviceFunction, MAX_NICS>,
+    /// Port pairs forwarding (one per core, cores `0..pairs`).
+    pairs: usize,
+}
+
+static SETUP: spin::Once<Setup> = spin::Once::new();
+/// Set by the boot CPU for each core that should forward pair `cpu`.
+static START: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// `quit`: every forwarding core tears its pair down.
+static QUIT: AtomicBool = AtomicBool::new(false);
+/// What each forwarding core publishes (every 10 ms and when it stops) for `stats` and `quit`.
+static SNAPS: [spin::Mutex<Option<PairSnap>>; MAX_CPUS] =
+    [const { spin::Mutex::new(None) }; MAX_CPUS];
+
+/// Whether the boot CPU asked this AP to forward a pair.
+pub fn start_requested(cpu: usize) -> bool {
+    START.get(cpu).is_some_and(|s| s.load(Ordering::Acquire))
+}
+
+/// Port pairs forwarding (1 before set-up).
+pub fn pairs() -> usize {
+    SETUP.get().map_or(1, |s| s.pairs)
+}
+
+/// The boot CPU: bring up pair 0 here and one pair on each further core, then forward until
+/// `quit`. Never returns.
 pub fn run(
     cfg: &Config,
     zone: &'static Zone,
@@ -211,7 +251,7 @@ pub fn run(
 ) -> ! {
     // Taken before the boot free-page count: it is never returned.
     let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
-    let mut pcp = PerCpuPages::new(zone, 1);
+    let mut pcp = PerCpuPages::new(zone, crate::smp::ONLINE.load(Ordering::Acquire).max(1));
     // The pcp rule (mm::pcp docs): only the owning CPU, thread context. Checked in debug builds.
     mm::pcp::set_context_hooks(crate::trap::in_interrupt, current_cpu);
     pcp.set_owner(current_cpu());
@@ -224,7 +264,6 @@ pub fn run(
         pcp.batch(),
         free_pages_boot
     );
-
     let mut root = PciRoot::new(PortIoCam);
     let (found, ignored) = find_virtio_net(&mut root);
     if found.len() < PORTS {
@@ -233,16 +272,106 @@ pub fn run(
             found.len()
         ));
     }
-    if found.len() > PORTS || ignored > 0 {
+    let cpus = crate::smp::ONLINE.load(Ordering::Acquire);
+    // One port pair per core (router mode: one pair, the FIB and management plane are not
+    // shared between cores yet).
+    let pairs = if cfg.mode == Mode::Router {
+        1
+    } else {
+        (found.len() / PORTS).min(cpus).max(1)
+    };
+    if found.len() > pairs * PORTS || ignored > 0 {
         warn!(
-            "{} virtio-net functions found; using the first {PORTS}",
-            found.len() + ignored
+            "{} virtio-net functions found; using the first {} ({} pairs on {} CPUs)",
+            found.len() + ignored,
+            pairs * PORTS,
+            pairs,
+            cpus
         );
     }
+    if routes_file.is_some() && cfg.mode != Mode::Router {
+        fail(format_args!(
+            "config error: a routes file (--routes) needs `mode=router`"
+        ));
+    }
+    let setup = SETUP.call_once(|| Setup {
+        cfg: cfg.clone(),
+        ports: found.iter().map(|(df, _)| *df).collect(),
+        pairs,
+    });
+    let mut fwd = build_pair(
+        0,
+        setup,
+        zone,
+        pcp,
+        free_pages_boot,
+        reserved,
+        routes_file,
+        mgmt_mem,
+    );
+    for (k, start) in START.iter().enumerate().take(pairs).skip(1) {
+        let _ = k;
+        start.store(true, Ordering::Release);
+    }
+    if pairs > 1 {
+        crate::smp::wake_others();
+        // Wait (bounded) until every core reports its pair up, so `ready` means all forward.
+        let deadline = rdtsc() + tsc_hz() / 1000 * CORE_START_MS;
+        for k in 1..pairs {
+            while SNAPS[k].lock().is_none() {
+                if rdtsc() > deadline {
+                    fail(format_args!(
+                        "cpu {k} did not bring up port pair {k} within {CORE_START_MS} ms"
+                    ));
+                }
+                core::hint::spin_loop();
+            }
+        }
+    }
+    info!(
+        "forwarding {} port pair(s) on {} core(s), mode {}, burst {}",
+        pairs,
+        pairs,
+        cfg.mode.as_str(),
+        cfg.burst
+    );
+    println!("gannet: ready");
+    fwd.poll_loop()
+}
+
+/// An AP asked to forward pair `cpu` (from its idle loop): bring the pair up and forward until
+/// `quit`. Never returns.
+pub fn run_core(cpu: usize) -> ! {
+    let setup = SETUP.get().expect("START is set after SETUP");
+    let zone = crate::mem::ZONE.get().expect("zone set up at boot");
+    let mut pcp = PerCpuPages::new(zone, crate::smp::ONLINE.load(Ordering::Acquire).max(1));
+    pcp.set_owner(current_cpu());
+    let mut fwd = build_pair(cpu, setup, zone, pcp, 0, None, None, None);
+    fwd.publish(false);
+    fwd.poll_loop()
+}
+
+/// Bring up port pair `k` (ports `2k`, `2k + 1`) on the calling core: devices, MSI-X to this
+/// core, page_pools `2k` and `2k + 1`, RX rings filled, and (pair 0) the router and
+/// management plane.
+#[allow(clippy::too_many_arguments)]
+fn build_pair(
+    k: usize,
+    setup: &Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    free_pages_boot: u64,
+    reserved: Option<(u64, u64)>,
+    routes_file: Option<&str>,
+    mgmt_mem: Option<&'static mut [u8]>,
+) -> Forwarder<'static> {
+    let cfg = &setup.cfg;
+    let mut root = PciRoot::new(PortIoCam);
     let apic_id = crate::apic::init();
     let mut halt_when_idle = cfg.idle == IdleMode::Halt;
     let mut nics: heapless::Vec<Nic, PORTS> = heapless::Vec::new();
-    for (i, (df, _info)) in found.iter().take(PORTS).enumerate() {
+    for (j, df) in setup.ports[PORTS * k..PORTS * k + PORTS].iter().enumerate() {
+        let i = PORTS * k + j;
         let transport = match PciTransport::new::<KernelHal, _>(&mut root, *df) {
             Ok(t) => t,
             Err(e) => fail(format_args!("port {i} ({df}): virtio PCI transport: {e}")),
@@ -252,14 +381,15 @@ pub fn run(
             Err(e) => fail(format_args!("port {i} ({df}): virtio-net init: {e}")),
         };
         match virtio_notify_cfg(*df) {
-            // SAFETY: set-up time, one CPU; the BARs lie below 4 GiB (identity-mapped, checked
-            // by the HAL when the transport mapped them) and belong to this device.
+            // SAFETY: set-up time, on the owning core; the BARs lie below 4 GiB
+            // (identity-mapped, checked by the HAL when the transport mapped them) and belong
+            // to this device.
             Some(n) => unsafe {
                 nic.set_doorbells(n.doorbell(0), n.doorbell(1));
                 if halt_when_idle {
-                    // RX used-buffer notifications -> MSI-X entry 0 -> vector 0x40 + i on
-                    // this CPU; TX completions never interrupt.
-                    let vector = crate::apic::DEVICE_VECTOR_BASE + i as u8;
+                    // RX used-buffer notifications -> MSI-X entry 0 -> vector 0x40 + j on this
+                    // core; TX completions never interrupt.
+                    let vector = crate::apic::DEVICE_VECTOR_BASE + j as u8;
                     let routed =
                         msix_route(*df, 0, crate::apic::msi_address(apic_id), vector.into())
                             .map_err(|e| warn!("port {i}: MSI-X: {e:?}"))
@@ -280,7 +410,7 @@ pub fn run(
             }
         }
         info!(
-            "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?}",
+            "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?} (cpu {k})",
             MacAddr(nic.mac()),
             2,
             QUEUE_SIZE,
@@ -293,9 +423,10 @@ pub fn run(
         unreachable!()
     };
     let macs = [MacAddr(nics[0].mac()), MacAddr(nics[1].mac())];
-    let pools = core::array::from_fn(|i| {
+    let pools = core::array::from_fn(|j| {
+        let id = (PORTS * k + j) as u32;
         match PagePool::new(PagePoolParams {
-            id: i as u32,
+            id,
             refill: PP_ALLOC_CACHE_REFILL,
         }) {
             Ok(mut p) => {
@@ -305,15 +436,11 @@ pub fn run(
                 });
                 p
             }
-            Err(e) => fail(format_args!("page_pool {i}: {e:?}")),
+            Err(e) => fail(format_args!("page_pool {id}: {e:?}")),
         }
     });
-    if routes_file.is_some() && cfg.mode != Mode::Router {
-        fail(format_args!(
-            "config error: a routes file (--routes) needs `mode=router`"
-        ));
-    }
-    let router = (cfg.mode == Mode::Router).then(|| build_router(cfg, macs, reserved, routes_file));
+    let router = (k == 0 && cfg.mode == Mode::Router)
+        .then(|| build_router(cfg, macs, reserved, routes_file));
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
         let net = cfg.ip[p].expect("router mode has ip0/ip1");
         info!(
@@ -336,6 +463,7 @@ pub fn run(
         busy_cycles: 0,
         kicks: 0,
         free_pages_boot,
+        pair: k,
         halts: 0,
         refill_cycles: 0,
         halt_when_idle,
@@ -366,27 +494,23 @@ pub fn run(
     fwd.kick_all();
     for p in 0..PORTS {
         info!(
-            "port {p}: {} RX buffers posted from page_pool {p} (refill batch {})",
+            "port {}: {} RX buffers posted from page_pool {} (refill batch {})",
+            PORTS * k + p,
             fwd.nics[p].rx_posted(),
+            PORTS * k + p,
             PP_ALLOC_CACHE_REFILL
         );
     }
     if fwd.halt_when_idle {
         let hz = crate::apic::start_periodic_timer(IDLE_TIMER_US);
         info!(
-            "idle: poll {IDLE_POLL_US} us, then halt until RX MSI-X or the {} ms LAPIC timer ({hz} Hz)",
+            "idle (cpu {k}): poll {IDLE_POLL_US} us, then halt until RX MSI-X or the {} ms LAPIC timer ({hz} Hz)",
             IDLE_TIMER_US / 1000
         );
     } else {
-        info!("idle: busy polling");
+        info!("idle (cpu {k}): busy polling");
     }
-    info!(
-        "forwarding port 0 <-> port 1, mode {}, burst {}",
-        cfg.mode.as_str(),
-        cfg.burst
-    );
-    println!("gannet: ready");
-    fwd.poll_loop()
+    fwd
 }
 
 impl Forwarder<'_> {
@@ -394,10 +518,8 @@ impl Forwarder<'_> {
     #[inline]
     fn recycle(&mut self, pfn: Pfn) {
         let owner = self.zone.page(pfn).pool();
-        match owner {
-            Some(id) if (id as usize) < PORTS => {
-                self.pools[id as usize].recycle_direct(pfn, &mut self.pcp, self.zone, &mut self.dma)
-            }
+        match owner.and_then(|id| self.local_pool(id)) {
+            Some(i) => self.pools[i].recycle_direct(pfn, &mut self.pcp, self.zone, &mut self.dma),
             _ => {
                 // Not a pool page: a bug somewhere; free it rather than leak it.
                 error!(
@@ -409,6 +531,14 @@ impl Forwarder<'_> {
         }
     }
 
+    /// This core's index of page_pool `id` (pools are numbered by port: pair `k` owns pools
+    /// `2k` and `2k + 1`).
+    #[inline]
+    fn local_pool(&self, id: u32) -> Option<usize> {
+        let i = (id as usize).wrapping_sub(2 * self.pair);
+        (i < PORTS).then_some(i)
+    }
+
     /// A transmitted page is done: back to its pool, or, with `pool=release`, released to the
     /// allocator (unmapped, ownership cleared) so the pool stays empty.
     #[inline]
@@ -416,11 +546,14 @@ impl Forwarder<'_> {
         if self.cfg.pool == PoolMode::Recycle {
             return self.recycle(pfn);
         }
-        match self.zone.page(pfn).pool() {
-            Some(id) if (id as usize) < PORTS => {
-                self.pools[id as usize].release_page(pfn, &mut self.pcp, self.zone, &mut self.dma)
-            }
-            _ => self.recycle(pfn),
+        match self
+            .zone
+            .page(pfn)
+            .pool()
+            .and_then(|id| self.local_pool(id))
+        {
+            Some(i) => self.pools[i].release_page(pfn, &mut self.pcp, self.zone, &mut self.dma),
+            None => self.recycle(pfn),
         }
     }
 
@@ -761,6 +894,7 @@ impl Forwarder<'_> {
     }
 
     fn poll_loop(&mut self) -> ! {
+        let bsp = self.pair == 0;
         let mut console = Console::new();
         let console_every = (tsc_hz() / CONSOLE_POLL_HZ).max(1);
         let idle_poll = tsc_hz() / 1_000_000 * IDLE_POLL_US;
@@ -768,6 +902,9 @@ impl Forwarder<'_> {
         let mut idle_since = rdtsc();
         loop {
             let t0 = rdtsc();
+            if !bsp && QUIT.load(Ordering::Relaxed) {
+                self.stop_core();
+            }
             let mut work = 0;
             for p in 0..PORTS {
                 work += if self.router.is_some() {
@@ -785,6 +922,11 @@ impl Forwarder<'_> {
                 let t1 = rdtsc();
                 self.busy_cycles += t1 - t0;
                 idle_since = t1;
+                if !bsp && t1 >= next_console {
+                    // Keep the published counters fresh while busy too.
+                    next_console = t1 + console_every;
+                    self.publish(false);
+                }
             } else if self.halt_when_idle && t0 - idle_since > idle_poll {
                 self.halt();
                 idle_since = rdtsc();
@@ -794,7 +936,15 @@ impl Forwarder<'_> {
                 next_console = t0 + console_every;
                 // Drain requests from other CPUs are honoured here, in thread context.
                 let (pcp, zone) = (&mut self.pcp, self.zone);
-                DRAIN.poll(current_cpu() as usize, || pcp.drain_local_pages(zone));
+                if DRAIN.poll(current_cpu() as usize, || pcp.drain_local_pages(zone)) {
+                    crate::smp::CPUS[current_cpu() as usize]
+                        .drains
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                if !bsp {
+                    self.publish(false);
+                    continue;
+                }
                 self.router_tick();
                 match console.poll() {
                     Some(Command::Stats) => self.print_stats(),
@@ -835,14 +985,14 @@ impl Forwarder<'_> {
             if !c.online.load(Relaxed) {
                 continue;
             }
-            let (role, fwd, halts) = if i == 0 {
-                (
+            let pairs = all_pairs(self);
+            let (role, fwd, halts) = match pairs.iter().find(|p| p.pair == i) {
+                Some(p) => (
                     "forwarding",
-                    self.counters.iter().map(|c| c.tx).sum::<u64>(),
-                    self.halts,
-                )
-            } else {
-                ("idle", 0, c.halts.load(Relaxed))
+                    p.counters.iter().map(|c| c.tx).sum::<u64>(),
+                    p.halts,
+                ),
+                None => ("idle", 0, c.halts.load(Relaxed)),
             };
             println!(
                 "cpu {i}: apic {} online {role} forwarded {fwd} halts {halts} drains {}",
@@ -907,7 +1057,7 @@ impl Forwarder<'_> {
     /// `pools`: one line per page_pool.
     pub(crate) fn print_pools(&self) {
         for p in self.pools.iter() {
-            println!("pool {}", crate::stats::PoolJson(p));
+            println!("pool {}", crate::stats::PoolJson(PoolSnap::of(p)));
         }
     }
 
@@ -918,8 +1068,88 @@ impl Forwarder<'_> {
     /// `quit`: stop receiving, let TX finish (bounded), reset the devices and take back every
     /// page, return all pages to the allocator, check nothing leaked, print the final STATS
     /// and exit.
+    /// What this core's pair looks like now, for the boot CPU's `stats` and `quit`.
+    pub(crate) fn snap(&self, done: bool, leaked: u64) -> PairSnap {
+        PairSnap {
+            pair: self.pair,
+            macs: self.macs,
+            counters: self.counters,
+            nic: [self.nic_stats(0), self.nic_stats(1)],
+            pools: core::array::from_fn(|i| PoolSnap::of(&self.pools[i])),
+            busy_cycles: self.busy_cycles,
+            kicks: self.kicks,
+            halts: self.halts,
+            pcp_count: self.pcp.count() as u64,
+            refill_cycles: self.refill_cycles,
+            done,
+            leaked,
+        }
+    }
+
+    /// Publish this core's counters (`done` once its pair is torn down).
+    fn publish(&self, done: bool) {
+        *SNAPS[self.pair].lock() = Some(self.snap(done, 0));
+    }
+
+    /// Another core's `quit`: tear the pair down, publish the final counters, halt for good.
+    fn stop_core(&mut self) -> ! {
+        let leaked = self.teardown();
+        *SNAPS[self.pair].lock() = Some(self.snap(true, leaked));
+        loop {
+            x86_64::instructions::interrupts::disable();
+            x86_64::instructions::hlt();
+        }
+    }
+
+    /// `quit` on the boot CPU: stop the other cores (bounded wait), tear down pair 0, check
+    /// that every page came back, print the final STATS and exit.
     fn shutdown(&mut self) -> ! {
         info!("quit: draining");
+        QUIT.store(true, Ordering::Release);
+        crate::smp::wake_others();
+        let deadline = rdtsc() + tsc_hz() / 1000 * CORE_STOP_MS;
+        let mut leaked = 0;
+        for k in 1..pairs() {
+            loop {
+                if let Some(s) = SNAPS[k].lock().filter(|s| s.done) {
+                    leaked += s.leaked;
+                    break;
+                }
+                if rdtsc() > deadline {
+                    error!("quit: cpu {k} did not stop its port pair within {CORE_STOP_MS} ms");
+                    crate::exit::exit(crate::exit::ExitCode::Failure);
+                }
+                core::hint::spin_loop();
+            }
+        }
+        leaked += self.teardown();
+        self.print_stats();
+        let now = self.zone.free_pages() + self.pcp.count() as u64;
+        for (i, c) in self.counters.iter().enumerate() {
+            info!(
+                "port {i}: rx {} tx {} drops {}",
+                c.rx,
+                c.tx,
+                c.drops_total()
+            );
+        }
+        self.print_pools();
+        self.print_buddyinfo();
+        if leaked > 0 || now != self.free_pages_boot {
+            error!(
+                "page leak: {now} free pages now, {} at boot, {leaked} in flight",
+                self.free_pages_boot
+            );
+            crate::exit::exit(crate::exit::ExitCode::Failure);
+        }
+        info!("gannet: shutdown clean ({now} free pages, as at boot)");
+        crate::exit::exit(crate::exit::ExitCode::Success)
+    }
+
+    /// Stop RX, let TX finish (bounded), reset the devices and take back every page, return all
+    /// pages to the allocator and drain this core's pcp list. Returns pages still in flight
+    /// (lost: a bug).
+    fn teardown(&mut self) -> u64 {
         let deadline = rdtsc() + tsc_hz() / 1000 * TX_DRAIN_MS;
         while self.nics.iter().any(|n| n.tx_posted() > 0) && rdtsc() < deadline {
             self.tx_reap();
@@ -967,28 +1197,76 @@ impl Forwarder<'_> {
         // and exit below.
         unsafe { ManuallyDrop::drop(&mut self.nics) };
         self.pcp.drain_local_pages(self.zone);
-        self.print_stats();
-        let now = self.zone.free_pages() + self.pcp.count() as u64;
-        for (i, c) in self.counters.iter().enumerate() {
-            info!(
-                "port {i}: rx {} tx {} drops {}",
-                c.rx,
-                c.tx,
-                c.drops_total()
-            );
-        }
-        self.print_pools();
-        self.print_buddyinfo();
-        if leaked > 0 || now != self.free_pages_boot {
-            error!(
-                "page leak: {now} free pages now, {} at boot, {leaked} in flight",
-                self.free_pages_boot
-            );
-            crate::exit::exit(crate::exit::ExitCode::Failure);
-        }
-        info!("gannet: shutdown clean ({now} free pages, as at boot)");
-        crate::exit::exit(crate::exit::ExitCode::Success)
+        leaked
     }
+}
+
+/// One page_pool's counters, copied for another core to print.
+#[derive(Copy, Clone)]
+pub struct PoolSnap {
+    /// Pool id (= port number).
+    pub id: u32,
+    /// Pages out of the pool.
+    pub in_flight: u64,
+    /// Pages in the alloc cache.
+    pub cached: usize,
+    /// Bulk or single refill.
+    pub mode: PoolRefill,
+    /// Event counters.
+    pub stats: mm::page_pool::PagePoolStats,
+}
+
+impl PoolSnap {
+    fn of(p: &PagePool) -> PoolSnap {
+        PoolSnap {
+            id: p.id(),
+            in_flight: p.in_flight(),
+            cached: p.cached(),
+            mode: p.refill_mode(),
+            stats: p.stats(),
+        }
+    }
+}
+
+/// A core's port pair, as published for the boot CPU.
+#[derive(Copy, Clone)]
+pub struct PairSnap {
+    /// Pair number (= CPU number).
+    pub pair: usize,
+    /// Port MACs.
+    pub macs: [MacAddr; PORTS],
+    /// Port counters.
+    pub counters: [PortCounters; PORTS],
+    /// Driver counters.
+    pub nic: [DriverStats; PORTS],
+    /// The pair's page_pools.
+    pub pools: [PoolSnap; PORTS],
+    /// TSC cycles in poll iterations that did work.
+    pub busy_cycles: u64,
+    /// Notifications written.
+    pub kicks: u64,
+    /// Idle halts.
+    pub halts: u64,
+    /// Pages on this core's pcp list.
+    pub pcp_count: u64,
+    /// Cycles in page_pool slow-path refills.
+    pub refill_cycles: u64,
+    /// The pair is torn down (after `quit`).
+    pub done: bool,
+    /// Pages that did not come back at teardown.
+    pub leaked: u64,
+}
+
+/// Every forwarding pair's counters: this core's (`own`, live) then the others' last published.
+pub fn all_pairs(own: &Forwarder<'_>) -> heapless::Vec<PairSnap, MAX_CPUS> {
+    let mut v = heapless::Vec::new();
+    let _ = v.push(own.snap(false, 0));
+    for s in SNAPS.iter().take(pairs()).skip(1) {
+        if let Some(p) = *s.lock() {
+            let _ = v.push(p);
+        }
+    }
+    v
 }
 
 /// The frame bytes of page `pfn`: `len` bytes from [`NET_HDR_LEN`] (clamped to the page).

@@ -23,8 +23,9 @@ pub const MAX_CPUS: usize = 16;
 /// Physical address the AP trampoline is copied to: page 8, free RAM under SeaBIOS and qboot
 /// (CRATES.md §8), below 1 MiB as the SIPI vector requires (vector = address >> 12).
 const TRAMPOLINE: u64 = 0x8000;
-/// AP stacks: order 4 = 64 KiB each, from the buddy allocator.
-const AP_STACK_ORDER: usize = 4;
+/// AP stacks: order 6 = 256 KiB each, from the buddy allocator (a forwarding core keeps its
+/// `Forwarder`, ~100 KiB with its scratch arrays and pcp list, on its stack).
+const AP_STACK_ORDER: usize = 6;
 /// How long an AP has to check in after its SIPIs: 200 ms (SDM asks for 10 ms + 200 µs).
 const CHECKIN_MS: u64 = 200;
 /// IPI vector that wakes a halted CPU.
@@ -296,7 +297,10 @@ extern "C" fn ap_main(cpu: u64) -> ! {
     CPUS[cpu].online.store(true, Ordering::Release);
     ONLINE.fetch_add(1, Ordering::AcqRel);
     loop {
-        // APs own no pcp list yet: acknowledging is all a drain needs from them.
+        if crate::forwarder::start_requested(cpu) {
+            crate::forwarder::run_core(cpu);
+        }
+        // Idle APs own no pcp list: acknowledging is all a drain needs from them.
         if DRAIN.poll(cpu, || {}) {
             CPUS[cpu].drains.fetch_add(1, Ordering::Relaxed);
         }

@@ -11,7 +11,7 @@
 //! `queued`, `queued_now`, `icmp_sent`, `icmp_rate_limited`, `icmp_suppressed`, `no_buffer`,
 //! `drops{…}` by [`RouterDrop`] name).
 
-use crate::forwarder::Forwarder;
+use crate::forwarder::{all_pairs, Forwarder, PairSnap, PoolSnap};
 use crate::time::tsc_hz;
 use core::fmt;
 use netstack::router::RouterDrop;
@@ -19,22 +19,22 @@ use netstack::DropReason;
 
 /// Formats one page_pool's counters as a JSON object (in `STATS` and on the `pools` console
 /// line).
-pub struct PoolJson<'a>(pub &'a mm::page_pool::PagePool);
+pub struct PoolJson(pub PoolSnap);
 
-impl fmt::Display for PoolJson<'_> {
+impl fmt::Display for PoolJson {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = self.0;
-        let s = p.stats();
+        let p = &self.0;
+        let s = &p.stats;
         write!(
             f,
             "{{\"id\":{},\"refill_mode\":\"{}\",\"in_flight\":{},\"cached\":{},\"alloc_fast\":{},\"alloc_slow\":{},\"alloc_empty\":{},\"refill_pages\":{},\"refill_failed\":{},\"recycle_cached\":{},\"recycle_cache_full\":{},\"recycle_ring\":{},\"recycle_ring_full\":{},\"released\":{}}}",
-            p.id(),
-            match p.refill_mode() {
+            p.id,
+            match p.mode {
                 mm::page_pool::RefillMode::Bulk => "bulk",
                 mm::page_pool::RefillMode::Single => "single",
             },
-            p.in_flight(),
-            p.cached(),
+            p.in_flight,
+            p.cached,
             s.alloc_fast,
             s.alloc_slow,
             s.alloc_empty,
@@ -49,41 +49,58 @@ impl fmt::Display for PoolJson<'_> {
     }
 }
 
-/// Formats a [`Forwarder`] as the STATS JSON object.
+/// Formats a [`Forwarder`] (and the pairs the other cores forward) as the STATS JSON object.
 pub struct Snapshot<'a, 'z>(pub &'a Forwarder<'z>);
 
 impl fmt::Display for Snapshot<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let fw = self.0;
-        let forwarded: u64 = fw.counters.iter().map(|c| c.tx).sum();
+        let pairs = all_pairs(fw);
+        let sum = |g: fn(&PairSnap) -> u64| pairs.iter().map(g).sum::<u64>();
+        let forwarded = sum(|p| p.counters.iter().map(|c| c.tx).sum());
+        let pcp = sum(|p| p.pcp_count);
         write!(
             f,
-            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"cpus_online\":{},\"pcp_count\":{},\"refill_cycles\":{},\"refill_pages\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
+            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"cpus_online\":{},\"pairs\":{},\"pcp_count\":{},\"refill_cycles\":{},\"refill_pages\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
             fw.cfg.mode.as_str(),
             tsc_hz(),
-            fw.busy_cycles,
+            sum(|p| p.busy_cycles),
             forwarded,
-            fw.kicks,
-            fw.halts,
+            sum(|p| p.kicks),
+            sum(|p| p.halts),
             crate::smp::ONLINE.load(core::sync::atomic::Ordering::Acquire),
-            fw.pcp.count(),
-            fw.refill_cycles,
-            fw.pools.iter().map(|p| p.stats().refill_pages).sum::<u64>(),
+            pairs.len(),
+            pcp,
+            sum(|p| p.refill_cycles),
+            sum(|p| p.pools.iter().map(|q| q.stats.refill_pages).sum()),
             fw.free_pages_boot,
-            fw.zone.free_pages() + fw.pcp.count() as u64,
+            fw.zone.free_pages() + pcp,
         )?;
-        for (i, c) in fw.counters.iter().enumerate() {
-            let ds = fw.nic_stats(i);
-            if i > 0 {
+        for (n, (pair, j)) in pairs
+            .iter()
+            .flat_map(|p| (0..2).map(move |j| (p, j)))
+            .enumerate()
+        {
+            let (c, ds) = (&pair.counters[j], &pair.nic[j]);
+            if n > 0 {
                 f.write_str(",")?;
             }
             write!(
                 f,
-                "{{\"port\":{i},\"mac\":\"{}\",\"rx\":{},\"rx_bytes\":{},\"tx\":{},\"tx_bytes\":{},\"kicks_rx\":{},\"kicks_tx\":{},\"no_buffer\":{},\"drops\":{{",
-                fw.macs[i], c.rx, c.rx_bytes, c.tx, c.tx_bytes, ds.kicks_rx, ds.kicks_tx, c.no_buffer
+                "{{\"port\":{},\"cpu\":{},\"mac\":\"{}\",\"rx\":{},\"rx_bytes\":{},\"tx\":{},\"tx_bytes\":{},\"kicks_rx\":{},\"kicks_tx\":{},\"no_buffer\":{},\"drops\":{{",
+                2 * pair.pair + j,
+                pair.pair,
+                pair.macs[j],
+                c.rx,
+                c.rx_bytes,
+                c.tx,
+                c.tx_bytes,
+                ds.kicks_rx,
+                ds.kicks_tx,
+                c.no_buffer
             )?;
-            for (j, r) in DropReason::ALL.iter().enumerate() {
-                if j > 0 {
+            for (k, r) in DropReason::ALL.iter().enumerate() {
+                if k > 0 {
                     f.write_str(",")?;
                 }
                 write!(f, "\"{}\":{}", r.as_str(), c.drops_for(*r))?;
@@ -91,11 +108,26 @@ impl fmt::Display for Snapshot<'_, '_> {
             f.write_str("}}")?;
         }
         f.write_str("],\"pools\":[")?;
-        for (i, p) in fw.pools.iter().enumerate() {
-            if i > 0 {
+        for (n, p) in pairs.iter().flat_map(|p| p.pools.iter()).enumerate() {
+            if n > 0 {
                 f.write_str(",")?;
             }
-            write!(f, "{}", PoolJson(p))?;
+            write!(f, "{}", PoolJson(*p))?;
+        }
+        f.write_str("],\"per_cpu\":[")?;
+        for (n, p) in pairs.iter().enumerate() {
+            if n > 0 {
+                f.write_str(",")?;
+            }
+            write!(
+                f,
+                "{{\"cpu\":{},\"forwarded\":{},\"busy_cycles\":{},\"kicks\":{},\"halts\":{}}}",
+                p.pair,
+                p.counters.iter().map(|c| c.tx).sum::<u64>(),
+                p.busy_cycles,
+                p.kicks,
+                p.halts
+            )?;
         }
         f.write_str("]")?;
         if let Some(r) = &fw.router {
