@@ -86,7 +86,10 @@ fn idle_guest_with_four_cpus_uses_little_host_cpu() {
     let mut rig = boot_cpus(4);
     let pid = rig.guest.pid();
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
-    assert!(comm.starts_with("qemu-system"), "pid {pid} is `{comm}`, not QEMU");
+    assert!(
+        comm.starts_with("qemu-system"),
+        "pid {pid} is `{comm}`, not QEMU"
+    );
     std::thread::sleep(std::time::Duration::from_millis(500));
     let t0 = cpu_ticks(pid);
     let wall = std::time::Instant::now();
@@ -101,5 +104,44 @@ fn idle_guest_with_four_cpus_uses_little_host_cpu() {
         share * 100.0
     );
     let s = rig.quit();
+    assert_no_leak(&s);
+}
+
+#[test]
+fn two_cores_forward_two_port_pairs_at_once() {
+    let (mut rig, more) = Rig::start_pairs("mode=l2", gen_count(3000, 64, true), Vec::new(), 2, 2);
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("forwarding 2 port pair(s) on 2 core(s)")),
+        "{}",
+        rig.tail()
+    );
+    let (r0, r1) = std::thread::scope(|s| {
+        let other = s.spawn(|| more[0].run().expect("generator for pair 1"));
+        (rig.run(), other.join().unwrap())
+    });
+    for (k, r) in [(0, &r0), (1, &r1)] {
+        assert_eq!(
+            (r.sent, r.received, r.bad),
+            (6000, 6000, 0),
+            "pair {k}: {r:?}\n{}",
+            rig.tail()
+        );
+    }
+    let s = rig.quit();
+    assert_eq!(top(&s, "pairs"), 2);
+    let per_cpu = s.0["per_cpu"].as_array().unwrap();
+    assert_eq!(per_cpu.len(), 2);
+    for (k, c) in per_cpu.iter().enumerate() {
+        assert_eq!(c["cpu"].as_u64(), Some(k as u64));
+        assert_eq!(c["forwarded"].as_u64(), Some(6000), "cpu {k}: {c}");
+    }
+    for p in 0..4 {
+        assert_eq!(port(&s, p, "rx"), 3000, "port {p}: {}", s.0);
+        assert_eq!(port(&s, p, "tx"), 3000, "port {p}: {}", s.0);
+    }
+    assert_eq!(pool_count(&s), 4);
     assert_no_leak(&s);
 }
