@@ -28,6 +28,20 @@ pub struct BenchResult {
     /// Forwarding mode reported by the guest (`STATS` `mode`).
     pub mode: Option<String>,
     pub icount: bool,
+    /// With several port pairs (`--nics 4 --cpus 2` …): one entry per forwarding core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_core: Option<Vec<PerCore>>,
+}
+
+/// One forwarding core's share of a multi-pair run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PerCore {
+    /// CPU number (it forwards port pair `cpu`: ports `2·cpu`, `2·cpu + 1`).
+    pub cpu: usize,
+    /// Frames per second its pair's generator received.
+    pub forwarded_pps: f64,
+    /// That core's `busy_cycles / forwarded` from the final STATS `per_cpu` entry.
+    pub guest_cycles_per_packet: Option<f64>,
 }
 
 fn fmt_opt(v: Option<f64>, prec: usize) -> String {

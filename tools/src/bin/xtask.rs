@@ -107,6 +107,12 @@ struct GenArgs {
 struct TrafficArgs {
     #[command(flatten)]
     guest: GuestArgs,
+    /// Number of vCPUs; with `--nics 2P` the guest forwards one port pair per core.
+    #[arg(long, default_value_t = 1)]
+    cpus: u32,
+    /// Number of virtio-net ports (even): `2P` ports give P pairs, each with its generator.
+    #[arg(long, default_value_t = 2)]
+    nics: usize,
     /// Seconds of traffic.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -327,23 +333,43 @@ fn traffic(
         .prefix("gannet-")
         .tempdir_in("/tmp")
         .context("creating the socket directory")?;
-    let gcfg = gen::GenConfig {
-        dir: tmp.path().to_path_buf(),
-        size: a.size,
-        seconds: a.seconds,
-        ..Default::default()
-    };
+    if a.nics < 2 || a.nics % 2 != 0 {
+        bail!(
+            "--nics {}: give an even number of ports, at least 2",
+            a.nics
+        );
+    }
+    let pairs = a.nics / 2;
     // The host side binds first: QEMU's frames to an unbound path are lost.
-    let generator = gen::Generator::bind(&gcfg)?;
-    let cfg = guest_config(&a.guest, image, tmp.path(), echo)?;
+    let generators = (0..pairs)
+        .map(|k| {
+            gen::Generator::bind(&gen::GenConfig {
+                dir: tmp.path().to_path_buf(),
+                size: a.size,
+                seconds: a.seconds,
+                base_port: 2 * k,
+                ..Default::default()
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut cfg = guest_config(&a.guest, image, tmp.path(), echo)?;
+    cfg.cpus = a.cpus;
+    cfg.nics = a.nics;
     announce_accel(cfg.accel, cfg.icount);
     let mut guest = Guest::boot(&cfg)?;
     guest.wait_ready(qemu::READY_TIMEOUT)?;
     eprintln!(
-        "xtask: guest ready; offering {} B frames port 0 -> port 1 for {} s",
-        a.size, a.seconds
+        "xtask: guest ready ({} vCPU, {} port pair(s)); offering {} B frames port 2k -> port 2k+1 for {} s",
+        a.cpus, pairs, a.size, a.seconds
     );
-    let r = generator.run()?;
+    let reports: Vec<gen::GenReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = generators.iter().map(|g| s.spawn(|| g.run())).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("generator thread panicked"))
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let r = combine(&reports);
     let (stats, exit) = guest.quit(Duration::from_secs(30))?;
     if stats.is_none() {
         eprintln!("xtask: warning: no final STATS line from the guest");
@@ -360,11 +386,55 @@ fn traffic(
         accel: cfg.accel.name().to_string(),
         mode: stats.and_then(|s| s.mode()).map(str::to_string),
         icount: cfg.icount,
+        per_core: (pairs > 1).then(|| {
+            reports
+                .iter()
+                .enumerate()
+                .map(|(cpu, rep)| {
+                    let c = stats.and_then(|s| s.0["per_cpu"].get(cpu).cloned());
+                    let cycles = c.as_ref().and_then(|c| {
+                        let busy = c["busy_cycles"].as_f64()?;
+                        let fwd = c["forwarded"].as_f64()?;
+                        (fwd > 0.0).then(|| busy / fwd)
+                    });
+                    report::PerCore {
+                        cpu,
+                        forwarded_pps: rep.received_pps,
+                        guest_cycles_per_packet: cycles,
+                    }
+                })
+                .collect()
+        }),
     };
     // Keep the temp dir alive until QEMU is gone.
-    drop(generator);
+    drop(generators);
     drop(tmp);
     Ok((b, r, guest, exit))
+}
+
+/// The reports of several generators (one per port pair) as one: counts and rates add up,
+/// loss is recomputed, the time is the longest.
+fn combine(reports: &[gen::GenReport]) -> gen::GenReport {
+    let mut r = reports[0].clone();
+    for x in &reports[1..] {
+        r.sent += x.sent;
+        r.received += x.received;
+        r.duplicates += x.duplicates;
+        r.reordered += x.reordered;
+        r.bad += x.bad;
+        r.offered_pps += x.offered_pps;
+        r.received_pps += x.received_pps;
+        r.seconds = r.seconds.max(x.seconds);
+        r.stray += x.stray;
+        r.directions.extend(x.directions.iter().cloned());
+        r.warnings.extend(x.warnings.iter().cloned());
+    }
+    r.loss = if r.sent > 0 {
+        1.0 - r.received.min(r.sent) as f64 / r.sent as f64
+    } else {
+        0.0
+    };
+    r
 }
 
 fn cmd_run(a: TrafficArgs) -> Result<()> {
