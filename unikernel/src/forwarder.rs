@@ -309,16 +309,15 @@ pub fn run(
         routes_file,
         mgmt_mem,
     );
-    for (k, start) in START.iter().enumerate().take(pairs).skip(1) {
-        let _ = k;
+    for start in START.iter().take(pairs).skip(1) {
         start.store(true, Ordering::Release);
     }
     if pairs > 1 {
         crate::smp::wake_others();
         // Wait (bounded) until every core reports its pair up, so `ready` means all forward.
         let deadline = rdtsc() + tsc_hz() / 1000 * CORE_START_MS;
-        for k in 1..pairs {
-            while SNAPS[k].lock().is_none() {
+        for (k, snap) in SNAPS.iter().enumerate().take(pairs).skip(1) {
+            while snap.lock().is_none() {
                 if rdtsc() > deadline {
                     fail(format_args!(
                         "cpu {k} did not bring up port pair {k} within {CORE_START_MS} ms"
@@ -1109,9 +1108,9 @@ impl Forwarder<'_> {
         crate::smp::wake_others();
         let deadline = rdtsc() + tsc_hz() / 1000 * CORE_STOP_MS;
         let mut leaked = 0;
-        for k in 1..pairs() {
+        for (k, snap) in SNAPS.iter().enumerate().take(pairs()).skip(1) {
             loop {
-                if let Some(s) = SNAPS[k].lock().filter(|s| s.done) {
+                if let Some(s) = snap.lock().filter(|s| s.done) {
                     leaked += s.leaked;
                     break;
                 }

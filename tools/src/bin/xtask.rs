@@ -333,7 +333,7 @@ fn traffic(
         .prefix("gannet-")
         .tempdir_in("/tmp")
         .context("creating the socket directory")?;
-    if a.nics < 2 || a.nics % 2 != 0 {
+    if a.nics < 2 || !a.nics.is_multiple_of(2) {
         bail!(
             "--nics {}: give an even number of ports, at least 2",
             a.nics
