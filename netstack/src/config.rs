@@ -167,6 +167,10 @@ pub struct Config {
     pub routes: heapless::Vec<(Ipv4Net, Ipv4Addr), MAX_CMDLINE_ROUTES>,
     /// `mgmt=ip0|ip1|none`: the management address (router mode; default `ip0`).
     pub mgmt: MgmtPort,
+    /// `xcore=on|off` (default `off`): with several port pairs, frames received on pair `k`
+    /// leave through pair `k + 1` (mod pairs), i.e. another core's TX queue: pages cross cores
+    /// and return to their pool through its recycle ring.
+    pub xcore: bool,
 }
 
 impl Default for Config {
@@ -182,6 +186,7 @@ impl Default for Config {
             ip: [None; PORTS],
             routes: heapless::Vec::new(),
             mgmt: MgmtPort::Auto,
+            xcore: false,
         }
     }
 }
@@ -220,10 +225,11 @@ impl core::fmt::Display for ConfigError<'_> {
         match self {
             ConfigError::NotKeyValue(t) => write!(f, "`{t}` is not key=value"),
             ConfigError::UnknownKey(k) => {
-                write!(
-                    f,
-                    "unknown key `{k}` (known: mode, peer0, peer1, burst, log)"
-                )
+                write!(f, "unknown key `{k}` (known:")?;
+                for key in KEYS {
+                    write!(f, " {key}")?;
+                }
+                write!(f, ")")
             }
             ConfigError::Repeated(k) => write!(f, "key `{k}` given more than once"),
             ConfigError::Missing { key, because } => {
@@ -247,9 +253,9 @@ impl core::fmt::Display for ConfigError<'_> {
 }
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 12] = [
+pub const KEYS: [&str; 13] = [
     "mode", "peer0", "peer1", "burst", "log", "pool", "refill", "idle", "ip0", "ip1", "route",
-    "mgmt",
+    "mgmt", "xcore",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
@@ -342,6 +348,13 @@ impl Config {
                         .map_err(|_| bad("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
                     cfg.routes.push(r).map_err(|_| ConfigError::TooManyRoutes)?;
                 }
+                12 => {
+                    cfg.xcore = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
                 11 => {
                     cfg.mgmt = match value {
                         "ip0" => MgmtPort::Port(0),
@@ -367,6 +380,12 @@ impl Config {
                     }
                 }
             }
+        }
+        if cfg.xcore && cfg.mode == Mode::Router {
+            return Err(ConfigError::Missing {
+                key: "mode",
+                because: "(=l2 or io) for xcore",
+            });
         }
         if cfg.mode != Mode::Router && matches!(cfg.mgmt, MgmtPort::Port(_)) {
             return Err(ConfigError::Missing {
