@@ -360,9 +360,10 @@ impl RecycleRing {
     }
 
     /// Consumer side: move up to `out.len()` pages, in push order, into `out[..n]`; returns `n`.
-    /// Only the owning pool calls this (single consumer).
+    /// Single consumer: only the ring's owner calls this (the owning pool, or — for a ring used
+    /// as a cross-core hand-off queue — the core it hands pages to).
     #[inline]
-    pub(crate) fn pop_batch(&self, out: &mut [Pfn]) -> usize {
+    pub fn pop_batch(&self, out: &mut [Pfn]) -> usize {
         let mut pos = self.head.0.load(Relaxed);
         let mut n = 0;
         while n < out.len() {

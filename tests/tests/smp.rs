@@ -145,3 +145,57 @@ fn two_cores_forward_two_port_pairs_at_once() {
     assert_eq!(pool_count(&s), 4);
     assert_no_leak(&s);
 }
+
+#[test]
+fn pages_cross_cores_and_come_home_through_the_pool_ring() {
+    // xcore=on: frames received on pair k leave through pair k+1 (the other core's TX queue);
+    // the transmitting core returns each page to its owner's pool through the pool's ring.
+    let (mut rig, more) = Rig::start_pairs(
+        "mode=l2 xcore=on",
+        gen_count(1, 64, false),
+        Vec::new(),
+        2,
+        2,
+    );
+    let ports = [
+        rig.port(0),
+        rig.port(1),
+        more[0].raw_port(0).unwrap(),
+        more[0].raw_port(1).unwrap(),
+    ];
+    const FRAMES: u64 = 200;
+    // (in port, out port): port 0 (cpu 0) -> port 3 (cpu 1), port 2 (cpu 1) -> port 1 (cpu 0).
+    for (inp, out) in [(0usize, 3usize), (2, 1)] {
+        for seq in 0..FRAMES {
+            let f = gen::build_frame(0, seq, 0, 60).unwrap();
+            ports[inp].send(&f).unwrap();
+            let got = ports[out].recv_timeout(FRAME_TIMEOUT).unwrap_or_else(|| {
+                panic!(
+                    "frame {seq} from port {inp} not out of port {out}\n{}",
+                    rig.tail()
+                )
+            });
+            assert_eq!(
+                &got[0..6],
+                &peer_mac(out % 2),
+                "dst MAC = the out port's peer"
+            );
+            assert_eq!(
+                &got[6..12],
+                &[2, 0, 0, 0, 0, out as u8 + 1],
+                "src MAC = port {out}"
+            );
+            assert_eq!(&got[12..], &f[12..], "payload changed");
+        }
+    }
+    let s = rig.quit();
+    for p in [0usize, 2] {
+        let back = pool(&s, p, "recycle_ring");
+        assert!(
+            back >= FRAMES,
+            "pool {p}: {back} pages came back through its ring, expected {FRAMES}: {}",
+            s.0
+        );
+    }
+    assert_no_leak(&s);
+}

@@ -204,14 +204,17 @@ fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
 const DRAIN_TIMEOUT_MS: u64 = 1000;
 
 use crate::smp::{current_cpu, DRAIN, MAX_CPUS};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use drivers::pci::MAX_NICS;
+use mm::page_pool::RecycleRing;
 use virtio_drivers::transport::pci::bus::DeviceFunction;
 
 /// How long the boot CPU waits for the other cores to bring their pairs up: 2 s.
 const CORE_START_MS: u64 = 2000;
-/// How long `quit` waits for the other cores to tear their pairs down: 2 s.
+/// How long `quit` waits for the other cores to finish each phase: 2 s.
 const CORE_STOP_MS: u64 = 2000;
+/// `quit` phases (see [`Forwarder::quit_phase`]).
+const QUIT_PHASES: u8 = 3;
 
 /// What the boot CPU hands to the other forwarding cores.
 struct Setup {
@@ -225,11 +228,22 @@ struct Setup {
 static SETUP: spin::Once<Setup> = spin::Once::new();
 /// Set by the boot CPU for each core that should forward pair `cpu`.
 static START: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
-/// `quit`: every forwarding core tears its pair down.
-static QUIT: AtomicBool = AtomicBool::new(false);
 /// What each forwarding core publishes (every 10 ms and when it stops) for `stats` and `quit`.
 static SNAPS: [spin::Mutex<Option<PairSnap>>; MAX_CPUS] =
     [const { spin::Mutex::new(None) }; MAX_CPUS];
+
+/// Each page_pool's recycle ring (pool `id` = port `id`): where other cores return its pages.
+static POOL_RINGS: [RecycleRing; MAX_NICS] = [const { RecycleRing::new() }; MAX_NICS];
+/// Cross-core hand-off (`xcore=on`): frames other cores send out of this core's ports. The
+/// frame length and the local output port travel in the page's first 4 bytes (its virtio-net
+/// header area, rewritten by TX anyway).
+static HANDOFF: [RecycleRing; MAX_CPUS] = [const { RecycleRing::new() }; MAX_CPUS];
+/// Every port's MAC (as u64), for the l2 rewrite of frames that leave through another core.
+static PORT_MACS: [AtomicU64; MAX_NICS] = [const { AtomicU64::new(0) }; MAX_NICS];
+/// `quit` phases every forwarding core goes through together (0 = forwarding).
+static QUIT_PHASE: AtomicU8 = AtomicU8::new(0);
+/// Per core: the last quit phase it finished.
+static PHASE_DONE: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(0) }; MAX_CPUS];
 
 /// Whether the boot CPU asked this AP to forward a pair.
 pub fn start_requested(cpu: usize) -> bool {
@@ -438,6 +452,14 @@ fn build_pair(
             Err(e) => fail(format_args!("page_pool {id}: {e:?}")),
         }
     });
+    let mut pools: [PagePool; PORTS] = pools;
+    for (j, pool) in pools.iter_mut().enumerate() {
+        let id = PORTS * k + j;
+        if let Err(e) = pool.attach_ring(&POOL_RINGS[id]) {
+            fail(format_args!("page_pool {id}: recycle ring: {e:?}"));
+        }
+        PORT_MACS[id].store(mac_u64(macs[j]), Ordering::Release);
+    }
     let router = (k == 0 && cfg.mode == Mode::Router)
         .then(|| build_router(cfg, macs, reserved, routes_file));
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
@@ -519,6 +541,17 @@ impl Forwarder<'_> {
         let owner = self.zone.page(pfn).pool();
         match owner.and_then(|id| self.local_pool(id)) {
             Some(i) => self.pools[i].recycle_direct(pfn, &mut self.pcp, self.zone, &mut self.dma),
+            // Another core's pool: back through its recycle ring (unmapped and freed here if
+            // the ring is full).
+            None if owner.is_some_and(|id| (id as usize) < MAX_NICS) => {
+                let id = owner.expect("checked") as usize;
+                let _ = POOL_RINGS[id].recycle_remote(
+                    pfn,
+                    self.zone,
+                    Some(&mut self.pcp),
+                    &mut self.dma,
+                );
+            }
             _ => {
                 // Not a pool page: a bug somewhere; free it rather than leak it.
                 error!(
@@ -600,6 +633,9 @@ impl Forwarder<'_> {
     /// Receive a burst on port `p` and send what survives out of the other port. Returns the
     /// number of RX buffers completed.
     fn rx_forward(&mut self, p: usize) -> usize {
+        if self.cfg.xcore && pairs() > 1 {
+            return self.rx_forward_xcore(p);
+        }
         let q = 1 - p;
         let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
         if n == 0 {
@@ -879,6 +915,83 @@ impl Forwarder<'_> {
         }
     }
 
+    /// `xcore=on`: frames received on local port `p` leave through port `1 - p` of the next
+    /// pair, which another core owns: rewrite them for that port, write length and port into
+    /// the page's header area and hand them to that core's hand-off ring.
+    fn rx_forward_xcore(&mut self, p: usize) -> usize {
+        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        if n == 0 {
+            return 0;
+        }
+        let dst_core = (self.pair + 1) % pairs();
+        let dst_port = 1 - p;
+        let global = PORTS * dst_core + dst_port;
+        let out_mac = MacAddr(u64_mac(PORT_MACS[global].load(Ordering::Acquire)));
+        let peer = self.cfg.peer[dst_port];
+        for i in 0..n {
+            let b = self.rx_scratch[i];
+            if b.status != RxStatus::Ok {
+                if b.status == RxStatus::TooBig {
+                    self.counters[p].rx += 1;
+                    self.counters[p].drop(DropReason::TooBig);
+                } else if b.status == RxStatus::Malformed {
+                    self.counters[p].drop(DropReason::BadDesc);
+                }
+                self.recycle(b.pfn);
+                continue;
+            }
+            self.counters[p].rx += 1;
+            self.counters[p].rx_bytes += b.len as u64;
+            // SAFETY: the page came back from the RX ring and is ours.
+            let frame = unsafe { frame_bytes(b.pfn, b.len) };
+            match forward_frame(self.cfg.mode, frame, out_mac, peer) {
+                Verdict::Forward => {
+                    // SAFETY: the header area [0, NET_HDR_LEN) of our page; TX rewrites it.
+                    unsafe {
+                        let h = b.pfn.addr() as *mut u8;
+                        (h as *mut u16).write_unaligned(b.len as u16);
+                        h.add(2).write(dst_port as u8);
+                    }
+                    if HANDOFF[dst_core].push(b.pfn).is_err() {
+                        self.counters[p].drop(DropReason::TxRingFull);
+                        self.recycle(b.pfn);
+                    }
+                }
+                Verdict::Drop(why) => {
+                    self.counters[p].drop(why);
+                    self.recycle(b.pfn);
+                }
+            }
+        }
+        n
+    }
+
+    /// Transmit what other cores handed to this core (`xcore=on`). Returns frames taken.
+    fn drain_handoff(&mut self) -> usize {
+        let ring = &HANDOFF[self.pair];
+        if ring.is_empty() {
+            return 0;
+        }
+        let mut got = [Pfn(0); 64];
+        let n = ring.pop_batch(&mut got);
+        for &pfn in &got[..n] {
+            // SAFETY: the sending core wrote length and port into the page's header area and
+            // gave the page up with the push; it is ours now.
+            let (len, port) = unsafe {
+                let h = pfn.addr() as *const u8;
+                (
+                    (h as *const u16).read_unaligned() as usize,
+                    usize::from(h.add(2).read()),
+                )
+            };
+            self.stage_tx(port.min(PORTS - 1), pfn, len.min(MAX_FRAME));
+        }
+        for q in 0..PORTS {
+            self.flush_tx(q);
+        }
+        n
+    }
+
     /// Return completed TX pages of every port to their pools.
     fn tx_reap(&mut self) -> usize {
         let mut total = 0;
@@ -901,7 +1014,7 @@ impl Forwarder<'_> {
         let mut idle_since = rdtsc();
         loop {
             let t0 = rdtsc();
-            if !bsp && QUIT.load(Ordering::Relaxed) {
+            if !bsp && QUIT_PHASE.load(Ordering::Relaxed) != 0 {
                 self.stop_core();
             }
             let mut work = 0;
@@ -913,6 +1026,9 @@ impl Forwarder<'_> {
                 };
             }
             work += self.tx_reap();
+            if self.cfg.xcore {
+                work += self.drain_handoff();
+            }
             if work > 0 {
                 for p in 0..PORTS {
                     self.refill(p);
@@ -1090,9 +1206,17 @@ impl Forwarder<'_> {
         *SNAPS[self.pair].lock() = Some(self.snap(done, 0));
     }
 
-    /// Another core's `quit`: tear the pair down, publish the final counters, halt for good.
+    /// Another core's `quit`: go through the quit phases with every core, publish the final
+    /// counters, halt for good.
     fn stop_core(&mut self) -> ! {
-        let leaked = self.teardown();
+        let mut leaked = 0;
+        for phase in 1..=QUIT_PHASES {
+            while QUIT_PHASE.load(Ordering::Acquire) < phase {
+                core::hint::spin_loop();
+            }
+            leaked += self.quit_phase(phase);
+            PHASE_DONE[self.pair].store(phase, Ordering::Release);
+        }
         *SNAPS[self.pair].lock() = Some(self.snap(true, leaked));
         loop {
             x86_64::instructions::interrupts::disable();
@@ -1100,28 +1224,62 @@ impl Forwarder<'_> {
         }
     }
 
-    /// `quit` on the boot CPU: stop the other cores (bounded wait), tear down pair 0, check
+    /// One phase of `quit` (every core finishes a phase before any starts the next, so no page
+    /// is handed to a core or pool that is already gone):
+    /// 1. stop: let TX finish, reset the devices, take back every page, return them (foreign
+    ///    pages to their pool's ring);
+    /// 2. hand-off: return pages other cores handed over just before they stopped;
+    /// 3. destroy: destroy the pools (draining their rings), drain the pcp list.
+    ///
+    /// Returns pages lost (phase 3).
+    fn quit_phase(&mut self, phase: u8) -> u64 {
+        match phase {
+            1 => {
+                self.release_rings();
+                0
+            }
+            2 => {
+                let mut got = [Pfn(0); 64];
+                loop {
+                    let n = HANDOFF[self.pair].pop_batch(&mut got);
+                    if n == 0 {
+                        break;
+                    }
+                    for &pfn in &got[..n] {
+                        self.recycle(pfn);
+                    }
+                }
+                0
+            }
+            _ => self.destroy_pools(),
+        }
+    }
+
+    /// `quit` on the boot CPU: run the quit phases on every core in step (bounded waits), check
     /// that every page came back, print the final STATS and exit.
     fn shutdown(&mut self) -> ! {
         info!("quit: draining");
-        QUIT.store(true, Ordering::Release);
-        crate::smp::wake_others();
-        let deadline = rdtsc() + tsc_hz() / 1000 * CORE_STOP_MS;
         let mut leaked = 0;
-        for (k, snap) in SNAPS.iter().enumerate().take(pairs()).skip(1) {
-            loop {
-                if let Some(s) = snap.lock().filter(|s| s.done) {
-                    leaked += s.leaked;
-                    break;
+        for phase in 1..=QUIT_PHASES {
+            QUIT_PHASE.store(phase, Ordering::Release);
+            crate::smp::wake_others();
+            leaked += self.quit_phase(phase);
+            let deadline = rdtsc() + tsc_hz() / 1000 * CORE_STOP_MS;
+            for (k, done) in PHASE_DONE.iter().enumerate().take(pairs()).skip(1) {
+                while done.load(Ordering::Acquire) < phase {
+                    if rdtsc() > deadline {
+                        error!(
+                            "quit: cpu {k} did not finish phase {phase} within {CORE_STOP_MS} ms"
+                        );
+                        crate::exit::exit(crate::exit::ExitCode::Failure);
+                    }
+                    core::hint::spin_loop();
                 }
-                if rdtsc() > deadline {
-                    error!("quit: cpu {k} did not stop its port pair within {CORE_STOP_MS} ms");
-                    crate::exit::exit(crate::exit::ExitCode::Failure);
-                }
-                core::hint::spin_loop();
             }
         }
-        leaked += self.teardown();
+        for snap in SNAPS.iter().take(pairs()).skip(1) {
+            leaked += snap.lock().filter(|s| s.done).map_or(0, |s| s.leaked);
+        }
         self.print_stats();
         let now = self.zone.free_pages() + self.pcp.count() as u64;
         for (i, c) in self.counters.iter().enumerate() {
@@ -1145,10 +1303,9 @@ impl Forwarder<'_> {
         crate::exit::exit(crate::exit::ExitCode::Success)
     }
 
-    /// Stop RX, let TX finish (bounded), reset the devices and take back every page, return all
-    /// pages to the allocator and drain this core's pcp list. Returns pages still in flight
-    /// (lost: a bug).
-    fn teardown(&mut self) -> u64 {
+    /// Quit phase 1: let TX finish (bounded), reset the devices and take back every page, and
+    /// return them all (foreign pages to their pool's ring).
+    fn release_rings(&mut self) {
         let deadline = rdtsc() + tsc_hz() / 1000 * TX_DRAIN_MS;
         while self.nics.iter().any(|n| n.tx_posted() > 0) && rdtsc() < deadline {
             self.tx_reap();
@@ -1174,6 +1331,12 @@ impl Forwarder<'_> {
         if let Some(sp) = self.spare.take() {
             self.recycle(sp);
         }
+    }
+
+    /// Quit phase 3: destroy the pools (their rings are drained first), drop the devices
+    /// (their virtqueue memory goes back to the zone) and drain this core's pcp list. Returns
+    /// pages still in flight (lost: a bug).
+    fn destroy_pools(&mut self) -> u64 {
         let mut leaked = 0;
         let held: u64 = self
             .nics
@@ -1285,4 +1448,17 @@ unsafe fn frame_bytes<'a>(pfn: Pfn, len: usize) -> &'a mut [u8] {
 /// Milliseconds since boot (smoltcp's clock).
 fn now_ms() -> i64 {
     (crate::time::uptime_us() / 1000) as i64
+}
+
+/// A MAC as the low 48 bits of a u64 (for the atomic per-port table).
+fn mac_u64(m: MacAddr) -> u64 {
+    let mut b = [0u8; 8];
+    b[..6].copy_from_slice(&m.0);
+    u64::from_le_bytes(b)
+}
+
+/// Inverse of [`mac_u64`].
+fn u64_mac(v: u64) -> [u8; 6] {
+    let b = v.to_le_bytes();
+    [b[0], b[1], b[2], b[3], b[4], b[5]]
 }
