@@ -84,6 +84,10 @@ pub struct Forwarder<'z> {
     pub(crate) pair: usize,
     /// TSC cycles (instructions under icount) spent in page_pool slow-path allocations.
     pub(crate) refill_cycles: u64,
+    /// Busy poll iterations (that did work).
+    pub(crate) busy_iters: u64,
+    /// TSC cycles of busy iterations by phase: RX + forward + TX post, TX reap, RX refill, kick.
+    pub(crate) phase_cycles: [u64; 4],
     /// Halts taken while idle (`idle=halt`).
     pub(crate) halts: u64,
     /// Whether idle halting is on (config `idle=halt` and MSI-X set up on every port).
@@ -486,6 +490,8 @@ fn build_pair(
         free_pages_boot,
         pair: k,
         halts: 0,
+        busy_iters: 0,
+        phase_cycles: [0; 4],
         refill_cycles: 0,
         halt_when_idle,
         dma: IdentityDma,
@@ -1025,17 +1031,26 @@ impl Forwarder<'_> {
                     self.rx_forward(p)
                 };
             }
+            let t_rx = rdtsc();
             work += self.tx_reap();
             if self.cfg.xcore {
                 work += self.drain_handoff();
             }
             if work > 0 {
+                let t_reap = rdtsc();
                 for p in 0..PORTS {
                     self.refill(p);
                 }
+                let t_refill = rdtsc();
                 self.kick_all();
                 let t1 = rdtsc();
                 self.busy_cycles += t1 - t0;
+                // Where a busy iteration's cycles go (instructions under icount).
+                self.phase_cycles[0] += t_rx - t0;
+                self.phase_cycles[1] += t_reap - t_rx;
+                self.phase_cycles[2] += t_refill - t_reap;
+                self.phase_cycles[3] += t1 - t_refill;
+                self.busy_iters += 1;
                 idle_since = t1;
                 if !bsp && t1 >= next_console {
                     // Keep the published counters fresh while busy too.
@@ -1196,6 +1211,8 @@ impl Forwarder<'_> {
             halts: self.halts,
             pcp_count: self.pcp.count() as u64,
             refill_cycles: self.refill_cycles,
+            busy_iters: self.busy_iters,
+            phase_cycles: self.phase_cycles,
             done,
             leaked,
         }
@@ -1413,6 +1430,10 @@ pub struct PairSnap {
     pub pcp_count: u64,
     /// Cycles in page_pool slow-path refills.
     pub refill_cycles: u64,
+    /// Busy poll iterations.
+    pub busy_iters: u64,
+    /// Busy-iteration cycles by phase (RX+forward+TX post, TX reap, refill, kick).
+    pub phase_cycles: [u64; 4],
     /// The pair is torn down (after `quit`).
     pub done: bool,
     /// Pages that did not come back at teardown.

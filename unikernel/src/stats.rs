@@ -114,7 +114,17 @@ impl fmt::Display for Snapshot<'_, '_> {
             }
             write!(f, "{}", PoolJson(*p))?;
         }
-        f.write_str("],\"per_cpu\":[")?;
+        let phase = |i: usize| pairs.iter().map(|p| p.phase_cycles[i]).sum::<u64>();
+        write!(
+            f,
+            "],\"busy_iters\":{},\"phase_cycles\":{{\"rx_forward\":{},\"tx_reap\":{},\"refill\":{},\"kick\":{}}}",
+            sum(|p| p.busy_iters),
+            phase(0),
+            phase(1),
+            phase(2),
+            phase(3)
+        )?;
+        f.write_str(",\"per_cpu\":[")?;
         for (n, p) in pairs.iter().enumerate() {
             if n > 0 {
                 f.write_str(",")?;
