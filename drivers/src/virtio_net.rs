@@ -458,9 +458,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// and only when the device asked for it (§2.7.10 with EVENT_IDX, else the used ring's
     /// NO_NOTIFY flag). Call once per poll iteration. Returns the kicks written.
     pub fn kick(&mut self) -> u32 {
-        // Keep `used_event` just behind the used index so the device never interrupts.
-        self.rx.suppress_interrupts();
-        self.tx.suppress_interrupts();
         let mut kicks = 0;
         if self.rx.needs_kick() {
             self.notify(RX_QUEUE);
@@ -473,6 +470,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             kicks += 1;
         }
         kicks
+    }
+
+    /// After the core wakes (or decides not to sleep): park `used_event` just behind the used
+    /// index again, so the device does not interrupt while we poll. Once parked it stays behind
+    /// until the index wraps (65,536 buffers later), so once per wake-up is enough.
+    pub fn park_interrupts(&mut self) {
+        self.rx.suppress_interrupts();
+        self.tx.suppress_interrupts();
     }
 
     /// Before the core sleeps: ask for an RX interrupt on the next received frame. Returns

@@ -59,6 +59,12 @@ const CONSOLE_POLL_HZ: u64 = 100;
 const ROUTER_TIMER_NS: u64 = 10_000_000;
 /// How long `quit` waits for in-flight TX to complete before resetting the devices: 100 ms.
 const TX_DRAIN_MS: u64 = 100;
+/// Reap TX completions of a port once this many descriptors are outstanding (DPDK's default
+/// `tx_free_thresh`, 32): the ring walk is paid once per batch of completions.
+const TX_FREE_THRESH: usize = 32;
+/// Refill a port's RX ring once this many slots are empty (DPDK's default `rx_free_thresh`,
+/// 32); the ring keeps at least 224 of its 256 buffers posted.
+const RX_FREE_THRESH: usize = 32;
 /// With `idle=halt`: how long a core polls empty rings before it halts, in µs. 50 µs covers a
 /// few inter-arrival times at the rates QEMU delivers, so a busy port never sleeps.
 const IDLE_POLL_US: u64 = 50;
@@ -999,9 +1005,14 @@ impl Forwarder<'_> {
     }
 
     /// Return completed TX pages of every port to their pools.
-    fn tx_reap(&mut self) -> usize {
+    fn tx_reap(&mut self, force: bool) -> usize {
         let mut total = 0;
         for q in 0..PORTS {
+            // Like DPDK's tx_free_thresh: reap only once enough descriptors are outstanding,
+            // so the ring walk is paid for a batch of completions, not per iteration.
+            if !force && self.nics[q].tx_posted() < TX_FREE_THRESH {
+                continue;
+            }
             let m = self.nics[q].tx_complete(&mut self.page_scratch);
             for i in 0..m {
                 self.tx_done(self.page_scratch[i]);
@@ -1032,14 +1043,17 @@ impl Forwarder<'_> {
                 };
             }
             let t_rx = rdtsc();
-            work += self.tx_reap();
+            work += self.tx_reap(false);
             if self.cfg.xcore {
                 work += self.drain_handoff();
             }
             if work > 0 {
                 let t_reap = rdtsc();
                 for p in 0..PORTS {
-                    self.refill(p);
+                    // Like DPDK's rx_free_thresh: refill a batch of empty slots at once.
+                    if self.nics[p].rx_free_slots() >= RX_FREE_THRESH {
+                        self.refill(p);
+                    }
                 }
                 let t_refill = rdtsc();
                 self.kick_all();
@@ -1100,12 +1114,14 @@ impl Forwarder<'_> {
         for nic in self.nics.iter_mut() {
             pending |= nic.rx_arm_interrupt();
         }
-        if pending {
-            return;
+        if !pending {
+            self.halts += 1;
+            x86_64::instructions::interrupts::enable_and_hlt();
+            x86_64::instructions::interrupts::disable();
         }
-        self.halts += 1;
-        x86_64::instructions::interrupts::enable_and_hlt();
-        x86_64::instructions::interrupts::disable();
+        for nic in self.nics.iter_mut() {
+            nic.park_interrupts();
+        }
     }
 
     /// `cpus`: per-CPU state.
@@ -1325,7 +1341,7 @@ impl Forwarder<'_> {
     fn release_rings(&mut self) {
         let deadline = rdtsc() + tsc_hz() / 1000 * TX_DRAIN_MS;
         while self.nics.iter().any(|n| n.tx_posted() > 0) && rdtsc() < deadline {
-            self.tx_reap();
+            self.tx_reap(true);
         }
         let mut back: heapless::Vec<Pfn, { 2 * PORTS * QUEUE_SIZE }> = heapless::Vec::new();
         for nic in self.nics.iter_mut() {
