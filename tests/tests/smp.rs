@@ -199,3 +199,38 @@ fn pages_cross_cores_and_come_home_through_the_pool_ring() {
     }
     assert_no_leak(&s);
 }
+
+#[test]
+fn ipis_reach_one_cpu_a_set_and_all_others() {
+    let mut rig = boot_cpus(4);
+    let from = rig.guest.line_count();
+    rig.guest.send_line("ipi").unwrap();
+    let mut lines = Vec::new();
+    let mut at = from;
+    // all others, the set of online CPUs (minus the sender), then CPUs 1, 2 and 3 one by one.
+    while lines.len() < 5 {
+        let (next, line) = rig
+            .guest
+            .wait_for_line_from(at, |l| l.starts_with("ipi "), STATS_TIMEOUT)
+            .unwrap_or_else(|e| panic!("ipi: {lines:?}: {e:#}\n{}", rig.tail()));
+        lines.push(line);
+        at = next + 1;
+    }
+    assert!(
+        lines[0].starts_with("ipi all others") && lines[0].ends_with("3 of 3 CPUs answered"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("ipi set") && lines[1].ends_with("3 of 3 CPUs answered"),
+        "{lines:?}"
+    );
+    for (i, l) in lines[2..].iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("ipi one One({})", i + 1))
+                && l.ends_with("1 of 1 CPUs answered"),
+            "{lines:?}"
+        );
+    }
+    let s = rig.quit();
+    assert_no_leak(&s);
+}

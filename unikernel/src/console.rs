@@ -26,6 +26,8 @@ pub enum Command {
     Drain,
     /// Per-CPU state.
     Cpus,
+    /// Ping every other CPU, then each one alone, through the IPI registry.
+    Ipi,
 }
 
 /// Line assembly state.
@@ -84,6 +86,7 @@ impl Console {
             "neigh" => Some(Command::Neigh),
             "drain" => Some(Command::Drain),
             "cpus" => Some(Command::Cpus),
+            "ipi" => Some(Command::Ipi),
             other => {
                 crate::println!("console: unknown command `{other}` (try `help`)");
                 None
@@ -94,5 +97,5 @@ impl Console {
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
-buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), quit (drain, final STATS, \
+buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), quit (drain, final STATS, \
 exit), help";

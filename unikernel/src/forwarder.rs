@@ -1099,6 +1099,7 @@ impl Forwarder<'_> {
                     Some(Command::Neigh) => self.print_neigh(),
                     Some(Command::Drain) => self.drain_all(),
                     Some(Command::Cpus) => self.print_cpus(),
+                    Some(Command::Ipi) => ipi_ping(),
                     Some(Command::Quit) => self.shutdown(),
                     None => {}
                 }
@@ -1485,6 +1486,45 @@ unsafe fn frame_bytes<'a>(pfn: Pfn, len: usize) -> &'a mut [u8] {
 /// Milliseconds since boot (smoltcp's clock).
 fn now_ms() -> i64 {
     (crate::time::uptime_us() / 1000) as i64
+}
+
+/// `ipi`: ping all other CPUs, then each alone and a set of all of them, through the IPI
+/// registry; print how many answered (each handler counts its pings), waiting at most 100 ms.
+fn ipi_ping() {
+    use crate::smp::{send_ipi, IpiTarget, CPUS, PING_VECTOR};
+    let online: u64 = CPUS
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.online.load(Ordering::Acquire))
+        .fold(0, |m, (i, _)| m | 1 << i);
+    let me = current_cpu() as usize;
+    let total = |i: usize| CPUS[i].pings.load(Ordering::Acquire);
+    for (name, targets) in [
+        ("all others", IpiTarget::AllOthers),
+        ("set", IpiTarget::Set(online)),
+    ]
+    .into_iter()
+    .chain(
+        (0..64)
+            .filter(|i| online & (1 << i) != 0 && *i != me)
+            .map(|i| ("one", IpiTarget::One(i))),
+    ) {
+        let before: [u64; crate::smp::MAX_CPUS] = core::array::from_fn(total);
+        let sent = send_ipi(targets, PING_VECTOR);
+        let deadline = rdtsc() + tsc_hz() / 10;
+        let answered = || {
+            (0..crate::smp::MAX_CPUS)
+                .filter(|&i| total(i) > before[i])
+                .count()
+        };
+        while answered() < sent && rdtsc() < deadline {
+            core::hint::spin_loop();
+        }
+        println!(
+            "ipi {name} {targets:?}: {} of {sent} CPUs answered",
+            answered()
+        );
+    }
 }
 
 /// A MAC as the low 48 bits of a u64 (for the atomic per-port table).

@@ -44,6 +44,8 @@ pub struct CpuState {
     pub halts: AtomicU64,
     /// Drain requests honoured.
     pub drains: AtomicU64,
+    /// Ping IPIs received ([`PING_VECTOR`]).
+    pub pings: AtomicU64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -52,6 +54,7 @@ const CPU_INIT: CpuState = CpuState {
     apic_id: AtomicU32::new(u32::MAX),
     halts: AtomicU64::new(0),
     drains: AtomicU64::new(0),
+    pings: AtomicU64::new(0),
 };
 
 /// Per-CPU state, indexed by CPU number (0 = the boot CPU).
@@ -184,8 +187,14 @@ pub fn init_bsp() {
     set_percpu(0);
 }
 
-/// Mark the boot CPU online with its APIC ID (after the LAPIC is up).
+fn ping(cpu: usize) {
+    CPUS[cpu].pings.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Mark the boot CPU online with its APIC ID (after the LAPIC is up), and register the ping
+/// IPI handler.
 pub fn bsp_online(apic_id: u32) {
+    let _ = register_ipi(PING_VECTOR, ping);
     CPUS[0].apic_id.store(apic_id, Ordering::Relaxed);
     CPUS[0].online.store(true, Ordering::Release);
     ONLINE.store(1, Ordering::Release);
@@ -374,6 +383,86 @@ pub fn start_aps(zone: &Zone, rsdp: u64, bsp_apic: u32) -> Result<usize, SmpErro
         info!("smp: cpu {cpu} (APIC ID {apic_id}) online");
     }
     Ok(ONLINE.load(Ordering::Acquire))
+}
+
+/// First vector of the IPI handler registry ([`register_ipi`]); [`IPI_VECTORS`] vectors.
+pub const IPI_VECTOR_BASE: u8 = 0x50;
+/// Vectors the registry manages: `IPI_VECTOR_BASE ..IPI_VECTOR_BASE + IPI_VECTORS`.
+pub const IPI_VECTORS: usize = 4;
+/// Vector of the `ipi` console command's ping (registered at boot).
+pub const PING_VECTOR: u8 = IPI_VECTOR_BASE;
+
+/// A handler run in interrupt context on the CPU that received the IPI (its number given).
+/// It must not touch a pcp list or take a lock the interrupted code may hold.
+pub type IpiHandler = fn(cpu: usize);
+
+/// Registered handlers, as `fn` addresses (0 = none).
+static IPI_HANDLERS: [AtomicU64; IPI_VECTORS] = [const { AtomicU64::new(0) }; IPI_VECTORS];
+
+/// Why an IPI handler could not be registered.
+#[derive(Debug, Clone, Copy, Eq, PartialEq)]
+pub enum IpiError {
+    /// The vector is outside the registry's range.
+    BadVector(u8),
+    /// A handler is already registered for the vector.
+    InUse(u8),
+}
+
+/// Register `handler` for IPI `vector` (in `IPI_VECTOR_BASE ..+ IPI_VECTORS`).
+pub fn register_ipi(vector: u8, handler: IpiHandler) -> Result<(), IpiError> {
+    let slot = usize::from(vector.wrapping_sub(IPI_VECTOR_BASE));
+    let s = IPI_HANDLERS.get(slot).ok_or(IpiError::BadVector(vector))?;
+    s.compare_exchange(
+        0,
+        handler as *const () as u64,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    )
+    .map(drop)
+    .map_err(|_| IpiError::InUse(vector))
+}
+
+/// Run the registered handler of `vector`, if any (called by the trap path).
+pub fn dispatch_ipi(vector: u8) {
+    let slot = usize::from(vector.wrapping_sub(IPI_VECTOR_BASE));
+    if let Some(f) = IPI_HANDLERS.get(slot).map(|s| s.load(Ordering::Acquire)) {
+        if f != 0 {
+            // SAFETY: only `register_ipi` stores into the table, and it stores `IpiHandler`s.
+            let h: IpiHandler = unsafe { core::mem::transmute::<usize, IpiHandler>(f as usize) };
+            h(current_cpu() as usize);
+        }
+    }
+}
+
+/// Where an IPI goes.
+#[derive(Debug, Clone, Copy)]
+pub enum IpiTarget {
+    /// One CPU (by CPU number).
+    One(usize),
+    /// A set of CPUs (bit `i` = CPU `i`).
+    Set(u64),
+    /// Every other online CPU.
+    AllOthers,
+}
+
+/// Send `vector` to `target` (offline CPUs and, for sets, the sender itself are skipped).
+/// Returns how many IPIs were sent.
+pub fn send_ipi(target: IpiTarget, vector: u8) -> usize {
+    let me = current_cpu() as usize;
+    let mut sent = 0;
+    for (i, c) in CPUS.iter().enumerate() {
+        #[allow(clippy::match_like_matches_macro)]
+        let wanted = match target {
+            IpiTarget::One(cpu) => i == cpu,
+            IpiTarget::Set(mask) => i < 64 && mask & (1 << i) != 0 && i != me,
+            IpiTarget::AllOthers => i != me,
+        };
+        if wanted && c.online.load(Ordering::Acquire) {
+            crate::apic::send_ipi(c.apic_id.load(Ordering::Relaxed), vector);
+            sent += 1;
+        }
+    }
+    sent
 }
 
 /// Wake every other online CPU (IPI on [`WAKE_VECTOR`]) so it looks at its pending work.

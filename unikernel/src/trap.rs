@@ -106,6 +106,7 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     if frame.vector >= 32 {
         // Interrupts only wake a halted core (timer, device MSI-X); the poll loop does the work.
         IN_IRQ.store(true, core::sync::atomic::Ordering::Relaxed);
+        crate::smp::dispatch_ipi(frame.vector as u8);
         if frame.vector != u64::from(crate::apic::SPURIOUS_VECTOR) {
             crate::apic::eoi();
         }
@@ -184,6 +185,10 @@ stub!(v30, 30, err);
 stub!(spurious, 255, noerr);
 stub!(irq_timer, 0x30, noerr);
 stub!(irq_wake, 0x31, noerr);
+stub!(ipi0, 0x50, noerr);
+stub!(ipi1, 0x51, noerr);
+stub!(ipi2, 0x52, noerr);
+stub!(ipi3, 0x53, noerr);
 stub!(irq_dev0, 0x40, noerr);
 stub!(irq_dev1, 0x41, noerr);
 stub!(irq_dev2, 0x42, noerr);
@@ -265,6 +270,9 @@ pub fn init_cpu(cpu: usize) {
             idt[255].set_handler_addr(addr(spurious));
             idt[crate::apic::TIMER_VECTOR].set_handler_addr(addr(irq_timer));
             idt[crate::smp::WAKE_VECTOR].set_handler_addr(addr(irq_wake));
+            for (i, stub) in [ipi0, ipi1, ipi2, ipi3].into_iter().enumerate() {
+                idt[crate::smp::IPI_VECTOR_BASE + i as u8].set_handler_addr(addr(stub));
+            }
             let base = crate::apic::DEVICE_VECTOR_BASE;
             for (i, stub) in [irq_dev0, irq_dev1, irq_dev2, irq_dev3]
                 .into_iter()
