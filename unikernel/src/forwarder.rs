@@ -101,10 +101,10 @@ pub struct Forwarder<'z> {
     dma: IdentityDma,
     /// Scratch arrays, allocated once (not re-initialised on every poll iteration).
     rx_scratch: [RxBuf; MAX_BURST],
-    tx_scratch: [TxBuf; MAX_BURST],
     page_scratch: [Pfn; QUEUE_SIZE],
-    /// Router mode: the IPv4 router, per-port TX staging, and a spare page for ICMP errors and
-    /// ARP requests.
+    /// Router mode: the IPv4 router (and below it, for every mode, the per-port TX staging
+    /// flushed once per burst; in router mode also a spare page for ICMP errors and ARP
+    /// requests).
     pub(crate) router: Option<Rt>,
     tx_stage: [[TxBuf; MAX_BURST]; PORTS],
     tx_n: [usize; PORTS],
@@ -506,10 +506,6 @@ fn build_pair(
             len: 0,
             status: RxStatus::Ok,
         }; MAX_BURST],
-        tx_scratch: [TxBuf {
-            pfn: Pfn(0),
-            len: 0,
-        }; MAX_BURST],
         page_scratch: [Pfn(0); QUEUE_SIZE],
         router,
         tx_stage: [[TxBuf {
@@ -653,59 +649,45 @@ impl Forwarder<'_> {
         if n == 0 {
             return 0;
         }
-        let mut ntx = 0;
         for i in 0..n {
             let b = self.rx_scratch[i];
-            match b.status {
-                RxStatus::Ok => {
-                    self.counters[p].rx += 1;
-                    self.counters[p].rx_bytes += b.len as u64;
-                    // SAFETY: the page came back from the RX ring and is ours; the frame lies
-                    // at [NET_HDR_LEN, NET_HDR_LEN + len) within the page (len <= MAX_FRAME_LEN).
-                    let frame = unsafe {
-                        core::slice::from_raw_parts_mut(
-                            (b.pfn.addr() as usize + NET_HDR_LEN) as *mut u8,
-                            b.len.min(PAGE_SIZE - NET_HDR_LEN),
-                        )
-                    };
-                    match forward_frame(self.cfg.mode, frame, self.macs[q], self.cfg.peer[q]) {
-                        Verdict::Forward => {
-                            self.tx_scratch[ntx] = TxBuf {
-                                pfn: b.pfn,
-                                len: b.len,
-                            };
-                            ntx += 1;
-                        }
-                        Verdict::Drop(why) => {
-                            self.counters[p].drop(why);
-                            self.recycle(b.pfn);
-                        }
-                    }
-                }
-                RxStatus::TooBig => {
-                    self.counters[p].rx += 1;
-                    self.counters[p].drop(DropReason::TooBig);
-                    self.recycle(b.pfn);
-                }
-                RxStatus::Continuation => self.recycle(b.pfn),
-                RxStatus::Malformed => {
-                    self.counters[p].drop(DropReason::BadDesc);
+            if !self.rx_accept(p, b) {
+                continue;
+            }
+            // SAFETY: the page came back from the RX ring and is ours.
+            let frame = unsafe { frame_bytes(b.pfn, b.len) };
+            match forward_frame(self.cfg.mode, frame, self.macs[q], self.cfg.peer[q]) {
+                Verdict::Forward => self.stage_tx(q, b.pfn, b.len),
+                Verdict::Drop(why) => {
+                    self.counters[p].drop(why);
                     self.recycle(b.pfn);
                 }
             }
         }
-        // SAFETY: each page holds a frame at NET_HDR_LEN and is handed over to the TX ring.
-        let sent = unsafe { self.nics[q].tx_burst(&self.tx_scratch[..ntx]) };
-        self.counters[q].tx += sent as u64;
-        self.counters[q].tx_bytes += self.tx_scratch[..sent]
-            .iter()
-            .map(|t| t.len as u64)
-            .sum::<u64>();
-        for i in sent..ntx {
-            self.counters[q].drop(DropReason::TxRingFull);
-            self.recycle(self.tx_scratch[i].pfn);
-        }
+        self.flush_tx(q);
         n
+    }
+
+    /// Count one completed RX buffer of port `p`; a buffer that carries no whole frame (too
+    /// big, a continuation of one, malformed) is counted under its drop reason and recycled.
+    /// Returns whether `b` holds a frame to process.
+    #[inline]
+    fn rx_accept(&mut self, p: usize, b: RxBuf) -> bool {
+        match b.status {
+            RxStatus::Ok => {
+                self.counters[p].rx += 1;
+                self.counters[p].rx_bytes += b.len as u64;
+                return true;
+            }
+            RxStatus::TooBig => {
+                self.counters[p].rx += 1;
+                self.counters[p].drop(DropReason::TooBig);
+            }
+            RxStatus::Continuation => {}
+            RxStatus::Malformed => self.counters[p].drop(DropReason::BadDesc),
+        }
+        self.recycle(b.pfn);
+        false
     }
 
     /// A page for an ICMP error or ARP request, from pool 0 (kept until used).
@@ -754,26 +736,8 @@ impl Forwarder<'_> {
         let now = crate::time::uptime_ns();
         for i in 0..n {
             let b = self.rx_scratch[i];
-            match b.status {
-                RxStatus::Ok => {
-                    self.counters[p].rx += 1;
-                    self.counters[p].rx_bytes += b.len as u64;
-                }
-                RxStatus::TooBig => {
-                    self.counters[p].rx += 1;
-                    self.counters[p].drop(DropReason::TooBig);
-                    self.recycle(b.pfn);
-                    continue;
-                }
-                RxStatus::Continuation => {
-                    self.recycle(b.pfn);
-                    continue;
-                }
-                RxStatus::Malformed => {
-                    self.counters[p].drop(DropReason::BadDesc);
-                    self.recycle(b.pfn);
-                    continue;
-                }
+            if !self.rx_accept(p, b) {
+                continue;
             }
             // SAFETY: the page came back from the RX ring and is ours; the frame lies at
             // [NET_HDR_LEN, NET_HDR_LEN + len) within the page.
@@ -942,18 +906,9 @@ impl Forwarder<'_> {
         let peer = self.cfg.peer[dst_port];
         for i in 0..n {
             let b = self.rx_scratch[i];
-            if b.status != RxStatus::Ok {
-                if b.status == RxStatus::TooBig {
-                    self.counters[p].rx += 1;
-                    self.counters[p].drop(DropReason::TooBig);
-                } else if b.status == RxStatus::Malformed {
-                    self.counters[p].drop(DropReason::BadDesc);
-                }
-                self.recycle(b.pfn);
+            if !self.rx_accept(p, b) {
                 continue;
             }
-            self.counters[p].rx += 1;
-            self.counters[p].rx_bytes += b.len as u64;
             // SAFETY: the page came back from the RX ring and is ours.
             let frame = unsafe { frame_bytes(b.pfn, b.len) };
             match forward_frame(self.cfg.mode, frame, out_mac, peer) {
