@@ -171,6 +171,11 @@ pub struct Config {
     /// leave through pair `k + 1` (mod pairs), i.e. another core's TX queue: pages cross cores
     /// and return to their pool through its recycle ring.
     pub xcore: bool,
+    /// `acpi_rsdp=0xADDR`: physical address of the ACPI RSDP, overriding the one the loader
+    /// passes in `hvm_start_info` (Linux's `acpi_rsdp=` parameter: for firmware that hides it,
+    /// kexec-style hand-over, or a crafted table set in tests). 16-byte aligned (ACPI 6.5
+    /// §5.2.5.1) and below 4 GiB (the identity map). Default: the loader's, else a BIOS-area scan.
+    pub acpi_rsdp: Option<u64>,
 }
 
 impl Default for Config {
@@ -187,6 +192,7 @@ impl Default for Config {
             routes: heapless::Vec::new(),
             mgmt: MgmtPort::Auto,
             xcore: false,
+            acpi_rsdp: None,
         }
     }
 }
@@ -252,10 +258,25 @@ impl core::fmt::Display for ConfigError<'_> {
     }
 }
 
+/// `acpi_rsdp=` must lie below this (bytes): the kernel identity-maps the first 4 GiB.
+pub const MAX_RSDP_ADDR: u64 = 1 << 32;
+
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 13] = [
-    "mode", "peer0", "peer1", "burst", "log", "pool", "refill", "idle", "ip0", "ip1", "route",
-    "mgmt", "xcore",
+pub const KEYS: [&str; 14] = [
+    "mode",
+    "peer0",
+    "peer1",
+    "burst",
+    "log",
+    "pool",
+    "refill",
+    "idle",
+    "ip0",
+    "ip1",
+    "route",
+    "mgmt",
+    "xcore",
+    "acpi_rsdp",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
@@ -347,6 +368,17 @@ impl Config {
                     let r = parse_route(value)
                         .map_err(|_| bad("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
                     cfg.routes.push(r).map_err(|_| ConfigError::TooManyRoutes)?;
+                }
+                13 => {
+                    cfg.acpi_rsdp = Some(
+                        value
+                            .strip_prefix("0x")
+                            .and_then(|h| u64::from_str_radix(h, 16).ok())
+                            .filter(|&a| a != 0 && a % 16 == 0 && a < MAX_RSDP_ADDR)
+                            .ok_or_else(|| {
+                                bad("a 16-byte aligned physical address below 4 GiB, like 0x9f000")
+                            })?,
+                    )
                 }
                 12 => {
                     cfg.xcore = match value {
@@ -442,6 +474,27 @@ mod tests {
             Config::parse("idle=sleep"),
             Err(ConfigError::BadValue { key: "idle", .. })
         ));
+    }
+
+    #[test]
+    fn acpi_rsdp() {
+        assert_eq!(
+            Config::parse("acpi_rsdp=0x9f000").unwrap().acpi_rsdp,
+            Some(0x9f000)
+        );
+        assert_eq!(Config::parse("").unwrap().acpi_rsdp, None);
+        for bad in ["0", "0x0", "9f000", "0x9f008", "0x100000000", "0xzz"] {
+            assert!(
+                matches!(
+                    Config::parse(&std::format!("acpi_rsdp={bad}")),
+                    Err(ConfigError::BadValue {
+                        key: "acpi_rsdp",
+                        ..
+                    })
+                ),
+                "acpi_rsdp={bad} accepted"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+pub mod acpi;
+
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
 pub use tools::qemu::{self, Guest, GuestConfig, GuestExit, Stats};
 
@@ -264,12 +266,25 @@ impl Rig {
 /// Boots a guest that is expected to fail before forwarding; returns how QEMU ended and all
 /// serial lines. `nics` virtio-net ports, kernel command line `append`.
 pub fn boot_failing(append: &str, nics: usize) -> (GuestExit, Vec<String>) {
+    boot_failing_with(append, nics, 1, |_| Vec::new())
+}
+
+/// [`boot_failing`] with `-smp cpus` and extra QEMU arguments, made by `extra` from the test's
+/// fresh directory (where it may write files the arguments name).
+pub fn boot_failing_with(
+    append: &str,
+    nics: usize,
+    cpus: u32,
+    extra: impl FnOnce(&Path) -> Vec<String>,
+) -> (GuestExit, Vec<String>) {
     let dir = TestDir::new();
     let cfg = GuestConfig {
         image: image(),
         dgram_dir: dir.path().to_path_buf(),
         append: append.to_string(),
         nics,
+        cpus,
+        extra_args: extra(dir.path()),
         ..GuestConfig::default()
     };
     // Host sides bound so QEMU's sends (if any) have somewhere to go.

@@ -110,7 +110,17 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     // zone before the forwarder counts free pages at boot).
     let bsp_apic = apic::init();
     smp::bsp_online(bsp_apic);
-    match smp::start_aps(zone, boot.rsdp, bsp_apic) {
+    let rsdp = match cfg.acpi_rsdp {
+        Some(a) => {
+            info!(
+                "smp: RSDP at {a:#x} (acpi_rsdp=, not the loader's {:#x})",
+                boot.rsdp
+            );
+            a
+        }
+        None => boot.rsdp,
+    };
+    match smp::start_aps(zone, rsdp, bsp_apic) {
         Ok(n) => info!("smp: {n} CPUs online (the boot CPU forwards; the others idle)"),
         Err(e) => fail(format_args!("smp: {e}")),
     }

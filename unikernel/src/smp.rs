@@ -102,6 +102,15 @@ pub enum SmpError {
     NoMadt(acpi::AcpiError),
     /// The MADT lists no usable CPU, or not the boot CPU.
     BadMadt(&'static str),
+    /// An MADT entry whose length byte is below 2 or runs past the table's end (bytes).
+    BadMadtEntry {
+        /// Offset of the entry from the start of the MADT.
+        offset: usize,
+        /// Its length byte.
+        length: usize,
+        /// The MADT's length from its header.
+        table: usize,
+    },
     /// No memory for an AP stack.
     NoMemory,
     /// CPU `cpu` (APIC ID `apic_id`) did not check in within [`CHECKIN_MS`].
@@ -116,9 +125,26 @@ pub enum SmpError {
 impl core::fmt::Display for SmpError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            SmpError::NoAcpi(e) => write!(f, "no ACPI tables (RSDP): {e:?}"),
-            SmpError::NoMadt(e) => write!(f, "no usable MADT: {e:?}"),
+            SmpError::NoAcpi(e) => write!(
+                f,
+                "no ACPI tables (RSDP): {e:?}; CPUs are found through the ACPI MADT, so the \
+                 firmware must provide ACPI (QEMU: do not pass acpi=off) or the RSDP must be \
+                 given with acpi_rsdp=0xADDR"
+            ),
+            SmpError::NoMadt(e) => write!(
+                f,
+                "no usable MADT: {e:?} (the root table lists no APIC table whose signature and \
+                 checksum are valid)"
+            ),
             SmpError::BadMadt(why) => write!(f, "broken MADT: {why}"),
+            SmpError::BadMadtEntry {
+                offset,
+                length,
+                table,
+            } => write!(
+                f,
+                "broken MADT: entry at offset {offset} has length {length} (a {table}-byte table)"
+            ),
             SmpError::NoMemory => write!(f, "no memory for an AP stack"),
             SmpError::NoAnswer { cpu, apic_id } => write!(
                 f,
@@ -150,6 +176,35 @@ impl AcpiHandler for IdentityAcpi {
     fn unmap_physical_region<T>(_region: &PhysicalMapping<Self, T>) {}
 }
 
+/// Offset of the first interrupt controller structure in the MADT: the 36-byte SDT header, the
+/// local interrupt controller address (4) and flags (4) (ACPI 6.5 §5.2.12, Table 5.43).
+const MADT_ENTRIES_OFFSET: usize = 44;
+
+/// Check that the MADT's entries tile the table: each has a length of at least 2 (its type and
+/// length bytes) that stays inside the table. `madt` is the whole table, header included.
+fn check_madt_entries(madt: &[u8]) -> Result<(), SmpError> {
+    if madt.len() < MADT_ENTRIES_OFFSET {
+        return Err(SmpError::BadMadtEntry {
+            offset: madt.len(),
+            length: 0,
+            table: madt.len(),
+        });
+    }
+    let mut off = MADT_ENTRIES_OFFSET;
+    while off < madt.len() {
+        let length = madt.get(off + 1).map_or(0, |&l| usize::from(l));
+        if length < 2 || off + length > madt.len() {
+            return Err(SmpError::BadMadtEntry {
+                offset: off,
+                length,
+                table: madt.len(),
+            });
+        }
+        off += length;
+    }
+    Ok(())
+}
+
 /// APIC IDs of the enabled CPUs in the MADT (flags bit 0 enabled or bit 1 online-capable),
 /// boot CPU included.
 fn madt_apic_ids(rsdp: u64) -> Result<heapless::Vec<u32, MAX_CPUS>, SmpError> {
@@ -164,6 +219,14 @@ fn madt_apic_ids(rsdp: u64) -> Result<heapless::Vec<u32, MAX_CPUS>, SmpError> {
     }
     .map_err(SmpError::NoAcpi)?;
     let madt = tables.find_table::<Madt>().map_err(SmpError::NoMadt)?;
+    // The acpi crate's entry iterator trusts each entry's length byte: a 0 loops forever and
+    // one running past the table reads beyond it. Walk the list ourselves first.
+    let len = madt.get().header.length as usize;
+    // SAFETY: find_table validated the header (signature, checksum over `length` bytes), so
+    // `length` bytes from the table's start are mapped (identity) and belong to it.
+    let bytes =
+        unsafe { core::slice::from_raw_parts(madt.virtual_start().as_ptr().cast::<u8>(), len) };
+    check_madt_entries(bytes)?;
     let mut ids = heapless::Vec::new();
     for e in madt.get().entries() {
         let (id, flags) = match e {
