@@ -26,18 +26,30 @@ pub(crate) fn be32(b: &[u8], off: usize) -> u32 {
 
 /// One's-complement sum of `data` as 16-bit big-endian words (RFC 1071), folded to 16 bits, not
 /// complemented. An odd trailing byte is padded with zero.
+///
+/// Adds 32-bit words into a 64-bit accumulator and folds the carries at the end (RFC 1071 §2,
+/// "deferred carries"; a 32-bit word `hi·2¹⁶ + lo` is `hi + lo` modulo 0xFFFF): five adds for a
+/// 20-byte header instead of ten. The result equals the 16-bit word-by-word sum for every input
+/// (property-tested below against a naive implementation).
+#[inline]
 pub fn ones_sum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    let mut sum: u64 = 0;
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
+    match *words.remainder() {
+        [a, b, c] => sum += u64::from(u16::from_be_bytes([a, b])) + (u64::from(c) << 8),
+        [a, b] => sum += u64::from(u16::from_be_bytes([a, b])),
+        [a] => sum += u64::from(a) << 8,
+        _ => {}
     }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
+    // Fold 64 → 32 → 16 bits with end-around carry; each step keeps the value modulo 0xFFFF
+    // and never turns a non-zero sum into 0.
+    sum = (sum & 0xffff_ffff) + (sum >> 32);
+    sum = (sum & 0xffff_ffff) + (sum >> 32);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
     sum as u16
 }
 
@@ -251,8 +263,28 @@ mod tests {
         assert_eq!(classify_dst(0xffffffff), DstClass::LimitedBroadcast);
     }
 
+    /// RFC 1071's definition, one 16-bit word at a time with an end-around carry per add.
+    fn naive_ones_sum(data: &[u8]) -> u16 {
+        let mut sum: u32 = 0;
+        for c in data.chunks(2) {
+            let w = u32::from(c[0]) << 8 | u32::from(c.get(1).copied().unwrap_or(0));
+            sum += w;
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        sum as u16
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(crate::router::tests::cases(4096)))]
+
+        /// The 32-bit-word sum with deferred carries equals the 16-bit definition, for every
+        /// length (odd ones included) and for all-0xFF data (the 0xFFFF/0 edge).
+        #[test]
+        fn ones_sum_equals_naive(data in proptest::collection::vec(any::<u8>(), 0..200), ff in 0usize..70) {
+            prop_assert_eq!(ones_sum(&data), naive_ones_sum(&data));
+            let all = std::vec![0xffu8; ff];
+            prop_assert_eq!(ones_sum(&all), naive_ones_sum(&all));
+        }
 
         /// RFC 1624 eqn. 3 equals a full recomputation, for random headers (with options) and
         /// every TTL that gets decremented.
