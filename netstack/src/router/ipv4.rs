@@ -107,10 +107,11 @@ pub struct Ipv4Hdr {
 /// allowed), and a correct header checksum. Options and fragment fields are not interpreted.
 #[inline]
 pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
-    if ip.len() < IPV4_MIN_HDR {
+    // The fixed 20 bytes as an array: the field reads below need no bounds checks.
+    let Some(fixed) = ip.first_chunk::<IPV4_MIN_HDR>() else {
         return Err(RouterDrop::Truncated);
-    }
-    let vihl = ip[0];
+    };
+    let vihl = fixed[0];
     if vihl >> 4 != 4 {
         return Err(RouterDrop::BadVersion);
     }
@@ -118,21 +119,27 @@ pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
     if header_len < IPV4_MIN_HDR {
         return Err(RouterDrop::BadIhl);
     }
-    let total_len = usize::from(be16(ip, 2));
+    let total_len = usize::from(u16::from_be_bytes([fixed[2], fixed[3]]));
     if total_len < header_len || total_len > ip.len() {
         return Err(RouterDrop::BadTotalLen);
     }
-    if ones_sum(&ip[..header_len]) != 0xffff {
+    // total_len ≤ ip.len() and header_len ≤ total_len, so the slice is in bounds.
+    let sum = if header_len == IPV4_MIN_HDR {
+        ones_sum(fixed)
+    } else {
+        ones_sum(&ip[..header_len])
+    };
+    if sum != 0xffff {
         return Err(RouterDrop::BadChecksum);
     }
     Ok(Ipv4Hdr {
         header_len,
         total_len,
-        ttl: ip[8],
-        protocol: ip[9],
-        frag_offset: be16(ip, 6) & 0x1fff,
-        src: be32(ip, 12),
-        dst: be32(ip, 16),
+        ttl: fixed[8],
+        protocol: fixed[9],
+        frag_offset: u16::from_be_bytes([fixed[6], fixed[7]]) & 0x1fff,
+        src: u32::from_be_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]),
+        dst: u32::from_be_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]),
     })
 }
 

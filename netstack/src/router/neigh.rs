@@ -215,7 +215,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
 
     /// Where to send a frame for neighbour `ip` on `port`. Creates an incomplete entry (with a
     /// request due) for an unknown neighbour; marks a stale entry for a new request.
-    #[inline]
+    #[inline(always)]
     pub fn resolve(&mut self, ip: u32, port: u8, now_ns: u64) -> Resolve {
         if let Some(i) = self.find(ip, port) {
             let retrans = self.cfg.retrans_ns;
@@ -233,6 +233,14 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
                 _ => Resolve::Mac(e.mac),
             };
         }
+        self.resolve_new(ip, port, now_ns)
+    }
+
+    /// [`NeighTable::resolve`]'s slow path: an incomplete entry for a neighbour not in the
+    /// table (kept out of line so the per-packet path stays small).
+    #[cold]
+    #[inline(never)]
+    fn resolve_new(&mut self, ip: u32, port: u8, now_ns: u64) -> Resolve {
         let Some(i) = self.free_slot() else {
             return Resolve::TableFull;
         };
