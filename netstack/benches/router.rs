@@ -1,0 +1,130 @@
+//! Router fast-path host benchmark (criterion): one [`Router::process`] call on a valid 64-byte
+//! IPv4/UDP frame that is forwarded (validate, martian checks, DIR-24-8 lookup, TTL decrement
+//! with the RFC 1624 update, neighbour hit, MAC rewrite), with a FIB of the connected routes only
+//! and with 100,000 random prefixes added (seeded, /8–/32, mostly /16–/24 like a BGP table).
+//!
+//! Run: `cargo bench -p netstack --bench router` (time per call). For an exact instruction count
+//! per call, the figure BENCHMARKS.md quotes, run the bench binary under callgrind:
+//! `valgrind --tool=callgrind target/release/deps/router-* --bench --profile-time 2` and divide
+//! the inclusive count of `Router::process` by its calls.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use netstack::router::{
+    parse_ipv4_cidr, Action, Fib, Ipv4Net, PortConfig, Router, RouterConfig, RuleSlot, TBL24_LEN,
+    TBL8_GROUP_LEN,
+};
+use netstack::MacAddr;
+
+/// tbl8 groups and rule slots for the 100k-route table.
+const TBL8_GROUPS: usize = 8192;
+const RULES: usize = 1 << 18;
+
+const P0_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const P1_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const GEN_A: [u8; 6] = [2, 0, 0, 0, 0x0a, 2];
+const GEN_B: [u8; 6] = [2, 0, 0, 0, 0x0b, 2];
+
+/// A 60-byte Ethernet frame: IPv4/UDP 10.0.0.2 → 10.0.1.2, TTL 64, to port 0's MAC.
+fn udp_frame() -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&P0_MAC);
+    f[6..12].copy_from_slice(&GEN_A);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 2]);
+    ip[16..20].copy_from_slice(&[10, 0, 1, 2]);
+    let c = netstack::router::ipv4::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// An ARP reply from 10.0.1.2 (generator side B) to port 1: resolves the next hop.
+fn arp_reply() -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&P1_MAC);
+    f[6..12].copy_from_slice(&GEN_B);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    let a = &mut f[14..42];
+    a[0..8].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+    a[8..14].copy_from_slice(&GEN_B);
+    a[14..18].copy_from_slice(&[10, 0, 1, 2]);
+    a[18..24].copy_from_slice(&P1_MAC);
+    a[24..28].copy_from_slice(&[10, 0, 1, 1]);
+    f
+}
+
+/// xorshift64: a seeded, dependency-free source for the random prefixes.
+fn next(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
+    let mut tbl24 = vec![0u32; TBL24_LEN];
+    let mut tbl8 = vec![0u32; TBL8_GROUPS * TBL8_GROUP_LEN];
+    let mut rules = vec![RuleSlot::EMPTY; RULES];
+    let fib = Fib::new(&mut tbl24, &mut tbl8, &mut rules).expect("FIB storage");
+    let ports = [
+        PortConfig {
+            mac: MacAddr(P0_MAC),
+            addr: parse_ipv4_cidr("10.0.0.1/24").unwrap(),
+        },
+        PortConfig {
+            mac: MacAddr(P1_MAC),
+            addr: parse_ipv4_cidr("10.0.1.1/24").unwrap(),
+        },
+    ];
+    let mut r: Router<'_, u64> = Router::new(fib, &ports, RouterConfig::default()).unwrap();
+    let gw = "10.0.1.2".parse().unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut added = 0;
+    while added < routes {
+        let v = next(&mut seed);
+        let len = [8u8, 16, 18, 20, 22, 23, 24, 24, 24, 24, 24, 28, 32][(v >> 40) as usize % 13];
+        let addr = std::net::Ipv4Addr::from_bits((v as u32) & (u32::MAX << (32 - len)));
+        // Keep the benchmark's own networks out of the random set.
+        if addr.octets()[0] == 10 {
+            continue;
+        }
+        let net = Ipv4Net::new(addr, len).unwrap();
+        if r.add_route(net, gw).is_ok() {
+            added += 1;
+        }
+    }
+    let tmpl = udp_frame();
+    let mut icmp = vec![0u8; 2048];
+    let mut frame = tmpl.clone();
+    // First frame queues behind ARP; the reply resolves it; poll sends the queued frame.
+    let _ = r.process(0, &mut frame, 0, 0, &mut icmp);
+    let _ = r.process(1, &mut arp_reply(), 1, 1, &mut icmp);
+    while r.poll(2, &mut icmp).is_some() {}
+    frame.copy_from_slice(&tmpl);
+    assert!(matches!(
+        r.process(0, &mut frame, 2, 3, &mut icmp),
+        Action::Forward { port: 1, len: 60 }
+    ));
+    let mut now = 10u64;
+    c.bench_function(name, |b| {
+        b.iter(|| {
+            frame.copy_from_slice(&tmpl);
+            now += 1;
+            black_box(r.process(0, black_box(&mut frame), 0, now, &mut icmp))
+        })
+    });
+}
+
+fn benches(c: &mut Criterion) {
+    bench_process(c, "router/process/forward_64B/connected_only", 0);
+    bench_process(c, "router/process/forward_64B/100k_routes", 100_000);
+}
+
+criterion_group!(router, benches);
+criterion_main!(router);
