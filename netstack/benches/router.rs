@@ -4,9 +4,16 @@
 //! and with 100,000 random prefixes added (seeded, /8–/32, mostly /16–/24 like a BGP table).
 //!
 //! Run: `cargo bench -p netstack --bench router` (time per call). For an exact instruction count
-//! per call, the figure BENCHMARKS.md quotes, run the bench binary under callgrind:
-//! `valgrind --tool=callgrind target/release/deps/router-* --bench --profile-time 2` and divide
-//! the inclusive count of `Router::process` by its calls.
+//! per call, the figure BENCHMARKS.md quotes, set `ROUTER_CALLS=N`: the binary then skips
+//! criterion and makes N calls through the out-of-line [`process_once`], which callgrind
+//! attributes exactly:
+//!
+//! ```sh
+//! cargo bench -p netstack --bench router --no-run
+//! ROUTER_CALLS=1000000 valgrind --tool=callgrind --callgrind-out-file=cg.out \
+//!     $(ls -t target/release/deps/router-* | grep -v '\.d$' | head -1) --bench
+//! callgrind_annotate --inclusive=yes cg.out | grep process_once   # ÷ 1,000,000 per call
+//! ```
 
 use std::hint::black_box;
 
@@ -67,6 +74,19 @@ fn next(s: &mut u64) -> u64 {
     *s
 }
 
+/// One forwarded frame: copy the template in, route it. Out of line so callgrind can count it.
+#[inline(never)]
+fn process_once(
+    r: &mut Router<'_, u64>,
+    frame: &mut [u8],
+    tmpl: &[u8],
+    now: u64,
+    icmp: &mut [u8],
+) -> Action {
+    frame.copy_from_slice(tmpl);
+    r.process(0, black_box(frame), 0, now, icmp)
+}
+
 fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
     let mut tbl24 = vec![0u32; TBL24_LEN];
     let mut tbl8 = vec![0u32; TBL8_GROUPS * TBL8_GROUP_LEN];
@@ -112,18 +132,31 @@ fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
         Action::Forward { port: 1, len: 60 }
     ));
     let mut now = 10u64;
+    if let Some(calls) = std::env::var("ROUTER_CALLS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        for _ in 0..calls {
+            now += 1;
+            let a = process_once(&mut r, &mut frame, &tmpl, now, &mut icmp);
+            assert!(matches!(a, Action::Forward { .. }), "{a:?}");
+        }
+        println!("{name}: {calls} calls of process_once");
+        return;
+    }
     c.bench_function(name, |b| {
         b.iter(|| {
-            frame.copy_from_slice(&tmpl);
             now += 1;
-            black_box(r.process(0, black_box(&mut frame), 0, now, &mut icmp))
+            black_box(process_once(&mut r, &mut frame, &tmpl, now, &mut icmp))
         })
     });
 }
 
 fn benches(c: &mut Criterion) {
     bench_process(c, "router/process/forward_64B/connected_only", 0);
-    bench_process(c, "router/process/forward_64B/100k_routes", 100_000);
+    if std::env::var_os("ROUTER_CALLS").is_none() {
+        bench_process(c, "router/process/forward_64B/100k_routes", 100_000);
+    }
 }
 
 criterion_group!(router, benches);
