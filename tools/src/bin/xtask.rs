@@ -84,9 +84,14 @@ struct BootArgs {
 
 #[derive(Args)]
 struct GenArgs {
-    /// Directory of the guest-i.sock / host-i.sock sockets.
+    /// Directory of the guest-i.sock / host-i.sock sockets (dgram backend).
+    #[arg(long, required_unless_present = "netns", conflicts_with = "netns")]
+    dgram: Option<PathBuf>,
+    /// Tap backend: the network namespace `boot --backend tap` printed (`gnt-PID-N`); the
+    /// generator uses AF_PACKET sockets on its tap devices gtap0/gtap1 (root). Use --flows 16 or
+    /// so: the tun driver steers flows, not frames, onto the queues.
     #[arg(long)]
-    dgram: PathBuf,
+    netns: Option<String>,
     /// Frame size on the wire, FCS included (the socket carries size-4 bytes).
     #[arg(long, default_value_t = 64)]
     size: usize,
@@ -350,7 +355,10 @@ fn finish(guest: &Guest, exit: GuestExit) -> Result<()> {
 
 fn cmd_gen(a: GenArgs) -> Result<()> {
     let cfg = gen::GenConfig {
-        dir: a.dgram,
+        dir: a.dgram.unwrap_or_default(),
+        netns: a
+            .netns
+            .map(|n| std::path::Path::new(tools::tap::NETNS_DIR).join(n)),
         size: a.size,
         seconds: a.seconds,
         count: a.count,
