@@ -6,6 +6,8 @@
 //! - [`virtio_net`]: a poll-mode virtio-net driver on `virtio-drivers`' public
 //!   [`Transport`](virtio_drivers::transport::Transport) and our own split virtqueue
 //!   ([`virtqueue`]), whose RX descriptors are page_pool pages and whose TX is zero copy.
+//!   With `VIRTIO_NET_F_MQ` ([`virtio_net::VirtioNet::new_mq`]) a device is split into one
+//!   handle per queue pair, each owned by one core.
 //!
 //! `unsafe` here is confined to port I/O and to turning page frame numbers into the byte slices
 //! the virtqueue shares with the device; each block names its invariant.

@@ -13,6 +13,13 @@
 //! device-readable descriptor. The driver remembers which page sits behind each descriptor
 //! chain (the token, §2.7.13) so completions hand the page back to the caller.
 //!
+//! Multi-queue (§5.1.6.5.5): [`VirtioNet::new_mq`] negotiates `VIRTIO_NET_F_MQ` and
+//! `VIRTIO_NET_F_CTRL_VQ`, sets up N receive/transmit queue pairs (receiveq_i = 2i,
+//! transmitq_i = 2i + 1, the control queue at 2 × `max_virtqueue_pairs`, §5.1.2), tells the device
+//! with `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` to use N pairs, and returns one [`VirtioNet`] handle per
+//! queue pair. Each handle owns its two rings outright, so a core can own one with no lock on the
+//! hot path; the handle of pair 0 also owns the transport (device reset, config space).
+//!
 //! Identity mapping: the kernel runs in one identity-mapped address space, so a page's physical
 //! address is also its virtual address; the HAL's `share` must return the buffer address as is.
 
@@ -29,6 +36,42 @@ pub const QUEUE_SIZE: usize = 256;
 const RX_QUEUE: u16 = 0;
 /// Virtqueue index of the first transmit queue (§5.1.2).
 const TX_QUEUE: u16 = 1;
+
+/// Most queue pairs [`VirtioNet::new_mq`] sets up (one per forwarding core; the kernel's
+/// `queues=` key takes 1..=4).
+pub const MAX_QUEUE_PAIRS: usize = 4;
+
+/// Descriptors in the control virtqueue: QEMU's control queue has 64; the driver sends one
+/// command at a time (2 descriptors).
+const CTRL_QUEUE_SIZE: usize = 64;
+
+/// Offset of `max_virtqueue_pairs` (le16) in `struct virtio_net_config` (§5.1.4: after
+/// `mac[6]` and `status`).
+const CONFIG_MAX_VQ_PAIRS: usize = 8;
+
+/// §5.1.6.5: `VIRTIO_NET_OK`, the control command's ack on success.
+pub const VIRTIO_NET_OK: u8 = 0;
+/// §5.1.6.5.5: `VIRTIO_NET_CTRL_MQ`, the multi-queue command class.
+const VIRTIO_NET_CTRL_MQ: u8 = 4;
+/// §5.1.6.5.5: `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET`.
+const VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET: u8 = 0;
+/// §5.1.6.5.5: `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_MIN` (1) .. `_MAX` (0x8000).
+const VQ_PAIRS_MAX: u16 = 0x8000;
+
+/// Receive queue of pair `i` (§5.1.2: receiveq1 is virtqueue 0, receiveqN is 2(N-1)).
+pub const fn rx_queue_index(pair: u16) -> u16 {
+    2 * pair
+}
+
+/// Transmit queue of pair `i` (§5.1.2: transmitqN is 2(N-1) + 1).
+pub const fn tx_queue_index(pair: u16) -> u16 {
+    2 * pair + 1
+}
+
+/// The control queue of a device with `max_virtqueue_pairs` pairs (§5.1.2: 2N with MQ, else 2).
+pub const fn ctrl_queue_index(max_pairs: u16) -> u16 {
+    2 * max_pairs
+}
 
 /// Size of `struct virtio_net_hdr` when `VIRTIO_F_VERSION_1` is negotiated (§5.1.6: the
 /// `num_buffers` field is always present for modern devices): 12 bytes.
@@ -96,6 +139,36 @@ pub enum NetInitError {
     },
     /// Reading the MAC from config space failed.
     Config(virtio_drivers::Error),
+    /// Multi-queue was asked for but the device does not offer both `VIRTIO_NET_F_MQ` and
+    /// `VIRTIO_NET_F_CTRL_VQ` (QEMU: `-netdev tap,…,queues=N` with N > 1 and
+    /// `-device virtio-net-pci,mq=on`).
+    NoMultiQueue {
+        /// Feature bits the device offered.
+        offered: u64,
+    },
+    /// More queue pairs were asked for than the device (`max_virtqueue_pairs`, §5.1.4) or this
+    /// driver ([`MAX_QUEUE_PAIRS`]) supports, or zero.
+    BadPairCount {
+        /// Pairs asked for.
+        asked: u16,
+        /// The most that can be had: min(device's `max_virtqueue_pairs`, [`MAX_QUEUE_PAIRS`]).
+        max: u16,
+    },
+    /// The control virtqueue could not take the command (no free descriptors or no DMA page).
+    CtrlQueueFull,
+    /// `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` was not answered before the caller's timeout.
+    CtrlTimeout {
+        /// Pairs the command asked for.
+        pairs: u16,
+    },
+    /// The device answered `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` with an ack other than
+    /// [`VIRTIO_NET_OK`] (`VIRTIO_NET_ERR` = 1).
+    CtrlNak {
+        /// Pairs the command asked for.
+        pairs: u16,
+        /// The ack byte the device wrote.
+        ack: u8,
+    },
 }
 
 impl core::fmt::Display for NetInitError {
@@ -108,6 +181,22 @@ impl core::fmt::Display for NetInitError {
             ),
             Self::Queue { queue, err } => write!(f, "virtqueue {queue} setup failed: {err:?}"),
             Self::Config(e) => write!(f, "config space read failed: {e}"),
+            Self::NoMultiQueue { offered } => write!(
+                f,
+                "multi-queue needs VIRTIO_NET_F_MQ and VIRTIO_NET_F_CTRL_VQ; device offers {offered:#x}"
+            ),
+            Self::BadPairCount { asked, max } => {
+                write!(f, "{asked} queue pairs asked for; 1..={max} available")
+            }
+            Self::CtrlQueueFull => write!(f, "control virtqueue: no room for the command"),
+            Self::CtrlTimeout { pairs } => write!(
+                f,
+                "control virtqueue: VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET({pairs}) not acknowledged in time"
+            ),
+            Self::CtrlNak { pairs, ack } => write!(
+                f,
+                "control virtqueue: VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET({pairs}) refused (ack {ack})"
+            ),
         }
     }
 }
@@ -160,12 +249,25 @@ pub struct DriverStats {
     pub bad_token: u64,
 }
 
-/// A poll-mode virtio-net device with one RX and one TX queue.
+/// A poll-mode virtio-net device with one RX and one TX queue, or (multi-queue) one queue pair
+/// of a device.
 ///
-/// Not `Sync` by design: one core owns a device's queues and runs its poll loop.
+/// Not `Sync` by design: one core owns a queue pair and runs its poll loop. The handle of pair 0
+/// (the only one from [`VirtioNet::new`]) owns the transport; the other pairs' handles from
+/// [`VirtioNet::new_mq`] only own their rings and kick through cached doorbells.
 pub struct VirtioNet<H: Hal, T: Transport> {
     // Field order matters: the transport drops first (resetting the device), then the rings.
-    transport: T,
+    /// `Some` on the handle that owns the device (pair 0).
+    transport: Option<T>,
+    /// The control virtqueue (owner handle of a multi-queue device). Idle after init, kept so
+    /// its rings outlive the device's view of them.
+    _ctrl: Option<SplitQueue<H, CTRL_QUEUE_SIZE>>,
+    /// This handle's queue pair (0 for a single-queue device).
+    pair: u16,
+    /// Queue pairs the device was told to use ([`VirtioNet::new_mq`]; 1 otherwise).
+    active_pairs: u16,
+    /// The device's `max_virtqueue_pairs` (1 without MQ).
+    max_pairs: u16,
     rx: SplitQueue<H, QUEUE_SIZE>,
     tx: SplitQueue<H, QUEUE_SIZE>,
     /// Page behind each RX token (head descriptor index).
@@ -184,6 +286,14 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     /// select + read + write. `None` until [`VirtioNet::set_doorbells`].
     doorbells: Option<[*mut u16; 2]>,
 }
+
+/// [`VirtioNet::reclaim`] on a queue-pair handle that does not own the device.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct NotOwner;
+
+/// Indices into `doorbells` and arguments of `notify`.
+const RX: usize = 0;
+const TX: usize = 1;
 
 /// A byte view of a whole page.
 ///
@@ -236,7 +346,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         };
         transport.finish_init();
         Ok(Self {
-            transport,
+            transport: Some(transport),
+            _ctrl: None,
+            pair: 0,
+            active_pairs: 1,
+            max_pairs: 1,
             rx,
             tx,
             rx_pages: [None; QUEUE_SIZE],
@@ -250,6 +364,224 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             stats: DriverStats::default(),
             doorbells: None,
         })
+    }
+
+    /// How many queue pairs the device behind `transport` can run: its `max_virtqueue_pairs`
+    /// (§5.1.4) if it offers `VIRTIO_F_VERSION_1`, `VIRTIO_NET_F_MQ` and `VIRTIO_NET_F_CTRL_VQ`,
+    /// else 1. Reads only (§3.1.1 step 4 allows reading the device-specific configuration
+    /// before the features are accepted); the device is not initialised.
+    pub fn probe_queue_pairs(transport: &mut T) -> u16 {
+        let offered = NetFeatures::from_bits_retain(transport.read_device_features());
+        let mq = NetFeatures::MQ | NetFeatures::CTRL_VQ | NetFeatures::VERSION_1;
+        if !offered.contains(mq) {
+            return 1;
+        }
+        transport
+            .read_config_space::<u16>(CONFIG_MAX_VQ_PAIRS)
+            .map_or(1, |n| n.max(1))
+    }
+
+    /// Initialise a multi-queue device (§3.1.1, §5.1.5) with `pairs` queue pairs and return one
+    /// handle per pair, pair `i` at index `i` (pair 0 owns the transport):
+    ///
+    /// 1. negotiate [`DRIVER_FEATURES`] plus `VIRTIO_NET_F_MQ` and `VIRTIO_NET_F_CTRL_VQ`;
+    /// 2. set up receiveq_i = 2i and transmitq_i = 2i + 1 for `i < pairs` ([`QUEUE_SIZE`]
+    ///    descriptors each) and the control queue at 2 × `max_virtqueue_pairs` (§5.1.2);
+    /// 3. set DRIVER_OK, then send `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET(pairs)` (§5.1.6.5.5: the
+    ///    device uses only pair 0 until told otherwise) and wait for its ack, calling
+    ///    `timed_out` between polls of the used ring.
+    ///
+    /// Buffers are posted by the caller afterwards ([`VirtioNet::rx_refill`] on each handle).
+    /// Handles of pairs > 0 can only notify through doorbells: call
+    /// [`VirtioNet::set_doorbells`] on each before use.
+    ///
+    /// # Errors
+    /// [`NetInitError::NotModern`], [`NetInitError::NoMultiQueue`] if the device lacks MQ or
+    /// CTRL_VQ, [`NetInitError::BadPairCount`] if `pairs` is 0 or above
+    /// min(`max_virtqueue_pairs`, [`MAX_QUEUE_PAIRS`]), queue set-up errors, and for the command
+    /// [`NetInitError::CtrlQueueFull`], [`NetInitError::CtrlTimeout`] or
+    /// [`NetInitError::CtrlNak`]. On a command error the device is reset before returning.
+    pub fn new_mq(
+        mut transport: T,
+        pairs: u16,
+        mut timed_out: impl FnMut() -> bool,
+    ) -> Result<heapless::Vec<Self, MAX_QUEUE_PAIRS>, NetInitError> {
+        let offered = NetFeatures::from_bits_retain(transport.read_device_features());
+        if !offered.contains(NetFeatures::VERSION_1) {
+            return Err(NetInitError::NotModern);
+        }
+        let mq = NetFeatures::MQ | NetFeatures::CTRL_VQ;
+        if !offered.contains(mq) {
+            return Err(NetInitError::NoMultiQueue {
+                offered: offered.bits(),
+            });
+        }
+        let max_pairs = Self::probe_queue_pairs(&mut transport);
+        let limit = max_pairs.min(MAX_QUEUE_PAIRS as u16).min(VQ_PAIRS_MAX);
+        if pairs == 0 || pairs > limit {
+            return Err(NetInitError::BadPairCount {
+                asked: pairs,
+                max: limit,
+            });
+        }
+        let features = transport.begin_init(DRIVER_FEATURES | mq);
+        if !features.contains(mq) {
+            return Err(NetInitError::NoMultiQueue {
+                offered: offered.bits(),
+            });
+        }
+        let event_idx = features.contains(NetFeatures::RING_EVENT_IDX);
+        let ctrl_idx = ctrl_queue_index(max_pairs);
+        let queue = |t: &mut T, q: u16| {
+            SplitQueue::<H, QUEUE_SIZE>::new(t, q, event_idx)
+                .map_err(|err| NetInitError::Queue { queue: q, err })
+        };
+        let mut rings: heapless::Vec<_, MAX_QUEUE_PAIRS> = heapless::Vec::new();
+        for i in 0..pairs {
+            let rx = queue(&mut transport, rx_queue_index(i))?;
+            let tx = queue(&mut transport, tx_queue_index(i))?;
+            let _ = rings.push((rx, tx));
+        }
+        // §5.1.2: the control queue is the last one; its events are never used (polled).
+        let mut ctrl = SplitQueue::<H, CTRL_QUEUE_SIZE>::new(&mut transport, ctrl_idx, false)
+            .map_err(|err| NetInitError::Queue {
+                queue: ctrl_idx,
+                err,
+            })?;
+        let mac = if features.contains(NetFeatures::MAC) {
+            transport
+                .read_config_space::<[u8; 6]>(0)
+                .map_err(NetInitError::Config)?
+        } else {
+            [0; 6]
+        };
+        transport.finish_init();
+        if let Err(e) =
+            Self::vq_pairs_set(&mut transport, &mut ctrl, ctrl_idx, pairs, &mut timed_out)
+        {
+            // The device may still hold the command buffer: reset it before anything is freed.
+            transport.set_status(virtio_drivers::transport::DeviceStatus::empty());
+            return Err(e);
+        }
+        let mut out = heapless::Vec::new();
+        let mut transport = Some(transport);
+        let mut ctrl = Some(ctrl);
+        for (i, (rx, tx)) in rings.into_iter().enumerate() {
+            let _ = out.push(Self {
+                transport: transport.take(),
+                _ctrl: ctrl.take(),
+                pair: i as u16,
+                active_pairs: pairs,
+                max_pairs,
+                rx,
+                tx,
+                rx_pages: [None; QUEUE_SIZE],
+                tx_pages: [None; QUEUE_SIZE],
+                rx_posted: 0,
+                tx_posted: 0,
+                rx_skip: 0,
+                mac,
+                features,
+                offered,
+                stats: DriverStats::default(),
+                doorbells: None,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Send `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET(pairs)` on the control queue and wait for the ack
+    /// (§5.1.6.5: `struct virtio_net_ctrl { u8 class; u8 command; u8 data[]; u8 ack; }`, the
+    /// first three device-readable, `ack` device-writable; §5.1.6.5.5: data is
+    /// `struct virtio_net_ctrl_mq { le16 virtqueue_pairs; }`).
+    fn vq_pairs_set(
+        transport: &mut T,
+        ctrl: &mut SplitQueue<H, CTRL_QUEUE_SIZE>,
+        ctrl_idx: u16,
+        pairs: u16,
+        timed_out: &mut impl FnMut() -> bool,
+    ) -> Result<(), NetInitError> {
+        use virtio_drivers::BufferDirection;
+        let (paddr, vaddr) = H::dma_alloc(1, BufferDirection::Both);
+        if paddr == 0 {
+            return Err(NetInitError::CtrlQueueFull);
+        }
+        let buf = vaddr.as_ptr();
+        let [lo, hi] = pairs.to_le_bytes();
+        // Command at offset 0 (4 bytes), ack at offset 64 (its own cache line).
+        const ACK_OFFSET: usize = 64;
+        const ACK_UNSET: u8 = 0xFF;
+        // SAFETY: a fresh, zeroed DMA page of PAGE_SIZE bytes that only this function uses; the
+        // device sees it only once it is on the ring below.
+        unsafe {
+            for (i, b) in [VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, lo, hi]
+                .into_iter()
+                .enumerate()
+            {
+                buf.add(i).write_volatile(b);
+            }
+            buf.add(ACK_OFFSET).write_volatile(ACK_UNSET);
+        }
+        let result =
+            match ctrl.push_chain(&[(paddr, 4, false), (paddr + ACK_OFFSET as u64, 1, true)]) {
+                None => Err(NetInitError::CtrlQueueFull),
+                Some(head) => {
+                    ctrl.publish();
+                    // The control queue is rarely used: always notify (§2.7.13.4).
+                    transport.notify(ctrl_idx);
+                    loop {
+                        if let Some((id, _len)) = ctrl.pop_used() {
+                            if id == u32::from(head) {
+                                ctrl.release_chain(head);
+                                // SAFETY: the device is done with the buffer (it is in the used
+                                // ring); the page is ours.
+                                let ack = unsafe { buf.add(ACK_OFFSET).read_volatile() };
+                                break if ack == VIRTIO_NET_OK {
+                                    Ok(())
+                                } else {
+                                    Err(NetInitError::CtrlNak { pairs, ack })
+                                };
+                            }
+                            continue;
+                        }
+                        if timed_out() {
+                            // Leave the page allocated: the device may still write the ack; the
+                            // caller resets the device. A page lost on a failed boot.
+                            return Err(NetInitError::CtrlTimeout { pairs });
+                        }
+                        core::hint::spin_loop();
+                    }
+                }
+            };
+        // SAFETY: the allocation made above; the device no longer uses it (answered, or the
+        // command never reached the ring).
+        unsafe { H::dma_dealloc(paddr, vaddr, 1) };
+        result
+    }
+
+    /// This handle's queue pair (0 for a single-queue device).
+    pub fn queue_pair(&self) -> u16 {
+        self.pair
+    }
+
+    /// Queue pairs the device was told to use (1 for a single-queue device).
+    pub fn active_queue_pairs(&self) -> u16 {
+        self.active_pairs
+    }
+
+    /// The device's `max_virtqueue_pairs` (1 for a single-queue device).
+    pub fn max_queue_pairs(&self) -> u16 {
+        self.max_pairs
+    }
+
+    /// Virtqueue indices `(rx, tx)` of this handle's pair (§5.1.2).
+    pub fn queue_indices(&self) -> (u16, u16) {
+        (rx_queue_index(self.pair), tx_queue_index(self.pair))
+    }
+
+    /// Whether this handle owns the device (transport, reset).
+    pub fn owns_device(&self) -> bool {
+        self.transport.is_some()
     }
 
     /// The device's MAC address (zeros if it offers none).
@@ -390,7 +722,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// # Safety
     /// Each page must be owned by the caller, hold a frame of `len` bytes at offset
     /// [`NET_HDR_LEN`], and not be touched until it comes back from [`VirtioNet::tx_complete`]
-    /// or [`VirtioNet::reclaim`].
+    /// or [`VirtioNet::take_pages`].
     pub unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
         let mut n = 0;
         for b in bufs {
@@ -439,18 +771,22 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// queue's notification address notifies it).
     ///
     /// # Safety
-    /// `rx` and `tx` must be the mapped notification addresses of virtqueues 0 and 1 of this
-    /// very device, valid for as long as the device lives.
+    /// `rx` and `tx` must be the mapped notification addresses of this handle's virtqueues
+    /// ([`VirtioNet::queue_indices`]) of this very device, valid for as long as the device lives.
     pub unsafe fn set_doorbells(&mut self, rx: u64, tx: u64) {
         self.doorbells = Some([rx as *mut u16, tx as *mut u16]);
     }
 
     #[inline]
-    fn notify(&mut self, queue: u16) {
-        match self.doorbells {
+    fn notify(&mut self, which: usize) {
+        let (rxq, txq) = self.queue_indices();
+        let queue = if which == RX { rxq } else { txq };
+        match (self.doorbells, self.transport.as_mut()) {
             // SAFETY: per `set_doorbells`' contract, a live doorbell of this device.
-            Some(db) => unsafe { db[usize::from(queue)].write_volatile(queue) },
-            None => self.transport.notify(queue),
+            (Some(db), _) => unsafe { db[which].write_volatile(queue) },
+            (None, Some(t)) => t.notify(queue),
+            // A pair handle without doorbells cannot notify (documented on `new_mq`).
+            (None, None) => {}
         }
     }
 
@@ -460,12 +796,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub fn kick(&mut self) -> u32 {
         let mut kicks = 0;
         if self.rx.needs_kick() {
-            self.notify(RX_QUEUE);
+            self.notify(RX);
             self.stats.kicks_rx += 1;
             kicks += 1;
         }
         if self.tx.needs_kick() {
-            self.notify(TX_QUEUE);
+            self.notify(TX);
             self.stats.kicks_tx += 1;
             kicks += 1;
         }
@@ -487,12 +823,41 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.rx.arm_interrupt()
     }
 
-    /// Reset the device (§2.4: status 0; it stops using every buffer) and hand back every page
-    /// still posted on either ring through `f`. After this the device does nothing until a new
+    /// Reset the device (§2.4: status 0; it stops using every buffer of every queue) if this
+    /// handle owns it. Returns whether it did. After this the device does nothing until a new
     /// driver initialises it.
-    pub fn reclaim(&mut self, mut f: impl FnMut(Pfn)) {
-        self.transport
-            .set_status(virtio_drivers::transport::DeviceStatus::empty());
+    pub fn reset_device(&mut self) -> bool {
+        match self.transport.as_mut() {
+            Some(t) => {
+                t.set_status(virtio_drivers::transport::DeviceStatus::empty());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reset the device ([`VirtioNet::reset_device`]) and hand back every page still posted on
+    /// either ring through `f`. Only for the handle that owns the device; other pairs' handles
+    /// use [`VirtioNet::take_pages`] once the owner has reset it.
+    ///
+    /// # Errors
+    /// [`NotOwner`] (nothing is taken) on a handle that does not own the device.
+    pub fn reclaim(&mut self, f: impl FnMut(Pfn)) -> Result<(), NotOwner> {
+        if !self.reset_device() {
+            return Err(NotOwner);
+        }
+        // SAFETY: just reset.
+        unsafe { self.take_pages(f) };
+        Ok(())
+    }
+
+    /// Hand back every page still posted on either ring through `f`.
+    ///
+    /// # Safety
+    /// The device must have been reset ([`VirtioNet::reset_device`] on the owning handle,
+    /// possibly on another core, with the reset ordered before this call): otherwise it may
+    /// still write into the pages.
+    pub unsafe fn take_pages(&mut self, mut f: impl FnMut(Pfn)) {
         for slot in self.rx_pages.iter_mut() {
             if let Some(pfn) = slot.take() {
                 f(pfn);

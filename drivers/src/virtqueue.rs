@@ -22,6 +22,8 @@ use core::sync::atomic::{fence, Ordering};
 use virtio_drivers::transport::Transport;
 use virtio_drivers::{BufferDirection, Hal, PhysAddr, PAGE_SIZE};
 
+/// §2.7.5: `VIRTQ_DESC_F_NEXT`, the buffer continues in the descriptor named by `next`.
+const VIRTQ_DESC_F_NEXT: u16 = 1;
 /// §2.7.5: `VIRTQ_DESC_F_WRITE`, the device writes into this buffer.
 const VIRTQ_DESC_F_WRITE: u16 = 2;
 /// §2.7.6: `VIRTQ_AVAIL_F_NO_INTERRUPT`, used when EVENT_IDX is not negotiated.
@@ -174,6 +176,71 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         }
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Some(id)
+    }
+
+    /// Stage one buffer made of several descriptors chained with `VIRTQ_DESC_F_NEXT` (§2.7.5,
+    /// §2.7.13.1): `parts` are `(physical address, length in bytes, device writes)`, the
+    /// device-readable parts first (§2.7.4.2). Returns the head descriptor's index (the token), or
+    /// `None` when fewer than `parts.len()` descriptors are free (nothing is staged then). Give
+    /// the chain back with [`SplitQueue::release_chain`]. Used for the control virtqueue, off the
+    /// fast path.
+    pub fn push_chain(&mut self, parts: &[(u64, u32, bool)]) -> Option<u16> {
+        if parts.is_empty() || parts.len() > self.nfree {
+            return None;
+        }
+        // Take the descriptors first so each one can name the next.
+        let mut ids = [0u16; 8];
+        let ids = ids.get_mut(..parts.len())?;
+        for id in ids.iter_mut() {
+            self.nfree -= 1;
+            *id = self.free[self.nfree];
+        }
+        for (i, &(addr, len, device_writes)) in parts.iter().enumerate() {
+            let mut flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
+            let next = match ids.get(i + 1) {
+                Some(&n) => {
+                    flags |= VIRTQ_DESC_F_NEXT;
+                    n
+                }
+                None => 0,
+            };
+            // SAFETY: `ids[i] < N` (taken from the free stack); the descriptor is free, so the
+            // device does not read it concurrently; the ring memory is ours until drop.
+            unsafe {
+                self.desc.add(usize::from(ids[i])).write_volatile(Desc {
+                    addr,
+                    len,
+                    flags,
+                    next,
+                })
+            };
+        }
+        let head = ids[0];
+        let slot = usize::from(self.avail_idx) & (N - 1);
+        // SAFETY: slot < N, inside the avail ring, ours until drop.
+        unsafe { self.avail.add(2 + slot).write_volatile(head) };
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        Some(head)
+    }
+
+    /// Return the descriptor chain starting at `head` (a token of [`SplitQueue::push_chain`]
+    /// that came back through [`SplitQueue::pop_used`]) to the free list, following the `next`
+    /// fields the driver wrote (at most `N` descriptors, so a corrupted table cannot loop).
+    pub fn release_chain(&mut self, head: u16) {
+        let mut id = head;
+        for _ in 0..N {
+            if usize::from(id) >= N {
+                return;
+            }
+            // SAFETY: id < N; the device is done with the chain (it came back in the used
+            // ring), and the table is ours until drop.
+            let d = unsafe { self.desc.add(usize::from(id)).read_volatile() };
+            self.release(id);
+            if d.flags & VIRTQ_DESC_F_NEXT == 0 {
+                return;
+            }
+            id = d.next;
+        }
     }
 
     /// Make every staged buffer visible to the device: one release fence and one store of

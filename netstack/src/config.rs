@@ -140,6 +140,20 @@ pub const DEFAULT_BURST: usize = 32;
 /// Largest accepted burst: the virtqueue size (256 descriptors).
 pub const MAX_BURST: usize = 256;
 
+/// Most virtio-net queue pairs per port (`queues=`): one forwarding core each.
+pub const MAX_QUEUES: usize = 4;
+
+/// How many virtio-net queue pairs per port to use (`queues=`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Queues {
+    /// min(CPUs, the ports' `max_virtqueue_pairs`, [`MAX_QUEUES`]) when both ports offer
+    /// multi-queue (VIRTIO_NET_F_MQ) outside router mode, else 1 (default).
+    Auto,
+    /// Exactly this many (1..=[`MAX_QUEUES`]); more than 1 needs multi-queue ports and at least
+    /// as many CPUs, or the kernel stops with a config error. 1 is the single-queue path.
+    Count(u8),
+}
+
 /// Most `route=` keys on one command line.
 pub const MAX_CMDLINE_ROUTES: usize = 64;
 
@@ -176,6 +190,9 @@ pub struct Config {
     /// kexec-style hand-over, or a crafted table set in tests). 16-byte aligned (ACPI 6.5
     /// §5.2.5.1) and below 4 GiB (the identity map). Default: the loader's, else a BIOS-area scan.
     pub acpi_rsdp: Option<u64>,
+    /// `queues=auto|N` (default `auto`): virtio-net queue pairs per port; with N > 1 core `i`
+    /// owns queue pair `i` of port 0 and of port 1 and forwards between them.
+    pub queues: Queues,
 }
 
 impl Default for Config {
@@ -193,6 +210,7 @@ impl Default for Config {
             mgmt: MgmtPort::Auto,
             xcore: false,
             acpi_rsdp: None,
+            queues: Queues::Auto,
         }
     }
 }
@@ -262,7 +280,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 14] = [
+pub const KEYS: [&str; 15] = [
     "mode",
     "peer0",
     "peer1",
@@ -276,6 +294,7 @@ pub const KEYS: [&str; 14] = [
     "route",
     "mgmt",
     "xcore",
+    "queues",
     "acpi_rsdp",
 ];
 
@@ -370,6 +389,17 @@ impl Config {
                     cfg.routes.push(r).map_err(|_| ConfigError::TooManyRoutes)?;
                 }
                 13 => {
+                    cfg.queues = match value {
+                        "auto" => Queues::Auto,
+                        v => v
+                            .parse::<u8>()
+                            .ok()
+                            .filter(|n| (1..=MAX_QUEUES as u8).contains(n))
+                            .map(Queues::Count)
+                            .ok_or_else(|| bad("auto or an integer in 1..=4"))?,
+                    }
+                }
+                14 => {
                     cfg.acpi_rsdp = Some(
                         value
                             .strip_prefix("0x")
@@ -419,6 +449,12 @@ impl Config {
                 because: "(=l2 or io) for xcore",
             });
         }
+        if cfg.mode == Mode::Router && matches!(cfg.queues, Queues::Count(n) if n > 1) {
+            return Err(ConfigError::Missing {
+                key: "mode",
+                because: "(=l2 or io) for queues above 1",
+            });
+        }
         if cfg.mode != Mode::Router && matches!(cfg.mgmt, MgmtPort::Port(_)) {
             return Err(ConfigError::Missing {
                 key: "mode",
@@ -443,6 +479,31 @@ impl Config {
 mod tests {
     use super::*;
     use std::string::ToString;
+
+    #[test]
+    fn queues_key() {
+        assert_eq!(Config::parse("").unwrap().queues, Queues::Auto);
+        assert_eq!(Config::parse("queues=auto").unwrap().queues, Queues::Auto);
+        assert_eq!(Config::parse("queues=2").unwrap().queues, Queues::Count(2));
+        assert_eq!(Config::parse("queues=1").unwrap().queues, Queues::Count(1));
+        for bad in ["queues=0", "queues=5", "queues=two", "queues=-1", "queues="] {
+            assert!(
+                matches!(
+                    Config::parse(bad),
+                    Err(ConfigError::BadValue { key: "queues", .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Config::parse("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2"),
+            Err(ConfigError::Missing { key: "mode", .. })
+        ));
+        assert_eq!(
+            Config::parse("queues=5").unwrap_err().to_string(),
+            "bad value `5` for key `queues`: expected auto or an integer in 1..=4"
+        );
+    }
 
     #[test]
     fn empty_is_default() {

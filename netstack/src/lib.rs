@@ -15,8 +15,8 @@ pub mod forward;
 pub mod router;
 
 pub use config::{
-    parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode,
-    RefillMode,
+    parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, Queues,
+    RefillMode, MAX_QUEUES,
 };
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, Verdict};

@@ -13,7 +13,8 @@ use std::time::Duration;
 pub mod acpi;
 
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
-pub use tools::qemu::{self, Guest, GuestConfig, GuestExit, Stats};
+pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
+pub use tools::tap::{self, TapNet};
 
 /// Time allowed for the guest to print `gannet: ready` (TCG on a loaded 2-core machine).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -143,7 +144,17 @@ pub fn gen_count(count: u64, size: usize, bidir: bool) -> GenConfig {
 pub struct Rig {
     pub guest: Guest,
     pub gen: Generator,
+    /// Tap backend: the network namespace with the tap devices (deleted after QEMU is gone).
+    _net: Option<TapNet>,
     _dir: TestDir,
+}
+
+/// Panics with a clear message unless the tap backend can run here (root and /dev/net/tun):
+/// tests of the tap backend fail rather than skip silently.
+pub fn require_tap() {
+    if let Some(why) = tap::unavailable() {
+        panic!("this test needs the tap backend: {why}");
+    }
 }
 
 impl Rig {
@@ -210,10 +221,49 @@ impl Rig {
             Rig {
                 guest,
                 gen: generator,
+                _net: None,
                 _dir: dir,
             },
             more,
         )
+    }
+
+    /// Boots with `cpus` vCPUs on the tap backend: ports 0 and 1 are multi-queue tap devices
+    /// with `queues` queue pairs each, in a fresh network namespace; the generator (bound before
+    /// boot) uses AF_PACKET sockets on them. Panics (see [`require_tap`]) without root or
+    /// /dev/net/tun.
+    pub fn start_tap(append: &str, gen: GenConfig, cpus: u32, queues: usize) -> Rig {
+        require_tap();
+        let dir = TestDir::new();
+        let net = TapNet::create(2, queues).unwrap_or_else(|e| panic!("tap backend: {e:#}"));
+        let gcfg = GenConfig {
+            dir: dir.path().to_path_buf(),
+            netns: Some(net.path()),
+            ..gen
+        };
+        let generator =
+            Generator::bind(&gcfg).unwrap_or_else(|e| panic!("binding the generator: {e:#}"));
+        let cfg = GuestConfig {
+            image: image(),
+            dgram_dir: dir.path().to_path_buf(),
+            append: append.to_string(),
+            cpus,
+            nics: 2,
+            backend: Backend::Tap,
+            queues,
+            netns: Some(net.path()),
+            ..GuestConfig::default()
+        };
+        let guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
+        if let Err(e) = guest.wait_ready(READY_TIMEOUT) {
+            panic!("guest (append {append:?}, tap backend) did not become ready: {e:#}");
+        }
+        Rig {
+            guest,
+            gen: generator,
+            _net: Some(net),
+            _dir: dir,
+        }
     }
 
     /// Starts with the default generator configuration (for tests that use raw ports only).

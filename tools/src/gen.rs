@@ -9,6 +9,11 @@
 //! Direction 0 is port 0 → port 1 (sent to `guest-0.sock`, received on `host-1.sock`); direction 1
 //! (only with `bidir`) is port 1 → port 0.
 //!
+//! With [`GenConfig::netns`] set (the tap backend, [`crate::tap`]) the generator uses AF_PACKET
+//! raw sockets bound to the tap devices `gtap{base_port}`, `gtap{base_port + 1}` inside that
+//! network namespace instead; everything else is the same. Use several [`GenConfig::flows`]
+//! there: the tun driver spreads frames over the guest's queues by flow hash.
+//!
 //! The unix datagram socket blocks when the peer's queue is full (`net.unix.max_dgram_qlen`,
 //! 10 by default): that is back-pressure, not loss. Sending is windowed: at most `window` frames
 //! are outstanding per direction; when the window is full and nothing arrives for
@@ -24,6 +29,8 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
+
+use crate::tap::{tap_name, PacketSocket};
 use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv4HeaderSlice, UdpHeader};
 use serde::Serialize;
 
@@ -137,6 +144,90 @@ fn bind_host(dir: &Path, port: usize) -> Result<UnixDatagram> {
     let path = host_sock(dir, port);
     remove_stale(&path)?;
     UnixDatagram::bind(&path).with_context(|| format!("binding {}", path.display()))
+}
+
+/// The host side of one guest port: a unix datagram socket (dgram backend) that sends to the
+/// guest's socket, or an AF_PACKET socket on the port's tap device (tap backend).
+#[derive(Debug)]
+pub enum HostSock {
+    /// `host-i.sock`, sending to `peer` (`guest-i.sock`).
+    Unix {
+        /// The bound socket.
+        sock: UnixDatagram,
+        /// QEMU's socket for this port.
+        peer: PathBuf,
+    },
+    /// Raw socket on tap device `ifname`.
+    Packet {
+        /// The bound socket.
+        sock: PacketSocket,
+        /// The tap device.
+        ifname: String,
+    },
+}
+
+impl HostSock {
+    /// Sends one frame (no FCS) into the guest port.
+    pub fn send(&self, frame: &[u8]) -> std::io::Result<usize> {
+        match self {
+            HostSock::Unix { sock, peer } => sock.send_to(frame, peer),
+            HostSock::Packet { sock, .. } => sock.send(frame),
+        }
+    }
+
+    /// Receives one frame the guest sent out of the port.
+    pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            HostSock::Unix { sock, .. } => sock.recv(buf),
+            HostSock::Packet { sock, .. } => sock.recv(buf),
+        }
+    }
+
+    /// Another handle on the same socket.
+    pub fn try_clone(&self) -> std::io::Result<HostSock> {
+        Ok(match self {
+            HostSock::Unix { sock, peer } => HostSock::Unix {
+                sock: sock.try_clone()?,
+                peer: peer.clone(),
+            },
+            HostSock::Packet { sock, ifname } => HostSock::Packet {
+                sock: sock.try_clone()?,
+                ifname: ifname.clone(),
+            },
+        })
+    }
+
+    /// `O_NONBLOCK` on or off.
+    pub fn set_nonblocking(&self, on: bool) -> std::io::Result<()> {
+        match self {
+            HostSock::Unix { sock, .. } => sock.set_nonblocking(on),
+            HostSock::Packet { sock, .. } => sock.set_nonblocking(on),
+        }
+    }
+
+    /// Receive timeout (`None`: block).
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            HostSock::Unix { sock, .. } => sock.set_read_timeout(t),
+            HostSock::Packet { sock, .. } => sock.set_read_timeout(t),
+        }
+    }
+
+    /// Send timeout (`None`: block).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            HostSock::Unix { sock, .. } => sock.set_write_timeout(t),
+            HostSock::Packet { sock, .. } => sock.set_write_timeout(t),
+        }
+    }
+
+    /// Where frames go, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            HostSock::Unix { peer, .. } => peer.display().to_string(),
+            HostSock::Packet { ifname, .. } => format!("tap {ifname}"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -363,6 +454,9 @@ pub struct GenConfig {
     /// First guest port this generator drives: it uses ports `base_port` and `base_port + 1`
     /// (one port pair; several generators with base 0, 2, 4, … drive several pairs at once).
     pub base_port: usize,
+    /// Tap backend: the network namespace handle (`/var/run/netns/NAME`) whose tap devices
+    /// `gtapI` carry the ports; `None` (default) for the unix-datagram backend in `dir`.
+    pub netns: Option<PathBuf>,
 }
 
 impl Default for GenConfig {
@@ -380,6 +474,7 @@ impl Default for GenConfig {
             straggler_wait: Duration::from_secs(1),
             max_records: 100_000,
             base_port: 0,
+            netns: None,
         }
     }
 }
@@ -570,14 +665,17 @@ struct TxResult {
 /// The socket files are removed on drop.
 pub struct Generator {
     cfg: GenConfig,
-    socks: [UnixDatagram; 2],
+    socks: [HostSock; 2],
     pcap: Option<Vec<Vec<u8>>>,
 }
 
 impl Generator {
-    /// Checks the configuration, removes stale `host-i.sock` files and binds them.
+    /// Checks the configuration, removes stale `host-i.sock` files and binds them (tap backend:
+    /// opens raw sockets on the tap devices in [`GenConfig::netns`]).
     pub fn bind(cfg: &GenConfig) -> Result<Generator> {
-        check_socket_paths(&cfg.dir, cfg.base_port + 2)?;
+        if cfg.netns.is_none() {
+            check_socket_paths(&cfg.dir, cfg.base_port + 2)?;
+        }
         ensure!(cfg.window >= 1, "--window must be at least 1");
         ensure!(cfg.flows >= 1, "--flows must be at least 1");
         ensure!(
@@ -599,7 +697,28 @@ impl Generator {
             }
         };
         let b = cfg.base_port;
-        let socks = [bind_host(&cfg.dir, b)?, bind_host(&cfg.dir, b + 1)?];
+        let socks = match &cfg.netns {
+            None => {
+                let unix = |p: usize| -> Result<HostSock> {
+                    Ok(HostSock::Unix {
+                        sock: bind_host(&cfg.dir, p)?,
+                        peer: guest_sock(&cfg.dir, p),
+                    })
+                };
+                [unix(b)?, unix(b + 1)?]
+            }
+            Some(ns) => {
+                let names = [tap_name(b), tap_name(b + 1)];
+                let mut s = PacketSocket::open_in(ns, &names)?.into_iter();
+                let mut next = |i: usize| -> Result<HostSock> {
+                    Ok(HostSock::Packet {
+                        sock: s.next().context("a socket per tap")?,
+                        ifname: names[i].clone(),
+                    })
+                };
+                [next(0)?, next(1)?]
+            }
+        };
         Ok(Generator {
             cfg: cfg.clone(),
             socks,
@@ -618,7 +737,6 @@ impl Generator {
         ensure!(port < 2, "port must be 0 or 1");
         Ok(RawPort {
             sock: self.socks[port].try_clone()?,
-            peer: guest_sock(&self.cfg.dir, self.cfg.base_port + port),
             own: None,
         })
     }
@@ -659,21 +777,19 @@ impl Generator {
                 let stop = &stop;
                 let m = if dir == 0 { matcher.take() } else { None };
                 let max_records = cfg.max_records;
-                let guest = guest_sock(&cfg.dir, cfg.base_port + port);
-                rx_handles.push(scope.spawn(move || {
-                    receiver(sock, port, dir, active, sh, stop, m, max_records, guest)
-                }));
+                rx_handles
+                    .push(scope.spawn(move || {
+                        receiver(sock, port, dir, active, sh, stop, m, max_records)
+                    }));
             }
             let mut tx_handles = Vec::new();
             for &dir in &dirs {
                 let sock = self.socks[dir].try_clone()?;
                 let sh = &shared[dir];
-                let peer = guest_sock(&cfg.dir, cfg.base_port + dir);
                 let pcap = self.pcap.as_deref();
-                tx_handles
-                    .push(scope.spawn(move || {
-                        sender(sock, peer, dir, cfg, datagram_len, pcap, sh, start)
-                    }));
+                tx_handles.push(
+                    scope.spawn(move || sender(sock, dir, cfg, datagram_len, pcap, sh, start)),
+                );
             }
             let mut tx = Vec::new();
             for h in tx_handles {
@@ -758,6 +874,9 @@ impl Generator {
 
 impl Drop for Generator {
     fn drop(&mut self) {
+        if self.cfg.netns.is_some() {
+            return;
+        }
         for port in 0..2 {
             let _ = std::fs::remove_file(host_sock(&self.cfg.dir, self.cfg.base_port + port));
         }
@@ -766,8 +885,7 @@ impl Drop for Generator {
 
 #[allow(clippy::too_many_arguments)]
 fn sender(
-    sock: UnixDatagram,
-    peer: PathBuf,
+    sock: HostSock,
     dir: usize,
     cfg: &GenConfig,
     datagram_len: usize,
@@ -829,9 +947,13 @@ fn sender(
         sh.sent.fetch_add(1, Ordering::SeqCst);
         let blocked_since = Instant::now();
         loop {
-            match sock.send_to(frame, &peer) {
+            match sock.send(frame) {
                 Ok(_) => break,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                // ENOBUFS: an AF_PACKET socket's device queue is full (tap backend).
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+                        || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                {
                     // Back-pressure: the peer's queue is full.
                     let now = Instant::now();
                     if (timed_mode && now >= deadline)
@@ -853,13 +975,13 @@ fn sender(
                     if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) =>
                 {
                     if warning.is_none() {
-                        warning = Some(format!("direction {dir}: {}: {e}", peer.display()));
+                        warning = Some(format!("direction {dir}: {}: {e}", sock.describe()));
                     }
                     break;
                 }
                 Err(e) => {
                     sh.sent.fetch_sub(1, Ordering::SeqCst);
-                    return Err(e).with_context(|| format!("sending to {}", peer.display()));
+                    return Err(e).with_context(|| format!("sending to {}", sock.describe()));
                 }
             }
         }
@@ -874,7 +996,7 @@ fn sender(
 
 #[allow(clippy::too_many_arguments)]
 fn receiver(
-    sock: UnixDatagram,
+    sock: HostSock,
     port: usize,
     dir: usize,
     active: bool,
@@ -882,7 +1004,6 @@ fn receiver(
     stop: &AtomicBool,
     mut matcher: Option<PcapMatcher>,
     max_records: usize,
-    guest: PathBuf,
 ) -> RxResult {
     let mut res = RxResult::default();
     let mut buf = vec![0u8; 65536];
@@ -892,7 +1013,7 @@ fn receiver(
             Err(_) => continue, // timeout (checks `stop`) or transient error
         };
         if let Some(reply) = arp_reply(&buf[..n], port) {
-            if sock.send_to(&reply, &guest).is_ok() {
+            if sock.send(&reply).is_ok() {
                 res.arp_answered += 1;
             }
             continue;
@@ -948,8 +1069,7 @@ pub fn run(cfg: &GenConfig) -> Result<GenReport> {
 /// One host-side port for sending and receiving single raw frames (e.g. an oversized or an
 /// 802.1Q-tagged frame) without the generator's accounting.
 pub struct RawPort {
-    sock: UnixDatagram,
-    peer: PathBuf,
+    sock: HostSock,
     own: Option<PathBuf>,
 }
 
@@ -958,10 +1078,12 @@ impl RawPort {
     /// The socket file is removed on drop.
     pub fn bind(dir: &Path, port: usize) -> Result<RawPort> {
         check_socket_paths(dir, port + 1)?;
-        let sock = bind_host(dir, port)?;
+        let sock = HostSock::Unix {
+            sock: bind_host(dir, port)?,
+            peer: guest_sock(dir, port),
+        };
         Ok(RawPort {
             sock,
-            peer: guest_sock(dir, port),
             own: Some(host_sock(dir, port)),
         })
     }
@@ -971,8 +1093,8 @@ impl RawPort {
     pub fn send(&self, frame: &[u8]) -> Result<()> {
         self.sock.set_write_timeout(Some(Duration::from_secs(5)))?;
         self.sock
-            .send_to(frame, &self.peer)
-            .with_context(|| format!("sending to {}", self.peer.display()))?;
+            .send(frame)
+            .with_context(|| format!("sending to {}", self.sock.describe()))?;
         Ok(())
     }
 

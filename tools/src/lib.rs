@@ -3,7 +3,8 @@
 //! The integration tests (`tests` crate) use this library directly:
 //! - [`qemu::Guest`] boots the image under QEMU and talks to its serial console;
 //! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
-//! - [`gen::RawPort`] sends and receives single raw frames.
+//! - [`gen::RawPort`] sends and receives single raw frames;
+//! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices.
 
 pub mod bench_mm;
 pub mod bench_peer;
@@ -13,3 +14,4 @@ pub mod peer_linux;
 pub mod qemu;
 pub mod report;
 pub mod setup;
+pub mod tap;

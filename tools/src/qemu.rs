@@ -118,6 +118,18 @@ impl fmt::Display for Accel {
     }
 }
 
+/// QEMU network backend of the guest's virtio-net ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Backend {
+    /// `-netdev dgram` over unix datagram sockets in a directory (default; one queue per port,
+    /// no privileges needed).
+    #[default]
+    Dgram,
+    /// `-netdev tap,queues=N` on multi-queue tap devices in a network namespace of their own
+    /// ([`crate::tap::TapNet`]); QEMU runs inside the namespace. Needs root and /dev/net/tun.
+    Tap,
+}
+
 /// Where [`Guest`] echoes serial lines as they arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Echo {
@@ -151,6 +163,13 @@ pub struct GuestConfig {
     /// Extra arguments appended to the QEMU command line.
     pub extra_args: Vec<String>,
     pub echo: Echo,
+    /// Network backend (default dgram).
+    pub backend: Backend,
+    /// Tap backend: queue pairs per port (`-netdev tap,queues=N`, `mq=on`, `vectors=2N+2`).
+    pub queues: usize,
+    /// Tap backend: the namespace handle (`/var/run/netns/NAME`, from
+    /// [`crate::tap::TapNet::path`]) QEMU runs in; its taps are `gtap0..`.
+    pub netns: Option<PathBuf>,
 }
 
 impl Default for GuestConfig {
@@ -167,6 +186,9 @@ impl Default for GuestConfig {
             memory: "256M".into(),
             extra_args: Vec::new(),
             echo: Echo::Off,
+            backend: Backend::Dgram,
+            queues: 1,
+            netns: None,
         }
     }
 }
@@ -179,7 +201,16 @@ fn utf8(p: &Path) -> Result<&str> {
 /// The QEMU arguments (without the program name) for `cfg`. Fails if a socket path would not fit
 /// in `sun_path` or a path cannot be passed to QEMU.
 pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
-    gen::check_socket_paths(&cfg.dgram_dir, cfg.nics)?;
+    if cfg.backend == Backend::Dgram {
+        gen::check_socket_paths(&cfg.dgram_dir, cfg.nics)?;
+    } else {
+        ensure!(
+            (1..=crate::tap::MAX_QUEUES).contains(&cfg.queues),
+            "--queues {}: give 1..={}",
+            cfg.queues,
+            crate::tap::MAX_QUEUES
+        );
+    }
     ensure!(cfg.nics <= 9, "at most 9 NICs (MAC 02:00:00:00:00:0N)");
     ensure!(cfg.cpus >= 1, "--cpus must be at least 1");
     let image = utf8(&cfg.image)?;
@@ -220,7 +251,26 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     if cfg.icount {
         a.extend(["-icount".to_string(), "shift=0,sleep=off".to_string()]);
     }
-    for i in 0..cfg.nics {
+    for i in (0..cfg.nics).filter(|_| cfg.backend == Backend::Tap) {
+        let n = cfg.queues;
+        a.push("-netdev".into());
+        a.push(format!(
+            "tap,id=p{i},ifname={},script=no,downscript=no,queues={n}",
+            crate::tap::tap_name(i)
+        ));
+        a.push("-device".into());
+        // MSI-X vectors: one per queue (2N) + control queue + configuration changes.
+        let mq = if n > 1 {
+            format!(",mq=on,vectors={}", 2 * n + 2)
+        } else {
+            String::new()
+        };
+        a.push(format!(
+            "virtio-net-pci,netdev=p{i}{mq},mac=02:00:00:00:00:0{}",
+            i + 1
+        ));
+    }
+    for i in (0..cfg.nics).filter(|_| cfg.backend == Backend::Dgram) {
         let local = gen::guest_sock(&cfg.dgram_dir, i);
         let remote = gen::host_sock(&cfg.dgram_dir, i);
         a.push("-netdev".into());
@@ -419,7 +469,7 @@ impl Guest {
                 "--accel kvm needs /dev/kvm; use --accel tcg"
             );
         }
-        for i in 0..cfg.nics {
+        for i in (0..cfg.nics).filter(|_| cfg.backend == Backend::Dgram) {
             let p = gen::guest_sock(&cfg.dgram_dir, i);
             match std::fs::remove_file(&p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -434,11 +484,24 @@ impl Guest {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        // Tap backend: QEMU runs in the namespace that holds the taps (like `ip netns exec`).
+        let netns = match (cfg.backend, &cfg.netns) {
+            (Backend::Tap, Some(ns)) => Some(crate::tap::open_netns(ns)?),
+            (Backend::Tap, None) => bail!("the tap backend needs a network namespace (TapNet)"),
+            _ => None,
+        };
+        let netns_fd = netns.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // SAFETY: prctl and setns are async-signal-safe and touch no memory of the parent; the
+        // namespace fd stays open in the parent until after the spawn.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = netns_fd {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

@@ -15,8 +15,8 @@ use drivers::pci::{
     find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, VIRTIO_MSI_NO_VECTOR,
 };
 use drivers::virtio_net::{
-    DriverStats, RxBuf, RxStatus, TxBuf, VirtioNet, MAX_FRAME_LEN as MAX_FRAME, NET_HDR_LEN,
-    QUEUE_SIZE,
+    DriverStats, RxBuf, RxStatus, TxBuf, VirtioNet, MAX_FRAME_LEN as MAX_FRAME, MAX_QUEUE_PAIRS,
+    NET_HDR_LEN, QUEUE_SIZE,
 };
 use log::{error, info, warn};
 use mm::page_pool::{
@@ -30,8 +30,8 @@ use netstack::router::{
 };
 use netstack::Mode;
 use netstack::{
-    forward_frame, Config, DropReason, IdleMode, MacAddr, PoolMode, PortCounters, RefillMode,
-    Verdict,
+    forward_frame, Config, DropReason, IdleMode, MacAddr, PoolMode, PortCounters, Queues,
+    RefillMode, Verdict, MAX_QUEUES,
 };
 use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::PciTransport;
@@ -224,16 +224,40 @@ const CORE_START_MS: u64 = 2000;
 /// How long `quit` waits for the other cores to finish each phase: 2 s.
 const CORE_STOP_MS: u64 = 2000;
 /// `quit` phases (see [`Forwarder::quit_phase`]).
-const QUIT_PHASES: u8 = 3;
+const QUIT_PHASES: u8 = 5;
 
 /// What the boot CPU hands to the other forwarding cores.
 struct Setup {
     cfg: Config,
     /// The virtio-net functions, in slot order: pair `k` is ports `2k`, `2k + 1`.
     ports: heapless::Vec<DeviceFunction, MAX_NICS>,
-    /// Port pairs forwarding (one per core, cores `0..pairs`).
+    /// Port pairs forwarding (one per core, cores `0..pairs`). With multi-queue, the "pair" of
+    /// core `k` is queue pair `k` of port 0 and of port 1.
     pairs: usize,
+    /// Queue pairs per port: 1, or (multi-queue) `pairs`.
+    queues: usize,
 }
+
+/// A multi-queue handle on its way from the boot CPU (which sets up the whole device) to the
+/// core that owns it.
+struct MqHandle {
+    nic: Nic,
+    /// Its RX queue's MSI-X entry is routed to the owning core.
+    routed: bool,
+}
+
+// SAFETY: a queue-pair handle owns its rings and pages outright (no state shared with other
+// handles but the device itself, whose registers it touches only through its own doorbells);
+// the raw doorbell pointers are MMIO addresses valid on every core. It is moved once, from the
+// boot CPU to its owner, through `MQ_NICS`' lock, before the owner uses it.
+unsafe impl Send for MqHandle {}
+
+/// Multi-queue handles set up by the boot CPU: `[core][port]`, taken by the owning core.
+static MQ_NICS: spin::Mutex<[[Option<MqHandle>; PORTS]; MAX_CPUS]> =
+    spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]);
+
+/// How long the boot CPU waits for `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` to be acknowledged: 1 s.
+const CTRL_TIMEOUT_MS: u64 = 1000;
 
 static SETUP: spin::Once<Setup> = spin::Once::new();
 /// Set by the boot CPU for each core that should forward pair `cpu`.
@@ -263,6 +287,100 @@ pub fn start_requested(cpu: usize) -> bool {
 /// Port pairs forwarding (1 before set-up).
 pub fn pairs() -> usize {
     SETUP.get().map_or(1, |s| s.pairs)
+}
+
+/// virtio-net queue pairs per port (1 before set-up and without multi-queue).
+pub fn queues() -> usize {
+    SETUP.get().map_or(1, |s| s.queues)
+}
+
+/// Multi-queue: how many queue pairs per port to use, from `queues=` (see
+/// [`netstack::Queues`]), the CPUs online and what ports 0 and 1 offer. Fails with a config
+/// error when an explicit `queues=N` cannot be had.
+fn choose_queues(cfg: &Config, root: &mut PciRoot<PortIoCam>, ports: &[DeviceFunction]) -> usize {
+    let cpus = crate::smp::ONLINE.load(Ordering::Acquire).max(1);
+    let want = match cfg.queues {
+        Queues::Count(n) => usize::from(n),
+        Queues::Auto if cfg.mode == Mode::Router || cpus == 1 => return 1,
+        Queues::Auto => cpus.min(MAX_QUEUES),
+    };
+    if want == 1 {
+        return 1;
+    }
+    let mut offered = usize::MAX;
+    for (i, df) in ports.iter().take(PORTS).enumerate() {
+        // A transport only to read features and config; dropping it resets the untouched device.
+        let max = match PciTransport::new::<KernelHal, _>(root, *df) {
+            Ok(mut t) => usize::from(Nic::probe_queue_pairs(&mut t)),
+            Err(e) => fail(format_args!("port {i} ({df}): virtio PCI transport: {e}")),
+        };
+        offered = offered.min(max);
+    }
+    let have = offered.min(cpus).min(MAX_QUEUE_PAIRS);
+    match cfg.queues {
+        Queues::Count(_) if want > have => fail(format_args!(
+            "config error: queues={want}: the ports offer {offered} queue pair(s) (VIRTIO_NET_F_MQ; QEMU: --backend tap --queues N) and {cpus} CPU(s) are online"
+        )),
+        Queues::Count(_) => want,
+        Queues::Auto => have.min(want).max(1),
+    }
+}
+
+/// Multi-queue: bring up ports 0 and 1 with `queues` queue pairs each on the boot CPU (the
+/// device's common configuration is one register file, so one CPU programs it): doorbells and
+/// each RX queue's MSI-X entry routed to the core that will own the pair (entry `k` for pair
+/// `k`, vector `DEVICE_VECTOR_BASE + port` on that core). The handles wait in [`MQ_NICS`].
+fn setup_mq(cfg: &Config, ports: &[DeviceFunction], queues: usize) {
+    let mut root = PciRoot::new(PortIoCam);
+    let mut stash = MQ_NICS.lock();
+    for (j, df) in ports.iter().take(PORTS).enumerate() {
+        let transport = match PciTransport::new::<KernelHal, _>(&mut root, *df) {
+            Ok(t) => t,
+            Err(e) => fail(format_args!("port {j} ({df}): virtio PCI transport: {e}")),
+        };
+        let deadline = rdtsc() + tsc_hz() / 1000 * CTRL_TIMEOUT_MS;
+        let handles = match Nic::new_mq(transport, queues as u16, || rdtsc() > deadline) {
+            Ok(h) => h,
+            Err(e) => fail(format_args!(
+                "port {j} ({df}): virtio-net multi-queue init: {e}"
+            )),
+        };
+        let Some(n) = virtio_notify_cfg(*df) else {
+            fail(format_args!(
+                "port {j} ({df}): multi-queue needs the virtio notify capability (doorbells)"
+            ))
+        };
+        for (k, mut nic) in handles.into_iter().enumerate() {
+            let (rxq, txq) = nic.queue_indices();
+            let apic_id = crate::smp::CPUS[k].apic_id.load(Ordering::Acquire);
+            // SAFETY: set-up time, on the boot CPU only (queue_select is not shared with anyone
+            // else yet: the other cores get their handles afterwards); the BARs lie below 4 GiB
+            // (identity-mapped, checked by the HAL when the transport mapped them) and belong
+            // to this device.
+            let routed = unsafe {
+                nic.set_doorbells(n.doorbell(rxq), n.doorbell(txq));
+                cfg.idle == IdleMode::Halt
+                    && msix_route(
+                        *df,
+                        k as u16,
+                        crate::apic::msi_address(apic_id),
+                        u32::from(crate::apic::DEVICE_VECTOR_BASE) + j as u32,
+                    )
+                    .map_err(|e| warn!("port {j} queue pair {k}: MSI-X: {e:?}"))
+                    .is_ok()
+                    && n.set_queue_vector(rxq, k as u16) == k as u16
+                    && n.set_queue_vector(txq, VIRTIO_MSI_NO_VECTOR) == VIRTIO_MSI_NO_VECTOR
+            };
+            if k == 0 {
+                info!(
+                    "port {j}: {df} multi-queue: {} of {} queue pairs active (VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET acked)",
+                    nic.active_queue_pairs(),
+                    nic.max_queue_pairs()
+                );
+            }
+            stash[k][j] = Some(MqHandle { nic, routed });
+        }
+    }
 }
 
 /// The boot CPU: bring up pair 0 here and one pair on each further core, then forward until
@@ -297,21 +415,30 @@ pub fn run(
         ));
     }
     let cpus = crate::smp::ONLINE.load(Ordering::Acquire);
-    // One port pair per core (router mode: one pair, the FIB and management plane are not
+    let dfs: heapless::Vec<DeviceFunction, MAX_NICS> = found.iter().map(|(df, _)| *df).collect();
+    // Multi-queue: one queue pair of each of ports 0 and 1 per core.
+    let queues = choose_queues(cfg, &mut root, &dfs);
+    // Else one port pair per core (router mode: one pair, the FIB and management plane are not
     // shared between cores yet).
-    let pairs = if cfg.mode == Mode::Router {
-        1
+    let (pairs, nics_used) = if queues > 1 {
+        (queues, PORTS)
+    } else if cfg.mode == Mode::Router {
+        (1, PORTS)
     } else {
-        (found.len() / PORTS).min(cpus).max(1)
+        let p = (found.len() / PORTS).min(cpus).max(1);
+        (p, p * PORTS)
     };
-    if found.len() > pairs * PORTS || ignored > 0 {
+    if found.len() > nics_used || ignored > 0 {
         warn!(
             "{} virtio-net functions found; using the first {} ({} pairs on {} CPUs)",
             found.len() + ignored,
-            pairs * PORTS,
+            nics_used,
             pairs,
             cpus
         );
+    }
+    if queues > 1 {
+        setup_mq(cfg, &dfs, queues);
     }
     if routes_file.is_some() && cfg.mode != Mode::Router {
         fail(format_args!(
@@ -320,8 +447,9 @@ pub fn run(
     }
     let setup = SETUP.call_once(|| Setup {
         cfg: cfg.clone(),
-        ports: found.iter().map(|(df, _)| *df).collect(),
+        ports: dfs.clone(),
         pairs,
+        queues,
     });
     let mut fwd = build_pair(
         0,
@@ -351,10 +479,14 @@ pub fn run(
             }
         }
     }
+    if queues > 1 {
+        info!("multi-queue: core k forwards queue pair k of port 0 <-> queue pair k of port 1");
+    }
     info!(
-        "forwarding {} port pair(s) on {} core(s), mode {}, burst {}",
+        "forwarding {} port pair(s) on {} core(s), {} queue pair(s) per port, mode {}, burst {}",
         pairs,
         pairs,
+        queues,
         cfg.mode.as_str(),
         cfg.burst
     );
@@ -393,7 +525,27 @@ fn build_pair(
     let apic_id = crate::apic::init();
     let mut halt_when_idle = cfg.idle == IdleMode::Halt;
     let mut nics: heapless::Vec<Nic, PORTS> = heapless::Vec::new();
-    for (j, df) in setup.ports[PORTS * k..PORTS * k + PORTS].iter().enumerate() {
+    let single_queue = if setup.queues > 1 {
+        // Multi-queue: the boot CPU set up queue pair `k` of both ports for this core.
+        let mut stash = MQ_NICS.lock();
+        for (j, slot) in stash[k].iter_mut().enumerate() {
+            let Some(h) = slot.take() else {
+                fail(format_args!("port {j}: no queue pair {k} was set up"))
+            };
+            halt_when_idle &= h.routed;
+            let (rxq, txq) = h.nic.queue_indices();
+            info!(
+                "port {j} queue pair {k} (virtqueues {rxq}/{txq}): cpu {k}, MSI-X entry {k} -> vector {:#x}{}",
+                crate::apic::DEVICE_VECTOR_BASE + j as u8,
+                if h.routed { "" } else { " (not routed: polling)" }
+            );
+            let _ = nics.push(h.nic);
+        }
+        &setup.ports[..0]
+    } else {
+        &setup.ports[PORTS * k..PORTS * k + PORTS]
+    };
+    for (j, df) in single_queue.iter().enumerate() {
         let i = PORTS * k + j;
         let transport = match PciTransport::new::<KernelHal, _>(&mut root, *df) {
             Ok(t) => t,
@@ -1096,9 +1248,17 @@ impl Forwarder<'_> {
                 ),
                 None => ("idle", 0, c.halts.load(Relaxed)),
             };
+            // Multi-queue: which queue pair (of both ports) the core forwards.
+            let mq = if queues() > 1 && role == "forwarding" {
+                Some(i)
+            } else {
+                None
+            };
             println!(
-                "cpu {i}: apic {} online {role} forwarded {fwd} halts {halts} drains {}",
+                "cpu {i}: apic {} online {role} forwarded {fwd}{}{} halts {halts} drains {}",
                 c.apic_id.load(Relaxed),
+                if mq.is_some() { " queue_pair " } else { "" },
+                MaybeNum(mq),
                 c.drains.load(Relaxed)
             );
         }
@@ -1215,19 +1375,32 @@ impl Forwarder<'_> {
 
     /// One phase of `quit` (every core finishes a phase before any starts the next, so no page
     /// is handed to a core or pool that is already gone):
-    /// 1. stop: let TX finish, reset the devices, take back every page, return them (foreign
-    ///    pages to their pool's ring);
-    /// 2. hand-off: return pages other cores handed over just before they stopped;
-    /// 3. destroy: destroy the pools (draining their rings), drain the pcp list.
+    /// 1. stop: let TX finish (bounded);
+    /// 2. reset: reset the devices this core owns (with multi-queue the boot CPU owns them, and
+    ///    every core's queues stop at once);
+    /// 3. take back: take every page off this core's rings, return them (foreign pages to their
+    ///    pool's ring);
+    /// 4. hand-off: return pages other cores handed over just before they stopped;
+    /// 5. destroy: destroy the pools (draining their rings), drain the pcp list.
     ///
-    /// Returns pages lost (phase 3).
+    /// Returns pages lost (phase 5).
     fn quit_phase(&mut self, phase: u8) -> u64 {
         match phase {
             1 => {
-                self.release_rings();
+                self.drain_tx();
                 0
             }
             2 => {
+                for nic in self.nics.iter_mut() {
+                    nic.reset_device();
+                }
+                0
+            }
+            3 => {
+                self.release_rings();
+                0
+            }
+            4 => {
                 let mut got = [Pfn(0); 64];
                 loop {
                     let n = HANDOFF[self.pair].pop_batch(&mut got);
@@ -1292,18 +1465,26 @@ impl Forwarder<'_> {
         crate::exit::exit(crate::exit::ExitCode::Success)
     }
 
-    /// Quit phase 1: let TX finish (bounded), reset the devices and take back every page, and
-    /// return them all (foreign pages to their pool's ring).
-    fn release_rings(&mut self) {
+    /// Quit phase 1: let TX finish (bounded).
+    fn drain_tx(&mut self) {
         let deadline = rdtsc() + tsc_hz() / 1000 * TX_DRAIN_MS;
         while self.nics.iter().any(|n| n.tx_posted() > 0) && rdtsc() < deadline {
             self.tx_reap(true);
         }
+    }
+
+    /// Quit phase 3 (every device was reset in phase 2): take back every page of this core's
+    /// rings and return them all (foreign pages to their pool's ring).
+    fn release_rings(&mut self) {
         let mut back: heapless::Vec<Pfn, { 2 * PORTS * QUEUE_SIZE }> = heapless::Vec::new();
         for nic in self.nics.iter_mut() {
-            nic.reclaim(|pfn| {
-                let _ = back.push(pfn);
-            });
+            // SAFETY: phase 2 reset every device (its owner did, on this or the boot CPU) and
+            // every core finished phase 2 before any started phase 3.
+            unsafe {
+                nic.take_pages(|pfn| {
+                    let _ = back.push(pfn);
+                })
+            };
         }
         for pfn in back {
             self.recycle(pfn);
@@ -1322,7 +1503,7 @@ impl Forwarder<'_> {
         }
     }
 
-    /// Quit phase 3: destroy the pools (their rings are drained first), drop the devices
+    /// Quit phase 5: destroy the pools (their rings are drained first), drop the devices
     /// (their virtqueue memory goes back to the zone) and drain this core's pcp list. Returns
     /// pages still in flight (lost: a bug).
     fn destroy_pools(&mut self) -> u64 {
@@ -1479,6 +1660,18 @@ fn ipi_ping() {
             "ipi {name} {targets:?}: {} of {sent} CPUs answered",
             answered()
         );
+    }
+}
+
+/// Formats `Some(n)` as `n` and `None` as nothing.
+struct MaybeNum(Option<usize>);
+
+impl core::fmt::Display for MaybeNum {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(n) => write!(f, "{n}"),
+            None => Ok(()),
+        }
     }
 }
 

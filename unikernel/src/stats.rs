@@ -2,8 +2,9 @@
 //!
 //! Keys (stable; the xtask and the tests parse them): `mode`, `tsc_hz`, `busy_cycles` (TSC
 //! cycles spent in poll iterations that did work), `forwarded` (frames queued for TX on any
-//! port), `kicks` (notifications written), `halts` (idle halts taken), `free_pages_boot`, `free_pages_now`, `ports[]`
-//! (`port`, `mac`, `rx`, `rx_bytes`, `tx`, `tx_bytes`, `kicks_rx`, `kicks_tx`, `no_buffer`,
+//! port), `kicks` (notifications written), `halts` (idle halts taken), `queues` (virtio-net queue
+//! pairs per port), `free_pages_boot`, `free_pages_now`, `ports[]` (one per port and queue pair:
+//! `port`, `queue` (queue pair, 0 without multi-queue), `cpu`, `mac`, `rx`, `rx_bytes`, `tx`, `tx_bytes`, `kicks_rx`, `kicks_tx`, `no_buffer`,
 //! `drops{tx_ring_full, too_big, bad_desc, runt}`), `pools[]` (`id`, `in_flight`, `cached`,
 //! `alloc_fast`, `alloc_slow`, `alloc_empty`, `refill_pages`, `refill_failed`, `recycle_cached`,
 //! `recycle_cache_full`, `recycle_ring`, `recycle_ring_full`, `released`), and in router mode
@@ -59,9 +60,11 @@ impl fmt::Display for Snapshot<'_, '_> {
         let sum = |g: fn(&PairSnap) -> u64| pairs.iter().map(g).sum::<u64>();
         let forwarded = sum(|p| p.counters.iter().map(|c| c.tx).sum());
         let pcp = sum(|p| p.pcp_count);
+        // Multi-queue: a core's two "ports" are queue pair `cpu` of ports 0 and 1.
+        let mq = crate::forwarder::queues() > 1;
         write!(
             f,
-            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"cpus_online\":{},\"pairs\":{},\"pcp_count\":{},\"refill_cycles\":{},\"refill_pages\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
+            "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"cpus_online\":{},\"pairs\":{},\"queues\":{},\"pcp_count\":{},\"refill_cycles\":{},\"refill_pages\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
             fw.cfg.mode.as_str(),
             tsc_hz(),
             sum(|p| p.busy_cycles),
@@ -70,6 +73,7 @@ impl fmt::Display for Snapshot<'_, '_> {
             sum(|p| p.halts),
             crate::smp::ONLINE.load(core::sync::atomic::Ordering::Acquire),
             pairs.len(),
+            crate::forwarder::queues(),
             pcp,
             sum(|p| p.refill_cycles),
             sum(|p| p.pools.iter().map(|q| q.stats.refill_pages).sum()),
@@ -87,8 +91,9 @@ impl fmt::Display for Snapshot<'_, '_> {
             }
             write!(
                 f,
-                "{{\"port\":{},\"cpu\":{},\"mac\":\"{}\",\"rx\":{},\"rx_bytes\":{},\"tx\":{},\"tx_bytes\":{},\"kicks_rx\":{},\"kicks_tx\":{},\"no_buffer\":{},\"drops\":{{",
-                2 * pair.pair + j,
+                "{{\"port\":{},\"queue\":{},\"cpu\":{},\"mac\":\"{}\",\"rx\":{},\"rx_bytes\":{},\"tx\":{},\"tx_bytes\":{},\"kicks_rx\":{},\"kicks_tx\":{},\"no_buffer\":{},\"drops\":{{",
+                if mq { j } else { 2 * pair.pair + j },
+                if mq { pair.pair } else { 0 },
                 pair.pair,
                 pair.macs[j],
                 c.rx,

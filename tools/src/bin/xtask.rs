@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use tools::qemu::{self, Accel, Echo, Guest, GuestConfig, GuestExit};
+use tools::qemu::{self, Accel, Backend, Echo, Guest, GuestConfig, GuestExit};
+use tools::tap::TapNet;
 use tools::{gen, report, setup};
 
 #[derive(Parser)]
@@ -55,13 +56,22 @@ struct GuestArgs {
     /// handed to the guest as a boot module (QEMU `-initrd`).
     #[arg(long)]
     routes: Option<PathBuf>,
+    /// Network backend: `dgram` (unix datagram sockets, one queue per port) or `tap`
+    /// (multi-queue tap devices in a fresh network namespace, removed on exit; needs root and
+    /// /dev/net/tun).
+    #[arg(long, value_enum, default_value_t = Backend::Dgram)]
+    backend: Backend,
+    /// With `--backend tap`: virtio-net queue pairs per port (1..=4); the guest uses
+    /// min(this, --cpus) of them (`queues=auto`), one per core.
+    #[arg(long, default_value_t = 1)]
+    queues: usize,
 }
 
 #[derive(Args)]
 struct BootArgs {
-    /// Directory for the guest-i.sock / host-i.sock sockets.
+    /// Directory for the guest-i.sock / host-i.sock sockets (required with the dgram backend).
     #[arg(long)]
-    dgram: PathBuf,
+    dgram: Option<PathBuf>,
     #[command(flatten)]
     guest: GuestArgs,
     /// Number of vCPUs.
@@ -74,9 +84,14 @@ struct BootArgs {
 
 #[derive(Args)]
 struct GenArgs {
-    /// Directory of the guest-i.sock / host-i.sock sockets.
+    /// Directory of the guest-i.sock / host-i.sock sockets (dgram backend).
+    #[arg(long, required_unless_present = "netns", conflicts_with = "netns")]
+    dgram: Option<PathBuf>,
+    /// Tap backend: the network namespace `boot --backend tap` printed (`gnt-PID-N`); the
+    /// generator uses AF_PACKET sockets on its tap devices gtap0/gtap1 (root). Use --flows 16 or
+    /// so: the tun driver steers flows, not frames, onto the queues.
     #[arg(long)]
-    dgram: PathBuf,
+    netns: Option<String>,
     /// Frame size on the wire, FCS included (the socket carries size-4 bytes).
     #[arg(long, default_value_t = 64)]
     size: usize,
@@ -176,6 +191,12 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
         extra_args.push("-initrd".to_string());
         extra_args.push(r.display().to_string());
     }
+    if g.backend == Backend::Dgram && g.queues != 1 {
+        bail!(
+            "--queues {} needs --backend tap (the dgram backend has one queue per port)",
+            g.queues
+        );
+    }
     Ok(GuestConfig {
         image,
         dgram_dir: dir.to_path_buf(),
@@ -184,8 +205,27 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
         icount: g.icount,
         echo,
         extra_args,
+        backend: g.backend,
+        queues: g.queues,
         ..Default::default()
     })
+}
+
+/// With `--backend tap`: the network namespace and its `nics` tap devices (deleted when the
+/// returned value is dropped); points `cfg` at it. `None` for the dgram backend.
+fn tap_net(cfg: &mut GuestConfig, nics: usize) -> Result<Option<TapNet>> {
+    if cfg.backend != Backend::Tap {
+        return Ok(None);
+    }
+    let net = TapNet::create(nics, cfg.queues).context("setting up the tap backend")?;
+    eprintln!(
+        "xtask: tap backend: namespace {} with {} multi-queue tap device(s), {} queue pair(s) each",
+        net.name(),
+        nics,
+        cfg.queues
+    );
+    cfg.netns = Some(net.path());
+    Ok(Some(net))
 }
 
 fn announce_accel(accel: Accel, icount: bool) {
@@ -201,6 +241,10 @@ fn announce_accel(accel: Accel, icount: bool) {
     eprintln!("xtask: accelerator: {what}{ic}");
 }
 
+/// UDP flows the generator offers on the tap backend (the tun driver spreads flows, not
+/// frames, over the queues).
+const TAP_FLOWS: u16 = 16;
+
 fn cmd_build() -> Result<()> {
     setup::ensure()?;
     let image = qemu::build_image()?;
@@ -209,14 +253,21 @@ fn cmd_build() -> Result<()> {
 }
 
 fn cmd_boot(a: BootArgs) -> Result<()> {
-    let dir = std::path::absolute(&a.dgram)?;
+    let dir = match (&a.dgram, a.guest.backend) {
+        (Some(d), _) => std::path::absolute(d)?,
+        (None, Backend::Dgram) => bail!("--dgram DIR is required with the dgram backend"),
+        (None, Backend::Tap) => std::env::temp_dir(),
+    };
     // Fail on a too-long socket path before anything else happens.
-    gen::check_socket_paths(&dir, a.nics)?;
+    if a.guest.backend == Backend::Dgram {
+        gen::check_socket_paths(&dir, a.nics)?;
+    }
     setup::ensure()?;
     let image = image_for(&a.guest)?;
     let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout)?;
     cfg.cpus = a.cpus;
     cfg.nics = a.nics;
+    let _net = tap_net(&mut cfg, a.nics)?;
     qemu::command_args(&cfg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
@@ -304,7 +355,10 @@ fn finish(guest: &Guest, exit: GuestExit) -> Result<()> {
 
 fn cmd_gen(a: GenArgs) -> Result<()> {
     let cfg = gen::GenConfig {
-        dir: a.dgram,
+        dir: a.dgram.unwrap_or_default(),
+        netns: a
+            .netns
+            .map(|n| std::path::Path::new(tools::tap::NETNS_DIR).join(n)),
         size: a.size,
         seconds: a.seconds,
         count: a.count,
@@ -340,6 +394,10 @@ fn traffic(
         );
     }
     let pairs = a.nics / 2;
+    let mut cfg = guest_config(&a.guest, image, tmp.path(), echo)?;
+    cfg.cpus = a.cpus;
+    cfg.nics = a.nics;
+    let net = tap_net(&mut cfg, a.nics)?;
     // The host side binds first: QEMU's frames to an unbound path are lost.
     let generators = (0..pairs)
         .map(|k| {
@@ -348,13 +406,13 @@ fn traffic(
                 size: a.size,
                 seconds: a.seconds,
                 base_port: 2 * k,
+                netns: cfg.netns.clone(),
+                // The tun driver steers frames onto queues by flow hash: offer 16 flows.
+                flows: if net.is_some() { TAP_FLOWS } else { 1 },
                 ..Default::default()
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let mut cfg = guest_config(&a.guest, image, tmp.path(), echo)?;
-    cfg.cpus = a.cpus;
-    cfg.nics = a.nics;
     announce_accel(cfg.accel, cfg.icount);
     let mut guest = Guest::boot(&cfg)?;
     guest.wait_ready(qemu::READY_TIMEOUT)?;
@@ -371,6 +429,8 @@ fn traffic(
     })?;
     let r = combine(&reports);
     let (stats, exit) = guest.quit(Duration::from_secs(30))?;
+    let queues = stats.as_ref().and_then(|s| s.u64("queues")).unwrap_or(1) as usize;
+    let cores = if queues > 1 { queues } else { pairs };
     if stats.is_none() {
         eprintln!("xtask: warning: no final STATS line from the guest");
     }
@@ -386,12 +446,11 @@ fn traffic(
         accel: cfg.accel.name().to_string(),
         mode: stats.and_then(|s| s.mode()).map(str::to_string),
         icount: cfg.icount,
-        per_core: (pairs > 1).then(|| {
-            reports
-                .iter()
-                .enumerate()
-                .map(|(cpu, rep)| {
+        per_core: (cores > 1).then(|| {
+            (0..cores)
+                .map(|cpu| {
                     let c = stats.and_then(|s| s.0["per_cpu"].get(cpu).cloned());
+                    let fwd = c.as_ref().and_then(|c| c["forwarded"].as_f64());
                     let cycles = c.as_ref().and_then(|c| {
                         let busy = c["busy_cycles"].as_f64()?;
                         let fwd = c["forwarded"].as_f64()?;
@@ -399,16 +458,22 @@ fn traffic(
                     });
                     report::PerCore {
                         cpu,
-                        forwarded_pps: rep.received_pps,
+                        // One generator per port pair; with multi-queue one generator feeds
+                        // every core, and each core's share is its forwarded count.
+                        forwarded_pps: match reports.get(cpu) {
+                            Some(rep) if queues == 1 => rep.received_pps,
+                            _ => fwd.unwrap_or(0.0) / r.seconds.max(1e-9),
+                        },
                         guest_cycles_per_packet: cycles,
                     }
                 })
                 .collect()
         }),
     };
-    // Keep the temp dir alive until QEMU is gone.
+    // Keep the temp dir (and the tap namespace) alive until QEMU is gone.
     drop(generators);
     drop(tmp);
+    drop(net);
     Ok((b, r, guest, exit))
 }
 

@@ -71,6 +71,47 @@ fn command_line_options() {
 }
 
 #[test]
+fn command_line_tap_backend() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.backend = Backend::Tap;
+    c.queues = 2;
+    c.cpus = 2;
+    let a = command_args(&c).unwrap();
+    let net: Vec<&String> = a.iter().skip_while(|x| *x != "-netdev").collect();
+    assert_eq!(
+        net,
+        [
+            "-netdev",
+            "tap,id=p0,ifname=gtap0,script=no,downscript=no,queues=2",
+            "-device",
+            "virtio-net-pci,netdev=p0,mq=on,vectors=6,mac=02:00:00:00:00:01",
+            "-netdev",
+            "tap,id=p1,ifname=gtap1,script=no,downscript=no,queues=2",
+            "-device",
+            "virtio-net-pci,netdev=p1,mq=on,vectors=6,mac=02:00:00:00:00:02",
+        ]
+    );
+    assert!(!a.iter().any(|x| x.contains("dgram")), "{a:?}");
+    // One queue: a plain tap, no mq.
+    c.queues = 1;
+    let a = command_args(&c).unwrap();
+    assert!(a.contains(&"virtio-net-pci,netdev=p0,mac=02:00:00:00:00:01".to_string()));
+    c.queues = 5;
+    let err = command_args(&c).unwrap_err().to_string();
+    assert!(err.contains("--queues 5"), "{err}");
+}
+
+#[test]
+fn tap_backend_needs_a_namespace() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.backend = Backend::Tap;
+    c.qemu = PathBuf::from("/bin/true");
+    c.image = PathBuf::from("/bin/true");
+    let err = Guest::boot(&c).err().expect("no namespace").to_string();
+    assert!(err.contains("network namespace"), "{err}");
+}
+
+#[test]
 fn command_line_rejects_long_socket_dir() {
     let long = PathBuf::from(format!("/{}", "d".repeat(100)));
     let err = command_args(&cfg(&long)).unwrap_err().to_string();
