@@ -229,8 +229,6 @@ const QUIT_PHASES: u8 = 5;
 /// What the boot CPU hands to the other forwarding cores.
 struct Setup {
     cfg: Config,
-    /// The virtio-net functions, in slot order: pair `k` is ports `2k`, `2k + 1`.
-    ports: heapless::Vec<DeviceFunction, MAX_NICS>,
     /// Port pairs forwarding (one per core, cores `0..pairs`). With multi-queue, the "pair" of
     /// core `k` is queue pair `k` of port 0 and of port 1.
     pairs: usize,
@@ -238,8 +236,8 @@ struct Setup {
     queues: usize,
 }
 
-/// A multi-queue handle on its way from the boot CPU (which sets up the whole device) to the
-/// core that owns it.
+/// A device handle (a whole single-queue device, or one queue pair of a multi-queue device) on
+/// its way from the boot CPU, which sets up every device, to the core that owns it.
 struct MqHandle {
     nic: Nic,
     /// Its RX queue's MSI-X entry is routed to the owning core.
@@ -252,7 +250,8 @@ struct MqHandle {
 // boot CPU to its owner, through `MQ_NICS`' lock, before the owner uses it.
 unsafe impl Send for MqHandle {}
 
-/// Multi-queue handles set up by the boot CPU: `[core][port]`, taken by the owning core.
+/// Device handles set up by the boot CPU: `[core][port]` (port 0/1 of the core's pair), taken
+/// by the owning core.
 static MQ_NICS: spin::Mutex<[[Option<MqHandle>; PORTS]; MAX_CPUS]> =
     spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]);
 
@@ -383,6 +382,72 @@ fn setup_mq(cfg: &Config, ports: &[DeviceFunction], queues: usize) {
     }
 }
 
+/// Single-queue: bring up every port's device on the boot CPU, ports `2k`, `2k + 1` for core
+/// `k`: transport, feature negotiation, virtqueues, doorbells, and the RX queue's MSI-X entry 0
+/// routed to core `k` (vector `DEVICE_VECTOR_BASE + j`). The handles wait in [`MQ_NICS`] for
+/// their owner, which only fills the RX rings and forwards.
+///
+/// Why not on each owning core: PCI set-up (memory decode, MSI-X enable) makes QEMU rebuild its
+/// memory map, and QEMU 7.2 under multi-threaded TCG crashes (SIGSEGV in
+/// `memory_region_dispatch_read`) when one vCPU does that while another reads device or port
+/// I/O, as the boot CPU does once its own pair forwards (seen in about 1 boot in 6 with 2 CPUs
+/// and 4 ports on a loaded host). Doing all of it on one CPU before any core forwards avoids it.
+fn setup_single_queue(cfg: &Config, ports: &[DeviceFunction], pairs: usize) {
+    let mut root = PciRoot::new(PortIoCam);
+    let mut stash = MQ_NICS.lock();
+    for k in 0..pairs {
+        let apic_id = crate::smp::CPUS[k].apic_id.load(Ordering::Acquire);
+        for j in 0..PORTS {
+            let i = PORTS * k + j;
+            let df = ports[i];
+            let transport = match PciTransport::new::<KernelHal, _>(&mut root, df) {
+                Ok(t) => t,
+                Err(e) => fail(format_args!("port {i} ({df}): virtio PCI transport: {e}")),
+            };
+            let mut nic = match VirtioNet::new(transport) {
+                Ok(n) => n,
+                Err(e) => fail(format_args!("port {i} ({df}): virtio-net init: {e}")),
+            };
+            let routed = match virtio_notify_cfg(df) {
+                // SAFETY: set-up time, on the boot CPU before the owner gets the handle; the
+                // BARs lie below 4 GiB (identity-mapped, checked by the HAL when the transport
+                // mapped them) and belong to this device.
+                Some(n) => unsafe {
+                    nic.set_doorbells(n.doorbell(0), n.doorbell(1));
+                    // RX used-buffer notifications -> MSI-X entry 0 -> vector 0x40 + j on core
+                    // k; TX completions never interrupt.
+                    let vector = crate::apic::DEVICE_VECTOR_BASE + j as u8;
+                    let routed = cfg.idle == IdleMode::Halt
+                        && msix_route(df, 0, crate::apic::msi_address(apic_id), vector.into())
+                            .map_err(|e| warn!("port {i}: MSI-X: {e:?}"))
+                            .is_ok()
+                        && n.set_queue_vector(0, 0) == 0
+                        && n.set_queue_vector(1, VIRTIO_MSI_NO_VECTOR) == VIRTIO_MSI_NO_VECTOR;
+                    if cfg.idle == IdleMode::Halt && !routed {
+                        warn!(
+                            "port {i}: RX interrupt not available; idle=halt falls back to polling"
+                        );
+                    }
+                    routed
+                },
+                None => {
+                    warn!("port {i}: notify capability not found; kicks use the transport");
+                    false
+                }
+            };
+            info!(
+                "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?} (cpu {k})",
+                MacAddr(nic.mac()),
+                2,
+                QUEUE_SIZE,
+                nic.offered_features().bits(),
+                nic.features()
+            );
+            stash[k][j] = Some(MqHandle { nic, routed });
+        }
+    }
+}
+
 /// The boot CPU: bring up pair 0 here and one pair on each further core, then forward until
 /// `quit`. Never returns.
 pub fn run(
@@ -439,6 +504,8 @@ pub fn run(
     }
     if queues > 1 {
         setup_mq(cfg, &dfs, queues);
+    } else {
+        setup_single_queue(cfg, &dfs, pairs);
     }
     if routes_file.is_some() && cfg.mode != Mode::Router {
         fail(format_args!(
@@ -447,7 +514,6 @@ pub fn run(
     }
     let setup = SETUP.call_once(|| Setup {
         cfg: cfg.clone(),
-        ports: dfs.clone(),
         pairs,
         queues,
     });
@@ -521,78 +587,28 @@ fn build_pair(
     mgmt_mem: Option<&'static mut [u8]>,
 ) -> Forwarder<'static> {
     let cfg = &setup.cfg;
-    let mut root = PciRoot::new(PortIoCam);
-    let apic_id = crate::apic::init();
+    // This core's LAPIC (its devices' MSI-X entries were routed to its APIC ID at set-up).
+    crate::apic::init();
     let mut halt_when_idle = cfg.idle == IdleMode::Halt;
     let mut nics: heapless::Vec<Nic, PORTS> = heapless::Vec::new();
-    let single_queue = if setup.queues > 1 {
-        // Multi-queue: the boot CPU set up queue pair `k` of both ports for this core.
+    // The boot CPU set up this core's devices (setup_mq / setup_single_queue).
+    {
         let mut stash = MQ_NICS.lock();
         for (j, slot) in stash[k].iter_mut().enumerate() {
             let Some(h) = slot.take() else {
-                fail(format_args!("port {j}: no queue pair {k} was set up"))
+                fail(format_args!("port {j}: no device for pair {k} was set up"))
             };
             halt_when_idle &= h.routed;
-            let (rxq, txq) = h.nic.queue_indices();
-            info!(
-                "port {j} queue pair {k} (virtqueues {rxq}/{txq}): cpu {k}, MSI-X entry {k} -> vector {:#x}{}",
-                crate::apic::DEVICE_VECTOR_BASE + j as u8,
-                if h.routed { "" } else { " (not routed: polling)" }
-            );
+            if setup.queues > 1 {
+                let (rxq, txq) = h.nic.queue_indices();
+                info!(
+                    "port {j} queue pair {k} (virtqueues {rxq}/{txq}): cpu {k}, MSI-X entry {k} -> vector {:#x}{}",
+                    crate::apic::DEVICE_VECTOR_BASE + j as u8,
+                    if h.routed { "" } else { " (not routed: polling)" }
+                );
+            }
             let _ = nics.push(h.nic);
         }
-        &setup.ports[..0]
-    } else {
-        &setup.ports[PORTS * k..PORTS * k + PORTS]
-    };
-    for (j, df) in single_queue.iter().enumerate() {
-        let i = PORTS * k + j;
-        let transport = match PciTransport::new::<KernelHal, _>(&mut root, *df) {
-            Ok(t) => t,
-            Err(e) => fail(format_args!("port {i} ({df}): virtio PCI transport: {e}")),
-        };
-        let mut nic = match VirtioNet::new(transport) {
-            Ok(n) => n,
-            Err(e) => fail(format_args!("port {i} ({df}): virtio-net init: {e}")),
-        };
-        match virtio_notify_cfg(*df) {
-            // SAFETY: set-up time, on the owning core; the BARs lie below 4 GiB
-            // (identity-mapped, checked by the HAL when the transport mapped them) and belong
-            // to this device.
-            Some(n) => unsafe {
-                nic.set_doorbells(n.doorbell(0), n.doorbell(1));
-                if halt_when_idle {
-                    // RX used-buffer notifications -> MSI-X entry 0 -> vector 0x40 + j on this
-                    // core; TX completions never interrupt.
-                    let vector = crate::apic::DEVICE_VECTOR_BASE + j as u8;
-                    let routed =
-                        msix_route(*df, 0, crate::apic::msi_address(apic_id), vector.into())
-                            .map_err(|e| warn!("port {i}: MSI-X: {e:?}"))
-                            .is_ok()
-                            && n.set_queue_vector(0, 0) == 0
-                            && n.set_queue_vector(1, VIRTIO_MSI_NO_VECTOR) == VIRTIO_MSI_NO_VECTOR;
-                    if !routed {
-                        warn!(
-                            "port {i}: RX interrupt not available; idle=halt falls back to polling"
-                        );
-                        halt_when_idle = false;
-                    }
-                }
-            },
-            None => {
-                warn!("port {i}: notify capability not found; kicks use the transport");
-                halt_when_idle = false;
-            }
-        }
-        info!(
-            "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?} (cpu {k})",
-            MacAddr(nic.mac()),
-            2,
-            QUEUE_SIZE,
-            nic.offered_features().bits(),
-            nic.features()
-        );
-        let _ = nics.push(nic);
     }
     let Ok(nics) = nics.into_array::<PORTS>() else {
         unreachable!()
@@ -1364,9 +1380,13 @@ impl Forwarder<'_> {
                 core::hint::spin_loop();
             }
             leaked += self.quit_phase(phase);
+            if phase == QUIT_PHASES {
+                // The final counters go out before the last phase is reported done: the boot
+                // CPU prints them as soon as it sees that.
+                *SNAPS[self.pair].lock() = Some(self.snap(true, leaked));
+            }
             PHASE_DONE[self.pair].store(phase, Ordering::Release);
         }
-        *SNAPS[self.pair].lock() = Some(self.snap(true, leaked));
         loop {
             x86_64::instructions::interrupts::disable();
             x86_64::instructions::hlt();
@@ -1439,8 +1459,14 @@ impl Forwarder<'_> {
                 }
             }
         }
-        for snap in SNAPS.iter().take(pairs()).skip(1) {
-            leaked += snap.lock().filter(|s| s.done).map_or(0, |s| s.leaked);
+        for (k, snap) in SNAPS.iter().enumerate().take(pairs()).skip(1) {
+            match *snap.lock() {
+                Some(s) if s.done => leaked += s.leaked,
+                _ => {
+                    error!("quit: cpu {k} finished without its final counters");
+                    crate::exit::exit(crate::exit::ExitCode::Failure);
+                }
+            }
         }
         self.print_stats();
         let now = self.zone.free_pages() + self.pcp.count() as u64;
