@@ -345,12 +345,28 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             [0; 6]
         };
         transport.finish_init();
-        Ok(Self {
-            transport: Some(transport),
-            _ctrl: None,
-            pair: 0,
-            active_pairs: 1,
-            max_pairs: 1,
+        Ok(Self::handle(
+            (Some(transport), None),
+            (0, 1, 1),
+            (rx, tx),
+            (mac, features, offered),
+        ))
+    }
+
+    /// A handle with empty page tables and counters: `owner` is the transport and control queue
+    /// (`Some` on the device's owner only), `pairs` is (this pair, active pairs, device maximum).
+    fn handle(
+        owner: (Option<T>, Option<SplitQueue<H, CTRL_QUEUE_SIZE>>),
+        (pair, active_pairs, max_pairs): (u16, u16, u16),
+        (rx, tx): (SplitQueue<H, QUEUE_SIZE>, SplitQueue<H, QUEUE_SIZE>),
+        (mac, features, offered): ([u8; 6], NetFeatures, NetFeatures),
+    ) -> Self {
+        Self {
+            transport: owner.0,
+            _ctrl: owner.1,
+            pair,
+            active_pairs,
+            max_pairs,
             rx,
             tx,
             rx_pages: [None; QUEUE_SIZE],
@@ -363,7 +379,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             offered,
             stats: DriverStats::default(),
             doorbells: None,
-        })
+        }
     }
 
     /// How many queue pairs the device behind `transport` can run: its `max_virtqueue_pairs`
@@ -467,25 +483,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut transport = Some(transport);
         let mut ctrl = Some(ctrl);
         for (i, (rx, tx)) in rings.into_iter().enumerate() {
-            let _ = out.push(Self {
-                transport: transport.take(),
-                _ctrl: ctrl.take(),
-                pair: i as u16,
-                active_pairs: pairs,
-                max_pairs,
-                rx,
-                tx,
-                rx_pages: [None; QUEUE_SIZE],
-                tx_pages: [None; QUEUE_SIZE],
-                rx_posted: 0,
-                tx_posted: 0,
-                rx_skip: 0,
-                mac,
-                features,
-                offered,
-                stats: DriverStats::default(),
-                doorbells: None,
-            });
+            let _ = out.push(Self::handle(
+                (transport.take(), ctrl.take()),
+                (i as u16, pairs, max_pairs),
+                (rx, tx),
+                (mac, features, offered),
+            ));
         }
         Ok(out)
     }
