@@ -18,9 +18,13 @@ pub const ICMP_TTL: u8 = 64;
 /// (RFC 1812 §4.3.2.5; Linux uses the same).
 pub const ICMP_TOS: u8 = 0xc0;
 
-/// Largest error frame [`build_error`] writes: Ethernet 14 + IP 20 + ICMP 8 + quoted header
-/// up to 60 + 8 data bytes.
-pub const ICMP_ERROR_MAX_FRAME: usize = 14 + 20 + 8 + 60 + 8;
+/// Largest ICMP error datagram (IP header included): RFC 1812 §4.3.2.3 asks for as much of
+/// the offending datagram as fits without the error exceeding 576 bytes.
+pub const ICMP_ERROR_MAX_DATAGRAM: usize = 576;
+/// Most bytes of the offending datagram an error quotes: 576 − IP header 20 − ICMP header 8.
+pub const ICMP_QUOTE_MAX: usize = ICMP_ERROR_MAX_DATAGRAM - 20 - 8;
+/// Largest error frame [`build_error`] writes: Ethernet 14 + [`ICMP_ERROR_MAX_DATAGRAM`].
+pub const ICMP_ERROR_MAX_FRAME: usize = 14 + ICMP_ERROR_MAX_DATAGRAM;
 
 /// Whether an ICMP error may be sent about this datagram (RFC 1812 §4.3.2.7): not about an
 /// ICMP error, not about a non-first fragment. (Datagrams to broadcast or multicast
@@ -43,9 +47,10 @@ pub fn may_send_error_about(h: &Ipv4Hdr, ip: &[u8]) -> bool {
 
 /// Build an ICMP error about the datagram `ip` (the bytes after the Ethernet header of the
 /// received frame, validated as `h`) into `out`: an Ethernet frame from `src_mac` to
-/// `dst_mac`, an IPv4 header from `src_ip` to the datagram's source, and the ICMP message with
-/// the datagram's IP header and its first 8 data bytes (RFC 792). Returns the frame length,
-/// or `None` if `out` is shorter than that.
+/// `dst_mac`, an IPv4 header from `src_ip` to the datagram's source, and the ICMP message
+/// quoting the datagram as received (IP header first) up to [`ICMP_QUOTE_MAX`] bytes, so the
+/// error is at most 576 bytes (RFC 1812 §4.3.2.3; RFC 792's minimum is the header and 8 data
+/// bytes). Returns the frame length, or `None` if `out` is shorter than that.
 #[allow(clippy::too_many_arguments)]
 pub fn build_error(
     out: &mut [u8],
@@ -58,7 +63,7 @@ pub fn build_error(
     h: &Ipv4Hdr,
     ip: &[u8],
 ) -> Option<usize> {
-    let quoted = h.header_len + (h.total_len - h.header_len).min(8);
+    let quoted = h.total_len.min(ICMP_QUOTE_MAX);
     let ip_len = 20 + 8 + quoted;
     let len = 14 + ip_len;
     let out = out.get_mut(..len)?;

@@ -70,6 +70,143 @@ pub fn decrement_ttl(ip: &mut [u8]) {
     ip[10..12].copy_from_slice(&hc.to_be_bytes());
 }
 
+/// IP option Record Route (RFC 791).
+pub const IPOPT_RR: u8 = 7;
+/// IP option Internet Timestamp (RFC 791).
+pub const IPOPT_TS: u8 = 68;
+/// Timestamp option flags: timestamps only.
+pub const IPOPT_TS_TSONLY: u8 = 0;
+/// Timestamp option flags: each timestamp preceded by the registering router's address.
+pub const IPOPT_TS_TSANDADDR: u8 = 1;
+/// Timestamp option flags: addresses prespecified, only those routers stamp.
+pub const IPOPT_TS_PRESPEC: u8 = 3;
+
+/// What [`forward_options`] needs to know about the router.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct OptionContext {
+    /// Address of the port the datagram came in on (host order): recorded with a Timestamp
+    /// option's timestamp (flag 1), as the registering entity.
+    pub in_addr: u32,
+    /// Address of the port the datagram leaves through: recorded by Record Route ("as known in
+    /// the environment into which this datagram is being forwarded", RFC 791).
+    pub out_addr: u32,
+    /// The timestamp to insert (RFC 791: milliseconds since midnight UT, or any time with the
+    /// high-order bit set).
+    pub timestamp: u32,
+}
+
+/// Process the options of a datagram being forwarded, in place (RFC 1812 §5.3.13): Record Route
+/// gets [`OptionContext::out_addr`] if it has room (RFC 1812 §5.3.13.5); Timestamp gets a
+/// timestamp, with [`OptionContext::in_addr`] before it for flag 1, and for flag 3 only when
+/// the next prespecified address is one of ours (`is_ours`), or, when full, its overflow count
+/// incremented (RFC 1812 §5.3.13.6, RFC 791); every other option passes unchanged
+/// (§5.3.13.1). `hdr` is the whole IPv4 header (IHL × 4 bytes, validated). Returns whether
+/// anything changed (the caller then recomputes the header checksum), or `Err(offset)` of the
+/// offending byte within the header for a malformed option (RFC 791: the datagram is in error
+/// and discarded; the offset is a Parameter Problem pointer). The checks follow RFC 791 and
+/// match Linux's `ip_options_compile`: an option running past the header, a Record Route
+/// pointer below 4 or with partial room, a Timestamp pointer below 5, partial room, or an
+/// overflow count that would pass 15.
+pub fn forward_options(
+    hdr: &mut [u8],
+    ctx: &OptionContext,
+    is_ours: impl Fn(u32) -> bool,
+) -> Result<bool, usize> {
+    let mut changed = false;
+    let mut i = IPV4_MIN_HDR;
+    while i < hdr.len() {
+        match hdr[i] {
+            0 => break,
+            1 => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let Some(&len) = hdr.get(i + 1) else {
+            return Err(i);
+        };
+        let len = usize::from(len);
+        if len < 2 || i + len > hdr.len() {
+            return Err(i + 1);
+        }
+        let ptr = usize::from(*hdr.get(i + 2).unwrap_or(&0));
+        match hdr[i] {
+            IPOPT_RR => {
+                if len < 3 || ptr < 4 {
+                    return Err(i + 2);
+                }
+                if ptr <= len {
+                    if ptr + 3 > len {
+                        return Err(i + 2);
+                    }
+                    hdr[i + ptr - 1..i + ptr + 3].copy_from_slice(&ctx.out_addr.to_be_bytes());
+                    hdr[i + 2] += 4;
+                    changed = true;
+                }
+            }
+            IPOPT_TS => {
+                if len < 4 {
+                    return Err(i + 1);
+                }
+                if ptr < 5 {
+                    return Err(i + 2);
+                }
+                let flags = hdr[i + 3] & 0x0f;
+                if ptr <= len {
+                    if ptr + 3 > len {
+                        return Err(i + 2);
+                    }
+                    let at = i + ptr - 1;
+                    let ts = ctx.timestamp.to_be_bytes();
+                    match flags {
+                        IPOPT_TS_TSONLY => {
+                            hdr[at..at + 4].copy_from_slice(&ts);
+                            hdr[i + 2] += 4;
+                            changed = true;
+                        }
+                        IPOPT_TS_TSANDADDR | IPOPT_TS_PRESPEC => {
+                            if ptr + 7 > len {
+                                return Err(i + 2);
+                            }
+                            if flags == IPOPT_TS_TSANDADDR {
+                                hdr[at..at + 4].copy_from_slice(&ctx.in_addr.to_be_bytes());
+                            } else if !is_ours(be32(hdr, at)) {
+                                i += len;
+                                continue;
+                            }
+                            hdr[at + 4..at + 8].copy_from_slice(&ts);
+                            hdr[i + 2] += 8;
+                            changed = true;
+                        }
+                        // Flags RFC 791 does not define: passed unchanged.
+                        _ => {}
+                    }
+                } else if flags != IPOPT_TS_PRESPEC {
+                    // Full: count the router that could not register (RFC 791).
+                    let overflow = hdr[i + 3] >> 4;
+                    if overflow == 15 {
+                        return Err(i + 3);
+                    }
+                    hdr[i + 3] = ((overflow + 1) << 4) | flags;
+                    changed = true;
+                }
+            }
+            _ => {}
+        }
+        i += len;
+    }
+    Ok(changed)
+}
+
+/// Recompute the header checksum of the IPv4 header `hdr` (IHL × 4 bytes) from scratch.
+pub fn fill_checksum(hdr: &mut [u8]) {
+    hdr[10] = 0;
+    hdr[11] = 0;
+    let c = checksum(hdr);
+    hdr[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
 /// The parts of a valid IPv4 header the router uses.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct Ipv4Hdr {
@@ -317,6 +454,86 @@ mod tests {
             prop_assume!(w.iter().any(|&x| x != 0));
             prop_assert_eq!(updated, checksum(&bytes(&w)));
         }
+    }
+
+    fn opts_header(opts: &[u8]) -> std::vec::Vec<u8> {
+        let mut h = smoltcp_header(0x0a000002, 0x0a000102, 64, 17, 0).to_vec();
+        h.extend_from_slice(opts);
+        h[0] = 0x40 | (h.len() / 4) as u8;
+        fill_checksum(&mut h);
+        h
+    }
+
+    const CTX: OptionContext = OptionContext {
+        in_addr: 0x0a000001,
+        out_addr: 0x0a000101,
+        timestamp: 0x8000_1234,
+    };
+
+    fn ours(a: u32) -> bool {
+        a == 0x0a000001 || a == 0x0a000101
+    }
+
+    #[test]
+    fn record_route_records_the_outgoing_address() {
+        let mut h = opts_header(&[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[21..32], &[7, 11, 8, 10, 0, 1, 1, 0, 0, 0, 0]);
+        // Second hop fills the last slot, a third finds it full and changes nothing.
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[21..32], &[7, 11, 12, 10, 0, 1, 1, 10, 0, 1, 1]);
+        let full = h.clone();
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(false));
+        assert_eq!(h, full);
+    }
+
+    #[test]
+    fn timestamp_forms() {
+        // Flag 0: one timestamp.
+        let mut h = opts_header(&[68, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[20..32], &[68, 12, 9, 0, 0x80, 0, 0x12, 0x34, 0, 0, 0, 0]);
+        // Flag 1: the incoming port's address, then the timestamp.
+        let mut h = opts_header(&[68, 12, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(
+            &h[20..32],
+            &[68, 12, 13, 1, 10, 0, 0, 1, 0x80, 0, 0x12, 0x34]
+        );
+        // Flag 3: stamps only when the next prespecified address is ours.
+        let mut h = opts_header(&[68, 12, 5, 3, 192, 0, 2, 9, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(false));
+        let mut h = opts_header(&[68, 12, 5, 3, 10, 0, 1, 1, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(
+            &h[20..32],
+            &[68, 12, 13, 3, 10, 0, 1, 1, 0x80, 0, 0x12, 0x34]
+        );
+        // Full: the overflow count goes up, up to 15.
+        let mut h = opts_header(&[68, 8, 9, 0x10, 1, 2, 3, 4]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[20..28], &[68, 8, 9, 0x20, 1, 2, 3, 4]);
+        let mut h = opts_header(&[68, 8, 9, 0xf0, 1, 2, 3, 4]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Err(23));
+    }
+
+    #[test]
+    fn malformed_options_are_errors_and_others_pass() {
+        for (opts, at) in [
+            (&[7u8, 7, 3, 0, 0, 0, 0, 0][..], 22), // RR pointer < 4
+            (&[7, 8, 6, 0, 0, 0, 0, 0][..], 22),   // RR partial room
+            (&[68, 8, 4, 0, 0, 0, 0, 0][..], 22),  // TS pointer < 5
+            (&[68, 8, 5, 1, 0, 0, 0, 0][..], 22),  // TS flag 1, no room for the pair
+            (&[1, 0x5e, 9, 0][..], 22),            // runs past the header
+            (&[0x5e, 1, 0, 0][..], 21),            // length below 2
+        ] {
+            let mut h = opts_header(opts);
+            assert_eq!(forward_options(&mut h, &CTX, ours), Err(at), "{opts:?}");
+        }
+        let mut h = opts_header(&[0x5e, 4, 0xab, 0xcd, 0, 0, 0, 0]);
+        let before = h.clone();
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(false));
+        assert_eq!(h, before, "unknown option and EOL untouched");
     }
 
     #[test]

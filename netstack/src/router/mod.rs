@@ -9,14 +9,19 @@
 //! clock, no heap: time comes in as nanoseconds, the FIB's tables are caller storage.
 //!
 //! Choices where RFC 1812 leaves one (relevant for the differential test against Linux):
-//! - IP options are neither processed nor changed (no record-route/timestamp, source-routed
-//!   datagrams are forwarded like others; Linux drops them by default, `accept_source_route=0`).
+//! - IP options (§5.3.13): Record Route records the outgoing port's address, Timestamp gets a
+//!   timestamp (milliseconds since boot with the high-order bit set: no UT clock), preceded by
+//!   the incoming port's address for flag 1 (as Linux), only at our prespecified addresses for
+//!   flag 3, or an overflow count when full; other options pass unchanged; a malformed RR/TS
+//!   option drops the datagram (`bad_options`, no Parameter Problem). Source routes are not
+//!   followed (§5.3.13.4 wants them supported): source-routed datagrams are forwarded to their
+//!   destination like others (Linux drops them by default, `accept_source_route=0`).
 //! - Fragments are forwarded as they are (no reassembly); no ICMP error about a non-first
 //!   fragment (§4.3.2.7).
-//! - ICMP errors quote the IP header and 8 data bytes (RFC 792; §4.3.2.3 allows up to 576
-//!   bytes, Linux quotes that much), use TTL 64 and TOS 0xc0 (as Linux), come from the address of
-//!   the port the datagram came in on, and go back to the frame's source MAC on that port (no
-//!   route lookup for the error).
+//! - ICMP errors quote as much of the datagram as fits in 576 bytes (§4.3.2.3, as Linux), use
+//!   TTL 64 and TOS 0xc0 (precedence 6, TOS bits 0 per RFC 1349; Linux keeps the offending
+//!   datagram's TOS bits), come from the address of the port the datagram came in on, and go
+//!   back to the frame's source MAC on that port (no route lookup for the error).
 //! - No ICMP redirects when a datagram leaves through the port it came in on; it is forwarded.
 //! - No Host Unreachable when ARP fails: the queued frames are dropped as `neigh_timeout`.
 //! - Directed broadcasts to a connected network and the limited broadcast are not forwarded
@@ -73,6 +78,8 @@ pub enum RouterDrop {
     BadTotalLen,
     /// Header checksum wrong.
     BadChecksum,
+    /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error).
+    BadOptions,
     /// Source 0/8, 127/8, multicast, class E or broadcast.
     MartianSrc,
     /// Destination 0/8, 127/8 or class E.
@@ -97,7 +104,7 @@ pub enum RouterDrop {
 
 impl RouterDrop {
     /// Number of reasons.
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 23;
 
     /// Every reason, in counter order.
     pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
@@ -113,6 +120,7 @@ impl RouterDrop {
         RouterDrop::BadIhl,
         RouterDrop::BadTotalLen,
         RouterDrop::BadChecksum,
+        RouterDrop::BadOptions,
         RouterDrop::MartianSrc,
         RouterDrop::MartianDst,
         RouterDrop::Broadcast,
@@ -140,6 +148,7 @@ impl RouterDrop {
             RouterDrop::BadIhl => "bad_ihl",
             RouterDrop::BadTotalLen => "bad_total_len",
             RouterDrop::BadChecksum => "bad_checksum",
+            RouterDrop::BadOptions => "bad_options",
             RouterDrop::MartianSrc => "martian_src",
             RouterDrop::MartianDst => "martian_dst",
             RouterDrop::Broadcast => "broadcast",
@@ -359,6 +368,14 @@ pub fn set_macs(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
 }
 
 const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+
+/// The value written into Timestamp options at `now_ns`: milliseconds since boot with the
+/// high-order bit set, RFC 791's mark of a time that is not milliseconds since midnight UT
+/// (Gannet has no UT clock).
+#[inline]
+pub fn option_timestamp(now_ns: u64) -> u32 {
+    ((now_ns / 1_000_000) as u32 & 0x7fff_ffff) | 0x8000_0000
+}
 
 /// The IPv4 router. `H` is the caller's frame handle (a page frame number in the kernel),
 /// `N` neighbour entries with `Q` queued frames each.
@@ -630,6 +647,22 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 now_ns,
                 icmp_out,
             );
+        }
+        if h.header_len > ipv4::IPV4_MIN_HDR {
+            let ctx = ipv4::OptionContext {
+                in_addr: self.ports[in_port].addr.addr.to_bits(),
+                out_addr: self.ports[usize::from(out_port)].addr.addr.to_bits(),
+                timestamp: option_timestamp(now_ns),
+            };
+            let ports = &self.ports[..self.nports];
+            let hdr = &mut frame[14..14 + h.header_len];
+            match ipv4::forward_options(hdr, &ctx, |a| {
+                ports.iter().any(|p| p.addr.addr.to_bits() == a)
+            }) {
+                Ok(true) => ipv4::fill_checksum(hdr),
+                Ok(false) => {}
+                Err(_) => return Action::Drop(RouterDrop::BadOptions),
+            }
         }
         let len = 14 + h.total_len;
         ipv4::decrement_ttl(&mut frame[14..]);

@@ -272,11 +272,12 @@ fn check_icmp_error(out: &[u8], orig: &[u8], ty: u8, code: u8) {
     assert!(icmp.verify_checksum());
     assert_eq!(u8::from(icmp.msg_type()), ty);
     assert_eq!(icmp.msg_code(), code);
-    // RFC 792: the original IP header (as received, TTL included) and 8 data bytes.
+    // RFC 1812 §4.3.2.3: the datagram as received (TTL included), as much as fits in a
+    // 576-byte error.
     let o = Ipv4Packet::new_checked(&orig[14..]).unwrap();
-    let quoted =
-        usize::from(o.header_len()) + 8.min(usize::from(o.total_len() - u16::from(o.header_len())));
+    let quoted = usize::from(o.total_len()).min(576 - 28);
     assert_eq!(icmp.data(), &orig[14..14 + quoted]);
+    assert!(usize::from(ip.total_len()) <= 576);
 }
 
 #[test]
@@ -297,7 +298,7 @@ fn ttl_expired_answers_time_exceeded() {
         else {
             panic!("{a:?}")
         };
-        assert_eq!(len, 14 + 20 + 8 + 20 + 8);
+        assert_eq!(len, 14 + 20 + 8 + 40, "the whole 40-byte datagram quoted");
         assert_eq!(f, orig, "input frame untouched");
         check_icmp_error(&out[..len], &orig, 11, 0);
         let icmp = Icmpv4Packet::new_checked(&out[34..len]).unwrap();
@@ -323,6 +324,23 @@ fn ttl_expired_answers_time_exceeded() {
     };
     assert_eq!(len, 14 + 20 + 8 + 20 + 3);
     check_icmp_error(&out[..len], &orig, 11, 0);
+    // A 1500-byte datagram: 548 bytes quoted, the error is 576 bytes.
+    let orig = ip_frame(A_IP, B_IP, 1, 17, &[0x5a; 1480]);
+    let mut f = orig.clone();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 1, &mut out) else {
+        panic!()
+    };
+    assert_eq!(len, 14 + 576);
+    check_icmp_error(&out[..len], &orig, 11, 0);
+    // A buffer too small for the error: counted, the frame still dropped.
+    let mut f = orig.clone();
+    let mut small = [0u8; 128];
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 1, &mut small),
+        Action::Drop(RouterDrop::TtlExpired)
+    );
+    assert_eq!(r.counters().no_buffer, 1);
 }
 
 #[test]
@@ -517,7 +535,7 @@ fn with_options(ttl: u8, frag: u16, mf: bool, proto: u8, payload: &[u8]) -> Vec<
 }
 
 #[test]
-fn options_and_fragments_forwarded_untouched() {
+fn options_processed_and_fragments_forwarded() {
     let mut s = Store::new(16, 64);
     let mut r = router(&mut s, RouterConfig::default());
     resolve_b(&mut r, 0);
@@ -532,8 +550,33 @@ fn options_and_fragments_forwarded_untouched() {
                 len: orig.len()
             }
         );
-        check_forwarded(&orig, &f, B_MAC, P1_MAC);
+        // Record Route (RFC 1812 §5.3.13.5): the outgoing port's address at the pointer,
+        // pointer 4 -> 8; everything else as check_forwarded expects.
+        assert_eq!(&f[34..42], &[7, 7, 8, 10, 0, 1, 1, 1]);
+        let mut expect = orig.clone();
+        expect[34..42].copy_from_slice(&f[34..42]);
+        check_forwarded(&expect, &f, B_MAC, P1_MAC);
     }
+    // Timestamp (flag 0): the boot-relative time with the high-order bit set.
+    let mut f = with_options(9, 0, false, 17, b"ts");
+    f[34..42].copy_from_slice(&[68, 8, 5, 0, 0, 0, 0, 0]);
+    let mut p = Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+    p.fill_checksum();
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 3_000_000_000, &mut []),
+        Action::Forward { .. }
+    ));
+    assert_eq!(&f[34..42], &[68, 8, 9, 0, 0x80, 0, 0x0b, 0xb8]);
+    assert!(Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum());
+    // A malformed option (Record Route pointer 3): dropped.
+    let mut f = with_options(9, 0, false, 17, b"bad");
+    f[36] = 3;
+    let mut p = Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+    p.fill_checksum();
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::BadOptions)
+    );
     // TTL expiry: a first fragment (with options) is answered, quoting the options too;
     // a non-first fragment is not (RFC 1812 §4.3.2.7).
     let orig = with_options(1, 0, true, 17, b"fragment payload");
@@ -542,7 +585,7 @@ fn options_and_fragments_forwarded_untouched() {
     let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
         panic!()
     };
-    assert_eq!(len, 14 + 20 + 8 + 28 + 8);
+    assert_eq!(len, 14 + 20 + 8 + 28 + 16);
     check_icmp_error(&out[..len], &orig, 11, 0);
     let mut f = with_options(1, 185, false, 17, b"fragment payload");
     assert_eq!(
