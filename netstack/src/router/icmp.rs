@@ -3,6 +3,10 @@
 use super::ipv4::{checksum, Ipv4Hdr};
 use crate::MacAddr;
 
+/// ICMP type Echo Reply.
+pub const ICMP_ECHO_REPLY: u8 = 0;
+/// ICMP type Echo Request.
+pub const ICMP_ECHO_REQUEST: u8 = 8;
 /// ICMP type Destination Unreachable.
 pub const ICMP_DEST_UNREACH: u8 = 3;
 /// Code: net unreachable.

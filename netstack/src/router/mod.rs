@@ -164,8 +164,8 @@ impl RouterDrop {
 }
 
 /// The router's counters. Frame accounting: every frame given to [`Router::process`] ends in
-/// exactly one of `forwarded`, `arp_replies`, `arp_consumed`, `to_host` or a drop reason, or is
-/// still queued for ARP; [`RouterCounters::outcomes`] + [`Router::queued_frames`] == `rx`.
+/// exactly one of `forwarded`, `arp_replies`, `echo_replies`, `arp_consumed`, `to_host` or a
+/// drop reason, or is still queued for ARP; [`RouterCounters::outcomes`] + [`Router::queued_frames`] == `rx`.
 #[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
 pub struct RouterCounters {
     /// Frames given to [`Router::process`].
@@ -174,6 +174,8 @@ pub struct RouterCounters {
     pub forwarded: u64,
     /// ARP requests for our address answered (in place).
     pub arp_replies: u64,
+    /// ICMP echo requests to one of our addresses answered (in place, RFC 1812 §4.3.3.6).
+    pub echo_replies: u64,
     /// ARP frames that taught the neighbour table (replies, gratuitous ARP) or were
     /// addressed to us, without needing an answer.
     pub arp_consumed: u64,
@@ -210,7 +212,12 @@ impl RouterCounters {
 
     /// Frames with a final outcome (everything but those still queued).
     pub fn outcomes(&self) -> u64 {
-        self.forwarded + self.arp_replies + self.arp_consumed + self.to_host + self.drops_total()
+        self.forwarded
+            + self.arp_replies
+            + self.echo_replies
+            + self.arp_consumed
+            + self.to_host
+            + self.drops_total()
     }
 
     fn drop(&mut self, why: RouterDrop) {
@@ -297,7 +304,8 @@ pub enum Action {
         len: usize,
     },
     /// Transmit `frame[..len]` on `port` (the input port): the frame was an ARP request for
-    /// our address and has been rewritten in place into the reply.
+    /// our address or an ICMP echo request to one of our addresses, and has been rewritten in
+    /// place into the reply (counted as `arp_replies` or `echo_replies`).
     Reply {
         /// Output port.
         port: u8,
@@ -516,7 +524,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         let c = &mut self.counters;
         match a {
             Action::Forward { .. } => c.forwarded += 1,
-            Action::Reply { .. } => c.arp_replies += 1,
+            Action::Reply { .. } if be16(frame, 12) == arp::ETHERTYPE_ARP => c.arp_replies += 1,
+            Action::Reply { .. } => c.echo_replies += 1,
             Action::Icmp { cause, .. } => {
                 c.icmp_sent += 1;
                 c.drop(cause);
@@ -634,7 +643,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         let (out_port, nh_ip) = match self.fib.next_hop(nhi) {
             NextHop::Connected { port } => (port, h.dst),
             NextHop::Via { port, gateway } => (port, gateway.to_bits()),
-            NextHop::Local => return Action::ToHost,
+            NextHop::Local => return self.local(in_port, frame, &h),
             NextHop::Broadcast => return Action::Drop(RouterDrop::Broadcast),
         };
         if h.ttl <= 1 {
@@ -680,6 +689,48 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 Err(_) => Action::Drop(RouterDrop::NeighQueueFull),
             },
             Resolve::TableFull => Action::Drop(RouterDrop::NeighTableFull),
+        }
+    }
+
+    /// A datagram for one of our addresses: an ICMP echo request (no options, not a fragment,
+    /// valid ICMP checksum) is answered in place, from the address it was sent to (RFC 1122
+    /// §3.2.2.6) with the request's precedence and DSCP (RFC 1812 §4.3.2.5 MUST for the
+    /// precedence; ECN not reflected), TTL [`icmp::ICMP_TTL`], a fresh ID and DF clear, back to
+    /// the frame's source MAC on the input port; everything else goes to the host (management
+    /// plane). Echo requests with options go to the host too (smoltcp answers them without
+    /// the options; RFC 1812 §4.3.3.6 asks for Record Route/Timestamp to be updated: SHOULD).
+    fn local(&mut self, in_port: usize, frame: &mut [u8], h: &ipv4::Ipv4Hdr) -> Action {
+        let end = 14 + h.total_len;
+        let is_echo = h.protocol == 1
+            && h.header_len == ipv4::IPV4_MIN_HDR
+            && h.total_len >= ipv4::IPV4_MIN_HDR + 8
+            && be16(frame, 14 + 6) & 0x3fff == 0
+            && frame[34] == icmp::ICMP_ECHO_REQUEST
+            && frame[35] == 0
+            && ipv4::ones_sum(&frame[34..end]) == 0xffff;
+        if !is_echo {
+            return Action::ToHost;
+        }
+        let port = self.ports[in_port];
+        let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
+        set_macs(frame, prev_hop, port.mac);
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        let ip = &mut frame[14..end];
+        ip[1] &= 0xfc;
+        ip[4..6].copy_from_slice(&self.ip_ident.to_be_bytes());
+        ip[6..8].copy_from_slice(&[0, 0]);
+        ip[8] = icmp::ICMP_TTL;
+        ip[12..16].copy_from_slice(&h.dst.to_be_bytes());
+        ip[16..20].copy_from_slice(&h.src.to_be_bytes());
+        ipv4::fill_checksum(&mut ip[..ipv4::IPV4_MIN_HDR]);
+        let old = be16(ip, 20);
+        let new = u16::from(icmp::ICMP_ECHO_REPLY) << 8;
+        let c = ipv4::csum_update16(be16(ip, 22), old, new);
+        ip[20] = icmp::ICMP_ECHO_REPLY;
+        ip[22..24].copy_from_slice(&c.to_be_bytes());
+        Action::Reply {
+            port: in_port as u8,
+            len: end,
         }
     }
 

@@ -870,3 +870,79 @@ fn every_frame_has_exactly_one_outcome() {
         "{c:?}"
     );
 }
+
+/// An ICMP echo request from A to `dst` with TOS `tos`, built by smoltcp.
+fn echo_request(dst: Ipv4Addr, tos: u8) -> Vec<u8> {
+    let data = b"gannet echo data";
+    let mut icmp = vec![0u8; 8 + data.len()];
+    let repr = smoltcp::wire::Icmpv4Repr::EchoRequest {
+        ident: 0x4242,
+        seq_no: 7,
+        data,
+    };
+    repr.emit(
+        &mut Icmpv4Packet::new_unchecked(&mut icmp[..]),
+        &ChecksumCapabilities::default(),
+    );
+    let mut f = ip_frame(A_IP, dst, 9, 1, &icmp);
+    f[15] = tos;
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    f
+}
+
+#[test]
+fn echo_requests_to_any_of_our_addresses_are_answered() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    for (dst, tos) in [(P0_IP, 0u8), (P1_IP, 0xa1)] {
+        let orig = echo_request(dst, tos);
+        let mut f = orig.clone();
+        f.resize(80, 0xee); // Ethernet padding is cut
+        let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
+        assert_eq!(
+            a,
+            Action::Reply {
+                port: 0,
+                len: orig.len()
+            }
+        );
+        let e = EthernetFrame::new_checked(&f[..orig.len()]).unwrap();
+        assert_eq!(e.dst_addr(), EthernetAddress(A_MAC.0), "back to the sender");
+        assert_eq!(e.src_addr(), EthernetAddress(P0_MAC.0));
+        let ip = Ipv4Packet::new_checked(e.payload()).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(
+            ip.src_addr(),
+            dst,
+            "from the address pinged (RFC 1122 §3.2.2.6)"
+        );
+        assert_eq!(ip.dst_addr(), A_IP);
+        assert_eq!(ip.hop_limit(), 64);
+        assert_eq!(
+            ip.dscp() << 2,
+            tos & 0xfc,
+            "precedence and DSCP kept, ECN not"
+        );
+        assert_eq!(ip.ecn(), 0);
+        assert!(!ip.dont_frag() && !ip.more_frags());
+        let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+        assert!(icmp.verify_checksum());
+        assert_eq!(icmp.msg_type(), Icmpv4Message::EchoReply);
+        assert_eq!((icmp.echo_ident(), icmp.echo_seq_no()), (0x4242, 7));
+        assert_eq!(icmp.data(), b"gannet echo data");
+    }
+    assert_eq!(r.counters().echo_replies, 2);
+    assert_eq!(r.counters().arp_replies, 0);
+    // A bad ICMP checksum, a fragment, or an echo reply go to the host instead.
+    let mut f = echo_request(P0_IP, 0);
+    f[36] ^= 1;
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
+    let mut f = echo_request(P0_IP, 0);
+    f[20] = 0x20; // MF
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
+    let mut f = echo_request(P0_IP, 0);
+    f[34] = 0;
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
+    assert_eq!(r.counters().echo_replies, 2);
+}
