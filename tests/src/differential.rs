@@ -155,8 +155,7 @@ pub const CHOICES: &[Choice] = &[
         rfc: "RFC 791 §3.1 / RFC 6864: the Identification of a datagram the router originates \
               is the sender's business",
         what: "IPv4 Identification of ICMP errors and echo replies the router sends",
-        gannet: "errors: a per-router counter starting at 1; echo replies (smoltcp): 0, with DF \
-                 set (an atomic datagram, RFC 6864 §4.1)",
+        gannet: "one per-router counter for errors and echo replies, starting at 1",
         linux: "ip_select_ident(): a hashed per-destination counter",
         masked: true,
         linux_deviates: false,
@@ -237,9 +236,9 @@ pub const CHOICES: &[Choice] = &[
         id: "C9-icmp-df",
         rfc: "RFC 1812 and RFC 791 are silent on DF in datagrams a router originates",
         what: "Don't Fragment flag of ICMP errors and echo replies",
-        gannet: "errors: clear (compared equal); echo replies: set (smoltcp)",
+        gannet: "clear",
         linux: "clear (ICMP sockets use IP_PMTUDISC_DONT)",
-        masked: true,
+        masked: false,
         linux_deviates: false,
     },
     Choice {
@@ -926,6 +925,38 @@ pub fn frame_set() -> Result<Vec<Case>> {
                     n: 32,
                 },
                 ..udp(ROUTER_IP[0], 0)
+            },
+        )?,
+    );
+    add(
+        "echo-to-router-precedence",
+        "echo reply with the request's precedence (RFC 1812 §4.3.2.5: MUST)",
+        build(
+            us,
+            &Dgram {
+                tos: 0xa0,
+                body: Body::Echo {
+                    id: 0x1235,
+                    seq: 10,
+                    n: 32,
+                },
+                ..udp(ROUTER_IP[0], 0)
+            },
+        )?,
+    );
+    add(
+        "echo-to-router-port1-address",
+        "echo reply from 10.0.1.1, the router's other address (RFC 1812 §4.3.3.6: a router \
+         MUST answer echo requests to it; RFC 1122 §3.2.2.6: from the address pinged)",
+        build(
+            us,
+            &Dgram {
+                body: Body::Echo {
+                    id: 0x1236,
+                    seq: 11,
+                    n: 32,
+                },
+                ..udp(ROUTER_IP[1], 0)
             },
         )?,
     );
