@@ -15,6 +15,10 @@ pub const ICMP_NET_UNREACH: u8 = 0;
 pub const ICMP_TIME_EXCEEDED: u8 = 11;
 /// Code: time to live exceeded in transit.
 pub const ICMP_TTL_EXCEEDED: u8 = 0;
+/// ICMP type Parameter Problem.
+pub const ICMP_PARAMETER_PROBLEM: u8 = 12;
+/// Code: the pointer indicates the error.
+pub const ICMP_PP_POINTER: u8 = 0;
 
 /// TTL of the errors we send (Linux's `ip_default_ttl`).
 pub const ICMP_TTL: u8 = 64;
@@ -54,7 +58,9 @@ pub fn may_send_error_about(h: &Ipv4Hdr, ip: &[u8]) -> bool {
 /// `dst_mac`, an IPv4 header from `src_ip` to the datagram's source, and the ICMP message
 /// quoting the datagram as received (IP header first) up to [`ICMP_QUOTE_MAX`] bytes, so the
 /// error is at most 576 bytes (RFC 1812 §4.3.2.3; RFC 792's minimum is the header and 8 data
-/// bytes). Returns the frame length, or `None` if `out` is shorter than that.
+/// bytes). `rest` is the second word of the ICMP header (0 for Time Exceeded and Destination
+/// Unreachable; the pointer in the top byte for Parameter Problem). Returns the frame length, or
+/// `None` if `out` is shorter than that.
 #[allow(clippy::too_many_arguments)]
 pub fn build_error(
     out: &mut [u8],
@@ -64,6 +70,7 @@ pub fn build_error(
     ident: u16,
     icmp_type: u8,
     code: u8,
+    rest: u32,
     h: &Ipv4Hdr,
     ip: &[u8],
 ) -> Option<usize> {
@@ -89,7 +96,8 @@ pub fn build_error(
     iph[10..12].copy_from_slice(&c.to_be_bytes());
     icmp[0] = icmp_type;
     icmp[1] = code;
-    icmp[2..8].fill(0);
+    icmp[2..4].fill(0);
+    icmp[4..8].copy_from_slice(&rest.to_be_bytes());
     icmp[8..8 + quoted].copy_from_slice(&ip[..quoted]);
     let c = checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());

@@ -103,10 +103,11 @@ pub struct OptionContext {
 /// (§5.3.13.1). `hdr` is the whole IPv4 header (IHL × 4 bytes, validated). Returns whether
 /// anything changed (the caller then recomputes the header checksum), or `Err(offset)` of the
 /// offending byte within the header for a malformed option (RFC 791: the datagram is in error
-/// and discarded; the offset is a Parameter Problem pointer). The checks follow RFC 791 and
-/// match Linux's `ip_options_compile`: an option running past the header, a Record Route
-/// pointer below 4 or with partial room, a Timestamp pointer below 5, partial room, or an
-/// overflow count that would pass 15.
+/// and discarded; the offset is the Parameter Problem pointer). The checks and the offsets
+/// follow RFC 791 and Linux's `ip_options_compile`: an option length below 2 or running past
+/// the header (its type byte), a Record Route shorter than 3 (length byte), pointer below 4 or
+/// with partial room (pointer byte), a Timestamp shorter than 4 (length), pointer below 5 or
+/// partial room (pointer), or an overflow count that would pass 15 (flags byte).
 pub fn forward_options(
     hdr: &mut [u8],
     ctx: &OptionContext,
@@ -128,12 +129,15 @@ pub fn forward_options(
         };
         let len = usize::from(len);
         if len < 2 || i + len > hdr.len() {
-            return Err(i + 1);
+            return Err(i);
         }
         let ptr = usize::from(*hdr.get(i + 2).unwrap_or(&0));
         match hdr[i] {
             IPOPT_RR => {
-                if len < 3 || ptr < 4 {
+                if len < 3 {
+                    return Err(i + 1);
+                }
+                if ptr < 4 {
                     return Err(i + 2);
                 }
                 if ptr <= len {
@@ -524,8 +528,9 @@ mod tests {
             (&[7, 8, 6, 0, 0, 0, 0, 0][..], 22),   // RR partial room
             (&[68, 8, 4, 0, 0, 0, 0, 0][..], 22),  // TS pointer < 5
             (&[68, 8, 5, 1, 0, 0, 0, 0][..], 22),  // TS flag 1, no room for the pair
-            (&[1, 0x5e, 9, 0][..], 22),            // runs past the header
-            (&[0x5e, 1, 0, 0][..], 21),            // length below 2
+            (&[1, 0x5e, 9, 0][..], 21),            // runs past the header
+            (&[0x5e, 1, 0, 0][..], 20),            // length below 2
+            (&[7, 2, 0, 0][..], 21),               // RR shorter than 3
         ] {
             let mut h = opts_header(opts);
             assert_eq!(forward_options(&mut h, &CTX, ours), Err(at), "{opts:?}");

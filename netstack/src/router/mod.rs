@@ -13,7 +13,8 @@
 //!   timestamp (milliseconds since boot with the high-order bit set: no UT clock), preceded by
 //!   the incoming port's address for flag 1 (as Linux), only at our prespecified addresses for
 //!   flag 3, or an overflow count when full; other options pass unchanged; a malformed RR/TS
-//!   option drops the datagram (`bad_options`, no Parameter Problem). Source routes are not
+//!   option drops the datagram (`bad_options`) with a Parameter Problem pointing at the byte
+//!   (§4.3.3.5; the same pointers as Linux's `ip_options_compile`). Source routes are not
 //!   followed (§5.3.13.4 wants them supported): source-routed datagrams are forwarded to their
 //!   destination like others (Linux drops them by default, `accept_source_route=0`).
 //! - Fragments are forwarded as they are (no reassembly); no ICMP error about a non-first
@@ -78,7 +79,8 @@ pub enum RouterDrop {
     BadTotalLen,
     /// Header checksum wrong.
     BadChecksum,
-    /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error).
+    /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error;
+    /// answered with Parameter Problem unless rate-limited).
     BadOptions,
     /// Source 0/8, 127/8, multicast, class E or broadcast.
     MartianSrc,
@@ -186,7 +188,8 @@ pub struct RouterCounters {
     // Not frame outcomes:
     /// Frames that entered a neighbour queue (their outcome is counted when they leave it).
     pub queued: u64,
-    /// ICMP errors built (their trigger is counted under `no_route`/`ttl_expired`).
+    /// ICMP errors built (their trigger is counted under `no_route`/`ttl_expired`/
+    /// `bad_options`).
     pub icmp_sent: u64,
     /// ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: u64,
@@ -312,8 +315,8 @@ pub enum Action {
         /// Bytes to send.
         len: usize,
     },
-    /// The frame is dropped (counted under `cause`: `no_route` or `ttl_expired`) and an ICMP
-    /// error about it was built in `icmp_out[..len]`: transmit that on `port` (the input
+    /// The frame is dropped (counted under `cause`: `no_route`, `ttl_expired` or
+    /// `bad_options`) and an ICMP error about it was built in `icmp_out[..len]`: transmit that on `port` (the input
     /// port) and recycle the frame.
     Icmp {
         /// Output port.
@@ -634,7 +637,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 in_port,
                 frame,
                 &h,
-                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_NET_UNREACH),
+                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_NET_UNREACH, 0),
                 RouterDrop::NoRoute,
                 now_ns,
                 icmp_out,
@@ -651,7 +654,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 in_port,
                 frame,
                 &h,
-                (icmp::ICMP_TIME_EXCEEDED, icmp::ICMP_TTL_EXCEEDED),
+                (icmp::ICMP_TIME_EXCEEDED, icmp::ICMP_TTL_EXCEEDED, 0),
                 RouterDrop::TtlExpired,
                 now_ns,
                 icmp_out,
@@ -670,7 +673,23 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             }) {
                 Ok(true) => ipv4::fill_checksum(hdr),
                 Ok(false) => {}
-                Err(_) => return Action::Drop(RouterDrop::BadOptions),
+                // RFC 1812 §4.3.3.5: Parameter Problem pointing at the offending byte (the
+                // header is quoted as it is, unchanged up to the error).
+                Err(at) => {
+                    return self.icmp_error(
+                        in_port,
+                        frame,
+                        &h,
+                        (
+                            icmp::ICMP_PARAMETER_PROBLEM,
+                            icmp::ICMP_PP_POINTER,
+                            (at as u32) << 24,
+                        ),
+                        RouterDrop::BadOptions,
+                        now_ns,
+                        icmp_out,
+                    )
+                }
             }
         }
         let len = 14 + h.total_len;
@@ -741,7 +760,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         in_port: usize,
         frame: &[u8],
         h: &ipv4::Ipv4Hdr,
-        (ty, code): (u8, u8),
+        (ty, code, rest): (u8, u8, u32),
         cause: RouterDrop,
         now_ns: u64,
         out: &mut [u8],
@@ -765,6 +784,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             self.ip_ident,
             ty,
             code,
+            rest,
             h,
             &frame[14..],
         ) {

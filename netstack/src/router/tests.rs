@@ -568,15 +568,32 @@ fn options_processed_and_fragments_forwarded() {
     ));
     assert_eq!(&f[34..42], &[68, 8, 9, 0, 0x80, 0, 0x0b, 0xb8]);
     assert!(Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum());
-    // A malformed option (Record Route pointer 3): dropped.
+    // A malformed option (Record Route pointer 3): dropped, Parameter Problem pointing at the
+    // pointer byte (IP header offset 22), quoting the datagram unchanged (RFC 1812 §4.3.3.5).
     let mut f = with_options(9, 0, false, 17, b"bad");
     f[36] = 3;
     let mut p = Ipv4Packet::new_checked(&mut f[14..]).unwrap();
     p.fill_checksum();
+    let orig = f.clone();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let a = run(&mut r, 0, &mut f, 1, 0, &mut out);
+    let Action::Icmp {
+        port: 0,
+        len,
+        cause: RouterDrop::BadOptions,
+    } = a
+    else {
+        panic!("{a:?}")
+    };
+    check_icmp_error(&out[..len], &orig, 12, 0);
+    assert_eq!(&out[38..42], &[22, 0, 0, 0], "pointer");
+    // Without a buffer for the error it is still a bad_options drop.
+    let mut f = orig.clone();
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
         Action::Drop(RouterDrop::BadOptions)
     );
+    assert_eq!(r.counters().drops_for(RouterDrop::BadOptions), 2);
     // TTL expiry: a first fragment (with options) is answered, quoting the options too;
     // a non-first fragment is not (RFC 1812 §4.3.2.7).
     let orig = with_options(1, 0, true, 17, b"fragment payload");
@@ -840,7 +857,7 @@ fn every_frame_has_exactly_one_outcome() {
                     prop_assert!(usize::from(p) == port && len <= out.len());
                     prop_assert!(matches!(
                         cause,
-                        RouterDrop::NoRoute | RouterDrop::TtlExpired
+                        RouterDrop::NoRoute | RouterDrop::TtlExpired | RouterDrop::BadOptions
                     ));
                     let ip = Ipv4Packet::new_checked(&out[14..len]).unwrap();
                     prop_assert!(ip.verify_checksum());
