@@ -797,6 +797,18 @@ pub fn frame_set() -> Result<Vec<Case>> {
         )?,
     );
     add(
+        "opt-rr-bad-pointer",
+        "Record Route with pointer 3: discarded, Parameter Problem pointing at byte 22 (RFC 1812 \
+         §4.3.3.5, RFC 791)",
+        build(
+            us,
+            &Dgram {
+                options: vec![7, 7, 3, 0, 0, 0, 0, 1],
+                ..udp(to1, 32)
+            },
+        )?,
+    );
+    add(
         "opt-unknown",
         "an unknown option passed through unchanged (RFC 1812 §5.3.13.1)",
         build(

@@ -68,7 +68,7 @@ fn gannet_and_linux_route_the_frame_set_alike() {
         .map(|(_, g, _)| {
             g.port0
                 .iter()
-                .filter(|f| f.len() > 34 && f[23] == 1 && matches!(f[34], 3 | 11))
+                .filter(|f| f.len() > 34 && f[23] == 1 && matches!(f[34], 3 | 11 | 12))
                 .count() as u64
         })
         .sum::<u64>();
