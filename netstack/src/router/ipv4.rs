@@ -113,6 +113,18 @@ pub fn forward_options(
     ctx: &OptionContext,
     is_ours: impl Fn(u32) -> bool,
 ) -> Result<bool, usize> {
+    record_options(hdr, ctx, is_ours, true)
+}
+
+/// [`forward_options`], with the overflow count of a full Timestamp option left alone when
+/// `count_overflow` is false (the second, outgoing update of an echo reply's options: Linux's
+/// `__ip_options_echo` only fills slots that are free).
+fn record_options(
+    hdr: &mut [u8],
+    ctx: &OptionContext,
+    is_ours: impl Fn(u32) -> bool,
+    count_overflow: bool,
+) -> Result<bool, usize> {
     let mut changed = false;
     let mut i = IPV4_MIN_HDR;
     while i < hdr.len() {
@@ -186,7 +198,7 @@ pub fn forward_options(
                         // Flags RFC 791 does not define: passed unchanged.
                         _ => {}
                     }
-                } else if flags != IPOPT_TS_PRESPEC {
+                } else if count_overflow && flags != IPOPT_TS_PRESPEC {
                     // Full: count the router that could not register (RFC 791).
                     let overflow = hdr[i + 3] >> 4;
                     if overflow == 15 {
@@ -201,6 +213,73 @@ pub fn forward_options(
         i += len;
     }
     Ok(changed)
+}
+
+/// IP option Loose Source and Record Route (RFC 791).
+pub const IPOPT_LSRR: u8 = 131;
+/// IP option Strict Source and Record Route (RFC 791).
+pub const IPOPT_SSRR: u8 = 137;
+
+/// Whether the IPv4 header `hdr` (IHL × 4 bytes) carries a source route option.
+pub fn has_source_route(hdr: &[u8]) -> bool {
+    let mut i = IPV4_MIN_HDR;
+    while i < hdr.len() {
+        match hdr[i] {
+            0 => return false,
+            1 => i += 1,
+            IPOPT_LSRR | IPOPT_SSRR => return true,
+            _ => i += usize::from(*hdr.get(i + 1).unwrap_or(&0)).max(2),
+        }
+    }
+    false
+}
+
+/// Length of the longest IPv4 options area (IHL 15).
+pub const IPV4_MAX_OPTIONS: usize = 40;
+
+/// The options of an echo reply to a request whose header is `hdr` (IHL × 4 bytes, options
+/// already updated on arrival with [`forward_options`]): its Record Route and Timestamp
+/// options (in that order, as Linux's `__ip_options_echo`; other options are not returned),
+/// each updated once more for the reply's departure, then EOL padding to a multiple of 4
+/// (RFC 1812 §4.3.3.6: "updated to include the current router … without truncation", so the
+/// recorded route covers the round trip). Writes them into `out` and returns their length, or
+/// `None` if an option has room for the arrival but only part of the departure entry (Linux
+/// sends no reply then). Options are assumed valid (the arrival update checked them).
+pub fn echo_reply_options(
+    hdr: &[u8],
+    ctx: &OptionContext,
+    is_ours: impl Fn(u32) -> bool,
+    out: &mut [u8; IPV4_MAX_OPTIONS],
+) -> Option<usize> {
+    let mut n = 0;
+    for want in [IPOPT_RR, IPOPT_TS] {
+        let mut i = IPV4_MIN_HDR;
+        while i + 1 < hdr.len() {
+            match hdr[i] {
+                0 => break,
+                1 => i += 1,
+                t => {
+                    let len = usize::from(hdr[i + 1]).max(2);
+                    if t == want && i + len <= hdr.len() && n + len <= IPV4_MAX_OPTIONS {
+                        out[n..n + len].copy_from_slice(&hdr[i..i + len]);
+                        n += len;
+                        break;
+                    }
+                    i += len;
+                }
+            }
+        }
+    }
+    while n % 4 != 0 {
+        out[n] = 0;
+        n += 1;
+    }
+    // Run the update over the copied options as if they were a header's.
+    let mut h = [0u8; IPV4_MIN_HDR + IPV4_MAX_OPTIONS];
+    h[IPV4_MIN_HDR..IPV4_MIN_HDR + n].copy_from_slice(&out[..n]);
+    record_options(&mut h[..IPV4_MIN_HDR + n], ctx, is_ours, false).ok()?;
+    out[..n].copy_from_slice(&h[IPV4_MIN_HDR..IPV4_MIN_HDR + n]);
+    Some(n)
 }
 
 /// Recompute the header checksum of the IPv4 header `hdr` (IHL × 4 bytes) from scratch.
@@ -519,6 +598,34 @@ mod tests {
         assert_eq!(&h[20..28], &[68, 8, 9, 0x20, 1, 2, 3, 4]);
         let mut h = opts_header(&[68, 8, 9, 0xf0, 1, 2, 3, 4]);
         assert_eq!(forward_options(&mut h, &CTX, ours), Err(23));
+    }
+
+    #[test]
+    fn echo_reply_options_keep_rr_and_ts_updated_again() {
+        let ctx = OptionContext {
+            in_addr: 0x0a000001,
+            out_addr: 0x0a000001,
+            timestamp: 0x8000_0001,
+        };
+        // NOP + RR with two slots, already updated on arrival (pointer 8): the reply keeps
+        // only the RR, fills the second slot, pads with EOL.
+        let mut h = opts_header(&[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &ctx, ours), Ok(true));
+        let mut out = [0u8; IPV4_MAX_OPTIONS];
+        assert_eq!(echo_reply_options(&h, &ctx, ours, &mut out), Some(12));
+        assert_eq!(
+            &out[..12],
+            &[7, 11, 12, 10, 0, 0, 1, 10, 0, 0, 1, 0],
+            "RR, both entries the router's, EOL"
+        );
+        // TS before RR in the request: RR first in the reply; a full TS is not counted again.
+        let mut h = opts_header(&[68, 8, 9, 0x10, 1, 2, 3, 4, 7, 3, 4, 0]);
+        let mut out = [0u8; IPV4_MAX_OPTIONS];
+        assert_eq!(echo_reply_options(&h, &ctx, ours, &mut out), Some(12));
+        assert_eq!(&out[..12], &[7, 3, 4, 68, 8, 9, 0x10, 1, 2, 3, 4, 0]);
+        // Room for one more RR entry but only partly: no reply.
+        h = opts_header(&[7, 9, 8, 10, 0, 0, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(echo_reply_options(&h, &ctx, ours, &mut out), None);
     }
 
     #[test]

@@ -22,7 +22,13 @@
 //! - ICMP errors quote as much of the datagram as fits in 576 bytes (§4.3.2.3, as Linux), use
 //!   TTL 64 and TOS 0xc0 (precedence 6, TOS bits 0 per RFC 1349; Linux keeps the offending
 //!   datagram's TOS bits), come from the address of the port the datagram came in on, and go
-//!   back to the frame's source MAC on that port (no route lookup for the error).
+//!   back to the frame's source MAC on that port (no route lookup for the error). They carry
+//!   no IP options and quote the header as received (Linux returns the offending datagram's
+//!   Record Route/Timestamp on the error and quotes them after its own update).
+//! - ICMP echo requests to any of our addresses are answered in the fast path (§4.3.3.6):
+//!   from the address pinged, with the request's precedence/DSCP, Record Route and Timestamp
+//!   updated on arrival and departure and returned (NOPs and other options are not), back on
+//!   the input port. Source-routed ones go to the host.
 //! - No ICMP redirects when a datagram leaves through the port it came in on; it is forwarded.
 //! - No Host Unreachable when ARP fails: the queued frames are dropped as `neigh_timeout`.
 //! - Directed broadcasts to a connected network and the limited broadcast are not forwarded
@@ -646,7 +652,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         let (out_port, nh_ip) = match self.fib.next_hop(nhi) {
             NextHop::Connected { port } => (port, h.dst),
             NextHop::Via { port, gateway } => (port, gateway.to_bits()),
-            NextHop::Local => return self.local(in_port, frame, &h),
+            NextHop::Local => return self.local(in_port, frame, &h, now_ns, icmp_out),
             NextHop::Broadcast => return Action::Drop(RouterDrop::Broadcast),
         };
         if h.ttl <= 1 {
@@ -711,45 +717,96 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         }
     }
 
-    /// A datagram for one of our addresses: an ICMP echo request (no options, not a fragment,
-    /// valid ICMP checksum) is answered in place, from the address it was sent to (RFC 1122
-    /// §3.2.2.6) with the request's precedence and DSCP (RFC 1812 §4.3.2.5 MUST for the
-    /// precedence; ECN not reflected), TTL [`icmp::ICMP_TTL`], a fresh ID and DF clear, back to
-    /// the frame's source MAC on the input port; everything else goes to the host (management
-    /// plane). Echo requests with options go to the host too (smoltcp answers them without
-    /// the options; RFC 1812 §4.3.3.6 asks for Record Route/Timestamp to be updated: SHOULD).
-    fn local(&mut self, in_port: usize, frame: &mut [u8], h: &ipv4::Ipv4Hdr) -> Action {
+    /// A datagram for one of our addresses: an ICMP echo request (not a fragment, valid ICMP
+    /// checksum, no source route) is answered in place, from the address it was sent to
+    /// (RFC 1812 §4.3.3.6, RFC 1122 §3.2.2.6) with the request's precedence and DSCP (§4.3.2.5
+    /// MUST for the precedence; ECN not reflected), TTL [`icmp::ICMP_TTL`], a fresh ID and DF
+    /// clear, back to the frame's source MAC on the input port. Its Record Route and Timestamp
+    /// options are updated on arrival and again for the reply and returned (§4.3.3.6 SHOULD;
+    /// [`ipv4::echo_reply_options`]); a malformed one is answered with Parameter Problem.
+    /// Everything else goes to the host (management plane), source-routed echo requests too.
+    fn local(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        h: &ipv4::Ipv4Hdr,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
         let end = 14 + h.total_len;
+        let hl = h.header_len;
+        let at = 14 + hl;
         let is_echo = h.protocol == 1
-            && h.header_len == ipv4::IPV4_MIN_HDR
-            && h.total_len >= ipv4::IPV4_MIN_HDR + 8
+            && h.total_len >= hl + 8
             && be16(frame, 14 + 6) & 0x3fff == 0
-            && frame[34] == icmp::ICMP_ECHO_REQUEST
-            && frame[35] == 0
-            && ipv4::ones_sum(&frame[34..end]) == 0xffff;
+            && frame[at] == icmp::ICMP_ECHO_REQUEST
+            && frame[at + 1] == 0
+            && ipv4::ones_sum(&frame[at..end]) == 0xffff
+            && !ipv4::has_source_route(&frame[14..at]);
         if !is_echo {
             return Action::ToHost;
         }
+        let mut opts = [0u8; ipv4::IPV4_MAX_OPTIONS];
+        let mut olen = 0;
+        if hl > ipv4::IPV4_MIN_HDR {
+            // On arrival, the pinged address is the one "known in the environment"; the reply
+            // leaves from it too.
+            let ctx = ipv4::OptionContext {
+                in_addr: h.dst,
+                out_addr: h.dst,
+                timestamp: option_timestamp(now_ns),
+            };
+            let ports = self.ports;
+            let nports = self.nports;
+            let ours = |a| ports[..nports].iter().any(|p| p.addr.addr.to_bits() == a);
+            if let Err(at) = ipv4::forward_options(&mut frame[14..at], &ctx, ours) {
+                return self.icmp_error(
+                    in_port,
+                    frame,
+                    h,
+                    (
+                        icmp::ICMP_PARAMETER_PROBLEM,
+                        icmp::ICMP_PP_POINTER,
+                        (at as u32) << 24,
+                    ),
+                    RouterDrop::BadOptions,
+                    now_ns,
+                    icmp_out,
+                );
+            }
+            match ipv4::echo_reply_options(&frame[14..at], &ctx, ours, &mut opts) {
+                Some(n) => olen = n,
+                None => return Action::Drop(RouterDrop::BadOptions),
+            }
+        }
+        let new_hl = ipv4::IPV4_MIN_HDR + olen;
+        let icmp_len = end - at;
+        // The reply's options are never longer than the request's: the message moves left.
+        frame.copy_within(at..end, 14 + new_hl);
+        let new_end = 14 + new_hl + icmp_len;
         let port = self.ports[in_port];
         let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
         set_macs(frame, prev_hop, port.mac);
         self.ip_ident = self.ip_ident.wrapping_add(1);
-        let ip = &mut frame[14..end];
+        let ip = &mut frame[14..new_end];
+        ip[0] = 0x40 | (new_hl / 4) as u8;
         ip[1] &= 0xfc;
+        ip[2..4].copy_from_slice(&((new_hl + icmp_len) as u16).to_be_bytes());
         ip[4..6].copy_from_slice(&self.ip_ident.to_be_bytes());
         ip[6..8].copy_from_slice(&[0, 0]);
         ip[8] = icmp::ICMP_TTL;
         ip[12..16].copy_from_slice(&h.dst.to_be_bytes());
         ip[16..20].copy_from_slice(&h.src.to_be_bytes());
-        ipv4::fill_checksum(&mut ip[..ipv4::IPV4_MIN_HDR]);
-        let old = be16(ip, 20);
+        ip[ipv4::IPV4_MIN_HDR..new_hl].copy_from_slice(&opts[..olen]);
+        ipv4::fill_checksum(&mut ip[..new_hl]);
+        let old = be16(ip, new_hl);
         let new = u16::from(icmp::ICMP_ECHO_REPLY) << 8;
-        let c = ipv4::csum_update16(be16(ip, 22), old, new);
-        ip[20] = icmp::ICMP_ECHO_REPLY;
-        ip[22..24].copy_from_slice(&c.to_be_bytes());
+        let c = ipv4::csum_update16(be16(ip, new_hl + 2), old, new);
+        ip[new_hl] = icmp::ICMP_ECHO_REPLY;
+        ip[new_hl + 2..new_hl + 4].copy_from_slice(&c.to_be_bytes());
         Action::Reply {
             port: in_port as u8,
-            len: end,
+            len: new_end,
         }
     }
 

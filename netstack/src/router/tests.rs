@@ -963,3 +963,51 @@ fn echo_requests_to_any_of_our_addresses_are_answered() {
     assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
     assert_eq!(r.counters().echo_replies, 2);
 }
+
+#[test]
+fn echo_request_with_record_route_gets_it_back_updated() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    // NOP + Record Route with two free slots, then the ICMP echo request.
+    let plain = echo_request(P1_IP, 0);
+    let icmp = plain[34..].to_vec();
+    let opts = [1u8, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut ip = vec![0u8; 20 + opts.len() + icmp.len()];
+    ip[..20].copy_from_slice(&plain[14..34]);
+    ip[0] = 0x48;
+    let total = ip.len() as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[20..32].copy_from_slice(&opts);
+    ip[32..].copy_from_slice(&icmp);
+    Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
+    let mut f = eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip);
+    let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
+    // The reply keeps only the RR (NOP dropped, EOL pad): same length.
+    assert_eq!(
+        a,
+        Action::Reply {
+            port: 0,
+            len: 14 + ip.len()
+        }
+    );
+    let p = Ipv4Packet::new_checked(&f[14..14 + ip.len()]).unwrap();
+    assert!(p.verify_checksum());
+    assert_eq!(
+        (p.header_len(), p.src_addr(), p.dst_addr()),
+        (32, P1_IP, A_IP)
+    );
+    assert_eq!(
+        &f[34..46],
+        &[7, 11, 12, 10, 0, 1, 1, 10, 0, 1, 1, 0],
+        "the pinged address recorded on arrival and on departure"
+    );
+    let icmp = Icmpv4Packet::new_checked(p.payload()).unwrap();
+    assert!(icmp.verify_checksum());
+    assert_eq!(icmp.msg_type(), Icmpv4Message::EchoReply);
+    assert_eq!(icmp.data(), b"gannet echo data");
+    // A source-routed echo request goes to the host.
+    let mut g = eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip);
+    g[34..38].copy_from_slice(&[131, 3, 4, 1]);
+    Ipv4Packet::new_unchecked(&mut g[14..]).fill_checksum();
+    assert_eq!(run(&mut r, 0, &mut g, 1, 0, &mut []), Action::ToHost);
+}
