@@ -252,6 +252,28 @@ pub const CHOICES: &[Choice] = &[
         linux_deviates: false,
     },
     Choice {
+        id: "C11-icmp-error-options",
+        rfc: "RFC 1812 §4.3.2 and RFC 792 do not say whether an ICMP error carries IP options \
+              (only Echo Reply is asked to return Record Route/Timestamp, §4.3.3.6)",
+        what: "IP options (and so IHL and total length) of an ICMP error about a datagram with \
+               options",
+        gannet: "none",
+        linux: "the offending datagram's Record Route/Timestamp, updated with the router's \
+                address (__ip_options_echo)",
+        masked: true,
+        linux_deviates: false,
+    },
+    Choice {
+        id: "C12-icmp-quoted-options",
+        rfc: "RFC 1812 §4.3.2.3: the quote is 'the original datagram'; whether options the \
+              router already processed are quoted before or after is not specified",
+        what: "the option bytes inside the quoted header of an ICMP error",
+        gannet: "as received (the error is decided before options are processed)",
+        linux: "after input processing (Record Route already holds the input address)",
+        masked: true,
+        linux_deviates: false,
+    },
+    Choice {
         id: "X1-linux-zeronet-source",
         rfc: "RFC 1812 §5.3.7 and §4.2.2.11: a router SHOULD NOT forward a datagram with a \
               source address on network 0 ({0, <host>} is 'this host on this network', only \
@@ -809,6 +831,34 @@ pub fn frame_set() -> Result<Vec<Case>> {
         )?,
     );
     add(
+        "ttl-1-rr",
+        "Time Exceeded about a datagram with Record Route",
+        build(
+            us,
+            &Dgram {
+                ttl: 1,
+                options: vec![1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0],
+                ..udp(to1, 32)
+            },
+        )?,
+    );
+    add(
+        "echo-to-router-rr",
+        "echo request with Record Route to the router",
+        build(
+            us,
+            &Dgram {
+                options: vec![1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0],
+                body: Body::Echo {
+                    id: 0x1237,
+                    seq: 12,
+                    n: 32,
+                },
+                ..udp(ROUTER_IP[0], 0)
+            },
+        )?,
+    );
+    add(
         "opt-unknown",
         "an unknown option passed through unchanged (RFC 1812 §5.3.13.1)",
         build(
@@ -1023,8 +1073,18 @@ fn is_router_ip(ip: &[u8]) -> bool {
 }
 
 /// The IPv4 options as fields: Record Route and Timestamp field by field (Timestamp values are
-/// choice C5-ts-value), anything else as raw bytes.
-fn dissect_options(v: &mut Vec<Field>, opts: &[u8]) {
+/// choice C5-ts-value), anything else as raw bytes; with `all`, every field carries that choice.
+fn dissect_options(v: &mut Vec<Field>, opts: &[u8], all: Option<&'static str>) {
+    let start = v.len();
+    dissect_options_inner(v, opts);
+    if let Some(id) = all {
+        for f in &mut v[start..] {
+            f.choice = Some(id);
+        }
+    }
+}
+
+fn dissect_options_inner(v: &mut Vec<Field>, opts: &[u8]) {
     let mut i = 0;
     while i < opts.len() {
         let ty = opts[i];
@@ -1127,8 +1187,15 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
     }
     let origin = is_router_ip(&ip[12..16]);
     let chosen = |id| origin.then_some(id);
+    let frag = u16::from_be_bytes([ip[6] & 0x1f, ip[7]]);
+    let body = &ip[hl..tl];
+    let icmp_error =
+        ip[9] == 1 && frag == 0 && body.len() >= 8 && matches!(body[0], 3 | 4 | 5 | 11 | 12);
+    // Options the router put on its own ICMP error (and the header length and total length
+    // they change): choice C11.
+    let error_opts = (origin && icmp_error && hl > 20).then_some("C11-icmp-error-options");
     field(&mut v, "ip.version", ip[0] >> 4, None);
-    field(&mut v, "ip.ihl", ip[0] & 0x0f, None);
+    field(&mut v, "ip.ihl", ip[0] & 0x0f, error_opts);
     field(&mut v, "ip.precedence", ip[1] >> 5, None);
     field(
         &mut v,
@@ -1136,7 +1203,7 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
         format!("{:#04x}", ip[1] & 0x1f),
         chosen("C2-icmp-tos"),
     );
-    field(&mut v, "ip.total_len", tl, None);
+    field(&mut v, "ip.total_len", tl, error_opts);
     // Padding after the datagram is the link layer's; Ethernet's minimum is 60 bytes.
     field(&mut v, "eth.len_beyond_ip", f.len() - 14 - tl, None);
     field(
@@ -1168,9 +1235,7 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
     );
     field(&mut v, "ip.src", ip4(&ip[12..16]), None);
     field(&mut v, "ip.dst", ip4(&ip[16..20]), None);
-    dissect_options(&mut v, &ip[20..hl]);
-    let body = &ip[hl..tl];
-    let frag = u16::from_be_bytes([ip[6] & 0x1f, ip[7]]);
+    dissect_options(&mut v, &ip[20..hl], error_opts);
     if ip[9] == 1 && frag == 0 && body.len() >= 8 {
         let ty = body[0];
         field(&mut v, "icmp.type", ty, None);
@@ -1189,7 +1254,26 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
             field(&mut v, "icmp.rest", hex(&body[4..8]), None);
             let quote = &body[8..];
             field(&mut v, "icmp.quote_len", quote.len(), None);
-            field(&mut v, "icmp.quote", hex(quote), None);
+            // The quoted header's options may have been processed before the error was
+            // decided (choice C12); the rest of the quote is compared byte for byte.
+            let qhl = quote
+                .first()
+                .map_or(0, |b| usize::from(b & 0x0f) * 4)
+                .clamp(20, 60)
+                .min(quote.len());
+            field(
+                &mut v,
+                "icmp.quote.header",
+                hex(&quote[..qhl.min(20)]),
+                None,
+            );
+            field(
+                &mut v,
+                "icmp.quote.options",
+                hex(&quote[qhl.min(20)..qhl]),
+                (qhl > 20).then_some("C12-icmp-quoted-options"),
+            );
+            field(&mut v, "icmp.quote.data", hex(&quote[qhl..]), None);
         } else {
             field(
                 &mut v,
@@ -1794,7 +1878,7 @@ mod tests {
     #[test]
     fn timestamp_values_are_choice_c5_only_when_filled() {
         let mut v = Vec::new();
-        dissect_options(&mut v, &[68, 12, 9, 0, 0x80, 0, 0, 1, 0, 0, 0, 0]);
+        dissect_options(&mut v, &[68, 12, 9, 0, 0x80, 0, 0, 1, 0, 0, 0, 0], None);
         let t: Vec<_> = v
             .iter()
             .filter(|f| f.name.ends_with(".time"))
