@@ -49,8 +49,7 @@ pub const FENCE_ID: u16 = 0xfe0f;
 pub const SETTLE: Duration = Duration::from_millis(120);
 /// Longest a case may take (fence reply included) before the router is declared stuck.
 pub const CASE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the first fence (router warming up: Gannet's management plane resolving 10.0.0.2)
-/// may take.
+/// How long the first fence may take (the guest has just printed its ready line).
 pub const WARMUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The Linux sysctls the peer sets for this test (`peer_sysctl=diff` in
@@ -494,12 +493,13 @@ pub fn fence(seq: u16) -> Vec<u8> {
     build(gen::guest_mac(0), &d).expect("the fence frame builds")
 }
 
-/// How often an unanswered fence is sent again (Gannet's management plane drops the reply it
-/// could not send while it resolved 10.0.0.2 with ARP).
+/// How often an unanswered fence is sent again (a stack that must resolve 10.0.0.2 with ARP
+/// before replying may drop the reply; smoltcp did, before the router answered echo itself).
 pub const FENCE_RESEND: Duration = Duration::from_millis(1000);
 
-/// An ARP request from 10.0.0.2 for the router's port-0 address: introduces the host to
-/// Gannet's management plane (smoltcp learns neighbours from ARP aimed at it).
+/// An ARP request from 10.0.0.2 for the router's port-0 address, sent before the first fence
+/// and with every resent one: lets a stack that learns neighbours from ARP aimed at it (smoltcp)
+/// reach 10.0.0.2. Both routers answer it; the answer is ARP and left out.
 pub fn arp_hello() -> Vec<u8> {
     let mut f = vec![0xff; 6];
     f.extend_from_slice(&gen::peer_mac(0));
@@ -540,8 +540,9 @@ fn fence_reply_seq(f: &[u8]) -> Option<u16> {
 /// below 5; version 6; IP options (NOP, Record Route, Timestamp in three forms, an unknown
 /// option); fragments; martian sources and destinations; limited and directed broadcast;
 /// Ethernet broadcast and multicast; a frame for another MAC; no route; TTL expiry of a large
-/// datagram (the 576-byte quote); ICMP errors about ICMP errors and non-first fragments (none
-/// allowed); an echo request to the router itself.
+/// datagram (the 576-byte quote) and of a datagram with Record Route; a malformed Record Route
+/// (Parameter Problem); ICMP errors about ICMP errors and non-first fragments (none allowed);
+/// echo requests to the router itself (both addresses, a precedence, Record Route).
 ///
 /// Errors only if a frame cannot be built (a bug in this function).
 pub fn frame_set() -> Result<Vec<Case>> {
