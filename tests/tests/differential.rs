@@ -20,13 +20,25 @@ fn gannet_and_linux_route_the_frame_set_alike() {
     let (gannet, linux) = std::thread::scope(|s| {
         let g = s.spawn(|| -> anyhow::Result<_> {
             let t = Target::gannet(&image)?;
+            let booted = t0.elapsed();
             let out = t.run_all(&cases)?;
+            eprintln!(
+                "Gannet: ready after {:.1} s, frame set in {:.1} s",
+                booted.as_secs_f64(),
+                (t0.elapsed() - booted).as_secs_f64()
+            );
             let stats = t.stop()?;
             Ok((out, stats))
         });
         let l = s.spawn(|| -> anyhow::Result<_> {
             let t = Target::linux(&peer)?;
+            let booted = t0.elapsed();
             let out = t.run_all(&cases)?;
+            eprintln!(
+                "Linux: ready after {:.1} s, frame set in {:.1} s",
+                booted.as_secs_f64(),
+                (t0.elapsed() - booted).as_secs_f64()
+            );
             t.stop()?;
             Ok(out)
         });
