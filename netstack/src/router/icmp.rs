@@ -11,6 +11,8 @@ pub const ICMP_ECHO_REQUEST: u8 = 8;
 pub const ICMP_DEST_UNREACH: u8 = 3;
 /// Code: net unreachable.
 pub const ICMP_NET_UNREACH: u8 = 0;
+/// Code: source route failed.
+pub const ICMP_SR_FAILED: u8 = 5;
 /// ICMP type Time Exceeded.
 pub const ICMP_TIME_EXCEEDED: u8 = 11;
 /// Code: time to live exceeded in transit.

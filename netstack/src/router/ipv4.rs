@@ -220,18 +220,71 @@ pub const IPOPT_LSRR: u8 = 131;
 /// IP option Strict Source and Record Route (RFC 791).
 pub const IPOPT_SSRR: u8 = 137;
 
-/// Whether the IPv4 header `hdr` (IHL × 4 bytes) carries a source route option.
-pub fn has_source_route(hdr: &[u8]) -> bool {
+/// A source route option (RFC 791 Loose or Strict Source and Record Route) in a header.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct SourceRoute {
+    /// Offset of the option's type byte in the IPv4 header.
+    pub at: usize,
+    /// Strict (SSRR): every hop must be directly connected.
+    pub strict: bool,
+}
+
+/// The first source route option of the IPv4 header `hdr` (IHL × 4 bytes), if any.
+pub fn find_source_route(hdr: &[u8]) -> Option<SourceRoute> {
     let mut i = IPV4_MIN_HDR;
     while i < hdr.len() {
         match hdr[i] {
-            0 => return false,
+            0 => return None,
             1 => i += 1,
-            IPOPT_LSRR | IPOPT_SSRR => return true,
+            t @ (IPOPT_LSRR | IPOPT_SSRR) => {
+                return Some(SourceRoute {
+                    at: i,
+                    strict: t == IPOPT_SSRR,
+                })
+            }
             _ => i += usize::from(*hdr.get(i + 1).unwrap_or(&0)).max(2),
         }
     }
-    false
+    None
+}
+
+/// Whether the IPv4 header `hdr` (IHL × 4 bytes) carries a source route option.
+pub fn has_source_route(hdr: &[u8]) -> bool {
+    find_source_route(hdr).is_some()
+}
+
+/// The next address of source route `sr` in `hdr` when the datagram reached the address it was
+/// sent to: `Ok(Some(next))`, `Ok(None)` if the route is exhausted (pointer beyond the length:
+/// this is the final destination), or `Err(offset)` of the offending byte (Parameter Problem
+/// pointer, as Linux): a length below 3 or past the header (length byte), a pointer below 4 or
+/// with room for part of an address (pointer byte).
+pub fn source_route_next(hdr: &[u8], sr: &SourceRoute) -> Result<Option<u32>, usize> {
+    let i = sr.at;
+    let len = usize::from(*hdr.get(i + 1).ok_or(i)?);
+    if len < 3 || i + len > hdr.len() {
+        return Err(i + 1);
+    }
+    let ptr = usize::from(hdr[i + 2]);
+    if ptr < 4 {
+        return Err(i + 2);
+    }
+    if ptr > len {
+        return Ok(None);
+    }
+    if ptr + 3 > len {
+        return Err(i + 2);
+    }
+    Ok(Some(be32(hdr, i + ptr - 1)))
+}
+
+/// Takes the hop [`source_route_next`] returned: records `out_addr` (the address of the port the
+/// datagram leaves through, RFC 791) in its place and advances the pointer. The caller has set
+/// the destination to the next address and recomputes the checksum.
+pub fn source_route_advance(hdr: &mut [u8], sr: &SourceRoute, out_addr: u32) {
+    let i = sr.at;
+    let ptr = usize::from(hdr[i + 2]);
+    hdr[i + ptr - 1..i + ptr + 3].copy_from_slice(&out_addr.to_be_bytes());
+    hdr[i + 2] += 4;
 }
 
 /// Length of the longest IPv4 options area (IHL 15).
@@ -626,6 +679,35 @@ mod tests {
         // Room for one more RR entry but only partly: no reply.
         h = opts_header(&[7, 9, 8, 10, 0, 0, 1, 0, 0, 0, 0, 0]);
         assert_eq!(echo_reply_options(&h, &ctx, ours, &mut out), None);
+    }
+
+    #[test]
+    fn source_route_hops() {
+        let mut h = opts_header(&[1, 131, 11, 4, 10, 0, 1, 2, 192, 0, 2, 9]);
+        let sr = find_source_route(&h).unwrap();
+        assert_eq!(
+            sr,
+            SourceRoute {
+                at: 21,
+                strict: false
+            }
+        );
+        assert_eq!(source_route_next(&h, &sr), Ok(Some(0x0a000102)));
+        source_route_advance(&mut h, &sr, 0x0a000101);
+        assert_eq!(&h[21..32], &[131, 11, 8, 10, 0, 1, 1, 192, 0, 2, 9]);
+        assert_eq!(source_route_next(&h, &sr), Ok(Some(0xc0000209)));
+        source_route_advance(&mut h, &sr, 0x0a000101);
+        assert_eq!(source_route_next(&h, &sr), Ok(None), "exhausted");
+        let h = opts_header(&[137, 7, 3, 1, 2, 3, 4, 0]);
+        let sr = find_source_route(&h).unwrap();
+        assert!(sr.strict);
+        assert_eq!(source_route_next(&h, &sr), Err(22));
+        let h = opts_header(&[137, 9, 8, 1, 2, 3, 4, 5, 6, 0, 0, 0]);
+        assert_eq!(
+            source_route_next(&h, &find_source_route(&h).unwrap()),
+            Err(22)
+        );
+        assert!(find_source_route(&opts_header(&[7, 3, 4, 0])).is_none());
     }
 
     #[test]

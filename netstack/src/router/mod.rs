@@ -14,9 +14,13 @@
 //!   the incoming port's address for flag 1 (as Linux), only at our prespecified addresses for
 //!   flag 3, or an overflow count when full; other options pass unchanged; a malformed RR/TS
 //!   option drops the datagram (`bad_options`) with a Parameter Problem pointing at the byte
-//!   (§4.3.3.5; the same pointers as Linux's `ip_options_compile`). Source routes are not
-//!   followed (§5.3.13.4 wants them supported): source-routed datagrams are forwarded to their
-//!   destination like others (Linux drops them by default, `accept_source_route=0`).
+//!   (§4.3.3.5; the same pointers as Linux's `ip_options_compile`). Source routes
+//!   (§5.3.13.4, always accepted; Linux's default `accept_source_route=0` drops them): at the
+//!   address the datagram was sent to, the destination becomes the route's next address and
+//!   the outgoing port's address is recorded; a strict route whose next hop is not directly
+//!   connected, a strict route reaching a router not in it (Linux answers that with Parameter
+//!   Problem at the destination field), or a next address that cannot be routed (Linux drops
+//!   it silently) gets Destination Unreachable, source route failed (RFC 1122 §3.3.5).
 //! - Fragments are forwarded as they are (no reassembly); no ICMP error about a non-first
 //!   fragment (§4.3.2.7).
 //! - ICMP errors quote as much of the datagram as fits in 576 bytes (§4.3.2.3, as Linux), use
@@ -96,6 +100,10 @@ pub enum RouterDrop {
     Broadcast,
     /// Destination multicast (no multicast routing).
     Multicast,
+    /// A strict source route whose next hop is not directly connected or that reached a router
+    /// it does not name, or a source route's next address that cannot be routed (answered with
+    /// Destination Unreachable, source route failed, unless rate-limited).
+    SourceRouteFailed,
     /// No route (answered with Destination Unreachable unless rate-limited).
     NoRoute,
     /// TTL ≤ 1 (answered with Time Exceeded unless rate-limited).
@@ -112,7 +120,7 @@ pub enum RouterDrop {
 
 impl RouterDrop {
     /// Number of reasons.
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 24;
 
     /// Every reason, in counter order.
     pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
@@ -133,6 +141,7 @@ impl RouterDrop {
         RouterDrop::MartianDst,
         RouterDrop::Broadcast,
         RouterDrop::Multicast,
+        RouterDrop::SourceRouteFailed,
         RouterDrop::NoRoute,
         RouterDrop::TtlExpired,
         RouterDrop::NeighTableFull,
@@ -161,6 +170,7 @@ impl RouterDrop {
             RouterDrop::MartianDst => "martian_dst",
             RouterDrop::Broadcast => "broadcast",
             RouterDrop::Multicast => "multicast",
+            RouterDrop::SourceRouteFailed => "source_route_failed",
             RouterDrop::NoRoute => "no_route",
             RouterDrop::TtlExpired => "ttl_expired",
             RouterDrop::NeighTableFull => "neigh_table_full",
@@ -638,20 +648,87 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             DstClass::Multicast => return Action::Drop(RouterDrop::Multicast),
             DstClass::LimitedBroadcast => return Action::Drop(RouterDrop::Broadcast),
         }
+        // Source routes (RFC 1812 §5.3.13.4, RFC 791): at the address the datagram was sent to,
+        // its destination becomes the next address of the route; elsewhere a loose route is
+        // forwarded like any datagram and a strict one has failed.
+        let mut h = h;
+        let mut sr_hop = None;
+        if h.header_len > ipv4::IPV4_MIN_HDR {
+            if let Some(sr) = ipv4::find_source_route(&frame[14..14 + h.header_len]) {
+                let for_us = self
+                    .fib
+                    .lookup_index(h.dst)
+                    .is_some_and(|i| self.fib.next_hop(i) == NextHop::Local);
+                if for_us {
+                    match ipv4::source_route_next(&frame[14..14 + h.header_len], &sr) {
+                        Ok(None) => {}
+                        Ok(Some(next)) if ipv4::classify_dst(next) == DstClass::Unicast => {
+                            h.dst = next;
+                            sr_hop = Some(sr);
+                        }
+                        Ok(Some(_)) => {
+                            return self.icmp_error(
+                                in_port,
+                                frame,
+                                &h,
+                                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
+                                RouterDrop::SourceRouteFailed,
+                                now_ns,
+                                icmp_out,
+                            )
+                        }
+                        Err(at) => {
+                            return self.icmp_error(
+                                in_port,
+                                frame,
+                                &h,
+                                (
+                                    icmp::ICMP_PARAMETER_PROBLEM,
+                                    icmp::ICMP_PP_POINTER,
+                                    (at as u32) << 24,
+                                ),
+                                RouterDrop::BadOptions,
+                                now_ns,
+                                icmp_out,
+                            )
+                        }
+                    }
+                } else if sr.strict {
+                    return self.icmp_error(
+                        in_port,
+                        frame,
+                        &h,
+                        (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
+                        RouterDrop::SourceRouteFailed,
+                        now_ns,
+                        icmp_out,
+                    );
+                }
+            }
+        }
         let Some(nhi) = self.fib.lookup_index(h.dst) else {
+            // A source route's next address we cannot reach: source route failed (RFC 1122
+            // §3.3.5, "because of a routing problem"; Linux drops it silently).
+            let (code, cause) = match sr_hop {
+                Some(_) => (icmp::ICMP_SR_FAILED, RouterDrop::SourceRouteFailed),
+                None => (icmp::ICMP_NET_UNREACH, RouterDrop::NoRoute),
+            };
             return self.icmp_error(
                 in_port,
                 frame,
                 &h,
-                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_NET_UNREACH, 0),
-                RouterDrop::NoRoute,
+                (icmp::ICMP_DEST_UNREACH, code, 0),
+                cause,
                 now_ns,
                 icmp_out,
             );
         };
-        let (out_port, nh_ip) = match self.fib.next_hop(nhi) {
-            NextHop::Connected { port } => (port, h.dst),
-            NextHop::Via { port, gateway } => (port, gateway.to_bits()),
+        let (out_port, nh_ip, via_gateway) = match self.fib.next_hop(nhi) {
+            NextHop::Connected { port } => (port, h.dst, false),
+            NextHop::Via { port, gateway } => (port, gateway.to_bits(), true),
+            NextHop::Local | NextHop::Broadcast if sr_hop.is_some() => {
+                return Action::Drop(RouterDrop::SourceRouteFailed)
+            }
             NextHop::Local => return self.local(in_port, frame, &h, now_ns, icmp_out),
             NextHop::Broadcast => return Action::Drop(RouterDrop::Broadcast),
         };
@@ -666,10 +743,28 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 icmp_out,
             );
         }
+        let out_addr = self.ports[usize::from(out_port)].addr.addr.to_bits();
+        if let Some(sr) = sr_hop {
+            if sr.strict && via_gateway {
+                return self.icmp_error(
+                    in_port,
+                    frame,
+                    &h,
+                    (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
+                    RouterDrop::SourceRouteFailed,
+                    now_ns,
+                    icmp_out,
+                );
+            }
+            let hdr = &mut frame[14..14 + h.header_len];
+            hdr[16..20].copy_from_slice(&h.dst.to_be_bytes());
+            ipv4::source_route_advance(hdr, &sr, out_addr);
+            ipv4::fill_checksum(hdr);
+        }
         if h.header_len > ipv4::IPV4_MIN_HDR {
             let ctx = ipv4::OptionContext {
                 in_addr: self.ports[in_port].addr.addr.to_bits(),
-                out_addr: self.ports[usize::from(out_port)].addr.addr.to_bits(),
+                out_addr,
                 timestamp: option_timestamp(now_ns),
             };
             let ports = &self.ports[..self.nports];

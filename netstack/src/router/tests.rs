@@ -857,7 +857,10 @@ fn every_frame_has_exactly_one_outcome() {
                     prop_assert!(usize::from(p) == port && len <= out.len());
                     prop_assert!(matches!(
                         cause,
-                        RouterDrop::NoRoute | RouterDrop::TtlExpired | RouterDrop::BadOptions
+                        RouterDrop::NoRoute
+                            | RouterDrop::TtlExpired
+                            | RouterDrop::BadOptions
+                            | RouterDrop::SourceRouteFailed
                     ));
                     let ip = Ipv4Packet::new_checked(&out[14..len]).unwrap();
                     prop_assert!(ip.verify_checksum());
@@ -1010,4 +1013,84 @@ fn echo_request_with_record_route_gets_it_back_updated() {
     g[34..38].copy_from_slice(&[131, 3, 4, 1]);
     Ipv4Packet::new_unchecked(&mut g[14..]).fill_checksum();
     assert_eq!(run(&mut r, 0, &mut g, 1, 0, &mut []), Action::ToHost);
+}
+
+/// A UDP datagram from A to `dst` with source route option `sr` (padded to 4 bytes with NOPs
+/// in front), in a frame to port 0.
+fn source_routed(dst: Ipv4Addr, sr: &[u8]) -> Vec<u8> {
+    let plain = ip_frame(A_IP, dst, 9, 17, b"source routed");
+    let mut opts = vec![1u8; (4 - sr.len() % 4) % 4];
+    opts.extend_from_slice(sr);
+    let mut ip = plain[14..34].to_vec();
+    ip.extend_from_slice(&opts);
+    ip.extend_from_slice(&plain[34..]);
+    ip[0] = 0x40 | ((20 + opts.len()) / 4) as u8;
+    let total = ip.len() as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
+    eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip)
+}
+
+#[test]
+fn source_routes_are_followed() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    // Loose and strict, sent to us with B next: out of port 1 to B, our port-1 address
+    // recorded, pointer 4 -> 8.
+    for ty in [131u8, 137] {
+        let mut f = source_routed(P0_IP, &[ty, 7, 4, 10, 0, 1, 2]);
+        let len = f.len();
+        assert_eq!(
+            run(&mut r, 0, &mut f, 1, 0, &mut []),
+            Action::Forward { port: 1, len }
+        );
+        let p = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert!(p.verify_checksum());
+        assert_eq!((p.dst_addr(), p.hop_limit()), (B_IP, 8));
+        assert_eq!(&f[35..42], &[ty, 7, 8, 10, 0, 1, 1]);
+    }
+    // Loose, passing through (not sent to us): forwarded like any datagram.
+    let orig = source_routed(B_IP, &[131, 7, 4, 192, 0, 2, 9]);
+    let mut f = orig.clone();
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Forward { port: 1, .. }
+    ));
+    check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    // Strict, passing through: source route failed (3/5).
+    let orig = source_routed(B_IP, &[137, 7, 4, 192, 0, 2, 9]);
+    let mut f = orig.clone();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let Action::Icmp { len, cause, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    assert_eq!(cause, RouterDrop::SourceRouteFailed);
+    check_icmp_error(&out[..len], &orig, 3, 5);
+    // Strict with a next hop behind a gateway (192.168.0.0/16 via B): failed too.
+    let orig = source_routed(P0_IP, &[137, 7, 4, 192, 168, 1, 1]);
+    let mut f = orig.clone();
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    check_icmp_error(&out[..len], &orig, 3, 5);
+    // A next address without a route: source route failed too (RFC 1122 §3.3.5).
+    let orig = source_routed(P0_IP, &[131, 7, 4, 172, 16, 0, 1]);
+    let mut f = orig.clone();
+    let Action::Icmp { len, cause, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    assert_eq!(cause, RouterDrop::SourceRouteFailed);
+    check_icmp_error(&out[..len], &orig, 3, 5);
+    // Exhausted: we are the final destination.
+    let mut f = source_routed(P0_IP, &[131, 7, 8, 10, 0, 0, 2]);
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut out), Action::ToHost);
+    // Pointer 3: Parameter Problem at the pointer byte (the option follows one NOP: 20 + 1 + 2).
+    let orig = source_routed(P0_IP, &[131, 7, 3, 10, 0, 1, 2]);
+    let mut f = orig.clone();
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    check_icmp_error(&out[..len], &orig, 12, 0);
+    assert_eq!(out[38], 23);
 }
