@@ -87,6 +87,7 @@ case "$MODE" in
       sysctl_w net/ipv4/icmp_errors_use_inbound_ifaddr 1
       for c in all default "$P0" "$P1"; do
         sysctl_w "net/ipv4/conf/$c/rp_filter" 0
+        sysctl_w "net/ipv4/conf/$c/accept_source_route" 1
       done
     fi
     ;;

@@ -508,8 +508,8 @@ pub fn guest_config(
 
 /// The Linux peer as the differential test boots it (`tests/src/differential.rs`): the
 /// [`PeerMode::L3`] router with `peer_sysctl=diff` (ICMP error rate limits off, ICMP errors from
-/// the inbound interface's address, `rp_filter` off; the test lists each sysctl and why), TCG
-/// without `-icount`, console not echoed.
+/// the inbound interface's address, `rp_filter` off, source routes accepted; the test lists
+/// each sysctl and why), TCG without `-icount`, console not echoed.
 pub fn differential_config(peer: &LinuxPeer, dgram_dir: &Path) -> GuestConfig {
     let mut cfg = guest_config(peer, dgram_dir, PeerMode::L3, Accel::Tcg, false, Echo::Off);
     cfg.append.push_str(" peer_sysctl=diff");
