@@ -297,6 +297,19 @@ pub const CHOICES: &[Choice] = &[
         masked: true,
         linux_deviates: true,
     },
+    Choice {
+        id: "X2-linux-misroutes-after-source-route",
+        rfc: "RFC 1812 §5.3.13.4 (source routes MUST be supported): a datagram to one of the \
+              router's addresses is for the router",
+        what: "the datagram to the router that follows a source-routed datagram to it",
+        gannet: "delivered (here: the fence is answered)",
+        linux: "observed on 6.1.0-57 with accept_source_route=1: forwarded out of the other \
+                port with TTL - 1, ARP for 10.0.0.1 there fails, Host Unreachable about it \
+                seconds later. Linux deviates; the harness sets fence frames aside \
+                (Output::about_fence) and notes them",
+        masked: true,
+        linux_deviates: true,
+    },
 ];
 
 /// The choice with this id (panics on an unknown id: a bug in this file).
