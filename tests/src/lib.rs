@@ -5,6 +5,8 @@
 //! Every helper panics with the guest's last serial lines when something goes wrong, so a failing
 //! test says what the guest printed.
 
+pub mod differential;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;

@@ -2,7 +2,9 @@
 # /init of the Linux peer guest (`cargo xtask bench --peer linux`): a Debian kernel + busybox
 # initramfs with the same two virtio-net ports (MACs 02:00:00:00:00:01/02) as Gannet.
 #
-# Kernel command line keys: peer_mode=l2 (bridge the two ports) | l3 (IPv4 forwarding).
+# Kernel command line keys: peer_mode=l2 (bridge the two ports) | l3 (IPv4 forwarding);
+# peer_sysctl=diff (with l3: the sysctls of the differential test, tests/src/differential.rs,
+# which lists each one and why).
 # Console protocol (one command per line on ttyS0, no prompt, no echo):
 #   st TAG   -> "PEERSTAT TAG <first line of /proc/stat>"
 #   tl TAG   -> "PEERTL TAG <now ns> <idle_sleeptime ns> <iowait_sleeptime ns>" (/proc/timer_list:
@@ -39,9 +41,18 @@ if [ -z "$P0" ] || [ -z "$P1" ]; then
 fi
 
 MODE=l2
+SYSCTL=""
 for kv in $(cat /proc/cmdline); do
-  case "$kv" in peer_mode=*) MODE=${kv#peer_mode=} ;; esac
+  case "$kv" in
+    peer_mode=*) MODE=${kv#peer_mode=} ;;
+    peer_sysctl=*) SYSCTL=${kv#peer_sysctl=} ;;
+  esac
 done
+
+# Write one sysctl; a failure stops the boot with "peer: error" (the harness watches for it).
+sysctl_w() {
+  echo "$2" > "/proc/sys/$1" 2>/dev/null || { echo "peer: error: sysctl $1=$2 failed"; poweroff -f; }
+}
 
 ip link set lo up
 case "$MODE" in
@@ -68,6 +79,17 @@ case "$MODE" in
     echo 1 > /proc/sys/net/ipv4/ip_forward
     arp -i "$P0" -s 10.0.0.2 02:00:00:00:0a:02
     arp -i "$P1" -s 10.0.1.2 02:00:00:00:0b:02
+    if [ "$SYSCTL" = diff ]; then
+      # Differential test (RFC 1812 behaviour, one crafted frame at a time); the reasons are in
+      # tests/src/differential.rs (LINUX_SYSCTLS).
+      sysctl_w net/ipv4/icmp_ratelimit 0
+      sysctl_w net/ipv4/route/error_cost 0
+      sysctl_w net/ipv4/icmp_errors_use_inbound_ifaddr 1
+      for c in all default "$P0" "$P1"; do
+        sysctl_w "net/ipv4/conf/$c/rp_filter" 0
+        sysctl_w "net/ipv4/conf/$c/accept_source_route" 1
+      done
+    fi
     ;;
   *)
     echo "peer: error: unknown peer_mode=$MODE"
@@ -88,7 +110,7 @@ if [ "$MODE" = l2 ]; then
 fi
 
 stty -echo 2>/dev/null
-echo "peer: ready mode=$MODE ports=$P0,$P1 kernel=$(uname -r)"
+echo "peer: ready mode=$MODE sysctl=${SYSCTL:-default} ports=$P0,$P1 kernel=$(uname -r)"
 while read -r cmd arg; do
   case "$cmd" in
     st) echo "PEERSTAT $arg $(head -n 1 /proc/stat)" ;;

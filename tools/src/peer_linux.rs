@@ -10,10 +10,11 @@
 //!
 //! The guest's `/init` configures `peer_mode=l2` (bridge, STP off, forward delay 0) or
 //! `peer_mode=l3` (10.0.0.1/24, 10.0.1.1/24, `ip_forward=1`, static ARP for the generator's
-//! sides), prints [`READY_MARKER`] and then answers console commands without prompt or echo:
-//! `st TAG` prints `PEERSTAT TAG cpu …` (the first line of `/proc/stat`), `tl TAG` prints
-//! `PEERTL TAG now idle iowait` (ns, from `/proc/timer_list`; see [`timer_ns`]), `quit` powers
-//! off.
+//! sides; with `peer_sysctl=diff` also the sysctls of the differential test, see
+//! [`differential_config`]), prints [`READY_MARKER`] and then answers console commands without
+//! prompt or echo: `st TAG` prints `PEERSTAT TAG cpu …` (the first line of `/proc/stat`), `tl
+//! TAG` prints `PEERTL TAG now idle iowait` (ns, from `/proc/timer_list`; see [`timer_ns`]),
+//! `quit` powers off.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -115,7 +116,8 @@ fn kernel_package() -> Result<String> {
         .context("apt-cache depends linux-image-amd64 names no linux-image-*-amd64 package")
 }
 
-/// Makes sure both `.deb`s are in `debs`, downloading them with `apt-get download` if not.
+/// Makes sure both `.deb`s are in `debs`, downloading them with `apt-get download` if not
+/// (as root, after one `apt-get update` if the first try fails).
 fn ensure_debs(debs: &Path) -> Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(debs).with_context(|| format!("creating {}", debs.display()))?;
     let have = (
@@ -131,7 +133,29 @@ fn ensure_debs(debs: &Path) -> Result<(PathBuf, PathBuf)> {
          Alternatively put linux-image-6.*-amd64_*.deb and busybox-static_*.deb in {}",
         debs.display()
     );
-    let kpkg = kernel_package().with_context(|| help.clone())?;
+    match download(debs) {
+        Ok(pair) => Ok(pair),
+        // A fresh Debian machine (or container) has no package lists, and old lists name
+        // packages the mirror no longer has: as root, fetch the lists once and try again.
+        Err(e) if is_root() => {
+            eprintln!("xtask: peer: {e:#}\nxtask: peer: running `apt-get update` and retrying");
+            let ok = Command::new("apt-get")
+                .args(["update", "-qq"])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            ensure!(ok, "apt-get update failed\n{help}");
+            download(debs).with_context(|| help.clone())
+        }
+        Err(e) => Err(e).with_context(|| help.clone()),
+    }
+}
+
+/// `apt-get download` of the kernel package behind [`KERNEL_META`] and [`BUSYBOX`] into `debs`;
+/// returns the two `.deb` paths. Errors name the failing command and its stderr.
+fn download(debs: &Path) -> Result<(PathBuf, PathBuf)> {
+    let kpkg = kernel_package()?;
     eprintln!(
         "xtask: peer: apt-get download {kpkg} {BUSYBOX} into {}",
         debs.display()
@@ -140,11 +164,10 @@ fn ensure_debs(debs: &Path) -> Result<(PathBuf, PathBuf)> {
         .current_dir(debs)
         .args(["download", &kpkg, BUSYBOX])
         .output()
-        .context("running apt-get")
-        .with_context(|| help.clone())?;
+        .context("running apt-get")?;
     if !out.status.success() {
         bail!(
-            "apt-get download {kpkg} {BUSYBOX} failed ({}):\n{}\n{help}",
+            "apt-get download {kpkg} {BUSYBOX} failed ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );
@@ -481,6 +504,21 @@ pub fn guest_config(
         echo,
         ..Default::default()
     }
+}
+
+/// The Linux peer as the differential test boots it (`tests/src/differential.rs`): the
+/// [`PeerMode::L3`] router with `peer_sysctl=diff` (ICMP error rate limits off, ICMP errors from
+/// the inbound interface's address, `rp_filter` off, source routes accepted; the test lists
+/// each sysctl and why), TCG without `-icount`, console not echoed.
+pub fn differential_config(peer: &LinuxPeer, dgram_dir: &Path) -> GuestConfig {
+    let mut cfg = guest_config(peer, dgram_dir, PeerMode::L3, Accel::Tcg, false, Echo::Off);
+    cfg.append.push_str(" peer_sysctl=diff");
+    cfg
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// Busy and total time from a `cpu …` line of `/proc/stat`, in `USER_HZ` ticks:

@@ -8,9 +8,9 @@
 //! `drops{tx_ring_full, too_big, bad_desc, runt}`), `pools[]` (`id`, `in_flight`, `cached`,
 //! `alloc_fast`, `alloc_slow`, `alloc_empty`, `refill_pages`, `refill_failed`, `recycle_cached`,
 //! `recycle_cache_full`, `recycle_ring`, `recycle_ring_full`, `released`), and in router mode
-//! `router` (`rx`, `forwarded`, `arp_replies`, `arp_consumed`, `arp_requests`, `to_host`,
-//! `queued`, `queued_now`, `icmp_sent`, `icmp_rate_limited`, `icmp_suppressed`, `no_buffer`,
-//! `drops{…}` by [`RouterDrop`] name).
+//! `router` (`rx`, `forwarded`, `arp_replies`, `echo_replies`, `arp_consumed`, `arp_requests`,
+//! `to_host`, `queued`, `queued_now`, `icmp_sent`, `icmp_rate_limited`, `icmp_suppressed`,
+//! `no_buffer`, `drops{…}` by [`RouterDrop`] name).
 
 use crate::forwarder::{all_pairs, Forwarder, PairSnap, PoolSnap};
 use crate::time::tsc_hz;
@@ -149,10 +149,11 @@ impl fmt::Display for Snapshot<'_, '_> {
             let c = r.counters();
             write!(
                 f,
-                ",\"router\":{{\"rx\":{},\"forwarded\":{},\"arp_replies\":{},\"arp_consumed\":{},\"arp_requests\":{},\"to_host\":{},\"queued\":{},\"queued_now\":{},\"icmp_sent\":{},\"icmp_rate_limited\":{},\"icmp_suppressed\":{},\"no_buffer\":{},\"drops\":{{",
+                ",\"router\":{{\"rx\":{},\"forwarded\":{},\"arp_replies\":{},\"echo_replies\":{},\"arp_consumed\":{},\"arp_requests\":{},\"to_host\":{},\"queued\":{},\"queued_now\":{},\"icmp_sent\":{},\"icmp_rate_limited\":{},\"icmp_suppressed\":{},\"no_buffer\":{},\"drops\":{{",
                 c.rx,
                 c.forwarded,
                 c.arp_replies,
+                c.echo_replies,
                 c.arp_consumed,
                 c.arp_requests,
                 c.to_host,

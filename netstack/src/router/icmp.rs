@@ -3,14 +3,24 @@
 use super::ipv4::{checksum, Ipv4Hdr};
 use crate::MacAddr;
 
+/// ICMP type Echo Reply.
+pub const ICMP_ECHO_REPLY: u8 = 0;
+/// ICMP type Echo Request.
+pub const ICMP_ECHO_REQUEST: u8 = 8;
 /// ICMP type Destination Unreachable.
 pub const ICMP_DEST_UNREACH: u8 = 3;
 /// Code: net unreachable.
 pub const ICMP_NET_UNREACH: u8 = 0;
+/// Code: source route failed.
+pub const ICMP_SR_FAILED: u8 = 5;
 /// ICMP type Time Exceeded.
 pub const ICMP_TIME_EXCEEDED: u8 = 11;
 /// Code: time to live exceeded in transit.
 pub const ICMP_TTL_EXCEEDED: u8 = 0;
+/// ICMP type Parameter Problem.
+pub const ICMP_PARAMETER_PROBLEM: u8 = 12;
+/// Code: the pointer indicates the error.
+pub const ICMP_PP_POINTER: u8 = 0;
 
 /// TTL of the errors we send (Linux's `ip_default_ttl`).
 pub const ICMP_TTL: u8 = 64;
@@ -18,9 +28,13 @@ pub const ICMP_TTL: u8 = 64;
 /// (RFC 1812 §4.3.2.5; Linux uses the same).
 pub const ICMP_TOS: u8 = 0xc0;
 
-/// Largest error frame [`build_error`] writes: Ethernet 14 + IP 20 + ICMP 8 + quoted header
-/// up to 60 + 8 data bytes.
-pub const ICMP_ERROR_MAX_FRAME: usize = 14 + 20 + 8 + 60 + 8;
+/// Largest ICMP error datagram (IP header included): RFC 1812 §4.3.2.3 asks for as much of
+/// the offending datagram as fits without the error exceeding 576 bytes.
+pub const ICMP_ERROR_MAX_DATAGRAM: usize = 576;
+/// Most bytes of the offending datagram an error quotes: 576 − IP header 20 − ICMP header 8.
+pub const ICMP_QUOTE_MAX: usize = ICMP_ERROR_MAX_DATAGRAM - 20 - 8;
+/// Largest error frame [`build_error`] writes: Ethernet 14 + [`ICMP_ERROR_MAX_DATAGRAM`].
+pub const ICMP_ERROR_MAX_FRAME: usize = 14 + ICMP_ERROR_MAX_DATAGRAM;
 
 /// Whether an ICMP error may be sent about this datagram (RFC 1812 §4.3.2.7): not about an
 /// ICMP error, not about a non-first fragment. (Datagrams to broadcast or multicast
@@ -43,9 +57,12 @@ pub fn may_send_error_about(h: &Ipv4Hdr, ip: &[u8]) -> bool {
 
 /// Build an ICMP error about the datagram `ip` (the bytes after the Ethernet header of the
 /// received frame, validated as `h`) into `out`: an Ethernet frame from `src_mac` to
-/// `dst_mac`, an IPv4 header from `src_ip` to the datagram's source, and the ICMP message with
-/// the datagram's IP header and its first 8 data bytes (RFC 792). Returns the frame length,
-/// or `None` if `out` is shorter than that.
+/// `dst_mac`, an IPv4 header from `src_ip` to the datagram's source, and the ICMP message
+/// quoting the datagram as received (IP header first) up to [`ICMP_QUOTE_MAX`] bytes, so the
+/// error is at most 576 bytes (RFC 1812 §4.3.2.3; RFC 792's minimum is the header and 8 data
+/// bytes). `rest` is the second word of the ICMP header (0 for Time Exceeded and Destination
+/// Unreachable; the pointer in the top byte for Parameter Problem). Returns the frame length, or
+/// `None` if `out` is shorter than that.
 #[allow(clippy::too_many_arguments)]
 pub fn build_error(
     out: &mut [u8],
@@ -55,10 +72,11 @@ pub fn build_error(
     ident: u16,
     icmp_type: u8,
     code: u8,
+    rest: u32,
     h: &Ipv4Hdr,
     ip: &[u8],
 ) -> Option<usize> {
-    let quoted = h.header_len + (h.total_len - h.header_len).min(8);
+    let quoted = h.total_len.min(ICMP_QUOTE_MAX);
     let ip_len = 20 + 8 + quoted;
     let len = 14 + ip_len;
     let out = out.get_mut(..len)?;
@@ -80,7 +98,8 @@ pub fn build_error(
     iph[10..12].copy_from_slice(&c.to_be_bytes());
     icmp[0] = icmp_type;
     icmp[1] = code;
-    icmp[2..8].fill(0);
+    icmp[2..4].fill(0);
+    icmp[4..8].copy_from_slice(&rest.to_be_bytes());
     icmp[8..8 + quoted].copy_from_slice(&ip[..quoted]);
     let c = checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());

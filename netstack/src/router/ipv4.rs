@@ -82,6 +82,279 @@ pub fn decrement_ttl(ip: &mut [u8]) {
     ip[10..12].copy_from_slice(&hc.to_be_bytes());
 }
 
+/// IP option Record Route (RFC 791).
+pub const IPOPT_RR: u8 = 7;
+/// IP option Internet Timestamp (RFC 791).
+pub const IPOPT_TS: u8 = 68;
+/// Timestamp option flags: timestamps only.
+pub const IPOPT_TS_TSONLY: u8 = 0;
+/// Timestamp option flags: each timestamp preceded by the registering router's address.
+pub const IPOPT_TS_TSANDADDR: u8 = 1;
+/// Timestamp option flags: addresses prespecified, only those routers stamp.
+pub const IPOPT_TS_PRESPEC: u8 = 3;
+
+/// What [`forward_options`] needs to know about the router.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct OptionContext {
+    /// Address of the port the datagram came in on (host order): recorded with a Timestamp
+    /// option's timestamp (flag 1), as the registering entity.
+    pub in_addr: u32,
+    /// Address of the port the datagram leaves through: recorded by Record Route ("as known in
+    /// the environment into which this datagram is being forwarded", RFC 791).
+    pub out_addr: u32,
+    /// The timestamp to insert (RFC 791: milliseconds since midnight UT, or any time with the
+    /// high-order bit set).
+    pub timestamp: u32,
+}
+
+/// Process the options of a datagram being forwarded, in place (RFC 1812 §5.3.13): Record Route
+/// gets [`OptionContext::out_addr`] if it has room (RFC 1812 §5.3.13.5); Timestamp gets a
+/// timestamp, with [`OptionContext::in_addr`] before it for flag 1, and for flag 3 only when
+/// the next prespecified address is one of ours (`is_ours`), or, when full, its overflow count
+/// incremented (RFC 1812 §5.3.13.6, RFC 791); every other option passes unchanged
+/// (§5.3.13.1). `hdr` is the whole IPv4 header (IHL × 4 bytes, validated). Returns whether
+/// anything changed (the caller then recomputes the header checksum), or `Err(offset)` of the
+/// offending byte within the header for a malformed option (RFC 791: the datagram is in error
+/// and discarded; the offset is the Parameter Problem pointer). The checks and the offsets
+/// follow RFC 791 and Linux's `ip_options_compile`: an option length below 2 or running past
+/// the header (its type byte), a Record Route shorter than 3 (length byte), pointer below 4 or
+/// with partial room (pointer byte), a Timestamp shorter than 4 (length), pointer below 5 or
+/// partial room (pointer), or an overflow count that would pass 15 (flags byte).
+pub fn forward_options(
+    hdr: &mut [u8],
+    ctx: &OptionContext,
+    is_ours: impl Fn(u32) -> bool,
+) -> Result<bool, usize> {
+    record_options(hdr, ctx, is_ours, true)
+}
+
+/// [`forward_options`], with the overflow count of a full Timestamp option left alone when
+/// `count_overflow` is false (the second, outgoing update of an echo reply's options: Linux's
+/// `__ip_options_echo` only fills slots that are free).
+fn record_options(
+    hdr: &mut [u8],
+    ctx: &OptionContext,
+    is_ours: impl Fn(u32) -> bool,
+    count_overflow: bool,
+) -> Result<bool, usize> {
+    let mut changed = false;
+    let mut i = IPV4_MIN_HDR;
+    while i < hdr.len() {
+        match hdr[i] {
+            0 => break,
+            1 => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let Some(&len) = hdr.get(i + 1) else {
+            return Err(i);
+        };
+        let len = usize::from(len);
+        if len < 2 || i + len > hdr.len() {
+            return Err(i);
+        }
+        let ptr = usize::from(*hdr.get(i + 2).unwrap_or(&0));
+        match hdr[i] {
+            IPOPT_RR => {
+                if len < 3 {
+                    return Err(i + 1);
+                }
+                if ptr < 4 {
+                    return Err(i + 2);
+                }
+                if ptr <= len {
+                    if ptr + 3 > len {
+                        return Err(i + 2);
+                    }
+                    hdr[i + ptr - 1..i + ptr + 3].copy_from_slice(&ctx.out_addr.to_be_bytes());
+                    hdr[i + 2] += 4;
+                    changed = true;
+                }
+            }
+            IPOPT_TS => {
+                if len < 4 {
+                    return Err(i + 1);
+                }
+                if ptr < 5 {
+                    return Err(i + 2);
+                }
+                let flags = hdr[i + 3] & 0x0f;
+                if ptr <= len {
+                    if ptr + 3 > len {
+                        return Err(i + 2);
+                    }
+                    let at = i + ptr - 1;
+                    let ts = ctx.timestamp.to_be_bytes();
+                    match flags {
+                        IPOPT_TS_TSONLY => {
+                            hdr[at..at + 4].copy_from_slice(&ts);
+                            hdr[i + 2] += 4;
+                            changed = true;
+                        }
+                        IPOPT_TS_TSANDADDR | IPOPT_TS_PRESPEC => {
+                            if ptr + 7 > len {
+                                return Err(i + 2);
+                            }
+                            if flags == IPOPT_TS_TSANDADDR {
+                                hdr[at..at + 4].copy_from_slice(&ctx.in_addr.to_be_bytes());
+                            } else if !is_ours(be32(hdr, at)) {
+                                i += len;
+                                continue;
+                            }
+                            hdr[at + 4..at + 8].copy_from_slice(&ts);
+                            hdr[i + 2] += 8;
+                            changed = true;
+                        }
+                        // Flags RFC 791 does not define: passed unchanged.
+                        _ => {}
+                    }
+                } else if count_overflow && flags != IPOPT_TS_PRESPEC {
+                    // Full: count the router that could not register (RFC 791).
+                    let overflow = hdr[i + 3] >> 4;
+                    if overflow == 15 {
+                        return Err(i + 3);
+                    }
+                    hdr[i + 3] = ((overflow + 1) << 4) | flags;
+                    changed = true;
+                }
+            }
+            _ => {}
+        }
+        i += len;
+    }
+    Ok(changed)
+}
+
+/// IP option Loose Source and Record Route (RFC 791).
+pub const IPOPT_LSRR: u8 = 131;
+/// IP option Strict Source and Record Route (RFC 791).
+pub const IPOPT_SSRR: u8 = 137;
+
+/// A source route option (RFC 791 Loose or Strict Source and Record Route) in a header.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct SourceRoute {
+    /// Offset of the option's type byte in the IPv4 header.
+    pub at: usize,
+    /// Strict (SSRR): every hop must be directly connected.
+    pub strict: bool,
+}
+
+/// The first source route option of the IPv4 header `hdr` (IHL × 4 bytes), if any.
+pub fn find_source_route(hdr: &[u8]) -> Option<SourceRoute> {
+    let mut i = IPV4_MIN_HDR;
+    while i < hdr.len() {
+        match hdr[i] {
+            0 => return None,
+            1 => i += 1,
+            t @ (IPOPT_LSRR | IPOPT_SSRR) => {
+                return Some(SourceRoute {
+                    at: i,
+                    strict: t == IPOPT_SSRR,
+                })
+            }
+            _ => i += usize::from(*hdr.get(i + 1).unwrap_or(&0)).max(2),
+        }
+    }
+    None
+}
+
+/// Whether the IPv4 header `hdr` (IHL × 4 bytes) carries a source route option.
+pub fn has_source_route(hdr: &[u8]) -> bool {
+    find_source_route(hdr).is_some()
+}
+
+/// The next address of source route `sr` in `hdr` when the datagram reached the address it was
+/// sent to: `Ok(Some(next))`, `Ok(None)` if the route is exhausted (pointer beyond the length:
+/// this is the final destination), or `Err(offset)` of the offending byte (Parameter Problem
+/// pointer, as Linux): a length below 3 or past the header (length byte), a pointer below 4 or
+/// with room for part of an address (pointer byte).
+pub fn source_route_next(hdr: &[u8], sr: &SourceRoute) -> Result<Option<u32>, usize> {
+    let i = sr.at;
+    let len = usize::from(*hdr.get(i + 1).ok_or(i)?);
+    if len < 3 || i + len > hdr.len() {
+        return Err(i + 1);
+    }
+    let ptr = usize::from(hdr[i + 2]);
+    if ptr < 4 {
+        return Err(i + 2);
+    }
+    if ptr > len {
+        return Ok(None);
+    }
+    if ptr + 3 > len {
+        return Err(i + 2);
+    }
+    Ok(Some(be32(hdr, i + ptr - 1)))
+}
+
+/// Takes the hop [`source_route_next`] returned: records `out_addr` (the address of the port the
+/// datagram leaves through, RFC 791) in its place and advances the pointer. The caller has set
+/// the destination to the next address and recomputes the checksum.
+pub fn source_route_advance(hdr: &mut [u8], sr: &SourceRoute, out_addr: u32) {
+    let i = sr.at;
+    let ptr = usize::from(hdr[i + 2]);
+    hdr[i + ptr - 1..i + ptr + 3].copy_from_slice(&out_addr.to_be_bytes());
+    hdr[i + 2] += 4;
+}
+
+/// Length of the longest IPv4 options area (IHL 15).
+pub const IPV4_MAX_OPTIONS: usize = 40;
+
+/// The options of an echo reply to a request whose header is `hdr` (IHL × 4 bytes, options
+/// already updated on arrival with [`forward_options`]): its Record Route and Timestamp
+/// options (in that order, as Linux's `__ip_options_echo`; other options are not returned),
+/// each updated once more for the reply's departure, then EOL padding to a multiple of 4
+/// (RFC 1812 §4.3.3.6: "updated to include the current router … without truncation", so the
+/// recorded route covers the round trip). Writes them into `out` and returns their length, or
+/// `None` if an option has room for the arrival but only part of the departure entry (Linux
+/// sends no reply then). Options are assumed valid (the arrival update checked them).
+pub fn echo_reply_options(
+    hdr: &[u8],
+    ctx: &OptionContext,
+    is_ours: impl Fn(u32) -> bool,
+    out: &mut [u8; IPV4_MAX_OPTIONS],
+) -> Option<usize> {
+    let mut n = 0;
+    for want in [IPOPT_RR, IPOPT_TS] {
+        let mut i = IPV4_MIN_HDR;
+        while i + 1 < hdr.len() {
+            match hdr[i] {
+                0 => break,
+                1 => i += 1,
+                t => {
+                    let len = usize::from(hdr[i + 1]).max(2);
+                    if t == want && i + len <= hdr.len() && n + len <= IPV4_MAX_OPTIONS {
+                        out[n..n + len].copy_from_slice(&hdr[i..i + len]);
+                        n += len;
+                        break;
+                    }
+                    i += len;
+                }
+            }
+        }
+    }
+    while n % 4 != 0 {
+        out[n] = 0;
+        n += 1;
+    }
+    // Run the update over the copied options as if they were a header's.
+    let mut h = [0u8; IPV4_MIN_HDR + IPV4_MAX_OPTIONS];
+    h[IPV4_MIN_HDR..IPV4_MIN_HDR + n].copy_from_slice(&out[..n]);
+    record_options(&mut h[..IPV4_MIN_HDR + n], ctx, is_ours, false).ok()?;
+    out[..n].copy_from_slice(&h[IPV4_MIN_HDR..IPV4_MIN_HDR + n]);
+    Some(n)
+}
+
+/// Recompute the header checksum of the IPv4 header `hdr` (IHL × 4 bytes) from scratch.
+pub fn fill_checksum(hdr: &mut [u8]) {
+    hdr[10] = 0;
+    hdr[11] = 0;
+    let c = checksum(hdr);
+    hdr[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
 /// The parts of a valid IPv4 header the router uses.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct Ipv4Hdr {
@@ -356,6 +629,144 @@ mod tests {
             prop_assume!(w.iter().any(|&x| x != 0));
             prop_assert_eq!(updated, checksum(&bytes(&w)));
         }
+    }
+
+    fn opts_header(opts: &[u8]) -> std::vec::Vec<u8> {
+        let mut h = smoltcp_header(0x0a000002, 0x0a000102, 64, 17, 0).to_vec();
+        h.extend_from_slice(opts);
+        h[0] = 0x40 | (h.len() / 4) as u8;
+        fill_checksum(&mut h);
+        h
+    }
+
+    const CTX: OptionContext = OptionContext {
+        in_addr: 0x0a000001,
+        out_addr: 0x0a000101,
+        timestamp: 0x8000_1234,
+    };
+
+    fn ours(a: u32) -> bool {
+        a == 0x0a000001 || a == 0x0a000101
+    }
+
+    #[test]
+    fn record_route_records_the_outgoing_address() {
+        let mut h = opts_header(&[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[21..32], &[7, 11, 8, 10, 0, 1, 1, 0, 0, 0, 0]);
+        // Second hop fills the last slot, a third finds it full and changes nothing.
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[21..32], &[7, 11, 12, 10, 0, 1, 1, 10, 0, 1, 1]);
+        let full = h.clone();
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(false));
+        assert_eq!(h, full);
+    }
+
+    #[test]
+    fn timestamp_forms() {
+        // Flag 0: one timestamp.
+        let mut h = opts_header(&[68, 12, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[20..32], &[68, 12, 9, 0, 0x80, 0, 0x12, 0x34, 0, 0, 0, 0]);
+        // Flag 1: the incoming port's address, then the timestamp.
+        let mut h = opts_header(&[68, 12, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(
+            &h[20..32],
+            &[68, 12, 13, 1, 10, 0, 0, 1, 0x80, 0, 0x12, 0x34]
+        );
+        // Flag 3: stamps only when the next prespecified address is ours.
+        let mut h = opts_header(&[68, 12, 5, 3, 192, 0, 2, 9, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(false));
+        let mut h = opts_header(&[68, 12, 5, 3, 10, 0, 1, 1, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(
+            &h[20..32],
+            &[68, 12, 13, 3, 10, 0, 1, 1, 0x80, 0, 0x12, 0x34]
+        );
+        // Full: the overflow count goes up, up to 15.
+        let mut h = opts_header(&[68, 8, 9, 0x10, 1, 2, 3, 4]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(true));
+        assert_eq!(&h[20..28], &[68, 8, 9, 0x20, 1, 2, 3, 4]);
+        let mut h = opts_header(&[68, 8, 9, 0xf0, 1, 2, 3, 4]);
+        assert_eq!(forward_options(&mut h, &CTX, ours), Err(23));
+    }
+
+    #[test]
+    fn echo_reply_options_keep_rr_and_ts_updated_again() {
+        let ctx = OptionContext {
+            in_addr: 0x0a000001,
+            out_addr: 0x0a000001,
+            timestamp: 0x8000_0001,
+        };
+        // NOP + RR with two slots, already updated on arrival (pointer 8): the reply keeps
+        // only the RR, fills the second slot, pads with EOL.
+        let mut h = opts_header(&[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(forward_options(&mut h, &ctx, ours), Ok(true));
+        let mut out = [0u8; IPV4_MAX_OPTIONS];
+        assert_eq!(echo_reply_options(&h, &ctx, ours, &mut out), Some(12));
+        assert_eq!(
+            &out[..12],
+            &[7, 11, 12, 10, 0, 0, 1, 10, 0, 0, 1, 0],
+            "RR, both entries the router's, EOL"
+        );
+        // TS before RR in the request: RR first in the reply; a full TS is not counted again.
+        let mut h = opts_header(&[68, 8, 9, 0x10, 1, 2, 3, 4, 7, 3, 4, 0]);
+        let mut out = [0u8; IPV4_MAX_OPTIONS];
+        assert_eq!(echo_reply_options(&h, &ctx, ours, &mut out), Some(12));
+        assert_eq!(&out[..12], &[7, 3, 4, 68, 8, 9, 0x10, 1, 2, 3, 4, 0]);
+        // Room for one more RR entry but only partly: no reply.
+        h = opts_header(&[7, 9, 8, 10, 0, 0, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(echo_reply_options(&h, &ctx, ours, &mut out), None);
+    }
+
+    #[test]
+    fn source_route_hops() {
+        let mut h = opts_header(&[1, 131, 11, 4, 10, 0, 1, 2, 192, 0, 2, 9]);
+        let sr = find_source_route(&h).unwrap();
+        assert_eq!(
+            sr,
+            SourceRoute {
+                at: 21,
+                strict: false
+            }
+        );
+        assert_eq!(source_route_next(&h, &sr), Ok(Some(0x0a000102)));
+        source_route_advance(&mut h, &sr, 0x0a000101);
+        assert_eq!(&h[21..32], &[131, 11, 8, 10, 0, 1, 1, 192, 0, 2, 9]);
+        assert_eq!(source_route_next(&h, &sr), Ok(Some(0xc0000209)));
+        source_route_advance(&mut h, &sr, 0x0a000101);
+        assert_eq!(source_route_next(&h, &sr), Ok(None), "exhausted");
+        let h = opts_header(&[137, 7, 3, 1, 2, 3, 4, 0]);
+        let sr = find_source_route(&h).unwrap();
+        assert!(sr.strict);
+        assert_eq!(source_route_next(&h, &sr), Err(22));
+        let h = opts_header(&[137, 9, 8, 1, 2, 3, 4, 5, 6, 0, 0, 0]);
+        assert_eq!(
+            source_route_next(&h, &find_source_route(&h).unwrap()),
+            Err(22)
+        );
+        assert!(find_source_route(&opts_header(&[7, 3, 4, 0])).is_none());
+    }
+
+    #[test]
+    fn malformed_options_are_errors_and_others_pass() {
+        for (opts, at) in [
+            (&[7u8, 7, 3, 0, 0, 0, 0, 0][..], 22), // RR pointer < 4
+            (&[7, 8, 6, 0, 0, 0, 0, 0][..], 22),   // RR partial room
+            (&[68, 8, 4, 0, 0, 0, 0, 0][..], 22),  // TS pointer < 5
+            (&[68, 8, 5, 1, 0, 0, 0, 0][..], 22),  // TS flag 1, no room for the pair
+            (&[1, 0x5e, 9, 0][..], 21),            // runs past the header
+            (&[0x5e, 1, 0, 0][..], 20),            // length below 2
+            (&[7, 2, 0, 0][..], 21),               // RR shorter than 3
+        ] {
+            let mut h = opts_header(opts);
+            assert_eq!(forward_options(&mut h, &CTX, ours), Err(at), "{opts:?}");
+        }
+        let mut h = opts_header(&[0x5e, 4, 0xab, 0xcd, 0, 0, 0, 0]);
+        let before = h.clone();
+        assert_eq!(forward_options(&mut h, &CTX, ours), Ok(false));
+        assert_eq!(h, before, "unknown option and EOL untouched");
     }
 
     #[test]

@@ -9,14 +9,30 @@
 //! clock, no heap: time comes in as nanoseconds, the FIB's tables are caller storage.
 //!
 //! Choices where RFC 1812 leaves one (relevant for the differential test against Linux):
-//! - IP options are neither processed nor changed (no record-route/timestamp, source-routed
-//!   datagrams are forwarded like others; Linux drops them by default, `accept_source_route=0`).
+//! - IP options (§5.3.13): Record Route records the outgoing port's address, Timestamp gets a
+//!   timestamp (milliseconds since boot with the high-order bit set: no UT clock), preceded by
+//!   the incoming port's address for flag 1 (as Linux), only at our prespecified addresses for
+//!   flag 3, or an overflow count when full; other options pass unchanged; a malformed RR/TS
+//!   option drops the datagram (`bad_options`) with a Parameter Problem pointing at the byte
+//!   (§4.3.3.5; the same pointers as Linux's `ip_options_compile`). Source routes
+//!   (§5.3.13.4, always accepted; Linux's default `accept_source_route=0` drops them): at the
+//!   address the datagram was sent to, the destination becomes the route's next address and
+//!   the outgoing port's address is recorded; a strict route whose next hop is not directly
+//!   connected, a strict route reaching a router not in it (Linux answers that with Parameter
+//!   Problem at the destination field), or a next address that cannot be routed (Linux drops
+//!   it silently) gets Destination Unreachable, source route failed (RFC 1122 §3.3.5).
 //! - Fragments are forwarded as they are (no reassembly); no ICMP error about a non-first
 //!   fragment (§4.3.2.7).
-//! - ICMP errors quote the IP header and 8 data bytes (RFC 792; §4.3.2.3 allows up to 576
-//!   bytes, Linux quotes that much), use TTL 64 and TOS 0xc0 (as Linux), come from the address of
-//!   the port the datagram came in on, and go back to the frame's source MAC on that port (no
-//!   route lookup for the error).
+//! - ICMP errors quote as much of the datagram as fits in 576 bytes (§4.3.2.3, as Linux), use
+//!   TTL 64 and TOS 0xc0 (precedence 6, TOS bits 0 per RFC 1349; Linux keeps the offending
+//!   datagram's TOS bits), come from the address of the port the datagram came in on, and go
+//!   back to the frame's source MAC on that port (no route lookup for the error). They carry
+//!   no IP options and quote the header as received (Linux returns the offending datagram's
+//!   Record Route/Timestamp on the error and quotes them after its own update).
+//! - ICMP echo requests to any of our addresses are answered in the fast path (§4.3.3.6):
+//!   from the address pinged, with the request's precedence/DSCP, Record Route and Timestamp
+//!   updated on arrival and departure and returned (NOPs and other options are not), back on
+//!   the input port. Source-routed ones go to the host.
 //! - No ICMP redirects when a datagram leaves through the port it came in on; it is forwarded.
 //! - No Host Unreachable when ARP fails: the queued frames are dropped as `neigh_timeout`.
 //! - Directed broadcasts to a connected network and the limited broadcast are not forwarded
@@ -73,6 +89,9 @@ pub enum RouterDrop {
     BadTotalLen,
     /// Header checksum wrong.
     BadChecksum,
+    /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error;
+    /// answered with Parameter Problem unless rate-limited).
+    BadOptions,
     /// Source 0/8, 127/8, multicast, class E or broadcast.
     MartianSrc,
     /// Destination 0/8, 127/8 or class E.
@@ -81,6 +100,10 @@ pub enum RouterDrop {
     Broadcast,
     /// Destination multicast (no multicast routing).
     Multicast,
+    /// A strict source route whose next hop is not directly connected or that reached a router
+    /// it does not name, or a source route's next address that cannot be routed (answered with
+    /// Destination Unreachable, source route failed, unless rate-limited).
+    SourceRouteFailed,
     /// No route (answered with Destination Unreachable unless rate-limited).
     NoRoute,
     /// TTL ≤ 1 (answered with Time Exceeded unless rate-limited).
@@ -97,7 +120,7 @@ pub enum RouterDrop {
 
 impl RouterDrop {
     /// Number of reasons.
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 24;
 
     /// Every reason, in counter order.
     pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
@@ -113,10 +136,12 @@ impl RouterDrop {
         RouterDrop::BadIhl,
         RouterDrop::BadTotalLen,
         RouterDrop::BadChecksum,
+        RouterDrop::BadOptions,
         RouterDrop::MartianSrc,
         RouterDrop::MartianDst,
         RouterDrop::Broadcast,
         RouterDrop::Multicast,
+        RouterDrop::SourceRouteFailed,
         RouterDrop::NoRoute,
         RouterDrop::TtlExpired,
         RouterDrop::NeighTableFull,
@@ -140,10 +165,12 @@ impl RouterDrop {
             RouterDrop::BadIhl => "bad_ihl",
             RouterDrop::BadTotalLen => "bad_total_len",
             RouterDrop::BadChecksum => "bad_checksum",
+            RouterDrop::BadOptions => "bad_options",
             RouterDrop::MartianSrc => "martian_src",
             RouterDrop::MartianDst => "martian_dst",
             RouterDrop::Broadcast => "broadcast",
             RouterDrop::Multicast => "multicast",
+            RouterDrop::SourceRouteFailed => "source_route_failed",
             RouterDrop::NoRoute => "no_route",
             RouterDrop::TtlExpired => "ttl_expired",
             RouterDrop::NeighTableFull => "neigh_table_full",
@@ -155,8 +182,8 @@ impl RouterDrop {
 }
 
 /// The router's counters. Frame accounting: every frame given to [`Router::process`] ends in
-/// exactly one of `forwarded`, `arp_replies`, `arp_consumed`, `to_host` or a drop reason, or is
-/// still queued for ARP; [`RouterCounters::outcomes`] + [`Router::queued_frames`] == `rx`.
+/// exactly one of `forwarded`, `arp_replies`, `echo_replies`, `arp_consumed`, `to_host` or a
+/// drop reason, or is still queued for ARP; [`RouterCounters::outcomes`] + [`Router::queued_frames`] == `rx`.
 #[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
 pub struct RouterCounters {
     /// Frames given to [`Router::process`].
@@ -165,6 +192,8 @@ pub struct RouterCounters {
     pub forwarded: u64,
     /// ARP requests for our address answered (in place).
     pub arp_replies: u64,
+    /// ICMP echo requests to one of our addresses answered (in place, RFC 1812 §4.3.3.6).
+    pub echo_replies: u64,
     /// ARP frames that taught the neighbour table (replies, gratuitous ARP) or were
     /// addressed to us, without needing an answer.
     pub arp_consumed: u64,
@@ -175,7 +204,8 @@ pub struct RouterCounters {
     // Not frame outcomes:
     /// Frames that entered a neighbour queue (their outcome is counted when they leave it).
     pub queued: u64,
-    /// ICMP errors built (their trigger is counted under `no_route`/`ttl_expired`).
+    /// ICMP errors built (their trigger is counted under `no_route`/`ttl_expired`/
+    /// `bad_options`).
     pub icmp_sent: u64,
     /// ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: u64,
@@ -201,7 +231,12 @@ impl RouterCounters {
 
     /// Frames with a final outcome (everything but those still queued).
     pub fn outcomes(&self) -> u64 {
-        self.forwarded + self.arp_replies + self.arp_consumed + self.to_host + self.drops_total()
+        self.forwarded
+            + self.arp_replies
+            + self.echo_replies
+            + self.arp_consumed
+            + self.to_host
+            + self.drops_total()
     }
 
     fn drop(&mut self, why: RouterDrop) {
@@ -288,15 +323,16 @@ pub enum Action {
         len: usize,
     },
     /// Transmit `frame[..len]` on `port` (the input port): the frame was an ARP request for
-    /// our address and has been rewritten in place into the reply.
+    /// our address or an ICMP echo request to one of our addresses, and has been rewritten in
+    /// place into the reply (counted as `arp_replies` or `echo_replies`).
     Reply {
         /// Output port.
         port: u8,
         /// Bytes to send.
         len: usize,
     },
-    /// The frame is dropped (counted under `cause`: `no_route` or `ttl_expired`) and an ICMP
-    /// error about it was built in `icmp_out[..len]`: transmit that on `port` (the input
+    /// The frame is dropped (counted under `cause`: `no_route`, `ttl_expired` or
+    /// `bad_options`) and an ICMP error about it was built in `icmp_out[..len]`: transmit that on `port` (the input
     /// port) and recycle the frame.
     Icmp {
         /// Output port.
@@ -359,6 +395,14 @@ pub fn set_macs(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
 }
 
 const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+
+/// The value written into Timestamp options at `now_ns`: milliseconds since boot with the
+/// high-order bit set, RFC 791's mark of a time that is not milliseconds since midnight UT
+/// (Gannet has no UT clock).
+#[inline]
+pub fn option_timestamp(now_ns: u64) -> u32 {
+    ((now_ns / 1_000_000) as u32 & 0x7fff_ffff) | 0x8000_0000
+}
 
 /// The IPv4 router. `H` is the caller's frame handle (a page frame number in the kernel),
 /// `N` neighbour entries with `Q` queued frames each.
@@ -499,7 +543,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         let c = &mut self.counters;
         match a {
             Action::Forward { .. } => c.forwarded += 1,
-            Action::Reply { .. } => c.arp_replies += 1,
+            Action::Reply { .. } if be16(frame, 12) == arp::ETHERTYPE_ARP => c.arp_replies += 1,
+            Action::Reply { .. } => c.echo_replies += 1,
             Action::Icmp { cause, .. } => {
                 c.icmp_sent += 1;
                 c.drop(cause);
@@ -603,21 +648,88 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             DstClass::Multicast => return Action::Drop(RouterDrop::Multicast),
             DstClass::LimitedBroadcast => return Action::Drop(RouterDrop::Broadcast),
         }
+        // Source routes (RFC 1812 §5.3.13.4, RFC 791): at the address the datagram was sent to,
+        // its destination becomes the next address of the route; elsewhere a loose route is
+        // forwarded like any datagram and a strict one has failed.
+        let mut h = h;
+        let mut sr_hop = None;
+        if h.header_len > ipv4::IPV4_MIN_HDR {
+            if let Some(sr) = ipv4::find_source_route(&frame[14..14 + h.header_len]) {
+                let for_us = self
+                    .fib
+                    .lookup_index(h.dst)
+                    .is_some_and(|i| self.fib.next_hop(i) == NextHop::Local);
+                if for_us {
+                    match ipv4::source_route_next(&frame[14..14 + h.header_len], &sr) {
+                        Ok(None) => {}
+                        Ok(Some(next)) if ipv4::classify_dst(next) == DstClass::Unicast => {
+                            h.dst = next;
+                            sr_hop = Some(sr);
+                        }
+                        Ok(Some(_)) => {
+                            return self.icmp_error(
+                                in_port,
+                                frame,
+                                &h,
+                                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
+                                RouterDrop::SourceRouteFailed,
+                                now_ns,
+                                icmp_out,
+                            )
+                        }
+                        Err(at) => {
+                            return self.icmp_error(
+                                in_port,
+                                frame,
+                                &h,
+                                (
+                                    icmp::ICMP_PARAMETER_PROBLEM,
+                                    icmp::ICMP_PP_POINTER,
+                                    (at as u32) << 24,
+                                ),
+                                RouterDrop::BadOptions,
+                                now_ns,
+                                icmp_out,
+                            )
+                        }
+                    }
+                } else if sr.strict {
+                    return self.icmp_error(
+                        in_port,
+                        frame,
+                        &h,
+                        (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
+                        RouterDrop::SourceRouteFailed,
+                        now_ns,
+                        icmp_out,
+                    );
+                }
+            }
+        }
         let Some(nhi) = self.fib.lookup_index(h.dst) else {
+            // A source route's next address we cannot reach: source route failed (RFC 1122
+            // §3.3.5, "because of a routing problem"; Linux drops it silently).
+            let (code, cause) = match sr_hop {
+                Some(_) => (icmp::ICMP_SR_FAILED, RouterDrop::SourceRouteFailed),
+                None => (icmp::ICMP_NET_UNREACH, RouterDrop::NoRoute),
+            };
             return self.icmp_error(
                 in_port,
                 frame,
                 &h,
-                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_NET_UNREACH),
-                RouterDrop::NoRoute,
+                (icmp::ICMP_DEST_UNREACH, code, 0),
+                cause,
                 now_ns,
                 icmp_out,
             );
         };
-        let (out_port, nh_ip) = match self.fib.next_hop(nhi) {
-            NextHop::Connected { port } => (port, h.dst),
-            NextHop::Via { port, gateway } => (port, gateway.to_bits()),
-            NextHop::Local => return Action::ToHost,
+        let (out_port, nh_ip, via_gateway) = match self.fib.next_hop(nhi) {
+            NextHop::Connected { port } => (port, h.dst, false),
+            NextHop::Via { port, gateway } => (port, gateway.to_bits(), true),
+            NextHop::Local | NextHop::Broadcast if sr_hop.is_some() => {
+                return Action::Drop(RouterDrop::SourceRouteFailed)
+            }
+            NextHop::Local => return self.local(in_port, frame, &h, now_ns, icmp_out),
             NextHop::Broadcast => return Action::Drop(RouterDrop::Broadcast),
         };
         if h.ttl <= 1 {
@@ -625,11 +737,61 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 in_port,
                 frame,
                 &h,
-                (icmp::ICMP_TIME_EXCEEDED, icmp::ICMP_TTL_EXCEEDED),
+                (icmp::ICMP_TIME_EXCEEDED, icmp::ICMP_TTL_EXCEEDED, 0),
                 RouterDrop::TtlExpired,
                 now_ns,
                 icmp_out,
             );
+        }
+        let out_addr = self.ports[usize::from(out_port)].addr.addr.to_bits();
+        if let Some(sr) = sr_hop {
+            if sr.strict && via_gateway {
+                return self.icmp_error(
+                    in_port,
+                    frame,
+                    &h,
+                    (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
+                    RouterDrop::SourceRouteFailed,
+                    now_ns,
+                    icmp_out,
+                );
+            }
+            let hdr = &mut frame[14..14 + h.header_len];
+            hdr[16..20].copy_from_slice(&h.dst.to_be_bytes());
+            ipv4::source_route_advance(hdr, &sr, out_addr);
+            ipv4::fill_checksum(hdr);
+        }
+        if h.header_len > ipv4::IPV4_MIN_HDR {
+            let ctx = ipv4::OptionContext {
+                in_addr: self.ports[in_port].addr.addr.to_bits(),
+                out_addr,
+                timestamp: option_timestamp(now_ns),
+            };
+            let ports = &self.ports[..self.nports];
+            let hdr = &mut frame[14..14 + h.header_len];
+            match ipv4::forward_options(hdr, &ctx, |a| {
+                ports.iter().any(|p| p.addr.addr.to_bits() == a)
+            }) {
+                Ok(true) => ipv4::fill_checksum(hdr),
+                Ok(false) => {}
+                // RFC 1812 §4.3.3.5: Parameter Problem pointing at the offending byte (the
+                // header is quoted as it is, unchanged up to the error).
+                Err(at) => {
+                    return self.icmp_error(
+                        in_port,
+                        frame,
+                        &h,
+                        (
+                            icmp::ICMP_PARAMETER_PROBLEM,
+                            icmp::ICMP_PP_POINTER,
+                            (at as u32) << 24,
+                        ),
+                        RouterDrop::BadOptions,
+                        now_ns,
+                        icmp_out,
+                    )
+                }
+            }
         }
         let len = 14 + h.total_len;
         ipv4::decrement_ttl(&mut frame[14..]);
@@ -650,6 +812,99 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         }
     }
 
+    /// A datagram for one of our addresses: an ICMP echo request (not a fragment, valid ICMP
+    /// checksum, no source route) is answered in place, from the address it was sent to
+    /// (RFC 1812 §4.3.3.6, RFC 1122 §3.2.2.6) with the request's precedence and DSCP (§4.3.2.5
+    /// MUST for the precedence; ECN not reflected), TTL [`icmp::ICMP_TTL`], a fresh ID and DF
+    /// clear, back to the frame's source MAC on the input port. Its Record Route and Timestamp
+    /// options are updated on arrival and again for the reply and returned (§4.3.3.6 SHOULD;
+    /// [`ipv4::echo_reply_options`]); a malformed one is answered with Parameter Problem.
+    /// Everything else goes to the host (management plane), source-routed echo requests too.
+    fn local(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        h: &ipv4::Ipv4Hdr,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
+        let end = 14 + h.total_len;
+        let hl = h.header_len;
+        let at = 14 + hl;
+        let is_echo = h.protocol == 1
+            && h.total_len >= hl + 8
+            && be16(frame, 14 + 6) & 0x3fff == 0
+            && frame[at] == icmp::ICMP_ECHO_REQUEST
+            && frame[at + 1] == 0
+            && ipv4::ones_sum(&frame[at..end]) == 0xffff
+            && !ipv4::has_source_route(&frame[14..at]);
+        if !is_echo {
+            return Action::ToHost;
+        }
+        let mut opts = [0u8; ipv4::IPV4_MAX_OPTIONS];
+        let mut olen = 0;
+        if hl > ipv4::IPV4_MIN_HDR {
+            // On arrival, the pinged address is the one "known in the environment"; the reply
+            // leaves from it too.
+            let ctx = ipv4::OptionContext {
+                in_addr: h.dst,
+                out_addr: h.dst,
+                timestamp: option_timestamp(now_ns),
+            };
+            let ports = self.ports;
+            let nports = self.nports;
+            let ours = |a| ports[..nports].iter().any(|p| p.addr.addr.to_bits() == a);
+            if let Err(at) = ipv4::forward_options(&mut frame[14..at], &ctx, ours) {
+                return self.icmp_error(
+                    in_port,
+                    frame,
+                    h,
+                    (
+                        icmp::ICMP_PARAMETER_PROBLEM,
+                        icmp::ICMP_PP_POINTER,
+                        (at as u32) << 24,
+                    ),
+                    RouterDrop::BadOptions,
+                    now_ns,
+                    icmp_out,
+                );
+            }
+            match ipv4::echo_reply_options(&frame[14..at], &ctx, ours, &mut opts) {
+                Some(n) => olen = n,
+                None => return Action::Drop(RouterDrop::BadOptions),
+            }
+        }
+        let new_hl = ipv4::IPV4_MIN_HDR + olen;
+        let icmp_len = end - at;
+        // The reply's options are never longer than the request's: the message moves left.
+        frame.copy_within(at..end, 14 + new_hl);
+        let new_end = 14 + new_hl + icmp_len;
+        let port = self.ports[in_port];
+        let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
+        set_macs(frame, prev_hop, port.mac);
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        let ip = &mut frame[14..new_end];
+        ip[0] = 0x40 | (new_hl / 4) as u8;
+        ip[1] &= 0xfc;
+        ip[2..4].copy_from_slice(&((new_hl + icmp_len) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&self.ip_ident.to_be_bytes());
+        ip[6..8].copy_from_slice(&[0, 0]);
+        ip[8] = icmp::ICMP_TTL;
+        ip[12..16].copy_from_slice(&h.dst.to_be_bytes());
+        ip[16..20].copy_from_slice(&h.src.to_be_bytes());
+        ip[ipv4::IPV4_MIN_HDR..new_hl].copy_from_slice(&opts[..olen]);
+        ipv4::fill_checksum(&mut ip[..new_hl]);
+        let old = be16(ip, new_hl);
+        let new = u16::from(icmp::ICMP_ECHO_REPLY) << 8;
+        let c = ipv4::csum_update16(be16(ip, new_hl + 2), old, new);
+        ip[new_hl] = icmp::ICMP_ECHO_REPLY;
+        ip[new_hl + 2..new_hl + 4].copy_from_slice(&c.to_be_bytes());
+        Action::Reply {
+            port: in_port as u8,
+            len: new_end,
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     #[cold]
     fn icmp_error(
@@ -657,7 +912,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         in_port: usize,
         frame: &[u8],
         h: &ipv4::Ipv4Hdr,
-        (ty, code): (u8, u8),
+        (ty, code, rest): (u8, u8, u32),
         cause: RouterDrop,
         now_ns: u64,
         out: &mut [u8],
@@ -681,6 +936,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             self.ip_ident,
             ty,
             code,
+            rest,
             h,
             &frame[14..],
         ) {

@@ -272,11 +272,12 @@ fn check_icmp_error(out: &[u8], orig: &[u8], ty: u8, code: u8) {
     assert!(icmp.verify_checksum());
     assert_eq!(u8::from(icmp.msg_type()), ty);
     assert_eq!(icmp.msg_code(), code);
-    // RFC 792: the original IP header (as received, TTL included) and 8 data bytes.
+    // RFC 1812 §4.3.2.3: the datagram as received (TTL included), as much as fits in a
+    // 576-byte error.
     let o = Ipv4Packet::new_checked(&orig[14..]).unwrap();
-    let quoted =
-        usize::from(o.header_len()) + 8.min(usize::from(o.total_len() - u16::from(o.header_len())));
+    let quoted = usize::from(o.total_len()).min(576 - 28);
     assert_eq!(icmp.data(), &orig[14..14 + quoted]);
+    assert!(usize::from(ip.total_len()) <= 576);
 }
 
 #[test]
@@ -297,7 +298,7 @@ fn ttl_expired_answers_time_exceeded() {
         else {
             panic!("{a:?}")
         };
-        assert_eq!(len, 14 + 20 + 8 + 20 + 8);
+        assert_eq!(len, 14 + 20 + 8 + 40, "the whole 40-byte datagram quoted");
         assert_eq!(f, orig, "input frame untouched");
         check_icmp_error(&out[..len], &orig, 11, 0);
         let icmp = Icmpv4Packet::new_checked(&out[34..len]).unwrap();
@@ -323,6 +324,23 @@ fn ttl_expired_answers_time_exceeded() {
     };
     assert_eq!(len, 14 + 20 + 8 + 20 + 3);
     check_icmp_error(&out[..len], &orig, 11, 0);
+    // A 1500-byte datagram: 548 bytes quoted, the error is 576 bytes.
+    let orig = ip_frame(A_IP, B_IP, 1, 17, &[0x5a; 1480]);
+    let mut f = orig.clone();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 1, &mut out) else {
+        panic!()
+    };
+    assert_eq!(len, 14 + 576);
+    check_icmp_error(&out[..len], &orig, 11, 0);
+    // A buffer too small for the error: counted, the frame still dropped.
+    let mut f = orig.clone();
+    let mut small = [0u8; 128];
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 1, &mut small),
+        Action::Drop(RouterDrop::TtlExpired)
+    );
+    assert_eq!(r.counters().no_buffer, 1);
 }
 
 #[test]
@@ -517,7 +535,7 @@ fn with_options(ttl: u8, frag: u16, mf: bool, proto: u8, payload: &[u8]) -> Vec<
 }
 
 #[test]
-fn options_and_fragments_forwarded_untouched() {
+fn options_processed_and_fragments_forwarded() {
     let mut s = Store::new(16, 64);
     let mut r = router(&mut s, RouterConfig::default());
     resolve_b(&mut r, 0);
@@ -532,8 +550,50 @@ fn options_and_fragments_forwarded_untouched() {
                 len: orig.len()
             }
         );
-        check_forwarded(&orig, &f, B_MAC, P1_MAC);
+        // Record Route (RFC 1812 §5.3.13.5): the outgoing port's address at the pointer,
+        // pointer 4 -> 8; everything else as check_forwarded expects.
+        assert_eq!(&f[34..42], &[7, 7, 8, 10, 0, 1, 1, 1]);
+        let mut expect = orig.clone();
+        expect[34..42].copy_from_slice(&f[34..42]);
+        check_forwarded(&expect, &f, B_MAC, P1_MAC);
     }
+    // Timestamp (flag 0): the boot-relative time with the high-order bit set.
+    let mut f = with_options(9, 0, false, 17, b"ts");
+    f[34..42].copy_from_slice(&[68, 8, 5, 0, 0, 0, 0, 0]);
+    let mut p = Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+    p.fill_checksum();
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 3_000_000_000, &mut []),
+        Action::Forward { .. }
+    ));
+    assert_eq!(&f[34..42], &[68, 8, 9, 0, 0x80, 0, 0x0b, 0xb8]);
+    assert!(Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum());
+    // A malformed option (Record Route pointer 3): dropped, Parameter Problem pointing at the
+    // pointer byte (IP header offset 22), quoting the datagram unchanged (RFC 1812 §4.3.3.5).
+    let mut f = with_options(9, 0, false, 17, b"bad");
+    f[36] = 3;
+    let mut p = Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+    p.fill_checksum();
+    let orig = f.clone();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let a = run(&mut r, 0, &mut f, 1, 0, &mut out);
+    let Action::Icmp {
+        port: 0,
+        len,
+        cause: RouterDrop::BadOptions,
+    } = a
+    else {
+        panic!("{a:?}")
+    };
+    check_icmp_error(&out[..len], &orig, 12, 0);
+    assert_eq!(&out[38..42], &[22, 0, 0, 0], "pointer");
+    // Without a buffer for the error it is still a bad_options drop.
+    let mut f = orig.clone();
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::BadOptions)
+    );
+    assert_eq!(r.counters().drops_for(RouterDrop::BadOptions), 2);
     // TTL expiry: a first fragment (with options) is answered, quoting the options too;
     // a non-first fragment is not (RFC 1812 §4.3.2.7).
     let orig = with_options(1, 0, true, 17, b"fragment payload");
@@ -542,7 +602,7 @@ fn options_and_fragments_forwarded_untouched() {
     let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
         panic!()
     };
-    assert_eq!(len, 14 + 20 + 8 + 28 + 8);
+    assert_eq!(len, 14 + 20 + 8 + 28 + 16);
     check_icmp_error(&out[..len], &orig, 11, 0);
     let mut f = with_options(1, 185, false, 17, b"fragment payload");
     assert_eq!(
@@ -797,7 +857,10 @@ fn every_frame_has_exactly_one_outcome() {
                     prop_assert!(usize::from(p) == port && len <= out.len());
                     prop_assert!(matches!(
                         cause,
-                        RouterDrop::NoRoute | RouterDrop::TtlExpired
+                        RouterDrop::NoRoute
+                            | RouterDrop::TtlExpired
+                            | RouterDrop::BadOptions
+                            | RouterDrop::SourceRouteFailed
                     ));
                     let ip = Ipv4Packet::new_checked(&out[14..len]).unwrap();
                     prop_assert!(ip.verify_checksum());
@@ -826,4 +889,208 @@ fn every_frame_has_exactly_one_outcome() {
         c.drops_for(RouterDrop::BadChecksum) > 0 && c.drops_for(RouterDrop::NotForUs) > 0,
         "{c:?}"
     );
+}
+
+/// An ICMP echo request from A to `dst` with TOS `tos`, built by smoltcp.
+fn echo_request(dst: Ipv4Addr, tos: u8) -> Vec<u8> {
+    let data = b"gannet echo data";
+    let mut icmp = vec![0u8; 8 + data.len()];
+    let repr = smoltcp::wire::Icmpv4Repr::EchoRequest {
+        ident: 0x4242,
+        seq_no: 7,
+        data,
+    };
+    repr.emit(
+        &mut Icmpv4Packet::new_unchecked(&mut icmp[..]),
+        &ChecksumCapabilities::default(),
+    );
+    let mut f = ip_frame(A_IP, dst, 9, 1, &icmp);
+    f[15] = tos;
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    f
+}
+
+#[test]
+fn echo_requests_to_any_of_our_addresses_are_answered() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    for (dst, tos) in [(P0_IP, 0u8), (P1_IP, 0xa1)] {
+        let orig = echo_request(dst, tos);
+        let mut f = orig.clone();
+        f.resize(80, 0xee); // Ethernet padding is cut
+        let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
+        assert_eq!(
+            a,
+            Action::Reply {
+                port: 0,
+                len: orig.len()
+            }
+        );
+        let e = EthernetFrame::new_checked(&f[..orig.len()]).unwrap();
+        assert_eq!(e.dst_addr(), EthernetAddress(A_MAC.0), "back to the sender");
+        assert_eq!(e.src_addr(), EthernetAddress(P0_MAC.0));
+        let ip = Ipv4Packet::new_checked(e.payload()).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(
+            ip.src_addr(),
+            dst,
+            "from the address pinged (RFC 1122 §3.2.2.6)"
+        );
+        assert_eq!(ip.dst_addr(), A_IP);
+        assert_eq!(ip.hop_limit(), 64);
+        assert_eq!(
+            ip.dscp() << 2,
+            tos & 0xfc,
+            "precedence and DSCP kept, ECN not"
+        );
+        assert_eq!(ip.ecn(), 0);
+        assert!(!ip.dont_frag() && !ip.more_frags());
+        let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+        assert!(icmp.verify_checksum());
+        assert_eq!(icmp.msg_type(), Icmpv4Message::EchoReply);
+        assert_eq!((icmp.echo_ident(), icmp.echo_seq_no()), (0x4242, 7));
+        assert_eq!(icmp.data(), b"gannet echo data");
+    }
+    assert_eq!(r.counters().echo_replies, 2);
+    assert_eq!(r.counters().arp_replies, 0);
+    // A bad ICMP checksum, a fragment, or an echo reply go to the host instead.
+    let mut f = echo_request(P0_IP, 0);
+    f[36] ^= 1;
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
+    let mut f = echo_request(P0_IP, 0);
+    f[20] = 0x20; // MF
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
+    let mut f = echo_request(P0_IP, 0);
+    f[34] = 0;
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
+    assert_eq!(r.counters().echo_replies, 2);
+}
+
+#[test]
+fn echo_request_with_record_route_gets_it_back_updated() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    // NOP + Record Route with two free slots, then the ICMP echo request.
+    let plain = echo_request(P1_IP, 0);
+    let icmp = plain[34..].to_vec();
+    let opts = [1u8, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut ip = vec![0u8; 20 + opts.len() + icmp.len()];
+    ip[..20].copy_from_slice(&plain[14..34]);
+    ip[0] = 0x48;
+    let total = ip.len() as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[20..32].copy_from_slice(&opts);
+    ip[32..].copy_from_slice(&icmp);
+    Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
+    let mut f = eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip);
+    let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
+    // The reply keeps only the RR (NOP dropped, EOL pad): same length.
+    assert_eq!(
+        a,
+        Action::Reply {
+            port: 0,
+            len: 14 + ip.len()
+        }
+    );
+    let p = Ipv4Packet::new_checked(&f[14..14 + ip.len()]).unwrap();
+    assert!(p.verify_checksum());
+    assert_eq!(
+        (p.header_len(), p.src_addr(), p.dst_addr()),
+        (32, P1_IP, A_IP)
+    );
+    assert_eq!(
+        &f[34..46],
+        &[7, 11, 12, 10, 0, 1, 1, 10, 0, 1, 1, 0],
+        "the pinged address recorded on arrival and on departure"
+    );
+    let icmp = Icmpv4Packet::new_checked(p.payload()).unwrap();
+    assert!(icmp.verify_checksum());
+    assert_eq!(icmp.msg_type(), Icmpv4Message::EchoReply);
+    assert_eq!(icmp.data(), b"gannet echo data");
+    // A source-routed echo request goes to the host.
+    let mut g = eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip);
+    g[34..38].copy_from_slice(&[131, 3, 4, 1]);
+    Ipv4Packet::new_unchecked(&mut g[14..]).fill_checksum();
+    assert_eq!(run(&mut r, 0, &mut g, 1, 0, &mut []), Action::ToHost);
+}
+
+/// A UDP datagram from A to `dst` with source route option `sr` (padded to 4 bytes with NOPs
+/// in front), in a frame to port 0.
+fn source_routed(dst: Ipv4Addr, sr: &[u8]) -> Vec<u8> {
+    let plain = ip_frame(A_IP, dst, 9, 17, b"source routed");
+    let mut opts = vec![1u8; (4 - sr.len() % 4) % 4];
+    opts.extend_from_slice(sr);
+    let mut ip = plain[14..34].to_vec();
+    ip.extend_from_slice(&opts);
+    ip.extend_from_slice(&plain[34..]);
+    ip[0] = 0x40 | ((20 + opts.len()) / 4) as u8;
+    let total = ip.len() as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
+    eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip)
+}
+
+#[test]
+fn source_routes_are_followed() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    // Loose and strict, sent to us with B next: out of port 1 to B, our port-1 address
+    // recorded, pointer 4 -> 8.
+    for ty in [131u8, 137] {
+        let mut f = source_routed(P0_IP, &[ty, 7, 4, 10, 0, 1, 2]);
+        let len = f.len();
+        assert_eq!(
+            run(&mut r, 0, &mut f, 1, 0, &mut []),
+            Action::Forward { port: 1, len }
+        );
+        let p = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert!(p.verify_checksum());
+        assert_eq!((p.dst_addr(), p.hop_limit()), (B_IP, 8));
+        assert_eq!(&f[35..42], &[ty, 7, 8, 10, 0, 1, 1]);
+    }
+    // Loose, passing through (not sent to us): forwarded like any datagram.
+    let orig = source_routed(B_IP, &[131, 7, 4, 192, 0, 2, 9]);
+    let mut f = orig.clone();
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Forward { port: 1, .. }
+    ));
+    check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    // Strict, passing through: source route failed (3/5).
+    let orig = source_routed(B_IP, &[137, 7, 4, 192, 0, 2, 9]);
+    let mut f = orig.clone();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let Action::Icmp { len, cause, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    assert_eq!(cause, RouterDrop::SourceRouteFailed);
+    check_icmp_error(&out[..len], &orig, 3, 5);
+    // Strict with a next hop behind a gateway (192.168.0.0/16 via B): failed too.
+    let orig = source_routed(P0_IP, &[137, 7, 4, 192, 168, 1, 1]);
+    let mut f = orig.clone();
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    check_icmp_error(&out[..len], &orig, 3, 5);
+    // A next address without a route: source route failed too (RFC 1122 §3.3.5).
+    let orig = source_routed(P0_IP, &[131, 7, 4, 172, 16, 0, 1]);
+    let mut f = orig.clone();
+    let Action::Icmp { len, cause, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    assert_eq!(cause, RouterDrop::SourceRouteFailed);
+    check_icmp_error(&out[..len], &orig, 3, 5);
+    // Exhausted: we are the final destination.
+    let mut f = source_routed(P0_IP, &[131, 7, 8, 10, 0, 0, 2]);
+    assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut out), Action::ToHost);
+    // Pointer 3: Parameter Problem at the pointer byte (the option follows one NOP: 20 + 1 + 2).
+    let orig = source_routed(P0_IP, &[131, 7, 3, 10, 0, 1, 2]);
+    let mut f = orig.clone();
+    let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
+        panic!()
+    };
+    check_icmp_error(&out[..len], &orig, 12, 0);
+    assert_eq!(out[38], 23);
 }

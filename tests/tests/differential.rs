@@ -1,0 +1,89 @@
+//! Differential test against Linux (issue 7): the crafted frame set of
+//! `gannet_tests::differential` through Gannet's router mode and through the Linux peer
+//! (`peer_mode=l3`, `peer_sysctl=diff`), compared field for field except where RFC 1812 leaves
+//! a choice (`differential::CHOICES`, printed by the test). Both guests boot at once (TCG, no
+//! `-icount`); the Linux peer is downloaded with apt on first use and cached in
+//! `<target>/peer-linux`.
+
+use std::time::Instant;
+
+use gannet_tests::differential::{self, Report, Target};
+use gannet_tests::*;
+use tools::peer_linux;
+
+#[test]
+fn gannet_and_linux_route_the_frame_set_alike() {
+    let t0 = Instant::now();
+    let cases = differential::frame_set().expect("the frame set builds");
+    let image = image();
+    let peer = peer_linux::prepare().unwrap_or_else(|e| panic!("preparing the Linux peer: {e:#}"));
+    let (gannet, linux) = std::thread::scope(|s| {
+        let g = s.spawn(|| -> anyhow::Result<_> {
+            let t = Target::gannet(&image)?;
+            let booted = t0.elapsed();
+            let out = t.run_all(&cases)?;
+            eprintln!(
+                "Gannet: ready after {:.1} s, frame set in {:.1} s",
+                booted.as_secs_f64(),
+                (t0.elapsed() - booted).as_secs_f64()
+            );
+            let stats = t.stop()?;
+            Ok((out, stats))
+        });
+        let l = s.spawn(|| -> anyhow::Result<_> {
+            let t = Target::linux(&peer)?;
+            let booted = t0.elapsed();
+            let out = t.run_all(&cases)?;
+            eprintln!(
+                "Linux: ready after {:.1} s, frame set in {:.1} s",
+                booted.as_secs_f64(),
+                (t0.elapsed() - booted).as_secs_f64()
+            );
+            t.stop()?;
+            Ok(out)
+        });
+        (
+            g.join().expect("gannet thread"),
+            l.join().expect("linux thread"),
+        )
+    });
+    let (gannet, stats) = gannet.unwrap_or_else(|e| panic!("Gannet: {e:#}"));
+    let linux = linux.unwrap_or_else(|e| panic!("Linux peer ({}): {e:#}", peer.release));
+    let report = Report::new(&cases, gannet, linux);
+    eprintln!(
+        "differential test: {} frames, Linux {}, {:.1} s\n{}\nchoices (RFC 1812 leaves these to \
+         the router):\n{}",
+        cases.len(),
+        peer.release,
+        t0.elapsed().as_secs_f64(),
+        report.render(),
+        differential::choices_markdown()
+    );
+    assert!(
+        report.mismatches.is_empty(),
+        "Gannet and Linux differ on {} field(s) outside the RFC 1812 choices:\n{}",
+        report.mismatches.len(),
+        report.render()
+    );
+    // Every case caused at most one ICMP error, one at a time: Gannet's limiter never fired.
+    let stats = stats.expect("Gannet's final STATS");
+    let router = &stats.0["router"];
+    assert_eq!(
+        router["icmp_rate_limited"].as_u64(),
+        Some(0),
+        "Gannet rate-limited an ICMP error: {}",
+        stats.0
+    );
+    let errors = report
+        .cases
+        .iter()
+        .map(|(_, g, _)| {
+            g.port0
+                .iter()
+                .filter(|f| f.len() > 34 && f[23] == 1 && matches!(f[34], 3 | 11 | 12))
+                .count() as u64
+        })
+        .sum::<u64>();
+    assert_eq!(router["icmp_sent"].as_u64(), Some(errors), "{}", stats.0);
+    assert_no_leak(&stats);
+}
