@@ -648,62 +648,12 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             DstClass::Multicast => return Action::Drop(RouterDrop::Multicast),
             DstClass::LimitedBroadcast => return Action::Drop(RouterDrop::Broadcast),
         }
-        // Source routes (RFC 1812 §5.3.13.4, RFC 791): at the address the datagram was sent to,
-        // its destination becomes the next address of the route; elsewhere a loose route is
-        // forwarded like any datagram and a strict one has failed.
         let mut h = h;
         let mut sr_hop = None;
         if h.header_len > ipv4::IPV4_MIN_HDR {
-            if let Some(sr) = ipv4::find_source_route(&frame[14..14 + h.header_len]) {
-                let for_us = self
-                    .fib
-                    .lookup_index(h.dst)
-                    .is_some_and(|i| self.fib.next_hop(i) == NextHop::Local);
-                if for_us {
-                    match ipv4::source_route_next(&frame[14..14 + h.header_len], &sr) {
-                        Ok(None) => {}
-                        Ok(Some(next)) if ipv4::classify_dst(next) == DstClass::Unicast => {
-                            h.dst = next;
-                            sr_hop = Some(sr);
-                        }
-                        Ok(Some(_)) => {
-                            return self.icmp_error(
-                                in_port,
-                                frame,
-                                &h,
-                                (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
-                                RouterDrop::SourceRouteFailed,
-                                now_ns,
-                                icmp_out,
-                            )
-                        }
-                        Err(at) => {
-                            return self.icmp_error(
-                                in_port,
-                                frame,
-                                &h,
-                                (
-                                    icmp::ICMP_PARAMETER_PROBLEM,
-                                    icmp::ICMP_PP_POINTER,
-                                    (at as u32) << 24,
-                                ),
-                                RouterDrop::BadOptions,
-                                now_ns,
-                                icmp_out,
-                            )
-                        }
-                    }
-                } else if sr.strict {
-                    return self.icmp_error(
-                        in_port,
-                        frame,
-                        &h,
-                        (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
-                        RouterDrop::SourceRouteFailed,
-                        now_ns,
-                        icmp_out,
-                    );
-                }
+            match self.source_route_arrival(in_port, frame, &mut h, now_ns, icmp_out) {
+                Ok(sr) => sr_hop = sr,
+                Err(a) => return a,
             }
         }
         let Some(nhi) = self.fib.lookup_index(h.dst) else {
@@ -743,54 +693,12 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 icmp_out,
             );
         }
-        let out_addr = self.ports[usize::from(out_port)].addr.addr.to_bits();
-        if let Some(sr) = sr_hop {
-            if sr.strict && via_gateway {
-                return self.icmp_error(
-                    in_port,
-                    frame,
-                    &h,
-                    (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
-                    RouterDrop::SourceRouteFailed,
-                    now_ns,
-                    icmp_out,
-                );
-            }
-            let hdr = &mut frame[14..14 + h.header_len];
-            hdr[16..20].copy_from_slice(&h.dst.to_be_bytes());
-            ipv4::source_route_advance(hdr, &sr, out_addr);
-            ipv4::fill_checksum(hdr);
-        }
         if h.header_len > ipv4::IPV4_MIN_HDR {
-            let ctx = ipv4::OptionContext {
-                in_addr: self.ports[in_port].addr.addr.to_bits(),
-                out_addr,
-                timestamp: option_timestamp(now_ns),
-            };
-            let ports = &self.ports[..self.nports];
-            let hdr = &mut frame[14..14 + h.header_len];
-            match ipv4::forward_options(hdr, &ctx, |a| {
-                ports.iter().any(|p| p.addr.addr.to_bits() == a)
-            }) {
-                Ok(true) => ipv4::fill_checksum(hdr),
-                Ok(false) => {}
-                // RFC 1812 §4.3.3.5: Parameter Problem pointing at the offending byte (the
-                // header is quoted as it is, unchanged up to the error).
-                Err(at) => {
-                    return self.icmp_error(
-                        in_port,
-                        frame,
-                        &h,
-                        (
-                            icmp::ICMP_PARAMETER_PROBLEM,
-                            icmp::ICMP_PP_POINTER,
-                            (at as u32) << 24,
-                        ),
-                        RouterDrop::BadOptions,
-                        now_ns,
-                        icmp_out,
-                    )
-                }
+            let out = (out_port, via_gateway);
+            if let Err(a) =
+                self.options_departure(in_port, frame, &h, sr_hop, out, now_ns, icmp_out)
+            {
+                return a;
             }
         }
         let len = 14 + h.total_len;
@@ -809,6 +717,142 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 Err(_) => Action::Drop(RouterDrop::NeighQueueFull),
             },
             Resolve::TableFull => Action::Drop(RouterDrop::NeighTableFull),
+        }
+    }
+
+    /// Options on arrival (IHL > 5; out of line so plain headers pay nothing for them): a
+    /// source route (RFC 1812 §5.3.13.4, RFC 791) sent to one of our addresses makes its next
+    /// address the destination (`h.dst` is updated and the route returned); elsewhere a loose
+    /// route is forwarded like any datagram and a strict one has failed. `Err` is the action
+    /// to take instead of forwarding.
+    #[cold]
+    #[inline(never)]
+    fn source_route_arrival(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        h: &mut ipv4::Ipv4Hdr,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Result<Option<ipv4::SourceRoute>, Action> {
+        let Some(sr) = ipv4::find_source_route(&frame[14..14 + h.header_len]) else {
+            return Ok(None);
+        };
+        let for_us = self
+            .fib
+            .lookup_index(h.dst)
+            .is_some_and(|i| self.fib.next_hop(i) == NextHop::Local);
+        let failed = (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0);
+        if !for_us {
+            return match sr.strict {
+                true => Err(self.icmp_error(
+                    in_port,
+                    frame,
+                    h,
+                    failed,
+                    RouterDrop::SourceRouteFailed,
+                    now_ns,
+                    icmp_out,
+                )),
+                false => Ok(None),
+            };
+        }
+        match ipv4::source_route_next(&frame[14..14 + h.header_len], &sr) {
+            Ok(None) => Ok(None),
+            Ok(Some(next)) if ipv4::classify_dst(next) == DstClass::Unicast => {
+                h.dst = next;
+                Ok(Some(sr))
+            }
+            Ok(Some(_)) => Err(self.icmp_error(
+                in_port,
+                frame,
+                h,
+                failed,
+                RouterDrop::SourceRouteFailed,
+                now_ns,
+                icmp_out,
+            )),
+            Err(at) => Err(self.icmp_error(
+                in_port,
+                frame,
+                h,
+                (
+                    icmp::ICMP_PARAMETER_PROBLEM,
+                    icmp::ICMP_PP_POINTER,
+                    (at as u32) << 24,
+                ),
+                RouterDrop::BadOptions,
+                now_ns,
+                icmp_out,
+            )),
+        }
+    }
+
+    /// Options on departure (IHL > 5, out of line): advance a source route we are the
+    /// current hop of (a strict one must not need a gateway), then update Record Route and
+    /// Timestamp (RFC 1812 §5.3.13.5/6) with the outgoing port's address; the header checksum
+    /// is recomputed when anything changed. A malformed option gets Parameter Problem pointing
+    /// at the offending byte (§4.3.3.5; the header is quoted as it is, unchanged up to the
+    /// error). `out` is the outgoing port and whether the next hop is a gateway.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    fn options_departure(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        h: &ipv4::Ipv4Hdr,
+        sr_hop: Option<ipv4::SourceRoute>,
+        (out_port, via_gateway): (u8, bool),
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Result<(), Action> {
+        let out_addr = self.ports[usize::from(out_port)].addr.addr.to_bits();
+        if let Some(sr) = sr_hop {
+            if sr.strict && via_gateway {
+                return Err(self.icmp_error(
+                    in_port,
+                    frame,
+                    h,
+                    (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
+                    RouterDrop::SourceRouteFailed,
+                    now_ns,
+                    icmp_out,
+                ));
+            }
+            let hdr = &mut frame[14..14 + h.header_len];
+            hdr[16..20].copy_from_slice(&h.dst.to_be_bytes());
+            ipv4::source_route_advance(hdr, &sr, out_addr);
+            ipv4::fill_checksum(hdr);
+        }
+        let ctx = ipv4::OptionContext {
+            in_addr: self.ports[in_port].addr.addr.to_bits(),
+            out_addr,
+            timestamp: option_timestamp(now_ns),
+        };
+        let ports = &self.ports[..self.nports];
+        let hdr = &mut frame[14..14 + h.header_len];
+        match ipv4::forward_options(hdr, &ctx, |a| {
+            ports.iter().any(|p| p.addr.addr.to_bits() == a)
+        }) {
+            Ok(true) => {
+                ipv4::fill_checksum(hdr);
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(at) => Err(self.icmp_error(
+                in_port,
+                frame,
+                h,
+                (
+                    icmp::ICMP_PARAMETER_PROBLEM,
+                    icmp::ICMP_PP_POINTER,
+                    (at as u32) << 24,
+                ),
+                RouterDrop::BadOptions,
+                now_ns,
+                icmp_out,
+            )),
         }
     }
 
