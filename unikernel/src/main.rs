@@ -109,6 +109,8 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     // SMP: the boot CPU's LAPIC, then every AP the MADT lists (their stacks come from the
     // zone before the forwarder counts free pages at boot).
     let bsp_apic = apic::init();
+    let timer_hz = apic::calibrate_timer();
+    info!("LAPIC timer: {timer_hz} Hz (calibrated against the TSC, used by every CPU)");
     smp::bsp_online(bsp_apic);
     let rsdp = match cfg.acpi_rsdp {
         Some(a) => {
