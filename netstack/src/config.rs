@@ -4,7 +4,7 @@
 //! [`ConfigError`] that names the key; the kernel prints it and exits with failure rather than
 //! running with a silent default.
 
-use crate::router::{parse_ipv4_cidr, parse_route, Ipv4Net};
+use crate::router::{parse_ipv4_cidr, parse_route, Ipv4Net, ParseError};
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 
@@ -302,16 +302,21 @@ pub const KEYS: [&str; 15] = [
 const ROUTE_KEY: usize = 10;
 
 /// One line of a routes file: `Ok((line number, (prefix, gateway)))` or `Err((line number, the
-/// offending text))`.
-pub type RouteLine<'a> = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &'a str)>;
+/// offending text, why))`.
+pub type RouteLine<'a> = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &'a str, ParseError)>;
 
 /// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
 /// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`); blank lines and `#` comments are
-/// skipped. Yields `Ok((line number, route))` or `Err((line number, the line))` for a bad line.
+/// skipped. Yields `Ok((line number, route))` or `Err((line number, the line, why))` for a bad
+/// line.
 pub fn parse_routes_file(text: &str) -> impl Iterator<Item = RouteLine<'_>> {
     text.lines().enumerate().filter_map(|(i, line)| {
         let l = line.split('#').next().unwrap_or("").trim();
-        (!l.is_empty()).then(|| parse_route(l).map(|r| (i + 1, r)).map_err(|_| (i + 1, l)))
+        (!l.is_empty()).then(|| {
+            parse_route(l)
+                .map(|r| (i + 1, r))
+                .map_err(|e| (i + 1, l, e))
+        })
     })
 }
 
@@ -455,6 +460,12 @@ impl Config {
                 because: "(=l2 or io) for queues above 1",
             });
         }
+        if cfg.mode != Mode::Router && !cfg.routes.is_empty() {
+            return Err(ConfigError::Missing {
+                key: "mode",
+                because: "(=router) for route",
+            });
+        }
         if cfg.mode != Mode::Router && matches!(cfg.mgmt, MgmtPort::Port(_)) {
             return Err(ConfigError::Missing {
                 key: "mode",
@@ -567,7 +578,15 @@ mod tests {
         assert_eq!((line, net.len, gw), (4, 0, Ipv4Addr::new(10, 0, 0, 2)));
         let bad: std::vec::Vec<_> =
             parse_routes_file("10.0.0.0/8,10.0.1.2\n10.1.0.0/33,1.2.3.4\n").collect();
-        assert_eq!(bad[1], Err((2, "10.1.0.0/33,1.2.3.4")));
+        assert_eq!(
+            bad[1],
+            Err((2, "10.1.0.0/33,1.2.3.4", ParseError::BadPrefixLen))
+        );
+        let host_bits: std::vec::Vec<_> = parse_routes_file("192.168.1.5/16,10.0.1.2").collect();
+        assert_eq!(
+            host_bits[0],
+            Err((1, "192.168.1.5/16,10.0.1.2", ParseError::HostBitsSet))
+        );
     }
 
     #[test]
@@ -599,9 +618,16 @@ mod tests {
             Err(ConfigError::Missing { key: "mode", .. })
         ));
         assert!(matches!(
-            Config::parse("route=10.0.0.0/8"),
+            Config::parse("mode=router route=10.0.0.0/8"),
             Err(ConfigError::BadValue { key: "route", .. })
         ));
+        assert_eq!(
+            Config::parse("route=192.168.0.0/16,10.0.1.2").unwrap_err(),
+            ConfigError::Missing {
+                key: "mode",
+                because: "(=router) for route"
+            }
+        );
     }
 
     #[test]

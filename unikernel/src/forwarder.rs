@@ -149,7 +149,7 @@ fn build_router(
     debug_assert!(bytes >= ROUTER_RESERVE_BYTES);
     let fib = match Fib::new(tbl24, tbl8, rules) {
         Ok(f) => f,
-        Err(e) => fail(format_args!("router: FIB: {e:?}")),
+        Err(e) => fail(format_args!("router: FIB: {e}")),
     };
     let ports: [PortConfig; PORTS] = core::array::from_fn(|i| PortConfig {
         mac: macs[i],
@@ -157,11 +157,11 @@ fn build_router(
     });
     let mut router = match Rt::new(fib, &ports, RouterConfig::default()) {
         Ok(r) => r,
-        Err(e) => fail(format_args!("config error: ip0/ip1: router: {e:?}")),
+        Err(e) => fail(format_args!("config error: ip0/ip1: router: {e}")),
     };
     for (net, gw) in cfg.routes.iter() {
         if let Err(e) = router.add_route(*net, *gw) {
-            fail(format_args!("config error: route={net},{gw}: {e:?}"));
+            fail(format_args!("config error: route={net},{gw}: {e}"));
         }
     }
     if let Some(text) = routes_file {
@@ -171,13 +171,13 @@ fn build_router(
                 Ok((line, (net, gw))) => {
                     if let Err(e) = router.add_route(net, gw) {
                         fail(format_args!(
-                            "config error: routes file line {line}: {net},{gw}: {e:?}"
+                            "config error: routes file line {line}: {net},{gw}: {e}"
                         ));
                     }
                     n += 1;
                 }
-                Err((line, text)) => fail(format_args!(
-                    "config error: routes file line {line}: `{text}` is not PREFIX/LEN,GATEWAY"
+                Err((line, text, why)) => fail(format_args!(
+                    "config error: routes file line {line}: `{text}`: {why} (expected PREFIX/LEN,GATEWAY)"
                 )),
             }
         }

@@ -123,7 +123,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         None => boot.rsdp,
     };
     match smp::start_aps(zone, rsdp, bsp_apic) {
-        Ok(n) => info!("smp: {n} CPUs online (the boot CPU forwards; the others idle)"),
+        Ok(n) => info!("smp: {n} CPUs online"),
         Err(e) => fail(format_args!("smp: {e}")),
     }
     // The routes file, if given as the first boot module (QEMU -initrd): plain text.
