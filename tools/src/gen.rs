@@ -493,8 +493,10 @@ pub struct FrameRecord {
 /// Results of one direction.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DirReport {
-    /// 0: port 0 → port 1; 1: port 1 → port 0.
+    /// 0: port `base` → port `base + 1`; 1: the other way.
     pub dir: usize,
+    /// The generator's first guest port ([`GenConfig::base_port`]).
+    pub base: usize,
     pub sent: u64,
     pub received: u64,
     pub duplicates: u64,
@@ -833,6 +835,7 @@ impl Generator {
             }
             report.directions.push(DirReport {
                 dir,
+                base: self.cfg.base_port,
                 sent: tx.sent,
                 received: rx.acc.received,
                 duplicates: rx.acc.duplicates,

@@ -781,7 +781,11 @@ impl Guest {
     pub fn qemu_error(&self) -> Option<String> {
         self.stderr_lines()
             .into_iter()
-            .find(|l| l.starts_with("qemu-system") && !l.contains("warning:"))
+            // Most errors are `qemu-system-x86_64: …`; the kernel loader's say `qemu: …`
+            // (e.g. `qemu: invalid kernel header`).
+            .find(|l| {
+                (l.starts_with("qemu-system") || l.starts_with("qemu:")) && !l.contains("warning:")
+            })
     }
 
     /// After exit: give the reader threads a moment to collect the last lines.

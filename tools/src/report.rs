@@ -60,7 +60,7 @@ pub fn table(rows: &[(&str, String)]) -> String {
 
 /// The generator's results table.
 pub fn gen_table(r: &GenReport) -> String {
-    let mut rows = vec![
+    let mut rows: Vec<(String, String)> = [
         ("sent", r.sent.to_string()),
         ("received", r.received.to_string()),
         ("loss", format!("{:.4} ({:.2}%)", r.loss, r.loss * 100.0)),
@@ -70,15 +70,15 @@ pub fn gen_table(r: &GenReport) -> String {
         ("offered_pps", format!("{:.0}", r.offered_pps)),
         ("received_pps", format!("{:.0}", r.received_pps)),
         ("seconds", format!("{:.3}", r.seconds)),
-    ];
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
     if r.directions.len() > 1 {
         for d in &r.directions {
+            let (from, to) = (d.base + d.dir, d.base + 1 - d.dir);
             rows.push((
-                if d.dir == 0 {
-                    "port0->port1"
-                } else {
-                    "port1->port0"
-                },
+                format!("port{from}->port{to}"),
                 format!(
                     "sent {} received {} bad {} dup {} reord {}",
                     d.sent, d.received, d.bad, d.duplicates, d.reordered
@@ -87,8 +87,9 @@ pub fn gen_table(r: &GenReport) -> String {
         }
     }
     if r.stray > 0 {
-        rows.push(("stray (ignored)", r.stray.to_string()));
+        rows.push(("stray (ignored)".to_string(), r.stray.to_string()));
     }
+    let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let mut s = table(&rows);
     for w in &r.warnings {
         let _ = writeln!(s, "  warning: {w}");

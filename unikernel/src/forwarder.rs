@@ -548,9 +548,11 @@ pub fn run(
     if queues > 1 {
         info!("multi-queue: core k forwards queue pair k of port 0 <-> queue pair k of port 1");
     }
+    // With multi-queue the cores share one port pair (each owns a queue pair of it).
+    let port_pairs = if queues > 1 { 1 } else { pairs };
     info!(
         "forwarding {} port pair(s) on {} core(s), {} queue pair(s) per port, mode {}, burst {}",
-        pairs,
+        port_pairs,
         pairs,
         queues,
         cfg.mode.as_str(),

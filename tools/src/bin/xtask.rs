@@ -416,6 +416,17 @@ fn traffic(
     announce_accel(cfg.accel, cfg.icount);
     let mut guest = Guest::boot(&cfg)?;
     guest.wait_ready(qemu::READY_TIMEOUT)?;
+    // One generator per port pair: each pair must be one the guest forwards.
+    if let Some(n) = guest_port_pairs(&guest.lines()) {
+        if n < pairs {
+            let _ = guest.quit(Duration::from_secs(30));
+            bail!(
+                "the guest forwards {n} of the {pairs} port pairs (one pair per CPU, router mode \
+                 uses one): give --cpus {pairs} or --nics {}",
+                2 * n
+            );
+        }
+    }
     eprintln!(
         "xtask: guest ready ({} vCPU, {} port pair(s)); offering {} B frames port 2k -> port 2k+1 for {} s",
         a.cpus, pairs, a.size, a.seconds
@@ -475,6 +486,14 @@ fn traffic(
     drop(tmp);
     drop(net);
     Ok((b, r, guest, exit))
+}
+
+/// The number of port pairs the guest says it forwards (`forwarding N port pair(s) …`).
+fn guest_port_pairs(lines: &[String]) -> Option<usize> {
+    lines.iter().find_map(|l| {
+        let rest = &l[l.find("forwarding ")? + "forwarding ".len()..];
+        rest[..rest.find(" port pair")?].trim().parse().ok()
+    })
 }
 
 /// The reports of several generators (one per port pair) as one: counts and rates add up,
@@ -643,5 +662,20 @@ fn main() -> ExitCode {
             eprintln!("xtask: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_pairs_from_the_guest_log() {
+        let lines = [
+            "[    0.1] INFO  gannet::forwarder: idle (cpu 0): poll 50 us".to_string(),
+            "[    0.2] INFO  gannet::forwarder: forwarding 2 port pair(s) on 2 core(s), 1 queue pair(s) per port, mode l2, burst 32".to_string(),
+        ];
+        assert_eq!(guest_port_pairs(&lines), Some(2));
+        assert_eq!(guest_port_pairs(&lines[..1]), None);
     }
 }
