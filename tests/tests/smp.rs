@@ -130,6 +130,18 @@ fn two_cores_forward_two_port_pairs_at_once() {
             rig.tail()
         );
     }
+    // `pools` lists every core's pools, ids 0..4 in order.
+    let from = rig.guest.line_count();
+    rig.guest.send_line("pools").unwrap();
+    let mut at = from;
+    for id in 0..4 {
+        let (next, line) = rig
+            .guest
+            .wait_for_line_from(at, |l| l.starts_with("pool {"), STATS_TIMEOUT)
+            .unwrap_or_else(|e| panic!("pools: {e:#}\n{}", rig.tail()));
+        assert!(line.contains(&format!("\"id\":{id},")), "pool line {id}: {line}");
+        at = next + 1;
+    }
     let s = rig.quit();
     assert_eq!(top(&s, "pairs"), 2);
     let per_cpu = s.0["per_cpu"].as_array().unwrap();

@@ -1335,9 +1335,12 @@ impl Forwarder<'_> {
     }
 
     /// `pools`: one line per page_pool.
+    /// One line per page_pool of every forwarding core (other cores' as last published).
     pub(crate) fn print_pools(&self) {
-        for p in self.pools.iter() {
-            println!("pool {}", crate::stats::PoolJson(PoolSnap::of(p)));
+        for pair in all_pairs(self) {
+            for p in pair.pools {
+                println!("pool {}", crate::stats::PoolJson(p));
+            }
         }
     }
 
