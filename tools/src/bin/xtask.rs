@@ -535,8 +535,20 @@ fn cmd_run(a: TrafficArgs) -> Result<()> {
             r.sent
         );
     }
-    finish(&guest, exit)
+    finish(&guest, exit)?;
+    if r.sent > 0 && r.received == 0 {
+        bail!(
+            "no frame was forwarded (see the guest's drop counters above; frames over {} bytes \
+             do not fit one RX page and are dropped as too_big)",
+            MAX_GUEST_FRAME
+        );
+    }
+    Ok(())
 }
+
+/// The largest frame the guest forwards (bytes): one 4 KiB RX page minus the 12-byte
+/// virtio-net header (larger frames span buffers and are dropped as `too_big`).
+const MAX_GUEST_FRAME: usize = 4096 - 12;
 
 fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Mm) = a.target {
