@@ -449,8 +449,7 @@ impl<'a> FibRef<'a> for &Fib<'a> {
 /// The IPv4 router. `H` is the caller's frame handle (a page frame number in the kernel),
 /// `N` neighbour entries with `Q` queued frames each, `F` the FIB: owned ([`Fib`], the
 /// default) or shared read-only (`&Fib`, see [`FibRef`]; one per core over one FIB).
-pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRef<'a> = Fib<'a>>
-{
+pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRef<'a> = Fib<'a>> {
     ports: [PortConfig; MAX_PORTS],
     nports: usize,
     fib: F,
@@ -578,8 +577,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// [`Router::poll`]). Returns whether the table changed (`false` for a port the router
     /// does not have or a full table). Does not set [`Router::take_learned`].
     pub fn learn(&mut self, u: NeighUpdate, now_ns: u64) -> bool {
-        usize::from(u.port) < self.nports
-            && self.neigh.confirm(u.ip, u.port, u.mac, true, now_ns)
+        usize::from(u.port) < self.nports && self.neigh.confirm(u.ip, u.port, u.mac, true, now_ns)
     }
 
     /// The neighbour entries (console `neigh`).
