@@ -1055,9 +1055,21 @@ impl Forwarder<'_> {
                 continue;
             }
             match ring.push(u) {
-                Ok(()) => self.sync.neigh_sent += 1,
+                Ok(()) => {
+                    self.sync.neigh_sent += 1;
+                    self.wake(k);
+                }
                 Err(_) => self.sync.neigh_dropped += 1,
             }
+        }
+    }
+
+    /// With `idle=halt`: wake core `k` (IPI) so a halted core takes what was just pushed to
+    /// it now rather than at its next 10 ms timer tick. Rare (ARP learning, management
+    /// frames).
+    fn wake(&self, k: usize) {
+        if self.cfg.idle == IdleMode::Halt {
+            crate::smp::send_ipi(crate::smp::IpiTarget::One(k), crate::smp::WAKE_VECTOR);
         }
     }
 
@@ -1137,7 +1149,10 @@ impl Forwarder<'_> {
             h.add(2).write(port as u8);
         }
         match MGMT_RING.push(pfn) {
-            Ok(()) => self.sync.mgmt_handoff += 1,
+            Ok(()) => {
+                self.sync.mgmt_handoff += 1;
+                self.wake(0);
+            }
             Err(pfn) => {
                 self.sync.mgmt_handoff_dropped += 1;
                 self.recycle(pfn);
