@@ -245,15 +245,16 @@ fn build_fib(
     SHARED_FIB.call_once(|| router.into_fib())
 }
 
-/// This core's router over the shared FIB (built by [`build_fib`] on the boot CPU before any
-/// other core starts).
-fn core_router(cfg: &Config, macs: [MacAddr; PORTS]) -> Rt {
+/// Core `k`'s router (of `cores`) over the shared FIB (built by [`build_fib`] on the boot CPU
+/// before any other core starts); its IP IDs interleave with the other cores'.
+fn core_router(cfg: &Config, macs: [MacAddr; PORTS], k: usize, cores: usize) -> Rt {
     let Some(fib) = SHARED_FIB.get() else {
         fail(format_args!(
             "router: the FIB was not built before this core started"
         ))
     };
-    match Rt::new(fib, &router_ports(cfg, macs), RouterConfig::default()) {
+    let rc = RouterConfig::for_core(k as u16, cores as u16);
+    match Rt::new(fib, &router_ports(cfg, macs), rc) {
         Ok(r) => r,
         Err(e) => fail(format_args!("config error: ip0/ip1: router: {e:?}")),
     }
@@ -712,7 +713,7 @@ fn build_pair(
     if k == 0 && cfg.mode == Mode::Router {
         build_fib(cfg, macs, reserved, routes_file);
     }
-    let router = (cfg.mode == Mode::Router).then(|| core_router(cfg, macs));
+    let router = (cfg.mode == Mode::Router).then(|| core_router(cfg, macs, k, setup.pairs));
     // The management plane runs on core 0; other cores hand its frames over (MGMT_RING).
     let mgmt_remote = cfg.mgmt_port().filter(|_| k != 0);
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {

@@ -264,6 +264,14 @@ pub struct RouterConfig {
     pub icmp_rate_per_sec: u32,
     /// ICMP errors in a burst (bucket size).
     pub icmp_burst: u32,
+    /// IPv4 Identification of the datagrams the router originates (ICMP errors, echo
+    /// replies): `ident_first`, then `ident_first + ident_step`, … (wrapping). One router per
+    /// core: core `k` of `n` uses first `k + 1`, step `n`, so the cores never hand out the same
+    /// ID at once (RFC 6864 §4: unique per source, destination and protocol while it may be
+    /// reassembled). Default 1, step 1 (a step of 0 counts as 1).
+    pub ident_first: u16,
+    /// See [`RouterConfig::ident_first`].
+    pub ident_step: u16,
 }
 
 impl Default for RouterConfig {
@@ -272,6 +280,20 @@ impl Default for RouterConfig {
             neigh: NeighConfig::default(),
             icmp_rate_per_sec: 1000,
             icmp_burst: 50,
+            ident_first: 1,
+            ident_step: 1,
+        }
+    }
+}
+
+impl RouterConfig {
+    /// The defaults for the router of core `core` of `cores` (one router per core): IP IDs
+    /// `core + 1`, `core + 1 + cores`, … (see [`RouterConfig::ident_first`]).
+    pub fn for_core(core: u16, cores: u16) -> Self {
+        RouterConfig {
+            ident_first: core.wrapping_add(1),
+            ident_step: cores.max(1),
+            ..RouterConfig::default()
         }
     }
 }
@@ -455,7 +477,9 @@ pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRe
     fib: F,
     neigh: NeighTable<H, N, Q>,
     icmp_bucket: TokenBucket,
+    /// The last IP ID handed out.
     ip_ident: u16,
+    ident_step: u16,
     counters: RouterCounters,
     /// What the last ARP frame taught the neighbour table (see [`Router::take_learned`]).
     learned: Option<NeighUpdate>,
@@ -511,7 +535,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             fib,
             neigh: NeighTable::new(cfg.neigh),
             icmp_bucket: TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
-            ip_ident: 0,
+            ip_ident: cfg.ident_first.wrapping_sub(cfg.ident_step.max(1)),
+            ident_step: cfg.ident_step.max(1),
             counters: RouterCounters::default(),
             learned: None,
             _fib: core::marker::PhantomData,
@@ -1012,7 +1037,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let port = self.ports[in_port];
         let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
         set_macs(frame, prev_hop, port.mac);
-        self.ip_ident = self.ip_ident.wrapping_add(1);
+        self.ip_ident = self.ip_ident.wrapping_add(self.ident_step);
         let ip = &mut frame[14..new_end];
         ip[0] = 0x40 | (new_hl / 4) as u8;
         ip[1] &= 0xfc;
@@ -1057,7 +1082,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         }
         let port = self.ports[in_port];
         let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
-        self.ip_ident = self.ip_ident.wrapping_add(1);
+        self.ip_ident = self.ip_ident.wrapping_add(self.ident_step);
         match icmp::build_error(
             out,
             prev_hop,

@@ -1174,3 +1174,25 @@ fn per_core_routers_share_one_fib_and_learn_from_each_other() {
     assert_eq!(total.forwarded, 3);
     assert_eq!(total.rx, 4);
 }
+
+/// One router per core: their IP IDs interleave (core k of n: k + 1, k + 1 + n, …), so two
+/// cores never send the same ID; the default is 1, 2, 3, ….
+#[test]
+fn per_core_routers_never_share_an_ip_id() {
+    let mut s = Store::new(16, 64);
+    let fib = router(&mut s, RouterConfig::default()).into_fib();
+    fn id<'a>(r: &mut Router<'a, u32, 8, 4, &Fib<'a>>) -> u16 {
+        let mut f = echo_request(P0_IP, 0);
+        assert!(matches!(
+            r.process(0, &mut f, 1, 0, &mut []),
+            Action::Reply { .. }
+        ));
+        Ipv4Packet::new_checked(&f[14..]).unwrap().ident()
+    }
+    let mut one = Router::new(&fib, &ports(), RouterConfig::default()).unwrap();
+    assert_eq!([id(&mut one), id(&mut one), id(&mut one)], [1, 2, 3]);
+    let mut c0 = Router::new(&fib, &ports(), RouterConfig::for_core(0, 2)).unwrap();
+    let mut c1 = Router::new(&fib, &ports(), RouterConfig::for_core(1, 2)).unwrap();
+    assert_eq!([id(&mut c0), id(&mut c0), id(&mut c0)], [1, 3, 5]);
+    assert_eq!([id(&mut c1), id(&mut c1)], [2, 4]);
+}
