@@ -1,7 +1,8 @@
 //! Router fast-path host benchmark (criterion): one [`Router::process`] call on a valid 64-byte
 //! IPv4/UDP frame that is forwarded (validate, martian checks, DIR-24-8 lookup, TTL decrement
 //! with the RFC 1624 update, neighbour hit, MAC rewrite), with a FIB of the connected routes only
-//! and with 100,000 random prefixes added (seeded, /8–/32, mostly /16–/24 like a BGP table).
+//! and with 100,000 random prefixes added (seeded, /8–/32, mostly /16–/24 like a BGP table). The
+//! router reads the FIB through `&Fib`, as each core's router does in the kernel.
 //!
 //! Run: `cargo bench -p netstack --bench router` (time per call). For an exact instruction count
 //! per call, the figure BENCHMARKS.md quotes, set `ROUTER_CALLS=N`: the binary then skips
@@ -74,10 +75,13 @@ fn next(s: &mut u64) -> u64 {
     *s
 }
 
+/// The kernel's router: one per core over the shared, read-only FIB.
+type CoreRouter<'f, 'a> = Router<'a, u64, 64, 8, &'f Fib<'a>>;
+
 /// One forwarded frame: copy the template in, route it. Out of line so callgrind can count it.
 #[inline(never)]
 fn process_once(
-    r: &mut Router<'_, u64>,
+    r: &mut CoreRouter<'_, '_>,
     frame: &mut [u8],
     tmpl: &[u8],
     now: u64,
@@ -102,7 +106,9 @@ fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
             addr: parse_ipv4_cidr("10.0.1.1/24").unwrap(),
         },
     ];
-    let mut r: Router<'_, u64> = Router::new(fib, &ports, RouterConfig::default()).unwrap();
+    // As the kernel does: a router with an owned FIB builds it, then each core's router reads
+    // it through `&Fib`.
+    let mut b: Router<'_, u64> = Router::new(fib, &ports, RouterConfig::default()).unwrap();
     let gw = "10.0.1.2".parse().unwrap();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut added = 0;
@@ -115,10 +121,12 @@ fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
             continue;
         }
         let net = Ipv4Net::new(addr, len).unwrap();
-        if r.add_route(net, gw).is_ok() {
+        if b.add_route(net, gw).is_ok() {
             added += 1;
         }
     }
+    let fib = b.into_fib();
+    let mut r = CoreRouter::new(&fib, &ports, RouterConfig::default()).unwrap();
     let tmpl = udp_frame();
     let mut icmp = vec![0u8; 2048];
     let mut frame = tmpl.clone();

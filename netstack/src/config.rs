@@ -191,7 +191,8 @@ pub struct Config {
     /// §5.2.5.1) and below 4 GiB (the identity map). Default: the loader's, else a BIOS-area scan.
     pub acpi_rsdp: Option<u64>,
     /// `queues=auto|N` (default `auto`): virtio-net queue pairs per port; with N > 1 core `i`
-    /// owns queue pair `i` of port 0 and of port 1 and forwards between them.
+    /// owns queue pair `i` of port 0 and of port 1 and forwards between them (in
+    /// `mode=router`, with its own router over the one shared FIB; `auto` means 1 there).
     pub queues: Queues,
 }
 
@@ -454,12 +455,6 @@ impl Config {
                 because: "(=l2 or io) for xcore",
             });
         }
-        if cfg.mode == Mode::Router && matches!(cfg.queues, Queues::Count(n) if n > 1) {
-            return Err(ConfigError::Missing {
-                key: "mode",
-                because: "(=l2 or io) for queues above 1",
-            });
-        }
         if cfg.mode != Mode::Router && !cfg.routes.is_empty() {
             return Err(ConfigError::Missing {
                 key: "mode",
@@ -506,10 +501,13 @@ mod tests {
                 "{bad}"
             );
         }
-        assert!(matches!(
-            Config::parse("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2"),
-            Err(ConfigError::Missing { key: "mode", .. })
-        ));
+        // Router mode on several cores: one router per core over one shared FIB.
+        assert_eq!(
+            Config::parse("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2")
+                .unwrap()
+                .queues,
+            Queues::Count(2)
+        );
         assert_eq!(
             Config::parse("queues=5").unwrap_err().to_string(),
             "bad value `5` for key `queues`: expected auto or an integer in 1..=4"

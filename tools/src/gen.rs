@@ -457,6 +457,9 @@ pub struct GenConfig {
     /// Tap backend: the network namespace handle (`/var/run/netns/NAME`) whose tap devices
     /// `gtapI` carry the ports; `None` (default) for the unix-datagram backend in `dir`.
     pub netns: Option<PathBuf>,
+    /// Count a received synthetic frame as bad unless its IPv4 TTL is this (`Some(63)` for
+    /// one routed hop: the generator sends with TTL 64); `None` (default): TTL not checked.
+    pub expect_ttl: Option<u8>,
 }
 
 impl Default for GenConfig {
@@ -475,6 +478,7 @@ impl Default for GenConfig {
             max_records: 100_000,
             base_port: 0,
             netns: None,
+            expect_ttl: None,
         }
     }
 }
@@ -778,7 +782,7 @@ impl Generator {
                 let sh = &shared[dir];
                 let stop = &stop;
                 let m = if dir == 0 { matcher.take() } else { None };
-                let max_records = cfg.max_records;
+                let max_records = (cfg.max_records, cfg.expect_ttl);
                 rx_handles
                     .push(scope.spawn(move || {
                         receiver(sock, port, dir, active, sh, stop, m, max_records)
@@ -1006,7 +1010,7 @@ fn receiver(
     sh: &DirShared,
     stop: &AtomicBool,
     mut matcher: Option<PcapMatcher>,
-    max_records: usize,
+    (max_records, expect_ttl): (usize, Option<u8>),
 ) -> RxResult {
     let mut res = RxResult::default();
     let mut buf = vec![0u8; 65536];
@@ -1047,7 +1051,9 @@ fn receiver(
                 }
             }
             None => match validate_frame(frame) {
-                Ok(g) if g.dir as usize == dir => res.acc.record(g.seq),
+                Ok(g) if g.dir as usize == dir && expect_ttl.is_none_or(|t| frame[22] == t) => {
+                    res.acc.record(g.seq)
+                }
                 _ => res.bad += 1,
             },
         }

@@ -25,8 +25,8 @@ use mm::page_pool::{
 use mm::{PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::{MAX_BURST, PORTS};
 use netstack::router::{
-    set_macs, Action, Event, Fib, PortConfig, Router, RouterConfig, RuleSlot, TBL24_LEN,
-    TBL8_GROUP_LEN,
+    set_macs, Action, Event, Fib, NeighRing, PortConfig, Router, RouterConfig, RouterCounters,
+    RuleSlot, TBL24_LEN, TBL8_GROUP_LEN,
 };
 use netstack::Mode;
 use netstack::{
@@ -37,7 +37,26 @@ use virtio_drivers::transport::pci::bus::PciRoot;
 use virtio_drivers::transport::pci::PciTransport;
 
 type Nic = VirtioNet<KernelHal, PciTransport>;
-type Rt = Router<'static, Pfn>;
+/// A core's router: its own neighbour table, ICMP bucket and counters over the one FIB
+/// ([`SHARED_FIB`]), read without a lock.
+type Rt = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
+/// The router that builds the FIB on the boot CPU (connected routes, `route=`, routes file).
+type FibBuilder = Router<'static, Pfn>;
+
+/// The FIB, built once on the boot CPU before any other core starts; read-only afterwards
+/// (routes never change after boot), shared by every core's [`Rt`].
+static SHARED_FIB: spin::Once<Fib<'static>> = spin::Once::new();
+/// Slots of each core's neighbour-update ring (updates are rare: one per ARP exchange).
+const NEIGH_RING_SLOTS: usize = 64;
+/// Per core: what other cores' routers learned from ARP, drained at the top of each poll
+/// iteration into this core's neighbour table.
+static NEIGH_RINGS: [NeighRing<NEIGH_RING_SLOTS>; MAX_CPUS] =
+    [const { NeighRing::new() }; MAX_CPUS];
+/// Router mode with several cores: frames for the management plane (ARP on its port, and
+/// frames for the host) that arrived on another core, copied into a page of that core's pool
+/// (length and port in the page's first 4 bytes, as for [`HANDOFF`]) for core 0, which runs
+/// smoltcp. Bounded; a full ring drops the frame (counted in `mgmt_handoff_dropped`).
+static MGMT_RING: RecycleRing = RecycleRing::new();
 
 /// DIR-24-8 second-level groups (256 entries each): prefixes longer than /24 under 1024
 /// distinct /24s. 1 MiB.
@@ -111,19 +130,58 @@ pub struct Forwarder<'z> {
     spare: Option<Pfn>,
     /// When the router's neighbour timers last ran (ns since boot).
     router_polled_ns: u64,
-    /// Router mode: the management plane (smoltcp) on one port's address.
+    /// Router mode: the management plane (smoltcp) on one port's address (core 0 only).
     pub(crate) mgmt: Option<Mgmt>,
+    /// Router mode on a core other than 0 with a management plane: its port (frames for it
+    /// are handed to core 0 through [`MGMT_RING`]).
+    mgmt_remote: Option<usize>,
+    /// Router mode: this core's cross-core counters.
+    pub(crate) sync: RouterSync,
 }
 
-/// Bring up the ports and forward until `quit`. Never returns.
-/// Build the router over the FIB storage `mem::init` set aside, with the static routes of the
-/// command line and of the routes file.
-fn build_router(
+/// Router mode, per core: traffic between the cores' routers and to the management plane.
+#[derive(Copy, Clone, Default, Debug)]
+pub struct RouterSync {
+    /// Neighbour updates this core learned from ARP and pushed to another core's ring (one per
+    /// other core).
+    pub neigh_sent: u64,
+    /// Neighbour updates from other cores applied to this core's table.
+    pub neigh_applied: u64,
+    /// Neighbour updates not sent because the other core's ring was full.
+    pub neigh_dropped: u64,
+    /// Frames for the management plane handed to core 0.
+    pub mgmt_handoff: u64,
+    /// Frames for the management plane dropped: core 0's ring full, or no page for the copy.
+    pub mgmt_handoff_dropped: u64,
+}
+
+impl core::ops::AddAssign<&RouterSync> for RouterSync {
+    fn add_assign(&mut self, o: &RouterSync) {
+        self.neigh_sent += o.neigh_sent;
+        self.neigh_applied += o.neigh_applied;
+        self.neigh_dropped += o.neigh_dropped;
+        self.mgmt_handoff += o.mgmt_handoff;
+        self.mgmt_handoff_dropped += o.mgmt_handoff_dropped;
+    }
+}
+
+/// The router's ports: port `i` has MAC `macs[i]` and address `ip{i}=`.
+fn router_ports(cfg: &Config, macs: [MacAddr; PORTS]) -> [PortConfig; PORTS] {
+    core::array::from_fn(|i| PortConfig {
+        mac: macs[i],
+        addr: cfg.ip[i].expect("Config::parse requires ip0/ip1 in router mode"),
+    })
+}
+
+/// Boot CPU, once: build the FIB over the storage `mem::init` set aside (connected routes,
+/// the static routes of the command line and of the routes file) and publish it in
+/// [`SHARED_FIB`]. Fails (config error) on a bad port address or route.
+fn build_fib(
     cfg: &Config,
     macs: [MacAddr; PORTS],
     reserved: Option<(u64, u64)>,
     routes_file: Option<&str>,
-) -> Rt {
+) -> &'static Fib<'static> {
     let Some((addr, bytes)) = reserved.filter(|r| r.1 >= ROUTER_RESERVE_BYTES) else {
         fail(format_args!(
             "router: no FIB memory reserved ({ROUTER_RESERVE_BYTES} bytes needed)"
@@ -151,11 +209,8 @@ fn build_router(
         Ok(f) => f,
         Err(e) => fail(format_args!("router: FIB: {e}")),
     };
-    let ports: [PortConfig; PORTS] = core::array::from_fn(|i| PortConfig {
-        mac: macs[i],
-        addr: cfg.ip[i].expect("Config::parse requires ip0/ip1 in router mode"),
-    });
-    let mut router = match Rt::new(fib, &ports, RouterConfig::default()) {
+    let ports = router_ports(cfg, macs);
+    let mut router = match FibBuilder::new(fib, &ports, RouterConfig::default()) {
         Ok(r) => r,
         Err(e) => fail(format_args!("config error: ip0/ip1: router: {e}")),
     };
@@ -187,7 +242,22 @@ fn build_router(
         "router: {} routes in the FIB (connected, local, broadcast, static)",
         router.fib().len()
     );
-    router
+    SHARED_FIB.call_once(|| router.into_fib())
+}
+
+/// Core `k`'s router (of `cores`) over the shared FIB (built by [`build_fib`] on the boot CPU
+/// before any other core starts); its IP IDs interleave with the other cores'.
+fn core_router(cfg: &Config, macs: [MacAddr; PORTS], k: usize, cores: usize) -> Rt {
+    let Some(fib) = SHARED_FIB.get() else {
+        fail(format_args!(
+            "router: the FIB was not built before this core started"
+        ))
+    };
+    let rc = RouterConfig::for_core(k as u16, cores as u16);
+    match Rt::new(fib, &router_ports(cfg, macs), rc) {
+        Ok(r) => r,
+        Err(e) => fail(format_args!("config error: ip0/ip1: router: {e:?}")),
+    }
 }
 
 /// Carve the management plane's storage from the zone (kept for the kernel's life).
@@ -481,10 +551,10 @@ pub fn run(
     }
     let cpus = crate::smp::ONLINE.load(Ordering::Acquire);
     let dfs: heapless::Vec<DeviceFunction, MAX_NICS> = found.iter().map(|(df, _)| *df).collect();
-    // Multi-queue: one queue pair of each of ports 0 and 1 per core.
+    // Multi-queue: one queue pair of each of ports 0 and 1 per core (in router mode too: one
+    // router per core over one FIB).
     let queues = choose_queues(cfg, &mut root, &dfs);
-    // Else one port pair per core (router mode: one pair, the FIB and management plane are not
-    // shared between cores yet).
+    // Else one port pair per core (router mode: one pair; its two ports are the router's).
     let (pairs, nics_used) = if queues > 1 {
         (queues, PORTS)
     } else if cfg.mode == Mode::Router {
@@ -640,8 +710,14 @@ fn build_pair(
         }
         PORT_MACS[id].store(mac_u64(macs[j]), Ordering::Release);
     }
-    let router = (k == 0 && cfg.mode == Mode::Router)
-        .then(|| build_router(cfg, macs, reserved, routes_file));
+    // Router mode: the boot CPU builds the one FIB first; every core gets its own router
+    // (neighbour table, ICMP bucket, counters) over it.
+    if k == 0 && cfg.mode == Mode::Router {
+        build_fib(cfg, macs, reserved, routes_file);
+    }
+    let router = (cfg.mode == Mode::Router).then(|| core_router(cfg, macs, k, setup.pairs));
+    // The management plane runs on core 0; other cores hand its frames over (MGMT_RING).
+    let mgmt_remote = cfg.mgmt_port().filter(|_| k != 0);
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
         let net = cfg.ip[p].expect("router mode has ip0/ip1");
         info!(
@@ -686,6 +762,8 @@ fn build_pair(
         spare: None,
         router_polled_ns: 0,
         mgmt,
+        mgmt_remote,
+        sync: RouterSync::default(),
     };
     for p in 0..PORTS {
         fwd.refill(p);
@@ -912,18 +990,27 @@ impl Forwarder<'_> {
             // SAFETY: the page came back from the RX ring and is ours; the frame lies at
             // [NET_HDR_LEN, NET_HDR_LEN + len) within the page.
             let frame = unsafe { frame_bytes(b.pfn, b.len) };
-            if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
-                // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the
-                // router answers requests for the port address itself).
-                if frame.len() >= 14 && frame[12..14] == [0x08, 0x06] {
+            // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the
+            // router answers requests for the port address itself).
+            if frame.len() >= 14 && frame[12..14] == [0x08, 0x06] {
+                if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
                     m.push_rx(frame);
+                } else if self.mgmt_remote == Some(p) {
+                    self.mgmt_handoff(p, frame);
                 }
             }
             let spare = self.spare_page();
             // SAFETY: the spare page is ours (allocated from the pool, not posted anywhere).
             let icmp = spare.map_or(&mut [][..], |sp| unsafe { frame_bytes(sp, MAX_FRAME) });
             let router = self.router.as_mut().expect("rx_route in router mode");
-            match router.process(p, frame, b.pfn, now, icmp) {
+            let action = router.process(p, frame, b.pfn, now, icmp);
+            // What an ARP frame taught this core goes to the other cores' routers.
+            if matches!(action, Action::Consumed | Action::Reply { .. }) {
+                if let Some(u) = router.take_learned() {
+                    self.share_learned(u);
+                }
+            }
+            match action {
                 Action::Forward { port, len } | Action::Reply { port, len } => {
                     self.stage_tx(usize::from(port), b.pfn, len)
                 }
@@ -934,9 +1021,12 @@ impl Forwarder<'_> {
                 }
                 Action::Queued => {}
                 Action::ToHost => {
+                    // SAFETY: the page is still ours (ToHost leaves it to us).
+                    let frame = unsafe { frame_bytes(b.pfn, b.len) };
                     if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
-                        // SAFETY: the page is still ours (ToHost leaves it to us).
-                        m.push_rx(unsafe { frame_bytes(b.pfn, b.len) });
+                        m.push_rx(frame);
+                    } else if self.mgmt_remote == Some(p) {
+                        self.mgmt_handoff(p, frame);
                     }
                     self.recycle(b.pfn)
                 }
@@ -957,6 +1047,120 @@ impl Forwarder<'_> {
             self.flush_tx(q);
         }
         n
+    }
+
+    /// Router mode on several cores: tell every other core's router what this one learned
+    /// from ARP (lock-free push into each one's [`NEIGH_RINGS`] entry; a full ring drops the
+    /// update, counted, and that core resolves by its own ARP request).
+    fn share_learned(&mut self, u: netstack::router::NeighUpdate) {
+        for (k, ring) in NEIGH_RINGS.iter().enumerate().take(pairs()) {
+            if k == self.pair {
+                continue;
+            }
+            match ring.push(u) {
+                Ok(()) => {
+                    self.sync.neigh_sent += 1;
+                    self.wake(k);
+                }
+                Err(_) => self.sync.neigh_dropped += 1,
+            }
+        }
+    }
+
+    /// With `idle=halt`: wake core `k` (IPI) so a halted core takes what was just pushed to
+    /// it now rather than at its next 10 ms timer tick. Rare (ARP learning, management
+    /// frames).
+    fn wake(&self, k: usize) {
+        if self.cfg.idle == IdleMode::Halt {
+            crate::smp::send_ipi(crate::smp::IpiTarget::One(k), crate::smp::WAKE_VECTOR);
+        }
+    }
+
+    /// Router mode on several cores, at the top of every poll iteration: apply the neighbour
+    /// updates other cores sent (then release what was queued behind them) and, on core 0,
+    /// feed the management plane the frames other cores handed over. Returns items taken.
+    fn router_sync(&mut self) -> usize {
+        let ring = &NEIGH_RINGS[self.pair];
+        let mut n = 0;
+        if let Some(r) = self.router.as_mut() {
+            let mut now = 0;
+            while let Some(u) = ring.pop() {
+                if n == 0 {
+                    now = crate::time::uptime_ns();
+                }
+                r.learn(u, now);
+                n += 1;
+            }
+            self.sync.neigh_applied += n as u64;
+            if n > 0 && r.needs_poll() {
+                self.router_polled_ns = now;
+                self.router_events(now);
+            }
+        }
+        if self.mgmt.is_some() && !MGMT_RING.is_empty() {
+            n += self.drain_mgmt_ring();
+        }
+        if n > 0 {
+            for q in 0..PORTS {
+                self.flush_tx(q);
+            }
+        }
+        n
+    }
+
+    /// Core 0: give the management plane the frames other cores handed over, recycle their
+    /// pages (to the other cores' pools) and run it. Returns frames taken.
+    fn drain_mgmt_ring(&mut self) -> usize {
+        let mut got = [Pfn(0); crate::mgmt::RX_QUEUE];
+        // Take only what smoltcp's RX queue has room for; the rest waits in the ring.
+        let room = self
+            .mgmt
+            .as_ref()
+            .map_or(0, |m| crate::mgmt::RX_QUEUE.saturating_sub(m.rx_pending()));
+        let n = MGMT_RING.pop_batch(&mut got[..room]);
+        for &pfn in &got[..n] {
+            // SAFETY: the sending core wrote length and port into the page's header area and
+            // gave the page up with the push; it is ours now.
+            let len = unsafe { (pfn.addr() as *const u16).read_unaligned() } as usize;
+            if let Some(m) = self.mgmt.as_mut() {
+                // SAFETY: as above; the frame lies at [NET_HDR_LEN, NET_HDR_LEN + len).
+                m.push_rx(unsafe { frame_bytes(pfn, len.min(MAX_FRAME)) });
+            }
+            self.recycle(pfn);
+        }
+        if n > 0 {
+            self.mgmt_poll();
+        }
+        n
+    }
+
+    /// A core other than 0: copy a frame for the management plane (on `port`) into a page of
+    /// this core's pool and hand it to core 0 ([`MGMT_RING`]); counted, and dropped when no
+    /// page is free or the ring is full.
+    fn mgmt_handoff(&mut self, port: usize, frame: &[u8]) {
+        let Some(pfn) = self.pools[port].alloc(&mut self.pcp, self.zone, &mut self.dma) else {
+            self.sync.mgmt_handoff_dropped += 1;
+            return;
+        };
+        let len = frame.len().min(MAX_FRAME);
+        // SAFETY: a fresh pool page, ours until pushed; the header area [0, NET_HDR_LEN) and
+        // the frame area [NET_HDR_LEN, NET_HDR_LEN + len) lie within it.
+        unsafe {
+            frame_bytes(pfn, len).copy_from_slice(&frame[..len]);
+            let h = pfn.addr() as *mut u8;
+            (h as *mut u16).write_unaligned(len as u16);
+            h.add(2).write(port as u8);
+        }
+        match MGMT_RING.push(pfn) {
+            Ok(()) => {
+                self.sync.mgmt_handoff += 1;
+                self.wake(0);
+            }
+            Err(pfn) => {
+                self.sync.mgmt_handoff_dropped += 1;
+                self.recycle(pfn);
+            }
+        }
     }
 
     /// Run the router's pending work: ARP requests to send, queued frames now resolved (or
@@ -1160,6 +1364,9 @@ impl Forwarder<'_> {
                 self.stop_core();
             }
             let mut work = 0;
+            if self.router.is_some() && pairs() > 1 {
+                work += self.router_sync();
+            }
             for p in 0..PORTS {
                 work += if self.router.is_some() {
                     self.rx_route(p)
@@ -1210,11 +1417,13 @@ impl Forwarder<'_> {
                         .drains
                         .fetch_add(1, Ordering::Relaxed);
                 }
+                // Every core's router runs its neighbour timers (ARP retransmits, queue
+                // timeouts) while idle.
+                self.router_tick();
                 if !bsp {
                     self.publish(false);
                     continue;
                 }
-                self.router_tick();
                 match console.poll() {
                     Some(Command::Stats) => self.print_stats(),
                     Some(Command::Help) => println!("{HELP}"),
@@ -1366,6 +1575,11 @@ impl Forwarder<'_> {
             refill_cycles: self.refill_cycles,
             busy_iters: self.busy_iters,
             phase_cycles: self.phase_cycles,
+            router: self.router.as_ref().map(|r| RouterSnap {
+                counters: *r.counters(),
+                queued_now: r.queued_frames() as u64,
+                sync: self.sync,
+            }),
             done,
             leaked,
         }
@@ -1429,6 +1643,16 @@ impl Forwarder<'_> {
                 let mut got = [Pfn(0); 64];
                 loop {
                     let n = HANDOFF[self.pair].pop_batch(&mut got);
+                    if n == 0 {
+                        break;
+                    }
+                    for &pfn in &got[..n] {
+                        self.recycle(pfn);
+                    }
+                }
+                // Core 0: frames handed over for the management plane and not yet taken.
+                while self.pair == 0 {
+                    let n = MGMT_RING.pop_batch(&mut got);
                     if n == 0 {
                         break;
                     }
@@ -1618,10 +1842,35 @@ pub struct PairSnap {
     pub busy_iters: u64,
     /// Busy-iteration cycles by phase (RX+forward+TX post, TX reap, refill, kick).
     pub phase_cycles: [u64; 4],
+    /// Router mode: this core's router.
+    pub router: Option<RouterSnap>,
     /// The pair is torn down (after `quit`).
     pub done: bool,
     /// Pages that did not come back at teardown.
     pub leaked: u64,
+}
+
+/// One core's router counters, copied for the boot CPU (STATS sums them over cores).
+#[derive(Copy, Clone, Default)]
+pub struct RouterSnap {
+    /// Frame outcomes and the rest of [`RouterCounters`].
+    pub counters: RouterCounters,
+    /// Frames held in the neighbour queues now.
+    pub queued_now: u64,
+    /// Cross-core neighbour updates and management hand-offs.
+    pub sync: RouterSync,
+}
+
+/// The router counters summed over every core's router (`None` outside router mode).
+pub fn router_totals(pairs: &[PairSnap]) -> Option<RouterSnap> {
+    let mut total: Option<RouterSnap> = None;
+    for r in pairs.iter().filter_map(|p| p.router.as_ref()) {
+        let t = total.get_or_insert_with(RouterSnap::default);
+        t.counters += &r.counters;
+        t.queued_now += r.queued_now;
+        t.sync += &r.sync;
+    }
+    total
 }
 
 /// Every forwarding pair's counters: this core's (`own`, live) then the others' last published.

@@ -10,7 +10,9 @@
 //! `recycle_cache_full`, `recycle_ring`, `recycle_ring_full`, `released`), and in router mode
 //! `router` (`rx`, `forwarded`, `arp_replies`, `echo_replies`, `arp_consumed`, `arp_requests`,
 //! `to_host`, `queued`, `queued_now`, `icmp_sent`, `icmp_rate_limited`, `icmp_suppressed`,
-//! `no_buffer`, `drops{…}` by [`RouterDrop`] name).
+//! `no_buffer`, `drops{…}` by [`RouterDrop`] name; summed over the cores' routers, plus
+//! `neigh_sync{sent, applied, dropped}` (neighbour updates between cores) and `mgmt_handoff`,
+//! `mgmt_handoff_dropped` (frames for the management plane handed to core 0)).
 
 use crate::forwarder::{all_pairs, Forwarder, PairSnap, PoolSnap};
 use crate::time::tsc_hz;
@@ -145,8 +147,8 @@ impl fmt::Display for Snapshot<'_, '_> {
             )?;
         }
         f.write_str("]")?;
-        if let Some(r) = &fw.router {
-            let c = r.counters();
+        if let Some(rs) = crate::forwarder::router_totals(&pairs) {
+            let c = &rs.counters;
             write!(
                 f,
                 ",\"router\":{{\"rx\":{},\"forwarded\":{},\"arp_replies\":{},\"echo_replies\":{},\"arp_consumed\":{},\"arp_requests\":{},\"to_host\":{},\"queued\":{},\"queued_now\":{},\"icmp_sent\":{},\"icmp_rate_limited\":{},\"icmp_suppressed\":{},\"no_buffer\":{},\"drops\":{{",
@@ -158,7 +160,7 @@ impl fmt::Display for Snapshot<'_, '_> {
                 c.arp_requests,
                 c.to_host,
                 c.queued,
-                r.queued_frames(),
+                rs.queued_now,
                 c.icmp_sent,
                 c.icmp_rate_limited,
                 c.icmp_suppressed,
@@ -170,7 +172,16 @@ impl fmt::Display for Snapshot<'_, '_> {
                 }
                 write!(f, "\"{}\":{}", why.as_str(), c.drops_for(*why))?;
             }
-            f.write_str("}}")?;
+            let y = &rs.sync;
+            write!(
+                f,
+                "}},\"neigh_sync\":{{\"sent\":{},\"applied\":{},\"dropped\":{}}},\"mgmt_handoff\":{},\"mgmt_handoff_dropped\":{}}}",
+                y.neigh_sent,
+                y.neigh_applied,
+                y.neigh_dropped,
+                y.mgmt_handoff,
+                y.mgmt_handoff_dropped
+            )?;
         }
         f.write_str("}")
     }
@@ -311,8 +322,8 @@ pub fn write_prometheus(
             "gannet_buddyinfo_free_blocks{{zone=\"0\",order=\"{order}\"}} {n}"
         )?;
     }
-    if let Some(r) = &fw.router {
-        let c = r.counters();
+    if let Some(rs) = crate::forwarder::router_totals(&all_pairs(fw)) {
+        let c = &rs.counters;
         counter(w, "gannet_router_forwarded_total", "Frames routed.")?;
         writeln!(w, "gannet_router_forwarded_total {}", c.forwarded)?;
         counter(w, "gannet_router_icmp_sent_total", "ICMP errors sent.")?;

@@ -46,6 +46,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod neigh;
 pub mod parse;
+pub mod sync;
 
 #[cfg(test)]
 mod tests;
@@ -58,6 +59,7 @@ use ipv4::{be16, DstClass};
 pub use neigh::{NeighConfig, NeighInfo, NeighState};
 use neigh::{NeighEvent, NeighTable, Resolve};
 pub use parse::{parse_ipv4_cidr, parse_route, ParseError};
+pub use sync::{NeighRing, NeighUpdate};
 
 /// Ports a router can have.
 pub const MAX_PORTS: usize = 8;
@@ -262,6 +264,14 @@ pub struct RouterConfig {
     pub icmp_rate_per_sec: u32,
     /// ICMP errors in a burst (bucket size).
     pub icmp_burst: u32,
+    /// IPv4 Identification of the datagrams the router originates (ICMP errors, echo
+    /// replies): `ident_first`, then `ident_first + ident_step`, … (wrapping). One router per
+    /// core: core `k` of `n` uses first `k + 1`, step `n`, so the cores never hand out the same
+    /// ID at once (RFC 6864 §4: unique per source, destination and protocol while it may be
+    /// reassembled). Default 1, step 1 (a step of 0 counts as 1).
+    pub ident_first: u16,
+    /// See [`RouterConfig::ident_first`].
+    pub ident_step: u16,
 }
 
 impl Default for RouterConfig {
@@ -270,6 +280,20 @@ impl Default for RouterConfig {
             neigh: NeighConfig::default(),
             icmp_rate_per_sec: 1000,
             icmp_burst: 50,
+            ident_first: 1,
+            ident_step: 1,
+        }
+    }
+}
+
+impl RouterConfig {
+    /// The defaults for the router of core `core` of `cores` (one router per core): IP IDs
+    /// `core + 1`, `core + 1 + cores`, … (see [`RouterConfig::ident_first`]).
+    pub fn for_core(core: u16, cores: u16) -> Self {
+        RouterConfig {
+            ident_first: core.wrapping_add(1),
+            ident_step: cores.max(1),
+            ..RouterConfig::default()
         }
     }
 }
@@ -290,6 +314,10 @@ pub enum RouterError {
     GatewayIsLocal,
     /// The FIB refused.
     Fib(FibError),
+    /// The router's FIB is shared read-only (`&Fib`): routes cannot be added or deleted.
+    ReadOnlyFib,
+    /// A shared FIB lacks a port's connected route (it was not built for these ports).
+    FibLacksPort,
 }
 
 impl From<FibError> for RouterError {
@@ -307,6 +335,10 @@ impl core::fmt::Display for RouterError {
             RouterError::GatewayNotConnected => f.write_str("gateway not on a port's network"),
             RouterError::GatewayIsLocal => f.write_str("gateway is one of our addresses"),
             RouterError::Fib(e) => e.fmt(f),
+            RouterError::ReadOnlyFib => f.write_str("the FIB is shared read-only"),
+            RouterError::FibLacksPort => {
+                f.write_str("the shared FIB lacks a port's connected route")
+            }
         }
     }
 }
@@ -404,27 +436,64 @@ pub fn option_timestamp(now_ns: u64) -> u32 {
     ((now_ns / 1_000_000) as u32 & 0x7fff_ffff) | 0x8000_0000
 }
 
-/// The IPv4 router. `H` is the caller's frame handle (a page frame number in the kernel),
-/// `N` neighbour entries with `Q` queued frames each.
-pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8> {
-    ports: [PortConfig; MAX_PORTS],
-    nports: usize,
-    fib: Fib<'a>,
-    neigh: NeighTable<H, N, Q>,
-    icmp_bucket: TokenBucket,
-    ip_ident: u16,
-    counters: RouterCounters,
+/// Where a [`Router`] finds its FIB: owned ([`Fib`]: the router installs its ports' routes
+/// and can add and delete routes) or shared read-only (`&Fib`: one FIB, built once, read
+/// without a lock by the routers of several cores; routes are fixed).
+pub trait FibRef<'a> {
+    /// The FIB, for lookups.
+    fn fib(&self) -> &Fib<'a>;
+    /// The FIB for changes, `None` when it is shared read-only.
+    fn fib_mut(&mut self) -> Option<&mut Fib<'a>>;
 }
 
-impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
-    /// A router over `ports` (port `i` is `ports[i]`), installing in `fib` (which should be
-    /// empty) for each port: the connected network (`Connected`), its address /32 (`Local`)
-    /// and, for networks up to /30, their broadcast address /32 (`Broadcast`).
-    pub fn new(
-        mut fib: Fib<'a>,
-        ports: &[PortConfig],
-        cfg: RouterConfig,
-    ) -> Result<Self, RouterError> {
+impl<'a> FibRef<'a> for Fib<'a> {
+    #[inline(always)]
+    fn fib(&self) -> &Fib<'a> {
+        self
+    }
+    #[inline(always)]
+    fn fib_mut(&mut self) -> Option<&mut Fib<'a>> {
+        Some(self)
+    }
+}
+
+impl<'a> FibRef<'a> for &Fib<'a> {
+    #[inline(always)]
+    fn fib(&self) -> &Fib<'a> {
+        self
+    }
+    #[inline(always)]
+    fn fib_mut(&mut self) -> Option<&mut Fib<'a>> {
+        None
+    }
+}
+
+/// The IPv4 router. `H` is the caller's frame handle (a page frame number in the kernel),
+/// `N` neighbour entries with `Q` queued frames each, `F` the FIB: owned ([`Fib`], the
+/// default) or shared read-only (`&Fib`, see [`FibRef`]; one per core over one FIB).
+pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRef<'a> = Fib<'a>> {
+    ports: [PortConfig; MAX_PORTS],
+    nports: usize,
+    fib: F,
+    neigh: NeighTable<H, N, Q>,
+    icmp_bucket: TokenBucket,
+    /// The last IP ID handed out.
+    ip_ident: u16,
+    ident_step: u16,
+    counters: RouterCounters,
+    /// What the last ARP frame taught the neighbour table (see [`Router::take_learned`]).
+    learned: Option<NeighUpdate>,
+    _fib: core::marker::PhantomData<Fib<'a>>,
+}
+
+impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N, Q, F> {
+    /// A router over `ports` (port `i` is `ports[i]`). With an owned `fib` (which should be
+    /// empty) it installs for each port: the connected network (`Connected`), its address /32
+    /// (`Local`) and, for networks up to /30, their broadcast address /32 (`Broadcast`). A
+    /// shared `&Fib` is not changed: it must already hold those routes (built by a router
+    /// with an owned FIB over the same ports, then [`Router::into_fib`]), else
+    /// [`RouterError::FibLacksPort`].
+    pub fn new(mut fib: F, ports: &[PortConfig], cfg: RouterConfig) -> Result<Self, RouterError> {
         if ports.is_empty() || ports.len() > MAX_PORTS {
             return Err(RouterError::BadPortCount);
         }
@@ -436,10 +505,16 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             {
                 return Err(RouterError::BadPortAddress);
             }
+            let port = i as u8;
+            let Some(fib) = fib.fib_mut() else {
+                if fib.fib().get(p.addr.network()) != Some(NextHop::Connected { port }) {
+                    return Err(RouterError::FibLacksPort);
+                }
+                continue;
+            };
             if fib.get(p.addr.network()).is_some() {
                 return Err(RouterError::DuplicateNetwork);
             }
-            let port = i as u8;
             fib.add(p.addr.network(), NextHop::Connected { port })?;
             fib.add(Ipv4Net::new(p.addr.addr, 32).unwrap(), NextHop::Local)?;
             if p.addr.len <= 30 {
@@ -460,9 +535,20 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             fib,
             neigh: NeighTable::new(cfg.neigh),
             icmp_bucket: TokenBucket::new(cfg.icmp_rate_per_sec, cfg.icmp_burst),
-            ip_ident: 0,
+            ip_ident: cfg.ident_first.wrapping_sub(cfg.ident_step.max(1)),
+            ident_step: cfg.ident_step.max(1),
             counters: RouterCounters::default(),
+            learned: None,
+            _fib: core::marker::PhantomData,
         })
+    }
+
+    /// The router's FIB, giving up the router (its neighbour table must hold no frame: see
+    /// [`Router::flush`]). Build the FIB with an owned-FIB router and its
+    /// [`Router::add_route`], then share it read-only between per-core routers.
+    pub fn into_fib(self) -> F {
+        debug_assert_eq!(self.neigh.queued(), 0, "frames still queued");
+        self.fib
     }
 
     /// Install a static route `prefix → gateway` (replacing one with the same prefix). The
@@ -476,7 +562,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         if self.ports().iter().any(|p| p.addr.addr == gateway) {
             return Err(RouterError::GatewayIsLocal);
         }
-        self.fib.add(
+        let fib = self.fib.fib_mut().ok_or(RouterError::ReadOnlyFib)?;
+        fib.add(
             prefix,
             NextHop::Via {
                 port: port as u8,
@@ -486,9 +573,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         Ok(())
     }
 
-    /// Remove the route `prefix`.
+    /// Remove the route `prefix` ([`RouterError::ReadOnlyFib`] with a shared FIB).
     pub fn delete_route(&mut self, prefix: Ipv4Net) -> Result<(), RouterError> {
-        Ok(self.fib.delete(prefix)?)
+        let fib = self.fib.fib_mut().ok_or(RouterError::ReadOnlyFib)?;
+        Ok(fib.delete(prefix)?)
     }
 
     /// The ports.
@@ -498,7 +586,23 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
 
     /// The FIB (console `routes`: [`Fib::routes`]).
     pub fn fib(&self) -> &Fib<'a> {
-        &self.fib
+        self.fib.fib()
+    }
+
+    /// What the last ARP frame given to [`Router::process`] taught the neighbour table (an
+    /// entry created or updated), taken once; `None` if it taught nothing. With one router per
+    /// core, hand it to the other cores' [`Router::learn`] (ARP replies land on any core).
+    #[inline]
+    pub fn take_learned(&mut self) -> Option<NeighUpdate> {
+        self.learned.take()
+    }
+
+    /// Apply what another core's router learned from ARP: create or update the entry for
+    /// `u.ip` on `u.port` (frames queued behind it are released by the next
+    /// [`Router::poll`]). Returns whether the table changed (`false` for a port the router
+    /// does not have or a full table). Does not set [`Router::take_learned`].
+    pub fn learn(&mut self, u: NeighUpdate, now_ns: u64) -> bool {
+        usize::from(u.port) < self.nports && self.neigh.confirm(u.ip, u.port, u.mac, true, now_ns)
     }
 
     /// The neighbour entries (console `neigh`).
@@ -605,6 +709,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
             && self
                 .neigh
                 .confirm(a.spa, in_port as u8, a.sha, for_us, now_ns);
+        if learned {
+            self.learned = Some(NeighUpdate {
+                ip: a.spa,
+                port: in_port as u8,
+                mac: a.sha,
+            });
+        }
         if for_us && a.op == arp::ARP_REQUEST {
             let reply = arp::Arp {
                 op: arp::ARP_REPLY,
@@ -656,7 +767,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 Err(a) => return a,
             }
         }
-        let Some(nhi) = self.fib.lookup_index(h.dst) else {
+        let Some(nhi) = self.fib.fib().lookup_index(h.dst) else {
             // A source route's next address we cannot reach: source route failed (RFC 1122
             // §3.3.5, "because of a routing problem"; Linux drops it silently).
             let (code, cause) = match sr_hop {
@@ -673,7 +784,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
                 icmp_out,
             );
         };
-        let (out_port, nh_ip, via_gateway) = match self.fib.next_hop(nhi) {
+        let (out_port, nh_ip, via_gateway) = match self.fib.fib().next_hop(nhi) {
             NextHop::Connected { port } => (port, h.dst, false),
             NextHop::Via { port, gateway } => (port, gateway.to_bits(), true),
             NextHop::Local | NextHop::Broadcast if sr_hop.is_some() => {
@@ -738,10 +849,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         let Some(sr) = ipv4::find_source_route(&frame[14..14 + h.header_len]) else {
             return Ok(None);
         };
-        let for_us = self
-            .fib
+        let fib = self.fib.fib();
+        let for_us = fib
             .lookup_index(h.dst)
-            .is_some_and(|i| self.fib.next_hop(i) == NextHop::Local);
+            .is_some_and(|i| fib.next_hop(i) == NextHop::Local);
         let failed = (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0);
         if !for_us {
             return match sr.strict {
@@ -926,7 +1037,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         let port = self.ports[in_port];
         let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
         set_macs(frame, prev_hop, port.mac);
-        self.ip_ident = self.ip_ident.wrapping_add(1);
+        self.ip_ident = self.ip_ident.wrapping_add(self.ident_step);
         let ip = &mut frame[14..new_end];
         ip[0] = 0x40 | (new_hl / 4) as u8;
         ip[1] &= 0xfc;
@@ -971,7 +1082,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         }
         let port = self.ports[in_port];
         let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
-        self.ip_ident = self.ip_ident.wrapping_add(1);
+        self.ip_ident = self.ip_ident.wrapping_add(self.ident_step);
         match icmp::build_error(
             out,
             prev_hop,
@@ -1055,5 +1166,26 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router<'a, H, N, Q> {
         let h = self.neigh.flush()?;
         self.counters.drop(RouterDrop::NeighFlushed);
         Some(h)
+    }
+}
+
+impl core::ops::AddAssign<&RouterCounters> for RouterCounters {
+    /// Add another router's counters (one router per core: the router-wide totals).
+    fn add_assign(&mut self, o: &RouterCounters) {
+        self.rx += o.rx;
+        self.forwarded += o.forwarded;
+        self.arp_replies += o.arp_replies;
+        self.echo_replies += o.echo_replies;
+        self.arp_consumed += o.arp_consumed;
+        self.to_host += o.to_host;
+        for (a, b) in self.drops.iter_mut().zip(o.drops.iter()) {
+            *a += b;
+        }
+        self.queued += o.queued;
+        self.icmp_sent += o.icmp_sent;
+        self.icmp_rate_limited += o.icmp_rate_limited;
+        self.icmp_suppressed += o.icmp_suppressed;
+        self.no_buffer += o.no_buffer;
+        self.arp_requests += o.arp_requests;
     }
 }

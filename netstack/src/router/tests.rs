@@ -1094,3 +1094,105 @@ fn source_routes_are_followed() {
     check_icmp_error(&out[..len], &orig, 12, 0);
     assert_eq!(out[38], 23);
 }
+
+/// Per-core routers over one shared FIB (`&Fib`): the FIB is built once by an owned-FIB
+/// router, both cores route with it, neither can change it, and what one core learns from an
+/// ARP reply (handed over as a [`NeighUpdate`]) releases the frame the other core queued.
+#[test]
+fn per_core_routers_share_one_fib_and_learn_from_each_other() {
+    type Shared<'f, 'a> = Router<'a, u32, 8, 4, &'f Fib<'a>>;
+    let mut s = Store::new(16, 64);
+    let fib = router(&mut s, RouterConfig::default()).into_fib();
+    let mut c0 = Shared::new(&fib, &ports(), RouterConfig::default()).unwrap();
+    let mut c1 = Shared::new(&fib, &ports(), RouterConfig::default()).unwrap();
+    let (p, g) = parse_route("172.16.0.0/12,10.0.1.2").unwrap();
+    assert_eq!(c0.add_route(p, g), Err(RouterError::ReadOnlyFib));
+    assert_eq!(
+        c0.delete_route(parse_ipv4_cidr("192.168.0.0/16").unwrap()),
+        Err(RouterError::ReadOnlyFib)
+    );
+    // Ports the FIB was not built for.
+    let mut other = ports();
+    other[1].addr = parse_ipv4_cidr("10.0.2.1/24").unwrap();
+    assert!(matches!(
+        Shared::new(&fib, &other, RouterConfig::default()),
+        Err(RouterError::FibLacksPort)
+    ));
+    assert_eq!(c1.fib().len(), fib.len());
+    let mut out = [0u8; 128];
+    // Core 0 queues a frame for 192.168.1.1 (via 10.0.1.2) and asks.
+    let orig = udp_to(Ipv4Addr::new(192, 168, 1, 1), 64);
+    let mut f = orig.clone();
+    assert_eq!(c0.process(0, &mut f, 7, 0, &mut out), Action::Queued);
+    let mut arp = [0u8; 128];
+    assert!(matches!(
+        c0.poll(0, &mut arp),
+        Some(Event::SendArp { port: 1, .. })
+    ));
+    assert_eq!(c0.take_learned(), None);
+    // The reply lands on core 1, which learns (it is for our address) and reports it once.
+    let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP);
+    assert_eq!(c1.process(1, &mut reply, 0, 10, &mut []), Action::Consumed);
+    let u = c1.take_learned().expect("core 1 learned B");
+    assert_eq!(
+        u,
+        NeighUpdate {
+            ip: B_IP.to_bits(),
+            port: 1,
+            mac: B_MAC
+        }
+    );
+    assert_eq!(c1.take_learned(), None);
+    // Through the ring to core 0, whose queued frame goes out.
+    let ring = NeighRing::<4>::new();
+    ring.push(u).unwrap();
+    assert!(c0.learn(ring.pop().unwrap(), 20));
+    assert!(c0.needs_poll());
+    assert_eq!(
+        c0.poll(20, &mut arp),
+        Some(Event::Transmit {
+            handle: 7,
+            port: 1,
+            len: orig.len(),
+            dst: B_MAC,
+            src: P1_MAC
+        })
+    );
+    assert_eq!(c0.take_learned(), None, "applied updates are not re-sent");
+    // An update for a port the router does not have is ignored.
+    assert!(!c0.learn(NeighUpdate { port: 5, ..u }, 30));
+    // Both cores now forward at once with the one FIB.
+    for c in [&mut c0, &mut c1] {
+        let mut f = orig.clone();
+        assert!(matches!(
+            c.process(0, &mut f, 9, 40, &mut out),
+            Action::Forward { port: 1, .. }
+        ));
+    }
+    let mut total = *c0.counters();
+    total += c1.counters();
+    assert_eq!(total.forwarded, 3);
+    assert_eq!(total.rx, 4);
+}
+
+/// One router per core: their IP IDs interleave (core k of n: k + 1, k + 1 + n, …), so two
+/// cores never send the same ID; the default is 1, 2, 3, ….
+#[test]
+fn per_core_routers_never_share_an_ip_id() {
+    let mut s = Store::new(16, 64);
+    let fib = router(&mut s, RouterConfig::default()).into_fib();
+    fn id<'a>(r: &mut Router<'a, u32, 8, 4, &Fib<'a>>) -> u16 {
+        let mut f = echo_request(P0_IP, 0);
+        assert!(matches!(
+            r.process(0, &mut f, 1, 0, &mut []),
+            Action::Reply { .. }
+        ));
+        Ipv4Packet::new_checked(&f[14..]).unwrap().ident()
+    }
+    let mut one = Router::new(&fib, &ports(), RouterConfig::default()).unwrap();
+    assert_eq!([id(&mut one), id(&mut one), id(&mut one)], [1, 2, 3]);
+    let mut c0 = Router::new(&fib, &ports(), RouterConfig::for_core(0, 2)).unwrap();
+    let mut c1 = Router::new(&fib, &ports(), RouterConfig::for_core(1, 2)).unwrap();
+    assert_eq!([id(&mut c0), id(&mut c0), id(&mut c0)], [1, 3, 5]);
+    assert_eq!([id(&mut c1), id(&mut c1)], [2, 4]);
+}

@@ -1,0 +1,224 @@
+//! Router mode on two cores (`mode=router queues=2`, virtio-net multi-queue on the tap
+//! backend): one FIB shared read-only, one router per core, neighbour learning handed between
+//! the cores (an ARP reply lands on whichever queue the tap steers it to), the management
+//! plane's frames handed to core 0.
+//!
+//! These tests need root and /dev/net/tun (a network namespace with tap devices): they fail,
+//! with that message, where those are missing.
+
+use std::time::{Duration, Instant};
+
+use etherparse::{Ipv4Header, PacketBuilder, SlicedPacket, TransportSlice};
+use gannet_tests::*;
+
+const ROUTER_MQ: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2";
+/// Flows offered: the kernel's tun driver steers frames onto the tap's queues by flow hash.
+const FLOWS: u16 = 16;
+
+fn router_key(s: &Stats, key: &str) -> u64 {
+    s.0["router"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("STATS router.{key} missing: {}", s.0))
+}
+
+fn neigh_sync(s: &Stats, key: &str) -> u64 {
+    s.0["router"]["neigh_sync"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("STATS router.neigh_sync.{key} missing: {}", s.0))
+}
+
+/// Receive `n` non-ARP frames on host port `p` within `timeout`, answering ARP requests for
+/// the host behind it (as the next hop would).
+fn recv_n_answering_arp(
+    port: &gen::RawPort,
+    p: usize,
+    n: usize,
+    timeout: Duration,
+) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    while got.len() < n {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            break;
+        };
+        let Some(f) = port.recv_timeout(left) else {
+            break;
+        };
+        match gen::arp_reply(&f, p) {
+            Some(reply) => port.send(&reply).expect("sending the ARP reply"),
+            None => got.push(f),
+        }
+    }
+    got
+}
+
+#[test]
+fn two_cores_route_with_one_fib_and_shared_neighbours() {
+    const FRAMES: u64 = 2000;
+    // Window 8: frames that arrive while a core resolves the next hop wait in its queue
+    // (8 per neighbour), so no frame overflows it and every one must arrive.
+    let gen = GenConfig {
+        flows: FLOWS,
+        window: 8,
+        expect_ttl: Some(63),
+        ..gen_count(FRAMES, 64, false)
+    };
+    let mut rig = Rig::start_tap(ROUTER_MQ, gen, 2, 2);
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("port 0: ") && l.contains("2 of 2 queue pairs active")),
+        "{}",
+        rig.tail()
+    );
+    // First, before anything is resolved: one frame per flow, all at once. Each core queues
+    // the frames of its queue and asks for 10.0.1.2; the tap steers each reply onto one
+    // queue, and a core whose reply went to the other core learns it through the neighbour
+    // update (STATS router.neigh_sync).
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let n = 8usize;
+    for flow in 0..n as u16 {
+        p0.send(&gen::build_frame(0, 1_000_000 + u64::from(flow), flow, 60).unwrap())
+            .unwrap();
+    }
+    let got = recv_n_answering_arp(&p1, 1, n, Duration::from_secs(3));
+    assert_eq!(got.len(), n, "routed {} of {n}\n{}", got.len(), rig.tail());
+    for f in &got {
+        assert_eq!(&f[0..6], &peer_mac(1), "dst MAC = the resolved next hop");
+        assert_eq!(&f[6..12], &guest_mac(1), "src MAC = port 1");
+        let (ip, _) = Ipv4Header::from_slice(&f[14..]).expect("IPv4");
+        assert_eq!(ip.time_to_live, 63);
+        assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+        gen::validate_frame(f).expect("generator payload intact");
+    }
+    drop((p0, p1));
+    // Then the generator: many flows, every frame routed (TTL 63, valid checksums).
+    let r = rig.run();
+    assert_eq!(
+        (r.sent, r.received, r.bad, r.duplicates),
+        (FRAMES, FRAMES, 0, 0),
+        "every frame sent must be routed out of port 1 with TTL 63: {r:?}\n{}",
+        rig.tail()
+    );
+    let s = rig.quit();
+    assert_eq!(top(&s, "queues"), 2, "{}", s.0);
+    let per_cpu = s.0["per_cpu"].as_array().unwrap();
+    assert_eq!(per_cpu.len(), 2, "{}", s.0);
+    let mut total = 0;
+    for (k, c) in per_cpu.iter().enumerate() {
+        let fwd = c["forwarded"].as_u64().unwrap();
+        assert!(fwd > 0, "cpu {k} routed nothing: {}", s.0);
+        total += fwd;
+    }
+    // per_cpu counts frames sent: the routed frames plus the ARP requests the cores sent.
+    let total_routed = FRAMES + n as u64;
+    assert_eq!(router_key(&s, "forwarded"), total_routed, "{}", s.0);
+    assert!(total >= total_routed, "{}", s.0);
+    // Router counters are summed over the cores: every frame received has one outcome.
+    assert_eq!(router_key(&s, "queued_now"), 0, "{}", s.0);
+    assert_eq!(s.0["router"]["drops"]["neigh_queue_full"], 0, "{}", s.0);
+    assert_eq!(s.0["router"]["drops"]["neigh_timeout"], 0, "{}", s.0);
+    // What one core learned from ARP reached the other.
+    assert!(neigh_sync(&s, "sent") > 0, "{}", s.0);
+    assert_eq!(neigh_sync(&s, "applied"), neigh_sync(&s, "sent"), "{}", s.0);
+    assert_eq!(neigh_sync(&s, "dropped"), 0, "{}", s.0);
+    assert_no_leak(&s);
+}
+
+/// An ARP request from the host behind port 0 (10.0.0.2) for `target`.
+fn arp_request(target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&peer_mac(0));
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&peer_mac(0));
+    f.extend_from_slice(&[10, 0, 0, 2]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f.resize(60, 0);
+    f
+}
+
+/// The management plane (smoltcp) runs on core 0 only: frames for it that the tap steers onto
+/// core 1's queue are handed to core 0. TCP SYNs to a closed port of 10.0.0.1 on many flows
+/// (source ports) go to the host, and smoltcp answers each with a RST; echo requests are
+/// answered by whichever core's router receives them. One SYN at a time (smoltcp's queues are
+/// 16 frames deep and it drops a reply whose neighbour it is still resolving: retried).
+#[test]
+fn management_plane_answers_on_every_queue() {
+    const SYNS: u16 = 16;
+    let mut rig = Rig::start_tap(ROUTER_MQ, gen_count(1, 64, false), 2, 2);
+    let p0 = rig.port(0);
+    // Introduce ourselves (smoltcp learns neighbours from ARP aimed at it).
+    p0.send(&arp_request([10, 0, 0, 1])).unwrap();
+    let mut echoes = 0;
+    let rst = |p0: &gen::RawPort, sport: u16, echoes: &mut u16| -> bool {
+        let mut syn = Vec::new();
+        PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+            .ipv4([10, 0, 0, 2], [10, 0, 0, 1], 64)
+            .tcp(sport, 81, 1000, 1024)
+            .syn()
+            .write(&mut syn, &[])
+            .unwrap();
+        p0.send(&syn).unwrap();
+        let mut echo = Vec::new();
+        PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+            .ipv4([10, 0, 0, 2], [10, 0, 0, 1], 64)
+            .icmpv4_echo_request(0x4711, sport)
+            .write(&mut echo, b"gannet ping")
+            .unwrap();
+        p0.send(&echo).unwrap();
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        let mut got = false;
+        while Instant::now() < deadline {
+            let Some(f) = p0.recv_timeout(Duration::from_millis(100)) else {
+                continue;
+            };
+            if let Some(r) = gen::arp_reply(&f, 0) {
+                p0.send(&r).unwrap();
+                continue;
+            }
+            let Ok(pkt) = SlicedPacket::from_ethernet(&f) else {
+                continue;
+            };
+            match &pkt.transport {
+                Some(TransportSlice::Tcp(t)) if t.rst() && t.destination_port() == sport => {
+                    got = true
+                }
+                Some(TransportSlice::Icmpv4(i)) if i.type_u8() == 0 => *echoes += 1,
+                _ => {}
+            }
+            if got && *echoes > sport - 40000 {
+                break;
+            }
+        }
+        got
+    };
+    let mut missing = Vec::new();
+    for i in 0..SYNS {
+        let sport = 40000 + i;
+        if !(0..3).any(|_| rst(&p0, sport, &mut echoes)) {
+            missing.push(sport);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "no RST for source ports {missing:?}\n{}",
+        rig.tail()
+    );
+    drop(p0);
+    let s = rig.quit();
+    assert!(
+        router_key(&s, "to_host") >= u64::from(SYNS),
+        "{}",
+        s.0["router"]
+    );
+    assert!(
+        router_key(&s, "mgmt_handoff") > 0,
+        "no frame for the management plane reached core 1's queue: {}",
+        s.0
+    );
+    assert_eq!(router_key(&s, "mgmt_handoff_dropped"), 0, "{}", s.0);
+    assert!(router_key(&s, "echo_replies") >= u64::from(SYNS), "{}", s.0);
+    assert_no_leak(&s);
+}
