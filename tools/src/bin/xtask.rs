@@ -629,6 +629,8 @@ fn cmd_test() -> Result<ExitCode> {
     setup::ensure()?;
     setup::ensure_promtool()?;
     let image = qemu::build_image()?;
+    // The integration tests boot every guest with the default accelerator (GuestConfig).
+    announce_accel(qemu::GuestConfig::default().accel, false);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(qemu::workspace_root())
