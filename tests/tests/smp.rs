@@ -139,7 +139,10 @@ fn two_cores_forward_two_port_pairs_at_once() {
             .guest
             .wait_for_line_from(at, |l| l.starts_with("pool {"), STATS_TIMEOUT)
             .unwrap_or_else(|e| panic!("pools: {e:#}\n{}", rig.tail()));
-        assert!(line.contains(&format!("\"id\":{id},")), "pool line {id}: {line}");
+        assert!(
+            line.contains(&format!("\"id\":{id},")),
+            "pool line {id}: {line}"
+        );
         at = next + 1;
     }
     let s = rig.quit();
