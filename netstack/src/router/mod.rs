@@ -831,6 +831,34 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         }
     }
 
+    /// A malformed option: Parameter Problem pointing at byte `at` of the header (RFC 1812
+    /// §4.3.3.5), counted as `bad_options`.
+    #[cold]
+    fn bad_option(
+        &mut self,
+        in_port: usize,
+        frame: &[u8],
+        h: &ipv4::Ipv4Hdr,
+        at: usize,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
+        let pointer = (
+            icmp::ICMP_PARAMETER_PROBLEM,
+            icmp::ICMP_PP_POINTER,
+            (at as u32) << 24,
+        );
+        self.icmp_error(
+            in_port,
+            frame,
+            h,
+            pointer,
+            RouterDrop::BadOptions,
+            now_ns,
+            icmp_out,
+        )
+    }
+
     /// Options on arrival (IHL > 5; out of line so plain headers pay nothing for them): a
     /// source route (RFC 1812 §5.3.13.4, RFC 791) sent to one of our addresses makes its next
     /// address the destination (`h.dst` is updated and the route returned); elsewhere a loose
@@ -883,19 +911,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                 now_ns,
                 icmp_out,
             )),
-            Err(at) => Err(self.icmp_error(
-                in_port,
-                frame,
-                h,
-                (
-                    icmp::ICMP_PARAMETER_PROBLEM,
-                    icmp::ICMP_PP_POINTER,
-                    (at as u32) << 24,
-                ),
-                RouterDrop::BadOptions,
-                now_ns,
-                icmp_out,
-            )),
+            Err(at) => Err(self.bad_option(in_port, frame, h, at, now_ns, icmp_out)),
         }
     }
 
@@ -951,19 +967,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                 Ok(())
             }
             Ok(false) => Ok(()),
-            Err(at) => Err(self.icmp_error(
-                in_port,
-                frame,
-                h,
-                (
-                    icmp::ICMP_PARAMETER_PROBLEM,
-                    icmp::ICMP_PP_POINTER,
-                    (at as u32) << 24,
-                ),
-                RouterDrop::BadOptions,
-                now_ns,
-                icmp_out,
-            )),
+            Err(at) => Err(self.bad_option(in_port, frame, h, at, now_ns, icmp_out)),
         }
     }
 
@@ -1010,19 +1014,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             let nports = self.nports;
             let ours = |a| ports[..nports].iter().any(|p| p.addr.addr.to_bits() == a);
             if let Err(at) = ipv4::forward_options(&mut frame[14..at], &ctx, ours) {
-                return self.icmp_error(
-                    in_port,
-                    frame,
-                    h,
-                    (
-                        icmp::ICMP_PARAMETER_PROBLEM,
-                        icmp::ICMP_PP_POINTER,
-                        (at as u32) << 24,
-                    ),
-                    RouterDrop::BadOptions,
-                    now_ns,
-                    icmp_out,
-                );
+                return self.bad_option(in_port, frame, h, at, now_ns, icmp_out);
             }
             match ipv4::echo_reply_options(&frame[14..at], &ctx, ours, &mut opts) {
                 Some(n) => olen = n,
