@@ -193,8 +193,8 @@ pub fn guest(image: Option<PathBuf>, seconds: f64) -> Result<[GuestRun; 4], Stri
     ] {
         let append = guest_append(refill);
         eprintln!(
-            "xtask: guest run `{append}`{}",
-            if icount { " under icount" } else { "" }
+            "xtask: guest run `{append}`, accelerator tcg{}",
+            if icount { ", icount shift=0" } else { "" }
         );
         match guest_run(&image, &append, icount, seconds) {
             Ok(r) => runs.push(r),
