@@ -972,6 +972,29 @@ pub fn frame_set() -> Result<Vec<Case>> {
         )?,
     );
     add(
+        "ts-short-length",
+        "Timestamp option whose length (3) is below its minimum: Parameter Problem at the \
+         length byte (RFC 1812 §4.3.3.5, RFC 791)",
+        build(
+            us,
+            &Dgram {
+                options: vec![68, 3, 5, 0],
+                ..udp(to1, 32)
+            },
+        )?,
+    );
+    add(
+        "ts-bad-pointer",
+        "Timestamp option with pointer 3 (below 5): Parameter Problem at the pointer byte",
+        build(
+            us,
+            &Dgram {
+                options: vec![68, 8, 3, 0, 0, 0, 0, 0],
+                ..udp(to1, 32)
+            },
+        )?,
+    );
+    add(
         "frag-first",
         "first fragment (MF, offset 0) forwarded as is (no reassembly)",
         build(
