@@ -6,8 +6,8 @@
 //! - [`frame_set`] builds the frames (with `etherparse`), each a [`Case`] with a name and what
 //!   RFC 1812 expects of it.
 //! - [`Target`] boots one router (Gannet: [`Target::gannet`]; Linux: [`Target::linux`]) with its
-//!   two ports bound on the host, and [`Target::run_case`] sends one frame into port 0 and
-//!   collects what leaves port 0 and port 1, answering ARP as the hosts 10.0.0.2 and 10.0.1.2
+//!   two ports bound on the host, and [`Target::run_case`] sends one frame into its port
+//!   (0, or 1 for the `p1-` cases) and collects what leaves port 0 and port 1, answering ARP as the hosts 10.0.0.2 and 10.0.1.2
 //!   would ([`gen::arp_reply`]); ARP is left out of the comparison.
 //! - [`dissect`] turns an output frame into named [`Field`]s, marking the fields where RFC 1812
 //!   allows either router's value with the id of the [`Choice`]; [`compare_case`] compares the
@@ -353,8 +353,10 @@ pub struct Case {
     pub name: &'static str,
     /// What RFC 1812 expects, for the reader of a report.
     pub expect: &'static str,
-    /// The Ethernet frame (no FCS) sent into port 0.
+    /// The Ethernet frame (no FCS) sent into port [`Case::in_port`].
     pub frame: Vec<u8>,
+    /// The port the frame is sent into (0, or 1 for the cases from the host behind port 1).
+    pub in_port: usize,
     /// For a case whose outputs may differ as a whole ([`Choice::linux_deviates`]): the
     /// choice id and how many frames each router must emit (Gannet, Linux). The outputs are
     /// then checked against those counts instead of against each other.
@@ -420,6 +422,11 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 /// IPv4 header checksum (and UDP/ICMP checksum). Errors if a field is out of range (options not
 /// a multiple of 4 or over 40 bytes, datagram over 65535 bytes).
 pub fn build(eth_dst: [u8; 6], d: &Dgram) -> Result<Vec<u8>> {
+    build_from(0, eth_dst, d)
+}
+
+/// [`build`] from the host behind port `port` (its MAC as the Ethernet source).
+pub fn build_from(port: usize, eth_dst: [u8; 6], d: &Dgram) -> Result<Vec<u8>> {
     let (proto, mut payload) = match &d.body {
         Body::Udp(n) => (IpNumber::UDP, pattern(*n, 0x55)),
         Body::Echo { id, seq, n } => {
@@ -476,7 +483,7 @@ pub fn build(eth_dst: [u8; 6], d: &Dgram) -> Result<Vec<u8>> {
     let mut f = Vec::with_capacity(14 + ip.header_len() + payload.len());
     Ethernet2Header {
         destination: eth_dst,
-        source: gen::peer_mac(0),
+        source: gen::peer_mac(port),
         ether_type: EtherType::IPV4,
     }
     .write(&mut f)?;
@@ -608,6 +615,7 @@ pub fn frame_set() -> Result<Vec<Case>> {
             name,
             expect,
             frame,
+            in_port: 0,
             exception: None,
         })
     };
@@ -1164,9 +1172,63 @@ pub fn frame_set() -> Result<Vec<Case>> {
                 ..udp(to1, 32)
             },
         )?,
+        in_port: 0,
         exception: Some(("X1-linux-zeronet-source", 0, 1)),
     });
+    from_port1(&mut v)?;
     Ok(v)
+}
+
+/// Cases sent into port 1 by the host behind it (10.0.1.2): the mirror of a few port-0 cases,
+/// so both directions and the port-1 address are compared.
+fn from_port1(v: &mut Vec<Case>) -> Result<()> {
+    let us = gen::guest_mac(1);
+    let from1 = |dst: [u8; 4], n: usize| Dgram {
+        src: HOST_IP[1],
+        ..Dgram::udp(dst, n)
+    };
+    let cases: [(&'static str, &'static str, Dgram); 4] = [
+        (
+            "p1-udp",
+            "from port 1: forwarded out of port 0, TTL 63",
+            from1(HOST_IP[0], 64),
+        ),
+        (
+            "p1-ttl-1",
+            "from port 1 with TTL 1: Time Exceeded out of port 1, from 10.0.1.1",
+            Dgram {
+                ttl: 1,
+                ..from1(HOST_IP[0], 32)
+            },
+        ),
+        (
+            "p1-no-route",
+            "from port 1 to 192.0.2.1: Net Unreachable out of port 1",
+            from1([192, 0, 2, 1], 32),
+        ),
+        (
+            "p1-echo-to-router",
+            "echo request to 10.0.1.1 from port 1: answered out of port 1",
+            Dgram {
+                body: Body::Echo {
+                    id: 0x1301,
+                    seq: 1,
+                    n: 32,
+                },
+                ..from1(ROUTER_IP[1], 0)
+            },
+        ),
+    ];
+    for (name, expect, d) in cases {
+        v.push(Case {
+            name,
+            expect,
+            frame: build_from(1, us, &d)?,
+            in_port: 1,
+            exception: None,
+        });
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1754,14 +1816,19 @@ impl Target {
         Ok(t)
     }
 
-    /// Sends `frame` (none for a bare fence) into port 0 followed by fence `seq`, and returns
-    /// what came out until the fence reply arrived on port 0 and port 1 was quiet for
-    /// [`SETTLE`]. An unanswered fence is sent again every [`FENCE_RESEND`]; every fence reply
+    /// Sends `frame` (none for a bare fence) into its port (`(bytes, port)`), then fence `seq`
+    /// into port 0, and returns what came out until the fence reply arrived on port 0 and both
+    /// ports were quiet for [`SETTLE`]. An unanswered fence is sent again every [`FENCE_RESEND`]; every fence reply
     /// is left out of the output. ARP requests for 10.0.0.2/10.0.1.2 are answered and, like all
     /// ARP, left out. Errors if the fence reply does not come within `timeout`.
-    pub fn run_case(&self, frame: Option<&[u8]>, seq: u16, timeout: Duration) -> Result<Output> {
-        if let Some(f) = frame {
-            self.ports[0].send(f)?;
+    pub fn run_case(
+        &self,
+        frame: Option<(&[u8], usize)>,
+        seq: u16,
+        timeout: Duration,
+    ) -> Result<Output> {
+        if let Some((f, in_port)) = frame {
+            self.ports[in_port].send(f)?;
         }
         self.ports[0].send(&fence(seq))?;
         let start = Instant::now();
@@ -1810,8 +1877,10 @@ impl Target {
                     out.about_fence.push(f);
                     continue;
                 }
+                // Quiet means no output on either port for SETTLE: a frame from port 1 routed
+                // out of port 0 may come after the fence reply.
+                last1 = Instant::now();
                 if p == 1 {
-                    last1 = Instant::now();
                     out.port1.push(f);
                 } else {
                     out.port0.push(f);
@@ -1836,7 +1905,7 @@ impl Target {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                self.run_case(Some(&c.frame), i as u16 + 1, CASE_TIMEOUT)
+                self.run_case(Some((&c.frame, c.in_port)), i as u16 + 1, CASE_TIMEOUT)
                     .with_context(|| format!("case {}", c.name))
             })
             .collect()
@@ -2005,6 +2074,7 @@ mod tests {
                 name: "t",
                 expect: "",
                 frame: vec![],
+                in_port: 0,
                 exception: None,
             }],
             vec![g],
@@ -2047,6 +2117,7 @@ mod tests {
             name: "x",
             expect: "",
             frame: vec![],
+            in_port: 0,
             exception: Some(("X1-linux-zeronet-source", 0, n)),
         };
         let fwd = Output {

@@ -78,8 +78,10 @@ fn gannet_and_linux_route_the_frame_set_alike() {
         .cases
         .iter()
         .map(|(_, g, _)| {
+            // Errors go back out of the port the datagram came in on: either port.
             g.port0
                 .iter()
+                .chain(&g.port1)
                 .filter(|f| f.len() > 34 && f[23] == 1 && matches!(f[34], 3 | 11 | 12))
                 .count() as u64
         })
