@@ -24,6 +24,35 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 
+/// The process id in a namespace name `gnt-PID-N`, if it is one of ours.
+fn namespace_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("gnt-")?;
+    let (pid, n) = rest.split_once('-')?;
+    n.parse::<usize>().ok()?;
+    pid.parse().ok()
+}
+
+/// Deletes the `gnt-PID-N` namespaces whose process is gone (a tool killed with SIGKILL cannot
+/// run its Drop). Best effort: a namespace that cannot be deleted is left, with a warning.
+fn remove_stale_namespaces() {
+    let Ok(dir) = std::fs::read_dir(NETNS_DIR) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = namespace_owner(&name) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        match ip(&["netns", "del", &name]) {
+            Ok(()) => eprintln!("xtask: removed namespace {name} left by process {pid} (gone)"),
+            Err(e) => eprintln!("xtask: warning: stale namespace {name}: {e:#}"),
+        }
+    }
+}
+
 /// Where `ip netns add` puts a namespace's handle.
 pub const NETNS_DIR: &str = "/var/run/netns";
 /// The tun/tap control device.
@@ -98,6 +127,7 @@ impl TapNet {
             "--queues {queues}: give 1..={MAX_QUEUES}"
         );
         ensure!((1..=9).contains(&ports), "--nics {ports}: give 1..=9 ports");
+        remove_stale_namespaces();
         static N: AtomicUsize = AtomicUsize::new(0);
         let name = loop {
             let n = N.fetch_add(1, Ordering::SeqCst);
@@ -351,5 +381,18 @@ impl PacketSocket {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_owner_parses_only_our_names() {
+        assert_eq!(namespace_owner("gnt-1234-0"), Some(1234));
+        assert_eq!(namespace_owner("gnt-1234-x"), None);
+        assert_eq!(namespace_owner("other-1234-0"), None);
+        assert_eq!(namespace_owner("gnt-abc-0"), None);
     }
 }
