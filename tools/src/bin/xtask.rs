@@ -618,6 +618,8 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         for p in bench_peer::plots(&qemu::workspace_root(), &out.records)? {
             eprintln!("xtask: wrote {}", p.display());
         }
+    } else if cfg.plots {
+        eprintln!("xtask: no plots: they draw pps against frame size and need two --sizes or more");
     }
     if out.failed {
         bail!("some rows could not run (see the notes above)");
