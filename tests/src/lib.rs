@@ -315,6 +315,20 @@ impl Rig {
     }
 }
 
+/// An ARP request (RFC 826) from the host behind port 0 (10.0.0.2, [`peer_mac`]`(0)`) for
+/// `target`, broadcast, padded to 60 bytes.
+pub fn arp_request(target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&peer_mac(0));
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&peer_mac(0));
+    f.extend_from_slice(&[10, 0, 0, 2]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f.resize(60, 0);
+    f
+}
+
 /// Boots a guest that is expected to fail before forwarding; returns how QEMU ended and all
 /// serial lines. `nics` virtio-net ports, kernel command line `append`.
 pub fn boot_failing(append: &str, nics: usize) -> (GuestExit, Vec<String>) {

@@ -13,19 +13,6 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Add
 
 const ROUTER: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
-/// An ARP request from the host behind port 0 (10.0.0.2) for `target`.
-fn arp_request(target: [u8; 4]) -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&peer_mac(0));
-    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
-    f.extend_from_slice(&peer_mac(0));
-    f.extend_from_slice(&[10, 0, 0, 2]);
-    f.extend_from_slice(&[0; 6]);
-    f.extend_from_slice(&target);
-    f.resize(60, 0);
-    f
-}
-
 #[test]
 fn management_address_answers_ping() {
     let mut rig = Rig::start_raw(ROUTER);

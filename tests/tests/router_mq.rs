@@ -126,19 +126,6 @@ fn two_cores_route_with_one_fib_and_shared_neighbours() {
     assert_no_leak(&s);
 }
 
-/// An ARP request from the host behind port 0 (10.0.0.2) for `target`.
-fn arp_request(target: [u8; 4]) -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&peer_mac(0));
-    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
-    f.extend_from_slice(&peer_mac(0));
-    f.extend_from_slice(&[10, 0, 0, 2]);
-    f.extend_from_slice(&[0; 6]);
-    f.extend_from_slice(&target);
-    f.resize(60, 0);
-    f
-}
-
 /// The management plane (smoltcp) runs on core 0 only: frames for it that the tap steers onto
 /// core 1's queue are handed to core 0. TCP SYNs to a closed port of 10.0.0.1 on many flows
 /// (source ports) go to the host, and smoltcp answers each with a RST; echo requests are
