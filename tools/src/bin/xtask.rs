@@ -65,6 +65,22 @@ struct GuestArgs {
     /// min(this, --cpus) of them (`queues=auto`), one per core.
     #[arg(long, default_value_t = 1)]
     queues: usize,
+    /// Guest RAM (QEMU `-m`, e.g. 256M, 1G). Router mode sets 64 MiB aside for the FIB, so
+    /// give it at least 256M.
+    #[arg(long, default_value = "256M", value_parser = parse_memory)]
+    memory: String,
+}
+
+/// `--memory`: a number with an optional K/M/G suffix, as QEMU's `-m` takes it.
+fn parse_memory(s: &str) -> std::result::Result<String, String> {
+    let digits = s.trim_end_matches(['K', 'M', 'G', 'k', 'm', 'g']);
+    let suffixes = s.len() - digits.len();
+    match digits.parse::<u64>() {
+        Ok(n) if n > 0 && suffixes <= 1 => Ok(s.to_string()),
+        _ => Err(format!(
+            "`{s}` is not a memory size like 256M or 1G (QEMU -m syntax)"
+        )),
+    }
 }
 
 #[derive(Args)]
@@ -207,6 +223,7 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
         extra_args,
         backend: g.backend,
         queues: g.queues,
+        memory: g.memory.clone(),
         ..Default::default()
     })
 }
@@ -684,6 +701,16 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_sizes() {
+        assert_eq!(parse_memory("256M"), Ok("256M".to_string()));
+        assert_eq!(parse_memory("1G"), Ok("1G".to_string()));
+        assert_eq!(parse_memory("1024"), Ok("1024".to_string()));
+        for bad in ["", "M", "0M", "12MB", "1.5G", "-1G"] {
+            assert!(parse_memory(bad).is_err(), "{bad} accepted");
+        }
+    }
 
     #[test]
     fn port_pairs_from_the_guest_log() {
