@@ -101,6 +101,18 @@ fn two_cores_route_with_one_fib_and_shared_neighbours() {
         "every frame sent must be routed out of port 1 with TTL 63: {r:?}\n{}",
         rig.tail()
     );
+    // `neigh` on the console: every core prints its own table, and both know 10.0.1.2.
+    let from = rig.guest.line_count();
+    rig.guest.send_line("neigh").unwrap();
+    for cpu in 0..2 {
+        rig.guest
+            .wait_for_line_from(
+                from,
+                |l| l.contains(&format!("neigh cpu {cpu} 10.0.1.2 port 1 ")),
+                STATS_TIMEOUT,
+            )
+            .unwrap_or_else(|e| panic!("neigh: no entry from cpu {cpu}: {e:#}\n{}", rig.tail()));
+    }
     let s = rig.quit();
     assert_eq!(top(&s, "queues"), 2, "{}", s.0);
     let per_cpu = s.0["per_cpu"].as_array().unwrap();

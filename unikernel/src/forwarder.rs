@@ -320,6 +320,10 @@ struct MqHandle {
 // boot CPU to its owner, through `MQ_NICS`' lock, before the owner uses it.
 unsafe impl Send for MqHandle {}
 
+/// The console's `neigh` asks core `k` (router mode on several cores) to print its own
+/// neighbour table from its poll loop: each core's table is its own, not shared.
+static NEIGH_DUMP: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
 /// Device handles set up by the boot CPU: `[core][port]` (port 0/1 of the core's pair), taken
 /// by the owning core.
 static MQ_NICS: spin::Mutex<[[Option<MqHandle>; PORTS]; MAX_CPUS]> =
@@ -1255,7 +1259,8 @@ impl Forwarder<'_> {
         };
         for n in r.neighbours() {
             println!(
-                "neigh {} port {} mac {} {:?} queued {}",
+                "neigh cpu {} {} port {} mac {} {:?} queued {}",
+                self.pair,
                 core::net::Ipv4Addr::from_bits(n.ip),
                 n.port,
                 n.mac,
@@ -1402,6 +1407,9 @@ impl Forwarder<'_> {
                     // Keep the published counters fresh while busy too.
                     next_console = t1 + console_every;
                     self.publish(false);
+                    if NEIGH_DUMP[self.pair].swap(false, Ordering::AcqRel) {
+                        self.print_neigh();
+                    }
                 }
             } else if self.halt_when_idle && t0 - idle_since > idle_poll {
                 self.halt();
@@ -1422,6 +1430,9 @@ impl Forwarder<'_> {
                 self.router_tick();
                 if !bsp {
                     self.publish(false);
+                    if NEIGH_DUMP[self.pair].swap(false, Ordering::AcqRel) {
+                        self.print_neigh();
+                    }
                     continue;
                 }
                 match console.poll() {
@@ -1430,7 +1441,14 @@ impl Forwarder<'_> {
                     Some(Command::Buddyinfo) => self.print_buddyinfo(),
                     Some(Command::Pools) => self.print_pools(),
                     Some(Command::Routes) => self.print_routes(),
-                    Some(Command::Neigh) => self.print_neigh(),
+                    Some(Command::Neigh) => {
+                        self.print_neigh();
+                        // Each other routing core prints its own table from its loop.
+                        for k in 1..pairs() {
+                            NEIGH_DUMP[k].store(true, Ordering::Release);
+                            self.wake(k);
+                        }
+                    }
                     Some(Command::Drain) => self.drain_all(),
                     Some(Command::Cpus) => self.print_cpus(),
                     Some(Command::Ipi) => ipi_ping(),
