@@ -1444,8 +1444,8 @@ impl Forwarder<'_> {
                     Some(Command::Neigh) => {
                         self.print_neigh();
                         // Each other routing core prints its own table from its loop.
-                        for k in 1..pairs() {
-                            NEIGH_DUMP[k].store(true, Ordering::Release);
+                        for (k, dump) in NEIGH_DUMP.iter().enumerate().take(pairs()).skip(1) {
+                            dump.store(true, Ordering::Release);
                             self.wake(k);
                         }
                     }
