@@ -215,19 +215,25 @@ impl Rig {
             nics: 2 * pairs,
             ..GuestConfig::default()
         };
-        let guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
+        (Rig::boot(&cfg, generator, None, dir), more)
+    }
+
+    /// Boots `cfg`, waits for `gannet: ready` (panicking with the log if it does not come) and
+    /// keeps the generator, tap namespace and socket directory alive with the guest.
+    fn boot(cfg: &GuestConfig, gen: Generator, net: Option<TapNet>, dir: TestDir) -> Rig {
+        let guest = Guest::boot(cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
         if let Err(e) = guest.wait_ready(READY_TIMEOUT) {
-            panic!("guest (append {append:?}) did not become ready: {e:#}");
+            panic!(
+                "guest (append {:?}, {:?} backend) did not become ready: {e:#}",
+                cfg.append, cfg.backend
+            );
         }
-        (
-            Rig {
-                guest,
-                gen: generator,
-                _net: None,
-                _dir: dir,
-            },
-            more,
-        )
+        Rig {
+            guest,
+            gen,
+            _net: net,
+            _dir: dir,
+        }
     }
 
     /// Boots with `cpus` vCPUs on the tap backend: ports 0 and 1 are multi-queue tap devices
@@ -256,16 +262,7 @@ impl Rig {
             netns: Some(net.path()),
             ..GuestConfig::default()
         };
-        let guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
-        if let Err(e) = guest.wait_ready(READY_TIMEOUT) {
-            panic!("guest (append {append:?}, tap backend) did not become ready: {e:#}");
-        }
-        Rig {
-            guest,
-            gen: generator,
-            _net: Some(net),
-            _dir: dir,
-        }
+        Rig::boot(&cfg, generator, Some(net), dir)
     }
 
     /// Starts with the default generator configuration (for tests that use raw ports only).
