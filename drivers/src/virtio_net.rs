@@ -287,6 +287,17 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     doorbells: Option<[*mut u16; 2]>,
 }
 
+/// The device's MAC (§5.1.4: `mac` is the first field of `virtio_net_config`, valid when
+/// `VIRTIO_NET_F_MAC` was negotiated), or all zeros without it.
+fn read_mac<T: Transport>(transport: &T, features: NetFeatures) -> Result<[u8; 6], NetInitError> {
+    if !features.contains(NetFeatures::MAC) {
+        return Ok([0; 6]);
+    }
+    transport
+        .read_config_space::<[u8; 6]>(0)
+        .map_err(NetInitError::Config)
+}
+
 /// [`VirtioNet::reclaim`] on a queue-pair handle that does not own the device.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct NotOwner;
@@ -336,14 +347,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 err,
             }
         })?;
-        // §5.1.4: `mac` is the first field of virtio_net_config, valid when VIRTIO_NET_F_MAC.
-        let mac = if features.contains(NetFeatures::MAC) {
-            transport
-                .read_config_space::<[u8; 6]>(0)
-                .map_err(NetInitError::Config)?
-        } else {
-            [0; 6]
-        };
+        let mac = read_mac(&transport, features)?;
         transport.finish_init();
         Ok(Self::handle(
             (Some(transport), None),
@@ -464,13 +468,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 queue: ctrl_idx,
                 err,
             })?;
-        let mac = if features.contains(NetFeatures::MAC) {
-            transport
-                .read_config_space::<[u8; 6]>(0)
-                .map_err(NetInitError::Config)?
-        } else {
-            [0; 6]
-        };
+        let mac = read_mac(&transport, features)?;
         transport.finish_init();
         if let Err(e) =
             Self::vq_pairs_set(&mut transport, &mut ctrl, ctrl_idx, pairs, &mut timed_out)
