@@ -831,6 +831,29 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         }
     }
 
+    /// A source route that cannot be followed: Destination Unreachable, source route failed
+    /// (RFC 1122 §3.3.5, code 5), counted as `source_route_failed`.
+    #[cold]
+    fn source_route_failed(
+        &mut self,
+        in_port: usize,
+        frame: &[u8],
+        h: &ipv4::Ipv4Hdr,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
+        let code = (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0);
+        self.icmp_error(
+            in_port,
+            frame,
+            h,
+            code,
+            RouterDrop::SourceRouteFailed,
+            now_ns,
+            icmp_out,
+        )
+    }
+
     /// A malformed option: Parameter Problem pointing at byte `at` of the header (RFC 1812
     /// §4.3.3.5), counted as `bad_options`.
     #[cold]
@@ -881,18 +904,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let for_us = fib
             .lookup_index(h.dst)
             .is_some_and(|i| fib.next_hop(i) == NextHop::Local);
-        let failed = (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0);
         if !for_us {
             return match sr.strict {
-                true => Err(self.icmp_error(
-                    in_port,
-                    frame,
-                    h,
-                    failed,
-                    RouterDrop::SourceRouteFailed,
-                    now_ns,
-                    icmp_out,
-                )),
+                true => Err(self.source_route_failed(in_port, frame, h, now_ns, icmp_out)),
                 false => Ok(None),
             };
         }
@@ -902,15 +916,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                 h.dst = next;
                 Ok(Some(sr))
             }
-            Ok(Some(_)) => Err(self.icmp_error(
-                in_port,
-                frame,
-                h,
-                failed,
-                RouterDrop::SourceRouteFailed,
-                now_ns,
-                icmp_out,
-            )),
+            Ok(Some(_)) => Err(self.source_route_failed(in_port, frame, h, now_ns, icmp_out)),
             Err(at) => Err(self.bad_option(in_port, frame, h, at, now_ns, icmp_out)),
         }
     }
@@ -937,15 +943,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let out_addr = self.ports[usize::from(out_port)].addr.addr.to_bits();
         if let Some(sr) = sr_hop {
             if sr.strict && via_gateway {
-                return Err(self.icmp_error(
-                    in_port,
-                    frame,
-                    h,
-                    (icmp::ICMP_DEST_UNREACH, icmp::ICMP_SR_FAILED, 0),
-                    RouterDrop::SourceRouteFailed,
-                    now_ns,
-                    icmp_out,
-                ));
+                return Err(self.source_route_failed(in_port, frame, h, now_ns, icmp_out));
             }
             let hdr = &mut frame[14..14 + h.header_len];
             hdr[16..20].copy_from_slice(&h.dst.to_be_bytes());
