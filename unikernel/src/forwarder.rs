@@ -997,11 +997,7 @@ impl Forwarder<'_> {
             // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the
             // router answers requests for the port address itself).
             if frame.len() >= 14 && frame[12..14] == [0x08, 0x06] {
-                if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
-                    m.push_rx(frame);
-                } else if self.mgmt_remote == Some(p) {
-                    self.mgmt_handoff(p, frame);
-                }
+                self.to_mgmt(p, frame);
             }
             let spare = self.spare_page();
             // SAFETY: the spare page is ours (allocated from the pool, not posted anywhere).
@@ -1026,12 +1022,7 @@ impl Forwarder<'_> {
                 Action::Queued => {}
                 Action::ToHost => {
                     // SAFETY: the page is still ours (ToHost leaves it to us).
-                    let frame = unsafe { frame_bytes(b.pfn, b.len) };
-                    if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
-                        m.push_rx(frame);
-                    } else if self.mgmt_remote == Some(p) {
-                        self.mgmt_handoff(p, frame);
-                    }
+                    self.to_mgmt(p, unsafe { frame_bytes(b.pfn, b.len) });
                     self.recycle(b.pfn)
                 }
                 Action::Consumed | Action::Drop(_) => self.recycle(b.pfn),
@@ -1141,6 +1132,17 @@ impl Forwarder<'_> {
     /// A core other than 0: copy a frame for the management plane (on `port`) into a page of
     /// this core's pool and hand it to core 0 ([`MGMT_RING`]); counted, and dropped when no
     /// page is free or the ring is full.
+    /// A copy of `frame` (received on port `p`) for the management plane: straight into
+    /// smoltcp when it lives on this core and port, handed to core 0 when it lives there, else
+    /// nothing (no management address on `p`).
+    fn to_mgmt(&mut self, p: usize, frame: &[u8]) {
+        if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
+            m.push_rx(frame);
+        } else if self.mgmt_remote == Some(p) {
+            self.mgmt_handoff(p, frame);
+        }
+    }
+
     fn mgmt_handoff(&mut self, port: usize, frame: &[u8]) {
         let Some(pfn) = self.pools[port].alloc(&mut self.pcp, self.zone, &mut self.dma) else {
             self.sync.mgmt_handoff_dropped += 1;
