@@ -997,7 +997,7 @@ impl Forwarder<'_> {
             // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the
             // router answers requests for the port address itself).
             if frame.len() >= 14 && frame[12..14] == [0x08, 0x06] {
-                self.to_mgmt(p, frame);
+                self.copy_to_mgmt(p, frame);
             }
             let spare = self.spare_page();
             // SAFETY: the spare page is ours (allocated from the pool, not posted anywhere).
@@ -1022,7 +1022,7 @@ impl Forwarder<'_> {
                 Action::Queued => {}
                 Action::ToHost => {
                     // SAFETY: the page is still ours (ToHost leaves it to us).
-                    self.to_mgmt(p, unsafe { frame_bytes(b.pfn, b.len) });
+                    self.copy_to_mgmt(p, unsafe { frame_bytes(b.pfn, b.len) });
                     self.recycle(b.pfn)
                 }
                 Action::Consumed | Action::Drop(_) => self.recycle(b.pfn),
@@ -1135,7 +1135,7 @@ impl Forwarder<'_> {
     /// A copy of `frame` (received on port `p`) for the management plane: straight into
     /// smoltcp when it lives on this core and port, handed to core 0 when it lives there, else
     /// nothing (no management address on `p`).
-    fn to_mgmt(&mut self, p: usize, frame: &[u8]) {
+    fn copy_to_mgmt(&mut self, p: usize, frame: &[u8]) {
         if let Some(m) = self.mgmt.as_mut().filter(|m| m.port == p) {
             m.push_rx(frame);
         } else if self.mgmt_remote == Some(p) {
