@@ -13,6 +13,7 @@
 //! the virtqueue shares with the device; each block names its invariant.
 #![no_std]
 
+pub mod nic;
 pub mod pci;
 pub mod uart;
 pub mod virtio_net;

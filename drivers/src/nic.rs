@@ -1,0 +1,117 @@
+//! The NIC interface the dataplane is written against: one RX and one TX queue of a port (or
+//! one queue pair of a multi-queue port), poll mode, zero copy, page-sized buffers.
+//!
+//! [`VirtioNet`] implements it for every transport: QEMU's PCI device in the kernel, and the
+//! simulated device on in-memory split rings (`drivers::sim`) in host tests and in the guest's
+//! deterministic benchmark. The methods are the driver's own (see [`VirtioNet`] for the VIRTIO
+//! sections each follows); the trait only lets the per-core forwarding logic be generic, so the
+//! same code runs on the metal and on the host.
+
+use crate::virtio_net::{DriverStats, RxBuf, TxBuf, VirtioNet};
+use mm::Pfn;
+use virtio_drivers::transport::Transport;
+use virtio_drivers::Hal;
+
+/// One port's queues, as the poll loop uses them. All methods are called by the owning core
+/// only (`&mut self`): the implementation needs no locks.
+pub trait Nic {
+    /// The port's MAC address.
+    fn mac(&self) -> [u8; 6];
+    /// RX descriptors that can take a page right now.
+    fn rx_free_slots(&self) -> usize;
+    /// Pages posted to the RX ring.
+    fn rx_posted(&self) -> usize;
+    /// Pages owned by the TX ring (posted, not yet completed).
+    fn tx_posted(&self) -> usize;
+    /// Post `pages` as RX buffers; returns how many (a prefix) were posted.
+    ///
+    /// # Safety
+    /// Each page is an order-0 RAM page the caller owns and gives to the device until it comes
+    /// back from [`Nic::rx_burst`] or [`Nic::take_pages`].
+    unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize;
+    /// Pop up to `out.len()` completed RX buffers; every returned page is the caller's again.
+    fn rx_burst(&mut self, out: &mut [RxBuf]) -> usize;
+    /// Queue frames for transmission; returns how many (a prefix) were queued.
+    ///
+    /// # Safety
+    /// Each page is owned by the caller, holds a frame of `len` bytes after the virtio-net
+    /// header, and is the device's until it comes back from [`Nic::tx_complete`] or
+    /// [`Nic::take_pages`].
+    unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize;
+    /// Pop completed TX pages into `out`; returns how many.
+    fn tx_complete(&mut self, out: &mut [Pfn]) -> usize;
+    /// Notify the device of what was published, if it asked; returns notifications written.
+    fn kick(&mut self) -> u32;
+    /// Stop device interrupts while polling.
+    fn park_interrupts(&mut self);
+    /// Ask for an RX interrupt before sleeping; `true` if frames are already waiting.
+    fn rx_arm_interrupt(&mut self) -> bool;
+    /// Reset the device if this handle owns it; returns whether it did.
+    fn reset_device(&mut self) -> bool;
+    /// Hand back every page still posted on either ring.
+    ///
+    /// # Safety
+    /// The device has been reset (by the handle that owns it), ordered before this call.
+    unsafe fn take_pages(&mut self, f: &mut dyn FnMut(Pfn));
+    /// Driver counters.
+    fn stats(&self) -> DriverStats;
+}
+
+impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
+    #[inline]
+    fn mac(&self) -> [u8; 6] {
+        VirtioNet::mac(self)
+    }
+    #[inline]
+    fn rx_free_slots(&self) -> usize {
+        VirtioNet::rx_free_slots(self)
+    }
+    #[inline]
+    fn rx_posted(&self) -> usize {
+        VirtioNet::rx_posted(self)
+    }
+    #[inline]
+    fn tx_posted(&self) -> usize {
+        VirtioNet::tx_posted(self)
+    }
+    #[inline]
+    unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {
+        // SAFETY: the caller keeps the trait's contract, which is the driver's.
+        unsafe { VirtioNet::rx_refill(self, pages) }
+    }
+    #[inline]
+    fn rx_burst(&mut self, out: &mut [RxBuf]) -> usize {
+        VirtioNet::rx_burst(self, out)
+    }
+    #[inline]
+    unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
+        // SAFETY: the caller keeps the trait's contract, which is the driver's.
+        unsafe { VirtioNet::tx_burst(self, bufs) }
+    }
+    #[inline]
+    fn tx_complete(&mut self, out: &mut [Pfn]) -> usize {
+        VirtioNet::tx_complete(self, out)
+    }
+    #[inline]
+    fn kick(&mut self) -> u32 {
+        VirtioNet::kick(self)
+    }
+    #[inline]
+    fn park_interrupts(&mut self) {
+        VirtioNet::park_interrupts(self)
+    }
+    #[inline]
+    fn rx_arm_interrupt(&mut self) -> bool {
+        VirtioNet::rx_arm_interrupt(self)
+    }
+    fn reset_device(&mut self) -> bool {
+        VirtioNet::reset_device(self)
+    }
+    unsafe fn take_pages(&mut self, f: &mut dyn FnMut(Pfn)) {
+        // SAFETY: the caller keeps the trait's contract, which is the driver's.
+        unsafe { VirtioNet::take_pages(self, f) }
+    }
+    fn stats(&self) -> DriverStats {
+        VirtioNet::stats(self)
+    }
+}

@@ -1,0 +1,92 @@
+//! `io` and `l2` forwarding: frames received on one port leave through the other, rewritten
+//! per [`netstack::forward_frame`]; with `xcore=on`, through the next core's pair.
+
+use super::handoff::Handoff;
+use super::percore::{Core, Platform};
+use super::page::FRAME_ROOM;
+use drivers::nic::Nic;
+use netstack::config::PORTS;
+use netstack::{forward_frame, Verdict};
+
+impl<P: Platform> Core<P> {
+    /// Receive a burst on local port `p` and send what survives out of the other port.
+    /// Returns RX buffers completed.
+    pub(crate) fn rx_forward(&mut self, p: usize) -> usize {
+        if self.cfg.xcore && self.fabric.cores() > 1 {
+            return self.rx_forward_xcore(p);
+        }
+        let q = 1 - p;
+        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        if n == 0 {
+            return 0;
+        }
+        let (mode, out_mac, peer) = (self.cfg.mode, self.macs[q], self.cfg.peer[q]);
+        for i in 0..n {
+            let b = self.rx_scratch[i];
+            let Some((mut page, len)) = self.rx_accept(p, b) else {
+                continue;
+            };
+            match forward_frame(mode, page.frame_mut(len), out_mac, peer) {
+                Verdict::Forward => self.stage_tx(q, page, len),
+                Verdict::Drop(why) => {
+                    self.counters[p].drop(why);
+                    self.pages.recycle(page);
+                }
+            }
+        }
+        self.flush_tx(q);
+        n
+    }
+
+    /// `xcore=on`: frames received on local port `p` leave through port `1 - p` of the next
+    /// pair, which another core owns: rewrite them for that port and hand them to that core.
+    fn rx_forward_xcore(&mut self, p: usize) -> usize {
+        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        if n == 0 {
+            return 0;
+        }
+        let dst_core = (self.pair + 1) % self.fabric.cores();
+        let dst_port = 1 - p;
+        let out_mac = self.fabric.port_mac(PORTS * dst_core + dst_port);
+        let peer = self.cfg.peer[dst_port];
+        for i in 0..n {
+            let b = self.rx_scratch[i];
+            let Some((mut page, len)) = self.rx_accept(p, b) else {
+                continue;
+            };
+            match forward_frame(self.cfg.mode, page.frame_mut(len), out_mac, peer) {
+                Verdict::Forward => {
+                    let h = Handoff {
+                        page,
+                        len: len as u16,
+                        port: dst_port as u8,
+                    };
+                    if let Err(h) = self.fabric.handoff[dst_core].push(h) {
+                        self.counters[p].drop(netstack::DropReason::TxRingFull);
+                        self.pages.recycle(h.page);
+                    }
+                }
+                Verdict::Drop(why) => {
+                    self.counters[p].drop(why);
+                    self.pages.recycle(page);
+                }
+            }
+        }
+        n
+    }
+
+    /// Transmit what other cores handed to this core (`xcore=on`). Returns frames taken.
+    pub(crate) fn drain_handoff(&mut self) -> usize {
+        let fabric = self.fabric;
+        let ring = &fabric.handoff[self.pair];
+        if ring.is_empty() {
+            return 0;
+        }
+        let n = ring.pop_each(64, |h| {
+            let port = usize::from(h.port).min(PORTS - 1);
+            self.stage_tx(port, h.page, usize::from(h.len).min(FRAME_ROOM));
+        });
+        self.flush_all();
+        n
+    }
+}

@@ -1,0 +1,51 @@
+//! The dataplane: what one forwarding core does, written once for the metal and the host.
+//!
+//! # Map (arrows point down only)
+//!
+//! * [`percore`]: [`Core`] (one core's state and its [`Core::poll_once`]), and the traits it is
+//!   generic over: [`Platform`] (cycle counter, clock, wake-up IPI, metrics text, and the
+//!   associated NIC and management-plane types) and [`MgmtPlane`].
+//! * [`l2`] (`io`/`l2` forwarding, `xcore`), [`route`] (router mode, neighbour sync,
+//!   management-plane frames), [`tx`] (staging, flush, completion): `impl Core` blocks by
+//!   concern.
+//! * [`pages`]: a core's page owner (pcp list, its two pools, the way back to other pools).
+//! * [`page`]: [`PageBuf`], the one-owner page token; the only place a page becomes bytes.
+//! * [`handoff`]: the typed cross-core frame record and its ring.
+//! * [`fabric`]: [`Fabric`], everything the cores share (rings, published snapshots, quit).
+//! * [`quit`]: the quit phases ([`QuitPhase`]), their handshake and the per-core teardown.
+//! * [`snap`]: counters copied for other cores; the control plane formats only these.
+//!
+//! # Rules
+//!
+//! * A [`Core`] is touched only by its own CPU (`&mut self`); other cores reach it only through
+//!   the [`Fabric`]'s lock-free rings and its published [`snap::PairSnap`].
+//! * Every page is held by exactly one party; [`PageBuf`] is how the core holds one. A page
+//!   leaves the core only by TX (the ring), a hand-off ring, the router's queue, or
+//!   [`pages::Pages::recycle`].
+//! * Nothing here names the machine: no port I/O, no TSC, no APIC. Those come through
+//!   [`Platform`], implemented by the kernel binary.
+
+pub mod fabric;
+pub mod handoff;
+mod l2;
+pub mod page;
+pub mod pages;
+pub mod percore;
+pub mod quit;
+mod route;
+pub mod snap;
+mod tx;
+
+pub use fabric::Fabric;
+pub use page::PageBuf;
+pub use percore::{Core, CoreError, CoreParams, CoreRouter, MgmtPlane, Platform};
+pub use quit::{QuitError, QuitPhase, QuitReport};
+pub use route::ROUTER_TIMER_NS;
+
+/// Most forwarding cores (the kernel's `MAX_CPUS` is the same number).
+pub const MAX_CORES: usize = 16;
+/// Most ports (the PCI scan's `MAX_NICS`).
+pub const MAX_PORTS: usize = drivers::pci::MAX_NICS;
+
+#[cfg(test)]
+mod tests;

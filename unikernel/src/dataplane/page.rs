@@ -1,0 +1,105 @@
+//! [`PageBuf`]: a packet page owned by exactly one party at a time, and the only place where a
+//! page number becomes bytes.
+//!
+//! A page is always held by one of: an RX or TX ring (inside the driver, as a raw [`Pfn`]), a
+//! page_pool (alloc cache or recycle ring), the core that is processing it (a `PageBuf`), a
+//! cross-core hand-off ring, or the router's neighbour queue. Moving a page between them moves
+//! the token: [`PageBuf::into_raw`] gives it to a ring or queue that stores raw frame numbers,
+//! [`PageBuf::from_raw`] takes it back. Neither is `Copy`/`Clone`, so the borrow checker keeps
+//! one owner.
+//!
+//! Dropping a token instead of handing it on is a bug (the page would leak): debug builds panic
+//! naming the page; release builds (the kernel image) compile the check away, and the page
+//! accounting at `quit` still catches the loss (`free pages now == free pages at boot`). The
+//! model follows ixy.rs's `Packet` (owns its buffer) without returning on drop: returning needs
+//! the pool and the pcp list, which a `Drop` impl cannot reach without global state.
+//!
+//! A frame of several pages (jumbo frames, issue 14) is a list of tokens.
+
+use drivers::virtio_net::NET_HDR_LEN;
+use mm::{Pfn, PAGE_SIZE};
+
+/// Bytes of a page that can hold frame bytes (after the virtio-net header area).
+pub const FRAME_ROOM: usize = PAGE_SIZE - NET_HDR_LEN;
+
+/// One order-0 packet page, owned by whoever holds the token. `#[must_use]`: hand it on
+/// (stage it for TX, push it to a ring, recycle it), never drop it.
+#[must_use = "a page must be handed on (TX, ring, pool) or recycled; dropping it leaks it"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct PageBuf {
+    pfn: Pfn,
+}
+
+impl PageBuf {
+    /// Take ownership of `pfn` back from a ring, pool or queue that stored it raw.
+    ///
+    /// # Safety
+    /// `pfn` is an identity-mapped RAM page that nobody else holds now: it was given away with
+    /// [`PageBuf::into_raw`] (or by the allocator) and the holder has let go of it (a device
+    /// returned it in a used ring entry, a ring popped it, a pool allocated it).
+    #[inline]
+    pub unsafe fn from_raw(pfn: Pfn) -> PageBuf {
+        PageBuf { pfn }
+    }
+
+    /// Give the page to a ring, pool or queue that stores raw frame numbers.
+    #[inline]
+    pub fn into_raw(self) -> Pfn {
+        let pfn = self.pfn;
+        core::mem::forget(self);
+        pfn
+    }
+
+    /// The page's frame number.
+    #[inline]
+    pub fn pfn(&self) -> Pfn {
+        self.pfn
+    }
+
+    /// The whole page (header area + frame room), `PAGE_SIZE` bytes.
+    #[inline]
+    fn page_mut(&mut self) -> &mut [u8; PAGE_SIZE] {
+        // SAFETY: the token is the page's only owner (see `from_raw`'s contract), the page is
+        // identity-mapped RAM of PAGE_SIZE bytes, and the borrow of `self` bounds the slice's
+        // life: nobody else can reach the page while it lives.
+        unsafe { &mut *(self.pfn.addr() as usize as *mut [u8; PAGE_SIZE]) }
+    }
+
+    /// The frame: `len` bytes after the virtio-net header area (clamped to [`FRAME_ROOM`]).
+    #[inline]
+    pub fn frame_mut(&mut self, len: usize) -> &mut [u8] {
+        let len = len.min(FRAME_ROOM);
+        &mut self.page_mut()[NET_HDR_LEN..NET_HDR_LEN + len]
+    }
+
+    /// The whole frame room ([`FRAME_ROOM`] bytes after the header area), to build a frame in.
+    #[inline]
+    pub fn room_mut(&mut self) -> &mut [u8] {
+        &mut self.page_mut()[NET_HDR_LEN..]
+    }
+}
+
+impl Drop for PageBuf {
+    fn drop(&mut self) {
+        if cfg!(debug_assertions) && !std_panicking() {
+            panic!(
+                "page {:#x} dropped without being handed on (TX, a ring, a pool): it would leak",
+                self.pfn.addr()
+            );
+        }
+    }
+}
+
+/// Whether a panic is already unwinding (host tests): a second panic in `drop` would abort.
+#[inline]
+fn std_panicking() -> bool {
+    #[cfg(not(target_os = "none"))]
+    {
+        extern crate std;
+        std::thread::panicking()
+    }
+    #[cfg(target_os = "none")]
+    {
+        false
+    }
+}

@@ -1,0 +1,120 @@
+//! [`Pages`]: a core's page owner — its pcp list, its pair's two page_pools and the way back
+//! to every other pool. Every page the core lets go of goes through [`Pages::recycle`].
+
+use super::fabric::Fabric;
+use super::page::PageBuf;
+use drivers::pci::MAX_NICS;
+use log::error;
+use mm::page_pool::{IdentityDma, PagePool};
+use mm::{PerCpuPages, Zone};
+use netstack::config::PORTS;
+
+/// A core's pages: pcp list, its two pools (global ids `2 * pair` and `2 * pair + 1`).
+pub struct Pages {
+    /// The zone every page comes from.
+    pub zone: &'static Zone,
+    /// This core's pcp list.
+    pub pcp: PerCpuPages,
+    /// The pair's page_pools: index `p` = local port `p`.
+    pub pools: [PagePool; PORTS],
+    /// DMA mapping (identity: the kernel maps all RAM at its physical address).
+    pub dma: IdentityDma,
+    /// Global id of pool 0 (`2 * pair`).
+    first_pool: u32,
+    fabric: &'static Fabric,
+}
+
+impl Pages {
+    /// The pages of pair `pair`: `pools` must have ids `2 * pair` and `2 * pair + 1`.
+    pub fn new(
+        zone: &'static Zone,
+        pcp: PerCpuPages,
+        pools: [PagePool; PORTS],
+        pair: usize,
+        fabric: &'static Fabric,
+    ) -> Pages {
+        Pages {
+            zone,
+            pcp,
+            pools,
+            dma: IdentityDma,
+            first_pool: (PORTS * pair) as u32,
+            fabric,
+        }
+    }
+
+    /// A page from local port `p`'s pool (`None`: the allocator is empty).
+    #[inline]
+    pub fn alloc(&mut self, p: usize) -> Option<PageBuf> {
+        let pfn = self.pools[p].alloc(&mut self.pcp, self.zone, &mut self.dma)?;
+        // SAFETY: the pool just handed the page out: nobody else holds it.
+        Some(unsafe { PageBuf::from_raw(pfn) })
+    }
+
+    /// This core's index of page_pool `id`, if it is one of its two.
+    #[inline]
+    fn local_pool(&self, id: u32) -> Option<usize> {
+        let i = id.wrapping_sub(self.first_pool) as usize;
+        (i < PORTS).then_some(i)
+    }
+
+    /// Give a page back to the pool that owns it: this core's pool straight into its alloc
+    /// cache; another core's pool through that pool's recycle ring (unmapped and freed here if
+    /// the ring is full).
+    #[inline]
+    pub fn recycle(&mut self, page: PageBuf) {
+        let owner = self.zone.page(page.pfn()).pool();
+        match owner.and_then(|id| self.local_pool(id)) {
+            Some(i) => self.pools[i].recycle_direct(
+                page.into_raw(),
+                &mut self.pcp,
+                self.zone,
+                &mut self.dma,
+            ),
+            None => self.recycle_foreign(page, owner),
+        }
+    }
+
+    #[cold]
+    fn recycle_foreign(&mut self, page: PageBuf, owner: Option<u32>) {
+        match owner.map(|id| id as usize).filter(|&id| id < MAX_NICS) {
+            Some(id) => {
+                let _ = self.fabric.pool_rings[id].recycle_remote(
+                    page.into_raw(),
+                    self.zone,
+                    Some(&mut self.pcp),
+                    &mut self.dma,
+                );
+            }
+            None => {
+                // Not a pool page: a bug somewhere; free it rather than leak it.
+                error!(
+                    "page {:#x} has no owning pool (owner {owner:?}); freeing it",
+                    page.pfn().addr()
+                );
+                self.pcp.free_page(self.zone, page.into_raw());
+            }
+        }
+    }
+
+    /// With `pool=release`: the page leaves its pool for good (unmapped, ownership cleared,
+    /// freed) if it is this core's; another core's goes back to its pool.
+    #[inline]
+    pub fn release(&mut self, page: PageBuf) {
+        let owner = self.zone.page(page.pfn()).pool();
+        match owner.and_then(|id| self.local_pool(id)) {
+            Some(i) => self.pools[i].release_page(
+                page.into_raw(),
+                &mut self.pcp,
+                self.zone,
+                &mut self.dma,
+            ),
+            None => self.recycle_foreign(page, owner),
+        }
+    }
+
+    /// Free pages in the zone plus this core's pcp list.
+    pub fn free_pages(&self) -> u64 {
+        self.zone.free_pages() + self.pcp.count() as u64
+    }
+}

@@ -1,0 +1,442 @@
+//! [`Core`]: one forwarding core's state (its port pair or queue pair, pages, TX staging,
+//! router and counters) and its poll iteration. Generic over [`Platform`], so the same code
+//! runs on the metal (virtio-net over PCI, TSC, IPIs) and in host tests (a simulated device on
+//! split-ring memory).
+
+use super::fabric::Fabric;
+use super::page::PageBuf;
+use super::pages::Pages;
+use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
+use super::tx::TxStage;
+use drivers::nic::Nic;
+use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
+use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};
+use mm::{PerCpuPages, Pfn, Zone};
+use netstack::config::MAX_BURST;
+use netstack::router::{Fib, Router};
+use netstack::config::PORTS;
+use netstack::{Config, DropReason, MacAddr, PortCounters, RefillMode};
+
+/// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
+/// read-only FIB.
+pub type CoreRouter = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
+
+/// Refill a port's RX ring once this many slots are empty (DPDK's default `rx_free_thresh`,
+/// 32); the ring keeps at least 224 of its 256 buffers posted.
+pub const RX_FREE_THRESH: usize = 32;
+
+/// What the dataplane needs from the machine it runs on. Implemented by the kernel (TSC, IPIs,
+/// virtio-net over PCI, smoltcp) and by host tests.
+pub trait Platform {
+    /// A port's queues.
+    type Nic: Nic;
+    /// The management plane (smoltcp on the metal).
+    type Mgmt: MgmtPlane;
+    /// A cycle counter (TSC; one guest instruction per tick under `-icount shift=0`).
+    fn cycles() -> u64;
+    /// Nanoseconds since boot.
+    fn uptime_ns() -> u64;
+    /// Wake core `k` if it may be halted (an IPI), so it sees what was just pushed to it.
+    fn wake(k: usize);
+    /// Write the `/metrics` body (Prometheus text) for `pairs` and the management counters.
+    fn write_metrics(
+        pairs: &[PairSnap],
+        mgmt: &<Self::Mgmt as MgmtPlane>::Counters,
+        w: &mut dyn core::fmt::Write,
+    );
+}
+
+/// The management plane as the dataplane sees it: frames in (copies), frames out (copied into
+/// pool pages), bounded work per poll.
+pub trait MgmtPlane {
+    /// Its counters, handed to [`Platform::write_metrics`].
+    type Counters;
+    /// The local port it lives on.
+    fn port(&self) -> usize;
+    /// Queue a copy of `frame`; `false` (counted) when its queue is full.
+    fn push_rx(&mut self, frame: &[u8]) -> bool;
+    /// Frames queued and not yet processed.
+    fn rx_pending(&self) -> usize;
+    /// Room in its RX queue.
+    fn rx_room(&self) -> usize;
+    /// Run it (bounded); `metrics` writes the `/metrics` body when a request is complete.
+    fn poll(&mut self, now_ms: i64, metrics: &mut dyn FnMut(&mut dyn core::fmt::Write, &Self::Counters));
+    /// Hand every frame it produced to `send`.
+    fn drain_tx(&mut self, send: &mut dyn FnMut(&[u8]));
+}
+
+/// Router mode: a core's router and what goes with it.
+pub struct RouteState<M> {
+    /// The router.
+    pub router: CoreRouter,
+    /// A page for an ICMP error or ARP request, from pool 0 (kept until used).
+    pub(crate) spare: Option<PageBuf>,
+    /// When the neighbour timers last ran (ns since boot).
+    pub(crate) polled_ns: u64,
+    /// The management plane, on the core that runs it (core 0).
+    pub mgmt: Option<M>,
+    /// On another core with a management address: its local port (frames for it are handed to
+    /// core 0).
+    pub(crate) mgmt_remote: Option<usize>,
+    /// Cross-core counters.
+    pub sync: RouterSync,
+}
+
+/// What [`Core::new`] needs.
+pub struct CoreParams<P: Platform> {
+    /// The boot configuration.
+    pub cfg: Config,
+    /// This core's pair number (ports `2k`, `2k + 1`; queue pair `k` with multi-queue).
+    pub pair: usize,
+    /// The pair's two ports, already initialised.
+    pub nics: [P::Nic; PORTS],
+    /// The zone and this core's pcp list.
+    pub zone: &'static Zone,
+    /// This core's pcp list.
+    pub pcp: PerCpuPages,
+    /// Shared with the other cores.
+    pub fabric: &'static Fabric,
+    /// Router mode: this core's router.
+    pub router: Option<CoreRouter>,
+    /// The management plane, if it runs on this core.
+    pub mgmt: Option<P::Mgmt>,
+    /// The local port of a management address served by another core (core 0).
+    pub mgmt_remote: Option<usize>,
+}
+
+/// Why a core could not be set up.
+#[derive(Debug)]
+pub enum CoreError {
+    /// A page_pool could not be created or attached to its ring (pool id, reason).
+    Pool(u32, &'static str),
+}
+
+/// One forwarding core.
+pub struct Core<P: Platform> {
+    pub(crate) cfg: Config,
+    pub(crate) pair: usize,
+    /// `ManuallyDrop`: quit drops the devices (freeing their rings) before the final counters.
+    pub(crate) nics: core::mem::ManuallyDrop<[P::Nic; PORTS]>,
+    nics_dropped: Option<[DriverStats; PORTS]>,
+    pub(crate) pages: Pages,
+    pub(crate) counters: [PortCounters; PORTS],
+    pub(crate) macs: [MacAddr; PORTS],
+    pub(crate) tx: TxStage,
+    pub(crate) prof: Profile,
+    pub(crate) route: Option<RouteState<P::Mgmt>>,
+    pub(crate) fabric: &'static Fabric,
+    /// Scratch arrays, allocated once.
+    pub(crate) rx_scratch: [RxBuf; MAX_BURST],
+    pub(crate) page_scratch: [Pfn; QUEUE_SIZE],
+}
+
+impl<P: Platform> Core<P> {
+    /// Set up a core: its two page_pools (ids `2k`, `2k + 1`, attached to their recycle rings
+    /// in the fabric), MACs published, RX rings filled and kicked.
+    ///
+    /// # Errors
+    /// [`CoreError::Pool`] when a pool cannot be created or attached.
+    pub fn new(p: CoreParams<P>) -> Result<Core<P>, CoreError> {
+        let k = p.pair;
+        let macs = [MacAddr(p.nics[0].mac()), MacAddr(p.nics[1].mac())];
+        let mut pools: heapless::Vec<PagePool, PORTS> = heapless::Vec::new();
+        for (j, mac) in macs.iter().enumerate() {
+            let id = (PORTS * k + j) as u32;
+            let mut pool = PagePool::new(PagePoolParams {
+                id,
+                refill: PP_ALLOC_CACHE_REFILL,
+            })
+            .map_err(|_| CoreError::Pool(id, "bad parameters"))?;
+            pool.set_refill_mode(match p.cfg.refill {
+                RefillMode::Bulk => PoolRefill::Bulk,
+                RefillMode::Single => PoolRefill::Single,
+            });
+            pool.attach_ring(&p.fabric.pool_rings[id as usize])
+                .map_err(|_| CoreError::Pool(id, "recycle ring already attached"))?;
+            p.fabric.set_port_mac(id as usize, *mac);
+            let _ = pools.push(pool);
+        }
+        let Ok(pools) = pools.into_array::<PORTS>() else {
+            unreachable!("two pools pushed")
+        };
+        let route = p.router.map(|router| RouteState {
+            router,
+            spare: None,
+            polled_ns: 0,
+            mgmt: p.mgmt,
+            mgmt_remote: p.mgmt_remote,
+            sync: RouterSync::default(),
+        });
+        let mut core = Core {
+            cfg: p.cfg,
+            pair: k,
+            nics: core::mem::ManuallyDrop::new(p.nics),
+            nics_dropped: None,
+            pages: Pages::new(p.zone, p.pcp, pools, k, p.fabric),
+            counters: [PortCounters::default(); PORTS],
+            macs,
+            tx: TxStage::default(),
+            prof: Profile::default(),
+            route,
+            fabric: p.fabric,
+            rx_scratch: [RxBuf {
+                pfn: Pfn(0),
+                len: 0,
+                status: RxStatus::Ok,
+            }; MAX_BURST],
+            page_scratch: [Pfn(0); QUEUE_SIZE],
+        };
+        for port in 0..PORTS {
+            core.refill(port);
+        }
+        core.kick_all();
+        Ok(core)
+    }
+
+    /// This core's pair number.
+    pub fn pair(&self) -> usize {
+        self.pair
+    }
+
+    /// The boot configuration.
+    pub fn cfg(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The pair's ports (while not torn down).
+    pub fn nics_mut(&mut self) -> &mut [P::Nic; PORTS] {
+        &mut self.nics
+    }
+
+    /// Port counters.
+    pub fn counters(&self) -> &[PortCounters; PORTS] {
+        &self.counters
+    }
+
+    /// The page owner (pcp list, pools, zone).
+    pub fn pages(&self) -> &Pages {
+        &self.pages
+    }
+
+    /// Mutable page owner (the console's `drain`).
+    pub fn pages_mut(&mut self) -> &mut Pages {
+        &mut self.pages
+    }
+
+    /// Router mode: the router state.
+    pub fn route(&self) -> Option<&RouteState<P::Mgmt>> {
+        self.route.as_ref()
+    }
+
+    /// The cycle profile.
+    pub fn profile_mut(&mut self) -> &mut Profile {
+        &mut self.prof
+    }
+
+    /// The fabric shared with the other cores.
+    pub fn fabric(&self) -> &'static Fabric {
+        self.fabric
+    }
+
+    /// Fill every empty RX slot of local port `p` from its page_pool, in one batch.
+    pub(crate) fn refill(&mut self, p: usize) {
+        let want = self.nics[p].rx_free_slots();
+        let mut n = 0;
+        while n < want {
+            // An empty alloc cache means this call takes the slow path (allocator refill and
+            // DMA mapping): time it, so `refill_cycles / refill_pages` isolates the allocator's
+            // cost per page.
+            let slow = self.pages.pools[p].cached() == 0;
+            let t0 = if slow { P::cycles() } else { 0 };
+            let got = self.pages.alloc(p);
+            if slow {
+                self.prof.refill_cycles += P::cycles() - t0;
+            }
+            match got {
+                Some(page) => {
+                    self.page_scratch[n] = page.into_raw();
+                    n += 1;
+                }
+                None => {
+                    self.counters[p].no_buffer += 1;
+                    break;
+                }
+            }
+        }
+        if n == 0 {
+            return;
+        }
+        // SAFETY: the pages come fresh from the pool (given up with `into_raw` above); those
+        // accepted belong to the RX ring until `rx_burst` or `take_pages` returns them.
+        let posted = unsafe { self.nics[p].rx_refill(&self.page_scratch[..n]) };
+        for i in posted..n {
+            // SAFETY: refused by the ring: still ours.
+            let page = unsafe { PageBuf::from_raw(self.page_scratch[i]) };
+            self.pages.recycle(page);
+        }
+    }
+
+    /// Notify every port of what was published (at most one kick per queue).
+    pub(crate) fn kick_all(&mut self) {
+        for nic in self.nics.iter_mut() {
+            self.prof.kicks += u64::from(nic.kick());
+        }
+    }
+
+    /// Take the page of completed RX buffer `b` of local port `p` and count it; a buffer that
+    /// carries no whole frame (too big, a continuation of one, malformed) is counted under its
+    /// drop reason and recycled. Returns the page and frame length when it holds a frame.
+    #[inline]
+    pub(crate) fn rx_accept(&mut self, p: usize, b: RxBuf) -> Option<(PageBuf, usize)> {
+        // SAFETY: the RX ring returned the page in a used entry: it is ours again.
+        let page = unsafe { PageBuf::from_raw(b.pfn) };
+        match b.status {
+            RxStatus::Ok => {
+                self.counters[p].rx += 1;
+                self.counters[p].rx_bytes += b.len as u64;
+                return Some((page, b.len));
+            }
+            RxStatus::TooBig => {
+                self.counters[p].rx += 1;
+                self.counters[p].drop(DropReason::TooBig);
+            }
+            RxStatus::Continuation => {}
+            RxStatus::Malformed => self.counters[p].drop(DropReason::BadDesc),
+        }
+        self.pages.recycle(page);
+        None
+    }
+
+    /// One poll iteration: cross-core input, RX and forward (or route) on both ports, TX reap,
+    /// hand-offs; if that did work, refill RX (batched) and kick. Returns the work done (frames
+    /// and pages moved); 0 means idle. Profiled in [`Profile`] when busy.
+    pub fn poll_once(&mut self) -> usize {
+        let t0 = P::cycles();
+        let mut work = 0;
+        if self.route.is_some() && self.fabric.cores() > 1 {
+            work += self.router_sync();
+        }
+        for p in 0..PORTS {
+            work += if self.route.is_some() {
+                self.rx_route(p)
+            } else {
+                self.rx_forward(p)
+            };
+        }
+        let t_rx = P::cycles();
+        work += self.tx_reap(false);
+        if self.cfg.xcore {
+            work += self.drain_handoff();
+        }
+        if work == 0 {
+            return 0;
+        }
+        let t_reap = P::cycles();
+        for p in 0..PORTS {
+            // Like DPDK's rx_free_thresh: refill a batch of empty slots at once.
+            if self.nics[p].rx_free_slots() >= RX_FREE_THRESH {
+                self.refill(p);
+            }
+        }
+        let t_refill = P::cycles();
+        self.kick_all();
+        let t1 = P::cycles();
+        let pr = &mut self.prof;
+        pr.busy_cycles += t1 - t0;
+        pr.phase_cycles[0] += t_rx - t0;
+        pr.phase_cycles[1] += t_reap - t_rx;
+        pr.phase_cycles[2] += t_refill - t_reap;
+        pr.phase_cycles[3] += t1 - t_refill;
+        pr.busy_iters += 1;
+        work
+    }
+
+    /// Idle: the router's timers (ARP retransmits, queue timeouts) and the management plane,
+    /// then send and kick.
+    pub fn idle_tick(&mut self) {
+        if self.route.is_none() {
+            return;
+        }
+        self.mgmt_poll();
+        let now = P::uptime_ns();
+        if let Some(r) = self.route.as_mut() {
+            r.polled_ns = now;
+        }
+        self.router_events(now);
+        self.flush_all();
+        self.kick_all();
+    }
+
+    /// Before halting: arm RX interrupts on every port. Returns `true` if a frame slipped in
+    /// meanwhile (do not halt).
+    pub fn arm_interrupts(&mut self) -> bool {
+        let mut pending = false;
+        for nic in self.nics.iter_mut() {
+            pending |= nic.rx_arm_interrupt();
+        }
+        pending
+    }
+
+    /// After waking (or deciding not to halt): stop device interrupts again.
+    pub fn park_interrupts(&mut self) {
+        for nic in self.nics.iter_mut() {
+            nic.park_interrupts();
+        }
+    }
+
+    /// Driver counters of local port `i`.
+    pub fn nic_stats(&self, i: usize) -> DriverStats {
+        match &self.nics_dropped {
+            Some(s) => s[i],
+            None => self.nics[i].stats(),
+        }
+    }
+
+    /// Drop the devices (their rings go back to the zone); counters are kept.
+    pub(crate) fn drop_nics(&mut self) {
+        if self.nics_dropped.is_some() {
+            return;
+        }
+        self.nics_dropped = Some([self.nics[0].stats(), self.nics[1].stats()]);
+        // SAFETY: `nics_dropped` is set, so `self.nics` is never used again (every user checks
+        // it or runs before quit's last phase), and this runs once.
+        unsafe { core::mem::ManuallyDrop::drop(&mut self.nics) };
+    }
+
+    /// What this core looks like now (`done` once torn down, `leaked` pages lost).
+    pub fn snap(&self, done: bool, leaked: u64) -> PairSnap {
+        PairSnap {
+            pair: self.pair,
+            macs: self.macs,
+            counters: self.counters,
+            nic: [self.nic_stats(0), self.nic_stats(1)],
+            pools: core::array::from_fn(|i| PoolSnap::of(&self.pages.pools[i])),
+            prof: self.prof,
+            pcp_count: self.pages.pcp.count() as u64,
+            router: self.route.as_ref().map(|r| RouterSnap {
+                counters: *r.router.counters(),
+                queued_now: r.router.queued_frames() as u64,
+                sync: r.sync,
+            }),
+            done,
+            leaked,
+        }
+    }
+
+    /// Publish this core's counters for the boot CPU.
+    pub fn publish(&self, done: bool, leaked: u64) {
+        *self.fabric.snaps[self.pair].lock() = Some(self.snap(done, leaked));
+    }
+
+    /// Every forwarding core's counters: this core's (live) then the others' last published.
+    pub fn all_pairs(&self) -> heapless::Vec<PairSnap, { super::MAX_CORES }> {
+        let mut v = heapless::Vec::new();
+        let _ = v.push(self.snap(false, 0));
+        for (_, s) in self.fabric.others() {
+            if let Some(p) = s {
+                let _ = v.push(p);
+            }
+        }
+        v
+    }
+}

@@ -1,0 +1,279 @@
+//! Router mode: RFC 1812 forwarding through [`netstack::router::Router::process`] (one action
+//! per frame), the router's events (ARP requests, frames released by ARP replies), neighbour
+//! sync between cores, and the management plane's frames.
+
+use super::handoff::Handoff;
+use super::page::{PageBuf, FRAME_ROOM};
+use super::percore::{Core, MgmtPlane, Platform};
+use drivers::nic::Nic;
+use netstack::router::{set_macs, Action, Event, NeighUpdate};
+use netstack::config::PORTS;
+
+/// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
+/// often while traffic flows: 10 ms.
+pub const ROUTER_TIMER_NS: u64 = 10_000_000;
+
+/// EtherType field of an Ethernet II header (bytes 12..14; IEEE 802.3 §3.2.6).
+const ETHERTYPE: core::ops::Range<usize> = 12..14;
+/// EtherType of ARP (RFC 826).
+const ETHERTYPE_ARP: [u8; 2] = [0x08, 0x06];
+
+impl<P: Platform> Core<P> {
+    /// Receive a burst on local port `p`, route each frame, transmit what leaves, then run the
+    /// router's pending events. Returns RX buffers completed.
+    pub(crate) fn rx_route(&mut self, p: usize) -> usize {
+        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        if n == 0 {
+            return 0;
+        }
+        let now = P::uptime_ns();
+        for i in 0..n {
+            let b = self.rx_scratch[i];
+            if let Some((page, len)) = self.rx_accept(p, b) {
+                self.route_one(p, page, len, now);
+            }
+        }
+        if self.mgmt().is_some_and(|m| m.rx_pending() > 0) {
+            self.mgmt_poll();
+        }
+        // The neighbour table's scan is O(entries): run it after a burst only when the burst
+        // gave it work, else at most every ROUTER_TIMER_NS for its timers.
+        let r = self.route.as_ref().expect("rx_route in router mode");
+        if now.saturating_sub(r.polled_ns) >= ROUTER_TIMER_NS || r.router.needs_poll() {
+            self.route.as_mut().expect("router mode").polled_ns = now;
+            self.router_events(now);
+        }
+        self.flush_all();
+        n
+    }
+
+    /// Route one frame received on local port `p`.
+    #[inline]
+    fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
+        // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
+        // answers requests for the port address itself).
+        if page.frame_mut(len).get(ETHERTYPE) == Some(&ETHERTYPE_ARP[..]) {
+            self.copy_to_mgmt(p, page.frame_mut(len));
+        }
+        self.ensure_spare();
+        let rs = self.route.as_mut().expect("router mode");
+        let mut spare = rs.spare.take();
+        let icmp = spare.as_mut().map_or(&mut [][..], |sp| sp.room_mut());
+        let pfn = page.pfn();
+        let action = rs.router.process(p, page.frame_mut(len), pfn, now, icmp);
+        rs.spare = spare;
+        // What an ARP frame taught this core goes to the other cores' routers.
+        if matches!(action, Action::Consumed | Action::Reply { .. }) {
+            if let Some(u) = rs.router.take_learned() {
+                self.share_learned(u);
+            }
+        }
+        match action {
+            Action::Forward { port, len } | Action::Reply { port, len } => {
+                self.stage_tx(usize::from(port), page, len)
+            }
+            Action::Icmp { port, len, .. } => {
+                let rs = self.route.as_mut().expect("router mode");
+                let sp = rs.spare.take().expect("ICMP built in the spare page");
+                self.stage_tx(usize::from(port), sp, len);
+                self.pages.recycle(page);
+            }
+            // The router's neighbour queue holds the page (by frame number) until `poll`
+            // hands it back in an Event.
+            Action::Queued => {
+                let _ = page.into_raw();
+            }
+            Action::ToHost => {
+                self.copy_to_mgmt(p, page.frame_mut(len));
+                self.pages.recycle(page)
+            }
+            Action::Consumed | Action::Drop(_) => self.pages.recycle(page),
+        }
+    }
+
+    /// Keep a spare page (from pool 0) for ICMP errors and ARP requests.
+    fn ensure_spare(&mut self) {
+        if self.route.as_ref().is_some_and(|r| r.spare.is_none()) {
+            let sp = self.pages.alloc(0);
+            self.route.as_mut().expect("router mode").spare = sp;
+        }
+    }
+
+    fn mgmt(&self) -> Option<&P::Mgmt> {
+        self.route.as_ref().and_then(|r| r.mgmt.as_ref())
+    }
+
+    /// Tell every other core's router what this one learned from ARP (a full ring drops the
+    /// update, counted; that core resolves by its own ARP request).
+    fn share_learned(&mut self, u: NeighUpdate) {
+        let fabric = self.fabric;
+        for (k, ring) in fabric.neigh.iter().enumerate().take(fabric.cores()) {
+            if k == self.pair {
+                continue;
+            }
+            let sync = &mut self.route.as_mut().expect("router mode").sync;
+            match ring.push(u) {
+                Ok(()) => {
+                    sync.neigh_sent += 1;
+                    P::wake(k);
+                }
+                Err(_) => sync.neigh_dropped += 1,
+            }
+        }
+    }
+
+    /// Router mode on several cores, at the top of every poll iteration: apply the neighbour
+    /// updates other cores sent (then release what was queued behind them) and, on core 0,
+    /// feed the management plane the frames other cores handed over. Returns items taken.
+    pub(crate) fn router_sync(&mut self) -> usize {
+        let ring = &self.fabric.neigh[self.pair];
+        let mut n = 0;
+        let mut now = 0;
+        if let Some(rs) = self.route.as_mut() {
+            while let Some(u) = ring.pop() {
+                if n == 0 {
+                    now = P::uptime_ns();
+                }
+                rs.router.learn(u, now);
+                n += 1;
+            }
+            rs.sync.neigh_applied += n as u64;
+            if n > 0 && rs.router.needs_poll() {
+                rs.polled_ns = now;
+                self.router_events(now);
+            }
+        }
+        if self.mgmt().is_some() && !self.fabric.mgmt.is_empty() {
+            n += self.drain_mgmt_ring();
+        }
+        if n > 0 {
+            self.flush_all();
+        }
+        n
+    }
+
+    /// Core 0: give the management plane the frames other cores handed over (as much as its
+    /// queue has room for), recycle their pages and run it. Returns frames taken.
+    fn drain_mgmt_ring(&mut self) -> usize {
+        let room = self.mgmt().map_or(0, |m| m.rx_room());
+        let fabric = self.fabric;
+        let n = fabric.mgmt.pop_each(room, |mut h| {
+            let len = usize::from(h.len).min(FRAME_ROOM);
+            if let Some(m) = self.route.as_mut().and_then(|r| r.mgmt.as_mut()) {
+                m.push_rx(h.page.frame_mut(len));
+            }
+            self.pages.recycle(h.page);
+        });
+        if n > 0 {
+            self.mgmt_poll();
+        }
+        n
+    }
+
+    /// A copy of `frame` (received on local port `p`) for the management plane: straight in
+    /// when it runs on this core and port, handed to core 0 when it runs there, else nothing.
+    fn copy_to_mgmt(&mut self, p: usize, frame: &[u8]) {
+        let Some(rs) = self.route.as_mut() else {
+            return;
+        };
+        if let Some(m) = rs.mgmt.as_mut().filter(|m| m.port() == p) {
+            m.push_rx(frame);
+        } else if rs.mgmt_remote == Some(p) {
+            self.mgmt_handoff(p, frame);
+        }
+    }
+
+    /// Copy a frame for the management plane into a page of this core's pool and hand it to
+    /// core 0; counted, and dropped when no page is free or the ring is full.
+    fn mgmt_handoff(&mut self, port: usize, frame: &[u8]) {
+        let Some(mut page) = self.pages.alloc(port) else {
+            self.route.as_mut().expect("router mode").sync.mgmt_handoff_dropped += 1;
+            return;
+        };
+        let len = frame.len().min(FRAME_ROOM);
+        page.frame_mut(len).copy_from_slice(&frame[..len]);
+        let h = Handoff {
+            page,
+            len: len as u16,
+            port: port as u8,
+        };
+        let pushed = self.fabric.mgmt.push(h);
+        let sync = &mut self.route.as_mut().expect("router mode").sync;
+        match pushed {
+            Ok(()) => {
+                sync.mgmt_handoff += 1;
+                P::wake(0);
+            }
+            Err(h) => {
+                sync.mgmt_handoff_dropped += 1;
+                self.pages.recycle(h.page);
+            }
+        }
+    }
+
+    /// Run the router's pending work: ARP requests to send, queued frames now resolved (or
+    /// dropped on timeout).
+    pub(crate) fn router_events(&mut self, now: u64) {
+        loop {
+            self.ensure_spare();
+            let Some(rs) = self.route.as_mut() else {
+                return;
+            };
+            let mut spare = rs.spare.take();
+            let out = spare.as_mut().map_or(&mut [][..], |sp| sp.room_mut());
+            let ev = rs.router.poll(now, out);
+            rs.spare = spare;
+            match ev {
+                None => return,
+                Some(Event::SendArp { port, len }) => {
+                    let sp = rs.spare.take().expect("ARP request built in the spare page");
+                    self.stage_tx(usize::from(port), sp, len);
+                }
+                Some(Event::Transmit {
+                    handle,
+                    port,
+                    len,
+                    dst,
+                    src,
+                }) => {
+                    // SAFETY: the router's queue held the page (given up at Action::Queued)
+                    // and hands it back now.
+                    let mut page = unsafe { PageBuf::from_raw(handle) };
+                    set_macs(page.frame_mut(len), dst, src);
+                    self.stage_tx(usize::from(port), page, len);
+                }
+                Some(Event::Dropped { handle, .. }) => {
+                    // SAFETY: as above: handed back by the router's queue.
+                    let page = unsafe { PageBuf::from_raw(handle) };
+                    self.pages.recycle(page);
+                }
+            }
+        }
+    }
+
+    /// Run the management plane (bounded work) and send what it produced, each frame copied
+    /// into a page from the management port's pool.
+    pub(crate) fn mgmt_poll(&mut self) {
+        let Some(mut m) = self.route.as_mut().and_then(|r| r.mgmt.take()) else {
+            return;
+        };
+        let now_ms = (P::uptime_ns() / 1_000_000) as i64;
+        m.poll(now_ms, &mut |w, c| {
+            let pairs = self.all_pairs();
+            P::write_metrics(&pairs, c, w);
+        });
+        let port = m.port().min(PORTS - 1);
+        m.drain_tx(&mut |f| {
+            let Some(mut page) = self.pages.alloc(port) else {
+                self.counters[port].no_buffer += 1;
+                return;
+            };
+            let len = f.len().min(FRAME_ROOM);
+            page.frame_mut(len).copy_from_slice(&f[..len]);
+            self.stage_tx(port, page, len);
+        });
+        if let Some(r) = self.route.as_mut() {
+            r.mgmt = Some(m);
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! TX: frames staged per output port during a burst, sent with one `tx_burst` (one publish)
+//! per port, and completions returned to their pools in batches.
+
+use super::page::PageBuf;
+use super::percore::{Core, Platform};
+use drivers::nic::Nic;
+use drivers::virtio_net::TxBuf;
+use mm::Pfn;
+use netstack::config::MAX_BURST;
+use netstack::config::PORTS;
+use netstack::{DropReason, PoolMode};
+
+/// Reap TX completions of a port once this many descriptors are outstanding (DPDK's default
+/// `tx_free_thresh`, 32): the ring walk is paid once per batch of completions.
+pub const TX_FREE_THRESH: usize = 32;
+
+/// Frames staged for TX, per local port. The stage owns the staged pages (as raw frame
+/// numbers, in the driver's [`TxBuf`] form so a flush hands them over without a copy).
+pub struct TxStage {
+    bufs: [[TxBuf; MAX_BURST]; PORTS],
+    n: [usize; PORTS],
+}
+
+impl Default for TxStage {
+    fn default() -> Self {
+        TxStage {
+            bufs: [[TxBuf { pfn: Pfn(0), len: 0 }; MAX_BURST]; PORTS],
+            n: [0; PORTS],
+        }
+    }
+}
+
+impl TxStage {
+
+    /// Take every staged page back (quit), each given to `f`.
+    pub fn take_all(&mut self, mut f: impl FnMut(PageBuf)) {
+        for q in 0..PORTS {
+            for b in &self.bufs[q][..core::mem::take(&mut self.n[q])] {
+                // SAFETY: staged pages are the stage's (given with `into_raw` in `stage_tx`)
+                // and never reached a ring.
+                f(unsafe { PageBuf::from_raw(b.pfn) });
+            }
+        }
+    }
+}
+
+impl<P: Platform> Core<P> {
+    /// Queue `len` frame bytes of `page` for TX on local `port` (sent at the next flush).
+    #[inline]
+    pub(crate) fn stage_tx(&mut self, port: usize, page: PageBuf, len: usize) {
+        if self.tx.n[port] == MAX_BURST {
+            self.flush_tx(port);
+        }
+        let i = self.tx.n[port];
+        self.tx.bufs[port][i] = TxBuf {
+            pfn: page.into_raw(),
+            len,
+        };
+        self.tx.n[port] = i + 1;
+    }
+
+    /// Send what is staged for local port `q`; what does not fit the ring is dropped, counted
+    /// (`tx_ring_full`) and recycled.
+    pub(crate) fn flush_tx(&mut self, q: usize) {
+        let n = core::mem::take(&mut self.tx.n[q]);
+        if n == 0 {
+            return;
+        }
+        // SAFETY: each staged page is the stage's and holds a frame after the header area; the
+        // ones accepted belong to the TX ring until `tx_complete` or `take_pages` returns them.
+        let sent = unsafe { self.nics[q].tx_burst(&self.tx.bufs[q][..n]) };
+        let c = &mut self.counters[q];
+        c.tx += sent as u64;
+        c.tx_bytes += self.tx.bufs[q][..sent]
+            .iter()
+            .map(|t| t.len as u64)
+            .sum::<u64>();
+        for i in sent..n {
+            self.counters[q].drop(DropReason::TxRingFull);
+            // SAFETY: refused by the ring: still the stage's.
+            let page = unsafe { PageBuf::from_raw(self.tx.bufs[q][i].pfn) };
+            self.pages.recycle(page);
+        }
+    }
+
+    /// Flush every port's staging.
+    pub(crate) fn flush_all(&mut self) {
+        for q in 0..PORTS {
+            self.flush_tx(q);
+        }
+    }
+
+    /// Return completed TX pages of every port to their pools (only ports with at least
+    /// [`TX_FREE_THRESH`] outstanding, unless `force`). Returns pages returned.
+    pub(crate) fn tx_reap(&mut self, force: bool) -> usize {
+        let mut total = 0;
+        for q in 0..PORTS {
+            if !force && self.nics[q].tx_posted() < TX_FREE_THRESH {
+                continue;
+            }
+            let m = self.nics[q].tx_complete(&mut self.page_scratch);
+            for i in 0..m {
+                // SAFETY: the TX ring completed the page: it is ours again.
+                let page = unsafe { PageBuf::from_raw(self.page_scratch[i]) };
+                match self.cfg.pool {
+                    PoolMode::Recycle => self.pages.recycle(page),
+                    PoolMode::Release => self.pages.release(page),
+                }
+            }
+            total += m;
+        }
+        total
+    }
+}

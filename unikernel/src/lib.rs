@@ -1,0 +1,17 @@
+//! Gannet's kernel crate, as a library: the parts of the kernel that do not touch the machine,
+//! built for the host too so they can be unit-tested there.
+//!
+//! * [`dataplane`]: the per-core forwarding logic (RX, rewrite or route, TX, completion,
+//!   refill, hand-offs, quit phases), generic over a NIC and a platform.
+//!
+//! The kernel binary (`src/main.rs`, `x86_64-unknown-none` only) holds the metal: boot, traps,
+//! APIC, SMP, memory map, PCI set-up, the console, and the [`dataplane::Platform`] that ties
+//! them to the dataplane.
+#![no_std]
+#![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod dataplane;
