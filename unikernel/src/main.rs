@@ -1,29 +1,63 @@
-//! Gannet: a unikernel that forwards Ethernet frames between two virtio-net ports.
+//! Gannet: a unikernel that forwards Ethernet frames between virtio-net ports
+//! (`x86_64-unknown-none` only; on the host this binary is a stub that says so).
 //!
-//! Boot path: [`boot`] (PVH entry, long mode) → [`kernel_main`]: serial log, TSC calibration,
-//! GDT/IDT, boot data ([`pvh`]), configuration from the command line, memory ([`mem`]), PCI
-//! and virtio-net, page_pools, then the poll loop in [`forwarder`].
-#![no_std]
-#![no_main]
+//! Boot path: `arch::boot` (PVH entry, long mode) → `kernel_main`: serial log, TSC
+//! calibration, GDT/IDT, boot data (`arch::pvh`), configuration from the command line, memory
+//! (`mem`), SMP, then `run::run`: devices (`setup`), the dataplane's per-core loop.
+//!
+//! # Map (arrows point down only)
+//!
+//! | module | what | may use |
+//! |---|---|---|
+//! | `run` | boot CPU and AP forwarding entry, the poll loop with idle and console | everything below |
+//! | `platform` | the dataplane's `Platform` for this machine; the one `Fabric` | control, setup, smp, arch |
+//! | `control` | console commands, STATS and `/metrics` from snapshots, smoltcp management plane | smp, arch, percpu |
+//! | `setup` | PCI discovery, device bring-up, MSI-X routing; the FIB | mem, arch, percpu |
+//! | `smp` | MADT, INIT-SIPI-SIPI, IPIs, `register_ap_entry`, drain requests | arch, percpu |
+//! | `mem` | e820 → zone, the virtio HAL | arch (boot data) |
+//! | `arch` | boot, traps, APIC, TSC time, serial, exit | percpu |
+//! | `percpu` | CPU ids, per-CPU area, per-CPU `in_irq`, the CPU table | nothing |
+//!
+//! The forwarding logic itself is the `unikernel` library's `dataplane` (host-tested).
+#![cfg_attr(target_os = "none", no_std)]
+#![cfg_attr(target_os = "none", no_main)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
-mod apic;
-mod boot;
-mod console;
-mod exit;
-mod forwarder;
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!(
+        "gannet is the kernel image for x86_64-unknown-none: build it with `cargo xtask build`"
+    );
+    std::process::exit(2);
+}
+
+#[cfg(target_os = "none")]
+mod arch;
+#[cfg(target_os = "none")]
+mod control;
+#[cfg(target_os = "none")]
 mod mem;
-mod mgmt;
-mod pvh;
-mod serial;
+#[cfg(target_os = "none")]
+mod percpu;
+#[cfg(target_os = "none")]
+mod platform;
+#[cfg(target_os = "none")]
+mod run;
+#[cfg(target_os = "none")]
+mod setup;
+#[cfg(target_os = "none")]
 mod smp;
-mod stats;
-mod time;
-mod trap;
 
-use exit::{exit, ExitCode};
+#[cfg(target_os = "none")]
+use arch::exit::{exit, ExitCode};
+#[cfg(target_os = "none")]
+use arch::{apic, pvh, serial, time, trap};
+#[cfg(target_os = "none")]
 use log::{error, info, LevelFilter};
+#[cfg(target_os = "none")]
 use netstack::{Config, LogLevel};
 
+#[cfg(target_os = "none")]
 /// Entry from the boot trampoline, on the boot stack, interrupts off.
 ///
 /// `start_info` is the physical address of `hvm_start_info`.
@@ -87,7 +121,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     }
 
     let reserve = if cfg.mode == netstack::Mode::Router {
-        forwarder::ROUTER_RESERVE_BYTES
+        setup::fib::ROUTER_RESERVE_BYTES
     } else {
         0
     };
@@ -138,15 +172,17 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             )),
         }
     });
-    forwarder::run(&cfg, zone, mi.reserved, routes_file)
+    run::run(&cfg, zone, mi.reserved, routes_file)
 }
 
 /// Log a fatal boot error and exit QEMU with failure.
+#[cfg(target_os = "none")]
 pub fn fail(args: core::fmt::Arguments<'_>) -> ! {
     error!("{args}");
     exit(ExitCode::Failure)
 }
 
+#[cfg(target_os = "none")]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     // SAFETY: we never return to the panicking code; a console lock it held is abandoned.

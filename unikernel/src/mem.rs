@@ -4,7 +4,7 @@
 //! Only RAM in [1 MiB, 4 GiB) is used: low memory holds the boot data (and, later, the AP
 //! trampoline), and the boot page tables identity-map just the first 4 GiB.
 
-use crate::pvh::{MemRegion, E820_RAM};
+use crate::arch::pvh::{MemRegion, E820_RAM};
 use core::ptr::NonNull;
 use mm::{Page, Pfn, Zone, PAGE_SIZE};
 use spin::Once;

@@ -4,93 +4,72 @@
 //!
 //! Application processors (APs) come up one at a time (they share the trampoline's parameter
 //! block), load their own GDT/TSS and the shared IDT, enable their LAPIC, check in, then wait
-//! halted for IPIs: they honour `drain_all_pages` requests from their own loop. They do not
-//! forward yet (per-core queues are the next step of issue 5).
+//! halted for IPIs: they honour `drain_all_pages` requests from their own loop, and run the
+//! entry an upper layer registered ([`register_ap_entry`]) once the boot CPU asks them to
+//! ([`start_ap_work`]); the kernel registers the dataplane's per-core loop there.
+//!
+//! Depends on [`crate::percpu`], [`crate::arch`] and `mm` only.
 
-use crate::time::{rdtsc, tsc_hz};
+use crate::arch::apic;
+use crate::arch::time::Deadline;
+use crate::arch::trap::{self, register_ipi, IPI_VECTOR_BASE, WAKE_VECTOR};
+use crate::percpu::{current_cpu, set_percpu, CPUS, MAX_CPUS, ONLINE};
 use acpi::madt::{Madt, MadtEntry};
 use acpi::{AcpiHandler, AcpiTables, PhysicalMapping};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use log::info;
 use mm::drain::DrainAll;
 use mm::Zone;
-use x86_64::registers::model_specific::GsBase;
-use x86_64::VirtAddr;
 
-/// Most CPUs supported (per-CPU GDT/TSS/IST stacks are static arrays of this size).
-pub const MAX_CPUS: usize = 16;
 /// Physical address the AP trampoline is copied to: page 8, free RAM under SeaBIOS and qboot
-/// (CRATES.md §8), below 1 MiB as the SIPI vector requires (vector = address >> 12).
+/// (docs/DESIGN.md "SMP bring-up"), below 1 MiB as the SIPI vector requires (vector = address
+/// >> 12).
 const TRAMPOLINE: u64 = 0x8000;
 /// AP stacks: order 6 = 256 KiB each, from the buddy allocator (a forwarding core keeps its
-/// `Forwarder`, ~100 KiB with its scratch arrays and pcp list, on its stack).
+/// dataplane `Core`, ~100 KiB with its scratch arrays and pcp list, on its stack).
 const AP_STACK_ORDER: usize = 6;
 /// How long an AP has to check in after its SIPIs: 200 ms (SDM asks for 10 ms + 200 µs).
 const CHECKIN_MS: u64 = 200;
-/// IPI vector that wakes a halted CPU.
-pub const WAKE_VECTOR: u8 = 0x31;
+/// Vector of the `ipi` console command's ping (registered at boot).
+pub const PING_VECTOR: u8 = IPI_VECTOR_BASE;
 
 /// `drain_all_pages` across CPUs (mm::drain): each CPU honours requests from its own loop.
 pub static DRAIN: DrainAll<MAX_CPUS> = DrainAll::new();
 
-/// What every CPU publishes about itself (read by the `cpus` console command).
-pub struct CpuState {
-    /// Checked in and running.
-    pub online: AtomicBool,
-    /// Its local APIC ID.
-    pub apic_id: AtomicU32,
-    /// Halts taken while idle.
-    pub halts: AtomicU64,
-    /// Drain requests honoured.
-    pub drains: AtomicU64,
-    /// Ping IPIs received ([`PING_VECTOR`]).
-    pub pings: AtomicU64,
+/// What an AP runs once the boot CPU asks it to work ([`register_ap_entry`]).
+pub type ApEntry = fn(cpu: usize) -> !;
+
+/// The registered AP entry (an upper layer's), as a `fn` address (0 = none).
+static AP_ENTRY: AtomicU64 = AtomicU64::new(0);
+/// Per CPU: the boot CPU asked it to run the AP entry.
+static START: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
+/// Register what APs run when started with [`start_ap_work`] (once, before any is started).
+/// SMP never calls the layers above it by name: they register here (Asterinas ostd's
+/// `register_ap_entry`).
+pub fn register_ap_entry(entry: ApEntry) {
+    AP_ENTRY.store(entry as *const () as u64, Ordering::Release);
 }
 
-#[allow(clippy::declare_interior_mutable_const)]
-const CPU_INIT: CpuState = CpuState {
-    online: AtomicBool::new(false),
-    apic_id: AtomicU32::new(u32::MAX),
-    halts: AtomicU64::new(0),
-    drains: AtomicU64::new(0),
-    pings: AtomicU64::new(0),
-};
-
-/// Per-CPU state, indexed by CPU number (0 = the boot CPU).
-pub static CPUS: [CpuState; MAX_CPUS] = [CPU_INIT; MAX_CPUS];
-/// CPUs online.
-pub static ONLINE: AtomicUsize = AtomicUsize::new(0);
-
-/// The per-CPU area GS points at. `cpu` is at offset 0 so [`current_cpu`] is one load.
-#[repr(C)]
-pub struct PerCpu {
-    cpu: AtomicU32,
+/// Ask CPU `cpu` (an AP) to leave its idle loop and run the registered entry; wakes it.
+pub fn start_ap_work(cpu: usize) {
+    if let Some(s) = START.get(cpu) {
+        s.store(true, Ordering::Release);
+    }
+    send_ipi(IpiTarget::One(cpu), WAKE_VECTOR);
 }
 
-#[allow(clippy::declare_interior_mutable_const)]
-const PERCPU_INIT: PerCpu = PerCpu {
-    cpu: AtomicU32::new(0),
-};
-static PERCPU: [PerCpu; MAX_CPUS] = [PERCPU_INIT; MAX_CPUS];
-
-/// Point this CPU's GS base at its per-CPU area.
-fn set_percpu(cpu: usize) {
-    PERCPU[cpu].cpu.store(cpu as u32, Ordering::Relaxed);
-    GsBase::write(VirtAddr::from_ptr(&PERCPU[cpu]));
-}
-
-/// The CPU we run on (from the per-CPU area; 0 before [`init_bsp`]).
-#[inline]
-pub fn current_cpu() -> u32 {
-    let cpu: u32;
-    // SAFETY: GS base points at this CPU's `PerCpu` (`set_percpu` runs on every CPU before
-    // anything calls this: kernel_main calls `init_bsp` right after the IDT, `ap_main` first
-    // thing); offset 0 is its `cpu` field.
-    unsafe {
-        core::arch::asm!("mov {0:e}, gs:[0]", out(reg) cpu, options(nostack, readonly, preserves_flags))
-    };
-    cpu
+/// The registered entry, if CPU `cpu` was asked to run it.
+fn ap_work(cpu: usize) -> Option<ApEntry> {
+    if !START.get(cpu)?.load(Ordering::Acquire) {
+        return None;
+    }
+    match AP_ENTRY.load(Ordering::Acquire) {
+        0 => None,
+        // SAFETY: only `register_ap_entry` stores here, and it stores an `ApEntry`.
+        f => Some(unsafe { core::mem::transmute::<usize, ApEntry>(f as usize) }),
+    }
 }
 
 /// Why SMP bring-up failed.
@@ -361,16 +340,16 @@ fn tramp_off(sym: *const u8) -> u64 {
 /// Entry of an AP, on its own stack, interrupts off, boot page tables.
 extern "C" fn ap_main(cpu: u64) -> ! {
     let cpu = cpu as usize;
-    crate::trap::init_cpu(cpu);
+    trap::init_cpu(cpu);
     set_percpu(cpu);
-    let apic_id = crate::apic::init();
+    let apic_id = apic::init();
     CPUS[cpu].apic_id.store(apic_id, Ordering::Relaxed);
     DRAIN.cpu_online(cpu);
     CPUS[cpu].online.store(true, Ordering::Release);
     ONLINE.fetch_add(1, Ordering::AcqRel);
     loop {
-        if crate::forwarder::start_requested(cpu) {
-            crate::forwarder::run_core(cpu);
+        if let Some(entry) = ap_work(cpu) {
+            entry(cpu);
         }
         // Idle APs own no pcp list: acknowledging is all a drain needs from them.
         if DRAIN.poll(cpu, || {}) {
@@ -383,10 +362,7 @@ extern "C" fn ap_main(cpu: u64) -> ! {
 }
 
 fn delay_us(us: u64) {
-    let end = rdtsc() + tsc_hz() / 1_000_000 * us;
-    while rdtsc() < end {
-        core::hint::spin_loop();
-    }
+    Deadline::after_us(us).wait();
 }
 
 /// Start every enabled AP the MADT lists, one at a time. Returns the number of CPUs online.
@@ -428,17 +404,17 @@ pub fn start_aps(zone: &Zone, rsdp: u64, bsp_apic: u32) -> Result<usize, SmpErro
             param(&raw const ap_cpu).write_volatile(cpu as u64);
         }
         // INIT, 10 ms, SIPI, 200 µs, SIPI if not yet in (SDM Vol. 3 §9.4.4.1).
-        crate::apic::send_init(apic_id);
+        apic::send_init(apic_id);
         delay_us(10_000);
         let vector = (TRAMPOLINE >> 12) as u8;
-        crate::apic::send_sipi(apic_id, vector);
+        apic::send_sipi(apic_id, vector);
         delay_us(200);
         if !CPUS[cpu].online.load(Ordering::Acquire) {
-            crate::apic::send_sipi(apic_id, vector);
+            apic::send_sipi(apic_id, vector);
         }
-        let deadline = rdtsc() + tsc_hz() / 1000 * CHECKIN_MS;
+        let deadline = Deadline::after_ms(CHECKIN_MS);
         while !CPUS[cpu].online.load(Ordering::Acquire) {
-            if rdtsc() > deadline {
+            if deadline.expired() {
                 return Err(SmpError::NoAnswer { cpu, apic_id });
             }
             core::hint::spin_loop();
@@ -446,55 +422,6 @@ pub fn start_aps(zone: &Zone, rsdp: u64, bsp_apic: u32) -> Result<usize, SmpErro
         info!("smp: cpu {cpu} (APIC ID {apic_id}) online");
     }
     Ok(ONLINE.load(Ordering::Acquire))
-}
-
-/// First vector of the IPI handler registry ([`register_ipi`]); [`IPI_VECTORS`] vectors.
-pub const IPI_VECTOR_BASE: u8 = 0x50;
-/// Vectors the registry manages: `IPI_VECTOR_BASE ..IPI_VECTOR_BASE + IPI_VECTORS`.
-pub const IPI_VECTORS: usize = 4;
-/// Vector of the `ipi` console command's ping (registered at boot).
-pub const PING_VECTOR: u8 = IPI_VECTOR_BASE;
-
-/// A handler run in interrupt context on the CPU that received the IPI (its number given).
-/// It must not touch a pcp list or take a lock the interrupted code may hold.
-pub type IpiHandler = fn(cpu: usize);
-
-/// Registered handlers, as `fn` addresses (0 = none).
-static IPI_HANDLERS: [AtomicU64; IPI_VECTORS] = [const { AtomicU64::new(0) }; IPI_VECTORS];
-
-/// Why an IPI handler could not be registered.
-#[derive(Debug, Clone, Copy, Eq, PartialEq)]
-pub enum IpiError {
-    /// The vector is outside the registry's range.
-    BadVector(u8),
-    /// A handler is already registered for the vector.
-    InUse(u8),
-}
-
-/// Register `handler` for IPI `vector` (in `IPI_VECTOR_BASE ..+ IPI_VECTORS`).
-pub fn register_ipi(vector: u8, handler: IpiHandler) -> Result<(), IpiError> {
-    let slot = usize::from(vector.wrapping_sub(IPI_VECTOR_BASE));
-    let s = IPI_HANDLERS.get(slot).ok_or(IpiError::BadVector(vector))?;
-    s.compare_exchange(
-        0,
-        handler as *const () as u64,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    )
-    .map(drop)
-    .map_err(|_| IpiError::InUse(vector))
-}
-
-/// Run the registered handler of `vector`, if any (called by the trap path).
-pub fn dispatch_ipi(vector: u8) {
-    let slot = usize::from(vector.wrapping_sub(IPI_VECTOR_BASE));
-    if let Some(f) = IPI_HANDLERS.get(slot).map(|s| s.load(Ordering::Acquire)) {
-        if f != 0 {
-            // SAFETY: only `register_ipi` stores into the table, and it stores `IpiHandler`s.
-            let h: IpiHandler = unsafe { core::mem::transmute::<usize, IpiHandler>(f as usize) };
-            h(current_cpu() as usize);
-        }
-    }
 }
 
 /// Where an IPI goes.
@@ -521,19 +448,19 @@ pub fn send_ipi(target: IpiTarget, vector: u8) -> usize {
             IpiTarget::AllOthers => i != me,
         };
         if wanted && c.online.load(Ordering::Acquire) {
-            crate::apic::send_ipi(c.apic_id.load(Ordering::Relaxed), vector);
+            apic::send_ipi(c.apic_id.load(Ordering::Relaxed), vector);
             sent += 1;
         }
     }
     sent
 }
 
-/// Wake every other online CPU (IPI on [`WAKE_VECTOR`]) so it looks at its pending work.
+/// Wake every other online CPU (IPI on `WAKE_VECTOR`) so it looks at its pending work.
 pub fn wake_others() {
     let me = current_cpu() as usize;
     for (i, c) in CPUS.iter().enumerate() {
         if i != me && c.online.load(Ordering::Acquire) {
-            crate::apic::send_ipi(c.apic_id.load(Ordering::Relaxed), WAKE_VECTOR);
+            apic::send_ipi(c.apic_id.load(Ordering::Relaxed), WAKE_VECTOR);
         }
     }
 }

@@ -66,7 +66,8 @@ impl Fabric {
     /// Boot CPU, before the other cores start: `cores` forwarding cores, `queues` queue pairs
     /// per port.
     pub fn set_topology(&self, cores: usize, queues: usize) {
-        self.cores.store(cores.clamp(1, MAX_CORES), Ordering::Release);
+        self.cores
+            .store(cores.clamp(1, MAX_CORES), Ordering::Release);
         self.queues.store(queues.max(1), Ordering::Release);
     }
 

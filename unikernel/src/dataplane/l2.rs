@@ -2,8 +2,8 @@
 //! per [`netstack::forward_frame`]; with `xcore=on`, through the next core's pair.
 
 use super::handoff::Handoff;
-use super::percore::{Core, Platform};
 use super::page::FRAME_ROOM;
+use super::percore::{Core, Platform};
 use drivers::nic::Nic;
 use netstack::config::PORTS;
 use netstack::{forward_frame, Verdict};

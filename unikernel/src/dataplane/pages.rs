@@ -103,12 +103,9 @@ impl Pages {
     pub fn release(&mut self, page: PageBuf) {
         let owner = self.zone.page(page.pfn()).pool();
         match owner.and_then(|id| self.local_pool(id)) {
-            Some(i) => self.pools[i].release_page(
-                page.into_raw(),
-                &mut self.pcp,
-                self.zone,
-                &mut self.dma,
-            ),
+            Some(i) => {
+                self.pools[i].release_page(page.into_raw(), &mut self.pcp, self.zone, &mut self.dma)
+            }
             None => self.recycle_foreign(page, owner),
         }
     }

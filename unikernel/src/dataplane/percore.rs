@@ -13,8 +13,8 @@ use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
 use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
-use netstack::router::{Fib, Router};
 use netstack::config::PORTS;
+use netstack::router::{Fib, Router};
 use netstack::{Config, DropReason, MacAddr, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
@@ -60,7 +60,11 @@ pub trait MgmtPlane {
     /// Room in its RX queue.
     fn rx_room(&self) -> usize;
     /// Run it (bounded); `metrics` writes the `/metrics` body when a request is complete.
-    fn poll(&mut self, now_ms: i64, metrics: &mut dyn FnMut(&mut dyn core::fmt::Write, &Self::Counters));
+    fn poll(
+        &mut self,
+        now_ms: i64,
+        metrics: &mut dyn FnMut(&mut dyn core::fmt::Write, &Self::Counters),
+    );
     /// Hand every frame it produced to `send`.
     fn drain_tx(&mut self, send: &mut dyn FnMut(&[u8]));
 }
@@ -116,7 +120,9 @@ pub struct Core<P: Platform> {
     pub(crate) cfg: Config,
     pub(crate) pair: usize,
     /// `ManuallyDrop`: quit drops the devices (freeing their rings) before the final counters.
-    pub(crate) nics: core::mem::ManuallyDrop<[P::Nic; PORTS]>,
+    /// (One per port rather than around the array: rustc 1.95 miscompiles the array's drop
+    /// glue for an associated type, an ICE in MIR validation.)
+    pub(crate) nics: [core::mem::ManuallyDrop<P::Nic>; PORTS],
     nics_dropped: Option<[DriverStats; PORTS]>,
     pub(crate) pages: Pages,
     pub(crate) counters: [PortCounters; PORTS],
@@ -170,7 +176,7 @@ impl<P: Platform> Core<P> {
         let mut core = Core {
             cfg: p.cfg,
             pair: k,
-            nics: core::mem::ManuallyDrop::new(p.nics),
+            nics: p.nics.map(core::mem::ManuallyDrop::new),
             nics_dropped: None,
             pages: Pages::new(p.zone, p.pcp, pools, k, p.fabric),
             counters: [PortCounters::default(); PORTS],
@@ -204,8 +210,8 @@ impl<P: Platform> Core<P> {
     }
 
     /// The pair's ports (while not torn down).
-    pub fn nics_mut(&mut self) -> &mut [P::Nic; PORTS] {
-        &mut self.nics
+    pub fn nics(&self) -> &[core::mem::ManuallyDrop<P::Nic>; PORTS] {
+        &self.nics
     }
 
     /// Port counters.
@@ -398,9 +404,11 @@ impl<P: Platform> Core<P> {
             return;
         }
         self.nics_dropped = Some([self.nics[0].stats(), self.nics[1].stats()]);
-        // SAFETY: `nics_dropped` is set, so `self.nics` is never used again (every user checks
-        // it or runs before quit's last phase), and this runs once.
-        unsafe { core::mem::ManuallyDrop::drop(&mut self.nics) };
+        for nic in self.nics.iter_mut() {
+            // SAFETY: `nics_dropped` is set, so `self.nics` is never used again (every user
+            // checks it or runs before quit's last phase), and this runs once.
+            unsafe { core::mem::ManuallyDrop::drop(nic) };
+        }
     }
 
     /// What this core looks like now (`done` once torn down, `leaked` pages lost).

@@ -6,8 +6,8 @@ use super::handoff::Handoff;
 use super::page::{PageBuf, FRAME_ROOM};
 use super::percore::{Core, MgmtPlane, Platform};
 use drivers::nic::Nic;
-use netstack::router::{set_macs, Action, Event, NeighUpdate};
 use netstack::config::PORTS;
+use netstack::router::{set_macs, Action, Event, NeighUpdate};
 
 /// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
 /// often while traffic flows: 10 ms.
@@ -187,7 +187,11 @@ impl<P: Platform> Core<P> {
     /// core 0; counted, and dropped when no page is free or the ring is full.
     fn mgmt_handoff(&mut self, port: usize, frame: &[u8]) {
         let Some(mut page) = self.pages.alloc(port) else {
-            self.route.as_mut().expect("router mode").sync.mgmt_handoff_dropped += 1;
+            self.route
+                .as_mut()
+                .expect("router mode")
+                .sync
+                .mgmt_handoff_dropped += 1;
             return;
         };
         let len = frame.len().min(FRAME_ROOM);
@@ -226,7 +230,10 @@ impl<P: Platform> Core<P> {
             match ev {
                 None => return,
                 Some(Event::SendArp { port, len }) => {
-                    let sp = rs.spare.take().expect("ARP request built in the spare page");
+                    let sp = rs
+                        .spare
+                        .take()
+                        .expect("ARP request built in the spare page");
                     self.stage_tx(usize::from(port), sp, len);
                 }
                 Some(Event::Transmit {

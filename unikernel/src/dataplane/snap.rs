@@ -3,8 +3,8 @@
 
 use drivers::virtio_net::DriverStats;
 use mm::page_pool::{PagePool, PagePoolStats, RefillMode};
-use netstack::router::RouterCounters;
 use netstack::config::PORTS;
+use netstack::router::RouterCounters;
 use netstack::{MacAddr, PortCounters};
 
 /// One page_pool's counters.

@@ -24,14 +24,16 @@ pub struct TxStage {
 impl Default for TxStage {
     fn default() -> Self {
         TxStage {
-            bufs: [[TxBuf { pfn: Pfn(0), len: 0 }; MAX_BURST]; PORTS],
+            bufs: [[TxBuf {
+                pfn: Pfn(0),
+                len: 0,
+            }; MAX_BURST]; PORTS],
             n: [0; PORTS],
         }
     }
 }
 
 impl TxStage {
-
     /// Take every staged page back (quit), each given to `f`.
     pub fn take_all(&mut self, mut f: impl FnMut(PageBuf)) {
         for q in 0..PORTS {

@@ -96,3 +96,44 @@ pub fn uptime_ns() -> u64 {
 
 /// ns per TSC tick, 32.32 fixed point (0 before [`calibrate`]).
 static NS_PER_TSC_Q32: AtomicU64 = AtomicU64::new(0);
+
+/// TSC ticks in `ms` milliseconds.
+#[inline]
+pub fn ms_to_tsc(ms: u64) -> u64 {
+    tsc_hz() / 1000 * ms
+}
+
+/// TSC ticks in `us` microseconds.
+#[inline]
+pub fn us_to_tsc(us: u64) -> u64 {
+    tsc_hz() / 1_000_000 * us
+}
+
+/// A point in TSC time that bounds a wait ("no hang without a timeout").
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Deadline(u64);
+
+impl Deadline {
+    /// `ms` milliseconds from now.
+    pub fn after_ms(ms: u64) -> Deadline {
+        Deadline(rdtsc() + ms_to_tsc(ms))
+    }
+
+    /// `us` microseconds from now.
+    pub fn after_us(us: u64) -> Deadline {
+        Deadline(rdtsc() + us_to_tsc(us))
+    }
+
+    /// Whether the deadline has passed.
+    #[inline]
+    pub fn expired(&self) -> bool {
+        rdtsc() > self.0
+    }
+
+    /// Spin until the deadline has passed.
+    pub fn wait(&self) {
+        while !self.expired() {
+            core::hint::spin_loop();
+        }
+    }
+}

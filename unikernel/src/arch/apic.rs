@@ -1,7 +1,7 @@
 //! The local APIC in xAPIC mode (Intel SDM Vol. 3, chapter 11): enable, EOI, the periodic
 //! timer that bounds how long an idle core sleeps, and the MSI address that targets this CPU.
 
-use crate::time::{rdtsc, tsc_hz};
+use super::time::Deadline;
 use core::sync::atomic::{AtomicU64, Ordering};
 use x86_64::registers::model_specific::Msr;
 
@@ -99,11 +99,7 @@ pub fn calibrate_timer() -> u64 {
     let elapsed = (0..TIMER_CALIBRATION_ROUNDS)
         .map(|_| {
             write(REG_TIMER_INIT, u32::MAX);
-            let t0 = rdtsc();
-            let wait = tsc_hz() / 1_000_000 * TIMER_CALIBRATION_US;
-            while rdtsc() - t0 < wait {
-                core::hint::spin_loop();
-            }
+            Deadline::after_us(TIMER_CALIBRATION_US).wait();
             u64::from(u32::MAX - read(REG_TIMER_CUR))
         })
         .min()

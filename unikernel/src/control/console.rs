@@ -1,6 +1,6 @@
 //! The serial console: line-based commands read from COM1 while forwarding goes on.
 
-use crate::serial::COM;
+use crate::arch::serial::COM;
 
 /// Longest command line accepted, in bytes.
 const MAX_LINE: usize = 64;

@@ -255,14 +255,6 @@ impl Mgmt {
         self.dev.rx.count
     }
 
-    /// Counters.
-    pub fn counters(&self) -> MgmtCounters {
-        MgmtCounters {
-            tx_dropped: self.dev.tx_dropped,
-            ..self.counters
-        }
-    }
-
     /// Run smoltcp for a bounded amount of work and serve the HTTP socket (`metrics` writes the
     /// response body when a request is complete). Then call [`Mgmt::drain_tx`].
     pub fn poll(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
@@ -362,5 +354,33 @@ impl Write for BodyWriter<'_> {
         self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
         self.len += s.len();
         Ok(())
+    }
+}
+
+impl unikernel::dataplane::MgmtPlane for Mgmt {
+    type Counters = MgmtCounters;
+
+    fn port(&self) -> usize {
+        self.port
+    }
+
+    fn push_rx(&mut self, frame: &[u8]) -> bool {
+        Mgmt::push_rx(self, frame)
+    }
+
+    fn rx_pending(&self) -> usize {
+        Mgmt::rx_pending(self)
+    }
+
+    fn rx_room(&self) -> usize {
+        RX_QUEUE.saturating_sub(Mgmt::rx_pending(self))
+    }
+
+    fn poll(&mut self, now_ms: i64, metrics: &mut dyn FnMut(&mut dyn Write, &MgmtCounters)) {
+        Mgmt::poll(self, now_ms, |w, c| metrics(w, &c))
+    }
+
+    fn drain_tx(&mut self, send: &mut dyn FnMut(&[u8])) {
+        Mgmt::drain_tx(self, send)
     }
 }

@@ -15,8 +15,8 @@ pub fn print(args: core::fmt::Arguments<'_>) {
 /// `println!` to COM1.
 #[macro_export]
 macro_rules! println {
-    () => { $crate::serial::print(format_args!("\n")) };
-    ($($arg:tt)*) => { $crate::serial::print(format_args!("{}\n", format_args!($($arg)*))) };
+    () => { $crate::arch::serial::print(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::arch::serial::print(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
 struct SerialLogger;
@@ -30,7 +30,7 @@ impl log::Log for SerialLogger {
         if !self.enabled(r.metadata()) {
             return;
         }
-        let us = crate::time::uptime_us();
+        let us = super::time::uptime_us();
         let mut com = COM.lock();
         let _ = writeln!(
             com,

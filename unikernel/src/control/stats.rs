@@ -14,11 +14,12 @@
 //! `neigh_sync{sent, applied, dropped}` (neighbour updates between cores) and `mgmt_handoff`,
 //! `mgmt_handoff_dropped` (frames for the management plane handed to core 0)).
 
-use crate::forwarder::{all_pairs, Forwarder, PairSnap, PoolSnap};
-use crate::time::tsc_hz;
 use core::fmt;
+use mm::Zone;
 use netstack::router::RouterDrop;
 use netstack::DropReason;
+use netstack::Mode;
+use unikernel::dataplane::snap::{router_totals, PairSnap, PoolSnap};
 
 /// Formats one page_pool's counters as a JSON object (in `STATS` and on the `pools` console
 /// line).
@@ -52,35 +53,54 @@ impl fmt::Display for PoolJson {
     }
 }
 
-/// Formats a [`Forwarder`] (and the pairs the other cores forward) as the STATS JSON object.
-pub struct Snapshot<'a, 'z>(pub &'a Forwarder<'z>);
+/// What STATS and `/metrics` are formatted from: snapshots of every forwarding core and a few
+/// machine-wide facts. Nothing here reads live per-core state.
+pub struct StatsView<'a> {
+    /// Every forwarding core's snapshot, core 0 first.
+    pub pairs: &'a [PairSnap],
+    /// The forwarding mode.
+    pub mode: Mode,
+    /// TSC frequency, Hz.
+    pub tsc_hz: u64,
+    /// CPUs online.
+    pub cpus_online: usize,
+    /// virtio-net queue pairs per port.
+    pub queues: usize,
+    /// Free pages right after the allocator came up.
+    pub free_pages_boot: u64,
+    /// The zone (free pages, buddyinfo).
+    pub zone: &'a Zone,
+}
 
-impl fmt::Display for Snapshot<'_, '_> {
+/// Formats a [`StatsView`] as the STATS JSON object.
+pub struct Snapshot<'a>(pub &'a StatsView<'a>);
+
+impl fmt::Display for Snapshot<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let fw = self.0;
-        let pairs = all_pairs(fw);
+        let v = self.0;
+        let pairs = v.pairs;
         let sum = |g: fn(&PairSnap) -> u64| pairs.iter().map(g).sum::<u64>();
         let forwarded = sum(|p| p.counters.iter().map(|c| c.tx).sum());
         let pcp = sum(|p| p.pcp_count);
         // Multi-queue: a core's two "ports" are queue pair `cpu` of ports 0 and 1.
-        let mq = crate::forwarder::queues() > 1;
+        let mq = v.queues > 1;
         write!(
             f,
             "{{\"mode\":\"{}\",\"tsc_hz\":{},\"busy_cycles\":{},\"forwarded\":{},\"kicks\":{},\"halts\":{},\"cpus_online\":{},\"pairs\":{},\"queues\":{},\"pcp_count\":{},\"refill_cycles\":{},\"refill_pages\":{},\"free_pages_boot\":{},\"free_pages_now\":{},\"ports\":[",
-            fw.cfg.mode.as_str(),
-            tsc_hz(),
-            sum(|p| p.busy_cycles),
+            v.mode.as_str(),
+            v.tsc_hz,
+            sum(|p| p.prof.busy_cycles),
             forwarded,
-            sum(|p| p.kicks),
-            sum(|p| p.halts),
-            crate::smp::ONLINE.load(core::sync::atomic::Ordering::Acquire),
+            sum(|p| p.prof.kicks),
+            sum(|p| p.prof.halts),
+            v.cpus_online,
             pairs.len(),
-            crate::forwarder::queues(),
+            v.queues,
             pcp,
-            sum(|p| p.refill_cycles),
+            sum(|p| p.prof.refill_cycles),
             sum(|p| p.pools.iter().map(|q| q.stats.refill_pages).sum()),
-            fw.free_pages_boot,
-            fw.zone.free_pages() + pcp,
+            v.free_pages_boot,
+            v.zone.free_pages() + pcp,
         )?;
         for (n, (pair, j)) in pairs
             .iter()
@@ -121,11 +141,11 @@ impl fmt::Display for Snapshot<'_, '_> {
             }
             write!(f, "{}", PoolJson(*p))?;
         }
-        let phase = |i: usize| pairs.iter().map(|p| p.phase_cycles[i]).sum::<u64>();
+        let phase = |i: usize| pairs.iter().map(|p| p.prof.phase_cycles[i]).sum::<u64>();
         write!(
             f,
             "],\"busy_iters\":{},\"phase_cycles\":{{\"rx_forward\":{},\"tx_reap\":{},\"refill\":{},\"kick\":{}}}",
-            sum(|p| p.busy_iters),
+            sum(|p| p.prof.busy_iters),
             phase(0),
             phase(1),
             phase(2),
@@ -141,13 +161,13 @@ impl fmt::Display for Snapshot<'_, '_> {
                 "{{\"cpu\":{},\"forwarded\":{},\"busy_cycles\":{},\"kicks\":{},\"halts\":{}}}",
                 p.pair,
                 p.counters.iter().map(|c| c.tx).sum::<u64>(),
-                p.busy_cycles,
-                p.kicks,
-                p.halts
+                p.prof.busy_cycles,
+                p.prof.kicks,
+                p.prof.halts
             )?;
         }
         f.write_str("]")?;
-        if let Some(rs) = crate::forwarder::router_totals(&pairs) {
+        if let Some(rs) = router_totals(pairs) {
             let c = &rs.counters;
             write!(
                 f,
@@ -191,10 +211,14 @@ impl fmt::Display for Snapshot<'_, '_> {
 /// packets, bytes and drops by reason, per-CPU forwarded packets, page_pool and allocator
 /// state, buddyinfo, router outcomes and the management plane's own counters.
 pub fn write_prometheus(
-    fw: &Forwarder<'_>,
-    mgmt: Option<crate::mgmt::MgmtCounters>,
+    v: &StatsView<'_>,
+    mgmt: Option<super::mgmt::MgmtCounters>,
     w: &mut dyn core::fmt::Write,
 ) -> fmt::Result {
+    // Ports and CPU lines are the boot CPU's pair (as before the snapshot view).
+    let Some(own) = v.pairs.first() else {
+        return Ok(());
+    };
     let counter = |w: &mut dyn core::fmt::Write, name: &str, help: &str| {
         writeln!(w, "# HELP {name} {help}\n# TYPE {name} counter")
     };
@@ -227,12 +251,12 @@ pub fn write_prometheus(
         ),
     ] {
         counter(w, name, help)?;
-        for (i, c) in fw.counters.iter().enumerate() {
+        for (i, c) in own.counters.iter().enumerate() {
             writeln!(w, "{name}{{port=\"{i}\"}} {}", get(c))?;
         }
     }
     counter(w, "gannet_port_drops_total", "Frames dropped, by reason.")?;
-    for (i, c) in fw.counters.iter().enumerate() {
+    for (i, c) in own.counters.iter().enumerate() {
         for r in DropReason::ALL {
             writeln!(
                 w,
@@ -247,7 +271,7 @@ pub fn write_prometheus(
         "gannet_cpu_forwarded_packets_total",
         "Frames forwarded, by CPU.",
     )?;
-    let forwarded: u64 = fw.counters.iter().map(|c| c.tx).sum();
+    let forwarded: u64 = own.counters.iter().map(|c| c.tx).sum();
     writeln!(
         w,
         "gannet_cpu_forwarded_packets_total{{cpu=\"0\"}} {forwarded}"
@@ -260,19 +284,18 @@ pub fn write_prometheus(
     writeln!(
         w,
         "gannet_cpu_busy_cycles_total{{cpu=\"0\"}} {}",
-        fw.busy_cycles
+        own.prof.busy_cycles
     )?;
     gauge(
         w,
         "gannet_pool_in_flight_pages",
         "Pages handed out by a page_pool and not returned.",
     )?;
-    for p in fw.pools.iter() {
+    for p in own.pools.iter() {
         writeln!(
             w,
             "gannet_pool_in_flight_pages{{pool=\"{}\"}} {}",
-            p.id(),
-            p.in_flight()
+            p.id, p.in_flight
         )?;
     }
     gauge(
@@ -280,12 +303,11 @@ pub fn write_prometheus(
         "gannet_pool_cached_pages",
         "Pages in a page_pool's alloc cache.",
     )?;
-    for p in fw.pools.iter() {
+    for p in own.pools.iter() {
         writeln!(
             w,
             "gannet_pool_cached_pages{{pool=\"{}\"}} {}",
-            p.id(),
-            p.cached()
+            p.id, p.cached
         )?;
     }
     counter(
@@ -293,12 +315,11 @@ pub fn write_prometheus(
         "gannet_pool_alloc_slow_total",
         "page_pool refills from the allocator.",
     )?;
-    for p in fw.pools.iter() {
+    for p in own.pools.iter() {
         writeln!(
             w,
             "gannet_pool_alloc_slow_total{{pool=\"{}\"}} {}",
-            p.id(),
-            p.stats().alloc_slow
+            p.id, p.stats.alloc_slow
         )?;
     }
     gauge(
@@ -309,20 +330,20 @@ pub fn write_prometheus(
     writeln!(
         w,
         "gannet_free_pages {}",
-        fw.zone.free_pages() + fw.pcp.count() as u64
+        v.zone.free_pages() + own.pcp_count
     )?;
     gauge(
         w,
         "gannet_buddyinfo_free_blocks",
         "Free buddy blocks per order (/proc/buddyinfo).",
     )?;
-    for (order, n) in fw.zone.buddyinfo().iter().enumerate() {
+    for (order, n) in v.zone.buddyinfo().iter().enumerate() {
         writeln!(
             w,
             "gannet_buddyinfo_free_blocks{{zone=\"0\",order=\"{order}\"}} {n}"
         )?;
     }
-    if let Some(rs) = crate::forwarder::router_totals(&all_pairs(fw)) {
+    if let Some(rs) = router_totals(v.pairs) {
         let c = &rs.counters;
         counter(w, "gannet_router_forwarded_total", "Frames routed.")?;
         writeln!(w, "gannet_router_forwarded_total {}", c.forwarded)?;
@@ -342,7 +363,7 @@ pub fn write_prometheus(
             )?;
         }
     }
-    if let Some(c) = mgmt.or_else(|| fw.mgmt.as_ref().map(|m| m.counters())) {
+    if let Some(c) = mgmt {
         counter(
             w,
             "gannet_mgmt_frames_total",

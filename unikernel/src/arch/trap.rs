@@ -20,7 +20,9 @@ use x86_64::VirtAddr;
 const IST_FAULT: u16 = 0;
 /// Size of that stack: 16 KiB, enough to format and print a fault report.
 const IST_STACK_SIZE: usize = 16 * 1024;
-use crate::smp::MAX_CPUS;
+use super::apic;
+use crate::percpu::{current_cpu, set_in_irq, MAX_CPUS};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 #[repr(C, align(16))]
 struct Stack([u8; IST_STACK_SIZE]);
@@ -94,23 +96,67 @@ const EXCEPTION_NAMES: [&str; 32] = [
     "reserved",
 ];
 
-/// True while an interrupt handler runs (for the pcp rule's debug check, `mm::pcp`).
-pub static IN_IRQ: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+/// IPI vector that wakes a halted CPU (its handler does nothing: the poll loop does the work).
+pub const WAKE_VECTOR: u8 = 0x31;
+/// First vector of the IPI handler registry ([`register_ipi`]); [`IPI_VECTORS`] vectors.
+pub const IPI_VECTOR_BASE: u8 = 0x50;
+/// Vectors the registry manages: `IPI_VECTOR_BASE ..IPI_VECTOR_BASE + IPI_VECTORS`.
+pub const IPI_VECTORS: usize = 4;
 
-/// `mm::pcp` context hook: are we in an interrupt handler?
-pub fn in_interrupt() -> bool {
-    IN_IRQ.load(core::sync::atomic::Ordering::Relaxed)
+/// A handler run in interrupt context on the CPU that received the IPI (its number given).
+/// It must not touch a pcp list or take a lock the interrupted code may hold.
+pub type IpiHandler = fn(cpu: usize);
+
+/// Registered handlers, as `fn` addresses (0 = none).
+static IPI_HANDLERS: [AtomicU64; IPI_VECTORS] = [const { AtomicU64::new(0) }; IPI_VECTORS];
+
+/// Why an IPI handler could not be registered.
+#[derive(Debug, Clone, Copy, Eq, PartialEq)]
+pub enum IpiError {
+    /// The vector is outside the registry's range.
+    BadVector(u8),
+    /// A handler is already registered for the vector.
+    InUse(u8),
+}
+
+/// Register `handler` for IPI `vector` (in `IPI_VECTOR_BASE ..+ IPI_VECTORS`).
+///
+/// # Errors
+/// [`IpiError`] for a vector outside the registry or one already taken.
+pub fn register_ipi(vector: u8, handler: IpiHandler) -> Result<(), IpiError> {
+    let slot = usize::from(vector.wrapping_sub(IPI_VECTOR_BASE));
+    let s = IPI_HANDLERS.get(slot).ok_or(IpiError::BadVector(vector))?;
+    s.compare_exchange(
+        0,
+        handler as *const () as u64,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    )
+    .map(drop)
+    .map_err(|_| IpiError::InUse(vector))
+}
+
+/// Run the registered handler of `vector`, if any.
+fn dispatch_ipi(vector: u8) {
+    let slot = usize::from(vector.wrapping_sub(IPI_VECTOR_BASE));
+    if let Some(f) = IPI_HANDLERS.get(slot).map(|s| s.load(Ordering::Acquire)) {
+        if f != 0 {
+            // SAFETY: only `register_ipi` stores into the table, and it stores `IpiHandler`s.
+            let h: IpiHandler = unsafe { core::mem::transmute::<usize, IpiHandler>(f as usize) };
+            h(current_cpu() as usize);
+        }
+    }
 }
 
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     if frame.vector >= 32 {
         // Interrupts only wake a halted core (timer, device MSI-X); the poll loop does the work.
-        IN_IRQ.store(true, core::sync::atomic::Ordering::Relaxed);
-        crate::smp::dispatch_ipi(frame.vector as u8);
-        if frame.vector != u64::from(crate::apic::SPURIOUS_VECTOR) {
-            crate::apic::eoi();
+        set_in_irq(true);
+        dispatch_ipi(frame.vector as u8);
+        if frame.vector != u64::from(apic::SPURIOUS_VECTOR) {
+            apic::eoi();
         }
-        IN_IRQ.store(false, core::sync::atomic::Ordering::Relaxed);
+        set_in_irq(false);
         return;
     }
     let cr2 = x86_64::registers::control::Cr2::read_raw();
@@ -121,12 +167,12 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     // The console lock may be held by the interrupted code: force it so the report gets out.
     // SAFETY: we never return to the interrupted code (we exit below), so breaking its lock
     // cannot corrupt state it will observe again.
-    unsafe { crate::serial::COM.force_unlock() };
+    unsafe { super::serial::COM.force_unlock() };
     crate::println!(
         "FATAL: exception vector {} ({}) at RIP {:#018x}, CR2 {:#018x}, error code {:#x}, RSP {:#x}, RFLAGS {:#x}",
         frame.vector, name, frame.rip, cr2, frame.error_code, frame.rsp, frame.rflags
     );
-    crate::exit::exit(crate::exit::ExitCode::Failure);
+    super::exit::exit(super::exit::ExitCode::Failure);
 }
 
 #[unsafe(naked)]
@@ -268,12 +314,12 @@ pub fn init_cpu(cpu: usize) {
             idt.vmm_communication_exception.set_handler_addr(addr(v29));
             idt.security_exception.set_handler_addr(addr(v30));
             idt[255].set_handler_addr(addr(spurious));
-            idt[crate::apic::TIMER_VECTOR].set_handler_addr(addr(irq_timer));
-            idt[crate::smp::WAKE_VECTOR].set_handler_addr(addr(irq_wake));
+            idt[apic::TIMER_VECTOR].set_handler_addr(addr(irq_timer));
+            idt[WAKE_VECTOR].set_handler_addr(addr(irq_wake));
             for (i, stub) in [ipi0, ipi1, ipi2, ipi3].into_iter().enumerate() {
-                idt[crate::smp::IPI_VECTOR_BASE + i as u8].set_handler_addr(addr(stub));
+                idt[IPI_VECTOR_BASE + i as u8].set_handler_addr(addr(stub));
             }
-            let base = crate::apic::DEVICE_VECTOR_BASE;
+            let base = apic::DEVICE_VECTOR_BASE;
             for (i, stub) in [irq_dev0, irq_dev1, irq_dev2, irq_dev3]
                 .into_iter()
                 .enumerate()

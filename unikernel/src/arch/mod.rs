@@ -1,0 +1,17 @@
+//! The machine: x86_64 under QEMU (PVH boot). Nothing here names the dataplane.
+//!
+//! * [`boot`]: PVH entry, long mode, the boot page tables; [`pvh`]: the loader's boot data.
+//! * [`trap`]: GDT/TSS/IDT, exception reports, the interrupt-vector registry (IPI handlers).
+//! * [`apic`]: the local APIC (EOI, timer, IPIs, MSI address).
+//! * [`time`]: the TSC clock and [`time::Deadline`].
+//! * [`serial`]: COM1 log and console output; [`exit`]: leaving QEMU.
+//!
+//! Depends only on [`crate::percpu`] (the leaf).
+
+pub mod apic;
+pub mod boot;
+pub mod exit;
+pub mod pvh;
+pub mod serial;
+pub mod time;
+pub mod trap;

@@ -1,0 +1,271 @@
+//! What the console's commands do (on the boot CPU, from its poll loop's idle branch).
+
+use super::console::{Command, HELP};
+use super::stats::{PoolJson, Snapshot, StatsView};
+use crate::arch::exit::{exit, ExitCode};
+use crate::arch::serial::print;
+use crate::arch::time::{rdtsc, tsc_hz, Deadline};
+use crate::percpu::{current_cpu, CPUS, MAX_CPUS, ONLINE};
+use crate::println;
+use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
+use core::sync::atomic::Ordering;
+use log::{error, info};
+use mm::Zone;
+use unikernel::dataplane::snap::PairSnap;
+use unikernel::dataplane::{Core, Platform};
+
+/// How long `drain_all_pages` waits for every CPU: 1 s.
+const DRAIN_TIMEOUT_MS: u64 = 1000;
+/// How long `quit` waits for the other cores to finish each phase: 2 s.
+const CORE_STOP_NS: u64 = 2_000_000_000;
+
+/// Facts fixed at boot that the commands print.
+#[derive(Copy, Clone)]
+pub struct BootFacts {
+    /// Free pages right after the allocator came up (`quit` must come back to this).
+    pub free_pages_boot: u64,
+    /// The zone.
+    pub zone: &'static Zone,
+}
+
+/// The STATS view of `pairs` (core 0's live snapshot first).
+pub fn view<'a>(
+    pairs: &'a [PairSnap],
+    mode: netstack::Mode,
+    queues: usize,
+    facts: &BootFacts,
+) -> StatsView<'a> {
+    StatsView {
+        pairs,
+        mode,
+        tsc_hz: tsc_hz(),
+        cpus_online: ONLINE.load(Ordering::Acquire),
+        queues,
+        free_pages_boot: facts.free_pages_boot,
+        zone: facts.zone,
+    }
+}
+
+/// Run console command `cmd` on the boot CPU's core.
+pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
+    match cmd {
+        Command::Stats => print_stats(core, facts),
+        Command::Help => println!("{HELP}"),
+        Command::Buddyinfo => print_buddyinfo(facts.zone),
+        Command::Pools => print_pools(core),
+        Command::Routes => print_routes(core),
+        Command::Neigh => {
+            print_neigh(core);
+            // Each other routing core prints its own table from its loop.
+            let fabric = core.fabric();
+            for (k, dump) in fabric
+                .neigh_dump
+                .iter()
+                .enumerate()
+                .take(fabric.cores())
+                .skip(1)
+            {
+                dump.store(true, Ordering::Release);
+                P::wake(k);
+            }
+        }
+        Command::Drain => drain_all(core),
+        Command::Cpus => print_cpus(core),
+        Command::Ipi => ipi_ping(),
+        Command::Quit => quit(core, facts),
+    }
+}
+
+/// `stats`: one STATS line.
+pub fn print_stats<P: Platform>(core: &Core<P>, facts: &BootFacts) {
+    let pairs = core.all_pairs();
+    println!(
+        "STATS {}",
+        Snapshot(&view(
+            &pairs,
+            core.cfg().mode,
+            core.fabric().queues(),
+            facts
+        ))
+    );
+}
+
+/// `pools`: one line per page_pool of every forwarding core (others' as last published).
+pub fn print_pools<P: Platform>(core: &Core<P>) {
+    for pair in core.all_pairs() {
+        for p in pair.pools {
+            println!("pool {}", PoolJson(p));
+        }
+    }
+}
+
+/// `routes`: the FIB's rules.
+pub fn print_routes<P: Platform>(core: &Core<P>) {
+    let Some(r) = core.route() else {
+        return println!("routes: not in router mode");
+    };
+    for (net, nh) in r.router.fib().routes() {
+        println!("route {net} {nh:?}");
+    }
+}
+
+/// `neigh`: this core's neighbour table (every routing core has its own).
+pub fn print_neigh<P: Platform>(core: &Core<P>) {
+    let Some(r) = core.route() else {
+        return println!("neigh: not in router mode");
+    };
+    for n in r.router.neighbours() {
+        println!(
+            "neigh cpu {} {} port {} mac {} {:?} queued {}",
+            core.pair(),
+            core::net::Ipv4Addr::from_bits(n.ip),
+            n.port,
+            n.mac,
+            n.state,
+            n.queued
+        );
+    }
+}
+
+/// `buddyinfo`: free blocks per order (like /proc/buddyinfo) and the unusable-free-space
+/// index per order in thousandths (like /sys/kernel/debug/extfrag/unusable_index).
+pub fn print_buddyinfo(z: &Zone) {
+    print(format_args!("buddyinfo zone 0 free blocks per order:"));
+    for n in z.buddyinfo() {
+        print(format_args!(" {n}"));
+    }
+    print(format_args!(
+        "\nunusable_index zone 0 (per mille) per order:"
+    ));
+    for o in 0..=mm::MAX_ORDER {
+        print(format_args!(" {}", z.unusable_index(o)));
+    }
+    println!();
+}
+
+/// `cpus`: per-CPU state.
+pub fn print_cpus<P: Platform>(core: &Core<P>) {
+    use core::sync::atomic::Ordering::Relaxed;
+    let pairs = core.all_pairs();
+    let mq = core.fabric().queues() > 1;
+    for (i, c) in CPUS.iter().enumerate() {
+        if !c.online.load(Relaxed) {
+            continue;
+        }
+        let (role, fwd, halts) = match pairs.iter().find(|p| p.pair == i) {
+            Some(p) => (
+                "forwarding",
+                p.counters.iter().map(|c| c.tx).sum::<u64>(),
+                p.prof.halts,
+            ),
+            None => ("idle", 0, c.halts.load(Relaxed)),
+        };
+        // Multi-queue: which queue pair (of both ports) the core forwards.
+        let mut qp: heapless::String<24> = heapless::String::new();
+        if mq && role == "forwarding" {
+            let _ = core::fmt::write(&mut qp, format_args!(" queue_pair {i}"));
+        }
+        println!(
+            "cpu {i}: apic {} online {role} forwarded {fwd}{qp} halts {halts} drains {}",
+            c.apic_id.load(Relaxed),
+            c.drains.load(Relaxed)
+        );
+    }
+}
+
+/// `drain`: `drain_all_pages` — this CPU drains its own lists, every other online CPU is
+/// asked to and acknowledged (bounded wait).
+pub fn drain_all<P: Platform>(core: &mut Core<P>) {
+    let pages = core.pages_mut();
+    let before = pages.pcp.count();
+    let deadline = Deadline::after_ms(DRAIN_TIMEOUT_MS);
+    let zone = pages.zone;
+    let pcp = &mut pages.pcp;
+    let mut woken = false;
+    match DRAIN.drain_all_pages(
+        Some(current_cpu() as usize),
+        || pcp.drain_local_pages(zone),
+        || {
+            // The requests are posted by now: wake halted CPUs to honour them.
+            if !core::mem::replace(&mut woken, true) {
+                wake_others();
+            }
+            deadline.expired()
+        },
+    ) {
+        Ok(()) => println!(
+            "drain_all_pages: ok on {} CPUs ({before} pcp pages returned on cpu 0; {} free pages in the buddy lists)",
+            ONLINE.load(Ordering::Acquire),
+            zone.free_pages()
+        ),
+        Err(e) => println!("drain_all_pages: {e:?}"),
+    }
+}
+
+/// `ipi`: ping all other CPUs, then each alone and a set of all of them, through the IPI
+/// registry; print how many answered (each handler counts its pings), waiting at most 100 ms.
+pub fn ipi_ping() {
+    let online: u64 = CPUS
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.online.load(Ordering::Acquire))
+        .fold(0, |m, (i, _)| m | 1 << i);
+    let me = current_cpu() as usize;
+    let total = |i: usize| CPUS[i].pings.load(Ordering::Acquire);
+    for (name, targets) in [
+        ("all others", IpiTarget::AllOthers),
+        ("set", IpiTarget::Set(online)),
+    ]
+    .into_iter()
+    .chain(
+        (0..64)
+            .filter(|i| online & (1 << i) != 0 && *i != me)
+            .map(|i| ("one", IpiTarget::One(i))),
+    ) {
+        let before: [u64; MAX_CPUS] = core::array::from_fn(total);
+        let sent = send_ipi(targets, PING_VECTOR);
+        let deadline = rdtsc() + tsc_hz() / 10;
+        let answered = || (0..MAX_CPUS).filter(|&i| total(i) > before[i]).count();
+        while answered() < sent && rdtsc() < deadline {
+            core::hint::spin_loop();
+        }
+        println!(
+            "ipi {name} {targets:?}: {} of {sent} CPUs answered",
+            answered()
+        );
+    }
+}
+
+/// `quit`: run the quit phases on every core in step (bounded waits), check that every page
+/// came back, print the final STATS and exit (failure on a leak or a core that did not follow).
+pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
+    info!("quit: draining");
+    let report = match core.lead_quit(CORE_STOP_NS, wake_others, |_, _| {}) {
+        Ok(r) => r,
+        Err(e) => {
+            error!("quit: {e}");
+            exit(ExitCode::Failure)
+        }
+    };
+    print_stats(core, facts);
+    for (i, c) in core.counters().iter().enumerate() {
+        info!(
+            "port {i}: rx {} tx {} drops {}",
+            c.rx,
+            c.tx,
+            c.drops_total()
+        );
+    }
+    print_pools(core);
+    print_buddyinfo(facts.zone);
+    let now = report.free_pages_now;
+    if report.leaked > 0 || now != facts.free_pages_boot {
+        error!(
+            "page leak: {now} free pages now, {} at boot, {} in flight",
+            facts.free_pages_boot, report.leaked
+        );
+        exit(ExitCode::Failure);
+    }
+    info!("gannet: shutdown clean ({now} free pages, as at boot)");
+    exit(ExitCode::Success)
+}

@@ -1,0 +1,317 @@
+//! Forwarding: the boot CPU sets up the devices and its own core, starts one core per further
+//! port pair (or queue pair), and every core runs [`poll_loop`] until `quit`.
+
+use crate::arch::apic;
+use crate::arch::time::{rdtsc, tsc_hz, us_to_tsc, Deadline};
+use crate::control::commands::{self, BootFacts};
+use crate::control::console::Console;
+use crate::control::mgmt::{self, Mgmt};
+use crate::percpu::{current_cpu, online, CPUS, MAX_CPUS};
+use crate::platform::{KernelCore, KernelPlatform, FABRIC, FABRIC_MODE, FACTS};
+use crate::setup::fib::{build_fib, core_router};
+use crate::setup::{setup_devices, take_devices, Topology};
+use crate::smp::{self, DRAIN};
+use crate::{fail, println};
+use core::sync::atomic::Ordering;
+use log::info;
+use mm::page_pool::PP_ALLOC_CACHE_REFILL;
+use mm::{PerCpuPages, Zone, PAGE_SIZE};
+use netstack::config::PORTS;
+use netstack::{Config, IdleMode, MacAddr, Mode};
+use unikernel::dataplane::{Core, CoreParams, MAX_CORES};
+
+const _: () = assert!(MAX_CPUS == MAX_CORES, "one dataplane core slot per CPU");
+
+/// How often the idle loop looks at the serial console: every 10 ms of TSC time. Port I/O
+/// takes QEMU's big lock, so polling it every iteration would slow the datapath.
+const CONSOLE_POLL_HZ: u64 = 100;
+/// How long the boot CPU waits for the other cores to bring their pairs up: 2 s.
+const CORE_START_MS: u64 = 2000;
+/// With `idle=halt`: how long a core polls empty rings before it halts, in µs. 50 µs covers a
+/// few inter-arrival times at the rates QEMU delivers, so a busy port never sleeps.
+const IDLE_POLL_US: u64 = 50;
+/// With `idle=halt`: the LAPIC timer period that bounds a halt (and paces the console) in µs.
+const IDLE_TIMER_US: u64 = 10_000;
+
+/// What the boot CPU hands to the other forwarding cores.
+struct Setup {
+    cfg: Config,
+    topo: Topology,
+}
+
+static SETUP: spin::Once<Setup> = spin::Once::new();
+
+/// The boot CPU: set up every device, bring up core 0 here and one core per further pair,
+/// then forward until `quit`. Never returns.
+pub fn run(
+    cfg: &Config,
+    zone: &'static Zone,
+    reserved: Option<(u64, u64)>,
+    routes_file: Option<&str>,
+) -> ! {
+    // Taken before the boot free-page count: it is never returned.
+    let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
+    let mut pcp = PerCpuPages::new(zone, online());
+    // The pcp rule (mm::pcp docs): only the owning CPU, thread context. Checked in debug builds.
+    mm::pcp::set_context_hooks(crate::percpu::in_interrupt, current_cpu);
+    pcp.set_owner(current_cpu());
+    // Free pages right after the allocator is up, before any device took memory: `quit` must
+    // come back to exactly this number.
+    let free_pages_boot = zone.free_pages() + pcp.count() as u64;
+    info!(
+        "mm: pcp high={} batch={}; {} free pages at boot",
+        pcp.high(),
+        pcp.batch(),
+        free_pages_boot
+    );
+    let topo = setup_devices(cfg, online()).unwrap_or_else(|e| fail(format_args!("{e}")));
+    if routes_file.is_some() && cfg.mode != Mode::Router {
+        fail(format_args!(
+            "config error: a routes file (--routes) needs `mode=router`"
+        ));
+    }
+    FABRIC.set_topology(topo.pairs, topo.queues);
+    FACTS.call_once(|| BootFacts {
+        free_pages_boot,
+        zone,
+    });
+    FABRIC_MODE.call_once(|| cfg.mode);
+    let setup = SETUP.call_once(|| Setup {
+        cfg: cfg.clone(),
+        topo,
+    });
+    let (core, halt) = build_core(0, setup, zone, pcp, reserved, routes_file, mgmt_mem);
+    smp::register_ap_entry(run_core);
+    for k in 1..topo.pairs {
+        smp::start_ap_work(k);
+    }
+    wait_cores_up(topo.pairs);
+    if topo.queues > 1 {
+        info!("multi-queue: core k forwards queue pair k of port 0 <-> queue pair k of port 1");
+    }
+    info!(
+        "forwarding {} port pair(s) on {} core(s), {} queue pair(s) per port, mode {}, burst {}",
+        topo.port_pairs,
+        topo.pairs,
+        topo.queues,
+        cfg.mode.as_str(),
+        cfg.burst
+    );
+    println!("gannet: ready");
+    poll_loop(core, halt)
+}
+
+/// Wait (bounded) until every other core reports its pair up, so `ready` means all forward.
+fn wait_cores_up(pairs: usize) {
+    let deadline = Deadline::after_ms(CORE_START_MS);
+    for (k, snap) in FABRIC.snaps.iter().enumerate().take(pairs).skip(1) {
+        while snap.lock().is_none() {
+            if deadline.expired() {
+                fail(format_args!(
+                    "cpu {k} did not bring up port pair {k} within {CORE_START_MS} ms"
+                ));
+            }
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// An AP asked to forward pair `cpu` (registered with [`smp::register_ap_entry`]): bring the
+/// pair up and forward until `quit`. Never returns.
+fn run_core(cpu: usize) -> ! {
+    let Some(setup) = SETUP.get() else {
+        fail(format_args!("cpu {cpu} started before set-up"))
+    };
+    let Some(zone) = crate::mem::ZONE.get() else {
+        fail(format_args!("cpu {cpu} started before the zone"))
+    };
+    let mut pcp = PerCpuPages::new(zone, online());
+    pcp.set_owner(current_cpu());
+    let (core, halt) = build_core(cpu, setup, zone, pcp, None, None, None);
+    core.publish(false, 0);
+    poll_loop(core, halt)
+}
+
+/// Bring up pair `k` on the calling core: its devices (set up by the boot CPU), LAPIC, pools,
+/// RX rings, and in router mode the router (core 0 builds the FIB first) and the management
+/// plane (core 0). Returns the core and whether it may halt when idle.
+fn build_core(
+    k: usize,
+    setup: &Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    reserved: Option<(u64, u64)>,
+    routes_file: Option<&str>,
+    mgmt_mem: Option<&'static mut [u8]>,
+) -> (KernelCore, bool) {
+    let cfg = &setup.cfg;
+    // This core's LAPIC (its devices' MSI-X entries were routed to its APIC ID at set-up).
+    apic::init();
+    let Some(handles) = take_devices(k) else {
+        fail(format_args!("no devices were set up for pair {k}"))
+    };
+    let halt = cfg.idle == IdleMode::Halt && handles.iter().all(|h| h.routed);
+    if setup.topo.queues > 1 {
+        for (j, h) in handles.iter().enumerate() {
+            let (rxq, txq) = h.nic.queue_indices();
+            info!(
+                "port {j} queue pair {k} (virtqueues {rxq}/{txq}): cpu {k}, MSI-X entry {k} -> vector {:#x}{}",
+                apic::DEVICE_VECTOR_BASE + j as u8,
+                if h.routed { "" } else { " (not routed: polling)" }
+            );
+        }
+    }
+    let [h0, h1] = handles;
+    let macs = [MacAddr(h0.nic.mac()), MacAddr(h1.nic.mac())];
+    let router = (cfg.mode == Mode::Router).then(|| {
+        // The boot CPU builds the one FIB first; every core gets its own router over it.
+        if k == 0 {
+            if let Err(e) = build_fib(cfg, macs, reserved, routes_file) {
+                fail(format_args!("{}", e.0));
+            }
+        }
+        core_router(cfg, macs, k, setup.topo.pairs)
+            .unwrap_or_else(|e| fail(format_args!("{}", e.0)))
+    });
+    // The management plane runs on core 0; other cores hand its frames over.
+    let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
+        let net = cfg.ip[p].expect("router mode has ip0/ip1");
+        info!(
+            "mgmt: {} on port {p}: ARP, ICMP echo, http://{}:{}/metrics",
+            net,
+            net.addr,
+            mgmt::METRICS_PORT
+        );
+        let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
+        Mgmt::new(p, macs[p].0, net.addr, net.len, mem, now_ms, rdtsc())
+    });
+    let core = Core::<KernelPlatform>::new(CoreParams {
+        cfg: cfg.clone(),
+        pair: k,
+        nics: [h0.nic, h1.nic],
+        zone,
+        pcp,
+        fabric: &FABRIC,
+        router,
+        mgmt,
+        mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
+    })
+    .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
+    for p in 0..PORTS {
+        info!(
+            "port {}: {} RX buffers posted from page_pool {} (refill batch {})",
+            PORTS * k + p,
+            core.nics()[p].rx_posted(),
+            PORTS * k + p,
+            PP_ALLOC_CACHE_REFILL
+        );
+    }
+    if halt {
+        let hz = apic::start_periodic_timer(IDLE_TIMER_US);
+        info!(
+            "idle (cpu {k}): poll {IDLE_POLL_US} us, then halt until RX MSI-X or the {} ms LAPIC timer ({hz} Hz)",
+            IDLE_TIMER_US / 1000
+        );
+    } else {
+        info!("idle (cpu {k}): busy polling");
+    }
+    (core, halt)
+}
+
+/// Carve the management plane's storage from the zone (kept for the kernel's life).
+fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
+    let order = mgmt::STORAGE_BYTES
+        .div_ceil(PAGE_SIZE)
+        .next_power_of_two()
+        .trailing_zeros() as usize;
+    let Some(pfn) = zone.alloc_pages(order) else {
+        fail(format_args!(
+            "mgmt: no memory for {} bytes",
+            mgmt::STORAGE_BYTES
+        ))
+    };
+    let bytes = PAGE_SIZE << order;
+    // SAFETY: a fresh buddy block of `bytes`, identity-mapped, never freed: ours for 'static.
+    unsafe {
+        core::ptr::write_bytes(pfn.addr() as *mut u8, 0, bytes);
+        core::slice::from_raw_parts_mut(pfn.addr() as *mut u8, bytes)
+    }
+}
+
+/// A core's loop: [`Core::poll_once`] while there is work; when idle, halt (`idle=halt`, after
+/// [`IDLE_POLL_US`]) or, every 10 ms, honour drain requests, run the router's timers, publish
+/// counters and (boot CPU) read the console. The other cores follow `quit` from here.
+fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
+    let bsp = core.pair() == 0;
+    let facts = *FACTS.get().expect("set before any core forwards");
+    let mut console = Console::new();
+    let console_every = (tsc_hz() / CONSOLE_POLL_HZ).max(1);
+    let idle_poll = us_to_tsc(IDLE_POLL_US);
+    let mut next_console = rdtsc() + console_every;
+    let mut idle_since = rdtsc();
+    loop {
+        if !bsp && FABRIC.quit.requested() {
+            core.follow_quit();
+            halt_forever();
+        }
+        let t0 = rdtsc();
+        if core.poll_once() > 0 {
+            idle_since = t0;
+            if !bsp && t0 >= next_console {
+                // Keep the published counters fresh while busy too.
+                next_console = t0 + console_every;
+                publish(&core);
+            }
+        } else if halt_when_idle && t0 - idle_since > idle_poll {
+            halt(&mut core);
+            idle_since = rdtsc();
+            // The timer tick that may have woken us also paces the console.
+            next_console = 0;
+        } else if t0 >= next_console {
+            next_console = t0 + console_every;
+            // Drain requests from other CPUs are honoured here, in thread context.
+            let pages = core.pages_mut();
+            let (pcp, zone) = (&mut pages.pcp, pages.zone);
+            let cpu = current_cpu() as usize;
+            if DRAIN.poll(cpu, || pcp.drain_local_pages(zone)) {
+                CPUS[cpu].drains.fetch_add(1, Ordering::Relaxed);
+            }
+            // Every core's router runs its neighbour timers while idle.
+            core.idle_tick();
+            if !bsp {
+                publish(&core);
+            } else if let Some(cmd) = console.poll() {
+                commands::run(cmd, &mut core, &facts);
+            }
+        }
+    }
+}
+
+/// A core other than the boot CPU: publish its counters, and print its neighbour table when
+/// the console asked.
+fn publish(core: &KernelCore) {
+    core.publish(false, 0);
+    if FABRIC.neigh_dump[core.pair()].swap(false, Ordering::AcqRel) {
+        commands::print_neigh(core);
+    }
+}
+
+/// Sleep until a device interrupt or the timer: arm RX interrupts on every port, and only if no
+/// frame slipped in meanwhile, `sti; hlt` (the `sti` shadow makes the pair atomic, so a wake-up
+/// between the check and the halt is not lost).
+fn halt(core: &mut KernelCore) {
+    if !core.arm_interrupts() {
+        core.profile_mut().halts += 1;
+        x86_64::instructions::interrupts::enable_and_hlt();
+        x86_64::instructions::interrupts::disable();
+    }
+    core.park_interrupts();
+}
+
+/// After `quit` on a core other than the boot CPU: nothing left to do.
+fn halt_forever() -> ! {
+    loop {
+        x86_64::instructions::interrupts::disable();
+        x86_64::instructions::hlt();
+    }
+}

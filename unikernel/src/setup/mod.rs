@@ -1,0 +1,327 @@
+//! Device set-up on the boot CPU: find the virtio-net ports on PCI, choose the queue pairs,
+//! initialise every device and route each RX queue's MSI-X entry to the core that will own it.
+//! The result is a [`DeviceSet`]: per core, its two port handles, taken by that core.
+//!
+//! Why everything on the boot CPU: PCI set-up (memory decode, MSI-X enable) makes QEMU rebuild
+//! its memory map, and QEMU 7.2 under multi-threaded TCG crashes (SIGSEGV in
+//! `memory_region_dispatch_read`) when one vCPU does that while another reads device or port
+//! I/O, as the boot CPU does once its own pair forwards (seen in about 1 boot in 6 with 2 CPUs
+//! and 4 ports on a loaded host). Doing all of it before any core forwards avoids it.
+
+pub mod fib;
+
+use crate::arch::apic;
+use crate::arch::time::Deadline;
+use crate::mem::KernelHal;
+use crate::percpu::{CPUS, MAX_CPUS};
+use core::sync::atomic::Ordering;
+use drivers::pci::{
+    find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
+};
+use drivers::virtio_net::{VirtioNet, MAX_QUEUE_PAIRS, QUEUE_SIZE};
+use log::{info, warn};
+use netstack::config::PORTS;
+use netstack::{Config, IdleMode, MacAddr, Mode, Queues, MAX_QUEUES};
+use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
+use virtio_drivers::transport::pci::PciTransport;
+
+/// A port's driver in the kernel: virtio-net over QEMU's PCI transport.
+pub type Nic = VirtioNet<KernelHal, PciTransport>;
+
+/// How long the boot CPU waits for `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` to be acknowledged: 1 s.
+const CTRL_TIMEOUT_MS: u64 = 1000;
+
+/// Why set-up failed (a boot error: the caller prints it and exits).
+#[derive(Debug)]
+pub enum SetupError {
+    /// Fewer than two virtio-net ports.
+    TooFewPorts(usize),
+    /// Port `i` failed (its PCI function, what failed).
+    Port(usize, DeviceFunction, heapless::String<160>),
+    /// `queues=N` cannot be had.
+    Queues(heapless::String<200>),
+}
+
+impl core::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SetupError::TooFewPorts(n) => write!(
+                f,
+                "need {PORTS} virtio-net ports, found {n} (add -device virtio-net-pci,… per port)"
+            ),
+            SetupError::Port(i, df, why) => write!(f, "port {i} ({df}): {why}"),
+            SetupError::Queues(why) => write!(f, "config error: {why}"),
+        }
+    }
+}
+
+fn port_err(i: usize, df: DeviceFunction, args: core::fmt::Arguments<'_>) -> SetupError {
+    let mut s = heapless::String::new();
+    let _ = core::fmt::write(&mut s, args);
+    SetupError::Port(i, df, s)
+}
+
+/// A device handle (a whole single-queue device, or one queue pair of a multi-queue device) on
+/// its way from the boot CPU to the core that owns it.
+pub struct DeviceHandle {
+    /// The driver.
+    pub nic: Nic,
+    /// Its RX queue's MSI-X entry is routed to the owning core (else that core polls).
+    pub routed: bool,
+}
+
+// SAFETY: a handle owns its rings and pages outright (no state shared with other handles but
+// the device itself, whose registers it touches only through its own doorbells); the raw
+// doorbell pointers are MMIO addresses valid on every core. It is moved once, from the boot
+// CPU to its owner, through `DEVICES`' lock, before the owner uses it.
+unsafe impl Send for DeviceHandle {}
+
+/// What set-up found and built.
+#[derive(Copy, Clone, Debug)]
+pub struct Topology {
+    /// Forwarding cores (cores `0..pairs`), one port pair or queue pair each.
+    pub pairs: usize,
+    /// Queue pairs per port: 1, or (multi-queue) `pairs`.
+    pub queues: usize,
+    /// Port pairs in use (1 with multi-queue: the cores share ports 0 and 1).
+    pub port_pairs: usize,
+}
+
+/// The handles, `[core][port]`, each taken by its core.
+static DEVICES: spin::Mutex<[[Option<DeviceHandle>; PORTS]; MAX_CPUS]> =
+    spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]);
+
+/// Core `k`'s two port handles (once; `None` if set-up made none for it).
+pub fn take_devices(k: usize) -> Option<[DeviceHandle; PORTS]> {
+    let mut d = DEVICES.lock();
+    let slot = d.get_mut(k)?;
+    if slot.iter().any(Option::is_none) {
+        return None;
+    }
+    Some(core::array::from_fn(|j| slot[j].take().expect("checked")))
+}
+
+/// Find the ports and set up every device for `cpus` online CPUs.
+///
+/// # Errors
+/// [`SetupError`] naming the port and what failed, or the impossible `queues=`.
+pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> {
+    let mut root = PciRoot::new(PortIoCam);
+    let (found, ignored) = find_virtio_net(&mut root);
+    if found.len() < PORTS {
+        return Err(SetupError::TooFewPorts(found.len()));
+    }
+    let dfs: heapless::Vec<DeviceFunction, MAX_NICS> = found.iter().map(|(df, _)| *df).collect();
+    // Multi-queue: one queue pair of each of ports 0 and 1 per core (in router mode too: one
+    // router per core over one FIB).
+    let queues = choose_queues(cfg, &mut root, &dfs, cpus)?;
+    // Else one port pair per core (router mode: one pair; its two ports are the router's).
+    let (pairs, nics_used) = if queues > 1 {
+        (queues, PORTS)
+    } else if cfg.mode == Mode::Router {
+        (1, PORTS)
+    } else {
+        let p = (found.len() / PORTS).min(cpus).max(1);
+        (p, p * PORTS)
+    };
+    if found.len() > nics_used || ignored > 0 {
+        warn!(
+            "{} virtio-net functions found; using the first {} ({} pairs on {} CPUs)",
+            found.len() + ignored,
+            nics_used,
+            pairs,
+            cpus
+        );
+    }
+    if queues > 1 {
+        setup_mq(cfg, &mut root, &dfs, queues)?;
+    } else {
+        setup_single_queue(cfg, &mut root, &dfs, pairs)?;
+    }
+    Ok(Topology {
+        pairs,
+        queues,
+        port_pairs: if queues > 1 { 1 } else { pairs },
+    })
+}
+
+/// Multi-queue: how many queue pairs per port to use, from `queues=` (see
+/// [`netstack::Queues`]), the CPUs online and what ports 0 and 1 offer.
+fn choose_queues(
+    cfg: &Config,
+    root: &mut PciRoot<PortIoCam>,
+    ports: &[DeviceFunction],
+    cpus: usize,
+) -> Result<usize, SetupError> {
+    let want = match cfg.queues {
+        Queues::Count(n) => usize::from(n),
+        Queues::Auto if cfg.mode == Mode::Router || cpus == 1 => return Ok(1),
+        Queues::Auto => cpus.min(MAX_QUEUES),
+    };
+    if want == 1 {
+        return Ok(1);
+    }
+    let mut offered = usize::MAX;
+    for (i, df) in ports.iter().take(PORTS).enumerate() {
+        // A transport only to read features and config; dropping it resets the untouched device.
+        let mut t = PciTransport::new::<KernelHal, _>(root, *df)
+            .map_err(|e| port_err(i, *df, format_args!("virtio PCI transport: {e}")))?;
+        offered = offered.min(usize::from(Nic::probe_queue_pairs(&mut t)));
+    }
+    let have = offered.min(cpus).min(MAX_QUEUE_PAIRS);
+    match cfg.queues {
+        Queues::Count(_) if want > have => {
+            let mut s = heapless::String::new();
+            let _ = core::fmt::write(&mut s, format_args!(
+                "queues={want}: the ports offer {offered} queue pair(s) (VIRTIO_NET_F_MQ; QEMU: --backend tap --queues N) and {cpus} CPU(s) are online"
+            ));
+            Err(SetupError::Queues(s))
+        }
+        Queues::Count(_) => Ok(want),
+        Queues::Auto => Ok(have.min(want).max(1)),
+    }
+}
+
+/// Why an RX queue's interrupt could not be routed (the core then polls).
+#[derive(Debug)]
+pub enum IrqRouteError {
+    /// The MSI-X table could not be programmed.
+    #[allow(dead_code)] // printed through Debug
+    Msix(drivers::pci::MsixError),
+    /// The device refused the queue's MSI-X vector (VIRTIO 1.2 §4.1.5.1.2: it reads back
+    /// `VIRTIO_MSI_NO_VECTOR`).
+    VectorRefused,
+}
+
+/// Route RX queue `rxq`'s MSI-X entry `entry` to the CPU with `apic_id`, vector
+/// `DEVICE_VECTOR_BASE + port`, and keep TX queue `txq` silent (completions never interrupt).
+///
+/// # Safety
+/// Set-up time, on the boot CPU only, for a device whose BARs lie in the identity map.
+unsafe fn route_rx_irq(
+    df: DeviceFunction,
+    n: &drivers::pci::VirtioNotifyCfg,
+    (rxq, txq): (u16, u16),
+    entry: u16,
+    apic_id: u32,
+    port: usize,
+) -> Result<(), IrqRouteError> {
+    let vector = u32::from(apic::DEVICE_VECTOR_BASE) + port as u32;
+    // SAFETY: per this function's contract.
+    unsafe { msix_route(df, entry, apic::msi_address(apic_id), vector) }
+        .map_err(IrqRouteError::Msix)?;
+    // SAFETY: per this function's contract.
+    let ok = unsafe {
+        n.set_queue_vector(rxq, entry) == entry
+            && n.set_queue_vector(txq, VIRTIO_MSI_NO_VECTOR) == VIRTIO_MSI_NO_VECTOR
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(IrqRouteError::VectorRefused)
+    }
+}
+
+/// Multi-queue: bring up ports 0 and 1 with `queues` queue pairs each (the device's common
+/// configuration is one register file, so one CPU programs it): doorbells and each RX queue's
+/// MSI-X entry routed to the core that will own the pair (entry `k` for pair `k`).
+fn setup_mq(
+    cfg: &Config,
+    root: &mut PciRoot<PortIoCam>,
+    ports: &[DeviceFunction],
+    queues: usize,
+) -> Result<(), SetupError> {
+    let mut stash = DEVICES.lock();
+    for (j, df) in ports.iter().take(PORTS).enumerate() {
+        let transport = PciTransport::new::<KernelHal, _>(root, *df)
+            .map_err(|e| port_err(j, *df, format_args!("virtio PCI transport: {e}")))?;
+        let deadline = Deadline::after_ms(CTRL_TIMEOUT_MS);
+        let handles = Nic::new_mq(transport, queues as u16, || deadline.expired())
+            .map_err(|e| port_err(j, *df, format_args!("virtio-net multi-queue init: {e}")))?;
+        let n = virtio_notify_cfg(*df).ok_or_else(|| {
+            port_err(
+                j,
+                *df,
+                format_args!("multi-queue needs the virtio notify capability (doorbells)"),
+            )
+        })?;
+        for (k, mut nic) in handles.into_iter().enumerate() {
+            let qs = nic.queue_indices();
+            let apic_id = CPUS[k].apic_id.load(Ordering::Acquire);
+            // SAFETY: set-up time, on the boot CPU only (the other cores get their handles
+            // afterwards); the BARs lie below 4 GiB (identity-mapped, checked by the HAL when
+            // the transport mapped them) and belong to this device.
+            let routed = unsafe {
+                nic.set_doorbells(n.doorbell(qs.0), n.doorbell(qs.1));
+                cfg.idle == IdleMode::Halt
+                    && route_rx_irq(*df, &n, qs, k as u16, apic_id, j)
+                        .map_err(|e| warn!("port {j} queue pair {k}: MSI-X: {e:?}"))
+                        .is_ok()
+            };
+            if k == 0 {
+                info!(
+                    "port {j}: {df} multi-queue: {} of {} queue pairs active (VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET acked)",
+                    nic.active_queue_pairs(),
+                    nic.max_queue_pairs()
+                );
+            }
+            stash[k][j] = Some(DeviceHandle { nic, routed });
+        }
+    }
+    Ok(())
+}
+
+/// Single-queue: bring up every port's device, ports `2k`, `2k + 1` for core `k`: transport,
+/// feature negotiation, virtqueues, doorbells, and the RX queue's MSI-X entry 0 routed to core
+/// `k`.
+fn setup_single_queue(
+    cfg: &Config,
+    root: &mut PciRoot<PortIoCam>,
+    ports: &[DeviceFunction],
+    pairs: usize,
+) -> Result<(), SetupError> {
+    let mut stash = DEVICES.lock();
+    for k in 0..pairs {
+        let apic_id = CPUS[k].apic_id.load(Ordering::Acquire);
+        for j in 0..PORTS {
+            let i = PORTS * k + j;
+            let df = ports[i];
+            let transport = PciTransport::new::<KernelHal, _>(root, df)
+                .map_err(|e| port_err(i, df, format_args!("virtio PCI transport: {e}")))?;
+            let mut nic = VirtioNet::new(transport)
+                .map_err(|e| port_err(i, df, format_args!("virtio-net init: {e}")))?;
+            let routed = match virtio_notify_cfg(df) {
+                // SAFETY: set-up time, on the boot CPU before the owner gets the handle; the
+                // BARs lie below 4 GiB (identity-mapped, checked by the HAL when the transport
+                // mapped them) and belong to this device.
+                Some(n) => unsafe {
+                    nic.set_doorbells(n.doorbell(0), n.doorbell(1));
+                    let routed = cfg.idle == IdleMode::Halt
+                        && route_rx_irq(df, &n, (0, 1), 0, apic_id, j)
+                            .map_err(|e| warn!("port {i}: MSI-X: {e:?}"))
+                            .is_ok();
+                    if cfg.idle == IdleMode::Halt && !routed {
+                        warn!(
+                            "port {i}: RX interrupt not available; idle=halt falls back to polling"
+                        );
+                    }
+                    routed
+                },
+                None => {
+                    warn!("port {i}: notify capability not found; kicks use the transport");
+                    false
+                }
+            };
+            info!(
+                "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?} (cpu {k})",
+                MacAddr(nic.mac()),
+                2,
+                QUEUE_SIZE,
+                nic.offered_features().bits(),
+                nic.features()
+            );
+            stash[k][j] = Some(DeviceHandle { nic, routed });
+        }
+    }
+    Ok(())
+}
