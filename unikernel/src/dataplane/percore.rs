@@ -134,6 +134,8 @@ pub struct Core<P: Platform> {
     /// Scratch arrays, allocated once.
     pub(crate) rx_scratch: [RxBuf; MAX_BURST],
     pub(crate) page_scratch: [Pfn; QUEUE_SIZE],
+    /// Pages lost so far in the quit phases (reported with the final counters).
+    pub(crate) quit_leaked: u64,
 }
 
 impl<P: Platform> Core<P> {
@@ -191,6 +193,7 @@ impl<P: Platform> Core<P> {
                 status: RxStatus::Ok,
             }; MAX_BURST],
             page_scratch: [Pfn(0); QUEUE_SIZE],
+            quit_leaked: 0,
         };
         for port in 0..PORTS {
             core.refill(port);

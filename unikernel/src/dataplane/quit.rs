@@ -245,18 +245,22 @@ impl<P: Platform> Core<P> {
     /// step with the boot CPU, then publish the final counters (before reporting the last
     /// phase done: the boot CPU prints them as soon as it sees that). The caller halts.
     pub fn follow_quit(&mut self) {
-        let q = &self.fabric.quit;
-        let mut leaked = 0;
         for phase in QuitPhase::ALL {
-            while q.current().is_none_or(|c| c < phase) {
+            while self.fabric.quit.current().is_none_or(|c| c < phase) {
                 core::hint::spin_loop();
             }
-            leaked += self.quit_phase(phase);
-            if phase == QuitPhase::LAST {
-                self.publish(true, leaked);
-            }
-            q.finish(self.pair, phase);
+            self.follow_phase(phase);
         }
+    }
+
+    /// A core other than the boot CPU: run `phase` and report it done (after the last phase,
+    /// with the final counters published first).
+    pub fn follow_phase(&mut self, phase: QuitPhase) {
+        self.quit_leaked += self.quit_phase(phase);
+        if phase == QuitPhase::LAST {
+            self.publish(true, self.quit_leaked);
+        }
+        self.fabric.quit.finish(self.pair, phase);
     }
 
     /// The boot CPU's `quit`: drive every phase on every core (each waits at most `timeout_ns`

@@ -1,0 +1,245 @@
+//! A test rig: real `Core`s over real `VirtioNet` drivers whose devices are played by
+//! `drivers::sim` on the drivers' own split-ring memory, pages from a real `mm::Zone` backed by
+//! host memory (page frame number = host address >> 12, so `PageBuf` bytes are real).
+
+use crate::dataplane::snap::PairSnap;
+use crate::dataplane::{Core, CoreParams, CoreRouter, Fabric, MgmtPlane, Platform, QuitPhase};
+use core::cell::Cell;
+use drivers::sim::{HostHal, SimDevice, SimShared, SimTransport};
+use drivers::virtio_net::VirtioNet;
+use mm::{Page, PerCpuPages, Pfn, Zone, PAGE_SIZE};
+use netstack::config::PORTS;
+use netstack::router::{PortConfig, Router, RouterConfig};
+use netstack::{Config, MacAddr};
+use std::alloc::{alloc_zeroed, Layout};
+use std::boxed::Box;
+use std::vec::Vec;
+
+std::thread_local! {
+    /// The test clock, ns (advanced by the tests).
+    pub static NOW_NS: Cell<u64> = const { Cell::new(0) };
+    /// Cycle counter: +1 per read.
+    static CYCLES: Cell<u64> = const { Cell::new(0) };
+    /// Wake-ups asked for, per core.
+    pub static WAKES: Cell<[u64; 4]> = const { Cell::new([0; 4]) };
+}
+
+/// The management plane as tests see it: records what it was given.
+#[derive(Default)]
+pub struct FakeMgmt {
+    /// Its local port.
+    pub port: usize,
+    /// Frames pushed (copies).
+    pub frames: Vec<Vec<u8>>,
+    /// Frames it will send at the next poll.
+    pub to_send: Vec<Vec<u8>>,
+}
+
+impl MgmtPlane for FakeMgmt {
+    type Counters = u64;
+    fn port(&self) -> usize {
+        self.port
+    }
+    fn push_rx(&mut self, frame: &[u8]) -> bool {
+        self.frames.push(frame.to_vec());
+        true
+    }
+    fn rx_pending(&self) -> usize {
+        0
+    }
+    fn rx_room(&self) -> usize {
+        16
+    }
+    fn poll(&mut self, _now_ms: i64, _m: &mut dyn FnMut(&mut dyn core::fmt::Write, &u64)) {}
+    fn drain_tx(&mut self, send: &mut dyn FnMut(&[u8])) {
+        for f in self.to_send.drain(..) {
+            send(&f);
+        }
+    }
+}
+
+/// The test platform.
+pub struct TestPlatform;
+
+/// A driver on a simulated device.
+pub type SimNic = VirtioNet<HostHal, SimTransport<'static>>;
+
+impl Platform for TestPlatform {
+    type Nic = SimNic;
+    type Mgmt = FakeMgmt;
+    fn cycles() -> u64 {
+        CYCLES.with(|c| {
+            c.set(c.get() + 1);
+            c.get()
+        })
+    }
+    fn uptime_ns() -> u64 {
+        NOW_NS.with(|c| {
+            // Time moves on a little at every read, so bounded waits end.
+            c.set(c.get() + 1000);
+            c.get()
+        })
+    }
+    fn wake(k: usize) {
+        WAKES.with(|w| {
+            let mut a = w.get();
+            a[k.min(3)] += 1;
+            w.set(a);
+        });
+    }
+    fn write_metrics(_: &[PairSnap], _: &u64, w: &mut dyn core::fmt::Write) {
+        let _ = w.write_str("metrics\n");
+    }
+}
+
+/// A zone of `pages` pages of host memory (4 MiB aligned, so buddy blocks of every order fit).
+pub fn zone(pages: usize) -> &'static Zone {
+    let bytes = pages * PAGE_SIZE;
+    let layout = Layout::from_size_align(bytes, 4 << 20).unwrap();
+    // SAFETY: non-zero size.
+    let base = unsafe { alloc_zeroed(layout) } as u64;
+    assert_ne!(base, 0);
+    let map: &'static [Page] = Box::leak((0..pages).map(|_| Page::new()).collect());
+    let start = Pfn::from_addr(base);
+    let z: &'static Zone = Box::leak(Box::new(Zone::new(start, map)));
+    z.add_free_range(start, Pfn(start.0 + pages as u64));
+    z
+}
+
+/// MAC of global port `i`.
+pub fn port_mac(i: usize) -> MacAddr {
+    MacAddr([0x52, 0x54, 0, 0, 0, i as u8 + 1])
+}
+
+/// One core with its two simulated ports.
+pub struct SimCore {
+    pub core: Core<TestPlatform>,
+    pub dev: [SimDevice<'static>; PORTS],
+}
+
+/// Cores over one zone and fabric.
+pub struct Rig {
+    pub zone: &'static Zone,
+    pub fabric: &'static Fabric,
+    pub cores: Vec<SimCore>,
+    pub free_at_start: u64,
+}
+
+impl Rig {
+    /// `n` cores with configuration `cmdline`, over a zone of `pages` pages. In router mode each
+    /// core gets a router over one FIB; core 0 gets a [`FakeMgmt`] if the config has one.
+    pub fn new(cmdline: &str, n: usize, pages: usize) -> Rig {
+        let cfg = Config::parse(cmdline).unwrap_or_else(|e| panic!("{cmdline}: {e}"));
+        let zone = zone(pages);
+        let free_at_start = zone.free_pages();
+        let fabric: &'static Fabric = Box::leak(Box::new(Fabric::new()));
+        fabric.set_topology(n, 1);
+        let fib = (cfg.mode == netstack::Mode::Router).then(|| build_fib(&cfg));
+        let cores = (0..n)
+            .map(|k| {
+                let shared: [&'static SimShared; PORTS] = core::array::from_fn(|j| {
+                    &*Box::leak(Box::new(SimShared::new(port_mac(PORTS * k + j).0)))
+                });
+                let nics = shared.map(|s| VirtioNet::new(SimTransport::new(s)).expect("sim init"));
+                let macs = [port_mac(PORTS * k), port_mac(PORTS * k + 1)];
+                let router = fib.map(|f| {
+                    CoreRouter::new(f, &ports(&cfg, macs), RouterConfig::for_core(k as u16, n as u16))
+                        .unwrap()
+                });
+                let mgmt = cfg
+                    .mgmt_port()
+                    .filter(|_| k == 0)
+                    .map(|port| FakeMgmt { port, ..FakeMgmt::default() });
+                let core = Core::new(CoreParams {
+                    cfg: cfg.clone(),
+                    pair: k,
+                    nics,
+                    zone,
+                    pcp: PerCpuPages::new(zone, n),
+                    fabric,
+                    router,
+                    mgmt,
+                    mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
+                })
+                .unwrap();
+                // SAFETY: the HostHal rings and the zone's pages are host memory at their
+                // "physical" address; nothing else plays these devices.
+                let dev = shared.map(|s| unsafe { SimDevice::new(s) });
+                SimCore { core, dev }
+            })
+            .collect();
+        Rig {
+            zone,
+            fabric,
+            cores,
+            free_at_start,
+        }
+    }
+
+    /// Run one poll iteration on every core, in order. Returns the work done.
+    pub fn poll(&mut self) -> usize {
+        self.cores.iter_mut().map(|c| c.core.poll_once()).sum()
+    }
+
+    /// Free pages now (zone + every core's pcp list).
+    pub fn free_now(&self) -> u64 {
+        self.zone.free_pages()
+            + self
+                .cores
+                .iter()
+                .map(|c| c.core.pages().pcp.count() as u64)
+                .sum::<u64>()
+    }
+
+    /// `quit` as the kernel runs it: core 0 leads, the others follow each phase when core 0
+    /// waits for them. Returns the phases each other core ran, in order, and the report.
+    pub fn quit(&mut self) -> (Vec<(usize, QuitPhase)>, crate::dataplane::QuitReport) {
+        let (first, rest) = self.cores.split_first_mut().expect("one core");
+        let mut seen = Vec::new();
+        let report = first
+            .core
+            .lead_quit(
+                1_000_000_000,
+                || {},
+                |k, phase| {
+                    let c = &mut rest[k - 1].core;
+                    c.follow_phase(phase);
+                    seen.push((k, phase));
+                },
+            )
+            .expect("quit");
+        (seen, report)
+    }
+
+    /// Quit and check that every page came back: no pool counts a page in flight and the zone
+    /// holds as many free pages as before the cores were built.
+    pub fn quit_and_check(&mut self) {
+        let (_, report) = self.quit();
+        assert_eq!(report.leaked, 0, "pages in flight after quit");
+        assert_eq!(self.zone.free_pages(), self.free_at_start, "free pages after quit");
+    }
+}
+
+/// The router's ports from the configuration.
+fn ports(cfg: &Config, macs: [MacAddr; PORTS]) -> [PortConfig; PORTS] {
+    core::array::from_fn(|i| PortConfig {
+        mac: macs[i],
+        addr: cfg.ip[i].unwrap(),
+    })
+}
+
+/// A FIB for `cfg` (connected routes and `route=`) in leaked host memory.
+fn build_fib(cfg: &Config) -> &'static netstack::router::Fib<'static> {
+    use netstack::router::{Fib, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
+    let tbl24: &'static mut [u32] = Box::leak(std::vec![0u32; TBL24_LEN].into_boxed_slice());
+    let tbl8: &'static mut [u32] = Box::leak(std::vec![0u32; 16 * TBL8_GROUP_LEN].into_boxed_slice());
+    let rules: &'static mut [RuleSlot] =
+        Box::leak(std::vec![RuleSlot::EMPTY; 1024].into_boxed_slice());
+    let fib = Fib::new(tbl24, tbl8, rules).unwrap();
+    let macs = [port_mac(0), port_mac(1)];
+    let mut r = Router::<'static, Pfn>::new(fib, &ports(cfg, macs), RouterConfig::default()).unwrap();
+    for (net, gw) in cfg.routes.iter() {
+        r.add_route(*net, *gw).unwrap();
+    }
+    Box::leak(Box::new(r.into_fib()))
+}
