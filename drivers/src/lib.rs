@@ -8,13 +8,21 @@
 //!   ([`virtqueue`]), whose RX descriptors are page_pool pages and whose TX is zero copy.
 //!   With `VIRTIO_NET_F_MQ` ([`virtio_net::VirtioNet::new_mq`]) a device is split into one
 //!   handle per queue pair, each owned by one core.
+//! - [`sim`]: a simulated virtio-net device on in-memory split rings (a transport that records
+//!   the rings, a device player that serves them), for host tests of the driver and the guest's
+//!   deterministic datapath benchmark; [`transport::PortTransport`] lets one driver type run on
+//!   a PCI device or on it.
 //!
-//! `unsafe` here is confined to port I/O and to turning page frame numbers into the byte slices
-//! the virtqueue shares with the device; each block names its invariant.
+//! `unsafe` here is confined to port I/O, to turning page frame numbers into the byte slices
+//! the virtqueue shares with the device, and (in [`sim`]) to the simulated device reading and
+//! writing ring memory and buffers through their physical addresses; each block names its
+//! invariant.
 #![no_std]
 
 pub mod nic;
 pub mod pci;
+pub mod sim;
+pub mod transport;
 pub mod uart;
 pub mod virtio_net;
 pub mod virtqueue;

@@ -23,21 +23,21 @@ use virtio_drivers::transport::Transport;
 use virtio_drivers::{BufferDirection, Hal, PhysAddr, PAGE_SIZE};
 
 /// §2.7.5: `VIRTQ_DESC_F_NEXT`, the buffer continues in the descriptor named by `next`.
-const VIRTQ_DESC_F_NEXT: u16 = 1;
+pub(crate) const VIRTQ_DESC_F_NEXT: u16 = 1;
 /// §2.7.5: `VIRTQ_DESC_F_WRITE`, the device writes into this buffer.
-const VIRTQ_DESC_F_WRITE: u16 = 2;
+pub(crate) const VIRTQ_DESC_F_WRITE: u16 = 2;
 /// §2.7.6: `VIRTQ_AVAIL_F_NO_INTERRUPT`, used when EVENT_IDX is not negotiated.
 const VIRTQ_AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// §2.7.8: `VIRTQ_USED_F_NO_NOTIFY`, the device does not want kicks (without EVENT_IDX).
 const VIRTQ_USED_F_NO_NOTIFY: u16 = 1;
 
-/// §2.7.5 `struct virtq_desc`.
+/// §2.7.5 `struct virtq_desc` (also read by the simulated device, [`crate::sim`]).
 #[repr(C)]
-struct Desc {
-    addr: u64,
-    len: u32,
-    flags: u16,
-    next: u16,
+pub(crate) struct Desc {
+    pub(crate) addr: u64,
+    pub(crate) len: u32,
+    pub(crate) flags: u16,
+    pub(crate) next: u16,
 }
 
 /// §2.7.8 `struct virtq_used_elem`.
@@ -367,165 +367,40 @@ impl<H: Hal, const N: usize> Drop for SplitQueue<H, N> {
 mod tests {
     use super::*;
     extern crate std;
-    use std::alloc::{alloc_zeroed, dealloc, Layout};
+    use crate::sim::{DeviceQueue, HostHal, SimShared, SimTransport};
     use std::vec::Vec;
-    use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus};
-
-    /// A HAL for the host: DMA memory from the global allocator, physical = virtual address.
-    struct HostHal;
-
-    // SAFETY: allocations are page-aligned, zeroed, live until dma_dealloc, and identity-mapped
-    // (the "device" in these tests reads them through the same addresses).
-    unsafe impl Hal for HostHal {
-        fn dma_alloc(pages: usize, _dir: BufferDirection) -> (PhysAddr, NonNull<u8>) {
-            let layout = Layout::from_size_align(pages * PAGE_SIZE, PAGE_SIZE).unwrap();
-            // SAFETY: non-zero size.
-            let p = NonNull::new(unsafe { alloc_zeroed(layout) }).unwrap();
-            (p.as_ptr() as PhysAddr, p)
-        }
-        unsafe fn dma_dealloc(_paddr: PhysAddr, vaddr: NonNull<u8>, pages: usize) -> i32 {
-            let layout = Layout::from_size_align(pages * PAGE_SIZE, PAGE_SIZE).unwrap();
-            // SAFETY: allocated by dma_alloc with this layout.
-            unsafe { dealloc(vaddr.as_ptr(), layout) };
-            0
-        }
-        unsafe fn mmio_phys_to_virt(paddr: PhysAddr, _size: usize) -> NonNull<u8> {
-            NonNull::new(paddr as *mut u8).unwrap()
-        }
-        unsafe fn share(buffer: NonNull<[u8]>, _dir: BufferDirection) -> PhysAddr {
-            buffer.as_ptr().cast::<u8>() as PhysAddr
-        }
-        unsafe fn unshare(_paddr: PhysAddr, _buffer: NonNull<[u8]>, _dir: BufferDirection) {}
-    }
-
-    /// Just enough of a transport for [`SplitQueue::new`]: it records the ring addresses.
-    #[derive(Default)]
-    struct RingsOnly {
-        /// (descriptor table, driver area, device area) of queue 0.
-        rings: Option<(PhysAddr, PhysAddr, PhysAddr)>,
-    }
-
-    impl Transport for RingsOnly {
-        fn device_type(&self) -> DeviceType {
-            DeviceType::Network
-        }
-        fn read_device_features(&mut self) -> u64 {
-            0
-        }
-        fn write_driver_features(&mut self, _f: u64) {}
-        fn max_queue_size(&mut self, _q: u16) -> u32 {
-            256
-        }
-        fn notify(&mut self, _q: u16) {}
-        fn get_status(&self) -> DeviceStatus {
-            DeviceStatus::empty()
-        }
-        fn set_status(&mut self, _s: DeviceStatus) {}
-        fn set_guest_page_size(&mut self, _s: u32) {}
-        fn requires_legacy_layout(&self) -> bool {
-            false
-        }
-        fn queue_set(&mut self, _q: u16, _size: u32, d: PhysAddr, a: PhysAddr, u: PhysAddr) {
-            self.rings = Some((d, a, u));
-        }
-        fn queue_unset(&mut self, _q: u16) {
-            self.rings = None;
-        }
-        fn queue_used(&mut self, _q: u16) -> bool {
-            self.rings.is_some()
-        }
-        fn ack_interrupt(&mut self) -> InterruptStatus {
-            InterruptStatus::empty()
-        }
-        fn read_config_generation(&self) -> u32 {
-            0
-        }
-        fn read_config_space<T: zerocopy::FromBytes + zerocopy::IntoBytes>(
-            &self,
-            _offset: usize,
-        ) -> virtio_drivers::Result<T> {
-            Err(virtio_drivers::Error::ConfigSpaceMissing)
-        }
-        fn write_config_space<T: zerocopy::IntoBytes + zerocopy::Immutable>(
-            &mut self,
-            _offset: usize,
-            _value: T,
-        ) -> virtio_drivers::Result<()> {
-            Err(virtio_drivers::Error::ConfigSpaceMissing)
-        }
-    }
 
     /// One descriptor as the device sees it: (address, length, flags).
     type Part = (u64, u32, u16);
 
-    /// Plays the device side of one split virtqueue of `N` entries through its ring memory
-    /// (VIRTIO 1.x §2.7): takes the next available chain and returns it as used.
-    struct Device<const N: usize> {
-        desc: *const Desc,
-        avail: *const u16,
-        used: *mut u16,
-        next_avail: u16,
-        used_idx: u16,
+    /// The device side of queue 0 of `shared` (the simulated device's [`DeviceQueue`]).
+    fn device(shared: &SimShared) -> DeviceQueue<'_> {
+        // SAFETY: HostHal rings are identity-mapped and outlive the device in every test (the
+        // queue is dropped last); the test only posts fake buffer addresses the device never
+        // dereferences (it only reads descriptors and writes the used ring).
+        unsafe { DeviceQueue::new(shared, 0) }.expect("queue 0 set up")
     }
 
-    impl<const N: usize> Device<N> {
-        fn new(t: &RingsOnly) -> Self {
-            let (d, a, u) = t.rings.expect("queue set");
-            Device {
-                desc: d as *const Desc,
-                avail: a as *const u16,
-                used: u as *mut u16,
-                next_avail: 0,
-                used_idx: 0,
-            }
-        }
+    /// The next available buffer: its head and descriptors (address, length, flags).
+    fn take(dev: &mut DeviceQueue<'_>) -> Option<(u16, Vec<Part>)> {
+        let head = dev.take()?;
+        let mut parts = Vec::new();
+        dev.for_each_desc(head, |d| parts.push((d.addr, d.len, d.flags)));
+        Some((head, parts))
+    }
 
-        /// The next available buffer's descriptors (address, length, flags), following NEXT.
-        fn take(&mut self) -> Option<(u16, Vec<Part>)> {
-            // SAFETY: the ring memory is live while the queue is; the test is single-threaded.
-            unsafe {
-                let idx = self.avail.add(1).read_volatile();
-                if idx == self.next_avail {
-                    return None;
-                }
-                let head = self
-                    .avail
-                    .add(2 + usize::from(self.next_avail) % N)
-                    .read_volatile();
-                self.next_avail = self.next_avail.wrapping_add(1);
-                let mut parts = Vec::new();
-                let mut id = head;
-                loop {
-                    let d = self.desc.add(usize::from(id)).read_volatile();
-                    parts.push((d.addr, d.len, d.flags));
-                    if d.flags & VIRTQ_DESC_F_NEXT == 0 {
-                        break;
-                    }
-                    id = d.next;
-                }
-                Some((head, parts))
-            }
-        }
-
-        /// Return `head` as used with `len` bytes written, then publish the used index.
-        fn give_back(&mut self, head: u16, len: u32) {
-            // SAFETY: as in `take`; used ring: flags @0, idx @2, elems (id u32, len u32) @4.
-            unsafe {
-                let slot = usize::from(self.used_idx) % N;
-                let e = self.used.add(2 + 4 * slot).cast::<u32>();
-                e.write_volatile(u32::from(head));
-                e.add(1).write_volatile(len);
-                self.used_idx = self.used_idx.wrapping_add(1);
-                self.used.add(1).write_volatile(self.used_idx);
-            }
-        }
+    /// Return `head` as used with `len` bytes written, and publish the used index.
+    fn give_back(dev: &mut DeviceQueue<'_>, head: u16, len: u32) {
+        dev.give_back(head, len);
+        dev.publish(false);
     }
 
     #[test]
     fn chains_reach_the_device_and_come_back_whole() {
-        let mut t = RingsOnly::default();
+        let shared = SimShared::new([0; 6]);
+        let mut t = SimTransport::new(&shared);
         let mut q = SplitQueue::<HostHal, 8>::new(&mut t, 0, true).unwrap();
-        let mut dev = Device::<8>::new(&t);
+        let mut dev = device(&shared);
         assert_eq!(q.free_descs(), 8);
         // A device-readable header then a device-writable payload (§2.7.4.2 order).
         let head = q
@@ -533,9 +408,12 @@ mod tests {
             .unwrap();
         let single = q.push(0x3000, 60, false).unwrap();
         assert_eq!(q.free_descs(), 5);
-        assert!(dev.take().is_none(), "nothing is visible before publish");
+        assert!(
+            take(&mut dev).is_none(),
+            "nothing is visible before publish"
+        );
         q.publish();
-        let (h, parts) = dev.take().unwrap();
+        let (h, parts) = take(&mut dev).unwrap();
         assert_eq!(h, head);
         assert_eq!(
             parts,
@@ -544,11 +422,11 @@ mod tests {
                 (0x2000, 1500, VIRTQ_DESC_F_WRITE)
             ]
         );
-        let (s, parts) = dev.take().unwrap();
+        let (s, parts) = take(&mut dev).unwrap();
         assert_eq!((s, parts), (single, std::vec![(0x3000, 60, 0)]));
-        assert!(dev.take().is_none());
-        dev.give_back(head, 1512);
-        dev.give_back(single, 0);
+        assert!(take(&mut dev).is_none());
+        give_back(&mut dev, head, 1512);
+        give_back(&mut dev, single, 0);
         assert_eq!(q.pop_used(), Some((u32::from(head), 1512)));
         q.release_chain(head);
         assert_eq!(
@@ -564,7 +442,8 @@ mod tests {
 
     #[test]
     fn a_chain_longer_than_the_free_descriptors_is_refused() {
-        let mut t = RingsOnly::default();
+        let shared = SimShared::new([0; 6]);
+        let mut t = SimTransport::new(&shared);
         let mut q = SplitQueue::<HostHal, 4>::new(&mut t, 0, true).unwrap();
         for i in 0..3 {
             q.push(0x1000 * (i + 1), 64, true).unwrap();
@@ -581,16 +460,17 @@ mod tests {
 
     #[test]
     fn used_ring_wraps_past_its_size_and_past_u16() {
-        let mut t = RingsOnly::default();
+        let shared = SimShared::new([0; 6]);
+        let mut t = SimTransport::new(&shared);
         let mut q = SplitQueue::<HostHal, 4>::new(&mut t, 0, true).unwrap();
-        let mut dev = Device::<4>::new(&t);
+        let mut dev = device(&shared);
         // 70,000 buffers: the 16-bit indices wrap (the case virtio-drivers 0.13 stalled on).
         for i in 0..70_000u32 {
             let id = q.push(u64::from(i) * 64, 64, true).unwrap();
             q.publish();
-            let (h, _) = dev.take().unwrap();
+            let (h, _) = take(&mut dev).unwrap();
             assert_eq!(h, id);
-            dev.give_back(h, i % 1500);
+            give_back(&mut dev, h, i % 1500);
             assert_eq!(q.pop_used(), Some((u32::from(id), i % 1500)));
             q.release(id);
         }

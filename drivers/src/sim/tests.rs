@@ -1,0 +1,266 @@
+//! Host tests: the real driver ([`VirtioNet`]) on the simulated device, rings and buffers from
+//! the global allocator ([`HostHal`]).
+
+use super::*;
+use crate::virtio_net::{NetInitError, RxBuf, RxStatus, TxBuf, VirtioNet, MAX_FRAME_LEN};
+use core::ptr::NonNull;
+use mm::Pfn;
+use virtio_drivers::{BufferDirection, Hal, PAGE_SIZE};
+
+extern crate std;
+use std::vec;
+use std::vec::Vec;
+
+type Nic<'a> = VirtioNet<HostHal, SimTransport<'a>>;
+
+const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+/// Pages for RX buffers, freed on drop.
+struct Pages(Vec<Pfn>);
+
+impl Pages {
+    fn new(n: usize) -> Pages {
+        Pages(
+            (0..n)
+                .map(|_| Pfn::from_addr(HostHal::dma_alloc(1, BufferDirection::Both).0))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let v = NonNull::new(p.addr() as *mut u8).unwrap();
+            // SAFETY: allocated above with one page; the device was reset or never saw it.
+            unsafe { HostHal::dma_dealloc(p.addr(), v, 1) };
+        }
+    }
+}
+
+/// Bytes `[off, off + len)` of page `p`.
+fn page(p: Pfn, off: usize, len: usize) -> &'static mut [u8] {
+    assert!(off + len <= PAGE_SIZE);
+    // SAFETY: a live HostHal page (the tests keep `Pages` alive while they look), accessed only
+    // while neither driver nor device uses it.
+    unsafe { core::slice::from_raw_parts_mut((p.addr() as usize + off) as *mut u8, len) }
+}
+
+/// A 60-byte frame whose bytes start at `seed`.
+fn frame(seed: u8) -> Vec<u8> {
+    (0..60u8).map(|i| seed.wrapping_add(i)).collect()
+}
+
+fn up(shared: &SimShared) -> (Nic<'_>, SimDevice<'_>) {
+    let nic = Nic::new(SimTransport::new(shared)).expect("driver initialises the sim device");
+    // SAFETY: HostHal memory is identity-mapped; every nic outlives its device in these tests
+    // and resets it (drop) before its rings are freed.
+    let dev = unsafe { SimDevice::new(shared) };
+    (nic, dev)
+}
+
+fn rx_bufs() -> Vec<RxBuf> {
+    vec![
+        RxBuf {
+            pfn: Pfn(0),
+            len: 0,
+            status: RxStatus::Ok,
+        };
+        QUEUE_SIZE
+    ]
+}
+
+#[test]
+fn the_driver_brings_the_sim_device_up() {
+    let shared = SimShared::new(MAC);
+    let (nic, _dev) = up(&shared);
+    assert_eq!(nic.mac(), MAC);
+    assert_eq!(nic.features(), DRIVER_FEATURES);
+    assert_eq!(shared.driver_features(), SIM_FEATURES);
+    assert!(shared.status().contains(DeviceStatus::DRIVER_OK));
+    for q in [SIM_RX_QUEUE, SIM_TX_QUEUE] {
+        let r = shared.rings(q).expect("queue set up");
+        assert_eq!(r.size as usize, QUEUE_SIZE);
+        assert!(r.desc != 0 && r.driver == r.desc + 16 * QUEUE_SIZE as u64 && r.device != 0);
+    }
+    assert_eq!(shared.rings(2), None);
+    drop(nic);
+    assert!(
+        shared.status().is_empty(),
+        "dropping the driver resets the device"
+    );
+    assert_eq!(shared.rings(SIM_RX_QUEUE), None);
+}
+
+#[test]
+fn a_device_without_version_1_is_refused() {
+    let shared = SimShared::with_features(MAC, SIM_FEATURES & !NetFeatures::VERSION_1.bits());
+    assert!(matches!(
+        Nic::new(SimTransport::new(&shared)),
+        Err(NetInitError::NotModern)
+    ));
+}
+
+#[test]
+fn frames_go_through_rx_and_tx_and_pages_come_back() {
+    let shared = SimShared::new(MAC);
+    let (mut nic, mut dev) = up(&shared);
+    let pages = Pages::new(QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back from the rings.
+    assert_eq!(unsafe { nic.rx_refill(&pages.0) }, QUEUE_SIZE);
+    assert_eq!(dev.rx_available(), QUEUE_SIZE);
+    assert_eq!(dev.deliver_rx(&frame(1), 2), 2);
+    assert_eq!(dev.deliver_rx(&frame(100)[..42], 1), 1);
+    assert_eq!(dev.delivered(), 3);
+    assert_eq!(dev.rx_available(), QUEUE_SIZE - 3);
+
+    let mut out = rx_bufs();
+    assert_eq!(nic.rx_burst(&mut out), 3);
+    assert_eq!(nic.rx_burst(&mut out[3..]), 0);
+    let want = [frame(1), frame(1), frame(100)[..42].to_vec()];
+    for (b, w) in out.iter().zip(&want) {
+        assert_eq!(b.status, RxStatus::Ok);
+        assert_eq!(b.len, w.len());
+        assert_eq!(page(b.pfn, NET_HDR_LEN, b.len), &w[..]);
+        // virtio_net_hdr: no offloads, num_buffers = 1.
+        assert_eq!(
+            page(b.pfn, 0, NET_HDR_LEN),
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]
+        );
+    }
+    assert_eq!(nic.rx_posted(), QUEUE_SIZE - 3);
+
+    // Out of the TX queue, zero copy: the device sees the same bytes.
+    let tx: Vec<TxBuf> = out[..3]
+        .iter()
+        .map(|b| TxBuf {
+            pfn: b.pfn,
+            len: b.len,
+        })
+        .collect();
+    // SAFETY: the pages came back from RX and hold the frames at NET_HDR_LEN.
+    assert_eq!(unsafe { nic.tx_burst(&tx) }, 3);
+    let mut seen = Vec::new();
+    assert_eq!(dev.complete_tx(|f| seen.push(f.to_vec())), 3);
+    assert_eq!(seen, want);
+    assert_eq!(dev.complete_tx(|_| panic!("nothing more")), 0);
+    let mut back = [Pfn(0); QUEUE_SIZE];
+    assert_eq!(nic.tx_complete(&mut back), 3);
+    let mut got: Vec<Pfn> = back[..3].to_vec();
+    let mut sent: Vec<Pfn> = tx.iter().map(|t| t.pfn).collect();
+    got.sort_by_key(|p| p.0);
+    sent.sort_by_key(|p| p.0);
+    assert_eq!(got, sent, "tx_complete hands back the very pages sent");
+    assert_eq!(nic.tx_posted(), 0);
+
+    // Reset: the device stops, every posted page comes back.
+    let mut reclaimed = 0;
+    nic.reclaim(|_| reclaimed += 1).unwrap();
+    assert_eq!(reclaimed, QUEUE_SIZE - 3);
+    assert_eq!(
+        dev.deliver_rx(&frame(0), 1),
+        0,
+        "a reset device delivers nothing"
+    );
+}
+
+#[test]
+fn a_frame_too_big_for_the_buffer_is_not_delivered() {
+    let shared = SimShared::new(MAC);
+    let (mut nic, mut dev) = up(&shared);
+    let pages = Pages::new(1);
+    // SAFETY: a fresh page, ours until it comes back.
+    unsafe { nic.rx_refill(&pages.0) };
+    let big = vec![0xab; MAX_FRAME_LEN + 1];
+    assert_eq!(dev.deliver_rx(&big, 1), 0);
+    assert_eq!(dev.rx_available(), 1, "the buffer stays available");
+    assert_eq!(
+        dev.deliver_rx(&big[..MAX_FRAME_LEN], 1),
+        1,
+        "a full page fits"
+    );
+    let mut out = rx_bufs();
+    assert_eq!(nic.rx_burst(&mut out), 1);
+    assert_eq!(out[0].len, MAX_FRAME_LEN);
+}
+
+#[test]
+fn the_device_asks_for_kicks_only_when_told_to() {
+    let shared = SimShared::new(MAC);
+    let (mut nic, mut dev) = up(&shared);
+    let pages = Pages::new(64);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { nic.rx_refill(&pages.0[..32]) };
+    // avail_event starts at 0 (zeroed ring): the first batch is kicked.
+    assert_eq!(nic.kick(), 1);
+    assert_eq!(shared.kicks(SIM_RX_QUEUE), 1);
+    // A busy-polling device parks avail_event behind: no kicks.
+    dev.deliver_rx(&frame(0), 1);
+    // SAFETY: as above.
+    unsafe { nic.rx_refill(&pages.0[32..40]) };
+    assert_eq!(nic.kick(), 0);
+    // Asking for kicks: the next publish after a pass that drained the ring is kicked.
+    dev.set_want_kicks(true);
+    dev.deliver_rx(&frame(0), usize::MAX);
+    // SAFETY: as above.
+    unsafe { nic.rx_refill(&pages.0[40..48]) };
+    assert_eq!(nic.kick(), 1);
+    assert_eq!(shared.kicks(SIM_RX_QUEUE), 1 + 1);
+    assert_eq!(shared.kicks(SIM_TX_QUEUE), 0);
+    let mut out = rx_bufs();
+    let n = nic.rx_burst(&mut out);
+    assert_eq!(n, 40);
+    drop(nic);
+}
+
+/// Forward `total` frames in bursts of `k` through one device's RX and TX queues, as the
+/// forwarder does (refill the RX ring with the pages TX completed): the 16-bit ring indices wrap.
+fn forward_many(total: usize, k: usize) {
+    let shared = SimShared::new(MAC);
+    let (mut nic, mut dev) = up(&shared);
+    let pages = Pages::new(QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { nic.rx_refill(&pages.0) };
+    let mut out = rx_bufs();
+    let mut back = vec![Pfn(0); QUEUE_SIZE];
+    let (mut sent, mut seen, mut i) = (0usize, 0usize, 0usize);
+    while sent < total {
+        let f = frame(i as u8);
+        assert_eq!(dev.deliver_rx(&f, k), k, "iteration {i}");
+        let n = nic.rx_burst(&mut out[..k]);
+        assert_eq!(n, k);
+        let tx: Vec<TxBuf> = out[..n]
+            .iter()
+            .map(|b| TxBuf {
+                pfn: b.pfn,
+                len: b.len,
+            })
+            .collect();
+        // SAFETY: pages back from RX, frames at NET_HDR_LEN.
+        assert_eq!(unsafe { nic.tx_burst(&tx) }, n);
+        seen += dev.complete_tx(|got| assert_eq!(got, &f[..]));
+        let m = nic.tx_complete(&mut back);
+        assert_eq!(m, n);
+        // SAFETY: completed TX pages are ours again.
+        assert_eq!(unsafe { nic.rx_refill(&back[..m]) }, m);
+        sent += n;
+        i += 1;
+    }
+    assert_eq!(seen, sent);
+    assert_eq!(dev.delivered() as usize, sent);
+    assert_eq!(dev.completed() as usize, sent);
+    assert!(sent > 65_536, "indices wrapped");
+    assert_eq!(nic.stats().bad_token, 0);
+    assert_eq!(nic.rx_posted(), QUEUE_SIZE);
+    assert_eq!(nic.tx_posted(), 0);
+}
+
+#[test]
+fn rings_wrap_past_65536_in_bursts_of_one() {
+    forward_many(70_000, 1);
+}
+
+#[test]
+fn rings_wrap_past_65536_in_bursts_of_32() {
+    forward_many(70_016, 32);
+}

@@ -1,0 +1,121 @@
+//! [`PortTransport`]: the transport behind one port, a real virtio PCI device or the simulated
+//! device of [`crate::sim`], so one driver type (`VirtioNet<H, PortTransport>`) drives both.
+//!
+//! Every [`Transport`] method is delegated to the variant. The hot path does not go through
+//! here on the PCI variant (kicks use cached doorbells, `VirtioNet::set_doorbells`); on the
+//! simulated variant a kick is [`SimTransport::notify`]'s counter.
+
+use crate::sim::SimTransport;
+use virtio_drivers::transport::pci::PciTransport;
+use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
+use virtio_drivers::PhysAddr;
+
+/// A port's transport: virtio over PCI (§4.1), or the simulated device (in-memory rings only).
+pub enum PortTransport<'a> {
+    /// A virtio PCI device.
+    Pci(PciTransport),
+    /// The simulated device ([`crate::sim`]), e.g. for the guest's deterministic benchmark.
+    Sim(SimTransport<'a>),
+}
+
+impl From<PciTransport> for PortTransport<'_> {
+    fn from(t: PciTransport) -> Self {
+        PortTransport::Pci(t)
+    }
+}
+
+impl<'a> From<SimTransport<'a>> for PortTransport<'a> {
+    fn from(t: SimTransport<'a>) -> Self {
+        PortTransport::Sim(t)
+    }
+}
+
+/// `match self { Pci(t) => t.$call, Sim(t) => t.$call }`.
+macro_rules! delegate {
+    ($self:ident, $t:ident => $call:expr) => {
+        match $self {
+            PortTransport::Pci($t) => $call,
+            PortTransport::Sim($t) => $call,
+        }
+    };
+}
+
+impl Transport for PortTransport<'_> {
+    fn device_type(&self) -> DeviceType {
+        delegate!(self, t => t.device_type())
+    }
+
+    fn read_device_features(&mut self) -> u64 {
+        delegate!(self, t => t.read_device_features())
+    }
+
+    fn write_driver_features(&mut self, driver_features: u64) {
+        delegate!(self, t => t.write_driver_features(driver_features))
+    }
+
+    fn max_queue_size(&mut self, queue: u16) -> u32 {
+        delegate!(self, t => t.max_queue_size(queue))
+    }
+
+    fn notify(&mut self, queue: u16) {
+        delegate!(self, t => t.notify(queue))
+    }
+
+    fn get_status(&self) -> DeviceStatus {
+        delegate!(self, t => t.get_status())
+    }
+
+    fn set_status(&mut self, status: DeviceStatus) {
+        delegate!(self, t => t.set_status(status))
+    }
+
+    fn set_guest_page_size(&mut self, guest_page_size: u32) {
+        delegate!(self, t => t.set_guest_page_size(guest_page_size))
+    }
+
+    fn requires_legacy_layout(&self) -> bool {
+        delegate!(self, t => t.requires_legacy_layout())
+    }
+
+    fn queue_set(
+        &mut self,
+        queue: u16,
+        size: u32,
+        descriptors: PhysAddr,
+        driver_area: PhysAddr,
+        device_area: PhysAddr,
+    ) {
+        delegate!(self, t => t.queue_set(queue, size, descriptors, driver_area, device_area))
+    }
+
+    fn queue_unset(&mut self, queue: u16) {
+        delegate!(self, t => t.queue_unset(queue))
+    }
+
+    fn queue_used(&mut self, queue: u16) -> bool {
+        delegate!(self, t => t.queue_used(queue))
+    }
+
+    fn ack_interrupt(&mut self) -> InterruptStatus {
+        delegate!(self, t => t.ack_interrupt())
+    }
+
+    fn read_config_generation(&self) -> u32 {
+        delegate!(self, t => t.read_config_generation())
+    }
+
+    fn read_config_space<T: zerocopy::FromBytes + zerocopy::IntoBytes>(
+        &self,
+        offset: usize,
+    ) -> virtio_drivers::Result<T> {
+        delegate!(self, t => t.read_config_space(offset))
+    }
+
+    fn write_config_space<T: zerocopy::IntoBytes + zerocopy::Immutable>(
+        &mut self,
+        offset: usize,
+        value: T,
+    ) -> virtio_drivers::Result<()> {
+        delegate!(self, t => t.write_config_space(offset, value))
+    }
+}
