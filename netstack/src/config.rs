@@ -157,6 +157,15 @@ pub enum Queues {
 /// Most `route=` keys on one command line.
 pub const MAX_CMDLINE_ROUTES: usize = 64;
 
+/// Most frames the simulated device delivers per poll iteration (`sim=`): one RX ring.
+pub const MAX_SIM_FRAMES: u16 = 256;
+/// Measured poll iterations of the deterministic benchmark by default (`sim_iters=`): a
+/// multiple of 32, so the periodic TX reap and RX refill (every 32 descriptors) fall into the
+/// measurement a whole number of times for every K that divides 32.
+pub const DEFAULT_SIM_ITERS: u32 = 1024;
+/// Most measured iterations (`sim_iters=`).
+pub const MAX_SIM_ITERS: u32 = 1_000_000;
+
 /// The effective configuration.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct Config {
@@ -194,6 +203,14 @@ pub struct Config {
     /// owns queue pair `i` of port 0 and of port 1 and forwards between them (in
     /// `mode=router`, with its own router over the one shared FIB; `auto` means 1 there).
     pub queues: Queues,
+    /// `sim=K` (1..=[`MAX_SIM_FRAMES`]): the deterministic datapath benchmark. Ports 0 and 1
+    /// are simulated virtio-net devices on in-memory rings (no PCI); per poll iteration the
+    /// device delivers K frames on port 0, outside the measured bracket, then one poll
+    /// iteration runs inside it. `None` (default): forward between real devices.
+    pub sim: Option<u16>,
+    /// `sim_iters=N` (1..=[`MAX_SIM_ITERS`], default [`DEFAULT_SIM_ITERS`]): measured poll
+    /// iterations of the benchmark (after its warm-up); needs `sim`.
+    pub sim_iters: u32,
 }
 
 impl Default for Config {
@@ -212,6 +229,8 @@ impl Default for Config {
             xcore: false,
             acpi_rsdp: None,
             queues: Queues::Auto,
+            sim: None,
+            sim_iters: DEFAULT_SIM_ITERS,
         }
     }
 }
@@ -281,7 +300,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 15] = [
+pub const KEYS: [&str; 17] = [
     "mode",
     "peer0",
     "peer1",
@@ -297,10 +316,14 @@ pub const KEYS: [&str; 15] = [
     "xcore",
     "queues",
     "acpi_rsdp",
+    "sim",
+    "sim_iters",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
 const ROUTE_KEY: usize = 10;
+/// Index of `sim_iters` in [`KEYS`].
+const SIM_ITERS_KEY: usize = 16;
 
 /// One line of a routes file: `Ok((line number, (prefix, gateway)))` or `Err((line number, the
 /// offending text, why))`.
@@ -416,6 +439,22 @@ impl Config {
                             })?,
                     )
                 }
+                15 => {
+                    cfg.sim = Some(
+                        value
+                            .parse::<u16>()
+                            .ok()
+                            .filter(|k| (1..=MAX_SIM_FRAMES).contains(k))
+                            .ok_or_else(|| bad("frames per poll iteration, 1..=256"))?,
+                    )
+                }
+                SIM_ITERS_KEY => {
+                    cfg.sim_iters = value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=MAX_SIM_ITERS).contains(n))
+                        .ok_or_else(|| bad("an integer in 1..=1000000"))?
+                }
                 12 => {
                     cfg.xcore = match value {
                         "on" => true,
@@ -467,6 +506,18 @@ impl Config {
                 because: "(=router) for mgmt",
             });
         }
+        if cfg.sim.is_none() && seen[SIM_ITERS_KEY] {
+            return Err(ConfigError::Missing {
+                key: "sim",
+                because: "for sim_iters",
+            });
+        }
+        if cfg.sim.is_some() && matches!(cfg.queues, Queues::Count(n) if n > 1) {
+            return Err(ConfigError::Missing {
+                key: "queues",
+                because: "(=auto or 1) with sim: the simulated ports have one queue pair",
+            });
+        }
         if cfg.mode == Mode::Router {
             for (i, key) in ["ip0", "ip1"].into_iter().enumerate() {
                 if cfg.ip[i].is_none() {
@@ -511,6 +562,66 @@ mod tests {
         assert_eq!(
             Config::parse("queues=5").unwrap_err().to_string(),
             "bad value `5` for key `queues`: expected auto or an integer in 1..=4"
+        );
+    }
+
+    #[test]
+    fn sim_keys() {
+        let c = Config::parse("").unwrap();
+        assert_eq!((c.sim, c.sim_iters), (None, DEFAULT_SIM_ITERS));
+        let c = Config::parse("sim=4").unwrap();
+        assert_eq!((c.sim, c.sim_iters), (Some(4), 1024));
+        let c = Config::parse("sim=256 sim_iters=32 mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24")
+            .unwrap();
+        assert_eq!((c.sim, c.sim_iters, c.mode), (Some(256), 32, Mode::Router));
+        assert_eq!(
+            Config::parse("sim=1 sim_iters=1000000").unwrap().sim_iters,
+            1_000_000
+        );
+        for bad in ["sim=0", "sim=257", "sim=four", "sim=", "sim=-1"] {
+            assert!(
+                matches!(
+                    Config::parse(bad),
+                    Err(ConfigError::BadValue { key: "sim", .. })
+                ),
+                "{bad}"
+            );
+        }
+        for bad in [
+            "sim=1 sim_iters=0",
+            "sim=1 sim_iters=1000001",
+            "sim=1 sim_iters=x",
+        ] {
+            assert!(
+                matches!(
+                    Config::parse(bad),
+                    Err(ConfigError::BadValue {
+                        key: "sim_iters",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            Config::parse("sim=0").unwrap_err().to_string(),
+            "bad value `0` for key `sim`: expected frames per poll iteration, 1..=256"
+        );
+        assert_eq!(
+            Config::parse("sim_iters=10").unwrap_err(),
+            ConfigError::Missing {
+                key: "sim",
+                because: "for sim_iters"
+            }
+        );
+        assert!(matches!(
+            Config::parse("sim=4 queues=2"),
+            Err(ConfigError::Missing { key: "queues", .. })
+        ));
+        assert_eq!(Config::parse("sim=4 queues=1").unwrap().sim, Some(4));
+        assert_eq!(
+            Config::parse("sim=4 sim=8").unwrap_err(),
+            ConfigError::Repeated("sim")
         );
     }
 

@@ -1,0 +1,223 @@
+//! Frames and addresses for the deterministic datapath benchmark (`sim=K`): the simulated
+//! device on port 0 delivers [`udp4_frame`]s, and in router mode first an ARP request
+//! ([`arp_request`]) from the next hop on port 1, so the router has resolved it before the
+//! measured iterations and every measured frame is forwarded, not queued.
+
+use crate::config::Config;
+use crate::router::arp::{self, Arp, ARP_REQUEST, ETHERTYPE_IPV4};
+use crate::router::ipv4::checksum;
+use crate::router::Ipv4Net;
+use crate::MacAddr;
+use core::net::Ipv4Addr;
+
+/// Destination when the first route is the default route (`0.0.0.0/0,GW`): RFC 2544's
+/// benchmarking network 198.18.0.0/15 (not a martian, not connected).
+pub const DEFAULT_ROUTE_DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// UDP ports of the benchmark's frames (the generator's defaults).
+pub const UDP_SRC_PORT: u16 = 10_000;
+/// See [`UDP_SRC_PORT`].
+pub const UDP_DST_PORT: u16 = 20_000;
+/// Ethernet + IPv4 + UDP header bytes: the shortest [`udp4_frame`].
+pub const UDP4_HEADERS: usize = 14 + 20 + 8;
+/// Offset of the IPv4 TTL in an Ethernet frame.
+pub const TTL_OFFSET: usize = 14 + 8;
+
+/// Who talks to whom in router mode.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct RouterAddrs {
+    /// Source of the frames: a host on port 0's network (behind port 0).
+    pub src: Ipv4Addr,
+    /// Destination: inside the first `route=` prefix (or [`DEFAULT_ROUTE_DST`] for a default
+    /// route), else a host on port 1's network.
+    pub dst: Ipv4Addr,
+    /// The next hop the router resolves on port 1: the first route's gateway, else `dst`.
+    pub next_hop: Ipv4Addr,
+}
+
+/// The first host address of `net` other than `not` (`None` if there is none, e.g. a /32).
+pub fn host_in(net: Ipv4Net, not: Ipv4Addr) -> Option<Ipv4Addr> {
+    let base = net.network().addr.to_bits();
+    let last = net.broadcast().to_bits();
+    (base.saturating_add(1)..last)
+        .take(2)
+        .map(Ipv4Addr::from_bits)
+        .find(|&a| a != not)
+}
+
+/// The benchmark's addresses for `cfg` (router mode: `ip0`, `ip1` and the first `route=`), or
+/// `None` outside router mode or when a network has no host address to spare.
+pub fn router_addrs(cfg: &Config) -> Option<RouterAddrs> {
+    let (ip0, ip1) = (cfg.ip[0]?, cfg.ip[1]?);
+    let src = host_in(ip0, ip0.addr)?;
+    let (dst, next_hop) = match cfg.routes.first() {
+        Some(&(prefix, gw)) if prefix.len == 0 => (DEFAULT_ROUTE_DST, gw),
+        Some(&(prefix, gw)) if prefix.len == 32 => (prefix.addr, gw),
+        Some(&(prefix, gw)) => (host_in(prefix, gw)?, gw),
+        None => {
+            let d = host_in(ip1, ip1.addr)?;
+            (d, d)
+        }
+    };
+    Some(RouterAddrs { src, dst, next_hop })
+}
+
+/// Write an Ethernet + IPv4 + UDP frame of `len` bytes (without FCS; at least
+/// [`UDP4_HEADERS`], at most `out.len()`) into `out`: IPv4 without options, `ttl`, header
+/// checksum filled in, DF clear, UDP checksum 0 (none, allowed for IPv4: RFC 768), payload
+/// bytes counting up from 0. Returns `len`.
+///
+/// # Panics
+/// If `len` is shorter than the headers, longer than `out` or than an IPv4 datagram can be.
+#[allow(clippy::too_many_arguments)]
+pub fn udp4_frame(
+    out: &mut [u8],
+    len: usize,
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ttl: u8,
+) -> usize {
+    assert!((UDP4_HEADERS..=out.len()).contains(&len) && len - 14 <= usize::from(u16::MAX));
+    let f = &mut out[..len];
+    f[0..6].copy_from_slice(&dst_mac.0);
+    f[6..12].copy_from_slice(&src_mac.0);
+    f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    let ip_len = (len - 14) as u16;
+    let ip = &mut f[14..];
+    ip[0] = 0x45; // version 4, IHL 5
+    ip[1] = 0;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[4..8].fill(0); // identification, flags, fragment offset
+    ip[8] = ttl;
+    ip[9] = 17; // UDP
+    ip[10..12].fill(0);
+    ip[12..16].copy_from_slice(&src.octets());
+    ip[16..20].copy_from_slice(&dst.octets());
+    let c = checksum(&ip[..20]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let udp = &mut ip[20..];
+    udp[0..2].copy_from_slice(&UDP_SRC_PORT.to_be_bytes());
+    udp[2..4].copy_from_slice(&UDP_DST_PORT.to_be_bytes());
+    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    udp[6..8].fill(0);
+    for (i, b) in udp[8..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    len
+}
+
+/// Write a broadcast ARP request (RFC 826) from `sha`/`spa` asking for `tpa` into `out` (at
+/// least 42 bytes; padded to 60 when it fits). Returns the length.
+pub fn arp_request(out: &mut [u8], sha: MacAddr, spa: Ipv4Addr, tpa: Ipv4Addr) -> usize {
+    let a = Arp {
+        op: ARP_REQUEST,
+        sha,
+        spa: spa.to_bits(),
+        tha: MacAddr([0; 6]),
+        tpa: tpa.to_bits(),
+    };
+    arp::write(out, MacAddr([0xff; 6]), sha, &a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::fib::tests::Store;
+    use crate::router::ipv4::validate;
+    use crate::router::{Action, PortConfig, Router, RouterConfig};
+
+    const P0: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+    const P1: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+    const PEER0: MacAddr = MacAddr([2, 0, 0, 0, 0x0a, 2]);
+    const PEER1: MacAddr = MacAddr([2, 0, 0, 0, 0x0b, 2]);
+
+    fn cfg(extra: &str) -> Config {
+        let line = std::format!("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 {extra}");
+        Config::parse(std::boxed::Box::leak(line.into_boxed_str())).unwrap()
+    }
+
+    #[test]
+    fn addresses_follow_the_configuration() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let a = router_addrs(&cfg("")).unwrap();
+        assert_eq!(
+            (a.src, a.dst, a.next_hop),
+            (ip("10.0.0.2"), ip("10.0.1.2"), ip("10.0.1.2"))
+        );
+        let a = router_addrs(&cfg("route=192.168.0.0/16,10.0.1.2")).unwrap();
+        assert_eq!((a.dst, a.next_hop), (ip("192.168.0.1"), ip("10.0.1.2")));
+        let a = router_addrs(&cfg("route=0.0.0.0/0,10.0.1.3")).unwrap();
+        assert_eq!((a.dst, a.next_hop), (DEFAULT_ROUTE_DST, ip("10.0.1.3")));
+        let a = router_addrs(&cfg("route=172.16.5.5/32,10.0.1.2")).unwrap();
+        assert_eq!(a.dst, ip("172.16.5.5"));
+        assert_eq!(router_addrs(&Config::default()), None);
+        // The first host is the router itself: take the next one.
+        let net = crate::router::parse_ipv4_cidr("10.0.0.1/24").unwrap();
+        assert_eq!(host_in(net, ip("10.0.0.1")), Some(ip("10.0.0.2")));
+        assert_eq!(host_in(net, ip("10.0.0.9")), Some(ip("10.0.0.1")));
+        let p2p = crate::router::parse_ipv4_cidr("10.0.0.1/32").unwrap();
+        assert_eq!(host_in(p2p, ip("10.0.0.1")), None);
+    }
+
+    #[test]
+    fn a_udp_frame_is_valid_ipv4() {
+        let mut buf = [0u8; 128];
+        let a = router_addrs(&cfg("")).unwrap();
+        let n = udp4_frame(&mut buf, 60, P0, PEER0, a.src, a.dst, 64);
+        assert_eq!(n, 60);
+        assert_eq!(&buf[12..14], &[0x08, 0x00]);
+        let h = validate(&buf[14..60]).expect("valid header");
+        assert_eq!(h.ttl, 64);
+        assert_eq!(buf[TTL_OFFSET], 64);
+        assert_eq!(checksum(&buf[14..34]), 0, "header checksum verifies");
+        assert_eq!(
+            u16::from_be_bytes([buf[38], buf[39]]),
+            60 - 34,
+            "UDP length"
+        );
+    }
+
+    /// The frames do what the benchmark needs: the ARP request resolves the next hop, and
+    /// every data frame is then forwarded out of port 1 to the next hop's MAC.
+    #[test]
+    fn the_router_forwards_the_frames_after_the_arp_request() {
+        for extra in [
+            "",
+            "route=192.168.0.0/16,10.0.1.2",
+            "route=0.0.0.0/0,10.0.1.7",
+        ] {
+            let c = cfg(extra);
+            let a = router_addrs(&c).unwrap();
+            let mut store = Store::new(4, 64);
+            let ports = [P0, P1].map(|mac| PortConfig {
+                mac,
+                addr: if mac == P0 { c.ip[0] } else { c.ip[1] }.unwrap(),
+            });
+            let mut r =
+                Router::<'_, u32, 8, 4>::new(store.fib(), &ports, RouterConfig::default()).unwrap();
+            for (net, gw) in c.routes.iter() {
+                r.add_route(*net, *gw).unwrap();
+            }
+            let mut icmp = [0u8; 1500];
+            let mut arp = [0u8; 64];
+            let n = arp_request(&mut arp, PEER1, a.next_hop, c.ip[1].unwrap().addr);
+            assert_eq!(n, 60);
+            let act = r.process(1, &mut arp[..n], 0, 1, &mut icmp);
+            assert!(
+                matches!(act, Action::Reply { port: 1, .. }),
+                "{extra}: {act:?}"
+            );
+            let mut f = [0u8; 60];
+            udp4_frame(&mut f, 60, P0, PEER0, a.src, a.dst, 64);
+            let act = r.process(0, &mut f, 1, 2, &mut icmp);
+            assert!(
+                matches!(act, Action::Forward { port: 1, len: 60 }),
+                "{extra}: {act:?}"
+            );
+            assert_eq!(&f[0..6], &PEER1.0, "to the next hop's MAC");
+            assert_eq!(&f[6..12], &P1.0);
+            assert_eq!(f[TTL_OFFSET], 63);
+        }
+    }
+}
