@@ -143,13 +143,17 @@ impl Rig {
                 let nics = shared.map(|s| VirtioNet::new(SimTransport::new(s)).expect("sim init"));
                 let macs = [port_mac(PORTS * k), port_mac(PORTS * k + 1)];
                 let router = fib.map(|f| {
-                    CoreRouter::new(f, &ports(&cfg, macs), RouterConfig::for_core(k as u16, n as u16))
-                        .unwrap()
+                    CoreRouter::new(
+                        f,
+                        &ports(&cfg, macs),
+                        RouterConfig::for_core(k as u16, n as u16),
+                    )
+                    .unwrap()
                 });
-                let mgmt = cfg
-                    .mgmt_port()
-                    .filter(|_| k == 0)
-                    .map(|port| FakeMgmt { port, ..FakeMgmt::default() });
+                let mgmt = cfg.mgmt_port().filter(|_| k == 0).map(|port| FakeMgmt {
+                    port,
+                    ..FakeMgmt::default()
+                });
                 let core = Core::new(CoreParams {
                     cfg: cfg.clone(),
                     pair: k,
@@ -181,16 +185,6 @@ impl Rig {
         self.cores.iter_mut().map(|c| c.core.poll_once()).sum()
     }
 
-    /// Free pages now (zone + every core's pcp list).
-    pub fn free_now(&self) -> u64 {
-        self.zone.free_pages()
-            + self
-                .cores
-                .iter()
-                .map(|c| c.core.pages().pcp.count() as u64)
-                .sum::<u64>()
-    }
-
     /// `quit` as the kernel runs it: core 0 leads, the others follow each phase when core 0
     /// waits for them. Returns the phases each other core ran, in order, and the report.
     pub fn quit(&mut self) -> (Vec<(usize, QuitPhase)>, crate::dataplane::QuitReport) {
@@ -216,7 +210,11 @@ impl Rig {
     pub fn quit_and_check(&mut self) {
         let (_, report) = self.quit();
         assert_eq!(report.leaked, 0, "pages in flight after quit");
-        assert_eq!(self.zone.free_pages(), self.free_at_start, "free pages after quit");
+        assert_eq!(
+            self.zone.free_pages(),
+            self.free_at_start,
+            "free pages after quit"
+        );
     }
 }
 
@@ -232,12 +230,14 @@ fn ports(cfg: &Config, macs: [MacAddr; PORTS]) -> [PortConfig; PORTS] {
 fn build_fib(cfg: &Config) -> &'static netstack::router::Fib<'static> {
     use netstack::router::{Fib, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
     let tbl24: &'static mut [u32] = Box::leak(std::vec![0u32; TBL24_LEN].into_boxed_slice());
-    let tbl8: &'static mut [u32] = Box::leak(std::vec![0u32; 16 * TBL8_GROUP_LEN].into_boxed_slice());
+    let tbl8: &'static mut [u32] =
+        Box::leak(std::vec![0u32; 16 * TBL8_GROUP_LEN].into_boxed_slice());
     let rules: &'static mut [RuleSlot] =
         Box::leak(std::vec![RuleSlot::EMPTY; 1024].into_boxed_slice());
     let fib = Fib::new(tbl24, tbl8, rules).unwrap();
     let macs = [port_mac(0), port_mac(1)];
-    let mut r = Router::<'static, Pfn>::new(fib, &ports(cfg, macs), RouterConfig::default()).unwrap();
+    let mut r =
+        Router::<'static, Pfn>::new(fib, &ports(cfg, macs), RouterConfig::default()).unwrap();
     for (net, gw) in cfg.routes.iter() {
         r.add_route(*net, *gw).unwrap();
     }
