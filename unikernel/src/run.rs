@@ -64,7 +64,17 @@ pub fn run(
         pcp.batch(),
         free_pages_boot
     );
-    let topo = setup_devices(cfg, online()).unwrap_or_else(|e| fail(format_args!("{e}")));
+    let topo = if cfg.sim.is_some() {
+        // The deterministic benchmark: ports 0 and 1 are simulated, one pair on this core.
+        crate::simbench::setup_ports().unwrap_or_else(|e| fail(format_args!("{e}")));
+        Topology {
+            pairs: 1,
+            queues: 1,
+            port_pairs: 1,
+        }
+    } else {
+        setup_devices(cfg, online()).unwrap_or_else(|e| fail(format_args!("{e}")))
+    };
     if routes_file.is_some() && cfg.mode != Mode::Router {
         fail(format_args!(
             "config error: a routes file (--routes) needs `mode=router`"
@@ -81,6 +91,16 @@ pub fn run(
         topo,
     });
     let (core, halt) = build_core(0, setup, zone, pcp, reserved, routes_file, mgmt_mem);
+    if let Some(k) = cfg.sim {
+        info!(
+            "sim: {k} frames per poll iteration, {} warm-up and {} measured iterations, mode {}, burst {}",
+            crate::simbench::WARMUP_ITERS,
+            cfg.sim_iters,
+            cfg.mode.as_str(),
+            cfg.burst
+        );
+        crate::simbench::run(core)
+    }
     smp::register_ap_entry(run_core);
     for k in 1..topo.pairs {
         smp::start_ap_work(k);

@@ -18,6 +18,7 @@ use core::sync::atomic::Ordering;
 use drivers::pci::{
     find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
 };
+use drivers::transport::PortTransport;
 use drivers::virtio_net::{VirtioNet, MAX_QUEUE_PAIRS, QUEUE_SIZE};
 use log::{info, warn};
 use netstack::config::PORTS;
@@ -25,8 +26,9 @@ use netstack::{Config, IdleMode, MacAddr, Mode, Queues, MAX_QUEUES};
 use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
 use virtio_drivers::transport::pci::PciTransport;
 
-/// A port's driver in the kernel: virtio-net over QEMU's PCI transport.
-pub type Nic = VirtioNet<KernelHal, PciTransport>;
+/// A port's driver in the kernel: virtio-net over QEMU's PCI transport, or (`sim=K`, the
+/// deterministic benchmark) over the simulated device.
+pub type Nic = VirtioNet<KernelHal, PortTransport<'static>>;
 
 /// How long the boot CPU waits for `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` to be acknowledged: 1 s.
 const CTRL_TIMEOUT_MS: u64 = 1000;
@@ -36,8 +38,8 @@ const CTRL_TIMEOUT_MS: u64 = 1000;
 pub enum SetupError {
     /// Fewer than two virtio-net ports.
     TooFewPorts(usize),
-    /// Port `i` failed (its PCI function, what failed).
-    Port(usize, DeviceFunction, heapless::String<160>),
+    /// Port `i` failed (its PCI function, if on PCI; what failed).
+    Port(usize, Option<DeviceFunction>, heapless::String<160>),
     /// `queues=N` cannot be had.
     Queues(heapless::String<200>),
 }
@@ -49,16 +51,26 @@ impl core::fmt::Display for SetupError {
                 f,
                 "need {PORTS} virtio-net ports, found {n} (add -device virtio-net-pci,… per port)"
             ),
-            SetupError::Port(i, df, why) => write!(f, "port {i} ({df}): {why}"),
+            SetupError::Port(i, Some(df), why) => write!(f, "port {i} ({df}): {why}"),
+            SetupError::Port(i, None, why) => write!(f, "port {i}: {why}"),
             SetupError::Queues(why) => write!(f, "config error: {why}"),
         }
     }
 }
 
-fn port_err(i: usize, df: DeviceFunction, args: core::fmt::Arguments<'_>) -> SetupError {
+/// A [`SetupError::Port`] for port `i` (on PCI function `df`, if any).
+pub fn port_error(
+    i: usize,
+    df: Option<DeviceFunction>,
+    args: core::fmt::Arguments<'_>,
+) -> SetupError {
     let mut s = heapless::String::new();
     let _ = core::fmt::write(&mut s, args);
     SetupError::Port(i, df, s)
+}
+
+fn port_err(i: usize, df: DeviceFunction, args: core::fmt::Arguments<'_>) -> SetupError {
+    port_error(i, Some(df), args)
 }
 
 /// A device handle (a whole single-queue device, or one queue pair of a multi-queue device) on
@@ -90,6 +102,14 @@ pub struct Topology {
 /// The handles, `[core][port]`, each taken by its core.
 static DEVICES: spin::Mutex<[[Option<DeviceHandle>; PORTS]; MAX_CPUS]> =
     spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]);
+
+/// Leave core `k`'s two port handles for it (set-up on the boot CPU).
+pub fn stash_devices(k: usize, handles: [DeviceHandle; PORTS]) {
+    let mut d = DEVICES.lock();
+    for (slot, h) in d[k].iter_mut().zip(handles) {
+        *slot = Some(h);
+    }
+}
 
 /// Core `k`'s two port handles (once; `None` if set-up made none for it).
 pub fn take_devices(k: usize) -> Option<[DeviceHandle; PORTS]> {
@@ -164,9 +184,11 @@ fn choose_queues(
     let mut offered = usize::MAX;
     for (i, df) in ports.iter().take(PORTS).enumerate() {
         // A transport only to read features and config; dropping it resets the untouched device.
-        let mut t = PciTransport::new::<KernelHal, _>(root, *df)
+        let t = PciTransport::new::<KernelHal, _>(root, *df)
             .map_err(|e| port_err(i, *df, format_args!("virtio PCI transport: {e}")))?;
-        offered = offered.min(usize::from(Nic::probe_queue_pairs(&mut t)));
+        offered = offered.min(usize::from(Nic::probe_queue_pairs(
+            &mut PortTransport::Pci(t),
+        )));
     }
     let have = offered.min(cpus).min(MAX_QUEUE_PAIRS);
     match cfg.queues {
@@ -236,7 +258,7 @@ fn setup_mq(
         let transport = PciTransport::new::<KernelHal, _>(root, *df)
             .map_err(|e| port_err(j, *df, format_args!("virtio PCI transport: {e}")))?;
         let deadline = Deadline::after_ms(CTRL_TIMEOUT_MS);
-        let handles = Nic::new_mq(transport, queues as u16, || deadline.expired())
+        let handles = Nic::new_mq(transport.into(), queues as u16, || deadline.expired())
             .map_err(|e| port_err(j, *df, format_args!("virtio-net multi-queue init: {e}")))?;
         let n = virtio_notify_cfg(*df).ok_or_else(|| {
             port_err(
@@ -288,7 +310,7 @@ fn setup_single_queue(
             let df = ports[i];
             let transport = PciTransport::new::<KernelHal, _>(root, df)
                 .map_err(|e| port_err(i, df, format_args!("virtio PCI transport: {e}")))?;
-            let mut nic = VirtioNet::new(transport)
+            let mut nic = VirtioNet::new(transport.into())
                 .map_err(|e| port_err(i, df, format_args!("virtio-net init: {e}")))?;
             let routed = match virtio_notify_cfg(df) {
                 // SAFETY: set-up time, on the boot CPU before the owner gets the handle; the

@@ -1,0 +1,261 @@
+//! The deterministic datapath benchmark (`sim=K`; issue 11, item 0).
+//!
+//! Ports 0 and 1 are simulated virtio-net devices ([`drivers::sim`]): the same driver
+//! ([`VirtioNet`]) and split-ring layout as a real device, but on in-memory rings QEMU never
+//! sees, played by this very core. Every iteration:
+//!
+//! 1. outside the measured bracket, the device delivers K frames on port 0's RX ring and takes
+//!    (and checks) every frame the forwarder queued on port 1's (and port 0's) TX ring;
+//! 2. inside the bracket, with interrupts off, one `Core::poll_once` runs (the poll
+//!    loop's own iteration: RX, forward or route, TX, completions, refill, kicks), timed with
+//!    `rdtsc` before and after.
+//!
+//! After [`WARMUP_ITERS`] warm-up iterations (pools, rings and caches in their steady state)
+//! come `sim_iters` measured ones, then one line
+//!
+//! ```text
+//! SIMBENCH mode=l2 k=4 warmup=256 iters=1024 delivered=4096 packets=4096 out=4096 cycles=… instructions_per_packet=….
+//! ```
+//!
+//! (`delivered`: frames the device put on port 0 during the measured iterations; `packets`:
+//! frames the forwarder transmitted on port 1 in the brackets; `out`: those the device then
+//! took off port 1's TX ring and found to be exactly the expected output frame;
+//! `instructions_per_packet`: TSC cycles in the brackets ÷ `packets`, which under QEMU's
+//! `-icount shift=0,sleep=off` is guest instructions: one TSC tick per instruction). Then the
+//! normal `quit` path runs, so the page accounting check decides the exit status.
+//!
+//! Frames: 60 bytes (64 on the wire) IPv4/UDP from `peer0` to port 0's MAC. In router mode the
+//! addresses come from [`netstack::simframes::router_addrs`] (the first `route=`, else a host
+//! on port 1's network), and before the warm-up the device delivers an ARP request from the
+//! next hop on port 1, so the router has resolved it and measured frames are forwarded, not
+//! queued. The router's neighbour timers (every 10 ms of TSC time) are run outside the bracket
+//! (`Core::router_timers_ran` before each iteration): the figure must not depend on
+//! where in the 10 ms period the measurement happens to fall, i.e. on how long boot took.
+
+use crate::arch::time::{rdtsc, uptime_ns};
+use crate::control::commands;
+use crate::platform::{KernelCore, FACTS};
+use crate::setup::{stash_devices, DeviceHandle, SetupError};
+use crate::{fail, println};
+use drivers::sim::{SimDevice, SimShared, SimTransport};
+use drivers::transport::PortTransport;
+use drivers::virtio_net::{VirtioNet, QUEUE_SIZE};
+use log::{error, info};
+use netstack::config::PORTS;
+use netstack::simframes::{arp_request, router_addrs, udp4_frame, TTL_OFFSET};
+use netstack::{MacAddr, Mode};
+
+/// The simulated ports' MACs: what xtask gives the real ports (`02:00:00:00:00:01`, `…:02`).
+const SIM_MACS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0, 0x01], [0x02, 0, 0, 0, 0, 0x02]];
+/// The two simulated devices (state shared by each port's transport and its device player).
+static SIM_PORTS: [SimShared; PORTS] = [SimShared::new(SIM_MACS[0]), SimShared::new(SIM_MACS[1])];
+/// Poll iterations before the measured ones.
+pub const WARMUP_ITERS: u32 = 256;
+/// Frame length without FCS: the 64-byte minimum Ethernet frame on the wire.
+const FRAME_LEN: usize = 60;
+/// Addresses of the l2/io frames (not looked at by the forwarder).
+const L2_SRC: core::net::Ipv4Addr = core::net::Ipv4Addr::new(10, 0, 0, 2);
+const L2_DST: core::net::Ipv4Addr = core::net::Ipv4Addr::new(10, 0, 1, 2);
+
+/// `sim=K`, on the boot CPU instead of PCI discovery: bring up ports 0 and 1 on simulated
+/// devices and leave their handles for core 0 (no doorbells, no MSI-X: kicks are counted by
+/// the transport).
+///
+/// # Errors
+/// [`SetupError::Port`] if the driver refuses the simulated device.
+pub fn setup_ports() -> Result<(), SetupError> {
+    let mut handles = heapless::Vec::<DeviceHandle, PORTS>::new();
+    for (j, shared) in SIM_PORTS.iter().enumerate() {
+        let nic = VirtioNet::new(PortTransport::Sim(SimTransport::new(shared))).map_err(|e| {
+            crate::setup::port_error(j, None, format_args!("simulated virtio-net init: {e}"))
+        })?;
+        info!(
+            "port {j}: simulated virtio-net (in-memory rings, no PCI) MAC {} queues 2x{} negotiated {:?}",
+            MacAddr(nic.mac()),
+            QUEUE_SIZE,
+            nic.features()
+        );
+        let _ = handles.push(DeviceHandle { nic, routed: false });
+    }
+    let Ok(h) = handles.into_array::<PORTS>() else {
+        unreachable!("two ports pushed")
+    };
+    stash_devices(0, h);
+    Ok(())
+}
+
+/// What the device checks on a TX ring and counts.
+struct Out {
+    /// The frame the forwarder must send.
+    want: [u8; FRAME_LEN],
+    /// Frames equal to `want`.
+    ok: u64,
+    /// Anything else (ARP replies, wrong frames).
+    other: u64,
+}
+
+impl Out {
+    fn take(&mut self, dev: &mut SimDevice<'_>) {
+        dev.complete_tx(|f| {
+            if f == self.want {
+                self.ok += 1;
+            } else {
+                self.other += 1;
+            }
+        });
+    }
+}
+
+/// The benchmark frame delivered on port 0 and the frame expected on port 1, for the mode.
+fn frames(core: &KernelCore) -> ([u8; FRAME_LEN], [u8; FRAME_LEN]) {
+    let cfg = core.cfg();
+    let (mac, peer) = ([MacAddr(SIM_MACS[0]), MacAddr(SIM_MACS[1])], cfg.peer);
+    let (src, dst) = match cfg.mode {
+        Mode::Router => match router_addrs(cfg) {
+            Some(a) => (a.src, a.dst),
+            None => fail(format_args!(
+                "sim: no host addresses to spare in ip0/ip1 or the first route"
+            )),
+        },
+        _ => (L2_SRC, L2_DST),
+    };
+    let mut input = [0u8; FRAME_LEN];
+    udp4_frame(&mut input, FRAME_LEN, mac[0], peer[0], src, dst, 64);
+    let mut want = input;
+    match cfg.mode {
+        Mode::Io => {}
+        Mode::L2 => {
+            want[0..6].copy_from_slice(&peer[1].0);
+            want[6..12].copy_from_slice(&mac[1].0);
+        }
+        Mode::Router => {
+            // Routed: to the next hop (which answers with peer1's MAC), TTL 63, checksum
+            // updated (RFC 1624 gives what a full recomputation gives).
+            udp4_frame(&mut want, FRAME_LEN, peer[1], mac[1], src, dst, 63);
+            debug_assert_eq!(want[TTL_OFFSET], 63);
+        }
+    }
+    (input, want)
+}
+
+/// Router mode: the next hop (peer1's MAC) asks for port 1's address; the router learns it
+/// (RFC 826) and answers. Not measured.
+fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
+    let cfg = core.cfg();
+    let (Some(a), Some(ip1)) = (router_addrs(cfg), cfg.ip[1]) else {
+        return;
+    };
+    let mut arp = [0u8; FRAME_LEN];
+    let n = arp_request(&mut arp, cfg.peer[1], a.next_hop, ip1.addr);
+    if dev[1].deliver_rx(&arp[..n], 1) != 1 {
+        fail(format_args!(
+            "sim: port 1 has no RX buffer for the ARP request"
+        ));
+    }
+    core.poll_once();
+    let mut replies = 0;
+    dev[1].complete_tx(|f| replies += usize::from(f.len() >= 14 && f[12..14] == [0x08, 0x06]));
+    info!(
+        "sim: next hop {} resolved on port 1 ({} ARP reply sent)",
+        a.next_hop, replies
+    );
+}
+
+/// The device side of the benchmark.
+struct Bench<'a> {
+    dev: [SimDevice<'a>; PORTS],
+    /// Frames delivered on port 0 per iteration.
+    k: usize,
+    input: [u8; FRAME_LEN],
+    /// Port 1's TX ring: the forwarded frames.
+    out: Out,
+    /// Port 0's TX ring: nothing is expected there.
+    back: Out,
+}
+
+impl Bench<'_> {
+    /// Take what the forwarder transmitted on both ports.
+    fn take_tx(&mut self) {
+        self.out.take(&mut self.dev[1]);
+        self.back.take(&mut self.dev[0]);
+    }
+
+    /// One iteration: outside the bracket, deliver K frames on port 0 and take both TX rings;
+    /// inside, one poll iteration. Returns (frames delivered, TSC cycles in the bracket).
+    #[inline(never)]
+    fn step(&mut self, core: &mut KernelCore) -> (usize, u64) {
+        let delivered = self.dev[0].deliver_rx(&self.input, self.k);
+        self.take_tx();
+        core.router_timers_ran(uptime_ns());
+        let t0 = rdtsc();
+        core.poll_once();
+        let t1 = rdtsc();
+        (delivered, t1 - t0)
+    }
+}
+
+/// Run the benchmark on core 0 (built over the simulated ports), print the `SIMBENCH` line and
+/// shut down through `quit`. Never returns.
+pub fn run(mut core: KernelCore) -> ! {
+    let core = &mut core;
+    let k = usize::from(core.cfg().sim.expect("simbench::run with sim=K"));
+    let iters = core.cfg().sim_iters;
+    // SAFETY: the rings come from KernelHal (zone pages) and the RX buffers from the page_pools,
+    // all identity-mapped RAM; the devices are reset (quit phase 2) before their rings and
+    // buffers are freed (phases 3 and 5); this core is the only device player.
+    let dev = SIM_PORTS.each_ref().map(|s| unsafe { SimDevice::new(s) });
+    let (input, want) = frames(core);
+    let nothing = Out {
+        want: [0; FRAME_LEN],
+        ok: 0,
+        other: 0,
+    };
+    let mut b = Bench {
+        dev,
+        k,
+        input,
+        out: Out { want, ..nothing },
+        back: nothing,
+    };
+    if core.cfg().mode == Mode::Router {
+        resolve_next_hop(core, &mut b.dev);
+    }
+    // Interrupts stay off for the whole benchmark (no timer is armed: idle halting is off on
+    // simulated ports), so nothing but the poll iteration runs inside a bracket.
+    x86_64::instructions::interrupts::disable();
+    for _ in 0..WARMUP_ITERS {
+        b.step(core);
+    }
+    // What the warm-up sent is taken now: from here on `out` counts measured frames only.
+    b.take_tx();
+    let (ok0, other0) = (b.out.ok, b.out.other + b.back.ok + b.back.other);
+    let prof = *core.profile_mut();
+    let tx0 = core.counters()[1].tx;
+    let (mut delivered, mut cycles) = (0u64, 0u64);
+    for _ in 0..iters {
+        let (d, c) = b.step(core);
+        delivered += d as u64;
+        cycles += c;
+    }
+    b.take_tx();
+    let packets = core.counters()[1].tx - tx0;
+    let good = b.out.ok - ok0;
+    let other = b.out.other + b.back.ok + b.back.other - other0;
+    let per = (cycles * 100).checked_div(packets).unwrap_or(0);
+    let now = *core.profile_mut();
+    println!(
+        "SIMBENCH mode={} k={k} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={}",
+        core.cfg().mode.as_str(),
+        per / 100,
+        per % 100,
+        now.kicks - prof.kicks,
+        now.busy_iters - prof.busy_iters,
+    );
+    if packets == 0 || packets != delivered || good != packets {
+        error!(
+            "simbench: {delivered} frames delivered on port 0, {packets} transmitted on port 1, {good} as expected: not every frame was forwarded"
+        );
+    }
+    let facts = *FACTS.get().expect("set before the benchmark");
+    commands::quit(core, &facts)
+}
