@@ -4,11 +4,13 @@
 //! - [`qemu::Guest`] boots the image under QEMU and talks to its serial console;
 //! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
 //! - [`gen::RawPort`] sends and receives single raw frames;
-//! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices.
+//! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices;
+//! - [`bench_sim`] runs the deterministic datapath benchmark (`sim=K`, simulated devices).
 
 pub mod bench_mm;
 pub mod bench_peer;
 pub mod bench_pool;
+pub mod bench_sim;
 pub mod gen;
 pub mod peer_linux;
 pub mod qemu;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use tools::bench_sim::SimMode;
 use tools::qemu::{self, Accel, Backend, Echo, Guest, GuestConfig, GuestExit};
 use tools::tap::TapNet;
 use tools::{gen, report, setup};
@@ -155,7 +156,8 @@ struct TrafficArgs {
 #[derive(Args)]
 struct BenchArgs {
     /// What to benchmark: omitted, the guest (build, boot, traffic, JSON); `mm`, the page
-    /// allocator micro-benchmark on the host (table, JSON, docs/mm-bench.png).
+    /// allocator micro-benchmark on the host (table, JSON, docs/mm-bench.png); `pool`, the
+    /// page_pool benchmark; `sim`, the deterministic datapath benchmark on simulated devices.
     #[arg(value_enum)]
     target: Option<BenchTarget>,
     #[command(flatten)]
@@ -172,6 +174,19 @@ struct BenchArgs {
     /// Generator window with --peer (maximum outstanding frames).
     #[arg(long, default_value_t = 64)]
     window: u64,
+    /// `bench sim`: forwarding modes to run, comma-separated (l2, io, router).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::L2, SimMode::Router])]
+    modes: Vec<SimMode>,
+    /// `bench sim`: frames the simulated device delivers per poll iteration, comma-separated
+    /// (each 1..=256).
+    #[arg(long = "k", default_value = "1,4,32")]
+    sim_k: String,
+    /// `bench sim`: measured poll iterations per run (`sim_iters=`; default the guest's 1024).
+    #[arg(long)]
+    iters: Option<u32>,
+    /// `bench sim`: run every (mode, K) twice and fail unless both runs give the same figures.
+    #[arg(long)]
+    twice: bool,
 }
 
 /// Peer guests for `cargo xtask bench --peer`.
@@ -189,6 +204,9 @@ enum BenchTarget {
     /// page_pool: host cycles per page (recycle fast/ring, empty-pool refill) + guest bulk vs
     /// single refill (`--seconds` of traffic per guest run, `--image`).
     Pool,
+    /// The deterministic datapath benchmark: guest instructions per packet on simulated
+    /// virtio-net devices (`sim=K`), `-smp 1 -icount shift=0,sleep=off`, for `--modes` and `--k`.
+    Sim,
 }
 
 fn image_for(g: &GuestArgs) -> Result<PathBuf> {
@@ -576,6 +594,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         return tools::bench_pool::run(a.json.as_deref(), g.guest.image.clone(), g.seconds)
             .map(drop);
     }
+    if let Some(BenchTarget::Sim) = a.target {
+        return cmd_bench_sim(a);
+    }
     if a.peer.is_some() || a.sizes.is_some() {
         return cmd_bench_peer(a);
     }
@@ -587,6 +608,58 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         report::write_json(&p, &b)?;
     }
     finish(&guest, exit)
+}
+
+/// `bench sim`: boot once per (mode, K) on simulated devices under icount, print the table
+/// (and `--json`). With `--twice`, every run is repeated and must give identical figures.
+fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
+    use tools::bench_sim;
+    let g = &a.traffic.guest;
+    if g.accel != Accel::Tcg {
+        bail!("bench sim counts instructions with -icount, which needs --accel tcg");
+    }
+    if g.routes.is_some() || g.backend != Backend::Dgram || g.queues != 1 {
+        bail!("bench sim has no NIC and no routes file: drop --routes/--backend/--queues");
+    }
+    setup::ensure()?;
+    let cfg = bench_sim::SimBenchConfig {
+        image: image_for(g)?,
+        modes: a.modes.clone(),
+        ks: bench_sim::parse_ks(&a.sim_k)?,
+        iters: a.iters,
+        append: g.append.clone(),
+        accel: g.accel,
+        memory: g.memory.clone(),
+        echo: Echo::Off,
+    };
+    announce_accel(cfg.accel, true);
+    let progress = |r: &bench_sim::SimRecord| {
+        eprintln!(
+            "xtask: {} K={}: {:.2} instructions/packet over {} packets",
+            r.mode, r.k, r.instructions_per_packet, r.packets
+        )
+    };
+    let records = bench_sim::run(&cfg, progress)?;
+    if a.twice {
+        let again = bench_sim::run(&cfg, progress)?;
+        for (x, y) in records.iter().zip(&again) {
+            if x != y {
+                bail!("not deterministic: {x:?} then {y:?}");
+            }
+        }
+        eprintln!("xtask: second pass identical to the first");
+    }
+    print!("{}", bench_sim::table(&records));
+    if let Some(p) = &a.json {
+        let doc = bench_sim::SimBenchJson {
+            bench: "sim",
+            append: &cfg.append,
+            records: &records,
+        };
+        report::write_json(p, &doc)?;
+        eprintln!("xtask: wrote {}", p.display());
+    }
+    Ok(())
 }
 
 /// `bench --peer linux [--sizes …]`: Gannet io/l2/router and the Linux guest, one table per size.

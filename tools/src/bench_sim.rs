@@ -1,0 +1,352 @@
+//! `cargo xtask bench sim`: the deterministic datapath benchmark (issue 11, item 0).
+//!
+//! Boots the image once per (mode, K) with `-smp 1`, `-icount shift=0,sleep=off` and no NIC:
+//! the kernel command line `sim=K` makes the guest build ports 0 and 1 on simulated virtio-net
+//! devices (in-memory split rings that QEMU never sees, `drivers::sim`), deliver K frames per
+//! poll iteration outside a measured bracket and time one poll iteration inside it (see
+//! `unikernel/src/forwarder/simbench.rs`). The guest prints one `SIMBENCH key=value …` line and
+//! shuts down through `quit` (so a page leak fails the run). Under icount one guest TSC tick is
+//! one guest instruction, and nothing outside the guest feeds the measured part, so the figure is
+//! identical run to run.
+//!
+//! A run fails unless the guest shut down cleanly and every delivered frame left port 1 as
+//! expected (`delivered == packets == out`, `other == 0`).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use serde::Serialize;
+
+use crate::qemu::{Accel, Echo, Guest, GuestConfig};
+
+/// Prefix of the guest's result line.
+pub const LINE_PREFIX: &str = "SIMBENCH ";
+/// The router-mode command line of the benchmark: the frames go to 192.168.0.1, routed via
+/// 10.0.1.2 on port 1 (the guest resolves it before measuring).
+pub const ROUTER_APPEND: &str =
+    "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=192.168.0.0/16,10.0.1.2";
+/// K values run by default (frames the device delivers per busy poll iteration).
+pub const DEFAULT_K: [u16; 3] = [1, 4, 32];
+/// How long one guest run may take (boot, benchmark, quit) under TCG on a loaded host.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A forwarding mode the benchmark runs.
+#[derive(Copy, Clone, Debug, Eq, PartialEq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SimMode {
+    /// testpmd `mac`: rewrite the MACs, out of the other port.
+    L2,
+    /// testpmd `io`: out of the other port untouched.
+    Io,
+    /// The IPv4 router (FIB lookup, TTL, resolved next hop).
+    Router,
+}
+
+impl SimMode {
+    /// The guest's `mode=` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SimMode::L2 => "l2",
+            SimMode::Io => "io",
+            SimMode::Router => "router",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SimBenchConfig {
+    /// The kernel image.
+    pub image: PathBuf,
+    /// Modes, in order.
+    pub modes: Vec<SimMode>,
+    /// K values, in order (1..=256).
+    pub ks: Vec<u16>,
+    /// Measured iterations (`sim_iters=`); `None`: the guest's default.
+    pub iters: Option<u32>,
+    /// More kernel command line for every run (e.g. `burst=64`).
+    pub append: String,
+    /// Accelerator (icount needs TCG).
+    pub accel: Accel,
+    /// Guest RAM (`-m`); router mode sets 64 MiB aside for the FIB.
+    pub memory: String,
+    /// Where the guest's serial output goes.
+    pub echo: Echo,
+}
+
+impl SimBenchConfig {
+    /// Modes l2 and router, K = 1, 4, 32, the guest's default iterations, TCG, 256M.
+    pub fn new(image: PathBuf) -> Self {
+        SimBenchConfig {
+            image,
+            modes: vec![SimMode::L2, SimMode::Router],
+            ks: DEFAULT_K.to_vec(),
+            iters: None,
+            append: String::new(),
+            accel: Accel::Tcg,
+            memory: "256M".into(),
+            echo: Echo::Off,
+        }
+    }
+}
+
+/// One guest run's result (the `SIMBENCH` line).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimRecord {
+    /// Forwarding mode.
+    pub mode: String,
+    /// Frames the simulated device delivers on port 0 per busy poll iteration.
+    pub k: u64,
+    /// Warm-up iterations (not measured).
+    pub warmup: u64,
+    /// Measured iterations.
+    pub iters: u64,
+    /// Frames delivered on port 0 during the measured iterations.
+    pub delivered: u64,
+    /// Frames the forwarder transmitted on port 1 inside the measured brackets.
+    pub packets: u64,
+    /// Of those, frames the device took off port 1 equal to the expected output frame.
+    pub out: u64,
+    /// Other frames the device took off either TX ring during the measurement (expected 0).
+    pub other: u64,
+    /// Guest TSC cycles inside the brackets (guest instructions under icount).
+    pub cycles: u64,
+    /// `cycles / packets` (two decimals, as the guest prints it).
+    pub instructions_per_packet: f64,
+    /// Notifications the driver wrote during the measurement.
+    pub kicks: u64,
+    /// `tcg` or `kvm`.
+    pub accel: String,
+    /// Whether `-icount shift=0,sleep=off` was on (always, for this benchmark).
+    pub icount: bool,
+}
+
+/// The `key=value` pairs of a `SIMBENCH` line, or `None` if `line` is not one.
+pub fn parse_line(line: &str) -> Option<Vec<(&str, &str)>> {
+    let rest = &line[line.find(LINE_PREFIX)? + LINE_PREFIX.len()..];
+    Some(
+        rest.split_ascii_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .collect(),
+    )
+}
+
+/// The record of a `SIMBENCH` line.
+pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
+    let kv = parse_line(line).ok_or_else(|| anyhow!("not a SIMBENCH line: {line}"))?;
+    let get = |k: &str| {
+        kv.iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| anyhow!("SIMBENCH line without `{k}`: {line}"))
+    };
+    let num = |k: &str| -> Result<u64> {
+        get(k)?
+            .parse()
+            .with_context(|| format!("SIMBENCH `{k}` in {line}"))
+    };
+    Ok(SimRecord {
+        mode: get("mode")?.to_string(),
+        k: num("k")?,
+        warmup: num("warmup")?,
+        iters: num("iters")?,
+        delivered: num("delivered")?,
+        packets: num("packets")?,
+        out: num("out")?,
+        other: num("other")?,
+        cycles: num("cycles")?,
+        instructions_per_packet: get("instructions_per_packet")?
+            .parse()
+            .with_context(|| format!("SIMBENCH instructions_per_packet in {line}"))?,
+        kicks: num("kicks")?,
+        accel: accel.name().to_string(),
+        icount: true,
+    })
+}
+
+/// The kernel command line for one run.
+pub fn append_for(mode: SimMode, k: u16, iters: Option<u32>, extra: &str) -> String {
+    let mut a = match mode {
+        SimMode::Router => ROUTER_APPEND.to_string(),
+        m => format!("mode={}", m.as_str()),
+    };
+    let _ = write!(a, " sim={k}");
+    if let Some(n) = iters {
+        let _ = write!(a, " sim_iters={n}");
+    }
+    if !extra.trim().is_empty() {
+        a.push(' ');
+        a.push_str(extra.trim());
+    }
+    a
+}
+
+/// The QEMU configuration of one run: one vCPU, no NIC, icount.
+pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig {
+    GuestConfig {
+        image: cfg.image.clone(),
+        append: append_for(mode, k, cfg.iters, &cfg.append),
+        accel: cfg.accel,
+        icount: true,
+        cpus: 1,
+        nics: 0,
+        memory: cfg.memory.clone(),
+        echo: cfg.echo,
+        ..GuestConfig::default()
+    }
+}
+
+/// Boot one run and return its record. Fails (with the guest's last lines) unless the guest
+/// printed a `SIMBENCH` line, every frame was forwarded as expected, and it shut down cleanly.
+pub fn run_one(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> Result<SimRecord> {
+    let gcfg = guest_config(cfg, mode, k);
+    let mut guest = Guest::boot(&gcfg)?;
+    let exit = guest.wait_exit(RUN_TIMEOUT)?;
+    let lines = guest.lines();
+    let Some(line) = lines.iter().find(|l| parse_line(l).is_some()) else {
+        bail!(
+            "mode {} k={k}: no SIMBENCH line ({exit})\n{}",
+            mode.as_str(),
+            guest.tail_report()
+        );
+    };
+    let r = parse_record(line, cfg.accel)?;
+    ensure!(
+        exit.is_clean(),
+        "mode {} k={k}: {exit}\n{}",
+        mode.as_str(),
+        guest.tail_report()
+    );
+    ensure!(
+        r.packets > 0 && r.delivered == r.packets && r.out == r.packets && r.other == 0,
+        "mode {} k={k}: not every frame was forwarded as expected: {line}",
+        mode.as_str()
+    );
+    Ok(r)
+}
+
+/// Every (mode, K) of `cfg`, in order; `progress` is called after each run.
+pub fn run(cfg: &SimBenchConfig, mut progress: impl FnMut(&SimRecord)) -> Result<Vec<SimRecord>> {
+    ensure!(
+        !cfg.modes.is_empty() && !cfg.ks.is_empty(),
+        "nothing to run"
+    );
+    let mut out = Vec::new();
+    for &mode in &cfg.modes {
+        for &k in &cfg.ks {
+            let r = run_one(cfg, mode, k)?;
+            progress(&r);
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// Parse `--k 1,4,32`.
+pub fn parse_ks(s: &str) -> Result<Vec<u16>> {
+    s.split(',')
+        .map(|p| {
+            let k: u16 = p
+                .trim()
+                .parse()
+                .with_context(|| format!("--k: `{p}` is not a number"))?;
+            ensure!((1..=256).contains(&k), "--k: {k} is not in 1..=256");
+            Ok(k)
+        })
+        .collect()
+}
+
+/// The results table: mode, K, instructions/packet, packets, accelerator.
+pub fn table(records: &[SimRecord]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<7} {:>28} {:>20} {:>8} {:>9} {:>12}",
+        "mode",
+        "K (frames / busy poll iter)",
+        "instructions/packet",
+        "packets",
+        "kicks",
+        "accelerator"
+    );
+    for r in records {
+        let accel = if r.icount {
+            format!("{}+icount", r.accel)
+        } else {
+            r.accel.clone()
+        };
+        let _ = writeln!(
+            s,
+            "{:<7} {:>28} {:>20.2} {:>8} {:>9} {:>12}",
+            r.mode, r.k, r.instructions_per_packet, r.packets, r.kicks, accel
+        );
+    }
+    s
+}
+
+/// The JSON document `--json FILE` writes.
+#[derive(Debug, Serialize)]
+pub struct SimBenchJson<'a> {
+    /// Always `"sim"`.
+    pub bench: &'static str,
+    /// Extra kernel command line given with `--append`.
+    pub append: &'a str,
+    /// One record per (mode, K).
+    pub records: &'a [SimRecord],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = "SIMBENCH mode=l2 k=4 warmup=256 iters=1024 delivered=4096 packets=4096 out=4096 other=0 cycles=1522944 instructions_per_packet=371.81 kicks=0 busy_iters=1024";
+
+    #[test]
+    fn parses_the_guest_line() {
+        let r = parse_record(&format!("[serial] {LINE}"), Accel::Tcg).unwrap();
+        assert_eq!((r.mode.as_str(), r.k, r.iters), ("l2", 4, 1024));
+        assert_eq!(
+            (r.delivered, r.packets, r.out, r.other),
+            (4096, 4096, 4096, 0)
+        );
+        assert_eq!(r.cycles, 1_522_944);
+        assert_eq!(r.instructions_per_packet, 371.81);
+        assert!(parse_line("STATS {}").is_none());
+        assert!(parse_record("SIMBENCH mode=l2 k=4", Accel::Tcg).is_err());
+    }
+
+    #[test]
+    fn command_lines() {
+        assert_eq!(append_for(SimMode::L2, 4, None, ""), "mode=l2 sim=4");
+        assert_eq!(
+            append_for(SimMode::Router, 32, Some(64), " burst=64 "),
+            format!("{ROUTER_APPEND} sim=32 sim_iters=64 burst=64")
+        );
+        let g = guest_config(&SimBenchConfig::new("/img".into()), SimMode::Io, 1);
+        assert_eq!((g.cpus, g.nics, g.icount), (1, 0, true));
+        let args = crate::qemu::command_args(&g).unwrap();
+        assert!(!args.iter().any(|a| a.contains("virtio-net")), "{args:?}");
+        assert!(args
+            .windows(2)
+            .any(|w| w == ["-icount", "shift=0,sleep=off"]));
+    }
+
+    #[test]
+    fn k_lists() {
+        assert_eq!(parse_ks("1,4,32").unwrap(), vec![1, 4, 32]);
+        assert!(parse_ks("0").is_err());
+        assert!(parse_ks("257").is_err());
+        assert!(parse_ks("4,x").is_err());
+    }
+
+    #[test]
+    fn the_table_names_the_accelerator() {
+        let r = parse_record(LINE, Accel::Tcg).unwrap();
+        let t = table(&[r]);
+        assert!(t.contains("instructions/packet"));
+        assert!(t.contains("371.81"));
+        assert!(t.contains("tcg+icount"));
+    }
+}
