@@ -14,6 +14,7 @@ use std::time::Duration;
 
 pub mod acpi;
 
+pub use tools::bench_sim;
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
 pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
 pub use tools::tap::{self, TapNet};

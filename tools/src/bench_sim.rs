@@ -201,6 +201,15 @@ pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig 
 /// Boot one run and return its record. Fails (with the guest's last lines) unless the guest
 /// printed a `SIMBENCH` line, every frame was forwarded as expected, and it shut down cleanly.
 pub fn run_one(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> Result<SimRecord> {
+    run_one_with_log(cfg, mode, k).map(|(r, _)| r)
+}
+
+/// [`run_one`], also returning the guest's serial log.
+pub fn run_one_with_log(
+    cfg: &SimBenchConfig,
+    mode: SimMode,
+    k: u16,
+) -> Result<(SimRecord, Vec<String>)> {
     let gcfg = guest_config(cfg, mode, k);
     let mut guest = Guest::boot(&gcfg)?;
     let exit = guest.wait_exit(RUN_TIMEOUT)?;
@@ -224,7 +233,7 @@ pub fn run_one(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> Result<SimRecord>
         "mode {} k={k}: not every frame was forwarded as expected: {line}",
         mode.as_str()
     );
-    Ok(r)
+    Ok((r, lines))
 }
 
 /// Every (mode, K) of `cfg`, in order; `progress` is called after each run.

@@ -1,0 +1,82 @@
+//! The deterministic datapath benchmark (`sim=K`): simulated virtio-net devices on in-memory
+//! rings, `-smp 1 -icount shift=0,sleep=off`, no NIC. The figure must be identical run to run,
+//! every delivered frame must leave port 1 as expected, and the guest must shut down with every
+//! page back (`cargo xtask bench sim` runs the full table).
+
+use gannet_tests::bench_sim::{run_one_with_log, SimBenchConfig, SimMode, SimRecord};
+use gannet_tests::*;
+
+fn run(mode: SimMode, k: u16) -> (SimRecord, Vec<String>) {
+    let cfg = SimBenchConfig::new(image());
+    run_one_with_log(&cfg, mode, k).unwrap_or_else(|e| panic!("sim {mode:?} K={k}: {e:#}"))
+}
+
+/// The final STATS line: every page is back (as the clean exit status already says).
+fn assert_no_leak(lines: &[String]) {
+    let stats = lines
+        .iter()
+        .rev()
+        .find_map(|l| Stats::parse(l))
+        .unwrap_or_else(|| panic!("no final STATS line; log:\n{}", lines.join("\n")));
+    assert_eq!(
+        stats.u64("free_pages_now"),
+        stats.u64("free_pages_boot"),
+        "pages leaked: {}",
+        stats.0
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("shutdown clean")),
+        "no clean shutdown line"
+    );
+}
+
+#[test]
+fn l2_k4_is_identical_run_to_run_and_forwards_every_frame() {
+    let (a, log) = run(SimMode::L2, 4);
+    assert_eq!((a.mode.as_str(), a.k), ("l2", 4));
+    assert_eq!(
+        a.delivered,
+        a.k * a.iters,
+        "the device delivered K frames every iteration"
+    );
+    assert_eq!(
+        a.packets, a.delivered,
+        "frames forwarded == frames delivered"
+    );
+    assert_eq!(
+        a.out, a.packets,
+        "every forwarded frame left port 1 as expected"
+    );
+    assert_eq!(a.other, 0);
+    assert!(a.instructions_per_packet > 0.0);
+    assert!(
+        log.iter().any(|l| l.contains("simulated virtio-net")),
+        "the ports are the simulated devices"
+    );
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("virtio-net-pci") || l.contains(" PCI transport")),
+        "no PCI device was touched"
+    );
+    assert_no_leak(&log);
+    let (b, log) = run(SimMode::L2, 4);
+    assert_eq!(
+        a, b,
+        "the deterministic benchmark gave two different results"
+    );
+    assert_no_leak(&log);
+}
+
+#[test]
+fn router_k4_forwards_every_frame_to_the_resolved_next_hop() {
+    let (r, log) = run(SimMode::Router, 4);
+    assert_eq!((r.mode.as_str(), r.k), ("router", 4));
+    assert_eq!(r.packets, r.delivered);
+    assert_eq!(r.out, r.packets, "routed, TTL 63, to the next hop's MAC");
+    assert_eq!(r.other, 0);
+    assert!(
+        log.iter().any(|l| l.contains("next hop 10.0.1.2 resolved")),
+        "the next hop was resolved before measuring"
+    );
+    assert_no_leak(&log);
+}
