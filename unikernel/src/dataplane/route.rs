@@ -50,18 +50,20 @@ impl<P: Platform> Core<P> {
     /// Route one frame received on local port `p`.
     #[inline]
     fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
+        let pfn = page.pfn();
+        let frame = page.frame_mut(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
         // answers requests for the port address itself).
-        if page.frame_mut(len).get(ETHERTYPE) == Some(&ETHERTYPE_ARP[..]) {
-            self.copy_to_mgmt(p, page.frame_mut(len));
+        if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP[..]) {
+            self.copy_to_mgmt(p, frame);
         }
         self.ensure_spare();
         let rs = self.route.as_mut().expect("router mode");
-        let mut spare = rs.spare.take();
-        let icmp = spare.as_mut().map_or(&mut [][..], |sp| sp.room_mut());
-        let pfn = page.pfn();
-        let action = rs.router.process(p, page.frame_mut(len), pfn, now, icmp);
-        rs.spare = spare;
+        let icmp = match rs.spare.as_mut() {
+            Some(sp) => sp.room_mut(),
+            None => &mut [][..],
+        };
+        let action = rs.router.process(p, frame, pfn, now, icmp);
         // What an ARP frame taught this core goes to the other cores' routers.
         if matches!(action, Action::Consumed | Action::Reply { .. }) {
             if let Some(u) = rs.router.take_learned() {
@@ -92,10 +94,12 @@ impl<P: Platform> Core<P> {
     }
 
     /// Keep a spare page (from pool 0) for ICMP errors and ARP requests.
+    #[inline]
     fn ensure_spare(&mut self) {
-        if self.route.as_ref().is_some_and(|r| r.spare.is_none()) {
-            let sp = self.pages.alloc(0);
-            self.route.as_mut().expect("router mode").spare = sp;
+        if let Some(r) = self.route.as_mut() {
+            if r.spare.is_none() {
+                r.spare = self.pages.alloc(0);
+            }
         }
     }
 
@@ -223,10 +227,11 @@ impl<P: Platform> Core<P> {
             let Some(rs) = self.route.as_mut() else {
                 return;
             };
-            let mut spare = rs.spare.take();
-            let out = spare.as_mut().map_or(&mut [][..], |sp| sp.room_mut());
+            let out = match rs.spare.as_mut() {
+                Some(sp) => sp.room_mut(),
+                None => &mut [][..],
+            };
             let ev = rs.router.poll(now, out);
-            rs.spare = spare;
             match ev {
                 None => return,
                 Some(Event::SendArp { port, len }) => {
