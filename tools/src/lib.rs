@@ -5,11 +5,14 @@
 //! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
 //! - [`gen::RawPort`] sends and receives single raw frames;
 //! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices.
+//!
+//! `cargo xtask lint` is [`lint::run`] (fmt, clippy on host and metal, module import cycles).
 
 pub mod bench_mm;
 pub mod bench_peer;
 pub mod bench_pool;
 pub mod gen;
+pub mod lint;
 pub mod peer_linux;
 pub mod qemu;
 pub mod report;

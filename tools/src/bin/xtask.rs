@@ -1,4 +1,4 @@
-//! `cargo xtask`: build, boot, gen, run, bench, test, setup.
+//! `cargo xtask`: build, boot, gen, run, bench, test, lint, setup.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,9 @@ enum Cmd {
     Bench(BenchArgs),
     /// Setup, build, then run the workspace tests against the built image.
     Test,
+    /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
+    /// undocumented unsafe blocks denied) and the module import-cycle check.
+    Lint(LintArgs),
 }
 
 #[derive(Args, Clone)]
@@ -172,6 +175,13 @@ struct BenchArgs {
     /// Generator window with --peer (maximum outstanding frames).
     #[arg(long, default_value_t = 64)]
     window: u64,
+}
+
+#[derive(Args)]
+struct LintArgs {
+    /// Run only this step (repeatable); default: all of them.
+    #[arg(long, value_enum)]
+    only: Vec<tools::lint::Step>,
 }
 
 /// Peer guests for `cargo xtask bench --peer`.
@@ -688,6 +698,13 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cmd_run(a).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(a) => cmd_bench(a).map(|()| ExitCode::SUCCESS),
         Cmd::Test => cmd_test(),
+        Cmd::Lint(a) => tools::lint::run(&qemu::workspace_root(), &a.only).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
     };
     match res {
         Ok(code) => code,
