@@ -99,8 +99,8 @@ pub fn run(root: &Path, only: &[Step]) -> Result<bool> {
     step(Step::Fmt, "fmt", &mut || {
         status(
             cargo(&["fmt", "--all", "--check"]),
-            "`cargo fmt --all --check` found unformatted code (the diff is above); \
-             run `cargo fmt --all`",
+            "`cargo fmt --all --check` failed: unformatted code (the diff is above; run \
+             `cargo fmt --all`) or a file rustfmt cannot parse (its error is above)",
         )
     });
     let mut host = vec!["clippy", "--keep-going", "--all-targets", "--"];

@@ -114,10 +114,23 @@ pub fn build(root: &Path, read: &mut dyn FnMut(&Path) -> Option<String>) -> Resu
         exported_macros: HashMap::new(),
     };
     let text = read(root).with_context(|| format!("reading {}", root.display()))?;
-    let file = syn::parse_file(&text).with_context(|| format!("parsing {}", root.display()))?;
+    let file = parse(root, &text)?;
     let dir = root.parent().unwrap_or(Path::new("")).to_path_buf();
     b.module(None, String::new(), root, dir, &file.items, read)?;
     Ok(b.finish())
+}
+
+/// `syn::parse_file`, its error naming the file, line and column.
+fn parse(path: &Path, text: &str) -> Result<syn::File> {
+    syn::parse_file(text).map_err(|e| {
+        let at = e.span().start();
+        anyhow::anyhow!(
+            "cannot parse {}:{}:{}: {e}",
+            path.display(),
+            at.line,
+            at.column + 1
+        )
+    })
 }
 
 struct Module {
@@ -253,8 +266,7 @@ impl Builder {
                         ));
                         continue;
                     };
-                    let parsed = syn::parse_file(&text)
-                        .with_context(|| format!("parsing {}", path.display()))?;
+                    let parsed = parse(&path, &text)?;
                     // A `foo/mod.rs` (or a `#[path]` file) keeps its children beside it; a
                     // `foo.rs` keeps them in `foo/`.
                     let is_mod_rs = path.file_name().is_some_and(|n| n == "mod.rs");

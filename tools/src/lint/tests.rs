@@ -458,3 +458,21 @@ fn a_large_tangle_is_reported_as_components() {
         .text
         .contains("more than 500 import cycles among the modules m0, m1"));
 }
+
+#[test]
+fn a_file_that_does_not_parse_is_named_with_its_line() {
+    let files: HashMap<PathBuf, String> = [
+        ("src/lib.rs", "mod a;"),
+        ("src/a.rs", "fn f() {}\n//! late inner doc\nfn g() {}"),
+    ]
+    .iter()
+    .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+    .collect();
+    let e = modgraph::build(Path::new("src/lib.rs"), &mut |p: &Path| {
+        files.get(p).cloned()
+    })
+    .unwrap_err()
+    .to_string();
+    let want = format!("cannot parse {}:2:", Path::new("src/a.rs").display());
+    assert!(e.contains(&want), "{e}");
+}
