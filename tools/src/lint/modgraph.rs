@@ -684,21 +684,40 @@ fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
 }
 
 impl ModuleGraph {
-    /// Strongly connected components with more than one module (Tarjan), each sorted by name.
+    /// Strongly connected components with more than one module, each sorted by name.
     pub fn tangles(&self) -> Vec<Vec<String>> {
+        let comp = self.components();
+        let mut groups: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for (v, &c) in comp.iter().enumerate() {
+            groups.entry(c).or_default().push(self.names[v].clone());
+        }
+        let mut out: Vec<Vec<String>> = groups
+            .into_values()
+            .filter(|g| g.len() > 1)
+            .map(|mut g| {
+                g.sort();
+                g
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The strongly connected component of each module (Tarjan, iterative), as an id.
+    fn components(&self) -> Vec<usize> {
         let n = self.names.len();
         let adj = self.adjacency();
         let mut index = vec![usize::MAX; n];
         let mut low = vec![0; n];
         let mut on_stack = vec![false; n];
+        let mut comp = vec![usize::MAX; n];
         let mut stack = Vec::new();
         let mut next = 0;
-        let mut out = Vec::new();
-        // Iterative Tarjan: (node, next neighbour position).
         for root in 0..n {
             if index[root] != usize::MAX {
                 continue;
             }
+            // (node, next neighbour position).
             let mut work = vec![(root, 0usize)];
             while let Some(&mut (v, ref mut pos)) = work.last_mut() {
                 if *pos == 0 && index[v] == usize::MAX {
@@ -722,31 +741,27 @@ impl ModuleGraph {
                     low[u] = low[u].min(low[v]);
                 }
                 if low[v] == index[v] {
-                    let mut comp = Vec::new();
                     while let Some(w) = stack.pop() {
                         on_stack[w] = false;
-                        comp.push(self.names[w].clone());
+                        comp[w] = v;
                         if w == v {
                             break;
                         }
                     }
-                    if comp.len() > 1 {
-                        comp.sort();
-                        out.push(comp);
-                    }
                 }
             }
         }
-        out.sort();
-        out
+        comp
     }
 
     /// Every elementary cycle (canonical, sorted), or `None` if there are more than
     /// [`MAX_CYCLES`].
     pub fn cycles(&self) -> Option<Vec<Cycle>> {
         let adj = self.adjacency();
+        let comp = self.components();
         let mut out = Vec::new();
-        // For each start s, the cycles through s whose other modules all sort after s.
+        // For each start s, the cycles through s whose other modules all come after s, within
+        // s's strongly connected component (a path that leaves it never comes back).
         for s in 0..self.names.len() {
             let mut path = vec![s];
             let mut on_path = vec![false; self.names.len()];
@@ -764,7 +779,7 @@ impl ModuleGraph {
                             if out.len() > MAX_CYCLES {
                                 return None;
                             }
-                        } else if w > s && !on_path[w] {
+                        } else if w > s && comp[w] == comp[s] && !on_path[w] {
                             on_path[w] = true;
                             path.push(w);
                             work.push(0);
