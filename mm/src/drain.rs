@@ -6,7 +6,7 @@
 //!   drain of CPU *n*'s lists is always *done by CPU n*: another CPU only posts a request.
 //!   Nothing ever drains a pcp from an interrupt handler or an IPI (Linux moved `drain_all_pages`
 //!   from IPIs to per-CPU work items because an IPI can land in the middle of list manipulation;
-//!   SEED-NOTES "Per-CPU page lists without disabling interrupts").
+//!   docs/SEED-NOTES.md "Per-CPU page lists without disabling interrupts").
 //! * **When drain runs.** Each CPU calls [`DrainAll::poll`] once per iteration of its own loop
 //!   (one relaxed load of a flag in that CPU's own cache line when nothing is asked). When its
 //!   flag is set, `poll` runs the CPU's drain (normally

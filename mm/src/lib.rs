@@ -2,7 +2,7 @@
 //! metadata and the network `page_pool`.
 //!
 //! Terms and semantics follow Linux mm (`mm/page_alloc.c`, `net/core/page_pool.c`) so that the
-//! reasoning collected in `shared/docs/SEED-NOTES.md` applies word for word. The crate deals only
+//! reasoning collected in `docs/SEED-NOTES.md` applies word for word. The crate deals only
 //! in page frame numbers ([`Pfn`]) and per-frame metadata ([`Page`]): it never dereferences the
 //! memory it manages, which is what makes it testable on the host.
 //!

@@ -7,7 +7,7 @@
 //! * Slow path: the cache is empty, so refill it with ONE bulk allocation of `refill` pages
 //!   ([`PerCpuPages::alloc_pages_bulk`]), map each page for DMA once (the mapping is kept for the
 //!   page's whole life in the pool), cache them and return the last one cached (which avoids
-//!   special-casing the first — SEED-NOTES, 2021 review). A page whose mapping fails is freed to
+//!   special-casing the first — docs/SEED-NOTES.md, 2021 review). A page whose mapping fails is freed to
 //!   the allocator at once and does not stop the others from being cached.
 //! * Recycle ([`PagePool::recycle_direct`]): a page coming back on the owning core goes straight
 //!   into the cache; if the cache is full it is unmapped first, then freed (never freed while

@@ -20,7 +20,7 @@
 //!
 //! A LIFO of PFNs in a fixed ring of [`PCP_MAX_PAGES`] entries: allocation and free use the hot
 //! end (the most recently freed page is cache-warm), and overflow flushes `batch` pages from the
-//! cold end, chosen before the zone lock is taken (SEED-NOTES "Freeing a batch"). Pages on the
+//! cold end, chosen before the zone lock is taken (docs/SEED-NOTES.md "Freeing a batch"). Pages on the
 //! list have refcount 0 and count as *allocated* from the zone's point of view
 //! ([`Zone::free_pages`] excludes them).
 //!

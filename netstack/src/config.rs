@@ -64,7 +64,7 @@ pub enum PoolMode {
     Recycle,
     /// Released to the page allocator, so the pool is always empty and every RX refill goes to
     /// the allocator: the "pool always empty" workload of the bulk-allocator work (like
-    /// XDP_REDIRECT into a veth in Linux, SEED-NOTES.md).
+    /// XDP_REDIRECT into a veth in Linux, docs/SEED-NOTES.md).
     Release,
 }
 

@@ -6,12 +6,15 @@
 //! - [`gen::RawPort`] sends and receives single raw frames;
 //! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices;
 //! - [`bench_sim`] runs the deterministic datapath benchmark (`sim=K`, simulated devices).
+//!
+//! `cargo xtask lint` is [`lint::run`] (fmt, clippy on host and metal, module import cycles).
 
 pub mod bench_mm;
 pub mod bench_peer;
 pub mod bench_pool;
 pub mod bench_sim;
 pub mod gen;
+pub mod lint;
 pub mod peer_linux;
 pub mod qemu;
 pub mod report;

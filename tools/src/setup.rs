@@ -1,4 +1,5 @@
-//! Install missing prerequisites: the `x86_64-unknown-none` Rust target and QEMU.
+//! Install missing prerequisites: the `x86_64-unknown-none` Rust target, QEMU, and (for
+//! `cargo xtask lint`) the rustup components `clippy` and `rustfmt`.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -44,6 +45,37 @@ pub fn ensure_target() -> Result<()> {
         .unwrap_or(false);
     if !ok {
         bail!("installing the Rust target failed; run `rustup target add {TARGET}` yourself");
+    }
+    Ok(())
+}
+
+/// The rustup component `name` (`clippy`, `rustfmt`) is installed, else `rustup component add`
+/// it.
+pub fn ensure_component(name: &str) -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["component", "list", "--installed"])
+        .output();
+    let installed = match out {
+        // Lines are `clippy-x86_64-unknown-linux-gnu`, `rustfmt-…`.
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l.trim() == name || l.trim().starts_with(&format!("{name}-"))),
+        _ => bail!(
+            "could not run `rustup component list --installed`; install rustup, then run \
+             `rustup component add {name}`"
+        ),
+    };
+    if installed {
+        return Ok(());
+    }
+    eprintln!("setup: rustup component {name} missing; running `rustup component add {name}`");
+    let ok = Command::new("rustup")
+        .args(["component", "add", name])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        bail!("installing the rustup component {name} failed; run `rustup component add {name}` yourself");
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask`: build, boot, gen, run, bench, test, setup.
+//! `cargo xtask`: build, boot, gen, run, bench, test, lint, setup.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,9 @@ enum Cmd {
     Bench(BenchArgs),
     /// Setup, build, then run the workspace tests against the built image.
     Test,
+    /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
+    /// undocumented unsafe blocks denied) and the module import-cycle check.
+    Lint(LintArgs),
 }
 
 #[derive(Args, Clone)]
@@ -187,6 +190,13 @@ struct BenchArgs {
     /// `bench sim`: run every (mode, K) twice and fail unless both runs give the same figures.
     #[arg(long)]
     twice: bool,
+}
+
+#[derive(Args)]
+struct LintArgs {
+    /// Run only this step (repeatable); default: all of them.
+    #[arg(long, value_enum)]
+    only: Vec<tools::lint::Step>,
 }
 
 /// Peer guests for `cargo xtask bench --peer`.
@@ -761,6 +771,13 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cmd_run(a).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(a) => cmd_bench(a).map(|()| ExitCode::SUCCESS),
         Cmd::Test => cmd_test(),
+        Cmd::Lint(a) => tools::lint::run(&qemu::workspace_root(), &a.only).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
     };
     match res {
         Ok(code) => code,
