@@ -38,16 +38,6 @@ pub const CLIPPY_FLAGS: &[&str] = &["-D", "warnings", "-D", "clippy::undocumente
 pub const KNOWN_CYCLES: &[&str] = &[
     // mm: ptr_ring names page_pool's DmaMapper; page_pool keeps ptr_ring's RecycleRing.
     "mm: page_pool -> ptr_ring -> page_pool",
-    // unikernel: smp's AP entry calls forwarder::run_core, forwarder reads smp's CPU table.
-    "unikernel: forwarder -> smp -> forwarder",
-    // stats reads Forwarder's fields, forwarder builds stats' snapshots.
-    "unikernel: forwarder -> stats -> forwarder",
-    // The same edges, three modules round.
-    "unikernel: forwarder -> stats -> smp -> forwarder",
-    "unikernel: forwarder -> trap -> smp -> forwarder",
-    // trap sizes per-CPU state by smp::MAX_CPUS and dispatches IPIs to smp, smp calls
-    // trap::init_cpu on each AP.
-    "unikernel: smp -> trap -> smp",
 ];
 
 /// The rustup components lint runs.

@@ -32,6 +32,10 @@
 //! (`Core::router_timers_ran` before each iteration): the figure must not depend on
 //! where in the 10 ms period the measurement happens to fall, i.e. on how long boot took.
 
+// Boot-time errors carry their context as text (no heap to box it in); they are returned once,
+// printed and fatal, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 use crate::arch::time::{rdtsc, uptime_ns};
 use crate::control::commands;
 use crate::platform::{KernelCore, FACTS};

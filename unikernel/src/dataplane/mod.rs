@@ -5,14 +5,15 @@
 //! * [`percore`]: [`Core`] (one core's state and its [`Core::poll_once`]), and the traits it is
 //!   generic over: [`Platform`] (cycle counter, clock, wake-up IPI, metrics text, and the
 //!   associated NIC and management-plane types) and [`MgmtPlane`].
-//! * [`l2`] (`io`/`l2` forwarding, `xcore`), [`route`] (router mode, neighbour sync,
-//!   management-plane frames), [`tx`] (staging, flush, completion): `impl Core` blocks by
-//!   concern.
+//! * `l2` (`io`/`l2` forwarding, `xcore`), `route` (router mode, neighbour sync,
+//!   management-plane frames), `tx` (flush, completion), `teardown` (quit): `impl Core`
+//!   blocks by concern; `stage` holds the TX staging arrays.
 //! * [`pages`]: a core's page owner (pcp list, its two pools, the way back to other pools).
 //! * [`page`]: [`PageBuf`], the one-owner page token; the only place a page becomes bytes.
 //! * [`handoff`]: the typed cross-core frame record and its ring.
 //! * [`fabric`]: [`Fabric`], everything the cores share (rings, published snapshots, quit).
-//! * [`quit`]: the quit phases ([`QuitPhase`]), their handshake and the per-core teardown.
+//! * [`quit`]: the quit phases ([`QuitPhase`]) and their handshake; `teardown`: each phase's
+//!   work on a core, the following cores' loop and the boot CPU's lead.
 //! * [`snap`]: counters copied for other cores; the control plane formats only these.
 //!
 //! # Rules
@@ -34,6 +35,8 @@ pub mod percore;
 pub mod quit;
 mod route;
 pub mod snap;
+mod stage;
+mod teardown;
 mod tx;
 
 pub use fabric::Fabric;

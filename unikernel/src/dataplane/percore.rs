@@ -7,7 +7,7 @@ use super::fabric::Fabric;
 use super::page::PageBuf;
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
-use super::tx::TxStage;
+use super::stage::TxStage;
 use drivers::nic::Nic;
 use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
 use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};

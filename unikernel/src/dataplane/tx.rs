@@ -5,7 +5,6 @@ use super::page::PageBuf;
 use super::percore::{Core, Platform};
 use drivers::nic::Nic;
 use drivers::virtio_net::TxBuf;
-use mm::Pfn;
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
 use netstack::{DropReason, PoolMode};
@@ -13,38 +12,6 @@ use netstack::{DropReason, PoolMode};
 /// Reap TX completions of a port once this many descriptors are outstanding (DPDK's default
 /// `tx_free_thresh`, 32): the ring walk is paid once per batch of completions.
 pub const TX_FREE_THRESH: usize = 32;
-
-/// Frames staged for TX, per local port. The stage owns the staged pages (as raw frame
-/// numbers, in the driver's [`TxBuf`] form so a flush hands them over without a copy).
-pub struct TxStage {
-    bufs: [[TxBuf; MAX_BURST]; PORTS],
-    n: [usize; PORTS],
-}
-
-impl Default for TxStage {
-    fn default() -> Self {
-        TxStage {
-            bufs: [[TxBuf {
-                pfn: Pfn(0),
-                len: 0,
-            }; MAX_BURST]; PORTS],
-            n: [0; PORTS],
-        }
-    }
-}
-
-impl TxStage {
-    /// Take every staged page back (quit), each given to `f`.
-    pub fn take_all(&mut self, mut f: impl FnMut(PageBuf)) {
-        for q in 0..PORTS {
-            for b in &self.bufs[q][..core::mem::take(&mut self.n[q])] {
-                // SAFETY: staged pages are the stage's (given with `into_raw` in `stage_tx`)
-                // and never reached a ring.
-                f(unsafe { PageBuf::from_raw(b.pfn) });
-            }
-        }
-    }
-}
 
 impl<P: Platform> Core<P> {
     /// Queue `len` frame bytes of `page` for TX on local `port` (sent at the next flush).

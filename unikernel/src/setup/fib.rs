@@ -1,6 +1,10 @@
 //! Router mode: the one FIB, built on the boot CPU over memory set aside at boot (connected,
 //! local and broadcast routes, `route=`, the routes file), then read by every core's router.
 
+// Boot-time errors carry their context as text (no heap to box it in); they are returned once,
+// printed and fatal, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 use core::fmt::Write;
 use log::info;
 use netstack::config::PORTS;

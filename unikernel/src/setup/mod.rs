@@ -8,6 +8,10 @@
 //! I/O, as the boot CPU does once its own pair forwards (seen in about 1 boot in 6 with 2 CPUs
 //! and 4 ports on a loaded host). Doing all of it before any core forwards avoids it.
 
+// Boot-time errors carry their context as text (no heap to box it in); they are returned once,
+// printed and fatal, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 pub mod fib;
 
 use crate::arch::apic;

@@ -251,7 +251,7 @@ fn xcore_hands_frames_to_the_next_core_and_pages_go_home() {
     // Core 1 returned core 0's pages through pool 0's recycle ring.
     rig.poll();
     let s = rig.cores[0].core.snap(false, 0);
-    assert!(s.pools[0].stats.recycle_ring > 0 || rig.fabric.pool_rings[0].len() > 0);
+    assert!(s.pools[0].stats.recycle_ring > 0 || !rig.fabric.pool_rings[0].is_empty());
     rig.quit_and_check();
 }
 

@@ -1,0 +1,177 @@
+//! The per-core side of `quit` ([`QuitPhase`]): each phase's work, the following cores' loop
+//! and the boot CPU's lead.
+
+use super::page::PageBuf;
+use super::percore::{Core, Platform};
+use super::quit::{QuitError, QuitPhase, QuitReport, TX_DRAIN_NS};
+use drivers::nic::Nic;
+use drivers::virtio_net::QUEUE_SIZE;
+use mm::Pfn;
+use netstack::config::{MAX_BURST, PORTS};
+
+impl<P: Platform> Core<P> {
+    /// Run one phase on this core. Returns pages lost (phase [`QuitPhase::Destroy`] only).
+    pub fn quit_phase(&mut self, phase: QuitPhase) -> u64 {
+        match phase {
+            QuitPhase::Stop => {
+                let deadline = P::uptime_ns() + TX_DRAIN_NS;
+                while self.nics.iter().any(|n| n.tx_posted() > 0) && P::uptime_ns() < deadline {
+                    self.tx_reap(true);
+                }
+                0
+            }
+            QuitPhase::Reset => {
+                for nic in self.nics.iter_mut() {
+                    nic.reset_device();
+                }
+                0
+            }
+            QuitPhase::TakeBack => {
+                self.take_back();
+                0
+            }
+            QuitPhase::HandOff => {
+                let fabric = self.fabric;
+                let ring = &fabric.handoff[self.pair];
+                while ring.pop_each(64, |h| self.pages.recycle(h.page)) > 0 {}
+                // Core 0: frames handed over for the management plane and not yet taken.
+                if self.pair == 0 {
+                    while fabric.mgmt.pop_each(64, |h| self.pages.recycle(h.page)) > 0 {}
+                }
+                0
+            }
+            QuitPhase::Destroy => self.destroy(),
+        }
+    }
+
+    /// Phase 3 (every device was reset in phase 2): every page of this core's rings, staging,
+    /// router queue and spare goes back to its pool.
+    fn take_back(&mut self) {
+        let mut back: heapless::Vec<Pfn, { 2 * PORTS * QUEUE_SIZE }> = heapless::Vec::new();
+        for nic in self.nics.iter_mut() {
+            // SAFETY: phase 2 reset every device (its owner did, on this or the boot CPU) and
+            // every core finished phase 2 before any started phase 3.
+            unsafe {
+                nic.take_pages(&mut |pfn| {
+                    let _ = back.push(pfn);
+                })
+            };
+        }
+        for pfn in back {
+            // SAFETY: taken off a reset device's ring: ours.
+            self.pages.recycle(unsafe { PageBuf::from_raw(pfn) });
+        }
+        let mut staged = heapless::Vec::<PageBuf, { 2 * MAX_BURST }>::new();
+        self.tx.take_all(|p| {
+            if let Err(p) = staged.push(p) {
+                // Cannot happen (the stage holds at most 2 * MAX_BURST); never leak.
+                core::mem::forget(p);
+            }
+        });
+        for p in staged {
+            self.pages.recycle(p);
+        }
+        if let Some(rs) = self.route.as_mut() {
+            let spare = rs.spare.take();
+            let mut queued = heapless::Vec::<Pfn, 1024>::new();
+            while let Some(pfn) = rs.router.flush() {
+                if queued.push(pfn).is_err() {
+                    break;
+                }
+            }
+            for pfn in queued {
+                // SAFETY: the router's queue handed the page back (flush).
+                self.pages.recycle(unsafe { PageBuf::from_raw(pfn) });
+            }
+            if let Some(sp) = spare {
+                self.pages.recycle(sp);
+            }
+        }
+    }
+
+    /// Phase 5: destroy the pools (their rings drained first), drop the devices, drain the pcp
+    /// list. Returns pages still in flight (lost: a bug).
+    fn destroy(&mut self) -> u64 {
+        let mut leaked = 0;
+        let pg = &mut self.pages;
+        for (i, pool) in pg.pools.iter_mut().enumerate() {
+            if let Err(e) = pool.destroy(&mut pg.pcp, pg.zone, &mut pg.dma) {
+                log::error!(
+                    "page_pool {}: destroy: {e:?}; {} pages lost",
+                    PORTS * self.pair + i,
+                    pool.in_flight()
+                );
+                leaked += pool.in_flight();
+            }
+        }
+        self.drop_nics();
+        let pg = &mut self.pages;
+        pg.pcp.drain_local_pages(pg.zone);
+        leaked
+    }
+
+    /// A core other than the boot CPU, once [`QuitSync::requested`]: go through every phase in
+    /// step with the boot CPU, then publish the final counters (before reporting the last
+    /// phase done: the boot CPU prints them as soon as it sees that). The caller halts.
+    pub fn follow_quit(&mut self) {
+        for phase in QuitPhase::ALL {
+            while self.fabric.quit.current().is_none_or(|c| c < phase) {
+                core::hint::spin_loop();
+            }
+            self.follow_phase(phase);
+        }
+    }
+
+    /// A core other than the boot CPU: run `phase` and report it done (after the last phase,
+    /// with the final counters published first).
+    pub fn follow_phase(&mut self, phase: QuitPhase) {
+        self.quit_leaked += self.quit_phase(phase);
+        if phase == QuitPhase::LAST {
+            self.publish(true, self.quit_leaked);
+        }
+        self.fabric.quit.finish(self.pair, phase);
+    }
+
+    /// The boot CPU's `quit`: drive every phase on every core (each waits at most `timeout_ns`
+    /// for the others; `wake_others` wakes halted cores), then sum what leaked. The caller
+    /// compares [`QuitReport::free_pages_now`] with the boot count.
+    ///
+    /// # Errors
+    /// [`QuitError`] when a core does not follow in time or ends without final counters.
+    pub fn lead_quit(
+        &mut self,
+        timeout_ns: u64,
+        mut wake_others: impl FnMut(),
+        mut step: impl FnMut(usize, QuitPhase),
+    ) -> Result<QuitReport, QuitError> {
+        let fabric = self.fabric;
+        let q = &fabric.quit;
+        let mut leaked = 0;
+        for phase in QuitPhase::ALL {
+            q.begin(phase);
+            wake_others();
+            leaked += self.quit_phase(phase);
+            q.finish(self.pair, phase);
+            let deadline = P::uptime_ns() + timeout_ns;
+            for k in 1..fabric.cores() {
+                while !q.finished(k, phase) {
+                    if P::uptime_ns() > deadline {
+                        return Err(QuitError::Timeout { core: k, phase });
+                    }
+                    step(k, phase);
+                    core::hint::spin_loop();
+                }
+            }
+        }
+        for (k, s) in fabric.others() {
+            match s {
+                Some(s) if s.done => leaked += s.leaked,
+                _ => return Err(QuitError::NoFinalCounters { core: k }),
+            }
+        }
+        Ok(QuitReport {
+            leaked,
+            free_pages_now: self.pages.free_pages(),
+        })
+    }
+}
