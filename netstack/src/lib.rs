@@ -1,8 +1,9 @@
 //! Gannet netstack: the forwarding fast path and its configuration.
 //!
 //! Laid out like smoltcp: parsing and value types ([`config`], [`MacAddr`]) are kept apart
-//! from behaviour ([`forward`]). Everything here is `no_std`, allocation-free and tested on the
-//! host.
+//! from behaviour ([`forward`]). [`stats`] is the schema of the guest's `STATS` line (serde),
+//! shared with the host tools, and its Prometheus exposition. Everything here is `no_std`,
+//! allocation-free and tested on the host.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -13,6 +14,7 @@ pub mod config;
 pub mod counters;
 pub mod forward;
 pub mod router;
+pub mod stats;
 
 pub use config::{
     parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, Queues,
