@@ -7,7 +7,6 @@
 use crate::console::{Command, Console, HELP};
 use crate::mem::KernelHal;
 use crate::mgmt::{Mgmt, MgmtCounters};
-use crate::stats::Snapshot;
 use crate::time::{rdtsc, tsc_hz};
 use crate::{fail, println};
 use core::mem::ManuallyDrop;
@@ -1226,7 +1225,8 @@ impl Forwarder<'_> {
 
     /// The `/metrics` body, Prometheus text exposition format 0.0.4.
     fn write_metrics(&self, w: &mut dyn core::fmt::Write, mgmt: Option<MgmtCounters>) {
-        let _ = crate::stats::write_prometheus(self, mgmt, w);
+        let mgmt = mgmt.or_else(|| self.mgmt.as_ref().map(|m| m.counters()));
+        let _ = crate::stats::write_prometheus(&all_pairs(self), &self.system_snap(), mgmt, w);
     }
 
     /// Router timers while idle (ARP retransmits, queue timeouts): run events, send, kick.
@@ -1566,15 +1566,11 @@ impl Forwarder<'_> {
     /// `pools`: one line per page_pool.
     /// One line per page_pool of every forwarding core (other cores' as last published).
     pub(crate) fn print_pools(&self) {
-        for pair in all_pairs(self) {
-            for p in pair.pools {
-                println!("pool {}", crate::stats::PoolJson(p));
-            }
-        }
+        crate::stats::print_pools(&all_pairs(self));
     }
 
     pub(crate) fn print_stats(&self) {
-        println!("STATS {}", Snapshot(self));
+        crate::stats::print_stats(&all_pairs(self), &self.system_snap());
     }
 
     /// `quit`: stop receiving, let TX finish (bounded), reset the devices and take back every
@@ -1602,6 +1598,19 @@ impl Forwarder<'_> {
             }),
             done,
             leaked,
+        }
+    }
+
+    /// What `STATS` and `/metrics` need besides the pairs' snapshots.
+    fn system_snap(&self) -> crate::stats::SystemSnap {
+        crate::stats::SystemSnap {
+            mode: self.cfg.mode,
+            tsc_hz: tsc_hz(),
+            cpus_online: crate::smp::ONLINE.load(Ordering::Acquire),
+            queues: queues(),
+            free_pages_boot: self.free_pages_boot,
+            zone_free_pages: self.zone.free_pages(),
+            buddyinfo: self.zone.buddyinfo(),
         }
     }
 
