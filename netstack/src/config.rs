@@ -8,13 +8,16 @@ use crate::router::{parse_ipv4_cidr, parse_route, Ipv4Net, ParseError};
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 
-/// Forwarding mode, named after DPDK testpmd's forwarding modes.
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+/// Forwarding mode, named after DPDK testpmd's forwarding modes. Serialised (in `STATS`) as
+/// [`Mode::as_str`].
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// testpmd `io`: every frame goes out of the other port untouched.
     Io,
     /// testpmd `mac`: out of the other port with source MAC = that port's MAC and destination
-    /// MAC = that port's configured peer MAC.
+    /// MAC = that port's configured peer MAC. The default.
+    #[default]
     L2,
     /// IPv4 router (RFC 1812): FIB lookup, ARP neighbours, TTL, ICMP errors; needs `ip0` and
     /// `ip1`.
@@ -78,10 +81,13 @@ impl PoolMode {
     }
 }
 
-/// How an empty page_pool refills its alloc cache (`refill=`).
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+/// How an empty page_pool refills its alloc cache (`refill=`). Serialised (in `STATS`) as
+/// [`RefillMode::as_str`].
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RefillMode {
     /// One `alloc_pages_bulk` call per refill (default).
+    #[default]
     Bulk,
     /// One single-page allocation per page (the baseline the bulk API is measured against).
     Single,

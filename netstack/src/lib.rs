@@ -2,8 +2,9 @@
 //!
 //! Laid out like smoltcp: parsing and value types ([`config`], [`MacAddr`]) are kept apart
 //! from behaviour ([`forward`], [`router`]); [`simframes`] builds the frames of the
-//! deterministic benchmark (`sim=K`). Everything here is `no_std`, allocation-free and tested on the
-//! host.
+//! deterministic benchmark (`sim=K`); [`stats`] is the schema of the guest's `STATS` line
+//! (serde), shared with the host tools, and its Prometheus exposition. Everything here is
+//! `no_std`, allocation-free and tested on the host.
 #![no_std]
 #![deny(unsafe_code)]
 
@@ -15,6 +16,7 @@ pub mod counters;
 pub mod forward;
 pub mod router;
 pub mod simframes;
+pub mod stats;
 
 pub use config::{
     parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, Queues,

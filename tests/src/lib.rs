@@ -14,6 +14,7 @@ use std::time::Duration;
 
 pub mod acpi;
 
+pub use netstack::stats::PortDrops;
 pub use tools::bench_sim;
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
 pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
@@ -366,64 +367,29 @@ pub fn boot_failing_with(
 // ---------------------------------------------------------------------------------------------
 // STATS accessors
 
-/// Top-level integer `key` (panics with the JSON when missing).
-pub fn top(s: &Stats, key: &str) -> u64 {
-    s.u64(key)
-        .unwrap_or_else(|| panic!("STATS has no integer `{key}`: {}", s.0))
-}
-
-/// Integer `key` of `ports[p]`.
-pub fn port(s: &Stats, p: usize, key: &str) -> u64 {
-    s.0["ports"][p][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("STATS ports[{p}] has no integer `{key}`: {}", s.0))
-}
-
-/// Drop counter `reason` of `ports[p]`.
-pub fn drops(s: &Stats, p: usize, reason: &str) -> u64 {
-    s.0["ports"][p]["drops"][reason]
-        .as_u64()
-        .unwrap_or_else(|| panic!("STATS ports[{p}].drops has no integer `{reason}`: {}", s.0))
-}
-
-/// The drop reasons every port reports.
-pub const DROP_REASONS: [&str; 4] = ["tx_ring_full", "too_big", "bad_desc", "runt"];
-
-/// Integer `key` of `pools[i]`.
-pub fn pool(s: &Stats, i: usize, key: &str) -> u64 {
-    s.0["pools"][i][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("STATS pools[{i}] has no integer `{key}`: {}", s.0))
-}
-
-/// Number of entries of `pools`.
-pub fn pool_count(s: &Stats) -> usize {
-    s.0["pools"].as_array().map_or(0, |a| a.len())
+/// The `router` section (panics outside router mode). Every other counter is a field of
+/// [`Stats`] (through `Deref` to [`netstack::stats::Stats`]): `s.forwarded`, `s.ports[p].rx`,
+/// `s.ports[p].drops.too_big`, `s.pools[i].in_flight`, …
+pub fn router(s: &Stats) -> &netstack::stats::RouterStats {
+    s.router
+        .as_ref()
+        .unwrap_or_else(|| panic!("STATS has no router section: {s}"))
 }
 
 /// Asserts the leak check of a final STATS: every pool has nothing in flight and the allocator
 /// is back to its boot-time free page count.
 pub fn assert_no_leak(s: &Stats) {
-    let n = pool_count(s);
-    let ports = s.0["ports"].as_array().map_or(0, |a| a.len());
+    let n = s.pools.len();
     assert!(
-        n >= 2 && n == ports,
-        "expected one page_pool per port: {}",
-        s.0
+        n >= 2 && n == s.ports.len(),
+        "expected one page_pool per port: {s}"
     );
-    for i in 0..n {
-        assert_eq!(
-            pool(s, i, "in_flight"),
-            0,
-            "pool {i} pages in flight after quit: {}",
-            s.0
-        );
+    for (i, p) in s.pools.iter().enumerate() {
+        assert_eq!(p.in_flight, 0, "pool {i} pages in flight after quit: {s}");
     }
     assert_eq!(
-        top(s, "free_pages_now"),
-        top(s, "free_pages_boot"),
-        "free pages after quit differ from boot: {}",
-        s.0
+        s.free_pages_now, s.free_pages_boot,
+        "free pages after quit differ from boot: {s}"
     );
 }
 

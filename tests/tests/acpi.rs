@@ -61,7 +61,7 @@ fn crafted_tables_bring_up_both_cpus() {
     );
     let report = rig.run();
     let s = rig.quit();
-    assert_eq!(port(&s, 1, "tx"), 200, "{report:?}");
+    assert_eq!(s.ports[1].tx, 200, "{report:?}");
     assert_no_leak(&s);
 }
 

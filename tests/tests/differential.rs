@@ -67,12 +67,11 @@ fn gannet_and_linux_route_the_frame_set_alike() {
     );
     // Every case caused at most one ICMP error, one at a time: Gannet's limiter never fired.
     let stats = stats.expect("Gannet's final STATS");
-    let router = &stats.0["router"];
+    let router = router(&stats);
     assert_eq!(
-        router["icmp_rate_limited"].as_u64(),
-        Some(0),
+        router.icmp_rate_limited, 0,
         "Gannet rate-limited an ICMP error: {}",
-        stats.0
+        stats
     );
     let errors = report
         .cases
@@ -86,6 +85,6 @@ fn gannet_and_linux_route_the_frame_set_alike() {
                 .count() as u64
         })
         .sum::<u64>();
-    assert_eq!(router["icmp_sent"].as_u64(), Some(errors), "{}", stats.0);
+    assert_eq!(router.icmp_sent, errors, "{}", stats);
     assert_no_leak(&stats);
 }

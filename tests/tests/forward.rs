@@ -60,16 +60,14 @@ fn replay_capture(append: &str, mode: &str, expect: impl Fn(&[u8]) -> Vec<u8>) {
     assert_eq!((r.bad, r.duplicates, r.reordered), (0, 0, 0), "{summary}");
 
     let s = rig.quit();
-    assert_eq!(s.mode(), Some(mode), "{}", s.0);
-    assert_eq!(port(&s, 0, "rx"), CAPTURE_FRAMES as u64, "{}", s.0);
-    assert_eq!(port(&s, 1, "tx"), CAPTURE_FRAMES as u64, "{}", s.0);
-    assert_eq!(port(&s, 1, "rx"), 0, "{}", s.0);
-    assert_eq!(port(&s, 0, "tx"), 0, "{}", s.0);
-    assert_eq!(top(&s, "forwarded"), CAPTURE_FRAMES as u64, "{}", s.0);
+    assert_eq!(s.mode.as_str(), mode, "{}", s);
+    assert_eq!(s.ports[0].rx, CAPTURE_FRAMES as u64, "{}", s);
+    assert_eq!(s.ports[1].tx, CAPTURE_FRAMES as u64, "{}", s);
+    assert_eq!(s.ports[1].rx, 0, "{}", s);
+    assert_eq!(s.ports[0].tx, 0, "{}", s);
+    assert_eq!(s.forwarded, CAPTURE_FRAMES as u64, "{}", s);
     for p in 0..2 {
-        for d in DROP_REASONS {
-            assert_eq!(drops(&s, p, d), 0, "port {p} drops.{d}: {}", s.0);
-        }
+        assert_eq!(s.ports[p].drops, PortDrops::default(), "port {p}: {}", s);
     }
     assert_no_leak(&s);
 }
@@ -116,13 +114,11 @@ fn bidirectional_10k_each_way_intact() {
     }
     let s = rig.quit();
     for p in 0..2 {
-        assert_eq!(port(&s, p, "rx"), N, "port {p}: {}", s.0);
-        assert_eq!(port(&s, p, "tx"), N, "port {p}: {}", s.0);
-        for d in DROP_REASONS {
-            assert_eq!(drops(&s, p, d), 0, "port {p} drops.{d}: {}", s.0);
-        }
+        assert_eq!(s.ports[p].rx, N, "port {p}: {}", s);
+        assert_eq!(s.ports[p].tx, N, "port {p}: {}", s);
+        assert_eq!(s.ports[p].drops, PortDrops::default(), "port {p}: {}", s);
     }
-    assert_eq!(top(&s, "forwarded"), 2 * N, "{}", s.0);
+    assert_eq!(s.forwarded, 2 * N, "{}", s);
     assert_no_leak(&s);
 }
 
@@ -136,31 +132,23 @@ fn stats_match_generator_counts() {
     assert_eq!((r.sent, r.bad, r.duplicates), (N, 0, 0), "{r:?}");
     let s = rig.quit();
     let len = (SIZE - gen::FCS_LEN) as u64;
+    assert_eq!(s.ports[0].rx, r.sent, "port0.rx vs generator sent: {}", s);
+    assert_eq!(s.ports[0].rx_bytes, r.sent * len, "{}", s);
     assert_eq!(
-        port(&s, 0, "rx"),
-        r.sent,
-        "port0.rx vs generator sent: {}",
-        s.0
-    );
-    assert_eq!(port(&s, 0, "rx_bytes"), r.sent * len, "{}", s.0);
-    assert_eq!(
-        port(&s, 1, "tx"),
-        r.received,
+        s.ports[1].tx, r.received,
         "port1.tx vs generator received: {}",
-        s.0
+        s
     );
-    assert_eq!(port(&s, 1, "tx_bytes"), r.received * len, "{}", s.0);
-    assert_eq!(top(&s, "forwarded"), r.received, "{}", s.0);
+    assert_eq!(s.ports[1].tx_bytes, r.received * len, "{}", s);
+    assert_eq!(s.forwarded, r.received, "{}", s);
     assert_eq!(r.received, N, "generator lost frames: {r:?}");
-    assert_eq!(port(&s, 1, "rx"), 0, "{}", s.0);
-    assert_eq!(port(&s, 0, "tx"), 0, "{}", s.0);
+    assert_eq!(s.ports[1].rx, 0, "{}", s);
+    assert_eq!(s.ports[0].tx, 0, "{}", s);
     for p in 0..2 {
-        for d in DROP_REASONS {
-            assert_eq!(drops(&s, p, d), 0, "port {p} drops.{d}: {}", s.0);
-        }
+        assert_eq!(s.ports[p].drops, PortDrops::default(), "port {p}: {}", s);
     }
-    assert!(top(&s, "busy_cycles") > 0, "{}", s.0);
-    assert!(top(&s, "kicks") > 0, "{}", s.0);
+    assert!(s.busy_cycles > 0, "{}", s);
+    assert!(s.kicks > 0, "{}", s);
 }
 
 /// Pages all come back after traffic in both directions plus a dropped oversized frame.
@@ -173,11 +161,11 @@ fn quit_returns_every_page() {
     p1.send(&plain_frame(guest_mac(1), peer_mac(1), 7000, 9))
         .unwrap();
     let s = rig.stats();
-    let in_flight: u64 = (0..2).map(|i| pool(&s, i, "in_flight")).sum();
+    let in_flight: u64 = (0..2).map(|i| s.pools[i].in_flight).sum();
     assert!(
         in_flight > 0,
         "RX rings should hold pool pages while running: {}",
-        s.0
+        s
     );
     drop((p0, p1));
     let s = rig.quit();
@@ -208,9 +196,9 @@ fn vlan_tagged_max_frame_forwarded_intact() {
     }
     let s = rig.quit();
     for p in 0..2 {
-        assert_eq!(port(&s, p, "rx"), 1, "{}", s.0);
-        assert_eq!(port(&s, p, "rx_bytes"), 1518, "{}", s.0);
-        assert_eq!(port(&s, p, "tx_bytes"), 1518, "{}", s.0);
+        assert_eq!(s.ports[p].rx, 1, "{}", s);
+        assert_eq!(s.ports[p].rx_bytes, 1518, "{}", s);
+        assert_eq!(s.ports[p].tx_bytes, 1518, "{}", s);
     }
 }
 
@@ -245,18 +233,21 @@ fn oversized_frame_dropped_and_counted() {
         expect_forwarded(&rig, &p0, &p1, 60 + 100 * i, 10 + i as u8);
     }
     let s = rig.stats();
-    assert_eq!(drops(&s, 0, "too_big"), 1, "{}", s.0);
+    assert_eq!(s.ports[0].drops.too_big, 1, "{}", s);
     // `rx` counts every frame received, including the dropped one.
-    assert_eq!(port(&s, 0, "rx"), 7, "{}", s.0);
-    assert_eq!(port(&s, 1, "tx"), 6, "{}", s.0);
-    assert_eq!(top(&s, "forwarded"), 6, "{}", s.0);
+    assert_eq!(s.ports[0].rx, 7, "{}", s);
+    assert_eq!(s.ports[1].tx, 6, "{}", s);
+    assert_eq!(s.forwarded, 6, "{}", s);
     let s = rig.quit();
-    assert_eq!(drops(&s, 0, "too_big"), 1, "{}", s.0);
-    assert_eq!(drops(&s, 1, "too_big"), 0, "{}", s.0);
+    assert_eq!(s.ports[0].drops.too_big, 1, "{}", s);
+    assert_eq!(s.ports[1].drops.too_big, 0, "{}", s);
     for p in 0..2 {
-        for d in ["tx_ring_full", "bad_desc", "runt"] {
-            assert_eq!(drops(&s, p, d), 0, "port {p} drops.{d}: {}", s.0);
-        }
+        let too_big = s.ports[p].drops.too_big;
+        let only_too_big = PortDrops {
+            too_big,
+            ..PortDrops::default()
+        };
+        assert_eq!(s.ports[p].drops, only_too_big, "port {p}: {}", s);
     }
     assert_no_leak(&s);
 }
@@ -281,10 +272,10 @@ fn rx_buffer_boundary() {
     }
     expect_forwarded(&rig, &p0, &p1, 1514, 3);
     let s = rig.quit();
-    assert_eq!(drops(&s, 0, "too_big"), 2, "{}", s.0);
-    assert_eq!(port(&s, 0, "rx"), 4, "{}", s.0);
-    assert_eq!(port(&s, 1, "tx"), 2, "{}", s.0);
-    assert_eq!(port(&s, 1, "tx_bytes"), 4084 + 1514, "{}", s.0);
+    assert_eq!(s.ports[0].drops.too_big, 2, "{}", s);
+    assert_eq!(s.ports[0].rx, 4, "{}", s);
+    assert_eq!(s.ports[1].tx, 2, "{}", s);
+    assert_eq!(s.ports[1].tx_bytes, 4084 + 1514, "{}", s);
     assert_no_leak(&s);
 }
 
@@ -308,7 +299,7 @@ fn stats_while_forwarding() {
         "only {} stats answers during traffic",
         snapshots.len()
     );
-    let fwd: Vec<u64> = snapshots.iter().map(|s| top(s, "forwarded")).collect();
+    let fwd: Vec<u64> = snapshots.iter().map(|s| s.forwarded).collect();
     assert!(
         fwd.windows(2).all(|w| w[0] <= w[1]),
         "forwarded went backwards: {fwd:?}"
@@ -323,7 +314,7 @@ fn stats_while_forwarding() {
         "{r:?}"
     );
     let s = rig.quit();
-    assert_eq!(top(&s, "forwarded"), 2 * N, "{}", s.0);
+    assert_eq!(s.forwarded, 2 * N, "{}", s);
     assert_no_leak(&s);
 }
 
@@ -359,20 +350,23 @@ fn pool_release_workload(append: &str) {
         rig.tail()
     );
     let s = rig.quit();
-    assert_eq!(top(&s, "forwarded"), 2 * N, "{append}: {}", s.0);
+    assert_eq!(s.forwarded, 2 * N, "{append}: {}", s);
     for p in 0..2 {
-        assert_eq!(port(&s, p, "rx"), N, "{append}: {}", s.0);
-        for d in DROP_REASONS {
-            assert_eq!(drops(&s, p, d), 0, "{append}: port {p} drops.{d}: {}", s.0);
-        }
+        assert_eq!(s.ports[p].rx, N, "{append}: {}", s);
+        assert_eq!(
+            s.ports[p].drops,
+            PortDrops::default(),
+            "{append}: port {p}: {}",
+            s
+        );
     }
     // Every transmitted page was released to the allocator, not recycled.
-    let released: u64 = (0..2).map(|i| pool(&s, i, "released")).sum();
+    let released: u64 = (0..2).map(|i| s.pools[i].released).sum();
     assert!(
         released >= 2 * N,
         "{append}: released {released} < {}: {}",
         2 * N,
-        s.0
+        s
     );
     assert_no_leak(&s);
 }

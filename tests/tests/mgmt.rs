@@ -54,7 +54,7 @@ fn management_address_answers_ping() {
     );
     let s = rig.quit();
     // The router answers echo requests to its addresses itself (RFC 1812 §4.3.3.6).
-    assert_eq!(s.0["router"]["echo_replies"].as_u64(), Some(1), "{}", s.0);
+    assert_eq!(router(&s).echo_replies, 1, "{}", s);
     assert_no_leak(&s);
 }
 
@@ -187,9 +187,9 @@ fn metrics_over_tcp_in_prometheus_format() {
     // TCP client's frames), and the router forwarded exactly what reached the far side.
     let rx0 = sample(&text, "gannet_port_rx_packets_total{port=\"0\"}");
     assert!(
-        rx0 >= r.sent && rx0 <= port(&s, 0, "rx"),
+        rx0 >= r.sent && rx0 <= s.ports[0].rx,
         "rx {rx0} vs {r:?} / {}",
-        s.0
+        s
     );
     assert_eq!(sample(&text, "gannet_router_forwarded_total"), r.received);
     promtool_check(&text);

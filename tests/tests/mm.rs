@@ -16,12 +16,7 @@ fn drain_all_pages_empties_the_pcp_lists_and_forwarding_goes_on() {
         .unwrap_or_else(|e| panic!("no drain answer: {e:#}\n{}", rig.tail()));
     assert!(line.starts_with("drain_all_pages: ok"), "{line}");
     let s = rig.stats();
-    assert_eq!(
-        top(&s, "pcp_count"),
-        0,
-        "pcp not empty after drain: {}",
-        s.0
-    );
+    assert_eq!(s.pcp_count, 0, "pcp not empty after drain: {}", s);
     let r = rig.run();
     assert_eq!(r.received, 2000, "forwarding after the drain: {r:?}");
     let from = rig.guest.line_count();

@@ -58,36 +58,31 @@ fn two_cores_forward_two_queue_pairs_of_one_port_pair() {
         );
     }
     let s = rig.quit();
-    assert_eq!(top(&s, "queues"), 2, "{}", s.0);
-    assert_eq!(top(&s, "pairs"), 2, "{}", s.0);
-    let per_cpu = s.0["per_cpu"].as_array().unwrap();
-    assert_eq!(per_cpu.len(), 2, "{}", s.0);
+    assert_eq!(s.queues, 2, "{}", s);
+    assert_eq!(s.pairs, 2, "{}", s);
+    assert_eq!(s.per_cpu.len(), 2, "{}", s);
     let mut total = 0;
-    for (k, c) in per_cpu.iter().enumerate() {
-        let fwd = c["forwarded"].as_u64().unwrap();
-        assert!(fwd > 0, "cpu {k} forwarded nothing: {}", s.0);
+    for (k, c) in s.per_cpu.iter().enumerate() {
+        let fwd = c.forwarded;
+        assert!(fwd > 0, "cpu {k} forwarded nothing: {}", s);
         total += fwd;
     }
-    assert_eq!(total, 2 * FRAMES, "{}", s.0);
+    assert_eq!(total, 2 * FRAMES, "{}", s);
     // ports[] has one entry per (port, queue pair); every queue saw frames both ways.
-    let ports = s.ports();
-    assert_eq!(ports.len(), 4, "{}", s.0);
+    let ports = &s.ports;
+    assert_eq!(ports.len(), 4, "{}", s);
     let mut rx_by_port = [0u64; 2];
     for (i, p) in ports.iter().enumerate() {
-        let (port, queue, cpu) = (p["port"].as_u64(), p["queue"].as_u64(), p["cpu"].as_u64());
-        assert_eq!(port, Some(i as u64 % 2), "{p}");
-        assert_eq!(queue, Some(i as u64 / 2), "{p}");
-        assert_eq!(cpu, queue, "queue pair k belongs to cpu k: {p}");
-        let rx = p["rx"].as_u64().unwrap();
-        assert!(
-            rx > 0,
-            "port {port:?} queue {queue:?} received nothing: {}",
-            s.0
-        );
+        let (port, queue, cpu) = (p.port as usize, p.queue as usize, p.cpu as usize);
+        assert_eq!(port, i % 2, "{p:?}");
+        assert_eq!(queue, i / 2, "{p:?}");
+        assert_eq!(cpu, queue, "queue pair k belongs to cpu k: {p:?}");
+        let rx = p.rx;
+        assert!(rx > 0, "port {port} queue {queue} received nothing: {}", s);
         rx_by_port[i % 2] += rx;
-        assert_eq!(drops(&s, i, "tx_ring_full"), 0, "{}", s.0);
+        assert_eq!(s.ports[i].drops.tx_ring_full, 0, "{}", s);
     }
-    assert_eq!(rx_by_port, [FRAMES, FRAMES], "{}", s.0);
+    assert_eq!(rx_by_port, [FRAMES, FRAMES], "{}", s);
     assert_no_leak(&s);
 }
 
@@ -97,7 +92,7 @@ fn queues_key_gets_what_it_asks_for() {
     let mut rig = Rig::start_tap("mode=l2 queues=1", gen_count(1, 64, false), 2, 2);
     assert!(mq_line(&rig, 0).is_none(), "{}", rig.tail());
     let s = rig.quit();
-    assert_eq!(top(&s, "queues"), 1, "{}", s.0);
+    assert_eq!(s.queues, 1, "{}", s);
     assert_no_leak(&s);
     drop(rig);
 
@@ -130,14 +125,10 @@ fn queues_key_gets_what_it_asks_for() {
         rig.tail()
     );
     let s = rig.quit();
-    assert_eq!(top(&s, "queues"), 2, "{}", s.0);
-    for (k, c) in s.0["per_cpu"].as_array().unwrap().iter().enumerate() {
-        assert!(c["forwarded"].as_u64().unwrap() > 0, "cpu {k}: {}", s.0);
-        assert!(
-            c["halts"].as_u64().unwrap() > 0,
-            "cpu {k} never halted: {}",
-            s.0
-        );
+    assert_eq!(s.queues, 2, "{}", s);
+    for (k, c) in s.per_cpu.iter().enumerate() {
+        assert!(c.forwarded > 0, "cpu {k}: {}", s);
+        assert!(c.halts > 0, "cpu {k} never halted: {}", s);
     }
     assert_no_leak(&s);
 }

@@ -47,18 +47,6 @@ fn ipv4(frame: &[u8]) -> Ipv4Header {
     ip
 }
 
-fn router_counter(s: &Stats, key: &str) -> u64 {
-    s.0["router"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("STATS router.{key} missing: {}", s.0))
-}
-
-fn router_drop(s: &Stats, reason: &str) -> u64 {
-    s.0["router"]["drops"][reason]
-        .as_u64()
-        .unwrap_or_else(|| panic!("STATS router.drops.{reason} missing: {}", s.0))
-}
-
 #[test]
 fn routes_with_arp_ttl_and_checksum() {
     let mut rig = Rig::start_raw(ROUTER);
@@ -83,9 +71,9 @@ fn routes_with_arp_ttl_and_checksum() {
     let got = p1.recv_timeout(FRAME_TIMEOUT).expect("second frame");
     assert_eq!(ipv4(&got).time_to_live, 4);
     let s = rig.quit();
-    assert_eq!(router_counter(&s, "forwarded"), 2);
-    assert_eq!(router_counter(&s, "arp_requests"), 1);
-    assert_eq!(s.mode(), Some("router"));
+    assert_eq!(router(&s).forwarded, 2);
+    assert_eq!(router(&s).arp_requests, 1);
+    assert_eq!(s.mode, netstack::Mode::Router);
     assert_no_leak(&s);
 }
 
@@ -123,9 +111,9 @@ fn ttl_expiry_and_no_route_answer_with_icmp() {
         icmp.icmp_type()
     );
     let s = rig.quit();
-    assert_eq!(router_drop(&s, "ttl_expired"), 1);
-    assert_eq!(router_drop(&s, "no_route"), 1);
-    assert_eq!(router_counter(&s, "icmp_sent"), 2);
+    assert_eq!(router(&s).drops.ttl_expired, 1);
+    assert_eq!(router(&s).drops.no_route, 1);
+    assert_eq!(router(&s).icmp_sent, 2);
     assert_no_leak(&s);
 }
 
@@ -149,10 +137,10 @@ fn generator_traffic_is_routed_and_every_frame_accounted_for() {
     let s = rig.quit();
     // Frames that arrive while the next hop is being resolved wait in a bounded queue; the
     // overflow is dropped and counted (neigh_queue_full), never lost silently.
-    let queue_full = router_drop(&s, "neigh_queue_full");
+    let queue_full = router(&s).drops.neigh_queue_full;
     assert_eq!(r.bad, 0, "{r:?}");
-    assert_eq!(r.received + queue_full, r.sent, "{r:?} {}", s.0);
-    assert_eq!(router_counter(&s, "forwarded"), r.received);
+    assert_eq!(r.received + queue_full, r.sent, "{r:?} {}", s);
+    assert_eq!(router(&s).forwarded, r.received);
     assert!(
         queue_full <= 64,
         "only the ARP window may overflow: {queue_full}"

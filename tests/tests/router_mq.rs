@@ -15,18 +15,6 @@ const ROUTER_MQ: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2";
 /// Flows offered: the kernel's tun driver steers frames onto the tap's queues by flow hash.
 const FLOWS: u16 = 16;
 
-fn router_key(s: &Stats, key: &str) -> u64 {
-    s.0["router"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("STATS router.{key} missing: {}", s.0))
-}
-
-fn neigh_sync(s: &Stats, key: &str) -> u64 {
-    s.0["router"]["neigh_sync"][key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("STATS router.neigh_sync.{key} missing: {}", s.0))
-}
-
 /// Receive `n` non-ARP frames on host port `p` within `timeout`, answering ARP requests for
 /// the host behind it (as the next hop would).
 fn recv_n_answering_arp(
@@ -114,27 +102,31 @@ fn two_cores_route_with_one_fib_and_shared_neighbours() {
             .unwrap_or_else(|e| panic!("neigh: no entry from cpu {cpu}: {e:#}\n{}", rig.tail()));
     }
     let s = rig.quit();
-    assert_eq!(top(&s, "queues"), 2, "{}", s.0);
-    let per_cpu = s.0["per_cpu"].as_array().unwrap();
-    assert_eq!(per_cpu.len(), 2, "{}", s.0);
+    assert_eq!(s.queues, 2, "{}", s);
+    assert_eq!(s.per_cpu.len(), 2, "{}", s);
     let mut total = 0;
-    for (k, c) in per_cpu.iter().enumerate() {
-        let fwd = c["forwarded"].as_u64().unwrap();
-        assert!(fwd > 0, "cpu {k} routed nothing: {}", s.0);
+    for (k, c) in s.per_cpu.iter().enumerate() {
+        let fwd = c.forwarded;
+        assert!(fwd > 0, "cpu {k} routed nothing: {}", s);
         total += fwd;
     }
     // per_cpu counts frames sent: the routed frames plus the ARP requests the cores sent.
     let total_routed = FRAMES + n as u64;
-    assert_eq!(router_key(&s, "forwarded"), total_routed, "{}", s.0);
-    assert!(total >= total_routed, "{}", s.0);
+    assert_eq!(router(&s).forwarded, total_routed, "{}", s);
+    assert!(total >= total_routed, "{}", s);
     // Router counters are summed over the cores: every frame received has one outcome.
-    assert_eq!(router_key(&s, "queued_now"), 0, "{}", s.0);
-    assert_eq!(s.0["router"]["drops"]["neigh_queue_full"], 0, "{}", s.0);
-    assert_eq!(s.0["router"]["drops"]["neigh_timeout"], 0, "{}", s.0);
+    assert_eq!(router(&s).queued_now, 0, "{}", s);
+    assert_eq!(router(&s).drops.neigh_queue_full, 0, "{}", s);
+    assert_eq!(router(&s).drops.neigh_timeout, 0, "{}", s);
     // What one core learned from ARP reached the other.
-    assert!(neigh_sync(&s, "sent") > 0, "{}", s.0);
-    assert_eq!(neigh_sync(&s, "applied"), neigh_sync(&s, "sent"), "{}", s.0);
-    assert_eq!(neigh_sync(&s, "dropped"), 0, "{}", s.0);
+    assert!(router(&s).neigh_sync.sent > 0, "{}", s);
+    assert_eq!(
+        router(&s).neigh_sync.applied,
+        router(&s).neigh_sync.sent,
+        "{}",
+        s
+    );
+    assert_eq!(router(&s).neigh_sync.dropped, 0, "{}", s);
     assert_no_leak(&s);
 }
 
@@ -207,17 +199,13 @@ fn management_plane_answers_on_every_queue() {
     );
     drop(p0);
     let s = rig.quit();
+    assert!(router(&s).to_host >= u64::from(SYNS), "{:?}", router(&s));
     assert!(
-        router_key(&s, "to_host") >= u64::from(SYNS),
-        "{}",
-        s.0["router"]
-    );
-    assert!(
-        router_key(&s, "mgmt_handoff") > 0,
+        router(&s).mgmt_handoff > 0,
         "no frame for the management plane reached core 1's queue: {}",
-        s.0
+        s
     );
-    assert_eq!(router_key(&s, "mgmt_handoff_dropped"), 0, "{}", s.0);
-    assert!(router_key(&s, "echo_replies") >= u64::from(SYNS), "{}", s.0);
+    assert_eq!(router(&s).mgmt_handoff_dropped, 0, "{}", s);
+    assert!(router(&s).echo_replies >= u64::from(SYNS), "{}", s);
     assert_no_leak(&s);
 }

@@ -16,13 +16,12 @@ fn assert_no_leak(lines: &[String]) {
     let stats = lines
         .iter()
         .rev()
-        .find_map(|l| Stats::parse(l))
-        .unwrap_or_else(|| panic!("no final STATS line; log:\n{}", lines.join("\n")));
+        .find_map(|l| Stats::from_line(l))
+        .unwrap_or_else(|| panic!("no final STATS line; log:\n{}", lines.join("\n")))
+        .expect("STATS matches the schema");
     assert_eq!(
-        stats.u64("free_pages_now"),
-        stats.u64("free_pages_boot"),
-        "pages leaked: {}",
-        stats.0
+        stats.free_pages_now, stats.free_pages_boot,
+        "pages leaked: {stats}"
     );
     assert!(
         lines.iter().any(|l| l.contains("shutdown clean")),

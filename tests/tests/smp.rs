@@ -60,7 +60,7 @@ fn every_cpu_comes_online_and_drains() {
             assert!(l.ends_with("drains 1"), "-smp {cpus}, cpu {i}: {l}");
         }
         let s = rig.quit();
-        assert_eq!(top(&s, "cpus_online"), u64::from(cpus));
+        assert_eq!(s.cpus_online, cpus);
         assert_no_leak(&s);
     }
 }
@@ -139,25 +139,23 @@ fn two_cores_forward_two_port_pairs_at_once() {
             .guest
             .wait_for_line_from(at, |l| l.starts_with("pool {"), STATS_TIMEOUT)
             .unwrap_or_else(|e| panic!("pools: {e:#}\n{}", rig.tail()));
-        assert!(
-            line.contains(&format!("\"id\":{id},")),
-            "pool line {id}: {line}"
-        );
+        let pool: netstack::stats::PoolStats = serde_json::from_str(&line["pool ".len()..])
+            .unwrap_or_else(|e| panic!("pool line {id}: {e}: {line}"));
+        assert_eq!(pool.id, id, "pool line {id}: {line}");
         at = next + 1;
     }
     let s = rig.quit();
-    assert_eq!(top(&s, "pairs"), 2);
-    let per_cpu = s.0["per_cpu"].as_array().unwrap();
-    assert_eq!(per_cpu.len(), 2);
-    for (k, c) in per_cpu.iter().enumerate() {
-        assert_eq!(c["cpu"].as_u64(), Some(k as u64));
-        assert_eq!(c["forwarded"].as_u64(), Some(6000), "cpu {k}: {c}");
+    assert_eq!(s.pairs, 2);
+    assert_eq!(s.per_cpu.len(), 2);
+    for (k, c) in s.per_cpu.iter().enumerate() {
+        assert_eq!(c.cpu as usize, k);
+        assert_eq!(c.forwarded, 6000, "cpu {k}: {c:?}");
     }
     for p in 0..4 {
-        assert_eq!(port(&s, p, "rx"), 3000, "port {p}: {}", s.0);
-        assert_eq!(port(&s, p, "tx"), 3000, "port {p}: {}", s.0);
+        assert_eq!(s.ports[p].rx, 3000, "port {p}: {}", s);
+        assert_eq!(s.ports[p].tx, 3000, "port {p}: {}", s);
     }
-    assert_eq!(pool_count(&s), 4);
+    assert_eq!(s.pools.len(), 4);
     assert_no_leak(&s);
 }
 
@@ -205,11 +203,11 @@ fn pages_cross_cores_and_come_home_through_the_pool_ring() {
     }
     let s = rig.quit();
     for p in [0usize, 2] {
-        let back = pool(&s, p, "recycle_ring");
+        let back = s.pools[p].recycle_ring;
         assert!(
             back >= FRAMES,
             "pool {p}: {back} pages came back through its ring, expected {FRAMES}: {}",
-            s.0
+            s
         );
     }
     assert_no_leak(&s);

@@ -157,11 +157,7 @@ fn snapshot(engine: Engine, guest: &Guest, tag: &str) -> Result<Snap> {
     match engine {
         Engine::Gannet(_) => {
             let s = guest.stats(Duration::from_secs(30))?;
-            Ok((
-                s.u64("busy_cycles").context("STATS has no busy_cycles")?,
-                s.u64("forwarded").context("STATS has no forwarded")?,
-                s.u64("kicks").context("STATS has no kicks")?,
-            ))
+            Ok((s.busy_cycles, s.forwarded, s.kicks))
         }
         Engine::Linux(_) => {
             let (now, idle, iowait) = peer_linux::timer_ns(guest, tag)?;

@@ -292,48 +292,40 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
 // ---------------------------------------------------------------------------------------------
 // STATS
 
-/// A parsed `STATS {json}` line. Extra keys are tolerated; the accessors return `None` when a key
-/// is missing or has another type.
+/// A parsed `STATS {json}` line: the guest's [`netstack::stats::Stats`] (the same type it
+/// serialised), with typed fields through `Deref` (`s.forwarded`, `s.ports[0].drops.too_big`),
+/// shown as its JSON by `Display`. A line whose JSON does not match the schema (a stale image,
+/// say) is an error, not a missing key.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Stats(pub serde_json::Value);
+pub struct Stats(pub netstack::stats::Stats);
 
 impl Stats {
-    /// Parses a line starting with `STATS ` (after optional leading whitespace) followed by a
-    /// JSON object. Returns `None` for other lines or invalid JSON.
-    pub fn parse(line: &str) -> Option<Stats> {
+    /// Parses a line starting with `STATS ` (after optional leading whitespace) followed by the
+    /// JSON object. `None` for other lines; an error if the JSON does not match the schema.
+    pub fn from_line(line: &str) -> Option<Result<Stats>> {
         let rest = line.trim_start().strip_prefix(STATS_PREFIX)?;
-        let v: serde_json::Value = serde_json::from_str(rest.trim()).ok()?;
-        v.is_object().then_some(Stats(v))
+        Some(
+            serde_json::from_str(rest.trim())
+                .map(Stats)
+                .with_context(|| {
+                    format!("STATS line does not match netstack::stats::Stats: {line}")
+                }),
+        )
     }
+}
 
-    /// Integer field `key` of the top-level object.
-    pub fn u64(&self, key: &str) -> Option<u64> {
-        self.0.get(key)?.as_u64()
+impl std::ops::Deref for Stats {
+    type Target = netstack::stats::Stats;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
+}
 
-    /// The forwarding `mode`.
-    pub fn mode(&self) -> Option<&str> {
-        self.0.get("mode")?.as_str()
-    }
-
-    /// `busy_cycles / forwarded` (None when nothing was forwarded).
-    pub fn cycles_per_packet(&self) -> Option<f64> {
-        let f = self.u64("forwarded").filter(|&f| f > 0)?;
-        Some(self.u64("busy_cycles")? as f64 / f as f64)
-    }
-
-    /// `kicks / forwarded` (None when nothing was forwarded).
-    pub fn kicks_per_packet(&self) -> Option<f64> {
-        let f = self.u64("forwarded").filter(|&f| f > 0)?;
-        Some(self.u64("kicks")? as f64 / f as f64)
-    }
-
-    /// The per-port objects (`ports` array).
-    pub fn ports(&self) -> &[serde_json::Value] {
-        self.0
-            .get("ports")
-            .and_then(|p| p.as_array())
-            .map_or(&[], |v| v.as_slice())
+impl fmt::Display for Stats {
+    /// The compact JSON (as the guest printed it).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let json = serde_json::to_string(&self.0).map_err(|_| fmt::Error)?;
+        f.write_str(&json)
     }
 }
 
@@ -716,18 +708,20 @@ impl Guest {
         Ok(())
     }
 
-    /// Sends `stats` and returns the next `STATS` line's JSON.
+    /// Sends `stats` and returns the next `STATS` line (an error if it does not match the
+    /// schema).
     pub fn stats(&self, timeout: Duration) -> Result<Stats> {
         let from = self.line_count();
         self.send_line("stats")?;
         let (_, line) = self
-            .wait_for_line_from(from, |l| Stats::parse(l).is_some(), timeout)
+            .wait_for_line_from(from, |l| Stats::from_line(l).is_some(), timeout)
             .context("waiting for the STATS line")?;
-        Ok(Stats::parse(&line).expect("matched above"))
+        Stats::from_line(&line).expect("matched above")
     }
 
     /// Sends `quit`, waits for QEMU to exit, and returns the final `STATS` line printed after
-    /// the command (if any) and the exit status.
+    /// the command (if any) and the exit status. A final `STATS` line that does not match the
+    /// schema is an error.
     pub fn quit(&mut self, timeout: Duration) -> Result<(Option<Stats>, GuestExit)> {
         let from = self.line_count();
         self.send_line("quit")?;
@@ -735,7 +729,8 @@ impl Guest {
         let log = self.shared.log.lock().unwrap();
         let stats = (from.max(log.first)..log.end())
             .rev()
-            .find_map(|i| Stats::parse(&log.lines[i - log.first]));
+            .find_map(|i| Stats::from_line(&log.lines[i - log.first]))
+            .transpose()?;
         Ok((stats, exit))
     }
 

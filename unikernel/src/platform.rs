@@ -2,15 +2,13 @@
 //! virtio-net PCI driver, smoltcp, the `/metrics` text), and the one [`Fabric`] the forwarding
 //! cores share.
 
-use crate::arch::time::{rdtsc, tsc_hz, uptime_ns};
+use crate::arch::time::{rdtsc, uptime_ns};
 use crate::arch::trap::WAKE_VECTOR;
-use crate::control::commands::BootFacts;
+use crate::control::commands::{system_snap, BootFacts};
 use crate::control::mgmt::{Mgmt, MgmtCounters};
-use crate::control::stats::{write_prometheus, StatsView};
-use crate::percpu::ONLINE;
+use crate::control::stats::write_prometheus;
 use crate::setup::Nic;
 use crate::smp::{send_ipi, IpiTarget};
-use core::sync::atomic::Ordering;
 use unikernel::dataplane::snap::PairSnap;
 use unikernel::dataplane::{Core, Fabric, Platform};
 
@@ -49,16 +47,9 @@ impl Platform for KernelPlatform {
         let Some(facts) = FACTS.get() else {
             return;
         };
-        let v = StatsView {
-            pairs,
-            mode: FABRIC_MODE.get().copied().unwrap_or(netstack::Mode::L2),
-            tsc_hz: tsc_hz(),
-            cpus_online: ONLINE.load(Ordering::Acquire),
-            queues: FABRIC.queues(),
-            free_pages_boot: facts.free_pages_boot,
-            zone: facts.zone,
-        };
-        let _ = write_prometheus(&v, Some(*mgmt), w);
+        let mode = FABRIC_MODE.get().copied().unwrap_or(netstack::Mode::L2);
+        let sys = system_snap(mode, FABRIC.queues(), facts);
+        let _ = write_prometheus(pairs, &sys, Some(*mgmt), w);
     }
 }
 

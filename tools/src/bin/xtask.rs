@@ -485,7 +485,7 @@ fn traffic(
     })?;
     let r = combine(&reports);
     let (stats, exit) = guest.quit(Duration::from_secs(30))?;
-    let queues = stats.as_ref().and_then(|s| s.u64("queues")).unwrap_or(1) as usize;
+    let queues = stats.as_ref().map_or(1, |s| s.queues) as usize;
     let cores = if queues > 1 { queues } else { pairs };
     if stats.is_none() {
         eprintln!("xtask: warning: no final STATS line from the guest");
@@ -500,17 +500,15 @@ fn traffic(
         guest_cycles_per_packet: stats.and_then(|s| s.cycles_per_packet()),
         kicks_per_packet: stats.and_then(|s| s.kicks_per_packet()),
         accel: cfg.accel.name().to_string(),
-        mode: stats.and_then(|s| s.mode()).map(str::to_string),
+        mode: stats.map(|s| s.mode.as_str().to_string()),
         icount: cfg.icount,
         per_core: (cores > 1).then(|| {
             (0..cores)
                 .map(|cpu| {
-                    let c = stats.and_then(|s| s.0["per_cpu"].get(cpu).cloned());
-                    let fwd = c.as_ref().and_then(|c| c["forwarded"].as_f64());
-                    let cycles = c.as_ref().and_then(|c| {
-                        let busy = c["busy_cycles"].as_f64()?;
-                        let fwd = c["forwarded"].as_f64()?;
-                        (fwd > 0.0).then(|| busy / fwd)
+                    let c = stats.and_then(|s| s.per_cpu.get(cpu));
+                    let fwd = c.map(|c| c.forwarded as f64);
+                    let cycles = c.and_then(|c| {
+                        (c.forwarded > 0).then(|| c.busy_cycles as f64 / c.forwarded as f64)
                     });
                     report::PerCore {
                         cpu,

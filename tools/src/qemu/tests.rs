@@ -118,23 +118,58 @@ fn command_line_rejects_long_socket_dir() {
     assert!(err.contains("sun_path"), "{err}");
 }
 
+/// A STATS line as the guest prints it: one l2 pair, `busy_cycles`, `forwarded`, `kicks` set.
+fn stats_line(busy_cycles: u64, forwarded: u64, kicks: u64) -> String {
+    let port = |i: u8| netstack::stats::PortStats {
+        port: u32::from(i),
+        mac: netstack::MacAddr([2, 0, 0, 0, 0, 1 + i]),
+        rx: forwarded,
+        ..Default::default()
+    };
+    let s = netstack::stats::Stats {
+        tsc_hz: 2_000_000_000,
+        busy_cycles,
+        forwarded,
+        kicks,
+        ports: [port(0), port(1)].into_iter().collect(),
+        ..Default::default()
+    };
+    let mut buf = vec![0u8; netstack::stats::JSON_MAX];
+    format!(
+        "STATS {}",
+        netstack::stats::to_json(&s, &mut buf).expect("fits")
+    )
+}
+
 #[test]
 fn stats_parsing() {
-    let line = r#"STATS {"mode":"l2","tsc_hz":2000000000,"busy_cycles":123456,"forwarded":1000,"kicks":40,"free_pages_boot":60000,"free_pages_now":60000,"ports":[{"port":0,"mac":"02:00:00:00:00:01","rx":1000,"tx":0,"kicks_rx":20,"kicks_tx":0,"drops":{"tx_ring_full":0,"too_big":0,"no_buffer":0}}],"pools":[{"id":0,"in_flight":256,"cached":100}],"future_key":[1,2]}"#;
-    let s = Stats::parse(line).unwrap();
-    assert_eq!(s.mode(), Some("l2"));
-    assert_eq!(s.u64("forwarded"), Some(1000));
+    let line = stats_line(123_456, 1000, 40);
+    let s = Stats::from_line(&line).unwrap().unwrap();
+    assert_eq!(s.mode, netstack::Mode::L2);
+    assert_eq!(s.forwarded, 1000);
     assert_eq!(s.cycles_per_packet(), Some(123.456));
     assert_eq!(s.kicks_per_packet(), Some(0.04));
-    assert_eq!(s.ports().len(), 1);
-    assert_eq!(s.ports()[0]["drops"]["too_big"], 0);
-    assert!(Stats::parse("  STATS {\"forwarded\":0}")
-        .unwrap()
-        .cycles_per_packet()
-        .is_none());
-    assert!(Stats::parse("STATS not json").is_none());
-    assert!(Stats::parse("STATS [1]").is_none());
-    assert!(Stats::parse("gannet: STATS {}").is_none());
+    assert_eq!(s.ports.len(), 2);
+    assert_eq!(s.ports[1].mac.to_string(), "02:00:00:00:00:02");
+    assert_eq!(s.ports[0].drops.too_big, 0);
+    // Display is the JSON the guest printed.
+    assert_eq!(format!("STATS {s}"), line);
+    // Leading whitespace and unknown keys (a newer guest) are fine.
+    let newer = line.replacen('{', "{\"future_key\":[1,2],", 1);
+    assert_eq!(Stats::from_line(&format!("  {newer}")).unwrap().unwrap(), s);
+    let idle = Stats::from_line(&stats_line(0, 0, 0)).unwrap().unwrap();
+    assert!(idle.cycles_per_packet().is_none());
+    // A STATS line that does not match the schema is an error, other lines are not STATS.
+    for bad in [
+        "STATS not json",
+        "STATS [1]",
+        "STATS {\"forwarded\":0}",
+        &line.replace("\"kicks\":", "\"kick\":"),
+    ] {
+        let e = Stats::from_line(bad).unwrap().unwrap_err();
+        assert!(format!("{e:#}").contains("does not match"), "{e:#}");
+    }
+    assert!(Stats::from_line("gannet: STATS {}").is_none());
 }
 
 #[test]
@@ -165,13 +200,20 @@ fn fake_cfg(tmp: &Path, body: &str) -> GuestConfig {
     }
 }
 
+/// A fake guest console: ready marker, `stats`, `quit` (final STATS, clean exit), `fail`.
+fn protocol() -> String {
+    PROTOCOL
+        .replace("STATS_500", &stats_line(500, 10, 5))
+        .replace("STATS_1000", &stats_line(1000, 10, 5))
+}
+
 const PROTOCOL: &str = r#"
 printf 'SeaBIOS\r\n'
 echo "gannet: ready"
 while read l; do
   case "$l" in
-    stats) echo 'STATS {"mode":"l2","busy_cycles":500,"forwarded":10,"kicks":5}';;
-    quit) echo 'STATS {"mode":"l2","busy_cycles":1000,"forwarded":10,"kicks":5}'; exit 1;;
+    stats) echo 'STATS_500';;
+    quit) echo 'STATS_1000'; exit 1;;
     fail) echo "panic"; exit 3;;
     *) echo "unknown: $l";;
   esac
@@ -181,11 +223,11 @@ done
 #[test]
 fn guest_console_protocol_with_fake_qemu() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut g = Guest::boot(&fake_cfg(tmp.path(), PROTOCOL)).unwrap();
+    let mut g = Guest::boot(&fake_cfg(tmp.path(), &protocol())).unwrap();
     g.wait_ready(Duration::from_secs(10)).unwrap();
     assert_eq!(g.last_lines(2), ["SeaBIOS", "gannet: ready"]);
     let s = g.stats(Duration::from_secs(10)).unwrap();
-    assert_eq!(s.u64("busy_cycles"), Some(500));
+    assert_eq!(s.busy_cycles, 500);
     g.send_line("help").unwrap();
     g.wait_for_line(|l| l == "unknown: help", Duration::from_secs(10))
         .unwrap();
@@ -197,7 +239,7 @@ fn guest_console_protocol_with_fake_qemu() {
 #[test]
 fn guest_failure_and_early_exit() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut g = Guest::boot(&fake_cfg(tmp.path(), PROTOCOL)).unwrap();
+    let mut g = Guest::boot(&fake_cfg(tmp.path(), &protocol())).unwrap();
     g.wait_ready(Duration::from_secs(10)).unwrap();
     g.send_line("fail").unwrap();
     assert_eq!(

@@ -1,7 +1,7 @@
 //! What the console's commands do (on the boot CPU, from its poll loop's idle branch).
 
 use super::console::{Command, HELP};
-use super::stats::{PoolJson, Snapshot, StatsView};
+use super::stats::{self as fmt_stats, SystemSnap};
 use crate::arch::exit::{exit, ExitCode};
 use crate::arch::serial::print;
 use crate::arch::time::{rdtsc, tsc_hz, Deadline};
@@ -11,7 +11,6 @@ use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
 use core::sync::atomic::Ordering;
 use log::{error, info};
 use mm::Zone;
-use unikernel::dataplane::snap::PairSnap;
 use unikernel::dataplane::{Core, Platform};
 
 /// How long `drain_all_pages` waits for every CPU: 1 s.
@@ -28,21 +27,16 @@ pub struct BootFacts {
     pub zone: &'static Zone,
 }
 
-/// The STATS view of `pairs` (core 0's live snapshot first).
-pub fn view<'a>(
-    pairs: &'a [PairSnap],
-    mode: netstack::Mode,
-    queues: usize,
-    facts: &BootFacts,
-) -> StatsView<'a> {
-    StatsView {
-        pairs,
+/// The machine-wide part of STATS and `/metrics` now.
+pub fn system_snap(mode: netstack::Mode, queues: usize, facts: &BootFacts) -> SystemSnap {
+    SystemSnap {
         mode,
         tsc_hz: tsc_hz(),
         cpus_online: ONLINE.load(Ordering::Acquire),
         queues,
         free_pages_boot: facts.free_pages_boot,
-        zone: facts.zone,
+        zone_free_pages: facts.zone.free_pages(),
+        buddyinfo: facts.zone.buddyinfo(),
     }
 }
 
@@ -78,25 +72,13 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
 
 /// `stats`: one STATS line.
 pub fn print_stats<P: Platform>(core: &Core<P>, facts: &BootFacts) {
-    let pairs = core.all_pairs();
-    println!(
-        "STATS {}",
-        Snapshot(&view(
-            &pairs,
-            core.cfg().mode,
-            core.fabric().queues(),
-            facts
-        ))
-    );
+    let sys = system_snap(core.cfg().mode, core.fabric().queues(), facts);
+    fmt_stats::print_stats(&core.all_pairs(), &sys);
 }
 
 /// `pools`: one line per page_pool of every forwarding core (others' as last published).
 pub fn print_pools<P: Platform>(core: &Core<P>) {
-    for pair in core.all_pairs() {
-        for p in pair.pools {
-            println!("pool {}", PoolJson(p));
-        }
-    }
+    fmt_stats::print_pools(&core.all_pairs());
 }
 
 /// `routes`: the FIB's rules.

@@ -1,0 +1,695 @@
+//! The schema of the `STATS {json}` console line, and the Prometheus exposition of `/metrics`.
+//!
+//! One set of types for both sides: the guest builds a [`Stats`] from its snapshots and
+//! serialises it with serde-json-core ([`to_json`]); the host tools deserialise the line into
+//! the same [`Stats`] with serde_json. A counter renamed here is renamed on both sides, and code
+//! that reads the old name no longer builds. Field names are the JSON keys (the README and the
+//! integration tests rely on them); the JSON keys appear in declaration order.
+//!
+//! Units: "frames" count Ethernet frames, "bytes" frame bytes (no virtio header, no FCS),
+//! "cycles" TSC cycles (guest instructions under `-icount shift=0`), "pages" 4 KiB pages.
+//! Every counter counts from boot and never decreases; gauges are marked as such.
+//!
+//! Sizes are fixed: at most [`MAX_CPUS`] forwarding cores, [`MAX_PORT_ENTRIES`] `ports[]` and
+//! `pools[]` entries, and the serialised object fits in [`JSON_MAX`] bytes (a host test checks
+//! the largest possible value).
+//!
+//! [`write_prometheus`] renders the same [`Stats`] (plus the buddy allocator's free lists and
+//! the management plane's counters, which `STATS` does not carry) in the Prometheus text
+//! exposition format 0.0.4.
+
+use crate::config::{Mode, RefillMode};
+use crate::counters::{DropReason, PortCounters};
+use crate::router::{RouterCounters, RouterDrop};
+use crate::MacAddr;
+use core::fmt;
+use heapless::Vec;
+use serde::{Deserialize, Serialize};
+
+/// Most forwarding cores a `STATS` line describes (the kernel's `smp::MAX_CPUS` must not be
+/// larger).
+pub const MAX_CPUS: usize = 16;
+/// Most `ports[]` (and `pools[]`) entries: two per forwarding core.
+pub const MAX_PORT_ENTRIES: usize = crate::config::PORTS * MAX_CPUS;
+/// Longest serialised [`Stats`] in bytes (every array full, every counter `u64::MAX`; checked
+/// by a test). The guest's `STATS` buffer has this size.
+pub const JSON_MAX: usize = 34 * 1024;
+/// Longest serialised [`PoolStats`] in bytes (the `pools` console line).
+pub const POOL_JSON_MAX: usize = 512;
+
+/// The whole `STATS` object: totals over every forwarding core, then one entry per port (queue
+/// pair), page_pool and core, and the router's counters in router mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Forwarding mode (`"io"`, `"l2"`, `"router"`).
+    pub mode: Mode,
+    /// TSC frequency in Hz (cycles per second).
+    pub tsc_hz: u64,
+    /// Cycles spent in poll iterations that did work, summed over the cores.
+    pub busy_cycles: u64,
+    /// Frames queued for TX on any port (the sum of every `ports[].tx`).
+    pub forwarded: u64,
+    /// Device notifications (kicks) written, summed over the cores.
+    pub kicks: u64,
+    /// Idle halts taken (`idle=halt`), summed over the cores.
+    pub halts: u64,
+    /// CPUs online (forwarding or not).
+    pub cpus_online: u32,
+    /// Forwarding cores (one port pair, or one queue pair of ports 0 and 1, each).
+    pub pairs: u32,
+    /// virtio-net queue pairs per port (1 without multi-queue).
+    pub queues: u32,
+    /// Gauge: pages on the forwarding cores' per-CPU (pcp) lists now.
+    pub pcp_count: u64,
+    /// Cycles spent in page_pool slow-path refills, summed over the cores.
+    pub refill_cycles: u64,
+    /// Pages the page_pools took from the allocator in refills (sum of `pools[].refill_pages`).
+    pub refill_pages: u64,
+    /// Free pages (buddy lists + pcp lists) when forwarding started.
+    pub free_pages_boot: u64,
+    /// Gauge: free pages (buddy lists + pcp lists) now; equal to `free_pages_boot` after a clean
+    /// `quit`.
+    pub free_pages_now: u64,
+    /// One entry per port and queue pair, core by core.
+    pub ports: Vec<PortStats, MAX_PORT_ENTRIES>,
+    /// One entry per page_pool (one per port and queue pair), core by core.
+    pub pools: Vec<PoolStats, MAX_PORT_ENTRIES>,
+    /// Poll iterations that did work, summed over the cores.
+    pub busy_iters: u64,
+    /// `busy_cycles` split by phase of the poll iteration, summed over the cores.
+    pub phase_cycles: PhaseCycles,
+    /// One entry per forwarding core.
+    pub per_cpu: Vec<CpuStats, MAX_CPUS>,
+    /// Router mode only (the key is absent otherwise): the routers' counters summed over the
+    /// cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterStats>,
+}
+
+impl Stats {
+    /// `busy_cycles / forwarded` (`None` when nothing was forwarded).
+    pub fn cycles_per_packet(&self) -> Option<f64> {
+        (self.forwarded > 0).then(|| self.busy_cycles as f64 / self.forwarded as f64)
+    }
+
+    /// `kicks / forwarded` (`None` when nothing was forwarded).
+    pub fn kicks_per_packet(&self) -> Option<f64> {
+        (self.forwarded > 0).then(|| self.kicks as f64 / self.forwarded as f64)
+    }
+}
+
+/// One port's queue pair (`ports[]`): what the core that owns it counted.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortStats {
+    /// Port number (the virtio-net device, in PCI order).
+    pub port: u32,
+    /// Queue pair of the port (0 without multi-queue).
+    pub queue: u32,
+    /// The CPU that polls this queue pair.
+    pub cpu: u32,
+    /// The port's MAC (`"02:00:00:00:00:01"`).
+    pub mac: MacAddr,
+    /// Frames received (including those later dropped).
+    pub rx: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames queued for transmission.
+    pub tx: u64,
+    /// Bytes queued for transmission.
+    pub tx_bytes: u64,
+    /// Notifications written for the RX queue.
+    pub kicks_rx: u64,
+    /// Notifications written for the TX queue.
+    pub kicks_tx: u64,
+    /// RX refills that found no page (slots left unfilled; not a frame drop).
+    pub no_buffer: u64,
+    /// Frames dropped, by reason.
+    pub drops: PortDrops,
+}
+
+impl PortStats {
+    /// Adds `o`'s counters (another queue pair of the same port); keeps `port`, `queue`,
+    /// `cpu` and `mac`.
+    pub fn add(&mut self, o: &PortStats) {
+        // Destructured without `..`: a new counter must be added here too.
+        let PortStats {
+            port: _,
+            queue: _,
+            cpu: _,
+            mac: _,
+            rx,
+            rx_bytes,
+            tx,
+            tx_bytes,
+            kicks_rx,
+            kicks_tx,
+            no_buffer,
+            drops,
+        } = o;
+        self.rx += rx;
+        self.rx_bytes += rx_bytes;
+        self.tx += tx;
+        self.tx_bytes += tx_bytes;
+        self.kicks_rx += kicks_rx;
+        self.kicks_tx += kicks_tx;
+        self.no_buffer += no_buffer;
+        let PortDrops {
+            tx_ring_full,
+            too_big,
+            bad_desc,
+            runt,
+        } = drops;
+        let d = &mut self.drops;
+        d.tx_ring_full += tx_ring_full;
+        d.too_big += too_big;
+        d.bad_desc += bad_desc;
+        d.runt += runt;
+    }
+}
+
+/// A port's drops by [`DropReason`] (frames); the keys are [`DropReason::as_str`].
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortDrops {
+    /// [`DropReason::TxRingFull`].
+    pub tx_ring_full: u64,
+    /// [`DropReason::TooBig`].
+    pub too_big: u64,
+    /// [`DropReason::BadDesc`].
+    pub bad_desc: u64,
+    /// [`DropReason::Runt`].
+    pub runt: u64,
+}
+
+impl PortDrops {
+    /// The counter of `why`.
+    pub fn get(&self, why: DropReason) -> u64 {
+        match why {
+            DropReason::TxRingFull => self.tx_ring_full,
+            DropReason::TooBig => self.too_big,
+            DropReason::BadDesc => self.bad_desc,
+            DropReason::Runt => self.runt,
+        }
+    }
+
+    /// Every reason with its counter, in [`DropReason::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.into_iter().map(|r| (r, self.get(r)))
+    }
+
+    /// All drops.
+    pub fn total(&self) -> u64 {
+        self.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl From<&PortCounters> for PortDrops {
+    fn from(c: &PortCounters) -> Self {
+        let d = |r| c.drops_for(r);
+        PortDrops {
+            tx_ring_full: d(DropReason::TxRingFull),
+            too_big: d(DropReason::TooBig),
+            bad_desc: d(DropReason::BadDesc),
+            runt: d(DropReason::Runt),
+        }
+    }
+}
+
+/// One page_pool (`pools[]` and the `pools` console line). Page counts.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStats {
+    /// Pool id: the port it feeds (`2·core + j`), unique across cores.
+    pub id: u32,
+    /// How the pool refills its alloc cache (`"bulk"`, `"single"`).
+    pub refill_mode: RefillMode,
+    /// Gauge: pages handed out by the pool and not returned.
+    pub in_flight: u64,
+    /// Gauge: pages in the pool's alloc cache.
+    pub cached: u64,
+    /// Allocations served from the alloc cache.
+    pub alloc_fast: u64,
+    /// Allocations that refilled the cache from the allocator.
+    pub alloc_slow: u64,
+    /// Allocations that found the cache and the allocator empty.
+    pub alloc_empty: u64,
+    /// Pages taken from the allocator by refills.
+    pub refill_pages: u64,
+    /// Refills the allocator could not serve.
+    pub refill_failed: u64,
+    /// Pages returned into the alloc cache.
+    pub recycle_cached: u64,
+    /// Pages returned while the cache was full (given back to the allocator).
+    pub recycle_cache_full: u64,
+    /// Pages other cores returned through the pool's recycle ring.
+    pub recycle_ring: u64,
+    /// Pages another core could not return because the recycle ring was full.
+    pub recycle_ring_full: u64,
+    /// Pages released to the allocator instead of recycled (`pool=release`).
+    pub released: u64,
+}
+
+/// Busy-iteration cycles by phase of the poll loop.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseCycles {
+    /// RX burst, rewrite or route, TX post.
+    pub rx_forward: u64,
+    /// TX completions reaped.
+    pub tx_reap: u64,
+    /// RX refill from the page_pool.
+    pub refill: u64,
+    /// Notifications.
+    pub kick: u64,
+}
+
+impl From<[u64; 4]> for PhaseCycles {
+    /// From the poll loop's array (rx_forward, tx_reap, refill, kick).
+    fn from(c: [u64; 4]) -> Self {
+        PhaseCycles {
+            rx_forward: c[0],
+            tx_reap: c[1],
+            refill: c[2],
+            kick: c[3],
+        }
+    }
+}
+
+/// One forwarding core (`per_cpu[]`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuStats {
+    /// CPU number (it forwards pair `cpu`).
+    pub cpu: u32,
+    /// Frames it queued for TX (its ports' `tx`).
+    pub forwarded: u64,
+    /// Cycles in its poll iterations that did work.
+    pub busy_cycles: u64,
+    /// Notifications it wrote.
+    pub kicks: u64,
+    /// Idle halts it took.
+    pub halts: u64,
+}
+
+/// The router's counters (`router`), summed over every core's router. Frames unless noted.
+/// Every frame in `rx` ends in exactly one of `forwarded`, `arp_replies`, `echo_replies`,
+/// `arp_consumed`, `to_host` or a drop, or is still queued (`queued_now`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterStats {
+    /// Frames given to the router.
+    pub rx: u64,
+    /// Frames routed (at once, or from a neighbour queue after ARP resolved).
+    pub forwarded: u64,
+    /// ARP requests for our address answered.
+    pub arp_replies: u64,
+    /// ICMP echo requests to our addresses answered.
+    pub echo_replies: u64,
+    /// ARP frames that taught the neighbour table or were for us and needed no answer.
+    pub arp_consumed: u64,
+    /// ARP requests built.
+    pub arp_requests: u64,
+    /// Frames for our addresses handed to the management plane.
+    pub to_host: u64,
+    /// Frames that entered a neighbour queue (counted again when they leave it).
+    pub queued: u64,
+    /// Gauge: frames in the neighbour queues now.
+    pub queued_now: u64,
+    /// ICMP errors sent.
+    pub icmp_sent: u64,
+    /// ICMP errors not sent because of the rate limit.
+    pub icmp_rate_limited: u64,
+    /// ICMP errors not sent because RFC 1812 §4.3.2.7 forbids them.
+    pub icmp_suppressed: u64,
+    /// ICMP errors or ARP requests not built for want of a buffer.
+    pub no_buffer: u64,
+    /// Frames dropped, by reason.
+    pub drops: RouterDrops,
+    /// Neighbour updates between the cores' routers.
+    pub neigh_sync: NeighSync,
+    /// Frames for the management plane handed to core 0 by another core.
+    pub mgmt_handoff: u64,
+    /// Frames for the management plane dropped (core 0's ring full, or no page for the copy).
+    pub mgmt_handoff_dropped: u64,
+}
+
+impl RouterStats {
+    /// The `router` object from the summed router counters, the frames queued now and the
+    /// cores' cross-core counters.
+    pub fn new(
+        c: &RouterCounters,
+        queued_now: u64,
+        neigh_sync: NeighSync,
+        mgmt_handoff: u64,
+        mgmt_handoff_dropped: u64,
+    ) -> Self {
+        RouterStats {
+            rx: c.rx,
+            forwarded: c.forwarded,
+            arp_replies: c.arp_replies,
+            echo_replies: c.echo_replies,
+            arp_consumed: c.arp_consumed,
+            arp_requests: c.arp_requests,
+            to_host: c.to_host,
+            queued: c.queued,
+            queued_now,
+            icmp_sent: c.icmp_sent,
+            icmp_rate_limited: c.icmp_rate_limited,
+            icmp_suppressed: c.icmp_suppressed,
+            no_buffer: c.no_buffer,
+            drops: RouterDrops::from(c),
+            neigh_sync,
+            mgmt_handoff,
+            mgmt_handoff_dropped,
+        }
+    }
+}
+
+/// Neighbour updates between the cores' routers (`router.neigh_sync`), in updates.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighSync {
+    /// Updates learned from ARP and pushed to another core (one per other core).
+    pub sent: u64,
+    /// Updates from other cores applied to a core's table.
+    pub applied: u64,
+    /// Updates not sent because the other core's ring was full.
+    pub dropped: u64,
+}
+
+/// Declares [`RouterDrops`]: one field per [`RouterDrop`], named by [`RouterDrop::as_str`]
+/// (checked by a test), and the exhaustive mapping between them.
+macro_rules! router_drops {
+    ($($field:ident: $variant:ident,)*) => {
+        /// The router's drops by [`RouterDrop`] (frames); the keys are [`RouterDrop::as_str`].
+        #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct RouterDrops {
+            $(
+                #[doc = concat!("[`RouterDrop::", stringify!($variant), "`].")]
+                pub $field: u64,
+            )*
+        }
+
+        impl RouterDrops {
+            /// The counter of `why`.
+            pub fn get(&self, why: RouterDrop) -> u64 {
+                match why {
+                    $(RouterDrop::$variant => self.$field,)*
+                }
+            }
+        }
+
+        impl From<&RouterCounters> for RouterDrops {
+            fn from(c: &RouterCounters) -> Self {
+                RouterDrops {
+                    $($field: c.drops_for(RouterDrop::$variant),)*
+                }
+            }
+        }
+    };
+}
+
+router_drops! {
+    runt: Runt,
+    unknown_port: UnknownPort,
+    not_for_us: NotForUs,
+    link_broadcast: LinkBroadcast,
+    unsupported_ethertype: UnsupportedEthertype,
+    bad_arp: BadArp,
+    arp_not_for_us: ArpNotForUs,
+    ip_truncated: Truncated,
+    bad_version: BadVersion,
+    bad_ihl: BadIhl,
+    bad_total_len: BadTotalLen,
+    bad_checksum: BadChecksum,
+    bad_options: BadOptions,
+    martian_src: MartianSrc,
+    martian_dst: MartianDst,
+    broadcast: Broadcast,
+    multicast: Multicast,
+    source_route_failed: SourceRouteFailed,
+    no_route: NoRoute,
+    ttl_expired: TtlExpired,
+    neigh_table_full: NeighTableFull,
+    neigh_queue_full: NeighQueueFull,
+    neigh_timeout: NeighTimeout,
+    neigh_flushed: NeighFlushed,
+}
+
+impl RouterDrops {
+    /// Every reason with its counter, in [`RouterDrop::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (RouterDrop, u64)> + '_ {
+        RouterDrop::ALL.into_iter().map(|r| (r, self.get(r)))
+    }
+
+    /// All drops.
+    pub fn total(&self) -> u64 {
+        self.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// The management plane's counters (frames; `/metrics` only, not in `STATS`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MgmtStats {
+    /// Frames handed to smoltcp.
+    pub rx: u64,
+    /// Frames dropped because smoltcp's RX queue was full.
+    pub rx_dropped: u64,
+    /// Frames smoltcp sent.
+    pub tx: u64,
+    /// Frames smoltcp wanted to send while its TX queue was full.
+    pub tx_dropped: u64,
+    /// `/metrics` responses served (requests).
+    pub http_requests: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+/// Serialises `value` (a [`Stats`], a [`PoolStats`], …) as compact JSON into `buf` with
+/// serde-json-core, returning the text. Fails only when `buf` is too small (see [`JSON_MAX`]).
+pub fn to_json<'b, T: Serialize>(
+    value: &T,
+    buf: &'b mut [u8],
+) -> Result<&'b str, serde_json_core::ser::Error> {
+    let n = serde_json_core::to_slice(value, buf)?;
+    // serde-json-core writes UTF-8 only (keys, numbers and escaped strings).
+    core::str::from_utf8(&buf[..n]).map_err(|_| serde_json_core::ser::Error::BufferFull)
+}
+
+impl Serialize for MacAddr {
+    /// As the string `aa:bb:cc:dd:ee:ff`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MacAddr {
+    /// From the string `aa:bb:cc:dd:ee:ff` ([`MacAddr::parse`]).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = MacAddr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a MAC address aa:bb:cc:dd:ee:ff")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<MacAddr, E> {
+                MacAddr::parse(v)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus
+
+/// Writes `s` in the Prometheus text exposition format (version 0.0.4), one metric family
+/// after another with its `# HELP` and `# TYPE` lines: per-port frames, bytes and drops by
+/// reason (each port's queue pairs summed), per-CPU forwarded frames and busy cycles, page_pool
+/// state, free pages, the buddy allocator's free blocks per order (`buddyinfo`, zone 0), the
+/// router's outcomes (router mode) and the management plane's counters (`mgmt`, when there is
+/// one).
+pub fn write_prometheus(
+    s: &Stats,
+    buddyinfo: &[u64],
+    mgmt: Option<&MgmtStats>,
+    w: &mut dyn fmt::Write,
+) -> fmt::Result {
+    type PortGet = fn(&PortStats) -> u64;
+    let ports = port_totals(s);
+    for (name, help, get) in [
+        (
+            "gannet_port_rx_packets_total",
+            "Frames received.",
+            (|p| p.rx) as PortGet,
+        ),
+        ("gannet_port_rx_bytes_total", "Bytes received.", |p| {
+            p.rx_bytes
+        }),
+        (
+            "gannet_port_tx_packets_total",
+            "Frames queued for transmission.",
+            |p| p.tx,
+        ),
+        (
+            "gannet_port_tx_bytes_total",
+            "Bytes queued for transmission.",
+            |p| p.tx_bytes,
+        ),
+        (
+            "gannet_port_rx_no_buffer_total",
+            "RX refills that found no page.",
+            |p| p.no_buffer,
+        ),
+    ] {
+        counter(w, name, help)?;
+        for p in &ports {
+            writeln!(w, "{name}{{port=\"{}\"}} {}", p.port, get(p))?;
+        }
+    }
+    counter(w, "gannet_port_drops_total", "Frames dropped, by reason.")?;
+    for p in &ports {
+        for (r, n) in p.drops.iter() {
+            writeln!(
+                w,
+                "gannet_port_drops_total{{port=\"{}\",reason=\"{}\"}} {n}",
+                p.port,
+                r.as_str()
+            )?;
+        }
+    }
+    type CpuGet = fn(&CpuStats) -> u64;
+    for (name, help, get) in [
+        (
+            "gannet_cpu_forwarded_packets_total",
+            "Frames forwarded, by CPU.",
+            (|c| c.forwarded) as CpuGet,
+        ),
+        (
+            "gannet_cpu_busy_cycles_total",
+            "TSC cycles in poll iterations that did work.",
+            |c| c.busy_cycles,
+        ),
+    ] {
+        counter(w, name, help)?;
+        for c in &s.per_cpu {
+            writeln!(w, "{name}{{cpu=\"{}\"}} {}", c.cpu, get(c))?;
+        }
+    }
+    type PoolGet = fn(&PoolStats) -> u64;
+    for (name, help, get, kind) in [
+        (
+            "gannet_pool_in_flight_pages",
+            "Pages handed out by a page_pool and not returned.",
+            (|p| p.in_flight) as PoolGet,
+            "gauge",
+        ),
+        (
+            "gannet_pool_cached_pages",
+            "Pages in a page_pool's alloc cache.",
+            |p| p.cached,
+            "gauge",
+        ),
+        (
+            "gannet_pool_alloc_slow_total",
+            "page_pool refills from the allocator.",
+            |p| p.alloc_slow,
+            "counter",
+        ),
+    ] {
+        family(w, name, help, kind)?;
+        for p in &s.pools {
+            writeln!(w, "{name}{{pool=\"{}\"}} {}", p.id, get(p))?;
+        }
+    }
+    gauge(
+        w,
+        "gannet_free_pages",
+        "Free pages in the allocator (buddy + per-CPU lists).",
+    )?;
+    writeln!(w, "gannet_free_pages {}", s.free_pages_now)?;
+    gauge(
+        w,
+        "gannet_buddyinfo_free_blocks",
+        "Free buddy blocks per order (/proc/buddyinfo).",
+    )?;
+    for (order, n) in buddyinfo.iter().enumerate() {
+        writeln!(
+            w,
+            "gannet_buddyinfo_free_blocks{{zone=\"0\",order=\"{order}\"}} {n}"
+        )?;
+    }
+    if let Some(r) = &s.router {
+        counter(w, "gannet_router_forwarded_total", "Frames routed.")?;
+        writeln!(w, "gannet_router_forwarded_total {}", r.forwarded)?;
+        counter(w, "gannet_router_icmp_sent_total", "ICMP errors sent.")?;
+        writeln!(w, "gannet_router_icmp_sent_total {}", r.icmp_sent)?;
+        counter(
+            w,
+            "gannet_router_drops_total",
+            "Frames the router dropped, by reason.",
+        )?;
+        for (why, n) in r.drops.iter() {
+            writeln!(
+                w,
+                "gannet_router_drops_total{{reason=\"{}\"}} {n}",
+                why.as_str()
+            )?;
+        }
+    }
+    if let Some(m) = mgmt {
+        counter(
+            w,
+            "gannet_mgmt_frames_total",
+            "Frames through the management plane.",
+        )?;
+        for (dir, n) in [
+            ("rx", m.rx),
+            ("tx", m.tx),
+            ("rx_dropped", m.rx_dropped),
+            ("tx_dropped", m.tx_dropped),
+        ] {
+            writeln!(w, "gannet_mgmt_frames_total{{dir=\"{dir}\"}} {n}")?;
+        }
+        counter(
+            w,
+            "gannet_mgmt_http_requests_total",
+            "/metrics responses served.",
+        )?;
+        writeln!(w, "gannet_mgmt_http_requests_total {}", m.http_requests)?;
+    }
+    Ok(())
+}
+
+/// `# HELP` and `# TYPE` of a metric family of type `kind`.
+fn family(w: &mut dyn fmt::Write, name: &str, help: &str, kind: &str) -> fmt::Result {
+    writeln!(w, "# HELP {name} {help}\n# TYPE {name} {kind}")
+}
+
+fn counter(w: &mut dyn fmt::Write, name: &str, help: &str) -> fmt::Result {
+    family(w, name, help, "counter")
+}
+
+fn gauge(w: &mut dyn fmt::Write, name: &str, help: &str) -> fmt::Result {
+    family(w, name, help, "gauge")
+}
+
+/// One entry per port number, its queue pairs' counters summed (`queue` and `cpu` 0), in port
+/// order: a Prometheus series is a port, not a queue.
+fn port_totals(s: &Stats) -> Vec<PortStats, MAX_PORT_ENTRIES> {
+    let mut v: Vec<PortStats, MAX_PORT_ENTRIES> = Vec::new();
+    for p in &s.ports {
+        match v.iter_mut().find(|t| t.port == p.port) {
+            Some(t) => t.add(p),
+            None => {
+                // Capacity: `s.ports` has at most as many entries as `v` can hold.
+                let _ = v.push(PortStats {
+                    queue: 0,
+                    cpu: 0,
+                    ..*p
+                });
+            }
+        }
+    }
+    v.sort_unstable_by_key(|p| p.port);
+    v
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,481 @@
+use super::*;
+use std::string::{String, ToString};
+use std::vec::Vec as StdVec;
+
+/// A value with every array at capacity and every counter at `u64::MAX`: the longest JSON.
+fn largest() -> Stats {
+    let m = u64::MAX;
+    let port = PortStats {
+        port: u32::MAX,
+        queue: u32::MAX,
+        cpu: u32::MAX,
+        mac: MacAddr([0xff; 6]),
+        rx: m,
+        rx_bytes: m,
+        tx: m,
+        tx_bytes: m,
+        kicks_rx: m,
+        kicks_tx: m,
+        no_buffer: m,
+        drops: PortDrops {
+            tx_ring_full: m,
+            too_big: m,
+            bad_desc: m,
+            runt: m,
+        },
+    };
+    let pool = largest_pool();
+    let cpu = CpuStats {
+        cpu: u32::MAX,
+        forwarded: m,
+        busy_cycles: m,
+        kicks: m,
+        halts: m,
+    };
+    let c = RouterCounters {
+        rx: m,
+        forwarded: m,
+        arp_replies: m,
+        echo_replies: m,
+        arp_consumed: m,
+        to_host: m,
+        drops: [m; RouterDrop::COUNT],
+        queued: m,
+        icmp_sent: m,
+        icmp_rate_limited: m,
+        icmp_suppressed: m,
+        no_buffer: m,
+        arp_requests: m,
+    };
+    let sync = NeighSync {
+        sent: m,
+        applied: m,
+        dropped: m,
+    };
+    Stats {
+        mode: Mode::Router,
+        tsc_hz: m,
+        busy_cycles: m,
+        forwarded: m,
+        kicks: m,
+        halts: m,
+        cpus_online: u32::MAX,
+        pairs: u32::MAX,
+        queues: u32::MAX,
+        pcp_count: m,
+        refill_cycles: m,
+        refill_pages: m,
+        free_pages_boot: m,
+        free_pages_now: m,
+        ports: core::iter::repeat_n(port, MAX_PORT_ENTRIES).collect(),
+        pools: core::iter::repeat_n(pool, MAX_PORT_ENTRIES).collect(),
+        busy_iters: m,
+        phase_cycles: PhaseCycles::from([m; 4]),
+        per_cpu: core::iter::repeat_n(cpu, MAX_CPUS).collect(),
+        router: Some(RouterStats::new(&c, m, sync, m, m)),
+    }
+}
+
+fn largest_pool() -> PoolStats {
+    let m = u64::MAX;
+    PoolStats {
+        id: u32::MAX,
+        refill_mode: RefillMode::Single,
+        in_flight: m,
+        cached: m,
+        alloc_fast: m,
+        alloc_slow: m,
+        alloc_empty: m,
+        refill_pages: m,
+        refill_failed: m,
+        recycle_cached: m,
+        recycle_cache_full: m,
+        recycle_ring: m,
+        recycle_ring_full: m,
+        released: m,
+    }
+}
+
+/// One l2 pair on core 0 with distinct small counters, and a router section when `router`.
+fn sample(router: bool) -> Stats {
+    let port = |i: u32| PortStats {
+        port: i,
+        queue: 0,
+        cpu: 0,
+        mac: MacAddr([2, 0, 0, 0, 0, 1 + i as u8]),
+        rx: 100 + u64::from(i),
+        rx_bytes: 6400,
+        tx: 99,
+        tx_bytes: 6336,
+        kicks_rx: 3,
+        kicks_tx: 4,
+        no_buffer: 5,
+        drops: PortDrops {
+            tx_ring_full: 1,
+            too_big: 2,
+            bad_desc: 0,
+            runt: 7,
+        },
+    };
+    let pool = |i: u32| PoolStats {
+        id: i,
+        refill_mode: RefillMode::Bulk,
+        in_flight: 256,
+        cached: 12,
+        alloc_fast: 1000,
+        alloc_slow: 8,
+        alloc_empty: 0,
+        refill_pages: 512,
+        refill_failed: 0,
+        recycle_cached: 900,
+        recycle_cache_full: 3,
+        recycle_ring: 0,
+        recycle_ring_full: 0,
+        released: 0,
+    };
+    let mut c = RouterCounters {
+        rx: 200,
+        forwarded: 190,
+        arp_replies: 2,
+        echo_replies: 1,
+        arp_consumed: 1,
+        to_host: 3,
+        queued: 4,
+        icmp_sent: 2,
+        arp_requests: 1,
+        ..RouterCounters::default()
+    };
+    c.drops[RouterDrop::NoRoute as usize] = 1;
+    c.drops[RouterDrop::TtlExpired as usize] = 2;
+    let sync = NeighSync {
+        sent: 5,
+        applied: 5,
+        dropped: 0,
+    };
+    Stats {
+        mode: if router { Mode::Router } else { Mode::L2 },
+        tsc_hz: 2_000_000_000,
+        busy_cycles: 123_456,
+        forwarded: 198,
+        kicks: 7,
+        halts: 9,
+        cpus_online: 1,
+        pairs: 1,
+        queues: 1,
+        pcp_count: 31,
+        refill_cycles: 4000,
+        refill_pages: 1024,
+        free_pages_boot: 60_000,
+        free_pages_now: 59_500,
+        ports: [port(0), port(1)].into_iter().collect(),
+        pools: [pool(0), pool(1)].into_iter().collect(),
+        busy_iters: 50,
+        phase_cycles: PhaseCycles::from([1, 2, 3, 4]),
+        per_cpu: [CpuStats {
+            cpu: 0,
+            forwarded: 198,
+            busy_cycles: 123_456,
+            kicks: 7,
+            halts: 9,
+        }]
+        .into_iter()
+        .collect(),
+        router: router.then(|| RouterStats::new(&c, 0, sync, 6, 0)),
+    }
+}
+
+fn json(v: &impl Serialize) -> String {
+    let mut buf = std::vec![0u8; JSON_MAX];
+    to_json(v, &mut buf).unwrap().to_string()
+}
+
+#[test]
+fn largest_value_fits_the_buffer() {
+    let n = json(&largest()).len();
+    std::println!("largest STATS JSON: {n} bytes (buffer {JSON_MAX})");
+    assert!(n <= JSON_MAX, "{n} > {JSON_MAX}");
+    assert!(JSON_MAX - n < 4096, "JSON_MAX is far too large for {n}");
+    let n = json(&largest_pool()).len();
+    assert!(n <= POOL_JSON_MAX, "pool {n} > {POOL_JSON_MAX}");
+}
+
+#[test]
+fn too_small_a_buffer_is_an_error() {
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        to_json(&sample(false), &mut buf),
+        Err(serde_json_core::ser::Error::BufferFull)
+    );
+}
+
+#[test]
+fn round_trip_through_serde_json() {
+    for v in [sample(false), sample(true), largest()] {
+        let text = json(&v);
+        let back: Stats = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(back, v);
+    }
+}
+
+/// The bytes the hand-written formatter printed before the schema existed (same keys, same
+/// order): the line is unchanged for the README, the tests and old logs.
+#[test]
+fn json_is_the_established_line() {
+    let expected = concat!(
+        r#"{"mode":"l2","tsc_hz":2000000000,"busy_cycles":123456,"forwarded":198,"kicks":7,"#,
+        r#""halts":9,"cpus_online":1,"pairs":1,"queues":1,"pcp_count":31,"refill_cycles":4000,"#,
+        r#""refill_pages":1024,"free_pages_boot":60000,"free_pages_now":59500,"ports":["#,
+        r#"{"port":0,"queue":0,"cpu":0,"mac":"02:00:00:00:00:01","rx":100,"rx_bytes":6400,"#,
+        r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"drops":"#,
+        r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7}},"#,
+        r#"{"port":1,"queue":0,"cpu":0,"mac":"02:00:00:00:00:02","rx":101,"rx_bytes":6400,"#,
+        r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"drops":"#,
+        r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7}}],"pools":["#,
+        r#"{"id":0,"refill_mode":"bulk","in_flight":256,"cached":12,"alloc_fast":1000,"#,
+        r#""alloc_slow":8,"alloc_empty":0,"refill_pages":512,"refill_failed":0,"#,
+        r#""recycle_cached":900,"recycle_cache_full":3,"recycle_ring":0,"recycle_ring_full":0,"#,
+        r#""released":0},"#,
+        r#"{"id":1,"refill_mode":"bulk","in_flight":256,"cached":12,"alloc_fast":1000,"#,
+        r#""alloc_slow":8,"alloc_empty":0,"refill_pages":512,"refill_failed":0,"#,
+        r#""recycle_cached":900,"recycle_cache_full":3,"recycle_ring":0,"recycle_ring_full":0,"#,
+        r#""released":0}],"busy_iters":50,"#,
+        r#""phase_cycles":{"rx_forward":1,"tx_reap":2,"refill":3,"kick":4},"#,
+        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9}]}"#,
+    );
+    assert_eq!(json(&sample(false)), expected);
+    let router = json(&sample(true));
+    let tail = concat!(
+        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9}],"#,
+        r#""router":{"rx":200,"forwarded":190,"arp_replies":2,"echo_replies":1,"#,
+        r#""arp_consumed":1,"arp_requests":1,"to_host":3,"queued":4,"queued_now":0,"#,
+        r#""icmp_sent":2,"icmp_rate_limited":0,"icmp_suppressed":0,"no_buffer":0,"drops":{"#,
+        r#""runt":0,"unknown_port":0,"not_for_us":0,"link_broadcast":0,"#,
+        r#""unsupported_ethertype":0,"bad_arp":0,"arp_not_for_us":0,"ip_truncated":0,"#,
+        r#""bad_version":0,"bad_ihl":0,"bad_total_len":0,"bad_checksum":0,"bad_options":0,"#,
+        r#""martian_src":0,"martian_dst":0,"broadcast":0,"multicast":0,"#,
+        r#""source_route_failed":0,"no_route":1,"ttl_expired":2,"neigh_table_full":0,"#,
+        r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0},"#,
+        r#""neigh_sync":{"sent":5,"applied":5,"dropped":0},"mgmt_handoff":6,"#,
+        r#""mgmt_handoff_dropped":0}}"#,
+    );
+    assert!(router.starts_with(r#"{"mode":"router","#), "{router}");
+    assert!(router.ends_with(tail), "{router}");
+}
+
+#[test]
+fn drop_keys_are_the_reasons_names() {
+    let mut c = RouterCounters::default();
+    for (i, d) in c.drops.iter_mut().enumerate() {
+        *d = i as u64 + 1;
+    }
+    let drops = RouterDrops::from(&c);
+    let v: serde_json::Value = serde_json::from_str(&json(&drops)).unwrap();
+    assert_eq!(v.as_object().unwrap().len(), RouterDrop::COUNT);
+    for r in RouterDrop::ALL {
+        assert_eq!(v[r.as_str()], c.drops_for(r), "{r:?}");
+        assert_eq!(drops.get(r), c.drops_for(r), "{r:?}");
+    }
+    assert_eq!(drops.total(), c.drops_total());
+    let mut p = PortCounters::default();
+    for (i, d) in p.drops.iter_mut().enumerate() {
+        *d = i as u64 + 1;
+    }
+    let drops = PortDrops::from(&p);
+    let v: serde_json::Value = serde_json::from_str(&json(&drops)).unwrap();
+    assert_eq!(v.as_object().unwrap().len(), DropReason::ALL.len());
+    for r in DropReason::ALL {
+        assert_eq!(v[r.as_str()], p.drops_for(r), "{r:?}");
+    }
+    assert_eq!(drops.total(), p.drops_total());
+}
+
+#[test]
+fn enum_values_are_their_command_line_names() {
+    for m in [Mode::Io, Mode::L2, Mode::Router] {
+        assert_eq!(json(&m), std::format!("\"{}\"", m.as_str()));
+    }
+    for r in [RefillMode::Bulk, RefillMode::Single] {
+        assert_eq!(json(&r), std::format!("\"{}\"", r.as_str()));
+    }
+}
+
+#[test]
+fn mac_parse_errors_are_reported() {
+    let text = json(&sample(false)).replace("02:00:00:00:00:01", "02:00:zz:00:00:01");
+    let e = serde_json::from_str::<Stats>(&text)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MAC address"), "{e}");
+}
+
+#[test]
+fn missing_or_misspelt_keys_do_not_parse() {
+    let text = json(&sample(true));
+    for (from, to) in [
+        ("\"busy_cycles\":", "\"busy_cyc\":"),
+        ("\"no_route\":", "\"no_routes\":"),
+    ] {
+        let bad = text.replacen(from, to, 1);
+        assert!(serde_json::from_str::<Stats>(&bad).is_err(), "{bad}");
+    }
+    // Without the router section (l2, io): `router` is `None`.
+    let l2: Stats = serde_json::from_str(&json(&sample(false))).unwrap();
+    assert_eq!(l2.router, None);
+}
+
+#[test]
+fn per_packet_ratios() {
+    let s = sample(false);
+    assert_eq!(s.cycles_per_packet(), Some(123_456.0 / 198.0));
+    assert_eq!(s.kicks_per_packet(), Some(7.0 / 198.0));
+    let idle = Stats::default();
+    assert_eq!(idle.cycles_per_packet(), None);
+    assert_eq!(idle.kicks_per_packet(), None);
+}
+
+fn prometheus(s: &Stats, mgmt: Option<&MgmtStats>) -> String {
+    let mut out = String::new();
+    write_prometheus(s, &[5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 7], mgmt, &mut out).unwrap();
+    out
+}
+
+fn mgmt() -> MgmtStats {
+    MgmtStats {
+        rx: 10,
+        rx_dropped: 1,
+        tx: 9,
+        tx_dropped: 0,
+        http_requests: 2,
+    }
+}
+
+#[test]
+fn prometheus_lines() {
+    let text = prometheus(&sample(true), Some(&mgmt()));
+    let lines: StdVec<&str> = text.lines().collect();
+    for want in [
+        "# HELP gannet_port_rx_packets_total Frames received.",
+        "# TYPE gannet_port_rx_packets_total counter",
+        "gannet_port_rx_packets_total{port=\"0\"} 100",
+        "gannet_port_rx_packets_total{port=\"1\"} 101",
+        "gannet_port_rx_bytes_total{port=\"1\"} 6400",
+        "gannet_port_tx_packets_total{port=\"0\"} 99",
+        "gannet_port_tx_bytes_total{port=\"0\"} 6336",
+        "gannet_port_rx_no_buffer_total{port=\"1\"} 5",
+        "# TYPE gannet_port_drops_total counter",
+        "gannet_port_drops_total{port=\"1\",reason=\"tx_ring_full\"} 1",
+        "gannet_port_drops_total{port=\"0\",reason=\"runt\"} 7",
+        "gannet_cpu_forwarded_packets_total{cpu=\"0\"} 198",
+        "gannet_cpu_busy_cycles_total{cpu=\"0\"} 123456",
+        "# TYPE gannet_pool_in_flight_pages gauge",
+        "gannet_pool_in_flight_pages{pool=\"1\"} 256",
+        "# TYPE gannet_pool_cached_pages gauge",
+        "gannet_pool_cached_pages{pool=\"0\"} 12",
+        "# TYPE gannet_pool_alloc_slow_total counter",
+        "gannet_pool_alloc_slow_total{pool=\"0\"} 8",
+        "# TYPE gannet_free_pages gauge",
+        "gannet_free_pages 59500",
+        "# TYPE gannet_buddyinfo_free_blocks gauge",
+        "gannet_buddyinfo_free_blocks{zone=\"0\",order=\"0\"} 5",
+        "gannet_buddyinfo_free_blocks{zone=\"0\",order=\"10\"} 7",
+        "gannet_router_forwarded_total 190",
+        "gannet_router_icmp_sent_total 2",
+        "gannet_router_drops_total{reason=\"no_route\"} 1",
+        "gannet_router_drops_total{reason=\"ip_truncated\"} 0",
+        "gannet_mgmt_frames_total{dir=\"rx\"} 10",
+        "gannet_mgmt_frames_total{dir=\"tx\"} 9",
+        "gannet_mgmt_frames_total{dir=\"rx_dropped\"} 1",
+        "gannet_mgmt_frames_total{dir=\"tx_dropped\"} 0",
+        "gannet_mgmt_http_requests_total 2",
+    ] {
+        assert!(lines.contains(&want), "missing `{want}` in:\n{text}");
+    }
+    // Every family has HELP then TYPE, and every sample an integer value.
+    let families = lines.iter().filter(|l| l.starts_with("# TYPE ")).count();
+    assert_eq!(
+        families,
+        lines.iter().filter(|l| l.starts_with("# HELP ")).count()
+    );
+    assert_eq!(families, 18);
+    for l in lines.iter().filter(|l| !l.starts_with('#')) {
+        let v = l.rsplit(' ').next().unwrap();
+        assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");
+    }
+    // Outside router mode and without a management plane, those families are absent.
+    let l2 = prometheus(&sample(false), None);
+    assert!(
+        !l2.contains("gannet_router_") && !l2.contains("gannet_mgmt_"),
+        "{l2}"
+    );
+    promtool_check(&text);
+    promtool_check(&l2);
+}
+
+/// Multi-queue: a port's queue pairs (one per core) are one series, summed; every core and
+/// pool has its own.
+#[test]
+fn prometheus_sums_queue_pairs_per_port() {
+    let mut s = sample(false);
+    let mut more = s.ports.clone();
+    for p in more.iter_mut() {
+        p.queue = 1;
+        p.cpu = 1;
+    }
+    s.ports.extend(more);
+    s.per_cpu
+        .push(CpuStats {
+            cpu: 1,
+            forwarded: 5,
+            ..CpuStats::default()
+        })
+        .unwrap();
+    for id in [2, 3] {
+        s.pools.push(PoolStats { id, ..s.pools[0] }).unwrap();
+    }
+    let text = prometheus(&s, None);
+    let rx: StdVec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("gannet_port_rx_packets_total{"))
+        .collect();
+    assert_eq!(
+        rx,
+        [
+            "gannet_port_rx_packets_total{port=\"0\"} 200",
+            "gannet_port_rx_packets_total{port=\"1\"} 202"
+        ]
+    );
+    assert!(text.contains("gannet_port_drops_total{port=\"0\",reason=\"runt\"} 14\n"));
+    assert!(text.contains("gannet_cpu_forwarded_packets_total{cpu=\"1\"} 5\n"));
+    assert!(text.contains("gannet_pool_in_flight_pages{pool=\"3\"} 256\n"));
+    promtool_check(&text);
+}
+
+/// `promtool check metrics` on `text` when promtool (Debian's prometheus package) is on PATH;
+/// otherwise a note (CI installs it).
+fn promtool_check(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        std::println!("note: promtool not on PATH; skipping `promtool check metrics`");
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics rejected:\n{}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
