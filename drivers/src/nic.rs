@@ -7,7 +7,7 @@
 //! sections each follows); the trait only lets the per-core forwarding logic be generic, so the
 //! same code runs on the metal and on the host.
 
-use crate::virtio_net::{DriverStats, RxBuf, TxBuf, VirtioNet};
+use crate::virtio_net::{DriverStats, RxBuf, TxBuf, TxDone, VirtioNet};
 use mm::Pfn;
 use virtio_drivers::transport::Transport;
 use virtio_drivers::Hal;
@@ -38,8 +38,9 @@ pub trait Nic {
     /// header, and is the device's until it comes back from [`Nic::tx_complete`] or
     /// [`Nic::take_pages`].
     unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize;
-    /// Pop completed TX pages into `out`; returns how many.
-    fn tx_complete(&mut self, out: &mut [Pfn]) -> usize;
+    /// Pop completed TX pages (with the owner tag each was sent with) into `out`; returns how
+    /// many.
+    fn tx_complete(&mut self, out: &mut [TxDone]) -> usize;
     /// Notify the device of what was published, if it asked; returns notifications written.
     fn kick(&mut self) -> u32;
     /// Stop device interrupts while polling.
@@ -89,7 +90,7 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
         unsafe { VirtioNet::tx_burst(self, bufs) }
     }
     #[inline]
-    fn tx_complete(&mut self, out: &mut [Pfn]) -> usize {
+    fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         VirtioNet::tx_complete(self, out)
     }
     #[inline]

@@ -235,6 +235,19 @@ pub struct TxBuf {
     pub pfn: Pfn,
     /// Frame length in bytes (1..=[`MAX_FRAME_LEN`]).
     pub len: usize,
+    /// Opaque to the driver, handed back with the page by [`VirtioNet::tx_complete`] (the
+    /// dataplane keeps the page's owning page_pool here, so a completion needs no lookup in
+    /// the page's metadata; DPDK keeps the mbuf's pool pointer in its TX software ring alike).
+    pub owner: u32,
+}
+
+/// A transmitted page, back from the TX ring: the page and the `owner` it was sent with.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct TxDone {
+    /// The page (the caller's again).
+    pub pfn: Pfn,
+    /// [`TxBuf::owner`] as given to [`VirtioNet::tx_burst`].
+    pub owner: u32,
 }
 
 /// Per-device counters kept by the driver.
@@ -272,8 +285,8 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     tx: SplitQueue<H, QUEUE_SIZE>,
     /// Page behind each RX token (head descriptor index).
     rx_pages: [Option<Pfn>; QUEUE_SIZE],
-    /// Page and posted byte length behind each TX token.
-    tx_pages: [Option<Pfn>; QUEUE_SIZE],
+    /// Page and its owner tag behind each TX token.
+    tx_pages: [Option<TxDone>; QUEUE_SIZE],
     rx_posted: usize,
     tx_posted: usize,
     /// Continuation buffers still to come for a multi-buffer (too big) frame.
@@ -738,7 +751,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             else {
                 break;
             };
-            self.tx_pages[usize::from(token)] = Some(b.pfn);
+            self.tx_pages[usize::from(token)] = Some(TxDone {
+                pfn: b.pfn,
+                owner: b.owner,
+            });
             n += 1;
         }
         if n > 0 {
@@ -750,19 +766,19 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// Pop completed TX buffers (their pages are the caller's again) into `out`; returns how
     /// many.
-    pub fn tx_complete(&mut self, out: &mut [Pfn]) -> usize {
+    pub fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         let mut n = 0;
         while n < out.len() {
             let Some((id, _len)) = self.tx.pop_used() else {
                 break;
             };
-            let Some(pfn) = self.tx_pages.get_mut(id as usize).and_then(Option::take) else {
+            let Some(done) = self.tx_pages.get_mut(id as usize).and_then(Option::take) else {
                 self.stats.bad_token += 1;
                 continue;
             };
             self.tx.release(id as u16);
             self.tx_posted -= 1;
-            out[n] = pfn;
+            out[n] = done;
             n += 1;
         }
         n
@@ -865,8 +881,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
         }
         for slot in self.tx_pages.iter_mut() {
-            if let Some(pfn) = slot.take() {
-                f(pfn);
+            if let Some(done) = slot.take() {
+                f(done.pfn);
             }
         }
         self.rx_posted = 0;

@@ -2,7 +2,7 @@
 //! the global allocator ([`HostHal`]).
 
 use super::*;
-use crate::virtio_net::{NetInitError, RxBuf, RxStatus, TxBuf, VirtioNet, MAX_FRAME_LEN};
+use crate::virtio_net::{NetInitError, RxBuf, RxStatus, TxBuf, TxDone, VirtioNet, MAX_FRAME_LEN};
 use core::ptr::NonNull;
 use mm::Pfn;
 use virtio_drivers::{BufferDirection, Hal, PAGE_SIZE};
@@ -136,6 +136,7 @@ fn frames_go_through_rx_and_tx_and_pages_come_back() {
         .map(|b| TxBuf {
             pfn: b.pfn,
             len: b.len,
+            owner: 7,
         })
         .collect();
     // SAFETY: the pages came back from RX and hold the frames at NET_HDR_LEN.
@@ -144,9 +145,16 @@ fn frames_go_through_rx_and_tx_and_pages_come_back() {
     assert_eq!(dev.complete_tx(|f| seen.push(f.to_vec())), 3);
     assert_eq!(seen, want);
     assert_eq!(dev.complete_tx(|_| panic!("nothing more")), 0);
-    let mut back = [Pfn(0); QUEUE_SIZE];
+    let mut back = [TxDone {
+        pfn: Pfn(0),
+        owner: 0,
+    }; QUEUE_SIZE];
     assert_eq!(nic.tx_complete(&mut back), 3);
-    let mut got: Vec<Pfn> = back[..3].to_vec();
+    assert!(
+        back[..3].iter().all(|d| d.owner == 7),
+        "the owner tag comes back"
+    );
+    let mut got: Vec<Pfn> = back[..3].iter().map(|d| d.pfn).collect();
     let mut sent: Vec<Pfn> = tx.iter().map(|t| t.pfn).collect();
     got.sort_by_key(|p| p.0);
     sent.sort_by_key(|p| p.0);
@@ -222,7 +230,13 @@ fn forward_many(total: usize, k: usize) {
     // SAFETY: fresh pages, ours until they come back.
     unsafe { nic.rx_refill(&pages.0) };
     let mut out = rx_bufs();
-    let mut back = vec![Pfn(0); QUEUE_SIZE];
+    let mut back = vec![
+        TxDone {
+            pfn: Pfn(0),
+            owner: 0
+        };
+        QUEUE_SIZE
+    ];
     let (mut sent, mut seen, mut i) = (0usize, 0usize, 0usize);
     while sent < total {
         let f = frame(i as u8);
@@ -234,6 +248,7 @@ fn forward_many(total: usize, k: usize) {
             .map(|b| TxBuf {
                 pfn: b.pfn,
                 len: b.len,
+                owner: 7,
             })
             .collect();
         // SAFETY: pages back from RX, frames at NET_HDR_LEN.
@@ -241,8 +256,9 @@ fn forward_many(total: usize, k: usize) {
         seen += dev.complete_tx(|got| assert_eq!(got, &f[..]));
         let m = nic.tx_complete(&mut back);
         assert_eq!(m, n);
+        let pages: Vec<Pfn> = back[..m].iter().map(|d| d.pfn).collect();
         // SAFETY: completed TX pages are ours again.
-        assert_eq!(unsafe { nic.rx_refill(&back[..m]) }, m);
+        assert_eq!(unsafe { nic.rx_refill(&pages) }, m);
         sent += n;
         i += 1;
     }

@@ -4,7 +4,7 @@
 //! Uses: `xcore=on` (frames received on one core leave through another core's TX queue) and,
 //! in router mode on several cores, frames for the management plane handed to core 0.
 
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use mm::page_pool::RecycleRing;
 use mm::Pfn;
 
@@ -21,39 +21,46 @@ pub struct Handoff {
     pub port: u8,
 }
 
-/// Where the record's length and port travel: the first bytes of the page's virtio-net header
-/// area, which TX rewrites anyway (`len` little-endian u16 at 0, `port` at 2).
+/// Where the record's length, port and owning pool travel: the page's virtio-net header area,
+/// which TX rewrites anyway (`len` little-endian u16 at 0, `port` at 2, `pool` little-endian
+/// u32 at 4).
 const LEN_OFF: usize = 0;
 const PORT_OFF: usize = 2;
+const POOL_OFF: usize = 4;
+const _: () = assert!(POOL_OFF + 4 <= drivers::virtio_net::NET_HDR_LEN);
 
 impl Handoff {
     fn encode(self) -> Pfn {
         let Handoff { page, len, port } = self;
-        let pfn = page.into_raw();
+        let raw = page.into_raw();
         // SAFETY: we own the page (the token was just given up, not yet pushed); the header
         // area [0, NET_HDR_LEN) is part of the page.
         unsafe {
-            let h = pfn.addr() as usize as *mut u8;
+            let h = raw.pfn.addr() as usize as *mut u8;
             h.add(LEN_OFF).cast::<[u8; 2]>().write(len.to_le_bytes());
             h.add(PORT_OFF).write(port);
+            h.add(POOL_OFF)
+                .cast::<[u8; 4]>()
+                .write(raw.pool.to_le_bytes());
         }
-        pfn
+        raw.pfn
     }
 
     /// # Safety
     /// `pfn` was popped from a [`HandoffRing`]: `encode` wrote it and its sender gave it up.
     unsafe fn decode(pfn: Pfn) -> Handoff {
         // SAFETY: per the contract the page is ours and its header area holds the record.
-        let (len, port) = unsafe {
+        let (len, port, pool) = unsafe {
             let h = pfn.addr() as usize as *const u8;
             (
                 u16::from_le_bytes(h.add(LEN_OFF).cast::<[u8; 2]>().read()),
                 h.add(PORT_OFF).read(),
+                u32::from_le_bytes(h.add(POOL_OFF).cast::<[u8; 4]>().read()),
             )
         };
         Handoff {
-            // SAFETY: per the contract.
-            page: unsafe { PageBuf::from_raw(pfn) },
+            // SAFETY: per the contract; `pool` is the owner `encode` recorded.
+            page: unsafe { PageBuf::from_raw(RawPage { pfn, pool }) },
             len,
             port,
         }

@@ -22,38 +22,62 @@ use mm::{Pfn, PAGE_SIZE};
 /// Bytes of a page that can hold frame bytes (after the virtio-net header area).
 pub const FRAME_ROOM: usize = PAGE_SIZE - NET_HDR_LEN;
 
+/// A page in the raw form rings and queues store: its frame number and the id of the
+/// page_pool that owns it (`mm::NO_POOL` for none). `Copy`: holding one is not owning the page.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RawPage {
+    /// The page.
+    pub pfn: Pfn,
+    /// Its owning page_pool's id.
+    pub pool: u32,
+}
+
 /// One order-0 packet page, owned by whoever holds the token. `#[must_use]`: hand it on
 /// (stage it for TX, push it to a ring, recycle it), never drop it.
 #[must_use = "a page must be handed on (TX, ring, pool) or recycled; dropping it leaks it"]
 #[derive(Debug, PartialEq, Eq)]
 pub struct PageBuf {
-    pfn: Pfn,
+    raw: RawPage,
 }
 
 impl PageBuf {
-    /// Take ownership of `pfn` back from a ring, pool or queue that stored it raw.
+    /// Take ownership of `raw` back from a ring, pool or queue that stored it.
     ///
     /// # Safety
-    /// `pfn` is an identity-mapped RAM page that nobody else holds now: it was given away with
-    /// [`PageBuf::into_raw`] (or by the allocator) and the holder has let go of it (a device
-    /// returned it in a used ring entry, a ring popped it, a pool allocated it).
+    /// `raw.pfn` is an identity-mapped RAM page that nobody else holds now: it was given away
+    /// with [`PageBuf::into_raw`] (or by the allocator) and the holder has let go of it (a
+    /// device returned it in a used ring entry, a ring popped it, a pool allocated it); and
+    /// `raw.pool` is the id of the pool that owns it.
     #[inline]
-    pub unsafe fn from_raw(pfn: Pfn) -> PageBuf {
-        PageBuf { pfn }
+    pub unsafe fn from_raw(raw: RawPage) -> PageBuf {
+        PageBuf { raw }
     }
 
-    /// Give the page to a ring, pool or queue that stores raw frame numbers.
+    /// Give the page to a ring, pool or queue that stores the raw form.
     #[inline]
-    pub fn into_raw(self) -> Pfn {
-        let pfn = self.pfn;
+    pub fn into_raw(self) -> RawPage {
+        let raw = self.raw;
         core::mem::forget(self);
-        pfn
+        raw
+    }
+
+    /// The raw form, without giving the page up (e.g. as the router's queue handle, taken
+    /// with [`PageBuf::into_raw`] only if the router keeps the frame).
+    #[inline]
+    pub fn raw(&self) -> RawPage {
+        self.raw
     }
 
     /// The page's frame number.
     #[inline]
     pub fn pfn(&self) -> Pfn {
-        self.pfn
+        self.raw.pfn
+    }
+
+    /// The id of the page_pool that owns the page.
+    #[inline]
+    pub fn pool(&self) -> u32 {
+        self.raw.pool
     }
 
     /// The whole page (header area + frame room), `PAGE_SIZE` bytes.
@@ -62,7 +86,7 @@ impl PageBuf {
         // SAFETY: the token is the page's only owner (see `from_raw`'s contract), the page is
         // identity-mapped RAM of PAGE_SIZE bytes, and the borrow of `self` bounds the slice's
         // life: nobody else can reach the page while it lives.
-        unsafe { &mut *(self.pfn.addr() as usize as *mut [u8; PAGE_SIZE]) }
+        unsafe { &mut *(self.raw.pfn.addr() as usize as *mut [u8; PAGE_SIZE]) }
     }
 
     /// The frame: `len` bytes after the virtio-net header area (clamped to [`FRAME_ROOM`]).
@@ -84,7 +108,7 @@ impl Drop for PageBuf {
         if cfg!(debug_assertions) && !std_panicking() {
             panic!(
                 "page {:#x} dropped without being handed on (TX, a ring, a pool): it would leak",
-                self.pfn.addr()
+                self.raw.pfn.addr()
             );
         }
     }

@@ -2,11 +2,11 @@
 //! to every other pool. Every page the core lets go of goes through [`Pages::recycle`].
 
 use super::fabric::Fabric;
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use drivers::pci::MAX_NICS;
 use log::error;
 use mm::page_pool::{IdentityDma, PagePool};
-use mm::{PerCpuPages, Zone};
+use mm::{PerCpuPages, Pfn, Zone, NO_POOL};
 use netstack::config::PORTS;
 
 /// A core's pages: pcp list, its two pools (global ids `2 * pair` and `2 * pair + 1`).
@@ -47,8 +47,28 @@ impl Pages {
     #[inline]
     pub fn alloc(&mut self, p: usize) -> Option<PageBuf> {
         let pfn = self.pools[p].alloc(&mut self.pcp, self.zone, &mut self.dma)?;
-        // SAFETY: the pool just handed the page out: nobody else holds it.
-        Some(unsafe { PageBuf::from_raw(pfn) })
+        // SAFETY: the pool just handed the page out: nobody else holds it, and it is its owner.
+        Some(unsafe { PageBuf::from_raw(self.raw(p, pfn)) })
+    }
+
+    /// The raw form of a page of local port `p`'s pool.
+    #[inline]
+    pub fn raw(&self, p: usize, pfn: Pfn) -> RawPage {
+        RawPage {
+            pfn,
+            pool: self.first_pool + p as u32,
+        }
+    }
+
+    /// Take back a page whose owner is not known from where it was (a reset device's rings at
+    /// quit): the owner is read from the page's metadata. Off the hot path.
+    ///
+    /// # Safety
+    /// As [`PageBuf::from_raw`], for `pfn`.
+    pub unsafe fn adopt(&self, pfn: Pfn) -> PageBuf {
+        let pool = self.zone.page(pfn).pool().unwrap_or(NO_POOL);
+        // SAFETY: per this function's contract; the owner is the page's recorded pool.
+        unsafe { PageBuf::from_raw(RawPage { pfn, pool }) }
     }
 
     /// This core's index of page_pool `id`, if it is one of its two.
@@ -63,24 +83,33 @@ impl Pages {
     /// the ring is full).
     #[inline]
     pub fn recycle(&mut self, page: PageBuf) {
-        let owner = self.zone.page(page.pfn()).pool();
-        match owner.and_then(|id| self.local_pool(id)) {
+        match self.local_pool(page.pool()) {
             Some(i) => self.pools[i].recycle_direct(
-                page.into_raw(),
+                page.into_raw().pfn,
                 &mut self.pcp,
                 self.zone,
                 &mut self.dma,
             ),
-            None => self.recycle_foreign(page, owner),
+            None => self.recycle_foreign(page),
         }
     }
 
+    /// Another core's page (or a bug): checked against the page's metadata, then back through
+    /// its pool's recycle ring.
     #[cold]
-    fn recycle_foreign(&mut self, page: PageBuf, owner: Option<u32>) {
+    fn recycle_foreign(&mut self, page: PageBuf) {
+        let owner = self.zone.page(page.pfn()).pool();
+        if owner != Some(page.pool()) {
+            error!(
+                "page {:#x}: token says pool {}, page says {owner:?}",
+                page.pfn().addr(),
+                page.pool()
+            );
+        }
         match owner.map(|id| id as usize).filter(|&id| id < MAX_NICS) {
             Some(id) => {
                 let _ = self.fabric.pool_rings[id].recycle_remote(
-                    page.into_raw(),
+                    page.into_raw().pfn,
                     self.zone,
                     Some(&mut self.pcp),
                     &mut self.dma,
@@ -92,7 +121,7 @@ impl Pages {
                     "page {:#x} has no owning pool (owner {owner:?}); freeing it",
                     page.pfn().addr()
                 );
-                self.pcp.free_page(self.zone, page.into_raw());
+                self.pcp.free_page(self.zone, page.into_raw().pfn);
             }
         }
     }
@@ -101,12 +130,14 @@ impl Pages {
     /// freed) if it is this core's; another core's goes back to its pool.
     #[inline]
     pub fn release(&mut self, page: PageBuf) {
-        let owner = self.zone.page(page.pfn()).pool();
-        match owner.and_then(|id| self.local_pool(id)) {
-            Some(i) => {
-                self.pools[i].release_page(page.into_raw(), &mut self.pcp, self.zone, &mut self.dma)
-            }
-            None => self.recycle_foreign(page, owner),
+        match self.local_pool(page.pool()) {
+            Some(i) => self.pools[i].release_page(
+                page.into_raw().pfn,
+                &mut self.pcp,
+                self.zone,
+                &mut self.dma,
+            ),
+            None => self.recycle_foreign(page),
         }
     }
 

@@ -4,12 +4,12 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
 use drivers::nic::Nic;
-use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
+use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, TxDone, QUEUE_SIZE};
 use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
@@ -19,7 +19,7 @@ use netstack::{Config, DropReason, MacAddr, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
 /// read-only FIB.
-pub type CoreRouter = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
+pub type CoreRouter = Router<'static, RawPage, 64, 8, &'static Fib<'static>>;
 
 /// Refill a port's RX ring once this many slots are empty (DPDK's default `rx_free_thresh`,
 /// 32); the ring keeps at least 224 of its 256 buffers posted.
@@ -134,6 +134,7 @@ pub struct Core<P: Platform> {
     /// Scratch arrays, allocated once.
     pub(crate) rx_scratch: [RxBuf; MAX_BURST],
     pub(crate) page_scratch: [Pfn; QUEUE_SIZE],
+    pub(crate) tx_scratch: [TxDone; QUEUE_SIZE],
     /// Pages lost so far in the quit phases (reported with the final counters).
     pub(crate) quit_leaked: u64,
 }
@@ -193,6 +194,10 @@ impl<P: Platform> Core<P> {
                 status: RxStatus::Ok,
             }; MAX_BURST],
             page_scratch: [Pfn(0); QUEUE_SIZE],
+            tx_scratch: [TxDone {
+                pfn: Pfn(0),
+                owner: 0,
+            }; QUEUE_SIZE],
             quit_leaked: 0,
         };
         for port in 0..PORTS {
@@ -271,7 +276,7 @@ impl<P: Platform> Core<P> {
             }
             match got {
                 Some(page) => {
-                    self.page_scratch[n] = page.into_raw();
+                    self.page_scratch[n] = page.into_raw().pfn;
                     n += 1;
                 }
                 None => {
@@ -287,8 +292,8 @@ impl<P: Platform> Core<P> {
         // accepted belong to the RX ring until `rx_burst` or `take_pages` returns them.
         let posted = unsafe { self.nics[p].rx_refill(&self.page_scratch[..n]) };
         for i in posted..n {
-            // SAFETY: refused by the ring: still ours.
-            let page = unsafe { PageBuf::from_raw(self.page_scratch[i]) };
+            // SAFETY: refused by the ring: still ours, from pool `p`.
+            let page = unsafe { PageBuf::from_raw(self.pages.raw(p, self.page_scratch[i])) };
             self.pages.recycle(page);
         }
     }
@@ -305,8 +310,9 @@ impl<P: Platform> Core<P> {
     /// drop reason and recycled. Returns the page and frame length when it holds a frame.
     #[inline]
     pub(crate) fn rx_accept(&mut self, p: usize, b: RxBuf) -> Option<(PageBuf, usize)> {
-        // SAFETY: the RX ring returned the page in a used entry: it is ours again.
-        let page = unsafe { PageBuf::from_raw(b.pfn) };
+        // SAFETY: the RX ring returned the page in a used entry: it is ours again, and port
+        // `p`'s ring is refilled only from pool `p` (`refill`).
+        let page = unsafe { PageBuf::from_raw(self.pages.raw(p, b.pfn)) };
         match b.status {
             RxStatus::Ok => {
                 self.counters[p].rx += 1;

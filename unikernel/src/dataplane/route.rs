@@ -50,7 +50,7 @@ impl<P: Platform> Core<P> {
     /// Route one frame received on local port `p`.
     #[inline]
     fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
-        let pfn = page.pfn();
+        let handle = page.raw();
         let frame = page.frame_mut(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
         // answers requests for the port address itself).
@@ -63,7 +63,7 @@ impl<P: Platform> Core<P> {
             Some(sp) => sp.room_mut(),
             None => &mut [][..],
         };
-        let action = rs.router.process(p, frame, pfn, now, icmp);
+        let action = rs.router.process(p, frame, handle, now, icmp);
         // What an ARP frame taught this core goes to the other cores' routers.
         if matches!(action, Action::Consumed | Action::Reply { .. }) {
             if let Some(u) = rs.router.take_learned() {

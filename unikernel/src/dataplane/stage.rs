@@ -1,6 +1,6 @@
 //! [`TxStage`]: frames staged for TX during a burst, per local port (flushed by `tx`).
 
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use drivers::virtio_net::TxBuf;
 use mm::Pfn;
 use netstack::config::{MAX_BURST, PORTS};
@@ -18,6 +18,7 @@ impl Default for TxStage {
             bufs: [[TxBuf {
                 pfn: Pfn(0),
                 len: 0,
+                owner: 0,
             }; MAX_BURST]; PORTS],
             n: [0; PORTS],
         }
@@ -31,7 +32,12 @@ impl TxStage {
             for b in &self.bufs[q][..core::mem::take(&mut self.n[q])] {
                 // SAFETY: staged pages are the stage's (given with `into_raw` in `stage_tx`)
                 // and never reached a ring.
-                f(unsafe { PageBuf::from_raw(b.pfn) });
+                f(unsafe {
+                    PageBuf::from_raw(RawPage {
+                        pfn: b.pfn,
+                        pool: b.owner,
+                    })
+                });
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The per-core side of `quit` ([`QuitPhase`]): each phase's work, the following cores' loop
 //! and the boot CPU's lead.
 
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use super::percore::{Core, Platform};
 use super::quit::{QuitError, QuitPhase, QuitReport, TX_DRAIN_NS};
 use drivers::nic::Nic;
@@ -59,7 +59,8 @@ impl<P: Platform> Core<P> {
         }
         for pfn in back {
             // SAFETY: taken off a reset device's ring: ours.
-            self.pages.recycle(unsafe { PageBuf::from_raw(pfn) });
+            let page = unsafe { self.pages.adopt(pfn) };
+            self.pages.recycle(page);
         }
         let mut staged = heapless::Vec::<PageBuf, { 2 * MAX_BURST }>::new();
         self.tx.take_all(|p| {
@@ -73,15 +74,15 @@ impl<P: Platform> Core<P> {
         }
         if let Some(rs) = self.route.as_mut() {
             let spare = rs.spare.take();
-            let mut queued = heapless::Vec::<Pfn, 1024>::new();
-            while let Some(pfn) = rs.router.flush() {
-                if queued.push(pfn).is_err() {
+            let mut queued = heapless::Vec::<RawPage, 1024>::new();
+            while let Some(raw) = rs.router.flush() {
+                if queued.push(raw).is_err() {
                     break;
                 }
             }
-            for pfn in queued {
+            for raw in queued {
                 // SAFETY: the router's queue handed the page back (flush).
-                self.pages.recycle(unsafe { PageBuf::from_raw(pfn) });
+                self.pages.recycle(unsafe { PageBuf::from_raw(raw) });
             }
             if let Some(sp) = spare {
                 self.pages.recycle(sp);

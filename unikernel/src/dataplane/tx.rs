@@ -1,7 +1,7 @@
 //! TX: frames staged per output port during a burst, sent with one `tx_burst` (one publish)
 //! per port, and completions returned to their pools in batches.
 
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use super::percore::{Core, Platform};
 use drivers::nic::Nic;
 use drivers::virtio_net::TxBuf;
@@ -21,9 +21,11 @@ impl<P: Platform> Core<P> {
             self.flush_tx(port);
         }
         let i = self.tx.n[port];
+        let raw = page.into_raw();
         self.tx.bufs[port][i] = TxBuf {
-            pfn: page.into_raw(),
+            pfn: raw.pfn,
             len,
+            owner: raw.pool,
         };
         self.tx.n[port] = i + 1;
     }
@@ -46,8 +48,14 @@ impl<P: Platform> Core<P> {
             .sum::<u64>();
         for i in sent..n {
             self.counters[q].drop(DropReason::TxRingFull);
-            // SAFETY: refused by the ring: still the stage's.
-            let page = unsafe { PageBuf::from_raw(self.tx.bufs[q][i].pfn) };
+            let b = self.tx.bufs[q][i];
+            // SAFETY: refused by the ring: still the stage's (staged with its owner).
+            let page = unsafe {
+                PageBuf::from_raw(RawPage {
+                    pfn: b.pfn,
+                    pool: b.owner,
+                })
+            };
             self.pages.recycle(page);
         }
     }
@@ -67,10 +75,17 @@ impl<P: Platform> Core<P> {
             if !force && self.nics[q].tx_posted() < TX_FREE_THRESH {
                 continue;
             }
-            let m = self.nics[q].tx_complete(&mut self.page_scratch);
+            let m = self.nics[q].tx_complete(&mut self.tx_scratch);
             for i in 0..m {
-                // SAFETY: the TX ring completed the page: it is ours again.
-                let page = unsafe { PageBuf::from_raw(self.page_scratch[i]) };
+                let d = self.tx_scratch[i];
+                // SAFETY: the TX ring completed the page: it is ours again, and `owner` is the
+                // pool it was staged with (`stage_tx`).
+                let page = unsafe {
+                    PageBuf::from_raw(RawPage {
+                        pfn: d.pfn,
+                        pool: d.owner,
+                    })
+                };
                 match self.cfg.pool {
                     PoolMode::Recycle => self.pages.recycle(page),
                     PoolMode::Release => self.pages.release(page),

@@ -4,7 +4,7 @@
 
 mod rig;
 
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use super::QuitPhase;
 use netstack::simframes::{arp_request, udp4_frame};
 use netstack::{DropReason, MacAddr};
@@ -303,15 +303,24 @@ fn dropping_a_page_token_is_a_named_bug() {
     let z = rig::zone(1024);
     let pfn = z.alloc_pages(0).unwrap();
     // SAFETY: a fresh page from the zone, ours.
-    let page = unsafe { PageBuf::from_raw(pfn) };
+    let page = unsafe {
+        PageBuf::from_raw(RawPage {
+            pfn,
+            pool: mm::NO_POOL,
+        })
+    };
     drop(page);
 }
 
 #[test]
 fn page_token_bytes_are_the_page_after_its_header_area() {
     let z = rig::zone(1024);
+    let raw = RawPage {
+        pfn: z.alloc_pages(0).unwrap(),
+        pool: mm::NO_POOL,
+    };
     // SAFETY: a fresh page from the zone, ours.
-    let mut page = unsafe { PageBuf::from_raw(z.alloc_pages(0).unwrap()) };
+    let mut page = unsafe { PageBuf::from_raw(raw) };
     page.frame_mut(4).copy_from_slice(&[1, 2, 3, 4]);
     assert_eq!(page.frame_mut(8)[..4], [1, 2, 3, 4]);
     assert_eq!(page.room_mut().len(), super::page::FRAME_ROOM);
@@ -320,5 +329,50 @@ fn page_token_bytes_are_the_page_after_its_header_area() {
         super::page::FRAME_ROOM,
         "clamped to the page"
     );
-    z.free_pages_order(page.into_raw(), 0);
+    z.free_pages_order(page.into_raw().pfn, 0);
+}
+
+#[test]
+fn handoff_record_roundtrips_and_a_full_ring_gives_it_back() {
+    use super::handoff::{Handoff, HandoffRing};
+    let z = rig::zone(4096);
+    let ring: &'static HandoffRing =
+        std::boxed::Box::leak(std::boxed::Box::new(HandoffRing::new()));
+    let mut pushed = 0u32;
+    let refused = loop {
+        let raw = RawPage {
+            pfn: z.alloc_pages(0).unwrap(),
+            pool: 40 + pushed,
+        };
+        // SAFETY: a fresh page from the zone, ours.
+        let h = Handoff {
+            page: unsafe { PageBuf::from_raw(raw) },
+            len: 60 + pushed as u16,
+            port: (pushed % 2) as u8,
+        };
+        match ring.push(h) {
+            Ok(()) => pushed += 1,
+            Err(h) => break h,
+        }
+        assert!(pushed < 100_000, "the ring is bounded");
+    };
+    // The refused record comes back whole.
+    assert_eq!(
+        (refused.len, refused.port),
+        (60 + pushed as u16, (pushed % 2) as u8)
+    );
+    assert_eq!(refused.page.pool(), 40 + pushed);
+    z.free_pages_order(refused.page.into_raw().pfn, 0);
+    // Popped in order, each field as pushed.
+    let mut next = 0u32;
+    while ring.pop_each(64, |h| {
+        assert_eq!(h.len, 60 + next as u16);
+        assert_eq!(h.port, (next % 2) as u8);
+        assert_eq!(h.page.pool(), 40 + next);
+        z.free_pages_order(h.page.into_raw().pfn, 0);
+        next += 1;
+    }) > 0
+    {}
+    assert_eq!(next, pushed);
+    assert!(ring.is_empty());
 }
