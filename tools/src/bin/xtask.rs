@@ -743,6 +743,8 @@ fn cmd_test() -> Result<ExitCode> {
             "-p",
             "netstack",
             "-p",
+            "unikernel",
+            "-p",
             "tools",
             "-p",
             "tests",
