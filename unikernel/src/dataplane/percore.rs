@@ -4,7 +4,7 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
-use super::page::{PageBuf, RawPage};
+use super::page::PageBuf;
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
@@ -19,7 +19,9 @@ use netstack::{Config, DropReason, MacAddr, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
 /// read-only FIB.
-pub type CoreRouter = Router<'static, RawPage, 64, 8, &'static Fib<'static>>;
+/// Its queue handle is the bare frame number: a queued frame is rare (waiting for ARP), so its
+/// owner is read from the page's metadata when the router hands it back.
+pub type CoreRouter = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
 
 /// Refill a port's RX ring once this many slots are empty (DPDK's default `rx_free_thresh`,
 /// 32); the ring keeps at least 224 of its 256 buffers posted.

@@ -50,7 +50,7 @@ impl<P: Platform> Core<P> {
     /// Route one frame received on local port `p`.
     #[inline]
     fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
-        let handle = page.raw();
+        let handle = page.pfn();
         let frame = page.frame_mut(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
         // answers requests for the port address itself).
@@ -250,13 +250,13 @@ impl<P: Platform> Core<P> {
                 }) => {
                     // SAFETY: the router's queue held the page (given up at Action::Queued)
                     // and hands it back now.
-                    let mut page = unsafe { PageBuf::from_raw(handle) };
+                    let mut page = unsafe { self.pages.adopt(handle) };
                     set_macs(page.frame_mut(len), dst, src);
                     self.stage_tx(usize::from(port), page, len);
                 }
                 Some(Event::Dropped { handle, .. }) => {
                     // SAFETY: as above: handed back by the router's queue.
-                    let page = unsafe { PageBuf::from_raw(handle) };
+                    let page = unsafe { self.pages.adopt(handle) };
                     self.pages.recycle(page);
                 }
             }

@@ -1,7 +1,7 @@
 //! The per-core side of `quit` ([`QuitPhase`]): each phase's work, the following cores' loop
 //! and the boot CPU's lead.
 
-use super::page::{PageBuf, RawPage};
+use super::page::PageBuf;
 use super::percore::{Core, Platform};
 use super::quit::{QuitError, QuitPhase, QuitReport, TX_DRAIN_NS};
 use drivers::nic::Nic;
@@ -74,15 +74,16 @@ impl<P: Platform> Core<P> {
         }
         if let Some(rs) = self.route.as_mut() {
             let spare = rs.spare.take();
-            let mut queued = heapless::Vec::<RawPage, 1024>::new();
-            while let Some(raw) = rs.router.flush() {
-                if queued.push(raw).is_err() {
+            let mut queued = heapless::Vec::<Pfn, 1024>::new();
+            while let Some(pfn) = rs.router.flush() {
+                if queued.push(pfn).is_err() {
                     break;
                 }
             }
-            for raw in queued {
+            for pfn in queued {
                 // SAFETY: the router's queue handed the page back (flush).
-                self.pages.recycle(unsafe { PageBuf::from_raw(raw) });
+                let page = unsafe { self.pages.adopt(pfn) };
+                self.pages.recycle(page);
             }
             if let Some(sp) = spare {
                 self.pages.recycle(sp);
