@@ -48,7 +48,7 @@ impl<P: Platform> Core<P> {
     }
 
     /// Route one frame received on local port `p`.
-    #[inline]
+    #[inline(always)]
     fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
         let handle = page.pfn();
         let frame = page.frame_mut(len);

@@ -15,7 +15,7 @@ pub const TX_FREE_THRESH: usize = 32;
 
 impl<P: Platform> Core<P> {
     /// Queue `len` frame bytes of `page` for TX on local `port` (sent at the next flush).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn stage_tx(&mut self, port: usize, page: PageBuf, len: usize) {
         if self.tx.n[port] == MAX_BURST {
             self.flush_tx(port);
