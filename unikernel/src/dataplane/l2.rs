@@ -23,9 +23,10 @@ impl<P: Platform> Core<P> {
         let (mode, out_mac, peer) = (self.cfg.mode, self.macs[q], self.cfg.peer[q]);
         for i in 0..n {
             let b = self.rx_scratch[i];
-            let Some((mut page, len)) = self.rx_accept(p, b) else {
+            let Some(mut page) = self.rx_accept(p, b) else {
                 continue;
             };
+            let len = b.len;
             match forward_frame(mode, page.frame_mut(len), out_mac, peer) {
                 Verdict::Forward => self.stage_tx(q, page, len),
                 Verdict::Drop(why) => {
@@ -51,9 +52,10 @@ impl<P: Platform> Core<P> {
         let peer = self.cfg.peer[dst_port];
         for i in 0..n {
             let b = self.rx_scratch[i];
-            let Some((mut page, len)) = self.rx_accept(p, b) else {
+            let Some(mut page) = self.rx_accept(p, b) else {
                 continue;
             };
+            let len = b.len;
             match forward_frame(self.cfg.mode, page.frame_mut(len), out_mac, peer) {
                 Verdict::Forward => {
                     let h = Handoff {

@@ -309,9 +309,9 @@ impl<P: Platform> Core<P> {
 
     /// Take the page of completed RX buffer `b` of local port `p` and count it; a buffer that
     /// carries no whole frame (too big, a continuation of one, malformed) is counted under its
-    /// drop reason and recycled. Returns the page and frame length when it holds a frame.
-    #[inline]
-    pub(crate) fn rx_accept(&mut self, p: usize, b: RxBuf) -> Option<(PageBuf, usize)> {
+    /// drop reason and recycled. Returns the page when it holds a frame (of `b.len` bytes).
+    #[inline(always)]
+    pub(crate) fn rx_accept(&mut self, p: usize, b: RxBuf) -> Option<PageBuf> {
         // SAFETY: the RX ring returned the page in a used entry: it is ours again, and port
         // `p`'s ring is refilled only from pool `p` (`refill`).
         let page = unsafe { PageBuf::from_raw(self.pages.raw(p, b.pfn)) };
@@ -319,7 +319,7 @@ impl<P: Platform> Core<P> {
             RxStatus::Ok => {
                 self.counters[p].rx += 1;
                 self.counters[p].rx_bytes += b.len as u64;
-                return Some((page, b.len));
+                return Some(page);
             }
             RxStatus::TooBig => {
                 self.counters[p].rx += 1;

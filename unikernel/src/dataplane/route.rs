@@ -29,8 +29,8 @@ impl<P: Platform> Core<P> {
         let now = P::uptime_ns();
         for i in 0..n {
             let b = self.rx_scratch[i];
-            if let Some((page, len)) = self.rx_accept(p, b) {
-                self.route_one(p, page, len, now);
+            if let Some(page) = self.rx_accept(p, b) {
+                self.route_one(p, page, b.len, now);
             }
         }
         if self.mgmt().is_some_and(|m| m.rx_pending() > 0) {

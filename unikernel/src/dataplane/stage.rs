@@ -10,6 +10,8 @@ use netstack::config::{MAX_BURST, PORTS};
 pub struct TxStage {
     pub(crate) bufs: [[TxBuf; MAX_BURST]; PORTS],
     pub(crate) n: [usize; PORTS],
+    /// Frame bytes staged per port (counted as `tx_bytes` for what the ring takes).
+    pub(crate) bytes: [u64; PORTS],
 }
 
 impl Default for TxStage {
@@ -21,6 +23,7 @@ impl Default for TxStage {
                 owner: 0,
             }; MAX_BURST]; PORTS],
             n: [0; PORTS],
+            bytes: [0; PORTS],
         }
     }
 }
@@ -29,6 +32,7 @@ impl TxStage {
     /// Take every staged page back (quit), each given to `f`.
     pub fn take_all(&mut self, mut f: impl FnMut(PageBuf)) {
         for q in 0..PORTS {
+            self.bytes[q] = 0;
             for b in &self.bufs[q][..core::mem::take(&mut self.n[q])] {
                 // SAFETY: staged pages are the stage's (given with `into_raw` in `stage_tx`)
                 // and never reached a ring.

@@ -28,6 +28,7 @@ impl<P: Platform> Core<P> {
             owner: raw.pool,
         };
         self.tx.n[port] = i + 1;
+        self.tx.bytes[port] += len as u64;
     }
 
     /// Send what is staged for local port `q`; what does not fit the ring is dropped, counted
@@ -40,15 +41,14 @@ impl<P: Platform> Core<P> {
         // SAFETY: each staged page is the stage's and holds a frame after the header area; the
         // ones accepted belong to the TX ring until `tx_complete` or `take_pages` returns them.
         let sent = unsafe { self.nics[q].tx_burst(&self.tx.bufs[q][..n]) };
+        let staged_bytes = core::mem::take(&mut self.tx.bytes[q]);
         let c = &mut self.counters[q];
         c.tx += sent as u64;
-        c.tx_bytes += self.tx.bufs[q][..sent]
-            .iter()
-            .map(|t| t.len as u64)
-            .sum::<u64>();
+        c.tx_bytes += staged_bytes;
         for i in sent..n {
-            self.counters[q].drop(DropReason::TxRingFull);
             let b = self.tx.bufs[q][i];
+            self.counters[q].tx_bytes -= b.len as u64;
+            self.counters[q].drop(DropReason::TxRingFull);
             // SAFETY: refused by the ring: still the stage's (staged with its owner).
             let page = unsafe {
                 PageBuf::from_raw(RawPage {

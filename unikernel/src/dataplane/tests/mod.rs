@@ -58,6 +58,7 @@ fn l2_forwards_rewrites_and_every_page_comes_back() {
     }
     let c = rig.cores[0].core.counters();
     assert_eq!((c[0].rx, c[1].tx, c[0].drops_total()), (400, 400, 0));
+    assert_eq!((c[0].rx_bytes, c[1].tx_bytes), (400 * 60, 400 * 60));
     rig.quit_and_check();
 }
 
@@ -102,6 +103,11 @@ fn tx_ring_full_is_counted_and_the_pages_recycled() {
     let counters = c.core.counters();
     assert_eq!(counters[0].rx, 300);
     assert_eq!(counters[1].tx, 256);
+    assert_eq!(
+        counters[1].tx_bytes,
+        256 * frame.len() as u64,
+        "refused frames' bytes not counted"
+    );
     assert_eq!(counters[1].drops_for(DropReason::TxRingFull), 44);
     rig.quit_and_check();
 }
