@@ -10,6 +10,7 @@
 #![no_std]
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(clippy::too_many_lines)]
 
 #[cfg(test)]
 extern crate std;

@@ -23,6 +23,7 @@
 #![cfg_attr(target_os = "none", no_std)]
 #![cfg_attr(target_os = "none", no_main)]
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(clippy::too_many_lines)]
 
 #[cfg(not(target_os = "none"))]
 fn main() {
@@ -88,6 +89,47 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         LogLevel::Info => LevelFilter::Info,
         LogLevel::Debug => LevelFilter::Debug,
     });
+    log_config(&cfg, &boot);
+
+    let reserve = if cfg.mode == netstack::Mode::Router {
+        setup::fib::ROUTER_RESERVE_BYTES
+    } else {
+        0
+    };
+    let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
+        boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
+    let (zone, mi) = match mem::init(&boot.memmap, reserve, &modules) {
+        Ok(z) => z,
+        Err(e) => fail(format_args!("memory error: {e:?}")),
+    };
+    info!(
+        "mm: kernel {:#x}-{:#x}, mem_map {} KiB, {} pages ({} MiB) managed, {} pages above 4 GiB ignored",
+        mi.kernel.0,
+        mi.kernel.1,
+        mi.mem_map_bytes / 1024,
+        mi.managed_pages,
+        mi.managed_pages * 4 / 1024,
+        mi.ignored_high_pages
+    );
+    start_cpus(&cfg, &boot, zone);
+    // The routes file, if given as the first boot module (QEMU -initrd): plain text.
+    let routes_file = boot.modules.first().map(|&(addr, size)| {
+        // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range
+        // out of the allocator, so it is intact and never written.
+        let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
+        match core::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => fail(format_args!(
+                "config error: routes file is not UTF-8 text: {e}"
+            )),
+        }
+    });
+    run::run(&cfg, zone, mi.reserved, routes_file)
+}
+
+/// The effective configuration and the boot data, in the boot log.
+#[cfg(target_os = "none")]
+fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
     info!("command line: \"{}\"", boot.cmdline.as_str());
     if cfg.mode == netstack::Mode::Router {
         info!(
@@ -122,29 +164,12 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             r.kind
         );
     }
+}
 
-    let reserve = if cfg.mode == netstack::Mode::Router {
-        setup::fib::ROUTER_RESERVE_BYTES
-    } else {
-        0
-    };
-    let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
-        boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
-    let (zone, mi) = match mem::init(&boot.memmap, reserve, &modules) {
-        Ok(z) => z,
-        Err(e) => fail(format_args!("memory error: {e:?}")),
-    };
-    info!(
-        "mm: kernel {:#x}-{:#x}, mem_map {} KiB, {} pages ({} MiB) managed, {} pages above 4 GiB ignored",
-        mi.kernel.0,
-        mi.kernel.1,
-        mi.mem_map_bytes / 1024,
-        mi.managed_pages,
-        mi.managed_pages * 4 / 1024,
-        mi.ignored_high_pages
-    );
-    // SMP: the boot CPU's LAPIC, then every AP the MADT lists (their stacks come from the
-    // zone before the forwarder counts free pages at boot).
+/// SMP: the boot CPU's LAPIC and timer rate, then every AP the MADT lists (their stacks come
+/// from the zone before the forwarder counts free pages at boot). Fails the boot on bad ACPI.
+#[cfg(target_os = "none")]
+fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
     let bsp_apic = apic::init();
     let timer_hz = apic::calibrate_timer();
     info!("LAPIC timer: {timer_hz} Hz (calibrated against the TSC, used by every CPU)");
@@ -163,19 +188,6 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Ok(n) => info!("smp: {n} CPUs online"),
         Err(e) => fail(format_args!("smp: {e}")),
     }
-    // The routes file, if given as the first boot module (QEMU -initrd): plain text.
-    let routes_file = boot.modules.first().map(|&(addr, size)| {
-        // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range
-        // out of the allocator, so it is intact and never written.
-        let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
-        match core::str::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => fail(format_args!(
-                "config error: routes file is not UTF-8 text: {e}"
-            )),
-        }
-    });
-    run::run(&cfg, zone, mi.reserved, routes_file)
 }
 
 /// Log a fatal boot error and exit QEMU with failure.

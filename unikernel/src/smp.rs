@@ -23,7 +23,7 @@ use mm::drain::DrainAll;
 use mm::Zone;
 
 /// Physical address the AP trampoline is copied to: page 8, free RAM under SeaBIOS and qboot
-/// (docs/DESIGN.md "SMP bring-up"), below 1 MiB as the SIPI vector requires (vector = address
+/// (docs/DESIGN.md "SMP", docs/CRATES.md §8), below 1 MiB as the SIPI vector requires (vector = address
 /// >> 12).
 const TRAMPOLINE: u64 = 0x8000;
 /// AP stacks: order 6 = 256 KiB each, from the buddy allocator (a forwarding core keeps its

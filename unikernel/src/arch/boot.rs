@@ -5,7 +5,7 @@
 //! pages (RAM, the PCI hole, LAPIC/IOAPIC and 32-bit BARs), enable PAE + long mode + NX, load a
 //! 64-bit GDT, and call `kernel_main(start_info_paddr)` on a 1 MiB boot stack.
 
-/// Boot stack size in bytes. 1 MiB: `virtio-drivers`' queue structs are large (CRATES.md §1.5).
+/// Boot stack size in bytes. 1 MiB: `virtio-drivers`' queue structs are large (docs/CRATES.md §1.5).
 pub const BOOT_STACK_SIZE: usize = 1 << 20;
 
 core::arch::global_asm!(

@@ -350,8 +350,8 @@ fn handoff_record_roundtrips_and_a_full_ring_gives_it_back() {
             pfn: z.alloc_pages(0).unwrap(),
             pool: 40 + pushed,
         };
-        // SAFETY: a fresh page from the zone, ours.
         let h = Handoff {
+            // SAFETY: a fresh page from the zone, ours.
             page: unsafe { PageBuf::from_raw(raw) },
             len: 60 + pushed as u16,
             port: (pushed % 2) as u8,
