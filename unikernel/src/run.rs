@@ -2,7 +2,7 @@
 //! port pair (or queue pair), and every core runs [`poll_loop`] until `quit`.
 
 use crate::arch::apic;
-use crate::arch::time::{rdtsc, tsc_hz, us_to_tsc, Deadline};
+use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
 use crate::control::commands::{self, BootFacts};
 use crate::control::console::Console;
 use crate::control::mgmt::{self, Mgmt};
@@ -265,7 +265,7 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
     let bsp = core.pair() == 0;
     let facts = *FACTS.get().expect("set before any core forwards");
     let mut console = Console::new();
-    let console_every = (tsc_hz() / CONSOLE_POLL_HZ).max(1);
+    let console_every = ms_to_tsc(1000 / CONSOLE_POLL_HZ).max(1);
     let idle_poll = us_to_tsc(IDLE_POLL_US);
     let mut next_console = rdtsc() + console_every;
     let mut idle_since = rdtsc();

@@ -4,7 +4,7 @@ use super::console::{Command, HELP};
 use super::stats::{self as fmt_stats, SystemSnap};
 use crate::arch::exit::{exit, ExitCode};
 use crate::arch::serial::print;
-use crate::arch::time::{rdtsc, tsc_hz, Deadline};
+use crate::arch::time::{tsc_hz, Deadline};
 use crate::percpu::{current_cpu, CPUS, MAX_CPUS, ONLINE};
 use crate::println;
 use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
@@ -15,6 +15,8 @@ use unikernel::dataplane::{Core, Platform};
 
 /// How long `drain_all_pages` waits for every CPU: 1 s.
 const DRAIN_TIMEOUT_MS: u64 = 1000;
+/// How long `ipi` waits for the CPUs to answer: 100 ms.
+const IPI_ANSWER_MS: u64 = 100;
 /// How long `quit` waits for the other cores to finish each phase: 2 s.
 const CORE_STOP_NS: u64 = 2_000_000_000;
 
@@ -206,9 +208,9 @@ pub fn ipi_ping() {
     ) {
         let before: [u64; MAX_CPUS] = core::array::from_fn(total);
         let sent = send_ipi(targets, PING_VECTOR);
-        let deadline = rdtsc() + tsc_hz() / 10;
+        let deadline = Deadline::after_ms(IPI_ANSWER_MS);
         let answered = || (0..MAX_CPUS).filter(|&i| total(i) > before[i]).count();
-        while answered() < sent && rdtsc() < deadline {
+        while answered() < sent && !deadline.expired() {
             core::hint::spin_loop();
         }
         println!(
