@@ -93,6 +93,10 @@ pub const ICMP_CHECKSUM: Range<usize> = 2..4;
 pub const ICMP_REST: Range<usize> = 4..8;
 /// Pointer of a Parameter Problem message (the top byte of [`ICMP_REST`]).
 pub const ICMP_PP_PTR: usize = 4;
+/// Identifier of an Echo or Echo Reply message (the first half of [`ICMP_REST`]).
+pub const ICMP_ECHO_IDENT: Range<usize> = 4..6;
+/// Sequence Number of an Echo or Echo Reply message (the second half of [`ICMP_REST`]).
+pub const ICMP_ECHO_SEQ: Range<usize> = 6..8;
 /// ICMP header length (type, code, checksum, [`ICMP_REST`]); an error's quote of the offending
 /// datagram starts here.
 pub const ICMP_HDR_LEN: usize = 8;
@@ -150,6 +154,11 @@ mod tests {
         assert_eq!(IPV4_MIN_HDR + IPV4_MAX_OPTIONS, 15 * 4);
         assert_eq!(UDP_CHECKSUM.end, UDP_HDR_LEN);
         assert_eq!(ICMP_REST.end, ICMP_HDR_LEN);
+        assert_eq!(
+            (ICMP_ECHO_IDENT.start, ICMP_ECHO_SEQ.end),
+            (ICMP_REST.start, ICMP_REST.end)
+        );
+        assert_eq!(ICMP_ECHO_SEQ.start, ICMP_ECHO_IDENT.end);
         assert_eq!(ARP_OPER.start, ARP_PLEN + 1);
         assert_eq!(ARP_SHA.start, ARP_OPER.end);
         assert_eq!(ARP_TPA.end, ARP_LEN);
