@@ -57,9 +57,20 @@ pub const SIM_FEATURES: u64 = DRIVER_FEATURES.bits();
 
 /// `VIRTIO_NET_S_LINK_UP` in `virtio_net_config.status` (§5.1.4).
 const VIRTIO_NET_S_LINK_UP: u16 = 1;
-/// Bytes of `struct virtio_net_config` the device exposes (§5.1.4): `mac[6]`, `status`,
-/// `max_virtqueue_pairs`, `mtu`.
-const CONFIG_LEN: usize = 12;
+/// The fields of `struct virtio_net_config` the device exposes (§5.1.4; little-endian).
+mod net_config {
+    use core::ops::Range;
+    /// `mac[6]`.
+    pub const MAC: Range<usize> = 0..6;
+    /// `status` (le16).
+    pub const STATUS: Range<usize> = 6..8;
+    /// `max_virtqueue_pairs` (le16).
+    pub const MAX_VIRTQUEUE_PAIRS: Range<usize> = 8..10;
+    /// `mtu` (le16).
+    pub const MTU: Range<usize> = 10..12;
+}
+/// Bytes of `struct virtio_net_config` the device exposes (§5.1.4): up to `mtu`.
+const CONFIG_LEN: usize = net_config::MTU.end;
 /// MTU in `virtio_net_config` (valid with `VIRTIO_NET_F_MTU`, which is not offered).
 const CONFIG_MTU: u16 = 1500;
 /// §2.7.8: `VIRTQ_USED_F_NO_NOTIFY`.
@@ -188,10 +199,10 @@ impl SimShared {
     /// (1), `mtu`; little-endian.
     fn config(&self) -> [u8; CONFIG_LEN] {
         let mut c = [0u8; CONFIG_LEN];
-        c[..6].copy_from_slice(&self.mac);
-        c[6..8].copy_from_slice(&VIRTIO_NET_S_LINK_UP.to_le_bytes());
-        c[8..10].copy_from_slice(&1u16.to_le_bytes());
-        c[10..12].copy_from_slice(&CONFIG_MTU.to_le_bytes());
+        c[net_config::MAC].copy_from_slice(&self.mac);
+        c[net_config::STATUS].copy_from_slice(&VIRTIO_NET_S_LINK_UP.to_le_bytes());
+        c[net_config::MAX_VIRTQUEUE_PAIRS].copy_from_slice(&1u16.to_le_bytes());
+        c[net_config::MTU].copy_from_slice(&CONFIG_MTU.to_le_bytes());
         c
     }
 }

@@ -23,6 +23,12 @@ use netstack::router::{
     parse_ipv4_cidr, Action, Fib, Ipv4Net, PortConfig, Router, RouterConfig, RuleSlot, TBL24_LEN,
     TBL8_GROUP_LEN,
 };
+use netstack::wire::{
+    ARP_HLEN, ARP_HTYPE, ARP_HTYPE_ETHERNET, ARP_LEN, ARP_OPER, ARP_PLEN, ARP_PTYPE, ARP_REPLY,
+    ARP_SHA, ARP_SPA, ARP_THA, ARP_TPA, ETHERTYPE, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETH_DST,
+    ETH_HDR_LEN, ETH_SRC, IPPROTO_UDP, IPV4_CHECKSUM, IPV4_DST, IPV4_MIN_HDR, IPV4_PROTOCOL,
+    IPV4_SRC, IPV4_TOTAL_LEN, IPV4_TTL, IPV4_VER_IHL,
+};
 use netstack::MacAddr;
 
 /// tbl8 groups and rule slots for the 100k-route table.
@@ -37,33 +43,37 @@ const GEN_B: [u8; 6] = [2, 0, 0, 0, 0x0b, 2];
 /// A 60-byte Ethernet frame: IPv4/UDP 10.0.0.2 → 10.0.1.2, TTL 64, to port 0's MAC.
 fn udp_frame() -> Vec<u8> {
     let mut f = vec![0u8; 60];
-    f[0..6].copy_from_slice(&P0_MAC);
-    f[6..12].copy_from_slice(&GEN_A);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 2]);
-    ip[16..20].copy_from_slice(&[10, 0, 1, 2]);
-    let c = netstack::router::ipv4::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[ETH_DST].copy_from_slice(&P0_MAC);
+    f[ETH_SRC].copy_from_slice(&GEN_A);
+    f[ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    let ip = &mut f[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_MIN_HDR];
+    ip[IPV4_VER_IHL] = 0x45;
+    ip[IPV4_TOTAL_LEN].copy_from_slice(&46u16.to_be_bytes());
+    ip[IPV4_TTL] = 64;
+    ip[IPV4_PROTOCOL] = IPPROTO_UDP;
+    ip[IPV4_SRC].copy_from_slice(&[10, 0, 0, 2]);
+    ip[IPV4_DST].copy_from_slice(&[10, 0, 1, 2]);
+    let c = netstack::router::ipv4::checksum(ip);
+    ip[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
     f
 }
 
 /// An ARP reply from 10.0.1.2 (generator side B) to port 1: resolves the next hop.
 fn arp_reply() -> Vec<u8> {
     let mut f = vec![0u8; 60];
-    f[0..6].copy_from_slice(&P1_MAC);
-    f[6..12].copy_from_slice(&GEN_B);
-    f[12..14].copy_from_slice(&[0x08, 0x06]);
-    let a = &mut f[14..42];
-    a[0..8].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
-    a[8..14].copy_from_slice(&GEN_B);
-    a[14..18].copy_from_slice(&[10, 0, 1, 2]);
-    a[18..24].copy_from_slice(&P1_MAC);
-    a[24..28].copy_from_slice(&[10, 0, 1, 1]);
+    f[ETH_DST].copy_from_slice(&P1_MAC);
+    f[ETH_SRC].copy_from_slice(&GEN_B);
+    f[ETHERTYPE].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+    let a = &mut f[ETH_HDR_LEN..ETH_HDR_LEN + ARP_LEN];
+    a[ARP_HTYPE].copy_from_slice(&ARP_HTYPE_ETHERNET.to_be_bytes());
+    a[ARP_PTYPE].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    a[ARP_HLEN] = 6;
+    a[ARP_PLEN] = 4;
+    a[ARP_OPER].copy_from_slice(&ARP_REPLY.to_be_bytes());
+    a[ARP_SHA].copy_from_slice(&GEN_B);
+    a[ARP_SPA].copy_from_slice(&[10, 0, 1, 2]);
+    a[ARP_THA].copy_from_slice(&P1_MAC);
+    a[ARP_TPA].copy_from_slice(&[10, 0, 1, 1]);
     f
 }
 

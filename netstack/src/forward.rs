@@ -2,10 +2,9 @@
 
 use crate::config::Mode;
 use crate::counters::DropReason;
+pub use crate::wire::ETH_HDR_LEN;
+use crate::wire::{ETH_DST, ETH_SRC};
 use crate::MacAddr;
-
-/// Ethernet header length (destination, source, EtherType): 14 bytes (IEEE 802.3 §3.1.1).
-pub const ETH_HDR_LEN: usize = 14;
 
 /// What to do with a frame.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -30,8 +29,8 @@ pub fn forward_frame(mode: Mode, frame: &mut [u8], out_mac: MacAddr, out_peer: M
         return Verdict::Drop(DropReason::Runt);
     }
     if mode == Mode::L2 {
-        frame[0..6].copy_from_slice(&out_peer.0);
-        frame[6..12].copy_from_slice(&out_mac.0);
+        frame[ETH_DST].copy_from_slice(&out_peer.0);
+        frame[ETH_SRC].copy_from_slice(&out_mac.0);
     }
     Verdict::Forward
 }
@@ -39,6 +38,7 @@ pub fn forward_frame(mode: Mode, frame: &mut [u8], out_mac: MacAddr, out_peer: M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{ETHERTYPE, ETHERTYPE_IPV4};
     use smoltcp::wire::{EthernetAddress, EthernetFrame, EthernetProtocol};
 
     const OUT: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -46,10 +46,10 @@ mod tests {
 
     fn sample() -> [u8; 64] {
         let mut f = [0u8; 64];
-        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0x0a, 2]);
-        f[12..14].copy_from_slice(&[0x08, 0x00]);
-        for (i, b) in f[14..].iter_mut().enumerate() {
+        f[ETH_DST].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[ETH_SRC].copy_from_slice(&[2, 0, 0, 0, 0x0a, 2]);
+        f[ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        for (i, b) in f[ETH_HDR_LEN..].iter_mut().enumerate() {
             *b = i as u8;
         }
         f
@@ -64,7 +64,7 @@ mod tests {
         assert_eq!(eth.dst_addr(), EthernetAddress(PEER.0));
         assert_eq!(eth.src_addr(), EthernetAddress(OUT.0));
         assert_eq!(eth.ethertype(), EthernetProtocol::Ipv4);
-        assert_eq!(&f[12..], &orig[12..]);
+        assert_eq!(&f[ETHERTYPE.start..], &orig[ETHERTYPE.start..]);
     }
 
     #[test]
@@ -77,13 +77,13 @@ mod tests {
 
     #[test]
     fn runts_are_dropped() {
-        let mut f = [0u8; 13];
+        let mut f = [0u8; ETH_HDR_LEN - 1];
         assert_eq!(
             forward_frame(Mode::L2, &mut f, OUT, PEER),
             Verdict::Drop(DropReason::Runt)
         );
-        assert_eq!(f, [0u8; 13]);
-        let mut f = [0u8; 14];
+        assert_eq!(f, [0u8; ETH_HDR_LEN - 1]);
+        let mut f = [0u8; ETH_HDR_LEN];
         assert_eq!(forward_frame(Mode::Io, &mut f, OUT, PEER), Verdict::Forward);
     }
 }

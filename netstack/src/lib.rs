@@ -3,7 +3,8 @@
 //! Laid out like smoltcp: parsing and value types ([`config`], [`MacAddr`]) are kept apart
 //! from behaviour ([`forward`], [`router`]); [`simframes`] builds the frames of the
 //! deterministic benchmark (`sim=K`); [`stats`] is the schema of the guest's `STATS` line
-//! (serde), shared with the host tools, and its Prometheus exposition. Everything here is
+//! (serde), shared with the host tools, and its Prometheus exposition; [`wire`] holds the
+//! header field offsets every crate uses (Ethernet, IPv4, UDP, ICMP, ARP). Everything here is
 //! `no_std`, allocation-free and tested on the host.
 #![no_std]
 #![deny(unsafe_code)]
@@ -17,6 +18,7 @@ pub mod forward;
 pub mod router;
 pub mod simframes;
 pub mod stats;
+pub mod wire;
 
 pub use config::{
     parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, Queues,

@@ -4,9 +4,15 @@
 //! measured iterations and every measured frame is forwarded, not queued.
 
 use crate::config::Config;
-use crate::router::arp::{self, Arp, ARP_REQUEST, ETHERTYPE_IPV4};
+use crate::router::arp::{self, Arp};
 use crate::router::ipv4::checksum;
 use crate::router::Ipv4Net;
+use crate::wire::{
+    ARP_REQUEST, ETHERTYPE, ETHERTYPE_IPV4, ETH_DST, ETH_HDR_LEN, ETH_SRC, IPPROTO_UDP,
+    IPV4_CHECKSUM, IPV4_DST, IPV4_FLAGS_FRAG, IPV4_IDENT, IPV4_MIN_HDR, IPV4_PROTOCOL, IPV4_SRC,
+    IPV4_TOS, IPV4_TOTAL_LEN, IPV4_TTL, IPV4_VER_IHL, UDP_CHECKSUM, UDP_DST, UDP_HDR_LEN, UDP_LEN,
+    UDP_SRC,
+};
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 
@@ -18,9 +24,9 @@ pub const UDP_SRC_PORT: u16 = 10_000;
 /// See [`UDP_SRC_PORT`].
 pub const UDP_DST_PORT: u16 = 20_000;
 /// Ethernet + IPv4 + UDP header bytes: the shortest [`udp4_frame`].
-pub const UDP4_HEADERS: usize = 14 + 20 + 8;
+pub const UDP4_HEADERS: usize = ETH_HDR_LEN + IPV4_MIN_HDR + UDP_HDR_LEN;
 /// Offset of the IPv4 TTL in an Ethernet frame.
-pub const TTL_OFFSET: usize = 14 + 8;
+pub const TTL_OFFSET: usize = ETH_HDR_LEN + IPV4_TTL;
 
 /// Who talks to whom in router mode.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -78,37 +84,40 @@ pub fn udp4_frame(
     dst: Ipv4Addr,
     ttl: u8,
 ) -> usize {
-    assert!((UDP4_HEADERS..=out.len()).contains(&len) && len - 14 <= usize::from(u16::MAX));
+    assert!(
+        (UDP4_HEADERS..=out.len()).contains(&len) && len - ETH_HDR_LEN <= usize::from(u16::MAX)
+    );
     let f = &mut out[..len];
-    f[0..6].copy_from_slice(&dst_mac.0);
-    f[6..12].copy_from_slice(&src_mac.0);
-    f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-    let ip_len = (len - 14) as u16;
-    let ip = &mut f[14..];
-    ip[0] = 0x45; // version 4, IHL 5
-    ip[1] = 0;
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[4..8].fill(0); // identification, flags, fragment offset
-    ip[8] = ttl;
-    ip[9] = 17; // UDP
-    ip[10..12].fill(0);
-    ip[12..16].copy_from_slice(&src.octets());
-    ip[16..20].copy_from_slice(&dst.octets());
-    let c = checksum(&ip[..20]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let udp = &mut ip[20..];
-    udp[0..2].copy_from_slice(&UDP_SRC_PORT.to_be_bytes());
-    udp[2..4].copy_from_slice(&UDP_DST_PORT.to_be_bytes());
-    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
-    udp[6..8].fill(0);
-    for (i, b) in udp[8..].iter_mut().enumerate() {
+    f[ETH_DST].copy_from_slice(&dst_mac.0);
+    f[ETH_SRC].copy_from_slice(&src_mac.0);
+    f[ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    let ip_len = (len - ETH_HDR_LEN) as u16;
+    let ip = &mut f[ETH_HDR_LEN..];
+    ip[IPV4_VER_IHL] = 0x45; // version 4, IHL 5
+    ip[IPV4_TOS] = 0;
+    ip[IPV4_TOTAL_LEN].copy_from_slice(&ip_len.to_be_bytes());
+    ip[IPV4_IDENT].fill(0);
+    ip[IPV4_FLAGS_FRAG].fill(0);
+    ip[IPV4_TTL] = ttl;
+    ip[IPV4_PROTOCOL] = IPPROTO_UDP;
+    ip[IPV4_CHECKSUM].fill(0);
+    ip[IPV4_SRC].copy_from_slice(&src.octets());
+    ip[IPV4_DST].copy_from_slice(&dst.octets());
+    let c = checksum(&ip[..IPV4_MIN_HDR]);
+    ip[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    let udp = &mut ip[IPV4_MIN_HDR..];
+    udp[UDP_SRC].copy_from_slice(&UDP_SRC_PORT.to_be_bytes());
+    udp[UDP_DST].copy_from_slice(&UDP_DST_PORT.to_be_bytes());
+    udp[UDP_LEN].copy_from_slice(&(ip_len - IPV4_MIN_HDR as u16).to_be_bytes());
+    udp[UDP_CHECKSUM].fill(0);
+    for (i, b) in udp[UDP_HDR_LEN..].iter_mut().enumerate() {
         *b = i as u8;
     }
     len
 }
 
 /// Write a broadcast ARP request (RFC 826) from `sha`/`spa` asking for `tpa` into `out` (at
-/// least 42 bytes; padded to 60 when it fits). Returns the length.
+/// least 42 bytes; padded to [`ETH_ZLEN`](crate::wire::ETH_ZLEN) = 60 when it fits). Returns the length.
 pub fn arp_request(out: &mut [u8], sha: MacAddr, spa: Ipv4Addr, tpa: Ipv4Addr) -> usize {
     let a = Arp {
         op: ARP_REQUEST,
@@ -166,14 +175,19 @@ mod tests {
         let a = router_addrs(&cfg("")).unwrap();
         let n = udp4_frame(&mut buf, 60, P0, PEER0, a.src, a.dst, 64);
         assert_eq!(n, 60);
-        assert_eq!(&buf[12..14], &[0x08, 0x00]);
-        let h = validate(&buf[14..60]).expect("valid header");
+        assert_eq!(&buf[ETHERTYPE], &[0x08, 0x00]);
+        let h = validate(&buf[ETH_HDR_LEN..60]).expect("valid header");
         assert_eq!(h.ttl, 64);
         assert_eq!(buf[TTL_OFFSET], 64);
-        assert_eq!(checksum(&buf[14..34]), 0, "header checksum verifies");
+        let udp = ETH_HDR_LEN + IPV4_MIN_HDR;
         assert_eq!(
-            u16::from_be_bytes([buf[38], buf[39]]),
-            60 - 34,
+            checksum(&buf[ETH_HDR_LEN..udp]),
+            0,
+            "header checksum verifies"
+        );
+        assert_eq!(
+            buf[udp..][UDP_LEN],
+            ((60 - udp) as u16).to_be_bytes(),
             "UDP length"
         );
     }
@@ -215,8 +229,8 @@ mod tests {
                 matches!(act, Action::Forward { port: 1, len: 60 }),
                 "{extra}: {act:?}"
             );
-            assert_eq!(&f[0..6], &PEER1.0, "to the next hop's MAC");
-            assert_eq!(&f[6..12], &P1.0);
+            assert_eq!(&f[ETH_DST], &PEER1.0, "to the next hop's MAC");
+            assert_eq!(&f[ETH_SRC], &P1.0);
             assert_eq!(f[TTL_OFFSET], 63);
         }
     }

@@ -35,6 +35,12 @@ use etherparse::{
 };
 
 use crate::{gen, qemu, Guest, GuestConfig, RawPort, TestDir};
+use netstack::wire::{
+    ETHERTYPE, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETH_DST, ETH_HDR_LEN, ETH_SRC, ETH_ZLEN,
+    ICMP_CHECKSUM, ICMP_CODE, ICMP_ECHO_IDENT, ICMP_ECHO_SEQ, ICMP_HDR_LEN, ICMP_REST, ICMP_TYPE,
+    IPPROTO_ICMP, IPV4_CHECKSUM, IPV4_DST, IPV4_FLAGS_FRAG, IPV4_IDENT, IPV4_MAX_OPTIONS,
+    IPV4_MIN_HDR, IPV4_PROTOCOL, IPV4_SRC, IPV4_TOS, IPV4_TOTAL_LEN, IPV4_TTL, IPV4_VER_IHL,
+};
 use tools::peer_linux;
 
 /// Gannet's kernel command line: the addresses the Linux peer's `peer_mode=l3` uses.
@@ -444,7 +450,7 @@ pub fn build_from(port: usize, eth_dst: [u8; 6], d: &Dgram) -> Result<Vec<u8>> {
             let mut v = vec![*ty, *code, 0, 0, 0, 0, 0, 0];
             v.extend_from_slice(data);
             let c = checksum(&v);
-            v[2..4].copy_from_slice(&c.to_be_bytes());
+            v[ICMP_CHECKSUM].copy_from_slice(&c.to_be_bytes());
             (IpNumber::ICMP, v)
         }
         Body::Raw { proto, data } => (IpNumber(*proto), data.clone()),
@@ -480,7 +486,7 @@ pub fn build_from(port: usize, eth_dst: [u8; 6], d: &Dgram) -> Result<Vec<u8>> {
         ip.set_payload_len(payload.len())?;
     }
     ip.header_checksum = ip.calc_header_checksum();
-    let mut f = Vec::with_capacity(14 + ip.header_len() + payload.len());
+    let mut f = Vec::with_capacity(ETH_HDR_LEN + ip.header_len() + payload.len());
     Ethernet2Header {
         destination: eth_dst,
         source: gen::peer_mac(port),
@@ -504,13 +510,18 @@ pub fn checksum(data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// A big-endian u16 field (`b` is its two bytes, e.g. `&ip[IPV4_TOTAL_LEN]`).
+fn be16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+
 /// Rewrites the IPv4 header checksum of frame `f` (after a deliberate header change).
 fn fix_ip_checksum(f: &mut [u8]) {
-    let hl = usize::from(f[14] & 0x0f) * 4;
-    f[24] = 0;
-    f[25] = 0;
-    let c = checksum(&f[14..14 + hl]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let ip = &mut f[ETH_HDR_LEN..];
+    let hl = usize::from(ip[IPV4_VER_IHL] & 0x0f) * 4;
+    ip[IPV4_CHECKSUM].fill(0);
+    let c = checksum(&ip[..hl]);
+    ip[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
 }
 
 /// The ICMP echo request used as the fence after case `seq`.
@@ -536,12 +547,14 @@ pub const FENCE_RESEND: Duration = Duration::from_millis(1000);
 pub fn arp_hello() -> Vec<u8> {
     let mut f = vec![0xff; 6];
     f.extend_from_slice(&gen::peer_mac(0));
-    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+    // Ethernet/IPv4 (hardware type 1, protocol 0x0800, lengths 6 and 4), op request.
+    f.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]);
     f.extend_from_slice(&gen::peer_mac(0));
     f.extend_from_slice(&HOST_IP[0]);
     f.extend_from_slice(&[0; 6]);
     f.extend_from_slice(&ROUTER_IP[0]);
-    f.resize(60, 0);
+    f.resize(ETH_ZLEN, 0);
     f
 }
 
@@ -561,13 +574,15 @@ pub fn is_fence_reply(f: &[u8], seq: u16) -> bool {
 /// such a case is forwarded and ARP for it fails: Host Unreachable about the fence, seconds
 /// later.)
 pub fn is_about_fence(f: &[u8]) -> bool {
-    let Some(ip) = f.get(14..) else { return false };
-    if f.len() < 14 + 20 || f[12..14] != [0x08, 0x00] || ip[9] != 1 {
+    if !is_icmp(f) {
         return false;
     }
-    let hl = usize::from(ip[0] & 0x0f) * 4;
+    let ip = &f[ETH_HDR_LEN..];
+    let hl = usize::from(ip[IPV4_VER_IHL] & 0x0f) * 4;
     let echo_of_fence = |icmp: &[u8]| {
-        icmp.len() >= 6 && icmp[0] == 8 && u16::from_be_bytes([icmp[4], icmp[5]]) == FENCE_ID
+        icmp.len() >= ICMP_ECHO_IDENT.end
+            && icmp[ICMP_TYPE] == 8
+            && be16(&icmp[ICMP_ECHO_IDENT]) == FENCE_ID
     };
     let Some(icmp) = ip.get(hl..) else {
         return false;
@@ -575,24 +590,32 @@ pub fn is_about_fence(f: &[u8]) -> bool {
     if echo_of_fence(icmp) {
         return true;
     }
-    if icmp.len() < 8 + 20 || !matches!(icmp[0], 3 | 4 | 5 | 11 | 12) {
+    if icmp.len() < ICMP_HDR_LEN + IPV4_MIN_HDR || !matches!(icmp[ICMP_TYPE], 3 | 4 | 5 | 11 | 12) {
         return false;
     }
-    let quote = &icmp[8..];
-    let qhl = usize::from(quote[0] & 0x0f) * 4;
-    quote[9] == 1 && quote.get(qhl..).is_some_and(echo_of_fence)
+    let quote = &icmp[ICMP_HDR_LEN..];
+    let qhl = usize::from(quote[IPV4_VER_IHL] & 0x0f) * 4;
+    quote[IPV4_PROTOCOL] == IPPROTO_ICMP && quote.get(qhl..).is_some_and(echo_of_fence)
+}
+
+/// Whether `f` is an Ethernet frame with an IPv4 header (at least the fixed 20 bytes) carrying
+/// ICMP.
+fn is_icmp(f: &[u8]) -> bool {
+    f.len() >= ETH_HDR_LEN + IPV4_MIN_HDR
+        && f[ETHERTYPE] == ETHERTYPE_IPV4.to_be_bytes()
+        && f[ETH_HDR_LEN + IPV4_PROTOCOL] == IPPROTO_ICMP
 }
 
 /// The sequence number of a fence's echo reply.
 fn fence_reply_seq(f: &[u8]) -> Option<u16> {
-    let ip = f.get(14..)?;
-    if f.len() < 14 + 20 || f[12..14] != [0x08, 0x00] || ip[9] != 1 {
+    if !is_icmp(f) {
         return None;
     }
-    let hl = usize::from(ip[0] & 0x0f) * 4;
-    let icmp = ip.get(hl..hl + 8)?;
-    (icmp[0] == 0 && u16::from_be_bytes([icmp[4], icmp[5]]) == FENCE_ID)
-        .then(|| u16::from_be_bytes([icmp[6], icmp[7]]))
+    let ip = &f[ETH_HDR_LEN..];
+    let hl = usize::from(ip[IPV4_VER_IHL] & 0x0f) * 4;
+    let icmp = ip.get(hl..hl + ICMP_HDR_LEN)?;
+    (icmp[ICMP_TYPE] == 0 && be16(&icmp[ICMP_ECHO_IDENT]) == FENCE_ID)
+        .then(|| be16(&icmp[ICMP_ECHO_SEQ]))
 }
 
 /// The crafted frame set, in sending order. Every frame enters port 0 from 10.0.0.2
@@ -771,7 +794,7 @@ pub fn frame_set() -> Result<Vec<Case>> {
     );
     add("bad-checksum", "silently discarded (RFC 1812 §5.2.2)", {
         let mut f = build(us, &udp(to1, 32))?;
-        f[24] ^= 0x5a;
+        f[ETH_HDR_LEN + IPV4_CHECKSUM.start] ^= 0x5a;
         f
     });
     add(
@@ -779,8 +802,9 @@ pub fn frame_set() -> Result<Vec<Case>> {
         "silently discarded (RFC 1812 §5.2.2)",
         {
             let mut f = build(us, &udp(to1, 32))?;
-            let tl = u16::from_be_bytes([f[16], f[17]]) + 40;
-            f[16..18].copy_from_slice(&tl.to_be_bytes());
+            let ip = &mut f[ETH_HDR_LEN..];
+            let tl = be16(&ip[IPV4_TOTAL_LEN]) + 40;
+            ip[IPV4_TOTAL_LEN].copy_from_slice(&tl.to_be_bytes());
             fix_ip_checksum(&mut f);
             f
         },
@@ -790,24 +814,24 @@ pub fn frame_set() -> Result<Vec<Case>> {
         "silently discarded (RFC 1812 §5.2.2)",
         {
             let mut f = build(us, &udp(to1, 32))?;
-            f[16..18].copy_from_slice(&16u16.to_be_bytes());
+            f[ETH_HDR_LEN..][IPV4_TOTAL_LEN].copy_from_slice(&16u16.to_be_bytes());
             fix_ip_checksum(&mut f);
             f
         },
     );
     add("ihl-4", "silently discarded (RFC 1812 §5.2.2)", {
         let mut f = build(us, &udp(to1, 32))?;
-        f[14] = 0x44;
+        let ip = &mut f[ETH_HDR_LEN..];
+        ip[IPV4_VER_IHL] = 0x44;
         // Checksum over the 16 bytes IHL claims.
-        f[24] = 0;
-        f[25] = 0;
-        let c = checksum(&f[14..30]);
-        f[24..26].copy_from_slice(&c.to_be_bytes());
+        ip[IPV4_CHECKSUM].fill(0);
+        let c = checksum(&ip[..16]);
+        ip[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
         f
     });
     add("version-6", "silently discarded (RFC 1812 §5.2.2)", {
         let mut f = build(us, &udp(to1, 32))?;
-        f[14] = 0x65;
+        f[ETH_HDR_LEN + IPV4_VER_IHL] = 0x65;
         fix_ip_checksum(&mut f);
         f
     });
@@ -1361,62 +1385,64 @@ fn dissect_options_inner(v: &mut Vec<Field>, opts: &[u8]) {
 /// field.
 pub fn dissect(f: &[u8]) -> Vec<Field> {
     let mut v = Vec::new();
-    if f.len() < 14 {
+    if f.len() < ETH_HDR_LEN {
         field(&mut v, "raw", hex(f), None);
         return v;
     }
-    field(&mut v, "eth.dst", hex(&f[0..6]), None);
-    field(&mut v, "eth.src", hex(&f[6..12]), None);
-    field(&mut v, "eth.type", hex(&f[12..14]), None);
-    let ip = &f[14..];
-    if f[12..14] != [0x08, 0x00] || ip.len() < 20 {
+    field(&mut v, "eth.dst", hex(&f[ETH_DST]), None);
+    field(&mut v, "eth.src", hex(&f[ETH_SRC]), None);
+    field(&mut v, "eth.type", hex(&f[ETHERTYPE]), None);
+    let ip = &f[ETH_HDR_LEN..];
+    if f[ETHERTYPE] != ETHERTYPE_IPV4.to_be_bytes() || ip.len() < IPV4_MIN_HDR {
         field(&mut v, "eth.payload", hex(ip), None);
         return v;
     }
-    let hl = usize::from(ip[0] & 0x0f) * 4;
-    let tl = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if hl < 20 || tl < hl || tl > ip.len() {
+    let hl = usize::from(ip[IPV4_VER_IHL] & 0x0f) * 4;
+    let tl = usize::from(be16(&ip[IPV4_TOTAL_LEN]));
+    if hl < IPV4_MIN_HDR || tl < hl || tl > ip.len() {
         field(&mut v, "ip.malformed", hex(ip), None);
         return v;
     }
-    let origin = is_router_ip(&ip[12..16]);
+    let origin = is_router_ip(&ip[IPV4_SRC]);
     let chosen = |id| origin.then_some(id);
-    let frag = u16::from_be_bytes([ip[6] & 0x1f, ip[7]]);
+    let flags = ip[IPV4_FLAGS_FRAG.start];
+    let frag = be16(&ip[IPV4_FLAGS_FRAG]) & 0x1fff;
     let body = &ip[hl..tl];
-    let icmp_error =
-        ip[9] == 1 && frag == 0 && body.len() >= 8 && matches!(body[0], 3 | 4 | 5 | 11 | 12);
+    let is_icmp = ip[IPV4_PROTOCOL] == IPPROTO_ICMP && frag == 0 && body.len() >= ICMP_HDR_LEN;
+    let icmp_error = is_icmp && matches!(body[ICMP_TYPE], 3 | 4 | 5 | 11 | 12);
     // Options the router put on its own ICMP error (and the header length and total length
     // they change): choice C11.
-    let error_opts = (origin && icmp_error && hl > 20).then_some("C11-icmp-error-options");
-    field(&mut v, "ip.version", ip[0] >> 4, None);
-    field(&mut v, "ip.ihl", ip[0] & 0x0f, error_opts);
-    field(&mut v, "ip.precedence", ip[1] >> 5, None);
+    let error_opts =
+        (origin && icmp_error && hl > IPV4_MIN_HDR).then_some("C11-icmp-error-options");
+    field(&mut v, "ip.version", ip[IPV4_VER_IHL] >> 4, None);
+    field(&mut v, "ip.ihl", ip[IPV4_VER_IHL] & 0x0f, error_opts);
+    field(&mut v, "ip.precedence", ip[IPV4_TOS] >> 5, None);
     field(
         &mut v,
         "ip.tos_bits",
-        format!("{:#04x}", ip[1] & 0x1f),
+        format!("{:#04x}", ip[IPV4_TOS] & 0x1f),
         chosen("C2-icmp-tos"),
     );
     field(&mut v, "ip.total_len", tl, error_opts);
     // Padding after the datagram is the link layer's; Ethernet's minimum is 60 bytes.
-    field(&mut v, "eth.len_beyond_ip", f.len() - 14 - tl, None);
+    field(
+        &mut v,
+        "eth.len_beyond_ip",
+        f.len() - ETH_HDR_LEN - tl,
+        None,
+    );
     field(
         &mut v,
         "ip.id",
-        format!("{:#06x}", u16::from_be_bytes([ip[4], ip[5]])),
+        format!("{:#06x}", be16(&ip[IPV4_IDENT])),
         chosen("C1-icmp-ip-id"),
     );
-    field(&mut v, "ip.flag_reserved", ip[6] >> 7, None);
-    field(&mut v, "ip.flag_df", (ip[6] >> 6) & 1, chosen("C9-icmp-df"));
-    field(&mut v, "ip.flag_mf", (ip[6] >> 5) & 1, None);
-    field(
-        &mut v,
-        "ip.frag_offset",
-        u16::from_be_bytes([ip[6] & 0x1f, ip[7]]),
-        None,
-    );
-    field(&mut v, "ip.ttl", ip[8], None);
-    field(&mut v, "ip.protocol", ip[9], None);
+    field(&mut v, "ip.flag_reserved", flags >> 7, None);
+    field(&mut v, "ip.flag_df", (flags >> 6) & 1, chosen("C9-icmp-df"));
+    field(&mut v, "ip.flag_mf", (flags >> 5) & 1, None);
+    field(&mut v, "ip.frag_offset", frag, None);
+    field(&mut v, "ip.ttl", ip[IPV4_TTL], None);
+    field(&mut v, "ip.protocol", ip[IPV4_PROTOCOL], None);
     field(
         &mut v,
         "ip.checksum",
@@ -1427,13 +1453,13 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
         },
         None,
     );
-    field(&mut v, "ip.src", ip4(&ip[12..16]), None);
-    field(&mut v, "ip.dst", ip4(&ip[16..20]), None);
-    dissect_options(&mut v, &ip[20..hl], error_opts);
-    if ip[9] == 1 && frag == 0 && body.len() >= 8 {
-        let ty = body[0];
+    field(&mut v, "ip.src", ip4(&ip[IPV4_SRC]), None);
+    field(&mut v, "ip.dst", ip4(&ip[IPV4_DST]), None);
+    dissect_options(&mut v, &ip[IPV4_MIN_HDR..hl], error_opts);
+    if is_icmp {
+        let ty = body[ICMP_TYPE];
         field(&mut v, "icmp.type", ty, None);
-        field(&mut v, "icmp.code", body[1], None);
+        field(&mut v, "icmp.code", body[ICMP_CODE], None);
         field(
             &mut v,
             "icmp.checksum",
@@ -1444,44 +1470,30 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
             },
             None,
         );
-        if matches!(ty, 3 | 4 | 5 | 11 | 12) {
-            field(&mut v, "icmp.rest", hex(&body[4..8]), None);
-            let quote = &body[8..];
+        if icmp_error {
+            field(&mut v, "icmp.rest", hex(&body[ICMP_REST]), None);
+            let quote = &body[ICMP_HDR_LEN..];
             field(&mut v, "icmp.quote_len", quote.len(), None);
             // The quoted header's options may have been processed before the error was
             // decided (choice C12); the rest of the quote is compared byte for byte.
             let qhl = quote
                 .first()
                 .map_or(0, |b| usize::from(b & 0x0f) * 4)
-                .clamp(20, 60)
+                .clamp(IPV4_MIN_HDR, IPV4_MIN_HDR + IPV4_MAX_OPTIONS)
                 .min(quote.len());
-            field(
-                &mut v,
-                "icmp.quote.header",
-                hex(&quote[..qhl.min(20)]),
-                None,
-            );
+            let fixed = qhl.min(IPV4_MIN_HDR);
+            field(&mut v, "icmp.quote.header", hex(&quote[..fixed]), None);
             field(
                 &mut v,
                 "icmp.quote.options",
-                hex(&quote[qhl.min(20)..qhl]),
-                (qhl > 20).then_some("C12-icmp-quoted-options"),
+                hex(&quote[fixed..qhl]),
+                (qhl > IPV4_MIN_HDR).then_some("C12-icmp-quoted-options"),
             );
             field(&mut v, "icmp.quote.data", hex(&quote[qhl..]), None);
         } else {
-            field(
-                &mut v,
-                "icmp.id",
-                u16::from_be_bytes([body[4], body[5]]),
-                None,
-            );
-            field(
-                &mut v,
-                "icmp.seq",
-                u16::from_be_bytes([body[6], body[7]]),
-                None,
-            );
-            field(&mut v, "icmp.data", hex(&body[8..]), None);
+            field(&mut v, "icmp.id", be16(&body[ICMP_ECHO_IDENT]), None);
+            field(&mut v, "icmp.seq", be16(&body[ICMP_ECHO_SEQ]), None);
+            field(&mut v, "icmp.data", hex(&body[ICMP_HDR_LEN..]), None);
         }
     } else {
         field(&mut v, "ip.payload", hex(body), None);
@@ -1535,19 +1547,14 @@ impl Output {
                 ));
                 // For an ICMP error, what it is about: the quoted addresses and protocol.
                 let q = get("icmp.quote.header");
-                if q.len() >= 40 {
+                if q.len() >= 2 * IPV4_MIN_HDR {
                     let b = |i: usize| u8::from_str_radix(&q[2 * i..2 * i + 2], 16).unwrap_or(0);
+                    let addr = |r: std::ops::Range<usize>| ip4(&r.map(b).collect::<Vec<_>>());
                     s.last_mut().expect("just pushed").push_str(&format!(
-                        " about {}.{}.{}.{} -> {}.{}.{}.{} proto {}",
-                        b(12),
-                        b(13),
-                        b(14),
-                        b(15),
-                        b(16),
-                        b(17),
-                        b(18),
-                        b(19),
-                        b(9)
+                        " about {} -> {} proto {}",
+                        addr(IPV4_SRC),
+                        addr(IPV4_DST),
+                        b(IPV4_PROTOCOL)
                     ));
                 }
             }
@@ -1864,7 +1871,7 @@ impl Target {
                     self.ports[p].send(&reply)?;
                     continue;
                 }
-                if f.len() >= 14 && f[12..14] == [0x08, 0x06] {
+                if f.len() >= ETH_HDR_LEN && f[ETHERTYPE] == ETHERTYPE_ARP.to_be_bytes() {
                     continue;
                 }
                 if p == 0 && is_any_fence_reply(&f) {
@@ -1946,49 +1953,55 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), cases.len(), "case names are unique");
         let udp = &cases.iter().find(|c| c.name == "udp").unwrap().frame;
-        assert_eq!(udp.len(), 14 + 20 + 8 + 64);
-        assert_eq!(checksum(&udp[14..34]), 0, "valid header checksum");
-        assert_eq!(udp[22], 64, "TTL");
+        let ip = ETH_HDR_LEN..ETH_HDR_LEN + IPV4_MIN_HDR;
+        assert_eq!(udp.len(), ip.end + netstack::wire::UDP_HDR_LEN + 64);
+        assert_eq!(checksum(&udp[ip.clone()]), 0, "valid header checksum");
+        assert_eq!(udp[ETH_HDR_LEN + IPV4_TTL], 64, "TTL");
         let bad = &cases
             .iter()
             .find(|c| c.name == "bad-checksum")
             .unwrap()
             .frame;
-        assert_ne!(checksum(&bad[14..34]), 0);
+        assert_ne!(checksum(&bad[ip.clone()]), 0);
         let rr = &cases.iter().find(|c| c.name == "opt-nop-rr").unwrap().frame;
-        assert_eq!(rr[14], 0x48, "IHL 8");
-        assert_eq!(checksum(&rr[14..46]), 0);
-        assert_eq!(&rr[34..38], &[1, 7, 11, 4]);
+        assert_eq!(rr[ETH_HDR_LEN + IPV4_VER_IHL], 0x48, "IHL 8");
+        assert_eq!(checksum(&rr[ip.start..ip.start + 32]), 0);
+        assert_eq!(&rr[ip.end..ip.end + 4], &[1, 7, 11, 4]);
         let padded = &cases
             .iter()
             .find(|c| c.name == "udp-short-padded")
             .unwrap()
             .frame;
-        assert_eq!((padded.len(), padded[17]), (60, 29));
+        let total_len = &padded[ETH_HDR_LEN..][IPV4_TOTAL_LEN];
+        assert_eq!((padded.len(), be16(total_len)), (ETH_ZLEN, 29));
     }
 
     #[test]
     fn fence_is_recognised() {
         let mut f = fence(3);
         // Turn the request into the reply a router would send.
-        f[34] = 0;
+        f[ETH_HDR_LEN + IPV4_MIN_HDR + ICMP_TYPE] = 0;
         assert!(is_fence_reply(&f, 3));
         assert!(!is_fence_reply(&f, 4));
         assert!(!is_fence_reply(&fence(3), 3), "a request is not a reply");
         // A fence that leaves the router, or an error quoting one, is the fence's doing.
         assert!(is_about_fence(&fence(3)));
-        assert!(is_about_fence(&icmp_error(1, 0xc0, &fence(3)[14..])));
+        assert!(is_about_fence(&icmp_error(
+            1,
+            0xc0,
+            &fence(3)[ETH_HDR_LEN..]
+        )));
         assert!(!is_about_fence(&icmp_error(
             1,
             0xc0,
-            &frame_set().unwrap()[0].frame[14..]
+            &frame_set().unwrap()[0].frame[ETH_HDR_LEN..]
         )));
         assert!(!is_about_fence(&f), "the reply is not");
     }
 
     fn icmp_error(id: u16, tos: u8, quote: &[u8]) -> Vec<u8> {
         let mut ip = Ipv4Header::new(
-            (8 + quote.len()) as u16,
+            (ICMP_HDR_LEN + quote.len()) as u16,
             64,
             IpNumber::ICMP,
             [10, 0, 0, 1],
@@ -2010,7 +2023,7 @@ mod tests {
         let mut icmp = vec![11, 0, 0, 0, 0, 0, 0, 0];
         icmp.extend_from_slice(quote);
         let c = checksum(&icmp);
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        icmp[ICMP_CHECKSUM].copy_from_slice(&c.to_be_bytes());
         f.extend_from_slice(&icmp);
         f
     }
@@ -2091,7 +2104,7 @@ mod tests {
         let cases = frame_set().unwrap();
         let f = cases[0].frame.clone();
         let mut g = f.clone();
-        g[18] ^= 1;
+        g[ETH_HDR_LEN + IPV4_IDENT.start] ^= 1;
         fix_ip_checksum(&mut g);
         let m = compare_case(
             "udp",

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use gannet_tests::*;
+use netstack::wire::ETHERTYPE;
 
 const CAPTURE_FRAMES: usize = 179;
 
@@ -192,7 +193,7 @@ fn vlan_tagged_max_frame_forwarded_intact() {
             .unwrap_or_else(|| panic!("VLAN frame {inp}->{out} not forwarded\n{}", rig.tail()));
         let want = l2_rewrite(&f, out, peer_mac(out));
         assert_eq!(got, want, "VLAN frame {inp}->{out}: {}", diff(&got, &want));
-        assert_eq!(&got[12..14], &[0x81, 0x00], "tag lost");
+        assert_eq!(&got[ETHERTYPE], &[0x81, 0x00], "tag lost");
     }
     let s = rig.quit();
     for p in 0..2 {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use etherparse::{Icmpv4Type, Ipv4Header, SlicedPacket, TransportSlice};
 use gannet_tests::*;
+use netstack::wire::{ETH_DST, ETH_HDR_LEN, ETH_SRC, IPV4_MIN_HDR};
 
 const ROUTER: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
@@ -27,18 +28,18 @@ fn recv_answering_arp(port: &gen::RawPort, p: usize, timeout: Duration) -> Optio
 /// header checksum.
 fn frame_to(dst: [u8; 4], ttl: u8, seq: u64) -> Vec<u8> {
     let mut f = gen::build_frame(0, seq, 0, 60).expect("frame");
-    let (mut ip, _) = Ipv4Header::from_slice(&f[14..]).expect("generator builds IPv4");
+    let (mut ip, _) = Ipv4Header::from_slice(&f[ETH_HDR_LEN..]).expect("generator builds IPv4");
     ip.destination = dst;
     ip.time_to_live = ttl;
     ip.header_checksum = ip.calc_header_checksum();
     let mut hdr = Vec::new();
     ip.write(&mut hdr).expect("IPv4 header");
-    f[14..14 + hdr.len()].copy_from_slice(&hdr);
+    f[ETH_HDR_LEN..ETH_HDR_LEN + hdr.len()].copy_from_slice(&hdr);
     f
 }
 
 fn ipv4(frame: &[u8]) -> Ipv4Header {
-    let (ip, _) = Ipv4Header::from_slice(&frame[14..]).expect("an IPv4 frame");
+    let (ip, _) = Ipv4Header::from_slice(&frame[ETH_HDR_LEN..]).expect("an IPv4 frame");
     assert_eq!(
         ip.header_checksum,
         ip.calc_header_checksum(),
@@ -55,16 +56,17 @@ fn routes_with_arp_ttl_and_checksum() {
     p0.send(&sent).unwrap();
     let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
         .unwrap_or_else(|| panic!("nothing routed out of port 1\n{}", rig.tail()));
-    assert_eq!(&got[0..6], &peer_mac(1), "dst MAC = the resolved next hop");
-    assert_eq!(&got[6..12], &guest_mac(1), "src MAC = port 1");
+    assert_eq!(
+        &got[ETH_DST],
+        &peer_mac(1),
+        "dst MAC = the resolved next hop"
+    );
+    assert_eq!(&got[ETH_SRC], &guest_mac(1), "src MAC = port 1");
     let ip = ipv4(&got);
     assert_eq!(ip.time_to_live, 63);
     assert_eq!(ip.destination, [10, 0, 1, 2]);
-    assert_eq!(
-        &got[14 + 20..],
-        &sent[14 + 20..got.len()],
-        "payload changed"
-    );
+    let udp = ETH_HDR_LEN + IPV4_MIN_HDR;
+    assert_eq!(&got[udp..], &sent[udp..got.len()], "payload changed");
     gen::validate_frame(&got).expect("generator payload intact");
     // Now resolved: the next frame goes straight out, no ARP.
     p0.send(&frame_to([10, 0, 1, 2], 5, 8)).unwrap();
@@ -97,7 +99,10 @@ fn ttl_expiry_and_no_route_answer_with_icmp() {
     let ip = ipv4(&got);
     assert_eq!((ip.source, ip.destination), ([10, 0, 0, 1], [10, 0, 0, 2]));
     // RFC 792: the quote starts with the offending datagram's IP header.
-    assert_eq!(&icmp.payload()[..20], &expired[14..34]);
+    assert_eq!(
+        &icmp.payload()[..IPV4_MIN_HDR],
+        &expired[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_MIN_HDR]
+    );
 
     p0.send(&frame_to([192, 168, 7, 7], 64, 2)).unwrap();
     let got = recv_answering_arp(&p0, 0, FRAME_TIMEOUT).expect("no ICMP Destination Unreachable");
@@ -124,7 +129,7 @@ fn static_route_from_the_command_line() {
     p0.send(&frame_to([192, 168, 7, 7], 64, 3)).unwrap();
     let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
         .unwrap_or_else(|| panic!("not routed via 10.0.1.2\n{}", rig.tail()));
-    assert_eq!(&got[0..6], &peer_mac(1));
+    assert_eq!(&got[ETH_DST], &peer_mac(1));
     assert_eq!(ipv4(&got).destination, [192, 168, 7, 7]);
     let s = rig.quit();
     assert_no_leak(&s);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use etherparse::{Ipv4Header, PacketBuilder, SlicedPacket, TransportSlice};
 use gannet_tests::*;
+use netstack::wire::{ETH_DST, ETH_HDR_LEN, ETH_SRC};
 
 const ROUTER_MQ: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2";
 /// Flows offered: the kernel's tun driver steers frames onto the tap's queues by flow hash.
@@ -73,9 +74,9 @@ fn two_cores_route_with_one_fib_and_shared_neighbours() {
     let got = recv_n_answering_arp(&p1, 1, n, Duration::from_secs(3));
     assert_eq!(got.len(), n, "routed {} of {n}\n{}", got.len(), rig.tail());
     for f in &got {
-        assert_eq!(&f[0..6], &peer_mac(1), "dst MAC = the resolved next hop");
-        assert_eq!(&f[6..12], &guest_mac(1), "src MAC = port 1");
-        let (ip, _) = Ipv4Header::from_slice(&f[14..]).expect("IPv4");
+        assert_eq!(&f[ETH_DST], &peer_mac(1), "dst MAC = the resolved next hop");
+        assert_eq!(&f[ETH_SRC], &guest_mac(1), "src MAC = port 1");
+        let (ip, _) = Ipv4Header::from_slice(&f[ETH_HDR_LEN..]).expect("IPv4");
         assert_eq!(ip.time_to_live, 63);
         assert_eq!(ip.header_checksum, ip.calc_header_checksum());
         gen::validate_frame(f).expect("generator payload intact");

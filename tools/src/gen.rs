@@ -32,12 +32,17 @@ use anyhow::{ensure, Context, Result};
 
 use crate::tap::{tap_name, PacketSocket};
 use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv4HeaderSlice, UdpHeader};
+use netstack::wire::{
+    ARP_HTYPE_ETHERNET, ARP_LEN, ARP_REPLY, ARP_REQUEST, ARP_SHA, ARP_SPA, ARP_THA, ARP_TPA,
+    ETHERTYPE, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETH_DST, ETH_HDR_LEN, ETH_SRC, ETH_ZLEN,
+    IPV4_MIN_HDR, IPV4_TTL, UDP_CHECKSUM, UDP_HDR_LEN,
+};
 use serde::Serialize;
 
 /// Magic at the start of every synthetic payload ("GNTF").
 pub const MAGIC: u32 = 0x474E_5446;
 /// Bytes of Ethernet + IPv4 + UDP headers in a synthetic frame.
-pub const HEADERS_LEN: usize = 14 + 20 + 8;
+pub const HEADERS_LEN: usize = ETH_HDR_LEN + IPV4_MIN_HDR + UDP_HDR_LEN;
 /// Bytes of the payload header: magic (u32), direction (u32), sequence (u64), all big endian.
 pub const PAYLOAD_HEADER_LEN: usize = 16;
 /// Length of the Ethernet frame check sequence, counted in `--size` but not carried by the socket.
@@ -69,34 +74,38 @@ pub fn peer_ip(port: usize) -> [u8; 4] {
     [10, 0, port as u8, 2]
 }
 
-/// EtherType of ARP (RFC 826).
-const ETHERTYPE_ARP: [u8; 2] = [0x08, 0x06];
+/// The fixed fields of an ARP packet for Ethernet/IPv4 (RFC 826), up to the sender's
+/// hardware address: hardware type Ethernet, protocol IPv4, lengths 6 and 4, opcode `op`.
+fn arp_fixed(op: u16) -> [u8; ARP_SHA.start] {
+    let [h0, h1] = ARP_HTYPE_ETHERNET.to_be_bytes();
+    let [p0, p1] = ETHERTYPE_IPV4.to_be_bytes();
+    let [o0, o1] = op.to_be_bytes();
+    [h0, h1, p0, p1, 6, 4, o0, o1]
+}
 
 /// If `frame` is an ARP request (RFC 826, Ethernet/IPv4) for the host address behind guest
 /// port `port` ([`peer_ip`]), the reply the host would send: from [`peer_mac`]`(port)` to the
 /// asker, padded to the 60-byte Ethernet minimum. Lets the generator stand in for the
 /// next-hop hosts when the guest routes (`mode=router`).
 pub fn arp_reply(frame: &[u8], port: usize) -> Option<Vec<u8>> {
-    // Ethernet (14) + ARP for Ethernet/IPv4 (28).
-    if frame.len() < 42 || frame[12..14] != ETHERTYPE_ARP {
+    if frame.len() < ETH_HDR_LEN + ARP_LEN || frame[ETHERTYPE] != ETHERTYPE_ARP.to_be_bytes() {
         return None;
     }
-    let arp = &frame[14..42];
-    // htype 1 (Ethernet), ptype 0x0800, hlen 6, plen 4, op 1 (request).
-    if arp[0..8] != [0, 1, 0x08, 0x00, 6, 4, 0, 1] || arp[24..28] != peer_ip(port) {
+    let arp = &frame[ETH_HDR_LEN..ETH_HDR_LEN + ARP_LEN];
+    if arp[..ARP_SHA.start] != arp_fixed(ARP_REQUEST) || arp[ARP_TPA] != peer_ip(port) {
         return None;
     }
     let mac = peer_mac(port);
-    let mut r = vec![0u8; 60];
-    r[0..6].copy_from_slice(&arp[8..14]); // to the asker's hardware address
-    r[6..12].copy_from_slice(&mac);
-    r[12..14].copy_from_slice(&ETHERTYPE_ARP);
-    r[14..20].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4]);
-    r[20..22].copy_from_slice(&[0, 2]); // op: reply
-    r[22..28].copy_from_slice(&mac);
-    r[28..32].copy_from_slice(&peer_ip(port));
-    r[32..38].copy_from_slice(&arp[8..14]);
-    r[38..42].copy_from_slice(&arp[14..18]);
+    let mut r = vec![0u8; ETH_ZLEN];
+    r[ETH_DST].copy_from_slice(&arp[ARP_SHA]); // to the asker's hardware address
+    r[ETH_SRC].copy_from_slice(&mac);
+    r[ETHERTYPE].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+    let a = &mut r[ETH_HDR_LEN..ETH_HDR_LEN + ARP_LEN];
+    a[..ARP_SHA.start].copy_from_slice(&arp_fixed(ARP_REPLY));
+    a[ARP_SHA].copy_from_slice(&mac);
+    a[ARP_SPA].copy_from_slice(&peer_ip(port));
+    a[ARP_THA].copy_from_slice(&arp[ARP_SHA]);
+    a[ARP_TPA].copy_from_slice(&arp[ARP_SPA]);
     Some(r)
 }
 
@@ -294,7 +303,7 @@ pub fn build_frame_into(
     buf.extend((0..payload_len - PAYLOAD_HEADER_LEN).map(|i| pattern_byte(seq, i)));
     let udp = UdpHeader::from_slice(&buf[udp_at..payload_at])?.0;
     let csum = udp.calc_checksum_ipv4(&ip, &buf[payload_at..])?;
-    buf[udp_at + 6..udp_at + 8].copy_from_slice(&csum.to_be_bytes());
+    buf[udp_at..][UDP_CHECKSUM].copy_from_slice(&csum.to_be_bytes());
     Ok(())
 }
 
@@ -340,10 +349,11 @@ pub fn validate_frame(frame: &[u8]) -> std::result::Result<GoodFrame, BadFrame> 
     if frame.len() < HEADERS_LEN + PAYLOAD_HEADER_LEN {
         return Err(BadFrame::TooShort);
     }
-    if frame[12..14] != [0x08, 0x00] {
+    if frame[ETHERTYPE] != ETHERTYPE_IPV4.to_be_bytes() {
         return Err(BadFrame::NotIpv4Udp);
     }
-    let ip = Ipv4HeaderSlice::from_slice(&frame[14..]).map_err(|_| BadFrame::Ipv4Checksum)?;
+    let ip =
+        Ipv4HeaderSlice::from_slice(&frame[ETH_HDR_LEN..]).map_err(|_| BadFrame::Ipv4Checksum)?;
     let header = ip.to_header();
     if header.calc_header_checksum() != ip.header_checksum() {
         return Err(BadFrame::Ipv4Checksum);
@@ -351,8 +361,8 @@ pub fn validate_frame(frame: &[u8]) -> std::result::Result<GoodFrame, BadFrame> 
     if ip.protocol() != IpNumber::UDP {
         return Err(BadFrame::NotIpv4Udp);
     }
-    let udp_at = 14 + ip.slice().len();
-    let ip_end = 14 + usize::from(ip.total_len());
+    let udp_at = ETH_HDR_LEN + ip.slice().len();
+    let ip_end = ETH_HDR_LEN + usize::from(ip.total_len());
     if ip_end > frame.len() || udp_at + UdpHeader::LEN > ip_end {
         return Err(BadFrame::UdpLength);
     }
@@ -566,8 +576,9 @@ pub fn read_pcap(path: &Path) -> Result<Vec<Vec<u8>>> {
     Ok(frames)
 }
 
-/// Matches received frames against the replayed capture: content after byte 12 (the two
-/// Ethernet addresses may differ). Frames shorter than 60 bytes also match when zero-padded to 60.
+/// Matches received frames against the replayed capture: content after the two Ethernet
+/// addresses (byte 12 on; they may differ). Frames shorter than 60 bytes ([`ETH_ZLEN`]) also
+/// match when zero-padded to 60.
 struct PcapMatcher {
     n: usize,
     by_content: HashMap<Vec<u8>, Vec<usize>>,
@@ -579,11 +590,11 @@ impl PcapMatcher {
     fn new(frames: &[Vec<u8>]) -> Self {
         let mut by_content: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
         for (i, f) in frames.iter().enumerate() {
-            let body = f.get(12..).unwrap_or(&[]).to_vec();
+            let body = f.get(ETH_SRC.end..).unwrap_or(&[]).to_vec();
             by_content.entry(body).or_default().push(i);
-            if f.len() < 60 && f.len() >= 12 {
-                let mut padded = f[12..].to_vec();
-                padded.resize(60 - 12, 0);
+            if f.len() < ETH_ZLEN && f.len() >= ETH_SRC.end {
+                let mut padded = f[ETH_SRC.end..].to_vec();
+                padded.resize(ETH_ZLEN - ETH_SRC.end, 0);
                 let v = by_content.entry(padded).or_default();
                 if !v.contains(&i) {
                     v.push(i);
@@ -610,7 +621,10 @@ impl PcapMatcher {
         sent_total: u64,
         acc: &mut SeqTracker,
     ) -> std::result::Result<usize, bool> {
-        let Some(cands) = frame.get(12..).and_then(|b| self.by_content.get(b)) else {
+        let Some(cands) = frame
+            .get(ETH_SRC.end..)
+            .and_then(|b| self.by_content.get(b))
+        else {
             return Err(false);
         };
         // The candidate whose next expected transmission was sent earliest (FIFO per content).
@@ -1051,7 +1065,10 @@ fn receiver(
                 }
             }
             None => match validate_frame(frame) {
-                Ok(g) if g.dir as usize == dir && expect_ttl.is_none_or(|t| frame[22] == t) => {
+                Ok(g)
+                    if g.dir as usize == dir
+                        && expect_ttl.is_none_or(|t| frame[ETH_HDR_LEN + IPV4_TTL] == t) =>
+                {
                     res.acc.record(g.seq)
                 }
                 _ => res.bad += 1,
@@ -1142,16 +1159,18 @@ mod tests;
 mod arp_tests {
     use super::*;
 
+    use netstack::wire::ARP_OPER;
+
     fn request(target: [u8; 4]) -> Vec<u8> {
         let mut f = vec![0xff; 6];
         f.extend_from_slice(&guest_mac(1));
-        f.extend_from_slice(&ETHERTYPE_ARP);
-        f.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+        f.extend_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+        f.extend_from_slice(&arp_fixed(ARP_REQUEST));
         f.extend_from_slice(&guest_mac(1));
         f.extend_from_slice(&[10, 0, 1, 1]);
         f.extend_from_slice(&[0; 6]);
         f.extend_from_slice(&target);
-        f.resize(60, 0);
+        f.resize(ETH_ZLEN, 0);
         f
     }
 
@@ -1159,13 +1178,14 @@ mod arp_tests {
     fn answers_for_the_host_behind_the_port() {
         let r = arp_reply(&request([10, 0, 1, 2]), 1).expect("a reply");
         assert_eq!(r.len(), 60);
-        assert_eq!(&r[0..6], &guest_mac(1));
-        assert_eq!(&r[6..12], &peer_mac(1));
-        assert_eq!(&r[20..22], &[0, 2]);
-        assert_eq!(&r[22..28], &peer_mac(1));
-        assert_eq!(&r[28..32], &[10, 0, 1, 2]);
-        assert_eq!(&r[32..38], &guest_mac(1));
-        assert_eq!(&r[38..42], &[10, 0, 1, 1]);
+        assert_eq!(&r[ETH_DST], &guest_mac(1));
+        assert_eq!(&r[ETH_SRC], &peer_mac(1));
+        let a = &r[ETH_HDR_LEN..];
+        assert_eq!(&a[..ARP_SHA.start], &[0, 1, 0x08, 0x00, 6, 4, 0, 2]);
+        assert_eq!(&a[ARP_SHA], &peer_mac(1));
+        assert_eq!(&a[ARP_SPA], &[10, 0, 1, 2]);
+        assert_eq!(&a[ARP_THA], &guest_mac(1));
+        assert_eq!(&a[ARP_TPA], &[10, 0, 1, 1]);
     }
 
     #[test]
@@ -1173,7 +1193,7 @@ mod arp_tests {
         assert!(arp_reply(&request([10, 0, 1, 3]), 1).is_none());
         assert!(arp_reply(&request([10, 0, 1, 2]), 0).is_none());
         let mut reply = request([10, 0, 1, 2]);
-        reply[21] = 2;
+        reply[ETH_HDR_LEN + ARP_OPER.end - 1] = 2;
         assert!(arp_reply(&reply, 1).is_none());
         assert!(arp_reply(&[0u8; 30], 1).is_none());
     }

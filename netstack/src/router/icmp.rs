@@ -1,6 +1,12 @@
 //! ICMP error messages (RFC 792) and their rate limit (RFC 1812 §4.3.2.8).
 
 use super::ipv4::{checksum, Ipv4Hdr};
+use crate::wire::{
+    ETHERTYPE, ETHERTYPE_IPV4, ETH_DST, ETH_HDR_LEN, ETH_SRC, ICMP_CHECKSUM, ICMP_CODE,
+    ICMP_HDR_LEN, ICMP_REST, ICMP_TYPE, IPPROTO_ICMP, IPV4_CHECKSUM, IPV4_DST, IPV4_FLAGS_FRAG,
+    IPV4_IDENT, IPV4_MIN_HDR, IPV4_PROTOCOL, IPV4_SRC, IPV4_TOS, IPV4_TOTAL_LEN, IPV4_TTL,
+    IPV4_VER_IHL,
+};
 use crate::MacAddr;
 
 /// ICMP type Echo Reply.
@@ -32,9 +38,9 @@ pub const ICMP_TOS: u8 = 0xc0;
 /// the offending datagram as fits without the error exceeding 576 bytes.
 pub const ICMP_ERROR_MAX_DATAGRAM: usize = 576;
 /// Most bytes of the offending datagram an error quotes: 576 − IP header 20 − ICMP header 8.
-pub const ICMP_QUOTE_MAX: usize = ICMP_ERROR_MAX_DATAGRAM - 20 - 8;
+pub const ICMP_QUOTE_MAX: usize = ICMP_ERROR_MAX_DATAGRAM - IPV4_MIN_HDR - ICMP_HDR_LEN;
 /// Largest error frame [`build_error`] writes: Ethernet 14 + [`ICMP_ERROR_MAX_DATAGRAM`].
-pub const ICMP_ERROR_MAX_FRAME: usize = 14 + ICMP_ERROR_MAX_DATAGRAM;
+pub const ICMP_ERROR_MAX_FRAME: usize = ETH_HDR_LEN + ICMP_ERROR_MAX_DATAGRAM;
 
 /// Whether an ICMP error may be sent about this datagram (RFC 1812 §4.3.2.7): not about an
 /// ICMP error, not about a non-first fragment. (Datagrams to broadcast or multicast
@@ -43,7 +49,7 @@ pub fn may_send_error_about(h: &Ipv4Hdr, ip: &[u8]) -> bool {
     if h.frag_offset != 0 {
         return false;
     }
-    if h.protocol == 1 {
+    if h.protocol == IPPROTO_ICMP {
         // Types that are errors: unreachable 3, source quench 4, redirect 5, time exceeded
         // 11, parameter problem 12. An ICMP message too short to have a type is not one.
         if let Some(&t) = ip.get(h.header_len) {
@@ -77,32 +83,32 @@ pub fn build_error(
     ip: &[u8],
 ) -> Option<usize> {
     let quoted = h.total_len.min(ICMP_QUOTE_MAX);
-    let ip_len = 20 + 8 + quoted;
-    let len = 14 + ip_len;
+    let ip_len = IPV4_MIN_HDR + ICMP_HDR_LEN + quoted;
+    let len = ETH_HDR_LEN + ip_len;
     let out = out.get_mut(..len)?;
-    out[0..6].copy_from_slice(&dst_mac.0);
-    out[6..12].copy_from_slice(&src_mac.0);
-    out[12..14].copy_from_slice(&[0x08, 0x00]);
-    let (iph, icmp) = out[14..].split_at_mut(20);
-    iph[0] = 0x45;
-    iph[1] = ICMP_TOS;
-    iph[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    iph[4..6].copy_from_slice(&ident.to_be_bytes());
-    iph[6..8].copy_from_slice(&[0, 0]);
-    iph[8] = ICMP_TTL;
-    iph[9] = 1;
-    iph[10..12].copy_from_slice(&[0, 0]);
-    iph[12..16].copy_from_slice(&src_ip.to_be_bytes());
-    iph[16..20].copy_from_slice(&h.src.to_be_bytes());
+    out[ETH_DST].copy_from_slice(&dst_mac.0);
+    out[ETH_SRC].copy_from_slice(&src_mac.0);
+    out[ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    let (iph, icmp) = out[ETH_HDR_LEN..].split_at_mut(IPV4_MIN_HDR);
+    iph[IPV4_VER_IHL] = 0x45;
+    iph[IPV4_TOS] = ICMP_TOS;
+    iph[IPV4_TOTAL_LEN].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    iph[IPV4_IDENT].copy_from_slice(&ident.to_be_bytes());
+    iph[IPV4_FLAGS_FRAG].copy_from_slice(&[0, 0]);
+    iph[IPV4_TTL] = ICMP_TTL;
+    iph[IPV4_PROTOCOL] = IPPROTO_ICMP;
+    iph[IPV4_CHECKSUM].copy_from_slice(&[0, 0]);
+    iph[IPV4_SRC].copy_from_slice(&src_ip.to_be_bytes());
+    iph[IPV4_DST].copy_from_slice(&h.src.to_be_bytes());
     let c = checksum(iph);
-    iph[10..12].copy_from_slice(&c.to_be_bytes());
-    icmp[0] = icmp_type;
-    icmp[1] = code;
-    icmp[2..4].fill(0);
-    icmp[4..8].copy_from_slice(&rest.to_be_bytes());
-    icmp[8..8 + quoted].copy_from_slice(&ip[..quoted]);
+    iph[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    icmp[ICMP_TYPE] = icmp_type;
+    icmp[ICMP_CODE] = code;
+    icmp[ICMP_CHECKSUM].fill(0);
+    icmp[ICMP_REST].copy_from_slice(&rest.to_be_bytes());
+    icmp[ICMP_HDR_LEN..ICMP_HDR_LEN + quoted].copy_from_slice(&ip[..quoted]);
     let c = checksum(icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    icmp[ICMP_CHECKSUM].copy_from_slice(&c.to_be_bytes());
     Some(len)
 }
 

@@ -8,9 +8,11 @@
 //! implementation.
 
 use super::RouterDrop;
-
-/// Minimum IPv4 header length (IHL = 5).
-pub const IPV4_MIN_HDR: usize = 20;
+use crate::wire::{
+    IPV4_CHECKSUM, IPV4_DST, IPV4_FLAGS_FRAG, IPV4_PROTOCOL, IPV4_SRC, IPV4_TOTAL_LEN, IPV4_TTL,
+    IPV4_VER_IHL,
+};
+pub use crate::wire::{IPV4_MAX_OPTIONS, IPV4_MIN_HDR};
 
 /// Read a big-endian u16 at `off`. Callers check bounds.
 #[inline(always)]
@@ -75,11 +77,11 @@ pub fn csum_update16(hc: u16, old: u16, new: u16) -> u16 {
 /// The caller has checked `ip.len() >= 20` and TTL > 1.
 #[inline(always)]
 pub fn decrement_ttl(ip: &mut [u8]) {
-    let old = be16(ip, 8);
+    let old = be16(ip, IPV4_TTL);
     let new = old - 0x0100;
-    let hc = csum_update16(be16(ip, 10), old, new);
-    ip[8] = (new >> 8) as u8;
-    ip[10..12].copy_from_slice(&hc.to_be_bytes());
+    let hc = csum_update16(be16(ip, IPV4_CHECKSUM.start), old, new);
+    ip[IPV4_TTL] = (new >> 8) as u8;
+    ip[IPV4_CHECKSUM].copy_from_slice(&hc.to_be_bytes());
 }
 
 /// IP option Record Route (RFC 791).
@@ -299,9 +301,6 @@ pub fn source_route_advance(hdr: &mut [u8], sr: &SourceRoute, out_addr: u32) {
     hdr[i + 2] += 4;
 }
 
-/// Length of the longest IPv4 options area (IHL 15).
-pub const IPV4_MAX_OPTIONS: usize = 40;
-
 /// The options of an echo reply to a request whose header is `hdr` (IHL × 4 bytes, options
 /// already updated on arrival with [`forward_options`]): its Record Route and Timestamp
 /// options (in that order, as Linux's `__ip_options_echo`; other options are not returned),
@@ -349,10 +348,10 @@ pub fn echo_reply_options(
 
 /// Recompute the header checksum of the IPv4 header `hdr` (IHL × 4 bytes) from scratch.
 pub fn fill_checksum(hdr: &mut [u8]) {
-    hdr[10] = 0;
-    hdr[11] = 0;
+    hdr[IPV4_CHECKSUM.start] = 0;
+    hdr[IPV4_CHECKSUM.start + 1] = 0;
     let c = checksum(hdr);
-    hdr[10..12].copy_from_slice(&c.to_be_bytes());
+    hdr[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
 }
 
 /// The parts of a valid IPv4 header the router uses.
@@ -384,7 +383,7 @@ pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
     let Some(fixed) = ip.first_chunk::<IPV4_MIN_HDR>() else {
         return Err(RouterDrop::Truncated);
     };
-    let vihl = fixed[0];
+    let vihl = fixed[IPV4_VER_IHL];
     if vihl >> 4 != 4 {
         return Err(RouterDrop::BadVersion);
     }
@@ -392,7 +391,7 @@ pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
     if header_len < IPV4_MIN_HDR {
         return Err(RouterDrop::BadIhl);
     }
-    let total_len = usize::from(u16::from_be_bytes([fixed[2], fixed[3]]));
+    let total_len = usize::from(be16(fixed, IPV4_TOTAL_LEN.start));
     if total_len < header_len || total_len > ip.len() {
         return Err(RouterDrop::BadTotalLen);
     }
@@ -408,11 +407,11 @@ pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
     Ok(Ipv4Hdr {
         header_len,
         total_len,
-        ttl: fixed[8],
-        protocol: fixed[9],
-        frag_offset: u16::from_be_bytes([fixed[6], fixed[7]]) & 0x1fff,
-        src: u32::from_be_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]),
-        dst: u32::from_be_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]),
+        ttl: fixed[IPV4_TTL],
+        protocol: fixed[IPV4_PROTOCOL],
+        frag_offset: be16(fixed, IPV4_FLAGS_FRAG.start) & 0x1fff,
+        src: be32(fixed, IPV4_SRC.start),
+        dst: be32(fixed, IPV4_DST.start),
     })
 }
 
@@ -461,7 +460,13 @@ mod tests {
     use proptest::prelude::*;
     use smoltcp::wire::{IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr};
 
-    fn smoltcp_header(src: u32, dst: u32, ttl: u8, proto: u8, payload_len: usize) -> [u8; 20] {
+    fn smoltcp_header(
+        src: u32,
+        dst: u32,
+        ttl: u8,
+        proto: u8,
+        payload_len: usize,
+    ) -> [u8; IPV4_MIN_HDR] {
         let repr = Ipv4Repr {
             src_addr: Ipv4Address::from_bits(src),
             dst_addr: Ipv4Address::from_bits(dst),
@@ -469,7 +474,7 @@ mod tests {
             payload_len,
             hop_limit: ttl,
         };
-        let mut b = [0u8; 20];
+        let mut b = [0u8; IPV4_MIN_HDR];
         let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
         repr.emit(&mut p, &smoltcp::phy::ChecksumCapabilities::default());
         b
@@ -501,19 +506,19 @@ mod tests {
         assert!(validate(&good).is_ok());
         assert_eq!(validate(&good[..19]), Err(RouterDrop::Truncated));
         let mut b = good;
-        b[0] = 0x65;
+        b[IPV4_VER_IHL] = 0x65;
         assert_eq!(validate(&b), Err(RouterDrop::BadVersion));
         let mut b = good;
-        b[0] = 0x44;
+        b[IPV4_VER_IHL] = 0x44;
         assert_eq!(validate(&b), Err(RouterDrop::BadIhl));
         let mut b = good;
-        b[0] = 0x46; // 24-byte header in a 20-byte total length
+        b[IPV4_VER_IHL] = 0x46; // 24-byte header in a 20-byte total length
         assert_eq!(validate(&b), Err(RouterDrop::BadTotalLen));
         let mut b = good;
-        b[3] = 21; // longer than the buffer
+        b[IPV4_TOTAL_LEN.end - 1] = 21; // longer than the buffer
         assert_eq!(validate(&b), Err(RouterDrop::BadTotalLen));
         let mut b = good;
-        b[11] ^= 1;
+        b[IPV4_CHECKSUM.end - 1] ^= 1;
         assert_eq!(validate(&b), Err(RouterDrop::BadChecksum));
     }
 
@@ -577,25 +582,23 @@ mod tests {
             let hl = usize::from(ihl) * 4;
             let mut h = [0u8; 60];
             h[..hl].copy_from_slice(&words[..hl]);
-            h[0] = 0x40 | ihl;
-            h[8] = ttl;
-            h[10] = 0;
-            h[11] = 0;
+            h[IPV4_VER_IHL] = 0x40 | ihl;
+            h[IPV4_TTL] = ttl;
+            h[IPV4_CHECKSUM].fill(0);
             let c = checksum(&h[..hl]);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
+            h[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
             prop_assert_eq!(ones_sum(&h[..hl]), 0xffff);
 
             let mut inc = h;
             decrement_ttl(&mut inc[..hl]);
             let mut full = inc;
-            full[10] = 0;
-            full[11] = 0;
+            full[IPV4_CHECKSUM].fill(0);
             let c2 = checksum(&full[..hl]);
-            prop_assert_eq!(inc[8], ttl - 1);
-            prop_assert_eq!(be16(&inc, 10), c2);
+            prop_assert_eq!(inc[IPV4_TTL], ttl - 1);
+            prop_assert_eq!(be16(&inc, IPV4_CHECKSUM.start), c2);
             // smoltcp agrees when the header is a plain one.
             if ihl == 5 {
-                let p = Ipv4Packet::new_unchecked(&inc[..20]);
+                let p = Ipv4Packet::new_unchecked(&inc[..IPV4_MIN_HDR]);
                 prop_assert!(p.verify_checksum());
             }
         }
@@ -634,7 +637,7 @@ mod tests {
     fn opts_header(opts: &[u8]) -> std::vec::Vec<u8> {
         let mut h = smoltcp_header(0x0a000002, 0x0a000102, 64, 17, 0).to_vec();
         h.extend_from_slice(opts);
-        h[0] = 0x40 | (h.len() / 4) as u8;
+        h[IPV4_VER_IHL] = 0x40 | (h.len() / 4) as u8;
         fill_checksum(&mut h);
         h
     }
@@ -780,6 +783,6 @@ mod tests {
         let mut d = h;
         decrement_ttl(&mut d);
         assert!(Ipv4Packet::new_checked(&d[..]).unwrap().verify_checksum());
-        assert_eq!(d[8], 1);
+        assert_eq!(d[IPV4_TTL], 1);
     }
 }

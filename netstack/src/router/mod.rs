@@ -51,6 +51,11 @@ pub mod sync;
 #[cfg(test)]
 mod tests;
 
+use crate::wire::{
+    ETHERTYPE, ETH_DST, ETH_HDR_LEN, ETH_SRC, ICMP_CHECKSUM, ICMP_CODE, ICMP_HDR_LEN, ICMP_TYPE,
+    IPPROTO_ICMP, IPV4_DST, IPV4_FLAGS_FRAG, IPV4_IDENT, IPV4_SRC, IPV4_TOS, IPV4_TOTAL_LEN,
+    IPV4_TTL, IPV4_VER_IHL,
+};
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 pub use fib::{Fib, FibError, Ipv4Net, NextHop, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
@@ -422,8 +427,22 @@ pub enum Event<H> {
 /// Write the Ethernet destination and source addresses of `frame` (at least 12 bytes).
 #[inline]
 pub fn set_macs(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
-    frame[0..6].copy_from_slice(&dst.0);
-    frame[6..12].copy_from_slice(&src.0);
+    frame[ETH_DST].copy_from_slice(&dst.0);
+    frame[ETH_SRC].copy_from_slice(&src.0);
+}
+
+/// The Ethernet source address of `frame` (at least 12 bytes): where a reply goes back to.
+#[inline(always)]
+fn src_mac(frame: &[u8]) -> MacAddr {
+    let s = ETH_SRC.start;
+    MacAddr([
+        frame[s],
+        frame[s + 1],
+        frame[s + 2],
+        frame[s + 3],
+        frame[s + 4],
+        frame[s + 5],
+    ])
 }
 
 const BROADCAST_MAC: [u8; 6] = [0xff; 6];
@@ -647,7 +666,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let c = &mut self.counters;
         match a {
             Action::Forward { .. } => c.forwarded += 1,
-            Action::Reply { .. } if be16(frame, 12) == arp::ETHERTYPE_ARP => c.arp_replies += 1,
+            Action::Reply { .. } if be16(frame, ETHERTYPE.start) == arp::ETHERTYPE_ARP => {
+                c.arp_replies += 1
+            }
             Action::Reply { .. } => c.echo_replies += 1,
             Action::Icmp { cause, .. } => {
                 c.icmp_sent += 1;
@@ -673,15 +694,15 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         if in_port >= self.nports {
             return Action::Drop(RouterDrop::UnknownPort);
         }
-        if frame.len() < 14 {
+        if frame.len() < ETH_HDR_LEN {
             return Action::Drop(RouterDrop::Runt);
         }
         let port = self.ports[in_port];
-        let to_us = frame[0..6] == port.mac.0;
-        if !to_us && frame[0..6] != BROADCAST_MAC {
+        let to_us = frame[ETH_DST] == port.mac.0;
+        if !to_us && frame[ETH_DST] != BROADCAST_MAC {
             return Action::Drop(RouterDrop::NotForUs);
         }
-        match be16(frame, 12) {
+        match be16(frame, ETHERTYPE.start) {
             arp::ETHERTYPE_IPV4 if to_us => self.ipv4(in_port, frame, handle, now_ns, icmp_out),
             arp::ETHERTYPE_IPV4 => Action::Drop(RouterDrop::LinkBroadcast),
             arp::ETHERTYPE_ARP => self.arp(in_port, frame, now_ns),
@@ -691,7 +712,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
 
     fn arp(&mut self, in_port: usize, frame: &mut [u8], now_ns: u64) -> Action {
         let port = self.ports[in_port];
-        let Some(a) = arp::parse(&frame[14..]) else {
+        let Some(a) = arp::parse(&frame[ETH_HDR_LEN..]) else {
             return Action::Drop(RouterDrop::BadArp);
         };
         if a.sha.0[0] & 1 != 0 {
@@ -746,7 +767,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         now_ns: u64,
         icmp_out: &mut [u8],
     ) -> Action {
-        let h = match ipv4::validate(&frame[14..]) {
+        let h = match ipv4::validate(&frame[ETH_HDR_LEN..]) {
             Ok(h) => h,
             Err(r) => return Action::Drop(r),
         };
@@ -812,8 +833,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                 return a;
             }
         }
-        let len = 14 + h.total_len;
-        ipv4::decrement_ttl(&mut frame[14..]);
+        let len = ETH_HDR_LEN + h.total_len;
+        ipv4::decrement_ttl(&mut frame[ETH_HDR_LEN..]);
         let src = self.ports[usize::from(out_port)].mac;
         match self.neigh.resolve(nh_ip, out_port, now_ns) {
             Resolve::Mac(dst) => {
@@ -897,7 +918,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         now_ns: u64,
         icmp_out: &mut [u8],
     ) -> Result<Option<ipv4::SourceRoute>, Action> {
-        let Some(sr) = ipv4::find_source_route(&frame[14..14 + h.header_len]) else {
+        let Some(sr) = ipv4::find_source_route(&frame[ETH_HDR_LEN..ETH_HDR_LEN + h.header_len])
+        else {
             return Ok(None);
         };
         let fib = self.fib.fib();
@@ -910,7 +932,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                 false => Ok(None),
             };
         }
-        match ipv4::source_route_next(&frame[14..14 + h.header_len], &sr) {
+        match ipv4::source_route_next(&frame[ETH_HDR_LEN..ETH_HDR_LEN + h.header_len], &sr) {
             Ok(None) => Ok(None),
             Ok(Some(next)) if ipv4::classify_dst(next) == DstClass::Unicast => {
                 h.dst = next;
@@ -945,8 +967,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             if sr.strict && via_gateway {
                 return Err(self.source_route_failed(in_port, frame, h, now_ns, icmp_out));
             }
-            let hdr = &mut frame[14..14 + h.header_len];
-            hdr[16..20].copy_from_slice(&h.dst.to_be_bytes());
+            let hdr = &mut frame[ETH_HDR_LEN..ETH_HDR_LEN + h.header_len];
+            hdr[IPV4_DST].copy_from_slice(&h.dst.to_be_bytes());
             ipv4::source_route_advance(hdr, &sr, out_addr);
             ipv4::fill_checksum(hdr);
         }
@@ -956,7 +978,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             timestamp: option_timestamp(now_ns),
         };
         let ports = &self.ports[..self.nports];
-        let hdr = &mut frame[14..14 + h.header_len];
+        let hdr = &mut frame[ETH_HDR_LEN..ETH_HDR_LEN + h.header_len];
         match ipv4::forward_options(hdr, &ctx, |a| {
             ports.iter().any(|p| p.addr.addr.to_bits() == a)
         }) {
@@ -985,16 +1007,16 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         now_ns: u64,
         icmp_out: &mut [u8],
     ) -> Action {
-        let end = 14 + h.total_len;
+        let end = ETH_HDR_LEN + h.total_len;
         let hl = h.header_len;
-        let at = 14 + hl;
-        let is_echo = h.protocol == 1
-            && h.total_len >= hl + 8
-            && be16(frame, 14 + 6) & 0x3fff == 0
-            && frame[at] == icmp::ICMP_ECHO_REQUEST
-            && frame[at + 1] == 0
+        let at = ETH_HDR_LEN + hl;
+        let is_echo = h.protocol == IPPROTO_ICMP
+            && h.total_len >= hl + ICMP_HDR_LEN
+            && be16(frame, ETH_HDR_LEN + IPV4_FLAGS_FRAG.start) & 0x3fff == 0
+            && frame[at + ICMP_TYPE] == icmp::ICMP_ECHO_REQUEST
+            && frame[at + ICMP_CODE] == 0
             && ipv4::ones_sum(&frame[at..end]) == 0xffff
-            && !ipv4::has_source_route(&frame[14..at]);
+            && !ipv4::has_source_route(&frame[ETH_HDR_LEN..at]);
         if !is_echo {
             return Action::ToHost;
         }
@@ -1011,10 +1033,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             let ports = self.ports;
             let nports = self.nports;
             let ours = |a| ports[..nports].iter().any(|p| p.addr.addr.to_bits() == a);
-            if let Err(at) = ipv4::forward_options(&mut frame[14..at], &ctx, ours) {
+            if let Err(at) = ipv4::forward_options(&mut frame[ETH_HDR_LEN..at], &ctx, ours) {
                 return self.bad_option(in_port, frame, h, at, now_ns, icmp_out);
             }
-            match ipv4::echo_reply_options(&frame[14..at], &ctx, ours, &mut opts) {
+            match ipv4::echo_reply_options(&frame[ETH_HDR_LEN..at], &ctx, ours, &mut opts) {
                 Some(n) => olen = n,
                 None => return Action::Drop(RouterDrop::BadOptions),
             }
@@ -1022,28 +1044,31 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let new_hl = ipv4::IPV4_MIN_HDR + olen;
         let icmp_len = end - at;
         // The reply's options are never longer than the request's: the message moves left.
-        frame.copy_within(at..end, 14 + new_hl);
-        let new_end = 14 + new_hl + icmp_len;
+        frame.copy_within(at..end, ETH_HDR_LEN + new_hl);
+        let new_end = ETH_HDR_LEN + new_hl + icmp_len;
         let port = self.ports[in_port];
-        let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
+        let prev_hop = src_mac(frame);
         set_macs(frame, prev_hop, port.mac);
         self.ip_ident = self.ip_ident.wrapping_add(self.ident_step);
-        let ip = &mut frame[14..new_end];
-        ip[0] = 0x40 | (new_hl / 4) as u8;
-        ip[1] &= 0xfc;
-        ip[2..4].copy_from_slice(&((new_hl + icmp_len) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&self.ip_ident.to_be_bytes());
-        ip[6..8].copy_from_slice(&[0, 0]);
-        ip[8] = icmp::ICMP_TTL;
-        ip[12..16].copy_from_slice(&h.dst.to_be_bytes());
-        ip[16..20].copy_from_slice(&h.src.to_be_bytes());
+        let ip = &mut frame[ETH_HDR_LEN..new_end];
+        ip[IPV4_VER_IHL] = 0x40 | (new_hl / 4) as u8;
+        ip[IPV4_TOS] &= 0xfc;
+        ip[IPV4_TOTAL_LEN].copy_from_slice(&((new_hl + icmp_len) as u16).to_be_bytes());
+        ip[IPV4_IDENT].copy_from_slice(&self.ip_ident.to_be_bytes());
+        ip[IPV4_FLAGS_FRAG].copy_from_slice(&[0, 0]);
+        ip[IPV4_TTL] = icmp::ICMP_TTL;
+        ip[IPV4_SRC].copy_from_slice(&h.dst.to_be_bytes());
+        ip[IPV4_DST].copy_from_slice(&h.src.to_be_bytes());
         ip[ipv4::IPV4_MIN_HDR..new_hl].copy_from_slice(&opts[..olen]);
         ipv4::fill_checksum(&mut ip[..new_hl]);
-        let old = be16(ip, new_hl);
+        // Echo (8) becomes Echo Reply (0): the type/code word changes, and the ICMP checksum
+        // with it (RFC 1624).
+        let old = be16(ip, new_hl + ICMP_TYPE);
         let new = u16::from(icmp::ICMP_ECHO_REPLY) << 8;
-        let c = ipv4::csum_update16(be16(ip, new_hl + 2), old, new);
-        ip[new_hl] = icmp::ICMP_ECHO_REPLY;
-        ip[new_hl + 2..new_hl + 4].copy_from_slice(&c.to_be_bytes());
+        let csum = new_hl + ICMP_CHECKSUM.start;
+        let c = ipv4::csum_update16(be16(ip, csum), old, new);
+        ip[new_hl + ICMP_TYPE] = icmp::ICMP_ECHO_REPLY;
+        ip[csum..csum + 2].copy_from_slice(&c.to_be_bytes());
         Action::Reply {
             port: in_port as u8,
             len: new_end,
@@ -1062,7 +1087,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         now_ns: u64,
         out: &mut [u8],
     ) -> Action {
-        if !icmp::may_send_error_about(h, &frame[14..]) {
+        if !icmp::may_send_error_about(h, &frame[ETH_HDR_LEN..]) {
             self.counters.icmp_suppressed += 1;
             return Action::Drop(cause);
         }
@@ -1071,7 +1096,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             return Action::Drop(cause);
         }
         let port = self.ports[in_port];
-        let prev_hop = MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
+        let prev_hop = src_mac(frame);
         self.ip_ident = self.ip_ident.wrapping_add(self.ident_step);
         match icmp::build_error(
             out,
@@ -1083,7 +1108,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             code,
             rest,
             h,
-            &frame[14..],
+            &frame[ETH_HDR_LEN..],
         ) {
             Some(len) => Action::Icmp {
                 port: in_port as u8,

@@ -4,6 +4,7 @@
 
 use super::fib::tests::Store;
 use super::*;
+use crate::wire::*;
 use proptest::prelude::*;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
@@ -32,6 +33,12 @@ const P1_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
 const BCAST: MacAddr = MacAddr([0xff; 6]);
+/// Where the IPv4 header starts in a frame.
+const IP: usize = ETH_HDR_LEN;
+/// Where the options start in a frame with an IPv4 header.
+const OPTS: usize = IP + IPV4_MIN_HDR;
+/// Where the payload (UDP, ICMP) starts in a frame with an IPv4 header without options.
+const L4: usize = IP + IPV4_MIN_HDR;
 
 type R<'a> = Router<'a, u32, 8, 4>;
 
@@ -56,7 +63,7 @@ fn router(s: &mut Store, cfg: RouterConfig) -> R<'_> {
 }
 
 fn eth(dst: MacAddr, src: MacAddr, ty: EthernetProtocol, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + payload.len()];
+    let mut f = vec![0u8; ETH_HDR_LEN + payload.len()];
     let mut e = EthernetFrame::new_unchecked(&mut f[..]);
     e.set_dst_addr(EthernetAddress(dst.0));
     e.set_src_addr(EthernetAddress(src.0));
@@ -74,7 +81,7 @@ fn ip_frame(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, proto: u8, payload: &[u8]) ->
         payload_len: payload.len(),
         hop_limit: ttl,
     };
-    let mut ip = vec![0u8; 20 + payload.len()];
+    let mut ip = vec![0u8; IPV4_MIN_HDR + payload.len()];
     let mut p = Ipv4Packet::new_unchecked(&mut ip[..]);
     repr.emit(&mut p, &ChecksumCapabilities::default());
     p.payload_mut().copy_from_slice(payload);
@@ -157,12 +164,12 @@ fn check_forwarded(orig: &[u8], out: &[u8], dst: MacAddr, src: MacAddr) {
     assert_eq!(e.src_addr(), EthernetAddress(src.0));
     let p = Ipv4Packet::new_checked(e.payload()).unwrap();
     assert!(p.verify_checksum());
-    let o = Ipv4Packet::new_checked(&orig[14..]).unwrap();
+    let o = Ipv4Packet::new_checked(&orig[IP..]).unwrap();
     assert_eq!(p.hop_limit(), o.hop_limit() - 1);
-    assert_eq!(out.len(), 14 + usize::from(o.total_len()));
-    let (a, b) = (&out[14..], &orig[14..14 + usize::from(o.total_len())]);
+    assert_eq!(out.len(), IP + usize::from(o.total_len()));
+    let (a, b) = (&out[IP..], &orig[IP..IP + usize::from(o.total_len())]);
     for i in 0..a.len() {
-        if i != 8 && i != 10 && i != 11 {
+        if i != IPV4_TTL && !IPV4_CHECKSUM.contains(&i) {
             assert_eq!(a[i], b[i], "IP byte {i} changed");
         }
     }
@@ -181,7 +188,7 @@ fn forwards_after_arp_and_then_directly() {
     let (Event::SendArp { port: 1, len }, bytes) = &ev[0] else {
         panic!("{ev:?}")
     };
-    assert_eq!(*len, 60);
+    assert_eq!(*len, ETH_ZLEN);
     let e = EthernetFrame::new_checked(&bytes[..]).unwrap();
     assert_eq!(e.dst_addr(), EthernetAddress::BROADCAST);
     assert_eq!(e.src_addr(), EthernetAddress(P1_MAC.0));
@@ -245,11 +252,12 @@ fn static_route_via_gateway_and_padding_cut() {
         a,
         Action::Forward {
             port: 1,
-            len: 14 + 40
+            len: IP + 40
         }
     );
-    check_forwarded(&orig, &f[..54], B_MAC, P1_MAC);
-    assert_eq!(Ipv4Packet::new_checked(&f[14..54]).unwrap().hop_limit(), 1);
+    check_forwarded(&orig, &f[..IP + 40], B_MAC, P1_MAC);
+    let p = Ipv4Packet::new_checked(&f[IP..IP + 40]).unwrap();
+    assert_eq!(p.hop_limit(), 1);
 }
 
 fn check_icmp_error(out: &[u8], orig: &[u8], ty: u8, code: u8) {
@@ -274,9 +282,9 @@ fn check_icmp_error(out: &[u8], orig: &[u8], ty: u8, code: u8) {
     assert_eq!(icmp.msg_code(), code);
     // RFC 1812 §4.3.2.3: the datagram as received (TTL included), as much as fits in a
     // 576-byte error.
-    let o = Ipv4Packet::new_checked(&orig[14..]).unwrap();
-    let quoted = usize::from(o.total_len()).min(576 - 28);
-    assert_eq!(icmp.data(), &orig[14..14 + quoted]);
+    let o = Ipv4Packet::new_checked(&orig[IP..]).unwrap();
+    let quoted = usize::from(o.total_len()).min(576 - IPV4_MIN_HDR - ICMP_HDR_LEN);
+    assert_eq!(icmp.data(), &orig[IP..IP + quoted]);
     assert!(usize::from(ip.total_len()) <= 576);
 }
 
@@ -298,10 +306,14 @@ fn ttl_expired_answers_time_exceeded() {
         else {
             panic!("{a:?}")
         };
-        assert_eq!(len, 14 + 20 + 8 + 40, "the whole 40-byte datagram quoted");
+        assert_eq!(
+            len,
+            L4 + ICMP_HDR_LEN + 40,
+            "the whole 40-byte datagram quoted"
+        );
         assert_eq!(f, orig, "input frame untouched");
         check_icmp_error(&out[..len], &orig, 11, 0);
-        let icmp = Icmpv4Packet::new_checked(&out[34..len]).unwrap();
+        let icmp = Icmpv4Packet::new_checked(&out[L4..len]).unwrap();
         assert_eq!(icmp.msg_type(), Icmpv4Message::TimeExceeded,);
         assert_eq!(icmp.msg_code(), u8::from(Icmpv4TimeExceeded::TtlExpired));
     }
@@ -322,7 +334,7 @@ fn ttl_expired_answers_time_exceeded() {
     let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 1, &mut out) else {
         panic!()
     };
-    assert_eq!(len, 14 + 20 + 8 + 20 + 3);
+    assert_eq!(len, L4 + ICMP_HDR_LEN + IPV4_MIN_HDR + 3);
     check_icmp_error(&out[..len], &orig, 11, 0);
     // A 1500-byte datagram: 548 bytes quoted, the error is 576 bytes.
     let orig = ip_frame(A_IP, B_IP, 1, 17, &[0x5a; 1480]);
@@ -331,7 +343,7 @@ fn ttl_expired_answers_time_exceeded() {
     let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 1, &mut out) else {
         panic!()
     };
-    assert_eq!(len, 14 + 576);
+    assert_eq!(len, IP + 576);
     check_icmp_error(&out[..len], &orig, 11, 0);
     // A buffer too small for the error: counted, the frame still dropped.
     let mut f = orig.clone();
@@ -360,7 +372,7 @@ fn no_route_answers_net_unreachable() {
         panic!("{a:?}")
     };
     check_icmp_error(&out[..len], &orig, 3, 0);
-    let icmp = Icmpv4Packet::new_checked(&out[34..len]).unwrap();
+    let icmp = Icmpv4Packet::new_checked(&out[L4..len]).unwrap();
     assert_eq!(icmp.msg_type(), Icmpv4Message::DstUnreachable);
     assert_eq!(
         icmp.msg_code(),
@@ -460,16 +472,22 @@ fn malformed_headers_are_dropped_untouched() {
     let good = udp_to(B_IP, 64);
     type Mutation = fn(&mut Vec<u8>);
     let cases: [(Mutation, RouterDrop); 7] = [
-        (|f| f[14 + 11] ^= 0x40, RouterDrop::BadChecksum),
-        (|f| f[14] = 0x65, RouterDrop::BadVersion),
-        (|f| f[14] = 0x44, RouterDrop::BadIhl),
-        (|f| f[14 + 3] += 1, RouterDrop::BadTotalLen),
         (
-            |f| f[14 + 2..14 + 4].copy_from_slice(&[0, 19]),
+            |f| f[IP + IPV4_CHECKSUM.end - 1] ^= 0x40,
+            RouterDrop::BadChecksum,
+        ),
+        (|f| f[IP + IPV4_VER_IHL] = 0x65, RouterDrop::BadVersion),
+        (|f| f[IP + IPV4_VER_IHL] = 0x44, RouterDrop::BadIhl),
+        (
+            |f| f[IP + IPV4_TOTAL_LEN.end - 1] += 1,
             RouterDrop::BadTotalLen,
         ),
-        (|f| f.truncate(14 + 19), RouterDrop::Truncated),
-        (|f| f.truncate(13), RouterDrop::Runt),
+        (
+            |f| f[IP..][IPV4_TOTAL_LEN].copy_from_slice(&[0, 19]),
+            RouterDrop::BadTotalLen,
+        ),
+        (|f| f.truncate(IP + IPV4_MIN_HDR - 1), RouterDrop::Truncated),
+        (|f| f.truncate(ETH_HDR_LEN - 1), RouterDrop::Runt),
     ];
     for (mutate, why) in cases {
         let mut f = good.clone();
@@ -483,19 +501,19 @@ fn malformed_headers_are_dropped_untouched() {
     }
     // Link-layer checks.
     let mut f = good.clone();
-    f[0..6].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+    f[ETH_DST].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
         Action::Drop(RouterDrop::NotForUs)
     );
     let mut f = good.clone();
-    f[0..6].copy_from_slice(&BCAST.0);
+    f[ETH_DST].copy_from_slice(&BCAST.0);
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
         Action::Drop(RouterDrop::LinkBroadcast)
     );
     let mut f = good.clone();
-    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[ETHERTYPE].copy_from_slice(&[0x86, 0xdd]);
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
         Action::Drop(RouterDrop::UnsupportedEthertype)
@@ -515,18 +533,18 @@ fn malformed_headers_are_dropped_untouched() {
 /// An IPv4 header with options, built by hand and checksummed by smoltcp.
 fn with_options(ttl: u8, frag: u16, mf: bool, proto: u8, payload: &[u8]) -> Vec<u8> {
     let opts = [0x07, 0x07, 0x04, 0, 0, 0, 0, 0x01]; // record route (len 7, empty) + NOP
-    let hl = 20 + opts.len();
+    let hl = IPV4_MIN_HDR + opts.len();
     let mut ip = vec![0u8; hl + payload.len()];
-    ip[0] = 0x40 | (hl / 4) as u8;
+    ip[IPV4_VER_IHL] = 0x40 | (hl / 4) as u8;
     let total = ip.len() as u16;
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    ip[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
-    ip[6..8].copy_from_slice(&((u16::from(mf) << 13) | frag).to_be_bytes());
-    ip[8] = ttl;
-    ip[9] = proto;
-    ip[12..16].copy_from_slice(&A_IP.octets());
-    ip[16..20].copy_from_slice(&B_IP.octets());
-    ip[20..hl].copy_from_slice(&opts);
+    ip[IPV4_TOTAL_LEN].copy_from_slice(&total.to_be_bytes());
+    ip[IPV4_IDENT].copy_from_slice(&0x1234u16.to_be_bytes());
+    ip[IPV4_FLAGS_FRAG].copy_from_slice(&((u16::from(mf) << 13) | frag).to_be_bytes());
+    ip[IPV4_TTL] = ttl;
+    ip[IPV4_PROTOCOL] = proto;
+    ip[IPV4_SRC].copy_from_slice(&A_IP.octets());
+    ip[IPV4_DST].copy_from_slice(&B_IP.octets());
+    ip[IPV4_MIN_HDR..hl].copy_from_slice(&opts);
     ip[hl..].copy_from_slice(payload);
     let mut p = Ipv4Packet::new_checked(&mut ip[..]).unwrap();
     p.fill_checksum();
@@ -552,27 +570,27 @@ fn options_processed_and_fragments_forwarded() {
         );
         // Record Route (RFC 1812 §5.3.13.5): the outgoing port's address at the pointer,
         // pointer 4 -> 8; everything else as check_forwarded expects.
-        assert_eq!(&f[34..42], &[7, 7, 8, 10, 0, 1, 1, 1]);
+        assert_eq!(&f[OPTS..OPTS + 8], &[7, 7, 8, 10, 0, 1, 1, 1]);
         let mut expect = orig.clone();
-        expect[34..42].copy_from_slice(&f[34..42]);
+        expect[OPTS..OPTS + 8].copy_from_slice(&f[OPTS..OPTS + 8]);
         check_forwarded(&expect, &f, B_MAC, P1_MAC);
     }
     // Timestamp (flag 0): the boot-relative time with the high-order bit set.
     let mut f = with_options(9, 0, false, 17, b"ts");
-    f[34..42].copy_from_slice(&[68, 8, 5, 0, 0, 0, 0, 0]);
-    let mut p = Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+    f[OPTS..OPTS + 8].copy_from_slice(&[68, 8, 5, 0, 0, 0, 0, 0]);
+    let mut p = Ipv4Packet::new_checked(&mut f[IP..]).unwrap();
     p.fill_checksum();
     assert!(matches!(
         run(&mut r, 0, &mut f, 1, 3_000_000_000, &mut []),
         Action::Forward { .. }
     ));
-    assert_eq!(&f[34..42], &[68, 8, 9, 0, 0x80, 0, 0x0b, 0xb8]);
-    assert!(Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum());
+    assert_eq!(&f[OPTS..OPTS + 8], &[68, 8, 9, 0, 0x80, 0, 0x0b, 0xb8]);
+    assert!(Ipv4Packet::new_checked(&f[IP..]).unwrap().verify_checksum());
     // A malformed option (Record Route pointer 3): dropped, Parameter Problem pointing at the
     // pointer byte (IP header offset 22), quoting the datagram unchanged (RFC 1812 §4.3.3.5).
     let mut f = with_options(9, 0, false, 17, b"bad");
-    f[36] = 3;
-    let mut p = Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+    f[OPTS + 2] = 3;
+    let mut p = Ipv4Packet::new_checked(&mut f[IP..]).unwrap();
     p.fill_checksum();
     let orig = f.clone();
     let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
@@ -586,7 +604,7 @@ fn options_processed_and_fragments_forwarded() {
         panic!("{a:?}")
     };
     check_icmp_error(&out[..len], &orig, 12, 0);
-    assert_eq!(&out[38..42], &[22, 0, 0, 0], "pointer");
+    assert_eq!(&out[L4..][ICMP_REST], &[22, 0, 0, 0], "pointer");
     // Without a buffer for the error it is still a bad_options drop.
     let mut f = orig.clone();
     assert_eq!(
@@ -602,7 +620,11 @@ fn options_processed_and_fragments_forwarded() {
     let Action::Icmp { len, .. } = run(&mut r, 0, &mut f, 1, 0, &mut out) else {
         panic!()
     };
-    assert_eq!(len, 14 + 20 + 8 + 28 + 16);
+    assert_eq!(
+        len,
+        L4 + ICMP_HDR_LEN + 28 + 16,
+        "header and options 28, data 16"
+    );
     check_icmp_error(&out[..len], &orig, 11, 0);
     let mut f = with_options(1, 185, false, 17, b"fragment payload");
     assert_eq!(
@@ -637,7 +659,8 @@ fn arp_for_us_is_answered_in_place() {
     let mut r = router(&mut s, RouterConfig::default());
     let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
     let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
-    assert_eq!(a, Action::Reply { port: 0, len: 42 });
+    let len = ETH_HDR_LEN + ARP_LEN;
+    assert_eq!(a, Action::Reply { port: 0, len });
     let e = EthernetFrame::new_checked(&f[..]).unwrap();
     assert_eq!(e.dst_addr(), EthernetAddress(A_MAC.0));
     assert_eq!(e.src_addr(), EthernetAddress(P0_MAC.0));
@@ -663,9 +686,12 @@ fn arp_for_us_is_answered_in_place() {
     f.resize(64, 0xaa);
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
-        Action::Reply { port: 0, len: 60 }
+        Action::Reply {
+            port: 0,
+            len: ETH_ZLEN
+        }
     );
-    assert!(f[42..60].iter().all(|&b| b == 0));
+    assert!(f[len..ETH_ZLEN].iter().all(|&b| b == 0));
     // Requests for other addresses, or for port 1's address on port 0, are not answered.
     for tpa in [Ipv4Addr::new(10, 0, 0, 99), P1_IP] {
         let mut f = arp_frame(
@@ -682,13 +708,13 @@ fn arp_for_us_is_answered_in_place() {
     }
     // Malformed: wrong hardware type.
     let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
-    f[15] = 6;
+    f[ETH_HDR_LEN + ARP_HTYPE.end - 1] = 6;
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
         Action::Drop(RouterDrop::BadArp)
     );
     let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
-    f.truncate(41);
+    f.truncate(ETH_HDR_LEN + ARP_LEN - 1);
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
         Action::Drop(RouterDrop::BadArp)
@@ -894,7 +920,7 @@ fn every_frame_has_exactly_one_outcome() {
 /// An ICMP echo request from A to `dst` with TOS `tos`, built by smoltcp.
 fn echo_request(dst: Ipv4Addr, tos: u8) -> Vec<u8> {
     let data = b"gannet echo data";
-    let mut icmp = vec![0u8; 8 + data.len()];
+    let mut icmp = vec![0u8; ICMP_HDR_LEN + data.len()];
     let repr = smoltcp::wire::Icmpv4Repr::EchoRequest {
         ident: 0x4242,
         seq_no: 7,
@@ -905,8 +931,8 @@ fn echo_request(dst: Ipv4Addr, tos: u8) -> Vec<u8> {
         &ChecksumCapabilities::default(),
     );
     let mut f = ip_frame(A_IP, dst, 9, 1, &icmp);
-    f[15] = tos;
-    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    f[IP + IPV4_TOS] = tos;
+    Ipv4Packet::new_unchecked(&mut f[IP..]).fill_checksum();
     f
 }
 
@@ -955,14 +981,14 @@ fn echo_requests_to_any_of_our_addresses_are_answered() {
     assert_eq!(r.counters().arp_replies, 0);
     // A bad ICMP checksum, a fragment, or an echo reply go to the host instead.
     let mut f = echo_request(P0_IP, 0);
-    f[36] ^= 1;
+    f[L4 + ICMP_CHECKSUM.start] ^= 1;
     assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
     let mut f = echo_request(P0_IP, 0);
-    f[20] = 0x20; // MF
-    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    f[IP + IPV4_FLAGS_FRAG.start] = 0x20; // MF
+    Ipv4Packet::new_unchecked(&mut f[IP..]).fill_checksum();
     assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
     let mut f = echo_request(P0_IP, 0);
-    f[34] = 0;
+    f[L4 + ICMP_TYPE] = icmp::ICMP_ECHO_REPLY;
     assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::ToHost);
     assert_eq!(r.counters().echo_replies, 2);
 }
@@ -973,15 +999,16 @@ fn echo_request_with_record_route_gets_it_back_updated() {
     let mut r = router(&mut s, RouterConfig::default());
     // NOP + Record Route with two free slots, then the ICMP echo request.
     let plain = echo_request(P1_IP, 0);
-    let icmp = plain[34..].to_vec();
+    let icmp = plain[L4..].to_vec();
     let opts = [1u8, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0];
-    let mut ip = vec![0u8; 20 + opts.len() + icmp.len()];
-    ip[..20].copy_from_slice(&plain[14..34]);
-    ip[0] = 0x48;
+    let hl = IPV4_MIN_HDR + opts.len();
+    let mut ip = vec![0u8; hl + icmp.len()];
+    ip[..IPV4_MIN_HDR].copy_from_slice(&plain[IP..L4]);
+    ip[IPV4_VER_IHL] = 0x40 | (hl / 4) as u8;
     let total = ip.len() as u16;
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    ip[20..32].copy_from_slice(&opts);
-    ip[32..].copy_from_slice(&icmp);
+    ip[IPV4_TOTAL_LEN].copy_from_slice(&total.to_be_bytes());
+    ip[IPV4_MIN_HDR..hl].copy_from_slice(&opts);
+    ip[hl..].copy_from_slice(&icmp);
     Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
     let mut f = eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip);
     let a = run(&mut r, 0, &mut f, 1, 0, &mut []);
@@ -990,17 +1017,17 @@ fn echo_request_with_record_route_gets_it_back_updated() {
         a,
         Action::Reply {
             port: 0,
-            len: 14 + ip.len()
+            len: IP + ip.len()
         }
     );
-    let p = Ipv4Packet::new_checked(&f[14..14 + ip.len()]).unwrap();
+    let p = Ipv4Packet::new_checked(&f[IP..IP + ip.len()]).unwrap();
     assert!(p.verify_checksum());
     assert_eq!(
         (p.header_len(), p.src_addr(), p.dst_addr()),
-        (32, P1_IP, A_IP)
+        (hl as u8, P1_IP, A_IP)
     );
     assert_eq!(
-        &f[34..46],
+        &f[OPTS..OPTS + 12],
         &[7, 11, 12, 10, 0, 1, 1, 10, 0, 1, 1, 0],
         "the pinged address recorded on arrival and on departure"
     );
@@ -1010,8 +1037,8 @@ fn echo_request_with_record_route_gets_it_back_updated() {
     assert_eq!(icmp.data(), b"gannet echo data");
     // A source-routed echo request goes to the host.
     let mut g = eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip);
-    g[34..38].copy_from_slice(&[131, 3, 4, 1]);
-    Ipv4Packet::new_unchecked(&mut g[14..]).fill_checksum();
+    g[OPTS..OPTS + 4].copy_from_slice(&[131, 3, 4, 1]);
+    Ipv4Packet::new_unchecked(&mut g[IP..]).fill_checksum();
     assert_eq!(run(&mut r, 0, &mut g, 1, 0, &mut []), Action::ToHost);
 }
 
@@ -1021,12 +1048,12 @@ fn source_routed(dst: Ipv4Addr, sr: &[u8]) -> Vec<u8> {
     let plain = ip_frame(A_IP, dst, 9, 17, b"source routed");
     let mut opts = vec![1u8; (4 - sr.len() % 4) % 4];
     opts.extend_from_slice(sr);
-    let mut ip = plain[14..34].to_vec();
+    let mut ip = plain[IP..L4].to_vec();
     ip.extend_from_slice(&opts);
-    ip.extend_from_slice(&plain[34..]);
-    ip[0] = 0x40 | ((20 + opts.len()) / 4) as u8;
+    ip.extend_from_slice(&plain[L4..]);
+    ip[IPV4_VER_IHL] = 0x40 | ((IPV4_MIN_HDR + opts.len()) / 4) as u8;
     let total = ip.len() as u16;
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[IPV4_TOTAL_LEN].copy_from_slice(&total.to_be_bytes());
     Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
     eth(P0_MAC, A_MAC, EthernetProtocol::Ipv4, &ip)
 }
@@ -1045,10 +1072,10 @@ fn source_routes_are_followed() {
             run(&mut r, 0, &mut f, 1, 0, &mut []),
             Action::Forward { port: 1, len }
         );
-        let p = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        let p = Ipv4Packet::new_checked(&f[IP..]).unwrap();
         assert!(p.verify_checksum());
         assert_eq!((p.dst_addr(), p.hop_limit()), (B_IP, 8));
-        assert_eq!(&f[35..42], &[ty, 7, 8, 10, 0, 1, 1]);
+        assert_eq!(&f[OPTS + 1..OPTS + 8], &[ty, 7, 8, 10, 0, 1, 1]);
     }
     // Loose, passing through (not sent to us): forwarded like any datagram.
     let orig = source_routed(B_IP, &[131, 7, 4, 192, 0, 2, 9]);
@@ -1092,7 +1119,7 @@ fn source_routes_are_followed() {
         panic!()
     };
     check_icmp_error(&out[..len], &orig, 12, 0);
-    assert_eq!(out[38], 23);
+    assert_eq!(out[L4 + ICMP_PP_PTR], 23);
 }
 
 /// Per-core routers over one shared FIB (`&Fib`): the FIB is built once by an owned-FIB
@@ -1187,7 +1214,7 @@ fn per_core_routers_never_share_an_ip_id() {
             r.process(0, &mut f, 1, 0, &mut []),
             Action::Reply { .. }
         ));
-        Ipv4Packet::new_checked(&f[14..]).unwrap().ident()
+        Ipv4Packet::new_checked(&f[IP..]).unwrap().ident()
     }
     let mut one = Router::new(&fib, &ports(), RouterConfig::default()).unwrap();
     assert_eq!([id(&mut one), id(&mut one), id(&mut one)], [1, 2, 3]);

@@ -1,26 +1,30 @@
 use super::*;
+use netstack::wire::*;
+
+/// Where the UDP header starts in a synthetic frame (IPv4 without options).
+const UDP: usize = ETH_HDR_LEN + IPV4_MIN_HDR;
 
 #[test]
 fn frame_is_valid_and_sized() {
     for size in [MIN_SIZE, 64, 128, 1518] {
         let f = build_frame(0, 42, 3, size - FCS_LEN).unwrap();
         assert_eq!(f.len(), size - FCS_LEN);
-        assert_eq!(&f[0..6], &guest_mac(0));
-        assert_eq!(&f[6..12], &peer_mac(0));
-        assert_eq!(&f[12..14], &[0x08, 0x00]);
-        let ip = Ipv4HeaderSlice::from_slice(&f[14..]).unwrap();
+        assert_eq!(&f[ETH_DST], &guest_mac(0));
+        assert_eq!(&f[ETH_SRC], &peer_mac(0));
+        assert_eq!(&f[ETHERTYPE], &[0x08, 0x00]);
+        let ip = Ipv4HeaderSlice::from_slice(&f[ETH_HDR_LEN..]).unwrap();
         assert_eq!(ip.to_header().calc_header_checksum(), ip.header_checksum());
         assert_eq!(ip.source(), [10, 0, 0, 2]);
         assert_eq!(ip.destination(), [10, 0, 1, 2]);
-        assert_eq!(u16::from_be_bytes([f[34], f[35]]), UDP_SRC_PORT_BASE + 3);
-        assert_eq!(u16::from_be_bytes([f[36], f[37]]), UDP_DST_PORT);
+        assert_eq!(f[UDP..][UDP_SRC], (UDP_SRC_PORT_BASE + 3).to_be_bytes());
+        assert_eq!(f[UDP..][UDP_DST], UDP_DST_PORT.to_be_bytes());
         assert_eq!(validate_frame(&f), Ok(GoodFrame { dir: 0, seq: 42 }));
     }
     let f = build_frame(1, 7, 0, 60).unwrap();
-    assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 2]);
-    assert_eq!(&f[6..12], &[2, 0, 0, 0, 0x0b, 2]);
-    assert_eq!(&f[26..30], &[10, 0, 1, 2]);
-    assert_eq!(&f[30..34], &[10, 0, 0, 2]);
+    assert_eq!(&f[ETH_DST], &[2, 0, 0, 0, 0, 2]);
+    assert_eq!(&f[ETH_SRC], &[2, 0, 0, 0, 0x0b, 2]);
+    assert_eq!(&f[ETH_HDR_LEN..][IPV4_SRC], &[10, 0, 1, 2]);
+    assert_eq!(&f[ETH_HDR_LEN..][IPV4_DST], &[10, 0, 0, 2]);
     assert_eq!(validate_frame(&f), Ok(GoodFrame { dir: 1, seq: 7 }));
     assert!(build_frame(0, 0, 0, MIN_SIZE - FCS_LEN - 1).is_err());
 }
@@ -29,15 +33,17 @@ fn frame_is_valid_and_sized() {
 fn guest_rewrites_are_accepted() {
     // MAC rewrite and trailing padding do not matter; a TTL decrement with a fixed checksum is fine.
     let mut f = build_frame(0, 5, 0, 60).unwrap();
-    f[0..12].copy_from_slice(&[9; 12]);
+    f[..ETH_SRC.end].copy_from_slice(&[9; 12]);
     f.extend_from_slice(&[0; 4]);
     assert!(validate_frame(&f).is_ok());
-    let mut h = Ipv4HeaderSlice::from_slice(&f[14..]).unwrap().to_header();
+    let mut h = Ipv4HeaderSlice::from_slice(&f[ETH_HDR_LEN..])
+        .unwrap()
+        .to_header();
     h.time_to_live -= 1;
     h.header_checksum = h.calc_header_checksum();
     let mut w = Vec::new();
     h.write(&mut w).unwrap();
-    f[14..34].copy_from_slice(&w);
+    f[ETH_HDR_LEN..UDP].copy_from_slice(&w);
     assert!(validate_frame(&f).is_ok());
 }
 
@@ -46,8 +52,7 @@ fn corruption_is_detected() {
     let good = build_frame(0, 1000, 0, 124).unwrap();
     // Payload pattern byte (UDP checksum zeroed so the pattern check itself is exercised).
     let mut f = good.clone();
-    f[40] = 0;
-    f[41] = 0;
+    f[UDP..][UDP_CHECKSUM].fill(0);
     f[100] ^= 0x55;
     assert_eq!(validate_frame(&f), Err(BadFrame::Pattern));
     // With the UDP checksum in place the same corruption fails the checksum.
@@ -56,21 +61,19 @@ fn corruption_is_detected() {
     assert_eq!(validate_frame(&f), Err(BadFrame::UdpChecksum));
     // IPv4 header byte (TTL) without checksum fix.
     let mut f = good.clone();
-    f[22] -= 1;
+    f[ETH_HDR_LEN + IPV4_TTL] -= 1;
     assert_eq!(validate_frame(&f), Err(BadFrame::Ipv4Checksum));
     // Magic.
     let mut f = good.clone();
-    f[40] = 0;
-    f[41] = 0;
-    f[42] = b'X';
+    f[UDP..][UDP_CHECKSUM].fill(0);
+    f[HEADERS_LEN] = b'X';
     assert_eq!(validate_frame(&f), Err(BadFrame::Magic));
     // Truncation.
     assert_eq!(validate_frame(&good[..80]), Err(BadFrame::UdpLength));
     assert_eq!(validate_frame(&good[..40]), Err(BadFrame::TooShort));
     // Not IPv4.
     let mut f = good;
-    f[12] = 0x86;
-    f[13] = 0xdd;
+    f[ETHERTYPE].copy_from_slice(&[0x86, 0xdd]);
     assert_eq!(validate_frame(&f), Err(BadFrame::NotIpv4Udp));
 }
 
@@ -130,8 +133,8 @@ fn fake_guest(dir: &Path, mangle: fn(&mut [u8])) -> (Arc<AtomicBool>, thread::Jo
 use std::sync::Arc;
 
 fn rewrite_macs(f: &mut [u8]) {
-    f[0..6].copy_from_slice(&peer_mac(1));
-    f[6..12].copy_from_slice(&guest_mac(1));
+    f[ETH_DST].copy_from_slice(&peer_mac(1));
+    f[ETH_SRC].copy_from_slice(&guest_mac(1));
 }
 
 #[test]
@@ -250,12 +253,12 @@ fn pcap_replay_matches_by_content() {
     assert_eq!(r.records.len(), 358);
     for (k, rec) in r.records.iter().enumerate() {
         let i = rec.matched.unwrap();
-        assert_eq!(rec.frame[12..], frames[i][12..]);
+        assert_eq!(rec.frame[ETH_SRC.end..], frames[i][ETH_SRC.end..]);
         assert_eq!(rec.port, 1);
         // Identical frames may appear more than once in the capture; otherwise in order.
         if frames
             .iter()
-            .filter(|f| f[12..] == frames[k % 179][12..])
+            .filter(|f| f[ETH_SRC.end..] == frames[k % 179][ETH_SRC.end..])
             .count()
             == 1
         {
@@ -273,7 +276,7 @@ fn pcap_matcher_flags_unknown_and_duplicates() {
     assert_eq!(m.matches(&frames[0], 2, &mut acc), Err(true));
     // The short frame matches as sent and zero-padded to 60 bytes.
     let mut padded = frames[1].clone();
-    padded.resize(60, 0);
+    padded.resize(ETH_ZLEN, 0);
     assert_eq!(m.matches(&padded, 2, &mut acc), Ok(1));
     assert_eq!(m.matches(&[3u8; 70], 2, &mut acc), Err(false));
     assert_eq!(acc.received, 2);
