@@ -47,6 +47,7 @@ use drivers::virtio_net::{VirtioNet, QUEUE_SIZE};
 use log::{error, info};
 use netstack::config::PORTS;
 use netstack::simframes::{arp_request, router_addrs, udp4_frame, TTL_OFFSET};
+use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
 
 /// The simulated ports' MACs: what xtask gives the real ports (`02:00:00:00:00:01`, `…:02`).
@@ -158,7 +159,8 @@ fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
     }
     core.poll_once();
     let mut replies = 0;
-    dev[1].complete_tx(|f| replies += usize::from(f.len() >= 14 && f[12..14] == [0x08, 0x06]));
+    let arp = ETHERTYPE_ARP.to_be_bytes();
+    dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&arp[..])));
     info!(
         "sim: next hop {} resolved on port 1 ({} ARP reply sent)",
         a.next_hop, replies

@@ -8,15 +8,11 @@ use super::percore::{Core, MgmtPlane, Platform};
 use drivers::nic::Nic;
 use netstack::config::PORTS;
 use netstack::router::{set_macs, Action, Event, NeighUpdate};
+use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 
 /// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
 /// often while traffic flows: 10 ms.
 pub const ROUTER_TIMER_NS: u64 = 10_000_000;
-
-/// EtherType field of an Ethernet II header (bytes 12..14; IEEE 802.3 §3.2.6).
-const ETHERTYPE: core::ops::Range<usize> = 12..14;
-/// EtherType of ARP (RFC 826).
-const ETHERTYPE_ARP: [u8; 2] = [0x08, 0x06];
 
 impl<P: Platform> Core<P> {
     /// Receive a burst on local port `p`, route each frame, transmit what leaves, then run the
@@ -54,7 +50,7 @@ impl<P: Platform> Core<P> {
         let frame = page.frame_mut(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
         // answers requests for the port address itself).
-        if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP[..]) {
+        if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP.to_be_bytes()[..]) {
             self.copy_to_mgmt(p, frame);
         }
         self.ensure_spare();
