@@ -66,6 +66,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod dma;
 pub mod drain;
 mod irq;
 pub mod page;

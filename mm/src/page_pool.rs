@@ -52,6 +52,9 @@
 
 use core::fmt;
 
+// The DMA mapper lives in `crate::dma` (a leaf); re-exported so `mm::page_pool::DmaMapper` and
+// the other two keep working.
+pub use crate::dma::{DmaError, DmaMapper, IdentityDma};
 use crate::pcp::PerCpuPages;
 pub use crate::ptr_ring::{RecycleRing, RemoteRecycle, PP_RING_SIZE};
 use crate::zone::Zone;
@@ -62,37 +65,6 @@ pub const PP_ALLOC_CACHE_SIZE: usize = 128;
 /// Default pages per slow-path refill (Linux `PP_ALLOC_CACHE_REFILL`; half the cache so a full
 /// refill plus recycles do not immediately overflow it).
 pub const PP_ALLOC_CACHE_REFILL: usize = 64;
-
-/// A DMA mapping failure (the IOMMU or bounce-buffer space ran out).
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub struct DmaError;
-
-impl fmt::Display for DmaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("DMA mapping failed")
-    }
-}
-
-/// DMA mapping hook, called once per page when it enters the pool and once when it leaves.
-pub trait DmaMapper {
-    /// Map the page at `pfn` for device access and return its bus address (bytes).
-    fn map(&mut self, pfn: Pfn) -> Result<u64, DmaError>;
-    /// Undo [`DmaMapper::map`]; `dma` is the address `map` returned.
-    fn unmap(&mut self, pfn: Pfn, dma: u64);
-}
-
-/// The kernel's mapper: identity-mapped, no IOMMU, so the bus address is the physical address.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct IdentityDma;
-
-impl DmaMapper for IdentityDma {
-    #[inline]
-    fn map(&mut self, pfn: Pfn) -> Result<u64, DmaError> {
-        Ok(pfn.addr())
-    }
-    #[inline]
-    fn unmap(&mut self, _pfn: Pfn, _dma: u64) {}
-}
 
 /// Pool construction parameters.
 #[derive(Copy, Clone, Debug)]

@@ -48,7 +48,7 @@
 //! Only the `loom_` tests are meant to run under `--cfg loom` (the other tests would use loom
 //! atomics outside a model, which panics).
 
-use crate::page_pool::DmaMapper;
+use crate::dma::DmaMapper;
 use crate::pcp::PerCpuPages;
 use crate::zone::Zone;
 use crate::{Pfn, NO_POOL};

@@ -144,7 +144,7 @@ mod plain {
 
     #[test]
     fn recycle_remote_releases_when_full() {
-        use crate::page_pool::IdentityDma;
+        use crate::dma::IdentityDma;
         let z = zone(1024, 1024);
         let r = ring();
         r.attach(9).unwrap();
@@ -182,7 +182,8 @@ mod plain {
 #[cfg(loom)]
 mod loom_models {
     use super::*;
-    use crate::page_pool::{DmaError, PagePool, PagePoolParams};
+    use crate::dma::DmaError;
+    use crate::page_pool::{PagePool, PagePoolParams};
     use crate::zone::tests::zone;
     use std::boxed::Box;
     use std::collections::HashMap;
