@@ -73,6 +73,7 @@ pub mod page;
 pub mod page_pool;
 pub mod pcp;
 pub mod ptr_ring;
+mod sync;
 pub mod zone;
 
 pub use drain::{DrainAll, DrainError};

@@ -26,8 +26,9 @@
 //!
 //! # Remote returns ([`RecycleRing`])
 //!
-//! A page coming back on ANOTHER core goes into the pool's [`RecycleRing`] (bounded, lock-free,
-//! multi-producer single-consumer; see [`crate::ptr_ring`]), attached with
+//! A page coming back on ANOTHER core goes into the pool's [`RecycleRing`] (a bounded, lock-free,
+//! multi-producer single-consumer [`MpscRing`](crate::ptr_ring::MpscRing) of page numbers, in
+//! `page_pool/recycle.rs`), attached with
 //! [`PagePool::attach_ring`]. The remote core calls [`RecycleRing::recycle_remote`] (or the bulk
 //! form) through the shared `&'static` ring; when the ring is full it unmaps the page and frees
 //! it to its own pcp list or to the zone — never freed while mapped. The owner drains the ring
@@ -56,9 +57,11 @@ use core::fmt;
 // the other two keep working.
 pub use crate::dma::{DmaError, DmaMapper, IdentityDma};
 use crate::pcp::PerCpuPages;
-pub use crate::ptr_ring::{RecycleRing, RemoteRecycle, PP_RING_SIZE};
 use crate::zone::Zone;
 use crate::Pfn;
+
+mod recycle;
+pub use recycle::{RecycleRing, RemoteRecycle, PP_RING_SIZE};
 
 /// Alloc cache capacity, pages (Linux `PP_ALLOC_CACHE_SIZE`).
 pub const PP_ALLOC_CACHE_SIZE: usize = 128;
