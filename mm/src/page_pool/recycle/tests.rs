@@ -125,6 +125,12 @@ mod loom_models {
         }
     }
 
+    /// Stack for the model's threads: loom's coroutines get 32 KiB by default, and a failing
+    /// check deep in the pool code overflows that while panicking — loom then hangs instead of
+    /// reporting the failure. (`loom::model` cannot enlarge its own thread, so the owner's side
+    /// runs in a spawned thread too.)
+    const STACK: usize = 1 << 20;
+
     /// Remote CPU returns 3 pages (one single push, then a bulk of 2) into a 2-slot ring while
     /// the owner allocates (draining the ring or refilling from the allocator) and recycles;
     /// then the owner destroys the pool. No page lost, none owned twice, none freed mapped.
@@ -139,70 +145,75 @@ mod loom_models {
         static DRAINED_EARLY: AtomicUsize = AtomicUsize::new(0);
         static EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
         loom::model(|| {
-            EXECUTIONS.fetch_add(1, Relaxed);
-            let z = zone(64, 64);
-            let managed = z.managed_pages();
-            let ring: &'static RecycleRing = Box::leak(Box::new(RecycleRing::new()));
-            let mut pcp = PerCpuPages::with_params(8, 4);
-            let mut pool = PagePool::new(PagePoolParams { id: 1, refill: 3 }).unwrap();
-            pool.attach_ring(ring).unwrap();
-            let dma = SharedDma(Default::default());
-            let mut odma = dma.clone();
-            let out: Vec<Pfn> = (0..3)
-                .map(|_| pool.alloc(&mut pcp, z, &mut odma).unwrap())
-                .collect();
-            assert_eq!(pool.cached(), 0);
-            let remote = {
-                let mut rdma = dma.clone();
-                // A larger stack than loom's 32 KiB default: a failing check panics in here,
-                // and formatting the panic overflows the default stack (loom then hangs).
-                loom::thread::Builder::new()
-                    .stack_size(1 << 20)
-                    .spawn(move || {
-                        let mut rpcp = PerCpuPages::with_params(8, 4);
-                        let mut released = 0;
-                        if ring.recycle_remote(out[0], z, None, &mut rdma)
-                            == RemoteRecycle::Released
-                        {
-                            released += 1;
-                        }
-                        // Let the owner drain between the two returns too (see below): without it loom
-                        // never runs the bulk return after a drain, and never sees all 3 fit.
-                        loom::thread::yield_now();
-                        released +=
-                            2 - ring.recycle_remote_bulk(&out[1..], z, Some(&mut rpcp), &mut rdma);
-                        rpcp.drain_local_pages(z);
-                        released
-                    })
-                    .unwrap()
-            };
-            // Owner: allocate twice (ring drain or allocator refill), recycle both. loom's DPOR
-            // tracks only the last load of an atomic, which can hide the "push before the
-            // owner's drain" orders; yielding makes loom also run the remote CPU first.
-            let mut mine = Vec::new();
-            for _ in 0..2 {
-                loom::thread::yield_now();
-                let p = pool.alloc(&mut pcp, z, &mut odma).unwrap();
-                assert_eq!(z.page(p).pool(), Some(1));
-                assert!(!mine.contains(&p), "owned twice");
-                mine.push(p);
-            }
-            for p in mine {
-                pool.recycle_direct(p, &mut pcp, z, &mut odma);
-            }
-            let drained_early = pool.stats().recycle_ring > 0;
-            let released = remote.join().unwrap();
-            RELEASED.fetch_add((released > 0) as usize, Relaxed);
-            NONE_RELEASED.fetch_add((released == 0) as usize, Relaxed);
-            DRAINED_EARLY.fetch_add(drained_early as usize, Relaxed);
-            assert_eq!(pool.stats().recycle_ring_full, released as u64);
-            // Pages still in the ring count as in flight until the owner takes them out.
-            assert_eq!(pool.in_flight(), pool.in_ring() as u64);
-            assert_eq!(pool.destroy(&mut pcp, z, &mut odma), Ok(()));
-            pcp.drain_local_pages(z);
-            assert!(dma.0.lock().unwrap().is_empty(), "mapping leaked");
-            assert_eq!(z.free_pages(), managed, "page lost");
-            assert_eq!(ring.owner(), None);
+            let owner = loom::thread::Builder::new().stack_size(STACK).spawn(|| {
+                EXECUTIONS.fetch_add(1, Relaxed);
+                let z = zone(64, 64);
+                let managed = z.managed_pages();
+                let ring: &'static RecycleRing = Box::leak(Box::new(RecycleRing::new()));
+                let mut pcp = PerCpuPages::with_params(8, 4);
+                let mut pool = PagePool::new(PagePoolParams { id: 1, refill: 3 }).unwrap();
+                pool.attach_ring(ring).unwrap();
+                let dma = SharedDma(Default::default());
+                let mut odma = dma.clone();
+                let out: Vec<Pfn> = (0..3)
+                    .map(|_| pool.alloc(&mut pcp, z, &mut odma).unwrap())
+                    .collect();
+                assert_eq!(pool.cached(), 0);
+                let remote = {
+                    let mut rdma = dma.clone();
+                    loom::thread::Builder::new()
+                        .stack_size(STACK)
+                        .spawn(move || {
+                            let mut rpcp = PerCpuPages::with_params(8, 4);
+                            let mut released = 0;
+                            if ring.recycle_remote(out[0], z, None, &mut rdma)
+                                == RemoteRecycle::Released
+                            {
+                                released += 1;
+                            }
+                            // Let the owner drain between the two returns too (see below): without it loom
+                            // never runs the bulk return after a drain, and never sees all 3 fit.
+                            loom::thread::yield_now();
+                            released += 2 - ring.recycle_remote_bulk(
+                                &out[1..],
+                                z,
+                                Some(&mut rpcp),
+                                &mut rdma,
+                            );
+                            rpcp.drain_local_pages(z);
+                            released
+                        })
+                        .unwrap()
+                };
+                // Owner: allocate twice (ring drain or allocator refill), recycle both. loom's DPOR
+                // tracks only the last load of an atomic, which can hide the "push before the
+                // owner's drain" orders; yielding makes loom also run the remote CPU first.
+                let mut mine = Vec::new();
+                for _ in 0..2 {
+                    loom::thread::yield_now();
+                    let p = pool.alloc(&mut pcp, z, &mut odma).unwrap();
+                    assert_eq!(z.page(p).pool(), Some(1));
+                    assert!(!mine.contains(&p), "owned twice");
+                    mine.push(p);
+                }
+                for p in mine {
+                    pool.recycle_direct(p, &mut pcp, z, &mut odma);
+                }
+                let drained_early = pool.stats().recycle_ring > 0;
+                let released = remote.join().unwrap();
+                RELEASED.fetch_add((released > 0) as usize, Relaxed);
+                NONE_RELEASED.fetch_add((released == 0) as usize, Relaxed);
+                DRAINED_EARLY.fetch_add(drained_early as usize, Relaxed);
+                assert_eq!(pool.stats().recycle_ring_full, released as u64);
+                // Pages still in the ring count as in flight until the owner takes them out.
+                assert_eq!(pool.in_flight(), pool.in_ring() as u64);
+                assert_eq!(pool.destroy(&mut pcp, z, &mut odma), Ok(()));
+                pcp.drain_local_pages(z);
+                assert!(dma.0.lock().unwrap().is_empty(), "mapping leaked");
+                assert_eq!(z.free_pages(), managed, "page lost");
+                assert_eq!(ring.owner(), None);
+            });
+            owner.unwrap().join().unwrap();
         });
         std::println!(
             "loom: {} executions, {} with ring-full releases, {} with none, {} with an early drain",
