@@ -13,8 +13,9 @@
 //!
 //! # Protocol
 //!
-//! A fixed array of `N` slots (a power of two, at least 2), each a sequence number plus room for one `T`.
-//! Positions grow without bound (wrapping `usize`); position `p` lives in slot `p % N`.
+//! A fixed array of `N` slots (a power of two, at least 2), each a sequence number plus room
+//! for one `T`. Positions grow without bound (wrapping `usize`); position `p` lives in slot
+//! `p % N`.
 //!
 //! * Slot state: `seq == p` means "free for position `p`"; `seq == p + 1` means "holds the
 //!   value pushed at position `p`". The consumer, after reading the value at `p`, sets
@@ -87,11 +88,12 @@
 //!
 //! # Model checking (loom)
 //!
-//! The atomics and the slot cells come from [`crate::sync`]: `core`'s normally, loom's when the
-//! crate's tests are built with `--cfg loom` (then [`MpscRing::new`] is not `const`). loom's
-//! `UnsafeCell` checks point 1 above on every slot access. The models here race producers
-//! (single and bulk pushes, full rings, slots reused across laps) against the consumer, and two
-//! consumers against each other; `page_pool::recycle` has the page-level model on top:
+//! The atomics and the slot cells come from the private shim `mm::sync`: `core`'s normally,
+//! loom's when the crate's tests are built with `--cfg loom` (then [`MpscRing::new`] is not
+//! `const`). loom's `UnsafeCell` checks point 1 above on every slot access. The models here
+//! race producers (single and bulk pushes, full rings, slots reused across laps) against the
+//! consumer, and two consumers against each other; `page_pool::recycle` has the page-level
+//! model on top:
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/tmp/target-loom \
@@ -129,8 +131,8 @@ impl<T: Copy> Slot<T> {
 }
 
 /// A bounded, lock-free ring of `N` values of `T` (`N` a power of two, `>= 2`): any number of
-/// producers, one consumer. See the module docs for the protocol, and [Records](crate::ptr_ring#records)
-/// for carrying more than a page number.
+/// producers, one consumer. See the module docs for the protocol, and
+/// [Records](crate::ptr_ring#records) for carrying more than a page number.
 ///
 /// Shared by reference between cores, typically as a `static` (`new` is `const`). The producer
 /// and consumer sides are both `&self`; "one consumer" is a rule of use (the owning core), not

@@ -171,8 +171,9 @@ mod loom_models {
                             {
                                 released += 1;
                             }
-                            // Let the owner drain between the two returns too (see below): without it loom
-                            // never runs the bulk return after a drain, and never sees all 3 fit.
+                            // Let the owner drain between the two returns too (see below):
+                            // without it loom never runs the bulk return after a drain, and
+                            // never sees all 3 fit.
                             loom::thread::yield_now();
                             released += 2 - ring.recycle_remote_bulk(
                                 &out[1..],
