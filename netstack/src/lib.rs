@@ -3,6 +3,10 @@
 //! Laid out like smoltcp: parsing and value types ([`config`], [`MacAddr`]) are kept apart
 //! from behaviour ([`forward`]). Everything here is `no_std`, allocation-free and tested on the
 //! host.
+//!
+//! Dependencies inside the workspace: `mm` only, for its generic lock-free ring
+//! (`mm::ptr_ring::MpscRing`, which is [`router::NeighRing`]); the `unsafe` of that ring and its
+//! loom model live in `mm`, so this crate has none (`#![deny(unsafe_code)]`).
 #![no_std]
 #![deny(unsafe_code)]
 
