@@ -5,11 +5,10 @@
 //! router's cross-core sync (`netstack::router::NeighRing`), or a hand-off record (page, length,
 //! port) from one core to another — any `T: Copy` (see [Records](#records)).
 //!
-//! Any number of producers (any CPU, any context that may spin briefly) push; one consumer
-//! (the core that owns the ring) pops. A second consumer is a logic error only — it can take
-//! values in a different order than expected, never tear one or race a producer — because the
-//! consumer also claims what it takes with a compare-and-swap (see below); with one consumer
-//! that compare-and-swap never fails.
+//! Any number of producers (any CPU, any context) push; one consumer (the core that owns the
+//! ring) pops. A second consumer is a logic error only, never a data race: a consumer holds a
+//! try-lock flag while it drains, so another one meanwhile finds the ring "empty" (with one
+//! consumer the flag is always free: one uncontended compare-and-swap per pop or batch).
 //!
 //! # Protocol
 //!
@@ -20,39 +19,46 @@
 //! * Slot state: `seq == p` means "free for position `p`"; `seq == p + 1` means "holds the
 //!   value pushed at position `p`". The consumer, after reading the value at `p`, sets
 //!   `seq = p + N` (free for the next lap).
-//! * Producers claim positions at `tail` with one compare-and-swap, after checking (`Acquire`)
-//!   that the slots are free for them — one position for [`MpscRing::push`], up to `k` for
-//!   [`MpscRing::push_bulk`] — then write each value and publish it with a `Release` store of
-//!   `seq = p + 1`. A slot that still holds the value from the previous lap means the ring is
-//!   full: that is reported to the caller, which keeps the value ([`MpscRing::push`] returns
-//!   it in `Err`).
-//! * The consumer checks (`Acquire`) that the slots at `head` are published for this lap,
-//!   claims them with one compare-and-swap of `head`, reads each value and frees its slot
-//!   with a `Release` store of `seq = p + N`. A position claimed but not yet published stops
-//!   a drain; its value comes out on a later call (and the values behind it with it).
+//! * Producers (any CPU, any number): [`MpscRing::push`] claims position `tail` with one
+//!   compare-and-swap when its slot is free (`seq == tail`, loaded with `Acquire`), writes the
+//!   value, then publishes it with a `Release` store of `seq = p + 1`. A slot that still holds
+//!   the value from the previous lap means the ring is full: that is reported to the caller,
+//!   which keeps the value (`Err(v)`). [`MpscRing::push_bulk`] claims `k` positions with one
+//!   compare-and-swap, `k` bounded by the room `N - (tail - head)` (`head` loaded with
+//!   `Acquire` first), then writes and publishes each.
+//! * The consumer takes the try-lock flag (`Acquire` compare-and-swap; if it is taken, it
+//!   returns nothing), takes values in position order while `seq == head + 1` (`Acquire`),
+//!   freeing each slot with a `Release` store of `seq = p + N` after reading it, publishes the
+//!   new `head` once per batch (`Release`) and drops the flag (`Release`). A position claimed
+//!   but not yet published stops a drain; its value comes out on a later call (and the values
+//!   behind it with it).
 //!
 //! # Safety of the slot protocol
 //!
 //! The payload sits in an `UnsafeCell<MaybeUninit<T>>` per slot; everything unsafe in this
 //! module rests on one argument:
 //!
-//! 1. **One writer or one reader at a time per slot, never both.** A producer writes slot `s`
-//!    for position `p` only after its compare-and-swap moved `tail` from `≤ p` past `p`, which
-//!    succeeds for exactly one producer per position; and only after it saw `seq == p`, which
-//!    the consumer stores (with `Release`) after it finished reading the slot's previous value
-//!    (position `p - N`). The producer's `Acquire` load of that `seq` makes the read happen
-//!    before the write. Likewise the consumer reads the slot for `p` only after its
-//!    compare-and-swap moved `head` past `p` (exactly one consumer per position) and after it
-//!    saw `seq == p + 1`, stored with `Release` by the producer after its write: the write
-//!    happens before the read.
-//! 2. **Reads see initialised values.** `seq == p + 1` is stored only after the value for `p`
+//! 1. **One producer per position.** A producer writes the slot for position `p` only after its
+//!    compare-and-swap moved `tail` from `≤ p` past `p`; `tail` only grows, so that succeeds
+//!    for exactly one producer per position.
+//! 2. **One consumer at a time.** The consumer reads slots only while it holds the flag; the
+//!    flag's `Acquire` compare-and-swap and `Release` clear order one consumer's reads and its
+//!    `head` store before the next consumer's.
+//! 3. **A write never overlaps a read of the same slot.** The slot for `p` last held position
+//!    `p - N`. A producer writes it only after it saw that read finished: either `seq == p`
+//!    (single push), which the consumer stores with `Release` after reading `p - N`, or
+//!    `head > p - N` (bulk push, room check), which the consumer stores with `Release` after
+//!    that same `seq` store. The producer's `Acquire` load makes the read happen before the
+//!    write. The consumer reads the slot for `p` only after it saw `seq == p + 1`, which the
+//!    producer stores with `Release` after its write: the write happens before the read.
+//! 4. **Reads see initialised values.** `seq == p + 1` is stored only after the value for `p`
 //!    was written, and the consumer reads only then.
-//! 3. **Nothing is dropped or leaked unsafely.** `T: Copy`, so a value has no destructor: reading
+//! 5. **Nothing is dropped or leaked unsafely.** `T: Copy`, so a value has no destructor: reading
 //!    it copies it, and values still in the ring when it is dropped need no clean-up.
 //!
-//! The compare-and-swaps themselves can be `Relaxed` on the producer side (the `seq` pairs
-//! carry all the synchronisation); the consumer's is `Release` so that [`MpscRing::len`],
-//! reading `head` (`Acquire`) then `tail`, never sees `tail` behind `head`.
+//! The compare-and-swaps of `tail` can be `Relaxed` (the `seq` and `head` pairs carry the
+//! synchronisation). [`MpscRing::len`] reads `head` (`Acquire`) before `tail`, so it never sees
+//! `tail` behind `head`.
 //!
 //! # Records
 //!
@@ -90,7 +96,7 @@
 //!
 //! The atomics and the slot cells come from the private shim `mm::sync`: `core`'s normally,
 //! loom's when the crate's tests are built with `--cfg loom` (then [`MpscRing::new`] is not
-//! `const`). loom's `UnsafeCell` checks point 1 above on every slot access. The models here
+//! `const`). loom's `UnsafeCell` checks point 3 above on every slot access. The models here
 //! race producers (single and bulk pushes, full rings, slots reused across laps) against the
 //! consumer, and two consumers against each other; `page_pool::recycle` has the page-level
 //! model on top:
@@ -105,7 +111,7 @@
 
 use core::mem::MaybeUninit;
 
-use crate::sync::{AtomicUsize, CachePadded, Ordering::*, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicUsize, CachePadded, Ordering::*, UnsafeCell};
 
 /// One slot: the sequence number says whose turn it is (module docs), `val` is the payload.
 struct Slot<T> {
@@ -140,9 +146,33 @@ impl<T: Copy> Slot<T> {
 pub struct MpscRing<T: Copy, const N: usize> {
     /// Next position producers claim.
     tail: CachePadded<AtomicUsize>,
-    /// Next position the consumer takes.
-    head: CachePadded<AtomicUsize>,
+    /// The consumer's side, on its own line.
+    cons: CachePadded<Consumer>,
     slots: [Slot<T>; N],
+}
+
+struct Consumer {
+    /// Next position the consumer takes (written only by the consumer holding `busy`).
+    head: AtomicUsize,
+    /// Held by the consumer while it drains (module docs, safety point 2).
+    busy: AtomicBool,
+}
+
+impl Consumer {
+    #[cfg(not(all(test, loom)))]
+    const fn new() -> Consumer {
+        Consumer {
+            head: AtomicUsize::new(0),
+            busy: AtomicBool::new(false),
+        }
+    }
+    #[cfg(all(test, loom))]
+    fn new() -> Consumer {
+        Consumer {
+            head: AtomicUsize::new(0),
+            busy: AtomicBool::new(false),
+        }
+    }
 }
 
 // SAFETY: the ring moves `T`s between threads (hence `T: Send`), and every access to a slot's
@@ -184,7 +214,7 @@ impl<T: Copy, const N: usize> MpscRing<T, N> {
         }
         MpscRing {
             tail: CachePadded(AtomicUsize::new(0)),
-            head: CachePadded(AtomicUsize::new(0)),
+            cons: CachePadded(Consumer::new()),
             slots,
         }
     }
@@ -200,7 +230,7 @@ impl<T: Copy, const N: usize> MpscRing<T, N> {
         };
         MpscRing {
             tail: CachePadded(AtomicUsize::new(0)),
-            head: CachePadded(AtomicUsize::new(0)),
+            cons: CachePadded(Consumer::new()),
             slots: core::array::from_fn(Slot::new),
         }
     }
@@ -215,7 +245,7 @@ impl<T: Copy, const N: usize> MpscRing<T, N> {
     #[inline]
     pub fn len(&self) -> usize {
         // Head first: then `tail >= head` for the values read (module docs).
-        let head = self.head.0.load(Acquire);
+        let head = self.cons.0.head.load(Acquire);
         let tail = self.tail.0.load(Acquire);
         tail.wrapping_sub(head).min(N)
     }
@@ -229,11 +259,28 @@ impl<T: Copy, const N: usize> MpscRing<T, N> {
     /// Push one value (any core). `Err(v)` if the ring is full: the caller keeps `v`.
     #[inline]
     pub fn push(&self, v: T) -> Result<(), T> {
-        match self.claim_push(1) {
-            (_, 0) => Err(v),
-            (pos, _) => {
-                self.write(pos, v);
-                Ok(())
+        let mut pos = self.tail.0.load(Relaxed);
+        loop {
+            let seq = self.slot(pos).seq.load(Acquire);
+            let diff = seq.wrapping_sub(pos) as isize;
+            if diff == 0 {
+                match self
+                    .tail
+                    .0
+                    .compare_exchange_weak(pos, pos.wrapping_add(1), Relaxed, Relaxed)
+                {
+                    Ok(_) => {
+                        self.write(pos, v);
+                        return Ok(());
+                    }
+                    Err(now) => pos = now,
+                }
+            } else if diff < 0 {
+                // The slot still holds the value from the previous lap: full.
+                return Err(v);
+            } else {
+                // Another producer took `pos`; catch up.
+                pos = self.tail.0.load(Relaxed);
             }
         }
     }
@@ -244,107 +291,90 @@ impl<T: Copy, const N: usize> MpscRing<T, N> {
         if vs.is_empty() {
             return 0;
         }
-        let (pos, k) = self.claim_push(vs.len());
-        for (i, &v) in vs[..k].iter().enumerate() {
-            self.write(pos.wrapping_add(i), v);
-        }
-        k
-    }
-
-    /// Take the oldest value (the consumer). `None` when empty, or when the next position is
-    /// claimed but not yet published (its value comes on a later call).
-    #[inline]
-    pub fn pop(&self) -> Option<T> {
-        match self.claim_pop(1) {
-            (_, 0) => None,
-            (pos, _) => Some(self.read(pos)),
-        }
-    }
-
-    /// Consumer side: move up to `out.len()` values, oldest first, into `out[..n]` with one
-    /// claim; returns `n` (0 when empty; stops before a position not yet published).
-    #[inline]
-    pub fn pop_batch(&self, out: &mut [T]) -> usize {
-        if out.is_empty() {
-            return 0;
-        }
-        let (pos, k) = self.claim_pop(out.len());
-        for (i, o) in out[..k].iter_mut().enumerate() {
-            *o = self.read(pos.wrapping_add(i));
-        }
-        k
-    }
-
-    /// Claim up to `max` (`>= 1`) consecutive free positions at `tail`: `(first, how many)`,
-    /// 0 of them if the ring is full.
-    #[inline]
-    fn claim_push(&self, max: usize) -> (usize, usize) {
-        let mut pos = self.tail.0.load(Relaxed);
         loop {
-            let seq = self.slot(pos).seq.load(Acquire);
-            let diff = seq.wrapping_sub(pos) as isize;
-            if diff < 0 {
-                // The slot still holds the value from the previous lap: full.
-                return (pos, 0);
+            // Head first: `tail >= head` then holds for the values read. `Acquire` on head makes
+            // the consumer's reads of the slots it freed happen before our writes to them.
+            let head = self.cons.0.head.load(Acquire);
+            let pos = self.tail.0.load(Relaxed);
+            let room = N.saturating_sub(pos.wrapping_sub(head));
+            let k = room.min(vs.len());
+            if k == 0 {
+                return 0;
             }
-            if diff > 0 {
-                // Another producer took `pos`; catch up.
-                pos = self.tail.0.load(Relaxed);
-                continue;
-            }
-            let mut k = 1;
-            while k < max {
-                let p = pos.wrapping_add(k);
-                if self.slot(p).seq.load(Acquire) != p {
-                    break;
-                }
-                k += 1;
-            }
-            match self
+            if self
                 .tail
                 .0
                 .compare_exchange_weak(pos, pos.wrapping_add(k), Relaxed, Relaxed)
+                .is_ok()
             {
-                Ok(_) => return (pos, k),
-                Err(now) => pos = now,
+                for (i, &v) in vs[..k].iter().enumerate() {
+                    self.write(pos.wrapping_add(i), v);
+                }
+                return k;
             }
         }
     }
 
-    /// Claim up to `max` (`>= 1`) consecutive published positions at `head`: `(first, how
-    /// many)`, 0 of them if none is published.
+    /// Take the oldest value (the consumer). `None` when empty, when the next position is
+    /// claimed but not yet published (its value comes on a later call), or while another
+    /// consumer drains.
     #[inline]
-    fn claim_pop(&self, max: usize) -> (usize, usize) {
-        let mut pos = self.head.0.load(Relaxed);
-        loop {
-            let seq = self.slot(pos).seq.load(Acquire);
-            let diff = seq.wrapping_sub(pos.wrapping_add(1)) as isize;
-            if diff < 0 {
-                // Empty, or claimed by a producer that has not published yet.
-                return (pos, 0);
-            }
-            if diff > 0 {
-                // Another consumer took `pos` (a logic error of the caller, not unsound).
-                pos = self.head.0.load(Relaxed);
-                continue;
-            }
-            let mut k = 1;
-            while k < max {
-                let p = pos.wrapping_add(k);
-                if self.slot(p).seq.load(Acquire) != p.wrapping_add(1) {
-                    break;
-                }
-                k += 1;
-            }
-            match self
-                .head
+    pub fn pop(&self) -> Option<T> {
+        let mut v = None;
+        self.drain(1, |_, x| v = Some(x));
+        v
+    }
+
+    /// Consumer side: move up to `out.len()` values, oldest first, into `out[..n]`; returns `n`
+    /// (0 when empty or while another consumer drains; stops before a position not yet
+    /// published).
+    #[inline]
+    pub fn pop_batch(&self, out: &mut [T]) -> usize {
+        let max = out.len();
+        self.drain(max, |i, x| out[i] = x)
+    }
+
+    /// Take up to `max` published values in order, handing each to `f(i, value)`; returns how
+    /// many. Holds the consumer flag throughout.
+    #[inline(always)]
+    fn drain(&self, max: usize, mut f: impl FnMut(usize, T)) -> usize {
+        // A compare-and-swap rather than a swap: it leaves a busy flag's line unwritten (and
+        // loom models a swap racing the clear wrongly: tokio-rs/loom#254).
+        if max == 0
+            || self
+                .cons
                 .0
-                .compare_exchange_weak(pos, pos.wrapping_add(k), Release, Relaxed)
-            {
-                Ok(_) => return (pos, k),
-                Err(now) => pos = now,
-            }
+                .busy
+                .compare_exchange(false, true, Acquire, Relaxed)
+                .is_err()
+        {
+            return 0;
         }
+        let mut pos = self.cons.0.head.load(Relaxed);
+        let mut n = 0;
+        while n < max {
+            let slot = self.slot(pos);
+            if slot.seq.load(Acquire) != pos.wrapping_add(1) {
+                break;
+            }
+            let v = slot.val.with(|p| {
+                // SAFETY: slot protocol (module docs), points 2 to 4: we hold the consumer flag
+                // and saw `seq == pos + 1` (`Acquire`), so the producer's write of an initialised
+                // value happens before this read, and no producer writes the slot until it is
+                // freed (the `Release` store of `seq` just below, and of `head` after the loop).
+                // `T: Copy`: reading copies.
+                unsafe { (*p).assume_init() }
+            });
+            slot.seq.store(pos.wrapping_add(N), Release);
+            f(n, v);
+            pos = pos.wrapping_add(1);
+            n += 1;
+        }
+        if n > 0 {
+            self.cons.0.head.store(pos, Release);
+        }
+        self.cons.0.busy.store(false, Release);
+        n
     }
 
     /// Write the value for claimed position `pos` and publish it.
@@ -353,27 +383,13 @@ impl<T: Copy, const N: usize> MpscRing<T, N> {
         let slot = self.slot(pos);
         debug_assert_eq!(slot.seq.load(Relaxed), pos, "write into a busy slot");
         slot.val.with_mut(|p| {
-            // SAFETY: slot protocol (module docs), point 1: this producer's claim of `pos`
-            // succeeded after it saw `seq == pos`, so no other thread reads or writes this
-            // slot until the `Release` store below publishes it.
+            // SAFETY: slot protocol (module docs), points 1 and 3: this producer alone claimed
+            // `pos`, after seeing the slot's previous value read (`seq == pos`, or `head` past
+            // `pos - N`), so no other thread reads or writes this slot until the `Release`
+            // store below publishes it.
             unsafe { p.write(MaybeUninit::new(v)) }
         });
         slot.seq.store(pos.wrapping_add(1), Release);
-    }
-
-    /// Read the value at claimed, published position `pos` and free its slot for the next lap.
-    #[inline(always)]
-    fn read(&self, pos: usize) -> T {
-        let slot = self.slot(pos);
-        let v = slot.val.with(|p| {
-            // SAFETY: slot protocol (module docs), points 1 and 2: this consumer's claim of
-            // `pos` succeeded after it saw `seq == pos + 1` (`Acquire`), so the producer's write
-            // of an initialised value happens before this read and no producer writes the slot
-            // until the `Release` store below frees it. `T: Copy`: reading copies.
-            unsafe { (*p).assume_init() }
-        });
-        slot.seq.store(pos.wrapping_add(N), Release);
-        v
     }
 
     /// The values in the ring, oldest first (tests only; the ring must be quiet: no producer

@@ -10,10 +10,10 @@
 #[cfg(all(test, loom))]
 pub(crate) use loom::cell::UnsafeCell;
 #[cfg(all(test, loom))]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 #[cfg(not(all(test, loom)))]
-pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 pub(crate) use core::sync::atomic::Ordering;
 
