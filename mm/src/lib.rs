@@ -1,5 +1,6 @@
 //! Gannet memory management: buddy zones, per-CPU page lists (pcp), the bulk order-0 API, page
-//! metadata and the network `page_pool`.
+//! metadata, the network `page_pool`, and the bounded lock-free ring ([`ptr_ring::MpscRing`])
+//! that carries pages and records between CPUs.
 //!
 //! Terms and semantics follow Linux mm (`mm/page_alloc.c`, `net/core/page_pool.c`) so that the
 //! reasoning collected in `docs/SEED-NOTES.md` applies word for word. The crate deals only
@@ -15,6 +16,28 @@
 //! * [`PerCpuPages`] ([`pcp`]): one per CPU, a lock-free cache of order-0 pages in front of the
 //!   zone, plus the bulk order-0 API. Touched only by its owning CPU from thread context.
 //! * [`page_pool::PagePool`]: one per RX queue, a cache of DMA-mapped pages in front of the pcp.
+//!   Other CPUs return its pages through its [`page_pool::RecycleRing`].
+//!
+//! # Module map
+//!
+//! Imports point one way (down this list, or to the crate root's [`Pfn`] and constants); no
+//! module imports one above it.
+//!
+//! * [`page_pool`]: `PagePool`, and (`page_pool/recycle.rs`) `RecycleRing`, the remote-return
+//!   ring. Uses `pcp`, `zone`, `ptr_ring`, `dma`, `sync`.
+//! * [`drain`]: the `drain_all_pages` handshake across CPUs (`DrainAll`). Uses nothing.
+//! * [`pcp`]: `PerCpuPages`, the bulk order-0 API. Uses `zone`, `page`.
+//! * [`zone`]: `Zone`, the buddy allocator. Uses `page`, `irq`.
+//! * [`page`]: `Page`, per-frame metadata. Uses nothing.
+//! * [`ptr_ring`]: `MpscRing<T, N>`, the generic bounded MPSC ring of any `T: Copy` (page
+//!   numbers, hand-off records, neighbour updates). Uses `sync`.
+//! * [`dma`]: `DmaMapper`, `IdentityDma`, `DmaError`. Uses nothing.
+//! * `irq` (private): interrupts off around the zone lock on bare metal. Uses nothing.
+//! * `sync` (private): `core`'s atomics and cell, or loom's in `--cfg loom` tests;
+//!   `CachePadded`. Uses nothing.
+//!
+//! `ptr_ring` knows nothing about pages or pools; `page_pool` builds on it, never the reverse.
+//! `page_pool` re-exports `dma`'s three items (`mm::page_pool::DmaMapper` etc.).
 //!
 //! # Rules (who may touch what)
 //!
@@ -30,6 +53,15 @@
 //!   `dma_addr`). Buddy metadata (flags, order, list links) of free pages is touched only under
 //!   the zone lock.
 //! * PFN 0 is never handed out: virtio treats physical address 0 as "no buffer".
+//! * An [`MpscRing`](ptr_ring::MpscRing) has any number of producers (any CPU, any context: a
+//!   push never blocks, it retries a compare-and-swap) and one consumer, the CPU that owns the
+//!   ring (a per-core or per-pool `static`). A full ring is reported to the producer, which
+//!   keeps the value. A second consumer is a logic error (values out of order), never a data
+//!   race.
+//! * A [`RecycleRing`](page_pool::RecycleRing) is attached to one pool at a time; any CPU
+//!   returns that pool's pages into it ([`recycle_remote`](page_pool::RecycleRing::recycle_remote),
+//!   which unmaps and frees the page itself when the ring is full); only the pool's own CPU
+//!   takes them out, through its `PagePool`.
 //!
 //! # Example
 //!
@@ -66,12 +98,14 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod dma;
 pub mod drain;
 mod irq;
 pub mod page;
 pub mod page_pool;
 pub mod pcp;
 pub mod ptr_ring;
+mod sync;
 pub mod zone;
 
 pub use drain::{DrainAll, DrainError};

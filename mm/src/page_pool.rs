@@ -26,8 +26,9 @@
 //!
 //! # Remote returns ([`RecycleRing`])
 //!
-//! A page coming back on ANOTHER core goes into the pool's [`RecycleRing`] (bounded, lock-free,
-//! multi-producer single-consumer; see [`crate::ptr_ring`]), attached with
+//! A page coming back on ANOTHER core goes into the pool's [`RecycleRing`] (a bounded, lock-free,
+//! multi-producer single-consumer [`MpscRing`](crate::ptr_ring::MpscRing) of page numbers, in
+//! `page_pool/recycle.rs`), attached with
 //! [`PagePool::attach_ring`]. The remote core calls [`RecycleRing::recycle_remote`] (or the bulk
 //! form) through the shared `&'static` ring; when the ring is full it unmaps the page and frees
 //! it to its own pcp list or to the zone — never freed while mapped. The owner drains the ring
@@ -52,47 +53,21 @@
 
 use core::fmt;
 
+// The DMA mapper lives in `crate::dma` (a leaf); re-exported so `mm::page_pool::DmaMapper` and
+// the other two keep working.
+pub use crate::dma::{DmaError, DmaMapper, IdentityDma};
 use crate::pcp::PerCpuPages;
-pub use crate::ptr_ring::{RecycleRing, RemoteRecycle, PP_RING_SIZE};
 use crate::zone::Zone;
 use crate::Pfn;
+
+mod recycle;
+pub use recycle::{RecycleRing, RemoteRecycle, PP_RING_SIZE};
 
 /// Alloc cache capacity, pages (Linux `PP_ALLOC_CACHE_SIZE`).
 pub const PP_ALLOC_CACHE_SIZE: usize = 128;
 /// Default pages per slow-path refill (Linux `PP_ALLOC_CACHE_REFILL`; half the cache so a full
 /// refill plus recycles do not immediately overflow it).
 pub const PP_ALLOC_CACHE_REFILL: usize = 64;
-
-/// A DMA mapping failure (the IOMMU or bounce-buffer space ran out).
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub struct DmaError;
-
-impl fmt::Display for DmaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("DMA mapping failed")
-    }
-}
-
-/// DMA mapping hook, called once per page when it enters the pool and once when it leaves.
-pub trait DmaMapper {
-    /// Map the page at `pfn` for device access and return its bus address (bytes).
-    fn map(&mut self, pfn: Pfn) -> Result<u64, DmaError>;
-    /// Undo [`DmaMapper::map`]; `dma` is the address `map` returned.
-    fn unmap(&mut self, pfn: Pfn, dma: u64);
-}
-
-/// The kernel's mapper: identity-mapped, no IOMMU, so the bus address is the physical address.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct IdentityDma;
-
-impl DmaMapper for IdentityDma {
-    #[inline]
-    fn map(&mut self, pfn: Pfn) -> Result<u64, DmaError> {
-        Ok(pfn.addr())
-    }
-    #[inline]
-    fn unmap(&mut self, _pfn: Pfn, _dma: u64) {}
-}
 
 /// Pool construction parameters.
 #[derive(Copy, Clone, Debug)]

@@ -1,11 +1,26 @@
 //! Gannet netstack: the forwarding fast path and its configuration.
 //!
 //! Laid out like smoltcp: parsing and value types ([`config`], [`MacAddr`]) are kept apart
-//! from behaviour ([`forward`], [`router`]); [`simframes`] builds the frames of the
+//! from behaviour ([`forward`], [`router`]); [`wire`] holds the header field offsets every
+//! crate uses (Ethernet, IPv4, UDP, ICMP, ARP); [`simframes`] builds the frames of the
 //! deterministic benchmark (`sim=K`); [`stats`] is the schema of the guest's `STATS` line
-//! (serde), shared with the host tools, and its Prometheus exposition; [`wire`] holds the
-//! header field offsets every crate uses (Ethernet, IPv4, UDP, ICMP, ARP). Everything here is
+//! (serde), shared with the host tools, and its Prometheus exposition. Everything here is
 //! `no_std`, allocation-free and tested on the host.
+//!
+//! # Map (lower modules never name upper ones; `cargo xtask lint` checks for cycles)
+//!
+//! * leaves: [`wire`] (header offsets), [`counters`] (per-port counters, drop reasons), and the
+//!   crate root's [`MacAddr`].
+//! * [`config`]: the kernel command line and the routes file.
+//! * [`forward`]: the `io`/`l2` rewrite (one [`Verdict`] per frame).
+//! * [`router`]: RFC 1812 forwarding, DIR-24-8 FIB, ARP neighbours, ICMP (one action and one
+//!   counter per frame).
+//! * [`stats`] (the STATS schema over the counters) and [`simframes`] (benchmark frames) sit
+//!   on top and are used by the kernel and the host tools, never by the modules above.
+//!
+//! Dependencies inside the workspace: `mm` only, for its generic lock-free ring
+//! (`mm::ptr_ring::MpscRing`, which is [`router::NeighRing`]); the `unsafe` of that ring and its
+//! loom model live in `mm`, so this crate has none (`#![deny(unsafe_code)]`).
 #![no_std]
 #![deny(unsafe_code)]
 

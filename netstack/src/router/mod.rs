@@ -1,7 +1,8 @@
 //! IPv4 router fast path (RFC 1812), beside smoltcp (which does not forward between
 //! interfaces): DIR-24-8 FIB ([`fib`]), ARP neighbour table ([`neigh`], [`arp`]), header
 //! validation and the RFC 1624 TTL update ([`ipv4`]), ICMP errors with a rate limit ([`icmp`]),
-//! configuration parsers ([`parse`]).
+//! configuration parsers ([`parse`]), and the cross-core neighbour sync ([`sync`]: what one
+//! core's router learns reaches the others through a [`NeighRing`], `mm`'s generic ring).
 //!
 //! One entry point per received frame, [`Router::process`], which returns exactly one
 //! [`Action`] and counts exactly one outcome in [`RouterCounters`] (a queued frame is counted

@@ -3,15 +3,17 @@
 //! core learns ([`NeighUpdate`]) goes to every other core through that core's [`NeighRing`],
 //! drained at the top of its poll loop into its own table ([`Router::learn`](super::Router::learn)).
 //!
-//! [`NeighRing`] is Dmitry Vyukov's bounded queue (like `mm`'s page recycle ring), with
-//! atomics for the payload so it needs no `unsafe`: producers (any core) claim a position with
-//! one compare-and-swap and publish with a `Release` store of the slot's sequence number; the
-//! single consumer (the owning core) takes slots in order while published (`Acquire`). A full
-//! ring is reported to the producer (the update is dropped and counted by the caller: the
-//! core that misses it falls back to its own ARP request).
+//! [`NeighRing`] is `mm`'s generic bounded ring ([`mm::ptr_ring::MpscRing`], Dmitry Vyukov's
+//! bounded queue, the same code as the page_pool recycle ring and the cross-core hand-offs)
+//! carrying [`NeighUpdate`]s; its `unsafe` and its loom model live in `mm`, so this crate
+//! keeps `#![deny(unsafe_code)]`. Producers (any core) claim a position with one
+//! compare-and-swap and publish with a `Release` store of the slot's sequence number; the
+//! consumer (the owning core) takes slots in order while published (`Acquire`). A full ring is
+//! reported to the producer (the update is dropped and counted by the caller: the core that
+//! misses it falls back to its own ARP request).
 
 use crate::MacAddr;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use mm::ptr_ring::MpscRing;
 
 /// What a core's neighbour table learned from ARP: `ip` is at `mac` behind `port`.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -24,111 +26,12 @@ pub struct NeighUpdate {
     pub mac: MacAddr,
 }
 
-struct Slot {
-    /// `p`: free for position `p`; `p + 1`: holds the update pushed at `p`.
-    seq: AtomicUsize,
-    ip: AtomicU32,
-    /// Port in bits 48..56, MAC in bits 0..48.
-    port_mac: AtomicU64,
-}
-
 /// A bounded, lock-free, multi-producer single-consumer ring of [`NeighUpdate`]s with `S`
-/// slots (a power of two). Any core may [`push`](NeighRing::push); only the owning core may
-/// [`pop`](NeighRing::pop) (a second concurrent consumer would be a logic error: updates could
-/// be taken twice or skipped, never torn memory).
-pub struct NeighRing<const S: usize> {
-    tail: AtomicUsize,
-    head: AtomicUsize,
-    slots: [Slot; S],
-}
-
-impl<const S: usize> Default for NeighRing<S> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<const S: usize> NeighRing<S> {
-    const CHECK: () = assert!(S.is_power_of_two(), "NeighRing size must be a power of two");
-
-    /// An empty ring. `const`, so rings can be statics.
-    pub const fn new() -> Self {
-        #[allow(clippy::let_unit_value)]
-        let () = Self::CHECK;
-        let mut slots = [const {
-            Slot {
-                seq: AtomicUsize::new(0),
-                ip: AtomicU32::new(0),
-                port_mac: AtomicU64::new(0),
-            }
-        }; S];
-        let mut i = 0;
-        while i < S {
-            slots[i].seq = AtomicUsize::new(i);
-            i += 1;
-        }
-        NeighRing {
-            tail: AtomicUsize::new(0),
-            head: AtomicUsize::new(0),
-            slots,
-        }
-    }
-
-    /// Push one update (any core). `Err(u)` if the ring is full.
-    pub fn push(&self, u: NeighUpdate) -> Result<(), NeighUpdate> {
-        let mut pos = self.tail.load(Ordering::Relaxed);
-        loop {
-            let slot = &self.slots[pos & (S - 1)];
-            let seq = slot.seq.load(Ordering::Acquire);
-            let diff = seq.wrapping_sub(pos) as isize;
-            if diff == 0 {
-                match self.tail.compare_exchange_weak(
-                    pos,
-                    pos.wrapping_add(1),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        let mut b = [0u8; 8];
-                        b[..6].copy_from_slice(&u.mac.0);
-                        b[6] = u.port;
-                        slot.ip.store(u.ip, Ordering::Relaxed);
-                        slot.port_mac
-                            .store(u64::from_le_bytes(b), Ordering::Relaxed);
-                        slot.seq.store(pos.wrapping_add(1), Ordering::Release);
-                        return Ok(());
-                    }
-                    Err(now) => pos = now,
-                }
-            } else if diff < 0 {
-                // The slot still holds the previous lap's update: full.
-                return Err(u);
-            } else {
-                pos = self.tail.load(Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Take the oldest published update (the owning core only). `None` when empty (or when
-    /// the next position is claimed but not yet published: it comes on a later call).
-    #[inline]
-    pub fn pop(&self) -> Option<NeighUpdate> {
-        let pos = self.head.load(Ordering::Relaxed);
-        let slot = &self.slots[pos & (S - 1)];
-        if slot.seq.load(Ordering::Acquire) != pos.wrapping_add(1) {
-            return None;
-        }
-        let ip = slot.ip.load(Ordering::Relaxed);
-        let b = slot.port_mac.load(Ordering::Relaxed).to_le_bytes();
-        slot.seq.store(pos.wrapping_add(S), Ordering::Release);
-        self.head.store(pos.wrapping_add(1), Ordering::Relaxed);
-        Some(NeighUpdate {
-            ip,
-            port: b[6],
-            mac: MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]),
-        })
-    }
-}
+/// slots (a power of two, at least 2): `mm`'s generic [`MpscRing`]. Any core may
+/// [`push`](MpscRing::push) (`Err(update)` when full); only the owning core should
+/// [`pop`](MpscRing::pop) (a second consumer could take updates out of order, never tear one).
+/// `const`-constructible, so rings can be statics.
+pub type NeighRing<const S: usize> = MpscRing<NeighUpdate, S>;
 
 #[cfg(test)]
 mod tests {
@@ -142,6 +45,14 @@ mod tests {
             port: (i % 3) as u8,
             mac: MacAddr([2, 0, 0, 0, (i >> 8) as u8, i as u8]),
         }
+    }
+
+    /// Statics of it, as the kernel has them (one ring per core).
+    #[test]
+    fn const_statics() {
+        static RINGS: [NeighRing<8>; 2] = [const { NeighRing::new() }; 2];
+        RINGS[1].push(upd(7)).unwrap();
+        assert_eq!((RINGS[0].pop(), RINGS[1].pop()), (None, Some(upd(7))));
     }
 
     #[test]
