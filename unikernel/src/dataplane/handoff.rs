@@ -1,12 +1,15 @@
 //! Cross-core hand-off of frames: a typed record ([`Handoff`]) through a bounded lock-free
-//! multi-producer single-consumer ring ([`HandoffRing`]), encoded and decoded here only.
+//! multi-producer single-consumer ring ([`HandoffRing`], `mm`'s generic `MpscRing`), converted
+//! to and from its raw form here only.
 //!
 //! Uses: `xcore=on` (frames received on one core leave through another core's TX queue) and,
 //! in router mode on several cores, frames for the management plane handed to core 0.
 
 use super::page::{PageBuf, RawPage};
-use mm::page_pool::RecycleRing;
-use mm::Pfn;
+use mm::ptr_ring::MpscRing;
+
+/// Slots of each hand-off ring (a power of two): a whole burst of every port of a core fits.
+pub const HANDOFF_SLOTS: usize = 256;
 
 /// One frame handed to another core: the page, the frame length in bytes and the local output
 /// port (0 or 1 of the receiving core's pair).
@@ -21,55 +24,41 @@ pub struct Handoff {
     pub port: u8,
 }
 
-/// Where the record's length, port and owning pool travel: the page's virtio-net header area,
-/// which TX rewrites anyway (`len` little-endian u16 at 0, `port` at 2, `pool` little-endian
-/// u32 at 4).
-const LEN_OFF: usize = 0;
-const PORT_OFF: usize = 2;
-const POOL_OFF: usize = 4;
-const _: () = assert!(POOL_OFF + 4 <= drivers::virtio_net::NET_HDR_LEN);
+/// What the ring stores: the page in its raw form (frame number and owning pool) and the rest
+/// of the record as is.
+#[derive(Copy, Clone, Debug)]
+struct Record {
+    raw: RawPage,
+    len: u16,
+    port: u8,
+}
 
 impl Handoff {
-    fn encode(self) -> Pfn {
+    fn encode(self) -> Record {
         let Handoff { page, len, port } = self;
-        let raw = page.into_raw();
-        // SAFETY: we own the page (the token was just given up, not yet pushed); the header
-        // area [0, NET_HDR_LEN) is part of the page.
-        unsafe {
-            let h = raw.pfn.addr() as usize as *mut u8;
-            h.add(LEN_OFF).cast::<[u8; 2]>().write(len.to_le_bytes());
-            h.add(PORT_OFF).write(port);
-            h.add(POOL_OFF)
-                .cast::<[u8; 4]>()
-                .write(raw.pool.to_le_bytes());
+        Record {
+            raw: page.into_raw(),
+            len,
+            port,
         }
-        raw.pfn
     }
 
     /// # Safety
-    /// `pfn` was popped from a [`HandoffRing`]: `encode` wrote it and its sender gave it up.
-    unsafe fn decode(pfn: Pfn) -> Handoff {
-        // SAFETY: per the contract the page is ours and its header area holds the record.
-        let (len, port, pool) = unsafe {
-            let h = pfn.addr() as usize as *const u8;
-            (
-                u16::from_le_bytes(h.add(LEN_OFF).cast::<[u8; 2]>().read()),
-                h.add(PORT_OFF).read(),
-                u32::from_le_bytes(h.add(POOL_OFF).cast::<[u8; 4]>().read()),
-            )
-        };
+    /// `r` was made by `encode` and its page given up by its sender: it comes out of a
+    /// [`HandoffRing`] (popped, or refused by a push).
+    unsafe fn decode(r: Record) -> Handoff {
         Handoff {
-            // SAFETY: per the contract; `pool` is the owner `encode` recorded.
-            page: unsafe { PageBuf::from_raw(RawPage { pfn, pool }) },
-            len,
-            port,
+            // SAFETY: per the contract: the sender gave the page up with the record.
+            page: unsafe { PageBuf::from_raw(r.raw) },
+            len: r.len,
+            port: r.port,
         }
     }
 }
 
 /// A bounded MPSC ring of [`Handoff`]s: any core pushes, the owning core pops.
 pub struct HandoffRing {
-    ring: RecycleRing,
+    ring: MpscRing<Record, HANDOFF_SLOTS>,
 }
 
 impl Default for HandoffRing {
@@ -82,16 +71,15 @@ impl HandoffRing {
     /// An empty ring (`const`, for statics).
     pub const fn new() -> HandoffRing {
         HandoffRing {
-            ring: RecycleRing::new(),
+            ring: MpscRing::new(),
         }
     }
 
     /// Hand `h` over; a full ring gives it back.
     pub fn push(&self, h: Handoff) -> Result<(), Handoff> {
-        let pfn = h.encode();
-        self.ring.push(pfn).map_err(|pfn| {
-            // SAFETY: a refused push leaves the page with us, as `encode` wrote it.
-            unsafe { Handoff::decode(pfn) }
+        self.ring.push(h.encode()).map_err(|r| {
+            // SAFETY: a refused push leaves the record, and its page, with us.
+            unsafe { Handoff::decode(r) }
         })
     }
 
@@ -103,12 +91,19 @@ impl HandoffRing {
     /// Take up to `max` records (owning core only), in order, each given to `f`. Returns how
     /// many.
     pub fn pop_each(&self, max: usize, mut f: impl FnMut(Handoff)) -> usize {
-        let mut got = [Pfn(0); 64];
-        let want = max.min(got.len());
-        let n = self.ring.pop_batch(&mut got[..want]);
-        for &pfn in &got[..n] {
-            // SAFETY: popped from this ring: pushed by `push` (encoded, given up by its sender).
-            f(unsafe { Handoff::decode(pfn) });
+        const BATCH: usize = 64;
+        let mut got = [Record {
+            raw: RawPage {
+                pfn: mm::Pfn(0),
+                pool: mm::NO_POOL,
+            },
+            len: 0,
+            port: 0,
+        }; BATCH];
+        let n = self.ring.pop_batch(&mut got[..max.min(BATCH)]);
+        for &r in &got[..n] {
+            // SAFETY: popped from this ring: pushed by `push`, its page given up by the sender.
+            f(unsafe { Handoff::decode(r) });
         }
         n
     }
