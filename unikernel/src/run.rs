@@ -221,7 +221,7 @@ fn build_core(
         info!(
             "port {}: {} RX buffers posted from page_pool {} (refill batch {})",
             PORTS * k + p,
-            core.nics()[p].rx_posted(),
+            core.nics().map_or(0, |n| n[p].rx_posted()),
             PORTS * k + p,
             PP_ALLOC_CACHE_REFILL
         );

@@ -30,10 +30,13 @@ pub struct Fabric {
     port_macs: [AtomicU64; MAX_PORTS],
     /// The quit handshake.
     pub quit: QuitSync,
-    /// What each core publishes (every 10 ms and when it stops).
+    /// What each core other than the boot CPU publishes (every 10 ms and when it stops; the
+    /// boot CPU formats its own counters live).
     pub snaps: [spin::Mutex<Option<PairSnap>>; MAX_CORES],
     /// Per core: print your neighbour table (console `neigh`).
     pub neigh_dump: [AtomicBool; MAX_CORES],
+    /// Per core: it is about to halt or halted (`idle=halt`); whoever hands it work wakes it.
+    sleeping: [AtomicBool; MAX_CORES],
     /// Forwarding cores (port pairs or queue pairs), set once before they start.
     cores: AtomicUsize,
     /// virtio-net queue pairs per port (1 without multi-queue).
@@ -58,6 +61,7 @@ impl Fabric {
             quit: QuitSync::new(),
             snaps: [const { spin::Mutex::new(None) }; MAX_CORES],
             neigh_dump: [const { AtomicBool::new(false) }; MAX_CORES],
+            sleeping: [const { AtomicBool::new(false) }; MAX_CORES],
             cores: AtomicUsize::new(1),
             queues: AtomicUsize::new(1),
         }
@@ -94,6 +98,34 @@ impl Fabric {
     pub fn port_mac(&self, id: usize) -> MacAddr {
         let b = self.port_macs[id].load(Ordering::Acquire).to_le_bytes();
         MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]])
+    }
+
+    /// Core `k` is about to halt (`true`) or awake again (`false`).
+    ///
+    /// With [`Fabric::is_sleeping`] this is the store-buffering (Dekker) pattern: the core
+    /// stores `true` then looks at its rings ([`Fabric::has_work_for`]); a producer pushes then
+    /// loads the flag. Sequentially consistent fences on both sides make at least one of them
+    /// see the other, so work is never left behind a halted core without a wake-up.
+    pub fn set_sleeping(&self, k: usize, on: bool) {
+        self.sleeping[k].store(on, Ordering::SeqCst);
+        if on {
+            core::sync::atomic::fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Whether core `k` may be halted (call after pushing work to it).
+    #[inline]
+    pub fn is_sleeping(&self, k: usize) -> bool {
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.sleeping[k].load(Ordering::Relaxed)
+    }
+
+    /// Whether anything waits for core `k` in its rings (hand-offs, neighbour updates, and on
+    /// core 0 management frames).
+    pub fn has_work_for(&self, k: usize) -> bool {
+        !self.handoff[k].is_empty()
+            || !self.neigh[k].is_empty()
+            || (k == 0 && !self.mgmt.is_empty())
     }
 
     /// Every core's last published snapshot but core 0's (which the caller has live).

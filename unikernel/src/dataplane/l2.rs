@@ -50,6 +50,7 @@ impl<P: Platform> Core<P> {
         let dst_port = 1 - p;
         let out_mac = self.fabric.port_mac(PORTS * dst_core + dst_port);
         let peer = self.cfg.peer[dst_port];
+        let mut handed = false;
         for i in 0..n {
             let b = self.rx_scratch[i];
             let Some(mut page) = self.rx_accept(p, b) else {
@@ -63,9 +64,12 @@ impl<P: Platform> Core<P> {
                         len: len as u16,
                         port: dst_port as u8,
                     };
-                    if let Err(h) = self.fabric.handoff[dst_core].push(h) {
-                        self.counters[p].drop(netstack::DropReason::TxRingFull);
-                        self.pages.recycle(h.page);
+                    match self.fabric.handoff[dst_core].push(h) {
+                        Ok(()) => handed = true,
+                        Err(h) => {
+                            self.counters[p].drop(netstack::DropReason::TxRingFull);
+                            self.pages.recycle(h.page);
+                        }
                     }
                 }
                 Verdict::Drop(why) => {
@@ -73,6 +77,9 @@ impl<P: Platform> Core<P> {
                     self.pages.recycle(page);
                 }
             }
+        }
+        if handed {
+            self.wake_if_sleeping(dst_core);
         }
         n
     }

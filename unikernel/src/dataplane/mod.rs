@@ -21,8 +21,8 @@
 //! * A [`Core`] is touched only by its own CPU (`&mut self`); other cores reach it only through
 //!   the [`Fabric`]'s lock-free rings and its published [`snap::PairSnap`].
 //! * Every page is held by exactly one party; [`PageBuf`] is how the core holds one. A page
-//!   leaves the core only by TX (the ring), a hand-off ring, the router's queue, or
-//!   [`pages::Pages::recycle`].
+//!   leaves the core only to an RX ring (refill) or a TX ring, a hand-off ring, the router's
+//!   neighbour queue, or back to a pool ([`pages::Pages::recycle`], [`pages::Pages::release`]).
 //! * Nothing here names the machine: no port I/O, no TSC, no APIC. Those come through
 //!   [`Platform`], implemented by the kernel binary.
 

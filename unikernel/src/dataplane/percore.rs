@@ -122,8 +122,8 @@ pub struct Core<P: Platform> {
     pub(crate) cfg: Config,
     pub(crate) pair: usize,
     /// `ManuallyDrop`: quit drops the devices (freeing their rings) before the final counters.
-    /// (One per port rather than around the array: rustc 1.95 miscompiles the array's drop
-    /// glue for an associated type, an ICE in MIR validation.)
+    /// (One per port rather than around the array: rustc 1.95 hits an internal compiler error
+    /// in MIR validation on the array's drop glue for an associated type.)
     pub(crate) nics: [core::mem::ManuallyDrop<P::Nic>; PORTS],
     nics_dropped: Option<[DriverStats; PORTS]>,
     pub(crate) pages: Pages,
@@ -219,9 +219,17 @@ impl<P: Platform> Core<P> {
         &self.cfg
     }
 
-    /// The pair's ports (while not torn down).
-    pub fn nics(&self) -> &[core::mem::ManuallyDrop<P::Nic>; PORTS] {
-        &self.nics
+    /// The pair's ports; `None` once `quit` has torn them down.
+    pub fn nics(&self) -> Option<&[core::mem::ManuallyDrop<P::Nic>; PORTS]> {
+        (!self.torn_down()).then_some(&self.nics)
+    }
+
+    /// Whether `quit`'s last phase dropped the devices. Every public entry point that reaches
+    /// them ([`Core::poll_once`], [`Core::idle_tick`], [`Core::arm_interrupts`],
+    /// [`Core::park_interrupts`], [`Core::nics`], [`Core::quit_phase`]) checks it first.
+    #[inline]
+    pub fn torn_down(&self) -> bool {
+        self.nics_dropped.is_some()
     }
 
     /// Port counters.
@@ -336,6 +344,9 @@ impl<P: Platform> Core<P> {
     /// hand-offs; if that did work, refill RX (batched) and kick. Returns the work done (frames
     /// and pages moved); 0 means idle. Profiled in [`Profile`] when busy.
     pub fn poll_once(&mut self) -> usize {
+        if self.torn_down() {
+            return 0;
+        }
         let t0 = P::cycles();
         let mut work = 0;
         if self.route.is_some() && self.fabric.cores() > 1 {
@@ -379,7 +390,7 @@ impl<P: Platform> Core<P> {
     /// Idle: the router's timers (ARP retransmits, queue timeouts) and the management plane,
     /// then send and kick.
     pub fn idle_tick(&mut self) {
-        if self.route.is_none() {
+        if self.route.is_none() || self.torn_down() {
             return;
         }
         self.mgmt_poll();
@@ -392,10 +403,16 @@ impl<P: Platform> Core<P> {
         self.kick_all();
     }
 
-    /// Before halting: arm RX interrupts on every port. Returns `true` if a frame slipped in
-    /// meanwhile (do not halt).
+    /// Before halting: say so in the fabric (other cores then wake this one after handing it
+    /// work) and arm RX interrupts on every port. Returns `true` if a frame or a hand-off
+    /// slipped in meanwhile (do not halt).
     pub fn arm_interrupts(&mut self) -> bool {
-        let mut pending = false;
+        if self.torn_down() {
+            return false;
+        }
+        let k = self.pair;
+        self.fabric.set_sleeping(k, true);
+        let mut pending = self.fabric.has_work_for(k);
         for nic in self.nics.iter_mut() {
             pending |= nic.rx_arm_interrupt();
         }
@@ -404,8 +421,21 @@ impl<P: Platform> Core<P> {
 
     /// After waking (or deciding not to halt): stop device interrupts again.
     pub fn park_interrupts(&mut self) {
+        self.fabric.set_sleeping(self.pair, false);
+        if self.torn_down() {
+            return;
+        }
         for nic in self.nics.iter_mut() {
             nic.park_interrupts();
+        }
+    }
+
+    /// After handing core `k` work through the fabric: wake it if it is halted (an IPI only
+    /// then, so a busy or polling core is never interrupted).
+    #[inline]
+    pub(crate) fn wake_if_sleeping(&self, k: usize) {
+        if self.fabric.is_sleeping(k) {
+            P::wake(k);
         }
     }
 
@@ -424,8 +454,9 @@ impl<P: Platform> Core<P> {
         }
         self.nics_dropped = Some([self.nics[0].stats(), self.nics[1].stats()]);
         for nic in self.nics.iter_mut() {
-            // SAFETY: `nics_dropped` is set, so `self.nics` is never used again (every user
-            // checks it or runs before quit's last phase), and this runs once.
+            // SAFETY: `nics_dropped` is set, so `self.nics` is never used again: every public
+            // entry point that reaches it checks `torn_down` first (see there), the internal
+            // ones are reached only through those, and this runs once.
             unsafe { core::mem::ManuallyDrop::drop(nic) };
         }
     }

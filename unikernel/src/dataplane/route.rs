@@ -115,7 +115,7 @@ impl<P: Platform> Core<P> {
             match ring.push(u) {
                 Ok(()) => {
                     sync.neigh_sent += 1;
-                    P::wake(k);
+                    self.wake_if_sleeping(k);
                 }
                 Err(_) => sync.neigh_dropped += 1,
             }
@@ -206,7 +206,7 @@ impl<P: Platform> Core<P> {
         match pushed {
             Ok(()) => {
                 sync.mgmt_handoff += 1;
-                P::wake(0);
+                self.wake_if_sleeping(0);
             }
             Err(h) => {
                 sync.mgmt_handoff_dropped += 1;

@@ -5,13 +5,15 @@ use super::page::PageBuf;
 use super::percore::{Core, Platform};
 use super::quit::{QuitError, QuitPhase, QuitReport, TX_DRAIN_NS};
 use drivers::nic::Nic;
-use drivers::virtio_net::QUEUE_SIZE;
-use mm::Pfn;
 use netstack::config::{MAX_BURST, PORTS};
 
 impl<P: Platform> Core<P> {
     /// Run one phase on this core. Returns pages lost (phase [`QuitPhase::Destroy`] only).
     pub fn quit_phase(&mut self, phase: QuitPhase) -> u64 {
+        if self.torn_down() {
+            // Every phase ran already: the devices and pools are gone.
+            return 0;
+        }
         match phase {
             QuitPhase::Stop => {
                 let deadline = P::uptime_ns() + TX_DRAIN_NS;
@@ -47,20 +49,16 @@ impl<P: Platform> Core<P> {
     /// Phase 3 (every device was reset in phase 2): every page of this core's rings, staging,
     /// router queue and spare goes back to its pool.
     fn take_back(&mut self) {
-        let mut back: heapless::Vec<Pfn, { 2 * PORTS * QUEUE_SIZE }> = heapless::Vec::new();
+        let pages = &mut self.pages;
+        let mut give_back = |pfn| {
+            // SAFETY: taken off a reset device's ring (below): ours.
+            let page = unsafe { pages.adopt(pfn) };
+            pages.recycle(page);
+        };
         for nic in self.nics.iter_mut() {
             // SAFETY: phase 2 reset every device (its owner did, on this or the boot CPU) and
             // every core finished phase 2 before any started phase 3.
-            unsafe {
-                nic.take_pages(&mut |pfn| {
-                    let _ = back.push(pfn);
-                })
-            };
-        }
-        for pfn in back {
-            // SAFETY: taken off a reset device's ring: ours.
-            let page = unsafe { self.pages.adopt(pfn) };
-            self.pages.recycle(page);
+            unsafe { nic.take_pages(&mut give_back) };
         }
         let mut staged = heapless::Vec::<PageBuf, { 2 * MAX_BURST }>::new();
         self.tx.take_all(|p| {
@@ -73,19 +71,12 @@ impl<P: Platform> Core<P> {
             self.pages.recycle(p);
         }
         if let Some(rs) = self.route.as_mut() {
-            let spare = rs.spare.take();
-            let mut queued = heapless::Vec::<Pfn, 1024>::new();
             while let Some(pfn) = rs.router.flush() {
-                if queued.push(pfn).is_err() {
-                    break;
-                }
-            }
-            for pfn in queued {
                 // SAFETY: the router's queue handed the page back (flush).
                 let page = unsafe { self.pages.adopt(pfn) };
                 self.pages.recycle(page);
             }
-            if let Some(sp) = spare {
+            if let Some(sp) = rs.spare.take() {
                 self.pages.recycle(sp);
             }
         }

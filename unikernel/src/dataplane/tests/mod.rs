@@ -60,6 +60,17 @@ fn l2_forwards_rewrites_and_every_page_comes_back() {
     assert_eq!((c[0].rx, c[1].tx, c[0].drops_total()), (400, 400, 0));
     assert_eq!((c[0].rx_bytes, c[1].tx_bytes), (400 * 60, 400 * 60));
     rig.quit_and_check();
+    // After quit the devices are gone: every entry point is a no-op, nothing touches them.
+    let core = &mut rig.cores[0].core;
+    assert!(core.torn_down() && core.nics().is_none());
+    assert_eq!(core.poll_once(), 0);
+    assert!(!core.arm_interrupts());
+    core.idle_tick();
+    assert_eq!(core.quit_phase(super::QuitPhase::Stop), 0);
+    assert_eq!(
+        core.nic_stats(0).kicks_rx,
+        rig.cores[0].core.snap(true, 0).nic[0].kicks_rx
+    );
 }
 
 #[test]
@@ -86,7 +97,10 @@ fn quit_with_frames_still_on_the_tx_ring_takes_them_back() {
     c.core.poll_once(); // a burst is 32 frames (burst=)
     c.core.poll_once();
     // The device never completes TX: the pages are on the TX ring when quit starts.
-    assert_eq!(drivers::nic::Nic::tx_posted(&*c.core.nics()[1]), 64);
+    assert_eq!(
+        drivers::nic::Nic::tx_posted(&*c.core.nics().unwrap()[1]),
+        64
+    );
     rig.quit_and_check();
 }
 
@@ -258,6 +272,32 @@ fn xcore_hands_frames_to_the_next_core_and_pages_go_home() {
     rig.poll();
     let s = rig.cores[0].core.snap(false, 0);
     assert!(s.pools[0].stats.recycle_ring > 0 || !rig.fabric.pool_rings[0].is_empty());
+    rig.quit_and_check();
+}
+
+#[test]
+fn a_halted_core_is_woken_for_a_hand_off_and_only_then() {
+    let mut rig = Rig::new("mode=l2 xcore=on", 2, PAGES);
+    let wakes = || rig::WAKES.with(|w| w.get()[1]);
+    let before = wakes();
+    // Core 1 is busy (not halting): a hand-off sends no wake-up.
+    rig.cores[0].dev[0].deliver_rx(&l2_frame(), 4);
+    rig.cores[0].core.poll_once();
+    assert_eq!(wakes(), before, "no IPI to a core that is not halting");
+    // It sees the hand-off when it arms interrupts to halt: it must not halt.
+    assert!(
+        rig.cores[1].core.arm_interrupts(),
+        "pending hand-off stops the halt"
+    );
+    rig.cores[1].core.park_interrupts();
+    rig.cores[1].core.poll_once();
+    // Now it halts with nothing pending; the next hand-off wakes it.
+    assert!(!rig.cores[1].core.arm_interrupts());
+    rig.cores[0].dev[0].deliver_rx(&l2_frame(), 4);
+    rig.cores[0].core.poll_once();
+    assert_eq!(wakes(), before + 1, "one IPI for the burst");
+    rig.cores[1].core.park_interrupts();
+    rig.poll();
     rig.quit_and_check();
 }
 
