@@ -1,5 +1,18 @@
 //! Gannet device drivers.
 //!
+//! # Map (who may use whom)
+//!
+//! * [`virtqueue`]: our split virtqueue (VIRTIO 1.2 §2.7); uses only `virtio-drivers`' HAL and
+//!   transport traits.
+//! * [`virtio_net`]: the driver, on [`virtqueue`]; [`nic`]: the [`nic::Nic`] trait the dataplane
+//!   is written against, implemented by [`virtio_net::VirtioNet`] for every transport.
+//! * [`sim`] (a simulated device on the driver's ring memory) and [`transport`] (PCI or
+//!   simulated) sit beside the driver; [`virtqueue`]'s host tests use [`sim`]'s device queue.
+//! * [`pci`], [`uart`]: port I/O; nothing else here uses them.
+//!
+//! The dataplane (`unikernel`'s library) uses [`nic`] and the driver's buffer types only; the
+//! kernel binary uses [`pci`], [`transport`], [`sim`] and [`uart`] to set devices up.
+//!
 //! - [`uart`]: the 16550 UART on COM1, used for the boot log and the serial console.
 //! - [`pci`]: PCI configuration access through I/O ports 0xCF8/0xCFC (works on both `q35` and
 //!   `pc`, needs no ECAM mapping) and the search for virtio-net functions.

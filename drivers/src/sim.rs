@@ -21,7 +21,7 @@
 //! Nothing here involves QEMU: the rings are plain memory the driver allocated through its HAL.
 //! The device reads and writes them, and the buffers the driver posts, **through their physical
 //! addresses used as pointers**: true on the host with a HAL on the global allocator
-//! ([`HostHal`], tests and the `host-hal` feature) and in the Gannet guest's identity map. That
+//! (`HostHal`, tests and the `host-hal` feature) and in the Gannet guest's identity map. That
 //! is the contract of [`SimDevice::new`] and [`DeviceQueue::new`], which are `unsafe` for it.
 //!
 //! The device is single-threaded by design: it runs on the core that runs the driver, between

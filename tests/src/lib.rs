@@ -4,6 +4,10 @@
 //!
 //! Every helper panics with the guest's last serial lines when something goes wrong, so a failing
 //! test says what the guest printed.
+//!
+//! Map: this file (boot, generator, STATS, frame rules) over `tools`; [`acpi`] crafts ACPI
+//! tables; [`differential`] runs frames through Gannet and a Linux router side by side. The
+//! tests in `tests/tests/*.rs` use these and never each other.
 
 pub mod differential;
 

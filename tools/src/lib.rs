@@ -8,6 +8,13 @@
 //! - [`bench_sim`] runs the deterministic datapath benchmark (`sim=K`, simulated devices).
 //!
 //! `cargo xtask lint` is [`lint::run`] (fmt, clippy on host and metal, module import cycles).
+//!
+//! # Map
+//!
+//! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
+//! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
+//! [`tap`] and [`peer_linux`] build on them; the `bench_*` modules and [`report`] on those;
+//! [`lint`] stands alone. The `xtask` binary only parses arguments and calls these.
 
 pub mod bench_mm;
 pub mod bench_peer;

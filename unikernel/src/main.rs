@@ -10,7 +10,7 @@
 //! | module | what | may use |
 //! |---|---|---|
 //! | `run` | boot CPU and AP forwarding entry, the poll loop with idle and console | everything below |
-//! | `simbench` | `sim=K`: the deterministic datapath benchmark on simulated ports | control, setup, platform |
+//! | `simbench` | `sim=K`: the deterministic datapath benchmark on simulated ports | control, setup, platform, arch |
 //! | `platform` | the dataplane's `Platform` for this machine; the one `Fabric` | control, setup, smp, arch |
 //! | `control` | console commands, STATS and `/metrics` from snapshots, smoltcp management plane | smp, arch, percpu |
 //! | `setup` | PCI discovery, device bring-up, MSI-X routing; the FIB | mem, arch, percpu |

@@ -103,7 +103,7 @@ impl<P: Platform> Core<P> {
         leaked
     }
 
-    /// A core other than the boot CPU, once [`QuitSync::requested`]: go through every phase in
+    /// A core other than the boot CPU, once [`super::quit::QuitSync::requested`]: go through every phase in
     /// step with the boot CPU, then publish the final counters (before reporting the last
     /// phase done: the boot CPU prints them as soon as it sees that). The caller halts.
     pub fn follow_quit(&mut self) {

@@ -1,6 +1,7 @@
 //! Device set-up on the boot CPU: find the virtio-net ports on PCI, choose the queue pairs,
 //! initialise every device and route each RX queue's MSI-X entry to the core that will own it.
-//! The result is a [`DeviceSet`]: per core, its two port handles, taken by that core.
+//! The result is a typed device set: a [`Topology`] and, per core, its two [`DeviceHandle`]s, taken by
+//! that core with [`take_devices`].
 //!
 //! Why everything on the boot CPU: PCI set-up (memory decode, MSI-X enable) makes QEMU rebuild
 //! its memory map, and QEMU 7.2 under multi-threaded TCG crashes (SIGSEGV in
