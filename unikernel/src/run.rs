@@ -258,9 +258,8 @@ fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
     }
 }
 
-/// A core's loop: [`Core::poll_once`] while there is work; when idle, halt (`idle=halt`, after
-/// [`IDLE_POLL_US`]) or, every 10 ms, honour drain requests, run the router's timers, publish
-/// counters and (boot CPU) read the console. The other cores follow `quit` from here.
+/// A core's loop: [`Core::poll_once`]; when idle for [`IDLE_POLL_US`], halt (`idle=halt`);
+/// every 10 ms, busy or not, [`housekeeping`]. The other cores follow `quit` from here.
 fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
     let bsp = core.pair() == 0;
     let facts = *FACTS.get().expect("set before any core forwards");
@@ -277,33 +276,37 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         let t0 = rdtsc();
         if core.poll_once() > 0 {
             idle_since = t0;
-            if !bsp && t0 >= next_console {
-                // Keep the published counters fresh while busy too.
-                next_console = t0 + console_every;
-                publish(&core);
-            }
         } else if halt_when_idle && t0 - idle_since > idle_poll {
             halt(&mut core);
             idle_since = rdtsc();
             // The timer tick that may have woken us also paces the console.
             next_console = 0;
-        } else if t0 >= next_console {
-            next_console = t0 + console_every;
-            // Drain requests from other CPUs are honoured here, in thread context.
-            let pages = core.pages_mut();
-            let (pcp, zone) = (&mut pages.pcp, pages.zone);
-            let cpu = current_cpu() as usize;
-            if DRAIN.poll(cpu, || pcp.drain_local_pages(zone)) {
-                CPUS[cpu].drains.fetch_add(1, Ordering::Relaxed);
-            }
-            // Every core's router runs its neighbour timers while idle.
-            core.idle_tick();
-            if !bsp {
-                publish(&core);
-            } else if let Some(cmd) = console.poll() {
-                commands::run(cmd, &mut core, &facts);
-            }
+            continue;
         }
+        // Every 10 ms, busy or not (a loaded port must not starve the console, drain requests
+        // or the router's timers).
+        if t0 >= next_console {
+            next_console = t0 + console_every;
+            housekeeping(&mut core, &mut console, &facts);
+        }
+    }
+}
+
+/// A core's periodic work: honour drain requests (in thread context), run the router's
+/// neighbour timers and the management plane, then publish the counters (other cores) or read
+/// the console (the boot CPU).
+fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts) {
+    let pages = core.pages_mut();
+    let (pcp, zone) = (&mut pages.pcp, pages.zone);
+    let cpu = current_cpu() as usize;
+    if DRAIN.poll(cpu, || pcp.drain_local_pages(zone)) {
+        CPUS[cpu].drains.fetch_add(1, Ordering::Relaxed);
+    }
+    core.idle_tick();
+    if core.pair() != 0 {
+        publish(core);
+    } else if let Some(cmd) = console.poll() {
+        commands::run(cmd, core, facts);
     }
 }
 

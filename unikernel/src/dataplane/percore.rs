@@ -387,8 +387,8 @@ impl<P: Platform> Core<P> {
         work
     }
 
-    /// Idle: the router's timers (ARP retransmits, queue timeouts) and the management plane,
-    /// then send and kick.
+    /// Every 10 ms, busy or idle: the router's timers (ARP retransmits, queue timeouts) and the
+    /// management plane, then send and kick.
     pub fn idle_tick(&mut self) {
         if self.route.is_none() || self.torn_down() {
             return;
