@@ -6,8 +6,9 @@
 //! under `--icount` (Gannet: Δ`busy_cycles` ÷ Δ`forwarded` from `STATS`, the TSC counting
 //! instructions; Linux: Δ(ktime − nohz idle − iowait) from `/proc/timer_list`, one virtual ns per
 //! instruction, ÷ frames received by the generator; `/proc/stat`'s tick-sampled busy time is
-//! logged beside it, see [`peer_linux::timer_ns`] for why it is not used); kicks per packet
-//! (Gannet only).
+//! logged beside it, see [`peer_linux::timer_ns`] for why it is not used); frames per busy poll
+//! iteration beside it (Gannet only: Δ`forwarded` ÷ Δ`busy_iters`, the batch size the
+//! instruction count was amortised over); kicks per packet (Gannet only).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,8 @@ pub struct Row {
     pub loss: f64,
     /// Only with `--icount`.
     pub instructions_per_packet: Option<f64>,
+    /// Frames per busy poll iteration (Δ`forwarded` ÷ Δ`busy_iters`), Gannet only.
+    pub frames_per_busy_iter: Option<f64>,
     /// Gannet only.
     pub kicks_per_packet: Option<f64>,
 }
@@ -148,21 +151,21 @@ pub fn gannet_append(user: &str, mode: &str) -> String {
     s
 }
 
-/// A counter snapshot: (busy, forwarded, kicks). Gannet: TSC busy cycles, frames, kicks;
-/// Linux: busy ns (ktime now − nohz idle − iowait), `/proc/stat` busy ticks (USER_HZ, for the
-/// log only), 0.
-type Snap = (u64, u64, u64);
+/// A counter snapshot: (busy, forwarded, kicks, busy iterations). Gannet: TSC busy cycles,
+/// frames, kicks, busy poll iterations; Linux: busy ns (ktime now − nohz idle − iowait),
+/// `/proc/stat` busy ticks (USER_HZ, for the log only), 0, 0.
+type Snap = (u64, u64, u64, u64);
 
 fn snapshot(engine: Engine, guest: &Guest, tag: &str) -> Result<Snap> {
     match engine {
         Engine::Gannet(_) => {
             let s = guest.stats(Duration::from_secs(30))?;
-            Ok((s.busy_cycles, s.forwarded, s.kicks))
+            Ok((s.busy_cycles, s.forwarded, s.kicks, s.busy_iters))
         }
         Engine::Linux(_) => {
             let (now, idle, iowait) = peer_linux::timer_ns(guest, tag)?;
             let ticks = peer_linux::cpu_ticks(guest, tag)?.0;
-            Ok((now.saturating_sub(idle + iowait), ticks, 0))
+            Ok((now.saturating_sub(idle + iowait), ticks, 0, 0))
         }
     }
 }
@@ -170,18 +173,24 @@ fn snapshot(engine: Engine, guest: &Guest, tag: &str) -> Result<Snap> {
 /// Computes a row from the generator report and the counter deltas.
 fn row(engine: Engine, icount: bool, r: &GenReport, a: Snap, b: Snap) -> Row {
     let busy = b.0.saturating_sub(a.0) as f64;
-    let (ipp, kpp) = match engine {
+    let (ipp, fpi, kpp) = match engine {
         Engine::Gannet(_) => {
             let fwd = b.1.saturating_sub(a.1);
             let kicks = b.2.saturating_sub(a.2) as f64;
+            let iters = b.3.saturating_sub(a.3);
             if fwd == 0 {
-                (None, None)
+                (None, None, None)
             } else {
-                (icount.then(|| busy / fwd as f64), Some(kicks / fwd as f64))
+                (
+                    icount.then(|| busy / fwd as f64),
+                    (iters > 0).then(|| fwd as f64 / iters as f64),
+                    Some(kicks / fwd as f64),
+                )
             }
         }
         Engine::Linux(_) => (
             (icount && r.received > 0).then(|| busy / r.received as f64),
+            None,
             None,
         ),
     };
@@ -189,6 +198,7 @@ fn row(engine: Engine, icount: bool, r: &GenReport, a: Snap, b: Snap) -> Row {
         forwarded_pps: r.received_pps,
         loss: r.loss,
         instructions_per_packet: ipp,
+        frames_per_busy_iter: fpi,
         kicks_per_packet: kpp,
     }
 }
@@ -260,13 +270,14 @@ fn measure(cfg: &PeerBenchConfig, engine: Engine, peer: Option<&LinuxPeer>) -> R
             );
         }
         eprintln!(
-            "xtask: {} {size} B: sent {} received {} -> {:.0} pps, loss {:.4}, instr/pkt {}, kicks/pkt {}",
+            "xtask: {} {size} B: sent {} received {} -> {:.0} pps, loss {:.4}, instr/pkt {} at {} frames/busy iter, kicks/pkt {}",
             engine.label(),
             r.sent,
             r.received,
             row.forwarded_pps,
             row.loss,
             fmt_opt(row.instructions_per_packet, 0),
+            fmt_opt(row.frames_per_busy_iter, 2),
             fmt_opt(row.kicks_per_packet, 3)
         );
         rows.push(row);
@@ -377,8 +388,8 @@ pub fn table(rec: &Record) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:<22} {:>12} {:>8} {:>14} {:>11}",
-        "row", "fwd pps", "loss", "instr/packet", "kicks/pkt"
+        "  {:<22} {:>12} {:>8} {:>14} {:>17} {:>11}",
+        "row", "fwd pps", "loss", "instr/packet", "frames/busy iter", "kicks/pkt"
     );
     let rows: [(&str, &Option<Row>); 5] = [
         ("gannet io", &rec.gannet.io),
@@ -392,10 +403,11 @@ pub fn table(rec: &Record) -> String {
             Some(r) => {
                 let _ = writeln!(
                     s,
-                    "  {name:<22} {:>12.0} {:>7.2}% {:>14} {:>11}",
+                    "  {name:<22} {:>12.0} {:>7.2}% {:>14} {:>17} {:>11}",
                     r.forwarded_pps,
                     r.loss * 100.0,
                     fmt_opt(r.instructions_per_packet, 0),
+                    fmt_opt(r.frames_per_busy_iter, 2),
                     fmt_opt(r.kicks_per_packet, 3)
                 );
             }
@@ -476,6 +488,11 @@ pub fn targets(rec: &Record) -> String {
         l2.and_then(|r| r.instructions_per_packet),
         200.0,
         true,
+    );
+    s += &format!(
+        "  {:<44} {:>9}\n",
+        "  (at frames per busy iteration)",
+        fmt_opt(l2.and_then(|r| r.frames_per_busy_iter), 2)
     );
     s += &line(
         "gannet l2 pps / best linux pps",
@@ -702,6 +719,7 @@ mod tests {
             forwarded_pps: pps,
             loss: 0.0,
             instructions_per_packet: ipp,
+            frames_per_busy_iter: kpp.map(|_| 3.5),
             kicks_per_packet: kpp,
         })
     }
@@ -742,12 +760,15 @@ mod tests {
             keys(&v["gannet"]["l2"]),
             [
                 "forwarded_pps",
+                "frames_per_busy_iter",
                 "instructions_per_packet",
                 "kicks_per_packet",
                 "loss"
             ]
         );
         assert!(v["linux"]["l3"]["kicks_per_packet"].is_null());
+        assert!(v["linux"]["l3"]["frames_per_busy_iter"].is_null());
+        assert_eq!(v["gannet"]["l2"]["frames_per_busy_iter"], 3.5);
         let s = serde_json::to_value(Sweep {
             sweep: vec![rec(), rec()],
         })
@@ -762,7 +783,12 @@ mod tests {
         assert!(t.contains("MISSED by 60%"), "{t}");
         assert!(t.contains("MISSED by 4%"), "{t}");
         assert_eq!(t.matches(": met").count(), 2, "{t}");
+        assert!(
+            t.contains("(at frames per busy iteration)") && t.contains(" 3.50\n"),
+            "{t}"
+        );
         assert!(table(&rec()).contains("gannet l3 is null"));
+        assert!(table(&rec()).contains("frames/busy iter"));
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! The JSON record: `recycle_fast_cycles`, `recycle_ring_cycles`, `empty_refill_cycles`,
 //! `guest_bulk_instructions_per_packet`, `guest_single_instructions_per_packet`,
 //! `guest_bulk_pps`, `guest_single_pps`, plus `recycle_ring_bulk_cycles`,
-//! `empty_refill_single_cycles` and `guest_note`.
+//! `empty_refill_single_cycles`, `guest_bulk_frames_per_busy_iter`,
+//! `guest_single_frames_per_busy_iter` (`forwarded / busy_iters` of the icount runs: the batch
+//! the instruction figures were amortised over) and `guest_note`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -41,6 +43,10 @@ pub struct PoolBench {
     pub empty_refill_cycles: f64,
     pub guest_bulk_instructions_per_packet: Option<f64>,
     pub guest_single_instructions_per_packet: Option<f64>,
+    /// Frames per busy poll iteration of the bulk icount run (`forwarded / busy_iters`).
+    pub guest_bulk_frames_per_busy_iter: Option<f64>,
+    /// Frames per busy poll iteration of the single icount run.
+    pub guest_single_frames_per_busy_iter: Option<f64>,
     pub guest_bulk_pps: Option<f64>,
     pub guest_single_pps: Option<f64>,
     /// Same as `recycle_ring_cycles` with one bulk push per 64 pages.
@@ -107,6 +113,8 @@ pub fn host() -> Result<HostFigures> {
 pub struct GuestRun {
     /// `busy_cycles / forwarded` (instructions under icount).
     pub per_packet: Option<f64>,
+    /// `forwarded / busy_iters`: frames per busy poll iteration.
+    pub frames_per_busy_iter: Option<f64>,
     pub forwarded_pps: f64,
 }
 
@@ -173,6 +181,9 @@ pub fn guest_run(
     }
     Ok(GuestRun {
         per_packet: stats.as_ref().and_then(|s| s.cycles_per_packet()),
+        frames_per_busy_iter: stats
+            .as_ref()
+            .and_then(|s| (s.busy_iters > 0).then(|| s.forwarded as f64 / s.busy_iters as f64)),
         forwarded_pps: r.received_pps,
     })
 }
@@ -214,15 +225,17 @@ pub fn guest(image: Option<PathBuf>, seconds: f64) -> Result<[GuestRun; 4], Stri
 
 /// Assemble the record from the host figures and the guest outcome.
 pub fn record(h: &HostFigures, g: &Result<[GuestRun; 4], String>) -> PoolBench {
-    let (bi, si, bw, sw, note) = match g {
+    let (bi, si, bf, sf, bw, sw, note) = match g {
         Ok([bi, si, bw, sw]) => (
             bi.per_packet,
             si.per_packet,
+            bi.frames_per_busy_iter,
+            si.frames_per_busy_iter,
             Some(bw.forwarded_pps),
             Some(sw.forwarded_pps),
             None,
         ),
-        Err(why) => (None, None, None, None, Some(why.clone())),
+        Err(why) => (None, None, None, None, None, None, Some(why.clone())),
     };
     PoolBench {
         recycle_fast_cycles: h.recycle_fast,
@@ -230,6 +243,8 @@ pub fn record(h: &HostFigures, g: &Result<[GuestRun; 4], String>) -> PoolBench {
         empty_refill_cycles: h.empty_refill_bulk,
         guest_bulk_instructions_per_packet: bi,
         guest_single_instructions_per_packet: si,
+        guest_bulk_frames_per_busy_iter: bf,
+        guest_single_frames_per_busy_iter: sf,
         guest_bulk_pps: bw,
         guest_single_pps: sw,
         recycle_ring_bulk_cycles: h.recycle_ring_bulk,
@@ -251,9 +266,13 @@ pub fn run(json: Option<&Path>, image: Option<PathBuf>, seconds: f64) -> Result<
         rec.guest_bulk_instructions_per_packet,
         rec.guest_single_instructions_per_packet,
     ) {
+        let f = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"));
         eprintln!(
-            "xtask: guest instructions/packet bulk {b:.1} vs single {s:.1} ({:+.1}%; target <= -10%)",
-            (b / s - 1.0) * 100.0
+            "xtask: guest instructions/packet bulk {b:.1} vs single {s:.1} ({:+.1}%; target <= -10%), \
+             at {} vs {} frames/busy iteration",
+            (b / s - 1.0) * 100.0,
+            f(rec.guest_bulk_frames_per_busy_iter),
+            f(rec.guest_single_frames_per_busy_iter)
         );
     }
     println!("{}", serde_json::to_string_pretty(&rec)?);
@@ -293,6 +312,8 @@ mod tests {
             "empty_refill_cycles",
             "guest_bulk_instructions_per_packet",
             "guest_single_instructions_per_packet",
+            "guest_bulk_frames_per_busy_iter",
+            "guest_single_frames_per_busy_iter",
             "guest_bulk_pps",
             "guest_single_pps",
         ] {
@@ -307,6 +328,7 @@ mod tests {
     fn record_fills_guest_fields() {
         let run = |pp, pps| GuestRun {
             per_packet: Some(pp),
+            frames_per_busy_iter: Some(2.5),
             forwarded_pps: pps,
         };
         let g = Ok([
@@ -318,6 +340,7 @@ mod tests {
         let rec = record(&host_figures(), &g);
         assert_eq!(rec.guest_bulk_instructions_per_packet, Some(280.0));
         assert_eq!(rec.guest_single_instructions_per_packet, Some(320.0));
+        assert_eq!(rec.guest_bulk_frames_per_busy_iter, Some(2.5));
         assert_eq!(
             (rec.guest_bulk_pps, rec.guest_single_pps),
             (Some(1000.0), Some(900.0))

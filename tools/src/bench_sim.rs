@@ -117,6 +117,11 @@ pub struct SimRecord {
     pub instructions_per_packet: f64,
     /// Notifications the driver wrote during the measurement.
     pub kicks: u64,
+    /// Poll iterations that did work during the measurement (the profile's `busy_iters`).
+    pub busy_iters: u64,
+    /// `packets / busy_iters`: frames per busy poll iteration of the measured part (K when every
+    /// iteration forwarded its K frames), printed beside every instructions-per-packet figure.
+    pub frames_per_busy_iter: f64,
     /// `tcg` or `kvm`.
     pub accel: String,
     /// Whether `-icount shift=0,sleep=off` was on (always, for this benchmark).
@@ -161,9 +166,20 @@ pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
             .parse()
             .with_context(|| format!("SIMBENCH instructions_per_packet in {line}"))?,
         kicks: num("kicks")?,
+        busy_iters: num("busy_iters")?,
+        frames_per_busy_iter: frames_per_iter(num("packets")?, num("busy_iters")?),
         accel: accel.name().to_string(),
         icount: true,
     })
+}
+
+/// `frames / iters` (0 when no iteration did work).
+pub fn frames_per_iter(frames: u64, iters: u64) -> f64 {
+    if iters == 0 {
+        0.0
+    } else {
+        frames as f64 / iters as f64
+    }
 }
 
 /// The kernel command line for one run.
@@ -267,15 +283,17 @@ pub fn parse_ks(s: &str) -> Result<Vec<u16>> {
         .collect()
 }
 
-/// The results table: mode, K, instructions/packet, packets, accelerator.
+/// The results table: mode, K, instructions/packet, frames per busy iteration (measured),
+/// packets, kicks, accelerator.
 pub fn table(records: &[SimRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<7} {:>28} {:>20} {:>8} {:>9} {:>12}",
+        "{:<7} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12}",
         "mode",
         "K (frames / busy poll iter)",
         "instructions/packet",
+        "frames/busy iter",
         "packets",
         "kicks",
         "accelerator"
@@ -288,8 +306,14 @@ pub fn table(records: &[SimRecord]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<7} {:>28} {:>20.2} {:>8} {:>9} {:>12}",
-            r.mode, r.k, r.instructions_per_packet, r.packets, r.kicks, accel
+            "{:<7} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12}",
+            r.mode,
+            r.k,
+            r.instructions_per_packet,
+            r.frames_per_busy_iter,
+            r.packets,
+            r.kicks,
+            accel
         );
     }
     s
@@ -322,6 +346,7 @@ mod tests {
         );
         assert_eq!(r.cycles, 1_522_944);
         assert_eq!(r.instructions_per_packet, 371.81);
+        assert_eq!((r.busy_iters, r.frames_per_busy_iter), (1024, 4.0));
         assert!(parse_line("STATS {}").is_none());
         assert!(parse_record("SIMBENCH mode=l2 k=4", Accel::Tcg).is_err());
     }
@@ -356,6 +381,8 @@ mod tests {
         let t = table(&[r]);
         assert!(t.contains("instructions/packet"));
         assert!(t.contains("371.81"));
+        assert!(t.contains("frames/busy iter"));
+        assert!(t.contains("4.00"));
         assert!(t.contains("tcg+icount"));
     }
 }

@@ -21,6 +21,9 @@ pub struct BenchResult {
     pub loss: f64,
     /// Guest `busy_cycles / forwarded` from the final `STATS` line.
     pub guest_cycles_per_packet: Option<f64>,
+    /// Guest `forwarded / busy_iters` from the final `STATS` line: frames per busy poll
+    /// iteration, the batch `guest_cycles_per_packet` was amortised over.
+    pub frames_per_busy_iter: Option<f64>,
     /// Guest `kicks / forwarded` from the final `STATS` line.
     pub kicks_per_packet: Option<f64>,
     /// "tcg" or "kvm".
@@ -109,6 +112,7 @@ pub fn bench_table(b: &BenchResult) -> String {
         ("forwarded pps", format!("{:.0}", b.forwarded_pps)),
         ("LOSS", format!("{:.2}%", b.loss * 100.0)),
         ("guest cycles/packet", fmt_opt(b.guest_cycles_per_packet, 0)),
+        ("frames/busy iteration", fmt_opt(b.frames_per_busy_iter, 2)),
         ("kicks/packet", fmt_opt(b.kicks_per_packet, 3)),
     ])
 }
@@ -134,6 +138,7 @@ mod tests {
                 "accel",
                 "forwarded_pps",
                 "frame_size",
+                "frames_per_busy_iter",
                 "guest_cycles_per_packet",
                 "icount",
                 "kicks_per_packet",
@@ -144,5 +149,11 @@ mod tests {
             ]
         );
         assert!(bench_table(&BenchResult::default()).contains("LOSS"));
+        let b = BenchResult {
+            guest_cycles_per_packet: Some(350.0),
+            frames_per_busy_iter: Some(4.25),
+            ..BenchResult::default()
+        };
+        assert!(bench_table(&b).contains("frames/busy iteration  4.25"));
     }
 }

@@ -498,6 +498,8 @@ fn traffic(
         forwarded_pps: r.received_pps,
         loss: r.loss,
         guest_cycles_per_packet: stats.and_then(|s| s.cycles_per_packet()),
+        frames_per_busy_iter: stats
+            .and_then(|s| (s.busy_iters > 0).then(|| s.forwarded as f64 / s.busy_iters as f64)),
         kicks_per_packet: stats.and_then(|s| s.kicks_per_packet()),
         accel: cfg.accel.name().to_string(),
         mode: stats.map(|s| s.mode.as_str().to_string()),
@@ -643,8 +645,8 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
     announce_accel(cfg.accel, true);
     let progress = |r: &bench_sim::SimRecord| {
         eprintln!(
-            "xtask: {} K={}: {:.2} instructions/packet over {} packets",
-            r.mode, r.k, r.instructions_per_packet, r.packets
+            "xtask: {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
+            r.mode, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.packets
         )
     };
     let records = bench_sim::run(&cfg, progress)?;
