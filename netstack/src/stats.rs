@@ -285,6 +285,8 @@ pub struct CpuStats {
     pub kicks: u64,
     /// Idle halts it took.
     pub halts: u64,
+    /// Its poll iterations that did work (`forwarded / busy_iters`: frames per busy iteration).
+    pub busy_iters: u64,
 }
 
 /// The router's counters (`router`), summed over every core's router. Frames unless noted.

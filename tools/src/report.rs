@@ -45,6 +45,9 @@ pub struct PerCore {
     pub forwarded_pps: f64,
     /// That core's `busy_cycles / forwarded` from the final STATS `per_cpu` entry.
     pub guest_cycles_per_packet: Option<f64>,
+    /// That core's frames per busy poll iteration (`forwarded / busy_iters`), the batch its
+    /// cycles per packet were amortised over.
+    pub frames_per_busy_iter: Option<f64>,
 }
 
 fn fmt_opt(v: Option<f64>, prec: usize) -> String {

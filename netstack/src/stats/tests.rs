@@ -31,6 +31,7 @@ fn largest() -> Stats {
         busy_cycles: m,
         kicks: m,
         halts: m,
+        busy_iters: m,
     };
     let c = RouterCounters {
         rx: m,
@@ -177,6 +178,7 @@ fn sample(router: bool) -> Stats {
             busy_cycles: 123_456,
             kicks: 7,
             halts: 9,
+            busy_iters: 50,
         }]
         .into_iter()
         .collect(),
@@ -240,12 +242,12 @@ fn json_is_the_established_line() {
         r#""recycle_cached":900,"recycle_cache_full":3,"recycle_ring":0,"recycle_ring_full":0,"#,
         r#""released":0}],"busy_iters":50,"#,
         r#""phase_cycles":{"rx_forward":1,"tx_reap":2,"refill":3,"kick":4},"#,
-        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9}]}"#,
+        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50}]}"#,
     );
     assert_eq!(json(&sample(false)), expected);
     let router = json(&sample(true));
     let tail = concat!(
-        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9}],"#,
+        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50}],"#,
         r#""router":{"rx":200,"forwarded":190,"arp_replies":2,"echo_replies":1,"#,
         r#""arp_consumed":1,"arp_requests":1,"to_host":3,"queued":4,"queued_now":0,"#,
         r#""icmp_sent":2,"icmp_rate_limited":0,"icmp_suppressed":0,"no_buffer":0,"drops":{"#,

@@ -521,6 +521,9 @@ fn traffic(
                             _ => fwd.unwrap_or(0.0) / r.seconds.max(1e-9),
                         },
                         guest_cycles_per_packet: cycles,
+                        frames_per_busy_iter: c.and_then(|c| {
+                            (c.busy_iters > 0).then(|| c.forwarded as f64 / c.busy_iters as f64)
+                        }),
                     }
                 })
                 .collect()

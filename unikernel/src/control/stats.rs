@@ -110,6 +110,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
             busy_cycles: pair.prof.busy_cycles,
             kicks: pair.prof.kicks,
             halts: pair.prof.halts,
+            busy_iters: pair.prof.busy_iters,
         });
     }
     s
