@@ -163,16 +163,21 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         let id = self.free[self.nfree];
         let flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
         // SAFETY: `id < N` (ids in the free stack are always < N); the descriptor is free so
-        // the device does not read it concurrently; the ring memory is ours until drop.
+        // the device does not read it concurrently; the ring memory is ours until drop. Plain
+        // stores, not volatile: the device reads them only after `publish`'s Release fence and
+        // `avail->idx` store, which the compiler may not move them past; a volatile write of
+        // the whole 16-byte descriptor went through a stack temporary (12 instructions for 2
+        // stores).
         unsafe {
-            self.desc.add(usize::from(id)).write_volatile(Desc {
-                addr,
-                len,
-                flags,
-                next: 0,
-            });
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            // `len`, `flags` and `next` as one 8-byte store (their little-endian layout, §2.7.5;
+            // offset 8 of a 16-byte-aligned descriptor, so aligned).
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write(u64::from(len) | u64::from(flags) << 32);
             let slot = usize::from(self.avail_idx) & (N - 1);
-            self.avail.add(2 + slot).write_volatile(id);
+            self.avail.add(2 + slot).write(id);
         }
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Some(id)
