@@ -5,7 +5,8 @@
 //! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
 //! - [`gen::RawPort`] sends and receives single raw frames;
 //! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices;
-//! - [`bench_sim`] runs the deterministic datapath benchmark (`sim=K`, simulated devices).
+//! - [`bench_sim`] runs the deterministic datapath benchmark (`sim=K`, simulated devices);
+//!   [`bench_datapath`] is its host twin under callgrind.
 //!
 //! `cargo xtask lint` is [`lint::run`] (fmt, clippy on host and metal, module import cycles).
 //!
@@ -16,6 +17,7 @@
 //! [`tap`] and [`peer_linux`] build on them; the `bench_*` modules and [`report`] on those;
 //! [`lint`] stands alone. The `xtask` binary only parses arguments and calls these.
 
+pub mod bench_datapath;
 pub mod bench_mm;
 pub mod bench_peer;
 pub mod bench_pool;

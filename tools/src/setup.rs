@@ -105,6 +105,12 @@ pub fn ensure_promtool() -> Result<()> {
     ensure_debian_tool("promtool", "prometheus")
 }
 
+/// `valgrind` (callgrind counts the host twin of the deterministic benchmark, `bench
+/// datapath`). Installed like QEMU when missing.
+pub fn ensure_valgrind() -> Result<()> {
+    ensure_debian_tool("valgrind", "valgrind")
+}
+
 /// Make sure `tool` is on `$PATH`, installing Debian package `package` with apt-get when
 /// running as root; otherwise fail naming the command to run.
 fn ensure_debian_tool(tool: &str, package: &str) -> Result<()> {

@@ -12,7 +12,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(clippy::too_many_lines)]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "host-rig"))]
 extern crate std;
 
 pub mod dataplane;

@@ -160,7 +160,8 @@ struct TrafficArgs {
 struct BenchArgs {
     /// What to benchmark: omitted, the guest (build, boot, traffic, JSON); `mm`, the page
     /// allocator micro-benchmark on the host (table, JSON, docs/mm-bench.png); `pool`, the
-    /// page_pool benchmark; `sim`, the deterministic datapath benchmark on simulated devices.
+    /// page_pool benchmark; `sim`, the deterministic datapath benchmark on simulated devices;
+    /// `datapath`, its host twin under callgrind.
     #[arg(value_enum)]
     target: Option<BenchTarget>,
     #[command(flatten)]
@@ -190,6 +191,10 @@ struct BenchArgs {
     /// `bench sim`: run every (mode, K) twice and fail unless both runs give the same figures.
     #[arg(long)]
     twice: bool,
+    /// `bench datapath`: also run `bench sim` for the same modes and K now and set its figures
+    /// beside the host's (default: the guest figures recorded in BENCHMARKS.md).
+    #[arg(long)]
+    with_guest: bool,
 }
 
 #[derive(Args)]
@@ -217,6 +222,9 @@ enum BenchTarget {
     /// The deterministic datapath benchmark: guest instructions per packet on simulated
     /// virtio-net devices (`sim=K`), `-smp 1 -icount shift=0,sleep=off`, for `--modes` and `--k`.
     Sim,
+    /// The host twin of `sim`: the same steps on the dataplane's host rig under callgrind
+    /// (host instructions per packet), beside the guest figure (`--with-guest`: a fresh run).
+    Datapath,
 }
 
 fn image_for(g: &GuestArgs) -> Result<PathBuf> {
@@ -610,6 +618,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Sim) = a.target {
         return cmd_bench_sim(a);
     }
+    if let Some(BenchTarget::Datapath) = a.target {
+        return cmd_bench_datapath(a);
+    }
     if a.peer.is_some() || a.sizes.is_some() {
         return cmd_bench_peer(a);
     }
@@ -668,6 +679,80 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
             bench: "sim",
             append: &cfg.append,
             records: &records,
+        };
+        report::write_json(p, &doc)?;
+        eprintln!("xtask: wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// `bench datapath`: the host twin under callgrind, per (mode, K), beside the guest figure
+/// (a fresh `bench sim` run with `--with-guest`, else BENCHMARKS.md's).
+fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
+    use tools::{bench_datapath as bd, bench_sim};
+    setup::ensure_valgrind()?;
+    let ks = bench_sim::parse_ks(&a.sim_k)?;
+    let iters = a.iters.unwrap_or(1024);
+    let exe = bd::build(&qemu::workspace_root())?;
+    let mut hosts = Vec::new();
+    for &mode in &a.modes {
+        for &k in &ks {
+            let r = bd::run_one(&exe, mode, k, iters)?;
+            eprintln!(
+                "xtask: host {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
+                r.mode, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.packets
+            );
+            hosts.push(r);
+        }
+    }
+    let guests = if a.with_guest {
+        let g = &a.traffic.guest;
+        setup::ensure()?;
+        let cfg = bench_sim::SimBenchConfig {
+            image: image_for(g)?,
+            modes: a.modes.clone(),
+            ks: ks.clone(),
+            iters: Some(iters),
+            append: String::new(),
+            accel: Accel::Tcg,
+            memory: g.memory.clone(),
+            echo: Echo::Off,
+        };
+        bench_sim::run(&cfg, |r| {
+            eprintln!(
+                "xtask: guest {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration",
+                r.mode, r.k, r.instructions_per_packet, r.frames_per_busy_iter
+            )
+        })?
+    } else {
+        Vec::new()
+    };
+    let rows: Vec<bd::Row> = hosts
+        .into_iter()
+        .map(|h| {
+            if a.with_guest {
+                let g = guests
+                    .iter()
+                    .find(|g| g.mode == h.mode && g.k == h.k)
+                    .map(|g| g.instructions_per_packet);
+                bd::Row::new(h, g, "bench sim (this run)")
+            } else {
+                bd::Row::new(h, None, "not run (--with-guest)")
+            }
+        })
+        .collect();
+    print!("{}", bd::table(&rows));
+    if a.with_guest {
+        println!(
+            "within 10% of the guest: {}",
+            if bd::within(&rows, 0.10) { "yes" } else { "no" }
+        );
+    }
+    if let Some(p) = &a.json {
+        let doc = bd::DatapathJson {
+            bench: "datapath",
+            note: bd::HOST_NOTE,
+            rows: &rows,
         };
         report::write_json(p, &doc)?;
         eprintln!("xtask: wrote {}", p.display());

@@ -50,5 +50,7 @@ pub const MAX_CORES: usize = 16;
 /// Most ports (the PCI scan's `MAX_NICS`).
 pub const MAX_PORTS: usize = drivers::pci::MAX_NICS;
 
+#[cfg(any(test, feature = "host-rig"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;

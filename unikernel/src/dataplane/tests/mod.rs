@@ -2,9 +2,8 @@
 //! split-ring memory, pages from a real zone. Every test ends with `quit` and checks that
 //! every page came back.
 
-mod rig;
-
 use super::page::{PageBuf, RawPage};
+use super::testing as rig;
 use super::QuitPhase;
 use netstack::simframes::{arp_request, udp4_frame};
 use netstack::{DropReason, MacAddr};

@@ -1,6 +1,10 @@
-//! A test rig: real `Core`s over real `VirtioNet` drivers whose devices are played by
+//! The host rig (`cfg(test)` or feature `host-rig`): real `Core`s over real `VirtioNet` drivers whose devices are played by
 //! `drivers::sim` on the drivers' own split-ring memory, pages from a real `mm::Zone` backed by
 //! host memory (page frame number = host address >> 12, so `PageBuf` bytes are real).
+//!
+//! Used by the dataplane's host tests and by the host twin of the deterministic benchmark
+//! (`unikernel/benches/datapath.rs`). Test scaffolding: it leaks its memory and panics on any
+//! set-up error.
 
 use crate::dataplane::snap::PairSnap;
 use crate::dataplane::{Core, CoreParams, CoreRouter, Fabric, MgmtPlane, Platform, QuitPhase};
@@ -113,15 +117,21 @@ pub fn port_mac(i: usize) -> MacAddr {
 
 /// One core with its two simulated ports.
 pub struct SimCore {
+    /// The core.
     pub core: Core<TestPlatform>,
+    /// The device players of its ports 0 and 1.
     pub dev: [SimDevice<'static>; PORTS],
 }
 
 /// Cores over one zone and fabric.
 pub struct Rig {
+    /// The zone every page comes from.
     pub zone: &'static Zone,
+    /// The fabric the cores share.
     pub fabric: &'static Fabric,
+    /// The cores, in pair order.
     pub cores: Vec<SimCore>,
+    /// The zone's free pages before the cores were built.
     pub free_at_start: u64,
 }
 

@@ -1,0 +1,276 @@
+//! The host twin of the deterministic datapath benchmark (`cargo xtask bench datapath`).
+//!
+//! The same steps as the guest's `sim=K` benchmark (`unikernel/src/simbench.rs`), on the host
+//! rig (`unikernel::dataplane::testing`, feature `host-rig`): one real [`Core`] over real
+//! `VirtioNet` drivers on `drivers::sim` devices, pages from a real `mm::Zone` in host memory.
+//! Per iteration, outside the measured part, the device delivers K 60-byte UDP frames on
+//! port 0 and takes (and checks) what the forwarder queued on both TX rings; inside, one
+//! `poll_once` in [`bench_poll_once`]. Router mode first resolves the next hop (an ARP request
+//! from it on port 1), as the guest does.
+//!
+//! Counting is callgrind's: run under
+//! `valgrind --tool=callgrind --toggle-collect='*bench_poll_once*'`, only the measured calls
+//! of [`bench_poll_once`] are counted (the warm-up calls `poll_once` directly), so the
+//! `totals:` Ir of the output file ÷ `packets` is host instructions per packet. The binary
+//! itself prints one line
+//!
+//! ```text
+//! DATAPATH mode=l2 k=4 warmup=256 iters=1024 delivered=4096 packets=4096 out=4096 other=0 kicks=… busy_iters=1024
+//! ```
+//!
+//! and exits non-zero unless every delivered frame left port 1 as expected and every page
+//! came back at `quit`.
+//!
+//! Usage: `datapath --mode l2|io|router --k K [--iters N] [--pages P]`.
+
+use std::process::ExitCode;
+
+use netstack::simframes::{arp_request, router_addrs, udp4_frame};
+use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
+use netstack::{MacAddr, Mode};
+use unikernel::dataplane::testing::{port_mac, Rig, SimCore, TestPlatform};
+use unikernel::dataplane::Core;
+
+/// Poll iterations before the measured ones (the guest's `WARMUP_ITERS`).
+const WARMUP_ITERS: u32 = 256;
+/// The guest's default `sim_iters`.
+const DEFAULT_ITERS: u32 = 1024;
+/// Zone size: 256 MiB, the guest's `-m` (the pcp list's batch and high derive from it).
+const DEFAULT_PAGES: usize = 65536;
+/// Frame length without FCS (64 bytes on the wire).
+const FRAME_LEN: usize = 60;
+/// The router-mode configuration of `cargo xtask bench sim` (`bench_sim::ROUTER_APPEND`).
+const ROUTER_CMDLINE: &str =
+    "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=192.168.0.0/16,10.0.1.2";
+/// Addresses of the l2/io frames (not looked at by the forwarder).
+const L2_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 0, 2);
+const L2_DST: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 1, 2);
+
+/// The measured poll iteration: callgrind counts only inside this function
+/// (`--toggle-collect='*bench_poll_once*'`). `black_box` keeps `poll_once` a real call (not a
+/// tail jump) inside it; the warm-up calls `Core::poll_once` directly (a second wrapper would be
+/// merged with this one by rustc's function merging, and counted too).
+#[inline(never)]
+fn bench_poll_once(core: &mut Core<TestPlatform>) -> usize {
+    std::hint::black_box(core.poll_once())
+}
+
+/// A warm-up poll iteration (not counted).
+fn warm_poll_once(core: &mut Core<TestPlatform>) -> usize {
+    core.poll_once()
+}
+
+/// What the device took off a TX ring.
+#[derive(Default)]
+struct Out {
+    /// Frames equal to the expected output frame.
+    ok: u64,
+    /// Anything else.
+    other: u64,
+}
+
+/// The benchmark: the core, its devices, the frames.
+struct Bench {
+    rig: Rig,
+    k: usize,
+    input: [u8; FRAME_LEN],
+    want: [u8; FRAME_LEN],
+    /// Port 1's TX ring: the forwarded frames.
+    out: Out,
+    /// Port 0's TX ring: nothing expected.
+    back: Out,
+}
+
+impl Bench {
+    fn c(&mut self) -> &mut SimCore {
+        &mut self.rig.cores[0]
+    }
+
+    /// Take what the forwarder transmitted on both ports.
+    fn take_tx(&mut self) {
+        let want = self.want;
+        let c = &mut self.rig.cores[0];
+        let (out, back) = (&mut self.out, &mut self.back);
+        c.dev[1].complete_tx(|f| {
+            if f == want {
+                out.ok += 1
+            } else {
+                out.other += 1
+            }
+        });
+        c.dev[0].complete_tx(|f| {
+            if f == want {
+                back.ok += 1
+            } else {
+                back.other += 1
+            }
+        });
+    }
+
+    /// One iteration: outside the measured part deliver K frames on port 0 and take both TX
+    /// rings; then one poll iteration through `poll`. Returns the frames delivered.
+    fn step(&mut self, poll: fn(&mut Core<TestPlatform>) -> usize) -> usize {
+        let (input, k) = (self.input, self.k);
+        let delivered = self.c().dev[0].deliver_rx(&input, k);
+        self.take_tx();
+        let c = self.c();
+        c.core
+            .router_timers_ran(<TestPlatform as unikernel::dataplane::Platform>::uptime_ns());
+        poll(&mut c.core);
+        delivered
+    }
+}
+
+/// The input and expected output frames for the mode (as `simbench::frames`).
+fn frames(rig: &Rig) -> ([u8; FRAME_LEN], [u8; FRAME_LEN]) {
+    let cfg = rig.cores[0].core.cfg();
+    let (mac, peer) = ([port_mac(0), port_mac(1)], cfg.peer);
+    let (src, dst) = match cfg.mode {
+        Mode::Router => {
+            let a = router_addrs(cfg).expect("router addresses");
+            (a.src, a.dst)
+        }
+        _ => (L2_SRC, L2_DST),
+    };
+    let mut input = [0u8; FRAME_LEN];
+    udp4_frame(&mut input, FRAME_LEN, mac[0], peer[0], src, dst, 64);
+    let mut want = input;
+    match cfg.mode {
+        Mode::Io => {}
+        Mode::L2 => {
+            want[0..6].copy_from_slice(&peer[1].0);
+            want[6..12].copy_from_slice(&mac[1].0);
+        }
+        Mode::Router => {
+            udp4_frame(&mut want, FRAME_LEN, peer[1], mac[1], src, dst, 63);
+        }
+    }
+    (input, want)
+}
+
+/// Router mode: the next hop asks for port 1's address; the router learns it and answers.
+fn resolve_next_hop(c: &mut SimCore) {
+    let cfg = c.core.cfg();
+    let (Some(a), Some(ip1)) = (router_addrs(cfg), cfg.ip[1]) else {
+        return;
+    };
+    let peer1: MacAddr = cfg.peer[1];
+    let mut arp = [0u8; FRAME_LEN];
+    let n = arp_request(&mut arp, peer1, a.next_hop, ip1.addr);
+    assert_eq!(
+        c.dev[1].deliver_rx(&arp[..n], 1),
+        1,
+        "ARP request delivered"
+    );
+    warm_poll_once(&mut c.core);
+    let mut replies = 0;
+    let arp = ETHERTYPE_ARP.to_be_bytes();
+    c.dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&arp[..])));
+    assert_eq!(replies, 1, "one ARP reply");
+}
+
+struct Args {
+    mode: Mode,
+    k: usize,
+    iters: u32,
+    pages: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        mode: Mode::L2,
+        k: 4,
+        iters: DEFAULT_ITERS,
+        pages: DEFAULT_PAGES,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        // `cargo bench` passes `--bench`; ignore it.
+        if flag == "--bench" {
+            continue;
+        }
+        let v = it.next().ok_or(format!("{flag} needs a value"))?;
+        let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
+        match flag.as_str() {
+            "--mode" => {
+                a.mode = match v.as_str() {
+                    "l2" => Mode::L2,
+                    "io" => Mode::Io,
+                    "router" => Mode::Router,
+                    _ => return Err(format!("--mode {v}: l2, io or router")),
+                }
+            }
+            "--k" => a.k = num(&v)?,
+            "--iters" => a.iters = num(&v)? as u32,
+            "--pages" => a.pages = num(&v)?,
+            _ => return Err(format!("unknown argument {flag}")),
+        }
+    }
+    if !(1..=256).contains(&a.k) {
+        return Err(format!("--k {}: not in 1..=256", a.k));
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let a = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!(
+                "datapath: {e}\nusage: datapath --mode l2|io|router --k K [--iters N] [--pages P]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let mode = match a.mode {
+        Mode::Router => ROUTER_CMDLINE.to_string(),
+        m => format!("mode={}", m.as_str()),
+    };
+    // The guest's command line: `sim=K` and `sim_iters=N` as `cargo xtask bench sim` gives them.
+    let cmdline = format!("{mode} sim={} sim_iters={}", a.k, a.iters);
+    let rig = Rig::new(&cmdline, 1, a.pages);
+    let (input, want) = frames(&rig);
+    let mut b = Bench {
+        rig,
+        k: a.k,
+        input,
+        want,
+        out: Out::default(),
+        back: Out::default(),
+    };
+    if a.mode == Mode::Router {
+        resolve_next_hop(b.c());
+    }
+    for _ in 0..WARMUP_ITERS {
+        b.step(warm_poll_once);
+    }
+    b.take_tx();
+    let (ok0, other0) = (b.out.ok, b.out.other + b.back.ok + b.back.other);
+    let prof = *b.c().core.profile_mut();
+    let tx0 = b.c().core.counters()[1].tx;
+    let mut delivered = 0u64;
+    for _ in 0..a.iters {
+        delivered += b.step(bench_poll_once) as u64;
+    }
+    b.take_tx();
+    let packets = b.c().core.counters()[1].tx - tx0;
+    let good = b.out.ok - ok0;
+    let other = b.out.other + b.back.ok + b.back.other - other0;
+    let now = *b.c().core.profile_mut();
+    println!(
+        "DATAPATH mode={} k={} warmup={WARMUP_ITERS} iters={} delivered={delivered} packets={packets} out={good} other={other} kicks={} busy_iters={}",
+        a.mode.as_str(),
+        a.k,
+        a.iters,
+        now.kicks - prof.kicks,
+        now.busy_iters - prof.busy_iters,
+    );
+    b.rig.quit_and_check();
+    if packets == 0 || packets != delivered || good != packets || other != 0 {
+        eprintln!(
+            "datapath: {delivered} frames delivered on port 0, {packets} transmitted on port 1, {good} as expected, {other} other: not every frame was forwarded"
+        );
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
