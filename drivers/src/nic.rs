@@ -31,6 +31,18 @@ pub trait Nic {
     unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize;
     /// Pop up to `out.len()` completed RX buffers; every returned page is the caller's again.
     fn rx_burst(&mut self, out: &mut [RxBuf]) -> usize;
+    /// [`Nic::rx_burst`] that re-posts each emptied slot at once with a page from `alloc`
+    /// (one publish per burst); slots `alloc` cannot fill wait for [`Nic::rx_refill`].
+    ///
+    /// # Safety
+    /// As [`Nic::rx_refill`], for every page `alloc` returns.
+    unsafe fn rx_burst_refill(
+        &mut self,
+        out: &mut [RxBuf],
+        alloc: impl FnMut() -> Option<Pfn>,
+    ) -> usize;
+    /// Make every RX buffer re-posted by [`Nic::rx_burst_refill`] visible to the device now.
+    fn rx_publish(&mut self);
     /// Queue frames for transmission; returns how many (a prefix) were queued.
     ///
     /// # Safety
@@ -83,6 +95,19 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline]
     fn rx_burst(&mut self, out: &mut [RxBuf]) -> usize {
         VirtioNet::rx_burst(self, out)
+    }
+    #[inline]
+    unsafe fn rx_burst_refill(
+        &mut self,
+        out: &mut [RxBuf],
+        alloc: impl FnMut() -> Option<Pfn>,
+    ) -> usize {
+        // SAFETY: the caller keeps the trait's contract, which is the driver's.
+        unsafe { VirtioNet::rx_burst_refill(self, out, alloc) }
+    }
+    #[inline]
+    fn rx_publish(&mut self) {
+        VirtioNet::rx_publish(self)
     }
     #[inline]
     unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {

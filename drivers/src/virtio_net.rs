@@ -289,6 +289,8 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     tx_pages: [Option<TxDone>; QUEUE_SIZE],
     rx_posted: usize,
     tx_posted: usize,
+    /// RX buffers re-posted in place ([`VirtioNet::rx_burst_refill`]) and not yet published.
+    rx_unpublished: usize,
     /// Continuation buffers still to come for a multi-buffer (too big) frame.
     rx_skip: u16,
     mac: [u8; 6],
@@ -314,6 +316,10 @@ fn read_mac<T: Transport>(transport: &T, features: NetFeatures) -> Result<[u8; 6
 /// [`VirtioNet::reclaim`] on a queue-pair handle that does not own the device.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct NotOwner;
+
+/// Re-posted RX buffers published at once ([`VirtioNet::rx_burst_refill`]): DPDK's default
+/// `rx_free_thresh`, 32, so the device always holds at least 224 of the 256 buffers.
+const RX_PUBLISH_BATCH: usize = 32;
 
 /// Indices into `doorbells` and arguments of `notify`.
 const RX: usize = 0;
@@ -389,6 +395,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rx_pages: [None; QUEUE_SIZE],
             tx_pages: [None; QUEUE_SIZE],
             rx_posted: 0,
+            rx_unpublished: 0,
             tx_posted: 0,
             rx_skip: 0,
             mac,
@@ -655,9 +662,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             self.rx_pages[usize::from(token)] = Some(pfn);
             n += 1;
         }
-        if n > 0 {
+        if n > 0 || self.rx_unpublished > 0 {
             self.rx.publish();
             self.rx_posted += n;
+            self.rx_unpublished = 0;
         }
         n
     }
@@ -681,6 +689,65 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             n += 1;
         }
         n
+    }
+
+    /// [`VirtioNet::rx_burst`] that refills each slot as it empties it: every completed
+    /// descriptor is re-posted at once with a page from `alloc` (ixy.rs `rx_batch`), and the
+    /// ring is published once for the burst. A slot `alloc` cannot fill (`None`) goes back to
+    /// the free list for a later [`VirtioNet::rx_refill`].
+    ///
+    /// # Safety
+    /// Every page `alloc` returns must be an order-0 RAM page the caller owns and gives to the
+    /// device until it comes back from an RX burst or [`VirtioNet::take_pages`].
+    #[inline]
+    pub unsafe fn rx_burst_refill(
+        &mut self,
+        out: &mut [RxBuf],
+        mut alloc: impl FnMut() -> Option<Pfn>,
+    ) -> usize {
+        let mut n = 0;
+        let mut reposted = 0;
+        while n < out.len() {
+            let Some((id, used)) = self.rx.pop_used() else {
+                break;
+            };
+            let Some(pfn) = self.rx_pages.get_mut(id as usize).and_then(Option::take) else {
+                self.stats.bad_token += 1;
+                continue;
+            };
+            match alloc() {
+                Some(new) => {
+                    self.rx
+                        .repost(id as u16, new.addr(), PAGE_SIZE as u32, true);
+                    self.rx_pages[id as usize] = Some(new);
+                    reposted += 1;
+                }
+                None => {
+                    self.rx.release(id as u16);
+                    self.rx_posted -= 1;
+                }
+            }
+            out[n] = self.classify_rx(pfn, used as usize);
+            n += 1;
+        }
+        if reposted > 0 {
+            self.rx_unpublished += reposted;
+            // Publish in batches, as a separate refill pass would (the device keeps at least
+            // QUEUE_SIZE - RX_PUBLISH_BATCH buffers); `rx_publish` flushes the rest.
+            if self.rx_unpublished >= RX_PUBLISH_BATCH {
+                self.rx_publish();
+            }
+        }
+        n
+    }
+
+    /// Make every re-posted RX buffer visible to the device now (before the core sleeps).
+    #[inline]
+    pub fn rx_publish(&mut self) {
+        if self.rx_unpublished > 0 {
+            self.rx.publish();
+            self.rx_unpublished = 0;
+        }
     }
 
     fn classify_rx(&mut self, pfn: Pfn, used: usize) -> RxBuf {

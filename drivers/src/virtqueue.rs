@@ -82,6 +82,8 @@ pub struct SplitQueue<H: Hal, const N: usize> {
     avail_idx: u16,
     /// `avail->idx` at the last kick decision.
     kicked_idx: u16,
+    /// `avail->idx` as last published (what the device can see; kicks are decided on it).
+    published_idx: u16,
     last_used: u16,
     event_idx: bool,
     _hal: core::marker::PhantomData<H>,
@@ -137,6 +139,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
             nfree: N,
             avail_idx: 0,
             kicked_idx: 0,
+            published_idx: 0,
             last_used: 0,
             event_idx,
             _hal: core::marker::PhantomData,
@@ -181,6 +184,34 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         }
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Some(id)
+    }
+
+    /// Re-post descriptor `id`, just popped from the used ring and not released, with a new
+    /// buffer (physical address `addr`, `len` bytes, device-writable if `device_writes`): the
+    /// descriptor is rewritten in place and its index made available again, without going
+    /// through the free list (ixy.rs's `rx_batch` refills each slot as it takes it). The device
+    /// does not see it until [`SplitQueue::publish`].
+    ///
+    /// # Panics
+    /// In debug builds, if `id >= N`.
+    #[inline]
+    pub fn repost(&mut self, id: u16, addr: u64, len: u32, device_writes: bool) {
+        debug_assert!(usize::from(id) < N);
+        let id = id & (N as u16 - 1);
+        let flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
+        // SAFETY: `id < N` (masked); the device returned the descriptor (it came out of the used
+        // ring) and the caller did not release it, so nobody else owns it; the ring memory is
+        // ours until drop. Plain stores: see `push`.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write(u64::from(len) | u64::from(flags) << 32);
+            let slot = usize::from(self.avail_idx) & (N - 1);
+            self.avail.add(2 + slot).write(id);
+        }
+        self.avail_idx = self.avail_idx.wrapping_add(1);
     }
 
     /// Stage one buffer made of several descriptors chained with `VIRTQ_DESC_F_NEXT` (§2.7.5,
@@ -255,6 +286,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         fence(Ordering::Release);
         // SAFETY: `avail->idx` at offset 2 of the avail ring, ours until drop.
         unsafe { self.avail.add(1).write_volatile(self.avail_idx) };
+        self.published_idx = self.avail_idx;
     }
 
     /// After [`SplitQueue::publish`]: does the device want a notification for the buffers made
@@ -262,7 +294,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     #[inline]
     pub fn needs_kick(&mut self) -> bool {
         let old = self.kicked_idx;
-        let new = self.avail_idx;
+        let new = self.published_idx;
         if old == new {
             return false;
         }

@@ -4,7 +4,6 @@
 use super::handoff::Handoff;
 use super::page::FRAME_ROOM;
 use super::percore::{Core, Platform};
-use drivers::nic::Nic;
 use netstack::config::PORTS;
 use netstack::{forward_frame, Verdict};
 
@@ -16,7 +15,7 @@ impl<P: Platform> Core<P> {
             return self.rx_forward_xcore(p);
         }
         let q = 1 - p;
-        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        let n = self.rx_burst(p);
         if n == 0 {
             return 0;
         }
@@ -42,7 +41,7 @@ impl<P: Platform> Core<P> {
     /// `xcore=on`: frames received on local port `p` leave through port `1 - p` of the next
     /// pair, which another core owns: rewrite them for that port and hand them to that core.
     fn rx_forward_xcore(&mut self, p: usize) -> usize {
-        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        let n = self.rx_burst(p);
         if n == 0 {
             return 0;
         }

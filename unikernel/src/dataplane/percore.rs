@@ -308,6 +308,20 @@ impl<P: Platform> Core<P> {
         }
     }
 
+    /// Receive a burst on local port `p` into `rx_scratch`, re-posting each emptied RX slot at
+    /// once with a page from port `p`'s pool (published in batches of 32; slots the pool cannot
+    /// fill wait for [`Core::refill`]). Returns the buffers completed.
+    #[inline(always)]
+    pub(crate) fn rx_burst(&mut self, p: usize) -> usize {
+        let burst = self.cfg.burst;
+        let pages = &mut self.pages;
+        let alloc = || pages.alloc(p).map(|page| page.into_raw().pfn);
+        // SAFETY: each page comes fresh from port `p`'s pool and is given up (`into_raw`) to
+        // the RX ring of port `p`, which is refilled only from that pool; it comes back from
+        // an RX burst or `take_pages`.
+        unsafe { self.nics[p].rx_burst_refill(&mut self.rx_scratch[..burst], alloc) }
+    }
+
     /// Notify every port of what was published (at most one kick per queue).
     pub(crate) fn kick_all(&mut self) {
         for nic in self.nics.iter_mut() {
@@ -414,6 +428,8 @@ impl<P: Platform> Core<P> {
         self.fabric.set_sleeping(k, true);
         let mut pending = self.fabric.has_work_for(k);
         for nic in self.nics.iter_mut() {
+            // Buffers re-posted in place but not yet published go to the device first.
+            nic.rx_publish();
             pending |= nic.rx_arm_interrupt();
         }
         pending

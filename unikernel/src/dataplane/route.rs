@@ -5,7 +5,6 @@
 use super::handoff::Handoff;
 use super::page::{PageBuf, FRAME_ROOM};
 use super::percore::{Core, MgmtPlane, Platform};
-use drivers::nic::Nic;
 use netstack::config::PORTS;
 use netstack::router::{set_macs, Action, Event, NeighUpdate};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
@@ -18,7 +17,7 @@ impl<P: Platform> Core<P> {
     /// Receive a burst on local port `p`, route each frame, transmit what leaves, then run the
     /// router's pending events. Returns RX buffers completed.
     pub(crate) fn rx_route(&mut self, p: usize) -> usize {
-        let n = self.nics[p].rx_burst(&mut self.rx_scratch[..self.cfg.burst]);
+        let n = self.rx_burst(p);
         if n == 0 {
             return 0;
         }
