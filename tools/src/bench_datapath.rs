@@ -20,7 +20,7 @@ use std::process::Command;
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use serde::Serialize;
 
-use crate::bench_sim::{frames_per_iter, SimMode};
+use crate::bench_sim::{frames_per_iter, KvLine, SimMode};
 
 /// Prefix of the benchmark binary's result line.
 pub const LINE_PREFIX: &str = "DATAPATH ";
@@ -102,36 +102,18 @@ pub fn parse_totals(text: &str) -> Option<u64> {
 
 /// The record of a `DATAPATH` line and callgrind's count.
 pub fn parse_record(line: &str, instructions: u64) -> Result<HostRecord> {
-    let rest = line
-        .find(LINE_PREFIX)
-        .map(|i| &line[i + LINE_PREFIX.len()..])
-        .ok_or_else(|| anyhow!("not a DATAPATH line: {line}"))?;
-    let kv: Vec<(&str, &str)> = rest
-        .split_ascii_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .collect();
-    let get = |k: &str| {
-        kv.iter()
-            .find(|(key, _)| *key == k)
-            .map(|(_, v)| *v)
-            .ok_or_else(|| anyhow!("DATAPATH line without `{k}`: {line}"))
-    };
-    let num = |k: &str| -> Result<u64> {
-        get(k)?
-            .parse()
-            .with_context(|| format!("DATAPATH `{k}` in {line}"))
-    };
-    let packets = num("packets")?;
-    let busy_iters = num("busy_iters")?;
+    let kv =
+        KvLine::parse(line, LINE_PREFIX).ok_or_else(|| anyhow!("not a DATAPATH line: {line}"))?;
+    let (packets, busy_iters) = (kv.num("packets")?, kv.num("busy_iters")?);
     Ok(HostRecord {
-        mode: get("mode")?.to_string(),
-        k: num("k")?,
-        warmup: num("warmup")?,
-        iters: num("iters")?,
-        delivered: num("delivered")?,
+        mode: kv.get("mode")?.to_string(),
+        k: kv.num("k")?,
+        warmup: kv.num("warmup")?,
+        iters: kv.num("iters")?,
+        delivered: kv.num("delivered")?,
         packets,
-        out: num("out")?,
-        other: num("other")?,
+        out: kv.num("out")?,
+        other: kv.num("other")?,
         busy_iters,
         frames_per_busy_iter: frames_per_iter(packets, busy_iters),
         instructions,

@@ -128,46 +128,77 @@ pub struct SimRecord {
     pub icount: bool,
 }
 
+/// A benchmark result line (`PREFIX key=value key=value …`), found anywhere in a log line.
+/// Shared by the guest's `SIMBENCH` line and the host twin's `DATAPATH` line.
+pub struct KvLine<'a> {
+    name: &'a str,
+    line: &'a str,
+    kv: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> KvLine<'a> {
+    /// The pairs after `prefix` (e.g. `"SIMBENCH "`) in `line`, or `None` if it has none.
+    pub fn parse(line: &'a str, prefix: &'a str) -> Option<KvLine<'a>> {
+        let rest = &line[line.find(prefix)? + prefix.len()..];
+        Some(KvLine {
+            name: prefix.trim_end(),
+            line,
+            kv: rest
+                .split_ascii_whitespace()
+                .filter_map(|kv| kv.split_once('='))
+                .collect(),
+        })
+    }
+
+    /// The value of `k`.
+    ///
+    /// # Errors
+    /// The line has no `k`.
+    pub fn get(&self, k: &str) -> Result<&'a str> {
+        self.kv
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| anyhow!("{} line without `{k}`: {}", self.name, self.line))
+    }
+
+    /// The value of `k`, parsed.
+    ///
+    /// # Errors
+    /// The line has no `k`, or it does not parse as `T`.
+    pub fn num<T: std::str::FromStr>(&self, k: &str) -> Result<T>
+    where
+        T::Err: std::error::Error + Send + Sync + 'static,
+    {
+        self.get(k)?
+            .parse()
+            .with_context(|| format!("{} `{k}` in {}", self.name, self.line))
+    }
+}
+
 /// The `key=value` pairs of a `SIMBENCH` line, or `None` if `line` is not one.
-pub fn parse_line(line: &str) -> Option<Vec<(&str, &str)>> {
-    let rest = &line[line.find(LINE_PREFIX)? + LINE_PREFIX.len()..];
-    Some(
-        rest.split_ascii_whitespace()
-            .filter_map(|kv| kv.split_once('='))
-            .collect(),
-    )
+pub fn parse_line(line: &str) -> Option<KvLine<'_>> {
+    KvLine::parse(line, LINE_PREFIX)
 }
 
 /// The record of a `SIMBENCH` line.
 pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
     let kv = parse_line(line).ok_or_else(|| anyhow!("not a SIMBENCH line: {line}"))?;
-    let get = |k: &str| {
-        kv.iter()
-            .find(|(key, _)| *key == k)
-            .map(|(_, v)| *v)
-            .ok_or_else(|| anyhow!("SIMBENCH line without `{k}`: {line}"))
-    };
-    let num = |k: &str| -> Result<u64> {
-        get(k)?
-            .parse()
-            .with_context(|| format!("SIMBENCH `{k}` in {line}"))
-    };
+    let (packets, busy_iters) = (kv.num("packets")?, kv.num("busy_iters")?);
     Ok(SimRecord {
-        mode: get("mode")?.to_string(),
-        k: num("k")?,
-        warmup: num("warmup")?,
-        iters: num("iters")?,
-        delivered: num("delivered")?,
-        packets: num("packets")?,
-        out: num("out")?,
-        other: num("other")?,
-        cycles: num("cycles")?,
-        instructions_per_packet: get("instructions_per_packet")?
-            .parse()
-            .with_context(|| format!("SIMBENCH instructions_per_packet in {line}"))?,
-        kicks: num("kicks")?,
-        busy_iters: num("busy_iters")?,
-        frames_per_busy_iter: frames_per_iter(num("packets")?, num("busy_iters")?),
+        mode: kv.get("mode")?.to_string(),
+        k: kv.num("k")?,
+        warmup: kv.num("warmup")?,
+        iters: kv.num("iters")?,
+        delivered: kv.num("delivered")?,
+        packets,
+        out: kv.num("out")?,
+        other: kv.num("other")?,
+        cycles: kv.num("cycles")?,
+        instructions_per_packet: kv.num("instructions_per_packet")?,
+        kicks: kv.num("kicks")?,
+        busy_iters,
+        frames_per_busy_iter: frames_per_iter(packets, busy_iters),
         accel: accel.name().to_string(),
         icount: true,
     })
