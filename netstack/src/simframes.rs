@@ -3,7 +3,7 @@
 //! ([`arp_request`]) from the next hop on port 1, so the router has resolved it before the
 //! measured iterations and every measured frame is forwarded, not queued.
 
-use crate::config::Config;
+use crate::config::{Config, Mode};
 use crate::router::arp::{self, Arp};
 use crate::router::ipv4::checksum;
 use crate::router::Ipv4Net;
@@ -129,6 +129,54 @@ pub fn arp_request(out: &mut [u8], sha: MacAddr, spa: Ipv4Addr, tpa: Ipv4Addr) -
     arp::write(out, MacAddr([0xff; 6]), sha, &a)
 }
 
+/// Length of the benchmark's frames without FCS: the 64-byte minimum Ethernet frame on the wire.
+pub const BENCH_FRAME_LEN: usize = 60;
+/// Source address of the `l2`/`io` benchmark frames (not looked at by the forwarder).
+pub const L2_SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+/// Destination address of the `l2`/`io` benchmark frames.
+pub const L2_DST: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+
+/// The benchmark's frame delivered on port 0 (from `peer0` to `macs[0]`) and the frame the
+/// forwarder must send out of port 1 in `cfg.mode`: `io` unchanged; `l2` from `macs[1]` to
+/// `peer1`; `router` to the next hop (which answers with `peer1`'s MAC, [`next_hop_arp`]) with
+/// TTL 63 and the checksum updated (RFC 1624 gives what a full recomputation gives). `None` in
+/// router mode when ip0/ip1/the first route leave no host address to spare.
+pub fn bench_frames(
+    cfg: &Config,
+    macs: [MacAddr; 2],
+) -> Option<([u8; BENCH_FRAME_LEN], [u8; BENCH_FRAME_LEN])> {
+    let peer = cfg.peer;
+    let (src, dst) = match cfg.mode {
+        Mode::Router => {
+            let a = router_addrs(cfg)?;
+            (a.src, a.dst)
+        }
+        Mode::L2 | Mode::Io => (L2_SRC, L2_DST),
+    };
+    let mut input = [0u8; BENCH_FRAME_LEN];
+    udp4_frame(&mut input, BENCH_FRAME_LEN, macs[0], peer[0], src, dst, 64);
+    let mut want = input;
+    match cfg.mode {
+        Mode::Io => {}
+        Mode::L2 => {
+            want[ETH_DST].copy_from_slice(&peer[1].0);
+            want[ETH_SRC].copy_from_slice(&macs[1].0);
+        }
+        Mode::Router => {
+            udp4_frame(&mut want, BENCH_FRAME_LEN, peer[1], macs[1], src, dst, 63);
+        }
+    }
+    Some((input, want))
+}
+
+/// Router mode: the ARP request (RFC 826) in which the next hop (`peer1`'s MAC) asks for port
+/// 1's address, written into `out`, so that the router learns it before the measured
+/// iterations. Returns its length; `None` outside router mode (or without addresses).
+pub fn next_hop_arp(cfg: &Config, out: &mut [u8]) -> Option<usize> {
+    let (a, ip1) = (router_addrs(cfg)?, cfg.ip[1]?);
+    Some(arp_request(out, cfg.peer[1], a.next_hop, ip1.addr))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +281,23 @@ mod tests {
             assert_eq!(&f[ETH_SRC], &P1.0);
             assert_eq!(f[TTL_OFFSET], 63);
         }
+    }
+
+    #[test]
+    fn bench_frames_per_mode() {
+        let io = Config::parse("mode=io").unwrap();
+        let (i, w) = bench_frames(&io, [P0, P1]).unwrap();
+        assert_eq!(i, w, "io leaves the frame alone");
+        assert_eq!(next_hop_arp(&io, &mut [0u8; 64]), None);
+        let l2 = Config::parse("mode=l2 peer1=02:00:00:00:0b:02").unwrap();
+        let (i, w) = bench_frames(&l2, [P0, P1]).unwrap();
+        assert_eq!((&w[ETH_DST], &w[ETH_SRC]), (&PEER1.0[..], &P1.0[..]));
+        assert_eq!(&i[ETH_HDR_LEN..], &w[ETH_HDR_LEN..]);
+        let r = cfg("route=192.168.0.0/16,10.0.1.2");
+        let (i, w) = bench_frames(&r, [P0, P1]).unwrap();
+        assert_eq!((i[TTL_OFFSET], w[TTL_OFFSET]), (64, 63));
+        assert_eq!(&w[ETH_SRC], &P1.0[..]);
+        let mut arp = [0u8; 64];
+        assert_eq!(next_hop_arp(&r, &mut arp), Some(60), "padded to the minimum frame");
     }
 }

@@ -25,9 +25,9 @@
 
 use std::process::ExitCode;
 
-use netstack::simframes::{arp_request, router_addrs, udp4_frame};
+use netstack::simframes::{bench_frames, next_hop_arp, BENCH_FRAME_LEN};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
-use netstack::{MacAddr, Mode};
+use netstack::Mode;
 use unikernel::dataplane::testing::{port_mac, Rig, SimCore, TestPlatform};
 use unikernel::dataplane::Core;
 
@@ -38,13 +38,10 @@ const DEFAULT_ITERS: u32 = 1024;
 /// Zone size: 256 MiB, the guest's `-m` (the pcp list's batch and high derive from it).
 const DEFAULT_PAGES: usize = 65536;
 /// Frame length without FCS (64 bytes on the wire).
-const FRAME_LEN: usize = 60;
+const FRAME_LEN: usize = BENCH_FRAME_LEN;
 /// The router-mode configuration of `cargo xtask bench sim` (`bench_sim::ROUTER_APPEND`).
 const ROUTER_CMDLINE: &str =
     "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=192.168.0.0/16,10.0.1.2";
-/// Addresses of the l2/io frames (not looked at by the forwarder).
-const L2_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 0, 2);
-const L2_DST: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 1, 2);
 
 /// The measured poll iteration: callgrind counts only inside this function
 /// (`--toggle-collect='*bench_poll_once*'`). `black_box` keeps `poll_once` a real call (not a
@@ -121,42 +118,17 @@ impl Bench {
     }
 }
 
-/// The input and expected output frames for the mode (as `simbench::frames`).
+/// The input and expected output frames for the mode (the guest's, `simframes::bench_frames`).
 fn frames(rig: &Rig) -> ([u8; FRAME_LEN], [u8; FRAME_LEN]) {
-    let cfg = rig.cores[0].core.cfg();
-    let (mac, peer) = ([port_mac(0), port_mac(1)], cfg.peer);
-    let (src, dst) = match cfg.mode {
-        Mode::Router => {
-            let a = router_addrs(cfg).expect("router addresses");
-            (a.src, a.dst)
-        }
-        _ => (L2_SRC, L2_DST),
-    };
-    let mut input = [0u8; FRAME_LEN];
-    udp4_frame(&mut input, FRAME_LEN, mac[0], peer[0], src, dst, 64);
-    let mut want = input;
-    match cfg.mode {
-        Mode::Io => {}
-        Mode::L2 => {
-            want[0..6].copy_from_slice(&peer[1].0);
-            want[6..12].copy_from_slice(&mac[1].0);
-        }
-        Mode::Router => {
-            udp4_frame(&mut want, FRAME_LEN, peer[1], mac[1], src, dst, 63);
-        }
-    }
-    (input, want)
+    bench_frames(rig.cores[0].core.cfg(), [port_mac(0), port_mac(1)]).expect("router addresses")
 }
 
 /// Router mode: the next hop asks for port 1's address; the router learns it and answers.
 fn resolve_next_hop(c: &mut SimCore) {
-    let cfg = c.core.cfg();
-    let (Some(a), Some(ip1)) = (router_addrs(cfg), cfg.ip[1]) else {
+    let mut arp = [0u8; FRAME_LEN];
+    let Some(n) = next_hop_arp(c.core.cfg(), &mut arp) else {
         return;
     };
-    let peer1: MacAddr = cfg.peer[1];
-    let mut arp = [0u8; FRAME_LEN];
-    let n = arp_request(&mut arp, peer1, a.next_hop, ip1.addr);
     assert_eq!(
         c.dev[1].deliver_rx(&arp[..n], 1),
         1,

@@ -46,7 +46,7 @@ use drivers::transport::PortTransport;
 use drivers::virtio_net::{VirtioNet, QUEUE_SIZE};
 use log::{error, info};
 use netstack::config::PORTS;
-use netstack::simframes::{arp_request, router_addrs, udp4_frame, TTL_OFFSET};
+use netstack::simframes::{bench_frames, next_hop_arp, BENCH_FRAME_LEN};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
 
@@ -57,10 +57,7 @@ static SIM_PORTS: [SimShared; PORTS] = [SimShared::new(SIM_MACS[0]), SimShared::
 /// Poll iterations before the measured ones.
 pub const WARMUP_ITERS: u32 = 256;
 /// Frame length without FCS: the 64-byte minimum Ethernet frame on the wire.
-const FRAME_LEN: usize = 60;
-/// Addresses of the l2/io frames (not looked at by the forwarder).
-const L2_SRC: core::net::Ipv4Addr = core::net::Ipv4Addr::new(10, 0, 0, 2);
-const L2_DST: core::net::Ipv4Addr = core::net::Ipv4Addr::new(10, 0, 1, 2);
+const FRAME_LEN: usize = BENCH_FRAME_LEN;
 
 /// `sim=K`, on the boot CPU instead of PCI discovery: bring up ports 0 and 1 on simulated
 /// devices and leave their handles for core 0 (no doorbells, no MSI-X: kicks are counted by
@@ -113,45 +110,21 @@ impl Out {
 
 /// The benchmark frame delivered on port 0 and the frame expected on port 1, for the mode.
 fn frames(core: &KernelCore) -> ([u8; FRAME_LEN], [u8; FRAME_LEN]) {
-    let cfg = core.cfg();
-    let (mac, peer) = ([MacAddr(SIM_MACS[0]), MacAddr(SIM_MACS[1])], cfg.peer);
-    let (src, dst) = match cfg.mode {
-        Mode::Router => match router_addrs(cfg) {
-            Some(a) => (a.src, a.dst),
-            None => fail(format_args!(
-                "sim: no host addresses to spare in ip0/ip1 or the first route"
-            )),
-        },
-        _ => (L2_SRC, L2_DST),
-    };
-    let mut input = [0u8; FRAME_LEN];
-    udp4_frame(&mut input, FRAME_LEN, mac[0], peer[0], src, dst, 64);
-    let mut want = input;
-    match cfg.mode {
-        Mode::Io => {}
-        Mode::L2 => {
-            want[0..6].copy_from_slice(&peer[1].0);
-            want[6..12].copy_from_slice(&mac[1].0);
-        }
-        Mode::Router => {
-            // Routed: to the next hop (which answers with peer1's MAC), TTL 63, checksum
-            // updated (RFC 1624 gives what a full recomputation gives).
-            udp4_frame(&mut want, FRAME_LEN, peer[1], mac[1], src, dst, 63);
-            debug_assert_eq!(want[TTL_OFFSET], 63);
-        }
-    }
-    (input, want)
+    let macs = [MacAddr(SIM_MACS[0]), MacAddr(SIM_MACS[1])];
+    bench_frames(core.cfg(), macs).unwrap_or_else(|| {
+        fail(format_args!(
+            "sim: no host addresses to spare in ip0/ip1 or the first route"
+        ))
+    })
 }
 
 /// Router mode: the next hop (peer1's MAC) asks for port 1's address; the router learns it
 /// (RFC 826) and answers. Not measured.
 fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
-    let cfg = core.cfg();
-    let (Some(a), Some(ip1)) = (router_addrs(cfg), cfg.ip[1]) else {
+    let mut arp = [0u8; FRAME_LEN];
+    let Some(n) = next_hop_arp(core.cfg(), &mut arp) else {
         return;
     };
-    let mut arp = [0u8; FRAME_LEN];
-    let n = arp_request(&mut arp, cfg.peer[1], a.next_hop, ip1.addr);
     if dev[1].deliver_rx(&arp[..n], 1) != 1 {
         fail(format_args!(
             "sim: port 1 has no RX buffer for the ARP request"
@@ -161,10 +134,7 @@ fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
     let mut replies = 0;
     let arp = ETHERTYPE_ARP.to_be_bytes();
     dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&arp[..])));
-    info!(
-        "sim: next hop {} resolved on port 1 ({} ARP reply sent)",
-        a.next_hop, replies
-    );
+    info!("sim: next hop resolved on port 1 ({replies} ARP reply sent)");
 }
 
 /// The device side of the benchmark.
