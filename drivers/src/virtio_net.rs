@@ -673,28 +673,16 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Pop up to `out.len()` completed RX buffers (§2.7.14 used ring). Returns how many were
     /// written to `out`; every returned page is the caller's again, whatever its status.
     pub fn rx_burst(&mut self, out: &mut [RxBuf]) -> usize {
-        let mut n = 0;
-        while n < out.len() {
-            let Some((id, used)) = self.rx.pop_used() else {
-                break;
-            };
-            let Some(pfn) = self.rx_pages.get_mut(id as usize).and_then(Option::take) else {
-                // An id we never posted (or already completed): the device is misbehaving.
-                self.stats.bad_token += 1;
-                continue;
-            };
-            self.rx.release(id as u16);
-            self.rx_posted -= 1;
-            out[n] = self.classify_rx(pfn, used as usize);
-            n += 1;
-        }
-        n
+        // SAFETY: no page is handed to the device: every emptied slot goes to the free list.
+        unsafe { self.rx_burst_refill(out, || None) }
     }
 
     /// [`VirtioNet::rx_burst`] that refills each slot as it empties it: every completed
-    /// descriptor is re-posted at once with a page from `alloc` (ixy.rs `rx_batch`), and the
-    /// ring is published once for the burst. A slot `alloc` cannot fill (`None`) goes back to
-    /// the free list for a later [`VirtioNet::rx_refill`].
+    /// descriptor is re-posted at once with a page from `alloc` (ixy.rs `rx_batch`), published
+    /// in batches of 32 ([`VirtioNet::rx_publish`] flushes the rest). A slot
+    /// `alloc` cannot fill (`None`) goes back to the free list for a later
+    /// [`VirtioNet::rx_refill`]. A used entry whose id was not posted is counted (`bad_token`)
+    /// and skipped.
     ///
     /// # Safety
     /// Every page `alloc` returns must be an order-0 RAM page the caller owns and gives to the

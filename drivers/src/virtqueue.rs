@@ -164,25 +164,9 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         }
         self.nfree -= 1;
         let id = self.free[self.nfree];
-        let flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
-        // SAFETY: `id < N` (ids in the free stack are always < N); the descriptor is free so
-        // the device does not read it concurrently; the ring memory is ours until drop. Plain
-        // stores, not volatile: the device reads them only after `publish`'s Release fence and
-        // `avail->idx` store, which the compiler may not move them past; a volatile write of
-        // the whole 16-byte descriptor went through a stack temporary (12 instructions for 2
-        // stores).
-        unsafe {
-            let d = self.desc.add(usize::from(id)).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            // `len`, `flags` and `next` as one 8-byte store (their little-endian layout, §2.7.5;
-            // offset 8 of a 16-byte-aligned descriptor, so aligned).
-            (&raw mut (*d).len)
-                .cast::<u64>()
-                .write(u64::from(len) | u64::from(flags) << 32);
-            let slot = usize::from(self.avail_idx) & (N - 1);
-            self.avail.add(2 + slot).write(id);
-        }
-        self.avail_idx = self.avail_idx.wrapping_add(1);
+        // SAFETY: ids in the free stack are always < N, and a free descriptor is the driver's
+        // (the device does not read it).
+        unsafe { self.stage(id, addr, len, device_writes) };
         Some(id)
     }
 
@@ -198,13 +182,31 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     pub fn repost(&mut self, id: u16, addr: u64, len: u32, device_writes: bool) {
         debug_assert!(usize::from(id) < N);
         let id = id & (N as u16 - 1);
+        // SAFETY: `id < N` (masked); the device returned the descriptor (it came out of the
+        // used ring) and the caller did not release it, so it is the driver's.
+        unsafe { self.stage(id, addr, len, device_writes) };
+    }
+
+    /// Write descriptor `id` (one buffer, no chain) and make its index the next available
+    /// entry (staged: the device sees it after [`SplitQueue::publish`]).
+    ///
+    /// # Safety
+    /// `id < N`, and the descriptor is the driver's: free, or returned by the device and not
+    /// released.
+    #[inline(always)]
+    unsafe fn stage(&mut self, id: u16, addr: u64, len: u32, device_writes: bool) {
         let flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
-        // SAFETY: `id < N` (masked); the device returned the descriptor (it came out of the used
-        // ring) and the caller did not release it, so nobody else owns it; the ring memory is
-        // ours until drop. Plain stores: see `push`.
+        // SAFETY: per the contract the descriptor is ours and in the table; the avail slot is
+        // masked into the ring; the ring memory is ours until drop. Plain stores, not
+        // volatile: the device reads them only after `publish`'s Release fence and
+        // `avail->idx` store, which the compiler may not move them past; a volatile write of
+        // the whole 16-byte descriptor went through a stack temporary (12 instructions for 2
+        // stores).
         unsafe {
             let d = self.desc.add(usize::from(id)).as_ptr();
             (&raw mut (*d).addr).write(addr);
+            // `len`, `flags` and `next` as one 8-byte store (their little-endian layout, §2.7.5;
+            // offset 8 of a 16-byte-aligned descriptor, so aligned).
             (&raw mut (*d).len)
                 .cast::<u64>()
                 .write(u64::from(len) | u64::from(flags) << 32);

@@ -298,6 +298,10 @@ mod tests {
         assert_eq!((i[TTL_OFFSET], w[TTL_OFFSET]), (64, 63));
         assert_eq!(&w[ETH_SRC], &P1.0[..]);
         let mut arp = [0u8; 64];
-        assert_eq!(next_hop_arp(&r, &mut arp), Some(60), "padded to the minimum frame");
+        assert_eq!(
+            next_hop_arp(&r, &mut arp),
+            Some(60),
+            "padded to the minimum frame"
+        );
     }
 }
