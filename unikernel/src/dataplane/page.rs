@@ -61,13 +61,6 @@ impl PageBuf {
         raw
     }
 
-    /// The raw form, without giving the page up (e.g. as the router's queue handle, taken
-    /// with [`PageBuf::into_raw`] only if the router keeps the frame).
-    #[inline]
-    pub fn raw(&self) -> RawPage {
-        self.raw
-    }
-
     /// The page's frame number.
     #[inline]
     pub fn pfn(&self) -> Pfn {

@@ -158,6 +158,9 @@ impl<P: Platform> Core<P> {
                 refill: PP_ALLOC_CACHE_REFILL,
             })
             .map_err(|_| CoreError::Pool(id, "bad parameters"))?;
+            // The slow path is timed inside the pool: `refill_cycles / refill_pages` is the
+            // allocator's cost per page, and the fast path pays nothing for it.
+            pool.set_clock(P::cycles);
             pool.set_refill_mode(match p.cfg.refill {
                 RefillMode::Bulk => PoolRefill::Bulk,
                 RefillMode::Single => PoolRefill::Single,
@@ -275,16 +278,7 @@ impl<P: Platform> Core<P> {
         let want = self.nics[p].rx_free_slots();
         let mut n = 0;
         while n < want {
-            // An empty alloc cache means this call takes the slow path (allocator refill and
-            // DMA mapping): time it, so `refill_cycles / refill_pages` isolates the allocator's
-            // cost per page.
-            let slow = self.pages.pools[p].cached() == 0;
-            let t0 = if slow { P::cycles() } else { 0 };
-            let got = self.pages.alloc(p);
-            if slow {
-                self.prof.refill_cycles += P::cycles() - t0;
-            }
-            match got {
+            match self.pages.alloc(p) {
                 Some(page) => {
                     self.page_scratch[n] = page.into_raw().pfn;
                     n += 1;
@@ -485,7 +479,15 @@ impl<P: Platform> Core<P> {
             counters: self.counters,
             nic: [self.nic_stats(0), self.nic_stats(1)],
             pools: core::array::from_fn(|i| PoolSnap::of(&self.pages.pools[i])),
-            prof: self.prof,
+            prof: Profile {
+                refill_cycles: self
+                    .pages
+                    .pools
+                    .iter()
+                    .map(|q| q.stats().refill_cycles)
+                    .sum(),
+                ..self.prof
+            },
             pcp_count: self.pages.pcp.count() as u64,
             router: self.route.as_ref().map(|r| RouterSnap {
                 counters: *r.router.counters(),
