@@ -46,7 +46,7 @@ use drivers::transport::PortTransport;
 use drivers::virtio_net::{VirtioNet, QUEUE_SIZE};
 use log::{error, info};
 use netstack::config::PORTS;
-use netstack::simframes::{bench_frames, next_hop_arp, BENCH_FRAME_LEN};
+use netstack::simframes::{bench_frames, next_hop_arp, router_addrs, BENCH_FRAME_LEN};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
 
@@ -134,7 +134,12 @@ fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
     let mut replies = 0;
     let arp = ETHERTYPE_ARP.to_be_bytes();
     dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&arp[..])));
-    info!("sim: next hop resolved on port 1 ({replies} ARP reply sent)");
+    if let Some(a) = router_addrs(core.cfg()) {
+        info!(
+            "sim: next hop {} resolved on port 1 ({replies} ARP reply sent)",
+            a.next_hop
+        );
+    }
 }
 
 /// The device side of the benchmark.
