@@ -186,6 +186,26 @@ impl Rig {
         Rig::start_pairs(append, gen, extra_args, cpus, 1).0
     }
 
+    /// [`Rig::start`] with `memory` of guest RAM (QEMU `-m`, e.g. `"6G"`) and `cpus` vCPUs.
+    pub fn start_memory(append: &str, gen: GenConfig, memory: &str, cpus: u32) -> Rig {
+        let dir = TestDir::new();
+        let gcfg = GenConfig {
+            dir: dir.path().to_path_buf(),
+            ..gen
+        };
+        let generator =
+            Generator::bind(&gcfg).unwrap_or_else(|e| panic!("binding the generator: {e:#}"));
+        let cfg = GuestConfig {
+            image: image(),
+            dgram_dir: dir.path().to_path_buf(),
+            append: append.to_string(),
+            memory: memory.to_string(),
+            cpus,
+            ..GuestConfig::default()
+        };
+        Rig::boot(&cfg, generator, None, dir)
+    }
+
     /// Boots with `cpus` vCPUs and `pairs` port pairs (`2 × pairs` NICs); returns the rig (its
     /// generator drives pair 0) and one more generator per further pair (bound before boot).
     pub fn start_pairs(

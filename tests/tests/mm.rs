@@ -1,5 +1,6 @@
 //! The page allocator seen from the console: `drain` (drain_all_pages) empties the per-CPU
-//! lists while forwarding goes on, `buddyinfo` reports free blocks, nothing leaks.
+//! lists while forwarding goes on, `buddyinfo` reports free blocks, nothing leaks; RAM above
+//! 4 GiB is mapped and managed.
 
 use gannet_tests::*;
 
@@ -38,5 +39,42 @@ fn drain_all_pages_empties_the_pcp_lists_and_forwarding_goes_on() {
         "a 256 MiB guest keeps order-10 blocks free: {info}"
     );
     let s = rig.quit();
+    assert_no_leak(&s);
+}
+
+/// The number after `key` in `line` (e.g. `"1048576 of them"` → 1048576 for key `" of them"`
+/// taken from the left).
+fn number_before(line: &str, key: &str) -> u64 {
+    let head = &line[..line
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {line}"))];
+    head.rsplit(' ')
+        .next()
+        .and_then(|w| w.trim_start_matches('(').parse().ok())
+        .unwrap_or_else(|| panic!("no number before {key:?} in {line}"))
+}
+
+#[test]
+fn six_gib_guest_manages_ram_above_4_gib() {
+    let mut rig = Rig::start_memory("mode=l2", gen_count(2000, 64, false), "6G", 1);
+    let lines = rig.guest.lines();
+    let mm = lines
+        .iter()
+        .find(|l| l.contains("mm: kernel"))
+        .unwrap_or_else(|| panic!("no mm line:\n{}", rig.tail()));
+    let managed = number_before(mm, " pages (");
+    let high = number_before(mm, " of them above 4 GiB");
+    // q35 puts 2 GiB below the PCI hole and the other 4 GiB at 4 GiB and up.
+    assert!(managed > 1_500_000, "~6 GiB of 4 KiB pages managed: {mm}");
+    assert_eq!(high, 1 << 20, "all 4 GiB above the hole managed: {mm}");
+    let paging = lines
+        .iter()
+        .find(|l| l.contains("paging: identity map 0-"))
+        .unwrap_or_else(|| panic!("no paging line:\n{}", rig.tail()));
+    assert!(paging.contains("0-8 GiB"), "{paging}");
+    let r = rig.run();
+    assert_eq!(r.received, 2000, "{r:?}");
+    let s = rig.quit();
+    assert!(s.free_pages_boot > 1_500_000, "{s}");
     assert_no_leak(&s);
 }

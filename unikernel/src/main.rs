@@ -103,14 +103,27 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Err(e) => fail(format_args!("memory error: {e:?}")),
     };
     info!(
-        "mm: kernel {:#x}-{:#x}, mem_map {} KiB, {} pages ({} MiB) managed, {} pages above 4 GiB ignored",
+        "mm: kernel {:#x}-{:#x}, mem_map {} KiB, {} pages ({} MiB) managed, {} of them above 4 GiB",
         mi.kernel.0,
         mi.kernel.1,
         mi.mem_map_bytes / 1024,
         mi.managed_pages,
         mi.managed_pages * 4 / 1024,
-        mi.ignored_high_pages
+        mi.high_pages,
     );
+    info!(
+        "paging: identity map 0-{} GiB (2 MiB pages), vmap area {:#x}+{} MiB (4 KiB pages)",
+        mi.identity_top >> 30,
+        mem::paging::VMAP_BASE,
+        mem::paging::VMAP_BYTES >> 20,
+    );
+    if mi.ignored_high_pages > 0 {
+        log::warn!(
+            "mm: {} RAM pages above the identity map's {} GiB limit ignored",
+            mi.ignored_high_pages,
+            mem::paging::IDENTITY_MAX_GIB
+        );
+    }
     start_cpus(&cfg, &boot, zone);
     // The routes file, if given as the first boot module (QEMU -initrd): plain text.
     let routes_file = boot.modules.first().map(|&(addr, size)| {

@@ -1,8 +1,12 @@
-//! Physical memory at boot: turn the e820 map into the buddy zone, with `mem_map` carved out of
-//! RAM, and the virtio HAL whose DMA memory comes from that zone.
+//! Memory: the kernel's page tables ([`paging`]), the e820 map turned into the buddy zone with
+//! `mem_map` carved out of RAM, the vmap area ([`vmap`]), and the virtio HAL whose DMA memory
+//! comes from the zone.
 //!
-//! Only RAM in [1 MiB, 4 GiB) is used: low memory holds the boot data (and, later, the AP
-//! trampoline), and the boot page tables identity-map just the first 4 GiB.
+//! All RAM from 1 MiB up is used, above 4 GiB too (up to [`paging::IDENTITY_MAX_GIB`]): low
+//! memory holds the boot data and the AP trampoline.
+
+pub mod paging;
+pub mod vmap;
 
 use crate::arch::pvh::{MemRegion, E820_RAM};
 use core::ptr::NonNull;
@@ -10,13 +14,13 @@ use mm::{Page, Pfn, Zone, PAGE_SIZE};
 use spin::Once;
 use virtio_drivers::{BufferDirection, Hal, PhysAddr};
 
-/// The one zone (all usable RAM below 4 GiB).
+/// The one zone (all usable RAM from 1 MiB to the end of the identity map).
 pub static ZONE: Once<Zone> = Once::new();
 
 /// Lowest usable physical address: 1 MiB (below it: real-mode data, boot info, BIOS).
 const LOW_LIMIT: u64 = 1 << 20;
-/// Highest usable physical address + 1: 4 GiB, the end of the boot identity map.
-const HIGH_LIMIT: u64 = 1 << 32;
+/// Highest usable physical address + 1: the most the identity map can cover.
+const HIGH_LIMIT: u64 = paging::IDENTITY_MAX_GIB as u64 * paging::GIB;
 
 unsafe extern "C" {
     static __kernel_start: u8;
@@ -28,7 +32,7 @@ unsafe extern "C" {
 #[allow(dead_code)] // fields are shown through Debug in the boot error
 #[allow(clippy::enum_variant_names)] // each names what there is none of
 pub enum MemError {
-    /// The map has no RAM in [1 MiB, 4 GiB) outside the kernel image.
+    /// The map has no RAM above 1 MiB outside the kernel image.
     NoRam,
     /// No single RAM range can hold `mem_map` (`bytes` needed).
     NoRoomForMemMap {
@@ -46,8 +50,12 @@ pub enum MemError {
 pub struct MemInfo {
     /// Pages handed to the buddy allocator.
     pub managed_pages: u64,
-    /// RAM pages ignored because they lie at or above 4 GiB.
+    /// RAM pages ignored because they lie above what the identity map can cover.
     pub ignored_high_pages: u64,
+    /// Managed pages at or above 4 GiB.
+    pub high_pages: u64,
+    /// End of the identity map in bytes.
+    pub identity_top: u64,
     /// Bytes of `mem_map`.
     pub mem_map_bytes: u64,
     /// Kernel image [start, end) physical addresses.
@@ -116,6 +124,14 @@ pub fn init(
             e.next_multiple_of(PAGE_SIZE as u64),
         ));
     }
+    let ram_top = map
+        .iter()
+        .filter(|r| r.kind == E820_RAM)
+        .map(|r| r.addr.saturating_add(r.size))
+        .max()
+        .unwrap_or(0);
+    // Map all RAM before touching any above 4 GiB (mem_map may land there).
+    let pi = paging::init(ram_top);
     let mut lo = u64::MAX;
     let mut hi = 0;
     usable(map, &holes, |s, e| {
@@ -146,7 +162,7 @@ pub fn init(
     let base = at as *mut Page;
     for i in 0..span_pages as usize {
         // SAFETY: [at, at + bytes) is RAM no one else uses (outside the kernel image, above
-        // 1 MiB, below 4 GiB so identity-mapped); we initialise every slot before use.
+        // 1 MiB, identity-mapped by paging::init); we initialise every slot before use.
         unsafe { base.add(i).write(Page::new()) };
     }
     // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
@@ -168,14 +184,18 @@ pub fn init(
     let (rs, rb) = reserved.unwrap_or((0, 0));
     let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
     let _ = holes.push((rs, rs + rb));
+    let mut high_pages = 0;
     usable(map, &holes, |s, e| {
         zone.add_free_range(Pfn::from_addr(s), Pfn::from_addr(e));
+        high_pages += e.saturating_sub(s.max(1 << 32)) / PAGE_SIZE as u64;
     });
     Ok((
         zone,
         MemInfo {
             managed_pages: zone.managed_pages(),
             ignored_high_pages,
+            high_pages,
+            identity_top: pi.identity_top,
             mem_map_bytes: bytes,
             kernel: (ks, ke),
             reserved,
@@ -219,11 +239,10 @@ unsafe impl Hal for KernelHal {
     }
 
     unsafe fn mmio_phys_to_virt(paddr: PhysAddr, size: usize) -> NonNull<u8> {
-        // The boot page tables identity-map 0–4 GiB; BARs above that are not mapped yet.
-        assert!(
-            paddr + size as u64 <= HIGH_LIMIT,
-            "MMIO region {paddr:#x}+{size:#x} above 4 GiB is not mapped"
-        );
+        // 0–4 GiB and all RAM are identity-mapped; a BAR above them gets mapped here.
+        if let Err(e) = paging::ensure_identity(paddr, size as u64) {
+            panic!("MMIO region {paddr:#x}+{size:#x} cannot be mapped: {e}");
+        }
         NonNull::new(paddr as *mut u8).expect("MMIO at physical address 0")
     }
 
