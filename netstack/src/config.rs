@@ -113,6 +113,37 @@ impl IdleMode {
     }
 }
 
+/// How unmapped pages are flushed from other CPUs' TLBs (`tlb=`; docs/DESIGN.md, "Remapped
+/// buffers and batched TLB shootdown").
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum TlbMode {
+    /// Gather unmapped pages per initiating core and send one flush request per batch to the
+    /// cores that may cache them (Linux 4.3, "TLB flush multiple pages with a single IPI")
+    /// (default).
+    Batch,
+    /// One flush request per unmapped page: the pre-2015 baseline the batch is measured
+    /// against.
+    Immediate,
+}
+
+impl TlbMode {
+    /// The name used on the command line and in `STATS`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlbMode::Batch => "batch",
+            TlbMode::Immediate => "immediate",
+        }
+    }
+}
+
+/// Default `tlb_ceiling=`: pages per flush above which a full flush replaces per-page
+/// `invlpg` (Linux x86 `tlb_single_page_flush_ceiling`, arch/x86/mm/tlb.c).
+pub const DEFAULT_TLB_CEILING: u16 = 33;
+/// Largest `tlb_ceiling=`: the pages one flush request can list.
+pub const MAX_TLB_CEILING: u16 = 64;
+/// Most torture batches (`tlbtest=`).
+pub const MAX_TLBTEST_BATCHES: u32 = 100_000_000;
+
 impl RefillMode {
     /// The name used on the command line and in `STATS`.
     pub fn as_str(self) -> &'static str {
@@ -217,6 +248,18 @@ pub struct Config {
     /// `sim_iters=N` (1..=[`MAX_SIM_ITERS`], default [`DEFAULT_SIM_ITERS`]): measured poll
     /// iterations of the benchmark (after its warm-up); needs `sim`.
     pub sim_iters: u32,
+    /// `tlb=batch|immediate` (default `batch`): how unmapped pages are flushed on other CPUs.
+    pub tlb: TlbMode,
+    /// `tlb_ceiling=N` (1..=[`MAX_TLB_CEILING`], default [`DEFAULT_TLB_CEILING`]): a flush of
+    /// more pages than this reloads CR3 instead of one `invlpg` per page.
+    pub tlb_ceiling: u16,
+    /// `tlbtest=N` (1..=[`MAX_TLBTEST_BATCHES`]): instead of forwarding, run the TLB shootdown
+    /// torture test for N batches (core 0 remaps generation-tagged pages that every other core
+    /// reads; stale reads are counted), then quit. Needs at least 2 CPUs.
+    pub tlbtest: Option<u32>,
+    /// `tlbtest_skip=on|off` (default `off`; test only): the negative control of `tlbtest`:
+    /// cores acknowledge flush requests without flushing, so stale reads must be caught.
+    pub tlbtest_skip: bool,
 }
 
 impl Default for Config {
@@ -237,6 +280,10 @@ impl Default for Config {
             queues: Queues::Auto,
             sim: None,
             sim_iters: DEFAULT_SIM_ITERS,
+            tlb: TlbMode::Batch,
+            tlb_ceiling: DEFAULT_TLB_CEILING,
+            tlbtest: None,
+            tlbtest_skip: false,
         }
     }
 }
@@ -306,7 +353,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 17] = [
+pub const KEYS: [&str; 21] = [
     "mode",
     "peer0",
     "peer1",
@@ -324,12 +371,18 @@ pub const KEYS: [&str; 17] = [
     "acpi_rsdp",
     "sim",
     "sim_iters",
+    "tlb",
+    "tlb_ceiling",
+    "tlbtest",
+    "tlbtest_skip",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
 const ROUTE_KEY: usize = 10;
 /// Index of `sim_iters` in [`KEYS`].
 const SIM_ITERS_KEY: usize = 16;
+/// Index of `tlbtest_skip` in [`KEYS`].
+const TLBTEST_SKIP_KEY: usize = 20;
 
 /// One line of a routes file: `Ok((line number, (prefix, gateway)))` or `Err((line number, the
 /// offending text, why))`.
@@ -454,6 +507,36 @@ impl Config {
                             .ok_or_else(|| bad("frames per poll iteration, 1..=256"))?,
                     )
                 }
+                17 => {
+                    cfg.tlb = match value {
+                        "batch" => TlbMode::Batch,
+                        "immediate" => TlbMode::Immediate,
+                        _ => return Err(bad("batch or immediate")),
+                    }
+                }
+                18 => {
+                    cfg.tlb_ceiling = value
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|n| (1..=MAX_TLB_CEILING).contains(n))
+                        .ok_or_else(|| bad("pages, an integer in 1..=64"))?
+                }
+                19 => {
+                    cfg.tlbtest = Some(
+                        value
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|n| (1..=MAX_TLBTEST_BATCHES).contains(n))
+                            .ok_or_else(|| bad("batches, an integer in 1..=100000000"))?,
+                    )
+                }
+                TLBTEST_SKIP_KEY => {
+                    cfg.tlbtest_skip = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
                 SIM_ITERS_KEY => {
                     cfg.sim_iters = value
                         .parse::<u32>()
@@ -516,6 +599,18 @@ impl Config {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "for sim_iters",
+            });
+        }
+        if cfg.tlbtest.is_none() && seen[TLBTEST_SKIP_KEY] {
+            return Err(ConfigError::Missing {
+                key: "tlbtest",
+                because: "for tlbtest_skip",
+            });
+        }
+        if cfg.tlbtest.is_some() && cfg.sim.is_some() {
+            return Err(ConfigError::Missing {
+                key: "sim",
+                because: "to be absent with tlbtest (each replaces forwarding)",
             });
         }
         if cfg.sim.is_some() && matches!(cfg.queues, Queues::Count(n) if n > 1) {
@@ -781,5 +876,40 @@ mod tests {
             Config::parse("quiet").unwrap_err(),
             ConfigError::NotKeyValue("quiet")
         );
+    }
+
+    #[test]
+    fn tlb_keys_parse_and_are_checked() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(
+            (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
+            (TlbMode::Batch, 33, None, false)
+        );
+        let c = Config::parse("tlb=immediate tlb_ceiling=8 tlbtest=1000 tlbtest_skip=on").unwrap();
+        assert_eq!(
+            (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
+            (TlbMode::Immediate, 8, Some(1000), true)
+        );
+        for (bad, key) in [
+            ("tlb=lazy", "tlb"),
+            ("tlb_ceiling=0", "tlb_ceiling"),
+            ("tlb_ceiling=65", "tlb_ceiling"),
+            ("tlbtest=0", "tlbtest"),
+            ("tlbtest=1 tlbtest_skip=yes", "tlbtest_skip"),
+        ] {
+            assert!(
+                matches!(Config::parse(bad), Err(ConfigError::BadValue { key: k, .. }) if k == key),
+                "{bad}: {:?}",
+                Config::parse(bad)
+            );
+        }
+        assert!(matches!(
+            Config::parse("tlbtest_skip=on"),
+            Err(ConfigError::Missing { key: "tlbtest", .. })
+        ));
+        assert!(matches!(
+            Config::parse("tlbtest=10 sim=4"),
+            Err(ConfigError::Missing { key: "sim", .. })
+        ));
     }
 }

@@ -37,7 +37,7 @@ pub mod wire;
 
 pub use config::{
     parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, Queues,
-    RefillMode, MAX_QUEUES,
+    RefillMode, TlbMode, MAX_QUEUES,
 };
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, Verdict};
