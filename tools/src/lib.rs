@@ -22,6 +22,7 @@ pub mod bench_mm;
 pub mod bench_peer;
 pub mod bench_pool;
 pub mod bench_sim;
+pub mod bench_tlb;
 pub mod gen;
 pub mod lint;
 pub mod peer_linux;

@@ -11,11 +11,13 @@
 //! |---|---|---|
 //! | `run` | boot CPU and AP forwarding entry, the poll loop with idle and console | everything below |
 //! | `simbench` | `sim=K`: the deterministic datapath benchmark on simulated ports | control, setup, platform, arch |
+//! | `tlbtest` | `tlbtest=N`: the TLB shootdown torture test | tlb, mem, smp, arch |
 //! | `platform` | the dataplane's `Platform` for this machine; the one `Fabric` | control, setup, smp, arch |
 //! | `control` | console commands, STATS and `/metrics` from snapshots, smoltcp management plane | smp, arch, percpu |
 //! | `setup` | PCI discovery, device bring-up, MSI-X routing; the FIB | mem, arch, percpu |
+//! | `tlb` | the one `mm::tlb::Shootdown`: arch operations, TLB IPI, poll and halt hooks | smp, arch, percpu |
 //! | `smp` | MADT, INIT-SIPI-SIPI, IPIs, `register_ap_entry`, drain requests | arch, percpu |
-//! | `mem` | e820 → zone, the virtio HAL | arch (boot data) |
+//! | `mem` | page tables, e820 → zone, the vmap area, the virtio HAL | arch (boot data) |
 //! | `arch` | boot, traps, APIC, TSC time, serial, exit | percpu |
 //! | `percpu` | CPU ids, per-CPU area, per-CPU `in_irq`, the CPU table | nothing |
 //!
@@ -51,6 +53,10 @@ mod setup;
 mod simbench;
 #[cfg(target_os = "none")]
 mod smp;
+#[cfg(target_os = "none")]
+mod tlb;
+#[cfg(target_os = "none")]
+mod tlbtest;
 
 #[cfg(target_os = "none")]
 use arch::exit::{exit, ExitCode};
@@ -124,7 +130,11 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             mem::paging::IDENTITY_MAX_GIB
         );
     }
+    tlb::init(usize::from(cfg.tlb_ceiling));
     start_cpus(&cfg, &boot, zone);
+    if cfg.tlbtest.is_some() {
+        tlbtest::run(&cfg, zone);
+    }
     // The routes file, if given as the first boot module (QEMU -initrd): plain text.
     let routes_file = boot.modules.first().map(|&(addr, size)| {
         // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range

@@ -20,6 +20,10 @@ pub struct CpuState {
     pub drains: AtomicU64,
     /// Ping IPIs received.
     pub pings: AtomicU64,
+    /// In (or committed to) `hlt`: stored with `SeqCst` before halting and cleared after, so
+    /// a TLB shootdown initiator sends this CPU an IPI at once instead of waiting for its poll
+    /// loop (`mm::tlb`, "A halted target is never missed").
+    pub halted: AtomicBool,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -29,6 +33,7 @@ const CPU_INIT: CpuState = CpuState {
     halts: AtomicU64::new(0),
     drains: AtomicU64::new(0),
     pings: AtomicU64::new(0),
+    halted: AtomicBool::new(false),
 };
 
 /// Per-CPU state, indexed by CPU number (0 = the boot CPU).

@@ -273,6 +273,8 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
             core.follow_quit();
             halt_forever();
         }
+        // Flush requests from CPUs that unmapped pages we may cache (one load when none).
+        crate::tlb::service();
         let t0 = rdtsc();
         if core.poll_once() > 0 {
             idle_since = t0;
@@ -322,11 +324,16 @@ fn publish(core: &KernelCore) {
 /// Sleep until a device interrupt or the timer: arm RX interrupts on every port, and only if no
 /// frame slipped in meanwhile, `sti; hlt` (the `sti` shadow makes the pair atomic, so a wake-up
 /// between the check and the halt is not lost).
+/// A TLB flush request that slipped in also cancels the halt (`tlb::halt_allowed`).
 fn halt(core: &mut KernelCore) {
     if !core.arm_interrupts() {
-        core.profile_mut().halts += 1;
-        x86_64::instructions::interrupts::enable_and_hlt();
-        x86_64::instructions::interrupts::disable();
+        crate::tlb::set_halted(true);
+        if crate::tlb::halt_allowed() {
+            core.profile_mut().halts += 1;
+            x86_64::instructions::interrupts::enable_and_hlt();
+            x86_64::instructions::interrupts::disable();
+            crate::tlb::set_halted(false);
+        }
     }
     core.park_interrupts();
 }

@@ -356,8 +356,13 @@ extern "C" fn ap_main(cpu: u64) -> ! {
             CPUS[cpu].drains.fetch_add(1, Ordering::Relaxed);
         }
         CPUS[cpu].halts.fetch_add(1, Ordering::Relaxed);
+        // Halted for TLB shootdown initiators: they IPI this CPU at once (the IPI handler
+        // flushes); a request posted just before the flag became visible costs one
+        // deadline-delayed IPI, never a lost flush.
+        CPUS[cpu].halted.store(true, Ordering::SeqCst);
         x86_64::instructions::interrupts::enable_and_hlt();
         x86_64::instructions::interrupts::disable();
+        CPUS[cpu].halted.store(false, Ordering::SeqCst);
     }
 }
 

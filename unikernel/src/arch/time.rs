@@ -97,6 +97,12 @@ pub fn uptime_ns() -> u64 {
 /// ns per TSC tick, 32.32 fixed point (0 before [`calibrate`]).
 static NS_PER_TSC_Q32: AtomicU64 = AtomicU64::new(0);
 
+/// Nanoseconds in `ticks` TSC ticks.
+#[inline]
+pub fn tsc_to_ns(ticks: u64) -> u64 {
+    ((u128::from(ticks) * u128::from(NS_PER_TSC_Q32.load(Ordering::Relaxed))) >> 32) as u64
+}
+
 /// TSC ticks in `ms` milliseconds.
 #[inline]
 pub fn ms_to_tsc(ms: u64) -> u64 {

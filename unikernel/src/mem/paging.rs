@@ -82,6 +82,8 @@ pub enum PagingError {
     OutOfRange(u64),
     /// A vmap page that should be empty is mapped already (a virtual range handed out twice).
     AlreadyMapped(u64),
+    /// A vmap page that should be mapped is empty.
+    NotMapped(u64),
     /// Splitting a 2 MiB page needs a 4 KiB table and the zone has no free page.
     NoMemory,
 }
@@ -91,6 +93,7 @@ impl core::fmt::Display for PagingError {
         match self {
             PagingError::OutOfRange(a) => write!(f, "address {a:#x} outside the mapped area"),
             PagingError::AlreadyMapped(a) => write!(f, "vmap page {a:#x} is already mapped"),
+            PagingError::NotMapped(a) => write!(f, "vmap page {a:#x} is not mapped"),
             PagingError::NoMemory => f.write_str("no free page for a page table"),
         }
     }
@@ -283,6 +286,28 @@ pub fn vunmap_page(vaddr: u64) -> Result<Option<u64>, PagingError> {
     let (pt, i) = vmap_pte(vaddr)?;
     let old = pt.0[i].swap(0, Ordering::AcqRel);
     Ok((old & F::PRESENT.bits() != 0).then_some(old & ADDR_MASK))
+}
+
+/// Point the mapped vmap page `vaddr` at the frame `paddr` instead (one atomic PTE store);
+/// returns the frame it mapped before. Until every CPU that used `vaddr` flushed it, a CPU may
+/// still reach the old frame through its TLB: batch `vaddr` and free the old frame only after
+/// the flush.
+///
+/// # Errors
+/// [`PagingError::OutOfRange`] outside the vmap area or unaligned; [`PagingError::NotMapped`]
+/// if `vaddr` maps nothing (use [`vmap_page`]).
+pub fn vmap_replace(vaddr: u64, paddr: u64, writable: bool) -> Result<u64, PagingError> {
+    let (pt, i) = vmap_pte(vaddr)?;
+    let mut flags = F::PRESENT.bits() | F::NO_EXECUTE.bits();
+    if writable {
+        flags |= F::WRITABLE.bits();
+    }
+    let old = pt.0[i].swap((paddr & ADDR_MASK) | flags, Ordering::AcqRel);
+    if old & F::PRESENT.bits() == 0 {
+        pt.set(i, old);
+        return Err(PagingError::NotMapped(vaddr));
+    }
+    Ok(old & ADDR_MASK)
 }
 
 /// The frame the vmap page `vaddr` maps now (by the page tables, not any TLB), if any.
