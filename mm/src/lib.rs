@@ -1,6 +1,6 @@
 //! Gannet memory management: buddy zones, per-CPU page lists (pcp), the bulk order-0 API, page
-//! metadata, the network `page_pool`, and the bounded lock-free ring ([`ptr_ring::MpscRing`])
-//! that carries pages and records between CPUs.
+//! metadata, the network `page_pool`, the bounded lock-free ring ([`ptr_ring::MpscRing`])
+//! that carries pages and records between CPUs, and the batched TLB shootdown ([`tlb`]).
 //!
 //! Terms and semantics follow Linux mm (`mm/page_alloc.c`, `net/core/page_pool.c`) so that the
 //! reasoning collected in `docs/SEED-NOTES.md` applies word for word. The crate deals only
@@ -26,6 +26,8 @@
 //! * [`page_pool`]: `PagePool`, and (`page_pool/recycle.rs`) `RecycleRing`, the remote-return
 //!   ring. Uses `pcp`, `zone`, `ptr_ring`, `dma`, `sync`.
 //! * [`drain`]: the `drain_all_pages` handshake across CPUs (`DrainAll`). Uses nothing.
+//! * [`tlb`]: the batched TLB shootdown protocol (`Shootdown`, `FlushBatch`, `CpuMask`, the
+//!   `TlbArch` trait the kernel implements). Uses `sync` and the crate root's `Pfn`.
 //! * [`pcp`]: `PerCpuPages`, the bulk order-0 API. Uses `zone`, `page`.
 //! * [`zone`]: `Zone`, the buddy allocator. Uses `page`, `irq`.
 //! * [`page`]: `Page`, per-frame metadata. Uses nothing.
@@ -33,7 +35,7 @@
 //!   numbers, hand-off records, neighbour updates). Uses `sync`.
 //! * [`dma`]: `DmaMapper`, `IdentityDma`, `DmaError`. Uses nothing.
 //! * `irq` (private): interrupts off around the zone lock on bare metal. Uses nothing.
-//! * `sync` (private): `core`'s atomics and cell, or loom's in `--cfg loom` tests;
+//! * `sync` (private): `core`'s atomics, fence and cell, or loom's in `--cfg loom` tests;
 //!   `CachePadded`. Uses nothing.
 //!
 //! `ptr_ring` knows nothing about pages or pools; `page_pool` builds on it, never the reverse.
@@ -62,6 +64,12 @@
 //!   returns that pool's pages into it ([`recycle_remote`](page_pool::RecycleRing::recycle_remote),
 //!   which unmaps and frees the page itself when the ring is full); only the pool's own CPU
 //!   takes them out, through its `PagePool`.
+//! * A [`FlushBatch`](tlb::FlushBatch) is owned by one initiating CPU (`&mut`); the one
+//!   [`Shootdown`](tlb::Shootdown) `static` is shared. Flush before free: frames and virtual
+//!   ranges leave a batch only through [`Shootdown::complete`](tlb::Shootdown::complete), after
+//!   every CPU in its mask acknowledged the flush. Dispatch and wait run in thread context only;
+//!   [`Shootdown::service`](tlb::Shootdown::service) runs in a CPU's poll loop and in its TLB IPI
+//!   handler.
 //!
 //! # Example
 //!
@@ -106,6 +114,7 @@ pub mod page_pool;
 pub mod pcp;
 pub mod ptr_ring;
 mod sync;
+pub mod tlb;
 pub mod zone;
 
 pub use drain::{DrainAll, DrainError};

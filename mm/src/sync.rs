@@ -1,5 +1,5 @@
 //! The concurrency shim for the lock-free rings ([`crate::ptr_ring`] and the page_pool recycle
-//! ring): `core`'s atomics and a `core` `UnsafeCell` normally, loom's when the crate's tests are
+//! ring) and the TLB shootdown protocol ([`crate::tlb`]): `core`'s atomics and a `core` `UnsafeCell` normally, loom's when the crate's tests are
 //! built with `--cfg loom`, so the loom models check the very code the kernel runs (including
 //! every access to a ring slot's payload: loom's `UnsafeCell` reports a write that races a
 //! read).
@@ -10,10 +10,10 @@
 #[cfg(all(test, loom))]
 pub(crate) use loom::cell::UnsafeCell;
 #[cfg(all(test, loom))]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 #[cfg(not(all(test, loom)))]
-pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 pub(crate) use core::sync::atomic::Ordering;
 
