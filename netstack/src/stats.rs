@@ -33,7 +33,7 @@ pub const MAX_CPUS: usize = 16;
 pub const MAX_PORT_ENTRIES: usize = crate::config::PORTS * MAX_CPUS;
 /// Longest serialised [`Stats`] in bytes (every array full, every counter `u64::MAX`; checked
 /// by a test). The guest's `STATS` buffer has this size.
-pub const JSON_MAX: usize = 34 * 1024;
+pub const JSON_MAX: usize = 40 * 1024;
 /// Longest serialised [`PoolStats`] in bytes (the `pools` console line).
 pub const POOL_JSON_MAX: usize = 512;
 
@@ -287,6 +287,33 @@ pub struct CpuStats {
     pub halts: u64,
     /// Its poll iterations that did work (`forwarded / busy_iters`: frames per busy iteration).
     pub busy_iters: u64,
+    /// Its TLB shootdown counters (as initiator and as target).
+    #[serde(default)]
+    pub tlb: TlbCpuStats,
+}
+
+/// One CPU's TLB shootdown counters (`per_cpu[].tlb`; `mm::tlb::TlbStats`). Totals since boot
+/// except `pending_pages`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlbCpuStats {
+    /// Virtual pages in the batches it dispatched (pages unmapped or remapped).
+    pub pages_unmapped: u64,
+    /// Batches it dispatched.
+    pub batches: u64,
+    /// TLB IPIs it sent.
+    pub ipis_sent: u64,
+    /// Flush requests it posted in other CPUs' poll words (one per target per batch).
+    pub poll_requests: u64,
+    /// Flush requests from other CPUs it serviced.
+    pub flushes_received: u64,
+    /// Pages it flushed one `invlpg` each.
+    pub invlpg_pages: u64,
+    /// Full flushes (CR3 reloads) it did.
+    pub full_flushes: u64,
+    /// TSC cycles its batches waited for acknowledgements.
+    pub wait_cycles: u64,
+    /// Frames in its dispatched batches waiting to be freed (gauge).
+    pub pending_pages: u64,
 }
 
 /// The router's counters (`router`), summed over every core's router. Frames unless noted.
@@ -567,6 +594,46 @@ pub fn write_prometheus(
             "gannet_cpu_busy_cycles_total",
             "TSC cycles in poll iterations that did work.",
             |c| c.busy_cycles,
+        ),
+        (
+            "gannet_tlb_pages_unmapped_total",
+            "Virtual pages in TLB shootdown batches this CPU dispatched.",
+            |c| c.tlb.pages_unmapped,
+        ),
+        (
+            "gannet_tlb_batches_total",
+            "TLB shootdown batches this CPU dispatched.",
+            |c| c.tlb.batches,
+        ),
+        (
+            "gannet_tlb_ipis_sent_total",
+            "TLB shootdown IPIs this CPU sent.",
+            |c| c.tlb.ipis_sent,
+        ),
+        (
+            "gannet_tlb_poll_requests_total",
+            "TLB flush requests this CPU posted in other CPUs' poll words.",
+            |c| c.tlb.poll_requests,
+        ),
+        (
+            "gannet_tlb_flushes_received_total",
+            "TLB flush requests from other CPUs this CPU serviced.",
+            |c| c.tlb.flushes_received,
+        ),
+        (
+            "gannet_tlb_invlpg_pages_total",
+            "Pages this CPU flushed with one invlpg each.",
+            |c| c.tlb.invlpg_pages,
+        ),
+        (
+            "gannet_tlb_full_flushes_total",
+            "Full TLB flushes (CR3 reloads) this CPU did.",
+            |c| c.tlb.full_flushes,
+        ),
+        (
+            "gannet_tlb_wait_cycles_total",
+            "TSC cycles this CPU's shootdown batches waited for acknowledgements.",
+            |c| c.tlb.wait_cycles,
         ),
     ] {
         counter(w, name, help)?;

@@ -20,6 +20,7 @@ pub mod acpi;
 
 pub use netstack::stats::PortDrops;
 pub use tools::bench_sim;
+pub use tools::bench_tlb;
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
 pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
 pub use tools::tap::{self, TapNet};

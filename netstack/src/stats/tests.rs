@@ -32,6 +32,17 @@ fn largest() -> Stats {
         kicks: m,
         halts: m,
         busy_iters: m,
+        tlb: TlbCpuStats {
+            pages_unmapped: m,
+            batches: m,
+            ipis_sent: m,
+            poll_requests: m,
+            flushes_received: m,
+            invlpg_pages: m,
+            full_flushes: m,
+            wait_cycles: m,
+            pending_pages: m,
+        },
     };
     let c = RouterCounters {
         rx: m,
@@ -179,6 +190,11 @@ fn sample(router: bool) -> Stats {
             kicks: 7,
             halts: 9,
             busy_iters: 50,
+            tlb: TlbCpuStats {
+                batches: 3,
+                pages_unmapped: 40,
+                ..TlbCpuStats::default()
+            },
         }]
         .into_iter()
         .collect(),
@@ -242,12 +258,18 @@ fn json_is_the_established_line() {
         r#""recycle_cached":900,"recycle_cache_full":3,"recycle_ring":0,"recycle_ring_full":0,"#,
         r#""released":0}],"busy_iters":50,"#,
         r#""phase_cycles":{"rx_forward":1,"tx_reap":2,"refill":3,"kick":4},"#,
-        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50}]}"#,
+        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50,"#,
+        r#""tlb":{"pages_unmapped":40,"batches":3,"ipis_sent":0,"poll_requests":0,"#,
+        r#""flushes_received":0,"invlpg_pages":0,"full_flushes":0,"wait_cycles":0,"#,
+        r#""pending_pages":0}}]}"#,
     );
     assert_eq!(json(&sample(false)), expected);
     let router = json(&sample(true));
     let tail = concat!(
-        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50}],"#,
+        r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50,"#,
+        r#""tlb":{"pages_unmapped":40,"batches":3,"ipis_sent":0,"poll_requests":0,"#,
+        r#""flushes_received":0,"invlpg_pages":0,"full_flushes":0,"wait_cycles":0,"#,
+        r#""pending_pages":0}}],"#,
         r#""router":{"rx":200,"forwarded":190,"arp_replies":2,"echo_replies":1,"#,
         r#""arp_consumed":1,"arp_requests":1,"to_host":3,"queued":4,"queued_now":0,"#,
         r#""icmp_sent":2,"icmp_rate_limited":0,"icmp_suppressed":0,"no_buffer":0,"drops":{"#,
@@ -369,6 +391,9 @@ fn prometheus_lines() {
         "gannet_port_drops_total{port=\"0\",reason=\"runt\"} 7",
         "gannet_cpu_forwarded_packets_total{cpu=\"0\"} 198",
         "gannet_cpu_busy_cycles_total{cpu=\"0\"} 123456",
+        "# TYPE gannet_tlb_batches_total counter",
+        "gannet_tlb_batches_total{cpu=\"0\"} 3",
+        "gannet_tlb_pages_unmapped_total{cpu=\"0\"} 40",
         "# TYPE gannet_pool_in_flight_pages gauge",
         "gannet_pool_in_flight_pages{pool=\"1\"} 256",
         "# TYPE gannet_pool_cached_pages gauge",
@@ -398,7 +423,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 18);
+    assert_eq!(families, 26);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

@@ -111,9 +111,26 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
             kicks: pair.prof.kicks,
             halts: pair.prof.halts,
             busy_iters: pair.prof.busy_iters,
+            tlb: tlb_stats(pair.pair),
         });
     }
     s
+}
+
+/// CPU `cpu`'s TLB shootdown counters as a `per_cpu[].tlb` entry.
+fn tlb_stats(cpu: usize) -> netstack::stats::TlbCpuStats {
+    let t = crate::tlb::stats(cpu);
+    netstack::stats::TlbCpuStats {
+        pages_unmapped: t.pages_unmapped,
+        batches: t.batches,
+        ipis_sent: t.ipis_sent,
+        poll_requests: t.poll_requests,
+        flushes_received: t.flushes_received,
+        invlpg_pages: t.invlpg_pages,
+        full_flushes: t.full_flushes,
+        wait_cycles: t.wait_cycles,
+        pending_pages: t.pending_pages,
+    }
 }
 
 /// One page_pool as a `pools[]` entry.
