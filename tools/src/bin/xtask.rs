@@ -191,6 +191,18 @@ struct BenchArgs {
     /// `bench sim`: run every (mode, K) twice and fail unless both runs give the same figures.
     #[arg(long)]
     twice: bool,
+    /// `bench tlb`: torture batches per `tlb=batch` run (`tlbtest=`).
+    #[arg(long, default_value_t = 20_000)]
+    batches: u64,
+    /// `bench tlb`: batches per `tlb=immediate` run (one shootdown per page is slow under TCG).
+    #[arg(long, default_value_t = 320)]
+    immediate_batches: u64,
+    /// `bench tlb`: vCPU counts to run, comma-separated (each at least 2).
+    #[arg(long, default_value = "2,4")]
+    tlb_cpus: String,
+    /// `bench tlb`: runs of the negative control (`tlbtest_skip=on`) per vCPU count.
+    #[arg(long, default_value_t = 10)]
+    control_runs: u32,
     /// `bench datapath`: also run `bench sim` for the same modes and K now and set its figures
     /// beside the host's (default: the guest figures recorded in BENCHMARKS.md).
     #[arg(long)]
@@ -225,6 +237,9 @@ enum BenchTarget {
     /// The host twin of `sim`: the same steps on the dataplane's host rig under callgrind
     /// (host instructions per packet), beside the guest figure (`--with-guest`: a fresh run).
     Datapath,
+    /// The TLB shootdown torture test (`tlbtest=`): `tlb=batch` against `tlb=immediate` side
+    /// by side on `--tlb-cpus` vCPUs, and `--control-runs` of the negative control.
+    Tlb,
 }
 
 fn image_for(g: &GuestArgs) -> Result<PathBuf> {
@@ -621,6 +636,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Datapath) = a.target {
         return cmd_bench_datapath(a);
     }
+    if let Some(BenchTarget::Tlb) = a.target {
+        return cmd_bench_tlb(a);
+    }
     if a.peer.is_some() || a.sizes.is_some() {
         return cmd_bench_peer(a);
     }
@@ -682,6 +700,72 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         };
         report::write_json(p, &doc)?;
         eprintln!("xtask: wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// `bench tlb`: batch against immediate per vCPU count, then the negative control's catch rate.
+fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
+    use tools::bench_tlb::{markdown, run_one, TlbRun};
+    let g = &a.traffic.guest;
+    setup::ensure()?;
+    let image = image_for(g)?;
+    announce_accel(g.accel, false);
+    let cpus: Vec<u32> = a
+        .tlb_cpus
+        .split(',')
+        .map(|c| {
+            c.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n >= 2)
+                .ok_or_else(|| anyhow::anyhow!("--tlb-cpus: `{c}` is not a count of at least 2"))
+        })
+        .collect::<Result<_>>()?;
+    let timeout = std::time::Duration::from_secs(3600);
+    let mut records = Vec::new();
+    let mut caught = Vec::new();
+    for &n in &cpus {
+        for (tlb, batches) in [("batch", a.batches), ("immediate", a.immediate_batches)] {
+            let run = TlbRun {
+                image: image.clone(),
+                cpus: n,
+                batches,
+                tlb,
+                skip: false,
+                extra: g.append.clone(),
+                timeout,
+            };
+            let (r, exit, _) = run_one(&run)?;
+            eprintln!("xtask: {n} vCPUs tlb={tlb}: {r:?} ({exit})");
+            if !exit.is_clean() || r.stale != 0 {
+                bail!("tlbtest failed on {n} vCPUs, tlb={tlb}: {r:?} ({exit})");
+            }
+            records.push(r);
+        }
+        let mut hits = 0;
+        for i in 0..a.control_runs {
+            let run = TlbRun {
+                image: image.clone(),
+                cpus: n,
+                batches: 640,
+                tlb: "batch",
+                skip: true,
+                extra: g.append.clone(),
+                timeout,
+            };
+            let (r, _, _) = run_one(&run)?;
+            eprintln!("xtask: control {i} on {n} vCPUs: stale {} of {} samples", r.stale, r.samples);
+            hits += u32::from(r.stale > 0);
+            if i == 0 {
+                records.push(r);
+            }
+        }
+        caught.push((n, hits, a.control_runs));
+    }
+    print!("{}", markdown(&records));
+    for (n, hits, runs) in caught {
+        println!("negative control on {n} vCPUs: stale reads caught in {hits} of {runs} runs");
     }
     Ok(())
 }
