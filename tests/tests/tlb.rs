@@ -35,7 +35,10 @@ fn torture_n(
     let (r, exit, lines) = run_one(&run).unwrap_or_else(|e| panic!("tlbtest: {e:#}"));
     let free = lines
         .iter()
-        .find_map(|l| l.split_once("TLBTEST free pages at end ").map(|(_, t)| t.to_string()))
+        .find_map(|l| {
+            l.split_once("TLBTEST free pages at end ")
+                .map(|(_, t)| t.to_string())
+        })
         .unwrap_or_else(|| panic!("no free-pages line:\n{}", lines.join("\n")));
     let nums: Vec<u64> = free
         .split(|c: char| !c.is_ascii_digit())
@@ -44,6 +47,11 @@ fn torture_n(
     assert!(
         nums.len() == 2 && nums[0] == nums[1],
         "every frame back in the zone: {free}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("tlbtest: self-test ok")),
+        "the paging self-test (vmalloc, vmap, 2 MiB split) ran:\n{}",
+        lines.join("\n")
     );
     if !skip {
         assert!(exit.is_clean(), "{exit}\n{}", lines.join("\n"));
@@ -56,7 +64,10 @@ fn assert_shootdown_holds(r: &TlbRecord, cpus: u64) {
     // 30 of every 32 batches have 8 pages, 2 have all 512.
     assert_eq!(r.pages, r.batches / 32 * (30 * 8 + 2 * 512), "{r:?}");
     assert!(r.samples > 10_000, "readers read: {r:?}");
-    assert_eq!(r.stale, 0, "no read may reach a frame after its shootdown: {r:?}");
+    assert_eq!(
+        r.stale, 0,
+        "no read may reach a frame after its shootdown: {r:?}"
+    );
 }
 
 #[test]
@@ -74,7 +85,11 @@ fn batched_shootdown_on_2_vcpus_leaves_no_stale_translation() {
 fn batched_shootdown_on_4_vcpus_leaves_no_stale_translation() {
     let (r, _) = torture(4, "batch", false, "");
     assert_shootdown_holds(&r, 4);
-    assert_eq!(r.requests, BATCHES * 3, "one request per target per batch: {r:?}");
+    assert_eq!(
+        r.requests,
+        BATCHES * 3,
+        "one request per target per batch: {r:?}"
+    );
 }
 
 #[test]

@@ -25,7 +25,7 @@
 //! stale:
 //!
 //! ```text
-//! TLBTEST tlb=batch skip=off cpus=2 batches=… pages=… samples=… stale=… requests=… ipis=… requests_per_1000_pages_per_target=… invlpg=… full_flushes=… wait_p50_ns=… wait_p99_ns=… 
+//! TLBTEST tlb=batch skip=off cpus=2 batches=… pages=… samples=… stale=… requests=… ipis=… requests_per_1000_pages_per_target=… invlpg=… full_flushes=… wait_p50_ns=… wait_p99_ns=…
 //! ```
 
 use crate::arch::time::{rdtsc, tsc_to_ns, Deadline};
@@ -77,11 +77,7 @@ impl Histogram {
     fn add(&mut self, ns: u64) {
         let ns = ns.max(1);
         let log2 = 63 - u64::from(ns.leading_zeros());
-        let frac = if log2 >= 2 {
-            (ns >> (log2 - 2)) & 3
-        } else {
-            0
-        };
+        let frac = if log2 >= 2 { (ns >> (log2 - 2)) & 3 } else { 0 };
         self.0[((log2 * 4 + frac) as usize).min(255)] += 1;
     }
     /// Upper bound (ns) of the bucket holding the `per_mille`-th sample.
@@ -109,10 +105,10 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
             "tlbtest: needs at least 2 CPUs (QEMU -smp 2; `cargo xtask … --cpus 2`)"
         ));
     }
+    paging_selftest(zone);
     let free_at_start = zone.free_pages();
-    let area = *AREA.call_once(|| {
-        vmap::alloc_va(SLOTS).unwrap_or_else(|e| fail(format_args!("tlbtest: {e}")))
-    });
+    let area = *AREA
+        .call_once(|| vmap::alloc_va(SLOTS).unwrap_or_else(|e| fail(format_args!("tlbtest: {e}"))));
     for s in 0..SLOTS {
         let f = alloc_frame(zone);
         write_frame(f, tag(s, 0));
@@ -163,6 +159,89 @@ pub fn run(cfg: &Config, zone: &'static Zone) -> ! {
     } else {
         crate::arch::exit::ExitCode::Failure
     })
+}
+
+/// Pages of the `vmalloc` self-test: more than one `rmqueue_bulk` chunk (64).
+const SELFTEST_PAGES: usize = 300;
+
+/// Before the torture: check the paging primitives the later users (the sparse FIB, the page
+/// guard) build on, on this CPU alone. `vmalloc` a range, write each page's index through the
+/// vmap address and read it back through the identity map of the frame its PTE names, free it
+/// with a local-only shootdown (no other CPU touched it) and check every page came back; split
+/// the 2 MiB identity page of a fresh frame, unmap that 4 KiB page and map it again.
+fn paging_selftest(zone: &Zone) {
+    let free0 = zone.free_pages();
+    let area = vmap::vmalloc(zone, (SELFTEST_PAGES as u64) * PAGE)
+        .unwrap_or_else(|e| fail(format_args!("tlbtest: self-test: {e}")));
+    for i in 0..area.pages {
+        // SAFETY: page `i` of a fresh vmalloc area: mapped writable, ours alone.
+        unsafe { (area.page_addr(i) as *mut u64).write_volatile(i as u64 ^ TAG_MAGIC) };
+    }
+    for i in 0..area.pages {
+        let pa = paging::vmap_translate(area.page_addr(i))
+            .unwrap_or_else(|| fail(format_args!("tlbtest: self-test: page {i} not mapped")));
+        // SAFETY: the frame behind page `i`, identity-mapped; only this CPU uses it.
+        let v = unsafe { (pa as *const u64).read_volatile() };
+        if v != i as u64 ^ TAG_MAGIC {
+            fail(format_args!(
+                "tlbtest: self-test: vmalloc page {i} reads {v:#x} through its frame"
+            ));
+        }
+    }
+    let mut batch: FlushBatch<SELFTEST_PAGES> = FlushBatch::new();
+    let me = crate::percpu::current_cpu() as usize;
+    vmap::vunmap(area, |v, pfn| {
+        batch.add_page(v, CpuMask::only(me));
+        let _ = batch.add_free(pfn);
+    });
+    let _ = batch.add_va_range(area.base, area.pages);
+    tlb::flush(
+        &mut batch,
+        |pfn| zone.free_pages_order(pfn, 0),
+        |base, pages| vmap::release_va(VmArea { base, pages }),
+    );
+    if zone.free_pages() != free0 || vmap::free_va_pages() != vmap::VMAP_PAGES {
+        fail(format_args!(
+            "tlbtest: self-test: vmalloc/vfree lost pages ({} free, {free0} before)",
+            zone.free_pages()
+        ));
+    }
+    let f = alloc_frame(zone);
+    let split = paging::split_identity_2m(f.addr(), || {
+        zone.alloc_pages(0).map(|t| {
+            // SAFETY: a fresh page, identity-mapped, ours: it becomes a page table.
+            unsafe { core::ptr::write_bytes(t.addr() as *mut u8, 0, PAGE as usize) };
+            t.addr()
+        })
+    });
+    let guard = split.and_then(|()| paging::set_identity_present(f.addr(), false));
+    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(f.addr()));
+    let back = guard.and_then(|_| paging::set_identity_present(f.addr(), true));
+    if !matches!(back, Ok(false)) {
+        fail(format_args!(
+            "tlbtest: self-test: split/unmap/map of {:#x}: {back:?}",
+            f.addr()
+        ));
+    }
+    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(f.addr()));
+    // vmap of an existing frame: the same bytes at a second address.
+    write_frame(f, tag(7, 7));
+    let alias =
+        vmap::vmap(&[f], false).unwrap_or_else(|e| fail(format_args!("tlbtest: self-test: {e}")));
+    // SAFETY: the alias maps `f`, a frame this function owns, read-only.
+    let seen = unsafe { (alias.base as *const u64).read_volatile() };
+    vmap::vunmap(alias, |v, _| {
+        x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(v));
+    });
+    vmap::release_va(alias);
+    if seen != tag(7, 7) {
+        fail(format_args!(
+            "tlbtest: self-test: vmap alias reads {seen:#x}"
+        ));
+    }
+    write_frame(f, POISON);
+    zone.free_pages_order(f, 0);
+    println!("tlbtest: self-test ok: vmalloc/vunmap of {SELFTEST_PAGES} pages, vmap alias, 2 MiB split and 4 KiB unmap/map");
 }
 
 fn alloc_frame(zone: &Zone) -> Pfn {

@@ -755,7 +755,10 @@ fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
                 timeout,
             };
             let (r, _, _) = run_one(&run)?;
-            eprintln!("xtask: control {i} on {n} vCPUs: stale {} of {} samples", r.stale, r.samples);
+            eprintln!(
+                "xtask: control {i} on {n} vCPUs: stale {} of {} samples",
+                r.stale, r.samples
+            );
             hits += u32::from(r.stale > 0);
             if i == 0 {
                 records.push(r);

@@ -11,8 +11,8 @@
 use super::paging::{self, PagingError, PAGE, VMAP_BASE, VMAP_BYTES};
 use mm::{Pfn, Zone};
 
-/// Pages in the vmap area.
-const VMAP_PAGES: usize = (VMAP_BYTES / PAGE) as usize;
+/// Pages in the vmap area (guard pages included).
+pub const VMAP_PAGES: usize = (VMAP_BYTES / PAGE) as usize;
 /// Pages [`vmalloc`] takes from the zone per `rmqueue_bulk` call (one lock round trip each):
 /// the pcp `batch` of a large zone (Linux `zone_batchsize`: 63 rounded to a power of two).
 const VMALLOC_BULK: usize = 64;
@@ -27,10 +27,6 @@ pub struct VmArea {
 }
 
 impl VmArea {
-    /// Length in bytes.
-    pub fn bytes(&self) -> u64 {
-        self.pages as u64 * PAGE
-    }
     /// Virtual address of page `i` of the area.
     pub fn page_addr(&self, i: usize) -> u64 {
         self.base + i as u64 * PAGE
