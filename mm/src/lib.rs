@@ -108,6 +108,7 @@ extern crate std;
 
 pub mod dma;
 pub mod drain;
+pub mod guard;
 mod irq;
 pub mod page;
 pub mod page_pool;

@@ -54,6 +54,7 @@
 use core::fmt;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
+use crate::guard::{GuardBatch, GUARD_BATCH};
 use crate::page::Page;
 use crate::zone::Zone;
 use crate::{Pfn, PAGE_SIZE};
@@ -141,6 +142,9 @@ pub struct PerCpuPages {
     /// Owning CPU for the debug-build context check ([`NO_OWNER`] = not named).
     owner: u32,
     list: [Pfn; PCP_MAX_PAGES],
+    /// With the page guard ([`crate::guard`]): freed pages waiting for their direct-map flush
+    /// before they go on `list`.
+    guard_batch: GuardBatch,
 }
 
 /// Linux `zone_batchsize()` (MMU case), from the zone's managed pages.
@@ -200,6 +204,7 @@ impl PerCpuPages {
             tail: 0,
             owner: NO_OWNER,
             list: [Pfn(0); PCP_MAX_PAGES],
+            guard_batch: GuardBatch::new(),
         }
     }
 
@@ -248,7 +253,7 @@ impl PerCpuPages {
             return None;
         }
         let pfn = self.pop_unchecked();
-        prep_new_page(zone.page(pfn));
+        prep_new_page(zone, pfn);
         Some(pfn)
     }
 
@@ -398,7 +403,27 @@ impl PerCpuPages {
     /// (`drain_local_pages`). Called by the owning CPU, e.g. when another CPU asks for a drain.
     pub fn drain_local_pages(&mut self, zone: &Zone) {
         self.check();
+        self.flush_guard(zone);
         self.flush_cold(zone, self.count);
+    }
+
+    /// Pages freed to this list that wait for their page-guard flush (0 without the guard):
+    /// free, but neither on the list nor in the zone yet.
+    #[inline]
+    pub fn guard_pending(&self) -> usize {
+        self.guard_batch.frames().len()
+    }
+
+    /// With the page guard: flush the pages waiting in the guard batch (one shootdown) and put
+    /// them on the list. Nothing without the guard or with an empty batch.
+    pub fn flush_guard(&mut self, zone: &Zone) {
+        let Some(g) = zone.guard() else { return };
+        if self.guard_batch.frames().is_empty() {
+            return;
+        }
+        let mut batch = core::mem::replace(&mut self.guard_batch, GuardBatch::new());
+        g.flush(&mut batch, &mut |pfn| self.push(zone, pfn));
+        self.guard_batch = batch;
     }
 
     // ---------------------------------------------------------------- internals
@@ -417,7 +442,7 @@ impl PerCpuPages {
             }
         }
         let pfn = self.pop_unchecked();
-        prep_new_page(zone.page(pfn));
+        prep_new_page(zone, pfn);
         Some(pfn)
     }
 
@@ -433,7 +458,7 @@ impl PerCpuPages {
     fn refill(&mut self, zone: &Zone, n: usize) -> usize {
         debug_assert_eq!(self.count, 0);
         self.tail = 0;
-        let got = zone.rmqueue_bulk(n, &mut self.list[..n.min(PCP_MAX_PAGES)]);
+        let got = zone.rmqueue_bulk_raw(n, &mut self.list[..n.min(PCP_MAX_PAGES)]);
         self.count = got;
         got
     }
@@ -458,6 +483,22 @@ impl PerCpuPages {
         p.set_refcount(0);
         p.set_pool(None);
         p.set_dma_addr(0);
+        if let Some(g) = zone.guard() {
+            let va = g.unmap(pfn);
+            self.guard_batch.add_page(va, g.mask());
+            let full = self.guard_batch.add_free(pfn).is_err();
+            debug_assert!(!full, "guard batch overfilled");
+            if self.guard_batch.frames().len() >= g.batch_pages().clamp(1, GUARD_BATCH) {
+                self.flush_guard(zone);
+            }
+            return;
+        }
+        self.push(zone, pfn);
+    }
+
+    /// Put a free page on the list, flushing `batch` cold pages if the list passes `high`.
+    #[inline(always)]
+    fn push(&mut self, zone: &Zone, pfn: Pfn) {
         self.list[(self.tail + self.count) & MASK] = pfn;
         self.count += 1;
         if self.count > self.high {
@@ -491,10 +532,14 @@ fn fallback(zone: &Zone) -> Option<Pfn> {
     zone.alloc_pages(0)
 }
 
-/// Prepare a page leaving the allocator (`prep_new_page` + `set_page_refcounted`).
+/// Prepare a page leaving the allocator (`prep_new_page` + `set_page_refcounted`); with the
+/// page guard, map it again.
 #[inline(always)]
-fn prep_new_page(p: &Page) {
-    p.set_refcount(1);
+fn prep_new_page(zone: &Zone, pfn: Pfn) {
+    if let Some(g) = zone.guard() {
+        g.map(pfn);
+    }
+    zone.page(pfn).set_refcount(1);
 }
 
 #[cfg(test)]

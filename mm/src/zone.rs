@@ -137,6 +137,8 @@ pub struct Zone {
     wmark_high: AtomicU64,
     /// Set by `set_watermarks`: stop deriving watermarks from managed pages.
     wmark_fixed: AtomicBool,
+    /// The page guard, once installed ([`Zone::set_guard`]).
+    guard: spin::Once<&'static dyn crate::guard::PageGuard>,
 }
 
 impl Zone {
@@ -174,6 +176,30 @@ impl Zone {
             wmark_low: AtomicU64::new(w.low),
             wmark_high: AtomicU64::new(w.high),
             wmark_fixed: AtomicBool::new(false),
+            guard: spin::Once::new(),
+        }
+    }
+
+    /// Install the page guard ([`crate::guard`]): from now on pages freed through a pcp list
+    /// are unmapped until allocated again, and every allocation maps its pages. Once; a second
+    /// call is ignored. Install it before any pcp list is used.
+    pub fn set_guard(&self, guard: &'static dyn crate::guard::PageGuard) {
+        self.guard.call_once(|| guard);
+    }
+
+    /// The installed page guard, if any.
+    #[inline]
+    pub fn guard(&self) -> Option<&'static dyn crate::guard::PageGuard> {
+        self.guard.get().copied()
+    }
+
+    /// Map `n` pages from `pfn` through the guard (they are being handed out).
+    #[inline]
+    fn guard_map(&self, pfn: u64, n: u64) {
+        if let Some(g) = self.guard() {
+            for i in 0..n {
+                g.map(Pfn(pfn + i));
+            }
         }
     }
 
@@ -288,6 +314,7 @@ impl Zone {
                 .store(self.free.load(Relaxed) - (1 << order), Relaxed);
             pfn
         };
+        self.guard_map(pfn, 1 << order);
         let p = self.page_at_pfn(pfn);
         p.set_order(order);
         p.set_refcount(1);
@@ -323,6 +350,16 @@ impl Zone {
     /// The pages come out with refcount 0: they are in transit to a pcp list (Linux
     /// `rmqueue_bulk`); whoever hands one out sets refcount 1 (see [`crate::PerCpuPages`]).
     pub fn rmqueue_bulk(&self, count: usize, out: &mut [Pfn]) -> usize {
+        let n = self.rmqueue_bulk_raw(count, out);
+        for p in &out[..n] {
+            self.guard_map(p.0, 1);
+        }
+        n
+    }
+
+    /// [`Zone::rmqueue_bulk`] without mapping the pages through the guard: for a pcp refill,
+    /// whose pops map them.
+    pub(crate) fn rmqueue_bulk_raw(&self, count: usize, out: &mut [Pfn]) -> usize {
         let n = count.min(out.len());
         if n == 0 {
             return 0;
