@@ -117,9 +117,21 @@
 //! order nothing, and keeping them out of loom keeps its state space small.
 //!
 //! ```text
-//! LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/tmp/target-loom \
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/tmp/target-loom \
 //!     cargo test -p mm --release --lib tlb::
 //! ```
+//!
+//! Four models, exhaustive (no preemption bound; under a second once built): an initiator and
+//! a polling target; one initiator's slot reused for two generations while the target services;
+//! two initiators targeting each other, each only polling; a target that goes through the idle
+//! protocol (halted flag, `pending_before_halt`, wait for an IPI) with the deadline IPI off.
+//! Each CPU's model TLB is a loom `UnsafeCell` written only by its own thread's flushes and
+//! read by the initiator after `poll`. Checked by hand that the models fail (loom reports a
+//! causality violation or a livelock) with any of: the acknowledgement stored or loaded
+//! `Relaxed`, the pending word taken `Relaxed`, the pending bits cleared after reading the slot
+//! (`load` then `fetch_and`) instead of the `swap`, or the `SeqCst` fence in `dispatch`
+//! removed. (The slot's `busy` flag only catches misuse — two dispatches by one CPU — which
+//! the unit tests check; the models never misuse it.)
 //!
 //! Only this module's tests (and the other modules' loom tests, with their commands) are meant
 //! to run under `--cfg loom`.
