@@ -34,9 +34,13 @@
 //! more than 10^7 operations:
 //!
 //! ```text
-//! GANNET_TLB_MODEL_CASES=60000 CARGO_TARGET_DIR=/work/wt/tlb/target \
-//!     cargo test -p mm --release --test tlb_model -- --nocapture
+//! GANNET_TLB_MODEL_CASES=60000 GANNET_TLB_MODEL_NEG_CASES=1000 \
+//!     cargo test -p mm --release --test tlb_model -- --nocapture --test-threads 1
 //! ```
+//!
+//! Measured (release, 2 host cores shared with other builds): 60,000 cases, 11,994,607
+//! operations, 218,939 batches completed, 0 violations, 30.9 s; negative control 865 of 1,000
+//! runs caught (546,048 operations, 0.96 s). The defaults take about 2.5 s in a debug build.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
