@@ -117,9 +117,21 @@
 //! order nothing, and keeping them out of loom keeps its state space small.
 //!
 //! ```text
-//! LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/tmp/target-loom \
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/tmp/target-loom \
 //!     cargo test -p mm --release --lib tlb::
 //! ```
+//!
+//! Four models, exhaustive (no preemption bound; under a second once built): an initiator and
+//! a polling target; one initiator's slot reused for two generations while the target services;
+//! two initiators targeting each other, each only polling; a target that goes through the idle
+//! protocol (halted flag, `pending_before_halt`, wait for an IPI) with the deadline IPI off.
+//! Each CPU's model TLB is a loom `UnsafeCell` written only by its own thread's flushes and
+//! read by the initiator after `poll`. Checked by hand that the models fail (loom reports a
+//! causality violation or a livelock) with any of: the acknowledgement stored or loaded
+//! `Relaxed`, the pending word taken `Relaxed`, the pending bits cleared after reading the slot
+//! (`load` then `fetch_and`) instead of the `swap`, or the `SeqCst` fence in `dispatch`
+//! removed. (The slot's `busy` flag only catches misuse — two dispatches by one CPU — which
+//! the unit tests check; the models never misuse it.)
 //!
 //! Only this module's tests (and the other modules' loom tests, with their commands) are meant
 //! to run under `--cfg loom`.
@@ -391,7 +403,7 @@ impl<const N: usize> PerCpu<N> {
 /// kernel (`static TLB: Shootdown<MAX_CPUS> = Shootdown::new(DEFAULT_FLUSH_CEILING);`). See the
 /// module docs for the protocol and the rules.
 ///
-/// Size: about `N * (704 + 64 * ceil(8N / 64))` bytes (for `N = 64`, roughly 76 KiB).
+/// Size: `N * (768 + 64 * ceil(8N / 64)) + 64` bytes (6,720 for `N = 8`, 81,984 for `N = 64`).
 pub struct Shootdown<const N: usize> {
     cpus: [PerCpu<N>; N],
     ceiling: PlainUsize,
@@ -834,7 +846,7 @@ pub struct BatchFull;
 
 /// One initiating core's batch: unmapped pages and the CPUs that may cache them, frames to free
 /// and virtual ranges to release after the flush. Owned by its core (`&mut`), typically in the
-/// per-CPU area; `const fn new`, about `8 * P + 800` bytes.
+/// per-CPU area; `const fn new`, `8 * P + 808` bytes (2,856 for `P = 256`).
 ///
 /// `P` is the frame capacity (e.g. 256: a page's worth of entries cut interrupts the most in the
 /// 2015 measurements). Pages are not limited: past [`FLUSH_CEILING_MAX`] only their count is kept

@@ -508,3 +508,177 @@ mod plain {
         }
     }
 }
+
+/// Loom models (run with `--cfg loom`, command in the module docs). Each CPU is a thread with
+/// a model TLB of loom `UnsafeCell`s that only its own thread writes (its flushes); an
+/// initiator reads a target's cell after `poll` returned `true`, so loom reports a race if the
+/// acknowledgement does not order the target's flush before the initiator's check, and the
+/// value says whether the flush happened. The request slot's payload is a loom `UnsafeCell`
+/// too: a slot rewritten while a target reads it is reported.
+#[cfg(loom)]
+mod loom_models {
+    use super::*;
+    use loom::sync::atomic::AtomicBool as LBool;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    const VA0: u64 = 0x1000;
+    const VA1: u64 = 0x2000;
+
+    /// Model TLBs: `tlb[cpu][page]` is `true` while `cpu` caches page `page` (VA0, VA1).
+    struct World {
+        sd: Shootdown<2>,
+        tlb: [[UnsafeCell<bool>; 2]; 2],
+        halted: [LBool; 2],
+        ipi: [LBool; 2],
+    }
+
+    fn world() -> Arc<World> {
+        let sd = Shootdown::new(DEFAULT_FLUSH_CEILING);
+        sd.set_ipi_deadline_cycles(u64::MAX);
+        Arc::new(World {
+            sd,
+            tlb: core::array::from_fn(|_| core::array::from_fn(|_| UnsafeCell::new(true))),
+            halted: core::array::from_fn(|_| LBool::new(false)),
+            ipi: core::array::from_fn(|_| LBool::new(false)),
+        })
+    }
+
+    struct Cpu<'a>(usize, &'a World);
+
+    impl TlbArch for Cpu<'_> {
+        fn flush_page(&self, va: u64) {
+            let page = (va / 0x1000 - 1) as usize;
+            // SAFETY: a CPU's model TLB is written only by its own thread (this one); loom
+            // checks every other access is ordered with it.
+            self.1.tlb[self.0][page].with_mut(|t| unsafe { *t = false });
+        }
+        fn flush_all(&self) {
+            for c in &self.1.tlb[self.0] {
+                // SAFETY: as in `flush_page`.
+                c.with_mut(|t| unsafe { *t = false });
+            }
+        }
+        fn send_ipi(&self, cpu: usize) {
+            self.1.ipi[cpu].store(true, SeqCst);
+        }
+        fn is_halted(&self, cpu: usize) -> bool {
+            self.1.halted[cpu].load(SeqCst)
+        }
+        fn cycles(&self) -> u64 {
+            0
+        }
+    }
+
+    fn cached(w: &World, cpu: usize, page: usize) -> bool {
+        // SAFETY: a read; loom reports it if it is not ordered after the owner's writes.
+        w.tlb[cpu][page].with(|t| unsafe { *t })
+    }
+
+    /// CPU `me` flushes `va` on both CPUs, waiting by polling (which services the other).
+    fn flush_both(w: &World, me: usize, va: u64) -> usize {
+        let arch = Cpu(me, w);
+        let mut b = FlushBatch::<1>::new();
+        b.add_page(va, CpuMask::first(2));
+        b.add_free(Pfn(va >> 12)).unwrap();
+        let mut freed = 0;
+        let mut d = w.sd.dispatch(me, &mut b, &arch);
+        while !w.sd.poll(me, &mut d, &arch) {
+            thread::yield_now();
+        }
+        w.sd.complete(me, d, &mut b, |_| freed += 1, |_, _| {});
+        freed
+    }
+
+    /// The rest of `me`'s poll loop: service until `me` has taken `n` requests in all (those
+    /// taken inside its own `poll` included).
+    fn serve(w: &World, me: usize, n: u64) {
+        let arch = Cpu(me, w);
+        loop {
+            w.sd.service(me, &arch);
+            if w.sd.stats(me).flushes_received >= n {
+                return;
+            }
+            thread::yield_now();
+        }
+    }
+
+    /// One initiator (CPU 0) dispatches and polls, the target (CPU 1) services in its loop:
+    /// when `poll` returns `true` the target's entry is gone (and the read is ordered).
+    #[test]
+    fn loom_initiator_and_polling_target() {
+        loom::model(|| {
+            let w = world();
+            let w1 = w.clone();
+            let t = thread::spawn(move || serve(&w1, 1, 1));
+            assert_eq!(flush_both(&w, 0, VA0), 1);
+            assert!(!cached(&w, 1, 0), "target still caches the page after poll");
+            assert!(!cached(&w, 0, 0), "local flush");
+            assert!(cached(&w, 1, 1), "only the batch's page");
+            t.join().unwrap();
+        });
+    }
+
+    /// Two batches in a row from CPU 0 reuse its slot while CPU 1 services both: the second
+    /// write of the payload never races the first read (loom `UnsafeCell`), and each flush
+    /// lands before its poll returns.
+    #[test]
+    fn loom_slot_reused_across_generations() {
+        loom::model(|| {
+            let w = world();
+            let w1 = w.clone();
+            let t = thread::spawn(move || serve(&w1, 1, 2));
+            flush_both(&w, 0, VA0);
+            assert!(!cached(&w, 1, 0));
+            flush_both(&w, 0, VA1);
+            assert!(!cached(&w, 1, 1));
+            t.join().unwrap();
+        });
+    }
+
+    /// Two initiators target each other and only poll: both complete (no deadlock), and each
+    /// sees the other's flush of its page.
+    #[test]
+    fn loom_two_initiators_target_each_other() {
+        loom::model(|| {
+            let w = world();
+            let w1 = w.clone();
+            let t = thread::spawn(move || {
+                flush_both(&w1, 1, VA1);
+                assert!(!cached(&w1, 0, 1), "CPU 0 still caches CPU 1's page");
+                // Keep looping: CPU 0 may still wait for this CPU.
+                serve(&w1, 1, 1);
+            });
+            flush_both(&w, 0, VA0);
+            assert!(!cached(&w, 1, 0), "CPU 1 still caches CPU 0's page");
+            serve(&w, 0, 1);
+            t.join().unwrap();
+        });
+    }
+
+    /// The idle protocol: the target marks itself halted (`SeqCst`), calls
+    /// `pending_before_halt`, and "halts" (waits for an IPI) only if nothing is pending. With the
+    /// deadline IPI off, a lost wake-up would leave both threads spinning (loom fails the model):
+    /// either the target sees the request or the initiator sees "halted" and sends the IPI.
+    #[test]
+    fn loom_halted_target_is_never_missed() {
+        loom::model(|| {
+            let w = world();
+            let w1 = w.clone();
+            let t = thread::spawn(move || {
+                w1.halted[1].store(true, SeqCst);
+                if !w1.sd.pending_before_halt(1) {
+                    while !w1.ipi[1].load(SeqCst) {
+                        thread::yield_now();
+                    }
+                }
+                w1.halted[1].store(false, SeqCst);
+                // The IPI handler (or the loop after waking) services.
+                serve(&w1, 1, 1);
+            });
+            flush_both(&w, 0, VA0);
+            assert!(!cached(&w, 1, 0));
+            t.join().unwrap();
+        });
+    }
+}
