@@ -260,6 +260,12 @@ pub struct Config {
     /// `tlbtest_skip=on|off` (default `off`; test only): the negative control of `tlbtest`:
     /// cores acknowledge flush requests without flushing, so stale reads must be caught.
     pub tlbtest_skip: bool,
+    /// `guard=on|off` (default `off`): the page guard. Pages freed through a pcp list (every
+    /// released packet buffer) are unmapped from the identity map until allocated again, in
+    /// batches with one TLB shootdown each (`tlb=`), so a use-after-free faults with a named
+    /// message. Costs a split of RAM's 2 MiB identity pages into 4 KiB PTEs (2 KiB of page
+    /// tables per MiB of RAM).
+    pub guard: bool,
 }
 
 impl Default for Config {
@@ -284,6 +290,7 @@ impl Default for Config {
             tlb_ceiling: DEFAULT_TLB_CEILING,
             tlbtest: None,
             tlbtest_skip: false,
+            guard: false,
         }
     }
 }
@@ -353,7 +360,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 21] = [
+pub const KEYS: [&str; 22] = [
     "mode",
     "peer0",
     "peer1",
@@ -375,6 +382,7 @@ pub const KEYS: [&str; 21] = [
     "tlb_ceiling",
     "tlbtest",
     "tlbtest_skip",
+    "guard",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
@@ -532,6 +540,13 @@ impl Config {
                 }
                 TLBTEST_SKIP_KEY => {
                     cfg.tlbtest_skip = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
+                21 => {
+                    cfg.guard = match value {
                         "on" => true,
                         "off" => false,
                         _ => return Err(bad("on or off")),
@@ -885,6 +900,12 @@ mod tests {
             (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
             (TlbMode::Batch, 33, None, false)
         );
+        assert!(Config::parse("guard=on").unwrap().guard);
+        assert!(!Config::parse("").unwrap().guard);
+        assert!(matches!(
+            Config::parse("guard=yes"),
+            Err(ConfigError::BadValue { key: "guard", .. })
+        ));
         let c = Config::parse("tlb=immediate tlb_ceiling=8 tlbtest=1000 tlbtest_skip=on").unwrap();
         assert_eq!(
             (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),

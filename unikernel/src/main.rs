@@ -15,6 +15,7 @@
 //! | `platform` | the dataplane's `Platform` for this machine; the one `Fabric` | control, setup, smp, arch |
 //! | `control` | console commands, STATS and `/metrics` from snapshots, smoltcp management plane | smp, arch, percpu |
 //! | `setup` | PCI discovery, device bring-up, MSI-X routing; the FIB | mem, arch, percpu |
+//! | `guard` | `guard=on`: the page guard (`mm::guard`) over the identity map and the shootdown | tlb, mem, arch, percpu |
 //! | `tlb` | the one `mm::tlb::Shootdown`: arch operations, TLB IPI, poll and halt hooks | smp, arch, percpu |
 //! | `smp` | MADT, INIT-SIPI-SIPI, IPIs, `register_ap_entry`, drain requests | arch, percpu |
 //! | `mem` | page tables, e820 → zone, the vmap area, the virtio HAL | arch (boot data) |
@@ -39,6 +40,8 @@ fn main() {
 mod arch;
 #[cfg(target_os = "none")]
 mod control;
+#[cfg(target_os = "none")]
+mod guard;
 #[cfg(target_os = "none")]
 mod mem;
 #[cfg(target_os = "none")]
@@ -131,6 +134,20 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         );
     }
     tlb::init(usize::from(cfg.tlb_ceiling));
+    trap::set_fault_explainer(explain_fault);
+    if cfg.guard {
+        let batch = if cfg.tlb == netstack::TlbMode::Immediate {
+            1
+        } else {
+            mm::guard::GUARD_BATCH
+        };
+        match guard::install(zone, batch) {
+            Ok(t) => info!(
+                "guard: on: freed packet buffers leave the identity map, {batch} pages per shootdown ({t} page-table pages)"
+            ),
+            Err(e) => fail(format_args!("guard: cannot split the identity map: {}", e.0)),
+        }
+    }
     start_cpus(&cfg, &boot, zone);
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
@@ -207,10 +224,51 @@ fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
         }
         None => boot.rsdp,
     };
-    match smp::start_aps(zone, rsdp, bsp_apic) {
+    match smp::start_aps(zone, rsdp, bsp_apic, &|cpu, bottom| {
+        stack_guard_page(zone, cpu, bottom)
+    }) {
         Ok(n) => info!("smp: {n} CPUs online"),
         Err(e) => fail(format_args!("smp: {e}")),
     }
+}
+
+/// Per CPU: the unmapped guard page below its stack (0 = none).
+#[cfg(target_os = "none")]
+static STACK_GUARDS: [core::sync::atomic::AtomicU64; percpu::MAX_CPUS] =
+    [const { core::sync::atomic::AtomicU64::new(0) }; percpu::MAX_CPUS];
+
+/// Unmap the lowest page of CPU `cpu`'s stack (`bottom`, physical = virtual) so an overflow
+/// faults (reported as one) instead of writing into the next pages. No CPU has used it, so a
+/// local flush suffices.
+#[cfg(target_os = "none")]
+fn stack_guard_page(zone: &'static mm::Zone, cpu: usize, bottom: u64) {
+    let split = mem::paging::split_identity_2m(bottom, || {
+        zone.alloc_pages(0).map(|t| {
+            // SAFETY: a fresh zone page, identity-mapped and ours: it becomes a page table.
+            unsafe { core::ptr::write_bytes(t.addr() as *mut u8, 0, mm::PAGE_SIZE) };
+            t.addr()
+        })
+    });
+    match split.and_then(|()| mem::paging::set_identity_present(bottom, false)) {
+        Ok(_) => {
+            x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(bottom));
+            STACK_GUARDS[cpu].store(bottom, core::sync::atomic::Ordering::Release);
+        }
+        Err(e) => log::warn!("smp: cpu {cpu}: no stack guard page: {e}"),
+    }
+}
+
+/// What a page fault's CR2 was: a stack guard page, or (with `guard=on`) a freed page.
+#[cfg(target_os = "none")]
+fn explain_fault(cr2: u64) -> Option<&'static str> {
+    let page = cr2 & !(mm::PAGE_SIZE as u64 - 1);
+    if STACK_GUARDS
+        .iter()
+        .any(|g| g.load(core::sync::atomic::Ordering::Acquire) == page && page != 0)
+    {
+        return Some("stack overflow: CR2 is the guard page below a CPU's stack");
+    }
+    guard::explain(cr2)
 }
 
 /// Log a fatal boot error and exit QEMU with failure.

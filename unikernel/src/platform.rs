@@ -38,6 +38,11 @@ impl Platform for KernelPlatform {
         uptime_ns()
     }
 
+    fn relax() {
+        crate::tlb::service();
+        core::hint::spin_loop();
+    }
+
     /// An IPI on the wake vector (rare: ARP learning, management frames, console requests).
     fn wake(k: usize) {
         send_ipi(IpiTarget::One(k), WAKE_VECTOR);

@@ -131,6 +131,7 @@ fn wait_cores_up(pairs: usize) {
                     "cpu {k} did not bring up port pair {k} within {CORE_START_MS} ms"
                 ));
             }
+            crate::tlb::service();
             core::hint::spin_loop();
         }
     }
@@ -338,10 +339,17 @@ fn halt(core: &mut KernelCore) {
     core.park_interrupts();
 }
 
-/// After `quit` on a core other than the boot CPU: nothing left to do.
+/// After `quit` on a core other than the boot CPU: nothing left to do but answer TLB
+/// shootdowns (the boot CPU's last phases may still flush guarded pages): halt with interrupts
+/// on, marked halted, so a flush request comes as an IPI.
 fn halt_forever() -> ! {
     loop {
-        x86_64::instructions::interrupts::disable();
-        x86_64::instructions::hlt();
+        crate::tlb::set_halted(true);
+        if crate::tlb::halt_allowed() {
+            x86_64::instructions::interrupts::enable_and_hlt();
+            x86_64::instructions::interrupts::disable();
+            crate::tlb::set_halted(false);
+        }
+        crate::tlb::service();
     }
 }

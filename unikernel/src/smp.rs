@@ -26,9 +26,12 @@ use mm::Zone;
 /// (docs/DESIGN.md "SMP", docs/CRATES.md §8), below 1 MiB as the SIPI vector requires (vector = address
 /// >> 12).
 const TRAMPOLINE: u64 = 0x8000;
-/// AP stacks: order 6 = 256 KiB each, from the buddy allocator (a forwarding core keeps its
-/// dataplane `Core`, ~100 KiB with its scratch arrays and pcp list, on its stack).
-const AP_STACK_ORDER: usize = 6;
+/// AP stacks: order 8 = 1 MiB each (as the boot stack), from the buddy allocator, the lowest
+/// page an unmapped guard page. A forwarding core keeps its dataplane `Core` (~95 KiB) on its
+/// stack, and `run::build_core`'s frame holds several copies of it while building (311 KiB
+/// measured: its stack probe). The former 256 KiB overflowed into the pages below the stack —
+/// found by `guard=on` (a "use-after-free" of those free pages), then by the guard page.
+const AP_STACK_ORDER: usize = 8;
 /// How long an AP has to check in after its SIPIs: 200 ms (SDM asks for 10 ms + 200 µs).
 const CHECKIN_MS: u64 = 200;
 /// Vector of the `ipi` console command's ping (registered at boot).
@@ -372,7 +375,15 @@ fn delay_us(us: u64) {
 
 /// Start every enabled AP the MADT lists, one at a time. Returns the number of CPUs online.
 /// Call on the boot CPU after memory, the IDT and its LAPIC are up.
-pub fn start_aps(zone: &Zone, rsdp: u64, bsp_apic: u32) -> Result<usize, SmpError> {
+///
+/// `stack_guard(cpu, bottom)` is called with each AP stack's lowest page before the AP starts
+/// (the caller unmaps it, so an overflow faults).
+pub fn start_aps(
+    zone: &Zone,
+    rsdp: u64,
+    bsp_apic: u32,
+    stack_guard: &dyn Fn(usize, u64),
+) -> Result<usize, SmpError> {
     let ids = madt_apic_ids(rsdp)?;
     if !ids.contains(&bsp_apic) {
         return Err(SmpError::BadMadt(
@@ -400,6 +411,7 @@ pub fn start_aps(zone: &Zone, rsdp: u64, bsp_apic: u32) -> Result<usize, SmpErro
             return Err(SmpError::NoMemory);
         };
         let top = stack.addr() + (mm::PAGE_SIZE << AP_STACK_ORDER) as u64;
+        stack_guard(cpu, stack.addr());
         // SAFETY: parameter slots inside the trampoline copy, written before the SIPI that
         // makes the AP read them (the ICR write orders them).
         unsafe {

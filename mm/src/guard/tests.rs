@@ -81,12 +81,20 @@ fn freed_pages_leave_the_direct_map_and_reach_the_list_only_after_the_flush() {
     for &p in &pages[..7] {
         pcp.free_page(z, p);
     }
-    assert_eq!(g.unmapped.lock().unwrap().len(), 7, "freed pages are unmapped");
+    assert_eq!(
+        g.unmapped.lock().unwrap().len(),
+        7,
+        "freed pages are unmapped"
+    );
     assert_eq!(pcp.guard_pending(), 7);
     assert_eq!(pcp.count(), on_list, "not on the list before their flush");
     assert!(g.flushes.lock().unwrap().is_empty());
     pcp.free_page(z, pages[7]);
-    assert_eq!(*g.flushes.lock().unwrap(), [8], "one flush for the batch of 8");
+    assert_eq!(
+        *g.flushes.lock().unwrap(),
+        [8],
+        "one flush for the batch of 8"
+    );
     assert_eq!(pcp.guard_pending(), 0);
     assert_eq!(pcp.count(), on_list + 8);
     // Allocation maps again: the hottest pages are the ones just freed.
@@ -111,14 +119,24 @@ fn zone_allocations_map_their_pages() {
     let mut pcp = PerCpuPages::with_params(512, 31);
     let p = pcp.alloc_page(z).unwrap();
     pcp.free_page(z, p);
-    assert_eq!(*g.flushes.lock().unwrap(), [1], "batch of 1: one flush per page");
+    assert_eq!(
+        *g.flushes.lock().unwrap(),
+        [1],
+        "batch of 1: one flush per page"
+    );
     pcp.drain_local_pages(z);
-    assert!(g.unmapped.lock().unwrap().contains(&p.0), "free in the buddy lists, unmapped");
+    assert!(
+        g.unmapped.lock().unwrap().contains(&p.0),
+        "free in the buddy lists, unmapped"
+    );
     // Whatever block the zone hands out next is mapped as a whole.
     let mut blocks = Vec::new();
     while let Some(b) = z.alloc_pages(0) {
         blocks.push(b);
     }
     assert!(blocks.contains(&p));
-    assert!(g.unmapped.lock().unwrap().is_empty(), "every allocated page mapped again");
+    assert!(
+        g.unmapped.lock().unwrap().is_empty(),
+        "every allocated page mapped again"
+    );
 }

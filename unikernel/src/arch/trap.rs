@@ -148,6 +148,27 @@ fn dispatch_ipi(vector: u8) {
     }
 }
 
+/// Explains a page fault's CR2 for the report (e.g. the page guard's use-after-free), as a
+/// `fn(u64) -> Option<&'static str>` address (0 = none).
+static FAULT_EXPLAINER: AtomicU64 = AtomicU64::new(0);
+
+/// Register what explains a page fault address in the fatal report (an upper layer's: arch
+/// never names it).
+pub fn set_fault_explainer(f: fn(u64) -> Option<&'static str>) {
+    FAULT_EXPLAINER.store(f as *const () as u64, Ordering::Release);
+}
+
+fn explain_fault(cr2: u64) -> Option<&'static str> {
+    match FAULT_EXPLAINER.load(Ordering::Acquire) {
+        0 => None,
+        f => {
+            // SAFETY: only `set_fault_explainer` stores here, and it stores such a `fn`.
+            let f: fn(u64) -> Option<&'static str> = unsafe { core::mem::transmute(f as usize) };
+            f(cr2)
+        }
+    }
+}
+
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     if frame.vector >= 32 {
         // Interrupts only wake a halted core (timer, device MSI-X); the poll loop does the work.
@@ -172,6 +193,11 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         "FATAL: exception vector {} ({}) at RIP {:#018x}, CR2 {:#018x}, error code {:#x}, RSP {:#x}, RFLAGS {:#x}",
         frame.vector, name, frame.rip, cr2, frame.error_code, frame.rsp, frame.rflags
     );
+    if frame.vector == 14 {
+        if let Some(why) = explain_fault(cr2) {
+            crate::println!("FATAL: page fault at CR2 {cr2:#018x}: {why}");
+        }
+    }
     super::exit::exit(super::exit::ExitCode::Failure);
 }
 

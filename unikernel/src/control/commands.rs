@@ -68,6 +68,7 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
         Command::Drain => drain_all(core),
         Command::Cpus => print_cpus(core),
         Command::Ipi => ipi_ping(),
+        Command::Uaf => use_after_free(core),
         Command::Quit => quit(core, facts),
     }
 }
@@ -157,6 +158,28 @@ pub fn print_cpus<P: Platform>(core: &Core<P>) {
     }
 }
 
+/// `uaf` (test only): take a page from this CPU's pcp list, free it and complete its guard
+/// flush, then write to it. With `guard=on` the page is unmapped and the write faults with the
+/// guard's message; without it the command refuses (the write would corrupt a free page).
+fn use_after_free<P: Platform>(core: &mut Core<P>) {
+    let pages = core.pages_mut();
+    if pages.zone.guard().is_none() {
+        println!("uaf: refused: needs guard=on (it would write to a free page)");
+        return;
+    }
+    let Some(pfn) = pages.pcp.alloc_page(pages.zone) else {
+        println!("uaf: no free page");
+        return;
+    };
+    pages.pcp.free_page(pages.zone, pfn);
+    pages.pcp.flush_guard(pages.zone);
+    println!("uaf: writing to freed page {:#x}", pfn.addr());
+    // SAFETY: none: this is the use-after-free the page guard must catch. The page is free and
+    // unmapped from the identity map, so the write faults before it reaches memory.
+    unsafe { (pfn.addr() as *mut u64).write_volatile(0x0bad_f00d) };
+    println!("uaf: the write to a freed page did not fault");
+}
+
 /// `drain`: `drain_all_pages` — this CPU drains its own lists, every other online CPU is
 /// asked to and acknowledged (bounded wait).
 pub fn drain_all<P: Platform>(core: &mut Core<P>) {
@@ -174,6 +197,8 @@ pub fn drain_all<P: Platform>(core: &mut Core<P>) {
             if !core::mem::replace(&mut woken, true) {
                 wake_others();
             }
+            // Their drains may flush guarded pages: answer their shootdowns while waiting.
+            crate::tlb::service();
             deadline.expired()
         },
     ) {

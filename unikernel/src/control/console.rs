@@ -28,6 +28,8 @@ pub enum Command {
     Cpus,
     /// Ping every other CPU, then each one alone, through the IPI registry.
     Ipi,
+    /// Test only, with `guard=on`: free a page, then write to it (must fault, named).
+    Uaf,
 }
 
 /// Line assembly state.
@@ -87,6 +89,7 @@ impl Console {
             "drain" => Some(Command::Drain),
             "cpus" => Some(Command::Cpus),
             "ipi" => Some(Command::Ipi),
+            "uaf" => Some(Command::Uaf),
             other => {
                 crate::println!("console: unknown command `{other}` (try `help`)");
                 None
@@ -97,5 +100,5 @@ impl Console {
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
-buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), quit (drain, final STATS, \
-exit), help";
+buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf (test only, guard=on: write to a freed page; \
+faults), quit (drain, final STATS, exit), help";

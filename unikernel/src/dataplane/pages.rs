@@ -143,6 +143,6 @@ impl Pages {
 
     /// Free pages in the zone plus this core's pcp list.
     pub fn free_pages(&self) -> u64 {
-        self.zone.free_pages() + self.pcp.count() as u64
+        self.zone.free_pages() + (self.pcp.count() + self.pcp.guard_pending()) as u64
     }
 }

@@ -40,6 +40,11 @@ pub trait Platform {
     fn uptime_ns() -> u64;
     /// Wake core `k` if it may be halted (an IPI), so it sees what was just pushed to it.
     fn wake(k: usize);
+    /// One step of a wait loop (quit phases): the kernel services TLB flush requests here,
+    /// so a core waiting for another never blocks that core's shootdown; then a spin hint.
+    fn relax() {
+        core::hint::spin_loop();
+    }
     /// Write the `/metrics` body (Prometheus text) for `pairs` and the management counters.
     fn write_metrics(
         pairs: &[PairSnap],

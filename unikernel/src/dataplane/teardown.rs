@@ -109,7 +109,7 @@ impl<P: Platform> Core<P> {
     pub fn follow_quit(&mut self) {
         for phase in QuitPhase::ALL {
             while self.fabric.quit.current().is_none_or(|c| c < phase) {
-                core::hint::spin_loop();
+                P::relax();
             }
             self.follow_phase(phase);
         }
@@ -152,7 +152,7 @@ impl<P: Platform> Core<P> {
                         return Err(QuitError::Timeout { core: k, phase });
                     }
                     step(k, phase);
-                    core::hint::spin_loop();
+                    P::relax();
                 }
             }
         }

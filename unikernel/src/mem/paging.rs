@@ -242,6 +242,22 @@ pub fn set_identity_present(paddr: u64, present: bool) -> Result<bool, PagingErr
     Ok(old & F::PRESENT.bits() != 0)
 }
 
+/// Whether the identity map's page holding `paddr` is present now (by the page tables):
+/// `None` outside the identity map.
+pub fn identity_present(paddr: u64) -> Option<bool> {
+    if paddr >= identity_top() {
+        return None;
+    }
+    let pde = IDENT_PD[(paddr / GIB) as usize].get(((paddr % GIB) / HUGE) as usize);
+    if pde & F::HUGE_PAGE.bits() != 0 || pde & F::PRESENT.bits() == 0 {
+        return Some(pde & F::PRESENT.bits() != 0);
+    }
+    // SAFETY: a non-huge identity PDE points at a table `split_identity_2m` made and never
+    // frees.
+    let pt = unsafe { &*((pde & ADDR_MASK) as *const Table) };
+    Some(pt.get(((paddr % HUGE) / PAGE) as usize) & F::PRESENT.bits() != 0)
+}
+
 fn pml4_index(v: u64) -> usize {
     ((v >> 39) & 0x1ff) as usize
 }
