@@ -62,8 +62,8 @@ use core::net::Ipv4Addr;
 pub use fib::{Fib, FibError, Ipv4Net, NextHop, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
 use icmp::TokenBucket;
 use ipv4::{be16, DstClass};
+use neigh::{Confirm, NeighEvent, NeighTable, Resolve};
 pub use neigh::{NeighConfig, NeighInfo, NeighState};
-use neigh::{NeighEvent, NeighTable, Resolve};
 pub use parse::{parse_ipv4_cidr, parse_route, ParseError};
 pub use sync::{NeighRing, NeighUpdate};
 
@@ -124,11 +124,14 @@ pub enum RouterDrop {
     NeighTimeout,
     /// Queued and given back by [`Router::flush`].
     NeighFlushed,
+    /// Queued for a next hop still unresolved when its entry was taken by a newer one (at most
+    /// a quarter of the neighbour table is unresolved; see [`neigh`]).
+    NeighEvicted,
 }
 
 impl RouterDrop {
     /// Number of reasons.
-    pub const COUNT: usize = 24;
+    pub const COUNT: usize = 25;
 
     /// Every reason, in counter order.
     pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
@@ -156,6 +159,7 @@ impl RouterDrop {
         RouterDrop::NeighQueueFull,
         RouterDrop::NeighTimeout,
         RouterDrop::NeighFlushed,
+        RouterDrop::NeighEvicted,
     ];
 
     /// The counter's name.
@@ -185,6 +189,7 @@ impl RouterDrop {
             RouterDrop::NeighQueueFull => "neigh_queue_full",
             RouterDrop::NeighTimeout => "neigh_timeout",
             RouterDrop::NeighFlushed => "neigh_flushed",
+            RouterDrop::NeighEvicted => "neigh_evicted",
         }
     }
 }
@@ -609,20 +614,26 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         self.fib.fib()
     }
 
-    /// What the last ARP frame given to [`Router::process`] taught the neighbour table (an
-    /// entry created or updated), taken once; `None` if it taught nothing. With one router per
-    /// core, hand it to the other cores' [`Router::learn`] (ARP replies land on any core).
+    /// What the last ARP reply to us given to [`Router::process`] said (from a sender on the
+    /// port's network), taken once, whether or not this router had an entry for it; `None`
+    /// after any other frame. With one router per core, hand it to the other cores'
+    /// [`Router::learn`] (the reply may land on another core than the one that asked).
     #[inline]
     pub fn take_learned(&mut self) -> Option<NeighUpdate> {
         self.learned.take()
     }
 
-    /// Apply what another core's router learned from ARP: create or update the entry for
-    /// `u.ip` on `u.port` (frames queued behind it are released by the next
-    /// [`Router::poll`]). Returns whether the table changed (`false` for a port the router
-    /// does not have or a full table). Does not set [`Router::take_learned`].
+    /// Apply what another core's router heard in an ARP reply to us: the entry for `u.ip` on
+    /// `u.port`, if this router has one, becomes Reachable with `u.mac` (frames queued behind
+    /// it are released by the next [`Router::poll`]); none is created (`arp_accept=0`: each
+    /// core creates its own entries when it forwards). Returns whether the table changed
+    /// (`false` for a port the router does not have or no entry). Does not set
+    /// [`Router::take_learned`].
     pub fn learn(&mut self, u: NeighUpdate, now_ns: u64) -> bool {
-        usize::from(u.port) < self.nports && self.neigh.confirm(u.ip, u.port, u.mac, true, now_ns)
+        usize::from(u.port) < self.nports
+            && self
+                .neigh
+                .confirm(u.ip, u.port, u.mac, Confirm::Reply, now_ns)
     }
 
     /// The neighbour entries (console `neigh`).
@@ -726,12 +737,17 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             && port.addr.len < 32
             && port.addr.contains(Ipv4Addr::from_bits(a.spa))
             && a.spa != port.addr.broadcast().to_bits();
-        // RFC 826: update an entry for the sender if we have one; add it if we are the target.
-        let learned = sender_ok
-            && self
-                .neigh
-                .confirm(a.spa, in_port as u8, a.sha, for_us, now_ns);
-        if learned {
+        // RFC 826: update an entry for the sender if we have one; add it if we are the target
+        // of a request. Linux's arp_process with arp_accept=0 decides the state (see
+        // `neigh::Confirm`): Reachable only from a reply unicast to us.
+        let unicast_reply = a.op == arp::ARP_REPLY && frame[ETH_DST] == port.mac.0;
+        let how = match a.op {
+            _ if unicast_reply => Confirm::Reply,
+            arp::ARP_REQUEST if for_us => Confirm::Request,
+            _ => Confirm::Overheard,
+        };
+        let learned = sender_ok && self.neigh.confirm(a.spa, in_port as u8, a.sha, how, now_ns);
+        if sender_ok && unicast_reply && for_us {
             self.learned = Some(NeighUpdate {
                 ip: a.spa,
                 port: in_port as u8,
@@ -1171,6 +1187,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                     return Some(Event::Dropped {
                         handle,
                         reason: RouterDrop::NeighTimeout,
+                    });
+                }
+                NeighEvent::Evicted { handle } => {
+                    self.counters.drop(RouterDrop::NeighEvicted);
+                    return Some(Event::Dropped {
+                        handle,
+                        reason: RouterDrop::NeighEvicted,
                     });
                 }
             }
