@@ -224,3 +224,80 @@ fn an_address_scan_leaves_resolved_neighbours_alone() {
     );
     assert_no_leak(&s);
 }
+
+/// `frame_to` with source `src` and TTL `ttl`.
+fn frame_from(src: [u8; 4], dst: [u8; 4], ttl: u8, seq: u64) -> Vec<u8> {
+    let mut f = frame_to(dst, seq);
+    let (mut ip, _) = Ipv4Header::from_slice(&f[ETH_HDR_LEN..]).expect("IPv4");
+    ip.source = src;
+    ip.time_to_live = ttl;
+    ip.header_checksum = ip.calc_header_checksum();
+    let mut hdr = Vec::new();
+    ip.write(&mut hdr).expect("IPv4 header");
+    f[ETH_HDR_LEN..ETH_HDR_LEN + hdr.len()].copy_from_slice(&hdr);
+    f
+}
+
+/// Item 4: datagrams from a broadcast, network or own address (and the classic martians) get
+/// no ICMP error (RFC 1812 §4.3.2.7) and no echo reply, and are not forwarded (§5.3.7): each
+/// is dropped and counted as `martian_src`. A datagram from 10.0.0.2 still gets its Time
+/// Exceeded and is still forwarded, so silence is not a dead router. On main, TTL 1 from
+/// 10.0.0.255, 10.0.0.0 or 10.0.0.1 got Time Exceeded sent to that address, the echo request
+/// from 10.0.0.255 was answered, and with TTL 64 they were forwarded.
+#[test]
+fn non_unicast_and_own_sources_get_no_icmp_and_are_not_forwarded() {
+    let mut rig = Rig::start_raw(ROUTER);
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    // Resolve 10.0.1.2 first so a forwarded martian would leave at once.
+    p0.send(&frame_to([10, 0, 1, 2], 1)).unwrap();
+    assert_eq!(serve_port1(&p1, Duration::from_secs(3)).0, 1);
+    let sources: [[u8; 4]; 8] = [
+        [10, 0, 0, 255],
+        [10, 0, 0, 0],
+        [10, 0, 0, 1],
+        [10, 0, 1, 1],
+        [10, 0, 1, 255],
+        [0, 0, 0, 0],
+        [127, 0, 0, 1],
+        [224, 0, 0, 9],
+    ];
+    for (i, src) in sources.iter().enumerate() {
+        p0.send(&frame_from(*src, [10, 0, 1, 2], 1, 10 + i as u64))
+            .unwrap();
+        p0.send(&frame_from(*src, [10, 0, 1, 2], 64, 20 + i as u64))
+            .unwrap();
+    }
+    // An echo request from the directed broadcast address to the router.
+    let mut echo = Vec::new();
+    etherparse::PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+        .ipv4([10, 0, 0, 255], [10, 0, 0, 1], 64)
+        .icmpv4_echo_request(0x4711, 1)
+        .write(&mut echo, b"broadcast ping")
+        .unwrap();
+    p0.send(&echo).unwrap();
+    let back: Vec<_> = p0
+        .collect(Duration::from_secs(2))
+        .into_iter()
+        .filter(|f| f[12..14] == [0x08, 0x00])
+        .collect();
+    assert!(back.is_empty(), "answered to a martian source: {back:02x?}");
+    let (to_b, _, _) = serve_port1(&p1, Duration::from_secs(1));
+    assert_eq!(to_b, 0, "a martian source was forwarded");
+    // The same from 10.0.0.2: Time Exceeded comes back, TTL 64 goes through.
+    p0.send(&frame_from([10, 0, 0, 2], [10, 0, 1, 2], 1, 90))
+        .unwrap();
+    let te = p0
+        .recv_timeout(FRAME_TIMEOUT)
+        .expect("Time Exceeded to 10.0.0.2");
+    assert_eq!(&te[ETH_HDR_LEN + 16..ETH_HDR_LEN + 20], &[10, 0, 0, 2]);
+    p0.send(&frame_from([10, 0, 0, 2], [10, 0, 1, 2], 64, 91))
+        .unwrap();
+    assert_eq!(serve_port1(&p1, Duration::from_secs(3)).0, 1);
+    let s = rig.quit();
+    let r = router(&s);
+    assert_eq!(r.drops.martian_src, 2 * sources.len() as u64 + 1, "{s}");
+    assert_eq!(r.icmp_sent, 1);
+    assert_eq!(r.echo_replies, 0);
+    assert_eq!(r.forwarded, 2);
+    assert_no_leak(&s);
+}

@@ -100,7 +100,10 @@ pub enum RouterDrop {
     /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error;
     /// answered with Parameter Problem unless rate-limited).
     BadOptions,
-    /// Source 0/8, 127/8, multicast, class E or broadcast.
+    /// Source 0/8, 127/8, multicast, class E or the limited broadcast, or (RFC 1812 §5.3.7:
+    /// "an IP broadcast address" or "an address of the router itself") one of our port
+    /// addresses or a connected network's network or broadcast address (Linux's martian
+    /// source). Never answered with an ICMP error or an echo reply (§4.3.2.7).
     MartianSrc,
     /// Destination 0/8, 127/8 or class E.
     MartianDst,
@@ -508,6 +511,9 @@ pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRe
     counters: RouterCounters,
     /// What the last ARP frame taught the neighbour table (see [`Router::take_learned`]).
     learned: Option<NeighUpdate>,
+    /// Bit `b` is set when some address of [`Router::is_own_or_broadcast`] has low byte `b`:
+    /// most sources are cleared by one bit test, without the per-port comparisons.
+    bad_src_low: [u64; 4],
     _fib: core::marker::PhantomData<Fib<'a>>,
 }
 
@@ -554,6 +560,14 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             addr: Ipv4Net::new(Ipv4Addr::UNSPECIFIED, 32).unwrap(),
         }; MAX_PORTS];
         all[..ports.len()].copy_from_slice(ports);
+        let mut bad_src_low = [0u64; 4];
+        for p in ports {
+            let net = p.addr.network().addr.to_bits();
+            let bcast = p.addr.broadcast().to_bits();
+            for a in [p.addr.addr.to_bits(), net, bcast] {
+                bad_src_low[(a as usize & 0xff) >> 6] |= 1 << (a & 63);
+            }
+        }
         Ok(Router {
             ports: all,
             nports: ports.len(),
@@ -564,6 +578,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             ident_step: cfg.ident_step.max(1),
             counters: RouterCounters::default(),
             learned: None,
+            bad_src_low,
             _fib: core::marker::PhantomData,
         })
     }
@@ -634,6 +649,29 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             && self
                 .neigh
                 .confirm(u.ip, u.port, u.mac, Confirm::Reply, now_ns)
+    }
+
+    /// Whether `src` is one of our port addresses, or the network or broadcast address of a
+    /// connected network up to /30 (a /31 or /32 has neither: RFC 3021): a source that must
+    /// not be forwarded from (RFC 1812 §5.3.7).
+    #[inline(always)]
+    fn is_own_or_broadcast(&self, src: u32) -> bool {
+        let b = src as usize & 0xff;
+        if self.bad_src_low[b >> 6] & (1 << (src & 63)) == 0 {
+            return false;
+        }
+        self.own_or_broadcast_slow(src)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn own_or_broadcast_slow(&self, src: u32) -> bool {
+        self.ports().iter().any(|p| {
+            src == p.addr.addr.to_bits()
+                || (p.addr.len <= 30
+                    && (src == p.addr.network().addr.to_bits()
+                        || src == p.addr.broadcast().to_bits()))
+        })
     }
 
     /// The neighbour entries (console `neigh`).
@@ -788,7 +826,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             Ok(h) => h,
             Err(r) => return Action::Drop(r),
         };
-        if ipv4::is_martian_src(h.src) {
+        if ipv4::is_martian_src(h.src) || self.is_own_or_broadcast(h.src) {
             return Action::Drop(RouterDrop::MartianSrc);
         }
         match ipv4::classify_dst(h.dst) {

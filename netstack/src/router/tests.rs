@@ -455,6 +455,15 @@ fn martians_and_broadcasts_are_dropped_without_icmp() {
         (ip(224, 0, 0, 5), B_IP, RouterDrop::MartianSrc),
         (ip(240, 0, 0, 1), B_IP, RouterDrop::MartianSrc),
         (ip(255, 255, 255, 255), B_IP, RouterDrop::MartianSrc),
+        // Our own addresses and our networks' network and broadcast addresses (RFC 1812
+        // §5.3.7; issue 15 item 4: these got Time Exceeded and were forwarded).
+        (P0_IP, B_IP, RouterDrop::MartianSrc),
+        (P1_IP, B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 0, 0), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 0, 255), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 1, 0), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 1, 255), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 0, 255), P0_IP, RouterDrop::MartianSrc),
         (A_IP, ip(0, 0, 0, 0), RouterDrop::MartianDst),
         (A_IP, ip(127, 0, 0, 1), RouterDrop::MartianDst),
         (A_IP, ip(240, 0, 0, 1), RouterDrop::MartianDst),
@@ -474,6 +483,36 @@ fn martians_and_broadcasts_are_dropped_without_icmp() {
     }
     assert_eq!(r.counters().icmp_sent, 0);
     assert_eq!(r.counters().drops_total(), 2 * cases.len() as u64);
+    // An echo request from a broadcast source gets no reply; addresses that only share a low
+    // byte with ours (the fast filter's bitmap) are ordinary hosts.
+    let mut f = echo_request(P0_IP, 0);
+    f[IP + 12..IP + 16].copy_from_slice(&[10, 0, 0, 255]);
+    let c = ipv4_checksum(&f[IP..IP + IPV4_MIN_HDR]);
+    f[IP + 10..IP + 12].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Drop(RouterDrop::MartianSrc)
+    );
+    for src in [ip(10, 0, 7, 1), ip(10, 0, 7, 255), ip(192, 168, 0, 0)] {
+        let mut f = ip_frame(src, B_IP, 1, 17, b"12345678");
+        assert!(
+            matches!(run(&mut r, 0, &mut f, 1, 0, &mut out), Action::Icmp { .. }),
+            "{src}"
+        );
+    }
+}
+
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    for (i, w) in h.chunks(2).enumerate() {
+        if i != 5 {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 #[test]
