@@ -511,9 +511,9 @@ pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRe
     counters: RouterCounters,
     /// What the last ARP frame taught the neighbour table (see [`Router::take_learned`]).
     learned: Option<NeighUpdate>,
-    /// Bit `b` is set when some address of [`Router::is_own_or_broadcast`] has low byte `b`:
-    /// most sources are cleared by one bit test, without the per-port comparisons.
-    bad_src_low: [u64; 4],
+    /// Bit `b` is set when some address of [`Router::is_own_or_broadcast`] has `b` as its low 6
+    /// bits: most sources are cleared by one bit test, without the per-port comparisons.
+    bad_src_bits: u64,
     _fib: core::marker::PhantomData<Fib<'a>>,
 }
 
@@ -560,12 +560,12 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             addr: Ipv4Net::new(Ipv4Addr::UNSPECIFIED, 32).unwrap(),
         }; MAX_PORTS];
         all[..ports.len()].copy_from_slice(ports);
-        let mut bad_src_low = [0u64; 4];
+        let mut bad_src_bits = 0u64;
         for p in ports {
             let net = p.addr.network().addr.to_bits();
             let bcast = p.addr.broadcast().to_bits();
             for a in [p.addr.addr.to_bits(), net, bcast] {
-                bad_src_low[(a as usize & 0xff) >> 6] |= 1 << (a & 63);
+                bad_src_bits |= 1 << (a & 63);
             }
         }
         Ok(Router {
@@ -578,7 +578,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             ident_step: cfg.ident_step.max(1),
             counters: RouterCounters::default(),
             learned: None,
-            bad_src_low,
+            bad_src_bits,
             _fib: core::marker::PhantomData,
         })
     }
@@ -656,11 +656,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// not be forwarded from (RFC 1812 §5.3.7).
     #[inline(always)]
     fn is_own_or_broadcast(&self, src: u32) -> bool {
-        let b = src as usize & 0xff;
-        if self.bad_src_low[b >> 6] & (1 << (src & 63)) == 0 {
-            return false;
-        }
-        self.own_or_broadcast_slow(src)
+        (self.bad_src_bits >> (src & 63)) & 1 != 0 && self.own_or_broadcast_slow(src)
     }
 
     #[cold]
