@@ -293,9 +293,7 @@ fn zero_length_pcap_record_is_refused() {
     let frame = build_frame(0, 1, 0, 60).unwrap();
     let mut b = Vec::new();
     // Classic pcap header: magic, v2.4, zone 0, sigfigs 0, snaplen 65535, Ethernet (1).
-    for w in [0xa1b2_c3d4u32] {
-        b.extend_from_slice(&w.to_le_bytes());
-    }
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     b.extend_from_slice(&2u16.to_le_bytes());
     b.extend_from_slice(&4u16.to_le_bytes());
     for w in [0u32, 0, 65535, 1] {
