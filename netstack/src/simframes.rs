@@ -177,6 +177,22 @@ pub fn next_hop_arp(cfg: &Config, out: &mut [u8]) -> Option<usize> {
     Some(arp_request(out, cfg.peer[1], a.next_hop, ip1.addr))
 }
 
+/// Router mode: the next hop's answer (an ARP reply unicast to port 1's MAC `mac1`) to the
+/// request the router sends on first use. The request of [`next_hop_arp`] leaves the entry
+/// Stale (learned from a request, as Linux's `arp_process`); this reply makes it Reachable, as
+/// a real next hop's would, so the measured iterations send no ARP. `None` outside router mode.
+pub fn next_hop_arp_reply(cfg: &Config, mac1: MacAddr, out: &mut [u8]) -> Option<usize> {
+    let (a, ip1) = (router_addrs(cfg)?, cfg.ip[1]?);
+    let r = Arp {
+        op: crate::wire::ARP_REPLY,
+        sha: cfg.peer[1],
+        spa: a.next_hop.to_bits(),
+        tha: mac1,
+        tpa: ip1.addr.to_bits(),
+    };
+    Some(arp::write(out, mac1, cfg.peer[1], &r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -457,6 +457,7 @@ router_drops! {
     neigh_queue_full: NeighQueueFull,
     neigh_timeout: NeighTimeout,
     neigh_flushed: NeighFlushed,
+    neigh_evicted: NeighEvicted,
 }
 
 impl RouterDrops {

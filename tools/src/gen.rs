@@ -175,9 +175,55 @@ pub enum HostSock {
     },
 }
 
+/// The generator refuses to send a 0-byte frame: QEMU's `-netdev dgram` port takes a 0-byte
+/// datagram for the end of its stream and stops receiving for good (issue 15 item 7), and no
+/// Ethernet frame is empty (IEEE 802.3 §3.2: 14 header bytes at least).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmptyFrame;
+
+impl std::fmt::Display for EmptyFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "EmptyFrame: refusing to send a 0-byte frame (it would wedge a QEMU dgram port)",
+        )
+    }
+}
+
+impl std::error::Error for EmptyFrame {}
+
+/// A pcap record of 0 bytes (`incl_len` 0): refused by [`read_pcap`], as [`EmptyFrame`] would
+/// refuse sending it. `record` counts from 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmptyPcapRecord {
+    /// The capture file.
+    pub path: PathBuf,
+    /// Which record, from 1.
+    pub record: usize,
+}
+
+impl std::fmt::Display for EmptyPcapRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "EmptyPcapRecord: {} record {} has 0 bytes (a 0-byte frame would wedge a QEMU dgram port)",
+            self.path.display(),
+            self.record
+        )
+    }
+}
+
+impl std::error::Error for EmptyPcapRecord {}
+
 impl HostSock {
-    /// Sends one frame (no FCS) into the guest port.
+    /// Sends one frame (no FCS) into the guest port. A 0-byte frame is refused
+    /// (`InvalidInput` carrying [`EmptyFrame`]).
     pub fn send(&self, frame: &[u8]) -> std::io::Result<usize> {
+        if frame.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                EmptyFrame,
+            ));
+        }
         match self {
             HostSock::Unix { sock, peer } => sock.send_to(frame, peer),
             HostSock::Packet { sock, .. } => sock.send(frame),
@@ -570,6 +616,13 @@ pub fn read_pcap(path: &Path) -> Result<Vec<Vec<u8>>> {
     let mut frames = Vec::new();
     while let Some(pkt) = reader.next_packet() {
         let pkt = pkt.with_context(|| format!("reading a packet of {}", path.display()))?;
+        if pkt.data.is_empty() {
+            return Err(EmptyPcapRecord {
+                path: path.to_path_buf(),
+                record: frames.len() + 1,
+            }
+            .into());
+        }
         frames.push(pkt.data.into_owned());
     }
     ensure!(!frames.is_empty(), "{} holds no frames", path.display());

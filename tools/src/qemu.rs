@@ -198,9 +198,41 @@ fn utf8(p: &Path) -> Result<&str> {
         .ok_or_else(|| anyhow!("path {} is not UTF-8", p.display()))
 }
 
+/// Longest kernel command line the guest keeps, in bytes: the kernel's `MAX_CMDLINE`
+/// (`unikernel/src/arch/pvh.rs`; mirrored here because tools does not link the kernel). A
+/// longer one used to fail in the guest as `boot info error: Cmdline` or, from 4,128 bytes,
+/// overwrite the boot info (`BadMagic`): xtask refuses it before starting QEMU.
+pub const MAX_CMDLINE: usize = 4096;
+
+/// A kernel command line longer than [`MAX_CMDLINE`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmdlineTooLong {
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+impl fmt::Display for CmdlineTooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CmdlineTooLong: the kernel command line (--append) is {} bytes; the guest keeps at most {MAX_CMDLINE} (use --routes FILE for many routes)",
+            self.len
+        )
+    }
+}
+
+impl std::error::Error for CmdlineTooLong {}
+
 /// The QEMU arguments (without the program name) for `cfg`. Fails if a socket path would not fit
-/// in `sun_path` or a path cannot be passed to QEMU.
+/// in `sun_path`, a path cannot be passed to QEMU, or the command line is longer than
+/// [`MAX_CMDLINE`] ([`CmdlineTooLong`]).
 pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
+    if cfg.append.len() > MAX_CMDLINE {
+        return Err(CmdlineTooLong {
+            len: cfg.append.len(),
+        }
+        .into());
+    }
     if cfg.backend == Backend::Dgram {
         gen::check_socket_paths(&cfg.dgram_dir, cfg.nics)?;
     } else {

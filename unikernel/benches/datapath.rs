@@ -25,7 +25,7 @@
 
 use std::process::ExitCode;
 
-use netstack::simframes::{bench_frames, next_hop_arp, BENCH_FRAME_LEN};
+use netstack::simframes::{bench_frames, next_hop_arp, next_hop_arp_reply, BENCH_FRAME_LEN};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::Mode;
 use unikernel::dataplane::testing::{port_mac, Rig, SimCore, TestPlatform};
@@ -139,6 +139,10 @@ fn resolve_next_hop(c: &mut SimCore) {
     let arp = ETHERTYPE_ARP.to_be_bytes();
     c.dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&arp[..])));
     assert_eq!(replies, 1, "one ARP reply");
+    // Learned from a request the entry is Stale: the next hop's reply confirms it (Reachable).
+    let n = next_hop_arp_reply(c.core.cfg(), port_mac(1), &mut arp).expect("router mode");
+    assert_eq!(c.dev[1].deliver_rx(&arp[..n], 1), 1, "ARP reply delivered");
+    warm_poll_once(&mut c.core);
 }
 
 struct Args {

@@ -46,7 +46,9 @@ use drivers::transport::PortTransport;
 use drivers::virtio_net::{VirtioNet, QUEUE_SIZE};
 use log::{error, info};
 use netstack::config::PORTS;
-use netstack::simframes::{bench_frames, next_hop_arp, router_addrs, BENCH_FRAME_LEN};
+use netstack::simframes::{
+    bench_frames, next_hop_arp, next_hop_arp_reply, router_addrs, BENCH_FRAME_LEN,
+};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
 
@@ -134,6 +136,16 @@ fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
     let mut replies = 0;
     let arp = ETHERTYPE_ARP.to_be_bytes();
     dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&arp[..])));
+    // Learned from a request the entry is Stale: the next hop's reply confirms it (Reachable).
+    let mut reply = [0u8; FRAME_LEN];
+    if let Some(n) = next_hop_arp_reply(core.cfg(), MacAddr(SIM_MACS[1]), &mut reply) {
+        if dev[1].deliver_rx(&reply[..n], 1) != 1 {
+            fail(format_args!(
+                "sim: port 1 has no RX buffer for the ARP reply"
+            ));
+        }
+        core.poll_once();
+    }
     if let Some(a) = router_addrs(core.cfg()) {
         info!(
             "sim: next hop {} resolved on port 1 ({replies} ARP reply sent)",

@@ -62,8 +62,8 @@ use core::net::Ipv4Addr;
 pub use fib::{Fib, FibError, Ipv4Net, NextHop, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
 use icmp::TokenBucket;
 use ipv4::{be16, DstClass};
+use neigh::{Confirm, NeighEvent, NeighTable, Resolve};
 pub use neigh::{NeighConfig, NeighInfo, NeighState};
-use neigh::{NeighEvent, NeighTable, Resolve};
 pub use parse::{parse_ipv4_cidr, parse_route, ParseError};
 pub use sync::{NeighRing, NeighUpdate};
 
@@ -100,7 +100,10 @@ pub enum RouterDrop {
     /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error;
     /// answered with Parameter Problem unless rate-limited).
     BadOptions,
-    /// Source 0/8, 127/8, multicast, class E or broadcast.
+    /// Source 0/8, 127/8, multicast, class E or the limited broadcast, or (RFC 1812 §5.3.7:
+    /// "an IP broadcast address" or "an address of the router itself") one of our port
+    /// addresses or a connected network's network or broadcast address (Linux's martian
+    /// source). Never answered with an ICMP error or an echo reply (§4.3.2.7).
     MartianSrc,
     /// Destination 0/8, 127/8 or class E.
     MartianDst,
@@ -124,11 +127,14 @@ pub enum RouterDrop {
     NeighTimeout,
     /// Queued and given back by [`Router::flush`].
     NeighFlushed,
+    /// Queued for a next hop still unresolved when its entry was taken by a newer one (at most
+    /// a quarter of the neighbour table is unresolved; see [`neigh`]).
+    NeighEvicted,
 }
 
 impl RouterDrop {
     /// Number of reasons.
-    pub const COUNT: usize = 24;
+    pub const COUNT: usize = 25;
 
     /// Every reason, in counter order.
     pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
@@ -156,6 +162,7 @@ impl RouterDrop {
         RouterDrop::NeighQueueFull,
         RouterDrop::NeighTimeout,
         RouterDrop::NeighFlushed,
+        RouterDrop::NeighEvicted,
     ];
 
     /// The counter's name.
@@ -185,6 +192,7 @@ impl RouterDrop {
             RouterDrop::NeighQueueFull => "neigh_queue_full",
             RouterDrop::NeighTimeout => "neigh_timeout",
             RouterDrop::NeighFlushed => "neigh_flushed",
+            RouterDrop::NeighEvicted => "neigh_evicted",
         }
     }
 }
@@ -503,6 +511,9 @@ pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRe
     counters: RouterCounters,
     /// What the last ARP frame taught the neighbour table (see [`Router::take_learned`]).
     learned: Option<NeighUpdate>,
+    /// Bit `b` is set when some address of [`Router::is_own_or_broadcast`] has `b` as its low 6
+    /// bits: most sources are cleared by one bit test, without the per-port comparisons.
+    bad_src_bits: u64,
     _fib: core::marker::PhantomData<Fib<'a>>,
 }
 
@@ -549,6 +560,14 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             addr: Ipv4Net::new(Ipv4Addr::UNSPECIFIED, 32).unwrap(),
         }; MAX_PORTS];
         all[..ports.len()].copy_from_slice(ports);
+        let mut bad_src_bits = 0u64;
+        for p in ports {
+            let net = p.addr.network().addr.to_bits();
+            let bcast = p.addr.broadcast().to_bits();
+            for a in [p.addr.addr.to_bits(), net, bcast] {
+                bad_src_bits |= 1 << (a & 63);
+            }
+        }
         Ok(Router {
             ports: all,
             nports: ports.len(),
@@ -559,6 +578,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             ident_step: cfg.ident_step.max(1),
             counters: RouterCounters::default(),
             learned: None,
+            bad_src_bits,
             _fib: core::marker::PhantomData,
         })
     }
@@ -609,20 +629,45 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         self.fib.fib()
     }
 
-    /// What the last ARP frame given to [`Router::process`] taught the neighbour table (an
-    /// entry created or updated), taken once; `None` if it taught nothing. With one router per
-    /// core, hand it to the other cores' [`Router::learn`] (ARP replies land on any core).
+    /// What the last ARP reply to us given to [`Router::process`] said (from a sender on the
+    /// port's network), taken once, whether or not this router had an entry for it; `None`
+    /// after any other frame. With one router per core, hand it to the other cores'
+    /// [`Router::learn`] (the reply may land on another core than the one that asked).
     #[inline]
     pub fn take_learned(&mut self) -> Option<NeighUpdate> {
         self.learned.take()
     }
 
-    /// Apply what another core's router learned from ARP: create or update the entry for
-    /// `u.ip` on `u.port` (frames queued behind it are released by the next
-    /// [`Router::poll`]). Returns whether the table changed (`false` for a port the router
-    /// does not have or a full table). Does not set [`Router::take_learned`].
+    /// Apply what another core's router heard in an ARP reply to us: the entry for `u.ip` on
+    /// `u.port`, if this router has one, becomes Reachable with `u.mac` (frames queued behind
+    /// it are released by the next [`Router::poll`]); none is created (`arp_accept=0`: each
+    /// core creates its own entries when it forwards). Returns whether the table changed
+    /// (`false` for a port the router does not have or no entry). Does not set
+    /// [`Router::take_learned`].
     pub fn learn(&mut self, u: NeighUpdate, now_ns: u64) -> bool {
-        usize::from(u.port) < self.nports && self.neigh.confirm(u.ip, u.port, u.mac, true, now_ns)
+        usize::from(u.port) < self.nports
+            && self
+                .neigh
+                .confirm(u.ip, u.port, u.mac, Confirm::Reply, now_ns)
+    }
+
+    /// Whether `src` is one of our port addresses, or the network or broadcast address of a
+    /// connected network up to /30 (a /31 or /32 has neither: RFC 3021): a source that must
+    /// not be forwarded from (RFC 1812 §5.3.7).
+    #[inline(always)]
+    fn is_own_or_broadcast(&self, src: u32) -> bool {
+        (self.bad_src_bits >> (src & 63)) & 1 != 0 && self.own_or_broadcast_slow(src)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn own_or_broadcast_slow(&self, src: u32) -> bool {
+        self.ports().iter().any(|p| {
+            src == p.addr.addr.to_bits()
+                || (p.addr.len <= 30
+                    && (src == p.addr.network().addr.to_bits()
+                        || src == p.addr.broadcast().to_bits()))
+        })
     }
 
     /// The neighbour entries (console `neigh`).
@@ -726,12 +771,17 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             && port.addr.len < 32
             && port.addr.contains(Ipv4Addr::from_bits(a.spa))
             && a.spa != port.addr.broadcast().to_bits();
-        // RFC 826: update an entry for the sender if we have one; add it if we are the target.
-        let learned = sender_ok
-            && self
-                .neigh
-                .confirm(a.spa, in_port as u8, a.sha, for_us, now_ns);
-        if learned {
+        // RFC 826: update an entry for the sender if we have one; add it if we are the target
+        // of a request. Linux's arp_process with arp_accept=0 decides the state (see
+        // `neigh::Confirm`): Reachable only from a reply unicast to us.
+        let unicast_reply = a.op == arp::ARP_REPLY && frame[ETH_DST] == port.mac.0;
+        let how = match a.op {
+            _ if unicast_reply => Confirm::Reply,
+            arp::ARP_REQUEST if for_us => Confirm::Request,
+            _ => Confirm::Overheard,
+        };
+        let learned = sender_ok && self.neigh.confirm(a.spa, in_port as u8, a.sha, how, now_ns);
+        if sender_ok && unicast_reply && for_us {
             self.learned = Some(NeighUpdate {
                 ip: a.spa,
                 port: in_port as u8,
@@ -772,7 +822,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             Ok(h) => h,
             Err(r) => return Action::Drop(r),
         };
-        if ipv4::is_martian_src(h.src) {
+        if ipv4::is_martian_src(h.src) || self.is_own_or_broadcast(h.src) {
             return Action::Drop(RouterDrop::MartianSrc);
         }
         match ipv4::classify_dst(h.dst) {
@@ -1171,6 +1221,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                     return Some(Event::Dropped {
                         handle,
                         reason: RouterDrop::NeighTimeout,
+                    });
+                }
+                NeighEvent::Evicted { handle } => {
+                    self.counters.drop(RouterDrop::NeighEvicted);
+                    return Some(Event::Dropped {
+                        handle,
+                        reason: RouterDrop::NeighEvicted,
                     });
                 }
             }

@@ -23,6 +23,27 @@
 //!
 //! Lookup is a linear scan over `N` entries: `N` is meant to be small (the directly connected
 //! hosts and gateways of an appliance, default 64).
+//!
+//! # Bounded by policy (hostile neighbours)
+//!
+//! The table is small, so who may take a slot is decided by policy, after Linux
+//! (`net/ipv4/arp.c` `arp_process` with `arp_accept=0`; `gc_thresh*` and `unres_qlen` in
+//! `net/core/neighbour.c`):
+//! - An ARP **reply** unicast to us makes an existing entry Reachable; it never creates one
+//!   (`arp_accept=0`). An ARP **request** for our address creates an entry in state **Stale**
+//!   (Linux's `neigh_event_ns`), never Reachable, and updates an existing one without
+//!   confirming it. Other ARP only updates an existing entry ([`Confirm`]).
+//! - An entry forwarding has never used (learned from an unsolicited request) is evicted
+//!   first; such an entry may only ever take the slot of another such entry.
+//! - An entry forwarding used within [`NeighConfig::in_use_ns`] (default 5 s, the age under
+//!   which Linux's `neigh_forced_gc` keeps an entry) is never evicted; nor is one with frames
+//!   queued.
+//! - At most a quarter of the slots (`max(N / 4, 1)`) are Incomplete, so at most `N / 4 × Q`
+//!   frames wait for ARP (Linux: `unres_qlen` per entry). A new unresolved neighbour beyond
+//!   that takes the slot of the oldest Incomplete entry, whose queued frames are given back
+//!   through [`NeighEvent::Evicted`]: a scan of silent addresses churns the Incomplete quarter
+//!   and never touches the resolved entries, and a real neighbour that answers within the
+//!   churn gets through.
 
 use crate::MacAddr;
 
@@ -39,6 +60,9 @@ pub struct NeighConfig {
     pub reachable_ns: u64,
     /// How long after its last confirmation an entry is removed.
     pub stale_ns: u64,
+    /// An entry forwarding used within this long is never evicted for another (Linux's
+    /// `neigh_forced_gc` spares entries updated in the last 5 s).
+    pub in_use_ns: u64,
 }
 
 impl Default for NeighConfig {
@@ -48,6 +72,7 @@ impl Default for NeighConfig {
             max_probes: 3,
             reachable_ns: 30_000_000_000,
             stale_ns: 60_000_000_000,
+            in_use_ns: 5_000_000_000,
         }
     }
 }
@@ -73,8 +98,25 @@ pub enum Resolve {
     /// Queue behind entry `idx` (incomplete, or resolved with frames still waiting, to keep
     /// their order).
     Pending(usize),
-    /// No entry and no free slot.
+    /// No entry and no slot it may take (see the module's policy).
     TableFull,
+}
+
+/// What an ARP frame from a neighbour says, for [`NeighTable::confirm`] (Linux's
+/// `arp_process` with `arp_accept=0`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Confirm {
+    /// An ARP reply unicast to our MAC: an existing entry becomes Reachable (the neighbour
+    /// answered); no entry is created.
+    Reply,
+    /// An ARP request for our address: an existing entry takes the MAC (Incomplete becomes
+    /// Stale and its frames leave; a Reachable one with the same MAC stays Reachable, with a new
+    /// MAC it becomes Stale); a missing one is created Stale, in the slot of a free or another
+    /// never-used entry only.
+    Request,
+    /// Any other ARP from the sender (gratuitous, broadcast reply, request for another
+    /// address): updates an existing entry like [`Confirm::Request`], creates none.
+    Overheard,
 }
 
 /// Work found by [`NeighTable::poll`].
@@ -103,7 +145,16 @@ pub enum NeighEvent<H> {
         /// The caller's handle.
         handle: H,
     },
+    /// A queued frame dropped because its Incomplete entry was taken by a newer unresolved
+    /// neighbour (the Incomplete cap).
+    Evicted {
+        /// The caller's handle.
+        handle: H,
+    },
 }
+
+/// [`Entry::used_ns`] of an entry forwarding never used.
+const NEVER: u64 = u64::MAX;
 
 #[derive(Copy, Clone, Debug)]
 struct Entry<H, const Q: usize> {
@@ -113,6 +164,8 @@ struct Entry<H, const Q: usize> {
     mac: MacAddr,
     /// Last confirmation (Reachable/Stale) or creation (Incomplete).
     confirmed_ns: u64,
+    /// Last time forwarding resolved it ([`NEVER`]: learned from ARP, never used).
+    used_ns: u64,
     /// Last request sent.
     probe_ns: u64,
     probes: u8,
@@ -129,6 +182,7 @@ impl<H: Copy, const Q: usize> Entry<H, Q> {
         port: 0,
         mac: MacAddr([0; 6]),
         confirmed_ns: 0,
+        used_ns: NEVER,
         probe_ns: 0,
         probes: 0,
         probe_due: false,
@@ -169,6 +223,10 @@ pub struct NeighTable<H: Copy, const N: usize, const Q: usize> {
     entries: [Entry<H, Q>; N],
     cfg: NeighConfig,
     queued: usize,
+    /// Frames of evicted Incomplete entries, given back by [`NeighTable::poll`]
+    /// ([`NeighEvent::Evicted`]) or [`NeighTable::flush`].
+    evicted: [Option<H>; Q],
+    nevicted: usize,
     /// Something changed that [`NeighTable::poll`] must act on without waiting for a timer
     /// (a request due, queued frames to release): lets the fast path skip the O(N) scan after
     /// a burst that changed nothing.
@@ -186,6 +244,8 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             entries: [Entry::FREE; N],
             cfg,
             queued: 0,
+            evicted: [None; Q],
+            nevicted: 0,
             urgent: false,
         }
     }
@@ -202,10 +262,13 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         self.urgent
     }
 
-    /// Frames queued over all entries.
+    /// Frames held: queued over all entries, and those of evicted entries not yet given back.
     pub fn queued(&self) -> usize {
-        self.queued
+        self.queued + self.nevicted
     }
+
+    /// The most entries that may be Incomplete at once: a quarter of the table (at least 1).
+    pub const MAX_INCOMPLETE: usize = if N / 4 > 0 { N / 4 } else { 1 };
 
     fn find(&self, ip: u32, port: u8) -> Option<usize> {
         self.entries
@@ -220,6 +283,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         if let Some(i) = self.find(ip, port) {
             let retrans = self.cfg.retrans_ns;
             let e = &mut self.entries[i];
+            e.used_ns = now_ns;
             return match e.state {
                 NeighState::Incomplete => Resolve::Pending(i),
                 _ if e.qlen > 0 => Resolve::Pending(i),
@@ -241,7 +305,17 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     #[cold]
     #[inline(never)]
     fn resolve_new(&mut self, ip: u32, port: u8, now_ns: u64) -> Resolve {
-        let Some(i) = self.free_slot() else {
+        let incomplete = self
+            .entries
+            .iter()
+            .filter(|e| e.state == NeighState::Incomplete)
+            .count();
+        let slot = if incomplete >= Self::MAX_INCOMPLETE {
+            self.evict_oldest_incomplete()
+        } else {
+            self.free_slot(true, now_ns)
+        };
+        let Some(i) = slot else {
             return Resolve::TableFull;
         };
         self.entries[i] = Entry {
@@ -249,6 +323,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             ip,
             port,
             confirmed_ns: now_ns,
+            used_ns: now_ns,
             probe_due: true,
             ..Entry::FREE
         };
@@ -256,8 +331,33 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         Resolve::Pending(i)
     }
 
-    /// A free slot, else the stale entry confirmed longest ago (it has no queue).
-    fn free_slot(&self) -> Option<usize> {
+    /// The Incomplete cap is reached: free the oldest Incomplete entry, moving its queued
+    /// frames to `evicted` (given back by `poll`), if they fit there.
+    fn evict_oldest_incomplete(&mut self) -> Option<usize> {
+        let (i, e) = self
+            .entries
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, e)| e.state == NeighState::Incomplete)
+            .min_by_key(|(_, e)| e.confirmed_ns)?;
+        if self.nevicted + usize::from(e.qlen) > Q {
+            return None;
+        }
+        while let Some((h, _)) = e.pop() {
+            self.queued -= 1;
+            self.evicted[self.nevicted] = Some(h);
+            self.nevicted += 1;
+        }
+        *e = Entry::FREE;
+        Some(i)
+    }
+
+    /// A slot for a new entry: a free one, else the entry least worth keeping among those
+    /// that may go (resolved, no queued frames, not used by forwarding within `in_use_ns`):
+    /// first never-used ones (learned from unsolicited ARP, confirmed longest ago), then, only
+    /// for a neighbour forwarding needs (`for_forwarding`), Stale ones, then Reachable ones,
+    /// each used longest ago first.
+    fn free_slot(&self, for_forwarding: bool, now_ns: u64) -> Option<usize> {
         if let Some(i) = self
             .entries
             .iter()
@@ -265,11 +365,23 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         {
             return Some(i);
         }
+        let in_use = self.cfg.in_use_ns;
         self.entries
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.state == NeighState::Stale && e.qlen == 0)
-            .min_by_key(|(_, e)| e.confirmed_ns)
+            .filter(|(_, e)| {
+                let resolved = matches!(e.state, NeighState::Reachable | NeighState::Stale);
+                let never_used = e.used_ns == NEVER;
+                resolved
+                    && e.qlen == 0
+                    && (never_used
+                        || (for_forwarding && now_ns.saturating_sub(e.used_ns) >= in_use))
+            })
+            .min_by_key(|(_, e)| match (e.used_ns == NEVER, e.state) {
+                (true, _) => (0, e.confirmed_ns),
+                (false, NeighState::Stale) => (1, e.used_ns),
+                (false, _) => (2, e.used_ns),
+            })
             .map(|(i, _)| i)
     }
 
@@ -288,31 +400,48 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         Ok(())
     }
 
-    /// The neighbour `ip` on `port` said it has `mac` (an ARP request or reply from it).
-    /// Updates an existing entry (RFC 826's merge), or creates one when `create` (the ARP was
-    /// addressed to us). Returns whether the table changed.
-    pub fn confirm(&mut self, ip: u32, port: u8, mac: MacAddr, create: bool, now_ns: u64) -> bool {
+    /// The neighbour `ip` on `port` said it has `mac`, in an ARP frame of kind `how`
+    /// (RFC 826's merge, with Linux's states: see [`Confirm`]). Returns whether the table
+    /// changed.
+    pub fn confirm(&mut self, ip: u32, port: u8, mac: MacAddr, how: Confirm, now_ns: u64) -> bool {
         let i = match self.find(ip, port) {
             Some(i) => i,
-            None if create => match self.free_slot() {
+            None if how == Confirm::Request => match self.free_slot(false, now_ns) {
                 Some(i) => {
                     self.entries[i] = Entry {
+                        state: NeighState::Stale,
                         ip,
                         port,
+                        mac,
+                        confirmed_ns: now_ns,
                         ..Entry::FREE
                     };
-                    i
+                    return true;
                 }
                 None => return false,
             },
             None => return false,
         };
         let e = &mut self.entries[i];
-        e.state = NeighState::Reachable;
+        match how {
+            Confirm::Reply => {
+                e.state = NeighState::Reachable;
+                e.confirmed_ns = now_ns;
+                e.probes = 0;
+                e.probe_due = false;
+            }
+            Confirm::Request | Confirm::Overheard => match e.state {
+                NeighState::Incomplete => {
+                    e.state = NeighState::Stale;
+                    e.confirmed_ns = now_ns;
+                    e.probes = 0;
+                    e.probe_due = false;
+                }
+                NeighState::Reachable if e.mac != mac => e.state = NeighState::Stale,
+                _ => {}
+            },
+        }
         e.mac = mac;
-        e.confirmed_ns = now_ns;
-        e.probes = 0;
-        e.probe_due = false;
         self.urgent |= e.qlen > 0;
         true
     }
@@ -320,6 +449,12 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// Advance timers and return one piece of work, or `None` when there is none now. Call it
     /// until it returns `None` (each call is O(N)).
     pub fn poll(&mut self, now_ns: u64) -> Option<NeighEvent<H>> {
+        if self.nevicted > 0 {
+            self.nevicted -= 1;
+            if let Some(handle) = self.evicted[self.nevicted].take() {
+                return Some(NeighEvent::Evicted { handle });
+            }
+        }
         let cfg = self.cfg;
         for e in self.entries.iter_mut() {
             match e.state {
@@ -380,6 +515,12 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
 
     /// Take one queued handle from any entry (shutdown: call until `None`).
     pub fn flush(&mut self) -> Option<H> {
+        if self.nevicted > 0 {
+            self.nevicted -= 1;
+            if let Some(h) = self.evicted[self.nevicted].take() {
+                return Some(h);
+            }
+        }
         for e in self.entries.iter_mut() {
             if let Some((h, _)) = e.pop() {
                 self.queued -= 1;
@@ -474,8 +615,8 @@ mod tests {
         t.enqueue(i, 8, 61).unwrap();
         assert_eq!(drain(&mut t, 0).len(), 1);
         // A reply from another port does not resolve it (and creates nothing).
-        assert!(!t.confirm(IP, 0, MAC, false, 10));
-        assert!(t.confirm(IP, 1, MAC, false, 10));
+        assert!(!t.confirm(IP, 0, MAC, Confirm::Reply, 10));
+        assert!(t.confirm(IP, 1, MAC, Confirm::Reply, 10));
         assert_eq!(t.state(IP, 1), NeighState::Reachable);
         // Until the queue is empty, new frames queue behind (order kept).
         assert_eq!(t.resolve(IP, 1, 11), Resolve::Pending(i));
@@ -502,7 +643,7 @@ mod tests {
         assert_eq!(t.resolve(IP, 1, 32 * S + 1), Resolve::Mac(MAC));
         assert_eq!(drain(&mut t, 32 * S + 1).len(), 1);
         // A confirmation makes it reachable again.
-        assert!(t.confirm(IP, 1, MacAddr([2, 0, 0, 0, 1, 3]), false, 40 * S));
+        assert!(t.confirm(IP, 1, MacAddr([2, 0, 0, 0, 1, 3]), Confirm::Reply, 40 * S));
         assert_eq!(
             t.resolve(IP, 1, 40 * S),
             Resolve::Mac(MacAddr([2, 0, 0, 0, 1, 3]))
@@ -511,32 +652,218 @@ mod tests {
         assert_eq!(t.state(IP, 1), NeighState::Free, "aged out");
     }
 
+    /// Entries learned from unsolicited requests are Stale and go first; an unsolicited
+    /// request never takes the slot of an entry forwarding used; an entry in use is never
+    /// evicted (item 1 of issue 15: spoofed ARP requests from 252 senders).
     #[test]
-    fn full_table_evicts_only_stale_without_queue() {
+    fn spoofed_requests_never_evict_a_used_neighbour() {
+        let mut t: NeighTable<u32, 8, 2> = NeighTable::new(NeighConfig::default());
+        // A real next hop, resolved by forwarding, then idle.
+        assert!(matches!(t.resolve(IP, 1, 0), Resolve::Pending(_)));
+        drain_n(&mut t, 0);
+        assert!(t.confirm(IP, 1, MAC, Confirm::Reply, 1));
+        assert_eq!(t.state(IP, 1), NeighState::Reachable);
+        // 252 spoofed senders: each is learned Stale, never Reachable, and takes only the slot
+        // of another spoofed one.
+        for k in 0..252u32 {
+            let fake = 0x0a00_0100 + 3 + k;
+            t.confirm(
+                fake,
+                1,
+                MacAddr([2, 9, 9, 9, 9, k as u8]),
+                Confirm::Request,
+                S + u64::from(k),
+            );
+            assert!(t
+                .entries()
+                .all(|e| e.ip == IP || e.state == NeighState::Stale));
+        }
+        assert_eq!(t.entries().count(), 8);
+        assert_eq!(
+            t.state(IP, 1),
+            NeighState::Reachable,
+            "the real, idle neighbour stays"
+        );
+        // Refreshing the fakes changes nothing for it.
+        for k in 245..252u32 {
+            t.confirm(0x0a00_0103 + k, 1, MAC, Confirm::Request, 2 * S);
+        }
+        assert_eq!(t.state(IP, 1), NeighState::Reachable);
+        // A new next hop takes a fake's slot at once.
+        let new = 0x0a00_0202;
+        assert!(matches!(t.resolve(new, 1, 3 * S), Resolve::Pending(_)));
+        assert_eq!(t.state(new, 1), NeighState::Incomplete);
+        assert_eq!(t.state(IP, 1), NeighState::Reachable);
+        // A reply never creates an entry (arp_accept=0).
+        assert!(!t.confirm(0x0a00_0203, 1, MAC, Confirm::Reply, 3 * S));
+        assert_eq!(t.state(0x0a00_0203, 1), NeighState::Free);
+    }
+
+    fn drain_n<const N: usize, const Q: usize>(t: &mut NeighTable<u32, N, Q>, now: u64) -> usize {
+        let mut n = 0;
+        while t.poll(now).is_some() {
+            n += 1;
+            assert!(n < 10_000, "poll does not converge");
+        }
+        n
+    }
+
+    /// A neighbour forwarding used within `in_use_ns` is never evicted, not even for another
+    /// one forwarding needs; once idle longer, Stale goes before Reachable.
+    #[test]
+    fn in_use_neighbours_are_never_evicted() {
         let mut t = T::new(NeighConfig::default());
+        // Four resolved neighbours (the cap of 1 Incomplete: resolve one at a time).
         for k in 0..4 {
             assert!(matches!(t.resolve(IP + k, 1, 0), Resolve::Pending(_)));
+            assert!(t.confirm(IP + k, 1, MAC, Confirm::Reply, 0));
         }
-        assert_eq!(t.resolve(IP + 9, 1, 0), Resolve::TableFull);
-        // Learned entries (ARP for us) need a slot too: none free, none stale.
-        assert!(!t.confirm(IP + 9, 1, MAC, true, 0));
-        assert!(t.confirm(IP, 1, MAC, false, 0));
-        assert!(t.confirm(IP + 1, 1, MAC, false, 5));
         drain(&mut t, 0);
-        // Make the two confirmed ones stale; the older goes first.
-        drain(&mut t, 30 * S + 5);
-        assert_eq!(t.state(IP, 1), NeighState::Stale);
-        assert!(matches!(
-            t.resolve(IP + 9, 1, 30 * S + 5),
-            Resolve::Pending(_)
-        ));
-        assert_eq!(t.state(IP, 1), NeighState::Free);
+        // All used 1 s ago: nothing may go.
+        for k in 0..4 {
+            assert_eq!(t.resolve(IP + k, 1, S), Resolve::Mac(MAC));
+        }
+        assert_eq!(t.resolve(IP + 2, 1, 2 * S), Resolve::Mac(MAC));
+        assert_eq!(t.resolve(IP + 9, 1, 2 * S), Resolve::TableFull);
+        // 5 s later, IP + 3 is still used; IP + 1 went Stale (its MAC changed in a request).
+        t.confirm(
+            IP + 1,
+            1,
+            MacAddr([2, 0, 0, 0, 1, 9]),
+            Confirm::Request,
+            5 * S,
+        );
         assert_eq!(t.state(IP + 1, 1), NeighState::Stale);
+        assert_eq!(t.resolve(IP + 3, 1, 6 * S), Resolve::Mac(MAC));
+        assert!(matches!(t.resolve(IP + 9, 1, 6 * S), Resolve::Pending(_)));
+        assert_eq!(t.state(IP + 1, 1), NeighState::Free, "the Stale one went");
+        assert_eq!(t.state(IP + 3, 1), NeighState::Reachable);
+        assert!(t.confirm(IP + 9, 1, MAC, Confirm::Reply, 6 * S));
+        assert!(matches!(t.resolve(IP + 10, 1, 6 * S), Resolve::Pending(_)));
+        assert_eq!(
+            t.state(IP, 1),
+            NeighState::Free,
+            "then the Reachable one used longest ago"
+        );
+        assert_eq!(t.state(IP + 3, 1), NeighState::Reachable, "in use: kept");
+        // An unsolicited request takes no used entry's slot, however old.
+        assert!(!t.confirm(IP + 20, 1, MAC, Confirm::Request, 60 * S));
+    }
+
+    /// A scan of silent addresses: at most a quarter of the table is Incomplete; a newer
+    /// unresolved neighbour takes the oldest Incomplete slot and its queued frames come back
+    /// as `Evicted`; resolved entries are untouched and a neighbour that answers gets through
+    /// (item 2 of issue 15).
+    #[test]
+    fn a_scan_churns_only_the_incomplete_quarter() {
+        type T16 = NeighTable<u32, 16, 2>;
+        assert_eq!(T16::MAX_INCOMPLETE, 4);
+        let mut t = T16::new(NeighConfig::default());
+        assert!(matches!(t.resolve(IP, 1, 0), Resolve::Pending(_)));
+        assert!(t.confirm(IP, 1, MAC, Confirm::Reply, 0));
+        drain_n(&mut t, 0);
+        let mut handles = 0u32;
+        let mut evicted = Vec::new();
+        let mut now = S;
+        for k in 0..400u32 {
+            now += 2_500_000; // 400 frames/s
+            let silent = 0x0a00_0100 + 10 + (k % 240);
+            match t.resolve(silent, 1, now) {
+                Resolve::Pending(i) => {
+                    t.enqueue(i, handles, 60).unwrap();
+                    handles += 1;
+                }
+                r => panic!("scan frame {k}: {r:?}"),
+            }
+            let incomplete = t
+                .entries()
+                .filter(|e| e.state == NeighState::Incomplete)
+                .count();
+            assert!(incomplete <= 4, "{incomplete} Incomplete entries");
+            assert!(t.queued() <= 4 * 2 + 2);
+            while let Some(ev) = t.poll(now) {
+                match ev {
+                    NeighEvent::Evicted { handle } => evicted.push(handle),
+                    NeighEvent::Request { .. } => {}
+                    e => panic!("{e:?}"),
+                }
+            }
+            assert_eq!(t.state(IP, 1), NeighState::Reachable, "resolved entry kept");
+        }
+        assert_eq!(
+            evicted.len(),
+            396,
+            "every scan frame but the last 4 given back"
+        );
+        assert_eq!(t.queued(), 4);
+        // A real new neighbour amid the scan: asked at once, answers, its frame leaves.
+        let real = 0x0a00_0205;
+        let Resolve::Pending(i) = t.resolve(real, 1, now) else {
+            panic!()
+        };
+        t.enqueue(i, 9999, 60).unwrap();
+        assert!(t.confirm(real, 1, MAC, Confirm::Reply, now));
+        let evs: Vec<_> = core::iter::from_fn(|| t.poll(now)).collect();
+        assert!(
+            evs.contains(&NeighEvent::Release {
+                handle: 9999,
+                len: 60,
+                port: 1,
+                mac: MAC
+            }),
+            "{evs:?}"
+        );
+        assert_eq!(t.resolve(real, 1, now), Resolve::Mac(MAC));
+        // Nothing is lost: flush gives back every handle still held.
+        let mut rest = 0;
+        while t.flush().is_some() {
+            rest += 1;
+        }
+        assert_eq!(rest, 3);
+        assert_eq!(t.queued(), 0);
+    }
+
+    /// Linux's states for ARP from a known neighbour: a request (or overheard ARP) turns an
+    /// Incomplete entry Stale and releases its frames, never confirms a Reachable one.
+    #[test]
+    fn requests_update_without_confirming() {
+        let mut t = T::new(NeighConfig::default());
+        let Resolve::Pending(i) = t.resolve(IP, 1, 0) else {
+            panic!()
+        };
+        t.enqueue(i, 5, 60).unwrap();
+        drain(&mut t, 0);
+        assert!(t.confirm(IP, 1, MAC, Confirm::Overheard, 10));
+        assert_eq!(t.state(IP, 1), NeighState::Stale);
+        assert_eq!(
+            drain(&mut t, 10),
+            [NeighEvent::Release {
+                handle: 5,
+                len: 60,
+                port: 1,
+                mac: MAC
+            }]
+        );
+        assert!(t.confirm(IP, 1, MAC, Confirm::Reply, 20));
+        assert_eq!(t.state(IP, 1), NeighState::Reachable);
+        t.confirm(IP, 1, MAC, Confirm::Request, 30);
+        assert_eq!(
+            t.state(IP, 1),
+            NeighState::Reachable,
+            "same MAC: state kept"
+        );
+        // Not refreshed by requests: Stale 30 s after the reply.
+        drain(&mut t, 20 + 30 * S);
+        assert_eq!(t.state(IP, 1), NeighState::Stale);
+        assert!(
+            !t.confirm(IP + 1, 1, MAC, Confirm::Overheard, 40),
+            "overheard creates none"
+        );
     }
 
     #[test]
     fn flush_returns_everything() {
-        let mut t = T::new(NeighConfig::default());
+        let mut t: NeighTable<u32, 16, 3> = NeighTable::new(NeighConfig::default());
         for k in 0..3u32 {
             let Resolve::Pending(i) = t.resolve(IP + k, 0, 0) else {
                 panic!()
@@ -574,7 +901,13 @@ mod needs_poll_tests {
         let _ = t.poll(1);
         assert!(t.poll(1).is_none());
         assert!(!t.needs_poll());
-        assert!(t.confirm(0x0a00_0102, 1, MacAddr([2, 0, 0, 0, 0xb, 2]), false, 2));
+        assert!(t.confirm(
+            0x0a00_0102,
+            1,
+            MacAddr([2, 0, 0, 0, 0xb, 2]),
+            Confirm::Reply,
+            2
+        ));
         assert!(t.needs_poll(), "a resolved neighbour with queued frames");
         assert!(matches!(
             t.poll(2),

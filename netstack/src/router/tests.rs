@@ -150,10 +150,22 @@ fn drain(r: &mut R<'_>, now: u64) -> Vec<(Event<u32>, Vec<u8>)> {
     v
 }
 
-/// B answers ARP on port 1.
+/// B asks for our port 1 address (learned Stale: `arp_accept=0` creates no entry from a
+/// reply), then answers a request of ours (Reachable).
 fn resolve_b(r: &mut R<'_>, now: u64) {
+    let mut req = arp_frame(BCAST, ArpOperation::Request, B_MAC, B_IP, P1_IP);
+    assert!(matches!(
+        run(r, 1, &mut req, 0, now, &mut []),
+        Action::Reply { port: 1, .. }
+    ));
     let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP);
     assert_eq!(run(r, 1, &mut reply, 0, now, &mut []), Action::Consumed);
+    assert_eq!(
+        r.neighbours()
+            .find(|n| n.ip == B_IP.to_bits())
+            .map(|n| n.state),
+        Some(NeighState::Reachable)
+    );
 }
 
 /// Check a forwarded frame against the original: MACs, TTL − 1, valid checksum, nothing else
@@ -443,6 +455,15 @@ fn martians_and_broadcasts_are_dropped_without_icmp() {
         (ip(224, 0, 0, 5), B_IP, RouterDrop::MartianSrc),
         (ip(240, 0, 0, 1), B_IP, RouterDrop::MartianSrc),
         (ip(255, 255, 255, 255), B_IP, RouterDrop::MartianSrc),
+        // Our own addresses and our networks' network and broadcast addresses (RFC 1812
+        // §5.3.7; issue 15 item 4: these got Time Exceeded and were forwarded).
+        (P0_IP, B_IP, RouterDrop::MartianSrc),
+        (P1_IP, B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 0, 0), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 0, 255), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 1, 0), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 1, 255), B_IP, RouterDrop::MartianSrc),
+        (ip(10, 0, 0, 255), P0_IP, RouterDrop::MartianSrc),
         (A_IP, ip(0, 0, 0, 0), RouterDrop::MartianDst),
         (A_IP, ip(127, 0, 0, 1), RouterDrop::MartianDst),
         (A_IP, ip(240, 0, 0, 1), RouterDrop::MartianDst),
@@ -462,6 +483,36 @@ fn martians_and_broadcasts_are_dropped_without_icmp() {
     }
     assert_eq!(r.counters().icmp_sent, 0);
     assert_eq!(r.counters().drops_total(), 2 * cases.len() as u64);
+    // An echo request from a broadcast source gets no reply; addresses that only share a low
+    // byte with ours (the fast filter's bitmap) are ordinary hosts.
+    let mut f = echo_request(P0_IP, 0);
+    f[IP + 12..IP + 16].copy_from_slice(&[10, 0, 0, 255]);
+    let c = ipv4_checksum(&f[IP..IP + IPV4_MIN_HDR]);
+    f[IP + 10..IP + 12].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Drop(RouterDrop::MartianSrc)
+    );
+    for src in [ip(10, 0, 7, 1), ip(10, 0, 7, 255), ip(192, 168, 0, 0)] {
+        let mut f = ip_frame(src, B_IP, 1, 17, b"12345678");
+        assert!(
+            matches!(run(&mut r, 0, &mut f, 1, 0, &mut out), Action::Icmp { .. }),
+            "{src}"
+        );
+    }
+}
+
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    for (i, w) in h.chunks(2).enumerate() {
+        if i != 5 {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 #[test]
@@ -674,12 +725,13 @@ fn arp_for_us_is_answered_in_place() {
             target_protocol_addr: A_IP,
         }
     );
-    // The requester was learned (RFC 826): a frame to A goes at once.
+    // The requester was learned (RFC 826), Stale as Linux's neigh_event_ns makes it (never
+    // Reachable from a request): a frame to A goes at once, and A is asked again.
     let nb: Vec<_> = r.neighbours().collect();
     assert_eq!(nb.len(), 1);
     assert_eq!(
         (nb[0].ip, nb[0].mac, nb[0].state),
-        (A_IP.to_bits(), A_MAC, NeighState::Reachable)
+        (A_IP.to_bits(), A_MAC, NeighState::Stale)
     );
     // A padded request gets a padded reply (to 60 bytes, zeros).
     let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
@@ -1188,18 +1240,33 @@ fn per_core_routers_share_one_fib_and_learn_from_each_other() {
     assert_eq!(c0.take_learned(), None, "applied updates are not re-sent");
     // An update for a port the router does not have is ignored.
     assert!(!c0.learn(NeighUpdate { port: 5, ..u }, 30));
+    // The reply created no entry on core 1 (arp_accept=0): its first frame for B waits for its
+    // own request, whose answer (landing on core 0 this time) reaches it through the ring.
+    let mut f = orig.clone();
+    assert_eq!(c1.process(0, &mut f, 8, 40, &mut out), Action::Queued);
+    assert!(matches!(
+        c1.poll(40, &mut arp),
+        Some(Event::SendArp { port: 1, .. })
+    ));
+    let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP);
+    assert_eq!(c0.process(1, &mut reply, 0, 41, &mut []), Action::Consumed);
+    assert!(c1.learn(c0.take_learned().expect("core 0 heard the reply"), 42));
+    assert!(matches!(
+        c1.poll(42, &mut arp),
+        Some(Event::Transmit { handle: 8, .. })
+    ));
     // Both cores now forward at once with the one FIB.
     for c in [&mut c0, &mut c1] {
         let mut f = orig.clone();
         assert!(matches!(
-            c.process(0, &mut f, 9, 40, &mut out),
+            c.process(0, &mut f, 9, 43, &mut out),
             Action::Forward { port: 1, .. }
         ));
     }
     let mut total = *c0.counters();
     total += c1.counters();
-    assert_eq!(total.forwarded, 3);
-    assert_eq!(total.rx, 4);
+    assert_eq!(total.forwarded, 4);
+    assert_eq!(total.rx, 6);
 }
 
 /// One router per core: their IP IDs interleave (core k of n: k + 1, k + 1 + n, …), so two

@@ -278,7 +278,7 @@ fn json_is_the_established_line() {
         r#""bad_version":0,"bad_ihl":0,"bad_total_len":0,"bad_checksum":0,"bad_options":0,"#,
         r#""martian_src":0,"martian_dst":0,"broadcast":0,"multicast":0,"#,
         r#""source_route_failed":0,"no_route":1,"ttl_expired":2,"neigh_table_full":0,"#,
-        r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0},"#,
+        r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0,"neigh_evicted":0},"#,
         r#""neigh_sync":{"sent":5,"applied":5,"dropped":0},"mgmt_handoff":6,"#,
         r#""mgmt_handoff_dropped":0}}"#,
     );

@@ -282,3 +282,64 @@ fn pcap_matcher_flags_unknown_and_duplicates() {
     assert_eq!(acc.received, 2);
     assert_eq!(acc.duplicates, 1);
 }
+
+/// Issue 15 item 7: a 0-length pcap record is refused with a named error naming the record
+/// (on main it was replayed, and its 0-byte datagram wedged the QEMU dgram port).
+#[test]
+fn zero_length_pcap_record_is_refused() {
+    let dir = std::env::temp_dir().join(format!("gannet-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("empty-record.pcap");
+    let frame = build_frame(0, 1, 0, 60).unwrap();
+    let mut b = Vec::new();
+    // Classic pcap header: magic, v2.4, zone 0, sigfigs 0, snaplen 65535, Ethernet (1).
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    for w in [0u32, 0, 65535, 1] {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    for data in [&frame[..], &[][..]] {
+        for w in [0u32, 0, data.len() as u32, data.len() as u32] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(data);
+    }
+    std::fs::write(&path, &b).unwrap();
+    let err = read_pcap(&path).unwrap_err();
+    let e = err
+        .downcast_ref::<EmptyPcapRecord>()
+        .unwrap_or_else(|| panic!("not EmptyPcapRecord: {err:#}"));
+    assert_eq!(e.record, 2);
+    assert!(err.to_string().starts_with("EmptyPcapRecord: "), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 15 item 7: the generator's socket refuses a 0-byte frame with `EmptyFrame` and sends
+/// nothing (the peer receives only the next, real frame).
+#[test]
+fn zero_byte_frame_is_refused_before_the_socket() {
+    let dir = std::env::temp_dir().join(format!("gannet-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let guest = std::os::unix::net::UnixDatagram::bind(guest_sock(&dir, 0)).unwrap();
+    let port = RawPort::bind(&dir, 0).unwrap();
+    let err = port.send(&[]).unwrap_err();
+    let io = err.downcast_ref::<std::io::Error>().expect("an io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(
+        io.get_ref().is_some_and(|e| e.is::<EmptyFrame>()),
+        "{err:#}"
+    );
+    port.send(&[1, 2, 3]).unwrap();
+    let mut buf = [0u8; 16];
+    guest
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    assert_eq!(
+        guest.recv(&mut buf).unwrap(),
+        3,
+        "only the real frame arrived"
+    );
+    drop(port);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
