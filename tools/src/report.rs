@@ -48,6 +48,9 @@ pub struct PerCore {
     /// That core's frames per busy poll iteration (`forwarded / busy_iters`), the batch its
     /// cycles per packet were amortised over.
     pub frames_per_busy_iter: Option<f64>,
+    /// That core's TLB shootdown counters (pages unmapped, batches, requests, IPIs, flushes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tlb: Option<netstack::stats::TlbCpuStats>,
 }
 
 fn fmt_opt(v: Option<f64>, prec: usize) -> String {

@@ -547,6 +547,7 @@ fn traffic(
                         frames_per_busy_iter: c.and_then(|c| {
                             (c.busy_iters > 0).then(|| c.forwarded as f64 / c.busy_iters as f64)
                         }),
+                        tlb: c.map(|c| c.tlb),
                     }
                 })
                 .collect()
