@@ -421,9 +421,24 @@ impl PerCpuPages {
         if self.guard_batch.frames().is_empty() {
             return;
         }
-        let mut batch = core::mem::replace(&mut self.guard_batch, GuardBatch::new());
-        g.flush(&mut batch, &mut |pfn| self.push(zone, pfn));
-        self.guard_batch = batch;
+        // Split the borrows: the batch is flushed while its frames go onto the list.
+        let PerCpuPages {
+            guard_batch,
+            list,
+            count,
+            tail,
+            high,
+            batch,
+            ..
+        } = self;
+        let mut ring = Ring {
+            list,
+            count,
+            tail,
+            high: *high,
+            batch: *batch,
+        };
+        g.flush(guard_batch, &mut |pfn| ring.push(zone, pfn));
     }
 
     // ---------------------------------------------------------------- internals
@@ -499,30 +514,63 @@ impl PerCpuPages {
     /// Put a free page on the list, flushing `batch` cold pages if the list passes `high`.
     #[inline(always)]
     fn push(&mut self, zone: &Zone, pfn: Pfn) {
-        self.list[(self.tail + self.count) & MASK] = pfn;
-        self.count += 1;
-        if self.count > self.high {
-            self.flush_cold(zone, self.batch);
-        }
+        self.ring().push(zone, pfn);
     }
 
     /// Return the `n` coldest pages to the zone in one lock hold (`free_pcppages_bulk`).
     fn flush_cold(&mut self, zone: &Zone, n: usize) {
-        let n = n.min(self.count);
-        if n == 0 {
-            return;
+        self.ring().flush_cold(zone, n);
+    }
+
+    /// The list as a [`Ring`] (borrowed fields).
+    #[inline(always)]
+    fn ring(&mut self) -> Ring<'_> {
+        Ring {
+            list: &mut self.list,
+            count: &mut self.count,
+            tail: &mut self.tail,
+            high: self.high,
+            batch: self.batch,
         }
-        let start = self.tail;
-        let first = n.min(PCP_MAX_PAGES - start);
-        zone.free_pcppages_bulk2(&self.list[start..start + first], &self.list[..n - first]);
-        self.tail = (self.tail + n) & MASK;
-        self.count -= n;
     }
 
     /// The PFNs on the list, coldest first (tests and debugging).
     #[cfg(test)]
     pub(crate) fn pages(&self) -> impl Iterator<Item = Pfn> + '_ {
         (0..self.count).map(move |i| self.list[(self.tail + i) & MASK])
+    }
+}
+
+/// The list's ring fields, borrowed apart from the rest of a [`PerCpuPages`] (so the guard
+/// batch can be flushed while its frames are pushed).
+struct Ring<'a> {
+    list: &'a mut [Pfn; PCP_MAX_PAGES],
+    count: &'a mut usize,
+    tail: &'a mut usize,
+    high: usize,
+    batch: usize,
+}
+
+impl Ring<'_> {
+    #[inline(always)]
+    fn push(&mut self, zone: &Zone, pfn: Pfn) {
+        self.list[(*self.tail + *self.count) & MASK] = pfn;
+        *self.count += 1;
+        if *self.count > self.high {
+            self.flush_cold(zone, self.batch);
+        }
+    }
+
+    fn flush_cold(&mut self, zone: &Zone, n: usize) {
+        let n = n.min(*self.count);
+        if n == 0 {
+            return;
+        }
+        let start = *self.tail;
+        let first = n.min(PCP_MAX_PAGES - start);
+        zone.free_pcppages_bulk2(&self.list[start..start + first], &self.list[..n - first]);
+        *self.tail = (*self.tail + n) & MASK;
+        *self.count -= n;
     }
 }
 
