@@ -29,9 +29,9 @@ use unikernel::dataplane::CoreRouter;
 /// The router that builds the FIB on the boot CPU.
 type FibBuilder = Router<'static, mm::Pfn>;
 
-/// DIR-24-8 second-level groups (256 entries each): prefixes longer than /24 under 1024
-/// distinct /24s. 1 MiB, `vmalloc`'d.
-const TBL8_GROUPS: usize = 1024;
+/// Most DIR-24-8 second-level groups (256 entries, 1 KiB each): prefixes longer than /24
+/// under at most 1024 distinct /24s (1 MiB). Fewer are `vmalloc`'d when fewer can be needed.
+const TBL8_GROUPS_MAX: usize = 1024;
 /// Fewest rule slots (a power of two).
 const MIN_RULES: usize = 64;
 /// Distinct uniform-chunk values that get a shared page; a chunk whose value finds no room
@@ -125,11 +125,23 @@ fn map_chunk(area: VmArea, c: usize, pfn: Pfn) -> Result<(), FibError> {
         .map_err(|e| err(format_args!("router: FIB tbl24 chunk {c}: {e}")))
 }
 
-/// Rule slots for the routes given: a power of two with at least 8/7 of them (the rule
-/// table's fill limit) for the routes file's lines, `route=` and each port's three routes.
-fn rule_slots(cfg: &Config, routes_file: Option<&str>) -> usize {
+/// Rule slots and tbl8 groups for the routes given. Rule slots: a power of two with at least
+/// 8/7 of them (the rule table's fill limit) for the routes file's lines, `route=` and each
+/// port's three routes. Groups: at most one per route longer than /24 (each port's local and
+/// broadcast /32 included), at most [`TBL8_GROUPS_MAX`] (seal reports if they do not suffice).
+fn fib_sizes(cfg: &Config, routes_file: Option<&str>) -> (usize, usize) {
     let n = cfg.routes.len() + routes_file.map_or(0, |t| t.lines().count()) + 3 * PORTS;
-    (n * 8 / 7 + 1).next_power_of_two().max(MIN_RULES)
+    let long = cfg.routes.iter().filter(|r| r.0.len > 24).count()
+        + routes_file.map_or(0, |t| {
+            netstack::parse_routes_file(t)
+                .filter(|r| r.as_ref().is_ok_and(|(_, (net, _))| net.len > 24))
+                .count()
+        })
+        + 2 * PORTS;
+    (
+        (n * 8 / 7 + 1).next_power_of_two().max(MIN_RULES),
+        long.min(TBL8_GROUPS_MAX),
+    )
 }
 
 /// Boot CPU, once, before the boot free-page count: build the sparse FIB from the
@@ -141,8 +153,8 @@ fn rule_slots(cfg: &Config, routes_file: Option<&str>) -> usize {
 pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result<(), FibError> {
     let t0 = uptime_us();
     let mut mem = FibMemory::default();
-    let nrules = rule_slots(cfg, routes_file);
-    let (tbl8, p) = vmalloc_slice::<u32>(zone, TBL8_GROUPS * TBL8_GROUP_LEN, "tbl8")?;
+    let (nrules, groups) = fib_sizes(cfg, routes_file);
+    let (tbl8, p) = vmalloc_slice::<u32>(zone, groups * TBL8_GROUP_LEN, "tbl8")?;
     mem.tbl8_pages = p;
     let (rules, p) = vmalloc_slice::<RuleSlot>(zone, nrules, "rule table")?;
     mem.rule_pages = p;
@@ -178,8 +190,13 @@ pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result
     }
     let mut fib = router.into_fib();
     let t1 = uptime_us();
-    fib.seal()
-        .map_err(|e| err(format_args!("router: FIB: {e}")))?;
+    fib.seal().map_err(|e| {
+        err(format_args!(
+            "router: FIB of {} routes with {} tbl8 groups: {e}",
+            fib.len(),
+            fib.tbl8_usage().1
+        ))
+    })?;
     let area = vmap::alloc_va(TBL24_LEN * 4 / PAGE as usize)
         .map_err(|e| err(format_args!("router: FIB tbl24: {e}")))?;
     let mut shared: heapless::Vec<(u32, Pfn), SHARED_VALUES> = heapless::Vec::new();
@@ -226,9 +243,11 @@ pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result
         .map_err(|e| err(format_args!("router: FIB: {e}")))?;
     let t2 = uptime_us();
     info!(
-        "router: {} routes in the FIB (connected, local, broadcast, static); {} tbl8 groups",
+        "router: {} routes in the FIB (connected, local, broadcast, static); {} of {} tbl8 groups, {} rule slots",
         fib.len(),
-        fib.tbl8_usage().0
+        fib.tbl8_usage().0,
+        fib.tbl8_usage().1,
+        nrules,
     );
     info!(
         "router: FIB tbl24 {} chunks: {} real chunk pages, {} uniform chunks on {} shared pages; \
