@@ -144,15 +144,14 @@ fn fib_sizes(cfg: &Config, routes_file: Option<&str>) -> (usize, usize) {
     )
 }
 
-/// Boot CPU, once, before the boot free-page count: build the sparse FIB from the
-/// configuration and the routes file, and publish it for [`core_router`].
-///
-/// # Errors
-/// A [`FibError`] naming the bad address, route or routes-file line, or the memory that ran
-/// out.
-pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result<(), FibError> {
-    let t0 = uptime_us();
-    let mut mem = FibMemory::default();
+/// The sparse build's rule phase: vmalloc the rule table and tbl8 (sized by
+/// [`fib_sizes`]), install the ports' routes, `route=` and the routes file, and seal.
+fn build_rules(
+    cfg: &Config,
+    zone: &Zone,
+    routes_file: Option<&str>,
+    mem: &mut FibMemory,
+) -> Result<Fib<'static>, FibError> {
     let (nrules, groups) = fib_sizes(cfg, routes_file);
     let (tbl8, p) = vmalloc_slice::<u32>(zone, groups * TBL8_GROUP_LEN, "tbl8")?;
     mem.tbl8_pages = p;
@@ -189,7 +188,6 @@ pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result
         info!("router: {n} routes from the routes file");
     }
     let mut fib = router.into_fib();
-    let t1 = uptime_us();
     fib.seal().map_err(|e| {
         err(format_args!(
             "router: FIB of {} routes with {} tbl8 groups: {e}",
@@ -197,10 +195,21 @@ pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result
             fib.tbl8_usage().1
         ))
     })?;
+    Ok(fib)
+}
+
+/// The sparse build's tbl24 phase: a 64 MiB vmap range whose chunk `c` maps, read-only, the
+/// shared page of its value if [`Fib::fill_chunk`] found it uniform, else a zone page holding
+/// the chunk. Returns the flat view of the range.
+fn map_tbl24(
+    fib: &mut Fib<'static>,
+    zone: &Zone,
+    mem: &mut FibMemory,
+) -> Result<&'static [AtomicU32], FibError> {
     let area = vmap::alloc_va(TBL24_LEN * 4 / PAGE as usize)
         .map_err(|e| err(format_args!("router: FIB tbl24: {e}")))?;
     let mut shared: heapless::Vec<(u32, Pfn), SHARED_VALUES> = heapless::Vec::new();
-    let mut scratch = zone_page(zone, &mem)?;
+    let mut scratch = zone_page(zone, mem)?;
     for c in 0..TBL24_CHUNKS {
         let kind = fib
             .fill_chunk(c, page_entries(scratch))
@@ -219,14 +228,14 @@ pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result
                         mem.shared_chunks -= 1;
                         mem.chunk_pages += 1;
                     }
-                    scratch = zone_page(zone, &mem)?;
+                    scratch = zone_page(zone, mem)?;
                     p
                 }
             }
             Tbl24Chunk::Mixed => {
                 mem.chunk_pages += 1;
                 let p = scratch;
-                scratch = zone_page(zone, &mem)?;
+                scratch = zone_page(zone, mem)?;
                 p
             }
         };
@@ -237,17 +246,29 @@ pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result
     // a frame holding its chunk; the mappings are never changed or removed, so the range is
     // valid for reads for 'static. It is only read, with atomic loads (valid on read-only memory
     // for a lock-free 4-byte atomic), never written.
-    let tbl24: &'static [AtomicU32] =
-        unsafe { core::slice::from_raw_parts(area.base as *const AtomicU32, TBL24_LEN) };
+    Ok(unsafe { core::slice::from_raw_parts(area.base as *const AtomicU32, TBL24_LEN) })
+}
+
+/// Boot CPU, once, before the boot free-page count: build the sparse FIB from the
+/// configuration and the routes file, and publish it for [`core_router`].
+///
+/// # Errors
+/// A [`FibError`] naming the bad address, route or routes-file line, or the memory that ran
+/// out.
+pub fn build_fib(cfg: &Config, zone: &Zone, routes_file: Option<&str>) -> Result<(), FibError> {
+    let t0 = uptime_us();
+    let mut mem = FibMemory::default();
+    let mut fib = build_rules(cfg, zone, routes_file, &mut mem)?;
+    let t1 = uptime_us();
+    let tbl24 = map_tbl24(&mut fib, zone, &mut mem)?;
     fib.attach_tbl24(tbl24)
         .map_err(|e| err(format_args!("router: FIB: {e}")))?;
     let t2 = uptime_us();
     info!(
-        "router: {} routes in the FIB (connected, local, broadcast, static); {} of {} tbl8 groups, {} rule slots",
+        "router: {} routes in the FIB (connected, local, broadcast, static); {} of {} tbl8 groups used",
         fib.len(),
         fib.tbl8_usage().0,
         fib.tbl8_usage().1,
-        nrules,
     );
     info!(
         "router: FIB tbl24 {} chunks: {} real chunk pages, {} uniform chunks on {} shared pages; \
