@@ -102,7 +102,9 @@ fn process_once(
 }
 
 fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
-    let mut tbl24 = vec![0u32; TBL24_LEN];
+    let mut tbl24: Vec<core::sync::atomic::AtomicU32> = core::iter::repeat_with(Default::default)
+        .take(TBL24_LEN)
+        .collect();
     let mut tbl8 = vec![0u32; TBL8_GROUPS * TBL8_GROUP_LEN];
     let mut rules = vec![RuleSlot::EMPTY; RULES];
     let fib = Fib::new(&mut tbl24, &mut tbl8, &mut rules).expect("FIB storage");

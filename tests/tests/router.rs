@@ -218,3 +218,138 @@ fn routes_file_as_a_boot_module() {
         guest.lines()
     );
 }
+
+/// The boot log's sparse-FIB line: (real chunk pages, shared pages, FIB memory in KiB).
+fn fib_memory(lines: &[String]) -> (u64, u64, u64) {
+    let l = lines
+        .iter()
+        .find(|l| l.contains("router: FIB tbl24"))
+        .unwrap_or_else(|| panic!("no FIB memory line: {lines:?}"));
+    let num_before = |what: &str| -> u64 {
+        let head = &l[..l.find(what).unwrap_or_else(|| panic!("no `{what}` in {l}"))];
+        head.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    let kib = l.split("FIB memory ").nth(1).unwrap();
+    (
+        num_before(" real chunk pages"),
+        num_before(" shared pages"),
+        kib.split_whitespace().next().unwrap().parse().unwrap(),
+    )
+}
+
+/// The FIB is sparse: with a few routes (one in a tbl8 group) router mode boots and routes in
+/// 32 MiB of guest RAM, where the dense tbl24 alone was 64 MiB; the boot log counts its pages.
+#[test]
+fn sparse_fib_routes_in_32m() {
+    let mut rig = Rig::start_memory(
+        &format!(
+            "{ROUTER} route=192.168.0.0/16,10.0.1.2 route=172.16.5.9/32,10.0.1.2 \
+             route=100.64.0.0/10,10.0.1.2"
+        ),
+        gen_count(1, 64, false),
+        "32M",
+        1,
+    );
+    let (own, shared, kib) = fib_memory(&rig.guest.lines());
+    // Mixed chunks: 10.0.0.0/14 (the ports' /24s), 192.168.0.0/14 (a /16 inside), 172.16.0.0/14
+    // (the /32's group). 100.64.0.0/10 covers 16 whole chunks: uniform, one shared value.
+    assert_eq!(own, 3, "{}", rig.tail());
+    assert_eq!(shared, 2, "no route and 100.64/10: {}", rig.tail());
+    assert!(kib < 64, "FIB memory {kib} KiB");
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    for (seq, dst) in [[192, 168, 7, 7], [172, 16, 5, 9], [100, 100, 1, 1]]
+        .into_iter()
+        .enumerate()
+    {
+        p0.send(&frame_to(dst, 64, seq as u64)).unwrap();
+        let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
+            .unwrap_or_else(|| panic!("{dst:?} not routed via 10.0.1.2\n{}", rig.tail()));
+        assert_eq!(&got[ETH_DST], &peer_mac(1));
+        assert_eq!(ipv4(&got).destination, dst);
+    }
+    let s = rig.quit();
+    assert_eq!(router(&s).forwarded, 3);
+    assert_no_leak(&s);
+}
+
+/// A BGP-sized table (100,000 routes, the mix of tools/scripts/mkroutes.py: mostly /24 and
+/// /16–/23, a few /8–/12 and /28) from the boot module: built sparse, it routes a frame by one
+/// of the file's /28s and one by a /24, and quit finds no page leaked.
+#[test]
+fn hundred_thousand_routes_from_the_boot_module() {
+    let dir = TestDir::new();
+    let file = dir.path().join("routes100k.txt");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // 0.5% /28 (as mkroutes.py), a few /8 and /12, the rest /16–/24.
+    let common = [24u32, 24, 24, 24, 24, 23, 22, 21, 20, 16, 16, 19, 18, 17];
+    let pick = |r: u64| match r % 200 {
+        0 => 28,
+        1 => 8,
+        2 | 3 => 12,
+        k => common[k as usize % common.len()],
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut text = String::new();
+    // Two routes whose frames the test sends (203.0.113.0/24 and 198.51.100.16/28, both via
+    // port 1), then 99,998 pseudo-random ones outside 0/8, 10/8, 127/8, 203.0.113/24,
+    // 198.51.100/24 and 224/3.
+    text.push_str("203.0.113.0/24,10.0.1.2\n198.51.100.16/28,10.0.1.2\n");
+    seen.insert((0xcb00_7100u32, 24u32));
+    seen.insert((0xc633_6410, 28));
+    while seen.len() < 100_000 {
+        let r = next();
+        let l = pick(r);
+        let a = ((r >> 32) as u32) & (u32::MAX << (32 - l));
+        let top = a >> 24;
+        if [0, 10, 127].contains(&top)
+            || top >= 224
+            || a >> 8 == 0xcb_0071
+            || a >> 8 == 0xc6_3364
+            || !seen.insert((a, l))
+        {
+            continue;
+        }
+        let gw = if seen.len() % 2 == 0 {
+            "10.0.1.2"
+        } else {
+            "10.0.0.2"
+        };
+        let [b0, b1, b2, b3] = a.to_be_bytes();
+        text.push_str(&format!("{b0}.{b1}.{b2}.{b3}/{l},{gw}\n"));
+    }
+    std::fs::write(&file, text).unwrap();
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_with(ROUTER, gen_count(1, 64, false), extra);
+    let lines = rig.guest.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("100000 routes from the routes file")),
+        "{}",
+        rig.tail()
+    );
+    let (own, shared, kib) = fib_memory(&lines);
+    assert!(
+        own > 1000 && shared >= 1,
+        "{own} own, {shared} shared pages"
+    );
+    assert!(kib < 66 * 1024, "FIB memory {kib} KiB");
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    for (seq, dst) in [[203, 0, 113, 77], [198, 51, 100, 20]]
+        .into_iter()
+        .enumerate()
+    {
+        p0.send(&frame_to(dst, 64, seq as u64)).unwrap();
+        let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
+            .unwrap_or_else(|| panic!("{dst:?} not routed\n{}", rig.tail()));
+        assert_eq!(ipv4(&got).destination, dst);
+    }
+    let s = rig.quit();
+    assert_no_leak(&s);
+}

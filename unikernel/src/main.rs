@@ -100,14 +100,9 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     });
     log_config(&cfg, &boot);
 
-    let reserve = if cfg.mode == netstack::Mode::Router {
-        setup::fib::ROUTER_RESERVE_BYTES
-    } else {
-        0
-    };
     let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
         boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
-    let (zone, mi) = match mem::init(&boot.memmap, reserve, &modules) {
+    let (zone, mi) = match mem::init(&boot.memmap, &modules) {
         Ok(z) => z,
         Err(e) => fail(format_args!("memory error: {e:?}")),
     };
@@ -164,7 +159,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             )),
         }
     });
-    run::run(&cfg, zone, mi.reserved, routes_file)
+    run::run(&cfg, zone, routes_file)
 }
 
 /// The effective configuration and the boot data, in the boot log.

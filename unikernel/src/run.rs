@@ -43,14 +43,16 @@ static SETUP: spin::Once<Setup> = spin::Once::new();
 
 /// The boot CPU: set up every device, bring up core 0 here and one core per further pair,
 /// then forward until `quit`. Never returns.
-pub fn run(
-    cfg: &Config,
-    zone: &'static Zone,
-    reserved: Option<(u64, u64)>,
-    routes_file: Option<&str>,
-) -> ! {
+pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&str>) -> ! {
     // Taken before the boot free-page count: it is never returned.
     let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
+    // The one FIB (router mode), built before the boot free-page count too: its pages are
+    // never returned.
+    if cfg.mode == Mode::Router {
+        if let Err(e) = build_fib(cfg, zone, routes_file) {
+            fail(format_args!("{}", e.0));
+        }
+    }
     let mut pcp = PerCpuPages::new(zone, online());
     // The pcp rule (mm::pcp docs): only the owning CPU, thread context. Checked in debug builds.
     mm::pcp::set_context_hooks(crate::percpu::in_interrupt, current_cpu);
@@ -90,7 +92,7 @@ pub fn run(
         cfg: cfg.clone(),
         topo,
     });
-    let (core, halt) = build_core(0, setup, zone, pcp, reserved, routes_file, mgmt_mem);
+    let (core, halt) = build_core(0, setup, zone, pcp, mgmt_mem);
     if let Some(k) = cfg.sim {
         info!(
             "sim: {k} frames per poll iteration, {} warm-up and {} measured iterations, mode {}, burst {}",
@@ -148,7 +150,7 @@ fn run_core(cpu: usize) -> ! {
     };
     let mut pcp = PerCpuPages::new(zone, online());
     pcp.set_owner(current_cpu());
-    let (core, halt) = build_core(cpu, setup, zone, pcp, None, None, None);
+    let (core, halt) = build_core(cpu, setup, zone, pcp, None);
     core.publish(false, 0);
     poll_loop(core, halt)
 }
@@ -161,8 +163,6 @@ fn build_core(
     setup: &Setup,
     zone: &'static Zone,
     pcp: PerCpuPages,
-    reserved: Option<(u64, u64)>,
-    routes_file: Option<&str>,
     mgmt_mem: Option<&'static mut [u8]>,
 ) -> (KernelCore, bool) {
     let cfg = &setup.cfg;
@@ -185,12 +185,7 @@ fn build_core(
     let [h0, h1] = handles;
     let macs = [MacAddr(h0.nic.mac()), MacAddr(h1.nic.mac())];
     let router = (cfg.mode == Mode::Router).then(|| {
-        // The boot CPU builds the one FIB first; every core gets its own router over it.
-        if k == 0 {
-            if let Err(e) = build_fib(cfg, macs, reserved, routes_file) {
-                fail(format_args!("{}", e.0));
-            }
-        }
+        // The boot CPU built the one FIB (`run`); every core gets its own router over it.
         core_router(cfg, macs, k, setup.topo.pairs)
             .unwrap_or_else(|e| fail(format_args!("{}", e.0)))
     });

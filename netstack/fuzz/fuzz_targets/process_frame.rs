@@ -21,7 +21,10 @@ fn state() -> &'static Mutex<State> {
     static S: OnceLock<Mutex<State>> = OnceLock::new();
     S.get_or_init(|| {
         let fib = Fib::new(
-            vec![0u32; TBL24_LEN].leak(),
+            core::iter::repeat_with(core::sync::atomic::AtomicU32::default)
+                .take(TBL24_LEN)
+                .collect::<Vec<_>>()
+                .leak(),
             vec![0u32; 16 * TBL8_GROUP_LEN].leak(),
             vec![RuleSlot::EMPTY; 64].leak(),
         )

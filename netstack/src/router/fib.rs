@@ -22,14 +22,37 @@
 //! `tbl24` must hold exactly [`TBL24_LEN`] entries (64 MiB), `tbl8` a multiple of
 //! [`TBL8_GROUP_LEN`] entries, and the rule table (an open-addressing hash of every route, used
 //! for add/delete and listing, never on the lookup path) a power of two of [`RuleSlot`]s,
-//! filled to at most 7/8. Host tests pass leaked or borrowed `Vec`s.
+//! filled to at most 7/8. Host tests pass leaked or borrowed `Vec`s. tbl24 entries are
+//! `AtomicU32` read and written with `Relaxed` (a plain `mov` on x86, so the lookup costs what a
+//! `u32` load costs): that lets the same type index a table that is mapped read-only.
+//!
+//! # Two ways to build
+//!
+//! * **Dense** ([`Fib::new`]): a writable 2^24-entry tbl24; [`Fib::add`] and [`Fib::delete`]
+//!   update it incrementally (rte_lpm).
+//! * **Sparse, chunk by chunk** ([`Fib::new_sparse`]): add and delete touch only the rule table;
+//!   [`Fib::seal`] sorts the rules by (prefix, length) and checks that the tbl8 groups suffice;
+//!   [`Fib::fill_chunk`] then produces tbl24 one [`TBL24_CHUNK_LEN`]-entry chunk (4 KiB, one /14
+//!   of address space) at a time, in order, allocating tbl8 groups on the way, and tells the
+//!   caller whether the chunk is uniform (every entry the same value). The kernel maps a
+//!   uniform chunk to one shared read-only page per value and a mixed one to its own page, so
+//!   tbl24 costs memory where routes differ, not 64 MiB; [`Fib::attach_tbl24`] gives the FIB
+//!   the resulting flat 2^24-entry view. Lookups are the same code in both. A sealed FIB is
+//!   read-only ([`FibError::ReadOnly`]): route changes build a new one.
 
 use core::net::Ipv4Addr;
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 /// Entries in `tbl24`.
 pub const TBL24_LEN: usize = 1 << 24;
 /// Entries in one `tbl8` group.
 pub const TBL8_GROUP_LEN: usize = 256;
+/// Entries in one tbl24 chunk: one 4 KiB page of `u32`s, the tbl24 entries (/24s) of one /14.
+pub const TBL24_CHUNK_LEN: usize = 1024;
+/// Chunks in tbl24 (16,384: 64 MiB / 4 KiB).
+pub const TBL24_CHUNKS: usize = TBL24_LEN / TBL24_CHUNK_LEN;
+/// Prefix length of the address range one tbl24 chunk covers.
+const CHUNK_DEPTH: u8 = 14;
 /// Next hops the FIB can hold (distinct (kind, port, gateway) values, shared by routes).
 pub const MAX_NEXTHOPS: usize = 256;
 
@@ -168,6 +191,11 @@ pub enum FibError {
     NextHopsFull,
     /// No such route (delete).
     NotFound,
+    /// The FIB is sealed (sparse build done): it is read-only, build a new one to change routes.
+    ReadOnly,
+    /// A sparse-build step out of order: [`Fib::seal`] before [`Fib::fill_chunk`], chunks
+    /// 0, 1, … [`TBL24_CHUNKS`] − 1 in order, all of them before [`Fib::attach_tbl24`].
+    BuildOrder,
 }
 
 impl core::fmt::Display for FibError {
@@ -180,13 +208,45 @@ impl core::fmt::Display for FibError {
             FibError::Tbl8Full => "no free tbl8 group (too many routes longer than /24)",
             FibError::NextHopsFull => "too many distinct next hops",
             FibError::NotFound => "no such route",
+            FibError::ReadOnly => "the FIB is sealed (read-only)",
+            FibError::BuildOrder => "sparse FIB build steps out of order",
         })
     }
 }
 
+/// How a FIB is built (see the module documentation).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+enum Mode {
+    /// Writable dense tbl24, incremental add/delete.
+    Dense,
+    /// Sparse build, collecting rules (no tbl24 yet; add/delete touch the rule table only).
+    Rules,
+    /// Rules sorted by (prefix, length), read-only; tbl24 produced by `fill_chunk`.
+    Sealed,
+}
+
+/// What [`Fib::fill_chunk`] found in one tbl24 chunk.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Tbl24Chunk {
+    /// All [`TBL24_CHUNK_LEN`] entries are this value (the output buffer may be left as it
+    /// was): the chunk can map a shared page filled with it.
+    Uniform(u32),
+    /// The output buffer holds the chunk's entries, not all equal.
+    Mixed,
+}
+
+/// Counts of a sparse build, for the boot log.
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+pub struct SparseStats {
+    /// Chunks filled so far.
+    pub chunks: usize,
+    /// Of those, uniform ones.
+    pub uniform: usize,
+}
+
 /// The FIB. See the module documentation.
 pub struct Fib<'a> {
-    tbl24: &'a mut [u32],
+    tbl24: &'a [AtomicU32],
     tbl8: &'a mut [u32],
     tbl8_free: u32,
     tbl8_used: usize,
@@ -194,24 +254,51 @@ pub struct Fib<'a> {
     rules_used: usize,
     nexthops: [NextHop; MAX_NEXTHOPS],
     nh_refs: [u32; MAX_NEXTHOPS],
+    mode: Mode,
+    /// Sealed: bit `d` set if some rule has length `d`.
+    depths: u64,
+    /// Sealed: the next chunk `fill_chunk` expects and the first sorted rule not yet consumed.
+    next_chunk: usize,
+    rule_cursor: usize,
+    sparse: SparseStats,
 }
 
 impl<'a> Fib<'a> {
-    /// Build an empty FIB on caller storage, clearing it (the memory need not be zeroed).
+    /// Build an empty dense FIB on caller storage, clearing it (the memory need not be zeroed).
     pub fn new(
-        tbl24: &'a mut [u32],
+        tbl24: &'a mut [AtomicU32],
         tbl8: &'a mut [u32],
         rules: &'a mut [RuleSlot],
     ) -> Result<Fib<'a>, FibError> {
+        if tbl24.len() != TBL24_LEN {
+            return Err(FibError::BadStorage);
+        }
+        for e in tbl24.iter_mut() {
+            *e.get_mut() = 0;
+        }
+        Self::with_mode(tbl24, tbl8, rules, Mode::Dense)
+    }
+
+    /// Start a sparse build on caller storage (cleared here): routes go to the rule table
+    /// only, until [`Fib::seal`]; then [`Fib::fill_chunk`] produces tbl24 and
+    /// [`Fib::attach_tbl24`] installs it. Lookups before that panic (no tbl24).
+    pub fn new_sparse(tbl8: &'a mut [u32], rules: &'a mut [RuleSlot]) -> Result<Fib<'a>, FibError> {
+        Self::with_mode(&[], tbl8, rules, Mode::Rules)
+    }
+
+    fn with_mode(
+        tbl24: &'a [AtomicU32],
+        tbl8: &'a mut [u32],
+        rules: &'a mut [RuleSlot],
+        mode: Mode,
+    ) -> Result<Fib<'a>, FibError> {
         let groups = tbl8.len() / TBL8_GROUP_LEN;
-        if tbl24.len() != TBL24_LEN
-            || !tbl8.len().is_multiple_of(TBL8_GROUP_LEN)
+        if !tbl8.len().is_multiple_of(TBL8_GROUP_LEN)
             || groups >= NO_GROUP as usize
             || !rules.len().is_power_of_two()
         {
             return Err(FibError::BadStorage);
         }
-        tbl24.fill(0);
         tbl8.fill(0);
         // Free groups are chained through their first entry (IN_USE clear).
         for g in 0..groups {
@@ -231,6 +318,11 @@ impl<'a> Fib<'a> {
             rules_used: 0,
             nexthops: [NextHop::Local; MAX_NEXTHOPS],
             nh_refs: [0; MAX_NEXTHOPS],
+            mode,
+            depths: 0,
+            next_chunk: 0,
+            rule_cursor: 0,
+            sparse: SparseStats::default(),
         })
     }
 
@@ -244,7 +336,7 @@ impl<'a> Fib<'a> {
     /// Longest-prefix match returning the next-hop index (see [`Fib::next_hop`]).
     #[inline(always)]
     pub fn lookup_index(&self, dst: u32) -> Option<u32> {
-        let mut e = self.tbl24[(dst >> 8) as usize];
+        let mut e = self.tbl24[(dst >> 8) as usize].load(Relaxed);
         if e & EXT != 0 {
             let g = (e & VALUE_MASK) as usize;
             e = self.tbl8[g * TBL8_GROUP_LEN + (dst & 0xff) as usize];
@@ -299,7 +391,12 @@ impl<'a> Fib<'a> {
     }
 
     /// Add `prefix → nh`, replacing the next hop of an existing route with the same prefix.
+    /// In a sparse build before [`Fib::seal`], only the rule table changes; a sealed FIB
+    /// refuses ([`FibError::ReadOnly`]).
     pub fn add(&mut self, prefix: Ipv4Net, nh: NextHop) -> Result<(), FibError> {
+        if self.mode == Mode::Sealed {
+            return Err(FibError::ReadOnly);
+        }
         let (ip, depth) = check_prefix(prefix)?;
         let existing = self.rule_find(ip, depth);
         if existing.is_none() && (self.rules_used + 1) * 8 > self.rules.len() * 7 {
@@ -308,17 +405,17 @@ impl<'a> Fib<'a> {
         let nh_idx = self.nh_get(nh)?;
         // A rule longer than /24 needs a tbl8 group under its /24: allocate it before changing
         // anything, so that a failure leaves the FIB as it was.
-        if depth > 24 {
+        if depth > 24 && self.mode == Mode::Dense {
             let i = (ip >> 8) as usize;
-            if self.tbl24[i] & EXT == 0 {
+            let e = self.tbl24[i].load(Relaxed);
+            if e & EXT == 0 {
                 let Some(g) = self.tbl8_alloc() else {
                     self.nh_put(nh_idx);
                     return Err(FibError::Tbl8Full);
                 };
-                let fill = IN_USE | self.tbl24[i];
                 let base = g as usize * TBL8_GROUP_LEN;
-                self.tbl8[base..base + TBL8_GROUP_LEN].fill(fill);
-                self.tbl24[i] = EXT | g;
+                self.tbl8[base..base + TBL8_GROUP_LEN].fill(IN_USE | e);
+                self.tbl24[i].store(EXT | g, Relaxed);
             }
         }
         match existing {
@@ -329,17 +426,26 @@ impl<'a> Fib<'a> {
             }
             None => self.rule_insert(ip, depth, nh_idx),
         }
-        self.write_range(ip, depth, leaf(nh_idx, depth), true);
+        if self.mode == Mode::Dense {
+            self.write_range(ip, depth, leaf(nh_idx, depth), true);
+        }
         Ok(())
     }
 
     /// Delete the route `prefix`; addresses under it fall back to the longest shorter route.
+    /// Like [`Fib::add`], only the rule table changes in a sparse build before [`Fib::seal`].
     pub fn delete(&mut self, prefix: Ipv4Net) -> Result<(), FibError> {
+        if self.mode == Mode::Sealed {
+            return Err(FibError::ReadOnly);
+        }
         let (ip, depth) = check_prefix(prefix)?;
         let slot = self.rule_find(ip, depth).ok_or(FibError::NotFound)?;
         let nh_idx = self.rules[slot].nh;
         self.rule_remove(slot);
         self.nh_put(nh_idx);
+        if self.mode != Mode::Dense {
+            return Ok(());
+        }
         let replacement = (0..depth)
             .rev()
             .find_map(|d| {
@@ -368,18 +474,19 @@ impl<'a> Fib<'a> {
             let start = (ip >> 8) as usize;
             let count = 1usize << (24 - depth);
             let mut ext_seen = false;
-            for e in &mut self.tbl24[start..start + count] {
-                if *e & EXT != 0 {
+            for e in &self.tbl24[start..start + count] {
+                let v = e.load(Relaxed);
+                if v & EXT != 0 {
                     ext_seen = true;
-                } else if owned(*e, depth, adding) {
-                    *e = value;
+                } else if owned(v, depth, adding) {
+                    e.store(value, Relaxed);
                 }
             }
             if !ext_seen {
                 return;
             }
             for i in start..start + count {
-                let e = self.tbl24[i];
+                let e = self.tbl24[i].load(Relaxed);
                 if e & EXT != 0 {
                     let base = (e & VALUE_MASK) as usize * TBL8_GROUP_LEN;
                     for t in &mut self.tbl8[base..base + TBL8_GROUP_LEN] {
@@ -392,7 +499,7 @@ impl<'a> Fib<'a> {
             }
         } else {
             let i = (ip >> 8) as usize;
-            let e = self.tbl24[i];
+            let e = self.tbl24[i].load(Relaxed);
             debug_assert!(
                 e & EXT != 0,
                 "a rule longer than /24 without its tbl8 group"
@@ -415,7 +522,7 @@ impl<'a> Fib<'a> {
     /// If the group under tbl24 entry `i` holds 256 equal entries set by rules of depth ≤ 24
     /// (or none), put that entry back into tbl24 and free the group.
     fn tbl8_fold(&mut self, i: usize) {
-        let e = self.tbl24[i];
+        let e = self.tbl24[i].load(Relaxed);
         if e & EXT == 0 {
             return;
         }
@@ -426,11 +533,154 @@ impl<'a> Fib<'a> {
         if (first & VALID != 0 && depth_of(first) > 24) || group.iter().any(|&t| t != first) {
             return;
         }
-        self.tbl24[i] = first & !IN_USE;
+        self.tbl24[i].store(first & !IN_USE, Relaxed);
         self.tbl8[base..base + TBL8_GROUP_LEN].fill(0);
         self.tbl8[base] = self.tbl8_free;
         self.tbl8_free = g;
         self.tbl8_used -= 1;
+    }
+
+    /// Sparse build: end the rule phase. Sorts the rule table by (prefix, length) (lookups of
+    /// [`Fib::get`] become binary searches) and checks that tbl8 has a group for every /24
+    /// holding a rule longer than /24. After this the FIB is read-only.
+    ///
+    /// # Errors
+    /// [`FibError::BuildOrder`] if this is not a sparse build still collecting rules,
+    /// [`FibError::Tbl8Full`] if the groups do not suffice (nothing is changed then but the
+    /// order of the rule table, and the FIB stays sealed).
+    pub fn seal(&mut self) -> Result<(), FibError> {
+        if self.mode != Mode::Rules {
+            return Err(FibError::BuildOrder);
+        }
+        self.rules
+            .sort_unstable_by_key(|r| (r.depth == EMPTY_DEPTH, r.prefix, r.depth));
+        self.mode = Mode::Sealed;
+        let used = &self.rules[..self.rules_used];
+        self.depths = used.iter().fold(0, |m, r| m | 1 << r.depth);
+        let mut groups = 0;
+        let mut last = None;
+        for r in used.iter().filter(|r| r.depth > 24) {
+            if last != Some(r.prefix >> 8) {
+                groups += 1;
+                last = Some(r.prefix >> 8);
+            }
+        }
+        if groups > self.tbl8.len() / TBL8_GROUP_LEN - self.tbl8_used {
+            return Err(FibError::Tbl8Full);
+        }
+        Ok(())
+    }
+
+    /// Sparse build, after [`Fib::seal`]: compute tbl24 chunk `chunk` (entries
+    /// `chunk * TBL24_CHUNK_LEN ..`, the /24s of the /14 `chunk << 18`) into `out`
+    /// ([`TBL24_CHUNK_LEN`] entries), allocating the tbl8 groups of its /24s that hold rules
+    /// longer than /24. Call for chunks 0, 1, … [`TBL24_CHUNKS`] − 1 in order (the rules are
+    /// consumed in sorted order: the whole table costs O(rules + entries written)).
+    ///
+    /// A chunk that no rule longer than /14 falls into is [`Tbl24Chunk::Uniform`] without
+    /// `out` being written; otherwise the chunk is painted into `out` (rules in sorted order,
+    /// so a shorter prefix is always painted before the longer ones inside it) and reported
+    /// uniform if it came out so.
+    ///
+    /// # Errors
+    /// [`FibError::BuildOrder`] out of order or unsealed, [`FibError::BadStorage`] if `out` is
+    /// not [`TBL24_CHUNK_LEN`] entries, [`FibError::Tbl8Full`] (cannot happen after a
+    /// successful seal).
+    pub fn fill_chunk(&mut self, chunk: usize, out: &mut [u32]) -> Result<Tbl24Chunk, FibError> {
+        if self.mode != Mode::Sealed || chunk != self.next_chunk || !self.tbl24.is_empty() {
+            return Err(FibError::BuildOrder);
+        }
+        if out.len() != TBL24_CHUNK_LEN {
+            return Err(FibError::BadStorage);
+        }
+        let lo = (chunk as u32) << (32 - CHUNK_DEPTH);
+        let hi = lo | !mask(CHUNK_DEPTH);
+        let base24 = lo >> 8;
+        // The longest rule of length ≤ /14 containing the chunk: its background.
+        let background = (0..=CHUNK_DEPTH)
+            .rev()
+            .filter(|d| self.depths & (1 << d) != 0)
+            .find_map(|d| {
+                self.rule_find(lo & mask(d), d)
+                    .map(|s| leaf(self.rules[s].nh, d))
+            })
+            .unwrap_or(0);
+        let n = self.rules_used;
+        let mut i = self.rule_cursor;
+        while i < n && self.rules[i].prefix < lo {
+            i += 1;
+        }
+        let start = i;
+        while i < n && self.rules[i].prefix <= hi {
+            i += 1;
+        }
+        self.rule_cursor = i;
+        self.next_chunk += 1;
+        self.sparse.chunks += 1;
+        let inside = |r: &RuleSlot| r.depth > CHUNK_DEPTH;
+        if !self.rules[start..i].iter().any(inside) {
+            self.sparse.uniform += 1;
+            return Ok(Tbl24Chunk::Uniform(background));
+        }
+        out.fill(background);
+        for k in start..i {
+            let r = self.rules[k];
+            if !inside(&r) {
+                continue;
+            }
+            let value = leaf(r.nh, r.depth);
+            let idx = ((r.prefix >> 8) - base24) as usize;
+            if r.depth <= 24 {
+                for e in &mut out[idx..idx + (1usize << (24 - r.depth))] {
+                    debug_assert!(*e & EXT == 0, "a /{} painted over a tbl8 group", r.depth);
+                    *e = value;
+                }
+            } else {
+                if out[idx] & EXT == 0 {
+                    let g = self.tbl8_alloc().ok_or(FibError::Tbl8Full)?;
+                    let gb = g as usize * TBL8_GROUP_LEN;
+                    self.tbl8[gb..gb + TBL8_GROUP_LEN].fill(IN_USE | out[idx]);
+                    out[idx] = EXT | g;
+                }
+                let gb = (out[idx] & VALUE_MASK) as usize * TBL8_GROUP_LEN;
+                let s = gb + (r.prefix & 0xff) as usize;
+                self.tbl8[s..s + (1usize << (32 - r.depth))].fill(IN_USE | value);
+            }
+        }
+        let first = out[0];
+        if first & EXT == 0 && out.iter().all(|&e| e == first) {
+            self.sparse.uniform += 1;
+            return Ok(Tbl24Chunk::Uniform(first));
+        }
+        Ok(Tbl24Chunk::Mixed)
+    }
+
+    /// Sparse build: install the finished tbl24 (every chunk filled by [`Fib::fill_chunk`], in
+    /// order, and laid out contiguously: a flat view of [`TBL24_LEN`] entries, e.g. the
+    /// kernel's vmap range of shared and own pages). Lookups work from here on.
+    ///
+    /// # Errors
+    /// [`FibError::BuildOrder`] if not every chunk was filled, [`FibError::BadStorage`] if
+    /// `tbl24` is not [`TBL24_LEN`] entries.
+    pub fn attach_tbl24(&mut self, tbl24: &'a [AtomicU32]) -> Result<(), FibError> {
+        if self.mode != Mode::Sealed || self.next_chunk != TBL24_CHUNKS || !self.tbl24.is_empty() {
+            return Err(FibError::BuildOrder);
+        }
+        if tbl24.len() != TBL24_LEN {
+            return Err(FibError::BadStorage);
+        }
+        self.tbl24 = tbl24;
+        Ok(())
+    }
+
+    /// Chunks filled and uniform ones so far (sparse build).
+    pub fn sparse_stats(&self) -> SparseStats {
+        self.sparse
+    }
+
+    /// Whether the FIB is sealed (a sparse build past [`Fib::seal`]: read-only).
+    pub fn is_sealed(&self) -> bool {
+        self.mode == Mode::Sealed
     }
 
     fn tbl8_alloc(&mut self) -> Option<u32> {
@@ -470,6 +720,11 @@ impl<'a> Fib<'a> {
     }
 
     fn rule_find(&self, ip: u32, depth: u8) -> Option<usize> {
+        if self.mode == Mode::Sealed {
+            return self.rules[..self.rules_used]
+                .binary_search_by_key(&(ip, depth), |r| (r.prefix, r.depth))
+                .ok();
+        }
         let m = self.rules.len() - 1;
         let mut i = self.rule_hash(ip, depth);
         loop {
@@ -545,15 +800,22 @@ pub(crate) mod tests {
 
     /// Storage for a test FIB (tbl24 is 64 MiB; the pages are only touched by `Fib::new`).
     pub(crate) struct Store {
-        tbl24: Vec<u32>,
+        tbl24: Vec<AtomicU32>,
         tbl8: Vec<u32>,
         rules: Vec<RuleSlot>,
+    }
+
+    /// A dense tbl24 on the heap.
+    pub(crate) fn dense_tbl24() -> Vec<AtomicU32> {
+        core::iter::repeat_with(|| AtomicU32::new(0))
+            .take(TBL24_LEN)
+            .collect()
     }
 
     impl Store {
         pub(crate) fn new(groups: usize, rules: usize) -> Store {
             Store {
-                tbl24: vec![0; TBL24_LEN],
+                tbl24: dense_tbl24(),
                 tbl8: vec![0; groups * TBL8_GROUP_LEN],
                 rules: vec![RuleSlot::EMPTY; rules],
             }
@@ -726,6 +988,100 @@ pub(crate) mod tests {
         ]
     }
 
+    /// A host tbl24 for sparse builds (64 MiB, leaked once per thread and overwritten by
+    /// every build: it stands for the kernel's vmap range).
+    fn host_tbl24() -> &'static [AtomicU32] {
+        std::thread_local! {
+            static T: &'static [AtomicU32] = dense_tbl24().leak();
+        }
+        T.with(|t| *t)
+    }
+
+    /// Seal `f` and fill every chunk into `tbl24` (a uniform chunk written out in full, as its
+    /// shared page would read), then attach it. Returns the kind of every chunk.
+    fn finish_sparse(f: &mut Fib<'static>, tbl24: &'static [AtomicU32]) -> Vec<Tbl24Chunk> {
+        f.seal().unwrap();
+        let mut out = vec![0u32; TBL24_CHUNK_LEN];
+        let mut kinds = Vec::with_capacity(TBL24_CHUNKS);
+        for c in 0..TBL24_CHUNKS {
+            let k = f.fill_chunk(c, &mut out).unwrap();
+            let dst = &tbl24[c * TBL24_CHUNK_LEN..(c + 1) * TBL24_CHUNK_LEN];
+            match k {
+                Tbl24Chunk::Uniform(v) => dst.iter().for_each(|e| e.store(v, Relaxed)),
+                Tbl24Chunk::Mixed => {
+                    for (e, &v) in dst.iter().zip(&out) {
+                        e.store(v, Relaxed);
+                    }
+                }
+            }
+            kinds.push(k);
+        }
+        f.attach_tbl24(tbl24).unwrap();
+        kinds
+    }
+
+    fn leaked_sparse(groups: usize, rules: usize) -> Fib<'static> {
+        Fib::new_sparse(
+            vec![0; groups * TBL8_GROUP_LEN].leak(),
+            vec![RuleSlot::EMPTY; rules].leak(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn sparse_chunks_and_lookups() {
+        let mut f = leaked_sparse(8, 64);
+        f.add(net(0, 0), via(1)).unwrap();
+        f.add(net(0x0a00_0000, 8), via(2)).unwrap();
+        f.add(net(0x0a01_0200, 24), via(3)).unwrap();
+        f.add(net(0x0a01_0280, 25), via(4)).unwrap();
+        f.add(net(0x0a01_0281, 32), via(5)).unwrap();
+        // Two /15s with one next hop fill the /14 192.168.0.0/14: uniform again.
+        f.add(net(0xc0a8_0000, 15), via(6)).unwrap();
+        f.add(net(0xc0aa_0000, 15), via(6)).unwrap();
+        // Added and deleted before sealing: leaves nothing.
+        f.add(net(0x0b00_0001, 32), via(7)).unwrap();
+        f.delete(net(0x0b00_0001, 32)).unwrap();
+        assert_eq!(
+            f.fill_chunk(0, &mut [0; TBL24_CHUNK_LEN]),
+            Err(FibError::BuildOrder)
+        );
+        let kinds = finish_sparse(&mut f, host_tbl24());
+        let mixed: Vec<usize> = (0..TBL24_CHUNKS)
+            .filter(|&c| kinds[c] == Tbl24Chunk::Mixed)
+            .collect();
+        assert_eq!(mixed, vec![0x0a01_0200 >> 18]);
+        assert_eq!(kinds[0xc0a8_0000 >> 18], Tbl24Chunk::Uniform(leaf(5, 15)));
+        assert_eq!(f.sparse_stats().uniform, TBL24_CHUNKS - 1);
+        assert_eq!(f.tbl8_usage().0, 1);
+        let l = |f: &Fib, a: [u8; 4]| f.lookup(Ipv4Addr::from(a));
+        assert_eq!(l(&f, [1, 2, 3, 4]), Some(via(1)));
+        assert_eq!(l(&f, [10, 9, 9, 9]), Some(via(2)));
+        assert_eq!(l(&f, [10, 1, 2, 127]), Some(via(3)));
+        assert_eq!(l(&f, [10, 1, 2, 128]), Some(via(4)));
+        assert_eq!(l(&f, [10, 1, 2, 129]), Some(via(5)));
+        assert_eq!(l(&f, [11, 0, 0, 1]), Some(via(1)));
+        assert_eq!(l(&f, [192, 171, 255, 255]), Some(via(6)));
+        assert_eq!(l(&f, [192, 172, 0, 0]), Some(via(1)));
+        // Sealed: read-only, exact-match get by binary search, listing intact.
+        assert_eq!(f.add(net(0x0c00_0000, 8), via(1)), Err(FibError::ReadOnly));
+        assert_eq!(f.delete(net(0, 0)), Err(FibError::ReadOnly));
+        assert_eq!(f.get(net(0x0a01_0280, 25)), Some(via(4)));
+        assert_eq!(f.get(net(0x0a01_0280, 26)), None);
+        assert_eq!(f.routes().count(), 7);
+        assert!(f.is_sealed());
+    }
+
+    #[test]
+    fn sparse_seal_checks_tbl8() {
+        let mut f = leaked_sparse(1, 64);
+        f.add(net(0x0a00_0001, 32), via(1)).unwrap();
+        f.add(net(0x0a00_0002, 32), via(1)).unwrap();
+        f.add(net(0x0b00_0001, 32), via(1)).unwrap();
+        assert_eq!(f.seal(), Err(FibError::Tbl8Full));
+        assert_eq!(f.seal(), Err(FibError::BuildOrder));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(crate::router::tests::cases(16)))]
 
@@ -794,6 +1150,97 @@ pub(crate) mod tests {
             prop_assert_eq!(f.tbl8_usage().0, 0);
             for &d in probes.iter().chain(edges.iter()) {
                 prop_assert_eq!(f.lookup(Ipv4Addr::from_bits(d)), None);
+            }
+            Ok(())
+            })?;
+        }
+
+        /// The sparse build (rules, seal, chunk by chunk) gives the table the dense incremental
+        /// one has, for the same adds and deletes: every chunk is uniform in one exactly when it
+        /// is in the other, with the same value; every other entry is equal, or a tbl8 group in
+        /// both with equal contents; lookups agree with both and with the linear model.
+        #[test]
+        fn sparse_matches_dense(
+            ops in prop::collection::vec(op(), 1..120),
+            probes in prop::collection::vec(addr(), 64),
+        ) {
+            std::thread_local! {
+                static DENSE: core::cell::RefCell<Fib<'static>> =
+                    core::cell::RefCell::new(leaked_fib(256, 512));
+            }
+            DENSE.with(|cell| {
+                if !cell.borrow().is_empty() {
+                    *cell.borrow_mut() = leaked_fib(256, 512);
+                }
+            });
+            DENSE.with(|cell| -> Result<(), TestCaseError> {
+            let d = &mut *cell.borrow_mut();
+            let mut sp = leaked_sparse(256, 512);
+            let mut m = Model::default();
+            let mut edges = Vec::new();
+            for o in &ops {
+                match *o {
+                    Op::Add(a, l, n) => {
+                        let r = d.add(net(a, l), via(n));
+                        prop_assert_eq!(r, Ok(()));
+                        prop_assert_eq!(sp.add(net(a, l), via(n)), Ok(()));
+                        m.add(a, l, via(n));
+                        let last = a | !mask(l);
+                        edges.extend([a, last, a.wrapping_sub(1), last.wrapping_add(1)]);
+                    }
+                    Op::Del(a, l) => {
+                        let r = d.delete(net(a, l));
+                        prop_assert_eq!(sp.delete(net(a, l)), r);
+                        prop_assert_eq!(r.is_ok(), m.delete(a, l));
+                    }
+                    Op::DelLive(k) => {
+                        if !m.0.is_empty() {
+                            let (a, l, _) = m.0[k % m.0.len()];
+                            prop_assert_eq!(d.delete(net(a, l)), Ok(()));
+                            prop_assert_eq!(sp.delete(net(a, l)), Ok(()));
+                            prop_assert!(m.delete(a, l));
+                        }
+                    }
+                }
+            }
+            let kinds = finish_sparse(&mut sp, host_tbl24());
+            let mut dense_uniform = 0;
+            for (c, kind) in kinds.iter().enumerate() {
+                let range = c * TBL24_CHUNK_LEN..(c + 1) * TBL24_CHUNK_LEN;
+                let first = d.tbl24[range.start].load(Relaxed);
+                let uniform = first & EXT == 0
+                    && d.tbl24[range.clone()].iter().all(|e| e.load(Relaxed) == first);
+                if uniform {
+                    dense_uniform += 1;
+                    prop_assert_eq!(*kind, Tbl24Chunk::Uniform(first), "chunk {}", c);
+                    continue;
+                }
+                prop_assert_eq!(*kind, Tbl24Chunk::Mixed, "chunk {}", c);
+                for i in range {
+                    let (de, se) = (d.tbl24[i].load(Relaxed), sp.tbl24[i].load(Relaxed));
+                    if de & EXT == 0 {
+                        prop_assert_eq!(de, se, "tbl24[{:#x}]", i);
+                    } else {
+                        prop_assert!(se & EXT != 0, "tbl24[{:#x}]: no group", i);
+                        let g = |f: &Fib, e: u32| {
+                            let b = (e & VALUE_MASK) as usize * TBL8_GROUP_LEN;
+                            f.tbl8[b..b + TBL8_GROUP_LEN].to_vec()
+                        };
+                        prop_assert_eq!(g(d, de), g(&sp, se), "group of tbl24[{:#x}]", i);
+                    }
+                }
+            }
+            prop_assert_eq!(sp.sparse_stats().uniform, dense_uniform);
+            prop_assert_eq!(sp.tbl8_usage().0, d.tbl8_usage().0);
+            prop_assert_eq!(sp.len(), d.len());
+            for &a in probes.iter().chain(edges.iter()) {
+                let want = m.lookup(a);
+                prop_assert_eq!(sp.lookup(Ipv4Addr::from_bits(a)), want, "dst {:#x}", a);
+                prop_assert_eq!(d.lookup(Ipv4Addr::from_bits(a)), want, "dst {:#x}", a);
+            }
+            for (a, l, nh) in m.0.clone() {
+                prop_assert_eq!(sp.get(net(a, l)), Some(nh));
+                d.delete(net(a, l)).unwrap();
             }
             Ok(())
             })?;

@@ -59,7 +59,10 @@ use crate::wire::{
 };
 use crate::MacAddr;
 use core::net::Ipv4Addr;
-pub use fib::{Fib, FibError, Ipv4Net, NextHop, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
+pub use fib::{
+    Fib, FibError, Ipv4Net, NextHop, RuleSlot, SparseStats, Tbl24Chunk, TBL24_CHUNKS,
+    TBL24_CHUNK_LEN, TBL24_LEN, TBL8_GROUP_LEN,
+};
 use icmp::TokenBucket;
 use ipv4::{be16, DstClass};
 use neigh::{Confirm, NeighEvent, NeighTable, Resolve};

@@ -239,7 +239,11 @@ fn ports(cfg: &Config, macs: [MacAddr; PORTS]) -> [PortConfig; PORTS] {
 /// A FIB for `cfg` (connected routes and `route=`) in leaked host memory.
 fn build_fib(cfg: &Config) -> &'static netstack::router::Fib<'static> {
     use netstack::router::{Fib, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN};
-    let tbl24: &'static mut [u32] = Box::leak(std::vec![0u32; TBL24_LEN].into_boxed_slice());
+    let tbl24: &'static mut [core::sync::atomic::AtomicU32] = Box::leak(
+        core::iter::repeat_with(Default::default)
+            .take(TBL24_LEN)
+            .collect(),
+    );
     let tbl8: &'static mut [u32] =
         Box::leak(std::vec![0u32; 16 * TBL8_GROUP_LEN].into_boxed_slice());
     let rules: &'static mut [RuleSlot] =

@@ -39,11 +39,6 @@ pub enum MemError {
         /// Bytes of page metadata needed.
         bytes: u64,
     },
-    /// No single RAM range can hold the reservation asked for (`bytes`; give QEMU more `-m`).
-    NoRoomForReserve {
-        /// Bytes asked for.
-        bytes: u64,
-    },
 }
 
 /// Summary of what [`init`] did, for the boot log.
@@ -60,8 +55,6 @@ pub struct MemInfo {
     pub mem_map_bytes: u64,
     /// Kernel image [start, end) physical addresses.
     pub kernel: (u64, u64),
-    /// The region reserved for the caller (physical address, bytes), if one was asked for.
-    pub reserved: Option<(u64, u64)>,
 }
 
 fn kernel_range() -> (u64, u64) {
@@ -105,15 +98,9 @@ fn usable(map: &[MemRegion], holes: &[(u64, u64)], mut f: impl FnMut(u64, u64)) 
     }
 }
 
-/// Build the zone from the memory map, first setting aside `reserve` bytes of physically
-/// contiguous, page-aligned RAM for the caller (0 for none; e.g. the router's 64 MiB FIB, larger
-/// than any buddy block). Call once, on the boot CPU.
+/// Build the zone from the memory map. Call once, on the boot CPU.
 /// `keep` lists physical ranges [start, end) that must stay untouched (boot modules).
-pub fn init(
-    map: &[MemRegion],
-    reserve: u64,
-    keep: &[(u64, u64)],
-) -> Result<(&'static Zone, MemInfo), MemError> {
+pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, MemInfo), MemError> {
     let (ks, ke) = kernel_range();
     let ke = ke.next_multiple_of(PAGE_SIZE as u64);
     let mut holes: heapless::Vec<(u64, u64), 8> = heapless::Vec::new();
@@ -168,22 +155,8 @@ pub fn init(
     // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
     let mem_map: &'static [Page] =
         unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
-    let reserve = reserve.next_multiple_of(PAGE_SIZE as u64);
-    let mut reserved = None;
     let _ = holes.push((at, at + bytes));
-    if reserve > 0 {
-        usable(map, &holes, |s, e| {
-            if reserved.is_none() && e - s >= reserve {
-                reserved = Some((s, reserve));
-            }
-        });
-        if reserved.is_none() {
-            return Err(MemError::NoRoomForReserve { bytes: reserve });
-        }
-    }
-    let (rs, rb) = reserved.unwrap_or((0, 0));
     let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
-    let _ = holes.push((rs, rs + rb));
     let mut high_pages = 0;
     usable(map, &holes, |s, e| {
         zone.add_free_range(Pfn::from_addr(s), Pfn::from_addr(e));
@@ -198,7 +171,6 @@ pub fn init(
             identity_top: pi.identity_top,
             mem_map_bytes: bytes,
             kernel: (ks, ke),
-            reserved,
         },
     ))
 }

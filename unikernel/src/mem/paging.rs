@@ -265,7 +265,7 @@ fn pml4_index(v: u64) -> usize {
 /// The vmap area's PTE for `vaddr`.
 fn vmap_pte(vaddr: u64) -> Result<(&'static Table, usize), PagingError> {
     let off = vaddr.wrapping_sub(VMAP_BASE);
-    if vaddr < VMAP_BASE || off >= VMAP_BYTES || off % PAGE != 0 {
+    if vaddr < VMAP_BASE || off >= VMAP_BYTES || !off.is_multiple_of(PAGE) {
         return Err(PagingError::OutOfRange(vaddr));
     }
     Ok((
