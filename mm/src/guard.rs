@@ -3,7 +3,7 @@
 //! buffer faults instead of corrupting the next owner's data.
 //!
 //! This crate never touches page tables: the kernel implements [`PageGuard`] (PTE present bit,
-//! the batched TLB shootdown of [`crate::tlb`]) and installs it with [`Zone::set_guard`]. The
+//! the batched TLB shootdown of [`crate::tlb`]) and installs it with [`Zone::set_guard`](crate::Zone::set_guard). The
 //! zone and the pcp lists then call it:
 //!
 //! * **free** ([`PerCpuPages::free_page`](crate::PerCpuPages::free_page) and the bulk frees):
@@ -12,10 +12,10 @@
 //!   all-CPU batched shootdown: every CPU may cache direct-map entries) and only after it the
 //!   pages go on the list (flush before free). Linux 4.3's "TLB flush multiple pages with a
 //!   single IPI" batches reclaim's unmaps the same way (docs/SEED-NOTES.md).
-//! * **alloc** (a pcp pop, [`Zone::alloc_pages`], [`Zone::rmqueue_bulk`]): [`PageGuard::map`]
+//! * **alloc** (a pcp pop, [`Zone::alloc_pages`](crate::Zone::alloc_pages), [`Zone::rmqueue_bulk`](crate::Zone::rmqueue_bulk)): [`PageGuard::map`]
 //!   (no flush: a new mapping cannot be stale).
 //!
-//! Pages freed straight to the zone ([`Zone::free_pages_order`], used for DMA rings, stacks and
+//! Pages freed straight to the zone ([`Zone::free_pages_order`](crate::Zone::free_pages_order), used for DMA rings, stacks and
 //! from interrupt context) are not unmapped: the guard covers the packet-buffer path. Pages
 //! waiting in a [`GuardBatch`] are counted by
 //! [`PerCpuPages::guard_pending`](crate::PerCpuPages::guard_pending) and flushed by
@@ -23,9 +23,6 @@
 
 use crate::tlb::FlushBatch;
 use crate::Pfn;
-
-#[cfg(doc)]
-use crate::Zone;
 
 /// Frame capacity of a pcp's guard batch: 1,024 pages, so one flush request per target CPU
 /// covers 1,024 unmapped pages (~1 request per 1,000 pages; the 2015 series' point).

@@ -106,6 +106,34 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Ok(z) => z,
         Err(e) => fail(format_args!("memory error: {e:?}")),
     };
+    log_memory(&mi);
+    tlb::init(usize::from(cfg.tlb_ceiling));
+    trap::set_fault_explainer(explain_fault);
+    if cfg.guard {
+        install_guard(&cfg, zone);
+    }
+    start_cpus(&cfg, &boot, zone);
+    if cfg.tlbtest.is_some() {
+        tlbtest::run(&cfg, zone);
+    }
+    // The routes file, if given as the first boot module (QEMU -initrd): plain text.
+    let routes_file = boot.modules.first().map(|&(addr, size)| {
+        // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range
+        // out of the allocator, so it is intact and never written.
+        let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
+        match core::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => fail(format_args!(
+                "config error: routes file is not UTF-8 text: {e}"
+            )),
+        }
+    });
+    run::run(&cfg, zone, routes_file)
+}
+
+/// What memory set-up found, in the boot log.
+#[cfg(target_os = "none")]
+fn log_memory(mi: &mem::MemInfo) {
     info!(
         "mm: kernel {:#x}-{:#x}, mem_map {} KiB, {} pages ({} MiB) managed, {} of them above 4 GiB",
         mi.kernel.0,
@@ -128,38 +156,22 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
             mem::paging::IDENTITY_MAX_GIB
         );
     }
-    tlb::init(usize::from(cfg.tlb_ceiling));
-    trap::set_fault_explainer(explain_fault);
-    if cfg.guard {
-        let batch = if cfg.tlb == netstack::TlbMode::Immediate {
-            1
-        } else {
-            mm::guard::GUARD_BATCH
-        };
-        match guard::install(zone, batch) {
-            Ok(t) => info!(
-                "guard: on: freed packet buffers leave the identity map, {batch} pages per shootdown ({t} page-table pages)"
-            ),
-            Err(e) => fail(format_args!("guard: cannot split the identity map: {}", e.0)),
-        }
+}
+
+/// `guard=on`: the page guard, 1,024 pages per shootdown (`tlb=batch`) or 1 (`immediate`).
+#[cfg(target_os = "none")]
+fn install_guard(cfg: &Config, zone: &'static mm::Zone) {
+    let batch = if cfg.tlb == netstack::TlbMode::Immediate {
+        1
+    } else {
+        mm::guard::GUARD_BATCH
+    };
+    match guard::install(zone, batch) {
+        Ok(t) => info!(
+            "guard: on: freed packet buffers leave the identity map, {batch} pages per shootdown ({t} page-table pages)"
+        ),
+        Err(e) => fail(format_args!("guard: cannot split the identity map: {}", e.0)),
     }
-    start_cpus(&cfg, &boot, zone);
-    if cfg.tlbtest.is_some() {
-        tlbtest::run(&cfg, zone);
-    }
-    // The routes file, if given as the first boot module (QEMU -initrd): plain text.
-    let routes_file = boot.modules.first().map(|&(addr, size)| {
-        // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range
-        // out of the allocator, so it is intact and never written.
-        let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
-        match core::str::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => fail(format_args!(
-                "config error: routes file is not UTF-8 text: {e}"
-            )),
-        }
-    });
-    run::run(&cfg, zone, routes_file)
 }
 
 /// The effective configuration and the boot data, in the boot log.
