@@ -187,6 +187,25 @@ impl Rig {
         Rig::start_pairs(append, gen, extra_args, cpus, 1).0
     }
 
+    /// [`Rig::start`] with QEMU writing one pcap per port into `capture` (`--capture`).
+    pub fn start_capture(append: &str, gen: GenConfig, capture: &Path) -> Rig {
+        let dir = TestDir::new();
+        let gcfg = GenConfig {
+            dir: dir.path().to_path_buf(),
+            ..gen
+        };
+        let generator =
+            Generator::bind(&gcfg).unwrap_or_else(|e| panic!("binding the generator: {e:#}"));
+        let cfg = GuestConfig {
+            image: image(),
+            dgram_dir: dir.path().to_path_buf(),
+            append: append.to_string(),
+            capture: Some(capture.to_path_buf()),
+            ..GuestConfig::default()
+        };
+        Rig::boot(&cfg, generator, None, dir)
+    }
+
     /// [`Rig::start`] with `memory` of guest RAM (QEMU `-m`, e.g. `"6G"`) and `cpus` vCPUs.
     pub fn start_memory(append: &str, gen: GenConfig, memory: &str, cpus: u32) -> Rig {
         let dir = TestDir::new();

@@ -170,6 +170,9 @@ pub struct GuestConfig {
     /// Tap backend: the namespace handle (`/var/run/netns/NAME`, from
     /// [`crate::tap::TapNet::path`]) QEMU runs in; its taps are `gtap0..`.
     pub netns: Option<PathBuf>,
+    /// Write one pcap per port, `DIR/portN.pcap`: every frame the guest received and sent on
+    /// port N, as QEMU's `filter-dump` object sees it at the netdev (`--capture DIR`).
+    pub capture: Option<PathBuf>,
 }
 
 impl Default for GuestConfig {
@@ -189,6 +192,7 @@ impl Default for GuestConfig {
             backend: Backend::Dgram,
             queues: 1,
             netns: None,
+            capture: None,
         }
     }
 }
@@ -317,8 +321,25 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             i + 1
         ));
     }
+    if let Some(dir) = &cfg.capture {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--capture: creating {}", dir.display()))?;
+        for i in 0..cfg.nics {
+            let file = capture_file(dir, i);
+            a.push("-object".into());
+            a.push(format!(
+                "filter-dump,id=cap{i},netdev=p{i},file={}",
+                utf8(&file)?
+            ));
+        }
+    }
     a.extend(cfg.extra_args.iter().cloned());
     Ok(a)
+}
+
+/// The pcap file `--capture DIR` writes for port `port`: `DIR/port{port}.pcap`.
+pub fn capture_file(dir: &Path, port: usize) -> PathBuf {
+    dir.join(format!("port{port}.pcap"))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -73,6 +73,10 @@ struct GuestArgs {
     /// give it at least 256M.
     #[arg(long, default_value = "256M", value_parser = parse_memory)]
     memory: String,
+    /// Write one pcap per port into this directory (`portN.pcap`: what the guest received and
+    /// sent on port N, from QEMU's `filter-dump`), readable by tshark/Wireshark.
+    #[arg(long)]
+    capture: Option<PathBuf>,
 }
 
 /// `--memory`: a number with an optional K/M/G suffix, as QEMU's `-m` takes it.
@@ -275,6 +279,7 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
         backend: g.backend,
         queues: g.queues,
         memory: g.memory.clone(),
+        capture: g.capture.clone(),
         ..Default::default()
     })
 }
