@@ -24,6 +24,7 @@ pub mod bench_pool;
 pub mod bench_sim;
 pub mod bench_tlb;
 pub mod gen;
+pub mod hosts;
 pub mod lint;
 pub mod peer_linux;
 pub mod qemu;

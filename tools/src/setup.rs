@@ -105,6 +105,13 @@ pub fn ensure_promtool() -> Result<()> {
     ensure_debian_tool("promtool", "prometheus")
 }
 
+/// `ping` (Debian's `iputils-ping`) and `curl`, which the hosts-behind-the-ports test runs in
+/// its namespaces. Installed like QEMU when missing.
+pub fn ensure_host_tools() -> Result<()> {
+    ensure_debian_tool("ping", "iputils-ping")?;
+    ensure_debian_tool("curl", "curl")
+}
+
 /// `valgrind` (callgrind counts the host twin of the deterministic benchmark, `bench
 /// datapath`). Installed like QEMU when missing.
 pub fn ensure_valgrind() -> Result<()> {

@@ -86,8 +86,26 @@ pub fn tap_name(port: usize) -> String {
     format!("gtap{port}")
 }
 
+/// Adds a fresh, empty network namespace `gnt-PID-N` (removed as stale once this process is
+/// gone) and returns its name. The caller deletes it (`ip netns del`).
+///
+/// # Errors
+/// `ip netns add` failing.
+pub fn add_namespace() -> Result<String> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let name = loop {
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let name = format!("gnt-{}-{n}", std::process::id());
+        if !Path::new(NETNS_DIR).join(&name).exists() {
+            break name;
+        }
+    };
+    ip(&["netns", "add", &name])?;
+    Ok(name)
+}
+
 /// Runs `ip ARGS`, failing with its stderr.
-fn ip(args: &[&str]) -> Result<()> {
+pub fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new("ip")
         .args(args)
         .output()
@@ -128,15 +146,7 @@ impl TapNet {
         );
         ensure!((1..=9).contains(&ports), "--nics {ports}: give 1..=9 ports");
         remove_stale_namespaces();
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let name = loop {
-            let n = N.fetch_add(1, Ordering::SeqCst);
-            let name = format!("gnt-{}-{n}", std::process::id());
-            if !Path::new(NETNS_DIR).join(&name).exists() {
-                break name;
-            }
-        };
-        ip(&["netns", "add", &name])?;
+        let name = add_namespace()?;
         // From here on, Drop deletes the namespace whatever fails.
         let net = TapNet {
             name,

@@ -104,6 +104,11 @@ struct BootArgs {
     /// Number of virtio-net ports.
     #[arg(long, default_value_t = 2)]
     nics: usize,
+    /// With `--backend tap`: put a Linux host behind every port once the guest is up (each
+    /// tap in a network namespace of its own, addressed from `ip0=`/`ip1=` in router mode,
+    /// 10.10.0.N/24 otherwise); prints how to enter them; removed on exit.
+    #[arg(long)]
+    hosts: bool,
 }
 
 #[derive(Args)]
@@ -340,7 +345,16 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
     let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout)?;
     cfg.cpus = a.cpus;
     cfg.nics = a.nics;
-    let _net = tap_net(&mut cfg, a.nics)?;
+    if a.hosts && a.guest.backend != Backend::Tap {
+        bail!("--hosts needs --backend tap (the hosts sit on the tap devices)");
+    }
+    let host_plan = if a.hosts {
+        Some(tools::hosts::plan(&a.guest.append, a.nics)?)
+    } else {
+        None
+    };
+    let net = tap_net(&mut cfg, a.nics)?;
+    let mut hosts: Option<tools::hosts::Hosts> = None;
     qemu::command_args(&cfg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
@@ -393,6 +407,11 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
                 .unwrap_or(None);
             if found.is_some() {
                 ready = true;
+                if let (Some(plan), Some(net)) = (&host_plan, &net) {
+                    let h = tools::hosts::Hosts::create(net, plan)?;
+                    eprint!("{}", h.describe());
+                    hosts = Some(h);
+                }
                 println!("READY");
             } else if start.elapsed() >= qemu::READY_TIMEOUT && quit_sent.is_none() {
                 guest.kill();
@@ -414,6 +433,9 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
             );
         }
     };
+    // The host namespaces go before the QEMU namespace.
+    drop(hosts);
+    drop(net);
     finish(&guest, exit)
 }
 

@@ -1,0 +1,232 @@
+//! Linux hosts behind the guest's ports (`--backend tap --hosts`): once QEMU has opened its tap
+//! devices, each tap moves into a network namespace of its own with an address, so the
+//! distribution's tools (`ping`, `curl`, `iperf3`) talk to Gannet as real hosts would. Nothing
+//! touches the root namespace; the namespaces (and the taps in them) are deleted on drop, and
+//! after a SIGKILL by the next run's stale-namespace sweep (they are named `gnt-PID-N` like
+//! [`TapNet`]'s).
+//!
+//! Addressing, derived from the kernel command line:
+//! * `mode=router ip0=A/L ip1=B/M`: host *i* gets the first address of port *i*'s network that
+//!   is not the router's (10.0.0.1/24 → 10.0.0.2/24) and a default route via the router's
+//!   address.
+//! * l2/io: one subnet, 10.10.0.(i+1)/24 for host *i*, no route; each tap takes the MAC the
+//!   guest sends to on its port (`peer0=`/`peer1=`, default `02:00:00:00:0a:02`,
+//!   `02:00:00:00:0b:02`), so l2 forwarding reaches the host.
+
+use crate::tap::{add_namespace, ip, tap_name, TapNet};
+use anyhow::{bail, Context, Result};
+use std::net::Ipv4Addr;
+use std::process::{Command, Output};
+
+/// One host: the namespace, its address and prefix length, its gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPlan {
+    /// Guest port the host sits behind (its tap is `gtap{port}`).
+    pub port: usize,
+    /// The host's address.
+    pub addr: Ipv4Addr,
+    /// Prefix length of its network.
+    pub len: u8,
+    /// Default gateway (the router's address on that port), if any.
+    pub gateway: Option<Ipv4Addr>,
+    /// MAC for its tap device (l2/io: the guest's `peerN=`), if one is needed.
+    pub mac: Option<String>,
+}
+
+/// The value of `key=` on a kernel command line.
+fn cmdline_value<'a>(append: &'a str, key: &str) -> Option<&'a str> {
+    append
+        .split_ascii_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The hosts for `ports` ports and kernel command line `append` (module docs).
+///
+/// # Errors
+/// Router mode without a parsable `ip0=`/`ip1=`, or a network with no free host address.
+pub fn plan(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
+    if cmdline_value(append, "mode") == Some("router") {
+        return (0..ports)
+            .map(|i| {
+                let key = format!("ip{i}");
+                let v = cmdline_value(append, &key)
+                    .with_context(|| format!("--hosts in router mode needs {key}="))?;
+                let (a, l) = v.split_once('/').context("ipN= is ADDR/LEN")?;
+                let router: Ipv4Addr = a.parse().with_context(|| format!("{key}={v}"))?;
+                let len: u8 = l.parse().with_context(|| format!("{key}={v}"))?;
+                if !(8..=30).contains(&len) {
+                    bail!("--hosts: {key}={v}: the network needs room for a host (/8../30)");
+                }
+                let mask = u32::MAX << (32 - len);
+                let net = u32::from(router) & mask;
+                let first = net + 1;
+                let host = if first == u32::from(router) {
+                    first + 1
+                } else {
+                    first
+                };
+                Ok(HostPlan {
+                    port: i,
+                    addr: Ipv4Addr::from(host),
+                    len,
+                    gateway: Some(router),
+                    mac: None,
+                })
+            })
+            .collect();
+    }
+    Ok((0..ports)
+        .map(|i| HostPlan {
+            port: i,
+            addr: Ipv4Addr::new(10, 10, 0, i as u8 + 1),
+            len: 24,
+            gateway: None,
+            mac: Some(
+                cmdline_value(append, &format!("peer{}", i % 2))
+                    .map(str::to_string)
+                    .unwrap_or_else(|| mac_string(crate::gen::peer_mac(i % 2))),
+            ),
+        })
+        .collect())
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+fn mac_string(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The hosts' namespaces; deleted on drop.
+#[derive(Debug)]
+pub struct Hosts {
+    names: Vec<String>,
+    plans: Vec<HostPlan>,
+}
+
+impl Hosts {
+    /// Moves each planned port's tap out of `net` (QEMU has it open already) into a new
+    /// namespace and configures it there: address, up, loopback up, IPv6 off, the route.
+    ///
+    /// # Errors
+    /// An `ip`/`sysctl` command failing (namespaces made so far are deleted).
+    pub fn create(net: &TapNet, plans: &[HostPlan]) -> Result<Hosts> {
+        let mut hosts = Hosts {
+            names: Vec::new(),
+            plans: plans.to_vec(),
+        };
+        for p in plans {
+            let ns = add_namespace()?;
+            hosts.names.push(ns.clone());
+            let tap = tap_name(p.port);
+            ip(&["-n", net.name(), "link", "set", &tap, "netns", &ns])?;
+            let out = Command::new("ip")
+                .args(["netns", "exec", &ns, "sysctl", "-qw"])
+                .args([
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ])
+                .output()
+                .context("running sysctl in a host namespace")?;
+            if !out.status.success() {
+                bail!(
+                    "disabling IPv6 in {ns}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            if let Some(mac) = &p.mac {
+                ip(&["-n", &ns, "link", "set", &tap, "address", mac])?;
+            }
+            let cidr = format!("{}/{}", p.addr, p.len);
+            ip(&["-n", &ns, "addr", "add", &cidr, "dev", &tap])?;
+            ip(&["-n", &ns, "link", "set", &tap, "up"])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            if let Some(gw) = p.gateway {
+                ip(&["-n", &ns, "route", "add", "default", "via", &gw.to_string()])?;
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// The namespace of the host behind port `port`.
+    pub fn namespace(&self, port: usize) -> Option<&str> {
+        self.plans
+            .iter()
+            .position(|p| p.port == port)
+            .map(|i| self.names[i].as_str())
+    }
+
+    /// The plan of every host.
+    pub fn plans(&self) -> &[HostPlan] {
+        &self.plans
+    }
+
+    /// Runs `cmd` in the namespace of the host behind `port` (`ip netns exec NS cmd…`).
+    ///
+    /// # Errors
+    /// No host on `port`, or the command cannot be started (its failure is in the `Output`).
+    pub fn exec(&self, port: usize, cmd: &[&str]) -> Result<Output> {
+        let ns = self
+            .namespace(port)
+            .with_context(|| format!("no host behind port {port}"))?;
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(cmd)
+            .output()
+            .with_context(|| format!("running {} in {ns}", cmd.join(" ")))
+    }
+
+    /// How to use the hosts, for the console.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for (p, ns) in self.plans.iter().zip(&self.names) {
+            s.push_str(&format!(
+                "xtask: host behind port {}: {}/{}{} in namespace {ns}: ip netns exec {ns} ping {}\n",
+                p.port,
+                p.addr,
+                p.len,
+                p.gateway.map(|g| format!(" via {g}")).unwrap_or_default(),
+                p.gateway.map_or_else(|| "10.10.0.2".to_string(), |g| g.to_string()),
+            ));
+        }
+        s
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            if let Err(e) = ip(&["netns", "del", ns]) {
+                eprintln!("xtask: warning: deleting host namespace {ns}: {e:#}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn router_hosts_take_the_first_free_address_and_route_via_the_router() {
+        let p = plan("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24", 2).unwrap();
+        assert_eq!(p[0].addr, Ipv4Addr::new(10, 0, 0, 2));
+        assert_eq!(p[0].gateway, Some(Ipv4Addr::new(10, 0, 0, 1)));
+        assert_eq!(p[1].addr, Ipv4Addr::new(10, 0, 1, 2));
+        let p = plan("mode=router ip0=192.168.5.9/16 ip1=10.0.1.1/24", 2).unwrap();
+        assert_eq!((p[0].addr, p[0].len), (Ipv4Addr::new(192, 168, 0, 1), 16));
+        assert!(plan("mode=router ip0=10.0.0.1/24", 2).is_err());
+        assert!(plan("mode=router ip0=10.0.0.1/31 ip1=10.0.1.1/24", 2).is_err());
+    }
+
+    #[test]
+    fn l2_hosts_share_a_subnet_and_take_the_peer_macs() {
+        let p = plan("mode=l2 peer1=02:11:22:33:44:55", 2).unwrap();
+        assert_eq!(p[0].addr, Ipv4Addr::new(10, 10, 0, 1));
+        assert_eq!(p[1].addr, Ipv4Addr::new(10, 10, 0, 2));
+        assert_eq!(p[0].mac.as_deref(), Some("02:00:00:00:0a:02"));
+        assert_eq!(p[1].mac.as_deref(), Some("02:11:22:33:44:55"));
+        assert_eq!(p[0].gateway, None);
+    }
+}
