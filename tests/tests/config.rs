@@ -163,3 +163,41 @@ fn bad_pool_mode_fails_boot() {
 fn bad_refill_mode_fails_boot() {
     expect_config_error("refill=some", "refill");
 }
+
+/// Boots with port 0 as usual and port 1 a virtio-net device with the extra QEMU device
+/// options `opts`; returns how it ended and the log.
+fn boot_port1_with(opts: &str) -> (GuestExit, Vec<String>) {
+    boot_failing_with("", 1, 1, |dir| {
+        let (local, remote) = (gen::guest_sock(dir, 1), gen::host_sock(dir, 1));
+        vec![
+            "-netdev".into(),
+            format!(
+                "dgram,id=p1,local.type=unix,local.path={},remote.type=unix,remote.path={}",
+                local.display(),
+                remote.display()
+            ),
+            "-device".into(),
+            format!("virtio-net-pci,netdev=p1,mac=02:00:00:00:00:02,{opts}"),
+        ]
+    })
+}
+
+/// Issue 15 item 6: a device that offers VIRTIO_F_ACCESS_PLATFORM (QEMU `iommu_platform=on`,
+/// which QEMU accepts only on a modern-only device, `disable-legacy=on`) is refused at boot,
+/// naming the port and the feature, instead of READY with a port that never moves a frame.
+#[test]
+fn a_device_behind_an_iommu_fails_boot() {
+    let (exit, lines) = boot_port1_with("disable-legacy=on,iommu_platform=on");
+    let log = lines.join("\n");
+    assert_eq!(exit, GuestExit::GuestFailure, "{exit}; log:\n{log}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("port 1") && l.contains("VIRTIO_F_ACCESS_PLATFORM")),
+        "no error naming port 1 and VIRTIO_F_ACCESS_PLATFORM; log:\n{log}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(qemu::READY_MARKER)),
+        "guest became ready with a device behind an IOMMU; log:\n{log}"
+    );
+}
