@@ -201,3 +201,82 @@ fn a_device_behind_an_iommu_fails_boot() {
         "guest became ready with a device behind an IOMMU; log:\n{log}"
     );
 }
+
+/// Boots with `append`, expects a guest failure with a line containing every one of `want`
+/// and no READY; returns that line.
+fn expect_error_line(append: &str, want: &[&str]) -> String {
+    let (exit, lines) = boot_failing(append, 2);
+    let log = lines.join("\n");
+    assert_eq!(
+        exit,
+        GuestExit::GuestFailure,
+        "append {append:?}: {exit}; log:\n{log}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(qemu::READY_MARKER)),
+        "append {append:?}: guest became ready; log:\n{log}"
+    );
+    lines
+        .iter()
+        .find(|l| want.iter().all(|w| l.contains(w)))
+        .unwrap_or_else(|| panic!("append {append:?}: no line with all of {want:?}; log:\n{log}"))
+        .clone()
+}
+
+/// Issue 15 item 8: a /32 port address and a route over a connected network each get their own
+/// error (both said `the shared FIB lacks a port's connected route`).
+#[test]
+fn host_prefix_port_and_route_over_connected_network_are_named() {
+    let l = expect_error_line(
+        "mode=router ip0=10.0.0.1/32 ip1=10.0.1.1/24",
+        &[
+            "config error: ip0/ip1",
+            "a /32 port address leaves no connected network",
+        ],
+    );
+    assert!(!l.contains("lacks"), "{l}");
+    let l = expect_error_line(
+        "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=10.0.0.0/24,10.0.1.2",
+        &[
+            "config error: route=10.0.0.0/24,10.0.1.2",
+            "is a connected network",
+        ],
+    );
+    assert!(!l.contains("lacks"), "{l}");
+}
+
+/// Issue 15 item 8: `ip0=`/`ip1=` outside router mode are a config error like `route=` (they
+/// were silently ignored).
+#[test]
+fn port_addresses_outside_router_mode_fail_boot() {
+    expect_config_error("ip0=10.0.0.1/24", "mode");
+    let l = expect_error_line(
+        "mode=io ip1=10.0.1.1/24",
+        &["config error", "(=router) for ip1"],
+    );
+    assert!(l.contains("`mode`"), "{l}");
+}
+
+/// Issue 15 item 8: router mode in too little memory names the minimum (it said
+/// `NoRoomForReserve { bytes: 69730304 }`), and that minimum boots.
+#[test]
+fn router_mode_in_too_little_memory_names_the_minimum() {
+    const ROUTER: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+    let (exit, lines) = boot_failing_memory(ROUTER, "64M");
+    let log = lines.join("\n");
+    assert_eq!(exit, GuestExit::GuestFailure, "{exit}; log:\n{log}");
+    let l = lines
+        .iter()
+        .find(|l| l.contains("memory error: mode=router needs a contiguous FIB reserve"))
+        .unwrap_or_else(|| panic!("no named reserve error; log:\n{log}"));
+    let mib: u32 = l
+        .split("give the guest at least ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no MiB figure in: {l}"));
+    assert!((67..=96).contains(&mib), "implausible minimum: {l}");
+    let mut rig = Rig::start_memory(ROUTER, gen_count(1, 64, false), &format!("{mib}M"), 1);
+    let s = rig.quit();
+    assert_no_leak(&s);
+}
