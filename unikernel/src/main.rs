@@ -107,15 +107,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
     };
     let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
         boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
-    let (zone, mi) = match mem::init(&boot.memmap, reserve, &modules) {
-        Ok(z) => z,
-        Err(mem::MemError::NoRoomForReserve { bytes }) => fail(format_args!(
-            "memory error: mode=router needs a contiguous FIB reserve of {bytes} bytes ({} KiB) and no RAM range holds it: give the guest at least {} MiB (QEMU -m)",
-            bytes / 1024,
-            router_min_mib(bytes)
-        )),
-        Err(e) => fail(format_args!("memory error: {e:?}")),
-    };
+    let (zone, mi) = init_memory(&boot, reserve, &modules);
     info!(
         "mm: kernel {:#x}-{:#x}, mem_map {} KiB, {} pages ({} MiB) managed, {} of them above 4 GiB",
         mi.kernel.0,
@@ -170,6 +162,24 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         }
     });
     run::run(&cfg, zone, mi.reserved, routes_file)
+}
+
+/// `mem::init`, failing the boot with a named error (with the least `-m` for the FIB reserve).
+#[cfg(target_os = "none")]
+fn init_memory(
+    boot: &pvh::BootInfo,
+    reserve: u64,
+    modules: &[(u64, u64)],
+) -> (&'static mm::Zone, mem::MemInfo) {
+    match mem::init(&boot.memmap, reserve, modules) {
+        Ok(z) => z,
+        Err(mem::MemError::NoRoomForReserve { bytes }) => fail(format_args!(
+            "memory error: mode=router needs a contiguous FIB reserve of {bytes} bytes ({} KiB) and no RAM range holds it: give the guest at least {} MiB (QEMU -m)",
+            bytes / 1024,
+            router_min_mib(bytes)
+        )),
+        Err(e) => fail(format_args!("memory error: {e:?}")),
+    }
 }
 
 /// Besides the kernel image and the FIB reserve, what router mode needs to be ready: two RX

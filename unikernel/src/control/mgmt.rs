@@ -440,35 +440,18 @@ impl Mgmt {
             let Some(metrics) = metrics.take() else {
                 return;
             };
-            let mut w = BodyWriter {
-                buf: self.body,
-                len: 0,
-                truncated: false,
-            };
-            if conn.req.starts_with(b"GET /metrics ") {
-                let _ = w.write_str(
-                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n",
-                );
-                // Counted first: the response reports itself.
-                self.counters.http_requests += 1;
-                let c = MgmtCounters {
-                    tx_dropped: self.dev.tx_dropped,
-                    ..self.counters
-                };
-                metrics(&mut w, c);
-            } else {
-                let _ = w.write_str(
-                    "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics\n",
-                );
-            }
-            self.body_owner = Some(i);
-            self.body_since_ms = now_ms;
-            self.body_len = w.len;
-            self.body_sent = 0;
+            self.respond(i, now_ms, metrics);
         }
-        if self.body_owner != Some(i) {
-            return;
+        if self.body_owner == Some(i) {
+            self.send_body(i, now_ms);
         }
+    }
+
+    /// Move what connection `i` (holding the response buffer) can take of the response into its
+    /// send buffer; close it when all is queued, reset it past [`RESPONSE_TIMEOUT_MS`].
+    fn send_body(&mut self, i: usize, now_ms: i64) {
+        let conn = &mut self.conns[i];
+        let sock = self.sockets.get_mut::<tcp::Socket>(conn.handle);
         if now_ms - self.body_since_ms >= RESPONSE_TIMEOUT_MS {
             // A reader too slow to take the response holds the one buffer no longer.
             self.counters.response_timeouts += 1;
@@ -488,6 +471,41 @@ impl Mgmt {
             conn.done = true;
             self.body_owner = None;
         }
+    }
+
+    /// Write the response to connection `i`'s request into the shared buffer, which `i` then
+    /// holds until the response is in its send buffer.
+    fn respond(
+        &mut self,
+        i: usize,
+        now_ms: i64,
+        metrics: impl FnOnce(&mut dyn Write, MgmtCounters),
+    ) {
+        let mut w = BodyWriter {
+            buf: self.body,
+            len: 0,
+            truncated: false,
+        };
+        if self.conns[i].req.starts_with(b"GET /metrics ") {
+            let _ = w.write_str(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n",
+            );
+            // Counted first: the response reports itself.
+            self.counters.http_requests += 1;
+            let c = MgmtCounters {
+                tx_dropped: self.dev.tx_dropped,
+                ..self.counters
+            };
+            metrics(&mut w, c);
+        } else {
+            let _ = w.write_str(
+                "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics\n",
+            );
+        }
+        self.body_owner = Some(i);
+        self.body_since_ms = now_ms;
+        self.body_len = w.len;
+        self.body_sent = 0;
     }
 }
 
