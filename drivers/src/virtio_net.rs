@@ -107,6 +107,10 @@ bitflags::bitflags! {
         const RING_EVENT_IDX = 1 << 29;
         /// §6 VIRTIO_F_VERSION_1: modern device.
         const VERSION_1 = 1 << 32;
+        /// §6 VIRTIO_F_ACCESS_PLATFORM: the device reaches memory through a platform IOMMU
+        /// (QEMU `iommu_platform=on`); buffer addresses must be IOMMU (bus) addresses, not
+        /// physical ones. Not supported: such a device is refused.
+        const ACCESS_PLATFORM = 1 << 33;
     }
 }
 
@@ -123,6 +127,11 @@ pub const DRIVER_FEATURES: NetFeatures = NetFeatures::MAC
 pub enum NetInitError {
     /// The device does not offer VIRTIO_F_VERSION_1 (legacy-only devices are not supported).
     NotModern,
+    /// The device offers VIRTIO_F_ACCESS_PLATFORM (§6.1: it accesses memory through an IOMMU,
+    /// QEMU `iommu_platform=on`). This driver hands the device physical addresses and has no
+    /// IOMMU mappings, so the device could never reach its buffers (§6.1: a device MAY fail
+    /// FEATURES_OK when the feature is not accepted): refused before any set-up.
+    AccessPlatform,
     /// The device's queue `queue` is smaller than [`QUEUE_SIZE`] (`max` descriptors).
     QueueTooSmall {
         /// Virtqueue index.
@@ -175,6 +184,11 @@ impl core::fmt::Display for NetInitError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::NotModern => write!(f, "device does not offer VIRTIO_F_VERSION_1"),
+            Self::AccessPlatform => write!(
+                f,
+                "device offers VIRTIO_F_ACCESS_PLATFORM (DMA through an IOMMU, QEMU \
+                 iommu_platform=on), which this driver does not support"
+            ),
             Self::QueueTooSmall { queue, max } => write!(
                 f,
                 "virtqueue {queue} holds at most {max} descriptors, driver needs {QUEUE_SIZE}"
@@ -336,6 +350,18 @@ unsafe fn page_bytes<'a>(pfn: Pfn) -> &'a mut [u8] {
     unsafe { core::slice::from_raw_parts_mut(pfn.addr() as usize as *mut u8, PAGE_SIZE) }
 }
 
+/// The feature bits a device must offer ([`NetFeatures::VERSION_1`]) and must not
+/// ([`NetFeatures::ACCESS_PLATFORM`]) before the driver touches it.
+fn check_offered(offered: NetFeatures) -> Result<(), NetInitError> {
+    if !offered.contains(NetFeatures::VERSION_1) {
+        return Err(NetInitError::NotModern);
+    }
+    if offered.contains(NetFeatures::ACCESS_PLATFORM) {
+        return Err(NetInitError::AccessPlatform);
+    }
+    Ok(())
+}
+
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Initialise the device (§3.1.1): reset, negotiate [`DRIVER_FEATURES`], set up virtqueues
     /// 0 (RX) and 1 (TX) of [`QUEUE_SIZE`] descriptors, read the MAC, set DRIVER_OK.
@@ -343,9 +369,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// No buffers are posted yet: call [`VirtioNet::rx_refill`].
     pub fn new(mut transport: T) -> Result<Self, NetInitError> {
         let offered = NetFeatures::from_bits_retain(transport.read_device_features());
-        if !offered.contains(NetFeatures::VERSION_1) {
-            return Err(NetInitError::NotModern);
-        }
+        check_offered(offered)?;
         let features = transport.begin_init(DRIVER_FEATURES);
         for q in [RX_QUEUE, TX_QUEUE] {
             let max = transport.max_queue_size(q);
@@ -436,7 +460,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// [`VirtioNet::set_doorbells`] on each before use.
     ///
     /// # Errors
-    /// [`NetInitError::NotModern`], [`NetInitError::NoMultiQueue`] if the device lacks MQ or
+    /// [`NetInitError::NotModern`], [`NetInitError::AccessPlatform`], [`NetInitError::NoMultiQueue`] if the device lacks MQ or
     /// CTRL_VQ, [`NetInitError::BadPairCount`] if `pairs` is 0 or above
     /// min(`max_virtqueue_pairs`, [`MAX_QUEUE_PAIRS`]), queue set-up errors, and for the command
     /// [`NetInitError::CtrlQueueFull`], [`NetInitError::CtrlTimeout`] or
@@ -447,9 +471,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         mut timed_out: impl FnMut() -> bool,
     ) -> Result<heapless::Vec<Self, MAX_QUEUE_PAIRS>, NetInitError> {
         let offered = NetFeatures::from_bits_retain(transport.read_device_features());
-        if !offered.contains(NetFeatures::VERSION_1) {
-            return Err(NetInitError::NotModern);
-        }
+        check_offered(offered)?;
         let mq = NetFeatures::MQ | NetFeatures::CTRL_VQ;
         if !offered.contains(mq) {
             return Err(NetInitError::NoMultiQueue {

@@ -604,6 +604,17 @@ impl Config {
                 because: "(=router) for route",
             });
         }
+        for (i, because) in ["(=router) for ip0", "(=router) for ip1"]
+            .into_iter()
+            .enumerate()
+        {
+            if cfg.mode != Mode::Router && cfg.ip[i].is_some() {
+                return Err(ConfigError::Missing {
+                    key: "mode",
+                    because,
+                });
+            }
+        }
         if cfg.mode != Mode::Router && matches!(cfg.mgmt, MgmtPort::Port(_)) {
             return Err(ConfigError::Missing {
                 key: "mode",
@@ -853,6 +864,32 @@ mod tests {
                 because: "(=router) for route"
             }
         );
+    }
+
+    /// Issue 15 item 8: `ip0=`/`ip1=` outside router mode are rejected like `route=` (they were
+    /// silently ignored).
+    #[test]
+    fn port_addresses_need_router_mode() {
+        for (line, key) in [
+            ("ip0=10.0.0.1/24", "ip0"),
+            ("mode=l2 ip1=10.0.1.1/24", "ip1"),
+            ("mode=io ip0=10.0.0.1/24 ip1=10.0.1.1/24", "ip0"),
+        ] {
+            let e = Config::parse(line).unwrap_err();
+            assert_eq!(
+                e,
+                ConfigError::Missing {
+                    key: "mode",
+                    because: if key == "ip0" {
+                        "(=router) for ip0"
+                    } else {
+                        "(=router) for ip1"
+                    }
+                },
+                "{line}"
+            );
+            assert!(e.to_string().contains(key), "{line}: {e}");
+        }
     }
 
     #[test]

@@ -485,6 +485,14 @@ pub struct MgmtStats {
     pub tx_dropped: u64,
     /// `/metrics` responses served (requests).
     pub http_requests: u64,
+    /// Connections reset without a complete request within the request timeout (5 s).
+    pub request_timeouts: u64,
+    /// Connections reset after the idle timeout (10 s without progress).
+    pub idle_timeouts: u64,
+    /// Connections reset for holding the response buffer past the response timeout (5 s).
+    pub response_timeouts: u64,
+    /// Connections closed (our FIN) after the client's FIN came before a complete request.
+    pub fin_before_request: u64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -723,6 +731,19 @@ pub fn write_prometheus(
             "/metrics responses served.",
         )?;
         writeln!(w, "gannet_mgmt_http_requests_total {}", m.http_requests)?;
+        counter(
+            w,
+            "gannet_mgmt_tcp_closed_total",
+            "Metrics connections closed by the management plane, by reason.",
+        )?;
+        for (reason, n) in [
+            ("request_timeout", m.request_timeouts),
+            ("idle_timeout", m.idle_timeouts),
+            ("response_timeout", m.response_timeouts),
+            ("fin_before_request", m.fin_before_request),
+        ] {
+            writeln!(w, "gannet_mgmt_tcp_closed_total{{reason=\"{reason}\"}} {n}")?;
+        }
     }
     Ok(())
 }

@@ -396,6 +396,24 @@ pub fn boot_failing_with(
         extra_args: extra(dir.path()),
         ..GuestConfig::default()
     };
+    boot_failing_cfg(cfg, dir)
+}
+
+/// [`boot_failing`] with `memory` of guest RAM (QEMU `-m`, e.g. `"5M"`), two NICs.
+pub fn boot_failing_memory(append: &str, memory: &str) -> (GuestExit, Vec<String>) {
+    let dir = TestDir::new();
+    let cfg = GuestConfig {
+        image: image(),
+        dgram_dir: dir.path().to_path_buf(),
+        append: append.to_string(),
+        memory: memory.to_string(),
+        ..GuestConfig::default()
+    };
+    boot_failing_cfg(cfg, dir)
+}
+
+fn boot_failing_cfg(cfg: GuestConfig, dir: TestDir) -> (GuestExit, Vec<String>) {
+    let (append, nics) = (cfg.append.as_str(), cfg.nics);
     // Host sides bound so QEMU's sends (if any) have somewhere to go.
     let _host: Vec<RawPort> = (0..nics)
         .map(|p| RawPort::bind(dir.path(), p).unwrap_or_else(|e| panic!("bind: {e:#}")))

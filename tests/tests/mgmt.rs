@@ -233,3 +233,207 @@ fn promtool_check(response: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A host-side smoltcp stack on guest port 0 (10.0.0.2) with TCP clients of the metrics port.
+struct Clients {
+    dev: HostPort,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    t0: Instant,
+    next_port: u16,
+}
+
+impl Clients {
+    fn new(port: gen::RawPort) -> Clients {
+        let mut dev = HostPort(port);
+        let t0 = Instant::now();
+        let mut iface = Interface::new(
+            Config::new(HardwareAddress::Ethernet(EthernetAddress(peer_mac(0)))),
+            &mut dev,
+            SmolInstant::from_millis(0),
+        );
+        iface.update_ip_addrs(|a| {
+            a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap();
+        });
+        Clients {
+            dev,
+            iface,
+            sockets: SocketSet::new(vec![]),
+            t0,
+            next_port: 49152,
+        }
+    }
+
+    /// A client with a receive buffer of `rx` bytes, connecting to 10.0.0.1:9100.
+    fn connect(&mut self, rx: usize) -> smoltcp::iface::SocketHandle {
+        let h = self.sockets.add(tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; rx]),
+            tcp::SocketBuffer::new(vec![0; 4096]),
+        ));
+        self.next_port += 1;
+        self.sockets
+            .get_mut::<tcp::Socket>(h)
+            .connect(
+                self.iface.context(),
+                (Ipv4Address::new(10, 0, 0, 1), 9100),
+                self.next_port,
+            )
+            .unwrap();
+        h
+    }
+
+    fn poll(&mut self) {
+        let now = SmolInstant::from_millis(self.t0.elapsed().as_millis() as i64);
+        self.iface.poll(now, &mut self.dev, &mut self.sockets);
+    }
+
+    fn sock(&mut self, h: smoltcp::iface::SocketHandle) -> &mut tcp::Socket<'static> {
+        self.sockets.get_mut::<tcp::Socket>(h)
+    }
+
+    /// Polls until `done` holds (panics with `what` and the guest's log after `limit`).
+    fn until(
+        &mut self,
+        rig: &Rig,
+        limit: Duration,
+        what: &str,
+        mut done: impl FnMut(&mut Clients) -> bool,
+    ) {
+        let deadline = Instant::now() + limit;
+        while !done(self) {
+            assert!(
+                Instant::now() < deadline,
+                "{what} within {limit:?}\n{}",
+                rig.tail()
+            );
+            self.poll();
+        }
+    }
+
+    /// A complete `GET /metrics` on a fresh connection: the response text.
+    fn get_metrics(&mut self, rig: &Rig, limit: Duration) -> String {
+        let h = self.connect(65536);
+        let mut body = Vec::new();
+        let mut sent = false;
+        self.until(rig, limit, "no complete /metrics response", |c| {
+            let s = c.sock(h);
+            if s.may_send() && !sent {
+                s.send_slice(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+                sent = true;
+            }
+            while s.can_recv() {
+                s.recv(|d| {
+                    body.extend_from_slice(d);
+                    (d.len(), ())
+                })
+                .unwrap();
+            }
+            sent && !s.may_recv() && !body.is_empty()
+        });
+        // Our FIN too (later polls send it), so the guest's socket does not wait in FIN-WAIT-2.
+        self.sock(h).close();
+        String::from_utf8(body).expect("UTF-8 response")
+    }
+}
+
+/// Issue 15 item 3: a client with half a request, one that sent FIN without a request and one
+/// that does not read its response each hold a socket, and a fourth client's `GET /metrics` is
+/// still answered at once; the half request is reset after the request timeout (5 s), the FIN
+/// gets our FIN back, the non-reader is reset after the idle timeout (10 s), each counted.
+/// (With one socket and no timeouts the fourth client got RST and the others stayed forever.)
+#[test]
+fn idle_and_half_closed_clients_do_not_block_metrics() {
+    let mut rig = Rig::start(ROUTER, gen_count(200, 64, false));
+    // Traffic first: the router learns its next hop (frames queued behind ARP may be lost).
+    let r = rig.run();
+    assert!(r.received > 0 && r.bad == 0, "{r:?}");
+    let mut c = Clients::new(rig.port(0));
+    // Half a request, then silence.
+    let half = c.connect(4096);
+    c.until(&rig, Duration::from_secs(20), "half: no connection", |c| {
+        c.sock(half).may_send()
+    });
+    c.sock(half).send_slice(b"GET /metr").unwrap();
+    let half_at = Instant::now();
+    // FIN without a request.
+    let fin = c.connect(4096);
+    c.until(&rig, Duration::from_secs(10), "fin: no connection", |c| {
+        c.sock(fin).may_send()
+    });
+    c.sock(fin).close();
+    // A complete request, and a receive window of 64 bytes that is never read.
+    let stall = c.connect(64);
+    c.until(&rig, Duration::from_secs(10), "stall: no connection", |c| {
+        c.sock(stall).may_send()
+    });
+    c.sock(stall)
+        .send_slice(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let stall_at = Instant::now();
+    c.until(
+        &rig,
+        Duration::from_secs(5),
+        "stall: no response bytes",
+        |c| c.sock(stall).recv_queue() > 0,
+    );
+    // All three hold a socket: a fourth client is served at once.
+    let t = Instant::now();
+    let text = c.get_metrics(&rig, Duration::from_secs(4));
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+    assert!(
+        half_at.elapsed() < Duration::from_secs(5),
+        "the fourth client was served only after {:?} (slower than the request timeout)",
+        t.elapsed()
+    );
+    // FIN before a request: our FIN comes back (the client's side leaves FIN-WAIT).
+    c.until(&rig, Duration::from_secs(5), "fin: no FIN back", |c| {
+        matches!(
+            c.sock(fin).state(),
+            tcp::State::TimeWait | tcp::State::Closed
+        )
+    });
+    // Half a request: reset (CLOSED without our close) at the request timeout, not before.
+    c.until(&rig, Duration::from_secs(10), "half: not reset", |c| {
+        c.sock(half).state() == tcp::State::Closed
+    });
+    let half_after = half_at.elapsed();
+    assert!(
+        half_after >= Duration::from_millis(4500) && half_after <= Duration::from_secs(8),
+        "half request reset after {half_after:?}, expected the 5 s request timeout"
+    );
+    // The non-reader: reset at the idle timeout (no byte of ours acknowledged for 10 s).
+    c.until(&rig, Duration::from_secs(16), "stall: not reset", |c| {
+        c.sock(stall).state() == tcp::State::Closed
+    });
+    let stall_after = stall_at.elapsed();
+    assert!(
+        stall_after >= Duration::from_secs(9) && stall_after <= Duration::from_secs(14),
+        "non-reading client reset after {stall_after:?}, expected the 10 s idle timeout"
+    );
+    // Every close is counted, and the service still answers.
+    let text = c.get_metrics(&rig, Duration::from_secs(4));
+    for (needle, want) in [
+        ("gannet_mgmt_http_requests_total", 3),
+        (
+            "gannet_mgmt_tcp_closed_total{reason=\"request_timeout\"}",
+            1,
+        ),
+        ("gannet_mgmt_tcp_closed_total{reason=\"idle_timeout\"}", 1),
+        (
+            "gannet_mgmt_tcp_closed_total{reason=\"response_timeout\"}",
+            0,
+        ),
+        (
+            "gannet_mgmt_tcp_closed_total{reason=\"fin_before_request\"}",
+            1,
+        ),
+    ] {
+        assert_eq!(sample(&text, needle), want, "{needle} in:\n{text}");
+    }
+    drop(c);
+    // The fast path still forwards every frame.
+    let r = rig.run();
+    assert_eq!((r.received, r.bad), (r.sent, 0), "{r:?}");
+    let s = rig.quit();
+    assert_no_leak(&s);
+}

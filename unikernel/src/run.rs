@@ -213,14 +213,18 @@ fn build_core(
         mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
     })
     .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
-    for p in 0..PORTS {
+    let posted: [usize; PORTS] =
+        core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted()));
+    for (p, n) in posted.iter().enumerate() {
         info!(
-            "port {}: {} RX buffers posted from page_pool {} (refill batch {})",
+            "port {}: {n} RX buffers posted from page_pool {} (refill batch {})",
             PORTS * k + p,
-            core.nics().map_or(0, |n| n[p].rx_posted()),
             PORTS * k + p,
             PP_ALLOC_CACHE_REFILL
         );
+    }
+    if cfg.sim.is_none() {
+        check_rx_rings(k, &posted, zone);
     }
     if halt {
         let hz = apic::start_periodic_timer(IDLE_TIMER_US);
@@ -232,6 +236,30 @@ fn build_core(
         info!("idle (cpu {k}): busy polling");
     }
     (core, halt)
+}
+
+/// Least RX buffers a port's ring must hold before `ready`: half the ring
+/// ([`drivers::virtio_net::QUEUE_SIZE`] descriptors). Below that a port drops most of a burst,
+/// or (0 posted) never receives at all.
+const RX_MIN_POSTED: usize = drivers::virtio_net::QUEUE_SIZE / 2;
+
+/// Stop the boot (a named memory error) if a port of pair `k` got fewer than
+/// [`RX_MIN_POSTED`] RX buffers, saying how much more memory full rings would take: one 4 KiB
+/// page per missing buffer, at least.
+fn check_rx_rings(k: usize, posted: &[usize; PORTS], zone: &Zone) {
+    let ring = drivers::virtio_net::QUEUE_SIZE;
+    let missing: usize = posted.iter().map(|&n| ring.saturating_sub(n)).sum();
+    for (p, &n) in posted.iter().enumerate() {
+        if n < RX_MIN_POSTED {
+            let kib = missing * PAGE_SIZE / 1024;
+            fail(format_args!(
+                "memory error: port {}: only {n} of {ring} RX buffers posted (at least {RX_MIN_POSTED} needed before ready); {} pages free: give the guest at least {} MiB more memory (QEMU -m; {kib} KiB for full RX rings on pair {k})",
+                PORTS * k + p,
+                zone.free_pages(),
+                kib.div_ceil(1024),
+            ));
+        }
+    }
 }
 
 /// Carve the management plane's storage from the zone (kept for the kernel's life).

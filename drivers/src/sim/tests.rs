@@ -102,6 +102,19 @@ fn a_device_without_version_1_is_refused() {
 }
 
 #[test]
+fn a_device_behind_an_iommu_is_refused_untouched() {
+    let shared = SimShared::with_features(MAC, SIM_FEATURES | NetFeatures::ACCESS_PLATFORM.bits());
+    assert!(matches!(
+        Nic::new(SimTransport::new(&shared)),
+        Err(NetInitError::AccessPlatform)
+    ));
+    // Refused before feature negotiation: nothing was accepted, no queue set up.
+    assert_eq!(shared.driver_features(), 0);
+    assert!(shared.status().is_empty());
+    assert_eq!(shared.rings(SIM_RX_QUEUE), None);
+}
+
+#[test]
 fn frames_go_through_rx_and_tx_and_pages_come_back() {
     let shared = SimShared::new(MAC);
     let (mut nic, mut dev) = up(&shared);

@@ -335,6 +335,14 @@ pub enum RouterError {
     ReadOnlyFib,
     /// A shared FIB lacks a port's connected route (it was not built for these ports).
     FibLacksPort,
+    /// A port address with a /32 prefix: it leaves no connected network (its /32 is the local
+    /// route), so no neighbour or gateway could be reached through the port. RFC 1812 §2.2.5.2
+    /// unnumbered links are not supported; /31 (RFC 3021) is the smallest.
+    HostPrefixPort,
+    /// A static route for exactly a connected network, a port's address or a directed
+    /// broadcast address: it would replace that route (the FIB holds one route per prefix).
+    /// A more specific prefix inside a connected network is allowed.
+    RouteOverConnected,
 }
 
 impl From<FibError> for RouterError {
@@ -356,6 +364,12 @@ impl core::fmt::Display for RouterError {
             RouterError::FibLacksPort => {
                 f.write_str("the shared FIB lacks a port's connected route")
             }
+            RouterError::HostPrefixPort => f.write_str(
+                "a /32 port address leaves no connected network (use /31 or shorter)",
+            ),
+            RouterError::RouteOverConnected => f.write_str(
+                "the prefix is a connected network, a port address or a broadcast address (routes may only be more specific)",
+            ),
         }
     }
 }
@@ -539,6 +553,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             {
                 return Err(RouterError::BadPortAddress);
             }
+            if p.addr.len == 32 {
+                return Err(RouterError::HostPrefixPort);
+            }
             let port = i as u8;
             let Some(fib) = fib.fib_mut() else {
                 if fib.fib().get(p.addr.network()) != Some(NextHop::Connected { port }) {
@@ -594,8 +611,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         self.fib
     }
 
-    /// Install a static route `prefix → gateway` (replacing one with the same prefix). The
-    /// gateway must be inside a port's network; the route goes out of that port.
+    /// Install a static route `prefix → gateway` (replacing a static one with the same
+    /// prefix). The gateway must be inside a port's network; the route goes out of that port.
+    /// A prefix that is a connected network, a port address or a broadcast /32 is
+    /// [`RouterError::RouteOverConnected`].
     pub fn add_route(&mut self, prefix: Ipv4Net, gateway: Ipv4Addr) -> Result<(), RouterError> {
         let port = self
             .ports()
@@ -606,6 +625,12 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             return Err(RouterError::GatewayIsLocal);
         }
         let fib = self.fib.fib_mut().ok_or(RouterError::ReadOnlyFib)?;
+        if matches!(
+            fib.get(prefix),
+            Some(NextHop::Connected { .. } | NextHop::Local | NextHop::Broadcast)
+        ) {
+            return Err(RouterError::RouteOverConnected);
+        }
         fib.add(
             prefix,
             NextHop::Via {

@@ -1290,3 +1290,45 @@ fn per_core_routers_never_share_an_ip_id() {
     assert_eq!([id(&mut c0), id(&mut c0), id(&mut c0)], [1, 3, 5]);
     assert_eq!([id(&mut c1), id(&mut c1)], [2, 4]);
 }
+
+/// Issue 15 item 8: a /32 port address and a route over a connected network each get their
+/// own error (both used to surface as `FibLacksPort` from the shared FIB).
+#[test]
+fn host_prefix_ports_and_routes_over_connected_networks_are_named() {
+    let mut s = Store::new(16, 64);
+    let mut p = ports();
+    p[0].addr = parse_ipv4_cidr("10.0.0.1/32").unwrap();
+    assert!(matches!(
+        R::new(s.fib(), &p, RouterConfig::default()),
+        Err(RouterError::HostPrefixPort)
+    ));
+    // /31 (RFC 3021) is fine.
+    let mut s = Store::new(16, 64);
+    p[0].addr = parse_ipv4_cidr("10.0.0.1/31").unwrap();
+    assert!(R::new(s.fib(), &p, RouterConfig::default()).is_ok());
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    for over in [
+        "10.0.0.0/24,10.0.1.2",
+        "10.0.0.1/32,10.0.1.2",
+        "10.0.0.255/32,10.0.1.2",
+        "10.0.1.0/24,10.0.1.2",
+    ] {
+        let (prefix, gw) = parse_route(over).unwrap();
+        assert_eq!(
+            r.add_route(prefix, gw),
+            Err(RouterError::RouteOverConnected),
+            "{over}"
+        );
+    }
+    // The connected route is intact; a more specific prefix and a static route's replacement
+    // are accepted.
+    assert_eq!(
+        r.fib().get(parse_ipv4_cidr("10.0.0.0/24").unwrap()),
+        Some(NextHop::Connected { port: 0 })
+    );
+    let (prefix, gw) = parse_route("10.0.0.128/25,10.0.1.2").unwrap();
+    assert_eq!(r.add_route(prefix, gw), Ok(()));
+    let (prefix, gw) = parse_route("192.168.0.0/16,10.0.1.3").unwrap();
+    assert_eq!(r.add_route(prefix, gw), Ok(()));
+}

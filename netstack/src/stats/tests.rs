@@ -370,6 +370,10 @@ fn mgmt() -> MgmtStats {
         tx: 9,
         tx_dropped: 0,
         http_requests: 2,
+        request_timeouts: 3,
+        idle_timeouts: 4,
+        response_timeouts: 5,
+        fin_before_request: 6,
     }
 }
 
@@ -414,6 +418,11 @@ fn prometheus_lines() {
         "gannet_mgmt_frames_total{dir=\"rx_dropped\"} 1",
         "gannet_mgmt_frames_total{dir=\"tx_dropped\"} 0",
         "gannet_mgmt_http_requests_total 2",
+        "# TYPE gannet_mgmt_tcp_closed_total counter",
+        "gannet_mgmt_tcp_closed_total{reason=\"request_timeout\"} 3",
+        "gannet_mgmt_tcp_closed_total{reason=\"idle_timeout\"} 4",
+        "gannet_mgmt_tcp_closed_total{reason=\"response_timeout\"} 5",
+        "gannet_mgmt_tcp_closed_total{reason=\"fin_before_request\"} 6",
     ] {
         assert!(lines.contains(&want), "missing `{want}` in:\n{text}");
     }
@@ -423,7 +432,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 26);
+    assert_eq!(families, 27);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

@@ -40,6 +40,10 @@ boot_gdt_end:
 boot_gdt_ptr:
     .word boot_gdt_end - boot_gdt - 1
     .long boot_gdt
+boot_mem_msg1:
+    .asciz "ERROR gannet: memory error: RAM does not cover the kernel image (1 MiB up to __kernel_end, .bss included): give the guest at least "
+boot_mem_msg2:
+    .asciz " MiB for the image alone (QEMU -m; forwarding needs more, see the README)\r\n"
 
     .section .text.boot32, "ax"
     .code32
@@ -48,6 +52,93 @@ pvh_start32:
     cli
     cld
     mov %ebx, %esi                  /* hvm_start_info paddr, kept until kernel_main */
+
+    /* RAM must hold the whole image, .bss (boot stack and page tables) included, before
+     * anything is written there: with too little (QEMU -m 4M and below today) the stack and
+     * .bss lie past the end of RAM and the boot used to hang or fault silently. The memory map
+     * (hvm_start_info version >= 1: memmap_paddr at 40, memmap_entries at 48; entries of 24
+     * bytes: addr, size, type, 1 = RAM) must have one RAM entry covering
+     * [__kernel_start, __kernel_end); else print a named error on COM1 and exit through
+     * isa-debug-exit (QEMU status 3). No stack, no memory written. */
+    cmpl $1, 4(%esi)
+    jb boot_mem_ok                  /* no memory map: nothing to check against */
+    mov 40(%esi), %edi
+    mov 48(%esi), %ecx
+boot_mem_next:
+    test %ecx, %ecx
+    jz boot_mem_short
+    cmpl $1, 16(%edi)               /* type RAM */
+    jne boot_mem_skip
+    cmpl $0, 4(%edi)                /* starts above 4 GiB */
+    jne boot_mem_skip
+    mov (%edi), %eax
+    cmp $__kernel_start, %eax
+    ja boot_mem_skip                /* starts above the image */
+    cmpl $0, 12(%edi)
+    jne boot_mem_ok                 /* 4 GiB or more */
+    add 8(%edi), %eax
+    jc boot_mem_ok                  /* ends at or above 4 GiB */
+    cmp $__kernel_end, %eax
+    jae boot_mem_ok
+boot_mem_skip:
+    add $24, %edi
+    dec %ecx
+    jmp boot_mem_next
+boot_mem_short:
+    mov $0x3f8, %dx
+    mov $boot_mem_msg1, %edi
+boot_mem_puts1:
+    movb (%edi), %al
+    test %al, %al
+    jz boot_mem_mib
+    out %al, %dx
+    inc %edi
+    jmp boot_mem_puts1
+boot_mem_mib:
+    /* n = ceil(__kernel_end / 1 MiB) in decimal (n < 1000), leading zeros skipped. */
+    mov $__kernel_end + 0xfffff, %eax
+    shr $20, %eax
+    mov $100, %ebx                  /* place value */
+    xor %ebp, %ebp                  /* nonzero once a digit was printed */
+boot_mem_digit:
+    xor %edx, %edx
+    div %ebx                        /* eax = digit, edx = rest */
+    mov %edx, %edi
+    mov $0x3f8, %dx
+    or %eax, %ebp
+    jnz boot_mem_put
+    cmp $1, %ebx
+    jne boot_mem_place              /* a leading zero */
+boot_mem_put:
+    add $0x30, %al
+    out %al, %dx
+boot_mem_place:
+    mov %ebx, %eax
+    xor %edx, %edx
+    mov $10, %ecx
+    div %ecx
+    mov %eax, %ebx
+    mov %edi, %eax
+    test %ebx, %ebx
+    jnz boot_mem_digit
+    mov $boot_mem_msg2, %edi
+    mov $0x3f8, %dx
+boot_mem_puts2:
+    movb (%edi), %al
+    test %al, %al
+    jz boot_mem_exit
+    out %al, %dx
+    inc %edi
+    jmp boot_mem_puts2
+boot_mem_exit:
+    mov $0xf4, %dx
+    mov $1, %eax                    /* ExitCode::Failure: QEMU exits with status 3 */
+    out %eax, %dx
+3:
+    cli
+    hlt
+    jmp 3b
+boot_mem_ok:
 
     /* Zero .bss (page tables and stack included). */
     mov $__bss_start, %edi

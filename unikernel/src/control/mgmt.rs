@@ -6,6 +6,14 @@
 //! forwarder. Work is bounded per poll: at most [`INGRESS_PER_POLL`] frames enter smoltcp, and
 //! a full queue drops (and counts) instead of growing, so management load cannot starve
 //! forwarding. No heap: all storage is carved from the page allocator at boot.
+//!
+//! [`SOCKETS`] TCP sockets listen on the metrics port, each with its own request buffer and
+//! timers; they share one response buffer, held by one connection at a time. A connection is
+//! reset (RST) without a complete request [`REQUEST_TIMEOUT_MS`] after its SYN, without
+//! progress for [`IDLE_TIMEOUT_MS`], or when it holds the response buffer longer than
+//! [`RESPONSE_TIMEOUT_MS`]; a FIN before a complete request gets our FIN back (RFC 9293
+//! §3.6: CLOSE-WAIT → LAST-ACK). So a slow or idle client holds one socket for at most those
+//! times, and never the fast path (smoltcp's work per poll is bounded as above).
 
 use core::fmt::Write;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
@@ -24,12 +32,29 @@ pub const TX_QUEUE: usize = 16;
 pub const FRAME_MAX: usize = 1514;
 /// Frames fed to smoltcp per poll.
 pub const INGRESS_PER_POLL: usize = 4;
-/// TCP receive buffer (bytes): an HTTP request line and headers.
+/// TCP receive buffer of each socket (bytes): an HTTP request line and headers.
 const TCP_RX: usize = 4096;
-/// TCP send buffer (bytes).
+/// TCP send buffer of each socket (bytes).
 const TCP_TX: usize = 16384;
 /// Largest metrics response body (bytes); a longer one is cut at a line boundary and counted.
+/// One buffer shared by every socket: one response is being sent at a time, the others wait.
 pub const BODY_MAX: usize = 64 * 1024;
+/// TCP sockets listening on [`METRICS_PORT`]: this many clients are served at once; one more
+/// gets RST from smoltcp until a socket is free again.
+pub const SOCKETS: usize = 4;
+/// Largest request kept (bytes): the request line and headers; a longer one is answered as it
+/// stands (only `GET /metrics ` at its start counts).
+const REQ_MAX: usize = 512;
+/// Request timeout (ms): a connection that has not sent a complete request (up to the blank
+/// line that ends the headers, RFC 9112 §2.1) this long after its SYN is reset.
+pub const REQUEST_TIMEOUT_MS: i64 = 5_000;
+/// Idle timeout (ms): a connection that made no progress (no byte received, none of our bytes
+/// acknowledged) this long is reset, in any state but LISTEN (a stalled response reader, a peer
+/// that never acknowledges our FIN).
+pub const IDLE_TIMEOUT_MS: i64 = 10_000;
+/// Response timeout (ms): the connection holding the shared response buffer must have taken
+/// the whole response into its send buffer this long after it was written, or it is reset.
+pub const RESPONSE_TIMEOUT_MS: i64 = 5_000;
 
 /// A fixed ring of frames.
 struct FrameQueue<const N: usize> {
@@ -144,6 +169,42 @@ pub struct MgmtCounters {
     pub tx_dropped: u64,
     /// `/metrics` responses served.
     pub http_requests: u64,
+    /// Connections reset for taking longer than [`REQUEST_TIMEOUT_MS`] to send a request.
+    pub request_timeouts: u64,
+    /// Connections reset after [`IDLE_TIMEOUT_MS`] without progress.
+    pub idle_timeouts: u64,
+    /// Connections reset for not taking their whole response into the send buffer within
+    /// [`RESPONSE_TIMEOUT_MS`] (the shared response buffer is then free for the next one).
+    pub response_timeouts: u64,
+    /// Connections closed (our FIN) because the client's FIN came before a complete request.
+    pub fin_before_request: u64,
+}
+
+/// One TCP socket of the metrics service and its request state.
+struct Conn {
+    handle: SocketHandle,
+    /// The request received so far (up to [`REQ_MAX`] bytes).
+    req: heapless::Vec<u8, REQ_MAX>,
+    /// Uptime (ms) when the connection left LISTEN (SYN received); `None` while listening.
+    since_ms: Option<i64>,
+    /// Uptime (ms) of the last progress: a byte received or one of ours acknowledged.
+    progress_ms: i64,
+    /// Our bytes not yet acknowledged at the last look (a decrease is progress).
+    send_queue: usize,
+    /// The request is complete (or full): answer it when the response buffer is free.
+    complete: bool,
+    /// The response has been queued in full and the socket closed on our side.
+    done: bool,
+}
+
+impl Conn {
+    fn reset(&mut self) {
+        self.req.clear();
+        self.since_ms = None;
+        self.send_queue = 0;
+        self.complete = false;
+        self.done = false;
+    }
 }
 
 /// The management interface.
@@ -153,16 +214,23 @@ pub struct Mgmt {
     iface: Interface,
     dev: MgmtDev,
     sockets: SocketSet<'static>,
-    http: SocketHandle,
-    req: heapless::Vec<u8, 512>,
+    conns: [Conn; SOCKETS],
+    /// The one response buffer, and which connection it holds a response for.
     body: &'static mut [u8],
+    body_owner: Option<usize>,
+    /// Uptime (ms) when `body_owner` took the buffer.
+    body_since_ms: i64,
     body_len: usize,
     body_sent: usize,
     counters: MgmtCounters,
 }
 
 /// Storage the management plane needs, in bytes (carved from one allocation at boot).
-pub const STORAGE_BYTES: usize = (RX_QUEUE + TX_QUEUE) * FRAME_MAX + TCP_RX + TCP_TX + BODY_MAX;
+pub const STORAGE_BYTES: usize =
+    (RX_QUEUE + TX_QUEUE) * FRAME_MAX + SOCKETS * (TCP_RX + TCP_TX) + BODY_MAX;
+
+// One order-6 block (256 KiB), as with one socket: four sockets cost no more memory.
+const _: () = assert!(STORAGE_BYTES <= 64 * 4096);
 
 impl Mgmt {
     /// A management interface with MAC `mac` and address `addr/len` on `port`, using
@@ -181,8 +249,7 @@ impl Mgmt {
             "management storage too small"
         );
         let (frames, rest) = storage.split_at_mut((RX_QUEUE + TX_QUEUE) * FRAME_MAX);
-        let (tcp_rx, rest) = rest.split_at_mut(TCP_RX);
-        let (tcp_tx, body) = rest.split_at_mut(TCP_TX);
+        let (mut sock_mem, body) = rest.split_at_mut(SOCKETS * (TCP_RX + TCP_TX));
         let (rxf, txf) = frames.split_at_mut(RX_QUEUE * FRAME_MAX);
         let as_frames = |b: &'static mut [u8]| -> &'static mut [[u8; FRAME_MAX]] {
             let n = b.len() / FRAME_MAX;
@@ -213,26 +280,37 @@ impl Mgmt {
             let _ = a.push(IpCidr::new(IpAddress::Ipv4(addr), len));
         });
         // Socket slots: leaked once (the guard is never dropped), live as long as the kernel.
-        let storage: &'static mut [SocketStorage<'static>; 2] = spin::MutexGuard::leak(
+        let storage: &'static mut [SocketStorage<'static>; SOCKETS] = spin::MutexGuard::leak(
             MGMT_SOCKETS
-                .call_once(|| spin::Mutex::new([SocketStorage::EMPTY; 2]))
+                .call_once(|| spin::Mutex::new([SocketStorage::EMPTY; SOCKETS]))
                 .lock(),
         );
         let mut sockets = SocketSet::new(&mut storage[..]);
-        let mut tcp = tcp::Socket::new(
-            tcp::SocketBuffer::new(tcp_rx),
-            tcp::SocketBuffer::new(tcp_tx),
-        );
-        let _ = tcp.listen(METRICS_PORT);
-        let http = sockets.add(tcp);
+        let conns = core::array::from_fn(|_| {
+            let (rx, rest) = core::mem::take(&mut sock_mem).split_at_mut(TCP_RX);
+            let (tx, rest) = rest.split_at_mut(TCP_TX);
+            sock_mem = rest;
+            let mut sock = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
+            let _ = sock.listen(METRICS_PORT);
+            Conn {
+                handle: sockets.add(sock),
+                req: heapless::Vec::new(),
+                since_ms: None,
+                progress_ms: now_ms,
+                send_queue: 0,
+                complete: false,
+                done: false,
+            }
+        });
         Mgmt {
             port,
             iface,
             dev,
             sockets,
-            http,
-            req: heapless::Vec::new(),
+            conns,
             body,
+            body_owner: None,
+            body_since_ms: now_ms,
             body_len: 0,
             body_sent: 0,
             counters: MgmtCounters::default(),
@@ -267,7 +345,7 @@ impl Mgmt {
                 .iface
                 .poll_ingress_single(now, &mut self.dev, &mut self.sockets);
         }
-        self.serve(metrics);
+        self.serve(now_ms, metrics);
         let _ = self
             .iface
             .poll_egress(now, &mut self.dev, &mut self.sockets);
@@ -283,60 +361,155 @@ impl Mgmt {
         }
     }
 
-    fn serve(&mut self, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
-        let sock = self.sockets.get_mut::<tcp::Socket>(self.http);
-        if !sock.is_open() {
-            self.req.clear();
-            self.body_len = 0;
-            self.body_sent = 0;
+    /// Serve every socket: timeouts and FINs first, then requests; the first complete request
+    /// while the response buffer is free gets it (`metrics` runs at most once per poll).
+    fn serve(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
+        let mut metrics = Some(metrics);
+        for i in 0..SOCKETS {
+            self.serve_one(i, now_ms, &mut metrics);
+        }
+    }
+
+    fn serve_one(
+        &mut self,
+        i: usize,
+        now_ms: i64,
+        metrics: &mut Option<impl FnOnce(&mut dyn Write, MgmtCounters)>,
+    ) {
+        let conn = &mut self.conns[i];
+        let sock = self.sockets.get_mut::<tcp::Socket>(conn.handle);
+        let state = sock.state();
+        // Free again: re-listen, unless an RST (after `abort`) still has to go out.
+        let aborting = state == tcp::State::Closed && sock.remote_endpoint().is_some();
+        if !sock.is_open() && !aborting {
+            conn.reset();
+            if self.body_owner == Some(i) {
+                self.body_owner = None;
+            }
             let _ = sock.listen(METRICS_PORT);
             return;
         }
-        if self.body_len == 0 && sock.may_recv() {
-            let mut buf = [0u8; 512];
-            if let Ok(n) = sock.recv_slice(&mut buf) {
-                let room = self.req.capacity() - self.req.len();
-                let _ = self.req.extend_from_slice(&buf[..n.min(room)]);
-            }
-            let complete = self.req.windows(4).any(|w| w == b"\r\n\r\n");
-            if complete || self.req.is_full() {
-                let ok = self.req.starts_with(b"GET /metrics ");
-                let mut w = BodyWriter {
-                    buf: self.body,
-                    len: 0,
-                    truncated: false,
-                };
-                if ok {
-                    let _ = w.write_str(
-                        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n",
-                    );
-                    // Counted first: the response reports itself.
-                    self.counters.http_requests += 1;
-                    let c = MgmtCounters {
-                        tx_dropped: self.dev.tx_dropped,
-                        ..self.counters
-                    };
-                    metrics(&mut w, c);
-                } else {
-                    let _ = w.write_str(
-                        "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics\n",
-                    );
-                }
-                self.body_len = w.len.max(1);
-            }
+        if state == tcp::State::Listen || aborting {
+            return;
         }
-        if self.body_len > 0 && self.body_sent < self.body_len && sock.may_send() {
+        if conn.since_ms.is_none() {
+            conn.since_ms = Some(now_ms);
+            conn.progress_ms = now_ms;
+        }
+        let since = conn.since_ms.unwrap_or(now_ms);
+        // Progress: our bytes acknowledged.
+        let queued = sock.send_queue();
+        if queued < conn.send_queue {
+            conn.progress_ms = now_ms;
+        }
+        conn.send_queue = queued;
+        // Read what the client sent (bytes past REQ_MAX are read and dropped).
+        if !conn.complete && sock.can_recv() {
+            let mut buf = [0u8; REQ_MAX];
+            if let Ok(n) = sock.recv_slice(&mut buf) {
+                if n > 0 {
+                    conn.progress_ms = now_ms;
+                }
+                let room = conn.req.capacity() - conn.req.len();
+                let _ = conn.req.extend_from_slice(&buf[..n.min(room)]);
+            }
+            conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
+        }
+        if !conn.complete && state == tcp::State::CloseWait && !sock.can_recv() {
+            // The client's FIN came before a complete request: nothing to answer, our FIN back.
+            self.counters.fin_before_request += 1;
+            sock.close();
+            conn.complete = true;
+            conn.done = true;
+            return;
+        }
+        if !conn.complete && now_ms - since >= REQUEST_TIMEOUT_MS {
+            self.counters.request_timeouts += 1;
+            sock.abort();
+            return;
+        }
+        if now_ms - conn.progress_ms >= IDLE_TIMEOUT_MS {
+            self.counters.idle_timeouts += 1;
+            sock.abort();
+            return;
+        }
+        if conn.done || !conn.complete {
+            return;
+        }
+        if self.body_owner.is_none() {
+            let Some(metrics) = metrics.take() else {
+                return;
+            };
+            self.respond(i, now_ms, metrics);
+        }
+        if self.body_owner == Some(i) {
+            self.send_body(i, now_ms);
+        }
+    }
+
+    /// Move what connection `i` (holding the response buffer) can take of the response into its
+    /// send buffer; close it when all is queued, reset it past [`RESPONSE_TIMEOUT_MS`].
+    fn send_body(&mut self, i: usize, now_ms: i64) {
+        let conn = &mut self.conns[i];
+        let sock = self.sockets.get_mut::<tcp::Socket>(conn.handle);
+        if now_ms - self.body_since_ms >= RESPONSE_TIMEOUT_MS {
+            // A reader too slow to take the response holds the one buffer no longer.
+            self.counters.response_timeouts += 1;
+            self.body_owner = None;
+            sock.abort();
+            return;
+        }
+        if self.body_sent < self.body_len && sock.may_send() {
             if let Ok(n) = sock.send_slice(&self.body[self.body_sent..self.body_len]) {
                 self.body_sent += n;
             }
-            if self.body_sent >= self.body_len {
-                sock.close();
-            }
         }
+        if self.body_sent >= self.body_len {
+            // Queued in full: the buffer is free for the next response, the socket sends the
+            // rest and our FIN.
+            sock.close();
+            conn.done = true;
+            self.body_owner = None;
+        }
+    }
+
+    /// Write the response to connection `i`'s request into the shared buffer, which `i` then
+    /// holds until the response is in its send buffer.
+    fn respond(
+        &mut self,
+        i: usize,
+        now_ms: i64,
+        metrics: impl FnOnce(&mut dyn Write, MgmtCounters),
+    ) {
+        let mut w = BodyWriter {
+            buf: self.body,
+            len: 0,
+            truncated: false,
+        };
+        if self.conns[i].req.starts_with(b"GET /metrics ") {
+            let _ = w.write_str(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n",
+            );
+            // Counted first: the response reports itself.
+            self.counters.http_requests += 1;
+            let c = MgmtCounters {
+                tx_dropped: self.dev.tx_dropped,
+                ..self.counters
+            };
+            metrics(&mut w, c);
+        } else {
+            let _ = w.write_str(
+                "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics\n",
+            );
+        }
+        self.body_owner = Some(i);
+        self.body_since_ms = now_ms;
+        self.body_len = w.len;
+        self.body_sent = 0;
     }
 }
 
-static MGMT_SOCKETS: spin::Once<spin::Mutex<[SocketStorage<'static>; 2]>> = spin::Once::new();
+static MGMT_SOCKETS: spin::Once<spin::Mutex<[SocketStorage<'static>; SOCKETS]>> = spin::Once::new();
 
 /// A `fmt::Write` into a fixed buffer that stops at the last complete line when full.
 struct BodyWriter<'a> {

@@ -197,6 +197,10 @@ pub fn write_prometheus(
         tx: c.tx,
         tx_dropped: c.tx_dropped,
         http_requests: c.http_requests,
+        request_timeouts: c.request_timeouts,
+        idle_timeouts: c.idle_timeouts,
+        response_timeouts: c.response_timeouts,
+        fin_before_request: c.fin_before_request,
     });
     netstack::stats::write_prometheus(&stats(pairs, sys), &sys.buddyinfo, mgmt.as_ref(), w)
 }

@@ -57,7 +57,7 @@ pub struct MemInfo {
     pub kernel: (u64, u64),
 }
 
-fn kernel_range() -> (u64, u64) {
+pub fn kernel_range() -> (u64, u64) {
     // Linker-script symbols: only their addresses are taken, never their contents.
     (
         &raw const __kernel_start as u64,
