@@ -398,7 +398,9 @@ fn idle_and_half_closed_clients_do_not_block_metrics() {
     });
     let half_after = half_at.elapsed();
     assert!(
-        half_after >= Duration::from_millis(4500) && half_after <= Duration::from_secs(8),
+        // Upper bound below the 10 s idle timeout (which would also close it): TCG under load
+        // stretches guest time against the host's (8.02 s seen in a full parallel run).
+        half_after >= Duration::from_millis(4500) && half_after <= Duration::from_millis(9500),
         "half request reset after {half_after:?}, expected the 5 s request timeout"
     );
     // The non-reader: reset at the idle timeout (no byte of ours acknowledged for 10 s).
