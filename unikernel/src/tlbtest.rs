@@ -239,9 +239,47 @@ fn paging_selftest(zone: &Zone) {
             "tlbtest: self-test: vmap alias reads {seen:#x}"
         ));
     }
+    kmap_selftest(zone);
     write_frame(f, POISON);
     zone.free_pages_order(f, 0);
-    println!("tlbtest: self-test ok: vmalloc/vunmap of {SELFTEST_PAGES} pages, vmap alias, 2 MiB split and 4 KiB unmap/map");
+    println!("tlbtest: self-test ok: vmalloc/vunmap of {SELFTEST_PAGES} pages, vmap alias, 2 MiB split and 4 KiB unmap/map, per-core views");
+}
+
+/// Per-core views: three frames in this CPU's window read back linearly; a second view while
+/// one is alive is refused; after the drop the window maps other frames (local flush only).
+fn kmap_selftest(zone: &Zone) {
+    use crate::mem::kmap::{KmapError, LocalView};
+    let frames: [Pfn; 3] = core::array::from_fn(|_| alloc_frame(zone));
+    for round in 0..2u64 {
+        for (i, &f) in frames.iter().enumerate() {
+            write_frame(f, tag(i, round));
+        }
+        let order: [Pfn; 3] = if round == 0 {
+            frames
+        } else {
+            [frames[2], frames[1], frames[0]]
+        };
+        let view = LocalView::map(&order)
+            .unwrap_or_else(|e| fail(format_args!("tlbtest: self-test: kmap: {e:?}")));
+        if !matches!(LocalView::map(&order), Err(KmapError::Busy)) {
+            fail(format_args!(
+                "tlbtest: self-test: a second view was not refused"
+            ));
+        }
+        for (i, &f) in order.iter().enumerate() {
+            let want = frames.iter().position(|&g| g == f).unwrap_or(0);
+            let off = i * PAGE as usize;
+            let got = u64::from_ne_bytes(view.bytes()[off..off + 8].try_into().unwrap_or([0; 8]));
+            if got != tag(want, round) {
+                fail(format_args!(
+                    "tlbtest: self-test: kmap page {i} reads {got:#x} (round {round})"
+                ));
+            }
+        }
+    }
+    for f in frames {
+        zone.free_pages_order(f, 0);
+    }
 }
 
 fn alloc_frame(zone: &Zone) -> Pfn {

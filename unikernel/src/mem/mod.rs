@@ -5,6 +5,7 @@
 //! All RAM from 1 MiB up is used, above 4 GiB too (up to [`paging::IDENTITY_MAX_GIB`]): low
 //! memory holds the boot data and the AP trampoline.
 
+pub mod kmap;
 pub mod paging;
 pub mod vmap;
 
