@@ -11,6 +11,8 @@ use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
 use core::sync::atomic::Ordering;
 use log::{error, info};
 use mm::Zone;
+use crate::platform::KernelCore;
+use crate::setup::fib::{self, RouteDelta};
 use unikernel::dataplane::{Core, Platform};
 
 /// How long `drain_all_pages` waits for every CPU: 1 s.
@@ -39,11 +41,12 @@ pub fn system_snap(mode: netstack::Mode, queues: usize, facts: &BootFacts) -> Sy
         free_pages_boot: facts.free_pages_boot,
         zone_free_pages: facts.zone.free_pages(),
         buddyinfo: facts.zone.buddyinfo(),
+        fib: fib::fib_stats(),
     }
 }
 
 /// Run console command `cmd` on the boot CPU's core.
-pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
+pub fn run<P: Platform + 'static>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
     match cmd {
         Command::Stats => print_stats(core, facts),
         Command::Help => println!("{HELP}"),
@@ -69,8 +72,29 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
         Command::Cpus => print_cpus(core),
         Command::Ipi => ipi_ping(),
         Command::Uaf => use_after_free(core),
+        Command::RouteAdd(net, gw) => route_change(core, RouteDelta::Add(net, gw)),
+        Command::RouteDel(net) => route_change(core, RouteDelta::Del(net)),
+        Command::RoutesCommit | Command::RoutesReload => match kernel_core(core) {
+            Some(k) => fib::commit(k, cmd == Command::RoutesReload),
+            None => println!("routes: not in router mode"),
+        },
         Command::Quit => quit(core, facts),
     }
+}
+
+/// `route add` / `route del`: queue a change for `routes commit` (router mode).
+fn route_change<P: Platform>(core: &Core<P>, d: RouteDelta) {
+    if core.route().is_none() {
+        return println!("routes: not in router mode");
+    }
+    fib::queue_delta(d);
+}
+
+/// The boot CPU's core as the kernel's concrete core, in router mode (the FIB commands need
+/// the kernel's router type; host tests run other platforms).
+fn kernel_core<P: Platform + 'static>(core: &mut Core<P>) -> Option<&mut KernelCore> {
+    core.route()?;
+    (core as &mut dyn core::any::Any).downcast_mut::<KernelCore>()
 }
 
 /// `stats`: one STATS line.
@@ -249,6 +273,12 @@ pub fn ipi_ping() {
 /// came back, print the final STATS and exit (failure on a leak or a core that did not follow).
 pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
     info!("quit: draining");
+    // A FIB replaced by a reload is retired first (its grace period is at most one
+    // housekeeping round of every core), so every FIB page is accounted for below.
+    if let Err(e) = fib::settle(core.fabric().cores()) {
+        error!("quit: {}", e.0);
+        exit(ExitCode::Failure)
+    }
     let report = match core.lead_quit(CORE_STOP_NS, wake_others, |_, _| {}) {
         Ok(r) => r,
         Err(e) => {
@@ -268,13 +298,20 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
     print_pools(core);
     print_buddyinfo(facts.zone);
     let now = report.free_pages_now;
-    if report.leaked > 0 || now != facts.free_pages_boot {
+    // The boot FIB was taken before the boot count; reloads replaced it with FIBs of other
+    // sizes: free now + FIB now must equal free at boot + FIB at boot.
+    let (fib_now, fib_boot) = fib::fib_pages();
+    if report.leaked > 0 || now + fib_now != facts.free_pages_boot + fib_boot {
         error!(
-            "page leak: {now} free pages now, {} at boot, {} in flight",
+            "page leak: {now} free pages now + {fib_now} FIB pages, {} at boot + {fib_boot} FIB pages, {} in flight",
             facts.free_pages_boot, report.leaked
         );
         exit(ExitCode::Failure);
     }
-    info!("gannet: shutdown clean ({now} free pages, as at boot)");
+    if fib_now != fib_boot {
+        info!("gannet: shutdown clean ({now} free pages + {fib_now} FIB pages = {} at boot + {fib_boot} FIB pages at boot)", facts.free_pages_boot);
+    } else {
+        info!("gannet: shutdown clean ({now} free pages, as at boot)");
+    }
     exit(ExitCode::Success)
 }
