@@ -353,3 +353,83 @@ fn hundred_thousand_routes_from_the_boot_module() {
     let s = rig.quit();
     assert_no_leak(&s);
 }
+
+/// Send `cmd` on the console and wait for a line containing `want` after it.
+fn console(rig: &Rig, cmd: &str, want: &str) -> String {
+    let from = rig.guest.line_count();
+    rig.guest.send_line(cmd).unwrap();
+    rig.guest
+        .wait_for_line_from(from, |l| l.contains(want), Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("`{cmd}`: no line with `{want}`: {e:#}\n{}", rig.tail()))
+        .1
+}
+
+/// Whether a frame to `dst` is routed out of port 1 (else an ICMP Destination Unreachable
+/// comes back on port 0).
+fn routed(rig: &Rig, dst: [u8; 4], seq: u64) -> bool {
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    p0.send(&frame_to(dst, 64, seq)).unwrap();
+    if let Some(f) = recv_answering_arp(&p1, 1, Duration::from_millis(1500)) {
+        assert_eq!(ipv4(&f).destination, dst, "routed the wrong frame");
+        return true;
+    }
+    let f = recv_answering_arp(&p0, 0, FRAME_TIMEOUT)
+        .unwrap_or_else(|| panic!("neither routed nor answered\n{}", rig.tail()));
+    let pkt = SlicedPacket::from_ethernet(&f).expect("parse");
+    let Some(TransportSlice::Icmpv4(icmp)) = pkt.transport else {
+        panic!("not ICMP: {f:02x?}")
+    };
+    assert!(
+        matches!(icmp.icmp_type(), Icmpv4Type::DestinationUnreachable(_)),
+        "{:?}",
+        icmp.icmp_type()
+    );
+    false
+}
+
+/// Live route reload: `route add` + `routes commit` makes a new prefix routable, `route del`
+/// + commit makes it unroutable again (ICMP unreachable, `no_route` counted), a bad change is
+/// refused by name with the published FIB kept, every old FIB is retired with batched
+/// shootdowns (STATS `fib`, `per_cpu[].tlb`) and every page is back at quit.
+#[test]
+fn route_add_and_del_by_live_reload() {
+    let mut rig = Rig::start_raw(ROUTER);
+    let dst = [172, 16, 5, 5];
+    assert!(routed(&rig, [10, 0, 1, 2], 1), "the connected route");
+    assert!(!routed(&rig, dst, 2), "no route to 172.16/12 at boot");
+    console(&rig, "route add 172.16.0.0/12,10.0.1.2", "pending");
+    console(&rig, "routes commit", "FIB generation 2 published");
+    console(&rig, "stats", "STATS");
+    rig.guest
+        .wait_for_line(
+            |l| l.contains("FIB generation 1 retired"),
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|e| panic!("generation 1 not retired: {e:#}\n{}", rig.tail()));
+    assert!(routed(&rig, dst, 3), "172.16/12 routable after commit");
+    assert!(routed(&rig, [10, 0, 1, 2], 4), "the connected route stays");
+    // A gateway on no port's network: refused by name, generation 2 stays.
+    console(&rig, "route add 192.168.0.0/16,192.0.2.1", "pending");
+    let e = console(&rig, "routes commit", "routes commit: error");
+    assert!(e.contains("route add 192.168.0.0/16,192.0.2.1"), "{e}");
+    assert!(e.contains("generation 2 stays"), "{e}");
+    assert!(routed(&rig, dst, 5), "172.16/12 still routable after the refused commit");
+    console(&rig, "route del 172.16.0.0/12", "pending");
+    console(&rig, "routes commit", "FIB generation 3 published");
+    rig.guest
+        .wait_for_line(
+            |l| l.contains("FIB generation 2 retired"),
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|e| panic!("generation 2 not retired: {e:#}\n{}", rig.tail()));
+    assert!(!routed(&rig, dst, 6), "172.16/12 unroutable after del + commit");
+    let s = rig.quit();
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert_eq!((f.generation, f.reloads, f.failed, f.retired), (3, 2, 1, 2), "{s}");
+    assert_eq!(f.pages_retiring, 0, "{s}");
+    assert!(f.retire_batches >= 2, "{s}");
+    assert_eq!(router(&s).drops.no_route, 2, "{s}");
+    let tlb = &s.per_cpu[0].tlb;
+    assert!(tlb.batches >= 2 && tlb.pages_unmapped > 16_384, "{s}");
+    assert_no_leak(&s);
+}
