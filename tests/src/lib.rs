@@ -414,7 +414,9 @@ pub fn assert_no_leak(s: &Stats) {
     }
     // Router mode after live reloads: the boot FIB (taken before the boot count) was replaced
     // by FIBs of other sizes, so free + FIB pages now must equal free + FIB pages at boot.
-    let (fib_now, fib_boot) = s.fib.map_or((0, 0), |f| (f.pages + f.pages_retiring, f.pages_boot));
+    let (fib_now, fib_boot) = s
+        .fib
+        .map_or((0, 0), |f| (f.pages + f.pages_retiring, f.pages_boot));
     assert_eq!(
         s.free_pages_now + fib_now,
         s.free_pages_boot + fib_boot,

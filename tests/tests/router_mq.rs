@@ -269,7 +269,10 @@ fn two_cores_keep_forwarding_through_six_fib_reloads() {
     })
     .unwrap_or_else(|e| panic!("generator: {e:#}"));
     eprintln!("reloads during traffic: {during}; {swaps:#?}; {r:?}");
-    assert!(during >= 3, "only {during} reloads while traffic flowed: {r:?}");
+    assert!(
+        during >= 3,
+        "only {during} reloads while traffic flowed: {r:?}"
+    );
     assert_eq!(
         (r.sent, r.received, r.bad, r.duplicates),
         (FRAMES, FRAMES, 0, 0),

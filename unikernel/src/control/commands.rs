@@ -6,13 +6,13 @@ use crate::arch::exit::{exit, ExitCode};
 use crate::arch::serial::print;
 use crate::arch::time::{tsc_hz, Deadline};
 use crate::percpu::{current_cpu, CPUS, MAX_CPUS, ONLINE};
+use crate::platform::KernelCore;
 use crate::println;
+use crate::setup::fib::{self, RouteDelta};
 use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
 use core::sync::atomic::Ordering;
 use log::{error, info};
 use mm::Zone;
-use crate::platform::KernelCore;
-use crate::setup::fib::{self, RouteDelta};
 use unikernel::dataplane::{Core, Platform};
 
 /// How long `drain_all_pages` waits for every CPU: 1 s.

@@ -116,7 +116,9 @@ impl Console {
                     return match netstack::router::parse_ipv4_cidr(arg.trim()) {
                         Ok(net) => Some(Command::RouteDel(net.network())),
                         Err(e) => {
-                            crate::println!("console: route del `{arg}`: {e} (expected PREFIX/LEN)");
+                            crate::println!(
+                                "console: route del `{arg}`: {e} (expected PREFIX/LEN)"
+                            );
                             None
                         }
                     };

@@ -295,8 +295,10 @@ fn fib_sizes(cfg: &Config, routes_file: Option<&str>, deltas: &[RouteDelta]) -> 
             RouteDelta::Del(_) => None,
         })
     };
-    let n =
-        cfg.routes.len() + routes_file.map_or(0, |t| t.lines().count()) + 3 * PORTS + adds().count();
+    let n = cfg.routes.len()
+        + routes_file.map_or(0, |t| t.lines().count())
+        + 3 * PORTS
+        + adds().count();
     let long = cfg.routes.iter().filter(|r| r.0.len > 24).count()
         + routes_file.map_or(0, |t| {
             netstack::parse_routes_file(t)
