@@ -343,8 +343,8 @@ fn routed(rig: &Rig, dst: [u8; 4], seq: u64) -> bool {
     false
 }
 
-/// Live route reload: `route add` + `routes commit` makes a new prefix routable, `route del`
-/// + commit makes it unroutable again (ICMP unreachable, `no_route` counted), a bad change is
+/// Live route reload: `route add` and `routes commit` make a new prefix routable, `route del`
+/// and a commit make it unroutable again (ICMP unreachable, `no_route` counted), a bad change is
 /// refused by name with the published FIB kept, every old FIB is retired with batched
 /// shootdowns (STATS `fib`, `per_cpu[].tlb`) and every page is back at quit.
 #[test]

@@ -6,7 +6,6 @@ use crate::arch::exit::{exit, ExitCode};
 use crate::arch::serial::print;
 use crate::arch::time::{tsc_hz, Deadline};
 use crate::percpu::{current_cpu, CPUS, MAX_CPUS, ONLINE};
-use crate::platform::KernelCore;
 use crate::println;
 use crate::setup::fib::{self, RouteDelta};
 use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
@@ -46,7 +45,7 @@ pub fn system_snap(mode: netstack::Mode, queues: usize, facts: &BootFacts) -> Sy
 }
 
 /// Run console command `cmd` on the boot CPU's core.
-pub fn run<P: Platform + 'static>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
+pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
     match cmd {
         Command::Stats => print_stats(core, facts),
         Command::Help => println!("{HELP}"),
@@ -74,8 +73,8 @@ pub fn run<P: Platform + 'static>(cmd: Command, core: &mut Core<P>, facts: &Boot
         Command::Uaf => use_after_free(core),
         Command::RouteAdd(net, gw) => route_change(core, RouteDelta::Add(net, gw)),
         Command::RouteDel(net) => route_change(core, RouteDelta::Del(net)),
-        Command::RoutesCommit | Command::RoutesReload => match kernel_core(core) {
-            Some(k) => fib::commit(k, cmd == Command::RoutesReload),
+        Command::RoutesCommit | Command::RoutesReload => match core.route() {
+            Some(_) => fib::commit(core, cmd == Command::RoutesReload),
             None => println!("routes: not in router mode"),
         },
         Command::Quit => quit(core, facts),
@@ -88,13 +87,6 @@ fn route_change<P: Platform>(core: &Core<P>, d: RouteDelta) {
         return println!("routes: not in router mode");
     }
     fib::queue_delta(d);
-}
-
-/// The boot CPU's core as the kernel's concrete core, in router mode (the FIB commands need
-/// the kernel's router type; host tests run other platforms).
-fn kernel_core<P: Platform + 'static>(core: &mut Core<P>) -> Option<&mut KernelCore> {
-    core.route()?;
-    (core as &mut dyn core::any::Any).downcast_mut::<KernelCore>()
 }
 
 /// `stats`: one STATS line.

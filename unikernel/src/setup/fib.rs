@@ -22,7 +22,6 @@ use crate::arch::time::uptime_us;
 use crate::mem::paging::{self, PAGE};
 use crate::mem::vmap::{self, VmArea};
 use crate::percpu::{current_cpu, MAX_CPUS};
-use crate::platform::KernelCore;
 use crate::tlb;
 use core::cell::UnsafeCell;
 use core::fmt::Write;
@@ -38,7 +37,7 @@ use netstack::router::{
 };
 use netstack::stats::FibStats;
 use netstack::{Config, MacAddr};
-use unikernel::dataplane::CoreRouter;
+use unikernel::dataplane::{Core, CoreRouter, Platform};
 
 /// The router that builds the FIB on the boot CPU.
 type FibBuilder = Router<'static, mm::Pfn>;
@@ -623,7 +622,7 @@ pub fn build_fib(
 /// Every routing core, at its RCU quiescent point (housekeeping, between poll iterations:
 /// no lookup is in progress): if a newer FIB was published, switch this core's router to it
 /// and record the generation seen. One `Acquire` load when nothing changed.
-pub fn quiescent(core: &mut KernelCore) {
+pub fn quiescent<P: Platform>(core: &mut Core<P>) {
     let generation = GENERATION.load(Ordering::Acquire);
     let cpu = current_cpu() as usize;
     if generation == 0 || SEEN[cpu].load(Ordering::Relaxed) == generation {
@@ -668,8 +667,8 @@ fn retire_if_quiescent(r: &mut Reload, cores: usize) -> bool {
     let pages = rec.mem.pages();
     let old = rec.generation;
     let zone = crate::mem::ZONE.get().expect("the zone is up");
-    let FibRecord { fib, areas, .. } = rec;
-    drop(fib); // its slices point into the ranges unmapped next
+    // The FIB itself (whose slices point into the ranges unmapped next) is not used again.
+    let FibRecord { areas, .. } = rec;
     let batches = give_back(zone, areas, CpuMask::first(cores));
     PAGES_RETIRING.store(0, Ordering::Relaxed);
     LAST_SWAP_US.store(swap_us, Ordering::Relaxed);
@@ -725,7 +724,7 @@ pub fn queue_delta(d: RouteDelta) {
 /// FIB, publish it, switch this core to it. The other routing cores switch at their next
 /// housekeeping; [`poll_retire`] then retires the old FIB. On any error the published FIB
 /// stays (pending changes are dropped) and the error is named on the console.
-pub fn commit(core: &mut KernelCore, reload: bool) {
+pub fn commit<P: Platform>(core: &mut Core<P>, reload: bool) {
     let what = if reload {
         "routes reload"
     } else {
@@ -782,7 +781,7 @@ pub fn commit(core: &mut KernelCore, reload: bool) {
     // This core is at its quiescent point (console commands run from housekeeping).
     quiescent(core);
     for k in 1..cores {
-        <crate::platform::KernelPlatform as unikernel::dataplane::Platform>::wake(k);
+        P::wake(k);
     }
 }
 
