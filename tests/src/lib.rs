@@ -189,6 +189,17 @@ impl Rig {
 
     /// [`Rig::start`] with `memory` of guest RAM (QEMU `-m`, e.g. `"6G"`) and `cpus` vCPUs.
     pub fn start_memory(append: &str, gen: GenConfig, memory: &str, cpus: u32) -> Rig {
+        Rig::start_memory_with(append, gen, memory, cpus, Vec::new())
+    }
+
+    /// [`Rig::start_memory`] with extra QEMU arguments (e.g. `-initrd ROUTES`).
+    pub fn start_memory_with(
+        append: &str,
+        gen: GenConfig,
+        memory: &str,
+        cpus: u32,
+        extra_args: Vec<String>,
+    ) -> Rig {
         let dir = TestDir::new();
         let gcfg = GenConfig {
             dir: dir.path().to_path_buf(),
@@ -202,6 +213,7 @@ impl Rig {
             append: append.to_string(),
             memory: memory.to_string(),
             cpus,
+            extra_args,
             ..GuestConfig::default()
         };
         Rig::boot(&cfg, generator, None, dir)

@@ -533,3 +533,31 @@ fn hundred_thousand_routes_replaced_ten_times_while_forwarding() {
     assert!(f.pages > 14_000, "{s}");
     assert_no_leak(&s);
 }
+
+/// A reload that runs out of memory: with the 100,000-route FIB (~57 MiB) in a guest too small
+/// for two of them, `routes reload` fails by name, gives back everything the failed build took
+/// (thousands of mapped tbl24 pages, with a local flush), and the published FIB keeps routing;
+/// every page is back at quit.
+#[test]
+fn reload_out_of_memory_keeps_the_published_fib() {
+    let dir = TestDir::new();
+    let file = dir.path().join("routes100k.txt");
+    write_routes_100k(&file);
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_memory_with(ROUTER, gen_count(1, 64, false), "112M", 1, extra);
+    assert!(routed(&rig, [203, 0, 113, 77], 1));
+    let e = console(&rig, "routes reload", "routes reload: error");
+    assert!(
+        e.contains("out of memory") || e.contains("not available"),
+        "{e}"
+    );
+    assert!(e.contains("FIB generation 1 stays"), "{e}");
+    assert!(
+        routed(&rig, [203, 0, 113, 78], 2),
+        "the boot FIB still routes"
+    );
+    let s = rig.quit();
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert_eq!((f.generation, f.reloads, f.failed), (1, 0, 1), "{s}");
+    assert_no_leak(&s);
+}
