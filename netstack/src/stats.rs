@@ -84,6 +84,37 @@ pub struct Stats {
     /// cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterStats>,
+    /// Router mode only (the key is absent otherwise): the FIB and its live reloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fib: Option<FibStats>,
+}
+
+/// The FIB and its live reloads (`fib`; console `routes commit` / `routes reload`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FibStats {
+    /// Generation of the published FIB (1 = the one built at boot; +1 per reload).
+    pub generation: u64,
+    /// Reloads published since boot (`routes commit`, `routes reload`).
+    pub reloads: u64,
+    /// Reloads refused (a bad route, out of memory, a previous FIB not yet retired): the
+    /// published FIB stayed.
+    pub failed: u64,
+    /// Rules (routes) in the published FIB.
+    pub routes: u64,
+    /// 4 KiB pages the published FIB holds (tbl24 own + shared pages, tbl8, rules).
+    pub pages: u64,
+    /// Pages the FIB built at boot held (taken before `free_pages_boot`).
+    pub pages_boot: u64,
+    /// Pages held by FIBs retired but not yet freed (waiting for a quiescent state).
+    pub pages_retiring: u64,
+    /// Wall-clock time of the last build, ms.
+    pub last_build_ms: u64,
+    /// Time from the last publish until every routing core switched to it, µs.
+    pub last_swap_us: u64,
+    /// Old FIBs freed (unmapped, shot down, freed).
+    pub retired: u64,
+    /// Shootdown batches those retirements took.
+    pub retire_batches: u64,
 }
 
 impl Stats {
@@ -692,6 +723,18 @@ pub fn write_prometheus(
             w,
             "gannet_buddyinfo_free_blocks{{zone=\"0\",order=\"{order}\"}} {n}"
         )?;
+    }
+    if let Some(f) = &s.fib {
+        gauge(
+            w,
+            "gannet_fib_generation",
+            "Generation of the published FIB.",
+        )?;
+        writeln!(w, "gannet_fib_generation {}", f.generation)?;
+        counter(w, "gannet_fib_reloads_total", "FIB reloads published.")?;
+        writeln!(w, "gannet_fib_reloads_total {}", f.reloads)?;
+        gauge(w, "gannet_fib_pages", "4 KiB pages of the published FIB.")?;
+        writeln!(w, "gannet_fib_pages {}", f.pages)?;
     }
     if let Some(r) = &s.router {
         counter(w, "gannet_router_forwarded_total", "Frames routed.")?;

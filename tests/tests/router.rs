@@ -279,6 +279,131 @@ fn sparse_fib_routes_in_32m() {
 fn hundred_thousand_routes_from_the_boot_module() {
     let dir = TestDir::new();
     let file = dir.path().join("routes100k.txt");
+    write_routes_100k(&file);
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_with(ROUTER, gen_count(1, 64, false), extra);
+    let lines = rig.guest.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("100000 routes from the routes file")),
+        "{}",
+        rig.tail()
+    );
+    let (own, shared, kib) = fib_memory(&lines);
+    assert!(
+        own > 1000 && shared >= 1,
+        "{own} own, {shared} shared pages"
+    );
+    assert!(kib < 66 * 1024, "FIB memory {kib} KiB");
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    for (seq, dst) in [[203, 0, 113, 77], [198, 51, 100, 20]]
+        .into_iter()
+        .enumerate()
+    {
+        p0.send(&frame_to(dst, 64, seq as u64)).unwrap();
+        let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
+            .unwrap_or_else(|| panic!("{dst:?} not routed\n{}", rig.tail()));
+        assert_eq!(ipv4(&got).destination, dst);
+    }
+    let s = rig.quit();
+    assert_no_leak(&s);
+}
+
+/// Send `cmd` on the console and wait for a line containing `want` after it.
+fn console(rig: &Rig, cmd: &str, want: &str) -> String {
+    let from = rig.guest.line_count();
+    rig.guest.send_line(cmd).unwrap();
+    rig.guest
+        .wait_for_line_from(from, |l| l.contains(want), Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("`{cmd}`: no line with `{want}`: {e:#}\n{}", rig.tail()))
+        .1
+}
+
+/// Whether a frame to `dst` is routed out of port 1 (else an ICMP Destination Unreachable
+/// comes back on port 0).
+fn routed(rig: &Rig, dst: [u8; 4], seq: u64) -> bool {
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    p0.send(&frame_to(dst, 64, seq)).unwrap();
+    if let Some(f) = recv_answering_arp(&p1, 1, Duration::from_millis(1500)) {
+        assert_eq!(ipv4(&f).destination, dst, "routed the wrong frame");
+        return true;
+    }
+    let f = recv_answering_arp(&p0, 0, FRAME_TIMEOUT)
+        .unwrap_or_else(|| panic!("neither routed nor answered\n{}", rig.tail()));
+    let pkt = SlicedPacket::from_ethernet(&f).expect("parse");
+    let Some(TransportSlice::Icmpv4(icmp)) = pkt.transport else {
+        panic!("not ICMP: {f:02x?}")
+    };
+    assert!(
+        matches!(icmp.icmp_type(), Icmpv4Type::DestinationUnreachable(_)),
+        "{:?}",
+        icmp.icmp_type()
+    );
+    false
+}
+
+/// Live route reload: `route add` and `routes commit` make a new prefix routable, `route del`
+/// and a commit make it unroutable again (ICMP unreachable, `no_route` counted), a bad change is
+/// refused by name with the published FIB kept, every old FIB is retired with batched
+/// shootdowns (STATS `fib`, `per_cpu[].tlb`) and every page is back at quit.
+#[test]
+fn route_add_and_del_by_live_reload() {
+    let mut rig = Rig::start_raw(ROUTER);
+    let dst = [172, 16, 5, 5];
+    assert!(routed(&rig, [10, 0, 1, 2], 1), "the connected route");
+    assert!(!routed(&rig, dst, 2), "no route to 172.16/12 at boot");
+    console(&rig, "route add 172.16.0.0/12,10.0.1.2", "pending");
+    console(&rig, "routes commit", "FIB generation 2 published");
+    console(&rig, "stats", "STATS");
+    rig.guest
+        .wait_for_line(
+            |l| l.contains("FIB generation 1 retired"),
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|e| panic!("generation 1 not retired: {e:#}\n{}", rig.tail()));
+    assert!(routed(&rig, dst, 3), "172.16/12 routable after commit");
+    assert!(routed(&rig, [10, 0, 1, 2], 4), "the connected route stays");
+    // A gateway on no port's network: refused by name, generation 2 stays.
+    console(&rig, "route add 192.168.0.0/16,192.0.2.1", "pending");
+    let e = console(&rig, "routes commit", "routes commit: error");
+    assert!(e.contains("route add 192.168.0.0/16,192.0.2.1"), "{e}");
+    assert!(e.contains("generation 2 stays"), "{e}");
+    assert!(
+        routed(&rig, dst, 5),
+        "172.16/12 still routable after the refused commit"
+    );
+    console(&rig, "route del 172.16.0.0/12", "pending");
+    console(&rig, "routes commit", "FIB generation 3 published");
+    rig.guest
+        .wait_for_line(
+            |l| l.contains("FIB generation 2 retired"),
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|e| panic!("generation 2 not retired: {e:#}\n{}", rig.tail()));
+    assert!(
+        !routed(&rig, dst, 6),
+        "172.16/12 unroutable after del + commit"
+    );
+    let s = rig.quit();
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert_eq!(
+        (f.generation, f.reloads, f.failed, f.retired),
+        (3, 2, 1, 2),
+        "{s}"
+    );
+    assert_eq!(f.pages_retiring, 0, "{s}");
+    assert!(f.retire_batches >= 2, "{s}");
+    assert_eq!(router(&s).drops.no_route, 2, "{s}");
+    let tlb = &s.per_cpu[0].tlb;
+    assert!(tlb.batches >= 2 && tlb.pages_unmapped > 16_384, "{s}");
+    assert_no_leak(&s);
+}
+
+/// The 100,000-route table of [`hundred_thousand_routes_from_the_boot_module`]: 203.0.113.0/24
+/// and 198.51.100.16/28 via port 1, then 99,998 pseudo-random routes outside 0/8, 10/8, 127/8,
+/// those two /24s and 224/3.
+fn write_routes_100k(file: &std::path::Path) {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = move || {
         x ^= x << 13;
@@ -323,33 +448,116 @@ fn hundred_thousand_routes_from_the_boot_module() {
         let [b0, b1, b2, b3] = a.to_be_bytes();
         text.push_str(&format!("{b0}.{b1}.{b2}.{b3}/{l},{gw}\n"));
     }
-    std::fs::write(&file, text).unwrap();
+    std::fs::write(file, text).unwrap();
+}
+
+/// The 100,000-route table replaced 10 times (`routes reload`) while 64-byte traffic flows to
+/// 10.0.1.2 (its route never changes): every old FIB (~14,650 frames) is retired with one
+/// batched shootdown, no frame is lost at a rate the router sustains (the generator's window
+/// of 64 frames stays inside the 256-slot RX ring while core 0 builds, ~1 s under TCG: the
+/// build is not incremental), and every page is back at quit. Prints the figures for
+/// BENCHMARKS.md ("Live route reload").
+#[test]
+fn hundred_thousand_routes_replaced_ten_times_while_forwarding() {
+    const RELOADS: u64 = 10;
+    let dir = TestDir::new();
+    let file = dir.path().join("routes100k.txt");
+    write_routes_100k(&file);
     let extra = vec!["-initrd".to_string(), file.display().to_string()];
-    let mut rig = Rig::start_with(ROUTER, gen_count(1, 64, false), extra);
-    let lines = rig.guest.lines();
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("100000 routes from the routes file")),
-        "{}",
-        rig.tail()
-    );
-    let (own, shared, kib) = fib_memory(&lines);
-    assert!(
-        own > 1000 && shared >= 1,
-        "{own} own, {shared} shared pages"
-    );
-    assert!(kib < 66 * 1024, "FIB memory {kib} KiB");
-    let (p0, p1) = (rig.port(0), rig.port(1));
-    for (seq, dst) in [[203, 0, 113, 77], [198, 51, 100, 20]]
-        .into_iter()
-        .enumerate()
-    {
-        p0.send(&frame_to(dst, 64, seq as u64)).unwrap();
-        let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
-            .unwrap_or_else(|| panic!("{dst:?} not routed\n{}", rig.tail()));
-        assert_eq!(ipv4(&got).destination, dst);
+    // `GANNET_RELOAD_WINDOW=N` (measurement only): a window above the RX ring, so the build's
+    // stall loses frames; the loss is printed, not asserted.
+    let measure: Option<u64> = std::env::var("GANNET_RELOAD_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let gen = GenConfig {
+        count: None,
+        seconds: 16.0,
+        expect_ttl: Some(63),
+        window: measure.unwrap_or(64),
+        ..gen_count(0, 64, false)
+    };
+    let mut rig = Rig::start_with(ROUTER, gen, extra);
+    assert!(routed(&rig, [10, 0, 1, 2], 1), "resolve 10.0.1.2 first");
+    let mut lines = Vec::new();
+    let mut during = 0;
+    let r = std::thread::scope(|sc| {
+        let h = sc.spawn(|| rig.gen.run());
+        std::thread::sleep(Duration::from_millis(500));
+        for i in 0..RELOADS {
+            let from = rig.guest.line_count();
+            rig.guest.send_line("routes reload").unwrap();
+            let retired = format!("FIB generation {} retired", i + 1);
+            let (_, l) = rig
+                .guest
+                .wait_for_line_from(from, |l| l.contains(&retired), Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("reload {i}: `{retired}`: {e:#}\n{}", rig.tail()));
+            let published = rig
+                .guest
+                .lines()
+                .into_iter()
+                .skip(from)
+                .find(|l| l.contains("published"))
+                .unwrap_or_default();
+            lines.push((published, l));
+            if !h.is_finished() {
+                during += 1;
+            }
+        }
+        h.join().unwrap()
+    })
+    .unwrap_or_else(|e| panic!("generator: {e:#}"));
+    for (p, l) in &lines {
+        eprintln!("{p}\n{l}");
+    }
+    eprintln!("reloads during traffic: {during}; {r:?}");
+    assert_eq!(during, RELOADS, "reloads after traffic ended: {r:?}");
+    if measure.is_none() {
+        assert_eq!(
+            (r.received, r.bad, r.duplicates),
+            (r.sent, 0, 0),
+            "frames lost across the reloads: {r:?}"
+        );
     }
     let s = rig.quit();
+    eprintln!("{s}");
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert_eq!(
+        (f.generation, f.retired, f.failed),
+        (RELOADS + 1, RELOADS, 0),
+        "{s}"
+    );
+    assert_eq!(
+        f.retire_batches, RELOADS,
+        "one shootdown per retired FIB: {s}"
+    );
+    assert!(f.pages > 14_000, "{s}");
+    assert_no_leak(&s);
+}
+
+/// A reload that runs out of memory: with the 100,000-route FIB (~57 MiB) in a guest too small
+/// for two of them, `routes reload` fails by name, gives back everything the failed build took
+/// (thousands of mapped tbl24 pages, with a local flush), and the published FIB keeps routing;
+/// every page is back at quit.
+#[test]
+fn reload_out_of_memory_keeps_the_published_fib() {
+    let dir = TestDir::new();
+    let file = dir.path().join("routes100k.txt");
+    write_routes_100k(&file);
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_memory_with(ROUTER, gen_count(1, 64, false), "112M", 1, extra);
+    assert!(routed(&rig, [203, 0, 113, 77], 1));
+    let e = console(&rig, "routes reload", "routes reload: error");
+    assert!(
+        e.contains("out of memory") || e.contains("not available"),
+        "{e}"
+    );
+    assert!(e.contains("FIB generation 1 stays"), "{e}");
+    assert!(
+        routed(&rig, [203, 0, 113, 78], 2),
+        "the boot FIB still routes"
+    );
+    let s = rig.quit();
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert_eq!((f.generation, f.reloads, f.failed), (1, 0, 1), "{s}");
     assert_no_leak(&s);
 }

@@ -8,7 +8,7 @@ use crate::control::console::Console;
 use crate::control::mgmt::{self, Mgmt};
 use crate::percpu::{current_cpu, online, CPUS, MAX_CPUS};
 use crate::platform::{KernelCore, KernelPlatform, FABRIC, FABRIC_MODE, FACTS};
-use crate::setup::fib::{build_fib, core_router};
+use crate::setup::fib::{self, build_fib, core_router};
 use crate::setup::{setup_devices, take_devices, Topology};
 use crate::smp::{self, DRAIN};
 use crate::{fail, println};
@@ -43,11 +43,11 @@ static SETUP: spin::Once<Setup> = spin::Once::new();
 
 /// The boot CPU: set up every device, bring up core 0 here and one core per further pair,
 /// then forward until `quit`. Never returns.
-pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&str>) -> ! {
+pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>) -> ! {
     // Taken before the boot free-page count: it is never returned.
     let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
-    // The one FIB (router mode), built before the boot free-page count too: its pages are
-    // never returned.
+    // The boot FIB (router mode), built before the boot free-page count too: `quit` accounts
+    // for it (and for what live reloads replaced it with) separately.
     if cfg.mode == Mode::Router {
         if let Err(e) = build_fib(cfg, zone, routes_file) {
             fail(format_args!("{}", e.0));
@@ -329,10 +329,15 @@ fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts)
         CPUS[cpu].drains.fetch_add(1, Ordering::Relaxed);
     }
     core.idle_tick();
+    // The RCU quiescent point of live route reload: no lookup is in progress here.
+    fib::quiescent(core);
     if core.pair() != 0 {
         publish(core);
-    } else if let Some(cmd) = console.poll() {
-        commands::run(cmd, core, facts);
+    } else {
+        if let Some(cmd) = console.poll() {
+            commands::run(cmd, core, facts);
+        }
+        fib::poll_retire(core.fabric().cores());
     }
 }
 

@@ -647,6 +647,22 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         Ok(fib.delete(prefix)?)
     }
 
+    /// Switch to another FIB (live route reload, RCU style: call between frames, at the
+    /// caller's quiescent point, never in the middle of [`Router::process`]). The new FIB
+    /// must hold each port's connected route, as [`Router::new`] checks for a shared FIB;
+    /// else [`RouterError::FibLacksPort`] and the router keeps its FIB. The neighbour table,
+    /// queued frames, ICMP bucket and counters are kept: queued frames wait for a next-hop
+    /// address, not for a FIB entry. Returns the FIB it used before, which the caller may
+    /// retire once no router uses it.
+    pub fn set_fib(&mut self, fib: F) -> Result<F, RouterError> {
+        for (i, p) in self.ports().iter().enumerate() {
+            if fib.fib().get(p.addr.network()) != Some(NextHop::Connected { port: i as u8 }) {
+                return Err(RouterError::FibLacksPort);
+            }
+        }
+        Ok(core::mem::replace(&mut self.fib, fib))
+    }
+
     /// The ports.
     pub fn ports(&self) -> &[PortConfig] {
         &self.ports[..self.nports]

@@ -1332,3 +1332,69 @@ fn host_prefix_ports_and_routes_over_connected_networks_are_named() {
     let (prefix, gw) = parse_route("192.168.0.0/16,10.0.1.3").unwrap();
     assert_eq!(r.add_route(prefix, gw), Ok(()));
 }
+
+/// Live route reload: a per-core router over a shared FIB switches to a new FIB between
+/// frames (`Router::set_fib`). The new FIB's routes apply from the next frame, the neighbour
+/// table and counters survive the switch, and a FIB not built for the router's ports is
+/// refused (the old one stays).
+#[test]
+fn set_fib_switches_routes_between_frames() {
+    type Shared<'f, 'a> = Router<'a, u32, 8, 4, &'f Fib<'a>>;
+    let mut s0 = Store::new(16, 64);
+    let old = router(&mut s0, RouterConfig::default()).into_fib();
+    // The new FIB: 192.168.0.0/16 deleted, 172.16.0.0/12 added.
+    let mut s1 = Store::new(16, 64);
+    let mut b = R::new(s1.fib(), &ports(), RouterConfig::default()).unwrap();
+    let (p, g) = parse_route("172.16.0.0/12,10.0.1.2").unwrap();
+    b.add_route(p, g).unwrap();
+    let new = b.into_fib();
+    let mut c = Shared::new(&old, &ports(), RouterConfig::default()).unwrap();
+    let mut out = [0u8; 256];
+    // Resolve B (the gateway of both routes): a frame waits for ARP, the reply releases it.
+    let mut f = udp_to(B_IP, 64);
+    assert_eq!(c.process(0, &mut f, 1, 0, &mut out), Action::Queued);
+    assert!(matches!(
+        c.poll(0, &mut out),
+        Some(Event::SendArp { port: 1, .. })
+    ));
+    let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP);
+    assert_eq!(c.process(1, &mut reply, 0, 1, &mut []), Action::Consumed);
+    assert!(matches!(
+        c.poll(2, &mut out),
+        Some(Event::Transmit { handle: 1, .. })
+    ));
+    let to_192 = Ipv4Addr::new(192, 168, 1, 1);
+    let to_172 = Ipv4Addr::new(172, 16, 5, 5);
+    let routed = |c: &mut Shared<'_, '_>, dst: Ipv4Addr, out: &mut [u8]| {
+        let mut f = udp_to(dst, 64);
+        matches!(
+            c.process(0, &mut f, 3, 3, out),
+            Action::Forward { port: 1, .. }
+        )
+    };
+    assert!(routed(&mut c, to_192, &mut out));
+    assert!(!routed(&mut c, to_172, &mut out));
+    let no_route = c.counters().drops_for(RouterDrop::NoRoute);
+    assert_eq!(no_route, 1);
+    // The switch: the old FIB comes back to the caller (to retire).
+    let was = c.set_fib(&new).unwrap();
+    assert!(core::ptr::eq(was, &old));
+    assert!(core::ptr::eq(c.fib(), &new));
+    assert!(!routed(&mut c, to_192, &mut out));
+    assert!(routed(&mut c, to_172, &mut out));
+    // Counters and the neighbour table survived.
+    assert_eq!(c.counters().drops_for(RouterDrop::NoRoute), no_route + 1);
+    assert!(c.neighbours().any(|n| n.ip == B_IP.to_bits()));
+    // A FIB for other ports is refused; the router keeps the new FIB.
+    let mut s2 = Store::new(16, 64);
+    let mut other = ports();
+    other[1].addr = parse_ipv4_cidr("10.0.2.1/24").unwrap();
+    let foreign = R::new(s2.fib(), &other, RouterConfig::default())
+        .unwrap()
+        .into_fib();
+    assert_eq!(c.set_fib(&foreign).err(), Some(RouterError::FibLacksPort));
+    assert!(core::ptr::eq(c.fib(), &new));
+    // And back (a reload to the boot configuration).
+    c.set_fib(&old).unwrap();
+    assert!(routed(&mut c, to_192, &mut out));
+}

@@ -85,6 +85,19 @@ fn largest() -> Stats {
         phase_cycles: PhaseCycles::from([m; 4]),
         per_cpu: core::iter::repeat_n(cpu, MAX_CPUS).collect(),
         router: Some(RouterStats::new(&c, m, sync, m, m)),
+        fib: Some(FibStats {
+            generation: m,
+            reloads: m,
+            failed: m,
+            routes: m,
+            pages: m,
+            pages_boot: m,
+            pages_retiring: m,
+            last_build_ms: m,
+            last_swap_us: m,
+            retired: m,
+            retire_batches: m,
+        }),
     }
 }
 
@@ -199,6 +212,8 @@ fn sample(router: bool) -> Stats {
         .into_iter()
         .collect(),
         router: router.then(|| RouterStats::new(&c, 0, sync, 6, 0)),
+        // The established lines below predate the `fib` key; `largest` covers it.
+        fib: None,
     }
 }
 

@@ -7,6 +7,7 @@ use crate::arch::serial::print;
 use crate::arch::time::{tsc_hz, Deadline};
 use crate::percpu::{current_cpu, CPUS, MAX_CPUS, ONLINE};
 use crate::println;
+use crate::setup::fib::{self, RouteDelta};
 use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
 use core::sync::atomic::Ordering;
 use log::{error, info};
@@ -39,6 +40,7 @@ pub fn system_snap(mode: netstack::Mode, queues: usize, facts: &BootFacts) -> Sy
         free_pages_boot: facts.free_pages_boot,
         zone_free_pages: facts.zone.free_pages(),
         buddyinfo: facts.zone.buddyinfo(),
+        fib: fib::fib_stats(),
     }
 }
 
@@ -69,8 +71,22 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
         Command::Cpus => print_cpus(core),
         Command::Ipi => ipi_ping(),
         Command::Uaf => use_after_free(core),
+        Command::RouteAdd(net, gw) => route_change(core, RouteDelta::Add(net, gw)),
+        Command::RouteDel(net) => route_change(core, RouteDelta::Del(net)),
+        Command::RoutesCommit | Command::RoutesReload => match core.route() {
+            Some(_) => fib::commit(core, cmd == Command::RoutesReload),
+            None => println!("routes: not in router mode"),
+        },
         Command::Quit => quit(core, facts),
     }
+}
+
+/// `route add` / `route del`: queue a change for `routes commit` (router mode).
+fn route_change<P: Platform>(core: &Core<P>, d: RouteDelta) {
+    if core.route().is_none() {
+        return println!("routes: not in router mode");
+    }
+    fib::queue_delta(d);
 }
 
 /// `stats`: one STATS line.
@@ -249,6 +265,12 @@ pub fn ipi_ping() {
 /// came back, print the final STATS and exit (failure on a leak or a core that did not follow).
 pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
     info!("quit: draining");
+    // A FIB replaced by a reload is retired first (its grace period is at most one
+    // housekeeping round of every core), so every FIB page is accounted for below.
+    if let Err(e) = fib::settle(core.fabric().cores()) {
+        error!("quit: {}", e.0);
+        exit(ExitCode::Failure)
+    }
     let report = match core.lead_quit(CORE_STOP_NS, wake_others, |_, _| {}) {
         Ok(r) => r,
         Err(e) => {
@@ -268,13 +290,20 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
     print_pools(core);
     print_buddyinfo(facts.zone);
     let now = report.free_pages_now;
-    if report.leaked > 0 || now != facts.free_pages_boot {
+    // The boot FIB was taken before the boot count; reloads replaced it with FIBs of other
+    // sizes: free now + FIB now must equal free at boot + FIB at boot.
+    let (fib_now, fib_boot) = fib::fib_pages();
+    if report.leaked > 0 || now + fib_now != facts.free_pages_boot + fib_boot {
         error!(
-            "page leak: {now} free pages now, {} at boot, {} in flight",
+            "page leak: {now} free pages now + {fib_now} FIB pages, {} at boot + {fib_boot} FIB pages, {} in flight",
             facts.free_pages_boot, report.leaked
         );
         exit(ExitCode::Failure);
     }
-    info!("gannet: shutdown clean ({now} free pages, as at boot)");
+    if fib_now != fib_boot {
+        info!("gannet: shutdown clean ({now} free pages + {fib_now} FIB pages = {} at boot + {fib_boot} FIB pages at boot)", facts.free_pages_boot);
+    } else {
+        info!("gannet: shutdown clean ({now} free pages, as at boot)");
+    }
     exit(ExitCode::Success)
 }

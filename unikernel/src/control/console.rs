@@ -30,6 +30,14 @@ pub enum Command {
     Ipi,
     /// Test only, with `guard=on`: free a page, then write to it (must fault, named).
     Uaf,
+    /// `route add PREFIX/LEN,GATEWAY`: a pending route change (router mode).
+    RouteAdd(netstack::router::Ipv4Net, core::net::Ipv4Addr),
+    /// `route del PREFIX/LEN`: a pending route removal (router mode).
+    RouteDel(netstack::router::Ipv4Net),
+    /// `routes commit`: build a FIB with the pending changes, publish it, retire the old one.
+    RoutesCommit,
+    /// `routes reload`: as `routes commit` from the boot configuration alone (changes dropped).
+    RoutesReload,
 }
 
 /// Line assembly state.
@@ -90,7 +98,31 @@ impl Console {
             "cpus" => Some(Command::Cpus),
             "ipi" => Some(Command::Ipi),
             "uaf" => Some(Command::Uaf),
+            "routes commit" => Some(Command::RoutesCommit),
+            "routes reload" => Some(Command::RoutesReload),
             other => {
+                if let Some(arg) = other.strip_prefix("route add ") {
+                    return match netstack::router::parse_route(arg.trim()) {
+                        Ok((net, gw)) => Some(Command::RouteAdd(net, gw)),
+                        Err(e) => {
+                            crate::println!(
+                                "console: route add `{arg}`: {e} (expected PREFIX/LEN,GATEWAY)"
+                            );
+                            None
+                        }
+                    };
+                }
+                if let Some(arg) = other.strip_prefix("route del ") {
+                    return match netstack::router::parse_ipv4_cidr(arg.trim()) {
+                        Ok(net) => Some(Command::RouteDel(net.network())),
+                        Err(e) => {
+                            crate::println!(
+                                "console: route del `{arg}`: {e} (expected PREFIX/LEN)"
+                            );
+                            None
+                        }
+                    };
+                }
                 crate::println!("console: unknown command `{other}` (try `help`)");
                 None
             }
@@ -100,5 +132,6 @@ impl Console {
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
-buddyinfo (free blocks per order), routes (FIB), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf (test only, guard=on: write to a freed page; \
+buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
+routes commit (build, publish, retire the old FIB), routes reload (the boot routes again), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf (test only, guard=on: write to a freed page; \
 faults), quit (drain, final STATS, exit), help";

@@ -38,6 +38,8 @@ pub struct SystemSnap {
     pub zone_free_pages: u64,
     /// Free buddy blocks per order (`/metrics` only).
     pub buddyinfo: [u64; mm::MAX_ORDER + 1],
+    /// Router mode: the FIB and its live reloads.
+    pub fib: Option<netstack::stats::FibStats>,
 }
 
 /// The `STATS` value of `pairs` (this core's first, then the others' last published).
@@ -81,6 +83,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
                 y.mgmt_handoff_dropped,
             )
         }),
+        fib: sys.fib,
         ..Stats::default()
     };
     // The pushes cannot fail: at most smp::MAX_CPUS pairs (asserted above to fit).

@@ -260,6 +260,24 @@ impl<P: Platform> Core<P> {
         self.route.as_ref()
     }
 
+    /// Router mode: switch this core's router to `fib` (live route reload). Call only at a
+    /// quiescent point of this core (between poll iterations, e.g. its housekeeping): no frame
+    /// is in the middle of a lookup then. Returns the FIB the router used before; `Ok(None)`
+    /// outside router mode.
+    ///
+    /// # Errors
+    /// [`netstack::router::RouterError::FibLacksPort`] if `fib` lacks a port's connected route
+    /// (the router keeps its FIB).
+    pub fn set_fib(
+        &mut self,
+        fib: &'static Fib<'static>,
+    ) -> Result<Option<&'static Fib<'static>>, netstack::router::RouterError> {
+        match self.route.as_mut() {
+            Some(r) => r.router.set_fib(fib).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Router mode: record that the neighbour timers just ran at `now_ns`, so the next poll
     /// iteration does not run them (the deterministic benchmark keeps them out of its bracket).
     pub fn router_timers_ran(&mut self, now_ns: u64) {
