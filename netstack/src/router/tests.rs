@@ -904,11 +904,17 @@ fn frame_strategy() -> impl Strategy<Value = (usize, Vec<u8>, u64)> {
 #[test]
 fn every_frame_has_exactly_one_outcome() {
     use core::cell::RefCell;
-    use proptest::test_runner::{Config, TestRunner};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let mut s = Store::new(16, 64);
     let r = RefCell::new(router(&mut s, RouterConfig::default()));
     let now = RefCell::new(0u64);
-    let mut runner = TestRunner::new(Config::with_cases(cases(4000)));
+    // A fixed seed: the "mix reached every outcome" check below depends on the draw (since
+    // ARP replies no longer create neighbours, an unlucky draw forwarded nothing in about 1 of
+    // 6 random runs), and CI must not flake. PROPTEST_CASES still scales the run.
+    let mut runner = TestRunner::new_with_rng(
+        Config::with_cases(cases(4000)),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
     runner
         .run(&frame_strategy(), |(port, mut f, dt)| {
             let mut r = r.borrow_mut();
