@@ -199,7 +199,20 @@ fn build_core(
             mgmt::METRICS_PORT
         );
         let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
-        Mgmt::new(p, macs[p].0, net.addr, net.len, mem, now_ms, rdtsc())
+        match &cfg.mgmt_token {
+            Some(t) => info!("mgmt: PUT /routes on (bearer token of {} bytes)", t.len()),
+            None => info!("mgmt: PUT /routes off (no mgmt_token=)"),
+        }
+        Mgmt::new(
+            p,
+            macs[p].0,
+            net.addr,
+            net.len,
+            mem,
+            now_ms,
+            rdtsc(),
+            cfg.mgmt_token.clone(),
+        )
     });
     let core = Core::<KernelPlatform>::new(CoreParams {
         cfg: cfg.clone(),
@@ -336,6 +349,11 @@ fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts)
     } else {
         if let Some(cmd) = console.poll() {
             commands::run(cmd, core, facts);
+        }
+        // A `PUT /routes` the management plane received: rebuilt here, at the quiescent
+        // point, never inside smoltcp's poll.
+        if core.route().is_some() {
+            fib::poll_put(core);
         }
         fib::poll_retire(core.fabric().cores());
     }

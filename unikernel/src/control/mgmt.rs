@@ -14,8 +14,26 @@
 //! [`RESPONSE_TIMEOUT_MS`]; a FIN before a complete request gets our FIN back (RFC 9293
 //! §3.6: CLOSE-WAIT → LAST-ACK). So a slow or idle client holds one socket for at most those
 //! times, and never the fast path (smoltcp's work per poll is bounded as above).
+//!
+//! `PUT /routes` (HTTP/1.0 or 1.1) replaces the routes file's routes, in the routes file's
+//! format (`PREFIX/LEN,GATEWAY` per line, `#` comments). Refused with 403 unless
+//! `mgmt_token=` is set, 401 without `Authorization: Bearer TOKEN`, 411 without
+//! `Content-Length`, 413 above [`PUT_MAX`]. The body streams into a `vmalloc`'d buffer of its
+//! `Content-Length` ([`RoutesUpload`]: order-0 pages, freed when the upload ends or, once
+//! published, when the next upload replaces it); each line is checked as it arrives (bounded
+//! work per poll: what one socket buffer holds), so a bad one is answered 400 naming its line
+//! number. A complete, clean body is handed to the boot CPU's housekeeping ([`fib::submit_put`]):
+//! the rebuild (the same build, publish and retire path as `routes commit`) runs there, at the
+//! quiescent point, never inside smoltcp's poll; the connection waits (no timeout applies
+//! meanwhile) and is answered 200 with the new generation, routes and build time, or 500/503
+//! with the error (the old FIB stays). One upload at a time; another gets 503. While a body
+//! streams, the request timeout counts from the last byte received, not from the SYN, so a
+//! large upload that makes progress is never cut.
 
+use crate::setup::fib::{self, Published, RebuildFailure, RoutesUpload};
 use core::fmt::Write;
+use netstack::config::{parse_routes_file, MgmtToken};
+use netstack::stats::PUT_ROUTES_RESULTS;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
@@ -45,6 +63,14 @@ pub const SOCKETS: usize = 4;
 /// Largest request kept (bytes): the request line and headers; a longer one is answered as it
 /// stands (only `GET /metrics ` at its start counts).
 const REQ_MAX: usize = 512;
+/// Largest `PUT /routes` body (bytes): 8 MiB, about 300,000 routes (a full BGP table is
+/// ~1 million routes, but this router's FIB holds at most [`netstack::router`]'s rule limit).
+pub const PUT_MAX: usize = 8 << 20;
+/// Longest `PUT /routes` reply (status line, headers and text).
+const REPLY_MAX: usize = 640;
+/// Longest bad-line message kept.
+const BAD_LINE_MAX: usize = 200;
+
 /// Request timeout (ms): a connection that has not sent a complete request (up to the blank
 /// line that ends the headers, RFC 9112 §2.1) this long after its SYN is reset.
 pub const REQUEST_TIMEOUT_MS: i64 = 5_000;
@@ -178,6 +204,44 @@ pub struct MgmtCounters {
     pub response_timeouts: u64,
     /// Connections closed (our FIN) because the client's FIN came before a complete request.
     pub fin_before_request: u64,
+    /// `PUT /routes` by outcome ([`PUT_ROUTES_RESULTS`]).
+    pub put_routes: [u64; PUT_ROUTES_RESULTS.len()],
+}
+
+/// Indexes into [`MgmtCounters::put_routes`] (the order of [`PUT_ROUTES_RESULTS`]).
+#[derive(Copy, Clone)]
+enum PutResult {
+    Ok = 0,
+    Forbidden = 1,
+    Unauthorized = 2,
+    LengthRequired = 3,
+    TooLarge = 4,
+    BadRequest = 5,
+    Busy = 6,
+    Failed = 7,
+}
+
+/// A `PUT /routes` body being received.
+struct Body {
+    upload: RoutesUpload,
+    /// Bytes received so far.
+    got: usize,
+    /// Where the line not yet checked starts.
+    line_start: usize,
+    /// Lines checked so far.
+    lines: usize,
+    /// The first bad line, named.
+    bad: Option<heapless::String<BAD_LINE_MAX>>,
+}
+
+/// Where a connection is with `PUT /routes`.
+enum Put {
+    /// No PUT (a GET, or not yet known).
+    None,
+    /// Receiving the body.
+    Body(Body),
+    /// The body is with housekeeping; waiting for the rebuild's result.
+    Waiting,
 }
 
 /// One TCP socket of the metrics service and its request state.
@@ -195,10 +259,16 @@ struct Conn {
     complete: bool,
     /// The response has been queued in full and the socket closed on our side.
     done: bool,
+    /// `PUT /routes` state (the body buffer is freed when it leaves `Body`).
+    put: Put,
+    /// A prepared response (`PUT /routes`): written into the shared buffer when it is free.
+    reply: Option<heapless::String<REPLY_MAX>>,
 }
 
 impl Conn {
     fn reset(&mut self) {
+        self.put = Put::None;
+        self.reply = None;
         self.req.clear();
         self.since_ms = None;
         self.send_queue = 0;
@@ -223,6 +293,8 @@ pub struct Mgmt {
     body_len: usize,
     body_sent: usize,
     counters: MgmtCounters,
+    /// `mgmt_token=`: `PUT /routes` is refused (403) without one.
+    token: Option<MgmtToken>,
 }
 
 /// Storage the management plane needs, in bytes (carved from one allocation at boot).
@@ -243,6 +315,7 @@ impl Mgmt {
         storage: &'static mut [u8],
         now_ms: i64,
         seed: u64,
+        token: Option<MgmtToken>,
     ) -> Mgmt {
         assert!(
             storage.len() >= STORAGE_BYTES,
@@ -300,6 +373,8 @@ impl Mgmt {
                 send_queue: 0,
                 complete: false,
                 done: false,
+                put: Put::None,
+                reply: None,
             }
         });
         Mgmt {
@@ -314,6 +389,7 @@ impl Mgmt {
             body_len: 0,
             body_sent: 0,
             counters: MgmtCounters::default(),
+            token,
         }
     }
 
@@ -365,6 +441,10 @@ impl Mgmt {
     /// while the response buffer is free gets it (`metrics` runs at most once per poll).
     fn serve(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
         let mut metrics = Some(metrics);
+        if !self.conns.iter().any(|c| matches!(c.put, Put::Waiting)) {
+            // The client that asked went away: its rebuild ran, nobody to answer.
+            let _ = fib::take_put_result();
+        }
         for i in 0..SOCKETS {
             self.serve_one(i, now_ms, &mut metrics);
         }
@@ -403,8 +483,22 @@ impl Mgmt {
             conn.progress_ms = now_ms;
         }
         conn.send_queue = queued;
-        // Read what the client sent (bytes past REQ_MAX are read and dropped).
-        if !conn.complete && sock.can_recv() {
+        if let Put::Body(b) = &mut conn.put {
+            // A PUT body: straight into its buffer, each complete line checked.
+            if sock.can_recv() {
+                let buf = b.upload.buf_mut();
+                if let Ok(n) = sock.recv_slice(&mut buf[b.got..]) {
+                    if n > 0 {
+                        conn.progress_ms = now_ms;
+                    }
+                    b.got += n;
+                }
+            }
+            if let Some(result) = body_progress(b) {
+                finish_body(conn, result, &mut self.counters);
+            }
+        } else if !conn.complete && sock.can_recv() {
+            // Read what the client sent (bytes past REQ_MAX are read and dropped).
             let mut buf = [0u8; REQ_MAX];
             if let Ok(n) = sock.recv_slice(&mut buf) {
                 if n > 0 {
@@ -414,16 +508,48 @@ impl Mgmt {
                 let _ = conn.req.extend_from_slice(&buf[..n.min(room)]);
             }
             conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
+            if conn.complete && conn.req.starts_with(b"PUT ") {
+                let busy = fib::put_busy();
+                start_put(
+                    conn,
+                    sock,
+                    self.token.as_ref(),
+                    busy,
+                    &mut self.counters,
+                );
+            }
+        } else if conn.complete && sock.can_recv() {
+            // Past the request (a refused PUT's body, say): read and dropped, so the client
+            // can finish sending and read our answer.
+            let _ = sock.recv(|d| (d.len(), ()));
+            conn.progress_ms = now_ms;
         }
+        if matches!(conn.put, Put::Waiting) {
+            if let Some(r) = fib::take_put_result() {
+                conn.put = Put::None;
+                let (result, reply) = put_reply(r);
+                self.counters.put_routes[result as usize] += 1;
+                conn.reply = Some(reply);
+            } else {
+                // The rebuild is the boot CPU's next housekeeping: no timeout applies.
+                conn.progress_ms = now_ms;
+                return;
+            }
+        }
+        let receiving = matches!(conn.put, Put::Body(_));
         if !conn.complete && state == tcp::State::CloseWait && !sock.can_recv() {
-            // The client's FIN came before a complete request: nothing to answer, our FIN back.
+            // The client's FIN came before a complete request: nothing to answer, our FIN back
+            // (a PUT body cut short is dropped).
             self.counters.fin_before_request += 1;
+            conn.put = Put::None;
             sock.close();
             conn.complete = true;
             conn.done = true;
             return;
         }
-        if !conn.complete && now_ms - since >= REQUEST_TIMEOUT_MS {
+        // A body that makes progress is not cut: its request timeout counts from its last byte.
+        let started = if receiving { conn.progress_ms } else { since };
+        if !conn.complete && now_ms - started >= REQUEST_TIMEOUT_MS {
             self.counters.request_timeouts += 1;
             sock.abort();
             return;
@@ -486,7 +612,9 @@ impl Mgmt {
             len: 0,
             truncated: false,
         };
-        if self.conns[i].req.starts_with(b"GET /metrics ") {
+        if let Some(reply) = self.conns[i].reply.take() {
+            let _ = w.write_str(&reply);
+        } else if self.conns[i].req.starts_with(b"GET /metrics ") {
             let _ = w.write_str(
                 "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n",
             );
@@ -499,13 +627,278 @@ impl Mgmt {
             metrics(&mut w, c);
         } else {
             let _ = w.write_str(
-                "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics\n",
+                "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics and PUT /routes\n",
             );
         }
         self.body_owner = Some(i);
         self.body_since_ms = now_ms;
         self.body_len = w.len;
         self.body_sent = 0;
+    }
+}
+
+/// A PUT reply: `status` (e.g. `"403 Forbidden"`) with `text` as its body.
+fn reply(status: &str, text: core::fmt::Arguments<'_>) -> heapless::String<REPLY_MAX> {
+    let mut body: heapless::String<{ REPLY_MAX - 128 }> = heapless::String::new();
+    let _ = body.write_fmt(text);
+    let _ = body.push('\n');
+    let mut r = heapless::String::new();
+    let _ = write!(
+        r,
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if status.starts_with("401") {
+        let _ = r.push_str("WWW-Authenticate: Bearer\r\n");
+    }
+    let _ = r.push_str("\r\n");
+    let _ = r.push_str(&body);
+    r
+}
+
+/// The value of header `name` (case-insensitive) in `head` (header lines after the request
+/// line), trimmed.
+fn header<'a>(head: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    head.split(|&b| b == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        line[..colon]
+            .eq_ignore_ascii_case(name.as_bytes())
+            .then(|| line[colon + 1..].trim_ascii())
+    })
+}
+
+/// A complete request head starting `PUT `: refuse it (a reply) or start receiving its body.
+fn start_put(
+    conn: &mut Conn,
+    sock: &mut tcp::Socket<'_>,
+    token: Option<&MgmtToken>,
+    busy: bool,
+    counters: &mut MgmtCounters,
+) {
+    let mut refuse = |conn: &mut Conn, r: PutResult, status: &str, text: core::fmt::Arguments| {
+        counters.put_routes[r as usize] += 1;
+        conn.reply = Some(reply(status, text));
+    };
+    let Some(end) = conn.req.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return refuse(
+            conn,
+            PutResult::BadRequest,
+            "400 Bad Request",
+            format_args!("PUT /routes: request head longer than {REQ_MAX} bytes"),
+        );
+    };
+    let head = &conn.req[..end + 2];
+    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
+    let (line, headers) = head.split_at(line_end);
+    if line != b"PUT /routes HTTP/1.1" && line != b"PUT /routes HTTP/1.0" {
+        return refuse(
+            conn,
+            PutResult::BadRequest,
+            "404 Not Found",
+            format_args!("only PUT /routes HTTP/1.0 or HTTP/1.1"),
+        );
+    }
+    let Some(token) = token else {
+        return refuse(
+            conn,
+            PutResult::Forbidden,
+            "403 Forbidden",
+            format_args!("PUT /routes: no mgmt_token= on the kernel command line"),
+        );
+    };
+    let bearer = header(headers, "authorization")
+        .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
+        .map(|v| v[7..].trim_ascii());
+    if !bearer.is_some_and(|b| token.matches(b)) {
+        return refuse(
+            conn,
+            PutResult::Unauthorized,
+            "401 Unauthorized",
+            format_args!("PUT /routes: wrong or missing bearer token"),
+        );
+    }
+    if header(headers, "transfer-encoding").is_some() {
+        return refuse(
+            conn,
+            PutResult::LengthRequired,
+            "411 Length Required",
+            format_args!("PUT /routes: Content-Length required (no Transfer-Encoding)"),
+        );
+    }
+    let Some(len) = header(headers, "content-length") else {
+        return refuse(
+            conn,
+            PutResult::LengthRequired,
+            "411 Length Required",
+            format_args!("PUT /routes: Content-Length required"),
+        );
+    };
+    let Some(len) = core::str::from_utf8(len)
+        .ok()
+        .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|l| l.parse::<u64>().ok())
+    else {
+        return refuse(
+            conn,
+            PutResult::BadRequest,
+            "400 Bad Request",
+            format_args!("PUT /routes: bad Content-Length"),
+        );
+    };
+    if len > PUT_MAX as u64 {
+        return refuse(
+            conn,
+            PutResult::TooLarge,
+            "413 Content Too Large",
+            format_args!("PUT /routes: {len} bytes, at most {PUT_MAX}"),
+        );
+    }
+    let len = len as usize;
+    if busy {
+        return refuse(
+            conn,
+            PutResult::Busy,
+            "503 Service Unavailable",
+            format_args!("PUT /routes: another upload is in progress"),
+        );
+    }
+    let mut upload = match RoutesUpload::new(len) {
+        Ok(u) => u,
+        Err(e) => {
+            return refuse(
+                conn,
+                PutResult::Busy,
+                "503 Service Unavailable",
+                format_args!("PUT /routes: {}", e.0),
+            )
+        }
+    };
+    // What came with the head is the body's start.
+    let rest = &conn.req[end + 4..];
+    let got = rest.len().min(len);
+    upload.buf_mut()[..got].copy_from_slice(&rest[..got]);
+    if got < len
+        && header(headers, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"))
+    {
+        // Fits: the send buffer is empty before a response.
+        let _ = sock.send_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    conn.complete = false;
+    conn.put = Put::Body(Body {
+        upload,
+        got,
+        line_start: 0,
+        lines: 0,
+        bad: None,
+    });
+    if let Put::Body(b) = &mut conn.put {
+        if let Some(result) = body_progress(b) {
+            finish_body(conn, result, counters);
+        }
+    }
+}
+
+/// Check the body's complete lines received so far; `Some` once the body is complete: `Ok`
+/// if every line is a route (or blank, or a comment), else the first bad line named.
+fn body_progress(b: &mut Body) -> Option<Result<(), heapless::String<BAD_LINE_MAX>>> {
+    let complete = b.got == b.upload.buf_mut().len();
+    loop {
+        if b.bad.is_some() {
+            // The rest is read and not checked.
+            b.line_start = b.got;
+            break;
+        }
+        let buf = b.upload.buf_mut();
+        let end = match buf[b.line_start..b.got].iter().position(|&c| c == b'\n') {
+            Some(k) => b.line_start + k,
+            None if complete && b.line_start < b.got => b.got,
+            None => break,
+        };
+        b.lines += 1;
+        let n = b.lines;
+        let line = &buf[b.line_start..end];
+        let mut why: heapless::String<BAD_LINE_MAX> = heapless::String::new();
+        match core::str::from_utf8(line) {
+            Err(_) => {
+                let _ = write!(why, "routes line {n}: not UTF-8");
+            }
+            Ok(text) => {
+                if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
+                    let _ = write!(
+                        why,
+                        "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
+                        &t[..t.floor_char_boundary(80)]
+                    );
+                }
+            }
+        }
+        if !why.is_empty() {
+            b.bad = Some(why);
+        }
+        b.line_start = (end + 1).min(b.got);
+        if end == b.got {
+            break;
+        }
+    }
+    complete.then(|| b.bad.take().map_or(Ok(()), Err))
+}
+
+/// A complete body: refused (400, the first bad line), or handed to housekeeping.
+fn finish_body(
+    conn: &mut Conn,
+    result: Result<(), heapless::String<BAD_LINE_MAX>>,
+    counters: &mut MgmtCounters,
+) {
+    let Put::Body(b) = core::mem::replace(&mut conn.put, Put::None) else {
+        return;
+    };
+    conn.complete = true;
+    if let Err(why) = result {
+        counters.put_routes[PutResult::BadRequest as usize] += 1;
+        conn.reply = Some(reply(
+            "400 Bad Request",
+            format_args!("PUT /routes: {why}; the published FIB stays"),
+        ));
+        return; // `b` dropped: its pages go back
+    }
+    match fib::submit_put(b.upload) {
+        Ok(()) => conn.put = Put::Waiting,
+        Err(_) => {
+            counters.put_routes[PutResult::Busy as usize] += 1;
+            conn.reply = Some(reply(
+                "503 Service Unavailable",
+                format_args!("PUT /routes: another upload is in progress"),
+            ));
+        }
+    }
+}
+
+/// The reply to a rebuild's result.
+fn put_reply(
+    r: Result<Published, (RebuildFailure, fib::FibError)>,
+) -> (PutResult, heapless::String<REPLY_MAX>) {
+    match r {
+        Ok(p) => (
+            PutResult::Ok,
+            reply(
+                "200 OK",
+                format_args!(
+                    "generation {}\nroutes {}\npages {}\nbuild_ms {}",
+                    p.generation, p.routes, p.pages, p.build_ms
+                ),
+            ),
+        ),
+        Err((why, e)) => {
+            let status = match why {
+                RebuildFailure::Busy => "503 Service Unavailable",
+                RebuildFailure::Build => "500 Internal Server Error",
+            };
+            (
+                PutResult::Failed,
+                reply(status, format_args!("PUT /routes: error: {}", e.0)),
+            )
+        }
     }
 }
 
