@@ -115,6 +115,11 @@ pub struct FibStats {
     pub retired: u64,
     /// Shootdown batches those retirements took.
     pub retire_batches: u64,
+    /// Pages holding `PUT /routes` bodies: the routes file's text after a `PUT /routes`
+    /// (kept for rebuilds, freed when the next one replaces it) and a body being received.
+    /// Counted with the FIB pages in the leak check.
+    #[serde(default)]
+    pub routes_text_pages: u64,
 }
 
 impl Stats {

@@ -97,6 +97,7 @@ fn largest() -> Stats {
             last_swap_us: m,
             retired: m,
             retire_batches: m,
+            routes_text_pages: m,
         }),
     }
 }

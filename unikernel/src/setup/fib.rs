@@ -217,6 +217,7 @@ pub fn fib_stats() -> Option<FibStats> {
         last_swap_us: LAST_SWAP_US.load(Ordering::Relaxed),
         retired: RETIRED.load(Ordering::Relaxed),
         retire_batches: RETIRE_BATCHES.load(Ordering::Relaxed),
+        routes_text_pages: UPLOAD_PAGES.load(Ordering::Relaxed),
     })
 }
 
