@@ -1083,11 +1083,23 @@ mod tests {
         let shown = RedactedCmdline(&line).to_string();
         assert!(!shown.contains(tok), "{shown}");
         assert!(shown.ends_with("mgmt_token=<23 bytes>"), "{shown}");
-        for bad in ["short", &"x".repeat(65), "with\u{7f}del-0123456789", "é-0123456789abcdef"] {
+        for bad in [
+            "short",
+            &"x".repeat(65),
+            "with\u{7f}del-0123456789",
+            "é-0123456789abcdef",
+        ] {
             let line = format!("{r} mgmt_token={bad}");
             let e = Config::parse(&line).unwrap_err();
             assert!(
-                matches!(e, ConfigError::BadValue { key: "mgmt_token", value: "<redacted>", .. }),
+                matches!(
+                    e,
+                    ConfigError::BadValue {
+                        key: "mgmt_token",
+                        value: "<redacted>",
+                        ..
+                    }
+                ),
                 "{e:?}"
             );
             assert!(!e.to_string().contains(bad));

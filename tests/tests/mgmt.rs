@@ -266,9 +266,14 @@ impl Clients {
 
     /// A client with a receive buffer of `rx` bytes, connecting to 10.0.0.1:9100.
     fn connect(&mut self, rx: usize) -> smoltcp::iface::SocketHandle {
+        self.connect_with(rx, 4096)
+    }
+
+    /// [`Clients::connect`] with a send buffer of `tx` bytes.
+    fn connect_with(&mut self, rx: usize, tx: usize) -> smoltcp::iface::SocketHandle {
         let h = self.sockets.add(tcp::Socket::new(
             tcp::SocketBuffer::new(vec![0; rx]),
-            tcp::SocketBuffer::new(vec![0; 4096]),
+            tcp::SocketBuffer::new(vec![0; tx]),
         ));
         self.next_port += 1;
         self.sockets
@@ -448,7 +453,7 @@ impl Clients {
     /// blank line), then `body` as the send buffer takes it; returns the whole response (the
     /// guest closes after it).
     fn request(&mut self, rig: &Rig, head: &str, body: &[u8], limit: Duration) -> String {
-        let h = self.connect(65536);
+        let h = self.connect_with(65536, 65536);
         let mut out = format!("{head}\r\n\r\n").into_bytes();
         out.extend_from_slice(body);
         let mut sent = 0;
@@ -541,7 +546,9 @@ fn routed(rig: &Rig, dst: [u8; 4], seq: u16) -> bool {
 
 fn fib_generation(rig: &Rig) -> u64 {
     let s = rig.stats();
-    s.fib.unwrap_or_else(|| panic!("no fib section: {s}")).generation
+    s.fib
+        .unwrap_or_else(|| panic!("no fib section: {s}"))
+        .generation
 }
 
 /// Issue 13 item 3: without `mgmt_token=` on the kernel command line, `PUT /routes` is refused
@@ -603,7 +610,11 @@ fn put_routes_replaces_the_routes_file() {
     assert!(!routed(&rig, [192, 168, 1, 1], 2), "no route at boot");
     let mut c = Clients::new(rig.port(0));
     // Refusals first: nothing changes.
-    let resp = c.put_routes(&rig, Some("gannet-test-token-012345678X"), "10.9.0.0/16,10.0.1.2\n");
+    let resp = c.put_routes(
+        &rig,
+        Some("gannet-test-token-012345678X"),
+        "10.9.0.0/16,10.0.1.2\n",
+    );
     assert!(resp.starts_with("HTTP/1.0 401 Unauthorized\r\n"), "{resp}");
     let resp = c.put_routes(&rig, None, "10.9.0.0/16,10.0.1.2\n");
     assert!(resp.starts_with("HTTP/1.0 401 Unauthorized\r\n"), "{resp}");
@@ -613,7 +624,10 @@ fn put_routes_replaces_the_routes_file() {
         b"",
         Duration::from_secs(20),
     );
-    assert!(resp.starts_with("HTTP/1.0 411 Length Required\r\n"), "{resp}");
+    assert!(
+        resp.starts_with("HTTP/1.0 411 Length Required\r\n"),
+        "{resp}"
+    );
     let resp = c.request(
         &rig,
         &format!(
@@ -623,17 +637,26 @@ fn put_routes_replaces_the_routes_file() {
         b"",
         Duration::from_secs(20),
     );
-    assert!(resp.starts_with("HTTP/1.0 413 Content Too Large\r\n"), "{resp}");
+    assert!(
+        resp.starts_with("HTTP/1.0 413 Content Too Large\r\n"),
+        "{resp}"
+    );
     let resp = c.put_routes(
         &rig,
         Some(TOKEN),
         "192.168.0.0/16,10.0.1.2\n# a comment\n\n10.1.0.0/33,10.0.1.2\n",
     );
     assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
-    assert!(resp.contains("routes line 4: `10.1.0.0/33,10.0.1.2`"), "{resp}");
+    assert!(
+        resp.contains("routes line 4: `10.1.0.0/33,10.0.1.2`"),
+        "{resp}"
+    );
     drop(c);
     assert_eq!(fib_generation(&rig), 1, "a refused PUT rebuilt the FIB");
-    assert!(routed(&rig, [172, 16, 5, 6], 3), "the boot file's route stays");
+    assert!(
+        routed(&rig, [172, 16, 5, 6], 3),
+        "the boot file's route stays"
+    );
     // A valid set of 2,001 routes (~40 KiB: streamed over many polls): 192.168/16 and
     // 2,000 /24s under 100.64/10; 172.16/12 is not in it.
     let mut body = String::from("# from PUT\n192.168.0.0/16,10.0.1.2\n");
@@ -670,7 +693,10 @@ fn put_routes_replaces_the_routes_file() {
         .unwrap_or_else(|e| panic!("generation 1 not retired: {e:#}\n{}", rig.tail()));
     assert!(routed(&rig, [192, 168, 1, 1], 4), "the PUT's route");
     assert!(routed(&rig, [100, 71, 207, 9], 5), "the PUT's last route");
-    assert!(!routed(&rig, [172, 16, 5, 5], 6), "the boot file's route is gone");
+    assert!(
+        !routed(&rig, [172, 16, 5, 5], 6),
+        "the boot file's route is gone"
+    );
     assert!(routed(&rig, [198, 19, 0, 1], 7), "route= stays");
     let s = rig.quit();
     let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
@@ -683,5 +709,45 @@ fn put_routes_replaces_the_routes_file() {
     // The body is the routes file now: kept (13 pages for 49,155 bytes) for later rebuilds.
     assert_eq!(f.routes_text_pages, body.len().div_ceil(4096) as u64, "{s}");
     assert_eq!(router(&s).drops.no_route, 2, "{s}");
+    assert_no_leak(&s);
+}
+
+/// `PUT /routes` streams: a 3 MiB body (comment lines around two routes) takes longer than the
+/// 5 s request timeout to arrive through the management plane's 4 KiB window, and is not cut
+/// (the timeout counts from the last byte received); `Expect: 100-continue` (curl's header for
+/// large bodies) gets `100 Continue` before the body; the fast path keeps forwarding meanwhile.
+#[test]
+fn put_routes_streams_a_large_body() {
+    let append = format!("{ROUTER} mgmt_token={TOKEN}");
+    let mut rig = Rig::start_raw(&append);
+    let mut body = String::from("10.9.0.0/16,10.0.1.2\n");
+    let comment = format!("# {}\n", "x".repeat(77));
+    while body.len() < 3 << 20 {
+        body.push_str(&comment);
+    }
+    body.push_str("192.168.0.0/16,10.0.1.2");
+    let mut c = Clients::new(rig.port(0));
+    let head = format!(
+        "PUT /routes HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\nExpect: 100-continue\r\nContent-Length: {}",
+        body.len()
+    );
+    let t = Instant::now();
+    let resp = c.request(&rig, &head, body.as_bytes(), Duration::from_secs(120));
+    let took = t.elapsed();
+    eprintln!("PUT of {} bytes answered in {took:?}", body.len());
+    assert!(
+        resp.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n"),
+        "{resp}"
+    );
+    assert!(resp.contains("generation 2\n"), "{resp}");
+    assert!(
+        took > Duration::from_secs(5),
+        "the body arrived within the request timeout ({took:?}): make it larger"
+    );
+    drop(c);
+    assert!(routed(&rig, [192, 168, 7, 7], 1), "the body's last line");
+    assert!(routed(&rig, [10, 9, 1, 1], 2), "the body's first line");
+    let s = rig.quit();
+    assert_eq!(s.fib.unwrap().generation, 2, "{s}");
     assert_no_leak(&s);
 }

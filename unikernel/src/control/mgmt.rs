@@ -48,10 +48,11 @@ pub const RX_QUEUE: usize = 16;
 pub const TX_QUEUE: usize = 16;
 /// Largest frame handled (Ethernet header + 1500).
 pub const FRAME_MAX: usize = 1514;
-/// Frames fed to smoltcp per poll.
-pub const INGRESS_PER_POLL: usize = 4;
-/// TCP receive buffer of each socket (bytes): an HTTP request line and headers.
-const TCP_RX: usize = 4096;
+/// Frames fed to smoltcp per poll (at most one RX queue's worth).
+pub const INGRESS_PER_POLL: usize = 8;
+/// TCP receive buffer of each socket (bytes): an HTTP request line and headers, or the window
+/// a `PUT /routes` body streams through (read out every poll: ~11 full segments per 10 ms).
+const TCP_RX: usize = 16 * 1024;
 /// TCP send buffer of each socket (bytes).
 const TCP_TX: usize = 16384;
 /// Largest metrics response body (bytes); a longer one is cut at a line boundary and counted.
@@ -365,6 +366,9 @@ impl Mgmt {
             sock_mem = rest;
             let mut sock = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
             let _ = sock.listen(METRICS_PORT);
+            // Acknowledge (and reopen the window) in the poll that read the data, not one
+            // poll (10 ms) later: a streaming body would wait for it every round trip.
+            sock.set_ack_delay(None);
             Conn {
                 handle: sockets.add(sock),
                 req: heapless::Vec::new(),
@@ -510,13 +514,7 @@ impl Mgmt {
             conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
             if conn.complete && conn.req.starts_with(b"PUT ") {
                 let busy = fib::put_busy();
-                start_put(
-                    conn,
-                    sock,
-                    self.token.as_ref(),
-                    busy,
-                    &mut self.counters,
-                );
+                start_put(conn, sock, self.token.as_ref(), busy, &mut self.counters);
             }
         } else if conn.complete && sock.can_recv() {
             // Past the request (a refused PUT's body, say): read and dropped, so the client

@@ -727,7 +727,8 @@ pub fn queue_delta(d: RouteDelta) {
     }
 }
 
-/// `routes commit` (or, with `reload`, `routes reload`: the boot configuration alone) on the
+/// `routes commit` (or, with `reload`, `routes reload`: `route=` and the routes file alone, the
+/// routes file being the last `PUT /routes` body if there was one) on the
 /// boot CPU, at its quiescent point: wait for a previous replacement to retire, build the new
 /// FIB, publish it, switch this core to it. The other routing cores switch at their next
 /// housekeeping; [`poll_retire`] then retires the old FIB. On any error the published FIB
