@@ -236,6 +236,8 @@ struct Body {
 }
 
 /// Where a connection is with `PUT /routes`.
+// One per socket in `Mgmt` (no heap to box the body's state in): the size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Put {
     /// No PUT (a GET, or not yet known).
     None,
@@ -316,7 +318,6 @@ impl Mgmt {
         storage: &'static mut [u8],
         now_ms: i64,
         seed: u64,
-        token: Option<MgmtToken>,
     ) -> Mgmt {
         assert!(
             storage.len() >= STORAGE_BYTES,
@@ -393,8 +394,15 @@ impl Mgmt {
             body_len: 0,
             body_sent: 0,
             counters: MgmtCounters::default(),
-            token,
+            token: None,
         }
+    }
+
+    /// Accept `PUT /routes` with bearer token `token` (`mgmt_token=`); without one it is
+    /// refused (403).
+    pub fn with_put_token(mut self, token: Option<MgmtToken>) -> Mgmt {
+        self.token = token;
+        self
     }
 
     /// Queue a frame for smoltcp (a copy). Returns `false` (and counts it) if the queue is full.
@@ -487,41 +495,7 @@ impl Mgmt {
             conn.progress_ms = now_ms;
         }
         conn.send_queue = queued;
-        if let Put::Body(b) = &mut conn.put {
-            // A PUT body: straight into its buffer, each complete line checked.
-            if sock.can_recv() {
-                let buf = b.upload.buf_mut();
-                if let Ok(n) = sock.recv_slice(&mut buf[b.got..]) {
-                    if n > 0 {
-                        conn.progress_ms = now_ms;
-                    }
-                    b.got += n;
-                }
-            }
-            if let Some(result) = body_progress(b) {
-                finish_body(conn, result, &mut self.counters);
-            }
-        } else if !conn.complete && sock.can_recv() {
-            // Read what the client sent (bytes past REQ_MAX are read and dropped).
-            let mut buf = [0u8; REQ_MAX];
-            if let Ok(n) = sock.recv_slice(&mut buf) {
-                if n > 0 {
-                    conn.progress_ms = now_ms;
-                }
-                let room = conn.req.capacity() - conn.req.len();
-                let _ = conn.req.extend_from_slice(&buf[..n.min(room)]);
-            }
-            conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
-            if conn.complete && conn.req.starts_with(b"PUT ") {
-                let busy = fib::put_busy();
-                start_put(conn, sock, self.token.as_ref(), busy, &mut self.counters);
-            }
-        } else if conn.complete && sock.can_recv() {
-            // Past the request (a refused PUT's body, say): read and dropped, so the client
-            // can finish sending and read our answer.
-            let _ = sock.recv(|d| (d.len(), ()));
-            conn.progress_ms = now_ms;
-        }
+        read(conn, sock, now_ms, self.token.as_ref(), &mut self.counters);
         if matches!(conn.put, Put::Waiting) {
             if let Some(r) = fib::take_put_result() {
                 conn.put = Put::None;
@@ -635,6 +609,50 @@ impl Mgmt {
     }
 }
 
+/// Read what the client sent: the request head (bytes past [`REQ_MAX`] are read and dropped;
+/// a complete `PUT` head is checked at once), a PUT body (into its buffer, each complete line
+/// checked), or bytes past the request (read and dropped, so a client whose PUT was refused can
+/// finish sending and read our answer).
+fn read(
+    conn: &mut Conn,
+    sock: &mut tcp::Socket<'_>,
+    now_ms: i64,
+    token: Option<&MgmtToken>,
+    counters: &mut MgmtCounters,
+) {
+    if !sock.can_recv() {
+        return;
+    }
+    if let Put::Body(b) = &mut conn.put {
+        let buf = b.upload.buf_mut();
+        if let Ok(n) = sock.recv_slice(&mut buf[b.got..]) {
+            if n > 0 {
+                conn.progress_ms = now_ms;
+            }
+            b.got += n;
+        }
+        if body_progress(b) {
+            finish_body(conn, counters);
+        }
+    } else if !conn.complete {
+        let mut buf = [0u8; REQ_MAX];
+        if let Ok(n) = sock.recv_slice(&mut buf) {
+            if n > 0 {
+                conn.progress_ms = now_ms;
+            }
+            let room = conn.req.capacity() - conn.req.len();
+            let _ = conn.req.extend_from_slice(&buf[..n.min(room)]);
+        }
+        conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
+        if conn.complete && conn.req.starts_with(b"PUT ") {
+            start_put(conn, sock, token, fib::put_busy(), counters);
+        }
+    } else {
+        let _ = sock.recv(|d| (d.len(), ()));
+        conn.progress_ms = now_ms;
+    }
+}
+
 /// A PUT reply: `status` (e.g. `"403 Forbidden"`) with `text` as its body.
 fn reply(status: &str, text: core::fmt::Arguments<'_>) -> heapless::String<REPLY_MAX> {
     let mut body: heapless::String<{ REPLY_MAX - 128 }> = heapless::String::new();
@@ -666,7 +684,69 @@ fn header<'a>(head: &'a [u8], name: &str) -> Option<&'a [u8]> {
     })
 }
 
+/// Why a `PUT` head is refused: the counter, the status and the text (no heap to box it in;
+/// returned once per request head, so its size does not matter).
+type Refusal = (PutResult, &'static str, heapless::String<160>);
+
+fn refusal(r: PutResult, status: &'static str, text: core::fmt::Arguments<'_>) -> Refusal {
+    let mut s = heapless::String::new();
+    let _ = s.write_fmt(text);
+    (r, status, s)
+}
+
+/// Check a complete `PUT` request head (`head`: up to the blank line) in the order 404 (not
+/// `PUT /routes HTTP/1.x`), 403, 401, 411, 400, 413, 503 (busy); returns the body's length and
+/// whether the client expects `100 Continue`.
+#[allow(clippy::result_large_err)]
+fn check_put_head(
+    head: &[u8],
+    token: Option<&MgmtToken>,
+    busy: bool,
+) -> Result<(usize, bool), Refusal> {
+    use PutResult as R;
+    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
+    let (line, headers) = head.split_at(line_end);
+    if line != b"PUT /routes HTTP/1.1" && line != b"PUT /routes HTTP/1.0" {
+        let why = format_args!("only PUT /routes HTTP/1.0 or HTTP/1.1");
+        return Err(refusal(R::BadRequest, "404 Not Found", why));
+    }
+    let Some(token) = token else {
+        let why = format_args!("PUT /routes: no mgmt_token= on the kernel command line");
+        return Err(refusal(R::Forbidden, "403 Forbidden", why));
+    };
+    let bearer = header(headers, "authorization")
+        .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
+        .map(|v| v[7..].trim_ascii());
+    if !bearer.is_some_and(|b| token.matches(b)) {
+        let why = format_args!("PUT /routes: wrong or missing bearer token");
+        return Err(refusal(R::Unauthorized, "401 Unauthorized", why));
+    }
+    let len = header(headers, "content-length");
+    if len.is_none() || header(headers, "transfer-encoding").is_some() {
+        let why = format_args!("PUT /routes: Content-Length required (no Transfer-Encoding)");
+        return Err(refusal(R::LengthRequired, "411 Length Required", why));
+    }
+    let Some(len) = len
+        .filter(|l| !l.is_empty() && l.iter().all(u8::is_ascii_digit))
+        .and_then(|l| core::str::from_utf8(l).ok()?.parse::<u64>().ok())
+    else {
+        let why = format_args!("PUT /routes: bad Content-Length");
+        return Err(refusal(R::BadRequest, "400 Bad Request", why));
+    };
+    if len > PUT_MAX as u64 {
+        let why = format_args!("PUT /routes: {len} bytes, at most {PUT_MAX}");
+        return Err(refusal(R::TooLarge, "413 Content Too Large", why));
+    }
+    if busy {
+        let why = format_args!("PUT /routes: another upload is in progress");
+        return Err(refusal(R::Busy, "503 Service Unavailable", why));
+    }
+    let expect = header(headers, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
+    Ok((len as usize, expect))
+}
+
 /// A complete request head starting `PUT `: refuse it (a reply) or start receiving its body.
+#[allow(clippy::result_large_err)]
 fn start_put(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
@@ -674,111 +754,37 @@ fn start_put(
     busy: bool,
     counters: &mut MgmtCounters,
 ) {
-    let mut refuse = |conn: &mut Conn, r: PutResult, status: &str, text: core::fmt::Arguments| {
-        counters.put_routes[r as usize] += 1;
-        conn.reply = Some(reply(status, text));
-    };
-    let Some(end) = conn.req.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return refuse(
-            conn,
+    let checked = match conn.req.windows(4).position(|w| w == b"\r\n\r\n") {
+        None => Err(refusal(
             PutResult::BadRequest,
             "400 Bad Request",
             format_args!("PUT /routes: request head longer than {REQ_MAX} bytes"),
-        );
+        )),
+        Some(end) => check_put_head(&conn.req[..end + 2], token, busy).and_then(|(len, expect)| {
+            match RoutesUpload::new(len) {
+                Ok(u) => Ok((end, u, expect)),
+                Err(e) => Err(refusal(
+                    PutResult::Busy,
+                    "503 Service Unavailable",
+                    format_args!("PUT /routes: {}", e.0),
+                )),
+            }
+        }),
     };
-    let head = &conn.req[..end + 2];
-    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
-    let (line, headers) = head.split_at(line_end);
-    if line != b"PUT /routes HTTP/1.1" && line != b"PUT /routes HTTP/1.0" {
-        return refuse(
-            conn,
-            PutResult::BadRequest,
-            "404 Not Found",
-            format_args!("only PUT /routes HTTP/1.0 or HTTP/1.1"),
-        );
-    }
-    let Some(token) = token else {
-        return refuse(
-            conn,
-            PutResult::Forbidden,
-            "403 Forbidden",
-            format_args!("PUT /routes: no mgmt_token= on the kernel command line"),
-        );
-    };
-    let bearer = header(headers, "authorization")
-        .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
-        .map(|v| v[7..].trim_ascii());
-    if !bearer.is_some_and(|b| token.matches(b)) {
-        return refuse(
-            conn,
-            PutResult::Unauthorized,
-            "401 Unauthorized",
-            format_args!("PUT /routes: wrong or missing bearer token"),
-        );
-    }
-    if header(headers, "transfer-encoding").is_some() {
-        return refuse(
-            conn,
-            PutResult::LengthRequired,
-            "411 Length Required",
-            format_args!("PUT /routes: Content-Length required (no Transfer-Encoding)"),
-        );
-    }
-    let Some(len) = header(headers, "content-length") else {
-        return refuse(
-            conn,
-            PutResult::LengthRequired,
-            "411 Length Required",
-            format_args!("PUT /routes: Content-Length required"),
-        );
-    };
-    let Some(len) = core::str::from_utf8(len)
-        .ok()
-        .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|l| l.parse::<u64>().ok())
-    else {
-        return refuse(
-            conn,
-            PutResult::BadRequest,
-            "400 Bad Request",
-            format_args!("PUT /routes: bad Content-Length"),
-        );
-    };
-    if len > PUT_MAX as u64 {
-        return refuse(
-            conn,
-            PutResult::TooLarge,
-            "413 Content Too Large",
-            format_args!("PUT /routes: {len} bytes, at most {PUT_MAX}"),
-        );
-    }
-    let len = len as usize;
-    if busy {
-        return refuse(
-            conn,
-            PutResult::Busy,
-            "503 Service Unavailable",
-            format_args!("PUT /routes: another upload is in progress"),
-        );
-    }
-    let mut upload = match RoutesUpload::new(len) {
-        Ok(u) => u,
-        Err(e) => {
-            return refuse(
-                conn,
-                PutResult::Busy,
-                "503 Service Unavailable",
-                format_args!("PUT /routes: {}", e.0),
-            )
+    let (end, mut upload, expect) = match checked {
+        Ok(c) => c,
+        Err((r, status, why)) => {
+            counters.put_routes[r as usize] += 1;
+            conn.reply = Some(reply(status, format_args!("{why}")));
+            return;
         }
     };
     // What came with the head is the body's start.
     let rest = &conn.req[end + 4..];
+    let len = upload.buf_mut().len();
     let got = rest.len().min(len);
     upload.buf_mut()[..got].copy_from_slice(&rest[..got]);
-    if got < len
-        && header(headers, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"))
-    {
+    if got < len && expect {
         // Fits: the send buffer is empty before a response.
         let _ = sock.send_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
@@ -791,15 +797,15 @@ fn start_put(
         bad: None,
     });
     if let Put::Body(b) = &mut conn.put {
-        if let Some(result) = body_progress(b) {
-            finish_body(conn, result, counters);
+        if body_progress(b) {
+            finish_body(conn, counters);
         }
     }
 }
 
-/// Check the body's complete lines received so far; `Some` once the body is complete: `Ok`
-/// if every line is a route (or blank, or a comment), else the first bad line named.
-fn body_progress(b: &mut Body) -> Option<Result<(), heapless::String<BAD_LINE_MAX>>> {
+/// Check the body's complete lines received so far (the first bad one is named in `b.bad`);
+/// `true` once the body is complete.
+fn body_progress(b: &mut Body) -> bool {
     let complete = b.got == b.upload.buf_mut().len();
     loop {
         if b.bad.is_some() {
@@ -839,20 +845,16 @@ fn body_progress(b: &mut Body) -> Option<Result<(), heapless::String<BAD_LINE_MA
             break;
         }
     }
-    complete.then(|| b.bad.take().map_or(Ok(()), Err))
+    complete
 }
 
 /// A complete body: refused (400, the first bad line), or handed to housekeeping.
-fn finish_body(
-    conn: &mut Conn,
-    result: Result<(), heapless::String<BAD_LINE_MAX>>,
-    counters: &mut MgmtCounters,
-) {
-    let Put::Body(b) = core::mem::replace(&mut conn.put, Put::None) else {
+fn finish_body(conn: &mut Conn, counters: &mut MgmtCounters) {
+    let Put::Body(mut b) = core::mem::replace(&mut conn.put, Put::None) else {
         return;
     };
     conn.complete = true;
-    if let Err(why) = result {
+    if let Some(why) = b.bad.take() {
         counters.put_routes[PutResult::BadRequest as usize] += 1;
         conn.reply = Some(reply(
             "400 Bad Request",

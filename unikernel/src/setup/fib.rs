@@ -776,6 +776,29 @@ pub enum RebuildFailure {
     Build,
 }
 
+/// A failed build: counted, and named with the generation that stays; a console rebuild
+/// (`console`) drops the pending changes.
+fn build_failed(
+    r: &mut Reload,
+    console: bool,
+    old_gen: u64,
+    e: FibError,
+) -> (RebuildFailure, FibError) {
+    FAILED.fetch_add(1, Ordering::Relaxed);
+    if !console {
+        let e = err(format_args!("{}; FIB generation {old_gen} stays", e.0));
+        return (RebuildFailure::Build, e);
+    }
+    let dropped = r.deltas.len() - r.committed;
+    let keep = r.committed;
+    r.deltas.truncate(keep);
+    let e = err(format_args!(
+        "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
+        e.0
+    ));
+    (RebuildFailure::Build, e)
+}
+
 /// Build, publish and switch (see [`commit`]). On any error the published FIB stays and the
 /// error names why, with the generation kept.
 fn rebuild<P: Platform>(
@@ -812,26 +835,8 @@ fn rebuild<P: Platform>(
     let (rec, rules_ms, tbl24_ms) =
         match build(core.cfg(), zone, routes_file, &r.deltas[..deltas_used]) {
             Ok(b) => b,
-            Err(e) => {
-                FAILED.fetch_add(1, Ordering::Relaxed);
-                if upload.is_some() {
-                    // The upload (dropped here: its pages go back) changed nothing.
-                    return Err((
-                        RebuildFailure::Build,
-                        err(format_args!("{}; FIB generation {old_gen} stays", e.0)),
-                    ));
-                }
-                let dropped = r.deltas.len() - r.committed;
-                let keep = r.committed;
-                r.deltas.truncate(keep);
-                return Err((
-                    RebuildFailure::Build,
-                    err(format_args!(
-                        "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
-                        e.0
-                    )),
-                ));
-            }
+            // An upload (dropped here: its pages go back) changed nothing.
+            Err(e) => return Err(build_failed(&mut r, upload.is_none(), old_gen, e)),
         };
     let build_ms = (uptime_us() - t0) / 1000;
     let old = r.published;
@@ -948,6 +953,8 @@ impl Drop for RoutesUpload {
 
 /// The hand-off between the management plane (in the poll loop, on the boot CPU) and its
 /// housekeeping (the quiescent point where a rebuild may run).
+// One static slot (no heap to box the error in): the size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum PutJob {
     /// Nothing asked.
     Idle,
