@@ -587,7 +587,8 @@ fn put_routes_refused_without_a_token() {
 /// routes (a prefix only in the new set becomes routable, one only in the boot module's file
 /// unroutable; `route=` stays), through the live-reload path (generation +1, the old FIB
 /// retired); a wrong token (401), no `Content-Length` (411), a body over the cap (413) and a bad
-/// line (400, named) change nothing; every outcome is counted and no page is leaked.
+/// line (400, named) change nothing, nor does a body the build refuses (500, the line named);
+/// every outcome is counted and no page is leaked.
 #[test]
 fn put_routes_replaces_the_routes_file() {
     let dir = TestDir::new();
@@ -651,6 +652,21 @@ fn put_routes_replaces_the_routes_file() {
         resp.contains("routes line 4: `10.1.0.0/33,10.0.1.2`"),
         "{resp}"
     );
+    // Well-formed, but the build refuses it (a gateway on no connected network): 500, named.
+    let resp = c.put_routes(
+        &rig,
+        Some(TOKEN),
+        "10.9.0.0/16,10.0.1.2\n192.168.0.0/16,192.0.2.1\n",
+    );
+    assert!(
+        resp.starts_with("HTTP/1.0 500 Internal Server Error\r\n"),
+        "{resp}"
+    );
+    assert!(
+        resp.contains("routes file line 2: 192.168.0.0/16,192.0.2.1"),
+        "{resp}"
+    );
+    assert!(resp.contains("FIB generation 1 stays"), "{resp}");
     drop(c);
     assert_eq!(fib_generation(&rig), 1, "a refused PUT rebuilt the FIB");
     assert!(
@@ -679,7 +695,7 @@ fn put_routes_replaces_the_routes_file() {
         ("too_large", 1),
         ("bad_request", 1),
         ("busy", 0),
-        ("failed", 0),
+        ("failed", 1),
     ] {
         let name = format!("gannet_mgmt_put_routes_total{{result=\"{result}\"}}");
         assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
@@ -702,7 +718,7 @@ fn put_routes_replaces_the_routes_file() {
     let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
     assert_eq!(
         (f.generation, f.reloads, f.failed, f.retired),
-        (2, 1, 0, 1),
+        (2, 1, 1, 1),
         "{s}"
     );
     assert_eq!(f.pages_retiring, 0, "{s}");
