@@ -165,6 +165,79 @@ pub enum MgmtPort {
     Off,
 }
 
+/// Shortest `mgmt_token=` (bytes).
+pub const MGMT_TOKEN_MIN: usize = 16;
+/// Longest `mgmt_token=` (bytes).
+pub const MGMT_TOKEN_MAX: usize = 64;
+
+/// The management plane's bearer token (`mgmt_token=`): printable ASCII (no space),
+/// [`MGMT_TOKEN_MIN`]..=[`MGMT_TOKEN_MAX`] bytes. Its `Debug` and `Display` show only its
+/// length, so printing a [`Config`] never logs it.
+#[derive(Clone, Eq, PartialEq)]
+pub struct MgmtToken(heapless::String<MGMT_TOKEN_MAX>);
+
+impl MgmtToken {
+    /// The token if `s` is one (printable ASCII without space, 16..=64 bytes).
+    pub fn new(s: &str) -> Option<MgmtToken> {
+        let ok = (MGMT_TOKEN_MIN..=MGMT_TOKEN_MAX).contains(&s.len())
+            && s.bytes().all(|b| b.is_ascii_graphic());
+        ok.then(|| heapless::String::try_from(s).ok().map(MgmtToken))
+            .flatten()
+    }
+
+    /// Whether `given` is the token, in time independent of where they differ (only the
+    /// length leaks).
+    pub fn matches(&self, given: &[u8]) -> bool {
+        let t = self.0.as_bytes();
+        if t.len() != given.len() {
+            return false;
+        }
+        t.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never: a token has at least [`MGMT_TOKEN_MIN`] bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl core::fmt::Debug for MgmtToken {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "MgmtToken(<{} bytes>)", self.0.len())
+    }
+}
+
+impl core::fmt::Display for MgmtToken {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
+}
+
+/// A kernel command line for the log: every `mgmt_token=` value replaced by its length.
+pub struct RedactedCmdline<'a>(pub &'a str);
+
+impl core::fmt::Display for RedactedCmdline<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut first = true;
+        for tok in self.0.split_ascii_whitespace() {
+            if !first {
+                f.write_str(" ")?;
+            }
+            first = false;
+            match tok.strip_prefix("mgmt_token=") {
+                Some(v) => write!(f, "mgmt_token=<{} bytes>", v.len())?,
+                None => f.write_str(tok)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Number of ports the forwarder drives.
 pub const PORTS: usize = 2;
 
@@ -266,6 +339,11 @@ pub struct Config {
     /// message. Costs a split of RAM's 2 MiB identity pages into 4 KiB PTEs (2 KiB of page
     /// tables per MiB of RAM).
     pub guard: bool,
+    /// `mgmt_token=TOKEN` (router mode; printable ASCII, 16..=64 bytes): the bearer token
+    /// `PUT /routes` on the management plane must carry (`Authorization: Bearer TOKEN`).
+    /// `None` (default): `PUT /routes` is refused (403). Never logged: `Debug` shows its
+    /// length only.
+    pub mgmt_token: Option<MgmtToken>,
 }
 
 impl Default for Config {
@@ -291,6 +369,7 @@ impl Default for Config {
             tlbtest: None,
             tlbtest_skip: false,
             guard: false,
+            mgmt_token: None,
         }
     }
 }
@@ -360,7 +439,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 22] = [
+pub const KEYS: [&str; 23] = [
     "mode",
     "peer0",
     "peer1",
@@ -383,6 +462,7 @@ pub const KEYS: [&str; 22] = [
     "tlbtest",
     "tlbtest_skip",
     "guard",
+    "mgmt_token",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
@@ -545,6 +625,14 @@ impl Config {
                         _ => return Err(bad("on or off")),
                     }
                 }
+                22 => {
+                    // Never echoed in an error: the value is a secret.
+                    cfg.mgmt_token = Some(MgmtToken::new(value).ok_or(ConfigError::BadValue {
+                        key,
+                        value: "<redacted>",
+                        expected: "printable ASCII without space, 16..=64 bytes",
+                    })?);
+                }
                 21 => {
                     cfg.guard = match value {
                         "on" => true,
@@ -615,6 +703,12 @@ impl Config {
                 });
             }
         }
+        if cfg.mode != Mode::Router && cfg.mgmt_token.is_some() {
+            return Err(ConfigError::Missing {
+                key: "mode",
+                because: "(=router) for mgmt_token",
+            });
+        }
         if cfg.mode != Mode::Router && matches!(cfg.mgmt, MgmtPort::Port(_)) {
             return Err(ConfigError::Missing {
                 key: "mode",
@@ -662,6 +756,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::format;
     use std::string::ToString;
 
     #[test]
@@ -969,5 +1064,53 @@ mod tests {
             Config::parse("tlbtest=10 sim=4"),
             Err(ConfigError::Missing { key: "sim", .. })
         ));
+    }
+
+    #[test]
+    fn mgmt_token() {
+        let r = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+        let c = Config::parse(r).unwrap();
+        assert_eq!(c.mgmt_token, None);
+        let tok = "s3cret-Token_0123456789";
+        let line = format!("{r} mgmt_token={tok}");
+        let c = Config::parse(&line).unwrap();
+        let t = c.mgmt_token.clone().unwrap();
+        assert!(t.matches(tok.as_bytes()));
+        assert!(!t.matches(b"s3cret-Token_0123456788"));
+        assert!(!t.matches(b"s3cret"));
+        // Never printed: neither by Config's Debug nor in the logged command line.
+        assert!(!format!("{c:?}").contains(tok));
+        let shown = RedactedCmdline(&line).to_string();
+        assert!(!shown.contains(tok), "{shown}");
+        assert!(shown.ends_with("mgmt_token=<23 bytes>"), "{shown}");
+        for bad in [
+            "short",
+            &"x".repeat(65),
+            "with\u{7f}del-0123456789",
+            "é-0123456789abcdef",
+        ] {
+            let line = format!("{r} mgmt_token={bad}");
+            let e = Config::parse(&line).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    ConfigError::BadValue {
+                        key: "mgmt_token",
+                        value: "<redacted>",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            assert!(!e.to_string().contains(bad));
+        }
+        assert!(Config::parse(&"x".repeat(16)).is_err());
+        assert_eq!(
+            Config::parse(&format!("mgmt_token={}", "x".repeat(16))).unwrap_err(),
+            ConfigError::Missing {
+                key: "mode",
+                because: "(=router) for mgmt_token"
+            }
+        );
     }
 }

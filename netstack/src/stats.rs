@@ -115,6 +115,11 @@ pub struct FibStats {
     pub retired: u64,
     /// Shootdown batches those retirements took.
     pub retire_batches: u64,
+    /// Pages holding `PUT /routes` bodies: the routes file's text after a `PUT /routes`
+    /// (kept for rebuilds, freed when the next one replaces it) and a body being received.
+    /// Counted with the FIB pages in the leak check.
+    #[serde(default)]
+    pub routes_text_pages: u64,
 }
 
 impl Stats {
@@ -524,7 +529,26 @@ pub struct MgmtStats {
     pub response_timeouts: u64,
     /// Connections closed (our FIN) after the client's FIN came before a complete request.
     pub fin_before_request: u64,
+    /// `PUT /routes` requests by outcome, in the order of [`PUT_ROUTES_RESULTS`].
+    pub put_routes: [u64; PUT_ROUTES_RESULTS.len()],
 }
+
+/// The outcomes of `PUT /routes` (the `result` label of `gannet_mgmt_put_routes_total`):
+/// `ok` (200: the new FIB is published), `forbidden` (403: no `mgmt_token=` set),
+/// `unauthorized` (401: wrong or missing bearer token), `length_required` (411: no
+/// `Content-Length`), `too_large` (413: above the size cap), `bad_request` (400: a bad routes
+/// line or header), `busy` (503: another upload in progress, or no memory for the body),
+/// `failed` (500/503: the build or the swap failed; the old FIB stays).
+pub const PUT_ROUTES_RESULTS: [&str; 8] = [
+    "ok",
+    "forbidden",
+    "unauthorized",
+    "length_required",
+    "too_large",
+    "bad_request",
+    "busy",
+    "failed",
+];
 
 // ---------------------------------------------------------------------------------------------
 // JSON
@@ -786,6 +810,14 @@ pub fn write_prometheus(
             ("fin_before_request", m.fin_before_request),
         ] {
             writeln!(w, "gannet_mgmt_tcp_closed_total{{reason=\"{reason}\"}} {n}")?;
+        }
+        counter(
+            w,
+            "gannet_mgmt_put_routes_total",
+            "PUT /routes requests, accepted (ok) or refused, by result.",
+        )?;
+        for (result, n) in PUT_ROUTES_RESULTS.iter().zip(m.put_routes) {
+            writeln!(w, "gannet_mgmt_put_routes_total{{result=\"{result}\"}} {n}")?;
         }
     }
     Ok(())

@@ -266,9 +266,14 @@ impl Clients {
 
     /// A client with a receive buffer of `rx` bytes, connecting to 10.0.0.1:9100.
     fn connect(&mut self, rx: usize) -> smoltcp::iface::SocketHandle {
+        self.connect_with(rx, 4096)
+    }
+
+    /// [`Clients::connect`] with a send buffer of `tx` bytes.
+    fn connect_with(&mut self, rx: usize, tx: usize) -> smoltcp::iface::SocketHandle {
         let h = self.sockets.add(tcp::Socket::new(
             tcp::SocketBuffer::new(vec![0; rx]),
-            tcp::SocketBuffer::new(vec![0; 4096]),
+            tcp::SocketBuffer::new(vec![0; tx]),
         ));
         self.next_port += 1;
         self.sockets
@@ -437,5 +442,328 @@ fn idle_and_half_closed_clients_do_not_block_metrics() {
     let r = rig.run();
     assert_eq!((r.received, r.bad), (r.sent, 0), "{r:?}");
     let s = rig.quit();
+    assert_no_leak(&s);
+}
+
+/// A bearer token for `mgmt_token=` (printable ASCII, 16..=64 bytes).
+const TOKEN: &str = "gannet-test-token-0123456789";
+
+impl Clients {
+    /// One HTTP request on a fresh connection: `head` (request line and headers, without the
+    /// blank line), then `body` as the send buffer takes it; returns the whole response (the
+    /// guest closes after it).
+    fn request(&mut self, rig: &Rig, head: &str, body: &[u8], limit: Duration) -> String {
+        let h = self.connect_with(65536, 65536);
+        let mut out = format!("{head}\r\n\r\n").into_bytes();
+        out.extend_from_slice(body);
+        let mut sent = 0;
+        let mut resp = Vec::new();
+        self.until(rig, limit, "no complete response", |c| {
+            let s = c.sock(h);
+            if s.may_send() && sent < out.len() {
+                sent += s.send_slice(&out[sent..]).unwrap();
+            }
+            while s.can_recv() {
+                s.recv(|d| {
+                    resp.extend_from_slice(d);
+                    (d.len(), ())
+                })
+                .unwrap();
+            }
+            s.state() != tcp::State::SynSent && !s.may_recv() && !resp.is_empty()
+        });
+        self.sock(h).close();
+        // Let our FIN out.
+        for _ in 0..20 {
+            self.poll();
+        }
+        String::from_utf8(resp).expect("UTF-8 response")
+    }
+
+    /// `PUT /routes` with `token` (if any) and a `Content-Length` of `body`.
+    fn put_routes(&mut self, rig: &Rig, token: Option<&str>, body: &str) -> String {
+        let auth = token.map_or(String::new(), |t| format!("\r\nAuthorization: Bearer {t}"));
+        let head = format!(
+            "PUT /routes HTTP/1.1\r\nHost: 10.0.0.1{auth}\r\nContent-Length: {}",
+            body.len()
+        );
+        self.request(rig, &head, body.as_bytes(), Duration::from_secs(60))
+    }
+}
+
+/// Receive on host port `p`, answering ARP requests for the host behind it; returns the first
+/// frame that is neither ARP nor TCP (the management plane's segments are skipped).
+fn recv_no_arp_no_tcp(port: &gen::RawPort, p: usize, timeout: Duration) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let f = port.recv_timeout(left)?;
+        if let Some(reply) = gen::arp_reply(&f, p) {
+            port.send(&reply).expect("sending the ARP reply");
+            continue;
+        }
+        if let Ok(pkt) = SlicedPacket::from_ethernet(&f) {
+            if matches!(pkt.transport, Some(TransportSlice::Tcp(_))) {
+                continue;
+            }
+        }
+        return Some(f);
+    }
+    None
+}
+
+/// Whether a frame from 10.0.0.2 to `dst` is routed out of port 1 (else an ICMP Destination
+/// Unreachable must come back on port 0).
+fn routed(rig: &Rig, dst: [u8; 4], seq: u16) -> bool {
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let mut f = Vec::new();
+    PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+        .ipv4([10, 0, 0, 2], dst, 64)
+        .udp(4000 + seq, 9)
+        .write(&mut f, &[0u8; 18])
+        .unwrap();
+    p0.send(&f).unwrap();
+    if let Some(g) = recv_no_arp_no_tcp(&p1, 1, Duration::from_millis(1500)) {
+        let pkt = SlicedPacket::from_ethernet(&g).expect("parse");
+        let Some(etherparse::NetSlice::Ipv4(ip)) = pkt.net else {
+            panic!("not IPv4: {g:02x?}")
+        };
+        assert_eq!(ip.header().destination(), dst, "routed the wrong frame");
+        return true;
+    }
+    let g = recv_no_arp_no_tcp(&p0, 0, FRAME_TIMEOUT)
+        .unwrap_or_else(|| panic!("{dst:?} neither routed nor answered\n{}", rig.tail()));
+    let pkt = SlicedPacket::from_ethernet(&g).expect("parse");
+    let Some(TransportSlice::Icmpv4(icmp)) = pkt.transport else {
+        panic!("not ICMP: {g:02x?}")
+    };
+    assert!(
+        matches!(icmp.icmp_type(), Icmpv4Type::DestinationUnreachable(_)),
+        "{:?}",
+        icmp.icmp_type()
+    );
+    false
+}
+
+fn fib_generation(rig: &Rig) -> u64 {
+    let s = rig.stats();
+    s.fib
+        .unwrap_or_else(|| panic!("no fib section: {s}"))
+        .generation
+}
+
+/// Issue 13 item 3: without `mgmt_token=` on the kernel command line, `PUT /routes` is refused
+/// (403, whatever token it carries) and the FIB is not touched.
+#[test]
+fn put_routes_refused_without_a_token() {
+    let mut rig = Rig::start_raw(ROUTER);
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("PUT /routes off (no mgmt_token=)")),
+        "{}",
+        rig.tail()
+    );
+    let mut c = Clients::new(rig.port(0));
+    let resp = c.put_routes(&rig, Some(TOKEN), "192.168.0.0/16,10.0.1.2\n");
+    assert!(resp.starts_with("HTTP/1.0 403 Forbidden\r\n"), "{resp}");
+    assert!(resp.contains("no mgmt_token="), "{resp}");
+    let text = c.get_metrics(&rig, Duration::from_secs(10));
+    assert_eq!(
+        sample(&text, "gannet_mgmt_put_routes_total{result=\"forbidden\"}"),
+        1
+    );
+    assert_eq!(
+        sample(&text, "gannet_mgmt_put_routes_total{result=\"ok\"}"),
+        0
+    );
+    drop(c);
+    assert_eq!(fib_generation(&rig), 1, "the FIB was rebuilt");
+    let s = rig.quit();
+    assert_no_leak(&s);
+}
+
+/// Issue 13 item 3: `PUT /routes` with the token from `mgmt_token=` replaces the routes file's
+/// routes (a prefix only in the new set becomes routable, one only in the boot module's file
+/// unroutable; `route=` stays), through the live-reload path (generation +1, the old FIB
+/// retired); a wrong token (401), no `Content-Length` (411), a body over the cap (413) and a bad
+/// line (400, named) change nothing, nor does a body the build refuses (500, the line named);
+/// every outcome is counted and no page is leaked.
+#[test]
+fn put_routes_replaces_the_routes_file() {
+    let dir = TestDir::new();
+    let file = dir.path().join("routes.txt");
+    std::fs::write(&file, "172.16.0.0/12,10.0.1.2\n").unwrap();
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let append = format!("{ROUTER} route=198.18.0.0/15,10.0.1.2 mgmt_token={TOKEN}");
+    let mut rig = Rig::start_with(&append, gen_count(1, 64, false), extra);
+    let lines = rig.guest.lines();
+    assert!(
+        lines.iter().any(|l| l.contains("mgmt_token=<28 bytes>")),
+        "{}",
+        rig.tail()
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(TOKEN)),
+        "the token was logged"
+    );
+    assert!(routed(&rig, [172, 16, 5, 5], 1), "the boot file's route");
+    assert!(!routed(&rig, [192, 168, 1, 1], 2), "no route at boot");
+    let mut c = Clients::new(rig.port(0));
+    // Refusals first: nothing changes.
+    let resp = c.put_routes(
+        &rig,
+        Some("gannet-test-token-012345678X"),
+        "10.9.0.0/16,10.0.1.2\n",
+    );
+    assert!(resp.starts_with("HTTP/1.0 401 Unauthorized\r\n"), "{resp}");
+    let resp = c.put_routes(&rig, None, "10.9.0.0/16,10.0.1.2\n");
+    assert!(resp.starts_with("HTTP/1.0 401 Unauthorized\r\n"), "{resp}");
+    let resp = c.request(
+        &rig,
+        &format!("PUT /routes HTTP/1.1\r\nAuthorization: Bearer {TOKEN}"),
+        b"",
+        Duration::from_secs(20),
+    );
+    assert!(
+        resp.starts_with("HTTP/1.0 411 Length Required\r\n"),
+        "{resp}"
+    );
+    let resp = c.request(
+        &rig,
+        &format!(
+            "PUT /routes HTTP/1.0\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}",
+            8 * 1024 * 1024 + 1
+        ),
+        b"",
+        Duration::from_secs(20),
+    );
+    assert!(
+        resp.starts_with("HTTP/1.0 413 Content Too Large\r\n"),
+        "{resp}"
+    );
+    let resp = c.put_routes(
+        &rig,
+        Some(TOKEN),
+        "192.168.0.0/16,10.0.1.2\n# a comment\n\n10.1.0.0/33,10.0.1.2\n",
+    );
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
+    assert!(
+        resp.contains("routes line 4: `10.1.0.0/33,10.0.1.2`"),
+        "{resp}"
+    );
+    // Well-formed, but the build refuses it (a gateway on no connected network): 500, named.
+    let resp = c.put_routes(
+        &rig,
+        Some(TOKEN),
+        "10.9.0.0/16,10.0.1.2\n192.168.0.0/16,192.0.2.1\n",
+    );
+    assert!(
+        resp.starts_with("HTTP/1.0 500 Internal Server Error\r\n"),
+        "{resp}"
+    );
+    assert!(
+        resp.contains("routes file line 2: 192.168.0.0/16,192.0.2.1"),
+        "{resp}"
+    );
+    assert!(resp.contains("FIB generation 1 stays"), "{resp}");
+    drop(c);
+    assert_eq!(fib_generation(&rig), 1, "a refused PUT rebuilt the FIB");
+    assert!(
+        routed(&rig, [172, 16, 5, 6], 3),
+        "the boot file's route stays"
+    );
+    // A valid set of 2,001 routes (~40 KiB: streamed over many polls): 192.168/16 and
+    // 2,000 /24s under 100.64/10; 172.16/12 is not in it.
+    let mut body = String::from("# from PUT\n192.168.0.0/16,10.0.1.2\n");
+    for k in 0..2000u32 {
+        body.push_str(&format!("100.{}.{}.0/24,10.0.1.2\n", 64 + k / 256, k % 256));
+    }
+    let mut c = Clients::new(rig.port(0));
+    let t = Instant::now();
+    let resp = c.put_routes(&rig, Some(TOKEN), &body);
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(resp.contains("\r\n\r\ngeneration 2\nroutes "), "{resp}");
+    assert!(resp.contains("build_ms "), "{resp}");
+    eprintln!("PUT of {} bytes answered in {:?}", body.len(), t.elapsed());
+    let text = c.get_metrics(&rig, Duration::from_secs(10));
+    for (result, want) in [
+        ("ok", 1),
+        ("forbidden", 0),
+        ("unauthorized", 2),
+        ("length_required", 1),
+        ("too_large", 1),
+        ("bad_request", 1),
+        ("busy", 0),
+        ("failed", 1),
+    ] {
+        let name = format!("gannet_mgmt_put_routes_total{{result=\"{result}\"}}");
+        assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
+    }
+    drop(c);
+    rig.guest
+        .wait_for_line(
+            |l| l.contains("FIB generation 1 retired"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("generation 1 not retired: {e:#}\n{}", rig.tail()));
+    assert!(routed(&rig, [192, 168, 1, 1], 4), "the PUT's route");
+    assert!(routed(&rig, [100, 71, 207, 9], 5), "the PUT's last route");
+    assert!(
+        !routed(&rig, [172, 16, 5, 5], 6),
+        "the boot file's route is gone"
+    );
+    assert!(routed(&rig, [198, 19, 0, 1], 7), "route= stays");
+    let s = rig.quit();
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert_eq!(
+        (f.generation, f.reloads, f.failed, f.retired),
+        (2, 1, 1, 1),
+        "{s}"
+    );
+    assert_eq!(f.pages_retiring, 0, "{s}");
+    // The body is the routes file now: kept (13 pages for 49,155 bytes) for later rebuilds.
+    assert_eq!(f.routes_text_pages, body.len().div_ceil(4096) as u64, "{s}");
+    assert_eq!(router(&s).drops.no_route, 2, "{s}");
+    assert_no_leak(&s);
+}
+
+/// `PUT /routes` streams: a 3 MiB body (comment lines around two routes) takes longer than the
+/// 5 s request timeout to arrive through the management plane's 4 KiB window, and is not cut
+/// (the timeout counts from the last byte received); `Expect: 100-continue` (curl's header for
+/// large bodies) gets `100 Continue` before the body; the fast path keeps forwarding meanwhile.
+#[test]
+fn put_routes_streams_a_large_body() {
+    let append = format!("{ROUTER} mgmt_token={TOKEN}");
+    let mut rig = Rig::start_raw(&append);
+    let mut body = String::from("10.9.0.0/16,10.0.1.2\n");
+    let comment = format!("# {}\n", "x".repeat(77));
+    while body.len() < 3 << 20 {
+        body.push_str(&comment);
+    }
+    body.push_str("192.168.0.0/16,10.0.1.2");
+    let mut c = Clients::new(rig.port(0));
+    let head = format!(
+        "PUT /routes HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\nExpect: 100-continue\r\nContent-Length: {}",
+        body.len()
+    );
+    let t = Instant::now();
+    let resp = c.request(&rig, &head, body.as_bytes(), Duration::from_secs(120));
+    let took = t.elapsed();
+    eprintln!("PUT of {} bytes answered in {took:?}", body.len());
+    assert!(
+        resp.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n"),
+        "{resp}"
+    );
+    assert!(resp.contains("generation 2\n"), "{resp}");
+    assert!(
+        took > Duration::from_secs(5),
+        "the body arrived within the request timeout ({took:?}): make it larger"
+    );
+    drop(c);
+    assert!(routed(&rig, [192, 168, 7, 7], 1), "the body's last line");
+    assert!(routed(&rig, [10, 9, 1, 1], 2), "the body's first line");
+    let s = rig.quit();
+    assert_eq!(s.fib.unwrap().generation, 2, "{s}");
     assert_no_leak(&s);
 }

@@ -177,7 +177,10 @@ fn install_guard(cfg: &Config, zone: &'static mm::Zone) {
 /// The effective configuration and the boot data, in the boot log.
 #[cfg(target_os = "none")]
 fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
-    info!("command line: \"{}\"", boot.cmdline.as_str());
+    info!(
+        "command line: \"{}\"",
+        netstack::config::RedactedCmdline(boot.cmdline.as_str())
+    );
     if cfg.mode == netstack::Mode::Router {
         info!(
             "config: ip0={} ip1={}",

@@ -200,6 +200,7 @@ fn build_core(
         );
         let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
         Mgmt::new(p, macs[p].0, net.addr, net.len, mem, now_ms, rdtsc())
+            .with_put_token(put_token(cfg))
     });
     let core = Core::<KernelPlatform>::new(CoreParams {
         cfg: cfg.clone(),
@@ -263,6 +264,15 @@ fn check_rx_rings(k: usize, posted: &[usize; PORTS], zone: &Zone) {
 }
 
 /// Carve the management plane's storage from the zone (kept for the kernel's life).
+/// The `PUT /routes` token (`mgmt_token=`), logged by length only.
+fn put_token(cfg: &Config) -> Option<netstack::config::MgmtToken> {
+    match &cfg.mgmt_token {
+        Some(t) => info!("mgmt: PUT /routes on (bearer token of {} bytes)", t.len()),
+        None => info!("mgmt: PUT /routes off (no mgmt_token=)"),
+    }
+    cfg.mgmt_token.clone()
+}
+
 fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
     let order = mgmt::STORAGE_BYTES
         .div_ceil(PAGE_SIZE)
@@ -336,6 +346,11 @@ fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts)
     } else {
         if let Some(cmd) = console.poll() {
             commands::run(cmd, core, facts);
+        }
+        // A `PUT /routes` the management plane received: rebuilt here, at the quiescent
+        // point, never inside smoltcp's poll.
+        if core.route().is_some() {
+            fib::poll_put(core);
         }
         fib::poll_retire(core.fabric().cores());
     }

@@ -97,6 +97,7 @@ fn largest() -> Stats {
             last_swap_us: m,
             retired: m,
             retire_batches: m,
+            routes_text_pages: m,
         }),
     }
 }
@@ -389,6 +390,7 @@ fn mgmt() -> MgmtStats {
         idle_timeouts: 4,
         response_timeouts: 5,
         fin_before_request: 6,
+        put_routes: [1, 2, 3, 0, 0, 0, 0, 4],
     }
 }
 
@@ -438,6 +440,10 @@ fn prometheus_lines() {
         "gannet_mgmt_tcp_closed_total{reason=\"idle_timeout\"} 4",
         "gannet_mgmt_tcp_closed_total{reason=\"response_timeout\"} 5",
         "gannet_mgmt_tcp_closed_total{reason=\"fin_before_request\"} 6",
+        "# TYPE gannet_mgmt_put_routes_total counter",
+        "gannet_mgmt_put_routes_total{result=\"ok\"} 1",
+        "gannet_mgmt_put_routes_total{result=\"unauthorized\"} 3",
+        "gannet_mgmt_put_routes_total{result=\"failed\"} 4",
     ] {
         assert!(lines.contains(&want), "missing `{want}` in:\n{text}");
     }
@@ -447,7 +453,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 27);
+    assert_eq!(families, 28);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

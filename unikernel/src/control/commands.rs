@@ -291,7 +291,8 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
     print_buddyinfo(facts.zone);
     let now = report.free_pages_now;
     // The boot FIB was taken before the boot count; reloads replaced it with FIBs of other
-    // sizes: free now + FIB now must equal free at boot + FIB at boot.
+    // sizes: free now + FIB now must equal free at boot + FIB at boot (FIB now includes a
+    // `PUT /routes` body kept as the routes file).
     let (fib_now, fib_boot) = fib::fib_pages();
     if report.leaked > 0 || now + fib_now != facts.free_pages_boot + fib_boot {
         error!(

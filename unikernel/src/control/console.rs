@@ -36,7 +36,8 @@ pub enum Command {
     RouteDel(netstack::router::Ipv4Net),
     /// `routes commit`: build a FIB with the pending changes, publish it, retire the old one.
     RoutesCommit,
-    /// `routes reload`: as `routes commit` from the boot configuration alone (changes dropped).
+    /// `routes reload`: as `routes commit` from `route=` and the routes file alone (console
+    /// changes dropped; the routes file is the last `PUT /routes` body if there was one).
     RoutesReload,
 }
 
@@ -133,5 +134,5 @@ impl Console {
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
-routes commit (build, publish, retire the old FIB), routes reload (the boot routes again), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf (test only, guard=on: write to a freed page; \
+routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf (test only, guard=on: write to a freed page; \
 faults), quit (drain, final STATS, exit), help";

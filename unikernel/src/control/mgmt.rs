@@ -14,8 +14,26 @@
 //! [`RESPONSE_TIMEOUT_MS`]; a FIN before a complete request gets our FIN back (RFC 9293
 //! §3.6: CLOSE-WAIT → LAST-ACK). So a slow or idle client holds one socket for at most those
 //! times, and never the fast path (smoltcp's work per poll is bounded as above).
+//!
+//! `PUT /routes` (HTTP/1.0 or 1.1) replaces the routes file's routes, in the routes file's
+//! format (`PREFIX/LEN,GATEWAY` per line, `#` comments). Refused with 403 unless
+//! `mgmt_token=` is set, 401 without `Authorization: Bearer TOKEN`, 411 without
+//! `Content-Length`, 413 above [`PUT_MAX`]. The body streams into a `vmalloc`'d buffer of its
+//! `Content-Length` ([`RoutesUpload`]: order-0 pages, freed when the upload ends or, once
+//! published, when the next upload replaces it); each line is checked as it arrives (bounded
+//! work per poll: what one socket buffer holds), so a bad one is answered 400 naming its line
+//! number. A complete, clean body is handed to the boot CPU's housekeeping ([`fib::submit_put`]):
+//! the rebuild (the same build, publish and retire path as `routes commit`) runs there, at the
+//! quiescent point, never inside smoltcp's poll; the connection waits (no timeout applies
+//! meanwhile) and is answered 200 with the new generation, routes and build time, or 500/503
+//! with the error (the old FIB stays). One upload at a time; another gets 503. While a body
+//! streams, the request timeout counts from the last byte received, not from the SYN, so a
+//! large upload that makes progress is never cut.
 
+use crate::setup::fib::{self, Published, RebuildFailure, RoutesUpload};
 use core::fmt::Write;
+use netstack::config::{parse_routes_file, MgmtToken};
+use netstack::stats::PUT_ROUTES_RESULTS;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
@@ -30,10 +48,11 @@ pub const RX_QUEUE: usize = 16;
 pub const TX_QUEUE: usize = 16;
 /// Largest frame handled (Ethernet header + 1500).
 pub const FRAME_MAX: usize = 1514;
-/// Frames fed to smoltcp per poll.
-pub const INGRESS_PER_POLL: usize = 4;
-/// TCP receive buffer of each socket (bytes): an HTTP request line and headers.
-const TCP_RX: usize = 4096;
+/// Frames fed to smoltcp per poll (at most one RX queue's worth).
+pub const INGRESS_PER_POLL: usize = 8;
+/// TCP receive buffer of each socket (bytes): an HTTP request line and headers, or the window
+/// a `PUT /routes` body streams through (read out every poll: ~11 full segments per 10 ms).
+const TCP_RX: usize = 16 * 1024;
 /// TCP send buffer of each socket (bytes).
 const TCP_TX: usize = 16384;
 /// Largest metrics response body (bytes); a longer one is cut at a line boundary and counted.
@@ -45,6 +64,14 @@ pub const SOCKETS: usize = 4;
 /// Largest request kept (bytes): the request line and headers; a longer one is answered as it
 /// stands (only `GET /metrics ` at its start counts).
 const REQ_MAX: usize = 512;
+/// Largest `PUT /routes` body (bytes): 8 MiB, about 300,000 routes (a full BGP table is
+/// ~1 million routes, but this router's FIB holds at most [`netstack::router`]'s rule limit).
+pub const PUT_MAX: usize = 8 << 20;
+/// Longest `PUT /routes` reply (status line, headers and text).
+const REPLY_MAX: usize = 640;
+/// Longest bad-line message kept.
+const BAD_LINE_MAX: usize = 200;
+
 /// Request timeout (ms): a connection that has not sent a complete request (up to the blank
 /// line that ends the headers, RFC 9112 §2.1) this long after its SYN is reset.
 pub const REQUEST_TIMEOUT_MS: i64 = 5_000;
@@ -178,6 +205,46 @@ pub struct MgmtCounters {
     pub response_timeouts: u64,
     /// Connections closed (our FIN) because the client's FIN came before a complete request.
     pub fin_before_request: u64,
+    /// `PUT /routes` by outcome ([`PUT_ROUTES_RESULTS`]).
+    pub put_routes: [u64; PUT_ROUTES_RESULTS.len()],
+}
+
+/// Indexes into [`MgmtCounters::put_routes`] (the order of [`PUT_ROUTES_RESULTS`]).
+#[derive(Copy, Clone)]
+enum PutResult {
+    Ok = 0,
+    Forbidden = 1,
+    Unauthorized = 2,
+    LengthRequired = 3,
+    TooLarge = 4,
+    BadRequest = 5,
+    Busy = 6,
+    Failed = 7,
+}
+
+/// A `PUT /routes` body being received.
+struct Body {
+    upload: RoutesUpload,
+    /// Bytes received so far.
+    got: usize,
+    /// Where the line not yet checked starts.
+    line_start: usize,
+    /// Lines checked so far.
+    lines: usize,
+    /// The first bad line, named.
+    bad: Option<heapless::String<BAD_LINE_MAX>>,
+}
+
+/// Where a connection is with `PUT /routes`.
+// One per socket in `Mgmt` (no heap to box the body's state in): the size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Put {
+    /// No PUT (a GET, or not yet known).
+    None,
+    /// Receiving the body.
+    Body(Body),
+    /// The body is with housekeeping; waiting for the rebuild's result.
+    Waiting,
 }
 
 /// One TCP socket of the metrics service and its request state.
@@ -195,10 +262,16 @@ struct Conn {
     complete: bool,
     /// The response has been queued in full and the socket closed on our side.
     done: bool,
+    /// `PUT /routes` state (the body buffer is freed when it leaves `Body`).
+    put: Put,
+    /// A prepared response (`PUT /routes`): written into the shared buffer when it is free.
+    reply: Option<heapless::String<REPLY_MAX>>,
 }
 
 impl Conn {
     fn reset(&mut self) {
+        self.put = Put::None;
+        self.reply = None;
         self.req.clear();
         self.since_ms = None;
         self.send_queue = 0;
@@ -223,6 +296,8 @@ pub struct Mgmt {
     body_len: usize,
     body_sent: usize,
     counters: MgmtCounters,
+    /// `mgmt_token=`: `PUT /routes` is refused (403) without one.
+    token: Option<MgmtToken>,
 }
 
 /// Storage the management plane needs, in bytes (carved from one allocation at boot).
@@ -292,6 +367,9 @@ impl Mgmt {
             sock_mem = rest;
             let mut sock = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
             let _ = sock.listen(METRICS_PORT);
+            // Acknowledge (and reopen the window) in the poll that read the data, not one
+            // poll (10 ms) later: a streaming body would wait for it every round trip.
+            sock.set_ack_delay(None);
             Conn {
                 handle: sockets.add(sock),
                 req: heapless::Vec::new(),
@@ -300,6 +378,8 @@ impl Mgmt {
                 send_queue: 0,
                 complete: false,
                 done: false,
+                put: Put::None,
+                reply: None,
             }
         });
         Mgmt {
@@ -314,7 +394,15 @@ impl Mgmt {
             body_len: 0,
             body_sent: 0,
             counters: MgmtCounters::default(),
+            token: None,
         }
+    }
+
+    /// Accept `PUT /routes` with bearer token `token` (`mgmt_token=`); without one it is
+    /// refused (403).
+    pub fn with_put_token(mut self, token: Option<MgmtToken>) -> Mgmt {
+        self.token = token;
+        self
     }
 
     /// Queue a frame for smoltcp (a copy). Returns `false` (and counts it) if the queue is full.
@@ -365,6 +453,10 @@ impl Mgmt {
     /// while the response buffer is free gets it (`metrics` runs at most once per poll).
     fn serve(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
         let mut metrics = Some(metrics);
+        if !self.conns.iter().any(|c| matches!(c.put, Put::Waiting)) {
+            // The client that asked went away: its rebuild ran, nobody to answer.
+            let _ = fib::take_put_result();
+        }
         for i in 0..SOCKETS {
             self.serve_one(i, now_ms, &mut metrics);
         }
@@ -403,27 +495,33 @@ impl Mgmt {
             conn.progress_ms = now_ms;
         }
         conn.send_queue = queued;
-        // Read what the client sent (bytes past REQ_MAX are read and dropped).
-        if !conn.complete && sock.can_recv() {
-            let mut buf = [0u8; REQ_MAX];
-            if let Ok(n) = sock.recv_slice(&mut buf) {
-                if n > 0 {
-                    conn.progress_ms = now_ms;
-                }
-                let room = conn.req.capacity() - conn.req.len();
-                let _ = conn.req.extend_from_slice(&buf[..n.min(room)]);
+        read(conn, sock, now_ms, self.token.as_ref(), &mut self.counters);
+        if matches!(conn.put, Put::Waiting) {
+            if let Some(r) = fib::take_put_result() {
+                conn.put = Put::None;
+                let (result, reply) = put_reply(r);
+                self.counters.put_routes[result as usize] += 1;
+                conn.reply = Some(reply);
+            } else {
+                // The rebuild is the boot CPU's next housekeeping: no timeout applies.
+                conn.progress_ms = now_ms;
+                return;
             }
-            conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
         }
+        let receiving = matches!(conn.put, Put::Body(_));
         if !conn.complete && state == tcp::State::CloseWait && !sock.can_recv() {
-            // The client's FIN came before a complete request: nothing to answer, our FIN back.
+            // The client's FIN came before a complete request: nothing to answer, our FIN back
+            // (a PUT body cut short is dropped).
             self.counters.fin_before_request += 1;
+            conn.put = Put::None;
             sock.close();
             conn.complete = true;
             conn.done = true;
             return;
         }
-        if !conn.complete && now_ms - since >= REQUEST_TIMEOUT_MS {
+        // A body that makes progress is not cut: its request timeout counts from its last byte.
+        let started = if receiving { conn.progress_ms } else { since };
+        if !conn.complete && now_ms - started >= REQUEST_TIMEOUT_MS {
             self.counters.request_timeouts += 1;
             sock.abort();
             return;
@@ -486,7 +584,9 @@ impl Mgmt {
             len: 0,
             truncated: false,
         };
-        if self.conns[i].req.starts_with(b"GET /metrics ") {
+        if let Some(reply) = self.conns[i].reply.take() {
+            let _ = w.write_str(&reply);
+        } else if self.conns[i].req.starts_with(b"GET /metrics ") {
             let _ = w.write_str(
                 "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n",
             );
@@ -499,13 +599,306 @@ impl Mgmt {
             metrics(&mut w, c);
         } else {
             let _ = w.write_str(
-                "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics\n",
+                "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics and PUT /routes\n",
             );
         }
         self.body_owner = Some(i);
         self.body_since_ms = now_ms;
         self.body_len = w.len;
         self.body_sent = 0;
+    }
+}
+
+/// Read what the client sent: the request head (bytes past [`REQ_MAX`] are read and dropped;
+/// a complete `PUT` head is checked at once), a PUT body (into its buffer, each complete line
+/// checked), or bytes past the request (read and dropped, so a client whose PUT was refused can
+/// finish sending and read our answer).
+fn read(
+    conn: &mut Conn,
+    sock: &mut tcp::Socket<'_>,
+    now_ms: i64,
+    token: Option<&MgmtToken>,
+    counters: &mut MgmtCounters,
+) {
+    if !sock.can_recv() {
+        return;
+    }
+    if let Put::Body(b) = &mut conn.put {
+        let buf = b.upload.buf_mut();
+        if let Ok(n) = sock.recv_slice(&mut buf[b.got..]) {
+            if n > 0 {
+                conn.progress_ms = now_ms;
+            }
+            b.got += n;
+        }
+        if body_progress(b) {
+            finish_body(conn, counters);
+        }
+    } else if !conn.complete {
+        let mut buf = [0u8; REQ_MAX];
+        if let Ok(n) = sock.recv_slice(&mut buf) {
+            if n > 0 {
+                conn.progress_ms = now_ms;
+            }
+            let room = conn.req.capacity() - conn.req.len();
+            let _ = conn.req.extend_from_slice(&buf[..n.min(room)]);
+        }
+        conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
+        if conn.complete && conn.req.starts_with(b"PUT ") {
+            start_put(conn, sock, token, fib::put_busy(), counters);
+        }
+    } else {
+        let _ = sock.recv(|d| (d.len(), ()));
+        conn.progress_ms = now_ms;
+    }
+}
+
+/// A PUT reply: `status` (e.g. `"403 Forbidden"`) with `text` as its body.
+fn reply(status: &str, text: core::fmt::Arguments<'_>) -> heapless::String<REPLY_MAX> {
+    let mut body: heapless::String<{ REPLY_MAX - 128 }> = heapless::String::new();
+    let _ = body.write_fmt(text);
+    let _ = body.push('\n');
+    let mut r = heapless::String::new();
+    let _ = write!(
+        r,
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if status.starts_with("401") {
+        let _ = r.push_str("WWW-Authenticate: Bearer\r\n");
+    }
+    let _ = r.push_str("\r\n");
+    let _ = r.push_str(&body);
+    r
+}
+
+/// The value of header `name` (case-insensitive) in `head` (header lines after the request
+/// line), trimmed.
+fn header<'a>(head: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    head.split(|&b| b == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        line[..colon]
+            .eq_ignore_ascii_case(name.as_bytes())
+            .then(|| line[colon + 1..].trim_ascii())
+    })
+}
+
+/// Why a `PUT` head is refused: the counter, the status and the text (no heap to box it in;
+/// returned once per request head, so its size does not matter).
+type Refusal = (PutResult, &'static str, heapless::String<160>);
+
+fn refusal(r: PutResult, status: &'static str, text: core::fmt::Arguments<'_>) -> Refusal {
+    let mut s = heapless::String::new();
+    let _ = s.write_fmt(text);
+    (r, status, s)
+}
+
+/// Check a complete `PUT` request head (`head`: up to the blank line) in the order 404 (not
+/// `PUT /routes HTTP/1.x`), 403, 401, 411, 400, 413, 503 (busy); returns the body's length and
+/// whether the client expects `100 Continue`.
+#[allow(clippy::result_large_err)]
+fn check_put_head(
+    head: &[u8],
+    token: Option<&MgmtToken>,
+    busy: bool,
+) -> Result<(usize, bool), Refusal> {
+    use PutResult as R;
+    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
+    let (line, headers) = head.split_at(line_end);
+    if line != b"PUT /routes HTTP/1.1" && line != b"PUT /routes HTTP/1.0" {
+        let why = format_args!("only PUT /routes HTTP/1.0 or HTTP/1.1");
+        return Err(refusal(R::BadRequest, "404 Not Found", why));
+    }
+    let Some(token) = token else {
+        let why = format_args!("PUT /routes: no mgmt_token= on the kernel command line");
+        return Err(refusal(R::Forbidden, "403 Forbidden", why));
+    };
+    let bearer = header(headers, "authorization")
+        .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
+        .map(|v| v[7..].trim_ascii());
+    if !bearer.is_some_and(|b| token.matches(b)) {
+        let why = format_args!("PUT /routes: wrong or missing bearer token");
+        return Err(refusal(R::Unauthorized, "401 Unauthorized", why));
+    }
+    let len = header(headers, "content-length");
+    if len.is_none() || header(headers, "transfer-encoding").is_some() {
+        let why = format_args!("PUT /routes: Content-Length required (no Transfer-Encoding)");
+        return Err(refusal(R::LengthRequired, "411 Length Required", why));
+    }
+    let Some(len) = len
+        .filter(|l| !l.is_empty() && l.iter().all(u8::is_ascii_digit))
+        .and_then(|l| core::str::from_utf8(l).ok()?.parse::<u64>().ok())
+    else {
+        let why = format_args!("PUT /routes: bad Content-Length");
+        return Err(refusal(R::BadRequest, "400 Bad Request", why));
+    };
+    if len > PUT_MAX as u64 {
+        let why = format_args!("PUT /routes: {len} bytes, at most {PUT_MAX}");
+        return Err(refusal(R::TooLarge, "413 Content Too Large", why));
+    }
+    if busy {
+        let why = format_args!("PUT /routes: another upload is in progress");
+        return Err(refusal(R::Busy, "503 Service Unavailable", why));
+    }
+    let expect = header(headers, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
+    Ok((len as usize, expect))
+}
+
+/// A complete request head starting `PUT `: refuse it (a reply) or start receiving its body.
+#[allow(clippy::result_large_err)]
+fn start_put(
+    conn: &mut Conn,
+    sock: &mut tcp::Socket<'_>,
+    token: Option<&MgmtToken>,
+    busy: bool,
+    counters: &mut MgmtCounters,
+) {
+    let checked = match conn.req.windows(4).position(|w| w == b"\r\n\r\n") {
+        None => Err(refusal(
+            PutResult::BadRequest,
+            "400 Bad Request",
+            format_args!("PUT /routes: request head longer than {REQ_MAX} bytes"),
+        )),
+        Some(end) => check_put_head(&conn.req[..end + 2], token, busy).and_then(|(len, expect)| {
+            match RoutesUpload::new(len) {
+                Ok(u) => Ok((end, u, expect)),
+                Err(e) => Err(refusal(
+                    PutResult::Busy,
+                    "503 Service Unavailable",
+                    format_args!("PUT /routes: {}", e.0),
+                )),
+            }
+        }),
+    };
+    let (end, mut upload, expect) = match checked {
+        Ok(c) => c,
+        Err((r, status, why)) => {
+            counters.put_routes[r as usize] += 1;
+            conn.reply = Some(reply(status, format_args!("{why}")));
+            return;
+        }
+    };
+    // What came with the head is the body's start.
+    let rest = &conn.req[end + 4..];
+    let len = upload.buf_mut().len();
+    let got = rest.len().min(len);
+    upload.buf_mut()[..got].copy_from_slice(&rest[..got]);
+    if got < len && expect {
+        // Fits: the send buffer is empty before a response.
+        let _ = sock.send_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    conn.complete = false;
+    conn.put = Put::Body(Body {
+        upload,
+        got,
+        line_start: 0,
+        lines: 0,
+        bad: None,
+    });
+    if let Put::Body(b) = &mut conn.put {
+        if body_progress(b) {
+            finish_body(conn, counters);
+        }
+    }
+}
+
+/// Check the body's complete lines received so far (the first bad one is named in `b.bad`);
+/// `true` once the body is complete.
+fn body_progress(b: &mut Body) -> bool {
+    let complete = b.got == b.upload.buf_mut().len();
+    loop {
+        if b.bad.is_some() {
+            // The rest is read and not checked.
+            b.line_start = b.got;
+            break;
+        }
+        let buf = b.upload.buf_mut();
+        let end = match buf[b.line_start..b.got].iter().position(|&c| c == b'\n') {
+            Some(k) => b.line_start + k,
+            None if complete && b.line_start < b.got => b.got,
+            None => break,
+        };
+        b.lines += 1;
+        let n = b.lines;
+        let line = &buf[b.line_start..end];
+        let mut why: heapless::String<BAD_LINE_MAX> = heapless::String::new();
+        match core::str::from_utf8(line) {
+            Err(_) => {
+                let _ = write!(why, "routes line {n}: not UTF-8");
+            }
+            Ok(text) => {
+                if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
+                    let _ = write!(
+                        why,
+                        "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
+                        &t[..t.floor_char_boundary(80)]
+                    );
+                }
+            }
+        }
+        if !why.is_empty() {
+            b.bad = Some(why);
+        }
+        b.line_start = (end + 1).min(b.got);
+        if end == b.got {
+            break;
+        }
+    }
+    complete
+}
+
+/// A complete body: refused (400, the first bad line), or handed to housekeeping.
+fn finish_body(conn: &mut Conn, counters: &mut MgmtCounters) {
+    let Put::Body(mut b) = core::mem::replace(&mut conn.put, Put::None) else {
+        return;
+    };
+    conn.complete = true;
+    if let Some(why) = b.bad.take() {
+        counters.put_routes[PutResult::BadRequest as usize] += 1;
+        conn.reply = Some(reply(
+            "400 Bad Request",
+            format_args!("PUT /routes: {why}; the published FIB stays"),
+        ));
+        return; // `b` dropped: its pages go back
+    }
+    match fib::submit_put(b.upload) {
+        Ok(()) => conn.put = Put::Waiting,
+        Err(_) => {
+            counters.put_routes[PutResult::Busy as usize] += 1;
+            conn.reply = Some(reply(
+                "503 Service Unavailable",
+                format_args!("PUT /routes: another upload is in progress"),
+            ));
+        }
+    }
+}
+
+/// The reply to a rebuild's result.
+fn put_reply(
+    r: Result<Published, (RebuildFailure, fib::FibError)>,
+) -> (PutResult, heapless::String<REPLY_MAX>) {
+    match r {
+        Ok(p) => (
+            PutResult::Ok,
+            reply(
+                "200 OK",
+                format_args!(
+                    "generation {}\nroutes {}\npages {}\nbuild_ms {}",
+                    p.generation, p.routes, p.pages, p.build_ms
+                ),
+            ),
+        ),
+        Err((why, e)) => {
+            let status = match why {
+                RebuildFailure::Busy => "503 Service Unavailable",
+                RebuildFailure::Build => "500 Internal Server Error",
+            };
+            (
+                PutResult::Failed,
+                reply(status, format_args!("PUT /routes: error: {}", e.0)),
+            )
+        }
     }
 }
 

@@ -204,6 +204,7 @@ pub fn write_prometheus(
         idle_timeouts: c.idle_timeouts,
         response_timeouts: c.response_timeouts,
         fin_before_request: c.fin_before_request,
+        put_routes: c.put_routes,
     });
     netstack::stats::write_prometheus(&stats(pairs, sys), &sys.buddyinfo, mgmt.as_ref(), w)
 }

@@ -171,8 +171,11 @@ struct Reload {
     /// Console route changes: `deltas[..committed]` are in the published FIB.
     deltas: heapless::Vec<RouteDelta, MAX_DELTAS>,
     committed: usize,
-    /// The routes boot module, kept for rebuilds (it stays reserved for the kernel's life).
+    /// The routes file's text, kept for rebuilds: the routes boot module (reserved for the
+    /// kernel's life), or the body of the last successful `PUT /routes` (`upload`).
     routes_file: Option<&'static str>,
+    /// The `PUT /routes` body `routes_file` points into, if it does (freed when replaced).
+    upload: Option<RoutesUpload>,
 }
 
 static RELOAD: spin::Mutex<Reload> = spin::Mutex::new(Reload {
@@ -181,6 +184,7 @@ static RELOAD: spin::Mutex<Reload> = spin::Mutex::new(Reload {
     deltas: heapless::Vec::new(),
     committed: 0,
     routes_file: None,
+    upload: None,
 });
 
 /// Counters for STATS (`fib`).
@@ -213,14 +217,18 @@ pub fn fib_stats() -> Option<FibStats> {
         last_swap_us: LAST_SWAP_US.load(Ordering::Relaxed),
         retired: RETIRED.load(Ordering::Relaxed),
         retire_batches: RETIRE_BATCHES.load(Ordering::Relaxed),
+        routes_text_pages: UPLOAD_PAGES.load(Ordering::Relaxed),
     })
 }
 
 /// Pages the FIBs hold now (published + retiring) and held at boot (taken before the boot
 /// free-page count): `quit` checks `free now + FIB now == free at boot + FIB at boot`.
+/// `PUT /routes` bodies (being received, or kept as the routes file) count as FIB pages.
 pub fn fib_pages() -> (u64, u64) {
     (
-        PAGES.load(Ordering::Relaxed) + PAGES_RETIRING.load(Ordering::Relaxed),
+        PAGES.load(Ordering::Relaxed)
+            + PAGES_RETIRING.load(Ordering::Relaxed)
+            + UPLOAD_PAGES.load(Ordering::Relaxed),
         PAGES_BOOT.load(Ordering::Relaxed),
     )
 }
@@ -719,7 +727,8 @@ pub fn queue_delta(d: RouteDelta) {
     }
 }
 
-/// `routes commit` (or, with `reload`, `routes reload`: the boot configuration alone) on the
+/// `routes commit` (or, with `reload`, `routes reload`: `route=` and the routes file alone, the
+/// routes file being the last `PUT /routes` body if there was one) on the
 /// boot CPU, at its quiescent point: wait for a previous replacement to retire, build the new
 /// FIB, publish it, switch this core to it. The other routing cores switch at their next
 /// housekeeping; [`poll_retire`] then retires the old FIB. On any error the published FIB
@@ -730,32 +739,105 @@ pub fn commit<P: Platform>(core: &mut Core<P>, reload: bool) {
     } else {
         "routes commit"
     };
+    if let Err((_, e)) = rebuild(core, what, Rebuild::Console { reload }) {
+        crate::println!("{what}: error: {}", e.0);
+    }
+}
+
+/// What a [`rebuild`] builds from.
+enum Rebuild {
+    /// The console: the routes file and every console change (`reload`: none of them).
+    Console { reload: bool },
+    /// `PUT /routes`: this text replaces the routes file; the committed console changes stay
+    /// (pending ones stay pending).
+    Upload(RoutesUpload),
+}
+
+/// What a successful rebuild published.
+#[derive(Copy, Clone, Debug)]
+pub struct Published {
+    /// The new FIB's generation.
+    pub generation: u64,
+    /// Its routes (connected, local, broadcast and static).
+    pub routes: usize,
+    /// Its pages.
+    pub pages: u64,
+    /// Build time (ms).
+    pub build_ms: u64,
+}
+
+/// Why a rebuild failed: the previous FIB did not retire in time (`Busy`: try again) or the
+/// new one could not be built (`Build`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RebuildFailure {
+    /// A previous replacement is still waiting for a core (503).
+    Busy,
+    /// The build failed: a bad route or out of memory (500).
+    Build,
+}
+
+/// A failed build: counted, and named with the generation that stays; a console rebuild
+/// (`console`) drops the pending changes.
+fn build_failed(
+    r: &mut Reload,
+    console: bool,
+    old_gen: u64,
+    e: FibError,
+) -> (RebuildFailure, FibError) {
+    FAILED.fetch_add(1, Ordering::Relaxed);
+    if !console {
+        let e = err(format_args!("{}; FIB generation {old_gen} stays", e.0));
+        return (RebuildFailure::Build, e);
+    }
+    let dropped = r.deltas.len() - r.committed;
+    let keep = r.committed;
+    r.deltas.truncate(keep);
+    let e = err(format_args!(
+        "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
+        e.0
+    ));
+    (RebuildFailure::Build, e)
+}
+
+/// Build, publish and switch (see [`commit`]). On any error the published FIB stays and the
+/// error names why, with the generation kept.
+fn rebuild<P: Platform>(
+    core: &mut Core<P>,
+    what: &str,
+    source: Rebuild,
+) -> Result<Published, (RebuildFailure, FibError)> {
     let cores = core.fabric().cores();
     if let Err(e) = settle(cores) {
         FAILED.fetch_add(1, Ordering::Relaxed);
-        return crate::println!("{what}: error: {}; the published FIB stays", e.0);
+        return Err((
+            RebuildFailure::Busy,
+            err(format_args!("{}; the published FIB stays", e.0)),
+        ));
     }
     let zone = crate::mem::ZONE.get().expect("the zone is up");
     let mut r = RELOAD.lock();
-    if reload {
-        r.deltas.clear();
-        r.committed = 0;
-    }
+    let (upload, deltas_used) = match source {
+        Rebuild::Console { reload } => {
+            if reload {
+                r.deltas.clear();
+                r.committed = 0;
+            }
+            (None, r.deltas.len())
+        }
+        Rebuild::Upload(u) => (Some(u), r.committed),
+    };
+    let routes_file = match &upload {
+        Some(u) => Some(u.text()),
+        None => r.routes_file,
+    };
     let old_gen = GENERATION.load(Ordering::Acquire);
     let t0 = uptime_us();
-    let (rec, rules_ms, tbl24_ms) = match build(core.cfg(), zone, r.routes_file, &r.deltas) {
-        Ok(b) => b,
-        Err(e) => {
-            let dropped = r.deltas.len() - r.committed;
-            let keep = r.committed;
-            r.deltas.truncate(keep);
-            FAILED.fetch_add(1, Ordering::Relaxed);
-            return crate::println!(
-                "{what}: error: {}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
-                e.0
-            );
-        }
-    };
+    let (rec, rules_ms, tbl24_ms) =
+        match build(core.cfg(), zone, routes_file, &r.deltas[..deltas_used]) {
+            Ok(b) => b,
+            // An upload (dropped here: its pages go back) changed nothing.
+            Err(e) => return Err(build_failed(&mut r, upload.is_none(), old_gen, e)),
+        };
     let build_ms = (uptime_us() - t0) / 1000;
     let old = r.published;
     let slot = (0..FIB_SLOTS)
@@ -766,16 +848,29 @@ pub fn commit<P: Platform>(core: &mut Core<P>, reload: bool) {
     let generation = old_gen + 1;
     publish(&mut r, slot, rec, generation);
     r.retiring = Some((old, generation, uptime_us()));
-    r.committed = r.deltas.len();
+    if let Some(u) = upload {
+        // The upload is the routes file from now on; the one it replaces (if it was an
+        // upload) is freed here: nothing refers to it any more.
+        r.routes_file = Some(u.text());
+        r.upload = Some(u);
+    } else {
+        r.committed = r.deltas.len();
+    }
     RELOADS.fetch_add(1, Ordering::Relaxed);
     LAST_BUILD_MS.store(build_ms, Ordering::Relaxed);
     // SAFETY: just published by this CPU; only read here.
     let rec = unsafe { (*SLOTS[slot].0.get()).as_ref() }.expect("just published");
     log_fib(what, rec, rules_ms, tbl24_ms);
+    let done = Published {
+        generation,
+        routes: rec.fib.len(),
+        pages: rec.mem.pages(),
+        build_ms,
+    };
     crate::println!(
         "{what}: FIB generation {generation} published: {} routes, {} pages, built in {build_ms} ms; generation {old_gen} retires when every core switched",
-        rec.fib.len(),
-        rec.mem.pages()
+        done.routes,
+        done.pages
     );
     drop(r);
     // This core is at its quiescent point (console commands run from housekeeping).
@@ -783,6 +878,143 @@ pub fn commit<P: Platform>(core: &mut Core<P>, reload: bool) {
     for k in 1..cores {
         P::wake(k);
     }
+    Ok(done)
+}
+
+/// Pages held by `PUT /routes` bodies (being received or kept as the routes file).
+static UPLOAD_PAGES: AtomicU64 = AtomicU64::new(0);
+
+/// A `PUT /routes` body: a `vmalloc`'d buffer of its `Content-Length` (order-0 pages, so an
+/// 8 MiB body needs no high-order block), filled as it streams in. Only the boot CPU (which
+/// runs the management plane and the rebuild) ever touches it, so dropping it (its pages go
+/// back to the zone) needs a local flush only.
+pub struct RoutesUpload {
+    area: Option<VmArea>,
+    len: usize,
+}
+
+impl RoutesUpload {
+    /// A zeroed buffer for a body of `len` bytes.
+    ///
+    /// # Errors
+    /// The vmap area or the zone ran out.
+    pub fn new(len: usize) -> Result<RoutesUpload, FibError> {
+        if len == 0 {
+            return Ok(RoutesUpload { area: None, len });
+        }
+        let zone = crate::mem::ZONE.get().expect("the zone is up");
+        let area = vmap::vmalloc(zone, len as u64)
+            .map_err(|e| err(format_args!("no memory for a {len}-byte body: {e}")))?;
+        UPLOAD_PAGES.fetch_add(area.pages as u64, Ordering::Relaxed);
+        Ok(RoutesUpload {
+            area: Some(area),
+            len,
+        })
+    }
+
+    /// The whole buffer (`len` bytes).
+    pub fn buf_mut(&mut self) -> &mut [u8] {
+        match self.area {
+            // SAFETY: a vmap range of ≥ `len` writable bytes mapped for this upload alone,
+            // unmapped only by `drop`, which takes `self` (so no slice outlives it).
+            Some(a) => unsafe { core::slice::from_raw_parts_mut(a.base as *mut u8, self.len) },
+            None => &mut [],
+        }
+    }
+
+    /// The body as text. Only called on a body whose every line was checked (UTF-8, routes
+    /// syntax) as it streamed in; a body that is not UTF-8 reads as empty.
+    fn text(&self) -> &'static str {
+        let bytes: &[u8] = match self.area {
+            // SAFETY: as `buf_mut`; the `'static` text is kept only while the upload is (in
+            // `Reload::upload`, `routes_file` dropped with it) or used within one build.
+            Some(a) => unsafe { core::slice::from_raw_parts(a.base as *const u8, self.len) },
+            None => &[],
+        };
+        core::str::from_utf8(bytes).unwrap_or("")
+    }
+}
+
+impl Drop for RoutesUpload {
+    fn drop(&mut self) {
+        let Some(area) = self.area.take() else {
+            return;
+        };
+        let zone = crate::mem::ZONE.get().expect("the zone is up");
+        UPLOAD_PAGES.fetch_sub(area.pages as u64, Ordering::Relaxed);
+        // Only this CPU (the boot CPU) ever touched the range: a local flush.
+        let areas = FibAreas {
+            rules: Some(area),
+            ..FibAreas::default()
+        };
+        give_back(zone, areas, CpuMask::only(current_cpu() as usize));
+    }
+}
+
+/// The hand-off between the management plane (in the poll loop, on the boot CPU) and its
+/// housekeeping (the quiescent point where a rebuild may run).
+// One static slot (no heap to box the error in): the size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum PutJob {
+    /// Nothing asked.
+    Idle,
+    /// A complete, checked body waiting for housekeeping.
+    Pending(RoutesUpload),
+    /// What the rebuild did, for the management plane to answer.
+    Done(Result<Published, (RebuildFailure, FibError)>),
+}
+
+static PUT_JOB: spin::Mutex<PutJob> = spin::Mutex::new(PutJob::Idle);
+
+/// Management plane: hand a complete, checked `PUT /routes` body to housekeeping. Returns it
+/// back if a job is already pending or unanswered.
+pub fn submit_put(upload: RoutesUpload) -> Result<(), RoutesUpload> {
+    let mut j = PUT_JOB.lock();
+    match *j {
+        PutJob::Idle => {
+            *j = PutJob::Pending(upload);
+            Ok(())
+        }
+        _ => Err(upload),
+    }
+}
+
+/// Management plane: whether a job is pending or unanswered (a new upload waits its turn).
+pub fn put_busy() -> bool {
+    !matches!(*PUT_JOB.lock(), PutJob::Idle)
+}
+
+/// Management plane: the result of the submitted job once housekeeping ran it.
+pub fn take_put_result() -> Option<Result<Published, (RebuildFailure, FibError)>> {
+    let mut j = PUT_JOB.lock();
+    match core::mem::replace(&mut *j, PutJob::Idle) {
+        PutJob::Done(r) => Some(r),
+        other => {
+            *j = other;
+            None
+        }
+    }
+}
+
+/// Boot CPU housekeeping (its quiescent point): run a pending `PUT /routes`: the body replaces
+/// the routes file's routes (`route=` routes and committed console changes stay) through the
+/// same build, publish and retire path as `routes commit`.
+pub fn poll_put<P: Platform>(core: &mut Core<P>) {
+    let upload = {
+        let mut j = PUT_JOB.lock();
+        match core::mem::replace(&mut *j, PutJob::Idle) {
+            PutJob::Pending(u) => u,
+            other => {
+                *j = other;
+                return;
+            }
+        }
+    };
+    let r = rebuild(core, "PUT /routes", Rebuild::Upload(upload));
+    if let Err((_, e)) = &r {
+        crate::println!("PUT /routes: error: {}", e.0);
+    }
+    *PUT_JOB.lock() = PutJob::Done(r);
 }
 
 /// Core `k`'s router (of `cores`) over the published FIB (built by [`build_fib`] before any
