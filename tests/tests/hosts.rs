@@ -85,3 +85,83 @@ fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
     drop(hosts);
     drop(net);
 }
+
+/// Debian's `prometheus` in the namespace of the host behind port 0, scraping the router with
+/// `docs/prometheus.yml` every second while pings cross it; its HTTP API must report the target
+/// up and a positive `rate()` of the forwarded counter.
+#[test]
+fn a_real_prometheus_scrapes_the_router() {
+    require_tap();
+    tools::setup::ensure_host_tools().expect("ping and curl");
+    tools::setup::ensure_promtool().expect("the prometheus package");
+    let net = TapNet::create(2, 1).expect("tap namespace");
+    let cfg = GuestConfig {
+        image: image(),
+        append: APPEND.to_string(),
+        backend: Backend::Tap,
+        netns: Some(net.path()),
+        ..GuestConfig::default()
+    };
+    let mut guest = Guest::boot(&cfg).expect("boot");
+    guest.wait_ready(READY_TIMEOUT).expect("ready");
+    let hosts = Hosts::create(&net, &plan(APPEND, 2).unwrap()).expect("hosts");
+    let dir = TestDir::new();
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/prometheus.yml");
+    let ns = hosts.namespace(0).unwrap().to_string();
+    let mut prom = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns, "prometheus"])
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("tsdb").display()
+        ))
+        .args(["--web.listen-address=127.0.0.1:9090", "--log.level=warn"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting prometheus");
+    // ~20 s of scrapes while frames cross the router.
+    let o = hosts
+        .exec(
+            0,
+            &["ping", "-n", "-q", "-c", "100", "-i", "0.2", "10.0.1.2"],
+        )
+        .unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+    let query = |q: &str| -> String {
+        let o = hosts
+            .exec(
+                0,
+                &[
+                    "curl",
+                    "-sS",
+                    "-m",
+                    "10",
+                    "--data-urlencode",
+                    &format!("query={q}"),
+                    "http://127.0.0.1:9090/api/v1/query",
+                ],
+            )
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let up = query("up{job=\"gannet\"}");
+    let rate = query("rate(gannet_router_forwarded_total[10s])");
+    let _ = prom.kill();
+    let _ = prom.wait();
+    let value = |json: &str| -> f64 {
+        let v: serde_json::Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+        v["data"]["result"][0]["value"][1]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no sample in {json}"))
+    };
+    assert_eq!(value(&up), 1.0, "{up}");
+    assert!(value(&rate) > 0.0, "{rate}");
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    assert_no_leak(&stats.expect("final STATS"));
+    drop(hosts);
+    drop(net);
+}
