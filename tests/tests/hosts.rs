@@ -1,6 +1,7 @@
 //! Linux hosts behind the router's ports (`--backend tap --hosts`, `tools::hosts`): each port's
 //! tap device in a namespace of its own with an address and a route via the router, and the
-//! distribution's `ping` and `curl` talking through and to Gannet (issue 16, item 1).
+//! distribution's `ping`, `curl`, `iperf3` (TCP) and `prometheus` talking through and to
+//! Gannet (issue 16, items 1 and 4).
 
 use gannet_tests::*;
 use tools::hosts::{plan, Hosts};
@@ -71,6 +72,44 @@ fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
         "{}",
         out(&o)
     );
+    // iperf3 TCP through the router for 3 s: it completes and moves data (figures printed).
+    let mut server = std::process::Command::new("ip")
+        .args(["netns", "exec", hosts.namespace(1).unwrap()])
+        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 server");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let o = hosts
+        .exec(
+            0,
+            &[
+                "timeout",
+                "30",
+                "iperf3",
+                "-c",
+                "10.0.1.2",
+                "-t",
+                "3",
+                "--connect-timeout",
+                "5000",
+                "-J",
+            ],
+        )
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(o.status.success(), "iperf3: {}", out(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 -J output");
+    let sent = &j["end"]["sum_sent"];
+    let bytes = sent["bytes"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "iperf3 TCP through the router (TCG): {:.1} Mbit/s, {} retransmits, {bytes} bytes",
+        sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        sent["retransmits"]
+    );
+    assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes: {}", out(&o));
     let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
     assert!(exit.is_clean(), "{exit}");
     let s = stats.expect("final STATS");

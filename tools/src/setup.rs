@@ -105,11 +105,12 @@ pub fn ensure_promtool() -> Result<()> {
     ensure_debian_tool("promtool", "prometheus")
 }
 
-/// `ping` (Debian's `iputils-ping`) and `curl`, which the hosts-behind-the-ports test runs in
+/// `ping` (Debian's `iputils-ping`), `curl` and `iperf3`, which the hosts-behind-the-ports test runs in
 /// its namespaces. Installed like QEMU when missing.
 pub fn ensure_host_tools() -> Result<()> {
     ensure_debian_tool("ping", "iputils-ping")?;
-    ensure_debian_tool("curl", "curl")
+    ensure_debian_tool("curl", "curl")?;
+    ensure_debian_tool("iperf3", "iperf3")
 }
 
 /// `valgrind` (callgrind counts the host twin of the deterministic benchmark, `bench
