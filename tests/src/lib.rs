@@ -189,6 +189,20 @@ impl Rig {
 
     /// [`Rig::start`] with QEMU writing one pcap per port into `capture` (`--capture`).
     pub fn start_capture(append: &str, gen: GenConfig, capture: &Path) -> Rig {
+        Rig::start_configured(append, gen, |c| c.capture = Some(capture.to_path_buf()))
+    }
+
+    /// [`Rig::start`] with `memory` of guest RAM (QEMU `-m`, e.g. `"6G"`) and `cpus` vCPUs.
+    pub fn start_memory(append: &str, gen: GenConfig, memory: &str, cpus: u32) -> Rig {
+        Rig::start_memory_with(append, gen, memory, cpus, Vec::new())
+    }
+
+    /// One port pair on the dgram backend, the guest configuration adjusted by `adjust`.
+    fn start_configured(
+        append: &str,
+        gen: GenConfig,
+        adjust: impl FnOnce(&mut GuestConfig),
+    ) -> Rig {
         let dir = TestDir::new();
         let gcfg = GenConfig {
             dir: dir.path().to_path_buf(),
@@ -196,19 +210,14 @@ impl Rig {
         };
         let generator =
             Generator::bind(&gcfg).unwrap_or_else(|e| panic!("binding the generator: {e:#}"));
-        let cfg = GuestConfig {
+        let mut cfg = GuestConfig {
             image: image(),
             dgram_dir: dir.path().to_path_buf(),
             append: append.to_string(),
-            capture: Some(capture.to_path_buf()),
             ..GuestConfig::default()
         };
+        adjust(&mut cfg);
         Rig::boot(&cfg, generator, None, dir)
-    }
-
-    /// [`Rig::start`] with `memory` of guest RAM (QEMU `-m`, e.g. `"6G"`) and `cpus` vCPUs.
-    pub fn start_memory(append: &str, gen: GenConfig, memory: &str, cpus: u32) -> Rig {
-        Rig::start_memory_with(append, gen, memory, cpus, Vec::new())
     }
 
     /// [`Rig::start_memory`] with extra QEMU arguments (e.g. `-initrd ROUTES`).
@@ -219,23 +228,11 @@ impl Rig {
         cpus: u32,
         extra_args: Vec<String>,
     ) -> Rig {
-        let dir = TestDir::new();
-        let gcfg = GenConfig {
-            dir: dir.path().to_path_buf(),
-            ..gen
-        };
-        let generator =
-            Generator::bind(&gcfg).unwrap_or_else(|e| panic!("binding the generator: {e:#}"));
-        let cfg = GuestConfig {
-            image: image(),
-            dgram_dir: dir.path().to_path_buf(),
-            append: append.to_string(),
-            memory: memory.to_string(),
-            cpus,
-            extra_args,
-            ..GuestConfig::default()
-        };
-        Rig::boot(&cfg, generator, None, dir)
+        Rig::start_configured(append, gen, |c| {
+            c.memory = memory.to_string();
+            c.cpus = cpus;
+            c.extra_args = extra_args;
+        })
     }
 
     /// Boots with `cpus` vCPUs and `pairs` port pairs (`2 × pairs` NICs); returns the rig (its

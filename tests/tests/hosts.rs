@@ -17,10 +17,9 @@ fn out(o: &std::process::Output) -> String {
     )
 }
 
-#[test]
-fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
-    require_tap();
-    tools::setup::ensure_host_tools().expect("ping and curl");
+/// The router on two tap ports, ready, with a host behind each port. Drop order: hosts, then
+/// the guest's namespace (the caller drops them explicitly after quitting the guest).
+fn boot_with_hosts() -> (TapNet, Guest, Hosts) {
     let net = TapNet::create(2, 1).expect("tap namespace");
     let cfg = GuestConfig {
         image: image(),
@@ -29,9 +28,17 @@ fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
         netns: Some(net.path()),
         ..GuestConfig::default()
     };
-    let mut guest = Guest::boot(&cfg).expect("boot");
+    let guest = Guest::boot(&cfg).expect("boot");
     guest.wait_ready(READY_TIMEOUT).expect("ready");
     let hosts = Hosts::create(&net, &plan(APPEND, 2).unwrap()).expect("hosts");
+    (net, guest, hosts)
+}
+
+#[test]
+fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
+    require_tap();
+    tools::setup::ensure_host_tools().expect("ping and curl");
+    let (net, mut guest, hosts) = boot_with_hosts();
     let ping = |port: usize, args: &[&str]| {
         let mut cmd = vec!["ping", "-n", "-c", "3", "-i", "0.2", "-W", "3"];
         cmd.extend_from_slice(args);
@@ -133,17 +140,7 @@ fn a_real_prometheus_scrapes_the_router() {
     require_tap();
     tools::setup::ensure_host_tools().expect("ping and curl");
     tools::setup::ensure_promtool().expect("the prometheus package");
-    let net = TapNet::create(2, 1).expect("tap namespace");
-    let cfg = GuestConfig {
-        image: image(),
-        append: APPEND.to_string(),
-        backend: Backend::Tap,
-        netns: Some(net.path()),
-        ..GuestConfig::default()
-    };
-    let mut guest = Guest::boot(&cfg).expect("boot");
-    guest.wait_ready(READY_TIMEOUT).expect("ready");
-    let hosts = Hosts::create(&net, &plan(APPEND, 2).unwrap()).expect("hosts");
+    let (net, mut guest, hosts) = boot_with_hosts();
     let dir = TestDir::new();
     let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/prometheus.yml");
     let ns = hosts.namespace(0).unwrap().to_string();

@@ -59,12 +59,8 @@ pub fn install(zone: &'static Zone, batch_pages: usize) -> Result<u64, GuardErro
     let mut a = start & !(paging::HUGE - 1);
     while a < end {
         paging::split_identity_2m(a, || {
-            zone.alloc_pages(0).map(|t| {
-                tables += 1;
-                // SAFETY: a fresh zone page, identity-mapped and ours: it becomes a page table.
-                unsafe { core::ptr::write_bytes(t.addr() as *mut u8, 0, paging::PAGE as usize) };
-                t.addr()
-            })
+            tables += 1;
+            crate::mem::alloc_table(zone)
         })
         .map_err(GuardError)?;
         a += paging::HUGE;

@@ -252,13 +252,7 @@ static STACK_GUARDS: [core::sync::atomic::AtomicU64; percpu::MAX_CPUS] =
 /// local flush suffices.
 #[cfg(target_os = "none")]
 fn stack_guard_page(zone: &'static mm::Zone, cpu: usize, bottom: u64) {
-    let split = mem::paging::split_identity_2m(bottom, || {
-        zone.alloc_pages(0).map(|t| {
-            // SAFETY: a fresh zone page, identity-mapped and ours: it becomes a page table.
-            unsafe { core::ptr::write_bytes(t.addr() as *mut u8, 0, mm::PAGE_SIZE) };
-            t.addr()
-        })
-    });
+    let split = mem::paging::split_identity_2m(bottom, || mem::alloc_table(zone));
     match split.and_then(|()| mem::paging::set_identity_present(bottom, false)) {
         Ok(_) => {
             x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(bottom));

@@ -207,13 +207,7 @@ fn paging_selftest(zone: &Zone) {
         ));
     }
     let f = alloc_frame(zone);
-    let split = paging::split_identity_2m(f.addr(), || {
-        zone.alloc_pages(0).map(|t| {
-            // SAFETY: a fresh page, identity-mapped, ours: it becomes a page table.
-            unsafe { core::ptr::write_bytes(t.addr() as *mut u8, 0, PAGE as usize) };
-            t.addr()
-        })
-    });
+    let split = paging::split_identity_2m(f.addr(), || crate::mem::alloc_table(zone));
     let guard = split.and_then(|()| paging::set_identity_present(f.addr(), false));
     x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(f.addr()));
     let back = guard.and_then(|_| paging::set_identity_present(f.addr(), true));

@@ -176,6 +176,16 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
     ))
 }
 
+/// A zeroed, identity-mapped zone page for a page table (never freed): what
+/// [`paging::split_identity_2m`] asks for. `None` when the zone is empty.
+pub fn alloc_table(zone: &Zone) -> Option<u64> {
+    zone.alloc_pages(0).map(|t| {
+        // SAFETY: a fresh zone page, identity-mapped and ours: it becomes a page table.
+        unsafe { core::ptr::write_bytes(t.addr() as *mut u8, 0, PAGE_SIZE) };
+        t.addr()
+    })
+}
+
 /// The `virtio-drivers` HAL for an identity-mapped kernel without an IOMMU: DMA memory comes
 /// from the zone (zone-locked path), buffer sharing is the identity.
 pub struct KernelHal;
