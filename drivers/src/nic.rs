@@ -7,7 +7,7 @@
 //! sections each follows); the trait only lets the per-core forwarding logic be generic, so the
 //! same code runs on the metal and on the host.
 
-use crate::virtio_net::{DriverStats, RxBuf, TxBuf, TxDone, VirtioNet};
+use crate::virtio_net::{BurstStats, DriverStats, ForwardOps, RxBuf, TxBuf, TxDone, VirtioNet};
 use mm::Pfn;
 use virtio_drivers::transport::Transport;
 use virtio_drivers::Hal;
@@ -53,6 +53,27 @@ pub trait Nic {
     /// Pop completed TX pages (with the owner tag each was sent with) into `out`; returns how
     /// many.
     fn tx_complete(&mut self, out: &mut [TxDone]) -> usize;
+    /// The fused fast path: receive up to `max` buffers here and transmit what `ops` forwards
+    /// on `tx`'s TX queue, tagged `owner` (see [`VirtioNet::forward_burst`]).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    unsafe fn forward_burst(
+        &mut self,
+        tx: &mut Self,
+        max: usize,
+        owner: u32,
+        ops: &mut impl ForwardOps,
+    ) -> BurstStats;
+    /// Hand every completed TX page back to `f` with its owner tag; returns how many.
+    fn tx_reclaim(&mut self, f: impl FnMut(Pfn, u32)) -> usize;
+    /// TX completion into a pool's alloc cache (see [`VirtioNet::tx_reclaim_into`]).
+    fn tx_reclaim_into(
+        &mut self,
+        owner: u32,
+        room: &mut [Pfn],
+        other: impl FnMut(Pfn, u32),
+    ) -> (usize, usize);
     /// Notify the device of what was published, if it asked; returns notifications written.
     fn kick(&mut self) -> u32;
     /// Stop device interrupts while polling.
@@ -117,6 +138,30 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline]
     fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         VirtioNet::tx_complete(self, out)
+    }
+    #[inline(always)]
+    unsafe fn forward_burst(
+        &mut self,
+        tx: &mut Self,
+        max: usize,
+        owner: u32,
+        ops: &mut impl ForwardOps,
+    ) -> BurstStats {
+        // SAFETY: the caller keeps the trait's contract, which is the driver's.
+        unsafe { VirtioNet::forward_burst(self, tx, max, owner, ops) }
+    }
+    #[inline(always)]
+    fn tx_reclaim(&mut self, f: impl FnMut(Pfn, u32)) -> usize {
+        VirtioNet::tx_reclaim(self, f)
+    }
+    #[inline(always)]
+    fn tx_reclaim_into(
+        &mut self,
+        owner: u32,
+        room: &mut [Pfn],
+        other: impl FnMut(Pfn, u32),
+    ) -> (usize, usize) {
+        VirtioNet::tx_reclaim_into(self, owner, room, other)
     }
     #[inline]
     fn kick(&mut self) -> u32 {

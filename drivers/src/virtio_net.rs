@@ -297,10 +297,10 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     max_pairs: u16,
     rx: SplitQueue<H, QUEUE_SIZE>,
     tx: SplitQueue<H, QUEUE_SIZE>,
-    /// Page behind each RX token (head descriptor index).
-    rx_pages: [Option<Pfn>; QUEUE_SIZE],
-    /// Page and its owner tag behind each TX token.
-    tx_pages: [Option<TxDone>; QUEUE_SIZE],
+    /// Page behind each RX token (head descriptor index); [`NO_PAGE`] for none.
+    rx_pages: [Pfn; QUEUE_SIZE],
+    /// Page and its owner tag behind each TX token; `pfn == NO_PAGE` for none.
+    tx_pages: [TxDone; QUEUE_SIZE],
     rx_posted: usize,
     tx_posted: usize,
     /// RX buffers re-posted in place ([`VirtioNet::rx_burst_refill`]) and not yet published.
@@ -330,6 +330,10 @@ fn read_mac<T: Transport>(transport: &T, features: NetFeatures) -> Result<[u8; 6
 /// [`VirtioNet::reclaim`] on a queue-pair handle that does not own the device.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct NotOwner;
+
+/// Marks an empty slot of the driver's page tables: frame 0 (physical address 0, the real-mode
+/// interrupt vector table on a PC) is never a packet page, and the driver refuses to post it.
+pub const NO_PAGE: Pfn = Pfn(0);
 
 /// Re-posted RX buffers published at once ([`VirtioNet::rx_burst_refill`]): DPDK's default
 /// `rx_free_thresh`, 32, so the device always holds at least 224 of the 256 buffers.
@@ -361,6 +365,9 @@ fn check_offered(offered: NetFeatures) -> Result<(), NetInitError> {
     }
     Ok(())
 }
+
+mod forward;
+pub use forward::{BurstStats, ForwardOps, GiveBack, RxVerdict};
 
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Initialise the device (§3.1.1): reset, negotiate [`DRIVER_FEATURES`], set up virtqueues
@@ -416,8 +423,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             max_pairs,
             rx,
             tx,
-            rx_pages: [None; QUEUE_SIZE],
-            tx_pages: [None; QUEUE_SIZE],
+            rx_pages: [NO_PAGE; QUEUE_SIZE],
+            tx_pages: [TxDone {
+                pfn: NO_PAGE,
+                owner: 0,
+            }; QUEUE_SIZE],
             rx_posted: 0,
             rx_unpublished: 0,
             tx_posted: 0,
@@ -677,11 +687,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {
         let mut n = 0;
         for &pfn in pages {
+            if pfn == NO_PAGE {
+                break;
+            }
             let Some(token) = self.rx.push(pfn.addr(), PAGE_SIZE as u32, true) else {
                 break;
             };
-            debug_assert!(self.rx_pages[usize::from(token)].is_none());
-            self.rx_pages[usize::from(token)] = Some(pfn);
+            debug_assert!(self.rx_pages[usize::from(token)] == NO_PAGE);
+            self.rx_pages[usize::from(token)] = pfn;
             n += 1;
         }
         if n > 0 || self.rx_unpublished > 0 {
@@ -721,15 +734,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let Some((id, used)) = self.rx.pop_used() else {
                 break;
             };
-            let Some(pfn) = self.rx_pages.get_mut(id as usize).and_then(Option::take) else {
-                self.stats.bad_token += 1;
+            let Some(pfn) = self.take_rx_page(id) else {
                 continue;
             };
-            match alloc() {
+            match alloc().filter(|&p| p != NO_PAGE) {
                 Some(new) => {
                     self.rx
                         .repost(id as u16, new.addr(), PAGE_SIZE as u32, true);
-                    self.rx_pages[id as usize] = Some(new);
+                    self.rx_pages[id as usize] = new;
                     reposted += 1;
                 }
                 None => {
@@ -749,6 +761,45 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
         }
         n
+    }
+
+    /// The page behind RX token `id` (a used entry's id), taken out of the table; `None` (and
+    /// counted `bad_token`) when the device returned an id the driver has not posted.
+    #[inline(always)]
+    fn take_rx_page(&mut self, id: u32) -> Option<Pfn> {
+        let Some(slot) = self.rx_pages.get_mut(id as usize) else {
+            self.bad_token();
+            return None;
+        };
+        let pfn = core::mem::replace(slot, NO_PAGE);
+        if pfn == NO_PAGE {
+            self.bad_token();
+            return None;
+        }
+        Some(pfn)
+    }
+
+    /// [`VirtioNet::take_rx_page`] for the TX table: the page and its owner tag.
+    #[inline(always)]
+    fn take_tx_page(&mut self, id: u32) -> Option<TxDone> {
+        let Some(slot) = self.tx_pages.get_mut(id as usize) else {
+            self.bad_token();
+            return None;
+        };
+        let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
+        if pfn == NO_PAGE {
+            self.bad_token();
+            return None;
+        }
+        Some(TxDone {
+            pfn,
+            owner: slot.owner,
+        })
+    }
+
+    #[cold]
+    fn bad_token(&mut self) {
+        self.stats.bad_token += 1;
     }
 
     /// Make every re-posted RX buffer visible to the device now (before the core sleeps).
@@ -817,7 +868,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
         let mut n = 0;
         for b in bufs {
-            if b.len == 0 || b.len > MAX_FRAME_LEN {
+            if b.len == 0 || b.len > MAX_FRAME_LEN || b.pfn == NO_PAGE {
                 break;
             }
             // SAFETY: caller contract: the page is ours until the device completes it.
@@ -828,10 +879,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             else {
                 break;
             };
-            self.tx_pages[usize::from(token)] = Some(TxDone {
+            self.tx_pages[usize::from(token)] = TxDone {
                 pfn: b.pfn,
                 owner: b.owner,
-            });
+            };
             n += 1;
         }
         if n > 0 {
@@ -849,8 +900,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let Some((id, _len)) = self.tx.pop_used() else {
                 break;
             };
-            let Some(done) = self.tx_pages.get_mut(id as usize).and_then(Option::take) else {
-                self.stats.bad_token += 1;
+            let Some(done) = self.take_tx_page(id) else {
                 continue;
             };
             self.tx.release(id as u16);
@@ -953,13 +1003,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// still write into the pages.
     pub unsafe fn take_pages(&mut self, mut f: impl FnMut(Pfn)) {
         for slot in self.rx_pages.iter_mut() {
-            if let Some(pfn) = slot.take() {
+            let pfn = core::mem::replace(slot, NO_PAGE);
+            if pfn != NO_PAGE {
                 f(pfn);
             }
         }
         for slot in self.tx_pages.iter_mut() {
-            if let Some(done) = slot.take() {
-                f(done.pfn);
+            let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
+            if pfn != NO_PAGE {
+                f(pfn);
             }
         }
         self.rx_posted = 0;

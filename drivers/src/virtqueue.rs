@@ -68,6 +68,17 @@ pub fn vring_need_event(event: u16, new: u16, old: u16) -> bool {
     new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
 }
 
+/// A queue's indices held by a burst ([`SplitQueue::cursor`]): copied into locals so they
+/// stay in registers across the burst's stores to ring memory (which the compiler cannot
+/// prove do not alias the queue's own fields), then put back once
+/// ([`SplitQueue::set_cursor`]).
+#[derive(Copy, Clone, Debug)]
+pub struct Cursor {
+    last_used: u16,
+    avail_idx: u16,
+    nfree: usize,
+}
+
 /// A split virtqueue of `N` descriptors (power of two, at most 32768).
 pub struct SplitQueue<H: Hal, const N: usize> {
     desc: NonNull<Desc>,
@@ -338,6 +349,120 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         };
         self.last_used = self.last_used.wrapping_add(1);
         Some((e.id, e.len))
+    }
+
+    /// The queue's indices, copied out for a burst ([`Cursor`]). Give them back with
+    /// [`SplitQueue::set_cursor`] before any other method runs.
+    #[inline(always)]
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            last_used: self.last_used,
+            avail_idx: self.avail_idx,
+            nfree: self.nfree,
+        }
+    }
+
+    /// Put a burst's indices back (see [`SplitQueue::cursor`]).
+    #[inline(always)]
+    pub fn set_cursor(&mut self, c: Cursor) {
+        debug_assert!(c.nfree <= N);
+        self.last_used = c.last_used;
+        self.avail_idx = c.avail_idx;
+        self.nfree = c.nfree.min(N);
+    }
+
+    /// Used-ring entries the device has completed and the burst not yet popped (one volatile
+    /// load of `used->idx`), then an Acquire fence so the entries may be read (§2.7.14). A
+    /// burst reads this once and then takes that many with [`SplitQueue::pop_ready`].
+    #[inline(always)]
+    pub fn used_ready(&self, c: &Cursor) -> usize {
+        // SAFETY: `used->idx` at offset 2, written by the device; ours to read until drop.
+        let used_idx = unsafe { self.used.add(2).cast::<u16>().read_volatile() };
+        fence(Ordering::Acquire);
+        // At most N entries can be outstanding (§2.7.8); a device that claims more is broken
+        // and gets at most N (each entry's id is checked by the caller anyway).
+        usize::from(used_idx.wrapping_sub(c.last_used)).min(N)
+    }
+
+    /// Pop the next used-ring entry's id without looking at `used->idx`: only after
+    /// [`SplitQueue::used_ready`] said it is there (calling it more often returns stale
+    /// entries; the caller's id check catches those like any other bad id).
+    #[inline(always)]
+    pub fn pop_ready_id(&self, c: &mut Cursor) -> u32 {
+        let slot = usize::from(c.last_used) & (N - 1);
+        c.last_used = c.last_used.wrapping_add(1);
+        // SAFETY: slot < N; inside the used ring, ours to read until drop.
+        unsafe { self.used.add(4 + 8 * slot).cast::<u32>().read_volatile() }
+    }
+
+    /// [`SplitQueue::pop_ready_id`] with the bytes the device wrote: `(id, len)`.
+    #[inline(always)]
+    pub fn pop_ready(&self, c: &mut Cursor) -> (u32, u32) {
+        let slot = usize::from(c.last_used) & (N - 1);
+        c.last_used = c.last_used.wrapping_add(1);
+        // SAFETY: slot < N; inside the used ring, ours to read until drop.
+        let e = unsafe {
+            self.used
+                .add(4 + 8 * slot)
+                .cast::<UsedElem>()
+                .read_volatile()
+        };
+        (e.id, e.len)
+    }
+
+    /// Re-post descriptor `id` (popped from the used ring, not released) with a new buffer at
+    /// `addr`, keeping its length and flags: for RX rings, whose buffers are all whole pages
+    /// (the device never writes the descriptor table, §2.7.5, so the old `len`/`flags` are
+    /// still there). One store to the descriptor, one to the avail slot; visible after
+    /// [`SplitQueue::set_cursor`] and [`SplitQueue::publish`].
+    ///
+    /// # Panics
+    /// In debug builds, if `id >= N`.
+    #[inline(always)]
+    pub fn repost_addr(&self, c: &mut Cursor, id: u16, addr: u64) {
+        debug_assert!(usize::from(id) < N);
+        let id = id & (N as u16 - 1);
+        let slot = usize::from(c.avail_idx) & (N - 1);
+        c.avail_idx = c.avail_idx.wrapping_add(1);
+        // SAFETY: `id < N` (masked); the descriptor came back in the used ring and was not
+        // released, so it is the driver's; the avail slot is masked into the ring. Plain
+        // stores, made visible by `publish` (see `stage`).
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            self.avail.add(2 + slot).write(id);
+        }
+    }
+
+    /// [`SplitQueue::push`] inside a burst: stage one single-descriptor buffer (`addr`, `len`
+    /// bytes, device-readable). Returns its token, or `None` when no descriptor is free.
+    #[inline(always)]
+    pub fn push_in(&self, c: &mut Cursor, addr: u64, len: u32) -> Option<u16> {
+        if c.nfree == 0 {
+            return None;
+        }
+        c.nfree -= 1;
+        let id = self.free[c.nfree & (N - 1)] & (N as u16 - 1);
+        let slot = usize::from(c.avail_idx) & (N - 1);
+        c.avail_idx = c.avail_idx.wrapping_add(1);
+        // SAFETY: `id < N` (masked), taken off the free stack, so the device does not read
+        // it; the avail slot is masked into the ring; plain stores as in `stage`.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
+            self.avail.add(2 + slot).write(id);
+        }
+        Some(id)
+    }
+
+    /// [`SplitQueue::release`] inside a burst.
+    #[inline(always)]
+    pub fn release_in(&mut self, c: &mut Cursor, id: u16) {
+        if c.nfree < N {
+            self.free[c.nfree] = id;
+            c.nfree += 1;
+        }
     }
 
     /// Return descriptor `id` (a token from [`SplitQueue::push`] that came back through

@@ -177,9 +177,13 @@ pub struct PagePool {
     id: u32,
     refill: usize,
     mode: RefillMode,
-    /// Handed out, minus returned through recycle_direct / release / the ring; pages the remote
-    /// CPUs released are subtracted on read (`ring.released_count()`).
-    in_flight: u64,
+    /// Pages this pool took from the allocator and has not given back itself: in the cache,
+    /// in flight, or in the recycle ring. Changes only on slow paths (refill, release, a full
+    /// cache and ring, destroy), so the fast paths keep no in-flight count:
+    /// `in_flight = owned - count - ring.released_count()`.
+    owned: u64,
+    /// Cached pages freed by `destroy` (so `alloc_fast` can be derived, see `stats`).
+    destroyed: u64,
     ring: Option<&'static RecycleRing>,
     stats: PagePoolStats,
     /// Times the slow path ([`PagePool::set_clock`]).
@@ -206,7 +210,8 @@ impl PagePool {
             id: params.id,
             refill: params.refill,
             mode: RefillMode::Bulk,
-            in_flight: 0,
+            owned: 0,
+            destroyed: 0,
             ring: None,
             clock: None,
             stats: PagePoolStats::default(),
@@ -278,9 +283,9 @@ impl PagePool {
     ) -> Option<Pfn> {
         if self.count > 0 {
             self.count -= 1;
-            self.stats.alloc_fast += 1;
-            self.in_flight += 1;
-            return Some(self.cache[self.count]);
+            // `count < PP_ALLOC_CACHE_SIZE` (a power of two) now: the mask only drops the
+            // bounds check. No counter here: `alloc_fast` and `in_flight` are derived.
+            return Some(self.cache[self.count & (PP_ALLOC_CACHE_SIZE - 1)]);
         }
         match self.clock {
             None => self.alloc_slow(pcp, zone, dma),
@@ -317,7 +322,6 @@ impl PagePool {
             return None;
         }
         self.count -= 1;
-        self.in_flight += 1;
         Some(self.cache[self.count])
     }
 
@@ -328,7 +332,6 @@ impl PagePool {
         let end = (self.count + max).min(PP_ALLOC_CACHE_SIZE);
         let n = ring.pop_batch(&mut self.cache[self.count..end]);
         self.count += n;
-        self.in_flight -= n as u64;
         self.stats.recycle_ring += n as u64;
         n
     }
@@ -363,6 +366,7 @@ impl PagePool {
                     p.set_pool(Some(self.id));
                     self.cache[self.count] = pfn;
                     self.count += 1;
+                    self.owned += 1;
                 }
                 Err(DmaError) => {
                     self.stats.refill_failed += 1;
@@ -395,13 +399,32 @@ impl PagePool {
         );
         debug_assert!(self.in_flight() > 0, "recycle with nothing in flight");
         if self.count < PP_ALLOC_CACHE_SIZE {
-            self.in_flight -= 1;
             self.cache[self.count] = pfn;
             self.count += 1;
             self.stats.recycle_cached += 1;
         } else {
             self.recycle_cache_full(pfn, pcp, zone, dma);
         }
+    }
+
+    /// Same-core bulk recycle (Linux `page_pool_put_page_bulk`, DPDK `rte_mempool_put_bulk`):
+    /// `fill` gets the free part of the alloc cache and returns how many of its first slots it
+    /// wrote; those pages are cached at once, with one count update for the batch. Each page
+    /// written must be one this pool handed out and that is back with the caller (the
+    /// contract of [`PagePool::recycle_direct`]). Returns how many were cached.
+    #[inline(always)]
+    pub fn recycle_direct_with(&mut self, fill: impl FnOnce(&mut [Pfn]) -> usize) -> usize {
+        let room = &mut self.cache[self.count.min(PP_ALLOC_CACHE_SIZE)..];
+        let n = fill(room).min(room.len());
+        self.count += n;
+        self.stats.recycle_cached += n as u64;
+        n
+    }
+
+    /// Free slots in the alloc cache (what [`PagePool::recycle_direct_with`] can take).
+    #[inline]
+    pub fn cache_room(&self) -> usize {
+        PP_ALLOC_CACHE_SIZE - self.count
     }
 
     #[cold]
@@ -420,7 +443,7 @@ impl PagePool {
             }
             self.stats.recycle_ring_full += 1;
         }
-        self.in_flight -= 1;
+        self.owned -= 1;
         self.return_page(pfn, pcp, zone, dma);
     }
 
@@ -444,7 +467,7 @@ impl PagePool {
             "release of a foreign page"
         );
         debug_assert!(self.in_flight() > 0, "release with nothing in flight");
-        self.in_flight -= 1;
+        self.owned -= 1;
         self.return_page(pfn, pcp, zone, dma);
     }
 
@@ -459,9 +482,10 @@ impl PagePool {
     /// remote CPU that found the ring full.
     #[inline]
     pub fn in_flight(&self) -> u64 {
+        let out = self.owned - self.count as u64;
         match self.ring {
-            Some(ring) => self.in_flight - ring.released_count(),
-            None => self.in_flight,
+            Some(ring) => out - ring.released_count(),
+            None => out,
         }
     }
 
@@ -481,6 +505,12 @@ impl PagePool {
     #[inline]
     pub fn stats(&self) -> PagePoolStats {
         let mut s = self.stats;
+        // Every page that entered the cache (mapped refills, ring drains, same-core recycles)
+        // left it by an allocation unless it is still there or `destroy` freed it; slow-path
+        // allocations that got a page are the rest.
+        let entered = (s.refill_pages - s.refill_failed) + s.recycle_ring + s.recycle_cached;
+        let allocated = entered - self.count as u64 - self.destroyed;
+        s.alloc_fast = allocated - (s.alloc_slow - s.alloc_empty);
         if let Some(ring) = self.ring {
             s.recycle_ring_full += ring.full_count();
             s.released += ring.released_count();
@@ -513,6 +543,8 @@ impl PagePool {
             }
             pcp.free_pages_bulk(zone, &self.cache[..n]);
             self.stats.released += n as u64;
+            self.owned -= n as u64;
+            self.destroyed += n as u64;
             self.count = 0;
             if self.take_from_ring(PP_ALLOC_CACHE_SIZE) == 0 {
                 break;
@@ -524,7 +556,7 @@ impl PagePool {
                     // Fold the remote counts in before the ring forgets them.
                     self.stats.recycle_ring_full += ring.full_count();
                     self.stats.released += ring.released_count();
-                    self.in_flight -= ring.released_count();
+                    self.owned -= ring.released_count();
                     ring.detach();
                 }
                 Ok(())

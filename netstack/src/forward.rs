@@ -35,6 +35,44 @@ pub fn forward_frame(mode: Mode, frame: &mut [u8], out_mac: MacAddr, out_peer: M
     Verdict::Forward
 }
 
+/// The `l2` rewrite of [`forward_frame`] prepared once per burst: the frame's first 12 bytes
+/// (destination then source MAC, IEEE 802.3 §3.2) as one 8-byte and one 4-byte store instead of
+/// two 6-byte copies. `io` mode leaves frames alone.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct MacRewrite {
+    /// `None` in `io` mode.
+    words: Option<(u64, u32)>,
+}
+
+impl MacRewrite {
+    /// The rewrite `forward_frame(mode, _, out_mac, out_peer)` does.
+    pub fn new(mode: Mode, out_mac: MacAddr, out_peer: MacAddr) -> MacRewrite {
+        let mut b = [0u8; 12];
+        b[ETH_DST].copy_from_slice(&out_peer.0);
+        b[ETH_SRC].copy_from_slice(&out_mac.0);
+        let lo = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        let hi = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+        MacRewrite {
+            words: (mode == Mode::L2).then_some((lo, hi)),
+        }
+    }
+
+    /// [`forward_frame`] with the prepared addresses: [`Verdict::Drop`] (`runt`) for a frame
+    /// shorter than an Ethernet header, else the addresses written and [`Verdict::Forward`].
+    #[inline(always)]
+    pub fn apply(&self, frame: &mut [u8]) -> Verdict {
+        let Some(head) = frame.first_chunk_mut::<ETH_HDR_LEN>() else {
+            return Verdict::Drop(DropReason::Runt);
+        };
+        if let Some((lo, hi)) = self.words {
+            let (a, rest) = head.split_at_mut(8);
+            a.copy_from_slice(&lo.to_le_bytes());
+            rest[..4].copy_from_slice(&hi.to_le_bytes());
+        }
+        Verdict::Forward
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +103,27 @@ mod tests {
         assert_eq!(eth.src_addr(), EthernetAddress(OUT.0));
         assert_eq!(eth.ethertype(), EthernetProtocol::Ipv4);
         assert_eq!(&f[ETHERTYPE.start..], &orig[ETHERTYPE.start..]);
+    }
+
+    #[test]
+    fn mac_rewrite_is_forward_frame() {
+        for mode in [Mode::L2, Mode::Io] {
+            for len in [0, 13, 14, 60] {
+                let mut a = sample();
+                let mut b = a;
+                let r = MacRewrite::new(mode, OUT, PEER);
+                assert_eq!(
+                    r.apply(&mut a[..len]),
+                    forward_frame(mode, &mut b[..len], OUT, PEER),
+                    "{mode:?} {len}"
+                );
+                assert_eq!(a, b, "{mode:?} {len}");
+            }
+        }
+        let mut f = sample();
+        MacRewrite::new(Mode::L2, OUT, PEER).apply(&mut f);
+        assert_eq!(&f[ETH_DST], &PEER.0);
+        assert_eq!(&f[ETH_SRC], &OUT.0);
     }
 
     #[test]

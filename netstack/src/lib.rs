@@ -40,7 +40,7 @@ pub use config::{
     RefillMode, TlbMode, MAX_QUEUES,
 };
 pub use counters::{DropReason, PortCounters};
-pub use forward::{forward_frame, Verdict};
+pub use forward::{forward_frame, MacRewrite, Verdict};
 
 /// A 48-bit IEEE 802 MAC address.
 #[derive(Copy, Clone, Debug, Default, Eq, PartialEq, Hash)]

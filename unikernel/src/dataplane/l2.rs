@@ -2,10 +2,67 @@
 //! per [`netstack::forward_frame`]; with `xcore=on`, through the next core's pair.
 
 use super::handoff::Handoff;
-use super::page::FRAME_ROOM;
-use super::percore::{Core, Platform};
+use super::page::{PageBuf, RawPage, FRAME_ROOM};
+use super::pages::PortPages;
+use super::percore::{count_rx_reject, Core, Platform};
+use drivers::nic::Nic;
+use drivers::virtio_net::{ForwardOps, GiveBack, RxVerdict};
+use mm::Pfn;
 use netstack::config::PORTS;
-use netstack::{forward_frame, Verdict};
+use netstack::{forward_frame, DropReason, MacRewrite, PortCounters, Verdict};
+
+/// `io`/`l2` on one core: the dataplane's side of the fused burst (RX port `p`, TX the other).
+struct L2Ops<'a> {
+    pages: PortPages<'a>,
+    counters: &'a mut [PortCounters; PORTS],
+    p: usize,
+    rewrite: MacRewrite,
+}
+
+impl L2Ops<'_> {
+    /// A page of port `p`'s pool the burst is done with: back into that pool.
+    #[inline(always)]
+    fn recycle(&mut self, pfn: Pfn) {
+        // SAFETY: the page came off port `p`'s RX ring, which only port `p`'s pool fills, and
+        // nobody else holds it.
+        let page = unsafe {
+            PageBuf::from_raw(RawPage {
+                pfn,
+                pool: self.pages.id(),
+            })
+        };
+        self.pages.recycle(page);
+    }
+}
+
+impl ForwardOps for L2Ops<'_> {
+    #[inline(always)]
+    fn rx_page(&mut self) -> Option<Pfn> {
+        self.pages.alloc_raw()
+    }
+
+    #[inline(always)]
+    fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
+        match self.rewrite.apply(frame) {
+            Verdict::Forward => RxVerdict::Forward,
+            Verdict::Drop(why) => {
+                self.counters[self.p].drop(why);
+                self.recycle(pfn);
+                RxVerdict::Consumed
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        match why {
+            GiveBack::TxFull => self.counters[1 - self.p].drop(DropReason::TxRingFull),
+            GiveBack::Rx(status) => count_rx_reject(&mut self.counters[self.p], status),
+        }
+        self.recycle(pfn);
+    }
+}
 
 impl<P: Platform> Core<P> {
     /// Receive a burst on local port `p` and send what survives out of the other port.
@@ -15,27 +72,27 @@ impl<P: Platform> Core<P> {
             return self.rx_forward_xcore(p);
         }
         let q = 1 - p;
-        let n = self.rx_burst(p);
-        if n == 0 {
-            return 0;
-        }
-        let (mode, out_mac, peer) = (self.cfg.mode, self.macs[q], self.cfg.peer[q]);
-        for i in 0..n {
-            let b = self.rx_scratch[i];
-            let Some(mut page) = self.rx_accept(p, b) else {
-                continue;
-            };
-            let len = b.len;
-            match forward_frame(mode, page.frame_mut(len), out_mac, peer) {
-                Verdict::Forward => self.stage_tx(q, page, len),
-                Verdict::Drop(why) => {
-                    self.counters[p].drop(why);
-                    self.pages.recycle(page);
-                }
-            }
-        }
-        self.flush_tx(q);
-        n
+        let mut ops = L2Ops {
+            pages: self.pages.port(p),
+            counters: &mut self.counters,
+            p,
+            rewrite: self.rewrite[q],
+        };
+        let owner = ops.pages.id();
+        let [a, b] = &mut self.nics;
+        let (rx, tx): (&mut P::Nic, &mut P::Nic) = if p == 0 { (a, b) } else { (b, a) };
+        // SAFETY: `L2Ops::rx_page` hands out fresh pages of port `p`'s pool (given up with
+        // `into_raw`), and the RX ring of port `p` is refilled only from that pool; a frame
+        // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
+        // (that pool's id).
+        let st = unsafe { rx.forward_burst(tx, self.cfg.burst, owner, &mut ops) };
+        let (c, d) = (&mut self.counters[p], st.rx_frames as u64);
+        c.rx += d;
+        c.rx_bytes += st.rx_bytes;
+        let c = &mut self.counters[q];
+        c.tx += st.tx_frames as u64;
+        c.tx_bytes += st.tx_bytes;
+        st.buffers
     }
 
     /// `xcore=on`: frames received on local port `p` leave through port `1 - p` of the next

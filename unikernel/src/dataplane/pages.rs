@@ -51,6 +51,26 @@ impl Pages {
         Some(unsafe { PageBuf::from_raw(self.raw(p, pfn)) })
     }
 
+    /// Local port `p`'s pool with the pcp list, zone and DMA mapper its fast paths need,
+    /// borrowed together (so a burst holds it without indexing the pool array per page).
+    #[inline(always)]
+    pub fn port(&mut self, p: usize) -> PortPages<'_> {
+        let id = self.pool_id(p);
+        PortPages {
+            pool: &mut self.pools[p],
+            pcp: &mut self.pcp,
+            zone: self.zone,
+            dma: &mut self.dma,
+            id,
+        }
+    }
+
+    /// The global id of local port `p`'s pool.
+    #[inline]
+    pub fn pool_id(&self, p: usize) -> u32 {
+        self.first_pool + p as u32
+    }
+
     /// The raw form of a page of local port `p`'s pool.
     #[inline]
     pub fn raw(&self, p: usize, pfn: Pfn) -> RawPage {
@@ -91,6 +111,23 @@ impl Pages {
                 &mut self.dma,
             ),
             None => self.recycle_foreign(page),
+        }
+    }
+
+    /// [`Pages::recycle`] for a page expected to belong to local pool `expect` (a constant
+    /// at the call site, e.g. TX completions of the port opposite that pool's): one compare,
+    /// then straight into that pool's alloc cache; any other page takes the general path.
+    #[inline(always)]
+    pub fn recycle_expect(&mut self, page: PageBuf, expect: usize) {
+        if page.pool() == self.first_pool + expect as u32 {
+            self.pools[expect].recycle_direct(
+                page.into_raw().pfn,
+                &mut self.pcp,
+                self.zone,
+                &mut self.dma,
+            );
+        } else {
+            self.recycle(page);
         }
     }
 
@@ -144,5 +181,38 @@ impl Pages {
     /// Free pages in the zone plus this core's pcp list.
     pub fn free_pages(&self) -> u64 {
         self.zone.free_pages() + (self.pcp.count() + self.pcp.guard_pending()) as u64
+    }
+}
+
+/// One local pool's fast paths ([`Pages::port`]): pages out for RX, pages back from TX or
+/// drops, with the pool known in advance (no owner lookup).
+pub struct PortPages<'a> {
+    pool: &'a mut PagePool,
+    pcp: &'a mut PerCpuPages,
+    zone: &'static Zone,
+    dma: &'a mut IdentityDma,
+    id: u32,
+}
+
+impl PortPages<'_> {
+    /// The pool's global id.
+    #[inline(always)]
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// A page from the pool, given up as a raw frame number (to an RX ring); `None` when the
+    /// allocator is empty.
+    #[inline(always)]
+    pub fn alloc_raw(&mut self) -> Option<Pfn> {
+        self.pool.alloc(self.pcp, self.zone, self.dma)
+    }
+
+    /// Give a page of this pool back (into its alloc cache; see [`PagePool::recycle_direct`]).
+    #[inline(always)]
+    pub fn recycle(&mut self, page: PageBuf) {
+        debug_assert_eq!(page.pool(), self.id);
+        self.pool
+            .recycle_direct(page.into_raw().pfn, self.pcp, self.zone, self.dma);
     }
 }

@@ -9,13 +9,13 @@ use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
 use drivers::nic::Nic;
-use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, TxDone, QUEUE_SIZE};
+use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
 use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
 use netstack::router::{Fib, Router};
-use netstack::{Config, DropReason, MacAddr, PortCounters, RefillMode};
+use netstack::{Config, DropReason, MacAddr, MacRewrite, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
 /// read-only FIB.
@@ -26,6 +26,21 @@ pub type CoreRouter = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
 /// Refill a port's RX ring once this many slots are empty (DPDK's default `rx_free_thresh`,
 /// 32); the ring keeps at least 224 of its 256 buffers posted.
 pub const RX_FREE_THRESH: usize = 32;
+
+/// Count an RX buffer that carried no whole frame (`status` other than [`RxStatus::Ok`]): a
+/// frame too big for one page counts as received and dropped (`too_big`), a malformed buffer
+/// as `bad_desc`, a continuation of a too-big frame not at all (its frame is counted once).
+pub(crate) fn count_rx_reject(c: &mut PortCounters, status: RxStatus) {
+    match status {
+        RxStatus::Ok => {}
+        RxStatus::TooBig => {
+            c.rx += 1;
+            c.drop(DropReason::TooBig);
+        }
+        RxStatus::Continuation => {}
+        RxStatus::Malformed => c.drop(DropReason::BadDesc),
+    }
+}
 
 /// What the dataplane needs from the machine it runs on. Implemented by the kernel (TSC, IPIs,
 /// virtio-net over PCI, smoltcp) and by host tests.
@@ -134,6 +149,8 @@ pub struct Core<P: Platform> {
     pub(crate) pages: Pages,
     pub(crate) counters: [PortCounters; PORTS],
     pub(crate) macs: [MacAddr; PORTS],
+    /// `io`/`l2`: the rewrite of a frame leaving local port `q` (its MAC, its peer's), made once.
+    pub(crate) rewrite: [MacRewrite; PORTS],
     pub(crate) tx: TxStage,
     pub(crate) prof: Profile,
     pub(crate) route: Option<RouteState<P::Mgmt>>,
@@ -141,7 +158,6 @@ pub struct Core<P: Platform> {
     /// Scratch arrays, allocated once.
     pub(crate) rx_scratch: [RxBuf; MAX_BURST],
     pub(crate) page_scratch: [Pfn; QUEUE_SIZE],
-    pub(crate) tx_scratch: [TxDone; QUEUE_SIZE],
     /// Pages lost so far in the quit phases (reported with the final counters).
     pub(crate) quit_leaked: u64,
 }
@@ -186,6 +202,7 @@ impl<P: Platform> Core<P> {
             mgmt_remote: p.mgmt_remote,
             sync: RouterSync::default(),
         });
+        let rewrite = core::array::from_fn(|q| MacRewrite::new(p.cfg.mode, macs[q], p.cfg.peer[q]));
         let mut core = Core {
             cfg: p.cfg,
             pair: k,
@@ -194,6 +211,7 @@ impl<P: Platform> Core<P> {
             pages: Pages::new(p.zone, p.pcp, pools, k, p.fabric),
             counters: [PortCounters::default(); PORTS],
             macs,
+            rewrite,
             tx: TxStage::default(),
             prof: Profile::default(),
             route,
@@ -204,10 +222,6 @@ impl<P: Platform> Core<P> {
                 status: RxStatus::Ok,
             }; MAX_BURST],
             page_scratch: [Pfn(0); QUEUE_SIZE],
-            tx_scratch: [TxDone {
-                pfn: Pfn(0),
-                owner: 0,
-            }; QUEUE_SIZE],
             quit_leaked: 0,
         };
         for port in 0..PORTS {
@@ -354,19 +368,12 @@ impl<P: Platform> Core<P> {
         // SAFETY: the RX ring returned the page in a used entry: it is ours again, and port
         // `p`'s ring is refilled only from pool `p` (`refill`).
         let page = unsafe { PageBuf::from_raw(self.pages.raw(p, b.pfn)) };
-        match b.status {
-            RxStatus::Ok => {
-                self.counters[p].rx += 1;
-                self.counters[p].rx_bytes += b.len as u64;
-                return Some(page);
-            }
-            RxStatus::TooBig => {
-                self.counters[p].rx += 1;
-                self.counters[p].drop(DropReason::TooBig);
-            }
-            RxStatus::Continuation => {}
-            RxStatus::Malformed => self.counters[p].drop(DropReason::BadDesc),
+        if b.status == RxStatus::Ok {
+            self.counters[p].rx += 1;
+            self.counters[p].rx_bytes += b.len as u64;
+            return Some(page);
         }
+        count_rx_reject(&mut self.counters[p], b.status);
         self.pages.recycle(page);
         None
     }

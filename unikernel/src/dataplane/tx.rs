@@ -4,7 +4,7 @@
 use super::page::{PageBuf, RawPage};
 use super::percore::{Core, Platform};
 use drivers::nic::Nic;
-use drivers::virtio_net::TxBuf;
+use drivers::virtio_net::{TxBuf, QUEUE_SIZE};
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
 use netstack::{DropReason, PoolMode};
@@ -70,29 +70,50 @@ impl<P: Platform> Core<P> {
     /// Return completed TX pages of every port to their pools (only ports with at least
     /// [`TX_FREE_THRESH`] outstanding, unless `force`). Returns pages returned.
     pub(crate) fn tx_reap(&mut self, force: bool) -> usize {
-        let mut total = 0;
-        for q in 0..PORTS {
-            if !force && self.nics[q].tx_posted() < TX_FREE_THRESH {
-                continue;
-            }
-            let m = self.nics[q].tx_complete(&mut self.tx_scratch);
-            for i in 0..m {
-                let d = self.tx_scratch[i];
-                // SAFETY: the TX ring completed the page: it is ours again, and `owner` is the
-                // pool it was staged with (`stage_tx`).
-                let page = unsafe {
-                    PageBuf::from_raw(RawPage {
-                        pfn: d.pfn,
-                        pool: d.owner,
-                    })
-                };
-                match self.cfg.pool {
-                    PoolMode::Recycle => self.pages.recycle(page),
-                    PoolMode::Release => self.pages.release(page),
-                }
-            }
-            total += m;
+        self.reap_port(0, force) + self.reap_port(1, force)
+    }
+
+    /// [`Core::tx_reap`] for local port `q` (a constant at each call): its frames mostly came
+    /// off the other port's RX ring, so their pages are expected in that port's pool.
+    #[inline(always)]
+    fn reap_port(&mut self, q: usize, force: bool) -> usize {
+        if !force && self.nics[q].tx_posted() < TX_FREE_THRESH {
+            return 0;
         }
-        total
+        let release = self.cfg.pool == PoolMode::Release;
+        let expect = 1 - q;
+        if !release && self.pages.pools[expect].cache_room() > 0 {
+            // The fast path: completions of the other port's pool straight into its alloc
+            // cache; any other page (another core's, the router's ICMP pages) afterwards.
+            let owner = self.pages.pool_id(expect);
+            let mut other: heapless::Vec<RawPage, QUEUE_SIZE> = heapless::Vec::new();
+            let nic = &mut self.nics[q];
+            let mut total = 0;
+            self.pages.pools[expect].recycle_direct_with(|room| {
+                let (cached, n) = nic.tx_reclaim_into(owner, room, |pfn, pool| {
+                    // At most QUEUE_SIZE completions per call: always room.
+                    let _ = other.push(RawPage { pfn, pool });
+                });
+                total = n;
+                cached
+            });
+            for &raw in &other {
+                // SAFETY: the TX ring completed the page and `pool` is the owner it was sent
+                // with.
+                self.pages.recycle(unsafe { PageBuf::from_raw(raw) });
+            }
+            return total;
+        }
+        let pages = &mut self.pages;
+        self.nics[q].tx_reclaim(|pfn, pool| {
+            // SAFETY: the TX ring completed the page: it is ours again, and `pool` is the
+            // owner it was sent with (`stage_tx`, or the fused burst's pool id).
+            let page = unsafe { PageBuf::from_raw(RawPage { pfn, pool }) };
+            if release {
+                pages.release(page);
+            } else {
+                pages.recycle_expect(page, 1 - q);
+            }
+        })
     }
 }

@@ -1,0 +1,258 @@
+//! The fused poll-mode path (issue 12): one RX burst forwarded straight onto another port's TX
+//! ring ([`VirtioNet::forward_burst`]) and TX completions handed back page by page
+//! ([`VirtioNet::tx_reclaim`]), with no intermediate arrays of buffers.
+//!
+//! Per received buffer the burst reads the used element (§2.7.8), re-posts the emptied RX
+//! descriptor in place with a fresh page (one store to the descriptor's `addr`, one to the
+//! avail ring: §2.7.13.2; ixy.rs `rx_batch` does the same), lets the dataplane rewrite the
+//! frame ([`ForwardOps::forward`]), zeroes the virtio-net header (§5.1.6.2: no offloads) and
+//! posts the page on the TX ring. `used->idx` is read once per burst, each ring's
+//! `avail->idx` written once per burst (§2.7.13.3), counters come back summed
+//! ([`BurstStats`]). Completion order is never assumed: every used element's `id` is looked up
+//! in the driver's page table (a device that returns an id it was not given is counted as
+//! `bad_token` and skipped).
+//!
+//! A buffer that is not one whole frame (a multi-buffer frame's first buffer, its
+//! continuations, a malformed length or `num_buffers`) leaves the fast path: it is classified
+//! as [`VirtioNet::rx_burst`] would and handed back ([`ForwardOps::give_back`]).
+
+use super::{
+    Hal, Pfn, RxStatus, Transport, TxDone, VirtioNet, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET,
+    PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH,
+};
+
+/// What [`ForwardOps::forward`] decided for one frame.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RxVerdict {
+    /// Transmit it, as rewritten in place and with its length unchanged, on the burst's TX
+    /// port (zero copy).
+    Forward,
+    /// The dataplane took the page (dropped and recycled it, queued it, staged it for another
+    /// port): the burst forgets it.
+    Consumed,
+}
+
+/// Why [`VirtioNet::forward_burst`] hands a page back through [`ForwardOps::give_back`].
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum GiveBack {
+    /// The TX ring had no free descriptor for a frame [`ForwardOps::forward`] wanted sent:
+    /// count `tx_ring_full` on the TX port.
+    TxFull,
+    /// The buffer carried no whole frame: [`RxStatus::TooBig`], [`RxStatus::Continuation`] or
+    /// [`RxStatus::Malformed`] (never [`RxStatus::Ok`]).
+    Rx(RxStatus),
+}
+
+/// The dataplane's side of [`VirtioNet::forward_burst`]. The burst calls these inside its
+/// loop, once per buffer: implementations should be `#[inline]` (`give_back` is the rare path
+/// and may be `#[cold]`).
+pub trait ForwardOps {
+    /// A fresh page for the RX slot just emptied, or `None` (the slot then goes back to the
+    /// free list, for a later [`VirtioNet::rx_refill`]). The page becomes the device's.
+    fn rx_page(&mut self) -> Option<Pfn>;
+    /// One received frame: `pfn` is its page, `frame` its bytes (`len` bytes after the
+    /// virtio-net header; possibly shorter than an Ethernet header). Rewrite it in place and
+    /// return [`RxVerdict::Forward`], or take the page and return [`RxVerdict::Consumed`].
+    fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict;
+    /// A received page the burst does not transmit, and why. The page is the dataplane's.
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack);
+}
+
+/// What one [`VirtioNet::forward_burst`] did, summed over the burst (the dataplane adds these
+/// to its counters once per burst).
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+pub struct BurstStats {
+    /// RX buffers completed (used elements with a valid id), whatever became of them.
+    pub buffers: usize,
+    /// Whole frames received (the buffers [`ForwardOps::forward`] saw).
+    pub rx_frames: usize,
+    /// Their bytes (virtio-net header excluded).
+    pub rx_bytes: u64,
+    /// Frames posted on the TX ring.
+    pub tx_frames: usize,
+    /// Their bytes (virtio-net header excluded).
+    pub tx_bytes: u64,
+}
+
+impl<H: Hal, T: Transport> VirtioNet<H, T> {
+    /// Receive up to `max` buffers on this handle's RX queue and transmit the frames `ops`
+    /// forwards on `tx`'s TX queue, zero copy, each tagged with `owner` (handed back by
+    /// [`VirtioNet::tx_reclaim`]; the dataplane uses the page_pool id the pages came from).
+    /// Each emptied RX slot is re-posted at once with a page from [`ForwardOps::rx_page`];
+    /// re-posted buffers are published in batches of 32 (as [`VirtioNet::rx_burst_refill`];
+    /// [`VirtioNet::rx_publish`] flushes the rest), the TX posts once at the end. No kick: see
+    /// [`VirtioNet::kick`]. `tx` may be this very handle's peer port or another device.
+    ///
+    /// # Safety
+    /// Every page [`ForwardOps::rx_page`] returns must be an order-0 RAM page the caller owns
+    /// and gives to the device until it comes back (an RX burst, [`VirtioNet::take_pages`]);
+    /// a page given back by [`ForwardOps::forward`] as `Forward` belongs to `tx`'s TX ring
+    /// until [`VirtioNet::tx_reclaim`], [`VirtioNet::tx_complete`] or `take_pages` returns it.
+    #[inline(always)]
+    pub unsafe fn forward_burst(
+        &mut self,
+        tx: &mut Self,
+        max: usize,
+        owner: u32,
+        ops: &mut impl ForwardOps,
+    ) -> BurstStats {
+        let mut rc = self.rx.cursor();
+        let ready = self.rx.used_ready(&rc).min(max);
+        if ready == 0 {
+            return BurstStats::default();
+        }
+        let mut tc = tx.tx.cursor();
+        // Only the byte count is kept per frame; the frame counts follow from the (rare)
+        // exits: buffers = ready - skipped, frames = buffers - rejected, sent = frames -
+        // consumed - full.
+        let (mut skipped, mut rejected, mut not_sent) = (0usize, 0usize, 0usize);
+        let (mut rx_bytes, mut not_sent_bytes) = (0u64, 0u64);
+        let mut emptied = 0;
+        for _ in 0..ready {
+            let (id, used) = self.rx.pop_ready(&mut rc);
+            let Some(pfn) = self.take_rx_page(id) else {
+                skipped += 1;
+                continue;
+            };
+            let slot = id as usize & (QUEUE_SIZE - 1);
+            match ops.rx_page() {
+                Some(new) => {
+                    debug_assert!(new != NO_PAGE);
+                    self.rx.repost_addr(&mut rc, id as u16, new.addr());
+                    self.rx_pages[slot] = new;
+                }
+                None => {
+                    self.rx.release_in(&mut rc, id as u16);
+                    emptied += 1;
+                }
+            }
+            let used = used as usize;
+            let page = pfn.addr() as usize as *mut u8;
+            // SAFETY: the device is done with the page (its used element was popped) and the
+            // driver owns it; the identity mapping covers it; offset 10..12 is inside it.
+            let num_buffers = unsafe {
+                page.add(NUM_BUFFERS_OFFSET)
+                    .cast::<[u8; 2]>()
+                    .read_unaligned()
+            };
+            let whole = self.rx_skip == 0
+                && u16::from_le_bytes(num_buffers) <= 1
+                && (NET_HDR_LEN..=PAGE_SIZE).contains(&used);
+            if !whole {
+                let b = self.classify_rx(pfn, used);
+                if b.status != RxStatus::Ok {
+                    rejected += 1;
+                    ops.give_back(pfn, GiveBack::Rx(b.status));
+                    continue;
+                }
+            }
+            let len = used - NET_HDR_LEN;
+            rx_bytes += len as u64;
+            // SAFETY: as above: a page of PAGE_SIZE bytes that only this burst reaches now;
+            // `NET_HDR_LEN + len <= PAGE_SIZE` (checked); the slice dies before the page is
+            // posted or handed on.
+            let frame = unsafe { core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), len) };
+            if ops.forward(pfn, frame) == RxVerdict::Consumed {
+                not_sent += 1;
+                not_sent_bytes += len as u64;
+                continue;
+            }
+            // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros asks for
+            // no checksum offload and no segmentation. Two plain stores (8 + 4 bytes).
+            unsafe {
+                page.cast::<u64>().write_unaligned(0);
+                page.add(8).cast::<u32>().write_unaligned(0);
+            }
+            match tx.tx.push_in(&mut tc, pfn.addr(), used as u32) {
+                Some(token) => {
+                    tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
+                }
+                None => {
+                    not_sent += 1;
+                    not_sent_bytes += len as u64;
+                    ops.give_back(pfn, GiveBack::TxFull);
+                }
+            }
+        }
+        self.rx.set_cursor(rc);
+        tx.tx.set_cursor(tc);
+        let buffers = ready - skipped;
+        let rx_frames = buffers - rejected;
+        let tx_frames = rx_frames - not_sent;
+        self.rx_posted -= emptied;
+        self.rx_unpublished += buffers - emptied;
+        if self.rx_unpublished >= RX_PUBLISH_BATCH {
+            self.rx_publish();
+        }
+        if tx_frames > 0 {
+            tx.tx.publish();
+            tx.tx_posted += tx_frames;
+        }
+        BurstStats {
+            buffers,
+            rx_frames,
+            rx_bytes,
+            tx_frames,
+            tx_bytes: rx_bytes - not_sent_bytes,
+        }
+    }
+
+    /// Hand every completed TX page back to `f` with the owner tag it was sent with (one
+    /// `used->idx` read for the batch; completion order is not assumed). Returns how many.
+    #[inline(always)]
+    pub fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, u32)) -> usize {
+        let mut c = self.tx.cursor();
+        let ready = self.tx.used_ready(&c);
+        let mut skipped = 0;
+        for _ in 0..ready {
+            let id = self.tx.pop_ready_id(&mut c);
+            let Some(done) = self.take_tx_page(id) else {
+                skipped += 1;
+                continue;
+            };
+            self.tx.release_in(&mut c, id as u16);
+            f(done.pfn, done.owner);
+        }
+        self.tx.set_cursor(c);
+        let n = ready - skipped;
+        self.tx_posted -= n;
+        n
+    }
+
+    /// TX completion straight into a page_pool's alloc cache: completed pages tagged `owner`
+    /// are written to the start of `room` (the cache's free part, from
+    /// `PagePool::recycle_direct_with`), any other page goes to `other` with its tag. Takes at
+    /// most `room.len()` completions (the rest wait for the next call). Returns `(pages
+    /// written to room, pages reclaimed)`.
+    #[inline(always)]
+    pub fn tx_reclaim_into(
+        &mut self,
+        owner: u32,
+        room: &mut [Pfn],
+        mut other: impl FnMut(Pfn, u32),
+    ) -> (usize, usize) {
+        let mut c = self.tx.cursor();
+        let ready = self.tx.used_ready(&c).min(room.len());
+        let (mut n, mut skipped) = (0, 0);
+        for _ in 0..ready {
+            let id = self.tx.pop_ready_id(&mut c);
+            let Some(done) = self.take_tx_page(id) else {
+                skipped += 1;
+                continue;
+            };
+            self.tx.release_in(&mut c, id as u16);
+            if done.owner == owner {
+                if let Some(slot) = room.get_mut(n) {
+                    *slot = done.pfn;
+                    n += 1;
+                    continue;
+                }
+            }
+            other(done.pfn, done.owner);
+        }
+        self.tx.set_cursor(c);
+        let total = ready - skipped;
+        self.tx_posted -= total;
+        (n, total)
+    }
+}
