@@ -58,12 +58,12 @@ pub trait Nic {
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
-    unsafe fn forward_burst(
+    unsafe fn forward_burst<O: ForwardOps>(
         &mut self,
         tx: &mut Self,
         max: usize,
         owner: u32,
-        ops: &mut impl ForwardOps,
+        ops: impl FnOnce() -> O,
     ) -> BurstStats;
     /// Hand every completed TX page back to `f` with its owner tag; returns how many.
     fn tx_reclaim(&mut self, f: impl FnMut(Pfn, u32)) -> usize;
@@ -140,12 +140,12 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
         VirtioNet::tx_complete(self, out)
     }
     #[inline(always)]
-    unsafe fn forward_burst(
+    unsafe fn forward_burst<O: ForwardOps>(
         &mut self,
         tx: &mut Self,
         max: usize,
         owner: u32,
-        ops: &mut impl ForwardOps,
+        ops: impl FnOnce() -> O,
     ) -> BurstStats {
         // SAFETY: the caller keeps the trait's contract, which is the driver's.
         unsafe { VirtioNet::forward_burst(self, tx, max, owner, ops) }

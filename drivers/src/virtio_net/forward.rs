@@ -16,6 +16,8 @@
 //! continuations, a malformed length or `num_buffers`) leaves the fast path: it is classified
 //! as [`VirtioNet::rx_burst`] would and handed back ([`ForwardOps::give_back`]).
 
+use crate::virtqueue::Cursor;
+
 use super::{
     Hal, Pfn, RxStatus, Transport, TxDone, VirtioNet, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET,
     PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH,
@@ -74,9 +76,39 @@ pub struct BurstStats {
     pub tx_bytes: u64,
 }
 
+/// A burst's rare exits ([`VirtioNet::forward_burst`]).
+#[derive(Default)]
+struct Rare {
+    /// Used elements whose id the driver had not posted.
+    skipped: usize,
+    /// Buffers that were not one whole frame (handed back).
+    rejected: usize,
+    /// Frames received but not sent (consumed, or the TX ring full), and their bytes.
+    not_sent: usize,
+    not_sent_bytes: u64,
+    /// RX slots left empty (no page).
+    emptied: usize,
+}
+
+impl Rare {
+    #[inline(always)]
+    fn not_sent(&mut self, len: usize) {
+        self.not_sent += 1;
+        self.not_sent_bytes += len as u64;
+    }
+}
+
+/// The TX ring had no descriptor for a frame to forward: hand its page back.
+#[cold]
+#[inline(never)]
+fn tx_full(pfn: Pfn, len: usize, ops: &mut impl ForwardOps, rare: &mut Rare) {
+    rare.not_sent(len);
+    ops.give_back(pfn, GiveBack::TxFull);
+}
+
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
-    /// Receive up to `max` buffers on this handle's RX queue and transmit the frames `ops`
-    /// forwards on `tx`'s TX queue, zero copy, each tagged with `owner` (handed back by
+    /// Receive up to `max` buffers on this handle's RX queue and transmit the frames the
+    /// [`ForwardOps`] made by `ops` (only when a buffer is waiting) forward on `tx`'s TX queue, zero copy, each tagged with `owner` (handed back by
     /// [`VirtioNet::tx_reclaim`]; the dataplane uses the page_pool id the pages came from).
     /// Each emptied RX slot is re-posted at once with a page from [`ForwardOps::rx_page`];
     /// re-posted buffers are published in batches of 32 (as [`VirtioNet::rx_burst_refill`];
@@ -89,42 +121,38 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// a page given back by [`ForwardOps::forward`] as `Forward` belongs to `tx`'s TX ring
     /// until [`VirtioNet::tx_reclaim`], [`VirtioNet::tx_complete`] or `take_pages` returns it.
     #[inline(always)]
-    pub unsafe fn forward_burst(
+    pub unsafe fn forward_burst<O: ForwardOps>(
         &mut self,
         tx: &mut Self,
         max: usize,
         owner: u32,
-        ops: &mut impl ForwardOps,
+        ops: impl FnOnce() -> O,
     ) -> BurstStats {
         let mut rc = self.rx.cursor();
         let ready = self.rx.used_ready(&rc).min(max);
         if ready == 0 {
             return BurstStats::default();
         }
+        let mut ops = ops();
         let mut tc = tx.tx.cursor();
-        // Only the byte count is kept per frame; the frame counts follow from the (rare)
-        // exits: buffers = ready - skipped, frames = buffers - rejected, sent = frames -
-        // consumed - full.
-        let (mut skipped, mut rejected, mut not_sent) = (0usize, 0usize, 0usize);
-        let (mut rx_bytes, mut not_sent_bytes) = (0u64, 0u64);
-        let mut emptied = 0;
+        // Only the byte count is kept per frame; the frame counts follow from the rare exits,
+        // counted in `rare` (in memory: the cold helpers take it by reference, so it holds
+        // no register in the loop).
+        let mut rare = Rare::default();
+        let mut rx_bytes = 0u64;
         for _ in 0..ready {
             let (id, used) = self.rx.pop_ready(&mut rc);
             let Some(pfn) = self.take_rx_page(id) else {
-                skipped += 1;
+                rare.skipped += 1;
                 continue;
             };
-            let slot = id as usize & (QUEUE_SIZE - 1);
             match ops.rx_page() {
                 Some(new) => {
                     debug_assert!(new != NO_PAGE);
                     self.rx.repost_addr(&mut rc, id as u16, new.addr());
-                    self.rx_pages[slot] = new;
+                    self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                 }
-                None => {
-                    self.rx.release_in(&mut rc, id as u16);
-                    emptied += 1;
-                }
+                None => self.rx_slot_empty(&mut rc, id, &mut rare),
             }
             let used = used as usize;
             let page = pfn.addr() as usize as *mut u8;
@@ -138,13 +166,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let whole = self.rx_skip == 0
                 && u16::from_le_bytes(num_buffers) <= 1
                 && (NET_HDR_LEN..=PAGE_SIZE).contains(&used);
-            if !whole {
-                let b = self.classify_rx(pfn, used);
-                if b.status != RxStatus::Ok {
-                    rejected += 1;
-                    ops.give_back(pfn, GiveBack::Rx(b.status));
-                    continue;
-                }
+            if !whole && self.rx_not_whole(pfn, used, &mut ops, &mut rare) {
+                continue;
             }
             let len = used - NET_HDR_LEN;
             rx_bytes += len as u64;
@@ -153,8 +176,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // posted or handed on.
             let frame = unsafe { core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), len) };
             if ops.forward(pfn, frame) == RxVerdict::Consumed {
-                not_sent += 1;
-                not_sent_bytes += len as u64;
+                rare.not_sent(len);
                 continue;
             }
             // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros asks for
@@ -167,13 +189,16 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 Some(token) => {
                     tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
                 }
-                None => {
-                    not_sent += 1;
-                    not_sent_bytes += len as u64;
-                    ops.give_back(pfn, GiveBack::TxFull);
-                }
+                None => tx_full(pfn, len, &mut ops, &mut rare),
             }
         }
+        let Rare {
+            skipped,
+            rejected,
+            not_sent,
+            not_sent_bytes,
+            emptied,
+        } = rare;
         self.rx.set_cursor(rc);
         tx.tx.set_cursor(tc);
         let buffers = ready - skipped;
@@ -195,6 +220,34 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx_frames,
             tx_bytes: rx_bytes - not_sent_bytes,
         }
+    }
+
+    /// No page for the RX slot `id` just emptied: it goes back to the free list.
+    #[cold]
+    #[inline(never)]
+    fn rx_slot_empty(&mut self, rc: &mut Cursor, id: u32, rare: &mut Rare) {
+        self.rx.release_in(rc, id as u16);
+        rare.emptied += 1;
+    }
+
+    /// A buffer that failed the fast path's whole-frame test: classified as
+    /// [`VirtioNet::rx_burst`] would; `true` if it carries no whole frame (handed back).
+    #[cold]
+    #[inline(never)]
+    fn rx_not_whole(
+        &mut self,
+        pfn: Pfn,
+        used: usize,
+        ops: &mut impl ForwardOps,
+        rare: &mut Rare,
+    ) -> bool {
+        let b = self.classify_rx(pfn, used);
+        if b.status == RxStatus::Ok {
+            return false;
+        }
+        rare.rejected += 1;
+        ops.give_back(pfn, GiveBack::Rx(b.status));
+        true
     }
 
     /// Hand every completed TX page back to `f` with the owner tag it was sent with (one

@@ -35,6 +35,17 @@ impl L2Ops<'_> {
     }
 }
 
+impl L2Ops<'_> {
+    /// A frame `forward_frame` refused (a runt): counted, its page recycled.
+    #[cold]
+    #[inline(never)]
+    fn drop_frame(&mut self, pfn: Pfn, why: DropReason) -> RxVerdict {
+        self.counters[self.p].drop(why);
+        self.recycle(pfn);
+        RxVerdict::Consumed
+    }
+}
+
 impl ForwardOps for L2Ops<'_> {
     #[inline(always)]
     fn rx_page(&mut self) -> Option<Pfn> {
@@ -45,11 +56,7 @@ impl ForwardOps for L2Ops<'_> {
     fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
         match self.rewrite.apply(frame) {
             Verdict::Forward => RxVerdict::Forward,
-            Verdict::Drop(why) => {
-                self.counters[self.p].drop(why);
-                self.recycle(pfn);
-                RxVerdict::Consumed
-            }
+            Verdict::Drop(why) => self.drop_frame(pfn, why),
         }
     }
 
@@ -72,20 +79,24 @@ impl<P: Platform> Core<P> {
             return self.rx_forward_xcore(p);
         }
         let q = 1 - p;
-        let mut ops = L2Ops {
-            pages: self.pages.port(p),
-            counters: &mut self.counters,
-            p,
-            rewrite: self.rewrite[q],
+        let owner = self.pages.pool_id(p);
+        let (pages, counters, rewrite) = (&mut self.pages, &mut self.counters, self.rewrite[q]);
+        let ops = move || {
+            let (pages, counters) = ({ pages }, { counters });
+            L2Ops {
+                pages: pages.port(p),
+                counters,
+                p,
+                rewrite,
+            }
         };
-        let owner = ops.pages.id();
         let [a, b] = &mut self.nics;
         let (rx, tx): (&mut P::Nic, &mut P::Nic) = if p == 0 { (a, b) } else { (b, a) };
         // SAFETY: `L2Ops::rx_page` hands out fresh pages of port `p`'s pool (given up with
         // `into_raw`), and the RX ring of port `p` is refilled only from that pool; a frame
         // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
         // (that pool's id).
-        let st = unsafe { rx.forward_burst(tx, self.cfg.burst, owner, &mut ops) };
+        let st = unsafe { rx.forward_burst(tx, self.cfg.burst, owner, ops) };
         let (c, d) = (&mut self.counters[p], st.rx_frames as u64);
         c.rx += d;
         c.rx_bytes += st.rx_bytes;
