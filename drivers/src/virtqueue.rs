@@ -456,6 +456,78 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         Some(id)
     }
 
+    /// Descriptors free at the cursor (what a burst may stage with [`SplitQueue::push_nth`]).
+    #[inline(always)]
+    pub fn cursor_free(c: &Cursor) -> usize {
+        c.nfree
+    }
+
+    /// The `i`-th used element after the cursor, `(id, len)`, for `i <` what
+    /// [`SplitQueue::used_ready`] returned; the cursor moves once for the burst
+    /// ([`SplitQueue::popped`]), so the loop carries only `i`.
+    #[inline(always)]
+    pub fn pop_nth(&self, c: &Cursor, i: usize) -> (u32, u32) {
+        let slot = (usize::from(c.last_used) + i) & (N - 1);
+        // SAFETY: slot < N; inside the used ring, ours to read until drop.
+        let e = unsafe {
+            self.used
+                .add(4 + 8 * slot)
+                .cast::<UsedElem>()
+                .read_volatile()
+        };
+        (e.id, e.len)
+    }
+
+    /// After a burst took `n` elements with [`SplitQueue::pop_nth`].
+    #[inline(always)]
+    pub fn popped(c: &mut Cursor, n: usize) {
+        c.last_used = c.last_used.wrapping_add(n as u16);
+    }
+
+    /// [`SplitQueue::repost_addr`] as the burst's `r`-th re-post (the avail slot is the
+    /// cursor's plus `r`); the cursor moves once ([`SplitQueue::staged`]).
+    #[inline(always)]
+    pub fn repost_nth(&self, c: &Cursor, r: usize, id: u16, addr: u64) {
+        let id = id & (N as u16 - 1);
+        let slot = (usize::from(c.avail_idx) + r) & (N - 1);
+        // SAFETY: as `repost_addr`: the descriptor is the driver's (popped, not released),
+        // `id` and `slot` are masked into the table and the ring.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            self.avail.add(2 + slot).write(id);
+        }
+    }
+
+    /// After a burst staged `n` avail entries with [`SplitQueue::repost_nth`] or
+    /// [`SplitQueue::push_nth`] (`taken` of them descriptors off the free stack).
+    #[inline(always)]
+    pub fn staged(c: &mut Cursor, n: usize, taken: usize) {
+        debug_assert!(taken <= c.nfree);
+        c.avail_idx = c.avail_idx.wrapping_add(n as u16);
+        c.nfree -= taken.min(c.nfree);
+    }
+
+    /// Stage the burst's `t`-th new buffer (`addr`, `len` bytes, device-readable) on the
+    /// `t`-th free descriptor from the top of the free stack, for `t <`
+    /// [`SplitQueue::cursor_free`]; returns its token. The cursor moves once
+    /// ([`SplitQueue::staged`] with `taken = n`).
+    #[inline(always)]
+    pub fn push_nth(&self, c: &Cursor, t: usize, addr: u64, len: u32) -> u16 {
+        debug_assert!(t < c.nfree);
+        let id = self.free[c.nfree.wrapping_sub(1 + t) & (N - 1)] & (N as u16 - 1);
+        let slot = (usize::from(c.avail_idx) + t) & (N - 1);
+        // SAFETY: `id < N` (masked), off the free stack (`t < nfree`), so the device does not
+        // read it; the avail slot is masked into the ring; plain stores as in `stage`.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
+            self.avail.add(2 + slot).write(id);
+        }
+        id
+    }
+
     /// [`SplitQueue::release`] inside a burst.
     #[inline(always)]
     pub fn release_in(&mut self, c: &mut Cursor, id: u16) {

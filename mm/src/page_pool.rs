@@ -298,6 +298,17 @@ impl PagePool {
         }
     }
 
+    /// [`PagePool::alloc`]'s fast path alone: a page from the alloc cache, or `None` when it
+    /// is empty (then call [`PagePool::alloc`], which refills).
+    #[inline(always)]
+    pub fn alloc_cached(&mut self) -> Option<Pfn> {
+        if self.count == 0 {
+            return None;
+        }
+        self.count -= 1;
+        Some(self.cache[self.count & (PP_ALLOC_CACHE_SIZE - 1)])
+    }
+
     /// Time every slow-path allocation with `now` (a cycle counter) into
     /// [`PagePoolStats::refill_cycles`], so `refill_cycles / refill_pages` is the allocator's
     /// cost per page (bulk against single refill).

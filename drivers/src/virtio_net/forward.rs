@@ -16,7 +16,7 @@
 //! continuations, a malformed length or `num_buffers`) leaves the fast path: it is classified
 //! as [`VirtioNet::rx_burst`] would and handed back ([`ForwardOps::give_back`]).
 
-use crate::virtqueue::Cursor;
+use crate::virtqueue::{Cursor, SplitQueue};
 
 use super::{
     Hal, Pfn, RxStatus, Transport, TxDone, VirtioNet, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET,
@@ -50,8 +50,11 @@ pub enum GiveBack {
 /// and may be `#[cold]`).
 pub trait ForwardOps {
     /// A fresh page for the RX slot just emptied, or `None` (the slot then goes back to the
-    /// free list, for a later [`VirtioNet::rx_refill`]). The page becomes the device's.
+    /// free list, for a later [`VirtioNet::rx_refill`]). The page becomes the device's. The
+    /// slow path: called when [`ForwardOps::rx_page_cached`] had none.
     fn rx_page(&mut self) -> Option<Pfn>;
+    /// [`ForwardOps::rx_page`] from the pool's alloc cache only (no refill), the fast path.
+    fn rx_page_cached(&mut self) -> Option<Pfn>;
     /// One received frame: `pfn` is its page, `frame` its bytes (`len` bytes after the
     /// virtio-net header; possibly shorter than an Ethernet header). Rewrite it in place and
     /// return [`RxVerdict::Forward`], or take the page and return [`RxVerdict::Consumed`].
@@ -140,19 +143,25 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // no register in the loop).
         let mut rare = Rare::default();
         let mut rx_bytes = 0u64;
-        for _ in 0..ready {
-            let (id, used) = self.rx.pop_ready(&mut rc);
+        // The loop carries four counters (`i` used elements, `r` RX re-posts, `t` TX posts,
+        // the byte sum); the cursors stay fixed until after it, so their fields need no
+        // register (one loop with moving cursors spilled a dozen values per frame).
+        let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
+        let (mut r, mut t) = (0, 0);
+        for i in 0..ready {
+            let (id, used) = self.rx.pop_nth(&rc, i);
             let Some(pfn) = self.take_rx_page(id) else {
                 rare.skipped += 1;
                 continue;
             };
-            match ops.rx_page() {
+            match ops.rx_page_cached() {
                 Some(new) => {
                     debug_assert!(new != NO_PAGE);
-                    self.rx.repost_addr(&mut rc, id as u16, new.addr());
+                    self.rx.repost_nth(&rc, r, id as u16, new.addr());
                     self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
+                    r += 1;
                 }
-                None => self.rx_slot_empty(&mut rc, id, &mut rare),
+                None => r += self.rx_refill_slow(&mut rc, r, id, &mut ops, &mut rare),
             }
             let used = used as usize;
             let page = pfn.addr() as usize as *mut u8;
@@ -179,19 +188,23 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 rare.not_sent(len);
                 continue;
             }
+            if t == tx_room {
+                tx_full(pfn, len, &mut ops, &mut rare);
+                continue;
+            }
             // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros asks for
             // no checksum offload and no segmentation. Two plain stores (8 + 4 bytes).
             unsafe {
                 page.cast::<u64>().write_unaligned(0);
                 page.add(8).cast::<u32>().write_unaligned(0);
             }
-            match tx.tx.push_in(&mut tc, pfn.addr(), used as u32) {
-                Some(token) => {
-                    tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
-                }
-                None => tx_full(pfn, len, &mut ops, &mut rare),
-            }
+            let token = tx.tx.push_nth(&tc, t, pfn.addr(), used as u32);
+            tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
+            t += 1;
         }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, ready);
+        SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
+        SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, t, t);
         let Rare {
             skipped,
             rejected,
@@ -222,12 +235,31 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
-    /// No page for the RX slot `id` just emptied: it goes back to the free list.
+    /// The pool's alloc cache was empty for the RX slot `id` just emptied: the slow path
+    /// ([`ForwardOps::rx_page`], which may refill from the allocator) re-posts it as the
+    /// burst's `r`-th re-post (returns 1), or the slot goes back to the free list (returns 0).
     #[cold]
     #[inline(never)]
-    fn rx_slot_empty(&mut self, rc: &mut Cursor, id: u32, rare: &mut Rare) {
-        self.rx.release_in(rc, id as u16);
-        rare.emptied += 1;
+    fn rx_refill_slow(
+        &mut self,
+        rc: &mut Cursor,
+        r: usize,
+        id: u32,
+        ops: &mut impl ForwardOps,
+        rare: &mut Rare,
+    ) -> usize {
+        match ops.rx_page().filter(|&p| p != NO_PAGE) {
+            Some(new) => {
+                self.rx.repost_nth(rc, r, id as u16, new.addr());
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
+                1
+            }
+            None => {
+                self.rx.release_in(rc, id as u16);
+                rare.emptied += 1;
+                0
+            }
+        }
     }
 
     /// A buffer that failed the fast path's whole-frame test: classified as

@@ -47,9 +47,14 @@ impl L2Ops<'_> {
 }
 
 impl ForwardOps for L2Ops<'_> {
-    #[inline(always)]
+    #[inline(never)]
     fn rx_page(&mut self) -> Option<Pfn> {
         self.pages.alloc_raw()
+    }
+
+    #[inline(always)]
+    fn rx_page_cached(&mut self) -> Option<Pfn> {
+        self.pages.alloc_cached_raw()
     }
 
     #[inline(always)]

@@ -208,6 +208,12 @@ impl PortPages<'_> {
         self.pool.alloc(self.pcp, self.zone, self.dma)
     }
 
+    /// [`PortPages::alloc_raw`] from the alloc cache only (`None` when it is empty).
+    #[inline(always)]
+    pub fn alloc_cached_raw(&mut self) -> Option<Pfn> {
+        self.pool.alloc_cached()
+    }
+
     /// Give a page of this pool back (into its alloc cache; see [`PagePool::recycle_direct`]).
     #[inline(always)]
     pub fn recycle(&mut self, page: PageBuf) {
