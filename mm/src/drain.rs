@@ -364,15 +364,19 @@ mod tests {
         let z = zone(4096, 4096);
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let phase = std::sync::Arc::new(AtomicUsize::new(0));
+        // CPUs that have seen phase 1 and freed what they held.
+        let freed = std::sync::Arc::new(AtomicUsize::new(0));
         let mut handles = Vec::new();
         for cpu in 0..2 {
             let stop = stop.clone();
             let phase = phase.clone();
+            let freed = freed.clone();
             D.cpu_online(cpu);
             handles.push(std::thread::spawn(move || {
                 let mut pcp = PerCpuPages::with_params(256, 31);
                 let mut held: Vec<Pfn> = Vec::new();
                 let mut i = 0usize;
+                let mut acked = false;
                 while !stop.load(Ordering::Relaxed) {
                     // Phase 0: churn. Phase 1: free everything, keep polling.
                     if phase.load(Ordering::Acquire) == 0 {
@@ -386,6 +390,10 @@ mod tests {
                     } else {
                         for p in held.drain(..) {
                             pcp.free_page(z, p);
+                        }
+                        if !acked {
+                            acked = true;
+                            freed.fetch_add(1, Ordering::AcqRel);
                         }
                     }
                     D.poll(cpu, || pcp.drain_local_pages(z));
@@ -404,7 +412,12 @@ mod tests {
             Ok(())
         );
         phase.store(1, Ordering::Release);
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Drain only once both CPUs hold nothing: a CPU that read phase 0 just before the
+        // store may poll (answering a drain) while still holding pages (this raced under load).
+        while freed.load(Ordering::Acquire) < 2 {
+            assert!(std::time::Instant::now() < deadline, "CPUs never freed their pages");
+            std::thread::yield_now();
+        }
         assert_eq!(
             D.drain_all_pages(None, || {}, || std::time::Instant::now() > deadline),
             Ok(())
