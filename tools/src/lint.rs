@@ -6,8 +6,9 @@
 //! 1. `setup`: the rustup components `rustfmt` and `clippy` and the `x86_64-unknown-none`
 //!    target, installed when missing (like [`setup::ensure_target`]);
 //! 2. `fmt`: `cargo fmt --all --check` (every workspace crate, `unikernel` included);
-//! 3. `clippy (host)`: `cargo clippy --all-targets` over the default members (everything but
-//!    `unikernel`: libraries, their tests, benches and the tools);
+//! 3. `clippy (host)`: `cargo clippy --all-targets --features unikernel/host-rig` over the
+//!    default members (libraries, their tests, benches, the dataplane's host rig and its
+//!    datapath benchmark, and the tools);
 //! 4. `clippy (x86_64-unknown-none)`: `cargo clippy` on `unikernel` and the libraries it is
 //!    built from (`mm`, `drivers`, `netstack`) for the bare-metal target, so their
 //!    `cfg(target_os = "none")` code is checked too;
@@ -90,7 +91,17 @@ pub fn run(root: &Path, only: &[Step]) -> Result<bool> {
              `cargo fmt --all`) or a file rustfmt cannot parse (its error is above)",
         )
     });
-    let mut host = vec!["clippy", "--keep-going", "--all-targets", "--"];
+    // `unikernel/host-rig` too: the datapath benchmark (`unikernel/benches/datapath.rs`)
+    // requires it, and without it `--all-targets` skips that bench (it once stopped building
+    // unnoticed).
+    let mut host = vec![
+        "clippy",
+        "--keep-going",
+        "--all-targets",
+        "--features",
+        "unikernel/host-rig",
+        "--",
+    ];
     host.extend(CLIPPY_FLAGS);
     step(Step::ClippyHost, "clippy (host)", &mut || {
         status(
