@@ -528,6 +528,29 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         id
     }
 
+    /// The `i`-th used element's id after the cursor (see [`SplitQueue::pop_nth`]).
+    #[inline(always)]
+    pub fn pop_nth_id(&self, c: &Cursor, i: usize) -> u32 {
+        let slot = (usize::from(c.last_used) + i) & (N - 1);
+        // SAFETY: slot < N; inside the used ring, ours to read until drop.
+        unsafe { self.used.add(4 + 8 * slot).cast::<u32>().read_volatile() }
+    }
+
+    /// Give descriptor `id` back as the burst's `k`-th release: it goes `k` entries above the
+    /// cursor's free-stack top; the cursor moves once ([`SplitQueue::released`]). Only for
+    /// ids the driver took off the stack (then `nfree + k < N`).
+    #[inline(always)]
+    pub fn release_nth(&mut self, c: &Cursor, k: usize, id: u16) {
+        debug_assert!(c.nfree + k < N);
+        self.free[(c.nfree + k) & (N - 1)] = id;
+    }
+
+    /// After a burst gave `k` descriptors back with [`SplitQueue::release_nth`].
+    #[inline(always)]
+    pub fn released(c: &mut Cursor, k: usize) {
+        c.nfree = (c.nfree + k).min(N);
+    }
+
     /// [`SplitQueue::release`] inside a burst.
     #[inline(always)]
     pub fn release_in(&mut self, c: &mut Cursor, id: u16) {

@@ -415,7 +415,10 @@ mod tests {
         // Drain only once both CPUs hold nothing: a CPU that read phase 0 just before the
         // store may poll (answering a drain) while still holding pages (this raced under load).
         while freed.load(Ordering::Acquire) < 2 {
-            assert!(std::time::Instant::now() < deadline, "CPUs never freed their pages");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "CPUs never freed their pages"
+            );
             std::thread::yield_now();
         }
         assert_eq!(

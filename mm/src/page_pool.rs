@@ -432,6 +432,22 @@ impl PagePool {
         n
     }
 
+    /// The free part of the alloc cache, to write returned pages into; then
+    /// [`PagePool::recycled`] with how many were written at its start (the split form of
+    /// [`PagePool::recycle_direct_with`], with the same contract per page).
+    #[inline(always)]
+    pub fn recycle_room(&mut self) -> &mut [Pfn] {
+        &mut self.cache[self.count.min(PP_ALLOC_CACHE_SIZE)..]
+    }
+
+    /// `n` pages were written at the start of [`PagePool::recycle_room`]: cache them.
+    #[inline(always)]
+    pub fn recycled(&mut self, n: usize) {
+        let n = n.min(PP_ALLOC_CACHE_SIZE - self.count);
+        self.count += n;
+        self.stats.recycle_cached += n as u64;
+    }
+
     /// Free slots in the alloc cache (what [`PagePool::recycle_direct_with`] can take).
     #[inline]
     pub fn cache_room(&self) -> usize {

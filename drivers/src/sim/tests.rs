@@ -2,7 +2,10 @@
 //! the global allocator ([`HostHal`]).
 
 use super::*;
-use crate::virtio_net::{NetInitError, RxBuf, RxStatus, TxBuf, TxDone, VirtioNet, MAX_FRAME_LEN};
+use crate::virtio_net::{
+    BurstStats, ForwardOps, GiveBack, NetInitError, RxBuf, RxStatus, RxVerdict, TxBuf, TxDone,
+    VirtioNet, MAX_FRAME_LEN,
+};
 use core::ptr::NonNull;
 use mm::Pfn;
 use virtio_drivers::{BufferDirection, Hal, PAGE_SIZE};
@@ -376,4 +379,225 @@ fn rx_refill_in_place_without_a_spare_frees_the_slot() {
     assert_eq!(n, 3);
     assert_eq!(nic.rx_posted(), QUEUE_SIZE - 3);
     assert_eq!(nic.rx_free_slots(), 3, "the slots wait for rx_refill");
+}
+
+/// The dataplane side of a fused burst in these tests: pages from a spare list, frames
+/// rewritten (first byte + 1) and forwarded unless shorter than `min_len` (then kept as
+/// "consumed"), everything handed back recorded.
+struct TestOps<'a> {
+    spare: &'a mut Vec<Pfn>,
+    min_len: usize,
+    consumed: &'a mut Vec<Pfn>,
+    back: &'a mut Vec<(Pfn, GiveBack)>,
+}
+
+impl ForwardOps for TestOps<'_> {
+    fn rx_page(&mut self) -> Option<Pfn> {
+        self.spare.pop()
+    }
+    fn rx_page_cached(&mut self) -> Option<Pfn> {
+        None
+    }
+    fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
+        if frame.len() < self.min_len {
+            self.consumed.push(pfn);
+            return RxVerdict::Consumed;
+        }
+        frame[0] = frame[0].wrapping_add(1);
+        RxVerdict::Forward
+    }
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        self.back.push((pfn, why));
+    }
+}
+
+/// What a fused burst handed to the test's ops besides the ring.
+#[derive(Default)]
+struct Outside {
+    consumed: Vec<Pfn>,
+    back: Vec<(Pfn, GiveBack)>,
+}
+
+/// One fused burst from `a` to `b` (owner tag 9) with [`TestOps`].
+fn burst<'s>(
+    a: &mut Nic<'s>,
+    b: &mut Nic<'s>,
+    spare: &mut Vec<Pfn>,
+    out: &mut Outside,
+) -> BurstStats {
+    let Outside { consumed, back } = out;
+    let ops = move || {
+        let (spare, consumed, back) = ({ spare }, { consumed }, { back });
+        TestOps {
+            spare,
+            min_len: 14,
+            consumed,
+            back,
+        }
+    };
+    // SAFETY: the spares are ours and go to A's RX ring; forwarded pages become B's until
+    // reclaimed.
+    unsafe { a.forward_burst(b, QUEUE_SIZE, 9, ops) }
+}
+
+/// Port A's RX forwarded onto port B's TX in fused bursts of `k`, past the 16-bit index wrap:
+/// every frame arrives rewritten, TX completions come back into a pool-like room, no id is
+/// ever bad, and every page is on a ring or a spare at the end.
+fn fused_forward_many(total: usize, k: usize) {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut sent, mut seen, mut i) = (0usize, 0usize, 0usize);
+    let mut room = vec![Pfn(0); QUEUE_SIZE];
+    let mut out = Outside::default();
+    while sent < total {
+        let f = frame(i as u8);
+        assert_eq!(da.deliver_rx(&f, k), k, "iteration {i}");
+        let st = burst(&mut a, &mut b, &mut spare, &mut out);
+        let bytes = (k * f.len()) as u64;
+        assert_eq!(
+            st,
+            BurstStats {
+                buffers: k,
+                rx_frames: k,
+                rx_bytes: bytes,
+                tx_frames: k,
+                tx_bytes: bytes,
+            }
+        );
+        assert_eq!(a.rx_posted(), QUEUE_SIZE, "every slot re-posted at once");
+        let mut want = f.clone();
+        want[0] = want[0].wrapping_add(1);
+        seen += db.complete_tx(|got| assert_eq!(got, &want[..]));
+        let (n, back) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("one owner"));
+        assert_eq!((n, back), (k, k));
+        spare.extend_from_slice(&room[..n]);
+        sent += k;
+        i += 1;
+    }
+    a.rx_publish();
+    assert_eq!(seen, sent);
+    assert!(sent > 65_536, "indices wrapped");
+    assert!(out.consumed.is_empty() && out.back.is_empty());
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    assert_eq!(b.tx_posted(), 0);
+    assert_eq!(
+        spare.len(),
+        QUEUE_SIZE,
+        "every page is a spare or on A's ring"
+    );
+}
+
+#[test]
+fn fused_bursts_of_one_wrap_the_rings() {
+    fused_forward_many(70_000, 1);
+}
+
+#[test]
+fn fused_bursts_of_32_wrap_the_rings() {
+    fused_forward_many(70_016, 32);
+}
+
+/// What a fused burst does not send is handed back with its reason: a runt the dataplane
+/// consumes, a frame of two buffers (`TooBig`, then `Continuation`), frames beyond a full TX
+/// ring (`TxFull`); an RX slot no page refills goes back to the free list.
+#[test]
+fn fused_burst_hands_back_what_it_does_not_send() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(QUEUE_SIZE + 4);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let mut out = Outside::default();
+    // The device fills buffers in the order they were posted: pages 0, 1, 2, 3.
+    assert_eq!(da.deliver_rx(&frame(1), 2), 2);
+    assert_eq!(da.deliver_rx(&frame(2)[..10], 1), 1);
+    assert_eq!(da.deliver_rx(&frame(3), 1), 1);
+    // The first buffer says its frame spans two buffers.
+    page(pages.0[0], 10, 2).copy_from_slice(&2u16.to_le_bytes());
+    let st = burst(&mut a, &mut b, &mut spare, &mut out);
+    assert_eq!((st.buffers, st.rx_frames), (4, 2), "the runt and frame 3");
+    assert_eq!((st.rx_bytes, st.tx_frames, st.tx_bytes), (70, 1, 60));
+    assert_eq!(out.consumed, [pages.0[2]]);
+    assert_eq!(
+        out.back,
+        [
+            (pages.0[0], GiveBack::Rx(RxStatus::TooBig)),
+            (pages.0[1], GiveBack::Rx(RxStatus::Continuation)),
+        ]
+    );
+    assert!(spare.is_empty(), "4 slots re-posted from the 4 spares");
+    // No spare: the next buffer's slot goes back to the free list (for `rx_refill`).
+    assert_eq!(da.deliver_rx(&frame(4), 1), 1);
+    let st = burst(&mut a, &mut b, &mut spare, &mut out);
+    assert_eq!(st.tx_frames, 1);
+    assert_eq!(a.rx_free_slots(), 1);
+    assert_eq!(a.rx_posted(), QUEUE_SIZE - 1);
+    // B's TX ring holds 2 frames; fill it without completing anything, then overflow it.
+    let more = Pages::new(QUEUE_SIZE);
+    spare.extend_from_slice(&more.0);
+    let mut queued = 2;
+    while queued < QUEUE_SIZE {
+        let k = (QUEUE_SIZE - queued).min(32);
+        assert_eq!(da.deliver_rx(&frame(5), k), k, "queued {queued}");
+        let st = burst(&mut a, &mut b, &mut spare, &mut out);
+        assert_eq!(st.tx_frames, k);
+        queued += k;
+    }
+    assert_eq!(b.tx_free_slots(), 0);
+    assert_eq!(da.deliver_rx(&frame(6), 3), 3);
+    let st = burst(&mut a, &mut b, &mut spare, &mut out);
+    assert_eq!((st.rx_frames, st.tx_frames, st.tx_bytes), (3, 0, 0));
+    assert_eq!(out.back.len(), 2 + 3);
+    assert!(out.back[2..]
+        .iter()
+        .all(|(_, why)| *why == GiveBack::TxFull));
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    // Every page is somewhere: on A's ring, on B's ring, handed back, consumed or spare.
+    let handed = out.back.len() + out.consumed.len();
+    assert_eq!(
+        a.rx_posted() + b.tx_posted() + handed + spare.len(),
+        QUEUE_SIZE + 4 + QUEUE_SIZE
+    );
+}
+
+/// `tx_reclaim_into` puts the pages of its owner at the start of the room and hands the
+/// others to `other` with their tags.
+#[test]
+fn tx_reclaim_into_separates_other_owners() {
+    let shared = SimShared::new(MAC);
+    let (mut nic, mut dev) = up(&shared);
+    let pages = Pages::new(6);
+    let tx: Vec<TxBuf> = pages
+        .0
+        .iter()
+        .enumerate()
+        .map(|(i, &pfn)| TxBuf {
+            pfn,
+            len: 60,
+            owner: if i % 3 == 1 { 4 } else { 9 },
+        })
+        .collect();
+    // SAFETY: fresh pages, the device's until they come back.
+    assert_eq!(unsafe { nic.tx_burst(&tx) }, 6);
+    assert_eq!(dev.complete_tx(|_| {}), 6);
+    let mut room = vec![Pfn(0); 8];
+    let mut others = Vec::new();
+    let (n, total) = nic.tx_reclaim_into(9, &mut room, |pfn, tag| others.push((pfn, tag)));
+    assert_eq!((n, total), (4, 6));
+    let mut mine: Vec<Pfn> = room[..4].to_vec();
+    mine.sort_by_key(|p| p.0);
+    let mut want: Vec<Pfn> = [0, 2, 3, 5].iter().map(|&i| pages.0[i]).collect();
+    want.sort_by_key(|p| p.0);
+    assert_eq!(mine, want);
+    others.sort_by_key(|p| p.0 .0);
+    let mut want_o = vec![(pages.0[1], 4), (pages.0[4], 4)];
+    want_o.sort_by_key(|p| p.0 .0);
+    assert_eq!(others, want_o);
+    assert_eq!(nic.tx_posted(), 0);
+    assert_eq!(nic.tx_free_slots(), QUEUE_SIZE);
 }

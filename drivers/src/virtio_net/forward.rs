@@ -101,6 +101,18 @@ impl Rare {
     }
 }
 
+/// TX completions of another owner in one [`VirtioNet::tx_reclaim_into`]: (index into its
+/// `room`, owner tag).
+type ForeignTx = heapless::Vec<(u16, u32), QUEUE_SIZE>;
+
+/// Note a completion of another owner (rare: the router's own frames, another core's pages).
+#[cold]
+#[inline(never)]
+fn note_foreign(foreign: &mut ForeignTx, at: usize, owner: u32) {
+    // At most QUEUE_SIZE completions per call: always room.
+    let _ = foreign.push((at as u16, owner));
+}
+
 /// The TX ring had no descriptor for a frame to forward: hand its page back.
 #[cold]
 #[inline(never)]
@@ -317,26 +329,45 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         mut other: impl FnMut(Pfn, u32),
     ) -> (usize, usize) {
         let mut c = self.tx.cursor();
-        let ready = self.tx.used_ready(&c).min(room.len());
-        let (mut n, mut skipped) = (0, 0);
-        for _ in 0..ready {
-            let id = self.tx.pop_ready_id(&mut c);
+        // Completions beyond what was posted are a broken device's: never more than that.
+        let ready = self
+            .tx
+            .used_ready(&c)
+            .min(room.len())
+            .min(QUEUE_SIZE - SplitQueue::<H, QUEUE_SIZE>::cursor_free(&c));
+        // `k` pages reclaimed (and descriptors released), each written to `room[k]`; those of
+        // another owner are noted (cold) and taken out of `room` after the loop.
+        let mut k = 0;
+        let mut foreign: ForeignTx = heapless::Vec::new();
+        for i in 0..ready {
+            let id = self.tx.pop_nth_id(&c, i);
             let Some(done) = self.take_tx_page(id) else {
-                skipped += 1;
                 continue;
             };
-            self.tx.release_in(&mut c, id as u16);
-            if done.owner == owner {
-                if let Some(slot) = room.get_mut(n) {
-                    *slot = done.pfn;
-                    n += 1;
-                    continue;
-                }
+            // A valid id not yet completed: it was taken off the free stack, so there is a
+            // slot for it (`nfree + k < QUEUE_SIZE`).
+            self.tx.release_nth(&c, k, id as u16);
+            debug_assert!(k < room.len());
+            // SAFETY: `k <= i < ready <= room.len()` (`k` grows at most once per iteration).
+            unsafe { *room.get_unchecked_mut(k) = done.pfn };
+            if done.owner != owner {
+                note_foreign(&mut foreign, k, done.owner);
             }
-            other(done.pfn, done.owner);
+            k += 1;
         }
+        let mut n = k;
+        // Highest index first: the page moved into a freed slot is then never a foreign one.
+        for &(at, tag) in foreign.iter().rev() {
+            let at = usize::from(at);
+            let pfn = room[at];
+            n -= 1;
+            room[at] = room[n];
+            other(pfn, tag);
+        }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
+        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         self.tx.set_cursor(c);
-        let total = ready - skipped;
+        let total = k;
         self.tx_posted -= total;
         (n, total)
     }

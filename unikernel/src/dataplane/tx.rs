@@ -73,13 +73,21 @@ impl<P: Platform> Core<P> {
         self.reap_port(0, force) + self.reap_port(1, force)
     }
 
-    /// [`Core::tx_reap`] for local port `q` (a constant at each call): its frames mostly came
-    /// off the other port's RX ring, so their pages are expected in that port's pool.
+    /// [`Core::tx_reap`] for local port `q`, once at least [`TX_FREE_THRESH`] pages are out
+    /// (or `force`).
     #[inline(always)]
     fn reap_port(&mut self, q: usize, force: bool) -> usize {
         if !force && self.nics[q].tx_posted() < TX_FREE_THRESH {
             return 0;
         }
+        self.reclaim_port(q)
+    }
+
+    /// Return local port `q`'s TX completions: its frames mostly came off the other port's
+    /// RX ring, so their pages are expected in that port's pool. Out of line: its loop gets
+    /// the registers to itself (inlined into the poll iteration it spilled half of them).
+    #[inline(never)]
+    fn reclaim_port(&mut self, q: usize) -> usize {
         let release = self.cfg.pool == PoolMode::Release;
         let expect = 1 - q;
         if !release && self.pages.pools[expect].cache_room() > 0 {
@@ -88,15 +96,12 @@ impl<P: Platform> Core<P> {
             let owner = self.pages.pool_id(expect);
             let mut other: heapless::Vec<RawPage, QUEUE_SIZE> = heapless::Vec::new();
             let nic = &mut self.nics[q];
-            let mut total = 0;
-            self.pages.pools[expect].recycle_direct_with(|room| {
-                let (cached, n) = nic.tx_reclaim_into(owner, room, |pfn, pool| {
-                    // At most QUEUE_SIZE completions per call: always room.
-                    let _ = other.push(RawPage { pfn, pool });
-                });
-                total = n;
-                cached
+            let pool = &mut self.pages.pools[expect];
+            let (cached, total) = nic.tx_reclaim_into(owner, pool.recycle_room(), |pfn, pool| {
+                // At most QUEUE_SIZE completions per call: always room.
+                let _ = other.push(RawPage { pfn, pool });
             });
+            pool.recycled(cached);
             for &raw in &other {
                 // SAFETY: the TX ring completed the page and `pool` is the owner it was sent
                 // with.
