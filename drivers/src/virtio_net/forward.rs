@@ -162,9 +162,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let (mut r, mut t) = (0, 0);
         for i in 0..ready {
             let (id, used) = self.rx.pop_nth(&rc, i);
-            let Some(pfn) = self.take_rx_page(id) else {
-                rare.skipped += 1;
-                continue;
+            // The page behind the id (`take_rx_page`, with the slot's one store below: the
+            // new page, or NO_PAGE when none refills it).
+            let pfn = match self.rx_pages.get(id as usize) {
+                Some(&p) if p != NO_PAGE => p,
+                _ => {
+                    self.bad_token();
+                    rare.skipped += 1;
+                    continue;
+                }
             };
             match ops.rx_page_cached() {
                 Some(new) => {
@@ -267,6 +273,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 1
             }
             None => {
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = NO_PAGE;
                 self.rx.release_in(rc, id as u16);
                 rare.emptied += 1;
                 0
