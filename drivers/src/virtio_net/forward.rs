@@ -26,9 +26,11 @@ use super::{
 /// What [`ForwardOps::forward`] decided for one frame.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum RxVerdict {
-    /// Transmit it, as rewritten in place and with its length unchanged, on the burst's TX
-    /// port (zero copy).
+    /// Transmit it, as rewritten in place, on the burst's TX port (zero copy).
     Forward,
+    /// [`RxVerdict::Forward`] of its first `n` bytes only (a router cuts Ethernet padding;
+    /// `n` is capped at the frame's length).
+    ForwardFirst(usize),
     /// The dataplane took the page (dropped and recycled it, queued it, staged it for another
     /// port): the burst forgets it.
     Consumed,
@@ -57,7 +59,7 @@ pub trait ForwardOps {
     fn rx_page_cached(&mut self) -> Option<Pfn>;
     /// One received frame: `pfn` is its page, `frame` its bytes (`len` bytes after the
     /// virtio-net header; possibly shorter than an Ethernet header). Rewrite it in place and
-    /// return [`RxVerdict::Forward`], or take the page and return [`RxVerdict::Consumed`].
+    /// return [`RxVerdict::Forward`] (or [`RxVerdict::ForwardFirst`]), or take the page and return [`RxVerdict::Consumed`].
     fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict;
     /// A received page the burst does not transmit, and why. The page is the dataplane's.
     fn give_back(&mut self, pfn: Pfn, why: GiveBack);
@@ -89,6 +91,8 @@ struct Rare {
     /// Frames received but not sent (consumed, or the TX ring full), and their bytes.
     not_sent: usize,
     not_sent_bytes: u64,
+    /// Bytes received but cut before sending (`RxVerdict::ForwardFirst`).
+    trimmed: u64,
     /// RX slots left empty (no page).
     emptied: usize,
 }
@@ -202,12 +206,20 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // `NET_HDR_LEN + len <= PAGE_SIZE` (checked); the slice dies before the page is
             // posted or handed on.
             let frame = unsafe { core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), len) };
-            if ops.forward(pfn, frame) == RxVerdict::Consumed {
-                rare.not_sent(len);
-                continue;
-            }
+            let send = match ops.forward(pfn, frame) {
+                RxVerdict::Forward => len,
+                RxVerdict::ForwardFirst(n) => {
+                    let n = n.min(len);
+                    rare.trimmed += (len - n) as u64;
+                    n
+                }
+                RxVerdict::Consumed => {
+                    rare.not_sent(len);
+                    continue;
+                }
+            };
             if t == tx_room {
-                tx_full(pfn, len, &mut ops, &mut rare);
+                tx_full(pfn, send, &mut ops, &mut rare);
                 continue;
             }
             // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros asks for
@@ -216,7 +228,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page.cast::<u64>().write_unaligned(0);
                 page.add(8).cast::<u32>().write_unaligned(0);
             }
-            let token = tx.tx.push_nth(&tc, t, pfn.addr(), used as u32);
+            let token = tx
+                .tx
+                .push_nth(&tc, t, pfn.addr(), (NET_HDR_LEN + send) as u32);
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
             t += 1;
         }
@@ -228,6 +242,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rejected,
             not_sent,
             not_sent_bytes,
+            trimmed,
             emptied,
         } = rare;
         self.rx.set_cursor(rc);
@@ -249,7 +264,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rx_frames,
             rx_bytes,
             tx_frames,
-            tx_bytes: rx_bytes - not_sent_bytes,
+            tx_bytes: rx_bytes - not_sent_bytes - trimmed,
         }
     }
 

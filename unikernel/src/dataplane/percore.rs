@@ -106,6 +106,11 @@ pub struct RouteState<M> {
     pub(crate) mgmt_remote: Option<usize>,
     /// Cross-core counters.
     pub sync: RouterSync,
+    /// Frames of the current fused burst that leave the fast path (anything but a forward out
+    /// of the other port): handled after the burst, in order (`route::Deferred`).
+    pub(crate) deferred: heapless::Vec<super::route::Deferred, MAX_BURST>,
+    /// When the current (or last) fused burst started (ns since boot).
+    pub(crate) burst_ns: u64,
 }
 
 /// What [`Core::new`] needs.
@@ -201,6 +206,8 @@ impl<P: Platform> Core<P> {
             mgmt: p.mgmt,
             mgmt_remote: p.mgmt_remote,
             sync: RouterSync::default(),
+            deferred: heapless::Vec::new(),
+            burst_ns: 0,
         });
         let rewrite = core::array::from_fn(|q| MacRewrite::new(p.cfg.mode, macs[q], p.cfg.peer[q]));
         let mut core = Core {

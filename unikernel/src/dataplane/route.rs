@@ -3,31 +3,195 @@
 //! sync between cores, and the management plane's frames.
 
 use super::handoff::Handoff;
-use super::page::{PageBuf, FRAME_ROOM};
-use super::percore::{Core, MgmtPlane, Platform};
+use super::page::{PageBuf, RawPage, FRAME_ROOM};
+use super::pages::Pages;
+use super::percore::{count_rx_reject, Core, MgmtPlane, Platform, RouteState};
+use drivers::nic::Nic;
+use drivers::virtio_net::{ForwardOps, GiveBack, RxVerdict};
+use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::router::{set_macs, Action, Event, NeighUpdate};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
+use netstack::{DropReason, PortCounters};
 
 /// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
 /// often while traffic flows: 10 ms.
 pub const ROUTER_TIMER_NS: u64 = 10_000_000;
 
+/// A frame of a fused router burst that left the fast path, handled once the burst is over
+/// (the devices are the burst's until then): an ARP frame (routed then, after the management
+/// plane saw its copy) or the router's decision for a frame that does not leave by the other
+/// port.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Deferred {
+    /// An ARP frame of `len` bytes, not yet routed.
+    Arp { pfn: Pfn, len: u16 },
+    /// A frame of `len` bytes and what `Router::process` decided for it (not `Icmp`).
+    Act { pfn: Pfn, len: u16, action: Action },
+    /// A frame answered with an ICMP error of `len` bytes, built in the spare page `icmp`
+    /// (taken at once: the next frame's error needs a fresh spare) to be sent on `port`.
+    Icmp {
+        pfn: Pfn,
+        icmp: RawPage,
+        port: u8,
+        len: u16,
+    },
+}
+
+/// Router mode: the dataplane's side of the fused burst (RX port `p`, fast TX out of the other
+/// port). A frame the router forwards out of the other port is sent by the burst itself; ARP
+/// frames and every other action are deferred (`RouteState::deferred`), a queued frame is
+/// left to the neighbour queue and a dropped one recycled on the spot.
+struct RouteOps<'a, M> {
+    rs: &'a mut RouteState<M>,
+    pages: &'a mut Pages,
+    counters: &'a mut [PortCounters; PORTS],
+    p: usize,
+    now: u64,
+}
+
+impl<M> RouteOps<'_, M> {
+    #[inline(always)]
+    fn recycle(&mut self, pfn: Pfn) {
+        // SAFETY: the page came off port `p`'s RX ring, which only port `p`'s pool fills, and
+        // nobody else holds it.
+        let page = unsafe { PageBuf::from_raw(self.pages.raw(self.p, pfn)) };
+        self.pages.recycle(page);
+    }
+
+    /// Keep `pfn` for after the burst; if the list is full (it holds a burst), drop it.
+    #[cold]
+    #[inline(never)]
+    fn defer(&mut self, d: Deferred) -> RxVerdict {
+        if let Err(d) = self.rs.deferred.push(d) {
+            self.counters[self.p].drop(DropReason::TxRingFull);
+            match d {
+                Deferred::Arp { pfn, .. } | Deferred::Act { pfn, .. } => self.recycle(pfn),
+                Deferred::Icmp { pfn, icmp, .. } => {
+                    self.recycle(pfn);
+                    // SAFETY: the spare page taken for this error, ours.
+                    self.pages.recycle(unsafe { PageBuf::from_raw(icmp) });
+                }
+            }
+        }
+        RxVerdict::Consumed
+    }
+}
+
+impl<M> ForwardOps for RouteOps<'_, M> {
+    #[inline(never)]
+    fn rx_page(&mut self) -> Option<Pfn> {
+        self.pages.alloc(self.p).map(|page| page.into_raw().pfn)
+    }
+
+    #[inline(always)]
+    fn rx_page_cached(&mut self) -> Option<Pfn> {
+        self.pages.port(self.p).alloc_cached_raw()
+    }
+
+    #[inline(always)]
+    fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
+        let len = frame.len() as u16;
+        // smoltcp learns neighbours only from ARP: such frames go the slow way, after the
+        // burst, where the management plane gets its copy before the router answers.
+        if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP.to_be_bytes()[..]) {
+            return self.defer(Deferred::Arp { pfn, len });
+        }
+        if self.rs.spare.is_none() {
+            self.rs.spare = self.pages.alloc(0);
+        }
+        let icmp = match self.rs.spare.as_mut() {
+            Some(sp) => sp.room_mut(),
+            None => &mut [][..],
+        };
+        match self.rs.router.process(self.p, frame, pfn, self.now, icmp) {
+            Action::Forward { port, len: n } if usize::from(port) == 1 - self.p => {
+                if n == usize::from(len) {
+                    RxVerdict::Forward
+                } else {
+                    RxVerdict::ForwardFirst(n)
+                }
+            }
+            // The router's neighbour queue holds the page (by frame number) until `poll`
+            // hands it back in an Event.
+            Action::Queued => RxVerdict::Consumed,
+            Action::Drop(_) => {
+                self.recycle(pfn);
+                RxVerdict::Consumed
+            }
+            Action::Icmp { port, len: n, .. } => match self.rs.spare.take() {
+                Some(sp) => self.defer(Deferred::Icmp {
+                    pfn,
+                    icmp: sp.into_raw(),
+                    port,
+                    len: n as u16,
+                }),
+                None => {
+                    self.recycle(pfn);
+                    RxVerdict::Consumed
+                }
+            },
+            action => self.defer(Deferred::Act { pfn, len, action }),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        match why {
+            GiveBack::TxFull => self.counters[1 - self.p].drop(DropReason::TxRingFull),
+            GiveBack::Rx(status) => count_rx_reject(&mut self.counters[self.p], status),
+        }
+        self.recycle(pfn);
+    }
+}
+
 impl<P: Platform> Core<P> {
     /// Receive a burst on local port `p`, route each frame, transmit what leaves, then run the
     /// router's pending events. Returns RX buffers completed.
+    ///
+    /// One fused burst (`VirtioNet::forward_burst`, as `l2`): frames the router forwards out
+    /// of the other port go straight to its TX ring; the rest are handled after the burst.
     pub(crate) fn rx_route(&mut self, p: usize) -> usize {
-        let n = self.rx_burst(p);
+        let q = 1 - p;
+        let owner = self.pages.pool_id(p);
+        let Some(rs) = self.route.as_mut() else {
+            return 0;
+        };
+        let (pages, counters) = (&mut self.pages, &mut self.counters);
+        // The clock is read only when a frame is waiting (the burst makes its ops then); the
+        // burst's time is kept for the events that follow it.
+        let ops = move || {
+            let (rs, pages, counters) = ({ rs }, { pages }, { counters });
+            let now = P::uptime_ns();
+            rs.burst_ns = now;
+            RouteOps {
+                rs,
+                pages,
+                counters,
+                p,
+                now,
+            }
+        };
+        let [a, b] = &mut self.nics;
+        let (rx, tx): (&mut P::Nic, &mut P::Nic) = if p == 0 { (a, b) } else { (b, a) };
+        // SAFETY: `RouteOps` hands out fresh pages of port `p`'s pool (given up with
+        // `into_raw`), the RX ring of port `p` is refilled only from that pool, and a frame
+        // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
+        // (that pool's id).
+        let st = unsafe { rx.forward_burst(tx, self.cfg.burst, owner, ops) };
+        let n = st.buffers;
         if n == 0 {
             return 0;
         }
-        let now = P::uptime_ns();
-        for i in 0..n {
-            let b = self.rx_scratch[i];
-            if let Some(page) = self.rx_accept(p, b) {
-                self.route_one(p, page, b.len, now);
-            }
-        }
+        let now = self.route.as_ref().map_or(0, |r| r.burst_ns);
+        let c = &mut self.counters[p];
+        c.rx += st.rx_frames as u64;
+        c.rx_bytes += st.rx_bytes;
+        let c = &mut self.counters[q];
+        c.tx += st.tx_frames as u64;
+        c.tx_bytes += st.tx_bytes;
+        self.route_deferred(p, now);
         if self.mgmt().is_some_and(|m| m.rx_pending() > 0) {
             self.mgmt_poll();
         }
@@ -40,6 +204,51 @@ impl<P: Platform> Core<P> {
         }
         self.flush_all();
         n
+    }
+
+    /// The frames the fused burst on local port `p` deferred, in their order.
+    fn route_deferred(&mut self, p: usize, now: u64) {
+        let n = self.route.as_ref().map_or(0, |rs| rs.deferred.len());
+        for i in 0..n {
+            // Read in place (the list is 10 KiB: moving it out would copy it every burst);
+            // handling a frame never defers another.
+            let Some(&d) = self.route.as_ref().and_then(|rs| rs.deferred.get(i)) else {
+                break;
+            };
+            match d {
+                Deferred::Arp { pfn, len } => {
+                    // SAFETY: the burst handed the page over (Consumed) and nobody else holds
+                    // it; it came off port `p`'s ring, filled only from pool `p`.
+                    let page = unsafe { PageBuf::from_raw(self.pages.raw(p, pfn)) };
+                    self.route_one(p, page, usize::from(len), now);
+                }
+                Deferred::Act { pfn, len, action } => {
+                    // SAFETY: as above.
+                    let page = unsafe { PageBuf::from_raw(self.pages.raw(p, pfn)) };
+                    self.route_action(p, page, usize::from(len), action);
+                }
+                Deferred::Icmp {
+                    pfn,
+                    icmp,
+                    port,
+                    len,
+                } => {
+                    // SAFETY: as above for the frame; `icmp` is the spare page taken for the
+                    // error (from pool 0), ours.
+                    let (page, sp) = unsafe {
+                        (
+                            PageBuf::from_raw(self.pages.raw(p, pfn)),
+                            PageBuf::from_raw(icmp),
+                        )
+                    };
+                    self.stage_tx(usize::from(port), sp, usize::from(len));
+                    self.pages.recycle(page);
+                }
+            }
+        }
+        if let Some(rs) = self.route.as_mut() {
+            rs.deferred.clear();
+        }
     }
 
     /// Route one frame received on local port `p`.
@@ -59,9 +268,16 @@ impl<P: Platform> Core<P> {
             None => &mut [][..],
         };
         let action = rs.router.process(p, frame, handle, now, icmp);
-        // What an ARP frame taught this core goes to the other cores' routers.
+        // What an ARP frame taught this core goes to the other cores' routers
+        // (`route_action`).
+        self.route_action(p, page, len, action);
+    }
+
+    /// Carry out the router's `action` for `page` (a frame of `len` bytes received on local
+    /// port `p`).
+    fn route_action(&mut self, p: usize, mut page: PageBuf, len: usize, action: Action) {
         if matches!(action, Action::Consumed | Action::Reply { .. }) {
-            if let Some(u) = rs.router.take_learned() {
+            if let Some(u) = self.route.as_mut().and_then(|rs| rs.router.take_learned()) {
                 self.share_learned(u);
             }
         }
