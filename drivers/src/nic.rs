@@ -23,6 +23,8 @@ pub trait Nic {
     fn rx_posted(&self) -> usize;
     /// Pages owned by the TX ring (posted, not yet completed).
     fn tx_posted(&self) -> usize;
+    /// TX descriptors free right now (frames that can still be posted).
+    fn tx_free_slots(&self) -> usize;
     /// Post `pages` as RX buffers; returns how many (a prefix) were posted.
     ///
     /// # Safety
@@ -107,6 +109,10 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline]
     fn tx_posted(&self) -> usize {
         VirtioNet::tx_posted(self)
+    }
+    #[inline]
+    fn tx_free_slots(&self) -> usize {
+        VirtioNet::tx_free_slots(self)
     }
     #[inline]
     unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {

@@ -344,6 +344,12 @@ pub struct Config {
     /// `None` (default): `PUT /routes` is refused (403). Never logged: `Debug` shows its
     /// length only.
     pub mgmt_token: Option<MgmtToken>,
+    /// `backpressure=on|off` (default `off`): when the egress TX ring has no room, leave the
+    /// frames in their RX ring (taken on a later poll iteration, once TX completions freed
+    /// descriptors) instead of taking and dropping them (`tx_ring_full`). With `on` a full TX
+    /// ring slows its sender down (the device's RX ring fills) instead of losing frames the
+    /// guest already received. Applies to the fused `io`/`l2`/router burst (`xcore=off`).
+    pub backpressure: bool,
 }
 
 impl Default for Config {
@@ -370,6 +376,7 @@ impl Default for Config {
             tlbtest_skip: false,
             guard: false,
             mgmt_token: None,
+            backpressure: false,
         }
     }
 }
@@ -439,7 +446,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 23] = [
+pub const KEYS: [&str; 24] = [
     "mode",
     "peer0",
     "peer1",
@@ -463,6 +470,7 @@ pub const KEYS: [&str; 23] = [
     "tlbtest_skip",
     "guard",
     "mgmt_token",
+    "backpressure",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
@@ -632,6 +640,13 @@ impl Config {
                         value: "<redacted>",
                         expected: "printable ASCII without space, 16..=64 bytes",
                     })?);
+                }
+                23 => {
+                    cfg.backpressure = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
                 }
                 21 => {
                     cfg.guard = match value {
@@ -1032,6 +1047,15 @@ mod tests {
             (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
             (TlbMode::Batch, 33, None, false)
         );
+        assert!(Config::parse("backpressure=on").unwrap().backpressure);
+        assert!(!Config::parse("").unwrap().backpressure);
+        assert!(matches!(
+            Config::parse("backpressure=1"),
+            Err(ConfigError::BadValue {
+                key: "backpressure",
+                ..
+            })
+        ));
         assert!(Config::parse("guard=on").unwrap().guard);
         assert!(!Config::parse("").unwrap().guard);
         assert!(matches!(

@@ -85,6 +85,7 @@ impl<P: Platform> Core<P> {
         }
         let q = 1 - p;
         let owner = self.pages.pool_id(p);
+        let max = self.burst_max(q);
         let (pages, counters, rewrite) = (&mut self.pages, &mut self.counters, self.rewrite[q]);
         let ops = move || {
             let (pages, counters) = ({ pages }, { counters });
@@ -101,7 +102,7 @@ impl<P: Platform> Core<P> {
         // `into_raw`), and the RX ring of port `p` is refilled only from that pool; a frame
         // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
         // (that pool's id).
-        let st = unsafe { rx.forward_burst(tx, self.cfg.burst, owner, ops) };
+        let st = unsafe { rx.forward_burst(tx, max, owner, ops) };
         let (c, d) = (&mut self.counters[p], st.rx_frames as u64);
         c.rx += d;
         c.rx_bytes += st.rx_bytes;

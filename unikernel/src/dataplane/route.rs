@@ -155,6 +155,7 @@ impl<P: Platform> Core<P> {
     pub(crate) fn rx_route(&mut self, p: usize) -> usize {
         let q = 1 - p;
         let owner = self.pages.pool_id(p);
+        let max = self.burst_max(q);
         let Some(rs) = self.route.as_mut() else {
             return 0;
         };
@@ -179,7 +180,7 @@ impl<P: Platform> Core<P> {
         // `into_raw`), the RX ring of port `p` is refilled only from that pool, and a frame
         // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
         // (that pool's id).
-        let st = unsafe { rx.forward_burst(tx, self.cfg.burst, owner, ops) };
+        let st = unsafe { rx.forward_burst(tx, max, owner, ops) };
         let n = st.buffers;
         if n == 0 {
             return 0;

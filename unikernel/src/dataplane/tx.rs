@@ -73,6 +73,21 @@ impl<P: Platform> Core<P> {
         self.reap_port(0, force) + self.reap_port(1, force)
     }
 
+    /// How many RX buffers a fused burst toward local port `q` may take: the burst size; with
+    /// `backpressure=on` no more than `q`'s TX ring has room for (reaping its completions
+    /// first when it is short), so nothing is taken that would be dropped as `tx_ring_full`.
+    #[inline(always)]
+    pub(crate) fn burst_max(&mut self, q: usize) -> usize {
+        let burst = self.cfg.burst;
+        if !self.cfg.backpressure {
+            return burst;
+        }
+        if self.nics[q].tx_free_slots() < burst {
+            self.reclaim_port(q);
+        }
+        burst.min(self.nics[q].tx_free_slots())
+    }
+
     /// [`Core::tx_reap`] for local port `q`, once at least [`TX_FREE_THRESH`] pages are out
     /// (or `force`).
     #[inline(always)]

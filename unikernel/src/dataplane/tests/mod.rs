@@ -125,6 +125,34 @@ fn tx_ring_full_is_counted_and_the_pages_recycled() {
     rig.quit_and_check();
 }
 
+/// `backpressure=on`: with the TX ring full, frames stay in the RX ring (not taken, not
+/// dropped) and go out once the device completes TX; nothing is counted `tx_ring_full`.
+#[test]
+fn backpressure_leaves_frames_in_the_rx_ring_until_tx_has_room() {
+    let mut rig = Rig::new("mode=l2 backpressure=on", 1, PAGES);
+    let frame = l2_frame();
+    let c = &mut rig.cores[0];
+    for _ in 0..10 {
+        c.dev[0].deliver_rx(&frame, 30);
+        c.core.poll_once();
+    }
+    let counters = c.core.counters();
+    assert_eq!((counters[0].rx, counters[1].tx), (256, 256));
+    assert_eq!(counters[1].drops_for(DropReason::TxRingFull), 0);
+    assert_eq!(c.core.nic_stats(0).bad_token, 0);
+    // The device takes the 256; the 44 left waiting go out on the next iterations.
+    let mut out = 0;
+    out += c.dev[1].complete_tx(|_| {});
+    for _ in 0..4 {
+        c.core.poll_once();
+        out += c.dev[1].complete_tx(|_| {});
+    }
+    let counters = c.core.counters();
+    assert_eq!((out, counters[0].rx, counters[1].tx), (300, 300, 300));
+    assert_eq!(counters[0].drops_total() + counters[1].drops_total(), 0);
+    rig.quit_and_check();
+}
+
 #[test]
 fn rx_pool_empty_is_counted_and_forwarding_goes_on() {
     // 300 pages: the pools' refills cannot fill both 256-slot RX rings.
