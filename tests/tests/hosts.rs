@@ -20,17 +20,22 @@ fn out(o: &std::process::Output) -> String {
 /// The router on two tap ports, ready, with a host behind each port. Drop order: hosts, then
 /// the guest's namespace (the caller drops them explicitly after quitting the guest).
 fn boot_with_hosts() -> (TapNet, Guest, Hosts) {
+    boot_with_hosts_append(APPEND)
+}
+
+/// [`boot_with_hosts`] with another command line (router mode with `ip0`/`ip1`).
+fn boot_with_hosts_append(append: &str) -> (TapNet, Guest, Hosts) {
     let net = TapNet::create(2, 1).expect("tap namespace");
     let cfg = GuestConfig {
         image: image(),
-        append: APPEND.to_string(),
+        append: append.to_string(),
         backend: Backend::Tap,
         netns: Some(net.path()),
         ..GuestConfig::default()
     };
     let guest = Guest::boot(&cfg).expect("boot");
     guest.wait_ready(READY_TIMEOUT).expect("ready");
-    let hosts = Hosts::create(&net, &plan(APPEND, 2).unwrap()).expect("hosts");
+    let hosts = Hosts::create(&net, &plan(append, 2).unwrap()).expect("hosts");
     (net, guest, hosts)
 }
 
@@ -200,4 +205,80 @@ fn a_real_prometheus_scrapes_the_router() {
     assert_no_leak(&stats.expect("final STATS"));
     drop(hosts);
     drop(net);
+}
+
+/// One iperf3 TCP run of `secs` seconds from the host behind port 0 to the one behind port 1
+/// through the router booted with `append`: (Mbit/s, retransmits, the guest's `tx_ring_full`
+/// drops over both ports).
+fn iperf3_tcp(append: &str, secs: u32) -> (f64, u64, u64) {
+    let (net, mut guest, hosts) = boot_with_hosts_append(append);
+    let mut server = std::process::Command::new("ip")
+        .args(["netns", "exec", hosts.namespace(1).unwrap()])
+        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 server");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let t = secs.to_string();
+    let o = hosts
+        .exec(
+            0,
+            &[
+                "timeout",
+                "60",
+                "iperf3",
+                "-c",
+                "10.0.1.2",
+                "-t",
+                &t,
+                "--connect-timeout",
+                "5000",
+                "-J",
+            ],
+        )
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(o.status.success(), "iperf3: {}", out(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 -J output");
+    let sent = &j["end"]["sum_sent"];
+    let received = &j["end"]["sum_received"];
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    let s = stats.expect("final STATS");
+    assert_no_leak(&s);
+    let full = s.ports.iter().map(|p| p.drops.tx_ring_full).sum();
+    drop(hosts);
+    drop(net);
+    (
+        received["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        sent["retransmits"].as_u64().unwrap_or(0),
+        full,
+    )
+}
+
+/// Issue 16 item 2, a measurement (by hand: `cargo test -p tests --test hosts -- --ignored
+/// --nocapture backpressure`): iperf3 TCP through the router for 10 s, with `backpressure=off`
+/// and `on`, alternately, `GANNET_BP_RUNS` times each (default 2); prints goodput, retransmits
+/// and `tx_ring_full` drops per run.
+#[test]
+#[ignore]
+fn iperf3_tcp_with_and_without_backpressure() {
+    require_tap();
+    tools::setup::ensure_host_tools().expect("iperf3");
+    let runs: u32 = std::env::var("GANNET_BP_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    for run in 0..runs {
+        for bp in ["off", "on"] {
+            let (mbit, retr, full) = iperf3_tcp(&format!("{APPEND} backpressure={bp}"), 10);
+            eprintln!(
+                "BACKPRESSURE run={run} backpressure={bp} goodput_mbit={mbit:.1} \
+                 retransmits={retr} tx_ring_full={full} accelerator=tcg"
+            );
+            assert!(mbit > 0.0);
+        }
+    }
 }

@@ -507,7 +507,7 @@ fn fused_bursts_of_32_wrap_the_rings() {
 #[test]
 fn fused_burst_hands_back_what_it_does_not_send() {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
-    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let ((mut a, mut da), (mut b, _db)) = (up(&sa), up(&sb));
     let pages = Pages::new(QUEUE_SIZE + 4);
     // SAFETY: fresh pages, ours until they come back.
     unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };

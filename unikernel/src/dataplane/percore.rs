@@ -4,7 +4,7 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
-use super::page::PageBuf;
+use super::page::{PageBuf, RawPage};
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
@@ -14,7 +14,7 @@ use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
-use netstack::router::{Fib, Router};
+use netstack::router::{Action, Fib, Router};
 use netstack::{Config, DropReason, MacAddr, MacRewrite, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
@@ -91,6 +91,26 @@ pub trait MgmtPlane {
     fn drain_tx(&mut self, send: &mut dyn FnMut(&[u8]));
 }
 
+/// A frame of a fused router burst that left the fast path, handled once the burst is over
+/// (the devices are the burst's until then): an ARP frame (routed then, after the management
+/// plane saw its copy) or the router's decision for a frame that does not leave by the other
+/// port.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Deferred {
+    /// An ARP frame of `len` bytes, not yet routed.
+    Arp { pfn: Pfn, len: u16 },
+    /// A frame of `len` bytes and what `Router::process` decided for it (not `Icmp`).
+    Act { pfn: Pfn, len: u16, action: Action },
+    /// A frame answered with an ICMP error of `len` bytes, built in the spare page `icmp`
+    /// (taken at once: the next frame's error needs a fresh spare) to be sent on `port`.
+    Icmp {
+        pfn: Pfn,
+        icmp: RawPage,
+        port: u8,
+        len: u16,
+    },
+}
+
 /// Router mode: a core's router and what goes with it.
 pub struct RouteState<M> {
     /// The router.
@@ -108,7 +128,7 @@ pub struct RouteState<M> {
     pub sync: RouterSync,
     /// Frames of the current fused burst that leave the fast path (anything but a forward out
     /// of the other port): handled after the burst, in order (`route::Deferred`).
-    pub(crate) deferred: heapless::Vec<super::route::Deferred, MAX_BURST>,
+    pub(crate) deferred: heapless::Vec<Deferred, MAX_BURST>,
     /// When the current (or last) fused burst started (ns since boot).
     pub(crate) burst_ns: u64,
 }

@@ -3,9 +3,9 @@
 //! sync between cores, and the management plane's frames.
 
 use super::handoff::Handoff;
-use super::page::{PageBuf, RawPage, FRAME_ROOM};
+use super::page::{PageBuf, FRAME_ROOM};
 use super::pages::Pages;
-use super::percore::{count_rx_reject, Core, MgmtPlane, Platform, RouteState};
+use super::percore::{count_rx_reject, Core, Deferred, MgmtPlane, Platform, RouteState};
 use drivers::nic::Nic;
 use drivers::virtio_net::{ForwardOps, GiveBack, RxVerdict};
 use mm::Pfn;
@@ -17,26 +17,6 @@ use netstack::{DropReason, PortCounters};
 /// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
 /// often while traffic flows: 10 ms.
 pub const ROUTER_TIMER_NS: u64 = 10_000_000;
-
-/// A frame of a fused router burst that left the fast path, handled once the burst is over
-/// (the devices are the burst's until then): an ARP frame (routed then, after the management
-/// plane saw its copy) or the router's decision for a frame that does not leave by the other
-/// port.
-#[derive(Copy, Clone, Debug)]
-pub(crate) enum Deferred {
-    /// An ARP frame of `len` bytes, not yet routed.
-    Arp { pfn: Pfn, len: u16 },
-    /// A frame of `len` bytes and what `Router::process` decided for it (not `Icmp`).
-    Act { pfn: Pfn, len: u16, action: Action },
-    /// A frame answered with an ICMP error of `len` bytes, built in the spare page `icmp`
-    /// (taken at once: the next frame's error needs a fresh spare) to be sent on `port`.
-    Icmp {
-        pfn: Pfn,
-        icmp: RawPage,
-        port: u8,
-        len: u16,
-    },
-}
 
 /// Router mode: the dataplane's side of the fused burst (RX port `p`, fast TX out of the other
 /// port). A frame the router forwards out of the other port is sent by the burst itself; ARP
