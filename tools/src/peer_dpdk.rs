@@ -723,25 +723,29 @@ pub fn wait_ready(guest: &Guest) -> Result<Vec<(u16, String)>> {
     eprintln!("xtask: {line}");
     command(guest, "# ready", "ready", BOOT_TIMEOUT)
         .context("waiting for testpmd's prompt (EAL initialisation, port set-up)")?;
-    let lines = guest.lines();
-    let ports = parse_ports(&lines);
+    probed_ports(&guest.lines()).map_err(|e| anyhow::anyhow!("{e:#}\n{}", guest.tail_report()))
+}
+
+/// Checks testpmd's start-up lines for both ports with the QEMU NICs' MACs (`Port 0:
+/// 02:00:00:00:00:01`, `Port 1: 02:00:00:00:00:02`). testpmd starts even with no port ("No
+/// probed ethernet devices" is only a warning), so anything else is an error that quotes the
+/// EAL's and testpmd's messages.
+pub fn probed_ports(lines: &[String]) -> Result<Vec<(u16, String)>> {
+    let ports = parse_ports(lines);
     let want: Vec<(u16, String)> = (0..2u16)
         .map(|i| {
             let m = crate::gen::guest_mac(usize::from(i));
-            (
-                i,
-                m.iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(":"),
-            )
+            let mac: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
+            (i, mac.join(":"))
         })
         .collect();
     if ports != want {
-        let hints: Vec<&String> = lines
+        let hints: Vec<&str> = lines
             .iter()
+            .map(|l| l.trim())
             .filter(|l| {
-                l.contains("EAL:")
+                l.starts_with("EAL:")
+                    || l.starts_with("testpmd:")
                     || l.contains("No probed")
                     || l.contains("Fail")
                     || l.contains("rror")
@@ -749,8 +753,8 @@ pub fn wait_ready(guest: &Guest) -> Result<Vec<(u16, String)>> {
             .collect();
         bail!(
             "testpmd did not probe both virtio-net ports: its `Port N: MAC` lines say {ports:?}, \
-             want {want:?}; EAL/testpmd messages: {hints:#?}\n{}",
-            guest.tail_report()
+             want {want:?} (are both NICs bound to uio_pci_generic, and are librte_net_virtio \
+             and librte_mempool_ring in /pmd?); EAL/testpmd messages: {hints:#?}"
         );
     }
     Ok(ports)
@@ -1153,6 +1157,30 @@ mod tests {
             "  ---------------------- Forward statistics for port 99999999999999999999".to_string(),
         ];
         assert!(parse_fwd_stats(&e).is_err());
+    }
+
+    #[test]
+    fn both_ports_or_a_clear_error() {
+        let l = lines(IO_LOG);
+        assert_eq!(probed_ports(&l).unwrap().len(), 2);
+        // What testpmd prints when the EAL loaded no virtio PMD: no `Port N:` lines.
+        let none: Vec<String> = l
+            .iter()
+            .filter(|x| !x.starts_with("Port ") && !x.contains("Probe PCI driver"))
+            .cloned()
+            .chain(["testpmd: No probed ethernet devices".to_string()])
+            .collect();
+        let e = format!("{:#}", probed_ports(&none).unwrap_err());
+        assert!(
+            e.contains("did not probe both") && e.contains("No probed"),
+            "{e}"
+        );
+        let one: Vec<String> = l
+            .iter()
+            .filter(|x| !x.starts_with("Port 1:"))
+            .cloned()
+            .collect();
+        assert!(probed_ports(&one).is_err());
     }
 
     #[test]
