@@ -654,6 +654,17 @@ pub fn answer<'a>(lines: &'a [String], cmd: &str, end: &str) -> Option<&'a [Stri
     Some(&lines[lo + 1..hi])
 }
 
+/// A hint for `/init`'s `peer: testpmd exited with status N` line: 132 is SIGILL, which is what
+/// Debian's testpmd dies of on a CPU model without SSE4.2 (QEMU's default `qemu64`).
+pub fn exit_hint(line: &str) -> &'static str {
+    if line.trim_end().ends_with("status 132") {
+        " (SIGILL: the QEMU CPU model lacks an instruction Debian's DPDK is built for, such as \
+         SSE4.2; boot it with --cpu max)"
+    } else {
+        ""
+    }
+}
+
 /// Sends `cmd` and then the comment [`end_marker`]`(tag)`, and returns the lines testpmd printed
 /// between the echo of `cmd` and the echo of the comment ([`answer`]): testpmd runs one command
 /// to completion before it reads the next line, so the comment's echo closes the answer. Fails
@@ -672,7 +683,8 @@ pub fn command(guest: &Guest, cmd: &str, tag: &str, timeout: Duration) -> Result
         .with_context(|| format!("waiting for testpmd to answer `{cmd}`"))?;
     ensure!(
         !line.contains(EXITED_MARKER),
-        "testpmd stopped before answering `{cmd}`: {line}\n{}",
+        "testpmd stopped before answering `{cmd}`: {line}{}\n{}",
+        exit_hint(&line),
         guest.tail_report()
     );
     let lines = guest.lines();
@@ -1181,6 +1193,14 @@ mod tests {
             .cloned()
             .collect();
         assert!(probed_ports(&one).is_err());
+    }
+
+    #[test]
+    fn sigill_is_explained() {
+        // The guest's console under `--cpu qemu64` (captured).
+        let l = "peer: testpmd exited with status 132";
+        assert!(exit_hint(l).contains("--cpu max"));
+        assert_eq!(exit_hint("peer: testpmd exited with status 0"), "");
     }
 
     #[test]
