@@ -178,9 +178,11 @@ pub fn elf_needed(elf: &[u8]) -> Result<Vec<String>> {
     let mut loads = Vec::new();
     let mut dynamic = None;
     for i in 0..phnum {
-        let ph = phoff
-            .checked_add(i.checked_mul(phentsize).context("ELF header overflow")?)
-            .context("ELF header overflow")?;
+        let ph = i
+            .checked_mul(phentsize)
+            .and_then(|o| phoff.checked_add(o))
+            .filter(|ph| ph.checked_add(56).is_some_and(|end| end <= elf.len()))
+            .with_context(|| format!("ELF program header {i} is outside the file"))?;
         let p_type = u32_at(elf, ph)?;
         let off = u64_at(elf, ph + 8)?;
         let vaddr = u64_at(elf, ph + 16)?;
@@ -197,9 +199,16 @@ pub fn elf_needed(elf: &[u8]) -> Result<Vec<String>> {
     let mut needed = Vec::new();
     let mut strtab = None;
     for k in 0..dyn_size / 16 {
-        let e = dyn_off + 16 * k;
+        let e = k
+            .checked_mul(16)
+            .and_then(|o| dyn_off.checked_add(o))
+            .context("ELF dynamic entry offset overflows")?;
         let tag = u64_at(elf, e)?;
-        let val = u64_at(elf, e + 8)?;
+        let val = u64_at(
+            elf,
+            e.checked_add(8)
+                .context("ELF dynamic entry offset overflows")?,
+        )?;
         match tag {
             DT_NULL => break,
             DT_NEEDED => needed.push(val),
@@ -215,7 +224,11 @@ pub fn elf_needed(elf: &[u8]) -> Result<Vec<String>> {
         .iter()
         .find(|(_, v, sz)| strtab >= *v && strtab - v < *sz)
         .context("ELF DT_STRTAB is in no PT_LOAD segment")?;
-    let str_off = usize_of(strtab - vaddr + off)?;
+    let str_off = usize_of(
+        (strtab - vaddr)
+            .checked_add(*off)
+            .context("ELF DT_STRTAB offset overflows")?,
+    )?;
     needed
         .into_iter()
         .map(|n| {
@@ -1014,6 +1027,12 @@ mod tests {
         let mut bad = me[..0x40].to_vec();
         bad[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(elf_needed(&bad).is_err());
+        // Program headers that point anywhere: an error or a list, never a panic.
+        let mut wild = me.clone();
+        for b in wild.iter_mut().skip(0x40).take(0x400) {
+            *b = 0xff;
+        }
+        let _ = elf_needed(&wild);
     }
 
     #[test]
