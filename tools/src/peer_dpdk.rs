@@ -248,13 +248,6 @@ pub fn elf_needed(elf: &[u8]) -> Result<Vec<String>> {
 // ---------------------------------------------------------------------------------------------
 // Packages and the library closure
 
-/// The package a `.deb` file holds: its name up to the first `_` (`NAME_VERSION_ARCH.deb`).
-pub fn deb_package(file_name: &str) -> Option<&str> {
-    let stem = file_name.strip_suffix(".deb")?;
-    let name = stem.split('_').next()?;
-    (!name.is_empty() && stem.len() > name.len()).then_some(name)
-}
-
 /// The package names of `apt-cache depends PKG` output: `Depends:` and `PreDepends:` lines
 /// (alternatives `|Depends:` included), virtual packages (`<name>`) skipped.
 pub fn parse_apt_depends(text: &str) -> Vec<String> {
@@ -1036,13 +1029,7 @@ mod tests {
     }
 
     #[test]
-    fn deb_names_and_apt_depends() {
-        assert_eq!(
-            deb_package("librte-net-virtio23_22.11.11-0+deb12u1_amd64.deb"),
-            Some("librte-net-virtio23")
-        );
-        assert_eq!(deb_package("x.deb"), None);
-        assert_eq!(deb_package("foo_1_amd64.txt"), None);
+    fn apt_depends_lines() {
         let text = "libpcap0.8\n  Depends: libc6\n  Depends: libdbus-1-3\n |Depends: libfoo\n  Depends: <virt>\n    bar\n  Breaks: old\n  PreDepends: libzstd1\n  Depends: libx:any\n";
         assert_eq!(
             parse_apt_depends(text),
