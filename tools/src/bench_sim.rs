@@ -70,6 +70,8 @@ pub struct SimBenchConfig {
     pub append: String,
     /// Accelerator (icount needs TCG).
     pub accel: Accel,
+    /// QEMU `-cpu` (`None`: QEMU's default, `qemu64`).
+    pub cpu: Option<String>,
     /// Guest RAM (`-m`); router mode sets 64 MiB aside for the FIB.
     pub memory: String,
     /// Where the guest's serial output goes.
@@ -86,6 +88,7 @@ impl SimBenchConfig {
             iters: None,
             append: String::new(),
             accel: Accel::Tcg,
+            cpu: None,
             memory: "256M".into(),
             echo: Echo::Off,
         }
@@ -236,6 +239,7 @@ pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig 
         image: cfg.image.clone(),
         append: append_for(mode, k, cfg.iters, &cfg.append),
         accel: cfg.accel,
+        cpu: cfg.cpu.clone(),
         icount: true,
         cpus: 1,
         nics: 0,

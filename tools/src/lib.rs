@@ -14,7 +14,7 @@
 //!
 //! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
 //! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
-//! [`tap`] and [`peer_linux`] build on them; the `bench_*` modules and [`report`] on those;
+//! [`tap`] and [`peer_linux`] build on them, [`peer_dpdk`] on [`peer_linux`]; the `bench_*` modules and [`report`] on those;
 //! [`lint`] stands alone. The `xtask` binary only parses arguments and calls these.
 
 pub mod bench_datapath;
@@ -26,6 +26,7 @@ pub mod bench_tlb;
 pub mod gen;
 pub mod hosts;
 pub mod lint;
+pub mod peer_dpdk;
 pub mod peer_linux;
 pub mod qemu;
 pub mod report;

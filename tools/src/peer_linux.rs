@@ -77,7 +77,7 @@ pub fn cache_dir() -> PathBuf {
     qemu::target_dir(&qemu::workspace_root()).join("peer-linux")
 }
 
-fn run(cmd: &mut Command) -> Result<String> {
+pub(crate) fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("running {:?}", cmd.get_program()))?;
@@ -90,7 +90,8 @@ fn run(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn find_deb(dir: &Path, prefix: &str) -> Option<PathBuf> {
+/// The newest `PREFIX*.deb` in `dir` (by name), if any.
+pub(crate) fn find_deb(dir: &Path, prefix: &str) -> Option<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -133,10 +134,35 @@ fn ensure_debs(debs: &Path) -> Result<(PathBuf, PathBuf)> {
          Alternatively put linux-image-6.*-amd64_*.deb and busybox-static_*.deb in {}",
         debs.display()
     );
-    match download(debs) {
-        Ok(pair) => Ok(pair),
-        // A fresh Debian machine (or container) has no package lists, and old lists name
-        // packages the mirror no longer has: as root, fetch the lists once and try again.
+    let download = || -> Result<(PathBuf, PathBuf)> {
+        let kpkg = kernel_package()?;
+        apt_download_once(debs, &[kpkg.as_str(), BUSYBOX])?;
+        match (
+            find_deb(debs, "linux-image-6"),
+            find_deb(debs, "busybox-static_"),
+        ) {
+            (Some(k), Some(b)) => Ok((k, b)),
+            _ => bail!(
+                "apt-get download succeeded but the .debs are not in {}",
+                debs.display()
+            ),
+        }
+    };
+    with_apt_update(download).with_context(|| help.clone())
+}
+
+/// The kernel and busybox `.deb`s of the Linux peer, in `<target>/peer-linux/debs` (downloaded
+/// once; the DPDK peer boots the same kernel and busybox).
+pub fn kernel_debs() -> Result<(PathBuf, PathBuf)> {
+    ensure_debs(&cache_dir().join("debs"))
+}
+
+/// Runs `f` (an `apt-get download` step); if it fails and we are root, runs `apt-get update`
+/// once and runs `f` again. A fresh Debian machine (or container) has no package lists, and old
+/// lists name packages the mirror no longer has.
+pub(crate) fn with_apt_update<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    match f() {
+        Ok(v) => Ok(v),
         Err(e) if is_root() => {
             eprintln!("xtask: peer: {e:#}\nxtask: peer: running `apt-get update` and retrying");
             let ok = Command::new("apt-get")
@@ -145,43 +171,34 @@ fn ensure_debs(debs: &Path) -> Result<(PathBuf, PathBuf)> {
                 .status()
                 .map(|s| s.success())
                 .unwrap_or(false);
-            ensure!(ok, "apt-get update failed\n{help}");
-            download(debs).with_context(|| help.clone())
+            ensure!(ok, "apt-get update failed (after: {e:#})");
+            f()
         }
-        Err(e) => Err(e).with_context(|| help.clone()),
+        Err(e) => Err(e),
     }
 }
 
-/// `apt-get download` of the kernel package behind [`KERNEL_META`] and [`BUSYBOX`] into `debs`;
-/// returns the two `.deb` paths. Errors name the failing command and its stderr.
-fn download(debs: &Path) -> Result<(PathBuf, PathBuf)> {
-    let kpkg = kernel_package()?;
+/// `apt-get download PKG…` into `dir` (one try). Errors name the command and its stderr.
+pub(crate) fn apt_download_once(dir: &Path, pkgs: &[&str]) -> Result<()> {
     eprintln!(
-        "xtask: peer: apt-get download {kpkg} {BUSYBOX} into {}",
-        debs.display()
+        "xtask: peer: apt-get download {} into {}",
+        pkgs.join(" "),
+        dir.display()
     );
     let out = Command::new("apt-get")
-        .current_dir(debs)
-        .args(["download", &kpkg, BUSYBOX])
+        .current_dir(dir)
+        .arg("download")
+        .args(pkgs)
         .output()
         .context("running apt-get")?;
-    if !out.status.success() {
-        bail!(
-            "apt-get download {kpkg} {BUSYBOX} failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    match (
-        find_deb(debs, "linux-image-6"),
-        find_deb(debs, "busybox-static_"),
-    ) {
-        (Some(k), Some(b)) => Ok((k, b)),
-        _ => bail!(
-            "apt-get download succeeded but the .debs are not in {}",
-            debs.display()
-        ),
-    }
+    ensure!(
+        out.status.success(),
+        "apt-get download {} failed ({}):\n{}",
+        pkgs.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
 }
 
 /// Reads a module, decompressing `.ko.xz` / `.ko.zst` / `.ko.gz` with Debian's tools.
@@ -267,7 +284,7 @@ fn builtin(moddir: &Path) -> Result<std::collections::HashSet<String>> {
 }
 
 /// The modules to load, dependencies first, with their (decompressed) contents.
-fn resolve_modules(moddir: &Path, want: &[&str]) -> Result<Vec<(String, Vec<u8>)>> {
+pub(crate) fn resolve_modules(moddir: &Path, want: &[&str]) -> Result<Vec<(String, Vec<u8>)>> {
     let idx = module_index(moddir)?;
     let built = builtin(moddir)?;
     let mut order: Vec<(String, Vec<u8>)> = Vec::new();
@@ -399,6 +416,53 @@ pub fn initramfs(busybox: &[u8], modules: &[(String, Vec<u8>)]) -> Vec<u8> {
     c.finish()
 }
 
+/// A Debian kernel and busybox unpacked from their `.deb`s ([`unpack_kernel`]).
+pub(crate) struct Unpacked {
+    /// Kernel release, e.g. `6.1.0-57-amd64`.
+    pub release: String,
+    /// `boot/vmlinuz-<release>` under the unpack directory.
+    pub vmlinuz: PathBuf,
+    /// `lib/modules/<release>` under the unpack directory.
+    pub moddir: PathBuf,
+    /// The static `bin/busybox`.
+    pub busybox: Vec<u8>,
+}
+
+/// Unpacks the kernel and busybox `.deb`s into `root` (emptied first) with `dpkg-deb -x`.
+pub(crate) fn unpack_kernel(kdeb: &Path, bdeb: &Path, root: &Path) -> Result<Unpacked> {
+    let _ = std::fs::remove_dir_all(root);
+    std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+    for deb in [kdeb, bdeb] {
+        eprintln!("xtask: peer: unpacking {}", deb.display());
+        run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(root))
+            .context("dpkg-deb -x (Debian's dpkg is needed to unpack the packages)")?;
+    }
+    let moddirs: Vec<PathBuf> = std::fs::read_dir(root.join("lib/modules"))
+        .context("the kernel package has no lib/modules")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    ensure!(
+        moddirs.len() == 1,
+        "expected one kernel release in the package, found {moddirs:?}"
+    );
+    let moddir = moddirs[0].clone();
+    let release = moddir
+        .file_name()
+        .context("kernel module directory has no name")?
+        .to_string_lossy()
+        .into_owned();
+    let vmlinuz = root.join(format!("boot/vmlinuz-{release}"));
+    ensure!(vmlinuz.is_file(), "{} missing", vmlinuz.display());
+    let busybox =
+        std::fs::read(root.join("bin/busybox")).context("busybox-static's bin/busybox")?;
+    Ok(Unpacked {
+        release,
+        vmlinuz,
+        moddir,
+        busybox,
+    })
+}
+
 /// Downloads (once), unpacks and builds the Linux peer under [`cache_dir`].
 pub fn prepare() -> Result<LinuxPeer> {
     let cache = cache_dir();
@@ -426,28 +490,13 @@ pub fn prepare() -> Result<LinuxPeer> {
         });
     }
     let root = cache.join("root");
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root)?;
-    for deb in [&kdeb, &bdeb] {
-        eprintln!("xtask: peer: unpacking {}", deb.display());
-        run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root))
-            .context("dpkg-deb -x (Debian's dpkg is needed to unpack the packages)")?;
-    }
-    let moddirs: Vec<PathBuf> = std::fs::read_dir(root.join("lib/modules"))
-        .context("the kernel package has no lib/modules")?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    ensure!(
-        moddirs.len() == 1,
-        "expected one kernel release in the package, found {moddirs:?}"
-    );
-    let moddir = &moddirs[0];
-    let release = moddir.file_name().unwrap().to_string_lossy().into_owned();
-    let vmlinuz = root.join(format!("boot/vmlinuz-{release}"));
-    ensure!(vmlinuz.is_file(), "{} missing", vmlinuz.display());
-    let busybox =
-        std::fs::read(root.join("bin/busybox")).context("busybox-static's bin/busybox")?;
-    let modules = resolve_modules(moddir, &MODULES)?;
+    let Unpacked {
+        release,
+        vmlinuz,
+        moddir,
+        busybox,
+    } = unpack_kernel(&kdeb, &bdeb, &root)?;
+    let modules = resolve_modules(&moddir, &MODULES)?;
     eprintln!(
         "xtask: peer: kernel {release}, modules {}",
         modules
@@ -469,7 +518,7 @@ pub fn prepare() -> Result<LinuxPeer> {
 }
 
 /// FNV-1a, to notice a changed `/init` in the cache stamp.
-fn crate_hash(data: &[u8]) -> String {
+pub(crate) fn crate_hash(data: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in data {
         h ^= u64::from(b);
@@ -516,7 +565,7 @@ pub fn differential_config(peer: &LinuxPeer, dgram_dir: &Path) -> GuestConfig {
     cfg
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }

@@ -152,6 +152,9 @@ pub struct GuestConfig {
     /// Kernel command line (`-append`).
     pub append: String,
     pub accel: Accel,
+    /// QEMU `-cpu MODEL` (e.g. `max`); `None` passes no `-cpu`, i.e. QEMU's default (`qemu64`
+    /// under TCG).
+    pub cpu: Option<String>,
     /// Add `-icount shift=0,sleep=off`.
     pub icount: bool,
     /// `-smp`.
@@ -183,6 +186,7 @@ impl Default for GuestConfig {
             dgram_dir: PathBuf::new(),
             append: String::new(),
             accel: Accel::Tcg,
+            cpu: None,
             icount: false,
             cpus: 1,
             nics: 2,
@@ -264,6 +268,14 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     .map(|s| s.to_string())
     .collect();
     a.push(cfg.cpus.to_string());
+    if let Some(model) = &cfg.cpu {
+        ensure!(
+            !model.is_empty() && !model.starts_with('-'),
+            "--cpu {model:?} is not a QEMU CPU model (try `max`, or `qemu-system-x86_64 -cpu help`)"
+        );
+        a.push("-cpu".into());
+        a.push(model.clone());
+    }
     a.extend(
         [
             "-display",

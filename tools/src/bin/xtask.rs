@@ -50,6 +50,10 @@ struct GuestArgs {
     /// Accelerator (this workplace's nested KVM does not run guests: use tcg).
     #[arg(long, value_enum, default_value_t = Accel::Tcg)]
     accel: Accel,
+    /// QEMU CPU model (`-cpu MODEL`, e.g. `max`); default: none passed, QEMU's `qemu64`.
+    /// `bench --peer dpdk` defaults to `max` (testpmd needs SSE4.2) for every row.
+    #[arg(long, value_name = "MODEL")]
+    cpu: Option<String>,
     /// Deterministic instruction counting (-icount shift=0,sleep=off).
     #[arg(long)]
     icount: bool,
@@ -178,9 +182,10 @@ struct BenchArgs {
     /// Also write the JSON record to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Also measure a Linux guest (Debian kernel + busybox) side by side: `linux`.
-    #[arg(long, value_enum)]
-    peer: Option<Peer>,
+    /// Also measure peer guests side by side, comma-separated: `linux` (Debian kernel +
+    /// busybox: bridge, IPv4 forwarding), `dpdk` (Debian's dpdk-testpmd, io and mac).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    peer: Vec<Peer>,
     /// Frame sizes for a sweep (with --peer): e.g. 64,128,256,512,1024,1518; JSON {"sweep": […]}.
     #[arg(long)]
     sizes: Option<String>,
@@ -226,10 +231,12 @@ struct LintArgs {
 }
 
 /// Peer guests for `cargo xtask bench --peer`.
-#[derive(Clone, Copy, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Peer {
     /// Debian's linux-image-amd64 kernel with a busybox initramfs (bridge and IPv4 forwarding).
     Linux,
+    /// Debian's dpdk-testpmd on that kernel, ports bound to uio_pci_generic (`io`, `mac`).
+    Dpdk,
 }
 
 /// Host micro-benchmarks selectable with `cargo xtask bench TARGET`.
@@ -278,6 +285,7 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
         dgram_dir: dir.to_path_buf(),
         append: g.append.clone(),
         accel: g.accel,
+        cpu: g.cpu.clone(),
         icount: g.icount,
         echo,
         extra_args,
@@ -306,7 +314,7 @@ fn tap_net(cfg: &mut GuestConfig, nics: usize) -> Result<Option<TapNet>> {
     Ok(Some(net))
 }
 
-fn announce_accel(accel: Accel, icount: bool) {
+fn announce_accel(accel: Accel, icount: bool, cpu: Option<&str>) {
     let what = match accel {
         Accel::Tcg => "tcg (software emulation)",
         Accel::Kvm => "kvm (hardware virtualisation)",
@@ -316,7 +324,8 @@ fn announce_accel(accel: Accel, icount: bool) {
     } else {
         ""
     };
-    eprintln!("xtask: accelerator: {what}{ic}");
+    let cpu = cpu.map_or(String::new(), |c| format!(", -cpu {c}"));
+    eprintln!("xtask: accelerator: {what}{ic}{cpu}");
 }
 
 /// UDP flows the generator offers on the tap backend (the tun driver spreads flows, not
@@ -365,7 +374,7 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
         signal_hook::flag::register(sig, term.clone())?;
     }
 
-    announce_accel(cfg.accel, cfg.icount);
+    announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let mut guest = Guest::boot(&cfg)?;
     let console = guest.console();
     std::thread::spawn(move || {
@@ -508,7 +517,7 @@ fn traffic(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    announce_accel(cfg.accel, cfg.icount);
+    announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let mut guest = Guest::boot(&cfg)?;
     guest.wait_ready(qemu::READY_TIMEOUT)?;
     // One generator per port pair: each pair must be one the guest forwards.
@@ -655,6 +664,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     }
     if let Some(BenchTarget::Pool) = a.target {
         let g = &a.traffic;
+        if g.guest.cpu.is_some() {
+            bail!("bench pool boots its guests without -cpu: drop --cpu");
+        }
         return tools::bench_pool::run(a.json.as_deref(), g.guest.image.clone(), g.seconds)
             .map(drop);
     }
@@ -667,7 +679,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Tlb) = a.target {
         return cmd_bench_tlb(a);
     }
-    if a.peer.is_some() || a.sizes.is_some() {
+    if !a.peer.is_empty() || a.sizes.is_some() {
         return cmd_bench_peer(a);
     }
     let (b, r, guest, exit) = traffic(&a.traffic, Echo::Stderr)?;
@@ -699,10 +711,11 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         iters: a.iters,
         append: g.append.clone(),
         accel: g.accel,
+        cpu: g.cpu.clone(),
         memory: g.memory.clone(),
         echo: Echo::Off,
     };
-    announce_accel(cfg.accel, true);
+    announce_accel(cfg.accel, true, cfg.cpu.as_deref());
     let progress = |r: &bench_sim::SimRecord| {
         eprintln!(
             "xtask: {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
@@ -736,9 +749,12 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
 fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
     use tools::bench_tlb::{markdown, run_one, TlbRun};
     let g = &a.traffic.guest;
+    if g.cpu.is_some() {
+        bail!("bench tlb boots its guests without -cpu: drop --cpu");
+    }
     setup::ensure()?;
     let image = image_for(g)?;
-    announce_accel(g.accel, false);
+    announce_accel(g.accel, false, None);
     let cpus: Vec<u32> = a
         .tlb_cpus
         .split(',')
@@ -830,6 +846,7 @@ fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
             iters: Some(iters),
             append: String::new(),
             accel: Accel::Tcg,
+            cpu: g.cpu.clone(),
             memory: g.memory.clone(),
             echo: Echo::Off,
         };
@@ -875,19 +892,43 @@ fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `bench --peer linux [--sizes …]`: Gannet io/l2/router and the Linux guest, one table per size.
+/// `bench --peer linux,dpdk [--sizes …]`: Gannet io/l2/router, the Linux guest and testpmd,
+/// one table per size, every row with the same `-cpu` (`max` by default when DPDK runs).
 fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
-    use tools::{bench_peer, peer_linux};
+    use tools::{bench_peer, peer_dpdk, peer_linux};
     setup::ensure()?;
     let t = &a.traffic;
     let sizes = match &a.sizes {
         Some(s) => bench_peer::parse_sizes(s)?,
         None => vec![t.size],
     };
-    // Prepare the Linux guest first: a missing download fails before any boot.
-    let peer = match a.peer {
-        Some(Peer::Linux) => Some(peer_linux::prepare()?),
-        None => None,
+    let want_dpdk = a.peer.contains(&Peer::Dpdk);
+    let cpu = match (&t.guest.cpu, want_dpdk) {
+        (Some(c), _) => Some(c.clone()),
+        (None, true) => {
+            eprintln!(
+                "xtask: --peer dpdk: every row runs with -cpu max (Debian's testpmd needs \
+                 SSE4.2, which QEMU's default qemu64 lacks); give --cpu to choose another"
+            );
+            Some("max".to_string())
+        }
+        (None, false) => None,
+    };
+    // Prepare the peers first: a missing download fails before any boot.
+    let linux = if a.peer.contains(&Peer::Linux) {
+        Some(peer_linux::prepare()?)
+    } else {
+        None
+    };
+    let dpdk = if want_dpdk {
+        let p = peer_dpdk::prepare()?;
+        eprintln!(
+            "xtask: DPDK peer: dpdk-testpmd {} on Linux {}",
+            p.dpdk_version, p.release
+        );
+        Some(p)
+    } else {
+        None
     };
     let cfg = bench_peer::PeerBenchConfig {
         sweep: a.sizes.is_some(),
@@ -896,13 +937,18 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         window: a.window,
         accel: t.guest.accel,
         icount: t.guest.icount,
+        cpu,
         append: t.guest.append.clone(),
         image: image_for(&t.guest)?,
         echo: Echo::Off,
         plots: a.sizes.is_some(),
     };
-    announce_accel(cfg.accel, cfg.icount);
-    let out = bench_peer::run(&cfg, peer.as_ref())?;
+    announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
+    let peers = bench_peer::Peers {
+        linux: linux.as_ref(),
+        dpdk: dpdk.as_ref(),
+    };
+    let out = bench_peer::run(&cfg, peers)?;
     for rec in &out.records {
         print!("{}", bench_peer::table(rec));
     }
@@ -935,7 +981,7 @@ fn cmd_test() -> Result<ExitCode> {
     setup::ensure_promtool()?;
     let image = qemu::build_image()?;
     // The integration tests boot every guest with the default accelerator (GuestConfig).
-    announce_accel(qemu::GuestConfig::default().accel, false);
+    announce_accel(qemu::GuestConfig::default().accel, false, None);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(qemu::workspace_root())

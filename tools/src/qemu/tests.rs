@@ -50,6 +50,10 @@ fn command_line_is_exact() {
     .collect();
     assert_eq!(a, expect);
     assert!(!a.iter().any(|x| x == "-icount"));
+    assert!(
+        !a.iter().any(|x| x == "-cpu"),
+        "no -cpu unless asked (QEMU's qemu64)"
+    );
 }
 
 #[test]
@@ -68,6 +72,12 @@ fn command_line_options() {
     assert_eq!(a[smp + 1], "2");
     assert!(a.contains(&"virtio-net-pci,netdev=p2,mac=02:00:00:00:00:03".to_string()));
     assert_eq!(a.iter().filter(|x| *x == "-netdev").count(), 3);
+    c.cpu = Some("max".into());
+    let a = command_args(&c).unwrap();
+    let cpu = a.iter().position(|x| x == "-cpu").unwrap();
+    assert_eq!(a[cpu + 1], "max");
+    c.cpu = Some("-smp".into());
+    assert!(command_args(&c).is_err());
 }
 
 #[test]
