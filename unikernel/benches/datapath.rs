@@ -136,8 +136,8 @@ fn resolve_next_hop(c: &mut SimCore) {
     );
     warm_poll_once(&mut c.core);
     let mut replies = 0;
-    let arp = ETHERTYPE_ARP.to_be_bytes();
-    c.dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&arp[..])));
+    let ethertype = ETHERTYPE_ARP.to_be_bytes();
+    c.dev[1].complete_tx(|f| replies += usize::from(f.get(ETHERTYPE) == Some(&ethertype[..])));
     assert_eq!(replies, 1, "one ARP reply");
     // Learned from a request the entry is Stale: the next hop's reply confirms it (Reachable).
     let n = next_hop_arp_reply(c.core.cfg(), port_mac(1), &mut arp).expect("router mode");
