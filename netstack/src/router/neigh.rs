@@ -313,6 +313,17 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             .position(|e| e.state != NeighState::Free && e.ip == ip && e.port == port)
     }
 
+    /// The index and MAC of the entry for `ip` on `port` if it is Reachable with nothing
+    /// queued (what [`NeighTable::resolve`] would answer with [`Resolve::Mac`] and no other
+    /// effect than the use, which the caller records with [`NeighTable::touch`]); `None`
+    /// otherwise, changing nothing. The router's fast path for hosts on a connected network.
+    #[inline(never)]
+    pub fn reachable(&self, ip: u32, port: u8) -> Option<(usize, MacAddr)> {
+        let i = self.find(ip, port)?;
+        let e = &self.entries[i];
+        (e.state == NeighState::Reachable && e.qlen == 0).then_some((i, e.mac))
+    }
+
     /// Where to send a frame for neighbour `ip` on `port`. Creates an incomplete entry (with a
     /// request due) for an unknown neighbour; marks a stale entry for a new request.
     #[inline(always)]
