@@ -42,9 +42,24 @@ impl<P: Platform> Core<P> {
         n
     }
 
-    /// Route one frame received on local port `p`.
+    /// Route one frame received on local port `p`: the router's fast path (nothing prepared
+    /// for ICMP or ARP), else [`Core::route_slow`].
     #[inline(always)]
     fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
+        let rs = self.route.as_mut().expect("router mode");
+        if let Some((port, len)) = rs.router.forward_fast(p, page.frame_mut(len), now) {
+            self.stage_tx(usize::from(port), page, len);
+            return;
+        }
+        self.route_slow(p, page, len, now);
+    }
+
+    /// Route one frame the fast path did not take (ARP, ICMP, options, the first frame to a
+    /// next hop, ...): the management plane's copy of ARP, the spare page for an ICMP error,
+    /// the router's full path.
+    #[cold]
+    #[inline(never)]
+    fn route_slow(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
         let handle = page.pfn();
         let frame = page.frame_mut(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
@@ -58,7 +73,7 @@ impl<P: Platform> Core<P> {
             Some(sp) => sp.room_mut(),
             None => &mut [][..],
         };
-        let action = rs.router.process(p, frame, handle, now, icmp);
+        let action = rs.router.process_slow(p, frame, handle, now, icmp);
         // What an ARP frame taught this core goes to the other cores' routers.
         if matches!(action, Action::Consumed | Action::Reply { .. }) {
             if let Some(u) = rs.router.take_learned() {
