@@ -1,13 +1,17 @@
-//! Router fast-path host benchmark (criterion): one [`Router::process`] call on a valid 64-byte
-//! IPv4/UDP frame that is forwarded (validate, martian checks, DIR-24-8 lookup, TTL decrement
-//! with the RFC 1624 update, neighbour hit, MAC rewrite), with a FIB of the connected routes only
-//! and with 100,000 random prefixes added (seeded, /8–/32, mostly /16–/24 like a BGP table). The
-//! router reads the FIB through `&Fib`, as each core's router does in the kernel.
+//! Router host benchmark (criterion): one [`Router::process`] call on a valid 64-byte IPv4/UDP
+//! frame that is forwarded, with a FIB of the connected routes and 192.168.0.0/16 via 10.0.1.2
+//! only and with 100,000 random prefixes added (seeded, /8–/32, mostly /16–/24 like a BGP
+//! table, none in 192/8 or 10/8). Two frames: to 192.168.0.1, through the gateway (the fast
+//! path: header checks, DIR-24-8 lookup, the per-core next-hop cache, TTL decrement with the
+//! RFC 1624 update, MAC rewrite), and to 10.0.1.2, a host on the connected network (the same,
+//! with a neighbour lookup per frame instead of the cached rewrite). The router reads the FIB
+//! through `&Fib`, as each core's router does in the kernel.
 //!
 //! Run: `cargo bench -p netstack --bench router` (time per call). For an exact instruction count
 //! per call, the figure BENCHMARKS.md quotes, set `ROUTER_CALLS=N`: the binary then skips
 //! criterion and makes N calls through the out-of-line [`process_once`], which callgrind
-//! attributes exactly:
+//! attributes exactly, for one case: `ROUTER_DST=gateway` (default) or `connected`,
+//! `ROUTER_ROUTES=100000` (default) or any other count:
 //!
 //! ```sh
 //! cargo bench -p netstack --bench router --no-run
@@ -15,6 +19,9 @@
 //!     $(ls -t target/release/deps/router-* | grep -v '\.d$' | head -1) --bench
 //! callgrind_annotate --inclusive=yes cg.out | grep process_once   # ÷ 1,000,000 per call
 //! ```
+//!
+//! `process_once` also copies the 60-byte template into the frame (a `memcpy` call, counted
+//! separately by callgrind: subtract its inclusive count for `Router::process` alone).
 
 use std::hint::black_box;
 
@@ -40,8 +47,8 @@ const P1_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const GEN_A: [u8; 6] = [2, 0, 0, 0, 0x0a, 2];
 const GEN_B: [u8; 6] = [2, 0, 0, 0, 0x0b, 2];
 
-/// A 60-byte Ethernet frame: IPv4/UDP 10.0.0.2 → 10.0.1.2, TTL 64, to port 0's MAC.
-fn udp_frame() -> Vec<u8> {
+/// A 60-byte Ethernet frame: IPv4/UDP 10.0.0.2 → `dst`, TTL 64, to port 0's MAC.
+fn udp_frame(dst: [u8; 4]) -> Vec<u8> {
     let mut f = vec![0u8; 60];
     f[ETH_DST].copy_from_slice(&P0_MAC);
     f[ETH_SRC].copy_from_slice(&GEN_A);
@@ -52,7 +59,7 @@ fn udp_frame() -> Vec<u8> {
     ip[IPV4_TTL] = 64;
     ip[IPV4_PROTOCOL] = IPPROTO_UDP;
     ip[IPV4_SRC].copy_from_slice(&[10, 0, 0, 2]);
-    ip[IPV4_DST].copy_from_slice(&[10, 0, 1, 2]);
+    ip[IPV4_DST].copy_from_slice(&dst);
     let c = netstack::router::ipv4::checksum(ip);
     ip[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
     f
@@ -101,7 +108,12 @@ fn process_once(
     r.process(0, black_box(frame), 0, now, icmp)
 }
 
-fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
+/// Through the gateway 10.0.1.2 (route 192.168.0.0/16): the fast path.
+const TO_GATEWAY: [u8; 4] = [192, 168, 0, 1];
+/// The gateway itself, a host on port 1's connected network: a neighbour lookup per frame.
+const TO_CONNECTED: [u8; 4] = [10, 0, 1, 2];
+
+fn bench_process(c: &mut Criterion, name: &str, routes: usize, dst: [u8; 4]) {
     let mut tbl24: Vec<core::sync::atomic::AtomicU32> = core::iter::repeat_with(Default::default)
         .take(TBL24_LEN)
         .collect();
@@ -122,6 +134,8 @@ fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
     // it through `&Fib`.
     let mut b: Router<'_, u64> = Router::new(fib, &ports, RouterConfig::default()).unwrap();
     let gw = "10.0.1.2".parse().unwrap();
+    b.add_route(Ipv4Net::new([192, 168, 0, 0].into(), 16).unwrap(), gw)
+        .unwrap();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut added = 0;
     while added < routes {
@@ -129,7 +143,7 @@ fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
         let len = [8u8, 16, 18, 20, 22, 23, 24, 24, 24, 24, 24, 28, 32][(v >> 40) as usize % 13];
         let addr = std::net::Ipv4Addr::from_bits((v as u32) & (u32::MAX << (32 - len)));
         // Keep the benchmark's own networks out of the random set.
-        if addr.octets()[0] == 10 {
+        if [10, 192].contains(&addr.octets()[0]) {
             continue;
         }
         let net = Ipv4Net::new(addr, len).unwrap();
@@ -139,13 +153,14 @@ fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
     }
     let fib = b.into_fib();
     let mut r = CoreRouter::new(&fib, &ports, RouterConfig::default()).unwrap();
-    let tmpl = udp_frame();
+    let tmpl = udp_frame(dst);
     let mut icmp = vec![0u8; 2048];
     let mut frame = tmpl.clone();
     // First frame queues behind ARP; the reply resolves it; poll sends the queued frame.
     let _ = r.process(0, &mut frame, 0, 0, &mut icmp);
     let _ = r.process(1, &mut arp_reply(), 1, 1, &mut icmp);
     while r.poll(2, &mut icmp).is_some() {}
+    // The next one is forwarded (through a gateway: filling the next-hop cache).
     frame.copy_from_slice(&tmpl);
     assert!(matches!(
         r.process(0, &mut frame, 2, 3, &mut icmp),
@@ -173,9 +188,23 @@ fn bench_process(c: &mut Criterion, name: &str, routes: usize) {
 }
 
 fn benches(c: &mut Criterion) {
-    bench_process(c, "router/process/forward_64B/connected_only", 0);
-    if std::env::var_os("ROUTER_CALLS").is_none() {
-        bench_process(c, "router/process/forward_64B/100k_routes", 100_000);
+    if std::env::var_os("ROUTER_CALLS").is_some() {
+        let dst = match std::env::var("ROUTER_DST").as_deref() {
+            Ok("connected") => TO_CONNECTED,
+            _ => TO_GATEWAY,
+        };
+        let routes = std::env::var("ROUTER_ROUTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100_000);
+        bench_process(c, "router/process/forward_64B", routes, dst);
+        return;
+    }
+    for (routes, table) in [(0, "few_routes"), (100_000, "100k_routes")] {
+        for (dst, how) in [(TO_GATEWAY, "gateway"), (TO_CONNECTED, "connected")] {
+            let name = format!("router/process/forward_64B/{table}/{how}");
+            bench_process(c, &name, routes, dst);
+        }
     }
 }
 

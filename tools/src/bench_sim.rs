@@ -11,6 +11,13 @@
 //!
 //! A run fails unless the guest shut down cleanly and every delivered frame left port 1 as
 //! expected (`delivered == packets == out`, `other == 0`).
+//!
+//! With a routes file ([`SimBenchConfig::routes`], `--routes FILE`: e.g. the 100,000 routes of
+//! `tools/scripts/mkroutes.py 100000 1`) the router runs get it as their boot module (QEMU
+//! `-initrd`, as `boot --routes`), so the FIB holds those routes too; the frames still go to
+//! the destination inside the command line's first route (192.168.0.1 by 192.168.0.0/16 via
+//! 10.0.1.2), which the file must not override ([`check_routes_file`]: no route of the file as
+//! long or longer contains it, other than the same route). The l2/io runs ignore it.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -76,6 +83,8 @@ pub struct SimBenchConfig {
     pub memory: String,
     /// Where the guest's serial output goes.
     pub echo: Echo,
+    /// Router mode: a static routes file handed to the guest as its boot module (`-initrd`).
+    pub routes: Option<PathBuf>,
 }
 
 impl SimBenchConfig {
@@ -91,6 +100,7 @@ impl SimBenchConfig {
             cpu: None,
             memory: "256M".into(),
             echo: Echo::Off,
+            routes: None,
         }
     }
 }
@@ -129,6 +139,8 @@ pub struct SimRecord {
     pub accel: String,
     /// Whether `-icount shift=0,sleep=off` was on (always, for this benchmark).
     pub icount: bool,
+    /// Routes the guest installed from the routes file (its boot log), if it had one.
+    pub file_routes: Option<u64>,
 }
 
 /// A benchmark result line (`PREFIX key=value key=value …`), found anywhere in a log line.
@@ -204,6 +216,7 @@ pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
         frames_per_busy_iter: frames_per_iter(packets, busy_iters),
         accel: accel.name().to_string(),
         icount: true,
+        file_routes: None,
     })
 }
 
@@ -233,8 +246,13 @@ pub fn append_for(mode: SimMode, k: u16, iters: Option<u32>, extra: &str) -> Str
     a
 }
 
-/// The QEMU configuration of one run: one vCPU, no NIC, icount.
+/// The QEMU configuration of one run: one vCPU, no NIC, icount; router mode: the routes file
+/// as the boot module.
 pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig {
+    let extra_args = match (&cfg.routes, mode) {
+        (Some(r), SimMode::Router) => vec!["-initrd".to_string(), r.display().to_string()],
+        _ => Vec::new(),
+    };
     GuestConfig {
         image: cfg.image.clone(),
         append: append_for(mode, k, cfg.iters, &cfg.append),
@@ -245,8 +263,49 @@ pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig 
         nics: 0,
         memory: cfg.memory.clone(),
         echo: cfg.echo,
+        extra_args,
         ..GuestConfig::default()
     }
+}
+
+/// A routes file for the router runs: every line must parse (as the guest parses it), and no
+/// route of it may take the benchmark's frames from the command line's first route (`append`:
+/// the extra command line, as for [`append_for`]): none as long or longer contains their
+/// destination, unless it is that very route. Returns the routes in the file.
+///
+/// # Errors
+/// A bad line, or a route that would win for the destination, named with its line number.
+pub fn check_routes_file(text: &str, append: &str) -> Result<usize> {
+    let cmdline = append_for(SimMode::Router, 1, None, append);
+    let cfg = netstack::Config::parse(&cmdline)
+        .map_err(|e| anyhow!("router command line `{cmdline}`: {e:?}"))?;
+    let addrs = netstack::simframes::router_addrs(&cfg)
+        .ok_or_else(|| anyhow!("router command line `{cmdline}`: no benchmark addresses"))?;
+    let first = cfg.routes.first().copied();
+    let mut n = 0;
+    for r in netstack::parse_routes_file(text) {
+        let (line, (net, gw)) =
+            r.map_err(|(line, l, why)| anyhow!("routes file line {line}: `{l}`: {why:?}"))?;
+        n += 1;
+        let Some((fnet, fgw)) = first else { continue };
+        if net.contains(addrs.dst) && net.len >= fnet.len && (net, gw) != (fnet, fgw) {
+            bail!(
+                "routes file line {line}: {net},{gw} would route the benchmark's frames (to {}) instead of route={fnet},{fgw}: drop it from the file",
+                addrs.dst
+            );
+        }
+    }
+    Ok(n)
+}
+
+/// `router: N routes from the routes file` in the guest's boot log.
+fn file_routes_in(lines: &[String]) -> Option<u64> {
+    lines.iter().find_map(|l| {
+        let rest = &l[l.find("router: ")? + "router: ".len()..];
+        rest.strip_suffix(" routes from the routes file")?
+            .parse()
+            .ok()
+    })
 }
 
 /// Boot one run and return its record. Fails (with the guest's last lines) unless the guest
@@ -272,7 +331,15 @@ pub fn run_one_with_log(
             guest.tail_report()
         );
     };
-    let r = parse_record(line, cfg.accel)?;
+    let mut r = parse_record(line, cfg.accel)?;
+    r.file_routes = file_routes_in(&lines);
+    if cfg.routes.is_some() && mode == SimMode::Router {
+        ensure!(
+            r.file_routes.is_some(),
+            "mode router k={k}: the guest did not report the routes file's routes\n{}",
+            guest.tail_report()
+        );
+    }
     ensure!(
         exit.is_clean(),
         "mode {} k={k}: {exit}\n{}",
@@ -324,14 +391,15 @@ pub fn table(records: &[SimRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<7} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12}",
+        "{:<7} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12} {:>12}",
         "mode",
         "K (frames / busy poll iter)",
         "instructions/packet",
         "frames/busy iter",
         "packets",
         "kicks",
-        "accelerator"
+        "accelerator",
+        "file routes"
     );
     for r in records {
         let accel = if r.icount {
@@ -339,16 +407,18 @@ pub fn table(records: &[SimRecord]) -> String {
         } else {
             r.accel.clone()
         };
+        let routes = r.file_routes.map_or("-".to_string(), |n| n.to_string());
         let _ = writeln!(
             s,
-            "{:<7} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12}",
+            "{:<7} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12} {:>12}",
             r.mode,
             r.k,
             r.instructions_per_packet,
             r.frames_per_busy_iter,
             r.packets,
             r.kicks,
-            accel
+            accel,
+            routes
         );
     }
     s
@@ -361,6 +431,8 @@ pub struct SimBenchJson<'a> {
     pub bench: &'static str,
     /// Extra kernel command line given with `--append`.
     pub append: &'a str,
+    /// The routes file given with `--routes` (router runs), if any.
+    pub routes_file: Option<&'a str>,
     /// One record per (mode, K).
     pub records: &'a [SimRecord],
 }
@@ -400,6 +472,26 @@ mod tests {
         assert!(args
             .windows(2)
             .any(|w| w == ["-icount", "shift=0,sleep=off"]));
+    }
+
+    #[test]
+    fn routes_files_for_the_router_runs() {
+        let mut cfg = SimBenchConfig::new("/img".into());
+        cfg.routes = Some("/r.txt".into());
+        let args = |m| guest_config(&cfg, m, 32).extra_args;
+        assert_eq!(args(SimMode::Router), ["-initrd", "/r.txt"]);
+        assert!(args(SimMode::L2).is_empty());
+        let ok = "# comment\n1.0.0.0/8,10.0.1.2\n192.168.1.0/24,10.0.0.2\n\n192.168.0.0/16,10.0.1.2\n192.0.0.0/8,10.0.0.2\n";
+        assert_eq!(check_routes_file(ok, "").unwrap(), 4);
+        let e = check_routes_file("1.0.0.0/8,10.0.1.2\n192.168.0.0/24,10.0.0.2\n", "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2") && e.contains("192.168.0.1"), "{e}");
+        assert!(check_routes_file("192.168.0.0/16,10.0.0.2\n", "").is_err());
+        assert!(check_routes_file("nonsense\n", "").is_err());
+        let log = ["[    0.4] router: 100000 routes from the routes file".to_string()];
+        assert_eq!(file_routes_in(&log), Some(100_000));
+        assert_eq!(file_routes_in(&[]), None);
     }
 
     #[test]

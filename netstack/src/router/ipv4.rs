@@ -75,13 +75,20 @@ pub fn csum_update16(hc: u16, old: u16, new: u16) -> u16 {
 /// Decrement the TTL of the IPv4 header at the start of `ip` and update its checksum
 /// incrementally. TTL is the high byte of the 16-bit word at offset 8 (TTL, protocol).
 /// The caller has checked `ip.len() >= 20` and TTL > 1.
+///
+/// RFC 1624 eqn. 3 ([`csum_update16`]) for this one change: the word drops by 0x0100, so
+/// `~m + m'` is 0xfeff and `HC' = HC + 0x0100` with an end-around carry, written as 0 where
+/// the sum reaches 0xffff (Linux's `ip_decrease_ttl`). Done on the checksum as stored, read in
+/// little-endian order (0x0100 in network order is 0x0001 there; the one's-complement sum
+/// commutes with byte swapping): an add, a compare and an add. Equal to [`csum_update16`] for
+/// every checksum (tested exhaustively below).
 #[inline(always)]
 pub fn decrement_ttl(ip: &mut [u8]) {
-    let old = be16(ip, IPV4_TTL);
-    let new = old - 0x0100;
-    let hc = csum_update16(be16(ip, IPV4_CHECKSUM.start), old, new);
-    ip[IPV4_TTL] = (new >> 8) as u8;
-    ip[IPV4_CHECKSUM].copy_from_slice(&hc.to_be_bytes());
+    let c = IPV4_CHECKSUM.start;
+    let hc = u32::from(u16::from_le_bytes([ip[c], ip[c + 1]])) + 1;
+    let hc = (hc + u32::from(hc >= 0xffff)) as u16;
+    ip[IPV4_TTL] -= 1;
+    ip[IPV4_CHECKSUM].copy_from_slice(&hc.to_le_bytes());
 }
 
 /// IP option Record Route (RFC 791).
@@ -605,6 +612,23 @@ mod tests {
 
         /// The general update (any word, any change) equals recomputation.
         #[test]
+        fn update16_is_what_the_ttl_decrement_does(
+            ttl in 2u8..=255,
+            proto in any::<u8>(),
+            hc in any::<u16>(),
+        ) {
+            let mut h = [0u8; IPV4_MIN_HDR];
+            h[IPV4_TTL] = ttl;
+            h[IPV4_PROTOCOL] = proto;
+            h[IPV4_CHECKSUM].copy_from_slice(&hc.to_be_bytes());
+            decrement_ttl(&mut h);
+            let old = u16::from_be_bytes([ttl, proto]);
+            prop_assert_eq!(be16(&h, IPV4_CHECKSUM.start), csum_update16(hc, old, old - 0x100));
+            prop_assert_eq!(h[IPV4_TTL], ttl - 1);
+        }
+
+        /// The general update (any word, any change) equals recomputation.
+        #[test]
         fn update16_any_word(
             words in proptest::collection::vec(any::<u16>(), 10),
             idx in 0usize..10,
@@ -631,6 +655,24 @@ mod tests {
             // header never has it (version 4 is in the first word).
             prop_assume!(w.iter().any(|&x| x != 0));
             prop_assert_eq!(updated, checksum(&bytes(&w)));
+        }
+    }
+
+    /// [`decrement_ttl`]'s checksum equals RFC 1624 eqn. 3 for every stored checksum (eqn. 3
+    /// depends on the TTL word only through `~m + m'`, 0xfeff for every TTL > 1).
+    #[test]
+    fn ttl_decrement_is_eqn_3_for_every_checksum() {
+        for hc in 0..=u16::MAX {
+            let mut h = [0u8; IPV4_MIN_HDR];
+            h[IPV4_TTL] = 64;
+            h[IPV4_PROTOCOL] = 17;
+            h[IPV4_CHECKSUM].copy_from_slice(&hc.to_be_bytes());
+            decrement_ttl(&mut h);
+            assert_eq!(
+                be16(&h, IPV4_CHECKSUM.start),
+                csum_update16(hc, 0x4011, 0x3f11),
+                "checksum {hc:#06x}"
+            );
         }
     }
 

@@ -9,6 +9,16 @@
 //! when it leaves its queue). Timers and ARP resolution are driven by [`Router::poll`]. No
 //! clock, no heap: time comes in as nanoseconds, the FIB's tables are caller storage.
 //!
+//! `process` has a fast path ([`Router::forward_fast`]) for the common case, valid IPv4
+//! without options, TTL > 1, unicast, to a resolved next hop: the header checks, one DIR-24-8
+//! lookup, then the FIB next-hop index selects a per-router (per-core) cache entry holding the
+//! rewrite (the gateway's MAC and the output port's), as DPDK l3fwd's next-hop array does; a
+//! host on a connected network is looked up in the neighbour table instead. The cache is filled
+//! by the slow path (everything else, `#[cold]`: RFC 1812's checks in order, ARP, ICMP, options,
+//! queueing for ARP) and dropped whenever the neighbour table reports that an entry that was
+//! Reachable changed, and whenever the FIB changes (a next-hop index means another next hop in
+//! another FIB): the two paths give the same result for every frame (tested differentially).
+//!
 //! Choices where RFC 1812 leaves one (relevant for the differential test against Linux):
 //! - IP options (§5.3.13): Record Route records the outgoing port's address, Timestamp gets a
 //!   timestamp (milliseconds since boot with the high-order bit set: no UT clock), preceded by
@@ -60,7 +70,7 @@ use crate::wire::{
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 pub use fib::{
-    Fib, FibError, Ipv4Net, NextHop, RuleSlot, SparseStats, Tbl24Chunk, TBL24_CHUNKS,
+    Fib, FibError, Ipv4Net, NextHop, RuleSlot, SparseStats, Tbl24Chunk, MAX_NEXTHOPS, TBL24_CHUNKS,
     TBL24_CHUNK_LEN, TBL24_LEN, TBL8_GROUP_LEN,
 };
 use icmp::TokenBucket;
@@ -513,6 +523,65 @@ impl<'a> FibRef<'a> for &Fib<'a> {
     }
 }
 
+/// One FIB next hop as the fast path sees it, cached per router (per core), filled by the slow
+/// path when it forwards through the next hop and dropped, all at once, when the FIB changes
+/// (its next-hop indexes are the FIB's) or the neighbour table says an entry that was Reachable
+/// changed:
+/// - [`ADJ_GATEWAY`]: through a gateway whose neighbour entry `neigh` is Reachable with nothing
+///   queued: the destination MAC (the gateway's) and source MAC (the output port's) as the
+///   frame's first 12 bytes, and the output port. DPDK l3fwd's per-port destination MAC array,
+///   per next hop.
+/// - [`ADJ_CONNECTED`]: a connected network on `port` (source MAC in `macs[6..]`): the
+///   destination itself is the neighbour, looked up per frame
+///   ([`NeighTable::reachable`](neigh::NeighTable::reachable)).
+#[derive(Copy, Clone, Debug)]
+#[repr(C, align(16))]
+struct Adjacency {
+    macs: [u8; 12],
+    port: u8,
+    kind: u8,
+    neigh: u16,
+}
+
+/// [`Adjacency::kind`]: nothing cached (the slow path decides).
+const ADJ_NONE: u8 = 0;
+/// [`Adjacency::kind`]: a resolved gateway, MACs ready.
+const ADJ_GATEWAY: u8 = 1;
+/// [`Adjacency::kind`]: a connected network, the destination's MAC looked up per frame.
+const ADJ_CONNECTED: u8 = 2;
+
+const NO_ADJACENCY: Adjacency = Adjacency {
+    macs: [0; 12],
+    port: 0,
+    kind: ADJ_NONE,
+    neigh: 0,
+};
+
+/// The 14 + 20 bytes the fast path reads: Ethernet header and an IPv4 header without options.
+const FAST_HDR: usize = ETH_HDR_LEN + ipv4::IPV4_MIN_HDR;
+
+/// The first bytes of a frame the fast path takes, after the destination MAC: EtherType IPv4
+/// (bytes 12–13) and version 4 with IHL 5 (byte 14), as a little-endian load of bytes 12–15
+/// masked to 24 bits.
+const IPV4_IHL5: u32 = u32::from_le_bytes([0x08, 0x00, 0x45, 0]);
+
+#[inline(always)]
+fn le32_at<const L: usize>(b: &[u8; L], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// By first byte of an address: 1 for 0/8, 127/8 and 224/3, neither a source to forward from
+/// nor a unicast destination (see [`ipv4::is_martian_src`] and [`ipv4::classify_dst`]).
+static NOT_UNICAST: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut a = 0;
+    while a < 256 {
+        t[a] = (a == 0 || a == 127 || a >= 224) as u8;
+        a += 1;
+    }
+    t
+};
+
 /// The IPv4 router. `H` is the caller's frame handle (a page frame number in the kernel),
 /// `N` neighbour entries with `Q` queued frames each, `F` the FIB: owned ([`Fib`], the
 /// default) or shared read-only (`&Fib`, see [`FibRef`]; one per core over one FIB).
@@ -531,6 +600,13 @@ pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRe
     /// Bit `b` is set when some address of [`Router::is_own_or_broadcast`] has `b` as its low 6
     /// bits: most sources are cleared by one bit test, without the per-port comparisons.
     bad_src_bits: u64,
+    /// Each port's MAC as the low 48 bits of a little-endian `u64` (`u64::MAX` for ports the
+    /// router does not have: no frame matches), for the fast path's one-compare check.
+    mac_words: [u64; MAX_PORTS],
+    /// Per FIB next hop: the cached rewrite of the fast path (see [`Adjacency`]).
+    adj: [Adjacency; MAX_NEXTHOPS],
+    /// Whether some `adj` entry is valid (so dropping them all is a no-op otherwise).
+    adj_filled: bool,
     _fib: core::marker::PhantomData<Fib<'a>>,
 }
 
@@ -588,6 +664,11 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                 bad_src_bits |= 1 << (a & 63);
             }
         }
+        let mut mac_words = [u64::MAX; MAX_PORTS];
+        for (w, p) in mac_words.iter_mut().zip(ports) {
+            let m = p.mac.0;
+            *w = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+        }
         Ok(Router {
             ports: all,
             nports: ports.len(),
@@ -599,6 +680,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             counters: RouterCounters::default(),
             learned: None,
             bad_src_bits,
+            mac_words,
+            adj: [NO_ADJACENCY; MAX_NEXTHOPS],
+            adj_filled: false,
             _fib: core::marker::PhantomData,
         })
     }
@@ -631,20 +715,24 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         ) {
             return Err(RouterError::RouteOverConnected);
         }
-        fib.add(
+        let added = fib.add(
             prefix,
             NextHop::Via {
                 port: port as u8,
                 gateway,
             },
-        )?;
-        Ok(())
+        );
+        // A next-hop index may now name another next hop (indexes are reused).
+        self.forget_adjacencies();
+        Ok(added?)
     }
 
     /// Remove the route `prefix` ([`RouterError::ReadOnlyFib`] with a shared FIB).
     pub fn delete_route(&mut self, prefix: Ipv4Net) -> Result<(), RouterError> {
         let fib = self.fib.fib_mut().ok_or(RouterError::ReadOnlyFib)?;
-        Ok(fib.delete(prefix)?)
+        let deleted = fib.delete(prefix);
+        self.forget_adjacencies();
+        Ok(deleted?)
     }
 
     /// Switch to another FIB (live route reload, RCU style: call between frames, at the
@@ -654,13 +742,44 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// queued frames, ICMP bucket and counters are kept: queued frames wait for a next-hop
     /// address, not for a FIB entry. Returns the FIB it used before, which the caller may
     /// retire once no router uses it.
+    ///
+    /// The per-core next-hop cache of the fast path is indexed by the FIB's next-hop indexes,
+    /// which mean something else in another FIB: it is dropped here, and the first frame to
+    /// each next hop of the new FIB takes the slow path (FIB lookup, neighbour lookup) and
+    /// fills it again from the neighbour table, which survives.
     pub fn set_fib(&mut self, fib: F) -> Result<F, RouterError> {
         for (i, p) in self.ports().iter().enumerate() {
             if fib.fib().get(p.addr.network()) != Some(NextHop::Connected { port: i as u8 }) {
                 return Err(RouterError::FibLacksPort);
             }
         }
+        self.forget_adjacencies();
         Ok(core::mem::replace(&mut self.fib, fib))
+    }
+
+    /// Drop every cached next-hop rewrite (the FIB changed, or a neighbour entry did).
+    #[cold]
+    fn forget_adjacencies(&mut self) {
+        if core::mem::take(&mut self.adj_filled) {
+            self.adj = [NO_ADJACENCY; MAX_NEXTHOPS];
+        }
+    }
+
+    /// After any call into the neighbour table: if an entry that was Reachable changed, the
+    /// cached rewrites may name a stale MAC (or one whose frames must queue): drop them.
+    #[inline]
+    fn sync_adjacencies(&mut self) {
+        if self.neigh.take_reachable_changed() {
+            self.forget_adjacencies();
+        }
+    }
+
+    /// Whether FIB next hop `nhi` has a cached gateway rewrite (tests).
+    #[cfg(test)]
+    fn adjacency_cached(&self, nhi: u32) -> bool {
+        self.adj
+            .get(nhi as usize)
+            .is_some_and(|a| a.kind == ADJ_GATEWAY)
     }
 
     /// The ports.
@@ -689,10 +808,12 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// (`false` for a port the router does not have or no entry). Does not set
     /// [`Router::take_learned`].
     pub fn learn(&mut self, u: NeighUpdate, now_ns: u64) -> bool {
-        usize::from(u.port) < self.nports
+        let changed = usize::from(u.port) < self.nports
             && self
                 .neigh
-                .confirm(u.ip, u.port, u.mac, Confirm::Reply, now_ns)
+                .confirm(u.ip, u.port, u.mac, Confirm::Reply, now_ns);
+        self.sync_adjacencies();
+        changed
     }
 
     /// Whether `src` is one of our port addresses, or the network or broadcast address of a
@@ -742,8 +863,125 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// [`Action::Queued`]. `icmp_out` is a spare buffer (at least
     /// [`icmp::ICMP_ERROR_MAX_FRAME`] bytes) used only when it returns [`Action::Icmp`].
     /// Never panics; every call counts exactly one outcome (see [`RouterCounters`]).
-    #[inline]
+    ///
+    /// The common case takes [`Router::forward_fast`]; everything else (and the first frame to
+    /// each next hop) the out-of-line slow path, which does every check of RFC 1812 in order.
+    #[inline(always)]
     pub fn process(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        handle: H,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
+        if let Some((port, len)) = self.forward_fast(in_port, frame, now_ns) {
+            return Action::Forward { port, len };
+        }
+        self.process_slow(in_port, frame, handle, now_ns, icmp_out)
+    }
+
+    /// The fast path of [`Router::process`], alone: a frame to this port's MAC carrying IPv4
+    /// without options, with a good header checksum and total length, TTL > 1, unicast
+    /// addresses (no martian, broadcast or own source), whose FIB route leads through a
+    /// gateway this router has resolved (its rewrite cached per next hop: see
+    /// [`Router::set_fib`]), or to a host on a connected network whose neighbour entry is
+    /// Reachable with nothing queued (one neighbour lookup), is forwarded: TTL decremented with the RFC 1624 checksum update,
+    /// MACs rewritten, counted as `rx` and `forwarded`, and `Some((port, len))` returned as
+    /// [`Action::Forward`] would say. Anything else returns `None` having changed nothing (no
+    /// byte, no counter): give it to [`Router::process`]. Needs no ICMP buffer.
+    #[inline(always)]
+    pub fn forward_fast(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        now_ns: u64,
+    ) -> Option<(u8, usize)> {
+        let &want = self.mac_words.get(in_port)?;
+        let frame_len = frame.len();
+        let f = frame.first_chunk_mut::<FAST_HDR>()?;
+        let dst_mac = u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]]);
+        if dst_mac & 0xffff_ffff_ffff != want
+            || le32_at(f, ETHERTYPE.start) & 0xff_ffff != IPV4_IHL5
+        {
+            return None;
+        }
+        // RFC 1071 over the 20-byte header: its one's-complement sum is 0xffff exactly when the
+        // plain sum of its 32-bit words is a non-zero multiple of 0xffff (2^16 ≡ 1 modulo
+        // 0xffff, and folding with end-around carries never makes a non-zero sum 0; it is
+        // non-zero, byte 14 being 0x45). In the machine's byte order: a byte swap multiplies
+        // a word by 2^8 modulo 0xffff, which keeps multiples of 0xffff exactly those.
+        let ip = ETH_HDR_LEN;
+        let mut sum = 0u64;
+        for k in 0..5 {
+            sum += u64::from(le32_at(f, ip + 4 * k));
+        }
+        let total_len = usize::from(be16(f, ip + IPV4_TOTAL_LEN.start));
+        let src = le32_at(f, ip + IPV4_SRC.start).swap_bytes();
+        let dst = le32_at(f, ip + IPV4_DST.start).swap_bytes();
+        let ttl = f[ip + IPV4_TTL];
+        if !sum.is_multiple_of(0xffff)
+            || total_len < ipv4::IPV4_MIN_HDR
+            || total_len > frame_len - ETH_HDR_LEN
+            || ttl <= 1
+            || NOT_UNICAST[(src >> 24) as usize] | NOT_UNICAST[(dst >> 24) as usize] != 0
+            || (self.bad_src_bits >> (src & 63)) & 1 != 0
+        {
+            return None;
+        }
+        let nhi = self.fib.fib().lookup_index(dst)?;
+        let adj = *self.adj.get(nhi as usize)?;
+        if adj.kind != ADJ_GATEWAY {
+            return self.forward_connected(f, adj, dst, total_len, now_ns);
+        }
+        Some(self.forward_rewrite(f, &adj, total_len, now_ns))
+    }
+
+    /// The fast path's last step, the only one that writes: TTL and checksum, MACs, the
+    /// neighbour entry's use, the counters. Returns the output port and the frame's length.
+    #[inline(always)]
+    fn forward_rewrite(
+        &mut self,
+        f: &mut [u8; FAST_HDR],
+        adj: &Adjacency,
+        total_len: usize,
+        now_ns: u64,
+    ) -> (u8, usize) {
+        ipv4::decrement_ttl(&mut f[ETH_HDR_LEN..]);
+        f[..12].copy_from_slice(&adj.macs);
+        self.neigh.touch(usize::from(adj.neigh), now_ns);
+        self.counters.rx += 1;
+        self.counters.forwarded += 1;
+        (adj.port, ETH_HDR_LEN + total_len)
+    }
+
+    /// The fast path for a next hop that is not a cached gateway: a connected network's host
+    /// `dst` whose neighbour entry is Reachable with nothing queued is forwarded (one lookup);
+    /// anything else is refused, unchanged. Out of line: the gateway case pays nothing for it.
+    #[inline(never)]
+    fn forward_connected(
+        &mut self,
+        f: &mut [u8; FAST_HDR],
+        mut adj: Adjacency,
+        dst: u32,
+        total_len: usize,
+        now_ns: u64,
+    ) -> Option<(u8, usize)> {
+        if adj.kind != ADJ_CONNECTED {
+            return None;
+        }
+        let (neigh, mac) = self.neigh.reachable(dst, adj.port)?;
+        adj.macs[..6].copy_from_slice(&mac.0);
+        adj.neigh = neigh as u16;
+        Some(self.forward_rewrite(f, &adj, total_len, now_ns))
+    }
+
+    /// [`Router::process`] without the fast path, for a frame [`Router::forward_fast`] did not
+    /// take (any frame is handled correctly): every check in RFC 1812's order, ARP, ICMP,
+    /// options, neighbour resolution and queueing; fills the next-hop cache.
+    #[cold]
+    #[inline(never)]
+    pub fn process_slow(
         &mut self,
         in_port: usize,
         frame: &mut [u8],
@@ -753,6 +991,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     ) -> Action {
         self.counters.rx += 1;
         let a = self.classify(in_port, frame, handle, now_ns, icmp_out);
+        self.sync_adjacencies();
         let c = &mut self.counters;
         match a {
             Action::Forward { .. } => c.forwarded += 1,
@@ -772,7 +1011,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         a
     }
 
-    #[inline(always)]
+    #[inline]
     fn classify(
         &mut self,
         in_port: usize,
@@ -931,8 +1170,14 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let len = ETH_HDR_LEN + h.total_len;
         ipv4::decrement_ttl(&mut frame[ETH_HDR_LEN..]);
         let src = self.ports[usize::from(out_port)].mac;
-        match self.neigh.resolve(nh_ip, out_port, now_ns) {
+        let (resolved, cacheable) = self.neigh.resolve_cacheable(nh_ip, out_port, now_ns);
+        match resolved {
             Resolve::Mac(dst) => {
+                match (via_gateway, cacheable) {
+                    (true, Some(neigh)) => self.cache_adjacency(nhi, out_port, dst, src, neigh),
+                    (false, _) => self.cache_adjacency_connected(nhi, out_port, src),
+                    (true, None) => {}
+                }
                 set_macs(frame, dst, src);
                 Action::Forward {
                     port: out_port,
@@ -945,6 +1190,40 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             },
             Resolve::TableFull => Action::Drop(RouterDrop::NeighTableFull),
         }
+    }
+
+    /// Cache FIB next hop `nhi`'s rewrite for the fast path: through a gateway resolved by
+    /// neighbour entry `neigh` (Reachable, nothing queued) to `dst` on `port` (MAC `src`).
+    fn cache_adjacency(&mut self, nhi: u32, port: u8, dst: MacAddr, src: MacAddr, neigh: usize) {
+        let (Some(a), Ok(neigh)) = (self.adj.get_mut(nhi as usize), u16::try_from(neigh)) else {
+            return;
+        };
+        let mut macs = [0u8; 12];
+        macs[..6].copy_from_slice(&dst.0);
+        macs[6..].copy_from_slice(&src.0);
+        *a = Adjacency {
+            macs,
+            port,
+            kind: ADJ_GATEWAY,
+            neigh,
+        };
+        self.adj_filled = true;
+    }
+
+    /// Cache FIB next hop `nhi` for the fast path: a connected network on `port` (MAC `src`).
+    fn cache_adjacency_connected(&mut self, nhi: u32, port: u8, src: MacAddr) {
+        let Some(a) = self.adj.get_mut(nhi as usize) else {
+            return;
+        };
+        let mut macs = [0u8; 12];
+        macs[6..].copy_from_slice(&src.0);
+        *a = Adjacency {
+            macs,
+            port,
+            kind: ADJ_CONNECTED,
+            neigh: 0,
+        };
+        self.adj_filled = true;
     }
 
     /// A source route that cannot be followed: Destination Unreachable, source route failed
@@ -1222,7 +1501,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// spare buffer (≥ 60 bytes) used only by [`Event::SendArp`].
     pub fn poll(&mut self, now_ns: u64, out: &mut [u8]) -> Option<Event<H>> {
         loop {
-            match self.neigh.poll(now_ns)? {
+            let ev = self.neigh.poll(now_ns);
+            self.sync_adjacencies();
+            match ev? {
                 NeighEvent::Request { port, ip } => {
                     if out.len() < arp::ETH_ZLEN {
                         self.counters.no_buffer += 1;
@@ -1280,7 +1561,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
 
     /// Give back one queued frame (counted as `neigh_flushed`); call until `None` at shutdown.
     pub fn flush(&mut self) -> Option<H> {
-        let h = self.neigh.flush()?;
+        let h = self.neigh.flush();
+        self.sync_adjacencies();
+        let h = h?;
         self.counters.drop(RouterDrop::NeighFlushed);
         Some(h)
     }

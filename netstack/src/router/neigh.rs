@@ -24,6 +24,16 @@
 //! Lookup is a linear scan over `N` entries: `N` is meant to be small (the directly connected
 //! hosts and gateways of an appliance, default 64).
 //!
+//! # The router's next-hop cache
+//!
+//! The router does not look a gateway up here for every frame: it caches, per FIB next hop,
+//! the MAC of an entry that is Reachable with nothing queued ([`NeighTable::resolve_cacheable`]
+//! names such an entry) and forwards through that cache until the table says the cached
+//! answer may be wrong ([`NeighTable::take_reachable_changed`]: an entry that was Reachable
+//! left that state, changed its MAC, got frames queued or lost its slot). A frame forwarded
+//! through the cache still counts as a use of the entry ([`NeighTable::touch`]), so the
+//! eviction policy below sees what it would have seen.
+//!
 //! # Bounded by policy (hostile neighbours)
 //!
 //! The table is small, so who may take a slot is decided by policy, after Linux
@@ -231,10 +241,13 @@ pub struct NeighTable<H: Copy, const N: usize, const Q: usize> {
     /// (a request due, queued frames to release): lets the fast path skip the O(N) scan after
     /// a burst that changed nothing.
     urgent: bool,
+    /// An entry that was Reachable changed (state, MAC, queue or slot): answers cached from
+    /// [`NeighTable::resolve_cacheable`] may be stale ([`NeighTable::take_reachable_changed`]).
+    reachable_changed: bool,
 }
 
 impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
-    const CHECK: () = assert!(Q > 0 && Q <= 255 && N > 0);
+    const CHECK: () = assert!(Q > 0 && Q <= 255 && N > 0 && N <= u16::MAX as usize);
 
     /// An empty table.
     pub fn new(cfg: NeighConfig) -> Self {
@@ -247,7 +260,31 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             evicted: [None; Q],
             nevicted: 0,
             urgent: false,
+            reachable_changed: false,
         }
+    }
+
+    /// Whether an entry that was Reachable has changed since the last call (and clear the
+    /// mark): its state, its MAC, its queue (frames now wait behind it) or its slot (freed or
+    /// taken by another neighbour). An answer of [`NeighTable::resolve_cacheable`] cached
+    /// before must then be dropped.
+    #[inline]
+    pub fn take_reachable_changed(&mut self) -> bool {
+        core::mem::take(&mut self.reachable_changed)
+    }
+
+    /// Record that forwarding used entry `idx` at `now_ns` through a cached answer of
+    /// [`NeighTable::resolve_cacheable`] (what [`NeighTable::resolve`] records itself: an entry
+    /// in use is not evicted). `idx` is taken modulo `N`.
+    #[inline(always)]
+    pub fn touch(&mut self, idx: usize, now_ns: u64) {
+        self.entries[idx % N].used_ns = now_ns;
+    }
+
+    /// Entry `i` is about to change: note it if it was Reachable.
+    #[inline]
+    fn changing(&mut self, i: usize) {
+        self.reachable_changed |= self.entries[i].state == NeighState::Reachable;
     }
 
     /// The configuration.
@@ -276,28 +313,52 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             .position(|e| e.state != NeighState::Free && e.ip == ip && e.port == port)
     }
 
+    /// The index and MAC of the entry for `ip` on `port` if it is Reachable with nothing
+    /// queued (what [`NeighTable::resolve`] would answer with [`Resolve::Mac`] and no other
+    /// effect than the use, which the caller records with [`NeighTable::touch`]); `None`
+    /// otherwise, changing nothing. The router's fast path for hosts on a connected network.
+    #[inline(never)]
+    pub fn reachable(&self, ip: u32, port: u8) -> Option<(usize, MacAddr)> {
+        let i = self.find(ip, port)?;
+        let e = &self.entries[i];
+        (e.state == NeighState::Reachable && e.qlen == 0).then_some((i, e.mac))
+    }
+
     /// Where to send a frame for neighbour `ip` on `port`. Creates an incomplete entry (with a
     /// request due) for an unknown neighbour; marks a stale entry for a new request.
     #[inline(always)]
     pub fn resolve(&mut self, ip: u32, port: u8, now_ns: u64) -> Resolve {
+        self.resolve_cacheable(ip, port, now_ns).0
+    }
+
+    /// [`NeighTable::resolve`], and the index of the entry when its answer may be cached (it
+    /// is Reachable with nothing queued): valid until [`NeighTable::take_reachable_changed`]
+    /// says otherwise; use it with [`NeighTable::touch`].
+    #[inline(always)]
+    pub fn resolve_cacheable(
+        &mut self,
+        ip: u32,
+        port: u8,
+        now_ns: u64,
+    ) -> (Resolve, Option<usize>) {
         if let Some(i) = self.find(ip, port) {
             let retrans = self.cfg.retrans_ns;
             let e = &mut self.entries[i];
             e.used_ns = now_ns;
             return match e.state {
-                NeighState::Incomplete => Resolve::Pending(i),
-                _ if e.qlen > 0 => Resolve::Pending(i),
+                NeighState::Incomplete => (Resolve::Pending(i), None),
+                _ if e.qlen > 0 => (Resolve::Pending(i), None),
                 NeighState::Stale => {
                     if now_ns.saturating_sub(e.probe_ns) >= retrans || e.probes == 0 {
                         e.probe_due = true;
                         self.urgent = true;
                     }
-                    Resolve::Mac(e.mac)
+                    (Resolve::Mac(e.mac), None)
                 }
-                _ => Resolve::Mac(e.mac),
+                _ => (Resolve::Mac(e.mac), Some(i)),
             };
         }
-        self.resolve_new(ip, port, now_ns)
+        (self.resolve_new(ip, port, now_ns), None)
     }
 
     /// [`NeighTable::resolve`]'s slow path: an incomplete entry for a neighbour not in the
@@ -318,6 +379,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
         let Some(i) = slot else {
             return Resolve::TableFull;
         };
+        self.changing(i);
         self.entries[i] = Entry {
             state: NeighState::Incomplete,
             ip,
@@ -388,10 +450,11 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// Queue a frame behind entry `idx` (from [`Resolve::Pending`]). A full queue gives the
     /// handle back.
     pub fn enqueue(&mut self, idx: usize, handle: H, len: u16) -> Result<(), H> {
-        let e = &mut self.entries[idx];
-        if usize::from(e.qlen) == Q || e.state == NeighState::Free {
+        if usize::from(self.entries[idx].qlen) == Q || self.entries[idx].state == NeighState::Free {
             return Err(handle);
         }
+        self.changing(idx);
+        let e = &mut self.entries[idx];
         let tail = (usize::from(e.head) + usize::from(e.qlen)) % Q;
         e.queue[tail] = Some((handle, len));
         e.qlen += 1;
@@ -408,6 +471,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             Some(i) => i,
             None if how == Confirm::Request => match self.free_slot(false, now_ns) {
                 Some(i) => {
+                    self.changing(i);
                     self.entries[i] = Entry {
                         state: NeighState::Stale,
                         ip,
@@ -422,6 +486,9 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
             },
             None => return false,
         };
+        if self.entries[i].mac != mac {
+            self.changing(i);
+        }
         let e = &mut self.entries[i];
         match how {
             Confirm::Reply => {
@@ -490,11 +557,14 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
                         });
                     }
                     let age = now_ns.saturating_sub(e.confirmed_ns);
+                    let reachable = e.state == NeighState::Reachable;
                     if age >= cfg.stale_ns {
+                        self.reachable_changed |= reachable;
                         *e = Entry::FREE;
                         continue;
                     }
                     if age >= cfg.reachable_ns {
+                        self.reachable_changed |= reachable;
                         e.state = NeighState::Stale;
                     }
                     if e.state == NeighState::Stale && e.probe_due {
@@ -878,6 +948,90 @@ mod tests {
         got.sort();
         assert_eq!(got, [0, 1, 10, 11, 20, 21]);
         assert_eq!(t.queued(), 0);
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+    const IP: u32 = 0x0a00_0102;
+    const MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xb, 2]);
+
+    /// What the router's next-hop cache relies on: an index only for a Reachable entry with
+    /// nothing queued, and a mark whenever such an entry changes.
+    #[test]
+    fn cacheable_answers_and_the_change_mark() {
+        let mut t: NeighTable<u32, 4, 2> = NeighTable::new(NeighConfig::default());
+        let (r, c) = t.resolve_cacheable(IP, 1, 0);
+        assert!(
+            matches!(r, Resolve::Pending(_)) && c.is_none(),
+            "Incomplete"
+        );
+        let Resolve::Pending(i) = r else { panic!() };
+        t.enqueue(i, 7, 60).unwrap();
+        assert!(t.confirm(IP, 1, MAC, Confirm::Reply, 1));
+        assert!(
+            !t.take_reachable_changed(),
+            "becoming Reachable changes no answer"
+        );
+        assert_eq!(
+            t.resolve_cacheable(IP, 1, 2),
+            (Resolve::Pending(i), None),
+            "queued"
+        );
+        while t.poll(2).is_some() {}
+        assert_eq!(t.resolve_cacheable(IP, 1, 3), (Resolve::Mac(MAC), Some(i)));
+        // The same MAC confirmed again: nothing to forget.
+        assert!(t.confirm(IP, 1, MAC, Confirm::Reply, 4));
+        assert!(t.confirm(IP, 1, MAC, Confirm::Request, 4));
+        assert!(!t.take_reachable_changed());
+        // A new MAC: Stale, the mark is set (once).
+        let other = MacAddr([2, 0, 0, 0, 0xb, 3]);
+        assert!(t.confirm(IP, 1, other, Confirm::Overheard, 5));
+        assert!(t.take_reachable_changed());
+        assert!(!t.take_reachable_changed());
+        assert_eq!(
+            t.resolve_cacheable(IP, 1, 6),
+            (Resolve::Mac(other), None),
+            "Stale"
+        );
+        // Reachable again, then aged to Stale by the timers: marked.
+        assert!(t.confirm(IP, 1, other, Confirm::Reply, 7));
+        assert_eq!(t.resolve_cacheable(IP, 1, 8).1, Some(i));
+        while t.poll(7 + 30 * S).is_some() {}
+        assert!(t.take_reachable_changed());
+        // A Reachable entry aged out entirely (no poll in between): marked.
+        assert!(t.confirm(IP, 1, other, Confirm::Reply, 100 * S));
+        while t.poll(170 * S).is_some() {}
+        assert!(t.take_reachable_changed());
+        assert_eq!(t.state(IP, 1), NeighState::Free);
+    }
+
+    /// `touch` is a use, as `resolve` records it: an entry touched within `in_use_ns` keeps its
+    /// slot; one not touched since loses it to a neighbour forwarding needs.
+    #[test]
+    fn touch_counts_as_use_and_a_taken_slot_is_marked() {
+        let mut t: NeighTable<u32, 2, 2> = NeighTable::new(NeighConfig::default());
+        for k in 0..2 {
+            assert!(matches!(t.resolve(IP + k, 1, 0), Resolve::Pending(_)));
+            assert!(t.confirm(IP + k, 1, MAC, Confirm::Reply, 0));
+        }
+        while t.poll(0).is_some() {}
+        let (_, Some(i0)) = t.resolve_cacheable(IP, 1, 0) else {
+            panic!()
+        };
+        assert!(!t.take_reachable_changed());
+        t.touch(i0, 9 * S);
+        // At 10 s IP + 1 (used at 0) goes for a new one; IP (touched at 9 s) stays.
+        assert!(matches!(t.resolve(IP + 5, 1, 10 * S), Resolve::Pending(_)));
+        assert_eq!(t.state(IP, 1), NeighState::Reachable);
+        assert_eq!(t.state(IP + 1, 1), NeighState::Free);
+        assert!(
+            t.take_reachable_changed(),
+            "a Reachable entry's slot was taken"
+        );
     }
 }
 

@@ -1404,3 +1404,422 @@ fn set_fib_switches_routes_between_frames() {
     c.set_fib(&old).unwrap();
     assert!(routed(&mut c, to_192, &mut out));
 }
+
+// The fast path and the per-core next-hop cache.
+
+type Shared<'f, 'a> = Router<'a, u32, 8, 4, &'f Fib<'a>>;
+
+/// Where 192.168.0.0/16 (via B) leads in the FIB of [`router`].
+fn nhi_192(r: &Shared<'_, '_>) -> u32 {
+    r.fib().lookup_index(0xc0a8_0001).unwrap()
+}
+
+/// B resolved (asked for P1, then answering our request).
+fn resolve_b_shared(r: &mut Shared<'_, '_>, now: u64) {
+    let mut req = arp_frame(BCAST, ArpOperation::Request, B_MAC, B_IP, P1_IP);
+    assert!(matches!(
+        r.process(1, &mut req, 0, now, &mut []),
+        Action::Reply { .. }
+    ));
+    let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP);
+    assert_eq!(r.process(1, &mut reply, 0, now, &mut []), Action::Consumed);
+}
+
+/// The first frame to a resolved gateway takes the slow path and caches the next hop's
+/// rewrite; the next ones take the fast path (`forward_fast`), with the same bytes out.
+/// The cache follows the neighbour table: a new MAC for B (Stale) drops it and the frames go
+/// to the new MAC at once (through the slow path, which asks B again), a reply refills it;
+/// ageing to Stale drops it too. Frames to a connected host never use it.
+#[test]
+fn the_next_hop_cache_follows_the_neighbour_table() {
+    let mut s = Store::new(16, 64);
+    let fib = router(&mut s, RouterConfig::default()).into_fib();
+    let mut r = Shared::new(&fib, &ports(), RouterConfig::default()).unwrap();
+    let mut out = [0u8; 256];
+    let orig = udp_to(Ipv4Addr::new(192, 168, 7, 9), 64);
+    let nhi = nhi_192(&r);
+    resolve_b_shared(&mut r, 0);
+    assert!(!r.adjacency_cached(nhi), "filled by forwarding only");
+    let mut f = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut f, 1), None);
+    assert_eq!(f, orig, "a refused frame is untouched");
+    let fwd = Action::Forward {
+        port: 1,
+        len: orig.len(),
+    };
+    assert_eq!(r.process(0, &mut f, 1, 1, &mut out), fwd);
+    check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    assert!(r.adjacency_cached(nhi));
+    let mut g = orig.clone();
+    let c0 = *r.counters();
+    assert_eq!(r.forward_fast(0, &mut g, 2), Some((1, orig.len())));
+    assert_eq!(g, f, "the fast path writes what the slow path wrote");
+    assert_eq!(
+        (r.counters().rx, r.counters().forwarded),
+        (c0.rx + 1, c0.forwarded + 1)
+    );
+    // A host on a connected network (B itself): the connected route is cached by its first
+    // frame, and the fast path then looks B up per frame (the destination is the neighbour).
+    let b_orig = udp_to(B_IP, 64);
+    let mut to_b = b_orig.clone();
+    assert_eq!(r.forward_fast(0, &mut to_b, 3), None);
+    assert_eq!(r.process(0, &mut to_b, 3, 3, &mut out), fwd_len(&b_orig));
+    let mut to_b2 = b_orig.clone();
+    assert_eq!(r.forward_fast(0, &mut to_b2, 3), Some((1, b_orig.len())));
+    assert_eq!(to_b2, to_b);
+    check_forwarded(&b_orig, &to_b2, B_MAC, P1_MAC);
+    // Another host of that network, not resolved: refused, untouched, then queued.
+    let c_orig = udp_to(Ipv4Addr::new(10, 0, 1, 99), 64);
+    let mut to_c = c_orig.clone();
+    assert_eq!(r.forward_fast(0, &mut to_c, 3), None);
+    assert_eq!(to_c, c_orig);
+    assert_eq!(r.process(0, &mut to_c, 4, 3, &mut out), Action::Queued);
+    // B announces a new MAC: Stale, the cache is dropped, the frames follow the new MAC.
+    let new_mac = MacAddr([2, 0, 0, 0, 0x0b, 9]);
+    let mut req = arp_frame(BCAST, ArpOperation::Request, new_mac, B_IP, P1_IP);
+    assert!(matches!(
+        r.process(1, &mut req, 0, 4, &mut []),
+        Action::Reply { .. }
+    ));
+    assert!(!r.adjacency_cached(nhi));
+    let mut h = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut h, 5), None);
+    assert_eq!(r.process(0, &mut h, 5, 5, &mut out), fwd);
+    check_forwarded(&orig, &h, new_mac, P1_MAC);
+    assert!(!r.adjacency_cached(nhi), "Stale: not cached");
+    let mut to_b = b_orig.clone();
+    assert_eq!(r.forward_fast(0, &mut to_b, 5), None, "B is Stale");
+    assert!(r.needs_poll(), "a Stale neighbour in use is asked again");
+    assert!(matches!(
+        r.poll(5, &mut out),
+        Some(Event::SendArp { port: 1, .. })
+    ));
+    while r.poll(5, &mut out).is_some() {}
+    let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, new_mac, B_IP, P1_IP);
+    assert_eq!(r.process(1, &mut reply, 0, 6, &mut []), Action::Consumed);
+    let mut h = orig.clone();
+    assert_eq!(r.process(0, &mut h, 7, 7, &mut out), fwd);
+    assert!(r.adjacency_cached(nhi));
+    let mut h = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut h, 8), Some((1, orig.len())));
+    check_forwarded(&orig, &h, new_mac, P1_MAC);
+    // 30 s without a confirmation: Stale once the timers run, and the cache goes.
+    while r.poll(6 + 30 * S, &mut out).is_some() {}
+    assert!(!r.adjacency_cached(nhi));
+    let mut h = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut h, 31 * S), None);
+    assert_eq!(r.process(0, &mut h, 9, 31 * S, &mut out), fwd);
+    assert!(r.needs_poll());
+    assert_eq!(
+        r.counters().outcomes() + r.queued_frames() as u64,
+        r.counters().rx
+    );
+}
+
+/// `Action::Forward` for a frame without padding.
+fn fwd_len(f: &[u8]) -> Action {
+    Action::Forward {
+        port: 1,
+        len: f.len(),
+    }
+}
+
+/// The cache is indexed by the FIB's next-hop indexes, which mean other next hops in another
+/// FIB: `set_fib` drops it, and the new FIB's route to the same index goes where that FIB says
+/// (here: via A on port 0, unresolved, so the frame waits for ARP).
+#[test]
+fn a_fib_swap_drops_the_next_hop_cache() {
+    let mut s0 = Store::new(16, 64);
+    let old = router(&mut s0, RouterConfig::default()).into_fib();
+    let mut s1 = Store::new(16, 64);
+    let mut b = R::new(s1.fib(), &ports(), RouterConfig::default()).unwrap();
+    let (p, g) = parse_route("192.168.0.0/16,10.0.0.2").unwrap();
+    b.add_route(p, g).unwrap();
+    let new = b.into_fib();
+    let mut r = Shared::new(&old, &ports(), RouterConfig::default()).unwrap();
+    let nhi = nhi_192(&r);
+    assert_eq!(
+        new.lookup_index(0xc0a8_0001),
+        Some(nhi),
+        "the same index, another next hop"
+    );
+    let mut out = [0u8; 256];
+    resolve_b_shared(&mut r, 0);
+    let orig = udp_to(Ipv4Addr::new(192, 168, 7, 9), 64);
+    for t in 1..3 {
+        let mut f = orig.clone();
+        assert_eq!(r.process(0, &mut f, t, t.into(), &mut out), fwd_len(&orig));
+    }
+    assert!(r.adjacency_cached(nhi));
+    r.set_fib(&new).unwrap();
+    assert!(!r.adjacency_cached(nhi));
+    let mut f = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut f, 3), None);
+    assert_eq!(r.process(0, &mut f, 3, 3, &mut out), Action::Queued);
+    assert!(matches!(
+        r.poll(3, &mut out),
+        Some(Event::SendArp { port: 0, .. })
+    ));
+}
+
+/// With an owned FIB, a route change may give a next-hop index to another next hop (indexes
+/// are reused): `delete_route` and `add_route` drop the cache.
+#[test]
+fn route_changes_drop_the_next_hop_cache() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    let mut out = [0u8; 256];
+    resolve_b(&mut r, 0);
+    let orig = udp_to(Ipv4Addr::new(192, 168, 7, 9), 64);
+    let nhi = r.fib().lookup_index(0xc0a8_0001).unwrap();
+    for t in 1..3 {
+        let mut f = orig.clone();
+        assert_eq!(
+            run(&mut r, 0, &mut f, t, t.into(), &mut out),
+            fwd_len(&orig)
+        );
+    }
+    assert!(r.adjacency_cached(nhi));
+    let (p, _) = parse_route("192.168.0.0/16,10.0.1.2").unwrap();
+    r.delete_route(p).unwrap();
+    assert!(!r.adjacency_cached(nhi));
+    r.add_route(p, A_IP).unwrap();
+    assert_eq!(
+        r.fib().lookup_index(0xc0a8_0001),
+        Some(nhi),
+        "the freed index is reused"
+    );
+    let mut f = orig.clone();
+    assert_eq!(run(&mut r, 0, &mut f, 3, 3, &mut out), Action::Queued);
+    // And back to B: cached again after one slow-path frame.
+    r.add_route(p, B_IP).unwrap();
+    for t in 4..6 {
+        let mut f = orig.clone();
+        assert_eq!(
+            run(&mut r, 0, &mut f, t, t.into(), &mut out),
+            fwd_len(&orig)
+        );
+        check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    }
+    assert!(r.adjacency_cached(r.fib().lookup_index(0xc0a8_0001).unwrap()));
+}
+
+/// A gateway used only through the fast path still counts as in use for the neighbour
+/// table's eviction policy (an entry used within `in_use_ns`, 5 s, is never evicted).
+#[test]
+fn fast_path_use_keeps_the_gateway_in_the_neighbour_table() {
+    let mut s = Store::new(16, 64);
+    let fib = router(&mut s, RouterConfig::default()).into_fib();
+    let mut r = Shared::new(&fib, &ports(), RouterConfig::default()).unwrap();
+    let mut out = [0u8; 256];
+    resolve_b_shared(&mut r, 0);
+    let orig = udp_to(Ipv4Addr::new(192, 168, 7, 9), 64);
+    let mut f = orig.clone();
+    assert_eq!(r.process(0, &mut f, 1, 0, &mut out), fwd_len(&orig));
+    // Seven more neighbours on port 1, resolved and used by forwarding at 1 s: the table (8)
+    // is full.
+    let mut h = 10;
+    for k in 0..7u8 {
+        let ip = Ipv4Addr::new(10, 0, 1, 10 + k);
+        let mut f = udp_to(ip, 64);
+        assert_eq!(r.process(0, &mut f, h, S, &mut out), Action::Queued);
+        h += 1;
+        let mac = MacAddr([2, 0, 0, 0, 0x0c, k]);
+        let mut reply = arp_frame(P1_MAC, ArpOperation::Reply, mac, ip, P1_IP);
+        assert_eq!(r.process(1, &mut reply, 0, S, &mut []), Action::Consumed);
+        while r.poll(S, &mut out).is_some() {}
+    }
+    assert_eq!(r.neighbours().count(), 8);
+    // B is used through the cache only, at 7 s.
+    let mut f = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut f, 7 * S), Some((1, orig.len())));
+    // A new neighbour at 7.5 s takes the slot of one used 6.5 s ago, not B's.
+    let mut f = udp_to(Ipv4Addr::new(10, 0, 1, 50), 64);
+    assert_eq!(
+        r.process(0, &mut f, h, 7 * S + S / 2, &mut out),
+        Action::Queued
+    );
+    assert!(r.neighbours().any(|n| n.ip == B_IP.to_bits()), "B kept");
+    assert!(r.neighbours().any(|n| n.ip == 0x0a00_0132), "new one in");
+    assert_eq!(r.neighbours().count(), 8);
+}
+
+/// One step of the differential property: a frame on a port, or time passing (timers run).
+#[derive(Clone, Debug)]
+enum Step {
+    Frame(usize, Vec<u8>),
+    Tick(u64),
+}
+
+fn step_strategy() -> impl Strategy<Value = Step> {
+    let other_b = MacAddr([2, 0, 0, 0, 0x0b, 7]);
+    let templates = vec![
+        (0, udp_to(Ipv4Addr::new(192, 168, 1, 1), 64)),
+        (0, udp_to(Ipv4Addr::new(192, 168, 200, 3), 2)),
+        (0, udp_to(Ipv4Addr::new(192, 168, 1, 1), 1)),
+        (0, udp_to(Ipv4Addr::new(172, 16, 0, 1), 64)),
+        (0, udp_to(B_IP, 64)),
+        (0, udp_to(Ipv4Addr::new(10, 0, 1, 77), 64)),
+        (0, udp_to(P0_IP, 64)),
+        (0, echo_request(P1_IP, 0)),
+        (0, with_options(9, 0, false, 17, &[1, 1, 1, 1])),
+        (
+            1,
+            arp_frame(P1_MAC, ArpOperation::Reply, B_MAC, B_IP, P1_IP),
+        ),
+        (
+            1,
+            arp_frame(P1_MAC, ArpOperation::Reply, other_b, B_IP, P1_IP),
+        ),
+        (
+            1,
+            arp_frame(BCAST, ArpOperation::Request, B_MAC, B_IP, P1_IP),
+        ),
+        (
+            1,
+            arp_frame(BCAST, ArpOperation::Request, other_b, B_IP, P1_IP),
+        ),
+        (
+            0,
+            arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP),
+        ),
+        (
+            0,
+            arp_frame(P0_MAC, ArpOperation::Reply, A_MAC, A_IP, P0_IP),
+        ),
+    ];
+    let frame = (
+        prop::sample::select(templates),
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        prop::option::weighted(0.1, any::<prop::sample::Index>()),
+        prop::option::weighted(0.05, 0usize..3),
+    )
+        .prop_map(|((port, mut f), muts, cut, other_port)| {
+            for (i, b) in muts {
+                let i = i.index(f.len());
+                f[i] = b;
+            }
+            if let Some(c) = cut {
+                f.truncate(c.index(f.len() + 1));
+            }
+            Step::Frame(other_port.unwrap_or(port), f)
+        });
+    let to_gateway = prop::sample::select(vec![
+        udp_to(Ipv4Addr::new(192, 168, 1, 1), 64),
+        udp_to(Ipv4Addr::new(172, 16, 9, 9), 5),
+    ])
+    .prop_map(|f| Step::Frame(0, f));
+    prop_oneof![
+        6 => frame,
+        4 => to_gateway,
+        2 => (0u64..2 * S).prop_map(Step::Tick),
+        1 => (0u64..40 * S).prop_map(Step::Tick),
+    ]
+}
+
+/// The fast path changes nothing but the cost: two routers over one FIB, one given every
+/// frame through `process` (fast path, then the slow one), the other through `process_slow`
+/// only, see the same random frames (valid and mutated IPv4 to gateways, connected hosts and
+/// us; ARP replies and requests from the gateways, some announcing a new MAC) and the same
+/// time steps, and must agree on every action, every byte written, every ICMP error and ARP
+/// request built, every counter and every neighbour entry.
+#[test]
+fn the_fast_path_agrees_with_the_slow_path() {
+    use core::cell::RefCell;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let mut s = Store::new(16, 64);
+    let mut b = router(&mut s, RouterConfig::default());
+    let (p, g) = parse_route("172.16.0.0/12,10.0.0.2").unwrap();
+    b.add_route(p, g).unwrap();
+    let fib = b.into_fib();
+    let new = || Shared::new(&fib, &ports(), RouterConfig::default()).unwrap();
+    let pair = RefCell::new((new(), new(), 0u64, 0u32, 0u64));
+    // Both start with B and A resolved, so the fast path has work from the first frame.
+    {
+        let mut p = pair.borrow_mut();
+        let (fast, slow, ..) = &mut *p;
+        for r in [fast, slow] {
+            resolve_b_shared(r, 0);
+            let mut f = udp_to(Ipv4Addr::new(172, 16, 0, 1), 64);
+            assert_eq!(r.process_slow(0, &mut f, 1, 0, &mut []), Action::Queued);
+            let mut reply = arp_frame(P0_MAC, ArpOperation::Reply, A_MAC, A_IP, P0_IP);
+            assert_eq!(
+                r.process_slow(0, &mut reply, 0, 0, &mut []),
+                Action::Consumed
+            );
+            while r.poll(0, &mut [0u8; 64]).is_some() {}
+        }
+    }
+    let mut runner = TestRunner::new_with_rng(
+        Config::with_cases(cases(6000)),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
+    runner
+        .run(&step_strategy(), |step| {
+            let mut p = pair.borrow_mut();
+            let (fast, slow, now, handle, fast_hits) = &mut *p;
+            match step {
+                Step::Frame(port, f) => {
+                    *handle += 1;
+                    *now += 1000;
+                    let (mut ff, mut fs) = (f.clone(), f);
+                    let mut of = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+                    let mut os = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+                    // Odd frames: the fast path alone, then the slow one if it refused (what
+                    // the kernel's `route_one` does); even ones: `process`.
+                    let af = if *handle % 2 == 1 {
+                        match fast.forward_fast(port, &mut ff, *now) {
+                            Some((port, len)) => {
+                                *fast_hits += 1;
+                                Action::Forward { port, len }
+                            }
+                            None => {
+                                prop_assert_eq!(&ff, &fs, "refused, yet written");
+                                fast.process_slow(port, &mut ff, *handle, *now, &mut of)
+                            }
+                        }
+                    } else {
+                        fast.process(port, &mut ff, *handle, *now, &mut of)
+                    };
+                    let a_s = slow.process_slow(port, &mut fs, *handle, *now, &mut os);
+                    prop_assert_eq!(af, a_s);
+                    prop_assert_eq!(&ff, &fs);
+                    if let Action::Icmp { len, .. } = af {
+                        prop_assert_eq!(&of[..len], &os[..len]);
+                    }
+                }
+                Step::Tick(dt) => {
+                    *now += dt;
+                    let (mut of, mut os) = ([0u8; 64], [0u8; 64]);
+                    loop {
+                        let (ef, es) = (fast.poll(*now, &mut of), slow.poll(*now, &mut os));
+                        prop_assert_eq!(ef, es);
+                        match ef {
+                            None => break,
+                            Some(Event::SendArp { len, .. }) => {
+                                prop_assert_eq!(&of[..len], &os[..len])
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(fast.counters(), slow.counters());
+            prop_assert_eq!(fast.queued_frames(), slow.queued_frames());
+            let nf: Vec<_> = fast.neighbours().collect();
+            let ns: Vec<_> = slow.neighbours().collect();
+            prop_assert_eq!(nf, ns);
+            Ok(())
+        })
+        .unwrap();
+    let (mut fast, mut slow, _, _, hits) = pair.into_inner();
+    assert!(hits > 100, "the fast path took only {hits} frames");
+    loop {
+        let (a, b) = (fast.flush(), slow.flush());
+        assert_eq!(a, b);
+        if a.is_none() {
+            break;
+        }
+    }
+    assert_eq!(fast.counters(), slow.counters());
+}

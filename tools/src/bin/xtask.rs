@@ -700,8 +700,18 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
     if g.accel != Accel::Tcg {
         bail!("bench sim counts instructions with -icount, which needs --accel tcg");
     }
-    if g.routes.is_some() || g.backend != Backend::Dgram || g.queues != 1 {
-        bail!("bench sim has no NIC and no routes file: drop --routes/--backend/--queues");
+    if g.backend != Backend::Dgram || g.queues != 1 {
+        bail!("bench sim has no NIC: drop --backend/--queues");
+    }
+    if let Some(r) = &g.routes {
+        let text =
+            std::fs::read_to_string(r).with_context(|| format!("--routes {}", r.display()))?;
+        let n = bench_sim::check_routes_file(&text, &g.append)
+            .with_context(|| format!("--routes {}", r.display()))?;
+        eprintln!(
+            "xtask: router runs boot with {} ({n} routes) as the routes file",
+            r.display()
+        );
     }
     setup::ensure()?;
     let cfg = bench_sim::SimBenchConfig {
@@ -714,6 +724,7 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         cpu: g.cpu.clone(),
         memory: g.memory.clone(),
         echo: Echo::Off,
+        routes: g.routes.clone(),
     };
     announce_accel(cfg.accel, true, cfg.cpu.as_deref());
     let progress = |r: &bench_sim::SimRecord| {
@@ -734,9 +745,11 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
     }
     print!("{}", bench_sim::table(&records));
     if let Some(p) = &a.json {
+        let routes_file = cfg.routes.as_ref().map(|r| r.display().to_string());
         let doc = bench_sim::SimBenchJson {
             bench: "sim",
             append: &cfg.append,
+            routes_file: routes_file.as_deref(),
             records: &records,
         };
         report::write_json(p, &doc)?;
@@ -849,6 +862,7 @@ fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
             cpu: g.cpu.clone(),
             memory: g.memory.clone(),
             echo: Echo::Off,
+            routes: None,
         };
         bench_sim::run(&cfg, |r| {
             eprintln!(

@@ -72,8 +72,41 @@ impl<M> ForwardOps for RouteOps<'_, M> {
     #[inline(always)]
     fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
         let len = frame.len() as u16;
-        // smoltcp learns neighbours only from ARP: such frames go the slow way, after the
-        // burst, where the management plane gets its copy before the router answers.
+        // The router's fast path (no ICMP buffer, nothing prepared for ARP): out of the other
+        // port it is the burst's to send; a hairpin is sent after the burst.
+        if let Some((port, n)) = self.rs.router.forward_fast(self.p, frame, self.now) {
+            if usize::from(port) == 1 - self.p {
+                return if n == usize::from(len) {
+                    RxVerdict::Forward
+                } else {
+                    RxVerdict::ForwardFirst(n)
+                };
+            }
+            let action = Action::Forward { port, len: n };
+            return self.defer(Deferred::Act { pfn, len, action });
+        }
+        self.forward_slow(pfn, frame)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        match why {
+            GiveBack::TxFull => self.counters[1 - self.p].drop(DropReason::TxRingFull),
+            GiveBack::Rx(status) => count_rx_reject(&mut self.counters[self.p], status),
+        }
+        self.recycle(pfn);
+    }
+}
+
+impl<M> RouteOps<'_, M> {
+    /// A frame the router's fast path did not take: ARP (deferred whole: the management plane
+    /// must see it before the router answers), else `Router::process_slow` with the spare page
+    /// for an ICMP error.
+    #[cold]
+    #[inline(never)]
+    fn forward_slow(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
+        let len = frame.len() as u16;
         if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP.to_be_bytes()[..]) {
             return self.defer(Deferred::Arp { pfn, len });
         }
@@ -84,7 +117,11 @@ impl<M> ForwardOps for RouteOps<'_, M> {
             Some(sp) => sp.room_mut(),
             None => &mut [][..],
         };
-        match self.rs.router.process(self.p, frame, pfn, self.now, icmp) {
+        match self
+            .rs
+            .router
+            .process_slow(self.p, frame, pfn, self.now, icmp)
+        {
             Action::Forward { port, len: n } if usize::from(port) == 1 - self.p => {
                 if n == usize::from(len) {
                     RxVerdict::Forward
@@ -113,16 +150,6 @@ impl<M> ForwardOps for RouteOps<'_, M> {
             },
             action => self.defer(Deferred::Act { pfn, len, action }),
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
-        match why {
-            GiveBack::TxFull => self.counters[1 - self.p].drop(DropReason::TxRingFull),
-            GiveBack::Rx(status) => count_rx_reject(&mut self.counters[self.p], status),
-        }
-        self.recycle(pfn);
     }
 }
 
@@ -232,9 +259,24 @@ impl<P: Platform> Core<P> {
         }
     }
 
-    /// Route one frame received on local port `p`.
+    /// Route one frame received on local port `p`: the router's fast path (nothing prepared
+    /// for ICMP or ARP), else [`Core::route_slow`].
     #[inline(always)]
     fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
+        let rs = self.route.as_mut().expect("router mode");
+        if let Some((port, len)) = rs.router.forward_fast(p, page.frame_mut(len), now) {
+            self.stage_tx(usize::from(port), page, len);
+            return;
+        }
+        self.route_slow(p, page, len, now);
+    }
+
+    /// Route one frame the fast path did not take (ARP, ICMP, options, the first frame to a
+    /// next hop, ...): the management plane's copy of ARP, the spare page for an ICMP error,
+    /// the router's full path.
+    #[cold]
+    #[inline(never)]
+    fn route_slow(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
         let handle = page.pfn();
         let frame = page.frame_mut(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
@@ -248,7 +290,7 @@ impl<P: Platform> Core<P> {
             Some(sp) => sp.room_mut(),
             None => &mut [][..],
         };
-        let action = rs.router.process(p, frame, handle, now, icmp);
+        let action = rs.router.process_slow(p, frame, handle, now, icmp);
         // What an ARP frame taught this core goes to the other cores' routers
         // (`route_action`).
         self.route_action(p, page, len, action);
