@@ -627,6 +627,9 @@ fn raw_used_elements_and_index_jumps_are_counted_not_trusted() {
     q.set_used_idx(at.wrapping_add(5));
     let mut out = rx_bufs();
     let n = nic.rx_burst(&mut out);
-    assert!(out[..n].iter().all(|b| b.pfn != first), "a page came back twice");
+    assert!(
+        out[..n].iter().all(|b| b.pfn != first),
+        "a page came back twice"
+    );
     assert!(nic.stats().bad_token >= 2);
 }
