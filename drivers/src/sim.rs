@@ -531,6 +531,40 @@ impl<'a> DeviceQueue<'a> {
             .store(used.wrapping_add(1), Ordering::Relaxed);
     }
 
+    /// Test support for playing a **hostile device** (the `drivers/fuzz` used-ring target):
+    /// write the used element at ring position `at` (masked into the ring) as `(id, len)`,
+    /// whatever the driver posted: an id it never gave, one already returned, a length past the
+    /// buffer. Nothing else moves: the driver sees it once `used->idx` covers `at`
+    /// ([`DeviceQueue::set_used_idx`], or a later [`DeviceQueue::give_back`] +
+    /// [`DeviceQueue::publish`]). A well-behaved device uses [`DeviceQueue::give_back`].
+    pub fn write_used_raw(&mut self, at: u16, id: u32, len: u32) {
+        let slot = usize::from(at) & self.mask();
+        // SAFETY: `ring[slot]` of the used ring (slot < size), live per `new`'s contract; the
+        // driver reads it only in its own calls (single-threaded use).
+        unsafe {
+            let e = ((self.rings.device + 4) as *mut u32).add(2 * slot);
+            e.write_volatile(id);
+            e.add(1).write_volatile(len);
+        }
+    }
+
+    /// The device's used index (the next [`DeviceQueue::give_back`] writes there).
+    pub fn used_idx(&self) -> u16 {
+        self.slot.used_idx.load(Ordering::Relaxed)
+    }
+
+    /// Test support for a hostile device: set the device's used index to `idx` and store it to
+    /// `used->idx` at once (Release), so the driver sees `idx - last seen` new entries (a jump
+    /// past what was made available, up to 65,535, or backwards; the entries are whatever the
+    /// ring holds). Notification suppression is not touched.
+    pub fn set_used_idx(&mut self, idx: u16) {
+        self.slot.used_idx.store(idx, Ordering::Relaxed);
+        // SAFETY: `used->idx` at offset 2 of the used ring, 2-byte aligned, live per `new`'s
+        // contract; only the device writes it.
+        unsafe { AtomicU16::from_ptr((self.rings.device + 2) as *mut u16) }
+            .store(idx, Ordering::Release);
+    }
+
     /// Make every chain given back so far visible: store `used->idx` with Release (§2.7.8: the
     /// entries before the index), then set the notification suppression for the next pass
     /// (module docs): with `want_kicks`, ask for a kick on the next available buffer, else

@@ -601,3 +601,35 @@ fn tx_reclaim_into_separates_other_owners() {
     assert_eq!(nic.tx_posted(), 0);
     assert_eq!(nic.tx_free_slots(), QUEUE_SIZE);
 }
+
+/// The hostile-device hooks: a raw used element with an id the driver never posted, and a
+/// `used->idx` jump over stale entries, are skipped and counted, and no page comes back twice.
+#[test]
+fn raw_used_elements_and_index_jumps_are_counted_not_trusted() {
+    let shared = SimShared::new(MAC);
+    let (mut nic, mut dev) = up(&shared);
+    let pages = Pages::new(QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back from the rings.
+    assert_eq!(unsafe { nic.rx_refill(&pages.0) }, QUEUE_SIZE);
+    assert_eq!(dev.deliver_rx(&frame(1), 1), 1);
+    // SAFETY: as `up`.
+    let mut q = unsafe { DeviceQueue::new(&shared, SIM_RX_QUEUE) }.unwrap();
+    let at = q.used_idx();
+    assert_eq!(at, 1);
+    q.write_used_raw(at, 4096, 60);
+    // The first element again (its id is no longer posted once taken), then a jump of 3 more.
+    let first = {
+        let mut out = rx_bufs();
+        assert_eq!(nic.rx_burst(&mut out[..1]), 1);
+        out[0].pfn
+    };
+    q.write_used_raw(at.wrapping_add(1), 0, 60);
+    q.set_used_idx(at.wrapping_add(5));
+    let mut out = rx_bufs();
+    let n = nic.rx_burst(&mut out);
+    assert!(
+        out[..n].iter().all(|b| b.pfn != first),
+        "a page came back twice"
+    );
+    assert!(nic.stats().bad_token >= 2);
+}

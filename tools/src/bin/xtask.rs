@@ -1,4 +1,4 @@
-//! `cargo xtask`: build, boot, gen, run, bench, test, lint, setup.
+//! `cargo xtask`: build, boot, gen, run, bench, test, lint, fuzz, setup.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -40,6 +40,19 @@ enum Cmd {
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
     /// undocumented unsafe blocks denied) and the module import-cycle check.
     Lint(LintArgs),
+    /// Run each cargo-fuzz target (netstack/fuzz, drivers/fuzz) for a fixed time from its
+    /// seed corpus; installs nightly and cargo-fuzz when missing.
+    Fuzz(FuzzArgs),
+}
+
+#[derive(Args)]
+struct FuzzArgs {
+    /// Seconds per target.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Only this target (process_frame, cmdline, routes_file, used_ring).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -1036,6 +1049,14 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cmd_run(a).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(a) => cmd_bench(a).map(|()| ExitCode::SUCCESS),
         Cmd::Test => cmd_test(),
+        Cmd::Fuzz(a) => tools::fuzz::run(&qemu::workspace_root(), a.seconds, a.only.as_deref())
+            .map(|ok| {
+                if ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }),
         Cmd::Lint(a) => tools::lint::run(&qemu::workspace_root(), &a.only).map(|ok| {
             if ok {
                 ExitCode::SUCCESS
