@@ -886,10 +886,11 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// addresses (no martian, broadcast or own source), whose FIB route leads through a
     /// gateway this router has resolved (its rewrite cached per next hop: see
     /// [`Router::set_fib`]), or to a host on a connected network whose neighbour entry is
-    /// Reachable with nothing queued (one neighbour lookup), is forwarded: TTL decremented with the RFC 1624 checksum update,
-    /// MACs rewritten, counted as `rx` and `forwarded`, and `Some((port, len))` returned as
-    /// [`Action::Forward`] would say. Anything else returns `None` having changed nothing (no
-    /// byte, no counter): give it to [`Router::process`]. Needs no ICMP buffer.
+    /// Reachable with nothing queued (one neighbour lookup), is forwarded: TTL decremented
+    /// with the RFC 1624 checksum update, MACs rewritten, counted as `rx` and `forwarded`, and
+    /// `Some((port, len))` returned as [`Action::Forward`] would say. Anything else returns
+    /// `None` having changed nothing (no byte, no counter): give it to
+    /// [`Router::process_slow`] (or [`Router::process`]). Needs no ICMP buffer.
     #[inline(always)]
     pub fn forward_fast(
         &mut self,
