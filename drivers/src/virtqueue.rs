@@ -373,7 +373,8 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
 
     /// Used-ring entries the device has completed and the burst not yet popped (one volatile
     /// load of `used->idx`), then an Acquire fence so the entries may be read (§2.7.14). A
-    /// burst reads this once and then takes that many with [`SplitQueue::pop_ready`].
+    /// burst reads this once and then takes that many with [`SplitQueue::pop_nth`] (or
+    /// [`SplitQueue::pop_ready_id`]).
     #[inline(always)]
     pub fn used_ready(&self, c: &Cursor) -> usize {
         // SAFETY: `used->idx` at offset 2, written by the device; ours to read until drop.
@@ -393,67 +394,6 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         c.last_used = c.last_used.wrapping_add(1);
         // SAFETY: slot < N; inside the used ring, ours to read until drop.
         unsafe { self.used.add(4 + 8 * slot).cast::<u32>().read_volatile() }
-    }
-
-    /// [`SplitQueue::pop_ready_id`] with the bytes the device wrote: `(id, len)`.
-    #[inline(always)]
-    pub fn pop_ready(&self, c: &mut Cursor) -> (u32, u32) {
-        let slot = usize::from(c.last_used) & (N - 1);
-        c.last_used = c.last_used.wrapping_add(1);
-        // SAFETY: slot < N; inside the used ring, ours to read until drop.
-        let e = unsafe {
-            self.used
-                .add(4 + 8 * slot)
-                .cast::<UsedElem>()
-                .read_volatile()
-        };
-        (e.id, e.len)
-    }
-
-    /// Re-post descriptor `id` (popped from the used ring, not released) with a new buffer at
-    /// `addr`, keeping its length and flags: for RX rings, whose buffers are all whole pages
-    /// (the device never writes the descriptor table, §2.7.5, so the old `len`/`flags` are
-    /// still there). One store to the descriptor, one to the avail slot; visible after
-    /// [`SplitQueue::set_cursor`] and [`SplitQueue::publish`].
-    ///
-    /// # Panics
-    /// In debug builds, if `id >= N`.
-    #[inline(always)]
-    pub fn repost_addr(&self, c: &mut Cursor, id: u16, addr: u64) {
-        debug_assert!(usize::from(id) < N);
-        let id = id & (N as u16 - 1);
-        let slot = usize::from(c.avail_idx) & (N - 1);
-        c.avail_idx = c.avail_idx.wrapping_add(1);
-        // SAFETY: `id < N` (masked); the descriptor came back in the used ring and was not
-        // released, so it is the driver's; the avail slot is masked into the ring. Plain
-        // stores, made visible by `publish` (see `stage`).
-        unsafe {
-            let d = self.desc.add(usize::from(id)).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            self.avail.add(2 + slot).write(id);
-        }
-    }
-
-    /// [`SplitQueue::push`] inside a burst: stage one single-descriptor buffer (`addr`, `len`
-    /// bytes, device-readable). Returns its token, or `None` when no descriptor is free.
-    #[inline(always)]
-    pub fn push_in(&self, c: &mut Cursor, addr: u64, len: u32) -> Option<u16> {
-        if c.nfree == 0 {
-            return None;
-        }
-        c.nfree -= 1;
-        let id = self.free[c.nfree & (N - 1)] & (N as u16 - 1);
-        let slot = usize::from(c.avail_idx) & (N - 1);
-        c.avail_idx = c.avail_idx.wrapping_add(1);
-        // SAFETY: `id < N` (masked), taken off the free stack, so the device does not read
-        // it; the avail slot is masked into the ring; plain stores as in `stage`.
-        unsafe {
-            let d = self.desc.add(usize::from(id)).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
-            self.avail.add(2 + slot).write(id);
-        }
-        Some(id)
     }
 
     /// Descriptors free at the cursor (what a burst may stage with [`SplitQueue::push_nth`]).
@@ -484,13 +424,17 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         c.last_used = c.last_used.wrapping_add(n as u16);
     }
 
-    /// [`SplitQueue::repost_addr`] as the burst's `r`-th re-post (the avail slot is the
-    /// cursor's plus `r`); the cursor moves once ([`SplitQueue::staged`]).
+    /// Re-post descriptor `id` (popped from the used ring, not released) with a new buffer at
+    /// `addr`, keeping its length and flags (RX rings, whose buffers are all whole pages: the
+    /// device never writes the descriptor table, §2.7.5, so the old `len`/`flags` are still
+    /// there), as the burst's `r`-th re-post (the avail slot is the cursor's plus `r`); the
+    /// cursor moves once ([`SplitQueue::staged`]). One store to the descriptor, one to the
+    /// avail ring; visible after [`SplitQueue::set_cursor`] and [`SplitQueue::publish`].
     #[inline(always)]
     pub fn repost_nth(&self, c: &Cursor, r: usize, id: u16, addr: u64) {
         let id = id & (N as u16 - 1);
         let slot = (usize::from(c.avail_idx) + r) & (N - 1);
-        // SAFETY: as `repost_addr`: the descriptor is the driver's (popped, not released),
+        // SAFETY: the descriptor is the driver's (popped from the used ring, not released),
         // `id` and `slot` are masked into the table and the ring.
         unsafe {
             let d = self.desc.add(usize::from(id)).as_ptr();

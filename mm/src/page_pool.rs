@@ -418,23 +418,11 @@ impl PagePool {
         }
     }
 
-    /// Same-core bulk recycle (Linux `page_pool_put_page_bulk`, DPDK `rte_mempool_put_bulk`):
-    /// `fill` gets the free part of the alloc cache and returns how many of its first slots it
-    /// wrote; those pages are cached at once, with one count update for the batch. Each page
-    /// written must be one this pool handed out and that is back with the caller (the
-    /// contract of [`PagePool::recycle_direct`]). Returns how many were cached.
-    #[inline(always)]
-    pub fn recycle_direct_with(&mut self, fill: impl FnOnce(&mut [Pfn]) -> usize) -> usize {
-        let room = &mut self.cache[self.count.min(PP_ALLOC_CACHE_SIZE)..];
-        let n = fill(room).min(room.len());
-        self.count += n;
-        self.stats.recycle_cached += n as u64;
-        n
-    }
-
-    /// The free part of the alloc cache, to write returned pages into; then
-    /// [`PagePool::recycled`] with how many were written at its start (the split form of
-    /// [`PagePool::recycle_direct_with`], with the same contract per page).
+    /// Same-core bulk recycle (Linux `page_pool_put_page_bulk`, DPDK `rte_mempool_put_bulk`),
+    /// first half: the free part of the alloc cache, to write returned pages into; then
+    /// [`PagePool::recycled`] with how many were written at its start (one count update for
+    /// the batch). Each page written must be one this pool handed out and that is back with
+    /// the caller (the contract of [`PagePool::recycle_direct`]).
     #[inline(always)]
     pub fn recycle_room(&mut self) -> &mut [Pfn] {
         &mut self.cache[self.count.min(PP_ALLOC_CACHE_SIZE)..]
@@ -448,7 +436,7 @@ impl PagePool {
         self.stats.recycle_cached += n as u64;
     }
 
-    /// Free slots in the alloc cache (what [`PagePool::recycle_direct_with`] can take).
+    /// Free slots in the alloc cache (what [`PagePool::recycle_room`] offers).
     #[inline]
     pub fn cache_room(&self) -> usize {
         PP_ALLOC_CACHE_SIZE - self.count

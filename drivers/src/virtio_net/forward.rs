@@ -340,7 +340,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// TX completion straight into a page_pool's alloc cache: completed pages tagged `owner`
     /// are written to the start of `room` (the cache's free part, from
-    /// `PagePool::recycle_direct_with`), any other page goes to `other` with its tag. Takes at
+    /// `PagePool::recycle_room`), any other page goes to `other` with its tag. Takes at
     /// most `room.len()` completions (the rest wait for the next call). Returns `(pages
     /// written to room, pages reclaimed)`.
     #[inline(always)]

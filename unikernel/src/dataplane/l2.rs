@@ -4,7 +4,7 @@
 use super::handoff::Handoff;
 use super::page::{PageBuf, RawPage, FRAME_ROOM};
 use super::pages::PortPages;
-use super::percore::{count_rx_reject, Core, Platform};
+use super::percore::{count_give_back, Core, Platform};
 use drivers::nic::Nic;
 use drivers::virtio_net::{ForwardOps, GiveBack, RxVerdict};
 use mm::Pfn;
@@ -68,10 +68,7 @@ impl ForwardOps for L2Ops<'_> {
     #[cold]
     #[inline(never)]
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
-        match why {
-            GiveBack::TxFull => self.counters[1 - self.p].drop(DropReason::TxRingFull),
-            GiveBack::Rx(status) => count_rx_reject(&mut self.counters[self.p], status),
-        }
+        count_give_back(self.counters, self.p, why);
         self.recycle(pfn);
     }
 }

@@ -27,6 +27,19 @@ pub type CoreRouter = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
 /// 32); the ring keeps at least 224 of its 256 buffers posted.
 pub const RX_FREE_THRESH: usize = 32;
 
+/// Count a page a fused burst from local port `p` hands back (`why`): `tx_ring_full` on the
+/// other port, or as [`count_rx_reject`] says. The caller recycles the page.
+pub(crate) fn count_give_back(
+    counters: &mut [PortCounters; PORTS],
+    p: usize,
+    why: drivers::virtio_net::GiveBack,
+) {
+    match why {
+        drivers::virtio_net::GiveBack::TxFull => counters[1 - p].drop(DropReason::TxRingFull),
+        drivers::virtio_net::GiveBack::Rx(status) => count_rx_reject(&mut counters[p], status),
+    }
+}
+
 /// Count an RX buffer that carried no whole frame (`status` other than [`RxStatus::Ok`]): a
 /// frame too big for one page counts as received and dropped (`too_big`), a malformed buffer
 /// as `bad_desc`, a continuation of a too-big frame not at all (its frame is counted once).

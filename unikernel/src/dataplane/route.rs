@@ -5,7 +5,7 @@
 use super::handoff::Handoff;
 use super::page::{PageBuf, FRAME_ROOM};
 use super::pages::Pages;
-use super::percore::{count_rx_reject, Core, Deferred, MgmtPlane, Platform, RouteState};
+use super::percore::{count_give_back, Core, Deferred, MgmtPlane, Platform, RouteState};
 use drivers::nic::Nic;
 use drivers::virtio_net::{ForwardOps, GiveBack, RxVerdict};
 use mm::Pfn;
@@ -91,10 +91,7 @@ impl<M> ForwardOps for RouteOps<'_, M> {
     #[cold]
     #[inline(never)]
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
-        match why {
-            GiveBack::TxFull => self.counters[1 - self.p].drop(DropReason::TxRingFull),
-            GiveBack::Rx(status) => count_rx_reject(&mut self.counters[self.p], status),
-        }
+        count_give_back(self.counters, self.p, why);
         self.recycle(pfn);
     }
 }
