@@ -85,35 +85,7 @@ fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
         out(&o)
     );
     // iperf3 TCP through the router for 3 s: it completes and moves data (figures printed).
-    let mut server = std::process::Command::new("ip")
-        .args(["netns", "exec", hosts.namespace(1).unwrap()])
-        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("iperf3 server");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let o = hosts
-        .exec(
-            0,
-            &[
-                "timeout",
-                "30",
-                "iperf3",
-                "-c",
-                "10.0.1.2",
-                "-t",
-                "3",
-                "--connect-timeout",
-                "5000",
-                "-J",
-            ],
-        )
-        .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
-    assert!(o.status.success(), "iperf3: {}", out(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 -J output");
+    let j = run_iperf3(&hosts, 3);
     let sent = &j["end"]["sum_sent"];
     let bytes = sent["bytes"].as_f64().unwrap_or(0.0);
     eprintln!(
@@ -121,7 +93,7 @@ fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
         sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
         sent["retransmits"]
     );
-    assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes: {}", out(&o));
+    assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes: {j}");
     let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
     assert!(exit.is_clean(), "{exit}");
     let s = stats.expect("final STATS");
@@ -207,11 +179,9 @@ fn a_real_prometheus_scrapes_the_router() {
     drop(net);
 }
 
-/// One iperf3 TCP run of `secs` seconds from the host behind port 0 to the one behind port 1
-/// through the router booted with `append`: (Mbit/s, retransmits, the guest's `tx_ring_full`
-/// drops over both ports).
-fn iperf3_tcp(append: &str, secs: u32) -> (f64, u64, u64) {
-    let (net, mut guest, hosts) = boot_with_hosts_append(append);
+/// iperf3 TCP for `secs` seconds from the host behind port 0 to an `iperf3 -s -1` on the host
+/// behind port 1 (10.0.1.2); its `-J` report. Panics (the test fails) if iperf3 fails.
+fn run_iperf3(hosts: &Hosts, secs: u32) -> serde_json::Value {
     let mut server = std::process::Command::new("ip")
         .args(["netns", "exec", hosts.namespace(1).unwrap()])
         .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
@@ -241,7 +211,15 @@ fn iperf3_tcp(append: &str, secs: u32) -> (f64, u64, u64) {
     let _ = server.kill();
     let _ = server.wait();
     assert!(o.status.success(), "iperf3: {}", out(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 -J output");
+    serde_json::from_slice(&o.stdout).expect("iperf3 -J output")
+}
+
+/// One iperf3 TCP run of `secs` seconds from the host behind port 0 to the one behind port 1
+/// through the router booted with `append`: (Mbit/s, retransmits, the guest's `tx_ring_full`
+/// drops over both ports).
+fn iperf3_tcp(append: &str, secs: u32) -> (f64, u64, u64) {
+    let (net, mut guest, hosts) = boot_with_hosts_append(append);
+    let j = run_iperf3(&hosts, secs);
     let sent = &j["end"]["sum_sent"];
     let received = &j["end"]["sum_received"];
     let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");

@@ -507,13 +507,7 @@ fn initramfs(busybox: &[u8], modules: &[(String, Vec<u8>)], c: &Closure) -> Resu
         c.libs.contains_key("ld-linux-x86-64.so.2"),
         "the closure has no dynamic loader (ld-linux-x86-64.so.2)"
     );
-    let mut order = String::new();
-    for (name, data) in modules {
-        cp.file(&format!("lib/modules/{name}.ko"), 0o644, data);
-        order.push_str(name);
-        order.push('\n');
-    }
-    cp.file("modules.order", 0o644, order.as_bytes());
+    cp.modules(modules);
     Ok(cp.finish())
 }
 

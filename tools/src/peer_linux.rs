@@ -389,6 +389,18 @@ impl Cpio {
     }
 
     /// Appends the trailer and returns the archive.
+    /// Kernel modules as `lib/modules/NAME.ko` plus `modules.order` listing them in order
+    /// (what the guests' `init` loads with `insmod`).
+    pub fn modules(&mut self, modules: &[(String, Vec<u8>)]) {
+        let mut order = String::new();
+        for (name, data) in modules {
+            self.file(&format!("lib/modules/{name}.ko"), 0o644, data);
+            order.push_str(name);
+            order.push('\n');
+        }
+        self.file("modules.order", 0o644, order.as_bytes());
+    }
+
     pub fn finish(mut self) -> Vec<u8> {
         self.ino = 0;
         self.entry("TRAILER!!!", 0, (0, 0), &[]);
@@ -406,13 +418,7 @@ pub fn initramfs(busybox: &[u8], modules: &[(String, Vec<u8>)]) -> Vec<u8> {
     c.chardev("dev/null", 1, 3);
     c.file("bin/busybox", 0o755, busybox);
     c.file("init", 0o755, INIT.as_bytes());
-    let mut order = String::new();
-    for (name, data) in modules {
-        c.file(&format!("lib/modules/{name}.ko"), 0o644, data);
-        order.push_str(name);
-        order.push('\n');
-    }
-    c.file("modules.order", 0o644, order.as_bytes());
+    c.modules(modules);
     c.finish()
 }
 
