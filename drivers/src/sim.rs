@@ -77,9 +77,10 @@ const CONFIG_MTU: u16 = 1500;
 const VIRTQ_USED_F_NO_NOTIFY: u16 = 1;
 /// Offset of `num_buffers` (le16) in `virtio_net_hdr` (§5.1.6).
 const NUM_BUFFERS_OFFSET: usize = 10;
-/// Largest frame [`SimDevice::complete_tx`] gathers from a chain of several descriptors (one
-/// page; a frame in a single descriptor is shown in place, whatever its length).
-const TX_GATHER_MAX: usize = 4096;
+/// Largest frame [`SimDevice::complete_tx`] gathers from a chain of several descriptors (the
+/// driver's largest chain, `MAX_FRAME_BUFFERS` pages; a frame in a single descriptor is shown
+/// in place, whatever its length).
+const TX_GATHER_MAX: usize = crate::virtio_net::MAX_FRAME_BUFFERS * 4096;
 
 /// One virtqueue's registration and the device's private indices.
 struct QueueSlot {
@@ -420,10 +421,17 @@ impl<'a> DeviceQueue<'a> {
 
     /// The head of the next available chain, without taking it.
     pub fn peek(&self) -> Option<u16> {
-        if self.pending() == 0 {
+        self.peek_nth(0)
+    }
+
+    /// The head of the `i`-th available chain not yet taken (`peek_nth(0)` is
+    /// [`DeviceQueue::peek`]), without taking it.
+    pub fn peek_nth(&self, i: usize) -> Option<u16> {
+        if i >= usize::from(self.pending()) {
             return None;
         }
-        let slot = usize::from(self.slot.next_avail.load(Ordering::Relaxed)) & self.mask();
+        let next = usize::from(self.slot.next_avail.load(Ordering::Relaxed));
+        let slot = next.wrapping_add(i) & self.mask();
         // SAFETY: `ring[slot]` of the available ring (slot < size), published before the index
         // read in `pending` (Acquire); live per `new`'s contract.
         Some(unsafe {
@@ -683,6 +691,58 @@ impl<'a> SimDevice<'a> {
             q.take();
             let len = q.write_chain(head, &[&hdr, frame]);
             q.give_back(head, len as u32);
+            done += 1;
+        }
+        q.publish(self.want_kicks);
+        self.delivered += done as u64;
+        done
+    }
+
+    /// [`SimDevice::deliver_rx`] as a device with `VIRTIO_NET_F_MRG_RXBUF` does it (§5.1.6.4):
+    /// each copy of `frame` fills as many available buffers as header and frame need, each but
+    /// the last completely, the header (only in the first buffer) saying how many
+    /// (`num_buffers`); every buffer is returned as used with the bytes written into it. One
+    /// `used->idx` store for the whole batch, so a frame's buffers appear together. Stops
+    /// early when too few buffers are available for the next copy. Returns the frames
+    /// delivered.
+    pub fn deliver_rx_mrg(&mut self, frame: &[u8], n: usize) -> usize {
+        let Some(mut q) = self.queue(SIM_RX_QUEUE) else {
+            return 0;
+        };
+        let mut done = 0;
+        'copies: while done < n {
+            // How many buffers this copy takes (looked at before any is taken).
+            let mut heads = heapless::Vec::<u16, 64>::new();
+            let (mut room, mut i) = (0, 0);
+            while room < NET_HDR_LEN + frame.len() {
+                let Some(head) = q.peek_nth(i) else {
+                    break 'copies;
+                };
+                if heads.push(head).is_err() {
+                    break 'copies;
+                }
+                room += q.writable_len(head);
+                i += 1;
+            }
+            let mut hdr = [0u8; NET_HDR_LEN];
+            hdr[NUM_BUFFERS_OFFSET..NUM_BUFFERS_OFFSET + 2]
+                .copy_from_slice(&(heads.len() as u16).to_le_bytes());
+            let mut rest = frame;
+            for (k, &head) in heads.iter().enumerate() {
+                q.take();
+                let len = if k == 0 {
+                    let take = (q.writable_len(head) - NET_HDR_LEN).min(rest.len());
+                    let l = q.write_chain(head, &[&hdr, &rest[..take]]);
+                    rest = &rest[take..];
+                    l
+                } else {
+                    let take = q.writable_len(head).min(rest.len());
+                    let l = q.write_chain(head, &[&rest[..take]]);
+                    rest = &rest[take..];
+                    l
+                };
+                q.give_back(head, len as u32);
+            }
             done += 1;
         }
         q.publish(self.want_kicks);

@@ -83,6 +83,48 @@ const NUM_BUFFERS_OFFSET: usize = 10;
 /// Largest frame (Ethernet header to end of payload, no FCS) one RX page can hold: 4084 bytes.
 pub const MAX_FRAME_LEN: usize = PAGE_SIZE - NET_HDR_LEN;
 
+/// Most RX buffers (pages) one received frame may span and still be forwarded
+/// ([`VirtioNet::forward_burst`], `VIRTIO_NET_F_MRG_RXBUF`, §5.1.6.4): 4 pages, frames of up
+/// to [`MAX_MULTI_FRAME_LEN`] bytes. A 9,000-byte MTU (9,014-byte frames) needs 3; one more
+/// leaves room for a device MTU a little above. Frames of more buffers are dropped and
+/// counted `too_big`.
+pub const MAX_FRAME_BUFFERS: usize = 4;
+
+/// Largest frame (no FCS) the fused burst forwards: [`MAX_FRAME_BUFFERS`] pages less the
+/// virtio-net header, 16,372 bytes.
+pub const MAX_MULTI_FRAME_LEN: usize = MAX_FRAME_BUFFERS * PAGE_SIZE - NET_HDR_LEN;
+
+/// Set in the owner tag the TX table keeps for the head of a descriptor chain (a frame of
+/// several pages, [`VirtioNet::forward_burst`]): completion then walks the chain. Owner tags
+/// given to the driver must be below 2^31 (the dataplane's are page_pool ids).
+pub const TX_CHAIN_TAG: u32 = 1 << 31;
+
+/// Offset of `mtu` (le16) in `struct virtio_net_config` (§5.1.4: after
+/// `max_virtqueue_pairs`), valid with `VIRTIO_NET_F_MTU`.
+const CONFIG_MTU: usize = 10;
+
+/// The multi-buffer frame the fused burst is collecting (§5.1.6.4): its pages so far and the
+/// frame bytes in each (the first's without the virtio-net header).
+#[derive(Copy, Clone, Default)]
+pub(crate) struct RxChain {
+    pub(crate) pages: [Pfn; MAX_FRAME_BUFFERS],
+    pub(crate) lens: [u16; MAX_FRAME_BUFFERS],
+    /// Pages collected; 0 when no frame is being collected.
+    pub(crate) n: usize,
+}
+
+impl RxChain {
+    /// Append one page of `len` frame bytes (room is checked by the caller: a frame of at
+    /// most [`MAX_FRAME_BUFFERS`] buffers is collected).
+    pub(crate) fn push(&mut self, pfn: Pfn, len: u16) {
+        if let (Some(p), Some(l)) = (self.pages.get_mut(self.n), self.lens.get_mut(self.n)) {
+            *p = pfn;
+            *l = len;
+            self.n += 1;
+        }
+    }
+}
+
 bitflags::bitflags! {
     /// Feature bits this driver knows (§5.1.3 device-specific, §6 reserved).
     #[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
@@ -118,6 +160,7 @@ bitflags::bitflags! {
 /// tables would need a heap allocation per packet in `virtio-drivers`), not checksum or GSO
 /// offloads (frames are forwarded as received, fully checksummed).
 pub const DRIVER_FEATURES: NetFeatures = NetFeatures::MAC
+    .union(NetFeatures::MTU)
     .union(NetFeatures::MRG_RXBUF)
     .union(NetFeatures::RING_EVENT_IDX)
     .union(NetFeatures::VERSION_1);
@@ -241,7 +284,8 @@ pub struct RxBuf {
     pub status: RxStatus,
 }
 
-/// One frame to transmit: `len` frame bytes at offset [`NET_HDR_LEN`] of page `pfn`.
+/// One frame to transmit: `len` frame bytes at offset [`NET_HDR_LEN`] of page `pfn` (frames of
+/// several pages are sent by [`VirtioNet::forward_burst`] only).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct TxBuf {
     /// The page holding the frame; owned by the device until it comes back from
@@ -305,9 +349,16 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     tx_posted: usize,
     /// RX buffers re-posted in place ([`VirtioNet::rx_burst_refill`]) and not yet published.
     rx_unpublished: usize,
-    /// Continuation buffers still to come for a multi-buffer (too big) frame.
+    /// Continuation buffers still to come for a multi-buffer frame: collected in `rx_chain`
+    /// when it holds the frame's first page(s) (the fused burst), else dropped.
     rx_skip: u16,
+    /// The multi-buffer frame being collected by the fused burst.
+    rx_chain: RxChain,
+    /// Descriptor chains (frames of several pages) on the TX ring, not yet completed.
+    tx_chains: usize,
     mac: [u8; 6],
+    /// The device's `mtu` (§5.1.4), when `VIRTIO_NET_F_MTU` was negotiated.
+    mtu: Option<u16>,
     features: NetFeatures,
     offered: NetFeatures,
     stats: DriverStats,
@@ -324,6 +375,18 @@ fn read_mac<T: Transport>(transport: &T, features: NetFeatures) -> Result<[u8; 6
     }
     transport
         .read_config_space::<[u8; 6]>(0)
+        .map_err(NetInitError::Config)
+}
+
+/// The device's MTU (§5.1.4 `mtu`, bytes of IP datagram, no Ethernet header), valid when
+/// `VIRTIO_NET_F_MTU` was negotiated (§5.1.3: QEMU `host_mtu=N`), else `None`.
+fn read_mtu<T: Transport>(transport: &T, features: NetFeatures) -> Result<Option<u16>, NetInitError> {
+    if !features.contains(NetFeatures::MTU) {
+        return Ok(None);
+    }
+    transport
+        .read_config_space::<u16>(CONFIG_MTU)
+        .map(|m| Some(u16::from_le(m)))
         .map_err(NetInitError::Config)
 }
 
@@ -367,7 +430,7 @@ fn check_offered(offered: NetFeatures) -> Result<(), NetInitError> {
 }
 
 mod forward;
-pub use forward::{BurstStats, ForwardOps, GiveBack, RxVerdict};
+pub use forward::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
 
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Initialise the device (§3.1.1): reset, negotiate [`DRIVER_FEATURES`], set up virtqueues
@@ -397,7 +460,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 err,
             }
         })?;
-        let mac = read_mac(&transport, features)?;
+        let mac = (read_mac(&transport, features)?, read_mtu(&transport, features)?);
         transport.finish_init();
         Ok(Self::handle(
             (Some(transport), None),
@@ -413,7 +476,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         owner: (Option<T>, Option<SplitQueue<H, CTRL_QUEUE_SIZE>>),
         (pair, active_pairs, max_pairs): (u16, u16, u16),
         (rx, tx): (SplitQueue<H, QUEUE_SIZE>, SplitQueue<H, QUEUE_SIZE>),
-        (mac, features, offered): ([u8; 6], NetFeatures, NetFeatures),
+        ((mac, mtu), features, offered): (([u8; 6], Option<u16>), NetFeatures, NetFeatures),
     ) -> Self {
         Self {
             transport: owner.0,
@@ -432,7 +495,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rx_unpublished: 0,
             tx_posted: 0,
             rx_skip: 0,
+            rx_chain: RxChain::default(),
+            tx_chains: 0,
             mac,
+            mtu,
             features,
             offered,
             stats: DriverStats::default(),
@@ -520,7 +586,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 queue: ctrl_idx,
                 err,
             })?;
-        let mac = read_mac(&transport, features)?;
+        let mac = (read_mac(&transport, features)?, read_mtu(&transport, features)?);
         transport.finish_init();
         if let Err(e) =
             Self::vq_pairs_set(&mut transport, &mut ctrl, ctrl_idx, pairs, &mut timed_out)
@@ -640,6 +706,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// The device's MAC address (zeros if it offers none).
     pub fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    /// The MTU the device reports (§5.1.4 `mtu`: the largest IP datagram, in bytes, it
+    /// carries), when it offered `VIRTIO_NET_F_MTU` (QEMU `host_mtu=N`); `None` otherwise.
+    pub fn mtu(&self) -> Option<u16> {
+        self.mtu
     }
 
     /// Features negotiated with the device.
@@ -894,17 +966,40 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// Pop completed TX buffers (their pages are the caller's again) into `out`; returns how
     /// many.
+    ///
+    /// A frame sent as a chain of pages comes back as one entry per page, all with its owner
+    /// tag; while chains are in flight, a completion is taken only when `out` has room for
+    /// [`MAX_FRAME_BUFFERS`] more entries.
     pub fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         let mut n = 0;
-        while n < out.len() {
+        while n < out.len() && (self.tx_chains == 0 || out.len() - n >= MAX_FRAME_BUFFERS) {
             let Some((id, _len)) = self.tx.pop_used() else {
                 break;
             };
-            let Some(done) = self.take_tx_page(id) else {
+            let Some(mut done) = self.take_tx_page(id) else {
                 continue;
             };
             self.tx.release(id as u16);
             self.tx_posted -= 1;
+            if done.owner & TX_CHAIN_TAG != 0 {
+                done.owner &= !TX_CHAIN_TAG;
+                let (first, rest) = out[n..].split_at_mut(1);
+                first[0] = done;
+                let mut k = 0;
+                self.tx_chain_rest(
+                    id as u16,
+                    done.owner,
+                    |q, d| q.release(d),
+                    |pfn, owner| {
+                        if let Some(o) = rest.get_mut(k) {
+                            *o = TxDone { pfn, owner };
+                            k += 1;
+                        }
+                    },
+                );
+                n += 1 + k;
+                continue;
+            }
             out[n] = done;
             n += 1;
         }
@@ -1014,7 +1109,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 f(pfn);
             }
         }
+        let chain = core::mem::take(&mut self.rx_chain);
+        for &pfn in &chain.pages[..chain.n] {
+            f(pfn);
+        }
+        self.rx_skip = 0;
         self.rx_posted = 0;
         self.tx_posted = 0;
+        self.tx_chains = 0;
     }
 }

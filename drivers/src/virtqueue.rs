@@ -8,8 +8,9 @@
 //! one release store of `avail->idx` ([`SplitQueue::publish`]), and decides kicks with the
 //! standard `vring_need_event` test (§2.7.10, Linux `include/uapi/linux/virtio_ring.h`).
 //!
-//! Every buffer is one descriptor (no chaining, no indirect tables): RX buffers are whole
-//! pages and TX frames carry the virtio-net header in the same page. The descriptor index is
+//! RX buffers are one descriptor each (whole pages); a TX frame is one descriptor (the
+//! virtio-net header in the same page as the frame) or, for a frame of several pages, a chain
+//! ([`SplitQueue::push_chain`], §2.7.5); no indirect tables. The head descriptor's index is
 //! the token that comes back in the used ring.
 //!
 //! Memory for the rings comes from the HAL's `dma_alloc` (zeroed, physically contiguous) and is
@@ -290,6 +291,19 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
             }
             id = d.next;
         }
+    }
+
+    /// The descriptor that follows `id` in its chain (`VIRTQ_DESC_F_NEXT` set, §2.7.5), as the
+    /// driver wrote it, or `None` at the chain's end or for an `id` out of the table. For the
+    /// driver's own chains ([`SplitQueue::push_chain`]) after the device gave them back.
+    pub fn desc_next(&self, id: u16) -> Option<u16> {
+        if usize::from(id) >= N {
+            return None;
+        }
+        // SAFETY: id < N; the table is ours until drop, and the device never writes it
+        // (§2.7.5).
+        let d = unsafe { self.desc.add(usize::from(id)).read_volatile() };
+        (d.flags & VIRTQ_DESC_F_NEXT != 0 && usize::from(d.next) < N).then_some(d.next)
     }
 
     /// Make every staged buffer visible to the device: one release fence and one store of

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::virtio_net::{
-    BurstStats, ForwardOps, GiveBack, NetInitError, RxBuf, RxStatus, RxVerdict, TxBuf, TxDone,
-    VirtioNet, MAX_FRAME_LEN,
+    BurstStats, ForwardOps, GiveBack, MultiFrame, NetInitError, RxBuf, RxStatus, RxVerdict, TxBuf,
+    TxDone, VirtioNet, MAX_FRAME_LEN, MAX_MULTI_FRAME_LEN,
 };
 use core::ptr::NonNull;
 use mm::Pfn;
@@ -517,17 +517,19 @@ fn fused_burst_hands_back_what_it_does_not_send() {
     assert_eq!(da.deliver_rx(&frame(1), 2), 2);
     assert_eq!(da.deliver_rx(&frame(2)[..10], 1), 1);
     assert_eq!(da.deliver_rx(&frame(3), 1), 1);
-    // The first buffer says its frame spans two buffers.
+    // The first buffer says its frame spans two buffers: the second's 72 bytes (its copy of
+    // a header too) are the frame's last bytes; the test's ops keep the default
+    // `forward_multi`, which gives both pages back.
     page(pages.0[0], 10, 2).copy_from_slice(&2u16.to_le_bytes());
     let st = burst(&mut a, &mut b, &mut spare, &mut out);
-    assert_eq!((st.buffers, st.rx_frames), (4, 2), "the runt and frame 3");
-    assert_eq!((st.rx_bytes, st.tx_frames, st.tx_bytes), (70, 1, 60));
+    assert_eq!((st.buffers, st.rx_frames), (4, 3), "the 2-page frame, the runt, frame 3");
+    assert_eq!((st.rx_bytes, st.tx_frames, st.tx_bytes), (132 + 70, 1, 60));
     assert_eq!(out.consumed, [pages.0[2]]);
     assert_eq!(
         out.back,
         [
-            (pages.0[0], GiveBack::Rx(RxStatus::TooBig)),
-            (pages.0[1], GiveBack::Rx(RxStatus::Continuation)),
+            (pages.0[0], GiveBack::Multi { first: true }),
+            (pages.0[1], GiveBack::Multi { first: false }),
         ]
     );
     assert!(spare.is_empty(), "4 slots re-posted from the 4 spares");
@@ -632,4 +634,252 @@ fn raw_used_elements_and_index_jumps_are_counted_not_trusted() {
         "a page came back twice"
     );
     assert!(nic.stats().bad_token >= 2);
+}
+
+/// The dataplane side of a fused burst for multi-buffer frames: every frame (one page or
+/// several) rewritten (first byte + 1) and forwarded; `multi` false keeps the default
+/// [`ForwardOps::forward_multi`] (multi-page frames given back).
+struct JumboOps<'a> {
+    spare: &'a mut Vec<Pfn>,
+    multi: bool,
+    back: &'a mut Vec<(Pfn, GiveBack)>,
+    seen: &'a mut Vec<(usize, usize)>,
+}
+
+impl ForwardOps for JumboOps<'_> {
+    fn rx_page(&mut self) -> Option<Pfn> {
+        self.spare.pop()
+    }
+    fn rx_page_cached(&mut self) -> Option<Pfn> {
+        None
+    }
+    fn forward(&mut self, _pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
+        self.seen.push((1, frame.len()));
+        frame[0] = frame[0].wrapping_add(1);
+        RxVerdict::Forward
+    }
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        self.back.push((pfn, why));
+    }
+    fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+        if !self.multi {
+            for (i, &pfn) in frame.pages.iter().enumerate() {
+                    self.back.push((pfn, GiveBack::Multi { first: i == 0 }));
+            }
+            return RxVerdict::Consumed;
+        }
+        self.seen.push((frame.pages.len(), frame.len));
+        assert_eq!(
+            frame.lens.iter().map(|&l| usize::from(l)).sum::<usize>(),
+            frame.len
+        );
+        assert_eq!(frame.head.len(), usize::from(frame.lens[0]));
+        frame.head[0] = frame.head[0].wrapping_add(1);
+        RxVerdict::Forward
+    }
+}
+
+/// A frame of `len` bytes whose bytes start at `seed`.
+fn long_frame(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
+}
+
+/// One fused burst from `a` to `b` (owner tag 9) with [`JumboOps`].
+fn jumbo_burst<'s>(
+    a: &mut Nic<'s>,
+    b: &mut Nic<'s>,
+    spare: &mut Vec<Pfn>,
+    multi: bool,
+    back: &mut Vec<(Pfn, GiveBack)>,
+    seen: &mut Vec<(usize, usize)>,
+) -> BurstStats {
+    let ops = move || {
+        let (spare, back, seen) = ({ spare }, { back }, { seen });
+        JumboOps {
+            spare,
+            multi,
+            back,
+            seen,
+        }
+    };
+    // SAFETY: the spares are ours and go to A's RX ring; forwarded pages become B's until
+    // reclaimed.
+    unsafe { a.forward_burst(b, QUEUE_SIZE, 9, ops) }
+}
+
+/// Frames of 1 to 4 pages (9,014 bytes: a 9,000-byte MTU), mixed with small ones, go from A's
+/// RX to B's TX as descriptor chains of the very pages they came in, in order, past the
+/// 16-bit index wrap; completions bring every page back (into the pool's room and through
+/// the chain path), none leaks.
+fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let sizes = [9014usize, 60, 4084, 4085, 8180, 8181, MAX_MULTI_FRAME_LEN, 1514];
+    let mut room = vec![Pfn(0); QUEUE_SIZE];
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    let mut frames_sent = 0usize;
+    for round in 0..rounds {
+        let mut want = Vec::new();
+        for (j, &len) in sizes.iter().enumerate() {
+            let f = long_frame((round + j) as u8, len);
+            assert_eq!(da.deliver_rx_mrg(&f, 1), 1, "round {round} size {len}");
+            let mut w = f.clone();
+            w[0] = w[0].wrapping_add(1);
+            want.push(w);
+        }
+        seen.clear();
+        let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+        let bytes: usize = sizes.iter().sum();
+        let bufs: usize = sizes.iter().map(|l| (NET_HDR_LEN + l).div_ceil(PAGE_SIZE)).sum();
+        assert_eq!(
+            st,
+            BurstStats {
+                buffers: bufs,
+                rx_frames: sizes.len(),
+                rx_bytes: bytes as u64,
+                tx_frames: sizes.len(),
+                tx_bytes: bytes as u64,
+            },
+            "round {round}"
+        );
+        let pages_per: Vec<usize> = seen.iter().map(|&(p, _)| p).collect();
+        assert_eq!(pages_per, vec![3, 1, 1, 2, 2, 3, 4, 1], "round {round}");
+        let mut got = Vec::new();
+        assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), sizes.len());
+        assert!(got == want, "round {round}: frames arrive whole, rewritten, in order");
+        assert_eq!(b.tx_posted(), bufs, "the TX ring holds every page");
+        if reclaim_into {
+            let mut others = Vec::new();
+            let (n, total) = b.tx_reclaim_into(9, &mut room, |p, tag| others.push((p, tag)));
+            assert_eq!(total, sizes.len(), "one completion per frame");
+            assert!(others.iter().all(|&(_, tag)| tag == 9), "tags without the chain bit");
+            assert_eq!(n + others.len(), bufs);
+            spare.extend_from_slice(&room[..n]);
+            spare.extend(others.iter().map(|&(p, _)| p));
+        } else {
+            let n = b.tx_reclaim(|p, tag| {
+                assert_eq!(tag, 9);
+                spare.push(p);
+            });
+            assert_eq!(n, sizes.len());
+        }
+        assert_eq!(b.tx_posted(), 0);
+        assert_eq!(b.tx_free_slots(), QUEUE_SIZE, "every descriptor of every chain freed");
+        frames_sent += sizes.len();
+    }
+    a.rx_publish();
+    assert!(back.is_empty(), "nothing given back: {back:?}");
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    assert_eq!(spare.len(), QUEUE_SIZE, "every page is a spare or on A's ring");
+    assert!(frames_sent * 2 > 65_536 || rounds < 8200);
+}
+
+#[test]
+fn jumbo_frames_leave_as_chains_through_reclaim_into() {
+    jumbo_forward_many(100, true);
+}
+
+#[test]
+fn jumbo_frames_leave_as_chains_through_reclaim_and_wrap() {
+    // 8 frames, 17 buffers a round: 70,000 buffers wrap both rings' indices.
+    jumbo_forward_many(4200, false);
+}
+
+#[test]
+fn jumbo_frames_are_dropped_by_a_dataplane_without_them_and_past_four_pages() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    // Default forward_multi: a 3-page frame given back, then a small frame goes on.
+    assert_eq!(da.deliver_rx_mrg(&long_frame(1, 9014), 1), 1);
+    assert_eq!(da.deliver_rx_mrg(&long_frame(2, 60), 1), 1);
+    let st = jumbo_burst(&mut a, &mut b, &mut spare, false, &mut back, &mut seen);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (4, 2, 1));
+    let why: Vec<GiveBack> = back.iter().map(|&(_, w)| w).collect();
+    assert_eq!(
+        why,
+        vec![
+            GiveBack::Multi { first: true },
+            GiveBack::Multi { first: false },
+            GiveBack::Multi { first: false }
+        ]
+    );
+    // Five pages: more than MAX_FRAME_BUFFERS, given back as it comes, even by a dataplane
+    // that forwards multi-page frames.
+    spare.extend(back.drain(..).map(|(p, _)| p));
+    assert_eq!(
+        da.deliver_rx_mrg(&long_frame(3, MAX_MULTI_FRAME_LEN + 1), 1),
+        1
+    );
+    assert_eq!(da.deliver_rx_mrg(&long_frame(4, 100), 1), 1);
+    let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (6, 1, 1));
+    assert_eq!(back.len(), 5);
+    assert_eq!(back[0].1, GiveBack::Rx(RxStatus::TooBig));
+    assert!(back[1..]
+        .iter()
+        .all(|&(_, w)| w == GiveBack::Rx(RxStatus::Continuation)));
+    let mut lens = Vec::new();
+    assert_eq!(db.complete_tx(|f| lens.push(f.len())), 2);
+    assert_eq!(lens, vec![60, 100]);
+    spare.extend(back.iter().map(|&(p, _)| p));
+    b.tx_reclaim(|p, _| spare.push(p));
+    a.rx_publish();
+    // SAFETY: tearing down: both devices reset first.
+    let mut held = Vec::new();
+    a.reclaim(|p| held.push(p)).unwrap();
+    b.reclaim(|p| held.push(p)).unwrap();
+    assert_eq!(held.len() + spare.len(), 2 * QUEUE_SIZE, "no page lost");
+}
+
+/// A frame whose continuation buffers have not all arrived yet when the burst runs is held
+/// by the driver (not lost, not sent half) and goes out when the rest comes; a reset in the
+/// middle hands its pages back.
+#[test]
+fn a_multi_buffer_frame_split_across_bursts_waits_for_its_last_buffer() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    let f = long_frame(7, 9014);
+    assert_eq!(da.deliver_rx_mrg(&f, 1), 1);
+    // Take the three used elements in two bursts: the first sees only two of them.
+    // SAFETY: as `up`.
+    let mut q = unsafe { DeviceQueue::new(&sa, SIM_RX_QUEUE) }.unwrap();
+    let used = q.used_idx();
+    q.set_used_idx(used.wrapping_sub(1));
+    let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (2, 0, 0));
+    assert_eq!(db.complete_tx(|_| {}), 0, "half a frame is not sent");
+    q.set_used_idx(used);
+    let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (1, 1, 1));
+    let mut got = Vec::new();
+    assert_eq!(db.complete_tx(|x| got.push(x.to_vec())), 1);
+    let mut want = f.clone();
+    want[0] += 1;
+    assert!(got[0] == want);
+    // Half a frame again, then a reset: its two pages come back with the ring's.
+    assert_eq!(da.deliver_rx_mrg(&f, 1), 1);
+    let used = q.used_idx();
+    q.set_used_idx(used.wrapping_sub(1));
+    jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+    a.rx_publish();
+    b.tx_reclaim(|p, _| spare.push(p));
+    let mut held = Vec::new();
+    a.reclaim(|p| held.push(p)).unwrap();
+    b.reclaim(|p| held.push(p)).unwrap();
+    assert!(back.is_empty());
+    assert_eq!(held.len() + spare.len(), 2 * QUEUE_SIZE, "no page lost");
 }

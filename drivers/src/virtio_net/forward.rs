@@ -12,15 +12,20 @@
 //! in the driver's page table (a device that returns an id it was not given is counted as
 //! `bad_token` and skipped).
 //!
-//! A buffer that is not one whole frame (a multi-buffer frame's first buffer, its
-//! continuations, a malformed length or `num_buffers`) leaves the fast path: it is classified
-//! as [`VirtioNet::rx_burst`] would and handed back ([`ForwardOps::give_back`]).
+//! A buffer that is not one whole frame leaves the fast path (`#[cold]`). A frame the device
+//! spread over several buffers (`VIRTIO_NET_F_MRG_RXBUF`, §5.1.6.4: `num_buffers` in the first
+//! buffer's header, the header only in the first buffer) is collected page by page, up to
+//! [`MAX_FRAME_BUFFERS`] pages; once whole, the burst stops, shows it to the dataplane
+//! ([`ForwardOps::forward_multi`], headers in the first page) and sends it as one descriptor
+//! chain of the same pages (§2.7.5, zero copy), then goes on with the remaining used elements,
+//! so frames leave in the order they came. A malformed buffer or a frame of more pages is
+//! handed back ([`ForwardOps::give_back`]).
 
 use crate::virtqueue::{Cursor, SplitQueue};
 
 use super::{
-    Hal, Pfn, RxStatus, Transport, TxDone, VirtioNet, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET,
-    PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH,
+    Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN,
+    NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH, TX_CHAIN_TAG,
 };
 
 /// What [`ForwardOps::forward`] decided for one frame.
@@ -42,9 +47,17 @@ pub enum GiveBack {
     /// The TX ring had no free descriptor for a frame [`ForwardOps::forward`] wanted sent:
     /// count `tx_ring_full` on the TX port.
     TxFull,
-    /// The buffer carried no whole frame: [`RxStatus::TooBig`], [`RxStatus::Continuation`] or
+    /// The buffer carried no whole frame: [`RxStatus::TooBig`] (more than
+    /// [`MAX_FRAME_BUFFERS`] pages, or a non-fused RX path), [`RxStatus::Continuation`] or
     /// [`RxStatus::Malformed`] (never [`RxStatus::Ok`]).
     Rx(RxStatus),
+    /// A page of a frame of several pages that [`ForwardOps::forward_multi`]'s default gave
+    /// back: the burst counted the frame as received (`BurstStats::rx_frames`); count one
+    /// `too_big` drop for the `first` page, nothing for the others.
+    Multi {
+        /// The frame's first page.
+        first: bool,
+    },
 }
 
 /// The dataplane's side of [`VirtioNet::forward_burst`]. The burst calls these inside its
@@ -63,6 +76,47 @@ pub trait ForwardOps {
     fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict;
     /// A received page the burst does not transmit, and why. The page is the dataplane's.
     fn give_back(&mut self, pfn: Pfn, why: GiveBack);
+    /// One received frame of several pages ([`MultiFrame`]). Rewrite its headers in place
+    /// (they lie in [`MultiFrame::head`]) and return [`RxVerdict::Forward`] (or
+    /// [`RxVerdict::ForwardFirst`]) to send it as a descriptor chain of the same pages, or take
+    /// every page and return [`RxVerdict::Consumed`] (the frame counts as received, not
+    /// sent). The default gives every page back ([`GiveBack::Multi`]: one frame dropped as
+    /// too big), what a dataplane without multi-page frames does.
+    #[cold]
+    fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+        for (i, &pfn) in frame.pages.iter().enumerate() {
+            self.give_back(pfn, GiveBack::Multi { first: i == 0 });
+        }
+        RxVerdict::Consumed
+    }
+}
+
+/// A received frame the device spread over several RX buffers (§5.1.6.4), shown to
+/// [`ForwardOps::forward_multi`]: its pages in order (`pages[0]` starts with the 12-byte
+/// virtio-net header, the others hold frame bytes from offset 0), the bytes of each, and the
+/// frame's first bytes as a mutable slice of the first page.
+pub struct MultiFrame<'a> {
+    /// The frame's pages, 2..=[`MAX_FRAME_BUFFERS`] of them, in frame order.
+    pub pages: &'a [Pfn],
+    /// Frame bytes in each page (bytes, the virtio-net header not included), as `pages`.
+    pub lens: &'a [u16],
+    /// The frame's first `lens[0]` bytes, in `pages[0]` after the virtio-net header: every
+    /// header a forwarder reads (Ethernet, IPv4 with options, the first bytes of L4) is here,
+    /// since every buffer but the last is filled (§5.1.6.4) and holds at least 4,084 bytes.
+    pub head: &'a mut [u8],
+    /// The whole frame's length in bytes (the sum of `lens`).
+    pub len: usize,
+}
+
+impl MultiFrame<'_> {
+    /// Byte range of the frame's bytes inside page `i` (offsets in the page): after the
+    /// virtio-net header in the first page, from 0 in the others. `None` past the last page.
+    pub fn segment(&self, i: usize) -> Option<(Pfn, core::ops::Range<usize>)> {
+        let pfn = *self.pages.get(i)?;
+        let len = usize::from(*self.lens.get(i)?);
+        let start = if i == 0 { NET_HDR_LEN } else { 0 };
+        Some((pfn, start..start + len))
+    }
 }
 
 /// What one [`VirtioNet::forward_burst`] did, summed over the burst (the dataplane adds these
@@ -79,6 +133,18 @@ pub struct BurstStats {
     pub tx_frames: usize,
     /// Their bytes (virtio-net header excluded).
     pub tx_bytes: u64,
+}
+
+impl BurstStats {
+    /// Add `o`'s counts to these.
+    #[inline(always)]
+    fn add(&mut self, o: &BurstStats) {
+        self.buffers += o.buffers;
+        self.rx_frames += o.rx_frames;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_frames += o.tx_frames;
+        self.tx_bytes += o.tx_bytes;
+    }
 }
 
 /// A burst's rare exits ([`VirtioNet::forward_burst`]).
@@ -105,16 +171,29 @@ impl Rare {
     }
 }
 
-/// TX completions of another owner in one [`VirtioNet::tx_reclaim_into`]: (index into its
-/// `room`, owner tag).
-type ForeignTx = heapless::Vec<(u16, u32), QUEUE_SIZE>;
+/// What [`VirtioNet::rx_not_whole`] made of a buffer that failed the whole-frame test.
+#[derive(Copy, Clone, Eq, PartialEq)]
+enum NotWhole {
+    /// It is a whole frame after all (the slow classification said [`RxStatus::Ok`]).
+    Whole,
+    /// Taken (handed back, or kept for a multi-buffer frame): go on with the next buffer.
+    Skip,
+    /// It completed a multi-buffer frame: stop the run so the frame is sent before the
+    /// buffers that follow it.
+    Stop,
+}
 
-/// Note a completion of another owner (rare: the router's own frames, another core's pages).
+/// TX completions of another owner (or the heads of chains) in one
+/// [`VirtioNet::tx_reclaim_into`]: (index into its `room`, owner tag, descriptor id).
+type ForeignTx = heapless::Vec<(u16, u32, u16), QUEUE_SIZE>;
+
+/// Note a completion of another owner (rare: the router's own frames, another core's pages)
+/// or of a chain's head ([`TX_CHAIN_TAG`]).
 #[cold]
 #[inline(never)]
-fn note_foreign(foreign: &mut ForeignTx, at: usize, owner: u32) {
+fn note_foreign(foreign: &mut ForeignTx, at: usize, owner: u32, id: u32) {
     // At most QUEUE_SIZE completions per call: always room.
-    let _ = foreign.push((at as u16, owner));
+    let _ = foreign.push((at as u16, owner, id as u16));
 }
 
 /// The TX ring had no descriptor for a frame to forward: hand its page back.
@@ -147,12 +226,47 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         owner: u32,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
-        let mut rc = self.rx.cursor();
+        debug_assert!(owner & TX_CHAIN_TAG == 0, "owner tags are below 2^31");
+        let rc = self.rx.cursor();
         let ready = self.rx.used_ready(&rc).min(max);
         if ready == 0 {
             return BurstStats::default();
         }
         let mut ops = ops();
+        let mut st = BurstStats::default();
+        let mut left = ready;
+        // One run over the ready elements; a run stops early only when a multi-buffer frame
+        // became whole, which is then sent before the run goes on.
+        loop {
+            // SAFETY: the caller's contract, passed on.
+            let (run, done) = unsafe { self.forward_run(tx, left, owner, &mut ops) };
+            st.add(&run);
+            left -= done;
+            if self.rx_chain.n > 0 && self.rx_skip == 0 {
+                self.forward_chain(tx, owner, &mut ops, &mut st);
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        st
+    }
+
+    /// [`VirtioNet::forward_burst`]'s loop over `ready` used elements known to be there.
+    /// Returns its counts and how many elements it took (fewer than `ready` when one completed
+    /// a multi-buffer frame, `self.rx_chain`).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    #[inline(always)]
+    unsafe fn forward_run<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        ready: usize,
+        owner: u32,
+        ops: &mut O,
+    ) -> (BurstStats, usize) {
+        let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
         // Only the byte count is kept per frame; the frame counts follow from the rare exits,
         // counted in `rare` (in memory: the cold helpers take it by reference, so it holds
@@ -164,6 +278,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // register (one loop with moving cursors spilled a dozen values per frame).
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (mut r, mut t) = (0, 0);
+        let mut done = ready;
         for i in 0..ready {
             let (id, used) = self.rx.pop_nth(&rc, i);
             // The page behind the id (`take_rx_page`, with the slot's one store below: the
@@ -183,7 +298,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                     r += 1;
                 }
-                None => r += self.rx_refill_slow(&mut rc, r, id, &mut ops, &mut rare),
+                None => r += self.rx_refill_slow(&mut rc, r, id, ops, &mut rare),
             }
             let used = used as usize;
             let page = pfn.addr() as usize as *mut u8;
@@ -197,8 +312,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let whole = self.rx_skip == 0
                 && u16::from_le_bytes(num_buffers) <= 1
                 && (NET_HDR_LEN..=PAGE_SIZE).contains(&used);
-            if !whole && self.rx_not_whole(pfn, used, &mut ops, &mut rare) {
-                continue;
+            if !whole {
+                match self.rx_not_whole(pfn, used, ops, &mut rare) {
+                    NotWhole::Whole => {}
+                    NotWhole::Skip => continue,
+                    NotWhole::Stop => {
+                        done = i + 1;
+                        break;
+                    }
+                }
             }
             let len = used - NET_HDR_LEN;
             rx_bytes += len as u64;
@@ -219,7 +341,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 }
             };
             if t == tx_room {
-                tx_full(pfn, send, &mut ops, &mut rare);
+                tx_full(pfn, send, ops, &mut rare);
                 continue;
             }
             // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros asks for
@@ -234,7 +356,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
             t += 1;
         }
-        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, ready);
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, done);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, t, t);
         let Rare {
@@ -247,7 +369,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         } = rare;
         self.rx.set_cursor(rc);
         tx.tx.set_cursor(tc);
-        let buffers = ready - skipped;
+        let buffers = done - skipped;
         let rx_frames = buffers - rejected;
         let tx_frames = rx_frames - not_sent;
         self.rx_posted -= emptied;
@@ -259,13 +381,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx.publish();
             tx.tx_posted += tx_frames;
         }
-        BurstStats {
+        let st = BurstStats {
             buffers,
             rx_frames,
             rx_bytes,
             tx_frames,
             tx_bytes: rx_bytes - not_sent_bytes - trimmed,
-        }
+        };
+        (st, done)
     }
 
     /// The pool's alloc cache was empty for the RX slot `id` just emptied: the slow path
@@ -296,8 +419,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
-    /// A buffer that failed the fast path's whole-frame test: classified as
-    /// [`VirtioNet::rx_burst`] would; `true` if it carries no whole frame (handed back).
+    /// A buffer that failed the fast path's whole-frame test: a whole frame after all
+    /// ([`NotWhole::Whole`]); a page of a multi-buffer frame, kept in `self.rx_chain`
+    /// ([`NotWhole::Stop`] when it was the last); or no frame, handed back (classified as
+    /// [`VirtioNet::rx_burst`] would).
     #[cold]
     #[inline(never)]
     fn rx_not_whole(
@@ -306,14 +431,154 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         used: usize,
         ops: &mut impl ForwardOps,
         rare: &mut Rare,
-    ) -> bool {
+    ) -> NotWhole {
+        if self.rx_skip > 0 && self.rx_chain.n > 0 {
+            // A continuation of the frame being collected (§5.1.6.4: frame bytes from offset
+            // 0, no header).
+            self.rx_skip -= 1;
+            rare.rejected += 1;
+            if used == 0 || used > PAGE_SIZE {
+                // The device broke the frame: drop what was collected, and the rest of it.
+                let chain = core::mem::take(&mut self.rx_chain);
+                ops.give_back(pfn, GiveBack::Rx(RxStatus::Malformed));
+                for &p in &chain.pages[..chain.n] {
+                    ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+                }
+                return NotWhole::Skip;
+            }
+            self.rx_chain.push(pfn, used as u16);
+            return if self.rx_skip == 0 {
+                NotWhole::Stop
+            } else {
+                NotWhole::Skip
+            };
+        }
         let b = self.classify_rx(pfn, used);
         if b.status == RxStatus::Ok {
-            return false;
+            return NotWhole::Whole;
         }
         rare.rejected += 1;
+        if b.status == RxStatus::TooBig && usize::from(self.rx_skip) < MAX_FRAME_BUFFERS {
+            // The first buffer of a frame of `rx_skip + 1` buffers: its header and first bytes.
+            self.rx_chain = RxChain::default();
+            self.rx_chain.push(pfn, (used - NET_HDR_LEN) as u16);
+            return NotWhole::Skip;
+        }
         ops.give_back(pfn, GiveBack::Rx(b.status));
-        true
+        NotWhole::Skip
+    }
+
+    /// Send the multi-buffer frame just collected (`self.rx_chain`, whole) as the dataplane
+    /// decides ([`ForwardOps::forward_multi`]): a descriptor chain of its pages on `tx`'s TX
+    /// ring (§2.7.5; the head tagged `owner | TX_CHAIN_TAG`), or given back. Adds to `st`.
+    #[cold]
+    #[inline(never)]
+    fn forward_chain<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        owner: u32,
+        ops: &mut O,
+        st: &mut BurstStats,
+    ) {
+        let chain = core::mem::take(&mut self.rx_chain);
+        let n = chain.n;
+        let (pages, lens) = (&chain.pages[..n], &chain.lens[..n]);
+        let len: usize = lens.iter().map(|&l| usize::from(l)).sum();
+        st.rx_frames += 1;
+        st.rx_bytes += len as u64;
+        let page = pages[0].addr() as usize as *mut u8;
+        // SAFETY: the pages came back from the device (their used elements were popped) and
+        // are the driver's; the first holds `NET_HDR_LEN + lens[0] <= PAGE_SIZE` bytes.
+        let head = unsafe {
+            core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), usize::from(lens[0]))
+        };
+        let send = match ops.forward_multi(MultiFrame {
+            pages,
+            lens,
+            head,
+            len,
+        }) {
+            RxVerdict::Forward => len,
+            RxVerdict::ForwardFirst(k) => k.min(len),
+            RxVerdict::Consumed => return,
+        };
+        // The descriptors: the header and the first page's bytes, then the other pages, cut
+        // at `send` bytes; pages past the cut are not sent.
+        let mut parts = [(0u64, 0u32, false); MAX_FRAME_BUFFERS];
+        let mut left = send;
+        let mut used = 0;
+        for (i, (&pfn, &l)) in pages.iter().zip(lens).enumerate() {
+            let take = usize::from(l).min(left);
+            if take == 0 && i > 0 {
+                ops.give_back(pfn, GiveBack::Rx(RxStatus::Continuation));
+                continue;
+            }
+            left -= take;
+            let hdr = if i == 0 { NET_HDR_LEN } else { 0 };
+            parts[used] = (pfn.addr(), (hdr + take) as u32, false);
+            used += 1;
+        }
+        // SAFETY: the first page is ours (`Forward`); §5.1.6.2: a header of zeros asks for no
+        // offload.
+        unsafe { core::ptr::write_bytes(page, 0, NET_HDR_LEN) };
+        let Some(head_id) = tx.tx.push_chain(&parts[..used]) else {
+            ops.give_back(pages[0], GiveBack::TxFull);
+            for &pfn in &pages[1..used] {
+                ops.give_back(pfn, GiveBack::Rx(RxStatus::Continuation));
+            }
+            return;
+        };
+        // Each descriptor of the chain keeps its page; the head's tag marks the chain.
+        let mut id = head_id;
+        for (i, &(addr, _, _)) in parts[..used].iter().enumerate() {
+            let tag = if i == 0 { owner | TX_CHAIN_TAG } else { owner };
+            tx.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)] = TxDone {
+                pfn: Pfn(addr >> mm::PAGE_SHIFT),
+                owner: tag,
+            };
+            match tx.tx.desc_next(id) {
+                Some(next) => id = next,
+                None => break,
+            }
+        }
+        tx.tx.publish();
+        tx.tx_posted += used;
+        tx.tx_chains += 1;
+        st.tx_frames += 1;
+        st.tx_bytes += send as u64;
+    }
+
+    /// The rest of a TX chain whose head (descriptor `head`) the device completed: release its
+    /// other descriptors (through `release`) and hand their pages to `f` with the chain's
+    /// owner tag. Returns how many pages.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn tx_chain_rest(
+        &mut self,
+        head: u16,
+        tag: u32,
+        mut release: impl FnMut(&mut SplitQueue<H, QUEUE_SIZE>, u16),
+        mut f: impl FnMut(Pfn, u32),
+    ) -> usize {
+        let mut n = 0;
+        let mut id = head;
+        // The driver wrote the links; at most MAX_FRAME_BUFFERS - 1 follow the head.
+        for _ in 1..MAX_FRAME_BUFFERS {
+            let Some(next) = self.tx.desc_next(id) else {
+                break;
+            };
+            id = next;
+            let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
+            let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
+            release(&mut self.tx, id);
+            if pfn != NO_PAGE {
+                f(pfn, tag & !TX_CHAIN_TAG);
+                n += 1;
+            }
+        }
+        self.tx_chains = self.tx_chains.saturating_sub(1);
+        self.tx_posted -= n;
+        n
     }
 
     /// Hand every completed TX page back to `f` with the owner tag it was sent with (one
@@ -330,6 +595,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 continue;
             };
             self.tx.release_in(&mut c, id as u16);
+            if done.owner & TX_CHAIN_TAG != 0 {
+                let tag = done.owner & !TX_CHAIN_TAG;
+                self.tx_chain_rest(id as u16, tag, |q, d| q.release_in(&mut c, d), &mut f);
+                f(done.pfn, tag);
+                continue;
+            }
             f(done.pfn, done.owner);
         }
         self.tx.set_cursor(c);
@@ -373,21 +644,28 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // SAFETY: `k <= i < ready <= room.len()` (`k` grows at most once per iteration).
             unsafe { *room.get_unchecked_mut(k) = done.pfn };
             if done.owner != owner {
-                note_foreign(&mut foreign, k, done.owner);
+                note_foreign(&mut foreign, k, done.owner, id);
             }
             k += 1;
         }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
+        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         let mut n = k;
         // Highest index first: the page moved into a freed slot is then never a foreign one.
-        for &(at, tag) in foreign.iter().rev() {
+        // A chain's head (any owner) goes with the rest of its chain to `other`.
+        for &(at, tag, id) in foreign.iter().rev() {
             let at = usize::from(at);
             let pfn = room[at];
             n -= 1;
             room[at] = room[n];
+            if tag & TX_CHAIN_TAG != 0 {
+                let tag = tag & !TX_CHAIN_TAG;
+                self.tx_chain_rest(id, tag, |q, d| q.release_in(&mut c, d), &mut other);
+                other(pfn, tag);
+                continue;
+            }
             other(pfn, tag);
         }
-        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
-        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         self.tx.set_cursor(c);
         let total = k;
         self.tx_posted -= total;

@@ -37,6 +37,11 @@ pub(crate) fn count_give_back(
     match why {
         drivers::virtio_net::GiveBack::TxFull => counters[1 - p].drop(DropReason::TxRingFull),
         drivers::virtio_net::GiveBack::Rx(status) => count_rx_reject(&mut counters[p], status),
+        drivers::virtio_net::GiveBack::Multi { first } => {
+            if first {
+                counters[p].drop(DropReason::TooBig);
+            }
+        }
     }
 }
 
