@@ -380,7 +380,10 @@ fn read_mac<T: Transport>(transport: &T, features: NetFeatures) -> Result<[u8; 6
 
 /// The device's MTU (§5.1.4 `mtu`, bytes of IP datagram, no Ethernet header), valid when
 /// `VIRTIO_NET_F_MTU` was negotiated (§5.1.3: QEMU `host_mtu=N`), else `None`.
-fn read_mtu<T: Transport>(transport: &T, features: NetFeatures) -> Result<Option<u16>, NetInitError> {
+fn read_mtu<T: Transport>(
+    transport: &T,
+    features: NetFeatures,
+) -> Result<Option<u16>, NetInitError> {
     if !features.contains(NetFeatures::MTU) {
         return Ok(None);
     }
@@ -460,7 +463,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 err,
             }
         })?;
-        let mac = (read_mac(&transport, features)?, read_mtu(&transport, features)?);
+        let mac = (
+            read_mac(&transport, features)?,
+            read_mtu(&transport, features)?,
+        );
         transport.finish_init();
         Ok(Self::handle(
             (Some(transport), None),
@@ -586,7 +592,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 queue: ctrl_idx,
                 err,
             })?;
-        let mac = (read_mac(&transport, features)?, read_mtu(&transport, features)?);
+        let mac = (
+            read_mac(&transport, features)?,
+            read_mtu(&transport, features)?,
+        );
         transport.finish_init();
         if let Err(e) =
             Self::vq_pairs_set(&mut transport, &mut ctrl, ctrl_idx, pairs, &mut timed_out)

@@ -275,6 +275,12 @@ pub const MAX_SIM_FRAMES: u16 = 256;
 pub const DEFAULT_SIM_ITERS: u32 = 1024;
 /// Most measured iterations (`sim_iters=`).
 pub const MAX_SIM_ITERS: u32 = 1_000_000;
+/// Frame size of the deterministic benchmark by default (`sim_size=`): 64 bytes on the wire,
+/// FCS included (the minimum Ethernet frame).
+pub const DEFAULT_SIM_SIZE: u16 = 64;
+/// Largest `sim_size=`: a 9,000-byte MTU's frame on the wire (9,000 + 14 + 4 bytes), as the
+/// generator's `--size`.
+pub const MAX_SIM_SIZE: u16 = 9018;
 
 /// The effective configuration.
 #[derive(Clone, Debug, Eq, PartialEq)]
@@ -321,6 +327,10 @@ pub struct Config {
     /// `sim_iters=N` (1..=[`MAX_SIM_ITERS`], default [`DEFAULT_SIM_ITERS`]): measured poll
     /// iterations of the benchmark (after its warm-up); needs `sim`.
     pub sim_iters: u32,
+    /// `sim_size=N` (64..=[`MAX_SIM_SIZE`], default [`DEFAULT_SIM_SIZE`]): the benchmark's
+    /// frame size in bytes on the wire, FCS included (as the generator's `--size`); frames
+    /// above 4,088 bytes arrive in several RX buffers (mergeable, VIRTIO 1.2 §5.1.6.4).
+    pub sim_size: u16,
     /// `tlb=batch|immediate` (default `batch`): how unmapped pages are flushed on other CPUs.
     pub tlb: TlbMode,
     /// `tlb_ceiling=N` (1..=[`MAX_TLB_CEILING`], default [`DEFAULT_TLB_CEILING`]): a flush of
@@ -370,6 +380,7 @@ impl Default for Config {
             queues: Queues::Auto,
             sim: None,
             sim_iters: DEFAULT_SIM_ITERS,
+            sim_size: DEFAULT_SIM_SIZE,
             tlb: TlbMode::Batch,
             tlb_ceiling: DEFAULT_TLB_CEILING,
             tlbtest: None,
@@ -446,7 +457,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 24] = [
+pub const KEYS: [&str; 25] = [
     "mode",
     "peer0",
     "peer1",
@@ -471,12 +482,15 @@ pub const KEYS: [&str; 24] = [
     "guard",
     "mgmt_token",
     "backpressure",
+    "sim_size",
 ];
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
 const ROUTE_KEY: usize = 10;
 /// Index of `sim_iters` in [`KEYS`].
 const SIM_ITERS_KEY: usize = 16;
+/// Index of `sim_size` in [`KEYS`].
+const SIM_SIZE_KEY: usize = 24;
 /// Index of `tlbtest_skip` in [`KEYS`].
 const TLBTEST_SKIP_KEY: usize = 20;
 
@@ -648,6 +662,13 @@ impl Config {
                         _ => return Err(bad("on or off")),
                     }
                 }
+                SIM_SIZE_KEY => {
+                    cfg.sim_size = value
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|n| (DEFAULT_SIM_SIZE..=MAX_SIM_SIZE).contains(n))
+                        .ok_or_else(|| bad("an integer in 64..=9018 (bytes on the wire)"))?
+                }
                 21 => {
                     cfg.guard = match value {
                         "on" => true,
@@ -734,6 +755,12 @@ impl Config {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "for sim_iters",
+            });
+        }
+        if cfg.sim.is_none() && seen[SIM_SIZE_KEY] {
+            return Err(ConfigError::Missing {
+                key: "sim",
+                because: "for sim_size",
             });
         }
         if cfg.tlbtest.is_none() && seen[TLBTEST_SKIP_KEY] {
@@ -840,6 +867,31 @@ mod tests {
                 "{bad}"
             );
         }
+        assert_eq!(c.sim_size, DEFAULT_SIM_SIZE);
+        assert_eq!(Config::parse("sim=4 sim_size=9018").unwrap().sim_size, 9018);
+        for bad in [
+            "sim=1 sim_size=63",
+            "sim=1 sim_size=9019",
+            "sim=1 sim_size=big",
+        ] {
+            assert!(
+                matches!(
+                    Config::parse(bad),
+                    Err(ConfigError::BadValue {
+                        key: "sim_size",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            Config::parse("sim_size=100").unwrap_err(),
+            ConfigError::Missing {
+                key: "sim",
+                because: "for sim_size"
+            }
+        );
         assert_eq!(
             Config::parse("sim=0").unwrap_err().to_string(),
             "bad value `0` for key `sim`: expected frames per poll iteration, 1..=256"

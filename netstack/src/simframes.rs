@@ -145,6 +145,26 @@ pub fn bench_frames(
     cfg: &Config,
     macs: [MacAddr; 2],
 ) -> Option<([u8; BENCH_FRAME_LEN], [u8; BENCH_FRAME_LEN])> {
+    let mut input = [0u8; BENCH_FRAME_LEN];
+    let mut want = [0u8; BENCH_FRAME_LEN];
+    bench_frames_into(cfg, macs, &mut input, &mut want)?;
+    Some((input, want))
+}
+
+/// [`bench_frames`] of any length: the input frame and the expected output written into
+/// `input` and `want`, both `len` bytes long (without FCS; `UDP4_HEADERS..=` 65,535 + 14).
+/// `None` as [`bench_frames`].
+///
+/// # Panics
+/// If the two buffers differ in length or are shorter than the headers.
+pub fn bench_frames_into(
+    cfg: &Config,
+    macs: [MacAddr; 2],
+    input: &mut [u8],
+    want: &mut [u8],
+) -> Option<()> {
+    assert_eq!(input.len(), want.len());
+    let len = input.len();
     let peer = cfg.peer;
     let (src, dst) = match cfg.mode {
         Mode::Router => {
@@ -153,9 +173,8 @@ pub fn bench_frames(
         }
         Mode::L2 | Mode::Io => (L2_SRC, L2_DST),
     };
-    let mut input = [0u8; BENCH_FRAME_LEN];
-    udp4_frame(&mut input, BENCH_FRAME_LEN, macs[0], peer[0], src, dst, 64);
-    let mut want = input;
+    udp4_frame(input, len, macs[0], peer[0], src, dst, 64);
+    want.copy_from_slice(input);
     match cfg.mode {
         Mode::Io => {}
         Mode::L2 => {
@@ -163,10 +182,10 @@ pub fn bench_frames(
             want[ETH_SRC].copy_from_slice(&macs[1].0);
         }
         Mode::Router => {
-            udp4_frame(&mut want, BENCH_FRAME_LEN, peer[1], macs[1], src, dst, 63);
+            udp4_frame(want, len, peer[1], macs[1], src, dst, 63);
         }
     }
-    Some((input, want))
+    Some(())
 }
 
 /// Router mode: the ARP request (RFC 826) in which the next hop (`peer1`'s MAC) asks for port

@@ -85,7 +85,13 @@ pub struct SimBenchConfig {
     pub echo: Echo,
     /// Router mode: a static routes file handed to the guest as its boot module (`-initrd`).
     pub routes: Option<PathBuf>,
+    /// Frame size in bytes on the wire, FCS included (`sim_size=`; 64..=9018); frames above
+    /// 4,088 bytes arrive in several RX buffers (mergeable).
+    pub size: u16,
 }
+
+/// The benchmark's frame size by default: 64 bytes on the wire (the guest's default).
+pub const DEFAULT_SIZE: u16 = 64;
 
 impl SimBenchConfig {
     /// Modes l2 and router, K = 1, 4, 32, the guest's default iterations, TCG, 256M.
@@ -101,6 +107,7 @@ impl SimBenchConfig {
             memory: "256M".into(),
             echo: Echo::Off,
             routes: None,
+            size: DEFAULT_SIZE,
         }
     }
 }
@@ -112,6 +119,8 @@ pub struct SimRecord {
     pub mode: String,
     /// Frames the simulated device delivers on port 0 per busy poll iteration.
     pub k: u64,
+    /// Frame size in bytes on the wire, FCS included.
+    pub size: u64,
     /// Warm-up iterations (not measured).
     pub warmup: u64,
     /// Measured iterations.
@@ -203,6 +212,8 @@ pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
     Ok(SimRecord {
         mode: kv.get("mode")?.to_string(),
         k: kv.num("k")?,
+        // Lines from before `sim_size=` carried no size: 64 bytes.
+        size: kv.num("size").unwrap_or(u64::from(DEFAULT_SIZE)),
         warmup: kv.num("warmup")?,
         iters: kv.num("iters")?,
         delivered: kv.num("delivered")?,
@@ -253,9 +264,13 @@ pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig 
         (Some(r), SimMode::Router) => vec!["-initrd".to_string(), r.display().to_string()],
         _ => Vec::new(),
     };
+    let mut append = append_for(mode, k, cfg.iters, &cfg.append);
+    if cfg.size != DEFAULT_SIZE {
+        let _ = write!(append, " sim_size={}", cfg.size);
+    }
     GuestConfig {
         image: cfg.image.clone(),
-        append: append_for(mode, k, cfg.iters, &cfg.append),
+        append,
         accel: cfg.accel,
         cpu: cfg.cpu.clone(),
         icount: true,
@@ -385,14 +400,15 @@ pub fn parse_ks(s: &str) -> Result<Vec<u16>> {
         .collect()
 }
 
-/// The results table: mode, K, instructions/packet, frames per busy iteration (measured),
+/// The results table: mode, frame size, K, instructions/packet, frames per busy iteration (measured),
 /// packets, kicks, accelerator.
 pub fn table(records: &[SimRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<7} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12} {:>12}",
+        "{:<7} {:>5} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12} {:>12}",
         "mode",
+        "size",
         "K (frames / busy poll iter)",
         "instructions/packet",
         "frames/busy iter",
@@ -410,8 +426,9 @@ pub fn table(records: &[SimRecord]) -> String {
         let routes = r.file_routes.map_or("-".to_string(), |n| n.to_string());
         let _ = writeln!(
             s,
-            "{:<7} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12} {:>12}",
+            "{:<7} {:>5} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12} {:>12}",
             r.mode,
+            r.size,
             r.k,
             r.instructions_per_packet,
             r.frames_per_busy_iter,

@@ -43,11 +43,12 @@ use crate::setup::{stash_devices, DeviceHandle, SetupError};
 use crate::{fail, println};
 use drivers::sim::{SimDevice, SimShared, SimTransport};
 use drivers::transport::PortTransport;
-use drivers::virtio_net::{VirtioNet, QUEUE_SIZE};
+use drivers::virtio_net::{VirtioNet, MAX_FRAME_LEN, QUEUE_SIZE};
 use log::{error, info};
+use netstack::config::MAX_SIM_SIZE;
 use netstack::config::PORTS;
 use netstack::simframes::{
-    bench_frames, next_hop_arp, next_hop_arp_reply, router_addrs, BENCH_FRAME_LEN,
+    bench_frames_into, next_hop_arp, next_hop_arp_reply, router_addrs, BENCH_FRAME_LEN,
 };
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
@@ -58,8 +59,12 @@ const SIM_MACS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0, 0x01], [0x02, 0, 0, 0, 0,
 static SIM_PORTS: [SimShared; PORTS] = [SimShared::new(SIM_MACS[0]), SimShared::new(SIM_MACS[1])];
 /// Poll iterations before the measured ones.
 pub const WARMUP_ITERS: u32 = 256;
-/// Frame length without FCS: the 64-byte minimum Ethernet frame on the wire.
+/// Frame length without FCS: the 64-byte minimum Ethernet frame on the wire (ARP frames).
 const FRAME_LEN: usize = BENCH_FRAME_LEN;
+/// Bytes of the FCS, which `sim_size=` (on the wire) counts and the frames do not.
+const FCS_LEN: usize = 4;
+/// Room for the largest benchmark frame (`sim_size=` 9018: 9,014 bytes without FCS).
+const MAX_LEN: usize = MAX_SIM_SIZE as usize - FCS_LEN;
 
 /// `sim=K`, on the boot CPU instead of PCI discovery: bring up ports 0 and 1 on simulated
 /// devices and leave their handles for core 0 (no doorbells, no MSI-X: kicks are counted by
@@ -90,8 +95,9 @@ pub fn setup_ports() -> Result<(), SetupError> {
 
 /// What the device checks on a TX ring and counts.
 struct Out {
-    /// The frame the forwarder must send.
-    want: [u8; FRAME_LEN],
+    /// The frame the forwarder must send (its first `len` bytes).
+    want: [u8; MAX_LEN],
+    len: usize,
     /// Frames equal to `want`.
     ok: u64,
     /// Anything else (ARP replies, wrong frames).
@@ -101,7 +107,7 @@ struct Out {
 impl Out {
     fn take(&mut self, dev: &mut SimDevice<'_>) {
         dev.complete_tx(|f| {
-            if f == self.want {
+            if f == &self.want[..self.len] {
                 self.ok += 1;
             } else {
                 self.other += 1;
@@ -110,10 +116,11 @@ impl Out {
     }
 }
 
-/// The benchmark frame delivered on port 0 and the frame expected on port 1, for the mode.
-fn frames(core: &KernelCore) -> ([u8; FRAME_LEN], [u8; FRAME_LEN]) {
+/// The benchmark frame delivered on port 0 and the frame expected on port 1, for the mode,
+/// written into the first `len` bytes of `input` and `want`.
+fn frames(core: &KernelCore, len: usize, input: &mut [u8], want: &mut [u8]) {
     let macs = [MacAddr(SIM_MACS[0]), MacAddr(SIM_MACS[1])];
-    bench_frames(core.cfg(), macs).unwrap_or_else(|| {
+    bench_frames_into(core.cfg(), macs, &mut input[..len], &mut want[..len]).unwrap_or_else(|| {
         fail(format_args!(
             "sim: no host addresses to spare in ip0/ip1 or the first route"
         ))
@@ -159,7 +166,9 @@ struct Bench<'a> {
     dev: [SimDevice<'a>; PORTS],
     /// Frames delivered on port 0 per iteration.
     k: usize,
-    input: [u8; FRAME_LEN],
+    input: [u8; MAX_LEN],
+    /// Bytes of `input` sent (the frame without FCS).
+    len: usize,
     /// Port 1's TX ring: the forwarded frames.
     out: Out,
     /// Port 0's TX ring: nothing is expected there.
@@ -177,7 +186,13 @@ impl Bench<'_> {
     /// inside, one poll iteration. Returns (frames delivered, TSC cycles in the bracket).
     #[inline(never)]
     fn step(&mut self, core: &mut KernelCore) -> (usize, u64) {
-        let delivered = self.dev[0].deliver_rx(&self.input, self.k);
+        let frame = &self.input[..self.len];
+        // A frame larger than one RX buffer arrives in several (VIRTIO 1.2 §5.1.6.4).
+        let delivered = if self.len <= MAX_FRAME_LEN {
+            self.dev[0].deliver_rx(frame, self.k)
+        } else {
+            self.dev[0].deliver_rx_mrg(frame, self.k)
+        };
         self.take_tx();
         core.router_timers_ran(uptime_ns());
         let t0 = rdtsc();
@@ -197,9 +212,12 @@ pub fn run(mut core: KernelCore) -> ! {
     // all identity-mapped RAM; the devices are reset (quit phase 2) before their rings and
     // buffers are freed (phases 3 and 5); this core is the only device player.
     let dev = SIM_PORTS.each_ref().map(|s| unsafe { SimDevice::new(s) });
-    let (input, want) = frames(core);
+    let len = usize::from(core.cfg().sim_size) - FCS_LEN;
+    let (mut input, mut want) = ([0u8; MAX_LEN], [0u8; MAX_LEN]);
+    frames(core, len, &mut input, &mut want);
     let nothing = Out {
-        want: [0; FRAME_LEN],
+        want: [0; MAX_LEN],
+        len: 0,
         ok: 0,
         other: 0,
     };
@@ -207,7 +225,12 @@ pub fn run(mut core: KernelCore) -> ! {
         dev,
         k,
         input,
-        out: Out { want, ..nothing },
+        len,
+        out: Out {
+            want,
+            len,
+            ..nothing
+        },
         back: nothing,
     };
     if core.cfg().mode == Mode::Router {
@@ -237,8 +260,9 @@ pub fn run(mut core: KernelCore) -> ! {
     let per = (cycles * 100).checked_div(packets).unwrap_or(0);
     let now = *core.profile_mut();
     println!(
-        "SIMBENCH mode={} k={k} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={}",
+        "SIMBENCH mode={} k={k} size={} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={}",
         core.cfg().mode.as_str(),
+        core.cfg().sim_size,
         per / 100,
         per % 100,
         now.kicks - prof.kicks,

@@ -522,7 +522,11 @@ fn fused_burst_hands_back_what_it_does_not_send() {
     // `forward_multi`, which gives both pages back.
     page(pages.0[0], 10, 2).copy_from_slice(&2u16.to_le_bytes());
     let st = burst(&mut a, &mut b, &mut spare, &mut out);
-    assert_eq!((st.buffers, st.rx_frames), (4, 3), "the 2-page frame, the runt, frame 3");
+    assert_eq!(
+        (st.buffers, st.rx_frames),
+        (4, 3),
+        "the 2-page frame, the runt, frame 3"
+    );
     assert_eq!((st.rx_bytes, st.tx_frames, st.tx_bytes), (132 + 70, 1, 60));
     assert_eq!(out.consumed, [pages.0[2]]);
     assert_eq!(
@@ -664,7 +668,7 @@ impl ForwardOps for JumboOps<'_> {
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
         if !self.multi {
             for (i, &pfn) in frame.pages.iter().enumerate() {
-                    self.back.push((pfn, GiveBack::Multi { first: i == 0 }));
+                self.back.push((pfn, GiveBack::Multi { first: i == 0 }));
             }
             return RxVerdict::Consumed;
         }
@@ -718,7 +722,16 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
     // SAFETY: fresh pages, ours until they come back.
     unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
     let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
-    let sizes = [9014usize, 60, 4084, 4085, 8180, 8181, MAX_MULTI_FRAME_LEN, 1514];
+    let sizes = [
+        9014usize,
+        60,
+        4084,
+        4085,
+        8180,
+        8181,
+        MAX_MULTI_FRAME_LEN,
+        1514,
+    ];
     let mut room = vec![Pfn(0); QUEUE_SIZE];
     let (mut back, mut seen) = (Vec::new(), Vec::new());
     let mut frames_sent = 0usize;
@@ -734,7 +747,10 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
         seen.clear();
         let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
         let bytes: usize = sizes.iter().sum();
-        let bufs: usize = sizes.iter().map(|l| (NET_HDR_LEN + l).div_ceil(PAGE_SIZE)).sum();
+        let bufs: usize = sizes
+            .iter()
+            .map(|l| (NET_HDR_LEN + l).div_ceil(PAGE_SIZE))
+            .sum();
         assert_eq!(
             st,
             BurstStats {
@@ -750,13 +766,19 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
         assert_eq!(pages_per, vec![3, 1, 1, 2, 2, 3, 4, 1], "round {round}");
         let mut got = Vec::new();
         assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), sizes.len());
-        assert!(got == want, "round {round}: frames arrive whole, rewritten, in order");
+        assert!(
+            got == want,
+            "round {round}: frames arrive whole, rewritten, in order"
+        );
         assert_eq!(b.tx_posted(), bufs, "the TX ring holds every page");
         if reclaim_into {
             let mut others = Vec::new();
             let (n, total) = b.tx_reclaim_into(9, &mut room, |p, tag| others.push((p, tag)));
             assert_eq!(total, sizes.len(), "one completion per frame");
-            assert!(others.iter().all(|&(_, tag)| tag == 9), "tags without the chain bit");
+            assert!(
+                others.iter().all(|&(_, tag)| tag == 9),
+                "tags without the chain bit"
+            );
             assert_eq!(n + others.len(), bufs);
             spare.extend_from_slice(&room[..n]);
             spare.extend(others.iter().map(|&(p, _)| p));
@@ -768,13 +790,21 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
             assert_eq!(n, sizes.len());
         }
         assert_eq!(b.tx_posted(), 0);
-        assert_eq!(b.tx_free_slots(), QUEUE_SIZE, "every descriptor of every chain freed");
+        assert_eq!(
+            b.tx_free_slots(),
+            QUEUE_SIZE,
+            "every descriptor of every chain freed"
+        );
         frames_sent += sizes.len();
     }
     a.rx_publish();
     assert!(back.is_empty(), "nothing given back: {back:?}");
     assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
-    assert_eq!(spare.len(), QUEUE_SIZE, "every page is a spare or on A's ring");
+    assert_eq!(
+        spare.len(),
+        QUEUE_SIZE,
+        "every page is a spare or on A's ring"
+    );
     assert!(frames_sent * 2 > 65_536 || rounds < 8200);
 }
 

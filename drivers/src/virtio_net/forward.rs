@@ -161,6 +161,9 @@ struct Rare {
     trimmed: u64,
     /// RX slots left empty (no page).
     emptied: usize,
+    /// When a multi-buffer frame became whole: the used elements taken, up to and including
+    /// its last (0: the run took all it was given).
+    stop: usize,
 }
 
 impl Rare {
@@ -183,17 +186,16 @@ enum NotWhole {
     Stop,
 }
 
-/// TX completions of another owner (or the heads of chains) in one
-/// [`VirtioNet::tx_reclaim_into`]: (index into its `room`, owner tag, descriptor id).
-type ForeignTx = heapless::Vec<(u16, u32, u16), QUEUE_SIZE>;
+/// TX completions of another owner in one [`VirtioNet::tx_reclaim_into`]: (index into its
+/// `room`, owner tag).
+type ForeignTx = heapless::Vec<(u16, u32), QUEUE_SIZE>;
 
-/// Note a completion of another owner (rare: the router's own frames, another core's pages)
-/// or of a chain's head ([`TX_CHAIN_TAG`]).
+/// Note a completion of another owner (rare: the router's own frames, another core's pages).
 #[cold]
 #[inline(never)]
-fn note_foreign(foreign: &mut ForeignTx, at: usize, owner: u32, id: u32) {
+fn note_foreign(foreign: &mut ForeignTx, at: usize, owner: u32) {
     // At most QUEUE_SIZE completions per call: always room.
-    let _ = foreign.push((at as u16, owner, id as u16));
+    let _ = foreign.push((at as u16, owner));
 }
 
 /// The TX ring had no descriptor for a frame to forward: hand its page back.
@@ -233,28 +235,48 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return BurstStats::default();
         }
         let mut ops = ops();
-        let mut st = BurstStats::default();
-        let mut left = ready;
-        // One run over the ready elements; a run stops early only when a multi-buffer frame
-        // became whole, which is then sent before the run goes on.
-        loop {
-            // SAFETY: the caller's contract, passed on.
-            let (run, done) = unsafe { self.forward_run(tx, left, owner, &mut ops) };
-            st.add(&run);
-            left -= done;
-            if self.rx_chain.n > 0 && self.rx_skip == 0 {
-                self.forward_chain(tx, owner, &mut ops, &mut st);
-            }
-            if left == 0 {
-                break;
-            }
+        // SAFETY: the caller's contract, passed on.
+        let (mut st, stop) = unsafe { self.forward_run(tx, ready, owner, &mut ops) };
+        if stop > 0 {
+            // SAFETY: as above.
+            unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops, &mut st) };
         }
         st
     }
 
+    /// A run stopped at a multi-buffer frame that became whole: send it, then go on with the
+    /// `left` used elements after it (stopping and sending again at every such frame), so
+    /// frames leave in the order they came. Adds to `st`.
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn forward_rest<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        mut left: usize,
+        owner: u32,
+        ops: &mut O,
+        st: &mut BurstStats,
+    ) {
+        loop {
+            if self.rx_chain.n > 0 && self.rx_skip == 0 {
+                self.forward_chain(tx, owner, ops, st);
+            }
+            if left == 0 {
+                return;
+            }
+            // SAFETY: the caller's contract, passed on.
+            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
+            st.add(&run);
+            left -= if stop > 0 { stop } else { left };
+        }
+    }
+
     /// [`VirtioNet::forward_burst`]'s loop over `ready` used elements known to be there.
-    /// Returns its counts and how many elements it took (fewer than `ready` when one completed
-    /// a multi-buffer frame, `self.rx_chain`).
+    /// Returns its counts and, when an element completed a multi-buffer frame
+    /// (`self.rx_chain`, now whole), how many elements it took (the run stops there); else 0.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -278,7 +300,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // register (one loop with moving cursors spilled a dozen values per frame).
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (mut r, mut t) = (0, 0);
-        let mut done = ready;
         for i in 0..ready {
             let (id, used) = self.rx.pop_nth(&rc, i);
             // The page behind the id (`take_rx_page`, with the slot's one store below: the
@@ -313,13 +334,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 && u16::from_le_bytes(num_buffers) <= 1
                 && (NET_HDR_LEN..=PAGE_SIZE).contains(&used);
             if !whole {
-                match self.rx_not_whole(pfn, used, ops, &mut rare) {
+                match self.rx_not_whole(pfn, used, i, ops, &mut rare) {
                     NotWhole::Whole => {}
                     NotWhole::Skip => continue,
-                    NotWhole::Stop => {
-                        done = i + 1;
-                        break;
-                    }
+                    NotWhole::Stop => break,
                 }
             }
             let len = used - NET_HDR_LEN;
@@ -356,6 +374,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
             t += 1;
         }
+        let done = if rare.stop > 0 { rare.stop } else { ready };
         SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, done);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, t, t);
@@ -366,6 +385,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             not_sent_bytes,
             trimmed,
             emptied,
+            stop,
         } = rare;
         self.rx.set_cursor(rc);
         tx.tx.set_cursor(tc);
@@ -388,7 +408,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx_frames,
             tx_bytes: rx_bytes - not_sent_bytes - trimmed,
         };
-        (st, done)
+        (st, stop)
     }
 
     /// The pool's alloc cache was empty for the RX slot `id` just emptied: the slow path
@@ -419,9 +439,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
-    /// A buffer that failed the fast path's whole-frame test: a whole frame after all
-    /// ([`NotWhole::Whole`]); a page of a multi-buffer frame, kept in `self.rx_chain`
-    /// ([`NotWhole::Stop`] when it was the last); or no frame, handed back (classified as
+    /// A buffer (the run's `i`-th used element) that failed the fast path's whole-frame test:
+    /// a whole frame after all ([`NotWhole::Whole`]); a page of a multi-buffer frame, kept in
+    /// `self.rx_chain` ([`NotWhole::Stop`] when it was the last); or no frame, handed back (classified as
     /// [`VirtioNet::rx_burst`] would).
     #[cold]
     #[inline(never)]
@@ -429,6 +449,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         pfn: Pfn,
         used: usize,
+        i: usize,
         ops: &mut impl ForwardOps,
         rare: &mut Rare,
     ) -> NotWhole {
@@ -447,11 +468,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 return NotWhole::Skip;
             }
             self.rx_chain.push(pfn, used as u16);
-            return if self.rx_skip == 0 {
-                NotWhole::Stop
-            } else {
-                NotWhole::Skip
-            };
+            if self.rx_skip > 0 {
+                return NotWhole::Skip;
+            }
+            rare.stop = i + 1;
+            return NotWhole::Stop;
         }
         let b = self.classify_rx(pfn, used);
         if b.status == RxStatus::Ok {
@@ -489,9 +510,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let page = pages[0].addr() as usize as *mut u8;
         // SAFETY: the pages came back from the device (their used elements were popped) and
         // are the driver's; the first holds `NET_HDR_LEN + lens[0] <= PAGE_SIZE` bytes.
-        let head = unsafe {
-            core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), usize::from(lens[0]))
-        };
+        let head =
+            unsafe { core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), usize::from(lens[0])) };
         let send = match ops.forward_multi(MultiFrame {
             pages,
             lens,
@@ -597,7 +617,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             self.tx.release_in(&mut c, id as u16);
             if done.owner & TX_CHAIN_TAG != 0 {
                 let tag = done.owner & !TX_CHAIN_TAG;
-                self.tx_chain_rest(id as u16, tag, |q, d| q.release_in(&mut c, d), &mut f);
+                // The cursor goes back around the chain's release (a closure borrowing it
+                // would keep it in memory for the whole loop).
+                self.tx.set_cursor(c);
+                self.tx_chain_rest(id as u16, tag, |q, d| q.release(d), &mut f);
+                c = self.tx.cursor();
                 f(done.pfn, tag);
                 continue;
             }
@@ -621,6 +645,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         room: &mut [Pfn],
         mut other: impl FnMut(Pfn, u32),
     ) -> (usize, usize) {
+        if self.tx_chains > 0 {
+            return self.tx_reclaim_into_chains(owner, room, other);
+        }
         let mut c = self.tx.cursor();
         // Completions beyond what was posted are a broken device's: never more than that.
         let ready = self
@@ -644,31 +671,65 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // SAFETY: `k <= i < ready <= room.len()` (`k` grows at most once per iteration).
             unsafe { *room.get_unchecked_mut(k) = done.pfn };
             if done.owner != owner {
-                note_foreign(&mut foreign, k, done.owner, id);
+                note_foreign(&mut foreign, k, done.owner);
             }
             k += 1;
         }
-        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
-        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         let mut n = k;
         // Highest index first: the page moved into a freed slot is then never a foreign one.
-        // A chain's head (any owner) goes with the rest of its chain to `other`.
-        for &(at, tag, id) in foreign.iter().rev() {
+        for &(at, tag) in foreign.iter().rev() {
             let at = usize::from(at);
             let pfn = room[at];
             n -= 1;
             room[at] = room[n];
-            if tag & TX_CHAIN_TAG != 0 {
-                let tag = tag & !TX_CHAIN_TAG;
-                self.tx_chain_rest(id, tag, |q, d| q.release_in(&mut c, d), &mut other);
-                other(pfn, tag);
-                continue;
-            }
             other(pfn, tag);
         }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
+        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         self.tx.set_cursor(c);
         let total = k;
         self.tx_posted -= total;
+        (n, total)
+    }
+
+    /// [`VirtioNet::tx_reclaim_into`] while descriptor chains are on the TX ring (frames of
+    /// several pages): at most `room.len()` completions; pages tagged `owner` fill `room` in
+    /// order, the others (and those `room` has no space for) go to `other`. Kept apart so
+    /// the common loop stays as it was (a chain check there cost ~2 instructions per page).
+    #[cold]
+    #[inline(never)]
+    fn tx_reclaim_into_chains(
+        &mut self,
+        owner: u32,
+        room: &mut [Pfn],
+        mut other: impl FnMut(Pfn, u32),
+    ) -> (usize, usize) {
+        let mut n = 0;
+        let mut total = 0;
+        while total < room.len() {
+            let Some((id, _len)) = self.tx.pop_used() else {
+                break;
+            };
+            let Some(done) = self.take_tx_page(id) else {
+                continue;
+            };
+            self.tx.release(id as u16);
+            self.tx_posted -= 1;
+            total += 1;
+            let tag = done.owner & !TX_CHAIN_TAG;
+            let mut put = |pfn: Pfn, tag: u32| {
+                if tag == owner && n < room.len() {
+                    room[n] = pfn;
+                    n += 1;
+                } else {
+                    other(pfn, tag);
+                }
+            };
+            put(done.pfn, tag);
+            if done.owner & TX_CHAIN_TAG != 0 {
+                self.tx_chain_rest(id as u16, tag, |q, d| q.release(d), &mut put);
+            }
+        }
         (n, total)
     }
 }

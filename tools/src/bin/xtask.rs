@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tools::bench_sim::SimMode;
 use tools::qemu::{self, Accel, Backend, Echo, Guest, GuestConfig, GuestExit};
@@ -726,6 +726,10 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
             r.display()
         );
     }
+    let size = u16::try_from(a.traffic.size)
+        .ok()
+        .filter(|s| (64..=9018).contains(s))
+        .ok_or_else(|| anyhow!("bench sim --size {}: not in 64..=9018", a.traffic.size))?;
     setup::ensure()?;
     let cfg = bench_sim::SimBenchConfig {
         image: image_for(g)?,
@@ -738,12 +742,13 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         memory: g.memory.clone(),
         echo: Echo::Off,
         routes: g.routes.clone(),
+        size,
     };
     announce_accel(cfg.accel, true, cfg.cpu.as_deref());
     let progress = |r: &bench_sim::SimRecord| {
         eprintln!(
-            "xtask: {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
-            r.mode, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.packets
+            "xtask: {} size {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
+            r.mode, r.size, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.packets
         )
     };
     let records = bench_sim::run(&cfg, progress)?;
@@ -876,6 +881,7 @@ fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
             memory: g.memory.clone(),
             echo: Echo::Off,
             routes: None,
+            size: bench_sim::DEFAULT_SIZE,
         };
         bench_sim::run(&cfg, |r| {
             eprintln!(

@@ -6,7 +6,7 @@ use super::page::{PageBuf, RawPage, FRAME_ROOM};
 use super::pages::PortPages;
 use super::percore::{count_give_back, Core, Platform};
 use drivers::nic::Nic;
-use drivers::virtio_net::{ForwardOps, GiveBack, RxVerdict};
+use drivers::virtio_net::{ForwardOps, GiveBack, MultiFrame, RxVerdict};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{forward_frame, DropReason, MacRewrite, PortCounters, Verdict};
@@ -70,6 +70,23 @@ impl ForwardOps for L2Ops<'_> {
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
         count_give_back(self.counters, self.p, why);
         self.recycle(pfn);
+    }
+
+    /// A frame of several pages: its headers are in the first page, so it is rewritten and
+    /// sent (as the same pages) exactly like a one-page frame.
+    #[cold]
+    #[inline(never)]
+    fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+        match self.rewrite.apply(frame.head) {
+            Verdict::Forward => RxVerdict::Forward,
+            Verdict::Drop(why) => {
+                self.counters[self.p].drop(why);
+                for &pfn in frame.pages {
+                    self.recycle(pfn);
+                }
+                RxVerdict::Consumed
+            }
+        }
     }
 }
 
