@@ -18,7 +18,7 @@
 //! [`crate::qemu::GuestConfig::mtu`]): hosts at 9000 behind ports offering 1500, say. Without
 //! it a host keeps the tap's MTU from [`TapNet`] (its `--mtu`, else 1500).
 
-use crate::qemu::Mtus;
+use crate::mtu::Mtus;
 use crate::tap::{add_namespace, ip, tap_name, TapNet};
 use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
@@ -290,8 +290,8 @@ mod tests {
         let three = Mtus::parse("9000,1500,1500").unwrap();
         let err = plan_with_mtu("mode=l2", 2, Some(&three)).unwrap_err();
         assert_eq!(
-            err.root_cause().downcast_ref::<crate::qemu::MtuError>(),
-            Some(&crate::qemu::MtuError::PortCount {
+            err.root_cause().downcast_ref::<crate::mtu::MtuError>(),
+            Some(&crate::mtu::MtuError::PortCount {
                 values: 3,
                 ports: 2
             })

@@ -126,7 +126,7 @@ pub struct TapNet {
     name: String,
     ports: usize,
     queues: usize,
-    mtus: Option<crate::qemu::Mtus>,
+    mtus: Option<crate::mtu::Mtus>,
 }
 
 impl TapNet {
@@ -148,11 +148,11 @@ impl TapNet {
     ///
     /// # Errors
     /// As [`TapNet::create`]; also `mtus` with a number of values that does not fit `ports`
-    /// ([`crate::qemu::MtuError::PortCount`]).
+    /// ([`crate::mtu::MtuError::PortCount`]).
     pub fn create_with_mtu(
         ports: usize,
         queues: usize,
-        mtus: Option<&crate::qemu::Mtus>,
+        mtus: Option<&crate::mtu::Mtus>,
     ) -> Result<TapNet> {
         if let Some(m) = mtus {
             m.check_ports(ports)?;

@@ -211,7 +211,8 @@ struct BenchArgs {
     /// busybox: bridge, IPv4 forwarding), `dpdk` (Debian's dpdk-testpmd, io and mac).
     #[arg(long, value_enum, value_delimiter = ',')]
     peer: Vec<Peer>,
-    /// Frame sizes for a sweep (with --peer): e.g. 64,128,256,512,1024,1518; JSON {"sweep": […]}.
+    /// Frame sizes for a sweep (with --peer): e.g. 64,128,256,512,1024,1518,9018 (each
+    /// 64..=9018; over 1518 give --mtu too); JSON {"sweep": […]}.
     #[arg(long)]
     sizes: Option<String>,
     /// Generator window with --peer (maximum outstanding frames).
