@@ -53,6 +53,8 @@ pub struct PeerBenchConfig {
     pub echo: Echo,
     /// Draw the two PNGs (only meaningful with more than one size).
     pub plots: bool,
+    /// `--mtu`: QEMU `host_mtu` on every row's two ports (`None`: none, QEMU's default).
+    pub mtu: Option<qemu::Mtus>,
 }
 
 /// One row of the record (`null` in JSON when the row could not run).
@@ -305,6 +307,7 @@ fn measure(cfg: &PeerBenchConfig, engine: Engine, peers: Peers) -> Result<Vec<Ro
         ),
     };
     qcfg.cpu = cfg.cpu.clone();
+    qcfg.mtu = cfg.mtu.clone();
     eprintln!(
         "xtask: peer bench: booting {} (accel {}{}, -cpu {})",
         engine.label(),

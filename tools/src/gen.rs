@@ -51,6 +51,10 @@ pub const FCS_LEN: usize = 4;
 pub const MIN_SIZE: usize = HEADERS_LEN + PAYLOAD_HEADER_LEN + FCS_LEN;
 /// Largest `--size` accepted for synthetic frames (jumbo frame + FCS).
 pub const MAX_SIZE: usize = 9018;
+/// Receive buffer of every host socket: any frame up to 64 KiB (a jumbo [`MAX_SIZE`] frame,
+/// or an oversized test frame) arrives whole, never truncated to the buffer.
+pub const RECV_BUF_LEN: usize = 65536;
+const _: () = assert!(RECV_BUF_LEN >= MAX_SIZE);
 /// UDP destination port of synthetic frames (discard).
 pub const UDP_DST_PORT: u16 = 9;
 /// UDP source port of flow 0; flow `f` uses `UDP_SRC_PORT_BASE + f`.
@@ -214,7 +218,75 @@ impl std::fmt::Display for EmptyPcapRecord {
 
 impl std::error::Error for EmptyPcapRecord {}
 
+/// A frame too large for the MTU of the tap device it would be sent from (tap backend): the
+/// kernel refuses an AF_PACKET send of more than MTU + 14 bytes (`EMSGSIZE`), and a tap's MTU
+/// is 1500 unless raised (`--mtu`, [`crate::tap::TapNet::create_with_mtu`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameExceedsMtu {
+    /// The tap device.
+    pub ifname: String,
+    /// The frame's size on the wire, FCS included (`--size`).
+    pub size: usize,
+    /// The device's MTU.
+    pub mtu: u32,
+}
+
+impl std::fmt::Display for FrameExceedsMtu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FrameExceedsMtu: --size {} is {} bytes of IP packet, over tap {}'s MTU {} (largest \
+             --size there: {}); boot with --mtu {} or more",
+            self.size,
+            ip_len_of_size(self.size),
+            self.ifname,
+            self.mtu,
+            self.mtu as usize + ETH_HDR_LEN + FCS_LEN,
+            ip_len_of_size(self.size),
+        )
+    }
+}
+
+impl std::error::Error for FrameExceedsMtu {}
+
+/// The IP packet length (what an MTU limits) of a frame of `size` bytes on the wire, FCS
+/// included: `size - 18` (9018 → 9000, 1518 → 1500).
+pub fn ip_len_of_size(size: usize) -> usize {
+    size.saturating_sub(ETH_HDR_LEN + FCS_LEN)
+}
+
 impl HostSock {
+    /// The MTU of the interface a tap-backend socket sends from (`None` for a unix socket,
+    /// which carries any frame up to [`MAX_SIZE`]).
+    ///
+    /// # Errors
+    /// The MTU cannot be read ([`PacketSocket::mtu`]).
+    pub fn mtu(&self) -> Result<Option<u32>> {
+        match self {
+            HostSock::Unix { .. } => Ok(None),
+            HostSock::Packet { sock, .. } => sock.mtu().map(Some),
+        }
+    }
+
+    /// Fails with [`FrameExceedsMtu`] if a frame of `size` bytes on the wire (FCS included)
+    /// cannot be sent from this socket's interface.
+    ///
+    /// # Errors
+    /// [`FrameExceedsMtu`], or the MTU cannot be read.
+    pub fn check_size(&self, size: usize) -> Result<()> {
+        if let (Some(mtu), HostSock::Packet { ifname, .. }) = (self.mtu()?, self) {
+            if ip_len_of_size(size) > mtu as usize {
+                return Err(FrameExceedsMtu {
+                    ifname: ifname.clone(),
+                    size,
+                    mtu,
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
     /// Sends one frame (no FCS) into the guest port. A 0-byte frame is refused
     /// (`InvalidInput` carrying [`EmptyFrame`]).
     pub fn send(&self, frame: &[u8]) -> std::io::Result<usize> {
@@ -792,6 +864,15 @@ impl Generator {
                 [next(0)?, next(1)?]
             }
         };
+        // Tap backend: a frame over the tap's MTU would fail every send with EMSGSIZE.
+        let largest = match &pcap {
+            Some(frames) => frames.iter().map(Vec::len).max().unwrap_or(0) + FCS_LEN,
+            None => cfg.size,
+        };
+        let dirs = if cfg.bidir { 2 } else { 1 };
+        for s in &socks[..dirs] {
+            s.check_size(largest)?;
+        }
         Ok(Generator {
             cfg: cfg.clone(),
             socks,
@@ -827,7 +908,7 @@ impl Generator {
         let mut pre_stray = 0;
         for s in &self.socks {
             s.set_nonblocking(true)?;
-            let mut buf = [0u8; 65536];
+            let mut buf = [0u8; RECV_BUF_LEN];
             while s.recv(&mut buf).is_ok() {
                 pre_stray += 1;
             }
@@ -1055,7 +1136,15 @@ fn sender(
                 }
                 Err(e) => {
                     sh.sent.fetch_sub(1, Ordering::SeqCst);
-                    return Err(e).with_context(|| format!("sending to {}", sock.describe()));
+                    let hint = if e.raw_os_error() == Some(libc::EMSGSIZE) {
+                        format!(
+                            " (a {}-byte frame: over the interface's MTU? see --mtu)",
+                            frame.len()
+                        )
+                    } else {
+                        String::new()
+                    };
+                    return Err(e).with_context(|| format!("sending to {}{hint}", sock.describe()));
                 }
             }
         }
@@ -1080,7 +1169,7 @@ fn receiver(
     (max_records, expect_ttl): (usize, Option<u8>),
 ) -> RxResult {
     let mut res = RxResult::default();
-    let mut buf = vec![0u8; 65536];
+    let mut buf = vec![0u8; RECV_BUF_LEN];
     while !stop.load(Ordering::SeqCst) {
         let n = match sock.recv(&mut buf) {
             Ok(n) => n,
@@ -1181,7 +1270,7 @@ impl RawPort {
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Vec<u8>> {
         let timeout = timeout.max(Duration::from_micros(1));
         self.sock.set_read_timeout(Some(timeout)).ok()?;
-        let mut buf = vec![0u8; 65536];
+        let mut buf = vec![0u8; RECV_BUF_LEN];
         match self.sock.recv(&mut buf) {
             Ok(n) => {
                 buf.truncate(n);

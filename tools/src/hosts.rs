@@ -12,7 +12,13 @@
 //! * l2/io: one subnet, 10.10.0.(i+1)/24 for host *i*, no route; each tap takes the MAC the
 //!   guest sends to on its port (`peer0=`/`peer1=`, default `02:00:00:00:0a:02`,
 //!   `02:00:00:00:0b:02`), so l2 forwarding reaches the host.
+//!
+//! MTU: [`plan_with_mtu`] gives every host an MTU of its own (its tap's, set in its namespace
+//! before the link goes up), independent of the guest ports' MTU (QEMU's `host_mtu`,
+//! [`crate::qemu::GuestConfig::mtu`]): hosts at 9000 behind ports offering 1500, say. Without
+//! it a host keeps the tap's MTU from [`TapNet`] (its `--mtu`, else 1500).
 
+use crate::mtu::Mtus;
 use crate::tap::{add_namespace, ip, tap_name, TapNet};
 use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
@@ -31,6 +37,9 @@ pub struct HostPlan {
     pub gateway: Option<Ipv4Addr>,
     /// MAC for its tap device (l2/io: the guest's `peerN=`), if one is needed.
     pub mac: Option<String>,
+    /// MTU of its interface (`ip link set dev gtapN mtu M` in its namespace); `None` keeps
+    /// the tap's.
+    pub mtu: Option<u16>,
 }
 
 /// The value of `key=` on a kernel command line.
@@ -45,6 +54,26 @@ fn cmdline_value<'a>(append: &'a str, key: &str) -> Option<&'a str> {
 /// # Errors
 /// Router mode without a parsable `ip0=`/`ip1=`, or a network with no free host address.
 pub fn plan(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
+    plan_with_mtu(append, ports, None)
+}
+
+/// [`plan`], with host *i*'s interface MTU `mtus.port(i)` (one value for every host, or one
+/// per port as [`Mtus`] has it).
+///
+/// # Errors
+/// As [`plan`]; also `mtus` with a number of values that does not fit `ports`.
+pub fn plan_with_mtu(append: &str, ports: usize, mtus: Option<&Mtus>) -> Result<Vec<HostPlan>> {
+    if let Some(m) = mtus {
+        m.check_ports(ports).context("--hosts")?;
+    }
+    let mut plans = plan_addresses(append, ports)?;
+    for p in &mut plans {
+        p.mtu = mtus.map(|m| m.port(p.port));
+    }
+    Ok(plans)
+}
+
+fn plan_addresses(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
     if cmdline_value(append, "mode") == Some("router") {
         return (0..ports)
             .map(|i| {
@@ -71,6 +100,7 @@ pub fn plan(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
                     len,
                     gateway: Some(router),
                     mac: None,
+                    mtu: None,
                 })
             })
             .collect();
@@ -86,6 +116,7 @@ pub fn plan(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
                     .map(str::to_string)
                     .unwrap_or_else(|| mac_string(crate::gen::peer_mac(i % 2))),
             ),
+            mtu: None,
         })
         .collect())
 }
@@ -107,7 +138,8 @@ pub struct Hosts {
 
 impl Hosts {
     /// Moves each planned port's tap out of `net` (QEMU has it open already) into a new
-    /// namespace and configures it there: address, up, loopback up, IPv6 off, the route.
+    /// namespace and configures it there: MAC and MTU if planned, address, up, loopback up,
+    /// IPv6 off, the route.
     ///
     /// # Errors
     /// An `ip`/`sysctl` command failing (namespaces made so far are deleted).
@@ -137,6 +169,18 @@ impl Hosts {
             }
             if let Some(mac) = &p.mac {
                 ip(&["-n", &ns, "link", "set", &tap, "address", mac])?;
+            }
+            if let Some(mtu) = p.mtu {
+                ip(&[
+                    "-n",
+                    &ns,
+                    "link",
+                    "set",
+                    "dev",
+                    &tap,
+                    "mtu",
+                    &mtu.to_string(),
+                ])?;
             }
             let cidr = format!("{}/{}", p.addr, p.len);
             ip(&["-n", &ns, "addr", "add", &cidr, "dev", &tap])?;
@@ -182,11 +226,12 @@ impl Hosts {
         let mut s = String::new();
         for (p, ns) in self.plans.iter().zip(&self.names) {
             s.push_str(&format!(
-                "xtask: host behind port {}: {}/{}{} in namespace {ns}: ip netns exec {ns} ping {}\n",
+                "xtask: host behind port {}: {}/{}{}{} in namespace {ns}: ip netns exec {ns} ping {}\n",
                 p.port,
                 p.addr,
                 p.len,
                 p.gateway.map(|g| format!(" via {g}")).unwrap_or_default(),
+                p.mtu.map(|m| format!(", MTU {m}")).unwrap_or_default(),
                 p.gateway.map_or_else(|| "10.10.0.2".to_string(), |g| g.to_string()),
             ));
         }
@@ -228,5 +273,29 @@ mod tests {
         assert_eq!(p[0].mac.as_deref(), Some("02:00:00:00:0a:02"));
         assert_eq!(p[1].mac.as_deref(), Some("02:11:22:33:44:55"));
         assert_eq!(p[0].gateway, None);
+        assert_eq!(p[0].mtu, None);
+    }
+
+    #[test]
+    fn host_mtus_per_port_or_for_all() {
+        let all = Mtus::parse("9000").unwrap();
+        let p =
+            plan_with_mtu("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24", 2, Some(&all)).unwrap();
+        assert_eq!((p[0].mtu, p[1].mtu), (Some(9000), Some(9000)));
+        assert_eq!(p[1].addr, Ipv4Addr::new(10, 0, 1, 2));
+        let each = Mtus::parse("9000,1500").unwrap();
+        let p = plan_with_mtu("mode=l2", 2, Some(&each)).unwrap();
+        assert_eq!((p[0].mtu, p[1].mtu), (Some(9000), Some(1500)));
+        assert_eq!(p[1].mac.as_deref(), Some("02:00:00:00:0b:02"));
+        let three = Mtus::parse("9000,1500,1500").unwrap();
+        let err = plan_with_mtu("mode=l2", 2, Some(&three)).unwrap_err();
+        assert_eq!(
+            err.root_cause().downcast_ref::<crate::mtu::MtuError>(),
+            Some(&crate::mtu::MtuError::PortCount {
+                values: 3,
+                ports: 2
+            })
+        );
+        assert_eq!(plan_with_mtu("mode=l2", 2, None).unwrap()[0].mtu, None);
     }
 }

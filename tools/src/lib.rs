@@ -15,7 +15,7 @@
 //! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
 //! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
 //! [`tap`] and [`peer_linux`] build on them, [`peer_dpdk`] on [`peer_linux`]; the `bench_*` modules and [`report`] on those;
-//! [`lint`] stands alone. The `xtask` binary only parses arguments and calls these.
+//! [`mtu`] (the `--mtu` values) is a leaf every one of them may use; [`lint`] stands alone. The `xtask` binary only parses arguments and calls these.
 
 pub mod bench_datapath;
 pub mod bench_mm;
@@ -27,6 +27,7 @@ pub mod fuzz;
 pub mod gen;
 pub mod hosts;
 pub mod lint;
+pub mod mtu;
 pub mod peer_dpdk;
 pub mod peer_linux;
 pub mod qemu;

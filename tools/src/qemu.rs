@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 
 use crate::gen;
+pub use crate::mtu::{MtuError, Mtus, MAX_MTU, MIN_MTU};
 
 /// The guest's ready marker (a line containing it).
 pub const READY_MARKER: &str = "gannet: ready";
@@ -176,6 +177,10 @@ pub struct GuestConfig {
     /// Write one pcap per port, `DIR/portN.pcap`: every frame the guest received and sent on
     /// port N, as QEMU's `filter-dump` object sees it at the netdev (`--capture DIR`).
     pub capture: Option<PathBuf>,
+    /// `--mtu`: `host_mtu=N` on every `virtio-net-pci` (the device offers VIRTIO_NET_F_MTU
+    /// with that MTU). `None` (default): no `host_mtu`, QEMU's default (no MTU offered). On the
+    /// tap backend the taps' MTU is set by whoever creates them ([`crate::tap::TapNet`]).
+    pub mtu: Option<Mtus>,
 }
 
 impl Default for GuestConfig {
@@ -197,6 +202,7 @@ impl Default for GuestConfig {
             queues: 1,
             netns: None,
             capture: None,
+            mtu: None,
         }
     }
 }
@@ -252,6 +258,14 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         );
     }
     ensure!(cfg.nics <= 9, "at most 9 NICs (MAC 02:00:00:00:00:0N)");
+    if let Some(m) = &cfg.mtu {
+        m.check_ports(cfg.nics)?;
+    }
+    let host_mtu = |i: usize| {
+        cfg.mtu
+            .as_ref()
+            .map_or(String::new(), |m| format!(",host_mtu={}", m.port(i)))
+    };
     ensure!(cfg.cpus >= 1, "--cpus must be at least 1");
     let image = utf8(&cfg.image)?;
     ensure!(!image.contains(','), "image path {image} contains a comma");
@@ -314,7 +328,8 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             String::new()
         };
         a.push(format!(
-            "virtio-net-pci,netdev=p{i}{mq},mac=02:00:00:00:00:0{}",
+            "virtio-net-pci,netdev=p{i}{mq}{},mac=02:00:00:00:00:0{}",
+            host_mtu(i),
             i + 1
         ));
     }
@@ -329,7 +344,8 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         ));
         a.push("-device".into());
         a.push(format!(
-            "virtio-net-pci,netdev=p{i},mac=02:00:00:00:00:0{}",
+            "virtio-net-pci,netdev=p{i}{},mac=02:00:00:00:00:0{}",
+            host_mtu(i),
             i + 1
         ));
     }

@@ -126,6 +126,7 @@ pub struct TapNet {
     name: String,
     ports: usize,
     queues: usize,
+    mtus: Option<crate::mtu::Mtus>,
 }
 
 impl TapNet {
@@ -137,6 +138,25 @@ impl TapNet {
     /// an `ip`/`sysctl` command failing (its stderr is in the error). A namespace made before
     /// the failure is deleted.
     pub fn create(ports: usize, queues: usize) -> Result<TapNet> {
+        TapNet::create_with_mtu(ports, queues, None)
+    }
+
+    /// [`TapNet::create`], and with `mtus` every tap's MTU set to its port's value
+    /// (`ip link set dev gtapI mtu N`, before it goes up): QEMU does not touch a tap's MTU, and
+    /// at the default 1500 the host's stack refuses to send a larger frame into the guest (an
+    /// AF_PACKET send fails with `EMSGSIZE`). `None`: the kernel's default (1500).
+    ///
+    /// # Errors
+    /// As [`TapNet::create`]; also `mtus` with a number of values that does not fit `ports`
+    /// ([`crate::mtu::MtuError::PortCount`]).
+    pub fn create_with_mtu(
+        ports: usize,
+        queues: usize,
+        mtus: Option<&crate::mtu::Mtus>,
+    ) -> Result<TapNet> {
+        if let Some(m) = mtus {
+            m.check_ports(ports)?;
+        }
         if let Some(why) = unavailable() {
             bail!("{why}");
         }
@@ -152,6 +172,7 @@ impl TapNet {
             name,
             ports,
             queues,
+            mtus: mtus.cloned(),
         };
         net.populate()?;
         Ok(net)
@@ -179,6 +200,18 @@ impl TapNet {
                 args.push("multi_queue");
             }
             ip(&args)?;
+            if let Some(m) = &self.mtus {
+                ip(&[
+                    "-n",
+                    ns,
+                    "link",
+                    "set",
+                    "dev",
+                    &tap,
+                    "mtu",
+                    &m.port(i).to_string(),
+                ])?;
+            }
             ip(&["-n", ns, "link", "set", &tap, "up"])?;
         }
         Ok(())
@@ -202,6 +235,12 @@ impl TapNet {
     /// Number of tap devices (guest ports).
     pub fn ports(&self) -> usize {
         self.ports
+    }
+
+    /// The MTU tap `port` was given ([`TapNet::create_with_mtu`]); `None` for the kernel's
+    /// default (1500).
+    pub fn mtu(&self, port: usize) -> Option<u16> {
+        self.mtus.as_ref().map(|m| m.port(port))
     }
 }
 
@@ -233,6 +272,7 @@ pub fn open_netns(netns: &Path) -> Result<OwnedFd> {
 #[derive(Debug)]
 pub struct PacketSocket {
     fd: OwnedFd,
+    ifname: String,
 }
 
 impl PacketSocket {
@@ -311,13 +351,46 @@ impl PacketSocket {
         if r != 0 {
             return Err(io::Error::last_os_error()).with_context(|| format!("binding to {ifname}"));
         }
-        Ok(PacketSocket { fd })
+        Ok(PacketSocket {
+            fd,
+            ifname: ifname.to_string(),
+        })
+    }
+
+    /// The MTU of the interface the socket is bound to (`SIOCGIFMTU`, in the socket's
+    /// namespace): the largest IP packet a `send` may carry, i.e. frames of at most MTU + 14
+    /// bytes (a larger one fails with `EMSGSIZE`).
+    ///
+    /// # Errors
+    /// The ioctl failing (the interface is gone, say).
+    pub fn mtu(&self) -> Result<u32> {
+        // SAFETY: an all-zero ifreq is valid; the name is set below.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        let name = self.ifname.as_bytes();
+        ensure!(
+            name.len() < req.ifr_name.len(),
+            "interface name {} too long",
+            self.ifname
+        );
+        for (d, &b) in req.ifr_name.iter_mut().zip(name) {
+            *d = b as libc::c_char;
+        }
+        // SAFETY: valid fd and a properly sized ifreq, which SIOCGIFMTU fills in.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) };
+        if r != 0 {
+            return Err(io::Error::last_os_error())
+                .with_context(|| format!("SIOCGIFMTU on {}", self.ifname));
+        }
+        // SAFETY: SIOCGIFMTU wrote the ifru_mtu member of the union.
+        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+        u32::try_from(mtu).with_context(|| format!("{}: MTU {mtu}", self.ifname))
     }
 
     /// Another handle on the same socket.
     pub fn try_clone(&self) -> io::Result<PacketSocket> {
         Ok(PacketSocket {
             fd: self.fd.try_clone()?,
+            ifname: self.ifname.clone(),
         })
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tools::bench_sim::SimMode;
-use tools::qemu::{self, Accel, Backend, Echo, Guest, GuestConfig, GuestExit};
+use tools::qemu::{self, Accel, Backend, Echo, Guest, GuestConfig, GuestExit, Mtus};
 use tools::tap::TapNet;
 use tools::{gen, report, setup};
 
@@ -94,6 +94,13 @@ struct GuestArgs {
     /// sent on port N, from QEMU's `filter-dump`), readable by tshark/Wireshark.
     #[arg(long)]
     capture: Option<PathBuf>,
+    /// MTU of the guest's ports (68..=9000): QEMU `host_mtu=N` on every virtio-net-pci (the
+    /// device offers VIRTIO_NET_F_MTU); with `--backend tap` also every tap device's MTU (and
+    /// with `--hosts` the hosts' interfaces, unless `--host-mtu`). `9000,1500`: ports 2k and
+    /// 2k+1 of every pair; one value per port also works. Default: no host_mtu (MTU not
+    /// offered), taps at 1500.
+    #[arg(long, value_name = "N[,M…]")]
+    mtu: Option<Mtus>,
 }
 
 /// `--memory`: a number with an optional K/M/G suffix, as QEMU's `-m` takes it.
@@ -126,6 +133,11 @@ struct BootArgs {
     /// 10.10.0.N/24 otherwise); prints how to enter them; removed on exit.
     #[arg(long)]
     hosts: bool,
+    /// With `--hosts`: the MTU of the hosts' interfaces (68..=9000; one value, or one per
+    /// port as `--mtu`), independently of the guest's ports (`--mtu`). Default: `--mtu`'s,
+    /// else 1500.
+    #[arg(long, value_name = "N[,M…]", requires = "hosts")]
+    host_mtu: Option<Mtus>,
 }
 
 #[derive(Args)]
@@ -199,7 +211,8 @@ struct BenchArgs {
     /// busybox: bridge, IPv4 forwarding), `dpdk` (Debian's dpdk-testpmd, io and mac).
     #[arg(long, value_enum, value_delimiter = ',')]
     peer: Vec<Peer>,
-    /// Frame sizes for a sweep (with --peer): e.g. 64,128,256,512,1024,1518; JSON {"sweep": […]}.
+    /// Frame sizes for a sweep (with --peer): e.g. 64,128,256,512,1024,1518,9018 (each
+    /// 64..=9018; over 1518 give --mtu too); JSON {"sweep": […]}.
     #[arg(long)]
     sizes: Option<String>,
     /// Generator window with --peer (maximum outstanding frames).
@@ -306,6 +319,7 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
         queues: g.queues,
         memory: g.memory.clone(),
         capture: g.capture.clone(),
+        mtu: g.mtu.clone(),
         ..Default::default()
     })
 }
@@ -316,12 +330,16 @@ fn tap_net(cfg: &mut GuestConfig, nics: usize) -> Result<Option<TapNet>> {
     if cfg.backend != Backend::Tap {
         return Ok(None);
     }
-    let net = TapNet::create(nics, cfg.queues).context("setting up the tap backend")?;
+    let net = TapNet::create_with_mtu(nics, cfg.queues, cfg.mtu.as_ref())
+        .context("setting up the tap backend")?;
     eprintln!(
-        "xtask: tap backend: namespace {} with {} multi-queue tap device(s), {} queue pair(s) each",
+        "xtask: tap backend: namespace {} with {} multi-queue tap device(s), {} queue pair(s) each{}",
         net.name(),
         nics,
-        cfg.queues
+        cfg.queues,
+        cfg.mtu
+            .as_ref()
+            .map_or(String::new(), |m| format!(", MTU {m}"))
     );
     cfg.netns = Some(net.path());
     Ok(Some(net))
@@ -371,7 +389,12 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
         bail!("--hosts needs --backend tap (the hosts sit on the tap devices)");
     }
     let host_plan = if a.hosts {
-        Some(tools::hosts::plan(&a.guest.append, a.nics)?)
+        let host_mtu = a.host_mtu.as_ref().or(a.guest.mtu.as_ref());
+        Some(tools::hosts::plan_with_mtu(
+            &a.guest.append,
+            a.nics,
+            host_mtu,
+        )?)
     } else {
         None
     };
@@ -672,6 +695,9 @@ fn cmd_run(a: TrafficArgs) -> Result<()> {
 const MAX_GUEST_FRAME: usize = 4096 - 12;
 
 fn cmd_bench(a: BenchArgs) -> Result<()> {
+    if a.target.is_some() && a.traffic.guest.mtu.is_some() {
+        bail!("--mtu sets the MTU of the guest's NICs: bench mm/pool/sim/datapath/tlb boot none (or their own); drop --mtu");
+    }
     if let Some(BenchTarget::Mm) = a.target {
         return tools::bench_mm::run(a.json.as_deref()).map(drop);
     }
@@ -975,6 +1001,7 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         image: image_for(&t.guest)?,
         echo: Echo::Off,
         plots: a.sizes.is_some(),
+        mtu: t.guest.mtu.clone(),
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let peers = bench_peer::Peers {

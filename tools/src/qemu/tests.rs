@@ -347,3 +347,133 @@ fn over_long_command_line_is_refused_before_qemu() {
         assert!(err.to_string().starts_with("CmdlineTooLong: "), "{err}");
     }
 }
+
+/// The `virtio-net-pci` device arguments of a command line, in order.
+fn nic_devices(a: &[String]) -> Vec<&str> {
+    a.windows(2)
+        .filter(|w| w[0] == "-device" && w[1].starts_with("virtio-net-pci,"))
+        .map(|w| w[1].as_str())
+        .collect()
+}
+
+#[test]
+fn no_mtu_no_host_mtu() {
+    let a = command_args(&cfg(Path::new("/tmp/d"))).unwrap();
+    assert!(!a.iter().any(|x| x.contains("host_mtu")), "{a:?}");
+}
+
+#[test]
+fn mtu_sets_host_mtu_on_every_dgram_port() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.mtu = Some(Mtus::parse("9000").unwrap());
+    let a = command_args(&c).unwrap();
+    assert_eq!(
+        nic_devices(&a),
+        [
+            "virtio-net-pci,netdev=p0,host_mtu=9000,mac=02:00:00:00:00:01",
+            "virtio-net-pci,netdev=p1,host_mtu=9000,mac=02:00:00:00:00:02",
+        ]
+    );
+}
+
+#[test]
+fn mtu_per_port_and_per_pair_side() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.mtu = Some(Mtus::parse("9000, 1500").unwrap());
+    assert_eq!(
+        nic_devices(&command_args(&c).unwrap()),
+        [
+            "virtio-net-pci,netdev=p0,host_mtu=9000,mac=02:00:00:00:00:01",
+            "virtio-net-pci,netdev=p1,host_mtu=1500,mac=02:00:00:00:00:02",
+        ]
+    );
+    // Four ports, two values: ports 2k and 2k+1 of every pair.
+    c.nics = 4;
+    let devs: Vec<String> = nic_devices(&command_args(&c).unwrap())
+        .iter()
+        .map(|d| d.split(',').nth(2).unwrap().to_string())
+        .collect();
+    assert_eq!(
+        devs,
+        [
+            "host_mtu=9000",
+            "host_mtu=1500",
+            "host_mtu=9000",
+            "host_mtu=1500"
+        ]
+    );
+    // One value per port.
+    c.mtu = Some(Mtus::parse("1500,2000,3000,9000").unwrap());
+    let a = command_args(&c).unwrap();
+    assert!(a.contains(&"virtio-net-pci,netdev=p3,host_mtu=9000,mac=02:00:00:00:00:04".into()));
+    assert!(a.contains(&"virtio-net-pci,netdev=p1,host_mtu=2000,mac=02:00:00:00:00:02".into()));
+}
+
+#[test]
+fn mtu_on_the_tap_backend_follows_mq() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.backend = Backend::Tap;
+    c.queues = 2;
+    c.mtu = Some(Mtus::parse("9000,68").unwrap());
+    assert_eq!(
+        nic_devices(&command_args(&c).unwrap()),
+        [
+            "virtio-net-pci,netdev=p0,mq=on,vectors=6,host_mtu=9000,mac=02:00:00:00:00:01",
+            "virtio-net-pci,netdev=p1,mq=on,vectors=6,host_mtu=68,mac=02:00:00:00:00:02",
+        ]
+    );
+}
+
+#[test]
+fn mtu_values_are_checked_with_named_errors() {
+    assert_eq!(Mtus::parse("68").unwrap().values(), [68]);
+    assert_eq!(Mtus::parse("9000").unwrap().values(), [9000]);
+    assert_eq!(Mtus::parse("67"), Err(MtuError::OutOfRange(67)));
+    assert_eq!(Mtus::parse("9001"), Err(MtuError::OutOfRange(9001)));
+    assert_eq!(Mtus::parse("70000"), Err(MtuError::OutOfRange(70000)));
+    assert_eq!(Mtus::parse("1500,0"), Err(MtuError::OutOfRange(0)));
+    assert_eq!(
+        Mtus::parse("1500,jumbo"),
+        Err(MtuError::NotANumber("jumbo".into()))
+    );
+    assert_eq!(Mtus::parse("-1"), Err(MtuError::NotANumber("-1".into())));
+    assert_eq!(Mtus::parse(""), Err(MtuError::Empty));
+    assert_eq!(Mtus::new(vec![]), Err(MtuError::Empty));
+    assert_eq!(Mtus::new(vec![9001]), Err(MtuError::OutOfRange(9001)));
+    assert_eq!(
+        MtuError::OutOfRange(9001).to_string(),
+        "MtuError: --mtu 9001 out of range 68..=9000 (bytes of IP packet per frame)"
+    );
+    let m: Mtus = "9000,1500".parse().unwrap();
+    assert_eq!(m.to_string(), "9000,1500");
+    assert_eq!(
+        (m.port(0), m.port(1), m.port(2), m.port(3)),
+        (9000, 1500, 9000, 1500)
+    );
+}
+
+#[test]
+fn mtu_count_that_fits_no_port_layout_is_refused_before_qemu() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.mtu = Some(Mtus::parse("9000,1500,1500").unwrap());
+    let err = command_args(&c).unwrap_err();
+    assert_eq!(
+        err.downcast_ref::<MtuError>(),
+        Some(&MtuError::PortCount {
+            values: 3,
+            ports: 2
+        })
+    );
+    // Two values for an odd number of ports: which side is port 2 on?
+    c.nics = 3;
+    c.mtu = Some(Mtus::parse("9000,1500").unwrap());
+    assert!(command_args(&c).is_err());
+    c.mtu = Some(Mtus::parse("9000,1500,1280").unwrap());
+    let a = command_args(&c).unwrap();
+    assert!(a.contains(&"virtio-net-pci,netdev=p2,host_mtu=1280,mac=02:00:00:00:00:03".into()));
+    // Boot refuses it without starting QEMU (which does not exist here).
+    c.mtu = Some(Mtus::parse("9000,1500").unwrap());
+    c.qemu = PathBuf::from("/nonexistent/qemu");
+    let err = Guest::boot(&c).err().expect("refused");
+    assert!(err.downcast_ref::<MtuError>().is_some(), "{err:#}");
+}
