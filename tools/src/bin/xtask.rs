@@ -683,16 +683,17 @@ fn cmd_run(a: TrafficArgs) -> Result<()> {
     if r.sent > 0 && r.received == 0 {
         bail!(
             "no frame was forwarded (see the guest's drop counters above; frames over {} bytes \
-             do not fit one RX page and are dropped as too_big)",
+             span more RX pages than the driver collects and are dropped as too_big)",
             MAX_GUEST_FRAME
         );
     }
     Ok(())
 }
 
-/// The largest frame the guest forwards (bytes): one 4 KiB RX page minus the 12-byte
-/// virtio-net header (larger frames span buffers and are dropped as `too_big`).
-const MAX_GUEST_FRAME: usize = 4096 - 12;
+/// The largest frame the guest forwards (bytes, no FCS): four 4 KiB RX pages (the driver's
+/// `MAX_FRAME_BUFFERS`) minus the 12-byte virtio-net header; larger frames are dropped as
+/// `too_big`.
+const MAX_GUEST_FRAME: usize = 4 * 4096 - 12;
 
 fn cmd_bench(a: BenchArgs) -> Result<()> {
     if a.target.is_some() && a.traffic.guest.mtu.is_some() {
