@@ -220,6 +220,13 @@ impl Rig {
         Rig::boot(&cfg, generator, None, dir)
     }
 
+    /// [`Rig::start`] on the dgram backend with QEMU's `host_mtu=mtu` on both NICs (`--mtu`).
+    pub fn start_mtu(append: &str, gen: GenConfig, mtu: u16) -> Rig {
+        Rig::start_configured(append, gen, |c| {
+            c.mtu = Some(tools::mtu::Mtus::new(vec![mtu]).expect("MTU in range"))
+        })
+    }
+
     /// [`Rig::start_memory`] with extra QEMU arguments (e.g. `-initrd ROUTES`).
     pub fn start_memory_with(
         append: &str,
@@ -296,9 +303,23 @@ impl Rig {
     /// boot) uses AF_PACKET sockets on them. Panics (see [`require_tap`]) without root or
     /// /dev/net/tun.
     pub fn start_tap(append: &str, gen: GenConfig, cpus: u32, queues: usize) -> Rig {
+        Rig::start_tap_mtu(append, gen, cpus, queues, None)
+    }
+
+    /// [`Rig::start_tap`] with `mtu` (`--mtu`): QEMU's `host_mtu` on both NICs and the tap
+    /// devices' MTU raised to it.
+    pub fn start_tap_mtu(
+        append: &str,
+        gen: GenConfig,
+        cpus: u32,
+        queues: usize,
+        mtu: Option<u16>,
+    ) -> Rig {
         require_tap();
         let dir = TestDir::new();
-        let net = TapNet::create(2, queues).unwrap_or_else(|e| panic!("tap backend: {e:#}"));
+        let mtus = mtu.map(|m| tools::mtu::Mtus::new(vec![m]).expect("MTU in range"));
+        let net = TapNet::create_with_mtu(2, queues, mtus.as_ref())
+            .unwrap_or_else(|e| panic!("tap backend: {e:#}"));
         let gcfg = GenConfig {
             dir: dir.path().to_path_buf(),
             netns: Some(net.path()),
@@ -315,6 +336,7 @@ impl Rig {
             backend: Backend::Tap,
             queues,
             netns: Some(net.path()),
+            mtu: mtus,
             ..GuestConfig::default()
         };
         Rig::boot(&cfg, generator, Some(net), dir)

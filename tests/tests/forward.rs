@@ -1,5 +1,5 @@
 //! Forwarding: the real capture through l2 and io, bulk bidirectional traffic, 802.1Q maximum
-//! frames, oversized frames, counters and the leak check at quit.
+//! frames, multi-page and oversized frames, counters and the leak check at quit.
 
 use std::time::Duration;
 
@@ -214,17 +214,18 @@ fn expect_forwarded(rig: &Rig, p0: &RawPort, p1: &RawPort, len: usize, tag: u8) 
     assert_eq!(got, want, "{len}-byte frame: {}", diff(&got, &want));
 }
 
-/// A frame larger than one RX buffer is dropped and counted as too_big; forwarding goes on.
+/// A frame larger than the driver collects (more than 4 RX pages: over 16,372 bytes without
+/// FCS) is dropped and counted as too_big; forwarding goes on.
 #[test]
 fn oversized_frame_dropped_and_counted() {
     let mut rig = Rig::start_raw("");
     let (p0, p1) = (rig.port(0), rig.port(1));
     expect_forwarded(&rig, &p0, &p1, 100, 1);
-    p0.send(&plain_frame(guest_mac(0), peer_mac(0), 6000, 2))
+    p0.send(&plain_frame(guest_mac(0), peer_mac(0), 17_000, 2))
         .unwrap();
     if let Some(f) = p1.recv_timeout(Duration::from_millis(500)) {
         panic!(
-            "the 6000-byte frame came out ({} bytes)\n{}",
+            "the 17000-byte frame came out ({} bytes)\n{}",
             f.len(),
             rig.tail()
         );
@@ -253,30 +254,34 @@ fn oversized_frame_dropped_and_counted() {
     assert_no_leak(&s);
 }
 
-/// The RX buffer boundary: 4084 bytes (a page minus the 12-byte virtio header) is forwarded,
-/// 4085 is dropped as too_big; a 9000-byte jumbo frame is dropped too.
+/// The RX buffer boundaries: frames of 1 to 4 pages (4,084 bytes is one page less the
+/// 12-byte virtio header, 4,085 the smallest of two pages, 8,181 of three, 16,372 the largest
+/// of four) are forwarded intact (zero copy, as descriptor chains of the pages they came in);
+/// 16,373 is dropped as too_big.
 #[test]
 fn rx_buffer_boundary() {
     let mut rig = Rig::start_raw("");
     let (p0, p1) = (rig.port(0), rig.port(1));
-    expect_forwarded(&rig, &p0, &p1, 4084, 1);
-    for len in [4085, 9000] {
-        p0.send(&plain_frame(guest_mac(0), peer_mac(0), len, 2))
-            .unwrap();
-        if let Some(f) = p1.recv_timeout(Duration::from_millis(500)) {
-            panic!(
-                "the {len}-byte frame came out ({} bytes)\n{}",
-                f.len(),
-                rig.tail()
-            );
-        }
+    let lens = [4084, 4085, 8180, 8181, 9014, 12276, 12277, 16372];
+    for (i, &len) in lens.iter().enumerate() {
+        expect_forwarded(&rig, &p0, &p1, len, i as u8);
+    }
+    p0.send(&plain_frame(guest_mac(0), peer_mac(0), 16_373, 99))
+        .unwrap();
+    if let Some(f) = p1.recv_timeout(Duration::from_millis(500)) {
+        panic!(
+            "the 16373-byte frame came out ({} bytes)\n{}",
+            f.len(),
+            rig.tail()
+        );
     }
     expect_forwarded(&rig, &p0, &p1, 1514, 3);
     let s = rig.quit();
-    assert_eq!(s.ports[0].drops.too_big, 2, "{}", s);
-    assert_eq!(s.ports[0].rx, 4, "{}", s);
-    assert_eq!(s.ports[1].tx, 2, "{}", s);
-    assert_eq!(s.ports[1].tx_bytes, 4084 + 1514, "{}", s);
+    assert_eq!(s.ports[0].drops.too_big, 1, "{}", s);
+    assert_eq!(s.ports[0].rx, lens.len() as u64 + 2, "{}", s);
+    assert_eq!(s.ports[1].tx, lens.len() as u64 + 1, "{}", s);
+    let bytes: usize = lens.iter().sum::<usize>() + 1514;
+    assert_eq!(s.ports[1].tx_bytes, bytes as u64, "{}", s);
     assert_no_leak(&s);
 }
 
