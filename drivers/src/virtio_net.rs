@@ -356,6 +356,9 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     rx_chain: RxChain,
     /// Descriptor chains (frames of several pages) on the TX ring, not yet completed.
     tx_chains: usize,
+    /// The next descriptor of each TX chain descriptor (as the driver linked it), so a
+    /// completion walks its chain without reading the descriptor table back.
+    tx_next: [u16; QUEUE_SIZE],
     mac: [u8; 6],
     /// The device's `mtu` (§5.1.4), when `VIRTIO_NET_F_MTU` was negotiated.
     mtu: Option<u16>,
@@ -503,6 +506,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rx_skip: 0,
             rx_chain: RxChain::default(),
             tx_chains: 0,
+            tx_next: [0; QUEUE_SIZE],
             mac,
             mtu,
             features,

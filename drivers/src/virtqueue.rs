@@ -273,6 +273,46 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         Some(head)
     }
 
+    /// [`SplitQueue::push_chain`] for a frame of several device-readable buffers (a TX frame
+    /// of several pages), with plain stores as [`SplitQueue::push`] (`VIRTQ_DESC_F_NEXT` on
+    /// all but the last, §2.7.5): `parts` are `(physical address, length in bytes)`, at most
+    /// `ids.len()`; the descriptor index of each part is written to `ids`. Returns the head's
+    /// index (the token), or `None` when fewer than `parts.len()` descriptors are free (nothing
+    /// is staged then).
+    #[inline]
+    pub fn push_readable_chain(&mut self, parts: &[(u64, u32)], ids: &mut [u16]) -> Option<u16> {
+        let n = parts.len();
+        if n == 0 || n > self.nfree || n > ids.len() {
+            return None;
+        }
+        for id in ids[..n].iter_mut() {
+            self.nfree -= 1;
+            *id = self.free[self.nfree] & (N as u16 - 1);
+        }
+        for (i, &(addr, len)) in parts.iter().enumerate() {
+            let (flags, next) = match ids.get(i + 1) {
+                Some(&next) if i + 1 < n => (VIRTQ_DESC_F_NEXT, next),
+                _ => (0, 0),
+            };
+            // SAFETY: `ids[i] < N` (masked), taken off the free stack, so the device does not
+            // read it; the ring memory is ours until drop; plain stores as in `stage` (the
+            // device reads them only after `publish`'s Release fence).
+            unsafe {
+                let d = self.desc.add(usize::from(ids[i])).as_ptr();
+                (&raw mut (*d).addr).write(addr);
+                (&raw mut (*d).len)
+                    .cast::<u64>()
+                    .write(u64::from(len) | u64::from(flags) << 32 | u64::from(next) << 48);
+            }
+        }
+        let head = ids[0];
+        let slot = usize::from(self.avail_idx) & (N - 1);
+        // SAFETY: slot < N, inside the avail ring, ours until drop.
+        unsafe { self.avail.add(2 + slot).write(head) };
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        Some(head)
+    }
+
     /// Return the descriptor chain starting at `head` (a token of [`SplitQueue::push_chain`]
     /// that came back through [`SplitQueue::pop_used`]) to the free list, following the `next`
     /// fields the driver wrote (at most `N` descriptors, so a corrupted table cannot loop).
@@ -304,6 +344,18 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         // (§2.7.5).
         let d = unsafe { self.desc.add(usize::from(id)).read_volatile() };
         (d.flags & VIRTQ_DESC_F_NEXT != 0 && usize::from(d.next) < N).then_some(d.next)
+    }
+
+    /// Whether descriptor `id` continues in another (`VIRTQ_DESC_F_NEXT`, §2.7.5), as the
+    /// driver wrote it (`false` for an `id` out of the table).
+    #[inline]
+    pub fn desc_has_next(&self, id: u16) -> bool {
+        if usize::from(id) >= N {
+            return false;
+        }
+        // SAFETY: id < N; the table is ours until drop, and the device never writes it.
+        let flags = unsafe { (&raw const (*self.desc.add(usize::from(id)).as_ptr()).flags).read() };
+        flags & VIRTQ_DESC_F_NEXT != 0
     }
 
     /// Make every staged buffer visible to the device: one release fence and one store of

@@ -21,11 +21,12 @@
 //! and exits non-zero unless every delivered frame left port 1 as expected and every page
 //! came back at `quit`.
 //!
-//! Usage: `datapath --mode l2|io|router --k K [--iters N] [--pages P]`.
+//! Usage: `datapath --mode l2|io|router --k K [--iters N] [--pages P] [--size BYTES]` (frame
+//! size on the wire, FCS included, default 64; above 4,088 the device delivers mergeable).
 
 use std::process::ExitCode;
 
-use netstack::simframes::{bench_frames, next_hop_arp, next_hop_arp_reply, BENCH_FRAME_LEN};
+use netstack::simframes::{bench_frames_into, next_hop_arp, next_hop_arp_reply, BENCH_FRAME_LEN};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::Mode;
 use unikernel::dataplane::testing::{port_mac, Rig, SimCore, TestPlatform};
@@ -37,8 +38,12 @@ const WARMUP_ITERS: u32 = 256;
 const DEFAULT_ITERS: u32 = 1024;
 /// Zone size: 256 MiB, the guest's `-m` (the pcp list's batch and high derive from it).
 const DEFAULT_PAGES: usize = 65536;
-/// Frame length without FCS (64 bytes on the wire).
+/// Frame length without FCS (64 bytes on the wire): ARP frames, and the default.
 const FRAME_LEN: usize = BENCH_FRAME_LEN;
+/// Bytes of the FCS, which `--size` (on the wire) counts and the frames do not.
+const FCS_LEN: usize = 4;
+/// The largest frame one RX page holds (bytes, no FCS): longer ones are delivered mergeable.
+const ONE_PAGE: usize = 4096 - 12;
 /// The router-mode configuration of `cargo xtask bench sim` (`bench_sim::ROUTER_APPEND`).
 const ROUTER_CMDLINE: &str =
     "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=192.168.0.0/16,10.0.1.2";
@@ -70,8 +75,8 @@ struct Out {
 struct Bench {
     rig: Rig,
     k: usize,
-    input: [u8; FRAME_LEN],
-    want: [u8; FRAME_LEN],
+    input: Vec<u8>,
+    want: Vec<u8>,
     /// Port 1's TX ring: the forwarded frames.
     out: Out,
     /// Port 0's TX ring: nothing expected.
@@ -85,7 +90,7 @@ impl Bench {
 
     /// Take what the forwarder transmitted on both ports.
     fn take_tx(&mut self) {
-        let want = self.want;
+        let want = &self.want[..];
         let c = &mut self.rig.cores[0];
         let (out, back) = (&mut self.out, &mut self.back);
         c.dev[1].complete_tx(|f| {
@@ -107,8 +112,13 @@ impl Bench {
     /// One iteration: outside the measured part deliver K frames on port 0 and take both TX
     /// rings; then one poll iteration through `poll`. Returns the frames delivered.
     fn step(&mut self, poll: fn(&mut Core<TestPlatform>) -> usize) -> usize {
-        let (input, k) = (self.input, self.k);
-        let delivered = self.c().dev[0].deliver_rx(&input, k);
+        let k = self.k;
+        let c = &mut self.rig.cores[0];
+        let delivered = if self.input.len() <= ONE_PAGE {
+            c.dev[0].deliver_rx(&self.input, k)
+        } else {
+            c.dev[0].deliver_rx_mrg(&self.input, k)
+        };
         self.take_tx();
         let c = self.c();
         c.core
@@ -118,9 +128,18 @@ impl Bench {
     }
 }
 
-/// The input and expected output frames for the mode (the guest's, `simframes::bench_frames`).
-fn frames(rig: &Rig) -> ([u8; FRAME_LEN], [u8; FRAME_LEN]) {
-    bench_frames(rig.cores[0].core.cfg(), [port_mac(0), port_mac(1)]).expect("router addresses")
+/// The input and expected output frames for the mode, `len` bytes without FCS (the guest's,
+/// `simframes::bench_frames_into`).
+fn frames(rig: &Rig, len: usize) -> (Vec<u8>, Vec<u8>) {
+    let (mut input, mut want) = (vec![0u8; len], vec![0u8; len]);
+    bench_frames_into(
+        rig.cores[0].core.cfg(),
+        [port_mac(0), port_mac(1)],
+        &mut input,
+        &mut want,
+    )
+    .expect("router addresses");
+    (input, want)
 }
 
 /// Router mode: the next hop asks for port 1's address; the router learns it and answers.
@@ -150,6 +169,8 @@ struct Args {
     k: usize,
     iters: u32,
     pages: usize,
+    /// Frame size on the wire, FCS included (`--size`, the guest's `sim_size=`).
+    size: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -158,6 +179,7 @@ fn parse_args() -> Result<Args, String> {
         k: 4,
         iters: DEFAULT_ITERS,
         pages: DEFAULT_PAGES,
+        size: FRAME_LEN + FCS_LEN,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -179,11 +201,15 @@ fn parse_args() -> Result<Args, String> {
             "--k" => a.k = num(&v)?,
             "--iters" => a.iters = num(&v)? as u32,
             "--pages" => a.pages = num(&v)?,
+            "--size" => a.size = num(&v)?,
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
     if !(1..=256).contains(&a.k) {
         return Err(format!("--k {}: not in 1..=256", a.k));
+    }
+    if !(64..=9018).contains(&a.size) {
+        return Err(format!("--size {}: not in 64..=9018", a.size));
     }
     Ok(a)
 }
@@ -193,7 +219,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => {
             eprintln!(
-                "datapath: {e}\nusage: datapath --mode l2|io|router --k K [--iters N] [--pages P]"
+                "datapath: {e}\nusage: datapath --mode l2|io|router --k K [--iters N] [--pages P] [--size BYTES]"
             );
             return ExitCode::from(2);
         }
@@ -205,7 +231,7 @@ fn main() -> ExitCode {
     // The guest's command line: `sim=K` and `sim_iters=N` as `cargo xtask bench sim` gives them.
     let cmdline = format!("{mode} sim={} sim_iters={}", a.k, a.iters);
     let rig = Rig::new(&cmdline, 1, a.pages);
-    let (input, want) = frames(&rig);
+    let (input, want) = frames(&rig, a.size - FCS_LEN);
     let mut b = Bench {
         rig,
         k: a.k,

@@ -501,10 +501,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ops: &mut O,
         st: &mut BurstStats,
     ) {
-        let chain = core::mem::take(&mut self.rx_chain);
-        let n = chain.n;
-        let (pages, lens) = (&chain.pages[..n], &chain.lens[..n]);
-        let len: usize = lens.iter().map(|&l| usize::from(l)).sum();
+        let n = core::mem::replace(&mut self.rx_chain.n, 0).min(MAX_FRAME_BUFFERS);
+        let RxChain { pages, lens, .. } = self.rx_chain;
+        let (pages, lens) = (&pages[..n], &lens[..n]);
+        let mut len = 0;
+        for &l in lens {
+            len += usize::from(l);
+        }
         st.rx_frames += 1;
         st.rx_bytes += len as u64;
         let page = pages[0].addr() as usize as *mut u8;
@@ -524,42 +527,51 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         };
         // The descriptors: the header and the first page's bytes, then the other pages, cut
         // at `send` bytes; pages past the cut are not sent.
-        let mut parts = [(0u64, 0u32, false); MAX_FRAME_BUFFERS];
+        let mut parts = [(0u64, 0u32); MAX_FRAME_BUFFERS];
         let mut left = send;
         let mut used = 0;
-        for (i, (&pfn, &l)) in pages.iter().zip(lens).enumerate() {
-            let take = usize::from(l).min(left);
+        for i in 0..n {
+            let take = usize::from(lens[i]).min(left);
             if take == 0 && i > 0 {
-                ops.give_back(pfn, GiveBack::Rx(RxStatus::Continuation));
+                ops.give_back(pages[i], GiveBack::Rx(RxStatus::Continuation));
                 continue;
             }
             left -= take;
             let hdr = if i == 0 { NET_HDR_LEN } else { 0 };
-            parts[used] = (pfn.addr(), (hdr + take) as u32, false);
+            parts[used] = (pages[i].addr(), (hdr + take) as u32);
             used += 1;
         }
         // SAFETY: the first page is ours (`Forward`); §5.1.6.2: a header of zeros asks for no
-        // offload.
-        unsafe { core::ptr::write_bytes(page, 0, NET_HDR_LEN) };
-        let Some(head_id) = tx.tx.push_chain(&parts[..used]) else {
+        // offload. Two plain stores (8 + 4 bytes).
+        unsafe {
+            page.cast::<u64>().write_unaligned(0);
+            page.add(8).cast::<u32>().write_unaligned(0);
+        }
+        let mut ids = [0u16; MAX_FRAME_BUFFERS];
+        if tx
+            .tx
+            .push_readable_chain(&parts[..used], &mut ids)
+            .is_none()
+        {
             ops.give_back(pages[0], GiveBack::TxFull);
-            for &pfn in &pages[1..used] {
-                ops.give_back(pfn, GiveBack::Rx(RxStatus::Continuation));
+            for &(addr, _) in &parts[1..used] {
+                ops.give_back(
+                    Pfn(addr >> mm::PAGE_SHIFT),
+                    GiveBack::Rx(RxStatus::Continuation),
+                );
             }
             return;
-        };
-        // Each descriptor of the chain keeps its page; the head's tag marks the chain.
-        let mut id = head_id;
-        for (i, &(addr, _, _)) in parts[..used].iter().enumerate() {
+        }
+        // Each descriptor of the chain keeps its page and its successor; the head's tag marks
+        // the chain.
+        for i in 0..used {
+            let id = usize::from(ids[i]) & (QUEUE_SIZE - 1);
             let tag = if i == 0 { owner | TX_CHAIN_TAG } else { owner };
-            tx.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)] = TxDone {
-                pfn: Pfn(addr >> mm::PAGE_SHIFT),
+            tx.tx_pages[id] = TxDone {
+                pfn: Pfn(parts[i].0 >> mm::PAGE_SHIFT),
                 owner: tag,
             };
-            match tx.tx.desc_next(id) {
-                Some(next) => id = next,
-                None => break,
-            }
+            tx.tx_next[id] = ids[(i + 1).min(MAX_FRAME_BUFFERS - 1)];
         }
         tx.tx.publish();
         tx.tx_posted += used;
@@ -582,12 +594,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     ) -> usize {
         let mut n = 0;
         let mut id = head;
-        // The driver wrote the links; at most MAX_FRAME_BUFFERS - 1 follow the head.
+        // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head; the
+        // table's flags say where the chain ends (the device never writes them, §2.7.5).
         for _ in 1..MAX_FRAME_BUFFERS {
-            let Some(next) = self.tx.desc_next(id) else {
+            if !self.tx.desc_has_next(id) {
                 break;
-            };
-            id = next;
+            }
+            id = self.tx_next[usize::from(id) & (QUEUE_SIZE - 1)];
             let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
             let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
             release(&mut self.tx, id);
