@@ -1,0 +1,1 @@
+//! Fragmenter tests.
