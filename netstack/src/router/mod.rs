@@ -444,9 +444,9 @@ pub enum Action {
         /// Bytes to send.
         len: usize,
     },
-    /// The frame is dropped (counted under `cause`: `no_route`, `ttl_expired` or
-    /// `bad_options`) and an ICMP error about it was built in `icmp_out[..len]`: transmit that on `port` (the input
-    /// port) and recycle the frame.
+    /// The frame is dropped (counted under `cause`: `no_route`, `ttl_expired`, `frag_needed`,
+    /// `source_route_failed` or `bad_options`) and an ICMP error about it was built in
+    /// `icmp_out[..len]`: transmit that on `port` (the input port) and recycle the frame.
     Icmp {
         /// Output port.
         port: u8,
