@@ -360,6 +360,12 @@ pub struct Config {
     /// ring slows its sender down (the device's RX ring fills) instead of losing frames the
     /// guest already received. Applies to the fused `io`/`l2`/router burst (`xcore=off`).
     pub backpressure: bool,
+    /// `mtu0=N`, `mtu1=N` (68..=[`MAX_CMDLINE_MTU`] bytes): the port's IP MTU, the largest
+    /// IPv4 total length that may leave it (RFC 791's minimum is 68; RFC 894 Ethernet's 1500;
+    /// 9000 the common jumbo frame). In router mode a larger datagram is fragmented, or
+    /// answered with "fragmentation needed" when it has DF (RFC 1191 §4). `None` (default):
+    /// the device's reported MTU, else 1500.
+    pub mtu: [Option<u16>; PORTS],
 }
 
 impl Default for Config {
@@ -373,6 +379,7 @@ impl Default for Config {
             refill: RefillMode::Bulk,
             idle: IdleMode::Halt,
             ip: [None; PORTS],
+            mtu: [None; PORTS],
             routes: heapless::Vec::new(),
             mgmt: MgmtPort::Auto,
             xcore: false,
@@ -457,7 +464,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 25] = [
+pub const KEYS: [&str; 27] = [
     "mode",
     "peer0",
     "peer1",
@@ -482,15 +489,26 @@ pub const KEYS: [&str; 25] = [
     "guard",
     "mgmt_token",
     "backpressure",
+    "mtu0",
+    "mtu1",
     "sim_size",
 ];
+
+/// Index of `mtu0` in [`KEYS`] (`mtu1` follows).
+const MTU0_KEY: usize = 24;
+
+/// Smallest `mtuN=` (bytes): RFC 791 §3.2, every internet module must be able to forward a
+/// datagram of 68 octets without further fragmentation.
+pub const MIN_CMDLINE_MTU: u16 = 68;
+/// Largest `mtuN=` (bytes): a 9000-byte jumbo IP MTU, a 9014-byte Ethernet frame without FCS.
+pub const MAX_CMDLINE_MTU: u16 = 9000;
 
 /// Index of `route` in [`KEYS`]: the one key that may repeat.
 const ROUTE_KEY: usize = 10;
 /// Index of `sim_iters` in [`KEYS`].
 const SIM_ITERS_KEY: usize = 16;
 /// Index of `sim_size` in [`KEYS`].
-const SIM_SIZE_KEY: usize = 24;
+const SIM_SIZE_KEY: usize = 26;
 /// Index of `tlbtest_skip` in [`KEYS`].
 const TLBTEST_SKIP_KEY: usize = 20;
 
@@ -655,6 +673,15 @@ impl Config {
                         expected: "printable ASCII without space, 16..=64 bytes",
                     })?);
                 }
+                MTU0_KEY | 25 => {
+                    cfg.mtu[idx - MTU0_KEY] = Some(
+                        value
+                            .parse::<u16>()
+                            .ok()
+                            .filter(|m| (MIN_CMDLINE_MTU..=MAX_CMDLINE_MTU).contains(m))
+                            .ok_or_else(|| bad("an IP MTU in bytes, 68..=9000"))?,
+                    )
+                }
                 23 => {
                     cfg.backpressure = match value {
                         "on" => true,
@@ -800,6 +827,40 @@ mod tests {
     use super::*;
     use std::format;
     use std::string::ToString;
+
+    #[test]
+    fn mtu_keys() {
+        assert_eq!(Config::parse("").unwrap().mtu, [None, None]);
+        assert_eq!(
+            Config::parse("mtu0=9000 mtu1=1500").unwrap().mtu,
+            [Some(9000), Some(1500)]
+        );
+        assert_eq!(Config::parse("mtu1=68").unwrap().mtu, [None, Some(68)]);
+        for (bad, key) in [
+            ("mtu0=67", "mtu0"),
+            ("mtu1=9001", "mtu1"),
+            ("mtu0=0", "mtu0"),
+            ("mtu0=1500b", "mtu0"),
+            ("mtu1=", "mtu1"),
+            ("mtu0=65536", "mtu0"),
+        ] {
+            assert!(
+                matches!(
+                    Config::parse(bad),
+                    Err(ConfigError::BadValue { key: k, .. }) if k == key
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            Config::parse("mtu0=9001").unwrap_err().to_string(),
+            "bad value `9001` for key `mtu0`: expected an IP MTU in bytes, 68..=9000"
+        );
+        assert_eq!(
+            Config::parse("mtu0=1500 mtu0=9000"),
+            Err(ConfigError::Repeated("mtu0"))
+        );
+    }
 
     #[test]
     fn queues_key() {

@@ -359,8 +359,12 @@ pub struct TlbCpuStats {
 pub struct RouterStats {
     /// Frames given to the router.
     pub rx: u64,
-    /// Frames routed (at once, or from a neighbour queue after ARP resolved).
+    /// Frames routed (at once, or from a neighbour queue after ARP resolved), fragmented ones
+    /// included.
     pub forwarded: u64,
+    /// Routed frames longer than the egress port's MTU, handed on to be fragmented
+    /// (datagrams, not fragments).
+    pub fragmented: u64,
     /// ARP requests for our address answered.
     pub arp_replies: u64,
     /// ICMP echo requests to our addresses answered.
@@ -406,6 +410,7 @@ impl RouterStats {
         RouterStats {
             rx: c.rx,
             forwarded: c.forwarded,
+            fragmented: c.fragmented,
             arp_replies: c.arp_replies,
             echo_replies: c.echo_replies,
             arp_consumed: c.arp_consumed,
@@ -481,6 +486,7 @@ router_drops! {
     bad_ihl: BadIhl,
     bad_total_len: BadTotalLen,
     bad_checksum: BadChecksum,
+    beyond_head: BeyondHead,
     bad_options: BadOptions,
     martian_src: MartianSrc,
     martian_dst: MartianDst,
@@ -489,6 +495,7 @@ router_drops! {
     source_route_failed: SourceRouteFailed,
     no_route: NoRoute,
     ttl_expired: TtlExpired,
+    frag_needed: FragNeeded,
     neigh_table_full: NeighTableFull,
     neigh_queue_full: NeighQueueFull,
     neigh_timeout: NeighTimeout,
@@ -763,6 +770,12 @@ pub fn write_prometheus(
     if let Some(r) = &s.router {
         counter(w, "gannet_router_forwarded_total", "Frames routed.")?;
         writeln!(w, "gannet_router_forwarded_total {}", r.forwarded)?;
+        counter(
+            w,
+            "gannet_router_fragmented_total",
+            "Routed datagrams longer than the egress MTU, fragmented.",
+        )?;
+        writeln!(w, "gannet_router_fragmented_total {}", r.fragmented)?;
         counter(w, "gannet_router_icmp_sent_total", "ICMP errors sent.")?;
         writeln!(w, "gannet_router_icmp_sent_total {}", r.icmp_sent)?;
         counter(

@@ -90,6 +90,9 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(ones_sum(&out[14..34]), 0xffff);
             assert_eq!(ones_sum(&out[34..len]), 0xffff);
         }
+        Action::Fragment { port, mtu } => {
+            assert!(port < 2 && mtu == r.mtu(usize::from(port)));
+        }
         Action::Queued | Action::ToHost | Action::Consumed | Action::Drop(_) => {}
     }
     let mut buf = [0u8; 128];

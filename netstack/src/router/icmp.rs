@@ -17,6 +17,9 @@ pub const ICMP_ECHO_REQUEST: u8 = 8;
 pub const ICMP_DEST_UNREACH: u8 = 3;
 /// Code: net unreachable.
 pub const ICMP_NET_UNREACH: u8 = 0;
+/// Code: fragmentation needed and DF set (RFC 792; RFC 1191 §4 puts the next-hop MTU in the
+/// low 16 bits of the header's second word).
+pub const ICMP_FRAG_NEEDED: u8 = 4;
 /// Code: source route failed.
 pub const ICMP_SR_FAILED: u8 = 5;
 /// ICMP type Time Exceeded.
@@ -67,8 +70,10 @@ pub fn may_send_error_about(h: &Ipv4Hdr, ip: &[u8]) -> bool {
 /// quoting the datagram as received (IP header first) up to [`ICMP_QUOTE_MAX`] bytes, so the
 /// error is at most 576 bytes (RFC 1812 §4.3.2.3; RFC 792's minimum is the header and 8 data
 /// bytes). `rest` is the second word of the ICMP header (0 for Time Exceeded and Destination
-/// Unreachable; the pointer in the top byte for Parameter Problem). Returns the frame length, or
-/// `None` if `out` is shorter than that.
+/// Unreachable, the next-hop MTU in the low 16 bits for fragmentation needed; the pointer in
+/// the top byte for Parameter Problem). `ip` may be only the first bytes of the datagram (the
+/// head of a frame received in several buffers): the quote stops at its end. Returns the frame
+/// length, or `None` if `out` is shorter than that.
 #[allow(clippy::too_many_arguments)]
 pub fn build_error(
     out: &mut [u8],
@@ -82,7 +87,7 @@ pub fn build_error(
     h: &Ipv4Hdr,
     ip: &[u8],
 ) -> Option<usize> {
-    let quoted = h.total_len.min(ICMP_QUOTE_MAX);
+    let quoted = h.total_len.min(ICMP_QUOTE_MAX).min(ip.len());
     let ip_len = IPV4_MIN_HDR + ICMP_HDR_LEN + quoted;
     let len = ETH_HDR_LEN + ip_len;
     let out = out.get_mut(..len)?;

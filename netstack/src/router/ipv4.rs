@@ -361,6 +361,13 @@ pub fn fill_checksum(hdr: &mut [u8]) {
     hdr[IPV4_CHECKSUM].copy_from_slice(&c.to_be_bytes());
 }
 
+/// Don't Fragment, in the flags and fragment offset word (RFC 791 §3.1, bit 1 of the flags).
+pub const IPV4_DF: u16 = 0x4000;
+/// More Fragments, in the flags and fragment offset word (RFC 791 §3.1, bit 2 of the flags).
+pub const IPV4_MF: u16 = 0x2000;
+/// The fragment offset (in 8-byte units) in the flags and fragment offset word (RFC 791 §3.1).
+pub const IPV4_FRAG_OFFSET: u16 = 0x1fff;
+
 /// The parts of a valid IPv4 header the router uses.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct Ipv4Hdr {
@@ -374,6 +381,8 @@ pub struct Ipv4Hdr {
     pub protocol: u8,
     /// Fragment offset in 8-byte units (0 for unfragmented datagrams and first fragments).
     pub frag_offset: u16,
+    /// Don't Fragment ([`IPV4_DF`], RFC 791 §3.1).
+    pub df: bool,
     /// Source address (host order).
     pub src: u32,
     /// Destination address (host order).
@@ -386,9 +395,23 @@ pub struct Ipv4Hdr {
 /// allowed), and a correct header checksum. Options and fragment fields are not interpreted.
 #[inline]
 pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
+    validate_len(ip, ip.len())
+}
+
+/// [`validate`] for a datagram of which only the first bytes are at hand: `ip` is the first
+/// `ip.len()` bytes of the `ip_len` bytes after the Ethernet header (a frame received in
+/// several buffers; its head holds the headers). The total length is checked against
+/// `ip_len`; a header (IHL × 4 bytes) that does not fit in `ip` is
+/// [`RouterDrop::BeyondHead`]. `ip_len` below `ip.len()` counts as `ip.len()`.
+#[inline]
+pub fn validate_len(ip: &[u8], ip_len: usize) -> Result<Ipv4Hdr, RouterDrop> {
+    let ip_len = ip_len.max(ip.len());
     // The fixed 20 bytes as an array: the field reads below need no bounds checks.
     let Some(fixed) = ip.first_chunk::<IPV4_MIN_HDR>() else {
-        return Err(RouterDrop::Truncated);
+        return Err(match ip_len < IPV4_MIN_HDR {
+            true => RouterDrop::Truncated,
+            false => RouterDrop::BeyondHead,
+        });
     };
     let vihl = fixed[IPV4_VER_IHL];
     if vihl >> 4 != 4 {
@@ -399,10 +422,13 @@ pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
         return Err(RouterDrop::BadIhl);
     }
     let total_len = usize::from(be16(fixed, IPV4_TOTAL_LEN.start));
-    if total_len < header_len || total_len > ip.len() {
+    if total_len < header_len || total_len > ip_len {
         return Err(RouterDrop::BadTotalLen);
     }
-    // total_len ≤ ip.len() and header_len ≤ total_len, so the slice is in bounds.
+    if header_len > ip.len() {
+        return Err(RouterDrop::BeyondHead);
+    }
+    // header_len ≤ ip.len(), so the slice is in bounds.
     let sum = if header_len == IPV4_MIN_HDR {
         ones_sum(fixed)
     } else {
@@ -416,7 +442,8 @@ pub fn validate(ip: &[u8]) -> Result<Ipv4Hdr, RouterDrop> {
         total_len,
         ttl: fixed[IPV4_TTL],
         protocol: fixed[IPV4_PROTOCOL],
-        frag_offset: be16(fixed, IPV4_FLAGS_FRAG.start) & 0x1fff,
+        frag_offset: be16(fixed, IPV4_FLAGS_FRAG.start) & IPV4_FRAG_OFFSET,
+        df: be16(fixed, IPV4_FLAGS_FRAG.start) & IPV4_DF != 0,
         src: be32(fixed, IPV4_SRC.start),
         dst: be32(fixed, IPV4_DST.start),
     })

@@ -49,10 +49,20 @@
 //! - Directed broadcasts to a connected network and the limited broadcast are not forwarded
 //!   (RFC 2644); IPv4 in link-layer broadcast/multicast frames is dropped (§5.3.4).
 //! - Ethernet padding is removed: a forwarded frame is 14 + IP total length bytes.
-//! - No MTU check: every port has the same MTU, so no datagram needs fragmenting.
+//! - Per-port IP MTU ([`Router::set_mtu`], default 1500). A datagram longer than the egress
+//!   port's MTU leaves the fast path; with DF set it is dropped (`frag_needed`) with Destination
+//!   Unreachable code 4 carrying the MTU (RFC 1191 §4, RFC 1812 §5.2.7.1), quoting it as
+//!   received; with DF clear it is rewritten as for forwarding and returned as
+//!   [`Action::Fragment`] (counted `forwarded` and `fragmented`) for the caller to cut with
+//!   [`frag::Fragmenter`] (RFC 791 §3.2, RFC 1812 §5.2.6). Fragments that fit are forwarded as
+//!   they are.
+//! - Frames longer than their first buffer ([`Router::forward_fast_len`],
+//!   [`Router::process_slow_len`]): only the head is read and written, lengths are checked
+//!   against the whole frame; what needs more than the head is dropped as `beyond_head`.
 
 pub mod arp;
 pub mod fib;
+pub mod frag;
 pub mod icmp;
 pub mod ipv4;
 pub mod neigh;
@@ -83,6 +93,13 @@ pub use sync::{NeighRing, NeighUpdate};
 /// Ports a router can have.
 pub const MAX_PORTS: usize = 8;
 
+/// A port's IP MTU until [`Router::set_mtu`] (bytes): Ethernet's (RFC 894).
+pub const DEFAULT_MTU: u16 = 1500;
+/// The smallest IP MTU [`Router::set_mtu`] takes (bytes): RFC 791 §3.2, "every internet module
+/// must be able to forward a datagram of 68 octets without further fragmentation" (a 60-byte
+/// header and an 8-byte fragment).
+pub const MIN_MTU: u16 = 68;
+
 /// Why the router dropped a frame. Every drop is counted under exactly one reason.
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum RouterDrop {
@@ -110,6 +127,10 @@ pub enum RouterDrop {
     BadTotalLen,
     /// Header checksum wrong.
     BadChecksum,
+    /// Needs bytes of the frame past its head (the contiguous first part given to
+    /// [`Router::process_slow_len`]): an IPv4 header longer than the head, or an ICMP echo
+    /// request to us whose message does not fit in it (the reply is built in place).
+    BeyondHead,
     /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error;
     /// answered with Parameter Problem unless rate-limited).
     BadOptions,
@@ -132,6 +153,10 @@ pub enum RouterDrop {
     NoRoute,
     /// TTL ≤ 1 (answered with Time Exceeded unless rate-limited).
     TtlExpired,
+    /// Longer than the egress port's MTU ([`Router::mtu`]) with DF set (answered with
+    /// Destination Unreachable, fragmentation needed and DF set, carrying the MTU, unless
+    /// rate-limited: RFC 1191 §4, RFC 1812 §5.2.7.1).
+    FragNeeded,
     /// Next hop unresolved and no neighbour entry free.
     NeighTableFull,
     /// Next hop unresolved and its queue full.
@@ -147,7 +172,7 @@ pub enum RouterDrop {
 
 impl RouterDrop {
     /// Number of reasons.
-    pub const COUNT: usize = 25;
+    pub const COUNT: usize = 27;
 
     /// Every reason, in counter order.
     pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
@@ -163,6 +188,7 @@ impl RouterDrop {
         RouterDrop::BadIhl,
         RouterDrop::BadTotalLen,
         RouterDrop::BadChecksum,
+        RouterDrop::BeyondHead,
         RouterDrop::BadOptions,
         RouterDrop::MartianSrc,
         RouterDrop::MartianDst,
@@ -171,6 +197,7 @@ impl RouterDrop {
         RouterDrop::SourceRouteFailed,
         RouterDrop::NoRoute,
         RouterDrop::TtlExpired,
+        RouterDrop::FragNeeded,
         RouterDrop::NeighTableFull,
         RouterDrop::NeighQueueFull,
         RouterDrop::NeighTimeout,
@@ -193,6 +220,7 @@ impl RouterDrop {
             RouterDrop::BadIhl => "bad_ihl",
             RouterDrop::BadTotalLen => "bad_total_len",
             RouterDrop::BadChecksum => "bad_checksum",
+            RouterDrop::BeyondHead => "beyond_head",
             RouterDrop::BadOptions => "bad_options",
             RouterDrop::MartianSrc => "martian_src",
             RouterDrop::MartianDst => "martian_dst",
@@ -201,6 +229,7 @@ impl RouterDrop {
             RouterDrop::SourceRouteFailed => "source_route_failed",
             RouterDrop::NoRoute => "no_route",
             RouterDrop::TtlExpired => "ttl_expired",
+            RouterDrop::FragNeeded => "frag_needed",
             RouterDrop::NeighTableFull => "neigh_table_full",
             RouterDrop::NeighQueueFull => "neigh_queue_full",
             RouterDrop::NeighTimeout => "neigh_timeout",
@@ -217,7 +246,8 @@ impl RouterDrop {
 pub struct RouterCounters {
     /// Frames given to [`Router::process`].
     pub rx: u64,
-    /// Frames forwarded (at once, or from a neighbour queue after ARP resolved).
+    /// Frames forwarded (at once, or from a neighbour queue after ARP resolved), including
+    /// those that are fragmented on the way out (`fragmented`).
     pub forwarded: u64,
     /// ARP requests for our address answered (in place).
     pub arp_replies: u64,
@@ -234,7 +264,7 @@ pub struct RouterCounters {
     /// Frames that entered a neighbour queue (their outcome is counted when they leave it).
     pub queued: u64,
     /// ICMP errors built (their trigger is counted under `no_route`/`ttl_expired`/
-    /// `bad_options`).
+    /// `bad_options`/`frag_needed`/`source_route_failed`).
     pub icmp_sent: u64,
     /// ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: u64,
@@ -245,6 +275,10 @@ pub struct RouterCounters {
     pub no_buffer: u64,
     /// ARP requests built.
     pub arp_requests: u64,
+    /// Forwarded frames (also counted in `forwarded`) longer than the egress port's MTU with DF
+    /// clear, handed to the caller to fragment ([`Action::Fragment`], [`Event::Fragment`]):
+    /// datagrams, not the fragments made of them.
+    pub fragmented: u64,
 }
 
 impl RouterCounters {
@@ -353,6 +387,10 @@ pub enum RouterError {
     /// broadcast address: it would replace that route (the FIB holds one route per prefix).
     /// A more specific prefix inside a connected network is allowed.
     RouteOverConnected,
+    /// An MTU below 68 bytes, RFC 791 §3.2's minimum ([`Router::set_mtu`]).
+    BadMtu,
+    /// A port number the router does not have ([`Router::set_mtu`]).
+    NoSuchPort,
 }
 
 impl From<FibError> for RouterError {
@@ -380,6 +418,8 @@ impl core::fmt::Display for RouterError {
             RouterError::RouteOverConnected => f.write_str(
                 "the prefix is a connected network, a port address or a broadcast address (routes may only be more specific)",
             ),
+            RouterError::BadMtu => write!(f, "an MTU must be {MIN_MTU}..=65535 bytes"),
+            RouterError::NoSuchPort => f.write_str("no such port"),
         }
     }
 }
@@ -404,9 +444,9 @@ pub enum Action {
         /// Bytes to send.
         len: usize,
     },
-    /// The frame is dropped (counted under `cause`: `no_route`, `ttl_expired` or
-    /// `bad_options`) and an ICMP error about it was built in `icmp_out[..len]`: transmit that on `port` (the input
-    /// port) and recycle the frame.
+    /// The frame is dropped (counted under `cause`: `no_route`, `ttl_expired`, `frag_needed`,
+    /// `source_route_failed` or `bad_options`) and an ICMP error about it was built in
+    /// `icmp_out[..len]`: transmit that on `port` (the input port) and recycle the frame.
     Icmp {
         /// Output port.
         port: u8,
@@ -425,6 +465,18 @@ pub enum Action {
     Consumed,
     /// Recycle the frame; counted under the reason.
     Drop(RouterDrop),
+    /// The frame is rewritten for forwarding out of `port` (TTL decremented, header checksum
+    /// updated, MACs set, options updated, Ethernet padding cut: `14 + IP total length` bytes)
+    /// but its datagram is longer than the port's MTU and may be fragmented (DF clear): make
+    /// the fragments with [`frag::Fragmenter`] at `mtu` and transmit them on `port`, then
+    /// recycle the frame (RFC 791 §3.2, RFC 1812 §5.2.6). Counted as `forwarded` and
+    /// `fragmented`.
+    Fragment {
+        /// Output port.
+        port: u8,
+        /// The output port's IP MTU in bytes ([`Router::mtu`]).
+        mtu: u16,
+    },
 }
 
 /// Work from [`Router::poll`].
@@ -450,6 +502,25 @@ pub enum Event<H> {
         dst: MacAddr,
         /// Source MAC (the output port's).
         src: MacAddr,
+    },
+    /// A queued frame's next hop is resolved, but its datagram is longer than `port`'s MTU
+    /// (DF clear; the port's MTU was larger when it was queued, or it is one that needed
+    /// fragmenting): write `dst`/`src` as for [`Event::Transmit`], then fragment its `len`
+    /// bytes at `mtu` ([`frag::Fragmenter`]) and transmit the fragments on `port`. Counted as
+    /// forwarded and fragmented.
+    Fragment {
+        /// The frame's handle, as given to [`Router::process`].
+        handle: H,
+        /// Output port.
+        port: u8,
+        /// Bytes of the frame (14 + IP total length).
+        len: usize,
+        /// Destination MAC.
+        dst: MacAddr,
+        /// Source MAC (the output port's).
+        src: MacAddr,
+        /// The output port's IP MTU in bytes.
+        mtu: u16,
     },
     /// A queued frame is dropped: recycle it. Counted under `reason`.
     Dropped {
@@ -607,6 +678,8 @@ pub struct Router<'a, H: Copy, const N: usize = 64, const Q: usize = 8, F: FibRe
     adj: [Adjacency; MAX_NEXTHOPS],
     /// Whether some `adj` entry is valid (so dropping them all is a no-op otherwise).
     adj_filled: bool,
+    /// Per port: the IP MTU, the largest IPv4 total length that may leave it (bytes).
+    mtu: [u16; MAX_PORTS],
     _fib: core::marker::PhantomData<Fib<'a>>,
 }
 
@@ -683,6 +756,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             mac_words,
             adj: [NO_ADJACENCY; MAX_NEXTHOPS],
             adj_filled: false,
+            mtu: [DEFAULT_MTU; MAX_PORTS],
             _fib: core::marker::PhantomData,
         })
     }
@@ -782,6 +856,34 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             .is_some_and(|a| a.kind == ADJ_GATEWAY)
     }
 
+    /// Set port `port`'s IP MTU: the largest IPv4 total length in bytes (header included,
+    /// Ethernet header not) that may leave it; [`DEFAULT_MTU`] (1500) until set. A datagram
+    /// longer than the egress port's MTU is fragmented ([`Action::Fragment`]) or, with DF set,
+    /// answered with Destination Unreachable code 4 carrying the MTU (RFC 1191 §4,
+    /// [`RouterDrop::FragNeeded`]). `mtu` must be at least [`MIN_MTU`] (68, RFC 791 §3.2),
+    /// else [`RouterError::BadMtu`]; a port the router does not have is
+    /// [`RouterError::NoSuchPort`]. Call it between frames (the dataplane does at boot, from
+    /// the device's MTU or `mtuN=`).
+    pub fn set_mtu(&mut self, port: usize, mtu: u16) -> Result<(), RouterError> {
+        if port >= self.nports {
+            return Err(RouterError::NoSuchPort);
+        }
+        if mtu < MIN_MTU {
+            return Err(RouterError::BadMtu);
+        }
+        self.mtu[port] = mtu;
+        Ok(())
+    }
+
+    /// Port `port`'s IP MTU in bytes (see [`Router::set_mtu`]); 0 for a port the router does
+    /// not have.
+    pub fn mtu(&self, port: usize) -> u16 {
+        match port < self.nports {
+            true => self.mtu[port],
+            false => 0,
+        }
+    }
+
     /// The ports.
     pub fn ports(&self) -> &[PortConfig] {
         &self.ports[..self.nports]
@@ -875,10 +977,11 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         now_ns: u64,
         icmp_out: &mut [u8],
     ) -> Action {
-        if let Some((port, len)) = self.forward_fast(in_port, frame, now_ns) {
+        let frame_len = frame.len();
+        if let Some((port, len)) = self.forward_fast_len(in_port, frame, frame_len, now_ns) {
             return Action::Forward { port, len };
         }
-        self.process_slow(in_port, frame, handle, now_ns, icmp_out)
+        self.process_slow_len(in_port, frame, frame_len, handle, now_ns, icmp_out)
     }
 
     /// The fast path of [`Router::process`], alone: a frame to this port's MAC carrying IPv4
@@ -890,7 +993,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// with the RFC 1624 checksum update, MACs rewritten, counted as `rx` and `forwarded`, and
     /// `Some((port, len))` returned as [`Action::Forward`] would say. Anything else returns
     /// `None` having changed nothing (no byte, no counter): give it to
-    /// [`Router::process_slow`] (or [`Router::process`]). Needs no ICMP buffer.
+    /// [`Router::process_slow`] (or [`Router::process`]). Needs no ICMP buffer. A datagram
+    /// longer than the egress port's MTU ([`Router::mtu`]) is refused too: the slow path
+    /// fragments it or answers it.
     #[inline(always)]
     pub fn forward_fast(
         &mut self,
@@ -898,9 +1003,26 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         frame: &mut [u8],
         now_ns: u64,
     ) -> Option<(u8, usize)> {
-        let &want = self.mac_words.get(in_port)?;
         let frame_len = frame.len();
-        let f = frame.first_chunk_mut::<FAST_HDR>()?;
+        self.forward_fast_len(in_port, frame, frame_len, now_ns)
+    }
+
+    /// [`Router::forward_fast`] for a frame of `frame_len` bytes of which `head` is the first
+    /// `head.len()` (a frame received in several buffers, `head` the contiguous first one,
+    /// holding the headers): every length check uses `frame_len`, and only the Ethernet and
+    /// IPv4 headers in `head` are read and written. Returns `Some((port, len))` with `len` ≤
+    /// `frame_len` the bytes of the frame to send (Ethernet padding cut). A `head` shorter
+    /// than 34 bytes is refused (`None`); `frame_len` is meant to be ≥ `head.len()`.
+    #[inline(always)]
+    pub fn forward_fast_len(
+        &mut self,
+        in_port: usize,
+        head: &mut [u8],
+        frame_len: usize,
+        now_ns: u64,
+    ) -> Option<(u8, usize)> {
+        let &want = self.mac_words.get(in_port)?;
+        let f = head.first_chunk_mut::<FAST_HDR>()?;
         let dst_mac = u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]]);
         if dst_mac & 0xffff_ffff_ffff != want
             || le32_at(f, ETHERTYPE.start) & 0xff_ffff != IPV4_IHL5
@@ -923,7 +1045,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let ttl = f[ip + IPV4_TTL];
         if !sum.is_multiple_of(0xffff)
             || total_len < ipv4::IPV4_MIN_HDR
-            || total_len > frame_len - ETH_HDR_LEN
+            || ETH_HDR_LEN + total_len > frame_len
             || ttl <= 1
             || NOT_UNICAST[(src >> 24) as usize] | NOT_UNICAST[(dst >> 24) as usize] != 0
             || (self.bad_src_bits >> (src & 63)) & 1 != 0
@@ -932,6 +1054,11 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         }
         let nhi = self.fib.fib().lookup_index(dst)?;
         let adj = *self.adj.get(nhi as usize)?;
+        // The egress MTU (one load: `port % MAX_PORTS` needs no bounds check). Longer: the
+        // slow path fragments it or answers "fragmentation needed".
+        if total_len > usize::from(self.mtu[usize::from(adj.port) % MAX_PORTS]) {
+            return None;
+        }
         if adj.kind != ADJ_GATEWAY {
             return self.forward_connected(f, adj, dst, total_len, now_ns);
         }
@@ -990,12 +1117,40 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         now_ns: u64,
         icmp_out: &mut [u8],
     ) -> Action {
+        let frame_len = frame.len();
+        self.process_slow_len(in_port, frame, frame_len, handle, now_ns, icmp_out)
+    }
+
+    /// [`Router::process_slow`] for a frame of `frame_len` bytes of which `head` is the first
+    /// `head.len()` (a frame received in several buffers; `head`, the contiguous first one,
+    /// holds the headers). Length checks use `frame_len`; only `head` is read and written
+    /// (the actions' `len` are frame lengths, ≤ `frame_len`). What would need bytes past the
+    /// head is dropped as [`RouterDrop::BeyondHead`]: an IPv4 header not in it, an echo
+    /// request to us longer than it; ICMP errors quote at most the head. A `frame_len` below
+    /// `head.len()` cuts the head to `frame_len` bytes.
+    #[cold]
+    #[inline(never)]
+    pub fn process_slow_len(
+        &mut self,
+        in_port: usize,
+        head: &mut [u8],
+        frame_len: usize,
+        handle: H,
+        now_ns: u64,
+        icmp_out: &mut [u8],
+    ) -> Action {
         self.counters.rx += 1;
-        let a = self.classify(in_port, frame, handle, now_ns, icmp_out);
+        let head_len = head.len().min(frame_len);
+        let frame = &mut head[..head_len];
+        let a = self.classify(in_port, frame, frame_len, handle, now_ns, icmp_out);
         self.sync_adjacencies();
         let c = &mut self.counters;
         match a {
             Action::Forward { .. } => c.forwarded += 1,
+            Action::Fragment { .. } => {
+                c.forwarded += 1;
+                c.fragmented += 1;
+            }
             Action::Reply { .. } if be16(frame, ETHERTYPE.start) == arp::ETHERTYPE_ARP => {
                 c.arp_replies += 1
             }
@@ -1012,11 +1167,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         a
     }
 
+    /// `frame` is the head (≤ `frame_len` bytes) of a frame of `frame_len` bytes.
     #[inline]
     fn classify(
         &mut self,
         in_port: usize,
         frame: &mut [u8],
+        frame_len: usize,
         handle: H,
         now_ns: u64,
         icmp_out: &mut [u8],
@@ -1033,7 +1190,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
             return Action::Drop(RouterDrop::NotForUs);
         }
         match be16(frame, ETHERTYPE.start) {
-            arp::ETHERTYPE_IPV4 if to_us => self.ipv4(in_port, frame, handle, now_ns, icmp_out),
+            arp::ETHERTYPE_IPV4 if to_us => {
+                self.ipv4(in_port, frame, frame_len, handle, now_ns, icmp_out)
+            }
             arp::ETHERTYPE_IPV4 => Action::Drop(RouterDrop::LinkBroadcast),
             arp::ETHERTYPE_ARP => self.arp(in_port, frame, now_ns),
             _ => Action::Drop(RouterDrop::UnsupportedEthertype),
@@ -1098,11 +1257,12 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         &mut self,
         in_port: usize,
         frame: &mut [u8],
+        frame_len: usize,
         handle: H,
         now_ns: u64,
         icmp_out: &mut [u8],
     ) -> Action {
-        let h = match ipv4::validate(&frame[ETH_HDR_LEN..]) {
+        let h = match ipv4::validate_len(&frame[ETH_HDR_LEN..], frame_len - ETH_HDR_LEN) {
             Ok(h) => h,
             Err(r) => return Action::Drop(r),
         };
@@ -1160,6 +1320,26 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                 icmp_out,
             );
         }
+        // RFC 1812 §5.2.7.1 / RFC 1191 §4: too long for the egress port with DF set, answered
+        // quoting the datagram as received (before its options are updated), as Linux's
+        // ip_forward does; with DF clear it is forwarded and the caller fragments it.
+        let mtu = self.mtu[usize::from(out_port) % MAX_PORTS];
+        let too_long = h.total_len > usize::from(mtu);
+        if too_long && h.df {
+            return self.icmp_error(
+                in_port,
+                frame,
+                &h,
+                (
+                    icmp::ICMP_DEST_UNREACH,
+                    icmp::ICMP_FRAG_NEEDED,
+                    u32::from(mtu),
+                ),
+                RouterDrop::FragNeeded,
+                now_ns,
+                icmp_out,
+            );
+        }
         if h.header_len > ipv4::IPV4_MIN_HDR {
             let out = (out_port, via_gateway);
             if let Err(a) =
@@ -1180,13 +1360,24 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                     (true, None) => {}
                 }
                 set_macs(frame, dst, src);
-                Action::Forward {
-                    port: out_port,
-                    len,
+                match too_long {
+                    false => Action::Forward {
+                        port: out_port,
+                        len,
+                    },
+                    true => Action::Fragment {
+                        port: out_port,
+                        mtu,
+                    },
                 }
             }
-            Resolve::Pending(i) => match self.neigh.enqueue(i, handle, len as u16) {
-                Ok(()) => Action::Queued,
+            // The queue keeps 16-bit frame lengths: a longer frame (only with an MTU above
+            // 65521) cannot wait in it.
+            Resolve::Pending(i) => match u16::try_from(len) {
+                Ok(len16) => match self.neigh.enqueue(i, handle, len16) {
+                    Ok(()) => Action::Queued,
+                    Err(_) => Action::Drop(RouterDrop::NeighQueueFull),
+                },
                 Err(_) => Action::Drop(RouterDrop::NeighQueueFull),
             },
             Resolve::TableFull => Action::Drop(RouterDrop::NeighTableFull),
@@ -1385,6 +1576,15 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let end = ETH_HDR_LEN + h.total_len;
         let hl = h.header_len;
         let at = ETH_HDR_LEN + hl;
+        if end > frame.len() {
+            // Past the head: the reply is built in place, the checksum over the whole message.
+            let echo = h.protocol == IPPROTO_ICMP
+                && frame.get(at + ICMP_TYPE) == Some(&icmp::ICMP_ECHO_REQUEST);
+            return match echo {
+                true => Action::Drop(RouterDrop::BeyondHead),
+                false => Action::ToHost,
+            };
+        }
         let is_echo = h.protocol == IPPROTO_ICMP
             && h.total_len >= hl + ICMP_HDR_LEN
             && be16(frame, ETH_HDR_LEN + IPV4_FLAGS_FRAG.start) & 0x3fff == 0
@@ -1534,6 +1734,18 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                     mac,
                 } => {
                     self.counters.forwarded += 1;
+                    let mtu = self.mtu[usize::from(port) % MAX_PORTS];
+                    if usize::from(len) > ETH_HDR_LEN + usize::from(mtu) {
+                        self.counters.fragmented += 1;
+                        return Some(Event::Fragment {
+                            handle,
+                            port,
+                            len: usize::from(len),
+                            dst: mac,
+                            src: self.ports[usize::from(port)].mac,
+                            mtu,
+                        });
+                    }
                     return Some(Event::Transmit {
                         handle,
                         port,
@@ -1588,5 +1800,6 @@ impl core::ops::AddAssign<&RouterCounters> for RouterCounters {
         self.icmp_suppressed += o.icmp_suppressed;
         self.no_buffer += o.no_buffer;
         self.arp_requests += o.arp_requests;
+        self.fragmented += o.fragmented;
     }
 }

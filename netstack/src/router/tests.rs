@@ -12,6 +12,7 @@ use smoltcp::wire::{
     Icmpv4DstUnreachable, Icmpv4Message, Icmpv4Packet, Icmpv4TimeExceeded, IpProtocol, Ipv4Packet,
     Ipv4Repr,
 };
+use std::string::ToString;
 use std::vec;
 use std::vec::Vec;
 
@@ -1822,4 +1823,261 @@ fn the_fast_path_agrees_with_the_slow_path() {
         }
     }
     assert_eq!(fast.counters(), slow.counters());
+}
+
+/// A UDP datagram from A to `dst` of `total` bytes (IP total length) with DF as `df`.
+fn udp_sized(dst: Ipv4Addr, total: usize, df: bool) -> Vec<u8> {
+    let payload: Vec<u8> = (0..total - IPV4_MIN_HDR).map(|i| i as u8).collect();
+    let mut f = ip_frame(A_IP, dst, 64, 17, &payload);
+    let mut p = Ipv4Packet::new_unchecked(&mut f[IP..]);
+    p.set_dont_frag(df);
+    p.fill_checksum();
+    f
+}
+
+#[test]
+fn mtu_per_port_is_set_and_checked() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    assert_eq!((r.mtu(0), r.mtu(1), r.mtu(2)), (1500, 1500, 0));
+    assert_eq!(r.set_mtu(1, 9000), Ok(()));
+    assert_eq!(r.set_mtu(0, 68), Ok(()));
+    assert_eq!((r.mtu(0), r.mtu(1)), (68, 9000));
+    assert_eq!(r.set_mtu(0, 67), Err(RouterError::BadMtu));
+    assert_eq!(r.set_mtu(2, 1500), Err(RouterError::NoSuchPort));
+    assert_eq!(r.mtu(0), 68, "unchanged by a refused call");
+    assert_eq!(
+        RouterError::BadMtu.to_string(),
+        "an MTU must be 68..=65535 bytes"
+    );
+}
+
+#[test]
+fn too_long_for_the_egress_mtu_is_fragmented_or_answered() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    r.set_mtu(1, 1000).unwrap();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    // Exactly the MTU: forwarded, and (once the slow path cached the next hop) by the fast
+    // path.
+    let orig = udp_sized(B_IP, 1000, true);
+    let mut f = orig.clone();
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Forward {
+            port: 1,
+            len: IP + 1000
+        }
+    );
+    let mut f = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut f, 0), Some((1, IP + 1000)));
+    // One byte more with DF clear: not the fast path (nothing changed), then rewritten and
+    // handed back to be fragmented.
+    let orig = udp_sized(B_IP, 1001, false);
+    let mut f = orig.clone();
+    let before = *r.counters();
+    assert_eq!(r.forward_fast(0, &mut f, 0), None);
+    assert_eq!((f == orig, *r.counters() == before), (true, true));
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Fragment { port: 1, mtu: 1000 }
+    );
+    check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    assert_eq!(r.counters().fragmented, 1);
+    assert_eq!(r.counters().forwarded, before.forwarded + 1);
+    // The fragments: 976 + 5 payload bytes, TTL already decremented.
+    let segs: [&[u8]; 1] = [&f];
+    let mut fr = frag::Fragmenter::new(&segs, 1000).unwrap();
+    assert_eq!(fr.count(), 2);
+    let mut buf = [0u8; 1100];
+    assert_eq!(fr.next_into(&mut buf), Ok(Some(IP + 996)));
+    let p = Ipv4Packet::new_checked(&buf[IP..IP + 996]).unwrap();
+    assert!(p.verify_checksum() && p.more_frags() && p.hop_limit() == 63);
+    assert_eq!(fr.next_into(&mut buf), Ok(Some(IP + 25)));
+    // DF set: dropped, Destination Unreachable code 4 with the next-hop MTU in the second
+    // 16-bit word of the unused field (RFC 1191 §4), quoting the datagram as received.
+    let orig = udp_sized(B_IP, 1001, true);
+    let mut f = orig.clone();
+    let a = run(&mut r, 0, &mut f, 1, 0, &mut out);
+    let Action::Icmp {
+        port: 0,
+        len,
+        cause: RouterDrop::FragNeeded,
+    } = a
+    else {
+        panic!("{a:?}")
+    };
+    check_icmp_error(&out[..len], &orig, 3, 4);
+    assert_eq!(&out[L4..][ICMP_REST], &[0, 0, 0x03, 0xe8], "MTU 1000");
+    let icmp = Icmpv4Packet::new_checked(&out[L4..len]).unwrap();
+    assert_eq!(
+        Icmpv4DstUnreachable::from(icmp.msg_code()),
+        Icmpv4DstUnreachable::FragRequired
+    );
+    assert_eq!(f, orig, "the frame is not rewritten");
+    assert_eq!(r.counters().drops_for(RouterDrop::FragNeeded), 1);
+    assert_eq!(r.counters().icmp_sent, 1);
+    assert_eq!(r.counters().fragmented, 1);
+    // A non-first fragment with DF (odd, but legal) too long: dropped, no error about it
+    // (RFC 1812 §4.3.2.7).
+    let mut f = udp_sized(B_IP, 1001, true);
+    Ipv4Packet::new_unchecked(&mut f[IP..]).set_frag_offset(800);
+    Ipv4Packet::new_unchecked(&mut f[IP..]).fill_checksum();
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut out),
+        Action::Drop(RouterDrop::FragNeeded)
+    );
+    assert_eq!(r.counters().icmp_suppressed, 1);
+    // A fragment (MF, offset) that fits is forwarded as it is, by the fast path.
+    let mut orig = udp_sized(B_IP, 1000, false);
+    let mut p = Ipv4Packet::new_unchecked(&mut orig[IP..]);
+    p.set_more_frags(true);
+    p.set_frag_offset(1480);
+    p.fill_checksum();
+    let mut f = orig.clone();
+    assert_eq!(r.forward_fast(0, &mut f, 0), Some((1, IP + 1000)));
+    check_forwarded(&orig, &f, B_MAC, P1_MAC);
+}
+
+#[test]
+fn frag_needed_is_rate_limited_with_the_other_errors() {
+    let mut s = Store::new(16, 64);
+    let cfg = RouterConfig {
+        icmp_rate_per_sec: 1,
+        icmp_burst: 2,
+        ..RouterConfig::default()
+    };
+    let mut r = router(&mut s, cfg);
+    resolve_b(&mut r, 0);
+    r.set_mtu(1, 576).unwrap();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let actions: Vec<Action> = (0..3)
+        .map(|_| run(&mut r, 0, &mut udp_sized(B_IP, 1500, true), 1, 0, &mut out))
+        .collect();
+    assert!(matches!(
+        actions[..],
+        [
+            Action::Icmp {
+                cause: RouterDrop::FragNeeded,
+                ..
+            },
+            Action::Icmp {
+                cause: RouterDrop::FragNeeded,
+                ..
+            },
+            Action::Drop(RouterDrop::FragNeeded)
+        ]
+    ));
+    // One bucket: a Time Exceeded now is limited too.
+    assert_eq!(
+        run(&mut r, 0, &mut udp_to(B_IP, 1), 1, 0, &mut out),
+        Action::Drop(RouterDrop::TtlExpired)
+    );
+    assert_eq!(r.counters().icmp_rate_limited, 2);
+    assert_eq!(r.counters().drops_for(RouterDrop::FragNeeded), 3);
+    // A second later, one token again.
+    assert!(matches!(
+        run(&mut r, 0, &mut udp_sized(B_IP, 1500, true), 1, S, &mut out),
+        Action::Icmp {
+            cause: RouterDrop::FragNeeded,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_queued_datagram_too_long_for_its_port_comes_back_to_be_fragmented() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    r.set_mtu(1, 1000).unwrap();
+    let mut f = udp_sized(B_IP, 1400, false);
+    assert_eq!(run(&mut r, 0, &mut f, 7, 0, &mut []), Action::Queued);
+    resolve_b(&mut r, 10);
+    let ev: Vec<Event<u32>> = drain(&mut r, 10).into_iter().map(|e| e.0).collect();
+    assert_eq!(
+        ev,
+        [Event::Fragment {
+            handle: 7,
+            port: 1,
+            len: IP + 1400,
+            dst: B_MAC,
+            src: P1_MAC,
+            mtu: 1000,
+        }]
+    );
+    assert_eq!((r.counters().forwarded, r.counters().fragmented), (1, 1));
+}
+
+#[test]
+fn frames_longer_than_their_head() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    resolve_b(&mut r, 0);
+    r.set_mtu(1, 9000).unwrap();
+    r.set_mtu(0, 9000).unwrap();
+    let mut out = [0u8; icmp::ICMP_ERROR_MAX_FRAME];
+    let orig = udp_sized(B_IP, 9000, true);
+    assert_eq!(orig.len(), 9014);
+    // Slow path first (fills the next-hop cache), then the fast path; only the 4084-byte
+    // head is given, the rest of the frame is left alone.
+    for fast in [false, true] {
+        let mut f = orig.clone();
+        let (head, tail) = f.split_at_mut(4084);
+        let a = match fast {
+            false => r.process_slow_len(0, head, 9014, 1, 0, &mut out),
+            true => r
+                .forward_fast_len(0, head, 9014, 0)
+                .map(|(port, len)| Action::Forward { port, len })
+                .unwrap(),
+        };
+        assert_eq!(a, Action::Forward { port: 1, len: 9014 });
+        assert_eq!(tail, &orig[4084..]);
+        check_forwarded(&orig, &f, B_MAC, P1_MAC);
+    }
+    // Too long for port 1 at 1500 with DF clear: Fragment; the fragmenter reads the head and
+    // the rest as segments.
+    r.set_mtu(1, 1500).unwrap();
+    let orig = udp_sized(B_IP, 9000, false);
+    let mut f = orig.clone();
+    assert_eq!(r.forward_fast_len(0, &mut f[..4084], 9014, 0), None);
+    assert_eq!(
+        r.process_slow_len(0, &mut f[..4084], 9014, 1, 0, &mut out),
+        Action::Fragment { port: 1, mtu: 1500 }
+    );
+    let segs: [&[u8]; 3] = [&f[..4084], &f[4084..8180], &f[8180..]];
+    assert_eq!(frag::Fragmenter::new(&segs, 1500).unwrap().count(), 7);
+    // Lengths are checked against the frame: a total length past it is bad.
+    let mut f = orig.clone();
+    assert_eq!(
+        r.process_slow_len(0, &mut f[..4084], 9013, 1, 0, &mut out),
+        Action::Drop(RouterDrop::BadTotalLen)
+    );
+    // A head without the whole IPv4 header, an echo request to us longer than the head.
+    let mut f = orig.clone();
+    assert_eq!(
+        r.process_slow_len(0, &mut f[..30], 9014, 1, 0, &mut out),
+        Action::Drop(RouterDrop::BeyondHead)
+    );
+    let mut big = echo_request(P0_IP, 0);
+    let n = big.len();
+    assert_eq!(
+        r.process_slow_len(0, &mut big[..n - 1], n, 1, 0, &mut out),
+        Action::Drop(RouterDrop::BeyondHead)
+    );
+    assert_eq!(r.counters().drops_for(RouterDrop::BeyondHead), 2);
+    // An ICMP error quotes at most the head (here 100 bytes: 86 of the datagram).
+    let mut f = udp_sized(B_IP, 1000, false);
+    f[IP + IPV4_TTL] = 1;
+    Ipv4Packet::new_unchecked(&mut f[IP..]).fill_checksum();
+    let a = r.process_slow_len(0, &mut f[..100], 1014, 1, 0, &mut out);
+    let Action::Icmp { len, .. } = a else {
+        panic!("{a:?}")
+    };
+    assert_eq!(len, L4 + ICMP_HDR_LEN + 86);
+    assert_eq!(&out[L4 + ICMP_HDR_LEN..len], &f[IP..100]);
+    assert_eq!(
+        r.counters().outcomes() + r.queued_frames() as u64,
+        r.counters().rx
+    );
 }

@@ -58,6 +58,7 @@ fn largest() -> Stats {
         icmp_suppressed: m,
         no_buffer: m,
         arp_requests: m,
+        fragmented: m,
     };
     let sync = NeighSync {
         sent: m,
@@ -169,6 +170,7 @@ fn sample(router: bool) -> Stats {
         queued: 4,
         icmp_sent: 2,
         arp_requests: 1,
+        fragmented: 3,
         ..RouterCounters::default()
     };
     c.drops[RouterDrop::NoRoute as usize] = 1;
@@ -286,14 +288,16 @@ fn json_is_the_established_line() {
         r#""tlb":{"pages_unmapped":40,"batches":3,"ipis_sent":0,"poll_requests":0,"#,
         r#""flushes_received":0,"invlpg_pages":0,"full_flushes":0,"wait_cycles":0,"#,
         r#""pending_pages":0}}],"#,
-        r#""router":{"rx":200,"forwarded":190,"arp_replies":2,"echo_replies":1,"#,
+        r#""router":{"rx":200,"forwarded":190,"fragmented":3,"arp_replies":2,"echo_replies":1,"#,
         r#""arp_consumed":1,"arp_requests":1,"to_host":3,"queued":4,"queued_now":0,"#,
         r#""icmp_sent":2,"icmp_rate_limited":0,"icmp_suppressed":0,"no_buffer":0,"drops":{"#,
         r#""runt":0,"unknown_port":0,"not_for_us":0,"link_broadcast":0,"#,
         r#""unsupported_ethertype":0,"bad_arp":0,"arp_not_for_us":0,"ip_truncated":0,"#,
-        r#""bad_version":0,"bad_ihl":0,"bad_total_len":0,"bad_checksum":0,"bad_options":0,"#,
+        r#""bad_version":0,"bad_ihl":0,"bad_total_len":0,"bad_checksum":0,"beyond_head":0,"#,
+        r#""bad_options":0,"#,
         r#""martian_src":0,"martian_dst":0,"broadcast":0,"multicast":0,"#,
-        r#""source_route_failed":0,"no_route":1,"ttl_expired":2,"neigh_table_full":0,"#,
+        r#""source_route_failed":0,"no_route":1,"ttl_expired":2,"frag_needed":0,"#,
+        r#""neigh_table_full":0,"#,
         r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0,"neigh_evicted":0},"#,
         r#""neigh_sync":{"sent":5,"applied":5,"dropped":0},"mgmt_handoff":6,"#,
         r#""mgmt_handoff_dropped":0}}"#,
@@ -427,6 +431,7 @@ fn prometheus_lines() {
         "gannet_buddyinfo_free_blocks{zone=\"0\",order=\"0\"} 5",
         "gannet_buddyinfo_free_blocks{zone=\"0\",order=\"10\"} 7",
         "gannet_router_forwarded_total 190",
+        "gannet_router_fragmented_total 3",
         "gannet_router_icmp_sent_total 2",
         "gannet_router_drops_total{reason=\"no_route\"} 1",
         "gannet_router_drops_total{reason=\"ip_truncated\"} 0",
@@ -453,7 +458,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 28);
+    assert_eq!(families, 29);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

@@ -321,6 +321,12 @@ impl<P: Platform> Core<P> {
                 self.pages.recycle(page)
             }
             Action::Consumed | Action::Drop(_) => self.pages.recycle(page),
+            // TODO(issue 14): fragment (netstack::router::frag::Fragmenter at `mtu`); until
+            // then a datagram longer than the egress MTU is dropped as too_big on that port.
+            Action::Fragment { port, .. } => {
+                self.counters[usize::from(port) % PORTS].drop(DropReason::TooBig);
+                self.pages.recycle(page)
+            }
         }
     }
 
@@ -484,6 +490,14 @@ impl<P: Platform> Core<P> {
                     let mut page = unsafe { self.pages.adopt(handle) };
                     set_macs(page.frame_mut(len), dst, src);
                     self.stage_tx(usize::from(port), page, len);
+                }
+                // TODO(issue 14): fragment (netstack::router::frag::Fragmenter at `mtu`); until
+                // then dropped as too_big on the egress port.
+                Some(Event::Fragment { handle, port, .. }) => {
+                    // SAFETY: as for Transmit: handed back by the router's queue.
+                    let page = unsafe { self.pages.adopt(handle) };
+                    self.counters[usize::from(port) % PORTS].drop(DropReason::TooBig);
+                    self.pages.recycle(page);
                 }
                 Some(Event::Dropped { handle, .. }) => {
                     // SAFETY: as above: handed back by the router's queue.
