@@ -17,6 +17,8 @@ use virtio_drivers::Hal;
 pub trait Nic {
     /// The port's MAC address.
     fn mac(&self) -> [u8; 6];
+    /// The MTU the device reports (`VIRTIO_NET_F_MTU`, bytes of IP datagram), if any.
+    fn mtu(&self) -> Option<u16>;
     /// RX descriptors that can take a page right now.
     fn rx_free_slots(&self) -> usize;
     /// Pages posted to the RX ring.
@@ -97,6 +99,9 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline]
     fn mac(&self) -> [u8; 6] {
         VirtioNet::mac(self)
+    }
+    fn mtu(&self) -> Option<u16> {
+        VirtioNet::mtu(self)
     }
     #[inline]
     fn rx_free_slots(&self) -> usize {

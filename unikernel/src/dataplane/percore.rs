@@ -127,7 +127,17 @@ pub(crate) enum Deferred {
         port: u8,
         len: u16,
     },
+    /// A frame built in a fresh page (a fragment, RFC 791 §3.2), `len` bytes to send on `port`.
+    Tx { page: RawPage, port: u8, len: u16 },
 }
+
+/// Router mode: the pages after the first of a multi-page frame the router's neighbour queue
+/// holds (by its first page): `(first page, the others)`.
+pub(crate) type MultiStash = heapless::Vec<(Pfn, heapless::Vec<Pfn, 3>), MULTI_STASH>;
+
+/// Multi-page frames waiting for ARP at once (per core): 32. One more is queued with its first
+/// page only and dropped (`too_big`) when released.
+pub(crate) const MULTI_STASH: usize = 32;
 
 /// Router mode: a core's router and what goes with it.
 pub struct RouteState<M> {
@@ -149,6 +159,8 @@ pub struct RouteState<M> {
     pub(crate) deferred: heapless::Vec<Deferred, MAX_BURST>,
     /// When the current (or last) fused burst started (ns since boot).
     pub(crate) burst_ns: u64,
+    /// Multi-page frames in the neighbour queue: their other pages.
+    pub(crate) multi: MultiStash,
 }
 
 /// What [`Core::new`] needs.
@@ -178,6 +190,8 @@ pub struct CoreParams<P: Platform> {
 pub enum CoreError {
     /// A page_pool could not be created or attached to its ring (pool id, reason).
     Pool(u32, &'static str),
+    /// The router refused a port's MTU (port, MTU in bytes): below RFC 791's 68.
+    Mtu(usize, u16),
 }
 
 /// One forwarding core.
@@ -246,8 +260,22 @@ impl<P: Platform> Core<P> {
             sync: RouterSync::default(),
             deferred: heapless::Vec::new(),
             burst_ns: 0,
+            multi: heapless::Vec::new(),
         });
         let rewrite = core::array::from_fn(|q| MacRewrite::new(p.cfg.mode, macs[q], p.cfg.peer[q]));
+        let mut route = route;
+        if let Some(rs) = route.as_mut() {
+            // The egress MTU per port: `mtuN=`, else the device's (VIRTIO_NET_F_MTU), else
+            // Ethernet's 1500 (RFC 894).
+            for (port, nic) in p.nics.iter().enumerate() {
+                let mtu = p.cfg.mtu[port]
+                    .or(nic.mtu())
+                    .unwrap_or(netstack::router::DEFAULT_MTU);
+                rs.router
+                    .set_mtu(port, mtu)
+                    .map_err(|_| CoreError::Mtu(port, mtu))?;
+            }
+        }
         let mut core = Core {
             cfg: p.cfg,
             pair: k,

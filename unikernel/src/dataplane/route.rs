@@ -7,9 +7,10 @@ use super::page::{PageBuf, FRAME_ROOM};
 use super::pages::Pages;
 use super::percore::{count_give_back, Core, Deferred, MgmtPlane, Platform, RouteState};
 use drivers::nic::Nic;
-use drivers::virtio_net::{ForwardOps, GiveBack, RxVerdict};
+use drivers::virtio_net::{ForwardOps, GiveBack, MultiFrame, RxVerdict};
 use mm::Pfn;
 use netstack::config::PORTS;
+use netstack::router::frag::Fragmenter;
 use netstack::router::{set_macs, Action, Event, NeighUpdate};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{DropReason, PortCounters};
@@ -52,9 +53,57 @@ impl<M> RouteOps<'_, M> {
                     // SAFETY: the spare page taken for this error, ours.
                     self.pages.recycle(unsafe { PageBuf::from_raw(icmp) });
                 }
+                // SAFETY: a page taken for a fragment, ours.
+                Deferred::Tx { page, .. } => self.pages.recycle(unsafe { PageBuf::from_raw(page) }),
             }
         }
         RxVerdict::Consumed
+    }
+
+    /// Recycle every page of a multi-page frame.
+    fn recycle_all(&mut self, pages: &[Pfn]) {
+        for &pfn in pages {
+            self.recycle(pfn);
+        }
+    }
+
+    /// Fragment the (rewritten) datagram in `segments` for an egress `mtu` (RFC 791 §3.2,
+    /// RFC 1812 §5.2.6: `netstack::router::frag`) into fresh pages of pool 0, each deferred for
+    /// transmission on `port`. Returns the fragments made; a malformed datagram or no page is
+    /// a counted drop (`too_big` on the egress port; the fragments made so far are sent).
+    fn fragment(&mut self, segments: &[&[u8]], port: u8, mtu: u16) -> usize {
+        let egress = usize::from(port) % PORTS;
+        let Ok(mut frags) = Fragmenter::new(segments, mtu) else {
+            self.counters[egress].drop(DropReason::TooBig);
+            return 0;
+        };
+        let mut made = 0;
+        loop {
+            let Some(mut page) = self.pages.alloc(0) else {
+                self.counters[egress].no_buffer += 1;
+                return made;
+            };
+            match frags.next_into(page.room_mut()) {
+                Ok(Some(len)) => {
+                    made += 1;
+                    let d = Deferred::Tx {
+                        page: page.into_raw(),
+                        port,
+                        len: len as u16,
+                    };
+                    self.defer(d);
+                }
+                Ok(None) => {
+                    self.pages.recycle(page);
+                    return made;
+                }
+                Err(_) => {
+                    self.pages.recycle(page);
+                    self.counters[egress].drop(DropReason::TooBig);
+                    return made;
+                }
+            }
+        }
     }
 }
 
@@ -93,6 +142,121 @@ impl<M> ForwardOps for RouteOps<'_, M> {
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
         count_give_back(self.counters, self.p, why);
         self.recycle(pfn);
+    }
+
+    /// A frame of several pages (a jumbo frame): routed on its headers (all in the first
+    /// page) with the router's fast path, else its slow path; sent zero copy as the same pages
+    /// when it leaves through the other port whole, fragmented into fresh pages when the
+    /// egress MTU is smaller (DF clear), answered with an ICMP error (e.g. Fragmentation
+    /// Needed, DF set) or dropped otherwise. Waiting for ARP, its other pages are kept
+    /// (`RouteState::multi`) beside the first, which the neighbour queue holds.
+    #[cold]
+    #[inline(never)]
+    fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+        let len = frame.len;
+        let fast = self
+            .rs
+            .router
+            .forward_fast_len(self.p, frame.head, len, self.now);
+        if let Some((port, n)) = fast {
+            if usize::from(port) == 1 - self.p {
+                return if n == len {
+                    RxVerdict::Forward
+                } else {
+                    RxVerdict::ForwardFirst(n)
+                };
+            }
+            // A hairpin of a multi-page frame: not sent (the deferred path is one page).
+            self.counters[self.p].drop(DropReason::TooBig);
+            self.recycle_all(frame.pages);
+            return RxVerdict::Consumed;
+        }
+        self.multi_slow(frame)
+    }
+}
+
+impl<M> RouteOps<'_, M> {
+    /// [`ForwardOps::forward_multi`] past the router's fast path: `Router::process_slow_len`
+    /// with the spare page for an ICMP error.
+    fn multi_slow(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+        let (len, pfn0) = (frame.len, frame.pages[0]);
+        if self.rs.spare.is_none() {
+            self.rs.spare = self.pages.alloc(0);
+        }
+        let icmp = match self.rs.spare.as_mut() {
+            Some(sp) => sp.room_mut(),
+            None => &mut [][..],
+        };
+        let action = self
+            .rs
+            .router
+            .process_slow_len(self.p, frame.head, len, pfn0, self.now, icmp);
+        match action {
+            Action::Forward { port, len: n } if usize::from(port) == 1 - self.p => {
+                if n == len {
+                    RxVerdict::Forward
+                } else {
+                    RxVerdict::ForwardFirst(n)
+                }
+            }
+            Action::Fragment { port, mtu } => {
+                let mut segs: heapless::Vec<&[u8], 4> = heapless::Vec::new();
+                let _ = segs.push(&frame.head[..]);
+                for i in 1..frame.pages.len() {
+                    if let Some((pfn, range)) = frame.segment(i) {
+                        // SAFETY: the page came off the RX ring with `range` written by the
+                        // device; nobody else holds it until it is recycled below.
+                        let bytes = unsafe {
+                            core::slice::from_raw_parts(
+                                (pfn.addr() as usize + range.start) as *const u8,
+                                range.len(),
+                            )
+                        };
+                        let _ = segs.push(bytes);
+                    }
+                }
+                self.fragment(&segs, port, mtu);
+                self.recycle_all(frame.pages);
+                RxVerdict::Consumed
+            }
+            Action::Icmp { port, len: n, .. } => {
+                self.recycle_all(&frame.pages[1..]);
+                match self.rs.spare.take() {
+                    Some(sp) => self.defer(Deferred::Icmp {
+                        pfn: pfn0,
+                        icmp: sp.into_raw(),
+                        port,
+                        len: n as u16,
+                    }),
+                    None => {
+                        self.recycle(pfn0);
+                        RxVerdict::Consumed
+                    }
+                }
+            }
+            Action::Queued => {
+                // The neighbour queue holds the first page; keep the others beside it.
+                let rest: heapless::Vec<Pfn, 3> =
+                    frame.pages[1..].iter().copied().take(3).collect();
+                if let Err((_, rest)) = self.rs.multi.push((pfn0, rest)) {
+                    // No room: the frame goes out (or is dropped) as its first page only,
+                    // which `router_events` refuses (`too_big`).
+                    self.recycle_all(&rest);
+                }
+                RxVerdict::Consumed
+            }
+            Action::Drop(_) => {
+                self.recycle_all(frame.pages);
+                RxVerdict::Consumed
+            }
+            // Anything else (for the management plane, a reply, a hairpin) is one page's
+            // business: a multi-page frame is dropped, counted.
+            _ => {
+                self.counters[self.p].drop(DropReason::TooBig);
+                self.recycle_all(frame.pages);
+                RxVerdict::Consumed
+            }
+        }
     }
 }
 
@@ -249,6 +413,11 @@ impl<P: Platform> Core<P> {
                     self.stage_tx(usize::from(port), sp, usize::from(len));
                     self.pages.recycle(page);
                 }
+                Deferred::Tx { page, port, len } => {
+                    // SAFETY: a page taken for a fragment (pool 0), ours.
+                    let page = unsafe { PageBuf::from_raw(page) };
+                    self.stage_tx(usize::from(port), page, usize::from(len));
+                }
             }
         }
         if let Some(rs) = self.route.as_mut() {
@@ -321,11 +490,63 @@ impl<P: Platform> Core<P> {
                 self.pages.recycle(page)
             }
             Action::Consumed | Action::Drop(_) => self.pages.recycle(page),
-            // TODO(issue 14): fragment (netstack::router::frag::Fragmenter at `mtu`); until
-            // then a datagram longer than the egress MTU is dropped as too_big on that port.
-            Action::Fragment { port, .. } => {
-                self.counters[usize::from(port) % PORTS].drop(DropReason::TooBig);
-                self.pages.recycle(page)
+            // A one-page datagram longer than the egress MTU (DF clear): fragments in fresh
+            // pages, sent at once.
+            Action::Fragment { port, mtu } => {
+                self.fragment_pages(&[page.frame_mut(len)], port, mtu);
+                self.pages.recycle(page);
+                self.flush_all();
+            }
+        }
+    }
+
+    /// The other pages of the multi-page frame whose first page is `first`, if the stash
+    /// kept them (`RouteState::multi`), taken out of it.
+    fn take_multi(&mut self, first: Pfn) -> heapless::Vec<Pfn, 3> {
+        let Some(rs) = self.route.as_mut() else {
+            return heapless::Vec::new();
+        };
+        match rs.multi.iter().position(|(f, _)| *f == first) {
+            Some(i) => rs.multi.swap_remove(i).1,
+            None => heapless::Vec::new(),
+        }
+    }
+
+    /// Recycle pages of port 0's or 1's RX rings known only by frame number (a multi-page
+    /// frame's other pages).
+    fn recycle_raw(&mut self, pages: &[Pfn]) {
+        for &pfn in pages {
+            // SAFETY: a page of a frame received on this core, nobody else holds it.
+            let page = unsafe { self.pages.adopt(pfn) };
+            self.pages.recycle(page);
+        }
+    }
+
+    /// Fragment the datagram in `segments` (its frame, already rewritten) for an egress
+    /// `mtu` (RFC 791 §3.2, `netstack::router::frag`) into fresh pages of pool 0 and stage
+    /// each for `port`. A malformed datagram or no page is a counted drop.
+    fn fragment_pages(&mut self, segments: &[&[u8]], port: u8, mtu: u16) {
+        let egress = usize::from(port) % PORTS;
+        let Ok(mut frags) = Fragmenter::new(segments, mtu) else {
+            self.counters[egress].drop(DropReason::TooBig);
+            return;
+        };
+        loop {
+            let Some(mut page) = self.pages.alloc(0) else {
+                self.counters[egress].no_buffer += 1;
+                return;
+            };
+            match frags.next_into(page.room_mut()) {
+                Ok(Some(len)) => self.stage_tx(egress, page, len),
+                Ok(None) => {
+                    self.pages.recycle(page);
+                    return;
+                }
+                Err(_) => {
+                    self.pages.recycle(page);
+                    self.counters[egress].drop(DropReason::TooBig);
+                    return;
+                }
             }
         }
     }
@@ -488,20 +709,58 @@ impl<P: Platform> Core<P> {
                     // SAFETY: the router's queue held the page (given up at Action::Queued)
                     // and hands it back now.
                     let mut page = unsafe { self.pages.adopt(handle) };
+                    let rest = self.take_multi(handle);
+                    if len > FRAME_ROOM || !rest.is_empty() {
+                        // A multi-page frame released by ARP: sent only from the fused
+                        // burst (as a descriptor chain); dropped here, counted.
+                        self.counters[usize::from(port) % PORTS].drop(DropReason::TooBig);
+                        self.recycle_raw(&rest);
+                        self.pages.recycle(page);
+                        continue;
+                    }
                     set_macs(page.frame_mut(len), dst, src);
                     self.stage_tx(usize::from(port), page, len);
                 }
-                // TODO(issue 14): fragment (netstack::router::frag::Fragmenter at `mtu`); until
-                // then dropped as too_big on the egress port.
-                Some(Event::Fragment { handle, port, .. }) => {
+                Some(Event::Fragment {
+                    handle,
+                    port,
+                    len,
+                    dst,
+                    src,
+                    mtu,
+                }) => {
                     // SAFETY: as for Transmit: handed back by the router's queue.
-                    let page = unsafe { self.pages.adopt(handle) };
-                    self.counters[usize::from(port) % PORTS].drop(DropReason::TooBig);
+                    let mut page = unsafe { self.pages.adopt(handle) };
+                    let rest = self.take_multi(handle);
+                    let head = len.min(FRAME_ROOM);
+                    set_macs(page.frame_mut(head), dst, src);
+                    let mut segs: heapless::Vec<&[u8], 4> = heapless::Vec::new();
+                    let _ = segs.push(page.frame_mut(head));
+                    let mut left = len - head;
+                    for &pfn in &rest {
+                        let take = left.min(mm::PAGE_SIZE);
+                        // SAFETY: a page of the frame, kept in the stash since the router
+                        // queued the frame; nobody else holds it.
+                        let _ = segs.push(unsafe {
+                            core::slice::from_raw_parts(pfn.addr() as usize as *const u8, take)
+                        });
+                        left -= take;
+                    }
+                    if left > 0 {
+                        // Its other pages were not kept (the stash was full).
+                        self.counters[usize::from(port) % PORTS].drop(DropReason::TooBig);
+                    } else {
+                        self.fragment_pages(&segs, port, mtu);
+                    }
+                    drop(segs);
+                    self.recycle_raw(&rest);
                     self.pages.recycle(page);
                 }
                 Some(Event::Dropped { handle, .. }) => {
                     // SAFETY: as above: handed back by the router's queue.
                     let page = unsafe { self.pages.adopt(handle) };
+                    let rest = self.take_multi(handle);
+                    self.recycle_raw(&rest);
                     self.pages.recycle(page);
                 }
             }
