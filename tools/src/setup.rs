@@ -125,6 +125,13 @@ fn ensure_debian_tool(tool: &str, package: &str) -> Result<()> {
     if which(tool).is_some() {
         return Ok(());
     }
+    // One apt-get at a time: tests run on parallel threads, and a second apt-get fails on
+    // dpkg's lock (seen: "installing iputils-ping failed" from two hosts tests at once).
+    static APT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _apt = APT.lock().unwrap_or_else(|e| e.into_inner());
+    if which(tool).is_some() {
+        return Ok(());
+    }
     let cmd = format!("apt-get update && apt-get install -y --no-install-recommends {package}");
     if !is_root() {
         bail!("{tool} not found; install it with: sudo sh -c '{cmd}'");

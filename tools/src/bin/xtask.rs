@@ -1040,6 +1040,8 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
 fn cmd_test() -> Result<ExitCode> {
     setup::ensure()?;
     setup::ensure_promtool()?;
+    // The hosts tests need ping, curl and iperf3: installed here once, not by two tests at once.
+    setup::ensure_host_tools()?;
     let image = qemu::build_image()?;
     // The integration tests boot every guest with the default accelerator (GuestConfig).
     announce_accel(qemu::GuestConfig::default().accel, false, None);

@@ -1,0 +1,165 @@
+//! Jumbo frames with real Linux hosts (issue 14, item 5): hosts behind both router ports at
+//! MTU 9000 (tap devices and QEMU's `host_mtu=9000`); with Gannet's port 1 at `mtu1=1500`,
+//! `ping -M dont -s 8000` crosses (fragmented by Gannet), `ping -M do -s 8000` gets
+//! Fragmentation Needed with MTU 1500, and an iperf3 TCP transfer completes (path-MTU
+//! discovery reacts to the ICMP); with both ports at 9000 the transfer runs in jumbo frames.
+
+use gannet_tests::*;
+use tools::hosts::{plan_with_mtu, Hosts};
+use tools::mtu::Mtus;
+
+const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+
+fn out(o: &std::process::Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The router on two tap ports with `host_mtu=9000`, hosts at MTU 9000 behind them.
+fn boot(append: &str) -> (TapNet, Guest, Hosts) {
+    require_tap();
+    tools::setup::ensure_host_tools().expect("ping, curl, iperf3");
+    let mtus = Mtus::new(vec![9000]).expect("MTU");
+    let net = TapNet::create_with_mtu(2, 1, Some(&mtus)).expect("tap namespace");
+    let cfg = GuestConfig {
+        image: image(),
+        append: append.to_string(),
+        backend: Backend::Tap,
+        netns: Some(net.path()),
+        mtu: Some(mtus.clone()),
+        ..GuestConfig::default()
+    };
+    let guest = Guest::boot(&cfg).expect("boot");
+    guest.wait_ready(READY_TIMEOUT).expect("ready");
+    let hosts =
+        Hosts::create(&net, &plan_with_mtu(append, 2, Some(&mtus)).unwrap()).expect("hosts");
+    (net, guest, hosts)
+}
+
+/// iperf3 TCP from the host behind port 0 to the one behind port 1 for `secs` seconds:
+/// bytes received.
+fn iperf3(hosts: &Hosts, secs: u32) -> f64 {
+    let mut server = std::process::Command::new("ip")
+        .args(["netns", "exec", hosts.namespace(1).unwrap()])
+        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 server");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let t = secs.to_string();
+    let o = hosts
+        .exec(
+            0,
+            &[
+                "timeout",
+                "60",
+                "iperf3",
+                "-c",
+                "10.0.1.2",
+                "-t",
+                &t,
+                "--connect-timeout",
+                "5000",
+                "-J",
+            ],
+        )
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(o.status.success(), "iperf3: {}", out(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 -J");
+    let r = &j["end"]["sum_received"];
+    eprintln!(
+        "iperf3 TCP (TCG): {:.1} Mbit/s, {} retransmits",
+        r["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        j["end"]["sum_sent"]["retransmits"]
+    );
+    r["bytes"].as_f64().unwrap_or(0.0)
+}
+
+#[test]
+fn hosts_at_9000_through_a_1500_byte_port_fragment_and_learn_the_path_mtu() {
+    let (net, mut guest, hosts) = boot(&format!("{APPEND} mtu1=1500"));
+    let ping = |args: &[&str]| {
+        let mut cmd = vec!["ping", "-n", "-c", "3", "-i", "0.3", "-W", "3"];
+        cmd.extend_from_slice(args);
+        hosts.exec(0, &cmd).unwrap()
+    };
+    // DF clear: Gannet fragments the 8,028-byte datagrams for port 1 (the first one waits
+    // for ARP and is fragmented when released).
+    let o = ping(&["-M", "dont", "-s", "8000", "10.0.1.2"]);
+    assert!(o.status.success(), "ping -M dont -s 8000: {}", out(&o));
+    // DF set: Fragmentation Needed, MTU 1500, from the router (later pings fail locally,
+    // Linux having learnt the path MTU).
+    let o = ping(&["-M", "do", "-s", "8000", "10.0.1.2"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        !o.status.success(),
+        "ping -M do -s 8000 got answers: {}",
+        out(&o)
+    );
+    assert!(
+        text.contains("mtu = 1500") || text.contains("mtu=1500"),
+        "no Fragmentation Needed with MTU 1500: {}",
+        out(&o)
+    );
+    // TCP: path-MTU discovery takes it down to 1500 and the transfer completes.
+    let bytes = iperf3(&hosts, 3);
+    assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes");
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    let s = stats.expect("final STATS");
+    let r = router(&s);
+    assert!(r.fragmented >= 3, "the pings were fragmented: {s}");
+    assert!(r.drops.frag_needed >= 1, "{s}");
+    assert_no_leak(&s);
+    drop(hosts);
+    drop(net);
+}
+
+#[test]
+fn hosts_at_9000_through_9000_byte_ports_move_tcp_in_jumbo_frames() {
+    let (net, mut guest, hosts) = boot(APPEND);
+    let o = hosts
+        .exec(
+            0,
+            &[
+                "ping", "-n", "-c", "3", "-i", "0.3", "-W", "3", "-M", "do", "-s", "8000",
+                "10.0.1.2",
+            ],
+        )
+        .unwrap();
+    // The first may be lost (a multi-page frame waiting for ARP is dropped when released).
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("bytes from 10.0.1.2"),
+        "no jumbo ping answered: {}",
+        out(&o)
+    );
+    let bytes = iperf3(&hosts, 3);
+    assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes");
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    let s = stats.expect("final STATS");
+    let r = router(&s);
+    assert_eq!(r.fragmented, 0, "{s}");
+    // Full-size segments: the data direction's frames average well above one page.
+    let p0 = &s.ports[0];
+    assert!(
+        p0.rx_bytes / p0.rx.max(1) > 4096,
+        "port 0 averaged {} bytes a frame: {s}",
+        p0.rx_bytes / p0.rx.max(1)
+    );
+    assert_no_leak(&s);
+    drop(hosts);
+    drop(net);
+}
