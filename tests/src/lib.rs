@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 pub mod acpi;
+pub mod hosts;
 
 pub use netstack::stats::PortDrops;
 pub use tools::bench_sim;

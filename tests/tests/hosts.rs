@@ -3,19 +3,11 @@
 //! distribution's `ping`, `curl`, `iperf3` (TCP) and `prometheus` talking through and to
 //! Gannet (issue 16, items 1 and 4).
 
+use gannet_tests::hosts::{out, run_iperf3};
 use gannet_tests::*;
 use tools::hosts::{plan, Hosts};
 
 const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
-
-fn out(o: &std::process::Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// The router on two tap ports, ready, with a host behind each port. Drop order: hosts, then
 /// the guest's namespace (the caller drops them explicitly after quitting the guest).
@@ -177,41 +169,6 @@ fn a_real_prometheus_scrapes_the_router() {
     assert_no_leak(&stats.expect("final STATS"));
     drop(hosts);
     drop(net);
-}
-
-/// iperf3 TCP for `secs` seconds from the host behind port 0 to an `iperf3 -s -1` on the host
-/// behind port 1 (10.0.1.2); its `-J` report. Panics (the test fails) if iperf3 fails.
-fn run_iperf3(hosts: &Hosts, secs: u32) -> serde_json::Value {
-    let mut server = std::process::Command::new("ip")
-        .args(["netns", "exec", hosts.namespace(1).unwrap()])
-        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("iperf3 server");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let t = secs.to_string();
-    let o = hosts
-        .exec(
-            0,
-            &[
-                "timeout",
-                "60",
-                "iperf3",
-                "-c",
-                "10.0.1.2",
-                "-t",
-                &t,
-                "--connect-timeout",
-                "5000",
-                "-J",
-            ],
-        )
-        .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
-    assert!(o.status.success(), "iperf3: {}", out(&o));
-    serde_json::from_slice(&o.stdout).expect("iperf3 -J output")
 }
 
 /// One iperf3 TCP run of `secs` seconds from the host behind port 0 to the one behind port 1

@@ -4,20 +4,12 @@
 //! Fragmentation Needed with MTU 1500, and an iperf3 TCP transfer completes (path-MTU
 //! discovery reacts to the ICMP); with both ports at 9000 the transfer runs in jumbo frames.
 
+use gannet_tests::hosts::{out, run_iperf3};
 use gannet_tests::*;
 use tools::hosts::{plan_with_mtu, Hosts};
 use tools::mtu::Mtus;
 
 const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
-
-fn out(o: &std::process::Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// The router on two tap ports with `host_mtu=9000`, hosts at MTU 9000 behind them.
 fn boot(append: &str) -> (TapNet, Guest, Hosts) {
@@ -40,39 +32,10 @@ fn boot(append: &str) -> (TapNet, Guest, Hosts) {
     (net, guest, hosts)
 }
 
-/// iperf3 TCP from the host behind port 0 to the one behind port 1 for `secs` seconds:
-/// bytes received.
+/// iperf3 TCP for `secs` seconds from the host behind port 0 to the one behind port 1:
+/// bytes received (figures printed).
 fn iperf3(hosts: &Hosts, secs: u32) -> f64 {
-    let mut server = std::process::Command::new("ip")
-        .args(["netns", "exec", hosts.namespace(1).unwrap()])
-        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("iperf3 server");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let t = secs.to_string();
-    let o = hosts
-        .exec(
-            0,
-            &[
-                "timeout",
-                "60",
-                "iperf3",
-                "-c",
-                "10.0.1.2",
-                "-t",
-                &t,
-                "--connect-timeout",
-                "5000",
-                "-J",
-            ],
-        )
-        .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
-    assert!(o.status.success(), "iperf3: {}", out(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 -J");
+    let j = run_iperf3(hosts, secs);
     let r = &j["end"]["sum_received"];
     eprintln!(
         "iperf3 TCP (TCG): {:.1} Mbit/s, {} retransmits",
@@ -80,6 +43,15 @@ fn iperf3(hosts: &Hosts, secs: u32) -> f64 {
         j["end"]["sum_sent"]["retransmits"]
     );
     r["bytes"].as_f64().unwrap_or(0.0)
+}
+
+/// Quit the guest cleanly; its final STATS, checked for leaks.
+fn quit(guest: &mut Guest) -> Stats {
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    let s = stats.expect("final STATS");
+    assert_no_leak(&s);
+    s
 }
 
 #[test]
@@ -115,13 +87,10 @@ fn hosts_at_9000_through_a_1500_byte_port_fragment_and_learn_the_path_mtu() {
     // TCP: path-MTU discovery takes it down to 1500 and the transfer completes.
     let bytes = iperf3(&hosts, 3);
     assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes");
-    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
-    assert!(exit.is_clean(), "{exit}");
-    let s = stats.expect("final STATS");
+    let s = quit(&mut guest);
     let r = router(&s);
     assert!(r.fragmented >= 3, "the pings were fragmented: {s}");
     assert!(r.drops.frag_needed >= 1, "{s}");
-    assert_no_leak(&s);
     drop(hosts);
     drop(net);
 }
@@ -147,9 +116,7 @@ fn hosts_at_9000_through_9000_byte_ports_move_tcp_in_jumbo_frames() {
     );
     let bytes = iperf3(&hosts, 3);
     assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes");
-    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
-    assert!(exit.is_clean(), "{exit}");
-    let s = stats.expect("final STATS");
+    let s = quit(&mut guest);
     let r = router(&s);
     assert_eq!(r.fragmented, 0, "{s}");
     // Full-size segments: the data direction's frames average well above one page.
@@ -159,7 +126,6 @@ fn hosts_at_9000_through_9000_byte_ports_move_tcp_in_jumbo_frames() {
         "port 0 averaged {} bytes a frame: {s}",
         p0.rx_bytes / p0.rx.max(1)
     );
-    assert_no_leak(&s);
     drop(hosts);
     drop(net);
 }
