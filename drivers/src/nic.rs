@@ -57,6 +57,12 @@ pub trait Nic {
     /// Pop completed TX pages (with the owner tag each was sent with) into `out`; returns how
     /// many.
     fn tx_complete(&mut self, out: &mut [TxDone]) -> usize;
+    /// Send one frame of several pages now (see [`VirtioNet::tx_chain`]); `false` if the ring
+    /// had no room (the pages stay the caller's).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::tx_chain`].
+    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool;
     /// The fused fast path: receive up to `max` buffers here and transmit what `ops` forwards
     /// on `tx`'s TX queue, tagged `owner` (see [`VirtioNet::forward_burst`]).
     ///
@@ -149,6 +155,10 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline]
     fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         VirtioNet::tx_complete(self, out)
+    }
+    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
+        // SAFETY: the caller keeps the trait's contract, which is the driver's.
+        unsafe { VirtioNet::tx_chain(self, parts, owner) }
     }
     #[inline(always)]
     unsafe fn forward_burst<O: ForwardOps>(

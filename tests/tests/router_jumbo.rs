@@ -42,8 +42,7 @@ fn datagram(len: usize, seq: u64, df: bool) -> Vec<u8> {
     f
 }
 
-/// A small datagram first, so the router resolves 10.0.1.2 (a multi-page frame that waits
-/// for ARP is dropped when released: it is sent only from the fused burst).
+/// A small datagram first, so the router resolves 10.0.1.2.
 fn resolve(rig: &Rig, p0: &gen::RawPort, p1: &gen::RawPort) {
     p0.send(&datagram(100, 1, false)).unwrap();
     recv_answering_arp(p1, 1, FRAME_TIMEOUT)
@@ -78,6 +77,25 @@ fn jumbo_frame_routed_whole_between_9000_byte_ports() {
     }
     let mut rig = rig;
     let s = rig.quit();
+    assert_no_leak(&s);
+}
+
+/// A jumbo datagram that meets an unresolved next hop waits for ARP with all its pages and
+/// leaves whole (a chain sent from outside the fused burst) once the next hop answers.
+#[test]
+fn jumbo_frame_waiting_for_arp_leaves_whole() {
+    let rig = Rig::start_mtu(ROUTER, gen_count(1, 64, false), 9000);
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let sent = datagram(9014, 5, false);
+    p0.send(&sent).unwrap();
+    let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
+        .unwrap_or_else(|| panic!("the queued jumbo datagram was not routed\n{}", rig.tail()));
+    assert_eq!(got.len(), 9014);
+    assert_eq!(checked_ipv4(&got).time_to_live, 63);
+    assert_eq!(&got[ETH_HDR_LEN + 20..], &sent[ETH_HDR_LEN + 20..]);
+    let mut rig = rig;
+    let s = rig.quit();
+    assert_eq!(router(&s).queued, 1, "{s}");
     assert_no_leak(&s);
 }
 

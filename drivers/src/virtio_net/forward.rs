@@ -580,6 +580,59 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         st.tx_bytes += send as u64;
     }
 
+    /// Send one frame of several pages on this handle's TX queue outside a fused burst (e.g.
+    /// a multi-page frame the router's neighbour queue released): `parts` are the pages in
+    /// frame order with the frame bytes in each (the first page's after its
+    /// [`NET_HDR_LEN`]-byte header area, zeroed here; the others from offset 0), at most
+    /// [`MAX_FRAME_BUFFERS`]; every page tagged `owner` (handed back with it on completion).
+    /// Published at once; no kick. Returns `false` (nothing taken: the pages stay the
+    /// caller's) when the ring has too few free descriptors or `parts` is empty or too long.
+    ///
+    /// # Safety
+    /// Every page is an order-0 RAM page the caller owns, holding its bytes as said, and is
+    /// the device's until a TX completion or [`VirtioNet::take_pages`] returns it.
+    pub unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
+        if parts.is_empty() || parts.len() > MAX_FRAME_BUFFERS || owner & TX_CHAIN_TAG != 0 {
+            return false;
+        }
+        let mut descs = [(0u64, 0u32); MAX_FRAME_BUFFERS];
+        for (i, &(pfn, len)) in parts.iter().enumerate() {
+            let hdr = if i == 0 { NET_HDR_LEN } else { 0 };
+            if pfn == NO_PAGE || len == 0 || hdr + len > PAGE_SIZE {
+                return false;
+            }
+            descs[i] = (pfn.addr(), (hdr + len) as u32);
+        }
+        let n = parts.len();
+        let page = parts[0].0.addr() as usize as *mut u8;
+        // SAFETY: the caller's page (contract); §5.1.6.2: a header of zeros asks for no
+        // offload.
+        unsafe { core::ptr::write_bytes(page, 0, NET_HDR_LEN) };
+        let mut ids = [0u16; MAX_FRAME_BUFFERS];
+        if self.tx.push_readable_chain(&descs[..n], &mut ids).is_none() {
+            return false;
+        }
+        for i in 0..n {
+            let id = usize::from(ids[i]) & (QUEUE_SIZE - 1);
+            let tag = if i == 0 && n > 1 {
+                owner | TX_CHAIN_TAG
+            } else {
+                owner
+            };
+            self.tx_pages[id] = TxDone {
+                pfn: parts[i].0,
+                owner: tag,
+            };
+            self.tx_next[id] = ids[(i + 1).min(MAX_FRAME_BUFFERS - 1)];
+        }
+        self.tx.publish();
+        self.tx_posted += n;
+        if n > 1 {
+            self.tx_chains += 1;
+        }
+        true
+    }
+
     /// The rest of a TX chain whose head (descriptor `head`) the device completed: release its
     /// other descriptors (through `release`) and hand their pages to `f` with the chain's
     /// owner tag. Returns how many pages.
