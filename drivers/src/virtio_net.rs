@@ -359,6 +359,9 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     /// The next descriptor of each TX chain descriptor (as the driver linked it), so a
     /// completion walks its chain without reading the descriptor table back.
     tx_next: [u16; QUEUE_SIZE],
+    /// Multi-page frames were seen lately: the fused burst runs its chain-aware loop
+    /// (`forward_run_chains`) until a burst of one-page frames only.
+    rx_chain_mode: bool,
     mac: [u8; 6],
     /// The device's `mtu` (§5.1.4), when `VIRTIO_NET_F_MTU` was negotiated.
     mtu: Option<u16>,
@@ -507,6 +510,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rx_chain: RxChain::default(),
             tx_chains: 0,
             tx_next: [0; QUEUE_SIZE],
+            rx_chain_mode: false,
             mac,
             mtu,
             features,

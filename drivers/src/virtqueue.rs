@@ -538,6 +538,42 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         id
     }
 
+    /// The descriptor the burst's `d`-th take from the free stack gets (for `d <`
+    /// [`SplitQueue::cursor_free`]), without taking it: [`SplitQueue::staged`] takes them.
+    #[inline(always)]
+    pub fn nth_free(&self, c: &Cursor, d: usize) -> u16 {
+        debug_assert!(d < c.nfree);
+        self.free[c.nfree.wrapping_sub(1 + d) & (N - 1)] & (N as u16 - 1)
+    }
+
+    /// Write descriptor `id` (one the driver owns: taken off the free stack by the burst,
+    /// [`SplitQueue::nth_free`]) as a device-readable buffer, continuing in `next` when
+    /// `Some` (`VIRTQ_DESC_F_NEXT`, §2.7.5). Plain stores, seen by the device after
+    /// [`SplitQueue::publish`].
+    #[inline(always)]
+    pub fn write_desc(&self, id: u16, addr: u64, len: u32, next: Option<u16>) {
+        let (flags, next) = next.map_or((0, 0), |n| (VIRTQ_DESC_F_NEXT, n));
+        let id = usize::from(id) & (N - 1);
+        // SAFETY: `id < N` (masked); the caller owns the descriptor (not available to the
+        // device); plain stores as in `stage`.
+        unsafe {
+            let d = self.desc.add(id).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write(u64::from(len) | u64::from(flags) << 32 | u64::from(next) << 48);
+        }
+    }
+
+    /// Make descriptor `id` (a chain's head, written with [`SplitQueue::write_desc`]) the
+    /// burst's `a`-th available entry; the cursor moves once ([`SplitQueue::staged`]).
+    #[inline(always)]
+    pub fn avail_nth(&self, c: &Cursor, a: usize, id: u16) {
+        let slot = (usize::from(c.avail_idx) + a) & (N - 1);
+        // SAFETY: the slot is masked into the avail ring, ours until drop.
+        unsafe { self.avail.add(2 + slot).write(id) };
+    }
+
     /// The `i`-th used element's id after the cursor (see [`SplitQueue::pop_nth`]).
     #[inline(always)]
     pub fn pop_nth_id(&self, c: &Cursor, i: usize) -> u32 {

@@ -244,6 +244,250 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         st
     }
 
+    /// The rest of a burst while multi-page frames flow (entered from `forward_rest`, after
+    /// the general run stopped at one): the general run first if a frame is half collected,
+    /// then [`VirtioNet::forward_run_chains`] until it takes everything; what it leaves (a
+    /// malformed buffer, a frame not yet whole in the used ring) goes to the general run. A
+    /// rest of one-page frames only ends the mode.
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn forward_burst_chains<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        ready: usize,
+        owner: u32,
+        ops: &mut O,
+    ) -> BurstStats {
+        let mut st = BurstStats::default();
+        let mut left = ready;
+        let mut multi = false;
+        while left > 0 {
+            if self.rx_chain.n > 0 || self.rx_skip > 0 {
+                // SAFETY: the caller's contract, passed on.
+                let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
+                st.add(&run);
+                let done = if stop > 0 { stop } else { left };
+                left -= done;
+                if self.rx_chain.n > 0 && self.rx_skip == 0 {
+                    self.forward_chain(tx, owner, ops, &mut st);
+                }
+                multi = true;
+                continue;
+            }
+            // SAFETY: the caller's contract, passed on.
+            let (run, done, saw_multi) = unsafe { self.forward_run_chains(tx, left, owner, ops) };
+            st.add(&run);
+            multi |= saw_multi;
+            left -= done;
+            if left > 0 {
+                // The chain loop stopped at something it does not handle: one general run
+                // for the rest (it also collects a frame not yet whole in the used ring).
+                // SAFETY: the caller's contract, passed on.
+                let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
+                st.add(&run);
+                let done = if stop > 0 { stop } else { left };
+                left -= done;
+                if self.rx_chain.n > 0 && self.rx_skip == 0 {
+                    self.forward_chain(tx, owner, ops, &mut st);
+                }
+                multi |= run.buffers > run.rx_frames || stop > 0;
+            }
+        }
+        if !multi {
+            self.rx_chain_mode = false;
+        }
+        st
+    }
+
+    /// The chain-aware loop of the fused burst: one frame per step, of `num_buffers` used
+    /// elements (1..=[`MAX_FRAME_BUFFERS`], all in the used ring), each RX slot re-posted from
+    /// the alloc cache, the dataplane asked ([`ForwardOps::forward`] or
+    /// [`ForwardOps::forward_multi`]) and the frame posted on `tx`'s TX ring as a chain of
+    /// its pages (one available entry, one descriptor per page: two counters, so the chain
+    /// needs no stop). Stops before anything unusual (a bad id or length, a frame not whole
+    /// yet, no page for a slot, the TX ring full), leaving it to the general run. Returns its
+    /// counts, the used elements taken, and whether it saw a multi-page frame.
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    unsafe fn forward_run_chains<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        ready: usize,
+        owner: u32,
+        ops: &mut O,
+    ) -> (BurstStats, usize, bool) {
+        let mut rc = self.rx.cursor();
+        let mut tc = tx.tx.cursor();
+        let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
+        let mut st = BurstStats::default();
+        let (mut i, mut r, mut a, mut d) = (0, 0, 0, 0);
+        let mut multi = false;
+        'frames: while i < ready {
+            // Look first: every element of the frame there and sound, else leave it.
+            let (id0, used0) = self.rx.pop_nth(&rc, i);
+            let Some(&pfn0) = self.rx_pages.get(id0 as usize) else {
+                break;
+            };
+            let used0 = used0 as usize;
+            if pfn0 == NO_PAGE || !(NET_HDR_LEN..=PAGE_SIZE).contains(&used0) {
+                break;
+            }
+            let page0 = pfn0.addr() as usize as *mut u8;
+            // SAFETY: the device is done with the page (its used element is in the ring) and
+            // the driver owns it; offset 10..12 is inside it.
+            let k = usize::from(u16::from_le_bytes(unsafe {
+                page0
+                    .add(NUM_BUFFERS_OFFSET)
+                    .cast::<[u8; 2]>()
+                    .read_unaligned()
+            }))
+            .max(1);
+            if k > MAX_FRAME_BUFFERS || i + k > ready || d + k > tx_free {
+                break;
+            }
+            let mut pages = [NO_PAGE; MAX_FRAME_BUFFERS];
+            let mut lens = [0u16; MAX_FRAME_BUFFERS];
+            let mut ids = [0u16; MAX_FRAME_BUFFERS];
+            let mut len = 0;
+            for j in 0..k {
+                let (id, used) = self.rx.pop_nth(&rc, i + j);
+                let p = match self.rx_pages.get(id as usize) {
+                    Some(&p) if p != NO_PAGE => p,
+                    _ => break 'frames,
+                };
+                let bytes = if j == 0 {
+                    used0 - NET_HDR_LEN
+                } else {
+                    used as usize
+                };
+                if j > 0 && (bytes == 0 || bytes > PAGE_SIZE) {
+                    break 'frames;
+                }
+                pages[j] = p;
+                lens[j] = bytes as u16;
+                ids[j] = id as u16;
+                len += bytes;
+            }
+            // Every slot re-posted (or, with no page at all, left to the general run: only
+            // the cache's pages are taken here).
+            let mut fresh = [NO_PAGE; MAX_FRAME_BUFFERS];
+            for f in fresh[..k].iter_mut() {
+                match ops.rx_page_cached() {
+                    Some(p) => *f = p,
+                    None => match ops.rx_page().filter(|&p| p != NO_PAGE) {
+                        Some(p) => *f = p,
+                        None => {
+                            // Give back what was taken for this frame: recycled as spares.
+                            for &p in fresh.iter().filter(|&&p| p != NO_PAGE) {
+                                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+                            }
+                            break 'frames;
+                        }
+                    },
+                }
+            }
+            for j in 0..k {
+                self.rx.repost_nth(&rc, r, ids[j], fresh[j].addr());
+                self.rx_pages[usize::from(ids[j]) & (QUEUE_SIZE - 1)] = fresh[j];
+                r += 1;
+            }
+            i += k;
+            st.buffers += k;
+            st.rx_frames += 1;
+            st.rx_bytes += len as u64;
+            multi |= k > 1;
+            // SAFETY: the first page is ours now; it holds `NET_HDR_LEN + lens[0]` bytes.
+            let head = unsafe {
+                core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), usize::from(lens[0]))
+            };
+            let verdict = if k == 1 {
+                ops.forward(pfn0, head)
+            } else {
+                ops.forward_multi(MultiFrame {
+                    pages: &pages[..k],
+                    lens: &lens[..k],
+                    head,
+                    len,
+                })
+            };
+            let send = match verdict {
+                RxVerdict::Forward => len,
+                RxVerdict::ForwardFirst(n) => n.min(len),
+                RxVerdict::Consumed => continue,
+            };
+            // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of zeros.
+            unsafe {
+                page0.cast::<u64>().write_unaligned(0);
+                page0.add(8).cast::<u32>().write_unaligned(0);
+            }
+            // The chain's descriptors (pages past `send` are not sent), last to first.
+            let mut m = 1;
+            let mut reach = usize::from(lens[0]);
+            while m < k && reach < send {
+                reach += usize::from(lens[m]);
+                m += 1;
+            }
+            for &p in &pages[m..k] {
+                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+            }
+            let mut left = send;
+            let mut next = None;
+            let mut cut = [0usize; MAX_FRAME_BUFFERS];
+            for j in 0..m {
+                cut[j] = usize::from(lens[j]).min(left);
+                left -= cut[j];
+            }
+            for j in (0..m).rev() {
+                let id = tx.tx.nth_free(&tc, d + j);
+                let hdr = if j == 0 { NET_HDR_LEN } else { 0 };
+                tx.tx
+                    .write_desc(id, pages[j].addr(), (hdr + cut[j]) as u32, next);
+                let slot = usize::from(id) & (QUEUE_SIZE - 1);
+                let tag = if j == 0 && m > 1 {
+                    owner | TX_CHAIN_TAG
+                } else {
+                    owner
+                };
+                tx.tx_pages[slot] = TxDone {
+                    pfn: pages[j],
+                    owner: tag,
+                };
+                if let Some(nx) = next {
+                    tx.tx_next[slot] = nx;
+                }
+                next = Some(id);
+            }
+            if let Some(head_id) = next {
+                tx.tx.avail_nth(&tc, a, head_id);
+            }
+            a += 1;
+            d += m;
+            if m > 1 {
+                tx.tx_chains += 1;
+            }
+            st.tx_frames += 1;
+            st.tx_bytes += send as u64;
+        }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, i);
+        SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
+        SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, a, d);
+        self.rx.set_cursor(rc);
+        tx.tx.set_cursor(tc);
+        self.rx_unpublished += r;
+        if self.rx_unpublished >= RX_PUBLISH_BATCH {
+            self.rx_publish();
+        }
+        if a > 0 {
+            tx.tx.publish();
+            tx.tx_posted += d;
+        }
+        (st, i, multi)
+    }
+
     /// A run stopped at a multi-buffer frame that became whole: send it, then go on with the
     /// `left` used elements after it (stopping and sending again at every such frame), so
     /// frames leave in the order they came. Adds to `st`.
@@ -265,6 +509,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 self.forward_chain(tx, owner, ops, st);
             }
             if left == 0 {
+                return;
+            }
+            if self.rx_chain_mode {
+                // Multi-page frames flow: the rest of the burst in the chain-aware loop (the
+                // common path pays nothing for the check: it is here, after a stop).
+                // SAFETY: the caller's contract, passed on.
+                let rest = unsafe { self.forward_burst_chains(tx, left, owner, ops) };
+                st.add(&rest);
                 return;
             }
             // SAFETY: the caller's contract, passed on.
@@ -481,6 +733,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         rare.rejected += 1;
         if b.status == RxStatus::TooBig && usize::from(self.rx_skip) < MAX_FRAME_BUFFERS {
             // The first buffer of a frame of `rx_skip + 1` buffers: its header and first bytes.
+            // The next bursts run the chain-aware loop.
+            self.rx_chain_mode = true;
             self.rx_chain = RxChain::default();
             self.rx_chain.push(pfn, (used - NET_HDR_LEN) as u16);
             return NotWhole::Skip;
