@@ -1024,32 +1024,49 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         room: &mut [Pfn],
         mut other: impl FnMut(Pfn, u32),
     ) -> (usize, usize) {
-        let mut n = 0;
-        let mut total = 0;
-        while total < room.len() {
-            let Some((id, _len)) = self.tx.pop_used() else {
-                break;
-            };
+        let mut c = self.tx.cursor();
+        // One `used->idx` read; never more completions than descriptors in flight.
+        let ready = self
+            .tx
+            .used_ready(&c)
+            .min(room.len())
+            .min(QUEUE_SIZE - SplitQueue::<H, QUEUE_SIZE>::cursor_free(&c));
+        let (mut n, mut total, mut pages) = (0, 0, 0);
+        for _ in 0..ready {
+            let mut id = self.tx.pop_ready_id(&mut c);
             let Some(done) = self.take_tx_page(id) else {
                 continue;
             };
-            self.tx.release(id as u16);
-            self.tx_posted -= 1;
+            self.tx.release_in(&mut c, id as u16);
             total += 1;
             let tag = done.owner & !TX_CHAIN_TAG;
-            let mut put = |pfn: Pfn, tag: u32| {
+            let mut pfn = done.pfn;
+            // The frame's pages: the head, then (a chain) the linked descriptors.
+            for _ in 0..MAX_FRAME_BUFFERS {
+                pages += 1;
                 if tag == owner && n < room.len() {
                     room[n] = pfn;
                     n += 1;
                 } else {
                     other(pfn, tag);
                 }
-            };
-            put(done.pfn, tag);
+                if done.owner & TX_CHAIN_TAG == 0 || !self.tx.desc_has_next(id as u16) {
+                    break;
+                }
+                id = u32::from(self.tx_next[id as usize & (QUEUE_SIZE - 1)]);
+                let slot = &mut self.tx_pages[id as usize & (QUEUE_SIZE - 1)];
+                pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
+                self.tx.release_in(&mut c, id as u16);
+                if pfn == NO_PAGE {
+                    break;
+                }
+            }
             if done.owner & TX_CHAIN_TAG != 0 {
-                self.tx_chain_rest(id as u16, tag, |q, d| q.release(d), &mut put);
+                self.tx_chains = self.tx_chains.saturating_sub(1);
             }
         }
+        self.tx.set_cursor(c);
+        self.tx_posted -= pages;
         (n, total)
     }
 }
