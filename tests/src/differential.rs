@@ -312,8 +312,9 @@ pub const CHOICES: &[Choice] = &[
                of a datagram with options (the first fragment and every payload byte and \
                offset are compared)",
         gannet: "the copied options only, padded with End of Option List to a multiple of 4 \
-                 (here 24 bytes of header instead of 32); a later fragment may so carry 8 more \
-                 payload bytes than the first (the frame set's option case has one later \
+                 (frag-opts-copy: 24 header bytes instead of 32; frag-opts-eol: 32 instead of \
+                 40, Security and two EOL); a later fragment may so carry 8 more \
+                 payload bytes than the first (the frame set's option cases have one later \
                  fragment, so the offsets agree)",
         linux: "the not-copied options overwritten with NOP, the header length kept \
                 (ip_options_fragment)",
@@ -772,6 +773,22 @@ pub fn frame_set() -> Result<Vec<Case>> {
             &Dgram {
                 id: 0x3002,
                 options: vec![7, 7, 4, 0, 0, 0, 0, 1, 136, 4, 0x12, 0x34],
+                ..udp(to1, 960)
+            },
+        )?,
+    );
+    add(
+        "frag-opts-eol",
+        "a 1008-byte datagram with Record Route and Security (copied, 11 bytes), DF clear: the \
+         second fragment carries Security padded to 12 bytes with End of Option List (RFC 791 \
+         §3.2; choice C14-frag-options)",
+        build(
+            us,
+            &Dgram {
+                id: 0x3006,
+                options: vec![
+                    7, 7, 4, 0, 0, 0, 0, 130, 11, 0xf1, 0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                ],
                 ..udp(to1, 960)
             },
         )?,
@@ -2285,6 +2302,37 @@ mod tests {
             "gannet frame count under exception X1-linux-zeronet-source"
         );
         assert!(choice("X1-linux-zeronet-source").linux_deviates);
+    }
+
+    #[test]
+    fn later_fragments_options_are_choice_c14() {
+        let cases = frame_set().unwrap();
+        let f = &cases
+            .iter()
+            .find(|c| c.name == "frag-opts-copy")
+            .unwrap()
+            .frame;
+        let marked = |f: &[u8]| {
+            dissect(f)
+                .into_iter()
+                .filter(|x| x.choice == Some("C14-frag-options"))
+                .map(|x| x.name)
+                .collect::<Vec<_>>()
+        };
+        assert!(marked(f).is_empty(), "a first fragment is compared whole");
+        let mut later = f.clone();
+        later[ETH_HDR_LEN..][IPV4_FLAGS_FRAG].copy_from_slice(&69u16.to_be_bytes());
+        fix_ip_checksum(&mut later);
+        let m = marked(&later);
+        assert!(m.contains(&"ip.ihl".to_string()) && m.contains(&"ip.total_len".to_string()));
+        assert!(!m.contains(&"ip.payload".to_string()), "{m:?}");
+        // Without options a later fragment is compared whole (frag-middle).
+        let mid = &cases
+            .iter()
+            .find(|c| c.name == "frag-middle")
+            .unwrap()
+            .frame;
+        assert!(marked(mid).is_empty());
     }
 
     #[test]
