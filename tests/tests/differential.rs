@@ -2,9 +2,9 @@
 //! `gannet_tests::differential` through Gannet's router mode and through the Linux peer
 //! (`peer_mode=l3`, `peer_sysctl=diff`), compared field for field except where RFC 1812 leaves
 //! a choice (`differential::CHOICES`, printed by the test). Port 1 is at MTU 576 on both, so
-//! the fragmentation cases are also checked against RFC 791's arithmetic here. Both guests boot at once (TCG, no
-//! `-icount`); the Linux peer is downloaded with apt on first use and cached in
-//! `<target>/peer-linux`.
+//! the fragmentation cases are also checked against RFC 791's arithmetic here. Both guests boot
+//! at once (TCG, no `-icount`); the Linux peer is downloaded with apt on first use and cached
+//! in `<target>/peer-linux`.
 
 use std::time::Instant;
 
