@@ -20,6 +20,12 @@
 //! port 1 has [`SETTLE`] to arrive). No fixed sleeps; a router that stops answering fails the
 //! case after [`CASE_TIMEOUT`].
 //!
+//! Egress MTU: port 1's MTU is [`EGRESS_MTU`] (576) on both routers, port 0's is 1500, so the
+//! `frag-`/`mtu-`/`refrag-` cases (and `udp-1472`) exercise fragmentation (RFC 791 §3.2, RFC
+//! 1812 §5.2.6) and Fragmentation Needed (RFC 1191 §4); each case's fragments are compared in
+//! order, frame by frame, like any output sequence. Later fragments of a datagram with options
+//! carry different option bytes by choice (C14-frag-options).
+//!
 //! Rate limits: every case triggers at most one ICMP error and the cases are sent one at a time
 //! (the fence in between), so Gannet's limiter (1000/s, burst 50, `router.icmp_rate_limited` in
 //! STATS, checked by the test) never fires; Linux's per-destination limits are switched off
@@ -43,8 +49,14 @@ use netstack::wire::{
 };
 use tools::peer_linux;
 
-/// Gannet's kernel command line: the addresses the Linux peer's `peer_mode=l3` uses.
-pub const GANNET_APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+/// Gannet's kernel command line: the addresses the Linux peer's `peer_mode=l3` uses, and port
+/// 1's MTU ([`EGRESS_MTU`]).
+pub const GANNET_APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mtu1=576";
+/// Port 1's MTU on both routers (Gannet `mtu1=576`, Linux `ip link set mtu 576`, via
+/// `peer_mtu1=`); port 0 keeps 1500. Datagrams from port 0 to 10.0.1.2 larger than this are
+/// fragmented (DF clear) or answered with Fragmentation Needed (DF set). No case sends a frame
+/// into port 1 larger than this, and every ICMP error fits (576 bytes at most, choice C4).
+pub const EGRESS_MTU: u16 = 576;
 /// The router's address on port 0 (the fence's destination) and on port 1.
 pub const ROUTER_IP: [[u8; 4]; 2] = [[10, 0, 0, 1], [10, 0, 1, 1]];
 /// The host behind port 0 (source of the crafted frames) and behind port 1.
@@ -288,6 +300,24 @@ pub const CHOICES: &[Choice] = &[
         gannet: "Destination Unreachable, source route failed (3/5)",
         linux: "Parameter Problem pointing at the destination address (12/0, pointer 16; \
                 ip_options_rcv_srr)",
+        masked: true,
+        linux_deviates: false,
+    },
+    Choice {
+        id: "C14-frag-options",
+        rfc: "RFC 791 §3.2 (fragmentation procedure) and §3.1 (copy flag): later fragments \
+              carry only the options whose copy flag is set; how the header is laid out after \
+              leaving the others out is not specified",
+        what: "the IP options, and so IHL and total length, of the fragments after the first \
+               of a datagram with options (the first fragment and every payload byte and \
+               offset are compared)",
+        gannet: "the copied options only, padded with End of Option List to a multiple of 4 \
+                 (frag-opts-copy: 24 header bytes instead of 32; frag-opts-eol: 32 instead of \
+                 40, Security and two EOL); a later fragment may so carry 8 more \
+                 payload bytes than the first (the frame set's option cases have one later \
+                 fragment, so the offsets agree)",
+        linux: "the not-copied options overwritten with NOP, the header length kept \
+                (ip_options_fragment)",
         masked: true,
         linux_deviates: false,
     },
@@ -625,7 +655,9 @@ fn fence_reply_seq(f: &[u8]) -> Option<u16> {
 /// option); fragments; martian sources and destinations; limited and directed broadcast;
 /// Ethernet broadcast and multicast; a frame for another MAC; no route; TTL expiry of a large
 /// datagram (the 576-byte quote) and of a datagram with Record Route; a malformed Record Route
-/// (Parameter Problem); ICMP errors about ICMP errors and non-first fragments (none allowed);
+/// (Parameter Problem); fragmentation at port 1's MTU 576 (DF clear with and without options,
+/// at and just above the MTU, already fragmented datagrams) and Fragmentation Needed (DF set);
+/// ICMP errors about ICMP errors and non-first fragments (none allowed);
 /// echo requests to the router itself (both addresses, a precedence, Record Route).
 ///
 /// Errors only if a frame cannot be built (a bug in this function).
@@ -666,7 +698,9 @@ pub fn frame_set() -> Result<Vec<Case>> {
     );
     add(
         "udp-1472",
-        "a full-size datagram forwarded unchanged",
+        "a full-size (1500-byte) datagram into port 1's MTU 576: three fragments (552, 552 and \
+         376 payload bytes, offsets 0, 69, 138, MF on the first two), ID kept, TTL 63 (RFC 791 \
+         §3.2)",
         build(us, &udp(to1, 1472))?,
     );
     add(
@@ -697,6 +731,113 @@ pub fn frame_set() -> Result<Vec<Case>> {
             &Dgram {
                 df: true,
                 ..udp(to1, 32)
+            },
+        )?,
+    );
+    add(
+        "mtu-exact",
+        "a 576-byte datagram (exactly port 1's MTU): forwarded unchanged",
+        build(us, &udp(to1, 548))?,
+    );
+    add(
+        "mtu-plus-1",
+        "a 577-byte datagram: two fragments, 552 payload bytes and 5 (RFC 791 §3.2)",
+        build(
+            us,
+            &Dgram {
+                id: 0x3000,
+                ..udp(to1, 549)
+            },
+        )?,
+    );
+    add(
+        "frag-df-clear",
+        "a 1028-byte datagram, DF clear: fragments of 552 and 456 payload bytes, offsets 0 and \
+         69, MF on the first, ID 0x3001 and TOS kept, TTL 63, checksums valid",
+        build(
+            us,
+            &Dgram {
+                id: 0x3001,
+                tos: 0x28,
+                ..udp(to1, 1000)
+            },
+        )?,
+    );
+    add(
+        "frag-opts-copy",
+        "a 1000-byte datagram with Record Route (copy flag clear) and Stream ID (set), DF \
+         clear: the first fragment carries both (10.0.1.1 recorded), the second only Stream ID \
+         (RFC 791 §3.1/§3.2; its layout is choice C14-frag-options)",
+        build(
+            us,
+            &Dgram {
+                id: 0x3002,
+                options: vec![7, 7, 4, 0, 0, 0, 0, 1, 136, 4, 0x12, 0x34],
+                ..udp(to1, 960)
+            },
+        )?,
+    );
+    add(
+        "frag-opts-eol",
+        "a 1008-byte datagram with Record Route and Security (copied, 11 bytes), DF clear: the \
+         second fragment carries Security padded to 12 bytes with End of Option List (RFC 791 \
+         §3.2; choice C14-frag-options)",
+        build(
+            us,
+            &Dgram {
+                id: 0x3006,
+                options: vec![
+                    7, 7, 4, 0, 0, 0, 0, 130, 11, 0xf1, 0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                ],
+                ..udp(to1, 960)
+            },
+        )?,
+    );
+    add(
+        "frag-df-set",
+        "a 1028-byte datagram with DF set: Destination Unreachable, fragmentation needed (3/4) \
+         with next-hop MTU 576 (RFC 1191 §4, RFC 1812 §5.2.7.1), nothing forwarded",
+        build(
+            us,
+            &Dgram {
+                id: 0x3003,
+                df: true,
+                ..udp(to1, 1000)
+            },
+        )?,
+    );
+    add(
+        "refrag-middle",
+        "a middle fragment (MF, offset 100) of 1220 bytes: fragmented again, offsets 100, 169, \
+         238, MF on all three (RFC 791 §3.2)",
+        build(
+            us,
+            &Dgram {
+                id: 0x3004,
+                mf: true,
+                frag: 100,
+                body: Body::Raw {
+                    proto: 17,
+                    data: pattern(1200, 4),
+                },
+                ..udp(to1, 0)
+            },
+        )?,
+    );
+    add(
+        "refrag-last",
+        "a last fragment (MF clear, offset 50) of 720 bytes: fragmented again, offsets 50 and \
+         119, MF on the first only",
+        build(
+            us,
+            &Dgram {
+                id: 0x3005,
+                frag: 50,
+                body: Body::Raw {
+                    proto: 17,
+                    data: pattern(700, 5),
+                },
+                ..udp(to1, 0)
             },
         )?,
     );
@@ -1412,8 +1553,15 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
     let icmp_error = is_icmp && matches!(body[ICMP_TYPE], 3 | 4 | 5 | 11 | 12);
     // Options the router put on its own ICMP error (and the header length and total length
     // they change): choice C11.
-    let error_opts =
-        (origin && icmp_error && hl > IPV4_MIN_HDR).then_some("C11-icmp-error-options");
+    let error_opts = if origin && icmp_error && hl > IPV4_MIN_HDR {
+        Some("C11-icmp-error-options")
+    } else if !origin && frag > 0 && hl > IPV4_MIN_HDR {
+        // A forwarded non-first fragment with options: which options and how they are laid
+        // out is choice C14.
+        Some("C14-frag-options")
+    } else {
+        None
+    };
     field(&mut v, "ip.version", ip[IPV4_VER_IHL] >> 4, None);
     field(&mut v, "ip.ihl", ip[IPV4_VER_IHL] & 0x0f, error_opts);
     field(&mut v, "ip.precedence", ip[IPV4_TOS] >> 5, None);
@@ -1813,12 +1961,16 @@ impl Target {
     /// Boots the Linux peer ([`peer_linux::differential_config`]) and waits for it.
     pub fn linux(peer: &peer_linux::LinuxPeer) -> Result<Target> {
         let t = Target::boot(Engine::Linux, |dir| {
-            peer_linux::differential_config(peer, dir)
+            peer_linux::differential_config(peer, dir, EGRESS_MTU)
         })?;
         let line = peer_linux::wait_ready(&t.guest)?;
         ensure!(
             line.contains("sysctl=diff"),
             "the Linux peer did not apply the differential sysctls: {line}"
+        );
+        ensure!(
+            line.contains(&format!("mtu=1500,{EGRESS_MTU}")),
+            "the Linux peer's port MTUs are not 1500 and {EGRESS_MTU}: {line}"
         );
         Ok(t)
     }
@@ -2150,6 +2302,37 @@ mod tests {
             "gannet frame count under exception X1-linux-zeronet-source"
         );
         assert!(choice("X1-linux-zeronet-source").linux_deviates);
+    }
+
+    #[test]
+    fn later_fragments_options_are_choice_c14() {
+        let cases = frame_set().unwrap();
+        let f = &cases
+            .iter()
+            .find(|c| c.name == "frag-opts-copy")
+            .unwrap()
+            .frame;
+        let marked = |f: &[u8]| {
+            dissect(f)
+                .into_iter()
+                .filter(|x| x.choice == Some("C14-frag-options"))
+                .map(|x| x.name)
+                .collect::<Vec<_>>()
+        };
+        assert!(marked(f).is_empty(), "a first fragment is compared whole");
+        let mut later = f.clone();
+        later[ETH_HDR_LEN..][IPV4_FLAGS_FRAG].copy_from_slice(&69u16.to_be_bytes());
+        fix_ip_checksum(&mut later);
+        let m = marked(&later);
+        assert!(m.contains(&"ip.ihl".to_string()) && m.contains(&"ip.total_len".to_string()));
+        assert!(!m.contains(&"ip.payload".to_string()), "{m:?}");
+        // Without options a later fragment is compared whole (frag-middle).
+        let mid = &cases
+            .iter()
+            .find(|c| c.name == "frag-middle")
+            .unwrap()
+            .frame;
+        assert!(marked(mid).is_empty());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 #
 # Kernel command line keys: peer_mode=l2 (bridge the two ports) | l3 (IPv4 forwarding);
 # peer_sysctl=diff (with l3: the sysctls of the differential test, tests/src/differential.rs,
-# which lists each one and why).
+# which lists each one and why); peer_mtu1=N (with l3: port 1's MTU, `ip link set mtu N`; the
+# differential test's small egress MTU).
 # Console protocol (one command per line on ttyS0, no prompt, no echo):
 #   st TAG   -> "PEERSTAT TAG <first line of /proc/stat>"
 #   tl TAG   -> "PEERTL TAG <now ns> <idle_sleeptime ns> <iowait_sleeptime ns>" (/proc/timer_list:
@@ -42,10 +43,12 @@ fi
 
 MODE=l2
 SYSCTL=""
+MTU1=""
 for kv in $(cat /proc/cmdline); do
   case "$kv" in
     peer_mode=*) MODE=${kv#peer_mode=} ;;
     peer_sysctl=*) SYSCTL=${kv#peer_sysctl=} ;;
+    peer_mtu1=*) MTU1=${kv#peer_mtu1=} ;;
   esac
 done
 
@@ -75,6 +78,9 @@ case "$MODE" in
     ip addr add 10.0.0.1/24 dev "$P0"
     ip addr add 10.0.1.1/24 dev "$P1"
     ip link set "$P0" up
+    if [ -n "$MTU1" ]; then
+      ip link set dev "$P1" mtu "$MTU1" || { echo "peer: error: mtu $MTU1 on $P1 failed"; poweroff -f; }
+    fi
     ip link set "$P1" up
     echo 1 > /proc/sys/net/ipv4/ip_forward
     arp -i "$P0" -s 10.0.0.2 02:00:00:00:0a:02
@@ -110,7 +116,7 @@ if [ "$MODE" = l2 ]; then
 fi
 
 stty -echo 2>/dev/null
-echo "peer: ready mode=$MODE sysctl=${SYSCTL:-default} ports=$P0,$P1 kernel=$(uname -r)"
+echo "peer: ready mode=$MODE sysctl=${SYSCTL:-default} ports=$P0,$P1 mtu=$(cat /sys/class/net/$P0/mtu),$(cat /sys/class/net/$P1/mtu) kernel=$(uname -r)"
 while read -r cmd arg; do
   case "$cmd" in
     st) echo "PEERSTAT $arg $(head -n 1 /proc/stat)" ;;

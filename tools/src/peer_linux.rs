@@ -564,10 +564,12 @@ pub fn guest_config(
 /// The Linux peer as the differential test boots it (`tests/src/differential.rs`): the
 /// [`PeerMode::L3`] router with `peer_sysctl=diff` (ICMP error rate limits off, ICMP errors from
 /// the inbound interface's address, `rp_filter` off, source routes accepted; the test lists
-/// each sysctl and why), TCG without `-icount`, console not echoed.
-pub fn differential_config(peer: &LinuxPeer, dgram_dir: &Path) -> GuestConfig {
+/// each sysctl and why) and port 1's MTU set to `mtu1` (`peer_mtu1=`, the ready line reports
+/// both ports' MTUs as `mtu=P0,P1`), TCG without `-icount`, console not echoed.
+pub fn differential_config(peer: &LinuxPeer, dgram_dir: &Path, mtu1: u16) -> GuestConfig {
     let mut cfg = guest_config(peer, dgram_dir, PeerMode::L3, Accel::Tcg, false, Echo::Off);
-    cfg.append.push_str(" peer_sysctl=diff");
+    cfg.append
+        .push_str(&format!(" peer_sysctl=diff peer_mtu1={mtu1}"));
     cfg
 }
 
