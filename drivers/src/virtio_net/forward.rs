@@ -307,8 +307,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// the alloc cache, the dataplane asked ([`ForwardOps::forward`] or
     /// [`ForwardOps::forward_multi`]) and the frame posted on `tx`'s TX ring as a chain of
     /// its pages (one available entry, one descriptor per page: two counters, so the chain
-    /// needs no stop). Stops before anything unusual (a bad id or length, a frame not whole
-    /// yet, no page for a slot, the TX ring full), leaving it to the general run. Returns its
+    /// needs no stop); an RX slot no page refills goes back to the free list, as in the
+    /// general run. Stops before anything unusual (a bad id or length, a frame not whole yet,
+    /// the TX ring full), leaving it to the general run. Returns its
     /// counts, the used elements taken, and whether it saw a multi-page frame.
     ///
     /// # Safety
@@ -325,6 +326,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let mut st = BurstStats::default();
         let (mut i, mut r, mut a, mut d) = (0, 0, 0, 0);
+        let mut emptied = 0;
         let mut multi = false;
         'frames: while i < ready {
             // Look first: every element of the frame there and sound, else leave it.
@@ -372,28 +374,26 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 ids[j] = id as u16;
                 len += bytes;
             }
-            // Every slot re-posted (or, with no page at all, left to the general run: only
-            // the cache's pages are taken here).
-            let mut fresh = [NO_PAGE; MAX_FRAME_BUFFERS];
-            for f in fresh[..k].iter_mut() {
-                match ops.rx_page_cached() {
-                    Some(p) => *f = p,
-                    None => match ops.rx_page().filter(|&p| p != NO_PAGE) {
-                        Some(p) => *f = p,
-                        None => {
-                            // Give back what was taken for this frame: recycled as spares.
-                            for &p in fresh.iter().filter(|&&p| p != NO_PAGE) {
-                                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
-                            }
-                            break 'frames;
-                        }
-                    },
+            // Every slot re-posted at once; one no page refills goes back to the free list
+            // (for a later `rx_refill`), as in the general run.
+            for &id in &ids[..k] {
+                let slot = usize::from(id) & (QUEUE_SIZE - 1);
+                let new = match ops.rx_page_cached() {
+                    Some(p) => Some(p),
+                    None => ops.rx_page().filter(|&p| p != NO_PAGE),
+                };
+                match new {
+                    Some(p) => {
+                        self.rx.repost_nth(&rc, r, id, p.addr());
+                        self.rx_pages[slot] = p;
+                        r += 1;
+                    }
+                    None => {
+                        self.rx_pages[slot] = NO_PAGE;
+                        self.rx.release_in(&mut rc, id);
+                        emptied += 1;
+                    }
                 }
-            }
-            for j in 0..k {
-                self.rx.repost_nth(&rc, r, ids[j], fresh[j].addr());
-                self.rx_pages[usize::from(ids[j]) & (QUEUE_SIZE - 1)] = fresh[j];
-                r += 1;
             }
             i += k;
             st.buffers += k;
@@ -434,18 +434,25 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             for &p in &pages[m..k] {
                 ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
             }
-            let mut left = send;
             let mut next = None;
-            let mut cut = [0usize; MAX_FRAME_BUFFERS];
-            for j in 0..m {
-                cut[j] = usize::from(lens[j]).min(left);
-                left -= cut[j];
+            // Bytes sent from each page: all of them, but when the frame is cut.
+            let mut cut = lens;
+            if send < len {
+                let mut left = send;
+                for c in cut[..m].iter_mut() {
+                    *c = (*c).min(left as u16);
+                    left -= usize::from(*c);
+                }
             }
             for j in (0..m).rev() {
                 let id = tx.tx.nth_free(&tc, d + j);
                 let hdr = if j == 0 { NET_HDR_LEN } else { 0 };
-                tx.tx
-                    .write_desc(id, pages[j].addr(), (hdr + cut[j]) as u32, next);
+                tx.tx.write_desc(
+                    id,
+                    pages[j].addr(),
+                    (hdr + usize::from(cut[j])) as u32,
+                    next,
+                );
                 let slot = usize::from(id) & (QUEUE_SIZE - 1);
                 let tag = if j == 0 && m > 1 {
                     owner | TX_CHAIN_TAG
@@ -477,6 +484,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, a, d);
         self.rx.set_cursor(rc);
         tx.tx.set_cursor(tc);
+        self.rx_posted -= emptied;
         self.rx_unpublished += r;
         if self.rx_unpublished >= RX_PUBLISH_BATCH {
             self.rx_publish();

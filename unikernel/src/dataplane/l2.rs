@@ -73,9 +73,9 @@ impl ForwardOps for L2Ops<'_> {
     }
 
     /// A frame of several pages: its headers are in the first page, so it is rewritten and
-    /// sent (as the same pages) exactly like a one-page frame.
-    #[cold]
-    #[inline(never)]
+    /// sent (as the same pages) exactly like a one-page frame. Inlined: the driver calls it
+    /// from its cold paths only (once per multi-page frame).
+    #[inline]
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
         match self.rewrite.apply(frame.head) {
             Verdict::Forward => RxVerdict::Forward,
