@@ -1003,17 +1003,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 let (first, rest) = out[n..].split_at_mut(1);
                 first[0] = done;
                 let mut k = 0;
-                self.tx_chain_rest(
-                    id as u16,
-                    done.owner,
-                    |q, d| q.release(d),
-                    |pfn, owner| {
-                        if let Some(o) = rest.get_mut(k) {
-                            *o = TxDone { pfn, owner };
-                            k += 1;
-                        }
-                    },
-                );
+                let c = self.tx.cursor();
+                let (c, _) = self.tx_chain_rest(c, id as u16, done.owner, |pfn, owner| {
+                    if let Some(o) = rest.get_mut(k) {
+                        *o = TxDone { pfn, owner };
+                        k += 1;
+                    }
+                });
+                self.tx.set_cursor(c);
                 n += 1 + k;
                 continue;
             }

@@ -10,7 +10,7 @@
 //!
 //! RX buffers are one descriptor each (whole pages); a TX frame is one descriptor (the
 //! virtio-net header in the same page as the frame) or, for a frame of several pages, a chain
-//! ([`SplitQueue::push_chain`], §2.7.5); no indirect tables. The head descriptor's index is
+//! ([`SplitQueue::push_chain_ids`], §2.7.5); no indirect tables. The head descriptor's index is
 //! the token that comes back in the used ring.
 //!
 //! Memory for the rings comes from the HAL's `dma_alloc` (zeroed, physically contiguous) and is
@@ -215,17 +215,29 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         // the whole 16-byte descriptor went through a stack temporary (12 instructions for 2
         // stores).
         unsafe {
-            let d = self.desc.add(usize::from(id)).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            // `len`, `flags` and `next` as one 8-byte store (their little-endian layout, §2.7.5;
-            // offset 8 of a 16-byte-aligned descriptor, so aligned).
-            (&raw mut (*d).len)
-                .cast::<u64>()
-                .write(u64::from(len) | u64::from(flags) << 32);
+            self.write_desc_raw(id, addr, len, flags, 0);
             let slot = usize::from(self.avail_idx) & (N - 1);
             self.avail.add(2 + slot).write(id);
         }
         self.avail_idx = self.avail_idx.wrapping_add(1);
+    }
+
+    /// Write descriptor `id`: `addr`, then `len`, `flags` and `next` as one 8-byte store (their
+    /// little-endian layout, §2.7.5; offset 8 of a 16-byte-aligned descriptor, so aligned).
+    /// Plain stores (see [`SplitQueue::stage`]).
+    ///
+    /// # Safety
+    /// `id < N`, and the descriptor is the driver's (the device does not read it now).
+    #[inline(always)]
+    unsafe fn write_desc_raw(&self, id: u16, addr: u64, len: u32, flags: u16, next: u16) {
+        // SAFETY: per the contract; the table is ours until drop.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write(u64::from(len) | u64::from(flags) << 32 | u64::from(next) << 48);
+        }
     }
 
     /// Stage one buffer made of several descriptors chained with `VIRTQ_DESC_F_NEXT` (§2.7.5,
@@ -235,75 +247,34 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// the chain back with [`SplitQueue::release_chain`]. Used for the control virtqueue, off the
     /// fast path.
     pub fn push_chain(&mut self, parts: &[(u64, u32, bool)]) -> Option<u16> {
-        if parts.is_empty() || parts.len() > self.nfree {
-            return None;
-        }
-        // Take the descriptors first so each one can name the next.
-        let mut ids = [0u16; 8];
-        let ids = ids.get_mut(..parts.len())?;
-        for id in ids.iter_mut() {
-            self.nfree -= 1;
-            *id = self.free[self.nfree];
-        }
-        for (i, &(addr, len, device_writes)) in parts.iter().enumerate() {
-            let mut flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
-            let next = match ids.get(i + 1) {
-                Some(&n) => {
-                    flags |= VIRTQ_DESC_F_NEXT;
-                    n
-                }
-                None => 0,
-            };
-            // SAFETY: `ids[i] < N` (taken from the free stack); the descriptor is free, so the
-            // device does not read it concurrently; the ring memory is ours until drop.
-            unsafe {
-                self.desc.add(usize::from(ids[i])).write_volatile(Desc {
-                    addr,
-                    len,
-                    flags,
-                    next,
-                })
-            };
-        }
-        let head = ids[0];
-        let slot = usize::from(self.avail_idx) & (N - 1);
-        // SAFETY: slot < N, inside the avail ring, ours until drop.
-        unsafe { self.avail.add(2 + slot).write_volatile(head) };
-        self.avail_idx = self.avail_idx.wrapping_add(1);
-        Some(head)
+        self.push_chain_ids(parts, &mut [0u16; 8])
     }
 
-    /// [`SplitQueue::push_chain`] for a frame of several device-readable buffers (a TX frame
-    /// of several pages), with plain stores as [`SplitQueue::push`] (`VIRTQ_DESC_F_NEXT` on
-    /// all but the last, §2.7.5): `parts` are `(physical address, length in bytes)`, at most
-    /// `ids.len()`; the descriptor index of each part is written to `ids`. Returns the head's
-    /// index (the token), or `None` when fewer than `parts.len()` descriptors are free (nothing
-    /// is staged then).
+    /// [`SplitQueue::push_chain`] that also writes each part's descriptor index to `ids` (at
+    /// least `parts.len()` long, else `None`): a TX frame of several pages keeps its page
+    /// behind every descriptor of its chain.
     #[inline]
-    pub fn push_readable_chain(&mut self, parts: &[(u64, u32)], ids: &mut [u16]) -> Option<u16> {
+    pub fn push_chain_ids(&mut self, parts: &[(u64, u32, bool)], ids: &mut [u16]) -> Option<u16> {
         let n = parts.len();
         if n == 0 || n > self.nfree || n > ids.len() {
             return None;
         }
+        // Take the descriptors first so each one can name the next.
         for id in ids[..n].iter_mut() {
             self.nfree -= 1;
             *id = self.free[self.nfree] & (N as u16 - 1);
         }
-        for (i, &(addr, len)) in parts.iter().enumerate() {
-            let (flags, next) = match ids.get(i + 1) {
-                Some(&next) if i + 1 < n => (VIRTQ_DESC_F_NEXT, next),
-                _ => (0, 0),
+        for (i, &(addr, len, device_writes)) in parts.iter().enumerate() {
+            let mut flags = if device_writes { VIRTQ_DESC_F_WRITE } else { 0 };
+            let next = if i + 1 < n {
+                flags |= VIRTQ_DESC_F_NEXT;
+                ids[i + 1]
+            } else {
+                0
             };
             // SAFETY: `ids[i] < N` (masked), taken off the free stack, so the device does not
-            // read it; the ring memory is ours until drop; plain stores as in `stage` (the
-            // device reads them only after `publish`'s Release fence).
-            unsafe {
-                let d = self.desc.add(usize::from(ids[i])).as_ptr();
-                (&raw mut (*d).addr).write(addr);
-                (&raw mut (*d).len)
-                    .cast::<u64>()
-                    .write(u64::from(len) | u64::from(flags) << 32 | u64::from(next) << 48);
-            }
+            // read it.
+            unsafe { self.write_desc_raw(ids[i], addr, len, flags, next) };
         }
         let head = ids[0];
         let slot = usize::from(self.avail_idx) & (N - 1);
@@ -331,19 +302,6 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
             }
             id = d.next;
         }
-    }
-
-    /// The descriptor that follows `id` in its chain (`VIRTQ_DESC_F_NEXT` set, §2.7.5), as the
-    /// driver wrote it, or `None` at the chain's end or for an `id` out of the table. For the
-    /// driver's own chains ([`SplitQueue::push_chain`]) after the device gave them back.
-    pub fn desc_next(&self, id: u16) -> Option<u16> {
-        if usize::from(id) >= N {
-            return None;
-        }
-        // SAFETY: id < N; the table is ours until drop, and the device never writes it
-        // (§2.7.5).
-        let d = unsafe { self.desc.add(usize::from(id)).read_volatile() };
-        (d.flags & VIRTQ_DESC_F_NEXT != 0 && usize::from(d.next) < N).then_some(d.next)
     }
 
     /// Whether descriptor `id` continues in another (`VIRTQ_DESC_F_NEXT`, §2.7.5), as the
@@ -553,16 +511,9 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     #[inline(always)]
     pub fn write_desc(&self, id: u16, addr: u64, len: u32, next: Option<u16>) {
         let (flags, next) = next.map_or((0, 0), |n| (VIRTQ_DESC_F_NEXT, n));
-        let id = usize::from(id) & (N - 1);
         // SAFETY: `id < N` (masked); the caller owns the descriptor (not available to the
-        // device); plain stores as in `stage`.
-        unsafe {
-            let d = self.desc.add(id).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            (&raw mut (*d).len)
-                .cast::<u64>()
-                .write(u64::from(len) | u64::from(flags) << 32 | u64::from(next) << 48);
-        }
+        // device).
+        unsafe { self.write_desc_raw(id & (N as u16 - 1), addr, len, flags, next) };
     }
 
     /// Make descriptor `id` (a chain's head, written with [`SplitQueue::write_desc`]) the

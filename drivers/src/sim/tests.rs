@@ -435,8 +435,17 @@ fn burst<'s>(
             back,
         }
     };
-    // SAFETY: the spares are ours and go to A's RX ring; forwarded pages become B's until
-    // reclaimed.
+    burst_with(a, b, ops)
+}
+
+/// One fused burst from `a` to `b` (owner tag 9) with the ops `ops` makes.
+fn burst_with<'s, O: ForwardOps>(
+    a: &mut Nic<'s>,
+    b: &mut Nic<'s>,
+    ops: impl FnOnce() -> O,
+) -> BurstStats {
+    // SAFETY: the ops' pages are the test's spares and go to A's RX ring; forwarded pages
+    // become B's until reclaimed.
     unsafe { a.forward_burst(b, QUEUE_SIZE, 9, ops) }
 }
 
@@ -706,9 +715,7 @@ fn jumbo_burst<'s>(
             seen,
         }
     };
-    // SAFETY: the spares are ours and go to A's RX ring; forwarded pages become B's until
-    // reclaimed.
-    unsafe { a.forward_burst(b, QUEUE_SIZE, 9, ops) }
+    burst_with(a, b, ops)
 }
 
 /// Frames of 1 to 4 pages (9,014 bytes: a 9,000-byte MTU), mixed with small ones, go from A's
