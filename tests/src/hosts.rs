@@ -1,7 +1,36 @@
 //! Helpers for the tests with Linux hosts behind the ports (`tools::hosts`): a command's
 //! output for assertion messages, and one iperf3 TCP run between the two hosts.
 
-use tools::hosts::Hosts;
+use crate::{image, GuestConfig, READY_TIMEOUT};
+use tools::hosts::{plan_with_mtu, Hosts};
+use tools::mtu::Mtus;
+use tools::qemu::{Backend, Guest};
+use tools::tap::TapNet;
+
+/// Boot the image with kernel command line `append` (router mode with `ip0`/`ip1`) on two tap
+/// ports, ready, with a Linux host behind each (`tools::hosts`); with `mtu`, QEMU's
+/// `host_mtu`, the taps and the hosts' interfaces all at that MTU. Drop order: hosts, then
+/// the guest's namespace (the caller drops them explicitly after quitting the guest).
+///
+/// # Panics
+/// If the namespace, the boot or the hosts cannot be set up.
+pub fn boot_with_hosts(append: &str, mtu: Option<u16>) -> (TapNet, Guest, Hosts) {
+    let mtus = mtu.map(|m| Mtus::new(vec![m]).expect("MTU in range"));
+    let net = TapNet::create_with_mtu(2, 1, mtus.as_ref()).expect("tap namespace");
+    let cfg = GuestConfig {
+        image: image(),
+        append: append.to_string(),
+        backend: Backend::Tap,
+        netns: Some(net.path()),
+        mtu: mtus.clone(),
+        ..GuestConfig::default()
+    };
+    let guest = Guest::boot(&cfg).expect("boot");
+    guest.wait_ready(READY_TIMEOUT).expect("ready");
+    let plans = plan_with_mtu(append, 2, mtus.as_ref()).expect("host plan");
+    let hosts = Hosts::create(&net, &plans).expect("hosts");
+    (net, guest, hosts)
+}
 
 /// A finished command's status, stdout and stderr, for assertion messages.
 pub fn out(o: &std::process::Output) -> String {

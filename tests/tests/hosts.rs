@@ -5,30 +5,18 @@
 
 use gannet_tests::hosts::{out, run_iperf3};
 use gannet_tests::*;
-use tools::hosts::{plan, Hosts};
+use tools::hosts::Hosts;
 
 const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
-/// The router on two tap ports, ready, with a host behind each port. Drop order: hosts, then
-/// the guest's namespace (the caller drops them explicitly after quitting the guest).
+/// The router on two tap ports, ready, with a host behind each port.
 fn boot_with_hosts() -> (TapNet, Guest, Hosts) {
     boot_with_hosts_append(APPEND)
 }
 
 /// [`boot_with_hosts`] with another command line (router mode with `ip0`/`ip1`).
 fn boot_with_hosts_append(append: &str) -> (TapNet, Guest, Hosts) {
-    let net = TapNet::create(2, 1).expect("tap namespace");
-    let cfg = GuestConfig {
-        image: image(),
-        append: append.to_string(),
-        backend: Backend::Tap,
-        netns: Some(net.path()),
-        ..GuestConfig::default()
-    };
-    let guest = Guest::boot(&cfg).expect("boot");
-    guest.wait_ready(READY_TIMEOUT).expect("ready");
-    let hosts = Hosts::create(&net, &plan(append, 2).unwrap()).expect("hosts");
-    (net, guest, hosts)
+    gannet_tests::hosts::boot_with_hosts(append, None)
 }
 
 #[test]

@@ -4,10 +4,9 @@
 //! Fragmentation Needed with MTU 1500, and an iperf3 TCP transfer completes (path-MTU
 //! discovery reacts to the ICMP); with both ports at 9000 the transfer runs in jumbo frames.
 
-use gannet_tests::hosts::{out, run_iperf3};
+use gannet_tests::hosts::{boot_with_hosts, out, run_iperf3};
 use gannet_tests::*;
-use tools::hosts::{plan_with_mtu, Hosts};
-use tools::mtu::Mtus;
+use tools::hosts::Hosts;
 
 const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
@@ -15,21 +14,7 @@ const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 fn boot(append: &str) -> (TapNet, Guest, Hosts) {
     require_tap();
     tools::setup::ensure_host_tools().expect("ping, curl, iperf3");
-    let mtus = Mtus::new(vec![9000]).expect("MTU");
-    let net = TapNet::create_with_mtu(2, 1, Some(&mtus)).expect("tap namespace");
-    let cfg = GuestConfig {
-        image: image(),
-        append: append.to_string(),
-        backend: Backend::Tap,
-        netns: Some(net.path()),
-        mtu: Some(mtus.clone()),
-        ..GuestConfig::default()
-    };
-    let guest = Guest::boot(&cfg).expect("boot");
-    guest.wait_ready(READY_TIMEOUT).expect("ready");
-    let hosts =
-        Hosts::create(&net, &plan_with_mtu(append, 2, Some(&mtus)).unwrap()).expect("hosts");
-    (net, guest, hosts)
+    boot_with_hosts(append, Some(9000))
 }
 
 /// iperf3 TCP for `secs` seconds from the host behind port 0 to the one behind port 1:

@@ -68,41 +68,33 @@ impl<M> RouteOps<'_, M> {
     }
 
     /// Fragment the (rewritten) datagram in `segments` for an egress `mtu` (RFC 791 §3.2,
-    /// RFC 1812 §5.2.6: `netstack::router::frag`) into fresh pages of pool 0, each deferred for
-    /// transmission on `port`. Returns the fragments made; a malformed datagram or no page is
-    /// a counted drop (`too_big` on the egress port; the fragments made so far are sent).
-    fn fragment(&mut self, segments: &[&[u8]], port: u8, mtu: u16) -> usize {
+    /// RFC 1812 §5.2.6: [`cut_fragments`]) into fresh pages of pool 0, each deferred for
+    /// transmission on `port`.
+    fn fragment(&mut self, segments: &[&[u8]], port: u8, mtu: u16) {
         let egress = usize::from(port) % PORTS;
-        let Ok(mut frags) = Fragmenter::new(segments, mtu) else {
-            self.counters[egress].drop(DropReason::TooBig);
-            return 0;
-        };
-        let mut made = 0;
-        loop {
-            let Some(mut page) = self.pages.alloc(0) else {
-                self.counters[egress].no_buffer += 1;
-                return made;
-            };
-            match frags.next_into(page.room_mut()) {
-                Ok(Some(len)) => {
-                    made += 1;
-                    let d = Deferred::Tx {
-                        page: page.into_raw(),
-                        port,
-                        len: len as u16,
-                    };
-                    self.defer(d);
+        let (pages, counters, rs) = (&mut *self.pages, &mut *self.counters, &mut *self.rs);
+        let mut overflow = 0;
+        cut_fragments(
+            pages,
+            &mut counters[egress],
+            segments,
+            mtu,
+            |pages, page, len| {
+                let d = Deferred::Tx {
+                    page: page.into_raw(),
+                    port,
+                    len: len as u16,
+                };
+                if let Err(Deferred::Tx { page, .. }) = rs.deferred.push(d) {
+                    // SAFETY: the fragment's page, given up just above.
+                    pages.recycle(unsafe { PageBuf::from_raw(page) });
+                    overflow += 1;
                 }
-                Ok(None) => {
-                    self.pages.recycle(page);
-                    return made;
-                }
-                Err(_) => {
-                    self.pages.recycle(page);
-                    self.counters[egress].drop(DropReason::TooBig);
-                    return made;
-                }
-            }
+            },
+        );
+        // The deferred list holds a burst; no room is counted as `defer` counts it.
+        for _ in 0..overflow {
+            self.counters[self.p].drop(DropReason::TxRingFull);
         }
     }
 }
@@ -310,6 +302,48 @@ impl<M> RouteOps<'_, M> {
                 }
             },
             action => self.defer(Deferred::Act { pfn, len, action }),
+        }
+    }
+}
+
+/// Most fragments [`Core::fragment_pages`] stages from one datagram: 64 (a 9,014-byte frame
+/// at the 576-byte minimum MTU a host must accept, RFC 791, needs 17; at the absolute minimum
+/// of 68 bytes it would need 187, and those beyond 64 are a counted drop).
+const MAX_STAGED_FRAGMENTS: usize = 64;
+
+/// Cut the datagram in `segments` (a rewritten frame, as scatter segments) for an egress
+/// `mtu` with `netstack::router::frag::Fragmenter` (RFC 791 §3.2, RFC 1812 §5.2.6), each
+/// fragment written into a fresh page of pool 0 and handed to `sink` with its length. A
+/// datagram the fragmenter refuses (malformed, MTU too small) is a `too_big` drop on
+/// `egress`; no page for the next fragment counts `no_buffer` (the fragments made so far go
+/// out).
+fn cut_fragments(
+    pages: &mut Pages,
+    egress: &mut PortCounters,
+    segments: &[&[u8]],
+    mtu: u16,
+    mut sink: impl FnMut(&mut Pages, PageBuf, usize),
+) {
+    let Ok(mut frags) = Fragmenter::new(segments, mtu) else {
+        egress.drop(DropReason::TooBig);
+        return;
+    };
+    loop {
+        let Some(mut page) = pages.alloc(0) else {
+            egress.no_buffer += 1;
+            return;
+        };
+        match frags.next_into(page.room_mut()) {
+            Ok(Some(len)) => sink(pages, page, len),
+            Ok(None) => {
+                pages.recycle(page);
+                return;
+            }
+            Err(_) => {
+                pages.recycle(page);
+                egress.drop(DropReason::TooBig);
+                return;
+            }
         }
     }
 }
@@ -566,31 +600,28 @@ impl<P: Platform> Core<P> {
     }
 
     /// Fragment the datagram in `segments` (its frame, already rewritten) for an egress
-    /// `mtu` (RFC 791 §3.2, `netstack::router::frag`) into fresh pages of pool 0 and stage
-    /// each for `port`. A malformed datagram or no page is a counted drop.
+    /// `mtu` ([`cut_fragments`]) into fresh pages of pool 0, staged for `port` at once.
     fn fragment_pages(&mut self, segments: &[&[u8]], port: u8, mtu: u16) {
         let egress = usize::from(port) % PORTS;
-        let Ok(mut frags) = Fragmenter::new(segments, mtu) else {
+        let mut made: heapless::Vec<(PageBuf, usize), MAX_STAGED_FRAGMENTS> = heapless::Vec::new();
+        let mut extra = 0;
+        cut_fragments(
+            &mut self.pages,
+            &mut self.counters[egress],
+            segments,
+            mtu,
+            |pages, page, len| {
+                if let Err((page, _)) = made.push((page, len)) {
+                    pages.recycle(page);
+                    extra += 1;
+                }
+            },
+        );
+        for (page, len) in made {
+            self.stage_tx(egress, page, len);
+        }
+        if extra > 0 {
             self.counters[egress].drop(DropReason::TooBig);
-            return;
-        };
-        loop {
-            let Some(mut page) = self.pages.alloc(0) else {
-                self.counters[egress].no_buffer += 1;
-                return;
-            };
-            match frags.next_into(page.room_mut()) {
-                Ok(Some(len)) => self.stage_tx(egress, page, len),
-                Ok(None) => {
-                    self.pages.recycle(page);
-                    return;
-                }
-                Err(_) => {
-                    self.pages.recycle(page);
-                    self.counters[egress].drop(DropReason::TooBig);
-                    return;
-                }
-            }
         }
     }
 
