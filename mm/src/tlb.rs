@@ -773,6 +773,45 @@ impl<const N: usize> Shootdown<N> {
         batch.clear();
     }
 
+    /// Step 4 in bounded pieces, for an initiator that must not stop for long (the boot CPU
+    /// retiring a 14,000-frame FIB between poll iterations): hand at most `max` of the frames
+    /// of a batch whose dispatch `d` is done to `free`, the last added first. Returns how many
+    /// the batch still holds; once that is 0, [`complete`](Shootdown::complete) releases the
+    /// virtual ranges and empties the batch. Flush before free holds as for `complete`.
+    ///
+    /// # Panics
+    ///
+    /// As [`complete`](Shootdown::complete).
+    pub fn complete_some<const P: usize>(
+        &self,
+        me: usize,
+        d: &Dispatched,
+        batch: &mut FlushBatch<P>,
+        max: usize,
+        mut free: impl FnMut(Pfn),
+    ) -> usize {
+        assert!(d.done, "tlb: complete before every target acknowledged");
+        assert_eq!(
+            d.cpu, me,
+            "tlb: completed by another CPU than the initiator"
+        );
+        assert!(
+            batch.in_flight,
+            "tlb: completing a batch that was not dispatched"
+        );
+        let n = max.min(batch.nframes);
+        for _ in 0..n {
+            batch.nframes -= 1;
+            free(batch.frames[batch.nframes]);
+        }
+        self.cpus[me]
+            .stats
+            .0
+            .pending_pages
+            .fetch_sub(n as u64, core::sync::atomic::Ordering::Relaxed);
+        batch.nframes
+    }
+
     /// Steps 2–4 in one call: dispatch, poll until done (spinning), complete. For an initiator
     /// with nothing else to do while it waits. Thread context only.
     ///

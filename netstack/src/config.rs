@@ -519,16 +519,36 @@ pub type RouteLine<'a> = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &'a str, P
 /// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
 /// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`); blank lines and `#` comments are
 /// skipped. Yields `Ok((line number, route))` or `Err((line number, the line, why))` for a bad
-/// line.
-pub fn parse_routes_file(text: &str) -> impl Iterator<Item = RouteLine<'_>> {
-    text.lines().enumerate().filter_map(|(i, line)| {
-        let l = line.split('#').next().unwrap_or("").trim();
-        (!l.is_empty()).then(|| {
-            parse_route(l)
-                .map(|r| (i + 1, r))
-                .map_err(|e| (i + 1, l, e))
-        })
-    })
+/// line. The iterator is a named type ([`RoutesFile`]) so that a caller can keep it and resume
+/// (the boot CPU builds a reload's FIB a few hundred routes per poll iteration).
+pub fn parse_routes_file(text: &str) -> RoutesFile<'_> {
+    RoutesFile {
+        lines: text.lines().enumerate(),
+    }
+}
+
+/// The lines of a routes file still to parse (see [`parse_routes_file`]).
+#[derive(Clone, Debug)]
+pub struct RoutesFile<'a> {
+    lines: core::iter::Enumerate<core::str::Lines<'a>>,
+}
+
+impl<'a> Iterator for RoutesFile<'a> {
+    type Item = RouteLine<'a>;
+
+    fn next(&mut self) -> Option<RouteLine<'a>> {
+        for (i, line) in self.lines.by_ref() {
+            let l = line.split('#').next().unwrap_or("").trim();
+            if !l.is_empty() {
+                return Some(
+                    parse_route(l)
+                        .map(|r| (i + 1, r))
+                        .map_err(|e| (i + 1, l, e)),
+                );
+            }
+        }
+        None
+    }
 }
 
 impl Config {

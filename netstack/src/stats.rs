@@ -107,7 +107,7 @@ pub struct FibStats {
     pub pages_boot: u64,
     /// Pages held by FIBs retired but not yet freed (waiting for a quiescent state).
     pub pages_retiring: u64,
-    /// Wall-clock time of the last build, ms.
+    /// Boot-CPU time the last build took (the sum of its steps), ms.
     pub last_build_ms: u64,
     /// Time from the last publish until every routing core switched to it, µs.
     pub last_swap_us: u64,
@@ -120,6 +120,14 @@ pub struct FibStats {
     /// Counted with the FIB pages in the leak check.
     #[serde(default)]
     pub routes_text_pages: u64,
+    /// Steps the last reload's build took (a reload builds in bounded steps between the boot
+    /// CPU's poll iterations; the boot FIB in one).
+    #[serde(default)]
+    pub build_steps: u64,
+    /// Longest single step of any reload's build or retirement since boot, µs: the longest
+    /// the boot CPU stopped forwarding for a reload.
+    #[serde(default)]
+    pub max_step_us: u64,
 }
 
 impl Stats {
@@ -766,6 +774,12 @@ pub fn write_prometheus(
         writeln!(w, "gannet_fib_reloads_total {}", f.reloads)?;
         gauge(w, "gannet_fib_pages", "4 KiB pages of the published FIB.")?;
         writeln!(w, "gannet_fib_pages {}", f.pages)?;
+        gauge(
+            w,
+            "gannet_fib_max_step_microseconds",
+            "Longest step of a reload's build or retirement (the boot CPU not forwarding).",
+        )?;
+        writeln!(w, "gannet_fib_max_step_microseconds {}", f.max_step_us)?;
     }
     if let Some(r) = &s.router {
         counter(w, "gannet_router_forwarded_total", "Frames routed.")?;

@@ -310,9 +310,15 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         // Flush requests from CPUs that unmapped pages we may cache (one load when none).
         crate::tlb::service();
         let t0 = rdtsc();
-        if core.poll_once() > 0 {
+        let forwarded = core.poll_once();
+        if forwarded > 0 {
             idle_since = t0;
-        } else if halt_when_idle && t0 - idle_since > idle_poll {
+        }
+        if bsp && fib::busy() {
+            // A route reload under way: one bounded step between poll iterations (at most
+            // every other slot of forwarding while busy; no halt until it is done).
+            fib::poll_build(&mut core, forwarded == 0);
+        } else if forwarded == 0 && halt_when_idle && t0 - idle_since > idle_poll {
             halt(&mut core);
             idle_since = rdtsc();
             // The timer tick that may have woken us also paces the console.
@@ -347,12 +353,11 @@ fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts)
         if let Some(cmd) = console.poll() {
             commands::run(cmd, core, facts);
         }
-        // A `PUT /routes` the management plane received: rebuilt here, at the quiescent
-        // point, never inside smoltcp's poll.
+        // A `PUT /routes` the management plane received: its build starts here (and runs
+        // between poll iterations), never inside smoltcp's poll.
         if core.route().is_some() {
-            fib::poll_put(core);
+            fib::poll_put();
         }
-        fib::poll_retire(core.fabric().cores());
     }
 }
 

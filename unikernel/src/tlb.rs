@@ -14,7 +14,7 @@ use crate::arch::trap::{register_ipi, IPI_VECTOR_BASE};
 use crate::percpu::{current_cpu, CPUS, MAX_CPUS};
 use crate::smp::{send_ipi, IpiTarget};
 use core::sync::atomic::Ordering;
-use mm::tlb::{FlushBatch, Shootdown, TlbArch, TlbStats, DEFAULT_FLUSH_CEILING};
+use mm::tlb::{Dispatched, FlushBatch, Shootdown, TlbArch, TlbStats, DEFAULT_FLUSH_CEILING};
 use mm::Pfn;
 
 /// The TLB shootdown IPI's vector (second slot of the IPI registry).
@@ -99,6 +99,41 @@ pub fn flush<const P: usize>(
     release: impl FnMut(u64, usize),
 ) {
     SHOOTDOWN.flush(current_cpu() as usize, batch, &KernelTlb, free, release);
+}
+
+/// The steps of [`flush`] one at a time, for an initiator that keeps working while it waits
+/// (the boot CPU retiring a FIB between poll iterations): post `batch` (IPIs to halted
+/// targets, the local flush). Thread context only. See [`Shootdown::dispatch`].
+pub fn dispatch<const P: usize>(batch: &mut FlushBatch<P>) -> Dispatched {
+    SHOOTDOWN.dispatch(current_cpu() as usize, batch, &KernelTlb)
+}
+
+/// One check of a [`dispatch`]ed batch (services this CPU's own requests first): `true` once
+/// every target acknowledged. See [`Shootdown::poll`].
+pub fn poll(d: &mut Dispatched) -> bool {
+    SHOOTDOWN.poll(current_cpu() as usize, d, &KernelTlb)
+}
+
+/// Hand at most `max` frames of a done batch to `free`; returns how many are left. See
+/// [`Shootdown::complete_some`].
+pub fn complete_some<const P: usize>(
+    d: &Dispatched,
+    batch: &mut FlushBatch<P>,
+    max: usize,
+    free: impl FnMut(Pfn),
+) -> usize {
+    SHOOTDOWN.complete_some(current_cpu() as usize, d, batch, max, free)
+}
+
+/// Finish a done batch: its remaining frames to `free`, its ranges to `release`. See
+/// [`Shootdown::complete`].
+pub fn complete<const P: usize>(
+    d: Dispatched,
+    batch: &mut FlushBatch<P>,
+    free: impl FnMut(Pfn),
+    release: impl FnMut(u64, usize),
+) {
+    SHOOTDOWN.complete(current_cpu() as usize, d, batch, free, release);
 }
 
 /// CPU `cpu`'s counters.

@@ -406,6 +406,46 @@ mod plain {
     }
 
     #[test]
+    fn complete_in_pieces_frees_every_frame_once_after_the_flush() {
+        let s = sd::<2>();
+        let a = Arch::default();
+        let mut b = batch_of(10, CpuMask::first(2));
+        let mut d = s.dispatch(0, &mut b, a.at(0));
+        assert!(!s.poll(0, &mut d, a.at(0)));
+        s.service(1, a.at(1));
+        assert!(s.poll(0, &mut d, a.at(0)));
+        assert_eq!(s.stats(0).pending_pages, 10);
+        let mut freed = Vec::new();
+        assert_eq!(s.complete_some(0, &d, &mut b, 4, |f| freed.push(f.0)), 6);
+        assert_eq!(s.complete_some(0, &d, &mut b, 4, |f| freed.push(f.0)), 2);
+        assert_eq!(s.stats(0).pending_pages, 2);
+        assert_eq!(s.complete_some(0, &d, &mut b, 4, |f| freed.push(f.0)), 0);
+        let mut ranges = Vec::new();
+        s.complete(
+            0,
+            d,
+            &mut b,
+            |f| freed.push(f.0),
+            |va, n| ranges.push((va, n)),
+        );
+        freed.sort_unstable();
+        assert_eq!(freed, (100..110).collect::<Vec<_>>());
+        assert_eq!(ranges, [(VA, 10)]);
+        assert_eq!(s.stats(0).pending_pages, 0);
+        assert!(b.is_empty() && !b.is_in_flight());
+    }
+
+    #[test]
+    #[should_panic(expected = "complete before every target acknowledged")]
+    fn complete_some_before_ack_panics() {
+        let s = sd::<2>();
+        let a = Arch::default();
+        let mut b = batch_of(1, CpuMask::first(2));
+        let d = s.dispatch(0, &mut b, a.at(0));
+        s.complete_some(0, &d, &mut b, 1, |_| {});
+    }
+
+    #[test]
     #[should_panic(expected = "adding to a batch in flight")]
     fn adding_to_batch_in_flight_panics() {
         let s = sd::<2>();

@@ -221,8 +221,47 @@ enum Mode {
     Dense,
     /// Sparse build, collecting rules (no tbl24 yet; add/delete touch the rule table only).
     Rules,
+    /// Sparse build, sorting the rules ([`Fib::seal_step`]): read-only, no lookups.
+    Sealing(SealCursor),
     /// Rules sorted by (prefix, length), read-only; tbl24 produced by `fill_chunk`.
     Sealed,
+}
+
+/// Where a resumable [`Fib::seal_step`] stands.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+enum SealCursor {
+    /// Moving used slots to the front: next slot to read, next to write.
+    Compact { read: usize, write: usize },
+    /// Building the max-heap over the used rules: nodes below this one are heaps.
+    Heapify(usize),
+    /// Moving the heap's maximum to the end: the heap is `rules[..end]`.
+    Extract(usize),
+}
+
+/// The sealed rule table's order: by prefix, then length.
+fn rule_key(r: &RuleSlot) -> (u32, u8) {
+    (r.prefix, r.depth)
+}
+
+/// Restore the max-heap property (by [`rule_key`]) below node `i` of `heap`.
+fn sift_down(heap: &mut [RuleSlot], mut i: usize) {
+    let n = heap.len();
+    loop {
+        let l = 2 * i + 1;
+        if l >= n {
+            return;
+        }
+        let c = if l + 1 < n && rule_key(&heap[l + 1]) > rule_key(&heap[l]) {
+            l + 1
+        } else {
+            l
+        };
+        if rule_key(&heap[c]) <= rule_key(&heap[i]) {
+            return;
+        }
+        heap.swap(i, c);
+        i = c;
+    }
 }
 
 /// What [`Fib::fill_chunk`] found in one tbl24 chunk.
@@ -394,7 +433,7 @@ impl<'a> Fib<'a> {
     /// In a sparse build before [`Fib::seal`], only the rule table changes; a sealed FIB
     /// refuses ([`FibError::ReadOnly`]).
     pub fn add(&mut self, prefix: Ipv4Net, nh: NextHop) -> Result<(), FibError> {
-        if self.mode == Mode::Sealed {
+        if matches!(self.mode, Mode::Sealed | Mode::Sealing(_)) {
             return Err(FibError::ReadOnly);
         }
         let (ip, depth) = check_prefix(prefix)?;
@@ -435,7 +474,7 @@ impl<'a> Fib<'a> {
     /// Delete the route `prefix`; addresses under it fall back to the longest shorter route.
     /// Like [`Fib::add`], only the rule table changes in a sparse build before [`Fib::seal`].
     pub fn delete(&mut self, prefix: Ipv4Net) -> Result<(), FibError> {
-        if self.mode == Mode::Sealed {
+        if matches!(self.mode, Mode::Sealed | Mode::Sealing(_)) {
             return Err(FibError::ReadOnly);
         }
         let (ip, depth) = check_prefix(prefix)?;
@@ -540,22 +579,93 @@ impl<'a> Fib<'a> {
         self.tbl8_used -= 1;
     }
 
-    /// Sparse build: end the rule phase. Sorts the rule table by (prefix, length) (lookups of
-    /// [`Fib::get`] become binary searches) and checks that tbl8 has a group for every /24
-    /// holding a rule longer than /24. After this the FIB is read-only.
+    /// Sparse build: end the rule phase in one call ([`Fib::seal_step`] until done). Sorts
+    /// the rule table by (prefix, length) (lookups of [`Fib::get`] become binary searches)
+    /// and checks that tbl8 has a group for every /24 holding a rule longer than /24. After
+    /// this the FIB is read-only.
     ///
     /// # Errors
-    /// [`FibError::BuildOrder`] if this is not a sparse build still collecting rules,
-    /// [`FibError::Tbl8Full`] if the groups do not suffice (nothing is changed then but the
-    /// order of the rule table, and the FIB stays sealed).
+    /// As [`Fib::seal_step`].
     pub fn seal(&mut self) -> Result<(), FibError> {
-        if self.mode != Mode::Rules {
-            return Err(FibError::BuildOrder);
+        while !self.seal_step(usize::MAX)? {}
+        Ok(())
+    }
+
+    /// Sparse build: one bounded step of ending the rule phase, for a caller that must keep
+    /// doing other work (the boot CPU keeps forwarding while a reload builds). Does at most
+    /// about `budget` units of work (a unit: one rule-table slot moved or one heap sift-down,
+    /// O(log rules) compares) and returns `Ok(true)` once the FIB is sealed. The rule table is
+    /// compacted (used slots first), then heap-sorted in place by (prefix, length) (Williams'
+    /// heapsort, CACM 7(6), 1964: in place and resumable at any sift-down, unlike the standard
+    /// library's sorts). From the first call the FIB refuses route changes
+    /// ([`FibError::ReadOnly`]).
+    ///
+    /// # Errors
+    /// [`FibError::BuildOrder`] if this is not a sparse build collecting or sealing rules,
+    /// [`FibError::Tbl8Full`] if the groups do not suffice (the FIB then stays sealed, with
+    /// only the order of the rule table changed).
+    pub fn seal_step(&mut self, budget: usize) -> Result<bool, FibError> {
+        let mut left = budget.max(1);
+        loop {
+            match self.mode {
+                Mode::Rules => self.mode = Mode::Sealing(SealCursor::Compact { read: 0, write: 0 }),
+                Mode::Sealing(SealCursor::Compact {
+                    mut read,
+                    mut write,
+                }) => {
+                    while read < self.rules.len() && left > 0 {
+                        if self.rules[read].depth != EMPTY_DEPTH {
+                            self.rules.swap(read, write);
+                            write += 1;
+                        }
+                        read += 1;
+                        left -= 1;
+                    }
+                    self.mode = Mode::Sealing(if read == self.rules.len() {
+                        SealCursor::Heapify(self.rules_used / 2)
+                    } else {
+                        SealCursor::Compact { read, write }
+                    });
+                }
+                Mode::Sealing(SealCursor::Heapify(mut i)) => {
+                    let n = self.rules_used;
+                    while i > 0 && left > 0 {
+                        i -= 1;
+                        sift_down(&mut self.rules[..n], i);
+                        left -= 1;
+                    }
+                    self.mode = Mode::Sealing(if i == 0 {
+                        SealCursor::Extract(n)
+                    } else {
+                        SealCursor::Heapify(i)
+                    });
+                }
+                Mode::Sealing(SealCursor::Extract(mut end)) => {
+                    while end > 1 && left > 0 {
+                        end -= 1;
+                        self.rules.swap(0, end);
+                        sift_down(&mut self.rules[..end], 0);
+                        left -= 1;
+                    }
+                    if end > 1 {
+                        self.mode = Mode::Sealing(SealCursor::Extract(end));
+                    } else {
+                        return self.seal_finish().map(|()| true);
+                    }
+                }
+                Mode::Dense | Mode::Sealed => return Err(FibError::BuildOrder),
+            }
+            if left == 0 {
+                return Ok(false);
+            }
         }
-        self.rules
-            .sort_unstable_by_key(|r| (r.depth == EMPTY_DEPTH, r.prefix, r.depth));
+    }
+
+    /// The last step of sealing: the sorted rules' depths and tbl8 group count.
+    fn seal_finish(&mut self) -> Result<(), FibError> {
         self.mode = Mode::Sealed;
         let used = &self.rules[..self.rules_used];
+        debug_assert!(used.windows(2).all(|w| rule_key(&w[0]) < rule_key(&w[1])));
         self.depths = used.iter().fold(0, |m, r| m | 1 << r.depth);
         let mut groups = 0;
         let mut last = None;
@@ -720,6 +830,10 @@ impl<'a> Fib<'a> {
     }
 
     fn rule_find(&self, ip: u32, depth: u8) -> Option<usize> {
+        if let Mode::Sealing(_) = self.mode {
+            // Neither hashed nor sorted yet.
+            return None;
+        }
         if self.mode == Mode::Sealed {
             return self.rules[..self.rules_used]
                 .binary_search_by_key(&(ip, depth), |r| (r.prefix, r.depth))
@@ -1153,6 +1267,59 @@ pub(crate) mod tests {
             }
             Ok(())
             })?;
+        }
+
+        /// Sealing in bounded steps (any budget, with route changes refused once it started)
+        /// gives the rule table one sealed in one call gives: the used rules, sorted by
+        /// (prefix, length), the empty slots after them; both agree on tbl8's sufficiency.
+        #[test]
+        fn seal_in_steps_equals_seal(
+            ops in prop::collection::vec(op(), 1..200),
+            budget in 1usize..64,
+        ) {
+            let (mut one, mut steps) = (leaked_sparse(4, 256), leaked_sparse(4, 256));
+            for o in &ops {
+                match *o {
+                    Op::Add(a, l, n) => {
+                        let r = one.add(net(a, l), via(n));
+                        prop_assert_eq!(steps.add(net(a, l), via(n)), r);
+                    }
+                    Op::Del(a, l) => {
+                        let r = one.delete(net(a, l));
+                        prop_assert_eq!(steps.delete(net(a, l)), r);
+                    }
+                    Op::DelLive(k) => {
+                        let live = one.routes().nth(k % one.len().max(1));
+                        if let Some((n, _)) = live {
+                            prop_assert_eq!(one.delete(n), Ok(()));
+                            prop_assert_eq!(steps.delete(n), Ok(()));
+                        }
+                    }
+                }
+            }
+            let mut want: Vec<_> = one.routes().map(|(n, h)| (n.addr.to_bits(), n.len, h)).collect();
+            want.sort_by_key(|r| (r.0, r.1));
+            let sealed = one.seal();
+            let mut calls = 0;
+            let stepped = loop {
+                calls += 1;
+                match steps.seal_step(budget) {
+                    Ok(true) => break Ok(()),
+                    Ok(false) => {
+                        prop_assert_eq!(steps.add(net(0, 0), via(1)), Err(FibError::ReadOnly));
+                        prop_assert_eq!(steps.get(net(0, 0)), None);
+                    }
+                    Err(e) => break Err(e),
+                }
+                prop_assert!(calls < 100_000, "seal_step never finished");
+            };
+            prop_assert_eq!(stepped, sealed);
+            // Compaction alone reads all 256 slots, one unit each.
+            prop_assert!(calls * budget >= 256, "a step did more than its budget");
+            let got: Vec<_> = steps.routes().map(|(n, h)| (n.addr.to_bits(), n.len, h)).collect();
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(&one.rules[..], &steps.rules[..]);
+            prop_assert_eq!(steps.seal_step(budget), Err(FibError::BuildOrder));
         }
 
         /// The sparse build (rules, seal, chunk by chunk) gives the table the dense incremental

@@ -99,6 +99,8 @@ fn largest() -> Stats {
             retired: m,
             retire_batches: m,
             routes_text_pages: m,
+            build_steps: m,
+            max_step_us: m,
         }),
     }
 }

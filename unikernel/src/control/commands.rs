@@ -74,7 +74,7 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
         Command::RouteAdd(net, gw) => route_change(core, RouteDelta::Add(net, gw)),
         Command::RouteDel(net) => route_change(core, RouteDelta::Del(net)),
         Command::RoutesCommit | Command::RoutesReload => match core.route() {
-            Some(_) => fib::commit(core, cmd == Command::RoutesReload),
+            Some(_) => fib::commit(cmd == Command::RoutesReload),
             None => println!("routes: not in router mode"),
         },
         Command::Quit => quit(core, facts),

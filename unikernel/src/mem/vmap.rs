@@ -171,10 +171,18 @@ pub fn vmap(pfns: &[Pfn], writable: bool) -> Result<VmArea, VmapError> {
 /// and calls [`release_va`].
 pub fn vunmap(area: VmArea, mut unmapped: impl FnMut(u64, Pfn)) {
     for i in 0..area.pages {
-        let v = area.page_addr(i);
-        if let Ok(Some(pa)) = paging::vunmap_page(v) {
-            unmapped(v, Pfn::from_addr(pa));
+        if let Some(pfn) = vunmap_one(area, i) {
+            unmapped(area.page_addr(i), pfn);
         }
+    }
+}
+
+/// Clear page `i`'s PTE of `area` (as [`vunmap`], one page: for callers that unmap a large
+/// range a bounded number of pages at a time). Returns the frame it mapped, if any.
+pub fn vunmap_one(area: VmArea, i: usize) -> Option<Pfn> {
+    match paging::vunmap_page(area.page_addr(i)) {
+        Ok(Some(pa)) => Some(Pfn::from_addr(pa)),
+        _ => None,
     }
 }
 

@@ -1,0 +1,831 @@
+//! Router mode: the one FIB, built on the boot CPU (connected, local and broadcast routes,
+//! `route=`, the routes file), then read by every core's router.
+//!
+//! The FIB is sparse (docs/DESIGN.md, "Remapped buffers and batched TLB shootdown"): its
+//! DIR-24-8 tbl24 is a 64 MiB range of the vmap area whose 4 KiB chunks (1,024 entries, one /14)
+//! map a page of their own only where the entries inside differ; every uniform chunk maps the
+//! one shared read-only page holding its value. The rule table and tbl8 are `vmalloc`'d. The
+//! boot FIB is taken before the boot free-page count.
+//!
+//! Live reload (RCU style): `routes commit` (or `PUT /routes`) starts a build on the boot CPU
+//! that runs a bounded step at a time between its poll iterations ([`poll_build`],
+//! [`build`]), so the boot CPU keeps forwarding; the new FIB is published (`PUBLISHED`
+//! pointer, then `GENERATION`), and each routing core switches its router at its quiescent
+//! point ([`quiescent`], from housekeeping) and records the generation it saw. Once every
+//! routing core saw it, the old FIB is retired, also in bounded steps ([`retire`]): all its
+//! vmap ranges unmapped into one flush batch, one shootdown to the routing cores, then its
+//! frames freed and its ranges released. FIB records live in a fixed pool of slots (no heap).
+
+// Boot-time errors carry their context as text (no heap to box it in); they are returned once,
+// printed and fatal, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
+mod build;
+mod retire;
+
+use crate::arch::time::uptime_us;
+use crate::mem::paging::PAGE;
+use crate::mem::vmap::{self, VmArea};
+use crate::percpu::{current_cpu, MAX_CPUS};
+use crate::tlb;
+use build::{build_step, Budget, Job, Phase, Source, STEP_GAP_US, STEP_US};
+use core::cell::UnsafeCell;
+use core::fmt::Write;
+use core::net::Ipv4Addr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use log::info;
+use mm::{Pfn, Zone};
+use netstack::config::PORTS;
+use netstack::router::{Fib, Ipv4Net, PortConfig, Router, RouterConfig, TBL24_CHUNKS};
+use netstack::stats::FibStats;
+use netstack::{Config, MacAddr};
+use retire::{give_back, retire_step, Retire};
+use unikernel::dataplane::{Core, CoreRouter, Platform};
+
+/// The router that builds the FIB on the boot CPU.
+type FibBuilder = Router<'static, mm::Pfn>;
+
+/// Most DIR-24-8 second-level groups (256 entries, 1 KiB each): prefixes longer than /24
+/// under at most 1024 distinct /24s (1 MiB). Fewer are `vmalloc`'d when fewer can be needed.
+const TBL8_GROUPS_MAX: usize = 1024;
+/// Fewest rule slots (a power of two).
+const MIN_RULES: usize = 64;
+/// Distinct uniform-chunk values that get a shared page; a chunk whose value finds no room
+/// here gets a page of its own (correct, just not shared). Seen: a handful (no route, the
+/// default route, a few short prefixes).
+const SHARED_VALUES: usize = 64;
+
+/// A configuration error found while building the FIB (the boot stops with it).
+pub struct FibError(pub heapless::String<256>);
+
+fn err(args: core::fmt::Arguments<'_>) -> FibError {
+    let mut s = heapless::String::new();
+    let _ = s.write_fmt(args);
+    FibError(s)
+}
+
+/// The router's ports: port `i` has MAC `macs[i]` and address `ip{i}=`.
+fn router_ports(cfg: &Config, macs: [MacAddr; PORTS]) -> Result<[PortConfig; PORTS], FibError> {
+    if let Some(i) = (0..PORTS).find(|&i| cfg.ip[i].is_none()) {
+        return Err(err(format_args!(
+            "config error: ip{i}= is required in router mode"
+        )));
+    }
+    Ok(core::array::from_fn(|i| PortConfig {
+        mac: macs[i],
+        addr: cfg.ip[i].expect("checked above"),
+    }))
+}
+
+/// What the FIB's memory is, for the boot log (pages of 4 KiB).
+#[derive(Default, Clone, Copy)]
+struct FibMemory {
+    /// tbl24 chunks with a page of their own (mixed, or uniform without a shared slot).
+    chunk_pages: usize,
+    /// Shared read-only pages (one per distinct uniform value).
+    shared_pages: usize,
+    /// Uniform chunks (mapping a shared page).
+    shared_chunks: usize,
+    /// Pages of tbl8 and of the rule table.
+    tbl8_pages: usize,
+    rule_pages: usize,
+}
+
+impl FibMemory {
+    fn total_bytes(&self) -> u64 {
+        (self.chunk_pages + self.shared_pages + self.tbl8_pages + self.rule_pages) as u64 * PAGE
+    }
+}
+
+/// What a FIB build took from the zone and the vmap area: a failed build gives it back at
+/// once (a local flush: no other CPU ever saw it), a replaced FIB after its RCU grace period
+/// (one batched shootdown to the routing cores).
+#[derive(Default)]
+struct FibAreas {
+    /// The rule table and tbl8 (`vmalloc`'d: every page its own frame).
+    rules: Option<VmArea>,
+    tbl8: Option<VmArea>,
+    /// The 64 MiB tbl24 range (own chunk pages and shared pages mapped into it).
+    tbl24: Option<VmArea>,
+    /// The shared uniform-value pages, each mapped by many tbl24 chunks (freed once each, not
+    /// once per PTE).
+    shared: heapless::Vec<(u32, Pfn), SHARED_VALUES>,
+    /// The tbl24 build's scratch page (not mapped).
+    scratch: Option<Pfn>,
+}
+
+/// One built FIB and what it holds.
+struct FibRecord {
+    fib: Fib<'static>,
+    areas: FibAreas,
+    mem: FibMemory,
+    /// Its generation (1 = built at boot).
+    generation: u64,
+}
+
+/// A route change from the console, applied after the boot configuration by every later
+/// build (until `routes reload`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RouteDelta {
+    /// `route add PREFIX/LEN,GATEWAY`.
+    Add(Ipv4Net, Ipv4Addr),
+    /// `route del PREFIX/LEN`.
+    Del(Ipv4Net),
+}
+
+/// Most console route changes kept (committed and pending together).
+pub const MAX_DELTAS: usize = 64;
+/// FIB records: the published one, one retiring, one being built.
+const FIB_SLOTS: usize = 3;
+/// How long a commit (or `quit`) waits for every routing core to pass a quiescent state (its
+/// housekeeping, every 10 ms) before it gives up: 500 ms.
+const GRACE_MS: u64 = 500;
+
+/// A slot for one [`FibRecord`].
+struct Slot(UnsafeCell<Option<FibRecord>>);
+
+// SAFETY: a slot is written only by the boot CPU (boot, `routes commit`, retirement), and
+// only while no other CPU holds a reference into it: a record is filled before its FIB is
+// published and taken out only after every routing core acknowledged (its `SEEN` generation)
+// that it switched to a newer FIB. In between, every CPU only reads it (`&Fib`).
+unsafe impl Sync for Slot {}
+
+static SLOTS: [Slot; FIB_SLOTS] = [const { Slot(UnsafeCell::new(None)) }; FIB_SLOTS];
+
+/// The published FIB (RCU pointer): set by the boot CPU with `Release` before
+/// [`GENERATION`], read by each routing core at its quiescent point.
+static PUBLISHED: AtomicPtr<Fib<'static>> = AtomicPtr::new(core::ptr::null_mut());
+/// Generation of the published FIB (0: none, not router mode).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// Per CPU: the FIB generation its router uses (its last RCU quiescent state).
+static SEEN: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+/// The boot CPU's reload state.
+struct Reload {
+    /// Slot of the published FIB.
+    published: usize,
+    /// A replaced FIB being retired (its grace period, then bounded unmap/flush/free steps).
+    retiring: Option<Retire>,
+    /// Console route changes: `deltas[..committed]` are in the published FIB.
+    deltas: heapless::Vec<RouteDelta, MAX_DELTAS>,
+    committed: usize,
+    /// The routes file's text, kept for rebuilds: the routes boot module (reserved for the
+    /// kernel's life), or the body of the last successful `PUT /routes` (`upload`).
+    routes_file: Option<&'static str>,
+    /// The `PUT /routes` body `routes_file` points into, if it does (freed when replaced).
+    upload: Option<RoutesUpload>,
+}
+
+static RELOAD: spin::Mutex<Reload> = spin::Mutex::new(Reload {
+    published: 0,
+    retiring: None,
+    deltas: heapless::Vec::new(),
+    committed: 0,
+    routes_file: None,
+    upload: None,
+});
+
+/// Counters for STATS (`fib`).
+static RELOADS: AtomicU64 = AtomicU64::new(0);
+static FAILED: AtomicU64 = AtomicU64::new(0);
+static ROUTES: AtomicU64 = AtomicU64::new(0);
+static PAGES: AtomicU64 = AtomicU64::new(0);
+static PAGES_BOOT: AtomicU64 = AtomicU64::new(0);
+static PAGES_RETIRING: AtomicU64 = AtomicU64::new(0);
+static LAST_BUILD_MS: AtomicU64 = AtomicU64::new(0);
+static LAST_SWAP_US: AtomicU64 = AtomicU64::new(0);
+static RETIRED: AtomicU64 = AtomicU64::new(0);
+static RETIRE_BATCHES: AtomicU64 = AtomicU64::new(0);
+static BUILD_STEPS: AtomicU64 = AtomicU64::new(0);
+static MAX_STEP_US: AtomicU64 = AtomicU64::new(0);
+
+/// The build under way (boot CPU only; stepped by [`poll_build`]).
+static JOB: spin::Mutex<Option<Job>> = spin::Mutex::new(None);
+/// Whether a build or a retirement is under way: the boot CPU steps it between poll
+/// iterations and does not halt meanwhile (one `Relaxed` load per iteration otherwise).
+static BUSY: AtomicBool = AtomicBool::new(false);
+/// When the boot CPU may take its next step while busy forwarding (µs since boot).
+static NEXT_STEP_US: AtomicU64 = AtomicU64::new(0);
+
+/// The `fib` section of STATS (`None` outside router mode).
+pub fn fib_stats() -> Option<FibStats> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    (generation > 0).then(|| FibStats {
+        generation,
+        reloads: RELOADS.load(Ordering::Relaxed),
+        failed: FAILED.load(Ordering::Relaxed),
+        routes: ROUTES.load(Ordering::Relaxed),
+        pages: PAGES.load(Ordering::Relaxed),
+        pages_boot: PAGES_BOOT.load(Ordering::Relaxed),
+        pages_retiring: PAGES_RETIRING.load(Ordering::Relaxed),
+        last_build_ms: LAST_BUILD_MS.load(Ordering::Relaxed),
+        last_swap_us: LAST_SWAP_US.load(Ordering::Relaxed),
+        retired: RETIRED.load(Ordering::Relaxed),
+        retire_batches: RETIRE_BATCHES.load(Ordering::Relaxed),
+        routes_text_pages: UPLOAD_PAGES.load(Ordering::Relaxed),
+        build_steps: BUILD_STEPS.load(Ordering::Relaxed),
+        max_step_us: MAX_STEP_US.load(Ordering::Relaxed),
+    })
+}
+
+/// Pages the FIBs hold now (published + retiring) and held at boot (taken before the boot
+/// free-page count): `quit` checks `free now + FIB now == free at boot + FIB at boot`.
+/// `PUT /routes` bodies (being received, or kept as the routes file) count as FIB pages.
+pub fn fib_pages() -> (u64, u64) {
+    (
+        PAGES.load(Ordering::Relaxed)
+            + PAGES_RETIRING.load(Ordering::Relaxed)
+            + UPLOAD_PAGES.load(Ordering::Relaxed),
+        PAGES_BOOT.load(Ordering::Relaxed),
+    )
+}
+
+impl FibMemory {
+    fn pages(&self) -> u64 {
+        (self.chunk_pages + self.shared_pages + self.tbl8_pages + self.rule_pages) as u64
+    }
+}
+
+/// Log what a FIB is made of.
+fn log_fib(what: &str, rec: &FibRecord, job: &Job) {
+    let (fib, mem) = (&rec.fib, &rec.mem);
+    info!(
+        "router: {what} generation {}: {} routes in the FIB (connected, local, broadcast, static); {} of {} tbl8 groups used",
+        rec.generation,
+        fib.len(),
+        fib.tbl8_usage().0,
+        fib.tbl8_usage().1,
+    );
+    info!(
+        "router: FIB tbl24 {} chunks: {} real chunk pages, {} uniform chunks on {} shared pages; \
+         FIB memory {} KiB (tbl24 {} KiB, tbl8 {} KiB, rules {} KiB); built in {} ms (rules {} ms, tbl24 {} ms) over {} steps",
+        TBL24_CHUNKS,
+        mem.chunk_pages,
+        mem.shared_chunks,
+        mem.shared_pages,
+        mem.total_bytes() / 1024,
+        (mem.chunk_pages + mem.shared_pages) * 4,
+        mem.tbl8_pages * 4,
+        mem.rule_pages * 4,
+        job.work_us / 1000,
+        job.rules_us / 1000,
+        (job.work_us - job.rules_us) / 1000,
+        job.steps,
+    );
+}
+
+/// Put `rec` in free slot `slot` and publish it as generation `generation` (RCU publish:
+/// the record is complete before the pointer, the pointer before the generation).
+fn publish(r: &mut Reload, slot: usize, mut rec: FibRecord, generation: u64) {
+    rec.generation = generation;
+    ROUTES.store(rec.fib.len() as u64, Ordering::Relaxed);
+    PAGES.store(rec.mem.pages(), Ordering::Relaxed);
+    // SAFETY: `slot` is free (no FIB of it is published or retiring, so no CPU holds a
+    // reference into it) and only the boot CPU writes slots (see `Slot`).
+    let fib: *const Fib<'static> = unsafe {
+        let cell = &mut *SLOTS[slot].0.get();
+        &cell.insert(rec).fib
+    };
+    PUBLISHED.store(fib.cast_mut(), Ordering::Release);
+    GENERATION.store(generation, Ordering::Release);
+    r.published = slot;
+}
+
+/// The record of a built job (its FIB and what it holds), generation not yet set.
+fn take_record(job: &mut Job) -> FibRecord {
+    FibRecord {
+        fib: job.take_fib(),
+        areas: core::mem::take(&mut job.areas),
+        mem: job.mem,
+        generation: 0,
+    }
+}
+
+/// Boot CPU, once, before the boot free-page count: build the sparse FIB from the
+/// configuration and the routes file (the build's steps run back to back), and publish it
+/// (generation 1) for [`core_router`].
+///
+/// # Errors
+/// A [`FibError`] naming the bad address, route or routes-file line, or the memory that ran
+/// out.
+pub fn build_fib(
+    cfg: &Config,
+    zone: &Zone,
+    routes_file: Option<&'static str>,
+) -> Result<(), FibError> {
+    if GENERATION.load(Ordering::Acquire) != 0 {
+        return Err(err(format_args!("router: the boot FIB was built twice")));
+    }
+    let mut job = Job::new("boot FIB", Source::Boot);
+    let mut r = RELOAD.lock();
+    r.routes_file = routes_file;
+    job.begin(&mut r);
+    let mut b = Budget::unlimited();
+    let built = build_step(&mut job, cfg, zone, &r.deltas, &mut b);
+    job.steps = 1;
+    job.work_us = b.elapsed_us();
+    match built {
+        Ok(true) => {}
+        Ok(false) => unreachable!("an unlimited step finishes"),
+        Err(e) => {
+            job.discard();
+            give_back(zone, core::mem::take(&mut job.areas));
+            return Err(e);
+        }
+    }
+    let rec = take_record(&mut job);
+    PAGES_BOOT.store(rec.mem.pages(), Ordering::Relaxed);
+    LAST_BUILD_MS.store(job.work_us / 1000, Ordering::Relaxed);
+    BUILD_STEPS.store(1, Ordering::Relaxed);
+    publish(&mut r, 0, rec, 1);
+    // SAFETY: just published in slot 0 by this CPU; only read here.
+    let rec = unsafe { (*SLOTS[0].0.get()).as_ref() }.expect("just published");
+    log_fib("boot FIB", rec, &job);
+    Ok(())
+}
+
+/// Every routing core, at its RCU quiescent point (housekeeping, between poll iterations:
+/// no lookup is in progress): if a newer FIB was published, switch this core's router to it
+/// and record the generation seen. One `Acquire` load when nothing changed.
+pub fn quiescent<P: Platform>(core: &mut Core<P>) {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let cpu = current_cpu() as usize;
+    if generation == 0 || SEEN[cpu].load(Ordering::Relaxed) == generation {
+        return;
+    }
+    let p = PUBLISHED.load(Ordering::Acquire);
+    // SAFETY: `p` points into the slot of the FIB of generation ≥ `generation` (published
+    // before the generation, both `Release`, loaded `Acquire` in the opposite order). It stays
+    // valid until every routing core's `SEEN` passed a newer generation, and this core stores
+    // its `SEEN` only after it switched.
+    let fib: &'static Fib<'static> = unsafe { &*p };
+    match core.set_fib(fib) {
+        Ok(_) => SEEN[cpu].store(generation, Ordering::Release),
+        // Cannot happen (every build installs the ports' routes); the old FIB then stays in
+        // use and is never retired (the commit waiting for it reports it).
+        Err(e) => log::error!("router: cpu {cpu}: FIB generation {generation} refused: {e}"),
+    }
+}
+
+/// Whether a build or a retirement is under way (the boot CPU's poll loop then calls
+/// [`poll_build`] every iteration and does not halt). One `Relaxed` load.
+#[inline]
+pub fn busy() -> bool {
+    BUSY.load(Ordering::Relaxed)
+}
+
+/// Boot CPU, from its poll loop while [`busy`]: one bounded step ([`STEP_US`]) of the
+/// retirement and the build under way; while the core forwards (`idle` false) at most one
+/// step per [`STEP_GAP_US`] of forwarding, so a reload takes at most half of the core.
+pub fn poll_build<P: Platform>(core: &mut Core<P>, idle: bool) {
+    if !idle && uptime_us() < NEXT_STEP_US.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut b = Budget::new(STEP_US);
+    step(core, &mut b);
+    MAX_STEP_US.fetch_max(b.elapsed_us(), Ordering::Relaxed);
+    NEXT_STEP_US.store(uptime_us() + STEP_GAP_US, Ordering::Relaxed);
+}
+
+/// One step: the retirement under way first (a build waits for it), then the build.
+fn step<P: Platform>(core: &mut Core<P>, b: &mut Budget) {
+    let zone = crate::mem::ZONE.get().expect("the zone is up");
+    let cores = core.fabric().cores();
+    let retired = step_retire(cores, zone, b);
+    let mut j = JOB.lock();
+    let Some(job) = j.as_mut() else {
+        BUSY.store(!retired, Ordering::Relaxed);
+        return;
+    };
+    let mut r = RELOAD.lock();
+    if job.phase == Phase::Settle {
+        if !retired {
+            if uptime_us() - job.asked_us > GRACE_MS * 1000 {
+                let late = r.retiring.as_ref().map_or(0, |rt| rt.late(cores));
+                let e = err(format_args!(
+                    "router: cores {late:#x} did not switch to the published FIB within {GRACE_MS} ms; the published FIB stays"
+                ));
+                let job = j.take().expect("checked");
+                drop((r, j));
+                fail(job, RebuildFailure::Busy, e);
+            }
+            return;
+        }
+        job.begin(&mut r);
+    }
+    let t0 = uptime_us();
+    let built = build_step(job, core.cfg(), zone, &r.deltas, b);
+    job.steps += 1;
+    job.work_us += uptime_us() - t0;
+    drop(r);
+    match built {
+        Ok(false) => {}
+        Ok(true) => {
+            let job = j.take().expect("checked");
+            drop(j);
+            finish(core, job);
+        }
+        Err(e) => {
+            FAILED.fetch_add(1, Ordering::Relaxed);
+            let mut job = j.take().expect("checked");
+            drop(j);
+            job.discard();
+            give_back(zone, core::mem::take(&mut job.areas));
+            fail(job, RebuildFailure::Build, e);
+        }
+    }
+}
+
+/// One step of the retirement under way, if any; `true` if none is left. A finished
+/// retirement frees its slot and is counted.
+fn step_retire(cores: usize, zone: &Zone, b: &mut Budget) -> bool {
+    let mut r = RELOAD.lock();
+    let Some(rt) = r.retiring.as_mut() else {
+        return true;
+    };
+    if !retire_step(rt, cores, zone, b) {
+        return false;
+    }
+    let rt = r.retiring.take().expect("checked");
+    // SAFETY: the retirement unmapped, flushed and freed everything of this record after
+    // every routing core switched away from it; only the boot CPU writes slots.
+    let rec = unsafe { (*SLOTS[rt.slot].0.get()).take() }.expect("a retiring slot holds a FIB");
+    // The FIB (whose slices pointed into the ranges just released) is dropped unused.
+    PAGES_RETIRING.store(0, Ordering::Relaxed);
+    LAST_SWAP_US.store(rt.swap_us, Ordering::Relaxed);
+    RETIRED.fetch_add(1, Ordering::Relaxed);
+    RETIRE_BATCHES.fetch_add(rt.batches, Ordering::Relaxed);
+    crate::println!(
+        "routes: FIB generation {} retired: {} pages freed after {} shootdown batch(es), {} us of work; every core switched within {} us",
+        rec.generation,
+        rec.mem.pages(),
+        rt.batches,
+        rt.work_us,
+        rt.swap_us,
+    );
+    true
+}
+
+/// A built job: publish its FIB as the next generation, start retiring the one it replaces,
+/// switch this core (at its quiescent point: steps run between poll iterations) and wake the
+/// others so they switch at their next housekeeping.
+fn finish<P: Platform>(core: &mut Core<P>, mut job: Job) {
+    let mut r = RELOAD.lock();
+    let rec = take_record(&mut job);
+    let old = r.published;
+    let slot = (0..FIB_SLOTS)
+        // SAFETY: reading whether a slot is empty; only this CPU writes slots.
+        .find(|&s| s != old && unsafe { (*SLOTS[s].0.get()).is_none() })
+        .expect("a free slot: one published, none retiring once settled");
+    PAGES_RETIRING.store(PAGES.load(Ordering::Relaxed), Ordering::Relaxed);
+    let old_gen = GENERATION.load(Ordering::Acquire);
+    let generation = old_gen + 1;
+    publish(&mut r, slot, rec, generation);
+    r.retiring = Some(Retire::new(old, generation, uptime_us()));
+    BUSY.store(true, Ordering::Relaxed);
+    let put = match core::mem::replace(&mut job.source, Source::Boot) {
+        Source::Upload(u) => {
+            // The upload is the routes file from now on; the one it replaces (if it was an
+            // upload) is freed here: nothing refers to it any more.
+            r.routes_file = Some(u.text());
+            r.upload = Some(u);
+            true
+        }
+        Source::Boot | Source::Console { .. } => {
+            r.committed = job.deltas;
+            false
+        }
+    };
+    RELOADS.fetch_add(1, Ordering::Relaxed);
+    LAST_BUILD_MS.store(job.work_us / 1000, Ordering::Relaxed);
+    BUILD_STEPS.store(job.steps, Ordering::Relaxed);
+    // SAFETY: just published by this CPU; only read here.
+    let rec = unsafe { (*SLOTS[slot].0.get()).as_ref() }.expect("just published");
+    log_fib(job.what, rec, &job);
+    let done = Published {
+        generation,
+        routes: rec.fib.len(),
+        pages: rec.mem.pages(),
+        build_ms: job.work_us / 1000,
+    };
+    crate::println!(
+        "{}: FIB generation {generation} published: {} routes, {} pages, built in {} ms (rules {} ms, tbl24 {} ms) over {} steps (longest {} us so far), {} ms after it was asked; generation {old_gen} retires when every core switched",
+        job.what,
+        done.routes,
+        done.pages,
+        done.build_ms,
+        job.rules_us / 1000,
+        (job.work_us - job.rules_us) / 1000,
+        job.steps,
+        MAX_STEP_US.load(Ordering::Relaxed),
+        (uptime_us() - job.asked_us) / 1000,
+    );
+    drop(r);
+    quiescent(core);
+    for k in 1..core.fabric().cores() {
+        P::wake(k);
+    }
+    if put {
+        *PUT_JOB.lock() = PutJob::Done(Ok(done));
+    }
+}
+
+/// A job that did not publish (its memory already given back): named with the generation
+/// that stays; a console build drops the pending changes; a `PUT /routes` gets the error.
+fn fail(job: Job, why: RebuildFailure, e: FibError) {
+    let old_gen = GENERATION.load(Ordering::Acquire);
+    if why == RebuildFailure::Busy {
+        FAILED.fetch_add(1, Ordering::Relaxed);
+    }
+    let e = match job.source {
+        Source::Console { .. } => {
+            let mut r = RELOAD.lock();
+            let dropped = r.deltas.len() - r.committed;
+            let keep = r.committed;
+            r.deltas.truncate(keep);
+            err(format_args!(
+                "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
+                e.0
+            ))
+        }
+        Source::Upload(_) | Source::Boot => {
+            err(format_args!("{}; FIB generation {old_gen} stays", e.0))
+        }
+    };
+    crate::println!("{}: error: {}", job.what, e.0);
+    if let Source::Upload(_) = job.source {
+        *PUT_JOB.lock() = PutJob::Done(Err((why, e)));
+    }
+    BUSY.store(RELOAD.lock().retiring.is_some(), Ordering::Relaxed);
+}
+
+/// Boot CPU (`quit`): abandon a build under way (its memory back at once) and finish the
+/// retirement under way, waiting at most [`GRACE_MS`] (answering TLB requests) for its grace
+/// period.
+///
+/// # Errors
+/// A [`FibError`] naming the cores that did not pass a quiescent state in time.
+pub fn settle(cores: usize) -> Result<(), FibError> {
+    let zone = crate::mem::ZONE.get().expect("the zone is up");
+    if let Some(mut job) = JOB.lock().take() {
+        job.discard();
+        give_back(zone, core::mem::take(&mut job.areas));
+        crate::println!("{}: FIB build abandoned", job.what);
+        // An abandoned upload's body goes back with `job`.
+    }
+    let deadline = crate::arch::time::Deadline::after_ms(GRACE_MS);
+    while !step_retire(cores, zone, &mut Budget::unlimited()) {
+        if deadline.expired() {
+            let late = RELOAD
+                .lock()
+                .retiring
+                .as_ref()
+                .map_or(0, |rt| rt.late(cores));
+            return Err(err(format_args!(
+                "router: cores {late:#x} did not switch to the published FIB within {GRACE_MS} ms"
+            )));
+        }
+        tlb::service();
+        core::hint::spin_loop();
+    }
+    BUSY.store(false, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `route add` / `route del` (boot CPU): queue a change for the next `routes commit`.
+pub fn queue_delta(d: RouteDelta) {
+    let mut r = RELOAD.lock();
+    let pending = r.deltas.len() - r.committed;
+    match r.deltas.push(d) {
+        Ok(()) => crate::println!(
+            "routes: {d:?} pending ({} pending; `routes commit` applies them)",
+            pending + 1
+        ),
+        Err(_) => crate::println!(
+            "routes: error: {MAX_DELTAS} route changes kept already; `routes reload` drops them"
+        ),
+    }
+}
+
+/// Start a build (it waits for a previous replacement to retire first). Gives `source` back
+/// if a build is under way already.
+fn start(what: &'static str, source: Source) -> Result<(), Source> {
+    let mut j = JOB.lock();
+    if j.is_some() {
+        return Err(source);
+    }
+    *j = Some(Job::new(what, source));
+    BUSY.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `routes commit` (or, with `reload`, `routes reload`: `route=` and the routes file alone, the
+/// routes file being the last `PUT /routes` body if there was one) on the boot CPU: start a
+/// build, which runs in bounded steps between poll iterations ([`poll_build`]) once a
+/// previous replacement retired, then publishes the new FIB and switches this core to it;
+/// the other routing cores switch at their next housekeeping and the old FIB is retired. On
+/// any error the published FIB stays (pending changes are dropped) and the error is named on
+/// the console.
+pub fn commit(reload: bool) {
+    let what = if reload {
+        "routes reload"
+    } else {
+        "routes commit"
+    };
+    match start(what, Source::Console { reload }) {
+        Ok(()) => {
+            crate::println!("{what}: building the new FIB (the published one routes meanwhile)")
+        }
+        Err(_) => crate::println!(
+            "{what}: error: a FIB build is under way; try again when it is published"
+        ),
+    }
+}
+
+/// What a successful rebuild published.
+#[derive(Copy, Clone, Debug)]
+pub struct Published {
+    /// The new FIB's generation.
+    pub generation: u64,
+    /// Its routes (connected, local, broadcast and static).
+    pub routes: usize,
+    /// Its pages.
+    pub pages: u64,
+    /// Build time (ms of the boot CPU's steps).
+    pub build_ms: u64,
+}
+
+/// Why a rebuild failed: the previous FIB did not retire in time (`Busy`: try again) or the
+/// new one could not be built (`Build`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RebuildFailure {
+    /// A previous replacement is still waiting for a core (503).
+    Busy,
+    /// The build failed: a bad route or out of memory (500).
+    Build,
+}
+
+/// Pages held by `PUT /routes` bodies (being received or kept as the routes file).
+static UPLOAD_PAGES: AtomicU64 = AtomicU64::new(0);
+
+/// A `PUT /routes` body: a `vmalloc`'d buffer of its `Content-Length` (order-0 pages, so an
+/// 8 MiB body needs no high-order block), filled as it streams in. Only the boot CPU (which
+/// runs the management plane and the rebuild) ever touches it, so dropping it (its pages go
+/// back to the zone) needs a local flush only.
+pub struct RoutesUpload {
+    area: Option<VmArea>,
+    len: usize,
+}
+
+impl RoutesUpload {
+    /// A zeroed buffer for a body of `len` bytes.
+    ///
+    /// # Errors
+    /// The vmap area or the zone ran out.
+    pub fn new(len: usize) -> Result<RoutesUpload, FibError> {
+        if len == 0 {
+            return Ok(RoutesUpload { area: None, len });
+        }
+        let zone = crate::mem::ZONE.get().expect("the zone is up");
+        let area = vmap::vmalloc(zone, len as u64)
+            .map_err(|e| err(format_args!("no memory for a {len}-byte body: {e}")))?;
+        UPLOAD_PAGES.fetch_add(area.pages as u64, Ordering::Relaxed);
+        Ok(RoutesUpload {
+            area: Some(area),
+            len,
+        })
+    }
+
+    /// The whole buffer (`len` bytes).
+    pub fn buf_mut(&mut self) -> &mut [u8] {
+        match self.area {
+            // SAFETY: a vmap range of ≥ `len` writable bytes mapped for this upload alone,
+            // unmapped only by `drop`, which takes `self` (so no slice outlives it).
+            Some(a) => unsafe { core::slice::from_raw_parts_mut(a.base as *mut u8, self.len) },
+            None => &mut [],
+        }
+    }
+
+    /// The body as text. Only called on a body whose every line was checked (UTF-8, routes
+    /// syntax) as it streamed in; a body that is not UTF-8 reads as empty.
+    fn text(&self) -> &'static str {
+        let bytes: &[u8] = match self.area {
+            // SAFETY: as `buf_mut`; the `'static` text is kept only while the upload is (in
+            // `Reload::upload`, `routes_file` dropped with it) or used within one build.
+            Some(a) => unsafe { core::slice::from_raw_parts(a.base as *const u8, self.len) },
+            None => &[],
+        };
+        core::str::from_utf8(bytes).unwrap_or("")
+    }
+}
+
+impl Drop for RoutesUpload {
+    fn drop(&mut self) {
+        let Some(area) = self.area.take() else {
+            return;
+        };
+        let zone = crate::mem::ZONE.get().expect("the zone is up");
+        UPLOAD_PAGES.fetch_sub(area.pages as u64, Ordering::Relaxed);
+        // Only this CPU (the boot CPU) ever touched the range: a local flush.
+        let areas = FibAreas {
+            rules: Some(area),
+            ..FibAreas::default()
+        };
+        give_back(zone, areas);
+    }
+}
+
+/// The hand-off between the management plane (in the poll loop, on the boot CPU) and its
+/// housekeeping (the quiescent point where a rebuild may run).
+// One static slot (no heap to box the error in): the size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum PutJob {
+    /// Nothing asked.
+    Idle,
+    /// A complete, checked body waiting for housekeeping.
+    Pending(RoutesUpload),
+    /// Its build is under way.
+    Started,
+    /// What the rebuild did, for the management plane to answer.
+    Done(Result<Published, (RebuildFailure, FibError)>),
+}
+
+static PUT_JOB: spin::Mutex<PutJob> = spin::Mutex::new(PutJob::Idle);
+
+/// Management plane: hand a complete, checked `PUT /routes` body to housekeeping. Returns it
+/// back if a job is already pending or unanswered.
+pub fn submit_put(upload: RoutesUpload) -> Result<(), RoutesUpload> {
+    let mut j = PUT_JOB.lock();
+    match *j {
+        PutJob::Idle => {
+            *j = PutJob::Pending(upload);
+            Ok(())
+        }
+        _ => Err(upload),
+    }
+}
+
+/// Management plane: whether a job is pending or unanswered (a new upload waits its turn).
+pub fn put_busy() -> bool {
+    !matches!(*PUT_JOB.lock(), PutJob::Idle)
+}
+
+/// Management plane: the result of the submitted job once housekeeping ran it.
+pub fn take_put_result() -> Option<Result<Published, (RebuildFailure, FibError)>> {
+    let mut j = PUT_JOB.lock();
+    match core::mem::replace(&mut *j, PutJob::Idle) {
+        PutJob::Done(r) => Some(r),
+        other => {
+            *j = other;
+            None
+        }
+    }
+}
+
+/// Boot CPU housekeeping: start a pending `PUT /routes` once no build is under way. The body
+/// replaces the routes file's routes (`route=` routes and committed console changes stay)
+/// through the same stepped build, publish and retire path as `routes commit`; the result
+/// reaches the management plane ([`take_put_result`]) when the build ends.
+pub fn poll_put() {
+    if JOB.lock().is_some() {
+        return;
+    }
+    let mut j = PUT_JOB.lock();
+    let PutJob::Pending(_) = &*j else {
+        return;
+    };
+    let PutJob::Pending(upload) = core::mem::replace(&mut *j, PutJob::Started) else {
+        unreachable!("checked")
+    };
+    drop(j);
+    if let Err(Source::Upload(u)) = start("PUT /routes", Source::Upload(upload)) {
+        *PUT_JOB.lock() = PutJob::Pending(u);
+    }
+}
+
+/// Core `k`'s router (of `cores`) over the published FIB (built by [`build_fib`] before any
+/// other core starts); its IP IDs interleave with the other cores' (RFC 6864).
+///
+/// # Errors
+/// A [`FibError`] if the FIB was not built or the ports' addresses are bad.
+pub fn core_router(
+    cfg: &Config,
+    macs: [MacAddr; PORTS],
+    k: usize,
+    cores: usize,
+) -> Result<CoreRouter, FibError> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let p = PUBLISHED.load(Ordering::Acquire);
+    if generation == 0 || p.is_null() {
+        return Err(err(format_args!(
+            "router: the FIB was not built before this core started"
+        )));
+    }
+    // SAFETY: the published FIB (see `quiescent`); this core's `SEEN` is set to its
+    // generation below, before the router is used, so it is not retired under the router.
+    let fib: &'static Fib<'static> = unsafe { &*p };
+    SEEN[current_cpu() as usize].store(generation, Ordering::Release);
+    let rc = RouterConfig::for_core(k as u16, cores as u16);
+    CoreRouter::new(fib, &router_ports(cfg, macs)?, rc)
+        .map_err(|e| err(format_args!("config error: ip0/ip1: router: {e}")))
+}

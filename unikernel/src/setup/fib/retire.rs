@@ -1,0 +1,263 @@
+//! Giving a FIB's memory back. A replaced FIB is retired after its RCU grace period a bounded
+//! step at a time ([`retire_step`]): its vmap ranges unmapped into one flush batch, one
+//! batched shootdown to the routing cores (dispatched, then polled between steps), then its
+//! frames freed and its ranges released. A FIB that was never published (a failed or
+//! abandoned build) and a `PUT /routes` body were seen by this CPU alone: [`give_back`] in one
+//! go, with local flushes.
+
+use super::build::Budget;
+use super::{FibAreas, FibRecord, SEEN, SLOTS};
+use crate::arch::time::uptime_us;
+use crate::mem::vmap::{self, VmArea};
+use crate::tlb;
+use core::sync::atomic::Ordering;
+use mm::tlb::{CpuMask, Dispatched, FlushBatch};
+use mm::{Pfn, Zone};
+
+/// Frames one retirement batch holds: 16,384 (128 KiB of `.bss`), above the 14,650 frames of
+/// the 100,000-route FIB (BENCHMARKS.md "Sparse FIB memory"), so that one retires with one
+/// shootdown; a larger FIB takes several batches (the extra ones flushed at once).
+const RETIRE_FRAMES: usize = 16 * 1024;
+/// Frames a [`give_back`] batch holds: local flushes only, so a small batch (8 KiB) costs a
+/// few more CR3 reloads on a large failed build and nothing else.
+const DISCARD_FRAMES: usize = 1024;
+/// Frames handed back to the zone between two clock reads.
+const FREE_CHUNK: usize = 64;
+
+/// The batch retirements unmap into: the boot CPU's only.
+static RETIRE_BATCH: spin::Mutex<FlushBatch<RETIRE_FRAMES>> = spin::Mutex::new(FlushBatch::new());
+/// The batch [`give_back`] unmaps into (separate: a give-back may come while a retirement's
+/// batch is in flight).
+static DISCARD_BATCH: spin::Mutex<FlushBatch<DISCARD_FRAMES>> = spin::Mutex::new(FlushBatch::new());
+
+/// A replaced FIB being retired.
+pub(super) struct Retire {
+    /// Its slot.
+    pub(super) slot: usize,
+    /// The generation every routing core must have seen before it goes.
+    pub(super) generation: u64,
+    /// When the new FIB was published (µs since boot), and how long until every core had
+    /// switched (µs, once known).
+    pub(super) since_us: u64,
+    pub(super) swap_us: u64,
+    phase: RetirePhase,
+    /// Shootdown batches so far, and the steps' time (µs).
+    pub(super) batches: u64,
+    pub(super) work_us: u64,
+}
+
+/// Where a [`Retire`] stands.
+enum RetirePhase {
+    /// Waiting for every routing core's quiescent state (its `SEEN` generation).
+    Grace,
+    /// Unmapping range `area` (0 tbl24, 1 tbl8, 2 rules) from page `page` on.
+    Unmap { area: usize, page: usize },
+    /// The shootdown is out: waiting for every target's acknowledgement.
+    Flush(Dispatched),
+    /// Flushed: frames going back to the zone.
+    Free(Dispatched),
+    /// Between phases (never seen outside [`run`]).
+    Moving,
+}
+
+impl Retire {
+    /// The FIB in `slot`, replaced by `generation`, published at `since_us`.
+    pub(super) fn new(slot: usize, generation: u64, since_us: u64) -> Retire {
+        Retire {
+            slot,
+            generation,
+            since_us,
+            swap_us: 0,
+            phase: RetirePhase::Grace,
+            batches: 0,
+            work_us: 0,
+        }
+    }
+
+    /// The routing cores that have not passed a quiescent state since the replacement.
+    pub(super) fn late(&self, cores: usize) -> u64 {
+        (0..cores)
+            .filter(|&c| SEEN[c].load(Ordering::Acquire) < self.generation)
+            .fold(0, |m, c| m | 1 << c)
+    }
+}
+
+/// One bounded step of retirement `rt` (of `cores` routing cores). Returns `true` when it is
+/// done: every frame freed and every range released (the caller then drops the record).
+pub(super) fn retire_step(rt: &mut Retire, cores: usize, zone: &Zone, b: &mut Budget) -> bool {
+    let t0 = uptime_us();
+    let done = run(rt, cores, zone, b);
+    rt.work_us += uptime_us() - t0;
+    done
+}
+
+fn run(rt: &mut Retire, cores: usize, zone: &Zone, b: &mut Budget) -> bool {
+    let mut batch = RETIRE_BATCH.lock();
+    loop {
+        match core::mem::replace(&mut rt.phase, RetirePhase::Moving) {
+            RetirePhase::Grace => {
+                if rt.late(cores) != 0 {
+                    rt.phase = RetirePhase::Grace;
+                    return false;
+                }
+                rt.swap_us = uptime_us() - rt.since_us;
+                rt.phase = RetirePhase::Unmap { area: 0, page: 0 };
+            }
+            RetirePhase::Unmap { area, page } => {
+                if let Some(next) = unmap(rt, cores, zone, &mut batch, area, page, b) {
+                    rt.phase = RetirePhase::Unmap {
+                        area: next.0,
+                        page: next.1,
+                    };
+                    return false;
+                }
+                rt.phase = RetirePhase::Flush(tlb::dispatch(&mut *batch));
+            }
+            RetirePhase::Flush(mut d) => {
+                // The targets answer within their next poll iteration (or the IPI past the
+                // deadline): spin for the rest of the step, then come back.
+                while !tlb::poll(&mut d) {
+                    if b.over() {
+                        rt.phase = RetirePhase::Flush(d);
+                        return false;
+                    }
+                    core::hint::spin_loop();
+                }
+                rt.phase = RetirePhase::Free(d);
+            }
+            RetirePhase::Free(d) => {
+                while tlb::complete_some(&d, &mut *batch, FREE_CHUNK, |p| {
+                    zone.free_pages_order(p, 0);
+                }) > 0
+                {
+                    if b.over() {
+                        rt.phase = RetirePhase::Free(d);
+                        return false;
+                    }
+                }
+                tlb::complete(d, &mut *batch, |_| {}, release);
+                rt.batches += 1;
+                return true;
+            }
+            RetirePhase::Moving => unreachable!("a retirement between phases"),
+        }
+    }
+}
+
+/// Unmap the retiring FIB's ranges from (`area`, `page`) into `batch` until `b` is spent
+/// (returns where to resume) or all are (`None`: the shared pages are in the batch too).
+fn unmap(
+    rt: &mut Retire,
+    cores: usize,
+    zone: &Zone,
+    batch: &mut FlushBatch<RETIRE_FRAMES>,
+    mut area: usize,
+    mut page: usize,
+    b: &mut Budget,
+) -> Option<(usize, usize)> {
+    // SAFETY: every routing core switched to a newer FIB (the grace period is over) and only
+    // this CPU (the boot CPU) writes slots: nothing else refers to this record any more.
+    let rec: &FibRecord =
+        unsafe { (*SLOTS[rt.slot].0.get()).as_ref() }.expect("a retiring slot holds a FIB");
+    let areas = &rec.areas;
+    let mask = CpuMask::first(cores);
+    let ranges = [areas.tbl24, areas.tbl8, areas.rules];
+    let mut r = Retirer {
+        zone,
+        batch,
+        batches: &mut rt.batches,
+    };
+    while area < ranges.len() {
+        if let Some(a) = ranges[area] {
+            while page < a.pages {
+                if let Some(pfn) = vmap::vunmap_one(a, page) {
+                    r.batch.add_page(a.page_addr(page), mask);
+                    if !areas.shared.iter().any(|s| s.1 == pfn) {
+                        r.free(pfn);
+                    }
+                }
+                page += 1;
+                if b.spent() {
+                    return Some((area, page));
+                }
+            }
+            r.range(a);
+        }
+        area += 1;
+        page = 0;
+    }
+    for &(_, p) in &areas.shared {
+        r.free(p);
+    }
+    None
+}
+
+/// Release a virtual range after its flush.
+fn release(base: u64, pages: usize) {
+    vmap::release_va(VmArea { base, pages });
+}
+
+/// Unmap everything in `areas` (seen by this CPU alone: a FIB never published, or a
+/// `PUT /routes` body), flush locally in batches of [`DISCARD_FRAMES`] frames, then free the
+/// frames (own pages once, each shared page once) and release the virtual ranges.
+pub(super) fn give_back(zone: &Zone, areas: FibAreas) {
+    let mut guard = DISCARD_BATCH.lock();
+    let mut batches = 0;
+    let mut r = Retirer {
+        zone,
+        batch: &mut guard,
+        batches: &mut batches,
+    };
+    if let Some(s) = areas.scratch {
+        zone.free_pages_order(s, 0); // never mapped
+    }
+    let me = CpuMask::only(crate::percpu::current_cpu() as usize);
+    for area in [areas.tbl24, areas.tbl8, areas.rules].into_iter().flatten() {
+        vmap::vunmap(area, |v, pfn| {
+            r.batch.add_page(v, me);
+            if !areas.shared.iter().any(|s| s.1 == pfn) {
+                r.free(pfn);
+            }
+        });
+        r.range(area);
+    }
+    for &(_, p) in &areas.shared {
+        r.free(p);
+    }
+    r.flush();
+}
+
+/// A flush batch being filled; a full one is flushed at once (waiting) and refilled.
+struct Retirer<'a, const P: usize> {
+    zone: &'a Zone,
+    batch: &'a mut FlushBatch<P>,
+    batches: &'a mut u64,
+}
+
+impl<const P: usize> Retirer<'_, P> {
+    /// One shootdown for what the batch holds, then its frames and ranges go back.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let zone = self.zone;
+        tlb::flush(self.batch, |pfn| zone.free_pages_order(pfn, 0), release);
+        *self.batches += 1;
+    }
+
+    /// Free `pfn` after a flush (the current batch's, or the next one's when it is full).
+    fn free(&mut self, pfn: Pfn) {
+        if self.batch.add_free(pfn).is_err() {
+            self.flush();
+            let _ = self.batch.add_free(pfn); // an empty batch has room
+        }
+    }
+
+    /// Release `area` after the flush of the batch holding its last page.
+    fn range(&mut self, area: VmArea) {
+        if self.batch.add_va_range(area.base, area.pages).is_err() {
+            self.flush();
+            let _ = self.batch.add_va_range(area.base, area.pages);
+        }
+    }
+}
