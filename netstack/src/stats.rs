@@ -774,12 +774,6 @@ pub fn write_prometheus(
         writeln!(w, "gannet_fib_reloads_total {}", f.reloads)?;
         gauge(w, "gannet_fib_pages", "4 KiB pages of the published FIB.")?;
         writeln!(w, "gannet_fib_pages {}", f.pages)?;
-        gauge(
-            w,
-            "gannet_fib_max_step_microseconds",
-            "Longest step of a reload's build or retirement (the boot CPU not forwarding).",
-        )?;
-        writeln!(w, "gannet_fib_max_step_microseconds {}", f.max_step_us)?;
     }
     if let Some(r) = &s.router {
         counter(w, "gannet_router_forwarded_total", "Frames routed.")?;
