@@ -195,29 +195,9 @@ fn build_core(
             .unwrap_or_else(|e| fail(format_args!("{}", e.0)))
     });
     // The management plane runs on core 0; other cores hand its frames over.
-    let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, (mem, jumbo))| {
-        let net = cfg.ip[p].expect("router mode has ip0/ip1");
+    let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
         let mtu = port_mtu(cfg.mtu[p], if p == 0 { &h0.nic } else { &h1.nic });
-        let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
-        let m = Mgmt::new(
-            p,
-            macs[p].0,
-            (net.addr, net.len),
-            mtu,
-            mem,
-            jumbo,
-            now_ms,
-            rdtsc(),
-        );
-        info!(
-            "mgmt: {} on port {p}: ARP, ICMP echo, http://{}:{}/metrics; frames up to {} bytes (MTU {mtu}; longer than {} through a per-core view)",
-            net,
-            net.addr,
-            mgmt::METRICS_PORT,
-            m.frame_max(),
-            mgmt::FRAME_MAX,
-        );
-        m.with_put_token(put_token(cfg))
+        build_mgmt(cfg, p, macs[p], mtu, mem)
     });
     let core = Core::<KernelPlatform>::new(CoreParams {
         cfg: cfg.clone(),
@@ -278,6 +258,38 @@ fn check_rx_rings(k: usize, posted: &[usize; PORTS], zone: &Zone) {
             ));
         }
     }
+}
+
+/// The management plane on local port `p` (MAC `mac`, IP MTU `mtu`) over its storage (main
+/// block, jumbo block).
+fn build_mgmt(
+    cfg: &Config,
+    p: usize,
+    mac: MacAddr,
+    mtu: u16,
+    (mem, jumbo): (&'static mut [u8], &'static mut [u8]),
+) -> Mgmt {
+    let net = cfg.ip[p].expect("router mode has ip0/ip1");
+    let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
+    let m = Mgmt::new(
+        p,
+        mac.0,
+        (net.addr, net.len),
+        mtu,
+        mem,
+        jumbo,
+        now_ms,
+        rdtsc(),
+    );
+    info!(
+        "mgmt: {} on port {p}: ARP, ICMP echo, http://{}:{}/metrics; frames up to {} bytes (MTU {mtu}; longer than {} through a per-core view)",
+        net,
+        net.addr,
+        mgmt::METRICS_PORT,
+        m.frame_max(),
+        mgmt::FRAME_MAX,
+    );
+    m.with_put_token(put_token(cfg))
 }
 
 /// The `PUT /routes` token (`mgmt_token=`), logged by length only.
