@@ -263,12 +263,13 @@ impl<M> RouteOps<'_, M> {
     /// §5.1.6.4), else it is a `bad_desc` drop; no room to keep it is `mgmt_linear_failed`.
     fn multi_to_host(&mut self, frame: &MultiFrame<'_>) -> RxVerdict {
         let n = frame.pages.len();
-        let full = frame.lens.len() == n
+        let full = (2..=MAX_FRAME_BUFFERS).contains(&n)
+            && frame.lens.len() == n
             && frame.lens[..n - 1]
                 .iter()
                 .enumerate()
                 .all(|(i, &l)| usize::from(l) == if i == 0 { FRAME_ROOM } else { mm::PAGE_SIZE });
-        if !full || n > 1 + 3 || frame.len > usize::from(u16::MAX) {
+        if !full || frame.len > usize::from(u16::MAX) {
             self.counters[self.p].drop(DropReason::BadDesc);
             self.recycle_all(frame.pages);
             return RxVerdict::Consumed;
