@@ -403,6 +403,14 @@ pub struct RouterStats {
     pub mgmt_handoff: u64,
     /// Frames for the management plane dropped (core 0's ring full, or no page for the copy).
     pub mgmt_handoff_dropped: u64,
+    /// Frames of several pages (jumbo frames) made linear for the management plane: one
+    /// per-core view each (mapped on core 0, unmapped with a local flush).
+    #[serde(default)]
+    pub mgmt_linear: u64,
+    /// Frames of several pages for the management plane dropped because no linear view could
+    /// be made (or their pages could not be kept).
+    #[serde(default)]
+    pub mgmt_linear_failed: u64,
 }
 
 impl RouterStats {
@@ -414,6 +422,7 @@ impl RouterStats {
         neigh_sync: NeighSync,
         mgmt_handoff: u64,
         mgmt_handoff_dropped: u64,
+        (mgmt_linear, mgmt_linear_failed): (u64, u64),
     ) -> Self {
         RouterStats {
             rx: c.rx,
@@ -434,6 +443,8 @@ impl RouterStats {
             neigh_sync,
             mgmt_handoff,
             mgmt_handoff_dropped,
+            mgmt_linear,
+            mgmt_linear_failed,
         }
     }
 }

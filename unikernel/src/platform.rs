@@ -7,10 +7,13 @@ use crate::arch::trap::WAKE_VECTOR;
 use crate::control::commands::{system_snap, BootFacts};
 use crate::control::mgmt::{Mgmt, MgmtCounters};
 use crate::control::stats::write_prometheus;
+use crate::mem::kmap::{LocalView, WINDOW_PAGES};
 use crate::setup::Nic;
 use crate::smp::{send_ipi, IpiTarget};
+use drivers::virtio_net::NET_HDR_LEN;
+use mm::PAGE_SIZE;
 use unikernel::dataplane::snap::PairSnap;
-use unikernel::dataplane::{Core, Fabric, Platform};
+use unikernel::dataplane::{Core, Fabric, LinearError, PageBuf, Platform};
 
 /// Everything the forwarding cores share.
 pub static FABRIC: Fabric = Fabric::new();
@@ -46,6 +49,36 @@ impl Platform for KernelPlatform {
     /// An IPI on the wake vector (rare: ARP learning, management frames, console requests).
     fn wake(k: usize) {
         send_ipi(IpiTarget::One(k), WAKE_VECTOR);
+    }
+
+    /// A per-core view (`mem::kmap::LocalView`): the pages mapped read-only, in order, in
+    /// this CPU's own window; the view is dropped (a local `invlpg` per page, no IPI) before
+    /// this returns. The first failure to map is logged.
+    fn with_linear(
+        pages: &[PageBuf],
+        len: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), LinearError> {
+        let n = pages.len();
+        let end = NET_HDR_LEN + len;
+        // Every page but the last full, the last holding at least one byte.
+        if n == 0 || n > WINDOW_PAGES || end > n * PAGE_SIZE || end <= (n - 1) * PAGE_SIZE {
+            return Err(LinearError::Layout);
+        }
+        let mut pfns = [mm::Pfn(0); WINDOW_PAGES];
+        for (slot, page) in pfns.iter_mut().zip(pages) {
+            *slot = page.pfn();
+        }
+        let view = LocalView::map(&pfns[..n]).map_err(|e| {
+            static LOGGED: core::sync::atomic::AtomicBool =
+                core::sync::atomic::AtomicBool::new(false);
+            if !LOGGED.swap(true, core::sync::atomic::Ordering::Relaxed) {
+                log::warn!("mgmt: no per-core view for a {len}-byte frame ({n} pages): {e:?}");
+            }
+            LinearError::Map
+        })?;
+        f(&view.bytes()[NET_HDR_LEN..end]);
+        Ok(())
     }
 
     fn write_metrics(pairs: &[PairSnap], mgmt: &MgmtCounters, w: &mut dyn core::fmt::Write) {

@@ -18,7 +18,7 @@ use mm::page_pool::PP_ALLOC_CACHE_REFILL;
 use mm::{PerCpuPages, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
 use netstack::{Config, IdleMode, MacAddr, Mode};
-use unikernel::dataplane::{Core, CoreParams, MAX_CORES};
+use unikernel::dataplane::{port_mtu, Core, CoreParams, MAX_CORES};
 
 const _: () = assert!(MAX_CPUS == MAX_CORES, "one dataplane core slot per CPU");
 
@@ -45,7 +45,12 @@ static SETUP: spin::Once<Setup> = spin::Once::new();
 /// then forward until `quit`. Never returns.
 pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>) -> ! {
     // Taken before the boot free-page count: it is never returned.
-    let mgmt_mem = cfg.mgmt_port().map(|_| mgmt_storage(zone));
+    let mgmt_mem = cfg.mgmt_port().map(|_| {
+        (
+            mgmt_storage(zone, mgmt::STORAGE_BYTES),
+            mgmt_storage(zone, mgmt::JUMBO_STORAGE_BYTES),
+        )
+    });
     // The boot FIB (router mode), built before the boot free-page count too: `quit` accounts
     // for it (and for what live reloads replaced it with) separately.
     if cfg.mode == Mode::Router {
@@ -163,7 +168,7 @@ fn build_core(
     setup: &Setup,
     zone: &'static Zone,
     pcp: PerCpuPages,
-    mgmt_mem: Option<&'static mut [u8]>,
+    mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
 ) -> (KernelCore, bool) {
     let cfg = &setup.cfg;
     // This core's LAPIC (its devices' MSI-X entries were routed to its APIC ID at set-up).
@@ -191,16 +196,8 @@ fn build_core(
     });
     // The management plane runs on core 0; other cores hand its frames over.
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
-        let net = cfg.ip[p].expect("router mode has ip0/ip1");
-        info!(
-            "mgmt: {} on port {p}: ARP, ICMP echo, http://{}:{}/metrics",
-            net,
-            net.addr,
-            mgmt::METRICS_PORT
-        );
-        let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
-        Mgmt::new(p, macs[p].0, net.addr, net.len, mem, now_ms, rdtsc())
-            .with_put_token(put_token(cfg))
+        let mtu = port_mtu(cfg.mtu[p], if p == 0 { &h0.nic } else { &h1.nic });
+        build_mgmt(cfg, p, macs[p], mtu, mem)
     });
     let core = Core::<KernelPlatform>::new(CoreParams {
         cfg: cfg.clone(),
@@ -263,7 +260,38 @@ fn check_rx_rings(k: usize, posted: &[usize; PORTS], zone: &Zone) {
     }
 }
 
-/// Carve the management plane's storage from the zone (kept for the kernel's life).
+/// The management plane on local port `p` (MAC `mac`, IP MTU `mtu`) over its storage (main
+/// block, jumbo block).
+fn build_mgmt(
+    cfg: &Config,
+    p: usize,
+    mac: MacAddr,
+    mtu: u16,
+    (mem, jumbo): (&'static mut [u8], &'static mut [u8]),
+) -> Mgmt {
+    let net = cfg.ip[p].expect("router mode has ip0/ip1");
+    let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
+    let m = Mgmt::new(
+        p,
+        mac.0,
+        (net.addr, net.len),
+        mtu,
+        mem,
+        jumbo,
+        now_ms,
+        rdtsc(),
+    );
+    info!(
+        "mgmt: {} on port {p}: ARP, ICMP echo, http://{}:{}/metrics; frames up to {} bytes (MTU {mtu}; longer than {} through a per-core view)",
+        net,
+        net.addr,
+        mgmt::METRICS_PORT,
+        m.frame_max(),
+        mgmt::FRAME_MAX,
+    );
+    m.with_put_token(put_token(cfg))
+}
+
 /// The `PUT /routes` token (`mgmt_token=`), logged by length only.
 fn put_token(cfg: &Config) -> Option<netstack::config::MgmtToken> {
     match &cfg.mgmt_token {
@@ -273,16 +301,15 @@ fn put_token(cfg: &Config) -> Option<netstack::config::MgmtToken> {
     cfg.mgmt_token.clone()
 }
 
-fn mgmt_storage(zone: &Zone) -> &'static mut [u8] {
-    let order = mgmt::STORAGE_BYTES
+/// Carve `want` bytes of the management plane's storage from the zone (one zeroed buddy
+/// block, kept for the kernel's life).
+fn mgmt_storage(zone: &Zone, want: usize) -> &'static mut [u8] {
+    let order = want
         .div_ceil(PAGE_SIZE)
         .next_power_of_two()
         .trailing_zeros() as usize;
     let Some(pfn) = zone.alloc_pages(order) else {
-        fail(format_args!(
-            "mgmt: no memory for {} bytes",
-            mgmt::STORAGE_BYTES
-        ))
+        fail(format_args!("mgmt: no memory for {want} bytes"))
     };
     let bytes = PAGE_SIZE << order;
     // SAFETY: a fresh buddy block of `bytes`, identity-mapped, never freed: ours for 'static.

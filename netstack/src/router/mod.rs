@@ -58,7 +58,8 @@
 //!   they are.
 //! - Frames longer than their first buffer ([`Router::forward_fast_len`],
 //!   [`Router::process_slow_len`]): only the head is read and written, lengths are checked
-//!   against the whole frame; what needs more than the head is dropped as `beyond_head`.
+//!   against the whole frame; what needs more than the head is dropped as `beyond_head`,
+//!   except datagrams to us (an echo request too), which go to the host whole.
 
 pub mod arp;
 pub mod fib;
@@ -128,8 +129,8 @@ pub enum RouterDrop {
     /// Header checksum wrong.
     BadChecksum,
     /// Needs bytes of the frame past its head (the contiguous first part given to
-    /// [`Router::process_slow_len`]): an IPv4 header longer than the head, or an ICMP echo
-    /// request to us whose message does not fit in it (the reply is built in place).
+    /// [`Router::process_slow_len`]): an IPv4 header longer than the head. (A datagram to us
+    /// longer than the head, an echo request included, goes to the host instead.)
     BeyondHead,
     /// A malformed Record Route or Timestamp option (RFC 791: the datagram is in error;
     /// answered with Parameter Problem unless rate-limited).
@@ -1125,8 +1126,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// `head.len()` (a frame received in several buffers; `head`, the contiguous first one,
     /// holds the headers). Length checks use `frame_len`; only `head` is read and written
     /// (the actions' `len` are frame lengths, ≤ `frame_len`). What would need bytes past the
-    /// head is dropped as [`RouterDrop::BeyondHead`]: an IPv4 header not in it, an echo
-    /// request to us longer than it; ICMP errors quote at most the head. A `frame_len` below
+    /// head is dropped as [`RouterDrop::BeyondHead`] (an IPv4 header not in it) or, for a
+    /// datagram to us, goes to the host ([`Action::ToHost`]; an echo request longer than the
+    /// head too: the management plane sees the frame linear); ICMP errors quote at most the
+    /// head. A `frame_len` below
     /// `head.len()` cuts the head to `frame_len` bytes.
     #[cold]
     #[inline(never)]
@@ -1577,13 +1580,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         let hl = h.header_len;
         let at = ETH_HDR_LEN + hl;
         if end > frame.len() {
-            // Past the head: the reply is built in place, the checksum over the whole message.
-            let echo = h.protocol == IPPROTO_ICMP
-                && frame.get(at + ICMP_TYPE) == Some(&icmp::ICMP_ECHO_REQUEST);
-            return match echo {
-                true => Action::Drop(RouterDrop::BeyondHead),
-                false => Action::ToHost,
-            };
+            // Past the head (a jumbo echo request too): the reply would be built in place and
+            // its checksum is over the whole message, which only the host sees linear (the
+            // management plane answers echo requests to its address).
+            return Action::ToHost;
         }
         let is_echo = h.protocol == IPPROTO_ICMP
             && h.total_len >= hl + ICMP_HDR_LEN

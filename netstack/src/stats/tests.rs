@@ -85,7 +85,7 @@ fn largest() -> Stats {
         busy_iters: m,
         phase_cycles: PhaseCycles::from([m; 4]),
         per_cpu: core::iter::repeat_n(cpu, MAX_CPUS).collect(),
-        router: Some(RouterStats::new(&c, m, sync, m, m)),
+        router: Some(RouterStats::new(&c, m, sync, m, m, (m, m))),
         fib: Some(FibStats {
             generation: m,
             reloads: m,
@@ -216,7 +216,7 @@ fn sample(router: bool) -> Stats {
         }]
         .into_iter()
         .collect(),
-        router: router.then(|| RouterStats::new(&c, 0, sync, 6, 0)),
+        router: router.then(|| RouterStats::new(&c, 0, sync, 6, 0, (2, 0))),
         // The established lines below predate the `fib` key; `largest` covers it.
         fib: None,
     }
@@ -302,7 +302,7 @@ fn json_is_the_established_line() {
         r#""neigh_table_full":0,"#,
         r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0,"neigh_evicted":0},"#,
         r#""neigh_sync":{"sent":5,"applied":5,"dropped":0},"mgmt_handoff":6,"#,
-        r#""mgmt_handoff_dropped":0}}"#,
+        r#""mgmt_handoff_dropped":0,"mgmt_linear":2,"mgmt_linear_failed":0}}"#,
     );
     assert!(router.starts_with(r#"{"mode":"router","#), "{router}");
     assert!(router.ends_with(tail), "{router}");

@@ -46,8 +46,15 @@ pub const METRICS_PORT: u16 = 9100;
 pub const RX_QUEUE: usize = 16;
 /// Frames smoltcp may queue for transmission before the forwarder picks them up.
 pub const TX_QUEUE: usize = 16;
-/// Largest frame handled (Ethernet header + 1500).
+/// Largest frame queued (Ethernet header + 1500); longer ones (jumbo MTU) are processed at
+/// once from the caller's buffer ([`Mgmt::rx_now`]) and sent from [`BIG_TX_QUEUE`] slots.
 pub const FRAME_MAX: usize = 1514;
+/// Largest frame at all: the largest MTU (`mtuN=` ≤ 9000) + the Ethernet header.
+pub const JUMBO_FRAME_MAX: usize = 9000 + 14;
+/// Frames longer than [`FRAME_MAX`] smoltcp may queue for transmission at once.
+pub const BIG_TX_QUEUE: usize = 2;
+/// Storage for the jumbo TX slots and their scratch, in bytes (a second allocation, 32 KiB).
+pub const JUMBO_STORAGE_BYTES: usize = (BIG_TX_QUEUE + 1) * JUMBO_FRAME_MAX;
 /// Frames fed to smoltcp per poll (at most one RX queue's worth).
 pub const INGRESS_PER_POLL: usize = 8;
 /// TCP receive buffer of each socket (bytes): an HTTP request line and headers, or the window
@@ -83,28 +90,63 @@ pub const IDLE_TIMEOUT_MS: i64 = 10_000;
 /// the whole response into its send buffer this long after it was written, or it is reset.
 pub const RESPONSE_TIMEOUT_MS: i64 = 5_000;
 
-/// A fixed ring of frames.
+/// A fixed ring of `N` frames in slots of `slot` bytes.
 struct FrameQueue<const N: usize> {
-    buf: &'static mut [[u8; FRAME_MAX]],
+    buf: &'static mut [u8],
+    slot: usize,
     len: [usize; N],
     head: usize,
     count: usize,
 }
 
 impl<const N: usize> FrameQueue<N> {
+    /// `N` slots of `slot` bytes each, carved from the front of `buf`; the rest is returned.
+    fn carve(buf: &'static mut [u8], slot: usize) -> (Self, &'static mut [u8]) {
+        let (mine, rest) = buf.split_at_mut((N * slot).min(buf.len()));
+        let q = FrameQueue {
+            slot: if mine.len() == N * slot { slot } else { 0 },
+            buf: mine,
+            len: [0; N],
+            head: 0,
+            count: 0,
+        };
+        (q, rest)
+    }
+
+    fn has_room(&self) -> bool {
+        self.count < N
+    }
+
     fn push(&mut self, f: &[u8]) -> bool {
-        if self.count == N || f.len() > FRAME_MAX {
+        if self.count == N || f.len() > self.slot {
             return false;
         }
         let i = (self.head + self.count) % N;
-        self.buf[i][..f.len()].copy_from_slice(f);
+        self.buf[i * self.slot..][..f.len()].copy_from_slice(f);
         self.len[i] = f.len();
         self.count += 1;
         true
     }
 
+    /// The next free slot's first `len` bytes (`len` ≤ the slot), to build a frame in;
+    /// [`FrameQueue::commit`] queues it.
+    fn next_slot(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.count == N || len > self.slot {
+            return None;
+        }
+        let i = (self.head + self.count) % N;
+        Some(&mut self.buf[i * self.slot..][..len])
+    }
+
+    /// Queue the frame of `len` bytes built in [`FrameQueue::next_slot`].
+    fn commit(&mut self, len: usize) {
+        let i = (self.head + self.count) % N;
+        self.len[i] = len;
+        self.count += 1;
+    }
+
     fn front(&self) -> Option<&[u8]> {
-        (self.count > 0).then(|| &self.buf[self.head][..self.len[self.head]])
+        (self.count > 0).then(|| &self.buf[self.head * self.slot..][..self.len[self.head]])
     }
 
     fn pop(&mut self) {
@@ -119,15 +161,37 @@ impl<const N: usize> FrameQueue<N> {
 struct MgmtDev {
     rx: FrameQueue<RX_QUEUE>,
     tx: FrameQueue<TX_QUEUE>,
+    /// Frames longer than [`FRAME_MAX`] smoltcp produced (jumbo MTU), in slots of the frame
+    /// limit; no slots when the limit is [`FRAME_MAX`].
+    big: FrameQueue<BIG_TX_QUEUE>,
+    /// Where a big frame is built when `big` is full (never with the token gating in
+    /// [`Device::receive`]/[`Device::transmit`]; kept so that a token always has room).
+    big_scratch: &'static mut [u8],
     tx_dropped: u64,
+    /// Largest frame in or out (bytes, Ethernet header included): the port's MTU + 14,
+    /// capped by the storage.
+    frame_max: usize,
     /// The frame being received (moved out of `rx` so the RX and TX tokens borrow disjoint
     /// fields).
     cur: [u8; FRAME_MAX],
+    /// A frame lent by [`Mgmt::rx_now`] for one `poll_ingress_single`: its address and
+    /// length. Valid only while set.
+    direct: Option<(*const u8, usize)>,
+}
+
+impl MgmtDev {
+    /// Whether a TX token may be handed out: room for a big frame too (smoltcp asks for the
+    /// length only when it uses the token).
+    fn tx_room(&self) -> bool {
+        self.big.slot == 0 || self.big.has_room()
+    }
 }
 
 struct MgmtRx<'a>(&'a [u8]);
 struct MgmtTx<'a> {
     q: &'a mut FrameQueue<TX_QUEUE>,
+    big: &'a mut FrameQueue<BIG_TX_QUEUE>,
+    scratch: &'a mut [u8],
     dropped: &'a mut u64,
 }
 
@@ -139,6 +203,21 @@ impl RxToken for MgmtRx<'_> {
 
 impl TxToken for MgmtTx<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        if len > FRAME_MAX && len <= self.scratch.len() {
+            // A jumbo frame: built in place in its slot (or, `big` full, in the scratch and
+            // dropped, counted).
+            return match self.big.next_slot(len) {
+                Some(slot) => {
+                    let r = f(slot);
+                    self.big.commit(len);
+                    r
+                }
+                None => {
+                    *self.dropped += 1;
+                    f(&mut self.scratch[..len])
+                }
+            };
+        }
         let mut frame = [0u8; FRAME_MAX];
         let len = len.min(FRAME_MAX);
         let r = f(&mut frame[..len]);
@@ -154,22 +233,38 @@ impl Device for MgmtDev {
     type TxToken<'a> = MgmtTx<'a>;
 
     fn receive(&mut self, _now: Instant) -> Option<(MgmtRx<'_>, MgmtTx<'_>)> {
-        let n = {
-            let f = self.rx.front()?;
-            self.cur[..f.len()].copy_from_slice(f);
-            f.len()
+        if !self.tx_room() {
+            // The reply might be big and there is no slot: later (after `drain_tx`).
+            return None;
+        }
+        let rx = if let Some((ptr, len)) = self.direct.take() {
+            // SAFETY: `Mgmt::rx_now` set `direct` from a live `&[u8]` of `len` bytes and
+            // clears it when its one `poll_ingress_single` returns; this token (and the slice)
+            // does not outlive that call, which is where smoltcp consumes it.
+            MgmtRx(unsafe { core::slice::from_raw_parts(ptr, len) })
+        } else {
+            let n = {
+                let f = self.rx.front()?;
+                self.cur[..f.len()].copy_from_slice(f);
+                f.len()
+            };
+            self.rx.pop();
+            MgmtRx(&self.cur[..n])
         };
-        self.rx.pop();
         let tx = MgmtTx {
             q: &mut self.tx,
+            big: &mut self.big,
+            scratch: &mut *self.big_scratch,
             dropped: &mut self.tx_dropped,
         };
-        Some((MgmtRx(&self.cur[..n]), tx))
+        Some((rx, tx))
     }
 
     fn transmit(&mut self, _now: Instant) -> Option<MgmtTx<'_>> {
-        (self.tx.count < TX_QUEUE).then_some(MgmtTx {
+        (self.tx.has_room() && self.tx_room()).then_some(MgmtTx {
             q: &mut self.tx,
+            big: &mut self.big,
+            scratch: &mut *self.big_scratch,
             dropped: &mut self.tx_dropped,
         })
     }
@@ -177,7 +272,8 @@ impl Device for MgmtDev {
     fn capabilities(&self) -> DeviceCapabilities {
         let mut c = DeviceCapabilities::default();
         c.medium = Medium::Ethernet;
-        c.max_transmission_unit = FRAME_MAX;
+        // Ethernet header included (smoltcp's IP MTU is this less 14): the port's MTU.
+        c.max_transmission_unit = self.frame_max;
         c.max_burst_size = Some(1);
         c
     }
@@ -308,14 +404,19 @@ pub const STORAGE_BYTES: usize =
 const _: () = assert!(STORAGE_BYTES <= 64 * 4096);
 
 impl Mgmt {
-    /// A management interface with MAC `mac` and address `addr/len` on `port`, using
-    /// `storage` (at least [`STORAGE_BYTES`], never freed).
+    /// A management interface with MAC `mac` and address `addr/len` on `port` whose IP MTU is
+    /// `mtu` (smoltcp's frame limit is `mtu` + 14, at most [`JUMBO_FRAME_MAX`], and at most
+    /// [`FRAME_MAX`] without `jumbo` storage), using `storage` (at least [`STORAGE_BYTES`])
+    /// and `jumbo` ([`JUMBO_STORAGE_BYTES`] for frames above [`FRAME_MAX`], or empty), never
+    /// freed.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         port: usize,
         mac: [u8; 6],
-        addr: core::net::Ipv4Addr,
-        len: u8,
+        (addr, len): (core::net::Ipv4Addr, u8),
+        mtu: u16,
         storage: &'static mut [u8],
+        jumbo: &'static mut [u8],
         now_ms: i64,
         seed: u64,
     ) -> Mgmt {
@@ -325,28 +426,30 @@ impl Mgmt {
         );
         let (frames, rest) = storage.split_at_mut((RX_QUEUE + TX_QUEUE) * FRAME_MAX);
         let (mut sock_mem, body) = rest.split_at_mut(SOCKETS * (TCP_RX + TCP_TX));
-        let (rxf, txf) = frames.split_at_mut(RX_QUEUE * FRAME_MAX);
-        let as_frames = |b: &'static mut [u8]| -> &'static mut [[u8; FRAME_MAX]] {
-            let n = b.len() / FRAME_MAX;
-            // SAFETY: `b` is exclusively ours for 'static; [u8; N] has alignment 1, and n
-            // arrays of FRAME_MAX bytes fit in it exactly.
-            unsafe { core::slice::from_raw_parts_mut(b.as_mut_ptr().cast(), n) }
+        let (rx, frames) = FrameQueue::carve(frames, FRAME_MAX);
+        let (tx, _) = FrameQueue::carve(frames, FRAME_MAX);
+        let frame_max = (usize::from(mtu) + 14).min(JUMBO_FRAME_MAX);
+        let jumbo_ok = jumbo.len() >= JUMBO_STORAGE_BYTES;
+        let frame_max = if jumbo_ok {
+            frame_max
+        } else {
+            frame_max.min(FRAME_MAX)
+        };
+        let (big, scratch) = if frame_max > FRAME_MAX {
+            let (big, rest) = FrameQueue::carve(jumbo, frame_max);
+            (big, &mut rest[..frame_max])
+        } else {
+            FrameQueue::carve(&mut [], 0)
         };
         let mut dev = MgmtDev {
-            rx: FrameQueue {
-                buf: as_frames(rxf),
-                len: [0; RX_QUEUE],
-                head: 0,
-                count: 0,
-            },
-            tx: FrameQueue {
-                buf: as_frames(txf),
-                len: [0; TX_QUEUE],
-                head: 0,
-                count: 0,
-            },
+            rx,
+            tx,
+            big,
+            big_scratch: scratch,
             tx_dropped: 0,
+            frame_max,
             cur: [0; FRAME_MAX],
+            direct: None,
         };
         let mut cfg = IfConfig::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
         cfg.random_seed = seed;
@@ -421,6 +524,36 @@ impl Mgmt {
         self.dev.rx.count
     }
 
+    /// Largest frame in or out (bytes, Ethernet header included): the port's MTU + 14.
+    pub fn frame_max(&self) -> usize {
+        self.dev.frame_max
+    }
+
+    /// Process `frame` (longer than [`FRAME_MAX`], up to [`Mgmt::frame_max`]) now, borrowed:
+    /// the frames queued before it first, then it (e.g. a per-core view of a jumbo ping).
+    /// Then call [`Mgmt::drain_tx`]. Returns `false` (counted `rx_dropped`) for a frame over
+    /// the limit or when no TX slot is free for a reply.
+    pub fn rx_now(&mut self, now_ms: i64, frame: &[u8]) -> bool {
+        let now = Instant::from_millis(now_ms);
+        while self.dev.rx.count > 0 && self.dev.tx_room() {
+            let _ = self
+                .iface
+                .poll_ingress_single(now, &mut self.dev, &mut self.sockets);
+        }
+        if frame.len() > self.dev.frame_max || !self.dev.tx_room() {
+            self.counters.rx_dropped += 1;
+            return false;
+        }
+        self.dev.direct = Some((frame.as_ptr(), frame.len()));
+        let _ = self
+            .iface
+            .poll_ingress_single(now, &mut self.dev, &mut self.sockets);
+        // Taken by `receive` (or not, if smoltcp did not ask): never kept past this call.
+        self.dev.direct = None;
+        self.counters.rx += 1;
+        true
+    }
+
     /// Run smoltcp for a bounded amount of work and serve the HTTP socket (`metrics` writes the
     /// response body when a request is complete). Then call [`Mgmt::drain_tx`].
     pub fn poll(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
@@ -446,6 +579,11 @@ impl Mgmt {
             send(f);
             self.counters.tx += 1;
             self.dev.tx.pop();
+        }
+        while let Some(f) = self.dev.big.front() {
+            send(f);
+            self.counters.tx += 1;
+            self.dev.big.pop();
         }
     }
 
@@ -930,8 +1068,16 @@ impl unikernel::dataplane::MgmtPlane for Mgmt {
         self.port
     }
 
+    fn queue_max(&self) -> usize {
+        FRAME_MAX
+    }
+
     fn push_rx(&mut self, frame: &[u8]) -> bool {
         Mgmt::push_rx(self, frame)
+    }
+
+    fn rx_now(&mut self, now_ms: i64, frame: &[u8]) -> bool {
+        Mgmt::rx_now(self, now_ms, frame)
     }
 
     fn rx_pending(&self) -> usize {

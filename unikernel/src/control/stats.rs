@@ -81,6 +81,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
                 sync,
                 y.mgmt_handoff,
                 y.mgmt_handoff_dropped,
+                (y.mgmt_linear, y.mgmt_linear_failed),
             )
         }),
         fib: sys.fib,

@@ -146,11 +146,7 @@ impl<P: Platform> Core<P> {
             let len = b.len;
             match forward_frame(self.cfg.mode, page.frame_mut(len), out_mac, peer) {
                 Verdict::Forward => {
-                    let h = Handoff {
-                        page,
-                        len: len as u16,
-                        port: dst_port as u8,
-                    };
+                    let h = Handoff::one(page, len as u16, dst_port as u8);
                     match self.fabric.handoff[dst_core].push(h) {
                         Ok(()) => handed = true,
                         Err(h) => {
@@ -180,6 +176,14 @@ impl<P: Platform> Core<P> {
         }
         let n = ring.pop_each(64, |h| {
             let port = usize::from(h.port).min(PORTS - 1);
+            if !h.rest.is_empty() {
+                // `xcore` hands over one-page frames only; never send a frame cut short.
+                self.counters[port].drop(netstack::DropReason::TooBig);
+                for page in h.into_pages() {
+                    self.pages.recycle(page);
+                }
+                return;
+            }
             self.stage_tx(port, h.page, usize::from(h.len).min(FRAME_ROOM));
         });
         self.flush_all();

@@ -41,7 +41,9 @@ mod tx;
 
 pub use fabric::Fabric;
 pub use page::PageBuf;
-pub use percore::{Core, CoreError, CoreParams, CoreRouter, MgmtPlane, Platform};
+pub use percore::{
+    port_mtu, Core, CoreError, CoreParams, CoreRouter, LinearError, MgmtPlane, Platform,
+};
 pub use quit::{QuitError, QuitPhase, QuitReport};
 pub use route::ROUTER_TIMER_NS;
 

@@ -82,6 +82,23 @@ impl PageBuf {
         unsafe { &mut *(self.raw.pfn.addr() as usize as *mut [u8; PAGE_SIZE]) }
     }
 
+    /// The whole page read-only (header area included), `PAGE_SIZE` bytes: the frame's
+    /// bytes start at [`NET_HDR_LEN`] in a frame's first page, at 0 in its other pages.
+    #[inline]
+    pub fn page(&self) -> &[u8; PAGE_SIZE] {
+        // SAFETY: as `page_mut`, shared: the token is the only owner and `&self` bounds the
+        // borrow, so nobody writes the page meanwhile.
+        unsafe { &*(self.raw.pfn.addr() as usize as *const [u8; PAGE_SIZE]) }
+    }
+
+    /// The first `len` bytes of the page (clamped to `PAGE_SIZE`), to write the frame bytes a
+    /// page after a frame's first holds (from offset 0: no header area).
+    #[inline]
+    pub fn continuation_mut(&mut self, len: usize) -> &mut [u8] {
+        let len = len.min(PAGE_SIZE);
+        &mut self.page_mut()[..len]
+    }
+
     /// The frame: `len` bytes after the virtio-net header area (clamped to [`FRAME_ROOM`]).
     #[inline]
     pub fn frame_mut(&mut self, len: usize) -> &mut [u8] {

@@ -60,6 +60,15 @@ pub(crate) fn count_rx_reject(c: &mut PortCounters, status: RxStatus) {
     }
 }
 
+/// A port's IP MTU (bytes): `mtuN=` (`configured`), else the device's (`VIRTIO_NET_F_MTU`),
+/// else Ethernet's 1500 (RFC 894). The router's egress limit and the management plane's frame
+/// limit (MTU + 14) both follow it.
+pub fn port_mtu(configured: Option<u16>, nic: &impl Nic) -> u16 {
+    configured
+        .or(nic.mtu())
+        .unwrap_or(netstack::router::DEFAULT_MTU)
+}
+
 /// What the dataplane needs from the machine it runs on. Implemented by the kernel (TSC, IPIs,
 /// virtio-net over PCI, smoltcp) and by host tests.
 pub trait Platform {
@@ -78,6 +87,19 @@ pub trait Platform {
     fn relax() {
         core::hint::spin_loop();
     }
+    /// Run `f` on a frame of `len` bytes held in `pages` as one linear, read-only slice: the
+    /// frame starts after the virtio-net header area of `pages[0]` and runs on from offset 0
+    /// of each following page (every page but the last full). The kernel maps the pages into
+    /// this CPU's own window (a per-core view, `mem::kmap::LocalView`: unmapped with a local
+    /// `invlpg`, no IPI); host tests copy. The pages stay the caller's.
+    ///
+    /// # Errors
+    /// [`LinearError`] when no linear view could be made (`f` did not run).
+    fn with_linear(
+        pages: &[PageBuf],
+        len: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), LinearError>;
     /// Write the `/metrics` body (Prometheus text) for `pairs` and the management counters.
     fn write_metrics(
         pairs: &[PairSnap],
@@ -86,15 +108,34 @@ pub trait Platform {
     );
 }
 
-/// The management plane as the dataplane sees it: frames in (copies), frames out (copied into
-/// pool pages), bounded work per poll.
+/// Why [`Platform::with_linear`] made no linear view of a frame.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum LinearError {
+    /// `len` does not fit the pages as laid out (or more pages than a view holds).
+    Layout,
+    /// The machine could not map the view (this CPU's window busy, no vmap space).
+    Map,
+}
+
+/// The management plane as the dataplane sees it: frames in (copies, or a frame of several
+/// pages made linear for one call), frames out (copied into pool pages; several pages sent as
+/// one descriptor chain), bounded work per poll.
 pub trait MgmtPlane {
     /// Its counters, handed to [`Platform::write_metrics`].
     type Counters;
     /// The local port it lives on.
     fn port(&self) -> usize;
+    /// Longest frame [`MgmtPlane::push_rx`] queues (bytes); a longer one (up to the port's
+    /// MTU + 14) goes through [`MgmtPlane::rx_now`].
+    fn queue_max(&self) -> usize;
     /// Queue a copy of `frame`; `false` (counted) when its queue is full.
     fn push_rx(&mut self, frame: &[u8]) -> bool;
+    /// Process `frame` at once, borrowed (no copy; e.g. a per-core view of a jumbo frame's
+    /// pages, valid only for this call); frames queued before it are processed first. What it
+    /// produces waits for [`MgmtPlane::drain_tx`], which the caller runs next. `false`
+    /// (counted) when it could not take the frame (longer than its MTU allows, or no room for
+    /// a reply).
+    fn rx_now(&mut self, now_ms: i64, frame: &[u8]) -> bool;
     /// Frames queued and not yet processed.
     fn rx_pending(&self) -> usize;
     /// Room in its RX queue.
@@ -268,9 +309,7 @@ impl<P: Platform> Core<P> {
             // The egress MTU per port: `mtuN=`, else the device's (VIRTIO_NET_F_MTU), else
             // Ethernet's 1500 (RFC 894).
             for (port, nic) in p.nics.iter().enumerate() {
-                let mtu = p.cfg.mtu[port]
-                    .or(nic.mtu())
-                    .unwrap_or(netstack::router::DEFAULT_MTU);
+                let mtu = port_mtu(p.cfg.mtu[port], nic);
                 rs.router
                     .set_mtu(port, mtu)
                     .map_err(|_| CoreError::Mtu(port, mtu))?;
@@ -340,6 +379,12 @@ impl<P: Platform> Core<P> {
     /// Mutable page owner (the console's `drain`).
     pub fn pages_mut(&mut self) -> &mut Pages {
         &mut self.pages
+    }
+
+    /// The router state, mutable (host tests).
+    #[cfg(any(test, feature = "host-rig"))]
+    pub fn route_mut(&mut self) -> Option<&mut RouteState<P::Mgmt>> {
+        self.route.as_mut()
     }
 
     /// Router mode: the router state.

@@ -7,7 +7,9 @@ use super::page::{PageBuf, FRAME_ROOM};
 use super::pages::Pages;
 use super::percore::{count_give_back, Core, Deferred, MgmtPlane, Platform, RouteState};
 use drivers::nic::Nic;
-use drivers::virtio_net::{ForwardOps, GiveBack, MultiFrame, RxVerdict};
+use drivers::virtio_net::{
+    ForwardOps, GiveBack, MultiFrame, RxVerdict, MAX_FRAME_BUFFERS, NET_HDR_LEN,
+};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::router::frag::Fragmenter;
@@ -241,8 +243,9 @@ impl<M> RouteOps<'_, M> {
                 self.recycle_all(frame.pages);
                 RxVerdict::Consumed
             }
-            // Anything else (for the management plane, a reply, a hairpin) is one page's
-            // business: a multi-page frame is dropped, counted.
+            Action::ToHost => self.multi_to_host(&frame),
+            // Anything else (a reply, a hairpin) is one page's business: a multi-page frame
+            // is dropped, counted.
             _ => {
                 self.counters[self.p].drop(DropReason::TooBig);
                 self.recycle_all(frame.pages);
@@ -253,6 +256,41 @@ impl<M> RouteOps<'_, M> {
 }
 
 impl<M> RouteOps<'_, M> {
+    /// A multi-page frame for the management plane (e.g. a jumbo ping to the router): its
+    /// other pages wait in the stash (`RouteState::multi`) beside the first, which is deferred
+    /// with `Action::ToHost` (the management plane sees frames in order, after the burst).
+    /// Its pages must be laid out as one run (every page but the last full, VIRTIO 1.2
+    /// §5.1.6.4), else it is a `bad_desc` drop; no room to keep it is `mgmt_linear_failed`.
+    fn multi_to_host(&mut self, frame: &MultiFrame<'_>) -> RxVerdict {
+        let n = frame.pages.len();
+        let full = (2..=MAX_FRAME_BUFFERS).contains(&n)
+            && frame.lens.len() == n
+            && frame.lens[..n - 1]
+                .iter()
+                .enumerate()
+                .all(|(i, &l)| usize::from(l) == if i == 0 { FRAME_ROOM } else { mm::PAGE_SIZE });
+        if !full || frame.len > usize::from(u16::MAX) {
+            self.counters[self.p].drop(DropReason::BadDesc);
+            self.recycle_all(frame.pages);
+            return RxVerdict::Consumed;
+        }
+        let rest: heapless::Vec<Pfn, 3> = frame.pages[1..].iter().copied().collect();
+        if self.rs.deferred.is_full() || self.rs.multi.is_full() {
+            self.rs.sync.mgmt_linear_failed += 1;
+            self.recycle_all(frame.pages);
+            return RxVerdict::Consumed;
+        }
+        let pfn = frame.pages[0];
+        let _ = self.rs.multi.push((pfn, rest));
+        let d = Deferred::Act {
+            pfn,
+            len: frame.len as u16,
+            action: Action::ToHost,
+        };
+        // Room checked above: this cannot refuse.
+        self.defer(d)
+    }
+
     /// A frame the router's fast path did not take: ARP (deferred whole: the management plane
     /// must see it before the router answers), else `Router::process_slow` with the spare page
     /// for an ICMP error.
@@ -519,6 +557,12 @@ impl<P: Platform> Core<P> {
             Action::Queued => {
                 let _ = page.into_raw();
             }
+            Action::ToHost if len > FRAME_ROOM => {
+                // A multi-page frame (`RouteOps::multi_to_host`): its other pages are in the
+                // stash.
+                let rest = self.take_multi(page.pfn());
+                self.multi_to_mgmt(p, page, &rest, len);
+            }
             Action::ToHost => {
                 self.copy_to_mgmt(p, page.frame_mut(len));
                 self.pages.recycle(page)
@@ -694,10 +738,18 @@ impl<P: Platform> Core<P> {
         let room = self.mgmt().map_or(0, |m| m.rx_room());
         let fabric = self.fabric;
         let n = fabric.mgmt.pop_each(room, |mut h| {
-            let len = usize::from(h.len).min(FRAME_ROOM);
-            if let Some(m) = self.route.as_mut().and_then(|r| r.mgmt.as_mut()) {
-                m.push_rx(h.page.frame_mut(len));
+            if !h.rest.is_empty() {
+                // A frame of several pages, handed over with all of them.
+                let len = usize::from(h.len);
+                let pages: heapless::Vec<PageBuf, 4> = h.into_pages().collect();
+                self.mgmt_linear(&pages, len);
+                for page in pages {
+                    self.pages.recycle(page);
+                }
+                return;
             }
+            let len = usize::from(h.len).min(FRAME_ROOM);
+            self.mgmt_rx(h.page.frame_mut(len));
             self.pages.recycle(h.page);
         });
         if n > 0 {
@@ -712,10 +764,113 @@ impl<P: Platform> Core<P> {
         let Some(rs) = self.route.as_mut() else {
             return;
         };
-        if let Some(m) = rs.mgmt.as_mut().filter(|m| m.port() == p) {
-            m.push_rx(frame);
+        if rs.mgmt.as_ref().is_some_and(|m| m.port() == p) {
+            self.mgmt_rx(frame);
         } else if rs.mgmt_remote == Some(p) {
             self.mgmt_handoff(p, frame);
+        }
+    }
+
+    /// Give `frame` to the management plane on this core: queued as a copy when it fits the
+    /// queue, else processed at once (a frame longer than 1,514 bytes, jumbo MTU) and its
+    /// output sent.
+    fn mgmt_rx(&mut self, frame: &[u8]) {
+        let Some(m) = self.route.as_mut().and_then(|r| r.mgmt.as_mut()) else {
+            return;
+        };
+        if frame.len() <= m.queue_max() {
+            m.push_rx(frame);
+            return;
+        }
+        self.mgmt_now(|m, now_ms| m.rx_now(now_ms, frame));
+    }
+
+    /// Run `f` on the management plane now, then send what it produced.
+    fn mgmt_now(&mut self, f: impl FnOnce(&mut P::Mgmt, i64) -> bool) -> bool {
+        let Some(mut m) = self.route.as_mut().and_then(|r| r.mgmt.take()) else {
+            return false;
+        };
+        let took = f(&mut m, (P::uptime_ns() / 1_000_000) as i64);
+        self.mgmt_drain(&mut m);
+        if let Some(r) = self.route.as_mut() {
+            r.mgmt = Some(m);
+        }
+        took
+    }
+
+    /// A frame of several pages (`pages`, `len` bytes laid out as one run) for the
+    /// management plane on this core: made linear by the platform (a per-core view) and
+    /// processed at once. Counted `mgmt_linear`, or `mgmt_linear_failed` when no view could
+    /// be made. The pages stay the caller's.
+    fn mgmt_linear(&mut self, pages: &[PageBuf], len: usize) {
+        let mut result = Err(super::percore::LinearError::Map);
+        self.mgmt_now(|m, now_ms| {
+            result = P::with_linear(pages, len, &mut |bytes| {
+                m.rx_now(now_ms, bytes);
+            });
+            result.is_ok()
+        });
+        if let Some(rs) = self.route.as_mut() {
+            match result {
+                Ok(()) => rs.sync.mgmt_linear += 1,
+                Err(_) => rs.sync.mgmt_linear_failed += 1,
+            }
+        }
+    }
+
+    /// A multi-page frame of `len` bytes received on local port `p` for the management plane
+    /// (`first`, then the stash's `rest`): made linear here when the management plane runs on
+    /// this core and port, handed to core 0 with all its pages when it runs there, else
+    /// dropped. Every page goes back to its pool or on with the hand-off.
+    fn multi_to_mgmt(&mut self, p: usize, first: PageBuf, rest: &[Pfn], len: usize) {
+        let mut pages: heapless::Vec<PageBuf, 4> = heapless::Vec::new();
+        let _ = pages.push(first);
+        for &pfn in rest {
+            // SAFETY: a page of this frame, kept in the stash since the burst; nobody else
+            // holds it. At most 3 (the stash's bound): fits.
+            let _ = pages.push(unsafe { self.pages.adopt(pfn) });
+        }
+        let Some(rs) = self.route.as_mut() else {
+            for page in pages {
+                self.pages.recycle(page);
+            }
+            return;
+        };
+        let whole = pages.len() == (NET_HDR_LEN + len).div_ceil(mm::PAGE_SIZE);
+        if !whole {
+            // The stash had not kept its other pages.
+            rs.sync.mgmt_linear_failed += 1;
+        } else if rs.mgmt.as_ref().is_some_and(|m| m.port() == p) {
+            self.mgmt_linear(&pages, len);
+        } else if rs.mgmt_remote == Some(p) {
+            let mut it = pages.into_iter();
+            let Some(page) = it.next() else {
+                return;
+            };
+            let h = Handoff {
+                page,
+                rest: it.collect(),
+                len: len as u16,
+                port: p as u8,
+            };
+            let pushed = self.fabric.mgmt.push(h);
+            let sync = &mut self.route.as_mut().expect("router mode").sync;
+            match pushed {
+                Ok(()) => {
+                    sync.mgmt_handoff += 1;
+                    self.wake_if_sleeping(0);
+                }
+                Err(h) => {
+                    sync.mgmt_handoff_dropped += 1;
+                    for page in h.into_pages() {
+                        self.pages.recycle(page);
+                    }
+                }
+            }
+            return;
+        }
+        for page in pages {
+            self.pages.recycle(page);
         }
     }
 
@@ -732,11 +887,7 @@ impl<P: Platform> Core<P> {
         };
         let len = frame.len().min(FRAME_ROOM);
         page.frame_mut(len).copy_from_slice(&frame[..len]);
-        let h = Handoff {
-            page,
-            len: len as u16,
-            port: port as u8,
-        };
+        let h = Handoff::one(page, len as u16, port as u8);
         let pushed = self.fabric.mgmt.push(h);
         let sync = &mut self.route.as_mut().expect("router mode").sync;
         match pushed {
@@ -746,7 +897,9 @@ impl<P: Platform> Core<P> {
             }
             Err(h) => {
                 sync.mgmt_handoff_dropped += 1;
-                self.pages.recycle(h.page);
+                for page in h.into_pages() {
+                    self.pages.recycle(page);
+                }
             }
         }
     }
@@ -850,18 +1003,84 @@ impl<P: Platform> Core<P> {
             let pairs = self.all_pairs();
             P::write_metrics(&pairs, c, w);
         });
+        self.mgmt_drain(&mut m);
+        if let Some(r) = self.route.as_mut() {
+            r.mgmt = Some(m);
+        }
+    }
+
+    /// Send every frame the management plane `m` produced, each copied into pages of the
+    /// management port's pool: one page staged as usual, a longer frame (jumbo MTU) as one
+    /// descriptor chain of fresh pages.
+    fn mgmt_drain(&mut self, m: &mut P::Mgmt) {
         let port = m.port().min(PORTS - 1);
         m.drain_tx(&mut |f| {
+            if f.len() > FRAME_ROOM {
+                self.send_copy_chain(port, f);
+                return;
+            }
             let Some(mut page) = self.pages.alloc(port) else {
                 self.counters[port].no_buffer += 1;
                 return;
             };
-            let len = f.len().min(FRAME_ROOM);
-            page.frame_mut(len).copy_from_slice(&f[..len]);
+            let len = f.len();
+            page.frame_mut(len).copy_from_slice(f);
             self.stage_tx(port, page, len);
         });
-        if let Some(r) = self.route.as_mut() {
-            r.mgmt = Some(m);
+    }
+
+    /// Send `frame` (longer than one page's [`FRAME_ROOM`]) on local port `port` as one
+    /// descriptor chain of fresh pages from that port's pool, copied in (after what is staged
+    /// for the port: order kept). Longer than a chain carries: `too_big`; no page:
+    /// `no_buffer`; ring full: `tx_ring_full` (every page taken goes back).
+    fn send_copy_chain(&mut self, port: usize, frame: &[u8]) {
+        let n = (NET_HDR_LEN + frame.len()).div_ceil(mm::PAGE_SIZE);
+        if n > MAX_FRAME_BUFFERS {
+            self.counters[port].drop(DropReason::TooBig);
+            return;
+        }
+        let mut pages: heapless::Vec<PageBuf, MAX_FRAME_BUFFERS> = heapless::Vec::new();
+        let mut parts: heapless::Vec<(Pfn, usize), MAX_FRAME_BUFFERS> = heapless::Vec::new();
+        let mut rest = frame;
+        while !rest.is_empty() {
+            let Some(mut page) = self.pages.alloc(port) else {
+                self.counters[port].no_buffer += 1;
+                for page in pages {
+                    self.pages.recycle(page);
+                }
+                return;
+            };
+            let take = if pages.is_empty() {
+                let take = rest.len().min(FRAME_ROOM);
+                page.frame_mut(take).copy_from_slice(&rest[..take]);
+                take
+            } else {
+                let take = rest.len().min(mm::PAGE_SIZE);
+                page.continuation_mut(take).copy_from_slice(&rest[..take]);
+                take
+            };
+            rest = &rest[take..];
+            let _ = parts.push((page.pfn(), take));
+            // At most `n` <= MAX_FRAME_BUFFERS pages: fits.
+            let _ = pages.push(page);
+        }
+        let owner = self.pages.pool_id(port);
+        self.flush_tx(port);
+        // SAFETY: the pages are fresh from pool `owner` (port `port`'s), ours, holding the
+        // bytes `parts` says; the ring owns them until their completion hands each back with
+        // `owner`.
+        if unsafe { self.nics[port].tx_chain(&parts, owner) } {
+            for page in pages {
+                let _ = page.into_raw();
+            }
+            let c = &mut self.counters[port];
+            c.tx += 1;
+            c.tx_bytes += frame.len() as u64;
+        } else {
+            self.counters[port].drop(DropReason::TxRingFull);
+            for page in pages {
+                self.pages.recycle(page);
+            }
         }
     }
 }

@@ -49,6 +49,13 @@ pub struct RouterSync {
     pub mgmt_handoff: u64,
     /// Frames for the management plane dropped: core 0's ring full, or no page for the copy.
     pub mgmt_handoff_dropped: u64,
+    /// Frames of several pages (jumbo frames) made linear for the management plane, one
+    /// per-core view each (core 0).
+    pub mgmt_linear: u64,
+    /// Frames of several pages for the management plane dropped unseen: no view could be made
+    /// (pages not laid out as the length says, the window busy, no vmap space), or no stash
+    /// room for its pages.
+    pub mgmt_linear_failed: u64,
 }
 
 impl core::ops::AddAssign<&RouterSync> for RouterSync {
@@ -58,6 +65,8 @@ impl core::ops::AddAssign<&RouterSync> for RouterSync {
         self.neigh_dropped += o.neigh_dropped;
         self.mgmt_handoff += o.mgmt_handoff;
         self.mgmt_handoff_dropped += o.mgmt_handoff_dropped;
+        self.mgmt_linear += o.mgmt_linear;
+        self.mgmt_linear_failed += o.mgmt_linear_failed;
     }
 }
 

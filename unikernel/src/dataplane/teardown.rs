@@ -35,10 +35,17 @@ impl<P: Platform> Core<P> {
             QuitPhase::HandOff => {
                 let fabric = self.fabric;
                 let ring = &fabric.handoff[self.pair];
-                while ring.pop_each(64, |h| self.pages.recycle(h.page)) > 0 {}
-                // Core 0: frames handed over for the management plane and not yet taken.
+                let pages = &mut self.pages;
+                let mut give_back = |h: super::handoff::Handoff| {
+                    for page in h.into_pages() {
+                        pages.recycle(page);
+                    }
+                };
+                while ring.pop_each(64, &mut give_back) > 0 {}
+                // Core 0: frames handed over for the management plane (all their pages) and
+                // not yet taken.
                 if self.pair == 0 {
-                    while fabric.mgmt.pop_each(64, |h| self.pages.recycle(h.page)) > 0 {}
+                    while fabric.mgmt.pop_each(64, &mut give_back) > 0 {}
                 }
                 0
             }
@@ -78,6 +85,15 @@ impl<P: Platform> Core<P> {
             }
             if let Some(sp) = rs.spare.take() {
                 self.pages.recycle(sp);
+            }
+            // The other pages of multi-page frames whose first page `flush` just returned.
+            for (_, rest) in core::mem::take(&mut rs.multi) {
+                for pfn in rest {
+                    // SAFETY: a page of a frame received on this core, kept in the stash
+                    // since; nobody else holds it.
+                    let page = unsafe { self.pages.adopt(pfn) };
+                    self.pages.recycle(page);
+                }
             }
         }
     }

@@ -7,10 +7,13 @@
 //! set-up error.
 
 use crate::dataplane::snap::PairSnap;
-use crate::dataplane::{Core, CoreParams, CoreRouter, Fabric, MgmtPlane, Platform, QuitPhase};
+use crate::dataplane::{
+    Core, CoreParams, CoreRouter, Fabric, LinearError, MgmtPlane, PageBuf, Platform, QuitPhase,
+};
 use core::cell::Cell;
 use drivers::sim::{HostHal, SimDevice, SimShared, SimTransport};
 use drivers::virtio_net::VirtioNet;
+use drivers::virtio_net::NET_HDR_LEN;
 use mm::{Page, PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
 use netstack::router::{PortConfig, Router, RouterConfig};
@@ -37,6 +40,15 @@ pub struct FakeMgmt {
     pub frames: Vec<Vec<u8>>,
     /// Frames it will send at the next poll.
     pub to_send: Vec<Vec<u8>>,
+    /// Send every frame given to [`MgmtPlane::rx_now`] back as it came (a stand-in for a
+    /// jumbo echo reply).
+    pub echo: bool,
+}
+
+std::thread_local! {
+    /// [`Platform::with_linear`] calls that made a linear copy (the host's stand-in for a
+    /// per-core view).
+    pub static LINEAR: Cell<u64> = const { Cell::new(0) };
 }
 
 impl MgmtPlane for FakeMgmt {
@@ -44,8 +56,18 @@ impl MgmtPlane for FakeMgmt {
     fn port(&self) -> usize {
         self.port
     }
+    fn queue_max(&self) -> usize {
+        1514
+    }
     fn push_rx(&mut self, frame: &[u8]) -> bool {
         self.frames.push(frame.to_vec());
+        true
+    }
+    fn rx_now(&mut self, _now_ms: i64, frame: &[u8]) -> bool {
+        self.frames.push(frame.to_vec());
+        if self.echo {
+            self.to_send.push(frame.to_vec());
+        }
         true
     }
     fn rx_pending(&self) -> usize {
@@ -90,6 +112,25 @@ impl Platform for TestPlatform {
             a[k.min(3)] += 1;
             w.set(a);
         });
+    }
+    /// A copy (host memory has no per-core windows), with the kernel's layout checks.
+    fn with_linear(
+        pages: &[PageBuf],
+        len: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), LinearError> {
+        let n = pages.len();
+        let end = NET_HDR_LEN + len;
+        if n == 0 || n > 16 || end > n * PAGE_SIZE || end <= (n - 1) * PAGE_SIZE {
+            return Err(LinearError::Layout);
+        }
+        let mut bytes = Vec::with_capacity(n * PAGE_SIZE);
+        for p in pages {
+            bytes.extend_from_slice(p.page());
+        }
+        LINEAR.with(|c| c.set(c.get() + 1));
+        f(&bytes[NET_HDR_LEN..end]);
+        Ok(())
     }
     fn write_metrics(_: &[PairSnap], _: &u64, w: &mut dyn core::fmt::Write) {
         let _ = w.write_str("metrics\n");

@@ -414,45 +414,172 @@ fn page_token_bytes_are_the_page_after_its_header_area() {
 
 #[test]
 fn handoff_record_roundtrips_and_a_full_ring_gives_it_back() {
-    use super::handoff::{Handoff, HandoffRing};
+    use super::handoff::{Handoff, HandoffRing, RestPages};
     let z = rig::zone(4096);
     let ring: &'static HandoffRing =
         std::boxed::Box::leak(std::boxed::Box::new(HandoffRing::new()));
-    let mut pushed = 0u32;
-    let refused = loop {
+    // Record `i` carries `i % 4` pages after its first (a frame of up to four pages).
+    let page = |pool| {
         let raw = RawPage {
             pfn: z.alloc_pages(0).unwrap(),
-            pool: 40 + pushed,
+            pool,
         };
+        // SAFETY: a fresh page from the zone, ours.
+        unsafe { PageBuf::from_raw(raw) }
+    };
+    let mut firsts = Vec::new();
+    let mut pushed = 0u32;
+    let refused = loop {
+        let pool = 40 + pushed;
+        let mut rest = RestPages::new();
+        for _ in 0..pushed % 4 {
+            rest.push(page(pool)).unwrap();
+        }
         let h = Handoff {
-            // SAFETY: a fresh page from the zone, ours.
-            page: unsafe { PageBuf::from_raw(raw) },
+            page: page(pool),
+            rest,
             len: 60 + pushed as u16,
             port: (pushed % 2) as u8,
         };
+        let pfns: Vec<mm::Pfn> = core::iter::once(h.page.pfn())
+            .chain(h.rest.iter().map(|p| p.pfn()))
+            .collect();
         match ring.push(h) {
-            Ok(()) => pushed += 1,
-            Err(h) => break h,
+            Ok(()) => {
+                firsts.push(pfns);
+                pushed += 1
+            }
+            Err(h) => {
+                let back: Vec<mm::Pfn> = core::iter::once(h.page.pfn())
+                    .chain(h.rest.iter().map(|p| p.pfn()))
+                    .collect();
+                assert_eq!(back, pfns, "the refused record keeps its pages");
+                break h;
+            }
         }
         assert!(pushed < 100_000, "the ring is bounded");
     };
     // The refused record comes back whole.
     assert_eq!(
-        (refused.len, refused.port),
-        (60 + pushed as u16, (pushed % 2) as u8)
+        (refused.len, refused.port, refused.rest.len()),
+        (
+            60 + pushed as u16,
+            (pushed % 2) as u8,
+            (pushed % 4) as usize
+        )
     );
-    assert_eq!(refused.page.pool(), 40 + pushed);
-    z.free_pages_order(refused.page.into_raw().pfn, 0);
-    // Popped in order, each field as pushed.
+    for p in refused.into_pages() {
+        assert_eq!(p.pool(), 40 + pushed);
+        z.free_pages_order(p.into_raw().pfn, 0);
+    }
+    // Popped in order, each field and page as pushed.
     let mut next = 0u32;
     while ring.pop_each(64, |h| {
         assert_eq!(h.len, 60 + next as u16);
         assert_eq!(h.port, (next % 2) as u8);
-        assert_eq!(h.page.pool(), 40 + next);
-        z.free_pages_order(h.page.into_raw().pfn, 0);
+        assert_eq!(h.rest.len(), (next % 4) as usize);
+        let pages: Vec<PageBuf> = h.into_pages().collect();
+        let pfns: Vec<mm::Pfn> = pages.iter().map(|p| p.pfn()).collect();
+        assert_eq!(pfns, firsts[next as usize]);
+        for p in pages {
+            assert_eq!(p.pool(), 40 + next, "every page keeps its pool");
+            z.free_pages_order(p.into_raw().pfn, 0);
+        }
         next += 1;
     }) > 0
     {}
     assert_eq!(next, pushed);
     assert!(ring.is_empty());
+}
+
+/// A `len`-byte IPv4/UDP frame to the router's port 0 address (10.0.0.1) from 10.0.0.2, to
+/// global port `port`'s MAC: a frame for the management plane.
+fn to_router(len: usize, port: usize) -> Vec<u8> {
+    let mut f = std::vec![0u8; len];
+    udp4_frame(
+        &mut f,
+        len,
+        port_mac(port),
+        MacAddr([2, 0, 0, 0, 0, 9]),
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(10, 0, 0, 1),
+        64,
+    );
+    f
+}
+
+/// The router rig with the management plane on port 0.
+const ROUTER_MGMT: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=ip0";
+
+#[test]
+fn a_jumbo_frame_for_the_router_reaches_the_management_plane_linear_and_its_reply_leaves_as_a_chain(
+) {
+    let mut rig = Rig::new(ROUTER_MGMT, 1, PAGES);
+    rig.cores[0]
+        .core
+        .route_mut()
+        .unwrap()
+        .mgmt
+        .as_mut()
+        .unwrap()
+        .echo = true;
+    let linear_before = rig::LINEAR.with(|c| c.get());
+    // 9,014 bytes: three RX pages (4,084 + 4,096 + 834).
+    let frame = to_router(9014, 0);
+    let c = &mut rig.cores[0];
+    assert_eq!(c.dev[0].deliver_rx_mrg(&frame, 1), 1);
+    c.core.poll_once();
+    let rs = c.core.route().unwrap();
+    let m = rs.mgmt.as_ref().unwrap();
+    assert_eq!(m.frames.len(), 1, "one frame for the management plane");
+    assert_eq!(m.frames[0], frame, "linear, byte for byte");
+    assert_eq!((rs.sync.mgmt_linear, rs.sync.mgmt_linear_failed), (1, 0));
+    assert_eq!(rig::LINEAR.with(|c| c.get()) - linear_before, 1);
+    assert_eq!(rs.router.counters().to_host, 1);
+    // Its "reply" (the same bytes) left port 0 as one chain of fresh pages.
+    let mut out = Vec::new();
+    c.dev[0].complete_tx(|f| out.push(f.to_vec()));
+    assert_eq!(out, std::vec![frame.clone()]);
+    let counters = c.core.counters();
+    assert_eq!((counters[0].tx, counters[0].tx_bytes), (1, 9014));
+    assert_eq!(counters[0].drops_total(), 0);
+    // A one-page frame longer than the queue's 1,514 bytes is processed at once too.
+    let mid = to_router(3000, 0);
+    c.dev[0].deliver_rx_mrg(&mid, 1);
+    c.core.poll_once();
+    let m = c.core.route().unwrap().mgmt.as_ref().unwrap();
+    assert_eq!(m.frames.len(), 2);
+    assert_eq!(m.frames[1], mid);
+    rig.quit_and_check();
+}
+
+#[test]
+fn a_jumbo_frame_for_the_router_on_another_core_is_handed_to_core_0_with_all_its_pages() {
+    let mut rig = Rig::new(ROUTER_MGMT, 2, PAGES);
+    let frame = to_router(9014, 2);
+    rig.cores[1].dev[0].deliver_rx_mrg(&frame, 1);
+    rig.poll();
+    rig.poll();
+    let m = rig.cores[0].core.route().unwrap().mgmt.as_ref().unwrap();
+    assert_eq!(m.frames.len(), 1, "core 0's management plane got it");
+    assert_eq!(m.frames[0], frame, "linear, byte for byte");
+    let s1 = rig.cores[1].core.route().unwrap().sync;
+    assert_eq!((s1.mgmt_handoff, s1.mgmt_handoff_dropped), (1, 0));
+    let s0 = rig.cores[0].core.route().unwrap().sync;
+    assert_eq!((s0.mgmt_linear, s0.mgmt_linear_failed), (1, 0));
+    // Its pages went home to core 1's pool (through that pool's recycle ring).
+    rig.poll();
+    rig.quit_and_check();
+}
+
+#[test]
+fn quit_with_a_jumbo_hand_off_still_in_the_ring_returns_every_page() {
+    let mut rig = Rig::new(ROUTER_MGMT, 2, PAGES);
+    rig.cores[1].dev[0].deliver_rx_mrg(&to_router(9014, 2), 2);
+    // Only core 1 runs: both frames wait in core 0's ring, three pages each.
+    rig.cores[1].core.poll_once();
+    let s1 = rig.cores[1].core.route().unwrap().sync;
+    assert_eq!(s1.mgmt_handoff, 2);
+    assert!(!rig.fabric.mgmt.is_empty());
+    rig.quit_and_check();
 }
