@@ -400,57 +400,6 @@ fn route_add_and_del_by_live_reload() {
     assert_no_leak(&s);
 }
 
-/// The 100,000-route table of [`hundred_thousand_routes_from_the_boot_module`]: 203.0.113.0/24
-/// and 198.51.100.16/28 via port 1, then 99,998 pseudo-random routes outside 0/8, 10/8, 127/8,
-/// those two /24s and 224/3.
-fn write_routes_100k(file: &std::path::Path) {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    // 0.5% /28 (as mkroutes.py), a few /8 and /12, the rest /16–/24.
-    let common = [24u32, 24, 24, 24, 24, 23, 22, 21, 20, 16, 16, 19, 18, 17];
-    let pick = |r: u64| match r % 200 {
-        0 => 28,
-        1 => 8,
-        2 | 3 => 12,
-        k => common[k as usize % common.len()],
-    };
-    let mut seen = std::collections::HashSet::new();
-    let mut text = String::new();
-    // Two routes whose frames the test sends (203.0.113.0/24 and 198.51.100.16/28, both via
-    // port 1), then 99,998 pseudo-random ones outside 0/8, 10/8, 127/8, 203.0.113/24,
-    // 198.51.100/24 and 224/3.
-    text.push_str("203.0.113.0/24,10.0.1.2\n198.51.100.16/28,10.0.1.2\n");
-    seen.insert((0xcb00_7100u32, 24u32));
-    seen.insert((0xc633_6410, 28));
-    while seen.len() < 100_000 {
-        let r = next();
-        let l = pick(r);
-        let a = ((r >> 32) as u32) & (u32::MAX << (32 - l));
-        let top = a >> 24;
-        if [0, 10, 127].contains(&top)
-            || top >= 224
-            || a >> 8 == 0xcb_0071
-            || a >> 8 == 0xc6_3364
-            || !seen.insert((a, l))
-        {
-            continue;
-        }
-        let gw = if seen.len() % 2 == 0 {
-            "10.0.1.2"
-        } else {
-            "10.0.0.2"
-        };
-        let [b0, b1, b2, b3] = a.to_be_bytes();
-        text.push_str(&format!("{b0}.{b1}.{b2}.{b3}/{l},{gw}\n"));
-    }
-    std::fs::write(file, text).unwrap();
-}
-
 /// The 100,000-route table replaced 10 times (`routes reload`) while 64-byte traffic flows to
 /// 10.0.1.2 (its route never changes): each build runs in bounded steps between core 0's poll
 /// iterations (hundreds of steps, none near the 0.4–0.9 s a build took in one go; TCG wall

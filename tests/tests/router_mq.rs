@@ -295,3 +295,91 @@ fn two_cores_keep_forwarding_through_six_fib_reloads() {
     }
     assert_no_leak(&s);
 }
+
+/// Benchmark (`--ignored`; BENCHMARKS.md "Live route reload"): the 100,000-route table replaced
+/// 10 times while 64-byte traffic on 16 flows is routed by two cores (`queues=2`, tap): each
+/// build runs in steps on core 0 between its poll iterations, core 1 switches at its quiescent
+/// point, each old FIB goes with one shootdown to both cores; no frame lost, every page back.
+#[test]
+#[ignore = "benchmark: ~1 min; cargo test -p tests --test router_mq -- --ignored"]
+fn hundred_thousand_routes_replaced_ten_times_on_two_routing_cores() {
+    const RELOADS: u64 = 10;
+    let dir = TestDir::new();
+    let file = dir.path().join("routes100k.txt");
+    write_routes_100k(&file);
+    let window: u64 = std::env::var("GANNET_RELOAD_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let gen = GenConfig {
+        flows: FLOWS,
+        window,
+        count: None,
+        seconds: 40.0,
+        expect_ttl: Some(63),
+        ..gen_count(0, 64, false)
+    };
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_tap_with(ROUTER_MQ, gen, 2, 2, extra);
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let n = 8usize;
+    for flow in 0..n as u16 {
+        p0.send(&gen::build_frame(0, 1_000_000 + u64::from(flow), flow, 60).unwrap())
+            .unwrap();
+    }
+    let got = recv_n_answering_arp(&p1, 1, n, Duration::from_secs(3));
+    assert_eq!(got.len(), n, "routed {} of {n}\n{}", got.len(), rig.tail());
+    drop((p0, p1));
+    let mut during = 0;
+    let mut lines = Vec::new();
+    let r = std::thread::scope(|sc| {
+        let h = sc.spawn(|| rig.gen.run());
+        std::thread::sleep(Duration::from_millis(500));
+        for i in 0..RELOADS {
+            let from = rig.guest.line_count();
+            rig.guest.send_line("routes reload").unwrap();
+            let retired = format!("FIB generation {} retired", i + 1);
+            let (_, l) = rig
+                .guest
+                .wait_for_line_from(from, |l| l.contains(&retired), Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("reload {i}: `{retired}`: {e:#}\n{}", rig.tail()));
+            let published = rig
+                .guest
+                .lines()
+                .into_iter()
+                .skip(from)
+                .find(|l| l.contains(&format!("FIB generation {} published", i + 2)))
+                .unwrap_or_default();
+            lines.push((published, l));
+            if !h.is_finished() {
+                during += 1;
+            }
+        }
+        h.join().unwrap()
+    })
+    .unwrap_or_else(|e| panic!("generator: {e:#}"));
+    for (p, l) in &lines {
+        eprintln!("{p}\n{l}");
+    }
+    eprintln!("reloads during traffic: {during}; {r:?}");
+    let s = rig.quit();
+    eprintln!("{s}");
+    assert_eq!(during, RELOADS, "reloads after traffic ended: {r:?}");
+    assert_eq!(
+        (r.received, r.bad, r.duplicates),
+        (r.sent, 0, 0),
+        "frames lost across the reloads: {r:?}"
+    );
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert_eq!(
+        (f.generation, f.retired, f.failed),
+        (RELOADS + 1, RELOADS, 0),
+        "{s}"
+    );
+    assert_eq!(f.retire_batches, RELOADS, "{s}");
+    assert!(s.per_cpu[1].tlb.flushes_received >= RELOADS, "{s}");
+    for c in &s.per_cpu {
+        assert!(c.forwarded > 0, "cpu {} routed nothing: {s}", c.cpu);
+    }
+    assert_no_leak(&s);
+}
