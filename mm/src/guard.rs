@@ -24,9 +24,10 @@
 //!   for each page, then the block waits in the zone's [`ZoneGuardBatch`] (order-0 frames, up
 //!   to [`ZONE_GUARD_FRAMES`]; larger blocks as ranges). In thread context
 //!   ([`PageGuard::may_flush`]) the batch is shot down ([`PageGuard::flush_zone`]) when it is
-//!   full or holds a block of order ≥ 1; pending order-0 frames are also flushed by
-//!   [`Zone::flush_guard_pending`](crate::Zone::flush_guard_pending) (called by
-//!   [`PerCpuPages::drain_local_pages`](crate::PerCpuPages::drain_local_pages)). In interrupt
+//!   full; what waits is also flushed by
+//!   [`Zone::flush_guard_pending`](crate::Zone::flush_guard_pending), which
+//!   [`PerCpuPages::drain_local_pages`](crate::PerCpuPages::drain_local_pages) and a
+//!   [`Zone::alloc_pages`](crate::Zone::alloc_pages) the buddy lists cannot serve call. In interrupt
 //!   context nothing waits for a shootdown: the block is deferred to the next thread-context
 //!   flush, or, when the batch is full, goes to the buddy lists unmapped but unflushed
 //!   (counted by [`Zone::guard_unflushed`](crate::Zone::guard_unflushed): a CPU that still
@@ -53,7 +54,8 @@ pub type GuardBatch = FlushBatch<GUARD_BATCH>;
 
 /// Order-0 frames the zone's guard batch holds (blocks of higher order go in its
 /// [`BATCH_RANGES`](crate::tlb::BATCH_RANGES) ranges): pages freed straight to the zone (DMA
-/// rings, page tables of the vmap area, retired FIB chunks) cost one shootdown per 64.
+/// rings, retired FIB chunks, the vmalloc'd pages) cost one shootdown per 64 frames or 16
+/// blocks.
 pub const ZONE_GUARD_FRAMES: usize = 64;
 
 /// The zone's batch of pages freed straight to it, waiting for their direct-map flush: order-0

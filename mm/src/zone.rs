@@ -366,17 +366,20 @@ impl Zone {
     /// refcount 1 and records `order`; no pool, `dma_addr` 0.
     ///
     /// Returns `None` if no block of that order or larger is free, or if `order > MAX_ORDER`.
-    /// Does not look at watermarks (this is the path that may use the reserve).
+    /// Does not look at watermarks (this is the path that may use the reserve). With the page
+    /// guard, a request the buddy lists cannot serve first shoots down the zone's guard batch
+    /// ([`Zone::flush_guard_pending`], thread context) and tries again.
     pub fn alloc_pages(&self, order: usize) -> Option<Pfn> {
         if order > MAX_ORDER {
             return None;
         }
-        let pfn = {
-            let mut fa = self.lock();
-            let pfn = self.rmqueue(&mut fa, order)?;
-            self.free
-                .store(self.free.load(Relaxed) - (1 << order), Relaxed);
-            pfn
+        let pfn = match self.take_block(order) {
+            Some(pfn) => pfn,
+            None if self.guard_pending() > 0 => {
+                self.flush_guard_pending();
+                self.take_block(order)?
+            }
+            None => return None,
         };
         self.guard_map(pfn, 1 << order);
         let p = self.page_at_pfn(pfn);
@@ -542,6 +545,16 @@ impl Zone {
 
     // ---------------------------------------------------------------- internals
 
+    /// One block of `order` out of the buddy lists, under the lock.
+    #[inline(always)]
+    fn take_block(&self, order: usize) -> Option<u64> {
+        let mut fa = self.lock();
+        let pfn = self.rmqueue(&mut fa, order)?;
+        self.free
+            .store(self.free.load(Relaxed) - (1 << order), Relaxed);
+        Some(pfn)
+    }
+
     /// The order of the largest naturally aligned block at `pfn` that ends at or before `end`.
     #[inline]
     fn block_order(pfn: u64, end: u64) -> usize {
@@ -552,8 +565,7 @@ impl Zone {
 
     /// With the guard: free the owned block `[pfn, pfn + 2^order)` (metadata already reset)
     /// through the zone's guard batch: unmap its pages, queue it, and in thread context shoot
-    /// the batch down when it is full or the block is of order >= 1 (module docs of
-    /// [`crate::guard`]).
+    /// the batch down when it is full (module docs of [`crate::guard`]).
     fn guard_free(&self, g: &'static dyn PageGuard, pfn: u64, order: usize) {
         let n = 1usize << order;
         let va = g.unmap(Pfn(pfn));
@@ -591,7 +603,7 @@ impl Zone {
         };
         debug_assert!(added.is_ok(), "zone guard batch overfilled");
         self.guard_pending.fetch_add(n as u64, Relaxed);
-        let flush = may_flush && (order > 0 || fa.guard_batch.is_full());
+        let flush = may_flush && fa.guard_batch.is_full();
         let batch = flush.then(|| core::mem::take(&mut fa.guard_batch));
         drop(fa);
         if let Some(b) = batch {
