@@ -631,7 +631,8 @@ impl Zone {
     fn guard_release(&self, pfn: u64, order: usize) {
         let mut fa = self.lock();
         self.free_one(&mut fa, pfn, order);
-        self.free.store(self.free.load(Relaxed) + (1 << order), Relaxed);
+        self.free
+            .store(self.free.load(Relaxed) + (1 << order), Relaxed);
         self.guard_pending.fetch_sub(1 << order, Relaxed);
     }
 

@@ -67,6 +67,8 @@ pub struct Installed {
     pub unmapped: u64,
     /// TSC cycles the install took (splits, unmaps, flushes).
     pub cycles: u64,
+    /// TSC cycles of those spent unmapping the buddy lists' pages (and the flush).
+    pub unmap_cycles: u64,
 }
 
 /// Boot CPU, before any pcp list exists and before other CPUs run: split every 2 MiB identity
@@ -98,6 +100,7 @@ pub fn install(zone: &'static Zone, batch_pages: usize) -> Result<Installed, Gua
     GUARD
         .batch_pages
         .store(batch_pages.clamp(1, GUARD_BATCH), Ordering::Relaxed);
+    let t1 = crate::arch::time::rdtsc();
     let unmapped = zone.set_guard(&GUARD);
     // The splits kept every translation and the unmaps cleared PTEs this CPU may cache: one
     // full flush drops both (no other CPU has run yet).
@@ -107,6 +110,7 @@ pub fn install(zone: &'static Zone, batch_pages: usize) -> Result<Installed, Gua
         tables,
         unmapped,
         cycles: crate::arch::time::rdtsc() - t0,
+        unmap_cycles: crate::arch::time::rdtsc() - t1,
     })
 }
 

@@ -76,7 +76,10 @@ impl PageGuard for ModelGuard {
         CpuMask::only(0)
     }
     fn flush(&self, batch: &mut GuardBatch, free: &mut dyn FnMut(Pfn)) {
-        assert!(!self.in_irq.load(Ordering::Relaxed), "flush in interrupt context");
+        assert!(
+            !self.in_irq.load(Ordering::Relaxed),
+            "flush in interrupt context"
+        );
         assert_eq!(batch.mask(), CpuMask::only(0));
         self.flushes.lock().unwrap().push(batch.frames().len());
         self.flushed(batch.frames().iter().map(|p| p.0));
@@ -88,7 +91,10 @@ impl PageGuard for ModelGuard {
         free: &mut dyn FnMut(Pfn),
         release: &mut dyn FnMut(u64, usize),
     ) {
-        assert!(!self.in_irq.load(Ordering::Relaxed), "flush in interrupt context");
+        assert!(
+            !self.in_irq.load(Ordering::Relaxed),
+            "flush in interrupt context"
+        );
         assert_eq!(batch.mask(), CpuMask::only(0));
         self.zone_flushes.lock().unwrap().push(batch.pages());
         let mut pfns: Vec<u64> = batch.frames().iter().map(|p| p.0).collect();
@@ -151,7 +157,10 @@ fn check(z: &Zone, g: &ModelGuard, pcps: &[&PerCpuPages]) {
         set.len(),
         unmapped.len()
     );
-    assert!(set == *unmapped, "the unmapped pages are not the free pages");
+    assert!(
+        set == *unmapped,
+        "the unmapped pages are not the free pages"
+    );
     let unflushed = g.unflushed.lock().unwrap();
     let stale = listed.iter().filter(|p| unflushed.contains(p)).count() as u64;
     assert!(
@@ -191,7 +200,9 @@ fn install_unmaps_every_free_page_of_the_buddy_lists() {
     // An allocation the buddy lists cannot serve flushes the batch and tries again.
     let all: Vec<Pfn> = (0..4096 - 31).map(|_| z.alloc_pages(0).unwrap()).collect();
     assert_eq!(z.free_pages(), 0);
-    let last = z.alloc_pages(4).expect("the order-4 block back after the flush");
+    let last = z
+        .alloc_pages(4)
+        .expect("the order-4 block back after the flush");
     assert_eq!(*g.zone_flushes.lock().unwrap(), [31]);
     assert_eq!(z.guard_pending(), 0);
     z.free_pages_order(last, 4);
@@ -215,7 +226,11 @@ fn freed_pages_leave_the_direct_map_and_reach_the_list_only_after_the_flush() {
     for &p in &pages[..7] {
         pcp.free_page(z, p);
     }
-    assert_eq!(g.unmapped.lock().unwrap().len(), 4096 - 13, "freed pages are unmapped");
+    assert_eq!(
+        g.unmapped.lock().unwrap().len(),
+        4096 - 13,
+        "freed pages are unmapped"
+    );
     assert_eq!(pcp.guard_pending(), 7);
     assert_eq!(pcp.count(), on_list, "not on the list before their flush");
     assert!(g.flushes.lock().unwrap().is_empty());
@@ -298,7 +313,10 @@ fn interrupt_context_frees_wait_for_a_thread_context_flush() {
     // 64 wait (the batch's frames), the block in a range, 6 went unflushed: no room.
     assert_eq!(z.guard_pending(), 64 + 4);
     assert_eq!(z.guard_unflushed(), 6);
-    assert!(g.zone_flushes.lock().unwrap().is_empty(), "no flush in interrupt context");
+    assert!(
+        g.zone_flushes.lock().unwrap().is_empty(),
+        "no flush in interrupt context"
+    );
     check(z, g, &[]);
     z.flush_guard_pending();
     assert_eq!(z.guard_pending(), 68, "no flush in interrupt context");
