@@ -401,10 +401,13 @@ impl PerCpuPages {
 
     /// Return every page on this list to the buddy lists, in one lock hold
     /// (`drain_local_pages`). Called by the owning CPU, e.g. when another CPU asks for a drain.
+    /// With the page guard it first flushes this list's guard batch, and afterwards the zone's
+    /// ([`Zone::flush_guard_pending`]), so every free page is in the buddy lists.
     pub fn drain_local_pages(&mut self, zone: &Zone) {
         self.check();
         self.flush_guard(zone);
         self.flush_cold(zone, self.count);
+        zone.flush_guard_pending();
     }
 
     /// Pages freed to this list that wait for their page-guard flush (0 without the guard):
@@ -532,6 +535,12 @@ impl PerCpuPages {
             high: self.high,
             batch: self.batch,
         }
+    }
+
+    /// The frames waiting in the guard batch (tests).
+    #[cfg(test)]
+    pub(crate) fn guard_frames(&self) -> &[Pfn] {
+        self.guard_batch.frames()
     }
 
     /// The PFNs on the list, coldest first (tests and debugging).

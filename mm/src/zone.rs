@@ -34,6 +34,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use spin::mutex::{SpinMutex, SpinMutexGuard};
 
+use crate::guard::{PageGuard, ZoneGuardBatch};
 use crate::irq;
 use crate::page::{Page, NIL, PG_BUDDY, PG_RESERVED};
 use crate::{Pfn, MAX_ORDER};
@@ -89,6 +90,9 @@ struct FreeArea {
     nr_free: [u64; MAX_ORDER + 1],
     /// Bit `o` set iff `head[o] != NIL`.
     nonempty: u32,
+    /// With the page guard: pages freed straight to the zone, unmapped, waiting for their
+    /// shootdown ([`crate::guard`]); neither free nor allocated.
+    guard_batch: ZoneGuardBatch,
 }
 
 /// Zone lock guard: releases the spin lock, then restores the interrupt state.
@@ -138,7 +142,12 @@ pub struct Zone {
     /// Set by `set_watermarks`: stop deriving watermarks from managed pages.
     wmark_fixed: AtomicBool,
     /// The page guard, once installed ([`Zone::set_guard`]).
-    guard: spin::Once<&'static dyn crate::guard::PageGuard>,
+    guard: spin::Once<&'static dyn PageGuard>,
+    /// Pages in the zone's guard batch (written under the lock, read without it).
+    guard_pending: AtomicU64,
+    /// Pages freed in interrupt context while the zone's guard batch was full: unmapped but
+    /// put on the free lists without their shootdown ([`crate::guard`]).
+    guard_unflushed: AtomicU64,
 }
 
 impl Zone {
@@ -169,6 +178,7 @@ impl Zone {
                 head: [NIL; MAX_ORDER + 1],
                 nr_free: [0; MAX_ORDER + 1],
                 nonempty: 0,
+                guard_batch: ZoneGuardBatch::new(),
             }),
             free: AtomicU64::new(0),
             managed: AtomicU64::new(0),
@@ -177,20 +187,69 @@ impl Zone {
             wmark_high: AtomicU64::new(w.high),
             wmark_fixed: AtomicBool::new(false),
             guard: spin::Once::new(),
+            guard_pending: AtomicU64::new(0),
+            guard_unflushed: AtomicU64::new(0),
         }
     }
 
-    /// Install the page guard ([`crate::guard`]): from now on pages freed through a pcp list
-    /// are unmapped until allocated again, and every allocation maps its pages. Once; a second
-    /// call is ignored. Install it before any pcp list is used.
-    pub fn set_guard(&self, guard: &'static dyn crate::guard::PageGuard) {
-        self.guard.call_once(|| guard);
+    /// Install the page guard ([`crate::guard`]): every page now in the buddy free lists is
+    /// unmapped ([`PageGuard::unmap`], under the zone lock); from now on every freed page is
+    /// unmapped until allocated again, and every allocation maps its pages. Returns the pages
+    /// unmapped. The caller flushes the old translations before the pages can be reused (at
+    /// boot only the boot CPU has run: a local flush). Once; a second call does nothing and
+    /// returns 0. Install it at boot, before any pcp list is used and before other CPUs
+    /// allocate.
+    pub fn set_guard(&self, guard: &'static dyn PageGuard) -> u64 {
+        let fa = self.lock();
+        let mut unmapped = 0;
+        self.guard.call_once(|| {
+            for o in 0..=MAX_ORDER {
+                let mut idx = fa.head[o];
+                while idx != NIL {
+                    let pfn = self.start_pfn + idx as u64;
+                    for k in 0..1u64 << o {
+                        guard.unmap(Pfn(pfn + k));
+                    }
+                    unmapped += 1u64 << o;
+                    idx = self.page_at(idx).next();
+                }
+            }
+            guard
+        });
+        drop(fa);
+        unmapped
     }
 
     /// The installed page guard, if any.
     #[inline]
-    pub fn guard(&self) -> Option<&'static dyn crate::guard::PageGuard> {
+    pub fn guard(&self) -> Option<&'static dyn PageGuard> {
         self.guard.get().copied()
+    }
+
+    /// Pages freed straight to the zone that wait in its guard batch for their shootdown (0
+    /// without the guard): free, but not in the buddy lists yet.
+    #[inline]
+    pub fn guard_pending(&self) -> u64 {
+        self.guard_pending.load(Relaxed)
+    }
+
+    /// Pages freed in interrupt context that went to the free lists unmapped but without their
+    /// shootdown because the zone's guard batch was full (0 without the guard).
+    #[inline]
+    pub fn guard_unflushed(&self) -> u64 {
+        self.guard_unflushed.load(Relaxed)
+    }
+
+    /// With the page guard: shoot down what waits in the zone's guard batch and put it on the
+    /// free lists. Thread context only (it waits for every CPU's acknowledgement); does nothing
+    /// without the guard, with an empty batch, or when [`PageGuard::may_flush`] says no.
+    pub fn flush_guard_pending(&self) {
+        let Some(g) = self.guard() else { return };
+        if self.guard_pending.load(Relaxed) == 0 || !g.may_flush() {
+            return;
+        }
+        let b = core::mem::take(&mut self.lock().guard_batch);
+        self.guard_flush_batch(g, b);
     }
 
     /// Map `n` pages from `pfn` through the guard (they are being handed out).
@@ -244,13 +303,18 @@ impl Zone {
             p.set_pool(None);
         }
         let n = e - s;
-        {
+        if let Some(g) = self.guard() {
+            let mut pfn = s;
+            while pfn < e {
+                let order = Self::block_order(pfn, e);
+                self.guard_free(g, pfn, order);
+                pfn += 1 << order;
+            }
+        } else {
             let mut fa = self.lock();
             let mut pfn = s;
             while pfn < e {
-                let align = pfn.trailing_zeros() as usize;
-                let fit = (63 - (e - pfn).leading_zeros()) as usize;
-                let order = align.min(fit).min(MAX_ORDER);
+                let order = Self::block_order(pfn, e);
                 self.free_one(&mut fa, pfn, order);
                 pfn += 1 << order;
             }
@@ -302,17 +366,20 @@ impl Zone {
     /// refcount 1 and records `order`; no pool, `dma_addr` 0.
     ///
     /// Returns `None` if no block of that order or larger is free, or if `order > MAX_ORDER`.
-    /// Does not look at watermarks (this is the path that may use the reserve).
+    /// Does not look at watermarks (this is the path that may use the reserve). With the page
+    /// guard, a request the buddy lists cannot serve first shoots down the zone's guard batch
+    /// ([`Zone::flush_guard_pending`], thread context) and tries again.
     pub fn alloc_pages(&self, order: usize) -> Option<Pfn> {
         if order > MAX_ORDER {
             return None;
         }
-        let pfn = {
-            let mut fa = self.lock();
-            let pfn = self.rmqueue(&mut fa, order)?;
-            self.free
-                .store(self.free.load(Relaxed) - (1 << order), Relaxed);
-            pfn
+        let pfn = match self.take_block(order) {
+            Some(pfn) => pfn,
+            None if self.guard_pending() > 0 => {
+                self.flush_guard_pending();
+                self.take_block(order)?
+            }
+            None => return None,
         };
         self.guard_map(pfn, 1 << order);
         let p = self.page_at_pfn(pfn);
@@ -338,6 +405,10 @@ impl Zone {
         let p = self.page(pfn);
         self.prep_free(p, pfn);
         debug_assert_eq!(pfn.0 & ((1 << order) - 1), 0, "misaligned block");
+        if let Some(g) = self.guard() {
+            self.guard_free(g, pfn.0, order);
+            return;
+        }
         let mut fa = self.lock();
         self.free_one(&mut fa, pfn.0, order);
         self.free
@@ -380,18 +451,27 @@ impl Zone {
 
     /// Return order-0 pages to the buddy lists in ONE lock hold (Linux `free_pcppages_bulk`).
     /// The caller chose the pages before calling (so the lock covers only the merges) and owns
-    /// them; their refcounts are set to 0.
+    /// them; their refcounts are set to 0. With the page guard each page is unmapped and goes
+    /// through the zone's guard batch first, as with [`Zone::free_pages_order`].
     ///
     /// # Panics
     ///
     /// If a PFN is outside the zone (before the lock is taken). Debug builds also check that no
     /// page is already free.
     pub fn free_pcppages_bulk(&self, pfns: &[Pfn]) {
+        if let Some(g) = self.guard() {
+            for &pfn in pfns {
+                let p = self.page(pfn);
+                self.prep_free(p, pfn);
+                self.guard_free(g, pfn.0, 0);
+            }
+            return;
+        }
         self.free_pcppages_bulk2(pfns, &[]);
     }
 
     /// [`Zone::free_pcppages_bulk`] for a batch split in two slices (a wrapped ring), still one
-    /// lock hold.
+    /// lock hold, without the guard's unmap: for a pcp list, whose pages are unmapped already.
     pub(crate) fn free_pcppages_bulk2(&self, a: &[Pfn], b: &[Pfn]) {
         if a.is_empty() && b.is_empty() {
             return;
@@ -448,7 +528,113 @@ impl Zone {
         self.store_watermarks(w);
     }
 
+    /// The first PFN and order of the free block that has been free the longest among those of
+    /// the highest order, without taking it: the last of its list (frees and splits add at the
+    /// head, allocations take from the head). Diagnostics; the test-only console command
+    /// `uaf buddy` writes into it to show that pages free since boot are unmapped. `None` if
+    /// nothing is free.
+    pub fn peek_free_block(&self) -> Option<(Pfn, usize)> {
+        let fa = self.lock();
+        let o = fa.nonempty.checked_ilog2()? as usize;
+        let mut idx = fa.head[o];
+        while self.page_at(idx).next() != NIL {
+            idx = self.page_at(idx).next();
+        }
+        Some((Pfn(self.start_pfn + idx as u64), o))
+    }
+
     // ---------------------------------------------------------------- internals
+
+    /// One block of `order` out of the buddy lists, under the lock.
+    #[inline(always)]
+    fn take_block(&self, order: usize) -> Option<u64> {
+        let mut fa = self.lock();
+        let pfn = self.rmqueue(&mut fa, order)?;
+        self.free
+            .store(self.free.load(Relaxed) - (1 << order), Relaxed);
+        Some(pfn)
+    }
+
+    /// The order of the largest naturally aligned block at `pfn` that ends at or before `end`.
+    #[inline]
+    fn block_order(pfn: u64, end: u64) -> usize {
+        let align = pfn.trailing_zeros() as usize;
+        let fit = (63 - (end - pfn).leading_zeros()) as usize;
+        align.min(fit).min(MAX_ORDER)
+    }
+
+    /// With the guard: free the owned block `[pfn, pfn + 2^order)` (metadata already reset)
+    /// through the zone's guard batch: unmap its pages, queue it, and in thread context shoot
+    /// the batch down when it is full (module docs of [`crate::guard`]).
+    fn guard_free(&self, g: &'static dyn PageGuard, pfn: u64, order: usize) {
+        let n = 1usize << order;
+        let va = g.unmap(Pfn(pfn));
+        for k in 1..n as u64 {
+            g.unmap(Pfn(pfn + k));
+        }
+        let mask = g.mask();
+        let may_flush = g.may_flush();
+        let fits = |b: &ZoneGuardBatch| {
+            if order == 0 {
+                b.frames().len() < crate::guard::ZONE_GUARD_FRAMES
+            } else {
+                b.va_ranges().len() < crate::tlb::BATCH_RANGES
+            }
+        };
+        let mut fa = self.lock();
+        while !fits(&fa.guard_batch) {
+            if !may_flush {
+                // Interrupt context and no room: on the free lists unmapped, unflushed.
+                self.free_one(&mut fa, pfn, order);
+                self.free.store(self.free.load(Relaxed) + n as u64, Relaxed);
+                self.guard_unflushed.fetch_add(n as u64, Relaxed);
+                return;
+            }
+            let full = core::mem::take(&mut fa.guard_batch);
+            drop(fa);
+            self.guard_flush_batch(g, full);
+            fa = self.lock();
+        }
+        fa.guard_batch.add_pages(va, n, mask);
+        let added = if order == 0 {
+            fa.guard_batch.add_free(Pfn(pfn))
+        } else {
+            fa.guard_batch.add_va_range(Pfn(pfn).addr(), n)
+        };
+        debug_assert!(added.is_ok(), "zone guard batch overfilled");
+        self.guard_pending.fetch_add(n as u64, Relaxed);
+        let flush = may_flush && fa.guard_batch.is_full();
+        let batch = flush.then(|| core::mem::take(&mut fa.guard_batch));
+        drop(fa);
+        if let Some(b) = batch {
+            self.guard_flush_batch(g, b);
+        }
+    }
+
+    /// Shoot down a batch taken out of the zone (no lock held: the wait may be long and other
+    /// CPUs may need the lock to answer), then put its frames and blocks on the free lists.
+    #[inline(never)]
+    fn guard_flush_batch(&self, g: &'static dyn PageGuard, mut b: ZoneGuardBatch) {
+        if b.is_empty() {
+            return;
+        }
+        g.flush_zone(
+            &mut b,
+            &mut |pfn| self.guard_release(pfn.0, 0),
+            &mut |paddr, pages| {
+                self.guard_release(Pfn::from_addr(paddr).0, pages.trailing_zeros() as usize)
+            },
+        );
+    }
+
+    /// A block whose shootdown completed goes on the free lists.
+    fn guard_release(&self, pfn: u64, order: usize) {
+        let mut fa = self.lock();
+        self.free_one(&mut fa, pfn, order);
+        self.free
+            .store(self.free.load(Relaxed) + (1 << order), Relaxed);
+        self.guard_pending.fetch_sub(1 << order, Relaxed);
+    }
 
     fn store_watermarks(&self, w: Watermarks) {
         self.wmark_min.store(w.min, Relaxed);
@@ -587,6 +773,18 @@ pub(crate) mod tests {
         let z = empty_zone(start, len);
         z.add_free_range(Pfn(start), Pfn(start + len as u64));
         z
+    }
+
+    /// Every page in the zone's guard batch (frames and blocks).
+    pub(crate) fn guard_batch_pfns(z: &Zone) -> Vec<u64> {
+        let fa = z.lock();
+        let b = &fa.guard_batch;
+        let mut v: Vec<u64> = b.frames().iter().map(|p| p.0).collect();
+        for &(a, n) in b.va_ranges() {
+            v.extend((0..n as u64).map(|k| Pfn::from_addr(a).0 + k));
+        }
+        assert_eq!(v.len() as u64, z.guard_pending());
+        v
     }
 
     /// Walk every free list and check links, flags, counters; returns all free PFNs.

@@ -167,8 +167,13 @@ fn install_guard(cfg: &Config, zone: &'static mm::Zone) {
         mm::guard::GUARD_BATCH
     };
     match guard::install(zone, batch) {
-        Ok(t) => info!(
-            "guard: on: freed packet buffers leave the identity map, {batch} pages per shootdown ({t} page-table pages)"
+        Ok(g) => info!(
+            "guard: on: freed packet buffers leave the identity map, {batch} pages per shootdown ({} page-table pages, {} KiB; {} free pages unmapped at boot in {} us, {} us of it unmapping)",
+            g.tables,
+            g.tables * 4,
+            g.unmapped,
+            time::tsc_to_ns(g.cycles) / 1000,
+            time::tsc_to_ns(g.unmap_cycles) / 1000
         ),
         Err(e) => fail(format_args!("guard: cannot split the identity map: {}", e.0)),
     }

@@ -64,7 +64,9 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
     pcp.set_owner(current_cpu());
     // Free pages right after the allocator is up, before any device took memory: `quit` must
     // come back to exactly this number.
-    let free_pages_boot = zone.free_pages() + pcp.count() as u64;
+    // (With the page guard, pages freed straight to the zone that wait for their shootdown
+    // count as free, as in the quit count.)
+    let free_pages_boot = zone.free_pages() + zone.guard_pending() + pcp.count() as u64;
     info!(
         "mm: pcp high={} batch={}; {} free pages at boot",
         pcp.high(),

@@ -11,7 +11,7 @@ use crate::setup::fib::{self, RouteDelta};
 use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
 use core::sync::atomic::Ordering;
 use log::{error, info};
-use mm::Zone;
+use mm::{Pfn, Zone};
 use unikernel::dataplane::{Core, Platform};
 
 /// How long `drain_all_pages` waits for every CPU: 1 s.
@@ -71,6 +71,8 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
         Command::Cpus => print_cpus(core),
         Command::Ipi => ipi_ping(),
         Command::Uaf => use_after_free(core),
+        Command::UafBuddy => use_after_free_buddy(core),
+        Command::UafBlock => use_after_free_block(core),
         Command::RouteAdd(net, gw) => route_change(core, RouteDelta::Add(net, gw)),
         Command::RouteDel(net) => route_change(core, RouteDelta::Del(net)),
         Command::RoutesCommit | Command::RoutesReload => match core.route() {
@@ -194,6 +196,67 @@ fn use_after_free<P: Platform>(core: &mut Core<P>) {
     // unmapped from the identity map, so the write faults before it reaches memory.
     unsafe { (pfn.addr() as *mut u64).write_volatile(0x0bad_f00d) };
     println!("uaf: the write to a freed page did not fault");
+}
+
+/// `uaf buddy` (test only): write into the free block of the highest order that has been free
+/// the longest ([`Zone::peek_free_block`]) — pages that sat in the buddy lists since boot,
+/// never through a pcp list (allocations split blocks from the head of a list; this one is
+/// its tail).
+/// With `guard=on` the guard unmapped it at install, so the write faults with its message.
+fn use_after_free_buddy<P: Platform>(core: &mut Core<P>) {
+    let zone = core.pages_mut().zone;
+    if zone.guard().is_none() {
+        println!("uaf: refused: needs guard=on (it would write to a free page)");
+        return;
+    }
+    let Some((pfn, order)) = zone.peek_free_block() else {
+        println!("uaf: no free page");
+        return;
+    };
+    // The last page of the block: not its head, which the buddy metadata names.
+    let page = Pfn(pfn.0 + (1 << order) - 1);
+    println!(
+        "uaf: writing to buddy page {:#x} (free since boot, order-{order} block at {:#x})",
+        page.addr(),
+        pfn.addr()
+    );
+    // SAFETY: none: this is the use-after-free the page guard must catch. The page is free in
+    // the buddy lists and unmapped from the identity map, so the write faults before it
+    // reaches memory.
+    unsafe { (page.addr() as *mut u64).write_volatile(0x0bad_f00d) };
+    println!("uaf: the write to a free buddy page did not fault");
+}
+
+/// `uaf block` (test only): allocate an order-3 block from the zone (mapped by the guard),
+/// write to it, free it straight to the zone (`free_pages_order`: unmapped, into the zone's
+/// guard batch), flush that batch (the shootdown), then write to it again: with `guard=on` that
+/// write faults.
+fn use_after_free_block<P: Platform>(core: &mut Core<P>) {
+    let zone = core.pages_mut().zone;
+    if zone.guard().is_none() {
+        println!("uaf: refused: needs guard=on (it would write to a free page)");
+        return;
+    }
+    let Some(pfn) = zone.alloc_pages(3) else {
+        println!("uaf: no free page");
+        return;
+    };
+    let page = Pfn(pfn.0 + 5);
+    // SAFETY: the block is ours (just allocated, mapped again by the guard).
+    unsafe { (page.addr() as *mut u64).write_volatile(1) };
+    zone.free_pages_order(pfn, 3);
+    let pending = zone.guard_pending();
+    // This CPU cached the block's translation (the write above): its shootdown must complete.
+    zone.flush_guard_pending();
+    println!(
+        "uaf: writing to page {:#x} of a freed order-3 block ({pending} pages waited in the zone's guard batch, {} after its flush)",
+        page.addr(),
+        zone.guard_pending()
+    );
+    // SAFETY: none: the use-after-free the page guard must catch (the block is free, its
+    // pages unmapped and shot down).
+    unsafe { (page.addr() as *mut u64).write_volatile(0x0bad_f00d) };
+    println!("uaf: the write to a freed block did not fault");
 }
 
 /// `drain`: `drain_all_pages` — this CPU drains its own lists, every other online CPU is

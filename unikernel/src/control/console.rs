@@ -30,6 +30,12 @@ pub enum Command {
     Ipi,
     /// Test only, with `guard=on`: free a page, then write to it (must fault, named).
     Uaf,
+    /// Test only, with `guard=on`: write into a free block of the buddy lists that no pcp list
+    /// ever held (must fault, named).
+    UafBuddy,
+    /// Test only, with `guard=on`: allocate an order-3 block from the zone, free it straight
+    /// to the zone, then write to it (must fault, named).
+    UafBlock,
     /// `route add PREFIX/LEN,GATEWAY`: a pending route change (router mode).
     RouteAdd(netstack::router::Ipv4Net, core::net::Ipv4Addr),
     /// `route del PREFIX/LEN`: a pending route removal (router mode).
@@ -99,6 +105,8 @@ impl Console {
             "cpus" => Some(Command::Cpus),
             "ipi" => Some(Command::Ipi),
             "uaf" => Some(Command::Uaf),
+            "uaf buddy" => Some(Command::UafBuddy),
+            "uaf block" => Some(Command::UafBlock),
             "routes commit" => Some(Command::RoutesCommit),
             "routes reload" => Some(Command::RoutesReload),
             other => {
@@ -134,5 +142,5 @@ impl Console {
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
-routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf (test only, guard=on: write to a freed page; \
-faults), quit (drain, final STATS, exit), help";
+routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
+to a buddy page free since boot, to an order-3 block freed to the zone; faults), quit (drain, final STATS, exit), help";

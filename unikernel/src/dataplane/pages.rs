@@ -178,9 +178,12 @@ impl Pages {
         }
     }
 
-    /// Free pages in the zone plus this core's pcp list.
+    /// Free pages in the zone (its buddy lists and, with the page guard, its batch waiting
+    /// for a shootdown) plus this core's pcp list and guard batch.
     pub fn free_pages(&self) -> u64 {
-        self.zone.free_pages() + (self.pcp.count() + self.pcp.guard_pending()) as u64
+        self.zone.free_pages()
+            + self.zone.guard_pending()
+            + (self.pcp.count() + self.pcp.guard_pending()) as u64
     }
 }
 
