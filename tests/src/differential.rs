@@ -346,6 +346,21 @@ pub const CHOICES: &[Choice] = &[
         masked: true,
         linux_deviates: true,
     },
+    Choice {
+        id: "X3-linux-subnet-broadcast-source",
+        rfc: "RFC 1812 §4.3.2.7: a router MUST NOT send an ICMP error about a datagram whose \
+              source is not a unicast address (a directed broadcast is not); §5.3.7: SHOULD \
+              NOT forward a datagram from a broadcast source; §4.3.3.6: echo replies only to \
+              unicast sources",
+        what: "datagrams from the incoming network's broadcast address 10.0.0.255 (TTL 64, TTL \
+               1, an echo request to the router) and from its network address 10.0.0.0 (TTL 64)",
+        gannet: "dropped without ICMP (router.drops.martian_src)",
+        linux: "observed on 6.1.0-57 (rp_filter=0): from 10.0.0.255 forwarded, Time Exceeded \
+                sent to 10.0.0.255, the echo request answered to 10.0.0.255; from 10.0.0.0 \
+                forwarded (but no Time Exceeded, no echo reply). Linux deviates",
+        masked: true,
+        linux_deviates: true,
+    },
 ];
 
 /// The choice with this id (panics on an unknown id: a bug in this file).
@@ -1230,6 +1245,69 @@ pub fn frame_set() -> Result<Vec<Case>> {
             )?,
         );
     }
+    // Issue 15 item 4: sources that are the incoming network's broadcast or network address,
+    // or the router's own address on that port. RFC 1812 §4.3.2.7: no ICMP error for a
+    // datagram whose source is not a unicast address; §5.3.7: not forwarded.
+    for (ttl1, ttl64, echo, src) in [
+        (
+            "src-net-broadcast-ttl1",
+            "src-net-broadcast",
+            "src-net-broadcast-echo",
+            [10, 0, 0, 255],
+        ),
+        (
+            "src-net-zero-ttl1",
+            "src-net-zero",
+            "src-net-zero-echo",
+            [10, 0, 0, 0],
+        ),
+        (
+            "src-own-address-ttl1",
+            "src-own-address",
+            "src-own-address-echo",
+            ROUTER_IP[0],
+        ),
+    ] {
+        add(
+            ttl1,
+            "TTL 1 from a non-unicast or own source: no Time Exceeded (RFC 1812 §4.3.2.7), discarded",
+            build(
+                us,
+                &Dgram {
+                    src,
+                    ttl: 1,
+                    ..udp(to1, 32)
+                },
+            )?,
+        );
+        add(
+            ttl64,
+            "from a non-unicast or own source: not forwarded (RFC 1812 §5.3.7, choice C8-martians)",
+            build(
+                us,
+                &Dgram {
+                    src,
+                    ..udp(to1, 32)
+                },
+            )?,
+        );
+        add(
+            echo,
+            "echo request from a non-unicast or own source: no reply (RFC 1812 §4.3.2.7 / §5.3.7)",
+            build(
+                us,
+                &Dgram {
+                    src,
+                    body: Body::Echo {
+                        id: 0x5151,
+                        seq: 1,
+                        n: 16,
+                    },
+                    ..udp(ROUTER_IP[0], 0)
+                },
+            )?,
+        );
+    }
     add(
         "martian-dst-0",
         "destination 0.0.0.0: discarded (RFC 1812 §5.3.7, choice C8-martians)",
@@ -1325,6 +1403,15 @@ pub fn frame_set() -> Result<Vec<Case>> {
     for c in &mut v {
         if c.name == "ssrr-transit" {
             c.exception = Some(("C13-strict-route-transit", 1, 1));
+        }
+        if matches!(
+            c.name,
+            "src-net-broadcast-ttl1"
+                | "src-net-broadcast"
+                | "src-net-broadcast-echo"
+                | "src-net-zero"
+        ) {
+            c.exception = Some(("X3-linux-subnet-broadcast-source", 0, 1));
         }
     }
     v.push(Case {
