@@ -322,6 +322,17 @@ pub const CHOICES: &[Choice] = &[
         linux_deviates: false,
     },
     Choice {
+        id: "C15-arp-other-port-address",
+        rfc: "RFC 826: a request is answered if its target protocol address is 'mine'; which \
+              of a router's addresses are its own on which port is not said (RFC 1122 §3.3.4.2: \
+              the strong and weak end-system models are both allowed)",
+        what: "an ARP request on port 0 for the router's port-1 address 10.0.1.1",
+        gannet: "not answered: each port answers for its own address only (strong model)",
+        linux: "answered with port 0's MAC (arp_ignore=0: any local address, weak model)",
+        masked: true,
+        linux_deviates: false,
+    },
+    Choice {
         id: "X1-linux-zeronet-source",
         rfc: "RFC 1812 §5.3.7 and §4.2.2.11: a router SHOULD NOT forward a datagram with a \
               source address on network 0 ({0, <host>} is 'this host on this network', only \
@@ -601,6 +612,37 @@ pub fn arp_hello() -> Vec<u8> {
     f.extend_from_slice(&ROUTER_IP[0]);
     f.resize(ETH_ZLEN, 0);
     f
+}
+
+/// The ARP fields of an Ethernet/IPv4 ARP frame: (op, sha, spa, tha, tpa).
+fn arp_fields(f: &[u8]) -> Option<(u16, &[u8], &[u8], &[u8], &[u8])> {
+    let a = f.get(ETH_HDR_LEN..ETH_HDR_LEN + 28)?;
+    (f[ETHERTYPE] == ETHERTYPE_ARP.to_be_bytes() && a[..6] == [0, 1, 0x08, 0x00, 6, 4]).then(|| {
+        (
+            be16(&a[6..8]),
+            &a[8..14],
+            &a[14..18],
+            &a[18..24],
+            &a[24..28],
+        )
+    })
+}
+
+/// The harness's answer, as one of [`ARP_NEIGHBOURS`], to a router's ARP request on port 1.
+fn neighbour_arp_reply(f: &[u8], port: usize) -> Option<Vec<u8>> {
+    let (op, sha, spa, _, tpa) = arp_fields(f)?;
+    let &(ip, mac) = ARP_NEIGHBOURS.iter().find(|n| n.0 == tpa)?;
+    (port == 1 && op == 1).then(|| {
+        let sha: [u8; 6] = sha.try_into().expect("6 bytes");
+        let spa: [u8; 4] = spa.try_into().expect("4 bytes");
+        arp_frame(2, sha, (mac, ip), (sha, spa))
+    })
+}
+
+/// True if `f` is an ARP reply a router sent because of an ARP case (not one to the harness's
+/// own ARP for 10.0.0.2 / 10.0.1.2).
+fn is_case_arp_reply(f: &[u8], port: usize) -> bool {
+    arp_fields(f).is_some_and(|(op, _, _, _, tpa)| op == 2 && tpa != HOST_IP[port])
 }
 
 /// True if `f` is an echo reply to a fence (any sequence number).
@@ -1427,8 +1469,168 @@ pub fn frame_set() -> Result<Vec<Case>> {
         in_port: 0,
         exception: Some(("X1-linux-zeronet-source", 0, 1)),
     });
+    arp_cases(&mut v)?;
     from_port1(&mut v)?;
     Ok(v)
+}
+
+/// A host on port 0's network that only the ARP cases use (its address and MAC), so the
+/// routers' replies to it are told apart from those to the harness's own ARP (10.0.0.2).
+const ARP_ASKER: ([u8; 4], [u8; 6]) = ([10, 0, 0, 66], [0x02, 0, 0, 0, 0x66, 0x01]);
+
+/// Neighbours on port 1's network that the harness answers ARP for besides 10.0.1.2, with the
+/// MAC it answers: each ARP case first tells the routers another MAC for the same address
+/// (in a request, an unsolicited reply or a gratuitous request), so the MAC a datagram to it
+/// then leaves with shows whether the router learned from that frame (issue 15, Linux's
+/// `arp_process` with `arp_accept=0`).
+pub const ARP_NEIGHBOURS: [([u8; 4], [u8; 6]); 3] = [
+    ([10, 0, 1, 77], [0x02, 0, 0, 0, 0x77, 0xbb]),
+    ([10, 0, 1, 78], [0x02, 0, 0, 0, 0x78, 0xbb]),
+    ([10, 0, 1, 79], [0x02, 0, 0, 0, 0x79, 0xbb]),
+];
+
+/// An Ethernet/IPv4 ARP frame (RFC 826) from `sha`, padded to the minimum frame.
+fn arp_frame(
+    op: u16,
+    eth_dst: [u8; 6],
+    (sha, spa): ([u8; 6], [u8; 4]),
+    (tha, tpa): ([u8; 6], [u8; 4]),
+) -> Vec<u8> {
+    let mut f = eth_dst.to_vec();
+    f.extend_from_slice(&sha);
+    f.extend_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4]);
+    f.extend_from_slice(&op.to_be_bytes());
+    f.extend_from_slice(&sha);
+    f.extend_from_slice(&spa);
+    f.extend_from_slice(&tha);
+    f.extend_from_slice(&tpa);
+    f.resize(ETH_ZLEN, 0);
+    f
+}
+
+/// Issue 15: ARP compared with Linux's `arp_process` (the routers' ARP replies are compared
+/// field by field, [`dissect`]): which requests get a reply, and, through a datagram to the
+/// sender right after, which frames create a neighbour entry.
+fn arp_cases(v: &mut Vec<Case>) -> Result<()> {
+    const REQUEST: u16 = 1;
+    const REPLY: u16 = 2;
+    let (us0, us1) = (gen::guest_mac(0), gen::guest_mac(1));
+    let (ask_ip, ask_mac) = ARP_ASKER;
+    let bcast = [0xff; 6];
+    let request0 =
+        |spa: [u8; 4], tpa: [u8; 4]| arp_frame(REQUEST, bcast, (ask_mac, spa), ([0; 6], tpa));
+    let learned_mac = |i: usize| {
+        let mut m = ARP_NEIGHBOURS[i].1;
+        m[5] = 0xaa;
+        m
+    };
+    let to = |dst: [u8; 4]| build(us0, &Dgram::udp(dst, 32));
+    let cases: Vec<(&'static str, &'static str, Vec<u8>, usize)> = vec![
+        (
+            "arp-req-router",
+            "ARP request for 10.0.0.1 from 10.0.0.66: answered (RFC 826)",
+            request0(ask_ip, ROUTER_IP[0]),
+            0,
+        ),
+        (
+            "arp-req-not-ours",
+            "ARP request for 10.0.0.77 (no router address): no reply",
+            request0(ask_ip, [10, 0, 0, 77]),
+            0,
+        ),
+        (
+            "arp-req-other-port-addr",
+            "ARP request on port 0 for 10.0.1.1 (the router's port-1 address)",
+            request0(ask_ip, ROUTER_IP[1]),
+            0,
+        ),
+        (
+            "arp-probe",
+            "ARP probe (sender 0.0.0.0, RFC 5227 §2.1.1) for 10.0.0.1: answered",
+            request0([0; 4], ROUTER_IP[0]),
+            0,
+        ),
+        (
+            "arp-req-offsubnet-sender",
+            "ARP request for 10.0.0.1 from 192.0.2.9 (not on the port's network)",
+            request0([192, 0, 2, 9], ROUTER_IP[0]),
+            0,
+        ),
+        (
+            "arp-req-broadcast-sender",
+            "ARP request for 10.0.0.1 from 10.0.0.255 (the network's broadcast address): \
+             answered (as Linux does), no entry made",
+            request0([10, 0, 0, 255], ROUTER_IP[0]),
+            0,
+        ),
+        (
+            "arp-req-learns",
+            "ARP request for 10.0.1.1 from 10.0.1.77: answered, and the sender learned",
+            arp_frame(
+                REQUEST,
+                bcast,
+                (learned_mac(0), ARP_NEIGHBOURS[0].0),
+                ([0; 6], ROUTER_IP[1]),
+            ),
+            1,
+        ),
+        (
+            "to-arp-requester",
+            "to 10.0.1.77: forwarded to the MAC its ARP request gave (no ARP first)",
+            to(ARP_NEIGHBOURS[0].0)?,
+            0,
+        ),
+        (
+            "arp-unsolicited-reply",
+            "an ARP reply nobody asked for, from 10.0.1.78: no output",
+            arp_frame(
+                REPLY,
+                us1,
+                (learned_mac(1), ARP_NEIGHBOURS[1].0),
+                (us1, ROUTER_IP[1]),
+            ),
+            1,
+        ),
+        (
+            "to-unsolicited",
+            "to 10.0.1.78: the unsolicited reply created no entry (arp_accept=0): resolved by \
+             ARP, forwarded to the MAC the answer gave",
+            to(ARP_NEIGHBOURS[1].0)?,
+            0,
+        ),
+        (
+            "arp-gratuitous",
+            "a gratuitous ARP request from 10.0.1.79 (sender = target): no output",
+            arp_frame(
+                REQUEST,
+                bcast,
+                (learned_mac(2), ARP_NEIGHBOURS[2].0),
+                ([0; 6], ARP_NEIGHBOURS[2].0),
+            ),
+            1,
+        ),
+        (
+            "to-gratuitous",
+            "to 10.0.1.79: the gratuitous ARP created no entry (arp_accept=0): resolved by ARP",
+            to(ARP_NEIGHBOURS[2].0)?,
+            0,
+        ),
+    ];
+    for (name, expect, frame, in_port) in cases {
+        v.push(Case {
+            name,
+            expect,
+            frame,
+            in_port,
+            exception: (name == "arp-req-other-port-addr").then_some((
+                "C15-arp-other-port-address",
+                0,
+                1,
+            )),
+        });
+    }
+    Ok(())
 }
 
 /// Cases sent into port 1 by the host behind it (10.0.1.2): the mirror of a few port-0 cases,
@@ -1620,6 +1822,15 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
     field(&mut v, "eth.dst", hex(&f[ETH_DST]), None);
     field(&mut v, "eth.src", hex(&f[ETH_SRC]), None);
     field(&mut v, "eth.type", hex(&f[ETHERTYPE]), None);
+    if let Some((op, sha, spa, tha, tpa)) = arp_fields(f) {
+        // The padding after the 28 ARP bytes is not compared.
+        field(&mut v, "arp.op", op, None);
+        field(&mut v, "arp.sha", hex(sha), None);
+        field(&mut v, "arp.spa", ip4(spa), None);
+        field(&mut v, "arp.tha", hex(tha), None);
+        field(&mut v, "arp.tpa", ip4(tpa), None);
+        return v;
+    }
     let ip = &f[ETH_HDR_LEN..];
     if f[ETHERTYPE] != ETHERTYPE_IPV4.to_be_bytes() || ip.len() < IPV4_MIN_HDR {
         field(&mut v, "eth.payload", hex(ip), None);
@@ -2111,6 +2322,18 @@ impl Target {
                     continue;
                 }
                 if f.len() >= ETH_HDR_LEN && f[ETHERTYPE] == ETHERTYPE_ARP.to_be_bytes() {
+                    if let Some(reply) = neighbour_arp_reply(&f, p) {
+                        self.ports[p].send(&reply)?;
+                    } else if is_case_arp_reply(&f, p) {
+                        last1 = Instant::now();
+                        if p == 1 {
+                            out.port1.push(f);
+                        } else {
+                            out.port0.push(f);
+                        }
+                    }
+                    // ARP requests the routers send (and replies to the harness's own ARP)
+                    // are not compared.
                     continue;
                 }
                 if p == 0 && is_any_fence_reply(&f) {

@@ -14,7 +14,7 @@ use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::router::frag::Fragmenter;
 use netstack::router::{set_macs, Action, Event, NeighUpdate};
-use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
+use netstack::wire::{ARP_OPER, ARP_REQUEST, ARP_TPA, ETHERTYPE, ETHERTYPE_ARP, ETH_HDR_LEN};
 use netstack::{DropReason, PortCounters};
 
 /// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
@@ -517,9 +517,12 @@ impl<P: Platform> Core<P> {
     fn route_slow(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
         let handle = page.pfn();
         let frame = page.frame_mut(len);
-        // smoltcp learns neighbours only from ARP: let it see the ARP frames too (the router
-        // answers requests for the port address itself).
-        if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP.to_be_bytes()[..]) {
+        // smoltcp learns neighbours only from ARP: let it see the ARP frames too, but for the
+        // requests for the port's address, which the router answers (smoltcp would answer
+        // them a second time; it learns its peers from the replies to its own requests).
+        if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP.to_be_bytes()[..])
+            && !self.router_answers_arp(p, frame)
+        {
             self.copy_to_mgmt(p, frame);
         }
         self.ensure_spare();
@@ -760,6 +763,18 @@ impl<P: Platform> Core<P> {
 
     /// A copy of `frame` (received on local port `p`) for the management plane: straight in
     /// when it runs on this core and port, handed to core 0 when it runs there, else nothing.
+    /// Whether `frame` (ARP) is a request for port `p`'s address: the router answers it.
+    fn router_answers_arp(&self, p: usize, frame: &[u8]) -> bool {
+        let arp = frame.get(ETH_HDR_LEN..).unwrap_or(&[]);
+        let me = self
+            .route
+            .as_ref()
+            .and_then(|rs| rs.router.ports().get(p))
+            .map(|c| c.addr.addr.octets());
+        arp.get(ARP_OPER) == Some(&ARP_REQUEST.to_be_bytes()[..])
+            && me.is_some_and(|me| arp.get(ARP_TPA) == Some(&me[..]))
+    }
+
     fn copy_to_mgmt(&mut self, p: usize, frame: &[u8]) {
         let Some(rs) = self.route.as_mut() else {
             return;

@@ -338,13 +338,40 @@ fn a_halted_core_is_woken_for_a_hand_off_and_only_then() {
 fn router_on_two_cores_hands_management_frames_to_core_0() {
     let cfg = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=ip0";
     let mut rig = Rig::new(cfg, 2, PAGES);
-    // An ARP request for the management address arrives on core 1's port 0.
+    // An ARP request for the management address arrives on core 1's port 0: the router
+    // answers it, and the management plane does not see it (it would answer a second time).
     let mut req = [0u8; 64];
     let n = arp_request(
         &mut req,
         MacAddr([2, 0, 0, 0, 0, 2]),
         Ipv4Addr::new(10, 0, 0, 2),
         Ipv4Addr::new(10, 0, 0, 1),
+    );
+    rig.cores[1].dev[0].deliver_rx(&req[..n], 1);
+    rig.poll();
+    rig.poll();
+    let mut replies = Vec::new();
+    rig.cores[1].dev[0].complete_tx(|f| replies.push(f.to_vec()));
+    assert_eq!(replies.len(), 1, "one ARP reply, from the router");
+    assert_eq!(
+        rig.cores[0]
+            .core
+            .route()
+            .unwrap()
+            .mgmt
+            .as_ref()
+            .unwrap()
+            .frames
+            .len(),
+        0
+    );
+    // Any other ARP frame on that port (a request for another host) reaches core 0's
+    // management plane, handed off by core 1.
+    let n = arp_request(
+        &mut req,
+        MacAddr([2, 0, 0, 0, 0, 2]),
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(10, 0, 0, 3),
     );
     rig.cores[1].dev[0].deliver_rx(&req[..n], 1);
     rig.poll();
