@@ -614,27 +614,36 @@ pub fn arp_hello() -> Vec<u8> {
     f
 }
 
-/// The ARP fields of an Ethernet/IPv4 ARP frame: (op, sha, spa, tha, tpa).
-fn arp_fields(f: &[u8]) -> Option<(u16, &[u8], &[u8], &[u8], &[u8])> {
+/// The fields of an Ethernet/IPv4 ARP frame (RFC 826).
+struct ArpView<'a> {
+    op: u16,
+    sha: &'a [u8],
+    spa: &'a [u8],
+    tha: &'a [u8],
+    tpa: &'a [u8],
+}
+
+/// `f`'s ARP fields, if it is an Ethernet/IPv4 ARP frame.
+fn arp_fields(f: &[u8]) -> Option<ArpView<'_>> {
     let a = f.get(ETH_HDR_LEN..ETH_HDR_LEN + 28)?;
     (f[ETHERTYPE] == ETHERTYPE_ARP.to_be_bytes() && a[..6] == [0, 1, 0x08, 0x00, 6, 4]).then(|| {
-        (
-            be16(&a[6..8]),
-            &a[8..14],
-            &a[14..18],
-            &a[18..24],
-            &a[24..28],
-        )
+        ArpView {
+            op: be16(&a[6..8]),
+            sha: &a[8..14],
+            spa: &a[14..18],
+            tha: &a[18..24],
+            tpa: &a[24..28],
+        }
     })
 }
 
 /// The harness's answer, as one of [`ARP_NEIGHBOURS`], to a router's ARP request on port 1.
 fn neighbour_arp_reply(f: &[u8], port: usize) -> Option<Vec<u8>> {
-    let (op, sha, spa, _, tpa) = arp_fields(f)?;
-    let &(ip, mac) = ARP_NEIGHBOURS.iter().find(|n| n.0 == tpa)?;
-    (port == 1 && op == 1).then(|| {
-        let sha: [u8; 6] = sha.try_into().expect("6 bytes");
-        let spa: [u8; 4] = spa.try_into().expect("4 bytes");
+    let a = arp_fields(f)?;
+    let &(ip, mac) = ARP_NEIGHBOURS.iter().find(|n| n.0 == a.tpa)?;
+    (port == 1 && a.op == 1).then(|| {
+        let sha: [u8; 6] = a.sha.try_into().expect("6 bytes");
+        let spa: [u8; 4] = a.spa.try_into().expect("4 bytes");
         arp_frame(2, sha, (mac, ip), (sha, spa))
     })
 }
@@ -642,7 +651,7 @@ fn neighbour_arp_reply(f: &[u8], port: usize) -> Option<Vec<u8>> {
 /// True if `f` is an ARP reply a router sent because of an ARP case (not one to the harness's
 /// own ARP for 10.0.0.2 / 10.0.1.2).
 fn is_case_arp_reply(f: &[u8], port: usize) -> bool {
-    arp_fields(f).is_some_and(|(op, _, _, _, tpa)| op == 2 && tpa != HOST_IP[port])
+    arp_fields(f).is_some_and(|a| a.op == 2 && a.tpa != HOST_IP[port])
 }
 
 /// True if `f` is an echo reply to a fence (any sequence number).
@@ -1822,13 +1831,13 @@ pub fn dissect(f: &[u8]) -> Vec<Field> {
     field(&mut v, "eth.dst", hex(&f[ETH_DST]), None);
     field(&mut v, "eth.src", hex(&f[ETH_SRC]), None);
     field(&mut v, "eth.type", hex(&f[ETHERTYPE]), None);
-    if let Some((op, sha, spa, tha, tpa)) = arp_fields(f) {
+    if let Some(a) = arp_fields(f) {
         // The padding after the 28 ARP bytes is not compared.
-        field(&mut v, "arp.op", op, None);
-        field(&mut v, "arp.sha", hex(sha), None);
-        field(&mut v, "arp.spa", ip4(spa), None);
-        field(&mut v, "arp.tha", hex(tha), None);
-        field(&mut v, "arp.tpa", ip4(tpa), None);
+        field(&mut v, "arp.op", a.op, None);
+        field(&mut v, "arp.sha", hex(a.sha), None);
+        field(&mut v, "arp.spa", ip4(a.spa), None);
+        field(&mut v, "arp.tha", hex(a.tha), None);
+        field(&mut v, "arp.tpa", ip4(a.tpa), None);
         return v;
     }
     let ip = &f[ETH_HDR_LEN..];
