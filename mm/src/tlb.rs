@@ -750,15 +750,7 @@ impl<const N: usize> Shootdown<N> {
         mut free: impl FnMut(Pfn),
         mut release: impl FnMut(u64, usize),
     ) {
-        assert!(d.done, "tlb: complete before every target acknowledged");
-        assert_eq!(
-            d.cpu, me,
-            "tlb: completed by another CPU than the initiator"
-        );
-        assert!(
-            batch.in_flight,
-            "tlb: completing a batch that was not dispatched"
-        );
+        Self::check_done(me, &d, batch);
         for &f in &batch.frames[..batch.nframes] {
             free(f);
         }
@@ -771,6 +763,19 @@ impl<const N: usize> Shootdown<N> {
             .pending_pages
             .fetch_sub(batch.nframes as u64, core::sync::atomic::Ordering::Relaxed);
         batch.clear();
+    }
+
+    /// The checks of step 4 (see [`complete`](Shootdown::complete)'s panics).
+    fn check_done<const P: usize>(me: usize, d: &Dispatched, batch: &FlushBatch<P>) {
+        assert!(d.done, "tlb: complete before every target acknowledged");
+        assert_eq!(
+            d.cpu, me,
+            "tlb: completed by another CPU than the initiator"
+        );
+        assert!(
+            batch.in_flight,
+            "tlb: completing a batch that was not dispatched"
+        );
     }
 
     /// Step 4 in bounded pieces, for an initiator that must not stop for long (the boot CPU
@@ -790,15 +795,7 @@ impl<const N: usize> Shootdown<N> {
         max: usize,
         mut free: impl FnMut(Pfn),
     ) -> usize {
-        assert!(d.done, "tlb: complete before every target acknowledged");
-        assert_eq!(
-            d.cpu, me,
-            "tlb: completed by another CPU than the initiator"
-        );
-        assert!(
-            batch.in_flight,
-            "tlb: completing a batch that was not dispatched"
-        );
+        Self::check_done(me, d, batch);
         let n = max.min(batch.nframes);
         for _ in 0..n {
             batch.nframes -= 1;

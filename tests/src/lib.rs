@@ -625,3 +625,46 @@ pub fn write_routes_100k(file: &Path) {
     }
     std::fs::write(file, text).unwrap();
 }
+
+/// Live route reload under traffic: starts the rig's generator, and after 500 ms sends
+/// `routes reload` `reloads` times, each time waiting (at most `timeout`) for the FIB it
+/// replaced to be retired. Prints each reload's `published` and `retired` lines and returns
+/// the generator's report and how many reloads were retired while traffic still flowed.
+///
+/// # Panics
+/// If a retirement does not come within `timeout` or the generator fails.
+pub fn reload_while_forwarding(rig: &mut Rig, reloads: u64, timeout: Duration) -> (GenReport, u64) {
+    let mut lines = Vec::new();
+    let mut during = 0;
+    let r = std::thread::scope(|sc| {
+        let h = sc.spawn(|| rig.gen.run());
+        std::thread::sleep(Duration::from_millis(500));
+        for i in 0..reloads {
+            let from = rig.guest.line_count();
+            rig.guest.send_line("routes reload").unwrap();
+            let retired = format!("FIB generation {} retired", i + 1);
+            let (_, l) = rig
+                .guest
+                .wait_for_line_from(from, |l| l.contains(&retired), timeout)
+                .unwrap_or_else(|e| panic!("reload {i}: `{retired}`: {e:#}\n{}", rig.tail()));
+            let published = rig
+                .guest
+                .lines()
+                .into_iter()
+                .skip(from)
+                .find(|l| l.contains(&format!("FIB generation {} published", i + 2)))
+                .unwrap_or_default();
+            lines.push((published, l));
+            if !h.is_finished() {
+                during += 1;
+            }
+        }
+        h.join().unwrap()
+    })
+    .unwrap_or_else(|e| panic!("generator: {e:#}"));
+    for (p, l) in &lines {
+        eprintln!("{p}\n{l}");
+    }
+    eprintln!("reloads during traffic: {during}; {r:?}");
+    (r, during)
+}

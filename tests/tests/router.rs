@@ -436,38 +436,7 @@ fn hundred_thousand_routes_replaced_ten_times_while_forwarding() {
     };
     let mut rig = Rig::start_with(ROUTER, gen, extra);
     assert!(routed(&rig, [10, 0, 1, 2], 1), "resolve 10.0.1.2 first");
-    let mut lines = Vec::new();
-    let mut during = 0;
-    let r = std::thread::scope(|sc| {
-        let h = sc.spawn(|| rig.gen.run());
-        std::thread::sleep(Duration::from_millis(500));
-        for i in 0..reloads {
-            let from = rig.guest.line_count();
-            rig.guest.send_line("routes reload").unwrap();
-            let retired = format!("FIB generation {} retired", i + 1);
-            let (_, l) = rig
-                .guest
-                .wait_for_line_from(from, |l| l.contains(&retired), Duration::from_secs(30))
-                .unwrap_or_else(|e| panic!("reload {i}: `{retired}`: {e:#}\n{}", rig.tail()));
-            let published = rig
-                .guest
-                .lines()
-                .into_iter()
-                .skip(from)
-                .find(|l| l.contains(&format!("FIB generation {} published", i + 2)))
-                .unwrap_or_default();
-            lines.push((published, l));
-            if !h.is_finished() {
-                during += 1;
-            }
-        }
-        h.join().unwrap()
-    })
-    .unwrap_or_else(|e| panic!("generator: {e:#}"));
-    for (p, l) in &lines {
-        eprintln!("{p}\n{l}");
-    }
-    eprintln!("reloads during traffic: {during}; {r:?}");
+    let (r, during) = reload_while_forwarding(&mut rig, reloads, Duration::from_secs(30));
     assert_eq!(during, reloads, "reloads after traffic ended: {r:?}");
     if measure.is_none() {
         assert_eq!(

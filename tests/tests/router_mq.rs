@@ -329,38 +329,7 @@ fn hundred_thousand_routes_replaced_ten_times_on_two_routing_cores() {
     let got = recv_n_answering_arp(&p1, 1, n, Duration::from_secs(3));
     assert_eq!(got.len(), n, "routed {} of {n}\n{}", got.len(), rig.tail());
     drop((p0, p1));
-    let mut during = 0;
-    let mut lines = Vec::new();
-    let r = std::thread::scope(|sc| {
-        let h = sc.spawn(|| rig.gen.run());
-        std::thread::sleep(Duration::from_millis(500));
-        for i in 0..RELOADS {
-            let from = rig.guest.line_count();
-            rig.guest.send_line("routes reload").unwrap();
-            let retired = format!("FIB generation {} retired", i + 1);
-            let (_, l) = rig
-                .guest
-                .wait_for_line_from(from, |l| l.contains(&retired), Duration::from_secs(60))
-                .unwrap_or_else(|e| panic!("reload {i}: `{retired}`: {e:#}\n{}", rig.tail()));
-            let published = rig
-                .guest
-                .lines()
-                .into_iter()
-                .skip(from)
-                .find(|l| l.contains(&format!("FIB generation {} published", i + 2)))
-                .unwrap_or_default();
-            lines.push((published, l));
-            if !h.is_finished() {
-                during += 1;
-            }
-        }
-        h.join().unwrap()
-    })
-    .unwrap_or_else(|e| panic!("generator: {e:#}"));
-    for (p, l) in &lines {
-        eprintln!("{p}\n{l}");
-    }
-    eprintln!("reloads during traffic: {during}; {r:?}");
+    let (r, during) = reload_while_forwarding(&mut rig, RELOADS, Duration::from_secs(60));
     let s = rig.quit();
     eprintln!("{s}");
     assert_eq!(during, RELOADS, "reloads after traffic ended: {r:?}");
