@@ -53,10 +53,11 @@ pub const DEFAULT_STATS_EVERY: Duration = Duration::from_secs(5);
 /// for a few hundred ms; a guest that stops forwarding shows gaps of seconds.
 pub const DEFAULT_MAX_GAP_MS: f64 = 1000.0;
 /// Default free-page tolerance, pages: how far a sample's `free_pages_now` may be from the
-/// first sample's. The working set that moves with traffic is two RX rings of 256 pages, two
-/// TX rings of 256 frames in flight and the page_pool caches and pcp lists (a few hundred
-/// pages): 1,024 pages (4 MiB) is about that, with margin; a leak of a page per thousand
-/// frames passes it within seconds.
+/// first sample's. The RX rings stay posted; what can move with traffic is, per port, a TX ring
+/// of 256 frames in flight and a page_pool alloc cache of 128 pages (`PP_ALLOC_CACHE_SIZE`):
+/// at most 2 × (256 + 128) = 768 pages; 1,024 pages (4 MiB) leaves margin (a 1-minute run
+/// moves by 0). A leak of a page per thousand frames crosses it within seconds; the exact
+/// check is at `quit`.
 pub const DEFAULT_FREE_PAGES_TOLERANCE: u64 = 1024;
 /// Time allowed for a `stats` answer under full-rate traffic.
 pub const STATS_TIMEOUT: Duration = Duration::from_secs(20);
@@ -166,6 +167,9 @@ pub struct ModeResult {
     pub free_pages_quit: Option<u64>,
     /// The guest's `forwarded` in the final `STATS`.
     pub forwarded: Option<u64>,
+    /// The final `STATS`'s non-zero drop counters (`ports[i].drops.*` summed over the ports
+    /// as `port.*`, `router.drops.*` as `router.*`): where the lost frames went.
+    pub drops: std::collections::BTreeMap<String, u64>,
     /// True if `quit` ended cleanly (status, `gannet: shutdown clean`, no leak).
     pub quit_clean: bool,
     /// Every failed check, `check: what`.
@@ -190,7 +194,7 @@ pub fn summary_line(r: &ModeResult) -> String {
     format!(
         "soak: mode {} accel {} minutes {:.2}: sent {} received {} lost {} ({:.3}%), {:.0} pps, \
          longest gap {:.1} ms (limit {:.0}), {} STATS samples, free pages {fp} (first {}, \
-         ±{}; quit {} of {} at boot), quit {}: {}",
+         ±{}; quit {} of {} at boot), guest drops {}, quit {}: {}",
         r.mode,
         r.accel,
         r.minutes,
@@ -212,16 +216,29 @@ pub fn summary_line(r: &ModeResult) -> String {
         r.free_pages_quit
             .map_or("n/a".to_string(), |v| v.to_string()),
         r.free_pages_boot,
+        drops_text(r),
         if r.quit_clean { "clean" } else { "NOT clean" },
         r.verdict
     )
 }
 
+/// `reason N, …` or `none`.
+fn drops_text(r: &ModeResult) -> String {
+    if r.drops.is_empty() {
+        return "none".into();
+    }
+    r.drops
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The results as a Markdown table (BENCHMARKS.md).
 pub fn markdown(rs: &[ModeResult]) -> String {
     let mut s = String::from(
-        "| mode | accel | minutes | sent | received | lost | pps | longest gap ms | STATS samples | free pages min–max (boot) | quit | verdict |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| mode | accel | minutes | sent | received | lost | pps | longest gap ms | STATS samples | free pages min–max (boot) | guest drops | quit | verdict |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rs {
         let fp = match (r.free_pages_min, r.free_pages_max) {
@@ -230,7 +247,7 @@ pub fn markdown(rs: &[ModeResult]) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} | {} | {} | {} | {:.0} | {:.1} | {} | {fp} | {} | {} |",
+            "| {} | {} | {:.2} | {} | {} | {} | {:.0} | {:.1} | {} | {fp} | {} | {} | {} |",
             r.mode,
             r.accel,
             r.minutes,
@@ -240,6 +257,7 @@ pub fn markdown(rs: &[ModeResult]) -> String {
             r.pps,
             r.longest_gap_ms,
             r.samples,
+            drops_text(r),
             if r.quit_clean { "clean" } else { "NOT clean" },
             r.verdict
         );
@@ -340,6 +358,23 @@ pub fn leak(s: &Stats) -> Option<String> {
     })
 }
 
+/// The non-zero drop counters of `s`: `port.REASON` (summed over the ports) and
+/// `router.REASON`.
+pub fn drops(s: &Stats) -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for p in &s.ports {
+        for (why, n) in p.drops.iter().filter(|&(_, n)| n > 0) {
+            *m.entry(format!("port.{}", why.as_str())).or_insert(0) += n;
+        }
+    }
+    if let Some(r) = &s.router {
+        for (why, n) in r.drops.iter().filter(|&(_, n)| n > 0) {
+            m.insert(format!("router.{}", why.as_str()), n);
+        }
+    }
+    m
+}
+
 /// Soaks every mode in turn; `log` gets progress lines. An error means a mode could not run
 /// at all (the guest did not boot, say); failed checks are in the results.
 pub fn run(cfg: &SoakConfig, mut log: impl FnMut(&str)) -> Result<Vec<ModeResult>> {
@@ -420,6 +455,7 @@ pub fn run_mode(cfg: &SoakConfig, mode: SimMode, log: &mut dyn FnMut(&str)) -> R
         free_pages_tolerance: cfg.free_pages_tolerance,
         free_pages_quit: None,
         forwarded: None,
+        drops: Default::default(),
         quit_clean: false,
         failures: Vec::new(),
         verdict: String::new(),
@@ -600,6 +636,7 @@ fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) -> Result<(
             r.free_pages_quit = Some(fin.free_pages_now);
             r.free_pages_boot = fin.free_pages_boot;
             r.forwarded = Some(fin.forwarded);
+            r.drops = drops(&fin);
             if let Some(why) = leak(&fin) {
                 clean = false;
                 r.failures.push(format!("quit clean: {why}"));
@@ -754,6 +791,7 @@ mod tests {
             free_pages_tolerance: 1024,
             free_pages_quit: None,
             forwarded: None,
+            drops: Default::default(),
             quit_clean: false,
             failures: Vec::new(),
             verdict: String::new(),
