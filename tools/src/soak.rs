@@ -463,7 +463,7 @@ pub fn run_mode(cfg: &SoakConfig, mode: SimMode, log: &mut dyn FnMut(&str)) -> R
     let (report, last) = traffic(cfg, &guest, &gen, &mut r, log);
     let report = report?;
     record_traffic(&mut r, &report, cfg);
-    quit(&mut guest, last.as_ref(), &mut r)?;
+    quit(&mut guest, last.as_ref(), &mut r);
     r.verdict = if r.passed() { "PASS" } else { "FAIL" }.to_string();
     drop(guest);
     drop(gen);
@@ -616,9 +616,15 @@ fn record_traffic(r: &mut ModeResult, g: &GenReport, cfg: &SoakConfig) {
 }
 
 /// `quit`: clean exit, the guest's own leak check, the final STATS against the last sample.
-fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) -> Result<()> {
+fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) {
     let from = guest.line_count();
-    let (fin, exit) = guest.quit(QUIT_TIMEOUT)?;
+    let (fin, exit) = match guest.quit(QUIT_TIMEOUT) {
+        Ok(x) => x,
+        Err(e) => {
+            r.failures.push(format!("quit clean: {e:#}"));
+            return;
+        }
+    };
     let mut clean = exit.is_clean();
     if !clean {
         r.failures
@@ -656,7 +662,6 @@ fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) -> Result<(
         }
     }
     r.quit_clean = clean;
-    Ok(())
 }
 
 /// The `--json` document.
