@@ -24,6 +24,7 @@ pub use tools::bench_sim;
 pub use tools::bench_tlb;
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
 pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
+pub use tools::soak;
 pub use tools::tap::{self, TapNet};
 
 /// Time allowed for the guest to print `gannet: ready` (TCG on a loaded 2-core machine).

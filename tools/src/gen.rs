@@ -636,11 +636,17 @@ pub struct DirReport {
     pub bad: u64,
     /// Frames written off by the window timeout.
     pub timed_out: u64,
+    /// The longest time this direction went without a frame coming back, ms: the largest
+    /// interval between two consecutive frames received (valid or not), or between the last
+    /// one and the end of sending (so a guest that stops forwarding for good shows as one long
+    /// gap); the whole sending time if none came back. Counted from the first received frame
+    /// (router mode resolves its next hop before that).
+    pub longest_gap_ms: f64,
 }
 
 /// Generator results. Serialises (JSON) to exactly the keys `sent`, `received`, `loss`,
-/// `duplicates`, `reordered`, `bad`, `offered_pps`, `received_pps`, `seconds`; the remaining
-/// fields are for library users only.
+/// `duplicates`, `reordered`, `bad`, `offered_pps`, `received_pps`, `seconds`,
+/// `longest_gap_ms`; the remaining fields are for library users only.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GenReport {
     /// Frames sent, all directions.
@@ -657,6 +663,9 @@ pub struct GenReport {
     pub received_pps: f64,
     /// Measured duration of the sending phase.
     pub seconds: f64,
+    /// The longest gap between received frames of any direction, ms
+    /// ([`DirReport::longest_gap_ms`]).
+    pub longest_gap_ms: f64,
     /// Per-direction breakdown.
     #[serde(skip)]
     pub directions: Vec<DirReport>,
@@ -796,6 +805,8 @@ struct RxResult {
     arp_answered: u64,
     stray: u64,
     last_rx: Option<Instant>,
+    /// The longest interval between two consecutive received frames.
+    max_gap: Duration,
     records: Vec<FrameRecord>,
 }
 
@@ -985,6 +996,10 @@ impl Generator {
             if let Some(w) = &tx.warning {
                 report.warnings.push(w.clone());
             }
+            let gap = match rx.last_rx {
+                Some(last) => rx.max_gap.max(send_end.saturating_duration_since(last)),
+                None => send_end.duration_since(start),
+            };
             report.directions.push(DirReport {
                 dir,
                 base: self.cfg.base_port,
@@ -994,6 +1009,7 @@ impl Generator {
                 reordered: rx.acc.reordered,
                 bad: rx.bad,
                 timed_out: tx.timed_out,
+                longest_gap_ms: gap.as_secs_f64() * 1e3,
             });
         }
         for rx in rx_results {
@@ -1007,6 +1023,7 @@ impl Generator {
             report.duplicates += d.duplicates;
             report.reordered += d.reordered;
             report.bad += d.bad;
+            report.longest_gap_ms = report.longest_gap_ms.max(d.longest_gap_ms);
         }
         report.loss = if report.sent == 0 {
             0.0
@@ -1186,7 +1203,11 @@ fn receiver(
             continue;
         }
         let frame = &buf[..n];
-        res.last_rx = Some(Instant::now());
+        let now = Instant::now();
+        if let Some(prev) = res.last_rx {
+            res.max_gap = res.max_gap.max(now.duration_since(prev));
+        }
+        res.last_rx = Some(now);
         match matcher.as_mut() {
             Some(m) => {
                 let matched = match m.matches(frame, sh.sent.load(Ordering::SeqCst), &mut res.acc) {

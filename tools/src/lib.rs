@@ -8,13 +8,15 @@
 //! - [`bench_sim`] runs the deterministic datapath benchmark (`sim=K`, simulated devices);
 //!   [`bench_datapath`] is its host twin under callgrind.
 //!
+//! [`soak::run`] is `cargo xtask soak`: every mode at full rate with periodic STATS checks.
+//!
 //! `cargo xtask lint` is [`lint::run`] (fmt, clippy on host and metal, module import cycles).
 //!
 //! # Map
 //!
 //! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
 //! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
-//! [`tap`] and [`peer_linux`] build on them, [`peer_dpdk`] on [`peer_linux`]; the `bench_*` modules and [`report`] on those;
+//! [`tap`] and [`peer_linux`] build on them, [`peer_dpdk`] on [`peer_linux`]; the `bench_*` modules, [`soak`] (on [`bench_peer`]'s `--append` per mode) and [`report`] on those;
 //! [`mtu`] (the `--mtu` values) is a leaf every one of them may use; [`lint`] stands alone. The `xtask` binary only parses arguments and calls these.
 
 pub mod bench_datapath;
@@ -33,4 +35,5 @@ pub mod peer_linux;
 pub mod qemu;
 pub mod report;
 pub mod setup;
+pub mod soak;
 pub mod tap;

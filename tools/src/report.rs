@@ -79,6 +79,7 @@ pub fn gen_table(r: &GenReport) -> String {
         ("offered_pps", format!("{:.0}", r.offered_pps)),
         ("received_pps", format!("{:.0}", r.received_pps)),
         ("seconds", format!("{:.3}", r.seconds)),
+        ("longest_gap_ms", format!("{:.1}", r.longest_gap_ms)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -1,4 +1,4 @@
-//! `cargo xtask`: build, boot, gen, run, bench, test, lint, fuzz, setup.
+//! `cargo xtask`: build, boot, gen, run, bench, soak, test, lint, fuzz, setup.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -35,6 +35,9 @@ enum Cmd {
     Run(TrafficArgs),
     /// Like `run`, machine readable (JSON on stdout, guest console on stderr).
     Bench(BenchArgs),
+    /// Every forwarding mode at full rate for --minutes in all, STATS every --stats-every
+    /// seconds: no stall, counters monotonic, free pages stable, quit clean.
+    Soak(SoakArgs),
     /// Setup, build, then run the workspace tests against the built image.
     Test,
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
@@ -247,6 +250,39 @@ struct BenchArgs {
     /// beside the host's (default: the guest figures recorded in BENCHMARKS.md).
     #[arg(long)]
     with_guest: bool,
+}
+
+#[derive(Args)]
+struct SoakArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Number of vCPUs.
+    #[arg(long, default_value_t = 1)]
+    cpus: u32,
+    /// Minutes of traffic in all, shared equally by the modes.
+    #[arg(long, default_value_t = 10.0)]
+    minutes: f64,
+    /// Forwarding modes, comma-separated, in order (io, l2, router).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::Io, SimMode::L2, SimMode::Router])]
+    modes: Vec<SimMode>,
+    /// Seconds between two STATS samples.
+    #[arg(long, default_value_t = tools::soak::DEFAULT_STATS_EVERY.as_secs_f64())]
+    stats_every: f64,
+    /// Generator window: frames outstanding per direction (full rate is as fast as it allows).
+    #[arg(long, default_value_t = gen::GenConfig::default().window)]
+    window: u64,
+    /// Frame size on the wire, FCS included.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Stall threshold: the longest gap between frames coming back that passes, ms.
+    #[arg(long, default_value_t = tools::soak::DEFAULT_MAX_GAP_MS)]
+    max_gap_ms: f64,
+    /// How far a sample's free pages may be from the first sample's, pages.
+    #[arg(long, default_value_t = tools::soak::DEFAULT_FREE_PAGES_TOLERANCE)]
+    free_pages_tolerance: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -653,6 +689,7 @@ fn combine(reports: &[gen::GenReport]) -> gen::GenReport {
         r.offered_pps += x.offered_pps;
         r.received_pps += x.received_pps;
         r.seconds = r.seconds.max(x.seconds);
+        r.longest_gap_ms = r.longest_gap_ms.max(x.longest_gap_ms);
         r.stray += x.stray;
         r.directions.extend(x.directions.iter().cloned());
         r.warnings.extend(x.warnings.iter().cloned());
@@ -1037,6 +1074,71 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// `soak`: every mode in turn, STATS checked every --stats-every s; a summary line per mode,
+/// a Markdown table, `--json`; fails naming every failed check.
+fn cmd_soak(a: SoakArgs) -> Result<()> {
+    use tools::soak;
+    if !(a.stats_every > 0.0 && a.stats_every.is_finite()) {
+        bail!(
+            "--stats-every {}: give a positive number of seconds",
+            a.stats_every
+        );
+    }
+    if !(a.minutes > 0.0 && a.minutes.is_finite()) {
+        bail!("--minutes {}: give a positive number", a.minutes);
+    }
+    setup::ensure()?;
+    let image = image_for(&a.guest)?;
+    // The socket directory is made per mode; this one only carries the guest settings.
+    let mut guest = guest_config(&a.guest, image.clone(), Path::new("/tmp"), Echo::Off)?;
+    guest.cpus = a.cpus;
+    let mut cfg = soak::SoakConfig::new(guest, a.modes.clone(), a.minutes);
+    cfg.stats_every = Duration::from_secs_f64(a.stats_every);
+    cfg.window = a.window;
+    cfg.size = a.size;
+    cfg.max_gap_ms = a.max_gap_ms;
+    cfg.free_pages_tolerance = a.free_pages_tolerance;
+    announce_accel(cfg.guest.accel, cfg.guest.icount, cfg.guest.cpu.as_deref());
+    eprintln!(
+        "xtask: soak: {} min in all, {:.0} s per mode ({}), STATS every {} s, window {}, {} B frames; \
+         stall threshold {} ms, free pages ±{}",
+        a.minutes,
+        cfg.seconds_per_mode,
+        a.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
+        a.stats_every,
+        a.window,
+        a.size,
+        a.max_gap_ms,
+        a.free_pages_tolerance
+    );
+    let results = soak::run(&cfg, |l| eprintln!("xtask: {l}"))?;
+    for r in &results {
+        println!("{}", soak::summary_line(r));
+    }
+    print!("{}", soak::markdown(&results));
+    if let Some(p) = &a.json {
+        let doc = soak::SoakJson {
+            bench: "soak",
+            minutes: a.minutes,
+            stats_every_s: a.stats_every,
+            window: a.window,
+            size: a.size,
+            image,
+            modes: &results,
+        };
+        report::write_json(p, &doc)?;
+        eprintln!("xtask: wrote {}", p.display());
+    }
+    let failed: Vec<String> = results
+        .iter()
+        .flat_map(|r| r.failures.iter().map(move |f| format!("{}: {f}", r.mode)))
+        .collect();
+    if !failed.is_empty() {
+        bail!("soak failed:\n  {}", failed.join("\n  "));
+    }
+    Ok(())
+}
+
 fn cmd_test() -> Result<ExitCode> {
     setup::ensure()?;
     setup::ensure_promtool()?;
@@ -1084,6 +1186,7 @@ fn main() -> ExitCode {
         Cmd::Gen(a) => cmd_gen(a).map(|()| ExitCode::SUCCESS),
         Cmd::Run(a) => cmd_run(a).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(a) => cmd_bench(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Soak(a) => cmd_soak(a).map(|()| ExitCode::SUCCESS),
         Cmd::Test => cmd_test(),
         Cmd::Fuzz(a) => tools::fuzz::run(&qemu::workspace_root(), a.seconds, a.only.as_deref())
             .map(|ok| {

@@ -166,6 +166,7 @@ fn loopback_counts_everything() {
         [
             "bad",
             "duplicates",
+            "longest_gap_ms",
             "loss",
             "offered_pps",
             "received",
@@ -445,5 +446,57 @@ fn frame_exceeds_mtu_names_the_tap_and_the_mtu_to_give() {
         e.to_string(),
         "FrameExceedsMtu: --size 9018 is 9000 bytes of IP packet, over tap gtap0's MTU 1500 \
          (largest --size there: 1518); boot with --mtu 9000 or more"
+    );
+}
+
+/// MACs rewritten, and a 400 ms pause before forwarding sequence 500.
+fn pause_at_500(f: &mut [u8]) {
+    rewrite_macs(f);
+    if validate_frame(f).map(|g| g.seq) == Ok(500) {
+        thread::sleep(Duration::from_millis(400));
+    }
+}
+
+#[test]
+fn longest_gap_shows_a_pause() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        count: Some(1000),
+        ..Default::default()
+    };
+    let gen = Generator::bind(&cfg).unwrap();
+    let (stop, h) = fake_guest(tmp.path(), pause_at_500);
+    let r = gen.run().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    h.join().unwrap();
+    assert_eq!(r.received, 1000, "{r:?}");
+    assert!(
+        (400.0..5000.0).contains(&r.longest_gap_ms),
+        "a 400 ms pause, longest gap {} ms",
+        r.longest_gap_ms
+    );
+    assert_eq!(r.directions[0].longest_gap_ms, r.longest_gap_ms);
+}
+
+#[test]
+fn longest_gap_is_the_whole_run_when_nothing_comes_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        seconds: 0.3,
+        straggler_wait: Duration::from_millis(10),
+        ..Default::default()
+    };
+    let gen = Generator::bind(&cfg).unwrap();
+    // Nobody forwards: the guest's sockets are bound and never read.
+    let _g0 = UnixDatagram::bind(guest_sock(tmp.path(), 0)).unwrap();
+    let r = gen.run().unwrap();
+    assert_eq!(r.received, 0);
+    assert!(
+        r.longest_gap_ms >= 290.0,
+        "nothing came back in {} s, longest gap {} ms",
+        r.seconds,
+        r.longest_gap_ms
     );
 }
