@@ -64,6 +64,8 @@ mod tlbtest;
 #[cfg(target_os = "none")]
 use arch::exit::{exit, ExitCode};
 #[cfg(target_os = "none")]
+use arch::phases::{self, Phase};
+#[cfg(target_os = "none")]
 use arch::{apic, pvh, serial, time, trap};
 #[cfg(target_os = "none")]
 use log::{error, info, LevelFilter};
@@ -73,11 +75,14 @@ use netstack::{Config, LogLevel};
 #[cfg(target_os = "none")]
 /// Entry from the boot trampoline, on the boot stack, interrupts off.
 ///
-/// `start_info` is the physical address of `hvm_start_info`.
+/// `start_info` is the physical address of `hvm_start_info`; `entry_tsc` the TSC read first
+/// thing at the PVH entry (the boot phases' origin, `arch::phases`).
 #[unsafe(no_mangle)]
-extern "C" fn kernel_main(start_info: u32) -> ! {
+extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
+    phases::set_origin(entry_tsc);
     serial::init(LevelFilter::Info);
-    time::calibrate();
+    time::calibrate(entry_tsc);
+    phases::mark(Phase::Calibrate);
     trap::init();
     smp::init_bsp();
     info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
@@ -99,6 +104,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         LogLevel::Debug => LevelFilter::Debug,
     });
     log_config(&cfg, &boot);
+    phases::mark(Phase::Config);
 
     let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
         boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
@@ -113,6 +119,7 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         install_guard(&cfg, zone);
     }
     start_cpus(&cfg, &boot, zone);
+    phases::mark(Phase::Aps);
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
     }
@@ -223,6 +230,7 @@ fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
     let bsp_apic = apic::init();
     let timer_hz = apic::calibrate_timer();
     info!("LAPIC timer: {timer_hz} Hz (calibrated against the TSC, used by every CPU)");
+    phases::mark(Phase::Lapic);
     smp::bsp_online(bsp_apic);
     let rsdp = match cfg.acpi_rsdp {
         Some(a) => {

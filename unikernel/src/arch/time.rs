@@ -30,8 +30,9 @@ pub fn rdtsc() -> u64 {
 const CAL_ROUNDS: usize = 5;
 
 /// Calibrate the TSC against PIT channel 2 (minimum of [`CAL_ROUNDS`] 10 ms windows).
-pub fn calibrate() {
-    TSC_BOOT.store(rdtsc(), Ordering::Relaxed);
+/// `origin` (a TSC value, the PVH entry's) is where [`uptime_us`] and [`uptime_ns`] count from.
+pub fn calibrate(origin: u64) {
+    TSC_BOOT.store(origin, Ordering::Relaxed);
     let hz = (0..CAL_ROUNDS)
         .map(|_| calibrate_once())
         .min()
@@ -75,7 +76,7 @@ pub fn tsc_hz() -> u64 {
     TSC_HZ.load(Ordering::Relaxed)
 }
 
-/// Microseconds since [`calibrate`].
+/// Microseconds since the origin given to [`calibrate`] (the PVH entry).
 pub fn uptime_us() -> u64 {
     let hz = TSC_HZ.load(Ordering::Relaxed);
     if hz == 0 {
@@ -85,7 +86,7 @@ pub fn uptime_us() -> u64 {
     (d as u128 * 1_000_000 / hz as u128) as u64
 }
 
-/// Nanoseconds since [`calibrate`]. One multiply and a shift (`NS_PER_TSC_Q32` is ns per
+/// Nanoseconds since the origin given to [`calibrate`] (the PVH entry). One multiply and a shift (`NS_PER_TSC_Q32` is ns per
 /// TSC tick in 32.32 fixed point): cheap enough for the per-burst path, unlike a 128-bit
 /// division.
 #[inline]
