@@ -210,8 +210,9 @@ fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
         cfg.idle.as_str()
     );
     info!(
-        "TSC: {} Hz (calibrated against PIT channel 2)",
-        time::tsc_hz()
+        "TSC: {} Hz ({})",
+        time::tsc_hz(),
+        time::tsc_source().as_str()
     );
     for r in boot.memmap.iter() {
         log::debug!(
