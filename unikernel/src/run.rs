@@ -342,6 +342,7 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         }
         // Flush requests from CPUs that unmapped pages we may cache (one load when none).
         crate::tlb::service();
+        let t0 = rdtsc();
         let forwarded = core.poll_once();
         if forwarded > 0 {
             idle_since = t0;
