@@ -113,6 +113,10 @@ pub struct BootBenchConfig {
     /// Kernel command line (`--append`).
     pub append: String,
     pub accel: Accel,
+    /// `-icount shift=0,sleep=off`: the guest's TSC counts its instructions (1 GHz), so each
+    /// phase reads in thousands of guest instructions and the host clock includes none of
+    /// TCG's translation or device time in the guest's figures.
+    pub icount: bool,
     /// `-smp`.
     pub cpus: u32,
     /// virtio-net ports (dgram backend, nothing bound on the host side).
@@ -136,6 +140,7 @@ pub fn run_one(cfg: &BootBenchConfig, machine: Machine) -> Result<BootRun> {
         dgram_dir: dir.path().to_path_buf(),
         append: cfg.append.clone(),
         accel: cfg.accel,
+        icount: cfg.icount,
         cpus: cfg.cpus,
         nics: cfg.nics,
         memory: cfg.memory.clone(),
@@ -172,7 +177,7 @@ pub fn summary(v: &[f64]) -> (f64, f64, f64) {
 
 /// The per-phase table of one machine type's runs: host figures and the guest's phases, in
 /// ms (median, min, max).
-pub fn table(machine: Machine, accel: Accel, runs: &[BootRun]) -> String {
+pub fn table(machine: Machine, accel: Accel, icount: bool, runs: &[BootRun]) -> String {
     let mut rows: Vec<(String, Vec<f64>)> = vec![
         (
             "spawn → first guest line (host)".into(),
@@ -206,10 +211,16 @@ pub fn table(machine: Machine, accel: Accel, runs: &[BootRun]) -> String {
         }
     }
     let mut s = format!(
-        "boot time, machine {}, accel {}, {} runs (ms)\n| phase | median | min | max |\n|---|---|---|---|\n",
+        "boot time, machine {}, accel {}{}, {} runs (ms{})\n| phase | median | min | max |\n|---|---|---|---|\n",
         machine.name(),
         accel.name(),
-        runs.len()
+        if icount { " -icount shift=0" } else { "" },
+        runs.len(),
+        if icount {
+            "; guest rows: millions of guest instructions"
+        } else {
+            ""
+        }
     );
     for (name, v) in rows {
         let (med, min, max) = summary(&v);

@@ -819,16 +819,17 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
 fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
     use tools::bench_boot::{self as bb, BootBenchConfig};
     let g = &a.traffic.guest;
-    if g.cpu.is_some() || g.icount || g.routes.is_some() || g.backend != Backend::Dgram {
-        bail!("bench boot boots the default guest: drop --cpu/--icount/--routes/--backend");
+    if g.cpu.is_some() || g.routes.is_some() || g.backend != Backend::Dgram {
+        bail!("bench boot boots the default guest: drop --cpu/--routes/--backend");
     }
     setup::ensure()?;
     let image = image_for(g)?;
-    announce_accel(g.accel, false, None);
+    announce_accel(g.accel, g.icount, None);
     let cfg = BootBenchConfig {
         image,
         append: g.append.clone(),
         accel: g.accel,
+        icount: g.icount,
         cpus: a.traffic.cpus,
         nics: a.traffic.nics,
         memory: g.memory.clone(),
@@ -846,7 +847,7 @@ fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
         );
     })?;
     for (m, runs) in &out {
-        print!("{}", bb::table(*m, cfg.accel, runs));
+        print!("{}", bb::table(*m, cfg.accel, cfg.icount, runs));
     }
     Ok(())
 }
