@@ -19,7 +19,7 @@
 //! | `tlb` | the one `mm::tlb::Shootdown`: arch operations, TLB IPI, poll and halt hooks | smp, arch, percpu |
 //! | `smp` | MADT, INIT-SIPI-SIPI, IPIs, `register_ap_entry`, drain requests | arch, percpu |
 //! | `mem` | page tables, e820 → zone, the vmap area, the virtio HAL | arch (boot data) |
-//! | `arch` | boot, traps, APIC, TSC time, serial, exit | percpu |
+//! | `arch` | boot, traps, APIC, TSC time and the boot phases, serial, exit | percpu |
 //! | `percpu` | CPU ids, per-CPU area, per-CPU `in_irq`, the CPU table | nothing |
 //!
 //! The forwarding logic itself is the `unikernel` library's `dataplane` (host-tested).
