@@ -254,10 +254,12 @@ fn boot_phases_are_reported_and_the_guest_part_is_short() {
             names,
             [
                 "calibrate",
-                "config",
+                "boot_data",
                 "paging",
                 "mem_map",
                 "zone",
+                "tsc_wait",
+                "log",
                 "lapic",
                 "aps",
                 "pre_devices",

@@ -257,10 +257,10 @@ mod tests {
 
     #[test]
     fn parses_the_guest_line() {
-        let l = "boot: phases us: calibrate=52012 config=800 paging=10 mem_map=8000 zone=900 lapic=5100 aps=0 pre_devices=40 devices=17000 cores=12 total=96000";
+        let l = "boot: phases us: calibrate=52012 boot_data=800 paging=10 mem_map=8000 zone=900 tsc_wait=0 log=700 lapic=5100 aps=0 pre_devices=40 devices=17000 cores=12 total=97000";
         let p = parse_phases(l).unwrap().unwrap();
-        assert_eq!(p.total_us, 96_000);
-        assert_eq!(p.phases.len(), 10);
+        assert_eq!(p.total_us, 97_000);
+        assert_eq!(p.phases.len(), 12);
         assert_eq!(p.get("calibrate"), Some(52_012));
         assert_eq!(p.get("devices"), Some(17_000));
         assert_eq!(p.get("aps"), Some(0));

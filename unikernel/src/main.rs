@@ -81,11 +81,12 @@ use netstack::{Config, LogLevel};
 extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
     phases::set_origin(entry_tsc);
     serial::init(LevelFilter::Info);
-    time::calibrate(entry_tsc);
+    // The PIT window (when CPUID does not give the rate) runs while memory is set up; nothing
+    // before `calibrate_finish` logs or waits (`fail` finishes it first).
+    time::calibrate_start(entry_tsc);
     phases::mark(Phase::Calibrate);
     trap::init();
     smp::init_bsp();
-    info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
 
     // SAFETY: `start_info` is what the PVH loader passed in ebx and nothing has touched low
     // memory yet.
@@ -97,6 +98,14 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
         Ok(c) => c,
         Err(e) => fail(format_args!("config error: {e}")),
     };
+    phases::mark(Phase::BootData);
+
+    let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
+        boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
+    let mem = mem::init(&boot.memmap, &modules);
+    time::calibrate_finish();
+    phases::mark(Phase::TscWait);
+    info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
     log::set_max_level(match cfg.log {
         LogLevel::Error => LevelFilter::Error,
         LogLevel::Warn => LevelFilter::Warn,
@@ -104,15 +113,12 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
         LogLevel::Debug => LevelFilter::Debug,
     });
     log_config(&cfg, &boot);
-    phases::mark(Phase::Config);
-
-    let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
-        boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
-    let (zone, mi) = match mem::init(&boot.memmap, &modules) {
+    let (zone, mi) = match mem {
         Ok(z) => z,
         Err(e) => fail(format_args!("memory error: {e:?}")),
     };
     log_memory(&mi);
+    phases::mark(Phase::Log);
     tlb::init(usize::from(cfg.tlb_ceiling));
     trap::set_fault_explainer(explain_fault);
     if cfg.guard {
@@ -287,6 +293,8 @@ fn explain_fault(cr2: u64) -> Option<&'static str> {
 /// Log a fatal boot error and exit QEMU with failure.
 #[cfg(target_os = "none")]
 pub fn fail(args: core::fmt::Arguments<'_>) -> ! {
+    // A failure inside the PIT window: end it so the line's timestamp is right.
+    time::calibrate_finish();
     error!("{args}");
     exit(ExitCode::Failure)
 }

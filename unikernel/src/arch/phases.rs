@@ -2,8 +2,8 @@
 //! (read first thing in `arch::boot`) as the origin, reported in one line just before
 //! `gannet: ready`:
 //!
-//! `boot: phases us: calibrate=A config=B paging=C mem_map=D zone=E lapic=F aps=G pre_devices=H
-//! devices=I cores=J total=T`
+//! `boot: phases us: calibrate=A boot_data=B paging=C mem_map=D zone=E tsc_wait=F log=G lapic=H
+//! aps=I pre_devices=J devices=K cores=L total=T`
 //!
 //! Each value but `total` is that phase's length in µs of guest clock (TSC at the calibrated
 //! rate); `total` is PVH entry → the ready line, in µs. `cargo xtask bench boot` and the boot
@@ -16,16 +16,22 @@ use core::sync::atomic::{AtomicU64, Ordering};
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[repr(usize)]
 pub enum Phase {
-    /// Serial set-up and the TSC calibration.
+    /// `.bss` zeroed, long mode, serial set-up, the TSC rate from CPUID or the PIT window
+    /// started.
     Calibrate,
-    /// GDT/IDT, the boot data, the command line, the configuration log.
-    Config,
+    /// GDT/IDT, the boot data, the command line parsed.
+    BootData,
     /// `mem::paging::init`: the identity map above 4 GiB and the vmap area.
     Paging,
     /// `mem_map`: one `mm::Page` per page frame of the zone's span.
     MemMap,
     /// Every usable RAM range handed to the buddy allocator.
     Zone,
+    /// What is left of the PIT window once memory is set up (0 when the TSC rate came from
+    /// CPUID or the work took the whole window).
+    TscWait,
+    /// The boot log so far: `booting`, the command line, the configuration, TSC, memory.
+    Log,
     /// TLB/guard set-up, the boot CPU's LAPIC and its timer calibration.
     Lapic,
     /// The other CPUs (INIT-SIPI-SIPI, one at a time) up to `smp: N CPUs online`.
@@ -39,12 +45,14 @@ pub enum Phase {
 }
 
 /// Phases in boot order and their names in the report line.
-const PHASES: [(Phase, &str); 10] = [
+const PHASES: [(Phase, &str); 12] = [
     (Phase::Calibrate, "calibrate"),
-    (Phase::Config, "config"),
+    (Phase::BootData, "boot_data"),
     (Phase::Paging, "paging"),
     (Phase::MemMap, "mem_map"),
     (Phase::Zone, "zone"),
+    (Phase::TscWait, "tsc_wait"),
+    (Phase::Log, "log"),
     (Phase::Lapic, "lapic"),
     (Phase::Aps, "aps"),
     (Phase::PreDevices, "pre_devices"),

@@ -31,7 +31,7 @@ pub enum TscSource {
     /// The hypervisor timing leaf 0x40000010 (EAX: TSC kHz; KVM with `vmware-cpuid-freq`,
     /// VMware).
     Hypervisor = 1,
-    /// Measured against PIT channel 2 ([`pit_tsc_hz`]).
+    /// Measured against PIT channel 2 ([`calibrate_finish`]).
     Pit = 2,
 }
 
@@ -95,23 +95,42 @@ pub fn hypervisor_timing_khz() -> Option<(u64, u64)> {
     (tsc_khz != 0).then_some((u64::from(tsc_khz), u64::from(apic_khz)))
 }
 
-/// Set the TSC rate: CPUID leaf 0x15 when it gives one, else the hypervisor leaf 0x40000010,
-/// else measured against PIT channel 2 ([`pit_tsc_hz`], about 2 ms). `origin` (a TSC value,
-/// the PVH entry's) is where [`uptime_us`] and [`uptime_ns`] count from.
-pub fn calibrate(origin: u64) {
+/// Start setting the TSC rate: CPUID leaf 0x15 when it gives one, else the hypervisor leaf
+/// 0x40000010 (both at once), else a PIT window is started here and ended by
+/// [`calibrate_finish`] (about 2 ms later, or at once if the work in between took that long:
+/// the boot runs memory set-up inside the window). `origin` (a TSC value, the PVH entry's) is
+/// where [`uptime_us`] and [`uptime_ns`] count from. Until the rate is set, [`tsc_hz`] is 0,
+/// [`uptime_us`] reads 0 and a [`Deadline`] is already expired: nothing may wait in between.
+pub fn calibrate_start(origin: u64) {
     TSC_BOOT.store(origin, Ordering::Relaxed);
-    let (hz, src) = if let Some((crystal, den, num)) = cpuid_crystal_hz() {
-        (
+    if let Some((crystal, den, num)) = cpuid_crystal_hz() {
+        set_rate(
             crystal * u64::from(num) / u64::from(den),
             TscSource::Cpuid15,
-        )
+        );
     } else if let Some((khz, _)) = hypervisor_timing_khz() {
-        (khz * 1000, TscSource::Hypervisor)
+        set_rate(khz * 1000, TscSource::Hypervisor);
     } else {
-        (pit_tsc_hz(), TscSource::Pit)
-    };
-    set_rate(hz.max(1), src);
+        *PIT_WINDOW.lock() = Some(pit_start());
+    }
 }
+
+/// End the PIT window [`calibrate_start`] began, if any, and set the rate (waits out the rest
+/// of the window). Idempotent.
+pub fn calibrate_finish() {
+    let Some((saved, s0)) = PIT_WINDOW.lock().take() else {
+        return;
+    };
+    // The window overran the counter (the work in between took more than 54.9 ms): a fresh one.
+    let hz = pit_finish(saved, s0).unwrap_or_else(|| {
+        let (saved, s0) = pit_start();
+        pit_finish(saved, s0).unwrap_or(NO_PIT_TSC_HZ)
+    });
+    set_rate(hz.max(1), TscSource::Pit);
+}
+
+/// A PIT window begun by [`calibrate_start`]: port 0x61 as it was, the first sample.
+static PIT_WINDOW: spin::Mutex<Option<(u8, PitSample)>> = spin::Mutex::new(None);
 
 fn set_rate(hz: u64, src: TscSource) {
     TSC_HZ.store(hz, Ordering::Relaxed);
@@ -189,12 +208,9 @@ fn pit_sample() -> PitSample {
     best.expect("PIT_SAMPLE_READS > 0")
 }
 
-/// The TSC rate measured against PIT channel 2 counting down from 0xFFFF (mode 0, gate on):
-/// the counter is latched and read at both ends of the window, each read bracketed by TSC
-/// reads, so neither the start of counting nor a vCPU descheduled inside the window (under
-/// TCG on a loaded host) skews it; only each end read's own bracket does, and the window runs
-/// (1–50 ms) until that bound is under [`PIT_ERROR_PPM`]. About 1–2 ms under TCG.
-pub fn pit_tsc_hz() -> u64 {
+/// Start PIT channel 2 counting down from 0xFFFF (mode 0, gate on) and take the window's
+/// first sample. Returns port 0x61 as it was, and that sample.
+fn pit_start() -> (u8, PitSample) {
     // SAFETY: as in `pit_sample`.
     let saved = unsafe {
         let mut ctl = Port::<u8>::new(0x61);
@@ -207,12 +223,22 @@ pub fn pit_tsc_hz() -> u64 {
         ch2.write(0xff);
         v
     };
-    let s0 = pit_sample();
-    let mut hz = NO_PIT_TSC_HZ;
+    (saved, pit_sample())
+}
+
+/// The TSC rate measured against PIT channel 2 from `s0` ([`pit_start`]): the counter is
+/// latched and read at both ends of the window, each read bracketed by TSC reads, so neither
+/// the start of counting nor a vCPU descheduled inside the window (under TCG on a loaded host)
+/// skews it; only each end read's own bracket does, and the window runs (1–50 ms) until that
+/// bound is under [`PIT_ERROR_PPM`]. `None` if the counter passed zero (the window is more
+/// than 54.9 ms old); [`NO_PIT_TSC_HZ`] if it never counted. Restores port 0x61 to `saved`.
+fn pit_finish(saved: u8, s0: PitSample) -> Option<u64> {
+    let mut hz = Some(NO_PIT_TSC_HZ);
     for _ in 0..PIT_MAX_SAMPLES {
         let s = pit_sample();
-        if s.out {
-            break; // past zero: more than 54.9 ms went by (the window is capped below that)
+        if s.out || s0.out {
+            hz = None;
+            break;
         }
         let ticks = u64::from(s0.count.wrapping_sub(s.count));
         if ticks < PIT_MIN_WINDOW {
@@ -222,7 +248,7 @@ pub fn pit_tsc_hz() -> u64 {
         let tsc2 = s.mid2() - s0.mid2(); // half ticks
         let bound2 = (s.after - s.before) + (s0.after - s0.before) + 2 * tsc2 / ticks;
         if bound2 * 1_000_000 <= tsc2 * PIT_ERROR_PPM || ticks >= PIT_MAX_WINDOW {
-            hz = (u128::from(tsc2) * u128::from(PIT_HZ) / (2 * u128::from(ticks))) as u64;
+            hz = Some((u128::from(tsc2) * u128::from(PIT_HZ) / (2 * u128::from(ticks))) as u64);
             break;
         }
     }
@@ -231,12 +257,12 @@ pub fn pit_tsc_hz() -> u64 {
     hz
 }
 
-/// TSC frequency in Hz (0 before [`calibrate`]).
+/// TSC frequency in Hz (0 before the rate is set: [`calibrate_start`], [`calibrate_finish`]).
 pub fn tsc_hz() -> u64 {
     TSC_HZ.load(Ordering::Relaxed)
 }
 
-/// Microseconds since the origin given to [`calibrate`] (the PVH entry).
+/// Microseconds since the origin given to [`calibrate_start`] (the PVH entry).
 pub fn uptime_us() -> u64 {
     let hz = TSC_HZ.load(Ordering::Relaxed);
     if hz == 0 {
@@ -246,7 +272,7 @@ pub fn uptime_us() -> u64 {
     (d as u128 * 1_000_000 / hz as u128) as u64
 }
 
-/// Nanoseconds since the origin given to [`calibrate`] (the PVH entry). One multiply and a shift (`NS_PER_TSC_Q32` is ns per
+/// Nanoseconds since the origin given to [`calibrate_start`] (the PVH entry). One multiply and a shift (`NS_PER_TSC_Q32` is ns per
 /// TSC tick in 32.32 fixed point): cheap enough for the per-burst path, unlike a 128-bit
 /// division.
 #[inline]
@@ -255,7 +281,7 @@ pub fn uptime_ns() -> u64 {
     ((u128::from(d) * u128::from(NS_PER_TSC_Q32.load(Ordering::Relaxed))) >> 32) as u64
 }
 
-/// ns per TSC tick, 32.32 fixed point (0 before [`calibrate`]).
+/// ns per TSC tick, 32.32 fixed point (0 before the rate is set).
 static NS_PER_TSC_Q32: AtomicU64 = AtomicU64::new(0);
 
 /// Nanoseconds in `ticks` TSC ticks.
