@@ -290,14 +290,15 @@ impl Zone {
             return 0;
         }
         let pages = &self.mem_map[(s - self.start_pfn) as usize..(e - self.start_pfn) as usize];
+        // One pass (it is most of a boot's `zone` phase: 64k pages at 256 MiB): a page found
+        // added already stops it before that page is touched; the pages before it, reserved a
+        // moment ago and on no list, are simply lost to the panic.
         for (i, p) in pages.iter().enumerate() {
             assert!(
                 p.flags() == PG_RESERVED,
                 "add_free_range: PFN {:#x} was already added",
                 s + i as u64
             );
-        }
-        for p in pages {
             p.set_flags(0);
             p.set_refcount(0);
             p.set_pool(None);

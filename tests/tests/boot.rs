@@ -229,3 +229,86 @@ fn an_rx_ring_below_half_is_a_named_error() {
     let s = rig.quit();
     assert_no_leak(&s);
 }
+
+/// The guest's own part of the boot (PVH entry → ready, guest clock), in µs, that the boot must
+/// stay under: 60 ms, three times the 20 ms BENCHMARKS.md records for q35 under TCG, so a
+/// loaded CI machine does not flake it.
+const GUEST_BOOT_BOUND_US: u64 = 60_000;
+/// Boots tried before the bound counts as missed: a vCPU descheduled for tens of ms by a busy
+/// host lengthens one boot, not three in a row.
+const GUEST_BOOT_TRIES: usize = 3;
+
+/// Issue 16 item 6: the guest reports its boot phases on its own clock just before `ready`
+/// (every phase named, the sum within the total), the TSC rate is within 0.5% of what the
+/// LAPIC timer (QEMU: 1 GHz) says, and PVH entry → ready stays under [`GUEST_BOOT_BOUND_US`].
+#[test]
+fn boot_phases_are_reported_and_the_guest_part_is_short() {
+    let mut totals = Vec::new();
+    for _ in 0..GUEST_BOOT_TRIES {
+        let mut rig = Rig::start_raw("");
+        let lines = rig.guest.lines();
+        let ready = lines
+            .iter()
+            .position(|l| l.contains(qemu::READY_MARKER))
+            .expect("ready");
+        let at = lines
+            .iter()
+            .position(|l| l.contains(tools::bench_boot::PHASES_PREFIX))
+            .unwrap_or_else(|| panic!("no phases line; log:\n{}", lines.join("\n")));
+        assert_eq!(at + 1, ready, "the phases line comes right before ready");
+        let p = tools::bench_boot::parse_phases(&lines[at])
+            .expect("phases line")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = p.phases.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "calibrate",
+                "boot_data",
+                "paging",
+                "mem_map",
+                "zone",
+                "tsc_wait",
+                "log",
+                "lapic",
+                "aps",
+                "pre_devices",
+                "devices",
+                "cores"
+            ],
+            "{}",
+            lines[at]
+        );
+        // Phases that do work on every boot take time; the sum stays within the total.
+        for n in ["calibrate", "mem_map", "zone", "devices", "cores"] {
+            assert!(p.get(n).unwrap() > 0, "{n} took no time: {}", lines[at]);
+        }
+        let sum: u64 = p.phases.iter().map(|&(_, v)| v).sum();
+        assert!(
+            p.total_us >= sum && p.total_us - sum < 100,
+            "phases sum to {sum} µs, total {} µs: {}",
+            p.total_us,
+            lines[at]
+        );
+        // The TSC rate against the LAPIC timer's (QEMU's APIC bus: exactly 1 GHz): both were
+        // measured, the timer against the TSC, so its error is the TSC's (plus its own window's).
+        let lapic = line_with(&lines, &["LAPIC timer:"]);
+        let hz: f64 = lapic
+            .split("LAPIC timer: ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no rate in: {lapic}"));
+        assert!(
+            (hz / 1e9 - 1.0).abs() < 0.005,
+            "LAPIC timer {hz} Hz is more than 0.5% off QEMU's 1 GHz: {lapic}"
+        );
+        let s = rig.quit();
+        assert_no_leak(&s);
+        totals.push(p.total_us);
+        if p.total_us <= GUEST_BOOT_BOUND_US {
+            return;
+        }
+    }
+    panic!("PVH entry -> ready took {totals:?} µs in {GUEST_BOOT_TRIES} boots, each over {GUEST_BOOT_BOUND_US} µs");
+}

@@ -19,7 +19,7 @@
 //! | `tlb` | the one `mm::tlb::Shootdown`: arch operations, TLB IPI, poll and halt hooks | smp, arch, percpu |
 //! | `smp` | MADT, INIT-SIPI-SIPI, IPIs, `register_ap_entry`, drain requests | arch, percpu |
 //! | `mem` | page tables, e820 → zone, the vmap area, the virtio HAL | arch (boot data) |
-//! | `arch` | boot, traps, APIC, TSC time, serial, exit | percpu |
+//! | `arch` | boot, traps, APIC, TSC time and the boot phases, serial, exit | percpu |
 //! | `percpu` | CPU ids, per-CPU area, per-CPU `in_irq`, the CPU table | nothing |
 //!
 //! The forwarding logic itself is the `unikernel` library's `dataplane` (host-tested).
@@ -64,6 +64,8 @@ mod tlbtest;
 #[cfg(target_os = "none")]
 use arch::exit::{exit, ExitCode};
 #[cfg(target_os = "none")]
+use arch::phases::{self, Phase};
+#[cfg(target_os = "none")]
 use arch::{apic, pvh, serial, time, trap};
 #[cfg(target_os = "none")]
 use log::{error, info, LevelFilter};
@@ -73,14 +75,18 @@ use netstack::{Config, LogLevel};
 #[cfg(target_os = "none")]
 /// Entry from the boot trampoline, on the boot stack, interrupts off.
 ///
-/// `start_info` is the physical address of `hvm_start_info`.
+/// `start_info` is the physical address of `hvm_start_info`; `entry_tsc` the TSC read first
+/// thing at the PVH entry (the boot phases' origin, `arch::phases`).
 #[unsafe(no_mangle)]
-extern "C" fn kernel_main(start_info: u32) -> ! {
+extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
+    phases::set_origin(entry_tsc);
     serial::init(LevelFilter::Info);
-    time::calibrate();
+    // The PIT window (when CPUID does not give the rate) runs while memory is set up; nothing
+    // before `calibrate_finish` logs or waits (`fail` finishes it first).
+    time::calibrate_start(entry_tsc);
+    phases::mark(Phase::Calibrate);
     trap::init();
     smp::init_bsp();
-    info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
 
     // SAFETY: `start_info` is what the PVH loader passed in ebx and nothing has touched low
     // memory yet.
@@ -92,6 +98,14 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         Ok(c) => c,
         Err(e) => fail(format_args!("config error: {e}")),
     };
+    phases::mark(Phase::BootData);
+
+    let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
+        boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
+    let mem = mem::init(&boot.memmap, &modules);
+    time::calibrate_finish();
+    phases::mark(Phase::TscWait);
+    info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
     log::set_max_level(match cfg.log {
         LogLevel::Error => LevelFilter::Error,
         LogLevel::Warn => LevelFilter::Warn,
@@ -99,20 +113,19 @@ extern "C" fn kernel_main(start_info: u32) -> ! {
         LogLevel::Debug => LevelFilter::Debug,
     });
     log_config(&cfg, &boot);
-
-    let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =
-        boot.modules.iter().map(|&(a, n)| (a, a + n)).collect();
-    let (zone, mi) = match mem::init(&boot.memmap, &modules) {
+    let (zone, mi) = match mem {
         Ok(z) => z,
         Err(e) => fail(format_args!("memory error: {e:?}")),
     };
     log_memory(&mi);
+    phases::mark(Phase::Log);
     tlb::init(usize::from(cfg.tlb_ceiling));
     trap::set_fault_explainer(explain_fault);
     if cfg.guard {
         install_guard(&cfg, zone);
     }
     start_cpus(&cfg, &boot, zone);
+    phases::mark(Phase::Aps);
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
     }
@@ -208,8 +221,9 @@ fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
         cfg.idle.as_str()
     );
     info!(
-        "TSC: {} Hz (calibrated against PIT channel 2)",
-        time::tsc_hz()
+        "TSC: {} Hz ({})",
+        time::tsc_hz(),
+        time::tsc_source().as_str()
     );
     for r in boot.memmap.iter() {
         log::debug!(
@@ -228,6 +242,7 @@ fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
     let bsp_apic = apic::init();
     let timer_hz = apic::calibrate_timer();
     info!("LAPIC timer: {timer_hz} Hz (calibrated against the TSC, used by every CPU)");
+    phases::mark(Phase::Lapic);
     smp::bsp_online(bsp_apic);
     let rsdp = match cfg.acpi_rsdp {
         Some(a) => {
@@ -283,6 +298,8 @@ fn explain_fault(cr2: u64) -> Option<&'static str> {
 /// Log a fatal boot error and exit QEMU with failure.
 #[cfg(target_os = "none")]
 pub fn fail(args: core::fmt::Arguments<'_>) -> ! {
+    // A failure inside the PIT window: end it so the line's timestamp is right.
+    time::calibrate_finish();
     error!("{args}");
     exit(ExitCode::Failure)
 }

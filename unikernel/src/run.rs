@@ -2,6 +2,7 @@
 //! port pair (or queue pair), and every core runs [`poll_loop`] until `quit`.
 
 use crate::arch::apic;
+use crate::arch::phases::{self, Phase};
 use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
 use crate::control::commands::{self, BootFacts};
 use crate::control::console::Console;
@@ -73,6 +74,7 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         pcp.batch(),
         free_pages_boot
     );
+    phases::mark(Phase::PreDevices);
     let topo = if cfg.sim.is_some() {
         // The deterministic benchmark: ports 0 and 1 are simulated, one pair on this core.
         crate::simbench::setup_ports().unwrap_or_else(|e| fail(format_args!("{e}")));
@@ -84,6 +86,7 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
     } else {
         setup_devices(cfg, online()).unwrap_or_else(|e| fail(format_args!("{e}")))
     };
+    phases::mark(Phase::Devices);
     if routes_file.is_some() && cfg.mode != Mode::Router {
         fail(format_args!(
             "config error: a routes file (--routes) needs `mode=router`"
@@ -126,6 +129,9 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         cfg.mode.as_str(),
         cfg.burst
     );
+    phases::mark(Phase::Cores);
+    // The phase report comes just before the ready marker, so whoever saw `ready` has it.
+    println!("{}", phases::report(rdtsc()));
     println!("gannet: ready");
     poll_loop(core, halt)
 }

@@ -369,6 +369,18 @@ extern "C" fn ap_main(cpu: u64) -> ! {
     }
 }
 
+/// INIT → SIPI wait on hardware: 10 ms (SDM Vol. 3 §9.4.4.1, for the oldest parts).
+const INIT_DELAY_US: u64 = 10_000;
+/// INIT → SIPI wait under a hypervisor: 10 µs. The hypervisor takes the INIT before it returns
+/// from the ICR write (QEMU and KVM reset the vCPU synchronously; Linux waits 0 on every
+/// CPU since family 6); the SIPI retry below covers a slow one. Saves 10 ms per AP.
+const INIT_DELAY_VM_US: u64 = 10;
+
+/// CPUID.1:ECX bit 31: running under a hypervisor.
+fn under_hypervisor() -> bool {
+    core::arch::x86_64::__cpuid(1).ecx & (1 << 31) != 0
+}
+
 fn delay_us(us: u64) {
     Deadline::after_us(us).wait();
 }
@@ -406,6 +418,11 @@ pub fn start_aps(
         .0
         .start_address()
         .as_u64();
+    let init_delay_us = if under_hypervisor() {
+        INIT_DELAY_VM_US
+    } else {
+        INIT_DELAY_US
+    };
     for (cpu, &apic_id) in (1..).zip(ids.iter().filter(|&&id| id != bsp_apic)) {
         let Some(stack) = zone.alloc_pages(AP_STACK_ORDER) else {
             return Err(SmpError::NoMemory);
@@ -420,9 +437,10 @@ pub fn start_aps(
             param(&raw const ap_entry).write_volatile(ap_main as *const () as u64);
             param(&raw const ap_cpu).write_volatile(cpu as u64);
         }
-        // INIT, 10 ms, SIPI, 200 µs, SIPI if not yet in (SDM Vol. 3 §9.4.4.1).
+        // INIT, 10 ms (10 µs under a hypervisor), SIPI, 200 µs, SIPI if not yet in (SDM
+        // Vol. 3 §9.4.4.1).
         apic::send_init(apic_id);
-        delay_us(10_000);
+        delay_us(init_delay_us);
         let vector = (TRAMPOLINE >> 12) as u8;
         apic::send_sipi(apic_id, vector);
         delay_us(200);

@@ -250,6 +250,12 @@ struct BenchArgs {
     /// beside the host's (default: the guest figures recorded in BENCHMARKS.md).
     #[arg(long)]
     with_guest: bool,
+    /// `bench boot`: boots per machine type (median, min and max of them).
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// `bench boot`: QEMU machine types, comma-separated (q35 only today).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [tools::bench_boot::Machine::Q35])]
+    machines: Vec<tools::bench_boot::Machine>,
 }
 
 #[derive(Args)]
@@ -318,6 +324,9 @@ enum BenchTarget {
     /// The TLB shootdown torture test (`tlbtest=`): `tlb=batch` against `tlb=immediate` side
     /// by side on `--tlb-cpus` vCPUs, and `--control-runs` of the negative control.
     Tlb,
+    /// Boot time: QEMU spawn → first guest line → ready on the host clock and the guest's own
+    /// phases (PVH entry → ready on its TSC), `--runs` boots per `--machines` type.
+    Boot,
 }
 
 fn image_for(g: &GuestArgs) -> Result<PathBuf> {
@@ -756,6 +765,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Tlb) = a.target {
         return cmd_bench_tlb(a);
     }
+    if let Some(BenchTarget::Boot) = a.target {
+        return cmd_bench_boot(a);
+    }
     if !a.peer.is_empty() || a.sizes.is_some() {
         return cmd_bench_peer(a);
     }
@@ -836,6 +848,43 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         };
         report::write_json(p, &doc)?;
         eprintln!("xtask: wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// `bench boot`: `--runs` boots per machine type, a table of each (median, min, max).
+fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
+    use tools::bench_boot::{self as bb, BootBenchConfig};
+    let g = &a.traffic.guest;
+    if g.cpu.is_some() || g.routes.is_some() || g.backend != Backend::Dgram {
+        bail!("bench boot boots the default guest: drop --cpu/--routes/--backend");
+    }
+    setup::ensure()?;
+    let image = image_for(g)?;
+    announce_accel(g.accel, g.icount, None);
+    let cfg = BootBenchConfig {
+        image,
+        append: g.append.clone(),
+        accel: g.accel,
+        icount: g.icount,
+        cpus: a.traffic.cpus,
+        nics: a.traffic.nics,
+        memory: g.memory.clone(),
+        runs: a.runs,
+        machines: a.machines.clone(),
+    };
+    let out = bb::run(&cfg, |m, i, r| {
+        eprintln!(
+            "xtask: {} boot {}: spawn → first line {:.1} ms, → ready {:.1} ms; guest {:.1} ms",
+            m.name(),
+            i + 1,
+            r.first_line.as_secs_f64() * 1e3,
+            r.ready.as_secs_f64() * 1e3,
+            r.guest.total_us as f64 / 1e3
+        );
+    })?;
+    for (m, runs) in &out {
+        print!("{}", bb::table(*m, cfg.accel, cfg.icount, runs));
     }
     Ok(())
 }

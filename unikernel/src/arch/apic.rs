@@ -1,7 +1,7 @@
 //! The local APIC in xAPIC mode (Intel SDM Vol. 3, chapter 11): enable, EOI, the periodic
 //! timer that bounds how long an idle core sleeps, and the MSI address that targets this CPU.
 
-use super::time::Deadline;
+use super::time::{self, rdtsc, Deadline};
 use core::sync::atomic::{AtomicU64, Ordering};
 use x86_64::registers::model_specific::Msr;
 
@@ -79,33 +79,57 @@ pub fn eoi() {
 /// The LAPIC timer's count rate in Hz (divide-by-1), measured once by [`calibrate_timer`].
 static TIMER_HZ: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-/// Window of the timer calibration against the TSC: 1 ms.
-const TIMER_CALIBRATION_US: u64 = 1000;
-/// Calibration windows taken; the smallest count is kept.
-const TIMER_CALIBRATION_ROUNDS: usize = 5;
+/// Window of the timer measurement against the TSC: 250 µs. Both ends are read between two
+/// TSC reads (the narrowest of [`TIMER_SAMPLE_READS`]), so a descheduled vCPU inside the window
+/// does not skew it; a 1 µs bracket is 0.4% of it, against the tens of percent the idle timer
+/// and console pacing tolerate.
+const TIMER_CALIBRATION_US: u64 = 250;
+/// Reads per end of the window; the one with the narrowest TSC bracket is kept.
+const TIMER_SAMPLE_READS: usize = 3;
 
-/// Measure the LAPIC timer's count rate against the TSC (QEMU's APIC bus runs at 1 GHz, real
-/// chips vary) and keep it for every CPU: the timer runs off the same bus clock on all of them.
-/// Call once on the boot CPU after its [`init`] and the TSC calibration. Under TCG on a loaded
-/// host a descheduled vCPU stretches a window, so the rate came out 1.2–25 GHz (QEMU's is
-/// 1 GHz) with one window and 8 guests on 2 host cores, and the "10 ms" idle timer with it;
-/// the minimum of [`TIMER_CALIBRATION_ROUNDS`] windows stayed within 4–43% there.
-/// Returns the rate in Hz (at least 1 kHz).
+/// The current count between two TSC reads: (TSC at the bracket's midpoint × 2, count), the
+/// narrowest bracket of [`TIMER_SAMPLE_READS`] reads.
+fn timer_sample() -> (u64, u32) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..TIMER_SAMPLE_READS {
+        let before = rdtsc();
+        let c = read(REG_TIMER_CUR);
+        let after = rdtsc();
+        if after - before < best.0 {
+            best = (after - before, before + after, c);
+        }
+    }
+    (best.1, best.2)
+}
+
+/// The LAPIC timer's count rate (QEMU's APIC bus runs at 1 GHz, real chips vary), kept for
+/// every CPU: the timer runs off the same bus clock on all of them. From the hypervisor leaf
+/// 0x40000010's APIC bus rate when there is one (not from leaf 0x15's crystal: a hypervisor
+/// may pass that leaf through while emulating the timer at its own rate), else measured
+/// against the TSC over
+/// [`TIMER_CALIBRATION_US`]. Call once on the boot CPU after its [`init`] and the TSC
+/// calibration. Returns the rate in Hz (at least 1 kHz).
 pub fn calibrate_timer() -> u64 {
     write(REG_TIMER_DIV, TIMER_DIV_1);
     write(REG_LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
-    // A descheduled vCPU only lengthens a window (more counts than the TSC says): keep the
-    // smallest of a few, as for the TSC itself.
-    let elapsed = (0..TIMER_CALIBRATION_ROUNDS)
-        .map(|_| {
+    let from_cpuid = time::hypervisor_timing_khz()
+        .map(|(_, apic_khz)| apic_khz * 1000)
+        .filter(|&hz| hz != 0);
+    let hz = match from_cpuid {
+        Some(hz) => hz,
+        None => {
             write(REG_TIMER_INIT, u32::MAX);
+            let (t0, c0) = timer_sample();
             Deadline::after_us(TIMER_CALIBRATION_US).wait();
-            u64::from(u32::MAX - read(REG_TIMER_CUR))
-        })
-        .min()
-        .unwrap_or(0);
+            let (t1, c1) = timer_sample();
+            // Half TSC ticks over the window (both midpoints are doubled).
+            let half_ticks = (t1 - t0).max(1);
+            (u128::from(c0.wrapping_sub(c1)) * 2 * u128::from(time::tsc_hz())
+                / u128::from(half_ticks)) as u64
+        }
+    };
     write(REG_TIMER_INIT, 0);
-    let hz = (elapsed * 1_000_000 / TIMER_CALIBRATION_US).max(1000);
+    let hz = hz.max(1000);
     TIMER_HZ.store(hz, core::sync::atomic::Ordering::Release);
     hz
 }

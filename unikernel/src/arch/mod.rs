@@ -3,7 +3,7 @@
 //! * [`boot`]: PVH entry, long mode, the boot page tables; [`pvh`]: the loader's boot data.
 //! * [`trap`]: GDT/TSS/IDT, exception reports, the interrupt-vector registry (IPI handlers).
 //! * [`apic`]: the local APIC (EOI, timer, IPIs, MSI address).
-//! * [`time`]: the TSC clock and [`time::Deadline`].
+//! * [`time`]: the TSC clock and [`time::Deadline`]; [`phases`]: the boot phases on it.
 //! * [`serial`]: COM1 log and console output; [`exit`]: leaving QEMU.
 //!
 //! Depends only on [`crate::percpu`] (the leaf).
@@ -11,6 +11,7 @@
 pub mod apic;
 pub mod boot;
 pub mod exit;
+pub mod phases;
 pub mod pvh;
 pub mod serial;
 pub mod time;

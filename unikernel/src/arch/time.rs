@@ -1,19 +1,19 @@
-//! Time from the TSC, calibrated once against PIT channel 2 (Intel 8254: 1,193,182 Hz input).
+//! Time from the TSC, its rate from CPUID (leaf 0x15, or the hypervisor's 0x40000010) or
+//! measured once against PIT channel 2 (Intel 8254: 1,193,182 Hz input).
 //!
 //! Under QEMU TCG the TSC follows the host clock; under `-icount shift=0` one TSC tick is one
 //! guest instruction, which is what the benchmarks report as "cycles" there.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use x86_64::instructions::port::Port;
 
 /// PIT input clock in Hz (8254 datasheet).
 const PIT_HZ: u64 = 1_193_182;
-/// Calibration window: 10 ms worth of PIT ticks (11,932), short enough to keep boot fast and
-/// long enough for a ±0.1% estimate.
-const CAL_PIT_TICKS: u64 = PIT_HZ / 100;
 
 static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 static TSC_BOOT: AtomicU64 = AtomicU64::new(0);
+/// Where [`TSC_HZ`] came from (a [`TscSource`] as u8).
+static TSC_SOURCE: AtomicU8 = AtomicU8::new(TscSource::Pit as u8);
 
 /// Read the time-stamp counter.
 #[inline(always)]
@@ -22,60 +22,247 @@ pub fn rdtsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
-/// Calibration windows taken; the smallest result is kept. Under TCG the vCPU thread can be
-/// descheduled after the PIT reached its terminal count and before the loop sees it, which only
-/// ever lengthens the TSC interval (over-estimates the rate: 2.5–6.5 GHz for a 2.46 GHz TSC was
-/// seen with 8 guests on 2 host cores); the minimum is the least disturbed window. Five windows
-/// cost 50 ms of boot.
-const CAL_ROUNDS: usize = 5;
+/// Where the TSC rate came from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum TscSource {
+    /// CPUID leaf 0x15 (TSC/crystal ratio; crystal Hz from 0x15 ECX or derived from 0x16).
+    Cpuid15 = 0,
+    /// The hypervisor timing leaf 0x40000010 (EAX: TSC kHz; KVM with `vmware-cpuid-freq`,
+    /// VMware).
+    Hypervisor = 1,
+    /// Measured against PIT channel 2 ([`calibrate_finish`]).
+    Pit = 2,
+}
 
-/// Calibrate the TSC against PIT channel 2 (minimum of [`CAL_ROUNDS`] 10 ms windows).
-pub fn calibrate() {
-    TSC_BOOT.store(rdtsc(), Ordering::Relaxed);
-    let hz = (0..CAL_ROUNDS)
-        .map(|_| calibrate_once())
-        .min()
-        .unwrap_or(1)
-        .max(1);
+impl TscSource {
+    /// For the boot log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TscSource::Cpuid15 => "CPUID leaf 0x15",
+            TscSource::Hypervisor => "hypervisor leaf 0x40000010",
+            TscSource::Pit => "calibrated against PIT channel 2",
+        }
+    }
+}
+
+/// Where the TSC rate came from.
+pub fn tsc_source() -> TscSource {
+    match TSC_SOURCE.load(Ordering::Relaxed) {
+        0 => TscSource::Cpuid15,
+        1 => TscSource::Hypervisor,
+        _ => TscSource::Pit,
+    }
+}
+
+/// `cpuid(leaf, 0)` as (eax, ebx, ecx, edx).
+fn cpuid(leaf: u32) -> (u32, u32, u32, u32) {
+    // CPUID has no side effects and exists on every x86_64 CPU; a leaf above the maximum
+    // returns some other leaf's data, which the callers rule out first.
+    let r = core::arch::x86_64::__cpuid_count(leaf, 0);
+    (r.eax, r.ebx, r.ecx, r.edx)
+}
+
+/// The crystal clock in Hz from CPUID leaf 0x15 (ECX), or derived from leaf 0x16's base MHz
+/// (as Linux does for parts that leave 0x15 ECX zero); `None` without leaf 0x15 data.
+/// Also the LAPIC timer's input on those parts ([`super::apic::calibrate_timer`]).
+pub fn cpuid_crystal_hz() -> Option<(u64, u32, u32)> {
+    let max = cpuid(0).0;
+    if max < 0x15 {
+        return None;
+    }
+    let (den, num, crystal, _) = cpuid(0x15);
+    if den == 0 || num == 0 {
+        return None;
+    }
+    let crystal = if crystal != 0 {
+        u64::from(crystal)
+    } else if max >= 0x16 && cpuid(0x16).0 != 0 {
+        u64::from(cpuid(0x16).0) * 1_000_000 * u64::from(den) / u64::from(num)
+    } else {
+        return None;
+    };
+    Some((crystal, den, num))
+}
+
+/// The hypervisor timing leaf 0x40000010 (EAX: TSC kHz, EBX: APIC bus kHz), if the CPU says
+/// it runs under a hypervisor (CPUID.1:ECX bit 31) and the hypervisor lists that leaf.
+pub fn hypervisor_timing_khz() -> Option<(u64, u64)> {
+    if cpuid(1).2 & (1 << 31) == 0 || cpuid(0x4000_0000).0 < 0x4000_0010 {
+        return None;
+    }
+    let (tsc_khz, apic_khz, _, _) = cpuid(0x4000_0010);
+    (tsc_khz != 0).then_some((u64::from(tsc_khz), u64::from(apic_khz)))
+}
+
+/// Start setting the TSC rate: CPUID leaf 0x15 when it gives one, else the hypervisor leaf
+/// 0x40000010 (both at once), else a PIT window is started here and ended by
+/// [`calibrate_finish`] (about 2 ms later, or at once if the work in between took that long:
+/// the boot runs memory set-up inside the window). `origin` (a TSC value, the PVH entry's) is
+/// where [`uptime_us`] and [`uptime_ns`] count from. Until the rate is set, [`tsc_hz`] is 0,
+/// [`uptime_us`] reads 0 and a [`Deadline`] is already expired: nothing may wait in between.
+pub fn calibrate_start(origin: u64) {
+    TSC_BOOT.store(origin, Ordering::Relaxed);
+    if let Some((crystal, den, num)) = cpuid_crystal_hz() {
+        set_rate(
+            crystal * u64::from(num) / u64::from(den),
+            TscSource::Cpuid15,
+        );
+    } else if let Some((khz, _)) = hypervisor_timing_khz() {
+        set_rate(khz * 1000, TscSource::Hypervisor);
+    } else {
+        *PIT_WINDOW.lock() = Some(pit_start());
+    }
+}
+
+/// End the PIT window [`calibrate_start`] began, if any, and set the rate (waits out the rest
+/// of the window). Idempotent.
+pub fn calibrate_finish() {
+    let Some((saved, s0)) = PIT_WINDOW.lock().take() else {
+        return;
+    };
+    // The window overran the counter (the work in between took more than 54.9 ms): a fresh one.
+    let hz = pit_finish(saved, s0).unwrap_or_else(|| {
+        let (saved, s0) = pit_start();
+        pit_finish(saved, s0).unwrap_or(NO_PIT_TSC_HZ)
+    });
+    set_rate(hz.max(1), TscSource::Pit);
+}
+
+/// A PIT window begun by [`calibrate_start`]: port 0x61 as it was, the first sample.
+static PIT_WINDOW: spin::Mutex<Option<(u8, PitSample)>> = spin::Mutex::new(None);
+
+fn set_rate(hz: u64, src: TscSource) {
     TSC_HZ.store(hz, Ordering::Relaxed);
+    TSC_SOURCE.store(src as u8, Ordering::Relaxed);
     NS_PER_TSC_Q32.store(
         ((1_000_000_000u128 << 32) / u128::from(hz)) as u64,
         Ordering::Relaxed,
     );
 }
 
-/// One 10 ms window of PIT channel 2 in one-shot mode (gate through port 0x61): TSC Hz.
-fn calibrate_once() -> u64 {
-    // SAFETY: ports 0x42/0x43/0x61 are the PIT channel 2 data, mode register and the NMI status
-    // and control port; nothing else in the kernel uses them.
-    unsafe {
+/// Shortest PIT window: 1 ms (1,193 PIT ticks). Below it one PIT tick (0.84 µs) alone is
+/// 0.07% of the window.
+const PIT_MIN_WINDOW: u64 = PIT_HZ / 1000;
+/// Longest PIT window: 50 ms, short of the 16-bit counter's 54.9 ms wrap from 0xFFFF.
+const PIT_MAX_WINDOW: u64 = PIT_HZ / 20;
+/// The window ends once its error bound (both end samples' half brackets plus a PIT tick's
+/// quantisation at each end, against the window) is below this many parts per million: 0.1%, a fifth of the 0.5% the
+/// timeouts, `Deadline` and the pps figures can take.
+const PIT_ERROR_PPM: u64 = 1000;
+/// Reads per end sample; the one with the narrowest TSC bracket is kept (a vCPU descheduled
+/// inside one read only widens that read's bracket).
+const PIT_SAMPLE_READS: usize = 3;
+/// Samples before giving up on a PIT that does not count (none there: reads float high).
+const PIT_MAX_SAMPLES: u32 = 1_000_000;
+/// The TSC rate assumed if the PIT does not count: 1 GHz (only timeouts depend on it then).
+const NO_PIT_TSC_HZ: u64 = 1_000_000_000;
+
+/// One read of PIT channel 2's counter between two TSC reads.
+#[derive(Copy, Clone)]
+struct PitSample {
+    /// TSC before the latch command.
+    before: u64,
+    /// TSC after the second data byte.
+    after: u64,
+    /// The counter (counts down).
+    count: u16,
+    /// OUT (port 0x61 bit 5): high once the counter passed zero.
+    out: bool,
+}
+
+impl PitSample {
+    /// The TSC at the bracket's midpoint, in half ticks (exact).
+    fn mid2(&self) -> u64 {
+        self.before + self.after
+    }
+}
+
+/// Channel 2 latched and read: the narrowest bracket of [`PIT_SAMPLE_READS`] reads.
+fn pit_sample() -> PitSample {
+    let mut best: Option<PitSample> = None;
+    for _ in 0..PIT_SAMPLE_READS {
+        // SAFETY: ports 0x42/0x43/0x61 are PIT channel 2's data, the PIT mode register and the
+        // NMI status and control port; only the calibration uses them, on the boot CPU.
+        let s = unsafe {
+            let mut mode = Port::<u8>::new(0x43);
+            let mut ch2 = Port::<u8>::new(0x42);
+            let mut ctl = Port::<u8>::new(0x61);
+            let before = rdtsc();
+            mode.write(0b1000_0000); // counter latch, channel 2
+            let lo = ch2.read();
+            let hi = ch2.read();
+            let after = rdtsc();
+            let out = ctl.read() & 0x20 != 0;
+            PitSample {
+                before,
+                after,
+                count: u16::from_le_bytes([lo, hi]),
+                out,
+            }
+        };
+        if best.is_none_or(|b| s.after - s.before < b.after - b.before) {
+            best = Some(s);
+        }
+    }
+    best.expect("PIT_SAMPLE_READS > 0")
+}
+
+/// Start PIT channel 2 counting down from 0xFFFF (mode 0, gate on) and take the window's
+/// first sample. Returns port 0x61 as it was, and that sample.
+fn pit_start() -> (u8, PitSample) {
+    // SAFETY: as in `pit_sample`.
+    let saved = unsafe {
         let mut ctl = Port::<u8>::new(0x61);
         let mut mode = Port::<u8>::new(0x43);
         let mut ch2 = Port::<u8>::new(0x42);
         let v = ctl.read();
         ctl.write((v & !0x02) | 0x01); // speaker off, gate on
         mode.write(0b1011_0000); // channel 2, lobyte/hibyte, mode 0 (interrupt on terminal count)
-        ch2.write((CAL_PIT_TICKS & 0xff) as u8);
-        ch2.write((CAL_PIT_TICKS >> 8) as u8);
-        let t0 = rdtsc();
-        let mut spins = 0u64;
-        // Bit 5 of port 0x61 is channel 2's OUT; it goes high at terminal count. Bounded: a
-        // missing PIT must not hang boot.
-        while ctl.read() & 0x20 == 0 && spins < 50_000_000 {
-            spins += 1;
-        }
-        let t1 = rdtsc();
-        ctl.write(v);
-        (t1 - t0) * PIT_HZ / CAL_PIT_TICKS
-    }
+        ch2.write(0xff);
+        ch2.write(0xff);
+        v
+    };
+    (saved, pit_sample())
 }
 
-/// TSC frequency in Hz (0 before [`calibrate`]).
+/// The TSC rate measured against PIT channel 2 from `s0` ([`pit_start`]): the counter is
+/// latched and read at both ends of the window, each read bracketed by TSC reads, so neither
+/// the start of counting nor a vCPU descheduled inside the window (under TCG on a loaded host)
+/// skews it; only each end read's own bracket does, and the window runs (1–50 ms) until that
+/// bound is under [`PIT_ERROR_PPM`]. `None` if the counter passed zero (the window is more
+/// than 54.9 ms old); [`NO_PIT_TSC_HZ`] if it never counted. Restores port 0x61 to `saved`.
+fn pit_finish(saved: u8, s0: PitSample) -> Option<u64> {
+    let mut hz = Some(NO_PIT_TSC_HZ);
+    for _ in 0..PIT_MAX_SAMPLES {
+        let s = pit_sample();
+        if s.out || s0.out {
+            hz = None;
+            break;
+        }
+        let ticks = u64::from(s0.count.wrapping_sub(s.count));
+        if ticks < PIT_MIN_WINDOW {
+            continue;
+        }
+        // Error bound in half TSC ticks: half of each end's bracket, plus one PIT tick per end.
+        let tsc2 = s.mid2() - s0.mid2(); // half ticks
+        let bound2 = (s.after - s.before) + (s0.after - s0.before) + 2 * tsc2 / ticks;
+        if bound2 * 1_000_000 <= tsc2 * PIT_ERROR_PPM || ticks >= PIT_MAX_WINDOW {
+            hz = Some((u128::from(tsc2) * u128::from(PIT_HZ) / (2 * u128::from(ticks))) as u64);
+            break;
+        }
+    }
+    // SAFETY: as in `pit_sample`; restores port 0x61.
+    unsafe { Port::<u8>::new(0x61).write(saved) };
+    hz
+}
+
+/// TSC frequency in Hz (0 before the rate is set: [`calibrate_start`], [`calibrate_finish`]).
 pub fn tsc_hz() -> u64 {
     TSC_HZ.load(Ordering::Relaxed)
 }
 
-/// Microseconds since [`calibrate`].
+/// Microseconds since the origin given to [`calibrate_start`] (the PVH entry).
 pub fn uptime_us() -> u64 {
     let hz = TSC_HZ.load(Ordering::Relaxed);
     if hz == 0 {
@@ -85,7 +272,7 @@ pub fn uptime_us() -> u64 {
     (d as u128 * 1_000_000 / hz as u128) as u64
 }
 
-/// Nanoseconds since [`calibrate`]. One multiply and a shift (`NS_PER_TSC_Q32` is ns per
+/// Nanoseconds since the origin given to [`calibrate_start`] (the PVH entry). One multiply and a shift (`NS_PER_TSC_Q32` is ns per
 /// TSC tick in 32.32 fixed point): cheap enough for the per-burst path, unlike a 128-bit
 /// division.
 #[inline]
@@ -94,7 +281,7 @@ pub fn uptime_ns() -> u64 {
     ((u128::from(d) * u128::from(NS_PER_TSC_Q32.load(Ordering::Relaxed))) >> 32) as u64
 }
 
-/// ns per TSC tick, 32.32 fixed point (0 before [`calibrate`]).
+/// ns per TSC tick, 32.32 fixed point (0 before the rate is set).
 static NS_PER_TSC_Q32: AtomicU64 = AtomicU64::new(0);
 
 /// Nanoseconds in `ticks` TSC ticks.

@@ -9,6 +9,7 @@ pub mod kmap;
 pub mod paging;
 pub mod vmap;
 
+use crate::arch::phases::{self, Phase};
 use crate::arch::pvh::{MemRegion, E820_RAM};
 use core::ptr::NonNull;
 use mm::{Page, Pfn, Zone, PAGE_SIZE};
@@ -120,6 +121,7 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
         .unwrap_or(0);
     // Map all RAM before touching any above 4 GiB (mem_map may land there).
     let pi = paging::init(ram_top);
+    phases::mark(Phase::Paging);
     let mut lo = u64::MAX;
     let mut hi = 0;
     usable(map, &holes, |s, e| {
@@ -156,6 +158,7 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
     // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
     let mem_map: &'static [Page] =
         unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
+    phases::mark(Phase::MemMap);
     let _ = holes.push((at, at + bytes));
     let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
     let mut high_pages = 0;
@@ -163,6 +166,7 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
         zone.add_free_range(Pfn::from_addr(s), Pfn::from_addr(e));
         high_pages += e.saturating_sub(s.max(1 << 32)) / PAGE_SIZE as u64;
     });
+    phases::mark(Phase::Zone);
     Ok((
         zone,
         MemInfo {

@@ -29,7 +29,6 @@ use log::{info, warn};
 use netstack::config::PORTS;
 use netstack::{Config, IdleMode, MacAddr, Mode, Queues, MAX_QUEUES};
 use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
-use virtio_drivers::transport::pci::PciTransport;
 
 /// A port's driver in the kernel: virtio-net over QEMU's PCI transport, or (`sim=K`, the
 /// deterministic benchmark) over the simulated device.
@@ -189,7 +188,7 @@ fn choose_queues(
     let mut offered = usize::MAX;
     for (i, df) in ports.iter().take(PORTS).enumerate() {
         // A transport only to read features and config; dropping it resets the untouched device.
-        let t = PciTransport::new::<KernelHal, _>(root, *df)
+        let t = drivers::pci::virtio_pci_transport::<KernelHal>(root, *df)
             .map_err(|e| port_err(i, *df, format_args!("virtio PCI transport: {e}")))?;
         offered = offered.min(usize::from(Nic::probe_queue_pairs(
             &mut PortTransport::Pci(t),
@@ -260,7 +259,7 @@ fn setup_mq(
 ) -> Result<(), SetupError> {
     let mut stash = DEVICES.lock();
     for (j, df) in ports.iter().take(PORTS).enumerate() {
-        let transport = PciTransport::new::<KernelHal, _>(root, *df)
+        let transport = drivers::pci::virtio_pci_transport::<KernelHal>(root, *df)
             .map_err(|e| port_err(j, *df, format_args!("virtio PCI transport: {e}")))?;
         let deadline = Deadline::after_ms(CTRL_TIMEOUT_MS);
         let handles = Nic::new_mq(transport.into(), queues as u16, || deadline.expired())
@@ -313,7 +312,7 @@ fn setup_single_queue(
         for j in 0..PORTS {
             let i = PORTS * k + j;
             let df = ports[i];
-            let transport = PciTransport::new::<KernelHal, _>(root, df)
+            let transport = drivers::pci::virtio_pci_transport::<KernelHal>(root, df)
                 .map_err(|e| port_err(i, df, format_args!("virtio PCI transport: {e}")))?;
             let mut nic = VirtioNet::new(transport.into())
                 .map_err(|e| port_err(i, df, format_args!("virtio-net init: {e}")))?;
