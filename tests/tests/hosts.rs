@@ -206,58 +206,13 @@ fn iperf3_tcp_with_and_without_backpressure() {
     }
 }
 
-/// A counter of an `ip -s -j link show dev gtapN` report in the namespace of the host behind
-/// `port` (`stats64.tx.dropped` and the like).
-fn link_stat(hosts: &Hosts, port: usize, dir: &str, field: &str) -> u64 {
-    let dev = format!("gtap{port}");
-    let o = hosts
-        .exec(port, &["ip", "-s", "-j", "link", "show", "dev", &dev])
-        .unwrap();
-    assert!(o.status.success(), "ip -s link: {}", out(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ip -j output");
-    j[0]["stats64"][dir][field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no stats64.{dir}.{field} in {j}"))
-}
-
-/// A `Udp:` counter of `/proc/net/snmp` in the namespace of the host behind `port`.
-fn udp_stat(hosts: &Hosts, port: usize, field: &str) -> u64 {
-    snmp_stat(hosts, port, "Udp: ", field)
-}
-
-/// A counter of `/proc/net/snmp` (`group` is `Udp: `, `Tcp: `, …) in the namespace of the host
-/// behind `port`.
-fn snmp_stat(hosts: &Hosts, port: usize, group: &str, field: &str) -> u64 {
-    let o = hosts.exec(port, &["cat", "/proc/net/snmp"]).unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    let mut udp = text.lines().filter(|l| l.starts_with(group));
-    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
-    let i = names
-        .split_whitespace()
-        .position(|n| n == field)
-        .unwrap_or_else(|| panic!("no {group}{field} in {text}"));
-    values.split_whitespace().nth(i).unwrap().parse().unwrap()
-}
-
-/// Frames this machine's kernel dropped from its per-CPU input backlogs since boot (the
-/// second column of `/proc/net/softnet_stat`, hexadecimal, one row per CPU; machine-wide, not
-/// per namespace).
-fn backlog_drops() -> u64 {
-    std::fs::read_to_string("/proc/net/softnet_stat")
-        .expect("/proc/net/softnet_stat")
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|h| u64::from_str_radix(h, 16).expect("hex counter"))
-        .sum()
-}
-
 /// Issue 16 item 1: `iperf3` UDP at full rate (18-byte payloads, `-b 0`) for 3 s from the host
-/// behind port 0 to the one behind port 1, and every datagram accounted for: those the
-/// client sent = those that arrived at the receiving host (its IP layer's deliveries less TCP's
-/// and ICMP's; the server read fewer: its socket buffer overflowed, counted as UDP input
-/// errors) + the sender's UDP send-buffer errors (its tap's queue discipline dropped them) +
-/// its tap's TX drops (QEMU did not read them in time) + the guest's drop counters (ports and
-/// router) + the receiver's tap RX drops, to within the
+/// behind port 0 to the one behind port 1, and every datagram accounted for
+/// (`tools::hosts::UdpRun`): those the client sent = those that arrived at the receiving
+/// host (its IP layer's deliveries less TCP's and ICMP's; the server read fewer: its socket
+/// buffer overflowed, counted as UDP input errors) + the sender's UDP send-buffer errors (its
+/// tap's queue discipline dropped them) + its tap's TX drops (QEMU did not read them in time) +
+/// the guest's drop counters (ports and router) + the receiver's tap RX drops, to within the
 /// run's few non-datagram frames (which the drop counters also count) and the receiving
 /// kernel's input-backlog drops (counted only machine-wide); printed term by term.
 #[test]
@@ -273,103 +228,41 @@ fn iperf3_udp_at_full_rate_every_datagram_accounted_for() {
         )
         .unwrap();
     assert!(o.status.success(), "ping: {}", out(&o));
-    let counters = |hosts: &Hosts| {
-        [
-            udp_stat(hosts, 0, "SndbufErrors"),
-            link_stat(hosts, 0, "tx", "dropped"),
-            link_stat(hosts, 1, "rx", "dropped"),
-            udp_stat(hosts, 1, "InErrors"),
-            // IP datagrams delivered to the transport layer, less TCP's and ICMP's: the UDP
-            // datagrams that arrived, whatever UDP did with them (queued, socket buffer full,
-            // no socket: UDP's own counters do not add up to these, by a few dozen per run).
-            snmp_stat(hosts, 1, "Ip: ", "InDelivers")
-                - snmp_stat(hosts, 1, "Tcp: ", "InSegs")
-                - snmp_stat(hosts, 1, "Icmp: ", "InMsgs"),
-            udp_stat(hosts, 1, "NoPorts"),
-            snmp_stat(hosts, 0, "Tcp: ", "OutSegs") + snmp_stat(hosts, 1, "Tcp: ", "OutSegs"),
-            backlog_drops(),
-            link_stat(hosts, 0, "tx", "packets"),
-            link_stat(hosts, 1, "rx", "packets"),
-        ]
-    };
-    let before = counters(&hosts);
-    let mut server = std::process::Command::new("ip")
-        .args(["netns", "exec", hosts.namespace(1).unwrap()])
-        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("iperf3 server");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let o = hosts
-        .exec(
-            0,
-            &[
-                "timeout",
-                "60",
-                "iperf3",
-                "-u",
-                "-c",
-                "10.0.1.2",
-                "-l",
-                "18",
-                "-b",
-                "0",
-                "-t",
-                "3",
-                "--connect-timeout",
-                "5000",
-                "-J",
-            ],
-        )
-        .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
-    assert!(o.status.success(), "iperf3 -u: {}", out(&o));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 -J output");
-    // Let the last frames drain before the counters are read.
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let after = counters(&hosts);
-    let [snd_buf, tap0_tx_drop, tap1_rx_drop, udp_in_err, arrived, no_ports, tcp_segs, backlog, tap0_tx, tap1_rx] =
-        core::array::from_fn(|i| after[i] - before[i]);
-    // What the server read: its bytes in 18-byte datagrams (its `lost_packets` counts only gaps
-    // below the highest sequence number it saw, not a lost tail).
-    let sent = j["end"]["sum_sent"]["packets"].as_u64().unwrap();
-    let received = j["end"]["sum_received"]["bytes"].as_u64().unwrap() / 18;
+    let u = hosts.iperf3_udp(0, 1, 18, 3).expect("iperf3 UDP");
     let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
     assert!(exit.is_clean(), "{exit}");
     let s = stats.expect("final STATS");
     assert_no_leak(&s);
     let port_drops: u64 = s.ports.iter().map(|p| p.drops.total()).sum();
     let router_drops = router(&s).drops.total();
-    let dropped = snd_buf + tap0_tx_drop + port_drops + router_drops + tap1_rx_drop;
+    let unaccounted = u.unaccounted(port_drops + router_drops);
     eprintln!(
-        "UDPBALANCE accelerator=tcg sent={sent} arrived={arrived} (server read {received}, \
-         no_ports {no_ports}) sender_sndbuf_errors={snd_buf} tap0_tx_dropped={tap0_tx_drop} \
-         guest_port_drops={port_drops} guest_router_drops={router_drops} \
-         tap1_rx_dropped={tap1_rx_drop} dropped={dropped} receiver_socket_drops={udp_in_err} \
-         tap0_tx={tap0_tx} guest_rx0={} guest_tx1={} tap1_rx={tap1_rx} unaccounted={} tcp_segments={tcp_segs} softnet_backlog_drops={backlog} offered_pps={:.0} guest_forwarded={}",
-        s.ports[0].rx,
-        s.ports[1].tx,
-        sent as i64 - (arrived + dropped) as i64,
-        sent as f64 / 3.0,
-        router(&s).forwarded
+        "UDPBALANCE accelerator=tcg {u:?} guest_port_drops={port_drops} \
+         guest_router_drops={router_drops} guest_rx0={} guest_tx1={} unaccounted={unaccounted}",
+        s.ports[0].rx, s.ports[1].tx
     );
     drop(hosts);
     drop(net);
-    assert!(sent > 10_000, "iperf3 sent only {sent} datagrams: {j}");
     assert!(
-        received > 0 && received <= arrived,
-        "server read {received} of {arrived}: {j}"
+        u.sent > 10_000,
+        "iperf3 sent only {} datagrams: {u:?}",
+        u.sent
+    );
+    assert!(
+        u.read > 0 && u.read + u.receiver_socket + u.no_ports <= u.arrived,
+        "server read {} of {} arrived: {u:?}",
+        u.read,
+        u.arrived
     );
     // The drop counters also count the run's other frames (iperf3's TCP control connection,
     // ARP) if they were dropped: at most that many more than the datagrams. A datagram the
-    // receiving kernel dropped from its input backlog (`netdev_max_backlog`) is counted only in
-    // the machine-wide /proc/net/softnet_stat: at most that many fewer.
-    let counted = arrived + dropped;
+    // receiving kernel dropped from its input backlog (`netdev_max_backlog`) is counted only
+    // machine-wide: at most that many fewer.
     assert!(
-        counted <= sent + tcp_segs + 8 && sent <= counted + backlog,
-        "datagrams sent ({sent}) != arrived + drops counted ({counted}), beyond the run's \
-         {tcp_segs} TCP segments and {backlog} backlog drops: see UDPBALANCE above"
+        unaccounted >= -((u.tcp_segments + 8) as i64) && unaccounted <= u.backlog as i64,
+        "{unaccounted} datagrams unaccounted for, beyond the run's {} TCP segments and {} \
+         backlog drops: see UDPBALANCE above",
+        u.tcp_segments,
+        u.backlog
     );
 }

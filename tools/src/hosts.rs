@@ -221,6 +221,146 @@ impl Hosts {
             .with_context(|| format!("running {} in {ns}", cmd.join(" ")))
     }
 
+    /// A counter of `ip -s -j link show dev gtapN` in the namespace of the host behind `port`
+    /// (`dir` is `rx` or `tx`, `field` e.g. `packets`, `dropped`).
+    ///
+    /// # Errors
+    /// `ip` failing or printing no such counter.
+    pub fn link_stat(&self, port: usize, dir: &str, field: &str) -> Result<u64> {
+        let dev = tap_name(port);
+        let o = self.exec(port, &["ip", "-s", "-j", "link", "show", "dev", &dev])?;
+        if !o.status.success() {
+            bail!(
+                "ip -s link in host {port}: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).context("ip -j output")?;
+        j[0]["stats64"][dir][field]
+            .as_u64()
+            .with_context(|| format!("no stats64.{dir}.{field} in {j}"))
+    }
+
+    /// A counter of `/proc/net/snmp` in the namespace of the host behind `port` (`group` is
+    /// `Ip`, `Udp`, `Tcp`, `Icmp`, …).
+    ///
+    /// # Errors
+    /// The file unreadable or without that counter.
+    pub fn snmp_stat(&self, port: usize, group: &str, field: &str) -> Result<u64> {
+        let o = self.exec(port, &["cat", "/proc/net/snmp"])?;
+        let text = String::from_utf8_lossy(&o.stdout);
+        let prefix = format!("{group}: ");
+        let mut rows = text.lines().filter(|l| l.starts_with(&prefix));
+        let (Some(names), Some(values)) = (rows.next(), rows.next()) else {
+            bail!("no {group} rows in /proc/net/snmp of host {port}");
+        };
+        let i = names
+            .split_whitespace()
+            .position(|n| n == field)
+            .with_context(|| format!("no {group} {field} in /proc/net/snmp"))?;
+        values
+            .split_whitespace()
+            .nth(i)
+            .context("short /proc/net/snmp row")?
+            .parse()
+            .context("/proc/net/snmp value")
+    }
+
+    /// `iperf3 -u -b 0` for `secs` seconds with `payload`-byte datagrams from the host behind
+    /// port `from` to the one behind port `to` (its server runs once, `-1`), with the counters
+    /// that say where every datagram went ([`UdpRun`]).
+    ///
+    /// # Errors
+    /// The server or client failing (60 s timeout), no JSON, or a counter unreadable.
+    pub fn iperf3_udp(&self, from: usize, to: usize, payload: usize, secs: u32) -> Result<UdpRun> {
+        let dst = self
+            .plans
+            .iter()
+            .find(|p| p.port == to)
+            .with_context(|| format!("no host behind port {to}"))?
+            .addr
+            .to_string();
+        let counters = |h: &Hosts| -> Result<[u64; 8]> {
+            Ok([
+                h.snmp_stat(from, "Udp", "SndbufErrors")?,
+                h.link_stat(from, "tx", "dropped")?,
+                h.link_stat(to, "rx", "dropped")?,
+                h.snmp_stat(to, "Udp", "InErrors")?,
+                h.snmp_stat(to, "Ip", "InDelivers")?
+                    - h.snmp_stat(to, "Tcp", "InSegs")?
+                    - h.snmp_stat(to, "Icmp", "InMsgs")?,
+                h.snmp_stat(to, "Udp", "NoPorts")?,
+                h.snmp_stat(from, "Tcp", "OutSegs")? + h.snmp_stat(to, "Tcp", "OutSegs")?,
+                backlog_drops()?,
+            ])
+        };
+        let before = counters(self)?;
+        let ns = self.namespace(to).context("no receiving host")?;
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", ns, "iperf3", "-s", "-1", "-B", &dst])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting the iperf3 server")?;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let (len, t) = (payload.to_string(), secs.to_string());
+        let o = self.exec(
+            from,
+            &[
+                "timeout",
+                "60",
+                "iperf3",
+                "-u",
+                "-c",
+                &dst,
+                "-l",
+                &len,
+                "-b",
+                "0",
+                "-t",
+                &t,
+                "--connect-timeout",
+                "5000",
+                "-J",
+            ],
+        );
+        let _ = server.kill();
+        let _ = server.wait();
+        let o = o?;
+        if !o.status.success() {
+            bail!(
+                "iperf3 -u: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).context("iperf3 -J output")?;
+        // Let the last frames drain before the counters are read.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let after = counters(self)?;
+        let d: [u64; 8] = core::array::from_fn(|i| after[i] - before[i]);
+        let sent = j["end"]["sum_sent"]["packets"]
+            .as_u64()
+            .context("iperf3: no end.sum_sent.packets")?;
+        let read = j["end"]["sum_received"]["bytes"]
+            .as_u64()
+            .context("iperf3: no end.sum_received.bytes")?
+            / payload as u64;
+        Ok(UdpRun {
+            seconds: secs,
+            sent,
+            read,
+            sender_qdisc: d[0],
+            sender_tap: d[1],
+            receiver_tap: d[2],
+            receiver_socket: d[3],
+            arrived: d[4],
+            no_ports: d[5],
+            tcp_segments: d[6],
+            backlog: d[7],
+        })
+    }
+
     /// How to use the hosts, for the console.
     pub fn describe(&self) -> String {
         let mut s = String::new();
@@ -298,4 +438,62 @@ mod tests {
         );
         assert_eq!(plan_with_mtu("mode=l2", 2, None).unwrap()[0].mtu, None);
     }
+}
+
+/// Where the datagrams of one [`Hosts::iperf3_udp`] run went (counts of datagrams, or of
+/// frames where a counter does not tell protocols apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRun {
+    /// Length of the run (s).
+    pub seconds: u32,
+    /// Sent by the client (iperf3 `end.sum_sent.packets`).
+    pub sent: u64,
+    /// Read by the server (its bytes / payload: its `lost_packets` counts only gaps below the
+    /// highest sequence number it saw, not a lost tail).
+    pub read: u64,
+    /// Dropped by the sender's queue discipline (its `Udp: SndbufErrors`).
+    pub sender_qdisc: u64,
+    /// Dropped by the sender's tap because QEMU did not read them in time (`ip -s link` TX
+    /// dropped; frames).
+    pub sender_tap: u64,
+    /// Dropped by the receiver's tap (`ip -s link` RX dropped; frames).
+    pub receiver_tap: u64,
+    /// Arrived but dropped by the receiver's UDP, socket buffer full (`Udp: InErrors`).
+    pub receiver_socket: u64,
+    /// Arrived at the receiver's IP layer: its `Ip: InDelivers` less `Tcp: InSegs` and `Icmp:
+    /// InMsgs` (UDP's own counters fall short of these by a few dozen per run).
+    pub arrived: u64,
+    /// Arrived after the server closed its socket (`Udp: NoPorts`).
+    pub no_ports: u64,
+    /// TCP segments both hosts sent meanwhile (iperf3's control connection): frames the
+    /// per-frame counters may also count.
+    pub tcp_segments: u64,
+    /// Frames the machine's kernel dropped from its input backlogs meanwhile
+    /// (`/proc/net/softnet_stat`, machine-wide).
+    pub backlog: u64,
+}
+
+impl UdpRun {
+    /// Datagrams sent that no counter accounts for, with `guest_drops` frames dropped in
+    /// between (the guest's port and router drop counters): `sent − arrived − every drop`.
+    /// Within `−tcp_segments..=backlog` when the books balance.
+    pub fn unaccounted(&self, guest_drops: u64) -> i64 {
+        self.sent as i64
+            - (self.arrived + self.sender_qdisc + self.sender_tap + guest_drops + self.receiver_tap)
+                as i64
+    }
+}
+
+/// Frames this machine's kernel dropped from its per-CPU input backlogs since boot (the second
+/// column of `/proc/net/softnet_stat`, hexadecimal, one row per CPU; machine-wide).
+///
+/// # Errors
+/// The file unreadable or malformed.
+pub fn backlog_drops() -> Result<u64> {
+    let text =
+        std::fs::read_to_string("/proc/net/softnet_stat").context("/proc/net/softnet_stat")?;
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|h| u64::from_str_radix(h, 16).context("softnet_stat counter"))
+        .sum()
 }

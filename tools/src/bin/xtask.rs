@@ -32,7 +32,7 @@ enum Cmd {
     /// Traffic generator over QEMU's unix-datagram backend (no root needed).
     Gen(GenArgs),
     /// Build, boot, offer traffic port 0 -> port 1, print a results table, quit.
-    Run(TrafficArgs),
+    Run(RunArgs),
     /// Like `run`, machine readable (JSON on stdout, guest console on stderr).
     Bench(BenchArgs),
     /// Every forwarding mode at full rate for --minutes in all, STATS every --stats-every
@@ -195,6 +195,18 @@ struct TrafficArgs {
     /// Frame size on the wire, FCS included.
     #[arg(long, default_value_t = 64)]
     size: usize,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    traffic: TrafficArgs,
+    /// With `--backend tap` (as root): Linux hosts behind the ports (as `boot --hosts`) send
+    /// the traffic instead of the generator: `iperf3 -u -b 0` from the port-0 host to the
+    /// port-1 host for `--seconds`, datagrams of `--size` on the wire; prints where every
+    /// datagram went.
+    #[arg(long)]
+    hosts: bool,
 }
 
 #[derive(Args)]
@@ -711,7 +723,11 @@ fn combine(reports: &[gen::GenReport]) -> gen::GenReport {
     r
 }
 
-fn cmd_run(a: TrafficArgs) -> Result<()> {
+fn cmd_run(a: RunArgs) -> Result<()> {
+    if a.hosts {
+        return cmd_run_hosts(&a.traffic);
+    }
+    let a = a.traffic;
     let (b, r, guest, exit) = traffic(&a, Echo::Stdout)?;
     println!("generator:");
     print!("{}", report::gen_table(&r));
@@ -734,6 +750,74 @@ fn cmd_run(a: TrafficArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `run --hosts`: boot on the tap backend with a Linux host behind each port, `iperf3` UDP at
+/// full rate from the port-0 host to the port-1 host, then `quit`; prints the datagrams' fate
+/// (`tools::hosts::UdpRun`) beside the guest's counters.
+fn cmd_run_hosts(a: &TrafficArgs) -> Result<()> {
+    if a.guest.backend != Backend::Tap {
+        bail!("--hosts needs --backend tap (the hosts sit on the tap devices)");
+    }
+    // Ethernet 14 + IPv4 20 + UDP 8 + FCS 4.
+    let payload = a
+        .size
+        .checked_sub(46)
+        .filter(|&p| p >= 1)
+        .with_context(|| format!("--size {} leaves no UDP payload (at least 47)", a.size))?;
+    setup::ensure()?;
+    setup::ensure_host_tools()?;
+    let image = image_for(&a.guest)?;
+    let dir = std::env::temp_dir();
+    let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout)?;
+    cfg.cpus = a.cpus;
+    cfg.nics = 2;
+    let plan = tools::hosts::plan_with_mtu(&a.guest.append, 2, a.guest.mtu.as_ref())?;
+    let net = tap_net(&mut cfg, 2)?.context("the tap backend's namespace")?;
+    announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
+    let mut guest = Guest::boot(&cfg)?;
+    guest.wait_ready(qemu::READY_TIMEOUT)?;
+    let hosts = tools::hosts::Hosts::create(&net, &plan)?;
+    eprint!("{}", hosts.describe());
+    let dst = plan[1].addr.to_string();
+    // Resolve the neighbours first, so the run starts routed.
+    let _ = hosts.exec(0, &["ping", "-n", "-c", "2", "-i", "0.2", "-W", "3", &dst])?;
+    let secs = a.seconds.ceil().max(1.0) as u32;
+    let u = hosts.iperf3_udp(0, 1, payload, secs)?;
+    // As `boot`: the guest gets 30 s to run its quit phases and print its last STATS.
+    let (stats, exit) = guest.quit(Duration::from_secs(30))?;
+    drop(hosts);
+    drop(net);
+    let accel = match cfg.accel {
+        Accel::Tcg => "tcg",
+        Accel::Kvm => "kvm",
+    };
+    println!(
+        "iperf3 UDP, {} s, {}-byte frames, host 0 -> host 1 ({accel}):",
+        u.seconds, a.size
+    );
+    println!(
+        "  sent {} ({:.0}/s); arrived at host 1 {} ({:.0}/s, server read {})",
+        u.sent,
+        u.sent as f64 / f64::from(u.seconds),
+        u.arrived,
+        u.arrived as f64 / f64::from(u.seconds),
+        u.read
+    );
+    println!(
+        "  dropped: sender qdisc {}, sender tap (QEMU did not read in time) {}, receiver tap {}, receiver socket full {}",
+        u.sender_qdisc, u.sender_tap, u.receiver_tap, u.receiver_socket
+    );
+    if let Some(s) = &stats {
+        let port: u64 = s.ports.iter().map(|p| p.drops.total()).sum();
+        let router = s.router.as_ref().map_or(0, |r| r.drops.total());
+        println!(
+            "  guest: forwarded {}, drops: ports {port}, router {router}; unaccounted {}",
+            s.forwarded,
+            u.unaccounted(port + router)
+        );
+    }
+    finish(&guest, exit)
 }
 
 /// The largest frame the guest forwards (bytes, no FCS): four 4 KiB RX pages (the driver's
