@@ -211,6 +211,19 @@ fn management_plane_answers_on_every_queue() {
     assert_no_leak(&s);
 }
 
+/// Resolve 10.0.1.2 on both cores first: 8 flows (the tun driver spreads them over both
+/// queues) routed, each core's ARP request answered.
+fn resolve_on_both_cores(rig: &Rig) {
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let n = 8usize;
+    for flow in 0..n as u16 {
+        p0.send(&gen::build_frame(0, 1_000_000 + u64::from(flow), flow, 60).unwrap())
+            .unwrap();
+    }
+    let got = recv_n_answering_arp(&p1, 1, n, Duration::from_secs(3));
+    assert_eq!(got.len(), n, "routed {} of {n}\n{}", got.len(), rig.tail());
+}
+
 /// Live route reload on two routing cores: the FIB is replaced 6 times (`routes commit` with
 /// a new prefix, then `routes reload` back to the boot routes, alternately) while 64-byte
 /// traffic flows to 10.0.1.2, whose route never changes. Both cores switch at their quiescent
@@ -228,16 +241,7 @@ fn two_cores_keep_forwarding_through_six_fib_reloads() {
         ..gen_count(FRAMES, 64, false)
     };
     let mut rig = Rig::start_tap(ROUTER_MQ, gen, 2, 2);
-    // Resolve 10.0.1.2 on both cores first (as above).
-    let (p0, p1) = (rig.port(0), rig.port(1));
-    let n = 8usize;
-    for flow in 0..n as u16 {
-        p0.send(&gen::build_frame(0, 1_000_000 + u64::from(flow), flow, 60).unwrap())
-            .unwrap();
-    }
-    let got = recv_n_answering_arp(&p1, 1, n, Duration::from_secs(3));
-    assert_eq!(got.len(), n, "routed {} of {n}\n{}", got.len(), rig.tail());
-    drop((p0, p1));
+    resolve_on_both_cores(&rig);
     let mut during = 0;
     let mut swaps = Vec::new();
     let r = std::thread::scope(|sc| {
@@ -320,15 +324,7 @@ fn hundred_thousand_routes_replaced_ten_times_on_two_routing_cores() {
     };
     let extra = vec!["-initrd".to_string(), file.display().to_string()];
     let mut rig = Rig::start_tap_with(ROUTER_MQ, gen, 2, 2, extra);
-    let (p0, p1) = (rig.port(0), rig.port(1));
-    let n = 8usize;
-    for flow in 0..n as u16 {
-        p0.send(&gen::build_frame(0, 1_000_000 + u64::from(flow), flow, 60).unwrap())
-            .unwrap();
-    }
-    let got = recv_n_answering_arp(&p1, 1, n, Duration::from_secs(3));
-    assert_eq!(got.len(), n, "routed {} of {n}\n{}", got.len(), rig.tail());
-    drop((p0, p1));
+    resolve_on_both_cores(&rig);
     let (r, during) = reload_while_forwarding(&mut rig, RELOADS, Duration::from_secs(60));
     let s = rig.quit();
     eprintln!("{s}");

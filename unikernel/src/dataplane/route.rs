@@ -862,26 +862,12 @@ impl<P: Platform> Core<P> {
             let Some(page) = it.next() else {
                 return;
             };
-            let h = Handoff {
+            self.push_mgmt(Handoff {
                 page,
                 rest: it.collect(),
                 len: len as u16,
                 port: p as u8,
-            };
-            let pushed = self.fabric.mgmt.push(h);
-            let sync = &mut self.route.as_mut().expect("router mode").sync;
-            match pushed {
-                Ok(()) => {
-                    sync.mgmt_handoff += 1;
-                    self.wake_if_sleeping(0);
-                }
-                Err(h) => {
-                    sync.mgmt_handoff_dropped += 1;
-                    for page in h.into_pages() {
-                        self.pages.recycle(page);
-                    }
-                }
-            }
+            });
             return;
         }
         for page in pages {
@@ -902,7 +888,12 @@ impl<P: Platform> Core<P> {
         };
         let len = frame.len().min(FRAME_ROOM);
         page.frame_mut(len).copy_from_slice(&frame[..len]);
-        let h = Handoff::one(page, len as u16, port as u8);
+        self.push_mgmt(Handoff::one(page, len as u16, port as u8));
+    }
+
+    /// Hand `h` to core 0's management plane: counted, core 0 woken if it sleeps; a full ring
+    /// gives every page back, counted as dropped.
+    fn push_mgmt(&mut self, h: Handoff) {
         let pushed = self.fabric.mgmt.push(h);
         let sync = &mut self.route.as_mut().expect("router mode").sync;
         match pushed {
