@@ -407,6 +407,34 @@ pub struct NotOwner;
 /// interrupt vector table on a PC) is never a packet page, and the driver refuses to post it.
 pub const NO_PAGE: Pfn = Pfn(0);
 
+/// Fault injection ([`mm::fault`]; the fault image only, the identity otherwise): the RX used
+/// element `(id, len)` as a broken device might have written it, with an id out of range
+/// ([`Fault::RxBadId`](mm::fault::Fault::RxBadId): `id + QUEUE_SIZE`) or a length one byte
+/// over the page posted ([`Fault::RxBadLen`](mm::fault::Fault::RxBadLen)).
+#[inline(always)]
+pub(crate) fn rx_used_faulty((id, len): (u32, u32)) -> (u32, u32) {
+    use mm::fault::{hit, Fault};
+    if hit(Fault::RxBadId) {
+        (id.wrapping_add(QUEUE_SIZE as u32), len)
+    } else if hit(Fault::RxBadLen) {
+        (id, PAGE_SIZE as u32 + 1)
+    } else {
+        (id, len)
+    }
+}
+
+/// Fault injection: a TX used element's id out of range
+/// ([`Fault::TxBadId`](mm::fault::Fault::TxBadId): `id + QUEUE_SIZE`); the identity in the
+/// release image.
+#[inline(always)]
+pub(crate) fn tx_used_id_faulty(id: u32) -> u32 {
+    if mm::fault::hit(mm::fault::Fault::TxBadId) {
+        id.wrapping_add(QUEUE_SIZE as u32)
+    } else {
+        id
+    }
+}
+
 /// Re-posted RX buffers published at once ([`VirtioNet::rx_burst_refill`]): DPDK's default
 /// `rx_free_thresh`, 32, so the device always holds at least 224 of the 256 buffers.
 const RX_PUBLISH_BATCH: usize = 32;
@@ -820,7 +848,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut n = 0;
         let mut reposted = 0;
         while n < out.len() {
-            let Some((id, used)) = self.rx.pop_used() else {
+            let Some((id, used)) = self.rx.pop_used().map(rx_used_faulty) else {
                 break;
             };
             let Some(pfn) = self.take_rx_page(id) else {
@@ -960,6 +988,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             if b.len == 0 || b.len > MAX_FRAME_LEN || b.pfn == NO_PAGE {
                 break;
             }
+            // The fault image: the ring has no room for this frame (nor the rest).
+            if mm::fault::hit(mm::fault::Fault::TxRingFull) {
+                break;
+            }
             // SAFETY: caller contract: the page is ours until the device completes it.
             unsafe { page_bytes(b.pfn)[..NET_HDR_LEN].fill(0) };
             let Some(token) = self
@@ -990,7 +1022,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         let mut n = 0;
         while n < out.len() && (self.tx_chains == 0 || out.len() - n >= MAX_FRAME_BUFFERS) {
-            let Some((id, _len)) = self.tx.pop_used() else {
+            let Some(id) = self.tx.pop_used().map(|(id, _len)| tx_used_id_faulty(id)) else {
                 break;
             };
             let Some(mut done) = self.take_tx_page(id) else {

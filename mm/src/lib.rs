@@ -33,7 +33,9 @@
 //! * [`page`]: `Page`, per-frame metadata. Uses nothing.
 //! * [`ptr_ring`]: `MpscRing<T, N>`, the generic bounded MPSC ring of any `T: Copy` (page
 //!   numbers, hand-off records, neighbour updates). Uses `sync`.
-//! * [`dma`]: `DmaMapper`, `IdentityDma`, `DmaError`. Uses nothing.
+//! * [`dma`]: `DmaMapper`, `IdentityDma`, `DmaError`. Uses `fault`.
+//! * [`fault`]: fault injection for the fault image (feature `fault-inject`; without it every
+//!   check is a constant `false`). Uses nothing; any module (and crate) may call it.
 //! * `irq` (private): interrupts off around the zone lock on bare metal. Uses nothing.
 //! * `sync` (private): `core`'s atomics, fence and cell, or loom's in `--cfg loom` tests;
 //!   `CachePadded`. Uses nothing.
@@ -107,6 +109,7 @@
 extern crate std;
 
 pub mod dma;
+pub mod fault;
 pub mod drain;
 pub mod guard;
 mod irq;

@@ -281,6 +281,11 @@ impl PagePool {
         zone: &Zone,
         dma: &mut impl DmaMapper,
     ) -> Option<Pfn> {
+        if crate::fault::pool_dry() {
+            // The fault image's starvation window: as if the allocator were empty.
+            self.stats.alloc_empty += 1;
+            return None;
+        }
         if self.count > 0 {
             self.count -= 1;
             // `count < PP_ALLOC_CACHE_SIZE` (a power of two) now: the mask only drops the
@@ -302,7 +307,7 @@ impl PagePool {
     /// is empty (then call [`PagePool::alloc`], which refills).
     #[inline(always)]
     pub fn alloc_cached(&mut self) -> Option<Pfn> {
-        if self.count == 0 {
+        if self.count == 0 || crate::fault::pool_dry() {
             return None;
         }
         self.count -= 1;

@@ -366,7 +366,17 @@ pub struct Config {
     /// answered with "fragmentation needed" when it has DF (RFC 1191 §4). `None` (default):
     /// the device's reported MTU, else 1500.
     pub mtu: [Option<u16>; PORTS],
+    /// `fault=NAME:N[,NAME:N…]` (the fault image only; test only): inject faults of kind
+    /// `NAME` ([`mm::fault::Fault::name`]: `rx_bad_id`, `rx_bad_len`, `tx_bad_id`,
+    /// `tx_ring_full`, `bulk_short`, `bulk_zero`, `dma_map`, `recycle_full`) once every `N`
+    /// opportunities on average (1..=1000000000), from READY on. Indexed by
+    /// [`mm::fault::Fault`] as `usize`; 0 = off (default). A release image refuses a nonzero
+    /// entry at boot with a named error.
+    pub faults: [u64; mm::fault::FAULTS],
 }
+
+/// Largest `N` of `fault=NAME:N`.
+pub const MAX_FAULT_EVERY: u64 = 1_000_000_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -395,6 +405,7 @@ impl Default for Config {
             guard: false,
             mgmt_token: None,
             backpressure: false,
+            faults: [0; mm::fault::FAULTS],
         }
     }
 }
@@ -464,7 +475,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 27] = [
+pub const KEYS: [&str; 28] = [
     "mode",
     "peer0",
     "peer1",
@@ -492,6 +503,7 @@ pub const KEYS: [&str; 27] = [
     "mtu0",
     "mtu1",
     "sim_size",
+    "fault",
 ];
 
 /// Index of `mtu0` in [`KEYS`] (`mtu1` follows).
@@ -509,6 +521,8 @@ const ROUTE_KEY: usize = 10;
 const SIM_ITERS_KEY: usize = 16;
 /// Index of `sim_size` in [`KEYS`].
 const SIM_SIZE_KEY: usize = 26;
+/// Index of `fault` in [`KEYS`].
+const FAULT_KEY: usize = 27;
 /// Index of `tlbtest_skip` in [`KEYS`].
 const TLBTEST_SKIP_KEY: usize = 20;
 
@@ -707,6 +721,18 @@ impl Config {
                         "on" => true,
                         "off" => false,
                         _ => return Err(bad("on or off")),
+                    }
+                }
+                FAULT_KEY => {
+                    const EXPECTED: &str = "NAME:N[,NAME:N...] with NAME one of rx_bad_id, rx_bad_len, tx_bad_id, tx_ring_full, bulk_short, bulk_zero, dma_map, recycle_full and N in 1..=1000000000";
+                    for item in value.split(',') {
+                        let (name, n) = item.split_once(':').ok_or_else(|| bad(EXPECTED))?;
+                        let f = mm::fault::Fault::from_name(name).ok_or_else(|| bad(EXPECTED))?;
+                        cfg.faults[f as usize] = n
+                            .parse::<u64>()
+                            .ok()
+                            .filter(|n| (1..=MAX_FAULT_EVERY).contains(n))
+                            .ok_or_else(|| bad(EXPECTED))?;
                     }
                 }
                 SIM_SIZE_KEY => {
@@ -1221,6 +1247,29 @@ mod tests {
             Config::parse("tlbtest=10 sim=4"),
             Err(ConfigError::Missing { key: "sim", .. })
         ));
+    }
+
+    #[test]
+    fn fault_key_parses_names_and_periods_and_names_bad_ones() {
+        use mm::fault::Fault;
+        let c = Config::parse("fault=rx_bad_id:50000,dma_map:64").unwrap();
+        assert_eq!(c.faults[Fault::RxBadId as usize], 50_000);
+        assert_eq!(c.faults[Fault::DmaMap as usize], 64);
+        assert_eq!(c.faults.iter().filter(|&&n| n > 0).count(), 2);
+        assert_eq!(Config::parse("").unwrap().faults, [0; mm::fault::FAULTS]);
+        for bad in [
+            "fault=rx_bad_id",
+            "fault=nope:5",
+            "fault=dma_map:0",
+            "fault=dma_map:1000000001",
+            "fault=dma_map:x",
+            "fault=dma_map:5,",
+        ] {
+            match Config::parse(bad) {
+                Err(ConfigError::BadValue { key: "fault", .. }) => {}
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub const MAX_CPUS: usize = 16;
 pub const MAX_PORT_ENTRIES: usize = crate::config::PORTS * MAX_CPUS;
 /// Longest serialised [`Stats`] in bytes (every array full, every counter `u64::MAX`; checked
 /// by a test). The guest's `STATS` buffer has this size.
-pub const JSON_MAX: usize = 40 * 1024;
+pub const JSON_MAX: usize = 44 * 1024;
 /// Longest serialised [`PoolStats`] in bytes (the `pools` console line).
 pub const POOL_JSON_MAX: usize = 512;
 
@@ -87,6 +87,40 @@ pub struct Stats {
     /// Router mode only (the key is absent otherwise): the FIB and its live reloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fib: Option<FibStats>,
+    /// The fault image only (the key is absent otherwise): faults injected since boot, by
+    /// kind (`mm::fault`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultStats>,
+}
+
+/// Faults injected by the fault image (`faults`; `fault=` and the console's `fault`
+/// command), each kind as `mm::fault::Fault::name` says. Each is counted again by what
+/// handled it: `rx_bad_id` + `tx_bad_id` in `ports[].bad_token`, `rx_bad_len` in
+/// `ports[].drops.bad_desc`, `tx_ring_full` in `ports[].drops.tx_ring_full`, `dma_map` in
+/// `pools[].refill_failed`, `bulk_zero` in `pools[].alloc_empty`, `recycle_full` in
+/// `pools[].released`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultStats {
+    /// RX used elements given an out-of-range id.
+    pub rx_bad_id: u64,
+    /// RX used elements given a length over the buffer.
+    pub rx_bad_len: u64,
+    /// TX used elements given an out-of-range id.
+    pub tx_bad_id: u64,
+    /// Frames that found the TX ring "full".
+    pub tx_ring_full: u64,
+    /// `alloc_pages_bulk` calls cut to half.
+    pub bulk_short: u64,
+    /// `alloc_pages_bulk` calls that returned no page.
+    pub bulk_zero: u64,
+    /// DMA mappings that failed.
+    pub dma_map: u64,
+    /// TX reclaims whose pages were released instead of cached.
+    pub recycle_full: u64,
+    /// Starvation windows (console `fault dry MS`) started.
+    pub pool_dry_windows: u64,
+    /// Time every page_pool was starved, summed over the windows, ms.
+    pub pool_dry_ms: u64,
 }
 
 /// The FIB and its live reloads (`fib`; console `routes commit` / `routes reload`).
@@ -167,6 +201,10 @@ pub struct PortStats {
     pub kicks_tx: u64,
     /// RX refills that found no page (slots left unfilled; not a frame drop).
     pub no_buffer: u64,
+    /// Used-ring elements (RX or TX) whose id was not a descriptor the driver had posted: a
+    /// device bug (or an injected fault); the element is skipped.
+    #[serde(default)]
+    pub bad_token: u64,
     /// Frames dropped, by reason.
     pub drops: PortDrops,
 }
@@ -188,6 +226,7 @@ impl PortStats {
             kicks_rx,
             kicks_tx,
             no_buffer,
+            bad_token,
             drops,
         } = o;
         self.rx += rx;
@@ -197,6 +236,7 @@ impl PortStats {
         self.kicks_rx += kicks_rx;
         self.kicks_tx += kicks_tx;
         self.no_buffer += no_buffer;
+        self.bad_token += bad_token;
         let PortDrops {
             tx_ring_full,
             too_big,

@@ -98,6 +98,9 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
         Ok(c) => c,
         Err(e) => fail(format_args!("config error: {e}")),
     };
+    if let Err(e) = control::faults::check(&cfg) {
+        fail(format_args!("config error: key `fault`: {e}"));
+    }
     phases::mark(Phase::BootData);
 
     let modules: heapless::Vec<(u64, u64), { pvh::MAX_MODULES }> =

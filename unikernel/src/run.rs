@@ -132,6 +132,8 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
     phases::mark(Phase::Cores);
     // The phase report comes just before the ready marker, so whoever saw `ready` has it.
     println!("{}", phases::report(rdtsc()));
+    // The fault image: injecting starts now, with every RX ring filled.
+    crate::control::faults::arm(cfg);
     println!("gannet: ready");
     poll_loop(core, halt)
 }
@@ -385,6 +387,7 @@ fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts)
     if core.pair() != 0 {
         publish(core);
     } else {
+        crate::control::faults::tick();
         if let Some(cmd) = console.poll() {
             commands::run(cmd, core, facts);
         }

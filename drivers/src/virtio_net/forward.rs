@@ -25,7 +25,7 @@ use crate::virtqueue::{Cursor, SplitQueue};
 
 use super::{
     Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN,
-    NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH, TX_CHAIN_TAG,
+    NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH, TX_CHAIN_TAG, rx_used_faulty, tx_used_id_faulty,
 };
 
 /// What [`ForwardOps::forward`] decided for one frame.
@@ -561,7 +561,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (mut r, mut t) = (0, 0);
         for i in 0..ready {
-            let (id, used) = self.rx.pop_nth(&rc, i);
+            let (id, used) = rx_used_faulty(self.rx.pop_nth(&rc, i));
             // The page behind the id (`take_rx_page`, with the slot's one store below: the
             // new page, or NO_PAGE when none refills it).
             let pfn = match self.rx_pages.get(id as usize) {
@@ -618,7 +618,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     continue;
                 }
             };
-            if t == tx_room {
+            // (The fault image also finds the ring full now and then.)
+            if t == tx_room || mm::fault::hit(mm::fault::Fault::TxRingFull) {
                 tx_full(pfn, send, ops, &mut rare);
                 continue;
             }
@@ -922,7 +923,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let ready = self.tx.used_ready(&c);
         let mut skipped = 0;
         for _ in 0..ready {
-            let id = self.tx.pop_ready_id(&mut c);
+            let id = tx_used_id_faulty(self.tx.pop_ready_id(&mut c));
             let Some(done) = self.take_tx_page(id) else {
                 skipped += 1;
                 continue;
@@ -964,7 +965,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut k = 0;
         let mut foreign: ForeignTx = heapless::Vec::new();
         for i in 0..ready {
-            let id = self.tx.pop_nth_id(&c, i);
+            let id = tx_used_id_faulty(self.tx.pop_nth_id(&c, i));
             let Some(done) = self.take_tx_page(id) else {
                 continue;
             };
@@ -1012,7 +1013,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let ready = self.tx_ready(&c, room.len());
         let (mut n, mut heads) = (0, 0);
         for _ in 0..ready {
-            let id = self.tx.pop_ready_id(&mut c);
+            let id = tx_used_id_faulty(self.tx.pop_ready_id(&mut c));
             let Some(done) = self.take_tx_page(id) else {
                 continue;
             };

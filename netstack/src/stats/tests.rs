@@ -17,6 +17,7 @@ fn largest() -> Stats {
         kicks_rx: m,
         kicks_tx: m,
         no_buffer: m,
+        bad_token: m,
         drops: PortDrops {
             tx_ring_full: m,
             too_big: m,
@@ -102,6 +103,18 @@ fn largest() -> Stats {
             build_steps: m,
             max_step_us: m,
         }),
+        faults: Some(FaultStats {
+            rx_bad_id: m,
+            rx_bad_len: m,
+            tx_bad_id: m,
+            tx_ring_full: m,
+            bulk_short: m,
+            bulk_zero: m,
+            dma_map: m,
+            recycle_full: m,
+            pool_dry_windows: m,
+            pool_dry_ms: m,
+        }),
     }
 }
 
@@ -139,6 +152,7 @@ fn sample(router: bool) -> Stats {
         kicks_rx: 3,
         kicks_tx: 4,
         no_buffer: 5,
+        bad_token: 0,
         drops: PortDrops {
             tx_ring_full: 1,
             too_big: 2,
@@ -219,6 +233,7 @@ fn sample(router: bool) -> Stats {
         router: router.then(|| RouterStats::new(&c, 0, sync, 6, 0, (2, 0))),
         // The established lines below predate the `fib` key; `largest` covers it.
         fib: None,
+        faults: None,
     }
 }
 
@@ -264,10 +279,10 @@ fn json_is_the_established_line() {
         r#""halts":9,"cpus_online":1,"pairs":1,"queues":1,"pcp_count":31,"refill_cycles":4000,"#,
         r#""refill_pages":1024,"free_pages_boot":60000,"free_pages_now":59500,"ports":["#,
         r#"{"port":0,"queue":0,"cpu":0,"mac":"02:00:00:00:00:01","rx":100,"rx_bytes":6400,"#,
-        r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"drops":"#,
+        r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"bad_token":0,"drops":"#,
         r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7}},"#,
         r#"{"port":1,"queue":0,"cpu":0,"mac":"02:00:00:00:00:02","rx":101,"rx_bytes":6400,"#,
-        r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"drops":"#,
+        r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"bad_token":0,"drops":"#,
         r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7}}],"pools":["#,
         r#"{"id":0,"refill_mode":"bulk","in_flight":256,"cached":12,"alloc_fast":1000,"#,
         r#""alloc_slow":8,"alloc_empty":0,"refill_pages":512,"refill_failed":0,"#,

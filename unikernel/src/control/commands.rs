@@ -79,6 +79,7 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
             Some(_) => fib::commit(cmd == Command::RoutesReload),
             None => println!("routes: not in router mode"),
         },
+        Command::Fault(c) => super::faults::run(c),
         Command::Quit => quit(core, facts),
     }
 }

@@ -45,6 +45,8 @@ pub enum Command {
     /// `routes reload`: as `routes commit` from `route=` and the routes file alone (console
     /// changes dropped; the routes file is the last `PUT /routes` body if there was one).
     RoutesReload,
+    /// `fault`, `fault dry MS`, `fault off`: the fault image's controls.
+    Fault(super::faults::FaultCmd),
 }
 
 /// Line assembly state.
@@ -109,7 +111,17 @@ impl Console {
             "uaf block" => Some(Command::UafBlock),
             "routes commit" => Some(Command::RoutesCommit),
             "routes reload" => Some(Command::RoutesReload),
+            "fault" => Some(Command::Fault(super::faults::FaultCmd::Show)),
             other => {
+                if let Some(arg) = other.strip_prefix("fault ") {
+                    return match super::faults::FaultCmd::parse(arg.trim()) {
+                        Ok(c) => Some(Command::Fault(c)),
+                        Err(why) => {
+                            crate::println!("console: `{other}`: {why}");
+                            None
+                        }
+                    };
+                }
                 if let Some(arg) = other.strip_prefix("route add ") {
                     return match netstack::router::parse_route(arg.trim()) {
                         Ok((net, gw)) => Some(Command::RouteAdd(net, gw)),
@@ -143,4 +155,5 @@ impl Console {
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
 routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
-to a buddy page free since boot, to an order-3 block freed to the zone; faults), quit (drain, final STATS, exit), help";
+to a buddy page free since boot, to an order-3 block freed to the zone; faults), \
+fault, fault dry MS, fault off (the fault image: faults injected, starve every page_pool for MS ms, stop injecting), quit (drain, final STATS, exit), help";

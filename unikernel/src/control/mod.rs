@@ -6,5 +6,6 @@
 
 pub mod commands;
 pub mod console;
+pub mod faults;
 pub mod mgmt;
 pub mod stats;

@@ -85,6 +85,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
             )
         }),
         fib: sys.fib,
+        faults: super::faults::stats(),
         ..Stats::default()
     };
     // The pushes cannot fail: at most smp::MAX_CPUS pairs (asserted above to fit).
@@ -102,6 +103,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
                 kicks_rx: ds.kicks_rx,
                 kicks_tx: ds.kicks_tx,
                 no_buffer: c.no_buffer,
+                bad_token: ds.bad_token,
                 drops: PortDrops::from(c),
             });
         }

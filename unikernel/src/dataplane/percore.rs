@@ -543,10 +543,31 @@ impl<P: Platform> Core<P> {
         work
     }
 
+    /// Refill every port whose RX ring is short by [`RX_FREE_THRESH`] slots or more, and kick.
+    /// [`Core::poll_once`] refills only after an iteration that did work: a ring its pool
+    /// could not refill (the pool ran dry) may be empty, and then no frame comes to make one.
+    /// This brings it back once the pool has pages again.
+    fn refill_short(&mut self) {
+        let mut any = false;
+        for p in 0..PORTS {
+            if self.nics[p].rx_free_slots() >= RX_FREE_THRESH {
+                self.refill(p);
+                any = true;
+            }
+        }
+        if any {
+            self.kick_all();
+        }
+    }
+
     /// Every 10 ms, busy or idle: the router's timers (ARP retransmits, queue timeouts) and the
     /// management plane, then send and kick.
     pub fn idle_tick(&mut self) {
-        if self.route.is_none() || self.torn_down() {
+        if self.torn_down() {
+            return;
+        }
+        self.refill_short();
+        if self.route.is_none() {
             return;
         }
         self.mgmt_poll();
