@@ -24,6 +24,7 @@ pub use tools::bench_sim;
 pub use tools::bench_tlb;
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
 pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
+pub use tools::faults;
 pub use tools::soak;
 pub use tools::tap::{self, TapNet};
 
@@ -70,6 +71,28 @@ pub fn image() -> PathBuf {
                 img.display()
             );
             let built = qemu::build_image().unwrap_or_else(|e| panic!("building the image: {e:#}"));
+            assert!(built.is_file(), "{} missing after build", built.display());
+            built
+        })
+        .clone()
+}
+
+/// The fault image (`cargo xtask build --fault-inject`): `$GANNET_FAULT_IMAGE` (or the
+/// workspace's build output); built once if absent.
+pub fn fault_image() -> PathBuf {
+    static IMAGE: OnceLock<PathBuf> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let img = qemu::default_fault_image();
+            if img.is_file() {
+                return img;
+            }
+            eprintln!(
+                "fault image {} not found: building it (cargo xtask build --fault-inject)",
+                img.display()
+            );
+            let built = qemu::build_fault_image()
+                .unwrap_or_else(|e| panic!("building the fault image: {e:#}"));
             assert!(built.is_file(), "{} missing after build", built.display());
             built
         })

@@ -575,6 +575,13 @@ pub struct GenConfig {
     pub bidir: bool,
     /// With a full window, write off the oldest frame after this long without any arrival.
     pub loss_timeout: Duration,
+    /// Count as outstanding only the frames sent after the newest one that came back (in
+    /// sequence order): a frame a later one overtook is lost (or reordered) and holds no
+    /// credit. For lossy runs (the fault run), where every lost frame would otherwise hold
+    /// its window slot until `loss_timeout` wrote it off, one at a time. Synthetic frames
+    /// only (pcap replay has no sequence numbers); `loss_timeout` still applies when
+    /// nothing comes back at all. Default `false`.
+    pub skip_lost: bool,
     /// After sending ends, wait up to this long for stragglers.
     pub straggler_wait: Duration,
     /// Keep at most this many received-frame records (pcap mode) in [`GenReport::records`].
@@ -602,6 +609,7 @@ impl Default for GenConfig {
             pcap: None,
             bidir: false,
             loss_timeout: Duration::from_millis(200),
+            skip_lost: false,
             straggler_wait: Duration::from_secs(1),
             max_records: 100_000,
             base_port: 0,
@@ -792,6 +800,9 @@ struct DirShared {
     sent: AtomicU64,
     /// Frames that came back for this direction (valid, duplicate or bad): window credit.
     arrived: AtomicU64,
+    /// One more than the highest sequence number that came back valid (0: none yet); the
+    /// window's credit with [`GenConfig::skip_lost`].
+    highest: AtomicU64,
     /// The sender is parked waiting for credit.
     waiting: AtomicBool,
     sender: OnceLock<Thread>,
@@ -904,6 +915,12 @@ impl Generator {
             sock: self.socks[port].try_clone()?,
             own: None,
         })
+    }
+
+    /// Send exactly `count` frames per direction on the next [`Generator::run`] (the sockets
+    /// stay bound; a second phase of the same guest, say).
+    pub fn set_count(&mut self, count: u64) {
+        self.cfg.count = Some(count);
     }
 
     /// Sends the configured traffic and returns the results.
@@ -1072,6 +1089,8 @@ fn sender(
     let mut buf = Vec::with_capacity(datagram_len);
     let mut seq: u64 = 0;
     let mut written_off: u64 = 0;
+    // `skip_lost`: frames below this sequence were written off (see the window below).
+    let mut lost_floor: u64 = 0;
     let mut warning = None;
     'outer: loop {
         match cfg.count {
@@ -1089,14 +1108,25 @@ fn sender(
                 last_arrived = arrived;
                 last_progress = now;
             }
-            if seq.saturating_sub(arrived + written_off) < cfg.window {
+            let outstanding = if cfg.skip_lost {
+                seq.saturating_sub(sh.highest.load(Ordering::SeqCst).max(lost_floor))
+            } else {
+                seq.saturating_sub(arrived + written_off)
+            };
+            if outstanding < cfg.window {
                 break;
             }
             if timed_mode && now >= deadline {
                 break 'outer;
             }
             if now.duration_since(last_progress) >= cfg.loss_timeout {
-                written_off += 1;
+                if cfg.skip_lost {
+                    // Nothing came back for a while: every frame outstanding is lost.
+                    written_off += outstanding;
+                    lost_floor = seq;
+                } else {
+                    written_off += 1;
+                }
                 last_progress = now;
                 continue;
             }
@@ -1232,6 +1262,7 @@ fn receiver(
                     if g.dir as usize == dir
                         && expect_ttl.is_none_or(|t| frame[ETH_HDR_LEN + IPV4_TTL] == t) =>
                 {
+                    sh.highest.fetch_max(g.seq + 1, Ordering::SeqCst);
                     res.acc.record(g.seq)
                 }
                 _ => res.bad += 1,

@@ -26,6 +26,7 @@ pub mod bench_peer;
 pub mod bench_pool;
 pub mod bench_sim;
 pub mod bench_tlb;
+pub mod faults;
 pub mod fuzz;
 pub mod gen;
 pub mod hosts;

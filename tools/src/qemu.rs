@@ -63,28 +63,63 @@ pub fn default_image() -> PathBuf {
     }
 }
 
+/// Where `cargo xtask build --fault-inject` puts the fault image (cargo feature
+/// `fault-inject`): its own target directory, `<target>/fault-inject`, so that the release
+/// image and its build cache stay as they are.
+pub fn fault_image_path(root: &Path) -> PathBuf {
+    target_dir(root).join("fault-inject/x86_64-unknown-none/release/gannet")
+}
+
+/// The fault image to boot: `$GANNET_FAULT_IMAGE` if set, else [`fault_image_path`].
+pub fn default_fault_image() -> PathBuf {
+    match std::env::var_os("GANNET_FAULT_IMAGE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => fault_image_path(&workspace_root()),
+    }
+}
+
 /// Runs `cargo build --release -p unikernel --target x86_64-unknown-none` in the workspace root
 /// (output streamed) and returns the image path.
 pub fn build_image() -> Result<PathBuf> {
+    build(false)
+}
+
+/// [`build_image`] with `--features fault-inject` into its own target directory: the fault
+/// image ([`fault_image_path`]).
+pub fn build_fault_image() -> Result<PathBuf> {
+    build(true)
+}
+
+fn build(fault: bool) -> Result<PathBuf> {
     let root = workspace_root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut args: Vec<String> = [
+        "build",
+        "--release",
+        "-p",
+        "unikernel",
+        "--target",
+        "x86_64-unknown-none",
+    ]
+    .map(String::from)
+    .to_vec();
+    if fault {
+        args.push("--features".into());
+        args.push("fault-inject".into());
+        args.push("--target-dir".into());
+        args.push(target_dir(&root).join("fault-inject").display().to_string());
+    }
     let status = Command::new(&cargo)
         .current_dir(&root)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "unikernel",
-            "--target",
-            "x86_64-unknown-none",
-        ])
+        .args(&args)
         .status()
         .context("running cargo build for the unikernel")?;
-    ensure!(
-        status.success(),
-        "cargo build --release -p unikernel --target x86_64-unknown-none failed ({status})"
-    );
-    let image = image_path(&root);
+    ensure!(status.success(), "cargo {} failed ({status})", args.join(" "));
+    let image = if fault {
+        fault_image_path(&root)
+    } else {
+        image_path(&root)
+    };
     ensure!(
         image.exists(),
         "build succeeded but {} does not exist",

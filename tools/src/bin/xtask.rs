@@ -26,7 +26,7 @@ enum Cmd {
     /// Install missing prerequisites (Rust target x86_64-unknown-none, QEMU).
     Setup,
     /// Build the kernel image (target/x86_64-unknown-none/release/gannet).
-    Build,
+    Build(BuildArgs),
     /// Build and boot the image in QEMU with unix-datagram NICs; console on stdin/stdout.
     Boot(BootArgs),
     /// Traffic generator over QEMU's unix-datagram backend (no root needed).
@@ -38,6 +38,10 @@ enum Cmd {
     /// Every forwarding mode at full rate for --minutes in all, STATS every --stats-every
     /// seconds: no stall, counters monotonic, free pages stable, quit clean.
     Soak(SoakArgs),
+    /// The fault image (built here) forwarding --frames per mode while faults are injected
+    /// (fault=, and every page_pool starved for --dry-ms): every fault fired and counted, no
+    /// frame corrupted, forwarding resumed, no page lost.
+    Faults(FaultsArgs),
     /// Setup, build, then run the workspace tests against the built image.
     Test,
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
@@ -304,6 +308,38 @@ struct SoakArgs {
 }
 
 #[derive(Args)]
+struct BuildArgs {
+    /// Build the fault image instead (cargo feature `fault-inject`, into
+    /// target/fault-inject/x86_64-unknown-none/release/gannet): the kernel command line's
+    /// `fault=` and the console's `fault` command inject faults. Never for production.
+    #[arg(long)]
+    fault_inject: bool,
+}
+
+#[derive(Args)]
+struct FaultsArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Frames per mode, both directions together.
+    #[arg(long, default_value_t = tools::faults::DEFAULT_FRAMES)]
+    frames: u64,
+    /// Forwarding modes, comma-separated, in order (io, l2, router).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::Io, SimMode::L2, SimMode::Router])]
+    modes: Vec<SimMode>,
+    /// Every page_pool starved for this long once a third of the frames were forwarded, ms
+    /// (0: not at all).
+    #[arg(long, default_value_t = tools::faults::DEFAULT_DRY_MS)]
+    dry_ms: u64,
+    /// Fault rates instead of the defaults: `NAME:N,…` as the kernel's `fault=` key (once
+    /// every N opportunities).
+    #[arg(long)]
+    rates: Option<String>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct LintArgs {
     /// Run only this step (repeatable); default: all of them.
     #[arg(long, value_enum)]
@@ -420,9 +456,13 @@ fn announce_accel(accel: Accel, icount: bool, cpu: Option<&str>) {
 /// frames, over the queues).
 const TAP_FLOWS: u16 = 16;
 
-fn cmd_build() -> Result<()> {
+fn cmd_build(a: BuildArgs) -> Result<()> {
     setup::ensure()?;
-    let image = qemu::build_image()?;
+    let image = if a.fault_inject {
+        qemu::build_fault_image()?
+    } else {
+        qemu::build_image()?
+    };
     eprintln!("xtask: image {}", image.display());
     Ok(())
 }
@@ -1209,6 +1249,71 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
 
 /// `soak`: every mode in turn, STATS checked every --stats-every s; a summary line per mode,
 /// a Markdown table, `--json`; fails naming every failed check.
+fn cmd_faults(a: FaultsArgs) -> Result<()> {
+    use tools::faults;
+    if a.guest.backend != Backend::Dgram {
+        bail!("faults: only the dgram backend (its frame accounting is exact: QEMU drops nothing)");
+    }
+    setup::ensure()?;
+    let image = match &a.guest.image {
+        Some(p) => p.clone(),
+        None => qemu::build_fault_image()?,
+    };
+    // The socket directory is made per mode; this one only carries the guest settings.
+    let guest = guest_config(&a.guest, image.clone(), Path::new("/tmp"), Echo::Off)?;
+    let mut cfg = faults::FaultConfig::new(guest, a.modes.clone(), a.frames);
+    cfg.dry_ms = a.dry_ms;
+    if let Some(r) = &a.rates {
+        cfg.rates = r
+            .split(',')
+            .map(|kv| {
+                let (k, n) = kv
+                    .split_once(':')
+                    .with_context(|| format!("--rates: `{kv}` is not NAME:N"))?;
+                let n: u64 = n
+                    .parse()
+                    .with_context(|| format!("--rates: `{kv}`: N is not a number"))?;
+                Ok((k.to_string(), n))
+            })
+            .collect::<Result<_>>()?;
+    }
+    // The kernel's own parser says whether the rates are ones it takes.
+    netstack::Config::parse(&cfg.fault_key())
+        .map_err(|e| anyhow::anyhow!("--rates: {e}"))?;
+    announce_accel(cfg.guest.accel, cfg.guest.icount, cfg.guest.cpu.as_deref());
+    eprintln!(
+        "xtask: faults: {} frames per mode ({}), pools dry for {} ms, {}",
+        a.frames,
+        a.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
+        a.dry_ms,
+        cfg.fault_key()
+    );
+    let results = faults::run(&cfg, |l| eprintln!("xtask: {l}"))?;
+    for r in &results {
+        println!("{}", faults::summary_line(r));
+    }
+    print!("{}", faults::markdown(&results));
+    if let Some(p) = &a.json {
+        let doc = faults::FaultJson {
+            bench: "faults",
+            frames: a.frames,
+            dry_ms: a.dry_ms,
+            fault: cfg.fault_key(),
+            modes: &results,
+        };
+        report::write_json(p, &doc)?;
+        eprintln!("xtask: wrote {}", p.display());
+    }
+    let failed: Vec<String> = results
+        .iter()
+        .flat_map(|r| r.failures.iter().map(move |f| format!("{}: {f}", r.mode)))
+        .collect();
+    if !failed.is_empty() {
+        bail!("fault run failed:\n  {}", failed.join("\n  "));
+    }
+    Ok(())
+}
+
 fn cmd_soak(a: SoakArgs) -> Result<()> {
     use tools::soak;
     if !(a.stats_every > 0.0 && a.stats_every.is_finite()) {
@@ -1278,6 +1383,8 @@ fn cmd_test() -> Result<ExitCode> {
     // The hosts tests need ping, curl and iperf3: installed here once, not by two tests at once.
     setup::ensure_host_tools()?;
     let image = qemu::build_image()?;
+    // The fault test (tests/tests/faults.rs) boots the fault image.
+    let fault_image = qemu::build_fault_image()?;
     // The integration tests boot every guest with the default accelerator (GuestConfig).
     announce_accel(qemu::GuestConfig::default().accel, false, None);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -1301,6 +1408,7 @@ fn cmd_test() -> Result<ExitCode> {
             "--test-threads=2",
         ])
         .env("GANNET_IMAGE", &image)
+        .env("GANNET_FAULT_IMAGE", &fault_image)
         .status()
         .context("running cargo test")?;
     Ok(match status.code() {
@@ -1314,7 +1422,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Setup => setup::ensure().map(|()| ExitCode::SUCCESS),
-        Cmd::Build => cmd_build().map(|()| ExitCode::SUCCESS),
+        Cmd::Build(a) => cmd_build(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Faults(a) => cmd_faults(a).map(|()| ExitCode::SUCCESS),
         Cmd::Boot(a) => cmd_boot(a).map(|()| ExitCode::SUCCESS),
         Cmd::Gen(a) => cmd_gen(a).map(|()| ExitCode::SUCCESS),
         Cmd::Run(a) => cmd_run(a).map(|()| ExitCode::SUCCESS),
