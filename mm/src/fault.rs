@@ -270,7 +270,10 @@ mod tests {
         let before = injected(Fault::RecycleFull);
         let fired = (0..100_000).filter(|_| hit(Fault::RecycleFull)).count() as u64;
         assert_eq!(injected(Fault::RecycleFull) - before, fired);
-        assert!((800..=1200).contains(&fired), "fired {fired} of 100000 at 1/100");
+        assert!(
+            (800..=1200).contains(&fired),
+            "fired {fired} of 100000 at 1/100"
+        );
         set_every(Fault::RecycleFull, 0).unwrap();
         assert!(!(0..1000).any(|_| hit(Fault::RecycleFull)));
         assert_eq!(Fault::from_name("recycle_full"), Some(Fault::RecycleFull));

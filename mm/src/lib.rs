@@ -109,8 +109,8 @@
 extern crate std;
 
 pub mod dma;
-pub mod fault;
 pub mod drain;
+pub mod fault;
 pub mod guard;
 mod irq;
 pub mod page;

@@ -22,9 +22,9 @@ pub mod hosts;
 pub use netstack::stats::PortDrops;
 pub use tools::bench_sim;
 pub use tools::bench_tlb;
+pub use tools::faults;
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
 pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
-pub use tools::faults;
 pub use tools::soak;
 pub use tools::tap::{self, TapNet};
 

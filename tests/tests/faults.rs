@@ -25,7 +25,11 @@ fn a_million_frames_per_mode_with_every_fault_injected() {
     assert_eq!(names, ["io", "l2", "router"]);
     for r in &results {
         let line = faults::summary_line(r);
-        assert!(r.passed(), "{line}\nfailed checks:\n{}", r.failures.join("\n"));
+        assert!(
+            r.passed(),
+            "{line}\nfailed checks:\n{}",
+            r.failures.join("\n")
+        );
         assert_eq!(r.verdict, "PASS", "{line}");
         assert_eq!(r.accel, "tcg", "{line}");
         assert_eq!(r.sent, 1_000_000, "{line}");
@@ -55,9 +59,8 @@ fn the_release_image_refuses_the_fault_key_by_name() {
     let (exit, lines) = boot_failing("mode=l2 fault=dma_map:64", 2);
     assert_ne!(exit, GuestExit::Clean, "{lines:?}");
     assert!(
-        lines.iter().any(|l| l.contains(
-            "config error: key `fault`: this image was built without fault injection"
-        )),
+        lines.iter().any(|l| l
+            .contains("config error: key `fault`: this image was built without fault injection")),
         "{lines:?}"
     );
 }

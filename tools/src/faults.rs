@@ -446,7 +446,9 @@ pub fn check_counts(s: &Stats, cfg: &FaultConfig) -> (BTreeMap<String, u64>, Vec
     ]);
     for (kind, n) in &cfg.rates {
         if *n > 0 && injected.get(kind).copied().unwrap_or(0) == 0 {
-            fails.push(format!("every fault fired: `{kind}` (every {n}) was never injected"));
+            fails.push(format!(
+                "every fault fired: `{kind}` (every {n}) was never injected"
+            ));
         }
     }
     let h = handled(s);
@@ -459,27 +461,42 @@ pub fn check_counts(s: &Stats, cfg: &FaultConfig) -> (BTreeMap<String, u64>, Vec
     need(
         "bad ids",
         h["bad_token"] == ids,
-        format!("ports[].bad_token {} != rx_bad_id + tx_bad_id {ids}", h["bad_token"]),
+        format!(
+            "ports[].bad_token {} != rx_bad_id + tx_bad_id {ids}",
+            h["bad_token"]
+        ),
     );
     need(
         "bad lengths",
         h["bad_desc"] == f.rx_bad_len,
-        format!("drops.bad_desc {} != rx_bad_len {}", h["bad_desc"], f.rx_bad_len),
+        format!(
+            "drops.bad_desc {} != rx_bad_len {}",
+            h["bad_desc"], f.rx_bad_len
+        ),
     );
     need(
         "TX ring full",
         h["tx_ring_full"] >= f.tx_ring_full,
-        format!("drops.tx_ring_full {} < injected {}", h["tx_ring_full"], f.tx_ring_full),
+        format!(
+            "drops.tx_ring_full {} < injected {}",
+            h["tx_ring_full"], f.tx_ring_full
+        ),
     );
     need(
         "DMA mappings",
         h["refill_failed"] == f.dma_map,
-        format!("pools[].refill_failed {} != dma_map {}", h["refill_failed"], f.dma_map),
+        format!(
+            "pools[].refill_failed {} != dma_map {}",
+            h["refill_failed"], f.dma_map
+        ),
     );
     need(
         "empty bulk allocations",
         h["alloc_empty"] >= f.bulk_zero,
-        format!("pools[].alloc_empty {} < bulk_zero {}", h["alloc_empty"], f.bulk_zero),
+        format!(
+            "pools[].alloc_empty {} < bulk_zero {}",
+            h["alloc_empty"], f.bulk_zero
+        ),
     );
     if cfg.dry_ms > 0 {
         need(
@@ -515,8 +532,9 @@ fn quit(guest: &mut Guest, cfg: &FaultConfig, r: &mut FaultResult) {
     let skip = lines.len().saturating_sub(guest.line_count() - from);
     if !lines[skip..].iter().any(|l| l.contains(SHUTDOWN_CLEAN)) {
         clean = false;
-        r.failures
-            .push(format!("no page lost: no `{SHUTDOWN_CLEAN}` line after quit"));
+        r.failures.push(format!(
+            "no page lost: no `{SHUTDOWN_CLEAN}` line after quit"
+        ));
     }
     match fin {
         Some(fin) => {
@@ -624,16 +642,25 @@ mod tests {
         assert_eq!(inj["rx_bad_id"], 3);
         let (_, fails) = check_counts(&stats(all_fired(), 4, 40), &cfg());
         assert_eq!(fails.len(), 1);
-        assert!(fails[0].contains("bad_token 4 != rx_bad_id + tx_bad_id 5"), "{fails:?}");
+        assert!(
+            fails[0].contains("bad_token 4 != rx_bad_id + tx_bad_id 5"),
+            "{fails:?}"
+        );
         let (_, fails) = check_counts(&stats(all_fired(), 5, 41), &cfg());
-        assert!(fails[0].contains("bad_desc 41 != rx_bad_len 40"), "{fails:?}");
+        assert!(
+            fails[0].contains("bad_desc 41 != rx_bad_len 40"),
+            "{fails:?}"
+        );
         let f = FaultStats {
             dma_map: 0,
             ..all_fired()
         };
         let (_, fails) = check_counts(&stats(f, 5, 40), &cfg());
         assert_eq!(fails.len(), 1);
-        assert!(fails[0].contains("`dma_map` (every 64) was never injected"), "{fails:?}");
+        assert!(
+            fails[0].contains("`dma_map` (every 64) was never injected"),
+            "{fails:?}"
+        );
         let f = FaultStats {
             pool_dry_ms: 20,
             ..all_fired()
@@ -647,10 +674,16 @@ mod tests {
     #[test]
     fn the_fault_key_lists_every_rate() {
         let k = cfg().fault_key();
-        assert!(k.starts_with("fault=rx_bad_id:200000,rx_bad_len:20000,"), "{k}");
+        assert!(
+            k.starts_with("fault=rx_bad_id:200000,rx_bad_len:20000,"),
+            "{k}"
+        );
         assert_eq!(k.matches(':').count(), DEFAULT_RATES.len());
         // Every default kind is one the kernel knows.
         let c = netstack::Config::parse(&k).unwrap();
-        assert_eq!(c.faults.iter().filter(|&&n| n > 0).count(), DEFAULT_RATES.len());
+        assert_eq!(
+            c.faults.iter().filter(|&&n| n > 0).count(),
+            DEFAULT_RATES.len()
+        );
     }
 }

@@ -11,7 +11,8 @@
 //!    datapath benchmark, and the tools);
 //! 4. `clippy (x86_64-unknown-none)`: `cargo clippy` on `unikernel` and the libraries it is
 //!    built from (`mm`, `drivers`, `netstack`) for the bare-metal target, so their
-//!    `cfg(target_os = "none")` code is checked too;
+//!    `cfg(target_os = "none")` code is checked too, with the fault image's feature
+//!    (`unikernel/fault-inject`) so that `mm::fault`'s injecting variant is checked as well;
 //! 5. `module cycles`: no crate's modules import each other in a circle ([`modgraph`]), except
 //!    the cycles listed in [`KNOWN_CYCLES`], each of which must still exist.
 //!
@@ -113,6 +114,9 @@ pub fn run(root: &Path, only: &[Step]) -> Result<bool> {
     for p in ["unikernel", "mm", "drivers", "netstack"] {
         metal.extend(["-p", p]);
     }
+    // The fault image's variant here (`mm::fault`'s injecting half); the host step checks the
+    // release variant of the same code.
+    metal.extend(["--features", "unikernel/fault-inject"]);
     metal.push("--");
     metal.extend(CLIPPY_FLAGS);
     step(

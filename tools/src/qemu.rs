@@ -114,7 +114,11 @@ fn build(fault: bool) -> Result<PathBuf> {
         .args(&args)
         .status()
         .context("running cargo build for the unikernel")?;
-    ensure!(status.success(), "cargo {} failed ({status})", args.join(" "));
+    ensure!(
+        status.success(),
+        "cargo {} failed ({status})",
+        args.join(" ")
+    );
     let image = if fault {
         fault_image_path(&root)
     } else {

@@ -24,8 +24,9 @@
 use crate::virtqueue::{Cursor, SplitQueue};
 
 use super::{
-    Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN,
-    NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH, TX_CHAIN_TAG, rx_used_faulty, tx_used_id_faulty,
+    rx_used_faulty, tx_used_id_faulty, Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet,
+    MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE,
+    RX_PUBLISH_BATCH, TX_CHAIN_TAG,
 };
 
 /// What [`ForwardOps::forward`] decided for one frame.

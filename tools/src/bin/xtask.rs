@@ -1278,13 +1278,16 @@ fn cmd_faults(a: FaultsArgs) -> Result<()> {
             .collect::<Result<_>>()?;
     }
     // The kernel's own parser says whether the rates are ones it takes.
-    netstack::Config::parse(&cfg.fault_key())
-        .map_err(|e| anyhow::anyhow!("--rates: {e}"))?;
+    netstack::Config::parse(&cfg.fault_key()).map_err(|e| anyhow::anyhow!("--rates: {e}"))?;
     announce_accel(cfg.guest.accel, cfg.guest.icount, cfg.guest.cpu.as_deref());
     eprintln!(
         "xtask: faults: {} frames per mode ({}), pools dry for {} ms, {}",
         a.frames,
-        a.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
+        a.modes
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
         a.dry_ms,
         cfg.fault_key()
     );

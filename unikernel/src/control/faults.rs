@@ -46,7 +46,10 @@ pub fn arm(cfg: &Config) {
         if every > 0 {
             // `check` ran at boot: this is the fault image.
             let _ = fault::set_every(f, every);
-            info!("fault: injecting {} once every {every} opportunities", f.name());
+            info!(
+                "fault: injecting {} once every {every} opportunities",
+                f.name()
+            );
         }
     }
 }
@@ -65,7 +68,11 @@ pub enum FaultCmd {
 impl FaultCmd {
     /// Parse the text after `fault` (trimmed). `Err` says what is accepted.
     pub fn parse(arg: &str) -> Result<FaultCmd, &'static str> {
-        match arg.split_ascii_whitespace().collect::<heapless::Vec<_, 3>>().as_slice() {
+        match arg
+            .split_ascii_whitespace()
+            .collect::<heapless::Vec<_, 3>>()
+            .as_slice()
+        {
             [] => Ok(FaultCmd::Show),
             ["off"] => Ok(FaultCmd::Off),
             ["dry", ms] => ms

@@ -105,8 +105,8 @@ impl<P: Platform> Core<P> {
     fn reclaim_port(&mut self, q: usize) -> usize {
         // (The fault image sometimes finds the pool's cache "full": this reclaim's pages are
         // released, so later refills take the allocator's slow path.)
-        let release = self.cfg.pool == PoolMode::Release
-            || mm::fault::hit(mm::fault::Fault::RecycleFull);
+        let release =
+            self.cfg.pool == PoolMode::Release || mm::fault::hit(mm::fault::Fault::RecycleFull);
         let expect = 1 - q;
         if !release && self.pages.pools[expect].cache_room() > 0 {
             // The fast path: completions of the other port's pool straight into its alloc
