@@ -21,6 +21,8 @@ pub trait Nic {
     fn mtu(&self) -> Option<u16>;
     /// RX descriptors that can take a page right now.
     fn rx_free_slots(&self) -> usize;
+    /// Whether a received buffer is waiting (no fence; a burst reads it properly).
+    fn rx_has_used(&self) -> bool;
     /// Pages posted to the RX ring.
     fn rx_posted(&self) -> usize;
     /// Pages owned by the TX ring (posted, not yet completed).
@@ -112,6 +114,10 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline]
     fn rx_free_slots(&self) -> usize {
         VirtioNet::rx_free_slots(self)
+    }
+    #[inline(always)]
+    fn rx_has_used(&self) -> bool {
+        VirtioNet::rx_has_used(self)
     }
     #[inline]
     fn rx_posted(&self) -> usize {

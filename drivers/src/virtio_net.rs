@@ -774,7 +774,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.stats
     }
 
+    /// Whether the RX used ring holds a completed buffer not yet taken (one volatile load: a
+    /// poll loop's cheap test before it sets up a burst).
+    #[inline(always)]
+    pub fn rx_has_used(&self) -> bool {
+        self.rx.has_used()
+    }
+
     /// RX descriptors that can take a page right now.
+    #[inline]
     pub fn rx_free_slots(&self) -> usize {
         self.rx.free_descs()
     }

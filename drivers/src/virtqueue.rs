@@ -80,6 +80,71 @@ pub struct Cursor {
     nfree: usize,
 }
 
+/// A queue's ring addresses held by a burst ([`SplitQueue::rings`]), like [`Cursor`] for its
+/// indices: raw pointers in locals, so the burst's stores to ring memory do not make the
+/// compiler reload them from the queue on every frame. Valid while the queue lives; its
+/// methods are [`SplitQueue`]'s burst methods of the same names.
+#[derive(Copy, Clone, Debug)]
+pub struct Rings<const N: usize> {
+    desc: NonNull<Desc>,
+    avail: NonNull<u16>,
+    used: NonNull<u8>,
+}
+
+impl<const N: usize> Rings<N> {
+    /// [`SplitQueue::pop_nth`].
+    #[inline(always)]
+    pub fn pop_nth(&self, c: &Cursor, i: usize) -> (u32, u32) {
+        let slot = (usize::from(c.last_used) + i) & (N - 1);
+        // SAFETY: slot < N; inside the used ring, which lives as long as the queue.
+        let e = unsafe {
+            self.used
+                .add(4 + 8 * slot)
+                .cast::<UsedElem>()
+                .read_volatile()
+        };
+        (e.id, e.len)
+    }
+
+    /// [`SplitQueue::pop_nth_id`].
+    #[inline(always)]
+    pub fn pop_nth_id(&self, c: &Cursor, i: usize) -> u32 {
+        let slot = (usize::from(c.last_used) + i) & (N - 1);
+        // SAFETY: slot < N; inside the used ring, which lives as long as the queue.
+        unsafe { self.used.add(4 + 8 * slot).cast::<u32>().read_volatile() }
+    }
+
+    /// [`SplitQueue::repost_nth`].
+    #[inline(always)]
+    pub fn repost_nth(&self, c: &Cursor, r: usize, id: u16, addr: u64) {
+        let id = id & (N as u16 - 1);
+        let slot = (usize::from(c.avail_idx) + r) & (N - 1);
+        // SAFETY: the descriptor is the driver's (popped from the used ring, not released),
+        // `id` and `slot` are masked into the table and the ring.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            self.avail.add(2 + slot).write(id);
+        }
+    }
+
+    /// [`SplitQueue::push_nth`]'s stores for descriptor `id` (from [`SplitQueue::nth_free`])
+    /// as the burst's `t`-th available entry.
+    #[inline(always)]
+    pub fn post_nth(&self, c: &Cursor, t: usize, id: u16, addr: u64, len: u32) {
+        let id = id & (N as u16 - 1);
+        let slot = (usize::from(c.avail_idx) + t) & (N - 1);
+        // SAFETY: `id < N` (masked), off the free stack (the caller's `t < nfree`), so the
+        // device does not read it; the avail slot is masked into the ring; plain stores.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
+            self.avail.add(2 + slot).write(id);
+        }
+    }
+}
+
 /// A split virtqueue of `N` descriptors (power of two, at most 32768).
 pub struct SplitQueue<H: Hal, const N: usize> {
     desc: NonNull<Desc>,
@@ -386,6 +451,16 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         }
     }
 
+    /// The ring addresses for a burst ([`Rings`]).
+    #[inline(always)]
+    pub fn rings(&self) -> Rings<N> {
+        Rings {
+            desc: self.desc,
+            avail: self.avail,
+            used: self.used,
+        }
+    }
+
     /// Put a burst's indices back (see [`SplitQueue::cursor`]).
     #[inline(always)]
     pub fn set_cursor(&mut self, c: Cursor) {
@@ -393,6 +468,16 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         self.last_used = c.last_used;
         self.avail_idx = c.avail_idx;
         self.nfree = c.nfree.min(N);
+    }
+
+    /// Whether the device has completed an entry not yet popped (one volatile load of
+    /// `used->idx`, §2.7.14, no fence: it only decides whether a burst is worth setting up;
+    /// the burst reads the entries after [`SplitQueue::used_ready`]'s fence).
+    #[inline(always)]
+    pub fn has_used(&self) -> bool {
+        // SAFETY: `used->idx` at offset 2, written by the device; ours to read until drop.
+        let used_idx = unsafe { self.used.add(2).cast::<u16>().read_volatile() };
+        used_idx != self.last_used
     }
 
     /// Used-ring entries the device has completed and the burst not yet popped (one volatile
@@ -431,15 +516,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// ([`SplitQueue::popped`]), so the loop carries only `i`.
     #[inline(always)]
     pub fn pop_nth(&self, c: &Cursor, i: usize) -> (u32, u32) {
-        let slot = (usize::from(c.last_used) + i) & (N - 1);
-        // SAFETY: slot < N; inside the used ring, ours to read until drop.
-        let e = unsafe {
-            self.used
-                .add(4 + 8 * slot)
-                .cast::<UsedElem>()
-                .read_volatile()
-        };
-        (e.id, e.len)
+        self.rings().pop_nth(c, i)
     }
 
     /// After a burst took `n` elements with [`SplitQueue::pop_nth`].
@@ -456,15 +533,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// avail ring; visible after [`SplitQueue::set_cursor`] and [`SplitQueue::publish`].
     #[inline(always)]
     pub fn repost_nth(&self, c: &Cursor, r: usize, id: u16, addr: u64) {
-        let id = id & (N as u16 - 1);
-        let slot = (usize::from(c.avail_idx) + r) & (N - 1);
-        // SAFETY: the descriptor is the driver's (popped from the used ring, not released),
-        // `id` and `slot` are masked into the table and the ring.
-        unsafe {
-            let d = self.desc.add(usize::from(id)).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            self.avail.add(2 + slot).write(id);
-        }
+        self.rings().repost_nth(c, r, id, addr);
     }
 
     /// After a burst staged `n` avail entries with [`SplitQueue::repost_nth`] or
@@ -482,17 +551,8 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// ([`SplitQueue::staged`] with `taken = n`).
     #[inline(always)]
     pub fn push_nth(&self, c: &Cursor, t: usize, addr: u64, len: u32) -> u16 {
-        debug_assert!(t < c.nfree);
-        let id = self.free[c.nfree.wrapping_sub(1 + t) & (N - 1)] & (N as u16 - 1);
-        let slot = (usize::from(c.avail_idx) + t) & (N - 1);
-        // SAFETY: `id < N` (masked), off the free stack (`t < nfree`), so the device does not
-        // read it; the avail slot is masked into the ring; plain stores as in `stage`.
-        unsafe {
-            let d = self.desc.add(usize::from(id)).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
-            self.avail.add(2 + slot).write(id);
-        }
+        let id = self.nth_free(c, t);
+        self.rings().post_nth(c, t, id, addr, len);
         id
     }
 
@@ -528,9 +588,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// The `i`-th used element's id after the cursor (see [`SplitQueue::pop_nth`]).
     #[inline(always)]
     pub fn pop_nth_id(&self, c: &Cursor, i: usize) -> u32 {
-        let slot = (usize::from(c.last_used) + i) & (N - 1);
-        // SAFETY: slot < N; inside the used ring, ours to read until drop.
-        unsafe { self.used.add(4 + 8 * slot).cast::<u32>().read_volatile() }
+        self.rings().pop_nth_id(c, i)
     }
 
     /// Give descriptor `id` back as the burst's `k`-th release: it goes `k` entries above the

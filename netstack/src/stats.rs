@@ -76,7 +76,8 @@ pub struct Stats {
     pub pools: Vec<PoolStats, MAX_PORT_ENTRIES>,
     /// Poll iterations that did work, summed over the cores.
     pub busy_iters: u64,
-    /// `busy_cycles` split by phase of the poll iteration, summed over the cores.
+    /// `busy_cycles` split by phase of the poll iteration, summed over the cores; all zero
+    /// unless the kernel runs with `phases=on`.
     pub phase_cycles: PhaseCycles,
     /// One entry per forwarding core.
     pub per_cpu: Vec<CpuStats, MAX_CPUS>,

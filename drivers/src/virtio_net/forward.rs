@@ -560,9 +560,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // the byte sum); the cursors stay fixed until after it, so their fields need no
         // register (one loop with moving cursors spilled a dozen values per frame).
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
+        let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
         let (mut r, mut t) = (0, 0);
         for i in 0..ready {
-            let (id, used) = rx_used_faulty(self.rx.pop_nth(&rc, i));
+            let (id, used) = rx_used_faulty(rxr.pop_nth(&rc, i));
             // The page behind the id (`take_rx_page`, with the slot's one store below: the
             // new page, or NO_PAGE when none refills it).
             let pfn = match self.rx_pages.get(id as usize) {
@@ -576,7 +577,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             match ops.rx_page_cached() {
                 Some(new) => {
                     debug_assert!(new != NO_PAGE);
-                    self.rx.repost_nth(&rc, r, id as u16, new.addr());
+                    rxr.repost_nth(&rc, r, id as u16, new.addr());
                     self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                     r += 1;
                 }
@@ -630,9 +631,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page.cast::<u64>().write_unaligned(0);
                 page.add(8).cast::<u32>().write_unaligned(0);
             }
-            let token = tx
-                .tx
-                .push_nth(&tc, t, pfn.addr(), (NET_HDR_LEN + send) as u32);
+            let token = tx.tx.nth_free(&tc, t);
+            txr.post_nth(&tc, t, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
             t += 1;
         }
@@ -960,13 +960,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return self.tx_reclaim_into_chains(owner, room, other);
         }
         let mut c = self.tx.cursor();
+        let txr = self.tx.rings();
         let ready = self.tx_ready(&c, room.len());
         // `k` pages reclaimed (and descriptors released), each written to `room[k]`; those of
         // another owner are noted (cold) and taken out of `room` after the loop.
         let mut k = 0;
         let mut foreign: ForeignTx = heapless::Vec::new();
         for i in 0..ready {
-            let id = tx_used_id_faulty(self.tx.pop_nth_id(&c, i));
+            let id = tx_used_id_faulty(txr.pop_nth_id(&c, i));
             let Some(done) = self.take_tx_page(id) else {
                 continue;
             };

@@ -11,7 +11,7 @@ use netstack::{DropReason, PoolMode};
 
 /// Reap TX completions of a port once this many descriptors are outstanding (DPDK's default
 /// `tx_free_thresh`, 32): the ring walk is paid once per batch of completions.
-pub const TX_FREE_THRESH: usize = 32;
+pub const TX_FREE_THRESH: usize = 128;
 
 impl<P: Platform> Core<P> {
     /// Queue `len` frame bytes of `page` for TX on local `port` (sent at the next flush).
