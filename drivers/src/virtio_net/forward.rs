@@ -561,6 +561,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // register (one loop with moving cursors spilled a dozen values per frame).
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
+        let mut skip0 = self.rx_skip == 0;
         let (mut r, mut t) = (0, 0);
         for i in 0..ready {
             let (id, used) = rx_used_faulty(rxr.pop_nth(&rc, i));
@@ -592,11 +593,16 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     .cast::<[u8; 2]>()
                     .read_unaligned()
             };
-            let whole = self.rx_skip == 0
-                && u16::from_le_bytes(num_buffers) <= 1
-                && (NET_HDR_LEN..=PAGE_SIZE).contains(&used);
+            // One branch for the three tests (`&`, not `&&`): no continuation expected
+            // (`skip0`, kept in a local: only the cold path below changes `rx_skip`), one
+            // buffer, a length that fits the page.
+            let whole = skip0
+                & (u16::from_le_bytes(num_buffers) <= 1)
+                & (used.wrapping_sub(NET_HDR_LEN) <= PAGE_SIZE - NET_HDR_LEN);
             if !whole {
-                match self.rx_not_whole(pfn, used, i, ops, &mut rare) {
+                let nw = self.rx_not_whole(pfn, used, i, ops, &mut rare);
+                skip0 = self.rx_skip == 0;
+                match nw {
                     NotWhole::Whole => {}
                     NotWhole::Skip => continue,
                     NotWhole::Stop => break,
