@@ -1,13 +1,17 @@
 //! `struct hvm_start_info` (Xen `xen/include/public/arch-x86/hvm/start_info.h`, version 1):
 //! the boot data QEMU's PVH loader hands over in `ebx`. Everything we need is copied out at once,
 //! because it lives in low memory that later code may reuse.
+//!
+//! [`BootInfo`] is also what the multiboot2 path (`arch::multiboot2`, GRUB) produces: the
+//! kernel after the boot data does not know which loader ran.
 
 /// `hvm_start_info.magic`: "xEn3" with the high bit of 'E' set.
 pub const XEN_HVM_START_MAGIC: u32 = 0x336e_c578;
 /// e820 type of usable RAM.
 pub const E820_RAM: u32 = 1;
-/// Most memory-map entries kept (QEMU q35 gives 9 or so).
-pub const MAX_MEMMAP: usize = 64;
+/// Most memory-map entries kept (QEMU q35 with SeaBIOS gives 9 or so; GRUB under OVMF ~10–40);
+/// a longer map is an error ([`BootInfoError::TooManyMemoryRanges`]), never silently cut.
+pub const MAX_MEMMAP: usize = 128;
 /// Most boot modules kept.
 pub const MAX_MODULES: usize = 4;
 /// Longest command line kept, in bytes; longer ones are an error (never silently cut).
@@ -24,7 +28,7 @@ pub struct MemRegion {
     pub kind: u32,
 }
 
-/// What we keep from `hvm_start_info`.
+/// What we keep from the loader's boot data (`hvm_start_info`, or multiboot2's tags).
 pub struct BootInfo {
     /// The memory map.
     pub memmap: heapless::Vec<MemRegion, MAX_MEMMAP>,
@@ -47,6 +51,11 @@ pub enum BootInfoError {
     NoMemmap,
     /// The command line is longer than [`MAX_CMDLINE`] bytes or not UTF-8.
     Cmdline,
+    /// More memory-map entries than [`MAX_MEMMAP`] (`entries` given).
+    TooManyMemoryRanges {
+        /// Entries in the loader's map.
+        entries: u32,
+    },
 }
 
 #[repr(C)]
@@ -84,6 +93,11 @@ pub unsafe fn read(paddr: u64) -> Result<BootInfo, BootInfoError> {
     }
     if si.version < 1 || si.memmap_paddr == 0 || si.memmap_entries == 0 {
         return Err(BootInfoError::NoMemmap);
+    }
+    if si.memmap_entries as usize > MAX_MEMMAP {
+        return Err(BootInfoError::TooManyMemoryRanges {
+            entries: si.memmap_entries,
+        });
     }
     let mut memmap = heapless::Vec::new();
     for i in 0..si.memmap_entries as usize {
