@@ -29,6 +29,7 @@ pub mod bench_tlb;
 pub mod fuzz;
 pub mod gen;
 pub mod hosts;
+pub mod iso;
 pub mod lint;
 pub mod mtu;
 pub mod peer_dpdk;
