@@ -1,0 +1,96 @@
+//! Boot paths beyond `-kernel`: the GRUB rescue ISO (`cargo xtask iso`, multiboot2) under
+//! SeaBIOS and under OVMF (UEFI) boots to ready, takes its command line and memory map from
+//! the multiboot2 tags (and, for SMP, the RSDP from the ACPI tag) and forwards frames with no
+//! loss.
+//!
+//! The GRUB tools and OVMF are installed through `tools::setup` when missing; if that is
+//! impossible (not root, no apt) the test says so loudly and returns.
+
+use gannet_tests::*;
+
+/// Frames per test: enough to cycle every RX buffer of both ports many times.
+const FRAMES: u64 = 3_000;
+
+/// Installs what `boot` needs; `false` (with a loud message) if it cannot be installed here.
+fn tools_ready(boot: Boot) -> bool {
+    let r = tools::setup::ensure_iso_tools().and_then(|()| {
+        if boot == Boot::IsoUefi {
+            tools::setup::ensure_ovmf()
+        } else {
+            Ok(())
+        }
+    });
+    match r {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!(
+                "\n!!!!!!!! SKIPPED: boot path {boot} needs GRUB/xorriso/mtools/OVMF and they could not be installed: {e:#} !!!!!!!!\n"
+            );
+            false
+        }
+    }
+}
+
+/// Boots `boot` with `append` on `cpus` vCPUs, offers [`FRAMES`] frames each way and checks
+/// them all back, the boot log's loader and command line, a clean quit and no page leak.
+fn boots_and_forwards(boot: Boot, append: &str, mode: &str, cpus: u32) {
+    if !tools_ready(boot) {
+        return;
+    }
+    let mut rig = Rig::start_boot(append, gen_count(FRAMES, 64, true), boot, cpus);
+    eprintln!(
+        "boot path {boot}: accelerator {} ({} vCPUs)",
+        rig.guest.accel(),
+        cpus
+    );
+    let lines = rig.guest.lines();
+    let has = |needle: &str| lines.iter().any(|l| l.contains(needle));
+    assert!(
+        has("booting (multiboot2)"),
+        "{boot}: the kernel was not entered through multiboot2\n{}",
+        rig.tail()
+    );
+    assert!(
+        has(&format!("command line: \"{append}\"")),
+        "{boot}: the command line from grub.cfg did not arrive as given ({append:?})\n{}",
+        rig.tail()
+    );
+    assert!(
+        has(&format!("smp: {cpus} CPUs online")),
+        "{boot}: not every CPU came up (MADT from the multiboot2 ACPI tag)\n{}",
+        rig.tail()
+    );
+    let r = rig.run();
+    let summary = format!(
+        "{boot}: sent {} received {} bad {} dup {} reordered {} loss {} warnings {:?}",
+        r.sent, r.received, r.bad, r.duplicates, r.reordered, r.loss, r.warnings
+    );
+    eprintln!("{summary}");
+    assert_eq!(r.sent, 2 * FRAMES, "{summary}");
+    assert_eq!(r.received, 2 * FRAMES, "{summary}\n{}", rig.tail());
+    assert_eq!((r.bad, r.duplicates), (0, 0), "{summary}");
+    let s = rig.quit();
+    assert_eq!(s.mode.as_str(), mode, "{s}");
+    for p in 0..2 {
+        assert_eq!(s.ports[p].rx, FRAMES, "{boot} port {p}: {s}");
+        assert_eq!(s.ports[p].tx, FRAMES, "{boot} port {p}: {s}");
+        assert_eq!(
+            s.ports[p].drops,
+            PortDrops::default(),
+            "{boot} port {p}: {s}"
+        );
+    }
+    assert_no_leak(&s);
+}
+
+#[test]
+fn iso_under_seabios_boots_and_forwards_l2() {
+    boots_and_forwards(Boot::IsoBios, "mode=l2", "l2", 1);
+}
+
+/// OVMF puts the virtio-net 64-bit BARs above 64 GiB (0xe000000000 on q35): the kernel maps
+/// them from its high-MMIO tables. Two vCPUs: the AP trampoline and the MADT under UEFI.
+#[test]
+fn iso_under_ovmf_boots_and_forwards_io() {
+    boots_and_forwards(Boot::IsoUefi, "mode=io", "io", 2);
+}
