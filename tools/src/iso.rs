@@ -5,18 +5,12 @@
 //! the routes file, if any, with `module2`; the kernel command line is baked into `grub.cfg`,
 //! since QEMU's `-append` only goes with `-kernel`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::setup;
-
-/// Where `cargo xtask iso` puts the image by default: beside the kernel image,
-/// `target/x86_64-unknown-none/release/gannet.iso`.
-pub fn iso_path(root: &Path) -> PathBuf {
-    crate::qemu::image_path(root).with_extension("iso")
-}
 
 /// Quote one command-line word for `grub.cfg` (GRUB script: sh-like words; single quotes keep
 /// everything literal). GRUB joins the words after the kernel path with single spaces into the

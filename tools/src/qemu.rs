@@ -55,6 +55,12 @@ pub fn image_path(root: &Path) -> PathBuf {
     target_dir(root).join("x86_64-unknown-none/release/gannet")
 }
 
+/// Where `cargo xtask iso` puts the GRUB ISO by default: beside the kernel image,
+/// `target/x86_64-unknown-none/release/gannet.iso` ([`crate::iso`]).
+pub fn iso_path(root: &Path) -> PathBuf {
+    image_path(root).with_extension("iso")
+}
+
 /// The image to boot: `$GANNET_IMAGE` if set, else [`image_path`] of the workspace.
 pub fn default_image() -> PathBuf {
     match std::env::var_os("GANNET_IMAGE") {

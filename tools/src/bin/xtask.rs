@@ -465,7 +465,7 @@ fn cmd_iso(a: IsoArgs) -> Result<()> {
     let out = a
         .out
         .clone()
-        .unwrap_or_else(|| tools::iso::iso_path(&qemu::workspace_root()));
+        .unwrap_or_else(|| qemu::iso_path(&qemu::workspace_root()));
     if a.cmdline.len() > qemu::MAX_CMDLINE {
         return Err(qemu::CmdlineTooLong {
             len: a.cmdline.len(),

@@ -91,7 +91,7 @@ pub unsafe fn read(magic: u32, paddr: u32) -> Result<BootInfo, Mb2Error> {
     if magic != BOOTLOADER_MAGIC {
         return Err(Mb2Error::BadMagic(magic));
     }
-    if paddr == 0 || paddr % 8 != 0 {
+    if paddr == 0 || !paddr.is_multiple_of(8) {
         return Err(Mb2Error::BadAddress(paddr));
     }
     // SAFETY: per the contract the loader placed the boot information at `paddr`; its first
@@ -154,50 +154,20 @@ fn parse(mbi: &[u8]) -> Result<BootInfo, Mb2Error> {
                 }
             }
             TAG_MMAP => {
-                if body.len() < 8 {
-                    return Err(Mb2Error::BadTag {
+                memory_map(body, &mut info.memmap).map_err(|e| match e {
+                    Some(e) => e,
+                    None => Mb2Error::BadTag {
                         offset: off as u32,
                         kind,
                         size,
-                    });
-                }
-                let esize = u32_at(body, 0);
-                if esize < 24 {
-                    return Err(Mb2Error::BadMemoryMapEntrySize(esize));
-                }
-                let entries = &body[8..];
-                let n = entries.len() / esize as usize;
-                if n > MAX_MEMMAP {
-                    return Err(Mb2Error::TooManyMemoryRanges { entries: n });
-                }
-                info.memmap.clear();
-                for e in entries.chunks_exact(esize as usize) {
-                    // The type values are e820's (§3.6.8: 1 RAM, 3 ACPI, 4 NVS, 5 bad RAM).
-                    let _ = info.memmap.push(MemRegion {
-                        addr: u64_at(e, 0),
-                        size: u64_at(e, 8),
-                        kind: u32_at(e, 16),
-                    });
-                }
+                    },
+                })?;
                 have_mmap = true;
             }
-            TAG_ACPI_OLD | TAG_ACPI_NEW => {
-                // Prefer the ACPI 2.0+ RSDP (XSDT) when both are given.
-                let min = if kind == TAG_ACPI_NEW { RSDP_MAX } else { 20 };
-                if body.len() < min {
-                    return Err(Mb2Error::ShortRsdp(body.len()));
-                }
-                if kind == TAG_ACPI_NEW || !rsdp_new {
-                    let dst = &raw mut RSDP_COPY;
-                    // SAFETY: boot CPU only, before any other CPU runs and before anything reads
-                    // the copy (the contract of `read`); `min` ≤ RSDP_MAX bytes fit.
-                    unsafe {
-                        core::ptr::write_bytes(dst.cast::<u8>(), 0, RSDP_MAX);
-                        core::ptr::copy_nonoverlapping(body.as_ptr(), dst.cast::<u8>(), min);
-                    }
-                    info.rsdp = dst as u64;
-                    rsdp_new = kind == TAG_ACPI_NEW;
-                }
+            // Prefer the ACPI 2.0+ RSDP (XSDT) when both are given.
+            TAG_ACPI_OLD | TAG_ACPI_NEW if kind == TAG_ACPI_NEW || !rsdp_new => {
+                info.rsdp = copy_rsdp(body, kind == TAG_ACPI_NEW)?;
+                rsdp_new = kind == TAG_ACPI_NEW;
             }
             _ => {}
         }
@@ -208,4 +178,51 @@ fn parse(mbi: &[u8]) -> Result<BootInfo, Mb2Error> {
         return Err(Mb2Error::NoMemoryMap);
     }
     Ok(info)
+}
+
+/// The memory-map tag's body (§3.6.8: `entry_size`, `entry_version`, entries) into `out`.
+/// `Err(None)`: the body is too short for its header.
+fn memory_map(
+    body: &[u8],
+    out: &mut heapless::Vec<MemRegion, MAX_MEMMAP>,
+) -> Result<(), Option<Mb2Error>> {
+    if body.len() < 8 {
+        return Err(None);
+    }
+    let esize = u32_at(body, 0);
+    if esize < 24 {
+        return Err(Some(Mb2Error::BadMemoryMapEntrySize(esize)));
+    }
+    let entries = &body[8..];
+    let n = entries.len() / esize as usize;
+    if n > MAX_MEMMAP {
+        return Err(Some(Mb2Error::TooManyMemoryRanges { entries: n }));
+    }
+    out.clear();
+    for e in entries.chunks_exact(esize as usize) {
+        // The type values are e820's (§3.6.8: 1 RAM, 3 ACPI, 4 NVS, 5 bad RAM).
+        let _ = out.push(MemRegion {
+            addr: u64_at(e, 0),
+            size: u64_at(e, 8),
+            kind: u32_at(e, 16),
+        });
+    }
+    Ok(())
+}
+
+/// Copy the RSDP in an ACPI tag's body (`new`: tag 15, ACPI 2.0+, 36 bytes; else tag 14,
+/// 20 bytes) into [`RSDP_COPY`] and return the copy's (physical) address.
+fn copy_rsdp(body: &[u8], new: bool) -> Result<u64, Mb2Error> {
+    let min = if new { RSDP_MAX } else { 20 };
+    if body.len() < min {
+        return Err(Mb2Error::ShortRsdp(body.len()));
+    }
+    let dst = &raw mut RSDP_COPY;
+    // SAFETY: boot CPU only, before any other CPU runs and before anything reads the copy (the
+    // contract of `read`); `min` ≤ RSDP_MAX bytes fit.
+    unsafe {
+        core::ptr::write_bytes(dst.cast::<u8>(), 0, RSDP_MAX);
+        core::ptr::copy_nonoverlapping(body.as_ptr(), dst.cast::<u8>(), min);
+    }
+    Ok(dst as u64)
 }
