@@ -94,3 +94,42 @@ fn iso_under_seabios_boots_and_forwards_l2() {
 fn iso_under_ovmf_boots_and_forwards_io() {
     boots_and_forwards(Boot::IsoUefi, "mode=io", "io", 2);
 }
+
+/// GNU Multiboot2 1.0 §3.1.1: the header lies within the first 32 KiB of the image file,
+/// 8-byte aligned, magic 0xE85250D6, architecture 0 (i386), and its four fields sum to 0 mod
+/// 2^32. (GRUB would refuse the image otherwise; this says why without booting.)
+#[test]
+fn multiboot2_header_is_in_the_first_32k() {
+    let img = image();
+    let bytes = std::fs::read(&img).unwrap_or_else(|e| panic!("{}: {e}", img.display()));
+    let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+    let found = (0..32 * 1024 - 16)
+        .step_by(8)
+        .filter(|&o| o + 16 <= bytes.len())
+        .find(|&o| {
+            u32_at(o) == 0xe852_50d6
+                && u32_at(o + 4) == 0
+                && u32_at(o)
+                    .wrapping_add(u32_at(o + 4))
+                    .wrapping_add(u32_at(o + 8))
+                    .wrapping_add(u32_at(o + 12))
+                    == 0
+        });
+    let off = found.unwrap_or_else(|| {
+        panic!(
+            "no valid multiboot2 header in the first 32 KiB of {}",
+            img.display()
+        )
+    });
+    let len = u32_at(off + 8) as usize;
+    assert!(len >= 24, "header_length {len} at {off:#x}");
+    // The entry-address tag (type 3) must be there: the ELF entry is the PVH one.
+    let tags = &bytes[off + 16..off + len];
+    let has_entry_tag = tags
+        .chunks(8)
+        .any(|t| u16::from_le_bytes([t[0], t[1]]) == 3);
+    assert!(
+        has_entry_tag,
+        "no entry-address tag in the header at {off:#x}"
+    );
+}
