@@ -2,44 +2,14 @@
 //! the boot data QEMU's PVH loader hands over in `ebx`. Everything we need is copied out at once,
 //! because it lives in low memory that later code may reuse.
 //!
-//! [`BootInfo`] is also what the multiboot2 path (`arch::multiboot2`, GRUB) produces: the
+//! [`BootInfo`] (`unikernel::bootinfo`) is also what the multiboot2 path (`arch::multiboot2`, GRUB) produces: the
 //! kernel after the boot data does not know which loader ran.
 
 /// `hvm_start_info.magic`: "xEn3" with the high bit of 'E' set.
 pub const XEN_HVM_START_MAGIC: u32 = 0x336e_c578;
-/// e820 type of usable RAM.
-pub const E820_RAM: u32 = 1;
-/// Most memory-map entries kept (QEMU q35 with SeaBIOS gives 9 or so; GRUB under OVMF ~10–40);
-/// a longer map is an error ([`BootInfoError::TooManyMemoryRanges`]), never silently cut.
-pub const MAX_MEMMAP: usize = 128;
-/// Most boot modules kept.
-pub const MAX_MODULES: usize = 4;
-/// Longest command line kept, in bytes; longer ones are an error (never silently cut).
-pub const MAX_CMDLINE: usize = 4096;
-
-/// One e820 entry.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct MemRegion {
-    /// Start physical address (bytes).
-    pub addr: u64,
-    /// Length in bytes.
-    pub size: u64,
-    /// e820 type (1 = RAM, 2 = reserved, 3 = ACPI, 4 = NVS, 5 = unusable).
-    pub kind: u32,
-}
-
-/// What we keep from the loader's boot data (`hvm_start_info`, or multiboot2's tags).
-pub struct BootInfo {
-    /// The memory map.
-    pub memmap: heapless::Vec<MemRegion, MAX_MEMMAP>,
-    /// The kernel command line (`-append`).
-    pub cmdline: heapless::String<MAX_CMDLINE>,
-    /// Boot modules (QEMU `-initrd`): physical address and size in bytes of each.
-    pub modules: heapless::Vec<(u64, u64), MAX_MODULES>,
-    /// ACPI RSDP physical address (0 = not given). Used by SMP bring-up (MADT).
-    #[allow(dead_code)]
-    pub rsdp: u64,
-}
+pub use unikernel::bootinfo::{
+    BootInfo, MemRegion, E820_RAM, MAX_CMDLINE, MAX_MEMMAP, MAX_MODULES,
+};
 
 /// Why the boot data could not be read.
 #[derive(Debug)]
