@@ -630,6 +630,15 @@ impl Guest {
     /// the ISO ([`crate::iso::build`], ~0.5 s, before QEMU is spawned); UEFI boots install OVMF
     /// when missing ([`crate::setup::ensure_ovmf`]).
     pub fn boot(cfg: &GuestConfig) -> Result<Guest> {
+        // Refuse a bad configuration before anything else (an ISO still to be built: with a
+        // placeholder path, so the command line and the MTUs are checked first as for -kernel).
+        {
+            let mut probe = cfg.clone();
+            if probe.boot.is_iso() && probe.iso.is_none() {
+                probe.iso = Some(PathBuf::from("/to-be-built/gannet.iso"));
+            }
+            command_args(&probe)?;
+        }
         ensure!(
             cfg.image.is_file(),
             "kernel image {} not found (run `cargo xtask build`)",
@@ -642,12 +651,6 @@ impl Guest {
             crate::setup::ensure_ovmf()?;
         }
         if cfg.boot.is_iso() && cfg.iso.is_none() {
-            if cfg.append.len() > MAX_CMDLINE {
-                return Err(CmdlineTooLong {
-                    len: cfg.append.len(),
-                }
-                .into());
-            }
             let dir = tempfile::Builder::new()
                 .prefix("gannet-guest-iso")
                 .tempdir()
