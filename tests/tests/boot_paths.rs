@@ -133,3 +133,43 @@ fn multiboot2_header_is_in_the_first_32k() {
         "no entry-address tag in the header at {off:#x}"
     );
 }
+
+/// A routes file (`--routes`, QEMU `-initrd` with `-kernel`) goes onto the ISO as GRUB's
+/// `module2` and reaches the router as the first boot module (multiboot2 tag 3).
+#[test]
+fn routes_file_arrives_as_a_multiboot2_module() {
+    if !tools_ready(Boot::IsoBios) {
+        return;
+    }
+    let dir = TestDir::new();
+    let file = dir.path().join("routes.txt");
+    std::fs::write(
+        &file,
+        "# routes file\n172.16.0.0/12,10.0.0.2\n192.168.0.0/16,10.0.1.2 # via port 1\n",
+    )
+    .unwrap();
+    let cfg = GuestConfig {
+        image: image(),
+        boot: Boot::IsoBios,
+        dgram_dir: dir.path().to_path_buf(),
+        append: "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24".into(),
+        extra_args: vec!["-initrd".to_string(), file.display().to_string()],
+        ..GuestConfig::default()
+    };
+    let mut guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
+    guest
+        .wait_ready(READY_TIMEOUT)
+        .unwrap_or_else(|e| panic!("not ready: {e:#}\n{}", guest.tail_report()));
+    assert!(
+        guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("2 routes from the routes file")),
+        "{}",
+        guest.tail_report()
+    );
+    let (_, exit) = guest
+        .quit(QUIT_TIMEOUT)
+        .unwrap_or_else(|e| panic!("quit: {e:#}"));
+    assert_eq!(exit, GuestExit::Clean, "{}", guest.tail_report());
+}
