@@ -443,6 +443,20 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     Ok(a)
 }
 
+/// Refuse a configuration [`Guest::boot`] would refuse for its QEMU command line (what
+/// [`command_args`] checks), before anything is built or started. An ISO boot whose ISO
+/// [`Guest::boot`] is still to build is checked with a placeholder path.
+///
+/// # Errors
+/// As [`command_args`].
+pub fn check_config(cfg: &GuestConfig) -> Result<()> {
+    let mut probe = cfg.clone();
+    if probe.boot.is_iso() && probe.iso.is_none() {
+        probe.iso = Some(PathBuf::from("/to-be-built/gannet.iso"));
+    }
+    command_args(&probe).map(drop)
+}
+
 /// `extra_args` without its `-initrd FILE` pair, and that FILE (the routes file: ISO boots put
 /// it on the ISO as a `module2` instead).
 fn split_initrd(extra: &[String]) -> (Option<PathBuf>, Vec<String>) {
@@ -630,15 +644,7 @@ impl Guest {
     /// the ISO ([`crate::iso::build`], ~0.5 s, before QEMU is spawned); UEFI boots install OVMF
     /// when missing ([`crate::setup::ensure_ovmf`]).
     pub fn boot(cfg: &GuestConfig) -> Result<Guest> {
-        // Refuse a bad configuration before anything else (an ISO still to be built: with a
-        // placeholder path, so the command line and the MTUs are checked first as for -kernel).
-        {
-            let mut probe = cfg.clone();
-            if probe.boot.is_iso() && probe.iso.is_none() {
-                probe.iso = Some(PathBuf::from("/to-be-built/gannet.iso"));
-            }
-            command_args(&probe)?;
-        }
+        check_config(cfg)?;
         ensure!(
             cfg.image.is_file(),
             "kernel image {} not found (run `cargo xtask build`)",

@@ -514,7 +514,7 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
     };
     let net = tap_net(&mut cfg, a.nics)?;
     let mut hosts: Option<tools::hosts::Hosts> = None;
-    qemu::command_args(&cfg)?;
+    qemu::check_config(&cfg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let int = Arc::new(AtomicBool::new(false));
