@@ -913,6 +913,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         return cmd_bench_boot(a);
     }
     if !a.peer.is_empty() || a.sizes.is_some() {
+        if a.traffic.guest.boot != Boot::Pvh {
+            bail!("--boot: bench --peer/--sizes boots every row with -kernel; drop --boot");
+        }
         return cmd_bench_peer(a);
     }
     let (b, r, guest, exit) = traffic(&a.traffic, Echo::Stderr)?;
