@@ -5,8 +5,9 @@
 
 /// e820 type of usable RAM.
 pub const E820_RAM: u32 = 1;
-/// Most memory-map entries kept (QEMU q35 with SeaBIOS gives 9 or so; GRUB under OVMF ~10–40);
-/// a longer map is an error (the PVH path's `TooManyMemoryRanges`, [`multiboot2::Mb2Error::TooManyMemoryRanges`]), never silently cut.
+/// Most memory-map entries kept (QEMU q35 with SeaBIOS gives 9 or so; GRUB under OVMF gave 19
+/// with 256 MiB); a longer map is an error (the PVH path's `TooManyMemoryRanges`,
+/// [`multiboot2::Mb2Error::TooManyMemoryRanges`]), never silently cut.
 pub const MAX_MEMMAP: usize = 128;
 /// Most boot modules kept.
 pub const MAX_MODULES: usize = 4;
