@@ -24,7 +24,7 @@ pub use tools::bench_sim;
 pub use tools::bench_tlb;
 pub use tools::faults;
 pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
-pub use tools::qemu::{self, Backend, Guest, GuestConfig, GuestExit, Stats};
+pub use tools::qemu::{self, Backend, Boot, Guest, GuestConfig, GuestExit, Stats};
 pub use tools::soak;
 pub use tools::tap::{self, TapNet};
 
@@ -243,6 +243,15 @@ impl Rig {
         };
         adjust(&mut cfg);
         Rig::boot(&cfg, generator, None, dir)
+    }
+
+    /// [`Rig::start`] loaded by `boot` (e.g. [`Boot::IsoUefi`]: a GRUB ISO built for this
+    /// command line, under OVMF) with `cpus` vCPUs.
+    pub fn start_boot(append: &str, gen: GenConfig, boot: Boot, cpus: u32) -> Rig {
+        Rig::start_configured(append, gen, |c| {
+            c.boot = boot;
+            c.cpus = cpus;
+        })
     }
 
     /// [`Rig::start`] on the dgram backend with QEMU's `host_mtu=mtu` on both NICs (`--mtu`).

@@ -1,22 +1,25 @@
 //! `cargo xtask bench boot`: boot time, QEMU spawn → `gannet: ready`, `--runs` boots per
 //! machine type (median, min, max).
 //!
-//! Host clock (this process's monotonic clock): spawn → the first serial line, spawn → the
-//! ready marker. Guest clock (TSC at the guest's calibrated rate, µs since the PVH entry): the
+//! Host clock (this process's monotonic clock): spawn → the first guest line (the first serial
+//! line naming `gannet`: under the ISO rows OVMF and GRUB print before it), spawn → the
+//! ready marker. Guest clock (TSC at the guest's calibrated rate, µs since the PVH or
+//! multiboot2 entry): the
 //! `boot: phases us: …` line the guest prints just before the ready marker (its own part,
 //! phase by phase; `unikernel/src/arch/phases.rs`). "QEMU + firmware" is what the host saw
 //! minus the guest's own part: QEMU's start-up, the firmware (SeaBIOS and its PVH option ROM on
-//! q35) and the serial path to this process.
+//! q35; SeaBIOS or OVMF and GRUB for the ISO rows) and the serial path to this process.
 //!
-//! Machine types are a list ([`Machine`]); q35 is the only one the QEMU command line
-//! ([`crate::qemu::command_args`]) builds today.
+//! Machine types are a list ([`Machine`]): q35 with `-kernel` (PVH), and the GRUB ISO
+//! ([`crate::iso`]) on q35 under SeaBIOS and under OVMF. The ISO is built once per machine
+//! type before its runs, so its build is not in the figures.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 
-use crate::qemu::{self, Accel, Guest, GuestConfig};
+use crate::qemu::{self, Accel, Boot, Guest, GuestConfig};
 
 /// Prefix of the guest's boot-phase line.
 pub const PHASES_PREFIX: &str = "boot: phases us:";
@@ -26,22 +29,38 @@ pub const PHASES_PREFIX: &str = "boot: phases us:";
 pub enum Machine {
     /// `-machine q35` with SeaBIOS and `-kernel` (PVH): what every other command boots.
     Q35,
+    /// q35, SeaBIOS, `-cdrom gannet.iso`: GRUB i386-pc, `multiboot2` ([`Boot::IsoBios`]).
+    IsoBios,
+    /// q35, OVMF (`-bios`), `-cdrom gannet.iso`: GRUB x86_64-efi, `multiboot2`
+    /// ([`Boot::IsoUefi`]).
+    IsoUefi,
 }
 
 impl Machine {
-    /// QEMU's name for it.
+    /// Its name in tables (`--machines` takes the same).
     pub fn name(self) -> &'static str {
         match self {
             Machine::Q35 => "q35",
+            Machine::IsoBios => "iso-bios (q35, SeaBIOS, GRUB)",
+            Machine::IsoUefi => "iso-uefi (q35, OVMF, GRUB)",
+        }
+    }
+
+    /// How QEMU loads the kernel on this machine type.
+    pub fn boot(self) -> Boot {
+        match self {
+            Machine::Q35 => Boot::Pvh,
+            Machine::IsoBios => Boot::IsoBios,
+            Machine::IsoUefi => Boot::IsoUefi,
         }
     }
 
     /// The guest configuration for this machine type from the common one (q35 is
-    /// [`crate::qemu::command_args`]' default; further machine types change `cfg` here).
-    fn configure(self, cfg: GuestConfig) -> GuestConfig {
-        match self {
-            Machine::Q35 => cfg,
-        }
+    /// [`crate::qemu::command_args`]' default), `iso`: the ISO for the ISO rows.
+    fn configure(self, mut cfg: GuestConfig, iso: Option<&Path>) -> GuestConfig {
+        cfg.boot = self.boot();
+        cfg.iso = iso.map(Path::to_path_buf);
+        cfg
     }
 }
 
@@ -97,7 +116,7 @@ pub fn parse_phases(line: &str) -> Option<Result<GuestPhases>> {
 /// One boot.
 #[derive(Debug, Clone)]
 pub struct BootRun {
-    /// Host clock, QEMU spawn → the first serial line.
+    /// Host clock, QEMU spawn → the first guest line (naming `gannet`).
     pub first_line: Duration,
     /// Host clock, QEMU spawn → the ready marker.
     pub ready: Duration,
@@ -129,26 +148,30 @@ pub struct BootBenchConfig {
     pub machines: Vec<Machine>,
 }
 
-/// Boot once on `machine` and measure.
-pub fn run_one(cfg: &BootBenchConfig, machine: Machine) -> Result<BootRun> {
+/// Boot once on `machine` and measure; `iso`: the GRUB image for the ISO machine types (built
+/// by [`run`]; `None` there builds one inside the measured time).
+pub fn run_one(cfg: &BootBenchConfig, machine: Machine, iso: Option<&Path>) -> Result<BootRun> {
     let dir = tempfile::Builder::new()
         .prefix("gbt")
         .tempdir_in("/tmp")
         .context("socket directory")?;
-    let gc = machine.configure(GuestConfig {
-        image: cfg.image.clone(),
-        dgram_dir: dir.path().to_path_buf(),
-        append: cfg.append.clone(),
-        accel: cfg.accel,
-        icount: cfg.icount,
-        cpus: cfg.cpus,
-        nics: cfg.nics,
-        memory: cfg.memory.clone(),
-        ..GuestConfig::default()
-    });
+    let gc = machine.configure(
+        GuestConfig {
+            image: cfg.image.clone(),
+            dgram_dir: dir.path().to_path_buf(),
+            append: cfg.append.clone(),
+            accel: cfg.accel,
+            icount: cfg.icount,
+            cpus: cfg.cpus,
+            nics: cfg.nics,
+            memory: cfg.memory.clone(),
+            ..GuestConfig::default()
+        },
+        iso,
+    );
     let t0 = Instant::now();
     let mut guest = Guest::boot(&gc)?;
-    guest.wait_for_line(|_| true, qemu::READY_TIMEOUT)?;
+    guest.wait_for_line(|l| l.contains("gannet"), qemu::READY_TIMEOUT)?;
     let first_line = t0.elapsed();
     guest.wait_ready(qemu::READY_TIMEOUT)?;
     let ready = t0.elapsed();
@@ -196,7 +219,7 @@ pub fn table(machine: Machine, accel: Accel, icount: bool, runs: &[BootRun]) -> 
                 .collect(),
         ),
         (
-            "guest: PVH entry → ready".into(),
+            "guest: entry → ready".into(),
             runs.iter().map(|r| r.guest.total_us as f64 / 1e3).collect(),
         ),
     ];
@@ -240,9 +263,20 @@ pub fn run(
     }
     let mut out = Vec::new();
     for &m in &cfg.machines {
+        let iso_dir = tempfile::Builder::new()
+            .prefix("gbt-iso")
+            .tempdir()
+            .context("ISO directory")?;
+        let iso = iso_dir.path().join("gannet.iso");
+        if m.boot().is_iso() {
+            crate::iso::build(&cfg.image, &cfg.append, None, &iso)
+                .with_context(|| format!("building the ISO for {}", m.name()))?;
+        }
+        let iso = m.boot().is_iso().then_some(iso.as_path());
         let mut runs = Vec::with_capacity(cfg.runs);
         for i in 0..cfg.runs {
-            let r = run_one(cfg, m).with_context(|| format!("boot {} on {}", i + 1, m.name()))?;
+            let r =
+                run_one(cfg, m, iso).with_context(|| format!("boot {} on {}", i + 1, m.name()))?;
             progress(m, i, &r);
             runs.push(r);
         }

@@ -30,6 +30,7 @@ pub mod faults;
 pub mod fuzz;
 pub mod gen;
 pub mod hosts;
+pub mod iso;
 pub mod lint;
 pub mod mtu;
 pub mod peer_dpdk;

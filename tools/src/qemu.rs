@@ -55,6 +55,12 @@ pub fn image_path(root: &Path) -> PathBuf {
     target_dir(root).join("x86_64-unknown-none/release/gannet")
 }
 
+/// Where `cargo xtask iso` puts the GRUB ISO by default: beside the kernel image,
+/// `target/x86_64-unknown-none/release/gannet.iso` ([`crate::iso`]).
+pub fn iso_path(root: &Path) -> PathBuf {
+    image_path(root).with_extension("iso")
+}
+
 /// The image to boot: `$GANNET_IMAGE` if set, else [`image_path`] of the workspace.
 pub fn default_image() -> PathBuf {
     match std::env::var_os("GANNET_IMAGE") {
@@ -170,6 +176,41 @@ pub enum Backend {
     Tap,
 }
 
+/// How QEMU loads the kernel (`--boot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Boot {
+    /// `-kernel IMAGE -append CMDLINE`: QEMU's PVH loader (SeaBIOS, then the ELF note's entry).
+    #[default]
+    Pvh,
+    /// `-cdrom ISO` under SeaBIOS: GRUB i386-pc loads the image with `multiboot2`
+    /// ([`crate::iso`]; the command line is in its `grub.cfg`).
+    IsoBios,
+    /// `-bios OVMF.fd -cdrom ISO`: UEFI (OVMF), GRUB x86_64-efi, `multiboot2`.
+    IsoUefi,
+}
+
+impl Boot {
+    /// "pvh", "iso-bios" or "iso-uefi" (as `--boot` takes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Boot::Pvh => "pvh",
+            Boot::IsoBios => "iso-bios",
+            Boot::IsoUefi => "iso-uefi",
+        }
+    }
+
+    /// Booted from a GRUB ISO (either firmware).
+    pub fn is_iso(self) -> bool {
+        self != Boot::Pvh
+    }
+}
+
+impl fmt::Display for Boot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where [`Guest`] echoes serial lines as they arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Echo {
@@ -187,6 +228,12 @@ pub struct GuestConfig {
     pub qemu: PathBuf,
     /// Kernel image (PVH ELF).
     pub image: PathBuf,
+    /// How QEMU loads it (default [`Boot::Pvh`], `-kernel`).
+    pub boot: Boot,
+    /// ISO boots: the GRUB image to boot (`-cdrom`). `None`: [`Guest::boot`] builds one from
+    /// `image`, `append` and an `-initrd FILE` in `extra_args` (as its `module2`) into a
+    /// temporary directory it removes on drop ([`crate::iso::build`]).
+    pub iso: Option<PathBuf>,
     /// Directory of the unix-datagram sockets (`guest-i.sock`, `host-i.sock`).
     pub dgram_dir: PathBuf,
     /// Kernel command line (`-append`).
@@ -227,6 +274,8 @@ impl Default for GuestConfig {
         GuestConfig {
             qemu: PathBuf::from("qemu-system-x86_64"),
             image: default_image(),
+            boot: Boot::Pvh,
+            iso: None,
             dgram_dir: PathBuf::new(),
             append: String::new(),
             accel: Accel::Tcg,
@@ -308,6 +357,31 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     ensure!(cfg.cpus >= 1, "--cpus must be at least 1");
     let image = utf8(&cfg.image)?;
     ensure!(!image.contains(','), "image path {image} contains a comma");
+    // ISO boots: the command line and the routes file (-initrd) are on the ISO already.
+    let load: Vec<String> = match cfg.boot {
+        Boot::Pvh => vec![
+            "-kernel".into(),
+            image.into(),
+            "-append".into(),
+            cfg.append.clone(),
+        ],
+        Boot::IsoBios | Boot::IsoUefi => {
+            let Some(iso) = &cfg.iso else {
+                bail!(
+                    "--boot {}: no ISO given (GuestConfig::iso; Guest::boot builds one)",
+                    cfg.boot
+                )
+            };
+            let iso = utf8(iso)?;
+            ensure!(!iso.contains(','), "ISO path {iso} contains a comma");
+            let mut v = Vec::new();
+            if cfg.boot == Boot::IsoUefi {
+                v.extend(["-bios".to_string(), crate::setup::OVMF_FD.to_string()]);
+            }
+            v.extend(["-cdrom".to_string(), iso.to_string()]);
+            v
+        }
+    };
     let mut a: Vec<String> = [
         "-machine",
         "q35",
@@ -339,16 +413,15 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             "-monitor",
             "none",
             "-nodefaults",
-            "-kernel",
-            image,
-            "-append",
-            &cfg.append,
-            "-device",
-            "isa-debug-exit,iobase=0xf4,iosize=0x04",
         ]
         .iter()
         .map(|s| s.to_string()),
     );
+    a.extend(load);
+    a.extend([
+        "-device".to_string(),
+        "isa-debug-exit,iobase=0xf4,iosize=0x04".to_string(),
+    ]);
     if cfg.icount {
         a.extend(["-icount".to_string(), "shift=0,sleep=off".to_string()]);
     }
@@ -400,8 +473,43 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             ));
         }
     }
-    a.extend(cfg.extra_args.iter().cloned());
+    if cfg.boot.is_iso() {
+        let (_, rest) = split_initrd(&cfg.extra_args);
+        a.extend(rest);
+    } else {
+        a.extend(cfg.extra_args.iter().cloned());
+    }
     Ok(a)
+}
+
+/// Refuse a configuration [`Guest::boot`] would refuse for its QEMU command line (what
+/// [`command_args`] checks), before anything is built or started. An ISO boot whose ISO
+/// [`Guest::boot`] is still to build is checked with a placeholder path.
+///
+/// # Errors
+/// As [`command_args`].
+pub fn check_config(cfg: &GuestConfig) -> Result<()> {
+    let mut probe = cfg.clone();
+    if probe.boot.is_iso() && probe.iso.is_none() {
+        probe.iso = Some(PathBuf::from("/to-be-built/gannet.iso"));
+    }
+    command_args(&probe).map(drop)
+}
+
+/// `extra_args` without its `-initrd FILE` pair, and that FILE (the routes file: ISO boots put
+/// it on the ISO as a `module2` instead).
+fn split_initrd(extra: &[String]) -> (Option<PathBuf>, Vec<String>) {
+    let mut file = None;
+    let mut rest = Vec::new();
+    let mut it = extra.iter();
+    while let Some(a) = it.next() {
+        if a == "-initrd" {
+            file = it.next().map(PathBuf::from);
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    (file, rest)
 }
 
 /// The pcap file `--capture DIR` writes for port `port`: `DIR/port{port}.pcap`.
@@ -555,6 +663,8 @@ enum Wait {
 /// A booted QEMU guest: serial console lines, console commands, exit status. QEMU (and its
 /// process group) is killed when this is dropped.
 pub struct Guest {
+    /// ISO boots without [`GuestConfig::iso`]: the directory of the ISO built for this guest.
+    _iso_dir: Option<tempfile::TempDir>,
     child: Child,
     console: Console,
     shared: Arc<Shared>,
@@ -568,13 +678,37 @@ impl Guest {
     /// spawns QEMU in its own process group and starts collecting its serial output. Does not
     /// wait for the ready marker (see [`Guest::wait_ready`]). The host side of the sockets
     /// (e.g. a [`gen::Generator`]) should be bound before this is called.
+    ///
+    /// ISO boots ([`Boot::IsoBios`], [`Boot::IsoUefi`]) without [`GuestConfig::iso`] first build
+    /// the ISO ([`crate::iso::build`], ~0.5 s, before QEMU is spawned); UEFI boots install OVMF
+    /// when missing ([`crate::setup::ensure_ovmf`]).
     pub fn boot(cfg: &GuestConfig) -> Result<Guest> {
-        let args = command_args(cfg)?;
+        check_config(cfg)?;
         ensure!(
             cfg.image.is_file(),
             "kernel image {} not found (run `cargo xtask build`)",
             cfg.image.display()
         );
+        let mut iso_dir = None;
+        let mut owned;
+        let mut cfg = cfg;
+        if cfg.boot == Boot::IsoUefi {
+            crate::setup::ensure_ovmf()?;
+        }
+        if cfg.boot.is_iso() && cfg.iso.is_none() {
+            let dir = tempfile::Builder::new()
+                .prefix("gannet-guest-iso")
+                .tempdir()
+                .context("creating a directory for the guest's ISO")?;
+            let iso = dir.path().join("gannet.iso");
+            let (routes, _) = split_initrd(&cfg.extra_args);
+            crate::iso::build(&cfg.image, &cfg.append, routes.as_deref(), &iso)?;
+            owned = cfg.clone();
+            owned.iso = Some(iso);
+            cfg = &owned;
+            iso_dir = Some(dir);
+        }
+        let args = command_args(cfg)?;
         if cfg.accel == Accel::Kvm {
             ensure!(
                 Path::new("/dev/kvm").exists(),
@@ -660,6 +794,7 @@ impl Guest {
                 })?;
         }
         Ok(Guest {
+            _iso_dir: iso_dir,
             child,
             console: Console {
                 stdin: Arc::new(Mutex::new(stdin)),

@@ -1,5 +1,6 @@
-//! Install missing prerequisites: the `x86_64-unknown-none` Rust target, QEMU, and (for
-//! `cargo xtask lint`) the rustup components `clippy` and `rustfmt`.
+//! Install missing prerequisites: the `x86_64-unknown-none` Rust target, QEMU, (for
+//! `cargo xtask lint`) the rustup components `clippy` and `rustfmt`, and (for the GRUB ISO,
+//! `cargo xtask iso`) GRUB, xorriso, mtools and OVMF.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -119,17 +120,68 @@ pub fn ensure_valgrind() -> Result<()> {
     ensure_debian_tool("valgrind", "valgrind")
 }
 
+/// GRUB's i386-pc (SeaBIOS) modules, from Debian's `grub-pc-bin`.
+pub const GRUB_PC_DIR: &str = "/usr/lib/grub/i386-pc";
+/// GRUB's x86_64-efi (OVMF) modules, from Debian's `grub-efi-amd64-bin`.
+pub const GRUB_EFI_DIR: &str = "/usr/lib/grub/x86_64-efi";
+/// The UEFI firmware image (code and variables in one, for QEMU `-bios`), from Debian's `ovmf`.
+pub const OVMF_FD: &str = "/usr/share/ovmf/OVMF.fd";
+
+/// What `grub-mkrescue` needs for an image that boots under BIOS and UEFI (`cargo xtask iso`):
+/// `grub-mkrescue` itself (`grub-common`), the i386-pc and x86_64-efi module trees
+/// (`grub-pc-bin`, `grub-efi-amd64-bin`), `xorriso` and `mformat` (`mtools`, for the EFI
+/// system partition image). Each is installed like QEMU when missing.
+pub fn ensure_iso_tools() -> Result<()> {
+    ensure_debian(
+        "grub-mkrescue",
+        || which("grub-mkrescue").is_some(),
+        "grub-common",
+    )?;
+    ensure_debian(
+        GRUB_PC_DIR,
+        || {
+            std::path::Path::new(GRUB_PC_DIR)
+                .join("cdboot.img")
+                .is_file()
+        },
+        "grub-pc-bin",
+    )?;
+    ensure_debian(
+        GRUB_EFI_DIR,
+        || {
+            std::path::Path::new(GRUB_EFI_DIR)
+                .join("multiboot2.mod")
+                .is_file()
+        },
+        "grub-efi-amd64-bin",
+    )?;
+    ensure_debian_tool("xorriso", "xorriso")?;
+    ensure_debian_tool("mformat", "mtools")
+}
+
+/// [`OVMF_FD`] (Debian's `ovmf`), the firmware of the ISO/UEFI boot. Installed like QEMU when
+/// missing.
+pub fn ensure_ovmf() -> Result<()> {
+    ensure_debian(OVMF_FD, || std::path::Path::new(OVMF_FD).is_file(), "ovmf")
+}
+
 /// Make sure `tool` is on `$PATH`, installing Debian package `package` with apt-get when
 /// running as root; otherwise fail naming the command to run.
 fn ensure_debian_tool(tool: &str, package: &str) -> Result<()> {
-    if which(tool).is_some() {
+    ensure_debian(tool, || which(tool).is_some(), package)
+}
+
+/// Make sure `present()` holds (`tool`: what it looks for, in messages), installing Debian
+/// package `package` with apt-get when running as root; otherwise fail naming the command.
+fn ensure_debian(tool: &str, present: impl Fn() -> bool, package: &str) -> Result<()> {
+    if present() {
         return Ok(());
     }
     // One apt-get at a time: tests run on parallel threads, and a second apt-get fails on
     // dpkg's lock (seen: "installing iputils-ping failed" from two hosts tests at once).
     static APT: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _apt = APT.lock().unwrap_or_else(|e| e.into_inner());
-    if which(tool).is_some() {
+    if present() {
         return Ok(());
     }
     let cmd = format!("apt-get update && apt-get install -y --no-install-recommends {package}");
@@ -143,7 +195,7 @@ fn ensure_debian_tool(tool: &str, package: &str) -> Result<()> {
         .status()
         .context("running apt-get")?
         .success();
-    if !ok || which(tool).is_none() {
+    if !ok || !present() {
         bail!("installing {package} failed; run `{cmd}` yourself");
     }
     Ok(())

@@ -3,6 +3,8 @@
 //!
 //! * [`dataplane`]: the per-core forwarding logic (RX, rewrite or route, TX, completion,
 //!   refill, hand-offs, quit phases), generic over a NIC and a platform.
+//! * [`bootinfo`]: the boot data kept from the loader and the multiboot2 tag parser (a
+//!   leaf: names nothing else).
 //!
 //! The kernel binary (`src/main.rs`, `x86_64-unknown-none` only) holds the metal: boot, traps,
 //! APIC, SMP, memory map, PCI set-up, the console, and the [`dataplane::Platform`] that ties
@@ -15,4 +17,5 @@
 #[cfg(any(test, feature = "host-rig"))]
 extern crate std;
 
+pub mod bootinfo;
 pub mod dataplane;

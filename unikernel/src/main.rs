@@ -1,8 +1,8 @@
 //! Gannet: a unikernel that forwards Ethernet frames between virtio-net ports
 //! (`x86_64-unknown-none` only; on the host this binary is a stub that says so).
 //!
-//! Boot path: `arch::boot` (PVH entry, long mode) → `kernel_main`: serial log, TSC
-//! calibration, GDT/IDT, boot data (`arch::pvh`), configuration from the command line, memory
+//! Boot path: `arch::boot` (PVH or multiboot2 entry, long mode) → `kernel_main`: serial log,
+//! TSC calibration, GDT/IDT, boot data (`arch::pvh` or `arch::multiboot2`), configuration from the command line, memory
 //! (`mem`), SMP, then `run::run`: devices (`setup`), the dataplane's per-core loop.
 //!
 //! # Map (arrows point down only)
@@ -66,7 +66,7 @@ use arch::exit::{exit, ExitCode};
 #[cfg(target_os = "none")]
 use arch::phases::{self, Phase};
 #[cfg(target_os = "none")]
-use arch::{apic, pvh, serial, time, trap};
+use arch::{apic, boot as entry, multiboot2, pvh, serial, time, trap};
 #[cfg(target_os = "none")]
 use log::{error, info, LevelFilter};
 #[cfg(target_os = "none")]
@@ -75,8 +75,9 @@ use netstack::{Config, LogLevel};
 #[cfg(target_os = "none")]
 /// Entry from the boot trampoline, on the boot stack, interrupts off.
 ///
-/// `start_info` is the physical address of `hvm_start_info`; `entry_tsc` the TSC read first
-/// thing at the PVH entry (the boot phases' origin, `arch::phases`).
+/// `start_info` is the physical address of `hvm_start_info` (PVH) or of the multiboot2 boot
+/// information (GRUB; `entry::mb2_magic` nonzero); `entry_tsc` the TSC read first thing at the
+/// entry (the boot phases' origin, `arch::phases`).
 #[unsafe(no_mangle)]
 extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
     phases::set_origin(entry_tsc);
@@ -88,11 +89,22 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
     trap::init();
     smp::init_bsp();
 
-    // SAFETY: `start_info` is what the PVH loader passed in ebx and nothing has touched low
-    // memory yet.
-    let boot = match unsafe { pvh::read(u64::from(start_info)) } {
-        Ok(b) => b,
-        Err(e) => fail(format_args!("boot info error: {e:?}")),
+    let mb2 = entry::mb2_magic();
+    let loader = if mb2 == 0 { "PVH" } else { "multiboot2" };
+    let boot = if mb2 == 0 {
+        // SAFETY: `start_info` is what the PVH loader passed in ebx and nothing has touched low
+        // memory yet.
+        match unsafe { pvh::read(u64::from(start_info)) } {
+            Ok(b) => b,
+            Err(e) => fail(format_args!("boot info error: {e:?}")),
+        }
+    } else {
+        // SAFETY: `start_info` is what the multiboot2 loader passed in ebx, `mb2` its eax;
+        // nothing has touched memory outside the image yet; one CPU runs.
+        match unsafe { multiboot2::read(mb2, start_info) } {
+            Ok(b) => b,
+            Err(e) => fail(format_args!("boot info error (multiboot2): {e:?}")),
+        }
     };
     let cfg = match Config::parse(&boot.cmdline) {
         Ok(c) => c,
@@ -108,7 +120,7 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
     let mem = mem::init(&boot.memmap, &modules);
     time::calibrate_finish();
     phases::mark(Phase::TscWait);
-    info!("Gannet {} booting (PVH)", env!("CARGO_PKG_VERSION"));
+    info!("Gannet {} booting ({loader})", env!("CARGO_PKG_VERSION"));
     log::set_max_level(match cfg.log {
         LogLevel::Error => LevelFilter::Error,
         LogLevel::Warn => LevelFilter::Warn,

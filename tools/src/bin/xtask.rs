@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tools::bench_sim::SimMode;
-use tools::qemu::{self, Accel, Backend, Echo, Guest, GuestConfig, GuestExit, Mtus};
+use tools::qemu::{self, Accel, Backend, Boot, Echo, Guest, GuestConfig, GuestExit, Mtus};
 use tools::tap::TapNet;
 use tools::{gen, report, setup};
 
@@ -27,6 +27,9 @@ enum Cmd {
     Setup,
     /// Build the kernel image (target/x86_64-unknown-none/release/gannet).
     Build(BuildArgs),
+    /// Build the kernel and a GRUB rescue ISO that boots it with multiboot2 under BIOS
+    /// (SeaBIOS) and UEFI (OVMF): target/x86_64-unknown-none/release/gannet.iso by default.
+    Iso(IsoArgs),
     /// Build and boot the image in QEMU with unix-datagram NICs; console on stdin/stdout.
     Boot(BootArgs),
     /// Traffic generator over QEMU's unix-datagram backend (no root needed).
@@ -50,6 +53,22 @@ enum Cmd {
     /// Run each cargo-fuzz target (netstack/fuzz, drivers/fuzz) for a fixed time from its
     /// seed corpus; installs nightly and cargo-fuzz when missing.
     Fuzz(FuzzArgs),
+}
+
+#[derive(Args)]
+struct IsoArgs {
+    /// Kernel command line, baked into the ISO's grub.cfg (`multiboot2 /boot/gannet …`).
+    #[arg(long, default_value = "")]
+    cmdline: String,
+    /// Routes file, put on the ISO as the first boot module (`module2`).
+    #[arg(long)]
+    routes: Option<PathBuf>,
+    /// Put this image on the ISO instead of building (default: build, or $GANNET_IMAGE if set).
+    #[arg(long)]
+    image: Option<PathBuf>,
+    /// Output path (default: target/x86_64-unknown-none/release/gannet.iso).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -77,6 +96,11 @@ struct GuestArgs {
     /// Deterministic instruction counting (-icount shift=0,sleep=off).
     #[arg(long)]
     icount: bool,
+    /// How QEMU loads the kernel: `pvh` (`-kernel`, default), `iso-bios` (a GRUB ISO built for
+    /// this run with the `--append` line, `-cdrom`, SeaBIOS) or `iso-uefi` (the same under
+    /// OVMF). Boot, run, soak and the default bench take it.
+    #[arg(long, value_enum, default_value_t = Boot::Pvh)]
+    boot: Boot,
     /// Boot this image instead of building (default: build, or $GANNET_IMAGE if set).
     #[arg(long)]
     image: Option<PathBuf>,
@@ -269,7 +293,8 @@ struct BenchArgs {
     /// `bench boot`: boots per machine type (median, min and max of them).
     #[arg(long, default_value_t = 10)]
     runs: usize,
-    /// `bench boot`: QEMU machine types, comma-separated (q35 only today).
+    /// `bench boot`: machine types, comma-separated: `q35` (`-kernel`, PVH), `iso-bios` (GRUB
+    /// ISO under SeaBIOS), `iso-uefi` (GRUB ISO under OVMF).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [tools::bench_boot::Machine::Q35])]
     machines: Vec<tools::bench_boot::Machine>,
 }
@@ -401,6 +426,7 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
     }
     Ok(GuestConfig {
         image,
+        boot: g.boot,
         dgram_dir: dir.to_path_buf(),
         append: g.append.clone(),
         accel: g.accel,
@@ -467,6 +493,37 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     Ok(())
 }
 
+/// `iso`: build the image (unless `--image`) and the GRUB ISO.
+fn cmd_iso(a: IsoArgs) -> Result<()> {
+    let image = match &a.image {
+        Some(p) => p.clone(),
+        None => {
+            setup::ensure_target()?;
+            qemu::build_image()?
+        }
+    };
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| qemu::iso_path(&qemu::workspace_root()));
+    if a.cmdline.len() > qemu::MAX_CMDLINE {
+        return Err(qemu::CmdlineTooLong {
+            len: a.cmdline.len(),
+        }
+        .into());
+    }
+    tools::iso::build(&image, &a.cmdline, a.routes.as_deref(), &out)?;
+    eprintln!(
+        "xtask: ISO {} (kernel {}, command line {:?}); boot it with `qemu-system-x86_64 -machine q35 -serial stdio -cdrom {}` (SeaBIOS) or add `-bios {}` (UEFI)",
+        out.display(),
+        image.display(),
+        a.cmdline,
+        out.display(),
+        setup::OVMF_FD
+    );
+    Ok(())
+}
+
 fn cmd_boot(a: BootArgs) -> Result<()> {
     let dir = match (&a.dgram, a.guest.backend) {
         (Some(d), _) => std::path::absolute(d)?,
@@ -497,7 +554,7 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
     };
     let net = tap_net(&mut cfg, a.nics)?;
     let mut hosts: Option<tools::hosts::Hosts> = None;
-    qemu::command_args(&cfg)?;
+    qemu::check_config(&cfg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let int = Arc::new(AtomicBool::new(false));
@@ -869,6 +926,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     if a.target.is_some() && a.traffic.guest.mtu.is_some() {
         bail!("--mtu sets the MTU of the guest's NICs: bench mm/pool/sim/datapath/tlb boot none (or their own); drop --mtu");
     }
+    if a.target.is_some() && a.traffic.guest.boot != Boot::Pvh {
+        bail!("--boot: bench mm/pool/sim/datapath/tlb boot their own guests with -kernel; bench boot takes --machines q35,iso-bios,iso-uefi");
+    }
     if let Some(BenchTarget::Mm) = a.target {
         return tools::bench_mm::run(a.json.as_deref()).map(drop);
     }
@@ -893,6 +953,9 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         return cmd_bench_boot(a);
     }
     if !a.peer.is_empty() || a.sizes.is_some() {
+        if a.traffic.guest.boot != Boot::Pvh {
+            bail!("--boot: bench --peer/--sizes boots every row with -kernel; drop --boot");
+        }
         return cmd_bench_peer(a);
     }
     let (b, r, guest, exit) = traffic(&a.traffic, Echo::Stderr)?;
@@ -982,6 +1045,12 @@ fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
     let g = &a.traffic.guest;
     if g.cpu.is_some() || g.routes.is_some() || g.backend != Backend::Dgram {
         bail!("bench boot boots the default guest: drop --cpu/--routes/--backend");
+    }
+    if a.machines.iter().any(|m| m.boot().is_iso()) {
+        tools::setup::ensure_iso_tools()?;
+    }
+    if a.machines.contains(&bb::Machine::IsoUefi) {
+        tools::setup::ensure_ovmf()?;
     }
     setup::ensure()?;
     let image = image_for(g)?;
@@ -1427,6 +1496,7 @@ fn main() -> ExitCode {
         Cmd::Setup => setup::ensure().map(|()| ExitCode::SUCCESS),
         Cmd::Build(a) => cmd_build(a).map(|()| ExitCode::SUCCESS),
         Cmd::Faults(a) => cmd_faults(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Iso(a) => cmd_iso(a).map(|()| ExitCode::SUCCESS),
         Cmd::Boot(a) => cmd_boot(a).map(|()| ExitCode::SUCCESS),
         Cmd::Gen(a) => cmd_gen(a).map(|()| ExitCode::SUCCESS),
         Cmd::Run(a) => cmd_run(a).map(|()| ExitCode::SUCCESS),

@@ -477,3 +477,40 @@ fn mtu_count_that_fits_no_port_layout_is_refused_before_qemu() {
     let err = Guest::boot(&c).err().expect("refused");
     assert!(err.downcast_ref::<MtuError>().is_some(), "{err:#}");
 }
+
+#[test]
+fn iso_boots_load_from_the_cdrom_with_the_routes_file_on_the_iso() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.extra_args = vec!["-initrd".into(), "/r/routes".into(), "-S".into()];
+    c.boot = Boot::IsoBios;
+    assert!(
+        command_args(&c).is_err(),
+        "an ISO boot without an ISO is refused"
+    );
+    c.iso = Some(PathBuf::from("/i/gannet.iso"));
+    let a = command_args(&c).unwrap();
+    let has = |w: &[&str]| a.windows(w.len()).any(|x| x == w);
+    assert!(
+        has(&["-nodefaults", "-cdrom", "/i/gannet.iso", "-device"]),
+        "{a:?}"
+    );
+    for gone in ["-kernel", "-append", "-initrd", "/r/routes", "-bios"] {
+        assert!(!a.iter().any(|x| x == gone), "{gone} in {a:?}");
+    }
+    assert_eq!(
+        a.last().map(String::as_str),
+        Some("-S"),
+        "other extra args stay"
+    );
+    c.boot = Boot::IsoUefi;
+    let a = command_args(&c).unwrap();
+    let has = |w: &[&str]| a.windows(w.len()).any(|x| x == w);
+    assert!(
+        has(&["-bios", crate::setup::OVMF_FD, "-cdrom", "/i/gannet.iso"]),
+        "{a:?}"
+    );
+    assert_eq!(
+        split_initrd(&c.extra_args).0,
+        Some(PathBuf::from("/r/routes"))
+    );
+}

@@ -5,6 +5,30 @@
 //! pages (RAM, the PCI hole, LAPIC/IOAPIC and 32-bit BARs), enable PAE + long mode + NX, load a
 //! 64-bit GDT, and call `kernel_main(start_info_paddr, entry_tsc)` on a 1 MiB boot stack
 //! (`entry_tsc`: the TSC read first thing at the PVH entry, the origin of the boot phases).
+//!
+//! The same image also carries a multiboot2 header (GNU Multiboot2 1.0 §3.1: magic
+//! `0xE85250D6`, architecture 0 = i386, an entry-address tag naming `mb2_start32`), placed by
+//! `linker.ld` at the start of `.text`, i.e. within the first 32 KiB of the ELF file and 8-byte
+//! aligned, as §3.1.1 requires. GRUB (`multiboot2 /boot/gannet …`, BIOS or UEFI; it calls
+//! ExitBootServices first) loads the PT_LOAD segments at their physical addresses and enters
+//! `mb2_start32` in 32-bit protected mode, paging off, `eax` = `0x36d76289`, `ebx` = the boot
+//! information's physical address (§3.3). That entry stores `eax` in `boot_mb2_magic` ([`mb2_magic`]) and
+//! joins the PVH path after its memory check (GRUB already refused to load an image RAM cannot
+//! hold); `kernel_main` then reads the boot information with `arch::multiboot2` instead of
+//! `arch::pvh`. Under PVH `boot_mb2_magic` stays 0. (QEMU's own `-kernel` loader tries
+//! multiboot1 first, whose header magic differs; a multiboot2 header leaves PVH alone.)
+
+unsafe extern "C" {
+    /// `eax` at the multiboot2 entry; 0 when entered through PVH (the `.data` initial value).
+    static boot_mb2_magic: u32;
+}
+
+/// The multiboot2 loader's magic (`eax` at `mb2_start32`, §3.3), or 0 when the kernel was
+/// entered through PVH: which boot data `ebx` pointed at.
+pub fn mb2_magic() -> u32 {
+    // SAFETY: a 4-byte static in .data, written only by the 32-bit entry before any Rust runs.
+    unsafe { core::ptr::read_volatile(&raw const boot_mb2_magic) }
+}
 
 /// Boot stack size in bytes. 1 MiB: `virtio-drivers`' queue structs are large (docs/CRATES.md §1.5).
 pub const BOOT_STACK_SIZE: usize = 1 << 20;
@@ -20,6 +44,32 @@ core::arch::global_asm!(
     .balign 4
     .quad pvh_start32
     .balign 4
+
+    /* Multiboot2 header (§3.1): magic, architecture, header_length, checksum (the four sum
+     * to 0 mod 2^32), then tags 8-byte aligned: entry address (type 3), end (type 0). */
+    .section .multiboot2, "a"
+    .balign 8
+mb2_header:
+    .long {mb2_magic}
+    .long 0
+    .long mb2_header_end - mb2_header
+    .long 0x100000000 - ({mb2_magic} + (mb2_header_end - mb2_header))
+    .balign 8
+    .short 3                        /* entry address tag */
+    .short 0                        /* flags: required */
+    .long 12
+    .long mb2_start32
+    .balign 8
+    .short 0                        /* end tag */
+    .short 0
+    .long 8
+mb2_header_end:
+
+    .section .data.boot, "aw"
+    .balign 4
+.global boot_mb2_magic
+boot_mb2_magic:
+    .long 0
 
     .section .bss.boot, "aw", @nobits
     .balign 4096
@@ -48,6 +98,20 @@ boot_mem_msg2:
 
     .section .text.boot32, "ax"
     .code32
+/* Multiboot2 entry (§3.3): eax = magic, ebx = boot information. The image is where GRUB put
+ * its PT_LOAD segments, all in RAM, so the PVH memory check below is not needed. */
+.global mb2_start32
+mb2_start32:
+    cli
+    cld
+    mov %ebx, %esi                  /* boot information paddr, kept until kernel_main */
+    mov %eax, %edi
+    rdtsc
+    mov %eax, %ebp
+    mov %edx, %ebx
+    mov %edi, boot_mb2_magic        /* nonzero: kernel_main reads multiboot2 tags */
+    jmp boot_mem_ok
+
 .global pvh_start32
 pvh_start32:
     cli
@@ -232,5 +296,6 @@ long_mode_start:
     .code64
 "#,
     stack_size = const BOOT_STACK_SIZE,
+    mb2_magic = const super::multiboot2::HEADER_MAGIC,
     options(att_syntax)
 );

@@ -1,6 +1,8 @@
 //! The machine: x86_64 under QEMU (PVH boot). Nothing here names the dataplane.
 //!
-//! * [`boot`]: PVH entry, long mode, the boot page tables; [`pvh`]: the loader's boot data.
+//! * [`boot`]: PVH and multiboot2 entries, long mode, the boot page tables; [`pvh`]: the PVH
+//!   loader's boot data (and the shared `BootInfo`); [`multiboot2`]: GRUB's, as the same
+//!   `BootInfo`.
 //! * [`trap`]: GDT/TSS/IDT, exception reports, the interrupt-vector registry (IPI handlers).
 //! * [`apic`]: the local APIC (EOI, timer, IPIs, MSI address).
 //! * [`time`]: the TSC clock and [`time::Deadline`]; [`phases`]: the boot phases on it.
@@ -11,6 +13,7 @@
 pub mod apic;
 pub mod boot;
 pub mod exit;
+pub mod multiboot2;
 pub mod phases;
 pub mod pvh;
 pub mod serial;

@@ -1,41 +1,15 @@
 //! `struct hvm_start_info` (Xen `xen/include/public/arch-x86/hvm/start_info.h`, version 1):
 //! the boot data QEMU's PVH loader hands over in `ebx`. Everything we need is copied out at once,
 //! because it lives in low memory that later code may reuse.
+//!
+//! [`BootInfo`] (`unikernel::bootinfo`) is also what the multiboot2 path (`arch::multiboot2`, GRUB) produces: the
+//! kernel after the boot data does not know which loader ran.
 
 /// `hvm_start_info.magic`: "xEn3" with the high bit of 'E' set.
 pub const XEN_HVM_START_MAGIC: u32 = 0x336e_c578;
-/// e820 type of usable RAM.
-pub const E820_RAM: u32 = 1;
-/// Most memory-map entries kept (QEMU q35 gives 9 or so).
-pub const MAX_MEMMAP: usize = 64;
-/// Most boot modules kept.
-pub const MAX_MODULES: usize = 4;
-/// Longest command line kept, in bytes; longer ones are an error (never silently cut).
-pub const MAX_CMDLINE: usize = 4096;
-
-/// One e820 entry.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct MemRegion {
-    /// Start physical address (bytes).
-    pub addr: u64,
-    /// Length in bytes.
-    pub size: u64,
-    /// e820 type (1 = RAM, 2 = reserved, 3 = ACPI, 4 = NVS, 5 = unusable).
-    pub kind: u32,
-}
-
-/// What we keep from `hvm_start_info`.
-pub struct BootInfo {
-    /// The memory map.
-    pub memmap: heapless::Vec<MemRegion, MAX_MEMMAP>,
-    /// The kernel command line (`-append`).
-    pub cmdline: heapless::String<MAX_CMDLINE>,
-    /// Boot modules (QEMU `-initrd`): physical address and size in bytes of each.
-    pub modules: heapless::Vec<(u64, u64), MAX_MODULES>,
-    /// ACPI RSDP physical address (0 = not given). Used by SMP bring-up (MADT).
-    #[allow(dead_code)]
-    pub rsdp: u64,
-}
+pub use unikernel::bootinfo::{
+    BootInfo, MemRegion, E820_RAM, MAX_CMDLINE, MAX_MEMMAP, MAX_MODULES,
+};
 
 /// Why the boot data could not be read.
 #[derive(Debug)]
@@ -47,6 +21,11 @@ pub enum BootInfoError {
     NoMemmap,
     /// The command line is longer than [`MAX_CMDLINE`] bytes or not UTF-8.
     Cmdline,
+    /// More memory-map entries than [`MAX_MEMMAP`] (`entries` given).
+    TooManyMemoryRanges {
+        /// Entries in the loader's map.
+        entries: u32,
+    },
 }
 
 #[repr(C)]
@@ -84,6 +63,11 @@ pub unsafe fn read(paddr: u64) -> Result<BootInfo, BootInfoError> {
     }
     if si.version < 1 || si.memmap_paddr == 0 || si.memmap_entries == 0 {
         return Err(BootInfoError::NoMemmap);
+    }
+    if si.memmap_entries as usize > MAX_MEMMAP {
+        return Err(BootInfoError::TooManyMemoryRanges {
+            entries: si.memmap_entries,
+        });
     }
     let mut memmap = heapless::Vec::new();
     for i in 0..si.memmap_entries as usize {

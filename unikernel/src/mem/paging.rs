@@ -6,6 +6,7 @@
 //! | virtual range | maps | pages |
 //! |---|---|---|
 //! | `0 .. identity_top()` | physical memory 1:1: all RAM (above 4 GiB too), the 32-bit PCI hole, and MMIO above RAM mapped on demand ([`ensure_identity`]) | 2 MiB; a 2 MiB page can be split into 4 KiB PTEs ([`split_identity_2m`]) |
+//! | MMIO above [`IDENTITY_MAX_GIB`] (below 2^47) | 64-bit BARs firmware put high (OVMF: 0xe0_0000_0000 and up on q35), 1:1, uncached, on demand ([`ensure_identity`]) from a small static pool of tables ([`HIGH_MMIO_PDPTS`], [`HIGH_MMIO_GIBS`]) | 2 MiB |
 //! | [`VMAP_BASE`] `..+` [`VMAP_BYTES`] | the vmap area ([`super::vmap`]): pages remapped contiguously, per-core windows | 4 KiB |
 //!
 //! The vmap area lies far from the identity map on purpose: QEMU TCG turns an `invlpg` of an
@@ -66,6 +67,16 @@ impl Table {
 static PML4: Table = Table::new();
 static IDENT_PDPT: Table = Table::new();
 static IDENT_PD: [Table; IDENTITY_MAX_GIB] = [const { Table::new() }; IDENTITY_MAX_GIB];
+/// Page-directory-pointer tables for MMIO in PML4 slots other than 0 (each: 512 GiB).
+pub const HIGH_MMIO_PDPTS: usize = 4;
+/// Distinct GiBs of MMIO above [`IDENTITY_MAX_GIB`] that can be mapped (one page directory each).
+pub const HIGH_MMIO_GIBS: usize = 16;
+static HIGH_PDPT: [Table; HIGH_MMIO_PDPTS] = [const { Table::new() }; HIGH_MMIO_PDPTS];
+static HIGH_PD: [Table; HIGH_MMIO_GIBS] = [const { Table::new() }; HIGH_MMIO_GIBS];
+/// Tables of [`HIGH_PDPT`] and [`HIGH_PD`] in use (only under [`IDENT_LOCK`]).
+static HIGH_USED: spin::Mutex<(usize, usize)> = spin::Mutex::new((0, 0));
+/// End of the lower canonical half: an identity-mapped address must lie below it.
+const CANONICAL_LOW_END: u64 = 1 << 47;
 static VMAP_PDPT: Table = Table::new();
 static VMAP_PD: Table = Table::new();
 static VMAP_PT: [Table; VMAP_PTS] = [const { Table::new() }; VMAP_PTS];
@@ -86,6 +97,9 @@ pub enum PagingError {
     NotMapped(u64),
     /// Splitting a 2 MiB page needs a 4 KiB table and the zone has no free page.
     NoMemory,
+    /// MMIO at this address above [`IDENTITY_MAX_GIB`] needs a table and the static pool
+    /// ([`HIGH_MMIO_PDPTS`], [`HIGH_MMIO_GIBS`]) is used up.
+    NoHighMmioTables(u64),
 }
 
 impl core::fmt::Display for PagingError {
@@ -95,6 +109,10 @@ impl core::fmt::Display for PagingError {
             PagingError::AlreadyMapped(a) => write!(f, "vmap page {a:#x} is already mapped"),
             PagingError::NotMapped(a) => write!(f, "vmap page {a:#x} is not mapped"),
             PagingError::NoMemory => f.write_str("no free page for a page table"),
+            PagingError::NoHighMmioTables(a) => write!(
+                f,
+                "MMIO at {a:#x}: the {HIGH_MMIO_PDPTS} PDPTs / {HIGH_MMIO_GIBS} page directories for MMIO above {IDENTITY_MAX_GIB} GiB are used up"
+            ),
         }
     }
 }
@@ -155,25 +173,72 @@ pub fn identity_top() -> u64 {
 }
 
 /// Make `[paddr, paddr + bytes)` reachable 1:1 (an MMIO range above the identity map, e.g. a
-/// 64-bit BAR above RAM): maps the GiBs it touches uncached with 2 MiB pages. Nothing is
-/// unmapped, so no TLB flush is needed.
+/// 64-bit BAR above RAM): maps the GiBs it touches uncached with 2 MiB pages; above
+/// [`IDENTITY_MAX_GIB`] (OVMF puts 64-bit BARs at 0xe0_0000_0000 and up) with tables from a
+/// static pool. Nothing is unmapped and only empty entries are filled, so no TLB flush is
+/// needed (not-present entries are never cached, SDM Vol. 3A §4.10.2.3).
 ///
 /// # Errors
-/// [`PagingError::OutOfRange`] if the range ends above [`IDENTITY_MAX_GIB`].
+/// [`PagingError::OutOfRange`] if the range ends above 2^47 (the lower canonical half);
+/// [`PagingError::NoHighMmioTables`] when the pool for MMIO above [`IDENTITY_MAX_GIB`] is used
+/// up.
 pub fn ensure_identity(paddr: u64, bytes: u64) -> Result<(), PagingError> {
     let end = paddr.saturating_add(bytes);
     if end <= identity_top() {
         return Ok(());
     }
-    if end > IDENTITY_MAX_GIB as u64 * GIB {
+    if end > CANONICAL_LOW_END {
         return Err(PagingError::OutOfRange(paddr));
     }
     let _g = IDENT_LOCK.lock();
     for g in (paddr / GIB) as usize..end.div_ceil(GIB) as usize {
-        if IDENT_PDPT.get(g) == 0 {
-            fill_identity_gib(g, MMIO_FLAGS);
+        if g < IDENTITY_MAX_GIB {
+            if IDENT_PDPT.get(g) == 0 {
+                fill_identity_gib(g, MMIO_FLAGS);
+            }
+        } else {
+            map_high_gib(g)?;
         }
     }
+    Ok(())
+}
+
+/// Map GiB `g` (at or above [`IDENTITY_MAX_GIB`]) 1:1 as uncached MMIO with 2 MiB pages, tables
+/// from the static pool. Caller holds [`IDENT_LOCK`].
+fn map_high_gib(g: usize) -> Result<(), PagingError> {
+    let addr = g as u64 * GIB;
+    let mut used = HIGH_USED.lock();
+    let slot = g / ENTRIES;
+    let pdpt_phys = match PML4.get(slot) & ADDR_MASK {
+        0 => {
+            let Some(t) = HIGH_PDPT.get(used.0) else {
+                return Err(PagingError::NoHighMmioTables(addr));
+            };
+            used.0 += 1;
+            PML4.set(slot, t.phys() | TABLE_FLAGS);
+            t.phys()
+        }
+        p => p,
+    };
+    let pdpt = if pdpt_phys == IDENT_PDPT.phys() {
+        &IDENT_PDPT
+    } else {
+        HIGH_PDPT
+            .iter()
+            .find(|t| t.phys() == pdpt_phys)
+            .expect("a PML4 slot of the identity half points at a pool PDPT")
+    };
+    if pdpt.get(g % ENTRIES) != 0 {
+        return Ok(());
+    }
+    let Some(pd) = HIGH_PD.get(used.1) else {
+        return Err(PagingError::NoHighMmioTables(addr));
+    };
+    used.1 += 1;
+    for i in 0..ENTRIES {
+        pd.set(i, (addr + i as u64 * HUGE) | MMIO_FLAGS);
+    }
+    pdpt.set(g % ENTRIES, pd.phys() | TABLE_FLAGS);
     Ok(())
 }
 
