@@ -1070,7 +1070,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.doorbells = Some([rx as *mut u16, tx as *mut u16]);
     }
 
-    #[inline]
+    #[cold]
+    #[inline(never)]
     fn notify(&mut self, which: usize) {
         let (rxq, txq) = self.queue_indices();
         let queue = if which == RX { rxq } else { txq };
@@ -1086,6 +1087,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Notify the device about buffers published since the last call, at most once per queue,
     /// and only when the device asked for it (§2.7.10 with EVENT_IDX, else the used ring's
     /// NO_NOTIFY flag). Call once per poll iteration. Returns the kicks written.
+    #[inline(always)]
     pub fn kick(&mut self) -> u32 {
         let mut kicks = 0;
         if self.rx.needs_kick() {
