@@ -40,7 +40,7 @@ use crate::bench_peer::gannet_append;
 use crate::bench_sim::SimMode;
 use crate::gen::{GenConfig, GenReport, Generator};
 use crate::qemu::{Guest, GuestConfig, Stats};
-use crate::soak::{leak, QUIT_TIMEOUT, SHUTDOWN_CLEAN, STATS_TIMEOUT};
+use crate::soak::{quit_checked, STATS_TIMEOUT};
 
 /// Default rates, `(kind, N)`: once every N opportunities (RX or TX used elements, frames to
 /// send, bulk allocations, page mappings, TX reclaims). Chosen so that 10^6 frames meet every
@@ -513,61 +513,30 @@ pub fn check_counts(s: &Stats, cfg: &FaultConfig) -> (BTreeMap<String, u64>, Vec
 
 /// `quit`: clean exit, the guest's own leak check, the final `STATS` counts and leak check.
 fn quit(guest: &mut Guest, cfg: &FaultConfig, r: &mut FaultResult) {
-    let from = guest.line_count();
-    let (fin, exit) = match guest.quit(QUIT_TIMEOUT) {
-        Ok(x) => x,
-        Err(e) => {
-            r.failures.push(format!("no page lost: quit: {e:#}"));
-            return;
+    let (fin, fails) = quit_checked(guest);
+    r.quit_clean = fails.is_empty();
+    r.failures
+        .extend(fails.into_iter().map(|f| format!("no page lost: {f}")));
+    if let Some(fin) = fin {
+        r.free_pages_boot = fin.free_pages_boot;
+        r.free_pages_quit = Some(fin.free_pages_now);
+        let (injected, fails) = check_counts(&fin, cfg);
+        // Every frame lost lands in one counter: a guest drop, or an RX element whose id
+        // was made bad (the device's frame is never seen).
+        let counted: u64 =
+            crate::soak::drops(&fin).values().sum::<u64>() + fin.faults.map_or(0, |f| f.rx_bad_id);
+        let lost = (r.sent + r.clean_sent).saturating_sub(r.received + r.clean_received);
+        // (dgram backend: QEMU holds frames back while an RX ring is empty, it drops none.)
+        if cfg.guest.backend == crate::qemu::Backend::Dgram && lost != counted {
+            r.failures.push(format!(
+                "every frame counted: {lost} frames lost, {counted} counted (guest drops {:?} + rx_bad_id)",
+                crate::soak::drops(&fin)
+            ));
         }
-    };
-    let mut clean = exit.is_clean();
-    if !clean {
-        r.failures.push(format!(
-            "no page lost: quit: {exit}\n{}",
-            guest.tail_report()
-        ));
+        r.injected = injected;
+        r.handled = handled(&fin);
+        r.failures.extend(fails);
     }
-    let lines = guest.lines();
-    let skip = lines.len().saturating_sub(guest.line_count() - from);
-    if !lines[skip..].iter().any(|l| l.contains(SHUTDOWN_CLEAN)) {
-        clean = false;
-        r.failures.push(format!(
-            "no page lost: no `{SHUTDOWN_CLEAN}` line after quit"
-        ));
-    }
-    match fin {
-        Some(fin) => {
-            r.free_pages_boot = fin.free_pages_boot;
-            r.free_pages_quit = Some(fin.free_pages_now);
-            if let Some(why) = leak(&fin) {
-                clean = false;
-                r.failures.push(format!("no page lost: {why}"));
-            }
-            let (injected, fails) = check_counts(&fin, cfg);
-            // Every frame lost lands in one counter: a guest drop, or an RX element whose id
-            // was made bad (the device's frame is never seen).
-            let counted: u64 = crate::soak::drops(&fin).values().sum::<u64>()
-                + fin.faults.map_or(0, |f| f.rx_bad_id);
-            let lost = (r.sent + r.clean_sent).saturating_sub(r.received + r.clean_received);
-            // (dgram backend: QEMU holds frames back while an RX ring is empty, it drops none.)
-            if cfg.guest.backend == crate::qemu::Backend::Dgram && lost != counted {
-                r.failures.push(format!(
-                    "every frame counted: {lost} frames lost, {counted} counted (guest drops {:?} + rx_bad_id)",
-                    crate::soak::drops(&fin)
-                ));
-            }
-            r.injected = injected;
-            r.handled = handled(&fin);
-            r.failures.extend(fails);
-        }
-        None => {
-            clean = false;
-            r.failures
-                .push("no page lost: no final STATS line after quit".to_string());
-        }
-    }
-    r.quit_clean = clean;
 }
 
 /// The `--json` document.

@@ -616,52 +616,50 @@ fn record_traffic(r: &mut ModeResult, g: &GenReport, cfg: &SoakConfig) {
 }
 
 /// `quit`: clean exit, the guest's own leak check, the final STATS against the last sample.
-fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) {
+/// `quit` and the checks every long run makes of it: QEMU's clean exit status, the guest's
+/// `gannet: shutdown clean` line (its own leak check), a final `STATS` line and [`leak`] of it.
+/// Returns that `STATS` (if the guest printed one) and the checks that failed, unprefixed;
+/// none failed exactly when the list is empty.
+pub fn quit_checked(guest: &mut Guest) -> (Option<Stats>, Vec<String>) {
     let from = guest.line_count();
     let (fin, exit) = match guest.quit(QUIT_TIMEOUT) {
         Ok(x) => x,
-        Err(e) => {
-            r.failures.push(format!("quit clean: {e:#}"));
-            return;
-        }
+        Err(e) => return (None, vec![format!("{e:#}")]),
     };
-    let mut clean = exit.is_clean();
-    if !clean {
-        r.failures
-            .push(format!("quit clean: {exit}\n{}", guest.tail_report()));
+    let mut fails = Vec::new();
+    if !exit.is_clean() {
+        fails.push(format!("{exit}\n{}", guest.tail_report()));
     }
     let lines = guest.lines();
     let skip = lines.len().saturating_sub(guest.line_count() - from);
     if !lines[skip..].iter().any(|l| l.contains(SHUTDOWN_CLEAN)) {
-        clean = false;
-        r.failures
-            .push(format!("quit clean: no `{SHUTDOWN_CLEAN}` line after quit"));
+        fails.push(format!("no `{SHUTDOWN_CLEAN}` line after quit"));
     }
-    match fin {
-        Some(fin) => {
-            r.free_pages_quit = Some(fin.free_pages_now);
-            r.free_pages_boot = fin.free_pages_boot;
-            r.forwarded = Some(fin.forwarded);
-            r.drops = drops(&fin);
-            if let Some(why) = leak(&fin) {
-                clean = false;
-                r.failures.push(format!("quit clean: {why}"));
-            }
-            if let Some(p) = last {
-                let (_, bad) = regressions(p, &fin);
-                r.failures.extend(
-                    bad.into_iter()
-                        .map(|b| format!("counters monotonic: last sample to quit: {b}")),
-                );
-            }
-        }
-        None => {
-            clean = false;
-            r.failures
-                .push("quit clean: no final STATS line after quit".to_string());
+    match &fin {
+        Some(s) => fails.extend(leak(s)),
+        None => fails.push("no final STATS line after quit".to_string()),
+    }
+    (fin, fails)
+}
+
+fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) {
+    let (fin, fails) = quit_checked(guest);
+    r.quit_clean = fails.is_empty();
+    r.failures
+        .extend(fails.into_iter().map(|f| format!("quit clean: {f}")));
+    if let Some(fin) = fin {
+        r.free_pages_quit = Some(fin.free_pages_now);
+        r.free_pages_boot = fin.free_pages_boot;
+        r.forwarded = Some(fin.forwarded);
+        r.drops = drops(&fin);
+        if let Some(p) = last {
+            let (_, bad) = regressions(p, &fin);
+            r.failures.extend(
+                bad.into_iter()
+                    .map(|b| format!("counters monotonic: last sample to quit: {b}")),
+            );
         }
     }
-    r.quit_clean = clean;
 }
 
 /// The `--json` document.
