@@ -646,8 +646,8 @@ pub struct DirReport {
     pub timed_out: u64,
     /// The longest time this direction went without a frame coming back, ms: the largest
     /// interval between two consecutive frames received (valid or not), or between the last
-    /// one and the end of sending (so a guest that stops forwarding for good shows as one long
-    /// gap); the whole sending time if none came back. Counted from the first received frame
+    /// one and the end of this direction's sending (so a guest that stops forwarding for good
+    /// shows as one long gap); the whole sending time if none came back. Counted from the first received frame
     /// (router mode resolves its next hop before that).
     pub longest_gap_ms: f64,
 }
@@ -825,6 +825,8 @@ struct TxResult {
     sent: u64,
     timed_out: u64,
     warning: Option<String>,
+    /// When this direction's sender finished (directions sending a count end apart).
+    end: Instant,
 }
 
 /// A bound generator: `host-0.sock` and `host-1.sock` exist from [`Generator::bind`] on, so QEMU
@@ -1013,9 +1015,11 @@ impl Generator {
             if let Some(w) = &tx.warning {
                 report.warnings.push(w.clone());
             }
+            // Up to the end of this direction's own sending: with `count`, one direction can
+            // finish seconds before the other, and its frames stop coming back then.
             let gap = match rx.last_rx {
-                Some(last) => rx.max_gap.max(send_end.saturating_duration_since(last)),
-                None => send_end.duration_since(start),
+                Some(last) => rx.max_gap.max(tx.end.saturating_duration_since(last)),
+                None => tx.end.duration_since(start),
             };
             report.directions.push(DirReport {
                 dir,
@@ -1201,6 +1205,7 @@ fn sender(
         sent: sh.sent.load(Ordering::SeqCst),
         timed_out: written_off,
         warning,
+        end: Instant::now(),
     })
 }
 
