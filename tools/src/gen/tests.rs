@@ -500,3 +500,95 @@ fn longest_gap_is_the_whole_run_when_nothing_comes_back() {
         r.longest_gap_ms
     );
 }
+
+/// A fake guest for both directions: `guest-0.sock` → `host-1.sock` at once, `guest-1.sock`
+/// → `host-0.sock` after `slow_ms` per frame, MACs rewritten; frames whose sequence is a
+/// multiple of `drop_every` (when nonzero) are dropped in direction 0.
+fn fake_guest_bidir(
+    dir: &Path,
+    slow_ms: u64,
+    drop_every: u64,
+) -> (Arc<AtomicBool>, Vec<thread::JoinHandle<()>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hs = Vec::new();
+    for (port, out_port) in [(0usize, 1usize), (1, 0)] {
+        let g = UnixDatagram::bind(guest_sock(dir, port)).unwrap();
+        g.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let out = host_sock(dir, out_port);
+        let stop2 = stop.clone();
+        hs.push(thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            while !stop2.load(Ordering::SeqCst) {
+                let Ok(len) = g.recv(&mut buf) else { continue };
+                let mut f = buf[..len].to_vec();
+                f[ETH_DST].copy_from_slice(&peer_mac(out_port));
+                f[ETH_SRC].copy_from_slice(&guest_mac(out_port));
+                let seq = validate_frame(&f).map(|g| g.seq).unwrap_or(1);
+                if port == 0 && drop_every > 0 && seq % drop_every == 0 {
+                    continue;
+                }
+                if port == 1 && slow_ms > 0 {
+                    thread::sleep(Duration::from_millis(slow_ms));
+                }
+                let _ = g.send_to(&f, &out);
+            }
+        }));
+    }
+    (stop, hs)
+}
+
+#[test]
+fn a_direction_that_finishes_first_shows_no_gap_for_the_others_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        count: Some(300),
+        bidir: true,
+        window: 8,
+        ..Default::default()
+    };
+    let gen = Generator::bind(&cfg).unwrap();
+    // Direction 1 takes ≥ 2 ms a frame (≥ 600 ms in all); direction 0 is done long before.
+    let (stop, hs) = fake_guest_bidir(tmp.path(), 2, 0);
+    let r = gen.run().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    hs.into_iter().for_each(|h| h.join().unwrap());
+    assert_eq!(r.received, 600, "{r:?}");
+    assert!(r.seconds >= 0.6, "{r:?}");
+    let d0 = &r.directions[0];
+    assert_eq!(d0.dir, 0);
+    assert!(
+        d0.longest_gap_ms < 300.0,
+        "direction 0 ended early; its gap must not run to direction 1's end: {d0:?}"
+    );
+}
+
+#[test]
+fn skip_lost_keeps_the_window_open_past_lost_frames() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GenConfig {
+        dir: tmp.path().to_path_buf(),
+        count: Some(2000),
+        window: 16,
+        skip_lost: true,
+        loss_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let gen = Generator::bind(&cfg).unwrap();
+    // Every 10th frame is lost: 200 of 2000. Without `skip_lost` each would hold a window
+    // slot until written off one per 200 ms once the window filled (~37 s); with it the
+    // run takes about as long as a loss-free one.
+    let (stop, hs) = fake_guest_bidir(tmp.path(), 0, 10);
+    let t = std::time::Instant::now();
+    let r = gen.run().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    hs.into_iter().for_each(|h| h.join().unwrap());
+    assert_eq!(r.sent, 2000, "{r:?}");
+    assert_eq!(r.received, 1800, "{r:?}");
+    assert_eq!(r.bad, 0, "{r:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}: lost frames held the window",
+        t.elapsed()
+    );
+}
