@@ -38,6 +38,7 @@ pub mod wire;
 pub use config::{
     parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, Queues,
     RefillMode, TlbMode, MAX_QUEUES,
+    MmioDevice,
 };
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, MacRewrite, Verdict};
