@@ -448,7 +448,10 @@ fn memparse(s: &str) -> Option<u64> {
         b'g' | b'G' => (&s[..s.len() - 1], 30),
         _ => (s, 0),
     };
-    let n = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+    let n = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
         Some(h) => u64::from_str_radix(h, 16).ok()?,
         None => digits.parse::<u64>().ok()?,
     };
@@ -679,7 +682,10 @@ impl Config {
                 .iter()
                 .position(|k| *k == key)
                 .ok_or(ConfigError::UnknownKey(key))?;
-            if core::mem::replace(&mut seen[idx], true) && idx != ROUTE_KEY && idx != VIRTIO_MMIO_KEY {
+            if core::mem::replace(&mut seen[idx], true)
+                && idx != ROUTE_KEY
+                && idx != VIRTIO_MMIO_KEY
+            {
                 return Err(ConfigError::Repeated(key));
             }
             let bad = |expected| ConfigError::BadValue {
