@@ -1,4 +1,5 @@
-//! [`PortTransport`]: the transport behind one port, a real virtio PCI or MMIO device or the simulated
+//! [`PortTransport`]: the transport behind one port, a real virtio PCI or MMIO device or the
+//! simulated
 //! device of [`crate::sim`], so one driver type (`VirtioNet<H, PortTransport>`) drives both.
 //!
 //! Every [`Transport`] method is delegated to the variant. The hot path does not go through
@@ -11,7 +12,8 @@ use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
 use virtio_drivers::PhysAddr;
 
-/// A port's transport: virtio over PCI (§4.1) or MMIO (§4.2), or the simulated device (in-memory rings only).
+/// A port's transport: virtio over PCI (§4.1) or MMIO (§4.2), or the simulated device
+/// (in-memory rings only).
 pub enum PortTransport<'a> {
     /// A virtio PCI device.
     Pci(PciTransport),

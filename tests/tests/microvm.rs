@@ -108,3 +108,31 @@ fn microvm_boots_and_forwards_l2() {
 fn microvm_boots_and_forwards_io() {
     microvm_boots_and_forwards("io");
 }
+
+/// A `virtio_mmio.device=` naming an empty microvm transport (DeviceID 0 at 0xfeb00000, below
+/// QEMU's two ports) or plain RAM (no magic) is a named port error and a failure exit, never a
+/// panic or hang; so is a malformed value (a config error).
+#[test]
+fn microvm_bad_mmio_devices_are_named_errors() {
+    for (extra, needle) in [
+        (
+            "virtio_mmio.device=512@0xfeb00000:5",
+            "port 0: virtio-mmio 512@0xfeb00000: not a virtio-mmio device: Invalid or unknown device ID",
+        ),
+        (
+            "virtio_mmio.device=512@0x200000:5",
+            "port 0: virtio-mmio 512@0x200000: not a virtio-mmio device: Invalid magic value",
+        ),
+        (
+            "virtio_mmio.device=512@0xfeb00e01:5",
+            "config error: bad value `512@0xfeb00e01:5` for key `virtio_mmio.device`",
+        ),
+    ] {
+        let (exit, lines) = boot_failing_on(Boot::Microvm, &format!("mode=l2 {extra}"), 2, vec![]);
+        assert_eq!(exit, GuestExit::GuestFailure, "{extra}: {lines:#?}");
+        assert!(
+            lines.iter().any(|l| l.contains(needle)) && !lines.iter().any(|l| l.contains("PANIC")),
+            "{extra}: no `{needle}`: {lines:#?}"
+        );
+    }
+}
