@@ -1,6 +1,6 @@
 //! [`PortTransport`]: the transport behind one port, a real virtio PCI or MMIO device or the
-//! simulated
-//! device of [`crate::sim`], so one driver type (`VirtioNet<H, PortTransport>`) drives both.
+//! simulated device of [`crate::sim`], so one driver type (`VirtioNet<H, PortTransport>`)
+//! drives all three.
 //!
 //! Every [`Transport`] method is delegated to the variant. The hot path does not go through
 //! here on the PCI variant (kicks use cached doorbells, `VirtioNet::set_doorbells`); on the
