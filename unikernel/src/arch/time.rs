@@ -118,17 +118,16 @@ pub fn calibrate_start(origin: u64) {
         );
     } else if let Some((khz, _)) = hypervisor_timing_khz() {
         set_rate(khz * 1000, TscSource::Hypervisor);
-    } else if port61_absent() {
-        // Channel 0 has no OUT to tell an overrun from a short window: its whole window runs in
-        // `calibrate_finish` (1–50 ms, ~1 ms on an idle host), never across memory set-up.
-        *PIT_CH0_PENDING.lock() = true;
     } else {
-        *PIT_WINDOW.lock() = Some(pit_start(PitChannel::Ch2));
+        let ch = if port61_absent() {
+            PitChannel::Ch0
+        } else {
+            PitChannel::Ch2
+        };
+        let (saved, s0) = pit_start(ch);
+        *PIT_WINDOW.lock() = Some((ch, saved, s0));
     }
 }
-
-/// Set by [`calibrate_start`] when channel 0 must be used: [`calibrate_finish`] measures.
-static PIT_CH0_PENDING: spin::Mutex<bool> = spin::Mutex::new(false);
 
 /// Whether port 0x61 (NMI status and control: channel 2's gate, bit 0, and OUT, bit 5) is
 /// missing: it reads 0xFF (an unassigned I/O port under QEMU; bits 6–7, NMI sources, are never
@@ -143,33 +142,33 @@ fn port61_absent() -> bool {
 enum PitChannel {
     /// Channel 2 (port 0x42), gated and read back through port 0x61.
     Ch2,
-    /// Channel 0 (port 0x40), gate tied high, no OUT readable (IRQ 0 is masked at the PIC and
-    /// interrupts are off during the window).
+    /// Channel 0 (port 0x40), gate tied high; OUT read through the 8254 read-back command's
+    /// status byte (bit 7). IRQ 0 is masked at the PIC and interrupts are off during the
+    /// window.
     Ch0,
 }
 
 /// End the PIT window [`calibrate_start`] began, if any, and set the rate (waits out the rest
 /// of the window). Idempotent.
 pub fn calibrate_finish() {
-    if core::mem::take(&mut *PIT_CH0_PENDING.lock()) {
-        let (saved, s0) = pit_start(PitChannel::Ch0);
-        let hz = pit_finish(PitChannel::Ch0, saved, s0).unwrap_or(NO_PIT_TSC_HZ);
-        set_rate(hz.max(1), TscSource::Pit0);
-        return;
-    }
-    let Some((saved, s0)) = PIT_WINDOW.lock().take() else {
+    let Some((ch, saved, s0)) = PIT_WINDOW.lock().take() else {
         return;
     };
     // The window overran the counter (the work in between took more than 54.9 ms): a fresh one.
-    let hz = pit_finish(PitChannel::Ch2, saved, s0).unwrap_or_else(|| {
-        let (saved, s0) = pit_start(PitChannel::Ch2);
-        pit_finish(PitChannel::Ch2, saved, s0).unwrap_or(NO_PIT_TSC_HZ)
+    let hz = pit_finish(ch, saved, s0).unwrap_or_else(|| {
+        let (saved, s0) = pit_start(ch);
+        pit_finish(ch, saved, s0).unwrap_or(NO_PIT_TSC_HZ)
     });
-    set_rate(hz.max(1), TscSource::Pit);
+    let src = match ch {
+        PitChannel::Ch2 => TscSource::Pit,
+        PitChannel::Ch0 => TscSource::Pit0,
+    };
+    set_rate(hz.max(1), src);
 }
 
-/// A PIT window begun by [`calibrate_start`]: port 0x61 as it was, the first sample.
-static PIT_WINDOW: spin::Mutex<Option<(u8, PitSample)>> = spin::Mutex::new(None);
+/// A PIT window begun by [`calibrate_start`]: its channel, port 0x61 as it was, the first
+/// sample.
+static PIT_WINDOW: spin::Mutex<Option<(PitChannel, u8, PitSample)>> = spin::Mutex::new(None);
 
 fn set_rate(hz: u64, src: TscSource) {
     TSC_HZ.store(hz, Ordering::Relaxed);
@@ -237,7 +236,16 @@ fn pit_sample(ch: PitChannel) -> PitSample {
             let lo = chan.read();
             let hi = chan.read();
             let after = rdtsc();
-            let out = ch == PitChannel::Ch2 && ctl.read() & 0x20 != 0;
+            let out = match ch {
+                PitChannel::Ch2 => ctl.read() & 0x20 != 0,
+                PitChannel::Ch0 => {
+                    // 8254 read-back (0b11 in bits 7–6): bit 5 set = do not latch the count,
+                    // bit 4 clear = latch the status, bit 1 = channel 0; the status byte's
+                    // bit 7 is OUT.
+                    mode.write(0b1110_0010);
+                    chan.read() & 0x80 != 0
+                }
+            };
             PitSample {
                 before,
                 after,
@@ -287,8 +295,7 @@ fn pit_start(ch: PitChannel) -> (u8, PitSample) {
 /// skews it; only each end read's own bracket does, and the window runs (1–50 ms) until that
 /// bound is under [`PIT_ERROR_PPM`]. `None` if the counter passed zero (the window is more
 /// than 54.9 ms old); [`NO_PIT_TSC_HZ`] if it never counted. Restores port 0x61 to `saved`
-/// (channel 2; channel 0 has no OUT, so an overrun is not seen: its window is never left
-/// open across other work).
+/// (channel 2 only).
 fn pit_finish(ch: PitChannel, saved: u8, s0: PitSample) -> Option<u64> {
     let mut hz = Some(NO_PIT_TSC_HZ);
     for _ in 0..PIT_MAX_SAMPLES {
