@@ -8,7 +8,8 @@
 //!   is written against, implemented by [`virtio_net::VirtioNet`] for every transport.
 //! * [`sim`] (a simulated device on the driver's ring memory) and [`transport`] (PCI or
 //!   simulated) sit beside the driver; [`virtqueue`]'s host tests use [`sim`]'s device queue.
-//! * [`pci`], [`uart`]: port I/O; nothing else here uses them.
+//! * [`pci`], [`uart`]: port I/O; [`mmio`]: probing a virtio-mmio block; nothing else here
+//!   uses them.
 //!
 //! The dataplane (`unikernel`'s library) uses [`nic`] and the driver's buffer types only; the
 //! kernel binary uses [`pci`], [`transport`], [`sim`] and [`uart`] to set devices up.
@@ -32,6 +33,7 @@
 //! invariant.
 #![no_std]
 
+pub mod mmio;
 pub mod nic;
 pub mod pci;
 pub mod sim;

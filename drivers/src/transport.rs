@@ -1,19 +1,25 @@
-//! [`PortTransport`]: the transport behind one port, a real virtio PCI device or the simulated
-//! device of [`crate::sim`], so one driver type (`VirtioNet<H, PortTransport>`) drives both.
+//! [`PortTransport`]: the transport behind one port, a real virtio PCI or MMIO device or the
+//! simulated device of [`crate::sim`], so one driver type (`VirtioNet<H, PortTransport>`)
+//! drives all three.
 //!
 //! Every [`Transport`] method is delegated to the variant. The hot path does not go through
 //! here on the PCI variant (kicks use cached doorbells, `VirtioNet::set_doorbells`); on the
 //! simulated variant a kick is [`SimTransport::notify`]'s counter.
 
 use crate::sim::SimTransport;
+use virtio_drivers::transport::mmio::MmioTransport;
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
 use virtio_drivers::PhysAddr;
 
-/// A port's transport: virtio over PCI (§4.1), or the simulated device (in-memory rings only).
+/// A port's transport: virtio over PCI (§4.1) or MMIO (§4.2), or the simulated device
+/// (in-memory rings only).
 pub enum PortTransport<'a> {
     /// A virtio PCI device.
     Pci(PciTransport),
+    /// A virtio-mmio device (§4.2; [`crate::mmio::virtio_mmio_net`]). Kicks go through
+    /// [`Transport::notify`]: one 32-bit write of the queue index to QueueNotify (0x050).
+    Mmio(MmioTransport<'a>),
     /// The simulated device ([`crate::sim`]), e.g. for the guest's deterministic benchmark.
     Sim(SimTransport<'a>),
 }
@@ -24,17 +30,24 @@ impl From<PciTransport> for PortTransport<'_> {
     }
 }
 
+impl<'a> From<MmioTransport<'a>> for PortTransport<'a> {
+    fn from(t: MmioTransport<'a>) -> Self {
+        PortTransport::Mmio(t)
+    }
+}
+
 impl<'a> From<SimTransport<'a>> for PortTransport<'a> {
     fn from(t: SimTransport<'a>) -> Self {
         PortTransport::Sim(t)
     }
 }
 
-/// `match self { Pci(t) => t.$call, Sim(t) => t.$call }`.
+/// `match self { Pci(t) => t.$call, Mmio(t) => t.$call, Sim(t) => t.$call }`.
 macro_rules! delegate {
     ($self:ident, $t:ident => $call:expr) => {
         match $self {
             PortTransport::Pci($t) => $call,
+            PortTransport::Mmio($t) => $call,
             PortTransport::Sim($t) => $call,
         }
     };

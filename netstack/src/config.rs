@@ -378,6 +378,84 @@ pub struct Config {
     /// reads and four counter updates per busy iteration (about 20 guest instructions), so the
     /// datapath leaves it off unless asked; `busy_cycles` and `busy_iters` are always counted.
     pub phases: bool,
+    /// `virtio_mmio.device=SIZE@ADDR:IRQ` (repeatable, up to [`MAX_MMIO_DEVICES`]): a
+    /// virtio-mmio device (VIRTIO 1.2 §4.2), in Linux's syntax
+    /// (Documentation/admin-guide/kernel-parameters.txt), which is what QEMU's `-machine
+    /// microvm,acpi=off` appends for every `virtio-net-device` it has. Given any, the kernel
+    /// drives these devices instead of scanning PCI, in the order given.
+    pub virtio_mmio: heapless::Vec<MmioDevice, MAX_MMIO_DEVICES>,
+}
+
+/// Most `virtio_mmio.device=` keys: QEMU 7.2's microvm has 24 virtio-mmio transports, the
+/// kernel drives at most 8 ports.
+pub const MAX_MMIO_DEVICES: usize = 8;
+
+/// Smallest `SIZE` of `virtio_mmio.device=`: 0x100 bytes, the register block before the
+/// device configuration space (VIRTIO 1.2 §4.2.2: `Config` at offset 0x100).
+pub const MIN_MMIO_SIZE: u64 = 0x100;
+/// Largest `SIZE` of `virtio_mmio.device=`: 1 MiB (QEMU's transports are 512 bytes each).
+pub const MAX_MMIO_SIZE: u64 = 1 << 20;
+/// `virtio_mmio.device=`'s `ADDR + SIZE` must lie at or below this (bytes): 4 GiB, inside the
+/// identity map with uncached 32-bit MMIO (QEMU microvm places them at 0xfeb00000 and up).
+pub const MAX_MMIO_END: u64 = 1 << 32;
+
+/// One `virtio_mmio.device=SIZE@ADDR:IRQ[:ID]` (Linux's `vm_cmdline_set`): a virtio-mmio
+/// register block of `size` bytes at physical `addr`, interrupting on IOAPIC pin `irq`.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct MmioDevice {
+    /// Size of the register block in bytes (`512` from QEMU; `K`/`M` suffixes and `0x` hex
+    /// accepted as Linux's `memparse` does).
+    pub size: u64,
+    /// Physical address of the register block (4-byte aligned, VIRTIO 1.2 §4.2.2: 32-bit
+    /// registers).
+    pub addr: u64,
+    /// The device's interrupt line (GSI; unused: the kernel polls virtio-mmio devices).
+    pub irq: u32,
+}
+
+impl MmioDevice {
+    /// Parse `SIZE@ADDR:IRQ[:ID]` (the optional platform device `ID` is accepted and ignored,
+    /// as Linux uses it only to name the device). `None` if malformed or out of range: `SIZE` in
+    /// [`MIN_MMIO_SIZE`]`..=`[`MAX_MMIO_SIZE`], `ADDR` nonzero and 4-byte aligned, `ADDR +
+    /// SIZE` ≤ [`MAX_MMIO_END`].
+    pub fn parse(value: &str) -> Option<MmioDevice> {
+        let (size, rest) = value.split_once('@')?;
+        let (addr, rest) = rest.split_once(':')?;
+        let (irq, id) = match rest.split_once(':') {
+            Some((irq, id)) => (irq, Some(id)),
+            None => (rest, None),
+        };
+        let size = memparse(size)?;
+        let addr = memparse(addr)?;
+        let irq = irq.parse::<u32>().ok()?;
+        if let Some(id) = id {
+            id.parse::<u32>().ok()?;
+        }
+        let ok = (MIN_MMIO_SIZE..=MAX_MMIO_SIZE).contains(&size)
+            && addr != 0
+            && addr % 4 == 0
+            && addr.checked_add(size)? <= MAX_MMIO_END;
+        ok.then_some(MmioDevice { size, addr, irq })
+    }
+}
+
+/// A number as Linux's `memparse` reads one: decimal or `0x` hex, then an optional `K`, `M` or
+/// `G` (binary multiples, either case).
+fn memparse(s: &str) -> Option<u64> {
+    let (digits, shift) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(h) => u64::from_str_radix(h, 16).ok()?,
+        None => digits.parse::<u64>().ok()?,
+    };
+    n.checked_mul(1 << shift)
 }
 
 /// Largest `N` of `fault=NAME:N`.
@@ -412,6 +490,7 @@ impl Default for Config {
             backpressure: false,
             faults: [0; mm::fault::FAULTS],
             phases: false,
+            virtio_mmio: heapless::Vec::new(),
         }
     }
 }
@@ -434,6 +513,8 @@ pub enum ConfigError<'a> {
     },
     /// More `route=` keys than [`MAX_CMDLINE_ROUTES`].
     TooManyRoutes,
+    /// More `virtio_mmio.device=` keys than [`MAX_MMIO_DEVICES`].
+    TooManyMmioDevices,
     /// A known key with a value it cannot take; `expected` says what it takes.
     BadValue {
         /// The key.
@@ -463,6 +544,10 @@ impl core::fmt::Display for ConfigError<'_> {
             ConfigError::TooManyRoutes => {
                 write!(f, "key `route` given more than {MAX_CMDLINE_ROUTES} times")
             }
+            ConfigError::TooManyMmioDevices => write!(
+                f,
+                "key `virtio_mmio.device` given more than {MAX_MMIO_DEVICES} times"
+            ),
             ConfigError::BadValue {
                 key,
                 value,
@@ -481,7 +566,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 29] = [
+pub const KEYS: [&str; 30] = [
     "mode",
     "peer0",
     "peer1",
@@ -511,6 +596,7 @@ pub const KEYS: [&str; 29] = [
     "sim_size",
     "fault",
     "phases",
+    "virtio_mmio.device",
 ];
 
 /// Index of `mtu0` in [`KEYS`] (`mtu1` follows).
@@ -532,6 +618,8 @@ const SIM_SIZE_KEY: usize = 26;
 const FAULT_KEY: usize = 27;
 /// Index of `phases` in [`KEYS`].
 const PHASES_KEY: usize = 28;
+/// Index of `virtio_mmio.device` in [`KEYS`]: repeatable, like `route`.
+const VIRTIO_MMIO_KEY: usize = 29;
 /// Index of `tlbtest_skip` in [`KEYS`].
 const TLBTEST_SKIP_KEY: usize = 20;
 
@@ -594,7 +682,10 @@ impl Config {
                 .iter()
                 .position(|k| *k == key)
                 .ok_or(ConfigError::UnknownKey(key))?;
-            if core::mem::replace(&mut seen[idx], true) && idx != ROUTE_KEY {
+            if core::mem::replace(&mut seen[idx], true)
+                && idx != ROUTE_KEY
+                && idx != VIRTIO_MMIO_KEY
+            {
                 return Err(ConfigError::Repeated(key));
             }
             let bad = |expected| ConfigError::BadValue {
@@ -743,6 +834,14 @@ impl Config {
                             .filter(|n| (1..=MAX_FAULT_EVERY).contains(n))
                             .ok_or_else(|| bad(EXPECTED))?;
                     }
+                }
+                VIRTIO_MMIO_KEY => {
+                    let d = MmioDevice::parse(value).ok_or_else(|| {
+                        bad("SIZE@ADDR:IRQ like 512@0xfeb00e00:12 (SIZE 0x100..=1M, ADDR 4-byte aligned, ADDR+SIZE <= 4 GiB)")
+                    })?;
+                    cfg.virtio_mmio
+                        .push(d)
+                        .map_err(|_| ConfigError::TooManyMmioDevices)?;
                 }
                 PHASES_KEY => {
                     cfg.phases = match value {
@@ -1212,6 +1311,59 @@ mod tests {
         assert_eq!(
             Config::parse("quiet").unwrap_err(),
             ConfigError::NotKeyValue("quiet")
+        );
+    }
+
+    #[test]
+    fn virtio_mmio_devices() {
+        let c = Config::parse(
+            "virtio_mmio.device=512@0xfeb00e00:12 mode=io virtio_mmio.device=4K@0xfeb01000:13:2",
+        )
+        .unwrap();
+        assert_eq!(
+            c.virtio_mmio.as_slice(),
+            &[
+                MmioDevice {
+                    size: 512,
+                    addr: 0xfeb0_0e00,
+                    irq: 12
+                },
+                MmioDevice {
+                    size: 4096,
+                    addr: 0xfeb0_1000,
+                    irq: 13
+                },
+            ]
+        );
+        assert!(Config::parse("").unwrap().virtio_mmio.is_empty());
+        for bad in [
+            "512",
+            "512@0xfeb00e00",
+            "512@0xfeb00e00:x",
+            "0x80@0xfeb00e00:12",
+            "2M@0xfeb00e00:12",
+            "512@0xfeb00e01:12",
+            "512@0:12",
+            "512@0xfffffff0:12",
+            "512@0xfeb00e00:12:z",
+            "512@zz:12",
+        ] {
+            let line = format!("virtio_mmio.device={bad}");
+            assert!(
+                matches!(
+                    Config::parse(&line),
+                    Err(ConfigError::BadValue {
+                        key: "virtio_mmio.device",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        let many = "virtio_mmio.device=512@0xfeb00e00:12 ".repeat(MAX_MMIO_DEVICES + 1);
+        assert_eq!(
+            Config::parse(&many).unwrap_err(),
+            ConfigError::TooManyMmioDevices
         );
     }
 

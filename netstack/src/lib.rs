@@ -36,8 +36,8 @@ pub mod stats;
 pub mod wire;
 
 pub use config::{
-    parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, Mode, PoolMode, Queues,
-    RefillMode, TlbMode, MAX_QUEUES,
+    parse_routes_file, Config, ConfigError, IdleMode, LogLevel, MgmtPort, MmioDevice, Mode,
+    PoolMode, Queues, RefillMode, TlbMode, MAX_QUEUES,
 };
 pub use counters::{DropReason, PortCounters};
 pub use forward::{forward_frame, MacRewrite, Verdict};

@@ -500,6 +500,26 @@ pub fn boot_failing_memory(append: &str, memory: &str) -> (GuestExit, Vec<String
     boot_failing_cfg(cfg, dir)
 }
 
+/// [`boot_failing`] loaded by `boot` (e.g. [`Boot::Microvm`]) with `extra_args`.
+pub fn boot_failing_on(
+    boot: Boot,
+    append: &str,
+    nics: usize,
+    extra_args: Vec<String>,
+) -> (GuestExit, Vec<String>) {
+    let dir = TestDir::new();
+    let cfg = GuestConfig {
+        image: image(),
+        boot,
+        dgram_dir: dir.path().to_path_buf(),
+        append: append.to_string(),
+        nics,
+        extra_args,
+        ..GuestConfig::default()
+    };
+    boot_failing_cfg(cfg, dir)
+}
+
 fn boot_failing_cfg(cfg: GuestConfig, dir: TestDir) -> (GuestExit, Vec<String>) {
     let (append, nics) = (cfg.append.as_str(), cfg.nics);
     // Host sides bound so QEMU's sends (if any) have somewhere to go.

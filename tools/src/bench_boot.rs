@@ -34,6 +34,8 @@ pub enum Machine {
     /// q35, OVMF (`-bios`), `-cdrom gannet.iso`: GRUB x86_64-efi, `multiboot2`
     /// ([`Boot::IsoUefi`]).
     IsoUefi,
+    /// `-machine microvm,acpi=off` with `-kernel` (PVH), virtio-mmio ports ([`Boot::Microvm`]).
+    Microvm,
 }
 
 impl Machine {
@@ -43,6 +45,7 @@ impl Machine {
             Machine::Q35 => "q35",
             Machine::IsoBios => "iso-bios (q35, SeaBIOS, GRUB)",
             Machine::IsoUefi => "iso-uefi (q35, OVMF, GRUB)",
+            Machine::Microvm => "microvm (acpi=off, virtio-mmio)",
         }
     }
 
@@ -52,6 +55,7 @@ impl Machine {
             Machine::Q35 => Boot::Pvh,
             Machine::IsoBios => Boot::IsoBios,
             Machine::IsoUefi => Boot::IsoUefi,
+            Machine::Microvm => Boot::Microvm,
         }
     }
 

@@ -187,21 +187,45 @@ pub enum Boot {
     IsoBios,
     /// `-bios OVMF.fd -cdrom ISO`: UEFI (OVMF), GRUB x86_64-efi, `multiboot2`.
     IsoUefi,
+    /// `-machine microvm,acpi=off -kernel IMAGE`: the PVH entry (qboot-style microvm
+    /// firmware), no PCI, no ACPI; one `virtio-net-device` (virtio-mmio, VIRTIO 1.2 §4.2,
+    /// modern: `-global virtio-mmio.force-legacy=false`) per port, which QEMU names on the
+    /// kernel command line as `virtio_mmio.device=512@ADDR:IRQ`. The guest runs on one CPU
+    /// (no MADT) and polls.
+    Microvm,
 }
 
 impl Boot {
-    /// "pvh", "iso-bios" or "iso-uefi" (as `--boot` takes it).
+    /// "pvh", "iso-bios", "iso-uefi" or "microvm" (as `--boot` takes it).
     pub fn name(self) -> &'static str {
         match self {
             Boot::Pvh => "pvh",
             Boot::IsoBios => "iso-bios",
             Boot::IsoUefi => "iso-uefi",
+            Boot::Microvm => "microvm",
         }
     }
 
     /// Booted from a GRUB ISO (either firmware).
     pub fn is_iso(self) -> bool {
-        self != Boot::Pvh
+        matches!(self, Boot::IsoBios | Boot::IsoUefi)
+    }
+
+    /// QEMU's `-machine` value.
+    pub fn machine(self) -> &'static str {
+        match self {
+            Boot::Microvm => "microvm,acpi=off",
+            _ => "q35",
+        }
+    }
+
+    /// The virtio-net device model: `virtio-net-device` (virtio-mmio) on microvm, else
+    /// `virtio-net-pci`.
+    pub fn net_device(self) -> &'static str {
+        match self {
+            Boot::Microvm => "virtio-net-device",
+            _ => "virtio-net-pci",
+        }
     }
 }
 
@@ -359,7 +383,7 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     ensure!(!image.contains(','), "image path {image} contains a comma");
     // ISO boots: the command line and the routes file (-initrd) are on the ISO already.
     let load: Vec<String> = match cfg.boot {
-        Boot::Pvh => vec![
+        Boot::Pvh | Boot::Microvm => vec![
             "-kernel".into(),
             image.into(),
             "-append".into(),
@@ -382,9 +406,14 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             v
         }
     };
+    ensure!(
+        cfg.boot != Boot::Microvm || cfg.queues == 1,
+        "--boot microvm: --queues {}: multi-queue is not supported on virtio-mmio ports",
+        cfg.queues
+    );
     let mut a: Vec<String> = [
         "-machine",
-        "q35",
+        cfg.boot.machine(),
         "-accel",
         cfg.accel.name(),
         "-m",
@@ -418,6 +447,14 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         .map(|s| s.to_string()),
     );
     a.extend(load);
+    if cfg.boot == Boot::Microvm {
+        // QEMU's virtio-mmio transports are legacy (Version 1) by default; the guest drives
+        // the modern layout only (drivers/src/mmio.rs).
+        a.extend([
+            "-global".to_string(),
+            "virtio-mmio.force-legacy=false".to_string(),
+        ]);
+    }
     a.extend([
         "-device".to_string(),
         "isa-debug-exit,iobase=0xf4,iosize=0x04".to_string(),
@@ -440,7 +477,8 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             String::new()
         };
         a.push(format!(
-            "virtio-net-pci,netdev=p{i}{mq}{},mac=02:00:00:00:00:0{}",
+            "{},netdev=p{i}{mq}{},mac=02:00:00:00:00:0{}",
+            cfg.boot.net_device(),
             host_mtu(i),
             i + 1
         ));
@@ -456,7 +494,8 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         ));
         a.push("-device".into());
         a.push(format!(
-            "virtio-net-pci,netdev=p{i}{},mac=02:00:00:00:00:0{}",
+            "{},netdev=p{i}{},mac=02:00:00:00:00:0{}",
+            cfg.boot.net_device(),
             host_mtu(i),
             i + 1
         ));

@@ -251,7 +251,9 @@ fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
 }
 
 /// SMP: the boot CPU's LAPIC and timer rate, then every AP the MADT lists (their stacks come
-/// from the zone before the forwarder counts free pages at boot). Fails the boot on bad ACPI.
+/// from the zone before the forwarder counts free pages at boot). Fails the boot on bad ACPI;
+/// without any ACPI (no RSDP) and with `virtio_mmio.device=` ports (microvm, `acpi=off`) the
+/// boot CPU runs alone.
 #[cfg(target_os = "none")]
 fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
     let bsp_apic = apic::init();
@@ -269,6 +271,12 @@ fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
         }
         None => boot.rsdp,
     };
+    if rsdp == 0 && !cfg.virtio_mmio.is_empty() {
+        // QEMU `-machine microvm,acpi=off` (and Firecracker-class VMMs): no ACPI, so no MADT
+        // to list the other CPUs; the devices came from the command line instead.
+        info!("smp: no ACPI tables (no RSDP; virtio-mmio devices from the command line): the boot CPU only, 1 CPUs online");
+        return;
+    }
     match smp::start_aps(zone, rsdp, bsp_apic, &|cpu, bottom| {
         stack_guard_page(zone, cpu, bottom)
     }) {

@@ -514,3 +514,26 @@ fn iso_boots_load_from_the_cdrom_with_the_routes_file_on_the_iso() {
         Some(PathBuf::from("/r/routes"))
     );
 }
+
+#[test]
+fn microvm_boots_with_virtio_mmio_devices_and_no_acpi() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.boot = Boot::Microvm;
+    let a = command_args(&c).unwrap();
+    let has = |w: &[&str]| a.windows(w.len()).any(|x| x == w);
+    assert!(has(&["-machine", "microvm,acpi=off"]), "{a:?}");
+    assert!(has(&["-kernel", "/img/gannet", "-append"]), "{a:?}");
+    assert!(has(&["-global", "virtio-mmio.force-legacy=false"]), "{a:?}");
+    assert!(
+        has(&["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]),
+        "{a:?}"
+    );
+    let nets: Vec<&String> = a
+        .iter()
+        .filter(|x| x.starts_with("virtio-net-device,netdev=p"))
+        .collect();
+    assert_eq!(nets.len(), 2, "{a:?}");
+    assert!(nic_devices(&a).is_empty(), "no PCI NIC on microvm: {a:?}");
+    c.queues = 2;
+    assert!(command_args(&c).is_err(), "multi-queue refused on microvm");
+}

@@ -1,5 +1,6 @@
 //! Time from the TSC, its rate from CPUID (leaf 0x15, or the hypervisor's 0x40000010) or
-//! measured once against PIT channel 2 (Intel 8254: 1,193,182 Hz input).
+//! measured once against PIT channel 2 (Intel 8254: 1,193,182 Hz input), or against channel 0
+//! where port 0x61 (channel 2's gate and OUT) is absent, as on QEMU's `-machine microvm`.
 //!
 //! Under QEMU TCG the TSC follows the host clock; under `-icount shift=0` one TSC tick is one
 //! guest instruction, which is what the benchmarks report as "cycles" there.
@@ -33,6 +34,11 @@ pub enum TscSource {
     Hypervisor = 1,
     /// Measured against PIT channel 2 ([`calibrate_finish`]).
     Pit = 2,
+    /// Measured against PIT channel 0 ([`calibrate_finish`]): port 0x61 reads 0xFF (nothing
+    /// there: QEMU microvm has a PIT but no port 0x61, so channel 2's gate cannot be raised nor
+    /// its OUT read; the channel 2 window then ended at once and the rate fell back to
+    /// [`NO_PIT_TSC_HZ`]). Channel 0's gate is tied high.
+    Pit0 = 3,
 }
 
 impl TscSource {
@@ -42,6 +48,7 @@ impl TscSource {
             TscSource::Cpuid15 => "CPUID leaf 0x15",
             TscSource::Hypervisor => "hypervisor leaf 0x40000010",
             TscSource::Pit => "calibrated against PIT channel 2",
+            TscSource::Pit0 => "calibrated against PIT channel 0, no port 0x61",
         }
     }
 }
@@ -51,6 +58,7 @@ pub fn tsc_source() -> TscSource {
     match TSC_SOURCE.load(Ordering::Relaxed) {
         0 => TscSource::Cpuid15,
         1 => TscSource::Hypervisor,
+        3 => TscSource::Pit0,
         _ => TscSource::Pit,
     }
 }
@@ -111,26 +119,56 @@ pub fn calibrate_start(origin: u64) {
     } else if let Some((khz, _)) = hypervisor_timing_khz() {
         set_rate(khz * 1000, TscSource::Hypervisor);
     } else {
-        *PIT_WINDOW.lock() = Some(pit_start());
+        let ch = if port61_absent() {
+            PitChannel::Ch0
+        } else {
+            PitChannel::Ch2
+        };
+        let (saved, s0) = pit_start(ch);
+        *PIT_WINDOW.lock() = Some((ch, saved, s0));
     }
+}
+
+/// Whether port 0x61 (NMI status and control: channel 2's gate, bit 0, and OUT, bit 5) is
+/// missing: it reads 0xFF (an unassigned I/O port under QEMU; bits 6–7, NMI sources, are never
+/// both set at boot on a PC).
+fn port61_absent() -> bool {
+    // SAFETY: reading port 0x61 has no side effect (NMI status and control, read part).
+    unsafe { Port::<u8>::new(0x61).read() == 0xff }
+}
+
+/// Which PIT channel a window counts on.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum PitChannel {
+    /// Channel 2 (port 0x42), gated and read back through port 0x61.
+    Ch2,
+    /// Channel 0 (port 0x40), gate tied high; OUT read through the 8254 read-back command's
+    /// status byte (bit 7). IRQ 0 is masked at the PIC and interrupts are off during the
+    /// window.
+    Ch0,
 }
 
 /// End the PIT window [`calibrate_start`] began, if any, and set the rate (waits out the rest
 /// of the window). Idempotent.
 pub fn calibrate_finish() {
-    let Some((saved, s0)) = PIT_WINDOW.lock().take() else {
+    let Some((ch, saved, s0)) = PIT_WINDOW.lock().take() else {
         return;
     };
     // The window overran the counter (the work in between took more than 54.9 ms): a fresh one.
-    let hz = pit_finish(saved, s0).unwrap_or_else(|| {
-        let (saved, s0) = pit_start();
-        pit_finish(saved, s0).unwrap_or(NO_PIT_TSC_HZ)
+    let hz = pit_finish(ch, saved, s0).unwrap_or_else(|| {
+        let (saved, s0) = pit_start(ch);
+        pit_finish(ch, saved, s0).unwrap_or(NO_PIT_TSC_HZ)
     });
-    set_rate(hz.max(1), TscSource::Pit);
+    let src = match ch {
+        PitChannel::Ch2 => TscSource::Pit,
+        PitChannel::Ch0 => TscSource::Pit0,
+    };
+    set_rate(hz.max(1), src);
 }
 
-/// A PIT window begun by [`calibrate_start`]: port 0x61 as it was, the first sample.
-static PIT_WINDOW: spin::Mutex<Option<(u8, PitSample)>> = spin::Mutex::new(None);
+/// A PIT window begun by [`calibrate_start`]: its channel, port 0x61 as it was, the first
+/// sample.
+static PIT_WINDOW: spin::Mutex<Option<(PitChannel, u8, PitSample)>> = spin::Mutex::new(None);
 
 fn set_rate(hz: u64, src: TscSource) {
     TSC_HZ.store(hz, Ordering::Relaxed);
@@ -178,22 +216,36 @@ impl PitSample {
     }
 }
 
-/// Channel 2 latched and read: the narrowest bracket of [`PIT_SAMPLE_READS`] reads.
-fn pit_sample() -> PitSample {
+/// Channel `ch` latched and read: the narrowest bracket of [`PIT_SAMPLE_READS`] reads.
+fn pit_sample(ch: PitChannel) -> PitSample {
     let mut best: Option<PitSample> = None;
     for _ in 0..PIT_SAMPLE_READS {
-        // SAFETY: ports 0x42/0x43/0x61 are PIT channel 2's data, the PIT mode register and the
-        // NMI status and control port; only the calibration uses them, on the boot CPU.
+        let (data, latch) = match ch {
+            PitChannel::Ch2 => (0x42, 0b1000_0000), // counter latch, channel 2
+            PitChannel::Ch0 => (0x40, 0b0000_0000), // counter latch, channel 0
+        };
+        // SAFETY: ports 0x40/0x42/0x43/0x61 are PIT channel 0's and 2's data, the PIT mode
+        // register and the NMI status and control port; only the calibration uses them, on
+        // the boot CPU.
         let s = unsafe {
             let mut mode = Port::<u8>::new(0x43);
-            let mut ch2 = Port::<u8>::new(0x42);
+            let mut chan = Port::<u8>::new(data);
             let mut ctl = Port::<u8>::new(0x61);
             let before = rdtsc();
-            mode.write(0b1000_0000); // counter latch, channel 2
-            let lo = ch2.read();
-            let hi = ch2.read();
+            mode.write(latch);
+            let lo = chan.read();
+            let hi = chan.read();
             let after = rdtsc();
-            let out = ctl.read() & 0x20 != 0;
+            let out = match ch {
+                PitChannel::Ch2 => ctl.read() & 0x20 != 0,
+                PitChannel::Ch0 => {
+                    // 8254 read-back (0b11 in bits 7–6): bit 5 set = do not latch the count,
+                    // bit 4 clear = latch the status, bit 1 = channel 0; the status byte's
+                    // bit 7 is OUT.
+                    mode.write(0b1110_0010);
+                    chan.read() & 0x80 != 0
+                }
+            };
             PitSample {
                 before,
                 after,
@@ -208,9 +260,20 @@ fn pit_sample() -> PitSample {
     best.expect("PIT_SAMPLE_READS > 0")
 }
 
-/// Start PIT channel 2 counting down from 0xFFFF (mode 0, gate on) and take the window's
-/// first sample. Returns port 0x61 as it was, and that sample.
-fn pit_start() -> (u8, PitSample) {
+/// Start PIT channel `ch` counting down from 0xFFFF (mode 0; channel 2: gate on) and take
+/// the window's first sample. Returns port 0x61 as it was (0 for channel 0), and that sample.
+fn pit_start(ch: PitChannel) -> (u8, PitSample) {
+    if ch == PitChannel::Ch0 {
+        // SAFETY: ports 0x43/0x40 are the PIT mode register and channel 0's data; IRQ 0 is
+        // masked at the PIC (or unrouted) and interrupts are off, so the terminal count
+        // interrupts nothing.
+        unsafe {
+            Port::<u8>::new(0x43).write(0b0011_0000); // channel 0, lobyte/hibyte, mode 0
+            Port::<u8>::new(0x40).write(0xff);
+            Port::<u8>::new(0x40).write(0xff);
+        }
+        return (0, pit_sample(ch));
+    }
     // SAFETY: as in `pit_sample`.
     let saved = unsafe {
         let mut ctl = Port::<u8>::new(0x61);
@@ -223,7 +286,7 @@ fn pit_start() -> (u8, PitSample) {
         ch2.write(0xff);
         v
     };
-    (saved, pit_sample())
+    (saved, pit_sample(ch))
 }
 
 /// The TSC rate measured against PIT channel 2 from `s0` ([`pit_start`]): the counter is
@@ -231,11 +294,12 @@ fn pit_start() -> (u8, PitSample) {
 /// the start of counting nor a vCPU descheduled inside the window (under TCG on a loaded host)
 /// skews it; only each end read's own bracket does, and the window runs (1–50 ms) until that
 /// bound is under [`PIT_ERROR_PPM`]. `None` if the counter passed zero (the window is more
-/// than 54.9 ms old); [`NO_PIT_TSC_HZ`] if it never counted. Restores port 0x61 to `saved`.
-fn pit_finish(saved: u8, s0: PitSample) -> Option<u64> {
+/// than 54.9 ms old); [`NO_PIT_TSC_HZ`] if it never counted. Restores port 0x61 to `saved`
+/// (channel 2 only).
+fn pit_finish(ch: PitChannel, saved: u8, s0: PitSample) -> Option<u64> {
     let mut hz = Some(NO_PIT_TSC_HZ);
     for _ in 0..PIT_MAX_SAMPLES {
-        let s = pit_sample();
+        let s = pit_sample(ch);
         if s.out || s0.out {
             hz = None;
             break;
@@ -252,8 +316,10 @@ fn pit_finish(saved: u8, s0: PitSample) -> Option<u64> {
             break;
         }
     }
-    // SAFETY: as in `pit_sample`; restores port 0x61.
-    unsafe { Port::<u8>::new(0x61).write(saved) };
+    if ch == PitChannel::Ch2 {
+        // SAFETY: as in `pit_sample`; restores port 0x61.
+        unsafe { Port::<u8>::new(0x61).write(saved) };
+    }
     hz
 }
 

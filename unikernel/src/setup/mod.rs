@@ -1,4 +1,5 @@
-//! Device set-up on the boot CPU: find the virtio-net ports on PCI, choose the queue pairs,
+//! Device set-up on the boot CPU: find the virtio-net ports on PCI (or take the virtio-mmio
+//! ones the command line names), choose the queue pairs,
 //! initialise every device and route each RX queue's MSI-X entry to the core that will own it.
 //! The result is a typed device set: a [`Topology`] and, per core, its two [`DeviceHandle`]s, taken by
 //! that core with [`take_devices`].
@@ -130,6 +131,9 @@ pub fn take_devices(k: usize) -> Option<[DeviceHandle; PORTS]> {
 /// # Errors
 /// [`SetupError`] naming the port and what failed, or the impossible `queues=`.
 pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> {
+    if !cfg.virtio_mmio.is_empty() {
+        return setup_mmio(cfg, cpus);
+    }
     let mut root = PciRoot::new(PortIoCam);
     let (found, ignored) = find_virtio_net(&mut root);
     if found.len() < PORTS {
@@ -166,6 +170,82 @@ pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> 
         pairs,
         queues,
         port_pairs: if queues > 1 { 1 } else { pairs },
+    })
+}
+
+/// virtio-mmio (`virtio_mmio.device=` on the command line, QEMU microvm): one device per
+/// entry, in the order given, single-queue, polled (no MSI-X on MMIO; the IOAPIC line is not
+/// used), kicked through the transport's QueueNotify write (VIRTIO 1.2 §4.2.2, 0x050). Ports
+/// `2k`, `2k + 1` go to core `k`, as on PCI.
+fn setup_mmio(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> {
+    let found = cfg.virtio_mmio.len();
+    if found < PORTS {
+        return Err(SetupError::TooFewPorts(found));
+    }
+    if let Queues::Count(n) = cfg.queues {
+        if n > 1 {
+            let mut s = heapless::String::new();
+            let _ = core::fmt::write(
+                &mut s,
+                format_args!("queues={n}: multi-queue is not supported on virtio-mmio ports"),
+            );
+            return Err(SetupError::Queues(s));
+        }
+    }
+    let pairs = if cfg.mode == Mode::Router {
+        1
+    } else {
+        (found / PORTS).min(cpus).max(1)
+    };
+    if found > pairs * PORTS {
+        warn!(
+            "{found} virtio-mmio devices given; using the first {} ({pairs} pairs on {cpus} CPUs)",
+            pairs * PORTS
+        );
+    }
+    if cfg.idle == IdleMode::Halt {
+        info!("virtio-mmio: no MSI-X; the cores poll their queues (idle=poll semantics)");
+    }
+    let mut stash = DEVICES.lock();
+    for k in 0..pairs {
+        for j in 0..PORTS {
+            let i = PORTS * k + j;
+            let d = cfg.virtio_mmio[i];
+            // SAFETY: the command line (the VMM) names this block as a virtio-mmio device;
+            // nothing else in the kernel drives it, and the boot CPU is the only CPU running.
+            let t = unsafe { drivers::mmio::virtio_mmio_net::<KernelHal>(d.addr, d.size as usize) }
+                .map_err(|e| {
+                    port_error(
+                        i,
+                        None,
+                        format_args!("virtio-mmio {}@{:#x}: {e}", d.size, d.addr),
+                    )
+                })?;
+            let nic = VirtioNet::new(t.into()).map_err(|e| {
+                port_error(
+                    i,
+                    None,
+                    format_args!("virtio-mmio {}@{:#x}: virtio-net init: {e}", d.size, d.addr),
+                )
+            })?;
+            info!(
+                "port {i}: virtio-mmio {}@{:#x} irq {} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?} (cpu {k}, polled)",
+                d.size,
+                d.addr,
+                d.irq,
+                MacAddr(nic.mac()),
+                2,
+                QUEUE_SIZE,
+                nic.offered_features().bits(),
+                nic.features()
+            );
+            stash[k][j] = Some(DeviceHandle { nic, routed: false });
+        }
+    }
+    Ok(Topology {
+        pairs,
+        queues: 1,
+        port_pairs: pairs,
     })
 }
 
