@@ -524,7 +524,7 @@ fn fake_guest_bidir(
                 f[ETH_DST].copy_from_slice(&peer_mac(out_port));
                 f[ETH_SRC].copy_from_slice(&guest_mac(out_port));
                 let seq = validate_frame(&f).map(|g| g.seq).unwrap_or(1);
-                if port == 0 && drop_every > 0 && seq % drop_every == 0 {
+                if port == 0 && drop_every > 0 && seq.is_multiple_of(drop_every) {
                     continue;
                 }
                 if port == 1 && slow_ms > 0 {
