@@ -142,10 +142,6 @@ mod imp {
         LEFT[f as usize].store(if every == 0 { 0 } else { period(every) }, Relaxed);
     }
 
-    pub fn every(f: Fault) -> u64 {
-        EVERY[f as usize].load(Relaxed)
-    }
-
     pub fn injected(f: Fault) -> u64 {
         INJECTED[f as usize].load(Relaxed)
     }
@@ -206,19 +202,6 @@ pub fn set_every(f: Fault, every: u64) -> Result<(), FaultsDisabled> {
     {
         let _ = (f, every);
         Err(FaultsDisabled)
-    }
-}
-
-/// The mean period [`set_every`] gave kind `f` (0: off, and always without the feature).
-pub fn every(f: Fault) -> u64 {
-    #[cfg(feature = "fault-inject")]
-    {
-        imp::every(f)
-    }
-    #[cfg(not(feature = "fault-inject"))]
-    {
-        let _ = f;
-        0
     }
 }
 

@@ -60,27 +60,7 @@ fn boots_and_forwards(boot: Boot, append: &str, mode: &str, cpus: u32) {
         "{boot}: not every CPU came up (MADT from the multiboot2 ACPI tag)\n{}",
         rig.tail()
     );
-    let r = rig.run();
-    let summary = format!(
-        "{boot}: sent {} received {} bad {} dup {} reordered {} loss {} warnings {:?}",
-        r.sent, r.received, r.bad, r.duplicates, r.reordered, r.loss, r.warnings
-    );
-    eprintln!("{summary}");
-    assert_eq!(r.sent, 2 * FRAMES, "{summary}");
-    assert_eq!(r.received, 2 * FRAMES, "{summary}\n{}", rig.tail());
-    assert_eq!((r.bad, r.duplicates), (0, 0), "{summary}");
-    let s = rig.quit();
-    assert_eq!(s.mode.as_str(), mode, "{s}");
-    for p in 0..2 {
-        assert_eq!(s.ports[p].rx, FRAMES, "{boot} port {p}: {s}");
-        assert_eq!(s.ports[p].tx, FRAMES, "{boot} port {p}: {s}");
-        assert_eq!(
-            s.ports[p].drops,
-            PortDrops::default(),
-            "{boot} port {p}: {s}"
-        );
-    }
-    assert_no_leak(&s);
+    forwards_every_frame_and_quits_clean(&mut rig, &format!("{boot}"), mode, FRAMES);
 }
 
 #[test]

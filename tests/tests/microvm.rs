@@ -76,27 +76,7 @@ fn microvm_boots_and_forwards(mode: &str) {
         }
         None => assert!(hz > 1e8, "implausible TSC rate {hz} Hz"),
     }
-    let r = rig.run();
-    let summary = format!(
-        "microvm {mode}: sent {} received {} bad {} dup {} reordered {} loss {} warnings {:?}",
-        r.sent, r.received, r.bad, r.duplicates, r.reordered, r.loss, r.warnings
-    );
-    eprintln!("{summary}");
-    assert_eq!(r.sent, 2 * FRAMES, "{summary}");
-    assert_eq!(r.received, 2 * FRAMES, "{summary}\n{}", rig.tail());
-    assert_eq!((r.bad, r.duplicates), (0, 0), "{summary}");
-    let s = rig.quit();
-    assert_eq!(s.mode.as_str(), mode, "{s}");
-    for p in 0..2 {
-        assert_eq!(s.ports[p].rx, FRAMES, "microvm port {p}: {s}");
-        assert_eq!(s.ports[p].tx, FRAMES, "microvm port {p}: {s}");
-        assert_eq!(
-            s.ports[p].drops,
-            PortDrops::default(),
-            "microvm port {p}: {s}"
-        );
-    }
-    assert_no_leak(&s);
+    forwards_every_frame_and_quits_clean(&mut rig, &format!("microvm {mode}"), mode, FRAMES);
 }
 
 #[test]

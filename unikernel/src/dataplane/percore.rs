@@ -526,12 +526,7 @@ impl<P: Platform> Core<P> {
             return 0;
         }
         let t_reap = if phases { P::cycles() } else { 0 };
-        for p in 0..PORTS {
-            // Like DPDK's rx_free_thresh: refill a batch of empty slots at once.
-            if self.nics[p].rx_free_slots() >= RX_FREE_THRESH {
-                self.refill(p);
-            }
-        }
+        self.refill_short();
         let t_refill = if phases { P::cycles() } else { 0 };
         self.kick_all();
         let t1 = P::cycles();
@@ -547,11 +542,11 @@ impl<P: Platform> Core<P> {
         work
     }
 
-    /// Refill every port whose RX ring is short by [`RX_FREE_THRESH`] slots or more, and kick.
-    /// [`Core::poll_once`] refills only after an iteration that did work: a ring its pool
-    /// could not refill (the pool ran dry) may be empty, and then no frame comes to make one.
-    /// This brings it back once the pool has pages again.
-    fn refill_short(&mut self) {
+    /// Refill every port whose RX ring is short by [`RX_FREE_THRESH`] slots or more (like
+    /// DPDK's `rx_free_thresh`: a batch of empty slots at once). Returns whether any was; the
+    /// caller kicks.
+    #[inline(always)]
+    fn refill_short(&mut self) -> bool {
         let mut any = false;
         for p in 0..PORTS {
             if self.nics[p].rx_free_slots() >= RX_FREE_THRESH {
@@ -559,9 +554,7 @@ impl<P: Platform> Core<P> {
                 any = true;
             }
         }
-        if any {
-            self.kick_all();
-        }
+        any
     }
 
     /// Every 10 ms, busy or idle: the router's timers (ARP retransmits, queue timeouts) and the
@@ -570,8 +563,14 @@ impl<P: Platform> Core<P> {
         if self.torn_down() {
             return;
         }
-        self.refill_short();
+        // [`Core::poll_once`] refills only after an iteration that did work: a ring its pool
+        // could not refill (the pool ran dry) may be empty, and then no frame comes to make
+        // one. This brings it back once the pool has pages again.
+        let refilled = self.refill_short();
         if self.route.is_none() {
+            if refilled {
+                self.kick_all();
+            }
             return;
         }
         self.mgmt_poll();
