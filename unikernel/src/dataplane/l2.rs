@@ -93,6 +93,7 @@ impl ForwardOps for L2Ops<'_> {
 impl<P: Platform> Core<P> {
     /// Receive a burst on local port `p` and send what survives out of the other port.
     /// Returns RX buffers completed.
+    #[inline(always)]
     pub(crate) fn rx_forward(&mut self, p: usize) -> usize {
         // An empty port costs one load here, before any of the burst's set-up.
         if !self.nics[p].rx_has_used() {
