@@ -532,9 +532,7 @@ impl<P: Platform> Core<P> {
         if self.fabric.cores() > 1 {
             work += self.router_sync();
         }
-        for p in 0..PORTS {
-            work += self.rx_route(p);
-        }
+        work += self.rx_route(0) + self.rx_route(1);
         self.poll_tail(t0, work)
     }
 

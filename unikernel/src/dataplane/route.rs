@@ -392,6 +392,7 @@ impl<P: Platform> Core<P> {
     ///
     /// One fused burst (`VirtioNet::forward_burst`, as `l2`): frames the router forwards out
     /// of the other port go straight to its TX ring; the rest are handled after the burst.
+    #[inline(always)]
     pub(crate) fn rx_route(&mut self, p: usize) -> usize {
         // An empty port costs one load here, before any of the burst's set-up.
         if !self.nics[p].rx_has_used() {
