@@ -515,9 +515,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     fn handle(
         owner: (Option<T>, Option<SplitQueue<H, CTRL_QUEUE_SIZE>>),
         (pair, active_pairs, max_pairs): (u16, u16, u16),
-        (rx, tx): (SplitQueue<H, QUEUE_SIZE>, SplitQueue<H, QUEUE_SIZE>),
+        (rx, mut tx): (SplitQueue<H, QUEUE_SIZE>, SplitQueue<H, QUEUE_SIZE>),
         ((mac, mtu), features, offered): (([u8; 6], Option<u16>), NetFeatures, NetFeatures),
     ) -> Self {
+        // TX posts and reclaims in avail order while the device completes in order (QEMU's
+        // does); the RX ring re-posts each id in place and keeps its free stack.
+        tx.enable_in_order();
         Self {
             transport: owner.0,
             _ctrl: owner.1,
@@ -767,6 +770,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Features the device offered.
     pub fn offered_features(&self) -> NetFeatures {
         self.offered
+    }
+
+    /// Whether the TX ring is in in-order mode now ([`SplitQueue::enable_in_order`]: posts
+    /// and completions skip the free stack while the device completes in avail order).
+    pub fn tx_in_order(&self) -> bool {
+        self.tx.is_in_order()
     }
 
     /// Driver counters (kicks, bad tokens).
@@ -1056,6 +1065,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
             out[n] = done;
             n += 1;
+        }
+        if self.tx_chains == 0 {
+            self.tx.try_in_order();
         }
         n
     }

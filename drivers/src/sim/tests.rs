@@ -920,3 +920,126 @@ fn a_multi_buffer_frame_split_across_bursts_waits_for_its_last_buffer() {
     assert!(back.is_empty());
     assert_eq!(held.len() + spare.len(), 2 * QUEUE_SIZE, "no page lost");
 }
+
+/// TX completions in any order: the TX ring starts in in-order mode, leaves it on the first
+/// completion out of order, and comes back once every descriptor is free; every page comes
+/// back exactly once through each reclaim path (`tx_reclaim_into`, `tx_reclaim`,
+/// `tx_complete`), and no id is ever posted twice while in flight.
+#[test]
+fn tx_completions_out_of_order_leave_in_order_mode_and_lose_nothing() {
+    let shared = SimShared::new(MAC);
+    let (mut nic, _dev) = up(&shared);
+    // SAFETY: as `up`: the nic outlives the device queue and resets the device on drop.
+    let mut q = unsafe { DeviceQueue::new(&shared, SIM_TX_QUEUE) }.unwrap();
+    let pages = Pages::new(QUEUE_SIZE);
+    assert!(nic.tx_in_order(), "a fresh TX ring is in in-order mode");
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let (mut left_mode, mut came_back) = (0, 0);
+    let mut free: Vec<Pfn> = pages.0.clone();
+    let mut in_flight: Vec<u16> = Vec::new();
+    for round in 0..400 {
+        // Post up to the free pages.
+        let m = 1 + rand(free.len().min(48));
+        let bufs: Vec<TxBuf> = free
+            .drain(..m)
+            .map(|pfn| TxBuf {
+                pfn,
+                len: 60,
+                owner: 7,
+            })
+            .collect();
+        // SAFETY: the pages are the test's and stay alive; the device never writes TX pages.
+        let sent = unsafe { nic.tx_burst(&bufs) };
+        assert_eq!(sent, m, "round {round}: room for every frame");
+        while let Some(head) = q.take() {
+            assert!(
+                !in_flight.contains(&head),
+                "round {round}: id {head} posted twice"
+            );
+            in_flight.push(head);
+        }
+        // Complete some of what is in flight: in order in most rounds, shuffled in some.
+        let done = 1 + rand(in_flight.len());
+        let shuffled = round % 5 == 3;
+        for _ in 0..done {
+            let at = if shuffled { rand(in_flight.len()) } else { 0 };
+            let head = in_flight.remove(at);
+            q.give_back(head, 0);
+        }
+        q.publish(false);
+        let was = nic.tx_in_order();
+        let mut back: Vec<Pfn> = Vec::new();
+        match round % 3 {
+            0 => {
+                let mut room = vec![Pfn(0); QUEUE_SIZE];
+                let (n, total) =
+                    nic.tx_reclaim_into(7, &mut room, |_, _| panic!("round {round}: one owner"));
+                assert_eq!(n, total);
+                back.extend_from_slice(&room[..n]);
+            }
+            1 => {
+                nic.tx_reclaim(|pfn, owner| {
+                    assert_eq!(owner, 7);
+                    back.push(pfn);
+                });
+            }
+            _ => {
+                let mut out = vec![
+                    TxDone {
+                        pfn: Pfn(0),
+                        owner: 0
+                    };
+                    QUEUE_SIZE
+                ];
+                let n = nic.tx_complete(&mut out);
+                back.extend(out[..n].iter().map(|d| d.pfn));
+            }
+        }
+        assert_eq!(
+            back.len(),
+            done,
+            "round {round}: every completion reclaimed"
+        );
+        for pfn in &back {
+            assert!(
+                !free.contains(pfn),
+                "round {round}: page {pfn:?} back twice"
+            );
+        }
+        free.extend_from_slice(&back);
+        if was && !nic.tx_in_order() {
+            left_mode += 1;
+        }
+        if !was && nic.tx_in_order() {
+            came_back += 1;
+        }
+        assert_eq!(
+            nic.tx_free_slots(),
+            QUEUE_SIZE - in_flight.len(),
+            "round {round}: free descriptors follow what is in flight"
+        );
+        if in_flight.is_empty() {
+            assert!(
+                nic.tx_in_order(),
+                "round {round}: all free: in-order mode again"
+            );
+        }
+    }
+    assert!(left_mode > 0, "some rounds completed out of order");
+    assert!(came_back > 0, "in-order mode came back after them");
+    assert_eq!(nic.stats().bad_token, 0);
+    // Drain: everything comes back.
+    for head in in_flight.drain(..) {
+        q.give_back(head, 0);
+    }
+    q.publish(false);
+    let mut n = 0;
+    nic.tx_reclaim(|_, _| n += 1);
+    assert_eq!(free.len() + n, QUEUE_SIZE);
+}

@@ -322,6 +322,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         owner: u32,
         ops: &mut O,
     ) -> (BurstStats, usize, bool) {
+        // Chains take several descriptors per avail slot: the TX ring leaves in-order mode
+        // (it comes back once no chain is in flight and every descriptor is free).
+        tx.tx.leave_in_order();
         let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
         let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
@@ -562,6 +565,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
         let mut skip0 = self.rx_skip == 0;
+        let tx_in_order = tx.tx.is_in_order();
         let (mut r, mut t) = (0, 0);
         for i in 0..ready {
             let (id, used) = rx_used_faulty(rxr.pop_nth(&rc, i));
@@ -637,7 +641,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page.cast::<u64>().write_unaligned(0);
                 page.add(8).cast::<u32>().write_unaligned(0);
             }
-            let token = tx.tx.nth_free(&tc, t);
+            let token = tx.tx.nth_free_in(&tc, t, tx_in_order);
             txr.post_nth(&tc, t, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
             t += 1;
@@ -947,6 +951,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.tx.set_cursor(c);
         let n = ready - skipped;
         self.tx_posted -= n;
+        if self.tx_chains == 0 {
+            self.tx.try_in_order();
+        }
         n
     }
 
@@ -972,7 +979,37 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // another owner are noted (cold) and taken out of `room` after the loop.
         let mut k = 0;
         let mut foreign: ForeignTx = heapless::Vec::new();
-        for i in 0..ready {
+        let mut i = 0;
+        if self.tx.is_in_order() {
+            // In-order mode: the i-th completion should be the oldest descriptor in flight
+            // plus i; such a release needs no free-stack store. The first other id (or an
+            // empty slot) ends this loop and rebuilds the free stack, with the `k` released
+            // here counted free; the loop below then takes that element as usual.
+            while i < ready {
+                let id = tx_used_id_faulty(txr.pop_nth_id(&c, i)) as usize;
+                if id != self.tx.oldest_in_flight_at(&c, k) {
+                    break;
+                }
+                let slot = &mut self.tx_pages[id & (QUEUE_SIZE - 1)];
+                let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
+                if pfn == NO_PAGE {
+                    break;
+                }
+                debug_assert!(k < room.len());
+                // SAFETY: `k == i < ready <= room.len()`.
+                unsafe { *room.get_unchecked_mut(k) = pfn };
+                if slot.owner != owner {
+                    note_foreign(&mut foreign, k, slot.owner);
+                }
+                k += 1;
+                i += 1;
+            }
+            if i < ready {
+                let (avail_idx, nfree) = SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&c);
+                self.tx.materialize_free(avail_idx, nfree + k);
+            }
+        }
+        for i in i..ready {
             let id = tx_used_id_faulty(txr.pop_nth_id(&c, i));
             let Some(done) = self.take_tx_page(id) else {
                 continue;
@@ -1000,6 +1037,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
         SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         self.tx.set_cursor(c);
+        self.tx.try_in_order();
         let total = k;
         self.tx_posted -= total;
         (n, total)
@@ -1044,6 +1082,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         self.tx.set_cursor(c);
         self.tx_posted -= heads;
+        if self.tx_chains == 0 {
+            self.tx.try_in_order();
+        }
         (n, heads)
     }
 }
