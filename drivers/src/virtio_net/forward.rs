@@ -324,7 +324,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     ) -> (BurstStats, usize, bool) {
         // Chains take several descriptors per avail slot: the TX ring leaves in-order mode
         // (it comes back once no chain is in flight and every descriptor is free).
-        tx.tx.leave_in_order();
+        tx.tx_leave_in_order();
         let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
         let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
@@ -842,6 +842,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         if parts.is_empty() || parts.len() > MAX_FRAME_BUFFERS || owner & TX_CHAIN_TAG != 0 {
             return false;
         }
+        self.tx_leave_in_order();
         let mut descs = [(0u64, 0u32, false); MAX_FRAME_BUFFERS];
         for (i, &(pfn, len)) in parts.iter().enumerate() {
             let hdr = if i == 0 { NET_HDR_LEN } else { 0 };
@@ -952,7 +953,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let n = ready - skipped;
         self.tx_posted -= n;
         if self.tx_chains == 0 {
-            self.tx.try_in_order();
+            self.tx_try_in_order();
         }
         n
     }
@@ -980,19 +981,24 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut k = 0;
         let mut foreign: ForeignTx = heapless::Vec::new();
         let mut i = 0;
+        // The id the in-order loop stopped at, read once (a second read could differ: the
+        // fault image injects bad ids per read).
+        let mut carried = None;
         if self.tx.is_in_order() {
             // In-order mode: the i-th completion should be the oldest descriptor in flight
             // plus i; such a release needs no free-stack store. The first other id (or an
             // empty slot) ends this loop and rebuilds the free stack, with the `k` released
             // here counted free; the loop below then takes that element as usual.
             while i < ready {
-                let id = tx_used_id_faulty(txr.pop_nth_id(&c, i)) as usize;
-                if id != self.tx.oldest_in_flight_at(&c, k) {
+                let id = tx_used_id_faulty(txr.pop_nth_id(&c, i));
+                if id as usize != self.tx.oldest_in_flight_at(&c, k) {
+                    carried = Some(id);
                     break;
                 }
-                let slot = &mut self.tx_pages[id & (QUEUE_SIZE - 1)];
+                let slot = &mut self.tx_pages[id as usize & (QUEUE_SIZE - 1)];
                 let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
                 if pfn == NO_PAGE {
+                    carried = Some(id);
                     break;
                 }
                 debug_assert!(k < room.len());
@@ -1004,10 +1010,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 k += 1;
                 i += 1;
             }
-            if i < ready {
-                let (avail_idx, nfree) = SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&c);
-                self.tx.materialize_free(avail_idx, nfree + k);
-            }
+        }
+        if let Some(id) = carried {
+            k = self.tx_reclaim_stray(&c, k, id, owner, room, &mut foreign);
+            i += 1;
         }
         for i in i..ready {
             let id = tx_used_id_faulty(txr.pop_nth_id(&c, i));
@@ -1037,10 +1043,38 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
         SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         self.tx.set_cursor(c);
-        self.tx.try_in_order();
+        self.tx_try_in_order();
         let total = k;
         self.tx_posted -= total;
         (n, total)
+    }
+
+    /// The in-order loop of [`VirtioNet::tx_reclaim_into`] met `id` where the oldest
+    /// descriptor in flight was due (or a slot with no page): rebuild the free stack with the
+    /// `k` released so far counted free, then take `id` as the free-stack loop would (read
+    /// once: the fault image injects bad ids per read). Returns `k` after it.
+    #[cold]
+    #[inline(never)]
+    fn tx_reclaim_stray(
+        &mut self,
+        c: &Cursor,
+        k: usize,
+        id: u32,
+        owner: u32,
+        room: &mut [Pfn],
+        foreign: &mut ForeignTx,
+    ) -> usize {
+        let (avail_idx, nfree) = SplitQueue::<H, QUEUE_SIZE>::cursor_parts(c);
+        self.tx.materialize_free(avail_idx, nfree + k);
+        let Some(done) = self.take_tx_page(id) else {
+            return k;
+        };
+        self.tx.release_nth(c, k, id as u16);
+        room[k] = done.pfn;
+        if done.owner != owner {
+            note_foreign(foreign, k, done.owner);
+        }
+        k + 1
     }
 
     /// [`VirtioNet::tx_reclaim_into`] while descriptor chains are on the TX ring (frames of
@@ -1083,7 +1117,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.tx.set_cursor(c);
         self.tx_posted -= heads;
         if self.tx_chains == 0 {
-            self.tx.try_in_order();
+            self.tx_try_in_order();
         }
         (n, heads)
     }
