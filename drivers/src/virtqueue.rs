@@ -644,6 +644,17 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         c.nfree = (c.nfree + k).min(N);
     }
 
+    /// [`SplitQueue::release_in`] on a queue known not to be in in-order mode (an RX queue,
+    /// or a TX queue with chains in flight): no mode test.
+    #[inline(always)]
+    pub fn release_in_stack(&mut self, c: &mut Cursor, id: u16) {
+        debug_assert!(!self.in_order, "release_in_stack is the free-stack path");
+        if c.nfree < N {
+            self.free[c.nfree] = id;
+            c.nfree += 1;
+        }
+    }
+
     /// [`SplitQueue::release`] inside a burst.
     #[inline(always)]
     pub fn release_in(&mut self, c: &mut Cursor, id: u16) {

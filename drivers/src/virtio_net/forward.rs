@@ -394,7 +394,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     }
                     None => {
                         self.rx_pages[slot] = NO_PAGE;
-                        self.rx.release_in(&mut rc, id);
+                        self.rx.release_in_stack(&mut rc, id);
                         emptied += 1;
                     }
                 }
@@ -449,7 +449,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 }
             }
             for j in (0..m).rev() {
-                let id = tx.tx.nth_free(&tc, d + j);
+                // (Not in-order: this run left the mode at its start.)
+                let id = tx.tx.nth_free_in(&tc, d + j, false);
                 let hdr = if j == 0 { NET_HDR_LEN } else { 0 };
                 tx.tx.write_desc(
                     id,
@@ -704,7 +705,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
             None => {
                 self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = NO_PAGE;
-                self.rx.release_in(rc, id as u16);
+                self.rx.release_in_stack(rc, id as u16);
                 rare.emptied += 1;
                 0
             }
@@ -906,7 +907,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             id = self.tx_next[usize::from(id) & (QUEUE_SIZE - 1)];
             let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
             let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
-            self.tx.release_in(&mut c, id);
+            self.tx.release_in_stack(&mut c, id);
             if pfn != NO_PAGE {
                 f(pfn, tag & !TX_CHAIN_TAG);
                 n += 1;
@@ -1097,7 +1098,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let Some(done) = self.take_tx_page(id) else {
                 continue;
             };
-            self.tx.release_in(&mut c, id as u16);
+            self.tx.release_in_stack(&mut c, id as u16);
             heads += 1;
             let tag = done.owner & !TX_CHAIN_TAG;
             let mut put = |pfn: Pfn, tag: u32| {
