@@ -9,12 +9,12 @@
 
 use core::arch::naked_asm;
 use spin::Once;
+use x86_64::instructions::tables::lidt;
 use x86_64::instructions::tables::load_tss;
 use x86_64::registers::segmentation::{Segment, CS, DS, ES, SS};
 use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable, SegmentSelector};
-use x86_64::instructions::tables::lidt;
-use x86_64::structures::DescriptorTablePointer;
 use x86_64::structures::tss::TaskStateSegment;
+use x86_64::structures::DescriptorTablePointer;
 use x86_64::VirtAddr;
 
 /// IST slot (0-based) used by #DF, NMI and #MC so they run on a known-good stack.
