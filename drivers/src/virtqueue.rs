@@ -582,17 +582,14 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// [`SplitQueue::cursor_free`]), without taking it: [`SplitQueue::staged`] takes them.
     #[inline(always)]
     pub fn nth_free(&self, c: &Cursor, d: usize) -> u16 {
-        debug_assert!(d < c.nfree);
-        if self.in_order {
-            return c.avail_idx.wrapping_add(d as u16) & (N as u16 - 1);
-        }
-        self.free[c.nfree.wrapping_sub(1 + d) & (N - 1)] & (N as u16 - 1)
+        self.nth_free_in(c, d, self.in_order)
     }
 
     /// [`SplitQueue::nth_free`] with the mode read once per burst (`in_order`, from
     /// [`SplitQueue::is_in_order`] at the burst's start: a burst does not change it).
     #[inline(always)]
     pub fn nth_free_in(&self, c: &Cursor, d: usize, in_order: bool) -> u16 {
+        debug_assert!(d < c.nfree);
         debug_assert!(in_order == self.in_order);
         if in_order {
             c.avail_idx.wrapping_add(d as u16) & (N as u16 - 1)
@@ -665,10 +662,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
             }
             self.materialize_free(c.avail_idx, c.nfree);
         }
-        if c.nfree < N {
-            self.free[c.nfree] = id;
-            c.nfree += 1;
-        }
+        self.release_in_stack(c, id);
     }
 
     /// Return descriptor `id` (a token from [`SplitQueue::push`] that came back through
@@ -733,7 +727,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// [`SplitQueue::oldest_in_flight`] at a burst's cursor, plus `k`.
     #[inline(always)]
     pub fn oldest_in_flight_at(&self, c: &Cursor, k: usize) -> usize {
-        (usize::from(c.avail_idx) + c.nfree + k) & (N - 1)
+        self.oldest_in_flight(c.avail_idx, c.nfree + k)
     }
 
     /// Leave in-order mode (rebuild the free stack from the implicit free range); a no-op

@@ -953,9 +953,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.tx.set_cursor(c);
         let n = ready - skipped;
         self.tx_posted -= n;
-        if self.tx_chains == 0 {
-            self.tx_try_in_order();
-        }
+        self.tx_try_in_order();
         n
     }
 
@@ -1117,9 +1115,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         self.tx.set_cursor(c);
         self.tx_posted -= heads;
-        if self.tx_chains == 0 {
-            self.tx_try_in_order();
-        }
+        self.tx_try_in_order();
         (n, heads)
     }
 }
