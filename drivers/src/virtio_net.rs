@@ -367,9 +367,6 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     /// TX reclaims still to pass without a chain before the TX ring may enter in-order mode
     /// again ([`TX_IN_ORDER_HOLD`] after each chain).
     tx_in_order_hold: u8,
-    /// The next descriptor of each TX chain descriptor (as the driver linked it), so a
-    /// completion walks its chain without reading the descriptor table back.
-    tx_next: [u16; QUEUE_SIZE],
     /// Multi-page frames were seen lately: the fused burst runs its chain-aware loop
     /// (`forward_run_chains`) until a burst of one-page frames only.
     rx_chain_mode: bool,
@@ -552,7 +549,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rx_chain: RxChain::default(),
             tx_chains: 0,
             tx_in_order_hold: 0,
-            tx_next: [0; QUEUE_SIZE],
             rx_chain_mode: false,
             mac,
             mtu,

@@ -128,6 +128,61 @@ impl<const N: usize> Rings<N> {
         }
     }
 
+    /// Write descriptor `id` of a chain the burst is posting (§2.7.5): `addr`, and `len`
+    /// with `flags`/`next` as one 8-byte store, as [`SplitQueue::write_desc`] but through the
+    /// burst's ring pointers (no reload of the table's address per descriptor).
+    #[inline(always)]
+    pub fn write_desc(&self, id: u16, addr: u64, len: u32, next: Option<u16>) {
+        let (flags, next) = next.map_or((0, 0), |n| (VIRTQ_DESC_F_NEXT, n));
+        let id = id & (N as u16 - 1);
+        // SAFETY: `id < N` (masked); the caller owns the descriptor (off the free stack, not
+        // available to the device); plain stores, seen by the device after the publish.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write(u64::from(len) | u64::from(flags) << 32 | u64::from(next) << 48);
+        }
+    }
+
+    /// End a chain at descriptor `id` (written by [`Rings::write_desc`] with a link): its
+    /// `len` rewritten with no `VIRTQ_DESC_F_NEXT` (§2.7.5), one 8-byte store.
+    #[inline(always)]
+    pub fn end_chain(&self, id: u16, len: u32) {
+        let id = id & (N as u16 - 1);
+        // SAFETY: `id < N` (masked); the caller owns the descriptor (not yet available).
+        unsafe {
+            (&raw mut (*self.desc.add(usize::from(id)).as_ptr()).len)
+                .cast::<u64>()
+                .write(u64::from(len));
+        }
+    }
+
+    /// [`SplitQueue::avail_nth`] through the burst's ring pointers.
+    #[inline(always)]
+    pub fn avail_nth(&self, c: &Cursor, a: usize, id: u16) {
+        let slot = (usize::from(c.avail_idx) + a) & (N - 1);
+        // SAFETY: the slot is masked into the avail ring, which lives as long as the queue.
+        unsafe { self.avail.add(2 + slot).write(id) };
+    }
+
+    /// The descriptor that descriptor `id` continues in, as the driver wrote it
+    /// (`VIRTQ_DESC_F_NEXT` set, §2.7.5), or `None` at a chain's end. One 8-byte load of
+    /// `len`/`flags`/`next`: the device never writes the table.
+    #[inline(always)]
+    pub fn desc_next(&self, id: u16) -> Option<u16> {
+        let id = id & (N as u16 - 1);
+        // SAFETY: `id < N` (masked); the table lives as long as the queue and only the driver
+        // writes it.
+        let w = unsafe {
+            (&raw const (*self.desc.add(usize::from(id)).as_ptr()).len)
+                .cast::<u64>()
+                .read()
+        };
+        (w >> 32 & u64::from(VIRTQ_DESC_F_NEXT) != 0).then_some((w >> 48) as u16)
+    }
+
     /// [`SplitQueue::push_nth`]'s stores for descriptor `id` (from [`SplitQueue::nth_free`])
     /// as the burst's `t`-th available entry.
     #[inline(always)]
@@ -596,6 +651,16 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         } else {
             self.free[c.nfree.wrapping_sub(1 + d) & (N - 1)] & (N as u16 - 1)
         }
+    }
+
+    /// [`SplitQueue::nth_free_in`] off in-order mode for any `d` (masked into the free
+    /// stack): for `d <` [`SplitQueue::cursor_free`] the descriptor the burst's `d`-th take
+    /// gets; past them, some id the caller must not use (a chain's last link, rewritten
+    /// before it is published).
+    #[inline(always)]
+    pub fn nth_free_any(&self, c: &Cursor, d: usize) -> u16 {
+        debug_assert!(!self.in_order);
+        self.free[c.nfree.wrapping_sub(1 + d) & (N - 1)] & (N as u16 - 1)
     }
 
     /// Write descriptor `id` (one the driver owns: taken off the free stack by the burst,

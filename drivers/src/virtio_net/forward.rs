@@ -187,6 +187,36 @@ enum NotWhole {
     Stop,
 }
 
+/// What one [`VirtioNet::forward_run_chains`] did.
+struct ChainRun {
+    /// Its counts.
+    stats: BurstStats,
+    /// Used elements taken.
+    taken: usize,
+    /// Whether it saw a frame of several pages.
+    multi: bool,
+    /// It stopped at a frame the burst's budget cut (after at least one frame): the burst
+    /// ends there and the frame waits in the used ring for the next one.
+    budget: bool,
+}
+
+/// A chain cut to its first `send` bytes (`RxVerdict::ForwardFirst`, `send` below the
+/// frame's length): the bytes of the page the cut falls in become the rest; returns how many
+/// pages are sent (at least 1: the first holds the header).
+#[cold]
+#[inline(never)]
+fn chain_cut(lens: &mut [u16; MAX_FRAME_BUFFERS], send: usize) -> usize {
+    let mut left = send;
+    for (j, l) in lens.iter_mut().enumerate() {
+        if usize::from(*l) >= left {
+            *l = left as u16;
+            return j + 1;
+        }
+        left -= usize::from(*l);
+    }
+    MAX_FRAME_BUFFERS
+}
+
 /// TX completions of another owner in one [`VirtioNet::tx_reclaim_into`]: (index into its
 /// `room`, owner tag).
 type ForeignTx = heapless::Vec<(u16, u32), QUEUE_SIZE>;
@@ -236,6 +266,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return BurstStats::default();
         }
         let mut ops = ops();
+        if self.rx_chain_mode {
+            // Multi-page frames flow: the whole burst in the chain-aware loop.
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.forward_burst_chains(tx, ready, owner, &mut ops) };
+        }
         // SAFETY: the caller's contract, passed on.
         let (mut st, stop) = unsafe { self.forward_run(tx, ready, owner, &mut ops) };
         if stop > 0 {
@@ -245,11 +280,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         st
     }
 
-    /// The rest of a burst while multi-page frames flow (entered from `forward_rest`, after
-    /// the general run stopped at one): the general run first if a frame is half collected,
-    /// then [`VirtioNet::forward_run_chains`] until it takes everything; what it leaves (a
-    /// malformed buffer, a frame not yet whole in the used ring) goes to the general run. A
-    /// rest of one-page frames only ends the mode.
+    /// The rest of a burst while multi-page frames flow (from [`VirtioNet::forward_burst`]
+    /// at a burst's start in chain mode, or `forward_rest` after the general run stopped at
+    /// one): the general run first if a frame is half collected, then
+    /// [`VirtioNet::forward_run_chains`]; what it leaves (a malformed buffer, a frame not yet
+    /// whole in the used ring, the TX ring full) goes to the general run, and a frame the
+    /// burst's budget cut waits in the used ring for the next burst. A burst of one-page
+    /// frames only ends the mode.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -266,36 +303,27 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut left = ready;
         let mut multi = false;
         while left > 0 {
-            if self.rx_chain.n > 0 || self.rx_skip > 0 {
+            if self.rx_chain.n == 0 && self.rx_skip == 0 {
                 // SAFETY: the caller's contract, passed on.
-                let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
-                st.add(&run);
-                let done = if stop > 0 { stop } else { left };
-                left -= done;
-                if self.rx_chain.n > 0 && self.rx_skip == 0 {
-                    self.forward_chain(tx, owner, ops, &mut st);
+                let run = unsafe { self.forward_run_chains(tx, left, owner, ops) };
+                st.add(&run.stats);
+                multi |= run.multi;
+                left -= run.taken;
+                if left == 0 || run.budget {
+                    break;
                 }
-                multi = true;
-                continue;
             }
+            // A frame half collected, or something the chain loop does not handle: one
+            // general run for the rest (it also collects a frame not yet whole in the used
+            // ring), and the frame it completed, if any.
             // SAFETY: the caller's contract, passed on.
-            let (run, done, saw_multi) = unsafe { self.forward_run_chains(tx, left, owner, ops) };
+            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
             st.add(&run);
-            multi |= saw_multi;
-            left -= done;
-            if left > 0 {
-                // The chain loop stopped at something it does not handle: one general run
-                // for the rest (it also collects a frame not yet whole in the used ring).
-                // SAFETY: the caller's contract, passed on.
-                let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
-                st.add(&run);
-                let done = if stop > 0 { stop } else { left };
-                left -= done;
-                if self.rx_chain.n > 0 && self.rx_skip == 0 {
-                    self.forward_chain(tx, owner, ops, &mut st);
-                }
-                multi |= run.buffers > run.rx_frames || stop > 0;
+            left -= if stop > 0 { stop } else { left };
+            if self.rx_chain.n > 0 && self.rx_skip == 0 {
+                self.forward_chain(tx, owner, ops, &mut st);
             }
+            multi |= run.buffers > run.rx_frames || stop > 0;
         }
         if !multi {
             self.rx_chain_mode = false;
@@ -304,14 +332,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 
     /// The chain-aware loop of the fused burst: one frame per step, of `num_buffers` used
-    /// elements (1..=[`MAX_FRAME_BUFFERS`], all in the used ring), each RX slot re-posted from
-    /// the alloc cache, the dataplane asked ([`ForwardOps::forward`] or
-    /// [`ForwardOps::forward_multi`]) and the frame posted on `tx`'s TX ring as a chain of
-    /// its pages (one available entry, one descriptor per page: two counters, so the chain
-    /// needs no stop); an RX slot no page refills goes back to the free list, as in the
-    /// general run. Stops before anything unusual (a bad id or length, a frame not whole yet,
-    /// the TX ring full), leaving it to the general run. Returns its
-    /// counts, the used elements taken, and whether it saw a multi-page frame.
+    /// elements (1..=[`MAX_FRAME_BUFFERS`], §5.1.6.4, all in the used ring). Per frame: its
+    /// elements read and checked (nothing changes before every one is sound), the dataplane
+    /// asked ([`ForwardOps::forward`] or [`ForwardOps::forward_multi`]), then per buffer the
+    /// RX slot re-posted in place from the alloc cache and the page written as the next
+    /// descriptor of the frame's TX chain, linked forward (the next free descriptor is known
+    /// before it is taken, [`SplitQueue::nth_free_in`]; §2.7.5), and one available entry for
+    /// the chain's head (§2.7.13). An RX slot no page refills goes back to the free list, as
+    /// in the general run. Stops before anything unusual (a bad id or length, the TX ring
+    /// full, a frame not whole in the used ring), leaving it to the general run; a frame the
+    /// burst's budget (`ready`) cut after at least one frame ends the burst instead
+    /// ([`ChainRun::budget`]).
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -321,25 +352,26 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ready: usize,
         owner: u32,
         ops: &mut O,
-    ) -> (BurstStats, usize, bool) {
+    ) -> ChainRun {
         // Chains take several descriptors per avail slot: the TX ring leaves in-order mode
         // (it comes back once no chain is in flight and every descriptor is free).
         tx.tx_leave_in_order();
         let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
         let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
+        let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
         let mut st = BurstStats::default();
+        let mut rare = Rare::default();
+        // `i` used elements taken, `r` RX re-posts, `a` TX avail entries, `d` TX descriptors.
         let (mut i, mut r, mut a, mut d) = (0, 0, 0, 0);
-        let mut emptied = 0;
-        let mut multi = false;
+        let (mut multi, mut budget, mut chains) = (false, false, 0);
         'frames: while i < ready {
-            // Look first: every element of the frame there and sound, else leave it.
-            let (id0, used0) = self.rx.pop_nth(&rc, i);
+            let (id0, used0) = rxr.pop_nth(&rc, i);
             let Some(&pfn0) = self.rx_pages.get(id0 as usize) else {
                 break;
             };
             let used0 = used0 as usize;
-            if pfn0 == NO_PAGE || !(NET_HDR_LEN..=PAGE_SIZE).contains(&used0) {
+            if pfn0 == NO_PAGE || used0.wrapping_sub(NET_HDR_LEN) > PAGE_SIZE - NET_HDR_LEN {
                 break;
             }
             let page0 = pfn0.addr() as usize as *mut u8;
@@ -352,52 +384,32 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     .read_unaligned()
             }))
             .max(1);
-            if k > MAX_FRAME_BUFFERS || i + k > ready || d + k > tx_free {
+            if k > MAX_FRAME_BUFFERS || d + k > tx_free {
                 break;
             }
+            if i + k > ready {
+                // The rest of the frame is past the budget (or not in the used ring yet).
+                budget = i > 0;
+                break;
+            }
+            let mut ids = [0u16; MAX_FRAME_BUFFERS];
             let mut pages = [NO_PAGE; MAX_FRAME_BUFFERS];
             let mut lens = [0u16; MAX_FRAME_BUFFERS];
-            let mut ids = [0u16; MAX_FRAME_BUFFERS];
-            let mut len = 0;
-            for j in 0..k {
-                let (id, used) = self.rx.pop_nth(&rc, i + j);
+            let mut len = used0 - NET_HDR_LEN;
+            (ids[0], pages[0], lens[0]) = (id0 as u16, pfn0, len as u16);
+            for j in 1..k {
+                let (id, used) = rxr.pop_nth(&rc, i + j);
                 let p = match self.rx_pages.get(id as usize) {
                     Some(&p) if p != NO_PAGE => p,
                     _ => break 'frames,
                 };
-                let bytes = if j == 0 {
-                    used0 - NET_HDR_LEN
-                } else {
-                    used as usize
-                };
-                if j > 0 && (bytes == 0 || bytes > PAGE_SIZE) {
+                // A continuation holds 1..=PAGE_SIZE frame bytes from offset 0 (no header).
+                let used = used as usize;
+                if used.wrapping_sub(1) >= PAGE_SIZE {
                     break 'frames;
                 }
-                pages[j] = p;
-                lens[j] = bytes as u16;
-                ids[j] = id as u16;
-                len += bytes;
-            }
-            // Every slot re-posted at once; one no page refills goes back to the free list
-            // (for a later `rx_refill`), as in the general run.
-            for &id in &ids[..k] {
-                let slot = usize::from(id) & (QUEUE_SIZE - 1);
-                let new = match ops.rx_page_cached() {
-                    Some(p) => Some(p),
-                    None => ops.rx_page().filter(|&p| p != NO_PAGE),
-                };
-                match new {
-                    Some(p) => {
-                        self.rx.repost_nth(&rc, r, id, p.addr());
-                        self.rx_pages[slot] = p;
-                        r += 1;
-                    }
-                    None => {
-                        self.rx_pages[slot] = NO_PAGE;
-                        self.rx.release_in_stack(&mut rc, id);
-                        emptied += 1;
-                    }
-                }
+                (ids[j], pages[j], lens[j]) = (id as u16, p, used as u16);
+                len += used;
             }
             i += k;
             st.buffers += k;
@@ -418,69 +430,69 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     len,
                 })
             };
-            let send = match verdict {
-                RxVerdict::Forward => len,
-                RxVerdict::ForwardFirst(n) => n.min(len),
-                RxVerdict::Consumed => continue,
+            // `m` pages sent (0: the dataplane took them all), `send` bytes.
+            let (m, send) = match verdict {
+                RxVerdict::Forward => (k, len),
+                RxVerdict::ForwardFirst(n) if n >= len => (k, len),
+                RxVerdict::ForwardFirst(n) => (chain_cut(&mut lens, n), n),
+                RxVerdict::Consumed => (0, 0),
             };
-            // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of zeros.
-            unsafe {
-                page0.cast::<u64>().write_unaligned(0);
-                page0.add(8).cast::<u32>().write_unaligned(0);
+            if m > 0 {
+                // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of
+                // zeros.
+                unsafe {
+                    page0.cast::<u64>().write_unaligned(0);
+                    page0.add(8).cast::<u32>().write_unaligned(0);
+                }
             }
-            // The chain's descriptors (pages past `send` are not sent), last to first.
-            let mut m = 1;
-            let mut reach = usize::from(lens[0]);
-            while m < k && reach < send {
-                reach += usize::from(lens[m]);
-                m += 1;
+            // Every RX slot of the frame re-posted in place.
+            for &id in &ids[..k] {
+                let slot = usize::from(id) & (QUEUE_SIZE - 1);
+                match ops.rx_page_cached() {
+                    Some(p) => {
+                        rxr.repost_nth(&rc, r, id, p.addr());
+                        self.rx_pages[slot] = p;
+                        r += 1;
+                    }
+                    None => r += self.rx_refill_slow(&mut rc, r, u32::from(id), ops, &mut rare),
+                }
+            }
+            if m == 0 {
+                continue;
+            }
+            // The TX chain, linked forward: descriptor `j` continues in the burst's next free
+            // descriptor (the last one's link is cleared after the loop). Not in-order: this
+            // run left the mode at its start.
+            let head_id = tx.tx.nth_free_in(&tc, d, false);
+            let mut x = head_id;
+            let mut last_len = 0;
+            for j in 0..m {
+                // (For the last, `d + j + 1` may be past the free descriptors: the id read is
+                // never used, its link is rewritten below.)
+                let nx = tx.tx.nth_free_any(&tc, d + j + 1);
+                let hdr = if j == 0 { NET_HDR_LEN } else { 0 };
+                last_len = (hdr + usize::from(lens[j])) as u32;
+                txr.write_desc(x, pages[j].addr(), last_len, Some(nx));
+                tx.tx_pages[usize::from(x) & (QUEUE_SIZE - 1)] = TxDone {
+                    pfn: pages[j],
+                    owner,
+                };
+                if j + 1 < m {
+                    x = nx;
+                }
+            }
+            txr.end_chain(x, last_len);
+            if m > 1 {
+                tx.tx_pages[usize::from(head_id) & (QUEUE_SIZE - 1)].owner = owner | TX_CHAIN_TAG;
+                chains += 1;
             }
             for &p in &pages[m..k] {
+                // Past a `ForwardFirst` cut: not sent.
                 ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
             }
-            let mut next = None;
-            // Bytes sent from each page: all of them, but when the frame is cut.
-            let mut cut = lens;
-            if send < len {
-                let mut left = send;
-                for c in cut[..m].iter_mut() {
-                    *c = (*c).min(left as u16);
-                    left -= usize::from(*c);
-                }
-            }
-            for j in (0..m).rev() {
-                // (Not in-order: this run left the mode at its start.)
-                let id = tx.tx.nth_free_in(&tc, d + j, false);
-                let hdr = if j == 0 { NET_HDR_LEN } else { 0 };
-                tx.tx.write_desc(
-                    id,
-                    pages[j].addr(),
-                    (hdr + usize::from(cut[j])) as u32,
-                    next,
-                );
-                let slot = usize::from(id) & (QUEUE_SIZE - 1);
-                let tag = if j == 0 && m > 1 {
-                    owner | TX_CHAIN_TAG
-                } else {
-                    owner
-                };
-                tx.tx_pages[slot] = TxDone {
-                    pfn: pages[j],
-                    owner: tag,
-                };
-                if let Some(nx) = next {
-                    tx.tx_next[slot] = nx;
-                }
-                next = Some(id);
-            }
-            if let Some(head_id) = next {
-                tx.tx.avail_nth(&tc, a, head_id);
-            }
+            txr.avail_nth(&tc, a, head_id);
             a += 1;
             d += m;
-            if m > 1 {
-                tx.tx_chains += 1;
-            }
             st.tx_frames += 1;
             st.tx_bytes += send as u64;
         }
@@ -489,7 +501,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, a, d);
         self.rx.set_cursor(rc);
         tx.tx.set_cursor(tc);
-        self.rx_posted -= emptied;
+        self.rx_posted -= rare.emptied;
         self.rx_unpublished += r;
         if self.rx_unpublished >= RX_PUBLISH_BATCH {
             self.rx_publish();
@@ -497,8 +509,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         if a > 0 {
             tx.tx.publish();
             tx.tx_posted += d;
+            tx.tx_chains += chains;
         }
-        (st, i, multi)
+        ChainRun {
+            stats: st,
+            taken: i,
+            multi,
+            budget,
+        }
     }
 
     /// A run stopped at a multi-buffer frame that became whole: send it, then go on with the
@@ -872,7 +890,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 pfn: parts[i].0,
                 owner: tag,
             };
-            self.tx_next[id] = ids[(i + 1).min(MAX_FRAME_BUFFERS - 1)];
         }
         self.tx.publish();
         self.tx_posted += n;
@@ -900,11 +917,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut id = head;
         // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head; the
         // table's flags say where the chain ends (the device never writes them, §2.7.5).
+        let txr = self.tx.rings();
         for _ in 1..MAX_FRAME_BUFFERS {
-            if !self.tx.desc_has_next(id) {
+            let Some(nx) = txr.desc_next(id) else {
                 break;
-            }
-            id = self.tx_next[usize::from(id) & (QUEUE_SIZE - 1)];
+            };
+            id = nx;
             let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
             let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
             self.tx.release_in_stack(&mut c, id);
@@ -1078,8 +1096,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// [`VirtioNet::tx_reclaim_into`] while descriptor chains are on the TX ring (frames of
     /// several pages): at most `room.len()` completions; pages tagged `owner` fill `room` in
-    /// order, the others (and those `room` has no space for) go to `other`. Kept apart so
-    /// the common loop stays as it was (a chain check there cost ~2 instructions per page).
+    /// order, the others (and those `room` has no space for) go to `other` (at most
+    /// [`QUEUE_SIZE`] pages in all: no more are in flight). A chain is walked through the
+    /// descriptor table's `next` fields as the driver wrote them (§2.7.5: the device never
+    /// writes the table). Kept apart so the common loop stays as it was (a chain check there
+    /// cost ~2 instructions per page). Returns `(pages written to room, completions taken)`
+    /// (a chain is one completion).
     #[cold]
     #[inline(never)]
     fn tx_reclaim_into_chains(
@@ -1089,33 +1111,115 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         mut other: impl FnMut(Pfn, u32),
     ) -> (usize, usize) {
         let mut c = self.tx.cursor();
+        let txr = self.tx.rings();
         let ready = self.tx_ready(&c, room.len());
-        let (mut n, mut heads) = (0, 0);
-        for _ in 0..ready {
-            let id = tx_used_id_faulty(self.tx.pop_ready_id(&mut c));
+        let cap = room.len();
+        // `n` pages into `room`, `k` descriptors released, `heads` completions (`chains` of
+        // them chains), `elsewhere` pages handed to `other`.
+        let (mut n, mut k, mut heads, mut chains, mut elsewhere) = (0, 0, 0, 0, 0);
+        for i in 0..ready {
+            let id = tx_used_id_faulty(txr.pop_nth_id(&c, i));
             let Some(done) = self.take_tx_page(id) else {
                 continue;
             };
-            self.tx.release_in_stack(&mut c, id as u16);
+            let mut id = id as u16;
+            // A valid id not yet completed was taken off the free stack: there is a slot.
+            self.tx.release_nth(&c, k, id);
+            k += 1;
             heads += 1;
+            let chain = done.owner & TX_CHAIN_TAG != 0;
+            chains += usize::from(chain);
             let tag = done.owner & !TX_CHAIN_TAG;
-            let mut put = |pfn: Pfn, tag: u32| {
-                if tag == owner && n < room.len() {
-                    room[n] = pfn;
-                    n += 1;
-                } else {
-                    other(pfn, tag);
+            if tag != owner || n + MAX_FRAME_BUFFERS > cap {
+                let (to_room, to_other) = self.tx_chain_elsewhere(
+                    &c,
+                    &mut k,
+                    id,
+                    done.pfn,
+                    chain,
+                    tag == owner,
+                    &mut room[n..],
+                    tag,
+                    &mut other,
+                );
+                n += to_room;
+                elsewhere += to_other;
+                continue;
+            }
+            // Every page of the frame fits in `room` (checked above).
+            room[n] = done.pfn;
+            n += 1;
+            if chain {
+                // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head.
+                for _ in 1..MAX_FRAME_BUFFERS {
+                    let Some(nx) = txr.desc_next(id) else {
+                        break;
+                    };
+                    id = nx & (QUEUE_SIZE as u16 - 1);
+                    let pfn = core::mem::replace(&mut self.tx_pages[usize::from(id)].pfn, NO_PAGE);
+                    self.tx.release_nth(&c, k, id);
+                    k += 1;
+                    // SAFETY: at most MAX_FRAME_BUFFERS pages per frame, and
+                    // `n + MAX_FRAME_BUFFERS <= cap` held at its head.
+                    unsafe { *room.get_unchecked_mut(n) = pfn };
+                    n += usize::from(pfn != NO_PAGE);
                 }
-            };
-            put(done.pfn, tag);
-            if done.owner & TX_CHAIN_TAG != 0 {
-                // Its other pages: `tx_chain_rest` takes them off `tx_posted` itself.
-                c = self.tx_chain_rest(c, id as u16, tag, &mut put).0;
             }
         }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, ready);
+        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, k);
         self.tx.set_cursor(c);
-        self.tx_posted -= heads;
+        self.tx_chains = self.tx_chains.saturating_sub(chains);
+        self.tx_posted -= n + elsewhere;
         self.tx_try_in_order();
         (n, heads)
+    }
+
+    /// One completion of [`VirtioNet::tx_reclaim_into_chains`] that does not go wholly into
+    /// `room` (another owner's, or `room` nearly full): its head's page `head_pfn`, then, for
+    /// a `chain`, the rest of its descriptors released (as the `*k`-th releases on) and their
+    /// pages; each page into `room` while `mine` and it has space, else to `other` with
+    /// `tag`. Returns `(pages into room, pages to other)`.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn tx_chain_elsewhere(
+        &mut self,
+        c: &Cursor,
+        k: &mut usize,
+        head: u16,
+        head_pfn: Pfn,
+        chain: bool,
+        mine: bool,
+        room: &mut [Pfn],
+        tag: u32,
+        other: &mut impl FnMut(Pfn, u32),
+    ) -> (usize, usize) {
+        let (mut n, mut o) = (0, 0);
+        let mut put = |pfn: Pfn| {
+            if mine && n < room.len() {
+                room[n] = pfn;
+                n += 1;
+            } else {
+                other(pfn, tag);
+                o += 1;
+            }
+        };
+        put(head_pfn);
+        let mut id = head;
+        let txr = self.tx.rings();
+        for _ in 1..if chain { MAX_FRAME_BUFFERS } else { 1 } {
+            let Some(nx) = txr.desc_next(id) else {
+                break;
+            };
+            id = nx & (QUEUE_SIZE as u16 - 1);
+            let pfn = core::mem::replace(&mut self.tx_pages[usize::from(id)].pfn, NO_PAGE);
+            self.tx.release_nth(c, *k, id);
+            *k += 1;
+            if pfn != NO_PAGE {
+                put(pfn);
+            }
+        }
+        (n, o)
     }
 }
