@@ -407,6 +407,11 @@ impl ForwardOps for TestOps<'_> {
         RxVerdict::Forward
     }
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        // A fresh page the burst did not post goes back to the pool (it is no frame).
+        if why == GiveBack::Unused {
+            self.spare.push(pfn);
+            return;
+        }
         self.back.push((pfn, why));
     }
 }
@@ -672,6 +677,11 @@ impl ForwardOps for JumboOps<'_> {
         RxVerdict::Forward
     }
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        // A fresh page the burst did not post goes back to the pool (it is no frame).
+        if why == GiveBack::Unused {
+            self.spare.push(pfn);
+            return;
+        }
         self.back.push((pfn, why));
     }
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {

@@ -59,6 +59,10 @@ pub enum GiveBack {
         /// The frame's first page.
         first: bool,
     },
+    /// A fresh page from [`ForwardOps::rx_page_cached`] or [`ForwardOps::rx_page`] the burst
+    /// did not post after all (it left for its chain-aware loop): back to its pool, counted
+    /// as nothing.
+    Unused,
 }
 
 /// The dataplane's side of [`VirtioNet::forward_burst`]. The burst calls these inside its
@@ -266,13 +270,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return BurstStats::default();
         }
         let mut ops = ops();
-        if self.rx_chain_mode {
-            // Multi-page frames flow: the whole burst in the chain-aware loop.
-            // SAFETY: the caller's contract, passed on.
-            return unsafe { self.forward_burst_chains(tx, ready, owner, &mut ops) };
-        }
         // SAFETY: the caller's contract, passed on.
-        let (mut st, stop) = unsafe { self.forward_run(tx, ready, owner, &mut ops) };
+        let (mut st, stop) = unsafe { self.forward_run(tx, ready, owner, &mut ops, true) };
         if stop > 0 {
             // SAFETY: as above.
             unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops, &mut st) };
@@ -317,7 +316,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // general run for the rest (it also collects a frame not yet whole in the used
             // ring), and the frame it completed, if any.
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
+            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops, false) };
             st.add(&run);
             left -= if stop > 0 { stop } else { left };
             if self.rx_chain.n > 0 && self.rx_skip == 0 {
@@ -551,7 +550,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 return;
             }
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops) };
+            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops, false) };
             st.add(&run);
             left -= if stop > 0 { stop } else { left };
         }
@@ -570,6 +569,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ready: usize,
         owner: u32,
         ops: &mut O,
+        burst_start: bool,
     ) -> (BurstStats, usize) {
         let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
@@ -623,6 +623,22 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 & (u16::from_le_bytes(num_buffers) <= 1)
                 & (used.wrapping_sub(NET_HDR_LEN) <= PAGE_SIZE - NET_HDR_LEN);
             if !whole {
+                if burst_start && i == 0 && self.rx_chain_mode {
+                    // Multi-page frames flow: the whole burst in the chain-aware loop (the
+                    // test costs the common path nothing here). Nothing is staged but the
+                    // first slot's re-post: its page goes back, the received one into the
+                    // table again (the cursor `rc` is dropped unchanged).
+                    let new =
+                        core::mem::replace(&mut self.rx_pages[id as usize & (QUEUE_SIZE - 1)], pfn);
+                    if new != NO_PAGE {
+                        ops.give_back(new, GiveBack::Unused);
+                    }
+                    // SAFETY: the caller's contract, passed on.
+                    return (
+                        unsafe { self.forward_burst_chains(tx, ready, owner, ops) },
+                        0,
+                    );
+                }
                 let nw = self.rx_not_whole(pfn, used, i, ops, &mut rare);
                 skip0 = self.rx_skip == 0;
                 match nw {

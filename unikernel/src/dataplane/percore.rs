@@ -42,6 +42,7 @@ pub(crate) fn count_give_back(
                 counters[p].drop(DropReason::TooBig);
             }
         }
+        drivers::virtio_net::GiveBack::Unused => {}
     }
 }
 
