@@ -283,7 +283,7 @@ impl VirtioPciTransport {
         let (base, len) = self
             .device
             .ok_or(virtio_drivers::Error::ConfigSpaceMissing)?;
-        if core::mem::align_of::<T>() > 4 || offset % core::mem::align_of::<T>() != 0 {
+        if core::mem::align_of::<T>() > 4 || !offset.is_multiple_of(core::mem::align_of::<T>()) {
             return Err(virtio_drivers::Error::InvalidParam);
         }
         if offset + core::mem::size_of::<T>() > len as usize {
@@ -376,9 +376,9 @@ impl Transport for VirtioPciTransport {
         // §4.1.5.1.3: select, size, the three areas, then queue_enable = 1.
         self.write::<u16>(common::QUEUE_SELECT, queue);
         self.write::<u16>(common::QUEUE_SIZE, size as u16);
-        self.write64(common::QUEUE_DESC, descriptors as u64);
-        self.write64(common::QUEUE_DRIVER, driver_area as u64);
-        self.write64(common::QUEUE_DEVICE, device_area as u64);
+        self.write64(common::QUEUE_DESC, descriptors);
+        self.write64(common::QUEUE_DRIVER, driver_area);
+        self.write64(common::QUEUE_DEVICE, device_area);
         self.write::<u16>(common::QUEUE_ENABLE, 1);
     }
 
