@@ -8,8 +8,9 @@
 //!   is written against, implemented by [`virtio_net::VirtioNet`] for every transport.
 //! * [`sim`] (a simulated device on the driver's ring memory) and [`transport`] (PCI or
 //!   simulated) sit beside the driver; [`virtqueue`]'s host tests use [`sim`]'s device queue.
-//! * [`pci`], [`uart`]: port I/O; [`mmio`]: probing a virtio-mmio block; nothing else here
-//!   uses them.
+//! * [`pci`], [`uart`]: port I/O; [`mmio`]: probing a virtio-mmio block; [`virtio_pci`]: the
+//!   modern virtio PCI transport, on [`pci`]'s capability walk; only [`transport`] uses
+//!   [`pci`] and [`virtio_pci`].
 //!
 //! The dataplane (`unikernel`'s library) uses [`nic`] and the driver's buffer types only; the
 //! kernel binary uses [`pci`], [`transport`], [`sim`] and [`uart`] to set devices up.
@@ -40,4 +41,5 @@ pub mod sim;
 pub mod transport;
 pub mod uart;
 pub mod virtio_net;
+pub mod virtio_pci;
 pub mod virtqueue;

@@ -63,8 +63,12 @@ pub const MAX_NICS: usize = 8;
 
 /// Enumerate bus 0 and return the virtio-net functions in slot order (the order QEMU's
 /// `-device` arguments created them), up to [`MAX_NICS`], plus how many more were ignored.
-/// Each returned function gets bus mastering enabled, INTx disabled (the driver polls), I/O
-/// decoding off and memory decoding off: [`virtio_pci_transport`] turns that on.
+/// Each returned function gets bus mastering enabled and INTx disabled (the driver polls or
+/// uses MSI-X) in one command-register write, skipped when both are set already; its decoding
+/// is left as the firmware set it (SeaBIOS and OVMF turn memory and I/O decoding on for the
+/// BARs they assign), so its BARs are not remapped: under QEMU each remap rebuilds the guest's
+/// memory map and flushes TCG's TLBs (~0.3 ms per command write that changes decoding, measured
+/// under TCG on q35). [`crate::transport::pci_port`] turns memory decoding on if it is off.
 pub fn find_virtio_net(
     root: &mut PciRoot<PortIoCam>,
 ) -> (
@@ -82,14 +86,10 @@ pub fn find_virtio_net(
         .collect();
     for (df, info) in found {
         let (_, cmd) = root.get_status_command(df);
-        // Decoding stays off until [`virtio_pci_transport`] has sized the BARs (memory), or
-        // for good (I/O: the legacy BAR is never used).
-        root.set_command(
-            df,
-            (cmd - Command::MEMORY_SPACE - Command::IO_SPACE)
-                | Command::BUS_MASTER
-                | Command::INTERRUPT_DISABLE,
-        );
+        let want = cmd | Command::BUS_MASTER | Command::INTERRUPT_DISABLE;
+        if want != cmd {
+            root.set_command(df, want);
+        }
         if out.push((df, info)).is_err() {
             ignored += 1;
         }
@@ -97,8 +97,20 @@ pub fn find_virtio_net(
     (out, ignored)
 }
 
+/// Turn memory decoding on for `df` if it is off (one command-register write; nothing when
+/// the firmware left it on). For [`crate::transport::pci_port`], once the BARs are known to
+/// hold addresses.
+pub fn enable_memory_decoding(root: &mut PciRoot<PortIoCam>, df: DeviceFunction) {
+    let (_, cmd) = root.get_status_command(df);
+    if !cmd.contains(Command::MEMORY_SPACE) {
+        root.set_command(df, cmd | Command::MEMORY_SPACE);
+    }
+}
+
 /// `virtio-drivers`' `PciTransport::new` for `df` with the function's memory decoding off while
-/// it sizes the BARs, and on once it is done (I/O decoding stays off). `PciRoot::bar_info` turns
+/// it sizes the BARs, and on once it is done (I/O decoding off). The fallback of
+/// [`crate::transport::pci_port`] for a function whose BARs firmware did not assign (the
+/// capability walk of [`crate::virtio_pci`] found a BAR reading 0). `PciRoot::bar_info` turns
 /// memory and I/O decoding off and back on around every BAR it sizes (once per virtio
 /// capability: 4–5 per device) unless both are off already; under QEMU each of those toggles remaps the BAR, which rebuilds the guest's memory
 /// map and flushes TCG's TLBs (about 0.5 ms each, 5 ms per device seen under TCG). With
@@ -147,7 +159,9 @@ pub struct VirtioNotifyCfg {
     pub common_base: u64,
 }
 
-fn bar_address(cam: &PortIoCam, df: DeviceFunction, bar: u8) -> Option<u64> {
+/// The memory address BAR `bar` of `df` holds (both halves of a 64-bit BAR), read without
+/// sizing it; `None` for an I/O BAR or a reserved index (> 5). 0 means unassigned.
+pub(crate) fn bar_address(cam: &PortIoCam, df: DeviceFunction, bar: u8) -> Option<u64> {
     if bar > 5 {
         return None;
     }
@@ -167,7 +181,7 @@ fn bar_address(cam: &PortIoCam, df: DeviceFunction, bar: u8) -> Option<u64> {
 
 /// Walk function `df`'s capability list (PCI 3.0 §6.7): yields `(offset, id, first dword)`.
 /// Bounded to 48 entries so a looping list cannot hang boot.
-fn capabilities(df: DeviceFunction) -> impl Iterator<Item = (u8, u8, u32)> {
+pub(crate) fn capabilities(df: DeviceFunction) -> impl Iterator<Item = (u8, u8, u32)> {
     let cam = PortIoCam;
     // Status register bit 4: capabilities list present; pointer at 0x34.
     let mut ptr = if (cam.read_word(df, 0x04) >> 16) & 0x10 != 0 {

@@ -1,27 +1,39 @@
 //! [`PortTransport`]: the transport behind one port, a real virtio PCI or MMIO device or the
 //! simulated device of [`crate::sim`], so one driver type (`VirtioNet<H, PortTransport>`)
-//! drives all three.
+//! drives all of them; [`pci_port`] builds a PCI port's.
 //!
 //! Every [`Transport`] method is delegated to the variant. The hot path does not go through
 //! here on the PCI variant (kicks use cached doorbells, `VirtioNet::set_doorbells`); on the
 //! simulated variant a kick is [`SimTransport::notify`]'s counter.
 
+use crate::pci::{enable_memory_decoding, virtio_pci_transport, PortIoCam};
 use crate::sim::SimTransport;
+use crate::virtio_pci::{VirtioPciConfigError, VirtioPciTransport};
 use virtio_drivers::transport::mmio::MmioTransport;
-use virtio_drivers::transport::pci::PciTransport;
+use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
+use virtio_drivers::transport::pci::{PciTransport, VirtioPciError};
 use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
-use virtio_drivers::PhysAddr;
+use virtio_drivers::{Hal, PhysAddr};
 
 /// A port's transport: virtio over PCI (§4.1) or MMIO (§4.2), or the simulated device
 /// (in-memory rings only).
 pub enum PortTransport<'a> {
-    /// A virtio PCI device.
+    /// A virtio PCI device at the BARs firmware assigned ([`crate::virtio_pci`]).
+    VirtioPci(VirtioPciTransport),
+    /// A virtio PCI device through `virtio-drivers`' transport, which sizes its BARs: the
+    /// fallback of [`pci_port`] when a BAR has no address.
     Pci(PciTransport),
     /// A virtio-mmio device (§4.2; [`crate::mmio::virtio_mmio_net`]). Kicks go through
     /// [`Transport::notify`]: one 32-bit write of the queue index to QueueNotify (0x050).
     Mmio(MmioTransport<'a>),
     /// The simulated device ([`crate::sim`]), e.g. for the guest's deterministic benchmark.
     Sim(SimTransport<'a>),
+}
+
+impl From<VirtioPciTransport> for PortTransport<'_> {
+    fn from(t: VirtioPciTransport) -> Self {
+        PortTransport::VirtioPci(t)
+    }
 }
 
 impl From<PciTransport> for PortTransport<'_> {
@@ -42,10 +54,58 @@ impl<'a> From<SimTransport<'a>> for PortTransport<'a> {
     }
 }
 
-/// `match self { Pci(t) => t.$call, Mmio(t) => t.$call, Sim(t) => t.$call }`.
+/// Why a PCI function could not become a port's transport.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PciPortError {
+    /// The capability walk refused the function ([`VirtioPciTransport::new`]).
+    Config(VirtioPciConfigError),
+    /// A BAR had no address and `virtio-drivers`' sizing path failed too.
+    Sized(VirtioPciConfigError, VirtioPciError),
+}
+
+impl core::fmt::Display for PciPortError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PciPortError::Config(e) => write!(f, "{e}"),
+            PciPortError::Sized(e, sized) => write!(f, "{e}; sizing the BARs: {sized}"),
+        }
+    }
+}
+
+/// The transport of virtio PCI function `df` (found by [`crate::pci::find_virtio_net`]): a
+/// [`VirtioPciTransport`] at the BARs firmware assigned, memory decoding turned on if it was
+/// off; if a BAR the capabilities name has no address, `virtio-drivers`' `PciTransport`
+/// ([`virtio_pci_transport`], which sizes the BARs) instead.
+///
+/// # Errors
+/// [`PciPortError`]: not a modern virtio device, or a malformed or unassigned structure.
+///
+/// # Safety
+/// `df` must be a virtio function nothing else drives, for the rest of the run; its BARs'
+/// addresses must be MMIO that `H::mmio_phys_to_virt` may map.
+pub unsafe fn pci_port<H: Hal>(
+    root: &mut PciRoot<PortIoCam>,
+    df: DeviceFunction,
+) -> Result<PortTransport<'static>, PciPortError> {
+    // SAFETY: per this function's contract; decoding is turned on just below, before any
+    // register of the structures is touched.
+    match unsafe { VirtioPciTransport::new::<H>(df) } {
+        Ok(t) => {
+            enable_memory_decoding(root, df);
+            Ok(t.into())
+        }
+        Err(e @ VirtioPciConfigError::BarUnassigned(_)) => virtio_pci_transport::<H>(root, df)
+            .map(Into::into)
+            .map_err(|sized| PciPortError::Sized(e, sized)),
+        Err(e) => Err(PciPortError::Config(e)),
+    }
+}
+
+/// `match self { VirtioPci(t) => t.$call, Pci(t) => t.$call, Mmio(t) => t.$call, Sim(t) => t.$call }`.
 macro_rules! delegate {
     ($self:ident, $t:ident => $call:expr) => {
         match $self {
+            PortTransport::VirtioPci($t) => $call,
             PortTransport::Pci($t) => $call,
             PortTransport::Mmio($t) => $call,
             PortTransport::Sim($t) => $call,

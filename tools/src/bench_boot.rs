@@ -1,8 +1,8 @@
 //! `cargo xtask bench boot`: boot time, QEMU spawn → `gannet: ready`, `--runs` boots per
 //! machine type (median, min, max).
 //!
-//! Host clock (this process's monotonic clock): spawn → the first guest line (the first serial
-//! line naming `gannet`: under the ISO rows OVMF and GRUB print before it), spawn → the
+//! Host clock (this process's monotonic clock): spawn → the first guest line (the kernel's
+//! `Gannet … booting (…)` line: under the ISO rows OVMF and GRUB print before it), spawn → the
 //! ready marker. Guest clock (TSC at the guest's calibrated rate, µs since the PVH or
 //! multiboot2 entry): the
 //! `boot: phases us: …` line the guest prints just before the ready marker (its own part,
@@ -117,10 +117,17 @@ pub fn parse_phases(line: &str) -> Option<Result<GuestPhases>> {
     })())
 }
 
+/// Whether serial line `l` is the kernel's first, `Gannet 0.1.0 booting (PVH)` (the text of
+/// `unikernel/src/main.rs`), or any line naming `gannet` (an error before it, older images'
+/// `gannet: ` module prefix). GRUB and OVMF print neither before the kernel runs.
+pub fn is_first_guest_line(l: &str) -> bool {
+    (l.contains("Gannet ") && l.contains(" booting (")) || l.contains("gannet")
+}
+
 /// One boot.
 #[derive(Debug, Clone)]
 pub struct BootRun {
-    /// Host clock, QEMU spawn → the first guest line (naming `gannet`).
+    /// Host clock, QEMU spawn → the first guest line ([`is_first_guest_line`]).
     pub first_line: Duration,
     /// Host clock, QEMU spawn → the ready marker.
     pub ready: Duration,
@@ -175,7 +182,7 @@ pub fn run_one(cfg: &BootBenchConfig, machine: Machine, iso: Option<&Path>) -> R
     );
     let t0 = Instant::now();
     let mut guest = Guest::boot(&gc)?;
-    guest.wait_for_line(|l| l.contains("gannet"), qemu::READY_TIMEOUT)?;
+    guest.wait_for_line(is_first_guest_line, qemu::READY_TIMEOUT)?;
     let first_line = t0.elapsed();
     guest.wait_ready(qemu::READY_TIMEOUT)?;
     let ready = t0.elapsed();
@@ -308,6 +315,15 @@ mod tests {
     #[test]
     fn rejects_broken_lines() {
         assert!(parse_phases("gannet: ready").is_none());
+        assert!(is_first_guest_line(
+            "[    0.005832] INFO  Gannet 0.1.0 booting (PVH)"
+        ));
+        assert!(is_first_guest_line(
+            "[    0.005832] INFO  gannet: Gannet 0.1.0 booting (PVH)"
+        ));
+        assert!(!is_first_guest_line(
+            "BdsDxe: starting Boot0001 \"UEFI QEMU DVD-ROM\""
+        ));
         assert!(parse_phases("boot: phases us: calibrate=x total=1")
             .unwrap()
             .is_err());

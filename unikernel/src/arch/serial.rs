@@ -88,8 +88,15 @@ impl log::Log for SerialLogger {
         for &b in &line[..n] {
             com.write_byte(b);
         }
-        let _ = com.write_str(r.target());
-        let _ = com.write_str(": ");
+        // INFO is the boot log a user reads, and each of its messages names its subsystem
+        // (`smp: …`, `port 0: …`, as Linux's boot log does), so the module path is left out:
+        // ~190 of the ~1,650 bytes a default boot prints before ready, and QEMU's 16550 costs
+        // a host write per byte (BENCHMARKS.md, "Boot time, third pass"). WARN and above keep
+        // it, to find the code that warned.
+        if r.level() != log::Level::Info {
+            let _ = com.write_str(r.target());
+            let _ = com.write_str(": ");
+        }
         // A message without arguments (most) is one `&str`: no `core::fmt::write` pass.
         let _ = match r.args().as_str() {
             Some(msg) => com.write_str(msg),

@@ -24,7 +24,7 @@ use core::sync::atomic::Ordering;
 use drivers::pci::{
     find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
 };
-use drivers::transport::PortTransport;
+use drivers::transport::{pci_port, PortTransport};
 use drivers::virtio_net::{VirtioNet, MAX_QUEUE_PAIRS, QUEUE_SIZE};
 use log::{info, warn};
 use netstack::config::PORTS;
@@ -268,11 +268,11 @@ fn choose_queues(
     let mut offered = usize::MAX;
     for (i, df) in ports.iter().take(PORTS).enumerate() {
         // A transport only to read features and config; dropping it resets the untouched device.
-        let t = drivers::pci::virtio_pci_transport::<KernelHal>(root, *df)
+        // SAFETY: a virtio-net function found on bus 0 that nothing else drives; its BARs are
+        // MMIO the HAL maps.
+        let mut t = unsafe { pci_port::<KernelHal>(root, *df) }
             .map_err(|e| port_err(i, *df, format_args!("virtio PCI transport: {e}")))?;
-        offered = offered.min(usize::from(Nic::probe_queue_pairs(
-            &mut PortTransport::Pci(t),
-        )));
+        offered = offered.min(usize::from(Nic::probe_queue_pairs(&mut t)));
     }
     let have = offered.min(cpus).min(MAX_QUEUE_PAIRS);
     match cfg.queues {
@@ -339,10 +339,11 @@ fn setup_mq(
 ) -> Result<(), SetupError> {
     let mut stash = DEVICES.lock();
     for (j, df) in ports.iter().take(PORTS).enumerate() {
-        let transport = drivers::pci::virtio_pci_transport::<KernelHal>(root, *df)
+        // SAFETY: as in `choose_queues` (the probe's transport is dropped).
+        let transport = unsafe { pci_port::<KernelHal>(root, *df) }
             .map_err(|e| port_err(j, *df, format_args!("virtio PCI transport: {e}")))?;
         let deadline = Deadline::after_ms(CTRL_TIMEOUT_MS);
-        let handles = Nic::new_mq(transport.into(), queues as u16, || deadline.expired())
+        let handles = Nic::new_mq(transport, queues as u16, || deadline.expired())
             .map_err(|e| port_err(j, *df, format_args!("virtio-net multi-queue init: {e}")))?;
         let n = virtio_notify_cfg(*df).ok_or_else(|| {
             port_err(
@@ -392,9 +393,11 @@ fn setup_single_queue(
         for j in 0..PORTS {
             let i = PORTS * k + j;
             let df = ports[i];
-            let transport = drivers::pci::virtio_pci_transport::<KernelHal>(root, df)
+            // SAFETY: a virtio-net function found on bus 0 that only this port drives; its
+            // BARs are MMIO the HAL maps.
+            let transport = unsafe { pci_port::<KernelHal>(root, df) }
                 .map_err(|e| port_err(i, df, format_args!("virtio PCI transport: {e}")))?;
-            let mut nic = VirtioNet::new(transport.into())
+            let mut nic = VirtioNet::new(transport)
                 .map_err(|e| port_err(i, df, format_args!("virtio-net init: {e}")))?;
             let routed = match virtio_notify_cfg(df) {
                 // SAFETY: set-up time, on the boot CPU before the owner gets the handle; the
