@@ -134,9 +134,20 @@ impl<const N: usize> Rings<N> {
     #[inline(always)]
     pub fn write_desc(&self, id: u16, addr: u64, len: u32, next: Option<u16>) {
         let (flags, next) = next.map_or((0, 0), |n| (VIRTQ_DESC_F_NEXT, n));
-        let id = id & (N as u16 - 1);
         // SAFETY: `id < N` (masked); the caller owns the descriptor (off the free stack, not
-        // available to the device); plain stores, seen by the device after the publish.
+        // available to the device).
+        unsafe { self.write_desc_raw(id & (N as u16 - 1), addr, len, flags, next) };
+    }
+
+    /// [`SplitQueue::write_desc_raw`]'s stores: `addr`, then `len`, `flags` and `next` as one
+    /// 8-byte store (their little-endian layout, §2.7.5; offset 8 of a 16-byte-aligned
+    /// descriptor, so aligned). Plain stores, seen by the device after the publish.
+    ///
+    /// # Safety
+    /// `id < N`, and the descriptor is the driver's (the device does not read it now).
+    #[inline(always)]
+    unsafe fn write_desc_raw(&self, id: u16, addr: u64, len: u32, flags: u16, next: u16) {
+        // SAFETY: per the contract; the table lives as long as the queue.
         unsafe {
             let d = self.desc.add(usize::from(id)).as_ptr();
             (&raw mut (*d).addr).write(addr);
@@ -364,14 +375,8 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// `id < N`, and the descriptor is the driver's (the device does not read it now).
     #[inline(always)]
     unsafe fn write_desc_raw(&self, id: u16, addr: u64, len: u32, flags: u16, next: u16) {
-        // SAFETY: per the contract; the table is ours until drop.
-        unsafe {
-            let d = self.desc.add(usize::from(id)).as_ptr();
-            (&raw mut (*d).addr).write(addr);
-            (&raw mut (*d).len)
-                .cast::<u64>()
-                .write(u64::from(len) | u64::from(flags) << 32 | u64::from(next) << 48);
-        }
+        // SAFETY: per the contract (the same as `Rings::write_desc_raw`'s).
+        unsafe { self.rings().write_desc_raw(id, addr, len, flags, next) };
     }
 
     /// Stage one buffer made of several descriptors chained with `VIRTQ_DESC_F_NEXT` (§2.7.5,
@@ -444,12 +449,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// driver wrote it (`false` for an `id` out of the table).
     #[inline]
     pub fn desc_has_next(&self, id: u16) -> bool {
-        if usize::from(id) >= N {
-            return false;
-        }
-        // SAFETY: id < N; the table is ours until drop, and the device never writes it.
-        let flags = unsafe { (&raw const (*self.desc.add(usize::from(id)).as_ptr()).flags).read() };
-        flags & VIRTQ_DESC_F_NEXT != 0
+        usize::from(id) < N && self.rings().desc_next(id).is_some()
     }
 
     /// Make every staged buffer visible to the device: one release fence and one store of
@@ -669,19 +669,14 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// [`SplitQueue::publish`].
     #[inline(always)]
     pub fn write_desc(&self, id: u16, addr: u64, len: u32, next: Option<u16>) {
-        let (flags, next) = next.map_or((0, 0), |n| (VIRTQ_DESC_F_NEXT, n));
-        // SAFETY: `id < N` (masked); the caller owns the descriptor (not available to the
-        // device).
-        unsafe { self.write_desc_raw(id & (N as u16 - 1), addr, len, flags, next) };
+        self.rings().write_desc(id, addr, len, next);
     }
 
     /// Make descriptor `id` (a chain's head, written with [`SplitQueue::write_desc`]) the
     /// burst's `a`-th available entry; the cursor moves once ([`SplitQueue::staged`]).
     #[inline(always)]
     pub fn avail_nth(&self, c: &Cursor, a: usize, id: u16) {
-        let slot = (usize::from(c.avail_idx) + a) & (N - 1);
-        // SAFETY: the slot is masked into the avail ring, ours until drop.
-        unsafe { self.avail.add(2 + slot).write(id) };
+        self.rings().avail_nth(c, a, id);
     }
 
     /// The `i`-th used element's id after the cursor (see [`SplitQueue::pop_nth`]).
