@@ -1,7 +1,7 @@
 //! PVH entry (Xen `XEN_ELFNOTE_PHYS32_ENTRY`, docs/misc/pvh.pandoc) and the switch to long mode.
 //!
 //! QEMU's PVH loader enters `pvh_start32` in 32-bit protected mode, paging off, with `ebx` =
-//! physical address of `struct hvm_start_info`. We zero .bss (but the boot stack), identity-map 0–4 GiB with 2 MiB
+//! physical address of `struct hvm_start_info`. We zero .bss (but the stacks), identity-map 0–4 GiB with 2 MiB
 //! pages (RAM, the PCI hole, LAPIC/IOAPIC and 32-bit BARs), enable PAE + long mode + NX, load a
 //! 64-bit GDT, and call `kernel_main(start_info_paddr, entry_tsc)` on a 1 MiB boot stack
 //! (`entry_tsc`: the TSC read first thing at the PVH entry, the origin of the boot phases).
@@ -210,17 +210,13 @@ boot_mem_exit:
     jmp 3b
 boot_mem_ok:
 
-    /* Zero .bss (page tables included) around the boot stack, which needs no zeroing: it is
-     * 1 MiB of the 2.3 MiB, and `rep stosl` under TCG costs about 1.5 ms for all of it. */
+    /* Zero the boot PML4 and PDPT (the four page directories are written whole below). The
+     * rest of .bss is zeroed in long mode, 8 bytes per `rep stosq` step (under TCG each step
+     * of a `rep` string instruction costs about the same whatever its width): the stacks
+     * (.bss.boot's boot stack, .bss.nozero) are skipped, being never read before written. */
     xor %eax, %eax
-    mov $__bss_start, %edi
-    mov $boot_stack_bottom, %ecx
-    sub %edi, %ecx
-    shr $2, %ecx
-    rep stosl
-    mov $boot_stack_top, %edi
-    mov $__bss_end, %ecx
-    sub %edi, %ecx
+    mov $boot_pml4, %edi
+    mov $(boot_pd - boot_pml4), %ecx
     shr $2, %ecx
     rep stosl
 
@@ -281,6 +277,15 @@ long_mode_start:
     mov %ax, %fs
     mov %ax, %gs
     movabs $boot_stack_top, %rsp
+    /* Zero .bss from __bss_zero_start to __bss_end (both 8-byte aligned, linker.ld); rsi (the
+     * boot information's address) and rbx:rbp (the entry TSC) are kept. */
+    xor %eax, %eax
+    movabs $__bss_zero_start, %rdi
+    movabs $__bss_end, %rcx
+    sub %rdi, %rcx
+    shr $3, %rcx
+    cld
+    rep stosq
     mov %esi, %edi
     /* Second argument: the entry TSC, ebx:ebp (upper halves undefined after the mode switch). */
     mov %ebx, %ebx

@@ -27,7 +27,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 #[repr(C, align(16))]
 struct Stack([u8; IST_STACK_SIZE]);
-/// One fault stack per CPU (the CPU alone writes to it, on a fault).
+/// One fault stack per CPU (the CPU alone writes to it, on a fault). In `.bss.nozero`
+/// (`linker.ld`): a stack is never read before it is written, so the entry does not zero these
+/// 256 KiB (about a fifth of what it zeroes otherwise, ~0.3 ms of TCG at boot).
+#[unsafe(link_section = ".bss.nozero.ist")]
 static mut IST_STACKS: [Stack; MAX_CPUS] = [const { Stack([0; IST_STACK_SIZE]) }; MAX_CPUS];
 
 /// Per-CPU TSS (a TSS descriptor is marked busy when loaded, so CPUs cannot share one).
