@@ -58,6 +58,22 @@ impl Page {
         }
     }
 
+    /// A page about to be handed to the buddy allocator: no flag, refcount 0, no pool,
+    /// `dma_addr` 0 (what [`crate::Zone::add_free_range`] leaves before it lists the page, and
+    /// what a free block's tail pages carry). For a `mem_map` written in one pass at boot, the
+    /// range then handed over with [`crate::Zone::add_fresh_range`].
+    pub const fn new_free() -> Page {
+        Page {
+            flags: AtomicU8::new(0),
+            order: AtomicU8::new(0),
+            refcount: AtomicU32::new(0),
+            pool: AtomicU32::new(NO_POOL),
+            next: AtomicU32::new(NIL),
+            prev: AtomicU32::new(NIL),
+            dma_addr: AtomicU64::new(0),
+        }
+    }
+
     /// Reference count: 0 when free or on a pcp list, >= 1 when allocated.
     #[inline]
     pub fn refcount(&self) -> u32 {

@@ -10,6 +10,7 @@ pub mod paging;
 pub mod vmap;
 
 use crate::arch::phases::{self, Phase};
+use crate::arch::pvh::MAX_MEMMAP;
 use crate::arch::pvh::{MemRegion, E820_RAM};
 use core::ptr::NonNull;
 use mm::{Page, Pfn, Zone, PAGE_SIZE};
@@ -149,23 +150,50 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
     });
     let at = at.ok_or(MemError::NoRoomForMemMap { bytes })?;
 
-    let base = at as *mut Page;
-    for i in 0..span_pages as usize {
-        // SAFETY: [at, at + bytes) is RAM no one else uses (outside the kernel image, above
-        // 1 MiB, identity-mapped by paging::init); we initialise every slot before use.
-        unsafe { base.add(i).write(Page::new()) };
+    let _ = holes.push((at, at + bytes));
+    // The RAM to hand over, sorted and with overlaps clipped (a firmware map may list a range
+    // twice), so each page is handed over once. At most one range per map entry plus one per
+    // hole (a hole splits one range in two): never more than the capacity.
+    let mut ranges: heapless::Vec<(u64, u64), { MAX_MEMMAP + 8 }> = heapless::Vec::new();
+    usable(map, &holes, |s, e| {
+        let _ = ranges.push((s, e));
+    });
+    ranges.sort_unstable();
+    let mut covered = lo;
+    for r in ranges.iter_mut() {
+        r.0 = r.0.max(covered);
+        covered = covered.max(r.1);
     }
+
+    // One pass over mem_map (Linux writes it, then frees the RAM page by page: two): the pages
+    // of `ranges` in the state the buddy allocator takes them in, every other one reserved.
+    let base = at as *mut Page;
+    let slot = |addr: u64| ((addr - lo) / PAGE_SIZE as u64) as usize;
+    let fill = |from: usize, to: usize, page: fn() -> Page| {
+        for i in from..to {
+            // SAFETY: [at, at + bytes) is RAM no one else uses (outside the kernel image, above
+            // 1 MiB, identity-mapped by paging::init), `i` < span_pages; every slot is written
+            // once, by the fills below, before the slice is made.
+            unsafe { base.add(i).write(page()) };
+        }
+    };
+    let mut next = 0;
+    for &(s, e) in ranges.iter().filter(|r| r.0 < r.1) {
+        fill(next, slot(s), Page::new);
+        fill(slot(s), slot(e), Page::new_free);
+        next = slot(e);
+    }
+    fill(next, span_pages as usize, Page::new);
     // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
     let mem_map: &'static [Page] =
         unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
     phases::mark(Phase::MemMap);
-    let _ = holes.push((at, at + bytes));
     let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
     let mut high_pages = 0;
-    usable(map, &holes, |s, e| {
-        zone.add_free_range(Pfn::from_addr(s), Pfn::from_addr(e));
+    for &(s, e) in ranges.iter().filter(|r| r.0 < r.1) {
+        zone.add_fresh_range(Pfn::from_addr(s), Pfn::from_addr(e));
         high_pages += e.saturating_sub(s.max(1 << 32)) / PAGE_SIZE as u64;
-    });
+    }
     phases::mark(Phase::Zone);
     Ok((
         zone,
