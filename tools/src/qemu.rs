@@ -220,11 +220,13 @@ impl Boot {
     }
 
     /// The virtio-net device model: `virtio-net-device` (virtio-mmio) on microvm, else
-    /// `virtio-net-pci`.
+    /// `virtio-net-pci` without its option ROM (`romfile=`): the guest never boots from the
+    /// network, and SeaBIOS or OVMF would otherwise load and start iPXE (`efi-virtio.rom`) for
+    /// each port before the kernel, under TCG a visible part of the firmware's boot time.
     pub fn net_device(self) -> &'static str {
         match self {
             Boot::Microvm => "virtio-net-device",
-            _ => "virtio-net-pci",
+            _ => "virtio-net-pci,romfile=",
         }
     }
 }

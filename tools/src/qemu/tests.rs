@@ -39,11 +39,11 @@ fn command_line_is_exact() {
         "-netdev",
         "dgram,id=p0,local.type=unix,local.path=/tmp/d/guest-0.sock,remote.type=unix,remote.path=/tmp/d/host-0.sock",
         "-device",
-        "virtio-net-pci,netdev=p0,mac=02:00:00:00:00:01",
+        "virtio-net-pci,romfile=,netdev=p0,mac=02:00:00:00:00:01",
         "-netdev",
         "dgram,id=p1,local.type=unix,local.path=/tmp/d/guest-1.sock,remote.type=unix,remote.path=/tmp/d/host-1.sock",
         "-device",
-        "virtio-net-pci,netdev=p1,mac=02:00:00:00:00:02",
+        "virtio-net-pci,romfile=,netdev=p1,mac=02:00:00:00:00:02",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -70,7 +70,7 @@ fn command_line_options() {
     assert_eq!(a[accel + 1], "kvm");
     let smp = a.iter().position(|x| x == "-smp").unwrap();
     assert_eq!(a[smp + 1], "2");
-    assert!(a.contains(&"virtio-net-pci,netdev=p2,mac=02:00:00:00:00:03".to_string()));
+    assert!(a.contains(&"virtio-net-pci,romfile=,netdev=p2,mac=02:00:00:00:00:03".to_string()));
     assert_eq!(a.iter().filter(|x| *x == "-netdev").count(), 3);
     c.cpu = Some("max".into());
     let a = command_args(&c).unwrap();
@@ -94,18 +94,18 @@ fn command_line_tap_backend() {
             "-netdev",
             "tap,id=p0,ifname=gtap0,script=no,downscript=no,queues=2",
             "-device",
-            "virtio-net-pci,netdev=p0,mq=on,vectors=6,mac=02:00:00:00:00:01",
+            "virtio-net-pci,romfile=,netdev=p0,mq=on,vectors=6,mac=02:00:00:00:00:01",
             "-netdev",
             "tap,id=p1,ifname=gtap1,script=no,downscript=no,queues=2",
             "-device",
-            "virtio-net-pci,netdev=p1,mq=on,vectors=6,mac=02:00:00:00:00:02",
+            "virtio-net-pci,romfile=,netdev=p1,mq=on,vectors=6,mac=02:00:00:00:00:02",
         ]
     );
     assert!(!a.iter().any(|x| x.contains("dgram")), "{a:?}");
     // One queue: a plain tap, no mq.
     c.queues = 1;
     let a = command_args(&c).unwrap();
-    assert!(a.contains(&"virtio-net-pci,netdev=p0,mac=02:00:00:00:00:01".to_string()));
+    assert!(a.contains(&"virtio-net-pci,romfile=,netdev=p0,mac=02:00:00:00:00:01".to_string()));
     c.queues = 5;
     let err = command_args(&c).unwrap_err().to_string();
     assert!(err.contains("--queues 5"), "{err}");
@@ -370,8 +370,8 @@ fn mtu_sets_host_mtu_on_every_dgram_port() {
     assert_eq!(
         nic_devices(&a),
         [
-            "virtio-net-pci,netdev=p0,host_mtu=9000,mac=02:00:00:00:00:01",
-            "virtio-net-pci,netdev=p1,host_mtu=9000,mac=02:00:00:00:00:02",
+            "virtio-net-pci,romfile=,netdev=p0,host_mtu=9000,mac=02:00:00:00:00:01",
+            "virtio-net-pci,romfile=,netdev=p1,host_mtu=9000,mac=02:00:00:00:00:02",
         ]
     );
 }
@@ -383,8 +383,8 @@ fn mtu_per_port_and_per_pair_side() {
     assert_eq!(
         nic_devices(&command_args(&c).unwrap()),
         [
-            "virtio-net-pci,netdev=p0,host_mtu=9000,mac=02:00:00:00:00:01",
-            "virtio-net-pci,netdev=p1,host_mtu=1500,mac=02:00:00:00:00:02",
+            "virtio-net-pci,romfile=,netdev=p0,host_mtu=9000,mac=02:00:00:00:00:01",
+            "virtio-net-pci,romfile=,netdev=p1,host_mtu=1500,mac=02:00:00:00:00:02",
         ]
     );
     // Four ports, two values: ports 2k and 2k+1 of every pair.
@@ -405,8 +405,8 @@ fn mtu_per_port_and_per_pair_side() {
     // One value per port.
     c.mtu = Some(Mtus::parse("1500,2000,3000,9000").unwrap());
     let a = command_args(&c).unwrap();
-    assert!(a.contains(&"virtio-net-pci,netdev=p3,host_mtu=9000,mac=02:00:00:00:00:04".into()));
-    assert!(a.contains(&"virtio-net-pci,netdev=p1,host_mtu=2000,mac=02:00:00:00:00:02".into()));
+    assert!(a.contains(&"virtio-net-pci,romfile=,netdev=p3,host_mtu=9000,mac=02:00:00:00:00:04".into()));
+    assert!(a.contains(&"virtio-net-pci,romfile=,netdev=p1,host_mtu=2000,mac=02:00:00:00:00:02".into()));
 }
 
 #[test]
@@ -418,8 +418,8 @@ fn mtu_on_the_tap_backend_follows_mq() {
     assert_eq!(
         nic_devices(&command_args(&c).unwrap()),
         [
-            "virtio-net-pci,netdev=p0,mq=on,vectors=6,host_mtu=9000,mac=02:00:00:00:00:01",
-            "virtio-net-pci,netdev=p1,mq=on,vectors=6,host_mtu=68,mac=02:00:00:00:00:02",
+            "virtio-net-pci,romfile=,netdev=p0,mq=on,vectors=6,host_mtu=9000,mac=02:00:00:00:00:01",
+            "virtio-net-pci,romfile=,netdev=p1,mq=on,vectors=6,host_mtu=68,mac=02:00:00:00:00:02",
         ]
     );
 }
@@ -470,7 +470,7 @@ fn mtu_count_that_fits_no_port_layout_is_refused_before_qemu() {
     assert!(command_args(&c).is_err());
     c.mtu = Some(Mtus::parse("9000,1500,1280").unwrap());
     let a = command_args(&c).unwrap();
-    assert!(a.contains(&"virtio-net-pci,netdev=p2,host_mtu=1280,mac=02:00:00:00:00:03".into()));
+    assert!(a.contains(&"virtio-net-pci,romfile=,netdev=p2,host_mtu=1280,mac=02:00:00:00:00:03".into()));
     // Boot refuses it without starting QEMU (which does not exist here).
     c.mtu = Some(Mtus::parse("9000,1500").unwrap());
     c.qemu = PathBuf::from("/nonexistent/qemu");
