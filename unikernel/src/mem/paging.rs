@@ -66,6 +66,11 @@ impl Table {
 
 static PML4: Table = Table::new();
 static IDENT_PDPT: Table = Table::new();
+/// The identity map's page directories, one per GiB. In `.bss.nozero` (`linker.ld`: the entry
+/// does not zero these 256 KiB): [`fill_identity_gib`] writes all 512 entries of a directory
+/// before `IDENT_PDPT` links it, and nothing reads a directory the PDPT does not link (neither
+/// this module nor the CPU's page walk), so no stale byte is ever read.
+#[unsafe(link_section = ".bss.nozero.ident_pd")]
 static IDENT_PD: [Table; IDENTITY_MAX_GIB] = [const { Table::new() }; IDENTITY_MAX_GIB];
 /// Page-directory-pointer tables for MMIO in PML4 slots other than 0 (each: 512 GiB).
 pub const HIGH_MMIO_PDPTS: usize = 4;
