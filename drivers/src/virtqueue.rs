@@ -541,6 +541,31 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         self.nfree = c.nfree.min(N);
     }
 
+    /// Put back the indices of a fused burst's RX run ([`SplitQueue::cursor`]): `popped`
+    /// used elements taken ([`SplitQueue::pop_nth`]), `staged` avail entries re-posted
+    /// ([`SplitQueue::repost_nth`]), and the cursor's free count (descriptors the run
+    /// released, [`SplitQueue::release_in_stack`]). [`SplitQueue::popped`],
+    /// [`SplitQueue::staged`] and [`SplitQueue::set_cursor`] in one, without clamps (the
+    /// cursor's `nfree` never exceeds `N`: only `release_in_stack` raises it, below `N`).
+    #[inline(always)]
+    pub fn set_burst_cursor(&mut self, c: &Cursor, popped: usize, staged: usize) {
+        debug_assert!(c.nfree <= N);
+        self.last_used = c.last_used.wrapping_add(popped as u16);
+        self.avail_idx = c.avail_idx.wrapping_add(staged as u16);
+        self.nfree = c.nfree;
+    }
+
+    /// Put back the indices of a fused burst's TX run ([`SplitQueue::cursor`]): `n` buffers
+    /// posted, each on a descriptor of its own ([`SplitQueue::nth_free_in`],
+    /// [`Rings::post_nth`]), `n <=` [`SplitQueue::cursor_free`]. The used side is untouched
+    /// (a TX run pops nothing).
+    #[inline(always)]
+    pub fn set_posted(&mut self, c: &Cursor, n: usize) {
+        debug_assert!(n <= c.nfree && c.last_used == self.last_used);
+        self.avail_idx = c.avail_idx.wrapping_add(n as u16);
+        self.nfree = c.nfree - n;
+    }
+
     /// Whether the device has completed an entry not yet popped (one volatile load of
     /// `used->idx`, §2.7.14, no fence: it only decides whether a burst is worth setting up;
     /// the burst reads the entries after [`SplitQueue::used_ready`]'s fence).

@@ -152,18 +152,18 @@ impl BurstStats {
     }
 }
 
-/// A burst's rare exits ([`VirtioNet::forward_burst`]).
+/// A burst's rare exits ([`VirtioNet::forward_burst`]). The common counts (RX re-posts, TX
+/// posts, bytes received) are the loop's own locals; this holds only what the cold paths
+/// change, so the burst zeroes and reads back five words.
 #[derive(Default)]
 struct Rare {
     /// Used elements whose id the driver had not posted.
     skipped: usize,
     /// Buffers that were not one whole frame (handed back).
     rejected: usize,
-    /// Frames received but not sent (consumed, or the TX ring full), and their bytes.
-    not_sent: usize,
-    not_sent_bytes: u64,
-    /// Bytes received but cut before sending (`RxVerdict::ForwardFirst`).
-    trimmed: u64,
+    /// Bytes received but not sent: frames consumed or dropped with the TX ring full, and
+    /// the bytes a `RxVerdict::ForwardFirst` cut.
+    unsent_bytes: u64,
     /// RX slots left empty (no page).
     emptied: usize,
     /// When a multi-buffer frame became whole: the used elements taken, up to and including
@@ -174,8 +174,7 @@ struct Rare {
 impl Rare {
     #[inline(always)]
     fn not_sent(&mut self, len: usize) {
-        self.not_sent += 1;
-        self.not_sent_bytes += len as u64;
+        self.unsent_bytes += len as u64;
     }
 }
 
@@ -270,13 +269,42 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return BurstStats::default();
         }
         let mut ops = ops();
-        // SAFETY: the caller's contract, passed on.
-        let (mut st, stop) = unsafe { self.forward_run(tx, ready, owner, &mut ops, true) };
+        // The common case, decided once per burst: the TX ring in in-order mode with room for
+        // every buffer of the burst. Its loop then tests neither per frame (the run's TX posts
+        // never exceed its used elements); anything else takes the general loop, out of line.
+        let fast = tx.tx.is_in_order() && tx.tx.free_descs() >= ready;
+        let (mut st, stop) = if fast {
+            // SAFETY: the caller's contract, passed on; the TX ring is in in-order mode with
+            // at least `ready` free descriptors (checked just above).
+            unsafe { self.forward_run::<O, true>(tx, ready, owner, &mut ops, true) }
+        } else {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.forward_run_general(tx, ready, owner, &mut ops) }
+        };
         if stop > 0 {
             // SAFETY: as above.
             unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops, &mut st) };
         }
         st
+    }
+
+    /// [`VirtioNet::forward_run`] at a burst's start when the TX ring is not in in-order
+    /// mode or has fewer free descriptors than the burst has buffers: the loop that tests
+    /// both per frame, out of line (the poll iteration keeps one copy of the fast loop per
+    /// port).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    #[inline(never)]
+    unsafe fn forward_run_general<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        ready: usize,
+        owner: u32,
+        ops: &mut O,
+    ) -> (BurstStats, usize) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.forward_run::<O, false>(tx, ready, owner, ops, true) }
     }
 
     /// The rest of a burst while multi-page frames flow (from [`VirtioNet::forward_burst`]
@@ -316,7 +344,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // general run for the rest (it also collects a frame not yet whole in the used
             // ring), and the frame it completed, if any.
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops, false) };
+            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
             st.add(&run);
             left -= if stop > 0 { stop } else { left };
             if self.rx_chain.n > 0 && self.rx_skip == 0 {
@@ -550,7 +578,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 return;
             }
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops, false) };
+            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
             st.add(&run);
             left -= if stop > 0 { stop } else { left };
         }
@@ -560,10 +588,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Returns its counts and, when an element completed a multi-buffer frame
     /// (`self.rx_chain`, now whole), how many elements it took (the run stops there); else 0.
     ///
+    /// `FAST`: the caller checked that the TX ring is in in-order mode and has at least
+    /// `ready` free descriptors, so the loop tests neither per frame.
+    ///
     /// # Safety
-    /// As [`VirtioNet::forward_burst`].
+    /// As [`VirtioNet::forward_burst`], and with `FAST` the TX ring is in in-order mode with
+    /// at least `ready` free descriptors.
     #[inline(always)]
-    unsafe fn forward_run<O: ForwardOps>(
+    unsafe fn forward_run<O: ForwardOps, const FAST: bool>(
         &mut self,
         tx: &mut Self,
         ready: usize,
@@ -572,7 +604,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         burst_start: bool,
     ) -> (BurstStats, usize) {
         let mut rc = self.rx.cursor();
-        let mut tc = tx.tx.cursor();
+        let tc = tx.tx.cursor();
         // Only the byte count is kept per frame; the frame counts follow from the rare exits,
         // counted in `rare` (in memory: the cold helpers take it by reference, so it holds
         // no register in the loop).
@@ -584,7 +616,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
         let mut skip0 = self.rx_skip == 0;
-        let tx_in_order = tx.tx.is_in_order();
+        debug_assert!(!FAST || (tx.tx.is_in_order() && tx_room >= ready));
+        let tx_in_order = FAST || tx.tx.is_in_order();
         let (mut r, mut t) = (0, 0);
         for i in 0..ready {
             let (id, used) = rx_used_faulty(rxr.pop_nth(&rc, i));
@@ -657,7 +690,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 RxVerdict::Forward => len,
                 RxVerdict::ForwardFirst(n) => {
                     let n = n.min(len);
-                    rare.trimmed += (len - n) as u64;
+                    rare.not_sent(len - n);
                     n
                 }
                 RxVerdict::Consumed => {
@@ -666,7 +699,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 }
             };
             // (The fault image also finds the ring full now and then.)
-            if t == tx_room || mm::fault::hit(mm::fault::Fault::TxRingFull) {
+            // (`FAST`: `t <= i < ready <= tx_room`.)
+            if (!FAST && t == tx_room) || mm::fault::hit(mm::fault::Fault::TxRingFull) {
                 tx_full(pfn, send, ops, &mut rare);
                 continue;
             }
@@ -682,38 +716,34 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             t += 1;
         }
         let done = if rare.stop > 0 { rare.stop } else { ready };
-        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, done);
-        SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
-        SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, t, t);
         let Rare {
             skipped,
             rejected,
-            not_sent,
-            not_sent_bytes,
-            trimmed,
+            unsent_bytes,
             emptied,
             stop,
         } = rare;
-        self.rx.set_cursor(rc);
-        tx.tx.set_cursor(tc);
+        // `r` re-posts (every valid id but the emptied slots), `t` TX posts (every whole
+        // frame but those consumed or refused): both counted by the loop, so the cursors go
+        // back without clamps or derived counts.
+        self.rx.set_burst_cursor(&rc, done, r);
+        tx.tx.set_posted(&tc, t);
         let buffers = done - skipped;
-        let rx_frames = buffers - rejected;
-        let tx_frames = rx_frames - not_sent;
         self.rx_posted -= emptied;
-        self.rx_unpublished += buffers - emptied;
+        self.rx_unpublished += r;
         if self.rx_unpublished >= RX_PUBLISH_BATCH {
             self.rx_publish();
         }
-        if tx_frames > 0 {
+        if t > 0 {
             tx.tx.publish();
-            tx.tx_posted += tx_frames;
+            tx.tx_posted += t;
         }
         let st = BurstStats {
             buffers,
-            rx_frames,
+            rx_frames: buffers - rejected,
             rx_bytes,
-            tx_frames,
-            tx_bytes: rx_bytes - not_sent_bytes - trimmed,
+            tx_frames: t,
+            tx_bytes: rx_bytes - unsent_bytes,
         };
         (st, stop)
     }

@@ -105,14 +105,16 @@ impl<P: Platform> Core<P> {
         let q = 1 - p;
         let owner = self.pages.pool_id(p);
         let max = self.burst_max(q);
-        let (pages, counters, rewrite) = (&mut self.pages, &mut self.counters, self.rewrite[q]);
+        // The rewrite by reference, copied once into the ops value (captured by value, it was
+        // copied to the stack before the burst's "nothing ready" test and again into `L2Ops`).
+        let (pages, counters, rewrite) = (&mut self.pages, &mut self.counters, &self.rewrite[q]);
         let ops = move || {
             let (pages, counters) = ({ pages }, { counters });
             L2Ops {
                 pages: pages.port(p),
                 counters,
                 p,
-                rewrite,
+                rewrite: *rewrite,
             }
         };
         let [a, b] = &mut self.nics;
