@@ -282,8 +282,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             unsafe { self.forward_run_general(tx, ready, owner, &mut ops) }
         };
         if stop > 0 {
+            // (Returned, not added through `&mut st`: that kept the burst's counts in memory
+            // and copied them through the stack on the common path too.)
             // SAFETY: as above.
-            unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops, &mut st) };
+            let rest = unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops) };
+            st.add(&rest);
         }
         st
     }
@@ -548,7 +551,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// A run stopped at a multi-buffer frame that became whole: send it, then go on with the
     /// `left` used elements after it (stopping and sending again at every such frame), so
-    /// frames leave in the order they came. Adds to `st`.
+    /// frames leave in the order they came. Returns what it did.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -560,14 +563,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         mut left: usize,
         owner: u32,
         ops: &mut O,
-        st: &mut BurstStats,
-    ) {
+    ) -> BurstStats {
+        let mut st = BurstStats::default();
         loop {
             if self.rx_chain.n > 0 && self.rx_skip == 0 {
-                self.forward_chain(tx, owner, ops, st);
+                self.forward_chain(tx, owner, ops, &mut st);
             }
             if left == 0 {
-                return;
+                return st;
             }
             if self.rx_chain_mode {
                 // Multi-page frames flow: the rest of the burst in the chain-aware loop (the
@@ -575,7 +578,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 // SAFETY: the caller's contract, passed on.
                 let rest = unsafe { self.forward_burst_chains(tx, left, owner, ops) };
                 st.add(&rest);
-                return;
+                return st;
             }
             // SAFETY: the caller's contract, passed on.
             let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
@@ -610,17 +613,24 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // no register in the loop).
         let mut rare = Rare::default();
         let mut rx_bytes = 0u64;
-        // The loop carries four counters (`i` used elements, `r` RX re-posts, `t` TX posts,
-        // the byte sum); the cursors stay fixed until after it, so their fields need no
-        // register (one loop with moving cursors spilled a dozen values per frame).
+        // The loop carries four values (three ring positions, below, and the byte sum); the
+        // cursors stay fixed until after it, so their fields need no register (one loop with
+        // moving cursors spilled a dozen values per frame).
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
         let mut skip0 = self.rx_skip == 0;
         debug_assert!(!FAST || (tx.tx.is_in_order() && tx_room >= ready));
         let tx_in_order = FAST || tx.tx.is_in_order();
-        let (mut r, mut t) = (0, 0);
-        for i in 0..ready {
-            let (id, used) = rx_used_faulty(rxr.pop_nth(&rc, i));
+        // The loop carries ring positions, not counts: `u` the used element
+        // (`last_used + i`), `ra` the RX re-post's avail slot (`avail_idx + r`), `ta` the TX
+        // post's (`avail_idx + t`), so no cursor field is reloaded per frame to add to.
+        let u0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_used(&rc));
+        let ra0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&rc).0);
+        let ta0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&tc).0);
+        let ta_full = ta0 + tx_room;
+        let (mut ra, mut ta) = (ra0, ta0);
+        for u in u0..u0 + ready {
+            let (id, used) = rx_used_faulty(rxr.pop_at(u));
             // The page behind the id (`take_rx_page`, with the slot's one store below: the
             // new page, or NO_PAGE when none refills it).
             let pfn = match self.rx_pages.get(id as usize) {
@@ -634,11 +644,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             match ops.rx_page_cached() {
                 Some(new) => {
                     debug_assert!(new != NO_PAGE);
-                    rxr.repost_nth(&rc, r, id as u16, new.addr());
+                    rxr.repost_at(ra, id as u16, new.addr());
                     self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
-                    r += 1;
+                    ra += 1;
                 }
-                None => r += self.rx_refill_slow(&mut rc, r, id, ops, &mut rare),
+                None => ra += self.rx_refill_slow(&mut rc, ra - ra0, id, ops, &mut rare),
             }
             let used = used as usize;
             let page = pfn.addr() as usize as *mut u8;
@@ -656,7 +666,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 & (u16::from_le_bytes(num_buffers) <= 1)
                 & (used.wrapping_sub(NET_HDR_LEN) <= PAGE_SIZE - NET_HDR_LEN);
             if !whole {
-                if burst_start && i == 0 && self.rx_chain_mode {
+                if burst_start && u == u0 && self.rx_chain_mode {
                     // Multi-page frames flow: the whole burst in the chain-aware loop (the
                     // test costs the common path nothing here). Nothing is staged but the
                     // first slot's re-post: its page goes back, the received one into the
@@ -672,7 +682,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                         0,
                     );
                 }
-                let nw = self.rx_not_whole(pfn, used, i, ops, &mut rare);
+                let nw = self.rx_not_whole(pfn, used, u - u0, ops, &mut rare);
                 skip0 = self.rx_skip == 0;
                 match nw {
                     NotWhole::Whole => {}
@@ -700,7 +710,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             };
             // (The fault image also finds the ring full now and then.)
             // (`FAST`: `t <= i < ready <= tx_room`.)
-            if (!FAST && t == tx_room) || mm::fault::hit(mm::fault::Fault::TxRingFull) {
+            if (!FAST && ta == ta_full) || mm::fault::hit(mm::fault::Fault::TxRingFull) {
                 tx_full(pfn, send, ops, &mut rare);
                 continue;
             }
@@ -710,11 +720,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page.cast::<u64>().write_unaligned(0);
                 page.add(8).cast::<u32>().write_unaligned(0);
             }
-            let token = tx.tx.nth_free_in(&tc, t, tx_in_order);
-            txr.post_nth(&tc, t, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
+            let token = tx.tx.nth_free_at(&tc, ta - ta0, ta, tx_in_order);
+            txr.post_at(ta, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
-            t += 1;
+            ta += 1;
         }
+        let (r, t) = (ra - ra0, ta - ta0);
         let done = if rare.stop > 0 { rare.stop } else { ready };
         let Rare {
             skipped,

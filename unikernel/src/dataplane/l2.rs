@@ -3,7 +3,7 @@
 
 use super::handoff::Handoff;
 use super::page::{PageBuf, RawPage, FRAME_ROOM};
-use super::pages::PortPages;
+use super::pages::{Pages, PortPages};
 use super::percore::{count_give_back, Core, Platform};
 use drivers::nic::Nic;
 use drivers::virtio_net::{ForwardOps, GiveBack, MultiFrame, RxVerdict};
@@ -11,50 +11,57 @@ use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{forward_frame, DropReason, MacRewrite, PortCounters, Verdict};
 
-/// `io`/`l2` on one core: the dataplane's side of the fused burst (RX port `p`, TX the other).
-struct L2Ops<'a> {
-    pages: PortPages<'a>,
+/// `io`/`l2` on one core: the dataplane's side of the fused burst (RX port `P`, TX the other).
+/// Three words and the rewrite: the burst builds it on the stack (its cold paths take it by
+/// reference), so the port is a constant and the pool's [`PortPages`] view is made only on
+/// the paths that need more than the alloc cache.
+struct L2Ops<'a, const P: usize> {
+    pages: &'a mut Pages,
     counters: &'a mut [PortCounters; PORTS],
-    p: usize,
     rewrite: MacRewrite,
 }
 
-impl L2Ops<'_> {
-    /// A page of port `p`'s pool the burst is done with: back into that pool.
+impl<const P: usize> L2Ops<'_, P> {
+    /// Port `P`'s pool with what a refill or a recycle needs besides it.
+    #[inline(always)]
+    fn port_pages(&mut self) -> PortPages<'_> {
+        self.pages.port(P)
+    }
+
+    /// A page of port `P`'s pool the burst is done with: back into that pool.
     #[inline(always)]
     fn recycle(&mut self, pfn: Pfn) {
-        // SAFETY: the page came off port `p`'s RX ring, which only port `p`'s pool fills, and
+        let mut pages = self.port_pages();
+        // SAFETY: the page came off port `P`'s RX ring, which only port `P`'s pool fills, and
         // nobody else holds it.
         let page = unsafe {
             PageBuf::from_raw(RawPage {
                 pfn,
-                pool: self.pages.id(),
+                pool: pages.id(),
             })
         };
-        self.pages.recycle(page);
+        pages.recycle(page);
     }
-}
 
-impl L2Ops<'_> {
     /// A frame `forward_frame` refused (a runt): counted, its page recycled.
     #[cold]
     #[inline(never)]
     fn drop_frame(&mut self, pfn: Pfn, why: DropReason) -> RxVerdict {
-        self.counters[self.p].drop(why);
+        self.counters[P].drop(why);
         self.recycle(pfn);
         RxVerdict::Consumed
     }
 }
 
-impl ForwardOps for L2Ops<'_> {
+impl<const P: usize> ForwardOps for L2Ops<'_, P> {
     #[inline(never)]
     fn rx_page(&mut self) -> Option<Pfn> {
-        self.pages.alloc_raw()
+        self.port_pages().alloc_raw()
     }
 
     #[inline(always)]
     fn rx_page_cached(&mut self) -> Option<Pfn> {
-        self.pages.alloc_cached_raw()
+        self.pages.pools[P].alloc_cached()
     }
 
     #[inline(always)]
@@ -68,7 +75,7 @@ impl ForwardOps for L2Ops<'_> {
     #[cold]
     #[inline(never)]
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
-        count_give_back(self.counters, self.p, why);
+        count_give_back(self.counters, P, why);
         self.recycle(pfn);
     }
 
@@ -80,7 +87,7 @@ impl ForwardOps for L2Ops<'_> {
         match self.rewrite.apply(frame.head) {
             Verdict::Forward => RxVerdict::Forward,
             Verdict::Drop(why) => {
-                self.counters[self.p].drop(why);
+                self.counters[P].drop(why);
                 for &pfn in frame.pages {
                     self.recycle(pfn);
                 }
@@ -91,10 +98,11 @@ impl ForwardOps for L2Ops<'_> {
 }
 
 impl<P: Platform> Core<P> {
-    /// Receive a burst on local port `p` and send what survives out of the other port.
+    /// Receive a burst on local port `PORT` and send what survives out of the other port.
     /// Returns RX buffers completed.
     #[inline(always)]
-    pub(crate) fn rx_forward(&mut self, p: usize) -> usize {
+    pub(crate) fn rx_forward<const PORT: usize>(&mut self) -> usize {
+        let p = PORT;
         // An empty port costs one load here, before any of the burst's set-up.
         if !self.nics[p].rx_has_used() {
             return 0;
@@ -110,10 +118,9 @@ impl<P: Platform> Core<P> {
         let (pages, counters, rewrite) = (&mut self.pages, &mut self.counters, &self.rewrite[q]);
         let ops = move || {
             let (pages, counters) = ({ pages }, { counters });
-            L2Ops {
-                pages: pages.port(p),
+            L2Ops::<PORT> {
+                pages,
                 counters,
-                p,
                 rewrite: *rewrite,
             }
         };
