@@ -618,7 +618,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // moving cursors spilled a dozen values per frame).
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
-        let mut skip0 = self.rx_skip == 0;
+        // The whole-frame test's length bound, 0 while a continuation is expected (then no
+        // buffer passes: the cold path takes it). Not a flag: LLVM knows a flag is set on the
+        // fast path and stored the constant back every frame; the bound it cannot fold.
+        let hdr_room = |skip: u16| {
+            if skip == 0 {
+                PAGE_SIZE - NET_HDR_LEN + 1
+            } else {
+                0
+            }
+        };
+        let mut room = hdr_room(self.rx_skip);
         debug_assert!(!FAST || (tx.tx.is_in_order() && tx_room >= ready));
         let tx_in_order = FAST || tx.tx.is_in_order();
         // The loop carries ring positions, not counts: `u` the used element
@@ -659,12 +669,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     .cast::<[u8; 2]>()
                     .read_unaligned()
             };
-            // One branch for the three tests (`&`, not `&&`): no continuation expected
-            // (`skip0`, kept in a local: only the cold path below changes `rx_skip`), one
-            // buffer, a length that fits the page.
-            let whole = skip0
-                & (u16::from_le_bytes(num_buffers) <= 1)
-                & (used.wrapping_sub(NET_HDR_LEN) <= PAGE_SIZE - NET_HDR_LEN);
+            // One branch for the three tests (`&`, not `&&`): one buffer, a length that fits
+            // the page, and no continuation expected (`room` 0: kept in a local, only the
+            // cold path below changes `rx_skip`).
+            let whole =
+                (u16::from_le_bytes(num_buffers) <= 1) & (used.wrapping_sub(NET_HDR_LEN) < room);
             if !whole {
                 if burst_start && u == u0 && self.rx_chain_mode {
                     // Multi-page frames flow: the whole burst in the chain-aware loop (the
@@ -683,7 +692,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     );
                 }
                 let nw = self.rx_not_whole(pfn, used, u - u0, ops, &mut rare);
-                skip0 = self.rx_skip == 0;
+                room = hdr_room(self.rx_skip);
                 match nw {
                     NotWhole::Whole => {}
                     NotWhole::Skip => continue,
