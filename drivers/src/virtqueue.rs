@@ -106,6 +106,51 @@ impl<const N: usize> Rings<N> {
         (e.id, e.len)
     }
 
+    /// The used element at position `u` of the used ring (any count, masked into the ring):
+    /// [`Rings::pop_nth`] for `u = last_used + i` with the position carried by the caller's
+    /// loop, so the cursor's index is not reloaded per element.
+    #[inline(always)]
+    pub fn pop_at(&self, u: usize) -> (u32, u32) {
+        let slot = u & (N - 1);
+        // SAFETY: slot < N; inside the used ring, which lives as long as the queue.
+        let e = unsafe {
+            self.used
+                .add(4 + 8 * slot)
+                .cast::<UsedElem>()
+                .read_volatile()
+        };
+        (e.id, e.len)
+    }
+
+    /// [`Rings::repost_nth`] at avail position `a` (`avail_idx + r`, carried by the caller).
+    #[inline(always)]
+    pub fn repost_at(&self, a: usize, id: u16, addr: u64) {
+        let id = id & (N as u16 - 1);
+        let slot = a & (N - 1);
+        // SAFETY: as `repost_nth`: the descriptor is the driver's (popped from the used ring,
+        // not released), `id` and `slot` are masked into the table and the ring.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            self.avail.add(2 + slot).write(id);
+        }
+    }
+
+    /// [`Rings::post_nth`] at avail position `a` (`avail_idx + t`, carried by the caller).
+    #[inline(always)]
+    pub fn post_at(&self, a: usize, id: u16, addr: u64, len: u32) {
+        let id = id & (N as u16 - 1);
+        let slot = a & (N - 1);
+        // SAFETY: as `post_nth`: `id < N` (masked), a free descriptor the device does not
+        // read; the avail slot is masked into the ring; plain stores.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
+            self.avail.add(2 + slot).write(id);
+        }
+    }
+
     /// [`SplitQueue::pop_nth_id`].
     #[inline(always)]
     pub fn pop_nth_id(&self, c: &Cursor, i: usize) -> u32 {
@@ -541,6 +586,31 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         self.nfree = c.nfree.min(N);
     }
 
+    /// Put back the indices of a fused burst's RX run ([`SplitQueue::cursor`]): `popped`
+    /// used elements taken ([`SplitQueue::pop_nth`]), `staged` avail entries re-posted
+    /// ([`SplitQueue::repost_nth`]), and the cursor's free count (descriptors the run
+    /// released, [`SplitQueue::release_in_stack`]). [`SplitQueue::popped`],
+    /// [`SplitQueue::staged`] and [`SplitQueue::set_cursor`] in one, without clamps (the
+    /// cursor's `nfree` never exceeds `N`: only `release_in_stack` raises it, below `N`).
+    #[inline(always)]
+    pub fn set_burst_cursor(&mut self, c: &Cursor, popped: usize, staged: usize) {
+        debug_assert!(c.nfree <= N);
+        self.last_used = c.last_used.wrapping_add(popped as u16);
+        self.avail_idx = c.avail_idx.wrapping_add(staged as u16);
+        self.nfree = c.nfree;
+    }
+
+    /// Put back the indices of a fused burst's TX run ([`SplitQueue::cursor`]): `n` buffers
+    /// posted, each on a descriptor of its own ([`SplitQueue::nth_free_in`],
+    /// [`Rings::post_nth`]), `n <=` [`SplitQueue::cursor_free`]. The used side is untouched
+    /// (a TX run pops nothing).
+    #[inline(always)]
+    pub fn set_posted(&mut self, c: &Cursor, n: usize) {
+        debug_assert!(n <= c.nfree && c.last_used == self.last_used);
+        self.avail_idx = c.avail_idx.wrapping_add(n as u16);
+        self.nfree = c.nfree - n;
+    }
+
     /// Whether the device has completed an entry not yet popped (one volatile load of
     /// `used->idx`, §2.7.14, no fence: it only decides whether a burst is worth setting up;
     /// the burst reads the entries after [`SplitQueue::used_ready`]'s fence).
@@ -580,6 +650,12 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     #[inline(always)]
     pub fn cursor_parts(c: &Cursor) -> (u16, usize) {
         (c.avail_idx, c.nfree)
+    }
+
+    /// A cursor's used index (`last_used`): the position of its first unpopped used element.
+    #[inline(always)]
+    pub fn cursor_used(c: &Cursor) -> u16 {
+        c.last_used
     }
 
     /// Descriptors free at the cursor (what a burst may stage with [`SplitQueue::push_nth`]).
@@ -650,6 +726,20 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
             c.avail_idx.wrapping_add(d as u16) & (N as u16 - 1)
         } else {
             self.free[c.nfree.wrapping_sub(1 + d) & (N - 1)] & (N as u16 - 1)
+        }
+    }
+
+    /// [`SplitQueue::nth_free_in`] for the burst's `d`-th take, posted at avail position
+    /// `a` (`avail_idx + d`, carried by the caller): in in-order mode the id is the avail
+    /// slot's, with no add.
+    #[inline(always)]
+    pub fn nth_free_at(&self, c: &Cursor, d: usize, a: usize, in_order: bool) -> u16 {
+        debug_assert!(a & (N - 1) == (usize::from(c.avail_idx) + d) & (N - 1));
+        if in_order {
+            debug_assert!(d < c.nfree && self.in_order);
+            (a & (N - 1)) as u16
+        } else {
+            self.nth_free_in(c, d, false)
         }
     }
 

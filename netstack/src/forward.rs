@@ -61,13 +61,30 @@ impl MacRewrite {
     /// shorter than an Ethernet header, else the addresses written and [`Verdict::Forward`].
     #[inline(always)]
     pub fn apply(&self, frame: &mut [u8]) -> Verdict {
+        match self.words {
+            Some(words) => Self::apply_words::<true>(words, frame),
+            None => Self::apply_words::<false>((0, 0), frame),
+        }
+    }
+
+    /// The prepared addresses as one 8-byte and one 4-byte word (`None` in `io` mode), for a
+    /// caller that picks its loop per mode ([`MacRewrite::apply_words`]).
+    #[inline(always)]
+    pub fn words(&self) -> Option<(u64, u32)> {
+        self.words
+    }
+
+    /// [`MacRewrite::apply`] with the mode a constant: `L2` writes `words` (from
+    /// [`MacRewrite::words`]); without it `words` is ignored (`io`). No per-frame mode test.
+    #[inline(always)]
+    pub fn apply_words<const L2: bool>(words: (u64, u32), frame: &mut [u8]) -> Verdict {
         let Some(head) = frame.first_chunk_mut::<ETH_HDR_LEN>() else {
             return Verdict::Drop(DropReason::Runt);
         };
-        if let Some((lo, hi)) = self.words {
+        if L2 {
             let (a, rest) = head.split_at_mut(8);
-            a.copy_from_slice(&lo.to_le_bytes());
-            rest[..4].copy_from_slice(&hi.to_le_bytes());
+            a.copy_from_slice(&words.0.to_le_bytes());
+            rest[..4].copy_from_slice(&words.1.to_le_bytes());
         }
         Verdict::Forward
     }

@@ -152,18 +152,18 @@ impl BurstStats {
     }
 }
 
-/// A burst's rare exits ([`VirtioNet::forward_burst`]).
+/// A burst's rare exits ([`VirtioNet::forward_burst`]). The common counts (RX re-posts, TX
+/// posts, bytes received) are the loop's own locals; this holds only what the cold paths
+/// change, so the burst zeroes and reads back five words.
 #[derive(Default)]
 struct Rare {
     /// Used elements whose id the driver had not posted.
     skipped: usize,
     /// Buffers that were not one whole frame (handed back).
     rejected: usize,
-    /// Frames received but not sent (consumed, or the TX ring full), and their bytes.
-    not_sent: usize,
-    not_sent_bytes: u64,
-    /// Bytes received but cut before sending (`RxVerdict::ForwardFirst`).
-    trimmed: u64,
+    /// Bytes received but not sent: frames consumed or dropped with the TX ring full, and
+    /// the bytes a `RxVerdict::ForwardFirst` cut.
+    unsent_bytes: u64,
     /// RX slots left empty (no page).
     emptied: usize,
     /// When a multi-buffer frame became whole: the used elements taken, up to and including
@@ -174,8 +174,7 @@ struct Rare {
 impl Rare {
     #[inline(always)]
     fn not_sent(&mut self, len: usize) {
-        self.not_sent += 1;
-        self.not_sent_bytes += len as u64;
+        self.unsent_bytes += len as u64;
     }
 }
 
@@ -270,13 +269,45 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return BurstStats::default();
         }
         let mut ops = ops();
-        // SAFETY: the caller's contract, passed on.
-        let (mut st, stop) = unsafe { self.forward_run(tx, ready, owner, &mut ops, true) };
+        // The common case, decided once per burst: the TX ring in in-order mode with room for
+        // every buffer of the burst. Its loop then tests neither per frame (the run's TX posts
+        // never exceed its used elements); anything else takes the general loop, out of line.
+        let fast = tx.tx.is_in_order() && tx.tx.free_descs() >= ready;
+        let (mut st, stop) = if fast {
+            // SAFETY: the caller's contract, passed on; the TX ring is in in-order mode with
+            // at least `ready` free descriptors (checked just above).
+            unsafe { self.forward_run::<O, true>(tx, ready, owner, &mut ops, true) }
+        } else {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { self.forward_run_general(tx, ready, owner, &mut ops) }
+        };
         if stop > 0 {
+            // (Returned, not added through `&mut st`: that kept the burst's counts in memory
+            // and copied them through the stack on the common path too.)
             // SAFETY: as above.
-            unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops, &mut st) };
+            let rest = unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops) };
+            st.add(&rest);
         }
         st
+    }
+
+    /// [`VirtioNet::forward_run`] at a burst's start when the TX ring is not in in-order
+    /// mode or has fewer free descriptors than the burst has buffers: the loop that tests
+    /// both per frame, out of line (the poll iteration keeps one copy of the fast loop per
+    /// port).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    #[inline(never)]
+    unsafe fn forward_run_general<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        ready: usize,
+        owner: u32,
+        ops: &mut O,
+    ) -> (BurstStats, usize) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.forward_run::<O, false>(tx, ready, owner, ops, true) }
     }
 
     /// The rest of a burst while multi-page frames flow (from [`VirtioNet::forward_burst`]
@@ -316,7 +347,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // general run for the rest (it also collects a frame not yet whole in the used
             // ring), and the frame it completed, if any.
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops, false) };
+            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
             st.add(&run);
             left -= if stop > 0 { stop } else { left };
             if self.rx_chain.n > 0 && self.rx_skip == 0 {
@@ -520,7 +551,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// A run stopped at a multi-buffer frame that became whole: send it, then go on with the
     /// `left` used elements after it (stopping and sending again at every such frame), so
-    /// frames leave in the order they came. Adds to `st`.
+    /// frames leave in the order they came. Returns what it did.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -532,14 +563,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         mut left: usize,
         owner: u32,
         ops: &mut O,
-        st: &mut BurstStats,
-    ) {
+    ) -> BurstStats {
+        let mut st = BurstStats::default();
         loop {
             if self.rx_chain.n > 0 && self.rx_skip == 0 {
-                self.forward_chain(tx, owner, ops, st);
+                self.forward_chain(tx, owner, ops, &mut st);
             }
             if left == 0 {
-                return;
+                return st;
             }
             if self.rx_chain_mode {
                 // Multi-page frames flow: the rest of the burst in the chain-aware loop (the
@@ -547,10 +578,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 // SAFETY: the caller's contract, passed on.
                 let rest = unsafe { self.forward_burst_chains(tx, left, owner, ops) };
                 st.add(&rest);
-                return;
+                return st;
             }
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run(tx, left, owner, ops, false) };
+            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
             st.add(&run);
             left -= if stop > 0 { stop } else { left };
         }
@@ -560,10 +591,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Returns its counts and, when an element completed a multi-buffer frame
     /// (`self.rx_chain`, now whole), how many elements it took (the run stops there); else 0.
     ///
+    /// `FAST`: the caller checked that the TX ring is in in-order mode and has at least
+    /// `ready` free descriptors, so the loop tests neither per frame.
+    ///
     /// # Safety
-    /// As [`VirtioNet::forward_burst`].
+    /// As [`VirtioNet::forward_burst`], and with `FAST` the TX ring is in in-order mode with
+    /// at least `ready` free descriptors.
     #[inline(always)]
-    unsafe fn forward_run<O: ForwardOps>(
+    unsafe fn forward_run<O: ForwardOps, const FAST: bool>(
         &mut self,
         tx: &mut Self,
         ready: usize,
@@ -572,22 +607,40 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         burst_start: bool,
     ) -> (BurstStats, usize) {
         let mut rc = self.rx.cursor();
-        let mut tc = tx.tx.cursor();
+        let tc = tx.tx.cursor();
         // Only the byte count is kept per frame; the frame counts follow from the rare exits,
         // counted in `rare` (in memory: the cold helpers take it by reference, so it holds
         // no register in the loop).
         let mut rare = Rare::default();
         let mut rx_bytes = 0u64;
-        // The loop carries four counters (`i` used elements, `r` RX re-posts, `t` TX posts,
-        // the byte sum); the cursors stay fixed until after it, so their fields need no
-        // register (one loop with moving cursors spilled a dozen values per frame).
+        // The loop carries four values (three ring positions, below, and the byte sum); the
+        // cursors stay fixed until after it, so their fields need no register (one loop with
+        // moving cursors spilled a dozen values per frame).
         let tx_room = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
-        let mut skip0 = self.rx_skip == 0;
-        let tx_in_order = tx.tx.is_in_order();
-        let (mut r, mut t) = (0, 0);
-        for i in 0..ready {
-            let (id, used) = rx_used_faulty(rxr.pop_nth(&rc, i));
+        // The whole-frame test's length bound, 0 while a continuation is expected (then no
+        // buffer passes: the cold path takes it). Not a flag: LLVM knows a flag is set on the
+        // fast path and stored the constant back every frame; the bound it cannot fold.
+        let hdr_room = |skip: u16| {
+            if skip == 0 {
+                PAGE_SIZE - NET_HDR_LEN + 1
+            } else {
+                0
+            }
+        };
+        let mut room = hdr_room(self.rx_skip);
+        debug_assert!(!FAST || (tx.tx.is_in_order() && tx_room >= ready));
+        let tx_in_order = FAST || tx.tx.is_in_order();
+        // The loop carries ring positions, not counts: `u` the used element
+        // (`last_used + i`), `ra` the RX re-post's avail slot (`avail_idx + r`), `ta` the TX
+        // post's (`avail_idx + t`), so no cursor field is reloaded per frame to add to.
+        let u0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_used(&rc));
+        let ra0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&rc).0);
+        let ta0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&tc).0);
+        let ta_full = ta0 + tx_room;
+        let (mut ra, mut ta) = (ra0, ta0);
+        for u in u0..u0 + ready {
+            let (id, used) = rx_used_faulty(rxr.pop_at(u));
             // The page behind the id (`take_rx_page`, with the slot's one store below: the
             // new page, or NO_PAGE when none refills it).
             let pfn = match self.rx_pages.get(id as usize) {
@@ -601,11 +654,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             match ops.rx_page_cached() {
                 Some(new) => {
                     debug_assert!(new != NO_PAGE);
-                    rxr.repost_nth(&rc, r, id as u16, new.addr());
+                    rxr.repost_at(ra, id as u16, new.addr());
                     self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
-                    r += 1;
+                    ra += 1;
                 }
-                None => r += self.rx_refill_slow(&mut rc, r, id, ops, &mut rare),
+                None => ra += self.rx_refill_slow(&mut rc, ra - ra0, id, ops, &mut rare),
             }
             let used = used as usize;
             let page = pfn.addr() as usize as *mut u8;
@@ -616,14 +669,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     .cast::<[u8; 2]>()
                     .read_unaligned()
             };
-            // One branch for the three tests (`&`, not `&&`): no continuation expected
-            // (`skip0`, kept in a local: only the cold path below changes `rx_skip`), one
-            // buffer, a length that fits the page.
-            let whole = skip0
-                & (u16::from_le_bytes(num_buffers) <= 1)
-                & (used.wrapping_sub(NET_HDR_LEN) <= PAGE_SIZE - NET_HDR_LEN);
+            // One branch for the three tests (`&`, not `&&`): one buffer, a length that fits
+            // the page, and no continuation expected (`room` 0: kept in a local, only the
+            // cold path below changes `rx_skip`).
+            let whole =
+                (u16::from_le_bytes(num_buffers) <= 1) & (used.wrapping_sub(NET_HDR_LEN) < room);
             if !whole {
-                if burst_start && i == 0 && self.rx_chain_mode {
+                if burst_start && u == u0 && self.rx_chain_mode {
                     // Multi-page frames flow: the whole burst in the chain-aware loop (the
                     // test costs the common path nothing here). Nothing is staged but the
                     // first slot's re-post: its page goes back, the received one into the
@@ -639,8 +691,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                         0,
                     );
                 }
-                let nw = self.rx_not_whole(pfn, used, i, ops, &mut rare);
-                skip0 = self.rx_skip == 0;
+                let nw = self.rx_not_whole(pfn, used, u - u0, ops, &mut rare);
+                room = hdr_room(self.rx_skip);
                 match nw {
                     NotWhole::Whole => {}
                     NotWhole::Skip => continue,
@@ -657,7 +709,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 RxVerdict::Forward => len,
                 RxVerdict::ForwardFirst(n) => {
                     let n = n.min(len);
-                    rare.trimmed += (len - n) as u64;
+                    rare.not_sent(len - n);
                     n
                 }
                 RxVerdict::Consumed => {
@@ -666,7 +718,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 }
             };
             // (The fault image also finds the ring full now and then.)
-            if t == tx_room || mm::fault::hit(mm::fault::Fault::TxRingFull) {
+            // (`FAST`: `t <= i < ready <= tx_room`.)
+            if (!FAST && ta == ta_full) || mm::fault::hit(mm::fault::Fault::TxRingFull) {
                 tx_full(pfn, send, ops, &mut rare);
                 continue;
             }
@@ -676,44 +729,41 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page.cast::<u64>().write_unaligned(0);
                 page.add(8).cast::<u32>().write_unaligned(0);
             }
-            let token = tx.tx.nth_free_in(&tc, t, tx_in_order);
-            txr.post_nth(&tc, t, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
+            let token = tx.tx.nth_free_at(&tc, ta - ta0, ta, tx_in_order);
+            txr.post_at(ta, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
-            t += 1;
+            ta += 1;
         }
+        let (r, t) = (ra - ra0, ta - ta0);
         let done = if rare.stop > 0 { rare.stop } else { ready };
-        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, done);
-        SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
-        SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, t, t);
         let Rare {
             skipped,
             rejected,
-            not_sent,
-            not_sent_bytes,
-            trimmed,
+            unsent_bytes,
             emptied,
             stop,
         } = rare;
-        self.rx.set_cursor(rc);
-        tx.tx.set_cursor(tc);
+        // `r` re-posts (every valid id but the emptied slots), `t` TX posts (every whole
+        // frame but those consumed or refused): both counted by the loop, so the cursors go
+        // back without clamps or derived counts.
+        self.rx.set_burst_cursor(&rc, done, r);
+        tx.tx.set_posted(&tc, t);
         let buffers = done - skipped;
-        let rx_frames = buffers - rejected;
-        let tx_frames = rx_frames - not_sent;
         self.rx_posted -= emptied;
-        self.rx_unpublished += buffers - emptied;
+        self.rx_unpublished += r;
         if self.rx_unpublished >= RX_PUBLISH_BATCH {
             self.rx_publish();
         }
-        if tx_frames > 0 {
+        if t > 0 {
             tx.tx.publish();
-            tx.tx_posted += tx_frames;
+            tx.tx_posted += t;
         }
         let st = BurstStats {
             buffers,
-            rx_frames,
+            rx_frames: buffers - rejected,
             rx_bytes,
-            tx_frames,
-            tx_bytes: rx_bytes - not_sent_bytes - trimmed,
+            tx_frames: t,
+            tx_bytes: rx_bytes - unsent_bytes,
         };
         (st, stop)
     }

@@ -3,63 +3,71 @@
 
 use super::handoff::Handoff;
 use super::page::{PageBuf, RawPage, FRAME_ROOM};
-use super::pages::PortPages;
+use super::pages::{Pages, PortPages};
 use super::percore::{count_give_back, Core, Platform};
 use drivers::nic::Nic;
-use drivers::virtio_net::{ForwardOps, GiveBack, MultiFrame, RxVerdict};
+use drivers::virtio_net::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{forward_frame, DropReason, MacRewrite, PortCounters, Verdict};
 
-/// `io`/`l2` on one core: the dataplane's side of the fused burst (RX port `p`, TX the other).
-struct L2Ops<'a> {
-    pages: PortPages<'a>,
+/// `io`/`l2` on one core: the dataplane's side of the fused burst (RX port `P`, TX the other).
+/// Three words and the rewrite: the burst builds it on the stack (its cold paths take it by
+/// reference), so the port is a constant and the pool's [`PortPages`] view is made only on
+/// the paths that need more than the alloc cache.
+struct L2Ops<'a, const P: usize, const L2: bool> {
+    pages: &'a mut Pages,
     counters: &'a mut [PortCounters; PORTS],
-    p: usize,
-    rewrite: MacRewrite,
+    /// [`MacRewrite::words`] (written when `L2`; `io` leaves frames alone).
+    words: (u64, u32),
 }
 
-impl L2Ops<'_> {
-    /// A page of port `p`'s pool the burst is done with: back into that pool.
+impl<const P: usize, const L2: bool> L2Ops<'_, P, L2> {
+    /// Port `P`'s pool with what a refill or a recycle needs besides it.
+    #[inline(always)]
+    fn port_pages(&mut self) -> PortPages<'_> {
+        self.pages.port(P)
+    }
+
+    /// A page of port `P`'s pool the burst is done with: back into that pool.
     #[inline(always)]
     fn recycle(&mut self, pfn: Pfn) {
-        // SAFETY: the page came off port `p`'s RX ring, which only port `p`'s pool fills, and
+        let mut pages = self.port_pages();
+        // SAFETY: the page came off port `P`'s RX ring, which only port `P`'s pool fills, and
         // nobody else holds it.
         let page = unsafe {
             PageBuf::from_raw(RawPage {
                 pfn,
-                pool: self.pages.id(),
+                pool: pages.id(),
             })
         };
-        self.pages.recycle(page);
+        pages.recycle(page);
     }
-}
 
-impl L2Ops<'_> {
     /// A frame `forward_frame` refused (a runt): counted, its page recycled.
     #[cold]
     #[inline(never)]
     fn drop_frame(&mut self, pfn: Pfn, why: DropReason) -> RxVerdict {
-        self.counters[self.p].drop(why);
+        self.counters[P].drop(why);
         self.recycle(pfn);
         RxVerdict::Consumed
     }
 }
 
-impl ForwardOps for L2Ops<'_> {
+impl<const P: usize, const L2: bool> ForwardOps for L2Ops<'_, P, L2> {
     #[inline(never)]
     fn rx_page(&mut self) -> Option<Pfn> {
-        self.pages.alloc_raw()
+        self.port_pages().alloc_raw()
     }
 
     #[inline(always)]
     fn rx_page_cached(&mut self) -> Option<Pfn> {
-        self.pages.alloc_cached_raw()
+        self.pages.pools[P].alloc_cached()
     }
 
     #[inline(always)]
     fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
-        match self.rewrite.apply(frame) {
+        match MacRewrite::apply_words::<L2>(self.words, frame) {
             Verdict::Forward => RxVerdict::Forward,
             Verdict::Drop(why) => self.drop_frame(pfn, why),
         }
@@ -68,7 +76,7 @@ impl ForwardOps for L2Ops<'_> {
     #[cold]
     #[inline(never)]
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
-        count_give_back(self.counters, self.p, why);
+        count_give_back(self.counters, P, why);
         self.recycle(pfn);
     }
 
@@ -77,10 +85,10 @@ impl ForwardOps for L2Ops<'_> {
     /// from its cold paths only (once per multi-page frame).
     #[inline]
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
-        match self.rewrite.apply(frame.head) {
+        match MacRewrite::apply_words::<L2>(self.words, frame.head) {
             Verdict::Forward => RxVerdict::Forward,
             Verdict::Drop(why) => {
-                self.counters[self.p].drop(why);
+                self.counters[P].drop(why);
                 for &pfn in frame.pages {
                     self.recycle(pfn);
                 }
@@ -91,10 +99,11 @@ impl ForwardOps for L2Ops<'_> {
 }
 
 impl<P: Platform> Core<P> {
-    /// Receive a burst on local port `p` and send what survives out of the other port.
+    /// Receive a burst on local port `PORT` and send what survives out of the other port.
     /// Returns RX buffers completed.
     #[inline(always)]
-    pub(crate) fn rx_forward(&mut self, p: usize) -> usize {
+    pub(crate) fn rx_forward<const PORT: usize>(&mut self) -> usize {
+        let p = PORT;
         // An empty port costs one load here, before any of the burst's set-up.
         if !self.nics[p].rx_has_used() {
             return 0;
@@ -105,23 +114,12 @@ impl<P: Platform> Core<P> {
         let q = 1 - p;
         let owner = self.pages.pool_id(p);
         let max = self.burst_max(q);
-        let (pages, counters, rewrite) = (&mut self.pages, &mut self.counters, self.rewrite[q]);
-        let ops = move || {
-            let (pages, counters) = ({ pages }, { counters });
-            L2Ops {
-                pages: pages.port(p),
-                counters,
-                p,
-                rewrite,
-            }
+        // The mode picked once per burst: each mode's loop writes the addresses or not with
+        // no per-frame test.
+        let st = match self.rewrite[q].words() {
+            Some(words) => self.l2_burst::<PORT, true>(max, owner, words),
+            None => self.l2_burst::<PORT, false>(max, owner, (0, 0)),
         };
-        let [a, b] = &mut self.nics;
-        let (rx, tx): (&mut P::Nic, &mut P::Nic) = if p == 0 { (a, b) } else { (b, a) };
-        // SAFETY: `L2Ops::rx_page` hands out fresh pages of port `p`'s pool (given up with
-        // `into_raw`), and the RX ring of port `p` is refilled only from that pool; a frame
-        // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
-        // (that pool's id).
-        let st = unsafe { rx.forward_burst(tx, max, owner, ops) };
         let (c, d) = (&mut self.counters[p], st.rx_frames as u64);
         c.rx += d;
         c.rx_bytes += st.rx_bytes;
@@ -129,6 +127,33 @@ impl<P: Platform> Core<P> {
         c.tx += st.tx_frames as u64;
         c.tx_bytes += st.tx_bytes;
         st.buffers
+    }
+
+    /// [`Core::rx_forward`]'s fused burst from port `PORT` to the other, `L2`: with the MAC
+    /// rewrite (`words`, [`MacRewrite::words`]), else `io`.
+    #[inline(always)]
+    fn l2_burst<const PORT: usize, const L2: bool>(
+        &mut self,
+        max: usize,
+        owner: u32,
+        words: (u64, u32),
+    ) -> BurstStats {
+        let (pages, counters) = (&mut self.pages, &mut self.counters);
+        let ops = move || {
+            let (pages, counters) = ({ pages }, { counters });
+            L2Ops::<PORT, L2> {
+                pages,
+                counters,
+                words,
+            }
+        };
+        let [a, b] = &mut self.nics;
+        let (rx, tx): (&mut P::Nic, &mut P::Nic) = if PORT == 0 { (a, b) } else { (b, a) };
+        // SAFETY: `L2Ops::rx_page` hands out fresh pages of port `PORT`'s pool (given up with
+        // `into_raw`), and the RX ring of port `PORT` is refilled only from that pool; a frame
+        // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
+        // (that pool's id).
+        unsafe { rx.forward_burst(tx, max, owner, ops) }
     }
 
     /// `xcore=on`: frames received on local port `p` leave through port `1 - p` of the next
