@@ -165,25 +165,8 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
         covered = covered.max(r.1);
     }
 
-    // One pass over mem_map (Linux writes it, then frees the RAM page by page: two): the pages
-    // of `ranges` in the state the buddy allocator takes them in, every other one reserved.
     let base = at as *mut Page;
-    let slot = |addr: u64| ((addr - lo) / PAGE_SIZE as u64) as usize;
-    let fill = |from: usize, to: usize, page: fn() -> Page| {
-        for i in from..to {
-            // SAFETY: [at, at + bytes) is RAM no one else uses (outside the kernel image, above
-            // 1 MiB, identity-mapped by paging::init), `i` < span_pages; every slot is written
-            // once, by the fills below, before the slice is made.
-            unsafe { base.add(i).write(page()) };
-        }
-    };
-    let mut next = 0;
-    for &(s, e) in ranges.iter().filter(|r| r.0 < r.1) {
-        fill(next, slot(s), Page::new);
-        fill(slot(s), slot(e), Page::new_free);
-        next = slot(e);
-    }
-    fill(next, span_pages as usize, Page::new);
+    write_mem_map(base, lo, span_pages as usize, &ranges);
     // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
     let mem_map: &'static [Page] =
         unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
@@ -206,6 +189,29 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
             kernel: (ks, ke),
         },
     ))
+}
+
+/// One pass over mem_map (Linux writes it, then frees the RAM page by page: two): the pages of
+/// `ranges` (sorted, disjoint, inside `[lo, lo + span_pages pages)`) in the state the buddy
+/// allocator takes them in ([`Page::new_free`]), every other slot reserved.
+fn write_mem_map(base: *mut Page, lo: u64, span_pages: usize, ranges: &[(u64, u64)]) {
+    let slot = |addr: u64| ((addr - lo) / PAGE_SIZE as u64) as usize;
+    let fill = |from: usize, to: usize, page: fn() -> Page| {
+        for i in from..to {
+            // SAFETY: `base` is RAM no one else uses (outside the kernel image, above 1 MiB,
+            // identity-mapped by paging::init) with room for `span_pages` slots, `i` <
+            // span_pages; every slot is written once, by the fills below, before `init` makes
+            // the slice.
+            unsafe { base.add(i).write(page()) };
+        }
+    };
+    let mut next = 0;
+    for &(s, e) in ranges.iter().filter(|r| r.0 < r.1) {
+        fill(next, slot(s), Page::new);
+        fill(slot(s), slot(e), Page::new_free);
+        next = slot(e);
+    }
+    fill(next, span_pages, Page::new);
 }
 
 /// A zeroed, identity-mapped zone page for a page table (never freed): what
