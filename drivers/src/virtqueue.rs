@@ -95,15 +95,7 @@ impl<const N: usize> Rings<N> {
     /// [`SplitQueue::pop_nth`].
     #[inline(always)]
     pub fn pop_nth(&self, c: &Cursor, i: usize) -> (u32, u32) {
-        let slot = (usize::from(c.last_used) + i) & (N - 1);
-        // SAFETY: slot < N; inside the used ring, which lives as long as the queue.
-        let e = unsafe {
-            self.used
-                .add(4 + 8 * slot)
-                .cast::<UsedElem>()
-                .read_volatile()
-        };
-        (e.id, e.len)
+        self.pop_at(usize::from(c.last_used) + i)
     }
 
     /// The used element at position `u` of the used ring (any count, masked into the ring):

@@ -47,15 +47,7 @@ impl Default for Page {
 impl Page {
     /// A reserved page: refcount 0, no pool, `dma_addr` 0. `const` so a `mem_map` can be a static.
     pub const fn new() -> Page {
-        Page {
-            flags: AtomicU8::new(PG_RESERVED),
-            order: AtomicU8::new(0),
-            refcount: AtomicU32::new(0),
-            pool: AtomicU32::new(NO_POOL),
-            next: AtomicU32::new(NIL),
-            prev: AtomicU32::new(NIL),
-            dma_addr: AtomicU64::new(0),
-        }
+        Page::with_flags(PG_RESERVED)
     }
 
     /// A page about to be handed to the buddy allocator: no flag, refcount 0, no pool,
@@ -63,8 +55,13 @@ impl Page {
     /// what a free block's tail pages carry). For a `mem_map` written in one pass at boot, the
     /// range then handed over with [`crate::Zone::add_fresh_range`].
     pub const fn new_free() -> Page {
+        Page::with_flags(0)
+    }
+
+    /// A page with `flags`, refcount 0, no pool, on no list, `dma_addr` 0.
+    const fn with_flags(flags: u8) -> Page {
         Page {
-            flags: AtomicU8::new(0),
+            flags: AtomicU8::new(flags),
             order: AtomicU8::new(0),
             refcount: AtomicU32::new(0),
             pool: AtomicU32::new(NO_POOL),
