@@ -361,6 +361,17 @@ fn measure_booted(
         let r = g.run()?;
         let b = snapshot(engine, guest, &format!("b{size}"))?;
         let row = row(engine, cfg.icount, &r, &a, &b)?;
+        if matches!(engine, Engine::Gannet(_)) && r.sent != r.received {
+            // Say where the lost frames went: the guest's drop counters (or none of them,
+            // then the loss was outside the guest).
+            let s = guest.stats(Duration::from_secs(30))?;
+            eprintln!(
+                "xtask: {} {size} B: {} frames lost; the guest's drop counters since boot: {:?}",
+                engine.label(),
+                r.sent.saturating_sub(r.received),
+                crate::soak::drops(&s)
+            );
+        }
         match (&a, &b) {
             (Snap::Counters(a0, a1, ..), Snap::Counters(b0, b1, ..))
                 if matches!(engine, Engine::Linux(_)) =>
