@@ -106,7 +106,11 @@ pub fn table(rec: &Record, bidir: bool) -> String {
         if rec.icount { " + icount" } else { "" },
         rec.cpu.as_deref().unwrap_or("default (qemu64)"),
         rec.window,
-        if bidir { ", both directions" } else { "" }
+        if bidir {
+            ", both directions"
+        } else {
+            ", port 0 -> port 1 only"
+        }
     );
     let _ = writeln!(
         s,

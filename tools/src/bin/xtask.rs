@@ -268,6 +268,10 @@ struct BenchArgs {
     /// ways; instructions per packet (`--icount`) and frames per busy iteration per mode.
     #[arg(long, conflicts_with_all = ["peer", "sizes"])]
     burst_in: bool,
+    /// With --burst-in: the generator sends into port 0 only (port 1's RX stays empty, as in
+    /// `bench sim`, whose device delivers on port 0 only).
+    #[arg(long, requires = "burst_in")]
+    one_way: bool,
     /// `bench sim`: forwarding modes to run, comma-separated (l2, io, router).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::L2, SimMode::Router])]
     modes: Vec<SimMode>,
@@ -1334,8 +1338,9 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
 /// `bench --peer`'s default generator window (maximum outstanding frames).
 const PEER_WINDOW: u64 = 64;
 
-/// `bench --burst-in`: Gannet io/l2/router with `burstin=on`, generator both ways with a
-/// window that fills 224 RX entries per port; one table, the l2 target, `--json`.
+/// `bench --burst-in`: Gannet io/l2/router with `burstin=on`, generator both ways (port 0
+/// only with `--one-way`) with a window that fills 224 RX entries per port; one table, the l2
+/// target, `--json`.
 fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
     use tools::{bench_burstin, bench_peer};
     if a.target.is_some() {
@@ -1358,7 +1363,7 @@ fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
         echo: Echo::Off,
         plots: false,
         mtu: t.guest.mtu.clone(),
-        bidir: true,
+        bidir: !a.one_way,
         warmup: bench_burstin::WARMUP_FRAMES,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
