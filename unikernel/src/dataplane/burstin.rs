@@ -157,14 +157,16 @@ mod tests {
             assert_eq!(c.dev[0].deliver_rx(&f0, BURSTIN_USED - 1), BURSTIN_USED - 1);
             assert_eq!(c.dev[1].deliver_rx(&f1, 100), 100);
             let avail = [c.dev[0].rx_available(), c.dev[1].rx_available()];
-            let busy = c.core.profile_mut().busy_iters;
+            let prof = c.core.profile_mut();
+            let busy = (prof.busy_iters, prof.busy_cycles);
             for _ in 0..3 {
                 assert!(!gate.open(&c.core, t), "round {round}: 223 and 100 waiting");
             }
             // The wait took nothing and posted nothing, and ran no poll iteration.
             assert_eq!(c.core.rx_used(), [BURSTIN_USED - 1, 100]);
             assert_eq!([c.dev[0].rx_available(), c.dev[1].rx_available()], avail);
-            assert_eq!(c.core.profile_mut().busy_iters, busy);
+            let prof = c.core.profile_mut();
+            assert_eq!((prof.busy_iters, prof.busy_cycles), busy);
             assert_eq!(c.dev[0].deliver_rx(&f0, 1), 1);
             // 224 on port 0 (7 bursts of 32), 100 on port 1 in the first 4 of them.
             assert_eq!(drain(&mut rig, &mut gate, t), (7, 324), "round {round}");
