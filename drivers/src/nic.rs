@@ -23,6 +23,8 @@ pub trait Nic {
     fn rx_free_slots(&self) -> usize;
     /// Whether a received buffer is waiting (no fence; a burst reads it properly).
     fn rx_has_used(&self) -> bool;
+    /// Completed RX buffers waiting in the used ring (see [`VirtioNet::rx_used`]).
+    fn rx_used(&self) -> usize;
     /// Pages posted to the RX ring.
     fn rx_posted(&self) -> usize;
     /// Pages owned by the TX ring (posted, not yet completed).
@@ -118,6 +120,10 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline(always)]
     fn rx_has_used(&self) -> bool {
         VirtioNet::rx_has_used(self)
+    }
+    #[inline]
+    fn rx_used(&self) -> usize {
+        VirtioNet::rx_used(self)
     }
     #[inline]
     fn rx_posted(&self) -> usize {

@@ -819,6 +819,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.rx.has_used()
     }
 
+    /// Completed RX buffers waiting in the used ring, not yet taken (at most the ring size):
+    /// the fused burst's own count ([`SplitQueue::used_ready`] at the ring's cursor, one load
+    /// of `used->idx`). Reading it takes nothing and posts nothing (the `burstin=` gate).
+    #[inline]
+    pub fn rx_used(&self) -> usize {
+        self.rx.used_ready(&self.rx.cursor())
+    }
+
     /// RX descriptors that can take a page right now.
     #[inline]
     pub fn rx_free_slots(&self) -> usize {

@@ -378,6 +378,13 @@ pub struct Config {
     /// reads and four counter updates per busy iteration (about 20 guest instructions), so the
     /// datapath leaves it off unless asked; `busy_cycles` and `busy_iters` are always counted.
     pub phases: bool,
+    /// `burstin=on|off` (default `off`; bench only: `cargo xtask bench --burst-in`): the poll
+    /// loop leaves the RX rings alone until a port's used ring holds 224 entries (or 10 ms
+    /// passed since the last drain), then runs ordinary poll iterations until no RX ring
+    /// holds one; only those count as busy iterations (`busy_cycles`, `busy_iters`). The
+    /// core busy-polls the used indices meanwhile (no halt). Not with `sim`, which runs its
+    /// own loop. See `unikernel::dataplane::burstin`.
+    pub burstin: bool,
     /// `virtio_mmio.device=SIZE@ADDR:IRQ` (repeatable, up to [`MAX_MMIO_DEVICES`]): a
     /// virtio-mmio device (VIRTIO 1.2 §4.2), in Linux's syntax
     /// (Documentation/admin-guide/kernel-parameters.txt), which is what QEMU's `-machine
@@ -490,6 +497,7 @@ impl Default for Config {
             backpressure: false,
             faults: [0; mm::fault::FAULTS],
             phases: false,
+            burstin: false,
             virtio_mmio: heapless::Vec::new(),
         }
     }
@@ -566,7 +574,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 30] = [
+pub const KEYS: [&str; 31] = [
     "mode",
     "peer0",
     "peer1",
@@ -597,6 +605,7 @@ pub const KEYS: [&str; 30] = [
     "fault",
     "phases",
     "virtio_mmio.device",
+    "burstin",
 ];
 
 /// Index of `mtu0` in [`KEYS`] (`mtu1` follows).
@@ -620,6 +629,8 @@ const FAULT_KEY: usize = 27;
 const PHASES_KEY: usize = 28;
 /// Index of `virtio_mmio.device` in [`KEYS`]: repeatable, like `route`.
 const VIRTIO_MMIO_KEY: usize = 29;
+/// Index of `burstin` in [`KEYS`].
+const BURSTIN_KEY: usize = 30;
 /// Index of `tlbtest_skip` in [`KEYS`].
 const TLBTEST_SKIP_KEY: usize = 20;
 
@@ -843,6 +854,13 @@ impl Config {
                         .push(d)
                         .map_err(|_| ConfigError::TooManyMmioDevices)?;
                 }
+                BURSTIN_KEY => {
+                    cfg.burstin = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
                 PHASES_KEY => {
                     cfg.phases = match value {
                         "on" => true,
@@ -961,6 +979,12 @@ impl Config {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "to be absent with tlbtest (each replaces forwarding)",
+            });
+        }
+        if cfg.burstin && cfg.sim.is_some() {
+            return Err(ConfigError::Missing {
+                key: "sim",
+                because: "to be absent with burstin (the simulated benchmark runs its own loop)",
             });
         }
         if cfg.sim.is_some() && matches!(cfg.queues, Queues::Count(n) if n > 1) {
@@ -1413,6 +1437,35 @@ mod tests {
         ));
         assert!(matches!(
             Config::parse("tlbtest=10 sim=4"),
+            Err(ConfigError::Missing { key: "sim", .. })
+        ));
+    }
+
+    #[test]
+    fn burstin_key() {
+        assert!(!Config::parse("").unwrap().burstin);
+        assert!(Config::parse("burstin=on mode=io").unwrap().burstin);
+        assert!(!Config::parse("burstin=off").unwrap().burstin);
+        for bad in ["burstin=1", "burstin=", "burstin=On"] {
+            assert!(
+                matches!(
+                    Config::parse(bad),
+                    Err(ConfigError::BadValue {
+                        key: "burstin",
+                        expected: "on or off",
+                        ..
+                    })
+                ),
+                "{bad}: {:?}",
+                Config::parse(bad)
+            );
+        }
+        assert_eq!(
+            Config::parse("burstin=on burstin=off"),
+            Err(ConfigError::Repeated("burstin"))
+        );
+        assert!(matches!(
+            Config::parse("burstin=on sim=32"),
             Err(ConfigError::Missing { key: "sim", .. })
         ));
     }

@@ -254,6 +254,11 @@ impl Rig {
         })
     }
 
+    /// [`Rig::start`] under `-icount shift=0,sleep=off` (the guest TSC counts instructions).
+    pub fn start_icount(append: &str, gen: GenConfig) -> Rig {
+        Rig::start_configured(append, gen, |c| c.icount = true)
+    }
+
     /// [`Rig::start`] on the dgram backend with QEMU's `host_mtu=mtu` on both NICs (`--mtu`).
     pub fn start_mtu(append: &str, gen: GenConfig, mtu: u16) -> Rig {
         Rig::start_configured(append, gen, |c| {

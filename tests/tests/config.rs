@@ -274,3 +274,8 @@ fn router_mode_in_too_little_memory_is_a_named_error() {
         "no named memory error; log:\n{log}"
     );
 }
+
+#[test]
+fn bad_burstin_fails_boot() {
+    expect_config_error("burstin=yes", "burstin");
+}

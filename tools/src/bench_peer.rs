@@ -55,7 +55,18 @@ pub struct PeerBenchConfig {
     pub plots: bool,
     /// `--mtu`: QEMU `host_mtu` on every row's two ports (`None`: none, QEMU's default).
     pub mtu: Option<qemu::Mtus>,
+    /// The generator also sends into port 1 (`gen --bidir`; `window` per direction): `bench
+    /// --burst-in`. `false` for `--peer` (port 0 → port 1 only).
+    pub bidir: bool,
+    /// Frames per direction sent before the measured run, at most [`WARMUP_WINDOW`]
+    /// outstanding (router mode: the next hops' ARP resolved, so the run loses no frame to
+    /// the neighbour queue); 0: none (`--peer`).
+    pub warmup: u64,
 }
+
+/// Generator window of the warm-up ([`PeerBenchConfig::warmup`]): the router's neighbour
+/// queue holds 8 frames per unresolved next hop.
+pub const WARMUP_WINDOW: u64 = 8;
 
 /// One row of the record (`null` in JSON when the row could not run).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -274,6 +285,7 @@ fn measure(cfg: &PeerBenchConfig, engine: Engine, peers: Peers) -> Result<Vec<Ro
         size,
         seconds: cfg.seconds,
         window: cfg.window,
+        bidir: cfg.bidir,
         ..Default::default()
     };
     // The host side binds first: QEMU's frames to an unbound path are lost.
@@ -349,6 +361,23 @@ fn measure_booted(
             eprintln!("xtask: testpmd probed {ports:?}");
             peer_dpdk::start(guest)?;
         }
+    }
+    if cfg.warmup > 0 {
+        drop(generator.take());
+        let w = Generator::bind(&GenConfig {
+            count: Some(cfg.warmup),
+            window: WARMUP_WINDOW,
+            ..gcfg(cfg.sizes[0])
+        })?;
+        let r = w.run()?;
+        eprintln!(
+            "xtask: {} warm-up: sent {} received {}",
+            engine.label(),
+            r.sent,
+            r.received
+        );
+        drop(w);
+        *generator = Some(Generator::bind(&gcfg(cfg.sizes[0]))?);
     }
     let mut rows = Vec::new();
     for (k, &size) in cfg.sizes.iter().enumerate() {

@@ -16,10 +16,11 @@
 //!
 //! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
 //! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
-//! [`tap`] and [`peer_linux`] build on them, [`peer_dpdk`] on [`peer_linux`]; the `bench_*` modules, [`soak`] (on [`bench_peer`]'s `--append` per mode) and [`report`] on those;
+//! [`tap`] and [`peer_linux`] build on them, [`peer_dpdk`] on [`peer_linux`]; the `bench_*` modules ([`bench_burstin`] on [`bench_peer`]), [`soak`] (on [`bench_peer`]'s `--append` per mode) and [`report`] on those;
 //! [`mtu`] (the `--mtu` values) is a leaf every one of them may use; [`lint`] stands alone. The `xtask` binary only parses arguments and calls these.
 
 pub mod bench_boot;
+pub mod bench_burstin;
 pub mod bench_datapath;
 pub mod bench_mm;
 pub mod bench_peer;

@@ -19,7 +19,9 @@ use mm::page_pool::PP_ALLOC_CACHE_REFILL;
 use mm::{PerCpuPages, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
 use netstack::{Config, IdleMode, MacAddr, Mode};
-use unikernel::dataplane::{port_mtu, Core, CoreParams, MAX_CORES};
+use unikernel::dataplane::{
+    port_mtu, BurstIn, Core, CoreParams, BURSTIN_USED, BURSTIN_WAIT_MS, MAX_CORES,
+};
 
 const _: () = assert!(MAX_CPUS == MAX_CORES, "one dataplane core slot per CPU");
 
@@ -186,7 +188,8 @@ fn build_core(
     let Some(handles) = take_devices(k) else {
         fail(format_args!("no devices were set up for pair {k}"))
     };
-    let halt = cfg.idle == IdleMode::Halt && handles.iter().all(|h| h.routed);
+    // `burstin=on` busy-polls the used indices while it waits: no halt.
+    let halt = cfg.idle == IdleMode::Halt && !cfg.burstin && handles.iter().all(|h| h.routed);
     if setup.topo.queues > 1 {
         for (j, h) in handles.iter().enumerate() {
             let (rxq, txq) = h.nic.queue_indices();
@@ -242,6 +245,12 @@ fn build_core(
         );
     } else {
         info!("idle (cpu {k}): busy polling");
+    }
+    if cfg.burstin {
+        info!(
+            "burstin (cpu {k}): RX left alone until a used ring holds {BURSTIN_USED} entries or {BURSTIN_WAIT_MS} ms passed, then drained in bursts of {}; only the drain iterations are busy (bench only)",
+            cfg.burst
+        );
     }
     (core, halt)
 }
@@ -339,6 +348,11 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
     let idle_poll = us_to_tsc(IDLE_POLL_US);
     let mut next_console = rdtsc() + console_every;
     let mut idle_since = rdtsc();
+    // `burstin=on` (bench only): a poll iteration runs only when the gate is open.
+    let mut gate = core
+        .cfg()
+        .burstin
+        .then(|| BurstIn::new(ms_to_tsc(BURSTIN_WAIT_MS), rdtsc()));
     loop {
         if !bsp && FABRIC.quit.requested() {
             core.follow_quit();
@@ -347,7 +361,10 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         // Flush requests from CPUs that unmapped pages we may cache (one load when none).
         crate::tlb::service();
         let t0 = rdtsc();
-        let forwarded = core.poll_once();
+        // Waiting for a burst: no poll iteration (nothing counted busy), only the periodic
+        // work below.
+        let run = gate.as_mut().is_none_or(|g| g.open(&core, t0));
+        let forwarded = if run { core.poll_once() } else { 0 };
         if forwarded > 0 {
             idle_since = t0;
         }

@@ -258,9 +258,20 @@ struct BenchArgs {
     /// 64..=9018; over 1518 give --mtu too); JSON {"sweep": […]}.
     #[arg(long)]
     sizes: Option<String>,
-    /// Generator window with --peer (maximum outstanding frames).
-    #[arg(long, default_value_t = 64)]
-    window: u64,
+    /// Generator window with --peer (maximum outstanding frames; default 64) or --burst-in
+    /// (per direction; default 256, at least 224).
+    #[arg(long)]
+    window: Option<u64>,
+    /// Gannet io/l2/router on QEMU's device with the guest's bench-only burst-in gate
+    /// (`burstin=on`: RX left alone until a port's used ring holds 224 entries or 10 ms
+    /// passed, then drained in bursts of 32; only drain iterations are busy), generator both
+    /// ways; instructions per packet (`--icount`) and frames per busy iteration per mode.
+    #[arg(long, conflicts_with_all = ["peer", "sizes"])]
+    burst_in: bool,
+    /// With --burst-in: the generator sends into port 0 only (port 1's RX stays empty, as in
+    /// `bench sim`, whose device delivers on port 0 only).
+    #[arg(long, requires = "burst_in")]
+    one_way: bool,
     /// `bench sim`: forwarding modes to run, comma-separated (l2, io, router).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::L2, SimMode::Router])]
     modes: Vec<SimMode>,
@@ -952,6 +963,12 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Boot) = a.target {
         return cmd_bench_boot(a);
     }
+    if a.burst_in {
+        if a.traffic.guest.boot != Boot::Pvh {
+            bail!("--boot: bench --burst-in boots every row with -kernel; drop --boot");
+        }
+        return cmd_bench_burst_in(a);
+    }
     if !a.peer.is_empty() || a.sizes.is_some() {
         if a.traffic.guest.boot != Boot::Pvh {
             bail!("--boot: bench --peer/--sizes boots every row with -kernel; drop --boot");
@@ -1273,7 +1290,7 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         sweep: a.sizes.is_some(),
         sizes,
         seconds: t.seconds,
-        window: a.window,
+        window: a.window.unwrap_or(PEER_WINDOW),
         accel: t.guest.accel,
         icount: t.guest.icount,
         cpu,
@@ -1282,6 +1299,8 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         echo: Echo::Off,
         plots: a.sizes.is_some(),
         mtu: t.guest.mtu.clone(),
+        bidir: false,
+        warmup: 0,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let peers = bench_peer::Peers {
@@ -1309,6 +1328,55 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         }
     } else if cfg.plots {
         eprintln!("xtask: no plots: they draw pps against frame size and need two --sizes or more");
+    }
+    if out.failed {
+        bail!("some rows could not run (see the notes above)");
+    }
+    Ok(())
+}
+
+/// `bench --peer`'s default generator window (maximum outstanding frames).
+const PEER_WINDOW: u64 = 64;
+
+/// `bench --burst-in`: Gannet io/l2/router with `burstin=on`, generator both ways (port 0
+/// only with `--one-way`) with a window that fills 224 RX entries per port; one table, the l2
+/// target, `--json`.
+fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
+    use tools::{bench_burstin, bench_peer};
+    if a.target.is_some() {
+        bail!("--burst-in is the guest bench (no target): drop the target");
+    }
+    setup::ensure()?;
+    let t = &a.traffic;
+    let window = a.window.unwrap_or(bench_burstin::DEFAULT_WINDOW);
+    bench_burstin::check_window(window)?;
+    let cfg = bench_peer::PeerBenchConfig {
+        sweep: false,
+        sizes: vec![t.size],
+        seconds: t.seconds,
+        window,
+        accel: t.guest.accel,
+        icount: t.guest.icount,
+        cpu: t.guest.cpu.clone(),
+        append: bench_burstin::append(&t.guest.append)?,
+        image: image_for(&t.guest)?,
+        echo: Echo::Off,
+        plots: false,
+        mtu: t.guest.mtu.clone(),
+        bidir: !a.one_way,
+        warmup: bench_burstin::WARMUP_FRAMES,
+    };
+    announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
+    let out = bench_peer::run(&cfg, bench_peer::Peers::default())?;
+    let rec = bench_burstin::record(&cfg, &out).context("no record")?;
+    print!("{}", bench_burstin::table(&rec.record, cfg.bidir));
+    for n in out.notes.iter().filter(|n| !n.contains("not requested")) {
+        println!("note: {n}");
+    }
+    print!("{}", bench_burstin::verdict(&rec.record));
+    if let Some(p) = &a.json {
+        report::write_json(p, &rec)?;
+        eprintln!("xtask: wrote {}", p.display());
     }
     if out.failed {
         bail!("some rows could not run (see the notes above)");

@@ -15,6 +15,8 @@
 //! * [`quit`]: the quit phases ([`QuitPhase`]) and their handshake; `teardown`: each phase's
 //!   work on a core, the following cores' loop and the boot CPU's lead.
 //! * [`snap`]: counters copied for other cores; the control plane formats only these.
+//! * [`burstin`]: the bench-only burst-in gate (`burstin=on`): when the poll loop runs a poll
+//!   iteration; reads the RX used indices through [`Core`].
 //!
 //! # Rules
 //!
@@ -26,6 +28,7 @@
 //! * Nothing here names the machine: no port I/O, no TSC, no APIC. Those come through
 //!   [`Platform`], implemented by the kernel binary.
 
+pub mod burstin;
 pub mod fabric;
 pub mod handoff;
 mod l2;
@@ -39,6 +42,7 @@ mod stage;
 mod teardown;
 mod tx;
 
+pub use burstin::{BurstIn, BURSTIN_USED, BURSTIN_WAIT_MS};
 pub use fabric::Fabric;
 pub use page::PageBuf;
 pub use percore::{
