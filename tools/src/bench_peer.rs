@@ -60,7 +60,7 @@ pub struct PeerBenchConfig {
     pub bidir: bool,
     /// Frames per direction sent before the measured run, at most [`WARMUP_WINDOW`]
     /// outstanding (router mode: the next hops' ARP resolved, so the run loses no frame to
-    /// the neighbour queue); 0: none (`--peer`).
+    /// the neighbour queue); 0: none.
     pub warmup: u64,
 }
 

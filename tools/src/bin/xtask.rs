@@ -1300,7 +1300,9 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         plots: a.sizes.is_some(),
         mtu: t.guest.mtu.clone(),
         bidir: false,
-        warmup: 0,
+        // Every engine's row starts after the same warm-up (the router's ARP resolved: its
+        // first frames would otherwise be lost to the neighbour queue).
+        warmup: tools::bench_burstin::WARMUP_FRAMES,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let peers = bench_peer::Peers {
@@ -1364,7 +1366,7 @@ fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
         plots: false,
         mtu: t.guest.mtu.clone(),
         bidir: !a.one_way,
-        warmup: bench_burstin::WARMUP_FRAMES,
+        warmup: tools::bench_burstin::WARMUP_FRAMES,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let out = bench_peer::run(&cfg, bench_peer::Peers::default())?;
