@@ -1229,6 +1229,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let txr = self.tx.rings();
         let ready = self.tx_ready(&c, room.len());
         let cap = room.len();
+        // A frame whose head is the `n`-th page fits wholly in `room` while `n < fits`.
+        let fits = cap.saturating_sub(MAX_FRAME_BUFFERS - 1);
         // `n` pages into `room`, `k` descriptors released, `heads` completions (`chains` of
         // them chains), `elsewhere` pages handed to `other`.
         let (mut n, mut k, mut heads, mut chains, mut elsewhere) = (0, 0, 0, 0, 0);
@@ -1245,7 +1247,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let chain = done.owner & TX_CHAIN_TAG != 0;
             chains += usize::from(chain);
             let tag = done.owner & !TX_CHAIN_TAG;
-            if tag != owner || n + MAX_FRAME_BUFFERS > cap {
+            if tag != owner || n >= fits {
                 let (to_room, to_other) = self.tx_chain_elsewhere(
                     &c,
                     &mut k,
@@ -1261,8 +1263,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 elsewhere += to_other;
                 continue;
             }
-            // Every page of the frame fits in `room` (checked above).
-            room[n] = done.pfn;
+            // SAFETY: every page of the frame fits in `room`: `n < fits`, so
+            // `n + MAX_FRAME_BUFFERS <= cap` (checked above).
+            unsafe { *room.get_unchecked_mut(n) = done.pfn };
             n += 1;
             if chain {
                 // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head.
