@@ -1163,3 +1163,62 @@ fn the_chain_loop_sends_a_cut_frame_and_forgets_a_consumed_one() {
     let held = spare.len() + n + back.len() + taken.len() + a.rx_posted();
     assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
 }
+
+/// In the chain loop, a frame whose slots run out of fresh pages part way (the pool dry at
+/// its second page) is put back as it came (the slot already re-posted gets its received
+/// page again, the fresh one goes back) and left to the general run, which sends it whole
+/// and leaves the slots it cannot refill empty; no page is lost.
+#[test]
+fn the_chain_loop_undoes_a_frame_it_cannot_refill() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    // Chain mode on: a first frame through the general path.
+    assert_eq!(da.deliver_rx_mrg(&long_frame(2, 9014), 1), 1);
+    let st = cut_burst(
+        &mut a,
+        &mut b,
+        &mut spare,
+        usize::MAX,
+        &mut back,
+        &mut taken,
+    );
+    assert_eq!((st.rx_frames, st.tx_frames), (1, 1));
+    // One spare page left for a frame of three.
+    let stash: Vec<Pfn> = spare.drain(1..).collect();
+    assert_eq!(da.deliver_rx_mrg(&long_frame(4, 9014), 1), 1);
+    let st = cut_burst(
+        &mut a,
+        &mut b,
+        &mut spare,
+        usize::MAX,
+        &mut back,
+        &mut taken,
+    );
+    assert_eq!(
+        st,
+        BurstStats {
+            buffers: 3,
+            rx_frames: 1,
+            rx_bytes: 9014,
+            tx_frames: 1,
+            tx_bytes: 9014,
+        }
+    );
+    assert!(spare.is_empty(), "the one spare refilled a slot");
+    assert_eq!(a.rx_posted(), QUEUE_SIZE - 2, "two slots left empty");
+    let mut got = Vec::new();
+    assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), 2);
+    assert!(got[0] == long_frame(2, 9014) && got[1] == long_frame(4, 9014));
+    let mut room = vec![Pfn(0); QUEUE_SIZE];
+    let (n, total) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("all tagged 9"));
+    assert_eq!((n, total), (6, 2));
+    assert!(back.is_empty() && taken.is_empty());
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    let held = stash.len() + n + a.rx_posted();
+    assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
+}

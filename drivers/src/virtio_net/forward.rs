@@ -21,7 +21,7 @@
 //! so frames leave in the order they came. A malformed buffer or a frame of more pages is
 //! handed back ([`ForwardOps::give_back`]).
 
-use crate::virtqueue::{Cursor, Rings, SplitQueue};
+use crate::virtqueue::{Cursor, SplitQueue};
 
 use super::{
     rx_used_faulty, tx_used_id_faulty, Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet,
@@ -254,6 +254,23 @@ fn chain_verdict(
     }
 }
 
+/// A fresh page for an RX slot the chain loop re-posts: the alloc cache, else the pool's
+/// slow path ([`ForwardOps::rx_page`]).
+#[inline(always)]
+fn fresh_page(ops: &mut impl ForwardOps) -> Option<Pfn> {
+    match ops.rx_page_cached() {
+        Some(p) => Some(p),
+        None => fresh_page_slow(ops),
+    }
+}
+
+/// [`fresh_page`] with the alloc cache empty.
+#[cold]
+#[inline(never)]
+fn fresh_page_slow(ops: &mut impl ForwardOps) -> Option<Pfn> {
+    ops.rx_page().filter(|&p| p != NO_PAGE)
+}
+
 /// TX completions of another owner in one [`VirtioNet::tx_reclaim_into`]: (index into its
 /// `room`, owner tag).
 type ForeignTx = heapless::Vec<(u16, u32), QUEUE_SIZE>;
@@ -469,20 +486,33 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let mut ids = [id0 as u16; MAX_FRAME_BUFFERS];
             let mut len = used0 - NET_HDR_LEN;
             lens[0] = len as u16;
+            // Each RX slot re-posted in place as its element is checked, with a fresh page
+            // (alloc cache, else the pool's slow path). A frame found unsound part way, or
+            // no page for a slot, has its re-posts undone and is left to the general run.
+            let Some(new) = fresh_page(ops) else {
+                break;
+            };
+            rxr.repost_at(ra, id0 as u16, new.addr());
+            self.rx_pages[id0 as usize & (QUEUE_SIZE - 1)] = new;
             for j in 1..k {
                 let (id, used) = rxr.pop_at(u + j);
-                let p = match self.rx_pages.get(id as usize) {
-                    Some(&p) if p != NO_PAGE => p,
-                    _ => break 'frames,
-                };
                 // A continuation holds 1..=PAGE_SIZE frame bytes from offset 0 (no header).
-                let used = used as usize;
-                if used.wrapping_sub(1) >= PAGE_SIZE {
+                let (p, new) = match self.rx_pages.get(id as usize) {
+                    Some(&p) if p != NO_PAGE && (used as usize).wrapping_sub(1) < PAGE_SIZE => {
+                        (p, fresh_page(ops))
+                    }
+                    _ => (NO_PAGE, None),
+                };
+                let Some(new) = new else {
+                    self.chain_undo(&ids[..j], &pages[..j], ops);
                     break 'frames;
-                }
+                };
+                rxr.repost_at(ra + j, id as u16, new.addr());
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                 (ids[j], pages[j], lens[j]) = (id as u16, p, used as u16);
-                len += used;
+                len += used as usize;
             }
+            ra += k;
             rx_bytes += len as u64;
             frames += 1;
             // SAFETY: the first page is ours now; it holds `NET_HDR_LEN + lens[0]` bytes.
@@ -503,10 +533,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 RxVerdict::Forward => k,
                 v => chain_verdict(v, len, k, &pages, &mut lens, ops, &mut rare),
             };
-            // Every RX slot of the frame re-posted in place.
-            for &id in &ids[..k] {
-                self.chain_repost(&rxr, &mut rc, id, &mut ra, ra0, ops, &mut rare);
-            }
             u += k;
             if m == 0 {
                 continue;
@@ -573,28 +599,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
-    /// The chain loop's re-post of RX slot `id` (its used element taken) at avail position
-    /// `*ra` with a page from the alloc cache (`*ra` moves on), else through
-    /// [`VirtioNet::rx_refill_slow`] (`ra0`: the run's first position).
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn chain_repost(
-        &mut self,
-        rxr: &Rings<QUEUE_SIZE>,
-        rc: &mut Cursor,
-        id: u16,
-        ra: &mut usize,
-        ra0: usize,
-        ops: &mut impl ForwardOps,
-        rare: &mut Rare,
-    ) {
-        match ops.rx_page_cached() {
-            Some(p) => {
-                rxr.repost_at(*ra, id, p.addr());
-                self.rx_pages[usize::from(id) & (QUEUE_SIZE - 1)] = p;
-                *ra += 1;
-            }
-            None => *ra += self.rx_refill_slow(rc, *ra - ra0, u32::from(id), ops, rare),
+    /// The chain loop met an unsound element (or had no page) at the `ids.len()`-th page of
+    /// a frame: give back the fresh pages its slots got and put the received ones (`pages`)
+    /// back in the table, last first (so a slot seen twice ends with its first page), as if
+    /// the loop had not touched the frame (the staged re-posts past the run's count are never
+    /// published; the general run re-posts the slots again).
+    #[cold]
+    #[inline(never)]
+    fn chain_undo(&mut self, ids: &[u16], pages: &[Pfn], ops: &mut impl ForwardOps) {
+        for (&id, &p) in ids.iter().zip(pages).rev() {
+            let new = core::mem::replace(&mut self.rx_pages[usize::from(id) & (QUEUE_SIZE - 1)], p);
+            ops.give_back(new, GiveBack::Unused);
         }
     }
 
