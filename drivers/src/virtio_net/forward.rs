@@ -413,20 +413,22 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 
     /// The chain-aware loop of the fused burst: one frame per step, of `num_buffers` used
-    /// elements (1..=[`MAX_FRAME_BUFFERS`], §5.1.6.4, all in the used ring). Per frame: its
-    /// elements read and checked (nothing changes before every one is sound), the dataplane
-    /// asked ([`ForwardOps::forward`] or [`ForwardOps::forward_multi`]), then one tight loop
-    /// per page: its RX slot re-posted in place from the alloc cache and the page written as
-    /// the next descriptor of the frame's TX chain, linked forward (the next free descriptor
-    /// is known before it is taken, [`SplitQueue::nth_free_any`]; §2.7.5); one available
-    /// entry for the chain's head (§2.7.13). The loop carries ring positions (used, RX avail,
-    /// TX avail, descriptors taken), the bytes received and the frames seen; every other
-    /// count follows from them after the loop. A verdict other than a whole `Forward` (a
-    /// cut, a frame the dataplane took) is settled out of line (`chain_verdict`). An RX slot
-    /// no page refills goes back to the free list, as in the general run. Stops before
-    /// anything unusual (a bad id or length, the TX ring full, a frame not whole in the used
-    /// ring), leaving it to the general run; a frame the burst's budget (`ready`) cut after
-    /// at least one frame ends the burst instead ([`ChainRun::budget`]).
+    /// elements (1..=[`MAX_FRAME_BUFFERS`], §5.1.6.4, all in the used ring). Per frame, in one
+    /// pass over its elements: each read and checked, and its RX slot re-posted in place at
+    /// once (a fresh page from the alloc cache, else [`ForwardOps::rx_page`]); an element
+    /// found unsound part way (a bad id or length), or a slot no page refills, undoes the
+    /// frame's re-posts (`chain_undo`) and ends the run, so the frame reaches the general run
+    /// as it came. Then the dataplane is asked ([`ForwardOps::forward`] or
+    /// [`ForwardOps::forward_multi`]) and the frame's pages written as its TX chain, linked
+    /// forward (the next free descriptor is known before it is taken,
+    /// [`SplitQueue::nth_free_any`]; the last without a link, §2.7.5), with one available
+    /// entry for the chain's head (§2.7.13). A verdict other than a whole `Forward` (a cut, a
+    /// frame the dataplane took) is settled out of line (`chain_verdict`). The loop carries
+    /// ring positions (used, RX avail, TX avail, descriptors taken), the bytes received and
+    /// the frames seen; every other count follows from them after the loop. It also stops
+    /// before a frame the TX ring has no room for or one not whole in the used ring, leaving
+    /// it to the general run; a frame the burst's budget (`ready`) cut after at least one
+    /// frame ends the burst instead ([`ChainRun::budget`]).
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
