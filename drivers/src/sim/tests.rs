@@ -1053,3 +1053,172 @@ fn tx_completions_out_of_order_leave_in_order_mode_and_lose_nothing() {
     nic.tx_reclaim(|_, _| n += 1);
     assert_eq!(free.len() + n, QUEUE_SIZE);
 }
+
+/// The dataplane side of a fused burst that cuts multi-page frames: a frame whose first
+/// byte is even is sent cut to its first `cut` bytes (`RxVerdict::ForwardFirst`), an odd one
+/// is taken whole (`RxVerdict::Consumed`, its pages kept in `taken`); fresh RX pages come
+/// from the alloc-cache path (`rx_page_cached`).
+struct CutOps<'a> {
+    spare: &'a mut Vec<Pfn>,
+    cut: usize,
+    back: &'a mut Vec<(Pfn, GiveBack)>,
+    taken: &'a mut Vec<Pfn>,
+}
+
+impl ForwardOps for CutOps<'_> {
+    fn rx_page(&mut self) -> Option<Pfn> {
+        self.spare.pop()
+    }
+    fn rx_page_cached(&mut self) -> Option<Pfn> {
+        self.spare.pop()
+    }
+    fn forward(&mut self, _pfn: Pfn, _frame: &mut [u8]) -> RxVerdict {
+        RxVerdict::Forward
+    }
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        if why == GiveBack::Unused {
+            self.spare.push(pfn);
+            return;
+        }
+        self.back.push((pfn, why));
+    }
+    fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+        if frame.head[0] % 2 == 1 {
+            self.taken.extend_from_slice(frame.pages);
+            return RxVerdict::Consumed;
+        }
+        RxVerdict::ForwardFirst(self.cut)
+    }
+}
+
+/// One fused burst from `a` to `b` (owner tag 9) with [`CutOps`].
+fn cut_burst<'s>(
+    a: &mut Nic<'s>,
+    b: &mut Nic<'s>,
+    spare: &mut Vec<Pfn>,
+    cut: usize,
+    back: &mut Vec<(Pfn, GiveBack)>,
+    taken: &mut Vec<Pfn>,
+) -> BurstStats {
+    burst_with(a, b, move || CutOps {
+        spare,
+        cut,
+        back,
+        taken,
+    })
+}
+
+/// In the chain loop (the second burst, once multi-page frames flow), a frame cut inside its
+/// second page leaves as a chain of two pages with exactly the first `cut` bytes, its third
+/// page handed back; a frame the dataplane takes is counted received, not sent; each RX slot
+/// is re-posted from the alloc cache; no page is lost.
+#[test]
+fn the_chain_loop_sends_a_cut_frame_and_forgets_a_consumed_one() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    let cut = 5000;
+    // First burst: the general path collects the frame and turns chain mode on.
+    assert_eq!(da.deliver_rx_mrg(&long_frame(2, 9014), 1), 1);
+    let st = cut_burst(&mut a, &mut b, &mut spare, cut, &mut back, &mut taken);
+    assert_eq!(
+        (st.rx_frames, st.tx_frames, st.tx_bytes),
+        (1, 1, cut as u64)
+    );
+    // Second burst, in the chain loop: cut, taken, cut.
+    for seed in [4u8, 7, 6] {
+        assert_eq!(da.deliver_rx_mrg(&long_frame(seed, 9014), 1), 1);
+    }
+    let st = cut_burst(&mut a, &mut b, &mut spare, cut, &mut back, &mut taken);
+    assert_eq!(
+        st,
+        BurstStats {
+            buffers: 9,
+            rx_frames: 3,
+            rx_bytes: 3 * 9014,
+            tx_frames: 2,
+            tx_bytes: 2 * cut as u64,
+        }
+    );
+    assert_eq!(taken.len(), 3, "the consumed frame's three pages");
+    let mut got = Vec::new();
+    assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), 3);
+    for (f, seed) in got.iter().zip([2u8, 4, 6]) {
+        assert_eq!(f[..], long_frame(seed, 9014)[..cut], "seed {seed}");
+    }
+    assert_eq!(back.len(), 3, "one page past each cut: {back:?}");
+    assert!(back
+        .iter()
+        .all(|&(_, w)| w == GiveBack::Rx(RxStatus::Continuation)));
+    let (mut room, mut others) = (vec![Pfn(0); QUEUE_SIZE], Vec::new());
+    let (n, total) = b.tx_reclaim_into(9, &mut room, |p, _| others.push(p));
+    assert_eq!((n, total, others.len()), (6, 3, 0), "two pages a frame");
+    assert_eq!(b.tx_free_slots(), QUEUE_SIZE);
+    a.rx_publish();
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    let held = spare.len() + n + back.len() + taken.len() + a.rx_posted();
+    assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
+}
+
+/// In the chain loop, a frame whose slots run out of fresh pages part way (the pool dry at
+/// its second page) is put back as it came (the slot already re-posted gets its received
+/// page again, the fresh one goes back) and left to the general run, which sends it whole
+/// and leaves the slots it cannot refill empty; no page is lost.
+#[test]
+fn the_chain_loop_undoes_a_frame_it_cannot_refill() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    // Chain mode on: a first frame through the general path.
+    assert_eq!(da.deliver_rx_mrg(&long_frame(2, 9014), 1), 1);
+    let st = cut_burst(
+        &mut a,
+        &mut b,
+        &mut spare,
+        usize::MAX,
+        &mut back,
+        &mut taken,
+    );
+    assert_eq!((st.rx_frames, st.tx_frames), (1, 1));
+    // One spare page left for a frame of three.
+    let stash: Vec<Pfn> = spare.drain(1..).collect();
+    assert_eq!(da.deliver_rx_mrg(&long_frame(4, 9014), 1), 1);
+    let st = cut_burst(
+        &mut a,
+        &mut b,
+        &mut spare,
+        usize::MAX,
+        &mut back,
+        &mut taken,
+    );
+    assert_eq!(
+        st,
+        BurstStats {
+            buffers: 3,
+            rx_frames: 1,
+            rx_bytes: 9014,
+            tx_frames: 1,
+            tx_bytes: 9014,
+        }
+    );
+    assert!(spare.is_empty(), "the one spare refilled a slot");
+    assert_eq!(a.rx_posted(), QUEUE_SIZE - 2, "two slots left empty");
+    let mut got = Vec::new();
+    assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), 2);
+    assert!(got[0] == long_frame(2, 9014) && got[1] == long_frame(4, 9014));
+    let mut room = vec![Pfn(0); QUEUE_SIZE];
+    let (n, total) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("all tagged 9"));
+    assert_eq!((n, total), (6, 2));
+    assert!(back.is_empty() && taken.is_empty());
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    let held = stash.len() + n + a.rx_posted();
+    assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
+}

@@ -220,6 +220,57 @@ fn chain_cut(lens: &mut [u16; MAX_FRAME_BUFFERS], send: usize) -> usize {
     MAX_FRAME_BUFFERS
 }
 
+/// A chain-loop frame's verdict other than a whole [`RxVerdict::Forward`]: returns how many
+/// of its `k` pages are sent (0: the dataplane took them all). A cut (`ForwardFirst` below
+/// the frame's `len`) shortens `lens` ([`chain_cut`]) and hands the pages past it back;
+/// bytes not sent are counted in `rare`.
+#[cold]
+#[inline(never)]
+fn chain_verdict(
+    verdict: RxVerdict,
+    len: usize,
+    k: usize,
+    pages: &[Pfn; MAX_FRAME_BUFFERS],
+    lens: &mut [u16; MAX_FRAME_BUFFERS],
+    ops: &mut impl ForwardOps,
+    rare: &mut Rare,
+) -> usize {
+    match verdict {
+        RxVerdict::Forward => k,
+        RxVerdict::ForwardFirst(n) if n >= len => k,
+        RxVerdict::ForwardFirst(n) => {
+            let m = chain_cut(lens, n).min(k);
+            rare.not_sent(len - n);
+            for &p in &pages[m..k] {
+                // Past the cut: not sent.
+                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+            }
+            m
+        }
+        RxVerdict::Consumed => {
+            rare.not_sent(len);
+            0
+        }
+    }
+}
+
+/// A fresh page for an RX slot the chain loop re-posts: the alloc cache, else the pool's
+/// slow path ([`ForwardOps::rx_page`]).
+#[inline(always)]
+fn fresh_page(ops: &mut impl ForwardOps) -> Option<Pfn> {
+    match ops.rx_page_cached() {
+        Some(p) => Some(p),
+        None => fresh_page_slow(ops),
+    }
+}
+
+/// [`fresh_page`] with the alloc cache empty.
+#[cold]
+#[inline(never)]
+fn fresh_page_slow(ops: &mut impl ForwardOps) -> Option<Pfn> {
+    ops.rx_page().filter(|&p| p != NO_PAGE)
+}
+
 /// TX completions of another owner in one [`VirtioNet::tx_reclaim_into`]: (index into its
 /// `room`, owner tag).
 type ForeignTx = heapless::Vec<(u16, u32), QUEUE_SIZE>;
@@ -362,17 +413,22 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 
     /// The chain-aware loop of the fused burst: one frame per step, of `num_buffers` used
-    /// elements (1..=[`MAX_FRAME_BUFFERS`], §5.1.6.4, all in the used ring). Per frame: its
-    /// elements read and checked (nothing changes before every one is sound), the dataplane
-    /// asked ([`ForwardOps::forward`] or [`ForwardOps::forward_multi`]), then per buffer the
-    /// RX slot re-posted in place from the alloc cache and the page written as the next
-    /// descriptor of the frame's TX chain, linked forward (the next free descriptor is known
-    /// before it is taken, [`SplitQueue::nth_free_in`]; §2.7.5), and one available entry for
-    /// the chain's head (§2.7.13). An RX slot no page refills goes back to the free list, as
-    /// in the general run. Stops before anything unusual (a bad id or length, the TX ring
-    /// full, a frame not whole in the used ring), leaving it to the general run; a frame the
-    /// burst's budget (`ready`) cut after at least one frame ends the burst instead
-    /// ([`ChainRun::budget`]).
+    /// elements (1..=[`MAX_FRAME_BUFFERS`], §5.1.6.4, all in the used ring). Per frame, in one
+    /// pass over its elements: each read and checked, and its RX slot re-posted in place at
+    /// once (a fresh page from the alloc cache, else [`ForwardOps::rx_page`]); an element
+    /// found unsound part way (a bad id or length), or a slot no page refills, undoes the
+    /// frame's re-posts (`chain_undo`) and ends the run, so the frame reaches the general run
+    /// as it came. Then the dataplane is asked ([`ForwardOps::forward`] or
+    /// [`ForwardOps::forward_multi`]) and the frame's pages written as its TX chain, linked
+    /// forward (the next free descriptor is known before it is taken,
+    /// [`SplitQueue::nth_free_any`]; the last without a link, §2.7.5), with one available
+    /// entry for the chain's head (§2.7.13). A verdict other than a whole `Forward` (a cut, a
+    /// frame the dataplane took) is settled out of line (`chain_verdict`). The loop carries
+    /// ring positions (used, RX avail, TX avail, descriptors taken), the bytes received and
+    /// the frames seen; every other count follows from them after the loop. It also stops
+    /// before a frame the TX ring has no room for or one not whole in the used ring, leaving
+    /// it to the general run; a frame the burst's budget (`ready`) cut after at least one
+    /// frame ends the burst instead ([`ChainRun::budget`]).
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -390,13 +446,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut tc = tx.tx.cursor();
         let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
         let (rxr, txr) = (self.rx.rings(), tx.tx.rings());
-        let mut st = BurstStats::default();
         let mut rare = Rare::default();
-        // `i` used elements taken, `r` RX re-posts, `a` TX avail entries, `d` TX descriptors.
-        let (mut i, mut r, mut a, mut d) = (0, 0, 0, 0);
-        let (mut multi, mut budget, mut chains) = (false, false, 0);
-        'frames: while i < ready {
-            let (id0, used0) = rxr.pop_nth(&rc, i);
+        // Positions, as the one-page loop carries them: `u` the used element, `ra` the RX
+        // re-post's avail slot, `ta` the TX post's; `d` TX descriptors taken.
+        let u0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_used(&rc));
+        let ra0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&rc).0);
+        let ta0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&tc).0);
+        let end = u0 + ready;
+        let (mut u, mut ra, mut ta, mut d) = (u0, ra0, ta0, 0);
+        let (mut rx_bytes, mut frames, mut chains, mut budget) = (0u64, 0, 0, false);
+        'frames: while u < end {
+            let (id0, used0) = rxr.pop_at(u);
             let Some(&pfn0) = self.rx_pages.get(id0 as usize) else {
                 break;
             };
@@ -417,35 +477,46 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             if k > MAX_FRAME_BUFFERS || d + k > tx_free {
                 break;
             }
-            if i + k > ready {
+            if u + k > end {
                 // The rest of the frame is past the budget (or not in the used ring yet).
-                budget = i > 0;
+                budget = u > u0;
                 break;
             }
-            let mut ids = [0u16; MAX_FRAME_BUFFERS];
-            let mut pages = [NO_PAGE; MAX_FRAME_BUFFERS];
+            // The frame's pages and lengths (the dataplane's view, and the TX chain's).
+            let mut pages = [pfn0; MAX_FRAME_BUFFERS];
             let mut lens = [0u16; MAX_FRAME_BUFFERS];
+            let mut ids = [id0 as u16; MAX_FRAME_BUFFERS];
             let mut len = used0 - NET_HDR_LEN;
-            (ids[0], pages[0], lens[0]) = (id0 as u16, pfn0, len as u16);
+            lens[0] = len as u16;
+            // Each RX slot re-posted in place as its element is checked, with a fresh page
+            // (alloc cache, else the pool's slow path). A frame found unsound part way, or
+            // no page for a slot, has its re-posts undone and is left to the general run.
+            let Some(new) = fresh_page(ops) else {
+                break;
+            };
+            rxr.repost_at(ra, id0 as u16, new.addr());
+            self.rx_pages[id0 as usize & (QUEUE_SIZE - 1)] = new;
             for j in 1..k {
-                let (id, used) = rxr.pop_nth(&rc, i + j);
-                let p = match self.rx_pages.get(id as usize) {
-                    Some(&p) if p != NO_PAGE => p,
-                    _ => break 'frames,
-                };
+                let (id, used) = rxr.pop_at(u + j);
                 // A continuation holds 1..=PAGE_SIZE frame bytes from offset 0 (no header).
-                let used = used as usize;
-                if used.wrapping_sub(1) >= PAGE_SIZE {
+                let (p, new) = match self.rx_pages.get(id as usize) {
+                    Some(&p) if p != NO_PAGE && (used as usize).wrapping_sub(1) < PAGE_SIZE => {
+                        (p, fresh_page(ops))
+                    }
+                    _ => (NO_PAGE, None),
+                };
+                let Some(new) = new else {
+                    self.chain_undo(&ids[..j], &pages[..j], ops);
                     break 'frames;
-                }
+                };
+                rxr.repost_at(ra + j, id as u16, new.addr());
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                 (ids[j], pages[j], lens[j]) = (id as u16, p, used as u16);
-                len += used;
+                len += used as usize;
             }
-            i += k;
-            st.buffers += k;
-            st.rx_frames += 1;
-            st.rx_bytes += len as u64;
-            multi |= k > 1;
+            ra += k;
+            rx_bytes += len as u64;
+            frames += 1;
             // SAFETY: the first page is ours now; it holds `NET_HDR_LEN + lens[0]` bytes.
             let head = unsafe {
                 core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), usize::from(lens[0]))
@@ -460,73 +531,48 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     len,
                 })
             };
-            // `m` pages sent (0: the dataplane took them all), `send` bytes.
-            let (m, send) = match verdict {
-                RxVerdict::Forward => (k, len),
-                RxVerdict::ForwardFirst(n) if n >= len => (k, len),
-                RxVerdict::ForwardFirst(n) => (chain_cut(&mut lens, n), n),
-                RxVerdict::Consumed => (0, 0),
+            let m = match verdict {
+                RxVerdict::Forward => k,
+                v => chain_verdict(v, len, k, &pages, &mut lens, ops, &mut rare),
             };
-            if m > 0 {
-                // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of
-                // zeros.
-                unsafe {
-                    page0.cast::<u64>().write_unaligned(0);
-                    page0.add(8).cast::<u32>().write_unaligned(0);
-                }
-            }
-            // Every RX slot of the frame re-posted in place.
-            for &id in &ids[..k] {
-                let slot = usize::from(id) & (QUEUE_SIZE - 1);
-                match ops.rx_page_cached() {
-                    Some(p) => {
-                        rxr.repost_nth(&rc, r, id, p.addr());
-                        self.rx_pages[slot] = p;
-                        r += 1;
-                    }
-                    None => r += self.rx_refill_slow(&mut rc, r, u32::from(id), ops, &mut rare),
-                }
-            }
+            u += k;
             if m == 0 {
                 continue;
             }
-            // The TX chain, linked forward: descriptor `j` continues in the burst's next free
-            // descriptor (the last one's link is cleared after the loop). Not in-order: this
-            // run left the mode at its start.
-            let head_id = tx.tx.nth_free_in(&tc, d, false);
+            // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of zeros.
+            unsafe {
+                page0.cast::<u64>().write_unaligned(0);
+                page0.add(8).cast::<u32>().write_unaligned(0);
+            }
+            lens[0] += NET_HDR_LEN as u16;
+            // The TX chain: page `j` as descriptor `x`, continuing in the burst's next free
+            // one, the last without a link (§2.7.5). Not in-order: this run left the mode.
+            let head_id = tx.tx.nth_free_any(&tc, d);
             let mut x = head_id;
-            let mut last_len = 0;
-            for j in 0..m {
-                // (For the last, `d + j + 1` may be past the free descriptors: the id read is
-                // never used, its link is rewritten below.)
+            for j in 0..m - 1 {
                 let nx = tx.tx.nth_free_any(&tc, d + j + 1);
-                let hdr = if j == 0 { NET_HDR_LEN } else { 0 };
-                last_len = (hdr + usize::from(lens[j])) as u32;
-                txr.write_desc(x, pages[j].addr(), last_len, Some(nx));
+                txr.write_desc(x, pages[j].addr(), u32::from(lens[j]), Some(nx));
                 tx.tx_pages[usize::from(x) & (QUEUE_SIZE - 1)] = TxDone {
                     pfn: pages[j],
                     owner,
                 };
-                if j + 1 < m {
-                    x = nx;
-                }
+                x = nx;
             }
-            txr.end_chain(x, last_len);
+            txr.write_desc(x, pages[m - 1].addr(), u32::from(lens[m - 1]), None);
+            tx.tx_pages[usize::from(x) & (QUEUE_SIZE - 1)] = TxDone {
+                pfn: pages[m - 1],
+                owner,
+            };
             if m > 1 {
                 tx.tx_pages[usize::from(head_id) & (QUEUE_SIZE - 1)].owner = owner | TX_CHAIN_TAG;
                 chains += 1;
             }
-            for &p in &pages[m..k] {
-                // Past a `ForwardFirst` cut: not sent.
-                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
-            }
-            txr.avail_nth(&tc, a, head_id);
-            a += 1;
+            txr.avail_nth(&tc, ta - ta0, head_id);
+            ta += 1;
             d += m;
-            st.tx_frames += 1;
-            st.tx_bytes += send as u64;
         }
-        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, i);
+        let (taken, r, a) = (u - u0, ra - ra0, ta - ta0);
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, taken);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, a, d);
         self.rx.set_cursor(rc);
@@ -542,10 +588,30 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx_chains += chains;
         }
         ChainRun {
-            stats: st,
-            taken: i,
-            multi,
+            stats: BurstStats {
+                buffers: taken,
+                rx_frames: frames,
+                rx_bytes,
+                tx_frames: a,
+                tx_bytes: rx_bytes - rare.unsent_bytes,
+            },
+            taken,
+            multi: taken > frames,
             budget,
+        }
+    }
+
+    /// The chain loop met an unsound element (or had no page) at the `ids.len()`-th page of
+    /// a frame: give back the fresh pages its slots got and put the received ones (`pages`)
+    /// back in the table, last first (so a slot seen twice ends with its first page), as if
+    /// the loop had not touched the frame (the staged re-posts past the run's count are never
+    /// published; the general run re-posts the slots again).
+    #[cold]
+    #[inline(never)]
+    fn chain_undo(&mut self, ids: &[u16], pages: &[Pfn], ops: &mut impl ForwardOps) {
+        for (&id, &p) in ids.iter().zip(pages).rev() {
+            let new = core::mem::replace(&mut self.rx_pages[usize::from(id) & (QUEUE_SIZE - 1)], p);
+            ops.give_back(new, GiveBack::Unused);
         }
     }
 
@@ -1180,6 +1246,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let txr = self.tx.rings();
         let ready = self.tx_ready(&c, room.len());
         let cap = room.len();
+        // A frame whose head is the `n`-th page fits wholly in `room` while `n < fits`.
+        let fits = cap.saturating_sub(MAX_FRAME_BUFFERS - 1);
         // `n` pages into `room`, `k` descriptors released, `heads` completions (`chains` of
         // them chains), `elsewhere` pages handed to `other`.
         let (mut n, mut k, mut heads, mut chains, mut elsewhere) = (0, 0, 0, 0, 0);
@@ -1196,7 +1264,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let chain = done.owner & TX_CHAIN_TAG != 0;
             chains += usize::from(chain);
             let tag = done.owner & !TX_CHAIN_TAG;
-            if tag != owner || n + MAX_FRAME_BUFFERS > cap {
+            if tag != owner || n >= fits {
                 let (to_room, to_other) = self.tx_chain_elsewhere(
                     &c,
                     &mut k,
@@ -1212,8 +1280,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 elsewhere += to_other;
                 continue;
             }
-            // Every page of the frame fits in `room` (checked above).
-            room[n] = done.pfn;
+            // SAFETY: every page of the frame fits in `room`: `n < fits`, so
+            // `n + MAX_FRAME_BUFFERS <= cap` (checked above).
+            unsafe { *room.get_unchecked_mut(n) = done.pfn };
             n += 1;
             if chain {
                 // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head.

@@ -143,9 +143,10 @@ impl<M> ForwardOps for RouteOps<'_, M> {
     /// when it leaves through the other port whole, fragmented into fresh pages when the
     /// egress MTU is smaller (DF clear), answered with an ICMP error (e.g. Fragmentation
     /// Needed, DF set) or dropped otherwise. Waiting for ARP, its other pages are kept
-    /// (`RouteState::multi`) beside the first, which the neighbour queue holds.
-    #[cold]
-    #[inline(never)]
+    /// (`RouteState::multi`) beside the first, which the neighbour queue holds. Inlined into
+    /// the driver's chain loop (its only hot caller): the fast path's decision is made there,
+    /// everything else is out of line.
+    #[inline(always)]
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
         let len = frame.len;
         let fast = self
@@ -160,18 +161,27 @@ impl<M> ForwardOps for RouteOps<'_, M> {
                     RxVerdict::ForwardFirst(n)
                 };
             }
-            // A hairpin of a multi-page frame: not sent (the deferred path is one page).
-            self.counters[self.p].drop(DropReason::TooBig);
-            self.recycle_all(frame.pages);
-            return RxVerdict::Consumed;
+            return self.multi_hairpin(frame.pages);
         }
         self.multi_slow(frame)
     }
 }
 
 impl<M> RouteOps<'_, M> {
+    /// A hairpin of a multi-page frame ([`ForwardOps::forward_multi`]): not sent (the
+    /// deferred path is one page), dropped as too big.
+    #[cold]
+    #[inline(never)]
+    fn multi_hairpin(&mut self, pages: &[Pfn]) -> RxVerdict {
+        self.counters[self.p].drop(DropReason::TooBig);
+        self.recycle_all(pages);
+        RxVerdict::Consumed
+    }
+
     /// [`ForwardOps::forward_multi`] past the router's fast path: `Router::process_slow_len`
     /// with the spare page for an ICMP error.
+    #[cold]
+    #[inline(never)]
     fn multi_slow(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
         let (len, pfn0) = (frame.len, frame.pages[0]);
         if self.rs.spare.is_none() {
