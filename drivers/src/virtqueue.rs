@@ -625,6 +625,28 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         used_idx != self.last_used
     }
 
+    /// Used-ring entries completed past the driver's used index, as the raw 16-bit distance
+    /// from `last_used` to `used->idx` (one volatile load, §2.7.14; no fence, no clamp): 0
+    /// when [`SplitQueue::has_used`] is false. A poll iteration reads it once to decide
+    /// whether to set a burst up and hands it on ([`SplitQueue::ready_of`]), so the burst does
+    /// not load the index a second time.
+    #[inline(always)]
+    pub fn used_pending(&self) -> usize {
+        // SAFETY: `used->idx` at offset 2, written by the device; ours to read until drop.
+        let used_idx = unsafe { self.used.add(2).cast::<u16>().read_volatile() };
+        usize::from(used_idx.wrapping_sub(self.last_used))
+    }
+
+    /// [`SplitQueue::used_ready`] from a [`SplitQueue::used_pending`] read earlier (nothing
+    /// popped since): the Acquire fence that lets the entries be read (§2.7.14), and the
+    /// count clamped to `N` (at most N entries can be outstanding, §2.7.8; a device that
+    /// claims more gets at most N, each entry's id checked by the caller anyway).
+    #[inline(always)]
+    pub fn ready_of(pending: usize) -> usize {
+        fence(Ordering::Acquire);
+        pending.min(N)
+    }
+
     /// Used-ring entries the device has completed and the burst not yet popped (one volatile
     /// load of `used->idx`), then an Acquire fence so the entries may be read (§2.7.14). A
     /// burst reads this once and then takes that many with [`SplitQueue::pop_nth`] (or

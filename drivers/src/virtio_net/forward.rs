@@ -262,9 +262,29 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         owner: u32,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
+        let pending = self.rx_pending();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.forward_burst_pending(tx, pending, max, owner, ops) }
+    }
+
+    /// [`VirtioNet::forward_burst`] with `pending`, the RX ring's [`VirtioNet::rx_pending`],
+    /// read by the caller with nothing popped since (a poll iteration reads `used->idx` once:
+    /// to skip an empty port and to size the burst). Clamped to the ring's size and to `max`; a
+    /// count the device has since overtaken only leaves the newer buffers for the next burst.
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    #[inline(always)]
+    pub unsafe fn forward_burst_pending<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        pending: usize,
+        max: usize,
+        owner: u32,
+        ops: impl FnOnce() -> O,
+    ) -> BurstStats {
         debug_assert!(owner & TX_CHAIN_TAG == 0, "owner tags are below 2^31");
-        let rc = self.rx.cursor();
-        let ready = self.rx.used_ready(&rc).min(max);
+        let ready = SplitQueue::<H, QUEUE_SIZE>::ready_of(pending).min(max);
         if ready == 0 {
             return BurstStats::default();
         }
