@@ -69,6 +69,13 @@ pub enum GiveBack {
 /// loop, once per buffer: implementations should be `#[inline]` (`give_back` is the rare path
 /// and may be `#[cold]`).
 pub trait ForwardOps {
+    /// Frames shorter than this (bytes after the virtio-net header) are never sent:
+    /// [`ForwardOps::forward`] returns [`RxVerdict::Consumed`] for every one of them (an
+    /// Ethernet forwarder: 14, a runt). The burst's one-page loop folds the bound into its
+    /// whole-frame length test, so the frames it shows `forward` on its fast path are known to
+    /// be this long; a shorter one is shown to `forward` on a cold path (and given back as
+    /// [`RxStatus::Malformed`] should `forward` want it sent after all). Default 0: no bound.
+    const MIN_FRAME: usize = 0;
     /// A fresh page for the RX slot just emptied, or `None` (the slot then goes back to the
     /// free list, for a later [`VirtioNet::rx_refill`]). The page becomes the device's. The
     /// slow path: called when [`ForwardOps::rx_page_cached`] had none.
@@ -188,6 +195,10 @@ enum NotWhole {
     /// It completed a multi-buffer frame: stop the run so the frame is sent before the
     /// buffers that follow it.
     Stop,
+    /// A whole frame shorter than [`ForwardOps::MIN_FRAME`], already shown to
+    /// [`ForwardOps::forward`] (which consumed it) and counted as not sent: the run counts
+    /// its bytes as received and goes on.
+    Short,
 }
 
 /// What one [`VirtioNet::forward_run_chains`] did.
@@ -641,9 +652,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // The whole-frame test's length bound, 0 while a continuation is expected (then no
         // buffer passes: the cold path takes it). Not a flag: LLVM knows a flag is set on the
         // fast path and stored the constant back every frame; the bound it cannot fold.
+        // The bound also keeps frames shorter than `O::MIN_FRAME` off the fast path (the test
+        // is on `used - NET_HDR_LEN - O::MIN_FRAME`), so `forward` needs no length test of
+        // its own there (an l2 runt test, 2 instructions per frame).
         let hdr_room = |skip: u16| {
             if skip == 0 {
-                PAGE_SIZE - NET_HDR_LEN + 1
+                PAGE_SIZE - NET_HDR_LEN - O::MIN_FRAME + 1
             } else {
                 0
             }
@@ -692,8 +706,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // One branch for the three tests (`&`, not `&&`): one buffer, a length that fits
             // the page, and no continuation expected (`room` 0: kept in a local, only the
             // cold path below changes `rx_skip`).
-            let whole =
-                (u16::from_le_bytes(num_buffers) <= 1) & (used.wrapping_sub(NET_HDR_LEN) < room);
+            let whole = (u16::from_le_bytes(num_buffers) <= 1)
+                & (used.wrapping_sub(NET_HDR_LEN + O::MIN_FRAME) < room);
             if !whole {
                 if burst_start && u == u0 && self.rx_chain_mode {
                     // Multi-page frames flow: the whole burst in the chain-aware loop (the
@@ -717,9 +731,20 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     NotWhole::Whole => {}
                     NotWhole::Skip => continue,
                     NotWhole::Stop => break,
+                    NotWhole::Short => {
+                        rx_bytes += (used - NET_HDR_LEN) as u64;
+                        continue;
+                    }
                 }
             }
             let len = used - NET_HDR_LEN;
+            debug_assert!(len >= O::MIN_FRAME);
+            // SAFETY: both ways here bound the length: the fast test (`used - NET_HDR_LEN -
+            // O::MIN_FRAME < room`, `room` at most `PAGE_SIZE - NET_HDR_LEN - O::MIN_FRAME +
+            // 1`, so no wrap) and `rx_not_whole`, which answers `Whole` only for
+            // `len >= O::MIN_FRAME` (`Short` below it). So `forward` may rely on it with no
+            // test of its own.
+            unsafe { core::hint::assert_unchecked(len >= O::MIN_FRAME) };
             rx_bytes += len as u64;
             // SAFETY: as above: a page of PAGE_SIZE bytes that only this burst reaches now;
             // `NET_HDR_LEN + len <= PAGE_SIZE` (checked); the slice dies before the page is
@@ -822,12 +847,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// [`VirtioNet::rx_burst`] would).
     #[cold]
     #[inline(never)]
-    fn rx_not_whole(
+    fn rx_not_whole<O: ForwardOps>(
         &mut self,
         pfn: Pfn,
         used: usize,
         i: usize,
-        ops: &mut impl ForwardOps,
+        ops: &mut O,
         rare: &mut Rare,
     ) -> NotWhole {
         if self.rx_skip > 0 && self.rx_chain.n > 0 {
@@ -853,7 +878,26 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         let b = self.classify_rx(pfn, used);
         if b.status == RxStatus::Ok {
-            return NotWhole::Whole;
+            let len = used - NET_HDR_LEN;
+            if len >= O::MIN_FRAME {
+                return NotWhole::Whole;
+            }
+            // Shorter than the dataplane ever sends (`ForwardOps::MIN_FRAME`): shown to it
+            // here, off the fast path, which it drops.
+            // SAFETY: the device is done with the page (popped) and the driver owns it; the
+            // identity mapping covers it; `NET_HDR_LEN + len = used <= PAGE_SIZE` (Ok).
+            let frame = unsafe {
+                core::slice::from_raw_parts_mut(
+                    (pfn.addr() as usize as *mut u8).add(NET_HDR_LEN),
+                    len,
+                )
+            };
+            if ops.forward(pfn, frame) != RxVerdict::Consumed {
+                // `forward` broke `MIN_FRAME`'s contract: the page goes back, not on the ring.
+                ops.give_back(pfn, GiveBack::Rx(RxStatus::Malformed));
+            }
+            rare.not_sent(len);
+            return NotWhole::Short;
         }
         rare.rejected += 1;
         if b.status == RxStatus::TooBig && usize::from(self.rx_skip) < MAX_FRAME_BUFFERS {

@@ -55,6 +55,9 @@ impl<const P: usize, const L2: bool> L2Ops<'_, P, L2> {
 }
 
 impl<const P: usize, const L2: bool> ForwardOps for L2Ops<'_, P, L2> {
+    /// `forward` drops every frame shorter than an Ethernet header (a runt).
+    const MIN_FRAME: usize = netstack::wire::ETH_HDR_LEN;
+
     #[inline(never)]
     fn rx_page(&mut self) -> Option<Pfn> {
         self.port_pages().alloc_raw()
