@@ -692,7 +692,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                     ra += 1;
                 }
-                None => ra += self.rx_refill_slow(&mut rc, ra - ra0, id, ops, &mut rare),
+                None => ra += self.rx_refill_slow_at(&mut rc, ra, id, ops, &mut rare),
             }
             let used = used as usize;
             let page = pfn.addr() as usize as *mut u8;
@@ -779,6 +779,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
             ta += 1;
         }
+        // (`ra0` from the cursor again, not held through the loop: one register more for it.)
+        let ra0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&rc).0);
         let (r, t) = (ra - ra0, ta - ta0);
         let done = if rare.stop > 0 { rare.stop } else { ready };
         let Rare {
@@ -829,6 +831,33 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         match ops.rx_page().filter(|&p| p != NO_PAGE) {
             Some(new) => {
                 self.rx.repost_nth(rc, r, id as u16, new.addr());
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
+                1
+            }
+            None => {
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = NO_PAGE;
+                self.rx.release_in_stack(rc, id as u16);
+                rare.emptied += 1;
+                0
+            }
+        }
+    }
+
+    /// [`VirtioNet::rx_refill_slow`] for the one-page loop, which carries the re-post's avail
+    /// position `ra` (`avail_idx + r`) instead of the count `r`.
+    #[cold]
+    #[inline(never)]
+    fn rx_refill_slow_at(
+        &mut self,
+        rc: &mut Cursor,
+        ra: usize,
+        id: u32,
+        ops: &mut impl ForwardOps,
+        rare: &mut Rare,
+    ) -> usize {
+        match ops.rx_page().filter(|&p| p != NO_PAGE) {
+            Some(new) => {
+                self.rx.rings().repost_at(ra, id as u16, new.addr());
                 self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                 1
             }
