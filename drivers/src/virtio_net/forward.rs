@@ -643,7 +643,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // counted in `rare` (in memory: the cold helpers take it by reference, so it holds
         // no register in the loop).
         let mut rare = Rare::default();
-        let mut rx_bytes = 0u64;
+        // The sum of the received frames' used lengths (header included: one add per frame;
+        // the headers come off once, after the loop, from the frame count).
+        let mut rx_used = 0u64;
         // The loop carries four values (three ring positions, below, and the byte sum); the
         // cursors stay fixed until after it, so their fields need no register (one loop with
         // moving cursors spilled a dozen values per frame).
@@ -732,7 +734,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     NotWhole::Skip => continue,
                     NotWhole::Stop => break,
                     NotWhole::Short => {
-                        rx_bytes += (used - NET_HDR_LEN) as u64;
+                        rx_used += used as u64;
                         continue;
                     }
                 }
@@ -745,7 +747,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // `len >= O::MIN_FRAME` (`Short` below it). So `forward` may rely on it with no
             // test of its own.
             unsafe { core::hint::assert_unchecked(len >= O::MIN_FRAME) };
-            rx_bytes += len as u64;
+            rx_used += used as u64;
             // SAFETY: as above: a page of PAGE_SIZE bytes that only this burst reaches now;
             // `NET_HDR_LEN + len <= PAGE_SIZE` (checked); the slice dies before the page is
             // posted or handed on.
@@ -805,9 +807,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx.publish();
             tx.tx_posted += t;
         }
+        // Every frame counted in `rx_frames` (shown to `forward`, or `Short`) added its used
+        // length to `rx_used`, and only those did.
+        let rx_frames = buffers - rejected;
+        let rx_bytes = rx_used - (NET_HDR_LEN * rx_frames) as u64;
         let st = BurstStats {
             buffers,
-            rx_frames: buffers - rejected,
+            rx_frames,
             rx_bytes,
             tx_frames: t,
             tx_bytes: rx_bytes - unsent_bytes,
