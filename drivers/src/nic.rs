@@ -25,6 +25,9 @@ pub trait Nic {
     fn rx_has_used(&self) -> bool;
     /// Completed RX buffers waiting in the used ring (see [`VirtioNet::rx_used`]).
     fn rx_used(&self) -> usize;
+    /// RX buffers waiting, read once from the used index (no fence, unclamped; 0: none): hand
+    /// it to [`Nic::forward_burst_pending`] so the burst does not read the index again.
+    fn rx_pending(&self) -> usize;
     /// Pages posted to the RX ring.
     fn rx_posted(&self) -> usize;
     /// Pages owned by the TX ring (posted, not yet completed).
@@ -79,6 +82,19 @@ pub trait Nic {
         owner: u32,
         ops: impl FnOnce() -> O,
     ) -> BurstStats;
+    /// [`Nic::forward_burst`] with the RX ring's [`Nic::rx_pending`] read by the caller
+    /// (see [`VirtioNet::forward_burst_pending`]).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    unsafe fn forward_burst_pending<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        pending: usize,
+        max: usize,
+        owner: u32,
+        ops: impl FnOnce() -> O,
+    ) -> BurstStats;
     /// Hand every completed TX page back to `f` with its owner tag; returns how many.
     fn tx_reclaim(&mut self, f: impl FnMut(Pfn, u32)) -> usize;
     /// TX completion into a pool's alloc cache (see [`VirtioNet::tx_reclaim_into`]).
@@ -120,6 +136,10 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline(always)]
     fn rx_has_used(&self) -> bool {
         VirtioNet::rx_has_used(self)
+    }
+    #[inline(always)]
+    fn rx_pending(&self) -> usize {
+        VirtioNet::rx_pending(self)
     }
     #[inline]
     fn rx_used(&self) -> usize {
@@ -182,6 +202,18 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     ) -> BurstStats {
         // SAFETY: the caller keeps the trait's contract, which is the driver's.
         unsafe { VirtioNet::forward_burst(self, tx, max, owner, ops) }
+    }
+    #[inline(always)]
+    unsafe fn forward_burst_pending<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        pending: usize,
+        max: usize,
+        owner: u32,
+        ops: impl FnOnce() -> O,
+    ) -> BurstStats {
+        // SAFETY: the caller keeps the trait's contract, which is the driver's.
+        unsafe { VirtioNet::forward_burst_pending(self, tx, pending, max, owner, ops) }
     }
     #[inline(always)]
     fn tx_reclaim(&mut self, f: impl FnMut(Pfn, u32)) -> usize {

@@ -827,6 +827,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.rx.used_ready(&self.rx.cursor())
     }
 
+    /// RX buffers completed and not yet taken, as read from `used->idx` once (unclamped:
+    /// [`VirtioNet::forward_burst_pending`] clamps it; 0 means nothing waits). Units: used
+    /// elements (§2.7.8).
+    #[inline(always)]
+    pub fn rx_pending(&self) -> usize {
+        self.rx.used_pending()
+    }
+
     /// RX descriptors that can take a page right now.
     #[inline]
     pub fn rx_free_slots(&self) -> usize {

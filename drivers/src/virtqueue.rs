@@ -87,11 +87,20 @@ pub struct Cursor {
 #[derive(Copy, Clone, Debug)]
 pub struct Rings<const N: usize> {
     desc: NonNull<Desc>,
-    avail: NonNull<u16>,
     used: NonNull<u8>,
 }
 
 impl<const N: usize> Rings<N> {
+    /// The avail ring: it follows the `N` descriptors in the same allocation
+    /// ([`SplitQueue::new`]), so a burst holds one address for both (the offset folds into
+    /// each store's addressing mode: one register and one stack reload fewer per frame).
+    #[inline(always)]
+    fn avail(&self) -> NonNull<u16> {
+        // SAFETY: `SplitQueue::new` places the avail ring right after the descriptor table
+        // (16 bytes per descriptor) in one allocation, which lives as long as the queue.
+        unsafe { self.desc.cast::<u8>().add(16 * N).cast() }
+    }
+
     /// [`SplitQueue::pop_nth`].
     #[inline(always)]
     pub fn pop_nth(&self, c: &Cursor, i: usize) -> (u32, u32) {
@@ -124,7 +133,7 @@ impl<const N: usize> Rings<N> {
         unsafe {
             let d = self.desc.add(usize::from(id)).as_ptr();
             (&raw mut (*d).addr).write(addr);
-            self.avail.add(2 + slot).write(id);
+            self.avail().add(2 + slot).write(id);
         }
     }
 
@@ -139,7 +148,7 @@ impl<const N: usize> Rings<N> {
             let d = self.desc.add(usize::from(id)).as_ptr();
             (&raw mut (*d).addr).write(addr);
             (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
-            self.avail.add(2 + slot).write(id);
+            self.avail().add(2 + slot).write(id);
         }
     }
 
@@ -161,7 +170,7 @@ impl<const N: usize> Rings<N> {
         unsafe {
             let d = self.desc.add(usize::from(id)).as_ptr();
             (&raw mut (*d).addr).write(addr);
-            self.avail.add(2 + slot).write(id);
+            self.avail().add(2 + slot).write(id);
         }
     }
 
@@ -212,7 +221,7 @@ impl<const N: usize> Rings<N> {
     pub fn avail_nth(&self, c: &Cursor, a: usize, id: u16) {
         let slot = (usize::from(c.avail_idx) + a) & (N - 1);
         // SAFETY: the slot is masked into the avail ring, which lives as long as the queue.
-        unsafe { self.avail.add(2 + slot).write(id) };
+        unsafe { self.avail().add(2 + slot).write(id) };
     }
 
     /// The descriptor that descriptor `id` continues in, as the driver wrote it
@@ -243,7 +252,7 @@ impl<const N: usize> Rings<N> {
             let d = self.desc.add(usize::from(id)).as_ptr();
             (&raw mut (*d).addr).write(addr);
             (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
-            self.avail.add(2 + slot).write(id);
+            self.avail().add(2 + slot).write(id);
         }
     }
 }
@@ -562,9 +571,12 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// The ring addresses for a burst ([`Rings`]).
     #[inline(always)]
     pub fn rings(&self) -> Rings<N> {
+        debug_assert!(
+            self.avail.as_ptr() == self.desc.as_ptr().wrapping_add(N).cast(),
+            "the avail ring follows the descriptor table"
+        );
         Rings {
             desc: self.desc,
-            avail: self.avail,
             used: self.used,
         }
     }
@@ -611,6 +623,28 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         // SAFETY: `used->idx` at offset 2, written by the device; ours to read until drop.
         let used_idx = unsafe { self.used.add(2).cast::<u16>().read_volatile() };
         used_idx != self.last_used
+    }
+
+    /// Used-ring entries completed past the driver's used index, as the raw 16-bit distance
+    /// from `last_used` to `used->idx` (one volatile load, §2.7.14; no fence, no clamp): 0
+    /// when [`SplitQueue::has_used`] is false. A poll iteration reads it once to decide
+    /// whether to set a burst up and hands it on ([`SplitQueue::ready_of`]), so the burst does
+    /// not load the index a second time.
+    #[inline(always)]
+    pub fn used_pending(&self) -> usize {
+        // SAFETY: `used->idx` at offset 2, written by the device; ours to read until drop.
+        let used_idx = unsafe { self.used.add(2).cast::<u16>().read_volatile() };
+        usize::from(used_idx.wrapping_sub(self.last_used))
+    }
+
+    /// [`SplitQueue::used_ready`] from a [`SplitQueue::used_pending`] read earlier (nothing
+    /// popped since): the Acquire fence that lets the entries be read (§2.7.14), and the
+    /// count clamped to `N` (at most N entries can be outstanding, §2.7.8; a device that
+    /// claims more gets at most N, each entry's id checked by the caller anyway).
+    #[inline(always)]
+    pub fn ready_of(pending: usize) -> usize {
+        fence(Ordering::Acquire);
+        pending.min(N)
     }
 
     /// Used-ring entries the device has completed and the burst not yet popped (one volatile

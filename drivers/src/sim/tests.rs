@@ -515,6 +515,91 @@ fn fused_bursts_of_32_wrap_the_rings() {
     fused_forward_many(70_016, 32);
 }
 
+/// [`TestOps`] with a length bound ([`ForwardOps::MIN_FRAME`] 14, as the l2 dataplane's):
+/// `honest`, it consumes every shorter frame (as `TestOps` with `min_len` 14); not, it asks
+/// to send every frame, breaking the bound's contract.
+struct BoundOps<'a> {
+    ops: TestOps<'a>,
+    honest: bool,
+}
+
+impl ForwardOps for BoundOps<'_> {
+    const MIN_FRAME: usize = 14;
+    fn rx_page(&mut self) -> Option<Pfn> {
+        self.ops.rx_page()
+    }
+    fn rx_page_cached(&mut self) -> Option<Pfn> {
+        self.ops.rx_page_cached()
+    }
+    fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
+        if self.honest {
+            return self.ops.forward(pfn, frame);
+        }
+        frame[0] = frame[0].wrapping_add(1);
+        RxVerdict::Forward
+    }
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        self.ops.give_back(pfn, why);
+    }
+}
+
+/// A frame below [`ForwardOps::MIN_FRAME`] leaves the fast path: it is shown to `forward` on
+/// the cold path (consumed: received, not sent), the frames around it and one of exactly the
+/// bound go out in order; an ops that wants the short one sent after all gets its page back
+/// as `Malformed`, and it never reaches the TX ring.
+#[test]
+fn fused_burst_shows_frames_below_min_frame_to_forward_off_the_fast_path() {
+    for honest in [true, false] {
+        let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+        let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+        let pages = Pages::new(QUEUE_SIZE + 3);
+        // SAFETY: fresh pages, ours until they come back.
+        unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+        let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+        let mut out = Outside::default();
+        assert_eq!(da.deliver_rx(&frame(1), 1), 1);
+        assert_eq!(da.deliver_rx(&frame(2)[..13], 1), 1);
+        assert_eq!(da.deliver_rx(&frame(3)[..14], 1), 1);
+        let Outside { consumed, back } = &mut out;
+        let sp = &mut spare;
+        let st = burst_with(&mut a, &mut b, move || BoundOps {
+            ops: TestOps {
+                spare: sp,
+                min_len: 14,
+                consumed,
+                back,
+            },
+            honest,
+        });
+        assert_eq!(
+            st,
+            BurstStats {
+                buffers: 3,
+                rx_frames: 3,
+                rx_bytes: 60 + 13 + 14,
+                tx_frames: 2,
+                tx_bytes: 60 + 14,
+            },
+            "honest: {honest}"
+        );
+        if honest {
+            assert_eq!(out.consumed, [pages.0[1]]);
+            assert!(out.back.is_empty());
+        } else {
+            assert!(out.consumed.is_empty());
+            assert_eq!(out.back, [(pages.0[1], GiveBack::Rx(RxStatus::Malformed))]);
+        }
+        let mut sent = Vec::new();
+        assert_eq!(db.complete_tx(|got| sent.push(got.to_vec())), 2);
+        let (mut f1, mut f3) = (frame(1), frame(3)[..14].to_vec());
+        f1[0] += 1;
+        f3[0] += 1;
+        assert_eq!(sent, [f1, f3]);
+        assert!(spare.is_empty(), "3 slots re-posted from the 3 spares");
+        assert_eq!(a.stats().bad_token, 0);
+    }
+}
+
 /// What a fused burst does not send is handed back with its reason: a runt the dataplane
 /// consumes, a frame of two buffers (`TooBig`, then `Continuation`), frames beyond a full TX
 /// ring (`TxFull`); an RX slot no page refills goes back to the free list.

@@ -69,6 +69,13 @@ pub enum GiveBack {
 /// loop, once per buffer: implementations should be `#[inline]` (`give_back` is the rare path
 /// and may be `#[cold]`).
 pub trait ForwardOps {
+    /// Frames shorter than this (bytes after the virtio-net header) are never sent:
+    /// [`ForwardOps::forward`] returns [`RxVerdict::Consumed`] for every one of them (an
+    /// Ethernet forwarder: 14, a runt). The burst's one-page loop folds the bound into its
+    /// whole-frame length test, so the frames it shows `forward` on its fast path are known to
+    /// be this long; a shorter one is shown to `forward` on a cold path (and given back as
+    /// [`RxStatus::Malformed`] should `forward` want it sent after all). Default 0: no bound.
+    const MIN_FRAME: usize = 0;
     /// A fresh page for the RX slot just emptied, or `None` (the slot then goes back to the
     /// free list, for a later [`VirtioNet::rx_refill`]). The page becomes the device's. The
     /// slow path: called when [`ForwardOps::rx_page_cached`] had none.
@@ -188,6 +195,10 @@ enum NotWhole {
     /// It completed a multi-buffer frame: stop the run so the frame is sent before the
     /// buffers that follow it.
     Stop,
+    /// A whole frame shorter than [`ForwardOps::MIN_FRAME`], already shown to
+    /// [`ForwardOps::forward`] (which consumed it) and counted as not sent: the run counts
+    /// its bytes as received and goes on.
+    Short,
 }
 
 /// What one [`VirtioNet::forward_run_chains`] did.
@@ -313,9 +324,29 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         owner: u32,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
+        let pending = self.rx_pending();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.forward_burst_pending(tx, pending, max, owner, ops) }
+    }
+
+    /// [`VirtioNet::forward_burst`] with `pending`, the RX ring's [`VirtioNet::rx_pending`],
+    /// read by the caller with nothing popped since (a poll iteration reads `used->idx` once:
+    /// to skip an empty port and to size the burst). Clamped to the ring's size and to `max`; a
+    /// count the device has since overtaken only leaves the newer buffers for the next burst.
+    ///
+    /// # Safety
+    /// As [`VirtioNet::forward_burst`].
+    #[inline(always)]
+    pub unsafe fn forward_burst_pending<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        pending: usize,
+        max: usize,
+        owner: u32,
+        ops: impl FnOnce() -> O,
+    ) -> BurstStats {
         debug_assert!(owner & TX_CHAIN_TAG == 0, "owner tags are below 2^31");
-        let rc = self.rx.cursor();
-        let ready = self.rx.used_ready(&rc).min(max);
+        let ready = SplitQueue::<H, QUEUE_SIZE>::ready_of(pending).min(max);
         if ready == 0 {
             return BurstStats::default();
         }
@@ -678,7 +709,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // counted in `rare` (in memory: the cold helpers take it by reference, so it holds
         // no register in the loop).
         let mut rare = Rare::default();
-        let mut rx_bytes = 0u64;
+        // The sum of the received frames' used lengths (header included: one add per frame;
+        // the headers come off once, after the loop, from the frame count).
+        let mut rx_used = 0u64;
         // The loop carries four values (three ring positions, below, and the byte sum); the
         // cursors stay fixed until after it, so their fields need no register (one loop with
         // moving cursors spilled a dozen values per frame).
@@ -687,9 +720,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // The whole-frame test's length bound, 0 while a continuation is expected (then no
         // buffer passes: the cold path takes it). Not a flag: LLVM knows a flag is set on the
         // fast path and stored the constant back every frame; the bound it cannot fold.
+        // The bound also keeps frames shorter than `O::MIN_FRAME` off the fast path (the test
+        // is on `used - NET_HDR_LEN - O::MIN_FRAME`), so `forward` needs no length test of
+        // its own there (an l2 runt test, 2 instructions per frame).
         let hdr_room = |skip: u16| {
             if skip == 0 {
-                PAGE_SIZE - NET_HDR_LEN + 1
+                PAGE_SIZE - NET_HDR_LEN - O::MIN_FRAME + 1
             } else {
                 0
             }
@@ -724,7 +760,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
                     ra += 1;
                 }
-                None => ra += self.rx_refill_slow(&mut rc, ra - ra0, id, ops, &mut rare),
+                None => ra += self.rx_refill_slow_at(&mut rc, ra, id, ops, &mut rare),
             }
             let used = used as usize;
             let page = pfn.addr() as usize as *mut u8;
@@ -738,8 +774,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // One branch for the three tests (`&`, not `&&`): one buffer, a length that fits
             // the page, and no continuation expected (`room` 0: kept in a local, only the
             // cold path below changes `rx_skip`).
-            let whole =
-                (u16::from_le_bytes(num_buffers) <= 1) & (used.wrapping_sub(NET_HDR_LEN) < room);
+            let whole = (u16::from_le_bytes(num_buffers) <= 1)
+                & (used.wrapping_sub(NET_HDR_LEN + O::MIN_FRAME) < room);
             if !whole {
                 if burst_start && u == u0 && self.rx_chain_mode {
                     // Multi-page frames flow: the whole burst in the chain-aware loop (the
@@ -763,10 +799,21 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     NotWhole::Whole => {}
                     NotWhole::Skip => continue,
                     NotWhole::Stop => break,
+                    NotWhole::Short => {
+                        rx_used += used as u64;
+                        continue;
+                    }
                 }
             }
             let len = used - NET_HDR_LEN;
-            rx_bytes += len as u64;
+            debug_assert!(len >= O::MIN_FRAME);
+            // SAFETY: both ways here bound the length: the fast test (`used - NET_HDR_LEN -
+            // O::MIN_FRAME < room`, `room` at most `PAGE_SIZE - NET_HDR_LEN - O::MIN_FRAME +
+            // 1`, so no wrap) and `rx_not_whole`, which answers `Whole` only for
+            // `len >= O::MIN_FRAME` (`Short` below it). So `forward` may rely on it with no
+            // test of its own.
+            unsafe { core::hint::assert_unchecked(len >= O::MIN_FRAME) };
+            rx_used += used as u64;
             // SAFETY: as above: a page of PAGE_SIZE bytes that only this burst reaches now;
             // `NET_HDR_LEN + len <= PAGE_SIZE` (checked); the slice dies before the page is
             // posted or handed on.
@@ -800,6 +847,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
             ta += 1;
         }
+        // (`ra0` from the cursor again, not held through the loop: one register more for it.)
+        let ra0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&rc).0);
         let (r, t) = (ra - ra0, ta - ta0);
         let done = if rare.stop > 0 { rare.stop } else { ready };
         let Rare {
@@ -824,9 +873,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx.tx.publish();
             tx.tx_posted += t;
         }
+        // Every frame counted in `rx_frames` (shown to `forward`, or `Short`) added its used
+        // length to `rx_used`, and only those did.
+        let rx_frames = buffers - rejected;
+        let rx_bytes = rx_used - (NET_HDR_LEN * rx_frames) as u64;
         let st = BurstStats {
             buffers,
-            rx_frames: buffers - rejected,
+            rx_frames,
             rx_bytes,
             tx_frames: t,
             tx_bytes: rx_bytes - unsent_bytes,
@@ -862,18 +915,45 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
+    /// [`VirtioNet::rx_refill_slow`] for the one-page loop, which carries the re-post's avail
+    /// position `ra` (`avail_idx + r`) instead of the count `r`.
+    #[cold]
+    #[inline(never)]
+    fn rx_refill_slow_at(
+        &mut self,
+        rc: &mut Cursor,
+        ra: usize,
+        id: u32,
+        ops: &mut impl ForwardOps,
+        rare: &mut Rare,
+    ) -> usize {
+        match ops.rx_page().filter(|&p| p != NO_PAGE) {
+            Some(new) => {
+                self.rx.rings().repost_at(ra, id as u16, new.addr());
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
+                1
+            }
+            None => {
+                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = NO_PAGE;
+                self.rx.release_in_stack(rc, id as u16);
+                rare.emptied += 1;
+                0
+            }
+        }
+    }
+
     /// A buffer (the run's `i`-th used element) that failed the fast path's whole-frame test:
     /// a whole frame after all ([`NotWhole::Whole`]); a page of a multi-buffer frame, kept in
     /// `self.rx_chain` ([`NotWhole::Stop`] when it was the last); or no frame, handed back (classified as
     /// [`VirtioNet::rx_burst`] would).
     #[cold]
     #[inline(never)]
-    fn rx_not_whole(
+    fn rx_not_whole<O: ForwardOps>(
         &mut self,
         pfn: Pfn,
         used: usize,
         i: usize,
-        ops: &mut impl ForwardOps,
+        ops: &mut O,
         rare: &mut Rare,
     ) -> NotWhole {
         if self.rx_skip > 0 && self.rx_chain.n > 0 {
@@ -899,7 +979,26 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         let b = self.classify_rx(pfn, used);
         if b.status == RxStatus::Ok {
-            return NotWhole::Whole;
+            let len = used - NET_HDR_LEN;
+            if len >= O::MIN_FRAME {
+                return NotWhole::Whole;
+            }
+            // Shorter than the dataplane ever sends (`ForwardOps::MIN_FRAME`): shown to it
+            // here, off the fast path, which it drops.
+            // SAFETY: the device is done with the page (popped) and the driver owns it; the
+            // identity mapping covers it; `NET_HDR_LEN + len = used <= PAGE_SIZE` (Ok).
+            let frame = unsafe {
+                core::slice::from_raw_parts_mut(
+                    (pfn.addr() as usize as *mut u8).add(NET_HDR_LEN),
+                    len,
+                )
+            };
+            if ops.forward(pfn, frame) != RxVerdict::Consumed {
+                // `forward` broke `MIN_FRAME`'s contract: the page goes back, not on the ring.
+                ops.give_back(pfn, GiveBack::Rx(RxStatus::Malformed));
+            }
+            rare.not_sent(len);
+            return NotWhole::Short;
         }
         rare.rejected += 1;
         if b.status == RxStatus::TooBig && usize::from(self.rx_skip) < MAX_FRAME_BUFFERS {

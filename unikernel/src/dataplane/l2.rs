@@ -55,6 +55,9 @@ impl<const P: usize, const L2: bool> L2Ops<'_, P, L2> {
 }
 
 impl<const P: usize, const L2: bool> ForwardOps for L2Ops<'_, P, L2> {
+    /// `forward` drops every frame shorter than an Ethernet header (a runt).
+    const MIN_FRAME: usize = netstack::wire::ETH_HDR_LEN;
+
     #[inline(never)]
     fn rx_page(&mut self) -> Option<Pfn> {
         self.port_pages().alloc_raw()
@@ -104,8 +107,10 @@ impl<P: Platform> Core<P> {
     #[inline(always)]
     pub(crate) fn rx_forward<const PORT: usize>(&mut self) -> usize {
         let p = PORT;
-        // An empty port costs one load here, before any of the burst's set-up.
-        if !self.nics[p].rx_has_used() {
+        // An empty port costs one load here, before any of the burst's set-up; the count read
+        // goes on to size the burst (`used->idx` read once per port and iteration).
+        let pending = self.nics[p].rx_pending();
+        if pending == 0 {
             return 0;
         }
         if self.cfg.xcore && self.fabric.cores() > 1 {
@@ -117,8 +122,8 @@ impl<P: Platform> Core<P> {
         // The mode picked once per burst: each mode's loop writes the addresses or not with
         // no per-frame test.
         let st = match self.rewrite[q].words() {
-            Some(words) => self.l2_burst::<PORT, true>(max, owner, words),
-            None => self.l2_burst::<PORT, false>(max, owner, (0, 0)),
+            Some(words) => self.l2_burst::<PORT, true>(pending, max, owner, words),
+            None => self.l2_burst::<PORT, false>(pending, max, owner, (0, 0)),
         };
         let (c, d) = (&mut self.counters[p], st.rx_frames as u64);
         c.rx += d;
@@ -130,10 +135,12 @@ impl<P: Platform> Core<P> {
     }
 
     /// [`Core::rx_forward`]'s fused burst from port `PORT` to the other, `L2`: with the MAC
-    /// rewrite (`words`, [`MacRewrite::words`]), else `io`.
+    /// rewrite (`words`, [`MacRewrite::words`]), else `io`; `pending` is port `PORT`'s
+    /// [`Nic::rx_pending`].
     #[inline(always)]
     fn l2_burst<const PORT: usize, const L2: bool>(
         &mut self,
+        pending: usize,
         max: usize,
         owner: u32,
         words: (u64, u32),
@@ -153,7 +160,7 @@ impl<P: Platform> Core<P> {
         // `into_raw`), and the RX ring of port `PORT` is refilled only from that pool; a frame
         // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
         // (that pool's id).
-        unsafe { rx.forward_burst(tx, max, owner, ops) }
+        unsafe { rx.forward_burst_pending(tx, pending, max, owner, ops) }
     }
 
     /// `xcore=on`: frames received on local port `p` leave through port `1 - p` of the next
