@@ -887,36 +887,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         (st, stop)
     }
 
-    /// The pool's alloc cache was empty for the RX slot `id` just emptied: the slow path
-    /// ([`ForwardOps::rx_page`], which may refill from the allocator) re-posts it as the
-    /// burst's `r`-th re-post (returns 1), or the slot goes back to the free list (returns 0).
-    #[cold]
-    #[inline(never)]
-    fn rx_refill_slow(
-        &mut self,
-        rc: &mut Cursor,
-        r: usize,
-        id: u32,
-        ops: &mut impl ForwardOps,
-        rare: &mut Rare,
-    ) -> usize {
-        match ops.rx_page().filter(|&p| p != NO_PAGE) {
-            Some(new) => {
-                self.rx.repost_nth(rc, r, id as u16, new.addr());
-                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
-                1
-            }
-            None => {
-                self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = NO_PAGE;
-                self.rx.release_in_stack(rc, id as u16);
-                rare.emptied += 1;
-                0
-            }
-        }
-    }
-
-    /// [`VirtioNet::rx_refill_slow`] for the one-page loop, which carries the re-post's avail
-    /// position `ra` (`avail_idx + r`) instead of the count `r`.
+    /// The pool's alloc cache was empty for the RX slot `id` just emptied (one-page loop): the
+    /// slow path ([`ForwardOps::rx_page`], which may refill from the allocator) re-posts it at
+    /// avail position `ra` (`avail_idx` + the burst's re-posts so far; returns 1), or the slot
+    /// goes back to the free list (returns 0).
     #[cold]
     #[inline(never)]
     fn rx_refill_slow_at(
