@@ -398,7 +398,7 @@ fn measure_booted(
                 "xtask: {} {size} B: {} frames lost; the guest's drop counters since boot: {:?}",
                 engine.label(),
                 r.sent.saturating_sub(r.received),
-                crate::soak::drops(&s)
+                s.drops()
             );
         }
         match (&a, &b) {

@@ -523,7 +523,7 @@ fn quit(guest: &mut Guest, cfg: &FaultConfig, r: &mut FaultResult) {
         let (injected, fails) = check_counts(&fin, cfg);
         // Every frame lost lands in one counter: a guest drop, or an RX element whose id
         // was made bad (the device's frame is never seen).
-        let drops = crate::soak::drops(&fin);
+        let drops = fin.drops();
         let counted: u64 = drops.values().sum::<u64>() + fin.faults.map_or(0, |f| f.rx_bad_id);
         let lost = (r.sent + r.clean_sent).saturating_sub(r.received + r.clean_received);
         // (dgram backend: QEMU holds frames back while an RX ring is empty, it drops none.)

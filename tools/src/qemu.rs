@@ -583,6 +583,25 @@ impl Stats {
     }
 }
 
+impl Stats {
+    /// The non-zero drop counters: `port.REASON` (summed over the ports) and
+    /// `router.REASON` (where lost frames went; `soak`, `faults` and `bench --peer` print it).
+    pub fn drops(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut m = std::collections::BTreeMap::new();
+        for p in &self.ports {
+            for (why, n) in p.drops.iter().filter(|&(_, n)| n > 0) {
+                *m.entry(format!("port.{}", why.as_str())).or_insert(0) += n;
+            }
+        }
+        if let Some(r) = &self.router {
+            for (why, n) in r.drops.iter().filter(|&(_, n)| n > 0) {
+                m.insert(format!("router.{}", why.as_str()), n);
+            }
+        }
+        m
+    }
+}
+
 impl std::ops::Deref for Stats {
     type Target = netstack::stats::Stats;
     fn deref(&self) -> &Self::Target {

@@ -358,23 +358,6 @@ pub fn leak(s: &Stats) -> Option<String> {
     })
 }
 
-/// The non-zero drop counters of `s`: `port.REASON` (summed over the ports) and
-/// `router.REASON`.
-pub fn drops(s: &Stats) -> std::collections::BTreeMap<String, u64> {
-    let mut m = std::collections::BTreeMap::new();
-    for p in &s.ports {
-        for (why, n) in p.drops.iter().filter(|&(_, n)| n > 0) {
-            *m.entry(format!("port.{}", why.as_str())).or_insert(0) += n;
-        }
-    }
-    if let Some(r) = &s.router {
-        for (why, n) in r.drops.iter().filter(|&(_, n)| n > 0) {
-            m.insert(format!("router.{}", why.as_str()), n);
-        }
-    }
-    m
-}
-
 /// Soaks every mode in turn; `log` gets progress lines. An error means a mode could not run
 /// at all (the guest did not boot, say); failed checks are in the results.
 pub fn run(cfg: &SoakConfig, mut log: impl FnMut(&str)) -> Result<Vec<ModeResult>> {
@@ -651,7 +634,7 @@ fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) {
         r.free_pages_quit = Some(fin.free_pages_now);
         r.free_pages_boot = fin.free_pages_boot;
         r.forwarded = Some(fin.forwarded);
-        r.drops = drops(&fin);
+        r.drops = fin.drops();
         if let Some(p) = last {
             let (_, bad) = regressions(p, &fin);
             r.failures.extend(
