@@ -74,16 +74,20 @@ impl<P: Platform> Core<P> {
     }
 
     /// How many RX buffers a fused burst toward local port `q` may take: the burst size; with
-    /// `backpressure=on` no more than `q`'s TX ring has room for (reaping its completions
-    /// first when it is short), so nothing is taken that would be dropped as `tx_ring_full`.
+    /// `backpressure=on` no more than `q`'s TX ring has room for, so nothing is taken that
+    /// would be dropped as `tx_ring_full`. Either way a TX ring with less room than a burst
+    /// is reaped first: completions the device has made since the last [`Core::tx_reap`]
+    /// (which waits for [`TX_FREE_THRESH`] outstanding) make room before any frame meets a
+    /// ring that only looks full.
     #[inline(always)]
     pub(crate) fn burst_max(&mut self, q: usize) -> usize {
         let burst = self.cfg.burst;
-        if !self.cfg.backpressure {
+        if self.nics[q].tx_free_slots() >= burst {
             return burst;
         }
-        if self.nics[q].tx_free_slots() < burst {
-            self.reclaim_port(q);
+        self.reclaim_port(q);
+        if !self.cfg.backpressure {
+            return burst;
         }
         burst.min(self.nics[q].tx_free_slots())
     }
