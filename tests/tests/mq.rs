@@ -99,7 +99,9 @@ fn queues_key_gets_what_it_asks_for() {
     // queues=2: the device acknowledged VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET(2) on both ports.
     // One frame at a time (window 1): each one finds its core halted (idle=halt), so the rate
     // shows that every queue pair's RX MSI-X wakes its own core. Woken only by the 100 Hz
-    // timer, two cores would manage ~200 frames/s; with the interrupt it is thousands.
+    // timer, two cores would manage ~200 frames/s; with the interrupt it is thousands on a
+    // quiet host, and 522 was seen once with CI sharing 2 cores with builds: the bound is
+    // twice the timer's rate, not the quiet host's figure.
     const PINGS: u64 = 300;
     let gen = GenConfig {
         window: 1,
@@ -119,7 +121,7 @@ fn queues_key_gets_what_it_asks_for() {
         rig.tail()
     );
     assert!(
-        r.received_pps > 1000.0,
+        r.received_pps > 400.0,
         "one frame at a time at {:.0} frames/s: RX interrupts do not wake the cores\n{}",
         r.received_pps,
         rig.tail()
