@@ -148,11 +148,16 @@ impl<M> ForwardOps for RouteOps<'_, M> {
     /// everything else is out of line.
     #[inline(always)]
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
-        let len = frame.len;
-        let fast = self
-            .rs
-            .router
-            .forward_fast_len(self.p, frame.head, len, self.now);
+        // Taken apart, the fields handed to the slow path as arguments: passed on whole (by
+        // reference to a stack copy), the frame was written to the stack, seven stores, before
+        // the fast path's first test (guest router 9018 B K=32: 27 instructions per frame).
+        let MultiFrame {
+            pages,
+            lens,
+            head,
+            len,
+        } = frame;
+        let fast = self.rs.router.forward_fast_len(self.p, head, len, self.now);
         if let Some((port, n)) = fast {
             if usize::from(port) == 1 - self.p {
                 return if n == len {
@@ -161,9 +166,9 @@ impl<M> ForwardOps for RouteOps<'_, M> {
                     RxVerdict::ForwardFirst(n)
                 };
             }
-            return self.multi_hairpin(frame.pages);
+            return self.multi_hairpin(pages);
         }
-        self.multi_slow(frame)
+        self.multi_slow(pages, lens, head, len)
     }
 }
 
@@ -179,10 +184,23 @@ impl<M> RouteOps<'_, M> {
     }
 
     /// [`ForwardOps::forward_multi`] past the router's fast path: `Router::process_slow_len`
-    /// with the spare page for an ICMP error.
+    /// with the spare page for an ICMP error. Takes the [`MultiFrame`]'s fields one by one
+    /// (the fast path then builds no frame on the stack).
     #[cold]
     #[inline(never)]
-    fn multi_slow(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+    fn multi_slow(
+        &mut self,
+        pages: &[Pfn],
+        lens: &[u16],
+        head: &mut [u8],
+        len: usize,
+    ) -> RxVerdict {
+        let frame = MultiFrame {
+            pages,
+            lens,
+            head,
+            len,
+        };
         let (len, pfn0) = (frame.len, frame.pages[0]);
         if self.rs.spare.is_none() {
             self.rs.spare = self.pages.alloc(0);
