@@ -75,13 +75,18 @@ pub trait Nic {
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
+    #[inline(always)]
     unsafe fn forward_burst<O: ForwardOps>(
         &mut self,
         tx: &mut Self,
         max: usize,
         owner: u32,
         ops: impl FnOnce() -> O,
-    ) -> BurstStats;
+    ) -> BurstStats {
+        let pending = self.rx_pending();
+        // SAFETY: the caller keeps the contract, which `forward_burst_pending` shares.
+        unsafe { self.forward_burst_pending(tx, pending, max, owner, ops) }
+    }
     /// [`Nic::forward_burst`] with the RX ring's [`Nic::rx_pending`] read by the caller
     /// (see [`VirtioNet::forward_burst_pending`]).
     ///
@@ -191,17 +196,6 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
         // SAFETY: the caller keeps the trait's contract, which is the driver's.
         unsafe { VirtioNet::tx_chain(self, parts, owner) }
-    }
-    #[inline(always)]
-    unsafe fn forward_burst<O: ForwardOps>(
-        &mut self,
-        tx: &mut Self,
-        max: usize,
-        owner: u32,
-        ops: impl FnOnce() -> O,
-    ) -> BurstStats {
-        // SAFETY: the caller keeps the trait's contract, which is the driver's.
-        unsafe { VirtioNet::forward_burst(self, tx, max, owner, ops) }
     }
     #[inline(always)]
     unsafe fn forward_burst_pending<O: ForwardOps>(
