@@ -156,6 +156,25 @@ bitflags::bitflags! {
     }
 }
 
+/// `NetFeatures` as the boot log prints them: the names of the set bits this driver knows,
+/// joined by `|` (`MAC|MRG_RXBUF|RING_EVENT_IDX|VERSION_1`), without the `Debug` wrapper and
+/// spaces (each byte of boot log is a host write under QEMU's 16550: BENCHMARKS.md, "Boot time,
+/// fifth pass"). Bits without a name here are not printed; `{:#x}` of `bits()` shows them.
+#[derive(Copy, Clone, Debug)]
+pub struct FeatureNames(pub NetFeatures);
+
+impl core::fmt::Display for FeatureNames {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, (name, _)) in self.0.iter_names().enumerate() {
+            if i > 0 {
+                f.write_str("|")?;
+            }
+            f.write_str(name)?;
+        }
+        Ok(())
+    }
+}
+
 /// What the driver asks for. Not INDIRECT_DESC (one descriptor per buffer already; indirect
 /// tables would need a heap allocation per packet in `virtio-drivers`), not checksum or GSO
 /// offloads (frames are forwarded as received, fully checksummed).

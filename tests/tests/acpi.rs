@@ -33,7 +33,7 @@ fn crafted_tables_bring_up_both_cpus() {
     let blob = acpi::tables(TABLES_ADDR, &[0, 1], MadtFault::None);
     let extra = acpi::loader_args(dir.path(), &blob);
     let (mut rig, _) = Rig::start_pairs(
-        &format!("mode=l2 acpi_rsdp={TABLES_ADDR:#x}"),
+        &format!("mode=l2 log=debug acpi_rsdp={TABLES_ADDR:#x}"),
         gen_count(200, 64, false),
         extra,
         2,

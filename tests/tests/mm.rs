@@ -56,7 +56,7 @@ fn number_before(line: &str, key: &str) -> u64 {
 
 #[test]
 fn six_gib_guest_manages_ram_above_4_gib() {
-    let mut rig = Rig::start_memory("mode=l2", gen_count(2000, 64, false), "6G", 1);
+    let mut rig = Rig::start_memory("mode=l2 log=debug", gen_count(2000, 64, false), "6G", 1);
     let lines = rig.guest.lines();
     let mm = lines
         .iter()

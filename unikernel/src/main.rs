@@ -171,7 +171,10 @@ fn log_memory(mi: &mem::MemInfo) {
         mi.managed_pages * 4 / 1024,
         mi.high_pages,
     );
-    info!(
+    // Detail for whoever debugs the page tables (`log=debug`); the memory line above says what
+    // a user needs. Every boot-log byte is a host write under QEMU's 16550 (BENCHMARKS.md,
+    // "Boot time, fifth pass").
+    log::debug!(
         "paging: identity map 0-{} GiB (2 MiB pages), vmap area {:#x}+{} MiB (4 KiB pages)",
         mi.identity_top >> 30,
         mem::paging::VMAP_BASE,
@@ -258,7 +261,7 @@ fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
 fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
     let bsp_apic = apic::init();
     let timer_hz = apic::calibrate_timer();
-    info!("LAPIC timer: {timer_hz} Hz (calibrated against the TSC, used by every CPU)");
+    info!("LAPIC timer: {timer_hz} Hz (every CPU)");
     phases::mark(Phase::Lapic);
     smp::bsp_online(bsp_apic);
     let rsdp = match cfg.acpi_rsdp {

@@ -14,7 +14,7 @@ use crate::setup::{setup_devices, take_devices, Topology};
 use crate::smp::{self, DRAIN};
 use crate::{fail, println};
 use core::sync::atomic::Ordering;
-use log::info;
+use log::{debug, info};
 use mm::page_pool::PP_ALLOC_CACHE_REFILL;
 use mm::{PerCpuPages, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
@@ -226,21 +226,23 @@ fn build_core(
     .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
     let posted: [usize; PORTS] =
         core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted()));
-    for (p, n) in posted.iter().enumerate() {
-        info!(
-            "port {}: {n} RX buffers posted from page_pool {} (refill batch {})",
-            PORTS * k + p,
-            PORTS * k + p,
-            PP_ALLOC_CACHE_REFILL
-        );
-    }
+    // One line per pair, not per port (each boot-log byte is a host write under QEMU's 16550:
+    // BENCHMARKS.md, "Boot time, fifth pass"); port `p`'s buffers come from page_pool `p`.
+    info!(
+        "RX buffers posted: {} on port {}, {} on port {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+        posted[0],
+        PORTS * k,
+        posted[1],
+        PORTS * k + 1,
+    );
     if cfg.sim.is_none() {
         check_rx_rings(k, &posted, zone);
     }
     if halt {
         let hz = apic::start_periodic_timer(IDLE_TIMER_US);
+        debug!("idle (cpu {k}): LAPIC timer at {hz} Hz");
         info!(
-            "idle (cpu {k}): poll {IDLE_POLL_US} us, then halt until RX MSI-X or the {} ms LAPIC timer ({hz} Hz)",
+            "idle (cpu {k}): poll {IDLE_POLL_US} us, then halt until RX MSI-X or the {} ms LAPIC timer",
             IDLE_TIMER_US / 1000
         );
     } else {

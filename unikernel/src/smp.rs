@@ -402,7 +402,8 @@ pub fn start_aps(
             "the boot CPU's APIC ID is not in the MADT",
         ));
     }
-    info!(
+    // `log=debug`: the `smp: N CPUs online` line and one line per AP say what came up.
+    log::debug!(
         "smp: MADT lists {} CPUs (APIC IDs {:?})",
         ids.len(),
         ids.as_slice()

@@ -3,14 +3,15 @@
 
 use super::*;
 use crate::virtio_net::{
-    BurstStats, ForwardOps, GiveBack, MultiFrame, NetInitError, RxBuf, RxStatus, RxVerdict, TxBuf,
-    TxDone, VirtioNet, MAX_FRAME_LEN, MAX_MULTI_FRAME_LEN,
+    BurstStats, FeatureNames, ForwardOps, GiveBack, MultiFrame, NetInitError, RxBuf, RxStatus,
+    RxVerdict, TxBuf, TxDone, VirtioNet, MAX_FRAME_LEN, MAX_MULTI_FRAME_LEN,
 };
 use core::ptr::NonNull;
 use mm::Pfn;
 use virtio_drivers::{BufferDirection, Hal, PAGE_SIZE};
 
 extern crate std;
+use std::string::ToString;
 use std::vec;
 use std::vec::Vec;
 
@@ -1306,4 +1307,22 @@ fn the_chain_loop_undoes_a_frame_it_cannot_refill() {
     assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
     let held = stash.len() + n + a.rx_posted();
     assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
+}
+
+/// The boot log's feature list: the negotiated names joined by `|`, nothing for no bits, and
+/// what a device really negotiates (the sim offers `VIRTIO_NET_F_MTU` too, as QEMU does with
+/// `host_mtu=`).
+#[test]
+fn feature_names_are_the_negotiated_bits_joined_by_bars() {
+    assert_eq!(FeatureNames(NetFeatures::empty()).to_string(), "");
+    assert_eq!(
+        FeatureNames(NetFeatures::MAC | NetFeatures::VERSION_1).to_string(),
+        "MAC|VERSION_1"
+    );
+    let shared = SimShared::with_features(MAC, SIM_FEATURES);
+    let (nic, _dev) = up(&shared);
+    assert_eq!(
+        FeatureNames(nic.features()).to_string(),
+        "MTU|MAC|MRG_RXBUF|RING_EVENT_IDX|VERSION_1"
+    );
 }

@@ -25,8 +25,8 @@ use drivers::pci::{
     find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
 };
 use drivers::transport::{pci_port, PortTransport};
-use drivers::virtio_net::{VirtioNet, MAX_QUEUE_PAIRS, QUEUE_SIZE};
-use log::{info, warn};
+use drivers::virtio_net::{FeatureNames, VirtioNet, MAX_QUEUE_PAIRS, QUEUE_SIZE};
+use log::{debug, info, warn};
 use netstack::config::PORTS;
 use netstack::{Config, IdleMode, MacAddr, Mode, Queues, MAX_QUEUES};
 use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
@@ -229,16 +229,14 @@ fn setup_mmio(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> {
                 )
             })?;
             info!(
-                "port {i}: virtio-mmio {}@{:#x} irq {} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?} (cpu {k}, polled)",
+                "port {i}: virtio-mmio {}@{:#x} irq {} virtio-net MAC {} queues 2x{QUEUE_SIZE} negotiated {} (cpu {k}, polled)",
                 d.size,
                 d.addr,
                 d.irq,
                 MacAddr(nic.mac()),
-                2,
-                QUEUE_SIZE,
-                nic.offered_features().bits(),
-                nic.features()
+                FeatureNames(nic.features())
             );
+            log_offered(i, &nic);
             stash[k][j] = Some(DeviceHandle { nic, routed: false });
         }
     }
@@ -422,15 +420,22 @@ fn setup_single_queue(
                 }
             };
             info!(
-                "port {i}: {df} virtio-net MAC {} queues {}x{} offered {:#x} negotiated {:?} (cpu {k})",
+                "port {i}: {df} virtio-net MAC {} queues 2x{QUEUE_SIZE} negotiated {} (cpu {k})",
                 MacAddr(nic.mac()),
-                2,
-                QUEUE_SIZE,
-                nic.offered_features().bits(),
-                nic.features()
+                FeatureNames(nic.features())
             );
+            log_offered(i, &nic);
             stash[k][j] = Some(DeviceHandle { nic, routed });
         }
     }
     Ok(())
+}
+
+/// The feature bits port `i`'s device offered, all of them (known or not), at debug level:
+/// the info line names only what was negotiated.
+fn log_offered(i: usize, nic: &Nic) {
+    debug!(
+        "port {i}: offered features {:#x}",
+        nic.offered_features().bits()
+    );
 }
