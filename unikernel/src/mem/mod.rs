@@ -68,37 +68,48 @@ pub fn kernel_range() -> (u64, u64) {
     )
 }
 
-/// RAM ranges (page-aligned, [start, end) in bytes) usable by the allocator, minus `hole`.
-fn usable(map: &[MemRegion], holes: &[(u64, u64)], mut f: impl FnMut(u64, u64)) {
+/// At most this many usable pieces: one per memory-map entry plus one per hole (a hole splits
+/// one piece in two; there are at most 6: the kernel, 4 boot modules, mem_map).
+const MAX_PIECES: usize = MAX_MEMMAP + 8;
+
+/// RAM pieces of the memory map.
+type Pieces = heapless::Vec<(u64, u64), MAX_PIECES>;
+
+/// `pieces` with `[hs, he)` taken out (a piece it overlaps is clipped or split in two), in the
+/// same order.
+fn subtract(pieces: &Pieces, (hs, he): (u64, u64)) -> Pieces {
+    let mut next = Pieces::new();
+    for &(s, e) in pieces {
+        if he <= s || hs >= e {
+            let _ = next.push((s, e));
+        } else {
+            if s < hs {
+                let _ = next.push((s, hs));
+            }
+            if he < e {
+                let _ = next.push((he, e));
+            }
+        }
+    }
+    next
+}
+
+/// RAM ranges (page-aligned, [start, end) in bytes) usable by the allocator, minus `holes`, in
+/// memory-map order. Computed once: each copy of this loop is first-executed code that TCG
+/// translates at boot (BENCHMARKS.md, "Boot time, fifth pass").
+fn usable(map: &[MemRegion], holes: &[(u64, u64)]) -> Pieces {
+    let mut pieces = Pieces::new();
     for r in map.iter().filter(|r| r.kind == E820_RAM) {
         let start = r.addr.max(LOW_LIMIT).next_multiple_of(PAGE_SIZE as u64);
         let end = (r.addr.saturating_add(r.size)).min(HIGH_LIMIT) & !(PAGE_SIZE as u64 - 1);
-        if start >= end {
-            continue;
-        }
-        // Subtract each hole (at most a few): split into pieces.
-        let mut pieces: heapless::Vec<(u64, u64), 8> = heapless::Vec::new();
-        let _ = pieces.push((start, end));
-        for &(hs, he) in holes {
-            let mut next: heapless::Vec<(u64, u64), 8> = heapless::Vec::new();
-            for &(s, e) in &pieces {
-                if he <= s || hs >= e {
-                    let _ = next.push((s, e));
-                } else {
-                    if s < hs {
-                        let _ = next.push((s, hs));
-                    }
-                    if he < e {
-                        let _ = next.push((he, e));
-                    }
-                }
-            }
-            pieces = next;
-        }
-        for (s, e) in pieces {
-            f(s, e);
+        if start < end {
+            let _ = pieces.push((start, end));
         }
     }
+    for &h in holes {
+        pieces = subtract(&pieces, h);
+    }
+    pieces
 }
 
 /// Build the zone from the memory map. Call once, on the boot CPU.
@@ -123,12 +134,9 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
     // Map all RAM before touching any above 4 GiB (mem_map may land there).
     let pi = paging::init(ram_top);
     phases::mark(Phase::Paging);
-    let mut lo = u64::MAX;
-    let mut hi = 0;
-    usable(map, &holes, |s, e| {
-        lo = lo.min(s);
-        hi = hi.max(e);
-    });
+    let pieces = usable(map, &holes);
+    let lo = pieces.iter().map(|p| p.0).min().unwrap_or(u64::MAX);
+    let hi = pieces.iter().map(|p| p.1).max().unwrap_or(0);
     if lo >= hi {
         return Err(MemError::NoRam);
     }
@@ -142,22 +150,15 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
     let span_pages = (hi - lo) / PAGE_SIZE as u64;
     let bytes =
         (span_pages * core::mem::size_of::<Page>() as u64).next_multiple_of(PAGE_SIZE as u64);
-    let mut at = None;
-    usable(map, &holes, |s, e| {
-        if at.is_none() && e - s >= bytes {
-            at = Some(s);
-        }
-    });
-    let at = at.ok_or(MemError::NoRoomForMemMap { bytes })?;
+    let at = pieces
+        .iter()
+        .find(|&&(s, e)| e - s >= bytes)
+        .map(|p| p.0)
+        .ok_or(MemError::NoRoomForMemMap { bytes })?;
 
-    let _ = holes.push((at, at + bytes));
-    // The RAM to hand over, sorted and with overlaps clipped (a firmware map may list a range
-    // twice), so each page is handed over once. At most one range per map entry plus one per
-    // hole (a hole splits one range in two): never more than the capacity.
-    let mut ranges: heapless::Vec<(u64, u64), { MAX_MEMMAP + 8 }> = heapless::Vec::new();
-    usable(map, &holes, |s, e| {
-        let _ = ranges.push((s, e));
-    });
+    // The RAM to hand over, without mem_map, sorted and with overlaps clipped (a firmware map
+    // may list a range twice), so each page is handed over once.
+    let mut ranges = subtract(&pieces, (at, at + bytes));
     ranges.sort_unstable();
     let mut covered = lo;
     for r in ranges.iter_mut() {
