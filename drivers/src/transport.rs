@@ -6,7 +6,7 @@
 //! here on the PCI variant (kicks use cached doorbells, `VirtioNet::set_doorbells`); on the
 //! simulated variant a kick is [`SimTransport::notify`]'s counter.
 
-use crate::pci::{enable_memory_decoding, virtio_pci_transport, PortIoCam};
+use crate::pci::{enable_memory_decoding, virtio_pci_transport, PortIoCam, VirtioNotifyCfg};
 use crate::sim::SimTransport;
 use crate::virtio_pci::{VirtioPciConfigError, VirtioPciTransport};
 use virtio_drivers::transport::mmio::MmioTransport;
@@ -28,6 +28,18 @@ pub enum PortTransport<'a> {
     Mmio(MmioTransport<'a>),
     /// The simulated device ([`crate::sim`]), e.g. for the guest's deterministic benchmark.
     Sim(SimTransport<'a>),
+}
+
+impl PortTransport<'_> {
+    /// The doorbell and common-configuration addresses of a [`PortTransport::VirtioPci`]
+    /// device, known from its capability walk; `None` for the others (a PCI caller then walks
+    /// the capabilities: [`crate::pci::virtio_notify_cfg`]).
+    pub fn notify_cfg(&self) -> Option<VirtioNotifyCfg> {
+        match self {
+            PortTransport::VirtioPci(t) => Some(t.notify_cfg()),
+            _ => None,
+        }
+    }
 }
 
 impl From<VirtioPciTransport> for PortTransport<'_> {

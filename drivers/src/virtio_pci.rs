@@ -15,7 +15,7 @@
 //! A BAR without an address (firmware did not assign it) is a [`VirtioPciConfigError::BarUnassigned`];
 //! [`crate::transport::pci_port`] then falls back to `virtio-drivers`' sizing path.
 
-use crate::pci::{bar_address, capabilities, PortIoCam};
+use crate::pci::{bar_address, capabilities, PortIoCam, VirtioNotifyCfg};
 use core::ptr::NonNull;
 use virtio_drivers::transport::pci::bus::{ConfigurationAccess, DeviceFunction};
 use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
@@ -188,6 +188,9 @@ pub struct VirtioPciTransport {
     isr: NonNull<u8>,
     /// The device-specific configuration, mapped, and its length (none: the device has none).
     device: Option<(NonNull<u8>, u32)>,
+    /// The physical addresses of the common configuration and notification structures, for
+    /// doorbells and MSI-X vectors ([`VirtioPciTransport::notify_cfg`]).
+    notify_cfg: VirtioNotifyCfg,
 }
 
 // SAFETY: the pointers are MMIO registers of one device, valid on every CPU (identity map);
@@ -246,9 +249,21 @@ impl VirtioPciTransport {
             notify: map(notify),
             notify_len: notify.len,
             multiplier,
+            notify_cfg: VirtioNotifyCfg {
+                notify_base: notify.addr,
+                multiplier,
+                common_base: common.addr,
+            },
             isr: map(isr),
             device: found.device.filter(|d| d.len > 0).map(|d| (map(d), d.len)),
         })
+    }
+
+    /// Where the doorbells and the common configuration are (physical addresses, §4.1.4.3 and
+    /// §4.1.4.4), as found by the capability walk of [`VirtioPciTransport::new`]: what
+    /// [`crate::pci::virtio_notify_cfg`] would read with a second walk.
+    pub fn notify_cfg(&self) -> VirtioNotifyCfg {
+        self.notify_cfg
     }
 
     /// The common configuration register at `off` (a [`common`] offset).

@@ -340,10 +340,11 @@ fn setup_mq(
         // SAFETY: as in `choose_queues` (the probe's transport is dropped).
         let transport = unsafe { pci_port::<KernelHal>(root, *df) }
             .map_err(|e| port_err(j, *df, format_args!("virtio PCI transport: {e}")))?;
+        let notify = transport.notify_cfg();
         let deadline = Deadline::after_ms(CTRL_TIMEOUT_MS);
         let handles = Nic::new_mq(transport, queues as u16, || deadline.expired())
             .map_err(|e| port_err(j, *df, format_args!("virtio-net multi-queue init: {e}")))?;
-        let n = virtio_notify_cfg(*df).ok_or_else(|| {
+        let n = notify.or_else(|| virtio_notify_cfg(*df)).ok_or_else(|| {
             port_err(
                 j,
                 *df,
@@ -395,9 +396,12 @@ fn setup_single_queue(
             // BARs are MMIO the HAL maps.
             let transport = unsafe { pci_port::<KernelHal>(root, df) }
                 .map_err(|e| port_err(i, df, format_args!("virtio PCI transport: {e}")))?;
+            // The transport's own capability walk found the doorbells (a second walk only for
+            // the virtio-drivers fallback transport).
+            let notify = transport.notify_cfg();
             let mut nic = VirtioNet::new(transport)
                 .map_err(|e| port_err(i, df, format_args!("virtio-net init: {e}")))?;
-            let routed = match virtio_notify_cfg(df) {
+            let routed = match notify.or_else(|| virtio_notify_cfg(df)) {
                 // SAFETY: set-up time, on the boot CPU before the owner gets the handle; the
                 // BARs lie below 4 GiB (identity-mapped, checked by the HAL when the transport
                 // mapped them) and belong to this device.
