@@ -33,7 +33,11 @@ fn address(df: DeviceFunction, off: u8) -> u32 {
         | u32::from(off & 0xFC)
 }
 
+// Not inlined: configuration space is read at set-up only, from a dozen call sites, and each
+// inlined copy (lock, two port accesses, unlock) is more first-executed code for TCG to translate
+// at boot (BENCHMARKS.md, "Boot time, fifth pass").
 impl ConfigurationAccess for PortIoCam {
+    #[inline(never)]
     fn read_word(&self, df: DeviceFunction, off: u8) -> u32 {
         let _g = PORT_LOCK.lock();
         // SAFETY: 0xCF8/0xCFC are the PCI configuration ports on every PC-compatible chipset;
@@ -44,6 +48,7 @@ impl ConfigurationAccess for PortIoCam {
         }
     }
 
+    #[inline(never)]
     fn write_word(&mut self, df: DeviceFunction, off: u8, value: u32) {
         let _g = PORT_LOCK.lock();
         // SAFETY: as in `read_word`.
