@@ -303,7 +303,8 @@ fn tx_full(pfn: Pfn, len: usize, ops: &mut impl ForwardOps, rare: &mut Rare) {
 }
 
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
-    /// Receive up to `max` buffers on this handle's RX queue and transmit the frames the
+    /// Receive up to `max` frames on this handle's RX queue (buffers, until a frame of several
+    /// buffers turns on the chain-aware loop, which counts such a frame once) and transmit the frames the
     /// [`ForwardOps`] made by `ops` (only when a buffer is waiting) forward on `tx`'s TX queue, zero copy, each tagged with `owner` (handed back by
     /// [`VirtioNet::tx_reclaim`]; the dataplane uses the page_pool id the pages came from).
     /// Each emptied RX slot is re-posted at once with a page from [`ForwardOps::rx_page`];
@@ -397,8 +398,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// one): the general run first if a frame is half collected, then
     /// [`VirtioNet::forward_run_chains`]; what it leaves (a malformed buffer, a frame not yet
     /// whole in the used ring, the TX ring full) goes to the general run, and a frame the
-    /// burst's budget cut waits in the used ring for the next burst. A burst of one-page
-    /// frames only ends the mode.
+    /// burst's budget cut waits in the used ring for the next burst. `ready` is the burst's
+    /// budget in frames (a frame of several buffers counts once, as DPDK's
+    /// `rte_eth_rx_burst` counts packets), over the used elements in the ring now (read
+    /// again here). A burst of one-page frames only ends the mode.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -412,26 +415,33 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ops: &mut O,
     ) -> BurstStats {
         let mut st = BurstStats::default();
-        let mut left = ready;
+        // `ready` counts frames here, not used elements (as `rte_eth_rx_burst`'s `nb_pkts`
+        // counts packets, a mergeable chain once): a frame of `k` buffers counts once against
+        // the burst. The used elements the frames may take are those in the used ring now
+        // (`used->idx` read again: the cold path; at least the `ready` the caller saw).
+        let mut left = self.rx.used_ready(&self.rx.cursor());
         let mut multi = false;
-        while left > 0 {
+        while left > 0 && st.rx_frames < ready {
+            let frames_left = ready - st.rx_frames;
             if self.rx_chain.n == 0 && self.rx_skip == 0 {
-                // SAFETY: the caller's contract, passed on.
-                let run = unsafe { self.forward_run_chains(tx, left, owner, ops) };
+                // SAFETY: the caller's contract, passed on (`left` used elements are there).
+                let run = unsafe { self.forward_run_chains(tx, left, frames_left, owner, ops) };
                 st.add(&run.stats);
                 multi |= run.multi;
                 left -= run.taken;
-                if left == 0 || run.budget {
+                if left == 0 || run.budget || st.rx_frames >= ready {
                     break;
                 }
             }
             // A frame half collected, or something the chain loop does not handle: one
             // general run for the rest (it also collects a frame not yet whole in the used
-            // ring), and the frame it completed, if any.
+            // ring), and the frame it completed, if any. It counts used elements, so it gets
+            // no more of them than the burst has frames left: never more frames than that.
+            let take = left.min(ready - st.rx_frames);
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
+            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, take, owner, ops, false) };
             st.add(&run);
-            left -= if stop > 0 { stop } else { left };
+            left -= if stop > 0 { stop } else { take };
             if self.rx_chain.n > 0 && self.rx_skip == 0 {
                 self.forward_chain(tx, owner, ops, &mut st);
             }
@@ -456,10 +466,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// entry for the chain's head (§2.7.13). A verdict other than a whole `Forward` (a cut, a
     /// frame the dataplane took) is settled out of line (`chain_verdict`). The loop carries
     /// ring positions (used, RX avail, TX avail, descriptors taken), the bytes received and
-    /// the frames seen; every other count follows from them after the loop. It also stops
-    /// before a frame the TX ring has no room for or one not whole in the used ring, leaving
-    /// it to the general run; a frame the burst's budget (`ready`) cut after at least one
-    /// frame ends the burst instead ([`ChainRun::budget`]).
+    /// the frames seen; every other count follows from them after the loop. It takes at most
+    /// `max_frames` frames (the burst's budget counts frames: a frame of `k` buffers once)
+    /// out of the `ready` used elements known to be there. It stops before the frame past
+    /// that budget, one not whole in the used ring, or one the TX ring has no descriptors for:
+    /// after at least one frame that ends the burst and the frame waits in the used ring
+    /// ([`ChainRun::budget`]); as the run's first frame it is left to the general run.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -467,6 +479,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         ready: usize,
+        max_frames: usize,
         owner: u32,
         ops: &mut O,
     ) -> ChainRun {
@@ -505,11 +518,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     .read_unaligned()
             }))
             .max(1);
-            if k > MAX_FRAME_BUFFERS || d + k > tx_free {
+            if k > MAX_FRAME_BUFFERS {
                 break;
             }
-            if u + k > end {
-                // The rest of the frame is past the budget (or not in the used ring yet).
+            if u + k > end || d + k > tx_free || frames == max_frames {
+                // The burst's frames are done, the rest of the frame is not in the used ring
+                // yet, or the TX ring has no room for its chain: after at least one frame the
+                // burst ends and the frame waits in the used ring; as the first, it is left
+                // to the general run.
                 budget = u > u0;
                 break;
             }
