@@ -816,9 +816,20 @@ fn jumbo_burst<'s>(
 /// Frames of 1 to 4 pages (9,014 bytes: a 9,000-byte MTU), mixed with small ones, go from A's
 /// RX to B's TX as descriptor chains of the very pages they came in, in order, past the
 /// 16-bit index wrap; completions bring every page back (into the pool's room and through
-/// the chain path), none leaks.
-fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
-    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+/// the chain path), none leaks. `indirect`: the devices offer `VIRTIO_F_INDIRECT_DESC`
+/// (§2.7.5.3), so the chain loop posts each frame as one indirect descriptor and B's TX ring
+/// is back in in-order mode once the first frame's descriptor chain (the general path's) is
+/// long reclaimed; without, every frame is a descriptor chain and the ring stays out of it.
+fn jumbo_forward_many(rounds: usize, reclaim_into: bool, indirect: bool) {
+    let features = if indirect {
+        SIM_FEATURES
+    } else {
+        SIM_FEATURES & !NetFeatures::RING_INDIRECT_DESC.bits()
+    };
+    let (sa, sb) = (
+        SimShared::with_features(MAC, features),
+        SimShared::with_features([2, 0, 0, 0, 0, 2], features),
+    );
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
     let pages = Pages::new(2 * QUEUE_SIZE);
     // SAFETY: fresh pages, ours until they come back.
@@ -848,6 +859,9 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
         }
         seen.clear();
         let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+        if round >= 16 {
+            assert_eq!(b.tx_in_order(), indirect, "round {round}: in-order mode");
+        }
         let bytes: usize = sizes.iter().sum();
         let bufs: usize = sizes
             .iter()
@@ -912,13 +926,19 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
 
 #[test]
 fn jumbo_frames_leave_as_chains_through_reclaim_into() {
-    jumbo_forward_many(100, true);
+    jumbo_forward_many(100, true, true);
+}
+
+#[test]
+fn jumbo_frames_leave_as_descriptor_chains_without_indirect_tables() {
+    jumbo_forward_many(100, true, false);
+    jumbo_forward_many(100, false, false);
 }
 
 #[test]
 fn jumbo_frames_leave_as_chains_through_reclaim_and_wrap() {
     // 8 frames, 17 buffers a round: 70,000 buffers wrap both rings' indices.
-    jumbo_forward_many(4200, false);
+    jumbo_forward_many(4200, false, true);
 }
 
 #[test]
@@ -1381,4 +1401,45 @@ fn the_chain_loop_counts_frames_against_the_burst() {
     assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
     let held = spare.len() + n + a.rx_posted();
     assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
+}
+
+/// Frames of several pages still on the TX ring as indirect descriptors (§2.7.5.3) when the
+/// device is reset: `take_pages` finds every page, the ones only the indirect tables name
+/// too, each once.
+#[test]
+fn take_pages_finds_the_pages_of_indirect_frames_in_flight() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, _db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    // The first frame turns chain mode on (general path), the next three leave as indirect
+    // descriptors from the chain loop; none is completed.
+    for seed in [2u8, 4, 6, 8] {
+        assert_eq!(da.deliver_rx_mrg(&long_frame(seed, 9014), 1), 1);
+        let st = burst_of(&mut a, &mut b, &mut spare, 32, &mut back, &mut taken);
+        assert_eq!(st.tx_frames, 1, "seed {seed}");
+    }
+    assert_eq!(b.tx_posted(), 12);
+    assert_eq!(
+        b.tx_free_slots(),
+        QUEUE_SIZE - 3 - 3,
+        "one chain, three indirect"
+    );
+    assert!(a.reset_device() && b.reset_device());
+    let mut got = Vec::new();
+    // SAFETY: both devices were reset just above.
+    unsafe {
+        a.take_pages(|p| got.push(p));
+        b.take_pages(|p| got.push(p));
+    }
+    got.extend_from_slice(&spare);
+    got.sort_by_key(|p| p.0);
+    let n = got.len();
+    got.dedup();
+    assert_eq!(got.len(), n, "no page twice");
+    assert_eq!(n, 2 * QUEUE_SIZE, "every page found");
+    assert!(back.is_empty() && taken.is_empty());
 }

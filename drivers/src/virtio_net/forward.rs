@@ -483,9 +483,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         owner: u32,
         ops: &mut O,
     ) -> ChainRun {
-        // Chains take several descriptors per avail slot: the TX ring leaves in-order mode
-        // (it comes back once no chain is in flight and every descriptor is free).
-        tx.tx_leave_in_order();
+        // With indirect tables (§2.7.5.3) a frame takes one descriptor and one avail slot, as
+        // a one-page frame: the TX ring keeps its mode. Without, chains take several
+        // descriptors per avail slot: the ring leaves in-order mode (it comes back once no
+        // chain is in flight and every descriptor is free).
+        let ind = tx.tx.indirect();
+        if ind.is_none() {
+            tx.tx_leave_in_order();
+        }
+        let tx_in_order = tx.tx.is_in_order();
         let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
         let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
@@ -497,7 +503,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let ra0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&rc).0);
         let ta0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&tc).0);
         let end = u0 + ready;
-        let (mut u, mut ra, mut ta, mut d) = (u0, ra0, ta0, 0);
+        // `pg` TX pages posted (`d` with chains; more with indirect tables).
+        let (mut u, mut ra, mut ta, mut d, mut pg) = (u0, ra0, ta0, 0, 0);
         let (mut rx_bytes, mut frames, mut chains, mut budget) = (0u64, 0, 0, false);
         'frames: while u < end {
             let (id0, used0) = rxr.pop_at(u);
@@ -521,7 +528,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             if k > MAX_FRAME_BUFFERS {
                 break;
             }
-            if u + k > end || d + k > tx_free || frames == max_frames {
+            let descs = if ind.is_some() { 1 } else { k };
+            if u + k > end || d + descs > tx_free || frames == max_frames {
                 // The burst's frames are done, the rest of the frame is not in the used ring
                 // yet, or the TX ring has no room for its chain: after at least one frame the
                 // burst ends and the frame waits in the used ring; as the first, it is left
@@ -592,6 +600,33 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page0.add(8).cast::<u32>().write_unaligned(0);
             }
             lens[0] += NET_HDR_LEN as u16;
+            pg += m;
+            if let Some(ind) = ind {
+                // One descriptor per frame (`d == ta - ta0`), taken as the one-page loop
+                // takes it: in in-order mode the avail slot's own.
+                let id = tx.tx.nth_free_at(&tc, d, ta, tx_in_order);
+                let slot = usize::from(id) & (QUEUE_SIZE - 1);
+                if m == 1 {
+                    txr.post_at(ta, id, pfn0.addr(), u32::from(lens[0]));
+                    tx.tx_pages[slot] = TxDone { pfn: pfn0, owner };
+                } else {
+                    // Page `j` as descriptor `j` of the frame's table, linked to `j + 1`, the
+                    // last without a link (§2.7.5.3.2); the ring descriptor points at the
+                    // table.
+                    for j in 0..m {
+                        ind.write(id, j, pages[j].addr(), u32::from(lens[j]), j + 1 == m);
+                    }
+                    txr.post_indirect_at(ta, id, ind.phys(id), m);
+                    tx.tx_pages[slot] = TxDone {
+                        pfn: pfn0,
+                        owner: owner | TX_CHAIN_TAG,
+                    };
+                    chains += 1;
+                }
+                ta += 1;
+                d += 1;
+                continue;
+            }
             // The TX chain: page `j` as descriptor `x`, continuing in the burst's next free
             // one, the last without a link (§2.7.5). Not in-order: this run left the mode.
             let head_id = tx.tx.nth_free_any(&tc, d);
@@ -631,7 +666,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         if a > 0 {
             tx.tx.publish();
-            tx.tx_posted += d;
+            tx.tx_posted += pg;
             tx.tx_chains += chains;
         }
         ChainRun {
@@ -1120,36 +1155,47 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         true
     }
 
-    /// The rest of a TX chain whose head (descriptor `head`) the device completed: release its
-    /// other descriptors into the cursor `c` (taken and given back by value, so a caller's
-    /// loop keeps its cursor in registers) and hand their pages to `f` with the chain's owner
-    /// tag. Returns the cursor and how many pages. Inlined: the chain completion loop
-    /// (`tx_reclaim_into_chains`) is the jumbo frames' hot path (an out-of-line call with a
-    /// closure cost ~70 instructions a frame).
-    #[inline(always)]
+    /// The rest of a TX frame of several pages whose head (descriptor `head`) the device
+    /// completed: for an indirect frame (§2.7.5.3) the other pages from the head's table
+    /// (they hold no ring descriptor); for a descriptor chain its other descriptors released
+    /// into the cursor `c` (taken and given back by value, so a caller's loop keeps its
+    /// cursor in registers). Their pages go to `f` with the chain's owner tag. Returns the
+    /// cursor and how many pages. Out of line and cold: the jumbo frames' completion path is
+    /// `tx_reclaim_into_chains`; this serves `tx_reclaim` and `tx_complete`, whose one-page
+    /// loops keep their registers (the indirect arm inlined there cost the 64-byte path).
+    #[cold]
+    #[inline(never)]
     pub(super) fn tx_chain_rest(
         &mut self,
         mut c: Cursor,
         head: u16,
         tag: u32,
-        mut f: impl FnMut(Pfn, u32),
+        f: &mut impl FnMut(Pfn, u32),
     ) -> (Cursor, usize) {
         let mut n = 0;
-        let mut id = head;
-        // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head; the
-        // table's flags say where the chain ends (the device never writes them, §2.7.5).
         let txr = self.tx.rings();
-        for _ in 1..MAX_FRAME_BUFFERS {
-            let Some(nx) = txr.desc_next(id) else {
-                break;
-            };
-            id = nx;
-            let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
-            let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
-            self.tx.release_in_stack(&mut c, id);
-            if pfn != NO_PAGE {
-                f(pfn, tag & !TX_CHAIN_TAG);
+        if let (Some(m), Some(ind)) = (txr.desc_indirect(head), self.tx.indirect()) {
+            for j in 1..m.min(MAX_FRAME_BUFFERS) {
+                f(Pfn::from_addr(ind.addr(head, j)), tag & !TX_CHAIN_TAG);
                 n += 1;
+            }
+        } else {
+            // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head;
+            // the table's flags say where the chain ends (the device never writes them,
+            // §2.7.5).
+            let mut id = head;
+            for _ in 1..MAX_FRAME_BUFFERS {
+                let Some(nx) = txr.desc_next(id) else {
+                    break;
+                };
+                id = nx;
+                let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
+                let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
+                self.tx.release_in_stack(&mut c, id);
+                if pfn != NO_PAGE {
+                    f(pfn, tag & !TX_CHAIN_TAG);
+                    n += 1;
+                }
             }
         }
         self.tx_chains = self.tx_chains.saturating_sub(1);
@@ -1333,6 +1379,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     ) -> (usize, usize) {
         let mut c = self.tx.cursor();
         let txr = self.tx.rings();
+        let ind = self.tx.indirect();
+        // With indirect frames the ring may be in in-order mode: each completion is checked
+        // against the oldest descriptor in flight, and the first that differs rebuilds the
+        // free stack (as `tx_reclaim_into`'s in-order loop does).
+        let mut in_order = self.tx.is_in_order();
         let ready = self.tx_ready(&c, room.len());
         let cap = room.len();
         // A frame whose head is the `n`-th page fits wholly in `room` while `n < fits`.
@@ -1346,8 +1397,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 continue;
             };
             let mut id = id as u16;
-            // A valid id not yet completed was taken off the free stack: there is a slot.
-            self.tx.release_nth(&c, k, id);
+            if in_order && usize::from(id) != self.tx.oldest_in_flight_at(&c, k) {
+                let (avail_idx, nfree) = SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&c);
+                self.tx.materialize_free(avail_idx, nfree + k);
+                in_order = false;
+            }
+            if !in_order {
+                // A valid id not yet completed was taken off the free stack: there is a slot.
+                self.tx.release_nth(&c, k, id);
+            }
             k += 1;
             heads += 1;
             let chain = done.owner & TX_CHAIN_TAG != 0;
@@ -1374,6 +1432,16 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             unsafe { *room.get_unchecked_mut(n) = done.pfn };
             n += 1;
             if chain {
+                if let (Some(m), Some(ind)) = (txr.desc_indirect(id), ind) {
+                    // An indirect frame: its other pages from the head's table (§2.7.5.3).
+                    for j in 1..m.min(MAX_FRAME_BUFFERS) {
+                        // SAFETY: at most MAX_FRAME_BUFFERS pages per frame, and
+                        // `n + MAX_FRAME_BUFFERS <= cap` held at its head.
+                        unsafe { *room.get_unchecked_mut(n) = Pfn::from_addr(ind.addr(id, j)) };
+                        n += 1;
+                    }
+                    continue;
+                }
                 // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head.
                 for _ in 1..MAX_FRAME_BUFFERS {
                     let Some(nx) = txr.desc_next(id) else {
@@ -1432,6 +1500,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         put(head_pfn);
         let mut id = head;
         let txr = self.tx.rings();
+        if let (true, Some(m), Some(ind)) = (chain, txr.desc_indirect(head), self.tx.indirect()) {
+            // An indirect frame: its other pages from the head's table (§2.7.5.3).
+            for j in 1..m.min(MAX_FRAME_BUFFERS) {
+                put(Pfn::from_addr(ind.addr(head, j)));
+            }
+            return (n, o);
+        }
         for _ in 1..if chain { MAX_FRAME_BUFFERS } else { 1 } {
             let Some(nx) = txr.desc_next(id) else {
                 break;
