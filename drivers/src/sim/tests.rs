@@ -1415,8 +1415,8 @@ fn take_pages_finds_the_pages_of_indirect_frames_in_flight() {
     unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
     let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
     let (mut back, mut taken) = (Vec::new(), Vec::new());
-    // The first frame turns chain mode on (general path), the next three leave as indirect
-    // descriptors from the chain loop; none is completed.
+    // The first frame turns chain mode on (general path, `tx_chain`), the next three leave
+    // from the chain loop: all four as indirect descriptors; none is completed.
     for seed in [2u8, 4, 6, 8] {
         assert_eq!(da.deliver_rx_mrg(&long_frame(seed, 9014), 1), 1);
         let st = burst_of(&mut a, &mut b, &mut spare, 32, &mut back, &mut taken);
@@ -1425,9 +1425,10 @@ fn take_pages_finds_the_pages_of_indirect_frames_in_flight() {
     assert_eq!(b.tx_posted(), 12);
     assert_eq!(
         b.tx_free_slots(),
-        QUEUE_SIZE - 3 - 3,
-        "one chain, three indirect"
+        QUEUE_SIZE - 4,
+        "one indirect descriptor a frame (the general path's first too)"
     );
+    assert!(b.tx_in_order(), "indirect frames keep the ring in order");
     assert!(a.reset_device() && b.reset_device());
     let mut got = Vec::new();
     // SAFETY: both devices were reset just above.

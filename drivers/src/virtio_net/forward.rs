@@ -1117,7 +1117,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         if parts.is_empty() || parts.len() > MAX_FRAME_BUFFERS || owner & TX_CHAIN_TAG != 0 {
             return false;
         }
-        self.tx_leave_in_order();
         let mut descs = [(0u64, 0u32, false); MAX_FRAME_BUFFERS];
         for (i, &(pfn, len)) in parts.iter().enumerate() {
             let hdr = if i == 0 { NET_HDR_LEN } else { 0 };
@@ -1127,6 +1126,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             descs[i] = (pfn.addr(), (hdr + len) as u32, false);
         }
         let n = parts.len();
+        if n > 1 && self.tx.indirect().is_some() {
+            if self.tx.free_descs() == 0 {
+                return false;
+            }
+            // SAFETY: the caller's contract, passed on; one free descriptor (checked).
+            unsafe { self.tx_indirect(&descs[..n], parts[0].0, owner) };
+            return true;
+        }
+        self.tx_leave_in_order();
         let page = parts[0].0.addr() as usize as *mut u8;
         // SAFETY: the caller's page (contract); §5.1.6.2: a header of zeros asks for no
         // offload.
@@ -1153,6 +1161,40 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             self.tx_chains += 1;
         }
         true
+    }
+
+    /// [`VirtioNet::tx_chain`] on a ring with indirect tables (§2.7.5.3): the frame's `descs`
+    /// (2..=[`MAX_FRAME_BUFFERS`] device-readable buffers, the first, page `first`, starting
+    /// with the virtio-net header, zeroed here) in the table of the next free descriptor,
+    /// posted as one indirect descriptor in the next avail slot (the ring keeps in-order
+    /// mode), tagged `owner | TX_CHAIN_TAG`, published.
+    ///
+    /// # Safety
+    /// As [`VirtioNet::tx_chain`], and the ring has a free descriptor.
+    unsafe fn tx_indirect(&mut self, descs: &[(u64, u32, bool)], first: Pfn, owner: u32) {
+        let Some(ind) = self.tx.indirect() else {
+            return;
+        };
+        // SAFETY: the caller's page (contract); §5.1.6.2: a header of zeros asks for no
+        // offload.
+        unsafe { core::ptr::write_bytes(first.addr() as usize as *mut u8, 0, NET_HDR_LEN) };
+        let mut c = self.tx.cursor();
+        let a = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&c).0);
+        let id = self.tx.nth_free_at(&c, 0, a, self.tx.is_in_order());
+        let n = descs.len().min(MAX_FRAME_BUFFERS);
+        for (j, &(addr, len, _)) in descs[..n].iter().enumerate() {
+            ind.write(id, j, addr, len, j + 1 == n);
+        }
+        self.tx.rings().post_indirect_at(a, id, ind.phys(id), n);
+        SplitQueue::<H, QUEUE_SIZE>::staged(&mut c, 1, 1);
+        self.tx.set_cursor(c);
+        self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)] = TxDone {
+            pfn: first,
+            owner: owner | TX_CHAIN_TAG,
+        };
+        self.tx.publish();
+        self.tx_posted += n;
+        self.tx_chains += 1;
     }
 
     /// The rest of a TX frame of several pages whose head (descriptor `head`) the device
