@@ -986,7 +986,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
             return false;
         }
         let ind = Indirect {
-            phys: p as u64,
+            phys: p,
             virt: v.cast(),
         };
         self.indirect = Some((ind, p, v, pages));
