@@ -37,7 +37,7 @@
 //! goes idle after draining its queue does.
 
 use crate::virtio_net::{NetFeatures, DRIVER_FEATURES, NET_HDR_LEN, QUEUE_SIZE};
-use crate::virtqueue::{Desc, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE};
+use crate::virtqueue::{Desc, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE};
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
 use virtio_drivers::PhysAddr;
@@ -478,6 +478,11 @@ impl<'a> DeviceQueue<'a> {
             let Some(d) = self.desc(id) else {
                 return n;
             };
+            if d.flags & VIRTQ_DESC_F_INDIRECT != 0 {
+                // §2.7.5.3.2: the buffer is a table of `len / 16` descriptors, walked from
+                // its first through `next` (an index into the table); it ends the chain.
+                return n + for_each_indirect(d, &mut f);
+            }
             f(d);
             if d.flags & VIRTQ_DESC_F_NEXT == 0 {
                 return n + 1;
@@ -793,6 +798,36 @@ impl<'a> SimDevice<'a> {
         self.completed += done as u64;
         done
     }
+}
+
+/// [`DeviceQueue::for_each_desc`] inside the indirect table `d` describes (§2.7.5.3.2):
+/// `d.len / 16` descriptors at `d.addr`, from the first, following `VIRTQ_DESC_F_NEXT`
+/// (`next` indexes the table; at most that many, so a corrupt table cannot loop; an index
+/// past it ends the walk). Returns the descriptors visited.
+fn for_each_indirect(d: SimDesc, f: &mut impl FnMut(SimDesc)) -> usize {
+    let count = d.len as usize / 16;
+    let mut i = 0usize;
+    for n in 0..count {
+        if i >= count {
+            return n;
+        }
+        // SAFETY: entry `i < count` of a table of `count` descriptors the driver made
+        // available at `d.addr`, readable at its physical address per `DeviceQueue::new`'s
+        // contract; the driver does not change it while it is available (§2.7.13.1).
+        let e = unsafe { ((d.addr as usize) as *const Desc).add(i).read_volatile() };
+        let e = SimDesc {
+            addr: e.addr,
+            len: e.len,
+            flags: e.flags,
+            next: e.next,
+        };
+        f(e);
+        if e.flags & VIRTQ_DESC_F_NEXT == 0 {
+            return n + 1;
+        }
+        i = usize::from(e.next);
+    }
+    count
 }
 
 /// [`SimDevice::complete_tx`] for a frame spread over several descriptors: copy the chain's

@@ -89,6 +89,7 @@ pub const MAX_FRAME_LEN: usize = PAGE_SIZE - NET_HDR_LEN;
 /// leaves room for a device MTU a little above. Frames of more buffers are dropped and
 /// counted `too_big`.
 pub const MAX_FRAME_BUFFERS: usize = 4;
+const _: () = assert!(MAX_FRAME_BUFFERS == crate::virtqueue::INDIRECT_MAX);
 
 /// Largest frame (no FCS) the fused burst forwards: [`MAX_FRAME_BUFFERS`] pages less the
 /// virtio-net header, 16,372 bytes.
@@ -175,12 +176,15 @@ impl core::fmt::Display for FeatureNames {
     }
 }
 
-/// What the driver asks for. Not INDIRECT_DESC (one descriptor per buffer already; indirect
-/// tables would need a heap allocation per packet in `virtio-drivers`), not checksum or GSO
-/// offloads (frames are forwarded as received, fully checksummed).
+/// What the driver asks for. `VIRTIO_F_INDIRECT_DESC` (§2.7.5.3) for frames of several
+/// pages on TX: each takes one ring descriptor and one avail slot, its pages in a
+/// preallocated table of that descriptor ([`crate::virtqueue::Indirect`]), so the TX ring
+/// stays in in-order mode. Not checksum or GSO offloads (frames are forwarded as received,
+/// fully checksummed).
 pub const DRIVER_FEATURES: NetFeatures = NetFeatures::MAC
     .union(NetFeatures::MTU)
     .union(NetFeatures::MRG_RXBUF)
+    .union(NetFeatures::RING_INDIRECT_DESC)
     .union(NetFeatures::RING_EVENT_IDX)
     .union(NetFeatures::VERSION_1);
 
@@ -548,6 +552,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // TX posts and reclaims in avail order while the device completes in order (QEMU's
         // does); the RX ring re-posts each id in place and keeps its free stack.
         tx.enable_in_order();
+        // Frames of several pages go out as one indirect descriptor each (§2.7.5.3) when the
+        // device offers `VIRTIO_F_INDIRECT_DESC` (QEMU's does), else as descriptor chains.
+        if features.contains(NetFeatures::RING_INDIRECT_DESC) {
+            tx.enable_indirect();
+        }
         Self {
             transport: owner.0,
             _ctrl: owner.1,
@@ -1117,7 +1126,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 first[0] = done;
                 let mut k = 0;
                 let c = self.tx.cursor();
-                let (c, _) = self.tx_chain_rest(c, id as u16, done.owner, |pfn, owner| {
+                let (c, _) = self.tx_chain_rest(c, id as u16, done.owner, &mut |pfn, owner| {
                     if let Some(o) = rest.get_mut(k) {
                         *o = TxDone { pfn, owner };
                         k += 1;
@@ -1233,10 +1242,21 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 f(pfn);
             }
         }
-        for slot in self.tx_pages.iter_mut() {
+        let (txr, ind) = (self.tx.rings(), self.tx.indirect());
+        for (id, slot) in self.tx_pages.iter_mut().enumerate() {
             let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
-            if pfn != NO_PAGE {
-                f(pfn);
+            if pfn == NO_PAGE {
+                continue;
+            }
+            f(pfn);
+            if slot.owner & TX_CHAIN_TAG == 0 {
+                continue;
+            }
+            if let (Some(m), Some(ind)) = (txr.desc_indirect(id as u16), ind) {
+                // An indirect frame's other pages are in its table only (§2.7.5.3).
+                for j in 1..m.min(MAX_FRAME_BUFFERS) {
+                    f(Pfn::from_addr(ind.addr(id as u16, j)));
+                }
             }
         }
         let chain = core::mem::take(&mut self.rx_chain);

@@ -27,6 +27,12 @@ use virtio_drivers::{BufferDirection, Hal, PhysAddr, PAGE_SIZE};
 pub(crate) const VIRTQ_DESC_F_NEXT: u16 = 1;
 /// §2.7.5: `VIRTQ_DESC_F_WRITE`, the device writes into this buffer.
 pub(crate) const VIRTQ_DESC_F_WRITE: u16 = 2;
+/// §2.7.5.3: `VIRTQ_DESC_F_INDIRECT`, the buffer is a table of descriptors (needs
+/// `VIRTIO_F_INDIRECT_DESC`, §6).
+pub(crate) const VIRTQ_DESC_F_INDIRECT: u16 = 4;
+/// Descriptors per indirect table ([`Indirect`]): the driver's largest frame, in pages
+/// (`virtio_net::MAX_FRAME_BUFFERS`).
+pub const INDIRECT_MAX: usize = 4;
 /// §2.7.6: `VIRTQ_AVAIL_F_NO_INTERRUPT`, used when EVENT_IDX is not negotiated.
 const VIRTQ_AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// §2.7.8: `VIRTQ_USED_F_NO_NOTIFY`, the device does not want kicks (without EVENT_IDX).
@@ -240,6 +246,41 @@ impl<const N: usize> Rings<N> {
         (w >> 32 & u64::from(VIRTQ_DESC_F_NEXT) != 0).then_some((w >> 48) as u16)
     }
 
+    /// Post ring descriptor `id` as an indirect table of `n` descriptors at physical address
+    /// `table` (§2.7.5.3: `VIRTQ_DESC_F_INDIRECT`, `len` 16 bytes per descriptor) at avail
+    /// position `a` (carried by the caller), as [`Rings::post_at`] posts a buffer.
+    #[inline(always)]
+    pub fn post_indirect_at(&self, a: usize, id: u16, table: u64, n: usize) {
+        let id = id & (N as u16 - 1);
+        let slot = a & (N - 1);
+        // SAFETY: as `post_at`: `id < N` (masked), a free descriptor the device does not
+        // read; the avail slot is masked into the ring; plain stores.
+        unsafe {
+            let d = self.desc.add(usize::from(id)).as_ptr();
+            (&raw mut (*d).addr).write(table);
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write((16 * n) as u64 | u64::from(VIRTQ_DESC_F_INDIRECT) << 32);
+            self.avail().add(2 + slot).write(id);
+        }
+    }
+
+    /// How many descriptors the indirect table behind ring descriptor `id` has, as the driver
+    /// posted it ([`Rings::post_indirect_at`]), or `None` if `id` is not an indirect
+    /// descriptor. One 8-byte load: the device never writes the table.
+    #[inline(always)]
+    pub fn desc_indirect(&self, id: u16) -> Option<usize> {
+        let id = id & (N as u16 - 1);
+        // SAFETY: `id < N` (masked); the table lives as long as the queue and only the driver
+        // writes it.
+        let w = unsafe {
+            (&raw const (*self.desc.add(usize::from(id)).as_ptr()).len)
+                .cast::<u64>()
+                .read()
+        };
+        (w >> 32 & u64::from(VIRTQ_DESC_F_INDIRECT) != 0).then_some((w as u32 / 16) as usize)
+    }
+
     /// [`SplitQueue::push_nth`]'s stores for descriptor `id` (from [`SplitQueue::nth_free`])
     /// as the burst's `t`-th available entry.
     #[inline(always)]
@@ -254,6 +295,69 @@ impl<const N: usize> Rings<N> {
             (&raw mut (*d).len).cast::<u64>().write(u64::from(len));
             self.avail().add(2 + slot).write(id);
         }
+    }
+}
+
+/// A TX queue's indirect descriptor tables (VIRTIO 1.2 §2.7.5.3, `VIRTIO_F_INDIRECT_DESC`):
+/// one table of `M` descriptors (16 bytes each) per ring descriptor, in one DMA allocation
+/// that lives as long as the queue ([`SplitQueue::enable_indirect`]). A frame of several
+/// pages posted on ring descriptor `id` describes its pages in table `id` and takes one
+/// descriptor and one avail slot, like a one-page frame ([`Rings::post_indirect_at`]), so the
+/// ring stays in in-order mode. The device only reads the tables (§2.7.5.3.1: it must not
+/// write an indirect descriptor), so the driver reads its own page addresses back from them
+/// on completion.
+#[derive(Copy, Clone, Debug)]
+pub struct Indirect<const N: usize, const M: usize> {
+    /// Physical address of table 0.
+    phys: u64,
+    /// Table 0, `N * M` descriptors.
+    virt: NonNull<Desc>,
+}
+
+impl<const N: usize, const M: usize> Indirect<N, M> {
+    /// Bytes of the `N` tables.
+    const BYTES: usize = 16 * M * N;
+
+    /// Descriptor `j < M` of table `id` (masked into the tables).
+    #[inline(always)]
+    fn at(&self, id: u16, j: usize) -> *mut Desc {
+        // SAFETY: `(id mod N) * M + (j mod M) < N * M`: inside the allocation.
+        unsafe { self.virt.add(usize::from(id) % N * M + j % M).as_ptr() }
+    }
+
+    /// Physical address of table `id` (`id` masked into the ring).
+    #[inline(always)]
+    pub fn phys(&self, id: u16) -> u64 {
+        self.phys + (16 * M * (usize::from(id) % N)) as u64
+    }
+
+    /// Write descriptor `j` of table `id`: a device-readable buffer at `addr`, `len` bytes,
+    /// continuing in descriptor `j + 1` of the same table unless `last` (§2.7.5.3.2: `next`
+    /// indexes the table). Two plain stores, seen by the device after the ring's publish.
+    /// The caller owns ring descriptor `id` (not available to the device).
+    #[inline(always)]
+    pub fn write(&self, id: u16, j: usize, addr: u64, len: u32, last: bool) {
+        let (flags, next) = if last {
+            (0u64, 0u64)
+        } else {
+            (u64::from(VIRTQ_DESC_F_NEXT), (j as u64 + 1) % M as u64)
+        };
+        let d = self.at(id, j);
+        // SAFETY: inside the tables (`at`); ring descriptor `id` is the driver's, so the
+        // device does not read its table now.
+        unsafe {
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write(u64::from(len) | flags << 32 | next << 48);
+        }
+    }
+
+    /// The buffer address descriptor `j` of table `id` holds, as the driver wrote it.
+    #[inline(always)]
+    pub fn addr(&self, id: u16, j: usize) -> u64 {
+        // SAFETY: inside the tables (`at`); only the driver writes them.
+        unsafe { (&raw const (*self.at(id, j)).addr).read() }
     }
 }
 
@@ -282,6 +386,9 @@ pub struct SplitQueue<H: Hal, const N: usize> {
     in_order: bool,
     /// Whether the queue may be in in-order mode at all (set once, for TX queues).
     in_order_ok: bool,
+    /// Indirect tables ([`SplitQueue::enable_indirect`]), with their allocation (physical,
+    /// virtual, pages).
+    indirect: Option<(Indirect<N, INDIRECT_MAX>, PhysAddr, NonNull<u8>, usize)>,
     _hal: core::marker::PhantomData<H>,
 }
 
@@ -340,6 +447,7 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
             event_idx,
             in_order: false,
             in_order_ok: false,
+            indirect: None,
             _hal: core::marker::PhantomData,
         };
         q.suppress_interrupts();
@@ -864,6 +972,33 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         }
     }
 
+    /// Give this queue indirect descriptor tables ([`Indirect`], §2.7.5.3), once the driver
+    /// negotiated `VIRTIO_F_INDIRECT_DESC` (§6): one DMA allocation of `16 *
+    /// INDIRECT_MAX * N` bytes (16 KiB for 256 descriptors). Returns whether the queue has
+    /// them (no memory: it goes on without, frames of several pages as descriptor chains).
+    pub fn enable_indirect(&mut self) -> bool {
+        if self.indirect.is_some() {
+            return true;
+        }
+        let pages = Indirect::<N, INDIRECT_MAX>::BYTES.div_ceil(PAGE_SIZE);
+        let (p, v) = H::dma_alloc(pages, BufferDirection::DriverToDevice);
+        if p == 0 {
+            return false;
+        }
+        let ind = Indirect {
+            phys: p,
+            virt: v.cast(),
+        };
+        self.indirect = Some((ind, p, v, pages));
+        true
+    }
+
+    /// The queue's indirect tables, if [`SplitQueue::enable_indirect`] gave it some.
+    #[inline(always)]
+    pub fn indirect(&self) -> Option<Indirect<N, INDIRECT_MAX>> {
+        self.indirect.map(|(i, ..)| i)
+    }
+
     /// Allow in-order mode on this queue (a TX queue: one descriptor per avail slot, except
     /// chains) and enter it now if every descriptor is free. In-order mode needs no
     /// `VIRTIO_F_IN_ORDER` (§2.7.3, which QEMU 7.2's virtio-net does not offer): each used
@@ -971,6 +1106,10 @@ impl<H: Hal, const N: usize> Drop for SplitQueue<H, N> {
         for (p, v, pages) in self.dma {
             // SAFETY: allocations made in `new`; the device was reset before the queue is
             // dropped (see the module docs), so nothing accesses them any more.
+            unsafe { H::dma_dealloc(p, v, pages) };
+        }
+        if let Some((_, p, v, pages)) = self.indirect.take() {
+            // SAFETY: the allocation `enable_indirect` made; the device was reset (above).
             unsafe { H::dma_dealloc(p, v, pages) };
         }
     }

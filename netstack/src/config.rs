@@ -245,7 +245,9 @@ pub const PORTS: usize = 2;
 pub const DEFAULT_PEER0: MacAddr = MacAddr([0x02, 0, 0, 0, 0x0a, 0x02]);
 /// Default peer MAC behind port 1: `02:00:00:00:0b:02`.
 pub const DEFAULT_PEER1: MacAddr = MacAddr([0x02, 0, 0, 0, 0x0b, 0x02]);
-/// Default RX burst (frames popped per port per poll iteration), as testpmd's default 32.
+/// Default RX burst (frames taken per port per poll iteration), as testpmd's default 32. A
+/// frame the device spread over several RX buffers (`VIRTIO_NET_F_MRG_RXBUF`, VIRTIO 1.2
+/// §5.1.6.4) counts once, as DPDK's `rte_eth_rx_burst` counts packets.
 pub const DEFAULT_BURST: usize = 32;
 /// Largest accepted burst: the virtqueue size (256 descriptors).
 pub const MAX_BURST: usize = 256;
@@ -289,7 +291,10 @@ pub struct Config {
     pub mode: Mode,
     /// `peer0=MAC`, `peer1=MAC`: the next hop's MAC behind each port.
     pub peer: [MacAddr; PORTS],
-    /// `burst=N`: RX burst per port per poll iteration, 1..=256 (default 32).
+    /// `burst=N`: RX burst per port per poll iteration in frames, 1..=256 (default 32): a
+    /// frame of several RX buffers (VIRTIO 1.2 §5.1.6.4) counts once, bounded by the used
+    /// elements in the ring and the TX ring's free descriptors (the first burst that meets
+    /// such a frame, and `xcore=on`, count buffers).
     pub burst: usize,
     /// `log=error|warn|info|debug` (default `info`).
     pub log: LogLevel,

@@ -817,9 +817,20 @@ fn jumbo_burst<'s>(
 /// Frames of 1 to 4 pages (9,014 bytes: a 9,000-byte MTU), mixed with small ones, go from A's
 /// RX to B's TX as descriptor chains of the very pages they came in, in order, past the
 /// 16-bit index wrap; completions bring every page back (into the pool's room and through
-/// the chain path), none leaks.
-fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
-    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+/// the chain path), none leaks. `indirect`: the devices offer `VIRTIO_F_INDIRECT_DESC`
+/// (§2.7.5.3), so the chain loop posts each frame as one indirect descriptor and B's TX ring
+/// is back in in-order mode once the first frame's descriptor chain (the general path's) is
+/// long reclaimed; without, every frame is a descriptor chain and the ring stays out of it.
+fn jumbo_forward_many(rounds: usize, reclaim_into: bool, indirect: bool) {
+    let features = if indirect {
+        SIM_FEATURES
+    } else {
+        SIM_FEATURES & !NetFeatures::RING_INDIRECT_DESC.bits()
+    };
+    let (sa, sb) = (
+        SimShared::with_features(MAC, features),
+        SimShared::with_features([2, 0, 0, 0, 0, 2], features),
+    );
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
     let pages = Pages::new(2 * QUEUE_SIZE);
     // SAFETY: fresh pages, ours until they come back.
@@ -849,6 +860,9 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
         }
         seen.clear();
         let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+        if round >= 16 {
+            assert_eq!(b.tx_in_order(), indirect, "round {round}: in-order mode");
+        }
         let bytes: usize = sizes.iter().sum();
         let bufs: usize = sizes
             .iter()
@@ -913,13 +927,19 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool) {
 
 #[test]
 fn jumbo_frames_leave_as_chains_through_reclaim_into() {
-    jumbo_forward_many(100, true);
+    jumbo_forward_many(100, true, true);
+}
+
+#[test]
+fn jumbo_frames_leave_as_descriptor_chains_without_indirect_tables() {
+    jumbo_forward_many(100, true, false);
+    jumbo_forward_many(100, false, false);
 }
 
 #[test]
 fn jumbo_frames_leave_as_chains_through_reclaim_and_wrap() {
     // 8 frames, 17 buffers a round: 70,000 buffers wrap both rings' indices.
-    jumbo_forward_many(4200, false);
+    jumbo_forward_many(4200, false, true);
 }
 
 #[test]
@@ -1309,6 +1329,123 @@ fn the_chain_loop_undoes_a_frame_it_cannot_refill() {
     assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
 }
 
+/// One fused burst from `a` to `b` (owner tag 9) of at most `max` frames, with [`CutOps`]
+/// forwarding every frame whole.
+fn burst_of<'s>(
+    a: &mut Nic<'s>,
+    b: &mut Nic<'s>,
+    spare: &mut Vec<Pfn>,
+    max: usize,
+    back: &mut Vec<(Pfn, GiveBack)>,
+    taken: &mut Vec<Pfn>,
+) -> BurstStats {
+    let ops = CutOps {
+        spare,
+        cut: usize::MAX,
+        back,
+        taken,
+    };
+    // SAFETY: the ops' pages are the test's spares and go to A's RX ring; forwarded pages
+    // become B's until reclaimed.
+    unsafe { a.forward_burst(b, max, 9, move || ops) }
+}
+
+/// In the chain loop the burst's budget counts frames, not used elements (as DPDK's
+/// `rte_eth_rx_burst` counts packets): a burst of `max = 2` takes two frames of three buffers
+/// each (six used elements), the others wait in the used ring for the next bursts, nothing
+/// is dropped, and they leave in order; no page is lost.
+#[test]
+fn the_chain_loop_counts_frames_against_the_burst() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    // Chain mode on: a first frame through the general path (which counts used elements).
+    assert_eq!(da.deliver_rx_mrg(&long_frame(2, 9014), 1), 1);
+    let st = burst_of(&mut a, &mut b, &mut spare, 3, &mut back, &mut taken);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (3, 1, 1));
+    // Five frames of three buffers: bursts of two frames take six elements, then six, then
+    // the last three.
+    let seeds = [4u8, 6, 8, 10, 12];
+    for seed in seeds {
+        assert_eq!(da.deliver_rx_mrg(&long_frame(seed, 9014), 1), 1);
+    }
+    for want in [2usize, 2, 1] {
+        let st = burst_of(&mut a, &mut b, &mut spare, 2, &mut back, &mut taken);
+        assert_eq!(
+            st,
+            BurstStats {
+                buffers: 3 * want,
+                rx_frames: want,
+                rx_bytes: 9014 * want as u64,
+                tx_frames: want,
+                tx_bytes: 9014 * want as u64,
+            },
+            "a burst of {want} frames"
+        );
+    }
+    let st = burst_of(&mut a, &mut b, &mut spare, 2, &mut back, &mut taken);
+    assert_eq!(st, BurstStats::default(), "nothing left");
+    let mut got = Vec::new();
+    assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), 6);
+    for (f, seed) in got.iter().zip([2u8, 4, 6, 8, 10, 12]) {
+        assert_eq!(f[..], long_frame(seed, 9014)[..], "seed {seed}");
+    }
+    let mut room = vec![Pfn(0); QUEUE_SIZE];
+    let (n, total) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("all tagged 9"));
+    assert_eq!((n, total), (18, 6));
+    assert!(back.is_empty() && taken.is_empty());
+    a.rx_publish();
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    let held = spare.len() + n + a.rx_posted();
+    assert_eq!(held, 2 * QUEUE_SIZE, "no page lost");
+}
+
+/// Frames of several pages still on the TX ring as indirect descriptors (§2.7.5.3) when the
+/// device is reset: `take_pages` finds every page, the ones only the indirect tables name
+/// too, each once.
+#[test]
+fn take_pages_finds_the_pages_of_indirect_frames_in_flight() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, _db)) = (up(&sa), up(&sb));
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    // The first frame turns chain mode on (general path, `tx_chain`), the next three leave
+    // from the chain loop: all four as indirect descriptors; none is completed.
+    for seed in [2u8, 4, 6, 8] {
+        assert_eq!(da.deliver_rx_mrg(&long_frame(seed, 9014), 1), 1);
+        let st = burst_of(&mut a, &mut b, &mut spare, 32, &mut back, &mut taken);
+        assert_eq!(st.tx_frames, 1, "seed {seed}");
+    }
+    assert_eq!(b.tx_posted(), 12);
+    assert_eq!(
+        b.tx_free_slots(),
+        QUEUE_SIZE - 4,
+        "one indirect descriptor a frame (the general path's first too)"
+    );
+    assert!(b.tx_in_order(), "indirect frames keep the ring in order");
+    assert!(a.reset_device() && b.reset_device());
+    let mut got = Vec::new();
+    // SAFETY: both devices were reset just above.
+    unsafe {
+        a.take_pages(|p| got.push(p));
+        b.take_pages(|p| got.push(p));
+    }
+    got.extend_from_slice(&spare);
+    got.sort_by_key(|p| p.0);
+    let n = got.len();
+    got.dedup();
+    assert_eq!(got.len(), n, "no page twice");
+    assert_eq!(n, 2 * QUEUE_SIZE, "every page found");
+    assert!(back.is_empty() && taken.is_empty());
+}
+
 /// The boot log's feature list: the negotiated names joined by `|`, nothing for no bits, and
 /// what a device really negotiates (the sim offers `VIRTIO_NET_F_MTU` too, as QEMU does with
 /// `host_mtu=`).
@@ -1323,6 +1460,6 @@ fn feature_names_are_the_negotiated_bits_joined_by_bars() {
     let (nic, _dev) = up(&shared);
     assert_eq!(
         FeatureNames(nic.features()).to_string(),
-        "MTU|MAC|MRG_RXBUF|RING_EVENT_IDX|VERSION_1"
+        "MTU|MAC|MRG_RXBUF|RING_INDIRECT_DESC|RING_EVENT_IDX|VERSION_1"
     );
 }

@@ -303,7 +303,8 @@ fn tx_full(pfn: Pfn, len: usize, ops: &mut impl ForwardOps, rare: &mut Rare) {
 }
 
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
-    /// Receive up to `max` buffers on this handle's RX queue and transmit the frames the
+    /// Receive up to `max` frames on this handle's RX queue (buffers, until a frame of several
+    /// buffers turns on the chain-aware loop, which counts such a frame once) and transmit the frames the
     /// [`ForwardOps`] made by `ops` (only when a buffer is waiting) forward on `tx`'s TX queue, zero copy, each tagged with `owner` (handed back by
     /// [`VirtioNet::tx_reclaim`]; the dataplane uses the page_pool id the pages came from).
     /// Each emptied RX slot is re-posted at once with a page from [`ForwardOps::rx_page`];
@@ -397,8 +398,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// one): the general run first if a frame is half collected, then
     /// [`VirtioNet::forward_run_chains`]; what it leaves (a malformed buffer, a frame not yet
     /// whole in the used ring, the TX ring full) goes to the general run, and a frame the
-    /// burst's budget cut waits in the used ring for the next burst. A burst of one-page
-    /// frames only ends the mode.
+    /// burst's budget cut waits in the used ring for the next burst. `ready` is the burst's
+    /// budget in frames (a frame of several buffers counts once, as DPDK's
+    /// `rte_eth_rx_burst` counts packets), over the used elements in the ring now (read
+    /// again here). A burst of one-page frames only ends the mode.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -412,26 +415,33 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ops: &mut O,
     ) -> BurstStats {
         let mut st = BurstStats::default();
-        let mut left = ready;
+        // `ready` counts frames here, not used elements (as `rte_eth_rx_burst`'s `nb_pkts`
+        // counts packets, a mergeable chain once): a frame of `k` buffers counts once against
+        // the burst. The used elements the frames may take are those in the used ring now
+        // (`used->idx` read again: the cold path; at least the `ready` the caller saw).
+        let mut left = self.rx.used_ready(&self.rx.cursor());
         let mut multi = false;
-        while left > 0 {
+        while left > 0 && st.rx_frames < ready {
+            let frames_left = ready - st.rx_frames;
             if self.rx_chain.n == 0 && self.rx_skip == 0 {
-                // SAFETY: the caller's contract, passed on.
-                let run = unsafe { self.forward_run_chains(tx, left, owner, ops) };
+                // SAFETY: the caller's contract, passed on (`left` used elements are there).
+                let run = unsafe { self.forward_run_chains(tx, left, frames_left, owner, ops) };
                 st.add(&run.stats);
                 multi |= run.multi;
                 left -= run.taken;
-                if left == 0 || run.budget {
+                if left == 0 || run.budget || st.rx_frames >= ready {
                     break;
                 }
             }
             // A frame half collected, or something the chain loop does not handle: one
             // general run for the rest (it also collects a frame not yet whole in the used
-            // ring), and the frame it completed, if any.
+            // ring), and the frame it completed, if any. It counts used elements, so it gets
+            // no more of them than the burst has frames left: never more frames than that.
+            let take = left.min(ready - st.rx_frames);
             // SAFETY: the caller's contract, passed on.
-            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
+            let (run, stop) = unsafe { self.forward_run::<O, false>(tx, take, owner, ops, false) };
             st.add(&run);
-            left -= if stop > 0 { stop } else { left };
+            left -= if stop > 0 { stop } else { take };
             if self.rx_chain.n > 0 && self.rx_skip == 0 {
                 self.forward_chain(tx, owner, ops, &mut st);
             }
@@ -456,10 +466,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// entry for the chain's head (§2.7.13). A verdict other than a whole `Forward` (a cut, a
     /// frame the dataplane took) is settled out of line (`chain_verdict`). The loop carries
     /// ring positions (used, RX avail, TX avail, descriptors taken), the bytes received and
-    /// the frames seen; every other count follows from them after the loop. It also stops
-    /// before a frame the TX ring has no room for or one not whole in the used ring, leaving
-    /// it to the general run; a frame the burst's budget (`ready`) cut after at least one
-    /// frame ends the burst instead ([`ChainRun::budget`]).
+    /// the frames seen; every other count follows from them after the loop. It takes at most
+    /// `max_frames` frames (the burst's budget counts frames: a frame of `k` buffers once)
+    /// out of the `ready` used elements known to be there. It stops before the frame past
+    /// that budget, one not whole in the used ring, or one the TX ring has no descriptors for:
+    /// after at least one frame that ends the burst and the frame waits in the used ring
+    /// ([`ChainRun::budget`]); as the run's first frame it is left to the general run.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -467,12 +479,19 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         ready: usize,
+        max_frames: usize,
         owner: u32,
         ops: &mut O,
     ) -> ChainRun {
-        // Chains take several descriptors per avail slot: the TX ring leaves in-order mode
-        // (it comes back once no chain is in flight and every descriptor is free).
-        tx.tx_leave_in_order();
+        // With indirect tables (§2.7.5.3) a frame takes one descriptor and one avail slot, as
+        // a one-page frame: the TX ring keeps its mode. Without, chains take several
+        // descriptors per avail slot: the ring leaves in-order mode (it comes back once no
+        // chain is in flight and every descriptor is free).
+        let ind = tx.tx.indirect();
+        if ind.is_none() {
+            tx.tx_leave_in_order();
+        }
+        let tx_in_order = tx.tx.is_in_order();
         let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
         let tx_free = SplitQueue::<H, QUEUE_SIZE>::cursor_free(&tc);
@@ -484,7 +503,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let ra0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&rc).0);
         let ta0 = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&tc).0);
         let end = u0 + ready;
-        let (mut u, mut ra, mut ta, mut d) = (u0, ra0, ta0, 0);
+        // `pg` TX pages posted (`d` with chains; more with indirect tables).
+        let (mut u, mut ra, mut ta, mut d, mut pg) = (u0, ra0, ta0, 0, 0);
         let (mut rx_bytes, mut frames, mut chains, mut budget) = (0u64, 0, 0, false);
         'frames: while u < end {
             let (id0, used0) = rxr.pop_at(u);
@@ -505,11 +525,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     .read_unaligned()
             }))
             .max(1);
-            if k > MAX_FRAME_BUFFERS || d + k > tx_free {
+            if k > MAX_FRAME_BUFFERS {
                 break;
             }
-            if u + k > end {
-                // The rest of the frame is past the budget (or not in the used ring yet).
+            let descs = if ind.is_some() { 1 } else { k };
+            if u + k > end || d + descs > tx_free || frames == max_frames {
+                // The burst's frames are done, the rest of the frame is not in the used ring
+                // yet, or the TX ring has no room for its chain: after at least one frame the
+                // burst ends and the frame waits in the used ring; as the first, it is left
+                // to the general run.
                 budget = u > u0;
                 break;
             }
@@ -576,6 +600,33 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page0.add(8).cast::<u32>().write_unaligned(0);
             }
             lens[0] += NET_HDR_LEN as u16;
+            pg += m;
+            if let Some(ind) = ind {
+                // One descriptor per frame (`d == ta - ta0`), taken as the one-page loop
+                // takes it: in in-order mode the avail slot's own.
+                let id = tx.tx.nth_free_at(&tc, d, ta, tx_in_order);
+                let slot = usize::from(id) & (QUEUE_SIZE - 1);
+                if m == 1 {
+                    txr.post_at(ta, id, pfn0.addr(), u32::from(lens[0]));
+                    tx.tx_pages[slot] = TxDone { pfn: pfn0, owner };
+                } else {
+                    // Page `j` as descriptor `j` of the frame's table, linked to `j + 1`, the
+                    // last without a link (§2.7.5.3.2); the ring descriptor points at the
+                    // table.
+                    for j in 0..m {
+                        ind.write(id, j, pages[j].addr(), u32::from(lens[j]), j + 1 == m);
+                    }
+                    txr.post_indirect_at(ta, id, ind.phys(id), m);
+                    tx.tx_pages[slot] = TxDone {
+                        pfn: pfn0,
+                        owner: owner | TX_CHAIN_TAG,
+                    };
+                    chains += 1;
+                }
+                ta += 1;
+                d += 1;
+                continue;
+            }
             // The TX chain: page `j` as descriptor `x`, continuing in the burst's next free
             // one, the last without a link (§2.7.5). Not in-order: this run left the mode.
             let head_id = tx.tx.nth_free_any(&tc, d);
@@ -615,7 +666,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         if a > 0 {
             tx.tx.publish();
-            tx.tx_posted += d;
+            tx.tx_posted += pg;
             tx.tx_chains += chains;
         }
         ChainRun {
@@ -1066,7 +1117,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         if parts.is_empty() || parts.len() > MAX_FRAME_BUFFERS || owner & TX_CHAIN_TAG != 0 {
             return false;
         }
-        self.tx_leave_in_order();
         let mut descs = [(0u64, 0u32, false); MAX_FRAME_BUFFERS];
         for (i, &(pfn, len)) in parts.iter().enumerate() {
             let hdr = if i == 0 { NET_HDR_LEN } else { 0 };
@@ -1076,6 +1126,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             descs[i] = (pfn.addr(), (hdr + len) as u32, false);
         }
         let n = parts.len();
+        if n > 1 && self.tx.indirect().is_some() {
+            if self.tx.free_descs() == 0 {
+                return false;
+            }
+            // SAFETY: the caller's contract, passed on; one free descriptor (checked).
+            unsafe { self.tx_indirect(&descs[..n], parts[0].0, owner) };
+            return true;
+        }
+        self.tx_leave_in_order();
         let page = parts[0].0.addr() as usize as *mut u8;
         // SAFETY: the caller's page (contract); §5.1.6.2: a header of zeros asks for no
         // offload.
@@ -1104,36 +1163,81 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         true
     }
 
-    /// The rest of a TX chain whose head (descriptor `head`) the device completed: release its
-    /// other descriptors into the cursor `c` (taken and given back by value, so a caller's
-    /// loop keeps its cursor in registers) and hand their pages to `f` with the chain's owner
-    /// tag. Returns the cursor and how many pages. Inlined: the chain completion loop
-    /// (`tx_reclaim_into_chains`) is the jumbo frames' hot path (an out-of-line call with a
-    /// closure cost ~70 instructions a frame).
-    #[inline(always)]
+    /// [`VirtioNet::tx_chain`] on a ring with indirect tables (§2.7.5.3): the frame's `descs`
+    /// (2..=[`MAX_FRAME_BUFFERS`] device-readable buffers, the first, page `first`, starting
+    /// with the virtio-net header, zeroed here) in the table of the next free descriptor,
+    /// posted as one indirect descriptor in the next avail slot (the ring keeps in-order
+    /// mode), tagged `owner | TX_CHAIN_TAG`, published.
+    ///
+    /// # Safety
+    /// As [`VirtioNet::tx_chain`], and the ring has a free descriptor.
+    unsafe fn tx_indirect(&mut self, descs: &[(u64, u32, bool)], first: Pfn, owner: u32) {
+        let Some(ind) = self.tx.indirect() else {
+            return;
+        };
+        // SAFETY: the caller's page (contract); §5.1.6.2: a header of zeros asks for no
+        // offload.
+        unsafe { core::ptr::write_bytes(first.addr() as usize as *mut u8, 0, NET_HDR_LEN) };
+        let mut c = self.tx.cursor();
+        let a = usize::from(SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&c).0);
+        let id = self.tx.nth_free_at(&c, 0, a, self.tx.is_in_order());
+        let n = descs.len().min(MAX_FRAME_BUFFERS);
+        for (j, &(addr, len, _)) in descs[..n].iter().enumerate() {
+            ind.write(id, j, addr, len, j + 1 == n);
+        }
+        self.tx.rings().post_indirect_at(a, id, ind.phys(id), n);
+        SplitQueue::<H, QUEUE_SIZE>::staged(&mut c, 1, 1);
+        self.tx.set_cursor(c);
+        self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)] = TxDone {
+            pfn: first,
+            owner: owner | TX_CHAIN_TAG,
+        };
+        self.tx.publish();
+        self.tx_posted += n;
+        self.tx_chains += 1;
+    }
+
+    /// The rest of a TX frame of several pages whose head (descriptor `head`) the device
+    /// completed: for an indirect frame (§2.7.5.3) the other pages from the head's table
+    /// (they hold no ring descriptor); for a descriptor chain its other descriptors released
+    /// into the cursor `c` (taken and given back by value, so a caller's loop keeps its
+    /// cursor in registers). Their pages go to `f` with the chain's owner tag. Returns the
+    /// cursor and how many pages. Out of line and cold: the jumbo frames' completion path is
+    /// `tx_reclaim_into_chains`; this serves `tx_reclaim` and `tx_complete`, whose one-page
+    /// loops keep their registers (the indirect arm inlined there cost the 64-byte path).
+    #[cold]
+    #[inline(never)]
     pub(super) fn tx_chain_rest(
         &mut self,
         mut c: Cursor,
         head: u16,
         tag: u32,
-        mut f: impl FnMut(Pfn, u32),
+        f: &mut impl FnMut(Pfn, u32),
     ) -> (Cursor, usize) {
         let mut n = 0;
-        let mut id = head;
-        // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head; the
-        // table's flags say where the chain ends (the device never writes them, §2.7.5).
         let txr = self.tx.rings();
-        for _ in 1..MAX_FRAME_BUFFERS {
-            let Some(nx) = txr.desc_next(id) else {
-                break;
-            };
-            id = nx;
-            let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
-            let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
-            self.tx.release_in_stack(&mut c, id);
-            if pfn != NO_PAGE {
-                f(pfn, tag & !TX_CHAIN_TAG);
+        if let (Some(m), Some(ind)) = (txr.desc_indirect(head), self.tx.indirect()) {
+            for j in 1..m.min(MAX_FRAME_BUFFERS) {
+                f(Pfn::from_addr(ind.addr(head, j)), tag & !TX_CHAIN_TAG);
                 n += 1;
+            }
+        } else {
+            // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head;
+            // the table's flags say where the chain ends (the device never writes them,
+            // §2.7.5).
+            let mut id = head;
+            for _ in 1..MAX_FRAME_BUFFERS {
+                let Some(nx) = txr.desc_next(id) else {
+                    break;
+                };
+                id = nx;
+                let slot = &mut self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)];
+                let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
+                self.tx.release_in_stack(&mut c, id);
+                if pfn != NO_PAGE {
+                    f(pfn, tag & !TX_CHAIN_TAG);
+                    n += 1;
+                }
             }
         }
         self.tx_chains = self.tx_chains.saturating_sub(1);
@@ -1317,6 +1421,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     ) -> (usize, usize) {
         let mut c = self.tx.cursor();
         let txr = self.tx.rings();
+        let ind = self.tx.indirect();
+        // With indirect frames the ring may be in in-order mode: each completion is checked
+        // against the oldest descriptor in flight, and the first that differs rebuilds the
+        // free stack (as `tx_reclaim_into`'s in-order loop does).
+        let mut in_order = self.tx.is_in_order();
         let ready = self.tx_ready(&c, room.len());
         let cap = room.len();
         // A frame whose head is the `n`-th page fits wholly in `room` while `n < fits`.
@@ -1330,8 +1439,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 continue;
             };
             let mut id = id as u16;
-            // A valid id not yet completed was taken off the free stack: there is a slot.
-            self.tx.release_nth(&c, k, id);
+            if in_order && usize::from(id) != self.tx.oldest_in_flight_at(&c, k) {
+                let (avail_idx, nfree) = SplitQueue::<H, QUEUE_SIZE>::cursor_parts(&c);
+                self.tx.materialize_free(avail_idx, nfree + k);
+                in_order = false;
+            }
+            if !in_order {
+                // A valid id not yet completed was taken off the free stack: there is a slot.
+                self.tx.release_nth(&c, k, id);
+            }
             k += 1;
             heads += 1;
             let chain = done.owner & TX_CHAIN_TAG != 0;
@@ -1358,6 +1474,16 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             unsafe { *room.get_unchecked_mut(n) = done.pfn };
             n += 1;
             if chain {
+                if let (Some(m), Some(ind)) = (txr.desc_indirect(id), ind) {
+                    // An indirect frame: its other pages from the head's table (§2.7.5.3).
+                    for j in 1..m.min(MAX_FRAME_BUFFERS) {
+                        // SAFETY: at most MAX_FRAME_BUFFERS pages per frame, and
+                        // `n + MAX_FRAME_BUFFERS <= cap` held at its head.
+                        unsafe { *room.get_unchecked_mut(n) = Pfn::from_addr(ind.addr(id, j)) };
+                        n += 1;
+                    }
+                    continue;
+                }
                 // The driver linked at most MAX_FRAME_BUFFERS - 1 descriptors after the head.
                 for _ in 1..MAX_FRAME_BUFFERS {
                     let Some(nx) = txr.desc_next(id) else {
@@ -1416,6 +1542,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         put(head_pfn);
         let mut id = head;
         let txr = self.tx.rings();
+        if let (true, Some(m), Some(ind)) = (chain, txr.desc_indirect(head), self.tx.indirect()) {
+            // An indirect frame: its other pages from the head's table (§2.7.5.3).
+            for j in 1..m.min(MAX_FRAME_BUFFERS) {
+                put(Pfn::from_addr(ind.addr(head, j)));
+            }
+            return (n, o);
+        }
         for _ in 1..if chain { MAX_FRAME_BUFFERS } else { 1 } {
             let Some(nx) = txr.desc_next(id) else {
                 break;
