@@ -19,6 +19,16 @@ type Nic<'a> = VirtioNet<HostHal, SimTransport<'a>>;
 
 const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 
+/// `2 * QUEUE_SIZE` fresh pages, the first half posted on `nic`'s RX ring and the second half
+/// returned as spares; the `Pages` frees them all on drop.
+fn filled_rx(nic: &mut Nic<'_>) -> (Pages, Vec<Pfn>) {
+    let pages = Pages::new(2 * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    unsafe { nic.rx_refill(&pages.0[..QUEUE_SIZE]) };
+    let spare = pages.0[QUEUE_SIZE..].to_vec();
+    (pages, spare)
+}
+
 /// Pages for RX buffers, freed on drop.
 struct Pages(Vec<Pfn>);
 
@@ -304,10 +314,7 @@ fn rings_wrap_past_65536_in_bursts_of_32() {
 fn forward_many_in_place(total: usize, k: usize) {
     let shared = SimShared::new(MAC);
     let (mut nic, mut dev) = up(&shared);
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { nic.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut nic);
     let mut out = rx_bufs();
     let mut back = vec![
         TxDone {
@@ -461,10 +468,7 @@ fn burst_with<'s, O: ForwardOps>(
 fn fused_forward_many(total: usize, k: usize) {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let (mut sent, mut seen, mut i) = (0usize, 0usize, 0usize);
     let mut room = vec![Pfn(0); QUEUE_SIZE];
     let mut out = Outside::default();
@@ -832,10 +836,7 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool, indirect: bool) {
         SimShared::with_features([2, 0, 0, 0, 0, 2], features),
     );
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let sizes = [
         9014usize,
         60,
@@ -946,10 +947,7 @@ fn jumbo_frames_leave_as_chains_through_reclaim_and_wrap() {
 fn jumbo_frames_are_dropped_by_a_dataplane_without_them_and_past_four_pages() {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let (mut back, mut seen) = (Vec::new(), Vec::new());
     // Default forward_multi: a 3-page frame given back, then a small frame goes on.
     assert_eq!(da.deliver_rx_mrg(&long_frame(1, 9014), 1), 1);
@@ -1000,10 +998,7 @@ fn jumbo_frames_are_dropped_by_a_dataplane_without_them_and_past_four_pages() {
 fn a_multi_buffer_frame_split_across_bursts_waits_for_its_last_buffer() {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let (mut back, mut seen) = (Vec::new(), Vec::new());
     let f = long_frame(7, 9014);
     assert_eq!(da.deliver_rx_mrg(&f, 1), 1);
@@ -1222,10 +1217,7 @@ fn cut_burst<'s>(
 fn the_chain_loop_sends_a_cut_frame_and_forgets_a_consumed_one() {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let (mut back, mut taken) = (Vec::new(), Vec::new());
     let cut = 5000;
     // First burst: the general path collects the frame and turns chain mode on.
@@ -1278,10 +1270,7 @@ fn the_chain_loop_sends_a_cut_frame_and_forgets_a_consumed_one() {
 fn the_chain_loop_undoes_a_frame_it_cannot_refill() {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let (mut back, mut taken) = (Vec::new(), Vec::new());
     // Chain mode on: a first frame through the general path.
     assert_eq!(da.deliver_rx_mrg(&long_frame(2, 9014), 1), 1);
@@ -1358,10 +1347,7 @@ fn burst_of<'s>(
 fn the_chain_loop_counts_frames_against_the_burst() {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
     let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let (mut back, mut taken) = (Vec::new(), Vec::new());
     // Chain mode on: a first frame through the general path (which counts used elements).
     assert_eq!(da.deliver_rx_mrg(&long_frame(2, 9014), 1), 1);
@@ -1411,10 +1397,7 @@ fn the_chain_loop_counts_frames_against_the_burst() {
 fn take_pages_finds_the_pages_of_indirect_frames_in_flight() {
     let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
     let ((mut a, mut da), (mut b, _db)) = (up(&sa), up(&sb));
-    let pages = Pages::new(2 * QUEUE_SIZE);
-    // SAFETY: fresh pages, ours until they come back.
-    unsafe { a.rx_refill(&pages.0[..QUEUE_SIZE]) };
-    let mut spare: Vec<Pfn> = pages.0[QUEUE_SIZE..].to_vec();
+    let (_pages, mut spare) = filled_rx(&mut a);
     let (mut back, mut taken) = (Vec::new(), Vec::new());
     // The first frame turns chain mode on (general path, `tx_chain`), the next three leave
     // from the chain loop: all four as indirect descriptors; none is completed.
