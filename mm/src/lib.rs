@@ -124,7 +124,7 @@ pub mod zone;
 pub use drain::{DrainAll, DrainError};
 pub use page::{Page, NO_POOL};
 pub use pcp::{BulkError, PerCpuPages, PCP_MAX_PAGES};
-pub use zone::{Watermarks, Zone};
+pub use zone::{Watermarks, Zone, DEFERRED_GROW_PAGES, MAX_DEFERRED_RANGES};
 
 /// log2 of the page size in bytes.
 pub const PAGE_SHIFT: u32 = 12;

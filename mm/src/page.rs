@@ -58,6 +58,34 @@ impl Page {
         Page::with_flags(0)
     }
 
+    /// Write every field in place as [`Page::new`] (`reserved`) or [`Page::new_free`] leaves
+    /// it: deferred `mem_map` initialisation ([`crate::Zone::defer_fresh_ranges`]) writes a
+    /// slot this way the first time, whatever the RAM under it held.
+    pub(crate) fn reinit(&self, reserved: bool) {
+        self.flags
+            .store(if reserved { PG_RESERVED } else { 0 }, Relaxed);
+        self.order.store(0, Relaxed);
+        self.refcount.store(0, Relaxed);
+        self.pool.store(NO_POOL, Relaxed);
+        self.next.store(NIL, Relaxed);
+        self.prev.store(NIL, Relaxed);
+        self.dma_addr.store(0, Relaxed);
+    }
+
+    /// A slot as unwritten RAM might leave it (host tests of deferred `mem_map`
+    /// initialisation): a free-block head of order 3 with live-looking links and counts.
+    #[cfg(test)]
+    pub(crate) fn garbage() -> Page {
+        let p = Page::with_flags(PG_BUDDY);
+        p.order.store(3, Relaxed);
+        p.refcount.store(7, Relaxed);
+        p.pool.store(5, Relaxed);
+        p.next.store(1, Relaxed);
+        p.prev.store(2, Relaxed);
+        p.dma_addr.store(0xdead_0000, Relaxed);
+        p
+    }
+
     /// A page with `flags`, refcount 0, no pool, on no list, `dma_addr` 0.
     const fn with_flags(flags: u8) -> Page {
         Page {

@@ -72,6 +72,38 @@ fn six_gib_guest_manages_ram_above_4_gib() {
         .find(|l| l.contains("paging: identity map 0-"))
         .unwrap_or_else(|| panic!("no paging line:\n{}", rig.tail()));
     assert!(paging.contains("0-8 GiB"), "{paging}");
+    // Deferred mem_map initialisation: the boot wrote the slots of the first 16 MiB of free RAM; cpu 0 writes
+    // and lists the rest after ready, every deferred free page once (the quit check below
+    // then finds every page of the boot count).
+    let deferred = lines
+        .iter()
+        .find(|l| l.contains(" free pages deferred"))
+        .map(|l| number_before(l, " free pages deferred"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no deferred line:
+{}",
+                rig.tail()
+            )
+        });
+    // 4096 free pages, and the rest of their 4 MiB block, are listed at boot.
+    assert!(
+        deferred <= managed - 4096 && deferred > managed - 4096 - 1024,
+        "{deferred} of {managed}"
+    );
+    let (_, done) = rig
+        .guest
+        .wait_for_line_from(
+            0,
+            |l| l.contains("deferred mem_map initialisation done"),
+            READY_TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("deferred init never finished: {e:#}\n{}", rig.tail()));
+    assert_eq!(
+        number_before(&done, " free pages listed after ready"),
+        deferred,
+        "{done}"
+    );
     let r = rig.run();
     assert_eq!(r.received, 2000, "{r:?}");
     let s = rig.quit();

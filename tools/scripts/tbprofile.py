@@ -45,6 +45,9 @@ def main():
                     help="the log is `-d exec,nochain`: count executions, not translations")
     ap.add_argument("--stop", default="gannet::arch::phases::report",
                     help="stop at the first block of the function with this prefix")
+    ap.add_argument("--start", default=None,
+                    help="count only from the first block of the function with this prefix "
+                         "(e.g. gannet::run::build_core for the cores phase)")
     ap.add_argument("--top", type=int, default=40)
     args = ap.parse_args()
 
@@ -62,6 +65,7 @@ def main():
     blocks = collections.Counter()
     insns = collections.Counter()
     pages = set()
+    started = args.start is None
     if args.exec:
         trace = re.compile(r"Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
         for line in open(args.log, errors="replace"):
@@ -71,6 +75,10 @@ def main():
             f = fn(int(m.group(1), 16))
             if f.startswith(args.stop):
                 break
+            if not started:
+                started = f.startswith(args.start)
+                if not started:
+                    continue
             blocks[f] += 1
         print(f"kernel blocks executed before {args.stop}: {sum(blocks.values())}")
         for f, n in blocks.most_common(args.top):
@@ -95,8 +103,13 @@ def main():
             if f.startswith(args.stop):
                 done = True
                 break
-            blocks[f] += 1
             first = False
+            if not started:
+                started = f.startswith(args.start)
+            if started:
+                blocks[f] += 1
+        if not started:
+            continue
         insns[f] += 1
         pages.add(addr >> 12)
     if not done:

@@ -82,6 +82,8 @@ pub struct Installed {
 /// [`GuardError`] when the zone runs out of pages for the tables.
 pub fn install(zone: &'static Zone, batch_pages: usize) -> Result<Installed, GuardError> {
     let t0 = crate::arch::time::rdtsc();
+    // The walk below reads every slot of the span: no mem_map initialisation is deferred.
+    zone.deferred_init_all();
     let (start, end) = (zone.start_pfn().addr(), zone.end_pfn().addr());
     let mut tables = 0;
     let mut a = start & !(paging::HUGE - 1);

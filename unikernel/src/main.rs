@@ -175,6 +175,10 @@ fn log_memory(mi: &mem::MemInfo) {
     // a user needs. Every boot-log byte is a host write under QEMU's 16550 (BENCHMARKS.md,
     // "Boot time, fifth pass").
     log::debug!(
+        "mm: {} free pages deferred (mem_map slots written by cpu 0 after ready, or on demand)",
+        mi.deferred_pages
+    );
+    log::debug!(
         "paging: identity map 0-{} GiB (2 MiB pages), vmap area {:#x}+{} MiB (4 KiB pages)",
         mi.identity_top >> 30,
         mem::paging::VMAP_BASE,

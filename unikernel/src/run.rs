@@ -350,6 +350,10 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
     let idle_poll = us_to_tsc(IDLE_POLL_US);
     let mut next_console = rdtsc() + console_every;
     let mut idle_since = rdtsc();
+    // Deferred mem_map initialisation (`mm::Zone::deferred_init_step`): the boot CPU writes
+    // one chunk per idle poll iteration and one per housekeeping tick until the span is done.
+    let mut deferred = bsp;
+    let mut deferred_listed = 0;
     // `burstin=on` (bench only): a poll iteration runs only when the gate is open.
     let mut gate = core
         .cfg()
@@ -369,6 +373,10 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         let forwarded = if run { core.poll_once() } else { 0 };
         if forwarded > 0 {
             idle_since = t0;
+        } else if deferred {
+            // Work to do: not idle (no halt until the span is written).
+            deferred = deferred_step(facts.zone, &mut deferred_listed);
+            idle_since = t0;
         }
         if bsp && fib::busy() {
             // A route reload under way: one bounded step between poll iterations (at most
@@ -385,7 +393,31 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         // or the router's timers).
         if t0 >= next_console {
             next_console = t0 + console_every;
+            if deferred {
+                deferred = deferred_step(facts.zone, &mut deferred_listed);
+            }
             housekeeping(&mut core, &mut console, &facts);
+        }
+    }
+}
+
+/// Pages of `mem_map` the boot CPU writes per step after `ready`: one 4 MiB block, ~6k guest
+/// instructions (a few µs: no burst waits long behind it).
+const DEFERRED_STEP_PAGES: u64 = mm::DEFERRED_GROW_PAGES;
+
+/// One step of deferred mem_map initialisation (its pages added to `listed`); whether any is
+/// left. The last says so at `log=debug`.
+fn deferred_step(zone: &Zone, listed: &mut u64) -> bool {
+    match zone.deferred_init_step(DEFERRED_STEP_PAGES) {
+        Some(n) => {
+            *listed += n;
+            true
+        }
+        None => {
+            debug!(
+                "mm: deferred mem_map initialisation done: {listed} free pages listed after ready"
+            );
+            false
         }
     }
 }

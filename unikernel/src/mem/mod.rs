@@ -56,6 +56,9 @@ pub struct MemInfo {
     pub identity_top: u64,
     /// Bytes of `mem_map`.
     pub mem_map_bytes: u64,
+    /// Free pages whose `mem_map` slots the boot left to deferred initialisation
+    /// ([`mm::Zone::defer_fresh_ranges`]); counted in `managed_pages`.
+    pub deferred_pages: u64,
     /// Kernel image [start, end) physical addresses.
     pub kernel: (u64, u64),
 }
@@ -71,6 +74,14 @@ pub fn kernel_range() -> (u64, u64) {
 /// At most this many usable pieces: one per memory-map entry plus one per hole (a hole splits
 /// one piece in two; there are at most 6: the kernel, 4 boot modules, mem_map).
 const MAX_PIECES: usize = MAX_MEMMAP + 8;
+
+/// Free pages whose `mem_map` slots the boot writes (up to the next 4 MiB [`mm::MAX_ORDER`]
+/// block boundary past them, with every slot below it); the rest is deferred ([`mm::Zone::defer_fresh_ranges`],
+/// Linux's `CONFIG_DEFERRED_STRUCT_PAGE_INIT`) and written by the boot CPU after `ready` or
+/// on demand. 16 MiB: a default boot takes ~1,000 pages (rings, RX buffers, pcp batches,
+/// stacks), so it seldom waits for a deferred chunk; writing a slot costs ~5.5 guest
+/// instructions, 355k for a 256 MiB guest (BENCHMARKS.md, "Boot time, sixth pass").
+const MEM_MAP_BOOT_PAGES: u64 = 4096;
 
 /// RAM pieces of the memory map.
 type Pieces = heapless::Vec<(u64, u64), MAX_PIECES>;
@@ -166,18 +177,19 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
         covered = covered.max(r.1);
     }
 
+    let lo_pfn = lo / PAGE_SIZE as u64;
+    let boundary = mem_map_boundary(lo_pfn, span_pages, &ranges);
     let base = at as *mut Page;
-    write_mem_map(base, lo, span_pages as usize, &ranges);
-    // SAFETY: `span_pages` initialised `Page`s at `base`, never freed or moved.
+    write_mem_map(base, lo, (boundary - lo_pfn) as usize, &ranges);
+    // SAFETY: `span_pages` slots at `base`, RAM no one else uses, never freed or moved: those
+    // below `boundary` are initialised `Page`s; the others hold whatever the RAM held (every
+    // bit pattern is a valid `Page`: integers in atomics) and the zone writes each before it
+    // reads it (`Zone::defer_fresh_ranges`).
     let mem_map: &'static [Page] =
         unsafe { core::slice::from_raw_parts(base, span_pages as usize) };
     phases::mark(Phase::MemMap);
     let zone = ZONE.call_once(|| Zone::new(Pfn::from_addr(lo), mem_map));
-    let mut high_pages = 0;
-    for &(s, e) in ranges.iter().filter(|r| r.0 < r.1) {
-        zone.add_fresh_range(Pfn::from_addr(s), Pfn::from_addr(e));
-        high_pages += e.saturating_sub(s.max(1 << 32)) / PAGE_SIZE as u64;
-    }
+    let (high_pages, deferred_pages) = hand_over(zone, &ranges, boundary);
     phases::mark(Phase::Zone);
     Ok((
         zone,
@@ -187,16 +199,70 @@ pub fn init(map: &[MemRegion], keep: &[(u64, u64)]) -> Result<(&'static Zone, Me
             high_pages,
             identity_top: pi.identity_top,
             mem_map_bytes: bytes,
+            deferred_pages,
             kernel: (ks, ke),
         },
     ))
 }
 
-/// One pass over mem_map (Linux writes it, then frees the RAM page by page: two): the pages of
-/// `ranges` (sorted, disjoint, inside `[lo, lo + span_pages pages)`) in the state the buddy
-/// allocator takes them in ([`Page::new_free`]), every other slot reserved.
+/// The PFN below which the boot writes `mem_map` (deferred initialisation,
+/// [`MEM_MAP_BOOT_PAGES`]): on a MAX_ORDER block boundary (no block below it has a buddy above
+/// it), or the span's end (nothing deferred) for a small span or when more free `ranges` lie
+/// above it than the zone can track ([`mm::MAX_DEFERRED_RANGES`]).
+fn mem_map_boundary(lo_pfn: u64, span_pages: u64, ranges: &[(u64, u64)]) -> u64 {
+    let span_end = lo_pfn + span_pages;
+    // Past the first MEM_MAP_BOOT_PAGES free pages (the kernel and mem_map itself come first).
+    let page = PAGE_SIZE as u64;
+    let (mut need, mut at) = (MEM_MAP_BOOT_PAGES, lo_pfn);
+    for &(s, e) in ranges.iter().filter(|r| r.0 < r.1) {
+        let n = (e - s) / page;
+        if n >= need {
+            at = s / page + need;
+            break;
+        }
+        need -= n;
+        at = e / page;
+    }
+    let boundary = at.next_multiple_of(1 << mm::MAX_ORDER).min(span_end);
+    let above = ranges
+        .iter()
+        .filter(|r| r.0 < r.1 && r.1 > boundary * PAGE_SIZE as u64)
+        .count();
+    if above > mm::MAX_DEFERRED_RANGES {
+        span_end
+    } else {
+        boundary
+    }
+}
+
+/// Hand the free RAM `ranges` (bytes, sorted, disjoint) to `zone`: below PFN `boundary` listed
+/// now (their slots written), above it deferred. Returns (pages at or above 4 GiB, pages
+/// deferred).
+fn hand_over(zone: &Zone, ranges: &[(u64, u64)], boundary: u64) -> (u64, u64) {
+    let mut high_pages = 0;
+    let limit = boundary * PAGE_SIZE as u64;
+    let mut deferred: heapless::Vec<(Pfn, Pfn), MAX_PIECES> = heapless::Vec::new();
+    for &(s, e) in ranges.iter().filter(|r| r.0 < r.1) {
+        if s < limit {
+            zone.add_fresh_range(Pfn::from_addr(s), Pfn::from_addr(e.min(limit)));
+        }
+        if e > limit {
+            let _ = deferred.push((Pfn::from_addr(s.max(limit)), Pfn::from_addr(e)));
+        }
+        high_pages += e.saturating_sub(s.max(1 << 32)) / PAGE_SIZE as u64;
+    }
+    (
+        high_pages,
+        zone.defer_fresh_ranges(Pfn(boundary), &deferred),
+    )
+}
+
+/// One pass over the first `span_pages` slots of mem_map (Linux writes it, then frees the RAM
+/// page by page: two): the pages of `ranges` (sorted, disjoint, at or above `lo`) in the state
+/// the buddy allocator takes them in ([`Page::new_free`]), every other slot reserved; slots
+/// past `span_pages` are left alone (deferred initialisation).
 fn write_mem_map(base: *mut Page, lo: u64, span_pages: usize, ranges: &[(u64, u64)]) {
-    let slot = |addr: u64| ((addr - lo) / PAGE_SIZE as u64) as usize;
+    let slot = |addr: u64| (((addr - lo) / PAGE_SIZE as u64) as usize).min(span_pages);
     let fill = |from: usize, to: usize, page: fn() -> Page| {
         for i in from..to {
             // SAFETY: `base` is RAM no one else uses (outside the kernel image, above 1 MiB,
