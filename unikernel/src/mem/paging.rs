@@ -76,7 +76,12 @@ static IDENT_PD: [Table; IDENTITY_MAX_GIB] = [const { Table::new() }; IDENTITY_M
 pub const HIGH_MMIO_PDPTS: usize = 4;
 /// Distinct GiBs of MMIO above [`IDENTITY_MAX_GIB`] that can be mapped (one page directory each).
 pub const HIGH_MMIO_GIBS: usize = 16;
+/// In `.bss.nozero` (as [`IDENT_PD`]): `map_high_gib` zeroes a PDPT before the PML4 links it.
+#[unsafe(link_section = ".bss.nozero.high_pdpt")]
 static HIGH_PDPT: [Table; HIGH_MMIO_PDPTS] = [const { Table::new() }; HIGH_MMIO_PDPTS];
+/// In `.bss.nozero` (as [`IDENT_PD`]): `map_high_gib` writes all 512 entries of a directory
+/// before a PDPT links it.
+#[unsafe(link_section = ".bss.nozero.high_pd")]
 static HIGH_PD: [Table; HIGH_MMIO_GIBS] = [const { Table::new() }; HIGH_MMIO_GIBS];
 /// Tables of [`HIGH_PDPT`] and [`HIGH_PD`] in use (only under [`IDENT_LOCK`]).
 static HIGH_USED: spin::Mutex<(usize, usize)> = spin::Mutex::new((0, 0));
@@ -226,6 +231,9 @@ fn map_high_gib(g: usize) -> Result<(), PagingError> {
                 return Err(PagingError::NoHighMmioTables(addr));
             };
             used.0 += 1;
+            for e in &t.0 {
+                e.store(0, Ordering::Relaxed);
+            }
             PML4.set(slot, t.phys() | TABLE_FLAGS);
             t.phys()
         }
