@@ -104,7 +104,8 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         cfg: cfg.clone(),
         topo,
     });
-    let (core, halt) = build_core(0, setup, zone, pcp, mgmt_mem);
+    let mut halt = false;
+    let mut core = build_core(0, setup, zone, pcp, mgmt_mem, &mut halt);
     if let Some(k) = cfg.sim {
         info!(
             "sim: {k} frames per poll iteration, {} warm-up and {} measured iterations, mode {}, burst {}",
@@ -120,6 +121,18 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         smp::start_ap_work(k);
     }
     wait_cores_up(topo.pairs);
+    log_topology(&topo, cfg);
+    phases::mark(Phase::Cores);
+    // The phase report comes just before the ready marker, so whoever saw `ready` has it.
+    println!("{}", phases::report(rdtsc()));
+    // The fault image: injecting starts now, with every RX ring filled.
+    crate::control::faults::arm(cfg);
+    println!("gannet: ready");
+    poll_loop(&mut core, halt)
+}
+
+/// What forwards where, in the boot log (just before the phase report and `ready`).
+fn log_topology(topo: &Topology, cfg: &Config) {
     if topo.queues > 1 {
         info!("multi-queue: core k forwards queue pair k of port 0 <-> queue pair k of port 1");
     }
@@ -131,13 +144,6 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         cfg.mode.as_str(),
         cfg.burst
     );
-    phases::mark(Phase::Cores);
-    // The phase report comes just before the ready marker, so whoever saw `ready` has it.
-    println!("{}", phases::report(rdtsc()));
-    // The fault image: injecting starts now, with every RX ring filled.
-    crate::control::faults::arm(cfg);
-    println!("gannet: ready");
-    poll_loop(core, halt)
 }
 
 /// Wait (bounded) until every other core reports its pair up, so `ready` means all forward.
@@ -167,21 +173,24 @@ fn run_core(cpu: usize) -> ! {
     };
     let mut pcp = PerCpuPages::new(zone, online());
     pcp.set_owner(current_cpu());
-    let (core, halt) = build_core(cpu, setup, zone, pcp, None);
+    let mut halt = false;
+    let mut core = build_core(cpu, setup, zone, pcp, None, &mut halt);
     core.publish(false, 0);
-    poll_loop(core, halt)
+    poll_loop(&mut core, halt)
 }
 
 /// Bring up pair `k` on the calling core: its devices (set up by the boot CPU), LAPIC, pools,
 /// RX rings, and in router mode the router (core 0 builds the FIB first) and the management
-/// plane (core 0). Returns the core and whether it may halt when idle.
+/// plane (core 0). Returns the core (by value into the caller's slot: the ~100 KiB core is not
+/// copied again through a tuple) and sets `halt` to whether it may halt when idle.
 fn build_core(
     k: usize,
     setup: &Setup,
     zone: &'static Zone,
     pcp: PerCpuPages,
     mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
-) -> (KernelCore, bool) {
+    halt_when_idle: &mut bool,
+) -> KernelCore {
     let cfg = &setup.cfg;
     // This core's LAPIC (its devices' MSI-X entries were routed to its APIC ID at set-up).
     apic::init();
@@ -254,7 +263,8 @@ fn build_core(
             cfg.burst
         );
     }
-    (core, halt)
+    *halt_when_idle = halt;
+    core
 }
 
 /// Least RX buffers a port's ring must hold before `ready`: half the ring
@@ -342,7 +352,7 @@ fn mgmt_storage(zone: &Zone, want: usize) -> &'static mut [u8] {
 
 /// A core's loop: [`Core::poll_once`]; when idle for [`IDLE_POLL_US`], halt (`idle=halt`);
 /// every 10 ms, busy or not, [`housekeeping`]. The other cores follow `quit` from here.
-fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
+fn poll_loop(core: &mut KernelCore, halt_when_idle: bool) -> ! {
     let bsp = core.pair() == 0;
     let facts = *FACTS.get().expect("set before any core forwards");
     let mut console = Console::new();
@@ -369,7 +379,7 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         let t0 = rdtsc();
         // Waiting for a burst: no poll iteration (nothing counted busy), only the periodic
         // work below.
-        let run = gate.as_mut().is_none_or(|g| g.open(&core, t0));
+        let run = gate.as_mut().is_none_or(|g| g.open(core, t0));
         let forwarded = if run { core.poll_once() } else { 0 };
         if forwarded > 0 {
             idle_since = t0;
@@ -381,9 +391,9 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
         if bsp && fib::busy() {
             // A route reload under way: one bounded step between poll iterations (at most
             // every other slot of forwarding while busy; no halt until it is done).
-            fib::poll_build(&mut core, forwarded == 0);
+            fib::poll_build(core, forwarded == 0);
         } else if forwarded == 0 && halt_when_idle && t0 - idle_since > idle_poll {
-            halt(&mut core);
+            halt(core);
             idle_since = rdtsc();
             // The timer tick that may have woken us also paces the console.
             next_console = 0;
@@ -396,7 +406,7 @@ fn poll_loop(mut core: KernelCore, halt_when_idle: bool) -> ! {
             if deferred {
                 deferred = deferred_step(facts.zone, &mut deferred_listed);
             }
-            housekeeping(&mut core, &mut console, &facts);
+            housekeeping(core, &mut console, &facts);
         }
     }
 }
