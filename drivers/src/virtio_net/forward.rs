@@ -1297,7 +1297,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         mut other: impl FnMut(Pfn, u32),
     ) -> (usize, usize) {
         if self.tx_chains > 0 {
-            return self.tx_reclaim_into_chains(owner, room, other);
+            return self.tx_reclaim_into_multi(owner, room, other);
         }
         let mut c = self.tx.cursor();
         let txr = self.tx.rings();
@@ -1401,6 +1401,92 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             note_foreign(foreign, k, done.owner);
         }
         k + 1
+    }
+
+    /// [`VirtioNet::tx_reclaim_into`] while frames of several pages are on the TX ring. With
+    /// indirect tables (§2.7.5.3) and the ring in in-order mode, every frame holds one ring
+    /// descriptor: this loop takes the completions in order, as the one-page loop does (no
+    /// free-stack store), a frame tagged `owner | TX_CHAIN_TAG` with its other pages read
+    /// back from its table (the device never writes it, §2.7.5.3.1), each frame's pages
+    /// written to `room` while [`MAX_FRAME_BUFFERS`] more fit (`room` past the pages it
+    /// reports may be written: the pool's free cache slots). It stops at the first completion it does not
+    /// take whole: a frame `room` has no space left for waits for the next call (when `room`
+    /// took something); anything else (an id out of order, another owner's page, a
+    /// descriptor chain, a frame that fits in no `room`) goes with the rest of the used
+    /// elements to [`VirtioNet::tx_reclaim_into_chains`], which handles every case. Without
+    /// tables or off in-order mode, that loop from the start. Returns `(pages written to
+    /// room, completions taken)`.
+    #[cold]
+    #[inline(never)]
+    fn tx_reclaim_into_multi(
+        &mut self,
+        owner: u32,
+        room: &mut [Pfn],
+        other: impl FnMut(Pfn, u32),
+    ) -> (usize, usize) {
+        let (Some(ind), true) = (self.tx.indirect(), self.tx.is_in_order()) else {
+            return self.tx_reclaim_into_chains(owner, room, other);
+        };
+        let mut c = self.tx.cursor();
+        let txr = self.tx.rings();
+        let ready = self.tx_ready(&c, room.len());
+        let cap = room.len();
+        // `i` completions taken (descriptors released, in order), `n` pages into `room`,
+        // `multi` of the frames of several pages.
+        let (mut i, mut n, mut multi) = (0, 0, 0);
+        // Whether the loop stopped at a frame `room` has no space left for.
+        let mut full = false;
+        while i < ready {
+            let id = tx_used_id_faulty(txr.pop_nth_id(&c, i));
+            if id as usize != self.tx.oldest_in_flight_at(&c, i) {
+                break;
+            }
+            let slot = &mut self.tx_pages[id as usize & (QUEUE_SIZE - 1)];
+            let done = *slot;
+            let m = if done.owner == owner {
+                1
+            } else if done.owner == owner | TX_CHAIN_TAG {
+                match txr.desc_indirect(id as u16) {
+                    Some(m) if (2..=MAX_FRAME_BUFFERS).contains(&m) => m,
+                    _ => break,
+                }
+            } else {
+                break;
+            };
+            if done.pfn == NO_PAGE {
+                break;
+            }
+            if n + MAX_FRAME_BUFFERS > cap {
+                full = n > 0;
+                break;
+            }
+            slot.pfn = NO_PAGE;
+            // The head's page, then table entries 1..MAX_FRAME_BUFFERS whatever `m`: fixed
+            // stores, no loop; the entries past the frame's `m` pages land in `room` past the
+            // `n` it reports (the pool's free cache slots: never read as pages).
+            // SAFETY: `n + MAX_FRAME_BUFFERS <= cap = room.len()` (checked just above).
+            unsafe {
+                let dst = room.as_mut_ptr().add(n);
+                dst.write(done.pfn);
+                for j in 1..MAX_FRAME_BUFFERS {
+                    dst.add(j).write(Pfn::from_addr(ind.addr(id as u16, j)));
+                }
+            }
+            n += m;
+            i += 1;
+            multi += usize::from(m > 1);
+        }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, i);
+        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, i);
+        self.tx.set_cursor(c);
+        self.tx_chains = self.tx_chains.saturating_sub(multi);
+        self.tx_posted -= n;
+        if i < ready && !full {
+            let (n2, taken) = self.tx_reclaim_into_chains(owner, &mut room[n..], other);
+            return (n + n2, i + taken);
+        }
+        self.tx_try_in_order();
+        (n, i)
     }
 
     /// [`VirtioNet::tx_reclaim_into`] while descriptor chains are on the TX ring (frames of
