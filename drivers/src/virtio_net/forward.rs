@@ -613,8 +613,28 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     // Page `j` as descriptor `j` of the frame's table, linked to `j + 1`, the
                     // last without a link (§2.7.5.3.2); the ring descriptor points at the
                     // table.
-                    for j in 0..m {
-                        ind.write(id, j, pages[j].addr(), u32::from(lens[j]), j + 1 == m);
+                    // One arm per length (2..=MAX_FRAME_BUFFERS pages): straight-line stores
+                    // with the flags as constants (a loop tested `j + 1 == m` per entry).
+                    const _: () = assert!(MAX_FRAME_BUFFERS == 4, "one arm per length");
+                    let w = |j: usize, last: bool| {
+                        ind.write(id, j, pages[j].addr(), u32::from(lens[j]), last);
+                    };
+                    match m {
+                        2 => {
+                            w(0, false);
+                            w(1, true);
+                        }
+                        3 => {
+                            w(0, false);
+                            w(1, false);
+                            w(2, true);
+                        }
+                        _ => {
+                            w(0, false);
+                            w(1, false);
+                            w(2, false);
+                            w(3, true);
+                        }
                     }
                     txr.post_indirect_at(ta, id, ind.phys(id), m);
                     tx.tx_pages[slot] = TxDone {
