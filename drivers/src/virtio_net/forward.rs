@@ -425,7 +425,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let frames_left = ready - st.rx_frames;
             if self.rx_chain.n == 0 && self.rx_skip == 0 {
                 // SAFETY: the caller's contract, passed on (`left` used elements are there).
-                let run = unsafe { self.forward_run_chains(tx, left, frames_left, owner, ops) };
+                let run = unsafe {
+                    if tx.tx.indirect().is_some() {
+                        self.forward_run_chains::<O, true>(tx, left, frames_left, owner, ops)
+                    } else {
+                        self.forward_run_chains::<O, false>(tx, left, frames_left, owner, ops)
+                    }
+                };
                 st.add(&run.stats);
                 multi |= run.multi;
                 left -= run.taken;
@@ -473,9 +479,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// after at least one frame that ends the burst and the frame waits in the used ring
     /// ([`ChainRun::budget`]); as the run's first frame it is left to the general run.
     ///
+    /// `IND`: the TX ring has indirect tables (the caller checked; one copy of the loop each,
+    /// so the one with tables carries no test or count of the other).
+    ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
-    unsafe fn forward_run_chains<O: ForwardOps>(
+    unsafe fn forward_run_chains<O: ForwardOps, const IND: bool>(
         &mut self,
         tx: &mut Self,
         ready: usize,
@@ -487,7 +496,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // a one-page frame: the TX ring keeps its mode. Without, chains take several
         // descriptors per avail slot: the ring leaves in-order mode (it comes back once no
         // chain is in flight and every descriptor is free).
-        let ind = tx.tx.indirect();
+        let ind = if IND { tx.tx.indirect() } else { None };
+        if IND && ind.is_none() {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe {
+                self.forward_run_chains::<O, false>(tx, ready, max_frames, owner, ops)
+            };
+        }
         if ind.is_none() {
             tx.tx_leave_in_order();
         }
