@@ -21,7 +21,7 @@
 //! so frames leave in the order they came. A malformed buffer or a frame of more pages is
 //! handed back ([`ForwardOps::give_back`]).
 
-use crate::virtqueue::{Cursor, SplitQueue};
+use crate::virtqueue::{Cursor, Rings, SplitQueue};
 
 use super::{
     rx_used_faulty, tx_used_id_faulty, Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet,
@@ -555,7 +555,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // The frame's pages and lengths (the dataplane's view, and the TX chain's).
             let mut pages = [pfn0; MAX_FRAME_BUFFERS];
             let mut lens = [0u16; MAX_FRAME_BUFFERS];
-            let mut ids = [id0 as u16; MAX_FRAME_BUFFERS];
             let mut len = used0 - NET_HDR_LEN;
             lens[0] = len as u16;
             // Each RX slot re-posted in place as its element is checked, with a fresh page
@@ -576,12 +575,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     _ => (NO_PAGE, None),
                 };
                 let Some(new) = new else {
-                    self.chain_undo(&ids[..j], &pages[..j], ops);
+                    self.chain_undo(rxr, u, &pages[..j], ops);
                     break 'frames;
                 };
                 rxr.repost_at(ra + j, id as u16, new.addr());
                 self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
-                (ids[j], pages[j], lens[j]) = (id as u16, p, used as u16);
+                (pages[j], lens[j]) = (p, used as u16);
                 len += used as usize;
             }
             ra += k;
@@ -718,16 +717,25 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
-    /// The chain loop met an unsound element (or had no page) at the `ids.len()`-th page of
-    /// a frame: give back the fresh pages its slots got and put the received ones (`pages`)
-    /// back in the table, last first (so a slot seen twice ends with its first page), as if
-    /// the loop had not touched the frame (the staged re-posts past the run's count are never
-    /// published; the general run re-posts the slots again).
+    /// The chain loop met an unsound element (or had no page) at the `pages.len()`-th page of
+    /// the frame whose first used element is at position `u`: give back the fresh pages its
+    /// slots got and put the received ones (`pages`) back in the table, last first (so a slot
+    /// seen twice ends with its first page), as if the loop had not touched the frame (the
+    /// staged re-posts past the run's count are never published; the general run re-posts
+    /// the slots again). The slots' ids are read from the used ring again (not kept per
+    /// page: the device writes an element once, before `used->idx` covers it, §2.7.8).
     #[cold]
     #[inline(never)]
-    fn chain_undo(&mut self, ids: &[u16], pages: &[Pfn], ops: &mut impl ForwardOps) {
-        for (&id, &p) in ids.iter().zip(pages).rev() {
-            let new = core::mem::replace(&mut self.rx_pages[usize::from(id) & (QUEUE_SIZE - 1)], p);
+    fn chain_undo(
+        &mut self,
+        rxr: Rings<QUEUE_SIZE>,
+        u: usize,
+        pages: &[Pfn],
+        ops: &mut impl ForwardOps,
+    ) {
+        for (j, &p) in pages.iter().enumerate().rev() {
+            let id = rxr.pop_at(u + j).0 as usize & (QUEUE_SIZE - 1);
+            let new = core::mem::replace(&mut self.rx_pages[id], p);
             ops.give_back(new, GiveBack::Unused);
         }
     }
