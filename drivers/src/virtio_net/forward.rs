@@ -521,6 +521,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // `pg` TX pages posted (`d` with chains; more with indirect tables).
         let (mut u, mut ra, mut ta, mut d, mut pg) = (u0, ra0, ta0, 0, 0);
         let (mut rx_bytes, mut frames, mut chains, mut budget) = (0u64, 0, 0, false);
+        // With tables: frames posted as one page (the rest of the `ta - ta0` posted are
+        // chains; `d` is `ta - ta0` too, neither is carried).
+        let mut singles = 0;
         'frames: while u < end {
             let (id0, used0) = rxr.pop_at(u);
             let Some(&pfn0) = self.rx_pages.get(id0 as usize) else {
@@ -543,8 +546,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             if k > MAX_FRAME_BUFFERS {
                 break;
             }
-            let descs = if ind.is_some() { 1 } else { k };
-            if u + k > end || d + descs > tx_free || frames == max_frames {
+            let (taken, descs) = if IND { (ta - ta0, 1) } else { (d, k) };
+            if u + k > end || taken + descs > tx_free || frames == max_frames {
                 // The burst's frames are done, the rest of the frame is not in the used ring
                 // yet, or the TX ring has no room for its chain: after at least one frame the
                 // burst ends and the frame waits in the used ring; as the first, it is left
@@ -613,16 +616,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page0.cast::<u64>().write_unaligned(0);
                 page0.add(8).cast::<u32>().write_unaligned(0);
             }
-            lens[0] += NET_HDR_LEN as u16;
             pg += m;
             if let Some(ind) = ind {
                 // One descriptor per frame (`d == ta - ta0`), taken as the one-page loop
                 // takes it: in in-order mode the avail slot's own.
-                let id = tx.tx.nth_free_at(&tc, d, ta, tx_in_order);
+                let id = tx.tx.nth_free_at(&tc, ta - ta0, ta, tx_in_order);
                 let slot = usize::from(id) & (QUEUE_SIZE - 1);
                 if m == 1 {
-                    txr.post_at(ta, id, pfn0.addr(), u32::from(lens[0]));
+                    let len0 = u32::from(lens[0]) + NET_HDR_LEN as u32;
+                    txr.post_at(ta, id, pfn0.addr(), len0);
                     tx.tx_pages[slot] = TxDone { pfn: pfn0, owner };
+                    singles += 1;
                 } else {
                     // Page `j` as descriptor `j` of the frame's table, linked to `j + 1`, the
                     // last without a link (§2.7.5.3.2); the ring descriptor points at the
@@ -630,8 +634,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     // One arm per length (2..=MAX_FRAME_BUFFERS pages): straight-line stores
                     // with the flags as constants (a loop tested `j + 1 == m` per entry).
                     const _: () = assert!(MAX_FRAME_BUFFERS == 4, "one arm per length");
+                    // (A cut leaves `lens[0]` whole when it sends two pages or more: the first
+                    // descriptor is the first used element's, header included.)
                     let w = |j: usize, last: bool| {
-                        ind.write(id, j, pages[j].addr(), u32::from(lens[j]), last);
+                        let len = if j == 0 {
+                            used0 as u32
+                        } else {
+                            u32::from(lens[j])
+                        };
+                        ind.write(id, j, pages[j].addr(), len, last);
                     };
                     match m {
                         2 => {
@@ -655,12 +666,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                         pfn: pfn0,
                         owner: owner | TX_CHAIN_TAG,
                     };
-                    chains += 1;
                 }
                 ta += 1;
-                d += 1;
                 continue;
             }
+            lens[0] += NET_HDR_LEN as u16;
             // The TX chain: page `j` as descriptor `x`, continuing in the burst's next free
             // one, the last without a link (§2.7.5). Not in-order: this run left the mode.
             let head_id = tx.tx.nth_free_any(&tc, d);
@@ -688,6 +698,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             d += m;
         }
         let (taken, r, a) = (u - u0, ra - ra0, ta - ta0);
+        let d = if IND { a } else { d };
         SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, taken);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, a, d);
@@ -701,7 +712,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         if a > 0 {
             tx.tx.publish();
             tx.tx_posted += pg;
-            tx.tx_chains += chains;
+            tx.tx_chains += if IND { a - singles } else { chains };
         }
         ChainRun {
             stats: BurstStats {
