@@ -21,7 +21,7 @@
 //! so frames leave in the order they came. A malformed buffer or a frame of more pages is
 //! handed back ([`ForwardOps::give_back`]).
 
-use crate::virtqueue::{Cursor, SplitQueue};
+use crate::virtqueue::{Cursor, Rings, SplitQueue};
 
 use super::{
     rx_used_faulty, tx_used_id_faulty, Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet,
@@ -425,7 +425,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let frames_left = ready - st.rx_frames;
             if self.rx_chain.n == 0 && self.rx_skip == 0 {
                 // SAFETY: the caller's contract, passed on (`left` used elements are there).
-                let run = unsafe { self.forward_run_chains(tx, left, frames_left, owner, ops) };
+                let run = unsafe {
+                    if tx.tx.indirect().is_some() {
+                        self.forward_run_chains::<O, true>(tx, left, frames_left, owner, ops)
+                    } else {
+                        self.forward_run_chains::<O, false>(tx, left, frames_left, owner, ops)
+                    }
+                };
                 st.add(&run.stats);
                 multi |= run.multi;
                 left -= run.taken;
@@ -473,9 +479,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// after at least one frame that ends the burst and the frame waits in the used ring
     /// ([`ChainRun::budget`]); as the run's first frame it is left to the general run.
     ///
+    /// `IND`: the TX ring has indirect tables (the caller checked; one copy of the loop each,
+    /// so the one with tables carries no test or count of the other).
+    ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
-    unsafe fn forward_run_chains<O: ForwardOps>(
+    unsafe fn forward_run_chains<O: ForwardOps, const IND: bool>(
         &mut self,
         tx: &mut Self,
         ready: usize,
@@ -487,7 +496,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // a one-page frame: the TX ring keeps its mode. Without, chains take several
         // descriptors per avail slot: the ring leaves in-order mode (it comes back once no
         // chain is in flight and every descriptor is free).
-        let ind = tx.tx.indirect();
+        let ind = if IND { tx.tx.indirect() } else { None };
+        if IND && ind.is_none() {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe {
+                self.forward_run_chains::<O, false>(tx, ready, max_frames, owner, ops)
+            };
+        }
         if ind.is_none() {
             tx.tx_leave_in_order();
         }
@@ -506,6 +521,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // `pg` TX pages posted (`d` with chains; more with indirect tables).
         let (mut u, mut ra, mut ta, mut d, mut pg) = (u0, ra0, ta0, 0, 0);
         let (mut rx_bytes, mut frames, mut chains, mut budget) = (0u64, 0, 0, false);
+        // With tables: frames posted as one page (the rest of the `ta - ta0` posted are
+        // chains; `d` is `ta - ta0` too, neither is carried).
+        let mut singles = 0;
         'frames: while u < end {
             let (id0, used0) = rxr.pop_at(u);
             let Some(&pfn0) = self.rx_pages.get(id0 as usize) else {
@@ -528,8 +546,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             if k > MAX_FRAME_BUFFERS {
                 break;
             }
-            let descs = if ind.is_some() { 1 } else { k };
-            if u + k > end || d + descs > tx_free || frames == max_frames {
+            let (taken, descs) = if IND { (ta - ta0, 1) } else { (d, k) };
+            if u + k > end || taken + descs > tx_free || frames == max_frames {
                 // The burst's frames are done, the rest of the frame is not in the used ring
                 // yet, or the TX ring has no room for its chain: after at least one frame the
                 // burst ends and the frame waits in the used ring; as the first, it is left
@@ -540,7 +558,6 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // The frame's pages and lengths (the dataplane's view, and the TX chain's).
             let mut pages = [pfn0; MAX_FRAME_BUFFERS];
             let mut lens = [0u16; MAX_FRAME_BUFFERS];
-            let mut ids = [id0 as u16; MAX_FRAME_BUFFERS];
             let mut len = used0 - NET_HDR_LEN;
             lens[0] = len as u16;
             // Each RX slot re-posted in place as its element is checked, with a fresh page
@@ -561,12 +578,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     _ => (NO_PAGE, None),
                 };
                 let Some(new) = new else {
-                    self.chain_undo(&ids[..j], &pages[..j], ops);
+                    self.chain_undo(rxr, u, &pages[..j], ops);
                     break 'frames;
                 };
                 rxr.repost_at(ra + j, id as u16, new.addr());
                 self.rx_pages[id as usize & (QUEUE_SIZE - 1)] = new;
-                (ids[j], pages[j], lens[j]) = (id as u16, p, used as u16);
+                (pages[j], lens[j]) = (p, used as u16);
                 len += used as usize;
             }
             ra += k;
@@ -599,34 +616,61 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 page0.cast::<u64>().write_unaligned(0);
                 page0.add(8).cast::<u32>().write_unaligned(0);
             }
-            lens[0] += NET_HDR_LEN as u16;
             pg += m;
             if let Some(ind) = ind {
                 // One descriptor per frame (`d == ta - ta0`), taken as the one-page loop
                 // takes it: in in-order mode the avail slot's own.
-                let id = tx.tx.nth_free_at(&tc, d, ta, tx_in_order);
+                let id = tx.tx.nth_free_at(&tc, ta - ta0, ta, tx_in_order);
                 let slot = usize::from(id) & (QUEUE_SIZE - 1);
                 if m == 1 {
-                    txr.post_at(ta, id, pfn0.addr(), u32::from(lens[0]));
+                    let len0 = u32::from(lens[0]) + NET_HDR_LEN as u32;
+                    txr.post_at(ta, id, pfn0.addr(), len0);
                     tx.tx_pages[slot] = TxDone { pfn: pfn0, owner };
+                    singles += 1;
                 } else {
                     // Page `j` as descriptor `j` of the frame's table, linked to `j + 1`, the
                     // last without a link (§2.7.5.3.2); the ring descriptor points at the
                     // table.
-                    for j in 0..m {
-                        ind.write(id, j, pages[j].addr(), u32::from(lens[j]), j + 1 == m);
+                    // One arm per length (2..=MAX_FRAME_BUFFERS pages): straight-line stores
+                    // with the flags as constants (a loop tested `j + 1 == m` per entry).
+                    const _: () = assert!(MAX_FRAME_BUFFERS == 4, "one arm per length");
+                    // (A cut leaves `lens[0]` whole when it sends two pages or more: the first
+                    // descriptor is the first used element's, header included.)
+                    let w = |j: usize, last: bool| {
+                        let len = if j == 0 {
+                            used0 as u32
+                        } else {
+                            u32::from(lens[j])
+                        };
+                        ind.write(id, j, pages[j].addr(), len, last);
+                    };
+                    match m {
+                        2 => {
+                            w(0, false);
+                            w(1, true);
+                        }
+                        3 => {
+                            w(0, false);
+                            w(1, false);
+                            w(2, true);
+                        }
+                        _ => {
+                            w(0, false);
+                            w(1, false);
+                            w(2, false);
+                            w(3, true);
+                        }
                     }
                     txr.post_indirect_at(ta, id, ind.phys(id), m);
                     tx.tx_pages[slot] = TxDone {
                         pfn: pfn0,
                         owner: owner | TX_CHAIN_TAG,
                     };
-                    chains += 1;
                 }
                 ta += 1;
-                d += 1;
                 continue;
             }
+            lens[0] += NET_HDR_LEN as u16;
             // The TX chain: page `j` as descriptor `x`, continuing in the burst's next free
             // one, the last without a link (§2.7.5). Not in-order: this run left the mode.
             let head_id = tx.tx.nth_free_any(&tc, d);
@@ -654,6 +698,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             d += m;
         }
         let (taken, r, a) = (u - u0, ra - ra0, ta - ta0);
+        let d = if IND { a } else { d };
         SplitQueue::<H, QUEUE_SIZE>::popped(&mut rc, taken);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut rc, r, 0);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut tc, a, d);
@@ -667,7 +712,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         if a > 0 {
             tx.tx.publish();
             tx.tx_posted += pg;
-            tx.tx_chains += chains;
+            tx.tx_chains += if IND { a - singles } else { chains };
         }
         ChainRun {
             stats: BurstStats {
@@ -683,16 +728,25 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
-    /// The chain loop met an unsound element (or had no page) at the `ids.len()`-th page of
-    /// a frame: give back the fresh pages its slots got and put the received ones (`pages`)
-    /// back in the table, last first (so a slot seen twice ends with its first page), as if
-    /// the loop had not touched the frame (the staged re-posts past the run's count are never
-    /// published; the general run re-posts the slots again).
+    /// The chain loop met an unsound element (or had no page) at the `pages.len()`-th page of
+    /// the frame whose first used element is at position `u`: give back the fresh pages its
+    /// slots got and put the received ones (`pages`) back in the table, last first (so a slot
+    /// seen twice ends with its first page), as if the loop had not touched the frame (the
+    /// staged re-posts past the run's count are never published; the general run re-posts
+    /// the slots again). The slots' ids are read from the used ring again (not kept per
+    /// page: the device writes an element once, before `used->idx` covers it, §2.7.8).
     #[cold]
     #[inline(never)]
-    fn chain_undo(&mut self, ids: &[u16], pages: &[Pfn], ops: &mut impl ForwardOps) {
-        for (&id, &p) in ids.iter().zip(pages).rev() {
-            let new = core::mem::replace(&mut self.rx_pages[usize::from(id) & (QUEUE_SIZE - 1)], p);
+    fn chain_undo(
+        &mut self,
+        rxr: Rings<QUEUE_SIZE>,
+        u: usize,
+        pages: &[Pfn],
+        ops: &mut impl ForwardOps,
+    ) {
+        for (j, &p) in pages.iter().enumerate().rev() {
+            let id = rxr.pop_at(u + j).0 as usize & (QUEUE_SIZE - 1);
+            let new = core::mem::replace(&mut self.rx_pages[id], p);
             ops.give_back(new, GiveBack::Unused);
         }
     }
@@ -1297,7 +1351,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         mut other: impl FnMut(Pfn, u32),
     ) -> (usize, usize) {
         if self.tx_chains > 0 {
-            return self.tx_reclaim_into_chains(owner, room, other);
+            return self.tx_reclaim_into_multi(owner, room, other);
         }
         let mut c = self.tx.cursor();
         let txr = self.tx.rings();
@@ -1401,6 +1455,92 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             note_foreign(foreign, k, done.owner);
         }
         k + 1
+    }
+
+    /// [`VirtioNet::tx_reclaim_into`] while frames of several pages are on the TX ring. With
+    /// indirect tables (§2.7.5.3) and the ring in in-order mode, every frame holds one ring
+    /// descriptor: this loop takes the completions in order, as the one-page loop does (no
+    /// free-stack store), a frame tagged `owner | TX_CHAIN_TAG` with its other pages read
+    /// back from its table (the device never writes it, §2.7.5.3.1), each frame's pages
+    /// written to `room` while [`MAX_FRAME_BUFFERS`] more fit (`room` past the pages it
+    /// reports may be written: the pool's free cache slots). It stops at the first completion it does not
+    /// take whole: a frame `room` has no space left for waits for the next call (when `room`
+    /// took something); anything else (an id out of order, another owner's page, a
+    /// descriptor chain, a frame that fits in no `room`) goes with the rest of the used
+    /// elements to [`VirtioNet::tx_reclaim_into_chains`], which handles every case. Without
+    /// tables or off in-order mode, that loop from the start. Returns `(pages written to
+    /// room, completions taken)`.
+    #[cold]
+    #[inline(never)]
+    fn tx_reclaim_into_multi(
+        &mut self,
+        owner: u32,
+        room: &mut [Pfn],
+        other: impl FnMut(Pfn, u32),
+    ) -> (usize, usize) {
+        let (Some(ind), true) = (self.tx.indirect(), self.tx.is_in_order()) else {
+            return self.tx_reclaim_into_chains(owner, room, other);
+        };
+        let mut c = self.tx.cursor();
+        let txr = self.tx.rings();
+        let ready = self.tx_ready(&c, room.len());
+        let cap = room.len();
+        // `i` completions taken (descriptors released, in order), `n` pages into `room`,
+        // `multi` of the frames of several pages.
+        let (mut i, mut n, mut multi) = (0, 0, 0);
+        // Whether the loop stopped at a frame `room` has no space left for.
+        let mut full = false;
+        while i < ready {
+            let id = tx_used_id_faulty(txr.pop_nth_id(&c, i));
+            if id as usize != self.tx.oldest_in_flight_at(&c, i) {
+                break;
+            }
+            let slot = &mut self.tx_pages[id as usize & (QUEUE_SIZE - 1)];
+            let done = *slot;
+            let m = if done.owner == owner {
+                1
+            } else if done.owner == owner | TX_CHAIN_TAG {
+                match txr.desc_indirect(id as u16) {
+                    Some(m) if (2..=MAX_FRAME_BUFFERS).contains(&m) => m,
+                    _ => break,
+                }
+            } else {
+                break;
+            };
+            if done.pfn == NO_PAGE {
+                break;
+            }
+            if n + MAX_FRAME_BUFFERS > cap {
+                full = n > 0;
+                break;
+            }
+            slot.pfn = NO_PAGE;
+            // The head's page, then table entries 1..MAX_FRAME_BUFFERS whatever `m`: fixed
+            // stores, no loop; the entries past the frame's `m` pages land in `room` past the
+            // `n` it reports (the pool's free cache slots: never read as pages).
+            // SAFETY: `n + MAX_FRAME_BUFFERS <= cap = room.len()` (checked just above).
+            unsafe {
+                let dst = room.as_mut_ptr().add(n);
+                dst.write(done.pfn);
+                for j in 1..MAX_FRAME_BUFFERS {
+                    dst.add(j).write(Pfn::from_addr(ind.addr(id as u16, j)));
+                }
+            }
+            n += m;
+            i += 1;
+            multi += usize::from(m > 1);
+        }
+        SplitQueue::<H, QUEUE_SIZE>::popped(&mut c, i);
+        SplitQueue::<H, QUEUE_SIZE>::released(&mut c, i);
+        self.tx.set_cursor(c);
+        self.tx_chains = self.tx_chains.saturating_sub(multi);
+        self.tx_posted -= n;
+        if i < ready && !full {
+            let (n2, taken) = self.tx_reclaim_into_chains(owner, &mut room[n..], other);
+            return (n + n2, i + taken);
+        }
+        self.tx_try_in_order();
+        (n, i)
     }
 
     /// [`VirtioNet::tx_reclaim_into`] while descriptor chains are on the TX ring (frames of
