@@ -120,6 +120,10 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
     let mem = mem::init(&boot.memmap, &modules);
     time::calibrate_finish();
     phases::mark(Phase::TscWait);
+    // The LAPIC timer's rate is measured across the boot log below (at least 250 µs): the
+    // window costs no wait of its own.
+    let bsp_apic = apic::init();
+    let lapic_window = apic::calibrate_timer_start();
     info!("Gannet {} booting ({loader})", env!("CARGO_PKG_VERSION"));
     log::set_max_level(match cfg.log {
         LogLevel::Error => LevelFilter::Error,
@@ -139,7 +143,7 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
     if cfg.guard {
         install_guard(&cfg, zone);
     }
-    start_cpus(&cfg, &boot, zone);
+    start_cpus(&cfg, &boot, zone, bsp_apic, lapic_window);
     phases::mark(Phase::Aps);
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
@@ -257,14 +261,20 @@ fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
     }
 }
 
-/// SMP: the boot CPU's LAPIC and timer rate, then every AP the MADT lists (their stacks come
+/// SMP: the boot CPU's LAPIC timer rate (its LAPIC is up and the measurement `lapic_window`
+/// began before the boot log), then every AP the MADT lists (their stacks come
 /// from the zone before the forwarder counts free pages at boot). Fails the boot on bad ACPI;
 /// without any ACPI (no RSDP) and with `virtio_mmio.device=` ports (microvm, `acpi=off`) the
 /// boot CPU runs alone.
 #[cfg(target_os = "none")]
-fn start_cpus(cfg: &Config, boot: &pvh::BootInfo, zone: &'static mm::Zone) {
-    let bsp_apic = apic::init();
-    let timer_hz = apic::calibrate_timer();
+fn start_cpus(
+    cfg: &Config,
+    boot: &pvh::BootInfo,
+    zone: &'static mm::Zone,
+    bsp_apic: u32,
+    lapic_window: apic::TimerWindow,
+) {
+    let timer_hz = apic::calibrate_timer_finish(lapic_window);
     info!("LAPIC timer: {timer_hz} Hz (every CPU)");
     phases::mark(Phase::Lapic);
     smp::bsp_online(bsp_apic);

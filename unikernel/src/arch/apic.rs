@@ -1,7 +1,7 @@
 //! The local APIC in xAPIC mode (Intel SDM Vol. 3, chapter 11): enable, EOI, the periodic
 //! timer that bounds how long an idle core sleeps, and the MSI address that targets this CPU.
 
-use super::time::{self, rdtsc, Deadline};
+use super::time::{self, rdtsc};
 use core::sync::atomic::{AtomicU64, Ordering};
 use x86_64::registers::model_specific::Msr;
 
@@ -102,25 +102,49 @@ fn timer_sample() -> (u64, u32) {
     (best.1, best.2)
 }
 
-/// The LAPIC timer's count rate (QEMU's APIC bus runs at 1 GHz, real chips vary), kept for
-/// every CPU: the timer runs off the same bus clock on all of them. From the hypervisor leaf
-/// 0x40000010's APIC bus rate when there is one (not from leaf 0x15's crystal: a hypervisor
-/// may pass that leaf through while emulating the timer at its own rate), else measured
-/// against the TSC over
-/// [`TIMER_CALIBRATION_US`]. Call once on the boot CPU after its [`init`] and the TSC
-/// calibration. Returns the rate in Hz (at least 1 kHz).
-pub fn calibrate_timer() -> u64 {
+/// A LAPIC timer rate measurement under way ([`calibrate_timer_start`]): the rate itself when
+/// the hypervisor leaf gave it, else the first sample of the count and the TSC at which the
+/// [`TIMER_CALIBRATION_US`] window ends.
+pub enum TimerWindow {
+    /// From CPUID leaf 0x40000010's APIC bus rate (Hz).
+    Known(u64),
+    /// Counting down from `u32::MAX` since the sample (TSC midpoint × 2, count).
+    Counting { t0: u64, c0: u32, end: u64 },
+}
+
+/// Start measuring the LAPIC timer's count rate (QEMU's APIC bus runs at 1 GHz, real chips
+/// vary), kept for every CPU: the timer runs off the same bus clock on all of them. From the
+/// hypervisor leaf 0x40000010's APIC bus rate when there is one (not from leaf 0x15's crystal:
+/// a hypervisor may pass that leaf through while emulating the timer at its own rate), else
+/// measured against the TSC over at least [`TIMER_CALIBRATION_US`]: the boot logs in between
+/// and [`calibrate_timer_finish`] waits out only what is left. Call once on the boot CPU after
+/// its [`init`] and the TSC calibration; nothing else may program the timer until the finish.
+pub fn calibrate_timer_start() -> TimerWindow {
     write(REG_TIMER_DIV, TIMER_DIV_1);
     write(REG_LVT_TIMER, LVT_MASKED | u32::from(TIMER_VECTOR));
     let from_cpuid = time::hypervisor_timing_khz()
         .map(|(_, apic_khz)| apic_khz * 1000)
         .filter(|&hz| hz != 0);
-    let hz = match from_cpuid {
-        Some(hz) => hz,
+    match from_cpuid {
+        Some(hz) => TimerWindow::Known(hz),
         None => {
             write(REG_TIMER_INIT, u32::MAX);
             let (t0, c0) = timer_sample();
-            Deadline::after_us(TIMER_CALIBRATION_US).wait();
+            let end = rdtsc() + time::us_to_tsc(TIMER_CALIBRATION_US);
+            TimerWindow::Counting { t0, c0, end }
+        }
+    }
+}
+
+/// End the measurement [`calibrate_timer_start`] began (waiting out the rest of its window, if
+/// any) and keep the rate for every CPU. Returns the rate in Hz (at least 1 kHz).
+pub fn calibrate_timer_finish(w: TimerWindow) -> u64 {
+    let hz = match w {
+        TimerWindow::Known(hz) => hz,
+        TimerWindow::Counting { t0, c0, end } => {
+            while rdtsc() < end {
+                core::hint::spin_loop();
+            }
             let (t1, c1) = timer_sample();
             // Half TSC ticks over the window (both midpoints are doubled).
             let half_ticks = (t1 - t0).max(1);
@@ -132,6 +156,12 @@ pub fn calibrate_timer() -> u64 {
     let hz = hz.max(1000);
     TIMER_HZ.store(hz, core::sync::atomic::Ordering::Release);
     hz
+}
+
+/// [`calibrate_timer_start`] and [`calibrate_timer_finish`] at once (a window of exactly
+/// [`TIMER_CALIBRATION_US`]). Returns the rate in Hz (at least 1 kHz).
+pub fn calibrate_timer() -> u64 {
+    calibrate_timer_finish(calibrate_timer_start())
 }
 
 /// Start the periodic timer on [`TIMER_VECTOR`] every `period_us` microseconds at the rate

@@ -30,9 +30,11 @@ pub enum Phase {
     /// What is left of the PIT window once memory is set up (0 when the TSC rate came from
     /// CPUID or the work took the whole window).
     TscWait,
-    /// The boot log so far: `booting`, the command line, the configuration, TSC, memory.
+    /// The boot CPU's LAPIC and the start of its timer measurement, then the boot log so far:
+    /// `booting`, the command line, the configuration, TSC, memory.
     Log,
-    /// TLB/guard set-up, the boot CPU's LAPIC and its timer calibration.
+    /// TLB/guard set-up and the end of the boot CPU's LAPIC timer calibration (its LAPIC came
+    /// up, and the measurement began, before the log).
     Lapic,
     /// The other CPUs (INIT-SIPI-SIPI, one at a time) up to `smp: N CPUs online`.
     Aps,
