@@ -14,6 +14,23 @@ executed block) log to the image's functions and counts them up to the first blo
 
 Take the QEMU command line from `cargo xtask boot` (a wrapper named qemu-system-x86_64 early
 in PATH can print it). Kernel addresses are 1 MiB up to 16 MiB; firmware blocks are ignored.
+
+`--weigh` counts guest instructions executed, not blocks, from one log of both
+(`-d in_asm,exec,nochain`: each executed block weighed by the instructions TCG translated for
+it), per function, and with `--annotate REGEX` per instruction of the matching functions, each
+with its inline chain from `addr2line -i` (file:line < caller's file:line ...). `--per N`
+divides every count (e.g. by the frames forwarded). For the datapath benchmark, log only the
+kernel's text (`-dfilter`, else the simulated device's byte copies make the log ~15 GB), and
+count from the first `Bench::step` to the teardown:
+
+    qemu-system-x86_64 <bench sim's command line> -append "mode=l2 sim=32 sim_size=9018 sim_iters=64" \
+        -d in_asm,exec,nochain -dfilter 0x100000..0x138fff,<Bench::step's address>+<size> -D /tmp/ex.log
+    python3 tools/scripts/tbprofile.py --weigh --start gannet::simbench::Bench::step \
+        --stop mm::page_pool::PagePool::destroy --skip gannet::simbench::Bench::step \
+        --per 10240 --annotate forward_burst_chains IMAGE /tmp/ex.log
+
+(`sim_iters=64` after the 256 warm-up iterations of 32 frames: 10,240 frames. The figure
+includes the warm-up and the work between brackets, so it is a little above `bench sim`'s.)
 """
 
 import argparse
@@ -49,6 +66,15 @@ def main():
                     help="count only from the first block of the function with this prefix "
                          "(e.g. gannet::run::build_core for the cores phase)")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--weigh", action="store_true",
+                    help="the log is `-d in_asm,exec,nochain`: count instructions executed")
+    ap.add_argument("--skip", default=None,
+                    help="with --weigh: leave out the blocks of the function with this prefix")
+    ap.add_argument("--per", type=float, default=1.0,
+                    help="with --weigh: divide the counts by this (e.g. frames forwarded)")
+    ap.add_argument("--annotate", default=None,
+                    help="with --weigh: per-instruction counts of the functions matching this "
+                         "regular expression, with their inline chains")
     args = ap.parse_args()
 
     syms = symbols(args.image)
@@ -66,6 +92,9 @@ def main():
     insns = collections.Counter()
     pages = set()
     started = args.start is None
+    if args.weigh:
+        weigh(args, fn)
+        return
     if args.exec:
         trace = re.compile(r"Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
         for line in open(args.log, errors="replace"):
@@ -119,6 +148,67 @@ def main():
     print("   TBs  instrs  function")
     for f, n in blocks.most_common(args.top):
         print(f"{n:6d} {insns[f]:7d}  {f[:140]}")
+
+
+def weigh(args, fn):
+    """`--weigh`: instructions executed per function (and per instruction with --annotate)."""
+    insn = re.compile(r"0x([0-9a-f]+):\s+(?:[0-9a-f]{2} )+\s*(.*)")
+    trace = re.compile(r"Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
+    tb = {}      # block start -> its instructions' addresses (the latest translation)
+    text = {}    # address -> disassembly
+    count = collections.Counter()
+    cur = None
+    started = args.start is None
+    for line in open(args.log, errors="replace"):
+        if line.startswith("IN:"):
+            cur = None
+            continue
+        m = insn.match(line)
+        if m:
+            a = int(m.group(1), 16)
+            text[a] = m.group(2).strip()
+            if cur is None:
+                cur = tb[a] = []
+            cur.append(a)
+            continue
+        m = trace.match(line)
+        if not m:
+            continue
+        pc = int(m.group(1), 16)
+        f = fn(pc)
+        if not started:
+            started = f.startswith(args.start)
+            continue
+        if f.startswith(args.stop):
+            break
+        if args.skip and f.startswith(args.skip):
+            continue
+        for a in tb.get(pc, ()):
+            count[a] += 1
+    per_fn = collections.Counter()
+    for a, n in count.items():
+        per_fn[fn(a)] += n
+    print(f"guest instructions executed: {sum(count.values()) / args.per:.2f}"
+          f"{' per ' + str(args.per) if args.per != 1 else ''}")
+    for f, n in per_fn.most_common(args.top):
+        print(f"{n / args.per:10.2f}  {f[:140]}")
+    if not args.annotate:
+        return
+    pat = re.compile(args.annotate)
+    addrs = sorted(a for a in count if pat.search(fn(a)))
+    out = subprocess.run(["addr2line", "-a", "-i", "-e", args.image] + [hex(a) for a in addrs],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    chain = {}
+    at = None
+    for line in out:
+        if line.startswith("0x"):
+            at = int(line, 16)
+            chain[at] = []
+        elif at is not None:
+            chain[at].append(line.split(" ")[0].rsplit("/", 1)[-1])
+    for a in addrs:
+        print(f"{a:x} {count[a] / args.per:8.2f}  {text.get(a, '')[:44]:44s} "
+              f"{' < '.join(chain.get(a, []))[:120]}")
 
 
 if __name__ == "__main__":
