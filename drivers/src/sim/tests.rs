@@ -1525,3 +1525,35 @@ fn indirect_frames_complete_into_a_small_room() {
     assert_eq!(b.tx_free_slots(), QUEUE_SIZE, "every descriptor freed");
     assert!(back.is_empty(), "nothing given back: {back:?}");
 }
+
+/// A hostile device moves `used->idx` two rings' worth past the three elements of a 9,014-byte
+/// frame. The burst stops at that frame and goes on in the chain loop, which reads `used->idx`
+/// again. The whole burst still takes at most a ring's worth of used elements. Before the fix,
+/// the chain loop's new read ignored the three already taken: the `used_ring` fuzz target found
+/// `buffers` 259 of a 256-entry ring (its input is seed `burst_past_ring`).
+#[test]
+fn a_burst_takes_at_most_a_ring_of_used_elements() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, _db)) = (up(&sa), up(&sb));
+    let (_pages, mut spare) = filled_rx(&mut a);
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    assert_eq!(da.deliver_rx_mrg(&long_frame(2, 9014), 1), 1);
+    // SAFETY: as `up`.
+    let mut q = unsafe { DeviceQueue::new(&sa, SIM_RX_QUEUE) }.unwrap();
+    let at = q.used_idx();
+    assert_eq!(at, 3, "the frame's three buffers");
+    q.set_used_idx(at.wrapping_add(2 * QUEUE_SIZE as u16));
+    let st = cut_burst(
+        &mut a,
+        &mut b,
+        &mut spare,
+        usize::MAX,
+        &mut back,
+        &mut taken,
+    );
+    assert!(st.buffers <= QUEUE_SIZE, "{st:?}");
+    assert!(
+        st.rx_frames >= 1 && st.tx_frames >= 1,
+        "the frame went out: {st:?}"
+    );
+}

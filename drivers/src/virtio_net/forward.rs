@@ -368,7 +368,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // (Returned, not added through `&mut st`: that kept the burst's counts in memory
             // and copied them through the stack on the common path too.)
             // SAFETY: as above.
-            let rest = unsafe { self.forward_rest(tx, ready - stop, owner, &mut ops) };
+            let rest = unsafe { self.forward_rest(tx, ready - stop, stop, owner, &mut ops) };
             st.add(&rest);
         }
         st
@@ -411,15 +411,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         ready: usize,
+        elems: usize,
         owner: u32,
         ops: &mut O,
     ) -> BurstStats {
         let mut st = BurstStats::default();
         // `ready` counts frames here, not used elements (as `rte_eth_rx_burst`'s `nb_pkts`
         // counts packets, a mergeable chain once): a frame of `k` buffers counts once against
-        // the burst. The used elements the frames may take are those in the used ring now
-        // (`used->idx` read again: the cold path; at least the `ready` the caller saw).
-        let mut left = self.rx.used_ready(&self.rx.cursor());
+        // the burst. The frames may take `elems` used elements (`VirtioNet::chain_elems`).
+        let mut left = elems;
         let mut multi = false;
         while left > 0 && st.rx_frames < ready {
             let frames_left = ready - st.rx_frames;
@@ -751,9 +751,22 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
+    /// The used elements [`VirtioNet::forward_burst_chains`] may take: those in the used ring
+    /// now (`used->idx` read again: the cold path; at least what the burst's caller saw), and
+    /// no more than a ring's worth over the whole burst, of which `popped` were taken before
+    /// (a device may have moved `used->idx` on behind them meanwhile: a hostile one by any
+    /// amount, the `used_ring` fuzz target's `burst_past_ring`).
+    #[inline(always)]
+    fn chain_elems(&self, popped: usize) -> usize {
+        self.rx
+            .used_ready(&self.rx.cursor())
+            .min(QUEUE_SIZE.saturating_sub(popped))
+    }
+
     /// A run stopped at a multi-buffer frame that became whole: send it, then go on with the
     /// `left` used elements after it (stopping and sending again at every such frame), so
-    /// frames leave in the order they came. Returns what it did.
+    /// frames leave in the order they came. `popped`: the used elements the burst took before
+    /// (so that the whole burst takes at most [`QUEUE_SIZE`]). Returns what it did.
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
@@ -763,6 +776,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         mut left: usize,
+        mut popped: usize,
         owner: u32,
         ops: &mut O,
     ) -> BurstStats {
@@ -777,15 +791,18 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             if self.rx_chain_mode {
                 // Multi-page frames flow: the rest of the burst in the chain-aware loop (the
                 // common path pays nothing for the check: it is here, after a stop).
+                let elems = self.chain_elems(popped);
                 // SAFETY: the caller's contract, passed on.
-                let rest = unsafe { self.forward_burst_chains(tx, left, owner, ops) };
+                let rest = unsafe { self.forward_burst_chains(tx, left, elems, owner, ops) };
                 st.add(&rest);
                 return st;
             }
             // SAFETY: the caller's contract, passed on.
             let (run, stop) = unsafe { self.forward_run::<O, false>(tx, left, owner, ops, false) };
             st.add(&run);
-            left -= if stop > 0 { stop } else { left };
+            let took = if stop > 0 { stop } else { left };
+            left -= took;
+            popped += took;
         }
     }
 
@@ -894,7 +911,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     }
                     // SAFETY: the caller's contract, passed on.
                     return (
-                        unsafe { self.forward_burst_chains(tx, ready, owner, ops) },
+                        unsafe {
+                            self.forward_burst_chains(tx, ready, self.chain_elems(0), owner, ops)
+                        },
                         0,
                     );
                 }
