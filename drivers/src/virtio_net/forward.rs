@@ -1101,9 +1101,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         rare.rejected += 1;
         if b.status == RxStatus::TooBig && usize::from(self.rx_skip) < MAX_FRAME_BUFFERS {
             // The first buffer of a frame of `rx_skip + 1` buffers: its header and first bytes.
-            // The next bursts run the chain-aware loop.
+            // The next bursts run the chain-aware loop. A frame still held from before (its
+            // continuations went another way, e.g. through `rx_burst`, which does not collect)
+            // can no longer complete: its pages go back, not lost.
             self.rx_chain_mode = true;
-            self.rx_chain = RxChain::default();
+            let old = core::mem::take(&mut self.rx_chain);
+            for &p in &old.pages[..old.n.min(MAX_FRAME_BUFFERS)] {
+                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+            }
             self.rx_chain.push(pfn, (used - NET_HDR_LEN) as u16);
             return NotWhole::Skip;
         }
