@@ -40,6 +40,8 @@ import re
 import subprocess
 
 KERNEL = range(0x100000, 0x1000000)
+# `-d exec` lines: "Trace N: 0xHOST [CS_BASE/PC/FLAGS/...]".
+TRACE = re.compile(r"Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
 
 
 def symbols(image):
@@ -96,9 +98,8 @@ def main():
         weigh(args, fn)
         return
     if args.exec:
-        trace = re.compile(r"Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
         for line in open(args.log, errors="replace"):
-            m = trace.match(line)
+            m = TRACE.match(line)
             if not m or int(m.group(1), 16) not in KERNEL:
                 continue
             f = fn(int(m.group(1), 16))
@@ -153,7 +154,6 @@ def main():
 def weigh(args, fn):
     """`--weigh`: instructions executed per function (and per instruction with --annotate)."""
     insn = re.compile(r"0x([0-9a-f]+):\s+(?:[0-9a-f]{2} )+\s*(.*)")
-    trace = re.compile(r"Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
     tb = {}      # block start -> its instructions' addresses (the latest translation)
     text = {}    # address -> disassembly
     count = collections.Counter()
@@ -171,7 +171,7 @@ def weigh(args, fn):
                 cur = tb[a] = []
             cur.append(a)
             continue
-        m = trace.match(line)
+        m = TRACE.match(line)
         if not m:
             continue
         pc = int(m.group(1), 16)

@@ -1061,11 +1061,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rare.rejected += 1;
             if used == 0 || used > PAGE_SIZE {
                 // The device broke the frame: drop what was collected, and the rest of it.
-                let chain = core::mem::take(&mut self.rx_chain);
                 ops.give_back(pfn, GiveBack::Rx(RxStatus::Malformed));
-                for &p in &chain.pages[..chain.n] {
-                    ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
-                }
+                self.rx_chain_give_back(ops);
                 return NotWhole::Skip;
             }
             self.rx_chain.push(pfn, used as u16);
@@ -1105,15 +1102,21 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // continuations went another way, e.g. through `rx_burst`, which does not collect)
             // can no longer complete: its pages go back, not lost.
             self.rx_chain_mode = true;
-            let old = core::mem::take(&mut self.rx_chain);
-            for &p in &old.pages[..old.n.min(MAX_FRAME_BUFFERS)] {
-                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
-            }
+            self.rx_chain_give_back(ops);
             self.rx_chain.push(pfn, (used - NET_HDR_LEN) as u16);
             return NotWhole::Skip;
         }
         ops.give_back(pfn, GiveBack::Rx(b.status));
         NotWhole::Skip
+    }
+
+    /// Empty `self.rx_chain`, handing the pages of the frame it held (one that can no longer
+    /// complete) back as [`RxStatus::Continuation`].
+    fn rx_chain_give_back(&mut self, ops: &mut impl ForwardOps) {
+        let chain = core::mem::take(&mut self.rx_chain);
+        for &p in &chain.pages[..chain.n] {
+            ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+        }
     }
 
     /// Send the multi-buffer frame just collected (`self.rx_chain`, whole) as the dataplane
