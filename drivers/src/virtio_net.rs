@@ -106,23 +106,47 @@ const CONFIG_MTU: usize = 10;
 
 /// The multi-buffer frame the fused burst is collecting (§5.1.6.4): its pages so far and the
 /// frame bytes in each (the first's without the virtio-net header).
+///
+/// The frame is whole when `n == want`. A frame whose continuations another path took
+/// ([`VirtioNet::rx_burst`] does not collect: it drops them) can never be whole: `want` is
+/// set to 0 (orphaned) and the collected pages go back at the next look, never forwarded.
 #[derive(Copy, Clone, Default)]
 pub(crate) struct RxChain {
     pub(crate) pages: [Pfn; MAX_FRAME_BUFFERS],
     pub(crate) lens: [u16; MAX_FRAME_BUFFERS],
     /// Pages collected; 0 when no frame is being collected.
     pub(crate) n: usize,
+    /// The frame's buffers (its header's `num_buffers`, at most [`MAX_FRAME_BUFFERS`]); 0
+    /// once orphaned.
+    pub(crate) want: usize,
 }
 
 impl RxChain {
-    /// Append one page of `len` frame bytes (room is checked by the caller: a frame of at
-    /// most [`MAX_FRAME_BUFFERS`] buffers is collected).
-    pub(crate) fn push(&mut self, pfn: Pfn, len: u16) {
-        if let (Some(p), Some(l)) = (self.pages.get_mut(self.n), self.lens.get_mut(self.n)) {
-            *p = pfn;
-            *l = len;
-            self.n += 1;
+    /// Append one page of `len` frame bytes. Returns `false`, and keeps nothing, when the
+    /// frame already has the buffers it wants (or is orphaned): the caller gives the page back.
+    pub(crate) fn push(&mut self, pfn: Pfn, len: u16) -> bool {
+        if self.n >= self.want {
+            return false;
         }
+        match (self.pages.get_mut(self.n), self.lens.get_mut(self.n)) {
+            (Some(p), Some(l)) => {
+                *p = pfn;
+                *l = len;
+                self.n += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Pages are held for a frame still short of some continuations (and not orphaned).
+    pub(crate) fn collecting(&self) -> bool {
+        self.n > 0 && self.n < self.want
+    }
+
+    /// Pages are held and they are the whole frame.
+    pub(crate) fn whole(&self) -> bool {
+        self.n > 0 && self.n == self.want
     }
 }
 
@@ -1019,6 +1043,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 
     fn classify_rx(&mut self, pfn: Pfn, used: usize) -> RxBuf {
+        if self.rx_chain.n < self.rx_chain.want {
+            // A frame half collected by the fused burst loses this buffer (a continuation it
+            // needed, or the next frame's head): it can never be whole. Its pages go back
+            // the next time the fused burst looks (`rx_chain_give_back`), never forwarded.
+            self.rx_chain.want = 0;
+        }
         if self.rx_skip > 0 {
             self.rx_skip -= 1;
             return RxBuf {

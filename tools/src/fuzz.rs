@@ -3,9 +3,12 @@
 //!
 //! Each fuzz crate is its own workspace (`netstack/fuzz`, `drivers/fuzz`; nightly only, not
 //! members of the stable main workspace). Seeds live in `<crate>/seeds/<target>/` (in the
-//! repo); libFuzzer writes what it finds new to `<crate>/corpus/<target>/` (ignored by git)
-//! and a crashing input to `<crate>/artifacts/<target>/`. The builds go to
-//! `<target dir>/fuzz` (`$CARGO_TARGET_DIR/fuzz`, else `<root>/target/fuzz`).
+//! repo). With a fixed seed (the default, [`CI_SEED`]) libFuzzer writes what it finds new to
+//! a corpus emptied at the start of each run (`<target dir>/fuzz/corpus-seed<N>/<target>/`),
+//! so the run is the same every time; with `--seed 0` (random) to `<crate>/corpus/<target>/`
+//! (ignored by git), which grows from run to run. A crashing input goes to
+//! `<crate>/artifacts/<target>/`. The builds go to `<target dir>/fuzz`
+//! (`$CARGO_TARGET_DIR/fuzz`, else `<root>/target/fuzz`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,6 +49,13 @@ pub const TARGETS: [Target; 4] = [
         max_len: 4096,
     },
 ];
+
+/// The `-seed` `cargo xtask fuzz` passes unless told otherwise (CI runs with it). With a fixed
+/// seed and the same (fresh, empty) corpus directory libFuzzer tries the same inputs in the
+/// same order, so a CI failure replays by hand and a run as long as CI's that passed here
+/// passes there: CI is a gate, not a lottery. New inputs are found by long runs with
+/// `--seed 0` (random), whose crashes become seeds.
+pub const CI_SEED: u64 = 1;
 
 /// The toolchain cargo-fuzz needs (`-Z sanitizer`).
 const NIGHTLY: &str = "nightly";
@@ -121,9 +131,10 @@ fn target_dir(root: &Path) -> PathBuf {
     crate::qemu::target_dir(root).join("fuzz")
 }
 
-/// Build every fuzz crate, then run each target (or only `only`) for `seconds` from its seeds.
+/// Build every fuzz crate, then run each target (or only `only`) for `seconds` from its seeds,
+/// with libFuzzer's `-seed=seed` (0: random; see [`CI_SEED`]).
 /// Returns `Ok(false)` if a target failed (a crash: the input is in its `artifacts/`).
-pub fn run(root: &Path, seconds: u64, only: Option<&str>) -> Result<bool> {
+pub fn run(root: &Path, seconds: u64, seed: u64, only: Option<&str>) -> Result<bool> {
     ensure()?;
     let targets: Vec<&Target> = TARGETS
         .iter()
@@ -153,10 +164,29 @@ pub fn run(root: &Path, seconds: u64, only: Option<&str>) -> Result<bool> {
     let mut failed = Vec::new();
     for t in &targets {
         let dir = root.join(t.krate);
-        let corpus = Path::new("corpus").join(t.name);
+        // A fixed seed replays only from a fresh corpus: start from an empty one of its own
+        // (the checked-in seeds are read as they are). A random seed grows `corpus/`.
+        let corpus = if seed == 0 {
+            dir.join("corpus").join(t.name)
+        } else {
+            let c = tdir.join(format!("corpus-seed{seed}")).join(t.name);
+            if c.exists() {
+                std::fs::remove_dir_all(&c).with_context(|| format!("emptying {}", c.display()))?;
+            }
+            c
+        };
         let seeds = Path::new("seeds").join(t.name);
-        std::fs::create_dir_all(dir.join(&corpus))?;
-        eprintln!("fuzz: {} ({}) for {seconds} s", t.name, t.krate);
+        std::fs::create_dir_all(&corpus)?;
+        eprintln!(
+            "fuzz: {} ({}) for {seconds} s, seed {}",
+            t.name,
+            t.krate,
+            if seed == 0 {
+                "random".to_string()
+            } else {
+                seed.to_string()
+            }
+        );
         let start = Instant::now();
         let ok = cargo_nightly()
             .current_dir(&dir)
@@ -166,6 +196,7 @@ pub fn run(root: &Path, seconds: u64, only: Option<&str>) -> Result<bool> {
             .arg("--")
             .arg(format!("-max_total_time={seconds}"))
             .arg(format!("-max_len={}", t.max_len))
+            .arg(format!("-seed={seed}"))
             .args(["-timeout=20", "-print_final_stats=1"])
             .env("CARGO_TARGET_DIR", &tdir)
             .status()

@@ -25,7 +25,7 @@ use drivers::virtio_net::{
 use libfuzzer_sys::fuzz_target;
 use mm::Pfn;
 use std::alloc::{alloc_zeroed, Layout};
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 type Nic<'a> = VirtioNet<HostHal, SimTransport<'a>>;
@@ -57,10 +57,10 @@ fn pool() -> &'static [Pfn] {
 
 /// The harness's pages, with the accounting checks.
 struct Pages {
-    all: HashSet<Pfn>,
+    all: BTreeSet<Pfn>,
     /// The harness's own pages, in hand-out order.
     mine: Vec<Pfn>,
-    mine_set: HashSet<Pfn>,
+    mine_set: BTreeSet<Pfn>,
 }
 
 impl Pages {

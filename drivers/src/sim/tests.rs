@@ -1624,3 +1624,64 @@ fn a_collected_page_is_given_back_when_its_frame_cannot_complete() {
         "the broken frame's page"
     );
 }
+
+/// A frame's first buffer is collected by a fused burst and its continuations are taken by
+/// `rx_burst`; later a one-page frame and then the head of a frame of more buffers than the
+/// driver collects ([`MAX_FRAME_BUFFERS`] + 2) arrive with its continuations. The orphaned
+/// page goes back (`Continuation`), the too-big frame's head (`TooBig`) and every one of its
+/// continuations go back, and only the one-page frame is sent. Before the fix the orphaned
+/// chain took the too-big frame's continuations as its own: it was sent as a frame of
+/// [`MAX_FRAME_BUFFERS`] pages and the continuations past that were lost (found by the
+/// `used_ring` fuzz target in CI: 6 pages of 832; seed `orphaned_chain_meets_too_big`).
+#[test]
+fn an_orphaned_chain_never_takes_the_next_frames_continuations() {
+    use crate::virtio_net::MAX_FRAME_BUFFERS;
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, _da), (mut b, _db)) = (up(&sa), up(&sb));
+    let (_pages, mut spare) = filled_rx(&mut a);
+    let (mut back, mut taken) = (Vec::new(), Vec::new());
+    let first = rx_raw(&sa, Some(3), &[0x45; 64]);
+    let st = cut_burst(
+        &mut a,
+        &mut b,
+        &mut spare,
+        usize::MAX,
+        &mut back,
+        &mut taken,
+    );
+    assert_eq!((st.rx_frames, st.tx_frames), (0, 0), "collected, not whole");
+    rx_raw(&sa, None, &[1; 100]);
+    rx_raw(&sa, None, &[2; 100]);
+    let mut out = rx_bufs();
+    assert_eq!(
+        a.rx_burst(&mut out),
+        2,
+        "the continuations, through rx_burst"
+    );
+    rx_raw(&sa, Some(1), &[0x46; 80]);
+    let nb = MAX_FRAME_BUFFERS as u16 + 2;
+    let head = rx_raw(&sa, Some(nb), &[0x45; 64]);
+    let conts: Vec<Pfn> = (1..nb)
+        .map(|i| rx_raw(&sa, None, &[i as u8; 100]))
+        .collect();
+    let st = cut_burst(
+        &mut a,
+        &mut b,
+        &mut spare,
+        usize::MAX,
+        &mut back,
+        &mut taken,
+    );
+    assert_eq!(st.tx_frames, 1, "only the one-page frame is sent: {st:?}");
+    let mut want = vec![
+        (first, GiveBack::Rx(RxStatus::Continuation)),
+        (head, GiveBack::Rx(RxStatus::TooBig)),
+    ];
+    want.extend(
+        conts
+            .iter()
+            .map(|&p| (p, GiveBack::Rx(RxStatus::Continuation))),
+    );
+    assert_eq!(back, want, "every page of both frames back, once");
+    assert!(taken.is_empty());
+}

@@ -1054,23 +1054,28 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ops: &mut O,
         rare: &mut Rare,
     ) -> NotWhole {
-        if self.rx_skip > 0 && self.rx_chain.n > 0 {
+        if self.rx_skip > 0 && self.rx_chain.collecting() {
             // A continuation of the frame being collected (§5.1.6.4: frame bytes from offset
             // 0, no header).
             self.rx_skip -= 1;
             rare.rejected += 1;
-            if used == 0 || used > PAGE_SIZE {
+            if used == 0 || used > PAGE_SIZE || !self.rx_chain.push(pfn, used as u16) {
                 // The device broke the frame: drop what was collected, and the rest of it.
                 ops.give_back(pfn, GiveBack::Rx(RxStatus::Malformed));
                 self.rx_chain_give_back(ops);
                 return NotWhole::Skip;
             }
-            self.rx_chain.push(pfn, used as u16);
             if self.rx_skip > 0 {
                 return NotWhole::Skip;
             }
             rare.stop = i + 1;
             return NotWhole::Stop;
+        }
+        if self.rx_chain.n > 0 {
+            // A frame held from before that can no longer complete (its continuations went
+            // another way, e.g. through `rx_burst`, which does not collect): its pages go
+            // back, not lost, before this buffer is classified.
+            self.rx_chain_give_back(ops);
         }
         let b = self.classify_rx(pfn, used);
         if b.status == RxStatus::Ok {
@@ -1098,12 +1103,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         rare.rejected += 1;
         if b.status == RxStatus::TooBig && usize::from(self.rx_skip) < MAX_FRAME_BUFFERS {
             // The first buffer of a frame of `rx_skip + 1` buffers: its header and first bytes.
-            // The next bursts run the chain-aware loop. A frame still held from before (its
-            // continuations went another way, e.g. through `rx_burst`, which does not collect)
-            // can no longer complete: its pages go back, not lost.
+            // The next bursts run the chain-aware loop.
             self.rx_chain_mode = true;
-            self.rx_chain_give_back(ops);
-            self.rx_chain.push(pfn, (used - NET_HDR_LEN) as u16);
+            self.rx_chain.want = usize::from(self.rx_skip) + 1;
+            if !self.rx_chain.push(pfn, (used - NET_HDR_LEN) as u16) {
+                // Not reached (the chain is empty and wants at least two): never lost.
+                ops.give_back(pfn, GiveBack::Rx(RxStatus::Malformed));
+            }
             return NotWhole::Skip;
         }
         ops.give_back(pfn, GiveBack::Rx(b.status));
@@ -1131,6 +1137,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ops: &mut O,
         st: &mut BurstStats,
     ) {
+        if !self.rx_chain.whole() {
+            // Orphaned (a continuation went through `rx_burst`): not a frame, never sent.
+            self.rx_chain_give_back(ops);
+            return;
+        }
         let n = core::mem::replace(&mut self.rx_chain.n, 0).min(MAX_FRAME_BUFFERS);
         let RxChain { pages, lens, .. } = self.rx_chain;
         let (pages, lens) = (&pages[..n], &lens[..n]);

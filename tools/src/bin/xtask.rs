@@ -79,6 +79,11 @@ struct FuzzArgs {
     /// Only this target (process_frame, cmdline, routes_file, used_ring).
     #[arg(long)]
     only: Option<String>,
+    /// libFuzzer's `-seed`: the same seed on an empty corpus tries the same inputs in the same
+    /// order, so a run (CI's) can be replayed; 0 picks a fresh random seed each run (for a
+    /// long exploring run by hand).
+    #[arg(long, default_value_t = tools::fuzz::CI_SEED)]
+    seed: u64,
 }
 
 #[derive(Args, Clone)]
@@ -1573,14 +1578,19 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cmd_bench(a).map(|()| ExitCode::SUCCESS),
         Cmd::Soak(a) => cmd_soak(a).map(|()| ExitCode::SUCCESS),
         Cmd::Test => cmd_test(),
-        Cmd::Fuzz(a) => tools::fuzz::run(&qemu::workspace_root(), a.seconds, a.only.as_deref())
-            .map(|ok| {
-                if ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                }
-            }),
+        Cmd::Fuzz(a) => tools::fuzz::run(
+            &qemu::workspace_root(),
+            a.seconds,
+            a.seed,
+            a.only.as_deref(),
+        )
+        .map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
         Cmd::Lint(a) => tools::lint::run(&qemu::workspace_root(), &a.only).map(|ok| {
             if ok {
                 ExitCode::SUCCESS
