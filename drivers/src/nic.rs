@@ -7,7 +7,9 @@
 //! sections each follows); the trait only lets the per-core forwarding logic be generic, so the
 //! same code runs on the metal and on the host.
 
-use crate::virtio_net::{BurstStats, DriverStats, ForwardOps, RxBuf, TxBuf, TxDone, VirtioNet};
+use crate::virtio_net::{
+    BurstStats, DriverStats, ForwardOps, RxBuf, RxBufferPagesError, TxBuf, TxDone, VirtioNet,
+};
 use mm::Pfn;
 use virtio_drivers::transport::Transport;
 use virtio_drivers::Hal;
@@ -19,8 +21,17 @@ pub trait Nic {
     fn mac(&self) -> [u8; 6];
     /// The MTU the device reports (`VIRTIO_NET_F_MTU`, bytes of IP datagram), if any.
     fn mtu(&self) -> Option<u16>;
-    /// RX descriptors that can take a page right now.
+    /// RX descriptors that can take a buffer right now (each takes
+    /// [`Nic::rx_buffer_pages`] pages).
     fn rx_free_slots(&self) -> usize;
+    /// Pages per RX buffer (1, or what [`Nic::set_rx_buffer_pages`] set).
+    fn rx_buffer_pages(&self) -> usize;
+    /// Make every RX buffer `pages` pages, so a frame of up to `pages` × 4,096 − 12 bytes
+    /// arrives as one buffer (see [`VirtioNet::set_rx_buffer_pages`]); before the first refill.
+    ///
+    /// # Errors
+    /// As [`VirtioNet::set_rx_buffer_pages`]: the buffers stay one page each.
+    fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError>;
     /// Whether a received buffer is waiting (no fence; a burst reads it properly).
     fn rx_has_used(&self) -> bool;
     /// Completed RX buffers waiting in the used ring (see [`VirtioNet::rx_used`]).
@@ -137,6 +148,13 @@ impl<H: Hal, T: Transport> Nic for VirtioNet<H, T> {
     #[inline]
     fn rx_free_slots(&self) -> usize {
         VirtioNet::rx_free_slots(self)
+    }
+    #[inline]
+    fn rx_buffer_pages(&self) -> usize {
+        VirtioNet::rx_buffer_pages(self)
+    }
+    fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError> {
+        VirtioNet::set_rx_buffer_pages(self, pages)
     }
     #[inline(always)]
     fn rx_has_used(&self) -> bool {

@@ -318,6 +318,10 @@ pub enum RxStatus {
     /// The device reported fewer bytes than a `virtio_net_hdr`, or a bad `num_buffers`: drop,
     /// count `bad_desc`.
     Malformed,
+    /// No frame: a page of a big RX buffer ([`VirtioNet::set_rx_buffer_pages`]) that the
+    /// device did not write into, or a fresh one the burst took for it, given back because the
+    /// slot could not be re-posted whole. Recycle it, count nothing.
+    Unused,
 }
 
 /// One completed RX buffer.
@@ -417,6 +421,10 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     /// Multi-page frames were seen lately: the fused burst runs its chain-aware loop
     /// (`forward_run_chains`) until a burst of one-page frames only.
     rx_chain_mode: bool,
+    /// Pages per RX buffer ([`VirtioNet::set_rx_buffer_pages`]): 1, each descriptor one page;
+    /// more, each descriptor an indirect table of that many device-writable pages, page 0 in
+    /// `rx_pages`, the others in the table only.
+    rx_buf_pages: usize,
     mac: [u8; 6],
     /// The device's `mtu` (§5.1.4), when `VIRTIO_NET_F_MTU` was negotiated.
     mtu: Option<u16>,
@@ -457,6 +465,46 @@ fn read_mtu<T: Transport>(
 /// [`VirtioNet::reclaim`] on a queue-pair handle that does not own the device.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct NotOwner;
+
+/// Why [`VirtioNet::set_rx_buffer_pages`] left the RX buffers at one page each.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RxBufferPagesError {
+    /// More pages than a buffer may have (at most [`MAX_FRAME_BUFFERS`]), or 0.
+    BadCount(usize),
+    /// `VIRTIO_F_INDIRECT_DESC` was not negotiated: a buffer of several pages needs an
+    /// indirect table (§2.7.5.3), or it would take several ring descriptors.
+    NoIndirect,
+    /// No memory for the RX ring's indirect tables (16 KiB).
+    NoTableMemory,
+    /// The RX ring already holds buffers (set the size before the first refill).
+    RingNotEmpty,
+}
+
+impl core::fmt::Display for RxBufferPagesError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::BadCount(n) => {
+                write!(f, "{n} pages per RX buffer (1..={MAX_FRAME_BUFFERS})")
+            }
+            Self::NoIndirect => write!(f, "VIRTIO_F_INDIRECT_DESC not negotiated"),
+            Self::NoTableMemory => write!(f, "no memory for the RX indirect tables"),
+            Self::RingNotEmpty => write!(f, "the RX ring already holds buffers"),
+        }
+    }
+}
+
+/// Pages an RX buffer needs so that a frame of an `mtu`-byte IP datagram (plus the 14-byte
+/// Ethernet header and the 12-byte virtio-net header) arrives in one buffer: 1 up to an MTU
+/// of 4,070, 3 for 9,000; capped at [`MAX_FRAME_BUFFERS`].
+pub const fn rx_buffer_pages_for_mtu(mtu: u16) -> usize {
+    let bytes = mtu as usize + 14 + NET_HDR_LEN;
+    let pages = bytes.div_ceil(PAGE_SIZE);
+    if pages > MAX_FRAME_BUFFERS {
+        MAX_FRAME_BUFFERS
+    } else {
+        pages
+    }
+}
 
 /// Marks an empty slot of the driver's page tables: frame 0 (physical address 0, the real-mode
 /// interrupt vector table on a PC) is never a packet page, and the driver refuses to post it.
@@ -602,6 +650,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx_chains: 0,
             tx_in_order_hold: 0,
             rx_chain_mode: false,
+            rx_buf_pages: 1,
             mac,
             mtu,
             features,
@@ -887,10 +936,50 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.rx.used_pending()
     }
 
-    /// RX descriptors that can take a page right now.
+    /// RX descriptors that can take a buffer right now (each takes
+    /// [`VirtioNet::rx_buffer_pages`] pages).
     #[inline]
     pub fn rx_free_slots(&self) -> usize {
         self.rx.free_descs()
+    }
+
+    /// Pages per RX buffer: 1, or what [`VirtioNet::set_rx_buffer_pages`] set.
+    #[inline]
+    pub fn rx_buffer_pages(&self) -> usize {
+        self.rx_buf_pages
+    }
+
+    /// Make every RX buffer `pages` pages (1..=[`MAX_FRAME_BUFFERS`]) instead of one, so that a
+    /// frame of up to `pages` × 4,096 − 12 bytes arrives as **one** used element
+    /// (`num_buffers` 1) instead of a chain of mergeable buffers (§5.1.6.4): each RX
+    /// descriptor points, for as long as the queue lives, at its own indirect table of
+    /// `pages` device-writable pages (§2.7.5.3; Linux's `add_recvbuf_big` posts the same
+    /// shape, as a direct chain). A frame consumes only the pages its used length reaches;
+    /// the fused burst re-posts those in the table (one store each) and the rest stay posted.
+    /// Call before the first [`VirtioNet::rx_refill`]; [`VirtioNet::rx_refill`] then takes
+    /// pages in groups of `pages`. `1` goes back to one page per buffer.
+    ///
+    /// # Errors
+    /// [`RxBufferPagesError`]: a count out of range, no `VIRTIO_F_INDIRECT_DESC`, no memory for
+    /// the tables, or buffers already posted. The buffers stay one page each then (frames of
+    /// several pages still arrive as mergeable chains).
+    pub fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError> {
+        if pages == 0 || pages > MAX_FRAME_BUFFERS {
+            return Err(RxBufferPagesError::BadCount(pages));
+        }
+        if self.rx_posted != 0 || self.rx.free_descs() != QUEUE_SIZE || self.rx_chain.n != 0 {
+            return Err(RxBufferPagesError::RingNotEmpty);
+        }
+        if pages > 1 {
+            if !self.features.contains(NetFeatures::RING_INDIRECT_DESC) {
+                return Err(RxBufferPagesError::NoIndirect);
+            }
+            if !self.rx.enable_indirect() {
+                return Err(RxBufferPagesError::NoTableMemory);
+            }
+        }
+        self.rx_buf_pages = pages;
+        Ok(())
     }
 
     /// Pages currently posted to the RX ring.
@@ -916,6 +1005,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Each page must be an order-0 RAM page the caller owns and will not touch until it comes
     /// back from [`VirtioNet::rx_burst`] or [`VirtioNet::reclaim`].
     pub unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {
+        if self.rx_buf_pages > 1 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.rx_refill_big(pages) };
+        }
         let mut n = 0;
         for &pfn in pages {
             if pfn == NO_PAGE {
@@ -927,6 +1020,43 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             debug_assert!(self.rx_pages[usize::from(token)] == NO_PAGE);
             self.rx_pages[usize::from(token)] = pfn;
             n += 1;
+        }
+        if n > 0 || self.rx_unpublished > 0 {
+            self.rx.publish();
+            self.rx_posted += n;
+            self.rx_unpublished = 0;
+        }
+        n
+    }
+
+    /// [`VirtioNet::rx_refill`] with big RX buffers: `pages` taken in groups of
+    /// [`VirtioNet::rx_buffer_pages`], each group one descriptor and its indirect table. Returns
+    /// the pages posted (whole groups; a short group at the end stays the caller's).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::rx_refill`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn rx_refill_big(&mut self, pages: &[Pfn]) -> usize {
+        let k = self.rx_buf_pages;
+        let Some(ind) = self.rx.indirect() else {
+            return 0;
+        };
+        let mut n = 0;
+        for group in pages.chunks_exact(k) {
+            if group.contains(&NO_PAGE) {
+                break;
+            }
+            let Some(token) = self.rx.push_indirect(k, |id| {
+                for (j, p) in group.iter().enumerate() {
+                    ind.write_writable(id, j, p.addr(), PAGE_SIZE as u32, j + 1 == k);
+                }
+            }) else {
+                break;
+            };
+            debug_assert!(self.rx_pages[usize::from(token)] == NO_PAGE);
+            self.rx_pages[usize::from(token)] = group[0];
+            n += k;
         }
         if n > 0 || self.rx_unpublished > 0 {
             self.rx.publish();
@@ -959,6 +1089,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         out: &mut [RxBuf],
         mut alloc: impl FnMut() -> Option<Pfn>,
     ) -> usize {
+        if self.rx_buf_pages > 1 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.rx_burst_refill_big(out, &mut alloc) };
+        }
         let mut n = 0;
         let mut reposted = 0;
         while n < out.len() {
@@ -987,6 +1121,120 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             self.rx_unpublished += reposted;
             // Publish in batches, as a separate refill pass would (the device keeps at least
             // QUEUE_SIZE - RX_PUBLISH_BATCH buffers); `rx_publish` flushes the rest.
+            if self.rx_unpublished >= RX_PUBLISH_BATCH {
+                self.rx_publish();
+            }
+        }
+        n
+    }
+
+    /// [`VirtioNet::rx_burst_refill`] with big RX buffers: per used element, its frame's
+    /// pages (those its used length reaches) as buffers of `out` (the first classified as a
+    /// one-page buffer would be: `Ok` when the frame fits the first page; else it is
+    /// [`RxStatus::TooBig`] and the others [`RxStatus::Continuation`]: this path does not
+    /// collect frames of several pages). The slot is re-posted with fresh pages from `alloc`
+    /// where the frame was; if `alloc` runs out, the slot is released and its other pages
+    /// (and the fresh ones taken) are returned as [`RxStatus::Unused`]. Stops while `out` has
+    /// room for a whole slot's worst case (2 × pages − 1 buffers).
+    ///
+    /// # Safety
+    /// As [`VirtioNet::rx_burst_refill`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn rx_burst_refill_big(
+        &mut self,
+        out: &mut [RxBuf],
+        alloc: &mut impl FnMut() -> Option<Pfn>,
+    ) -> usize {
+        let k = self.rx_buf_pages;
+        let Some(ind) = self.rx.indirect() else {
+            return 0;
+        };
+        let mut n = 0;
+        let mut reposted = 0;
+        while out.len() - n >= 2 * k {
+            let Some((id, used)) = self.rx.pop_used().map(rx_used_faulty) else {
+                break;
+            };
+            let Some(pfn0) = self.take_rx_page(id) else {
+                continue;
+            };
+            let id = id as u16;
+            let used = used as usize;
+            // The pages the device wrote into: as far as the used length reaches (all of them
+            // for a length past the buffer: malformed, and nothing in it can be trusted).
+            let touched = if used <= k * PAGE_SIZE {
+                used.div_ceil(PAGE_SIZE).max(1)
+            } else {
+                k
+            };
+            let mut pages = [NO_PAGE; MAX_FRAME_BUFFERS];
+            pages[0] = pfn0;
+            for (j, p) in pages.iter_mut().enumerate().take(k).skip(1) {
+                *p = Pfn::from_addr(ind.addr(id, j));
+            }
+            let mut fresh = [NO_PAGE; MAX_FRAME_BUFFERS];
+            let mut got = 0;
+            while got < touched {
+                match alloc().filter(|&p| p != NO_PAGE) {
+                    Some(p) => {
+                        fresh[got] = p;
+                        got += 1;
+                    }
+                    None => break,
+                }
+            }
+            // The frame's pages first: the first as one page is classified, the rest as its
+            // continuations.
+            let first = self.classify_rx(
+                pfn0,
+                if used <= k * PAGE_SIZE {
+                    used.min(PAGE_SIZE)
+                } else {
+                    used
+                },
+            );
+            out[n] = if touched > 1 && first.status == RxStatus::Ok {
+                RxBuf {
+                    status: RxStatus::TooBig,
+                    ..first
+                }
+            } else {
+                first
+            };
+            n += 1;
+            for &p in &pages[1..touched] {
+                out[n] = RxBuf {
+                    pfn: p,
+                    len: 0,
+                    status: RxStatus::Continuation,
+                };
+                n += 1;
+            }
+            if got == touched {
+                for (j, &p) in fresh[..touched].iter().enumerate() {
+                    ind.set_addr(id, j, p.addr());
+                }
+                self.rx_pages[usize::from(id)] = fresh[0];
+                self.rx.repost_indirect(id);
+                reposted += 1;
+            } else {
+                // No page for the whole slot: it goes back to the free list, and every page
+                // it still held, with the fresh ones, to the caller.
+                self.rx.release(id);
+                self.rx_posted -= k;
+                for &p in pages[touched..k].iter().chain(&fresh[..got]) {
+                    out[n] = RxBuf {
+                        pfn: p,
+                        len: 0,
+                        status: RxStatus::Unused,
+                    };
+                    n += 1;
+                }
+            }
+        }
+        if reposted > 0 {
+            self.rx_unpublished += reposted;
             if self.rx_unpublished >= RX_PUBLISH_BATCH {
                 self.rx_publish();
             }
@@ -1266,10 +1514,18 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// possibly on another core, with the reset ordered before this call): otherwise it may
     /// still write into the pages.
     pub unsafe fn take_pages(&mut self, mut f: impl FnMut(Pfn)) {
-        for slot in self.rx_pages.iter_mut() {
+        let (k, rind) = (self.rx_buf_pages, self.rx.indirect());
+        for (id, slot) in self.rx_pages.iter_mut().enumerate() {
             let pfn = core::mem::replace(slot, NO_PAGE);
-            if pfn != NO_PAGE {
-                f(pfn);
+            if pfn == NO_PAGE {
+                continue;
+            }
+            f(pfn);
+            if let (true, Some(ind)) = (k > 1, rind) {
+                // A big RX buffer's other pages are in its table only.
+                for j in 1..k {
+                    f(Pfn::from_addr(ind.addr(id as u16, j)));
+                }
             }
         }
         let (txr, ind) = (self.tx.rings(), self.tx.indirect());

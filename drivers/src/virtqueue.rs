@@ -143,6 +143,16 @@ impl<const N: usize> Rings<N> {
         }
     }
 
+    /// Make descriptor `id` available again at avail position `a` (`avail_idx + r`, carried by
+    /// the caller) as it stands: an RX slot whose descriptor points at its indirect table
+    /// for good (only the table's entries change), re-posted with one store.
+    #[inline(always)]
+    pub fn avail_at(&self, a: usize, id: u16) {
+        let slot = a & (N - 1);
+        // SAFETY: the slot is masked into the avail ring, which lives as long as the queue.
+        unsafe { self.avail().add(2 + slot).write(id & (N as u16 - 1)) };
+    }
+
     /// [`Rings::post_nth`] at avail position `a` (`avail_idx + t`, carried by the caller).
     #[inline(always)]
     pub fn post_at(&self, a: usize, id: u16, addr: u64, len: u32) {
@@ -353,6 +363,41 @@ impl<const N: usize, const M: usize> Indirect<N, M> {
         }
     }
 
+    /// Write descriptor `j` of table `id` as a **device-writable** buffer (`VIRTQ_DESC_F_WRITE`)
+    /// at `addr`, `len` bytes, continuing in descriptor `j + 1` unless `last`: an entry of an
+    /// RX buffer made of several pages (§2.7.5.3.2; Linux `add_recvbuf_big` posts such
+    /// chains). Two plain stores; the caller owns ring descriptor `id`.
+    #[inline(always)]
+    pub fn write_writable(&self, id: u16, j: usize, addr: u64, len: u32, last: bool) {
+        let (flags, next) = if last {
+            (u64::from(VIRTQ_DESC_F_WRITE), 0u64)
+        } else {
+            (
+                u64::from(VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT),
+                (j as u64 + 1) % M as u64,
+            )
+        };
+        let d = self.at(id, j);
+        // SAFETY: inside the tables (`at`); ring descriptor `id` is the driver's, so the
+        // device does not read its table now.
+        unsafe {
+            (&raw mut (*d).addr).write(addr);
+            (&raw mut (*d).len)
+                .cast::<u64>()
+                .write(u64::from(len) | flags << 32 | next << 48);
+        }
+    }
+
+    /// Replace the buffer address of descriptor `j` of table `id` (its length, flags and link
+    /// stay as written): one plain store, how an RX slot of several pages is re-posted with
+    /// a fresh page where the device consumed one. The caller owns ring descriptor `id` (the
+    /// device returned it and it is not yet available again).
+    #[inline(always)]
+    pub fn set_addr(&self, id: u16, j: usize, addr: u64) {
+        // SAFETY: inside the tables (`at`); ring descriptor `id` is the driver's.
+        unsafe { (&raw mut (*self.at(id, j)).addr).write(addr) };
+    }
+
     /// The buffer address descriptor `j` of table `id` holds, as the driver wrote it.
     #[inline(always)]
     pub fn addr(&self, id: u16, j: usize) -> u64 {
@@ -481,6 +526,31 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         Some(id)
     }
 
+    /// Stage one buffer described by the indirect table of the descriptor it takes
+    /// ([`SplitQueue::indirect`], §2.7.5.3): `fill(id)` writes that table's entries first
+    /// ([`Indirect::write_writable`] for an RX buffer of several pages), then the ring
+    /// descriptor is written as `VIRTQ_DESC_F_INDIRECT` over `n` entries and made the next
+    /// available entry. Returns the token, or `None` when the ring is full or the queue has
+    /// no tables (nothing is staged then). The device does not see it until
+    /// [`SplitQueue::publish`].
+    pub fn push_indirect(&mut self, n: usize, fill: impl FnOnce(u16)) -> Option<u16> {
+        let ind = self.indirect()?;
+        if self.nfree == 0 || n == 0 || n > INDIRECT_MAX {
+            return None;
+        }
+        self.nfree -= 1;
+        let id = if self.in_order {
+            self.avail_idx & (N as u16 - 1)
+        } else {
+            self.free[self.nfree]
+        };
+        fill(id);
+        self.rings()
+            .post_indirect_at(usize::from(self.avail_idx), id, ind.phys(id), n);
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        Some(id)
+    }
+
     /// Re-post descriptor `id`, just popped from the used ring and not released, with a new
     /// buffer (physical address `addr`, `len` bytes, device-writable if `device_writes`): the
     /// descriptor is rewritten in place and its index made available again, without going
@@ -496,6 +566,18 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         // SAFETY: `id < N` (masked); the device returned the descriptor (it came out of the
         // used ring) and the caller did not release it, so it is the driver's.
         unsafe { self.stage(id, addr, len, device_writes) };
+    }
+
+    /// Make descriptor `id`, just popped from the used ring and not released, the next
+    /// available entry again as it stands (an indirect descriptor whose table the caller
+    /// updated: [`Indirect::set_addr`]). The device does not see it until
+    /// [`SplitQueue::publish`].
+    #[inline]
+    pub fn repost_indirect(&mut self, id: u16) {
+        debug_assert!(usize::from(id) < N);
+        self.rings()
+            .avail_at(usize::from(self.avail_idx), id & (N as u16 - 1));
+        self.avail_idx = self.avail_idx.wrapping_add(1);
     }
 
     /// Write descriptor `id` (one buffer, no chain) and make its index the next available

@@ -268,9 +268,11 @@ pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig 
     if cfg.size != DEFAULT_SIZE {
         let _ = write!(append, " sim_size={}", cfg.size);
     }
-    // Frames beyond Ethernet's 1,518 bytes: the router's ports get a 9,000-byte MTU (the
-    // simulated devices offer none), so it forwards them whole instead of fragmenting.
-    if mode == SimMode::Router && cfg.size > 1518 {
+    // Frames beyond Ethernet's 1,518 bytes: the ports get a 9,000-byte MTU (the simulated
+    // devices offer none), as a jumbo set-up has (`xtask run --mtu 9000` sets QEMU's
+    // `host_mtu`): the router forwards them whole instead of fragmenting, and every mode's RX
+    // buffers are big enough for a whole frame (`VirtioNet::set_rx_buffer_pages`).
+    if cfg.size > 1518 {
         append.push_str(" mtu0=9000 mtu1=9000");
     }
     GuestConfig {

@@ -27,7 +27,7 @@ pub struct Target {
 }
 
 /// Every target, in the order they run.
-pub const TARGETS: [Target; 4] = [
+pub const TARGETS: [Target; 5] = [
     Target {
         krate: "netstack/fuzz",
         name: "process_frame",
@@ -46,6 +46,11 @@ pub const TARGETS: [Target; 4] = [
     Target {
         krate: "drivers/fuzz",
         name: "used_ring",
+        max_len: 4096,
+    },
+    Target {
+        krate: "drivers/fuzz",
+        name: "used_ring_big",
         max_len: 4096,
     },
 ];

@@ -233,19 +233,35 @@ fn build_core(
         mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
     })
     .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
+    // Buffers, not pages: with a jumbo MTU each buffer is several pages (one frame, one used
+    // element: `VirtioNet::set_rx_buffer_pages`).
+    let per: [usize; PORTS] =
+        core::array::from_fn(|p| core.nics().map_or(1, |n| n[p].rx_buffer_pages().max(1)));
     let posted: [usize; PORTS] =
-        core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted()));
+        core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted() / per[p]));
     // One line per pair, not per port (each boot-log byte is a host write under QEMU's 16550:
     // BENCHMARKS.md, "Boot time, fifth pass"); port `p`'s buffers come from page_pool `p`.
-    info!(
-        "RX buffers posted: {} on port {}, {} on port {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
-        posted[0],
-        PORTS * k,
-        posted[1],
-        PORTS * k + 1,
-    );
+    if per == [1; PORTS] {
+        info!(
+            "RX buffers posted: {} on port {}, {} on port {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+            posted[0],
+            PORTS * k,
+            posted[1],
+            PORTS * k + 1,
+        );
+    } else {
+        info!(
+            "RX buffers posted: {} of {} pages on port {}, {} of {} pages on port {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+            posted[0],
+            per[0],
+            PORTS * k,
+            posted[1],
+            per[1],
+            PORTS * k + 1,
+        );
+    }
     if cfg.sim.is_none() {
-        check_rx_rings(k, &posted, zone);
+        check_rx_rings(k, &posted, &per, zone);
     }
     if halt {
         let hz = apic::start_periodic_timer(IDLE_TIMER_US);
@@ -273,11 +289,15 @@ fn build_core(
 const RX_MIN_POSTED: usize = drivers::virtio_net::QUEUE_SIZE / 2;
 
 /// Stop the boot (a named memory error) if a port of pair `k` got fewer than
-/// [`RX_MIN_POSTED`] RX buffers, saying how much more memory full rings would take: one 4 KiB
-/// page per missing buffer, at least.
-fn check_rx_rings(k: usize, posted: &[usize; PORTS], zone: &Zone) {
+/// [`RX_MIN_POSTED`] RX buffers, saying how much more memory full rings would take: `per[p]`
+/// 4 KiB pages per missing buffer of port `p`, at least.
+fn check_rx_rings(k: usize, posted: &[usize; PORTS], per: &[usize; PORTS], zone: &Zone) {
     let ring = drivers::virtio_net::QUEUE_SIZE;
-    let missing: usize = posted.iter().map(|&n| ring.saturating_sub(n)).sum();
+    let missing: usize = posted
+        .iter()
+        .zip(per)
+        .map(|(&n, &per)| ring.saturating_sub(n) * per)
+        .sum();
     for (p, &n) in posted.iter().enumerate() {
         if n < RX_MIN_POSTED {
             let kib = missing * PAGE_SIZE / 1024;

@@ -1685,3 +1685,256 @@ fn an_orphaned_chain_never_takes_the_next_frames_continuations() {
     assert_eq!(back, want, "every page of both frames back, once");
     assert!(taken.is_empty());
 }
+
+// --- Big RX buffers (`VirtioNet::set_rx_buffer_pages`): one used element per frame. ---
+
+/// Pages per big RX buffer in these tests: a 9,000-byte MTU's (`rx_buffer_pages_for_mtu`).
+const BIG: usize = 3;
+
+/// `nic` with RX buffers of [`BIG`] pages, its ring filled (`BIG * QUEUE_SIZE` pages) and
+/// `QUEUE_SIZE` spares; the `Pages` frees them all on drop.
+fn filled_rx_big(nic: &mut Nic<'_>) -> (Pages, Vec<Pfn>) {
+    assert_eq!(crate::virtio_net::rx_buffer_pages_for_mtu(9000), BIG);
+    nic.set_rx_buffer_pages(BIG)
+        .expect("the sim device offers indirect descriptors");
+    let pages = Pages::new((BIG + 1) * QUEUE_SIZE);
+    // SAFETY: fresh pages, ours until they come back.
+    let n = unsafe { nic.rx_refill(&pages.0[..BIG * QUEUE_SIZE]) };
+    assert_eq!(n, BIG * QUEUE_SIZE, "every slot takes {BIG} pages");
+    assert_eq!(nic.rx_free_slots(), 0);
+    let spare = pages.0[BIG * QUEUE_SIZE..].to_vec();
+    (pages, spare)
+}
+
+/// Frames of 1 to 3 pages (9,014 bytes: a 9,000-byte MTU, and the largest a 3-page buffer
+/// holds, 12,276), mixed with small ones, each arrive as **one** used element of a big RX
+/// buffer (`num_buffers` 1), reach the dataplane with the pages their length reaches
+/// (`forward` for one, `forward_multi` for more), and leave from B's TX ring as one indirect
+/// descriptor of the same pages, whole and in order; each slot is re-posted with fresh pages
+/// only where the frame was (a small frame costs one page). Completions bring every page back;
+/// none leaks.
+#[test]
+fn big_rx_buffers_take_each_frame_as_one_used_element() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let (_pages, mut spare) = filled_rx_big(&mut a);
+    let sizes = [
+        9014usize,
+        60,
+        4084,
+        4085,
+        8180,
+        8181,
+        3 * PAGE_SIZE - NET_HDR_LEN,
+        1514,
+    ];
+    let pages_of = |l: usize| (NET_HDR_LEN + l).div_ceil(PAGE_SIZE);
+    let mut room = vec![Pfn(0); QUEUE_SIZE];
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    for round in 0..100usize {
+        let mut want = Vec::new();
+        for (j, &len) in sizes.iter().enumerate() {
+            let f = long_frame((round + j) as u8, len);
+            assert_eq!(da.deliver_rx_mrg(&f, 1), 1, "round {round} size {len}");
+            let mut w = f.clone();
+            w[0] = w[0].wrapping_add(1);
+            want.push(w);
+        }
+        let spare_before = spare.len();
+        seen.clear();
+        let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+        let bytes: usize = sizes.iter().sum();
+        let pages: usize = sizes.iter().map(|&l| pages_of(l)).sum();
+        assert_eq!(
+            st,
+            BurstStats {
+                buffers: sizes.len(),
+                rx_frames: sizes.len(),
+                rx_bytes: bytes as u64,
+                tx_frames: sizes.len(),
+                tx_bytes: bytes as u64,
+            },
+            "round {round}: one used element per frame"
+        );
+        let pages_per: Vec<usize> = seen.iter().map(|&(p, _)| p).collect();
+        assert_eq!(pages_per, vec![3, 1, 1, 2, 2, 3, 3, 1], "round {round}");
+        assert_eq!(
+            spare_before - spare.len(),
+            pages,
+            "round {round}: a fresh page only where a frame was"
+        );
+        assert_eq!(
+            a.rx_posted(),
+            BIG * QUEUE_SIZE,
+            "every slot re-posted whole"
+        );
+        let mut got = Vec::new();
+        assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), sizes.len());
+        assert!(
+            got == want,
+            "round {round}: frames arrive whole, rewritten, in order"
+        );
+        assert_eq!(b.tx_posted(), pages, "the TX ring holds every page");
+        assert!(
+            b.tx_in_order(),
+            "one descriptor per frame: the ring stays in order"
+        );
+        let mut others = Vec::new();
+        let (n, total) = b.tx_reclaim_into(9, &mut room, |p, tag| others.push((p, tag)));
+        assert_eq!(total, sizes.len(), "one completion per frame");
+        assert_eq!(n + others.len(), pages);
+        spare.extend_from_slice(&room[..n]);
+        spare.extend(others.iter().map(|&(p, _)| p));
+        assert_eq!(b.tx_posted(), 0);
+    }
+    a.rx_publish();
+    assert!(back.is_empty(), "nothing given back: {back:?}");
+    assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
+    assert_eq!(
+        spare.len(),
+        QUEUE_SIZE,
+        "every page is a spare or on A's ring"
+    );
+    let mut all = spare.clone();
+    a.reclaim(|p| all.push(p)).unwrap();
+    assert_eq!(
+        all.len(),
+        (BIG + 1) * QUEUE_SIZE,
+        "reclaim finds every page of every slot"
+    );
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), (BIG + 1) * QUEUE_SIZE, "each page once");
+}
+
+/// With the pool dry, a big slot the burst cannot refill whole is released: a jumbo frame is
+/// still forwarded (its pages are the frame's), a small frame's two untouched pages go back
+/// to the pool (`Unused`), and the ring holds three pages fewer per released slot until
+/// `rx_refill` posts the slot whole again.
+#[test]
+fn a_big_slot_no_pool_page_refills_is_released_whole() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let (_pages, spare) = filled_rx_big(&mut a);
+    let mut dry = Vec::new();
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    let jumbo = long_frame(7, 9014);
+    assert_eq!(da.deliver_rx_mrg(&jumbo, 1), 1);
+    assert_eq!(da.deliver_rx(&frame(3), 1), 1);
+    let st = jumbo_burst(&mut a, &mut b, &mut dry, true, &mut back, &mut seen);
+    assert_eq!(
+        (st.buffers, st.rx_frames, st.tx_frames),
+        (2, 2, 2),
+        "{st:?}"
+    );
+    assert!(back.is_empty(), "{back:?}");
+    assert_eq!(
+        dry.len(),
+        2,
+        "the small frame's slot: its two untouched pages back"
+    );
+    assert_eq!(a.rx_free_slots(), 2);
+    assert_eq!(a.rx_posted(), BIG * (QUEUE_SIZE - 2));
+    let mut got = Vec::new();
+    assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), 2);
+    assert_eq!(got[0].len(), 9014);
+    assert_eq!(&got[0][1..], &jumbo[1..]);
+    // SAFETY: spare pages, ours.
+    let n = unsafe { a.rx_refill(&spare[..2 * BIG + 1]) };
+    assert_eq!(
+        n,
+        2 * BIG,
+        "whole slots only: the odd page stays the caller's"
+    );
+    assert_eq!(a.rx_posted(), BIG * QUEUE_SIZE);
+}
+
+/// A frame larger than a big buffer (14,000 bytes: the device spreads it over two, with
+/// `num_buffers` 2, §5.1.6.4) is dropped whole: the first buffer's pages as `TooBig` and
+/// continuations, the second's first page as a continuation; nothing is sent and the frames
+/// after it pass.
+#[test]
+fn a_frame_past_a_big_buffer_is_dropped_whole() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, _db)) = (up(&sa), up(&sb));
+    let (_pages, mut spare) = filled_rx_big(&mut a);
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    assert_eq!(da.deliver_rx_mrg(&long_frame(1, 14_000), 1), 1);
+    assert_eq!(da.deliver_rx(&frame(2), 1), 1);
+    let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+    assert_eq!(
+        (st.buffers, st.rx_frames, st.tx_frames),
+        (3, 1, 1),
+        "{st:?}"
+    );
+    let why: Vec<GiveBack> = back.iter().map(|&(_, w)| w).collect();
+    assert_eq!(
+        why,
+        vec![
+            GiveBack::Rx(RxStatus::TooBig),
+            GiveBack::Rx(RxStatus::Continuation),
+            GiveBack::Rx(RxStatus::Continuation),
+            GiveBack::Rx(RxStatus::Continuation),
+        ]
+    );
+    assert_eq!(a.rx_posted(), BIG * QUEUE_SIZE, "every slot re-posted");
+}
+
+/// The non-fused `rx_burst` on big buffers: a jumbo frame comes out as its first page
+/// (`TooBig`: this path does not collect) and two continuations, a small frame as `Ok`; with
+/// no page to re-post, each slot is released and its untouched pages come out as `Unused`.
+/// `rx_burst_refill` re-posts where it can.
+#[test]
+fn rx_burst_on_big_buffers_hands_out_every_page_once() {
+    let (sa, _sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let (mut a, mut da) = up(&sa);
+    let (_pages, mut spare) = filled_rx_big(&mut a);
+    assert_eq!(da.deliver_rx_mrg(&long_frame(1, 9014), 1), 1);
+    assert_eq!(da.deliver_rx(&frame(2), 1), 1);
+    let mut out = rx_bufs();
+    let n = a.rx_burst(&mut out);
+    let st: Vec<RxStatus> = out[..n].iter().map(|b| b.status).collect();
+    assert_eq!(
+        st,
+        vec![
+            RxStatus::TooBig,
+            RxStatus::Continuation,
+            RxStatus::Continuation,
+            RxStatus::Ok,
+            RxStatus::Unused,
+            RxStatus::Unused,
+        ]
+    );
+    assert_eq!(out[3].len, 60);
+    let mut all: Vec<Pfn> = out[..n].iter().map(|b| b.pfn).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 6, "six distinct pages");
+    assert_eq!(a.rx_posted(), BIG * (QUEUE_SIZE - 2));
+    assert_eq!(da.deliver_rx_mrg(&long_frame(3, 9014), 1), 1);
+    // SAFETY: spare pages, ours.
+    let n = unsafe { a.rx_burst_refill(&mut out, || spare.pop()) };
+    assert_eq!(n, 3, "the frame's three pages, its slot re-posted");
+    assert_eq!(a.rx_posted(), BIG * (QUEUE_SIZE - 2));
+}
+
+/// `set_rx_buffer_pages` refuses a bad count, a ring that already holds buffers and a device
+/// without `VIRTIO_F_INDIRECT_DESC`, and leaves one page per buffer then.
+#[test]
+fn big_buffers_need_indirect_descriptors_and_an_empty_ring() {
+    use crate::virtio_net::RxBufferPagesError as E;
+    let sa = SimShared::new(MAC);
+    let (mut a, _da) = up(&sa);
+    assert_eq!(a.set_rx_buffer_pages(0), Err(E::BadCount(0)));
+    assert_eq!(a.set_rx_buffer_pages(5), Err(E::BadCount(5)));
+    let (_pages, _spare) = filled_rx(&mut a);
+    assert_eq!(a.set_rx_buffer_pages(3), Err(E::RingNotEmpty));
+    assert_eq!(a.rx_buffer_pages(), 1);
+    let sb = SimShared::with_features(
+        MAC,
+        SIM_FEATURES & !crate::virtio_net::NetFeatures::RING_INDIRECT_DESC.bits(),
+    );
+    let (mut b, _db) = up(&sb);
+    assert_eq!(b.set_rx_buffer_pages(3), Err(E::NoIndirect));
+    assert_eq!(b.rx_buffer_pages(), 1);
+}

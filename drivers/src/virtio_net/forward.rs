@@ -23,6 +23,8 @@
 
 use crate::virtqueue::{Cursor, Rings, SplitQueue};
 
+mod big;
+
 use super::{
     rx_used_faulty, tx_used_id_faulty, Hal, Pfn, RxChain, RxStatus, Transport, TxDone, VirtioNet,
     MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE,
@@ -352,6 +354,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return BurstStats::default();
         }
         let mut ops = ops();
+        if self.rx_buf_pages > 1 {
+            // Big RX buffers (a port with a jumbo MTU): one used element per frame.
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.forward_burst_big(tx, ready, owner, &mut ops) };
+        }
         // The common case, decided once per burst: the TX ring in in-order mode with room for
         // every buffer of the burst. Its loop then tests neither per frame (the run's TX posts
         // never exceed its used elements); anything else takes the general loop, out of line.

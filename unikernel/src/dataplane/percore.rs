@@ -9,7 +9,7 @@ use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
 use drivers::nic::Nic;
-use drivers::virtio_net::{DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
+use drivers::virtio_net::{rx_buffer_pages_for_mtu, DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
 use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
@@ -56,7 +56,7 @@ pub(crate) fn count_rx_reject(c: &mut PortCounters, status: RxStatus) {
             c.rx += 1;
             c.drop(DropReason::TooBig);
         }
-        RxStatus::Continuation => {}
+        RxStatus::Continuation | RxStatus::Unused => {}
         RxStatus::Malformed => c.drop(DropReason::BadDesc),
     }
 }
@@ -300,7 +300,7 @@ impl<P: Platform> Core<P> {
                     .map_err(|_| CoreError::Mtu(port, mtu))?;
             }
         }
-        let mut core = Core {
+        let mut core: Core<P> = Core {
             cfg: p.cfg,
             pair: k,
             nics: p.nics.map(core::mem::ManuallyDrop::new),
@@ -322,6 +322,19 @@ impl<P: Platform> Core<P> {
             quit_leaked: 0,
         };
         for port in 0..PORTS {
+            // A jumbo MTU: RX buffers of several pages, so each frame is one used element
+            // (`VirtioNet::set_rx_buffer_pages`); without indirect descriptors the device
+            // spreads such frames over one-page buffers (mergeable), which works too.
+            let mtu = port_mtu(core.cfg.mtu[port], &*core.nics[port]);
+            let want = rx_buffer_pages_for_mtu(mtu);
+            if want > 1 {
+                if let Err(e) = core.nics[port].set_rx_buffer_pages(want) {
+                    log::warn!(
+                        "port {}: MTU {mtu}: RX buffers stay one page ({e}); frames of several pages arrive as mergeable buffers",
+                        PORTS * k + port
+                    );
+                }
+            }
             core.refill(port);
         }
         core.kick_all();
@@ -436,32 +449,43 @@ impl<P: Platform> Core<P> {
         self.fabric
     }
 
-    /// Fill every empty RX slot of local port `p` from its page_pool, in one batch.
+    /// Fill every empty RX slot of local port `p` from its page_pool: one batch of pages
+    /// (`rx_buffer_pages` per slot; with big buffers in rounds of whole buffers that fit the
+    /// scratch array).
     pub(crate) fn refill(&mut self, p: usize) {
-        let want = self.nics[p].rx_free_slots();
-        let mut n = 0;
-        while n < want {
-            match self.pages.alloc(p) {
-                Some(page) => {
-                    self.page_scratch[n] = page.into_raw().pfn;
-                    n += 1;
-                }
-                None => {
-                    self.counters[p].no_buffer += 1;
-                    break;
+        let per = self.nics[p].rx_buffer_pages().max(1);
+        let round = QUEUE_SIZE / per * per;
+        loop {
+            let want = (self.nics[p].rx_free_slots() * per).min(round);
+            let mut n = 0;
+            while n < want {
+                match self.pages.alloc(p) {
+                    Some(page) => {
+                        self.page_scratch[n] = page.into_raw().pfn;
+                        n += 1;
+                    }
+                    None => {
+                        self.counters[p].no_buffer += 1;
+                        break;
+                    }
                 }
             }
-        }
-        if n == 0 {
-            return;
-        }
-        // SAFETY: the pages come fresh from the pool (given up with `into_raw` above); those
-        // accepted belong to the RX ring until `rx_burst` or `take_pages` returns them.
-        let posted = unsafe { self.nics[p].rx_refill(&self.page_scratch[..n]) };
-        for i in posted..n {
-            // SAFETY: refused by the ring: still ours, from pool `p`.
-            let page = unsafe { PageBuf::from_raw(self.pages.raw(p, self.page_scratch[i])) };
-            self.pages.recycle(page);
+            if n == 0 {
+                return;
+            }
+            // SAFETY: the pages come fresh from the pool (given up with `into_raw` above);
+            // those accepted belong to the RX ring until `rx_burst` or `take_pages` returns
+            // them.
+            let posted = unsafe { self.nics[p].rx_refill(&self.page_scratch[..n]) };
+            for i in posted..n {
+                // SAFETY: refused by the ring (or short of a whole buffer): still ours, from
+                // pool `p`.
+                let page = unsafe { PageBuf::from_raw(self.pages.raw(p, self.page_scratch[i])) };
+                self.pages.recycle(page);
+            }
+            if posted < want || posted == 0 {
+                return;
+            }
         }
     }
 
