@@ -150,7 +150,10 @@ impl ForwardOps for Ops<'_> {
         for (i, &p) in frame.pages.iter().enumerate() {
             self.pages.check_not_mine(p, "forward_multi");
             let start = if i == 0 { NET_HDR_LEN } else { 0 };
-            assert!(start + usize::from(frame.lens[i]) <= PAGE, "frame past its page");
+            assert!(
+                start + usize::from(frame.lens[i]) <= PAGE,
+                "frame past its page"
+            );
             sum += usize::from(frame.lens[i]);
         }
         assert_eq!(sum, frame.len);
@@ -303,7 +306,8 @@ pub fn run(data: &[u8], k: usize) {
             }
             // Device: well-behaved TX completion.
             12..=19 => {
-                devs[x].complete_tx(|f| assert!(f.len() <= PAGE));
+                devs[x]
+                    .complete_tx(|f| assert!(f.len() <= drivers::virtio_net::MAX_MULTI_FRAME_LEN));
             }
             // Device: take the next available RX chain, write a header with any num_buffers
             // and give it back with any length.
