@@ -404,7 +404,8 @@ pub fn run(data: &[u8], k: usize) {
                     assert_ne!(tag, OWNER);
                     pages.back(p, "tx_reclaim_into other");
                 });
-                assert!(w <= total && total <= n);
+                // `w` pages, `total` completions (a frame of several pages is one).
+                assert!(w <= n && total <= n, "w {w} total {total} n {n}");
                 for &p in &room[..w] {
                     pages.back(p, "tx_reclaim_into room");
                 }

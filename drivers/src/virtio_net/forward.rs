@@ -1389,8 +1389,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// TX completion straight into a page_pool's alloc cache: completed pages tagged `owner`
     /// are written to the start of `room` (the cache's free part, from
     /// `PagePool::recycle_room`), any other page goes to `other` with its tag. Takes at
-    /// most `room.len()` completions (the rest wait for the next call). Returns `(pages
-    /// written to room, pages reclaimed)`.
+    /// most `room.len()` completions (the rest wait for the next call), and never writes more
+    /// than `room.len()` pages. Returns `(pages written to room, completions taken)`: a frame
+    /// of several pages is one completion, so the pages (those in `room` and those given to
+    /// `other`) may outnumber the completions, up to [`MAX_FRAME_BUFFERS`] times.
     #[inline(always)]
     pub fn tx_reclaim_into(
         &mut self,
