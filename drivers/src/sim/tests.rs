@@ -1938,3 +1938,47 @@ fn big_buffers_need_indirect_descriptors_and_an_empty_ring() {
     assert_eq!(b.set_rx_buffer_pages(3), Err(E::NoIndirect));
     assert_eq!(b.rx_buffer_pages(), 1);
 }
+
+/// Big RX buffers forwarding to a TX ring without indirect tables (another device, without
+/// `VIRTIO_F_INDIRECT_DESC`): every frame goes one at a time through the slow path, a jumbo
+/// frame out as a descriptor chain of its pages, and every page comes back.
+#[test]
+fn big_rx_buffers_forward_to_a_tx_ring_without_tables() {
+    let sa = SimShared::new(MAC);
+    let sb = SimShared::with_features(
+        [2, 0, 0, 0, 0, 2],
+        SIM_FEATURES & !crate::virtio_net::NetFeatures::RING_INDIRECT_DESC.bits(),
+    );
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let (_pages, mut spare) = filled_rx_big(&mut a);
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    for round in 0..20u8 {
+        let (jumbo, small) = (long_frame(round, 9014), frame(round));
+        assert_eq!(da.deliver_rx_mrg(&jumbo, 1), 1);
+        assert_eq!(da.deliver_rx(&small, 1), 1);
+        let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+        assert_eq!(
+            (st.buffers, st.rx_frames, st.tx_frames),
+            (2, 2, 2),
+            "{st:?}"
+        );
+        let mut got = Vec::new();
+        assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), 2);
+        assert_eq!((got[0].len(), &got[0][1..]), (9014, &jumbo[1..]));
+        assert_eq!((got[1].len(), &got[1][1..]), (60, &small[1..]));
+        let before = spare.len();
+        let n = b.tx_reclaim(|p, tag| {
+            assert_eq!(tag, 9);
+            spare.push(p);
+        });
+        assert_eq!(n, 2, "two completions");
+        assert_eq!(
+            spare.len() - before,
+            4,
+            "the jumbo frame's three pages, the small one's"
+        );
+    }
+    assert!(back.is_empty(), "{back:?}");
+    assert_eq!(spare.len(), QUEUE_SIZE);
+    assert_eq!(a.rx_posted(), BIG * QUEUE_SIZE);
+}

@@ -68,6 +68,16 @@ struct BigFrame {
     owner: u32,
 }
 
+/// What [`VirtioNet::forward_run_big`]'s frames put on the TX ring (counted where each is
+/// posted, so the loop carries no per-frame test for them).
+#[derive(Default)]
+struct BigPosted {
+    /// Pages.
+    pages: usize,
+    /// Frames posted as an indirect table (several pages): `VirtioNet::tx_chains`.
+    tables: usize,
+}
+
 /// A slot the loop could not refill whole: the fresh pages already stored in its table
 /// entries `0..pages.len()` go back to the pool and the frame's own `pages` go back in, as if
 /// the loop had not touched the slot.
@@ -152,7 +162,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 slow: true,
             };
         };
-        let tind = tx.tx.indirect();
+        let Some(tind) = tx.tx.indirect() else {
+            // A TX ring without indirect tables (another device, without
+            // `VIRTIO_F_INDIRECT_DESC`): every frame through the slow path (descriptor chains).
+            return BigRun {
+                stats: BurstStats::default(),
+                taken: 0,
+                slow: true,
+            };
+        };
         debug_assert!(IN_ORDER == tx.tx.is_in_order());
         let mut rc = self.rx.cursor();
         let mut tc = tx.tx.cursor();
@@ -173,10 +191,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let end = u0 + room;
         // The used-length test's bound: a frame of at least `O::MIN_FRAME` bytes within the
         // buffer's `k` pages (`used - NET_HDR_LEN - O::MIN_FRAME <= lim`; no wrap below).
-        // A TX ring without indirect tables takes one-page frames only here.
-        let pages = if tind.is_some() { k } else { 1 };
-        let lim = (pages * PAGE_SIZE).saturating_sub(NET_HDR_LEN + O::MIN_FRAME);
-        let (mut u, mut ta, mut pg, mut singles) = (u0, ta0, 0usize, 0usize);
+        let lim = (k * PAGE_SIZE).saturating_sub(NET_HDR_LEN + O::MIN_FRAME);
+        let (mut u, mut ta) = (u0, ta0);
+        let mut posted = BigPosted::default();
         // The frames' used lengths, headers included (they come off once, after the loop).
         let mut rx_used = 0u64;
         let mut slow = room < ready;
@@ -218,12 +235,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 owner,
             };
             // One copy of the frame's work per page count, its loops unrolled (a loop over a
-            // count known only at run time re-read the arrays and tested per page).
+            // count known only at run time re-read the arrays and tested per page). Three
+            // pages first: a 9,000-byte MTU's full-size frames, the bulk of jumbo traffic.
+            let p = &mut posted;
             let out = match touched {
-                1 => self.big_frame::<O, 1>(tx, f, rind, tind, ops, &mut rare),
-                2 => self.big_frame::<O, 2>(tx, f, rind, tind, ops, &mut rare),
-                3 => self.big_frame::<O, 3>(tx, f, rind, tind, ops, &mut rare),
-                _ => self.big_frame::<O, 4>(tx, f, rind, tind, ops, &mut rare),
+                3 => self.big_frame::<O, 3>(tx, f, rind, tind, ops, &mut rare, p),
+                1 => self.big_frame::<O, 1>(tx, f, rind, tind, ops, &mut rare, p),
+                2 => self.big_frame::<O, 2>(tx, f, rind, tind, ops, &mut rare, p),
+                _ => self.big_frame::<O, 4>(tx, f, rind, tind, ops, &mut rare, p),
             };
             let Some(sent) = out else {
                 slow = true;
@@ -231,11 +250,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             };
             u += 1;
             rx_used += used as u64;
-            if sent > 0 {
-                pg += sent;
-                singles += usize::from(sent == 1);
-                ta += 1;
-            }
+            ta += usize::from(sent);
         }
         let (taken, a) = (u - u0, ta - ta0);
         let rx_bytes = rx_used - (NET_HDR_LEN * taken) as u64;
@@ -250,8 +265,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         if a > 0 {
             tx.tx.publish();
-            tx.tx_posted += pg;
-            tx.tx_chains += a - singles;
+            tx.tx_posted += posted.pages;
+            tx.tx_chains += posted.tables;
         }
         BigRun {
             stats: BurstStats {
@@ -270,8 +285,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// used length reaches): `N` fresh pages into the slot's table and the slot re-posted,
     /// the verdict ([`ForwardOps::forward`] for one page, [`ForwardOps::forward_multi`] for
     /// more), and the frame posted on `tx` at `f.ta` (one descriptor; an indirect table for
-    /// more than one page). Returns the pages posted (0: not sent), or `None`, with nothing
-    /// done, when no fresh page refills the slot whole (the slow path takes the element).
+    /// more than one page), counted in `posted`. Returns whether it was posted, or `None`,
+    /// with nothing done, when no fresh page refills the slot whole (the slow path takes the
+    /// element).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn big_frame<O: ForwardOps, const N: usize>(
@@ -279,10 +295,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         tx: &mut Self,
         f: BigFrame,
         rind: Indirect<QUEUE_SIZE, INDIRECT_MAX>,
-        tind: Option<Indirect<QUEUE_SIZE, INDIRECT_MAX>>,
+        tind: Indirect<QUEUE_SIZE, INDIRECT_MAX>,
         ops: &mut O,
         rare: &mut Rare,
-    ) -> Option<usize> {
+        posted: &mut BigPosted,
+    ) -> Option<bool> {
         // (`MaybeUninit` would save the stores past `N`; they are never read: `chain_verdict`
         // and the TX table look at `..N` only.)
         let mut pages = [f.pfn0; MAX_FRAME_BUFFERS];
@@ -351,7 +368,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
         };
         if m == 0 {
-            return Some(0);
+            return Some(false);
         }
         if mm::fault::hit(mm::fault::Fault::TxRingFull) {
             // (The fault image finds the ring full now and then.)
@@ -363,7 +380,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             for &p in &pages[1..m] {
                 ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
             }
-            return Some(0);
+            return Some(false);
         }
         // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of zeros.
         unsafe {
@@ -372,36 +389,34 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
         let slot = usize::from(f.tid) & (QUEUE_SIZE - 1);
         let txr = tx.tx.rings();
-        match (m, tind) {
-            (1, _) | (_, None) => {
-                // (`None` with more than one page is not reached: the loop checked.)
-                txr.post_at(
-                    f.ta,
-                    f.tid,
-                    f.pfn0.addr(),
-                    u32::from(lens[0]) + NET_HDR_LEN as u32,
-                );
-                tx.tx_pages[slot] = TxDone {
-                    pfn: f.pfn0,
-                    owner: f.owner,
-                };
-                Some(1)
+        if m == 1 {
+            txr.post_at(
+                f.ta,
+                f.tid,
+                f.pfn0.addr(),
+                u32::from(lens[0]) + NET_HDR_LEN as u32,
+            );
+            tx.tx_pages[slot] = TxDone {
+                pfn: f.pfn0,
+                owner: f.owner,
+            };
+            posted.pages += 1;
+        } else {
+            // Page `j` as entry `j` of the frame's TX table (§2.7.5.3.2), the first with the
+            // header, the last without a link.
+            for j in 0..m.min(N) {
+                let l = u32::from(lens[j]) + if j == 0 { NET_HDR_LEN as u32 } else { 0 };
+                tind.write(f.tid, j, pages[j].addr(), l, j + 1 == m);
             }
-            (m, Some(ind)) => {
-                // Page `j` as entry `j` of the frame's TX table (§2.7.5.3.2), the first with
-                // the header, the last without a link.
-                for j in 0..m.min(N) {
-                    let l = u32::from(lens[j]) + if j == 0 { NET_HDR_LEN as u32 } else { 0 };
-                    ind.write(f.tid, j, pages[j].addr(), l, j + 1 == m);
-                }
-                txr.post_indirect_at(f.ta, f.tid, ind.phys(f.tid), m);
-                tx.tx_pages[slot] = TxDone {
-                    pfn: f.pfn0,
-                    owner: f.owner | TX_CHAIN_TAG,
-                };
-                Some(m)
-            }
+            txr.post_indirect_at(f.ta, f.tid, tind.phys(f.tid), m);
+            tx.tx_pages[slot] = TxDone {
+                pfn: f.pfn0,
+                owner: f.owner | TX_CHAIN_TAG,
+            };
+            posted.pages += m;
+            posted.tables += 1;
         }
+        Some(true)
     }
 
     /// One used element [`VirtioNet::forward_run_big`] did not take, through the queues'
