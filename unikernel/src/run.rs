@@ -233,33 +233,7 @@ fn build_core(
         mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
     })
     .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
-    // Buffers, not pages: with a jumbo MTU each buffer is several pages (one frame, one used
-    // element: `VirtioNet::set_rx_buffer_pages`).
-    let per: [usize; PORTS] =
-        core::array::from_fn(|p| core.nics().map_or(1, |n| n[p].rx_buffer_pages().max(1)));
-    let posted: [usize; PORTS] =
-        core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted() / per[p]));
-    // One line per pair, not per port (each boot-log byte is a host write under QEMU's 16550:
-    // BENCHMARKS.md, "Boot time, fifth pass"); port `p`'s buffers come from page_pool `p`.
-    if per == [1; PORTS] {
-        info!(
-            "RX buffers posted: {} on port {}, {} on port {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
-            posted[0],
-            PORTS * k,
-            posted[1],
-            PORTS * k + 1,
-        );
-    } else {
-        info!(
-            "RX buffers posted: {} of {} pages on port {}, {} of {} pages on port {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
-            posted[0],
-            per[0],
-            PORTS * k,
-            posted[1],
-            per[1],
-            PORTS * k + 1,
-        );
-    }
+    let (posted, per) = log_rx_posted(k, &core);
     if cfg.sim.is_none() {
         check_rx_rings(k, &posted, &per, zone);
     }
@@ -281,6 +255,38 @@ fn build_core(
     }
     *halt_when_idle = halt;
     core
+}
+
+/// The pair's RX buffers posted per port and the pages in each, logged in one line (one per
+/// pair, not per port: each boot-log byte is a host write under QEMU's 16550, BENCHMARKS.md,
+/// "Boot time, fifth pass"); port `p`'s buffers come from page_pool `p`. Buffers, not pages:
+/// with a jumbo MTU each buffer is several pages (one frame, one used element:
+/// `VirtioNet::set_rx_buffer_pages`).
+fn log_rx_posted(k: usize, core: &KernelCore) -> ([usize; PORTS], [usize; PORTS]) {
+    let per: [usize; PORTS] =
+        core::array::from_fn(|p| core.nics().map_or(1, |n| n[p].rx_buffer_pages().max(1)));
+    let posted: [usize; PORTS] =
+        core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted() / per[p]));
+    if per == [1; PORTS] {
+        info!(
+            "RX buffers posted: {} on port {}, {} on port {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+            posted[0],
+            PORTS * k,
+            posted[1],
+            PORTS * k + 1,
+        );
+    } else {
+        info!(
+            "RX buffers posted: {} of {} pages on port {}, {} of {} pages on port {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+            posted[0],
+            per[0],
+            PORTS * k,
+            posted[1],
+            per[1],
+            PORTS * k + 1,
+        );
+    }
+    (posted, per)
 }
 
 /// Least RX buffers a port's ring must hold before `ready`: half the ring
