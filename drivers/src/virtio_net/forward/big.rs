@@ -240,7 +240,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let p = &mut posted;
             let out = match touched {
                 3 => self.big_frame::<O, 3>(tx, f, rind, tind, ops, &mut rare, p),
-                1 => self.big_frame::<O, 1>(tx, f, rind, tind, ops, &mut rare, p),
+                1 => self.big_frame_one(tx, f, rind, ops, &mut rare, p),
                 2 => self.big_frame::<O, 2>(tx, f, rind, tind, ops, &mut rare, p),
                 _ => self.big_frame::<O, 4>(tx, f, rind, tind, ops, &mut rare, p),
             };
@@ -279,6 +279,61 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             taken,
             slow,
         }
+    }
+
+    /// [`VirtioNet::big_frame`] for a frame that reached only the first page (a small frame on
+    /// a jumbo port): the one-page loop's work, with the fresh page stored in the slot's table
+    /// entry 0 instead of the descriptor.
+    #[inline(always)]
+    fn big_frame_one<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        f: BigFrame,
+        rind: Indirect<QUEUE_SIZE, INDIRECT_MAX>,
+        ops: &mut O,
+        rare: &mut Rare,
+        posted: &mut BigPosted,
+    ) -> Option<bool> {
+        // No page for the slot: nothing stored yet, the slow path takes the element.
+        let fresh = fresh_page(ops)?;
+        rind.set_addr(f.id, 0, fresh.addr());
+        self.rx_pages[usize::from(f.id) & (QUEUE_SIZE - 1)] = fresh;
+        self.rx.rings().avail_at(f.ra, f.id);
+        let page0 = f.pfn0.addr() as usize as *mut u8;
+        let len = f.used - NET_HDR_LEN;
+        // SAFETY: the page is ours now; `used <= PAGE_SIZE` (one page reached).
+        let frame = unsafe { core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), len) };
+        let send = match ops.forward(f.pfn0, frame) {
+            RxVerdict::Forward => len,
+            RxVerdict::ForwardFirst(n) => {
+                let n = n.min(len);
+                rare.not_sent(len - n);
+                n
+            }
+            RxVerdict::Consumed => {
+                rare.not_sent(len);
+                return Some(false);
+            }
+        };
+        if mm::fault::hit(mm::fault::Fault::TxRingFull) {
+            // (The fault image finds the ring full now and then.)
+            tx_full(f.pfn0, send, ops, rare);
+            return Some(false);
+        }
+        // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros.
+        unsafe {
+            page0.cast::<u64>().write_unaligned(0);
+            page0.add(8).cast::<u32>().write_unaligned(0);
+        }
+        tx.tx
+            .rings()
+            .post_at(f.ta, f.tid, f.pfn0.addr(), (NET_HDR_LEN + send) as u32);
+        tx.tx_pages[usize::from(f.tid) & (QUEUE_SIZE - 1)] = TxDone {
+            pfn: f.pfn0,
+            owner: f.owner,
+        };
+        posted.pages += 1;
+        Some(true)
     }
 
     /// The work of [`VirtioNet::forward_run_big`] for one frame of `N` pages (the pages its
