@@ -1388,7 +1388,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// TX completion straight into a page_pool's alloc cache: completed pages tagged `owner`
     /// are written to the start of `room` (the cache's free part, from
-    /// `PagePool::recycle_room`), any other page goes to `other` with its tag. Takes at
+    /// `PagePool::recycle_room`), any other page goes to `other` with its tag (so does a page
+    /// of `owner` that `room` has no space left for, with frames of several pages in flight). Takes at
     /// most `room.len()` completions (the rest wait for the next call), and never writes more
     /// than `room.len()` pages. Returns `(pages written to room, completions taken)`: a frame
     /// of several pages is one completion, so the pages (those in `room` and those given to
@@ -1596,7 +1597,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// [`VirtioNet::tx_reclaim_into`] while descriptor chains are on the TX ring (frames of
     /// several pages): at most `room.len()` completions; pages tagged `owner` fill `room` in
     /// order, the others (and those `room` has no space for) go to `other` (at most
-    /// [`QUEUE_SIZE`] pages in all: no more are in flight). A chain is walked through the
+    /// [`MAX_FRAME_BUFFERS`] × [`QUEUE_SIZE`] pages in all: no more are in flight). A chain is walked through the
     /// descriptor table's `next` fields as the driver wrote them (§2.7.5: the device never
     /// writes the table). Kept apart so the common loop stays as it was (a chain check there
     /// cost ~2 instructions per page). Returns `(pages written to room, completions taken)`
