@@ -11,7 +11,10 @@
 //! caller as a [`Pfn`]; the device writes the 12-byte `virtio_net_hdr` (§5.1.6) at offset 0 and
 //! the frame right after it. TX posts the very same page, header zeroed in place, as one
 //! device-readable descriptor. The driver remembers which page sits behind each descriptor
-//! chain (the token, §2.7.13) so completions hand the page back to the caller.
+//! chain (the token, §2.7.13) so completions hand the page back to the caller. With a jumbo
+//! MTU ([`VirtioNet::set_rx_buffer_pages`]) every RX descriptor is instead an indirect table
+//! of several pages (§2.7.5.3), one frame per used element; a frame of several pages leaves as
+//! one indirect TX descriptor of the same pages.
 //!
 //! Multi-queue (§5.1.6.5.5): [`VirtioNet::new_mq`] negotiates `VIRTIO_NET_F_MQ` and
 //! `VIRTIO_NET_F_CTRL_VQ`, sets up N receive/transmit queue pairs (receiveq_i = 2i,

@@ -19,7 +19,9 @@
 //! ([`ForwardOps::forward_multi`], headers in the first page) and sends it as one descriptor
 //! chain of the same pages (§2.7.5, zero copy), then goes on with the remaining used elements,
 //! so frames leave in the order they came. A malformed buffer or a frame of more pages is
-//! handed back ([`ForwardOps::give_back`]).
+//! handed back ([`ForwardOps::give_back`]). With big RX buffers (a jumbo MTU,
+//! [`VirtioNet::set_rx_buffer_pages`]) every frame is one used element of an RX buffer of
+//! several pages and the burst runs `forward_burst_big` instead (module `big`).
 
 use crate::virtqueue::{Cursor, Rings, SplitQueue};
 
