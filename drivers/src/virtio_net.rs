@@ -1137,8 +1137,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// [`RxStatus::TooBig`] and the others [`RxStatus::Continuation`]: this path does not
     /// collect frames of several pages). The slot is re-posted with fresh pages from `alloc`
     /// where the frame was; if `alloc` runs out, the slot is released and its other pages
-    /// (and the fresh ones taken) are returned as [`RxStatus::Unused`]. Stops while `out` has
-    /// room for a whole slot's worst case (2 × pages − 1 buffers).
+    /// (and the fresh ones taken) are returned as [`RxStatus::Unused`]. An element is taken
+    /// while `out` has room for a slot's pages (`k`, [`VirtioNet::rx_buffer_pages`]); it is
+    /// refilled only while `out` has room for the worst case of a release after a partial
+    /// refill (2 × `k` − 1), else released at once (its `k` pages out, none taken from
+    /// `alloc`). An `out` shorter than `k` takes nothing.
     ///
     /// # Safety
     /// As [`VirtioNet::rx_burst_refill`].
@@ -1155,7 +1158,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         };
         let mut n = 0;
         let mut reposted = 0;
-        while out.len() - n >= 2 * k {
+        while out.len() - n >= k {
+            // Room for the worst case of a partial refill: else the slot is released whole.
+            let may_refill = out.len() - n >= 2 * k - 1;
             let Some((id, used)) = self.rx.pop_used().map(rx_used_faulty) else {
                 break;
             };
@@ -1178,7 +1183,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
             let mut fresh = [NO_PAGE; MAX_FRAME_BUFFERS];
             let mut got = 0;
-            while got < touched {
+            while may_refill && got < touched {
                 match alloc().filter(|&p| p != NO_PAGE) {
                     Some(p) => {
                         fresh[got] = p;

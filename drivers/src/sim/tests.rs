@@ -1982,3 +1982,34 @@ fn big_rx_buffers_forward_to_a_tx_ring_without_tables() {
     assert_eq!(spare.len(), QUEUE_SIZE);
     assert_eq!(a.rx_posted(), BIG * QUEUE_SIZE);
 }
+
+/// `rx_burst_refill` on big buffers with a small `out` (a small `burst=`): room for a slot's
+/// pages takes an element, released whole when there is no room for a partial refill's worst
+/// case; room for less takes nothing (the dataplane gives it room for two slots).
+#[test]
+fn rx_burst_on_big_buffers_with_little_room_still_takes_frames() {
+    let sa = SimShared::new(MAC);
+    let (mut a, mut da) = up(&sa);
+    let (_pages, mut spare) = filled_rx_big(&mut a);
+    assert_eq!(da.deliver_rx(&frame(1), 2), 2);
+    let mut out = rx_bufs();
+    // SAFETY: spare pages, ours.
+    let n = unsafe { a.rx_burst_refill(&mut out[..BIG - 1], || spare.pop()) };
+    assert_eq!(n, 0, "no room for a slot's pages");
+    let before = spare.len();
+    // SAFETY: as above.
+    let n = unsafe { a.rx_burst_refill(&mut out[..BIG], || spare.pop()) };
+    let st: Vec<RxStatus> = out[..n].iter().map(|b| b.status).collect();
+    assert_eq!(st, vec![RxStatus::Ok, RxStatus::Unused, RxStatus::Unused]);
+    assert_eq!(
+        spare.len(),
+        before,
+        "no page taken: the slot released whole"
+    );
+    assert_eq!(a.rx_free_slots(), 1);
+    // SAFETY: as above.
+    let n = unsafe { a.rx_burst_refill(&mut out[..2 * BIG - 1], || spare.pop()) };
+    assert_eq!(n, 1, "room for the worst case: refilled in place");
+    assert_eq!(spare.len(), before - 1);
+    assert_eq!(a.rx_free_slots(), 1);
+}

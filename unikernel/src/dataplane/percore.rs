@@ -494,7 +494,15 @@ impl<P: Platform> Core<P> {
     /// fill wait for [`Core::refill`]). Returns the buffers completed.
     #[inline(always)]
     pub(crate) fn rx_burst(&mut self, p: usize) -> usize {
-        let burst = self.cfg.burst;
+        // With big RX buffers one element hands out up to `2 × pages − 1` buffers (its pages,
+        // and a released slot's others): room for two elements' worth whatever `burst=` says,
+        // or a small burst would take nothing, ever.
+        let per = self.nics[p].rx_buffer_pages();
+        let burst = if per > 1 {
+            self.cfg.burst.max(4 * per).min(MAX_BURST)
+        } else {
+            self.cfg.burst
+        };
         let pages = &mut self.pages;
         let alloc = || pages.alloc(p).map(|page| page.into_raw().pfn);
         // SAFETY: each page comes fresh from port `p`'s pool and is given up (`into_raw`) to
