@@ -518,12 +518,19 @@ pub const NO_PAGE: Pfn = Pfn(0);
 /// ([`Fault::RxBadId`](mm::fault::Fault::RxBadId): `id + QUEUE_SIZE`) or a length one byte
 /// over the page posted ([`Fault::RxBadLen`](mm::fault::Fault::RxBadLen)).
 #[inline(always)]
-pub(crate) fn rx_used_faulty((id, len): (u32, u32)) -> (u32, u32) {
+pub(crate) fn rx_used_faulty(elem: (u32, u32)) -> (u32, u32) {
+    rx_used_faulty_in(elem, PAGE_SIZE)
+}
+
+/// [`rx_used_faulty`] for a buffer of `buf` bytes (a big RX buffer's pages): a bad length is
+/// one byte over the buffer.
+#[inline(always)]
+pub(crate) fn rx_used_faulty_in((id, len): (u32, u32), buf: usize) -> (u32, u32) {
     use mm::fault::{hit, Fault};
     if hit(Fault::RxBadId) {
         (id.wrapping_add(QUEUE_SIZE as u32), len)
     } else if hit(Fault::RxBadLen) {
-        (id, PAGE_SIZE as u32 + 1)
+        (id, buf as u32 + 1)
     } else {
         (id, len)
     }
@@ -1161,7 +1168,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         while out.len() - n >= k {
             // Room for the worst case of a partial refill: else the slot is released whole.
             let may_refill = out.len() - n >= 2 * k - 1;
-            let Some((id, used)) = self.rx.pop_used().map(rx_used_faulty) else {
+            let Some((id, used)) = self
+                .rx
+                .pop_used()
+                .map(|e| rx_used_faulty_in(e, k * PAGE_SIZE))
+            else {
                 break;
             };
             let Some(pfn0) = self.take_rx_page(id) else {
@@ -1298,6 +1309,24 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         }
     }
 
+    /// The buffer's `num_buffers` (§5.1.6), or 1 when `VIRTIO_NET_F_MRG_RXBUF` was not
+    /// negotiated: §5.1.6.4.1 has the device write 1 then, but QEMU 7.2's virtio-net leaves
+    /// bytes 10..12 as they were (a page that last held frame bytes in the middle of a big RX
+    /// buffer then reads as the head of a frame of many buffers). Linux's `virtio_net` reads
+    /// the field only with mergeable buffers too.
+    ///
+    /// # Safety
+    /// The page is the driver's (the device is done with it).
+    #[inline]
+    unsafe fn num_buffers(&self, pfn: Pfn) -> u16 {
+        if !self.features.contains(NetFeatures::MRG_RXBUF) {
+            return 1;
+        }
+        // SAFETY: per the contract; offset 10..12 is inside the page.
+        let hdr = unsafe { page_bytes(pfn) };
+        u16::from_le_bytes([hdr[NUM_BUFFERS_OFFSET], hdr[NUM_BUFFERS_OFFSET + 1]])
+    }
+
     fn classify_rx(&mut self, pfn: Pfn, used: usize) -> RxBuf {
         if self.rx_chain.n < self.rx_chain.want {
             // A frame half collected by the fused burst loses this buffer (a continuation it
@@ -1321,12 +1350,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             };
         }
         // SAFETY: the device is done with the page (popped above) and we own it.
-        let hdr = unsafe { page_bytes(pfn) };
-        let num_buffers =
-            u16::from_le_bytes([hdr[NUM_BUFFERS_OFFSET], hdr[NUM_BUFFERS_OFFSET + 1]]);
+        let num_buffers = unsafe { self.num_buffers(pfn) };
         let len = used - NET_HDR_LEN;
         match num_buffers {
-            // §5.1.6.4: without MRG_RXBUF the device sets num_buffers to 1 (0 is tolerated).
+            // §5.1.6.4.1: without MRG_RXBUF the device sets num_buffers to 1 (0 is tolerated;
+            // so is any value then: `num_buffers`).
             0 | 1 => RxBuf {
                 pfn,
                 len,

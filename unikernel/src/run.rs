@@ -267,6 +267,8 @@ fn log_rx_posted(k: usize, core: &KernelCore) -> ([usize; PORTS], [usize; PORTS]
         core::array::from_fn(|p| core.nics().map_or(1, |n| n[p].rx_buffer_pages().max(1)));
     let posted: [usize; PORTS] =
         core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted() / per[p]));
+    // "256" for one-page buffers, "256 of 3 pages" for big ones, per port.
+    let of = |p: usize| PagesOf(posted[p], per[p]);
     if per == [1; PORTS] {
         info!(
             "RX buffers posted: {} on port {}, {} on port {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
@@ -277,16 +279,27 @@ fn log_rx_posted(k: usize, core: &KernelCore) -> ([usize; PORTS], [usize; PORTS]
         );
     } else {
         info!(
-            "RX buffers posted: {} of {} pages on port {}, {} of {} pages on port {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
-            posted[0],
-            per[0],
+            "RX buffers posted: {} on port {}, {} on port {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+            of(0),
             PORTS * k,
-            posted[1],
-            per[1],
+            of(1),
             PORTS * k + 1,
         );
     }
     (posted, per)
+}
+
+/// `N` buffers of `K` pages as the boot log says it: `N` for one page each, `N of K pages`.
+struct PagesOf(usize, usize);
+
+impl core::fmt::Display for PagesOf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.1 > 1 {
+            write!(f, "{} of {} pages", self.0, self.1)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
 }
 
 /// Least RX buffers a port's ring must hold before `ready`: half the ring

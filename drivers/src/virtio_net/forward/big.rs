@@ -22,8 +22,8 @@ use super::{
     RxVerdict,
 };
 use crate::virtio_net::{
-    rx_used_faulty, Hal, Pfn, RxChain, RxStatus, Transport, TxBuf, TxDone, VirtioNet,
-    MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE,
+    rx_used_faulty_in, Hal, NetFeatures, Pfn, RxChain, RxStatus, Transport, TxBuf, TxDone,
+    VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE,
     RX_PUBLISH_BATCH, TX_CHAIN_TAG,
 };
 use crate::virtqueue::{Indirect, SplitQueue, INDIRECT_MAX};
@@ -38,6 +38,10 @@ struct BigRun {
     /// It stopped at an element it does not take: the next one goes to
     /// [`VirtioNet::forward_big_slow`].
     slow: bool,
+    /// That element as the loop read it (`(id, len)`; in the fault image with its fault
+    /// applied once), when it read one: the slow path takes it as is, not read (and faulted)
+    /// again.
+    next: Option<(u32, u32)>,
 }
 
 /// The bytes of each of a big buffer's first `touched` pages that a frame of `used` bytes
@@ -129,7 +133,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 break;
             }
             // SAFETY: as above.
-            let one = unsafe { self.forward_big_slow(tx, owner, ops) };
+            let one = unsafe { self.forward_big_slow(tx, owner, ops, run.next) };
             st.add(&one);
             left -= 1;
         }
@@ -160,6 +164,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 stats: BurstStats::default(),
                 taken: 0,
                 slow: true,
+                next: None,
             };
         };
         let Some(tind) = tx.tx.indirect() else {
@@ -169,6 +174,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 stats: BurstStats::default(),
                 taken: 0,
                 slow: true,
+                next: None,
             };
         };
         debug_assert!(IN_ORDER == tx.tx.is_in_order());
@@ -197,8 +203,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // The frames' used lengths, headers included (they come off once, after the loop).
         let mut rx_used = 0u64;
         let mut slow = room < ready;
+        let mut next = None;
+        // `num_buffers` means something only with mergeable buffers (`VirtioNet::num_buffers`:
+        // QEMU 7.2 leaves it unwritten without them).
+        let mrg = self.features.contains(NetFeatures::MRG_RXBUF);
         while u < end {
-            let (id, used) = rx_used_faulty(rxr.pop_at(u));
+            let (id, used) = rx_used_faulty_in(rxr.pop_at(u), k * PAGE_SIZE);
             let used = used as usize;
             let pfn0 = match self.rx_pages.get(id as usize) {
                 Some(&p)
@@ -207,7 +217,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     p
                 }
                 _ => {
-                    slow = true;
+                    (slow, next) = (true, Some((id, used as u32)));
                     break;
                 }
             };
@@ -221,8 +231,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             });
             // The pages the frame reaches (1..=k: `used <= k * PAGE_SIZE` above).
             let touched = (used + PAGE_SIZE - 1) >> PAGE_SHIFT;
-            if nb > 1 {
-                slow = true;
+            if mrg && nb > 1 {
+                (slow, next) = (true, Some((id, used as u32)));
                 break;
             }
             let f = BigFrame {
@@ -245,7 +255,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 _ => self.big_frame::<O, 4>(tx, f, rind, tind, ops, &mut rare, p),
             };
             let Some(sent) = out else {
-                slow = true;
+                (slow, next) = (true, Some((id, used as u32)));
                 break;
             };
             u += 1;
@@ -278,6 +288,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             },
             taken,
             slow,
+            next,
         }
     }
 
@@ -505,12 +516,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         tx: &mut Self,
         owner: u32,
         ops: &mut O,
+        next: Option<(u32, u32)>,
     ) -> BurstStats {
         let mut st = BurstStats::default();
         let k = self.rx_buf_pages;
-        let (Some(rind), Some((id, used))) =
-            (self.rx.indirect(), self.rx.pop_used().map(rx_used_faulty))
-        else {
+        // The element as the loop read it, if it did (read again, its fault would be rolled
+        // again: the fault image's counts would not match).
+        let popped = self
+            .rx
+            .pop_used()
+            .map(|e| next.unwrap_or_else(|| rx_used_faulty_in(e, k * PAGE_SIZE)));
+        let (Some(rind), Some((id, used))) = (self.rx.indirect(), popped) else {
             return st;
         };
         let Some(pfn0) = self.take_rx_page(id) else {
