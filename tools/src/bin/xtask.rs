@@ -857,8 +857,10 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     finish(&guest, exit)?;
     if r.sent > 0 && r.received == 0 {
         bail!(
-            "no frame was forwarded (see the guest's drop counters above; frames over {} bytes \
-             span more RX pages than the driver collects and are dropped as too_big)",
+            "no frame was forwarded (see the guest's drop counters above: `too_big` counts \
+             frames over {} bytes, frames larger than a port's big RX buffers (over its MTU) \
+             and, with xcore=on, every frame of several pages; `runt`, `bad_desc` and \
+             `tx_ring_full` say the rest)",
             MAX_GUEST_FRAME
         );
     }
