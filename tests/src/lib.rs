@@ -266,6 +266,15 @@ impl Rig {
         })
     }
 
+    /// [`Rig::start_mtu`] with device properties on both NICs (`GuestConfig::nic_props`, e.g.
+    /// `,mrg_rxbuf=off`).
+    pub fn start_mtu_props(append: &str, gen: GenConfig, mtu: u16, props: &str) -> Rig {
+        Rig::start_configured(append, gen, |c| {
+            c.mtu = Some(tools::mtu::Mtus::new(vec![mtu]).expect("MTU in range"));
+            c.nic_props = props.to_string();
+        })
+    }
+
     /// [`Rig::start_memory`] with extra QEMU arguments (e.g. `-initrd ROUTES`).
     pub fn start_memory_with(
         append: &str,

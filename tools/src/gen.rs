@@ -925,6 +925,24 @@ impl Generator {
         self.cfg.count = Some(count);
     }
 
+    /// Send frames of `size` bytes on the wire (FCS included) on the next [`Generator::run`]
+    /// (synthetic frames, not a pcap's).
+    ///
+    /// # Errors
+    /// A size out of [`MIN_SIZE`]`..=`[`MAX_SIZE`], or, on taps, over a tap's MTU
+    /// ([`FrameExceedsMtu`]), as at bind.
+    pub fn set_size(&mut self, size: usize) -> Result<()> {
+        ensure!(
+            (MIN_SIZE..=MAX_SIZE).contains(&size),
+            "--size {size} out of range {MIN_SIZE}..={MAX_SIZE} (bytes on the wire, FCS included)"
+        );
+        for s in &self.socks {
+            s.check_size(size)?;
+        }
+        self.cfg.size = size;
+        Ok(())
+    }
+
     /// Sends the configured traffic and returns the results.
     pub fn run(&self) -> Result<GenReport> {
         let cfg = &self.cfg;

@@ -293,6 +293,9 @@ pub struct GuestConfig {
     /// with that MTU). `None` (default): no `host_mtu`, QEMU's default (no MTU offered). On the
     /// tap backend the taps' MTU is set by whoever creates them ([`crate::tap::TapNet`]).
     pub mtu: Option<Mtus>,
+    /// Device properties added to every port's device, each `,name=value` (e.g.
+    /// `,mrg_rxbuf=off`: a device without `VIRTIO_NET_F_MRG_RXBUF`). Empty by default.
+    pub nic_props: String,
 }
 
 impl Default for GuestConfig {
@@ -317,6 +320,7 @@ impl Default for GuestConfig {
             netns: None,
             capture: None,
             mtu: None,
+            nic_props: String::new(),
         }
     }
 }
@@ -375,10 +379,18 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     if let Some(m) = &cfg.mtu {
         m.check_ports(cfg.nics)?;
     }
+    ensure!(
+        cfg.nic_props.is_empty() || cfg.nic_props.starts_with(','),
+        "device properties {:?} must start with a comma (`,name=value`)",
+        cfg.nic_props
+    );
+    // `host_mtu` and any other device properties of port `i`.
     let host_mtu = |i: usize| {
-        cfg.mtu
+        let mtu = cfg
+            .mtu
             .as_ref()
-            .map_or(String::new(), |m| format!(",host_mtu={}", m.port(i)))
+            .map_or(String::new(), |m| format!(",host_mtu={}", m.port(i)));
+        format!("{mtu}{}", cfg.nic_props)
     };
     ensure!(cfg.cpus >= 1, "--cpus must be at least 1");
     let image = utf8(&cfg.image)?;
