@@ -153,6 +153,30 @@ impl RxChain {
     }
 }
 
+/// What [`VirtioNet::big_slot_refill`] made of a big RX buffer's slot: the frame's pages and
+/// what the slot gave back.
+pub(crate) struct BigSlot {
+    /// Pages the frame reached (1..=the buffer's pages).
+    pub(crate) touched: usize,
+    /// The used length to classify the first page by: the frame's bytes in it (the used
+    /// length, at most a page), or the whole used length when it overran the buffer
+    /// (malformed).
+    pub(crate) first_len: usize,
+    /// The slot's pages, the frame's first (`..touched`).
+    pub(crate) pages: [Pfn; MAX_FRAME_BUFFERS],
+    /// With `nspare`: the pages given back by a released slot (the fresh ones taken, its pages
+    /// past the frame).
+    spare: [Pfn; 2 * MAX_FRAME_BUFFERS],
+    nspare: usize,
+}
+
+impl BigSlot {
+    /// Pages no longer on the ring and not the frame's (a released slot's): back to the pool.
+    pub(crate) fn unused(&self) -> &[Pfn] {
+        &self.spare[..self.nspare]
+    }
+}
+
 bitflags::bitflags! {
     /// Feature bits this driver knows (§5.1.3 device-specific, §6 reserved).
     #[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
@@ -1160,11 +1184,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         alloc: &mut impl FnMut() -> Option<Pfn>,
     ) -> usize {
         let k = self.rx_buf_pages;
-        let Some(ind) = self.rx.indirect() else {
-            return 0;
-        };
         let mut n = 0;
-        let mut reposted = 0;
         while out.len() - n >= k {
             // Room for the worst case of a partial refill: else the slot is released whole.
             let may_refill = out.len() - n >= 2 * k - 1;
@@ -1178,42 +1198,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let Some(pfn0) = self.take_rx_page(id) else {
                 continue;
             };
-            let id = id as u16;
-            let used = used as usize;
-            // The pages the device wrote into: as far as the used length reaches (all of them
-            // for a length past the buffer: malformed, and nothing in it can be trusted).
-            let touched = if used <= k * PAGE_SIZE {
-                used.div_ceil(PAGE_SIZE).max(1)
-            } else {
-                k
-            };
-            let mut pages = [NO_PAGE; MAX_FRAME_BUFFERS];
-            pages[0] = pfn0;
-            for (j, p) in pages.iter_mut().enumerate().take(k).skip(1) {
-                *p = Pfn::from_addr(ind.addr(id, j));
-            }
-            let mut fresh = [NO_PAGE; MAX_FRAME_BUFFERS];
-            let mut got = 0;
-            while may_refill && got < touched {
-                match alloc().filter(|&p| p != NO_PAGE) {
-                    Some(p) => {
-                        fresh[got] = p;
-                        got += 1;
-                    }
-                    None => break,
-                }
-            }
-            // The frame's pages first: the first as one page is classified, the rest as its
-            // continuations.
-            let first = self.classify_rx(
-                pfn0,
-                if used <= k * PAGE_SIZE {
-                    used.min(PAGE_SIZE)
+            let slot = self.big_slot_refill(id as u16, pfn0, used as usize, || {
+                if may_refill {
+                    alloc()
                 } else {
-                    used
-                },
-            );
-            out[n] = if touched > 1 && first.status == RxStatus::Ok {
+                    None
+                }
+            });
+            // The frame's pages first: the first as one page is classified, the rest as its
+            // continuations; then what the slot gave back.
+            let first = self.classify_rx(pfn0, slot.first_len);
+            out[n] = if slot.touched > 1 && first.status == RxStatus::Ok {
                 RxBuf {
                     status: RxStatus::TooBig,
                     ..first
@@ -1222,7 +1217,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 first
             };
             n += 1;
-            for &p in &pages[1..touched] {
+            for &p in &slot.pages[1..slot.touched] {
                 out[n] = RxBuf {
                     pfn: p,
                     len: 0,
@@ -1230,35 +1225,87 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 };
                 n += 1;
             }
-            if got == touched {
-                for (j, &p) in fresh[..touched].iter().enumerate() {
-                    ind.set_addr(id, j, p.addr());
-                }
-                self.rx_pages[usize::from(id)] = fresh[0];
-                self.rx.repost_indirect(id);
-                reposted += 1;
-            } else {
-                // No page for the whole slot: it goes back to the free list, and every page
-                // it still held, with the fresh ones, to the caller.
-                self.rx.release(id);
-                self.rx_posted -= k;
-                for &p in pages[touched..k].iter().chain(&fresh[..got]) {
-                    out[n] = RxBuf {
-                        pfn: p,
-                        len: 0,
-                        status: RxStatus::Unused,
-                    };
-                    n += 1;
-                }
-            }
-        }
-        if reposted > 0 {
-            self.rx_unpublished += reposted;
-            if self.rx_unpublished >= RX_PUBLISH_BATCH {
-                self.rx_publish();
+            for &p in slot.unused() {
+                out[n] = RxBuf {
+                    pfn: p,
+                    len: 0,
+                    status: RxStatus::Unused,
+                };
+                n += 1;
             }
         }
         n
+    }
+
+    /// A big RX buffer's slot `id` just popped with `used` bytes (its first page `pfn0`, taken
+    /// out of `rx_pages`): the pages the frame reached (`touched`: as far as the used length
+    /// goes; every page for a length past the buffer, whose contents cannot be trusted) are
+    /// the frame's; the slot is re-posted with pages from `fresh` in their table entries (one
+    /// store each, the descriptor unchanged), or, when `fresh` runs dry first, released (back
+    /// to the free list for a later `rx_refill`), its other pages and the fresh ones taken
+    /// returned as [`BigSlot::unused`]. Shared by [`VirtioNet::rx_burst_refill`] and the fused
+    /// burst's slow path.
+    pub(crate) fn big_slot_refill(
+        &mut self,
+        id: u16,
+        pfn0: Pfn,
+        used: usize,
+        mut fresh: impl FnMut() -> Option<Pfn>,
+    ) -> BigSlot {
+        let k = self.rx_buf_pages.min(MAX_FRAME_BUFFERS);
+        let within = used <= k * PAGE_SIZE;
+        let mut slot = BigSlot {
+            touched: if within {
+                used.div_ceil(PAGE_SIZE).max(1)
+            } else {
+                k
+            },
+            first_len: if within { used.min(PAGE_SIZE) } else { used },
+            pages: [NO_PAGE; MAX_FRAME_BUFFERS],
+            spare: [NO_PAGE; 2 * MAX_FRAME_BUFFERS],
+            nspare: 0,
+        };
+        slot.pages[0] = pfn0;
+        let Some(ind) = self.rx.indirect() else {
+            // Not reached (big buffers have tables): the slot is gone, its first page out.
+            self.rx.release(id);
+            return slot;
+        };
+        for j in 1..k {
+            slot.pages[j] = Pfn::from_addr(ind.addr(id, j));
+        }
+        let mut got = 0;
+        while got < slot.touched {
+            match fresh().filter(|&p| p != NO_PAGE) {
+                Some(p) => {
+                    slot.spare[got] = p;
+                    got += 1;
+                }
+                None => break,
+            }
+        }
+        if got == slot.touched {
+            for (j, p) in slot.spare[..got].iter().enumerate() {
+                ind.set_addr(id, j, p.addr());
+            }
+            self.rx_pages[usize::from(id)] = slot.spare[0];
+            self.rx.repost_indirect(id);
+            self.rx_unpublished += 1;
+            if self.rx_unpublished >= RX_PUBLISH_BATCH {
+                self.rx_publish();
+            }
+        } else {
+            // No page for the whole slot: it goes back to the free list, and every page it
+            // still held, with the fresh ones, to the caller.
+            self.rx.release(id);
+            self.rx_posted -= k;
+            for &p in &slot.pages[slot.touched..k] {
+                slot.spare[got] = p;
+                got += 1;
+            }
+            slot.nspare = got;
+        }
+        slot
     }
 
     /// The page behind RX token `id` (a used entry's id), taken out of the table; `None` (and

@@ -347,20 +347,7 @@ impl<const N: usize, const M: usize> Indirect<N, M> {
     /// The caller owns ring descriptor `id` (not available to the device).
     #[inline(always)]
     pub fn write(&self, id: u16, j: usize, addr: u64, len: u32, last: bool) {
-        let (flags, next) = if last {
-            (0u64, 0u64)
-        } else {
-            (u64::from(VIRTQ_DESC_F_NEXT), (j as u64 + 1) % M as u64)
-        };
-        let d = self.at(id, j);
-        // SAFETY: inside the tables (`at`); ring descriptor `id` is the driver's, so the
-        // device does not read its table now.
-        unsafe {
-            (&raw mut (*d).addr).write(addr);
-            (&raw mut (*d).len)
-                .cast::<u64>()
-                .write(u64::from(len) | flags << 32 | next << 48);
-        }
+        self.write_flags(id, j, addr, len, last, 0);
     }
 
     /// Write descriptor `j` of table `id` as a **device-writable** buffer (`VIRTQ_DESC_F_WRITE`)
@@ -369,11 +356,17 @@ impl<const N: usize, const M: usize> Indirect<N, M> {
     /// chains). Two plain stores; the caller owns ring descriptor `id`.
     #[inline(always)]
     pub fn write_writable(&self, id: u16, j: usize, addr: u64, len: u32, last: bool) {
+        self.write_flags(id, j, addr, len, last, VIRTQ_DESC_F_WRITE);
+    }
+
+    /// [`Indirect::write`] with `flags` besides the link (`VIRTQ_DESC_F_NEXT` unless `last`).
+    #[inline(always)]
+    fn write_flags(&self, id: u16, j: usize, addr: u64, len: u32, last: bool, flags: u16) {
         let (flags, next) = if last {
-            (u64::from(VIRTQ_DESC_F_WRITE), 0u64)
+            (u64::from(flags), 0u64)
         } else {
             (
-                u64::from(VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT),
+                u64::from(flags | VIRTQ_DESC_F_NEXT),
                 (j as u64 + 1) % M as u64,
             )
         };

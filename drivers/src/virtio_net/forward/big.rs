@@ -39,8 +39,8 @@ struct BigRun {
     /// [`VirtioNet::forward_big_slow`].
     slow: bool,
     /// That element as the loop read it (`(id, len)`; in the fault image with its fault
-    /// applied once), when it read one: the slow path takes it as is, not read (and faulted)
-    /// again.
+    /// applied once) when its id or length sent it there: the slow path takes it as is, not
+    /// read (and faulted) again, so an injected fault is handled exactly once.
     next: Option<(u32, u32)>,
 }
 
@@ -120,11 +120,15 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut left = ready;
         while left > 0 {
             // SAFETY: the caller's contract, passed on (`left` used elements are there).
+            // `num_buffers` means something only with mergeable buffers (`VirtioNet::num_buffers`:
+            // QEMU 7.2 leaves it unwritten without them): a copy of the loop each way.
+            let mrg = self.features.contains(NetFeatures::MRG_RXBUF);
             let run = unsafe {
-                if tx.tx.is_in_order() {
-                    self.forward_run_big::<O, true>(tx, left, owner, ops)
-                } else {
-                    self.forward_run_big::<O, false>(tx, left, owner, ops)
+                match (tx.tx.is_in_order(), mrg) {
+                    (true, true) => self.forward_run_big::<O, true, true>(tx, left, owner, ops),
+                    (false, true) => self.forward_run_big::<O, false, true>(tx, left, owner, ops),
+                    (true, false) => self.forward_run_big::<O, true, false>(tx, left, owner, ops),
+                    (false, false) => self.forward_run_big::<O, false, false>(tx, left, owner, ops),
                 }
             };
             st.add(&run.stats);
@@ -145,12 +149,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// does (`u` used, `ra` RX re-post, `ta` TX post); every element it takes is re-posted,
     /// so re-posts equal elements taken.
     ///
-    /// `IN_ORDER`: the TX ring is in in-order mode (the caller checked; one copy of the loop
-    /// each, so neither tests it per frame).
+    /// `IN_ORDER`: the TX ring is in in-order mode; `MRG`: `VIRTIO_NET_F_MRG_RXBUF` was
+    /// negotiated, so `num_buffers` is read (the caller checked both; one copy of the loop
+    /// each, so none tests them per frame).
     ///
     /// # Safety
     /// As [`VirtioNet::forward_burst`].
-    unsafe fn forward_run_big<O: ForwardOps, const IN_ORDER: bool>(
+    #[inline(never)]
+    unsafe fn forward_run_big<O: ForwardOps, const IN_ORDER: bool, const MRG: bool>(
         &mut self,
         tx: &mut Self,
         ready: usize,
@@ -204,9 +210,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut rx_used = 0u64;
         let mut slow = room < ready;
         let mut next = None;
-        // `num_buffers` means something only with mergeable buffers (`VirtioNet::num_buffers`:
-        // QEMU 7.2 leaves it unwritten without them).
-        let mrg = self.features.contains(NetFeatures::MRG_RXBUF);
+        debug_assert!(MRG == self.features.contains(NetFeatures::MRG_RXBUF));
         while u < end {
             let (id, used) = rx_used_faulty_in(rxr.pop_at(u), k * PAGE_SIZE);
             let used = used as usize;
@@ -217,7 +221,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     p
                 }
                 _ => {
-                    (slow, next) = (true, Some((id, used as u32)));
+                    // (Only the fault image rolls faults on a read: elsewhere the slow path
+                    // reads the element again, and the loop carries nothing for it.)
+                    slow = true;
+                    if mm::fault::ENABLED {
+                        next = Some((id, used as u32));
+                    }
                     break;
                 }
             };
@@ -231,8 +240,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             });
             // The pages the frame reaches (1..=k: `used <= k * PAGE_SIZE` above).
             let touched = (used + PAGE_SIZE - 1) >> PAGE_SHIFT;
-            if mrg && nb > 1 {
-                (slow, next) = (true, Some((id, used as u32)));
+            if MRG && nb > 1 {
+                // (Read again by the slow path: no fault was injected in it here, or the
+                // tests above would have sent it there; a new roll is a fresh read's.)
+                slow = true;
                 break;
             }
             let f = BigFrame {
@@ -255,7 +266,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 _ => self.big_frame::<O, 4>(tx, f, rind, tind, ops, &mut rare, p),
             };
             let Some(sent) = out else {
-                (slow, next) = (true, Some((id, used as u32)));
+                slow = true;
                 break;
             };
             u += 1;
@@ -526,63 +537,21 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             .rx
             .pop_used()
             .map(|e| next.unwrap_or_else(|| rx_used_faulty_in(e, k * PAGE_SIZE)));
-        let (Some(rind), Some((id, used))) = (self.rx.indirect(), popped) else {
+        let Some((id, used)) = popped else {
             return st;
         };
         let Some(pfn0) = self.take_rx_page(id) else {
             return st;
         };
         st.buffers = 1;
-        let (id, used) = (id as u16, used as usize);
-        // The pages the device wrote into (all of them for a length past the buffer).
-        let touched = if used <= k * PAGE_SIZE {
-            used.div_ceil(PAGE_SIZE).max(1)
-        } else {
-            k
-        };
-        let mut pages = [NO_PAGE; MAX_FRAME_BUFFERS];
-        pages[0] = pfn0;
-        for (j, p) in pages.iter_mut().enumerate().take(k).skip(1) {
-            *p = Pfn::from_addr(rind.addr(id, j));
+        let used = used as usize;
+        let slot = self.big_slot_refill(id as u16, pfn0, used, || fresh_page(ops));
+        for &p in slot.unused() {
+            ops.give_back(p, GiveBack::Unused);
         }
-        let mut fresh = [NO_PAGE; MAX_FRAME_BUFFERS];
-        let mut got = 0;
-        while got < touched {
-            match fresh_page(ops) {
-                Some(p) => {
-                    fresh[got] = p;
-                    got += 1;
-                }
-                None => break,
-            }
-        }
-        if got == touched {
-            for (j, p) in fresh.iter().enumerate().take(touched) {
-                rind.set_addr(id, j, p.addr());
-            }
-            self.rx_pages[usize::from(id)] = fresh[0];
-            self.rx.repost_indirect(id);
-            self.rx_unpublished += 1;
-            if self.rx_unpublished >= RX_PUBLISH_BATCH {
-                self.rx_publish();
-            }
-        } else {
-            // The slot goes back to the free list (a later `rx_refill` posts it whole).
-            self.rx.release(id);
-            self.rx_posted -= k;
-            for &p in pages[touched..k].iter().chain(&fresh[..got]) {
-                ops.give_back(p, GiveBack::Unused);
-            }
-        }
+        let (touched, pages) = (slot.touched, slot.pages);
         // The frame: a continuation, malformed, or too big for the buffer is handed back.
-        let b = self.classify_rx(
-            pfn0,
-            if used <= k * PAGE_SIZE {
-                used.min(PAGE_SIZE)
-            } else {
-                used
-            },
-        );
+        let b = self.classify_rx(pfn0, slot.first_len);
         if b.status != RxStatus::Ok {
             ops.give_back(pfn0, GiveBack::Rx(b.status));
             for &p in &pages[1..touched] {
