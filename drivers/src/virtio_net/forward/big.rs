@@ -119,10 +119,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut st = BurstStats::default();
         let mut left = ready;
         while left > 0 {
-            // SAFETY: the caller's contract, passed on (`left` used elements are there).
             // `num_buffers` means something only with mergeable buffers (`VirtioNet::num_buffers`:
             // QEMU 7.2 leaves it unwritten without them): a copy of the loop each way.
             let mrg = self.features.contains(NetFeatures::MRG_RXBUF);
+            // SAFETY: the caller's contract, passed on (`left` used elements are there).
             let run = unsafe {
                 match (tx.tx.is_in_order(), mrg) {
                     (true, true) => self.forward_run_big::<O, true, true>(tx, left, owner, ops),
