@@ -32,6 +32,18 @@ fn two_cores_forward_two_queue_pairs_of_one_port_pair() {
             "{l}"
         );
     }
+    // Each core's RX buffers line names its queue pair of ports 0 and 1 (not ports 2 and 3).
+    for k in 0..2 {
+        let want = format!("256 on port 0 queue {k}, 256 on port 1 queue {k}");
+        assert!(
+            rig.guest
+                .lines()
+                .iter()
+                .any(|l| l.contains("RX buffers posted: ") && l.contains(&want)),
+            "no `{want}`\n{}",
+            rig.tail()
+        );
+    }
     let r = rig.run();
     assert_eq!(
         (r.sent, r.received, r.bad, r.duplicates),

@@ -233,7 +233,7 @@ fn build_core(
         mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
     })
     .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
-    let (posted, per) = log_rx_posted(k, &core);
+    let (posted, per) = log_rx_posted(k, setup.topo.queues > 1, &core);
     if cfg.sim.is_none() {
         check_rx_rings(k, &posted, &per, zone);
     }
@@ -262,31 +262,55 @@ fn build_core(
 /// "Boot time, fifth pass"); port `p`'s buffers come from page_pool `p`. Buffers, not pages:
 /// with a jumbo MTU each buffer is several pages (one frame, one used element:
 /// `VirtioNet::set_rx_buffer_pages`).
-fn log_rx_posted(k: usize, core: &KernelCore) -> ([usize; PORTS], [usize; PORTS]) {
+fn log_rx_posted(
+    k: usize,
+    multi_queue: bool,
+    core: &KernelCore,
+) -> ([usize; PORTS], [usize; PORTS]) {
     let per: [usize; PORTS] =
         core::array::from_fn(|p| core.nics().map_or(1, |n| n[p].rx_buffer_pages().max(1)));
     let posted: [usize; PORTS] =
         core::array::from_fn(|p| core.nics().map_or(0, |n| n[p].rx_posted() / per[p]));
     // "256" for one-page buffers, "256 of 3 pages" for big ones, per port.
     let of = |p: usize| PagesOf(posted[p], per[p]);
+    // With multi-queue, pair `k` is queue pair `k` of ports 0 and 1; else ports 2k and 2k + 1.
+    let port = |p: usize| PortOf { k, p, multi_queue };
     if per == [1; PORTS] {
         info!(
-            "RX buffers posted: {} on port {}, {} on port {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+            "RX buffers posted: {} on {}, {} on {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
             posted[0],
-            PORTS * k,
+            port(0),
             posted[1],
-            PORTS * k + 1,
+            port(1),
         );
     } else {
         info!(
-            "RX buffers posted: {} on port {}, {} on port {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+            "RX buffers posted: {} on {}, {} on {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
             of(0),
-            PORTS * k,
+            port(0),
             of(1),
-            PORTS * k + 1,
+            port(1),
         );
     }
     (posted, per)
+}
+
+/// Port `p` of pair `k` as the boot log names it: `port 2k+p` with one queue pair per port,
+/// `port p queue k` with multi-queue (where every pair shares ports 0 and 1).
+struct PortOf {
+    k: usize,
+    p: usize,
+    multi_queue: bool,
+}
+
+impl core::fmt::Display for PortOf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.multi_queue {
+            write!(f, "port {} queue {}", self.p, self.k)
+        } else {
+            write!(f, "port {}", PORTS * self.k + self.p)
+        }
+    }
 }
 
 /// `N` buffers of `K` pages as the boot log says it: `N` for one page each, `N of K pages`.
