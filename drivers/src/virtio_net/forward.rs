@@ -306,6 +306,38 @@ fn tx_full(pfn: Pfn, len: usize, ops: &mut impl ForwardOps, rare: &mut Rare) {
     ops.give_back(pfn, GiveBack::TxFull);
 }
 
+/// A one-page frame's verdict: the bytes of its `len` to send, or `None` when the dataplane
+/// took the page (`Consumed`); bytes not sent are counted in `rare`.
+#[inline(always)]
+fn one_page_send(verdict: RxVerdict, len: usize, rare: &mut Rare) -> Option<usize> {
+    match verdict {
+        RxVerdict::Forward => Some(len),
+        RxVerdict::ForwardFirst(n) => {
+            let n = n.min(len);
+            rare.not_sent(len - n);
+            Some(n)
+        }
+        RxVerdict::Consumed => {
+            rare.not_sent(len);
+            None
+        }
+    }
+}
+
+/// Zero the 12-byte `virtio_net_hdr` at the start of a page about to be sent (§5.1.6.2: no
+/// checksum offload, no segmentation): two plain stores (8 + 4 bytes).
+///
+/// # Safety
+/// `page` is the start of a page the driver owns and the device does not read yet.
+#[inline(always)]
+unsafe fn zero_net_hdr(page: *mut u8) {
+    // SAFETY: per the contract: 12 bytes at the start of the page are ours to write.
+    unsafe {
+        page.cast::<u64>().write_unaligned(0);
+        page.add(8).cast::<u32>().write_unaligned(0);
+    }
+}
+
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Receive up to `max` frames on this handle's RX queue (buffers, until a frame of several
     /// buffers turns on the chain-aware loop, which counts such a frame once) and transmit the frames the
@@ -623,11 +655,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             if m == 0 {
                 continue;
             }
-            // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of zeros.
-            unsafe {
-                page0.cast::<u64>().write_unaligned(0);
-                page0.add(8).cast::<u32>().write_unaligned(0);
-            }
+            // SAFETY: the first page is still ours (`Forward`).
+            unsafe { zero_net_hdr(page0) };
             pg += m;
             if let Some(ind) = ind {
                 // One descriptor per frame (`d == ta - ta0`), taken as the one-page loop
@@ -954,17 +983,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             // `NET_HDR_LEN + len <= PAGE_SIZE` (checked); the slice dies before the page is
             // posted or handed on.
             let frame = unsafe { core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), len) };
-            let send = match ops.forward(pfn, frame) {
-                RxVerdict::Forward => len,
-                RxVerdict::ForwardFirst(n) => {
-                    let n = n.min(len);
-                    rare.not_sent(len - n);
-                    n
-                }
-                RxVerdict::Consumed => {
-                    rare.not_sent(len);
-                    continue;
-                }
+            let Some(send) = one_page_send(ops.forward(pfn, frame), len, &mut rare) else {
+                continue;
             };
             // (The fault image also finds the ring full now and then.)
             // (`FAST`: `t <= i < ready <= tx_room`.)
@@ -972,12 +992,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 tx_full(pfn, send, ops, &mut rare);
                 continue;
             }
-            // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros asks for
-            // no checksum offload and no segmentation. Two plain stores (8 + 4 bytes).
-            unsafe {
-                page.cast::<u64>().write_unaligned(0);
-                page.add(8).cast::<u32>().write_unaligned(0);
-            }
+            // SAFETY: the page is still ours (`Forward`).
+            unsafe { zero_net_hdr(page) };
             let token = tx.tx.nth_free_at(&tc, ta - ta0, ta, tx_in_order);
             txr.post_at(ta, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
             tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };

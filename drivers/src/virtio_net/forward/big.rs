@@ -18,8 +18,8 @@
 //! calls.
 
 use super::{
-    chain_verdict, fresh_page, tx_full, BurstStats, ForwardOps, GiveBack, MultiFrame, Rare,
-    RxVerdict,
+    chain_verdict, fresh_page, one_page_send, tx_full, zero_net_hdr, BurstStats, ForwardOps,
+    GiveBack, MultiFrame, Rare, RxVerdict,
 };
 use crate::virtio_net::{
     rx_used_faulty_in, Hal, NetFeatures, Pfn, RxChain, RxStatus, Transport, TxBuf, TxDone,
@@ -46,7 +46,8 @@ struct BigRun {
 
 /// The bytes of each of a big buffer's first `touched` pages that a frame of `used` bytes
 /// (virtio-net header included, `used <= touched * PAGE_SIZE`) fills, the first without the
-/// header: every page but the last is full (the device fills the buffer in order).
+/// header: every page but the last is full (the device fills the buffer in order). Entries
+/// past `touched` are a page's worth and never read.
 #[inline(always)]
 fn big_lens(used: usize, touched: usize) -> [u16; MAX_FRAME_BUFFERS] {
     let mut lens = [PAGE_SIZE as u16; MAX_FRAME_BUFFERS];
@@ -164,18 +165,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         ops: &mut O,
     ) -> BigRun {
         let k = self.rx_buf_pages;
-        let Some(rind) = self.rx.indirect() else {
-            // Not reached (big buffers have tables): everything through the slow path.
-            return BigRun {
-                stats: BurstStats::default(),
-                taken: 0,
-                slow: true,
-                next: None,
-            };
-        };
-        let Some(tind) = tx.tx.indirect() else {
-            // A TX ring without indirect tables (another device, without
-            // `VIRTIO_F_INDIRECT_DESC`): every frame through the slow path (descriptor chains).
+        // RX tables are always there (big buffers have them); a TX ring without (another
+        // device, without `VIRTIO_F_INDIRECT_DESC`) sends every frame through the slow path
+        // (descriptor chains).
+        let (Some(rind), Some(tind)) = (self.rx.indirect(), tx.tx.indirect()) else {
             return BigRun {
                 stats: BurstStats::default(),
                 taken: 0,
@@ -325,28 +318,18 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let len = f.used - NET_HDR_LEN;
         // SAFETY: the page is ours now; `used <= PAGE_SIZE` (one page reached).
         let frame = unsafe { core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), len) };
-        let send = match ops.forward(f.pfn0, frame) {
-            RxVerdict::Forward => len,
-            RxVerdict::ForwardFirst(n) => {
-                let n = n.min(len);
-                rare.not_sent(len - n);
-                n
-            }
-            RxVerdict::Consumed => {
-                rare.not_sent(len);
-                return Some(false);
-            }
+        let Some(send) = one_page_send(ops.forward(f.pfn0, frame), len, rare) else {
+            return Some(false);
         };
         if mm::fault::hit(mm::fault::Fault::TxRingFull) {
             // (The fault image finds the ring full now and then.)
             tx_full(f.pfn0, send, ops, rare);
             return Some(false);
         }
-        // SAFETY: the page is still ours (`Forward`); §5.1.6.2: a header of zeros.
-        unsafe {
-            page0.cast::<u64>().write_unaligned(0);
-            page0.add(8).cast::<u32>().write_unaligned(0);
-        }
+        // SAFETY: the page is still ours (`Forward`).
+        unsafe { zero_net_hdr(page0) };
+        // (The same four lines as `big_frame`'s post of a frame cut to one page: a helper
+        // shared by both cost 2 guest instructions per 3-page frame, register allocation.)
         tx.tx
             .rings()
             .post_at(f.ta, f.tid, f.pfn0.addr(), (NET_HDR_LEN + send) as u32);
@@ -358,13 +341,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         Some(true)
     }
 
-    /// The work of [`VirtioNet::forward_run_big`] for one frame of `N` pages (the pages its
-    /// used length reaches): `N` fresh pages into the slot's table and the slot re-posted,
-    /// the verdict ([`ForwardOps::forward`] for one page, [`ForwardOps::forward_multi`] for
-    /// more), and the frame posted on `tx` at `f.ta` (one descriptor; an indirect table for
-    /// more than one page), counted in `posted`. Returns whether it was posted, or `None`,
-    /// with nothing done, when no fresh page refills the slot whole (the slow path takes the
-    /// element).
+    /// The work of [`VirtioNet::forward_run_big`] for one frame of `N` pages, `N` ≥ 2 (the
+    /// pages its used length reaches; one page is [`VirtioNet::big_frame_one`]'s): `N` fresh
+    /// pages into the slot's table and the slot re-posted, the verdict
+    /// ([`ForwardOps::forward_multi`]), and the frame posted on `tx` at `f.ta` (one indirect
+    /// descriptor; a frame cut to its first page as a plain one), counted in `posted`.
+    /// Returns whether it was posted, or `None`, with nothing done, when no fresh page refills
+    /// the slot whole (the slow path takes the element).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn big_frame<O: ForwardOps, const N: usize>(
@@ -377,6 +360,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         rare: &mut Rare,
         posted: &mut BigPosted,
     ) -> Option<bool> {
+        const { assert!(N >= 2 && N <= MAX_FRAME_BUFFERS) };
         // (`MaybeUninit` would save the stores past `N`; they are never read: `chain_verdict`
         // and the TX table look at `..N` only.)
         let mut pages = [f.pfn0; MAX_FRAME_BUFFERS];
@@ -406,43 +390,19 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.rx.rings().avail_at(f.ra, f.id);
         let page0 = f.pfn0.addr() as usize as *mut u8;
         let len = f.used - NET_HDR_LEN;
-        let mut lens = [PAGE_SIZE as u16; MAX_FRAME_BUFFERS];
-        let m = if N == 1 {
-            // SAFETY: the page is ours now; `used <= PAGE_SIZE` (one page reached).
-            let frame = unsafe { core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), len) };
-            match ops.forward(f.pfn0, frame) {
-                RxVerdict::Forward => {
-                    lens[0] = len as u16;
-                    1
-                }
-                RxVerdict::ForwardFirst(n) => {
-                    let n = n.min(len);
-                    rare.not_sent(len - n);
-                    lens[0] = n as u16;
-                    1
-                }
-                RxVerdict::Consumed => {
-                    rare.not_sent(len);
-                    0
-                }
-            }
-        } else {
-            // Every page but the last is full; the first holds the header too.
-            lens[0] = (PAGE_SIZE - NET_HDR_LEN) as u16;
-            lens[N - 1] = (f.used - (N - 1) * PAGE_SIZE) as u16;
-            // SAFETY: the first page is ours now; it holds `NET_HDR_LEN + lens[0]` bytes.
-            let head = unsafe {
-                core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), usize::from(lens[0]))
-            };
-            match ops.forward_multi(MultiFrame {
-                pages: &pages[..N],
-                lens: &lens[..N],
-                head,
-                len,
-            }) {
-                RxVerdict::Forward => N,
-                v => chain_verdict(v, len, N, &pages, &mut lens, ops, rare),
-            }
+        let mut lens = big_lens(f.used, N);
+        // SAFETY: the first page is ours now; it holds `NET_HDR_LEN + lens[0]` bytes.
+        let head = unsafe {
+            core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), usize::from(lens[0]))
+        };
+        let m = match ops.forward_multi(MultiFrame {
+            pages: &pages[..N],
+            lens: &lens[..N],
+            head,
+            len,
+        }) {
+            RxVerdict::Forward => N,
+            v => chain_verdict(v, len, N, &pages, &mut lens, ops, rare),
         };
         if m == 0 {
             return Some(false);
@@ -459,14 +419,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
             return Some(false);
         }
-        // SAFETY: the first page is still ours (`Forward`); §5.1.6.2: a header of zeros.
-        unsafe {
-            page0.cast::<u64>().write_unaligned(0);
-            page0.add(8).cast::<u32>().write_unaligned(0);
-        }
+        // SAFETY: the first page is still ours (`Forward`).
+        unsafe { zero_net_hdr(page0) };
         let slot = usize::from(f.tid) & (QUEUE_SIZE - 1);
         let txr = tx.tx.rings();
         if m == 1 {
+            // Cut to its first page: a plain descriptor.
             txr.post_at(
                 f.ta,
                 f.tid,
