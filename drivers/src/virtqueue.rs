@@ -498,20 +498,27 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
         self.nfree
     }
 
+    /// Take the descriptor the next pushed buffer goes in, or `None` when the ring is full: in
+    /// in-order mode the one of the next avail slot (§2.7.9), else the top of the free stack.
+    #[inline(always)]
+    fn take_free(&mut self) -> Option<u16> {
+        if self.nfree == 0 {
+            return None;
+        }
+        self.nfree -= 1;
+        Some(if self.in_order {
+            self.avail_idx & (N as u16 - 1)
+        } else {
+            self.free[self.nfree]
+        })
+    }
+
     /// Stage one buffer at physical address `addr`, `len` bytes, device-writable if
     /// `device_writes`. Returns its token (descriptor index), or `None` when the ring is full.
     /// The device does not see it until [`SplitQueue::publish`].
     #[inline]
     pub fn push(&mut self, addr: u64, len: u32, device_writes: bool) -> Option<u16> {
-        if self.nfree == 0 {
-            return None;
-        }
-        self.nfree -= 1;
-        let id = if self.in_order {
-            self.avail_idx & (N as u16 - 1)
-        } else {
-            self.free[self.nfree]
-        };
+        let id = self.take_free()?;
         // SAFETY: ids in the free stack are always < N, and so is a masked one; a free
         // descriptor (in in-order mode the one of the next avail slot) is the driver's (the
         // device does not read it).
@@ -528,15 +535,10 @@ impl<H: Hal, const N: usize> SplitQueue<H, N> {
     /// [`SplitQueue::publish`].
     pub fn push_indirect(&mut self, n: usize, fill: impl FnOnce(u16)) -> Option<u16> {
         let ind = self.indirect()?;
-        if self.nfree == 0 || n == 0 || n > INDIRECT_MAX {
+        if n == 0 || n > INDIRECT_MAX {
             return None;
         }
-        self.nfree -= 1;
-        let id = if self.in_order {
-            self.avail_idx & (N as u16 - 1)
-        } else {
-            self.free[self.nfree]
-        };
+        let id = self.take_free()?;
         fill(id);
         self.rings()
             .post_indirect_at(usize::from(self.avail_idx), id, ind.phys(id), n);

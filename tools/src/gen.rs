@@ -249,6 +249,19 @@ impl std::fmt::Display for FrameExceedsMtu {
 
 impl std::error::Error for FrameExceedsMtu {}
 
+/// A synthetic frame's `--size` (bytes on the wire, FCS included) must lie in
+/// [`MIN_SIZE`]`..=`[`MAX_SIZE`].
+///
+/// # Errors
+/// A size out of that range, named with the range.
+fn check_size_range(size: usize) -> Result<()> {
+    ensure!(
+        (MIN_SIZE..=MAX_SIZE).contains(&size),
+        "--size {size} out of range {MIN_SIZE}..={MAX_SIZE} (bytes on the wire, FCS included)"
+    );
+    Ok(())
+}
+
 /// The IP packet length (what an MTU limits) of a frame of `size` bytes on the wire, FCS
 /// included: `size - 18` (9018 → 9000, 1518 → 1500).
 pub fn ip_len_of_size(size: usize) -> usize {
@@ -857,11 +870,7 @@ impl Generator {
                 Some(read_pcap(p)?)
             }
             None => {
-                ensure!(
-                    (MIN_SIZE..=MAX_SIZE).contains(&cfg.size),
-                    "--size {} out of range {MIN_SIZE}..={MAX_SIZE} (bytes on the wire, FCS included)",
-                    cfg.size
-                );
+                check_size_range(cfg.size)?;
                 None
             }
         };
@@ -932,10 +941,7 @@ impl Generator {
     /// A size out of [`MIN_SIZE`]`..=`[`MAX_SIZE`], or, on taps, over a tap's MTU
     /// ([`FrameExceedsMtu`]), as at bind.
     pub fn set_size(&mut self, size: usize) -> Result<()> {
-        ensure!(
-            (MIN_SIZE..=MAX_SIZE).contains(&size),
-            "--size {size} out of range {MIN_SIZE}..={MAX_SIZE} (bytes on the wire, FCS included)"
-        );
+        check_size_range(size)?;
         for s in &self.socks {
             s.check_size(size)?;
         }

@@ -275,23 +275,18 @@ fn log_rx_posted(
     let of = |p: usize| PagesOf(posted[p], per[p]);
     // With multi-queue, pair `k` is queue pair `k` of ports 0 and 1; else ports 2k and 2k + 1.
     let port = |p: usize| PortOf { k, p, multi_queue };
-    if per == [1; PORTS] {
-        info!(
-            "RX buffers posted: {} on {}, {} on {} (one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
-            posted[0],
-            port(0),
-            posted[1],
-            port(1),
-        );
+    let jumbo = if per == [1; PORTS] {
+        ""
     } else {
-        info!(
-            "RX buffers posted: {} on {}, {} on {} (jumbo MTU: one buffer per frame, an indirect table of pages; one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
-            of(0),
-            port(0),
-            of(1),
-            port(1),
-        );
-    }
+        "jumbo MTU: one buffer per frame, an indirect table of pages; "
+    };
+    info!(
+        "RX buffers posted: {} on {}, {} on {} ({jumbo}one page_pool per port, refill batch {PP_ALLOC_CACHE_REFILL})",
+        of(0),
+        port(0),
+        of(1),
+        port(1),
+    );
     (posted, per)
 }
 

@@ -797,6 +797,21 @@ fn long_frame(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
 }
 
+/// Round `round` of a jumbo test: a [`long_frame`] of each of `sizes` delivered to `dev`
+/// ([`SimDevice::deliver_rx_mrg`]: as many posted buffers as each needs); returns the frames as
+/// they should leave after [`JumboOps`] (first byte + 1), in order.
+fn deliver_round(dev: &mut SimDevice<'_>, round: usize, sizes: &[usize]) -> Vec<Vec<u8>> {
+    let mut want = Vec::new();
+    for (j, &len) in sizes.iter().enumerate() {
+        let f = long_frame((round + j) as u8, len);
+        assert_eq!(dev.deliver_rx_mrg(&f, 1), 1, "round {round} size {len}");
+        let mut w = f;
+        w[0] = w[0].wrapping_add(1);
+        want.push(w);
+    }
+    want
+}
+
 /// One fused burst from `a` to `b` (owner tag 9) with [`JumboOps`].
 fn jumbo_burst<'s>(
     a: &mut Nic<'s>,
@@ -851,14 +866,7 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool, indirect: bool) {
     let (mut back, mut seen) = (Vec::new(), Vec::new());
     let mut frames_sent = 0usize;
     for round in 0..rounds {
-        let mut want = Vec::new();
-        for (j, &len) in sizes.iter().enumerate() {
-            let f = long_frame((round + j) as u8, len);
-            assert_eq!(da.deliver_rx_mrg(&f, 1), 1, "round {round} size {len}");
-            let mut w = f.clone();
-            w[0] = w[0].wrapping_add(1);
-            want.push(w);
-        }
+        let want = deliver_round(&mut da, round, &sizes);
         seen.clear();
         let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
         if round >= 16 {
@@ -1732,14 +1740,7 @@ fn big_rx_buffers_take_each_frame_as_one_used_element() {
     let mut room = vec![Pfn(0); QUEUE_SIZE];
     let (mut back, mut seen) = (Vec::new(), Vec::new());
     for round in 0..100usize {
-        let mut want = Vec::new();
-        for (j, &len) in sizes.iter().enumerate() {
-            let f = long_frame((round + j) as u8, len);
-            assert_eq!(da.deliver_rx_mrg(&f, 1), 1, "round {round} size {len}");
-            let mut w = f.clone();
-            w[0] = w[0].wrapping_add(1);
-            want.push(w);
-        }
+        let want = deliver_round(&mut da, round, &sizes);
         let spare_before = spare.len();
         seen.clear();
         let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);

@@ -483,7 +483,8 @@ impl<P: Platform> Core<P> {
                 let page = unsafe { PageBuf::from_raw(self.pages.raw(p, self.page_scratch[i])) };
                 self.pages.recycle(page);
             }
-            if posted < want || posted == 0 {
+            // (`posted == 0` is below `want`: `n > 0` pages were asked for.)
+            if posted < want {
                 return;
             }
         }
