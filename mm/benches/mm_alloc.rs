@@ -507,34 +507,6 @@ const COLOURS: [plotters::style::RGBColor; 4] = [
     plotters::style::RGBColor(0x7f, 0x7f, 0x7f), // buddy_system_allocator: grey
 ];
 
-/// Register a TTF font for the labels if the system has one (plotters' `ab_glyph` backend needs
-/// no fontconfig). Returns `false` when none is found: the plot is then drawn without text.
-fn register_font() -> bool {
-    if std::env::var_os("MM_BENCH_NO_FONT").is_some() {
-        return false;
-    }
-    for p in [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    ] {
-        if let Ok(bytes) = std::fs::read(p) {
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font(
-                "sans-serif",
-                plotters::style::FontStyle::Normal,
-                bytes,
-            )
-            .is_ok()
-            {
-                return true;
-            }
-        }
-    }
-    false
-}
-
 /// alloc+free cycles per page against log2(batch), one line per method. Returns whether labels
 /// were drawn.
 fn plot(
@@ -542,7 +514,7 @@ fn plot(
     tables: &[(&str, Table)],
 ) -> Result<bool, Box<dyn std::error::Error>> {
     use plotters::prelude::*;
-    let text = register_font();
+    let text = plot::register_font();
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -2,7 +2,7 @@
 //! headers, and the protocol numbers the fast path matches, each with its source.
 //!
 //! The one set of these constants in the workspace (the router, the l2 forwarder, the
-//! benchmark's frames, and `tools`/`tests`, which depend on `netstack`, all use it). Modelled on
+//! benchmark's frames, and `harness`/`tests`, which depend on `netstack`, all use it). Modelled on
 //! smoltcp's `wire::*::field` ranges, but flat with a protocol prefix (`ETH_`, `IPV4_`, `UDP_`,
 //! `ICMP_`, `ARP_`) so that they do not collide with the router's own modules (`router::ipv4`,
 //! `router::arp`) and read the same at every use site.

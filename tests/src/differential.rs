@@ -1,5 +1,5 @@
 //! Differential test against Linux (issue 7): the same crafted frames go through Gannet's router
-//! mode and through a Linux guest configured the same way (`tools::peer_linux`, `peer_mode=l3`),
+//! mode and through a Linux guest configured the same way (`harness::peer_linux`, `peer_mode=l3`),
 //! and what comes out must match field for field, except where RFC 1812 leaves the router a
 //! choice ([`CHOICES`]).
 //!
@@ -41,13 +41,13 @@ use etherparse::{
 };
 
 use crate::{gen, qemu, Guest, GuestConfig, RawPort, TestDir};
+use harness::peer_linux;
 use netstack::wire::{
     ETHERTYPE, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETH_DST, ETH_HDR_LEN, ETH_SRC, ETH_ZLEN,
     ICMP_CHECKSUM, ICMP_CODE, ICMP_ECHO_IDENT, ICMP_ECHO_SEQ, ICMP_HDR_LEN, ICMP_REST, ICMP_TYPE,
     IPPROTO_ICMP, IPV4_CHECKSUM, IPV4_DST, IPV4_FLAGS_FRAG, IPV4_IDENT, IPV4_MAX_OPTIONS,
     IPV4_MIN_HDR, IPV4_PROTOCOL, IPV4_SRC, IPV4_TOS, IPV4_TOTAL_LEN, IPV4_TTL, IPV4_VER_IHL,
 };
-use tools::peer_linux;
 
 /// Gannet's kernel command line: the addresses the Linux peer's `peer_mode=l3` uses, and port
 /// 1's MTU ([`EGRESS_MTU`]).

@@ -1,14 +1,14 @@
-//! Helpers for the tests with Linux hosts behind the ports (`tools::hosts`): a command's
+//! Helpers for the tests with Linux hosts behind the ports (`harness::hosts`): a command's
 //! output for assertion messages, and one iperf3 TCP run between the two hosts.
 
 use crate::{image, GuestConfig, READY_TIMEOUT};
-use tools::hosts::{plan_with_mtu, Hosts};
-use tools::mtu::Mtus;
-use tools::qemu::{Backend, Guest};
-use tools::tap::TapNet;
+use harness::hosts::{plan_with_mtu, Hosts};
+use harness::mtu::Mtus;
+use harness::qemu::{Backend, Guest};
+use harness::tap::TapNet;
 
 /// Boot the image with kernel command line `append` (router mode with `ip0`/`ip1`) on two tap
-/// ports, ready, with a Linux host behind each (`tools::hosts`); with `mtu`, QEMU's
+/// ports, ready, with a Linux host behind each (`harness::hosts`); with `mtu`, QEMU's
 /// `host_mtu`, the taps and the hosts' interfaces all at that MTU. Drop order: hosts, then
 /// the guest's namespace (the caller drops them explicitly after quitting the guest).
 ///

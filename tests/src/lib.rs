@@ -5,7 +5,7 @@
 //! Every helper panics with the guest's last serial lines when something goes wrong, so a failing
 //! test says what the guest printed.
 //!
-//! Map: this file (boot, generator, STATS, frame rules) over `tools`; [`acpi`] crafts ACPI
+//! Map: this file (boot, generator, STATS, frame rules) over `harness`; [`acpi`] crafts ACPI
 //! tables; [`differential`] runs frames through Gannet and a Linux router side by side. The
 //! tests in `tests/tests/*.rs` use these and never each other.
 
@@ -19,14 +19,14 @@ use std::time::Duration;
 pub mod acpi;
 pub mod hosts;
 
+pub use harness::bench_sim;
+pub use harness::bench_tlb;
+pub use harness::faults;
+pub use harness::gen::{self, GenConfig, GenReport, Generator, RawPort};
+pub use harness::qemu::{self, Backend, Boot, Guest, GuestConfig, GuestExit, Stats};
+pub use harness::soak;
+pub use harness::tap::{self, TapNet};
 pub use netstack::stats::PortDrops;
-pub use tools::bench_sim;
-pub use tools::bench_tlb;
-pub use tools::faults;
-pub use tools::gen::{self, GenConfig, GenReport, Generator, RawPort};
-pub use tools::qemu::{self, Backend, Boot, Guest, GuestConfig, GuestExit, Stats};
-pub use tools::soak;
-pub use tools::tap::{self, TapNet};
 
 /// Time allowed for the guest to print `gannet: ready` (TCG on a loaded 2-core machine).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -262,7 +262,7 @@ impl Rig {
     /// [`Rig::start`] on the dgram backend with QEMU's `host_mtu=mtu` on both NICs (`--mtu`).
     pub fn start_mtu(append: &str, gen: GenConfig, mtu: u16) -> Rig {
         Rig::start_configured(append, gen, |c| {
-            c.mtu = Some(tools::mtu::Mtus::new(vec![mtu]).expect("MTU in range"))
+            c.mtu = Some(harness::mtu::Mtus::new(vec![mtu]).expect("MTU in range"))
         })
     }
 
@@ -270,7 +270,7 @@ impl Rig {
     /// `,mrg_rxbuf=off`).
     pub fn start_mtu_props(append: &str, gen: GenConfig, mtu: u16, props: &str) -> Rig {
         Rig::start_configured(append, gen, |c| {
-            c.mtu = Some(tools::mtu::Mtus::new(vec![mtu]).expect("MTU in range"));
+            c.mtu = Some(harness::mtu::Mtus::new(vec![mtu]).expect("MTU in range"));
             c.nic_props = props.to_string();
         })
     }
@@ -387,7 +387,7 @@ impl Rig {
     ) -> Rig {
         require_tap();
         let dir = TestDir::new();
-        let mtus = mtu.map(|m| tools::mtu::Mtus::new(vec![m]).expect("MTU in range"));
+        let mtus = mtu.map(|m| harness::mtu::Mtus::new(vec![m]).expect("MTU in range"));
         let net = TapNet::create_with_mtu(2, queues, mtus.as_ref())
             .unwrap_or_else(|e| panic!("tap backend: {e:#}"));
         let gcfg = GenConfig {

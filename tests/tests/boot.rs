@@ -255,10 +255,10 @@ fn boot_phases_are_reported_and_the_guest_part_is_short() {
             .expect("ready");
         let at = lines
             .iter()
-            .position(|l| l.contains(tools::bench_boot::PHASES_PREFIX))
+            .position(|l| l.contains(harness::bench_boot::PHASES_PREFIX))
             .unwrap_or_else(|| panic!("no phases line; log:\n{}", lines.join("\n")));
         assert_eq!(at + 1, ready, "the phases line comes right before ready");
-        let p = tools::bench_boot::parse_phases(&lines[at])
+        let p = harness::bench_boot::parse_phases(&lines[at])
             .expect("phases line")
             .unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<&str> = p.phases.iter().map(|(n, _)| n.as_str()).collect();

@@ -3,7 +3,7 @@
 //! the multiboot2 tags (and, for SMP, the RSDP from the ACPI tag) and forwards frames with no
 //! loss.
 //!
-//! The GRUB tools and OVMF are installed through `tools::setup` when missing; if that is
+//! The GRUB tools and OVMF are installed through `harness::setup` when missing; if that is
 //! impossible (not root, no apt) the test says so loudly and returns.
 
 use gannet_tests::*;
@@ -13,9 +13,9 @@ const FRAMES: u64 = 3_000;
 
 /// Installs what `boot` needs; `false` (with a loud message) if it cannot be installed here.
 fn tools_ready(boot: Boot) -> bool {
-    let r = tools::setup::ensure_iso_tools().and_then(|()| {
+    let r = harness::setup::ensure_iso_tools().and_then(|()| {
         if boot == Boot::IsoUefi {
-            tools::setup::ensure_ovmf()
+            harness::setup::ensure_ovmf()
         } else {
             Ok(())
         }

@@ -4,7 +4,7 @@
 //! a window that fills 224 entries per port: every frame comes back, none is dropped, no page
 //! leaks, and the busy iterations forward at least 30 frames each, at no more than 130 guest
 //! instructions per packet (the target). With `backpressure=on`, as
-//! `bench --burst-in` runs it (`tools::bench_burstin::append`: a drain of a whole RX ring
+//! `bench --burst-in` runs it (`lab::bench_burstin::append`: a drain of a whole RX ring
 //! leaves the TX ring full of unreaped completions for the next drain's first burst).
 
 use std::time::Duration;

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use gannet_tests::differential::{self, Report, Target};
 use gannet_tests::*;
-use tools::peer_linux;
+use harness::peer_linux;
 
 #[test]
 fn gannet_and_linux_route_the_frame_set_alike() {

@@ -1,7 +1,7 @@
 //! Fault injection (issue 15) in CI: the fault image (`cargo xtask build --fault-inject`,
 //! cargo feature `fault-inject`) forwards 10^6 frames in each of io, l2 and router mode while
 //! `fault=` injects every kind of fault at the default rates and every page_pool is starved
-//! for 1 s, through the same library code as `cargo xtask faults` (`tools::faults`). Every
+//! for 1 s, through the same library code as `cargo xtask faults` (`harness::faults`). Every
 //! check must pass: every fault fired and was counted by what handled it, every lost frame is
 //! in a counter, no frame came back corrupted, forwarding resumed by itself (and the clean
 //! phase after `fault off` lost nothing), no page lost at `quit`. BENCHMARKS.md has the

@@ -1,11 +1,11 @@
-//! Linux hosts behind the router's ports (`--backend tap --hosts`, `tools::hosts`): each port's
+//! Linux hosts behind the router's ports (`--backend tap --hosts`, `harness::hosts`): each port's
 //! tap device in a namespace of its own with an address and a route via the router, and the
 //! distribution's `ping`, `curl`, `iperf3` (TCP) and `prometheus` talking through and to
 //! Gannet (issue 16, items 1 and 4).
 
 use gannet_tests::hosts::{out, run_iperf3};
 use gannet_tests::*;
-use tools::hosts::Hosts;
+use harness::hosts::Hosts;
 
 const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
@@ -22,7 +22,7 @@ fn boot_with_hosts_append(append: &str) -> (TapNet, Guest, Hosts) {
 #[test]
 fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
     require_tap();
-    tools::setup::ensure_host_tools().expect("ping and curl");
+    harness::setup::ensure_host_tools().expect("ping and curl");
     let (net, mut guest, hosts) = boot_with_hosts();
     let ping = |port: usize, args: &[&str]| {
         let mut cmd = vec!["ping", "-n", "-c", "3", "-i", "0.2", "-W", "3"];
@@ -95,8 +95,8 @@ fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
 #[test]
 fn a_real_prometheus_scrapes_the_router() {
     require_tap();
-    tools::setup::ensure_host_tools().expect("ping and curl");
-    tools::setup::ensure_promtool().expect("the prometheus package");
+    harness::setup::ensure_host_tools().expect("ping and curl");
+    harness::setup::ensure_promtool().expect("the prometheus package");
     let (net, mut guest, hosts) = boot_with_hosts();
     let dir = TestDir::new();
     let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/prometheus.yml");
@@ -189,7 +189,7 @@ fn iperf3_tcp(append: &str, secs: u32) -> (f64, u64, u64) {
 #[ignore]
 fn iperf3_tcp_with_and_without_backpressure() {
     require_tap();
-    tools::setup::ensure_host_tools().expect("iperf3");
+    harness::setup::ensure_host_tools().expect("iperf3");
     let runs: u32 = std::env::var("GANNET_BP_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -208,7 +208,7 @@ fn iperf3_tcp_with_and_without_backpressure() {
 
 /// Issue 16 item 1: `iperf3` UDP at full rate (18-byte payloads, `-b 0`) for 3 s from the host
 /// behind port 0 to the one behind port 1, and every datagram accounted for
-/// (`tools::hosts::UdpRun`): those the client sent = those that arrived at the receiving
+/// (`harness::hosts::UdpRun`): those the client sent = those that arrived at the receiving
 /// host (its IP layer's deliveries less TCP's and ICMP's; the server read fewer: its socket
 /// buffer overflowed, counted as UDP input errors) + the sender's UDP send-buffer errors (its
 /// tap's queue discipline dropped them) + its tap's TX drops (QEMU did not read them in time) +
@@ -218,7 +218,7 @@ fn iperf3_tcp_with_and_without_backpressure() {
 #[test]
 fn iperf3_udp_at_full_rate_every_datagram_accounted_for() {
     require_tap();
-    tools::setup::ensure_host_tools().expect("iperf3");
+    harness::setup::ensure_host_tools().expect("iperf3");
     let (net, mut guest, hosts) = boot_with_hosts();
     // Resolve the hosts' neighbours first (ARP both ways), so the run starts routed.
     let o = hosts

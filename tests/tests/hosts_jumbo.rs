@@ -6,14 +6,14 @@
 
 use gannet_tests::hosts::{boot_with_hosts, out, run_iperf3};
 use gannet_tests::*;
-use tools::hosts::Hosts;
+use harness::hosts::Hosts;
 
 const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
 /// The router on two tap ports with `host_mtu=9000`, hosts at MTU 9000 behind them.
 fn boot(append: &str) -> (TapNet, Guest, Hosts) {
     require_tap();
-    tools::setup::ensure_host_tools().expect("ping, curl, iperf3");
+    harness::setup::ensure_host_tools().expect("ping, curl, iperf3");
     boot_with_hosts(append, Some(9000))
 }
 

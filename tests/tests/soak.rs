@@ -1,5 +1,5 @@
 //! The soak (issue 15) in CI: `cargo xtask soak --minutes 1` through the same library code
-//! (`tools::soak`): io, l2 and router for 20 s each at full rate both ways, `STATS` every 5 s.
+//! (`harness::soak`): io, l2 and router for 20 s each at full rate both ways, `STATS` every 5 s.
 //! Every check must pass (no stall, counters monotonic, free pages stable, quit clean, frames
 //! intact), with real figures behind it. BENCHMARKS.md has the 10-minute run.
 

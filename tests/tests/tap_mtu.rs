@@ -7,10 +7,10 @@
 //! Needs root and /dev/net/tun: fails, with that message, where those are missing.
 
 use gannet_tests::*;
-use tools::gen::{FrameExceedsMtu, GenConfig, Generator};
-use tools::hosts::{plan_with_mtu, Hosts};
-use tools::qemu::Mtus;
-use tools::tap::{PacketSocket, TapNet};
+use harness::gen::{FrameExceedsMtu, GenConfig, Generator};
+use harness::hosts::{plan_with_mtu, Hosts};
+use harness::qemu::Mtus;
+use harness::tap::{PacketSocket, TapNet};
 
 /// A frame of `len` bytes (no FCS) the guest would not care about: broadcast, an unused
 /// EtherType.

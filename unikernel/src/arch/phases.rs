@@ -7,7 +7,7 @@
 //!
 //! Each value but `total` is that phase's length in µs of guest clock (TSC at the calibrated
 //! rate); `total` is PVH entry → the ready line, in µs. `cargo xtask bench boot` and the boot
-//! tests parse it (`tools::bench_boot`).
+//! tests parse it (`harness::bench_boot`).
 
 use super::time::{rdtsc, tsc_hz};
 use core::sync::atomic::{AtomicU64, Ordering};

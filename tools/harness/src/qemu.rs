@@ -35,10 +35,10 @@ pub const TAIL_LINES: usize = 20;
 /// Lines kept in memory; older ones are dropped (indices keep counting).
 const MAX_KEPT_LINES: usize = 100_000;
 
-/// The workspace root (the parent of the `tools` crate).
+/// The workspace root (two levels above this crate, `tools/harness`).
 pub fn workspace_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.parent().unwrap_or(here).to_path_buf()
+    here.ancestors().nth(2).unwrap_or(here).to_path_buf()
 }
 
 /// The cargo target directory used for the kernel build: `$CARGO_TARGET_DIR` (relative to the

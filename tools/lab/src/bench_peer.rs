@@ -20,10 +20,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::gen::{GenConfig, GenReport, Generator};
 use crate::peer_dpdk::{self, DpdkMode, DpdkPeer, FwdDelta, FwdStats};
-use crate::peer_linux::{self, LinuxPeer, PeerMode};
-use crate::qemu::{self, Accel, Echo, Guest, GuestConfig};
+use harness::append::gannet_append;
+use harness::gen::{GenConfig, GenReport, Generator};
+use harness::peer_linux::{self, LinuxPeer, PeerMode};
+use harness::qemu::{self, Accel, Echo, Guest, GuestConfig};
 
 /// PNG of forwarded pps vs frame size (relative to the workspace root).
 pub const PLOT_PPS: &str = "docs/peer-pps.png";
@@ -170,30 +171,6 @@ const ENGINES: [Engine; 7] = [
     Engine::Dpdk(DpdkMode::Io),
     Engine::Dpdk(DpdkMode::Mac),
 ];
-
-/// Gannet's `--append` with any `mode=` dropped and `mode=<mode>` added.
-pub fn gannet_append(user: &str, mode: &str) -> String {
-    let mut v: Vec<&str> = user
-        .split_whitespace()
-        .filter(|kv| !kv.starts_with("mode="))
-        .collect();
-    let m = format!("mode={mode}");
-    v.insert(0, &m);
-    let mut s = v.join(" ");
-    if mode == "router" {
-        // The port addresses the Linux peer uses; the generator's hosts are 10.0.0.2 and
-        // 10.0.1.2 (it answers the router's ARP requests).
-        for (k, a) in [("ip0", "10.0.0.1/24"), ("ip1", "10.0.1.1/24")] {
-            if !user
-                .split_whitespace()
-                .any(|kv| kv.starts_with(&format!("{k}=")))
-            {
-                s += &format!(" {k}={a}");
-            }
-        }
-    }
-    s
-}
 
 /// A counter snapshot. Gannet: (TSC busy cycles, frames, kicks, busy poll iterations); Linux:
 /// (busy ns = ktime now − nohz idle − iowait, `/proc/stat` busy ticks (USER_HZ, for the log
@@ -728,30 +705,6 @@ pub fn targets(rec: &Record) -> String {
     s
 }
 
-fn register_font() -> bool {
-    for p in [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/truetype/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    ] {
-        if let Ok(bytes) = std::fs::read(p) {
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font(
-                "sans-serif",
-                plotters::style::FontStyle::Normal,
-                bytes,
-            )
-            .is_ok()
-            {
-                return true;
-            }
-        }
-    }
-    false
-}
-
 type Series = (&'static str, plotters::style::RGBColor, Vec<(f64, f64)>);
 type Select = fn(&Record) -> &Option<Row>;
 
@@ -795,7 +748,7 @@ fn plot(
     log_y: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
-    let text = register_font();
+    let text = plot::register_font();
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -906,9 +859,9 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>> {
     anyhow::ensure!(!v.is_empty(), "--sizes is empty");
     for &x in &v {
         anyhow::ensure!(
-            (64..=crate::gen::MAX_SIZE).contains(&x),
+            (64..=harness::gen::MAX_SIZE).contains(&x),
             "--sizes: {x} out of range 64..={}",
-            crate::gen::MAX_SIZE
+            harness::gen::MAX_SIZE
         );
     }
     Ok(v)
@@ -1031,17 +984,7 @@ mod tests {
     }
 
     #[test]
-    fn append_and_sizes() {
-        assert_eq!(gannet_append("mode=io burst=8", "l2"), "mode=l2 burst=8");
-        assert_eq!(gannet_append("", "io"), "mode=io");
-        assert_eq!(
-            gannet_append("idle=poll", "router"),
-            "mode=router idle=poll ip0=10.0.0.1/24 ip1=10.0.1.1/24"
-        );
-        assert_eq!(
-            gannet_append("ip0=10.0.0.1/16", "router"),
-            "mode=router ip0=10.0.0.1/16 ip1=10.0.1.1/24"
-        );
+    fn sizes() {
         assert_eq!(parse_sizes("64, 128").unwrap(), [64, 128]);
         assert!(parse_sizes("63").is_err());
         assert!(parse_sizes("a").is_err());

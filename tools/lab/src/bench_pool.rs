@@ -26,8 +26,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::gen;
-use crate::qemu::{self, Accel, Echo, Guest, GuestConfig};
+use harness::gen;
+use harness::qemu::{self, Accel, Echo, Guest, GuestConfig};
 
 /// Prefix of the harness's machine-readable line.
 pub const LINE_PREFIX: &str = "POOL_BENCH ";

@@ -221,8 +221,7 @@ fn no_guest_means_loss_not_hang() {
 
 #[test]
 fn pcap_replay_matches_by_content() {
-    let pcap =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/pcap/tcpreplay-test.pcap");
+    let pcap = crate::qemu::workspace_root().join("../shared/data/pcap/tcpreplay-test.pcap");
     let pcap = if pcap.exists() {
         pcap
     } else {

@@ -7,12 +7,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod fuzz;
+mod lint;
+
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use tools::bench_sim::SimMode;
-use tools::qemu::{self, Accel, Backend, Boot, Echo, Guest, GuestConfig, GuestExit, Mtus};
-use tools::tap::TapNet;
-use tools::{gen, report, setup};
+use harness::bench_sim::SimMode;
+use harness::qemu::{self, Accel, Backend, Boot, Echo, Guest, GuestConfig, GuestExit, Mtus};
+use harness::tap::TapNet;
+use harness::{gen, setup};
+use lab::report;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "Gannet developer tasks")]
@@ -82,7 +86,7 @@ struct FuzzArgs {
     /// libFuzzer's `-seed`: the same seed on an empty corpus tries the same inputs in the same
     /// order, so a run (CI's) can be replayed; 0 picks a fresh random seed each run (for a
     /// long exploring run by hand).
-    #[arg(long, default_value_t = tools::fuzz::CI_SEED)]
+    #[arg(long, default_value_t = fuzz::CI_SEED)]
     seed: u64,
 }
 
@@ -311,8 +315,8 @@ struct BenchArgs {
     runs: usize,
     /// `bench boot`: machine types, comma-separated: `q35` (`-kernel`, PVH), `iso-bios` (GRUB
     /// ISO under SeaBIOS), `iso-uefi` (GRUB ISO under OVMF).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [tools::bench_boot::Machine::Q35])]
-    machines: Vec<tools::bench_boot::Machine>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [harness::bench_boot::Machine::Q35])]
+    machines: Vec<harness::bench_boot::Machine>,
 }
 
 #[derive(Args)]
@@ -329,7 +333,7 @@ struct SoakArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::Io, SimMode::L2, SimMode::Router])]
     modes: Vec<SimMode>,
     /// Seconds between two STATS samples.
-    #[arg(long, default_value_t = tools::soak::DEFAULT_STATS_EVERY.as_secs_f64())]
+    #[arg(long, default_value_t = harness::soak::DEFAULT_STATS_EVERY.as_secs_f64())]
     stats_every: f64,
     /// Generator window: frames outstanding per direction (full rate is as fast as it allows).
     #[arg(long, default_value_t = gen::GenConfig::default().window)]
@@ -338,10 +342,10 @@ struct SoakArgs {
     #[arg(long, default_value_t = 64)]
     size: usize,
     /// Stall threshold: the longest gap between frames coming back that passes, ms.
-    #[arg(long, default_value_t = tools::soak::DEFAULT_MAX_GAP_MS)]
+    #[arg(long, default_value_t = harness::soak::DEFAULT_MAX_GAP_MS)]
     max_gap_ms: f64,
     /// How far a sample's free pages may be from the first sample's, pages.
-    #[arg(long, default_value_t = tools::soak::DEFAULT_FREE_PAGES_TOLERANCE)]
+    #[arg(long, default_value_t = harness::soak::DEFAULT_FREE_PAGES_TOLERANCE)]
     free_pages_tolerance: u64,
     /// Also write the results as JSON to this file.
     #[arg(long)]
@@ -362,14 +366,14 @@ struct FaultsArgs {
     #[command(flatten)]
     guest: GuestArgs,
     /// Frames per mode, both directions together.
-    #[arg(long, default_value_t = tools::faults::DEFAULT_FRAMES)]
+    #[arg(long, default_value_t = harness::faults::DEFAULT_FRAMES)]
     frames: u64,
     /// Forwarding modes, comma-separated, in order (io, l2, router).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::Io, SimMode::L2, SimMode::Router])]
     modes: Vec<SimMode>,
     /// Every page_pool starved for this long once a third of the frames were forwarded, ms
     /// (0: not at all).
-    #[arg(long, default_value_t = tools::faults::DEFAULT_DRY_MS)]
+    #[arg(long, default_value_t = harness::faults::DEFAULT_DRY_MS)]
     dry_ms: u64,
     /// Fault rates instead of the defaults: `NAME:N,…` as the kernel's `fault=` key (once
     /// every N opportunities).
@@ -384,7 +388,7 @@ struct FaultsArgs {
 struct LintArgs {
     /// Run only this step (repeatable); default: all of them.
     #[arg(long, value_enum)]
-    only: Vec<tools::lint::Step>,
+    only: Vec<lint::Step>,
 }
 
 /// Peer guests for `cargo xtask bench --peer`.
@@ -528,7 +532,7 @@ fn cmd_iso(a: IsoArgs) -> Result<()> {
         }
         .into());
     }
-    tools::iso::build(&image, &a.cmdline, a.routes.as_deref(), &out)?;
+    harness::iso::build(&image, &a.cmdline, a.routes.as_deref(), &out)?;
     eprintln!(
         "xtask: ISO {} (kernel {}, command line {:?}); boot it with `qemu-system-x86_64 -machine q35 -serial stdio -cdrom {}` (SeaBIOS) or add `-bios {}` (UEFI)",
         out.display(),
@@ -560,7 +564,7 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
     }
     let host_plan = if a.hosts {
         let host_mtu = a.host_mtu.as_ref().or(a.guest.mtu.as_ref());
-        Some(tools::hosts::plan_with_mtu(
+        Some(harness::hosts::plan_with_mtu(
             &a.guest.append,
             a.nics,
             host_mtu,
@@ -569,7 +573,7 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
         None
     };
     let net = tap_net(&mut cfg, a.nics)?;
-    let mut hosts: Option<tools::hosts::Hosts> = None;
+    let mut hosts: Option<harness::hosts::Hosts> = None;
     qemu::check_config(&cfg)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
@@ -623,7 +627,7 @@ fn cmd_boot(a: BootArgs) -> Result<()> {
             if found.is_some() {
                 ready = true;
                 if let (Some(plan), Some(net)) = (&host_plan, &net) {
-                    let h = tools::hosts::Hosts::create(net, plan)?;
+                    let h = harness::hosts::Hosts::create(net, plan)?;
                     eprint!("{}", h.describe());
                     hosts = Some(h);
                 }
@@ -668,7 +672,7 @@ fn cmd_gen(a: GenArgs) -> Result<()> {
         dir: a.dgram.unwrap_or_default(),
         netns: a
             .netns
-            .map(|n| std::path::Path::new(tools::tap::NETNS_DIR).join(n)),
+            .map(|n| std::path::Path::new(harness::tap::NETNS_DIR).join(n)),
         size: a.size,
         seconds: a.seconds,
         count: a.count,
@@ -869,7 +873,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
 
 /// `run --hosts`: boot on the tap backend with a Linux host behind each port, `iperf3` UDP at
 /// full rate from the port-0 host to the port-1 host, then `quit`; prints the datagrams' fate
-/// (`tools::hosts::UdpRun`) beside the guest's counters.
+/// (`harness::hosts::UdpRun`) beside the guest's counters.
 fn cmd_run_hosts(a: &TrafficArgs) -> Result<()> {
     if a.guest.backend != Backend::Tap {
         bail!("--hosts needs --backend tap (the hosts sit on the tap devices)");
@@ -887,12 +891,12 @@ fn cmd_run_hosts(a: &TrafficArgs) -> Result<()> {
     let mut cfg = guest_config(&a.guest, image, &dir, Echo::Stdout)?;
     cfg.cpus = a.cpus;
     cfg.nics = 2;
-    let plan = tools::hosts::plan_with_mtu(&a.guest.append, 2, a.guest.mtu.as_ref())?;
+    let plan = harness::hosts::plan_with_mtu(&a.guest.append, 2, a.guest.mtu.as_ref())?;
     let net = tap_net(&mut cfg, 2)?.context("the tap backend's namespace")?;
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let mut guest = Guest::boot(&cfg)?;
     guest.wait_ready(qemu::READY_TIMEOUT)?;
-    let hosts = tools::hosts::Hosts::create(&net, &plan)?;
+    let hosts = harness::hosts::Hosts::create(&net, &plan)?;
     eprint!("{}", hosts.describe());
     let dst = plan[1].addr.to_string();
     // Resolve the neighbours first, so the run starts routed.
@@ -948,15 +952,14 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         bail!("--boot: bench mm/pool/sim/datapath/tlb boot their own guests with -kernel; bench boot takes --machines q35,iso-bios,iso-uefi");
     }
     if let Some(BenchTarget::Mm) = a.target {
-        return tools::bench_mm::run(a.json.as_deref()).map(drop);
+        return lab::bench_mm::run(a.json.as_deref()).map(drop);
     }
     if let Some(BenchTarget::Pool) = a.target {
         let g = &a.traffic;
         if g.guest.cpu.is_some() {
             bail!("bench pool boots its guests without -cpu: drop --cpu");
         }
-        return tools::bench_pool::run(a.json.as_deref(), g.guest.image.clone(), g.seconds)
-            .map(drop);
+        return lab::bench_pool::run(a.json.as_deref(), g.guest.image.clone(), g.seconds).map(drop);
     }
     if let Some(BenchTarget::Sim) = a.target {
         return cmd_bench_sim(a);
@@ -995,7 +998,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
 /// `bench sim`: boot once per (mode, K) on simulated devices under icount, print the table
 /// (and `--json`). With `--twice`, every run is repeated and must give identical figures.
 fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
-    use tools::bench_sim;
+    use harness::bench_sim;
     let g = &a.traffic.guest;
     if g.accel != Accel::Tcg {
         bail!("bench sim counts instructions with -icount, which needs --accel tcg");
@@ -1065,16 +1068,16 @@ fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
 
 /// `bench boot`: `--runs` boots per machine type, a table of each (median, min, max).
 fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
-    use tools::bench_boot::{self as bb, BootBenchConfig};
+    use harness::bench_boot::{self as bb, BootBenchConfig};
     let g = &a.traffic.guest;
     if g.cpu.is_some() || g.routes.is_some() || g.backend != Backend::Dgram {
         bail!("bench boot boots the default guest: drop --cpu/--routes/--backend");
     }
     if a.machines.iter().any(|m| m.boot().is_iso()) {
-        tools::setup::ensure_iso_tools()?;
+        harness::setup::ensure_iso_tools()?;
     }
     if a.machines.contains(&bb::Machine::IsoUefi) {
-        tools::setup::ensure_ovmf()?;
+        harness::setup::ensure_ovmf()?;
     }
     setup::ensure()?;
     let image = image_for(g)?;
@@ -1108,7 +1111,7 @@ fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
 
 /// `bench tlb`: batch against immediate per vCPU count, then the negative control's catch rate.
 fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
-    use tools::bench_tlb::{markdown, run_one, TlbRun};
+    use harness::bench_tlb::{markdown, run_one, TlbRun};
     let g = &a.traffic.guest;
     if g.cpu.is_some() {
         bail!("bench tlb boots its guests without -cpu: drop --cpu");
@@ -1181,7 +1184,8 @@ fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
 /// `bench datapath`: the host twin under callgrind, per (mode, K), beside the guest figure
 /// (a fresh `bench sim` run with `--with-guest`, else BENCHMARKS.md's).
 fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
-    use tools::{bench_datapath as bd, bench_sim};
+    use harness::bench_sim;
+    use lab::bench_datapath as bd;
     setup::ensure_valgrind()?;
     let ks = bench_sim::parse_ks(&a.sim_k)?;
     let iters = a.iters.unwrap_or(1024);
@@ -1258,7 +1262,8 @@ fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
 /// `bench --peer linux,dpdk [--sizes …]`: Gannet io/l2/router, the Linux guest and testpmd,
 /// one table per size, every row with the same `-cpu` (`max` by default when DPDK runs).
 fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
-    use tools::{bench_peer, peer_dpdk, peer_linux};
+    use harness::peer_linux;
+    use lab::{bench_peer, peer_dpdk};
     setup::ensure()?;
     let t = &a.traffic;
     let sizes = match &a.sizes {
@@ -1309,7 +1314,7 @@ fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         bidir: false,
         // Every engine's row starts after the same warm-up (the router's ARP resolved: its
         // first frames would otherwise be lost to the neighbour queue).
-        warmup: tools::bench_burstin::WARMUP_FRAMES,
+        warmup: lab::bench_burstin::WARMUP_FRAMES,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let peers = bench_peer::Peers {
@@ -1351,7 +1356,7 @@ const PEER_WINDOW: u64 = 64;
 /// only with `--one-way`) with a window that fills 224 RX entries per port; one table, the l2
 /// target, `--json`.
 fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
-    use tools::{bench_burstin, bench_peer};
+    use lab::{bench_burstin, bench_peer};
     if a.target.is_some() {
         bail!("--burst-in is the guest bench (no target): drop the target");
     }
@@ -1373,7 +1378,7 @@ fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
         plots: false,
         mtu: t.guest.mtu.clone(),
         bidir: !a.one_way,
-        warmup: tools::bench_burstin::WARMUP_FRAMES,
+        warmup: lab::bench_burstin::WARMUP_FRAMES,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let out = bench_peer::run(&cfg, bench_peer::Peers::default())?;
@@ -1396,7 +1401,7 @@ fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
 /// `soak`: every mode in turn, STATS checked every --stats-every s; a summary line per mode,
 /// a Markdown table, `--json`; fails naming every failed check.
 fn cmd_faults(a: FaultsArgs) -> Result<()> {
-    use tools::faults;
+    use harness::faults;
     if a.guest.backend != Backend::Dgram {
         bail!("faults: only the dgram backend (its frame accounting is exact: QEMU drops nothing)");
     }
@@ -1464,7 +1469,7 @@ fn cmd_faults(a: FaultsArgs) -> Result<()> {
 }
 
 fn cmd_soak(a: SoakArgs) -> Result<()> {
-    use tools::soak;
+    use harness::soak;
     if !(a.stats_every > 0.0 && a.stats_every.is_finite()) {
         bail!(
             "--stats-every {}: give a positive number of seconds",
@@ -1580,7 +1585,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cmd_bench(a).map(|()| ExitCode::SUCCESS),
         Cmd::Soak(a) => cmd_soak(a).map(|()| ExitCode::SUCCESS),
         Cmd::Test => cmd_test(),
-        Cmd::Fuzz(a) => tools::fuzz::run(
+        Cmd::Fuzz(a) => fuzz::run(
             &qemu::workspace_root(),
             a.seconds,
             a.seed,
@@ -1593,7 +1598,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }),
-        Cmd::Lint(a) => tools::lint::run(&qemu::workspace_root(), &a.only).map(|ok| {
+        Cmd::Lint(a) => lint::run(&qemu::workspace_root(), &a.only).map(|ok| {
             if ok {
                 ExitCode::SUCCESS
             } else {

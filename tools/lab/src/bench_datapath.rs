@@ -2,7 +2,7 @@
 //!
 //! Builds `unikernel/benches/datapath.rs` (feature `host-rig`, release) and runs it once per
 //! (mode, K) under `valgrind --tool=callgrind --toggle-collect='*bench_poll_once*'`: the same
-//! steps as the guest's `sim=K` run ([`crate::bench_sim`]: K 60-byte UDP frames delivered on
+//! steps as the guest's `sim=K` run ([`harness::bench_sim`]: K 60-byte UDP frames delivered on
 //! port 0 and both TX rings completed outside the measured part, one `Core::poll_once` inside),
 //! on the same crates (`unikernel`'s dataplane, `drivers`' `VirtioNet` and `sim` device,
 //! `mm`, `netstack`), but built for the host (`x86_64-unknown-linux-gnu` instead of
@@ -20,7 +20,7 @@ use std::process::Command;
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use serde::Serialize;
 
-use crate::bench_sim::{frames_per_iter, KvLine, SimMode};
+use harness::bench_sim::{frames_per_iter, KvLine, SimMode};
 
 /// Prefix of the benchmark binary's result line.
 pub const LINE_PREFIX: &str = "DATAPATH ";

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::bench_peer::gannet_append;
+use crate::append::gannet_append;
 use crate::bench_sim::SimMode;
 use crate::gen::{GenConfig, GenReport, Generator};
 use crate::qemu::{Guest, GuestConfig, Stats};

@@ -12,7 +12,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::qemu;
+use harness::qemu;
 
 /// Where the plot goes, relative to the workspace root (embedded in `BENCHMARKS.md`).
 pub const PLOT: &str = "docs/mm-bench.png";

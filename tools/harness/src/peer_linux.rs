@@ -77,7 +77,9 @@ pub fn cache_dir() -> PathBuf {
     qemu::target_dir(&qemu::workspace_root()).join("peer-linux")
 }
 
-pub(crate) fn run(cmd: &mut Command) -> Result<String> {
+/// Runs `cmd` to completion; its stdout, or an error naming the command, its exit status and
+/// stderr.
+pub fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("running {:?}", cmd.get_program()))?;
@@ -91,7 +93,7 @@ pub(crate) fn run(cmd: &mut Command) -> Result<String> {
 }
 
 /// The newest `PREFIX*.deb` in `dir` (by name), if any.
-pub(crate) fn find_deb(dir: &Path, prefix: &str) -> Option<PathBuf> {
+pub fn find_deb(dir: &Path, prefix: &str) -> Option<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -160,7 +162,7 @@ pub fn kernel_debs() -> Result<(PathBuf, PathBuf)> {
 /// Runs `f` (an `apt-get download` step); if it fails and we are root, runs `apt-get update`
 /// once and runs `f` again. A fresh Debian machine (or container) has no package lists, and old
 /// lists name packages the mirror no longer has.
-pub(crate) fn with_apt_update<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+pub fn with_apt_update<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
     match f() {
         Ok(v) => Ok(v),
         Err(e) if is_root() => {
@@ -179,7 +181,7 @@ pub(crate) fn with_apt_update<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> 
 }
 
 /// `apt-get download PKG…` into `dir` (one try). Errors name the command and its stderr.
-pub(crate) fn apt_download_once(dir: &Path, pkgs: &[&str]) -> Result<()> {
+pub fn apt_download_once(dir: &Path, pkgs: &[&str]) -> Result<()> {
     eprintln!(
         "xtask: peer: apt-get download {} into {}",
         pkgs.join(" "),
@@ -284,7 +286,7 @@ fn builtin(moddir: &Path) -> Result<std::collections::HashSet<String>> {
 }
 
 /// The modules to load, dependencies first, with their (decompressed) contents.
-pub(crate) fn resolve_modules(moddir: &Path, want: &[&str]) -> Result<Vec<(String, Vec<u8>)>> {
+pub fn resolve_modules(moddir: &Path, want: &[&str]) -> Result<Vec<(String, Vec<u8>)>> {
     let idx = module_index(moddir)?;
     let built = builtin(moddir)?;
     let mut order: Vec<(String, Vec<u8>)> = Vec::new();
@@ -423,7 +425,7 @@ pub fn initramfs(busybox: &[u8], modules: &[(String, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// A Debian kernel and busybox unpacked from their `.deb`s ([`unpack_kernel`]).
-pub(crate) struct Unpacked {
+pub struct Unpacked {
     /// Kernel release, e.g. `6.1.0-57-amd64`.
     pub release: String,
     /// `boot/vmlinuz-<release>` under the unpack directory.
@@ -435,7 +437,7 @@ pub(crate) struct Unpacked {
 }
 
 /// Unpacks the kernel and busybox `.deb`s into `root` (emptied first) with `dpkg-deb -x`.
-pub(crate) fn unpack_kernel(kdeb: &Path, bdeb: &Path, root: &Path) -> Result<Unpacked> {
+pub fn unpack_kernel(kdeb: &Path, bdeb: &Path, root: &Path) -> Result<Unpacked> {
     let _ = std::fs::remove_dir_all(root);
     std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
     for deb in [kdeb, bdeb] {
@@ -524,7 +526,7 @@ pub fn prepare() -> Result<LinuxPeer> {
 }
 
 /// FNV-1a, to notice a changed `/init` in the cache stamp.
-pub(crate) fn crate_hash(data: &[u8]) -> String {
+pub fn crate_hash(data: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in data {
         h ^= u64::from(b);

@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::peer_linux::{self, Cpio};
-use crate::qemu::{self, Accel, Echo, Guest, GuestConfig};
+use harness::peer_linux::{self, Cpio};
+use harness::qemu::{self, Accel, Echo, Guest, GuestConfig};
 
 /// The guest's `/init` script.
 pub const INIT: &str = include_str!("../assets/peer-dpdk-init.sh");
@@ -746,7 +746,7 @@ pub fn probed_ports(lines: &[String]) -> Result<Vec<(u16, String)>> {
     let ports = parse_ports(lines);
     let want: Vec<(u16, String)> = (0..2u16)
         .map(|i| {
-            let m = crate::gen::guest_mac(usize::from(i));
+            let m = harness::gen::guest_mac(usize::from(i));
             let mac: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
             (i, mac.join(":"))
         })

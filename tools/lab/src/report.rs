@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::gen::GenReport;
+use harness::gen::GenReport;
 
 /// The `cargo xtask bench` JSON record.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

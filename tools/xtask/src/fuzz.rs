@@ -133,7 +133,7 @@ pub fn ensure() -> Result<()> {
 
 /// Where the fuzz builds go.
 fn target_dir(root: &Path) -> PathBuf {
-    crate::qemu::target_dir(root).join("fuzz")
+    harness::qemu::target_dir(root).join("fuzz")
 }
 
 /// Build every fuzz crate, then run each target (or only `only`) for `seconds` from its seeds,

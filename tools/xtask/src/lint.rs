@@ -27,7 +27,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::setup;
+use harness::setup;
 use modgraph::{canonical, cycle_text, Cycle, ModuleGraph};
 
 /// Passed to clippy after `--` in both clippy steps.
@@ -283,7 +283,7 @@ pub fn check_cycles(graphs: &[(String, ModuleGraph)], known: &[&str]) -> Result<
     for (label, c) in &stale {
         text.push_str(&format!(
             "lint: KNOWN_CYCLES lists `{label}: {}`, which no longer exists: delete the entry \
-             (tools/src/lint.rs)\n",
+             (tools/xtask/src/lint.rs)\n",
             cycle_text(c)
         ));
     }

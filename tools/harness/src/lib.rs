@@ -1,0 +1,38 @@
+//! Gannet's test harness: what boots the image, feeds it frames and checks what comes back,
+//! and everything an integration test (`tests` crate) runs.
+//!
+//! - [`qemu::Guest`] boots the image under QEMU and talks to its serial console;
+//! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
+//!   [`gen::RawPort`] sends and receives single raw frames;
+//! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices;
+//!   [`hosts::Hosts`] puts Linux hosts (namespaces) behind the ports;
+//! - [`peer_linux`] is the Linux peer guest of the differential test;
+//! - [`bench_sim`] is the deterministic datapath benchmark (`sim=K`, simulated devices) the
+//!   perf guard runs; [`bench_tlb`] the TLB shootdown run; [`bench_boot`] the boot-phase line;
+//! - [`soak::run`] is `cargo xtask soak`, [`faults::run`] `cargo xtask faults`.
+//!
+//! # Map
+//!
+//! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
+//! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
+//! [`tap`], [`hosts`], [`iso`] and [`peer_linux`] build on them; [`bench_sim`], [`bench_tlb`],
+//! [`bench_boot`], [`soak`] and [`faults`] on those. [`mtu`] (the `--mtu` values) and
+//! [`append`] (a mode's kernel command line) are leaves every one of them may use.
+//!
+//! The benchmark lab (`lab`: the DPDK peer, peer benchmarks, plots, reports) and the
+//! development loop (`xtask`) build on this crate; nothing here imports them.
+
+pub mod append;
+pub mod bench_boot;
+pub mod bench_sim;
+pub mod bench_tlb;
+pub mod faults;
+pub mod gen;
+pub mod hosts;
+pub mod iso;
+pub mod mtu;
+pub mod peer_linux;
+pub mod qemu;
+pub mod setup;
+pub mod soak;
+pub mod tap;
