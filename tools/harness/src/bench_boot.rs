@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
+use serde::Serialize;
 
 use crate::qemu::{self, Accel, Boot, Guest, GuestConfig};
 
@@ -207,6 +208,106 @@ pub fn summary(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     (s[(s.len() - 1) / 2], s[0], s[s.len() - 1])
+}
+
+/// Median, min and max of one figure over a machine type's boots (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    /// The lower middle run's figure ([`summary`]).
+    pub median: f64,
+    /// The fastest run's.
+    pub min: f64,
+    /// The slowest run's.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `v` (not empty).
+    pub fn of(v: &[f64]) -> Self {
+        let (median, min, max) = summary(v);
+        Spread { median, min, max }
+    }
+}
+
+/// One machine type's boots in `bench boot --json`: host clock spawn → first line and → ready,
+/// the guest's own PVH entry → ready and each of its phases, all in ms.
+#[derive(Debug, Clone, Serialize)]
+pub struct BootMachineJson {
+    /// `--machines`' name (`q35`, `iso-bios`, `iso-uefi`, `microvm`).
+    pub machine: String,
+    /// Boots.
+    pub runs: usize,
+    /// Host clock, QEMU spawn → first guest line.
+    pub first_line_ms: Spread,
+    /// Host clock, QEMU spawn → ready.
+    pub ready_ms: Spread,
+    /// Guest clock, PVH entry → ready.
+    pub guest_total_ms: Spread,
+    /// Guest clock per phase, in boot order.
+    pub guest_phases_ms: Vec<(String, Spread)>,
+}
+
+/// `bench boot --json`'s record (inside the envelope: accelerator, icount, host).
+#[derive(Debug, Clone, Serialize)]
+pub struct BootBenchJson {
+    /// `--append`.
+    pub append: String,
+    /// `-smp`.
+    pub cpus: u32,
+    /// virtio-net ports.
+    pub nics: usize,
+    /// `-m`.
+    pub memory: String,
+    /// One entry per machine type, in `--machines` order.
+    pub machines: Vec<BootMachineJson>,
+}
+
+impl BootBenchJson {
+    /// The record of [`run`]'s output `out` under `cfg`.
+    pub fn new(cfg: &BootBenchConfig, out: &[(Machine, Vec<BootRun>)]) -> Self {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let machines = out
+            .iter()
+            .filter(|(_, runs)| !runs.is_empty())
+            .map(|(m, runs)| {
+                let phases = runs[0]
+                    .guest
+                    .phases
+                    .iter()
+                    .map(|(name, _)| {
+                        let v: Vec<f64> = runs
+                            .iter()
+                            .map(|r| r.guest.get(name).unwrap_or(0) as f64 / 1e3)
+                            .collect();
+                        (name.clone(), Spread::of(&v))
+                    })
+                    .collect();
+                BootMachineJson {
+                    machine: clap::ValueEnum::to_possible_value(m)
+                        .map_or_else(|| m.name().to_string(), |v| v.get_name().to_string()),
+                    runs: runs.len(),
+                    first_line_ms: Spread::of(
+                        &runs.iter().map(|r| ms(r.first_line)).collect::<Vec<_>>(),
+                    ),
+                    ready_ms: Spread::of(&runs.iter().map(|r| ms(r.ready)).collect::<Vec<_>>()),
+                    guest_total_ms: Spread::of(
+                        &runs
+                            .iter()
+                            .map(|r| r.guest.total_us as f64 / 1e3)
+                            .collect::<Vec<_>>(),
+                    ),
+                    guest_phases_ms: phases,
+                }
+            })
+            .collect();
+        BootBenchJson {
+            append: cfg.append.clone(),
+            cpus: cfg.cpus,
+            nics: cfg.nics,
+            memory: cfg.memory.clone(),
+            machines,
+        }
+    }
 }
 
 /// The per-phase table of one machine type's runs: host figures and the guest's phases, in

@@ -451,8 +451,6 @@ pub fn table(records: &[SimRecord]) -> String {
 /// The JSON document `--json FILE` writes.
 #[derive(Debug, Serialize)]
 pub struct SimBenchJson<'a> {
-    /// Always `"sim"`.
-    pub bench: &'static str,
     /// Extra kernel command line given with `--append`.
     pub append: &'a str,
     /// The routes file given with `--routes` (router runs), if any.

@@ -6,6 +6,7 @@
 use crate::bench_sim::KvLine;
 use crate::qemu::{Accel, Guest, GuestConfig, GuestExit};
 use anyhow::{anyhow, Result};
+use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 pub const LINE_PREFIX: &str = "TLBTEST ";
 
 /// One run's figures (the `TLBTEST` line).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct TlbRecord {
     /// `batch` or `immediate`.
     pub tlb: String,
@@ -46,8 +47,44 @@ pub struct TlbRecord {
     pub wait_p99_ns: u64,
     /// Wall-clock seconds of the whole boot-to-exit run.
     pub seconds: f64,
-    /// The accelerator that ran it.
+    /// The accelerator that ran it (in the JSON: the envelope's `accel`).
+    #[serde(skip)]
     pub accel: Accel,
+}
+
+/// The negative control on one vCPU count: runs (`tlbtest_skip=on`) whose readers caught a
+/// stale read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TlbControl {
+    /// vCPUs.
+    pub cpus: u32,
+    /// Runs that caught at least one stale read.
+    pub caught: u32,
+    /// Runs.
+    pub runs: u32,
+}
+
+/// `bench tlb --json`'s record (inside the envelope): the batch and immediate runs, then the
+/// negative control per vCPU count.
+#[derive(Debug, Clone, Serialize)]
+pub struct TlbBenchJson<'a> {
+    /// One record per (policy, vCPU count), and the first control run per count.
+    pub runs: &'a [TlbRecord],
+    /// The negative control per vCPU count.
+    pub control: Vec<TlbControl>,
+}
+
+impl<'a> TlbBenchJson<'a> {
+    /// The record of `runs` and the control counts `(cpus, caught, runs)`.
+    pub fn new(runs: &'a [TlbRecord], control: &[(u32, u32, u32)]) -> Self {
+        TlbBenchJson {
+            runs,
+            control: control
+                .iter()
+                .map(|&(cpus, caught, runs)| TlbControl { cpus, caught, runs })
+                .collect(),
+        }
+    }
 }
 
 /// What to run.

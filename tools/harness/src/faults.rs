@@ -541,8 +541,6 @@ fn quit(guest: &mut Guest, cfg: &FaultConfig, r: &mut FaultResult) {
 /// The `--json` document.
 #[derive(Debug, Serialize)]
 pub struct FaultJson<'a> {
-    /// "faults".
-    pub bench: &'static str,
     /// Frames per mode.
     pub frames: u64,
     /// Starvation window, ms.

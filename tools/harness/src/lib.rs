@@ -10,6 +10,7 @@
 //! - [`bench_sim`] is the deterministic datapath benchmark (`sim=K`, simulated devices) the
 //!   perf guard runs; [`bench_tlb`] the TLB shootdown run; [`bench_boot`] the boot-phase line;
 //! - [`soak::run`] is `cargo xtask soak`, [`faults::run`] `cargo xtask faults`.
+//! - [`envelope`]: the one JSON envelope of every `--json`.
 //!
 //! # Map
 //!
@@ -26,6 +27,7 @@ pub mod append;
 pub mod bench_boot;
 pub mod bench_sim;
 pub mod bench_tlb;
+pub mod envelope;
 pub mod faults;
 pub mod gen;
 pub mod hosts;

@@ -648,7 +648,6 @@ fn quit(guest: &mut Guest, last: Option<&Stats>, r: &mut ModeResult) {
 /// The `--json` document.
 #[derive(Debug, Serialize)]
 pub struct SoakJson<'a> {
-    pub bench: &'static str,
     pub minutes: f64,
     pub stats_every_s: f64,
     pub window: u64,

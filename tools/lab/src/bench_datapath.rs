@@ -257,8 +257,6 @@ pub fn table(rows: &[Row]) -> String {
 /// The JSON document `--json FILE` writes.
 #[derive(Debug, Serialize)]
 pub struct DatapathJson<'a> {
-    /// Always `"datapath"`.
-    pub bench: &'static str,
     /// [`HOST_NOTE`].
     pub note: &'static str,
     /// One row per (mode, K).

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use harness::envelope::{self, Envelope, Ran};
 use serde_json::Value;
 
 use harness::qemu;
@@ -116,15 +117,13 @@ pub fn targets_report(s: &Summary) -> String {
     out
 }
 
-/// Run the benchmark; write the JSON record to `json` (or a file in the target directory),
-/// the plot to [`PLOT`]; print the table and the targets. Returns the summary.
+/// Run the benchmark: the bench's own record to `target/mm-bench.json`, the plot to [`PLOT`];
+/// print the table and the targets; with `json`, the record in the envelope there (`-`:
+/// stdout). Returns the summary.
 pub fn run(json: Option<&Path>) -> Result<Summary> {
     let root = qemu::workspace_root();
-    let json: PathBuf = match json {
-        Some(p) => std::path::absolute(p)?,
-        None => root.join("target").join("mm-bench.json"),
-    };
-    if let Some(dir) = json.parent() {
+    let raw: PathBuf = root.join("target").join("mm-bench.json");
+    if let Some(dir) = raw.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let plot = root.join(PLOT);
@@ -133,7 +132,7 @@ pub fn run(json: Option<&Path>) -> Result<Summary> {
     let status = Command::new(cargo)
         .current_dir(&root)
         .args(["bench", "-p", "mm", "--bench", "mm_alloc", "--", "--json"])
-        .arg(&json)
+        .arg(&raw)
         .arg("--png")
         .arg(&plot)
         .status()
@@ -142,12 +141,15 @@ pub fn run(json: Option<&Path>) -> Result<Summary> {
         bail!("cargo bench -p mm --bench mm_alloc failed: {status}");
     }
     let text =
-        std::fs::read_to_string(&json).with_context(|| format!("reading {}", json.display()))?;
+        std::fs::read_to_string(&raw).with_context(|| format!("reading {}", raw.display()))?;
     let v: Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", raw.display()))?;
     let s = check_record(&v)?;
     print!("{}", targets_report(&s));
-    eprintln!("xtask: wrote {} and {}", json.display(), plot.display());
+    eprintln!("xtask: wrote {} and {}", raw.display(), plot.display());
+    if let Some(p) = json {
+        envelope::write(p, &Envelope::new("mm", Ran::Host, &v))?;
+    }
     Ok(s)
 }
 

@@ -26,6 +26,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
+use harness::envelope::{self, Envelope, Ran};
 use harness::gen;
 use harness::qemu::{self, Accel, Echo, Guest, GuestConfig};
 
@@ -275,10 +276,17 @@ pub fn run(json: Option<&Path>, image: Option<PathBuf>, seconds: f64) -> Result<
             f(rec.guest_single_frames_per_busy_iter)
         );
     }
-    println!("{}", serde_json::to_string_pretty(&rec)?);
-    if let Some(p) = json {
-        crate::report::write_json(p, &rec)?;
-    }
+    // Host figures (rdtsc) and guest runs under TCG, with and without icount; the record on
+    // stdout unless --json names a file.
+    let env = Envelope::new(
+        "pool",
+        Ran::Guest {
+            accel: Accel::Tcg,
+            icount: true,
+        },
+        &rec,
+    );
+    envelope::write(json.unwrap_or(Path::new("-")), &env)?;
     Ok(rec)
 }
 

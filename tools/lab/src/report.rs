@@ -1,9 +1,7 @@
 //! Result tables and the machine-readable bench record.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
-use anyhow::{Context, Result};
 use serde::Serialize;
 
 use harness::gen::GenReport;
@@ -122,12 +120,6 @@ pub fn bench_table(b: &BenchResult) -> String {
         ("frames/busy iteration", fmt_opt(b.frames_per_busy_iter, 2)),
         ("kicks/packet", fmt_opt(b.kicks_per_packet, 3)),
     ])
-}
-
-/// Writes `value` as pretty JSON to `path`.
-pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

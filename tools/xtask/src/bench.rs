@@ -4,8 +4,9 @@
 use crate::{announce_accel, image_for, BenchArgs, BenchTarget, Peer};
 use anyhow::{anyhow, bail, Context, Result};
 use harness::qemu::{Accel, Backend, Boot, Echo};
-use harness::{qemu, setup};
+use harness::{envelope, qemu, setup};
 use lab::report;
+use std::path::Path;
 
 use crate::run::{finish, traffic};
 
@@ -53,9 +54,19 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> Result<()> {
     let (b, r, guest, exit) = traffic(&a.traffic, Echo::Stderr)?;
     eprint!("{}", report::gen_table(&r));
     eprint!("{}", report::bench_table(&b));
-    println!("{}", serde_json::to_string_pretty(&b)?);
-    if let Some(p) = a.json {
-        report::write_json(&p, &b)?;
+    // Machine readable: the record on stdout (in the envelope), and in --json's file if given.
+    let ran = crate::ran(&a.traffic.guest);
+    crate::emit(
+        Some(a.json.as_deref().unwrap_or(Path::new("-"))),
+        "bench",
+        ran,
+        &b,
+    )?;
+    if a.json
+        .as_deref()
+        .is_some_and(|p| !envelope::to_stdout(Some(p)))
+    {
+        crate::emit(Some(Path::new("-")), "bench", ran, &b)?;
     }
     finish(&guest, exit)
 }
@@ -117,18 +128,17 @@ pub(crate) fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         eprintln!("xtask: second pass identical to the first");
     }
     print!("{}", bench_sim::table(&records));
-    if let Some(p) = &a.json {
-        let routes_file = cfg.routes.as_ref().map(|r| r.display().to_string());
-        let doc = bench_sim::SimBenchJson {
-            bench: "sim",
-            append: &cfg.append,
-            routes_file: routes_file.as_deref(),
-            records: &records,
-        };
-        report::write_json(p, &doc)?;
-        eprintln!("xtask: wrote {}", p.display());
-    }
-    Ok(())
+    let routes_file = cfg.routes.as_ref().map(|r| r.display().to_string());
+    let doc = bench_sim::SimBenchJson {
+        append: &cfg.append,
+        routes_file: routes_file.as_deref(),
+        records: &records,
+    };
+    let ran = envelope::Ran::Guest {
+        accel: cfg.accel,
+        icount: true,
+    };
+    crate::emit(a.json.as_deref(), "sim", ran, &doc)
 }
 
 /// `bench boot`: `--runs` boots per machine type, a table of each (median, min, max).
@@ -171,7 +181,8 @@ pub(crate) fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
     for (m, runs) in &out {
         print!("{}", bb::table(*m, cfg.accel, cfg.icount, runs));
     }
-    Ok(())
+    let doc = bb::BootBenchJson::new(&cfg, &out);
+    crate::emit(a.json.as_deref(), "boot", crate::ran(g), &doc)
 }
 
 /// `bench tlb`: batch against immediate per vCPU count, then the negative control's catch rate.
@@ -240,10 +251,11 @@ pub(crate) fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
         caught.push((n, hits, a.control_runs));
     }
     print!("{}", markdown(&records));
-    for (n, hits, runs) in caught {
+    for (n, hits, runs) in &caught {
         println!("negative control on {n} vCPUs: stale reads caught in {hits} of {runs} runs");
     }
-    Ok(())
+    let doc = harness::bench_tlb::TlbBenchJson::new(&records, &caught);
+    crate::emit(a.json.as_deref(), "tlb", crate::ran(g), &doc)
 }
 
 /// `bench datapath`: the host twin under callgrind, per (mode, K), beside the guest figure
@@ -312,16 +324,12 @@ pub(crate) fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
             if bd::within(&rows, 0.10) { "yes" } else { "no" }
         );
     }
-    if let Some(p) = &a.json {
-        let doc = bd::DatapathJson {
-            bench: "datapath",
-            note: bd::HOST_NOTE,
-            rows: &rows,
-        };
-        report::write_json(p, &doc)?;
-        eprintln!("xtask: wrote {}", p.display());
-    }
-    Ok(())
+    let doc = bd::DatapathJson {
+        note: bd::HOST_NOTE,
+        rows: &rows,
+    };
+    // Host instructions under callgrind; the guest column (if any) came from TCG + icount.
+    crate::emit(a.json.as_deref(), "datapath", envelope::Ran::Host, &doc)
 }
 
 /// `bench --peer linux,dpdk [--sizes …]`: Gannet io/l2/router, the Linux guest and testpmd,
@@ -397,10 +405,11 @@ pub(crate) fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         print!("{}", bench_peer::targets(rec));
     }
     let v = bench_peer::json(&cfg, &out)?;
-    if let Some(p) = &a.json {
-        report::write_json(p, &v)?;
-        eprintln!("xtask: wrote {}", p.display());
-    }
+    let ran = envelope::Ran::Guest {
+        accel: cfg.accel,
+        icount: cfg.icount,
+    };
+    crate::emit(a.json.as_deref(), "peer", ran, &v)?;
     if cfg.plots && out.records.len() > 1 {
         for p in bench_peer::plots(&qemu::workspace_root(), &out.records)? {
             eprintln!("xtask: wrote {}", p.display());
@@ -453,10 +462,11 @@ pub(crate) fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
         println!("note: {n}");
     }
     print!("{}", bench_burstin::verdict(&rec.record));
-    if let Some(p) = &a.json {
-        report::write_json(p, &rec)?;
-        eprintln!("xtask: wrote {}", p.display());
-    }
+    let ran = envelope::Ran::Guest {
+        accel: cfg.accel,
+        icount: cfg.icount,
+    };
+    crate::emit(a.json.as_deref(), "burst-in", ran, &rec)?;
     if out.failed {
         bail!("some rows could not run (see the notes above)");
     }

@@ -5,7 +5,6 @@ use crate::{announce_accel, guest_config, image_for, FaultsArgs, SoakArgs};
 use anyhow::{bail, Context, Result};
 use harness::qemu::{Backend, Echo};
 use harness::{qemu, setup};
-use lab::report;
 use std::path::Path;
 use std::time::Duration;
 
@@ -58,17 +57,13 @@ pub(crate) fn cmd_faults(a: FaultsArgs) -> Result<()> {
         println!("{}", faults::summary_line(r));
     }
     print!("{}", faults::markdown(&results));
-    if let Some(p) = &a.json {
-        let doc = faults::FaultJson {
-            bench: "faults",
-            frames: a.frames,
-            dry_ms: a.dry_ms,
-            fault: cfg.fault_key(),
-            modes: &results,
-        };
-        report::write_json(p, &doc)?;
-        eprintln!("xtask: wrote {}", p.display());
-    }
+    let doc = faults::FaultJson {
+        frames: a.frames,
+        dry_ms: a.dry_ms,
+        fault: cfg.fault_key(),
+        modes: &results,
+    };
+    crate::emit(a.json.as_deref(), "faults", crate::ran(&a.guest), &doc)?;
     let failed: Vec<String> = results
         .iter()
         .flat_map(|r| r.failures.iter().map(move |f| format!("{}: {f}", r.mode)))
@@ -119,19 +114,15 @@ pub(crate) fn cmd_soak(a: SoakArgs) -> Result<()> {
         println!("{}", soak::summary_line(r));
     }
     print!("{}", soak::markdown(&results));
-    if let Some(p) = &a.json {
-        let doc = soak::SoakJson {
-            bench: "soak",
-            minutes: a.minutes,
-            stats_every_s: a.stats_every,
-            window: a.window,
-            size: a.size,
-            image,
-            modes: &results,
-        };
-        report::write_json(p, &doc)?;
-        eprintln!("xtask: wrote {}", p.display());
-    }
+    let doc = soak::SoakJson {
+        minutes: a.minutes,
+        stats_every_s: a.stats_every,
+        window: a.window,
+        size: a.size,
+        image,
+        modes: &results,
+    };
+    crate::emit(a.json.as_deref(), "soak", crate::ran(&a.guest), &doc)?;
     let failed: Vec<String> = results
         .iter()
         .flat_map(|r| r.failures.iter().map(move |f| format!("{}: {f}", r.mode)))

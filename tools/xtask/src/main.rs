@@ -20,7 +20,7 @@ use clap::{Args, Parser, Subcommand};
 use harness::bench_sim::SimMode;
 use harness::qemu::{self, Accel, Backend, Boot, Echo, GuestConfig, Mtus};
 use harness::tap::TapNet;
-use harness::{gen, setup};
+use harness::{envelope, gen, setup};
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "Gannet developer tasks")]
@@ -560,8 +560,49 @@ fn cmd_test() -> Result<ExitCode> {
     })
 }
 
+/// `--json PATH`: `result` of `bench`, in the one envelope ([`envelope`]: command line, commit,
+/// accelerator, host CPU, date), to `PATH` (`-`: stdout); nothing without `--json`.
+fn emit<T: serde::Serialize>(
+    json: Option<&Path>,
+    bench: &str,
+    ran: envelope::Ran,
+    result: T,
+) -> Result<()> {
+    match json {
+        Some(p) => envelope::write(p, &envelope::Envelope::new(bench, ran, result)),
+        None => Ok(()),
+    }
+}
+
+/// Where a command that boots guests from these flags ran, for its `--json` envelope.
+fn ran(g: &GuestArgs) -> envelope::Ran {
+    envelope::Ran::Guest {
+        accel: g.accel,
+        icount: g.icount,
+    }
+}
+
+impl Cmd {
+    /// The command's `--json` destination, if it has one.
+    fn json(&self) -> Option<&Path> {
+        match self {
+            Cmd::Gen(a) => a.json.as_deref(),
+            Cmd::Bench(a) => a.json.as_deref(),
+            Cmd::Soak(a) => a.json.as_deref(),
+            Cmd::Faults(a) => a.json.as_deref(),
+            _ => None,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if envelope::to_stdout(cli.cmd.json()) {
+        if let Err(e) = envelope::claim_stdout() {
+            eprintln!("xtask: error: --json -: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    }
     let res = match cli.cmd {
         Cmd::Setup => setup::ensure().map(|()| ExitCode::SUCCESS),
         Cmd::Build(a) => cmd_build(a).map(|()| ExitCode::SUCCESS),

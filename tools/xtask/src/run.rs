@@ -7,7 +7,7 @@ use crate::{
 };
 use anyhow::{bail, Context, Result};
 use harness::qemu::{Accel, Backend, Echo, Guest, GuestExit};
-use harness::{gen, qemu, setup};
+use harness::{envelope, gen, qemu, setup};
 use lab::report;
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,10 +194,8 @@ pub(crate) fn cmd_gen(a: GenArgs) -> Result<()> {
     };
     let r = gen::run(&cfg)?;
     print!("{}", report::gen_table(&r));
-    if let Some(p) = a.json {
-        report::write_json(&p, &r)?;
-    }
-    Ok(())
+    // The generator alone: whatever guest it talks to was started elsewhere.
+    crate::emit(a.json.as_deref(), "gen", envelope::Ran::Host, &r)
 }
 
 /// build → bind generator → boot → ready → traffic → quit. Returns the record and how it ended.
