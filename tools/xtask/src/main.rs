@@ -215,7 +215,8 @@ struct GenArgs {
     /// Also send into port 1 and receive from port 0.
     #[arg(long)]
     bidir: bool,
-    /// Write the report as JSON.
+    /// Write the JSON record, in the envelope (README, "JSON results"), to this file; `-`:
+    /// stdout (everything else then goes to stderr).
     #[arg(long)]
     json: Option<PathBuf>,
 }
@@ -260,7 +261,8 @@ struct BenchArgs {
     target: Option<BenchTarget>,
     #[command(flatten)]
     traffic: TrafficArgs,
-    /// Also write the JSON record to this file.
+    /// Write the JSON record, in the envelope (README, "JSON results"), to this file; `-`:
+    /// stdout (everything else then goes to stderr).
     #[arg(long)]
     json: Option<PathBuf>,
     /// Also measure peer guests side by side, comma-separated: `linux` (Debian kernel +
@@ -351,7 +353,8 @@ struct SoakArgs {
     /// How far a sample's free pages may be from the first sample's, pages.
     #[arg(long, default_value_t = harness::soak::DEFAULT_FREE_PAGES_TOLERANCE)]
     free_pages_tolerance: u64,
-    /// Also write the results as JSON to this file.
+    /// Write the JSON record, in the envelope (README, "JSON results"), to this file; `-`:
+    /// stdout (everything else then goes to stderr).
     #[arg(long)]
     json: Option<PathBuf>,
 }
@@ -383,7 +386,8 @@ struct FaultsArgs {
     /// every N opportunities).
     #[arg(long)]
     rates: Option<String>,
-    /// Also write the results as JSON to this file.
+    /// Write the JSON record, in the envelope (README, "JSON results"), to this file; `-`:
+    /// stdout (everything else then goes to stderr).
     #[arg(long)]
     json: Option<PathBuf>,
 }
