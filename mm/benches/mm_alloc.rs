@@ -460,6 +460,10 @@ fn main() {
                 "\"{k}_total_cycles_median\": {}",
                 json_table(&table(&total, mi, median))
             ));
+            fields.push(format!(
+                "\"{k}_total_cycles_max\": {}",
+                json_table(&table(&total, mi, max))
+            ));
         }
         fields.push(format!("\"threads2_speedup\": {speedup:.3}"));
         fields.push(format!("\"threads2_speedup_median\": {speedup_median:.3}"));

@@ -56,6 +56,7 @@ fn env() -> Env {
 struct Figure {
     min: f64,
     median: f64,
+    max: f64,
 }
 
 /// Run `round` (which handles `iters` pages and returns the TSC cycles it took) `rounds` times.
@@ -68,6 +69,7 @@ fn measure(rounds: usize, iters: u64, mut round: impl FnMut(u64) -> u64) -> Figu
     Figure {
         min: v[0],
         median: v[v.len() / 2],
+        max: v[v.len() - 1],
     }
 }
 
@@ -186,8 +188,21 @@ fn main() {
         "  bulk / single empty-pool refill: {:.2}",
         bulk.min / single.min
     );
+    // `spread`: min, median and max over the rounds, per figure (the summary in BENCHMARKS.md
+    // shows all three: rdtsc on a shared host).
+    let spread = [
+        ("recycle_fast", &fast),
+        ("recycle_ring", &ring),
+        ("recycle_ring_bulk", &ring_bulk),
+        ("empty_refill", &bulk),
+        ("empty_refill_single", &single),
+    ]
+    .iter()
+    .map(|(k, f)| format!("\"{k}\":[{:.1},{:.1},{:.1}]", f.min, f.median, f.max))
+    .collect::<Vec<_>>()
+    .join(",");
     println!(
-        "POOL_BENCH {{\"recycle_fast_cycles\":{:.1},\"recycle_ring_cycles\":{:.1},\"recycle_ring_bulk_cycles\":{:.1},\"empty_refill_cycles\":{:.1},\"empty_refill_single_cycles\":{:.1},\"rounds\":{rounds},\"pages_per_round\":{iters}}}",
+        "POOL_BENCH {{\"recycle_fast_cycles\":{:.1},\"recycle_ring_cycles\":{:.1},\"recycle_ring_bulk_cycles\":{:.1},\"empty_refill_cycles\":{:.1},\"empty_refill_single_cycles\":{:.1},\"rounds\":{rounds},\"pages_per_round\":{iters},\"spread\":{{{spread}}}}}",
         fast.min, ring.min, ring_bulk.min, bulk.min, single.min
     );
 }

@@ -18,6 +18,7 @@
 //! `guest_single_frames_per_busy_iter` (`forwarded / busy_iters` of the icount runs: the batch
 //! the instruction figures were amortised over) and `guest_note`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -56,16 +57,23 @@ pub struct PoolBench {
     pub empty_refill_single_cycles: f64,
     /// Why the guest fields are null (or other remarks about the guest runs).
     pub guest_note: Option<String>,
+    /// The host figures' TSC cycles per page over the rounds, `[min, median, max]`
+    /// ([`HostFigures::spread`]; the `*_cycles` fields above are the minimum).
+    pub host_cycles_spread: BTreeMap<String, [f64; 3]>,
 }
 
 /// The host figures, from the harness's `POOL_BENCH` line.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostFigures {
     pub recycle_fast: f64,
     pub recycle_ring: f64,
     pub recycle_ring_bulk: f64,
     pub empty_refill_bulk: f64,
     pub empty_refill_single: f64,
+    /// TSC cycles per page over the rounds, `[min, median, max]`, per figure (`recycle_fast`,
+    /// `recycle_ring`, `recycle_ring_bulk`, `empty_refill`, `empty_refill_single`); empty
+    /// from a harness that printed none.
+    pub spread: BTreeMap<String, [f64; 3]>,
 }
 
 /// Parse the harness output (the last `POOL_BENCH {json}` line).
@@ -87,6 +95,10 @@ pub fn parse_host(stdout: &str) -> Result<HostFigures> {
         recycle_ring_bulk: f("recycle_ring_bulk_cycles")?,
         empty_refill_bulk: f("empty_refill_cycles")?,
         empty_refill_single: f("empty_refill_single_cycles")?,
+        spread: match v.get("spread") {
+            Some(s) => serde_json::from_value(s.clone()).context("POOL_BENCH: `spread`")?,
+            None => BTreeMap::new(),
+        },
     })
 }
 
@@ -251,6 +263,7 @@ pub fn record(h: &HostFigures, g: &Result<[GuestRun; 4], String>) -> PoolBench {
         recycle_ring_bulk_cycles: h.recycle_ring_bulk,
         empty_refill_single_cycles: h.empty_refill_single,
         guest_note: note,
+        host_cycles_spread: h.spread.clone(),
     }
 }
 
@@ -308,6 +321,15 @@ mod tests {
         assert_eq!(h.empty_refill_single, 18.8);
         assert!(parse_host("no line\n").is_err());
         assert!(parse_host("POOL_BENCH {\"recycle_fast_cycles\":1}").is_err());
+        assert!(h.spread.is_empty());
+        let with_spread = OUT.replace(
+            "\"rounds\":5}",
+            "\"rounds\":5,\"spread\":{\"recycle_fast\":[5.6,5.9,7.0]}}",
+        );
+        let h = parse_host(&with_spread).unwrap();
+        assert_eq!(h.spread["recycle_fast"], [5.6, 5.9, 7.0]);
+        let bad = OUT.replace("\"rounds\":5}", "\"rounds\":5,\"spread\":{\"x\":[1]}}");
+        assert!(parse_host(&bad).is_err());
     }
 
     #[test]
