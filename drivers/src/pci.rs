@@ -35,7 +35,7 @@ fn address(df: DeviceFunction, off: u8) -> u32 {
 
 // Not inlined: configuration space is read at set-up only, from a dozen call sites, and each
 // inlined copy (lock, two port accesses, unlock) is more first-executed code for TCG to translate
-// at boot (BENCHMARKS.md, "Boot time, fifth pass").
+// at boot (docs/benchmarks-journal.md, "Boot time, fifth pass").
 impl ConfigurationAccess for PortIoCam {
     #[inline(never)]
     fn read_word(&self, df: DeviceFunction, off: u8) -> u32 {

@@ -210,7 +210,7 @@ bitflags::bitflags! {
 
 /// `NetFeatures` as the boot log prints them: the names of the set bits this driver knows,
 /// joined by `|` (`MAC|MRG_RXBUF|RING_EVENT_IDX|VERSION_1`), without the `Debug` wrapper and
-/// spaces (each byte of boot log is a host write under QEMU's 16550: BENCHMARKS.md, "Boot time,
+/// spaces (each byte of boot log is a host write under QEMU's 16550: docs/benchmarks-journal.md, "Boot time,
 /// fifth pass"). Bits without a name here are not printed; `{:#x}` of `bits()` shows them.
 #[derive(Copy, Clone, Debug)]
 pub struct FeatureNames(pub NetFeatures);

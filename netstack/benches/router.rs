@@ -8,7 +8,7 @@
 //! through `&Fib`, as each core's router does in the kernel.
 //!
 //! Run: `cargo bench -p netstack --bench router` (time per call). For an exact instruction count
-//! per call, the figure BENCHMARKS.md quotes, set `ROUTER_CALLS=N`: the binary then skips
+//! per call, the figure docs/benchmarks-journal.md quotes, set `ROUTER_CALLS=N`: the binary then skips
 //! criterion and makes N calls through the out-of-line [`process_once`], which callgrind
 //! attributes exactly, for one case: `ROUTER_DST=gateway` (default) or `connected`,
 //! `ROUTER_ROUTES=100000` (default) or any other count:

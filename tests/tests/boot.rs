@@ -233,7 +233,7 @@ fn an_rx_ring_below_half_is_a_named_error() {
 }
 
 /// The guest's own part of the boot (PVH entry → ready, guest clock), in µs, that the boot must
-/// stay under: 60 ms, three times the 20 ms BENCHMARKS.md records for q35 under TCG, so a
+/// stay under: 60 ms, three times the 20 ms docs/benchmarks-journal.md records for q35 under TCG, so a
 /// loaded CI machine does not flake it.
 const GUEST_BOOT_BOUND_US: u64 = 60_000;
 /// Boots tried before the bound counts as missed: a vCPU descheduled for tens of ms by a busy

@@ -59,7 +59,7 @@ fn l2_drains_in_bursts_of_32_without_loss() {
         "{per_iter:.2} frames per busy iteration: {s}"
     );
     assert_eq!(s.halts, 0, "the gate busy-polls: {s}");
-    // Issue 12's target for this run (BENCHMARKS.md "End-to-end burst-in run": ~101).
+    // Issue 12's target for this run (docs/benchmarks-journal.md "End-to-end burst-in run": ~101).
     assert!(
         per_packet <= 130.0,
         "{per_packet:.1} guest instructions per packet at {per_iter:.2} frames per busy iteration: {s}"

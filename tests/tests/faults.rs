@@ -4,7 +4,7 @@
 //! for 1 s, through the same library code as `cargo xtask faults` (`harness::faults`). Every
 //! check must pass: every fault fired and was counted by what handled it, every lost frame is
 //! in a counter, no frame came back corrupted, forwarding resumed by itself (and the clean
-//! phase after `fault off` lost nothing), no page lost at `quit`. BENCHMARKS.md has the
+//! phase after `fault off` lost nothing), no page lost at `quit`. docs/benchmarks-journal.md has the
 //! 10^7-frame run. The release image refuses `fault=` by name.
 
 use gannet_tests::bench_sim::SimMode;

@@ -406,7 +406,7 @@ fn route_add_and_del_by_live_reload() {
 /// clock, so a step's time includes host preemption), every old FIB (~14,650 frames) is
 /// retired with one batched shootdown, no frame is lost at a rate the router sustains (the
 /// generator's window of 64 frames), and every page is back at quit. Prints the figures for
-/// BENCHMARKS.md ("Live route reload").
+/// docs/benchmarks-journal.md ("Live route reload").
 #[test]
 fn hundred_thousand_routes_replaced_ten_times_while_forwarding() {
     // `GANNET_RELOADS=N` (measurement only): another number of reloads, e.g. 0 for the rate

@@ -299,7 +299,7 @@ fn two_cores_keep_forwarding_through_six_fib_reloads() {
     assert_no_leak(&s);
 }
 
-/// Benchmark (`--ignored`; BENCHMARKS.md "Live route reload"): the 100,000-route table replaced
+/// Benchmark (`--ignored`; docs/benchmarks-journal.md "Live route reload"): the 100,000-route table replaced
 /// 10 times while 64-byte traffic on 16 flows is routed by two cores (`queues=2`, tap): each
 /// build runs in steps on core 0 between its poll iterations, core 1 switches at its quiescent
 /// point, each old FIB goes with one shootdown to both cores; no frame lost, every page back.

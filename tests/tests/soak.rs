@@ -1,7 +1,7 @@
 //! The soak (issue 15) in CI: `cargo xtask soak --minutes 1` through the same library code
 //! (`harness::soak`): io, l2 and router for 20 s each at full rate both ways, `STATS` every 5 s.
 //! Every check must pass (no stall, counters monotonic, free pages stable, quit clean, frames
-//! intact), with real figures behind it. BENCHMARKS.md has the 10-minute run.
+//! intact), with real figures behind it. docs/benchmarks-journal.md has the 10-minute run.
 
 use gannet_tests::bench_sim::SimMode;
 use gannet_tests::*;

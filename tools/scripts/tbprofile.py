@@ -2,7 +2,7 @@
 """Which kernel functions TCG translated (or executed) during boot, from a QEMU debug log.
 
 Boot time under TCG is mostly the translation of first-executed code (about 0.6 us per guest
-instruction translated on the machines here: BENCHMARKS.md, "Boot time, fifth pass"). This
+instruction translated on the machines here: docs/benchmarks-journal.md, "Boot time, fifth pass"). This
 maps the guest addresses of a `-d in_asm` (translated blocks) or `-d exec,nochain` (every
 executed block) log to the image's functions and counts them up to the first block of
 `--stop` (default: the phase report printed just before `gannet: ready`).

@@ -176,7 +176,7 @@ fn log_memory(mi: &mem::MemInfo) {
         mi.high_pages,
     );
     // Detail for whoever debugs the page tables (`log=debug`); the memory line above says what
-    // a user needs. Every boot-log byte is a host write under QEMU's 16550 (BENCHMARKS.md,
+    // a user needs. Every boot-log byte is a host write under QEMU's 16550 (docs/benchmarks-journal.md,
     // "Boot time, fifth pass").
     log::debug!(
         "mm: {} free pages deferred (mem_map slots written by cpu 0 after ready, or on demand)",

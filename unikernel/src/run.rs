@@ -258,7 +258,7 @@ fn build_core(
 }
 
 /// The pair's RX buffers posted per port and the pages in each, logged in one line (one per
-/// pair, not per port: each boot-log byte is a host write under QEMU's 16550, BENCHMARKS.md,
+/// pair, not per port: each boot-log byte is a host write under QEMU's 16550, docs/benchmarks-journal.md,
 /// "Boot time, fifth pass"); port `p`'s buffers come from page_pool `p`. Buffers, not pages:
 /// with a jumbo MTU each buffer is several pages (one frame, one used element:
 /// `VirtioNet::set_rx_buffer_pages`).

@@ -11,8 +11,8 @@
 //! - `bench`: the command's name (`sim`, `boot`, `tlb`, `peer`, `soak`, `faults`, …); the shape
 //!   of `result` is that command's (its record type in `harness` or `lab`);
 //! - `command`: the command line as typed (`cargo xtask` and the arguments);
-//! - `commit`: `git rev-parse HEAD` of the workspace (`unknown` outside a checkout), `dirty`
-//!   when tracked files differ from it;
+//! - `commit`: `git rev-parse HEAD` of the workspace when the command started ([`capture`];
+//!   `unknown` outside a checkout), `dirty` when tracked files differed from it;
 //! - `accel`: `tcg`, `kvm`, or `host` for host-only benchmarks (no guest); `icount`: whether
 //!   guest instructions were counted (`-icount shift=0,sleep=off`);
 //! - `host_cpu`: `/proc/cpuinfo`'s first `model name` (cycle figures depend on it);
@@ -82,7 +82,7 @@ impl<T> Envelope<T> {
             Ran::Guest { accel, icount } => (accel.name().to_string(), icount),
             Ran::Host => ("host".to_string(), false),
         };
-        let (commit, dirty) = commit();
+        let (commit, dirty) = captured();
         Envelope {
             schema: SCHEMA,
             bench: bench.to_string(),
@@ -176,6 +176,20 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Envelope<T>> {
 fn command_line() -> String {
     let args: Vec<String> = std::env::args().skip(1).collect();
     format!("cargo xtask {}", args.join(" "))
+}
+
+/// The commit and dirty flag [`capture`] took, or now if it was not called.
+static CAPTURED: OnceLock<(String, bool)> = OnceLock::new();
+
+/// Take the workspace's commit and dirty flag now, for every envelope this process writes:
+/// a command calls it when it starts, so a checkout that moves while it runs (a long benchmark
+/// in a shared worktree) does not name the later commit.
+pub fn capture() {
+    CAPTURED.get_or_init(commit);
+}
+
+fn captured() -> (String, bool) {
+    CAPTURED.get_or_init(commit).clone()
 }
 
 /// `git rev-parse HEAD` and whether tracked files differ from it.

@@ -57,7 +57,7 @@ pub const DEFAULT_RATES: &[(&str, u64)] = &[
     ("dma_map", 64),
     ("recycle_full", 1000),
 ];
-/// Default frames per mode, both directions together (CI's figure; BENCHMARKS has 10^7).
+/// Default frames per mode, both directions together (CI's figure; the benchmarks journal has 10^7).
 pub const DEFAULT_FRAMES: u64 = 1_000_000;
 /// Default starvation window, ms.
 pub const DEFAULT_DRY_MS: u64 = 1000;
@@ -185,7 +185,7 @@ pub fn summary_line(r: &FaultResult) -> String {
     )
 }
 
-/// A Markdown table of `rs` (BENCHMARKS.md).
+/// A Markdown table of `rs` (docs/benchmarks-journal.md).
 pub fn markdown(rs: &[FaultResult]) -> String {
     let mut s = String::from(
         "| mode | accel | frames sent | received | pps | longest gap ms | clean phase | injected | handled | free pages boot → quit | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|\n",

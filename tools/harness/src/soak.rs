@@ -234,7 +234,7 @@ fn drops_text(r: &ModeResult) -> String {
         .join(", ")
 }
 
-/// The results as a Markdown table (BENCHMARKS.md).
+/// The results as a Markdown table (docs/benchmarks-journal.md).
 pub fn markdown(rs: &[ModeResult]) -> String {
     let mut s = String::from(
         "| mode | accel | minutes | sent | received | lost | pps | longest gap ms | STATS samples | free pages min–max (boot) | guest drops | quit | verdict |\n\

@@ -68,7 +68,7 @@ pub struct Row {
     pub host: HostRecord,
     /// Guest instructions per packet for the same (mode, K), if known.
     pub guest_instructions_per_packet: Option<f64>,
-    /// Where the guest figure comes from: `bench sim` (fresh) or `BENCHMARKS.md`.
+    /// Where the guest figure comes from: `bench sim` (fresh) or `docs/benchmarks-journal.md`.
     pub guest_source: &'static str,
     /// `host / guest`.
     pub ratio: Option<f64>,

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use harness::qemu;
 
-/// Where the plot goes, relative to the workspace root (embedded in `BENCHMARKS.md`).
+/// Where the plot goes, relative to the workspace root (embedded in `docs/benchmarks-journal.md`).
 pub const PLOT: &str = "docs/mm-bench.png";
 
 /// Batch sizes of every table.

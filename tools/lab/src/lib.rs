@@ -22,3 +22,5 @@ pub mod bench_peer;
 pub mod bench_pool;
 pub mod peer_dpdk;
 pub mod report;
+pub mod summary;
+pub mod summary_plot;

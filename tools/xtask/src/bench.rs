@@ -259,7 +259,7 @@ pub(crate) fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
 }
 
 /// `bench datapath`: the host twin under callgrind, per (mode, K), beside the guest figure
-/// (a fresh `bench sim` run with `--with-guest`, else BENCHMARKS.md's).
+/// (a fresh `bench sim` run with `--with-guest`, else docs/benchmarks-journal.md's).
 pub(crate) fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
     use harness::bench_sim;
     use lab::bench_datapath as bd;

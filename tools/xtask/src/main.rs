@@ -53,6 +53,9 @@ enum Cmd {
     /// (fault=, and every page_pool starved for --dry-ms): every fault fired and counted, no
     /// frame corrupted, forwarding resumed, no page lost.
     Faults(FaultsArgs),
+    /// Regenerate BENCHMARKS.md's summary table and the plots (docs/plots/) from the JSON
+    /// results kept in results/ (each written by one benchmark command's --json).
+    Report(ReportArgs),
     /// Setup, build, then run the workspace tests against the built image.
     Test,
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
@@ -313,7 +316,7 @@ struct BenchArgs {
     #[arg(long, default_value_t = 10)]
     control_runs: u32,
     /// `bench datapath`: also run `bench sim` for the same modes and K now and set its figures
-    /// beside the host's (default: the guest figures recorded in BENCHMARKS.md).
+    /// beside the host's (default: the guest figures recorded in docs/benchmarks-journal.md).
     #[arg(long)]
     with_guest: bool,
     /// `bench boot`: boots per machine type (median, min and max of them).
@@ -390,6 +393,14 @@ struct FaultsArgs {
     /// stdout (everything else then goes to stderr).
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Write nothing: fail if BENCHMARKS.md's summary is not what results/ makes (as the
+    /// `lab` unit test does in CI).
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Args)]
@@ -517,6 +528,39 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
     Ok(())
 }
 
+/// `report`: BENCHMARKS.md's summary and the plots from results/ (`lab::summary`).
+fn cmd_report(a: ReportArgs) -> Result<ExitCode> {
+    use lab::summary;
+    let root = qemu::workspace_root();
+    let report = summary::generate(&root)?;
+    if !report.unguarded.is_empty() {
+        eprintln!(
+            "xtask: deterministic rows tests/perf-baseline.json does not guard: {}",
+            report.unguarded.join(", ")
+        );
+    }
+    if a.check {
+        if report.changed {
+            eprintln!("xtask: BENCHMARKS.md's summary is not what results/ makes: run `cargo xtask report`");
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("xtask: BENCHMARKS.md's summary is up to date");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for p in summary::write(&root, &report)? {
+        eprintln!("xtask: wrote {}", p.display());
+    }
+    eprintln!(
+        "xtask: BENCHMARKS.md summary {}",
+        if report.changed {
+            "rewritten"
+        } else {
+            "unchanged"
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn cmd_test() -> Result<ExitCode> {
     setup::ensure()?;
     setup::ensure_promtool()?;
@@ -601,6 +645,10 @@ impl Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.cmd.json().is_some() || matches!(cli.cmd, Cmd::Bench(_)) {
+        // The commit the JSON names is the one the command started on.
+        envelope::capture();
+    }
     if envelope::to_stdout(cli.cmd.json()) {
         if let Err(e) = envelope::claim_stdout() {
             eprintln!("xtask: error: --json -: {e:#}");
@@ -617,6 +665,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run::cmd_run(a).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(a) => bench::cmd_bench(a).map(|()| ExitCode::SUCCESS),
         Cmd::Soak(a) => checks::cmd_soak(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Report(a) => cmd_report(a),
         Cmd::Test => cmd_test(),
         Cmd::Fuzz(a) => fuzz::run(
             &qemu::workspace_root(),

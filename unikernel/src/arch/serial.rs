@@ -91,7 +91,7 @@ impl log::Log for SerialLogger {
         // INFO is the boot log a user reads, and each of its messages names its subsystem
         // (`smp: …`, `port 0: …`, as Linux's boot log does), so the module path is left out:
         // ~190 bytes of a default boot log before ready (1,226 bytes since the fifth pass),
-        // and QEMU's 16550 costs a host write per byte (BENCHMARKS.md, "Boot time, third
+        // and QEMU's 16550 costs a host write per byte (docs/benchmarks-journal.md, "Boot time, third
         // pass"). WARN and above keep it, to find the code that warned.
         if r.level() != log::Level::Info {
             let _ = com.write_str(r.target());

@@ -80,7 +80,7 @@ const MAX_PIECES: usize = MAX_MEMMAP + 8;
 /// Linux's `CONFIG_DEFERRED_STRUCT_PAGE_INIT`) and written by the boot CPU after `ready` or
 /// on demand. 16 MiB: a default boot takes ~1,000 pages (rings, RX buffers, pcp batches,
 /// stacks), so it seldom waits for a deferred chunk; writing a slot costs ~5.5 guest
-/// instructions, 355k for a 256 MiB guest (BENCHMARKS.md, "Boot time, sixth pass").
+/// instructions, 355k for a 256 MiB guest (docs/benchmarks-journal.md, "Boot time, sixth pass").
 const MEM_MAP_BOOT_PAGES: u64 = 4096;
 
 /// RAM pieces of the memory map.
@@ -107,7 +107,7 @@ fn subtract(pieces: &Pieces, (hs, he): (u64, u64)) -> Pieces {
 
 /// RAM ranges (page-aligned, [start, end) in bytes) usable by the allocator, minus `holes`, in
 /// memory-map order. Computed once: each copy of this loop is first-executed code that TCG
-/// translates at boot (BENCHMARKS.md, "Boot time, fifth pass").
+/// translates at boot (docs/benchmarks-journal.md, "Boot time, fifth pass").
 fn usable(map: &[MemRegion], holes: &[(u64, u64)]) -> Pieces {
     let mut pieces = Pieces::new();
     for r in map.iter().filter(|r| r.kind == E820_RAM) {

@@ -15,7 +15,7 @@ use mm::tlb::{CpuMask, Dispatched, FlushBatch};
 use mm::{Pfn, Zone};
 
 /// Frames one retirement batch holds: 16,384 (128 KiB of `.bss`), above the 14,650 frames of
-/// the 100,000-route FIB (BENCHMARKS.md "Sparse FIB memory"), so that one retires with one
+/// the 100,000-route FIB (docs/benchmarks-journal.md "Sparse FIB memory"), so that one retires with one
 /// shootdown; a larger FIB takes several batches (the extra ones flushed at once).
 const RETIRE_FRAMES: usize = 16 * 1024;
 /// Frames a [`give_back`] batch holds: local flushes only, so a small batch (8 KiB) costs a

@@ -1,0 +1,129 @@
+use super::*;
+
+fn env(bench: &str, command: &str, result: Value) -> Envelope<Value> {
+    Envelope {
+        schema: envelope::SCHEMA,
+        bench: bench.to_string(),
+        command: command.to_string(),
+        commit: "0123456789abcdef".to_string(),
+        dirty: false,
+        accel: "tcg".to_string(),
+        icount: true,
+        host_cpu: "Test CPU".to_string(),
+        date: "2026-12-05T00:00:00Z".to_string(),
+        result,
+    }
+}
+
+fn sim(records: Value) -> Envelope<Value> {
+    env(
+        "sim",
+        "cargo xtask bench sim --modes l2 --k 4,32 --json results/sim.json",
+        serde_json::json!({ "append": "", "routes_file": null, "records": records }),
+    )
+}
+
+fn rec(mode: &str, size: u64, k: u64, ipp: f64) -> Value {
+    serde_json::json!({ "mode": mode, "size": size, "k": k, "instructions_per_packet": ipp,
+                        "frames_per_busy_iter": k as f64 })
+}
+
+const BASELINE: &str = r#"{ "tolerance": 0.01, "cases": [
+  { "mode": "l2", "k": 32, "instructions_per_packet": 90.09, "frames_per_busy_iter": 32.0 },
+  { "mode": "l2", "k": 32, "size": 9018, "instructions_per_packet": 215.78, "frames_per_busy_iter": 32.0 }
+] }"#;
+
+#[test]
+fn deterministic_rows_must_be_the_guarded_figures() {
+    let mut r = Results::default();
+    r.files.insert(
+        "sim".into(),
+        sim(serde_json::json!([
+            rec("l2", 64, 32, 90.09),
+            rec("l2", 64, 4, 140.53)
+        ])),
+    );
+    let g = baseline(BASELINE).unwrap();
+    assert_eq!(g[1].1.size, 9018);
+    assert_eq!(g[0].1.size, 64, "no size: 64 B");
+    let unguarded = check_guarded(&r, &g).unwrap();
+    assert_eq!(unguarded, ["l2 64 B K=4"]);
+    r.files.insert(
+        "sim".into(),
+        sim(serde_json::json!([rec("l2", 64, 32, 91.00)])),
+    );
+    let err = format!("{:#}", check_guarded(&r, &g).unwrap_err());
+    assert!(
+        err.contains("l2 64 B K=32") && err.contains("91.00") && err.contains("90.09"),
+        "{err}"
+    );
+}
+
+#[test]
+fn rows_carry_figures_ratios_commands_and_commits() {
+    let mut r = Results::default();
+    r.files.insert(
+        "sim".into(),
+        sim(serde_json::json!([rec("l2", 64, 32, 90.0)])),
+    );
+    r.files.insert(
+        "sim-9018".into(),
+        sim(serde_json::json!([rec("l2", 9018, 32, 216.0)])),
+    );
+    r.files.insert(
+        "soak".into(),
+        env(
+            "soak",
+            "cargo xtask soak --minutes 3 --json=x.json",
+            serde_json::json!({ "modes": [ { "mode": "l2", "verdict": "pass", "sent": 1234567,
+                "received": 1234567, "bad": 0, "failures": [] } ] }),
+        ),
+    );
+    let rows = rows(&r);
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0].gannet, "90.00 @ 32.00");
+    assert_eq!(
+        (rows[1].peer.as_str(), rows[1].ratio.as_str()),
+        ("64 B: 90.00", "2.40×")
+    );
+    assert_eq!(rows[2].gannet, "pass (1,234,567 / 1,234,567, 0 bad)");
+    let md = markdown(&r, &rows, &[]);
+    assert!(
+        md.starts_with(BEGIN) && md.trim_end().ends_with(END),
+        "{md}"
+    );
+    assert!(
+        md.contains("| `cargo xtask bench sim --modes l2 --k 4,32` | 0123456 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("`cargo xtask soak --minutes 3` | 0123456 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Not in `results/`, so not shown: `peer`"),
+        "{md}"
+    );
+    assert!(md.contains("Measured on: Test CPU (tcg)."), "{md}");
+}
+
+#[test]
+fn splice_replaces_only_the_block() {
+    let text = format!("# B\n\nintro\n{BEGIN}\nold\n{END}\n\nrest\n");
+    let out = splice(&text, &format!("{BEGIN}\nnew\n{END}\n")).unwrap();
+    assert_eq!(out, format!("# B\n\nintro\n{BEGIN}\nnew\n{END}\n\nrest\n"));
+    assert!(splice("no markers", "x").is_err());
+    assert!(splice(&format!("{END}\n{BEGIN}\n"), "x").is_err());
+}
+
+/// The CI check: BENCHMARKS.md's summary is what `results/` makes, and its deterministic rows
+/// are the figures `tests/perf-baseline.json` guards. Mend with `cargo xtask report`.
+#[test]
+fn benchmarks_md_summary_is_generated_from_the_committed_results() {
+    let root = harness::qemu::workspace_root();
+    let report = generate(&root).unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        !report.changed,
+        "BENCHMARKS.md's summary is not what results/ makes: run `cargo xtask report` and commit"
+    );
+}

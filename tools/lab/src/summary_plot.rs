@@ -1,0 +1,170 @@
+//! The summary's plots (`cargo xtask report`), drawn from `results/`: `docs/plots/sim.png`
+//! (guest instructions per packet of the deterministic benchmark, per mode, frame size and K)
+//! and `docs/plots/peer.png` (end-to-end forwarded pps, Gannet beside the Linux and testpmd
+//! peers of the same run). A file whose results are missing is not drawn.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use plotters::style::RGBColor;
+use serde_json::Value;
+
+use crate::summary::Results;
+
+const GANNET: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const PEER: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
+
+/// One horizontal bar: label, value, colour.
+type Bar = (String, f64, RGBColor);
+
+/// Draw the plots whose results are present into `dir`; returns the files written.
+///
+/// # Errors
+/// A plot cannot be drawn or written (named).
+pub fn plots(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut sim: Vec<Bar> = Vec::new();
+    for name in ["sim", "sim-9018"] {
+        let Some(e) = r.files.get(name) else { continue };
+        for rec in e.result["records"].as_array().into_iter().flatten() {
+            if let (Some(mode), Some(size), Some(k), Some(ipp), Some(fpb)) = (
+                rec["mode"].as_str(),
+                rec["size"].as_u64(),
+                rec["k"].as_u64(),
+                rec["instructions_per_packet"].as_f64(),
+                rec["frames_per_busy_iter"].as_f64(),
+            ) {
+                sim.push((
+                    format!("{mode} {size} B K={k} @ {fpb:.0} fr/iter"),
+                    ipp,
+                    GANNET,
+                ));
+            }
+        }
+    }
+    if !sim.is_empty() {
+        let p = dir.join("sim.png");
+        bars(
+            &p,
+            "bench sim: guest instructions per packet (TCG -icount, deterministic)",
+            "guest instructions / packet",
+            &sim,
+        )
+        .map_err(|e| anyhow::anyhow!("drawing {}: {e}", p.display()))?;
+        out.push(p);
+    }
+    if let Some(e) = r.files.get("peer") {
+        let rec = match e.result.get("sweep").and_then(Value::as_array) {
+            Some(a) => a
+                .iter()
+                .find(|x| x["frame_size"] == 64)
+                .or(a.first())
+                .cloned()
+                .unwrap_or(Value::Null),
+            None => e.result.clone(),
+        };
+        let mut peer: Vec<Bar> = Vec::new();
+        for (label, path, colour) in [
+            ("Gannet io", ["gannet", "io"], GANNET),
+            ("Gannet l2", ["gannet", "l2"], GANNET),
+            ("Gannet router", ["gannet", "l3"], GANNET),
+            ("testpmd io", ["dpdk", "io"], PEER),
+            ("testpmd mac", ["dpdk", "mac"], PEER),
+            ("Linux bridge", ["linux", "l2"], PEER),
+            ("Linux IPv4 fwd", ["linux", "l3"], PEER),
+        ] {
+            if let Some(pps) = rec[path[0]][path[1]]["forwarded_pps"].as_f64() {
+                peer.push((label.to_string(), pps, colour));
+            }
+        }
+        if !peer.is_empty() {
+            let p = dir.join("peer.png");
+            let size = rec["frame_size"].as_u64().unwrap_or(64);
+            bars(
+                &p,
+                &format!(
+                    "Forwarded pps, {size} B, one vCPU each, same run ({}, wall clock)",
+                    e.accel
+                ),
+                "forwarded packets per second",
+                &peer,
+            )
+            .map_err(|e| anyhow::anyhow!("drawing {}: {e}", p.display()))?;
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// A horizontal bar chart of `data`, top to bottom in order, each bar's value at its end.
+fn bars(
+    path: &Path,
+    title: &str,
+    xlabel: &str,
+    data: &[Bar],
+) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let text = plot::register_font();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let n = data.len();
+    let xmax = data.iter().map(|b| b.1).fold(0.0, f64::max) * 1.2 + 1.0;
+    let height = 120 + 34 * n as u32;
+    let root = BitMapBackend::new(path, (960, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(15);
+    if text {
+        builder
+            .caption(title, ("sans-serif", 20))
+            .x_label_area_size(40)
+            .y_label_area_size(250);
+    }
+    let mut chart = builder.build_cartesian_2d(0.0..xmax, 0.0..n as f64)?;
+    // Bar i is drawn from the top: row n-1-i of the y axis.
+    let label_of = |y: &f64| -> String {
+        let row = n as f64 - 1.0 - y.floor();
+        if y.fract() == 0.0 || row < 0.0 {
+            return String::new();
+        }
+        data.get(row as usize)
+            .map_or(String::new(), |b| b.0.clone())
+    };
+    if text {
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc(xlabel)
+            .y_labels(2 * n + 1)
+            .y_label_formatter(&label_of)
+            .label_style(("sans-serif", 14))
+            .draw()?;
+    } else {
+        chart.configure_mesh().x_labels(0).y_labels(0).draw()?;
+    }
+    for (i, (_, v, c)) in data.iter().enumerate() {
+        let y = (n - 1 - i) as f64;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, y + 0.15), (*v, y + 0.85)],
+            c.filled(),
+        )))?;
+        if text {
+            chart.draw_series(std::iter::once(Text::new(
+                format_value(*v),
+                (*v + xmax * 0.01, y + 0.65),
+                ("sans-serif", 13),
+            )))?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn format_value(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.0}", v)
+    } else {
+        format!("{v:.2}")
+    }
+}
