@@ -223,9 +223,12 @@ pub fn run(cfg: &FaultConfig, mut log: impl FnMut(&str)) -> Result<Vec<FaultResu
     anyhow::ensure!(!cfg.modes.is_empty(), "--modes: give at least one mode");
     anyhow::ensure!(cfg.frames >= 2, "--frames: at least 2");
     let mut out = Vec::new();
+    let progress = crate::progress::Progress::new("faults", cfg.modes.len() as u64);
     for &mode in &cfg.modes {
+        progress.phase(format!("mode {}", mode.as_str()));
         let r = run_mode(cfg, mode, &mut log)
             .with_context(|| format!("fault run, mode {}", mode.as_str()))?;
+        progress.inc(1);
         log(&summary_line(&r));
         out.push(r);
     }

@@ -11,6 +11,7 @@
 //!   perf guard runs; [`bench_tlb`] the TLB shootdown run; [`bench_boot`] the boot-phase line;
 //! - [`soak::run`] is `cargo xtask soak`, [`faults::run`] `cargo xtask faults`.
 //! - [`envelope`]: the one JSON envelope of every `--json`.
+//! - [`progress`]: a bar on a terminal, a status line every few seconds elsewhere.
 //!
 //! # Map
 //!
@@ -34,6 +35,7 @@ pub mod hosts;
 pub mod iso;
 pub mod mtu;
 pub mod peer_linux;
+pub mod progress;
 pub mod qemu;
 pub mod setup;
 pub mod soak;

@@ -365,9 +365,12 @@ pub fn run(cfg: &SoakConfig, mut log: impl FnMut(&str)) -> Result<Vec<ModeResult
     ensure!(cfg.seconds_per_mode > 0.0, "--minutes must be positive");
     ensure!(!cfg.stats_every.is_zero(), "--stats-every must be positive");
     let mut out = Vec::new();
+    let progress = crate::progress::Progress::new("soak", cfg.modes.len() as u64);
     for &mode in &cfg.modes {
+        progress.phase(format!("mode {}", mode.as_str()));
         let r = run_mode(cfg, mode, &mut log)
             .with_context(|| format!("soak, mode {}", mode.as_str()))?;
+        progress.inc(1);
         log(&summary_line(&r));
         out.push(r);
     }

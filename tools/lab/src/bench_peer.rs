@@ -472,7 +472,10 @@ pub fn run(cfg: &PeerBenchConfig, peers: Peers) -> Result<Outcome> {
             .collect(),
         ..Default::default()
     };
+    let progress = harness::progress::Progress::new("bench --peer", ENGINES.len() as u64);
     for engine in ENGINES {
+        progress.phase(engine.label());
+        let _step = Step(&progress);
         if matches!(engine, Engine::Linux(_)) && peers.linux.is_none() {
             out.notes.push(format!(
                 "{}: null (Linux peer not requested)",
@@ -876,6 +879,16 @@ pub fn json(cfg: &PeerBenchConfig, out: &Outcome) -> Result<serde_json::Value> {
     } else {
         serde_json::to_value(&out.records[0])?
     })
+}
+
+/// One step of a [`harness::progress::Progress`], counted done when dropped (whichever way
+/// the loop body leaves).
+struct Step<'a>(&'a harness::progress::Progress);
+
+impl Drop for Step<'_> {
+    fn drop(&mut self) {
+        self.0.inc(1);
+    }
 }
 
 #[cfg(test)]

@@ -7,12 +7,14 @@
 //! - [`bench_mm`], [`bench_pool`]: the page allocator's and page_pool's figures (host benches
 //!   and the guest's pool counters); [`bench_datapath`]: `bench sim`'s host twin under
 //!   callgrind;
-//! - [`report`]: the `cargo xtask bench` JSON record and result tables.
+//! - [`report`]: the `cargo xtask bench` JSON record and result tables;
+//! - [`summary`]: BENCHMARKS.md's generated summary from `results/` (`cargo xtask report`),
+//!   [`summary_plot`] its plots.
 //!
 //! # Map
 //!
 //! [`peer_dpdk`] builds on `harness::peer_linux`; [`bench_peer`] on [`peer_dpdk`];
-//! [`bench_burstin`] on [`bench_peer`]; [`bench_pool`] on [`report`]; the rest on the harness
+//! [`bench_burstin`] on [`bench_peer`]; [`bench_pool`] on [`report`]; [`summary_plot`] on [`summary`]; the rest on the harness
 //! only. The `tests` crate never depends on this crate.
 
 pub mod bench_burstin;

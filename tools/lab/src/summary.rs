@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use harness::envelope::{self, Envelope};
@@ -180,7 +180,7 @@ fn fmt_thousands(x: f64) -> String {
     let s = n.abs().to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -602,16 +602,13 @@ pub fn generate(root: &Path) -> Result<Report> {
     })
 }
 
-/// Write `report`'s BENCHMARKS.md and the plots under `root`; returns the plot files.
+/// Write `report`'s BENCHMARKS.md under `root` (the plots: `summary_plot::plots`).
 ///
 /// # Errors
-/// A file cannot be written.
-pub fn write(root: &Path, report: &Report) -> Result<Vec<PathBuf>> {
+/// The file cannot be written.
+pub fn write(root: &Path, report: &Report) -> Result<()> {
     let md = root.join("BENCHMARKS.md");
-    std::fs::write(&md, &report.benchmarks_md)
-        .with_context(|| format!("writing {}", md.display()))?;
-    let results = Results::load(&root.join(RESULTS_DIR))?;
-    crate::summary_plot::plots(&results, &root.join(PLOTS_DIR))
+    std::fs::write(&md, &report.benchmarks_md).with_context(|| format!("writing {}", md.display()))
 }
 
 #[cfg(test)]

@@ -111,7 +111,11 @@ pub(crate) fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         size,
     };
     announce_accel(cfg.accel, true, cfg.cpu.as_deref());
+    let runs = cfg.modes.len() * cfg.ks.len() * if a.twice { 2 } else { 1 };
+    let bar = harness::progress::Progress::new("bench sim", runs as u64);
     let progress = |r: &bench_sim::SimRecord| {
+        bar.inc(1);
+        bar.phase(format!("{} K={} done", r.mode, r.k));
         eprintln!(
             "xtask: {} size {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
             r.mode, r.size, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.packets
@@ -168,7 +172,11 @@ pub(crate) fn cmd_bench_boot(a: BenchArgs) -> Result<()> {
         runs: a.runs,
         machines: a.machines.clone(),
     };
+    let bar =
+        harness::progress::Progress::new("bench boot", (cfg.machines.len() * cfg.runs) as u64);
     let out = bb::run(&cfg, |m, i, r| {
+        bar.inc(1);
+        bar.phase(m.name());
         eprintln!(
             "xtask: {} boot {}: spawn → first line {:.1} ms, → ready {:.1} ms; guest {:.1} ms",
             m.name(),
@@ -209,8 +217,13 @@ pub(crate) fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
     let timeout = std::time::Duration::from_secs(3600);
     let mut records = Vec::new();
     let mut caught = Vec::new();
+    let bar = harness::progress::Progress::new(
+        "bench tlb",
+        (cpus.len() * (2 + a.control_runs as usize)) as u64,
+    );
     for &n in &cpus {
         for (tlb, batches) in [("batch", a.batches), ("immediate", a.immediate_batches)] {
+            bar.phase(format!("{n} vCPUs tlb={tlb}"));
             let run = TlbRun {
                 image: image.clone(),
                 cpus: n,
@@ -226,8 +239,10 @@ pub(crate) fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
                 bail!("tlbtest failed on {n} vCPUs, tlb={tlb}: {r:?} ({exit})");
             }
             records.push(r);
+            bar.inc(1);
         }
         let mut hits = 0;
+        bar.phase(format!("{n} vCPUs negative control"));
         for i in 0..a.control_runs {
             let run = TlbRun {
                 image: image.clone(),
@@ -244,6 +259,7 @@ pub(crate) fn cmd_bench_tlb(a: BenchArgs) -> Result<()> {
                 r.stale, r.samples
             );
             hits += u32::from(r.stale > 0);
+            bar.inc(1);
             if i == 0 {
                 records.push(r);
             }

@@ -167,7 +167,9 @@ pub fn run(root: &Path, seconds: u64, seed: u64, only: Option<&str>) -> Result<b
         eprintln!("fuzz: built {k} in {:.0} s", t.elapsed().as_secs_f64());
     }
     let mut failed = Vec::new();
+    let progress = harness::progress::Progress::new("fuzz", targets.len() as u64);
     for t in &targets {
+        progress.phase(t.name);
         let dir = root.join(t.krate);
         // A fixed seed replays only from a fresh corpus: start from an empty one of its own
         // (the checked-in seeds are read as they are). A random seed grows `corpus/`.

@@ -547,7 +547,9 @@ fn cmd_report(a: ReportArgs) -> Result<ExitCode> {
         eprintln!("xtask: BENCHMARKS.md's summary is up to date");
         return Ok(ExitCode::SUCCESS);
     }
-    for p in summary::write(&root, &report)? {
+    summary::write(&root, &report)?;
+    let results = summary::Results::load(&root.join(summary::RESULTS_DIR))?;
+    for p in lab::summary_plot::plots(&results, &root.join(summary::PLOTS_DIR))? {
         eprintln!("xtask: wrote {}", p.display());
     }
     eprintln!(
