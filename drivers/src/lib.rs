@@ -4,15 +4,18 @@
 //!
 //! * [`virtqueue`]: our split virtqueue (VIRTIO 1.2 §2.7); uses only `virtio-drivers`' HAL and
 //!   transport traits.
-//! * [`virtio_net`]: the driver, on [`virtqueue`]; [`nic`]: the [`nic::Nic`] trait the dataplane
-//!   is written against, implemented by [`virtio_net::VirtioNet`] for every transport.
+//! * [`nic`]: the driver-neutral contract the dataplane is written against (the [`nic::Nic`]
+//!   trait, the per-frame verdict callback [`nic::ForwardOps`], the buffer description); it
+//!   names no driver.
+//! * [`virtio_net`]: the driver, on [`virtqueue`] and [`nic`]; implements [`nic::Nic`] for
+//!   every transport.
 //! * [`sim`] (a simulated device on the driver's ring memory) and [`transport`] (PCI or
 //!   simulated) sit beside the driver; [`virtqueue`]'s host tests use [`sim`]'s device queue.
 //! * [`pci`], [`uart`]: port I/O; [`mmio`]: probing a virtio-mmio block; [`virtio_pci`]: the
 //!   modern virtio PCI transport, on [`pci`]'s capability walk; only [`transport`] uses
 //!   [`pci`] and [`virtio_pci`].
 //!
-//! The dataplane (`unikernel`'s library) uses [`nic`] and the driver's buffer types only; the
+//! The dataplane (`unikernel`'s library) uses [`nic`] only (and [`sim`] in its host rig); the
 //! kernel binary uses [`pci`], [`transport`], [`sim`] and [`uart`] to set devices up.
 //!
 //! - [`uart`]: the 16550 UART on COM1, used for the boot log and the serial console.

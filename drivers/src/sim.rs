@@ -857,6 +857,12 @@ fn gather_tx(q: &DeviceQueue<'_>, head: u16, f: &mut impl FnMut(&[u8])) {
 #[cfg(any(test, feature = "host-hal"))]
 pub struct HostHal;
 
+/// The virtio-net driver on a simulated device with host memory: what host rigs (the
+/// dataplane's, `unikernel::dataplane::testing`) build their ports from, so they need not
+/// name the driver's module.
+#[cfg(any(test, feature = "host-hal"))]
+pub type HostSimNet<'a> = crate::virtio_net::VirtioNet<HostHal, SimTransport<'a>>;
+
 #[cfg(any(test, feature = "host-hal"))]
 mod host_hal {
     use super::HostHal;

@@ -10,7 +10,6 @@ use crate::control::stats::write_prometheus;
 use crate::mem::kmap::{LocalView, WINDOW_PAGES};
 use crate::setup::Nic;
 use crate::smp::{send_ipi, IpiTarget};
-use drivers::virtio_net::NET_HDR_LEN;
 use mm::PAGE_SIZE;
 use unikernel::dataplane::snap::PairSnap;
 use unikernel::dataplane::{Core, Fabric, LinearError, PageBuf, Platform};
@@ -60,7 +59,7 @@ impl Platform for KernelPlatform {
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), LinearError> {
         let n = pages.len();
-        let end = NET_HDR_LEN + len;
+        let end = <Self::Nic as drivers::nic::Nic>::FRAME_OFFSET + len;
         // Every page but the last full, the last holding at least one byte.
         if n == 0 || n > WINDOW_PAGES || end > n * PAGE_SIZE || end <= (n - 1) * PAGE_SIZE {
             return Err(LinearError::Layout);
@@ -77,7 +76,7 @@ impl Platform for KernelPlatform {
             }
             LinearError::Map
         })?;
-        f(&view.bytes()[NET_HDR_LEN..end]);
+        f(&view.bytes()[<Self::Nic as drivers::nic::Nic>::FRAME_OFFSET..end]);
         Ok(())
     }
 

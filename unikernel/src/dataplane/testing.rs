@@ -1,4 +1,4 @@
-//! The host rig (`cfg(test)` or feature `host-rig`): real `Core`s over real `VirtioNet` drivers whose devices are played by
+//! The host rig (`cfg(test)` or feature `host-rig`): real `Core`s over real virtio-net drivers whose devices are played by
 //! `drivers::sim` on the drivers' own split-ring memory, pages from a real `mm::Zone` backed by
 //! host memory (page frame number = host address >> 12, so `PageBuf` bytes are real).
 //!
@@ -11,9 +11,8 @@ use crate::dataplane::{
     Core, CoreParams, CoreRouter, Fabric, LinearError, MgmtPlane, PageBuf, Platform, QuitPhase,
 };
 use core::cell::Cell;
-use drivers::sim::{HostHal, SimDevice, SimShared, SimTransport};
-use drivers::virtio_net::VirtioNet;
-use drivers::virtio_net::NET_HDR_LEN;
+use drivers::nic::Nic;
+use drivers::sim::{HostSimNet, SimDevice, SimShared, SimTransport};
 use mm::{Page, PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
 use netstack::router::{PortConfig, Router, RouterConfig};
@@ -88,7 +87,7 @@ impl MgmtPlane for FakeMgmt {
 pub struct TestPlatform;
 
 /// A driver on a simulated device.
-pub type SimNic = VirtioNet<HostHal, SimTransport<'static>>;
+pub type SimNic = HostSimNet<'static>;
 
 impl Platform for TestPlatform {
     type Nic = SimNic;
@@ -120,7 +119,7 @@ impl Platform for TestPlatform {
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), LinearError> {
         let n = pages.len();
-        let end = NET_HDR_LEN + len;
+        let end = <Self::Nic as Nic>::FRAME_OFFSET + len;
         if n == 0 || n > 16 || end > n * PAGE_SIZE || end <= (n - 1) * PAGE_SIZE {
             return Err(LinearError::Layout);
         }
@@ -129,7 +128,7 @@ impl Platform for TestPlatform {
             bytes.extend_from_slice(p.page());
         }
         LINEAR.with(|c| c.set(c.get() + 1));
-        f(&bytes[NET_HDR_LEN..end]);
+        f(&bytes[<Self::Nic as Nic>::FRAME_OFFSET..end]);
         Ok(())
     }
     fn write_metrics(_: &[PairSnap], _: &u64, w: &mut dyn core::fmt::Write) {
@@ -191,7 +190,7 @@ impl Rig {
                 let shared: [&'static SimShared; PORTS] = core::array::from_fn(|j| {
                     &*Box::leak(Box::new(SimShared::new(port_mac(PORTS * k + j).0)))
                 });
-                let nics = shared.map(|s| VirtioNet::new(SimTransport::new(s)).expect("sim init"));
+                let nics = shared.map(|s| SimNic::new(SimTransport::new(s)).expect("sim init"));
                 let macs = [port_mac(PORTS * k), port_mac(PORTS * k + 1)];
                 let router = fib.map(|f| {
                     CoreRouter::new(
