@@ -1343,32 +1343,56 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
         let mut n = 0;
         for b in bufs {
-            if b.len == 0 || b.len > MAX_FRAME_LEN || b.pfn == NO_PAGE {
+            // SAFETY: caller contract, the frame at `NET_HDR_LEN` as `tx_post` wants it.
+            if !unsafe { self.tx_post(b.pfn, NET_HDR_LEN, b.len, b.owner) } {
                 break;
             }
-            // The fault image: the ring has no room for this frame (nor the rest).
-            if mm::fault::hit(mm::fault::Fault::TxRingFull) {
-                break;
-            }
-            // SAFETY: caller contract: the page is ours until the device completes it.
-            unsafe { page_bytes(b.pfn)[..NET_HDR_LEN].fill(0) };
-            let Some(token) = self
-                .tx
-                .push(b.pfn.addr(), (NET_HDR_LEN + b.len) as u32, false)
-            else {
-                break;
-            };
-            self.tx_pages[usize::from(token)] = TxDone {
-                pfn: b.pfn,
-                owner: b.owner,
-            };
             n += 1;
         }
         if n > 0 {
-            self.tx.publish();
-            self.tx_posted += n;
+            self.tx_publish();
         }
         n
+    }
+
+    /// Queue one frame of `len` bytes that starts `offset` bytes into page `pfn` (at least
+    /// [`NET_HDR_LEN`]: a frame received on a NIC that keeps more header bytes than virtio-net,
+    /// or as many) without publishing it ([`VirtioNet::tx_publish`]): the 12 bytes before the
+    /// frame become its zeroed `virtio_net_hdr` (§5.1.6.2) and the descriptor starts there.
+    /// `false` (the page stays the caller's) when the ring is full or the frame does not fit:
+    /// `len` 0, past the page, or `offset` below the header's 12 bytes.
+    ///
+    /// # Safety
+    /// The page is owned by the caller, holds the frame there, and is the device's until it
+    /// comes back from a TX completion or [`VirtioNet::take_pages`].
+    #[inline]
+    pub unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool {
+        if len == 0 || offset < NET_HDR_LEN || offset + len > PAGE_SIZE || pfn == NO_PAGE {
+            return false;
+        }
+        // The fault image: the ring has no room for this frame.
+        if mm::fault::hit(mm::fault::Fault::TxRingFull) {
+            return false;
+        }
+        let hdr = offset - NET_HDR_LEN;
+        // SAFETY: caller contract: the page is ours until the device completes it.
+        unsafe { page_bytes(pfn)[hdr..offset].fill(0) };
+        let Some(token) = self
+            .tx
+            .push(pfn.addr() + hdr as u64, (NET_HDR_LEN + len) as u32, false)
+        else {
+            return false;
+        };
+        self.tx_pages[usize::from(token)] = TxDone { pfn, owner };
+        self.tx_posted += 1;
+        true
+    }
+
+    /// Make every frame queued by [`VirtioNet::tx_post`] visible to the device (one release
+    /// store of `avail->idx`, §2.7.13.3). No kick: see [`VirtioNet::kick`].
+    #[inline]
+    pub fn tx_publish(&mut self) {
+        self.tx.publish();
     }
 
     /// Pop completed TX buffers (their pages are the caller's again) into `out`; returns how

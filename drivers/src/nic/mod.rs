@@ -7,6 +7,8 @@
 //!   burst ([`Nic::forward_burst`]), TX completion into a pool, and teardown.
 //! * [`frame`]: the buffer description ([`RxBuf`], [`TxBuf`], [`TxDone`], [`DriverStats`]) and
 //!   the limits the dataplane sizes arrays by ([`RING_SIZE`], [`MAX_FRAME_PAGES`]).
+//! * [`staged`]: [`forward_staged`], the neutral fused burst (a pair of two driver types, a
+//!   driver without a loop of its own).
 //! * [`verdict`]: the per-frame verdict callback ([`ForwardOps`], [`RxVerdict`], [`GiveBack`],
 //!   [`MultiFrame`], [`BurstStats`]).
 //!
@@ -15,20 +17,40 @@
 //! each driver keeps its own fused loop: docs/DESIGN.md, "The NIC contract".
 
 pub mod frame;
+pub mod staged;
 pub mod verdict;
 
 pub use frame::{
     buffer_pages_for_mtu, DriverStats, RxBuf, RxBufferPagesError, RxStatus, TxBuf, TxDone,
     MAX_FRAME_PAGES, RING_SIZE,
 };
+pub use staged::forward_staged;
 pub use verdict::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
 
+use core::any::TypeId;
 use mm::Pfn;
+
+/// `b` as an `A` when `A` and `B` are one type, else `None`: how a driver's fused burst picks
+/// its own loop for a TX port of its own type and [`forward_staged`] for any other. The test
+/// compares two constants of the monomorphised code (`TypeId`s), so it folds away: a pair of
+/// one type compiles to the driver's loop alone, with no branch and no `dyn`.
+#[inline(always)]
+pub fn same_type<A: 'static, B: 'static>(b: &mut B) -> Option<&mut A> {
+    if TypeId::of::<A>() == TypeId::of::<B>() {
+        // SAFETY: `A` and `B` are the same type (equal `TypeId`s), so the pointer is a valid,
+        // unique `&mut A` for the borrow of `b`.
+        Some(unsafe { &mut *(b as *mut B).cast::<A>() })
+    } else {
+        None
+    }
+}
 
 /// One port's queues, as the poll loop uses them. All methods are called by the owning core
 /// only (`&mut self`): the implementation needs no locks. Buffers are order-0 pages the caller
 /// owns ([`Pfn`]); a frame's bytes start [`Nic::FRAME_OFFSET`] bytes into its first page.
-pub trait Nic {
+/// `'static`: a handle owns its rings (no borrowed lifetime), so a fused burst can tell at
+/// compile time whether its TX port is of its own type ([`same_type`]).
+pub trait Nic: 'static {
     /// Header bytes the NIC keeps before the frame in a buffer's first page (received and sent
     /// frames alike): 12 for virtio-net (`struct virtio_net_hdr`, VIRTIO 1.2 §5.1.6), 0 for a NIC
     /// that writes the frame at the buffer's start (an Intel NIC's legacy descriptors). A
@@ -97,6 +119,17 @@ pub trait Nic {
     /// [`Nic::FRAME_OFFSET`], and is the device's until it comes back from [`Nic::tx_complete`] or
     /// [`Nic::take_pages`].
     unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize;
+    /// Queue one frame of `len` bytes that starts `offset` bytes into page `pfn` (`offset` at
+    /// least [`Nic::FRAME_OFFSET`]: a frame received on another NIC stays where that NIC put
+    /// it, and this one writes its own header, if any, in the bytes before it), not yet visible
+    /// to the device ([`Nic::tx_publish`]). `false` (the page stays the caller's) when the ring
+    /// is full or the frame does not fit the page.
+    ///
+    /// # Safety
+    /// As [`Nic::tx_burst`], for this one frame.
+    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool;
+    /// Make every frame queued by [`Nic::tx_post`] visible to the device (no kick).
+    fn tx_publish(&mut self);
     /// Pop completed TX pages (with the owner tag each was sent with) into `out`; returns how
     /// many.
     fn tx_complete(&mut self, out: &mut [TxDone]) -> usize;
@@ -118,9 +151,9 @@ pub trait Nic {
     /// and gives to the device until it comes back (an RX burst, [`Nic::take_pages`]); a page
     /// forwarded belongs to `tx`'s TX ring until a TX completion or `take_pages` returns it.
     #[inline(always)]
-    unsafe fn forward_burst<O: ForwardOps>(
+    unsafe fn forward_burst<T: Nic, O: ForwardOps>(
         &mut self,
-        tx: &mut Self,
+        tx: &mut T,
         max: usize,
         owner: u32,
         ops: impl FnOnce() -> O,
@@ -134,9 +167,9 @@ pub trait Nic {
     ///
     /// # Safety
     /// As [`Nic::forward_burst`].
-    unsafe fn forward_burst_pending<O: ForwardOps>(
+    unsafe fn forward_burst_pending<T: Nic, O: ForwardOps>(
         &mut self,
-        tx: &mut Self,
+        tx: &mut T,
         pending: usize,
         max: usize,
         owner: u32,
