@@ -2,6 +2,8 @@
 //! split-ring memory, pages from a real zone. Every test ends with `quit` and checks that
 //! every page came back.
 
+mod ddnic;
+
 use super::page::{PageBuf, RawPage};
 use super::testing as rig;
 use super::QuitPhase;
