@@ -10,6 +10,7 @@ use crate::control::stats::write_prometheus;
 use crate::mem::kmap::{LocalView, WINDOW_PAGES};
 use crate::setup::Nic;
 use crate::smp::{send_ipi, IpiTarget};
+use core::marker::PhantomData;
 use mm::PAGE_SIZE;
 use unikernel::dataplane::snap::PairSnap;
 use unikernel::dataplane::{Core, Fabric, LinearError, PageBuf, Platform};
@@ -20,14 +21,17 @@ pub static FABRIC: Fabric = Fabric::new();
 /// Boot facts the control plane prints (set once by the boot CPU before forwarding starts).
 pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
 
-/// The kernel as the dataplane's platform.
-pub struct KernelPlatform;
+/// The kernel as the dataplane's platform, its ports of NIC type `N`.
+pub struct KernelPlatformOf<N>(PhantomData<N>);
+
+/// The kernel as the dataplane's platform: virtio-net ports (PCI, MMIO or simulated).
+pub type KernelPlatform = KernelPlatformOf<Nic>;
 
 /// A forwarding core in the kernel.
 pub type KernelCore = Core<KernelPlatform>;
 
-impl Platform for KernelPlatform {
-    type Nic = Nic;
+impl<N: drivers::nic::Nic> Platform for KernelPlatformOf<N> {
+    type Nic = N;
     type Mgmt = Mgmt;
 
     #[inline(always)]
