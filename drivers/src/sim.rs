@@ -857,6 +857,16 @@ fn gather_tx(q: &DeviceQueue<'_>, head: u16, f: &mut impl FnMut(&[u8])) {
 #[cfg(any(test, feature = "host-hal"))]
 pub struct HostHal;
 
+/// The DD-bit driver ([`crate::ddnic`]) on a simulated NIC ([`dd`]) with host memory.
+#[cfg(any(test, feature = "host-hal"))]
+pub type HostSimDd<'a> = crate::ddnic::DdNic<HostHal, dd::SimDdRegs<'a>>;
+
+/// The virtio-net driver on a simulated device with host memory: what host rigs (the
+/// dataplane's, `unikernel::dataplane::testing`) build their ports from, so they need not
+/// name the driver's module.
+#[cfg(any(test, feature = "host-hal"))]
+pub type HostSimNet<'a> = crate::virtio_net::VirtioNet<HostHal, SimTransport<'a>>;
+
 #[cfg(any(test, feature = "host-hal"))]
 mod host_hal {
     use super::HostHal;
@@ -898,6 +908,8 @@ mod host_hal {
         unsafe fn unshare(_paddr: PhysAddr, _buffer: NonNull<[u8]>, _dir: BufferDirection) {}
     }
 }
+
+pub mod dd;
 
 #[cfg(test)]
 mod tests;

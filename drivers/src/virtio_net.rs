@@ -27,13 +27,19 @@
 //! address is also its virtual address; the HAL's `share` must return the buffer address as is.
 
 use crate::virtqueue::{QueueError, SplitQueue};
+// The contract's types, re-exported so the driver's users (the kernel's set-up, the fuzz
+// targets) keep their paths; the dataplane names them through `crate::nic` only.
+pub use crate::nic::{
+    BurstStats, DriverStats, ForwardOps, GiveBack, MultiFrame, RxBuf, RxBufferPagesError, RxStatus,
+    RxVerdict, TxBuf, TxDone,
+};
 use mm::{Pfn, PAGE_SIZE};
 use virtio_drivers::transport::Transport;
 use virtio_drivers::Hal;
 
 /// Descriptors per virtqueue. QEMU's virtio-net default ring size (`rx_queue_size` /
 /// `tx_queue_size` = 256); larger rings need `-device virtio-net-pci,rx_queue_size=…`.
-pub const QUEUE_SIZE: usize = 256;
+pub const QUEUE_SIZE: usize = crate::nic::RING_SIZE;
 
 /// Virtqueue index of the first receive queue (§5.1.2).
 const RX_QUEUE: u16 = 0;
@@ -91,7 +97,7 @@ pub const MAX_FRAME_LEN: usize = PAGE_SIZE - NET_HDR_LEN;
 /// to [`MAX_MULTI_FRAME_LEN`] bytes. A 9,000-byte MTU (9,014-byte frames) needs 3; one more
 /// leaves room for a device MTU a little above. Frames of more buffers are dropped and
 /// counted `too_big`.
-pub const MAX_FRAME_BUFFERS: usize = 4;
+pub const MAX_FRAME_BUFFERS: usize = crate::nic::MAX_FRAME_PAGES;
 const _: () = assert!(MAX_FRAME_BUFFERS == crate::virtqueue::INDIRECT_MAX);
 
 /// Largest frame (no FCS) the fused burst forwards: [`MAX_FRAME_BUFFERS`] pages less the
@@ -332,72 +338,6 @@ impl core::fmt::Display for NetInitError {
     }
 }
 
-/// What a completed RX descriptor carried.
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub enum RxStatus {
-    /// A whole frame of `len` bytes at offset [`NET_HDR_LEN`] of the page.
-    Ok,
-    /// The first buffer of a frame that spans several buffers (larger than [`MAX_FRAME_LEN`]):
-    /// drop it and count one `too_big`.
-    TooBig,
-    /// A continuation buffer of a `TooBig` frame: drop it, count nothing more.
-    Continuation,
-    /// The device reported fewer bytes than a `virtio_net_hdr`, or a bad `num_buffers`: drop,
-    /// count `bad_desc`.
-    Malformed,
-    /// No frame: a page of a big RX buffer ([`VirtioNet::set_rx_buffer_pages`]) that the
-    /// device did not write into, or a fresh one the burst took for it, given back because the
-    /// slot could not be re-posted whole. Recycle it, count nothing.
-    Unused,
-}
-
-/// One completed RX buffer.
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub struct RxBuf {
-    /// The page (now owned by the caller again).
-    pub pfn: Pfn,
-    /// Frame length in bytes, excluding the virtio header (valid when `status` is `Ok`).
-    pub len: usize,
-    /// See [`RxStatus`].
-    pub status: RxStatus,
-}
-
-/// One frame to transmit: `len` frame bytes at offset [`NET_HDR_LEN`] of page `pfn` (frames of
-/// several pages are sent by [`VirtioNet::forward_burst`] only).
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub struct TxBuf {
-    /// The page holding the frame; owned by the device until it comes back from
-    /// [`VirtioNet::tx_complete`].
-    pub pfn: Pfn,
-    /// Frame length in bytes (1..=[`MAX_FRAME_LEN`]).
-    pub len: usize,
-    /// Opaque to the driver, handed back with the page by [`VirtioNet::tx_complete`] (the
-    /// dataplane keeps the page's owning page_pool here, so a completion needs no lookup in
-    /// the page's metadata; DPDK keeps the mbuf's pool pointer in its TX software ring alike).
-    pub owner: u32,
-}
-
-/// A transmitted page, back from the TX ring: the page and the `owner` it was sent with.
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub struct TxDone {
-    /// The page (the caller's again).
-    pub pfn: Pfn,
-    /// [`TxBuf::owner`] as given to [`VirtioNet::tx_burst`].
-    pub owner: u32,
-}
-
-/// Per-device counters kept by the driver.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct DriverStats {
-    /// Notifications written for the RX queue.
-    pub kicks_rx: u64,
-    /// Notifications written for the TX queue.
-    pub kicks_tx: u64,
-    /// Used-ring entries whose id was not a descriptor the driver had posted (device bug);
-    /// the entry is skipped.
-    pub bad_token: u64,
-}
-
 /// TX reclaims without a chain before a TX ring that posted one may enter in-order mode
 /// again. Leaving the mode rebuilds the free stack (one store per free descriptor, up to
 /// [`QUEUE_SIZE`]); without this hold, jumbo traffic that empties the ring between bursts
@@ -493,44 +433,11 @@ fn read_mtu<T: Transport>(
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub struct NotOwner;
 
-/// Why [`VirtioNet::set_rx_buffer_pages`] left the RX buffers at one page each.
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub enum RxBufferPagesError {
-    /// More pages than a buffer may have (at most [`MAX_FRAME_BUFFERS`]), or 0.
-    BadCount(usize),
-    /// `VIRTIO_F_INDIRECT_DESC` was not negotiated: a buffer of several pages needs an
-    /// indirect table (§2.7.5.3), or it would take several ring descriptors.
-    NoIndirect,
-    /// No memory for the RX ring's indirect tables (16 KiB).
-    NoTableMemory,
-    /// The RX ring already holds buffers (set the size before the first refill).
-    RingNotEmpty,
-}
-
-impl core::fmt::Display for RxBufferPagesError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::BadCount(n) => {
-                write!(f, "{n} pages per RX buffer (1..={MAX_FRAME_BUFFERS})")
-            }
-            Self::NoIndirect => write!(f, "VIRTIO_F_INDIRECT_DESC not negotiated"),
-            Self::NoTableMemory => write!(f, "no memory for the RX indirect tables"),
-            Self::RingNotEmpty => write!(f, "the RX ring already holds buffers"),
-        }
-    }
-}
-
 /// Pages an RX buffer needs so that a frame of an `mtu`-byte IP datagram (plus the 14-byte
 /// Ethernet header and the 12-byte virtio-net header) arrives in one buffer: 1 up to an MTU
 /// of 4,070, 3 for 9,000; capped at [`MAX_FRAME_BUFFERS`].
 pub const fn rx_buffer_pages_for_mtu(mtu: u16) -> usize {
-    let bytes = mtu as usize + 14 + NET_HDR_LEN;
-    let pages = bytes.div_ceil(PAGE_SIZE);
-    if pages > MAX_FRAME_BUFFERS {
-        MAX_FRAME_BUFFERS
-    } else {
-        pages
-    }
+    crate::nic::buffer_pages_for_mtu(mtu, NET_HDR_LEN)
 }
 
 /// Marks an empty slot of the driver's page tables: frame 0 (physical address 0, the real-mode
@@ -604,7 +511,7 @@ fn check_offered(offered: NetFeatures) -> Result<(), NetInitError> {
 }
 
 mod forward;
-pub use forward::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
+mod nic_impl;
 
 impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Initialise the device (§3.1.1): reset, negotiate [`DRIVER_FEATURES`], set up virtqueues
@@ -1436,32 +1343,56 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     pub unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
         let mut n = 0;
         for b in bufs {
-            if b.len == 0 || b.len > MAX_FRAME_LEN || b.pfn == NO_PAGE {
+            // SAFETY: caller contract, the frame at `NET_HDR_LEN` as `tx_post` wants it.
+            if !unsafe { self.tx_post(b.pfn, NET_HDR_LEN, b.len, b.owner) } {
                 break;
             }
-            // The fault image: the ring has no room for this frame (nor the rest).
-            if mm::fault::hit(mm::fault::Fault::TxRingFull) {
-                break;
-            }
-            // SAFETY: caller contract: the page is ours until the device completes it.
-            unsafe { page_bytes(b.pfn)[..NET_HDR_LEN].fill(0) };
-            let Some(token) = self
-                .tx
-                .push(b.pfn.addr(), (NET_HDR_LEN + b.len) as u32, false)
-            else {
-                break;
-            };
-            self.tx_pages[usize::from(token)] = TxDone {
-                pfn: b.pfn,
-                owner: b.owner,
-            };
             n += 1;
         }
         if n > 0 {
-            self.tx.publish();
-            self.tx_posted += n;
+            self.tx_publish();
         }
         n
+    }
+
+    /// Queue one frame of `len` bytes that starts `offset` bytes into page `pfn` (at least
+    /// [`NET_HDR_LEN`]: a frame received on a NIC that keeps more header bytes than virtio-net,
+    /// or as many) without publishing it ([`VirtioNet::tx_publish`]): the 12 bytes before the
+    /// frame become its zeroed `virtio_net_hdr` (§5.1.6.2) and the descriptor starts there.
+    /// `false` (the page stays the caller's) when the ring is full or the frame does not fit:
+    /// `len` 0, past the page, or `offset` below the header's 12 bytes.
+    ///
+    /// # Safety
+    /// The page is owned by the caller, holds the frame there, and is the device's until it
+    /// comes back from a TX completion or [`VirtioNet::take_pages`].
+    #[inline]
+    pub unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool {
+        if len == 0 || offset < NET_HDR_LEN || offset + len > PAGE_SIZE || pfn == NO_PAGE {
+            return false;
+        }
+        // The fault image: the ring has no room for this frame.
+        if mm::fault::hit(mm::fault::Fault::TxRingFull) {
+            return false;
+        }
+        let hdr = offset - NET_HDR_LEN;
+        // SAFETY: caller contract: the page is ours until the device completes it.
+        unsafe { page_bytes(pfn)[hdr..offset].fill(0) };
+        let Some(token) = self
+            .tx
+            .push(pfn.addr() + hdr as u64, (NET_HDR_LEN + len) as u32, false)
+        else {
+            return false;
+        };
+        self.tx_pages[usize::from(token)] = TxDone { pfn, owner };
+        self.tx_posted += 1;
+        true
+    }
+
+    /// Make every frame queued by [`VirtioNet::tx_post`] visible to the device (one release
+    /// store of `avail->idx`, §2.7.13.3). No kick: see [`VirtioNet::kick`].
+    #[inline]
+    pub fn tx_publish(&mut self) {
+        self.tx.publish();
     }
 
     /// Pop completed TX buffers (their pages are the caller's again) into `out`; returns how

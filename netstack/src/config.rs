@@ -113,6 +113,15 @@ impl IdleMode {
     }
 }
 
+/// The simulated NIC of the deterministic benchmark (`sim_nic=`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum SimNic {
+    /// Simulated virtio-net (`drivers::sim`): 12 header bytes before the frame, a used ring.
+    Virtio,
+    /// A simulated DD-bit NIC (`drivers::sim::dd`): 0 header bytes, Descriptor Done bits.
+    Dd,
+}
+
 /// How unmapped pages are flushed from other CPUs' TLBs (`tlb=`; docs/DESIGN.md, "Remapped
 /// buffers and batched TLB shootdown").
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -336,6 +345,10 @@ pub struct Config {
     /// frame size in bytes on the wire, FCS included (as the generator's `--size`); frames
     /// above 4,088 bytes arrive in several RX buffers (mergeable, VIRTIO 1.2 §5.1.6.4).
     pub sim_size: u16,
+    /// `sim_nic=virtio|dd` (default `virtio`): the simulated NIC of the benchmark's ports:
+    /// virtio-net (12 header bytes, a used ring) or a DD-bit NIC (`drivers::ddnic`: Intel
+    /// legacy descriptors, 0 header bytes, Descriptor Done written back); needs `sim`.
+    pub sim_nic: SimNic,
     /// `tlb=batch|immediate` (default `batch`): how unmapped pages are flushed on other CPUs.
     pub tlb: TlbMode,
     /// `tlb_ceiling=N` (1..=[`MAX_TLB_CEILING`], default [`DEFAULT_TLB_CEILING`]): a flush of
@@ -493,6 +506,7 @@ impl Default for Config {
             sim: None,
             sim_iters: DEFAULT_SIM_ITERS,
             sim_size: DEFAULT_SIM_SIZE,
+            sim_nic: SimNic::Virtio,
             tlb: TlbMode::Batch,
             tlb_ceiling: DEFAULT_TLB_CEILING,
             tlbtest: None,
@@ -579,7 +593,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 31] = [
+pub const KEYS: [&str; 32] = [
     "mode",
     "peer0",
     "peer1",
@@ -611,6 +625,7 @@ pub const KEYS: [&str; 31] = [
     "phases",
     "virtio_mmio.device",
     "burstin",
+    "sim_nic",
 ];
 
 /// Index of `mtu0` in [`KEYS`] (`mtu1` follows).
@@ -636,6 +651,8 @@ const PHASES_KEY: usize = 28;
 const VIRTIO_MMIO_KEY: usize = 29;
 /// Index of `burstin` in [`KEYS`].
 const BURSTIN_KEY: usize = 30;
+/// Index of `sim_nic` in [`KEYS`].
+const SIM_NIC_KEY: usize = 31;
 /// Index of `tlbtest_skip` in [`KEYS`].
 const TLBTEST_SKIP_KEY: usize = 20;
 
@@ -873,6 +890,13 @@ impl Config {
                         _ => return Err(bad("on or off")),
                     }
                 }
+                SIM_NIC_KEY => {
+                    cfg.sim_nic = match value {
+                        "virtio" => SimNic::Virtio,
+                        "dd" => SimNic::Dd,
+                        _ => return Err(bad("virtio or dd")),
+                    }
+                }
                 SIM_SIZE_KEY => {
                     cfg.sim_size = value
                         .parse::<u16>()
@@ -966,6 +990,12 @@ impl Config {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "for sim_iters",
+            });
+        }
+        if cfg.sim.is_none() && seen[SIM_NIC_KEY] {
+            return Err(ConfigError::Missing {
+                key: "sim",
+                because: "for sim_nic",
             });
         }
         if cfg.sim.is_none() && seen[SIM_SIZE_KEY] {
@@ -1120,6 +1150,16 @@ mod tests {
         }
         assert_eq!(c.sim_size, DEFAULT_SIM_SIZE);
         assert_eq!(Config::parse("sim=4 sim_size=9018").unwrap().sim_size, 9018);
+        assert_eq!(c.sim_nic, SimNic::Virtio);
+        assert_eq!(
+            Config::parse("sim=4 sim_nic=dd").unwrap().sim_nic,
+            SimNic::Dd
+        );
+        assert!(Config::parse("sim=4 sim_nic=e1000").is_err());
+        assert!(matches!(
+            Config::parse("sim_nic=dd").unwrap_err(),
+            ConfigError::Missing { key: "sim", .. }
+        ));
         for bad in [
             "sim=1 sim_size=63",
             "sim=1 sim_size=9019",

@@ -79,3 +79,26 @@ fn router_k4_forwards_every_frame_to_the_resolved_next_hop() {
     );
     assert_no_leak(&log);
 }
+
+/// `sim_nic=dd` (issue 32): the same benchmark on simulated DD-bit NICs (0 header bytes before
+/// the frame, Descriptor Done bits instead of a used ring): the router resolves its next hop,
+/// forwards every frame as expected, and every page comes back.
+#[test]
+fn router_k4_on_the_dd_nic_forwards_every_frame() {
+    let mut cfg = SimBenchConfig::new(image());
+    cfg.append = "sim_nic=dd".into();
+    let (r, log) = run_one_with_log(&cfg, SimMode::Router, 4)
+        .unwrap_or_else(|e| panic!("sim router K=4 sim_nic=dd: {e:#}"));
+    assert_eq!(r.packets, r.delivered);
+    assert_eq!(r.out, r.packets, "routed, TTL 63, to the next hop's MAC");
+    assert_eq!(r.other, 0);
+    assert!(
+        log.iter().any(|l| l.contains("simulated DD-bit NIC")),
+        "the ports are the DD-bit NICs"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("simulated virtio-net")),
+        "no virtio-net port"
+    );
+    assert_no_leak(&log);
+}

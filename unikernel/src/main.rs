@@ -10,7 +10,7 @@
 //! | module | what | may use |
 //! |---|---|---|
 //! | `run` | boot CPU and AP forwarding entry, the poll loop with idle and console | everything below |
-//! | `simbench` | `sim=K`: the deterministic datapath benchmark on simulated ports | control, setup, platform, arch |
+//! | `simbench` | `sim=K`: the deterministic datapath benchmark on simulated ports | control, setup, platform, mem, arch |
 //! | `tlbtest` | `tlbtest=N`: the TLB shootdown torture test | tlb, mem, smp, arch |
 //! | `platform` | the dataplane's `Platform` for this machine; the one `Fabric` | control, setup, smp, arch |
 //! | `control` | console commands, STATS and `/metrics` from snapshots, smoltcp management plane | smp, arch, percpu |

@@ -10,7 +10,7 @@ use crate::control::stats::write_prometheus;
 use crate::mem::kmap::{LocalView, WINDOW_PAGES};
 use crate::setup::Nic;
 use crate::smp::{send_ipi, IpiTarget};
-use drivers::virtio_net::NET_HDR_LEN;
+use core::marker::PhantomData;
 use mm::PAGE_SIZE;
 use unikernel::dataplane::snap::PairSnap;
 use unikernel::dataplane::{Core, Fabric, LinearError, PageBuf, Platform};
@@ -21,14 +21,17 @@ pub static FABRIC: Fabric = Fabric::new();
 /// Boot facts the control plane prints (set once by the boot CPU before forwarding starts).
 pub static FACTS: spin::Once<BootFacts> = spin::Once::new();
 
-/// The kernel as the dataplane's platform.
-pub struct KernelPlatform;
+/// The kernel as the dataplane's platform, its ports of NIC type `N`.
+pub struct KernelPlatformOf<N>(PhantomData<N>);
+
+/// The kernel as the dataplane's platform: virtio-net ports (PCI, MMIO or simulated).
+pub type KernelPlatform = KernelPlatformOf<Nic>;
 
 /// A forwarding core in the kernel.
 pub type KernelCore = Core<KernelPlatform>;
 
-impl Platform for KernelPlatform {
-    type Nic = Nic;
+impl<N: drivers::nic::Nic> Platform for KernelPlatformOf<N> {
+    type Nic = N;
     type Mgmt = Mgmt;
 
     #[inline(always)]
@@ -60,7 +63,7 @@ impl Platform for KernelPlatform {
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), LinearError> {
         let n = pages.len();
-        let end = NET_HDR_LEN + len;
+        let end = <Self::Nic as drivers::nic::Nic>::FRAME_OFFSET + len;
         // Every page but the last full, the last holding at least one byte.
         if n == 0 || n > WINDOW_PAGES || end > n * PAGE_SIZE || end <= (n - 1) * PAGE_SIZE {
             return Err(LinearError::Layout);
@@ -77,7 +80,7 @@ impl Platform for KernelPlatform {
             }
             LinearError::Map
         })?;
-        f(&view.bytes()[NET_HDR_LEN..end]);
+        f(&view.bytes()[<Self::Nic as drivers::nic::Nic>::FRAME_OFFSET..end]);
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use crate::control::commands::{self, BootFacts};
 use crate::control::console::Console;
 use crate::control::mgmt::{self, Mgmt};
 use crate::percpu::{current_cpu, online, CPUS, MAX_CPUS};
-use crate::platform::{KernelCore, KernelPlatform, FABRIC, FABRIC_MODE, FACTS};
+use crate::platform::{KernelCore, KernelPlatformOf, FABRIC, FABRIC_MODE, FACTS};
 use crate::setup::fib::{self, build_fib, core_router};
 use crate::setup::{setup_devices, take_devices, Topology};
 use crate::smp::{self, DRAIN};
@@ -17,7 +17,7 @@ use core::sync::atomic::Ordering;
 use log::{debug, info};
 use mm::page_pool::PP_ALLOC_CACHE_REFILL;
 use mm::{PerCpuPages, Zone, PAGE_SIZE};
-use netstack::config::PORTS;
+use netstack::config::{SimNic, PORTS};
 use netstack::{Config, IdleMode, MacAddr, Mode};
 use unikernel::dataplane::{
     port_mtu, BurstIn, Core, CoreParams, BURSTIN_USED, BURSTIN_WAIT_MS, MAX_CORES,
@@ -79,7 +79,9 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
     phases::mark(Phase::PreDevices);
     let topo = if cfg.sim.is_some() {
         // The deterministic benchmark: ports 0 and 1 are simulated, one pair on this core.
-        crate::simbench::setup_ports().unwrap_or_else(|e| fail(format_args!("{e}")));
+        if cfg.sim_nic == SimNic::Virtio {
+            crate::simbench::setup_ports().unwrap_or_else(|e| fail(format_args!("{e}")));
+        }
         Topology {
             pairs: 1,
             queues: 1,
@@ -104,16 +106,13 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         cfg: cfg.clone(),
         topo,
     });
+    if let (Some(_), SimNic::Dd) = (cfg.sim, cfg.sim_nic) {
+        sim_dd(setup, zone, pcp, mgmt_mem)
+    }
     let mut halt = false;
     let mut core = build_core(0, setup, zone, pcp, mgmt_mem, &mut halt);
-    if let Some(k) = cfg.sim {
-        info!(
-            "sim: {k} frames per poll iteration, {} warm-up and {} measured iterations, mode {}, burst {}",
-            crate::simbench::WARMUP_ITERS,
-            cfg.sim_iters,
-            cfg.mode.as_str(),
-            cfg.burst
-        );
+    if cfg.sim.is_some() {
+        sim_line(cfg);
         crate::simbench::run(core)
     }
     smp::register_ap_entry(run_core);
@@ -179,6 +178,37 @@ fn run_core(cpu: usize) -> ! {
     poll_loop(&mut core, halt)
 }
 
+/// The benchmark's set-up line (`sim=K`).
+fn sim_line(cfg: &Config) {
+    info!(
+        "sim: {} frames per poll iteration, {} warm-up and {} measured iterations, mode {}, burst {}, NIC {}",
+        cfg.sim.unwrap_or(0),
+        crate::simbench::WARMUP_ITERS,
+        cfg.sim_iters,
+        cfg.mode.as_str(),
+        cfg.burst,
+        match cfg.sim_nic {
+            SimNic::Virtio => "virtio-net",
+            SimNic::Dd => "DD-bit",
+        }
+    );
+}
+
+/// `sim=K sim_nic=dd`: core 0 over two simulated DD-bit NICs (another NIC type, another
+/// monomorphised core), then the benchmark. Never returns.
+fn sim_dd(
+    setup: &Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
+) -> ! {
+    apic::init();
+    let nics = crate::simbench::dd_ports().unwrap_or_else(|e| fail(format_args!("{e}")));
+    let core = core_over(0, setup, zone, pcp, mgmt_mem, nics);
+    sim_line(&setup.cfg);
+    crate::simbench::run_dd(core)
+}
+
 /// Bring up pair `k` on the calling core: its devices (set up by the boot CPU), LAPIC, pools,
 /// RX rings, and in router mode the router (core 0 builds the FIB first) and the management
 /// plane (core 0). Returns the core (by value into the caller's slot: the ~100 KiB core is not
@@ -210,33 +240,7 @@ fn build_core(
         }
     }
     let [h0, h1] = handles;
-    let macs = [MacAddr(h0.nic.mac()), MacAddr(h1.nic.mac())];
-    let router = (cfg.mode == Mode::Router).then(|| {
-        // The boot CPU built the one FIB (`run`); every core gets its own router over it.
-        core_router(cfg, macs, k, setup.topo.pairs)
-            .unwrap_or_else(|e| fail(format_args!("{}", e.0)))
-    });
-    // The management plane runs on core 0; other cores hand its frames over.
-    let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
-        let mtu = port_mtu(cfg.mtu[p], if p == 0 { &h0.nic } else { &h1.nic });
-        build_mgmt(cfg, p, macs[p], mtu, mem)
-    });
-    let core = Core::<KernelPlatform>::new(CoreParams {
-        cfg: cfg.clone(),
-        pair: k,
-        nics: [h0.nic, h1.nic],
-        zone,
-        pcp,
-        fabric: &FABRIC,
-        router,
-        mgmt,
-        mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
-    })
-    .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
-    let (posted, per) = log_rx_posted(k, setup.topo.queues > 1, &core);
-    if cfg.sim.is_none() {
-        check_rx_rings(k, &posted, &per, zone);
-    }
+    let core: KernelCore = core_over(k, setup, zone, pcp, mgmt_mem, [h0.nic, h1.nic]);
     if halt {
         let hz = apic::start_periodic_timer(IDLE_TIMER_US);
         debug!("idle (cpu {k}): LAPIC timer at {hz} Hz");
@@ -257,15 +261,57 @@ fn build_core(
     core
 }
 
+/// Pair `k`'s core over its two ports `nics` (of any NIC type: virtio-net, or the DD-bit NIC of
+/// `sim_nic=dd`): its router (router mode), the management plane (core 0), pools and RX
+/// rings; the RX buffers logged (and checked, on real devices).
+fn core_over<N: drivers::nic::Nic>(
+    k: usize,
+    setup: &Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
+    nics: [N; PORTS],
+) -> Core<KernelPlatformOf<N>> {
+    let cfg = &setup.cfg;
+    let macs = [MacAddr(nics[0].mac()), MacAddr(nics[1].mac())];
+    let router = (cfg.mode == Mode::Router).then(|| {
+        // The boot CPU built the one FIB (`run`); every core gets its own router over it.
+        core_router(cfg, macs, k, setup.topo.pairs)
+            .unwrap_or_else(|e| fail(format_args!("{}", e.0)))
+    });
+    // The management plane runs on core 0; other cores hand its frames over.
+    let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
+        let mtu = port_mtu(cfg.mtu[p], &nics[p]);
+        build_mgmt(cfg, p, macs[p], mtu, mem)
+    });
+    let core = Core::<KernelPlatformOf<N>>::new(CoreParams {
+        cfg: cfg.clone(),
+        pair: k,
+        nics,
+        zone,
+        pcp,
+        fabric: &FABRIC,
+        router,
+        mgmt,
+        mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
+    })
+    .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
+    let (posted, per) = log_rx_posted(k, setup.topo.queues > 1, &core);
+    if cfg.sim.is_none() {
+        check_rx_rings(k, &posted, &per, zone);
+    }
+    core
+}
+
 /// The pair's RX buffers posted per port and the pages in each, logged in one line (one per
 /// pair, not per port: each boot-log byte is a host write under QEMU's 16550, docs/benchmarks-journal.md,
 /// "Boot time, fifth pass"); port `p`'s buffers come from page_pool `p`. Buffers, not pages:
 /// with a jumbo MTU each buffer is several pages (one frame, one used element:
 /// `VirtioNet::set_rx_buffer_pages`).
-fn log_rx_posted(
+fn log_rx_posted<N: drivers::nic::Nic>(
     k: usize,
     multi_queue: bool,
-    core: &KernelCore,
+    core: &Core<KernelPlatformOf<N>>,
 ) -> ([usize; PORTS], [usize; PORTS]) {
     let per: [usize; PORTS] =
         core::array::from_fn(|p| core.nics().map_or(1, |n| n[p].rx_buffer_pages().max(1)));

@@ -24,6 +24,11 @@
 //! `-icount shift=0,sleep=off` is guest instructions: one TSC tick per instruction). Then the
 //! normal `quit` path runs, so the page accounting check decides the exit status.
 //!
+//! With `sim_nic=dd` the ports are simulated DD-bit NICs instead ([`drivers::sim::dd`], driven
+//! by [`drivers::ddnic`]: 0 header bytes before the frame, Descriptor Done bits instead of a
+//! used ring), and core 0 is a core of that NIC type ([`DdCore`]): the same benchmark, the
+//! proof that the dataplane runs on a NIC that is not virtio-net (issue 32).
+//!
 //! Frames: 60 bytes (64 on the wire) IPv4/UDP from `peer0` to port 0's MAC. In router mode the
 //! addresses come from [`netstack::simframes::router_addrs`] (the first `route=`, else a host
 //! on port 1's network), and before the warm-up the device delivers an ARP request from the
@@ -38,9 +43,14 @@
 
 use crate::arch::time::{rdtsc, uptime_ns};
 use crate::control::commands;
+use crate::mem::KernelHal;
+use crate::platform::KernelPlatformOf;
 use crate::platform::{KernelCore, FACTS};
 use crate::setup::{stash_devices, DeviceHandle, SetupError};
 use crate::{fail, println};
+use drivers::ddnic::DdNic;
+use drivers::nic::Nic;
+use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use drivers::sim::{SimDevice, SimShared, SimTransport};
 use drivers::transport::PortTransport;
 use drivers::virtio_net::{VirtioNet, MAX_FRAME_LEN, QUEUE_SIZE};
@@ -52,11 +62,20 @@ use netstack::simframes::{
 };
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
+use unikernel::dataplane::Core;
 
 /// The simulated ports' MACs: what xtask gives the real ports (`02:00:00:00:00:01`, `…:02`).
 const SIM_MACS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0, 0x01], [0x02, 0, 0, 0, 0, 0x02]];
 /// The two simulated devices (state shared by each port's transport and its device player).
 static SIM_PORTS: [SimShared; PORTS] = [SimShared::new(SIM_MACS[0]), SimShared::new(SIM_MACS[1])];
+/// The two simulated DD-bit NICs of `sim_nic=dd` (register files the ports' drivers and the
+/// players share).
+static SIM_DD_PORTS: [SimDdShared; PORTS] =
+    [SimDdShared::new(SIM_MACS[0]), SimDdShared::new(SIM_MACS[1])];
+/// A port of `sim_nic=dd`: the DD-bit driver on a simulated NIC.
+pub type DdPort = DdNic<KernelHal, SimDdRegs<'static>>;
+/// A core of `sim_nic=dd`.
+pub type DdCore = Core<KernelPlatformOf<DdPort>>;
 /// Poll iterations before the measured ones.
 pub const WARMUP_ITERS: u32 = 256;
 /// Frame length without FCS: the 64-byte minimum Ethernet frame on the wire (ARP frames).
@@ -93,6 +112,62 @@ pub fn setup_ports() -> Result<(), SetupError> {
     Ok(())
 }
 
+/// `sim=K sim_nic=dd`: ports 0 and 1 on simulated DD-bit NICs (0 header bytes, Descriptor Done
+/// written back), for core 0 to be built over.
+///
+/// # Errors
+/// [`SetupError::Port`] if a driver found no memory for its rings.
+pub fn dd_ports() -> Result<[DdPort; PORTS], SetupError> {
+    let mut ports = heapless::Vec::<DdPort, PORTS>::new();
+    for (j, shared) in SIM_DD_PORTS.iter().enumerate() {
+        let nic = DdPort::new(SimDdRegs(shared)).map_err(|e| {
+            crate::setup::port_error(j, None, format_args!("simulated DD-bit NIC init: {e:?}"))
+        })?;
+        info!(
+            "port {j}: simulated DD-bit NIC (legacy descriptors, 0 header bytes, no PCI) MAC {} rings 2x{}",
+            MacAddr(nic.mac()),
+            QUEUE_SIZE
+        );
+        let _ = ports.push(nic);
+    }
+    let Ok(p) = ports.into_array::<PORTS>() else {
+        unreachable!("two ports pushed")
+    };
+    Ok(p)
+}
+
+/// A simulated device's player as the benchmark drives it.
+trait Player {
+    /// Deliver `frame` `k` times on the RX ring (several buffers each when it is larger than
+    /// one); returns how many.
+    fn deliver(&mut self, frame: &[u8], k: usize) -> usize;
+    /// Take every frame posted on the TX ring, each shown to `f`.
+    fn complete_tx(&mut self, f: impl FnMut(&[u8])) -> usize;
+}
+
+impl Player for SimDevice<'_> {
+    fn deliver(&mut self, frame: &[u8], k: usize) -> usize {
+        // A frame larger than one RX buffer arrives in several (VIRTIO 1.2 §5.1.6.4).
+        if frame.len() <= MAX_FRAME_LEN {
+            self.deliver_rx(frame, k)
+        } else {
+            self.deliver_rx_mrg(frame, k)
+        }
+    }
+    fn complete_tx(&mut self, f: impl FnMut(&[u8])) -> usize {
+        SimDevice::complete_tx(self, f)
+    }
+}
+
+impl Player for SimDdDevice<'_> {
+    fn deliver(&mut self, frame: &[u8], k: usize) -> usize {
+        self.deliver_rx(frame, k)
+    }
+    fn complete_tx(&mut self, f: impl FnMut(&[u8])) -> usize {
+        SimDdDevice::complete_tx(self, f)
+    }
+}
+
 /// What the device checks on a TX ring and counts.
 struct Out {
     /// The frame the forwarder must send (its first `len` bytes).
@@ -105,7 +180,7 @@ struct Out {
 }
 
 impl Out {
-    fn take(&mut self, dev: &mut SimDevice<'_>) {
+    fn take(&mut self, dev: &mut impl Player) {
         dev.complete_tx(|f| {
             if f == &self.want[..self.len] {
                 self.ok += 1;
@@ -118,7 +193,7 @@ impl Out {
 
 /// The benchmark frame delivered on port 0 and the frame expected on port 1, for the mode,
 /// written into the first `len` bytes of `input` and `want`.
-fn frames(core: &KernelCore, len: usize, input: &mut [u8], want: &mut [u8]) {
+fn frames<N: Nic>(core: &Core<KernelPlatformOf<N>>, len: usize, input: &mut [u8], want: &mut [u8]) {
     let macs = [MacAddr(SIM_MACS[0]), MacAddr(SIM_MACS[1])];
     bench_frames_into(core.cfg(), macs, &mut input[..len], &mut want[..len]).unwrap_or_else(|| {
         fail(format_args!(
@@ -129,12 +204,12 @@ fn frames(core: &KernelCore, len: usize, input: &mut [u8], want: &mut [u8]) {
 
 /// Router mode: the next hop (peer1's MAC) asks for port 1's address; the router learns it
 /// (RFC 826) and answers. Not measured.
-fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
+fn resolve_next_hop<N: Nic>(core: &mut Core<KernelPlatformOf<N>>, dev: &mut [impl Player; PORTS]) {
     let mut arp = [0u8; FRAME_LEN];
     let Some(n) = next_hop_arp(core.cfg(), &mut arp) else {
         return;
     };
-    if dev[1].deliver_rx(&arp[..n], 1) != 1 {
+    if dev[1].deliver(&arp[..n], 1) != 1 {
         fail(format_args!(
             "sim: port 1 has no RX buffer for the ARP request"
         ));
@@ -146,7 +221,7 @@ fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
     // Learned from a request the entry is Stale: the next hop's reply confirms it (Reachable).
     let mut reply = [0u8; FRAME_LEN];
     if let Some(n) = next_hop_arp_reply(core.cfg(), MacAddr(SIM_MACS[1]), &mut reply) {
-        if dev[1].deliver_rx(&reply[..n], 1) != 1 {
+        if dev[1].deliver(&reply[..n], 1) != 1 {
             fail(format_args!(
                 "sim: port 1 has no RX buffer for the ARP reply"
             ));
@@ -162,8 +237,8 @@ fn resolve_next_hop(core: &mut KernelCore, dev: &mut [SimDevice<'_>; PORTS]) {
 }
 
 /// The device side of the benchmark.
-struct Bench<'a> {
-    dev: [SimDevice<'a>; PORTS],
+struct Bench<D> {
+    dev: [D; PORTS],
     /// Frames delivered on port 0 per iteration.
     k: usize,
     input: [u8; MAX_LEN],
@@ -175,7 +250,7 @@ struct Bench<'a> {
     back: Out,
 }
 
-impl Bench<'_> {
+impl<D: Player> Bench<D> {
     /// Take what the forwarder transmitted on both ports.
     fn take_tx(&mut self) {
         self.out.take(&mut self.dev[1]);
@@ -185,14 +260,9 @@ impl Bench<'_> {
     /// One iteration: outside the bracket, deliver K frames on port 0 and take both TX rings;
     /// inside, one poll iteration. Returns (frames delivered, TSC cycles in the bracket).
     #[inline(never)]
-    fn step(&mut self, core: &mut KernelCore) -> (usize, u64) {
+    fn step<N: Nic>(&mut self, core: &mut Core<KernelPlatformOf<N>>) -> (usize, u64) {
         let frame = &self.input[..self.len];
-        // A frame larger than one RX buffer arrives in several (VIRTIO 1.2 §5.1.6.4).
-        let delivered = if self.len <= MAX_FRAME_LEN {
-            self.dev[0].deliver_rx(frame, self.k)
-        } else {
-            self.dev[0].deliver_rx_mrg(frame, self.k)
-        };
+        let delivered = self.dev[0].deliver(frame, self.k);
         self.take_tx();
         core.router_timers_ran(uptime_ns());
         let t0 = rdtsc();
@@ -204,14 +274,29 @@ impl Bench<'_> {
 
 /// Run the benchmark on core 0 (built over the simulated ports), print the `SIMBENCH` line and
 /// shut down through `quit`. Never returns.
-pub fn run(mut core: KernelCore) -> ! {
-    let core = &mut core;
-    let k = usize::from(core.cfg().sim.expect("simbench::run with sim=K"));
-    let iters = core.cfg().sim_iters;
+pub fn run(core: KernelCore) -> ! {
     // SAFETY: the rings come from KernelHal (zone pages) and the RX buffers from the page_pools,
     // all identity-mapped RAM; the devices are reset (quit phase 2) before their rings and
     // buffers are freed (phases 3 and 5); this core is the only device player.
     let dev = SIM_PORTS.each_ref().map(|s| unsafe { SimDevice::new(s) });
+    run_on(core, dev)
+}
+
+/// [`run`] on the simulated DD-bit NICs of `sim_nic=dd` ([`dd_ports`]).
+pub fn run_dd(core: DdCore) -> ! {
+    // SAFETY: as in `run`: KernelHal rings, page_pool buffers, identity-mapped; the NICs are
+    // reset (quit phase 2) before their rings and buffers are freed; the only player.
+    let dev = SIM_DD_PORTS
+        .each_ref()
+        .map(|s| unsafe { SimDdDevice::new(s) });
+    run_on(core, dev)
+}
+
+/// The benchmark on core 0 over ports of NIC type `N`, their devices played by `dev`.
+fn run_on<N: Nic>(mut core: Core<KernelPlatformOf<N>>, dev: [impl Player; PORTS]) -> ! {
+    let core = &mut core;
+    let k = usize::from(core.cfg().sim.expect("simbench::run with sim=K"));
+    let iters = core.cfg().sim_iters;
     let len = usize::from(core.cfg().sim_size) - FCS_LEN;
     let (mut input, mut want) = ([0u8; MAX_LEN], [0u8; MAX_LEN]);
     frames(core, len, &mut input, &mut want);

@@ -11,14 +11,14 @@
 
 use super::percore::{Core, Platform, RX_FREE_THRESH};
 use drivers::nic::Nic;
-use drivers::virtio_net::QUEUE_SIZE;
+use drivers::nic::RING_SIZE;
 use netstack::config::PORTS;
 
 /// Used entries a port's RX ring must hold before the gate opens: 224 of the 256 descriptors
-/// ([`QUEUE_SIZE`] − [`RX_FREE_THRESH`]). The driver publishes re-posted RX buffers in batches
+/// ([`RING_SIZE`] − [`RX_FREE_THRESH`]). The driver publishes re-posted RX buffers in batches
 /// of 32, so the device always holds at least 224 buffers it may fill: a higher threshold
 /// could wait for buffers the device does not have yet (until the timeout).
-pub const BURSTIN_USED: usize = QUEUE_SIZE - RX_FREE_THRESH;
+pub const BURSTIN_USED: usize = RING_SIZE - RX_FREE_THRESH;
 
 /// How long the gate waits for [`BURSTIN_USED`] entries after a drain before it drains what
 /// is there: 10 ms (the bound; the poll loop's console period too).
@@ -90,7 +90,7 @@ impl<P: Platform> Core<P> {
     /// `used->idx` each); zeros once `quit` tore the devices down.
     pub fn rx_used(&self) -> [usize; PORTS] {
         match self.nics() {
-            Some(n) => core::array::from_fn(|p| n[p].rx_used()),
+            Some(n) => core::array::from_fn(|p| n[p].rx_completed()),
             None => [0; PORTS],
         }
     }

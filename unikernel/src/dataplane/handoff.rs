@@ -7,7 +7,7 @@
 //! of several pages, e.g. a jumbo ping, with all its pages: one record owns them as a unit).
 
 use super::page::{PageBuf, RawPage};
-use drivers::virtio_net::MAX_FRAME_BUFFERS;
+use drivers::nic::MAX_FRAME_PAGES;
 use mm::ptr_ring::MpscRing;
 use mm::Pfn;
 
@@ -15,8 +15,8 @@ use mm::Pfn;
 pub const HANDOFF_SLOTS: usize = 256;
 
 /// Most pages after the first a hand-off carries: a frame is at most
-/// [`MAX_FRAME_BUFFERS`] pages.
-pub const HANDOFF_REST: usize = MAX_FRAME_BUFFERS - 1;
+/// [`MAX_FRAME_PAGES`] pages.
+pub const HANDOFF_REST: usize = MAX_FRAME_PAGES - 1;
 
 /// The pages after the first of a handed-off frame, in frame order.
 pub type RestPages = heapless::Vec<PageBuf, HANDOFF_REST>;
@@ -27,12 +27,12 @@ pub type RestPages = heapless::Vec<PageBuf, HANDOFF_REST>;
 #[must_use = "a hand-off owns its pages"]
 #[derive(Debug)]
 pub struct Handoff {
-    /// The page holding the frame (its first bytes, after the virtio-net header area).
+    /// The page holding the frame (its first bytes, after the NIC's header area, `Nic::FRAME_OFFSET`).
     pub page: PageBuf,
     /// A frame of several pages: the others, in order, each holding frame bytes from offset 0
     /// (every page but the last full), all owned by `page`'s pool. Empty for a one-page frame.
     pub rest: RestPages,
-    /// Frame length in bytes (at most [`super::page::FRAME_ROOM`] when `rest` is empty).
+    /// Frame length in bytes (at most a page's [`super::page::frame_room`] when `rest` is empty).
     pub len: u16,
     /// Output port on the receiving core (0 or 1), or the port a management frame came in on.
     pub port: u8,

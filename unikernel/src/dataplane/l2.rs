@@ -2,11 +2,11 @@
 //! per [`netstack::forward_frame`]; with `xcore=on`, through the next core's pair.
 
 use super::handoff::Handoff;
-use super::page::{PageBuf, RawPage, FRAME_ROOM};
+use super::page::{frame_room, PageBuf, RawPage};
 use super::pages::{Pages, PortPages};
 use super::percore::{count_give_back, Core, Platform};
 use drivers::nic::Nic;
-use drivers::virtio_net::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
+use drivers::nic::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{forward_frame, DropReason, MacRewrite, PortCounters, Verdict};
@@ -181,7 +181,7 @@ impl<P: Platform> Core<P> {
                 continue;
             };
             let len = b.len;
-            match forward_frame(self.cfg.mode, page.frame_mut(len), out_mac, peer) {
+            match forward_frame(self.cfg.mode, page.frame_mut::<P::Nic>(len), out_mac, peer) {
                 Verdict::Forward => {
                     let h = Handoff::one(page, len as u16, dst_port as u8);
                     match self.fabric.handoff[dst_core].push(h) {
@@ -221,7 +221,7 @@ impl<P: Platform> Core<P> {
                 }
                 return;
             }
-            self.stage_tx(port, h.page, usize::from(h.len).min(FRAME_ROOM));
+            self.stage_tx(port, h.page, usize::from(h.len).min(frame_room::<P::Nic>()));
         });
         self.flush_all();
         n

@@ -15,12 +15,21 @@
 //! the pool and the pcp list, which a `Drop` impl cannot reach without global state.
 //!
 //! A frame of several pages (jumbo frames, issue 14) is a list of tokens.
+//!
+//! Where the frame sits in its first page is the NIC's to say ([`Nic::FRAME_OFFSET`]: the
+//! header bytes its driver keeps before the frame, 12 for virtio-net, 0 for a NIC without): the
+//! frame accessors take the NIC type, so the offset is a constant of the monomorphised code
+//! (issue 32: nothing here assumes 12 bytes).
 
-use drivers::virtio_net::NET_HDR_LEN;
+use drivers::nic::Nic;
 use mm::{Pfn, PAGE_SIZE};
 
-/// Bytes of a page that can hold frame bytes (after the virtio-net header area).
-pub const FRAME_ROOM: usize = PAGE_SIZE - NET_HDR_LEN;
+/// Bytes of a page that can hold frame bytes when the page is a frame's first on NIC type
+/// `N`: a page less the header area before the frame ([`Nic::FRAME_OFFSET`]).
+#[inline(always)]
+pub const fn frame_room<N: Nic>() -> usize {
+    PAGE_SIZE - N::FRAME_OFFSET
+}
 
 /// A page in the raw form rings and queues store: its frame number and the id of the
 /// page_pool that owns it (`mm::NO_POOL` for none). `Copy`: holding one is not owning the page.
@@ -83,7 +92,8 @@ impl PageBuf {
     }
 
     /// The whole page read-only (header area included), `PAGE_SIZE` bytes: the frame's
-    /// bytes start at [`NET_HDR_LEN`] in a frame's first page, at 0 in its other pages.
+    /// bytes start at the NIC's [`Nic::FRAME_OFFSET`] in a frame's first page, at 0 in its
+    /// other pages.
     #[inline]
     pub fn page(&self) -> &[u8; PAGE_SIZE] {
         // SAFETY: as `page_mut`, shared: the token is the only owner and `&self` bounds the
@@ -99,17 +109,19 @@ impl PageBuf {
         &mut self.page_mut()[..len]
     }
 
-    /// The frame: `len` bytes after the virtio-net header area (clamped to [`FRAME_ROOM`]).
+    /// The frame as NIC type `N` lays it out: `len` bytes after its header area
+    /// ([`Nic::FRAME_OFFSET`]; `len` clamped to [`frame_room`]).
     #[inline]
-    pub fn frame_mut(&mut self, len: usize) -> &mut [u8] {
-        let len = len.min(FRAME_ROOM);
-        &mut self.page_mut()[NET_HDR_LEN..NET_HDR_LEN + len]
+    pub fn frame_mut<N: Nic>(&mut self, len: usize) -> &mut [u8] {
+        let len = len.min(frame_room::<N>());
+        &mut self.page_mut()[N::FRAME_OFFSET..N::FRAME_OFFSET + len]
     }
 
-    /// The whole frame room ([`FRAME_ROOM`] bytes after the header area), to build a frame in.
+    /// The whole frame room of NIC type `N` ([`frame_room`] bytes after its header area), to
+    /// build a frame in.
     #[inline]
-    pub fn room_mut(&mut self) -> &mut [u8] {
-        &mut self.page_mut()[NET_HDR_LEN..]
+    pub fn room_mut<N: Nic>(&mut self) -> &mut [u8] {
+        &mut self.page_mut()[N::FRAME_OFFSET..]
     }
 }
 

@@ -9,7 +9,7 @@ use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
 use drivers::nic::Nic;
-use drivers::virtio_net::{rx_buffer_pages_for_mtu, DriverStats, RxBuf, RxStatus, QUEUE_SIZE};
+use drivers::nic::{buffer_pages_for_mtu, DriverStats, GiveBack, RxBuf, RxStatus, RING_SIZE};
 use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
@@ -29,20 +29,16 @@ pub const RX_FREE_THRESH: usize = 32;
 
 /// Count a page a fused burst from local port `p` hands back (`why`): `tx_ring_full` on the
 /// other port, or as [`count_rx_reject`] says. The caller recycles the page.
-pub(crate) fn count_give_back(
-    counters: &mut [PortCounters; PORTS],
-    p: usize,
-    why: drivers::virtio_net::GiveBack,
-) {
+pub(crate) fn count_give_back(counters: &mut [PortCounters; PORTS], p: usize, why: GiveBack) {
     match why {
-        drivers::virtio_net::GiveBack::TxFull => counters[1 - p].drop(DropReason::TxRingFull),
-        drivers::virtio_net::GiveBack::Rx(status) => count_rx_reject(&mut counters[p], status),
-        drivers::virtio_net::GiveBack::Multi { first } => {
+        GiveBack::TxFull => counters[1 - p].drop(DropReason::TxRingFull),
+        GiveBack::Rx(status) => count_rx_reject(&mut counters[p], status),
+        GiveBack::Multi { first } => {
             if first {
                 counters[p].drop(DropReason::TooBig);
             }
         }
-        drivers::virtio_net::GiveBack::Unused => {}
+        GiveBack::Unused => {}
     }
 }
 
@@ -89,7 +85,8 @@ pub trait Platform {
         core::hint::spin_loop();
     }
     /// Run `f` on a frame of `len` bytes held in `pages` as one linear, read-only slice: the
-    /// frame starts after the virtio-net header area of `pages[0]` and runs on from offset 0
+    /// frame starts after the NIC's header area of `pages[0]`
+    /// ([`Nic::FRAME_OFFSET`] of [`Platform::Nic`]) and runs on from offset 0
     /// of each following page (every page but the last full). The kernel maps the pages into
     /// this CPU's own window (a per-core view, `mem::kmap::LocalView`: unmapped with a local
     /// `invlpg`, no IPI); host tests copy. The pages stay the caller's.
@@ -256,7 +253,7 @@ pub struct Core<P: Platform> {
     pub(crate) fabric: &'static Fabric,
     /// Scratch arrays, allocated once.
     pub(crate) rx_scratch: [RxBuf; MAX_BURST],
-    pub(crate) page_scratch: [Pfn; QUEUE_SIZE],
+    pub(crate) page_scratch: [Pfn; RING_SIZE],
     /// Pages lost so far in the quit phases (reported with the final counters).
     pub(crate) quit_leaked: u64,
 }
@@ -318,15 +315,15 @@ impl<P: Platform> Core<P> {
                 len: 0,
                 status: RxStatus::Ok,
             }; MAX_BURST],
-            page_scratch: [Pfn(0); QUEUE_SIZE],
+            page_scratch: [Pfn(0); RING_SIZE],
             quit_leaked: 0,
         };
         for port in 0..PORTS {
             // A jumbo MTU: RX buffers of several pages, so each frame is one used element
-            // (`VirtioNet::set_rx_buffer_pages`); without indirect descriptors the device
+            // (`Nic::set_rx_buffer_pages`); without indirect descriptors the device
             // spreads such frames over one-page buffers (mergeable), which works too.
             let mtu = port_mtu(core.cfg.mtu[port], &*core.nics[port]);
-            let want = rx_buffer_pages_for_mtu(mtu);
+            let want = buffer_pages_for_mtu(mtu, <P::Nic as Nic>::FRAME_OFFSET);
             if want > 1 {
                 if let Err(e) = core.nics[port].set_rx_buffer_pages(want) {
                     log::warn!(
@@ -454,7 +451,7 @@ impl<P: Platform> Core<P> {
     /// scratch array).
     pub(crate) fn refill(&mut self, p: usize) {
         let per = self.nics[p].rx_buffer_pages().max(1);
-        let round = QUEUE_SIZE / per * per;
+        let round = RING_SIZE / per * per;
         loop {
             let want = (self.nics[p].rx_free_slots() * per).min(round);
             let mut n = 0;

@@ -3,13 +3,12 @@
 //! sync between cores, and the management plane's frames.
 
 use super::handoff::Handoff;
-use super::page::{PageBuf, FRAME_ROOM};
+use super::page::{frame_room, PageBuf};
 use super::pages::Pages;
 use super::percore::{count_give_back, Core, Deferred, MgmtPlane, Platform, RouteState};
+use core::marker::PhantomData;
 use drivers::nic::Nic;
-use drivers::virtio_net::{
-    ForwardOps, GiveBack, MultiFrame, RxVerdict, MAX_FRAME_BUFFERS, NET_HDR_LEN,
-};
+use drivers::nic::{ForwardOps, GiveBack, MultiFrame, RxVerdict, MAX_FRAME_PAGES};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::router::frag::Fragmenter;
@@ -24,16 +23,18 @@ pub const ROUTER_TIMER_NS: u64 = 10_000_000;
 /// Router mode: the dataplane's side of the fused burst (RX port `p`, fast TX out of the other
 /// port). A frame the router forwards out of the other port is sent by the burst itself; ARP
 /// frames and every other action are deferred (`RouteState::deferred`), a queued frame is
-/// left to the neighbour queue and a dropped one recycled on the spot.
-struct RouteOps<'a, M> {
+/// left to the neighbour queue and a dropped one recycled on the spot. `N`: the ports' NIC
+/// type (its frame offset lays out the pages this builds frames in).
+struct RouteOps<'a, M, N> {
     rs: &'a mut RouteState<M>,
     pages: &'a mut Pages,
     counters: &'a mut [PortCounters; PORTS],
     p: usize,
     now: u64,
+    nic: PhantomData<fn() -> N>,
 }
 
-impl<M> RouteOps<'_, M> {
+impl<M, N: Nic> RouteOps<'_, M, N> {
     #[inline(always)]
     fn recycle(&mut self, pfn: Pfn) {
         // SAFETY: the page came off port `p`'s RX ring, which only port `p`'s pool fills, and
@@ -76,7 +77,7 @@ impl<M> RouteOps<'_, M> {
         let egress = usize::from(port) % PORTS;
         let (pages, counters, rs) = (&mut *self.pages, &mut *self.counters, &mut *self.rs);
         let mut overflow = 0;
-        cut_fragments(
+        cut_fragments::<N>(
             pages,
             &mut counters[egress],
             segments,
@@ -101,7 +102,7 @@ impl<M> RouteOps<'_, M> {
     }
 }
 
-impl<M> ForwardOps for RouteOps<'_, M> {
+impl<M, N: Nic> ForwardOps for RouteOps<'_, M, N> {
     #[inline(never)]
     fn rx_page(&mut self) -> Option<Pfn> {
         self.pages.alloc(self.p).map(|page| page.into_raw().pfn)
@@ -156,6 +157,7 @@ impl<M> ForwardOps for RouteOps<'_, M> {
             lens,
             head,
             len,
+            ..
         } = frame;
         let fast = self.rs.router.forward_fast_len(self.p, head, len, self.now);
         if let Some((port, n)) = fast {
@@ -172,7 +174,7 @@ impl<M> ForwardOps for RouteOps<'_, M> {
     }
 }
 
-impl<M> RouteOps<'_, M> {
+impl<M, N: Nic> RouteOps<'_, M, N> {
     /// A hairpin of a multi-page frame ([`ForwardOps::forward_multi`]): not sent (the
     /// deferred path is one page), dropped as too big.
     #[cold]
@@ -200,13 +202,14 @@ impl<M> RouteOps<'_, M> {
             lens,
             head,
             len,
+            offset: N::FRAME_OFFSET,
         };
         let (len, pfn0) = (frame.len, frame.pages[0]);
         if self.rs.spare.is_none() {
             self.rs.spare = self.pages.alloc(0);
         }
         let icmp = match self.rs.spare.as_mut() {
-            Some(sp) => sp.room_mut(),
+            Some(sp) => sp.room_mut::<N>(),
             None => &mut [][..],
         };
         let action = self
@@ -283,7 +286,7 @@ impl<M> RouteOps<'_, M> {
     }
 }
 
-impl<M> RouteOps<'_, M> {
+impl<M, N: Nic> RouteOps<'_, M, N> {
     /// A multi-page frame for the management plane (e.g. a jumbo ping to the router): its
     /// other pages wait in the stash (`RouteState::multi`) beside the first, which is deferred
     /// with `Action::ToHost` (the management plane sees frames in order, after the burst).
@@ -291,12 +294,16 @@ impl<M> RouteOps<'_, M> {
     /// §5.1.6.4), else it is a `bad_desc` drop; no room to keep it is `mgmt_linear_failed`.
     fn multi_to_host(&mut self, frame: &MultiFrame<'_>) -> RxVerdict {
         let n = frame.pages.len();
-        let full = (2..=MAX_FRAME_BUFFERS).contains(&n)
+        let full = (2..=MAX_FRAME_PAGES).contains(&n)
             && frame.lens.len() == n
-            && frame.lens[..n - 1]
-                .iter()
-                .enumerate()
-                .all(|(i, &l)| usize::from(l) == if i == 0 { FRAME_ROOM } else { mm::PAGE_SIZE });
+            && frame.lens[..n - 1].iter().enumerate().all(|(i, &l)| {
+                usize::from(l)
+                    == if i == 0 {
+                        frame_room::<N>()
+                    } else {
+                        mm::PAGE_SIZE
+                    }
+            });
         if !full || frame.len > usize::from(u16::MAX) {
             self.counters[self.p].drop(DropReason::BadDesc);
             self.recycle_all(frame.pages);
@@ -333,7 +340,7 @@ impl<M> RouteOps<'_, M> {
             self.rs.spare = self.pages.alloc(0);
         }
         let icmp = match self.rs.spare.as_mut() {
-            Some(sp) => sp.room_mut(),
+            Some(sp) => sp.room_mut::<N>(),
             None => &mut [][..],
         };
         match self
@@ -383,7 +390,7 @@ const MAX_STAGED_FRAGMENTS: usize = 64;
 /// datagram the fragmenter refuses (malformed, MTU too small) is a `too_big` drop on
 /// `egress`; no page for the next fragment counts `no_buffer` (the fragments made so far go
 /// out).
-fn cut_fragments(
+fn cut_fragments<N: Nic>(
     pages: &mut Pages,
     egress: &mut PortCounters,
     segments: &[&[u8]],
@@ -399,7 +406,7 @@ fn cut_fragments(
             egress.no_buffer += 1;
             return;
         };
-        match frags.next_into(page.room_mut()) {
+        match frags.next_into(page.room_mut::<N>()) {
             Ok(Some(len)) => sink(pages, page, len),
             Ok(None) => {
                 pages.recycle(page);
@@ -418,12 +425,12 @@ impl<P: Platform> Core<P> {
     /// Receive a burst on local port `p`, route each frame, transmit what leaves, then run the
     /// router's pending events. Returns RX buffers completed.
     ///
-    /// One fused burst (`VirtioNet::forward_burst`, as `l2`): frames the router forwards out
+    /// One fused burst (`Nic::forward_burst`, as `l2`): frames the router forwards out
     /// of the other port go straight to its TX ring; the rest are handled after the burst.
     #[inline(always)]
     pub(crate) fn rx_route(&mut self, p: usize) -> usize {
         // An empty port costs one load here, before any of the burst's set-up.
-        if !self.nics[p].rx_has_used() {
+        if !self.nics[p].rx_ready() {
             return 0;
         }
         let q = 1 - p;
@@ -439,12 +446,13 @@ impl<P: Platform> Core<P> {
             let (rs, pages, counters) = ({ rs }, { pages }, { counters });
             let now = P::uptime_ns();
             rs.burst_ns = now;
-            RouteOps {
+            RouteOps::<_, P::Nic> {
                 rs,
                 pages,
                 counters,
                 p,
                 now,
+                nic: PhantomData,
             }
         };
         let [a, b] = &mut self.nics;
@@ -535,7 +543,10 @@ impl<P: Platform> Core<P> {
     #[inline(always)]
     fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
         let rs = self.route.as_mut().expect("router mode");
-        if let Some((port, len)) = rs.router.forward_fast(p, page.frame_mut(len), now) {
+        if let Some((port, len)) = rs
+            .router
+            .forward_fast(p, page.frame_mut::<P::Nic>(len), now)
+        {
             self.stage_tx(usize::from(port), page, len);
             return;
         }
@@ -549,7 +560,7 @@ impl<P: Platform> Core<P> {
     #[inline(never)]
     fn route_slow(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
         let handle = page.pfn();
-        let frame = page.frame_mut(len);
+        let frame = page.frame_mut::<P::Nic>(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too, but for the
         // requests for the port's address, which the router answers (smoltcp would answer
         // them a second time; it learns its peers from the replies to its own requests).
@@ -561,7 +572,7 @@ impl<P: Platform> Core<P> {
         self.ensure_spare();
         let rs = self.route.as_mut().expect("router mode");
         let icmp = match rs.spare.as_mut() {
-            Some(sp) => sp.room_mut(),
+            Some(sp) => sp.room_mut::<P::Nic>(),
             None => &mut [][..],
         };
         let action = rs.router.process_slow(p, frame, handle, now, icmp);
@@ -593,21 +604,21 @@ impl<P: Platform> Core<P> {
             Action::Queued => {
                 let _ = page.into_raw();
             }
-            Action::ToHost if len > FRAME_ROOM => {
+            Action::ToHost if len > frame_room::<P::Nic>() => {
                 // A multi-page frame (`RouteOps::multi_to_host`): its other pages are in the
                 // stash.
                 let rest = self.take_multi(page.pfn());
                 self.multi_to_mgmt(p, page, &rest, len);
             }
             Action::ToHost => {
-                self.copy_to_mgmt(p, page.frame_mut(len));
+                self.copy_to_mgmt(p, page.frame_mut::<P::Nic>(len));
                 self.pages.recycle(page)
             }
             Action::Consumed | Action::Drop(_) => self.pages.recycle(page),
             // A one-page datagram longer than the egress MTU (DF clear): fragments in fresh
             // pages, sent at once.
             Action::Fragment { port, mtu } => {
-                self.fragment_pages(&[page.frame_mut(len)], port, mtu);
+                self.fragment_pages(&[page.frame_mut::<P::Nic>(len)], port, mtu);
                 self.pages.recycle(page);
                 self.flush_all();
             }
@@ -634,7 +645,7 @@ impl<P: Platform> Core<P> {
         let port = port % PORTS;
         let mut parts: heapless::Vec<(Pfn, usize), 4> = heapless::Vec::new();
         let raw = first.into_raw();
-        let head = len.min(FRAME_ROOM);
+        let head = len.min(frame_room::<P::Nic>());
         let _ = parts.push((raw.pfn, head));
         let mut left = len - head;
         for &pfn in rest {
@@ -685,7 +696,7 @@ impl<P: Platform> Core<P> {
         let egress = usize::from(port) % PORTS;
         let mut made: heapless::Vec<(PageBuf, usize), MAX_STAGED_FRAGMENTS> = heapless::Vec::new();
         let mut extra = 0;
-        cut_fragments(
+        cut_fragments::<P::Nic>(
             &mut self.pages,
             &mut self.counters[egress],
             segments,
@@ -784,8 +795,8 @@ impl<P: Platform> Core<P> {
                 }
                 return;
             }
-            let len = usize::from(h.len).min(FRAME_ROOM);
-            self.mgmt_rx(h.page.frame_mut(len));
+            let len = usize::from(h.len).min(frame_room::<P::Nic>());
+            self.mgmt_rx(h.page.frame_mut::<P::Nic>(len));
             self.pages.recycle(h.page);
         });
         if n > 0 {
@@ -884,7 +895,7 @@ impl<P: Platform> Core<P> {
             }
             return;
         };
-        let whole = pages.len() == (NET_HDR_LEN + len).div_ceil(mm::PAGE_SIZE);
+        let whole = pages.len() == (P::Nic::FRAME_OFFSET + len).div_ceil(mm::PAGE_SIZE);
         if !whole {
             // The stash had not kept its other pages.
             rs.sync.mgmt_linear_failed += 1;
@@ -919,8 +930,8 @@ impl<P: Platform> Core<P> {
                 .mgmt_handoff_dropped += 1;
             return;
         };
-        let len = frame.len().min(FRAME_ROOM);
-        page.frame_mut(len).copy_from_slice(&frame[..len]);
+        let len = frame.len().min(frame_room::<P::Nic>());
+        page.frame_mut::<P::Nic>(len).copy_from_slice(&frame[..len]);
         self.push_mgmt(Handoff::one(page, len as u16, port as u8));
     }
 
@@ -952,7 +963,7 @@ impl<P: Platform> Core<P> {
                 return;
             };
             let out = match rs.spare.as_mut() {
-                Some(sp) => sp.room_mut(),
+                Some(sp) => sp.room_mut::<P::Nic>(),
                 None => &mut [][..],
             };
             let ev = rs.router.poll(now, out);
@@ -976,13 +987,13 @@ impl<P: Platform> Core<P> {
                     // and hands it back now.
                     let mut page = unsafe { self.pages.adopt(handle) };
                     let rest = self.take_multi(handle);
-                    if len > FRAME_ROOM || !rest.is_empty() {
+                    if len > frame_room::<P::Nic>() || !rest.is_empty() {
                         // A multi-page frame released by ARP: sent as a chain of its pages.
-                        set_macs(page.frame_mut(FRAME_ROOM), dst, src);
+                        set_macs(page.frame_mut::<P::Nic>(frame_room::<P::Nic>()), dst, src);
                         self.send_multi(usize::from(port), page, &rest, len);
                         continue;
                     }
-                    set_macs(page.frame_mut(len), dst, src);
+                    set_macs(page.frame_mut::<P::Nic>(len), dst, src);
                     self.stage_tx(usize::from(port), page, len);
                 }
                 Some(Event::Fragment {
@@ -996,10 +1007,10 @@ impl<P: Platform> Core<P> {
                     // SAFETY: as for Transmit: handed back by the router's queue.
                     let mut page = unsafe { self.pages.adopt(handle) };
                     let rest = self.take_multi(handle);
-                    let head = len.min(FRAME_ROOM);
-                    set_macs(page.frame_mut(head), dst, src);
+                    let head = len.min(frame_room::<P::Nic>());
+                    set_macs(page.frame_mut::<P::Nic>(head), dst, src);
                     let mut segs: heapless::Vec<&[u8], 4> = heapless::Vec::new();
-                    let _ = segs.push(page.frame_mut(head));
+                    let _ = segs.push(page.frame_mut::<P::Nic>(head));
                     let mut left = len - head;
                     for &pfn in &rest {
                         let take = left.min(mm::PAGE_SIZE);
@@ -1054,7 +1065,7 @@ impl<P: Platform> Core<P> {
     fn mgmt_drain(&mut self, m: &mut P::Mgmt) {
         let port = m.port().min(PORTS - 1);
         m.drain_tx(&mut |f| {
-            if f.len() > FRAME_ROOM {
+            if f.len() > frame_room::<P::Nic>() {
                 self.send_copy_chain(port, f);
                 return;
             }
@@ -1063,23 +1074,23 @@ impl<P: Platform> Core<P> {
                 return;
             };
             let len = f.len();
-            page.frame_mut(len).copy_from_slice(f);
+            page.frame_mut::<P::Nic>(len).copy_from_slice(f);
             self.stage_tx(port, page, len);
         });
     }
 
-    /// Send `frame` (longer than one page's [`FRAME_ROOM`]) on local port `port` as one
+    /// Send `frame` (longer than one page's [`frame_room`]) on local port `port` as one
     /// descriptor chain of fresh pages from that port's pool, copied in (after what is staged
     /// for the port: order kept). Longer than a chain carries: `too_big`; no page:
     /// `no_buffer`; ring full: `tx_ring_full` (every page taken goes back).
     fn send_copy_chain(&mut self, port: usize, frame: &[u8]) {
-        let n = (NET_HDR_LEN + frame.len()).div_ceil(mm::PAGE_SIZE);
-        if n > MAX_FRAME_BUFFERS {
+        let n = (P::Nic::FRAME_OFFSET + frame.len()).div_ceil(mm::PAGE_SIZE);
+        if n > MAX_FRAME_PAGES {
             self.counters[port].drop(DropReason::TooBig);
             return;
         }
-        let mut pages: heapless::Vec<PageBuf, MAX_FRAME_BUFFERS> = heapless::Vec::new();
-        let mut parts: heapless::Vec<(Pfn, usize), MAX_FRAME_BUFFERS> = heapless::Vec::new();
+        let mut pages: heapless::Vec<PageBuf, MAX_FRAME_PAGES> = heapless::Vec::new();
+        let mut parts: heapless::Vec<(Pfn, usize), MAX_FRAME_PAGES> = heapless::Vec::new();
         let mut rest = frame;
         while !rest.is_empty() {
             let Some(mut page) = self.pages.alloc(port) else {
@@ -1090,8 +1101,9 @@ impl<P: Platform> Core<P> {
                 return;
             };
             let take = if pages.is_empty() {
-                let take = rest.len().min(FRAME_ROOM);
-                page.frame_mut(take).copy_from_slice(&rest[..take]);
+                let take = rest.len().min(frame_room::<P::Nic>());
+                page.frame_mut::<P::Nic>(take)
+                    .copy_from_slice(&rest[..take]);
                 take
             } else {
                 let take = rest.len().min(mm::PAGE_SIZE);
@@ -1100,7 +1112,7 @@ impl<P: Platform> Core<P> {
             };
             rest = &rest[take..];
             let _ = parts.push((page.pfn(), take));
-            // At most `n` <= MAX_FRAME_BUFFERS pages: fits.
+            // At most `n` <= MAX_FRAME_PAGES pages: fits.
             let _ = pages.push(page);
         }
         let owner = self.pages.pool_id(port);

@@ -1,7 +1,7 @@
 //! Snapshots: a core's counters copied for another core (the boot CPU's `stats`, `pools`,
 //! `/metrics` and `quit`). The control plane formats these, never the live per-core state.
 
-use drivers::virtio_net::DriverStats;
+use drivers::nic::DriverStats;
 use mm::page_pool::{PagePool, PagePoolStats, RefillMode};
 use netstack::config::PORTS;
 use netstack::router::RouterCounters;

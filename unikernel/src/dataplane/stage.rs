@@ -1,7 +1,7 @@
 //! [`TxStage`]: frames staged for TX during a burst, per local port (flushed by `tx`).
 
 use super::page::{PageBuf, RawPage};
-use drivers::virtio_net::TxBuf;
+use drivers::nic::TxBuf;
 use mm::Pfn;
 use netstack::config::{MAX_BURST, PORTS};
 

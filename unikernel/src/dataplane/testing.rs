@@ -1,4 +1,4 @@
-//! The host rig (`cfg(test)` or feature `host-rig`): real `Core`s over real `VirtioNet` drivers whose devices are played by
+//! The host rig (`cfg(test)` or feature `host-rig`): real `Core`s over real virtio-net drivers whose devices are played by
 //! `drivers::sim` on the drivers' own split-ring memory, pages from a real `mm::Zone` backed by
 //! host memory (page frame number = host address >> 12, so `PageBuf` bytes are real).
 //!
@@ -11,9 +11,10 @@ use crate::dataplane::{
     Core, CoreParams, CoreRouter, Fabric, LinearError, MgmtPlane, PageBuf, Platform, QuitPhase,
 };
 use core::cell::Cell;
-use drivers::sim::{HostHal, SimDevice, SimShared, SimTransport};
-use drivers::virtio_net::VirtioNet;
-use drivers::virtio_net::NET_HDR_LEN;
+use core::marker::PhantomData;
+use drivers::nic::Nic;
+use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
+use drivers::sim::{HostSimDd, HostSimNet, SimDevice, SimShared, SimTransport};
 use mm::{Page, PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
 use netstack::router::{PortConfig, Router, RouterConfig};
@@ -84,14 +85,76 @@ impl MgmtPlane for FakeMgmt {
     }
 }
 
-/// The test platform.
-pub struct TestPlatform;
+/// The test platform, its ports of NIC type `N`.
+pub struct TestPlatformOf<N>(PhantomData<N>);
 
-/// A driver on a simulated device.
-pub type SimNic = VirtioNet<HostHal, SimTransport<'static>>;
+/// The test platform on virtio-net ports (most tests).
+pub type TestPlatform = TestPlatformOf<SimNic>;
 
-impl Platform for TestPlatform {
-    type Nic = SimNic;
+/// A virtio-net driver on a simulated device.
+pub type SimNic = HostSimNet<'static>;
+
+/// The DD-bit driver (`drivers::ddnic`, 0 header bytes, DD completion) on a simulated NIC.
+pub type SimDd = HostSimDd<'static>;
+
+/// The player of a port's simulated device, as the rig's tests drive it.
+pub trait SimPlayer {
+    /// Deliver `frame` `n` times into the port's RX ring; returns how many were delivered.
+    fn deliver_rx(&mut self, frame: &[u8], n: usize) -> usize;
+    /// Send every frame posted on the port's TX ring, each shown to `f`; returns how many.
+    fn complete_tx(&mut self, f: impl FnMut(&[u8])) -> usize;
+}
+
+impl SimPlayer for SimDevice<'static> {
+    fn deliver_rx(&mut self, frame: &[u8], n: usize) -> usize {
+        SimDevice::deliver_rx(self, frame, n)
+    }
+    fn complete_tx(&mut self, f: impl FnMut(&[u8])) -> usize {
+        SimDevice::complete_tx(self, f)
+    }
+}
+
+impl SimPlayer for SimDdDevice<'static> {
+    fn deliver_rx(&mut self, frame: &[u8], n: usize) -> usize {
+        SimDdDevice::deliver_rx(self, frame, n)
+    }
+    fn complete_tx(&mut self, f: impl FnMut(&[u8])) -> usize {
+        SimDdDevice::complete_tx(self, f)
+    }
+}
+
+/// A NIC type the rig builds ports of: the driver on a simulated device, and the device's
+/// player.
+pub trait SimPort: Nic + Sized {
+    /// The device's player.
+    type Dev: SimPlayer;
+    /// A port with MAC `mac` (device memory leaked) and its player.
+    fn sim_port(mac: [u8; 6]) -> (Self, Self::Dev);
+}
+
+impl SimPort for SimNic {
+    type Dev = SimDevice<'static>;
+    fn sim_port(mac: [u8; 6]) -> (Self, Self::Dev) {
+        let s: &'static SimShared = Box::leak(Box::new(SimShared::new(mac)));
+        let nic = SimNic::new(SimTransport::new(s)).expect("sim init");
+        // SAFETY: the HostHal rings and the zone's pages are host memory at their "physical"
+        // address; nothing else plays this device.
+        (nic, unsafe { SimDevice::new(s) })
+    }
+}
+
+impl SimPort for SimDd {
+    type Dev = SimDdDevice<'static>;
+    fn sim_port(mac: [u8; 6]) -> (Self, Self::Dev) {
+        let s: &'static SimDdShared = Box::leak(Box::new(SimDdShared::new(mac)));
+        let nic = SimDd::new(SimDdRegs(s)).expect("ring memory");
+        // SAFETY: as for the virtio-net port.
+        (nic, unsafe { SimDdDevice::new(s) })
+    }
+}
+
+impl<N: Nic> Platform for TestPlatformOf<N> {
+    type Nic = N;
     type Mgmt = FakeMgmt;
     fn cycles() -> u64 {
         CYCLES.with(|c| {
@@ -120,7 +183,7 @@ impl Platform for TestPlatform {
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), LinearError> {
         let n = pages.len();
-        let end = NET_HDR_LEN + len;
+        let end = <Self::Nic as Nic>::FRAME_OFFSET + len;
         if n == 0 || n > 16 || end > n * PAGE_SIZE || end <= (n - 1) * PAGE_SIZE {
             return Err(LinearError::Layout);
         }
@@ -129,7 +192,7 @@ impl Platform for TestPlatform {
             bytes.extend_from_slice(p.page());
         }
         LINEAR.with(|c| c.set(c.get() + 1));
-        f(&bytes[NET_HDR_LEN..end]);
+        f(&bytes[<Self::Nic as Nic>::FRAME_OFFSET..end]);
         Ok(())
     }
     fn write_metrics(_: &[PairSnap], _: &u64, w: &mut dyn core::fmt::Write) {
@@ -156,30 +219,36 @@ pub fn port_mac(i: usize) -> MacAddr {
     MacAddr([0x52, 0x54, 0, 0, 0, i as u8 + 1])
 }
 
-/// One core with its two simulated ports.
-pub struct SimCore {
+/// One core with its two simulated ports of NIC type `N`.
+pub struct SimCoreOf<N: SimPort> {
     /// The core.
-    pub core: Core<TestPlatform>,
+    pub core: Core<TestPlatformOf<N>>,
     /// The device players of its ports 0 and 1.
-    pub dev: [SimDevice<'static>; PORTS],
+    pub dev: [N::Dev; PORTS],
 }
 
-/// Cores over one zone and fabric.
-pub struct Rig {
+/// One core on virtio-net ports.
+pub type SimCore = SimCoreOf<SimNic>;
+
+/// Cores over one zone and fabric, on virtio-net ports.
+pub type Rig = RigOf<SimNic>;
+
+/// Cores over one zone and fabric, their ports of NIC type `N`.
+pub struct RigOf<N: SimPort> {
     /// The zone every page comes from.
     pub zone: &'static Zone,
     /// The fabric the cores share.
     pub fabric: &'static Fabric,
     /// The cores, in pair order.
-    pub cores: Vec<SimCore>,
+    pub cores: Vec<SimCoreOf<N>>,
     /// The zone's free pages before the cores were built.
     pub free_at_start: u64,
 }
 
-impl Rig {
+impl<N: SimPort> RigOf<N> {
     /// `n` cores with configuration `cmdline`, over a zone of `pages` pages. In router mode each
     /// core gets a router over one FIB; core 0 gets a [`FakeMgmt`] if the config has one.
-    pub fn new(cmdline: &str, n: usize, pages: usize) -> Rig {
+    pub fn new(cmdline: &str, n: usize, pages: usize) -> Self {
         let cfg = Config::parse(cmdline).unwrap_or_else(|e| panic!("{cmdline}: {e}"));
         let zone = zone(pages);
         let free_at_start = zone.free_pages();
@@ -188,10 +257,9 @@ impl Rig {
         let fib = (cfg.mode == netstack::Mode::Router).then(|| build_fib(&cfg));
         let cores = (0..n)
             .map(|k| {
-                let shared: [&'static SimShared; PORTS] = core::array::from_fn(|j| {
-                    &*Box::leak(Box::new(SimShared::new(port_mac(PORTS * k + j).0)))
-                });
-                let nics = shared.map(|s| VirtioNet::new(SimTransport::new(s)).expect("sim init"));
+                let [(n0, d0), (n1, d1)] =
+                    core::array::from_fn(|j| N::sim_port(port_mac(PORTS * k + j).0));
+                let nics = [n0, n1];
                 let macs = [port_mac(PORTS * k), port_mac(PORTS * k + 1)];
                 let router = fib.map(|f| {
                     CoreRouter::new(
@@ -217,13 +285,13 @@ impl Rig {
                     mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
                 })
                 .unwrap();
-                // SAFETY: the HostHal rings and the zone's pages are host memory at their
-                // "physical" address; nothing else plays these devices.
-                let dev = shared.map(|s| unsafe { SimDevice::new(s) });
-                SimCore { core, dev }
+                SimCoreOf {
+                    core,
+                    dev: [d0, d1],
+                }
             })
             .collect();
-        Rig {
+        RigOf {
             zone,
             fabric,
             cores,

@@ -4,7 +4,7 @@
 use super::page::{PageBuf, RawPage};
 use super::percore::{Core, Platform};
 use drivers::nic::Nic;
-use drivers::virtio_net::{TxBuf, MAX_FRAME_BUFFERS, QUEUE_SIZE};
+use drivers::nic::{TxBuf, MAX_FRAME_PAGES, RING_SIZE};
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
 use netstack::{DropReason, PoolMode};
@@ -116,16 +116,16 @@ impl<P: Platform> Core<P> {
             // The fast path: completions of the other port's pool straight into its alloc
             // cache; any other page (another core's, the router's ICMP pages) afterwards.
             let owner = self.pages.pool_id(expect);
-            // At most QUEUE_SIZE completions per call, each a frame of at most
-            // MAX_FRAME_BUFFERS pages (a hairpinned jumbo frame of this port's own pool): always
-            // room (16 KiB of stack; with QUEUE_SIZE alone a ring of such frames lost pages).
-            let mut other: heapless::Vec<RawPage, { QUEUE_SIZE * MAX_FRAME_BUFFERS }> =
+            // At most RING_SIZE completions per call, each a frame of at most
+            // MAX_FRAME_PAGES pages (a hairpinned jumbo frame of this port's own pool): always
+            // room (16 KiB of stack; with RING_SIZE alone a ring of such frames lost pages).
+            let mut other: heapless::Vec<RawPage, { RING_SIZE * MAX_FRAME_PAGES }> =
                 heapless::Vec::new();
             let nic = &mut self.nics[q];
             let pool = &mut self.pages.pools[expect];
             let (cached, total) = nic.tx_reclaim_into(owner, pool.recycle_room(), |pfn, pool| {
                 let pushed = other.push(RawPage { pfn, pool });
-                debug_assert!(pushed.is_ok(), "room for every page of QUEUE_SIZE frames");
+                debug_assert!(pushed.is_ok(), "room for every page of RING_SIZE frames");
             });
             pool.recycled(cached);
             for &raw in &other {

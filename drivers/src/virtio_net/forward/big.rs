@@ -400,6 +400,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             lens: &lens[..N],
             head,
             len,
+            offset: NET_HDR_LEN,
         }) {
             RxVerdict::Forward => N,
             v => chain_verdict(v, len, N, &pages, &mut lens, ops, rare),

@@ -2,6 +2,8 @@
 //! split-ring memory, pages from a real zone. Every test ends with `quit` and checks that
 //! every page came back.
 
+mod ddnic;
+
 use super::page::{PageBuf, RawPage};
 use super::testing as rig;
 use super::QuitPhase;
@@ -428,12 +430,20 @@ fn page_token_bytes_are_the_page_after_its_header_area() {
     };
     // SAFETY: a fresh page from the zone, ours.
     let mut page = unsafe { PageBuf::from_raw(raw) };
-    page.frame_mut(4).copy_from_slice(&[1, 2, 3, 4]);
-    assert_eq!(page.frame_mut(8)[..4], [1, 2, 3, 4]);
-    assert_eq!(page.room_mut().len(), super::page::FRAME_ROOM);
+    type N = rig::SimNic;
+    let room = super::page::frame_room::<N>();
+    assert_eq!(room, mm::PAGE_SIZE - 12, "virtio-net: 12 header bytes");
+    page.frame_mut::<N>(4).copy_from_slice(&[1, 2, 3, 4]);
+    assert_eq!(page.frame_mut::<N>(8)[..4], [1, 2, 3, 4]);
     assert_eq!(
-        page.frame_mut(1 << 20).len(),
-        super::page::FRAME_ROOM,
+        page.page()[12..16],
+        [1, 2, 3, 4],
+        "the frame starts after the header area"
+    );
+    assert_eq!(page.room_mut::<N>().len(), room);
+    assert_eq!(
+        page.frame_mut::<N>(1 << 20).len(),
+        room,
         "clamped to the page"
     );
     z.free_pages_order(page.into_raw().pfn, 0);

@@ -1,0 +1,610 @@
+//! A poll-mode driver for a NIC that completes descriptors by writing a Descriptor Done (DD)
+//! bit back, with tail registers for the driver's side of each ring: the shape of Intel's
+//! 8254x/e1000e with legacy descriptors (Intel, *PCI/PCI-X Family of Gigabit Ethernet
+//! Controllers Software Developer's Manual* (8254x SDM): §3.2 receive, §3.3 transmit, §13
+//! registers). Today it runs on the simulated device of [`crate::sim::dd`] (host tests, the
+//! proof that the packet contract, [`crate::nic`], names no virtio); an e1000e driver for real
+//! hardware will have the same rings and a register block behind a BAR ([`DdRegs`]).
+//!
+//! Rings: one RX and one TX ring of [`RING_SIZE`] 16-byte descriptors each, in one DMA page
+//! each (`RDBAL`/`RDBAH`/`RDLEN`, `TDBAL`/`TDBAH`/`TDLEN`). The hardware owns the descriptors
+//! from its head (`RDH`/`TDH`, which only it moves) up to the tail the driver writes
+//! (`RDT`/`TDT`); a ring holds at most `RING_SIZE - 1` buffers (head == tail is empty).
+//!
+//! * RX (§3.2.3): the driver writes a page's address into the descriptor at the tail, clears
+//!   its status and moves `RDT` on. The NIC writes the frame **at the buffer's start** (no
+//!   header before it: [`Nic::FRAME_OFFSET`] is 0), the length, and the status `DD | EOP`
+//!   (a frame larger than the buffer spans several descriptors, `EOP` on its last; errors in
+//!   `errors`). The driver finds completions by reading `DD` from its next-to-clean on: it
+//!   reads no head register and no used index.
+//! * TX (§3.3.3): the driver writes address, length and `CMD = EOP | IFCS | RS` at the tail and
+//!   moves `TDT` on; the NIC sends the frame and writes `DD` into the descriptor's status
+//!   (`RS`: report status). Completion walks `DD` from next-to-clean, in ring order.
+//!
+//! Each tail write is the NIC's notification (counted as `kicks_rx`/`kicks_tx`): RX re-posts
+//! are published every [`RX_PUBLISH_BATCH`] buffers and at [`Nic::rx_publish`], TX posts once
+//! per burst. The fused burst is the neutral one ([`crate::nic::forward_staged`]): this driver
+//! has no loop of its own (docs/DESIGN.md, "The NIC contract").
+//!
+//! Identity mapping: a page's physical address is its virtual address (the kernel's one
+//! address space; host memory in tests).
+
+use crate::nic::{
+    forward_staged, BurstStats, DriverStats, ForwardOps, Nic, RxBuf, RxBufferPagesError, RxStatus,
+    TxBuf, TxDone, RING_SIZE,
+};
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use core::sync::atomic::{fence, Ordering};
+use mm::{Pfn, PAGE_SIZE};
+use virtio_drivers::{BufferDirection, Hal};
+
+/// Device Control (§13.4.1).
+pub const CTRL: usize = 0x0000;
+/// `CTRL.RST`: device reset (§13.4.1; self-clearing).
+pub const CTRL_RST: u32 = 1 << 26;
+/// Receive Control (§13.4.22).
+pub const RCTL: usize = 0x0100;
+/// `RCTL.EN`: receiver enable.
+pub const RCTL_EN: u32 = 1 << 1;
+/// Transmit Control (§13.4.33).
+pub const TCTL: usize = 0x0400;
+/// `TCTL.EN`: transmitter enable.
+pub const TCTL_EN: u32 = 1 << 1;
+/// Receive Descriptor Base Address Low (§13.4.27).
+pub const RDBAL: usize = 0x2800;
+/// Receive Descriptor Base Address High.
+pub const RDBAH: usize = 0x2804;
+/// Receive Descriptor Length, bytes (a multiple of 128).
+pub const RDLEN: usize = 0x2808;
+/// Receive Descriptor Head (the NIC's).
+pub const RDH: usize = 0x2810;
+/// Receive Descriptor Tail (the driver's).
+pub const RDT: usize = 0x2818;
+/// Transmit Descriptor Base Address Low (§13.4.38).
+pub const TDBAL: usize = 0x3800;
+/// Transmit Descriptor Base Address High.
+pub const TDBAH: usize = 0x3804;
+/// Transmit Descriptor Length, bytes.
+pub const TDLEN: usize = 0x3808;
+/// Transmit Descriptor Head (the NIC's).
+pub const TDH: usize = 0x3810;
+/// Transmit Descriptor Tail (the driver's).
+pub const TDT: usize = 0x3818;
+/// Receive Address Low of entry 0: the MAC's first four bytes, little-endian (§13.4.62).
+pub const RAL0: usize = 0x5400;
+/// Receive Address High of entry 0: the MAC's last two bytes, and `AV` (bit 31).
+pub const RAH0: usize = 0x5404;
+
+/// Descriptor status: Descriptor Done (RX §3.2.3.1, TX §3.3.3.2).
+pub const STA_DD: u8 = 1 << 0;
+/// RX descriptor status: End Of Packet (the frame's last descriptor).
+pub const RXSTA_EOP: u8 = 1 << 1;
+/// TX descriptor command: End Of Packet.
+pub const TXCMD_EOP: u8 = 1 << 0;
+/// TX descriptor command: Insert FCS.
+pub const TXCMD_IFCS: u8 = 1 << 1;
+/// TX descriptor command: Report Status (write `DD` back when sent).
+pub const TXCMD_RS: u8 = 1 << 3;
+
+/// RX buffers re-posted before the driver writes `RDT` (Linux e1000's
+/// `E1000_RX_BUFFER_WRITE` is 16; 32 as the virtio driver's publish batch).
+pub const RX_PUBLISH_BATCH: usize = 32;
+
+/// A legacy receive descriptor (§3.2.3), 16 bytes.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+pub struct RxDesc {
+    /// Buffer address (physical).
+    pub addr: u64,
+    /// Bytes the NIC wrote into this buffer.
+    pub length: u16,
+    /// Packet checksum (unused).
+    pub csum: u16,
+    /// `DD`, `EOP`, ….
+    pub status: u8,
+    /// Receive errors (any set: a bad frame).
+    pub errors: u8,
+    /// VLAN tag (unused).
+    pub special: u16,
+}
+
+/// A legacy transmit descriptor (§3.3.3), 16 bytes.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+pub struct TxDesc {
+    /// Buffer address (physical).
+    pub addr: u64,
+    /// Bytes to send from this buffer.
+    pub length: u16,
+    /// Checksum offset (unused).
+    pub cso: u8,
+    /// `EOP`, `IFCS`, `RS`.
+    pub cmd: u8,
+    /// `DD` once sent.
+    pub status: u8,
+    /// Checksum start (unused).
+    pub css: u8,
+    /// VLAN tag (unused).
+    pub special: u16,
+}
+
+const _: () = assert!(core::mem::size_of::<RxDesc>() == 16 && core::mem::size_of::<TxDesc>() == 16);
+const _: () = assert!(RING_SIZE * 16 == PAGE_SIZE, "each ring is one DMA page");
+
+/// The NIC's register block. Reads and writes are the device's (MMIO on hardware: volatile,
+/// with side effects; [`crate::sim::dd::SimDdRegs`] in tests).
+pub trait DdRegs {
+    /// Read the 32-bit register at byte offset `reg`.
+    fn read(&self, reg: usize) -> u32;
+    /// Write the 32-bit register at byte offset `reg`.
+    fn write(&self, reg: usize, val: u32);
+}
+
+/// A descriptor ring in one DMA page.
+struct Ring<H: Hal, D> {
+    base: NonNull<D>,
+    paddr: u64,
+    _hal: PhantomData<H>,
+}
+
+impl<H: Hal, D> Ring<H, D> {
+    /// A zeroed page of descriptors, or `None` when DMA memory ran out.
+    fn new() -> Option<Self> {
+        let (paddr, vaddr) = H::dma_alloc(1, BufferDirection::Both);
+        if paddr == 0 {
+            return None;
+        }
+        Some(Ring {
+            base: vaddr.cast(),
+            paddr,
+            _hal: PhantomData,
+        })
+    }
+
+    /// Descriptor `i` (masked to the ring).
+    #[inline(always)]
+    fn at(&self, i: usize) -> *mut D {
+        // SAFETY: the page holds RING_SIZE descriptors; the index is masked into it.
+        unsafe { self.base.as_ptr().add(i & (RING_SIZE - 1)) }
+    }
+}
+
+impl<H: Hal, D> Drop for Ring<H, D> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `new` with one page; the NIC was reset (the driver's drop)
+        // before its rings go.
+        unsafe { H::dma_dealloc(self.paddr, self.base.cast(), 1) };
+    }
+}
+
+/// Why [`DdNic::new`] failed.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum DdInitError {
+    /// No DMA memory for a descriptor ring.
+    NoRingMemory,
+}
+
+/// A DD-bit NIC with one RX and one TX ring, owned by one core (not `Sync`).
+pub struct DdNic<H: Hal, R: DdRegs> {
+    regs: R,
+    rx: Ring<H, RxDesc>,
+    tx: Ring<H, TxDesc>,
+    /// Page behind each RX descriptor.
+    rx_pages: [Pfn; RING_SIZE],
+    /// Page and owner tag behind each TX descriptor.
+    tx_pages: [TxDone; RING_SIZE],
+    /// RX: next descriptor to read `DD` from (the oldest posted).
+    rx_clean: usize,
+    /// RX: the tail, where the next buffer is posted (`RDT` once published).
+    rx_tail: usize,
+    /// RX descriptors posted (the NIC's or done, not yet cleaned).
+    rx_posted: usize,
+    /// RX re-posts not yet published to `RDT`.
+    rx_unpublished: usize,
+    /// RX: continuation descriptors of a frame larger than one buffer follow (dropped).
+    rx_skip: bool,
+    /// TX: next descriptor to read `DD` from.
+    tx_clean: usize,
+    /// TX: the tail (`TDT` once published).
+    tx_tail: usize,
+    /// TX descriptors posted, not yet cleaned.
+    tx_posted: usize,
+    mac: [u8; 6],
+    stats: DriverStats,
+}
+
+impl<H: Hal, R: DdRegs> DdNic<H, R> {
+    /// Reset the NIC, give it an RX and a TX ring (empty: head = tail = 0) and enable both;
+    /// the MAC is read from `RAL0`/`RAH0`.
+    ///
+    /// # Errors
+    /// [`DdInitError::NoRingMemory`]: no DMA page for a ring (the NIC is left reset).
+    pub fn new(regs: R) -> Result<Self, DdInitError> {
+        regs.write(CTRL, CTRL_RST);
+        let rx = Ring::<H, RxDesc>::new().ok_or(DdInitError::NoRingMemory)?;
+        let tx = Ring::<H, TxDesc>::new().ok_or(DdInitError::NoRingMemory)?;
+        let len = (RING_SIZE * 16) as u32;
+        regs.write(RDBAL, rx.paddr as u32);
+        regs.write(RDBAH, (rx.paddr >> 32) as u32);
+        regs.write(RDLEN, len);
+        regs.write(RDH, 0);
+        regs.write(RDT, 0);
+        regs.write(TDBAL, tx.paddr as u32);
+        regs.write(TDBAH, (tx.paddr >> 32) as u32);
+        regs.write(TDLEN, len);
+        regs.write(TDH, 0);
+        regs.write(TDT, 0);
+        let (lo, hi) = (regs.read(RAL0).to_le_bytes(), regs.read(RAH0).to_le_bytes());
+        let mac = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]];
+        regs.write(RCTL, RCTL_EN);
+        regs.write(TCTL, TCTL_EN);
+        Ok(DdNic {
+            regs,
+            rx,
+            tx,
+            rx_pages: [Pfn(0); RING_SIZE],
+            tx_pages: [TxDone {
+                pfn: Pfn(0),
+                owner: 0,
+            }; RING_SIZE],
+            rx_clean: 0,
+            rx_tail: 0,
+            rx_posted: 0,
+            rx_unpublished: 0,
+            rx_skip: false,
+            tx_clean: 0,
+            tx_tail: 0,
+            tx_posted: 0,
+            mac,
+            stats: DriverStats::default(),
+        })
+    }
+
+    /// The RX descriptor at `i`'s status, read as the NIC left it.
+    #[inline(always)]
+    fn rx_status(&self, i: usize) -> u8 {
+        // SAFETY: a descriptor of our ring; the NIC writes it concurrently, hence volatile.
+        unsafe { core::ptr::addr_of!((*self.rx.at(i)).status).read_volatile() }
+    }
+
+    /// The TX descriptor at `i`'s status.
+    #[inline(always)]
+    fn tx_status(&self, i: usize) -> u8 {
+        // SAFETY: as `rx_status`.
+        unsafe { core::ptr::addr_of!((*self.tx.at(i)).status).read_volatile() }
+    }
+
+    /// Write an RX descriptor for `pfn` at the tail (status cleared), not yet published.
+    #[inline(always)]
+    fn rx_post_one(&mut self, pfn: Pfn) {
+        let i = self.rx_tail;
+        let d = RxDesc {
+            addr: pfn.addr(),
+            ..RxDesc::default()
+        };
+        // SAFETY: the tail descriptor is the driver's (not yet given by `RDT`).
+        unsafe { self.rx.at(i).write_volatile(d) };
+        self.rx_pages[i] = pfn;
+        self.rx_tail = (i + 1) & (RING_SIZE - 1);
+        self.rx_posted += 1;
+        self.rx_unpublished += 1;
+    }
+
+    /// Publish the RX tail: every descriptor before it is the NIC's.
+    #[inline]
+    fn rx_write_tail(&mut self) {
+        if self.rx_unpublished > 0 {
+            fence(Ordering::Release);
+            self.regs.write(RDT, self.rx_tail as u32);
+            self.rx_unpublished = 0;
+            self.stats.kicks_rx += 1;
+        }
+    }
+
+    /// Pop one completed RX descriptor: its page and what it carried, or `None`.
+    #[inline(always)]
+    fn rx_pop(&mut self) -> Option<RxBuf> {
+        if self.rx_posted == 0 {
+            return None;
+        }
+        let i = self.rx_clean;
+        let status = self.rx_status(i);
+        if status & STA_DD == 0 {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: DD is set: the NIC is done with the descriptor.
+        let d = unsafe { self.rx.at(i).read_volatile() };
+        let pfn = self.rx_pages[i];
+        self.rx_pages[i] = Pfn(0);
+        self.rx_clean = (i + 1) & (RING_SIZE - 1);
+        self.rx_posted -= 1;
+        let len = usize::from(d.length);
+        let eop = status & RXSTA_EOP != 0;
+        let st = if self.rx_skip {
+            RxStatus::Continuation
+        } else if d.errors != 0 || len == 0 || len > PAGE_SIZE {
+            RxStatus::Malformed
+        } else if !eop {
+            RxStatus::TooBig
+        } else {
+            RxStatus::Ok
+        };
+        // A frame of several descriptors: the ones after its first, up to its EOP, are
+        // continuations.
+        self.rx_skip = !eop;
+        Some(RxBuf {
+            pfn,
+            len,
+            status: st,
+        })
+    }
+
+    /// TX descriptors that can take a frame now (one slot stays empty: head == tail is empty).
+    #[inline]
+    fn tx_room(&self) -> usize {
+        RING_SIZE - 1 - self.tx_posted
+    }
+
+    /// Pop one sent TX page, or `None`.
+    #[inline(always)]
+    fn tx_pop(&mut self) -> Option<TxDone> {
+        if self.tx_posted == 0 || self.tx_status(self.tx_clean) & STA_DD == 0 {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        let i = self.tx_clean;
+        let done = self.tx_pages[i];
+        self.tx_pages[i].pfn = Pfn(0);
+        self.tx_clean = (i + 1) & (RING_SIZE - 1);
+        self.tx_posted -= 1;
+        Some(done)
+    }
+
+    /// Write one TX descriptor at the tail (`cmd` as given), not yet published.
+    #[inline(always)]
+    fn tx_desc(&mut self, addr: u64, len: usize, cmd: u8, done: TxDone) {
+        let i = self.tx_tail;
+        let d = TxDesc {
+            addr,
+            length: len as u16,
+            cmd,
+            ..TxDesc::default()
+        };
+        // SAFETY: the tail descriptor is the driver's until `TDT` passes it.
+        unsafe { self.tx.at(i).write_volatile(d) };
+        self.tx_pages[i] = done;
+        self.tx_tail = (i + 1) & (RING_SIZE - 1);
+        self.tx_posted += 1;
+    }
+}
+
+impl<H: Hal, R: DdRegs> Drop for DdNic<H, R> {
+    fn drop(&mut self) {
+        // The NIC stops using the rings before they are freed.
+        self.regs.write(CTRL, CTRL_RST);
+    }
+}
+
+impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
+    const FRAME_OFFSET: usize = 0;
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+    fn mtu(&self) -> Option<u16> {
+        None
+    }
+    #[inline]
+    fn rx_free_slots(&self) -> usize {
+        RING_SIZE - 1 - self.rx_posted
+    }
+    fn rx_buffer_pages(&self) -> usize {
+        1
+    }
+    fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError> {
+        match pages {
+            1 => Ok(()),
+            0 => Err(RxBufferPagesError::BadCount(0)),
+            _ => Err(RxBufferPagesError::Unsupported),
+        }
+    }
+    #[inline(always)]
+    fn rx_ready(&self) -> bool {
+        self.rx_posted > 0 && self.rx_status(self.rx_clean) & STA_DD != 0
+    }
+    fn rx_completed(&self) -> usize {
+        (0..self.rx_posted)
+            .take_while(|&k| self.rx_status(self.rx_clean + k) & STA_DD != 0)
+            .count()
+    }
+    #[inline]
+    fn rx_pending(&self) -> usize {
+        // Descriptors done from next-to-clean on (DD bits: no used index to read).
+        self.rx_completed()
+    }
+    fn rx_posted(&self) -> usize {
+        self.rx_posted
+    }
+    fn tx_posted(&self) -> usize {
+        self.tx_posted
+    }
+    fn tx_free_slots(&self) -> usize {
+        self.tx_room()
+    }
+    unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {
+        let n = pages.len().min(self.rx_free_slots());
+        for &p in &pages[..n] {
+            if p == Pfn(0) {
+                break;
+            }
+            self.rx_post_one(p);
+        }
+        let posted = self.rx_unpublished;
+        self.rx_write_tail();
+        posted
+    }
+    fn rx_burst(&mut self, out: &mut [RxBuf]) -> usize {
+        // SAFETY: no page is handed to the NIC.
+        unsafe { self.rx_burst_refill(out, || None) }
+    }
+    unsafe fn rx_burst_refill(
+        &mut self,
+        out: &mut [RxBuf],
+        mut alloc: impl FnMut() -> Option<Pfn>,
+    ) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            let Some(b) = self.rx_pop() else {
+                break;
+            };
+            out[n] = b;
+            n += 1;
+            if let Some(p) = alloc().filter(|&p| p != Pfn(0)) {
+                self.rx_post_one(p);
+            }
+            if self.rx_unpublished >= RX_PUBLISH_BATCH {
+                self.rx_write_tail();
+            }
+        }
+        n
+    }
+    fn rx_publish(&mut self) {
+        self.rx_write_tail();
+    }
+    unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
+        let mut n = 0;
+        for b in bufs {
+            // SAFETY: the caller's contract, the frame at offset 0.
+            if !unsafe { self.tx_post(b.pfn, 0, b.len, b.owner) } {
+                break;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            self.tx_publish();
+        }
+        n
+    }
+    #[inline]
+    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool {
+        if len == 0 || offset + len > PAGE_SIZE || pfn == Pfn(0) || self.tx_room() == 0 {
+            return false;
+        }
+        let cmd = TXCMD_EOP | TXCMD_IFCS | TXCMD_RS;
+        self.tx_desc(pfn.addr() + offset as u64, len, cmd, TxDone { pfn, owner });
+        true
+    }
+    #[inline]
+    fn tx_publish(&mut self) {
+        fence(Ordering::Release);
+        self.regs.write(TDT, self.tx_tail as u32);
+        self.stats.kicks_tx += 1;
+    }
+    fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            let Some(d) = self.tx_pop() else {
+                break;
+            };
+            out[n] = d;
+            n += 1;
+        }
+        n
+    }
+    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
+        let bad = |i: usize, &(p, l): &(Pfn, usize)| {
+            p == Pfn(0) || l == 0 || l > PAGE_SIZE - if i == 0 { Self::FRAME_OFFSET } else { 0 }
+        };
+        if parts.is_empty()
+            || parts.len() > self.tx_room()
+            || parts.iter().enumerate().any(|(i, p)| bad(i, p))
+        {
+            return false;
+        }
+        for (i, &(p, l)) in parts.iter().enumerate() {
+            // Every page of the frame comes back with its owner tag; `EOP` (and `RS`) on
+            // the last descriptor only, `DD` is written back on each (§3.3.3.1: with
+            // descriptor write-back per descriptor, as the simulated NIC does).
+            let last = i + 1 == parts.len();
+            let cmd = TXCMD_IFCS | TXCMD_RS | if last { TXCMD_EOP } else { 0 };
+            self.tx_desc(p.addr(), l, cmd, TxDone { pfn: p, owner });
+        }
+        self.tx_publish();
+        true
+    }
+    #[inline(always)]
+    unsafe fn forward_burst_pending<T: Nic, O: ForwardOps>(
+        &mut self,
+        tx: &mut T,
+        pending: usize,
+        max: usize,
+        owner: u32,
+        ops: impl FnOnce() -> O,
+    ) -> BurstStats {
+        // SAFETY: the caller keeps the trait's contract, which `forward_staged` shares.
+        unsafe { forward_staged(self, tx, pending, max, owner, ops) }
+    }
+    fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, u32)) -> usize {
+        let mut n = 0;
+        while let Some(d) = self.tx_pop() {
+            f(d.pfn, d.owner);
+            n += 1;
+        }
+        n
+    }
+    fn tx_reclaim_into(
+        &mut self,
+        owner: u32,
+        room: &mut [Pfn],
+        mut other: impl FnMut(Pfn, u32),
+    ) -> (usize, usize) {
+        let (mut into, mut done) = (0, 0);
+        while into < room.len() {
+            let Some(d) = self.tx_pop() else {
+                break;
+            };
+            done += 1;
+            if d.owner == owner {
+                room[into] = d.pfn;
+                into += 1;
+            } else {
+                other(d.pfn, d.owner);
+            }
+        }
+        (into, done)
+    }
+    fn kick(&mut self) -> u32 {
+        // The tail writes (`rx_publish`, `tx_publish`) are the notifications.
+        0
+    }
+    fn park_interrupts(&mut self) {}
+    fn rx_arm_interrupt(&mut self) -> bool {
+        self.rx_ready()
+    }
+    fn reset_device(&mut self) -> bool {
+        self.regs.write(CTRL, CTRL_RST);
+        true
+    }
+    unsafe fn take_pages(&mut self, f: &mut dyn FnMut(Pfn)) {
+        for k in 0..self.rx_posted {
+            let i = (self.rx_clean + k) & (RING_SIZE - 1);
+            f(self.rx_pages[i]);
+            self.rx_pages[i] = Pfn(0);
+        }
+        for k in 0..self.tx_posted {
+            let i = (self.tx_clean + k) & (RING_SIZE - 1);
+            f(self.tx_pages[i].pfn);
+            self.tx_pages[i].pfn = Pfn(0);
+        }
+        self.rx_posted = 0;
+        self.tx_posted = 0;
+        self.rx_clean = self.rx_tail;
+        self.tx_clean = self.tx_tail;
+        self.rx_unpublished = 0;
+    }
+    fn stats(&self) -> DriverStats {
+        self.stats
+    }
+}

@@ -1,0 +1,135 @@
+//! The frame and buffer description every NIC driver speaks: a received buffer ([`RxBuf`],
+//! [`RxStatus`]), a frame to send ([`TxBuf`]) and a sent page back ([`TxDone`]), the driver's
+//! counters ([`DriverStats`]), and the limits the dataplane sizes its arrays by ([`RING_SIZE`],
+//! [`MAX_FRAME_PAGES`]).
+//!
+//! Where a frame sits in its page is the driver's to say: a frame's bytes start
+//! [`super::Nic::FRAME_OFFSET`] bytes into its first page (the bytes before it are the NIC's own
+//! header: 12 for virtio-net's `virtio_net_hdr`, 0 for a NIC that writes the frame at the
+//! buffer's start) and at 0 in every page after the first. Lengths here are frame bytes, that
+//! header never included.
+
+use mm::{Pfn, PAGE_SIZE};
+
+/// Descriptors per ring of every Gannet NIC driver: 256 (QEMU's virtio-net default
+/// `rx_queue_size`/`tx_queue_size`; an Intel NIC's `RDLEN`/`TDLEN` of 4 KiB of 16-byte
+/// descriptors). The dataplane sizes its per-ring scratch arrays by it.
+pub const RING_SIZE: usize = 256;
+
+/// Most pages (RX buffers or pages of one RX buffer) one received frame may span and still be
+/// forwarded: 4, frames of up to 4 × 4,096 bytes less the driver's frame offset. A 9,000-byte MTU
+/// (9,014-byte frames) needs 3; one more leaves room for a device MTU a little above. Frames of
+/// more pages are dropped and counted `too_big`.
+pub const MAX_FRAME_PAGES: usize = 4;
+
+/// Pages an RX buffer needs so that a frame of an `mtu`-byte IP datagram (plus the 14-byte
+/// Ethernet header and `offset` header bytes before the frame, the driver's
+/// [`super::Nic::FRAME_OFFSET`]) arrives in one buffer: with virtio-net's 12 bytes 1 up to an MTU
+/// of 4,070, 3 for 9,000; capped at [`MAX_FRAME_PAGES`].
+pub const fn buffer_pages_for_mtu(mtu: u16, offset: usize) -> usize {
+    let bytes = mtu as usize + 14 + offset;
+    let pages = bytes.div_ceil(PAGE_SIZE);
+    if pages > MAX_FRAME_PAGES {
+        MAX_FRAME_PAGES
+    } else {
+        pages
+    }
+}
+
+/// What a completed RX buffer carried.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RxStatus {
+    /// A whole frame of `len` bytes at the driver's frame offset in the page.
+    Ok,
+    /// The first buffer of a frame that spans several buffers (larger than one page less the
+    /// frame offset) on a path that does not collect them: drop it and count one `too_big`.
+    TooBig,
+    /// A continuation buffer of a `TooBig` frame: drop it, count nothing more.
+    Continuation,
+    /// The device reported fewer bytes than its own header, a bad buffer count, or an error
+    /// status: drop, count `bad_desc`.
+    Malformed,
+    /// No frame: a page of an RX buffer of several pages that the device did not write into,
+    /// or a fresh one the burst took for it, given back because the slot could not be re-posted
+    /// whole. Recycle it, count nothing.
+    Unused,
+}
+
+/// One completed RX buffer.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct RxBuf {
+    /// The page (now owned by the caller again).
+    pub pfn: Pfn,
+    /// Frame length in bytes, excluding the NIC's header (valid when `status` is `Ok`).
+    pub len: usize,
+    /// See [`RxStatus`].
+    pub status: RxStatus,
+}
+
+/// One frame to transmit: `len` frame bytes at the driver's frame offset in page `pfn` (frames
+/// of several pages are sent by the fused burst and `tx_chain` only).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct TxBuf {
+    /// The page holding the frame; owned by the device until it comes back from the driver's
+    /// TX completion (`tx_complete`, `tx_reclaim`).
+    pub pfn: Pfn,
+    /// Frame length in bytes (1..=one page less the frame offset).
+    pub len: usize,
+    /// Opaque to the driver, handed back with the page by the TX completion (the dataplane
+    /// keeps the page's owning page_pool here, so a completion needs no lookup in the page's
+    /// metadata; DPDK keeps the mbuf's pool pointer in its TX software ring alike). Below
+    /// 2^31.
+    pub owner: u32,
+}
+
+/// A transmitted page, back from the TX ring: the page and the `owner` it was sent with.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct TxDone {
+    /// The page (the caller's again).
+    pub pfn: Pfn,
+    /// [`TxBuf::owner`] as given to the driver.
+    pub owner: u32,
+}
+
+/// Per-device counters kept by the driver.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct DriverStats {
+    /// Notifications (doorbell or tail-register writes) for the RX queue.
+    pub kicks_rx: u64,
+    /// Notifications (doorbell or tail-register writes) for the TX queue.
+    pub kicks_tx: u64,
+    /// Completions that named a buffer the driver had not posted (device bug); the entry is
+    /// skipped.
+    pub bad_token: u64,
+}
+
+/// Why `set_rx_buffer_pages` left the RX buffers at one page each.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum RxBufferPagesError {
+    /// More pages than a buffer may have (at most [`MAX_FRAME_PAGES`]), or 0.
+    BadCount(usize),
+    /// The device cannot take a buffer of several pages (virtio-net: `VIRTIO_F_INDIRECT_DESC`
+    /// was not negotiated; a buffer of several pages needs an indirect table, VIRTIO 1.2
+    /// §2.7.5.3, or it would take several ring descriptors).
+    NoIndirect,
+    /// No memory for the RX ring's indirect tables (16 KiB).
+    NoTableMemory,
+    /// The RX ring already holds buffers (set the size before the first refill).
+    RingNotEmpty,
+    /// The driver has one-page RX buffers only.
+    Unsupported,
+}
+
+impl core::fmt::Display for RxBufferPagesError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::BadCount(n) => {
+                write!(f, "{n} pages per RX buffer (1..={MAX_FRAME_PAGES})")
+            }
+            Self::NoIndirect => write!(f, "VIRTIO_F_INDIRECT_DESC not negotiated"),
+            Self::NoTableMemory => write!(f, "no memory for the RX indirect tables"),
+            Self::RingNotEmpty => write!(f, "the RX ring already holds buffers"),
+            Self::Unsupported => write!(f, "the driver has one-page RX buffers only"),
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The dataplane on a NIC that is not virtio-net (issue 32, item 5): the same io, l2 and router
+//! runs on the virtio-net rig and on the DD-bit NIC's (`drivers::ddnic`: 0 header bytes, DD
+//! completion), every frame out compared byte for byte between the two and with what the mode
+//! must make of it, every page back at quit.
+
+use super::super::testing::{port_mac, RigOf, SimDd, SimNic, SimPlayer, SimPort};
+use super::{l2_frame, udp, PAGES, ROUTER};
+use netstack::simframes::arp_request;
+use netstack::MacAddr;
+use std::net::Ipv4Addr;
+use std::vec::Vec;
+
+/// Rounds of frames delivered into port 0 (8 a round) and the frames out of port 1, in order;
+/// the rig quits and checks its pages.
+fn run<N: SimPort>(cmdline: &str, frame: &[u8], rounds: usize, router: bool) -> Vec<Vec<u8>> {
+    let mut rig = RigOf::<N>::new(cmdline, 1, PAGES);
+    let mut out = Vec::new();
+    let c = &mut rig.cores[0];
+    if router {
+        // Resolve the next hop first: one frame waits for ARP, the neighbour answers.
+        assert_eq!(c.dev[0].deliver_rx(frame, 1), 1);
+        c.core.poll_once();
+        let mut arp = Vec::new();
+        c.dev[1].complete_tx(|f| arp.push(f.to_vec()));
+        assert_eq!(arp.len(), 1, "one ARP request");
+        let mut req = [0u8; 64];
+        let n = arp_request(
+            &mut req,
+            MacAddr([2, 0, 0, 0, 1, 2]),
+            Ipv4Addr::new(10, 0, 1, 2),
+            Ipv4Addr::new(10, 0, 1, 1),
+        );
+        assert_eq!(c.dev[1].deliver_rx(&req[..n], 1), 1);
+        c.core.poll_once();
+        c.dev[1].complete_tx(|f| out.push(f.to_vec()));
+    }
+    for _ in 0..rounds {
+        assert_eq!(c.dev[0].deliver_rx(frame, 8), 8);
+        c.core.poll_once();
+        c.dev[1].complete_tx(|f| out.push(f.to_vec()));
+    }
+    let counters = c.core.counters();
+    assert_eq!(counters[0].drops_total(), 0);
+    rig.quit_and_check();
+    out
+}
+
+/// The same run on both NICs: identical frames out.
+fn both(cmdline: &str, frame: &[u8], rounds: usize, router: bool) -> Vec<Vec<u8>> {
+    let virtio = run::<SimNic>(cmdline, frame, rounds, router);
+    let dd = run::<SimDd>(cmdline, frame, rounds, router);
+    assert_eq!(
+        dd, virtio,
+        "{cmdline}: the DD NIC's frames are the virtio-net ones"
+    );
+    dd
+}
+
+#[test]
+fn io_on_the_dd_nic_leaves_frames_untouched_byte_for_byte() {
+    let frame = l2_frame();
+    let out = both("mode=io", &frame, 40, false);
+    assert_eq!(out.len(), 320);
+    assert!(out.iter().all(|f| *f == frame));
+}
+
+#[test]
+fn l2_on_the_dd_nic_rewrites_the_macs_byte_for_byte() {
+    let frame = l2_frame();
+    let out = both("mode=l2 peer1=02:00:00:00:00:aa", &frame, 40, false);
+    assert_eq!(out.len(), 320);
+    for f in &out {
+        assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 0xaa], "destination = peer1");
+        assert_eq!(&f[6..12], &port_mac(1).0, "source = port 1's MAC");
+        assert_eq!(&f[12..], &frame[12..], "the rest untouched");
+    }
+}
+
+#[test]
+fn the_router_on_the_dd_nic_forwards_byte_for_byte() {
+    let (src, dst) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 1, 2));
+    let frame = udp(port_mac(0), src, dst, 64);
+    let out = both(ROUTER, &frame, 40, true);
+    let routed: Vec<_> = out.iter().filter(|f| f[12..14] == [0x08, 0x00]).collect();
+    assert_eq!(routed.len(), 321, "the queued frame and 40 rounds of 8");
+    for f in &routed {
+        assert_eq!(&f[0..6], &[2, 0, 0, 0, 1, 2], "to the resolved next hop");
+        assert_eq!(&f[6..12], &port_mac(1).0);
+        assert_eq!(f[14 + 8], 63, "TTL decremented");
+        assert_eq!(
+            &f[14 + 12..],
+            &frame[14 + 12..],
+            "addresses and payload untouched"
+        );
+    }
+}
+
+#[test]
+fn the_dd_nic_has_no_header_before_the_frame() {
+    use drivers::nic::Nic;
+    assert_eq!(<SimDd as Nic>::FRAME_OFFSET, 0);
+    assert_eq!(<SimNic as Nic>::FRAME_OFFSET, 12);
+    assert_eq!(
+        super::super::page::frame_room::<SimDd>(),
+        mm::PAGE_SIZE,
+        "a whole page of frame room"
+    );
+}
