@@ -23,7 +23,7 @@
 
 use std::path::PathBuf;
 
-use gannet_tests::bench_sim::{run_one_with_log, SimBenchConfig, SimMode, SimRecord};
+use gannet_tests::bench_sim::{run_one_with_log, SimBenchConfig, SimMode, SimRecord, DEFAULT_SIZE};
 use gannet_tests::*;
 
 /// Cases the baseline must hold (the issue's targets: l2 at K = 4 and 32, the router at 32).
@@ -37,10 +37,12 @@ fn baseline_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("perf-baseline.json")
 }
 
-/// One (mode, K) of the baseline.
+/// One (mode, frame size, K) of the baseline.
 #[derive(Clone, Debug)]
 struct Case {
     mode: SimMode,
+    /// Frame size on the wire, FCS included (`size`; 64 where the file names none).
+    size: u16,
     k: u16,
     /// Expected guest instructions per packet.
     instructions_per_packet: f64,
@@ -50,7 +52,7 @@ struct Case {
 
 impl Case {
     fn name(&self) -> String {
-        format!("{} K={}", self.mode.as_str(), self.k)
+        format!("{} {} B K={}", self.mode.as_str(), self.size, self.k)
     }
 }
 
@@ -89,6 +91,7 @@ fn load() -> Baseline {
                     .as_str()
                     .unwrap_or_else(|| panic!("{}: a case without `mode`", p.display())),
             ),
+            size: c["size"].as_u64().map_or(DEFAULT_SIZE, |s| s as u16),
             k: num(c, "k") as u16,
             instructions_per_packet: num(c, "instructions_per_packet"),
             frames_per_busy_iter: c["frames_per_busy_iter"].as_f64().unwrap_or(0.0),
@@ -107,9 +110,10 @@ fn save(b: &Baseline) {
         .iter()
         .map(|c| {
             format!(
-                "    {{ \"mode\": {:?}, \"k\": {}, \"instructions_per_packet\": {:.2}, \
+                "    {{ \"mode\": {:?}, \"size\": {}, \"k\": {}, \"instructions_per_packet\": {:.2}, \
                  \"frames_per_busy_iter\": {:.2} }}",
                 c.mode.as_str(),
+                c.size,
                 c.k,
                 c.instructions_per_packet,
                 c.frames_per_busy_iter
@@ -132,9 +136,12 @@ fn measure(cases: &[Case]) -> Vec<SimRecord> {
         let handles: Vec<_> = cases
             .iter()
             .map(|c| {
-                let cfg = &cfg;
+                let cfg = SimBenchConfig {
+                    size: c.size,
+                    ..cfg.clone()
+                };
                 s.spawn(move || {
-                    run_one_with_log(cfg, c.mode, c.k)
+                    run_one_with_log(&cfg, c.mode, c.k)
                         .map(|(r, _)| r)
                         .unwrap_or_else(|e| panic!("sim {}: {e:#}", c.name()))
                 })
@@ -176,7 +183,11 @@ fn verdict(c: &Case, got: f64, tolerance: f64) -> Option<String> {
 fn instructions_per_packet_within_one_percent_of_the_baseline() {
     let mut b = load();
     for (mode, k) in REQUIRED {
-        if !b.cases.iter().any(|c| (c.mode, c.k) == (mode, k)) {
+        if !b
+            .cases
+            .iter()
+            .any(|c| (c.mode, c.size, c.k) == (mode, DEFAULT_SIZE, k))
+        {
             assert!(
                 std::env::var_os("GANNET_PERF_UPDATE").is_some_and(|v| v == "1"),
                 "{}: the case {} K={k} is missing (add it: {UPDATE})",
@@ -185,6 +196,7 @@ fn instructions_per_packet_within_one_percent_of_the_baseline() {
             );
             b.cases.push(Case {
                 mode,
+                size: DEFAULT_SIZE,
                 k,
                 instructions_per_packet: f64::NAN,
                 frames_per_busy_iter: f64::NAN,
@@ -231,6 +243,7 @@ fn instructions_per_packet_within_one_percent_of_the_baseline() {
 fn verdicts() {
     let c = Case {
         mode: SimMode::L2,
+        size: DEFAULT_SIZE,
         k: 4,
         instructions_per_packet: 300.0,
         frames_per_busy_iter: 4.0,
@@ -239,7 +252,7 @@ fn verdicts() {
     assert_eq!(verdict(&c, 297.0, 0.01), None);
     let up = verdict(&c, 303.3, 0.01).unwrap();
     assert!(
-        up.starts_with("l2 K=4: 303.30") && up.contains("+1.10%"),
+        up.starts_with("l2 64 B K=4: 303.30") && up.contains("+1.10%"),
         "{up}"
     );
     assert!(
