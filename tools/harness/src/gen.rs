@@ -1,6 +1,9 @@
 //! The traffic generator: synthetic UDP/IPv4 frames or pcap replay over QEMU's unix-datagram
 //! network backend.
 //!
+//! Past ~800 lines because frame building, the windowed send/receive loop and pcap replay share
+//! the generator's per-direction state (its tests are in `gen/tests.rs`).
+//!
 //! QEMU's `-netdev dgram` backend exchanges one Ethernet frame (without FCS) per unix datagram.
 //! For guest port `i` QEMU binds `DIR/guest-i.sock` and sends to `DIR/host-i.sock`; the generator
 //! binds the `host-i.sock` side. The host side must be bound **before** QEMU sends, otherwise the

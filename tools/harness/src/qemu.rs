@@ -1,5 +1,8 @@
 //! QEMU: build the image, assemble the command line, boot and supervise the guest, console I/O.
 //!
+//! Past ~800 lines because the command line, the console reader and the guest's supervision all
+//! work on one `GuestConfig`/`Guest` (its tests are in `qemu/tests.rs`).
+//!
 //! The guest's console is QEMU's `-serial stdio`: [`Guest`] writes commands to QEMU's stdin and
 //! collects its stdout line by line (`\r` stripped). QEMU runs in its own process group (so a
 //! terminal Ctrl-C reaches only xtask) and is killed, with its whole group, when the [`Guest`] is

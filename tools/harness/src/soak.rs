@@ -1,6 +1,8 @@
 //! `cargo xtask soak`: every forwarding mode at full rate for a while, the guest's `STATS`
 //! sampled every few seconds and checked, then a clean `quit`.
 //!
+//! Just past ~800 lines: one command's run loop and the checks it names, with their tests.
+//!
 //! For each mode ([`SoakConfig::modes`], default io, l2, router) one guest boots (router mode
 //! with `ip0=10.0.0.1/24 ip1=10.0.1.1/24` unless `--append` gives them; the generator answers
 //! its ARP requests for 10.0.0.2 and 10.0.1.2 and expects TTL 63), the generator offers traffic

@@ -3,6 +3,9 @@
 //! traffic through the same QEMU command line (same ports, MACs, dgram backend, `-cpu`), one
 //! boot per row, every frame size of the run measured in that boot.
 //!
+//! Past ~800 lines because the runs, tables, JSON and plots all work on one `Record` type of one
+//! benchmark.
+//!
 //! Per row and size: forwarded pps and loss from the generator; guest instructions per packet
 //! under `--icount` (Gannet: Δ`busy_cycles` ÷ Δ`forwarded` from `STATS`, the TSC counting
 //! instructions; Linux: Δ(ktime − nohz idle − iowait) from `/proc/timer_list`, one virtual ns per

@@ -2,6 +2,9 @@
 //! `dpdk-testpmd` in the same QEMU as Gannet (same two virtio-net ports, MACs and dgram backend),
 //! on Debian's 6.1 kernel and busybox (the Linux peer's, [`peer_linux::kernel_debs`]).
 //!
+//! Past ~800 lines because building the testpmd guest and reading its console share the package
+//! list and the console format, with tests on recorded consoles.
+//!
 //! Everything comes from Debian packages: `apt-get download` into `<target>/peer-dpdk/debs`
 //! (kept), `dpkg-deb -x` into one directory per package, then an uncompressed newc initramfs
 //! holding busybox, [`INIT`], the `uio` and `uio_pci_generic` modules, `dpdk-testpmd`, the two

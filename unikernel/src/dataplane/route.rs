@@ -1,6 +1,9 @@
 //! Router mode: RFC 1812 forwarding through [`netstack::router::Router::process`] (one action
 //! per frame), the router's events (ARP requests, frames released by ARP replies), neighbour
 //! sync between cores, and the management plane's frames.
+//!
+//! Past ~800 lines because the per-frame verdict, the router's events and neighbour sync all work
+//! on `RouteState`, whose fields the fast path needs inline.
 
 use super::handoff::Handoff;
 use super::page::{frame_room, PageBuf};

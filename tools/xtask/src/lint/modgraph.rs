@@ -1,5 +1,8 @@
 //! The module graph of one crate target and its import cycles.
 //!
+//! Past ~800 lines: one algorithm (read a crate's modules, resolve paths to edges, find cycles)
+//! whose steps share the path-resolution rules.
+//!
 //! Nodes are the crate's modules (files and inline `mod` blocks, `#[cfg(test)]` ones left out:
 //! tests sit outside the layering). There is an edge A → B when A names B through a path that
 //! starts with `crate::`, `super::`, `self::` or the name of one of A's child modules (the forms
