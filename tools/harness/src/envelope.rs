@@ -133,20 +133,14 @@ pub fn write<T: Serialize>(path: &Path, env: &Envelope<T>) -> Result<()> {
     let text = serde_json::to_string_pretty(env)? + "\n";
     if to_stdout(Some(path)) {
         use std::io::Write as _;
-        match JSON_OUT.get() {
-            Some(fd) => {
-                let mut out = File::from(fd.try_clone().context("duplicating stdout")?);
-                out.write_all(text.as_bytes())
-                    .and_then(|()| out.flush())
-                    .context("writing the JSON to stdout")
-            }
-            None => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes())
-                    .and_then(|()| out.flush())
-                    .context("writing the JSON to stdout")
-            }
-        }
+        // The real stdout [`claim_stdout`] kept, else the process's own.
+        let mut out: Box<dyn std::io::Write> = match JSON_OUT.get() {
+            Some(fd) => Box::new(File::from(fd.try_clone().context("duplicating stdout")?)),
+            None => Box::new(std::io::stdout().lock()),
+        };
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .context("writing the JSON to stdout")
     } else {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("xtask: wrote {}", path.display());

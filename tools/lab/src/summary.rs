@@ -124,7 +124,7 @@ pub fn baseline(text: &str) -> Result<Vec<(String, Guarded)>> {
 }
 
 /// The sim records of `results/sim*.json`: `(mode, size, k, instructions, frames/busy iter)`.
-fn sim_records(r: &Results) -> Vec<(String, u64, u64, f64, f64)> {
+pub fn sim_records(r: &Results) -> Vec<(String, u64, u64, f64, f64)> {
     let mut out = Vec::new();
     for name in ["sim", "sim-9018"] {
         let Some(e) = r.files.get(name) else { continue };
@@ -173,6 +173,21 @@ pub fn check_guarded(r: &Results, guarded: &[(String, Guarded)]) -> Result<Vec<S
         );
     }
     Ok(unguarded)
+}
+
+/// `results/peer.json` and its 64 B record (a `--sizes` sweep's 64 B one, else its first).
+pub fn peer_record(r: &Results) -> Option<(&Envelope<Value>, Value)> {
+    let e = r.files.get("peer")?;
+    let rec = match e.result.get("sweep").and_then(Value::as_array) {
+        Some(a) => a
+            .iter()
+            .find(|x| x["frame_size"] == 64)
+            .or(a.first())
+            .cloned()
+            .unwrap_or(Value::Null),
+        None => e.result.clone(),
+    };
+    Some((e, rec))
 }
 
 fn fmt_thousands(x: f64) -> String {
@@ -248,16 +263,7 @@ pub fn rows(r: &Results) -> Vec<Row> {
             file,
         ));
     }
-    if let Some(e) = r.files.get("peer") {
-        let rec = if e.result.get("sweep").is_some() {
-            e.result["sweep"]
-                .as_array()
-                .and_then(|a| a.iter().find(|x| x["frame_size"] == 64).or(a.first()))
-                .cloned()
-                .unwrap_or(Value::Null)
-        } else {
-            e.result.clone()
-        };
+    if let Some((e, rec)) = peer_record(r) {
         let size = rec["frame_size"].as_u64().unwrap_or(64);
         let pps = |path: [&str; 2]| rec[path[0]][path[1]]["forwarded_pps"].as_f64();
         for (what, g, p, peer_name) in [

@@ -5,11 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::summary::{self, Results};
 use anyhow::Result;
 use plotters::style::RGBColor;
-use serde_json::Value;
-
-use crate::summary::Results;
 
 const GANNET: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const PEER: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
@@ -23,25 +21,16 @@ type Bar = (String, f64, RGBColor);
 /// A plot cannot be drawn or written (named).
 pub fn plots(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    let mut sim: Vec<Bar> = Vec::new();
-    for name in ["sim", "sim-9018"] {
-        let Some(e) = r.files.get(name) else { continue };
-        for rec in e.result["records"].as_array().into_iter().flatten() {
-            if let (Some(mode), Some(size), Some(k), Some(ipp), Some(fpb)) = (
-                rec["mode"].as_str(),
-                rec["size"].as_u64(),
-                rec["k"].as_u64(),
-                rec["instructions_per_packet"].as_f64(),
-                rec["frames_per_busy_iter"].as_f64(),
-            ) {
-                sim.push((
-                    format!("{mode} {size} B K={k} @ {fpb:.0} fr/iter"),
-                    ipp,
-                    GANNET,
-                ));
-            }
-        }
-    }
+    let sim: Vec<Bar> = summary::sim_records(r)
+        .into_iter()
+        .map(|(mode, size, k, ipp, fpb)| {
+            (
+                format!("{mode} {size} B K={k} @ {fpb:.0} fr/iter"),
+                ipp,
+                GANNET,
+            )
+        })
+        .collect();
     if !sim.is_empty() {
         let p = dir.join("sim.png");
         bars(
@@ -53,16 +42,7 @@ pub fn plots(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
         .map_err(|e| anyhow::anyhow!("drawing {}: {e}", p.display()))?;
         out.push(p);
     }
-    if let Some(e) = r.files.get("peer") {
-        let rec = match e.result.get("sweep").and_then(Value::as_array) {
-            Some(a) => a
-                .iter()
-                .find(|x| x["frame_size"] == 64)
-                .or(a.first())
-                .cloned()
-                .unwrap_or(Value::Null),
-            None => e.result.clone(),
-        };
+    if let Some((e, rec)) = summary::peer_record(r) {
         let mut peer: Vec<Bar> = Vec::new();
         for (label, path, colour) in [
             ("Gannet io", ["gannet", "io"], GANNET),

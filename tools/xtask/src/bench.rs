@@ -56,18 +56,9 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> Result<()> {
     eprint!("{}", report::bench_table(&b));
     // Machine readable: the record on stdout (in the envelope), and in --json's file if given.
     let ran = crate::ran(&a.traffic.guest);
-    crate::emit(
-        Some(a.json.as_deref().unwrap_or(Path::new("-"))),
-        "bench",
-        ran,
-        &b,
-    )?;
-    if a.json
-        .as_deref()
-        .is_some_and(|p| !envelope::to_stdout(Some(p)))
-    {
-        crate::emit(Some(Path::new("-")), "bench", ran, &b)?;
-    }
+    let file = a.json.as_deref().filter(|p| !envelope::to_stdout(Some(p)));
+    crate::emit(Some(Path::new("-")), "bench", ran, &b)?;
+    crate::emit(file, "bench", ran, &b)?;
     finish(&guest, exit)
 }
 
