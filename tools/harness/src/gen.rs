@@ -931,6 +931,16 @@ impl Generator {
         })
     }
 
+    /// Another handle on this generator's host socket for guest port `port` (0 or 1), for a
+    /// sender of its own (the open-loop trials of [`crate::rate`]). Do not use it while
+    /// [`Generator::run`] is running.
+    pub fn socket(&self, port: usize) -> Result<HostSock> {
+        ensure!(port < 2, "port must be 0 or 1");
+        self.socks[port]
+            .try_clone()
+            .with_context(|| format!("cloning the socket of port {port}"))
+    }
+
     /// Send exactly `count` frames per direction on the next [`Generator::run`] (the sockets
     /// stay bound; a second phase of the same guest, say).
     pub fn set_count(&mut self, count: u64) {

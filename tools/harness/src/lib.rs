@@ -37,6 +37,8 @@ pub mod mtu;
 pub mod peer_linux;
 pub mod progress;
 pub mod qemu;
+pub mod rate;
+pub mod search;
 pub mod setup;
 pub mod soak;
 pub mod tap;

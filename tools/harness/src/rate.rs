@@ -1,0 +1,578 @@
+//! The open-loop, paced generator: one trial offers frames into guest port 0 at a constant rate
+//! (frames per second) for a fixed time and measures what comes out of port 1, with per-frame
+//! latency (issue 42 items 1 and 2).
+//!
+//! **Backend.** QEMU's unix-datagram backend (`-netdev dgram`), the one the closed-loop
+//! generator and the peer benchmarks already run on, with a *non-blocking* send. A send that
+//! the host refuses (`EAGAIN`/`ENOBUFS`: QEMU's socket queue is full) is counted as offered and
+//! dropped at the host ([`Trial::refused`]) and never retried, so the offered rate is the rate
+//! the schedule asked for, not what back-pressure allowed.
+//!
+//! **Pacing.** Frame `i` of a trial is due at `i / rate` seconds after the trial's start; the
+//! sender sleeps while the next frame is more than [`SPIN_BELOW`] away and yields below that, and
+//! sends every frame that is due (a late sender catches up in a burst). The pacing error is the
+//! 99th percentile, over the trial's 10 ms windows, of `|frames offered in the window − rate ×
+//! 10 ms| / (rate × 10 ms)` ([`Trial::pacing_p99`]). The sending thread is pinned to the host's
+//! last CPU where `sched_setaffinity` allows ([`pin_sender`]).
+//!
+//! **Latency.** A 64 B frame has no room for a timestamp beside the 16 B payload header
+//! (magic, direction, sequence), so send times stay on the host, keyed by sequence number (one
+//! flow, one direction per trial): the send time is read from the monotonic clock immediately
+//! before the `sendto` call, the receive time immediately after `recv` returns. Latency =
+//! receive − send, so it includes both host socket hops, QEMU and the guest. Latencies go into
+//! an HDR histogram (`hdrhistogram`, 3 significant digits, 1 ns .. 60 s); its sample count is
+//! the number of frames received.
+//!
+//! **Ceiling.** [`ceiling`] runs the same sender unpaced for a while into a host thread that
+//! stands in the guest's place (receives on `guest-0.sock`, sends each frame on to
+//! `host-1.sock`); what comes back per second is the generator's ceiling on this host, printed
+//! beside every result with the host's core count.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::gen::{self, HostSock, FCS_LEN};
+
+/// Below this much time before the next frame is due the sender yields instead of sleeping
+/// (a sleep overshoots by tens of microseconds).
+pub const SPIN_BELOW: Duration = Duration::from_micros(200);
+/// Width of the windows the pacing error is measured over (issue 42: 10 ms).
+pub const PACING_WINDOW: Duration = Duration::from_millis(10);
+/// After the last frame is sent, how long the receiver waits for stragglers.
+pub const DRAIN: Duration = Duration::from_millis(300);
+/// Bytes of preamble, start-of-frame delimiter and inter-frame gap each frame costs on an
+/// Ethernet wire besides its own bytes (IEEE 802.3: 7 + 1 + 12).
+pub const WIRE_OVERHEAD: usize = 20;
+/// The IMIX the search offers as one row: 64, 594 and 1518 B frames at 7:4:1.
+pub const IMIX: [(usize, usize); 3] = [(64, 7), (594, 4), (1518, 1)];
+
+/// The frame sizes a trial cycles through, bytes on the wire including the FCS: one size, or a
+/// mix ([`IMIX`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sizes {
+    /// Name of the row: the size (`"64"`) or `"imix"`.
+    pub name: String,
+    /// The cycle of sizes frame `i` takes `cycle[i % len]` from.
+    pub cycle: Vec<usize>,
+}
+
+impl Sizes {
+    /// One size, `size` bytes on the wire (FCS included).
+    pub fn one(size: usize) -> Sizes {
+        Sizes {
+            name: size.to_string(),
+            cycle: vec![size],
+        }
+    }
+
+    /// The [`IMIX`] (7:4:1 of 64, 594, 1518 B), interleaved so that every 12 consecutive
+    /// frames hold the mix.
+    pub fn imix() -> Sizes {
+        let mut cycle = Vec::new();
+        let mut left: Vec<(usize, usize)> = IMIX.to_vec();
+        while left.iter().any(|&(_, n)| n > 0) {
+            for (size, n) in &mut left {
+                if *n > 0 {
+                    cycle.push(*size);
+                    *n -= 1;
+                }
+            }
+        }
+        Sizes {
+            name: "imix".into(),
+            cycle,
+        }
+    }
+
+    /// Mean frame size of the cycle, bytes on the wire (FCS included).
+    pub fn mean(&self) -> f64 {
+        self.cycle.iter().sum::<usize>() as f64 / self.cycle.len() as f64
+    }
+
+    /// Gbit/s on an Ethernet wire of `pps` frames per second of these sizes: each frame's bytes
+    /// plus [`WIRE_OVERHEAD`].
+    pub fn gbps(&self, pps: f64) -> f64 {
+        pps * (self.mean() + WIRE_OVERHEAD as f64) * 8.0 / 1e9
+    }
+}
+
+/// Latency of the frames received in one trial, microseconds, from the HDR histogram.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Latency {
+    /// Samples: equal to the frames received.
+    pub count: u64,
+    pub min_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// The CDF: (latency µs, fraction of frames at or below it), from the histogram's quantile
+    /// iteration (one point per half-distance to 100%).
+    pub cdf: Vec<(f64, f64)>,
+}
+
+impl Latency {
+    /// Summarises `h` (values in nanoseconds); `None` if it is empty.
+    pub fn from_histogram(h: &Histogram<u64>) -> Option<Latency> {
+        if h.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Some(Latency {
+            count: h.len(),
+            min_us: us(h.min()),
+            p50_us: us(h.value_at_quantile(0.5)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+            cdf: h
+                .iter_quantiles(1)
+                .map(|v| (us(v.value_iterated_to()), v.quantile_iterated_to()))
+                .collect(),
+        })
+    }
+}
+
+/// One trial's results.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Trial {
+    /// The rate asked for, frames/s (infinite for the unpaced ceiling run: serialised `null`).
+    pub rate_pps: f64,
+    /// Measured sending time, s (first frame due to last frame offered).
+    pub seconds: f64,
+    /// Frames offered (sent or refused).
+    pub offered: u64,
+    /// `offered / seconds`.
+    pub offered_pps: f64,
+    /// Offered frames the host refused (`EAGAIN`/`ENOBUFS`: QEMU's socket queue full):
+    /// dropped by the generator at the host, never retried.
+    pub refused: u64,
+    /// Distinct valid frames of this trial received out of port 1.
+    pub received: u64,
+    /// `received / seconds`.
+    pub forwarded_pps: f64,
+    /// `(offered − received) / offered`.
+    pub loss: f64,
+    /// Frames the guest counted as dropped during the trial (sum of its drop counters' growth;
+    /// 0 when the runner has no guest counters).
+    pub guest_dropped: u64,
+    /// The guest's drop counters that grew during the trial, by reason.
+    pub guest_drops: BTreeMap<String, u64>,
+    /// Lost frames neither refused at send nor counted by the guest: QEMU or the host's
+    /// receive queue.
+    pub unattributed: u64,
+    /// Received frames that failed validation, were duplicates or belonged to an earlier trial.
+    pub bad: u64,
+    /// The pacing error: p99 over 10 ms windows of the offered rate's relative deviation.
+    pub pacing_p99: f64,
+    /// Latency of the received frames.
+    pub latency: Option<Latency>,
+}
+
+impl Trial {
+    /// Fills the loss attribution from the guest's drop counters' growth during the trial.
+    pub fn attribute(&mut self, guest_drops: BTreeMap<String, u64>) {
+        self.guest_dropped = guest_drops.values().sum();
+        self.guest_drops = guest_drops;
+        let lost = self.offered - self.received.min(self.offered);
+        self.unattributed = lost.saturating_sub(self.refused + self.guest_dropped);
+    }
+}
+
+/// Pins the calling thread to the host's last CPU. Returns where it is pinned, or why not
+/// (an error from `sched_setaffinity(2)`, or a single-CPU host).
+pub fn pin_sender() -> std::result::Result<usize, String> {
+    let cpus = host_cores();
+    if cpus < 2 {
+        return Err("one CPU: nothing to pin apart from".into());
+    }
+    let cpu = cpus - 1;
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within it.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(cpu)
+    } else {
+        Err(format!(
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+/// The host's online CPU count.
+pub fn host_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// What the sender returns: per-frame send times (ns since the trial's base; `u64::MAX` for a
+/// refused frame) and the per-window offered counts.
+struct Sent {
+    send_ns: Vec<u64>,
+    refused: u64,
+    windows: Vec<u64>,
+    seconds: f64,
+}
+
+fn pace_and_send(
+    tx: &HostSock,
+    sizes: &Sizes,
+    rate_pps: f64,
+    seconds: f64,
+    seq_base: u64,
+    base: Instant,
+) -> Result<Sent> {
+    let period_ns = if rate_pps.is_finite() {
+        1e9 / rate_pps
+    } else {
+        0.0
+    };
+    let mut send_ns = Vec::with_capacity(if rate_pps.is_finite() {
+        (rate_pps * seconds) as usize + 1
+    } else {
+        1 << 20
+    });
+    let mut windows = vec![0u64; (seconds / PACING_WINDOW.as_secs_f64()).ceil() as usize + 1];
+    let mut refused = 0;
+    let mut buf = Vec::with_capacity(gen::MAX_SIZE);
+    let limit_ns = (seconds * 1e9) as u64;
+    let mut last_ns = 0;
+    for i in 0u64.. {
+        let due_ns = (i as f64 * period_ns) as u64;
+        if due_ns >= limit_ns {
+            break;
+        }
+        let size = sizes.cycle[(i % sizes.cycle.len() as u64) as usize];
+        gen::build_frame_into(&mut buf, 0, seq_base + i, 0, size - FCS_LEN)?;
+        loop {
+            let now = base.elapsed().as_nanos() as u64;
+            if now >= due_ns {
+                break;
+            }
+            let ahead = Duration::from_nanos(due_ns - now);
+            if ahead > SPIN_BELOW {
+                std::thread::sleep(ahead - SPIN_BELOW / 2);
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let t = base.elapsed().as_nanos() as u64;
+        if !rate_pps.is_finite() && t >= limit_ns {
+            break;
+        }
+        match tx.send(&buf) {
+            Ok(_) => send_ns.push(t),
+            Err(e)
+                if e.kind() == ErrorKind::WouldBlock
+                    || e.raw_os_error() == Some(libc::ENOBUFS) =>
+            {
+                refused += 1;
+                send_ns.push(u64::MAX);
+            }
+            Err(e) => return Err(e).with_context(|| format!("sending to {}", tx.describe())),
+        }
+        let w = (t / PACING_WINDOW.as_nanos() as u64) as usize;
+        if w < windows.len() {
+            windows[w] += 1;
+        }
+        last_ns = t;
+    }
+    Ok(Sent {
+        send_ns,
+        refused,
+        windows,
+        seconds: (last_ns as f64 / 1e9).max(1e-9),
+    })
+}
+
+/// The pacing error of per-window counts `windows` at `rate_pps` over `seconds`: the 99th
+/// percentile of `|count − expected| / expected` over the full windows (0 for an unpaced run).
+pub fn pacing_p99(windows: &[u64], rate_pps: f64, seconds: f64) -> f64 {
+    if !rate_pps.is_finite() {
+        return 0.0;
+    }
+    let expected = rate_pps * PACING_WINDOW.as_secs_f64();
+    let full = (seconds / PACING_WINDOW.as_secs_f64()).floor() as usize;
+    let mut dev: Vec<f64> = windows
+        .iter()
+        .take(full)
+        .map(|&c| (c as f64 - expected).abs() / expected)
+        .collect();
+    if dev.is_empty() {
+        return 0.0;
+    }
+    dev.sort_by(f64::total_cmp);
+    dev[((dev.len() as f64 * 0.99).ceil() as usize).clamp(1, dev.len()) - 1]
+}
+
+/// Runs one open-loop trial: frames of `sizes` into `tx` (guest port 0) at `rate_pps`
+/// (`f64::INFINITY`: unpaced) for `seconds`, received on `rx` (guest port 1), which also
+/// answers the guest's ARP requests for the host behind port 1 (router mode). Sequence numbers
+/// start at `seq_base` (give each trial a fresh range: frames of an earlier trial that arrive
+/// late are counted as [`Trial::bad`], not received). The sender is pinned by [`pin_sender`]
+/// where the host allows.
+///
+/// # Errors
+/// A send error other than `EAGAIN`/`ENOBUFS`, a receive error other than a timeout, or a
+/// frame size the generator cannot build.
+pub fn trial(
+    tx: &HostSock,
+    rx: &HostSock,
+    sizes: &Sizes,
+    rate_pps: f64,
+    seconds: f64,
+    seq_base: u64,
+) -> Result<Trial> {
+    ensure!(seconds > 0.0, "trial of {seconds} s");
+    ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
+    tx.set_nonblocking(true).context("non-blocking sends")?;
+    rx.set_nonblocking(false)?;
+    rx.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let stop = AtomicBool::new(false);
+    let base = Instant::now();
+    let (sent, arrivals, bad) = std::thread::scope(|s| -> Result<_> {
+        let receiver = s.spawn(|| -> Result<(Vec<(u64, u64)>, u64)> {
+            let mut buf = vec![0u8; gen::RECV_BUF_LEN];
+            let mut got = Vec::new();
+            let mut bad = 0u64;
+            loop {
+                match rx.recv(&mut buf) {
+                    Ok(n) => {
+                        let t = base.elapsed().as_nanos() as u64;
+                        let f = &buf[..n];
+                        if let Some(r) = gen::arp_reply(f, 1) {
+                            rx.send(&r).context("answering the guest's ARP request")?;
+                            continue;
+                        }
+                        match gen::validate_frame(f) {
+                            Ok(g) if g.dir == 0 && g.seq >= seq_base => {
+                                got.push((g.seq - seq_base, t))
+                            }
+                            _ => bad += 1,
+                        }
+                    }
+                    Err(e)
+                        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                    {
+                        if stop.load(Ordering::Acquire) {
+                            return Ok((got, bad));
+                        }
+                    }
+                    Err(e) => return Err(e).context("receiving from port 1"),
+                }
+            }
+        });
+        let sender = s.spawn(|| {
+            let _ = pin_sender();
+            pace_and_send(tx, sizes, rate_pps, seconds, seq_base, base)
+        });
+        let sent = sender.join().expect("sender panicked");
+        std::thread::sleep(DRAIN);
+        stop.store(true, Ordering::Release);
+        let (got, bad) = receiver.join().expect("receiver panicked")?;
+        Ok((sent?, got, bad))
+    })?;
+    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .context("creating the latency histogram")?;
+    let mut seen = vec![false; sent.send_ns.len()];
+    let mut bad = bad;
+    for (i, t) in arrivals {
+        let i = i as usize;
+        match sent.send_ns.get(i) {
+            Some(&s) if s != u64::MAX && !seen[i] && t >= s => {
+                seen[i] = true;
+                h.record((t - s).max(1)).context("recording a latency")?;
+            }
+            _ => bad += 1,
+        }
+    }
+    let offered = sent.send_ns.len() as u64;
+    let received = h.len();
+    let mut t = Trial {
+        rate_pps,
+        seconds: sent.seconds,
+        offered,
+        offered_pps: offered as f64 / sent.seconds,
+        refused: sent.refused,
+        received,
+        forwarded_pps: received as f64 / sent.seconds,
+        loss: if offered == 0 {
+            0.0
+        } else {
+            (offered - received) as f64 / offered as f64
+        },
+        bad,
+        pacing_p99: pacing_p99(&sent.windows, rate_pps, sent.seconds),
+        latency: Latency::from_histogram(&h),
+        ..Default::default()
+    };
+    t.attribute(BTreeMap::new());
+    Ok(t)
+}
+
+/// The generator's ceiling on this host.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ceiling {
+    /// Frames per second that came back through the stand-in (the ceiling).
+    pub pps: f64,
+    /// Frames per second the unpaced sender offered.
+    pub offered_pps: f64,
+    /// The host's online CPUs.
+    pub host_cores: usize,
+    /// The CPU the sender was pinned to, or why it was not.
+    pub pinned: String,
+    /// Frame sizes it was measured with.
+    pub sizes: String,
+}
+
+/// Runs `f` with the generator's two host sockets (port 0 to send, port 1 to receive) and a
+/// host thread in the guest's place: a unix-datagram socket on `guest-0.sock` that sends every
+/// frame on to `host-1.sock` (blocking), all in a fresh directory under `/tmp`.
+///
+/// # Errors
+/// The sockets cannot be bound, the stand-in fails, or `f` does.
+pub fn with_stand_in<R>(f: impl FnOnce(&HostSock, &HostSock) -> Result<R>) -> Result<R> {
+    let tmp = tempfile::Builder::new()
+        .prefix("gannet-standin-")
+        .tempdir_in("/tmp")
+        .context("creating the stand-in's socket directory")?;
+    let g = gen::Generator::bind(&gen::GenConfig {
+        dir: tmp.path().to_path_buf(),
+        ..Default::default()
+    })?;
+    let standin = UnixDatagram::bind(gen::guest_sock(tmp.path(), 0))
+        .context("binding the stand-in's guest-0.sock")?;
+    standin.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let to = gen::host_sock(tmp.path(), 1);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = (g.socket(0)?, g.socket(1)?);
+    std::thread::scope(|s| -> Result<R> {
+        let fwd = s.spawn(|| -> Result<()> {
+            let mut buf = vec![0u8; gen::RECV_BUF_LEN];
+            loop {
+                match standin.recv(&mut buf) {
+                    Ok(n) => {
+                        standin
+                            .send_to(&buf[..n], &to)
+                            .context("stand-in sending on")?;
+                    }
+                    Err(e)
+                        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+                    {
+                        if stop.load(Ordering::Acquire) {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => return Err(e).context("stand-in receiving"),
+                }
+            }
+        });
+        let r = f(&tx, &rx);
+        stop.store(true, Ordering::Release);
+        fwd.join().expect("stand-in panicked")?;
+        r
+    })
+}
+
+/// Measures the generator's ceiling for `sizes`: the unpaced sender for `seconds` through
+/// [`with_stand_in`]; the ceiling is what came back per second.
+///
+/// # Errors
+/// As [`with_stand_in`] and [`trial`]; no frame came back.
+pub fn ceiling(sizes: &Sizes, seconds: f64) -> Result<Ceiling> {
+    let r = with_stand_in(|tx, rx| trial(tx, rx, sizes, f64::INFINITY, seconds, 0))?;
+    ensure!(
+        r.received > 0,
+        "the generator's ceiling run got no frame back through the stand-in"
+    );
+    let pinned = std::thread::spawn(pin_sender)
+        .join()
+        .expect("pin probe panicked")
+        .map_or_else(|e| format!("not pinned ({e})"), |c| format!("cpu {c}"));
+    Ok(Ceiling {
+        pps: r.forwarded_pps,
+        offered_pps: r.offered_pps,
+        host_cores: host_cores(),
+        pinned,
+        sizes: sizes.name.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imix_is_seven_four_one() {
+        let m = Sizes::imix();
+        assert_eq!(m.cycle.len(), 12);
+        assert_eq!(m.cycle.iter().filter(|&&s| s == 64).count(), 7);
+        assert_eq!(m.cycle.iter().filter(|&&s| s == 594).count(), 4);
+        assert_eq!(m.cycle.iter().filter(|&&s| s == 1518).count(), 1);
+        // (7·64 + 4·594 + 1518) / 12 = 362.83 B.
+        assert!((m.mean() - 4342.0 / 12.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn wire_rate_counts_preamble_and_gap() {
+        // 64 B at 14 880 952 fps is 10 Gbit/s line rate: (64 + 20) · 8 bits per frame.
+        let g = Sizes::one(64).gbps(14_880_952.0);
+        assert!((g - 10.0).abs() < 1e-5, "{g}");
+    }
+
+    #[test]
+    fn pacing_error_is_the_99th_percentile_deviation() {
+        // 1000 fps: 10 per window. 99 exact windows and one with 15: p99 of 100 is the 99th.
+        let mut w = vec![10u64; 100];
+        assert_eq!(pacing_p99(&w, 1000.0, 1.0), 0.0);
+        w[3] = 15;
+        assert_eq!(pacing_p99(&w, 1000.0, 1.0), 0.0);
+        w[4] = 5;
+        assert!((pacing_p99(&w, 1000.0, 1.0) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn latency_percentiles_from_the_histogram() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap(); // 1..=1000 µs
+        }
+        let l = Latency::from_histogram(&h).unwrap();
+        assert_eq!(l.count, 1000);
+        assert!((l.min_us - 1.0).abs() < 0.01);
+        assert!((l.p50_us - 500.0).abs() < 1.0, "{}", l.p50_us);
+        assert!((l.p99_us - 990.0).abs() < 1.0, "{}", l.p99_us);
+        assert!((l.max_us - 1000.0).abs() < 1.0, "{}", l.max_us);
+        assert!(l.cdf.last().unwrap().1 > 0.999);
+    }
+
+    /// The ceiling run gets frames back; a paced trial through the stand-in offers the rate
+    /// asked for, everything comes back, and every received frame has one latency sample.
+    #[test]
+    fn paced_trial_through_the_stand_in() {
+        let c = ceiling(&Sizes::one(64), 0.3).unwrap();
+        assert!(c.pps > 1000.0, "ceiling {} fps", c.pps);
+        assert!(c.host_cores >= 1);
+        let t = with_stand_in(|tx, rx| trial(tx, rx, &Sizes::one(128), 2000.0, 0.5, 7)).unwrap();
+        assert_eq!(t.offered, 1000);
+        assert_eq!(t.refused, 0);
+        assert_eq!(t.received, 1000, "{t:?}");
+        assert_eq!(t.loss, 0.0);
+        assert_eq!(t.bad, 0);
+        let l = t.latency.unwrap();
+        assert_eq!(l.count, t.received);
+        assert!(l.min_us > 0.0 && l.min_us <= l.p50_us && l.p50_us <= l.p99_us);
+        assert!(l.p99_us <= l.p999_us && l.p999_us <= l.max_us);
+        assert!((t.offered_pps - 2000.0).abs() < 100.0, "{}", t.offered_pps);
+    }
+}
