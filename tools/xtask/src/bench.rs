@@ -39,6 +39,12 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Boot) = a.target {
         return cmd_bench_boot(a);
     }
+    if a.search {
+        if a.traffic.guest.boot != Boot::Pvh {
+            bail!("--boot: bench --search boots with -kernel; drop --boot");
+        }
+        return crate::search::cmd_bench_search(a);
+    }
     if a.burst_in {
         if a.traffic.guest.boot != Boot::Pvh {
             bail!("--boot: bench --burst-in boots every row with -kernel; drop --boot");

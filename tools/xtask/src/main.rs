@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
+mod search;
 mod checks;
 mod fuzz;
 mod lint;
@@ -290,6 +291,36 @@ struct BenchArgs {
     /// `bench sim`, whose device delivers on port 0 only).
     #[arg(long, requires = "burst_in")]
     one_way: bool,
+    /// NDR (zero loss) and PDR per frame size by binary search over open-loop, paced trials
+    /// (RFC 2544 §26.1, ETSI GS NFV-TST 009), with latency at 10/50/90 % of NDR; rows from
+    /// `--sizes` (default RFC 2544's seven, plus MTU+18 with --mtu over 1500) and `--imix`.
+    /// Dgram backend; refuses --icount. README, "Throughput and latency search".
+    #[arg(long, conflicts_with_all = ["peer", "burst_in"])]
+    search: bool,
+    /// With --search: also search the IMIX (64/594/1518 B at 7:4:1) as one row.
+    #[arg(long, requires = "search")]
+    imix: bool,
+    /// With --search: the binary search stops when its interval is this narrow, frames/s.
+    #[arg(long, default_value_t = 1000.0, requires = "search")]
+    resolution: f64,
+    /// With --search: PDR's loss bound, percent of offered frames.
+    #[arg(long, default_value_t = 0.5, requires = "search")]
+    pdr_loss: f64,
+    /// With --search: duration of each search trial, s.
+    #[arg(long, default_value_t = 1.0, requires = "search")]
+    trial_seconds: f64,
+    /// With --search: duration of each confirming, step-above and latency trial, s.
+    #[arg(long, default_value_t = 5.0, requires = "search")]
+    final_seconds: f64,
+    /// With --search: confirming trials at NDR and at PDR.
+    #[arg(long, default_value_t = 3, requires = "search")]
+    repeats: usize,
+    /// With --search: highest rate to offer, frames/s (the generator's ceiling bounds it).
+    #[arg(long, requires = "search")]
+    max_rate: Option<f64>,
+    /// With --search: duration of the generator's ceiling run per row, s.
+    #[arg(long, default_value_t = 2.0, requires = "search")]
+    ceiling_seconds: f64,
     /// `bench sim`: forwarding modes to run, comma-separated (l2, io, router).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::L2, SimMode::Router])]
     modes: Vec<SimMode>,
