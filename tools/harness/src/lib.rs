@@ -26,6 +26,7 @@
 
 pub mod append;
 pub mod bench_boot;
+pub mod bench_search;
 pub mod bench_sim;
 pub mod bench_tlb;
 pub mod envelope;

@@ -1,0 +1,309 @@
+//! `bench --search` on Gannet: boots the guest on the dgram backend, measures the generator's
+//! ceiling per row first, and runs [`crate::search`] with a trial runner that attributes loss
+//! from the guest's STATS before and after each trial (issue 42). A peer guest plugs in with a
+//! runner of its own over the same [`crate::search::search_row`].
+
+use crate::qemu::{self, Backend, Guest, GuestConfig};
+use crate::rate::{self, Ceiling, Sizes, Trial};
+use crate::search::{self, RowOutcome, RowResult, SearchConfig};
+use crate::gen;
+use anyhow::{bail, ensure, Context, Result};
+use serde::Serialize;
+use std::time::Duration;
+
+/// RFC 2544 §9.1's frame sizes for Ethernet, bytes on the wire (FCS included).
+pub const RFC2544_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+
+/// How long a STATS request may take under load.
+const STATS_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The `--search` JSON result.
+#[derive(Debug, Serialize)]
+pub struct SearchReport {
+    /// "gannet" (peers: their names).
+    pub dut: String,
+    /// The guest's kernel command line.
+    pub append: String,
+    /// "dgram": QEMU's unix-datagram backend, non-blocking sends.
+    pub backend: &'static str,
+    pub config: SearchConfig,
+    /// `net.unix.max_dgram_qlen`: datagrams QEMU's socket queues before a send is refused
+    /// (what [`Trial::refused`] counts against); `None` if unreadable.
+    pub host_dgram_qlen: Option<u64>,
+    /// The generator's ceiling per row, measured before the guest booted.
+    pub ceilings: Vec<Ceiling>,
+    pub rows: Vec<RowResult>,
+}
+
+/// The rows `--sizes`/`--imix` ask for: `sizes` comma-separated (default RFC 2544's seven,
+/// plus MTU + 18 when the MTU is over 1500), then the IMIX if `imix`.
+///
+/// # Errors
+/// A size that is not a number or is outside 64..=MTU+18 (named), or the IMIX under an MTU
+/// too small for its 1518 B frames.
+pub fn rows(sizes: Option<&str>, imix: bool, mtu: u16) -> Result<Vec<Sizes>> {
+    let max = usize::from(mtu) + 18;
+    let mut list: Vec<usize> = match sizes {
+        Some(s) => s
+            .split(',')
+            .map(|v| {
+                v.trim()
+                    .parse::<usize>()
+                    .with_context(|| format!("--sizes: {v:?} is not a frame size in bytes"))
+            })
+            .collect::<Result<_>>()?,
+        None => {
+            let mut d = RFC2544_SIZES.to_vec();
+            if max > 1518 {
+                d.push(max);
+            }
+            d
+        }
+    };
+    list.dedup();
+    for &s in &list {
+        if !(64..=max).contains(&s) {
+            bail!(
+                "--sizes: {s} B is outside 64..={max} (64 B to the MTU {mtu} + 18 B of Ethernet \
+                 header and FCS); give --mtu for larger frames"
+            );
+        }
+    }
+    let mut rows: Vec<Sizes> = list.into_iter().map(Sizes::one).collect();
+    if imix {
+        if max < 1518 {
+            bail!("--imix needs 1518 B frames: MTU {mtu} allows at most {max} B");
+        }
+        rows.push(Sizes::imix());
+    }
+    Ok(rows)
+}
+
+/// Runs the search on Gannet booted from `guest` (its `dgram_dir` is replaced by a fresh
+/// directory; one vCPU, two ports), for every row of `rows`. Prints each trial and row to
+/// stderr.
+///
+/// # Errors
+/// `guest` asks for `-icount` (rates in wall-clock time mean nothing under it) or the tap
+/// backend; the ceiling cannot be measured; the guest does not boot or exits uncleanly.
+pub fn run_gannet(
+    guest: &GuestConfig,
+    rows: &[Sizes],
+    cfg: &SearchConfig,
+    ceiling_seconds: f64,
+) -> Result<SearchReport> {
+    ensure!(
+        !guest.icount,
+        "--search measures rates in wall-clock time; -icount slows the guest's clock to its instruction count and makes every rate meaningless: drop --icount"
+    );
+    ensure!(
+        guest.backend == Backend::Dgram,
+        "--search runs on the dgram backend only (non-blocking sends into QEMU's unix datagram socket); drop --backend tap"
+    );
+    // The ceiling first, with nothing else of ours running.
+    let mut ceilings = Vec::new();
+    for r in rows {
+        let c = rate::ceiling(r, ceiling_seconds)
+            .with_context(|| format!("measuring the generator's ceiling at {} B", r.name))?;
+        eprintln!(
+            "search: generator ceiling at {} B: {:.0} fps back through a host stand-in ({:.0} fps offered unpaced); host: {} cores, sender {}",
+            r.name, c.pps, c.offered_pps, c.host_cores, c.pinned
+        );
+        if let Some(m) = cfg.max_rate {
+            if m > c.pps {
+                eprintln!(
+                    "search: --max-rate {m:.0} fps is above the generator's ceiling {:.0} fps at {} B: searching up to the ceiling, not past it",
+                    c.pps, r.name
+                );
+            }
+        }
+        ceilings.push(c);
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("gannet-")
+        .tempdir_in("/tmp")
+        .context("creating the socket directory")?;
+    let mut gcfg = guest.clone();
+    gcfg.dgram_dir = tmp.path().to_path_buf();
+    gcfg.cpus = 1;
+    gcfg.nics = 2;
+    let generator = gen::Generator::bind(&gen::GenConfig {
+        dir: tmp.path().to_path_buf(),
+        size: 64,
+        ..Default::default()
+    })?;
+    let (tx, rx) = (generator.socket(0)?, generator.socket(1)?);
+    let qlen = dgram_qlen();
+    if let Some(q) = qlen {
+        eprintln!("search: host: net.unix.max_dgram_qlen = {q}: QEMU's socket holds {q} frames; a send beyond that is refused and counted as dropped at the host");
+    }
+    let mut g = Guest::boot(&gcfg)?;
+    g.wait_ready(qemu::READY_TIMEOUT)?;
+    eprintln!(
+        "search: guest ready ({}); NDR (0 loss) and PDR (loss <= {} %) per row, resolution {} fps, search trials {} s, {} confirming trials of {} s",
+        gcfg.accel.name(),
+        cfg.pdr_loss * 100.0,
+        cfg.resolution_pps,
+        cfg.trial_seconds,
+        cfg.repeats,
+        cfg.final_seconds
+    );
+    let mut seq_base = 0u64;
+    let guest_ref = &g;
+    let mut run = |sizes: &Sizes, pps: f64, seconds: f64| -> Result<Trial> {
+        let before = guest_ref.stats(STATS_TIMEOUT)?.drops();
+        let mut t = rate::trial(&tx, &rx, sizes, pps, seconds, seq_base)?;
+        seq_base += t.offered + 1;
+        let after = guest_ref.stats(STATS_TIMEOUT)?.drops();
+        let grew = after
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let d = v.saturating_sub(before.get(&k).copied().unwrap_or(0));
+                (d > 0).then_some((k, d))
+            })
+            .collect();
+        t.attribute(grew);
+        eprintln!(
+            "search:   {} B at {:>9.0} fps for {} s: offered {} ({:.0} fps, pacing p99 {:.1} %), received {}, loss {:.3} % (refused at the host {}, guest {}, unattributed {})",
+            sizes.name,
+            pps,
+            seconds,
+            t.offered,
+            t.offered_pps,
+            t.pacing_p99 * 100.0,
+            t.received,
+            t.loss * 100.0,
+            t.refused,
+            t.guest_dropped,
+            t.unattributed
+        );
+        Ok(t)
+    };
+    let mut results = Vec::new();
+    for (r, c) in rows.iter().zip(&ceilings) {
+        let res = search::search_row(cfg, r, c, &mut run)
+            .with_context(|| format!("searching {} B", r.name))?;
+        eprint!("{}", describe(&res, c, gcfg.accel.name()));
+        results.push(res);
+    }
+    let (_, exit) = g.quit(Duration::from_secs(30))?;
+    if !exit.is_clean() {
+        bail!("the guest exited {exit:?}\n{}", g.tail_report());
+    }
+    Ok(SearchReport {
+        dut: "gannet".into(),
+        append: gcfg.append.clone(),
+        backend: "dgram",
+        config: cfg.clone(),
+        host_dgram_qlen: qlen,
+        ceilings,
+        rows: results,
+    })
+}
+
+/// `net.unix.max_dgram_qlen` (datagrams), the queue a unix datagram socket holds before its
+/// senders see `EAGAIN`.
+pub fn dgram_qlen() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/net/unix/max_dgram_qlen")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The human-readable summary of one row.
+pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "search {} B ({accel}; generator ceiling {:.0} fps on {} host cores, sender {}): {}",
+        r.sizes.name,
+        c.pps,
+        c.host_cores,
+        c.pinned,
+        match r.outcome {
+            RowOutcome::Found => "found",
+            RowOutcome::CeilingReached =>
+                "NDR at the generator's ceiling: the figure is the generator's, not the guest's",
+            RowOutcome::NeverForwards =>
+                "the guest forwarded nothing during the warm-up (never forwards)",
+        }
+    );
+    for (name, rate) in [("NDR", &r.ndr), ("PDR", &r.pdr)] {
+        if let Some(x) = rate {
+            let _ = writeln!(
+                s,
+                "  {name}: offered {:.0} fps ({:.4} Gbit/s on the wire), forwarded {:.0} fps ({:.4} Gbit/s), spread {:.0}..{:.0} fps, worst loss {:.3} %",
+                x.pps,
+                x.gbps,
+                x.forwarded_pps,
+                x.forwarded_gbps,
+                x.spread_pps.0,
+                x.spread_pps.1,
+                x.worst_loss * 100.0
+            );
+        }
+    }
+    if !r.pdr_drops.is_empty() {
+        let _ = writeln!(s, "  guest drops at PDR: {:?}", r.pdr_drops);
+    }
+    match &r.step_above {
+        Some(t) => {
+            let _ = writeln!(
+                s,
+                "  one step above NDR ({:.0} fps): loss {:.3} %",
+                t.rate_pps,
+                t.loss * 100.0
+            );
+        }
+        None if r.ndr.is_some() => {
+            let _ = writeln!(s, "  one step above NDR is past the search's upper bound (ceiling reached)");
+        }
+        None => {}
+    }
+    for l in &r.latency {
+        if let Some(x) = &l.trial.latency {
+            let _ = writeln!(
+                s,
+                "  latency at {:.0} % of NDR ({:.0} fps, {} samples): min {:.1} µs, p50 {:.1}, p99 {:.1}, p99.9 {:.1}, max {:.1}",
+                l.fraction * 100.0,
+                l.trial.rate_pps,
+                x.count,
+                x.min_us,
+                x.p50_us,
+                x.p99_us,
+                x.p999_us,
+                x.max_us
+            );
+        }
+    }
+    let _ = writeln!(s, "  {} trials", r.trials.len());
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_rows_are_rfc2544s_and_the_jumbo_with_its_mtu() {
+        let names = |v: Vec<Sizes>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(rows(None, false, 1500).unwrap()),
+            ["64", "128", "256", "512", "1024", "1280", "1518"]
+        );
+        let j = names(rows(None, true, 9000).unwrap());
+        assert_eq!(j[7..], ["9018", "imix"]);
+    }
+
+    #[test]
+    fn sizes_outside_64_to_mtu_plus_18_are_refused_by_name() {
+        let e = rows(Some("64,1519"), false, 1500).unwrap_err().to_string();
+        assert!(e.contains("1519 B is outside 64..=1518"), "{e}");
+        let e = rows(Some("63"), false, 1500).unwrap_err().to_string();
+        assert!(e.contains("63 B"), "{e}");
+        assert!(rows(Some("9018"), false, 9000).is_ok());
+        assert!(rows(Some("x"), false, 1500).is_err());
+    }
+}
