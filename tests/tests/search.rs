@@ -23,7 +23,7 @@ fn search() -> SearchReport {
         warmup_seconds: 0.5,
         max_rate: Some(20_000.0),
     };
-    bench_search::run_gannet(&guest, &[Sizes::one(64)], &cfg, 0.5)
+    bench_search::run_gannet(&guest, &[Sizes::one(64)], &cfg, 0.5, Some(256))
         .unwrap_or_else(|e| panic!("search: {e:#}"))
 }
 
@@ -39,7 +39,12 @@ fn search_64b_ndr_pdr_and_latency() {
     let pdr = row.pdr.as_ref().expect("PDR confirmed");
     assert!(ndr.pps > 0.0, "NDR {}", ndr.pps);
     assert!(ndr.pps <= pdr.pps, "NDR {} > PDR {}", ndr.pps, pdr.pps);
-    assert!(pdr.pps <= row.upper_pps, "PDR {} over {}", pdr.pps, row.upper_pps);
+    assert!(
+        pdr.pps <= row.upper_pps,
+        "PDR {} over {}",
+        pdr.pps,
+        row.upper_pps
+    );
     assert_eq!(ndr.worst_loss, 0.0);
     assert!(pdr.worst_loss <= 0.005);
     // The last `repeats` confirming trials at NDR are at NDR and lost nothing.

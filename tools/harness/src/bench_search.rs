@@ -3,10 +3,10 @@
 //! from the guest's STATS before and after each trial (issue 42). A peer guest plugs in with a
 //! runner of its own over the same [`crate::search::search_row`].
 
+use crate::gen;
 use crate::qemu::{self, Backend, Guest, GuestConfig};
 use crate::rate::{self, Ceiling, Sizes, Trial};
 use crate::search::{self, RowOutcome, RowResult, SearchConfig};
-use crate::gen;
 use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
 use std::time::Duration;
@@ -27,9 +27,12 @@ pub struct SearchReport {
     /// "dgram": QEMU's unix-datagram backend, non-blocking sends.
     pub backend: &'static str,
     pub config: SearchConfig,
-    /// `net.unix.max_dgram_qlen`: datagrams QEMU's socket queues before a send is refused
-    /// (what [`Trial::refused`] counts against); `None` if unreadable.
+    /// `net.unix.max_dgram_qlen` QEMU's socket (and the ceiling's stand-in) were created
+    /// with: datagrams queued before a send is refused (what [`Trial::refused`] counts);
+    /// `None` if unreadable.
     pub host_dgram_qlen: Option<u64>,
+    /// The host's own `net.unix.max_dgram_qlen` (put back once QEMU's socket existed).
+    pub host_dgram_qlen_default: Option<u64>,
     /// The generator's ceiling per row, measured before the guest booted.
     pub ceilings: Vec<Ceiling>,
     pub rows: Vec<RowResult>,
@@ -81,7 +84,8 @@ pub fn rows(sizes: Option<&str>, imix: bool, mtu: u16) -> Result<Vec<Sizes>> {
 
 /// Runs the search on Gannet booted from `guest` (its `dgram_dir` is replaced by a fresh
 /// directory; one vCPU, two ports), for every row of `rows`. Prints each trial and row to
-/// stderr.
+/// stderr. With `qlen`, `net.unix.max_dgram_qlen` is raised to it ([`rate::QlenGuard`]) from
+/// the ceiling runs until QEMU is up, then put back: QEMU's socket keeps the deeper queue.
 ///
 /// # Errors
 /// `guest` asks for `-icount` (rates in wall-clock time mean nothing under it) or the tap
@@ -91,6 +95,7 @@ pub fn run_gannet(
     rows: &[Sizes],
     cfg: &SearchConfig,
     ceiling_seconds: f64,
+    qlen: Option<u64>,
 ) -> Result<SearchReport> {
     ensure!(
         !guest.icount,
@@ -100,6 +105,18 @@ pub fn run_gannet(
         guest.backend == Backend::Dgram,
         "--search runs on the dgram backend only (non-blocking sends into QEMU's unix datagram socket); drop --backend tap"
     );
+    let qlen_default = rate::dgram_qlen();
+    let guard = match qlen {
+        Some(q) => match rate::QlenGuard::raise(q) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("search: warning: {e:#}: QEMU's socket keeps the host's queue of {qlen_default:?} frames");
+                None
+            }
+        },
+        None => None,
+    };
+    let qlen_used = rate::dgram_qlen();
     // The ceiling first, with nothing else of ours running.
     let mut ceilings = Vec::new();
     for r in rows {
@@ -133,12 +150,12 @@ pub fn run_gannet(
         ..Default::default()
     })?;
     let (tx, rx) = (generator.socket(0)?, generator.socket(1)?);
-    let qlen = dgram_qlen();
-    if let Some(q) = qlen {
-        eprintln!("search: host: net.unix.max_dgram_qlen = {q}: QEMU's socket holds {q} frames; a send beyond that is refused and counted as dropped at the host");
+    if let Some(q) = qlen_used {
+        eprintln!("search: host: net.unix.max_dgram_qlen = {q} for QEMU's socket (host default {qlen_default:?}): it holds {q} frames; a send beyond that is refused and counted as dropped at the host");
     }
     let mut g = Guest::boot(&gcfg)?;
     g.wait_ready(qemu::READY_TIMEOUT)?;
+    drop(guard);
     eprintln!(
         "search: guest ready ({}); NDR (0 loss) and PDR (loss <= {} %) per row, resolution {} fps, search trials {} s, {} confirming trials of {} s",
         gcfg.accel.name(),
@@ -195,20 +212,11 @@ pub fn run_gannet(
         append: gcfg.append.clone(),
         backend: "dgram",
         config: cfg.clone(),
-        host_dgram_qlen: qlen,
+        host_dgram_qlen: qlen_used,
+        host_dgram_qlen_default: qlen_default,
         ceilings,
         rows: results,
     })
-}
-
-/// `net.unix.max_dgram_qlen` (datagrams), the queue a unix datagram socket holds before its
-/// senders see `EAGAIN`.
-pub fn dgram_qlen() -> Option<u64> {
-    std::fs::read_to_string("/proc/sys/net/unix/max_dgram_qlen")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// The human-readable summary of one row.
@@ -228,6 +236,7 @@ pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
                 "NDR at the generator's ceiling: the figure is the generator's, not the guest's",
             RowOutcome::NeverForwards =>
                 "the guest forwarded nothing during the warm-up (never forwards)",
+            RowOutcome::NotConfirmed => "no rate passed its confirming trials (not confirmed)",
         }
     );
     for (name, rate) in [("NDR", &r.ndr), ("PDR", &r.pdr)] {
@@ -258,7 +267,10 @@ pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
             );
         }
         None if r.ndr.is_some() => {
-            let _ = writeln!(s, "  one step above NDR is past the search's upper bound (ceiling reached)");
+            let _ = writeln!(
+                s,
+                "  one step above NDR is past the search's upper bound (ceiling reached)"
+            );
         }
         None => {}
     }

@@ -42,7 +42,9 @@ use crate::gen::{self, HostSock, FCS_LEN};
 
 /// Below this much time before the next frame is due the sender yields instead of sleeping
 /// (a sleep overshoots by tens of microseconds).
-pub const SPIN_BELOW: Duration = Duration::from_micros(200);
+/// The sender's timer slack is set to 1 ns (`PR_SET_TIMERSLACK`), so a sleep ends within a few
+/// microseconds of its deadline instead of the default 50 µs late.
+pub const SPIN_BELOW: Duration = Duration::from_micros(30);
 /// Width of the windows the pacing error is measured over (issue 42: 10 ms).
 pub const PACING_WINDOW: Duration = Duration::from_millis(10);
 /// After the last frame is sent, how long the receiver waits for stragglers.
@@ -210,6 +212,77 @@ pub fn pin_sender() -> std::result::Result<usize, String> {
     }
 }
 
+/// `net.unix.max_dgram_qlen`'s file.
+const DGRAM_QLEN: &str = "/proc/sys/net/unix/max_dgram_qlen";
+
+/// `net.unix.max_dgram_qlen`: how many datagrams a unix datagram socket created now will queue
+/// before its senders see `EAGAIN` (Linux default 10); `None` if unreadable.
+pub fn dgram_qlen() -> Option<u64> {
+    std::fs::read_to_string(DGRAM_QLEN)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `net.unix.max_dgram_qlen` raised for the sockets created while this lives (a socket keeps
+/// the value it was created with), put back on drop. Raising it gives QEMU's dgram socket a
+/// queue as deep as a NIC's ring instead of 10 frames, so a millisecond's scheduling delay of
+/// QEMU on a shared host is not loss.
+#[derive(Debug)]
+pub struct QlenGuard {
+    old: u64,
+}
+
+impl QlenGuard {
+    /// Sets the sysctl to `qlen` (root only).
+    ///
+    /// # Errors
+    /// The sysctl cannot be read or written (not root, or no `/proc/sys/net/unix`).
+    pub fn raise(qlen: u64) -> Result<QlenGuard> {
+        let old = dgram_qlen().with_context(|| format!("reading {DGRAM_QLEN}"))?;
+        std::fs::write(DGRAM_QLEN, qlen.to_string())
+            .with_context(|| format!("writing {qlen} to {DGRAM_QLEN} (root only)"))?;
+        Ok(QlenGuard { old })
+    }
+
+    /// The value it will put back.
+    pub fn old(&self) -> u64 {
+        self.old
+    }
+}
+
+impl Drop for QlenGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::write(DGRAM_QLEN, self.old.to_string());
+    }
+}
+
+/// Lets the unix-datagram `tx` hold `bytes` of frames not yet read by its peer
+/// (`SO_SNDBUFFORCE`, root; else `SO_SNDBUF`, capped by `net.core.wmem_max`): with a deep peer
+/// queue the send buffer would otherwise refuse first. Best effort: no-op on a packet socket.
+pub fn widen_send_buffer(tx: &HostSock, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    if let HostSock::Unix { sock, .. } = tx {
+        let v = bytes as libc::c_int;
+        for opt in [libc::SO_SNDBUFFORCE, libc::SO_SNDBUF] {
+            // SAFETY: setsockopt reads an int from a valid pointer of the size given.
+            let rc = unsafe {
+                libc::setsockopt(
+                    sock.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&v as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc == 0 {
+                return;
+            }
+        }
+    }
+}
+
 /// The host's online CPU count.
 pub fn host_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -273,8 +346,7 @@ fn pace_and_send(
         match tx.send(&buf) {
             Ok(_) => send_ns.push(t),
             Err(e)
-                if e.kind() == ErrorKind::WouldBlock
-                    || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                if e.kind() == ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) =>
             {
                 refused += 1;
                 send_ns.push(u64::MAX);
@@ -336,6 +408,7 @@ pub fn trial(
     ensure!(seconds > 0.0, "trial of {seconds} s");
     ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
     tx.set_nonblocking(true).context("non-blocking sends")?;
+    widen_send_buffer(tx, 8 << 20);
     rx.set_nonblocking(false)?;
     rx.set_read_timeout(Some(Duration::from_millis(20)))?;
     let stop = AtomicBool::new(false);
@@ -361,9 +434,7 @@ pub fn trial(
                             _ => bad += 1,
                         }
                     }
-                    Err(e)
-                        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
-                    {
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                         if stop.load(Ordering::Acquire) {
                             return Ok((got, bad));
                         }
@@ -374,6 +445,9 @@ pub fn trial(
         });
         let sender = s.spawn(|| {
             let _ = pin_sender();
+            // SAFETY: PR_SET_TIMERSLACK takes an integer argument and touches only this
+            // thread's timer slack.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
             pace_and_send(tx, sizes, rate_pps, seconds, seq_base, base)
         });
         let sent = sender.join().expect("sender panicked");
@@ -466,9 +540,7 @@ pub fn with_stand_in<R>(f: impl FnOnce(&HostSock, &HostSock) -> Result<R>) -> Re
                             .send_to(&buf[..n], &to)
                             .context("stand-in sending on")?;
                     }
-                    Err(e)
-                        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
-                    {
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                         if stop.load(Ordering::Acquire) {
                             return Ok(());
                         }

@@ -13,9 +13,10 @@
 //! 3. PDR: the same between NDR and the upper bound, passing a trial with loss at most
 //!    [`SearchConfig::pdr_loss`];
 //! 4. confirmation: [`SearchConfig::repeats`] trials of [`SearchConfig::final_seconds`] at NDR;
-//!    if one loses, NDR steps down one resolution and is confirmed again (at most
-//!    [`MAX_STEP_DOWNS`] times), then the same at PDR with its criterion; the spread (min, max)
-//!    of the confirming trials' forwarded rate is reported;
+//!    if one loses, NDR is searched again (binary search from 0 to one resolution below the
+//!    failed rate) and confirmed again (at most [`MAX_STEP_DOWNS`] times; longer trials meet
+//!    rarer hiccups of a shared host), then the same at PDR with its criterion; the spread
+//!    (min, max) of the confirming trials' forwarded rate is reported;
 //! 5. one trial one resolution step above NDR (unless that is past the upper bound: "the
 //!    ceiling reached" instead), expected to lose;
 //! 6. latency: one final-length trial at 10 %, 50 % and 90 % of NDR (RFC 2544 §26.2 measures at
@@ -34,7 +35,7 @@ use crate::rate::{Ceiling, Sizes, Trial};
 
 /// Rate of the warm-up trial, frames/s.
 pub const WARMUP_PPS: f64 = 1000.0;
-/// How many times a failed confirmation may step NDR (or PDR) down one resolution.
+/// How many times a failed confirmation may search NDR (or PDR) again below the failed rate.
 pub const MAX_STEP_DOWNS: usize = 5;
 
 /// What the search runs.
@@ -104,6 +105,8 @@ pub enum RowOutcome {
     CeilingReached,
     /// The guest forwarded no frame of the warm-up: nothing to search.
     NeverForwards,
+    /// No rate passed its confirming trials (after every search again below a failure).
+    NotConfirmed,
 }
 
 /// A rate with its forwarded rate's spread over the confirming trials.
@@ -186,9 +189,15 @@ impl Row<'_, '_> {
         Ok(lo)
     }
 
-    /// Confirms `pps` with `repeats` final trials, stepping down one resolution on a failure;
-    /// returns the confirmed rate and its passing trials.
+    /// Confirms `pps` with `repeats` final trials. On a failure the rate is searched again
+    /// below the failed one (binary search from 0, search trials) and that is confirmed, at
+    /// most [`MAX_STEP_DOWNS`] times. Returns the confirmed rate (0: none) and its trials.
     fn confirm(&mut self, phase: Phase, mut pps: f64, max_loss: f64) -> Result<(f64, Vec<Trial>)> {
+        let search = if phase == Phase::ConfirmNdr {
+            Phase::Ndr
+        } else {
+            Phase::Pdr
+        };
         for _ in 0..=MAX_STEP_DOWNS {
             if pps <= 0.0 {
                 break;
@@ -204,7 +213,7 @@ impl Row<'_, '_> {
             if ok.len() == self.cfg.repeats {
                 return Ok((pps, ok));
             }
-            pps -= self.cfg.resolution_pps;
+            pps = self.bisect(search, 0.0, pps - self.cfg.resolution_pps, max_loss)?;
         }
         Ok((0.0, Vec::new()))
     }
@@ -254,7 +263,12 @@ pub fn search_row(
         run,
         trials: Vec::new(),
     };
-    let warm = row.trial(Phase::Warmup, WARMUP_PPS.min(upper), cfg.warmup_seconds, 1.0)?;
+    let warm = row.trial(
+        Phase::Warmup,
+        WARMUP_PPS.min(upper),
+        cfg.warmup_seconds,
+        1.0,
+    )?;
     let mut result = RowResult {
         sizes: sizes.clone(),
         outcome: RowOutcome::NeverForwards,
@@ -292,7 +306,9 @@ pub fn search_row(
     }
     result.ndr = rate(sizes, ndr, &ndr_trials);
     result.pdr = rate(sizes, pdr, &pdr_trials);
-    result.outcome = if ndr >= upper {
+    result.outcome = if ndr <= 0.0 {
+        RowOutcome::NotConfirmed
+    } else if ndr >= upper {
         RowOutcome::CeilingReached
     } else {
         RowOutcome::Found
@@ -351,14 +367,22 @@ mod tests {
     #[test]
     fn finds_the_capacity_within_one_resolution() {
         let cfg = SearchConfig::default();
-        let r = search_row(&cfg, &Sizes::one(64), &ceiling(100_000.0), &mut device(42_345.0))
-            .unwrap();
+        let r = search_row(
+            &cfg,
+            &Sizes::one(64),
+            &ceiling(100_000.0),
+            &mut device(42_345.0),
+        )
+        .unwrap();
         assert_eq!(r.outcome, RowOutcome::Found);
         let ndr = r.ndr.unwrap().pps;
         assert!(ndr <= 42_345.0 && ndr > 42_345.0 - 1000.0, "NDR {ndr}");
         // PDR: loss ≤ 0.5 % up to cap / 0.995 = 42 557.8.
         let pdr = r.pdr.unwrap().pps;
-        assert!(pdr >= ndr && pdr <= 42_557.8 && pdr > 42_557.8 - 1000.0, "PDR {pdr}");
+        assert!(
+            pdr >= ndr && pdr <= 42_557.8 && pdr > 42_557.8 - 1000.0,
+            "PDR {pdr}"
+        );
         let above = r.step_above.unwrap();
         assert!(above.loss > 0.0);
         assert_eq!(r.latency.len(), 3);

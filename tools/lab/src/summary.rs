@@ -29,13 +29,14 @@ pub const END: &str = "<!-- end of summary -->";
 
 /// One file of `results/`: its name and the command that writes it (the `--json` it takes is
 /// `results/<name>.json`).
-pub const FILES: [(&str, &str); 9] = [
+pub const FILES: [(&str, &str); 10] = [
     ("sim", "cargo xtask bench sim --modes io,l2,router --k 4,32"),
     (
         "sim-9018",
         "cargo xtask bench sim --modes l2,router --k 32 --size 9018",
     ),
     ("peer", "cargo xtask bench --peer linux,dpdk"),
+    ("search", "cargo xtask bench --search --sizes 64"),
     ("mm", "cargo xtask bench mm"),
     ("pool", "cargo xtask bench pool"),
     ("tlb", "cargo xtask bench tlb"),
@@ -175,6 +176,76 @@ pub fn check_guarded(r: &Results, guarded: &[(String, Guarded)]) -> Result<Vec<S
     Ok(unguarded)
 }
 
+/// The rows of `results/search.json` (`bench --search`, `harness::bench_search`): per row of
+/// frame sizes, NDR and PDR (offered fps and Gbit/s on the wire, with what bounds them: the
+/// guest and host under the accelerator, or the generator's ceiling) and the latency at 50 % of
+/// NDR.
+fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
+    let mut out = Vec::new();
+    let v = &e.result;
+    let pdr_pct = v["config"]["pdr_loss"].as_f64().unwrap_or(0.0) * 100.0;
+    let rows = v["rows"].as_array().cloned().unwrap_or_default();
+    let ceilings = v["ceilings"].as_array().cloned().unwrap_or_default();
+    for (i, row_v) in rows.iter().enumerate() {
+        let name = row_v["sizes"]["name"].as_str().unwrap_or("?");
+        let ceiling = ceilings.get(i).and_then(|c| c["pps"].as_f64());
+        let cores = ceilings.get(i).and_then(|c| c["host_cores"].as_u64());
+        let rate = |k: &str| -> Option<String> {
+            let x = &row_v[k];
+            Some(format!(
+                "{} ({:.4} Gbit/s)",
+                fmt_thousands(x["pps"].as_f64()?),
+                x["gbps"].as_f64()?
+            ))
+        };
+        let bound = match row_v["outcome"].as_str() {
+            Some("ceiling_reached") => "bound: the generator's ceiling",
+            Some("never_forwards") => "the guest never forwarded",
+            _ => "bound: guest and host queue under the accelerator",
+        };
+        let gannet = match (rate("ndr"), rate("pdr")) {
+            (Some(n), Some(p)) => format!("{n} / {p}"),
+            _ => "never forwards".to_string(),
+        };
+        out.push(row(
+            format!(
+                "`bench --search` {name} B: NDR (0 loss) / PDR (≤ {pdr_pct} %) offered fps ({}, dgram backend, wall clock; {bound}; generator ceiling {} fps on {} host cores)",
+                e.accel,
+                ceiling.map_or_else(|| "?".into(), fmt_thousands),
+                cores.map_or_else(|| "?".into(), |c| c.to_string()),
+            ),
+            gannet,
+            dash(),
+            dash(),
+            "search",
+        ));
+        let half = row_v["latency"]
+            .as_array()
+            .and_then(|l| l.iter().find(|x| x["fraction"].as_f64() == Some(0.5)));
+        if let Some(l) = half.map(|h| &h["trial"]["latency"]) {
+            let f = |k: &str| l[k].as_f64().map_or("?".into(), |x| format!("{x:.0}"));
+            out.push(row(
+                format!(
+                    "`bench --search` {name} B latency at 50 % of NDR: µs min / p50 / p99 / p99.9 / max (host send to host receive, {})",
+                    e.accel
+                ),
+                format!(
+                    "{} / {} / {} / {} / {}",
+                    f("min_us"),
+                    f("p50_us"),
+                    f("p99_us"),
+                    f("p999_us"),
+                    f("max_us")
+                ),
+                dash(),
+                dash(),
+                "search",
+            ));
+        }
+    }
+    out
+}
+
 /// `results/peer.json` and its 64 B record (a `--sizes` sweep's 64 B one, else its first).
 pub fn peer_record(r: &Results) -> Option<(&Envelope<Value>, Value)> {
     let e = r.files.get("peer")?;
@@ -290,6 +361,9 @@ pub fn rows(r: &Results) -> Vec<Row> {
                 "peer",
             ));
         }
+    }
+    if let Some(e) = r.files.get("search") {
+        out.extend(search_rows(e));
     }
     if let Some(e) = r.files.get("mm") {
         let v = &e.result;

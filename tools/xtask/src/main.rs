@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
-mod search;
 mod checks;
 mod fuzz;
 mod lint;
 mod run;
+mod search;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -318,6 +318,10 @@ struct BenchArgs {
     /// With --search: highest rate to offer, frames/s (the generator's ceiling bounds it).
     #[arg(long, requires = "search")]
     max_rate: Option<f64>,
+    /// With --search: `net.unix.max_dgram_qlen` for QEMU's sockets, frames (a virtio ring's
+    /// 256 by default; 0: the host's own, Linux's 10): raised while QEMU starts, then put back.
+    #[arg(long, default_value_t = 256, requires = "search")]
+    dgram_qlen: u64,
     /// With --search: duration of the generator's ceiling run per row, s.
     #[arg(long, default_value_t = 2.0, requires = "search")]
     ceiling_seconds: f64,

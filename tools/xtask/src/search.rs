@@ -35,7 +35,13 @@ pub(crate) fn cmd_bench_search(a: BenchArgs) -> Result<()> {
     let image = image_for(g)?;
     let gcfg = guest_config(g, image, Path::new("/tmp"), Echo::Off)?;
     crate::announce_accel(gcfg.accel, gcfg.icount, gcfg.cpu.as_deref());
-    let report = bench_search::run_gannet(&gcfg, &rows, &cfg, a.ceiling_seconds)?;
+    let report = bench_search::run_gannet(
+        &gcfg,
+        &rows,
+        &cfg,
+        a.ceiling_seconds,
+        (a.dgram_qlen > 0).then_some(a.dgram_qlen),
+    )?;
     let ran = crate::ran(g);
     let file = a
         .json

@@ -108,6 +108,50 @@ fn rows_carry_figures_ratios_commands_and_commits() {
 }
 
 #[test]
+fn search_rows_give_ndr_pdr_and_the_latency_at_half_ndr() {
+    let mut r = Results::default();
+    r.files.insert(
+        "search".into(),
+        env(
+            "search",
+            "cargo xtask bench --search --sizes 64",
+            serde_json::json!({
+                "config": { "pdr_loss": 0.005 },
+                "ceilings": [ { "pps": 210000.0, "host_cores": 2 } ],
+                "rows": [ {
+                    "sizes": { "name": "64" },
+                    "outcome": "found",
+                    "ndr": { "pps": 12000.0, "gbps": 0.008064 },
+                    "pdr": { "pps": 20500.0, "gbps": 0.013776 },
+                    "latency": [
+                        { "fraction": 0.1, "trial": { "latency": { "min_us": 1.0 } } },
+                        { "fraction": 0.5, "trial": { "latency": {
+                            "min_us": 40.2, "p50_us": 120.4, "p99_us": 300.0,
+                            "p999_us": 900.0, "max_us": 1500.0 } } }
+                    ]
+                } ]
+            }),
+        ),
+    );
+    let rows = rows(&r);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[0].gannet,
+        "12,000 (0.0081 Gbit/s) / 20,500 (0.0138 Gbit/s)"
+    );
+    assert!(
+        rows[0].metric.contains("PDR (≤ 0.5 %)"),
+        "{}",
+        rows[0].metric
+    );
+    assert!(rows[0]
+        .metric
+        .contains("ceiling 210,000 fps on 2 host cores"));
+    assert!(rows[0].metric.contains("tcg"));
+    assert_eq!(rows[1].gannet, "40 / 120 / 300 / 900 / 1500");
+}
+
+#[test]
 fn splice_replaces_only_the_block() {
     let text = format!("# B\n\nintro\n{BEGIN}\nold\n{END}\n\nrest\n");
     let out = splice(&text, &format!("{BEGIN}\nnew\n{END}\n")).unwrap();
