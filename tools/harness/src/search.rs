@@ -15,8 +15,10 @@
 //! 4. confirmation: [`SearchConfig::repeats`] trials of [`SearchConfig::final_seconds`] at NDR;
 //!    if one loses, NDR is searched again (binary search from 0 to one resolution below the
 //!    failed rate) and confirmed again (at most [`MAX_STEP_DOWNS`] times; longer trials meet
-//!    rarer hiccups of a shared host), then the same at PDR with its criterion; the spread
-//!    (min, max) of the confirming trials' forwarded rate is reported;
+//!    rarer hiccups of a shared host), then the same at PDR with its criterion, searched again
+//!    no lower than NDR (if nothing above NDR is confirmed, PDR is NDR, confirmed by NDR's
+//!    lossless trials); the spread (min, max) of the confirming trials' forwarded rate is
+//!    reported;
 //! 5. one trial one resolution step above NDR (unless that is past the upper bound: "the
 //!    ceiling reached" instead), expected to lose;
 //! 6. latency: one final-length trial at 10 %, 50 % and 90 % of NDR (RFC 2544 §26.2 measures at
@@ -190,16 +192,24 @@ impl Row<'_, '_> {
     }
 
     /// Confirms `pps` with `repeats` final trials. On a failure the rate is searched again
-    /// below the failed one (binary search from 0, search trials) and that is confirmed, at
-    /// most [`MAX_STEP_DOWNS`] times. Returns the confirmed rate (0: none) and its trials.
-    fn confirm(&mut self, phase: Phase, mut pps: f64, max_loss: f64) -> Result<(f64, Vec<Trial>)> {
+    /// between `floor` (a rate already confirmed, or 0) and one resolution below the failed
+    /// one (binary search, search trials) and that is confirmed, at most [`MAX_STEP_DOWNS`]
+    /// times. Returns the confirmed rate and its trials, or `None` when nothing above `floor`
+    /// was confirmed.
+    fn confirm(
+        &mut self,
+        phase: Phase,
+        mut pps: f64,
+        floor: f64,
+        max_loss: f64,
+    ) -> Result<Option<(f64, Vec<Trial>)>> {
         let search = if phase == Phase::ConfirmNdr {
             Phase::Ndr
         } else {
             Phase::Pdr
         };
         for _ in 0..=MAX_STEP_DOWNS {
-            if pps <= 0.0 {
+            if pps <= floor {
                 break;
             }
             let mut ok = Vec::new();
@@ -211,11 +221,11 @@ impl Row<'_, '_> {
                 ok.push(t);
             }
             if ok.len() == self.cfg.repeats {
-                return Ok((pps, ok));
+                return Ok(Some((pps, ok)));
             }
-            pps = self.bisect(search, 0.0, pps - self.cfg.resolution_pps, max_loss)?;
+            pps = self.bisect(search, floor, pps - self.cfg.resolution_pps, max_loss)?;
         }
-        Ok((0.0, Vec::new()))
+        Ok(None)
     }
 }
 
@@ -297,8 +307,13 @@ pub fn search_row(
     } else {
         row.bisect(Phase::Pdr, ndr0, upper, cfg.pdr_loss)?
     };
-    let (ndr, ndr_trials) = row.confirm(Phase::ConfirmNdr, ndr0, 0.0)?;
-    let (pdr, pdr_trials) = row.confirm(Phase::ConfirmPdr, pdr0.max(ndr), cfg.pdr_loss)?;
+    let (ndr, ndr_trials) = row
+        .confirm(Phase::ConfirmNdr, ndr0, 0.0, 0.0)?
+        .unwrap_or((0.0, Vec::new()));
+    // NDR's confirming trials lost nothing, so they confirm PDR at NDR too: PDR >= NDR.
+    let (pdr, pdr_trials) = row
+        .confirm(Phase::ConfirmPdr, pdr0.max(ndr), ndr, cfg.pdr_loss)?
+        .unwrap_or_else(|| (ndr, ndr_trials.clone()));
     for t in &pdr_trials {
         for (k, v) in &t.guest_drops {
             *result.pdr_drops.entry(k.clone()).or_default() += v;
@@ -393,6 +408,36 @@ mod tests {
             .filter(|t| t.phase == Phase::ConfirmNdr)
             .count();
         assert_eq!(confirms, 3);
+    }
+
+    /// A device that loses 1 % of everything above its capacity: no rate above NDR meets a
+    /// 0.5 % PDR, so PDR is NDR, confirmed by NDR's lossless trials.
+    #[test]
+    fn pdr_is_ndr_when_nothing_above_it_passes() {
+        let mut cliff = |_: &Sizes, pps: f64, s: f64| -> Result<Trial> {
+            let offered = (pps * s).round() as u64;
+            let lost = if pps > 30_000.0 { offered / 100 } else { 0 };
+            Ok(Trial {
+                rate_pps: pps,
+                offered,
+                received: offered - lost,
+                loss: lost as f64 / offered as f64,
+                forwarded_pps: (offered - lost) as f64 / s,
+                ..Default::default()
+            })
+        };
+        let r = search_row(
+            &SearchConfig::default(),
+            &Sizes::one(64),
+            &ceiling(100_000.0),
+            &mut cliff,
+        )
+        .unwrap();
+        let (ndr, pdr) = (r.ndr.unwrap(), r.pdr.unwrap());
+        assert!(ndr.pps <= 30_000.0 && ndr.pps > 29_000.0, "NDR {}", ndr.pps);
+        assert_eq!(pdr.pps, ndr.pps);
+        assert_eq!(pdr.worst_loss, 0.0);
+        assert!(!r.trials.iter().any(|t| t.phase == Phase::ConfirmPdr));
     }
 
     #[test]

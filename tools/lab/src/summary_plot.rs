@@ -1,7 +1,9 @@
 //! The summary's plots (`cargo xtask report`), drawn from `results/`: `docs/plots/sim.png`
 //! (guest instructions per packet of the deterministic benchmark, per mode, frame size and K)
 //! and `docs/plots/peer.png` (end-to-end forwarded pps, Gannet beside the Linux and testpmd
-//! peers of the same run). A file whose results are missing is not drawn.
+//! peers of the same run) and `docs/plots/search-latency.png` (the latency CDFs of
+//! `bench --search`'s first row at 10, 50 and 90 % of NDR). A file whose results are missing
+//! is not drawn.
 
 use std::path::{Path, PathBuf};
 
@@ -73,7 +75,104 @@ pub fn plots(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
             out.push(p);
         }
     }
+    if let Some(e) = r.files.get("search") {
+        let row = &e.result["rows"][0];
+        let name = row["sizes"]["name"].as_str().unwrap_or("?");
+        let curves: Vec<(String, Vec<(f64, f64)>)> = row["latency"]
+            .as_array()
+            .map(|ls| {
+                ls.iter()
+                    .filter_map(|l| {
+                        let pts = l["trial"]["latency"]["cdf"]
+                            .as_array()?
+                            .iter()
+                            .filter_map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
+                            .collect::<Vec<_>>();
+                        Some((
+                            format!(
+                                "{:.0} % of NDR ({:.0} fps)",
+                                l["fraction"].as_f64()? * 100.0,
+                                l["trial"]["rate_pps"].as_f64()?
+                            ),
+                            pts,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !curves.is_empty() {
+            let p = dir.join("search-latency.png");
+            cdf(
+                &p,
+                &format!(
+                    "bench --search {name} B: latency CDF at fractions of NDR ({}, wall clock)",
+                    e.accel
+                ),
+                &curves,
+            )
+            .map_err(|e| anyhow::anyhow!("drawing {}: {e}", p.display()))?;
+            out.push(p);
+        }
+    }
     Ok(out)
+}
+
+/// Latency CDFs: x latency in µs (log scale), y the fraction of frames at or below it, one
+/// line per curve.
+fn cdf(
+    path: &Path,
+    title: &str,
+    curves: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let text = plot::register_font();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let xs = curves.iter().flat_map(|c| c.1.iter().map(|p| p.0));
+    let xmin = xs.clone().fold(f64::INFINITY, f64::min).max(0.1) * 0.8;
+    let xmax = xs.fold(0.0, f64::max).max(xmin * 10.0) * 1.2;
+    let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(15);
+    if text {
+        builder
+            .caption(title, ("sans-serif", 20))
+            .x_label_area_size(40)
+            .y_label_area_size(60);
+    }
+    let mut chart = builder.build_cartesian_2d((xmin..xmax).log_scale(), 0.0..1.0)?;
+    if text {
+        chart
+            .configure_mesh()
+            .x_desc("latency, µs (host send to host receive)")
+            .y_desc("fraction of frames")
+            .label_style(("sans-serif", 14))
+            .draw()?;
+    } else {
+        chart.configure_mesh().x_labels(0).y_labels(0).draw()?;
+    }
+    for (i, (label, pts)) in curves.iter().enumerate() {
+        let c = Palette99::pick(i).to_rgba();
+        let s = chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?;
+        if text {
+            s.label(label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+            });
+        }
+    }
+    if text {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
 }
 
 /// A horizontal bar chart of `data`, top to bottom in order, each bar's value at its end.

@@ -3,7 +3,7 @@
 //! This file is the command line (clap) and the dispatch, plus what every command shares
 //! (the guest flags to a [`GuestConfig`], the accelerator line) and the two one-screen commands
 //! (`build`, `test`). The commands' bodies: [`run`] (iso, boot, gen, run), [`bench`] (every
-//! `bench` target), [`checks`] (faults, soak), [`lint`], [`fuzz`]; what they run lives in the
+//! `bench` target; [`search`], `bench --search`), [`checks`] (faults, soak), [`lint`], [`fuzz`]; what they run lives in the
 //! `harness` and `lab` crates.
 
 use std::path::{Path, PathBuf};
