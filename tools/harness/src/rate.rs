@@ -116,7 +116,7 @@ pub struct Latency {
     pub p999_us: f64,
     pub max_us: f64,
     /// The CDF: (latency µs, fraction of frames at or below it), from the histogram's quantile
-    /// iteration (one point per half-distance to 100%).
+    /// iteration (four points per half-distance to 100 %).
     pub cdf: Vec<(f64, f64)>,
 }
 
@@ -135,7 +135,7 @@ impl Latency {
             p999_us: us(h.value_at_quantile(0.999)),
             max_us: us(h.max()),
             cdf: h
-                .iter_quantiles(1)
+                .iter_quantiles(4)
                 .map(|v| (us(v.value_iterated_to()), v.quantile_iterated_to()))
                 .collect(),
         })
