@@ -46,7 +46,7 @@ enum Cmd {
     /// Build, boot, offer traffic port 0 -> port 1, print a results table, quit.
     Run(RunArgs),
     /// Like `run`, machine readable (JSON on stdout, guest console on stderr).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Every forwarding mode at full rate for --minutes in all, STATS every --stats-every
     /// seconds: no stall, counters monotonic, free pages stable, quit clean.
     Soak(SoakArgs),
@@ -700,7 +700,7 @@ fn main() -> ExitCode {
         Cmd::Boot(a) => run::cmd_boot(a).map(|()| ExitCode::SUCCESS),
         Cmd::Gen(a) => run::cmd_gen(a).map(|()| ExitCode::SUCCESS),
         Cmd::Run(a) => run::cmd_run(a).map(|()| ExitCode::SUCCESS),
-        Cmd::Bench(a) => bench::cmd_bench(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Bench(a) => bench::cmd_bench(*a).map(|()| ExitCode::SUCCESS),
         Cmd::Soak(a) => checks::cmd_soak(a).map(|()| ExitCode::SUCCESS),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Test => cmd_test(),
