@@ -629,7 +629,9 @@ mod tests {
     }
 
     /// The ceiling run gets frames back; a paced trial through the stand-in offers the rate
-    /// asked for, everything comes back, and every received frame has one latency sample.
+    /// asked for, every frame offered either comes back or was refused at the host (the
+    /// stand-in's socket keeps Linux's 10-frame queue, so a busy host may refuse a few), and
+    /// every received frame has one latency sample.
     #[test]
     fn paced_trial_through_the_stand_in() {
         let c = ceiling(&Sizes::one(64), 0.3).unwrap();
@@ -637,9 +639,10 @@ mod tests {
         assert!(c.host_cores >= 1);
         let t = with_stand_in(|tx, rx| trial(tx, rx, &Sizes::one(128), 2000.0, 0.5, 7)).unwrap();
         assert_eq!(t.offered, 1000);
-        assert_eq!(t.refused, 0);
-        assert_eq!(t.received, 1000, "{t:?}");
-        assert_eq!(t.loss, 0.0);
+        assert_eq!(t.received + t.refused, t.offered, "{t:?}");
+        assert_eq!(t.unattributed, 0);
+        assert!(t.received >= 950, "{t:?}");
+        assert_eq!(t.loss, t.refused as f64 / 1000.0);
         assert_eq!(t.bad, 0);
         let l = t.latency.unwrap();
         assert_eq!(l.count, t.received);
