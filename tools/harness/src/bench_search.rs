@@ -121,16 +121,17 @@ pub fn run_gannet(
     let mut ceilings = Vec::new();
     for r in rows {
         let c = rate::ceiling(r, ceiling_seconds)
-            .with_context(|| format!("measuring the generator's ceiling at {} B", r.name))?;
+            .with_context(|| format!("measuring the generator's ceiling at {}", r.label()))?;
         eprintln!(
-            "search: generator ceiling at {} B: {:.0} fps back through a host stand-in ({:.0} fps offered unpaced); host: {} cores, sender {}",
-            r.name, c.pps, c.offered_pps, c.host_cores, c.pinned
+            "search: generator ceiling at {}: {:.0} fps back through a host stand-in ({:.0} fps offered unpaced); host: {} cores, sender {}",
+            r.label(), c.pps, c.offered_pps, c.host_cores, c.pinned
         );
         if let Some(m) = cfg.max_rate {
             if m > c.pps {
                 eprintln!(
-                    "search: --max-rate {m:.0} fps is above the generator's ceiling {:.0} fps at {} B: searching up to the ceiling, not past it",
-                    c.pps, r.name
+                    "search: --max-rate {m:.0} fps is above the generator's ceiling {:.0} fps at {}: searching up to the ceiling, not past it",
+                    c.pps,
+                    r.label()
                 );
             }
         }
@@ -181,8 +182,8 @@ pub fn run_gannet(
             .collect();
         t.attribute(grew);
         eprintln!(
-            "search:   {} B at {:>9.0} fps for {} s: offered {} ({:.0} fps, pacing p99 {:.1} %), received {}, loss {:.3} % (refused at the host {}, guest {}, unattributed {})",
-            sizes.name,
+            "search:   {} at {:>9.0} fps for {} s: offered {} ({:.0} fps, pacing p99 {:.1} %), received {}, loss {:.3} % (refused at the host {}, guest {}, unattributed {})",
+            sizes.label(),
             pps,
             seconds,
             t.offered,
@@ -199,7 +200,7 @@ pub fn run_gannet(
     let mut results = Vec::new();
     for (r, c) in rows.iter().zip(&ceilings) {
         let res = search::search_row(cfg, r, c, &mut run)
-            .with_context(|| format!("searching {} B", r.name))?;
+            .with_context(|| format!("searching {}", r.label()))?;
         eprint!("{}", describe(&res, c, gcfg.accel.name()));
         results.push(res);
     }
@@ -225,8 +226,8 @@ pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "search {} B ({accel}; generator ceiling {:.0} fps on {} host cores, sender {}): {}",
-        r.sizes.name,
+        "search {} ({accel}; generator ceiling {:.0} fps on {} host cores, sender {}): {}",
+        r.sizes.label(),
         c.pps,
         c.host_cores,
         c.pinned,

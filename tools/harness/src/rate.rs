@@ -93,6 +93,15 @@ impl Sizes {
         }
     }
 
+    /// The row's name for messages: `64 B`, or `imix` for a mix.
+    pub fn label(&self) -> String {
+        if self.cycle.len() == 1 {
+            format!("{} B", self.name)
+        } else {
+            self.name.clone()
+        }
+    }
+
     /// Mean frame size of the cycle, bytes on the wire (FCS included).
     pub fn mean(&self) -> f64 {
         self.cycle.iter().sum::<usize>() as f64 / self.cycle.len() as f64
@@ -593,6 +602,10 @@ mod tests {
         assert_eq!(m.cycle.iter().filter(|&&s| s == 1518).count(), 1);
         // (7·64 + 4·594 + 1518) / 12 = 362.83 B.
         assert!((m.mean() - 4342.0 / 12.0).abs() < 1e-9);
+        assert_eq!(
+            (m.label(), Sizes::one(64).label()),
+            ("imix".into(), "64 B".into())
+        );
     }
 
     #[test]

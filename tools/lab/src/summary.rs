@@ -187,7 +187,10 @@ fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
     let rows = v["rows"].as_array().cloned().unwrap_or_default();
     let ceilings = v["ceilings"].as_array().cloned().unwrap_or_default();
     for (i, row_v) in rows.iter().enumerate() {
-        let name = row_v["sizes"]["name"].as_str().unwrap_or("?");
+        let name = match row_v["sizes"]["name"].as_str().unwrap_or("?") {
+            "imix" => "IMIX".to_string(),
+            n => format!("{n} B"),
+        };
         let ceiling = ceilings.get(i).and_then(|c| c["pps"].as_f64());
         let cores = ceilings.get(i).and_then(|c| c["host_cores"].as_u64());
         let rate = |k: &str| -> Option<String> {
@@ -209,7 +212,7 @@ fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
         };
         out.push(row(
             format!(
-                "`bench --search` {name} B: NDR (0 loss) / PDR (≤ {pdr_pct} %) offered fps ({}, dgram backend, wall clock; {bound}; generator ceiling {} fps on {} host cores)",
+                "`bench --search` {name}: NDR (0 loss) / PDR (≤ {pdr_pct} %) offered fps ({}, dgram backend, wall clock; {bound}; generator ceiling {} fps on {} host cores)",
                 e.accel,
                 ceiling.map_or_else(|| "?".into(), fmt_thousands),
                 cores.map_or_else(|| "?".into(), |c| c.to_string()),
@@ -226,7 +229,7 @@ fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
             let f = |k: &str| l[k].as_f64().map_or("?".into(), |x| format!("{x:.0}"));
             out.push(row(
                 format!(
-                    "`bench --search` {name} B latency at 50 % of NDR: µs min / p50 / p99 / p99.9 / max (host send to host receive, {})",
+                    "`bench --search` {name} latency at 50 % of NDR: µs min / p50 / p99 / p99.9 / max (host send to host receive, {})",
                     e.accel
                 ),
                 format!(
