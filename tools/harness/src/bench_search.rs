@@ -1,14 +1,17 @@
-//! `bench --search` on Gannet: boots the guest on the dgram backend, measures the generator's
-//! ceiling per row first, and runs [`crate::search`] with a trial runner that attributes loss
-//! from the guest's STATS before and after each trial (issue 42). A peer guest plugs in with a
-//! runner of its own over the same [`crate::search::search_row`].
+//! `bench --search`: boots a device under test ([`Dut`]: Gannet, or the Linux peer) on the
+//! dgram backend, measures the generator's ceiling per row first, and runs [`crate::search`]
+//! with a trial runner that attributes loss from the device's drop counters before and after
+//! each trial (Gannet's STATS) (issue 42). Another peer, NIC or mode plugs in as a [`Dut`].
 
 use crate::gen;
-use crate::qemu::{self, Backend, Guest, GuestConfig};
+use crate::peer_linux::{self, LinuxPeer, PeerMode};
+use crate::qemu::{self, Backend, Echo, Guest, GuestConfig};
 use crate::rate::{self, Ceiling, Sizes, Trial};
 use crate::search::{self, RowOutcome, RowResult, SearchConfig};
 use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 /// RFC 2544 §9.1's frame sizes for Ethernet, bytes on the wire (FCS included).
@@ -36,6 +39,9 @@ pub struct SearchReport {
     /// The generator's ceiling per row, measured before the guest booted.
     pub ceilings: Vec<Ceiling>,
     pub rows: Vec<RowResult>,
+    /// The same search against peer guests in the same run (`--search --peer linux`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<SearchReport>,
 }
 
 /// The rows `--sizes`/`--imix` ask for: `sizes` comma-separated (default RFC 2544's seven,
@@ -82,14 +88,110 @@ pub fn rows(sizes: Option<&str>, imix: bool, mtu: u16) -> Result<Vec<Sizes>> {
     Ok(rows)
 }
 
-/// Runs the search on Gannet booted from `guest` (its `dgram_dir` is replaced by a fresh
-/// directory; one vCPU, two ports), for every row of `rows`. Prints each trial and row to
-/// stderr. With `qlen`, `net.unix.max_dgram_qlen` is raised to it ([`rate::QlenGuard`]) from
-/// the ceiling runs until QEMU is up, then put back: QEMU's socket keeps the deeper queue.
+/// A device under test the search boots and drives through ports 0 and 1 of the dgram
+/// backend: Gannet, a peer guest, or a new NIC or mode, each by an implementation of its own.
+pub trait Dut {
+    /// Its name in the report (`gannet`, `linux-l2`, …).
+    fn name(&self) -> String;
+    /// Its QEMU configuration with the ports' sockets in `dgram_dir`.
+    fn guest_config(&self, dgram_dir: &Path) -> GuestConfig;
+    /// Waits until it forwards.
+    ///
+    /// # Errors
+    /// It does not get there in time, or says it failed.
+    fn wait_ready(&self, guest: &Guest) -> Result<()>;
+    /// Its drop counters by reason, read between trials; `None` if it has none to read.
+    ///
+    /// # Errors
+    /// The counters cannot be read.
+    fn drops(&self, _guest: &Guest) -> Result<Option<BTreeMap<String, u64>>> {
+        Ok(None)
+    }
+    /// Shuts it down.
+    ///
+    /// # Errors
+    /// It does not shut down cleanly.
+    fn stop(&self, guest: &mut Guest) -> Result<()>;
+}
+
+/// Gannet, booted from this configuration.
+pub struct Gannet(pub GuestConfig);
+
+impl Dut for Gannet {
+    fn name(&self) -> String {
+        "gannet".into()
+    }
+    fn guest_config(&self, dgram_dir: &Path) -> GuestConfig {
+        GuestConfig {
+            dgram_dir: dgram_dir.to_path_buf(),
+            cpus: 1,
+            nics: 2,
+            ..self.0.clone()
+        }
+    }
+    fn wait_ready(&self, guest: &Guest) -> Result<()> {
+        guest.wait_ready(qemu::READY_TIMEOUT)
+    }
+    fn drops(&self, guest: &Guest) -> Result<Option<BTreeMap<String, u64>>> {
+        Ok(Some(guest.stats(STATS_TIMEOUT)?.drops()))
+    }
+    fn stop(&self, guest: &mut Guest) -> Result<()> {
+        let (_, exit) = guest.quit(Duration::from_secs(30))?;
+        ensure!(
+            exit.is_clean(),
+            "the guest exited {exit:?}\n{}",
+            guest.tail_report()
+        );
+        Ok(())
+    }
+}
+
+/// The Linux peer (`peer_linux`: Debian's kernel and busybox) bridging (`L2`) or
+/// IPv4-forwarding (`L3`) the two ports, as `bench --peer linux` boots it. Its drops are not
+/// read: its lost frames are counted as refused at the host or unattributed.
+pub struct LinuxDut {
+    /// The prepared kernel and initramfs.
+    pub peer: LinuxPeer,
+    /// Bridge or router.
+    pub mode: PeerMode,
+    /// Accelerator, `-cpu` and `--mtu` as Gannet's run.
+    pub like: GuestConfig,
+}
+
+impl Dut for LinuxDut {
+    fn name(&self) -> String {
+        format!("linux-{}", self.mode.name())
+    }
+    fn guest_config(&self, dgram_dir: &Path) -> GuestConfig {
+        let mut c = peer_linux::guest_config(
+            &self.peer,
+            dgram_dir,
+            self.mode,
+            self.like.accel,
+            false,
+            Echo::Off,
+        );
+        c.cpu = self.like.cpu.clone();
+        c.mtu = self.like.mtu.clone();
+        c
+    }
+    fn wait_ready(&self, guest: &Guest) -> Result<()> {
+        peer_linux::wait_ready(guest).map(drop)
+    }
+    fn stop(&self, guest: &mut Guest) -> Result<()> {
+        let _ = guest.send_line("quit");
+        if guest.wait_exit(Duration::from_secs(20)).is_err() {
+            eprintln!("search: warning: the Linux peer did not power off; killed");
+            guest.kill();
+        }
+        Ok(())
+    }
+}
+
+/// [`run`] on [`Gannet`] booted from `guest`.
 ///
 /// # Errors
-/// `guest` asks for `-icount` (rates in wall-clock time mean nothing under it) or the tap
-/// backend; the ceiling cannot be measured; the guest does not boot or exits uncleanly.
+/// As [`run`].
 pub fn run_gannet(
     guest: &GuestConfig,
     rows: &[Sizes],
@@ -97,6 +199,25 @@ pub fn run_gannet(
     ceiling_seconds: f64,
     qlen: Option<u64>,
 ) -> Result<SearchReport> {
+    run(&Gannet(guest.clone()), rows, cfg, ceiling_seconds, qlen)
+}
+
+/// Runs the search on `dut` (booted with its ports' sockets in a fresh directory), for every
+/// row of `rows`. Prints each trial and row to
+/// stderr. With `qlen`, `net.unix.max_dgram_qlen` is raised to it ([`rate::QlenGuard`]) from
+/// the ceiling runs until QEMU is up, then put back: QEMU's socket keeps the deeper queue.
+///
+/// # Errors
+/// `dut`'s configuration asks for `-icount` (rates in wall-clock time mean nothing under it)
+/// or the tap backend; the ceiling cannot be measured; the guest does not boot or exits uncleanly.
+pub fn run(
+    dut: &dyn Dut,
+    rows: &[Sizes],
+    cfg: &SearchConfig,
+    ceiling_seconds: f64,
+    qlen: Option<u64>,
+) -> Result<SearchReport> {
+    let guest = dut.guest_config(Path::new("/tmp"));
     ensure!(
         !guest.icount,
         "--search measures rates in wall-clock time; -icount slows the guest's clock to its instruction count and makes every rate meaningless: drop --icount"
@@ -141,10 +262,7 @@ pub fn run_gannet(
         .prefix("gannet-")
         .tempdir_in("/tmp")
         .context("creating the socket directory")?;
-    let mut gcfg = guest.clone();
-    gcfg.dgram_dir = tmp.path().to_path_buf();
-    gcfg.cpus = 1;
-    gcfg.nics = 2;
+    let gcfg = dut.guest_config(tmp.path());
     let generator = gen::Generator::bind(&gen::GenConfig {
         dir: tmp.path().to_path_buf(),
         size: 64,
@@ -155,10 +273,11 @@ pub fn run_gannet(
         eprintln!("search: host: net.unix.max_dgram_qlen = {q} for QEMU's socket (host default {qlen_default:?}): it holds {q} frames; a send beyond that is refused and counted as dropped at the host");
     }
     let mut g = Guest::boot(&gcfg)?;
-    g.wait_ready(qemu::READY_TIMEOUT)?;
+    dut.wait_ready(&g)?;
     drop(guard);
     eprintln!(
-        "search: guest ready ({}); NDR (0 loss) and PDR (loss <= {} %) per row, resolution {} fps, search trials {} s, {} confirming trials of {} s",
+        "search: {} ready ({}); NDR (0 loss) and PDR (loss <= {} %) per row, resolution {} fps, search trials {} s, {} confirming trials of {} s",
+        dut.name(),
         gcfg.accel.name(),
         cfg.pdr_loss * 100.0,
         cfg.resolution_pps,
@@ -169,18 +288,20 @@ pub fn run_gannet(
     let mut seq_base = 0u64;
     let guest_ref = &g;
     let mut run = |sizes: &Sizes, pps: f64, seconds: f64| -> Result<Trial> {
-        let before = guest_ref.stats(STATS_TIMEOUT)?.drops();
+        let before = dut.drops(guest_ref)?;
         let mut t = rate::trial(&tx, &rx, sizes, pps, seconds, seq_base)?;
         seq_base += t.offered + 1;
-        let after = guest_ref.stats(STATS_TIMEOUT)?.drops();
-        let grew = after
-            .into_iter()
-            .filter_map(|(k, v)| {
-                let d = v.saturating_sub(before.get(&k).copied().unwrap_or(0));
-                (d > 0).then_some((k, d))
-            })
-            .collect();
-        t.attribute(grew);
+        let counted = before.is_some();
+        if let (Some(before), Some(after)) = (before, dut.drops(guest_ref)?) {
+            let grew = after
+                .into_iter()
+                .filter_map(|(k, v)| {
+                    let d = v.saturating_sub(before.get(&k).copied().unwrap_or(0));
+                    (d > 0).then_some((k, d))
+                })
+                .collect();
+            t.attribute(grew);
+        }
         eprintln!(
             "search:   {} at {:>9.0} fps for {} s: offered {} ({:.0} fps, pacing p99 {:.1} %), received {}, loss {:.3} % (refused at the host {}, guest {}, unattributed {})",
             sizes.label(),
@@ -192,7 +313,11 @@ pub fn run_gannet(
             t.received,
             t.loss * 100.0,
             t.refused,
-            t.guest_dropped,
+            if counted {
+                t.guest_dropped.to_string()
+            } else {
+                "not read".into()
+            },
             t.unattributed
         );
         Ok(t)
@@ -204,12 +329,9 @@ pub fn run_gannet(
         eprint!("{}", describe(&res, c, gcfg.accel.name()));
         results.push(res);
     }
-    let (_, exit) = g.quit(Duration::from_secs(30))?;
-    if !exit.is_clean() {
-        bail!("the guest exited {exit:?}\n{}", g.tail_report());
-    }
+    dut.stop(&mut g)?;
     Ok(SearchReport {
-        dut: "gannet".into(),
+        dut: dut.name(),
         append: gcfg.append.clone(),
         backend: "dgram",
         config: cfg.clone(),
@@ -217,6 +339,7 @@ pub fn run_gannet(
         host_dgram_qlen_default: qlen_default,
         ceilings,
         rows: results,
+        peers: Vec::new(),
     })
 }
 

@@ -294,8 +294,10 @@ struct BenchArgs {
     /// NDR (zero loss) and PDR per frame size by binary search over open-loop, paced trials
     /// (RFC 2544 §26.1, ETSI GS NFV-TST 009), with latency at 10/50/90 % of NDR; rows from
     /// `--sizes` (default RFC 2544's seven, plus MTU+18 with --mtu over 1500) and `--imix`.
-    /// Dgram backend; refuses --icount. README, "Throughput and latency search".
-    #[arg(long, conflicts_with_all = ["peer", "burst_in"])]
+    /// Dgram backend; refuses --icount. With `--peer linux` the same search runs against the
+    /// Linux peer (bridge, or IPv4 forwarding when --append has mode=router) in the same run.
+    /// README, "Throughput and latency search".
+    #[arg(long, conflicts_with = "burst_in")]
     search: bool,
     /// With --search: also search the IMIX (64/594/1518 B at 7:4:1) as one row.
     #[arg(long, requires = "search")]

@@ -1,9 +1,10 @@
 //! `cargo xtask bench --search`: the flags to [`harness::bench_search::run_gannet`], its
 //! report to the JSON envelope (`bench: "search"`).
 
-use crate::{guest_config, image_for, BenchArgs};
+use crate::{guest_config, image_for, BenchArgs, Peer};
 use anyhow::{bail, Result};
 use harness::bench_search;
+use harness::peer_linux::{self, PeerMode};
 use harness::qemu::Echo;
 use harness::search::SearchConfig;
 use harness::setup;
@@ -20,6 +21,9 @@ pub(crate) fn cmd_bench_search(a: BenchArgs) -> Result<()> {
     if !(0.0..100.0).contains(&a.pdr_loss) {
         bail!("--pdr-loss {}: a percentage in [0, 100)", a.pdr_loss);
     }
+    if a.peer.contains(&Peer::Dpdk) {
+        bail!("--search --peer dpdk: not yet (testpmd's start and stop are not wired to the search); --peer linux is");
+    }
     let mtu = g.mtu.as_ref().map_or(1500, |m| m.values()[0]);
     let rows = bench_search::rows(a.sizes.as_deref(), a.imix, mtu)?;
     let cfg = SearchConfig {
@@ -35,13 +39,35 @@ pub(crate) fn cmd_bench_search(a: BenchArgs) -> Result<()> {
     let image = image_for(g)?;
     let gcfg = guest_config(g, image, Path::new("/tmp"), Echo::Off)?;
     crate::announce_accel(gcfg.accel, gcfg.icount, gcfg.cpu.as_deref());
-    let report = bench_search::run_gannet(
-        &gcfg,
-        &rows,
-        &cfg,
-        a.ceiling_seconds,
-        (a.dgram_qlen > 0).then_some(a.dgram_qlen),
-    )?;
+    // Prepare the peer first: a missing download fails before any boot.
+    let linux = if a.peer.contains(&Peer::Linux) {
+        Some(peer_linux::prepare()?)
+    } else {
+        None
+    };
+    let qlen = (a.dgram_qlen > 0).then_some(a.dgram_qlen);
+    let mut report = bench_search::run_gannet(&gcfg, &rows, &cfg, a.ceiling_seconds, qlen)?;
+    if let Some(peer) = linux {
+        // The pair `bench --peer` uses: Gannet l2/io against the bridge, router against
+        // Linux's IPv4 forwarding.
+        let mode = if g.append.split_whitespace().any(|w| w == "mode=router") {
+            PeerMode::L3
+        } else {
+            PeerMode::L2
+        };
+        let dut = bench_search::LinuxDut {
+            peer,
+            mode,
+            like: gcfg.clone(),
+        };
+        report.peers.push(bench_search::run(
+            &dut,
+            &rows,
+            &cfg,
+            a.ceiling_seconds,
+            qlen,
+        )?);
+    }
     let ran = crate::ran(g);
     let file = a
         .json
