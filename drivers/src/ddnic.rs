@@ -31,7 +31,7 @@
 
 use crate::nic::{
     forward_staged, BurstStats, DriverStats, ForwardOps, Nic, RxBuf, RxBufferPagesError, RxStatus,
-    TxBuf, TxDone, RING_SIZE,
+    TxBuf, TxDone, TxOwner, RING_SIZE,
 };
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -246,7 +246,7 @@ impl<H: Hal, R: DdRegs> DdNic<H, R> {
             rx_pages: [Pfn(0); RING_SIZE],
             tx_pages: [TxDone {
                 pfn: Pfn(0),
-                owner: 0,
+                owner: TxOwner::new(0),
             }; RING_SIZE],
             rx_clean: 0,
             rx_tail: 0,
@@ -488,7 +488,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
         n
     }
     #[inline]
-    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool {
+    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: TxOwner) -> bool {
         if len == 0 || offset + len > PAGE_SIZE || pfn == Pfn(0) || self.tx_room() == 0 {
             return false;
         }
@@ -513,7 +513,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
         }
         n
     }
-    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
+    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: TxOwner) -> bool {
         let bad = |i: usize, &(p, l): &(Pfn, usize)| {
             p == Pfn(0) || l == 0 || l > PAGE_SIZE - if i == 0 { Self::FRAME_OFFSET } else { 0 }
         };
@@ -540,13 +540,13 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
         tx: &mut T,
         pending: usize,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
         // SAFETY: the caller keeps the trait's contract, which `forward_staged` shares.
         unsafe { forward_staged(self, tx, pending, max, owner, ops) }
     }
-    fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, u32)) -> usize {
+    fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, TxOwner)) -> usize {
         let mut n = 0;
         while let Some(d) = self.tx_pop() {
             f(d.pfn, d.owner);
@@ -556,9 +556,9 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
     }
     fn tx_reclaim_into(
         &mut self,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
-        mut other: impl FnMut(Pfn, u32),
+        mut other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         let (mut into, mut done) = (0, 0);
         while into < room.len() {

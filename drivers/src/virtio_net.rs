@@ -35,7 +35,7 @@ use crate::virtqueue::{QueueError, SplitQueue};
 // targets) keep their paths; the dataplane names them through `crate::nic` only.
 pub use crate::nic::{
     BurstStats, DriverStats, ForwardOps, GiveBack, MultiFrame, RxBuf, RxBufferPagesError, RxStatus,
-    RxVerdict, TxBuf, TxDone,
+    RxVerdict, TxBuf, TxDone, TxOwner,
 };
 use mm::{Pfn, PAGE_SIZE};
 use virtio_drivers::transport::Transport;
@@ -108,10 +108,59 @@ const _: () = assert!(MAX_FRAME_BUFFERS == crate::virtqueue::INDIRECT_MAX);
 /// virtio-net header, 16,372 bytes.
 pub const MAX_MULTI_FRAME_LEN: usize = MAX_FRAME_BUFFERS * PAGE_SIZE - NET_HDR_LEN;
 
-/// Set in the owner tag the TX table keeps for the head of a descriptor chain (a frame of
-/// several pages, [`VirtioNet::forward_burst`]): completion then walks the chain. Owner tags
-/// given to the driver must be below 2^31 (the dataplane's are page_pool ids).
-pub const TX_CHAIN_TAG: u32 = 1 << 31;
+/// What the TX table keeps behind a token (the head descriptor's index): the page, its owner
+/// and whether it heads a descriptor chain (a frame of several pages,
+/// [`VirtioNet::forward_burst`]), packed in one word ([`TxTag`]) so a completion compares one
+/// word per page.
+#[derive(Copy, Clone)]
+pub(crate) struct TxSlot {
+    /// The frame's first page; [`NO_PAGE`] for a free token.
+    pub(crate) pfn: Pfn,
+    pub(crate) tag: TxTag,
+}
+
+impl TxSlot {
+    /// A free token.
+    pub(crate) const FREE: Self = Self {
+        pfn: NO_PAGE,
+        tag: TxTag::one(TxOwner::new(0)),
+    };
+}
+
+/// A TX slot's owner and chain mark in one word: the owner's id in the low 16 bits, bit 31 set
+/// for the head of a descriptor chain (completion then walks the chain, §2.7.5; §2.7.5.3 for
+/// an indirect one). The mark is the driver's own: the [`TxOwner`] handed back never has it.
+#[derive(Copy, Clone, Eq, PartialEq)]
+#[repr(transparent)]
+pub(crate) struct TxTag(u32);
+
+impl TxTag {
+    const CHAIN: u32 = 1 << 31;
+
+    /// A frame of one descriptor sent for `owner`.
+    #[inline(always)]
+    pub(crate) const fn one(owner: TxOwner) -> Self {
+        Self(owner.id() as u32)
+    }
+
+    /// The head of a descriptor chain sent for `owner`.
+    #[inline(always)]
+    pub(crate) const fn chain(owner: TxOwner) -> Self {
+        Self(owner.id() as u32 | Self::CHAIN)
+    }
+
+    /// Whether the slot heads a descriptor chain.
+    #[inline(always)]
+    pub(crate) const fn is_chain(self) -> bool {
+        self.0 & Self::CHAIN != 0
+    }
+
+    /// The owner the frame was sent for.
+    #[inline(always)]
+    pub(crate) const fn owner(self) -> TxOwner {
+        TxOwner::new(self.0 as u16)
+    }
+}
 
 /// Offset of `mtu` (le16) in `struct virtio_net_config` (§5.1.4: after
 /// `max_virtqueue_pairs`), valid with `VIRTIO_NET_F_MTU`.
@@ -374,7 +423,7 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     /// Page behind each RX token (head descriptor index); [`NO_PAGE`] for none.
     rx_pages: [Pfn; QUEUE_SIZE],
     /// Page and its owner tag behind each TX token; `pfn == NO_PAGE` for none.
-    tx_pages: [TxDone; QUEUE_SIZE],
+    tx_pages: [TxSlot; QUEUE_SIZE],
     rx_posted: usize,
     tx_posted: usize,
     /// RX buffers re-posted in place ([`VirtioNet::rx_burst_refill`]) and not yet published.
@@ -583,10 +632,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             rx,
             tx,
             rx_pages: [NO_PAGE; QUEUE_SIZE],
-            tx_pages: [TxDone {
-                pfn: NO_PAGE,
-                owner: 0,
-            }; QUEUE_SIZE],
+            tx_pages: [TxSlot::FREE; QUEUE_SIZE],
             rx_posted: 0,
             rx_unpublished: 0,
             tx_posted: 0,
@@ -1237,7 +1283,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// [`VirtioNet::take_rx_page`] for the TX table: the page and its owner tag.
     #[inline(always)]
-    fn take_tx_page(&mut self, id: u32) -> Option<TxDone> {
+    fn take_tx_page(&mut self, id: u32) -> Option<TxSlot> {
         let Some(slot) = self.tx_pages.get_mut(id as usize) else {
             self.bad_token();
             return None;
@@ -1247,10 +1293,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             self.bad_token();
             return None;
         }
-        Some(TxDone {
-            pfn,
-            owner: slot.owner,
-        })
+        Some(TxSlot { pfn, tag: slot.tag })
     }
 
     #[cold]
@@ -1370,7 +1413,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// The page is owned by the caller, holds the frame there, and is the device's until it
     /// comes back from a TX completion or [`VirtioNet::take_pages`].
     #[inline]
-    pub unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool {
+    pub unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: TxOwner) -> bool {
         if len == 0 || offset < NET_HDR_LEN || offset + len > PAGE_SIZE || pfn == NO_PAGE {
             return false;
         }
@@ -1387,7 +1430,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         else {
             return false;
         };
-        self.tx_pages[usize::from(token)] = TxDone { pfn, owner };
+        self.tx_pages[usize::from(token)] = TxSlot {
+            pfn,
+            tag: TxTag::one(owner),
+        };
         self.tx_posted += 1;
         true
     }
@@ -1411,13 +1457,16 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let Some(id) = self.tx.pop_used().map(|(id, _len)| tx_used_id_faulty(id)) else {
                 break;
             };
-            let Some(mut done) = self.take_tx_page(id) else {
+            let Some(slot) = self.take_tx_page(id) else {
                 continue;
             };
             self.tx.release(id as u16);
             self.tx_posted -= 1;
-            if done.owner & TX_CHAIN_TAG != 0 {
-                done.owner &= !TX_CHAIN_TAG;
+            let done = TxDone {
+                pfn: slot.pfn,
+                owner: slot.tag.owner(),
+            };
+            if slot.tag.is_chain() {
                 let (first, rest) = out[n..].split_at_mut(1);
                 first[0] = done;
                 let mut k = 0;
@@ -1553,7 +1602,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 continue;
             }
             f(pfn);
-            if slot.owner & TX_CHAIN_TAG == 0 {
+            if !slot.tag.is_chain() {
                 continue;
             }
             if let (Some(m), Some(ind)) = (txr.desc_indirect(id as u16), ind) {

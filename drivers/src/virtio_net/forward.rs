@@ -33,8 +33,8 @@ mod big;
 
 use super::{
     rx_used_faulty, tx_used_id_faulty, BurstStats, ForwardOps, GiveBack, Hal, MultiFrame, Pfn,
-    RxChain, RxStatus, RxVerdict, Transport, TxDone, VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN,
-    NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH, TX_CHAIN_TAG,
+    RxChain, RxStatus, RxVerdict, Transport, TxOwner, TxSlot, TxTag, VirtioNet, MAX_FRAME_BUFFERS,
+    NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH,
 };
 
 /// A burst's rare exits ([`VirtioNet::forward_burst`]). The common counts (RX re-posts, TX
@@ -162,12 +162,12 @@ fn fresh_page_slow(ops: &mut impl ForwardOps) -> Option<Pfn> {
 
 /// TX completions of another owner in one [`VirtioNet::tx_reclaim_into`]: (index into its
 /// `room`, owner tag).
-type ForeignTx = heapless::Vec<(u16, u32), QUEUE_SIZE>;
+type ForeignTx = heapless::Vec<(u16, TxOwner), QUEUE_SIZE>;
 
 /// Note a completion of another owner (rare: the router's own frames, another core's pages).
 #[cold]
 #[inline(never)]
-fn note_foreign(foreign: &mut ForeignTx, at: usize, owner: u32) {
+fn note_foreign(foreign: &mut ForeignTx, at: usize, owner: TxOwner) {
     // At most QUEUE_SIZE completions per call: always room.
     let _ = foreign.push((at as u16, owner));
 }
@@ -232,7 +232,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
         let pending = self.rx_pending();
@@ -253,10 +253,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         tx: &mut Self,
         pending: usize,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
-        debug_assert!(owner & TX_CHAIN_TAG == 0, "owner tags are below 2^31");
         let ready = SplitQueue::<H, QUEUE_SIZE>::ready_of(pending).min(max);
         if ready == 0 {
             return BurstStats::default();
@@ -299,7 +298,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         ready: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
     ) -> (BurstStats, usize) {
         if self.rx_buf_pages > 1 {
@@ -330,7 +329,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         tx: &mut Self,
         ready: usize,
         elems: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
     ) -> BurstStats {
         let mut st = BurstStats::default();
@@ -407,7 +406,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         tx: &mut Self,
         ready: usize,
         max_frames: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
     ) -> ChainRun {
         // With indirect tables (§2.7.5.3) a frame takes one descriptor and one avail slot, as
@@ -541,7 +540,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 if m == 1 {
                     let len0 = u32::from(lens[0]) + NET_HDR_LEN as u32;
                     txr.post_at(ta, id, pfn0.addr(), len0);
-                    tx.tx_pages[slot] = TxDone { pfn: pfn0, owner };
+                    tx.tx_pages[slot] = TxSlot {
+                        pfn: pfn0,
+                        tag: TxTag::one(owner),
+                    };
                     singles += 1;
                 } else {
                     // Page `j` as descriptor `j` of the frame's table, linked to `j + 1`, the
@@ -578,9 +580,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                         }
                     }
                     txr.post_indirect_at(ta, id, ind.phys(id), m);
-                    tx.tx_pages[slot] = TxDone {
+                    tx.tx_pages[slot] = TxSlot {
                         pfn: pfn0,
-                        owner: owner | TX_CHAIN_TAG,
+                        tag: TxTag::chain(owner),
                     };
                 }
                 ta += 1;
@@ -594,19 +596,19 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             for j in 0..m - 1 {
                 let nx = tx.tx.nth_free_any(&tc, d + j + 1);
                 txr.write_desc(x, pages[j].addr(), u32::from(lens[j]), Some(nx));
-                tx.tx_pages[usize::from(x) & (QUEUE_SIZE - 1)] = TxDone {
+                tx.tx_pages[usize::from(x) & (QUEUE_SIZE - 1)] = TxSlot {
                     pfn: pages[j],
-                    owner,
+                    tag: TxTag::one(owner),
                 };
                 x = nx;
             }
             txr.write_desc(x, pages[m - 1].addr(), u32::from(lens[m - 1]), None);
-            tx.tx_pages[usize::from(x) & (QUEUE_SIZE - 1)] = TxDone {
+            tx.tx_pages[usize::from(x) & (QUEUE_SIZE - 1)] = TxSlot {
                 pfn: pages[m - 1],
-                owner,
+                tag: TxTag::one(owner),
             };
             if m > 1 {
-                tx.tx_pages[usize::from(head_id) & (QUEUE_SIZE - 1)].owner = owner | TX_CHAIN_TAG;
+                tx.tx_pages[usize::from(head_id) & (QUEUE_SIZE - 1)].tag = TxTag::chain(owner);
                 chains += 1;
             }
             txr.avail_nth(&tc, ta - ta0, head_id);
@@ -693,7 +695,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         tx: &mut Self,
         mut left: usize,
         mut popped: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
     ) -> BurstStats {
         let mut st = BurstStats::default();
@@ -737,7 +739,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         ready: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
         burst_start: bool,
     ) -> (BurstStats, usize) {
@@ -871,7 +873,10 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             unsafe { zero_net_hdr(page) };
             let token = tx.tx.nth_free_at(&tc, ta - ta0, ta, tx_in_order);
             txr.post_at(ta, token, pfn.addr(), (NET_HDR_LEN + send) as u32);
-            tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxDone { pfn, owner };
+            tx.tx_pages[usize::from(token) & (QUEUE_SIZE - 1)] = TxSlot {
+                pfn,
+                tag: TxTag::one(owner),
+            };
             ta += 1;
         }
         // (`ra0` from the cursor again, not held through the loop: one register more for it.)
@@ -1030,13 +1035,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
 
     /// Send the multi-buffer frame just collected (`self.rx_chain`, whole) as the dataplane
     /// decides ([`ForwardOps::forward_multi`]): a descriptor chain of its pages on `tx`'s TX
-    /// ring (§2.7.5; the head tagged `owner | TX_CHAIN_TAG`), or given back. Adds to `st`.
+    /// ring (§2.7.5; the head tagged [`TxTag::chain`]), or given back. Adds to `st`.
     #[cold]
     #[inline(never)]
     fn forward_chain<O: ForwardOps>(
         &mut self,
         tx: &mut Self,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
         st: &mut BurstStats,
     ) {
@@ -1109,8 +1114,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Every page is an order-0 RAM page the caller owns, holding its bytes as said, and is
     /// the device's until a TX completion or [`VirtioNet::take_pages`] returns it.
     #[inline]
-    pub unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
-        if parts.is_empty() || parts.len() > MAX_FRAME_BUFFERS || owner & TX_CHAIN_TAG != 0 {
+    pub unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: TxOwner) -> bool {
+        if parts.is_empty() || parts.len() > MAX_FRAME_BUFFERS {
             return false;
         }
         let mut descs = [(0u64, 0u32, false); MAX_FRAME_BUFFERS];
@@ -1142,13 +1147,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         for i in 0..n {
             let id = usize::from(ids[i]) & (QUEUE_SIZE - 1);
             let tag = if i == 0 && n > 1 {
-                owner | TX_CHAIN_TAG
+                TxTag::chain(owner)
             } else {
-                owner
+                TxTag::one(owner)
             };
-            self.tx_pages[id] = TxDone {
+            self.tx_pages[id] = TxSlot {
                 pfn: parts[i].0,
-                owner: tag,
+                tag,
             };
         }
         self.tx.publish();
@@ -1163,11 +1168,11 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// (2..=[`MAX_FRAME_BUFFERS`] device-readable buffers, the first, page `first`, starting
     /// with the virtio-net header, zeroed here) in the table of the next free descriptor,
     /// posted as one indirect descriptor in the next avail slot (the ring keeps in-order
-    /// mode), tagged `owner | TX_CHAIN_TAG`, published.
+    /// mode), tagged [`TxTag::chain`], published.
     ///
     /// # Safety
     /// As [`VirtioNet::tx_chain`], and the ring has a free descriptor.
-    unsafe fn tx_indirect(&mut self, descs: &[(u64, u32, bool)], first: Pfn, owner: u32) {
+    unsafe fn tx_indirect(&mut self, descs: &[(u64, u32, bool)], first: Pfn, owner: TxOwner) {
         let Some(ind) = self.tx.indirect() else {
             return;
         };
@@ -1184,9 +1189,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         self.tx.rings().post_indirect_at(a, id, ind.phys(id), n);
         SplitQueue::<H, QUEUE_SIZE>::staged(&mut c, 1, 1);
         self.tx.set_cursor(c);
-        self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)] = TxDone {
+        self.tx_pages[usize::from(id) & (QUEUE_SIZE - 1)] = TxSlot {
             pfn: first,
-            owner: owner | TX_CHAIN_TAG,
+            tag: TxTag::chain(owner),
         };
         self.tx.publish();
         self.tx_posted += n;
@@ -1207,14 +1212,14 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         mut c: Cursor,
         head: u16,
-        tag: u32,
-        f: &mut impl FnMut(Pfn, u32),
+        owner: TxOwner,
+        f: &mut impl FnMut(Pfn, TxOwner),
     ) -> (Cursor, usize) {
         let mut n = 0;
         let txr = self.tx.rings();
         if let (Some(m), Some(ind)) = (txr.desc_indirect(head), self.tx.indirect()) {
             for j in 1..m.min(MAX_FRAME_BUFFERS) {
-                f(Pfn::from_addr(ind.addr(head, j)), tag & !TX_CHAIN_TAG);
+                f(Pfn::from_addr(ind.addr(head, j)), owner);
                 n += 1;
             }
         } else {
@@ -1231,7 +1236,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 let pfn = core::mem::replace(&mut slot.pfn, NO_PAGE);
                 self.tx.release_in_stack(&mut c, id);
                 if pfn != NO_PAGE {
-                    f(pfn, tag & !TX_CHAIN_TAG);
+                    f(pfn, owner);
                     n += 1;
                 }
             }
@@ -1254,7 +1259,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Hand every completed TX page back to `f` with the owner tag it was sent with (one
     /// `used->idx` read for the batch; completion order is not assumed). Returns how many.
     #[inline(always)]
-    pub fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, u32)) -> usize {
+    pub fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, TxOwner)) -> usize {
         let mut c = self.tx.cursor();
         let ready = self.tx.used_ready(&c);
         let mut skipped = 0;
@@ -1265,13 +1270,13 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 continue;
             };
             self.tx.release_in(&mut c, id as u16);
-            if done.owner & TX_CHAIN_TAG != 0 {
-                let tag = done.owner & !TX_CHAIN_TAG;
-                c = self.tx_chain_rest(c, id as u16, tag, &mut f).0;
-                f(done.pfn, tag);
+            let owner = done.tag.owner();
+            if done.tag.is_chain() {
+                c = self.tx_chain_rest(c, id as u16, owner, &mut f).0;
+                f(done.pfn, owner);
                 continue;
             }
-            f(done.pfn, done.owner);
+            f(done.pfn, owner);
         }
         self.tx.set_cursor(c);
         let n = ready - skipped;
@@ -1291,9 +1296,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     #[inline(always)]
     pub fn tx_reclaim_into(
         &mut self,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
-        mut other: impl FnMut(Pfn, u32),
+        mut other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         if self.tx_chains > 0 {
             return self.tx_reclaim_into_multi(owner, room, other);
@@ -1329,8 +1334,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 debug_assert!(k < room.len());
                 // SAFETY: `k == i < ready <= room.len()`.
                 unsafe { *room.get_unchecked_mut(k) = pfn };
-                if slot.owner != owner {
-                    note_foreign(&mut foreign, k, slot.owner);
+                if slot.tag != TxTag::one(owner) {
+                    note_foreign(&mut foreign, k, slot.tag.owner());
                 }
                 k += 1;
                 i += 1;
@@ -1351,8 +1356,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             debug_assert!(k < room.len());
             // SAFETY: `k <= i < ready <= room.len()` (`k` grows at most once per iteration).
             unsafe { *room.get_unchecked_mut(k) = done.pfn };
-            if done.owner != owner {
-                note_foreign(&mut foreign, k, done.owner);
+            if done.tag != TxTag::one(owner) {
+                note_foreign(&mut foreign, k, done.tag.owner());
             }
             k += 1;
         }
@@ -1385,7 +1390,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         c: &Cursor,
         k: usize,
         id: u32,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
         foreign: &mut ForeignTx,
     ) -> usize {
@@ -1396,8 +1401,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         };
         self.tx.release_nth(c, k, id as u16);
         room[k] = done.pfn;
-        if done.owner != owner {
-            note_foreign(foreign, k, done.owner);
+        if done.tag != TxTag::one(owner) {
+            note_foreign(foreign, k, done.tag.owner());
         }
         k + 1
     }
@@ -1405,7 +1410,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// [`VirtioNet::tx_reclaim_into`] while frames of several pages are on the TX ring. With
     /// indirect tables (§2.7.5.3) and the ring in in-order mode, every frame holds one ring
     /// descriptor: this loop takes the completions in order, as the one-page loop does (no
-    /// free-stack store), a frame tagged `owner | TX_CHAIN_TAG` with its other pages read
+    /// free-stack store), a frame tagged [`TxTag::chain`] with its other pages read
     /// back from its table (the device never writes it, §2.7.5.3.1), each frame's pages
     /// written to `room` while [`MAX_FRAME_BUFFERS`] more fit (`room` past the pages it
     /// reports may be written: the pool's free cache slots). It stops at the first completion it does not
@@ -1419,9 +1424,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     #[inline(never)]
     fn tx_reclaim_into_multi(
         &mut self,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
-        other: impl FnMut(Pfn, u32),
+        other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         let (Some(ind), true) = (self.tx.indirect(), self.tx.is_in_order()) else {
             return self.tx_reclaim_into_chains(owner, room, other);
@@ -1442,9 +1447,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
             let slot = &mut self.tx_pages[id as usize & (QUEUE_SIZE - 1)];
             let done = *slot;
-            let m = if done.owner == owner {
+            let m = if done.tag == TxTag::one(owner) {
                 1
-            } else if done.owner == owner | TX_CHAIN_TAG {
+            } else if done.tag == TxTag::chain(owner) {
                 match txr.desc_indirect(id as u16) {
                     Some(m) if (2..=MAX_FRAME_BUFFERS).contains(&m) => m,
                     _ => break,
@@ -1500,9 +1505,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     #[inline(never)]
     fn tx_reclaim_into_chains(
         &mut self,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
-        mut other: impl FnMut(Pfn, u32),
+        mut other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         let mut c = self.tx.cursor();
         let txr = self.tx.rings();
@@ -1535,9 +1540,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             }
             k += 1;
             heads += 1;
-            let chain = done.owner & TX_CHAIN_TAG != 0;
+            let chain = done.tag.is_chain();
             chains += usize::from(chain);
-            let tag = done.owner & !TX_CHAIN_TAG;
+            let tag = done.tag.owner();
             if tag != owner || n >= fits {
                 let (to_room, to_other) = self.tx_chain_elsewhere(
                     &c,
@@ -1611,8 +1616,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         chain: bool,
         mine: bool,
         room: &mut [Pfn],
-        tag: u32,
-        other: &mut impl FnMut(Pfn, u32),
+        tag: TxOwner,
+        other: &mut impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         let (mut n, mut o) = (0, 0);
         let mut put = |pfn: Pfn| {
