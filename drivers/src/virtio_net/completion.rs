@@ -38,45 +38,25 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 
     /// Pop completed TX buffers (their pages are the caller's again) into `out`; returns how
-    /// many.
+    /// many pages were written.
     ///
     /// A frame sent as a chain of pages comes back as one entry per page, all with its owner
-    /// tag; while chains are in flight, a completion is taken only when `out` has room for
-    /// [`MAX_FRAME_BUFFERS`] more entries.
+    /// tag; while chains are in flight, one completion is taken per [`MAX_FRAME_BUFFERS`]
+    /// entries of `out` (the most pages a completion can bring), so `out` never overflows. The
+    /// staged path's completion is the fused path's loop ([`VirtioNet::tx_reclaim_max`]).
     pub fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
+        let per = if self.tx_chains == 0 {
+            1
+        } else {
+            MAX_FRAME_BUFFERS
+        };
         let mut n = 0;
-        while n < out.len() && (self.tx_chains == 0 || out.len() - n >= MAX_FRAME_BUFFERS) {
-            let Some(id) = self.tx.pop_used().map(|(id, _len)| tx_used_id_faulty(id)) else {
-                break;
-            };
-            let Some(slot) = self.take_tx_page(id) else {
-                continue;
-            };
-            self.tx.release(id as u16);
-            self.tx_posted -= 1;
-            let done = TxDone {
-                pfn: slot.pfn,
-                owner: slot.tag.owner(),
-            };
-            if slot.tag.is_chain() {
-                let (first, rest) = out[n..].split_at_mut(1);
-                first[0] = done;
-                let mut k = 0;
-                let c = self.tx.cursor();
-                let (c, _) = self.tx_chain_rest(c, id as u16, done.owner, &mut |pfn, owner| {
-                    if let Some(o) = rest.get_mut(k) {
-                        *o = TxDone { pfn, owner };
-                        k += 1;
-                    }
-                });
-                self.tx.set_cursor(c);
-                n += 1 + k;
-                continue;
+        self.tx_reclaim_max(out.len() / per, |pfn, owner| {
+            if let Some(o) = out.get_mut(n) {
+                *o = TxDone { pfn, owner };
+                n += 1;
             }
-            out[n] = done;
-            n += 1;
-        }
-        self.tx_try_in_order();
+        });
         n
     }
 
@@ -204,9 +184,21 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// Hand every completed TX page back to `f` with the owner tag it was sent with (one
     /// `used->idx` read for the batch; completion order is not assumed). Returns how many.
     #[inline(always)]
-    pub fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, TxOwner)) -> usize {
+    pub fn tx_reclaim(&mut self, f: impl FnMut(Pfn, TxOwner)) -> usize {
+        self.tx_reclaim_max(usize::MAX, f)
+    }
+
+    /// [`VirtioNet::tx_reclaim`] taking at most `max` completions (the rest wait for the next
+    /// call); returns how many were taken. The one loop of the closure-driven completion, for
+    /// the staged path ([`VirtioNet::tx_complete`]) and the fused one alike.
+    #[inline(always)]
+    pub(in crate::virtio_net) fn tx_reclaim_max(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(Pfn, TxOwner),
+    ) -> usize {
         let mut c = self.tx.cursor();
-        let ready = self.tx.used_ready(&c);
+        let ready = self.tx.used_ready(&c).min(max);
         let mut skipped = 0;
         for _ in 0..ready {
             let id = tx_used_id_faulty(self.tx.pop_ready_id(&mut c));
