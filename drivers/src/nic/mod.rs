@@ -9,6 +9,8 @@
 //!   the limits the dataplane sizes arrays by ([`RING_SIZE`], [`MAX_FRAME_PAGES`]).
 //! * [`staged`]: [`forward_staged`], the neutral fused burst (a pair of two driver types, a
 //!   driver without a loop of its own).
+//! * [`either`]: [`EitherNic`], a port of one of two driver types, so a core's ports may
+//!   differ (the fused burst monomorphised per pair).
 //! * [`verdict`]: the per-frame verdict callback ([`ForwardOps`], [`RxVerdict`], [`GiveBack`],
 //!   [`MultiFrame`], [`BurstStats`]).
 //!
@@ -16,10 +18,12 @@
 //! implement [`Nic`]; the dataplane imports only it. Where the contract lives and why, and why
 //! each driver keeps its own fused loop: docs/DESIGN.md, "The NIC contract".
 
+pub mod either;
 pub mod frame;
 pub mod staged;
 pub mod verdict;
 
+pub use either::EitherNic;
 pub use frame::{
     buffer_pages_for_mtu, DriverStats, RxBuf, RxBufferPagesError, RxStatus, TxBuf, TxDone, TxOwner,
     MAX_FRAME_PAGES, RING_SIZE,
