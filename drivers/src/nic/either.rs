@@ -137,25 +137,31 @@ impl<A: Nic, B: Nic> Nic for EitherNic<A, B> {
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
         // A TX port of this very type: match the pair, so each of the four runs its own loop.
-        // SAFETY (every arm): the caller keeps the trait's contract, which each driver shares.
         match super::same_type::<Self, T>(tx) {
             Some(tx) => match (self, tx) {
+                // SAFETY: the caller keeps the trait's contract, which each driver shares.
                 (EitherNic::A(r), EitherNic::A(t)) => unsafe {
                     r.forward_burst_pending(t, pending, max, owner, ops)
                 },
+                // SAFETY: as above.
                 (EitherNic::A(r), EitherNic::B(t)) => unsafe {
                     r.forward_burst_pending(t, pending, max, owner, ops)
                 },
+                // SAFETY: as above.
                 (EitherNic::B(r), EitherNic::A(t)) => unsafe {
                     r.forward_burst_pending(t, pending, max, owner, ops)
                 },
+                // SAFETY: as above.
                 (EitherNic::B(r), EitherNic::B(t)) => unsafe {
                     r.forward_burst_pending(t, pending, max, owner, ops)
                 },
             },
-            None => either!(self, r => unsafe {
-                r.forward_burst_pending(tx, pending, max, owner, ops)
-            }),
+            None => match self {
+                // SAFETY: as above.
+                EitherNic::A(r) => unsafe { r.forward_burst_pending(tx, pending, max, owner, ops) },
+                // SAFETY: as above.
+                EitherNic::B(r) => unsafe { r.forward_burst_pending(tx, pending, max, owner, ops) },
+            },
         }
     }
     fn tx_reclaim(&mut self, f: impl FnMut(Pfn, TxOwner)) -> usize {

@@ -199,7 +199,7 @@ impl<A: SimPort, B: SimPort> SimPort for EitherNic<A, B> {
     type Dev = EitherDev<A::Dev, B::Dev>;
     /// Port `i` ([`port_mac`]`(i)`): driver `A` for even `i`, `B` for odd.
     fn sim_port(mac: [u8; 6]) -> (Self, Self::Dev) {
-        if mac[5].wrapping_sub(1) % 2 == 0 {
+        if mac[5].wrapping_sub(1).is_multiple_of(2) {
             let (n, d) = A::sim_port(mac);
             (EitherNic::A(n), EitherDev::A(d))
         } else {
