@@ -31,7 +31,7 @@
 
 use crate::nic::{
     forward_staged, BurstStats, DriverStats, ForwardOps, Nic, RxBuf, RxBufferPagesError, RxStatus,
-    TxBuf, TxDone, RING_SIZE,
+    TxBuf, TxDone, TxOwner, RING_SIZE,
 };
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -73,6 +73,10 @@ pub const TDH: usize = 0x3810;
 pub const TDT: usize = 0x3818;
 /// Receive Address Low of entry 0: the MAC's first four bytes, little-endian (§13.4.62).
 pub const RAL0: usize = 0x5400;
+/// Split and Replication Receive Control of queue 0 (82576 datasheet, `SRRCTL`): bits 6:0,
+/// `BSIZEPACKET`, the RX buffer size in KiB units (1..=127); 0 leaves the legacy 2 KiB of
+/// `RCTL.BSIZE`, which the simulated NIC reads as a whole page.
+pub const SRRCTL: usize = 0x280C;
 /// Receive Address High of entry 0: the MAC's last two bytes, and `AV` (bit 31).
 pub const RAH0: usize = 0x5404;
 
@@ -186,7 +190,14 @@ pub enum DdInitError {
 }
 
 /// A DD-bit NIC with one RX and one TX ring, owned by one core (not `Sync`).
-pub struct DdNic<H: Hal, R: DdRegs> {
+///
+/// `OFFSET` is where the NIC writes a received frame in its page: 0 (the default, the
+/// hardware's own layout), or the header room of another driver it shares a core
+/// with in an [`crate::nic::EitherNic`] (12 beside virtio-net): the RX descriptor then holds the page's address plus `OFFSET`
+/// and the buffer size (`SRRCTL`) is what is left of the page, rounded down to whole KiB, so a
+/// frame of more than one buffer is dropped (`TooBig`) rather than split at a size the
+/// dataplane's page arithmetic does not expect.
+pub struct DdNic<H: Hal, R: DdRegs, const OFFSET: usize = 0> {
     regs: R,
     rx: Ring<H, RxDesc>,
     tx: Ring<H, TxDesc>,
@@ -214,7 +225,15 @@ pub struct DdNic<H: Hal, R: DdRegs> {
     stats: DriverStats,
 }
 
-impl<H: Hal, R: DdRegs> DdNic<H, R> {
+impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
+    /// Bytes the NIC may write per RX buffer: the page, or with an `OFFSET`, what is left of it
+    /// in whole KiB (`SRRCTL.BSIZEPACKET`'s unit).
+    pub const RX_BUF_LEN: usize = if OFFSET == 0 {
+        PAGE_SIZE
+    } else {
+        (PAGE_SIZE - OFFSET) / 1024 * 1024
+    };
+
     /// Reset the NIC, give it an RX and a TX ring (empty: head = tail = 0) and enable both;
     /// the MAC is read from `RAL0`/`RAH0`.
     ///
@@ -237,6 +256,8 @@ impl<H: Hal, R: DdRegs> DdNic<H, R> {
         regs.write(TDT, 0);
         let (lo, hi) = (regs.read(RAL0).to_le_bytes(), regs.read(RAH0).to_le_bytes());
         let mac = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]];
+        const { assert!(OFFSET < 1024, "the header room is below a KiB") };
+        regs.write(SRRCTL, (Self::RX_BUF_LEN / 1024) as u32);
         regs.write(RCTL, RCTL_EN);
         regs.write(TCTL, TCTL_EN);
         Ok(DdNic {
@@ -246,7 +267,7 @@ impl<H: Hal, R: DdRegs> DdNic<H, R> {
             rx_pages: [Pfn(0); RING_SIZE],
             tx_pages: [TxDone {
                 pfn: Pfn(0),
-                owner: 0,
+                owner: TxOwner::new(0),
             }; RING_SIZE],
             rx_clean: 0,
             rx_tail: 0,
@@ -280,7 +301,7 @@ impl<H: Hal, R: DdRegs> DdNic<H, R> {
     fn rx_post_one(&mut self, pfn: Pfn) {
         let i = self.rx_tail;
         let d = RxDesc {
-            addr: pfn.addr(),
+            addr: pfn.addr() + OFFSET as u64,
             ..RxDesc::default()
         };
         // SAFETY: the tail descriptor is the driver's (not yet given by `RDT`).
@@ -324,7 +345,7 @@ impl<H: Hal, R: DdRegs> DdNic<H, R> {
         let eop = status & RXSTA_EOP != 0;
         let st = if self.rx_skip {
             RxStatus::Continuation
-        } else if d.errors != 0 || len == 0 || len > PAGE_SIZE {
+        } else if d.errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
             RxStatus::Malformed
         } else if !eop {
             RxStatus::TooBig
@@ -380,15 +401,16 @@ impl<H: Hal, R: DdRegs> DdNic<H, R> {
     }
 }
 
-impl<H: Hal, R: DdRegs> Drop for DdNic<H, R> {
+impl<H: Hal, R: DdRegs, const OFFSET: usize> Drop for DdNic<H, R, OFFSET> {
     fn drop(&mut self) {
         // The NIC stops using the rings before they are freed.
         self.regs.write(CTRL, CTRL_RST);
     }
 }
 
-impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
-    const FRAME_OFFSET: usize = 0;
+impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H, R, OFFSET> {
+    const FRAME_OFFSET: usize = OFFSET;
+    const MAX_FRAME_LEN: usize = Self::RX_BUF_LEN;
 
     fn mac(&self) -> [u8; 6] {
         self.mac
@@ -476,8 +498,8 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
     unsafe fn tx_burst(&mut self, bufs: &[TxBuf]) -> usize {
         let mut n = 0;
         for b in bufs {
-            // SAFETY: the caller's contract, the frame at offset 0.
-            if !unsafe { self.tx_post(b.pfn, 0, b.len, b.owner) } {
+            // SAFETY: the caller's contract, the frame at the frame offset.
+            if !unsafe { self.tx_post(b.pfn, OFFSET, b.len, b.owner) } {
                 break;
             }
             n += 1;
@@ -488,7 +510,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
         n
     }
     #[inline]
-    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool {
+    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: TxOwner) -> bool {
         if len == 0 || offset + len > PAGE_SIZE || pfn == Pfn(0) || self.tx_room() == 0 {
             return false;
         }
@@ -513,7 +535,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
         }
         n
     }
-    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
+    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: TxOwner) -> bool {
         let bad = |i: usize, &(p, l): &(Pfn, usize)| {
             p == Pfn(0) || l == 0 || l > PAGE_SIZE - if i == 0 { Self::FRAME_OFFSET } else { 0 }
         };
@@ -529,7 +551,8 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
             // descriptor write-back per descriptor, as the simulated NIC does).
             let last = i + 1 == parts.len();
             let cmd = TXCMD_IFCS | TXCMD_RS | if last { TXCMD_EOP } else { 0 };
-            self.tx_desc(p.addr(), l, cmd, TxDone { pfn: p, owner });
+            let at = if i == 0 { OFFSET as u64 } else { 0 };
+            self.tx_desc(p.addr() + at, l, cmd, TxDone { pfn: p, owner });
         }
         self.tx_publish();
         true
@@ -540,13 +563,13 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
         tx: &mut T,
         pending: usize,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
         // SAFETY: the caller keeps the trait's contract, which `forward_staged` shares.
         unsafe { forward_staged(self, tx, pending, max, owner, ops) }
     }
-    fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, u32)) -> usize {
+    fn tx_reclaim(&mut self, mut f: impl FnMut(Pfn, TxOwner)) -> usize {
         let mut n = 0;
         while let Some(d) = self.tx_pop() {
             f(d.pfn, d.owner);
@@ -556,9 +579,9 @@ impl<H: Hal + 'static, R: DdRegs + 'static> Nic for DdNic<H, R> {
     }
     fn tx_reclaim_into(
         &mut self,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
-        mut other: impl FnMut(Pfn, u32),
+        mut other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         let (mut into, mut done) = (0, 0);
         while into < room.len() {

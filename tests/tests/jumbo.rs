@@ -71,8 +71,9 @@ fn jumbo_9018_through_dgram_as_mergeable_buffers() {
     check_traffic(&mut rig, "l2 mergeable");
 }
 
-/// Big RX buffers on a device without mergeable buffers (`mrg_rxbuf=off`): QEMU 7.2 then
-/// leaves the header's `num_buffers` unwritten (VIRTIO 1.2 §5.1.6.4.1 says 1), and pages that
+/// Big RX buffers on a device without mergeable buffers (`mrg_rxbuf=off`): QEMU before upstream
+/// commit c17ad4b11bd2 (10.0.0; stable 7.2.18) then leaves the header's `num_buffers`
+/// unwritten (VIRTIO 1.2 §5.1.6.4.1 says 1; 7.2.22 and 10.0.2 write it), and pages that
 /// held the middle of a jumbo frame come back as the first page of a buffer with frame bytes
 /// there; the driver reads the field only with mergeable buffers. Small frames, then jumbo
 /// ones, then small ones again: all forwarded (before the fix every frame after the first

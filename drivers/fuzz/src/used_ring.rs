@@ -23,7 +23,7 @@ use drivers::sim::{
     DeviceQueue, HostHal, SimDevice, SimShared, SimTransport, SIM_RX_QUEUE, SIM_TX_QUEUE,
 };
 use drivers::virtio_net::{
-    ForwardOps, GiveBack, MultiFrame, RxBuf, RxStatus, RxVerdict, TxBuf, TxDone, VirtioNet,
+    ForwardOps, GiveBack, MultiFrame, RxBuf, RxStatus, RxVerdict, TxBuf, TxDone, TxOwner, VirtioNet,
     NET_HDR_LEN, QUEUE_SIZE,
 };
 use mm::Pfn;
@@ -43,7 +43,7 @@ const fn pool_len(k: usize) -> usize {
 }
 /// The largest pool.
 const POOL_MAX: usize = pool_len(BIG);
-const OWNER: u32 = 7;
+const OWNER: TxOwner = TxOwner::new(7);
 
 /// The pool of the run with RX buffers of `k` pages (a prefix of one allocation made once
 /// for the whole run; page contents carry over, harmlessly).
@@ -271,7 +271,7 @@ pub fn run(data: &[u8], k: usize) {
     let mut tx_out = vec![
         TxDone {
             pfn: Pfn(0),
-            owner: 0
+            owner: TxOwner::new(0)
         };
         QUEUE_SIZE
     ];
@@ -381,7 +381,7 @@ pub fn run(data: &[u8], k: usize) {
                 let cached = input.u8() & 1 == 0;
                 verdict = verdict.wrapping_add(input.u8());
                 let owner = if input.u8() & 3 == 0 {
-                    OWNER + 1
+                    TxOwner::new(OWNER.id() + 1)
                 } else {
                     OWNER
                 };

@@ -66,6 +66,36 @@ pub struct RxBuf {
     pub status: RxStatus,
 }
 
+/// Who a transmitted page goes back to: the tag a frame is sent with and its TX completion hands
+/// back with every page of it, so a completion needs no lookup in the page's metadata (DPDK keeps
+/// the mbuf's pool pointer in its TX software ring alike). The dataplane uses the id of the
+/// page_pool the page came from. A small typed value: a driver that needs bits of its own beside
+/// it (virtio-net marks the head of a descriptor chain) keeps them in its own slot type, never in
+/// this one.
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq, Hash)]
+#[repr(transparent)]
+pub struct TxOwner(u16);
+
+impl TxOwner {
+    /// The owner tag `id` (the dataplane: a page_pool id).
+    #[inline(always)]
+    pub const fn new(id: u16) -> Self {
+        Self(id)
+    }
+
+    /// The id given to [`TxOwner::new`].
+    #[inline(always)]
+    pub const fn id(self) -> u16 {
+        self.0
+    }
+}
+
+impl core::fmt::Display for TxOwner {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "owner {}", self.0)
+    }
+}
+
 /// One frame to transmit: `len` frame bytes at the driver's frame offset in page `pfn` (frames
 /// of several pages are sent by the fused burst and `tx_chain` only).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -75,11 +105,8 @@ pub struct TxBuf {
     pub pfn: Pfn,
     /// Frame length in bytes (1..=one page less the frame offset).
     pub len: usize,
-    /// Opaque to the driver, handed back with the page by the TX completion (the dataplane
-    /// keeps the page's owning page_pool here, so a completion needs no lookup in the page's
-    /// metadata; DPDK keeps the mbuf's pool pointer in its TX software ring alike). Below
-    /// 2^31.
-    pub owner: u32,
+    /// Opaque to the driver, handed back with the page by the TX completion.
+    pub owner: TxOwner,
 }
 
 /// A transmitted page, back from the TX ring: the page and the `owner` it was sent with.
@@ -88,7 +115,7 @@ pub struct TxDone {
     /// The page (the caller's again).
     pub pfn: Pfn,
     /// [`TxBuf::owner`] as given to the driver.
-    pub owner: u32,
+    pub owner: TxOwner,
 }
 
 /// Per-device counters kept by the driver.

@@ -9,6 +9,8 @@
 //!   the limits the dataplane sizes arrays by ([`RING_SIZE`], [`MAX_FRAME_PAGES`]).
 //! * [`staged`]: [`forward_staged`], the neutral fused burst (a pair of two driver types, a
 //!   driver without a loop of its own).
+//! * [`either`]: [`EitherNic`], a port of one of two driver types, so a core's ports may
+//!   differ (the fused burst monomorphised per pair).
 //! * [`verdict`]: the per-frame verdict callback ([`ForwardOps`], [`RxVerdict`], [`GiveBack`],
 //!   [`MultiFrame`], [`BurstStats`]).
 //!
@@ -16,12 +18,14 @@
 //! implement [`Nic`]; the dataplane imports only it. Where the contract lives and why, and why
 //! each driver keeps its own fused loop: docs/DESIGN.md, "The NIC contract".
 
+pub mod either;
 pub mod frame;
 pub mod staged;
 pub mod verdict;
 
+pub use either::EitherNic;
 pub use frame::{
-    buffer_pages_for_mtu, DriverStats, RxBuf, RxBufferPagesError, RxStatus, TxBuf, TxDone,
+    buffer_pages_for_mtu, DriverStats, RxBuf, RxBufferPagesError, RxStatus, TxBuf, TxDone, TxOwner,
     MAX_FRAME_PAGES, RING_SIZE,
 };
 pub use staged::forward_staged;
@@ -127,7 +131,7 @@ pub trait Nic: 'static {
     ///
     /// # Safety
     /// As [`Nic::tx_burst`], for this one frame.
-    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool;
+    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: TxOwner) -> bool;
     /// Make every frame queued by [`Nic::tx_post`] visible to the device (no kick).
     fn tx_publish(&mut self);
     /// Pop completed TX pages (with the owner tag each was sent with) into `out`; returns how
@@ -140,7 +144,7 @@ pub trait Nic: 'static {
     /// # Safety
     /// Every page is the caller's and becomes the device's until a TX completion returns it
     /// (the first page with `owner`, the others as the driver documents) or [`Nic::take_pages`].
-    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool;
+    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: TxOwner) -> bool;
     /// The fused fast path: receive up to `max` frames here, show each to the [`ForwardOps`]
     /// made by `ops` (only when a buffer is waiting), re-post each emptied RX slot with a page
     /// from it, and transmit what it forwards on `tx`'s TX queue, zero copy, tagged `owner`
@@ -155,7 +159,7 @@ pub trait Nic: 'static {
         &mut self,
         tx: &mut T,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
         let pending = self.rx_pending();
@@ -172,19 +176,19 @@ pub trait Nic: 'static {
         tx: &mut T,
         pending: usize,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats;
     /// Hand every completed TX page back to `f` with its owner tag; returns how many.
-    fn tx_reclaim(&mut self, f: impl FnMut(Pfn, u32)) -> usize;
+    fn tx_reclaim(&mut self, f: impl FnMut(Pfn, TxOwner)) -> usize;
     /// TX completion into a pool's alloc cache: pages tagged `owner` fill `room` from its
     /// start, every other page goes to `other` with its tag; returns (pages put in `room`,
     /// pages completed). Stops when `room` is full.
     fn tx_reclaim_into(
         &mut self,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
-        other: impl FnMut(Pfn, u32),
+        other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize);
     /// Notify the device of what was published, if it asked; returns notifications written.
     fn kick(&mut self) -> u32;

@@ -11,7 +11,7 @@
 //! buffer only (a frame the RX driver spread over several buffers is handed back as its
 //! [`RxStatus`] says: `too_big`).
 
-use super::{BurstStats, ForwardOps, GiveBack, Nic, RxBuf, RxStatus, RxVerdict};
+use super::{BurstStats, ForwardOps, GiveBack, Nic, RxBuf, RxStatus, RxVerdict, TxOwner};
 use mm::{Pfn, PAGE_SIZE};
 
 /// RX buffers one step of [`forward_staged`] pops before it forwards them (the array between
@@ -44,7 +44,7 @@ pub unsafe fn forward_staged<R: Nic, T: Nic, O: ForwardOps>(
     tx: &mut T,
     pending: usize,
     max: usize,
-    owner: u32,
+    owner: TxOwner,
     ops: impl FnOnce() -> O,
 ) -> BurstStats {
     let mut left = pending.min(max).min(super::RING_SIZE);

@@ -11,14 +11,15 @@
 
 use crate::ddnic::{
     DdRegs, RxDesc, TxDesc, CTRL, CTRL_RST, RAH0, RAL0, RCTL, RCTL_EN, RDBAH, RDBAL, RDH, RDLEN,
-    RDT, RXSTA_EOP, STA_DD, TCTL, TCTL_EN, TDBAH, TDBAL, TDH, TDLEN, TDT, TXCMD_EOP,
+    RDT, RXSTA_EOP, SRRCTL, STA_DD, TCTL, TCTL_EN, TDBAH, TDBAL, TDH, TDLEN, TDT, TXCMD_EOP,
 };
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mm::PAGE_SIZE;
 
 /// The registers the simulated NIC has (byte offsets); any other reads 0 and ignores writes.
-const REGS: [usize; 15] = [
+const REGS: [usize; 16] = [
     CTRL, RCTL, TCTL, RDBAL, RDBAH, RDLEN, RDH, RDT, TDBAL, TDBAH, TDLEN, TDH, TDT, RAL0, RAH0,
+    SRRCTL,
 ];
 
 const _: () = assert!(REGS[13] == RAL0 && REGS[14] == RAH0);
@@ -137,11 +138,16 @@ impl<'a> SimDdDevice<'a> {
         let Some((base, size)) = self.ring(RDBAL, RDBAH, RDLEN, RCTL, RCTL_EN) else {
             return 0;
         };
-        let per = frame.len().div_ceil(PAGE_SIZE).max(1);
+        // The buffer size the driver set (`SRRCTL.BSIZEPACKET`, KiB), a page when unset.
+        let buf = match self.shared.get(SRRCTL) as usize {
+            0 => PAGE_SIZE,
+            kib => (kib * 1024).min(PAGE_SIZE),
+        };
+        let per = frame.len().div_ceil(buf).max(1);
         let mut done = 0;
         while done < n && self.rx_available() >= per {
             let mut head = self.shared.get(RDH) as usize;
-            for (k, chunk) in frame.chunks(PAGE_SIZE).enumerate() {
+            for (k, chunk) in frame.chunks(buf).enumerate() {
                 let dp = (base as usize + 16 * head) as *mut RxDesc;
                 // SAFETY: per `new`'s contract the ring is live host memory; `head` is a
                 // descriptor the driver gave the NIC (before `RDT`).

@@ -2,6 +2,7 @@
 //! the global allocator ([`HostHal`]).
 
 use super::*;
+use crate::nic::TxOwner;
 use crate::virtio_net::{
     BurstStats, FeatureNames, ForwardOps, GiveBack, MultiFrame, NetInitError, RxBuf, RxStatus,
     RxVerdict, TxBuf, TxDone, VirtioNet, MAX_FRAME_LEN, MAX_MULTI_FRAME_LEN,
@@ -163,7 +164,7 @@ fn frames_go_through_rx_and_tx_and_pages_come_back() {
         .map(|b| TxBuf {
             pfn: b.pfn,
             len: b.len,
-            owner: 7,
+            owner: TxOwner::new(7),
         })
         .collect();
     // SAFETY: the pages came back from RX and hold the frames at NET_HDR_LEN.
@@ -174,11 +175,11 @@ fn frames_go_through_rx_and_tx_and_pages_come_back() {
     assert_eq!(dev.complete_tx(|_| panic!("nothing more")), 0);
     let mut back = [TxDone {
         pfn: Pfn(0),
-        owner: 0,
+        owner: TxOwner::new(0),
     }; QUEUE_SIZE];
     assert_eq!(nic.tx_complete(&mut back), 3);
     assert!(
-        back[..3].iter().all(|d| d.owner == 7),
+        back[..3].iter().all(|d| d.owner == TxOwner::new(7)),
         "the owner tag comes back"
     );
     let mut got: Vec<Pfn> = back[..3].iter().map(|d| d.pfn).collect();
@@ -260,7 +261,7 @@ fn forward_many(total: usize, k: usize) {
     let mut back = vec![
         TxDone {
             pfn: Pfn(0),
-            owner: 0
+            owner: TxOwner::new(0)
         };
         QUEUE_SIZE
     ];
@@ -275,7 +276,7 @@ fn forward_many(total: usize, k: usize) {
             .map(|b| TxBuf {
                 pfn: b.pfn,
                 len: b.len,
-                owner: 7,
+                owner: TxOwner::new(7),
             })
             .collect();
         // SAFETY: pages back from RX, frames at NET_HDR_LEN.
@@ -319,7 +320,7 @@ fn forward_many_in_place(total: usize, k: usize) {
     let mut back = vec![
         TxDone {
             pfn: Pfn(0),
-            owner: 0
+            owner: TxOwner::new(0)
         };
         QUEUE_SIZE
     ];
@@ -340,7 +341,7 @@ fn forward_many_in_place(total: usize, k: usize) {
             .map(|b| TxBuf {
                 pfn: b.pfn,
                 len: b.len,
-                owner: 1,
+                owner: TxOwner::new(1),
             })
             .collect();
         // SAFETY: pages back from RX, frames at NET_HDR_LEN.
@@ -459,7 +460,7 @@ fn burst_with<'s, O: ForwardOps>(
 ) -> BurstStats {
     // SAFETY: the ops' pages are the test's spares and go to A's RX ring; forwarded pages
     // become B's until reclaimed.
-    unsafe { a.forward_burst(b, QUEUE_SIZE, 9, ops) }
+    unsafe { a.forward_burst(b, QUEUE_SIZE, TxOwner::new(9), ops) }
 }
 
 /// Port A's RX forwarded onto port B's TX in fused bursts of `k`, past the 16-bit index wrap:
@@ -491,7 +492,7 @@ fn fused_forward_many(total: usize, k: usize) {
         let mut want = f.clone();
         want[0] = want[0].wrapping_add(1);
         seen += db.complete_tx(|got| assert_eq!(got, &want[..]));
-        let (n, back) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("one owner"));
+        let (n, back) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |_, _| panic!("one owner"));
         assert_eq!((n, back), (k, k));
         spare.extend_from_slice(&room[..n]);
         sent += k;
@@ -689,7 +690,11 @@ fn tx_reclaim_into_separates_other_owners() {
         .map(|(i, &pfn)| TxBuf {
             pfn,
             len: 60,
-            owner: if i % 3 == 1 { 4 } else { 9 },
+            owner: if i % 3 == 1 {
+                TxOwner::new(4)
+            } else {
+                TxOwner::new(9)
+            },
         })
         .collect();
     // SAFETY: fresh pages, the device's until they come back.
@@ -697,7 +702,9 @@ fn tx_reclaim_into_separates_other_owners() {
     assert_eq!(dev.complete_tx(|_| {}), 6);
     let mut room = vec![Pfn(0); 8];
     let mut others = Vec::new();
-    let (n, total) = nic.tx_reclaim_into(9, &mut room, |pfn, tag| others.push((pfn, tag)));
+    let (n, total) = nic.tx_reclaim_into(TxOwner::new(9), &mut room, |pfn, tag| {
+        others.push((pfn, tag))
+    });
     assert_eq!((n, total), (4, 6));
     let mut mine: Vec<Pfn> = room[..4].to_vec();
     mine.sort_by_key(|p| p.0);
@@ -705,7 +712,7 @@ fn tx_reclaim_into_separates_other_owners() {
     want.sort_by_key(|p| p.0);
     assert_eq!(mine, want);
     others.sort_by_key(|p| p.0 .0);
-    let mut want_o = vec![(pages.0[1], 4), (pages.0[4], 4)];
+    let mut want_o = vec![(pages.0[1], TxOwner::new(4)), (pages.0[4], TxOwner::new(4))];
     want_o.sort_by_key(|p| p.0 .0);
     assert_eq!(others, want_o);
     assert_eq!(nic.tx_posted(), 0);
@@ -899,10 +906,11 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool, indirect: bool) {
         assert_eq!(b.tx_posted(), bufs, "the TX ring holds every page");
         if reclaim_into {
             let mut others = Vec::new();
-            let (n, total) = b.tx_reclaim_into(9, &mut room, |p, tag| others.push((p, tag)));
+            let (n, total) =
+                b.tx_reclaim_into(TxOwner::new(9), &mut room, |p, tag| others.push((p, tag)));
             assert_eq!(total, sizes.len(), "one completion per frame");
             assert!(
-                others.iter().all(|&(_, tag)| tag == 9),
+                others.iter().all(|&(_, tag)| tag == TxOwner::new(9)),
                 "tags without the chain bit"
             );
             assert_eq!(n + others.len(), bufs);
@@ -910,7 +918,7 @@ fn jumbo_forward_many(rounds: usize, reclaim_into: bool, indirect: bool) {
             spare.extend(others.iter().map(|&(p, _)| p));
         } else {
             let n = b.tx_reclaim(|p, tag| {
-                assert_eq!(tag, 9);
+                assert_eq!(tag, TxOwner::new(9));
                 spare.push(p);
             });
             assert_eq!(n, sizes.len());
@@ -1070,7 +1078,7 @@ fn tx_completions_out_of_order_leave_in_order_mode_and_lose_nothing() {
             .map(|pfn| TxBuf {
                 pfn,
                 len: 60,
-                owner: 7,
+                owner: TxOwner::new(7),
             })
             .collect();
         // SAFETY: the pages are the test's and stay alive; the device never writes TX pages.
@@ -1097,14 +1105,15 @@ fn tx_completions_out_of_order_leave_in_order_mode_and_lose_nothing() {
         match round % 3 {
             0 => {
                 let mut room = vec![Pfn(0); QUEUE_SIZE];
-                let (n, total) =
-                    nic.tx_reclaim_into(7, &mut room, |_, _| panic!("round {round}: one owner"));
+                let (n, total) = nic.tx_reclaim_into(TxOwner::new(7), &mut room, |_, _| {
+                    panic!("round {round}: one owner")
+                });
                 assert_eq!(n, total);
                 back.extend_from_slice(&room[..n]);
             }
             1 => {
                 nic.tx_reclaim(|pfn, owner| {
-                    assert_eq!(owner, 7);
+                    assert_eq!(owner, TxOwner::new(7));
                     back.push(pfn);
                 });
             }
@@ -1112,7 +1121,7 @@ fn tx_completions_out_of_order_leave_in_order_mode_and_lose_nothing() {
                 let mut out = vec![
                     TxDone {
                         pfn: Pfn(0),
-                        owner: 0
+                        owner: TxOwner::new(0)
                     };
                     QUEUE_SIZE
                 ];
@@ -1261,7 +1270,7 @@ fn the_chain_loop_sends_a_cut_frame_and_forgets_a_consumed_one() {
         .iter()
         .all(|&(_, w)| w == GiveBack::Rx(RxStatus::Continuation)));
     let (mut room, mut others) = (vec![Pfn(0); QUEUE_SIZE], Vec::new());
-    let (n, total) = b.tx_reclaim_into(9, &mut room, |p, _| others.push(p));
+    let (n, total) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |p, _| others.push(p));
     assert_eq!((n, total, others.len()), (6, 3, 0), "two pages a frame");
     assert_eq!(b.tx_free_slots(), QUEUE_SIZE);
     a.rx_publish();
@@ -1318,7 +1327,7 @@ fn the_chain_loop_undoes_a_frame_it_cannot_refill() {
     assert_eq!(db.complete_tx(|f| got.push(f.to_vec())), 2);
     assert!(got[0] == long_frame(2, 9014) && got[1] == long_frame(4, 9014));
     let mut room = vec![Pfn(0); QUEUE_SIZE];
-    let (n, total) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("all tagged 9"));
+    let (n, total) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |_, _| panic!("all tagged 9"));
     assert_eq!((n, total), (6, 2));
     assert!(back.is_empty() && taken.is_empty());
     assert_eq!(a.stats().bad_token + b.stats().bad_token, 0);
@@ -1344,7 +1353,7 @@ fn burst_of<'s>(
     };
     // SAFETY: the ops' pages are the test's spares and go to A's RX ring; forwarded pages
     // become B's until reclaimed.
-    unsafe { a.forward_burst(b, max, 9, move || ops) }
+    unsafe { a.forward_burst(b, max, TxOwner::new(9), move || ops) }
 }
 
 /// In the chain loop the burst's budget counts frames, not used elements (as DPDK's
@@ -1389,7 +1398,7 @@ fn the_chain_loop_counts_frames_against_the_burst() {
         assert_eq!(f[..], long_frame(seed, 9014)[..], "seed {seed}");
     }
     let mut room = vec![Pfn(0); QUEUE_SIZE];
-    let (n, total) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("all tagged 9"));
+    let (n, total) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |_, _| panic!("all tagged 9"));
     assert_eq!((n, total), (18, 6));
     assert!(back.is_empty() && taken.is_empty());
     a.rx_publish();
@@ -1490,7 +1499,7 @@ fn indirect_frames_complete_into_a_small_room() {
         jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
         assert_eq!(db.complete_tx(|_| ()), sizes.len());
         let mut room = vec![Pfn(0); QUEUE_SIZE];
-        let (n, _) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("one owner"));
+        let (n, _) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |_, _| panic!("one owner"));
         spare.extend_from_slice(&room[..n]);
     }
     assert!(b.tx_in_order(), "indirect frames keep in-order mode");
@@ -1506,23 +1515,23 @@ fn indirect_frames_complete_into_a_small_room() {
     // Room for 10: 3 + 1 + 1 + 2 pages while four more fit, then the second 2-page frame
     // (7 + 4 > 10) waits.
     let mut room = vec![Pfn(0); 10];
-    let (n, total) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("room first"));
+    let (n, total) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |_, _| panic!("room first"));
     assert_eq!((n, total), (7, 4));
     got.extend_from_slice(&room[..n]);
     assert_eq!(b.tx_posted(), posted - 7);
     // Room for 2: the 2-page frame fits no four-page room: the chains loop takes it.
     let mut room = vec![Pfn(0); 2];
     let mut others = Vec::new();
-    let (n, _) = b.tx_reclaim_into(9, &mut room, |p, tag| others.push((p, tag)));
+    let (n, _) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |p, tag| others.push((p, tag)));
     got.extend_from_slice(&room[..n]);
     assert!(
-        others.iter().all(|&(_, tag)| tag == 9),
+        others.iter().all(|&(_, tag)| tag == TxOwner::new(9)),
         "tags without the chain bit"
     );
     got.extend(others.iter().map(|&(p, _)| p));
     // The rest.
     let mut room = vec![Pfn(0); QUEUE_SIZE];
-    let (n, _) = b.tx_reclaim_into(9, &mut room, |_, _| panic!("room for all"));
+    let (n, _) = b.tx_reclaim_into(TxOwner::new(9), &mut room, |_, _| panic!("room for all"));
     got.extend_from_slice(&room[..n]);
     assert_eq!(got.len(), 17, "every page once: {got:?}");
     let mut uniq = got.clone();
@@ -1781,7 +1790,8 @@ fn big_rx_buffers_take_each_frame_as_one_used_element() {
             "one descriptor per frame: the ring stays in order"
         );
         let mut others = Vec::new();
-        let (n, total) = b.tx_reclaim_into(9, &mut room, |p, tag| others.push((p, tag)));
+        let (n, total) =
+            b.tx_reclaim_into(TxOwner::new(9), &mut room, |p, tag| others.push((p, tag)));
         assert_eq!(total, sizes.len(), "one completion per frame");
         assert_eq!(n + others.len(), pages);
         spare.extend_from_slice(&room[..n]);
@@ -1969,7 +1979,7 @@ fn big_rx_buffers_forward_to_a_tx_ring_without_tables() {
         assert_eq!((got[1].len(), &got[1][1..]), (60, &small[1..]));
         let before = spare.len();
         let n = b.tx_reclaim(|p, tag| {
-            assert_eq!(tag, 9);
+            assert_eq!(tag, TxOwner::new(9));
             spare.push(p);
         });
         assert_eq!(n, 2, "two completions");

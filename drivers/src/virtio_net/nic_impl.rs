@@ -6,7 +6,7 @@
 use super::{VirtioNet, NET_HDR_LEN};
 use crate::nic::{
     forward_staged, same_type, BurstStats, DriverStats, ForwardOps, Nic, RxBuf, RxBufferPagesError,
-    TxBuf, TxDone,
+    TxBuf, TxDone, TxOwner,
 };
 use mm::Pfn;
 use virtio_drivers::transport::Transport;
@@ -84,7 +84,7 @@ impl<H: Hal + 'static, T: Transport + 'static> Nic for VirtioNet<H, T> {
         unsafe { VirtioNet::tx_burst(self, bufs) }
     }
     #[inline]
-    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: u32) -> bool {
+    unsafe fn tx_post(&mut self, pfn: Pfn, offset: usize, len: usize, owner: TxOwner) -> bool {
         // SAFETY: the caller keeps the trait's contract, which is the driver's.
         unsafe { VirtioNet::tx_post(self, pfn, offset, len, owner) }
     }
@@ -96,7 +96,7 @@ impl<H: Hal + 'static, T: Transport + 'static> Nic for VirtioNet<H, T> {
     fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         VirtioNet::tx_complete(self, out)
     }
-    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: u32) -> bool {
+    unsafe fn tx_chain(&mut self, parts: &[(Pfn, usize)], owner: TxOwner) -> bool {
         // SAFETY: the caller keeps the trait's contract, which is the driver's.
         unsafe { VirtioNet::tx_chain(self, parts, owner) }
     }
@@ -106,7 +106,7 @@ impl<H: Hal + 'static, T: Transport + 'static> Nic for VirtioNet<H, T> {
         tx: &mut X,
         pending: usize,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
         // A TX port of this very type runs the driver's own fused loop (the test folds away);
@@ -121,15 +121,15 @@ impl<H: Hal + 'static, T: Transport + 'static> Nic for VirtioNet<H, T> {
         }
     }
     #[inline(always)]
-    fn tx_reclaim(&mut self, f: impl FnMut(Pfn, u32)) -> usize {
+    fn tx_reclaim(&mut self, f: impl FnMut(Pfn, TxOwner)) -> usize {
         VirtioNet::tx_reclaim(self, f)
     }
     #[inline(always)]
     fn tx_reclaim_into(
         &mut self,
-        owner: u32,
+        owner: TxOwner,
         room: &mut [Pfn],
-        other: impl FnMut(Pfn, u32),
+        other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         VirtioNet::tx_reclaim_into(self, owner, room, other)
     }

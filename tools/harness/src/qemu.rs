@@ -253,8 +253,13 @@ pub enum Echo {
 /// How to boot the guest.
 #[derive(Debug, Clone)]
 pub struct GuestConfig {
-    /// QEMU binary (default `qemu-system-x86_64`, from `$PATH`).
+    /// QEMU binary (default [`crate::setup::qemu_binary`]: `$GANNET_QEMU`, else
+    /// `qemu-system-x86_64` from `$PATH`).
     pub qemu: PathBuf,
+    /// Firmware/ROM directories, each passed as `-L DIR` before the rest of the command line
+    /// (default [`crate::setup::qemu_data_dirs`], from `$GANNET_QEMU_DATA`): for a QEMU
+    /// unpacked outside `/usr`.
+    pub qemu_data: Vec<PathBuf>,
     /// Kernel image (PVH ELF).
     pub image: PathBuf,
     /// How QEMU loads it (default [`Boot::Pvh`], `-kernel`).
@@ -304,7 +309,8 @@ pub struct GuestConfig {
 impl Default for GuestConfig {
     fn default() -> Self {
         GuestConfig {
-            qemu: PathBuf::from("qemu-system-x86_64"),
+            qemu: crate::setup::qemu_binary(),
+            qemu_data: crate::setup::qemu_data_dirs(),
             image: default_image(),
             boot: Boot::Pvh,
             iso: None,
@@ -534,6 +540,11 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         a.extend(rest);
     } else {
         a.extend(cfg.extra_args.iter().cloned());
+    }
+    // Firmware directories of a QEMU unpacked outside /usr (`--qemu-data`).
+    for dir in &cfg.qemu_data {
+        a.push("-L".into());
+        a.push(utf8(dir)?.to_string());
     }
     Ok(a)
 }

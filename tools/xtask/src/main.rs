@@ -26,13 +26,24 @@ use harness::{envelope, gen, setup};
 #[derive(Parser)]
 #[command(name = "xtask", about = "Gannet developer tasks")]
 struct Cli {
+    /// The QEMU binary every guest boots with (sets GANNET_QEMU for this command and the
+    /// tests it runs; default: $GANNET_QEMU, else qemu-system-x86_64 from $PATH). To compare
+    /// QEMU versions, e.g. an older one unpacked with `dpkg -x` into DIR: `--qemu
+    /// DIR/usr/bin/qemu-system-x86_64 --qemu-data DIR/usr/share/qemu:DIR/usr/share/seabios`.
+    #[arg(long, global = true, value_name = "PATH")]
+    qemu: Option<PathBuf>,
+    /// QEMU firmware/ROM directories, `:`-separated, each passed as `-L DIR` (sets
+    /// GANNET_QEMU_DATA): for a QEMU binary unpacked outside /usr.
+    #[arg(long, global = true, value_name = "DIR[:DIR…]")]
+    qemu_data: Option<std::ffi::OsString>,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Install missing prerequisites (Rust target x86_64-unknown-none, QEMU).
+    /// Install missing prerequisites (Rust target x86_64-unknown-none, QEMU >= 8: on Debian
+    /// bookworm from bookworm-backports, replacing an older one); prints the QEMU in use.
     Setup,
     /// Build the kernel image (target/x86_64-unknown-none/release/gannet).
     Build(BuildArgs),
@@ -551,7 +562,10 @@ fn announce_accel(accel: Accel, icount: bool, cpu: Option<&str>) {
         ""
     };
     let cpu = cpu.map_or(String::new(), |c| format!(", -cpu {c}"));
-    eprintln!("xtask: accelerator: {what}{ic}{cpu}");
+    eprintln!(
+        "xtask: accelerator: {what}{ic}{cpu}; {}",
+        setup::qemu_description()
+    );
 }
 
 fn cmd_build(a: BuildArgs) -> Result<()> {
@@ -684,6 +698,14 @@ impl Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread starts: the harness (GuestConfig::default, setup::ensure_qemu) and the
+    // integration tests `test` runs read these.
+    if let Some(q) = &cli.qemu {
+        std::env::set_var(setup::QEMU_ENV, q);
+    }
+    if let Some(d) = &cli.qemu_data {
+        std::env::set_var(setup::QEMU_DATA_ENV, d);
+    }
     if cli.cmd.json().is_some() || matches!(cli.cmd, Cmd::Bench(_)) {
         // The commit the JSON names is the one the command started on.
         envelope::capture();
@@ -695,7 +717,10 @@ fn main() -> ExitCode {
         }
     }
     let res = match cli.cmd {
-        Cmd::Setup => setup::ensure().map(|()| ExitCode::SUCCESS),
+        Cmd::Setup => setup::ensure().map(|()| {
+            eprintln!("xtask: setup done; {}", setup::qemu_description());
+            ExitCode::SUCCESS
+        }),
         Cmd::Build(a) => cmd_build(a).map(|()| ExitCode::SUCCESS),
         Cmd::Faults(a) => checks::cmd_faults(a).map(|()| ExitCode::SUCCESS),
         Cmd::Iso(a) => run::cmd_iso(a).map(|()| ExitCode::SUCCESS),

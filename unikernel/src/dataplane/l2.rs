@@ -6,7 +6,7 @@ use super::page::{frame_room, PageBuf, RawPage};
 use super::pages::{Pages, PortPages};
 use super::percore::{count_give_back, Core, Platform};
 use drivers::nic::Nic;
-use drivers::nic::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
+use drivers::nic::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict, TxOwner};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{forward_frame, DropReason, MacRewrite, PortCounters, Verdict};
@@ -117,7 +117,7 @@ impl<P: Platform> Core<P> {
             return self.rx_forward_xcore(p);
         }
         let q = 1 - p;
-        let owner = self.pages.pool_id(p);
+        let owner = self.pages.tx_owner(p);
         let max = self.burst_max(q);
         // The mode picked once per burst: each mode's loop writes the addresses or not with
         // no per-frame test.
@@ -142,7 +142,7 @@ impl<P: Platform> Core<P> {
         &mut self,
         pending: usize,
         max: usize,
-        owner: u32,
+        owner: TxOwner,
         words: (u64, u32),
     ) -> BurstStats {
         let (pages, counters) = (&mut self.pages, &mut self.counters);

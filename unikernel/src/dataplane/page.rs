@@ -21,7 +21,7 @@
 //! frame accessors take the NIC type, so the offset is a constant of the monomorphised code
 //! (issue 32: nothing here assumes 12 bytes).
 
-use drivers::nic::Nic;
+use drivers::nic::{Nic, TxOwner};
 use mm::{Pfn, PAGE_SIZE};
 
 /// Bytes of a page that can hold frame bytes when the page is a frame's first on NIC type
@@ -29,6 +29,23 @@ use mm::{Pfn, PAGE_SIZE};
 #[inline(always)]
 pub const fn frame_room<N: Nic>() -> usize {
     PAGE_SIZE - N::FRAME_OFFSET
+}
+
+/// Bytes `range` of page `pfn` (clamped to the page), read only: how the dataplane reads the
+/// later pages of a frame of several pages, which it holds in raw form beside the first page's
+/// token (a [`drivers::nic::MultiFrame`]'s pages, the router's stash). The one place besides
+/// [`PageBuf`] where a page number becomes bytes.
+///
+/// # Safety
+/// `pfn` is an identity-mapped RAM page the caller holds (given back by a ring, kept in a
+/// stash) and nobody writes it while the slice lives.
+#[inline]
+pub unsafe fn page_bytes<'a>(pfn: Pfn, range: core::ops::Range<usize>) -> &'a [u8] {
+    let end = range.end.min(PAGE_SIZE);
+    let start = range.start.min(end);
+    // SAFETY: per the contract the page is RAM the caller holds, read only while the slice
+    // lives; `start..end` lies within it.
+    unsafe { core::slice::from_raw_parts((pfn.addr() as usize + start) as *const u8, end - start) }
 }
 
 /// A page in the raw form rings and queues store: its frame number and the id of the
@@ -39,6 +56,26 @@ pub struct RawPage {
     pub pfn: Pfn,
     /// Its owning page_pool's id.
     pub pool: u32,
+}
+
+impl RawPage {
+    /// The owner tag the page is sent with on a TX ring: its pool's id, handed back by the TX
+    /// completion so the page goes home without a lookup in its metadata. Pool ids are below
+    /// 2 × [`super::MAX_PORTS`], so a [`TxOwner`] holds every one.
+    #[inline(always)]
+    pub fn tx_owner(&self) -> TxOwner {
+        TxOwner::new(self.pool as u16)
+    }
+
+    /// The raw form of a page a TX completion handed back with `owner` (the
+    /// [`RawPage::tx_owner`] it was sent with).
+    #[inline(always)]
+    pub fn sent(pfn: Pfn, owner: TxOwner) -> RawPage {
+        RawPage {
+            pfn,
+            pool: u32::from(owner.id()),
+        }
+    }
 }
 
 /// One order-0 packet page, owned by whoever holds the token. `#[must_use]`: hand it on

@@ -3,6 +3,7 @@
 
 use super::fabric::Fabric;
 use super::page::{PageBuf, RawPage};
+use drivers::nic::TxOwner;
 use drivers::pci::MAX_NICS;
 use log::error;
 use mm::page_pool::{IdentityDma, PagePool};
@@ -69,6 +70,12 @@ impl Pages {
     #[inline]
     pub fn pool_id(&self, p: usize) -> u32 {
         self.first_pool + p as u32
+    }
+
+    /// The TX owner tag of local port `p`'s pool ([`RawPage::tx_owner`] of its pages).
+    #[inline(always)]
+    pub fn tx_owner(&self, p: usize) -> TxOwner {
+        TxOwner::new(self.pool_id(p) as u16)
     }
 
     /// The raw form of a page of local port `p`'s pool.

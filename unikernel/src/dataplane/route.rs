@@ -6,7 +6,7 @@
 //! on `RouteState`, whose fields the fast path needs inline.
 
 use super::handoff::Handoff;
-use super::page::{frame_room, PageBuf};
+use super::page::{frame_room, page_bytes, PageBuf};
 use super::pages::Pages;
 use super::percore::{count_give_back, Core, Deferred, MgmtPlane, Platform, RouteState};
 use core::marker::PhantomData;
@@ -234,12 +234,7 @@ impl<M, N: Nic> RouteOps<'_, M, N> {
                     if let Some((pfn, range)) = frame.segment(i) {
                         // SAFETY: the page came off the RX ring with `range` written by the
                         // device; nobody else holds it until it is recycled below.
-                        let bytes = unsafe {
-                            core::slice::from_raw_parts(
-                                (pfn.addr() as usize + range.start) as *const u8,
-                                range.len(),
-                            )
-                        };
+                        let bytes = unsafe { page_bytes(pfn, range) };
                         let _ = segs.push(bytes);
                     }
                 }
@@ -437,7 +432,7 @@ impl<P: Platform> Core<P> {
             return 0;
         }
         let q = 1 - p;
-        let owner = self.pages.pool_id(p);
+        let owner = self.pages.tx_owner(p);
         let max = self.burst_max(q);
         let Some(rs) = self.route.as_mut() else {
             return 0;
@@ -671,7 +666,7 @@ impl<P: Platform> Core<P> {
         // stash), filled as `parts` says; the ring owns them until their completion, which
         // hands each back with `raw.pool` (every page of a frame comes off one RX ring, so one
         // pool).
-        if unsafe { self.nics[port].tx_chain(&parts, raw.pool) } {
+        if unsafe { self.nics[port].tx_chain(&parts, raw.tx_owner()) } {
             let _ = first.into_raw();
             let c = &mut self.counters[port];
             c.tx += 1;
@@ -1019,9 +1014,7 @@ impl<P: Platform> Core<P> {
                         let take = left.min(mm::PAGE_SIZE);
                         // SAFETY: a page of the frame, kept in the stash since the router
                         // queued the frame; nobody else holds it.
-                        let _ = segs.push(unsafe {
-                            core::slice::from_raw_parts(pfn.addr() as usize as *const u8, take)
-                        });
+                        let _ = segs.push(unsafe { page_bytes(pfn, 0..take) });
                         left -= take;
                     }
                     if left > 0 {
@@ -1118,7 +1111,7 @@ impl<P: Platform> Core<P> {
             // At most `n` <= MAX_FRAME_PAGES pages: fits.
             let _ = pages.push(page);
         }
-        let owner = self.pages.pool_id(port);
+        let owner = self.pages.tx_owner(port);
         self.flush_tx(port);
         // SAFETY: the pages are fresh from pool `owner` (port `port`'s), ours, holding the
         // bytes `parts` says; the ring owns them until their completion hands each back with

@@ -1,7 +1,7 @@
 //! [`TxStage`]: frames staged for TX during a burst, per local port (flushed by `tx`).
 
 use super::page::{PageBuf, RawPage};
-use drivers::nic::TxBuf;
+use drivers::nic::{TxBuf, TxOwner};
 use mm::Pfn;
 use netstack::config::{MAX_BURST, PORTS};
 
@@ -20,7 +20,7 @@ impl Default for TxStage {
             bufs: [[TxBuf {
                 pfn: Pfn(0),
                 len: 0,
-                owner: 0,
+                owner: TxOwner::new(0),
             }; MAX_BURST]; PORTS],
             n: [0; PORTS],
             bytes: [0; PORTS],
@@ -36,12 +36,7 @@ impl TxStage {
             for b in &self.bufs[q][..core::mem::take(&mut self.n[q])] {
                 // SAFETY: staged pages are the stage's (given with `into_raw` in `stage_tx`)
                 // and never reached a ring.
-                f(unsafe {
-                    PageBuf::from_raw(RawPage {
-                        pfn: b.pfn,
-                        pool: b.owner,
-                    })
-                });
+                f(unsafe { PageBuf::from_raw(RawPage::sent(b.pfn, b.owner)) });
             }
         }
     }

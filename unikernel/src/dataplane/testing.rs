@@ -12,9 +12,10 @@ use crate::dataplane::{
 };
 use core::cell::Cell;
 use core::marker::PhantomData;
-use drivers::nic::Nic;
+use drivers::ddnic::DdNic;
+use drivers::nic::{EitherNic, Nic};
 use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
-use drivers::sim::{HostSimDd, HostSimNet, SimDevice, SimShared, SimTransport};
+use drivers::sim::{HostHal, HostSimDd, HostSimNet, SimDevice, SimShared, SimTransport};
 use mm::{Page, PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
 use netstack::router::{PortConfig, Router, RouterConfig};
@@ -97,6 +98,37 @@ pub type SimNic = HostSimNet<'static>;
 /// The DD-bit driver (`drivers::ddnic`, 0 header bytes, DD completion) on a simulated NIC.
 pub type SimDd = HostSimDd<'static>;
 
+/// The DD-bit driver writing frames 12 bytes into the page (virtio-net's header room), so it
+/// shares a core with a virtio-net port ([`SimMixed`]).
+pub type SimDd12 = DdNic<HostHal, SimDdRegs<'static>, 12>;
+
+/// Ports of two drivers on one core: even ports (port 0) virtio-net, odd ports (port 1) the
+/// DD-bit NIC.
+pub type SimMixed = EitherNic<SimNic, SimDd12>;
+
+/// The player of an [`EitherNic`] port: the device of whichever driver it is.
+pub enum EitherDev<A, B> {
+    /// The device of driver `A`.
+    A(A),
+    /// The device of driver `B`.
+    B(B),
+}
+
+impl<A: SimPlayer, B: SimPlayer> SimPlayer for EitherDev<A, B> {
+    fn deliver_rx(&mut self, frame: &[u8], n: usize) -> usize {
+        match self {
+            EitherDev::A(d) => d.deliver_rx(frame, n),
+            EitherDev::B(d) => d.deliver_rx(frame, n),
+        }
+    }
+    fn complete_tx(&mut self, f: impl FnMut(&[u8])) -> usize {
+        match self {
+            EitherDev::A(d) => d.complete_tx(f),
+            EitherDev::B(d) => d.complete_tx(f),
+        }
+    }
+}
+
 /// The player of a port's simulated device, as the rig's tests drive it.
 pub trait SimPlayer {
     /// Deliver `frame` `n` times into the port's RX ring; returns how many were delivered.
@@ -150,6 +182,30 @@ impl SimPort for SimDd {
         let nic = SimDd::new(SimDdRegs(s)).expect("ring memory");
         // SAFETY: as for the virtio-net port.
         (nic, unsafe { SimDdDevice::new(s) })
+    }
+}
+
+impl SimPort for SimDd12 {
+    type Dev = SimDdDevice<'static>;
+    fn sim_port(mac: [u8; 6]) -> (Self, Self::Dev) {
+        let s: &'static SimDdShared = Box::leak(Box::new(SimDdShared::new(mac)));
+        let nic = SimDd12::new(SimDdRegs(s)).expect("ring memory");
+        // SAFETY: as for the virtio-net port.
+        (nic, unsafe { SimDdDevice::new(s) })
+    }
+}
+
+impl<A: SimPort, B: SimPort> SimPort for EitherNic<A, B> {
+    type Dev = EitherDev<A::Dev, B::Dev>;
+    /// Port `i` ([`port_mac`]`(i)`): driver `A` for even `i`, `B` for odd.
+    fn sim_port(mac: [u8; 6]) -> (Self, Self::Dev) {
+        if mac[5].wrapping_sub(1).is_multiple_of(2) {
+            let (n, d) = A::sim_port(mac);
+            (EitherNic::A(n), EitherDev::A(d))
+        } else {
+            let (n, d) = B::sim_port(mac);
+            (EitherNic::B(n), EitherDev::B(d))
+        }
     }
 }
 

@@ -25,7 +25,7 @@ impl<P: Platform> Core<P> {
         self.tx.bufs[port][i] = TxBuf {
             pfn: raw.pfn,
             len,
-            owner: raw.pool,
+            owner: raw.tx_owner(),
         };
         self.tx.n[port] = i + 1;
         self.tx.bytes[port] += len as u64;
@@ -50,12 +50,7 @@ impl<P: Platform> Core<P> {
             self.counters[q].tx_bytes -= b.len as u64;
             self.counters[q].drop(DropReason::TxRingFull);
             // SAFETY: refused by the ring: still the stage's (staged with its owner).
-            let page = unsafe {
-                PageBuf::from_raw(RawPage {
-                    pfn: b.pfn,
-                    pool: b.owner,
-                })
-            };
+            let page = unsafe { PageBuf::from_raw(RawPage::sent(b.pfn, b.owner)) };
             self.pages.recycle(page);
         }
     }
@@ -115,7 +110,7 @@ impl<P: Platform> Core<P> {
         if !release && self.pages.pools[expect].cache_room() > 0 {
             // The fast path: completions of the other port's pool straight into its alloc
             // cache; any other page (another core's, the router's ICMP pages) afterwards.
-            let owner = self.pages.pool_id(expect);
+            let owner = self.pages.tx_owner(expect);
             // At most RING_SIZE completions per call, each a frame of at most
             // MAX_FRAME_PAGES pages (a hairpinned jumbo frame of this port's own pool): always
             // room (16 KiB of stack; with RING_SIZE alone a ring of such frames lost pages).
@@ -123,8 +118,8 @@ impl<P: Platform> Core<P> {
                 heapless::Vec::new();
             let nic = &mut self.nics[q];
             let pool = &mut self.pages.pools[expect];
-            let (cached, total) = nic.tx_reclaim_into(owner, pool.recycle_room(), |pfn, pool| {
-                let pushed = other.push(RawPage { pfn, pool });
+            let (cached, total) = nic.tx_reclaim_into(owner, pool.recycle_room(), |pfn, owner| {
+                let pushed = other.push(RawPage::sent(pfn, owner));
                 debug_assert!(pushed.is_ok(), "room for every page of RING_SIZE frames");
             });
             pool.recycled(cached);
@@ -136,10 +131,10 @@ impl<P: Platform> Core<P> {
             return total;
         }
         let pages = &mut self.pages;
-        self.nics[q].tx_reclaim(|pfn, pool| {
+        self.nics[q].tx_reclaim(|pfn, owner| {
             // SAFETY: the TX ring completed the page: it is ours again, and `pool` is the
             // owner it was sent with (`stage_tx`, or the fused burst's pool id).
-            let page = unsafe { PageBuf::from_raw(RawPage { pfn, pool }) };
+            let page = unsafe { PageBuf::from_raw(RawPage::sent(pfn, owner)) };
             if release {
                 pages.release(page);
             } else {

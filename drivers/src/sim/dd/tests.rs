@@ -3,6 +3,7 @@
 //! fused burst ([`Nic::forward_burst`]), frames checked byte for byte, every page back.
 
 use super::*;
+use crate::nic::TxOwner;
 use crate::nic::{ForwardOps, GiveBack, Nic, RxBuf, RxStatus, RxVerdict, TxBuf, TxDone};
 use crate::sim::{HostHal, HostSimDd, HostSimNet, SimDevice, SimShared, SimTransport};
 use mm::Pfn;
@@ -79,7 +80,7 @@ fn the_dd_driver_receives_at_offset_0_sends_and_gets_every_page_back() {
         .map(|b| TxBuf {
             pfn: b.pfn,
             len: b.len,
-            owner: 5,
+            owner: TxOwner::new(5),
         })
         .collect();
     // SAFETY: the pages are ours and hold the frames at offset 0.
@@ -89,10 +90,10 @@ fn the_dd_driver_receives_at_offset_0_sends_and_gets_every_page_back() {
     assert!(sent.iter().all(|f| *f == frame(7)));
     let mut done = [TxDone {
         pfn: Pfn(0),
-        owner: 0,
+        owner: TxOwner::new(0),
     }; 8];
     assert_eq!(nic.tx_complete(&mut done), 3);
-    assert!(done[..3].iter().all(|d| d.owner == 5));
+    assert!(done[..3].iter().all(|d| d.owner == TxOwner::new(5)));
     assert_eq!(nic.tx_posted(), 0);
     // A frame of two buffers: the first is too big, the second a continuation.
     let big = vec![9u8; 5000];
@@ -152,7 +153,7 @@ fn pair<R: Nic, T: Nic>(
         Ops { spare, back }
     };
     // SAFETY: fresh pages from `spare` (ours), forwarded ones stay `tx`'s until completed.
-    let st = unsafe { rx.forward_burst(&mut tx, 64, 3, ops) };
+    let st = unsafe { rx.forward_burst(&mut tx, 64, TxOwner::new(3), ops) };
     assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (32, 32, 32));
     assert_eq!((st.rx_bytes, st.tx_bytes), (32 * 60, 32 * 60));
     assert!(back.is_empty());
@@ -163,7 +164,7 @@ fn pair<R: Nic, T: Nic>(
     assert!(out.iter().all(|f| *f == want), "byte for byte");
     let mut sent = Vec::new();
     assert_eq!(tx.tx_reclaim(|pfn, owner| sent.push((pfn, owner))), 32);
-    assert!(sent.iter().all(|&(_, o)| o == 3));
+    assert!(sent.iter().all(|&(_, o)| o == TxOwner::new(3)));
     // Every page: on the RX ring, sent and reclaimed, or spare.
     assert!(rx.reset_device() && tx.reset_device());
     let mut all = Vec::new();

@@ -22,9 +22,9 @@ use super::{
     GiveBack, MultiFrame, Rare, RxVerdict,
 };
 use crate::virtio_net::{
-    rx_used_faulty_in, Hal, NetFeatures, Pfn, RxChain, RxStatus, Transport, TxBuf, TxDone,
-    VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE,
-    RX_PUBLISH_BATCH, TX_CHAIN_TAG,
+    rx_used_faulty_in, Hal, NetFeatures, Pfn, RxChain, RxStatus, Transport, TxBuf, TxOwner, TxSlot,
+    TxTag, VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE,
+    QUEUE_SIZE, RX_PUBLISH_BATCH,
 };
 use crate::virtqueue::{Indirect, SplitQueue, INDIRECT_MAX};
 use mm::PAGE_SHIFT;
@@ -70,7 +70,7 @@ struct BigFrame {
     ra: usize,
     ta: usize,
     tid: u16,
-    owner: u32,
+    owner: TxOwner,
 }
 
 /// What [`VirtioNet::forward_run_big`]'s frames put on the TX ring (counted where each is
@@ -114,7 +114,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         ready: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
     ) -> BurstStats {
         let mut st = BurstStats::default();
@@ -161,7 +161,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         &mut self,
         tx: &mut Self,
         ready: usize,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
     ) -> BigRun {
         let k = self.rx_buf_pages;
@@ -333,9 +333,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         tx.tx
             .rings()
             .post_at(f.ta, f.tid, f.pfn0.addr(), (NET_HDR_LEN + send) as u32);
-        tx.tx_pages[usize::from(f.tid) & (QUEUE_SIZE - 1)] = TxDone {
+        tx.tx_pages[usize::from(f.tid) & (QUEUE_SIZE - 1)] = TxSlot {
             pfn: f.pfn0,
-            owner: f.owner,
+            tag: TxTag::one(f.owner),
         };
         posted.pages += 1;
         Some(true)
@@ -432,9 +432,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 f.pfn0.addr(),
                 u32::from(lens[0]) + NET_HDR_LEN as u32,
             );
-            tx.tx_pages[slot] = TxDone {
+            tx.tx_pages[slot] = TxSlot {
                 pfn: f.pfn0,
-                owner: f.owner,
+                tag: TxTag::one(f.owner),
             };
             posted.pages += 1;
         } else {
@@ -455,9 +455,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                 }
             }
             txr.post_indirect_at(f.ta, f.tid, tind.phys(f.tid), m);
-            tx.tx_pages[slot] = TxDone {
+            tx.tx_pages[slot] = TxSlot {
                 pfn: f.pfn0,
-                owner: f.owner | TX_CHAIN_TAG,
+                tag: TxTag::chain(f.owner),
             };
             posted.pages += m;
             posted.tables += 1;
@@ -484,7 +484,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     unsafe fn forward_big_slow<O: ForwardOps>(
         &mut self,
         tx: &mut Self,
-        owner: u32,
+        owner: TxOwner,
         ops: &mut O,
         next: Option<(u32, u32)>,
     ) -> BurstStats {

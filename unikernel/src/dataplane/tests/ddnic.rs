@@ -3,7 +3,7 @@
 //! completion), every frame out compared byte for byte between the two and with what the mode
 //! must make of it, every page back at quit.
 
-use super::super::testing::{port_mac, RigOf, SimDd, SimNic, SimPlayer, SimPort};
+use super::super::testing::{port_mac, RigOf, SimDd, SimMixed, SimNic, SimPlayer, SimPort};
 use super::{l2_frame, udp, PAGES, ROUTER};
 use netstack::simframes::arp_request;
 use netstack::MacAddr;
@@ -45,13 +45,20 @@ fn run<N: SimPort>(cmdline: &str, frame: &[u8], rounds: usize, router: bool) -> 
     out
 }
 
-/// The same run on both NICs: identical frames out.
+/// The same run on both NICs and on a core whose ports are of the two drivers (port 0
+/// virtio-net, port 1 the DD NIC: frames cross from one driver to the other on the neutral
+/// fused burst): identical frames out.
 fn both(cmdline: &str, frame: &[u8], rounds: usize, router: bool) -> Vec<Vec<u8>> {
     let virtio = run::<SimNic>(cmdline, frame, rounds, router);
     let dd = run::<SimDd>(cmdline, frame, rounds, router);
     assert_eq!(
         dd, virtio,
         "{cmdline}: the DD NIC's frames are the virtio-net ones"
+    );
+    let mixed = run::<SimMixed>(cmdline, frame, rounds, router);
+    assert_eq!(
+        mixed, virtio,
+        "{cmdline}: virtio-net in, DD NIC out: the virtio-net frames"
     );
     dd
 }
@@ -93,6 +100,45 @@ fn the_router_on_the_dd_nic_forwards_byte_for_byte() {
             "addresses and payload untouched"
         );
     }
+}
+
+#[test]
+fn a_core_owns_ports_of_two_drivers() {
+    use super::super::testing::{EitherDev, SimDd12};
+    use drivers::nic::{EitherNic, Nic};
+    assert_eq!(
+        <SimDd12 as Nic>::FRAME_OFFSET,
+        12,
+        "the DD NIC at virtio-net's offset"
+    );
+    assert_eq!(<SimMixed as Nic>::FRAME_OFFSET, 12);
+    let mut rig = RigOf::<SimMixed>::new(
+        "mode=l2 peer0=02:00:00:00:00:bb peer1=02:00:00:00:00:aa",
+        1,
+        PAGES,
+    );
+    let c = &mut rig.cores[0];
+    let nics = c.core.nics().expect("ports up");
+    assert!(matches!(&*nics[0], EitherNic::A(_)), "port 0 virtio-net");
+    assert!(matches!(&*nics[1], EitherNic::B(_)), "port 1 the DD NIC");
+    assert!(matches!(c.dev[1], EitherDev::B(_)));
+    // Both ways: virtio-net → DD and DD → virtio-net, 8 frames each, byte for byte.
+    let frame = l2_frame();
+    for (rx, tx, dst) in [(0, 1, [2, 0, 0, 0, 0, 0xaa]), (1, 0, [2, 0, 0, 0, 0, 0xbb])] {
+        assert_eq!(c.dev[rx].deliver_rx(&frame, 8), 8);
+        c.core.poll_once();
+        let mut out = Vec::new();
+        c.dev[tx].complete_tx(|f| out.push(f.to_vec()));
+        assert_eq!(out.len(), 8, "port {rx} → port {tx}");
+        for f in &out {
+            assert_eq!(&f[0..6], &dst, "destination = peer{tx}");
+            assert_eq!(&f[6..12], &port_mac(tx).0, "source = port {tx}'s MAC");
+            assert_eq!(&f[12..], &frame[12..], "the rest untouched");
+        }
+    }
+    assert_eq!(c.core.counters()[0].drops_total(), 0);
+    assert_eq!(c.core.counters()[1].drops_total(), 0);
+    rig.quit_and_check();
 }
 
 #[test]
