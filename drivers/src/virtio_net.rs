@@ -143,13 +143,13 @@ impl TxTag {
     /// A frame of one descriptor sent for `owner`.
     #[inline(always)]
     pub(crate) const fn one(owner: TxOwner) -> Self {
-        Self(owner.id() as u32)
+        Self(owner.word())
     }
 
     /// The head of a descriptor chain sent for `owner`.
     #[inline(always)]
     pub(crate) const fn chain(owner: TxOwner) -> Self {
-        Self(owner.id() as u32 | Self::CHAIN)
+        Self(owner.word() | Self::CHAIN)
     }
 
     /// Whether the slot heads a descriptor chain.
@@ -161,7 +161,7 @@ impl TxTag {
     /// The owner the frame was sent for.
     #[inline(always)]
     pub(crate) const fn owner(self) -> TxOwner {
-        TxOwner::new(self.0 as u16)
+        TxOwner::new((self.0 & !Self::CHAIN) as u16)
     }
 }
 

@@ -74,18 +74,25 @@ pub struct RxBuf {
 /// this one.
 #[derive(Copy, Clone, Debug, Default, Eq, PartialEq, Hash)]
 #[repr(transparent)]
-pub struct TxOwner(u16);
+pub struct TxOwner(u32);
 
 impl TxOwner {
     /// The owner tag `id` (the dataplane: a page_pool id).
     #[inline(always)]
     pub const fn new(id: u16) -> Self {
-        Self(id)
+        Self(id as u32)
     }
 
     /// The id given to [`TxOwner::new`].
     #[inline(always)]
     pub const fn id(self) -> u16 {
+        self.0 as u16
+    }
+
+    /// The id widened to a word (below 2^16), as a driver packs it beside bits of its own:
+    /// held widened so the hot path's compares and stores need no zero-extension.
+    #[inline(always)]
+    pub const fn word(self) -> u32 {
         self.0
     }
 }

@@ -73,7 +73,7 @@ impl RawPage {
     pub fn sent(pfn: Pfn, owner: TxOwner) -> RawPage {
         RawPage {
             pfn,
-            pool: u32::from(owner.id()),
+            pool: owner.word(),
         }
     }
 }
