@@ -2,10 +2,11 @@
 //! §3.2.2.3.2 "Configuration Mechanism #1"): write an address to 0xCF8, then read or write 0xCFC.
 //!
 //! `virtio-drivers` 0.13 ships only memory-mapped configuration access; this is the
-//! [`ConfigurationAccess`] implementation for port I/O, which works on `q35` and `pc` alike.
+//! [`ConfigurationAccess`] implementation for port I/O, which works on `q35` and `pc` alike,
+//! and [`scan`], the bounded walk of every bus behind PCI-to-PCI bridges and PCIe root ports.
 
 use virtio_drivers::transport::pci::bus::{
-    Command, ConfigurationAccess, DeviceFunction, DeviceFunctionInfo, PciRoot,
+    Command, ConfigurationAccess, DeviceFunction, DeviceFunctionInfo, HeaderType, PciRoot,
 };
 use virtio_drivers::transport::pci::{PciTransport, VirtioPciError};
 use virtio_drivers::transport::DeviceType;
@@ -66,8 +67,114 @@ impl ConfigurationAccess for PortIoCam {
 /// Maximum number of virtio-net functions [`find_virtio_net`] reports.
 pub const MAX_NICS: usize = 8;
 
-/// Enumerate bus 0 and return the virtio-net functions in slot order (the order QEMU's
-/// `-device` arguments created them), up to [`MAX_NICS`], plus how many more were ignored.
+/// Configuration-space offset of the bus-number register of a type 1 (PCI-to-PCI bridge)
+/// header: primary (byte 0), secondary (byte 1), subordinate (byte 2) bus numbers (PCI-to-PCI
+/// Bridge Architecture Specification 1.2, §3.2.5.3). PCIe root ports and switch ports use the
+/// same header (PCI Express Base Specification 4.0, §7.5.1.3).
+const BRIDGE_BUS_NUMBERS: u8 = 0x18;
+
+/// What [`scan`] saw besides the functions it reported.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Buses scanned (bus 0 and every secondary bus reached through a bridge).
+    pub buses: usize,
+    /// PCI-to-PCI bridges (and PCIe root or switch ports) found.
+    pub bridges: usize,
+    /// The first bridge whose secondary bus is not assigned (0), not above its own bus, or a bus
+    /// already scanned: the firmware numbered no bus behind it, so nothing behind it is found
+    /// (devices there are invisible, not an error by themselves). With `bad_bridges`.
+    pub first_bad_bridge: Option<(DeviceFunction, u8)>,
+    /// How many such bridges.
+    pub bad_bridges: usize,
+}
+
+/// Every function reachable from bus 0 through PCI-to-PCI bridges and PCIe root ports, depth
+/// first in bus, device, function order, each passed to `f` with its identity (any class: the
+/// caller filters). Bus numbers are the ones firmware assigned (SeaBIOS and OVMF number every
+/// bridge's secondary and subordinate bus; QEMU's PVH boot on q35 runs SeaBIOS first): a
+/// bridge is followed to its secondary bus only when that is above the bridge's own bus and
+/// not scanned yet, so each of the 256 buses is scanned at most once, and a loop or an
+/// unassigned bridge ([`ScanReport::first_bad_bridge`]) cannot make the scan recurse forever.
+/// Bridges get bus mastering and memory decoding on (a bridge forwards its devices' DMA and
+/// MSI-X writes upstream only with Bus Master Enable: Bridge spec §3.2.5.2), when firmware left
+/// them off. Port I/O reaches each function's first 256 configuration bytes, all that this and
+/// the virtio and MSI-X capabilities need; ECAM (MCFG) is not used.
+pub fn scan<C: ConfigurationAccess>(
+    cam: &mut C,
+    mut f: impl FnMut(DeviceFunction, &DeviceFunctionInfo),
+) -> ScanReport {
+    let mut report = ScanReport::default();
+    let mut seen = [false; 256];
+    // Buses still to scan; at most 256 ever pushed (each bus once).
+    let mut stack: heapless::Vec<u8, 256> = heapless::Vec::new();
+    seen[0] = true;
+    let _ = stack.push(0);
+    while let Some(bus) = stack.pop() {
+        report.buses += 1;
+        // Secondary buses of this bus's bridges, scanned after it in device order.
+        let mut below: heapless::Vec<u8, 256> = heapless::Vec::new();
+        for device in 0..32u8 {
+            for function in 0..8u8 {
+                let df = DeviceFunction {
+                    bus,
+                    device,
+                    function,
+                };
+                let id = cam.read_word(df, 0);
+                if id & 0xFFFF == 0xFFFF {
+                    if function == 0 {
+                        break;
+                    }
+                    continue;
+                }
+                let class = cam.read_word(df, 0x08);
+                let bist = cam.read_word(df, 0x0C);
+                let header = (bist >> 16) as u8;
+                let info = DeviceFunctionInfo {
+                    vendor_id: id as u16,
+                    device_id: (id >> 16) as u16,
+                    class: (class >> 24) as u8,
+                    subclass: (class >> 16) as u8,
+                    prog_if: (class >> 8) as u8,
+                    revision: class as u8,
+                    header_type: HeaderType::from(header & 0x7F),
+                };
+                if info.header_type == HeaderType::PciPciBridge {
+                    report.bridges += 1;
+                    let secondary = (cam.read_word(df, BRIDGE_BUS_NUMBERS) >> 8) as u8;
+                    if secondary <= bus || seen[usize::from(secondary)] {
+                        report.bad_bridges += 1;
+                        report.first_bad_bridge.get_or_insert((df, secondary));
+                    } else {
+                        seen[usize::from(secondary)] = true;
+                        let _ = below.push(secondary);
+                        let cmd = cam.read_word(df, 0x04);
+                        let want = cmd & 0xFFFF
+                            | u32::from((Command::BUS_MASTER | Command::MEMORY_SPACE).bits());
+                        if want != cmd & 0xFFFF {
+                            cam.write_word(df, 0x04, want);
+                        }
+                    }
+                }
+                f(df, &info);
+                // Function 0 without the multi-function bit: functions 1-7 do not exist.
+                if function == 0 && header & 0x80 == 0 {
+                    break;
+                }
+            }
+        }
+        // Reverse so the first bridge's bus is popped first (depth first, device order).
+        for b in below.iter().rev() {
+            let _ = stack.push(*b);
+        }
+    }
+    report
+}
+
+/// Enumerate every bus reachable from bus 0 ([`scan`]: behind PCI-to-PCI bridges and PCIe
+/// root ports too) and return the virtio-net functions in bus, slot order (on one bus, the
+/// order QEMU's `-device` arguments created them), up to [`MAX_NICS`], plus how many more were
+/// ignored and the scan's [`ScanReport`].
 /// Each returned function gets bus mastering enabled and INTx disabled (the driver polls or
 /// uses MSI-X) in one command-register write, skipped when both are set already; its decoding
 /// is left as the firmware set it (SeaBIOS and OVMF turn memory and I/O decoding on for the
@@ -79,16 +186,16 @@ pub fn find_virtio_net(
 ) -> (
     heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
     usize,
+    ScanReport,
 ) {
     let mut out = heapless::Vec::new();
     let mut ignored = 0;
-    let found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), 32> = root
-        .enumerate_bus(0)
-        .filter(|(_, info)| {
-            virtio_drivers::transport::pci::virtio_device_type(info) == Some(DeviceType::Network)
-        })
-        .take(32)
-        .collect();
+    let mut found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), 32> = heapless::Vec::new();
+    let report = scan(&mut PortIoCam, |df, info| {
+        if virtio_drivers::transport::pci::virtio_device_type(info) == Some(DeviceType::Network) {
+            let _ = found.push((df, info.clone()));
+        }
+    });
     for (df, info) in found {
         let (_, cmd) = root.get_status_command(df);
         let want = cmd | Command::BUS_MASTER | Command::INTERRUPT_DISABLE;
@@ -99,7 +206,7 @@ pub fn find_virtio_net(
             ignored += 1;
         }
     }
-    (out, ignored)
+    (out, ignored, report)
 }
 
 /// Turn memory decoding on for `df` if it is off (one command-register write; nothing when
@@ -324,5 +431,153 @@ impl VirtioNotifyCfg {
             reg(COMMON_QUEUE_MSIX_VECTOR).write_volatile(vector);
             reg(COMMON_QUEUE_MSIX_VECTOR).read_volatile()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! [`scan`] on a configuration space in memory: the shapes QEMU's `pcie-root-port` and
+    //! `pci-bridge` make (booted for real by `tests/tests/pci_bridges.rs`) and the bad ones no
+    //! firmware here makes (a bridge with no bus number, a loop).
+    extern crate std;
+    use super::*;
+    use std::collections::HashMap;
+    use std::format;
+    use std::string::String;
+    use std::vec::Vec;
+
+    /// Functions by (bus, device, function): their first 64 configuration words.
+    #[derive(Default)]
+    struct FakeCam(HashMap<(u8, u8, u8), [u32; 64]>);
+
+    impl FakeCam {
+        /// A type 0 function at bus, device, function: `vendor:device`, class/subclass.
+        fn endpoint(
+            &mut self,
+            (b, d, f): (u8, u8, u8),
+            (vendor, device): (u16, u16),
+            (class, sub): (u8, u8),
+        ) {
+            let mut w = [0u32; 64];
+            w[0] = u32::from(vendor) | u32::from(device) << 16;
+            w[2] = u32::from(class) << 24 | u32::from(sub) << 16 | 1;
+            self.0.insert((b, d, f), w);
+        }
+        /// A type 1 function (PCI-to-PCI bridge, class 06.04) on bus `b` with secondary bus
+        /// `sec` (and subordinate `sec`).
+        fn bridge(&mut self, b: u8, d: u8, f: u8, sec: u8) {
+            let mut w = [0u32; 64];
+            w[0] = 0x1b36 | 0x000c << 16;
+            w[2] = 0x06 << 24 | 0x04 << 16;
+            w[3] = 0x01 << 16;
+            w[6] = u32::from(b) | u32::from(sec) << 8 | u32::from(sec) << 16;
+            self.0.insert((b, d, f), w);
+        }
+    }
+
+    impl ConfigurationAccess for FakeCam {
+        fn read_word(&self, df: DeviceFunction, off: u8) -> u32 {
+            self.0
+                .get(&(df.bus, df.device, df.function))
+                .map_or(0xFFFF_FFFF, |w| w[usize::from(off / 4)])
+        }
+        fn write_word(&mut self, df: DeviceFunction, off: u8, value: u32) {
+            if let Some(w) = self.0.get_mut(&(df.bus, df.device, df.function)) {
+                w[usize::from(off / 4)] = value;
+            }
+        }
+        unsafe fn unsafe_clone(&self) -> Self {
+            FakeCam(self.0.clone())
+        }
+    }
+
+    const VIRTIO_NET: (u16, u16) = (0x1af4, 0x1041);
+
+    fn scan_all(cam: &mut FakeCam) -> (Vec<String>, ScanReport) {
+        let mut seen = Vec::new();
+        let r = scan(cam, |df, info| {
+            seen.push(format!(
+                "{df} {:04x}:{:04x}",
+                info.vendor_id, info.device_id
+            ))
+        });
+        (seen, r)
+    }
+
+    #[test]
+    fn finds_functions_behind_root_ports_and_a_pci_bridge() {
+        let mut cam = FakeCam::default();
+        cam.endpoint((0, 0, 0), (0x8086, 0x29c0), (0x06, 0x00)); // q35 host bridge
+        cam.bridge(0, 1, 0, 1); // pcie-root-port
+        cam.bridge(0, 2, 0, 2); // pcie-root-port
+        cam.bridge(0, 3, 0, 3); // pci-bridge
+        cam.endpoint((1, 0, 0), (VIRTIO_NET.0, VIRTIO_NET.1), (0x02, 0x00));
+        cam.endpoint((2, 0, 0), (VIRTIO_NET.0, VIRTIO_NET.1), (0x02, 0x00));
+        cam.endpoint((3, 5, 0), (0x8086, 0x10d3), (0x02, 0x00)); // e1000e behind the bridge
+        let (seen, r) = scan_all(&mut cam);
+        assert_eq!(
+            seen,
+            [
+                "00:00.0 8086:29c0",
+                "00:01.0 1b36:000c",
+                "00:02.0 1b36:000c",
+                "00:03.0 1b36:000c",
+                "01:00.0 1af4:1041",
+                "02:00.0 1af4:1041",
+                "03:05.0 8086:10d3",
+            ]
+        );
+        assert_eq!(
+            r,
+            ScanReport {
+                buses: 4,
+                bridges: 3,
+                first_bad_bridge: None,
+                bad_bridges: 0
+            }
+        );
+        // Every bridge now forwards its devices' DMA and MSI-X writes (bus master) and their
+        // BAR accesses (memory decoding).
+        for d in 1..=3 {
+            assert_eq!(cam.0[&(0, d, 0)][1] & 0x6, 0x6, "bridge 00:0{d}.0 command");
+        }
+    }
+
+    #[test]
+    fn unnumbered_bridge_and_loops_are_reported_not_followed() {
+        let mut cam = FakeCam::default();
+        cam.bridge(0, 1, 0, 0); // no secondary bus assigned
+        cam.bridge(0, 2, 0, 1);
+        cam.bridge(1, 0, 0, 1); // points at its own bus
+        cam.bridge(1, 1, 0, 0); // points back at bus 0
+        cam.endpoint((1, 2, 0), (VIRTIO_NET.0, VIRTIO_NET.1), (0x02, 0x00));
+        let (seen, r) = scan_all(&mut cam);
+        assert_eq!(seen.len(), 5);
+        assert_eq!(seen[4], "01:02.0 1af4:1041");
+        assert_eq!(r.buses, 2);
+        assert_eq!(r.bridges, 4);
+        assert_eq!(r.bad_bridges, 3);
+        let (df, sec) = r.first_bad_bridge.unwrap();
+        assert_eq!((df.bus, df.device, df.function, sec), (0, 1, 0, 0));
+    }
+
+    #[test]
+    fn multifunction_bit_gates_functions_1_to_7() {
+        let mut cam = FakeCam::default();
+        cam.endpoint((0, 4, 0), (0x1234, 0x0001), (0x02, 0x00));
+        cam.endpoint((0, 4, 1), (0x1234, 0x0002), (0x02, 0x00)); // invisible: 0 is single-function
+        cam.bridge(0, 5, 0, 1);
+        cam.0.get_mut(&(0, 5, 0)).unwrap()[3] |= 0x80 << 16; // multi-function
+        cam.bridge(0, 5, 1, 2);
+        let (seen, r) = scan_all(&mut cam);
+        assert_eq!(
+            seen,
+            [
+                "00:04.0 1234:0001",
+                "00:05.0 1b36:000c",
+                "00:05.1 1b36:000c"
+            ]
+        );
+        assert_eq!(r.buses, 3);
     }
 }

@@ -245,6 +245,12 @@ impl Rig {
         Rig::boot(&cfg, generator, None, dir)
     }
 
+    /// [`Rig::start`] with the ports placed on q35's PCI hierarchy as `bus` says (behind
+    /// `pcie-root-port`s or a `pci-bridge`; `GuestConfig::nic_bus`).
+    pub fn start_nic_bus(append: &str, gen: GenConfig, bus: qemu::NicBus) -> Rig {
+        Rig::start_configured(append, gen, |c| c.nic_bus = bus)
+    }
+
     /// [`Rig::start`] loaded by `boot` (e.g. [`Boot::IsoUefi`]: a GRUB ISO built for this
     /// command line, under OVMF) with `cpus` vCPUs.
     pub fn start_boot(append: &str, gen: GenConfig, boot: Boot, cpus: u32) -> Rig {

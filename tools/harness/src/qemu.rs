@@ -304,6 +304,55 @@ pub struct GuestConfig {
     /// Device properties added to every port's device, each `,name=value` (e.g.
     /// `,mrg_rxbuf=off`: a device without `VIRTIO_NET_F_MRG_RXBUF`). Empty by default.
     pub nic_props: String,
+    /// Where the ports' PCI functions sit (default [`NicBus::Root`], bus 0).
+    pub nic_bus: NicBus,
+}
+
+/// Where the `virtio-net-pci` ports sit on q35's PCI hierarchy (issue 35: libvirt puts each
+/// NIC behind a `pcie-root-port`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NicBus {
+    /// On the root bus, `pcie.0` (QEMU's default placement).
+    #[default]
+    Root,
+    /// Port `i` behind its own `pcie-root-port` (`id=rpI`, at `pcie.0` slot `0x10 + i`), as
+    /// libvirt places them.
+    RootPorts,
+    /// Every port behind one conventional `pci-bridge` (`id=br0`, slot `0x1 + i` on it), which
+    /// sits behind a `pcie-pci-bridge` (`pcie.0` slot `0x10`): two bridge levels.
+    PciBridge,
+}
+
+impl NicBus {
+    /// The bridge devices to add before the ports (`-device` values).
+    fn bridges(self, nics: usize) -> Vec<String> {
+        match self {
+            NicBus::Root => Vec::new(),
+            NicBus::RootPorts => (0..nics)
+                .map(|i| {
+                    format!(
+                        "pcie-root-port,id=rp{i},chassis={},port={},bus=pcie.0,addr={:#x}",
+                        i + 1,
+                        0x10 + i,
+                        0x10 + i
+                    )
+                })
+                .collect(),
+            NicBus::PciBridge => vec![
+                "pcie-pci-bridge,id=pb0,bus=pcie.0,addr=0x10".into(),
+                "pci-bridge,id=br0,chassis_nr=1,bus=pb0,addr=0x1".into(),
+            ],
+        }
+    }
+
+    /// Port `i`'s placement properties (`,bus=…,addr=…`; empty on the root bus).
+    fn port(self, i: usize) -> String {
+        match self {
+            NicBus::Root => String::new(),
+            NicBus::RootPorts => format!(",bus=rp{i},addr=0x0"),
+            NicBus::PciBridge => format!(",bus=br0,addr={:#x}", 0x1 + i),
+        }
+    }
 }
 
 impl Default for GuestConfig {
@@ -330,6 +379,7 @@ impl Default for GuestConfig {
             capture: None,
             mtu: None,
             nic_props: String::new(),
+            nic_bus: NicBus::Root,
         }
     }
 }
@@ -399,8 +449,13 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             .mtu
             .as_ref()
             .map_or(String::new(), |m| format!(",host_mtu={}", m.port(i)));
-        format!("{mtu}{}", cfg.nic_props)
+        format!("{mtu}{}{}", cfg.nic_props, cfg.nic_bus.port(i))
     };
+    ensure!(
+        cfg.nic_bus == NicBus::Root || cfg.boot != Boot::Microvm,
+        "--boot microvm has no PCI bridges ({:?})",
+        cfg.nic_bus
+    );
     ensure!(cfg.cpus >= 1, "--cpus must be at least 1");
     let image = utf8(&cfg.image)?;
     ensure!(!image.contains(','), "image path {image} contains a comma");
@@ -484,6 +539,10 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     ]);
     if cfg.icount {
         a.extend(["-icount".to_string(), "shift=0,sleep=off".to_string()]);
+    }
+    for b in cfg.nic_bus.bridges(cfg.nics) {
+        a.push("-device".into());
+        a.push(b);
     }
     for i in (0..cfg.nics).filter(|_| cfg.backend == Backend::Tap) {
         let n = cfg.queues;

@@ -43,6 +43,10 @@ const CTRL_TIMEOUT_MS: u64 = 1000;
 pub enum SetupError {
     /// Fewer than two virtio-net ports.
     TooFewPorts(usize),
+    /// Too few ports (how many were found) and a PCI-to-PCI bridge (its function, the secondary
+    /// bus number it holds) whose secondary bus the firmware did not number: the devices
+    /// behind it cannot be reached ([`drivers::pci::scan`]).
+    UnnumberedBridge(usize, DeviceFunction, u8),
     /// Port `i` failed (its PCI function, if on PCI; what failed).
     Port(usize, Option<DeviceFunction>, heapless::String<160>),
     /// `queues=N` cannot be had.
@@ -55,6 +59,12 @@ impl core::fmt::Display for SetupError {
             SetupError::TooFewPorts(n) => write!(
                 f,
                 "need {PORTS} virtio-net ports, found {n} (add -device virtio-net-pci,… per port)"
+            ),
+            SetupError::UnnumberedBridge(n, df, secondary) => write!(
+                f,
+                "need {PORTS} virtio-net ports, found {n}; PCI bridge {df} has no usable \
+                 secondary bus number ({secondary}: firmware did not assign one), so the \
+                 devices behind it were not scanned"
             ),
             SetupError::Port(i, Some(df), why) => write!(f, "port {i} ({df}): {why}"),
             SetupError::Port(i, None, why) => write!(f, "port {i}: {why}"),
@@ -135,7 +145,23 @@ pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> 
         return setup_mmio(cfg, cpus);
     }
     let mut root = PciRoot::new(PortIoCam);
-    let (found, ignored) = find_virtio_net(&mut root);
+    let (found, ignored, scan) = find_virtio_net(&mut root);
+    info!(
+        "pci: {} buses scanned, {} bridges; virtio-net at {}",
+        scan.buses,
+        scan.bridges,
+        DfList(&found)
+    );
+    if let Some((df, secondary)) = scan.first_bad_bridge {
+        warn!(
+            "pci: {} bridges with no usable secondary bus number (first {df}: {secondary}); \
+             not scanned behind",
+            scan.bad_bridges
+        );
+        if found.len() < PORTS {
+            return Err(SetupError::UnnumberedBridge(found.len(), df, secondary));
+        }
+    }
     if found.len() < PORTS {
         return Err(SetupError::TooFewPorts(found.len()));
     }
@@ -433,6 +459,29 @@ fn setup_single_queue(
         }
     }
     Ok(())
+}
+
+/// The functions' bus:device.function, space-separated (`-` when none), for the boot log.
+struct DfList<'a>(
+    &'a [(
+        DeviceFunction,
+        virtio_drivers::transport::pci::bus::DeviceFunctionInfo,
+    )],
+);
+
+impl core::fmt::Display for DfList<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("-");
+        }
+        for (i, (df, _)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{df}")?;
+        }
+        Ok(())
+    }
 }
 
 /// The feature bits port `i`'s device offered, all of them (known or not), at debug level:

@@ -548,3 +548,42 @@ fn microvm_boots_with_virtio_mmio_devices_and_no_acpi() {
     c.queues = 2;
     assert!(command_args(&c).is_err(), "multi-queue refused on microvm");
 }
+
+#[test]
+fn nic_bus_places_ports_behind_bridges() {
+    let dir = std::env::temp_dir();
+    let mut c = cfg(&dir);
+    c.nic_bus = NicBus::RootPorts;
+    let a = command_args(&c).unwrap();
+    let joined = a.join(" ");
+    assert!(
+        joined.contains(
+            "-device pcie-root-port,id=rp0,chassis=1,port=16,bus=pcie.0,addr=0x10 \
+         -device pcie-root-port,id=rp1,chassis=2,port=17,bus=pcie.0,addr=0x11"
+        ),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("netdev=p0,bus=rp0,addr=0x0,mac=02:00:00:00:00:01"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("netdev=p1,bus=rp1,addr=0x0,mac=02:00:00:00:00:02"),
+        "{joined}"
+    );
+    c.nic_bus = NicBus::PciBridge;
+    let joined = command_args(&c).unwrap().join(" ");
+    assert!(
+        joined.contains(
+            "-device pcie-pci-bridge,id=pb0,bus=pcie.0,addr=0x10 \
+         -device pci-bridge,id=br0,chassis_nr=1,bus=pb0,addr=0x1"
+        ),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("netdev=p1,bus=br0,addr=0x2,mac="),
+        "{joined}"
+    );
+    c.boot = Boot::Microvm;
+    assert!(command_args(&c).is_err(), "microvm has no PCI bridges");
+}
