@@ -83,6 +83,14 @@ impl TxOwner {
         Self(id as u32)
     }
 
+    /// The owner tag of an id already held as a word (`word` below 2^16, debug-asserted): the
+    /// dataplane's page_pool ids, so making the tag costs nothing on the hot path.
+    #[inline(always)]
+    pub const fn from_word(word: u32) -> Self {
+        debug_assert!(word <= u16::MAX as u32, "owner ids are below 2^16");
+        Self(word)
+    }
+
     /// The id given to [`TxOwner::new`].
     #[inline(always)]
     pub const fn id(self) -> u16 {

@@ -64,7 +64,7 @@ impl RawPage {
     /// 2 × [`super::MAX_PORTS`], so a [`TxOwner`] holds every one.
     #[inline(always)]
     pub fn tx_owner(&self) -> TxOwner {
-        TxOwner::new(self.pool as u16)
+        TxOwner::from_word(self.pool)
     }
 
     /// The raw form of a page a TX completion handed back with `owner` (the

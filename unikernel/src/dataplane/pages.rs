@@ -75,7 +75,7 @@ impl Pages {
     /// The TX owner tag of local port `p`'s pool ([`RawPage::tx_owner`] of its pages).
     #[inline(always)]
     pub fn tx_owner(&self, p: usize) -> TxOwner {
-        TxOwner::new(self.pool_id(p) as u16)
+        TxOwner::from_word(self.pool_id(p))
     }
 
     /// The raw form of a page of local port `p`'s pool.
