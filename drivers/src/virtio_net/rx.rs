@@ -312,8 +312,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     }
 
     /// The buffer's `num_buffers` (§5.1.6), or 1 when `VIRTIO_NET_F_MRG_RXBUF` was not
-    /// negotiated: §5.1.6.4.1 has the device write 1 then, but QEMU 7.2's virtio-net leaves
-    /// bytes 10..12 as they were (a page that last held frame bytes in the middle of a big RX
+    /// negotiated: §5.1.6.4.1 has the device write 1 then, but QEMU's virtio-net before 7.2.18
+    /// and 10.0 (upstream c17ad4b11bd2) leaves bytes 10..12 as they were (a page that last held frame bytes in the middle of a big RX
     /// buffer then reads as the head of a frame of many buffers). Linux's `virtio_net` reads
     /// the field only with mergeable buffers too.
     ///
