@@ -2025,8 +2025,8 @@ fn rx_burst_on_big_buffers_with_little_room_still_takes_frames() {
     assert_eq!(a.rx_free_slots(), 1);
 }
 
-/// Without `VIRTIO_NET_F_MRG_RXBUF` the driver ignores `num_buffers`: QEMU before 7.2.18 and 10.0 leaves bytes
-/// 10..12 of the header as they were (VIRTIO 1.2 §5.1.6.4.1 says 1), so a page that last held
+/// Without `VIRTIO_NET_F_MRG_RXBUF` the driver ignores `num_buffers`: QEMU before 7.2.18 and
+/// 10.0 leaves bytes 10..12 of the header as they were (VIRTIO 1.2 §5.1.6.4.1 says 1), so a page that last held
 /// frame bytes reads as the head of a frame of many buffers. Played here by a device writing 7
 /// there: with one-page buffers and with big ones, every frame is forwarded, none dropped, and
 /// the frames after it are not taken for continuations.

@@ -121,7 +121,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let mut left = ready;
         while left > 0 {
             // `num_buffers` means something only with mergeable buffers (`VirtioNet::num_buffers`:
-            // QEMU before 7.2.18 and 10.0 leaves it unwritten without them): a copy of the loop each way.
+            // QEMU before 7.2.18 and 10.0 leaves it unwritten without them): a copy of the loop
+            // each way.
             let mrg = self.features.contains(NetFeatures::MRG_RXBUF);
             // SAFETY: the caller's contract, passed on (`left` used elements are there).
             let run = unsafe {
