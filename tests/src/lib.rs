@@ -57,17 +57,19 @@ pub fn mac_str(m: [u8; 6]) -> String {
         .join(":")
 }
 
-/// The kernel image: `$GANNET_IMAGE` (or the workspace's build output); built once if absent.
+/// The kernel image: `$GANNET_IMAGE` as given, else the workspace's build output, built once if
+/// absent or older than its sources ([`qemu::image_stale`]).
 pub fn image() -> PathBuf {
     static IMAGE: OnceLock<PathBuf> = OnceLock::new();
     IMAGE
         .get_or_init(|| {
             let img = qemu::default_image();
-            if img.is_file() {
+            let given = std::env::var_os("GANNET_IMAGE").is_some_and(|p| !p.is_empty());
+            if given || (img.is_file() && !qemu::image_stale(&qemu::workspace_root(), &img)) {
                 return img;
             }
             eprintln!(
-                "kernel image {} not found: building it (cargo build --release -p unikernel)",
+                "kernel image {} missing or older than its sources: building it (cargo build --release -p unikernel)",
                 img.display()
             );
             let built = qemu::build_image().unwrap_or_else(|e| panic!("building the image: {e:#}"));
@@ -78,17 +80,18 @@ pub fn image() -> PathBuf {
 }
 
 /// The fault image (`cargo xtask build --fault-inject`): `$GANNET_FAULT_IMAGE` (or the
-/// workspace's build output); built once if absent.
+/// workspace's build output); built once if absent or older than its sources.
 pub fn fault_image() -> PathBuf {
     static IMAGE: OnceLock<PathBuf> = OnceLock::new();
     IMAGE
         .get_or_init(|| {
             let img = qemu::default_fault_image();
-            if img.is_file() {
+            let given = std::env::var_os("GANNET_FAULT_IMAGE").is_some_and(|p| !p.is_empty());
+            if given || (img.is_file() && !qemu::image_stale(&qemu::workspace_root(), &img)) {
                 return img;
             }
             eprintln!(
-                "fault image {} not found: building it (cargo xtask build --fault-inject)",
+                "fault image {} missing or older than its sources: building it (cargo xtask build --fault-inject)",
                 img.display()
             );
             let built = qemu::build_fault_image()

@@ -72,6 +72,42 @@ pub fn default_image() -> PathBuf {
     }
 }
 
+/// Whether `image` is older than a source it is built from (a `.rs`, `.ld` or `Cargo.toml` under
+/// `unikernel/`, `drivers/`, `mm/` or `netstack/` of the workspace at `root`, or `Cargo.lock`):
+/// a test that boots it would measure the old kernel. Missing files count as stale; errors
+/// reading a source are ignored (the build that follows reports them).
+pub fn image_stale(root: &Path, image: &Path) -> bool {
+    let Ok(built) = std::fs::metadata(image).and_then(|m| m.modified()) else {
+        return true;
+    };
+    fn newer(dir: &Path, than: std::time::SystemTime) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|e| {
+            let path = e.path();
+            let name = e.file_name();
+            if path.is_dir() {
+                // Build outputs and fuzz targets' own targets are not sources.
+                return name != "target" && newer(&path, than);
+            }
+            let source =
+                path.extension().is_some_and(|x| x == "rs" || x == "ld") || name == "Cargo.toml";
+            source
+                && e.metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t > than)
+        })
+    }
+    let lock_newer = std::fs::metadata(root.join("Cargo.lock"))
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t > built);
+    lock_newer
+        || ["unikernel", "drivers", "mm", "netstack"]
+            .iter()
+            .any(|d| newer(&root.join(d), built))
+}
+
 /// Where `cargo xtask build --fault-inject` puts the fault image (cargo feature
 /// `fault-inject`): its own target directory, `<target>/fault-inject`, so that the release
 /// image and its build cache stay as they are.

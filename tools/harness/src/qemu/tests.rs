@@ -587,3 +587,30 @@ fn nic_bus_places_ports_behind_bridges() {
     c.boot = Boot::Microvm;
     assert!(command_args(&c).is_err(), "microvm has no PCI bridges");
 }
+
+#[test]
+fn an_image_older_than_a_kernel_source_is_stale() {
+    use std::time::{Duration, SystemTime};
+    let root = tempfile::tempdir().unwrap();
+    let at = |p: &Path, secs: u64| {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let f = std::fs::File::create(p).unwrap();
+        f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+            .unwrap();
+    };
+    let image = root.path().join("target/gannet");
+    let source = root.path().join("drivers/src/nic/mod.rs");
+    let fuzz_out = root.path().join("drivers/fuzz/target/x.rs");
+    let outside = root.path().join("tests/tests/x.rs");
+    assert!(image_stale(root.path(), &image), "a missing image is stale");
+    at(&source, 1_000);
+    at(&image, 2_000);
+    at(&fuzz_out, 3_000);
+    at(&outside, 3_000);
+    assert!(
+        !image_stale(root.path(), &image),
+        "sources older; build outputs and other crates do not count"
+    );
+    at(&source, 3_000);
+    assert!(image_stale(root.path(), &image), "a kernel source is newer");
+}
