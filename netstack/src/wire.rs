@@ -64,6 +64,8 @@ pub const IPV4_MAX_OPTIONS: usize = 40;
 
 /// IP protocol number of ICMP (RFC 792; IANA).
 pub const IPPROTO_ICMP: u8 = 1;
+/// IP protocol number of TCP (RFC 9293 §3.1; IANA).
+pub const IPPROTO_TCP: u8 = 6;
 /// IP protocol number of UDP (RFC 768; IANA).
 pub const IPPROTO_UDP: u8 = 17;
 

@@ -8,6 +8,9 @@
 //! * `l2` (`io`/`l2` forwarding, `xcore`), `route` (router mode, neighbour sync,
 //!   management-plane frames), `tx` (flush, completion), `teardown` (quit): `impl Core`
 //!   blocks by concern; `stage` holds the TX staging arrays.
+//! * [`nf`]: the network-function API ([`nf::NetworkFunction`]: per-frame `process` inlined
+//!   into the fused loop, end-of-burst and tick hooks, [`nf::Packet`] header views) and the
+//!   stock `io`/`l2` NFs on it ([`nf::builtin`]); [`Core::poll_nf`] runs one.
 //! * [`pages`]: a core's page owner (pcp list, its two pools, the way back to other pools).
 //! * [`page`]: [`PageBuf`], the one-owner page token; the only place a page becomes bytes.
 //! * [`handoff`]: the typed cross-core frame record and its ring.
@@ -32,6 +35,7 @@ pub mod burstin;
 pub mod fabric;
 pub mod handoff;
 mod l2;
+pub mod nf;
 pub mod page;
 pub mod pages;
 pub mod percore;

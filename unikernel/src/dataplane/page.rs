@@ -154,6 +154,14 @@ impl PageBuf {
         &mut self.page_mut()[N::FRAME_OFFSET..N::FRAME_OFFSET + len]
     }
 
+    /// The page from byte `start` on (clamped to the page), writable: a frame held with its
+    /// offset recorded beside the token (`nf::Held`).
+    #[inline]
+    pub(crate) fn page_mut_at(&mut self, start: usize) -> &mut [u8] {
+        let start = start.min(PAGE_SIZE);
+        &mut self.page_mut()[start..]
+    }
+
     /// The whole frame room of NIC type `N` ([`frame_room`] bytes after its header area), to
     /// build a frame in.
     #[inline]

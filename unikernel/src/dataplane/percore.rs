@@ -4,6 +4,8 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
+use super::nf::builtin::{Io, L2};
+use super::nf::counters::NfCounters;
 use super::page::{PageBuf, RawPage};
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
@@ -256,6 +258,8 @@ pub struct Core<P: Platform> {
     pub(crate) page_scratch: [Pfn; RING_SIZE],
     /// Pages lost so far in the quit phases (reported with the final counters).
     pub(crate) quit_leaked: u64,
+    /// Counts of the network function's verdicts ([`Core::poll_nf`]).
+    pub(crate) nf_counters: NfCounters,
 }
 
 impl<P: Platform> Core<P> {
@@ -317,6 +321,7 @@ impl<P: Platform> Core<P> {
             }; MAX_BURST],
             page_scratch: [Pfn(0); RING_SIZE],
             quit_leaked: 0,
+            nf_counters: NfCounters::default(),
         };
         for port in 0..PORTS {
             // A jumbo MTU: RX buffers of several pages, so each frame is one used element
@@ -557,18 +562,21 @@ impl<P: Platform> Core<P> {
         }
     }
 
-    /// [`Core::poll_once`] in l2/io mode. The two modes' iterations are separate functions so
-    /// that neither's register allocation pays for the other's code.
+    /// [`Core::poll_once`] in l2/io mode: the stock [`nf::builtin`](super::nf::builtin) NF
+    /// through [`Core::poll_nf`]'s body (`xcore=on` on several cores: frames handed to the
+    /// next core instead). The two modes' iterations are separate functions so that neither's
+    /// register allocation pays for the other's code.
     #[inline(never)]
     fn poll_l2(&mut self) -> usize {
-        let t0 = P::cycles();
-        // Two calls with constant ports, not a loop: each port's burst then addresses its
-        // rings and counters at fixed offsets from `self` (a loop over `p` made LLVM hoist ~40
-        // address computations to the stack per iteration: with the split into two functions,
-        // 459 -> 374 guest instructions per packet at K=1).
-        const { assert!(PORTS == 2) };
-        let work = self.rx_forward::<0>() + self.rx_forward::<1>();
-        self.poll_tail(t0, work)
+        if self.cfg.xcore && self.fabric.cores() > 1 {
+            return self.poll_xcore();
+        }
+        // The NF picked once per iteration: each one's loop writes the addresses or not with
+        // no per-frame test.
+        match L2::new(&self.rewrite) {
+            Some(mut nf) => self.poll_nf_body(&mut nf),
+            None => self.poll_nf_body(&mut Io),
+        }
     }
 
     /// [`Core::poll_once`] in router mode (constant ports, as [`Core::poll_l2`]).
@@ -587,7 +595,7 @@ impl<P: Platform> Core<P> {
     /// start in cycles): TX reap, hand-offs, and if anything was done, refill, kick and
     /// profile. Returns the work done.
     #[inline(always)]
-    fn poll_tail(&mut self, t0: u64, mut work: usize) -> usize {
+    pub(crate) fn poll_tail(&mut self, t0: u64, mut work: usize) -> usize {
         // The phase split (`phases=on`) costs three TSC reads more; off, they are skipped.
         let phases = self.cfg.phases;
         let t_rx = if phases { P::cycles() } else { 0 };

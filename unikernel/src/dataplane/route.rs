@@ -803,8 +803,6 @@ impl<P: Platform> Core<P> {
         n
     }
 
-    /// A copy of `frame` (received on local port `p`) for the management plane: straight in
-    /// when it runs on this core and port, handed to core 0 when it runs there, else nothing.
     /// Whether `frame` (ARP) is a request for port `p`'s address: the router answers it.
     fn router_answers_arp(&self, p: usize, frame: &[u8]) -> bool {
         let arp = frame.get(ETH_HDR_LEN..).unwrap_or(&[]);
@@ -817,15 +815,21 @@ impl<P: Platform> Core<P> {
             && me.is_some_and(|me| arp.get(ARP_TPA) == Some(&me[..]))
     }
 
-    fn copy_to_mgmt(&mut self, p: usize, frame: &[u8]) {
+    /// A copy of `frame` (received on local port `p`) for the management plane: straight in
+    /// when it runs on this core and port, handed to core 0 when it runs there, else nothing.
+    /// Returns whether port `p` has a management plane (on this core or on core 0).
+    pub(crate) fn copy_to_mgmt(&mut self, p: usize, frame: &[u8]) -> bool {
         let Some(rs) = self.route.as_mut() else {
-            return;
+            return false;
         };
         if rs.mgmt.as_ref().is_some_and(|m| m.port() == p) {
             self.mgmt_rx(frame);
         } else if rs.mgmt_remote == Some(p) {
             self.mgmt_handoff(p, frame);
+        } else {
+            return false;
         }
+        true
     }
 
     /// Give `frame` to the management plane on this core: queued as a copy when it fits the

@@ -1,0 +1,126 @@
+//! The network-function API: what a user writes to put their own function (a filter, a
+//! monitor, a rewriter) on Gannet's cores, and what the stock `io` and `l2` modes are written
+//! on ([`builtin`]).
+//!
+//! A network function ([`NetworkFunction`]) is a value per forwarding core (its own state,
+//! never shared: Click's most reported multicore bug was a shared NAT table) that the core's
+//! poll iteration runs through [`Core::poll_nf`](super::Core::poll_nf):
+//!
+//! 1. **Per frame**, inside the receiving driver's fused RX→TX loop,
+//!    [`NetworkFunction::process`] sees the frame as a [`Packet`] (typed, zero-copy header
+//!    views over the frame's bytes) and returns a [`Verdict`]: forward it out of the pair's
+//!    other port (rewritten in place, zero copy), drop it, keep it for later, or give it to the
+//!    management plane. `process` is monomorphised and inlined into the loop, as Linux runs an
+//!    XDP program per frame and DPDK's graph nodes own their verdict: no indirect call per
+//!    frame (the NF is a type parameter, never a `dyn`).
+//! 2. **Per burst**, once the fused loops of both ports are done (the devices are no longer
+//!    the burst's), [`NetworkFunction::end_of_burst`] gets what it kept as owned [`Held`]
+//!    packets through a [`Ctx`], and may send them on either port, drop them, or hold them in
+//!    its own state (the slow path: the router's deferred list has this shape).
+//! 3. **Per tick** (every 10 ms, busy or idle: the kernel's housekeeping),
+//!    [`NetworkFunction::tick`] runs its timers with the same [`Ctx`].
+//!
+//! Frames shorter than [`NetworkFunction::MIN_FRAME`] (at least an Ethernet header) never reach
+//! `process`: they are dropped and counted (`runt`) by the loop, whose length test folds the
+//! bound in. So the bounds are checked once per frame, and [`Packet::eth`] needs no check.
+//!
+//! Every page stays owned: a forwarded frame is the TX ring's, a dropped one goes back to its
+//! page_pool, a kept one is a [`Held`] (the [`PageBuf`](super::PageBuf) token inside, which
+//! debug builds refuse to drop). No page number and no `unsafe` appear in this API.
+//!
+//! Limits today: a frame of several pages (a jumbo MTU) is shown to `process` with its first
+//! page's bytes ([`Packet::head`]); [`Verdict::Keep`] and [`Verdict::ToMgmt`] of such a frame
+//! drop it (counted `too_big`). The NF runs on a port pair (local ports 0 and 1).
+
+mod builtin_impl;
+pub(crate) mod counters;
+mod ops;
+mod packet;
+
+pub use counters::NfCounters;
+pub use ops::{Ctx, MAX_TAKEN};
+pub use packet::{Held, Packet};
+
+/// The stock network functions `io` and `l2` (`mode=io`, `mode=l2`), written on this API.
+pub mod builtin {
+    pub use super::builtin_impl::{Io, L2};
+}
+
+/// What [`NetworkFunction::process`] decided for one frame.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Verdict {
+    /// Send the frame, as rewritten in place, out of the pair's other port
+    /// ([`Packet::out_port`]), zero copy.
+    Forward,
+    /// [`Verdict::Forward`] of the frame's first `n` bytes only (cut Ethernet padding; `n` is
+    /// capped at the frame's length).
+    ForwardFirst(usize),
+    /// Drop the frame: its page goes back to its pool, counted in [`NfCounters::dropped`].
+    /// The NF counts its own reason in its own counters.
+    Drop,
+    /// Keep the frame: it is handed to [`NetworkFunction::end_of_burst`] as a [`Held`] packet
+    /// once the burst is over (counted in [`NfCounters::kept`]).
+    Keep,
+    /// Give the frame to the management plane of its port (a copy; the page goes back to its
+    /// pool), counted in [`NfCounters::to_mgmt`]; with no management plane on the port, in
+    /// [`NfCounters::mgmt_unavailable`].
+    ToMgmt,
+}
+
+/// A network function: per-core state and its per-frame, per-burst and per-tick work. See
+/// the [module documentation](self) for when each runs.
+///
+/// ```
+/// use unikernel::dataplane::nf::{NetworkFunction, Packet, Verdict};
+///
+/// /// Drops UDP datagrams to one port, forwards everything else.
+/// struct DropUdpPort(u16);
+///
+/// impl NetworkFunction for DropUdpPort {
+///     const NAME: &'static str = "drop_udp_port";
+///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+///         match pkt.udp() {
+///             Some(udp) if udp.dst_port() == self.0 => Verdict::Drop,
+///             _ => Verdict::Forward,
+///         }
+///     }
+/// }
+/// ```
+pub trait NetworkFunction {
+    /// The NF's name (lowercase, `[a-z0-9_]`): what `mode=` selects and the prefix of its
+    /// counters.
+    const NAME: &'static str;
+    /// Frames shorter than this (bytes) are dropped as `runt` before [`Self::process`]; at
+    /// least an Ethernet header (14, IEEE 802.3 §3.1.1), which is checked at compile time.
+    const MIN_FRAME: usize = netstack::wire::ETH_HDR_LEN;
+    /// Run [`Self::end_of_burst`] after every poll iteration that received frames, not only
+    /// after those that kept one (an NF with deferred work of its own). Default `false`: an
+    /// iteration that kept nothing pays one test for the hook.
+    const EVERY_BURST: bool = false;
+
+    /// One received frame, at least [`Self::MIN_FRAME`] bytes: rewrite it in place through
+    /// `pkt` and decide. Runs inside the driver's loop: keep it short and `#[inline]`; slow
+    /// work goes to [`Verdict::Keep`] and [`Self::end_of_burst`].
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict;
+
+    /// After a poll iteration that kept frames (or every busy one, [`Self::EVERY_BURST`]): the
+    /// frames kept in it ([`Ctx::next_kept`]), to send, drop or hold; those it leaves are
+    /// dropped (counted). Default: drop every kept frame.
+    fn end_of_burst<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        while let Some(h) = ctx.next_kept() {
+            ctx.drop(h);
+        }
+    }
+
+    /// Every 10 ms, busy or idle (`now_ns`: [`Ctx::now_ns`]): timers. Default: nothing.
+    fn tick<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        let _ = ctx;
+    }
+
+    /// Before `quit`: hand back every [`Held`] packet the NF still holds in its own state
+    /// (send or drop it through `ctx`), so that every page is back when the pools are
+    /// destroyed. Default: nothing (an NF that holds nothing).
+    fn release_all<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        let _ = ctx;
+    }
+}

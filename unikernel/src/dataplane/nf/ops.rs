@@ -1,0 +1,414 @@
+//! How a [`NetworkFunction`] runs on a [`Core`]: [`Core::poll_nf`] (one poll iteration, the
+//! NF's `process` monomorphised into each port's fused burst through `NfOps`, the
+//! dataplane's side of [`ForwardOps`]), the frames kept during the iteration handed to
+//! [`NetworkFunction::end_of_burst`] through a [`Ctx`], and the tick and release hooks.
+
+use super::counters::NfCounters;
+use super::packet::{Held, Packet};
+use super::{NetworkFunction, Verdict};
+use crate::dataplane::page::PageBuf;
+use crate::dataplane::pages::Pages;
+use crate::dataplane::percore::{count_give_back, Core, Platform};
+use drivers::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxVerdict};
+use mm::Pfn;
+use netstack::config::PORTS;
+use netstack::{DropReason, PortCounters};
+
+/// Frames [`Verdict::Keep`] or [`Verdict::ToMgmt`] can take in one poll iteration (both
+/// ports): 64. More are dropped, counted in [`NfCounters::keep_overflow`]: kept frames are the
+/// slow path, and the list lives on the poll loop's stack.
+pub const MAX_TAKEN: usize = 64;
+
+/// A frame the burst took for after it: its page (of local port `port`'s pool), its length,
+/// and whether it goes to the management plane rather than to the NF.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Taken {
+    pfn: Pfn,
+    len: u16,
+    port: u8,
+    mgmt: bool,
+}
+
+/// The frames taken in one poll iteration.
+pub(crate) type TakenList = heapless::Vec<Taken, MAX_TAKEN>;
+
+/// The dataplane's side of the fused burst from local port `RX` for NF `F`: five words, built
+/// on the stack by the burst. `F::process` is inlined into [`ForwardOps::forward`]; every
+/// other verdict leaves through a cold function.
+struct NfOps<'a, F, const RX: usize> {
+    nf: &'a mut F,
+    pages: &'a mut Pages,
+    counters: &'a mut [PortCounters; PORTS],
+    nfc: &'a mut NfCounters,
+    taken: &'a mut TakenList,
+}
+
+impl<F, const RX: usize> NfOps<'_, F, RX> {
+    /// A page of port `RX`'s pool the burst is done with: back into that pool.
+    #[inline(always)]
+    fn recycle(&mut self, pfn: Pfn) {
+        // SAFETY: the page came off port `RX`'s RX ring, which only port `RX`'s pool fills,
+        // and the burst handed it to us (nobody else holds it).
+        let page = unsafe { PageBuf::from_raw(self.pages.raw(RX, pfn)) };
+        self.pages.recycle(page);
+    }
+
+    /// A frame shorter than the NF's minimum: counted `runt`, recycled.
+    #[cold]
+    #[inline(never)]
+    fn runt(&mut self, pfn: Pfn) -> RxVerdict {
+        self.counters[RX].drop(DropReason::Runt);
+        self.recycle(pfn);
+        RxVerdict::Consumed
+    }
+
+    /// [`Verdict::Drop`]: counted, recycled.
+    #[cold]
+    #[inline(never)]
+    fn drop_frame(&mut self, pfn: Pfn) -> RxVerdict {
+        self.nfc.dropped += 1;
+        self.recycle(pfn);
+        RxVerdict::Consumed
+    }
+
+    /// [`Verdict::Keep`] (`mgmt` false) or [`Verdict::ToMgmt`]: onto the iteration's list,
+    /// or dropped (counted) when it is full.
+    #[cold]
+    #[inline(never)]
+    fn take(&mut self, pfn: Pfn, len: usize, mgmt: bool) -> RxVerdict {
+        let t = Taken {
+            pfn,
+            len: len as u16,
+            port: RX as u8,
+            mgmt,
+        };
+        match self.taken.push(t) {
+            Ok(()) if !mgmt => self.nfc.kept += 1,
+            Ok(()) => {}
+            Err(_) => {
+                self.nfc.keep_overflow += 1;
+                self.recycle(pfn);
+            }
+        }
+        RxVerdict::Consumed
+    }
+
+    /// Every page of a frame of several pages, dropped: counted once, under `why` when it
+    /// is a port's drop reason (else as an NF drop).
+    #[cold]
+    #[inline(never)]
+    fn drop_multi(&mut self, pages: &[Pfn], why: Option<DropReason>) -> RxVerdict {
+        match why {
+            Some(why) => self.counters[RX].drop(why),
+            None => self.nfc.dropped += 1,
+        }
+        for &pfn in pages {
+            self.recycle(pfn);
+        }
+        RxVerdict::Consumed
+    }
+}
+
+impl<F: NetworkFunction, const RX: usize> ForwardOps for NfOps<'_, F, RX> {
+    const MIN_FRAME: usize = {
+        assert!(
+            F::MIN_FRAME >= netstack::wire::ETH_HDR_LEN,
+            "NetworkFunction::MIN_FRAME is below an Ethernet header"
+        );
+        F::MIN_FRAME
+    };
+
+    #[inline(never)]
+    fn rx_page(&mut self) -> Option<Pfn> {
+        self.pages.port(RX).alloc_raw()
+    }
+
+    #[inline(always)]
+    fn rx_page_cached(&mut self) -> Option<Pfn> {
+        self.pages.pools[RX].alloc_cached()
+    }
+
+    #[inline(always)]
+    fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
+        if frame.len() < Self::MIN_FRAME {
+            return self.runt(pfn);
+        }
+        let len = frame.len();
+        let mut pkt = Packet::new(frame, len, RX);
+        match self.nf.process(&mut pkt) {
+            Verdict::Forward => RxVerdict::Forward,
+            Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
+            Verdict::Drop => self.drop_frame(pfn),
+            Verdict::Keep => self.take(pfn, len, false),
+            Verdict::ToMgmt => self.take(pfn, len, true),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        count_give_back(self.counters, RX, why);
+        self.recycle(pfn);
+    }
+
+    /// A frame of several pages: its headers are in the first page, which `process` sees
+    /// ([`Packet::head`]); forwarded as the same pages. Kept or for the management plane, it
+    /// is dropped (`too_big`): held frames are one page.
+    #[inline]
+    fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
+        let MultiFrame {
+            pages, head, len, ..
+        } = frame;
+        if head.len() < Self::MIN_FRAME {
+            return self.drop_multi(pages, Some(DropReason::Runt));
+        }
+        let mut pkt = Packet::new(head, len, RX);
+        match self.nf.process(&mut pkt) {
+            Verdict::Forward => RxVerdict::Forward,
+            Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
+            Verdict::Drop => self.drop_multi(pages, None),
+            Verdict::Keep | Verdict::ToMgmt => self.drop_multi(pages, Some(DropReason::TooBig)),
+        }
+    }
+}
+
+/// What [`NetworkFunction::end_of_burst`], [`NetworkFunction::tick`] and
+/// [`NetworkFunction::release_all`] work with: the frames kept in this iteration, and the core
+/// to send, drop or build frames on. Frames sent here are staged and flushed (one TX burst per
+/// port) when the hook returns.
+pub struct Ctx<'a, P: Platform> {
+    core: &'a mut Core<P>,
+    taken: TakenList,
+    next: usize,
+    now_ns: u64,
+}
+
+impl<P: Platform> Ctx<'_, P> {
+    /// The next frame kept ([`Verdict::Keep`]) in this iteration, in arrival order; `None`
+    /// when there is none left (always, in `tick` and `release_all`).
+    pub fn next_kept(&mut self) -> Option<Held> {
+        while let Some(&t) = self.taken.get(self.next) {
+            self.next += 1;
+            if !t.mgmt {
+                return Some(self.adopt(t));
+            }
+        }
+        None
+    }
+
+    /// Nanoseconds since boot, read once when the hook started.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Send `h` out of local port `port` (0 or 1), as it is. A port the core does not have
+    /// drops it, counted in [`NfCounters::bad_port`]; a full TX ring drops it at the flush,
+    /// counted `tx_ring_full` on the port.
+    pub fn send(&mut self, h: Held, port: usize) {
+        if port >= PORTS {
+            self.core.nf_counters.bad_port += 1;
+            self.core.pages.recycle(h.page);
+            return;
+        }
+        self.core.nf_counters.sent_held += 1;
+        let len = h.len();
+        self.core.stage_tx(port, h.page, len);
+    }
+
+    /// Drop `h`: its page back to its pool, counted in [`NfCounters::dropped`].
+    pub fn drop(&mut self, h: Held) {
+        self.core.nf_counters.dropped += 1;
+        self.core.pages.recycle(h.page);
+    }
+
+    /// Give a copy of `h` to the management plane of the port it came in on (counted in
+    /// [`NfCounters::to_mgmt`], or [`NfCounters::mgmt_unavailable`] when that port has none);
+    /// its page goes back to its pool.
+    pub fn to_mgmt(&mut self, h: Held) {
+        let port = h.port();
+        if self.core.copy_to_mgmt(port, h.bytes()) {
+            self.core.nf_counters.to_mgmt += 1;
+        } else {
+            self.core.nf_counters.mgmt_unavailable += 1;
+        }
+        self.core.pages.recycle(h.page);
+    }
+
+    /// A fresh page of local port `port`'s pool to build a frame in (length 0:
+    /// [`Held::set_len`]); `None` when the pool and the allocator are empty or `port` is not
+    /// 0 or 1.
+    pub fn alloc(&mut self, port: usize) -> Option<Held> {
+        if port >= PORTS {
+            return None;
+        }
+        let page = self.core.pages.alloc(port)?;
+        Some(Held {
+            page,
+            len: 0,
+            offset: <P::Nic as Nic>::FRAME_OFFSET as u16,
+            port: port as u8,
+        })
+    }
+
+    /// The frame `t` took, as a held frame.
+    fn adopt(&mut self, t: Taken) -> Held {
+        // SAFETY: the burst gave the page to the NF's side (`RxVerdict::Consumed`) and only
+        // this list holds it; it came off port `t.port`'s RX ring, which only that port's
+        // pool fills.
+        let page = unsafe { PageBuf::from_raw(self.core.pages.raw(usize::from(t.port), t.pfn)) };
+        Held {
+            page,
+            len: t.len,
+            offset: <P::Nic as Nic>::FRAME_OFFSET as u16,
+            port: t.port,
+        }
+    }
+
+    /// The frames for the management plane, first (before the NF sees its kept ones).
+    fn deliver_mgmt(&mut self) {
+        for i in 0..self.taken.len() {
+            let t = self.taken[i];
+            if t.mgmt {
+                let h = self.adopt(t);
+                self.to_mgmt(h);
+            }
+        }
+    }
+
+    /// The kept frames the NF did not take: dropped, counted.
+    fn finish(&mut self) {
+        while let Some(h) = self.next_kept() {
+            self.drop(h);
+        }
+    }
+}
+
+impl<P: Platform> Core<P> {
+    /// One poll iteration running network function `nf` on this core's pair: each port's
+    /// burst through the fused RX→TX loop with `nf.process` per frame, then (when it kept
+    /// frames, or after every busy iteration with [`NetworkFunction::EVERY_BURST`]) its
+    /// end-of-burst hook, then TX reap,
+    /// refill and kick as [`Core::poll_once`]. Returns the work done (frames and pages
+    /// moved); 0 means idle.
+    #[inline(never)]
+    pub fn poll_nf<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
+        if self.torn_down() {
+            return 0;
+        }
+        self.poll_nf_body(nf)
+    }
+
+    /// [`Core::poll_nf`] inline, for a caller that is itself the iteration's function.
+    #[inline(always)]
+    pub(crate) fn poll_nf_body<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
+        let t0 = P::cycles();
+        // Two calls with constant ports, not a loop (see `Core::poll_l2`).
+        const { assert!(PORTS == 2) };
+        let mut taken = TakenList::new();
+        let work = self.nf_burst::<F, 0>(nf, &mut taken) + self.nf_burst::<F, 1>(nf, &mut taken);
+        if !taken.is_empty() || (F::EVERY_BURST && work > 0) {
+            self.nf_after_burst(nf, taken);
+        }
+        self.poll_tail(t0, work)
+    }
+
+    /// One fused burst from local port `RX` to the other through `nf`. Returns RX buffers
+    /// completed.
+    #[inline(always)]
+    fn nf_burst<F: NetworkFunction, const RX: usize>(
+        &mut self,
+        nf: &mut F,
+        taken: &mut TakenList,
+    ) -> usize {
+        // An empty port costs one load here, before any of the burst's set-up.
+        let pending = self.nics[RX].rx_pending();
+        if pending == 0 {
+            return 0;
+        }
+        let q = 1 - RX;
+        let owner = self.pages.tx_owner(RX);
+        let max = self.burst_max(q);
+        let (pages, counters, nfc) = (&mut self.pages, &mut self.counters, &mut self.nf_counters);
+        let ops = move || {
+            let (nf, pages, counters, nfc, taken) =
+                ({ nf }, { pages }, { counters }, { nfc }, { taken });
+            NfOps::<F, RX> {
+                nf,
+                pages,
+                counters,
+                nfc,
+                taken,
+            }
+        };
+        let [a, b] = &mut self.nics;
+        let (rx, tx): (&mut P::Nic, &mut P::Nic) = if RX == 0 { (a, b) } else { (b, a) };
+        // SAFETY: `NfOps::rx_page` hands out fresh pages of port `RX`'s pool (given up with
+        // `into_raw`), and the RX ring of port `RX` is refilled only from that pool; a frame
+        // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
+        // (that pool's id).
+        let st = unsafe { rx.forward_burst_pending(tx, pending, max, owner, ops) };
+        let c = &mut self.counters[RX];
+        c.rx += st.rx_frames as u64;
+        c.rx_bytes += st.rx_bytes;
+        let c = &mut self.counters[q];
+        c.tx += st.tx_frames as u64;
+        c.tx_bytes += st.tx_bytes;
+        st.buffers
+    }
+
+    /// After the bursts of an iteration that took frames (or of every busy one, with
+    /// [`NetworkFunction::EVERY_BURST`]): the management plane's frames delivered, the NF's
+    /// end-of-burst hook, what it left dropped, what it sent flushed.
+    #[cold]
+    #[inline(never)]
+    fn nf_after_burst<F: NetworkFunction>(&mut self, nf: &mut F, taken: TakenList) {
+        let now_ns = P::uptime_ns();
+        let mut ctx = Ctx {
+            core: self,
+            taken,
+            next: 0,
+            now_ns,
+        };
+        ctx.deliver_mgmt();
+        nf.end_of_burst(&mut ctx);
+        ctx.finish();
+        self.flush_all();
+    }
+
+    /// Run `nf`'s [`NetworkFunction::tick`] (the kernel's housekeeping, every 10 ms), then
+    /// send what it staged and kick. Does nothing once the core is torn down.
+    pub fn tick_nf<F: NetworkFunction>(&mut self, nf: &mut F) {
+        if self.torn_down() {
+            return;
+        }
+        self.run_hook(nf, |nf, ctx| nf.tick(ctx));
+    }
+
+    /// Before `quit`: run `nf`'s [`NetworkFunction::release_all`] so it hands back every frame
+    /// it holds, then send what it staged. Does nothing once the core is torn down.
+    pub fn release_nf<F: NetworkFunction>(&mut self, nf: &mut F) {
+        if self.torn_down() {
+            return;
+        }
+        self.run_hook(nf, |nf, ctx| nf.release_all(ctx));
+    }
+
+    /// Run `hook` with a [`Ctx`] holding no kept frames, then flush and kick.
+    fn run_hook<F>(&mut self, nf: &mut F, hook: impl FnOnce(&mut F, &mut Ctx<'_, P>)) {
+        let now_ns = P::uptime_ns();
+        let mut ctx = Ctx {
+            core: self,
+            taken: TakenList::new(),
+            next: 0,
+            now_ns,
+        };
+        hook(nf, &mut ctx);
+        self.flush_all();
+        self.kick_all();
+    }
+
+    /// The counts of the NF verdicts on this core.
+    pub fn nf_counters(&self) -> &NfCounters {
+        &self.nf_counters
+    }
+}
