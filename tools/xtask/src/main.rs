@@ -647,6 +647,10 @@ fn cmd_test() -> Result<ExitCode> {
             "plot",
             "-p",
             "tests",
+            // The host rig's own tests (`unikernel/tests/nf_rig.rs`: an NF tested as a user
+            // tests theirs).
+            "--features",
+            "unikernel/host-rig",
             "--",
             "--test-threads=2",
         ])

@@ -4,8 +4,7 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
-use super::nf::builtin::{Io, L2};
-use super::nf::counters::NfCounters;
+use super::nf::side::NfSide;
 use super::page::{PageBuf, RawPage};
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
@@ -258,8 +257,9 @@ pub struct Core<P: Platform> {
     pub(crate) page_scratch: [Pfn; RING_SIZE],
     /// Pages lost so far in the quit phases (reported with the final counters).
     pub(crate) quit_leaked: u64,
-    /// Counts of the network function's verdicts ([`Core::poll_nf`]).
-    pub(crate) nf_counters: NfCounters,
+    /// The network function's verdict counts and the frames it took this iteration
+    /// ([`Core::poll_nf`]).
+    pub(crate) nf_side: NfSide,
 }
 
 impl<P: Platform> Core<P> {
@@ -321,7 +321,7 @@ impl<P: Platform> Core<P> {
             }; MAX_BURST],
             page_scratch: [Pfn(0); RING_SIZE],
             quit_leaked: 0,
-            nf_counters: NfCounters::default(),
+            nf_side: NfSide::default(),
         };
         for port in 0..PORTS {
             // A jumbo MTU: RX buffers of several pages, so each frame is one used element
@@ -559,23 +559,6 @@ impl<P: Platform> Core<P> {
             self.poll_route()
         } else {
             self.poll_l2()
-        }
-    }
-
-    /// [`Core::poll_once`] in l2/io mode: the stock [`nf::builtin`](super::nf::builtin) NF
-    /// through [`Core::poll_nf`]'s body (`xcore=on` on several cores: frames handed to the
-    /// next core instead). The two modes' iterations are separate functions so that neither's
-    /// register allocation pays for the other's code.
-    #[inline(never)]
-    fn poll_l2(&mut self) -> usize {
-        if self.cfg.xcore && self.fabric.cores() > 1 {
-            return self.poll_xcore();
-        }
-        // The NF picked once per iteration: each one's loop writes the addresses or not with
-        // no per-frame test.
-        match L2::new(&self.rewrite) {
-            Some(mut nf) => self.poll_nf_body(&mut nf),
-            None => self.poll_nf_body(&mut Io),
         }
     }
 

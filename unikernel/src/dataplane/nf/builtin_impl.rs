@@ -3,8 +3,10 @@
 //! testpmd's `mac` forwarding: destination := the output port's peer, source := the output
 //! port's MAC, per [`netstack::forward_frame`]).
 
+use super::ops::Stateless;
 use super::{NetworkFunction, Packet, Verdict};
-use netstack::config::PORTS;
+use crate::dataplane::percore::{Core, Platform};
+use drivers::nic::Nic;
 use netstack::MacRewrite;
 
 /// `io`: forward every frame of at least an Ethernet header out of the other port as it is.
@@ -13,6 +15,7 @@ pub struct Io;
 
 impl NetworkFunction for Io {
     const NAME: &'static str = "io";
+    const TAKES: bool = false;
 
     #[inline(always)]
     fn process(&mut self, _pkt: &mut Packet<'_>) -> Verdict {
@@ -20,31 +23,65 @@ impl NetworkFunction for Io {
     }
 }
 
-/// `l2`: forward every frame out of the other port with destination := that port's peer and
-/// source := that port's MAC (one 8-byte and one 4-byte store, [`MacRewrite::words`]).
+/// `l2` toward one output port: every frame leaves with destination := that port's peer and
+/// source := that port's MAC (one 8-byte and one 4-byte store, [`MacRewrite::words`]). The
+/// stock `l2` mode runs one per output port, each on the bursts that leave by its port.
 #[derive(Copy, Clone, Debug)]
 pub struct L2 {
-    /// The rewrite of a frame leaving local port `q`, as [`MacRewrite::words`].
-    words: [(u64, u32); PORTS],
+    /// [`MacRewrite::words`] of the output port.
+    words: (u64, u32),
 }
 
 impl L2 {
-    /// The `l2` rewrite for frames leaving each local port (`rewrite[q]`: port `q`'s MAC and
-    /// its peer's); `None` if a rewrite is `io`'s (writes nothing).
-    pub fn new(rewrite: &[MacRewrite; PORTS]) -> Option<L2> {
+    /// The `l2` rewrite `rewrite` (the output port's MAC and its peer's); `None` if it is
+    /// `io`'s (writes nothing).
+    pub fn toward(rewrite: &MacRewrite) -> Option<L2> {
         Some(L2 {
-            words: [rewrite[0].words()?, rewrite[1].words()?],
+            words: rewrite.words()?,
         })
     }
 }
 
 impl NetworkFunction for L2 {
     const NAME: &'static str = "l2";
+    const TAKES: bool = false;
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
-        let out = pkt.out_port();
-        pkt.write_macs(self.words[out]);
+        pkt.write_macs(self.words);
         Verdict::Forward
+    }
+}
+
+impl<P: Platform> Core<P> {
+    /// [`Core::poll_once`] in l2/io mode: per port, the stock NF for the frames leaving by
+    /// the other port ([`L2`] with that port's rewrite, or [`Io`]), chosen once per burst so
+    /// each one's loop writes the addresses or not with no per-frame test (`xcore=on` on
+    /// several cores: frames handed to the next core instead). The two modes' iterations are
+    /// separate functions so that neither's register allocation pays for the other's code.
+    #[inline(never)]
+    pub(crate) fn poll_l2(&mut self) -> usize {
+        if self.cfg.xcore && self.fabric.cores() > 1 {
+            return self.poll_xcore();
+        }
+        let t0 = P::cycles();
+        // Two calls with constant ports, not a loop (see `Core::poll_nf_body`).
+        let work = self.stock_burst::<0>() + self.stock_burst::<1>();
+        // `Io` and `L2` take no frame (`TAKES` false): no end-of-burst hook.
+        self.poll_tail(t0, work)
+    }
+
+    /// One burst from local port `RX` through the stock NF toward the other port.
+    #[inline(always)]
+    fn stock_burst<const RX: usize>(&mut self) -> usize {
+        // An empty port costs one load here, before the NF is chosen.
+        let pending = self.nics[RX].rx_pending();
+        if pending == 0 {
+            return 0;
+        }
+        match L2::toward(&self.rewrite[1 - RX]) {
+            Some(l2) => self.nf_burst_pending::<_, RX>(&mut Stateless(l2), pending),
+            None => self.nf_burst_pending::<_, RX>(&mut Stateless(Io), pending),
+        }
     }
 }

@@ -33,13 +33,13 @@
 //! drop it (counted `too_big`). The NF runs on a port pair (local ports 0 and 1).
 
 mod builtin_impl;
-pub(crate) mod counters;
 mod ops;
 mod packet;
+pub(crate) mod side;
 
-pub use counters::NfCounters;
-pub use ops::{Ctx, MAX_TAKEN};
+pub use ops::Ctx;
 pub use packet::{Held, Packet};
+pub use side::{NfCounters, MAX_TAKEN};
 
 /// The stock network functions `io` and `l2` (`mode=io`, `mode=l2`), written on this API.
 pub mod builtin {
@@ -97,6 +97,11 @@ pub trait NetworkFunction {
     /// after those that kept one (an NF with deferred work of its own). Default `false`: an
     /// iteration that kept nothing pays one test for the hook.
     const EVERY_BURST: bool = false;
+    /// Whether [`Self::process`] may return [`Verdict::Keep`] or [`Verdict::ToMgmt`]. `false`
+    /// (an NF that only forwards and drops, like the stock `io` and `l2`) saves the
+    /// iteration's test for kept frames; a `Keep` or `ToMgmt` from it is then counted as a
+    /// drop. Default `true`.
+    const TAKES: bool = true;
 
     /// One received frame, at least [`Self::MIN_FRAME`] bytes: rewrite it in place through
     /// `pkt` and decide. Runs inside the driver's loop: keep it short and `#[inline]`; slow

@@ -3,7 +3,7 @@
 //! dataplane's side of [`ForwardOps`]), the frames kept during the iteration handed to
 //! [`NetworkFunction::end_of_burst`] through a [`Ctx`], and the tick and release hooks.
 
-use super::counters::NfCounters;
+use super::side::{NfCounters, NfSide, Taken};
 use super::packet::{Held, Packet};
 use super::{NetworkFunction, Verdict};
 use crate::dataplane::page::PageBuf;
@@ -14,36 +14,71 @@ use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{DropReason, PortCounters};
 
-/// Frames [`Verdict::Keep`] or [`Verdict::ToMgmt`] can take in one poll iteration (both
-/// ports): 64. More are dropped, counted in [`NfCounters::keep_overflow`]: kept frames are the
-/// slow path, and the list lives on the poll loop's stack.
-pub const MAX_TAKEN: usize = 64;
-
-/// A frame the burst took for after it: its page (of local port `port`'s pool), its length,
-/// and whether it goes to the management plane rather than to the NF.
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct Taken {
-    pfn: Pfn,
-    len: u16,
-    port: u8,
-    mgmt: bool,
+/// How a burst holds its network function: by reference (`&mut F`: the NF's state lives on
+/// across bursts), or by value for a stateless `Copy` NF ([`Stateless`]: the stock `io` and
+/// `l2`), whose constants then live in the burst's ops like any local instead of being read
+/// again from the NF's memory after each frame's stores.
+pub(crate) trait NfHandle {
+    /// The network function.
+    type Nf: NetworkFunction;
+    /// What one burst holds.
+    type Burst<'b>: NfHandle<Nf = Self::Nf>
+    where
+        Self: 'b;
+    /// The network function, to run it.
+    fn nf(&mut self) -> &mut Self::Nf;
+    /// What one burst holds (a reborrow, or a copy).
+    fn for_burst(&mut self) -> Self::Burst<'_>;
 }
 
-/// The frames taken in one poll iteration.
-pub(crate) type TakenList = heapless::Vec<Taken, MAX_TAKEN>;
+impl<F: NetworkFunction> NfHandle for &mut F {
+    type Nf = F;
+    type Burst<'b>
+        = &'b mut F
+    where
+        Self: 'b;
+    #[inline(always)]
+    fn nf(&mut self) -> &mut F {
+        self
+    }
+    #[inline(always)]
+    fn for_burst(&mut self) -> &mut F {
+        self
+    }
+}
 
-/// The dataplane's side of the fused burst from local port `RX` for NF `F`: five words, built
-/// on the stack by the burst. `F::process` is inlined into [`ForwardOps::forward`]; every
-/// other verdict leaves through a cold function.
-struct NfOps<'a, F, const RX: usize> {
-    nf: &'a mut F,
+/// A network function whose `process` changes nothing in it (the stock `io` and `l2`): each
+/// burst runs a copy. Anything a copy changes is lost when its burst ends.
+#[derive(Copy, Clone)]
+pub(crate) struct Stateless<F>(pub(crate) F);
+
+impl<F: NetworkFunction + Copy> NfHandle for Stateless<F> {
+    type Nf = F;
+    type Burst<'b>
+        = Stateless<F>
+    where
+        Self: 'b;
+    #[inline(always)]
+    fn nf(&mut self) -> &mut F {
+        &mut self.0
+    }
+    #[inline(always)]
+    fn for_burst(&mut self) -> Stateless<F> {
+        *self
+    }
+}
+
+/// The dataplane's side of the fused burst from local port `RX` for the NF held by `H`: built
+/// on the stack by the burst. `process` is inlined into [`ForwardOps::forward`]; every other
+/// verdict leaves through a cold function.
+struct NfOps<'a, H, const RX: usize> {
+    nf: H,
     pages: &'a mut Pages,
     counters: &'a mut [PortCounters; PORTS],
-    nfc: &'a mut NfCounters,
-    taken: &'a mut TakenList,
+    side: &'a mut NfSide,
 }
 
-impl<F, const RX: usize> NfOps<'_, F, RX> {
+impl<H, const RX: usize> NfOps<'_, H, RX> {
     /// A page of port `RX`'s pool the burst is done with: back into that pool.
     #[inline(always)]
     fn recycle(&mut self, pfn: Pfn) {
@@ -66,7 +101,7 @@ impl<F, const RX: usize> NfOps<'_, F, RX> {
     #[cold]
     #[inline(never)]
     fn drop_frame(&mut self, pfn: Pfn) -> RxVerdict {
-        self.nfc.dropped += 1;
+        self.side.counters.dropped += 1;
         self.recycle(pfn);
         RxVerdict::Consumed
     }
@@ -82,11 +117,11 @@ impl<F, const RX: usize> NfOps<'_, F, RX> {
             port: RX as u8,
             mgmt,
         };
-        match self.taken.push(t) {
-            Ok(()) if !mgmt => self.nfc.kept += 1,
+        match self.side.taken.push(t) {
+            Ok(()) if !mgmt => self.side.counters.kept += 1,
             Ok(()) => {}
             Err(_) => {
-                self.nfc.keep_overflow += 1;
+                self.side.counters.keep_overflow += 1;
                 self.recycle(pfn);
             }
         }
@@ -100,7 +135,7 @@ impl<F, const RX: usize> NfOps<'_, F, RX> {
     fn drop_multi(&mut self, pages: &[Pfn], why: Option<DropReason>) -> RxVerdict {
         match why {
             Some(why) => self.counters[RX].drop(why),
-            None => self.nfc.dropped += 1,
+            None => self.side.counters.dropped += 1,
         }
         for &pfn in pages {
             self.recycle(pfn);
@@ -109,13 +144,13 @@ impl<F, const RX: usize> NfOps<'_, F, RX> {
     }
 }
 
-impl<F: NetworkFunction, const RX: usize> ForwardOps for NfOps<'_, F, RX> {
+impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
     const MIN_FRAME: usize = {
         assert!(
-            F::MIN_FRAME >= netstack::wire::ETH_HDR_LEN,
+            H::Nf::MIN_FRAME >= netstack::wire::ETH_HDR_LEN,
             "NetworkFunction::MIN_FRAME is below an Ethernet header"
         );
-        F::MIN_FRAME
+        H::Nf::MIN_FRAME
     };
 
     #[inline(never)]
@@ -135,10 +170,11 @@ impl<F: NetworkFunction, const RX: usize> ForwardOps for NfOps<'_, F, RX> {
         }
         let len = frame.len();
         let mut pkt = Packet::new(frame, len, RX);
-        match self.nf.process(&mut pkt) {
+        match self.nf.nf().process(&mut pkt) {
             Verdict::Forward => RxVerdict::Forward,
             Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
             Verdict::Drop => self.drop_frame(pfn),
+            Verdict::Keep | Verdict::ToMgmt if !H::Nf::TAKES => self.drop_frame(pfn),
             Verdict::Keep => self.take(pfn, len, false),
             Verdict::ToMgmt => self.take(pfn, len, true),
         }
@@ -153,8 +189,10 @@ impl<F: NetworkFunction, const RX: usize> ForwardOps for NfOps<'_, F, RX> {
 
     /// A frame of several pages: its headers are in the first page, which `process` sees
     /// ([`Packet::head`]); forwarded as the same pages. Kept or for the management plane, it
-    /// is dropped (`too_big`): held frames are one page.
-    #[inline]
+    /// is dropped (`too_big`): held frames are one page. Inlined into the driver's chain
+    /// loop, its one hot caller (taken apart there: whole, the frame was stored to the stack
+    /// before the first test).
+    #[inline(always)]
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
         let MultiFrame {
             pages, head, len, ..
@@ -163,10 +201,11 @@ impl<F: NetworkFunction, const RX: usize> ForwardOps for NfOps<'_, F, RX> {
             return self.drop_multi(pages, Some(DropReason::Runt));
         }
         let mut pkt = Packet::new(head, len, RX);
-        match self.nf.process(&mut pkt) {
+        match self.nf.nf().process(&mut pkt) {
             Verdict::Forward => RxVerdict::Forward,
             Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
             Verdict::Drop => self.drop_multi(pages, None),
+            Verdict::Keep | Verdict::ToMgmt if !H::Nf::TAKES => self.drop_multi(pages, None),
             Verdict::Keep | Verdict::ToMgmt => self.drop_multi(pages, Some(DropReason::TooBig)),
         }
     }
@@ -178,7 +217,7 @@ impl<F: NetworkFunction, const RX: usize> ForwardOps for NfOps<'_, F, RX> {
 /// port) when the hook returns.
 pub struct Ctx<'a, P: Platform> {
     core: &'a mut Core<P>,
-    taken: TakenList,
+    /// The next of the core's taken frames (`NfSide::taken`) to look at.
     next: usize,
     now_ns: u64,
 }
@@ -187,7 +226,7 @@ impl<P: Platform> Ctx<'_, P> {
     /// The next frame kept ([`Verdict::Keep`]) in this iteration, in arrival order; `None`
     /// when there is none left (always, in `tick` and `release_all`).
     pub fn next_kept(&mut self) -> Option<Held> {
-        while let Some(&t) = self.taken.get(self.next) {
+        while let Some(&t) = self.core.nf_side.taken.get(self.next) {
             self.next += 1;
             if !t.mgmt {
                 return Some(self.adopt(t));
@@ -206,18 +245,18 @@ impl<P: Platform> Ctx<'_, P> {
     /// counted `tx_ring_full` on the port.
     pub fn send(&mut self, h: Held, port: usize) {
         if port >= PORTS {
-            self.core.nf_counters.bad_port += 1;
+            self.core.nf_side.counters.bad_port += 1;
             self.core.pages.recycle(h.page);
             return;
         }
-        self.core.nf_counters.sent_held += 1;
+        self.core.nf_side.counters.sent_held += 1;
         let len = h.len();
         self.core.stage_tx(port, h.page, len);
     }
 
     /// Drop `h`: its page back to its pool, counted in [`NfCounters::dropped`].
     pub fn drop(&mut self, h: Held) {
-        self.core.nf_counters.dropped += 1;
+        self.core.nf_side.counters.dropped += 1;
         self.core.pages.recycle(h.page);
     }
 
@@ -227,9 +266,9 @@ impl<P: Platform> Ctx<'_, P> {
     pub fn to_mgmt(&mut self, h: Held) {
         let port = h.port();
         if self.core.copy_to_mgmt(port, h.bytes()) {
-            self.core.nf_counters.to_mgmt += 1;
+            self.core.nf_side.counters.to_mgmt += 1;
         } else {
-            self.core.nf_counters.mgmt_unavailable += 1;
+            self.core.nf_side.counters.mgmt_unavailable += 1;
         }
         self.core.pages.recycle(h.page);
     }
@@ -266,8 +305,8 @@ impl<P: Platform> Ctx<'_, P> {
 
     /// The frames for the management plane, first (before the NF sees its kept ones).
     fn deliver_mgmt(&mut self) {
-        for i in 0..self.taken.len() {
-            let t = self.taken[i];
+        for i in 0..self.core.nf_side.taken.len() {
+            let t = self.core.nf_side.taken[i];
             if t.mgmt {
                 let h = self.adopt(t);
                 self.to_mgmt(h);
@@ -275,11 +314,12 @@ impl<P: Platform> Ctx<'_, P> {
         }
     }
 
-    /// The kept frames the NF did not take: dropped, counted.
+    /// The kept frames the NF did not take: dropped, counted; the list emptied.
     fn finish(&mut self) {
         while let Some(h) = self.next_kept() {
             self.drop(h);
         }
+        self.core.nf_side.taken.clear();
     }
 }
 
@@ -287,9 +327,8 @@ impl<P: Platform> Core<P> {
     /// One poll iteration running network function `nf` on this core's pair: each port's
     /// burst through the fused RX→TX loop with `nf.process` per frame, then (when it kept
     /// frames, or after every busy iteration with [`NetworkFunction::EVERY_BURST`]) its
-    /// end-of-burst hook, then TX reap,
-    /// refill and kick as [`Core::poll_once`]. Returns the work done (frames and pages
-    /// moved); 0 means idle.
+    /// end-of-burst hook, then TX reap, refill and kick as [`Core::poll_once`]. Returns the
+    /// work done (frames and pages moved); 0 means idle.
     #[inline(never)]
     pub fn poll_nf<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
         if self.torn_down() {
@@ -298,46 +337,56 @@ impl<P: Platform> Core<P> {
         self.poll_nf_body(nf)
     }
 
-    /// [`Core::poll_nf`] inline, for a caller that is itself the iteration's function.
+    /// [`Core::poll_nf`] inline, for a caller that is itself the iteration's function, with
+    /// the NF held as `H` says.
     #[inline(always)]
-    pub(crate) fn poll_nf_body<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
+    pub(crate) fn poll_nf_body<H: NfHandle>(&mut self, mut nf: H) -> usize {
         let t0 = P::cycles();
-        // Two calls with constant ports, not a loop (see `Core::poll_l2`).
+        // Two calls with constant ports, not a loop: each port's burst then addresses its
+        // rings and counters at fixed offsets from `self` (a loop over the port made LLVM hoist
+        // ~40 address computations to the stack per iteration: 459 -> 374 guest instructions
+        // per packet at K=1 when l2 was split this way).
         const { assert!(PORTS == 2) };
-        let mut taken = TakenList::new();
-        let work = self.nf_burst::<F, 0>(nf, &mut taken) + self.nf_burst::<F, 1>(nf, &mut taken);
-        if !taken.is_empty() || (F::EVERY_BURST && work > 0) {
-            self.nf_after_burst(nf, taken);
+        let work = self.nf_burst::<H, 0>(&mut nf) + self.nf_burst::<H, 1>(&mut nf);
+        let took = H::Nf::TAKES && !self.nf_side.taken.is_empty();
+        if took || (H::Nf::EVERY_BURST && work > 0) {
+            self.nf_after_burst(nf.nf());
         }
         self.poll_tail(t0, work)
     }
 
-    /// One fused burst from local port `RX` to the other through `nf`. Returns RX buffers
-    /// completed.
+    /// One fused burst from local port `RX` to the other through the NF `nf` holds. Returns
+    /// RX buffers completed.
     #[inline(always)]
-    fn nf_burst<F: NetworkFunction, const RX: usize>(
-        &mut self,
-        nf: &mut F,
-        taken: &mut TakenList,
-    ) -> usize {
+    fn nf_burst<H: NfHandle, const RX: usize>(&mut self, nf: &mut H) -> usize {
         // An empty port costs one load here, before any of the burst's set-up.
         let pending = self.nics[RX].rx_pending();
         if pending == 0 {
             return 0;
         }
+        self.nf_burst_pending::<H, RX>(nf, pending)
+    }
+
+    /// [`Core::nf_burst`] with port `RX`'s [`Nic::rx_pending`] (`pending`, not 0) read by the
+    /// caller.
+    #[inline(always)]
+    pub(crate) fn nf_burst_pending<H: NfHandle, const RX: usize>(
+        &mut self,
+        nf: &mut H,
+        pending: usize,
+    ) -> usize {
         let q = 1 - RX;
         let owner = self.pages.tx_owner(RX);
         let max = self.burst_max(q);
-        let (pages, counters, nfc) = (&mut self.pages, &mut self.counters, &mut self.nf_counters);
+        let (pages, counters, side) = (&mut self.pages, &mut self.counters, &mut self.nf_side);
+        let nf = nf.for_burst();
         let ops = move || {
-            let (nf, pages, counters, nfc, taken) =
-                ({ nf }, { pages }, { counters }, { nfc }, { taken });
-            NfOps::<F, RX> {
+            let (pages, counters, side) = ({ pages }, { counters }, { side });
+            NfOps::<_, RX> {
                 nf,
                 pages,
                 counters,
-                nfc,
-                taken,
+                side,
             }
         };
         let [a, b] = &mut self.nics;
@@ -361,11 +410,10 @@ impl<P: Platform> Core<P> {
     /// end-of-burst hook, what it left dropped, what it sent flushed.
     #[cold]
     #[inline(never)]
-    fn nf_after_burst<F: NetworkFunction>(&mut self, nf: &mut F, taken: TakenList) {
+    fn nf_after_burst<F: NetworkFunction>(&mut self, nf: &mut F) {
         let now_ns = P::uptime_ns();
         let mut ctx = Ctx {
             core: self,
-            taken,
             next: 0,
             now_ns,
         };
@@ -398,7 +446,6 @@ impl<P: Platform> Core<P> {
         let now_ns = P::uptime_ns();
         let mut ctx = Ctx {
             core: self,
-            taken: TakenList::new(),
             next: 0,
             now_ns,
         };
@@ -409,6 +456,6 @@ impl<P: Platform> Core<P> {
 
     /// The counts of the NF verdicts on this core.
     pub fn nf_counters(&self) -> &NfCounters {
-        &self.nf_counters
+        &self.nf_side.counters
     }
 }

@@ -85,9 +85,14 @@ impl<'a> Packet<'a> {
     /// 8-byte and one 4-byte store: `words` from [`netstack::MacRewrite::words`].
     #[inline(always)]
     pub fn write_macs(&mut self, words: (u64, u32)) {
-        let (a, rest) = self.head.split_at_mut(8);
-        a.copy_from_slice(&words.0.to_le_bytes());
-        rest[..4].copy_from_slice(&words.1.to_le_bytes());
+        // Through the Ethernet header as a fixed-size chunk: its length test is the one made
+        // against the NF's minimum before `process` (so it folds away), and the two stores
+        // need none.
+        if let Some(h) = self.head.first_chunk_mut::<ETH_HDR_LEN>() {
+            let (a, b) = h.split_at_mut(8);
+            a.copy_from_slice(&words.0.to_le_bytes());
+            b[..4].copy_from_slice(&words.1.to_le_bytes());
+        }
     }
 
     /// The IPv4 datagram (RFC 791 §3.1) after the Ethernet header, when the EtherType is

@@ -3,6 +3,7 @@
 //! every page came back.
 
 mod ddnic;
+mod nf;
 
 use super::page::{PageBuf, RawPage};
 use super::testing as rig;
