@@ -33,7 +33,11 @@ impl NetworkFunction for Ipv4Only {
 fn ipv4_only_forwards_ipv4_and_drops_the_rest() {
     // One core, its two ports simulated virtio-net devices, a zone of 4,096 pages.
     let mut rig = Rig::new("mode=l2", 1, 4096);
-    let (mac, a, b) = (netstack::MacAddr([2, 0, 0, 0, 0, 1]), Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 1, 2));
+    let (mac, a, b) = (
+        netstack::MacAddr([2, 0, 0, 0, 0, 1]),
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(10, 0, 1, 2),
+    );
     let mut ip = vec![0u8; 60];
     netstack::simframes::udp4_frame(&mut ip, 60, mac, mac, a, b, 64);
     let mut arp = vec![0u8; 60];
@@ -47,8 +51,16 @@ fn ipv4_only_forwards_ipv4_and_drops_the_rest() {
     let mut sent = Vec::new();
     c.dev[1].complete_tx(|f| sent.push(f.to_vec()));
 
-    assert_eq!(sent, vec![ip; 3], "the IPv4 frames left port 1 as they came");
+    assert_eq!(
+        sent,
+        vec![ip; 3],
+        "the IPv4 frames left port 1 as they came"
+    );
     assert_eq!((nf.ipv4, nf.other), (3, 2));
-    assert_eq!(c.core.nf_counters().dropped, 2, "drops are counted by the core too");
+    assert_eq!(
+        c.core.nf_counters().dropped,
+        2,
+        "drops are counted by the core too"
+    );
     rig.quit_and_check(); // every page back in the zone
 }

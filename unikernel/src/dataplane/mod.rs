@@ -10,7 +10,8 @@
 //!   blocks by concern; `stage` holds the TX staging arrays.
 //! * [`nf`]: the network-function API ([`nf::NetworkFunction`]: per-frame `process` inlined
 //!   into the fused loop, end-of-burst and tick hooks, [`nf::Packet`] header views) and the
-//!   stock `io`/`l2` NFs on it ([`nf::builtin`]); [`Core::poll_nf`] runs one.
+//!   stock `io`/`l2` NFs on it ([`nf::builtin`]); [`Core::poll_nf`] runs one. `nf_side`: the
+//!   core's verdict counts and kept frames (a leaf below `percore` and `nf`).
 //! * [`pages`]: a core's page owner (pcp list, its two pools, the way back to other pools).
 //! * [`page`]: [`PageBuf`], the one-owner page token; the only place a page becomes bytes.
 //! * [`handoff`]: the typed cross-core frame record and its ring.
@@ -36,6 +37,7 @@ pub mod fabric;
 pub mod handoff;
 mod l2;
 pub mod nf;
+mod nf_side;
 pub mod page;
 pub mod pages;
 pub mod percore;

@@ -4,7 +4,7 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
-use super::nf::side::NfSide;
+use super::nf_side::NfSide;
 use super::page::{PageBuf, RawPage};
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};

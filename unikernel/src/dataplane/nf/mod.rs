@@ -35,11 +35,10 @@
 mod builtin_impl;
 mod ops;
 mod packet;
-pub(crate) mod side;
 
+pub use super::nf_side::{NfCounters, MAX_TAKEN};
 pub use ops::Ctx;
 pub use packet::{Held, Packet};
-pub use side::{NfCounters, MAX_TAKEN};
 
 /// The stock network functions `io` and `l2` (`mode=io`, `mode=l2`), written on this API.
 pub mod builtin {

@@ -3,9 +3,9 @@
 //! dataplane's side of [`ForwardOps`]), the frames kept during the iteration handed to
 //! [`NetworkFunction::end_of_burst`] through a [`Ctx`], and the tick and release hooks.
 
-use super::side::{NfCounters, NfSide, Taken};
 use super::packet::{Held, Packet};
 use super::{NetworkFunction, Verdict};
+use crate::dataplane::nf_side::{NfCounters, NfSide, Taken};
 use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
 use crate::dataplane::percore::{count_give_back, Core, Platform};

@@ -80,7 +80,11 @@ fn each_verdict_is_carried_out_and_counted_and_every_page_comes_back() {
     c.dev[1].complete_tx(|f| out1.push(f.to_vec()));
     c.dev[0].complete_tx(|f| out0.push(f.to_vec()));
     assert_eq!(out1, std::vec![udp_to(7)[..42].to_vec(); 3]);
-    assert_eq!(out0, std::vec![arp.clone(); 2], "kept ARP frames hairpinned");
+    assert_eq!(
+        out0,
+        std::vec![arp.clone(); 2],
+        "kept ARP frames hairpinned"
+    );
     assert_eq!(nf.udp_ports, [7, 7, 7, 9, 9, 161]);
     assert_eq!(nf.hairpins, 2);
     assert_eq!(
@@ -269,7 +273,10 @@ fn packet_views_read_the_headers_in_place() {
 #[test]
 fn io_and_l2_on_the_api_match_the_stock_modes() {
     let frame = l2_frame();
-    for (cmdline, peer) in [("mode=io", None), ("mode=l2 peer1=02:00:00:00:00:aa", Some(()))] {
+    for (cmdline, peer) in [
+        ("mode=io", None),
+        ("mode=l2 peer1=02:00:00:00:00:aa", Some(())),
+    ] {
         let mut rig = Rig::new(cmdline, 1, PAGES);
         let c = &mut rig.cores[0];
         let mut out = Vec::new();

@@ -1,31 +1,31 @@
 //! What a core keeps for its network function ([`NfSide`]): the counts of its verdicts
-//! ([`NfCounters`]) and the frames taken in the current poll iteration. A leaf: the core holds
-//! it, the NF glue (`ops`) fills it.
+//! ([`NfCounters`]) and the frames taken in the current poll iteration. A leaf below both
+//! [`super::percore`] (the core holds it) and [`super::nf`] (its glue fills it), so neither
+//! names the other's module for it.
 
 use mm::Pfn;
 
-/// A core's counts of its NF's verdicts and of what the [`super::Ctx`] did with held frames (frames;
+/// A core's counts of its NF's verdicts and of what the [`super::nf::Ctx`] did with held frames (frames;
 /// forwarded frames are the ports' `tx`).
 #[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
 pub struct NfCounters {
-    /// Frames dropped by [`super::Verdict::Drop`] or [`super::Ctx::drop`].
+    /// Frames dropped by [`super::nf::Verdict::Drop`] or [`super::nf::Ctx::drop`].
     pub dropped: u64,
-    /// Frames kept by [`super::Verdict::Keep`].
+    /// Frames kept by [`super::nf::Verdict::Keep`].
     pub kept: u64,
-    /// Frames given to the management plane ([`super::Verdict::ToMgmt`], [`super::Ctx::to_mgmt`]).
+    /// Frames given to the management plane ([`super::nf::Verdict::ToMgmt`], [`super::nf::Ctx::to_mgmt`]).
     pub to_mgmt: u64,
     /// Frames for the management plane on a port that has none (dropped).
     pub mgmt_unavailable: u64,
-    /// Frames kept or for the management plane past [`MAX_TAKEN`](super::MAX_TAKEN) in one iteration (dropped).
+    /// Frames kept or for the management plane past [`MAX_TAKEN`] in one iteration (dropped).
     pub keep_overflow: u64,
-    /// Frames [`super::Ctx::send`] was asked to send on a port the core does not have (dropped).
+    /// Frames [`super::nf::Ctx::send`] was asked to send on a port the core does not have (dropped).
     pub bad_port: u64,
-    /// Held frames sent through [`super::Ctx::send`].
+    /// Held frames sent through [`super::nf::Ctx::send`].
     pub sent_held: u64,
 }
 
-
-/// Frames [`super::Verdict::Keep`] or [`super::Verdict::ToMgmt`] can take in one poll iteration (both
+/// Frames [`super::nf::Verdict::Keep`] or [`super::nf::Verdict::ToMgmt`] can take in one poll iteration (both
 /// ports): 64. More are dropped, counted in [`NfCounters::keep_overflow`]: kept frames are the
 /// slow path, and the list lives on the poll loop's stack.
 pub const MAX_TAKEN: usize = 64;
@@ -49,7 +49,7 @@ pub(crate) type TakenList = heapless::Vec<Taken, MAX_TAKEN>;
 pub(crate) struct NfSide {
     /// The counts.
     pub(crate) counters: NfCounters,
-    /// Frames taken by [`super::Verdict::Keep`] or [`super::Verdict::ToMgmt`] in this
+    /// Frames taken by [`super::nf::Verdict::Keep`] or [`super::nf::Verdict::ToMgmt`] in this
     /// iteration.
     pub(crate) taken: TakenList,
 }
