@@ -321,6 +321,9 @@ fn start_cpus(
 fn init_power(rsdp: u64) {
     match arch::power::init(rsdp) {
         Ok(p) => {
+            if let Some((addr, len)) = p.dsdt {
+                log::debug!("power: DSDT at {addr:#x}, {len} bytes");
+            }
             info!(
                 "power: ACPI power button armed (PM1a_EVT_BLK port {:#x}{}; PWRBTN_STS polled every 10 ms on cpu 0 once ready)",
                 p.pm1a_evt,

@@ -126,3 +126,53 @@ fn table_checks() {
     assert!(aml_body(&t[..t.len() - 1]).is_err());
     assert!(aml_body(&t[..10]).is_err());
 }
+
+/// The DSDT QEMU 10.0.2 built for q35 (fixtures/README.md).
+const QEMU_Q35_DSDT: &[u8] = include_bytes!("../../fixtures/qemu-10.0-q35-dsdt.aml");
+
+/// Fix the checksum of a mutated table (byte 9, ACPI 6.5 §5.2.6).
+fn fix_checksum(t: &mut [u8]) {
+    t[9] = 0;
+    t[9] = 0u8.wrapping_sub(t.iter().fold(0u8, |s, &b| s.wrapping_add(b)));
+}
+
+#[test]
+fn qemu_q35_dsdt_gives_s5_zero() {
+    let aml = aml_body(QEMU_Q35_DSDT).unwrap();
+    assert_eq!(aml.len(), 8378 - SDT_HEADER_LEN);
+    // QEMU's `Name (_S5, Package (4) { 0, 0, 0, 0 })`: soft-off is SLP_TYP 0 on q35.
+    assert_eq!(find_s5(aml), Ok(SleepType { a: 0, b: 0 }));
+}
+
+#[test]
+fn qemu_q35_dsdt_without_s5_is_a_named_error() {
+    let at = find(QEMU_Q35_DSDT, b"_S5_").unwrap();
+    // Renamed to `_S6_` (no such object), checksum fixed: the table is valid, \_S5 is gone.
+    let mut t = QEMU_Q35_DSDT.to_vec();
+    t[at + 2] = b'6';
+    fix_checksum(&mut t);
+    let e = find_s5(aml_body(&t).unwrap()).unwrap_err();
+    assert_eq!(e, S5Error::NoS5);
+    assert!(
+        e.to_string().starts_with("DSDT has no \\_S5 package"),
+        "{e}"
+    );
+    // The first element made a StringPrefix: a package this reader refuses, by offset.
+    let mut t = QEMU_Q35_DSDT.to_vec();
+    t[at + 7] = 0x0d;
+    fix_checksum(&mut t);
+    assert_eq!(
+        find_s5(aml_body(&t).unwrap()),
+        Err(S5Error::BadPackage {
+            offset: at + 4 - SDT_HEADER_LEN,
+            why: "an element is not an integer constant (ACPI 6.5 §20.2.3)"
+        })
+    );
+    // Unfixed checksum: the table itself is refused.
+    let mut t = QEMU_Q35_DSDT.to_vec();
+    t[at + 2] = b'6';
+    assert_eq!(
+        aml_body(&t),
+        Err(S5Error::BadTable("checksum does not sum to zero"))
+    );
+}

@@ -133,6 +133,8 @@ pub struct PowerInfo {
     pub acpi_enabled_by_us: bool,
     /// The reset register, as text, or why there is none.
     pub reset: Result<(&'static str, u64, u8), &'static str>,
+    /// The DSDT's physical address and length, header included (for `log=debug`).
+    pub dsdt: Option<(u64, u32)>,
 }
 
 /// A GAS's port, if it is in system I/O space and fits 16 bits; else [`PowerError::NotPortIo`]
@@ -187,12 +189,19 @@ pub fn init(rsdp: u64) -> Result<PowerInfo, PowerError> {
         s5: find_s5(&tables),
         reset: reset_register(&fadt),
     };
+    let dsdt = tables.dsdt().ok().map(|t| {
+        (
+            (t.address - acpi_pm::SDT_HEADER_LEN) as u64,
+            t.length + acpi_pm::SDT_HEADER_LEN as u32,
+        )
+    });
     let acpi_enabled_by_us = acpi_mode(&pm, &fadt);
     arm_button(&pm);
     let info = PowerInfo {
         pm1a_evt: sts_a,
         s5: pm.s5,
         acpi_enabled_by_us,
+        dsdt,
         reset: pm.reset.map(|(r, v)| match r {
             ResetReg::Io(p) => ("port", u64::from(p), v),
             ResetReg::Mem(a) => ("memory", a, v),
