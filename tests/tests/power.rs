@@ -1,7 +1,8 @@
 //! Issue 35 item 2: the ACPI power button stops Gannet as `quit` does (every page back, final
 //! STATS), then ACPI S5 soft-off ends QEMU with status 0 and QMP's `SHUTDOWN` event says
 //! `guest-shutdown`; a press during boot and two presses give one clean stop; `reboot` ends in
-//! the FADT reset register (`guest-reset` under `-no-reboot`). Each guest runs as a libvirt
+//! the FADT reset register (`guest-reset` under `-no-reboot`); without isa-debug-exit the
+//! console `quit` and a boot failure end in S5 too. Each guest runs as a libvirt
 //! domain would (no isa-debug-exit, `GuestConfig::debug_exit: false`) unless it says so.
 //! The DSDT-without-`\_S5` case is a unit test on bytes (`unikernel::acpi_pm`).
 
@@ -27,6 +28,11 @@ struct PowerRig {
 /// Boots `append` with a QMP socket; isa-debug-exit only with `debug_exit`. Does not wait
 /// for `ready`.
 fn boot(append: &str, debug_exit: bool) -> PowerRig {
+    boot_nics(append, debug_exit, 2)
+}
+
+/// [`boot`] with `nics` virtio-net ports.
+fn boot_nics(append: &str, debug_exit: bool, nics: usize) -> PowerRig {
     let dir = TestDir::new();
     let gen = Generator::bind(&GenConfig {
         dir: dir.path().to_path_buf(),
@@ -40,6 +46,7 @@ fn boot(append: &str, debug_exit: bool) -> PowerRig {
         append: append.to_string(),
         debug_exit,
         qmp: Some(sock.clone()),
+        nics,
         ..GuestConfig::default()
     };
     let guest = Guest::boot(&cfg).unwrap_or_else(|e| panic!("booting QEMU: {e:#}"));
@@ -197,4 +204,37 @@ fn reboot_uses_the_fadt_reset_register() {
     assert_eq!(exit, GuestExit::PoweredOff);
     assert_eq!(rig.count("gannet: shutdown clean"), 1);
     assert_eq!(rig.count("resetting through the FADT reset register"), 1);
+}
+
+/// The console `quit` in a domain without isa-debug-exit (the issue's "drains and then halts
+/// forever"): the drain, then S5.
+#[test]
+fn quit_without_debug_exit_ends_in_s5() {
+    let mut rig = boot("mode=io", false);
+    rig.guest
+        .wait_ready(READY_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    rig.guest.send_line("quit").unwrap();
+    let (reason, exit) = rig.shutdown();
+    assert_eq!(reason, "guest-shutdown", "{}", rig.guest.tail_report());
+    assert_eq!(exit, GuestExit::PoweredOff);
+    assert_eq!(rig.count("gannet: shutdown clean"), 1);
+    assert_eq!(rig.count("power button pressed"), 0);
+}
+
+/// A boot failure after the ACPI tables were read, without isa-debug-exit: the named error on
+/// the console, then S5 (an orchestrator sees the VM stop instead of a silent `running` one).
+#[test]
+fn failure_without_debug_exit_ends_in_s5() {
+    let mut rig = boot_nics("mode=l2", false, 1);
+    let (reason, exit) = rig.shutdown();
+    assert_eq!(reason, "guest-shutdown", "{}", rig.guest.tail_report());
+    assert_eq!(exit, GuestExit::PoweredOff);
+    assert_eq!(
+        rig.count("need 2 virtio-net ports, found 1"),
+        1,
+        "{}",
+        rig.guest.tail_report()
+    );
+    assert_eq!(rig.count("gannet: ready"), 0);
 }
