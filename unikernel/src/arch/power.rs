@@ -175,8 +175,12 @@ pub fn init(rsdp: u64) -> Result<PowerInfo, PowerError> {
     let cnt_a = fadt.pm1a_control_block().map_err(PowerError::NoFadt)?;
     let cnt_b = fadt.pm1b_control_block().map_err(PowerError::NoFadt)?;
     // PM1x_EVT_BLK is the status register then the enable register, each half the block
-    // (§4.8.3.1).
-    let half = u16::from(evt_a.bit_width / 16);
+    // (§4.8.3.1). A generic address without a width (seen in some X_ fields) gets the 4-byte
+    // block of every x86 chipset, 2-byte registers.
+    let half = match evt_a.bit_width / 16 {
+        0 => 2,
+        h => u16::from(h),
+    };
     let sts_a = port(&evt_a, "PM1a_EVT_BLK")?;
     let sts_b = evt_b.map(|g| port(&g, "PM1b_EVT_BLK")).transpose()?;
     let pm = Pm {
