@@ -406,6 +406,11 @@ pub struct Config {
     /// core busy-polls the used indices meanwhile (no halt). Not with `sim`, which runs its
     /// own loop. See `unikernel::dataplane::burstin`.
     pub burstin: bool,
+    /// `debug_exit=on|off` (default `off`): leave through QEMU's `isa-debug-exit` (port 0xf4;
+    /// QEMU status 1 clean, 3 failure), as the tests and xtask ask; otherwise a stop ends in
+    /// ACPI S5 soft-off (ACPI 6.5 §7.4.2, §16.1.7). The kernel reads it from the raw command
+    /// line before parsing too, so a configuration error leaves the same way.
+    pub debug_exit: bool,
     /// `virtio_mmio.device=SIZE@ADDR:IRQ` (repeatable, up to [`MAX_MMIO_DEVICES`]): a
     /// virtio-mmio device (VIRTIO 1.2 §4.2), in Linux's syntax
     /// (Documentation/admin-guide/kernel-parameters.txt), which is what QEMU's `-machine
@@ -520,6 +525,7 @@ impl Default for Config {
             faults: [0; mm::fault::FAULTS],
             phases: false,
             burstin: false,
+            debug_exit: false,
             virtio_mmio: heapless::Vec::new(),
         }
     }
@@ -596,7 +602,7 @@ impl core::fmt::Display for ConfigError<'_> {
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
 /// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 32] = [
+pub const KEYS: [&str; 33] = [
     "mode",
     "peer0",
     "peer1",
@@ -629,6 +635,7 @@ pub const KEYS: [&str; 32] = [
     "virtio_mmio.device",
     "burstin",
     "sim_nic",
+    "debug_exit",
 ];
 
 /// Index of `mtu0` in [`KEYS`] (`mtu1` follows).
@@ -656,6 +663,8 @@ const VIRTIO_MMIO_KEY: usize = 29;
 const BURSTIN_KEY: usize = 30;
 /// Index of `sim_nic` in [`KEYS`].
 const SIM_NIC_KEY: usize = 31;
+/// Index of `debug_exit` in [`KEYS`].
+const DEBUG_EXIT_KEY: usize = 32;
 /// Index of `tlbtest_skip` in [`KEYS`].
 const TLBTEST_SKIP_KEY: usize = 20;
 
@@ -881,6 +890,13 @@ impl Config {
                 }
                 BURSTIN_KEY => {
                     cfg.burstin = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad("on or off")),
+                    }
+                }
+                DEBUG_EXIT_KEY => {
+                    cfg.debug_exit = match value {
                         "on" => true,
                         "off" => false,
                         _ => return Err(bad("on or off")),
@@ -1487,6 +1503,18 @@ mod tests {
             Config::parse("tlbtest=10 sim=4"),
             Err(ConfigError::Missing { key: "sim", .. })
         ));
+    }
+
+    #[test]
+    fn debug_exit_key() {
+        assert!(!Config::parse("").unwrap().debug_exit);
+        assert!(Config::parse("debug_exit=on mode=io").unwrap().debug_exit);
+        assert!(!Config::parse("debug_exit=off").unwrap().debug_exit);
+        assert!(Config::parse("debug_exit=1").is_err());
+        assert_eq!(
+            Config::parse("debug_exit=on debug_exit=on"),
+            Err(ConfigError::Repeated("debug_exit"))
+        );
     }
 
     #[test]

@@ -51,7 +51,8 @@ fn boots_and_forwards(boot: Boot, append: &str, mode: &str, cpus: u32) {
         rig.tail()
     );
     assert!(
-        has(&format!("command line: \"{append}\"")),
+        // The harness appends `debug_exit=on` (GuestConfig::debug_exit).
+        has(&format!("command line: \"{append} debug_exit=on\"")),
         "{boot}: the command line from grub.cfg did not arrive as given ({append:?})\n{}",
         rig.tail()
     );

@@ -5,6 +5,8 @@
 //!   refill, hand-offs, quit phases), generic over a NIC and a platform.
 //! * [`bootinfo`]: the boot data kept from the loader and the multiboot2 tag parser (a
 //!   leaf: names nothing else).
+//! * [`acpi_pm`]: the `\_S5` soft-off sleep type read from the DSDT's AML, and the PM1
+//!   register bits of the power button and soft-off (a leaf).
 //!
 //! The kernel binary (`src/main.rs`, `x86_64-unknown-none` only) holds the metal: boot, traps,
 //! APIC, SMP, memory map, PCI set-up, the console, and the [`dataplane::Platform`] that ties
@@ -17,5 +19,6 @@
 #[cfg(any(test, feature = "host-rig"))]
 extern crate std;
 
+pub mod acpi_pm;
 pub mod bootinfo;
 pub mod dataplane;

@@ -62,7 +62,7 @@ mod tlb;
 mod tlbtest;
 
 #[cfg(target_os = "none")]
-use arch::exit::{exit, ExitCode};
+use arch::exit::{self, exit, ExitCode};
 #[cfg(target_os = "none")]
 use arch::phases::{self, Phase};
 #[cfg(target_os = "none")]
@@ -106,6 +106,13 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
             Err(e) => fail(format_args!("boot info error (multiboot2): {e:?}")),
         }
     };
+    // `debug_exit=on` (opt-in: the tests, xtask) before parsing, so a configuration error
+    // leaves through isa-debug-exit too; otherwise every end is ACPI S5 soft-off (arch::exit).
+    exit::set_debug_exit(
+        boot.cmdline
+            .split_ascii_whitespace()
+            .any(|w| w == "debug_exit=on"),
+    );
     let cfg = match Config::parse(&boot.cmdline) {
         Ok(c) => c,
         Err(e) => fail(format_args!("config error: {e}")),
@@ -292,13 +299,53 @@ fn start_cpus(
         // QEMU `-machine microvm,acpi=off` (and Firecracker-class VMMs): no ACPI, so no MADT
         // to list the other CPUs; the devices came from the command line instead.
         info!("smp: no ACPI tables (no RSDP; virtio-mmio devices from the command line): the boot CPU only, 1 CPUs online");
+        info!(
+            "power: no ACPI (no power button, no soft-off): only the console `quit` stops Gannet"
+        );
         return;
     }
+    init_power(rsdp);
     match smp::start_aps(zone, rsdp, bsp_apic, &|cpu, bottom| {
         stack_guard_page(zone, cpu, bottom)
     }) {
         Ok(n) => info!("smp: {n} CPUs online"),
         Err(e) => fail(format_args!("smp: {e}")),
+    }
+}
+
+/// ACPI power management (`arch::power`): arm the fixed power button as early as the tables
+/// are known (a press from here on is latched and stops Gannet once it is ready), and say in
+/// the boot log how Gannet can be stopped. Missing pieces are logged, never fatal: the console
+/// `quit` always works.
+#[cfg(target_os = "none")]
+fn init_power(rsdp: u64) {
+    match arch::power::init(rsdp) {
+        Ok(p) => {
+            if let Some((addr, len)) = p.dsdt {
+                log::debug!("power: DSDT at {addr:#x}, {len} bytes");
+            }
+            info!(
+                "power: ACPI power button armed (PM1a_EVT_BLK port {:#x}{}; PWRBTN_STS polled every 10 ms on cpu 0 once ready)",
+                p.pm1a_evt,
+                if p.acpi_enabled_by_us { ", ACPI mode entered through SMI_CMD" } else { "" }
+            );
+            match p.s5 {
+                Ok(t) => info!(
+                    "power: soft-off is ACPI S5: SLP_TYPa={} SLP_TYPb={} from \\_S5",
+                    t.a, t.b
+                ),
+                Err(e) => log::warn!("power: {e}; the power button and `quit` drain, then halt"),
+            }
+            match p.reset {
+                Ok((space, addr, value)) => {
+                    info!("power: reset register {space} {addr:#x} value {value:#x} (console `reboot`)")
+                }
+                Err(why) => info!("power: no reset register ({why}): `reboot` is refused"),
+            }
+        }
+        Err(e) => log::warn!(
+            "power: no ACPI power management ({e}): only the console `quit` stops Gannet"
+        ),
     }
 }
 

@@ -553,7 +553,7 @@ fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts)
         publish(core);
     } else {
         crate::control::faults::tick();
-        if let Some(cmd) = console.poll() {
+        if let Some(cmd) = console.poll().or_else(commands::power_button) {
             commands::run(cmd, core, facts);
         }
         // A `PUT /routes` the management plane received: its build starts here (and runs

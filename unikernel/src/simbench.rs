@@ -359,5 +359,5 @@ fn run_on<N: Nic>(mut core: Core<KernelPlatformOf<N>>, dev: [impl Player; PORTS]
         );
     }
     let facts = *FACTS.get().expect("set before the benchmark");
-    commands::quit(core, &facts)
+    commands::quit(core, &facts, commands::End::Exit)
 }

@@ -11,12 +11,12 @@
 //! Depends on [`crate::percpu`], [`crate::arch`] and `mm` only.
 
 use crate::arch::apic;
+use crate::arch::power::IdentityAcpi;
 use crate::arch::time::Deadline;
 use crate::arch::trap::{self, register_ipi, IPI_VECTOR_BASE, WAKE_VECTOR};
 use crate::percpu::{current_cpu, set_percpu, CPUS, MAX_CPUS, ONLINE};
 use acpi::madt::{Madt, MadtEntry};
-use acpi::{AcpiHandler, AcpiTables, PhysicalMapping};
-use core::ptr::NonNull;
+use acpi::AcpiTables;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use log::info;
 use mm::drain::DrainAll;
@@ -134,28 +134,6 @@ impl core::fmt::Display for SmpError {
             ),
         }
     }
-}
-
-/// acpi's handler for an identity-mapped kernel: physical = virtual, nothing to unmap.
-#[derive(Clone)]
-struct IdentityAcpi;
-
-impl AcpiHandler for IdentityAcpi {
-    unsafe fn map_physical_region<T>(&self, pa: usize, size: usize) -> PhysicalMapping<Self, T> {
-        // SAFETY: ACPI tables lie below 4 GiB, inside the boot identity map; the pointer is the
-        // physical address (acpi promises `pa` points at a valid T).
-        unsafe {
-            PhysicalMapping::new(
-                pa,
-                NonNull::new(pa as *mut T).expect("ACPI table at 0"),
-                size,
-                size,
-                self.clone(),
-            )
-        }
-    }
-
-    fn unmap_physical_region<T>(_region: &PhysicalMapping<Self, T>) {}
 }
 
 /// Offset of the first interrupt controller structure in the MADT: the 36-byte SDT header, the

@@ -1,7 +1,8 @@
 //! Gannet's test harness: what boots the image, feeds it frames and checks what comes back,
 //! and everything an integration test (`tests` crate) runs.
 //!
-//! - [`qemu::Guest`] boots the image under QEMU and talks to its serial console;
+//! - [`qemu::Guest`] boots the image under QEMU and talks to its serial console; [`qmp::Qmp`]
+//!   to QEMU itself (the ACPI power button, `SHUTDOWN` events);
 //! - [`gen::run`] / [`gen::Generator`] offer traffic through QEMU's unix-datagram backend;
 //!   [`gen::RawPort`] sends and receives single raw frames;
 //! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices;
@@ -17,7 +18,7 @@
 //!
 //! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
 //! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
-//! [`tap`], [`hosts`], [`iso`] and [`peer_linux`] build on them; [`bench_sim`], [`bench_tlb`],
+//! [`tap`], [`hosts`], [`iso`] and [`peer_linux`] build on them ([`qmp`] is a leaf); [`bench_sim`], [`bench_tlb`],
 //! [`bench_boot`], [`soak`] and [`faults`] on those. [`mtu`] (the `--mtu` values) and
 //! [`append`] (a mode's kernel command line) are leaves every one of them may use.
 //!
@@ -38,6 +39,7 @@ pub mod mtu;
 pub mod peer_linux;
 pub mod progress;
 pub mod qemu;
+pub mod qmp;
 pub mod rate;
 pub mod search;
 pub mod setup;

@@ -342,6 +342,27 @@ pub struct GuestConfig {
     pub nic_props: String,
     /// Where the ports' PCI functions sit (default [`NicBus::Root`], bus 0).
     pub nic_bus: NicBus,
+    /// Leave through QEMU's `isa-debug-exit` (default `true`): `-device isa-debug-exit` and
+    /// `debug_exit=on` at the end of the kernel command line ([`kernel_cmdline`]), so QEMU
+    /// exits with 1 (clean) or 3 (failure). `false`: as a libvirt domain, neither, and a stop
+    /// ends in ACPI S5 soft-off (QEMU status 0, [`GuestExit::PoweredOff`]).
+    pub debug_exit: bool,
+    /// `-qmp unix:PATH,server=on,wait=off`: a QMP socket ([`crate::qmp::Qmp`]) to press the
+    /// ACPI power button (`system_powerdown`) and read QEMU's `SHUTDOWN` event. Default none.
+    pub qmp: Option<PathBuf>,
+}
+
+/// `debug_exit=on`: what [`GuestConfig::debug_exit`] appends to the kernel command line.
+pub const DEBUG_EXIT_ARG: &str = "debug_exit=on";
+
+/// The kernel command line the guest gets: [`GuestConfig::append`], with [`DEBUG_EXIT_ARG`]
+/// at its end when [`GuestConfig::debug_exit`] (the guest's boot log echoes this line).
+pub fn kernel_cmdline(cfg: &GuestConfig) -> String {
+    match (cfg.debug_exit, cfg.append.is_empty()) {
+        (false, _) => cfg.append.clone(),
+        (true, true) => DEBUG_EXIT_ARG.to_string(),
+        (true, false) => format!("{} {DEBUG_EXIT_ARG}", cfg.append),
+    }
 }
 
 /// Where the `virtio-net-pci` ports sit on q35's PCI hierarchy (issue 35: libvirt puts each
@@ -416,6 +437,8 @@ impl Default for GuestConfig {
             mtu: None,
             nic_props: String::new(),
             nic_bus: NicBus::Root,
+            debug_exit: true,
+            qmp: None,
         }
     }
 }
@@ -454,11 +477,9 @@ impl std::error::Error for CmdlineTooLong {}
 /// in `sun_path`, a path cannot be passed to QEMU, or the command line is longer than
 /// [`MAX_CMDLINE`] ([`CmdlineTooLong`]).
 pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
-    if cfg.append.len() > MAX_CMDLINE {
-        return Err(CmdlineTooLong {
-            len: cfg.append.len(),
-        }
-        .into());
+    let cmdline = kernel_cmdline(cfg);
+    if cmdline.len() > MAX_CMDLINE {
+        return Err(CmdlineTooLong { len: cmdline.len() }.into());
     }
     if cfg.backend == Backend::Dgram {
         gen::check_socket_paths(&cfg.dgram_dir, cfg.nics)?;
@@ -497,12 +518,9 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
     ensure!(!image.contains(','), "image path {image} contains a comma");
     // ISO boots: the command line and the routes file (-initrd) are on the ISO already.
     let load: Vec<String> = match cfg.boot {
-        Boot::Pvh | Boot::Microvm => vec![
-            "-kernel".into(),
-            image.into(),
-            "-append".into(),
-            cfg.append.clone(),
-        ],
+        Boot::Pvh | Boot::Microvm => {
+            vec!["-kernel".into(), image.into(), "-append".into(), cmdline]
+        }
         Boot::IsoBios | Boot::IsoUefi => {
             let Some(iso) = &cfg.iso else {
                 bail!(
@@ -569,10 +587,16 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             "virtio-mmio.force-legacy=false".to_string(),
         ]);
     }
-    a.extend([
-        "-device".to_string(),
-        "isa-debug-exit,iobase=0xf4,iosize=0x04".to_string(),
-    ]);
+    if cfg.debug_exit {
+        a.extend([
+            "-device".to_string(),
+            "isa-debug-exit,iobase=0xf4,iosize=0x04".to_string(),
+        ]);
+    }
+    if let Some(sock) = &cfg.qmp {
+        a.push("-qmp".into());
+        a.push(format!("unix:{},server=on,wait=off", utf8(sock)?));
+    }
     if cfg.icount {
         a.extend(["-icount".to_string(), "shift=0,sleep=off".to_string()]);
     }
@@ -750,6 +774,11 @@ pub enum GuestExit {
     Clean,
     /// QEMU status 3: the guest wrote 1 to isa-debug-exit (guest failure).
     GuestFailure,
+    /// QEMU status 0: the guest powered off through ACPI S5 (or reset itself under
+    /// `-no-reboot`; QMP's `SHUTDOWN` event tells which: `guest-shutdown` or `guest-reset`).
+    /// What [`GuestConfig::debug_exit`] `false` gives; whether the stop was clean is in the
+    /// log (`gannet: shutdown clean`), as for a libvirt domain.
+    PoweredOff,
     /// Anything else (QEMU error, killed by a signal, other exit codes).
     Other(ExitStatus),
 }
@@ -758,6 +787,7 @@ impl GuestExit {
     /// Maps QEMU's exit status.
     pub fn from_status(s: ExitStatus) -> GuestExit {
         match s.code() {
+            Some(0) => GuestExit::PoweredOff,
             Some(1) => GuestExit::Clean,
             Some(3) => GuestExit::GuestFailure,
             _ => GuestExit::Other(s),
@@ -775,6 +805,7 @@ impl fmt::Display for GuestExit {
         match self {
             GuestExit::Clean => f.write_str("clean guest shutdown (QEMU status 1)"),
             GuestExit::GuestFailure => f.write_str("guest failure (QEMU status 3)"),
+            GuestExit::PoweredOff => f.write_str("ACPI S5 soft-off or reset (QEMU status 0)"),
             GuestExit::Other(s) => match (s.code(), s.signal()) {
                 (Some(c), _) => write!(f, "QEMU exited with status {c}"),
                 (None, Some(sig)) => write!(f, "QEMU killed by signal {sig}"),
@@ -883,7 +914,7 @@ impl Guest {
                 .context("creating a directory for the guest's ISO")?;
             let iso = dir.path().join("gannet.iso");
             let (routes, _) = split_initrd(&cfg.extra_args);
-            crate::iso::build(&cfg.image, &cfg.append, routes.as_deref(), &iso)?;
+            crate::iso::build(&cfg.image, &kernel_cmdline(cfg), routes.as_deref(), &iso)?;
             owned = cfg.clone();
             owned.iso = Some(iso);
             cfg = &owned;

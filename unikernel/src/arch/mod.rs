@@ -6,7 +6,9 @@
 //! * [`trap`]: GDT/TSS/IDT, exception reports, the interrupt-vector registry (IPI handlers).
 //! * [`apic`]: the local APIC (EOI, timer, IPIs, MSI address).
 //! * [`time`]: the TSC clock and [`time::Deadline`]; [`phases`]: the boot phases on it.
-//! * [`serial`]: COM1 log and console output; [`exit`]: leaving QEMU.
+//! * [`serial`]: COM1 log and console output; [`exit`]: leaving QEMU (isa-debug-exit when
+//!   opted in, else S5).
+//! * [`power`]: ACPI fixed hardware: the power button, S5 soft-off, the FADT reset register.
 //!
 //! Depends only on [`crate::percpu`] (the leaf).
 
@@ -15,6 +17,7 @@ pub mod boot;
 pub mod exit;
 pub mod multiboot2;
 pub mod phases;
+pub mod power;
 pub mod pvh;
 pub mod serial;
 pub mod time;

@@ -80,8 +80,32 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
             None => println!("routes: not in router mode"),
         },
         Command::Fault(c) => super::faults::run(c),
-        Command::Quit => quit(core, facts),
+        Command::Quit => quit(core, facts, End::Exit),
+        Command::PowerButton => {
+            info!("power button pressed: stopping as `quit` does");
+            quit(core, facts, End::Exit)
+        }
+        Command::Reboot => match crate::arch::power::can_reset() {
+            Ok(()) => quit(core, facts, End::Reset),
+            Err(e) => println!("reboot: refused: {e}"),
+        },
     }
+}
+
+/// The fixed ACPI power button, as a console command: [`Command::PowerButton`] when
+/// `PWRBTN_STS` was set since the last look (`arch::power::button_pressed`). The boot CPU's
+/// housekeeping tick asks, after the console.
+pub fn power_button() -> Option<Command> {
+    crate::arch::power::button_pressed().then_some(Command::PowerButton)
+}
+
+/// How [`quit`] ends once every page is back.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum End {
+    /// `arch::exit::exit`: isa-debug-exit with `debug_exit=on`, else ACPI S5 soft-off.
+    Exit,
+    /// The FADT reset register (`reboot`).
+    Reset,
 }
 
 /// `route add` / `route del`: queue a change for `routes commit` (router mode).
@@ -326,8 +350,9 @@ pub fn ipi_ping() {
 }
 
 /// `quit`: run the quit phases on every core in step (bounded waits), check that every page
-/// came back, print the final STATS and exit (failure on a leak or a core that did not follow).
-pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
+/// came back, print the final STATS and exit (failure on a leak or a core that did not follow);
+/// a clean stop ends as `end` says.
+pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts, end: End) -> ! {
     info!("quit: draining");
     // A FIB replaced by a reload is retired first (its grace period is at most one
     // housekeeping round of every core), so every FIB page is accounted for below.
@@ -369,6 +394,11 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts) -> ! {
         info!("gannet: shutdown clean ({now} free pages + {fib_now} FIB pages = {} at boot + {fib_boot} FIB pages at boot)", facts.free_pages_boot);
     } else {
         info!("gannet: shutdown clean ({now} free pages, as at boot)");
+    }
+    if end == End::Reset {
+        info!("gannet: resetting through the FADT reset register");
+        let e = crate::arch::power::reset();
+        error!("reboot: {e}");
     }
     exit(ExitCode::Success)
 }

@@ -10,8 +10,15 @@ const MAX_LINE: usize = 64;
 pub enum Command {
     /// Print one `STATS {json}` line.
     Stats,
-    /// Drain, print final stats, exit cleanly.
+    /// Drain, print final stats, exit cleanly (isa-debug-exit with `debug_exit=on`, else ACPI
+    /// S5 soft-off).
     Quit,
+    /// `reboot`: as [`Command::Quit`], then reset through the FADT reset register (ACPI 6.5
+    /// §4.8.3.6, §5.2.9).
+    Reboot,
+    /// The ACPI fixed power button was pressed (never typed: `control::commands::power_button`
+    /// polls PM1 status): as [`Command::Quit`].
+    PowerButton,
     /// List the commands.
     Help,
     /// Per-order free blocks and unusable-free-space index (like /proc/buddyinfo).
@@ -98,6 +105,7 @@ impl Console {
             "" => None,
             "stats" => Some(Command::Stats),
             "quit" => Some(Command::Quit),
+            "reboot" => Some(Command::Reboot),
             "help" => Some(Command::Help),
             "buddyinfo" => Some(Command::Buddyinfo),
             "pools" => Some(Command::Pools),
@@ -156,4 +164,4 @@ pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool 
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
 routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
 to a buddy page free since boot, to an order-3 block freed to the zone; faults), \
-fault, fault dry MS, fault off (the fault image: faults injected, starve every page_pool for MS ms, stop injecting), quit (drain, final STATS, exit), help";
+fault, fault dry MS, fault off (the fault image: faults injected, starve every page_pool for MS ms, stop injecting), quit (drain, final STATS, exit: isa-debug-exit with debug_exit=on, else ACPI S5 soft-off), reboot (drain, final STATS, FADT reset register), help";

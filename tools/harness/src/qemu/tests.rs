@@ -33,7 +33,7 @@ fn command_line_is_exact() {
         "-kernel",
         "/img/gannet",
         "-append",
-        "mode=l2 verbose=1",
+        "mode=l2 verbose=1 debug_exit=on",
         "-device",
         "isa-debug-exit,iobase=0xf4,iosize=0x04",
         "-netdev",
@@ -189,6 +189,7 @@ fn exit_status_mapping() {
     assert_eq!(GuestExit::from_status(st(1)), GuestExit::Clean);
     assert_eq!(GuestExit::from_status(st(3)), GuestExit::GuestFailure);
     assert!(!GuestExit::from_status(st(0)).is_clean());
+    assert_eq!(GuestExit::from_status(st(0)), GuestExit::PoweredOff);
     assert!(!GuestExit::from_status(ExitStatus::from_raw(9)).is_clean());
 }
 
@@ -334,18 +335,46 @@ fn qemu_error_with_status_1_is_not_clean() {
 fn over_long_command_line_is_refused_before_qemu() {
     let dir = std::env::temp_dir();
     let mut c = cfg(&dir);
-    c.append = "x".repeat(MAX_CMDLINE);
+    // The guest's line is `append` and ` debug_exit=on` (GuestConfig::debug_exit, the default).
+    let suffix = DEBUG_EXIT_ARG.len() + 1;
+    c.append = "x".repeat(MAX_CMDLINE - suffix);
     assert!(command_args(&c).is_ok());
-    for len in [MAX_CMDLINE + 1, 4120, 4128, 10_000] {
+    for len in [MAX_CMDLINE - suffix + 1, 4120, 4128, 10_000] {
         c.append = "x".repeat(len);
         let err = command_args(&c).unwrap_err();
         assert_eq!(
             err.downcast_ref::<CmdlineTooLong>(),
-            Some(&CmdlineTooLong { len }),
+            Some(&CmdlineTooLong { len: len + suffix }),
             "{err:#}"
         );
         assert!(err.to_string().starts_with("CmdlineTooLong: "), "{err}");
     }
+    // Without isa-debug-exit the whole 4096 bytes are the caller's.
+    c.debug_exit = false;
+    c.append = "x".repeat(MAX_CMDLINE);
+    assert!(command_args(&c).is_ok());
+    c.append.push('x');
+    assert!(command_args(&c).is_err());
+}
+
+/// Issue 35: isa-debug-exit is opt-in. Without it (`debug_exit: false`, as a libvirt domain)
+/// neither the device nor `debug_exit=on` is passed; a QMP socket is added when asked.
+#[test]
+fn debug_exit_is_opt_in_and_qmp_socket() {
+    let mut c = cfg(Path::new("/tmp/d"));
+    c.debug_exit = false;
+    c.qmp = Some(PathBuf::from("/tmp/d/qmp.sock"));
+    let a = command_args(&c).unwrap();
+    let at = |x: &str| a.iter().position(|y| y == x);
+    assert_eq!(a[at("-append").unwrap() + 1], "mode=l2 verbose=1");
+    assert!(!a.iter().any(|x| x.contains("isa-debug-exit")), "{a:?}");
+    assert_eq!(
+        a[at("-qmp").unwrap() + 1],
+        "unix:/tmp/d/qmp.sock,server=on,wait=off"
+    );
+    c.append.clear();
+    c.debug_exit = true;
+    assert_eq!(kernel_cmdline(&c), "debug_exit=on");
 }
 
 /// The `virtio-net-pci` device arguments of a command line, in order.
