@@ -92,6 +92,62 @@ pub struct Stats {
     /// kind (`mm::fault`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faults: Option<FaultStats>,
+    /// The network function's verdicts (the NF is the one `mode` names), summed over the
+    /// cores. All zero for the stock `io` and `l2`, which forward every frame; the router
+    /// does not run on the NF API yet.
+    #[serde(default)]
+    pub nf: NfCounters,
+}
+
+/// What a core's network function decided for the frames it did not forward, and what its
+/// hooks did with the frames it kept (frames; forwarded frames are `ports[].tx`). The one
+/// definition: the dataplane counts into it (`unikernel::dataplane::nf::NfCounters` is this
+/// type), `STATS` carries it as `nf`, `/metrics` as `gannet_nf_frames_total{nf,verdict}` with
+/// the field names as `verdict`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NfCounters {
+    /// Frames dropped by the NF's `Drop` verdict or its hooks' `Ctx::drop`.
+    pub dropped: u64,
+    /// Frames kept by the `Keep` verdict (handed to its end-of-burst hook).
+    pub kept: u64,
+    /// Frames given to the management plane (`ToMgmt`, `Ctx::to_mgmt`).
+    pub to_mgmt: u64,
+    /// Frames for the management plane on a port that has none (dropped).
+    pub mgmt_unavailable: u64,
+    /// Frames kept or for the management plane past the 64 one poll iteration holds
+    /// (dropped).
+    pub keep_overflow: u64,
+    /// Frames the NF asked to send on a port the core does not have (dropped).
+    pub bad_port: u64,
+    /// Kept or built frames the NF sent (`Ctx::send`).
+    pub sent_held: u64,
+}
+
+impl NfCounters {
+    /// Every counter with its name (the JSON key and the Prometheus `verdict` label), in
+    /// declaration order.
+    pub fn iter(&self) -> [(&'static str, u64); 7] {
+        [
+            ("dropped", self.dropped),
+            ("kept", self.kept),
+            ("to_mgmt", self.to_mgmt),
+            ("mgmt_unavailable", self.mgmt_unavailable),
+            ("keep_overflow", self.keep_overflow),
+            ("bad_port", self.bad_port),
+            ("sent_held", self.sent_held),
+        ]
+    }
+
+    /// Add `o`'s counts to these.
+    pub fn add(&mut self, o: &NfCounters) {
+        self.dropped += o.dropped;
+        self.kept += o.kept;
+        self.to_mgmt += o.to_mgmt;
+        self.mgmt_unavailable += o.mgmt_unavailable;
+        self.keep_overflow += o.keep_overflow;
+        self.bad_port += o.bad_port;
+        self.sent_held += o.sent_held;
+    }
 }
 
 /// Faults injected by the fault image (`faults`; `fault=` and the console's `fault`
@@ -813,6 +869,18 @@ pub fn write_prometheus(
         writeln!(
             w,
             "gannet_buddyinfo_free_blocks{{zone=\"0\",order=\"{order}\"}} {n}"
+        )?;
+    }
+    counter(
+        w,
+        "gannet_nf_frames_total",
+        "Frames the network function did not forward, by verdict (and held frames it sent).",
+    )?;
+    for (verdict, n) in s.nf.iter() {
+        writeln!(
+            w,
+            "gannet_nf_frames_total{{nf=\"{}\",verdict=\"{verdict}\"}} {n}",
+            s.mode.as_str()
         )?;
     }
     if let Some(f) = &s.fib {

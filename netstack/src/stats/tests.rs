@@ -115,6 +115,15 @@ fn largest() -> Stats {
             pool_dry_windows: m,
             pool_dry_ms: m,
         }),
+        nf: NfCounters {
+            dropped: m,
+            kept: m,
+            to_mgmt: m,
+            mgmt_unavailable: m,
+            keep_overflow: m,
+            bad_port: m,
+            sent_held: m,
+        },
     }
 }
 
@@ -234,6 +243,12 @@ fn sample(router: bool) -> Stats {
         // The established lines below predate the `fib` key; `largest` covers it.
         fib: None,
         faults: None,
+        nf: NfCounters {
+            dropped: 3,
+            kept: 2,
+            sent_held: 2,
+            ..NfCounters::default()
+        },
     }
 }
 
@@ -296,7 +311,8 @@ fn json_is_the_established_line() {
         r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50,"#,
         r#""tlb":{"pages_unmapped":40,"batches":3,"ipis_sent":0,"poll_requests":0,"#,
         r#""flushes_received":0,"invlpg_pages":0,"full_flushes":0,"wait_cycles":0,"#,
-        r#""pending_pages":0}}]}"#,
+        r#""pending_pages":0}}],"nf":{"dropped":3,"kept":2,"to_mgmt":0,"mgmt_unavailable":0,"#,
+        r#""keep_overflow":0,"bad_port":0,"sent_held":2}}"#,
     );
     assert_eq!(json(&sample(false)), expected);
     let router = json(&sample(true));
@@ -317,7 +333,9 @@ fn json_is_the_established_line() {
         r#""neigh_table_full":0,"#,
         r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0,"neigh_evicted":0},"#,
         r#""neigh_sync":{"sent":5,"applied":5,"dropped":0},"mgmt_handoff":6,"#,
-        r#""mgmt_handoff_dropped":0,"mgmt_linear":2,"mgmt_linear_failed":0}}"#,
+        r#""mgmt_handoff_dropped":0,"mgmt_linear":2,"mgmt_linear_failed":0},"#,
+        r#""nf":{"dropped":3,"kept":2,"to_mgmt":0,"mgmt_unavailable":0,"#,
+        r#""keep_overflow":0,"bad_port":0,"sent_held":2}}"#,
     );
     assert!(router.starts_with(r#"{"mode":"router","#), "{router}");
     assert!(router.ends_with(tail), "{router}");
@@ -466,6 +484,11 @@ fn prometheus_lines() {
         "gannet_mgmt_put_routes_total{result=\"ok\"} 1",
         "gannet_mgmt_put_routes_total{result=\"unauthorized\"} 3",
         "gannet_mgmt_put_routes_total{result=\"failed\"} 4",
+        "# TYPE gannet_nf_frames_total counter",
+        "gannet_nf_frames_total{nf=\"router\",verdict=\"dropped\"} 3",
+        "gannet_nf_frames_total{nf=\"router\",verdict=\"kept\"} 2",
+        "gannet_nf_frames_total{nf=\"router\",verdict=\"keep_overflow\"} 0",
+        "gannet_nf_frames_total{nf=\"router\",verdict=\"sent_held\"} 2",
     ] {
         assert!(lines.contains(&want), "missing `{want}` in:\n{text}");
     }
@@ -475,7 +498,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 29);
+    assert_eq!(families, 30);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

@@ -12,8 +12,8 @@ use crate::println;
 use core::fmt;
 use log::error;
 use netstack::stats::{
-    to_json, CpuStats, MgmtStats, NeighSync, PhaseCycles, PoolStats, PortDrops, PortStats,
-    RouterStats, Stats, JSON_MAX, POOL_JSON_MAX,
+    to_json, CpuStats, MgmtStats, NeighSync, NfCounters, PhaseCycles, PoolStats, PortDrops,
+    PortStats, RouterStats, Stats, JSON_MAX, POOL_JSON_MAX,
 };
 use netstack::{Mode, RefillMode};
 use unikernel::dataplane::snap::{router_totals, PairSnap, PoolSnap};
@@ -86,6 +86,10 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
         }),
         fib: sys.fib,
         faults: super::faults::stats(),
+        nf: pairs.iter().fold(NfCounters::default(), |mut t, p| {
+            t.add(&p.nf);
+            t
+        }),
         ..Stats::default()
     };
     // The pushes cannot fail: at most smp::MAX_CPUS pairs (asserted above to fit).

@@ -5,29 +5,15 @@
 
 use mm::Pfn;
 
-/// A core's counts of its NF's verdicts and of what the [`super::nf::Ctx`] did with held frames (frames;
-/// forwarded frames are the ports' `tx`).
-#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
-pub struct NfCounters {
-    /// Frames dropped by [`super::nf::Verdict::Drop`] or [`super::nf::Ctx::drop`].
-    pub dropped: u64,
-    /// Frames kept by [`super::nf::Verdict::Keep`].
-    pub kept: u64,
-    /// Frames given to the management plane ([`super::nf::Verdict::ToMgmt`], [`super::nf::Ctx::to_mgmt`]).
-    pub to_mgmt: u64,
-    /// Frames for the management plane on a port that has none (dropped).
-    pub mgmt_unavailable: u64,
-    /// Frames kept or for the management plane past [`MAX_TAKEN`] in one iteration (dropped).
-    pub keep_overflow: u64,
-    /// Frames [`super::nf::Ctx::send`] was asked to send on a port the core does not have (dropped).
-    pub bad_port: u64,
-    /// Held frames sent through [`super::nf::Ctx::send`].
-    pub sent_held: u64,
-}
+/// A core's counts of its NF's verdicts and of what the [`super::nf::Ctx`] did with held
+/// frames: `netstack::stats::NfCounters`, the one definition the `STATS` line and `/metrics`
+/// carry too.
+pub use netstack::stats::NfCounters;
 
-/// Frames [`super::nf::Verdict::Keep`] or [`super::nf::Verdict::ToMgmt`] can take in one poll iteration (both
-/// ports): 64. More are dropped, counted in [`NfCounters::keep_overflow`]: kept frames are the
-/// slow path, and the list lives on the poll loop's stack.
+/// Frames [`super::nf::Verdict::Keep`] or [`super::nf::Verdict::ToMgmt`] can take in one
+/// poll iteration (both ports): 64. More are dropped, counted in
+/// [`NfCounters::keep_overflow`]: kept frames are the slow path, and the list lives on the
+/// core.
 pub const MAX_TAKEN: usize = 64;
 
 /// A frame the burst took for after it: its page (of local port `port`'s pool), its length,

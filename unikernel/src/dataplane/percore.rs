@@ -730,6 +730,7 @@ impl<P: Platform> Core<P> {
                 queued_now: r.router.queued_frames() as u64,
                 sync: r.sync,
             }),
+            nf: self.nf_side.counters,
             done,
             leaked,
         }

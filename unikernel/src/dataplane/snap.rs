@@ -117,6 +117,8 @@ pub struct PairSnap {
     pub pcp_count: u64,
     /// Router mode: this core's router.
     pub router: Option<RouterSnap>,
+    /// The network function's verdicts on this core.
+    pub nf: netstack::stats::NfCounters,
     /// The pair is torn down (after `quit`).
     pub done: bool,
     /// Pages that did not come back at teardown.
