@@ -1,13 +1,14 @@
 //! Boot configuration from the kernel command line (`-append "key=value …"`).
 //!
-//! Past ~800 lines because it is the whole kernel command line in one parser; splitting it per
-//! network function is the public-API issue's work (issue 33).
-//!
-//! Every key is documented in the README. An unknown key, a repeated key or a bad value is a
-//! [`ConfigError`] that names the key; the kernel prints it and exits with failure rather than
-//! running with a silent default.
+//! The keys and their parsers are in [`keys`], grouped by owner: the kernel's own keys and
+//! each network function's. [`Config::parse`] looks each key up by name. Every key is
+//! documented in the README. An unknown key, a repeated key, a bad value or a key of another
+//! network function than `mode=` selects is a [`ConfigError`] that names the key; the kernel
+//! prints it and exits with failure rather than running with a silent default.
 
-use crate::router::{parse_ipv4_cidr, parse_route, Ipv4Net, ParseError};
+pub mod keys;
+
+use crate::router::{parse_route, Ipv4Net, ParseError};
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 
@@ -531,6 +532,25 @@ impl Default for Config {
     }
 }
 
+/// The [`ConfigError`] of key `key`'s parser refusing `value` with `e`.
+fn key_error<'a>(key: &'a str, value: &'a str, e: keys::KeyError) -> ConfigError<'a> {
+    match e {
+        keys::KeyError::Expected(expected) => ConfigError::BadValue {
+            key,
+            value,
+            expected,
+        },
+        // Never echoed: the value is a secret.
+        keys::KeyError::Secret(expected) => ConfigError::BadValue {
+            key,
+            value: "<redacted>",
+            expected,
+        },
+        keys::KeyError::TooMany if key == "route" => ConfigError::TooManyRoutes,
+        keys::KeyError::TooMany => ConfigError::TooManyMmioDevices,
+    }
+}
+
 /// A configuration error; names the offending key (or token).
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub enum ConfigError<'a> {
@@ -540,6 +560,16 @@ pub enum ConfigError<'a> {
     UnknownKey(&'a str),
     /// The same key given twice.
     Repeated(&'a str),
+    /// A network function's key while `mode=` selects another one (e.g. `route` with
+    /// `mode=l2`): refused, not ignored.
+    Misplaced {
+        /// The key.
+        key: &'a str,
+        /// The modes whose network function owns it.
+        modes: &'static [Mode],
+        /// The mode in force.
+        mode: Mode,
+    },
     /// A key the chosen mode needs was not given (e.g. `ip0` with `mode=router`).
     Missing {
         /// The missing key.
@@ -568,10 +598,19 @@ impl core::fmt::Display for ConfigError<'_> {
             ConfigError::NotKeyValue(t) => write!(f, "`{t}` is not key=value"),
             ConfigError::UnknownKey(k) => {
                 write!(f, "unknown key `{k}` (known:")?;
-                for key in KEYS {
-                    write!(f, " {key}")?;
+                for set in keys::KEY_SETS {
+                    for key in set.keys {
+                        write!(f, " {}", key.name)?;
+                    }
                 }
                 write!(f, ")")
+            }
+            ConfigError::Misplaced { key, modes, mode } => {
+                write!(f, "key `{key}` belongs to mode=")?;
+                for (i, m) in modes.iter().enumerate() {
+                    write!(f, "{}{}", if i > 0 { " or mode=" } else { "" }, m.as_str())?;
+                }
+                write!(f, ", not mode={}", mode.as_str())
             }
             ConfigError::Repeated(k) => write!(f, "key `{k}` given more than once"),
             ConfigError::Missing { key, because } => {
@@ -601,72 +640,11 @@ impl core::fmt::Display for ConfigError<'_> {
 /// `acpi_rsdp=` must lie below this (bytes): the kernel identity-maps the first 4 GiB.
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
-/// Every key [`Config::parse`] accepts.
-pub const KEYS: [&str; 33] = [
-    "mode",
-    "peer0",
-    "peer1",
-    "burst",
-    "log",
-    "pool",
-    "refill",
-    "idle",
-    "ip0",
-    "ip1",
-    "route",
-    "mgmt",
-    "xcore",
-    "queues",
-    "acpi_rsdp",
-    "sim",
-    "sim_iters",
-    "tlb",
-    "tlb_ceiling",
-    "tlbtest",
-    "tlbtest_skip",
-    "guard",
-    "mgmt_token",
-    "backpressure",
-    "mtu0",
-    "mtu1",
-    "sim_size",
-    "fault",
-    "phases",
-    "virtio_mmio.device",
-    "burstin",
-    "sim_nic",
-    "debug_exit",
-];
-
-/// Index of `mtu0` in [`KEYS`] (`mtu1` follows).
-const MTU0_KEY: usize = 24;
-
 /// Smallest `mtuN=` (bytes): RFC 791 §3.2, every internet module must be able to forward a
 /// datagram of 68 octets without further fragmentation.
 pub const MIN_CMDLINE_MTU: u16 = 68;
 /// Largest `mtuN=` (bytes): a 9000-byte jumbo IP MTU, a 9014-byte Ethernet frame without FCS.
 pub const MAX_CMDLINE_MTU: u16 = 9000;
-
-/// Index of `route` in [`KEYS`]: the one key that may repeat.
-const ROUTE_KEY: usize = 10;
-/// Index of `sim_iters` in [`KEYS`].
-const SIM_ITERS_KEY: usize = 16;
-/// Index of `sim_size` in [`KEYS`].
-const SIM_SIZE_KEY: usize = 26;
-/// Index of `fault` in [`KEYS`].
-const FAULT_KEY: usize = 27;
-/// Index of `phases` in [`KEYS`].
-const PHASES_KEY: usize = 28;
-/// Index of `virtio_mmio.device` in [`KEYS`]: repeatable, like `route`.
-const VIRTIO_MMIO_KEY: usize = 29;
-/// Index of `burstin` in [`KEYS`].
-const BURSTIN_KEY: usize = 30;
-/// Index of `sim_nic` in [`KEYS`].
-const SIM_NIC_KEY: usize = 31;
-/// Index of `debug_exit` in [`KEYS`].
-const DEBUG_EXIT_KEY: usize = 32;
-/// Index of `tlbtest_skip` in [`KEYS`].
-const TLBTEST_SKIP_KEY: usize = 20;
 
 /// One line of a routes file: `Ok((line number, (prefix, gateway)))` or `Err((line number, the
 /// offending text, why))`.
@@ -717,313 +695,62 @@ impl Config {
         }
     }
 
-    /// Parse a kernel command line: whitespace-separated `key=value` tokens.
+    /// Parse a kernel command line: whitespace-separated `key=value` tokens. `mode=` is
+    /// read first (it decides which network function's keys the line may use), then every
+    /// token in order.
+    ///
+    /// # Errors
+    /// [`ConfigError`], naming the key or token: not `key=value`, unknown, repeated, a bad
+    /// value, a network function's key under another mode, too many of a repeatable key, or a
+    /// key another needs missing.
     pub fn parse(cmdline: &str) -> Result<Config, ConfigError<'_>> {
         let mut cfg = Config::default();
-        let mut seen = [false; KEYS.len()];
+        let mut seen = [false; keys::KEY_COUNT];
+        // The mode first: the first `mode=` token (a second one is refused below).
+        if let Some(v) = cmdline
+            .split_ascii_whitespace()
+            .find_map(|t| t.strip_prefix("mode="))
+        {
+            let (_, k, _) = keys::lookup("mode").expect("the kernel owns `mode`");
+            (k.parse)(&mut cfg, v).map_err(|e| key_error("mode", v, e))?;
+        }
         for tok in cmdline.split_ascii_whitespace() {
             let (key, value) = tok.split_once('=').ok_or(ConfigError::NotKeyValue(tok))?;
-            let idx = KEYS
-                .iter()
-                .position(|k| *k == key)
-                .ok_or(ConfigError::UnknownKey(key))?;
-            if core::mem::replace(&mut seen[idx], true)
-                && idx != ROUTE_KEY
-                && idx != VIRTIO_MMIO_KEY
-            {
+            let (idx, k, owner) = keys::lookup(key).ok_or(ConfigError::UnknownKey(key))?;
+            if core::mem::replace(&mut seen[idx], true) && !k.repeat {
                 return Err(ConfigError::Repeated(key));
             }
-            let bad = |expected| ConfigError::BadValue {
-                key,
-                value,
-                expected,
-            };
-            match idx {
-                0 => {
-                    cfg.mode = match value {
-                        "io" => Mode::Io,
-                        "l2" => Mode::L2,
-                        "router" => Mode::Router,
-                        _ => return Err(bad("io, l2 or router")),
-                    }
-                }
-                1 | 2 => {
-                    cfg.peer[idx - 1] =
-                        MacAddr::parse(value).ok_or_else(|| bad("a MAC like 02:00:00:00:0a:02"))?
-                }
-                3 => {
-                    cfg.burst = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|b| (1..=MAX_BURST).contains(b))
-                        .ok_or_else(|| bad("an integer in 1..=256"))?
-                }
-                5 => {
-                    cfg.pool = match value {
-                        "recycle" => PoolMode::Recycle,
-                        "release" => PoolMode::Release,
-                        _ => return Err(bad("recycle or release")),
-                    }
-                }
-                6 => {
-                    cfg.refill = match value {
-                        "bulk" => RefillMode::Bulk,
-                        "single" => RefillMode::Single,
-                        _ => return Err(bad("bulk or single")),
-                    }
-                }
-                8 | 9 => {
-                    cfg.ip[idx - 8] = Some(
-                        parse_ipv4_cidr(value)
-                            .map_err(|_| bad("an interface address like 10.0.0.1/24"))?,
-                    )
-                }
-                ROUTE_KEY => {
-                    let r = parse_route(value)
-                        .map_err(|_| bad("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
-                    cfg.routes.push(r).map_err(|_| ConfigError::TooManyRoutes)?;
-                }
-                13 => {
-                    cfg.queues = match value {
-                        "auto" => Queues::Auto,
-                        v => v
-                            .parse::<u8>()
-                            .ok()
-                            .filter(|n| (1..=MAX_QUEUES as u8).contains(n))
-                            .map(Queues::Count)
-                            .ok_or_else(|| bad("auto or an integer in 1..=4"))?,
-                    }
-                }
-                14 => {
-                    cfg.acpi_rsdp = Some(
-                        value
-                            .strip_prefix("0x")
-                            .and_then(|h| u64::from_str_radix(h, 16).ok())
-                            .filter(|&a| a != 0 && a % 16 == 0 && a < MAX_RSDP_ADDR)
-                            .ok_or_else(|| {
-                                bad("a 16-byte aligned physical address below 4 GiB, like 0x9f000")
-                            })?,
-                    )
-                }
-                15 => {
-                    cfg.sim = Some(
-                        value
-                            .parse::<u16>()
-                            .ok()
-                            .filter(|k| (1..=MAX_SIM_FRAMES).contains(k))
-                            .ok_or_else(|| bad("frames per poll iteration, 1..=256"))?,
-                    )
-                }
-                17 => {
-                    cfg.tlb = match value {
-                        "batch" => TlbMode::Batch,
-                        "immediate" => TlbMode::Immediate,
-                        _ => return Err(bad("batch or immediate")),
-                    }
-                }
-                18 => {
-                    cfg.tlb_ceiling = value
-                        .parse::<u16>()
-                        .ok()
-                        .filter(|n| (1..=MAX_TLB_CEILING).contains(n))
-                        .ok_or_else(|| bad("pages, an integer in 1..=64"))?
-                }
-                19 => {
-                    cfg.tlbtest = Some(
-                        value
-                            .parse::<u32>()
-                            .ok()
-                            .filter(|n| (1..=MAX_TLBTEST_BATCHES).contains(n))
-                            .ok_or_else(|| bad("batches, an integer in 1..=100000000"))?,
-                    )
-                }
-                TLBTEST_SKIP_KEY => {
-                    cfg.tlbtest_skip = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("on or off")),
-                    }
-                }
-                22 => {
-                    // Never echoed in an error: the value is a secret.
-                    cfg.mgmt_token = Some(MgmtToken::new(value).ok_or(ConfigError::BadValue {
+            if let keys::Owner::Nf(modes) = owner {
+                if !modes.contains(&cfg.mode) {
+                    return Err(ConfigError::Misplaced {
                         key,
-                        value: "<redacted>",
-                        expected: "printable ASCII without space, 16..=64 bytes",
-                    })?);
-                }
-                MTU0_KEY | 25 => {
-                    cfg.mtu[idx - MTU0_KEY] = Some(
-                        value
-                            .parse::<u16>()
-                            .ok()
-                            .filter(|m| (MIN_CMDLINE_MTU..=MAX_CMDLINE_MTU).contains(m))
-                            .ok_or_else(|| bad("an IP MTU in bytes, 68..=9000"))?,
-                    )
-                }
-                23 => {
-                    cfg.backpressure = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("on or off")),
-                    }
-                }
-                FAULT_KEY => {
-                    const EXPECTED: &str = "NAME:N[,NAME:N...] with NAME one of rx_bad_id, rx_bad_len, tx_bad_id, tx_ring_full, bulk_short, bulk_zero, dma_map, recycle_full and N in 1..=1000000000";
-                    for item in value.split(',') {
-                        let (name, n) = item.split_once(':').ok_or_else(|| bad(EXPECTED))?;
-                        let f = mm::fault::Fault::from_name(name).ok_or_else(|| bad(EXPECTED))?;
-                        cfg.faults[f as usize] = n
-                            .parse::<u64>()
-                            .ok()
-                            .filter(|n| (1..=MAX_FAULT_EVERY).contains(n))
-                            .ok_or_else(|| bad(EXPECTED))?;
-                    }
-                }
-                VIRTIO_MMIO_KEY => {
-                    let d = MmioDevice::parse(value).ok_or_else(|| {
-                        bad("SIZE@ADDR:IRQ like 512@0xfeb00e00:12 (SIZE 0x100..=1M, ADDR 4-byte aligned, ADDR+SIZE <= 4 GiB)")
-                    })?;
-                    cfg.virtio_mmio
-                        .push(d)
-                        .map_err(|_| ConfigError::TooManyMmioDevices)?;
-                }
-                BURSTIN_KEY => {
-                    cfg.burstin = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("on or off")),
-                    }
-                }
-                DEBUG_EXIT_KEY => {
-                    cfg.debug_exit = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("on or off")),
-                    }
-                }
-                PHASES_KEY => {
-                    cfg.phases = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("on or off")),
-                    }
-                }
-                SIM_NIC_KEY => {
-                    cfg.sim_nic = match value {
-                        "virtio" => SimNic::Virtio,
-                        "dd" => SimNic::Dd,
-                        _ => return Err(bad("virtio or dd")),
-                    }
-                }
-                SIM_SIZE_KEY => {
-                    cfg.sim_size = value
-                        .parse::<u16>()
-                        .ok()
-                        .filter(|n| (DEFAULT_SIM_SIZE..=MAX_SIM_SIZE).contains(n))
-                        .ok_or_else(|| bad("an integer in 64..=9018 (bytes on the wire)"))?
-                }
-                21 => {
-                    cfg.guard = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("on or off")),
-                    }
-                }
-                SIM_ITERS_KEY => {
-                    cfg.sim_iters = value
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (1..=MAX_SIM_ITERS).contains(n))
-                        .ok_or_else(|| bad("an integer in 1..=1000000"))?
-                }
-                12 => {
-                    cfg.xcore = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(bad("on or off")),
-                    }
-                }
-                11 => {
-                    cfg.mgmt = match value {
-                        "ip0" => MgmtPort::Port(0),
-                        "ip1" => MgmtPort::Port(1),
-                        "none" => MgmtPort::Off,
-                        _ => return Err(bad("ip0, ip1 or none")),
-                    }
-                }
-                7 => {
-                    cfg.idle = match value {
-                        "halt" => IdleMode::Halt,
-                        "poll" => IdleMode::Poll,
-                        _ => return Err(bad("halt or poll")),
-                    }
-                }
-                _ => {
-                    cfg.log = match value {
-                        "error" => LogLevel::Error,
-                        "warn" => LogLevel::Warn,
-                        "info" => LogLevel::Info,
-                        "debug" => LogLevel::Debug,
-                        _ => return Err(bad("error, warn, info or debug")),
-                    }
+                        modes,
+                        mode: cfg.mode,
+                    });
                 }
             }
+            (k.parse)(&mut cfg, value).map_err(|e| key_error(key, value, e))?;
         }
-        if cfg.xcore && cfg.mode == Mode::Router {
-            return Err(ConfigError::Missing {
-                key: "mode",
-                because: "(=l2 or io) for xcore",
-            });
-        }
-        if cfg.mode != Mode::Router && !cfg.routes.is_empty() {
-            return Err(ConfigError::Missing {
-                key: "mode",
-                because: "(=router) for route",
-            });
-        }
-        for (i, because) in ["(=router) for ip0", "(=router) for ip1"]
-            .into_iter()
-            .enumerate()
-        {
-            if cfg.mode != Mode::Router && cfg.ip[i].is_some() {
-                return Err(ConfigError::Missing {
-                    key: "mode",
-                    because,
-                });
-            }
-        }
-        if cfg.mode != Mode::Router && cfg.mgmt_token.is_some() {
-            return Err(ConfigError::Missing {
-                key: "mode",
-                because: "(=router) for mgmt_token",
-            });
-        }
-        if cfg.mode != Mode::Router && matches!(cfg.mgmt, MgmtPort::Port(_)) {
-            return Err(ConfigError::Missing {
-                key: "mode",
-                because: "(=router) for mgmt",
-            });
-        }
-        if cfg.sim.is_none() && seen[SIM_ITERS_KEY] {
+        let given = |name: &str| keys::lookup(name).is_some_and(|(i, _, _)| seen[i]);
+        if cfg.sim.is_none() && given("sim_iters") {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "for sim_iters",
             });
         }
-        if cfg.sim.is_none() && seen[SIM_NIC_KEY] {
+        if cfg.sim.is_none() && given("sim_nic") {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "for sim_nic",
             });
         }
-        if cfg.sim.is_none() && seen[SIM_SIZE_KEY] {
+        if cfg.sim.is_none() && given("sim_size") {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "for sim_size",
             });
         }
-        if cfg.tlbtest.is_none() && seen[TLBTEST_SKIP_KEY] {
+        if cfg.tlbtest.is_none() && given("tlbtest_skip") {
             return Err(ConfigError::Missing {
                 key: "tlbtest",
                 because: "for tlbtest_skip",
@@ -1062,558 +789,4 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::format;
-    use std::string::ToString;
-
-    #[test]
-    fn mtu_keys() {
-        assert_eq!(Config::parse("").unwrap().mtu, [None, None]);
-        assert_eq!(
-            Config::parse("mtu0=9000 mtu1=1500").unwrap().mtu,
-            [Some(9000), Some(1500)]
-        );
-        assert_eq!(Config::parse("mtu1=68").unwrap().mtu, [None, Some(68)]);
-        for (bad, key) in [
-            ("mtu0=67", "mtu0"),
-            ("mtu1=9001", "mtu1"),
-            ("mtu0=0", "mtu0"),
-            ("mtu0=1500b", "mtu0"),
-            ("mtu1=", "mtu1"),
-            ("mtu0=65536", "mtu0"),
-        ] {
-            assert!(
-                matches!(
-                    Config::parse(bad),
-                    Err(ConfigError::BadValue { key: k, .. }) if k == key
-                ),
-                "{bad}"
-            );
-        }
-        assert_eq!(
-            Config::parse("mtu0=9001").unwrap_err().to_string(),
-            "bad value `9001` for key `mtu0`: expected an IP MTU in bytes, 68..=9000"
-        );
-        assert_eq!(
-            Config::parse("mtu0=1500 mtu0=9000"),
-            Err(ConfigError::Repeated("mtu0"))
-        );
-    }
-
-    #[test]
-    fn queues_key() {
-        assert_eq!(Config::parse("").unwrap().queues, Queues::Auto);
-        assert_eq!(Config::parse("queues=auto").unwrap().queues, Queues::Auto);
-        assert_eq!(Config::parse("queues=2").unwrap().queues, Queues::Count(2));
-        assert_eq!(Config::parse("queues=1").unwrap().queues, Queues::Count(1));
-        for bad in ["queues=0", "queues=5", "queues=two", "queues=-1", "queues="] {
-            assert!(
-                matches!(
-                    Config::parse(bad),
-                    Err(ConfigError::BadValue { key: "queues", .. })
-                ),
-                "{bad}"
-            );
-        }
-        // Router mode on several cores: one router per core over one shared FIB.
-        assert_eq!(
-            Config::parse("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2")
-                .unwrap()
-                .queues,
-            Queues::Count(2)
-        );
-        assert_eq!(
-            Config::parse("queues=5").unwrap_err().to_string(),
-            "bad value `5` for key `queues`: expected auto or an integer in 1..=4"
-        );
-    }
-
-    #[test]
-    fn sim_keys() {
-        let c = Config::parse("").unwrap();
-        assert_eq!((c.sim, c.sim_iters), (None, DEFAULT_SIM_ITERS));
-        let c = Config::parse("sim=4").unwrap();
-        assert_eq!((c.sim, c.sim_iters), (Some(4), 1024));
-        let c = Config::parse("sim=256 sim_iters=32 mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24")
-            .unwrap();
-        assert_eq!((c.sim, c.sim_iters, c.mode), (Some(256), 32, Mode::Router));
-        assert_eq!(
-            Config::parse("sim=1 sim_iters=1000000").unwrap().sim_iters,
-            1_000_000
-        );
-        for bad in ["sim=0", "sim=257", "sim=four", "sim=", "sim=-1"] {
-            assert!(
-                matches!(
-                    Config::parse(bad),
-                    Err(ConfigError::BadValue { key: "sim", .. })
-                ),
-                "{bad}"
-            );
-        }
-        for bad in [
-            "sim=1 sim_iters=0",
-            "sim=1 sim_iters=1000001",
-            "sim=1 sim_iters=x",
-        ] {
-            assert!(
-                matches!(
-                    Config::parse(bad),
-                    Err(ConfigError::BadValue {
-                        key: "sim_iters",
-                        ..
-                    })
-                ),
-                "{bad}"
-            );
-        }
-        assert_eq!(c.sim_size, DEFAULT_SIM_SIZE);
-        assert_eq!(Config::parse("sim=4 sim_size=9018").unwrap().sim_size, 9018);
-        assert_eq!(c.sim_nic, SimNic::Virtio);
-        assert_eq!(
-            Config::parse("sim=4 sim_nic=dd").unwrap().sim_nic,
-            SimNic::Dd
-        );
-        assert!(Config::parse("sim=4 sim_nic=e1000").is_err());
-        assert!(matches!(
-            Config::parse("sim_nic=dd").unwrap_err(),
-            ConfigError::Missing { key: "sim", .. }
-        ));
-        for bad in [
-            "sim=1 sim_size=63",
-            "sim=1 sim_size=9019",
-            "sim=1 sim_size=big",
-        ] {
-            assert!(
-                matches!(
-                    Config::parse(bad),
-                    Err(ConfigError::BadValue {
-                        key: "sim_size",
-                        ..
-                    })
-                ),
-                "{bad}"
-            );
-        }
-        assert_eq!(
-            Config::parse("sim_size=100").unwrap_err(),
-            ConfigError::Missing {
-                key: "sim",
-                because: "for sim_size"
-            }
-        );
-        assert_eq!(
-            Config::parse("sim=0").unwrap_err().to_string(),
-            "bad value `0` for key `sim`: expected frames per poll iteration, 1..=256"
-        );
-        assert_eq!(
-            Config::parse("sim_iters=10").unwrap_err(),
-            ConfigError::Missing {
-                key: "sim",
-                because: "for sim_iters"
-            }
-        );
-        assert!(matches!(
-            Config::parse("sim=4 queues=2"),
-            Err(ConfigError::Missing { key: "queues", .. })
-        ));
-        assert_eq!(Config::parse("sim=4 queues=1").unwrap().sim, Some(4));
-        assert_eq!(
-            Config::parse("sim=4 sim=8").unwrap_err(),
-            ConfigError::Repeated("sim")
-        );
-    }
-
-    #[test]
-    fn empty_is_default() {
-        assert_eq!(Config::parse("").unwrap(), Config::default());
-        assert_eq!(Config::default().mode, Mode::L2);
-        assert_eq!(Config::default().burst, 32);
-    }
-
-    #[test]
-    fn all_keys() {
-        let c = Config::parse(
-            "mode=io  peer0=02:00:00:00:00:aa peer1=02:00:00:00:00:bb burst=64 log=debug",
-        )
-        .unwrap();
-        assert_eq!(c.mode, Mode::Io);
-        assert_eq!(c.peer[0].0[5], 0xaa);
-        assert_eq!(c.peer[1].0[5], 0xbb);
-        assert_eq!(c.burst, 64);
-        assert_eq!(c.log, LogLevel::Debug);
-        let c = Config::parse("pool=release refill=single").unwrap();
-        assert_eq!((c.pool, c.refill), (PoolMode::Release, RefillMode::Single));
-        assert!(matches!(
-            Config::parse("refill=some"),
-            Err(ConfigError::BadValue { key: "refill", .. })
-        ));
-        assert_eq!(Config::parse("idle=poll").unwrap().idle, IdleMode::Poll);
-        assert_eq!(Config::parse("").unwrap().idle, IdleMode::Halt);
-        assert!(matches!(
-            Config::parse("idle=sleep"),
-            Err(ConfigError::BadValue { key: "idle", .. })
-        ));
-    }
-
-    #[test]
-    fn acpi_rsdp() {
-        assert_eq!(
-            Config::parse("acpi_rsdp=0x9f000").unwrap().acpi_rsdp,
-            Some(0x9f000)
-        );
-        assert_eq!(Config::parse("").unwrap().acpi_rsdp, None);
-        for bad in ["0", "0x0", "9f000", "0x9f008", "0x100000000", "0xzz"] {
-            assert!(
-                matches!(
-                    Config::parse(&std::format!("acpi_rsdp={bad}")),
-                    Err(ConfigError::BadValue {
-                        key: "acpi_rsdp",
-                        ..
-                    })
-                ),
-                "acpi_rsdp={bad} accepted"
-            );
-        }
-    }
-
-    #[test]
-    fn routes_file() {
-        let text = "# core routes\n192.168.0.0/16,10.0.1.2\n\n 0.0.0.0/0,10.0.0.2  # default\n";
-        let got: std::vec::Vec<_> = parse_routes_file(text).collect();
-        assert_eq!(got.len(), 2);
-        let (line, (net, gw)) = got[1].unwrap();
-        assert_eq!((line, net.len, gw), (4, 0, Ipv4Addr::new(10, 0, 0, 2)));
-        let bad: std::vec::Vec<_> =
-            parse_routes_file("10.0.0.0/8,10.0.1.2\n10.1.0.0/33,1.2.3.4\n").collect();
-        assert_eq!(
-            bad[1],
-            Err((2, "10.1.0.0/33,1.2.3.4", ParseError::BadPrefixLen))
-        );
-        let host_bits: std::vec::Vec<_> = parse_routes_file("192.168.1.5/16,10.0.1.2").collect();
-        assert_eq!(
-            host_bits[0],
-            Err((1, "192.168.1.5/16,10.0.1.2", ParseError::HostBitsSet))
-        );
-    }
-
-    #[test]
-    fn router_keys() {
-        let c = Config::parse(
-            "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 \
-             route=192.168.0.0/16,10.0.1.2 route=0.0.0.0/0,10.0.0.2",
-        )
-        .unwrap();
-        assert_eq!(c.mode, Mode::Router);
-        assert_eq!(c.ip[0].unwrap().to_string(), "10.0.0.1/24");
-        assert_eq!(c.routes.len(), 2);
-        assert_eq!(c.routes[0].1, Ipv4Addr::new(10, 0, 1, 2));
-        assert_eq!(
-            Config::parse("mode=router ip0=10.0.0.1/24").unwrap_err(),
-            ConfigError::Missing {
-                key: "ip1",
-                because: "with mode=router"
-            }
-        );
-        assert!(matches!(
-            Config::parse("ip0=10.0.0.1"),
-            Err(ConfigError::BadValue { key: "ip0", .. })
-        ));
-        assert_eq!(c.mgmt_port(), Some(0));
-        assert_eq!(Config::parse("mode=l2").unwrap().mgmt_port(), None);
-        assert!(matches!(
-            Config::parse("mgmt=ip1"),
-            Err(ConfigError::Missing { key: "mode", .. })
-        ));
-        assert!(matches!(
-            Config::parse("mode=router route=10.0.0.0/8"),
-            Err(ConfigError::BadValue { key: "route", .. })
-        ));
-        assert_eq!(
-            Config::parse("route=192.168.0.0/16,10.0.1.2").unwrap_err(),
-            ConfigError::Missing {
-                key: "mode",
-                because: "(=router) for route"
-            }
-        );
-    }
-
-    /// Issue 15 item 8: `ip0=`/`ip1=` outside router mode are rejected like `route=` (they were
-    /// silently ignored).
-    #[test]
-    fn port_addresses_need_router_mode() {
-        for (line, key) in [
-            ("ip0=10.0.0.1/24", "ip0"),
-            ("mode=l2 ip1=10.0.1.1/24", "ip1"),
-            ("mode=io ip0=10.0.0.1/24 ip1=10.0.1.1/24", "ip0"),
-        ] {
-            let e = Config::parse(line).unwrap_err();
-            assert_eq!(
-                e,
-                ConfigError::Missing {
-                    key: "mode",
-                    because: if key == "ip0" {
-                        "(=router) for ip0"
-                    } else {
-                        "(=router) for ip1"
-                    }
-                },
-                "{line}"
-            );
-            assert!(e.to_string().contains(key), "{line}: {e}");
-        }
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        let e = Config::parse("mode=bridge").unwrap_err();
-        assert_eq!(
-            e,
-            ConfigError::BadValue {
-                key: "mode",
-                value: "bridge",
-                expected: "io, l2 or router"
-            }
-        );
-        assert!(e.to_string().contains("`mode`"));
-        assert_eq!(
-            Config::parse("burst=0").unwrap_err().to_string(),
-            "bad value `0` for key `burst`: expected an integer in 1..=256"
-        );
-        assert!(matches!(
-            Config::parse("burst=257"),
-            Err(ConfigError::BadValue { key: "burst", .. })
-        ));
-        assert!(matches!(
-            Config::parse("peer1=zz"),
-            Err(ConfigError::BadValue { key: "peer1", .. })
-        ));
-        assert_eq!(
-            Config::parse("speed=10").unwrap_err(),
-            ConfigError::UnknownKey("speed")
-        );
-        assert_eq!(
-            Config::parse("mode=l2 mode=io").unwrap_err(),
-            ConfigError::Repeated("mode")
-        );
-        assert_eq!(
-            Config::parse("quiet").unwrap_err(),
-            ConfigError::NotKeyValue("quiet")
-        );
-    }
-
-    #[test]
-    fn virtio_mmio_devices() {
-        let c = Config::parse(
-            "virtio_mmio.device=512@0xfeb00e00:12 mode=io virtio_mmio.device=4K@0xfeb01000:13:2",
-        )
-        .unwrap();
-        assert_eq!(
-            c.virtio_mmio.as_slice(),
-            &[
-                MmioDevice {
-                    size: 512,
-                    addr: 0xfeb0_0e00,
-                    irq: 12
-                },
-                MmioDevice {
-                    size: 4096,
-                    addr: 0xfeb0_1000,
-                    irq: 13
-                },
-            ]
-        );
-        assert!(Config::parse("").unwrap().virtio_mmio.is_empty());
-        for bad in [
-            "512",
-            "512@0xfeb00e00",
-            "512@0xfeb00e00:x",
-            "0x80@0xfeb00e00:12",
-            "2M@0xfeb00e00:12",
-            "512@0xfeb00e01:12",
-            "512@0:12",
-            "512@0xfffffff0:12",
-            "512@0xfeb00e00:12:z",
-            "512@zz:12",
-        ] {
-            let line = format!("virtio_mmio.device={bad}");
-            assert!(
-                matches!(
-                    Config::parse(&line),
-                    Err(ConfigError::BadValue {
-                        key: "virtio_mmio.device",
-                        ..
-                    })
-                ),
-                "{bad}"
-            );
-        }
-        let many = "virtio_mmio.device=512@0xfeb00e00:12 ".repeat(MAX_MMIO_DEVICES + 1);
-        assert_eq!(
-            Config::parse(&many).unwrap_err(),
-            ConfigError::TooManyMmioDevices
-        );
-    }
-
-    #[test]
-    fn tlb_keys_parse_and_are_checked() {
-        let c = Config::parse("").unwrap();
-        assert_eq!(
-            (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
-            (TlbMode::Batch, 33, None, false)
-        );
-        assert!(Config::parse("backpressure=on").unwrap().backpressure);
-        assert!(!Config::parse("").unwrap().backpressure);
-        assert!(matches!(
-            Config::parse("backpressure=1"),
-            Err(ConfigError::BadValue {
-                key: "backpressure",
-                ..
-            })
-        ));
-        assert!(Config::parse("guard=on").unwrap().guard);
-        assert!(!Config::parse("").unwrap().guard);
-        assert!(matches!(
-            Config::parse("guard=yes"),
-            Err(ConfigError::BadValue { key: "guard", .. })
-        ));
-        let c = Config::parse("tlb=immediate tlb_ceiling=8 tlbtest=1000 tlbtest_skip=on").unwrap();
-        assert_eq!(
-            (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
-            (TlbMode::Immediate, 8, Some(1000), true)
-        );
-        for (bad, key) in [
-            ("tlb=lazy", "tlb"),
-            ("tlb_ceiling=0", "tlb_ceiling"),
-            ("tlb_ceiling=65", "tlb_ceiling"),
-            ("tlbtest=0", "tlbtest"),
-            ("tlbtest=1 tlbtest_skip=yes", "tlbtest_skip"),
-        ] {
-            assert!(
-                matches!(Config::parse(bad), Err(ConfigError::BadValue { key: k, .. }) if k == key),
-                "{bad}: {:?}",
-                Config::parse(bad)
-            );
-        }
-        assert!(matches!(
-            Config::parse("tlbtest_skip=on"),
-            Err(ConfigError::Missing { key: "tlbtest", .. })
-        ));
-        assert!(matches!(
-            Config::parse("tlbtest=10 sim=4"),
-            Err(ConfigError::Missing { key: "sim", .. })
-        ));
-    }
-
-    #[test]
-    fn debug_exit_key() {
-        assert!(!Config::parse("").unwrap().debug_exit);
-        assert!(Config::parse("debug_exit=on mode=io").unwrap().debug_exit);
-        assert!(!Config::parse("debug_exit=off").unwrap().debug_exit);
-        assert!(Config::parse("debug_exit=1").is_err());
-        assert_eq!(
-            Config::parse("debug_exit=on debug_exit=on"),
-            Err(ConfigError::Repeated("debug_exit"))
-        );
-    }
-
-    #[test]
-    fn burstin_key() {
-        assert!(!Config::parse("").unwrap().burstin);
-        assert!(Config::parse("burstin=on mode=io").unwrap().burstin);
-        assert!(!Config::parse("burstin=off").unwrap().burstin);
-        for bad in ["burstin=1", "burstin=", "burstin=On"] {
-            assert!(
-                matches!(
-                    Config::parse(bad),
-                    Err(ConfigError::BadValue {
-                        key: "burstin",
-                        expected: "on or off",
-                        ..
-                    })
-                ),
-                "{bad}: {:?}",
-                Config::parse(bad)
-            );
-        }
-        assert_eq!(
-            Config::parse("burstin=on burstin=off"),
-            Err(ConfigError::Repeated("burstin"))
-        );
-        assert!(matches!(
-            Config::parse("burstin=on sim=32"),
-            Err(ConfigError::Missing { key: "sim", .. })
-        ));
-    }
-
-    #[test]
-    fn fault_key_parses_names_and_periods_and_names_bad_ones() {
-        use mm::fault::Fault;
-        let c = Config::parse("fault=rx_bad_id:50000,dma_map:64").unwrap();
-        assert_eq!(c.faults[Fault::RxBadId as usize], 50_000);
-        assert_eq!(c.faults[Fault::DmaMap as usize], 64);
-        assert_eq!(c.faults.iter().filter(|&&n| n > 0).count(), 2);
-        assert_eq!(Config::parse("").unwrap().faults, [0; mm::fault::FAULTS]);
-        for bad in [
-            "fault=rx_bad_id",
-            "fault=nope:5",
-            "fault=dma_map:0",
-            "fault=dma_map:1000000001",
-            "fault=dma_map:x",
-            "fault=dma_map:5,",
-        ] {
-            match Config::parse(bad) {
-                Err(ConfigError::BadValue { key: "fault", .. }) => {}
-                other => panic!("{bad}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn mgmt_token() {
-        let r = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
-        let c = Config::parse(r).unwrap();
-        assert_eq!(c.mgmt_token, None);
-        let tok = "s3cret-Token_0123456789";
-        let line = format!("{r} mgmt_token={tok}");
-        let c = Config::parse(&line).unwrap();
-        let t = c.mgmt_token.clone().unwrap();
-        assert!(t.matches(tok.as_bytes()));
-        assert!(!t.matches(b"s3cret-Token_0123456788"));
-        assert!(!t.matches(b"s3cret"));
-        // Never printed: neither by Config's Debug nor in the logged command line.
-        assert!(!format!("{c:?}").contains(tok));
-        let shown = RedactedCmdline(&line).to_string();
-        assert!(!shown.contains(tok), "{shown}");
-        assert!(shown.ends_with("mgmt_token=<23 bytes>"), "{shown}");
-        for bad in [
-            "short",
-            &"x".repeat(65),
-            "with\u{7f}del-0123456789",
-            "é-0123456789abcdef",
-        ] {
-            let line = format!("{r} mgmt_token={bad}");
-            let e = Config::parse(&line).unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    ConfigError::BadValue {
-                        key: "mgmt_token",
-                        value: "<redacted>",
-                        ..
-                    }
-                ),
-                "{e:?}"
-            );
-            assert!(!e.to_string().contains(bad));
-        }
-        assert!(Config::parse(&"x".repeat(16)).is_err());
-        assert_eq!(
-            Config::parse(&format!("mgmt_token={}", "x".repeat(16))).unwrap_err(),
-            ConfigError::Missing {
-                key: "mode",
-                because: "(=router) for mgmt_token"
-            }
-        );
-    }
-}
+mod tests;

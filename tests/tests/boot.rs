@@ -97,7 +97,7 @@ fn boot_log_and_clean_quit() {
 
 #[test]
 fn boot_log_shows_effective_configuration() {
-    let append = "mode=io peer0=02:11:22:33:44:55 peer1=0a:bb:cc:dd:ee:ff burst=8 log=info";
+    let append = "mode=l2 peer0=02:11:22:33:44:55 peer1=0a:bb:cc:dd:ee:ff burst=8 log=info";
     let mut rig = Rig::start_raw(append);
     let lines = rig.guest.lines();
     let cl = line_with(&lines, &["command line:"]);
@@ -105,7 +105,7 @@ fn boot_log_shows_effective_configuration() {
     assert_config_line(
         &lines,
         &[
-            ("mode", "io"),
+            ("mode", "l2"),
             ("peer0", "02:11:22:33:44:55"),
             ("peer1", "0a:bb:cc:dd:ee:ff"),
             ("burst", "8"),
@@ -114,9 +114,9 @@ fn boot_log_shows_effective_configuration() {
     );
     assert_port_lines(&lines);
     let s = rig.stats();
-    assert_eq!(s.mode, netstack::Mode::Io, "{}", s);
+    assert_eq!(s.mode, netstack::Mode::L2, "{}", s);
     let s = rig.quit();
-    assert_eq!(s.mode, netstack::Mode::Io, "{}", s);
+    assert_eq!(s.mode, netstack::Mode::L2, "{}", s);
     assert_no_leak(&s);
 }
 

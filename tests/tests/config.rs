@@ -249,12 +249,15 @@ fn host_prefix_port_and_route_over_connected_network_are_named() {
 /// were silently ignored).
 #[test]
 fn port_addresses_outside_router_mode_fail_boot() {
-    expect_config_error("ip0=10.0.0.1/24", "mode");
+    expect_config_error("ip0=10.0.0.1/24", "ip0");
     let l = expect_error_line(
         "mode=io ip1=10.0.1.1/24",
-        &["config error", "(=router) for ip1"],
+        &[
+            "config error",
+            "key `ip1` belongs to mode=router, not mode=io",
+        ],
     );
-    assert!(l.contains("`mode`"), "{l}");
+    assert!(l.contains("`ip1`"), "{l}");
 }
 
 /// Issue 15 item 8: router mode in too little memory names the minimum (it said

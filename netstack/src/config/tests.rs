@@ -1,0 +1,593 @@
+//! Tests of the command-line parser.
+
+use super::*;
+use std::format;
+use std::string::ToString;
+
+#[test]
+fn mtu_keys() {
+    assert_eq!(Config::parse("").unwrap().mtu, [None, None]);
+    assert_eq!(
+        Config::parse("mtu0=9000 mtu1=1500").unwrap().mtu,
+        [Some(9000), Some(1500)]
+    );
+    assert_eq!(Config::parse("mtu1=68").unwrap().mtu, [None, Some(68)]);
+    for (bad, key) in [
+        ("mtu0=67", "mtu0"),
+        ("mtu1=9001", "mtu1"),
+        ("mtu0=0", "mtu0"),
+        ("mtu0=1500b", "mtu0"),
+        ("mtu1=", "mtu1"),
+        ("mtu0=65536", "mtu0"),
+    ] {
+        assert!(
+            matches!(
+                Config::parse(bad),
+                Err(ConfigError::BadValue { key: k, .. }) if k == key
+            ),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        Config::parse("mtu0=9001").unwrap_err().to_string(),
+        "bad value `9001` for key `mtu0`: expected an IP MTU in bytes, 68..=9000"
+    );
+    assert_eq!(
+        Config::parse("mtu0=1500 mtu0=9000"),
+        Err(ConfigError::Repeated("mtu0"))
+    );
+}
+
+#[test]
+fn queues_key() {
+    assert_eq!(Config::parse("").unwrap().queues, Queues::Auto);
+    assert_eq!(Config::parse("queues=auto").unwrap().queues, Queues::Auto);
+    assert_eq!(Config::parse("queues=2").unwrap().queues, Queues::Count(2));
+    assert_eq!(Config::parse("queues=1").unwrap().queues, Queues::Count(1));
+    for bad in ["queues=0", "queues=5", "queues=two", "queues=-1", "queues="] {
+        assert!(
+            matches!(
+                Config::parse(bad),
+                Err(ConfigError::BadValue { key: "queues", .. })
+            ),
+            "{bad}"
+        );
+    }
+    // Router mode on several cores: one router per core over one shared FIB.
+    assert_eq!(
+        Config::parse("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2")
+            .unwrap()
+            .queues,
+        Queues::Count(2)
+    );
+    assert_eq!(
+        Config::parse("queues=5").unwrap_err().to_string(),
+        "bad value `5` for key `queues`: expected auto or an integer in 1..=4"
+    );
+}
+
+#[test]
+fn sim_keys() {
+    let c = Config::parse("").unwrap();
+    assert_eq!((c.sim, c.sim_iters), (None, DEFAULT_SIM_ITERS));
+    let c = Config::parse("sim=4").unwrap();
+    assert_eq!((c.sim, c.sim_iters), (Some(4), 1024));
+    let c =
+        Config::parse("sim=256 sim_iters=32 mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24").unwrap();
+    assert_eq!((c.sim, c.sim_iters, c.mode), (Some(256), 32, Mode::Router));
+    assert_eq!(
+        Config::parse("sim=1 sim_iters=1000000").unwrap().sim_iters,
+        1_000_000
+    );
+    for bad in ["sim=0", "sim=257", "sim=four", "sim=", "sim=-1"] {
+        assert!(
+            matches!(
+                Config::parse(bad),
+                Err(ConfigError::BadValue { key: "sim", .. })
+            ),
+            "{bad}"
+        );
+    }
+    for bad in [
+        "sim=1 sim_iters=0",
+        "sim=1 sim_iters=1000001",
+        "sim=1 sim_iters=x",
+    ] {
+        assert!(
+            matches!(
+                Config::parse(bad),
+                Err(ConfigError::BadValue {
+                    key: "sim_iters",
+                    ..
+                })
+            ),
+            "{bad}"
+        );
+    }
+    assert_eq!(c.sim_size, DEFAULT_SIM_SIZE);
+    assert_eq!(Config::parse("sim=4 sim_size=9018").unwrap().sim_size, 9018);
+    assert_eq!(c.sim_nic, SimNic::Virtio);
+    assert_eq!(
+        Config::parse("sim=4 sim_nic=dd").unwrap().sim_nic,
+        SimNic::Dd
+    );
+    assert!(Config::parse("sim=4 sim_nic=e1000").is_err());
+    assert!(matches!(
+        Config::parse("sim_nic=dd").unwrap_err(),
+        ConfigError::Missing { key: "sim", .. }
+    ));
+    for bad in [
+        "sim=1 sim_size=63",
+        "sim=1 sim_size=9019",
+        "sim=1 sim_size=big",
+    ] {
+        assert!(
+            matches!(
+                Config::parse(bad),
+                Err(ConfigError::BadValue {
+                    key: "sim_size",
+                    ..
+                })
+            ),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        Config::parse("sim_size=100").unwrap_err(),
+        ConfigError::Missing {
+            key: "sim",
+            because: "for sim_size"
+        }
+    );
+    assert_eq!(
+        Config::parse("sim=0").unwrap_err().to_string(),
+        "bad value `0` for key `sim`: expected frames per poll iteration, 1..=256"
+    );
+    assert_eq!(
+        Config::parse("sim_iters=10").unwrap_err(),
+        ConfigError::Missing {
+            key: "sim",
+            because: "for sim_iters"
+        }
+    );
+    assert!(matches!(
+        Config::parse("sim=4 queues=2"),
+        Err(ConfigError::Missing { key: "queues", .. })
+    ));
+    assert_eq!(Config::parse("sim=4 queues=1").unwrap().sim, Some(4));
+    assert_eq!(
+        Config::parse("sim=4 sim=8").unwrap_err(),
+        ConfigError::Repeated("sim")
+    );
+}
+
+#[test]
+fn empty_is_default() {
+    assert_eq!(Config::parse("").unwrap(), Config::default());
+    assert_eq!(Config::default().mode, Mode::L2);
+    assert_eq!(Config::default().burst, 32);
+}
+
+#[test]
+fn all_keys() {
+    let c = Config::parse(
+        "mode=l2  peer0=02:00:00:00:00:aa peer1=02:00:00:00:00:bb burst=64 log=debug",
+    )
+    .unwrap();
+    assert_eq!(c.mode, Mode::L2);
+    assert_eq!(c.peer[0].0[5], 0xaa);
+    assert_eq!(c.peer[1].0[5], 0xbb);
+    assert_eq!(c.burst, 64);
+    assert_eq!(c.log, LogLevel::Debug);
+    let c = Config::parse("pool=release refill=single").unwrap();
+    assert_eq!((c.pool, c.refill), (PoolMode::Release, RefillMode::Single));
+    assert!(matches!(
+        Config::parse("refill=some"),
+        Err(ConfigError::BadValue { key: "refill", .. })
+    ));
+    assert_eq!(Config::parse("idle=poll").unwrap().idle, IdleMode::Poll);
+    assert_eq!(Config::parse("").unwrap().idle, IdleMode::Halt);
+    assert!(matches!(
+        Config::parse("idle=sleep"),
+        Err(ConfigError::BadValue { key: "idle", .. })
+    ));
+}
+
+#[test]
+fn acpi_rsdp() {
+    assert_eq!(
+        Config::parse("acpi_rsdp=0x9f000").unwrap().acpi_rsdp,
+        Some(0x9f000)
+    );
+    assert_eq!(Config::parse("").unwrap().acpi_rsdp, None);
+    for bad in ["0", "0x0", "9f000", "0x9f008", "0x100000000", "0xzz"] {
+        assert!(
+            matches!(
+                Config::parse(&std::format!("acpi_rsdp={bad}")),
+                Err(ConfigError::BadValue {
+                    key: "acpi_rsdp",
+                    ..
+                })
+            ),
+            "acpi_rsdp={bad} accepted"
+        );
+    }
+}
+
+#[test]
+fn routes_file() {
+    let text = "# core routes\n192.168.0.0/16,10.0.1.2\n\n 0.0.0.0/0,10.0.0.2  # default\n";
+    let got: std::vec::Vec<_> = parse_routes_file(text).collect();
+    assert_eq!(got.len(), 2);
+    let (line, (net, gw)) = got[1].unwrap();
+    assert_eq!((line, net.len, gw), (4, 0, Ipv4Addr::new(10, 0, 0, 2)));
+    let bad: std::vec::Vec<_> =
+        parse_routes_file("10.0.0.0/8,10.0.1.2\n10.1.0.0/33,1.2.3.4\n").collect();
+    assert_eq!(
+        bad[1],
+        Err((2, "10.1.0.0/33,1.2.3.4", ParseError::BadPrefixLen))
+    );
+    let host_bits: std::vec::Vec<_> = parse_routes_file("192.168.1.5/16,10.0.1.2").collect();
+    assert_eq!(
+        host_bits[0],
+        Err((1, "192.168.1.5/16,10.0.1.2", ParseError::HostBitsSet))
+    );
+}
+
+#[test]
+fn router_keys() {
+    let c = Config::parse(
+        "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 \
+         route=192.168.0.0/16,10.0.1.2 route=0.0.0.0/0,10.0.0.2",
+    )
+    .unwrap();
+    assert_eq!(c.mode, Mode::Router);
+    assert_eq!(c.ip[0].unwrap().to_string(), "10.0.0.1/24");
+    assert_eq!(c.routes.len(), 2);
+    assert_eq!(c.routes[0].1, Ipv4Addr::new(10, 0, 1, 2));
+    assert_eq!(
+        Config::parse("mode=router ip0=10.0.0.1/24").unwrap_err(),
+        ConfigError::Missing {
+            key: "ip1",
+            because: "with mode=router"
+        }
+    );
+    assert!(matches!(
+        Config::parse("mode=router ip0=10.0.0.1"),
+        Err(ConfigError::BadValue { key: "ip0", .. })
+    ));
+    assert_eq!(c.mgmt_port(), Some(0));
+    assert_eq!(Config::parse("mode=l2").unwrap().mgmt_port(), None);
+    assert!(matches!(
+        Config::parse("mgmt=ip1"),
+        Err(ConfigError::Misplaced { key: "mgmt", .. })
+    ));
+    assert!(matches!(
+        Config::parse("mode=router route=10.0.0.0/8"),
+        Err(ConfigError::BadValue { key: "route", .. })
+    ));
+    assert_eq!(
+        Config::parse("route=192.168.0.0/16,10.0.1.2").unwrap_err(),
+        ConfigError::Misplaced {
+            key: "route",
+            modes: &[Mode::Router],
+            mode: Mode::L2,
+        }
+    );
+}
+
+/// Issue 15 item 8: `ip0=`/`ip1=` outside router mode are rejected like `route=` (they were
+/// silently ignored).
+#[test]
+fn port_addresses_need_router_mode() {
+    for (line, key) in [
+        ("ip0=10.0.0.1/24", "ip0"),
+        ("mode=l2 ip1=10.0.1.1/24", "ip1"),
+        ("mode=io ip0=10.0.0.1/24 ip1=10.0.1.1/24", "ip0"),
+    ] {
+        let e = Config::parse(line).unwrap_err();
+        assert!(
+            matches!(e, ConfigError::Misplaced { key: k, modes: [Mode::Router], .. } if k == key),
+            "{line}: {e:?}"
+        );
+        assert!(e.to_string().contains(key), "{line}: {e}");
+    }
+}
+
+#[test]
+fn errors_name_the_key() {
+    let e = Config::parse("mode=bridge").unwrap_err();
+    assert_eq!(
+        e,
+        ConfigError::BadValue {
+            key: "mode",
+            value: "bridge",
+            expected: "io, l2 or router"
+        }
+    );
+    assert!(e.to_string().contains("`mode`"));
+    assert_eq!(
+        Config::parse("burst=0").unwrap_err().to_string(),
+        "bad value `0` for key `burst`: expected an integer in 1..=256"
+    );
+    assert!(matches!(
+        Config::parse("burst=257"),
+        Err(ConfigError::BadValue { key: "burst", .. })
+    ));
+    assert!(matches!(
+        Config::parse("peer1=zz"),
+        Err(ConfigError::BadValue { key: "peer1", .. })
+    ));
+    assert_eq!(
+        Config::parse("speed=10").unwrap_err(),
+        ConfigError::UnknownKey("speed")
+    );
+    assert_eq!(
+        Config::parse("mode=l2 mode=io").unwrap_err(),
+        ConfigError::Repeated("mode")
+    );
+    assert_eq!(
+        Config::parse("quiet").unwrap_err(),
+        ConfigError::NotKeyValue("quiet")
+    );
+}
+
+#[test]
+fn virtio_mmio_devices() {
+    let c = Config::parse(
+        "virtio_mmio.device=512@0xfeb00e00:12 mode=io virtio_mmio.device=4K@0xfeb01000:13:2",
+    )
+    .unwrap();
+    assert_eq!(
+        c.virtio_mmio.as_slice(),
+        &[
+            MmioDevice {
+                size: 512,
+                addr: 0xfeb0_0e00,
+                irq: 12
+            },
+            MmioDevice {
+                size: 4096,
+                addr: 0xfeb0_1000,
+                irq: 13
+            },
+        ]
+    );
+    assert!(Config::parse("").unwrap().virtio_mmio.is_empty());
+    for bad in [
+        "512",
+        "512@0xfeb00e00",
+        "512@0xfeb00e00:x",
+        "0x80@0xfeb00e00:12",
+        "2M@0xfeb00e00:12",
+        "512@0xfeb00e01:12",
+        "512@0:12",
+        "512@0xfffffff0:12",
+        "512@0xfeb00e00:12:z",
+        "512@zz:12",
+    ] {
+        let line = format!("virtio_mmio.device={bad}");
+        assert!(
+            matches!(
+                Config::parse(&line),
+                Err(ConfigError::BadValue {
+                    key: "virtio_mmio.device",
+                    ..
+                })
+            ),
+            "{bad}"
+        );
+    }
+    let many = "virtio_mmio.device=512@0xfeb00e00:12 ".repeat(MAX_MMIO_DEVICES + 1);
+    assert_eq!(
+        Config::parse(&many).unwrap_err(),
+        ConfigError::TooManyMmioDevices
+    );
+}
+
+#[test]
+fn tlb_keys_parse_and_are_checked() {
+    let c = Config::parse("").unwrap();
+    assert_eq!(
+        (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
+        (TlbMode::Batch, 33, None, false)
+    );
+    assert!(Config::parse("backpressure=on").unwrap().backpressure);
+    assert!(!Config::parse("").unwrap().backpressure);
+    assert!(matches!(
+        Config::parse("backpressure=1"),
+        Err(ConfigError::BadValue {
+            key: "backpressure",
+            ..
+        })
+    ));
+    assert!(Config::parse("guard=on").unwrap().guard);
+    assert!(!Config::parse("").unwrap().guard);
+    assert!(matches!(
+        Config::parse("guard=yes"),
+        Err(ConfigError::BadValue { key: "guard", .. })
+    ));
+    let c = Config::parse("tlb=immediate tlb_ceiling=8 tlbtest=1000 tlbtest_skip=on").unwrap();
+    assert_eq!(
+        (c.tlb, c.tlb_ceiling, c.tlbtest, c.tlbtest_skip),
+        (TlbMode::Immediate, 8, Some(1000), true)
+    );
+    for (bad, key) in [
+        ("tlb=lazy", "tlb"),
+        ("tlb_ceiling=0", "tlb_ceiling"),
+        ("tlb_ceiling=65", "tlb_ceiling"),
+        ("tlbtest=0", "tlbtest"),
+        ("tlbtest=1 tlbtest_skip=yes", "tlbtest_skip"),
+    ] {
+        assert!(
+            matches!(Config::parse(bad), Err(ConfigError::BadValue { key: k, .. }) if k == key),
+            "{bad}: {:?}",
+            Config::parse(bad)
+        );
+    }
+    assert!(matches!(
+        Config::parse("tlbtest_skip=on"),
+        Err(ConfigError::Missing { key: "tlbtest", .. })
+    ));
+    assert!(matches!(
+        Config::parse("tlbtest=10 sim=4"),
+        Err(ConfigError::Missing { key: "sim", .. })
+    ));
+}
+
+#[test]
+fn debug_exit_key() {
+    assert!(!Config::parse("").unwrap().debug_exit);
+    assert!(Config::parse("debug_exit=on mode=io").unwrap().debug_exit);
+    assert!(!Config::parse("debug_exit=off").unwrap().debug_exit);
+    assert!(Config::parse("debug_exit=1").is_err());
+    assert_eq!(
+        Config::parse("debug_exit=on debug_exit=on"),
+        Err(ConfigError::Repeated("debug_exit"))
+    );
+}
+
+#[test]
+fn burstin_key() {
+    assert!(!Config::parse("").unwrap().burstin);
+    assert!(Config::parse("burstin=on mode=io").unwrap().burstin);
+    assert!(!Config::parse("burstin=off").unwrap().burstin);
+    for bad in ["burstin=1", "burstin=", "burstin=On"] {
+        assert!(
+            matches!(
+                Config::parse(bad),
+                Err(ConfigError::BadValue {
+                    key: "burstin",
+                    expected: "on or off",
+                    ..
+                })
+            ),
+            "{bad}: {:?}",
+            Config::parse(bad)
+        );
+    }
+    assert_eq!(
+        Config::parse("burstin=on burstin=off"),
+        Err(ConfigError::Repeated("burstin"))
+    );
+    assert!(matches!(
+        Config::parse("burstin=on sim=32"),
+        Err(ConfigError::Missing { key: "sim", .. })
+    ));
+}
+
+#[test]
+fn fault_key_parses_names_and_periods_and_names_bad_ones() {
+    use mm::fault::Fault;
+    let c = Config::parse("fault=rx_bad_id:50000,dma_map:64").unwrap();
+    assert_eq!(c.faults[Fault::RxBadId as usize], 50_000);
+    assert_eq!(c.faults[Fault::DmaMap as usize], 64);
+    assert_eq!(c.faults.iter().filter(|&&n| n > 0).count(), 2);
+    assert_eq!(Config::parse("").unwrap().faults, [0; mm::fault::FAULTS]);
+    for bad in [
+        "fault=rx_bad_id",
+        "fault=nope:5",
+        "fault=dma_map:0",
+        "fault=dma_map:1000000001",
+        "fault=dma_map:x",
+        "fault=dma_map:5,",
+    ] {
+        match Config::parse(bad) {
+            Err(ConfigError::BadValue { key: "fault", .. }) => {}
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn mgmt_token() {
+    let r = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+    let c = Config::parse(r).unwrap();
+    assert_eq!(c.mgmt_token, None);
+    let tok = "s3cret-Token_0123456789";
+    let line = format!("{r} mgmt_token={tok}");
+    let c = Config::parse(&line).unwrap();
+    let t = c.mgmt_token.clone().unwrap();
+    assert!(t.matches(tok.as_bytes()));
+    assert!(!t.matches(b"s3cret-Token_0123456788"));
+    assert!(!t.matches(b"s3cret"));
+    // Never printed: neither by Config's Debug nor in the logged command line.
+    assert!(!format!("{c:?}").contains(tok));
+    let shown = RedactedCmdline(&line).to_string();
+    assert!(!shown.contains(tok), "{shown}");
+    assert!(shown.ends_with("mgmt_token=<23 bytes>"), "{shown}");
+    for bad in [
+        "short",
+        &"x".repeat(65),
+        "with\u{7f}del-0123456789",
+        "é-0123456789abcdef",
+    ] {
+        let line = format!("{r} mgmt_token={bad}");
+        let e = Config::parse(&line).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConfigError::BadValue {
+                    key: "mgmt_token",
+                    value: "<redacted>",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(!e.to_string().contains(bad));
+    }
+    assert!(Config::parse(&"x".repeat(16)).is_err());
+    assert!(matches!(
+        Config::parse(&format!("mgmt_token={}", "x".repeat(16))).unwrap_err(),
+        ConfigError::Misplaced {
+            key: "mgmt_token",
+            mode: Mode::L2,
+            ..
+        }
+    ));
+}
+
+/// Issue 33 item 4: keys are looked up by name in their owner's set; a network function's key
+/// under another mode is refused by name, whatever the order of the tokens.
+#[test]
+fn keys_belong_to_their_owner() {
+    // Each key once, each set's keys distinct from every other's.
+    let mut names: std::vec::Vec<&str> = keys::KEY_SETS
+        .iter()
+        .flat_map(|s| s.keys.iter().map(|k| k.name))
+        .collect();
+    assert_eq!(names.len(), keys::KEY_COUNT);
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), keys::KEY_COUNT, "a key is in two sets");
+    // A router key before `mode=router` is fine; after `mode=l2` it is misplaced.
+    let c = Config::parse("ip0=10.0.0.1/24 ip1=10.0.1.1/24 mode=router").unwrap();
+    assert_eq!(c.mode, Mode::Router);
+    let e = Config::parse("mode=io peer0=02:00:00:00:00:aa").unwrap_err();
+    assert_eq!(
+        e,
+        ConfigError::Misplaced {
+            key: "peer0",
+            modes: &[Mode::L2],
+            mode: Mode::Io,
+        }
+    );
+    assert_eq!(e.to_string(), "key `peer0` belongs to mode=l2, not mode=io");
+    let e = Config::parse("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 xcore=on").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "key `xcore` belongs to mode=io or mode=l2, not mode=router"
+    );
+    // The kernel's keys go with every mode.
+    for mode in ["io", "l2", "router ip0=10.0.0.1/24 ip1=10.0.1.1/24"] {
+        assert!(Config::parse(&format!("mode={mode} burst=8 tlb=immediate guard=on")).is_ok());
+    }
+    // An unknown key lists every known one.
+    let e = Config::parse("speed=10G").unwrap_err().to_string();
+    for set in keys::KEY_SETS {
+        for k in set.keys {
+            assert!(e.contains(&format!(" {}", k.name)), "{e}");
+        }
+    }
+}
