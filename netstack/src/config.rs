@@ -6,6 +6,7 @@
 //! network function than `mode=` selects is a [`ConfigError`] that names the key; the kernel
 //! prints it and exits with failure rather than running with a silent default.
 
+pub mod bundle;
 pub mod keys;
 
 use crate::router::{parse_route, Ipv4Net, ParseError};

@@ -219,6 +219,48 @@ fn routes_file_as_a_boot_module() {
     );
 }
 
+/// Issue 33 item 4: one boot module carries the appliance's files (`#!gannet-bundle 1`, a
+/// `--- routes` file); a file of another mode's network function fails the boot by name.
+#[test]
+fn an_appliance_bundle_carries_the_routes_file() {
+    let dir = TestDir::new();
+    let file = dir.path().join("appliance.bundle");
+    std::fs::write(
+        &file,
+        "#!gannet-bundle 1\n--- routes\n# via port 1\n192.168.0.0/16,10.0.1.2\n",
+    )
+    .unwrap();
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_with(ROUTER, gen_count(1, 64, false), extra.clone());
+    let lines = rig.guest.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("boot module: file `routes`"))
+            && lines
+                .iter()
+                .any(|l| l.contains("1 routes from the routes file")),
+        "{}",
+        rig.tail()
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    p0.send(&frame_to([192, 168, 1, 1], 64, 9)).unwrap();
+    let got = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
+        .unwrap_or_else(|| panic!("not routed by the bundle's route\n{}", rig.tail()));
+    assert_eq!(ipv4(&got).destination, [192, 168, 1, 1]);
+    assert_no_leak(&rig.quit());
+
+    // The router's file under mode=l2: refused by name.
+    let (exit, lines) = boot_failing_with("mode=l2", 2, 1, |_| extra);
+    assert_eq!(exit, GuestExit::GuestFailure);
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "config error: boot module: file `routes` belongs to mode=router, not mode=l2"
+        )),
+        "{lines:?}"
+    );
+}
+
 /// The boot log's sparse-FIB line: (real chunk pages, shared pages, FIB memory in KiB).
 fn fib_memory(lines: &[String]) -> (u64, u64, u64) {
     let l = lines

@@ -155,19 +155,40 @@ extern "C" fn kernel_main(start_info: u32, entry_tsc: u64) -> ! {
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
     }
-    // The routes file, if given as the first boot module (QEMU -initrd): plain text.
-    let routes_file = boot.modules.first().map(|&(addr, size)| {
+    let routes_file = boot_module_routes(&boot, &cfg);
+    run::run(&cfg, zone, routes_file)
+}
+
+/// The routes file from the first boot module (QEMU `-initrd`): an appliance bundle
+/// (`#!gannet-bundle 1`, its files by name, `netstack::config::bundle`) or, without that line,
+/// the routes file itself. A module that is not UTF-8 text, or a bad bundle, stops the boot
+/// with a `config error` naming the problem.
+#[cfg(target_os = "none")]
+fn boot_module_routes(boot: &pvh::BootInfo, cfg: &Config) -> Option<&'static str> {
+    boot.modules.first().and_then(|&(addr, size)| {
         // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range
         // out of the allocator, so it is intact and never written.
         let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
-        match core::str::from_utf8(bytes) {
+        let text = match core::str::from_utf8(bytes) {
             Ok(t) => t,
             Err(e) => fail(format_args!(
-                "config error: routes file is not UTF-8 text: {e}"
+                "config error: boot module is not UTF-8 text: {e}"
             )),
+        };
+        match netstack::config::bundle::parse(text, cfg.mode) {
+            Ok(b) => {
+                if text.starts_with(netstack::config::bundle::BUNDLE_MAGIC) {
+                    log::info!("boot module: bundle of {} bytes", text.len());
+                    for name in b.names() {
+                        let n = b.file(name).map_or(0, str::len);
+                        log::info!("boot module: file `{name}`, {n} bytes");
+                    }
+                }
+                b.file("routes")
+            }
+            Err(e) => fail(format_args!("config error: {e}")),
         }
-    });
-    run::run(&cfg, zone, routes_file)
+    })
 }
 
 /// What memory set-up found, in the boot log.

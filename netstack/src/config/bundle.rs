@@ -1,0 +1,261 @@
+//! The appliance bundle: the one boot module (QEMU PVH `-initrd` passes one) that carries
+//! every file an appliance needs, each owned by the kernel or by a network function like the
+//! command line's keys ([`super::keys`]).
+//!
+//! # Format (UTF-8 text)
+//!
+//! ```text
+//! #!gannet-bundle 1
+//! --- routes
+//! 192.168.0.0/16,10.0.1.2
+//! 0.0.0.0/0,10.0.0.2
+//! ```
+//!
+//! * The first line is `#!gannet-bundle 1` (the format's version).
+//! * A line `--- NAME` starts file `NAME` (`[a-z0-9_]`, 1..=32 bytes; each name at most once);
+//!   the file is every line up to the next `--- ` line or the end. Lines before the first
+//!   header must be blank.
+//! * Known files ([`FILES`]): `routes` (the router's: one `PREFIX/LEN,GATEWAY` per line, the
+//!   routes-file syntax of [`super::parse_routes_file`]).
+//! * A module that does not start with `#!gannet-bundle` is one file: the routes file (what
+//!   `--routes FILE` has always passed).
+//!
+//! Errors name the line and the file: an unknown file, a repeated one, a file of a network
+//! function `mode=` does not select, a header without a name.
+
+use super::keys::Owner;
+use super::Mode;
+
+/// The first line of a bundle (format version 1).
+pub const BUNDLE_MAGIC: &str = "#!gannet-bundle 1";
+
+/// Most files in a bundle.
+pub const MAX_FILES: usize = 8;
+
+/// A file a bundle may carry: its name and owner.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct FileKind {
+    /// The name after `--- `.
+    pub name: &'static str,
+    /// Who reads it.
+    pub owner: Owner,
+}
+
+/// Every file a bundle may carry.
+pub const FILES: &[FileKind] = &[FileKind {
+    name: "routes",
+    owner: Owner::Nf(&[Mode::Router]),
+}];
+
+/// A parsed boot module: its files by name, borrowed from the module's text.
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+pub struct Bundle<'a> {
+    files: heapless::Vec<(&'static str, &'a str), MAX_FILES>,
+}
+
+impl<'a> Bundle<'a> {
+    /// File `name`'s text, if the bundle carries it.
+    pub fn file(&self, name: &str) -> Option<&'a str> {
+        self.files.iter().find(|(n, _)| *n == name).map(|&(_, t)| t)
+    }
+
+    /// The names of the files it carries, in order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.files.iter().map(|&(n, _)| n)
+    }
+}
+
+/// Why a boot module is not a bundle this kernel takes.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum BundleError<'a> {
+    /// `#!gannet-bundle N` with another version.
+    Version(&'a str),
+    /// Text on line `line` before the first `--- NAME` header.
+    BeforeFirstFile(usize),
+    /// A header on line `line` whose name is empty, too long or not `[a-z0-9_]`.
+    BadName(usize, &'a str),
+    /// A file this kernel does not know (line of its header).
+    UnknownFile(usize, &'a str),
+    /// A file given twice (line of its second header).
+    Repeated(usize, &'a str),
+    /// A network function's file while `mode=` selects another one.
+    Misplaced {
+        /// The file.
+        name: &'static str,
+        /// The modes whose network function reads it.
+        modes: &'static [Mode],
+        /// The mode in force.
+        mode: Mode,
+    },
+}
+
+impl core::fmt::Display for BundleError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BundleError::Version(l) => write!(
+                f,
+                "boot module: `{l}` is not a bundle this kernel reads (`{BUNDLE_MAGIC}`)"
+            ),
+            BundleError::BeforeFirstFile(n) => {
+                write!(f, "boot module line {n}: text before the first `--- NAME`")
+            }
+            BundleError::BadName(n, name) => write!(
+                f,
+                "boot module line {n}: bad file name `{name}` (1..=32 of a-z, 0-9, _)"
+            ),
+            BundleError::UnknownFile(n, name) => {
+                write!(f, "boot module line {n}: unknown file `{name}` (known:")?;
+                for k in FILES {
+                    write!(f, " {}", k.name)?;
+                }
+                write!(f, ")")
+            }
+            BundleError::Repeated(n, name) => {
+                write!(f, "boot module line {n}: file `{name}` given twice")
+            }
+            BundleError::Misplaced { name, modes, mode } => {
+                write!(f, "boot module: file `{name}` belongs to mode=")?;
+                for (i, m) in modes.iter().enumerate() {
+                    write!(f, "{}{}", if i > 0 { " or mode=" } else { "" }, m.as_str())?;
+                }
+                write!(f, ", not mode={}", mode.as_str())
+            }
+        }
+    }
+}
+
+/// Parse boot module `text` for mode `mode`: a bundle (first line [`BUNDLE_MAGIC`]) or, without
+/// the magic line, one routes file (`routes`, whatever the mode: a routes file outside router
+/// mode is refused where routes are read, as before).
+///
+/// # Errors
+/// [`BundleError`], naming the line and the file.
+pub fn parse(text: &str, mode: Mode) -> Result<Bundle<'_>, BundleError<'_>> {
+    let mut b = Bundle::default();
+    let Some(first) = text.lines().next() else {
+        return Ok(b);
+    };
+    if !first.starts_with("#!gannet-bundle") {
+        let _ = b.files.push(("routes", text));
+        return Ok(b);
+    }
+    if first.trim_end() != BUNDLE_MAGIC {
+        return Err(BundleError::Version(first));
+    }
+    // The file being read: its name and the byte offset where its text starts.
+    let mut open: Option<(&'static str, usize)> = None;
+    let mut offset = 0;
+    for (i, seg) in text.split_inclusive('\n').enumerate() {
+        let (n, start) = (i + 1, offset);
+        offset += seg.len();
+        if i == 0 {
+            continue;
+        }
+        let line = seg.trim_end_matches(['\n', '\r']);
+        let Some(name) = line.strip_prefix("--- ") else {
+            if open.is_none() && !line.trim().is_empty() {
+                return Err(BundleError::BeforeFirstFile(n));
+            }
+            continue;
+        };
+        let name = name.trim_end();
+        if name.is_empty()
+            || name.len() > 32
+            || !name
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+        {
+            return Err(BundleError::BadName(n, name));
+        }
+        let kind = FILES
+            .iter()
+            .find(|k| k.name == name)
+            .ok_or(BundleError::UnknownFile(n, name))?;
+        if b.file(kind.name).is_some() || open.is_some_and(|(o, _)| o == kind.name) {
+            return Err(BundleError::Repeated(n, name));
+        }
+        if let Owner::Nf(modes) = kind.owner {
+            if !modes.contains(&mode) {
+                return Err(BundleError::Misplaced {
+                    name: kind.name,
+                    modes,
+                    mode,
+                });
+            }
+        }
+        if let Some((o, s)) = open.take() {
+            // MAX_FILES is above FILES.len(): a push cannot fail.
+            let _ = b.files.push((o, &text[s..start]));
+        }
+        open = Some((kind.name, offset));
+    }
+    if let Some((o, s)) = open {
+        let _ = b.files.push((o, &text[s..]));
+    }
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_routes_file;
+    use std::string::ToString;
+
+    #[test]
+    fn a_bundle_carries_its_files() {
+        let text = "#!gannet-bundle 1\n\n--- routes\n192.168.0.0/16,10.0.1.2\n# default\n0.0.0.0/0,10.0.0.2\n";
+        let b = parse(text, Mode::Router).unwrap();
+        assert_eq!(b.names().collect::<std::vec::Vec<_>>(), ["routes"]);
+        let routes = b.file("routes").unwrap();
+        assert_eq!(
+            routes,
+            "192.168.0.0/16,10.0.1.2\n# default\n0.0.0.0/0,10.0.0.2\n"
+        );
+        assert_eq!(parse_routes_file(routes).filter(|r| r.is_ok()).count(), 2);
+        // CRLF line ends.
+        let crlf = "#!gannet-bundle 1\r\n--- routes\r\n10.0.0.0/8,10.0.1.2\r\n";
+        let r = parse(crlf, Mode::Router).unwrap().file("routes").unwrap();
+        assert_eq!(r, "10.0.0.0/8,10.0.1.2\r\n");
+        assert_eq!(parse_routes_file(r).filter(|r| r.is_ok()).count(), 1);
+    }
+
+    #[test]
+    fn a_module_without_the_magic_line_is_the_routes_file() {
+        let text = "10.0.0.0/8,10.0.1.2\n";
+        assert_eq!(parse(text, Mode::L2).unwrap().file("routes"), Some(text));
+        assert_eq!(parse("", Mode::Router).unwrap(), Bundle::default());
+    }
+
+    #[test]
+    fn bad_bundles_are_named_errors() {
+        let m = |t| parse(t, Mode::Router).unwrap_err();
+        assert_eq!(
+            m("#!gannet-bundle 2\n"),
+            BundleError::Version("#!gannet-bundle 2")
+        );
+        assert_eq!(
+            m("#!gannet-bundle 1\nstray\n--- routes\n"),
+            BundleError::BeforeFirstFile(2)
+        );
+        assert_eq!(
+            m("#!gannet-bundle 1\n--- Routes\n"),
+            BundleError::BadName(2, "Routes")
+        );
+        assert_eq!(m("#!gannet-bundle 1\n--- \n"), BundleError::BadName(2, ""));
+        let e = m("#!gannet-bundle 1\n--- acl\n");
+        assert_eq!(e, BundleError::UnknownFile(2, "acl"));
+        assert_eq!(
+            e.to_string(),
+            "boot module line 2: unknown file `acl` (known: routes)"
+        );
+        assert_eq!(
+            m("#!gannet-bundle 1\n--- routes\n--- routes\n"),
+            BundleError::Repeated(3, "routes")
+        );
+        let e = parse("#!gannet-bundle 1\n--- routes\n", Mode::L2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "boot module: file `routes` belongs to mode=router, not mode=l2"
+        );
+    }
+}
