@@ -2,15 +2,17 @@
 //! Arbitrary text as a routes file (`--routes FILE`, the boot module): the parser never panics
 //! and reports a bad line as a value naming it; every route it yields is installed as the boot
 //! does (`Router::add_route`: accepted, or refused with an error value), can be found again,
-//! and deleting them all leaves the FIB as it was (no tbl8 group or rule slot lost).
+//! and deleting them all leaves the FIB as it was (no tbl8 group or rule slot lost). The same
+//! text as an appliance bundle (`config::bundle`): parsed or refused with a value, never a
+//! panic, each file a slice of the text.
 
 use libfuzzer_sys::fuzz_target;
-use netstack::config::parse_routes_file;
+use netstack::config::{bundle, parse_routes_file};
 use netstack::router::{
     parse_ipv4_cidr, Fib, NextHop, PortConfig, Router, RouterConfig, RuleSlot, TBL24_LEN,
     TBL8_GROUP_LEN,
 };
-use netstack::MacAddr;
+use netstack::{MacAddr, Mode};
 use std::sync::{Mutex, OnceLock};
 
 type R = Router<'static, u32, 8, 4>;
@@ -46,6 +48,22 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    for mode in [Mode::Router, Mode::L2] {
+        match bundle::parse(text, mode) {
+            Ok(b) => {
+                for name in b.names() {
+                    let f = b.file(name).expect("a listed file");
+                    assert!(
+                        text.contains(f),
+                        "file `{name}` is not a slice of the module"
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
+    }
     let lines = text.lines().count();
     let mut r = router().lock().unwrap_or_else(|e| e.into_inner());
     let before = r.fib().len();
