@@ -607,10 +607,8 @@ impl core::fmt::Display for ConfigError<'_> {
                 write!(f, ")")
             }
             ConfigError::Misplaced { key, modes, mode } => {
-                write!(f, "key `{key}` belongs to mode=")?;
-                for (i, m) in modes.iter().enumerate() {
-                    write!(f, "{}{}", if i > 0 { " or mode=" } else { "" }, m.as_str())?;
-                }
+                write!(f, "key `{key}` belongs to ")?;
+                keys::write_modes(f, modes)?;
                 write!(f, ", not mode={}", mode.as_str())
             }
             ConfigError::Repeated(k) => write!(f, "key `{k}` given more than once"),

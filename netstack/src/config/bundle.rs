@@ -114,10 +114,8 @@ impl core::fmt::Display for BundleError<'_> {
                 write!(f, "boot module line {n}: file `{name}` given twice")
             }
             BundleError::Misplaced { name, modes, mode } => {
-                write!(f, "boot module: file `{name}` belongs to mode=")?;
-                for (i, m) in modes.iter().enumerate() {
-                    write!(f, "{}{}", if i > 0 { " or mode=" } else { "" }, m.as_str())?;
-                }
+                write!(f, "boot module: file `{name}` belongs to ")?;
+                super::keys::write_modes(f, modes)?;
                 write!(f, ", not mode={}", mode.as_str())
             }
         }

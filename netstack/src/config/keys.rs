@@ -46,6 +46,15 @@ pub enum Owner {
     Nf(&'static [Mode]),
 }
 
+/// Writes `modes` as `mode=a or mode=b` (the owners a misplaced key or file names).
+pub fn write_modes(f: &mut core::fmt::Formatter<'_>, modes: &[Mode]) -> core::fmt::Result {
+    for (i, m) in modes.iter().enumerate() {
+        let or = if i > 0 { " or " } else { "" };
+        write!(f, "{or}mode={}", m.as_str())?;
+    }
+    Ok(())
+}
+
 impl Owner {
     /// Whether a key of this owner is valid with `mode`.
     pub fn allows(self, mode: Mode) -> bool {

@@ -10,7 +10,9 @@ use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
 use drivers::nic::Nic;
-use drivers::nic::{buffer_pages_for_mtu, DriverStats, GiveBack, RxBuf, RxStatus, RING_SIZE};
+use drivers::nic::{
+    buffer_pages_for_mtu, BurstStats, DriverStats, GiveBack, RxBuf, RxStatus, RING_SIZE,
+};
 use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC_CACHE_REFILL};
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
@@ -512,6 +514,18 @@ impl<P: Platform> Core<P> {
         // the RX ring of port `p`, which is refilled only from that pool; it comes back from
         // an RX burst or `take_pages`.
         unsafe { self.nics[p].rx_burst_refill(&mut self.rx_scratch[..burst], alloc) }
+    }
+
+    /// Add a fused burst's counts (`st`, RX on local port `p`, TX on the other) to the ports'
+    /// counters.
+    #[inline(always)]
+    pub(crate) fn count_burst(&mut self, p: usize, st: &BurstStats) {
+        let c = &mut self.counters[p];
+        c.rx += st.rx_frames as u64;
+        c.rx_bytes += st.rx_bytes;
+        let c = &mut self.counters[1 - p];
+        c.tx += st.tx_frames as u64;
+        c.tx_bytes += st.tx_bytes;
     }
 
     /// Notify every port of what was published (at most one kick per queue).

@@ -465,12 +465,7 @@ impl<P: Platform> Core<P> {
             return 0;
         }
         let now = self.route.as_ref().map_or(0, |r| r.burst_ns);
-        let c = &mut self.counters[p];
-        c.rx += st.rx_frames as u64;
-        c.rx_bytes += st.rx_bytes;
-        let c = &mut self.counters[q];
-        c.tx += st.tx_frames as u64;
-        c.tx_bytes += st.tx_bytes;
+        self.count_burst(p, &st);
         self.route_deferred(p, now);
         if self.mgmt().is_some_and(|m| m.rx_pending() > 0) {
             self.mgmt_poll();

@@ -396,12 +396,7 @@ impl<P: Platform> Core<P> {
         // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
         // (that pool's id).
         let st = unsafe { rx.forward_burst_pending(tx, pending, max, owner, ops) };
-        let c = &mut self.counters[RX];
-        c.rx += st.rx_frames as u64;
-        c.rx_bytes += st.rx_bytes;
-        let c = &mut self.counters[q];
-        c.tx += st.tx_frames as u64;
-        c.tx_bytes += st.tx_bytes;
+        self.count_burst(RX, &st);
         st.buffers
     }
 
