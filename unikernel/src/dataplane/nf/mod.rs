@@ -20,6 +20,11 @@
 //! 3. **Per tick** (every 10 ms, busy or idle: the kernel's housekeeping),
 //!    [`NetworkFunction::tick`] runs its timers with the same [`Ctx`].
 //!
+//! Read-mostly state every core's NF reads (a table, a rule set) and the control plane replaces
+//! live is a [`Shared`] value: published, switched to by each core at its quiescent point
+//! through a [`Reader`], and handed back to the writer once every core moved on (RCU, as the
+//! router's FIB reload does).
+//!
 //! Frames shorter than [`NetworkFunction::MIN_FRAME`] (at least an Ethernet header) never reach
 //! `process`: they are dropped and counted (`runt`) by the loop, whose length test folds the
 //! bound in. So the bounds are checked once per frame, and [`Packet::eth`] needs no check.
@@ -35,10 +40,12 @@
 mod builtin_impl;
 mod ops;
 mod packet;
+mod shared;
 
 pub use super::nf_side::{NfCounters, MAX_TAKEN};
 pub use ops::Ctx;
 pub use packet::{Held, Packet};
+pub use shared::{Reader, Retiring, Shared};
 
 /// The stock network functions `io` and `l2` (`mode=io`, `mode=l2`), written on this API.
 pub mod builtin {
