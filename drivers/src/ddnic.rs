@@ -143,6 +143,12 @@ pub trait DdRegs {
     fn read(&self, reg: usize) -> u32;
     /// Write the 32-bit register at byte offset `reg`.
     fn write(&self, reg: usize, val: u32);
+    /// Add what the register block knows beyond the rings to `s` (register reads so far, the
+    /// link, the NIC's error counters): called off the hot path ([`Nic::stats`]), where it may
+    /// read registers. Nothing by default.
+    fn hw_stats(&self, s: &mut DriverStats) {
+        let _ = s;
+    }
 }
 
 /// A descriptor ring in one DMA page.
@@ -180,6 +186,18 @@ impl<H: Hal, D> Drop for Ring<H, D> {
         // before its rings go.
         unsafe { H::dma_dealloc(self.paddr, self.base.cast(), 1) };
     }
+}
+
+/// How [`DdNic::attach`] enables the receive and transmit units.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct DdUnits {
+    /// The `RCTL` word (`RCTL.EN` is added): buffer size, filters, `SECRC`, …
+    pub rctl: u32,
+    /// The `TCTL` word (`TCTL.EN` is added).
+    pub tctl: u32,
+    /// Write `SRRCTL.BSIZEPACKET` (the simulated NIC's buffer size; an 82574L has no
+    /// `SRRCTL` and takes its buffer size from `RCTL.BSIZE`/`BSEX`).
+    pub srrctl: bool,
 }
 
 /// Why [`DdNic::new`] failed.
@@ -241,6 +259,23 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
     /// [`DdInitError::NoRingMemory`]: no DMA page for a ring (the NIC is left reset).
     pub fn new(regs: R) -> Result<Self, DdInitError> {
         regs.write(CTRL, CTRL_RST);
+        Self::attach(
+            regs,
+            DdUnits {
+                rctl: RCTL_EN,
+                tctl: TCTL_EN,
+                srrctl: true,
+            },
+        )
+    }
+
+    /// Give a NIC the caller has reset and set up (MAC in `RAL0`/`RAH0`, link, filters: the
+    /// e1000e bring-up, [`crate::e1000e`]) an RX and a TX ring (empty: head = tail = 0) and
+    /// enable both units with `units`' control words; the MAC is read from `RAL0`/`RAH0`.
+    ///
+    /// # Errors
+    /// [`DdInitError::NoRingMemory`]: no DMA page for a ring (the units stay disabled).
+    pub fn attach(regs: R, units: DdUnits) -> Result<Self, DdInitError> {
         let rx = Ring::<H, RxDesc>::new().ok_or(DdInitError::NoRingMemory)?;
         let tx = Ring::<H, TxDesc>::new().ok_or(DdInitError::NoRingMemory)?;
         let len = (RING_SIZE * 16) as u32;
@@ -257,9 +292,11 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         let (lo, hi) = (regs.read(RAL0).to_le_bytes(), regs.read(RAH0).to_le_bytes());
         let mac = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]];
         const { assert!(OFFSET < 1024, "the header room is below a KiB") };
-        regs.write(SRRCTL, (Self::RX_BUF_LEN / 1024) as u32);
-        regs.write(RCTL, RCTL_EN);
-        regs.write(TCTL, TCTL_EN);
+        if units.srrctl {
+            regs.write(SRRCTL, (Self::RX_BUF_LEN / 1024) as u32);
+        }
+        regs.write(RCTL, units.rctl | RCTL_EN);
+        regs.write(TCTL, units.tctl | TCTL_EN);
         Ok(DdNic {
             regs,
             rx,
@@ -343,6 +380,9 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         self.rx_posted -= 1;
         let len = usize::from(d.length);
         let eop = status & RXSTA_EOP != 0;
+        if d.errors != 0 {
+            self.stats.rx_errors += 1;
+        }
         let st = if self.rx_skip {
             RxStatus::Continuation
         } else if d.errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
@@ -405,6 +445,14 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> Drop for DdNic<H, R, OFFSET> {
     fn drop(&mut self) {
         // The NIC stops using the rings before they are freed.
         self.regs.write(CTRL, CTRL_RST);
+    }
+}
+
+impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
+    /// The register block (set-up and counters off the hot path: the multicast filter,
+    /// [`crate::e1000e::set_multicast`]).
+    pub fn regs(&self) -> &R {
+        &self.regs
     }
 }
 
@@ -628,6 +676,8 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         self.rx_unpublished = 0;
     }
     fn stats(&self) -> DriverStats {
-        self.stats
+        let mut s = self.stats;
+        self.regs.hw_stats(&mut s);
+        s
     }
 }
