@@ -158,6 +158,10 @@ struct Ring<H: Hal, D> {
     _hal: PhantomData<H>,
 }
 
+// SAFETY: a ring owns its DMA page outright (nothing else holds the pointer); moving it to
+// another CPU moves that ownership, as a handle moves once from the boot CPU to its core.
+unsafe impl<H: Hal, D> Send for Ring<H, D> {}
+
 impl<H: Hal, D> Ring<H, D> {
     /// A zeroed page of descriptors, or `None` when DMA memory ran out.
     fn new() -> Option<Self> {
