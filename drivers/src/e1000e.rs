@@ -324,6 +324,8 @@ pub struct MmioRegs {
     base: NonNull<u8>,
     reads: Cell<u64>,
     hw: Cell<HwErrorCounters>,
+    /// The link as last read, and the changes seen.
+    link: Cell<(Option<bool>, u64)>,
 }
 
 // SAFETY: the block is plain MMIO valid on every CPU (identity-mapped, uncached); a handle is
@@ -342,6 +344,7 @@ impl MmioRegs {
             base,
             reads: Cell::new(0),
             hw: Cell::new(HwErrorCounters::default()),
+            link: Cell::new((None, 0)),
         }
     }
 
@@ -368,7 +371,14 @@ impl DdRegs for MmioRegs {
         unsafe { self.at(reg).write_volatile(val) }
     }
     fn hw_stats(&self, s: &mut DriverStats) {
-        s.link_up = Some(self.read(STATUS) & STATUS_LU != 0);
+        let up = self.read(STATUS) & STATUS_LU != 0;
+        let (was, mut changes) = self.link.get();
+        if was.is_some_and(|w| w != up) {
+            changes += 1;
+        }
+        self.link.set((Some(up), changes));
+        s.link_up = Some(up);
+        s.link_changes = changes;
         let mut hw = self.hw.get();
         hw.missed += u64::from(self.read(MPC));
         hw.crc_errors += u64::from(self.read(CRCERRS));

@@ -151,6 +151,8 @@ pub struct DriverStats {
     pub mmio_reads: Option<u64>,
     /// Link state as the device last reported it, read off the hot path; `None`: not known.
     pub link_up: Option<bool>,
+    /// Link state changes seen between those reads.
+    pub link_changes: u64,
     /// The device's own error counters, summed since bring-up (Intel NICs: `MPC` missed
     /// frames, `CRCERRS`, `RNBC` receive-no-buffers); `None` for a device without them.
     pub hw: Option<HwErrorCounters>,
