@@ -106,7 +106,7 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         cfg: cfg.clone(),
         topo,
     });
-    if let (Some(_), SimNic::Dd) = (cfg.sim, cfg.sim_nic) {
+    if let (Some(_), SimNic::Dd | SimNic::E1000e) = (cfg.sim, cfg.sim_nic) {
         sim_dd(setup, zone, pcp, mgmt_mem)
     }
     if crate::setup::e1000e::ports_are_e1000e() {
@@ -238,6 +238,7 @@ fn sim_line(cfg: &Config) {
         match cfg.sim_nic {
             SimNic::Virtio => "virtio-net",
             SimNic::Dd => "DD-bit",
+            SimNic::E1000e => "DD-bit as an 82574L (e1000e bring-up)",
         }
     );
 }
@@ -251,7 +252,7 @@ fn sim_dd(
     mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
 ) -> ! {
     apic::init();
-    let nics = crate::simbench::dd_ports().unwrap_or_else(|e| fail(format_args!("{e}")));
+    let nics = crate::simbench::dd_ports(&setup.cfg).unwrap_or_else(|e| fail(format_args!("{e}")));
     let core = core_over(0, setup, zone, pcp, mgmt_mem, nics);
     sim_line(&setup.cfg);
     crate::simbench::run_dd(core)
