@@ -23,8 +23,9 @@
 //!
 //! Each tail write is the NIC's notification (counted as `kicks_rx`/`kicks_tx`): RX re-posts
 //! are published every [`RX_PUBLISH_BATCH`] buffers and at [`Nic::rx_publish`], TX posts once
-//! per burst. The fused burst is the neutral one ([`crate::nic::forward_staged`]): this driver
-//! has no loop of its own (docs/DESIGN.md, "The NIC contract").
+//! per burst. The fused burst of a pair of this type is the driver's own (`forward`: one pass
+//! per descriptor); a pair with another driver's port runs the neutral one
+//! ([`crate::nic::forward_staged`]; docs/DESIGN.md, "The NIC contract").
 //!
 //! Identity mapping: a page's physical address is its virtual address (the kernel's one
 //! address space; host memory in tests).
@@ -38,6 +39,8 @@ use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 use mm::{Pfn, PAGE_SIZE};
 use virtio_drivers::{BufferDirection, Hal};
+
+mod forward;
 
 /// Device Control (§13.4.1).
 pub const CTRL: usize = 0x0000;
@@ -90,6 +93,9 @@ pub const TXCMD_EOP: u8 = 1 << 0;
 pub const TXCMD_IFCS: u8 = 1 << 1;
 /// TX descriptor command: Report Status (write `DD` back when sent).
 pub const TXCMD_RS: u8 = 1 << 3;
+
+/// TX descriptors [`Nic::tx_reclaim_into`] takes back per DD read (ixy's cleaning batch).
+pub const TX_CLEAN_BATCH: usize = 32;
 
 /// RX buffers re-posted before the driver writes `RDT` (Linux e1000's
 /// `E1000_RX_BUFFER_WRITE` is 16; 32 as the virtio driver's publish batch).
@@ -495,8 +501,13 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
     }
     #[inline]
     fn rx_pending(&self) -> usize {
-        // Descriptors done from next-to-clean on (DD bits: no used index to read).
-        self.rx_completed()
+        // One DD bit read: the burst reads each descriptor's DD bit anyway, so the count is
+        // an upper bound ("the driver may count past its ring, the burst clamps"), not a walk.
+        if self.rx_ready() {
+            RING_SIZE
+        } else {
+            0
+        }
     }
     fn rx_posted(&self) -> usize {
         self.rx_posted
@@ -618,6 +629,10 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
+        if let Some(tx) = crate::nic::same_type::<Self, T>(tx) {
+            // SAFETY: the caller keeps the trait's contract, which `forward_own` shares.
+            return unsafe { self.forward_own(tx, pending, max, owner, ops) };
+        }
         // SAFETY: the caller keeps the trait's contract, which `forward_staged` shares.
         unsafe { forward_staged(self, tx, pending, max, owner, ops) }
     }
@@ -636,6 +651,28 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         mut other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         let (mut into, mut done) = (0, 0);
+        // In batches: the NIC completes in ring order (TDH only moves forward, §3.3.3), so DD
+        // on the last descriptor of a run means the whole run is done: one status read per
+        // run instead of one per descriptor.
+        loop {
+            let k = self.tx_posted.min(room.len() - into).min(TX_CLEAN_BATCH);
+            if k < TX_CLEAN_BATCH || self.tx_status(self.tx_clean + k - 1) & STA_DD == 0 {
+                break;
+            }
+            fence(Ordering::Acquire);
+            for _ in 0..k {
+                let d = self.tx_pages[self.tx_clean];
+                self.tx_clean = (self.tx_clean + 1) & (RING_SIZE - 1);
+                if d.owner == owner {
+                    room[into] = d.pfn;
+                    into += 1;
+                } else {
+                    other(d.pfn, d.owner);
+                }
+            }
+            self.tx_posted -= k;
+            done += k;
+        }
         while into < room.len() {
             let Some(d) = self.tx_pop() else {
                 break;
