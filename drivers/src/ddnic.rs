@@ -520,13 +520,16 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
     }
     unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {
         let n = pages.len().min(self.rx_free_slots());
+        // Pages posted by this call (re-posts of earlier bursts may be waiting for `RDT` too:
+        // they are not this call's).
+        let mut posted = 0;
         for &p in &pages[..n] {
             if p == Pfn(0) {
                 break;
             }
             self.rx_post_one(p);
+            posted += 1;
         }
-        let posted = self.rx_unpublished;
         self.rx_write_tail();
         posted
     }
