@@ -23,8 +23,9 @@
 //!
 //! Each tail write is the NIC's notification (counted as `kicks_rx`/`kicks_tx`): RX re-posts
 //! are published every [`RX_PUBLISH_BATCH`] buffers and at [`Nic::rx_publish`], TX posts once
-//! per burst. The fused burst is the neutral one ([`crate::nic::forward_staged`]): this driver
-//! has no loop of its own (docs/DESIGN.md, "The NIC contract").
+//! per burst. The fused burst of a pair of this type is the driver's own (`forward`: one pass
+//! per descriptor); a pair with another driver's port runs the neutral one
+//! ([`crate::nic::forward_staged`]; docs/DESIGN.md, "The NIC contract").
 //!
 //! Identity mapping: a page's physical address is its virtual address (the kernel's one
 //! address space; host memory in tests).
@@ -38,6 +39,8 @@ use core::ptr::NonNull;
 use core::sync::atomic::{fence, Ordering};
 use mm::{Pfn, PAGE_SIZE};
 use virtio_drivers::{BufferDirection, Hal};
+
+mod forward;
 
 /// Device Control (§13.4.1).
 pub const CTRL: usize = 0x0000;
@@ -91,6 +94,9 @@ pub const TXCMD_IFCS: u8 = 1 << 1;
 /// TX descriptor command: Report Status (write `DD` back when sent).
 pub const TXCMD_RS: u8 = 1 << 3;
 
+/// TX descriptors [`Nic::tx_reclaim_into`] takes back per DD read (ixy's cleaning batch).
+pub const TX_CLEAN_BATCH: usize = 32;
+
 /// RX buffers re-posted before the driver writes `RDT` (Linux e1000's
 /// `E1000_RX_BUFFER_WRITE` is 16; 32 as the virtio driver's publish batch).
 pub const RX_PUBLISH_BATCH: usize = 32;
@@ -143,6 +149,12 @@ pub trait DdRegs {
     fn read(&self, reg: usize) -> u32;
     /// Write the 32-bit register at byte offset `reg`.
     fn write(&self, reg: usize, val: u32);
+    /// Add what the register block knows beyond the rings to `s` (register reads so far, the
+    /// link, the NIC's error counters): called off the hot path ([`Nic::stats`]), where it may
+    /// read registers. Nothing by default.
+    fn hw_stats(&self, s: &mut DriverStats) {
+        let _ = s;
+    }
 }
 
 /// A descriptor ring in one DMA page.
@@ -151,6 +163,10 @@ struct Ring<H: Hal, D> {
     paddr: u64,
     _hal: PhantomData<H>,
 }
+
+// SAFETY: a ring owns its DMA page outright (nothing else holds the pointer); moving it to
+// another CPU moves that ownership, as a handle moves once from the boot CPU to its core.
+unsafe impl<H: Hal, D> Send for Ring<H, D> {}
 
 impl<H: Hal, D> Ring<H, D> {
     /// A zeroed page of descriptors, or `None` when DMA memory ran out.
@@ -180,6 +196,18 @@ impl<H: Hal, D> Drop for Ring<H, D> {
         // before its rings go.
         unsafe { H::dma_dealloc(self.paddr, self.base.cast(), 1) };
     }
+}
+
+/// How [`DdNic::attach`] enables the receive and transmit units.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct DdUnits {
+    /// The `RCTL` word (`RCTL.EN` is added): buffer size, filters, `SECRC`, …
+    pub rctl: u32,
+    /// The `TCTL` word (`TCTL.EN` is added).
+    pub tctl: u32,
+    /// Write `SRRCTL.BSIZEPACKET` (the simulated NIC's buffer size; an 82574L has no
+    /// `SRRCTL` and takes its buffer size from `RCTL.BSIZE`/`BSEX`).
+    pub srrctl: bool,
 }
 
 /// Why [`DdNic::new`] failed.
@@ -241,6 +269,23 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
     /// [`DdInitError::NoRingMemory`]: no DMA page for a ring (the NIC is left reset).
     pub fn new(regs: R) -> Result<Self, DdInitError> {
         regs.write(CTRL, CTRL_RST);
+        Self::attach(
+            regs,
+            DdUnits {
+                rctl: RCTL_EN,
+                tctl: TCTL_EN,
+                srrctl: true,
+            },
+        )
+    }
+
+    /// Give a NIC the caller has reset and set up (MAC in `RAL0`/`RAH0`, link, filters: the
+    /// e1000e bring-up, [`crate::e1000e`]) an RX and a TX ring (empty: head = tail = 0) and
+    /// enable both units with `units`' control words; the MAC is read from `RAL0`/`RAH0`.
+    ///
+    /// # Errors
+    /// [`DdInitError::NoRingMemory`]: no DMA page for a ring (the units stay disabled).
+    pub fn attach(regs: R, units: DdUnits) -> Result<Self, DdInitError> {
         let rx = Ring::<H, RxDesc>::new().ok_or(DdInitError::NoRingMemory)?;
         let tx = Ring::<H, TxDesc>::new().ok_or(DdInitError::NoRingMemory)?;
         let len = (RING_SIZE * 16) as u32;
@@ -257,9 +302,11 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         let (lo, hi) = (regs.read(RAL0).to_le_bytes(), regs.read(RAH0).to_le_bytes());
         let mac = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]];
         const { assert!(OFFSET < 1024, "the header room is below a KiB") };
-        regs.write(SRRCTL, (Self::RX_BUF_LEN / 1024) as u32);
-        regs.write(RCTL, RCTL_EN);
-        regs.write(TCTL, TCTL_EN);
+        if units.srrctl {
+            regs.write(SRRCTL, (Self::RX_BUF_LEN / 1024) as u32);
+        }
+        regs.write(RCTL, units.rctl | RCTL_EN);
+        regs.write(TCTL, units.tctl | TCTL_EN);
         Ok(DdNic {
             regs,
             rx,
@@ -343,6 +390,9 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         self.rx_posted -= 1;
         let len = usize::from(d.length);
         let eop = status & RXSTA_EOP != 0;
+        if d.errors != 0 {
+            self.stats.rx_errors += 1;
+        }
         let st = if self.rx_skip {
             RxStatus::Continuation
         } else if d.errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
@@ -408,6 +458,14 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> Drop for DdNic<H, R, OFFSET> {
     }
 }
 
+impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
+    /// The register block (set-up and counters off the hot path: the multicast filter,
+    /// [`crate::e1000e::set_multicast`]).
+    pub fn regs(&self) -> &R {
+        &self.regs
+    }
+}
+
 impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H, R, OFFSET> {
     const FRAME_OFFSET: usize = OFFSET;
     const MAX_FRAME_LEN: usize = Self::RX_BUF_LEN;
@@ -443,8 +501,13 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
     }
     #[inline]
     fn rx_pending(&self) -> usize {
-        // Descriptors done from next-to-clean on (DD bits: no used index to read).
-        self.rx_completed()
+        // One DD bit read: the burst reads each descriptor's DD bit anyway, so the count is
+        // an upper bound ("the driver may count past its ring, the burst clamps"), not a walk.
+        if self.rx_ready() {
+            RING_SIZE
+        } else {
+            0
+        }
     }
     fn rx_posted(&self) -> usize {
         self.rx_posted
@@ -457,13 +520,16 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
     }
     unsafe fn rx_refill(&mut self, pages: &[Pfn]) -> usize {
         let n = pages.len().min(self.rx_free_slots());
+        // Pages posted by this call (re-posts of earlier bursts may be waiting for `RDT` too:
+        // they are not this call's).
+        let mut posted = 0;
         for &p in &pages[..n] {
             if p == Pfn(0) {
                 break;
             }
             self.rx_post_one(p);
+            posted += 1;
         }
-        let posted = self.rx_unpublished;
         self.rx_write_tail();
         posted
     }
@@ -566,6 +632,10 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
+        if let Some(tx) = crate::nic::same_type::<Self, T>(tx) {
+            // SAFETY: the caller keeps the trait's contract, which `forward_own` shares.
+            return unsafe { self.forward_own(tx, pending, max, owner, ops) };
+        }
         // SAFETY: the caller keeps the trait's contract, which `forward_staged` shares.
         unsafe { forward_staged(self, tx, pending, max, owner, ops) }
     }
@@ -584,6 +654,28 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         mut other: impl FnMut(Pfn, TxOwner),
     ) -> (usize, usize) {
         let (mut into, mut done) = (0, 0);
+        // In batches: the NIC completes in ring order (TDH only moves forward, §3.3.3), so DD
+        // on the last descriptor of a run means the whole run is done: one status read per
+        // run instead of one per descriptor.
+        loop {
+            let k = self.tx_posted.min(room.len() - into).min(TX_CLEAN_BATCH);
+            if k < TX_CLEAN_BATCH || self.tx_status(self.tx_clean + k - 1) & STA_DD == 0 {
+                break;
+            }
+            fence(Ordering::Acquire);
+            for _ in 0..k {
+                let d = self.tx_pages[self.tx_clean];
+                self.tx_clean = (self.tx_clean + 1) & (RING_SIZE - 1);
+                if d.owner == owner {
+                    room[into] = d.pfn;
+                    into += 1;
+                } else {
+                    other(d.pfn, d.owner);
+                }
+            }
+            self.tx_posted -= k;
+            done += k;
+        }
         while into < room.len() {
             let Some(d) = self.tx_pop() else {
                 break;
@@ -628,6 +720,8 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         self.rx_unpublished = 0;
     }
     fn stats(&self) -> DriverStats {
-        self.stats
+        let mut s = self.stats;
+        self.regs.hw_stats(&mut s);
+        s
     }
 }

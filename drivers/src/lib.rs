@@ -12,6 +12,8 @@
 //! * [`ddnic`]: a driver for a NIC that writes Descriptor Done bits back (Intel 8254x legacy
 //!   descriptors, tail registers), on [`nic`] only; today on [`sim::dd`]'s simulated NIC, the
 //!   proof that the contract names no virtio.
+//! * [`e1000e`]: the Intel 82574L bring-up (reset, MAC, link, filters) on [`ddnic`], its
+//!   register block through a BAR ([`e1000e::MmioRegs`]).
 //! * [`sim`] (a simulated device on the driver's ring memory) and [`transport`] (PCI or
 //!   simulated) sit beside the driver; [`virtqueue`]'s host tests use [`sim`]'s device queue.
 //! * [`pci`], [`uart`]: port I/O; [`mmio`]: probing a virtio-mmio block; [`virtio_pci`]: the
@@ -41,6 +43,7 @@
 #![no_std]
 
 pub mod ddnic;
+pub mod e1000e;
 pub mod mmio;
 pub mod nic;
 pub mod pci;

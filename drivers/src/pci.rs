@@ -188,25 +188,66 @@ pub fn find_virtio_net(
     usize,
     ScanReport,
 ) {
-    let mut out = heapless::Vec::new();
-    let mut ignored = 0;
-    let mut found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), 32> = heapless::Vec::new();
-    let report = scan(&mut PortIoCam, |df, info| {
-        if virtio_drivers::transport::pci::virtio_device_type(info) == Some(DeviceType::Network) {
-            let _ = found.push((df, info.clone()));
+    let f = find_nics(root);
+    (f.virtio, f.ignored, f.report)
+}
+
+/// The NIC functions one [`scan`] found, by driver, each list in bus, slot order.
+pub struct FoundNics {
+    /// virtio-net functions (up to [`MAX_NICS`]).
+    pub virtio: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
+    /// Intel 82574L functions (8086:10D3, [`crate::e1000e`]; up to [`MAX_NICS`]).
+    pub e1000e: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
+    /// Functions of either kind past [`MAX_NICS`].
+    pub ignored: usize,
+    /// What the scan saw besides.
+    pub report: ScanReport,
+}
+
+/// [`find_virtio_net`] for every NIC Gannet drives: virtio-net and the Intel 82574L, in one
+/// scan. Each returned function gets bus mastering on and INTx off as there.
+pub fn find_nics(root: &mut PciRoot<PortIoCam>) -> FoundNics {
+    let mut out = FoundNics {
+        virtio: heapless::Vec::new(),
+        e1000e: heapless::Vec::new(),
+        ignored: 0,
+        report: ScanReport::default(),
+    };
+    let mut found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo, bool), 32> =
+        heapless::Vec::new();
+    out.report = scan(&mut PortIoCam, |df, info| {
+        let intel = info.vendor_id == crate::e1000e::VENDOR_INTEL
+            && info.device_id == crate::e1000e::DEVICE_82574L;
+        if intel
+            || virtio_drivers::transport::pci::virtio_device_type(info) == Some(DeviceType::Network)
+        {
+            let _ = found.push((df, info.clone(), intel));
         }
     });
-    for (df, info) in found {
+    for (df, info, intel) in found {
         let (_, cmd) = root.get_status_command(df);
         let want = cmd | Command::BUS_MASTER | Command::INTERRUPT_DISABLE;
         if want != cmd {
             root.set_command(df, want);
         }
-        if out.push((df, info)).is_err() {
-            ignored += 1;
+        let list = if intel {
+            &mut out.e1000e
+        } else {
+            &mut out.virtio
+        };
+        if list.push((df, info)).is_err() {
+            out.ignored += 1;
         }
     }
-    (out, ignored, report)
+    out
+}
+
+/// The physical address of an 82574L's register BAR (BAR 0, memory; `None` for an I/O BAR or
+/// 0 when firmware assigned none), with memory decoding turned on if it was off.
+pub fn e1000e_bar0(root: &mut PciRoot<PortIoCam>, df: DeviceFunction) -> Option<u64> {
+    let a = bar_address(&PortIoCam, df, 0).filter(|&a| a != 0)?;
+    enable_memory_decoding(root, df);
+    Some(a)
 }
 
 /// Turn memory decoding on for `df` if it is off (one command-register write; nothing when

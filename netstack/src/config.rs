@@ -125,6 +125,9 @@ pub enum SimNic {
     Virtio,
     /// A simulated DD-bit NIC (`drivers::sim::dd`): 0 header bytes, Descriptor Done bits.
     Dd,
+    /// The simulated DD-bit NIC brought up as an Intel 82574L (`drivers::e1000e::bring_up`:
+    /// reset, MAC, link, filter); the same rings and fused path as `Dd`.
+    E1000e,
 }
 
 /// How unmapped pages are flushed from other CPUs' TLBs (`tlb=`; docs/DESIGN.md, "Remapped
@@ -350,9 +353,10 @@ pub struct Config {
     /// frame size in bytes on the wire, FCS included (as the generator's `--size`); frames
     /// above 4,088 bytes arrive in several RX buffers (mergeable, VIRTIO 1.2 §5.1.6.4).
     pub sim_size: u16,
-    /// `sim_nic=virtio|dd` (default `virtio`): the simulated NIC of the benchmark's ports:
-    /// virtio-net (12 header bytes, a used ring) or a DD-bit NIC (`drivers::ddnic`: Intel
-    /// legacy descriptors, 0 header bytes, Descriptor Done written back); needs `sim`.
+    /// `sim_nic=virtio|dd|e1000e` (default `virtio`): the simulated NIC of the benchmark's
+    /// ports: virtio-net (12 header bytes, a used ring) or a DD-bit NIC (`drivers::ddnic`:
+    /// Intel legacy descriptors, 0 header bytes, Descriptor Done written back), `e1000e` the
+    /// same NIC brought up as an 82574L; needs `sim`.
     pub sim_nic: SimNic,
     /// `tlb=batch|immediate` (default `batch`): how unmapped pages are flushed on other CPUs.
     pub tlb: TlbMode,

@@ -264,6 +264,52 @@ pub struct PortStats {
     pub bad_token: u64,
     /// Frames dropped, by reason.
     pub drops: PortDrops,
+    /// The NIC's own counters, for a driver that keeps them (e1000e); absent for virtio-net
+    /// (the key is left out, so virtio-net's STATS line is unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<NicStats>,
+}
+
+/// A port's NIC-level counters (`ports[].nic`): what the driver counted and read from the
+/// device off the hot path, each time STATS or `/metrics` is made.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicStats {
+    /// Device register (MMIO) reads so far, set-up included: none per forwarded frame.
+    pub mmio_reads: u64,
+    /// Link up (`STATUS.LU` on an Intel NIC) when last read.
+    pub link_up: bool,
+    /// Link state changes seen between reads.
+    pub link_changes: u64,
+    /// Received descriptors with an error bit (dropped, counted `drops.bad_desc` too).
+    pub rx_errors: u64,
+    /// The NIC's missed-frames counter (`MPC`).
+    pub missed: u64,
+    /// The NIC's CRC error counter (`CRCERRS`).
+    pub crc_errors: u64,
+    /// The NIC's receive-no-buffers counter (`RNBC`).
+    pub rx_no_buffer: u64,
+}
+
+impl NicStats {
+    /// Adds `o`'s counters (another queue of the same port); the link is `o`'s.
+    pub fn add(&mut self, o: &NicStats) {
+        let NicStats {
+            mmio_reads,
+            link_up,
+            link_changes,
+            rx_errors,
+            missed,
+            crc_errors,
+            rx_no_buffer,
+        } = *o;
+        self.mmio_reads += mmio_reads;
+        self.link_up = link_up;
+        self.link_changes += link_changes;
+        self.rx_errors += rx_errors;
+        self.missed += missed;
+        self.crc_errors += crc_errors;
+        self.rx_no_buffer += rx_no_buffer;
+    }
 }
 
 impl PortStats {
@@ -285,7 +331,13 @@ impl PortStats {
             no_buffer,
             bad_token,
             drops,
+            nic,
         } = o;
+        match (&mut self.nic, nic) {
+            (Some(a), Some(b)) => a.add(b),
+            (a @ None, Some(b)) => *a = Some(*b),
+            (_, None) => {}
+        }
         self.rx += rx;
         self.rx_bytes += rx_bytes;
         self.tx += tx;

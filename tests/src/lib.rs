@@ -254,6 +254,21 @@ impl Rig {
         Rig::start_configured(append, gen, |c| c.nic_bus = bus)
     }
 
+    /// [`Rig::start`] with both ports on QEMU's Intel 82574L model (`-device e1000e`), placed
+    /// as `bus`, with `extra_args` for QEMU (e.g. a QMP socket).
+    pub fn start_e1000e(
+        append: &str,
+        gen: GenConfig,
+        bus: qemu::NicBus,
+        extra_args: Vec<String>,
+    ) -> Rig {
+        Rig::start_configured(append, gen, |c| {
+            c.nic = qemu::NicModel::E1000e;
+            c.nic_bus = bus;
+            c.extra_args = extra_args;
+        })
+    }
+
     /// [`Rig::start`] loaded by `boot` (e.g. [`Boot::IsoUefi`]: a GRUB ISO built for this
     /// command line, under OVMF) with `cpus` vCPUs.
     pub fn start_boot(append: &str, gen: GenConfig, boot: Boot, cpus: u32) -> Rig {

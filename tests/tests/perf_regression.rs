@@ -48,11 +48,17 @@ struct Case {
     instructions_per_packet: f64,
     /// Frames per busy poll iteration when it was measured (for the reader; not checked).
     frames_per_busy_iter: f64,
+    /// The simulated NIC (`sim_nic=`, the file's `nic`); `None`: virtio-net, the default.
+    nic: Option<String>,
 }
 
 impl Case {
     fn name(&self) -> String {
-        format!("{} {} B K={}", self.mode.as_str(), self.size, self.k)
+        let nic = self
+            .nic
+            .as_deref()
+            .map_or(String::new(), |n| format!(" {n}"));
+        format!("{} {} B K={}{nic}", self.mode.as_str(), self.size, self.k)
     }
 }
 
@@ -95,6 +101,7 @@ fn load() -> Baseline {
             k: num(c, "k") as u16,
             instructions_per_packet: num(c, "instructions_per_packet"),
             frames_per_busy_iter: c["frames_per_busy_iter"].as_f64().unwrap_or(0.0),
+            nic: c["nic"].as_str().map(str::to_string),
         })
         .collect();
     Baseline {
@@ -109,8 +116,12 @@ fn save(b: &Baseline) {
         .cases
         .iter()
         .map(|c| {
+            let nic = c
+                .nic
+                .as_deref()
+                .map_or(String::new(), |n| format!("\"nic\": {n:?}, "));
             format!(
-                "    {{ \"mode\": {:?}, \"size\": {}, \"k\": {}, \"instructions_per_packet\": {:.2}, \
+                "    {{ {nic}\"mode\": {:?}, \"size\": {}, \"k\": {}, \"instructions_per_packet\": {:.2}, \
                  \"frames_per_busy_iter\": {:.2} }}",
                 c.mode.as_str(),
                 c.size,
@@ -138,6 +149,10 @@ fn measure(cases: &[Case]) -> Vec<SimRecord> {
             .map(|c| {
                 let cfg = SimBenchConfig {
                     size: c.size,
+                    append: c
+                        .nic
+                        .as_deref()
+                        .map_or(String::new(), |n| format!("sim_nic={n}")),
                     ..cfg.clone()
                 };
                 s.spawn(move || {
@@ -186,7 +201,7 @@ fn instructions_per_packet_within_one_percent_of_the_baseline() {
         if !b
             .cases
             .iter()
-            .any(|c| (c.mode, c.size, c.k) == (mode, DEFAULT_SIZE, k))
+            .any(|c| c.nic.is_none() && (c.mode, c.size, c.k) == (mode, DEFAULT_SIZE, k))
         {
             assert!(
                 std::env::var_os("GANNET_PERF_UPDATE").is_some_and(|v| v == "1"),
@@ -200,6 +215,7 @@ fn instructions_per_packet_within_one_percent_of_the_baseline() {
                 k,
                 instructions_per_packet: f64::NAN,
                 frames_per_busy_iter: f64::NAN,
+                nic: None,
             });
         }
     }
@@ -247,6 +263,7 @@ fn verdicts() {
         k: 4,
         instructions_per_packet: 300.0,
         frames_per_busy_iter: 4.0,
+        nic: None,
     };
     assert_eq!(verdict(&c, 303.0, 0.01), None);
     assert_eq!(verdict(&c, 297.0, 0.01), None);

@@ -106,8 +106,11 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         cfg: cfg.clone(),
         topo,
     });
-    if let (Some(_), SimNic::Dd) = (cfg.sim, cfg.sim_nic) {
+    if let (Some(_), SimNic::Dd | SimNic::E1000e) = (cfg.sim, cfg.sim_nic) {
         sim_dd(setup, zone, pcp, mgmt_mem)
+    }
+    if crate::setup::e1000e::ports_are_e1000e() {
+        run_e1000e(setup, zone, pcp, mgmt_mem)
     }
     let mut halt = false;
     let mut core = build_core(0, setup, zone, pcp, mgmt_mem, &mut halt);
@@ -172,10 +175,55 @@ fn run_core(cpu: usize) -> ! {
     };
     let mut pcp = PerCpuPages::new(zone, online());
     pcp.set_owner(current_cpu());
+    if crate::setup::e1000e::ports_are_e1000e() {
+        let mut core = e1000e_core(cpu, setup, zone, pcp, None);
+        core.publish(false, 0);
+        poll_loop(&mut core, false)
+    }
     let mut halt = false;
     let mut core = build_core(cpu, setup, zone, pcp, None, &mut halt);
     core.publish(false, 0);
     poll_loop(&mut core, halt)
+}
+
+/// The boot CPU with e1000e ports: core 0 over its two ports (another NIC type, another
+/// monomorphised core), one more core per further pair, then forward until `quit`. Never
+/// returns.
+fn run_e1000e(
+    setup: &'static Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
+) -> ! {
+    let mut core = e1000e_core(0, setup, zone, pcp, mgmt_mem);
+    smp::register_ap_entry(run_core);
+    for k in 1..setup.topo.pairs {
+        smp::start_ap_work(k);
+    }
+    wait_cores_up(setup.topo.pairs);
+    log_topology(&setup.topo, &setup.cfg);
+    phases::mark(Phase::Cores);
+    println!("{}", phases::report(rdtsc()));
+    crate::control::faults::arm(&setup.cfg);
+    println!("gannet: ready");
+    poll_loop(&mut core, false)
+}
+
+/// Pair `k`'s core over its two e1000e ports (set up by the boot CPU); busy polling.
+fn e1000e_core(
+    k: usize,
+    setup: &Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
+) -> Core<KernelPlatformOf<crate::setup::e1000e::E1000ePort>> {
+    apic::init();
+    let Some(nics) = crate::setup::e1000e::take_ports(k) else {
+        fail(format_args!("no e1000e ports were set up for pair {k}"))
+    };
+    let core = core_over(k, setup, zone, pcp, mgmt_mem, nics);
+    info!("idle (cpu {k}): busy polling");
+    core
 }
 
 /// The benchmark's set-up line (`sim=K`).
@@ -190,6 +238,7 @@ fn sim_line(cfg: &Config) {
         match cfg.sim_nic {
             SimNic::Virtio => "virtio-net",
             SimNic::Dd => "DD-bit",
+            SimNic::E1000e => "DD-bit as an 82574L (e1000e bring-up)",
         }
     );
 }
@@ -203,7 +252,7 @@ fn sim_dd(
     mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
 ) -> ! {
     apic::init();
-    let nics = crate::simbench::dd_ports().unwrap_or_else(|e| fail(format_args!("{e}")));
+    let nics = crate::simbench::dd_ports(&setup.cfg).unwrap_or_else(|e| fail(format_args!("{e}")));
     let core = core_over(0, setup, zone, pcp, mgmt_mem, nics);
     sim_line(&setup.cfg);
     crate::simbench::run_dd(core)
@@ -456,7 +505,10 @@ fn mgmt_storage(zone: &Zone, want: usize) -> &'static mut [u8] {
 
 /// A core's loop: [`Core::poll_once`]; when idle for [`IDLE_POLL_US`], halt (`idle=halt`);
 /// every 10 ms, busy or not, [`housekeeping`]. The other cores follow `quit` from here.
-fn poll_loop(core: &mut KernelCore, halt_when_idle: bool) -> ! {
+fn poll_loop<N: drivers::nic::Nic>(
+    core: &mut Core<KernelPlatformOf<N>>,
+    halt_when_idle: bool,
+) -> ! {
     let bsp = core.pair() == 0;
     let facts = *FACTS.get().expect("set before any core forwards");
     let mut console = Console::new();
@@ -539,7 +591,11 @@ fn deferred_step(zone: &Zone, listed: &mut u64) -> bool {
 /// A core's periodic work: honour drain requests (in thread context), run the router's
 /// neighbour timers and the management plane, then publish the counters (other cores) or read
 /// the console (the boot CPU).
-fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts) {
+fn housekeeping<N: drivers::nic::Nic>(
+    core: &mut Core<KernelPlatformOf<N>>,
+    console: &mut Console,
+    facts: &BootFacts,
+) {
     let pages = core.pages_mut();
     let (pcp, zone) = (&mut pages.pcp, pages.zone);
     let cpu = current_cpu() as usize;
@@ -566,7 +622,7 @@ fn housekeeping(core: &mut KernelCore, console: &mut Console, facts: &BootFacts)
 
 /// A core other than the boot CPU: publish its counters, and print its neighbour table when
 /// the console asked.
-fn publish(core: &KernelCore) {
+fn publish<N: drivers::nic::Nic>(core: &Core<KernelPlatformOf<N>>) {
     core.publish(false, 0);
     if FABRIC.neigh_dump[core.pair()].swap(false, Ordering::AcqRel) {
         commands::print_neigh(core);
@@ -577,7 +633,7 @@ fn publish(core: &KernelCore) {
 /// frame slipped in meanwhile, `sti; hlt` (the `sti` shadow makes the pair atomic, so a wake-up
 /// between the check and the halt is not lost).
 /// A TLB flush request that slipped in also cancels the halt (`tlb::halt_allowed`).
-fn halt(core: &mut KernelCore) {
+fn halt<N: drivers::nic::Nic>(core: &mut Core<KernelPlatformOf<N>>) {
     if !core.arm_interrupts() {
         crate::tlb::set_halted(true);
         if crate::tlb::halt_allowed() {

@@ -49,6 +49,7 @@ use crate::platform::{KernelCore, FACTS};
 use crate::setup::{stash_devices, DeviceHandle, SetupError};
 use crate::{fail, println};
 use drivers::ddnic::DdNic;
+use drivers::e1000e::{bring_up, E1000eConfig, RxFilter};
 use drivers::nic::Nic;
 use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use drivers::sim::{SimDevice, SimShared, SimTransport};
@@ -113,16 +114,31 @@ pub fn setup_ports() -> Result<(), SetupError> {
 }
 
 /// `sim=K sim_nic=dd`: ports 0 and 1 on simulated DD-bit NICs (0 header bytes, Descriptor Done
-/// written back), for core 0 to be built over.
+/// written back), for core 0 to be built over; `sim_nic=e1000e`: the same NICs brought up
+/// through the 82574L bring-up ([`drivers::e1000e::bring_up`]).
 ///
 /// # Errors
 /// [`SetupError::Port`] if a driver found no memory for its rings.
-pub fn dd_ports() -> Result<[DdPort; PORTS], SetupError> {
+pub fn dd_ports(cfg: &netstack::Config) -> Result<[DdPort; PORTS], SetupError> {
     let mut ports = heapless::Vec::<DdPort, PORTS>::new();
     for (j, shared) in SIM_DD_PORTS.iter().enumerate() {
-        let nic = DdPort::new(SimDdRegs(shared)).map_err(|e| {
-            crate::setup::port_error(j, None, format_args!("simulated DD-bit NIC init: {e:?}"))
-        })?;
+        let nic = if cfg.sim_nic == netstack::config::SimNic::E1000e {
+            // The 82574L bring-up (reset, MAC, link, filter) on the simulated registers.
+            let ecfg = E1000eConfig {
+                filter: if cfg.mode == Mode::Router {
+                    RxFilter::Router
+                } else {
+                    RxFilter::Promiscuous
+                },
+                max_frame: usize::from(cfg.sim_size),
+            };
+            bring_up::<KernelHal, _>(SimDdRegs(shared), &ecfg, crate::arch::time::uptime_us)
+                .map_err(|e| crate::setup::port_error(j, None, format_args!("simulated {e}")))?
+        } else {
+            DdPort::new(SimDdRegs(shared)).map_err(|e| {
+                crate::setup::port_error(j, None, format_args!("simulated DD-bit NIC init: {e:?}"))
+            })?
+        };
         info!(
             "port {j}: simulated DD-bit NIC (legacy descriptors, 0 header bytes, no PCI) MAC {} rings 2x{}",
             MacAddr(nic.mac()),
@@ -279,7 +295,7 @@ pub fn run(core: KernelCore) -> ! {
     // all identity-mapped RAM; the devices are reset (quit phase 2) before their rings and
     // buffers are freed (phases 3 and 5); this core is the only device player.
     let dev = SIM_PORTS.each_ref().map(|s| unsafe { SimDevice::new(s) });
-    run_on(core, dev)
+    run_on(core, dev, None)
 }
 
 /// [`run`] on the simulated DD-bit NICs of `sim_nic=dd` ([`dd_ports`]).
@@ -289,11 +305,21 @@ pub fn run_dd(core: DdCore) -> ! {
     let dev = SIM_DD_PORTS
         .each_ref()
         .map(|s| unsafe { SimDdDevice::new(s) });
-    run_on(core, dev)
+    run_on(core, dev, Some(dd_reads))
 }
 
-/// The benchmark on core 0 over ports of NIC type `N`, their devices played by `dev`.
-fn run_on<N: Nic>(mut core: Core<KernelPlatformOf<N>>, dev: [impl Player; PORTS]) -> ! {
+/// Register reads the drivers of the simulated DD-bit NICs made so far.
+fn dd_reads() -> u64 {
+    SIM_DD_PORTS.iter().map(SimDdShared::reads).sum()
+}
+
+/// The benchmark on core 0 over ports of NIC type `N`, their devices played by `dev`; `reads`
+/// (a NIC that counts its drivers' register reads) must not move in the measured iterations.
+fn run_on<N: Nic>(
+    mut core: Core<KernelPlatformOf<N>>,
+    dev: [impl Player; PORTS],
+    reads: Option<fn() -> u64>,
+) -> ! {
     let core = &mut core;
     let k = usize::from(core.cfg().sim.expect("simbench::run with sim=K"));
     let iters = core.cfg().sim_iters;
@@ -333,10 +359,17 @@ fn run_on<N: Nic>(mut core: Core<KernelPlatformOf<N>>, dev: [impl Player; PORTS]
     let prof = *core.profile_mut();
     let tx0 = core.counters()[1].tx;
     let (mut delivered, mut cycles) = (0u64, 0u64);
+    let reads0 = reads.map(|f| f());
     for _ in 0..iters {
         let (d, c) = b.step(core);
         delivered += d as u64;
         cycles += c;
+    }
+    if let (Some(f), Some(r0)) = (reads, reads0) {
+        match f() - r0 {
+            0 => info!("simbench: 0 device register reads in the measured iterations"),
+            n => error!("simbench: {n} device register reads in the measured iterations (want 0: DD bits come from descriptor memory)"),
+        }
     }
     b.take_tx();
     let packets = core.counters()[1].tx - tx0;

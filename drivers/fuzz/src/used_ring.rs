@@ -23,8 +23,8 @@ use drivers::sim::{
     DeviceQueue, HostHal, SimDevice, SimShared, SimTransport, SIM_RX_QUEUE, SIM_TX_QUEUE,
 };
 use drivers::virtio_net::{
-    ForwardOps, GiveBack, MultiFrame, RxBuf, RxStatus, RxVerdict, TxBuf, TxDone, TxOwner, VirtioNet,
-    NET_HDR_LEN, QUEUE_SIZE,
+    ForwardOps, GiveBack, MultiFrame, RxBuf, RxStatus, RxVerdict, TxBuf, TxDone, TxOwner,
+    VirtioNet, NET_HDR_LEN, QUEUE_SIZE,
 };
 use mm::Pfn;
 use std::alloc::{alloc_zeroed, Layout};

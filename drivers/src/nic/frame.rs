@@ -143,6 +143,31 @@ pub struct DriverStats {
     /// Completions that named a buffer the driver had not posted (device bug); the entry is
     /// skipped.
     pub bad_token: u64,
+    /// Received descriptors the device flagged with an error (DD-bit NICs: the descriptor's
+    /// `errors` byte); each frame is dropped (the dataplane counts it `bad_desc`).
+    pub rx_errors: u64,
+    /// Device register reads (MMIO) so far, set-up and counters included; `None` for a
+    /// driver that does not count them (virtio-net).
+    pub mmio_reads: Option<u64>,
+    /// Link state as the device last reported it, read off the hot path; `None`: not known.
+    pub link_up: Option<bool>,
+    /// Link state changes seen between those reads.
+    pub link_changes: u64,
+    /// The device's own error counters, summed since bring-up (Intel NICs: `MPC` missed
+    /// frames, `CRCERRS`, `RNBC` receive-no-buffers); `None` for a device without them.
+    pub hw: Option<HwErrorCounters>,
+}
+
+/// A NIC's own receive error counters (Intel 82574L datasheet §10.2.7, statistics registers;
+/// clear on read on silicon, summed by the driver).
+#[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
+pub struct HwErrorCounters {
+    /// `MPC`: frames missed for lack of room in the receive FIFO.
+    pub missed: u64,
+    /// `CRCERRS`: frames received with a bad CRC.
+    pub crc_errors: u64,
+    /// `RNBC`: times a frame arrived with no receive descriptor free.
+    pub no_buffer: u64,
 }
 
 /// Why `set_rx_buffer_pages` left the RX buffers at one page each.

@@ -25,8 +25,8 @@ pub mod verdict;
 
 pub use either::EitherNic;
 pub use frame::{
-    buffer_pages_for_mtu, DriverStats, RxBuf, RxBufferPagesError, RxStatus, TxBuf, TxDone, TxOwner,
-    MAX_FRAME_PAGES, RING_SIZE,
+    buffer_pages_for_mtu, DriverStats, HwErrorCounters, RxBuf, RxBufferPagesError, RxStatus, TxBuf,
+    TxDone, TxOwner, MAX_FRAME_PAGES, RING_SIZE,
 };
 pub use staged::forward_staged;
 pub use verdict::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};

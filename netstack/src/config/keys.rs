@@ -199,7 +199,8 @@ const KERNEL_KEYS: &[Key] = &[
         c.sim_nic = match v {
             "virtio" => SimNic::Virtio,
             "dd" => SimNic::Dd,
-            _ => return Err(KeyError::Expected("virtio or dd")),
+            "e1000e" => SimNic::E1000e,
+            _ => return Err(KeyError::Expected("virtio, dd or e1000e")),
         };
         Ok(())
     }),

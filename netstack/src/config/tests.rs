@@ -111,6 +111,11 @@ fn sim_keys() {
         Config::parse("sim=4 sim_nic=dd").unwrap().sim_nic,
         SimNic::Dd
     );
+    assert_eq!(
+        Config::parse("sim=4 sim_nic=e1000e").unwrap().sim_nic,
+        SimNic::E1000e
+    );
+    assert!(Config::parse("sim=4 sim_nic=e1000").is_err());
     assert!(Config::parse("sim=4 sim_nic=e1000").is_err());
     assert!(matches!(
         Config::parse("sim_nic=dd").unwrap_err(),

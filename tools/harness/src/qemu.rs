@@ -203,6 +203,27 @@ impl fmt::Display for Accel {
     }
 }
 
+/// The NIC model of the guest's ports (`--nic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NicModel {
+    /// `virtio-net-pci` (or `virtio-net-device` on microvm).
+    #[default]
+    Virtio,
+    /// QEMU's Intel 82574L model, `e1000e` (PCIe, q35 only; single queue; no `host_mtu`:
+    /// the guest's MTU comes from `mtu0=`/`mtu1=` on its command line).
+    E1000e,
+}
+
+impl NicModel {
+    /// "virtio" or "e1000e" (as `--nic` takes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            NicModel::Virtio => "virtio",
+            NicModel::E1000e => "e1000e",
+        }
+    }
+}
+
 /// QEMU network backend of the guest's virtio-net ports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Backend {
@@ -350,6 +371,8 @@ pub struct GuestConfig {
     /// `-qmp unix:PATH,server=on,wait=off`: a QMP socket ([`crate::qmp::Qmp`]) to press the
     /// ACPI power button (`system_powerdown`) and read QEMU's `SHUTDOWN` event. Default none.
     pub qmp: Option<PathBuf>,
+    /// The ports' NIC model (default [`NicModel::Virtio`]).
+    pub nic: NicModel,
 }
 
 /// `debug_exit=on`: what [`GuestConfig::debug_exit`] appends to the kernel command line.
@@ -439,6 +462,7 @@ impl Default for GuestConfig {
             nic_bus: NicBus::Root,
             debug_exit: true,
             qmp: None,
+            nic: NicModel::Virtio,
         }
     }
 }
@@ -507,6 +531,26 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             .as_ref()
             .map_or(String::new(), |m| format!(",host_mtu={}", m.port(i)));
         format!("{mtu}{}{}", cfg.nic_props, cfg.nic_bus.port(i))
+    };
+    if cfg.nic == NicModel::E1000e {
+        ensure!(
+            cfg.boot != Boot::Microvm,
+            "--nic e1000e: microvm has no PCI (use --boot pvh or an ISO boot)"
+        );
+        ensure!(
+            cfg.mtu.is_none(),
+            "--nic e1000e: --mtu sets virtio-net's host_mtu, which e1000e does not have; pass mtu0=N mtu1=N in --append"
+        );
+        ensure!(
+            cfg.queues == 1,
+            "--nic e1000e: --queues {}: the guest drives one queue pair per e1000e port",
+            cfg.queues
+        );
+    }
+    // The device model and its own properties (`host_mtu` is virtio-net's only).
+    let net_device = match cfg.nic {
+        NicModel::Virtio => cfg.boot.net_device(),
+        NicModel::E1000e => "e1000e,romfile=",
     };
     ensure!(
         cfg.nic_bus == NicBus::Root || cfg.boot != Boot::Microvm,
@@ -620,7 +664,7 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         };
         a.push(format!(
             "{},netdev=p{i}{mq}{},mac=02:00:00:00:00:0{}",
-            cfg.boot.net_device(),
+            net_device,
             host_mtu(i),
             i + 1
         ));
@@ -637,7 +681,7 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         a.push("-device".into());
         a.push(format!(
             "{},netdev=p{i}{},mac=02:00:00:00:00:0{}",
-            cfg.boot.net_device(),
+            net_device,
             host_mtu(i),
             i + 1
         ));

@@ -27,7 +27,7 @@ pub struct Target {
 }
 
 /// Every target, in the order they run.
-pub const TARGETS: [Target; 5] = [
+pub const TARGETS: [Target; 6] = [
     Target {
         krate: "netstack/fuzz",
         name: "process_frame",
@@ -51,6 +51,11 @@ pub const TARGETS: [Target; 5] = [
     Target {
         krate: "drivers/fuzz",
         name: "used_ring_big",
+        max_len: 4096,
+    },
+    Target {
+        krate: "drivers/fuzz",
+        name: "dd_ring",
         max_len: 4096,
     },
 ];

@@ -19,7 +19,7 @@ mod search;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use harness::bench_sim::SimMode;
-use harness::qemu::{self, Accel, Backend, Boot, Echo, GuestConfig, Mtus};
+use harness::qemu::{self, Accel, Backend, Boot, Echo, GuestConfig, Mtus, NicModel};
 use harness::tap::TapNet;
 use harness::{envelope, gen, setup};
 
@@ -99,7 +99,7 @@ struct FuzzArgs {
     /// Seconds per target.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
-    /// Only this target (process_frame, cmdline, routes_file, used_ring, used_ring_big).
+    /// Only this target (process_frame, cmdline, routes_file, used_ring, used_ring_big, dd_ring).
     #[arg(long)]
     only: Option<String>,
     /// libFuzzer's `-seed`: the same seed on an empty corpus tries the same inputs in the same
@@ -160,6 +160,11 @@ struct GuestArgs {
     /// offered), taps at 1500.
     #[arg(long, value_name = "N[,M…]")]
     mtu: Option<Mtus>,
+    /// The ports' NIC model: `virtio` (virtio-net-pci, default) or `e1000e` (QEMU's Intel
+    /// 82574L, `-device e1000e,romfile=`; single queue, no `--mtu`: give `mtu0=`/`mtu1=` in
+    /// `--append`).
+    #[arg(long, value_enum, default_value_t = NicModel::Virtio)]
+    nic: NicModel,
 }
 
 /// `--memory`: a number with an optional K/M/G suffix, as QEMU's `-m` takes it.
@@ -526,6 +531,7 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
         memory: g.memory.clone(),
         capture: g.capture.clone(),
         mtu: g.mtu.clone(),
+        nic: g.nic,
         ..Default::default()
     })
 }

@@ -109,6 +109,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
                 no_buffer: c.no_buffer,
                 bad_token: ds.bad_token,
                 drops: PortDrops::from(c),
+                nic: nic_stats(ds),
             });
         }
         for p in &pair.pools {
@@ -214,4 +215,20 @@ pub fn write_prometheus(
         put_routes: c.put_routes,
     });
     netstack::stats::write_prometheus(&stats(pairs, sys), &sys.buddyinfo, mgmt.as_ref(), w)
+}
+
+/// A port's NIC-level counters for STATS, when its driver keeps them (it counts register
+/// reads: the e1000e driver).
+fn nic_stats(ds: &drivers::nic::DriverStats) -> Option<netstack::stats::NicStats> {
+    let reads = ds.mmio_reads?;
+    let hw = ds.hw.unwrap_or_default();
+    Some(netstack::stats::NicStats {
+        mmio_reads: reads,
+        link_up: ds.link_up.unwrap_or(false),
+        link_changes: ds.link_changes,
+        rx_errors: ds.rx_errors,
+        missed: hw.missed,
+        crc_errors: hw.crc_errors,
+        rx_no_buffer: hw.no_buffer,
+    })
 }

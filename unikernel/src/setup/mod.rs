@@ -14,6 +14,7 @@
 // printed and fatal, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod e1000e;
 pub mod fib;
 
 use crate::arch::apic;
@@ -22,7 +23,7 @@ use crate::mem::KernelHal;
 use crate::percpu::{CPUS, MAX_CPUS};
 use core::sync::atomic::Ordering;
 use drivers::pci::{
-    find_virtio_net, msix_route, virtio_notify_cfg, PortIoCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
+    find_nics, msix_route, virtio_notify_cfg, PortIoCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
 };
 use drivers::transport::{pci_port, PortTransport};
 use drivers::virtio_net::{FeatureNames, VirtioNet, MAX_QUEUE_PAIRS, QUEUE_SIZE};
@@ -51,6 +52,9 @@ pub enum SetupError {
     Port(usize, Option<DeviceFunction>, heapless::String<160>),
     /// `queues=N` cannot be had.
     Queues(heapless::String<200>),
+    /// Both virtio-net and e1000e ports (how many of each): the kernel runs ports of one
+    /// driver ([`e1000e`]'s module docs say why).
+    MixedNics(usize, usize),
 }
 
 impl core::fmt::Display for SetupError {
@@ -69,6 +73,10 @@ impl core::fmt::Display for SetupError {
             SetupError::Port(i, Some(df), why) => write!(f, "port {i} ({df}): {why}"),
             SetupError::Port(i, None, why) => write!(f, "port {i}: {why}"),
             SetupError::Queues(why) => write!(f, "config error: {why}"),
+            SetupError::MixedNics(v, e) => write!(
+                f,
+                "mixed NICs: {v} virtio-net and {e} e1000e ports; Gannet runs ports of one driver per boot (give only -device virtio-net-pci or only -device e1000e)"
+            ),
         }
     }
 }
@@ -145,13 +153,28 @@ pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> 
         return setup_mmio(cfg, cpus);
     }
     let mut root = PciRoot::new(PortIoCam);
-    let (found, ignored, scan) = find_virtio_net(&mut root);
+    let nics = find_nics(&mut root);
+    let (found, ignored, scan) = (nics.virtio, nics.ignored, nics.report);
     info!(
         "pci: {} buses scanned, {} bridges; virtio-net at {}",
         scan.buses,
         scan.bridges,
         DfList(&found)
     );
+    if !nics.e1000e.is_empty() {
+        info!("pci: e1000e (8086:10d3) at {}", DfList(&nics.e1000e));
+        if !found.is_empty() {
+            return Err(SetupError::MixedNics(found.len(), nics.e1000e.len()));
+        }
+        if let (Some((df, secondary)), true) = (scan.first_bad_bridge, nics.e1000e.len() < PORTS) {
+            return Err(SetupError::UnnumberedBridge(
+                nics.e1000e.len(),
+                df,
+                secondary,
+            ));
+        }
+        return e1000e::setup(cfg, cpus, &mut root, &nics.e1000e);
+    }
     if let Some((df, secondary)) = scan.first_bad_bridge {
         warn!(
             "pci: {} bridges with no usable secondary bus number (first {df}: {secondary}); \

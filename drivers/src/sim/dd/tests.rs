@@ -58,7 +58,11 @@ fn the_dd_driver_receives_at_offset_0_sends_and_gets_every_page_back() {
     assert!(!nic.rx_ready());
     assert_eq!(dev.deliver_rx(&frame(7), 3), 3);
     assert!(nic.rx_ready());
-    assert_eq!((nic.rx_completed(), nic.rx_pending()), (3, 3));
+    // `rx_pending` is one DD read: an upper bound the burst clamps (the burst reads each DD).
+    assert_eq!(
+        (nic.rx_completed(), nic.rx_pending()),
+        (3, crate::nic::RING_SIZE)
+    );
     let mut out = [RxBuf {
         pfn: Pfn(0),
         len: 0,

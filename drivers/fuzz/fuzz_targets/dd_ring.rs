@@ -1,0 +1,6 @@
+#![no_main]
+//! `dd_ring`: the hostile DD-bit NIC (the simulated e1000e) of [`drivers_fuzz::dd_ring`].
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| drivers_fuzz::dd_ring::run(data));

@@ -1,0 +1,146 @@
+//! Intel 82574L ports (`-device e1000e`): bring-up of every e1000e function the PCI scan found
+//! (behind bridges too), on the boot CPU, into a per-core device set of their own type
+//! ([`E1000ePort`]); the cores that own them run a core monomorphised for it
+//! (`run::run_e1000e`).
+//!
+//! Ports of one driver only: a machine with both virtio-net and e1000e ports stops the boot
+//! with [`super::SetupError::MixedNics`]. The contract allows a mix
+//! (`drivers::nic::EitherNic`), but the kernel's virtio-net core is the benchmarked one and an
+//! `EitherNic` platform would put a variant match in front of every one of its NIC calls; a
+//! mixed platform is a later step. Single queue, busy polling: MSI-X is not wired (the cores
+//! never halt on these ports).
+
+use super::{port_error, SetupError, Topology};
+use crate::arch::time::uptime_us;
+use crate::mem::KernelHal;
+use crate::percpu::MAX_CPUS;
+use core::ptr::NonNull;
+use drivers::e1000e::{bring_up, E1000e, E1000eConfig, MmioRegs, RxFilter, BAR0_BYTES};
+use drivers::nic::Nic;
+use drivers::pci::{e1000e_bar0, PortIoCam};
+use log::{info, warn};
+use netstack::config::PORTS;
+use netstack::{Config, IdleMode, MacAddr, Mode, Queues};
+use virtio_drivers::transport::pci::bus::{DeviceFunction, DeviceFunctionInfo, PciRoot};
+use virtio_drivers::Hal;
+
+/// A port on an 82574L: the DD-bit driver over the NIC's BAR 0.
+pub type E1000ePort = E1000e<KernelHal, MmioRegs>;
+
+/// The e1000e handles, `[core][port]`, each taken by its core.
+static DEVICES: spin::Mutex<[[Option<E1000ePort>; PORTS]; MAX_CPUS]> =
+    spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]);
+
+/// Whether set-up found e1000e ports (the cores then run [`E1000ePort`] cores).
+static FOUND: spin::Once<bool> = spin::Once::new();
+
+/// Whether this boot's ports are e1000e ports.
+pub fn ports_are_e1000e() -> bool {
+    FOUND.get().copied().unwrap_or(false)
+}
+
+/// Core `k`'s two e1000e ports (once).
+pub fn take_ports(k: usize) -> Option<[E1000ePort; PORTS]> {
+    let mut d = DEVICES.lock();
+    let slot = d.get_mut(k)?;
+    if slot.iter().any(Option::is_none) {
+        return None;
+    }
+    Some(core::array::from_fn(|j| slot[j].take().expect("checked")))
+}
+
+/// Bring up the e1000e functions `found` (PCI scan order) for `cpus` CPUs: ports `2k`,
+/// `2k + 1` for core `k` (router mode: one pair).
+///
+/// # Errors
+/// [`SetupError`]: too few ports, `queues=N` > 1, or a port's bring-up (the driver's named
+/// error: reset, EEPROM, link, rings).
+pub fn setup(
+    cfg: &Config,
+    cpus: usize,
+    root: &mut PciRoot<PortIoCam>,
+    found: &[(DeviceFunction, DeviceFunctionInfo)],
+) -> Result<Topology, SetupError> {
+    if found.len() < PORTS {
+        return Err(SetupError::TooFewPorts(found.len()));
+    }
+    if let Queues::Count(n) = cfg.queues {
+        if n > 1 {
+            let mut s = heapless::String::new();
+            let _ = core::fmt::write(
+                &mut s,
+                format_args!("queues={n}: e1000e ports are single-queue here (RSS over the 82574L's two queues is not driven)"),
+            );
+            return Err(SetupError::Queues(s));
+        }
+    }
+    let pairs = if cfg.mode == Mode::Router {
+        1
+    } else {
+        (found.len() / PORTS).min(cpus).max(1)
+    };
+    if found.len() > pairs * PORTS {
+        warn!(
+            "{} e1000e functions found; using the first {} ({pairs} pairs on {cpus} CPUs)",
+            found.len(),
+            pairs * PORTS
+        );
+    }
+    if cfg.idle == IdleMode::Halt {
+        info!("e1000e: RX interrupts (MSI-X) are not wired; the cores busy-poll these ports");
+    }
+    let mut stash = DEVICES.lock();
+    for k in 0..pairs {
+        for j in 0..PORTS {
+            let i = PORTS * k + j;
+            let (df, _) = found[i];
+            let nic = port(cfg, root, i, j, df)?;
+            info!(
+                "port {i}: {df} e1000e (82574L) MAC {} link up, legacy rings 2x{}, RDT every {} buffers (cpu {k}, polled)",
+                MacAddr(nic.mac()),
+                drivers::nic::RING_SIZE,
+                drivers::ddnic::RX_PUBLISH_BATCH,
+            );
+            stash[k][j] = Some(nic);
+        }
+    }
+    FOUND.call_once(|| true);
+    Ok(Topology {
+        pairs,
+        queues: 1,
+        port_pairs: pairs,
+    })
+}
+
+/// Port `i` (local port `j` of its pair) on function `df`.
+fn port(
+    cfg: &Config,
+    root: &mut PciRoot<PortIoCam>,
+    i: usize,
+    j: usize,
+    df: DeviceFunction,
+) -> Result<E1000ePort, SetupError> {
+    let bar = e1000e_bar0(root, df).ok_or_else(|| {
+        port_error(
+            i,
+            Some(df),
+            format_args!("e1000e: BAR 0 is not an assigned memory BAR"),
+        )
+    })?;
+    // SAFETY: BAR 0 of an 82574L nothing else drives, mapped uncached by the HAL for its
+    // 128 KiB (the boot CPU, at set-up).
+    let base: NonNull<u8> = unsafe { KernelHal::mmio_phys_to_virt(bar as _, BAR0_BYTES) };
+    // SAFETY: as above; the mapping stays for the kernel's life.
+    let regs = unsafe { MmioRegs::new(base) };
+    let mtu = usize::from(cfg.mtu[j].unwrap_or(netstack::router::DEFAULT_MTU));
+    let dcfg = E1000eConfig {
+        filter: if cfg.mode == Mode::Router {
+            RxFilter::Router
+        } else {
+            RxFilter::Promiscuous
+        },
+        max_frame: mtu + 14,
+    };
+    bring_up::<KernelHal, _>(regs, &dcfg, uptime_us)
+        .map_err(|e| port_error(i, Some(df), format_args!("{e}")))
+}
