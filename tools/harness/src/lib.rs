@@ -35,6 +35,7 @@ pub mod gen;
 pub mod hosts;
 pub mod iso;
 pub mod mtu;
+pub mod nocall;
 pub mod peer_linux;
 pub mod progress;
 pub mod qemu;

@@ -73,6 +73,10 @@ enum Cmd {
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
     /// undocumented unsafe blocks denied) and the module import-cycle check.
     Lint(LintArgs),
+    /// No indirect call per packet: build the image (unless --image) and disassemble its
+    /// per-frame loop functions (harness::nocall::LOOP_FUNCTIONS); fails on an indirect call
+    /// or an indirect jmp that is not a jump table into the same function.
+    Nocall(NocallArgs),
     /// Run each cargo-fuzz target (netstack/fuzz, drivers/fuzz) for a fixed time from its
     /// seed corpus; installs nightly and cargo-fuzz when missing.
     Fuzz(FuzzArgs),
@@ -452,6 +456,17 @@ struct ReportArgs {
 }
 
 #[derive(Args)]
+struct NocallArgs {
+    /// Check this ELF image instead of building the stock one.
+    #[arg(long, conflicts_with = "control")]
+    image: Option<PathBuf>,
+    /// Build and check the negative control (feature `unikernel/nf-indirect-control`), which
+    /// must fail.
+    #[arg(long)]
+    control: bool,
+}
+
+#[derive(Args)]
 struct LintArgs {
     /// Run only this step (repeatable); default: all of them.
     #[arg(long, value_enum)]
@@ -729,6 +744,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run::cmd_run(a).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(a) => bench::cmd_bench(*a).map(|()| ExitCode::SUCCESS),
         Cmd::Soak(a) => checks::cmd_soak(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Nocall(a) => checks::cmd_nocall(a),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Test => cmd_test(),
         Cmd::Fuzz(a) => fuzz::run(
