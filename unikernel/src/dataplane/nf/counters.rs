@@ -20,4 +20,3 @@ pub struct NfCounters {
     /// Held frames sent through [`super::Ctx::send`].
     pub sent_held: u64,
 }
-
