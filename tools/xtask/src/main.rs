@@ -637,6 +637,8 @@ fn cmd_test() -> Result<ExitCode> {
     let image = qemu::build_image()?;
     // The fault test (tests/tests/faults.rs) boots the fault image.
     let fault_image = qemu::build_fault_image()?;
+    // The no-indirect-call test's negative control (tests/tests/nocall.rs), never booted.
+    let nf_control_image = qemu::build_nf_control_image()?;
     // The integration tests boot every guest with the default accelerator (GuestConfig).
     announce_accel(qemu::GuestConfig::default().accel, false, None);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -667,6 +669,7 @@ fn cmd_test() -> Result<ExitCode> {
         ])
         .env("GANNET_IMAGE", &image)
         .env("GANNET_FAULT_IMAGE", &fault_image)
+        .env("GANNET_NF_CONTROL_IMAGE", &nf_control_image)
         .status()
         .context("running cargo test")?;
     Ok(match status.code() {
