@@ -71,7 +71,7 @@ enum Cmd {
     /// Setup, build, then run the workspace tests against the built image.
     Test,
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
-    /// undocumented unsafe blocks denied) and the module import-cycle check.
+    /// undocumented unsafe blocks denied), the module import-cycle check and `nocall`.
     Lint(LintArgs),
     /// No indirect call per packet: build the image (unless --image) and disassemble its
     /// per-frame loop functions (harness::nocall::LOOP_FUNCTIONS); fails on an indirect call
