@@ -20,6 +20,7 @@
 //! | `smp` | MADT, INIT-SIPI-SIPI, IPIs, `register_ap_entry`, drain requests | arch, percpu |
 //! | `mem` | page tables, e820 → zone, the vmap area, the virtio HAL | arch (boot data) |
 //! | `arch` | boot, traps, APIC, TSC time and the boot phases, serial, exit | percpu |
+//! | `nf_control` | feature `nf-indirect-control` only: the no-indirect-call check's negative control, a type-erased NF | dataplane |
 //! | `percpu` | CPU ids, per-CPU area, per-CPU `in_irq`, the CPU table | nothing |
 //!
 //! The forwarding logic itself is the `unikernel` library's `dataplane` (host-tested).
@@ -44,6 +45,8 @@ mod control;
 mod guard;
 #[cfg(target_os = "none")]
 mod mem;
+#[cfg(all(target_os = "none", feature = "nf-indirect-control"))]
+mod nf_control;
 #[cfg(target_os = "none")]
 mod percpu;
 #[cfg(target_os = "none")]

@@ -536,7 +536,15 @@ fn poll_loop<N: drivers::nic::Nic>(
         // Waiting for a burst: no poll iteration (nothing counted busy), only the periodic
         // work below.
         let run = gate.as_mut().is_none_or(|g| g.open(core, t0));
+        #[cfg(not(feature = "nf-indirect-control"))]
         let forwarded = if run { core.poll_once() } else { 0 };
+        // The no-indirect-call check's negative control (never booted): a type-erased NF.
+        #[cfg(feature = "nf-indirect-control")]
+        let forwarded = if run {
+            crate::nf_control::poll(core)
+        } else {
+            0
+        };
         if forwarded > 0 {
             idle_since = t0;
         } else if deferred {

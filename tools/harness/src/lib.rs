@@ -13,6 +13,7 @@
 //! - [`soak::run`] is `cargo xtask soak`, [`faults::run`] `cargo xtask faults`.
 //! - [`envelope`]: the one JSON envelope of every `--json`.
 //! - [`progress`]: a bar on a terminal, a status line every few seconds elsewhere.
+//! - [`nocall`]: no indirect call in the image's per-frame loop functions (`cargo xtask nocall`).
 //!
 //! # Map
 //!
@@ -36,6 +37,7 @@ pub mod gen;
 pub mod hosts;
 pub mod iso;
 pub mod mtu;
+pub mod nocall;
 pub mod peer_linux;
 pub mod progress;
 pub mod qemu;

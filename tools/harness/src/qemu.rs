@@ -123,19 +123,51 @@ pub fn default_fault_image() -> PathBuf {
     }
 }
 
+/// Where [`build_nf_control_image`] puts the negative control of the no-indirect-call check
+/// (`harness::nocall`): `<target>/nf-control/x86_64-unknown-none/release/gannet`.
+pub fn nf_control_image_path(root: &Path) -> PathBuf {
+    target_dir(root).join("nf-control/x86_64-unknown-none/release/gannet")
+}
+
+/// The negative control to check: `$GANNET_NF_CONTROL_IMAGE` if set, else
+/// [`nf_control_image_path`].
+pub fn default_nf_control_image() -> PathBuf {
+    match std::env::var_os("GANNET_NF_CONTROL_IMAGE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => nf_control_image_path(&workspace_root()),
+    }
+}
+
 /// Runs `cargo build --release -p unikernel --target x86_64-unknown-none` in the workspace root
 /// (output streamed) and returns the image path.
 pub fn build_image() -> Result<PathBuf> {
-    build(false)
+    build(Variant::Stock)
 }
 
 /// [`build_image`] with `--features fault-inject` into its own target directory: the fault
 /// image ([`fault_image_path`]).
 pub fn build_fault_image() -> Result<PathBuf> {
-    build(true)
+    build(Variant::Fault)
 }
 
-fn build(fault: bool) -> Result<PathBuf> {
+/// [`build_image`] with `--features nf-indirect-control`: the negative control of
+/// `harness::nocall` ([`nf_control_image_path`]; never booted). Its intermediate files share the
+/// stock image's build directory (cargo's `build.build-dir`, cargo 1.91 or later), so only the
+/// `unikernel` crate is compiled again (seconds, not a whole kernel build); the image itself goes
+/// to its own target directory, so the stock image stays as it is.
+pub fn build_nf_control_image() -> Result<PathBuf> {
+    build(Variant::NfControl)
+}
+
+/// Which image [`build`] makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Stock,
+    Fault,
+    NfControl,
+}
+
+fn build(variant: Variant) -> Result<PathBuf> {
     let root = workspace_root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut args: Vec<String> = [
@@ -148,11 +180,26 @@ fn build(fault: bool) -> Result<PathBuf> {
     ]
     .map(String::from)
     .to_vec();
-    if fault {
-        args.push("--features".into());
-        args.push("fault-inject".into());
-        args.push("--target-dir".into());
-        args.push(target_dir(&root).join("fault-inject").display().to_string());
+    let target = target_dir(&root);
+    match variant {
+        Variant::Stock => {}
+        Variant::Fault => {
+            args.push("--features".into());
+            args.push("fault-inject".into());
+            args.push("--target-dir".into());
+            args.push(target.join("fault-inject").display().to_string());
+        }
+        Variant::NfControl => {
+            args.push("--features".into());
+            args.push("nf-indirect-control".into());
+            args.push("--target-dir".into());
+            args.push(target.join("nf-control").display().to_string());
+            args.push("--config".into());
+            args.push(format!(
+                "build.build-dir={:?}",
+                target.display().to_string()
+            ));
+        }
     }
     let status = Command::new(&cargo)
         .current_dir(&root)
@@ -164,10 +211,10 @@ fn build(fault: bool) -> Result<PathBuf> {
         "cargo {} failed ({status})",
         args.join(" ")
     );
-    let image = if fault {
-        fault_image_path(&root)
-    } else {
-        image_path(&root)
+    let image = match variant {
+        Variant::Stock => image_path(&root),
+        Variant::Fault => fault_image_path(&root),
+        Variant::NfControl => nf_control_image_path(&root),
     };
     ensure!(
         image.exists(),

@@ -1,12 +1,32 @@
-//! The long checks of a whole image: `cargo xtask faults` (`harness::faults`) and
-//! `cargo xtask soak` (`harness::soak`).
+//! The checks of a whole image: `cargo xtask faults` (`harness::faults`), `cargo xtask soak`
+//! (`harness::soak`) and `cargo xtask nocall` (`harness::nocall`).
 
-use crate::{announce_accel, guest_config, image_for, FaultsArgs, SoakArgs};
+use crate::{announce_accel, guest_config, image_for, FaultsArgs, NocallArgs, SoakArgs};
 use anyhow::{bail, Context, Result};
 use harness::qemu::{Backend, Echo};
 use harness::{qemu, setup};
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::Duration;
+
+/// `nocall`: the per-frame loop functions of the image (built here unless `--image`; the
+/// negative control with `--control`) checked for indirect calls and jumps; the report on
+/// stdout, failure when it finds one.
+pub(crate) fn cmd_nocall(a: NocallArgs) -> Result<ExitCode> {
+    let image = match (a.image, a.control) {
+        (Some(p), _) => p,
+        (None, false) => qemu::build_image()?,
+        (None, true) => qemu::build_nf_control_image()?,
+    };
+    eprintln!("xtask: nocall: {}", image.display());
+    let report = harness::nocall::check_image(&image, harness::nocall::LOOP_FUNCTIONS)?;
+    print!("{}", report.text());
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
 
 /// `soak`: every mode in turn, STATS checked every --stats-every s; a summary line per mode,
 /// a Markdown table, `--json`; fails naming every failed check.

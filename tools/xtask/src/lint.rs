@@ -14,7 +14,10 @@
 //!    `cfg(target_os = "none")` code is checked too, with the fault image's feature
 //!    (`unikernel/fault-inject`) so that `mm::fault`'s injecting variant is checked as well;
 //! 5. `module cycles`: no crate's modules import each other in a circle ([`modgraph`]), except
-//!    the cycles listed in [`KNOWN_CYCLES`], each of which must still exist.
+//!    the cycles listed in [`KNOWN_CYCLES`], each of which must still exist;
+//! 6. `nocall`: the stock kernel image (built here, as `cargo xtask build`) has no indirect call
+//!    and no indirect jmp other than a jump table into the same function in its per-frame loop
+//!    functions ([`harness::nocall`], issue 33).
 //!
 //! Both clippy steps pass [`CLIPPY_FLAGS`] (`-D warnings -D clippy::undocumented_unsafe_blocks`)
 //! and `--keep-going`, so one crate's failure does not hide another's.
@@ -55,6 +58,8 @@ pub enum Step {
     ClippyMetal,
     /// The module import-cycle check.
     Cycles,
+    /// No indirect call in the stock image's per-frame loops (`harness::nocall`).
+    Nocall,
 }
 
 /// Runs the steps `only` (every step when empty) from the workspace root `root`; `Ok(true)`
@@ -145,6 +150,20 @@ pub fn run(root: &Path, only: &[Step]) -> Result<bool> {
         eprint!("{}", report.text);
         if !report.ok {
             bail!("{}", report.summary);
+        }
+        Ok(())
+    });
+
+    step(Step::Nocall, "nocall", &mut || {
+        let image = harness::qemu::build_image()?;
+        let report = harness::nocall::check_image(&image, harness::nocall::LOOP_FUNCTIONS)?;
+        eprint!("{}", report.text());
+        if !report.ok() {
+            bail!(
+                "an indirect call or jump in a per-frame loop function of {} (OFFENDING lines \
+                 above)",
+                image.display()
+            );
         }
         Ok(())
     });

@@ -71,8 +71,12 @@ enum Cmd {
     /// Setup, build, then run the workspace tests against the built image.
     Test,
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
-    /// undocumented unsafe blocks denied) and the module import-cycle check.
+    /// undocumented unsafe blocks denied), the module import-cycle check and `nocall`.
     Lint(LintArgs),
+    /// No indirect call per packet: build the image (unless --image) and disassemble its
+    /// per-frame loop functions (harness::nocall::LOOP_FUNCTIONS); fails on an indirect call
+    /// or an indirect jmp that is not a jump table into the same function.
+    Nocall(NocallArgs),
     /// Run each cargo-fuzz target (netstack/fuzz, drivers/fuzz) for a fixed time from its
     /// seed corpus; installs nightly and cargo-fuzz when missing.
     Fuzz(FuzzArgs),
@@ -457,6 +461,17 @@ struct ReportArgs {
 }
 
 #[derive(Args)]
+struct NocallArgs {
+    /// Check this ELF image instead of building the stock one.
+    #[arg(long, conflicts_with = "control")]
+    image: Option<PathBuf>,
+    /// Build and check the negative control (feature `unikernel/nf-indirect-control`), which
+    /// must fail.
+    #[arg(long)]
+    control: bool,
+}
+
+#[derive(Args)]
 struct LintArgs {
     /// Run only this step (repeatable); default: all of them.
     #[arg(long, value_enum)]
@@ -628,6 +643,8 @@ fn cmd_test() -> Result<ExitCode> {
     let image = qemu::build_image()?;
     // The fault test (tests/tests/faults.rs) boots the fault image.
     let fault_image = qemu::build_fault_image()?;
+    // The no-indirect-call test's negative control (tests/tests/nocall.rs), never booted.
+    let nf_control_image = qemu::build_nf_control_image()?;
     // The integration tests boot every guest with the default accelerator (GuestConfig).
     announce_accel(qemu::GuestConfig::default().accel, false, None);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -662,6 +679,7 @@ fn cmd_test() -> Result<ExitCode> {
         ])
         .env("GANNET_IMAGE", &image)
         .env("GANNET_FAULT_IMAGE", &fault_image)
+        .env("GANNET_NF_CONTROL_IMAGE", &nf_control_image)
         .status()
         .context("running cargo test")?;
     Ok(match status.code() {
@@ -739,6 +757,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run::cmd_run(a).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(a) => bench::cmd_bench(*a).map(|()| ExitCode::SUCCESS),
         Cmd::Soak(a) => checks::cmd_soak(a).map(|()| ExitCode::SUCCESS),
+        Cmd::Nocall(a) => checks::cmd_nocall(a),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Test => cmd_test(),
         Cmd::Fuzz(a) => fuzz::run(
