@@ -1,9 +1,9 @@
-//! `cargo xtask`: build, boot, gen, run, bench, soak, faults, test, lint, fuzz, setup.
+//! `cargo xtask`: build, boot, gen, run, bench, soak, faults, test, lint, fuzz, setup, libvirt.
 //!
 //! This file is the command line (clap) and the dispatch, plus what every command shares
 //! (the guest flags to a [`GuestConfig`], the accelerator line) and the two one-screen commands
 //! (`build`, `test`). The commands' bodies: [`run`] (iso, boot, gen, run), [`bench`] (every
-//! `bench` target; [`search`], `bench --search`), [`checks`] (faults, soak), [`lint`], [`fuzz`]; what they run lives in the
+//! `bench` target; [`search`], `bench --search`), [`checks`] (faults, soak), [`libvirt`], [`lint`], [`fuzz`]; what they run lives in the
 //! `harness` and `lab` crates.
 
 use std::path::{Path, PathBuf};
@@ -12,6 +12,7 @@ use std::process::{Command, ExitCode};
 mod bench;
 mod checks;
 mod fuzz;
+mod libvirt;
 mod lint;
 mod run;
 mod search;
@@ -73,6 +74,9 @@ enum Cmd {
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
     /// undocumented unsafe blocks denied) and the module import-cycle check.
     Lint(LintArgs),
+    /// Gannet appliances in series as libvirt domains (root): setup, run, up, down, status.
+    #[command(subcommand)]
+    Libvirt(libvirt::LibvirtCmd),
     /// Run each cargo-fuzz target (netstack/fuzz, drivers/fuzz) for a fixed time from its
     /// seed corpus; installs nightly and cargo-fuzz when missing.
     Fuzz(FuzzArgs),
@@ -735,6 +739,7 @@ fn main() -> ExitCode {
         Cmd::Soak(a) => checks::cmd_soak(a).map(|()| ExitCode::SUCCESS),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Test => cmd_test(),
+        Cmd::Libvirt(c) => libvirt::run(c).map(|()| ExitCode::SUCCESS),
         Cmd::Fuzz(a) => fuzz::run(
             &qemu::workspace_root(),
             a.seconds,
