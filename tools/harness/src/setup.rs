@@ -200,7 +200,8 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-pub(crate) fn is_root() -> bool {
+/// Whether this process runs as root (euid 0).
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }

@@ -623,6 +623,11 @@ fn cmd_test() -> Result<ExitCode> {
     setup::ensure_promtool()?;
     // The hosts tests need ping, curl and iperf3: installed here once, not by two tests at once.
     setup::ensure_host_tools()?;
+    // tests/tests/libvirt.rs: libvirt installed and its daemons started here, before the tests
+    // (as root; otherwise the test fails naming `sudo cargo xtask libvirt setup`).
+    if setup::is_root() {
+        harness::libvirt::ensure()?;
+    }
     let image = qemu::build_image()?;
     // The fault test (tests/tests/faults.rs) boots the fault image.
     let fault_image = qemu::build_fault_image()?;
