@@ -57,7 +57,12 @@ fn three_appliances_in_series_under_libvirt() {
         .unwrap_or_else(|e| panic!("{e:#}\n{}", chain.tails()));
     for (what, r, n) in [("warm-up", &warm, WARM_UP), ("traffic", &main, FRAMES)] {
         assert_eq!(r.sent, 2 * n, "{what}: {r:?}");
-        assert_eq!(r.received, 2 * n, "{what}: every frame back\n{}", chain.tails());
+        assert_eq!(
+            r.received,
+            2 * n,
+            "{what}: every frame back\n{}",
+            chain.tails()
+        );
         assert_eq!(r.bad, 0, "{what}: bad frames (TTL 63 expected)");
     }
 
@@ -66,8 +71,19 @@ fn three_appliances_in_series_under_libvirt() {
         .unwrap_or_else(|e| panic!("{e:#}\n{}", chain.tails()));
     let per_dir = WARM_UP + FRAMES;
     for s in &stopped {
-        assert_eq!(s.state, "shut off (shutdown)", "{}\n{}", s.name, chain.tails());
-        assert!(s.clean, "{}: no `shutdown clean`\n{}", s.name, chain.tails());
+        assert_eq!(
+            s.state,
+            "shut off (shutdown)",
+            "{}\n{}",
+            s.name,
+            chain.tails()
+        );
+        assert!(
+            s.clean,
+            "{}: no `shutdown clean`\n{}",
+            s.name,
+            chain.tails()
+        );
         let st = s
             .stats
             .as_ref()
@@ -88,7 +104,11 @@ fn three_appliances_in_series_under_libvirt() {
     let names: Vec<&str> = stopped.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
-        ["gannet-test-1-l2", "gannet-test-2-router", "gannet-test-3-l2"]
+        [
+            "gannet-test-1-l2",
+            "gannet-test-2-router",
+            "gannet-test-3-l2"
+        ]
     );
     drop(chain);
 
@@ -102,7 +122,10 @@ fn three_appliances_in_series_under_libvirt() {
     let err = bad
         .wait_ready(NOT_READY_WAIT)
         .expect_err("a guest with a bad key is never ready");
-    assert!(t.elapsed() < NOT_READY_WAIT + Duration::from_secs(5), "{err:#}");
+    assert!(
+        t.elapsed() < NOT_READY_WAIT + Duration::from_secs(5),
+        "{err:#}"
+    );
     match err.downcast_ref::<LibvirtError>() {
         Some(LibvirtError::NotReady { domain, tail, .. }) => {
             assert_eq!(domain, "gannet-test-bad-1-l2");

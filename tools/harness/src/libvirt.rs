@@ -194,9 +194,8 @@ pub fn virsh(args: &[&str]) -> Result<String> {
 /// Whether a process named `name` (its `/proc/PID/comm`) runs.
 fn running(name: &str) -> bool {
     std::fs::read_dir("/proc").is_ok_and(|rd| {
-        rd.flatten().any(|e| {
-            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == name)
-        })
+        rd.flatten()
+            .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == name))
     })
 }
 
@@ -253,7 +252,11 @@ pub fn ensure() -> Result<()> {
             let ok = Command::new(exe)
                 .arg("-d")
                 .status()
-                .or_else(|_| Command::new(Path::new("/usr/sbin").join(exe)).arg("-d").status())
+                .or_else(|_| {
+                    Command::new(Path::new("/usr/sbin").join(exe))
+                        .arg("-d")
+                        .status()
+                })
                 .with_context(|| format!("running {exe} -d"))?
                 .success();
             if !ok {
@@ -411,11 +414,7 @@ pub fn chain_cmdline(modes: &[Mode], k: usize) -> String {
             } else {
                 chain_mac(k + 1, 0, n)
             };
-            format!(
-                "mode=l2 peer0={} peer1={}",
-                mac_str(peer0),
-                mac_str(peer1)
-            )
+            format!("mode=l2 peer0={} peer1={}", mac_str(peer0), mac_str(peer1))
         }
     }
 }
@@ -459,7 +458,7 @@ impl Chain {
             "at most one router in a chain (the generator's subnets 10.0.0.0/24 and 10.0.1.0/24)"
         );
         anyhow::ensure!(
-            u32::from(base) + 2 * n as u32 + 1 <= 65535,
+            u32::from(base) + 2 * (n as u32) < 65535,
             "UDP ports from {base} do not fit {n} appliances"
         );
         let port = |i: usize| base + i as u16;
@@ -613,8 +612,8 @@ impl Chain {
             let text = std::fs::read_to_string(&a.console).unwrap_or_default();
             let stats = text
                 .lines()
-                .filter_map(Stats::from_line)
-                .last()
+                .rev()
+                .find_map(Stats::from_line)
                 .transpose()
                 .with_context(|| format!("{}'s console {}", a.name, a.console.display()))?;
             out.push(Stopped {
