@@ -584,12 +584,15 @@ impl Chain {
         Ok(())
     }
 
-    /// `virsh shutdown --mode acpi` to every appliance, then waits (bounded) until each is shut
+    /// `virsh shutdown --mode acpi` to every appliance not shut off yet, then waits (bounded) until each is shut
     /// off, and reads its state, reason and final STATS. A domain still up after
     /// [`SHUTDOWN_TIMEOUT`] is destroyed: [`LibvirtError::ShutdownTimeout`].
     pub fn shutdown(&self) -> Result<Vec<Stopped>> {
         for a in &self.appliances {
-            virsh(&["shutdown", &a.name, "--mode", "acpi"])?;
+            // One already shut off (a guest that powered off on its own) is reported as it is.
+            if !domstate(&a.name)?.starts_with("shut off") {
+                virsh(&["shutdown", &a.name, "--mode", "acpi"])?;
+            }
         }
         let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
         let mut out = Vec::new();
