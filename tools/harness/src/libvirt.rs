@@ -245,7 +245,12 @@ pub fn ensure() -> Result<()> {
             bail!("installing libvirt failed; run `{cmd}` yourself");
         }
     }
-    configure_qemu_conf()?;
+    if configure_qemu_conf()? && running("libvirtd") {
+        eprintln!(
+            "libvirt: libvirtd already runs and reads {QEMU_CONF} only at start: its domains \
+             run as before until it is restarted"
+        );
+    }
     for (daemon, exe) in [("virtlogd", "virtlogd"), ("libvirtd", "libvirtd")] {
         if !running(daemon) {
             eprintln!("libvirt: starting `{exe} -d`");
@@ -280,8 +285,8 @@ pub fn ensure() -> Result<()> {
 }
 
 /// `user = "root"` and `group = "root"` in [`QEMU_CONF`] (appended when no uncommented line sets
-/// them; a running libvirtd reads it only at start).
-fn configure_qemu_conf() -> Result<()> {
+/// them; a running libvirtd reads it only at start). Whether it changed the file.
+fn configure_qemu_conf() -> Result<bool> {
     let text = std::fs::read_to_string(QEMU_CONF).unwrap_or_default();
     let mut add = String::new();
     for key in ["user", "group"] {
@@ -299,7 +304,7 @@ fn configure_qemu_conf() -> Result<()> {
         std::fs::write(QEMU_CONF, format!("{text}\n{add}"))
             .with_context(|| format!("writing {QEMU_CONF}"))?;
     }
-    Ok(())
+    Ok(!add.is_empty())
 }
 
 /// `s` with XML's special characters escaped, for an attribute or element text.
