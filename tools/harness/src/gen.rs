@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -173,6 +174,14 @@ pub enum HostSock {
         /// QEMU's socket for this port.
         peer: PathBuf,
     },
+    /// A UDP socket carrying one frame per datagram, sending to `peer`: QEMU's `-netdev
+    /// socket,udp=…`, libvirt's `<interface type='udp'>` (crate::libvirt).
+    Udp {
+        /// The bound socket.
+        sock: UdpSocket,
+        /// The guest port's UDP address.
+        peer: SocketAddr,
+    },
     /// Raw socket on tap device `ifname`.
     Packet {
         /// The bound socket.
@@ -279,7 +288,7 @@ impl HostSock {
     /// The MTU cannot be read ([`PacketSocket::mtu`]).
     pub fn mtu(&self) -> Result<Option<u32>> {
         match self {
-            HostSock::Unix { .. } => Ok(None),
+            HostSock::Unix { .. } | HostSock::Udp { .. } => Ok(None),
             HostSock::Packet { sock, .. } => sock.mtu().map(Some),
         }
     }
@@ -314,6 +323,7 @@ impl HostSock {
         }
         match self {
             HostSock::Unix { sock, peer } => sock.send_to(frame, peer),
+            HostSock::Udp { sock, peer } => sock.send_to(frame, peer),
             HostSock::Packet { sock, .. } => sock.send(frame),
         }
     }
@@ -322,6 +332,7 @@ impl HostSock {
     pub fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             HostSock::Unix { sock, .. } => sock.recv(buf),
+            HostSock::Udp { sock, .. } => sock.recv(buf),
             HostSock::Packet { sock, .. } => sock.recv(buf),
         }
     }
@@ -332,6 +343,10 @@ impl HostSock {
             HostSock::Unix { sock, peer } => HostSock::Unix {
                 sock: sock.try_clone()?,
                 peer: peer.clone(),
+            },
+            HostSock::Udp { sock, peer } => HostSock::Udp {
+                sock: sock.try_clone()?,
+                peer: *peer,
             },
             HostSock::Packet { sock, ifname } => HostSock::Packet {
                 sock: sock.try_clone()?,
@@ -344,6 +359,7 @@ impl HostSock {
     pub fn set_nonblocking(&self, on: bool) -> std::io::Result<()> {
         match self {
             HostSock::Unix { sock, .. } => sock.set_nonblocking(on),
+            HostSock::Udp { sock, .. } => sock.set_nonblocking(on),
             HostSock::Packet { sock, .. } => sock.set_nonblocking(on),
         }
     }
@@ -352,6 +368,7 @@ impl HostSock {
     pub fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             HostSock::Unix { sock, .. } => sock.set_read_timeout(t),
+            HostSock::Udp { sock, .. } => sock.set_read_timeout(t),
             HostSock::Packet { sock, .. } => sock.set_read_timeout(t),
         }
     }
@@ -360,6 +377,7 @@ impl HostSock {
     pub fn set_write_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             HostSock::Unix { sock, .. } => sock.set_write_timeout(t),
+            HostSock::Udp { sock, .. } => sock.set_write_timeout(t),
             HostSock::Packet { sock, .. } => sock.set_write_timeout(t),
         }
     }
@@ -368,6 +386,7 @@ impl HostSock {
     pub fn describe(&self) -> String {
         match self {
             HostSock::Unix { peer, .. } => peer.display().to_string(),
+            HostSock::Udp { peer, .. } => format!("udp {peer}"),
             HostSock::Packet { ifname, .. } => format!("tap {ifname}"),
         }
     }
@@ -611,6 +630,19 @@ pub struct GenConfig {
     /// Count a received synthetic frame as bad unless its IPv4 TTL is this (`Some(63)` for
     /// one routed hop: the generator sends with TTL 64); `None` (default): TTL not checked.
     pub expect_ttl: Option<u8>,
+    /// UDP backend (libvirt's `<interface type='udp'>`, [`crate::libvirt`]): for each of the
+    /// two ports, the host's address to bind and the guest port's address to send to; takes
+    /// precedence over `dir` and `netns`. `None` (default): not used.
+    pub udp: Option<[UdpPort; 2]>,
+}
+
+/// One port of the UDP backend ([`GenConfig::udp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpPort {
+    /// The host's address: bound, and where the guest sends.
+    pub host: SocketAddr,
+    /// The guest port's address (its `<local>` in libvirt): where the host sends.
+    pub guest: SocketAddr,
 }
 
 impl Default for GenConfig {
@@ -631,6 +663,7 @@ impl Default for GenConfig {
             base_port: 0,
             netns: None,
             expect_ttl: None,
+            udp: None,
         }
     }
 }
@@ -858,7 +891,7 @@ impl Generator {
     /// Checks the configuration, removes stale `host-i.sock` files and binds them (tap backend:
     /// opens raw sockets on the tap devices in [`GenConfig::netns`]).
     pub fn bind(cfg: &GenConfig) -> Result<Generator> {
-        if cfg.netns.is_none() {
+        if cfg.netns.is_none() && cfg.udp.is_none() {
             check_socket_paths(&cfg.dir, cfg.base_port + 2)?;
         }
         ensure!(cfg.window >= 1, "--window must be at least 1");
@@ -878,8 +911,18 @@ impl Generator {
             }
         };
         let b = cfg.base_port;
-        let socks = match &cfg.netns {
-            None => {
+        let socks = match (&cfg.udp, &cfg.netns) {
+            (Some(ports), _) => {
+                let udp = |p: &UdpPort| -> Result<HostSock> {
+                    Ok(HostSock::Udp {
+                        sock: UdpSocket::bind(p.host)
+                            .with_context(|| format!("binding UDP {}", p.host))?,
+                        peer: p.guest,
+                    })
+                };
+                [udp(&ports[0])?, udp(&ports[1])?]
+            }
+            (None, None) => {
                 let unix = |p: usize| -> Result<HostSock> {
                     Ok(HostSock::Unix {
                         sock: bind_host(&cfg.dir, p)?,
@@ -888,7 +931,7 @@ impl Generator {
                 };
                 [unix(b)?, unix(b + 1)?]
             }
-            Some(ns) => {
+            (None, Some(ns)) => {
                 let names = [tap_name(b), tap_name(b + 1)];
                 let mut s = PacketSocket::open_in(ns, &names)?.into_iter();
                 let mut next = |i: usize| -> Result<HostSock> {

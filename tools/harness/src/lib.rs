@@ -7,6 +7,7 @@
 //!   [`gen::RawPort`] sends and receives single raw frames;
 //! - [`tap::TapNet`] is the tap backend's network namespace with multi-queue tap devices;
 //!   [`hosts::Hosts`] puts Linux hosts (namespaces) behind the ports;
+//! - [`libvirt`] runs appliances in series as libvirt domains (`cargo xtask libvirt`);
 //! - [`peer_linux`] is the Linux peer guest of the differential test;
 //! - [`bench_sim`] is the deterministic datapath benchmark (`sim=K`, simulated devices) the
 //!   perf guard runs; [`bench_tlb`] the TLB shootdown run; [`bench_boot`] the boot-phase line;
@@ -19,7 +20,7 @@
 //!
 //! [`setup`] (rustup target/components, Debian packages) and [`qemu`] (command lines, the
 //! guest's serial console, STATS parsed into `netstack::stats::Stats`) are the base; [`gen`],
-//! [`tap`], [`hosts`], [`iso`] and [`peer_linux`] build on them ([`qmp`] is a leaf); [`bench_sim`], [`bench_tlb`],
+//! [`tap`], [`hosts`], [`iso`], [`libvirt`] and [`peer_linux`] build on them ([`qmp`] is a leaf); [`bench_sim`], [`bench_tlb`],
 //! [`bench_boot`], [`soak`] and [`faults`] on those. [`mtu`] (the `--mtu` values) and
 //! [`append`] (a mode's kernel command line) are leaves every one of them may use.
 //!
@@ -36,6 +37,7 @@ pub mod faults;
 pub mod gen;
 pub mod hosts;
 pub mod iso;
+pub mod libvirt;
 pub mod mtu;
 pub mod nocall;
 pub mod peer_linux;

@@ -200,7 +200,8 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn is_root() -> bool {
+/// Whether this process runs as root (euid 0).
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
@@ -249,7 +250,7 @@ pub fn ensure_qemu() -> Result<()> {
 }
 
 /// `VERSION_CODENAME` from `/etc/os-release` (`bookworm`), if any.
-fn os_codename() -> Option<String> {
+pub(crate) fn os_codename() -> Option<String> {
     let text = std::fs::read_to_string("/etc/os-release").ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
@@ -257,7 +258,7 @@ fn os_codename() -> Option<String> {
 }
 
 /// Whether an apt source under `/etc/apt` already names [`BACKPORTS_SUITE`].
-fn backports_configured() -> bool {
+pub(crate) fn backports_configured() -> bool {
     let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
     if let Ok(rd) = std::fs::read_dir("/etc/apt/sources.list.d") {
         files.extend(rd.flatten().map(|e| e.path()));

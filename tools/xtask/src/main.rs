@@ -1,9 +1,9 @@
-//! `cargo xtask`: build, boot, gen, run, bench, soak, faults, test, lint, fuzz, setup.
+//! `cargo xtask`: build, boot, gen, run, bench, soak, faults, test, lint, fuzz, setup, libvirt.
 //!
 //! This file is the command line (clap) and the dispatch, plus what every command shares
 //! (the guest flags to a [`GuestConfig`], the accelerator line) and the two one-screen commands
 //! (`build`, `test`). The commands' bodies: [`run`] (iso, boot, gen, run), [`bench`] (every
-//! `bench` target; [`search`], `bench --search`), [`checks`] (faults, soak), [`lint`], [`fuzz`]; what they run lives in the
+//! `bench` target; [`search`], `bench --search`), [`checks`] (faults, soak), [`libvirt`], [`lint`], [`fuzz`]; what they run lives in the
 //! `harness` and `lab` crates.
 
 use std::path::{Path, PathBuf};
@@ -12,6 +12,7 @@ use std::process::{Command, ExitCode};
 mod bench;
 mod checks;
 mod fuzz;
+mod libvirt;
 mod lint;
 mod run;
 mod search;
@@ -77,6 +78,9 @@ enum Cmd {
     /// per-frame loop functions (harness::nocall::LOOP_FUNCTIONS); fails on an indirect call
     /// or an indirect jmp that is not a jump table into the same function.
     Nocall(NocallArgs),
+    /// Gannet appliances in series as libvirt domains (root): setup, run, up, down, status.
+    #[command(subcommand)]
+    Libvirt(libvirt::LibvirtCmd),
     /// Run each cargo-fuzz target (netstack/fuzz, drivers/fuzz) for a fixed time from its
     /// seed corpus; installs nightly and cargo-fuzz when missing.
     Fuzz(FuzzArgs),
@@ -640,6 +644,11 @@ fn cmd_test() -> Result<ExitCode> {
     setup::ensure_promtool()?;
     // The hosts tests need ping, curl and iperf3: installed here once, not by two tests at once.
     setup::ensure_host_tools()?;
+    // tests/tests/libvirt.rs: libvirt installed and its daemons started here, before the tests
+    // (as root; otherwise the test fails naming `sudo cargo xtask libvirt setup`).
+    if setup::is_root() {
+        harness::libvirt::ensure()?;
+    }
     let image = qemu::build_image()?;
     // The fault test (tests/tests/faults.rs) boots the fault image.
     let fault_image = qemu::build_fault_image()?;
@@ -760,6 +769,7 @@ fn main() -> ExitCode {
         Cmd::Nocall(a) => checks::cmd_nocall(a),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Test => cmd_test(),
+        Cmd::Libvirt(c) => libvirt::run(c).map(|()| ExitCode::SUCCESS),
         Cmd::Fuzz(a) => fuzz::run(
             &qemu::workspace_root(),
             a.seconds,
