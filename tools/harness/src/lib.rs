@@ -14,6 +14,7 @@
 //! - [`soak::run`] is `cargo xtask soak`, [`faults::run`] `cargo xtask faults`.
 //! - [`envelope`]: the one JSON envelope of every `--json`.
 //! - [`progress`]: a bar on a terminal, a status line every few seconds elsewhere.
+//! - [`elf`]: symbols of the kernel image (a guest sized from `__kernel_end`).
 //! - [`nocall`]: no indirect call in the image's per-frame loop functions (`cargo xtask nocall`).
 //!
 //! # Map
@@ -32,6 +33,7 @@ pub mod bench_boot;
 pub mod bench_search;
 pub mod bench_sim;
 pub mod bench_tlb;
+pub mod elf;
 pub mod envelope;
 pub mod faults;
 pub mod gen;
