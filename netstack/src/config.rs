@@ -171,12 +171,13 @@ impl RefillMode {
     }
 }
 
-/// Where the management plane (smoltcp: ARP, ICMP echo, metrics on TCP 9100) lives (`mgmt=`).
+/// Where the management plane (smoltcp: ARP, ICMP echo, metrics on TCP 9100) lives (`mgmt=`),
+/// whatever the network function.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum MgmtPort {
-    /// On port 0's address in router mode, off otherwise (default).
+    /// On the first port with an address (`ip0=`, else `ip1=`), off without one (default).
     Auto,
-    /// On port `0` or `1`'s interface address (`ip0`/`ip1`); router mode only.
+    /// On port `0` or `1`'s address (`ip0`/`ip1`, which must be given).
     Port(u8),
     /// Off.
     Off,
@@ -321,12 +322,14 @@ pub struct Config {
     pub refill: RefillMode,
     /// `idle=halt|poll` (default `halt`).
     pub idle: IdleMode,
-    /// `ip0=A.B.C.D/LEN`, `ip1=…`: the ports' interface addresses (router mode).
+    /// `ip0=A.B.C.D/LEN`, `ip1=…`: the ports' addresses: the management plane's (any mode)
+    /// and the router's interface addresses (router mode, which needs both).
     pub ip: [Option<Ipv4Net>; PORTS],
     /// `route=PREFIX/LEN,GATEWAY` (repeatable, up to [`MAX_CMDLINE_ROUTES`]): static routes;
     /// `0.0.0.0/0,GW` is the default route.
     pub routes: heapless::Vec<(Ipv4Net, Ipv4Addr), MAX_CMDLINE_ROUTES>,
-    /// `mgmt=ip0|ip1|none`: the management address (router mode; default `ip0`).
+    /// `mgmt=ip0|ip1|none`: the management address (any mode; default: the first port with
+    /// an address, [`Config::mgmt_port`]).
     pub mgmt: MgmtPort,
     /// `xcore=on|off` (default `off`): with several port pairs, frames received on pair `k`
     /// leave through pair `k + 1` (mod pairs), i.e. another core's TX queue: pages cross cores
@@ -689,12 +692,15 @@ impl<'a> Iterator for RoutesFile<'a> {
 }
 
 impl Config {
-    /// The port the management plane lives on, if any.
+    /// The local port the management plane lives on, if any: `mgmt=ipN`'s; by default
+    /// (`mgmt=` not given) the first port with an address (`ip0=`, else `ip1=`; the router
+    /// has both); none with `mgmt=none` or no address. Whatever the mode: outside the router
+    /// the kernel steers the address's frames to it.
     pub fn mgmt_port(&self) -> Option<usize> {
-        match (self.mode, self.mgmt) {
-            (Mode::Router, MgmtPort::Auto) => Some(0),
-            (Mode::Router, MgmtPort::Port(p)) => Some(usize::from(p)),
-            _ => None,
+        match self.mgmt {
+            MgmtPort::Auto => self.ip.iter().position(Option::is_some),
+            MgmtPort::Port(p) => Some(usize::from(p)).filter(|&p| self.ip[p].is_some()),
+            MgmtPort::Off => None,
         }
     }
 
@@ -776,6 +782,14 @@ impl Config {
                 key: "queues",
                 because: "(=auto or 1) with sim: the simulated ports have one queue pair",
             });
+        }
+        if let MgmtPort::Port(p) = cfg.mgmt {
+            if cfg.ip[usize::from(p)].is_none() {
+                return Err(ConfigError::Missing {
+                    key: ["ip0", "ip1"][usize::from(p) & 1],
+                    because: "for its management address (mgmt=)",
+                });
+            }
         }
         if cfg.mode == Mode::Router {
             for (i, key) in ["ip0", "ip1"].into_iter().enumerate() {

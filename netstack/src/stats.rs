@@ -97,6 +97,10 @@ pub struct Stats {
     /// does not run on the NF API yet.
     #[serde(default)]
     pub nf: NfCounters,
+    /// With a management address only (the key is absent otherwise): the dataplane's side of
+    /// the management plane, summed over the cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mgmt: Option<MgmtPath>,
 }
 
 /// What a core's network function decided for the frames it did not forward, and what its
@@ -548,31 +552,12 @@ pub struct RouterStats {
     pub drops: RouterDrops,
     /// Neighbour updates between the cores' routers.
     pub neigh_sync: NeighSync,
-    /// Frames for the management plane handed to core 0 by another core.
-    pub mgmt_handoff: u64,
-    /// Frames for the management plane dropped (core 0's ring full, or no page for the copy).
-    pub mgmt_handoff_dropped: u64,
-    /// Frames of several pages (jumbo frames) made linear for the management plane: one
-    /// per-core view each (mapped on core 0, unmapped with a local flush).
-    #[serde(default)]
-    pub mgmt_linear: u64,
-    /// Frames of several pages for the management plane dropped because no linear view could
-    /// be made (or their pages could not be kept).
-    #[serde(default)]
-    pub mgmt_linear_failed: u64,
 }
 
 impl RouterStats {
     /// The `router` object from the summed router counters, the frames queued now and the
-    /// cores' cross-core counters.
-    pub fn new(
-        c: &RouterCounters,
-        queued_now: u64,
-        neigh_sync: NeighSync,
-        mgmt_handoff: u64,
-        mgmt_handoff_dropped: u64,
-        (mgmt_linear, mgmt_linear_failed): (u64, u64),
-    ) -> Self {
+    /// cores' neighbour updates.
+    pub fn new(c: &RouterCounters, queued_now: u64, neigh_sync: NeighSync) -> Self {
         RouterStats {
             rx: c.rx,
             forwarded: c.forwarded,
@@ -590,10 +575,6 @@ impl RouterStats {
             no_buffer: c.no_buffer,
             drops: RouterDrops::from(c),
             neigh_sync,
-            mgmt_handoff,
-            mgmt_handoff_dropped,
-            mgmt_linear,
-            mgmt_linear_failed,
         }
     }
 }
@@ -706,6 +687,38 @@ pub struct MgmtStats {
     pub fin_before_request: u64,
     /// `PUT /routes` requests by outcome, in the order of [`PUT_ROUTES_RESULTS`].
     pub put_routes: [u64; PUT_ROUTES_RESULTS.len()],
+}
+
+/// The dataplane's side of the management plane (`STATS` key `mgmt`, absent without a
+/// management address; frames, summed over the cores): what reached it other than as one
+/// page on core 0. The one definition: the dataplane counts into it
+/// (`unikernel::dataplane::mgmt`), `STATS` carries it. Whatever the network function: the
+/// router hands the management plane its frames, any other NF through the kernel's steering
+/// (the management address's ARP and IPv4 frames on its port).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MgmtPath {
+    /// Frames for the management plane handed to core 0 by another core.
+    pub handoff: u64,
+    /// Frames for the management plane dropped on the way to core 0 (its ring full, or no
+    /// page for the copy).
+    pub handoff_dropped: u64,
+    /// Frames of several pages (jumbo frames) made linear for the management plane: one
+    /// per-core view each (mapped on core 0, unmapped with a local flush).
+    pub linear: u64,
+    /// Frames of several pages for the management plane dropped unseen: no linear view could
+    /// be made (pages not laid out as the length says, the window busy, no vmap space), or
+    /// their pages could not be kept.
+    pub linear_failed: u64,
+}
+
+impl MgmtPath {
+    /// Add `o`'s counts to these.
+    pub fn add(&mut self, o: &MgmtPath) {
+        self.handoff += o.handoff;
+        self.handoff_dropped += o.handoff_dropped;
+        self.linear += o.linear;
+        self.linear_failed += o.linear_failed;
+    }
 }
 
 /// The outcomes of `PUT /routes` (the `result` label of `gannet_mgmt_put_routes_total`):

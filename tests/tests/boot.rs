@@ -194,8 +194,8 @@ fn memory_below_the_image_is_a_named_error() {
 #[test]
 fn an_rx_ring_below_half_is_a_named_error() {
     const MIB: u64 = 1 << 20;
-    let end = harness::elf::symbol_address(&image(), "__kernel_end")
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let end =
+        harness::elf::symbol_address(&image(), "__kernel_end").unwrap_or_else(|e| panic!("{e:#}"));
     let base = (end + MIB / 2).div_ceil(MIB);
     let l = expect_memory_error(
         "",

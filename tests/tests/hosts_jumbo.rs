@@ -153,19 +153,20 @@ fn a_jumbo_ping_to_the_router_is_answered_by_the_management_plane_through_a_per_
     );
     let s = quit(&mut guest);
     let r = router(&s);
+    let path = s.mgmt.expect("STATS has `mgmt` with a management address");
     eprintln!(
-        "jumbo pings to the router: {}; mgmt_linear {}, to_host {}, /metrics {} bytes",
+        "jumbo pings to the router: {}; mgmt.linear {}, to_host {}, /metrics {} bytes",
         text.lines().filter(|l| l.contains("bytes from")).count(),
-        r.mgmt_linear,
+        path.linear,
         r.to_host,
         body.len()
     );
     assert!(
-        r.mgmt_linear >= 2,
+        path.linear >= 2,
         "echo requests made linear: {} ({s})",
-        r.mgmt_linear
+        path.linear
     );
-    assert_eq!(r.mgmt_linear_failed, 0, "{s}");
+    assert_eq!(path.linear_failed, 0, "{s}");
     assert!(r.to_host >= 2, "{s}");
     assert_eq!(s.ports[0].drops.too_big, 0, "{s}");
     drop(hosts);

@@ -201,12 +201,13 @@ fn management_plane_answers_on_every_queue() {
     drop(p0);
     let s = rig.quit();
     assert!(router(&s).to_host >= u64::from(SYNS), "{:?}", router(&s));
+    let path = s.mgmt.expect("STATS has `mgmt` with a management address");
     assert!(
-        router(&s).mgmt_handoff > 0,
+        path.handoff > 0,
         "no frame for the management plane reached core 1's queue: {}",
         s
     );
-    assert_eq!(router(&s).mgmt_handoff_dropped, 0, "{}", s);
+    assert_eq!(path.handoff_dropped, 0, "{}", s);
     assert!(router(&s).echo_replies >= u64::from(SYNS), "{}", s);
     assert_no_leak(&s);
 }

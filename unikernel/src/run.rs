@@ -6,7 +6,7 @@ use crate::arch::phases::{self, Phase};
 use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
 use crate::control::commands::{self, BootFacts};
 use crate::control::console::Console;
-use crate::control::mgmt::{self, Mgmt};
+use crate::control::mgmt::{self, Mgmt, PutFiles};
 use crate::percpu::{current_cpu, online, CPUS, MAX_CPUS};
 use crate::platform::{KernelCore, KernelPlatformOf, FABRIC, FABRIC_MODE, FACTS};
 use crate::setup::fib::{self, build_fib, core_router};
@@ -342,7 +342,12 @@ fn core_over<N: drivers::nic::Nic>(
         fabric: &FABRIC,
         router,
         mgmt,
-        mgmt_remote: cfg.mgmt_port().filter(|_| k != 0),
+        // Another core's frames for the management address: the router's on every core; any
+        // other NF's only with multi-queue (its pairs are then queue pairs of the same two
+        // ports; with several port pairs the address is on pair 0's port only).
+        mgmt_remote: cfg
+            .mgmt_port()
+            .filter(|_| k != 0 && (cfg.mode == Mode::Router || setup.topo.queues > 1)),
     })
     .unwrap_or_else(|e| fail(format_args!("pair {k}: {e:?}")));
     let (posted, per) = log_rx_posted(k, setup.topo.queues > 1, &core);
@@ -453,7 +458,7 @@ fn build_mgmt(
     mtu: u16,
     (mem, jumbo): (&'static mut [u8], &'static mut [u8]),
 ) -> Mgmt {
-    let net = cfg.ip[p].expect("router mode has ip0/ip1");
+    let net = cfg.ip[p].expect("Config::mgmt_port names a port with an address");
     let now_ms = (crate::arch::time::uptime_us() / 1000) as i64;
     let m = Mgmt::new(
         p,
@@ -473,16 +478,21 @@ fn build_mgmt(
         m.frame_max(),
         mgmt::FRAME_MAX,
     );
-    m.with_put_token(put_token(cfg))
+    m.with_put(put_files(cfg))
 }
 
-/// The `PUT /routes` token (`mgmt_token=`), logged by length only.
-fn put_token(cfg: &Config) -> Option<netstack::config::MgmtToken> {
+/// What `PUT` replaces on the management plane: the router's routes file (with the
+/// `mgmt_token=` token, logged by length only), or nothing for another network function.
+fn put_files(cfg: &Config) -> PutFiles {
+    if cfg.mode != Mode::Router {
+        info!("mgmt: no PUT (mode={} has no files)", cfg.mode.as_str());
+        return PutFiles::None(cfg.mode.as_str());
+    }
     match &cfg.mgmt_token {
         Some(t) => info!("mgmt: PUT /routes on (bearer token of {} bytes)", t.len()),
         None => info!("mgmt: PUT /routes off (no mgmt_token=)"),
     }
-    cfg.mgmt_token.clone()
+    PutFiles::Routes(cfg.mgmt_token.clone())
 }
 
 /// Carve `want` bytes of the management plane's storage from the zone (one zeroed buddy

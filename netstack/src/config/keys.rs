@@ -309,8 +309,10 @@ const IO_L2_KEYS: &[Key] = &[key("xcore", |c, v| {
     Ok(())
 })];
 
-/// The router's keys: its interface addresses, static routes and management plane.
-const ROUTER_KEYS: &[Key] = &[
+/// The management plane's keys, the kernel's whatever the network function: each port's
+/// address (the router's interface addresses too) and which one the management plane
+/// (console over TCP, `/metrics`, `PUT` of the NF's files) answers on.
+const MGMT_KEYS: &[Key] = &[
     key("ip0", |c, v| {
         c.ip[0] = Some(cidr(v)?);
         Ok(())
@@ -319,6 +321,19 @@ const ROUTER_KEYS: &[Key] = &[
         c.ip[1] = Some(cidr(v)?);
         Ok(())
     }),
+    key("mgmt", |c, v| {
+        c.mgmt = match v {
+            "ip0" => MgmtPort::Port(0),
+            "ip1" => MgmtPort::Port(1),
+            "none" => MgmtPort::Off,
+            _ => return Err(KeyError::Expected("ip0, ip1 or none")),
+        };
+        Ok(())
+    }),
+];
+
+/// The router's keys: its static routes and the token for `PUT /routes` (its routes file).
+const ROUTER_KEYS: &[Key] = &[
     Key {
         name: "route",
         repeat: true,
@@ -329,15 +344,6 @@ const ROUTER_KEYS: &[Key] = &[
             c.routes.push(r).map_err(|_| KeyError::TooMany)
         },
     },
-    key("mgmt", |c, v| {
-        c.mgmt = match v {
-            "ip0" => MgmtPort::Port(0),
-            "ip1" => MgmtPort::Port(1),
-            "none" => MgmtPort::Off,
-            _ => return Err(KeyError::Expected("ip0, ip1 or none")),
-        };
-        Ok(())
-    }),
     key("mgmt_token", |c, v| {
         c.mgmt_token = Some(MgmtToken::new(v).ok_or(KeyError::Secret(
             "printable ASCII without space, 16..=64 bytes",
@@ -358,6 +364,10 @@ pub const KEY_SETS: &[KeySet] = &[
         keys: KERNEL_KEYS,
     },
     KeySet {
+        owner: Owner::Kernel,
+        keys: MGMT_KEYS,
+    },
+    KeySet {
         owner: Owner::Nf(&[Mode::L2]),
         keys: L2_KEYS,
     },
@@ -373,7 +383,7 @@ pub const KEY_SETS: &[KeySet] = &[
 
 /// Keys in all: the length of [`super::Config::parse`]'s "seen" table.
 pub const KEY_COUNT: usize =
-    KERNEL_KEYS.len() + L2_KEYS.len() + IO_L2_KEYS.len() + ROUTER_KEYS.len();
+    KERNEL_KEYS.len() + MGMT_KEYS.len() + L2_KEYS.len() + IO_L2_KEYS.len() + ROUTER_KEYS.len();
 
 /// The key named `name`: its index among all keys (kernel's first, in [`KEY_SETS`] order),
 /// the key and its owner.

@@ -264,10 +264,6 @@ fn router_keys() {
     assert_eq!(c.mgmt_port(), Some(0));
     assert_eq!(Config::parse("mode=l2").unwrap().mgmt_port(), None);
     assert!(matches!(
-        Config::parse("mgmt=ip1"),
-        Err(ConfigError::Misplaced { key: "mgmt", .. })
-    ));
-    assert!(matches!(
         Config::parse("mode=router route=10.0.0.0/8"),
         Err(ConfigError::BadValue { key: "route", .. })
     ));
@@ -281,19 +277,42 @@ fn router_keys() {
     );
 }
 
-/// Issue 15 item 8: `ip0=`/`ip1=` outside router mode are rejected like `route=` (they were
-/// silently ignored).
+/// Issue 33 item 6: `ip0=`/`ip1=`/`mgmt=` are the kernel's (the management plane serves every
+/// network function); outside the router an address is the management address only.
+/// (Issue 15 item 8 had refused them outside router mode, where they were silently ignored.)
 #[test]
-fn port_addresses_need_router_mode() {
+fn port_addresses_are_the_management_planes_in_every_mode() {
+    for (line, port) in [
+        ("ip0=10.0.0.1/24", Some(0)),
+        ("mode=l2 ip1=10.0.1.1/24", Some(1)),
+        ("mode=io ip0=10.0.0.1/24 ip1=10.0.1.1/24", Some(0)),
+        ("mode=io ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=ip1", Some(1)),
+        ("mode=l2 ip0=10.0.0.1/24 mgmt=none", None),
+        ("mode=l2", None),
+        (
+            "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=ip1",
+            Some(1),
+        ),
+        (
+            "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=none",
+            None,
+        ),
+    ] {
+        let c = Config::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(c.mgmt_port(), port, "{line}");
+    }
     for (line, key) in [
-        ("ip0=10.0.0.1/24", "ip0"),
-        ("mode=l2 ip1=10.0.1.1/24", "ip1"),
-        ("mode=io ip0=10.0.0.1/24 ip1=10.0.1.1/24", "ip0"),
+        ("mgmt=ip1", "ip1"),
+        ("mode=io ip1=10.0.1.1/24 mgmt=ip0", "ip0"),
     ] {
         let e = Config::parse(line).unwrap_err();
-        assert!(
-            matches!(e, ConfigError::Misplaced { key: k, modes: [Mode::Router], .. } if k == key),
-            "{line}: {e:?}"
+        assert_eq!(
+            e,
+            ConfigError::Missing {
+                key,
+                because: "for its management address (mgmt=)"
+            },
+            "{line}"
         );
         assert!(e.to_string().contains(key), "{line}: {e}");
     }

@@ -89,7 +89,7 @@ fn largest() -> Stats {
         busy_iters: m,
         phase_cycles: PhaseCycles::from([m; 4]),
         per_cpu: core::iter::repeat_n(cpu, MAX_CPUS).collect(),
-        router: Some(RouterStats::new(&c, m, sync, m, m, (m, m))),
+        router: Some(RouterStats::new(&c, m, sync)),
         fib: Some(FibStats {
             generation: m,
             reloads: m,
@@ -127,6 +127,12 @@ fn largest() -> Stats {
             bad_port: m,
             sent_held: m,
         },
+        mgmt: Some(MgmtPath {
+            handoff: m,
+            handoff_dropped: m,
+            linear: m,
+            linear_failed: m,
+        }),
     }
 }
 
@@ -243,7 +249,7 @@ fn sample(router: bool) -> Stats {
         }]
         .into_iter()
         .collect(),
-        router: router.then(|| RouterStats::new(&c, 0, sync, 6, 0, (2, 0))),
+        router: router.then(|| RouterStats::new(&c, 0, sync)),
         // The established lines below predate the `fib` key; `largest` covers it.
         fib: None,
         faults: None,
@@ -253,6 +259,11 @@ fn sample(router: bool) -> Stats {
             sent_held: 2,
             ..NfCounters::default()
         },
+        mgmt: router.then_some(MgmtPath {
+            handoff: 6,
+            linear: 2,
+            ..MgmtPath::default()
+        }),
     }
 }
 
@@ -336,10 +347,10 @@ fn json_is_the_established_line() {
         r#""source_route_failed":0,"no_route":1,"ttl_expired":2,"frag_needed":0,"#,
         r#""neigh_table_full":0,"#,
         r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0,"neigh_evicted":0},"#,
-        r#""neigh_sync":{"sent":5,"applied":5,"dropped":0},"mgmt_handoff":6,"#,
-        r#""mgmt_handoff_dropped":0,"mgmt_linear":2,"mgmt_linear_failed":0},"#,
+        r#""neigh_sync":{"sent":5,"applied":5,"dropped":0}},"#,
         r#""nf":{"dropped":3,"kept":2,"to_mgmt":0,"mgmt_unavailable":0,"#,
-        r#""keep_overflow":0,"bad_port":0,"sent_held":2}}"#,
+        r#""keep_overflow":0,"bad_port":0,"sent_held":2},"#,
+        r#""mgmt":{"handoff":6,"handoff_dropped":0,"linear":2,"linear_failed":0}}"#,
     );
     assert!(router.starts_with(r#"{"mode":"router","#), "{router}");
     assert!(router.ends_with(tail), "{router}");

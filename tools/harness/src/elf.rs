@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{bail, Context, Result};
 use object::{Object, ObjectSymbol};
 
 /// The address of the symbol `name` in the ELF image at `path` (e.g. `__kernel_end`, the end of

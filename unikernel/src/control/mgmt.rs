@@ -392,8 +392,20 @@ pub struct Mgmt {
     body_len: usize,
     body_sent: usize,
     counters: MgmtCounters,
-    /// `mgmt_token=`: `PUT /routes` is refused (403) without one.
-    token: Option<MgmtToken>,
+    /// What `PUT` may replace: the router's routes file (with `mgmt_token=`'s token), or
+    /// nothing (another network function).
+    put: PutFiles,
+}
+
+/// The files `PUT` replaces on a management plane: its network function's.
+#[derive(Clone, Debug)]
+pub enum PutFiles {
+    /// None: the network function (named, as `mode=` says it) has no file to replace; `PUT`
+    /// is 404 naming it.
+    None(&'static str),
+    /// The router's routes file (`PUT /routes`), with `mgmt_token=`'s bearer token; without
+    /// one it is refused (403).
+    Routes(Option<MgmtToken>),
 }
 
 /// Storage the management plane needs, in bytes (carved from one allocation at boot).
@@ -497,14 +509,14 @@ impl Mgmt {
             body_len: 0,
             body_sent: 0,
             counters: MgmtCounters::default(),
-            token: None,
+            put: PutFiles::Routes(None),
         }
     }
 
-    /// Accept `PUT /routes` with bearer token `token` (`mgmt_token=`); without one it is
-    /// refused (403).
-    pub fn with_put_token(mut self, token: Option<MgmtToken>) -> Mgmt {
-        self.token = token;
+    /// What `PUT` may replace ([`PutFiles`]; the default: `PUT /routes` refused for want of
+    /// a token).
+    pub fn with_put(mut self, put: PutFiles) -> Mgmt {
+        self.put = put;
         self
     }
 
@@ -633,7 +645,7 @@ impl Mgmt {
             conn.progress_ms = now_ms;
         }
         conn.send_queue = queued;
-        read(conn, sock, now_ms, self.token.as_ref(), &mut self.counters);
+        read(conn, sock, now_ms, &self.put, &mut self.counters);
         if matches!(conn.put, Put::Waiting) {
             if let Some(r) = fib::take_put_result() {
                 conn.put = Put::None;
@@ -755,7 +767,7 @@ fn read(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
     now_ms: i64,
-    token: Option<&MgmtToken>,
+    put: &PutFiles,
     counters: &mut MgmtCounters,
 ) {
     if !sock.can_recv() {
@@ -783,7 +795,7 @@ fn read(
         }
         conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
         if conn.complete && conn.req.starts_with(b"PUT ") {
-            start_put(conn, sock, token, fib::put_busy(), counters);
+            start_put(conn, sock, put, fib::put_busy(), counters);
         }
     } else {
         let _ = sock.recv(|d| (d.len(), ()));
@@ -833,14 +845,10 @@ fn refusal(r: PutResult, status: &'static str, text: core::fmt::Arguments<'_>) -
 }
 
 /// Check a complete `PUT` request head (`head`: up to the blank line) in the order 404 (not
-/// `PUT /routes HTTP/1.x`), 403, 401, 411, 400, 413, 503 (busy); returns the body's length and
-/// whether the client expects `100 Continue`.
+/// `PUT /routes HTTP/1.x`, or a network function without a routes file), 403, 401, 411, 400,
+/// 413, 503 (busy); returns the body's length and whether the client expects `100 Continue`.
 #[allow(clippy::result_large_err)]
-fn check_put_head(
-    head: &[u8],
-    token: Option<&MgmtToken>,
-    busy: bool,
-) -> Result<(usize, bool), Refusal> {
+fn check_put_head(head: &[u8], put: &PutFiles, busy: bool) -> Result<(usize, bool), Refusal> {
     use PutResult as R;
     let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
     let (line, headers) = head.split_at(line_end);
@@ -848,9 +856,16 @@ fn check_put_head(
         let why = format_args!("only PUT /routes HTTP/1.0 or HTTP/1.1");
         return Err(refusal(R::BadRequest, "404 Not Found", why));
     }
-    let Some(token) = token else {
-        let why = format_args!("PUT /routes: no mgmt_token= on the kernel command line");
-        return Err(refusal(R::Forbidden, "403 Forbidden", why));
+    let token = match put {
+        PutFiles::Routes(Some(t)) => t,
+        PutFiles::None(nf) => {
+            let why = format_args!("PUT /routes: mode={nf} has no routes file (the router's)");
+            return Err(refusal(R::BadRequest, "404 Not Found", why));
+        }
+        PutFiles::Routes(None) => {
+            let why = format_args!("PUT /routes: no mgmt_token= on the kernel command line");
+            return Err(refusal(R::Forbidden, "403 Forbidden", why));
+        }
     };
     let bearer = header(headers, "authorization")
         .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
@@ -888,7 +903,7 @@ fn check_put_head(
 fn start_put(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
-    token: Option<&MgmtToken>,
+    put: &PutFiles,
     busy: bool,
     counters: &mut MgmtCounters,
 ) {
@@ -898,7 +913,7 @@ fn start_put(
             "400 Bad Request",
             format_args!("PUT /routes: request head longer than {REQ_MAX} bytes"),
         )),
-        Some(end) => check_put_head(&conn.req[..end + 2], token, busy).and_then(|(len, expect)| {
+        Some(end) => check_put_head(&conn.req[..end + 2], put, busy).and_then(|(len, expect)| {
             match RoutesUpload::new(len) {
                 Ok(u) => Ok((end, u, expect)),
                 Err(e) => Err(refusal(

@@ -75,19 +75,16 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
                 applied: y.neigh_applied,
                 dropped: y.neigh_dropped,
             };
-            RouterStats::new(
-                &rs.counters,
-                rs.queued_now,
-                sync,
-                y.mgmt_handoff,
-                y.mgmt_handoff_dropped,
-                (y.mgmt_linear, y.mgmt_linear_failed),
-            )
+            RouterStats::new(&rs.counters, rs.queued_now, sync)
         }),
         fib: sys.fib,
         faults: super::faults::stats(),
         nf: pairs.iter().fold(NfCounters::default(), |mut t, p| {
             t.add(&p.nf);
+            t
+        }),
+        mgmt: pairs.iter().filter_map(|p| p.mgmt).reduce(|mut t, m| {
+            t.add(&m);
             t
         }),
         ..Stats::default()

@@ -5,8 +5,8 @@
 //! * [`percore`]: [`Core`] (one core's state and its [`Core::poll_once`]), and the traits it is
 //!   generic over: [`Platform`] (cycle counter, clock, wake-up IPI, metrics text, and the
 //!   associated NIC and management-plane types) and [`MgmtPlane`].
-//! * `l2` (`io`/`l2` forwarding, `xcore`), `route` (router mode, neighbour sync,
-//!   management-plane frames), `tx` (flush, completion), `teardown` (quit): `impl Core`
+//! * `l2` (`io`/`l2` forwarding, `xcore`), `route` (router mode, neighbour sync), `mgmt`
+//!   (the management plane's frames, whatever the NF; its state in the leaf `mgmt_side`), `tx` (flush, completion), `teardown` (quit): `impl Core`
 //!   blocks by concern; `stage` holds the TX staging arrays.
 //! * [`nf`]: the network-function API ([`nf::NetworkFunction`]: per-frame `process` inlined
 //!   into the fused loop, end-of-burst and tick hooks, [`nf::Packet`] header views) and the
@@ -36,6 +36,8 @@ pub mod burstin;
 pub mod fabric;
 pub mod handoff;
 mod l2;
+mod mgmt;
+mod mgmt_side;
 pub mod nf;
 mod nf_side;
 pub mod page;

@@ -4,6 +4,7 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
+use super::mgmt_side::MgmtSide;
 use super::nf_side::NfSide;
 use super::page::{PageBuf, RawPage};
 use super::pages::Pages;
@@ -182,18 +183,13 @@ pub(crate) type MultiStash = heapless::Vec<(Pfn, heapless::Vec<Pfn, 3>), MULTI_S
 pub(crate) const MULTI_STASH: usize = 32;
 
 /// Router mode: a core's router and what goes with it.
-pub struct RouteState<M> {
+pub struct RouteState {
     /// The router.
     pub router: CoreRouter,
     /// A page for an ICMP error or ARP request, from pool 0 (kept until used).
     pub(crate) spare: Option<PageBuf>,
     /// When the neighbour timers last ran (ns since boot).
     pub(crate) polled_ns: u64,
-    /// The management plane, on the core that runs it (core 0).
-    pub mgmt: Option<M>,
-    /// On another core with a management address: its local port (frames for it are handed to
-    /// core 0).
-    pub(crate) mgmt_remote: Option<usize>,
     /// Cross-core counters.
     pub sync: RouterSync,
     /// Frames of the current fused burst that leave the fast path (anything but a forward out
@@ -203,6 +199,9 @@ pub struct RouteState<M> {
     pub(crate) burst_ns: u64,
     /// Multi-page frames in the neighbour queue: their other pages.
     pub(crate) multi: MultiStash,
+    /// Multi-page frames for the management plane dropped in the burst for want of stash
+    /// room (counted into the core's `MgmtPath::linear_failed` in its snapshot).
+    pub(crate) mgmt_unkept: u64,
 }
 
 /// What [`Core::new`] needs.
@@ -252,7 +251,9 @@ pub struct Core<P: Platform> {
     pub(crate) rewrite: [MacRewrite; PORTS],
     pub(crate) tx: TxStage,
     pub(crate) prof: Profile,
-    pub(crate) route: Option<RouteState<P::Mgmt>>,
+    pub(crate) route: Option<RouteState>,
+    /// The management plane's side of this core (any network function).
+    pub(crate) mgmt: MgmtSide<P::Mgmt>,
     pub(crate) fabric: &'static Fabric,
     /// Scratch arrays, allocated once.
     pub(crate) rx_scratch: [RxBuf; MAX_BURST],
@@ -284,12 +285,11 @@ impl<P: Platform> Core<P> {
             router,
             spare: None,
             polled_ns: 0,
-            mgmt: p.mgmt,
-            mgmt_remote: p.mgmt_remote,
             sync: RouterSync::default(),
             deferred: heapless::Vec::new(),
             burst_ns: 0,
             multi: heapless::Vec::new(),
+            mgmt_unkept: 0,
         });
         let rewrite = core::array::from_fn(|q| MacRewrite::new(p.cfg.mode, macs[q], p.cfg.peer[q]));
         let mut route = route;
@@ -303,7 +303,20 @@ impl<P: Platform> Core<P> {
                     .map_err(|_| CoreError::Mtu(port, mtu))?;
             }
         }
+        // Outside the router the kernel steers the management address's frames off (the router
+        // recognises its own addresses).
+        let mgmt_port = p.mgmt.as_ref().map(|m| m.port()).or(p.mgmt_remote);
+        let steer = mgmt_port
+            .filter(|_| route.is_none())
+            .and_then(|q| Some((q, p.cfg.ip.get(q).copied().flatten()?.addr)));
+        let mgmt = MgmtSide {
+            plane: p.mgmt,
+            remote: p.mgmt_remote,
+            steer,
+            ..MgmtSide::none()
+        };
         let mut core: Core<P> = Core {
+            mgmt,
             cfg: p.cfg,
             pair: k,
             nics: p.nics.map(core::mem::ManuallyDrop::new),
@@ -408,12 +421,29 @@ impl<P: Platform> Core<P> {
 
     /// The router state, mutable (host tests).
     #[cfg(any(test, feature = "host-rig"))]
-    pub fn route_mut(&mut self) -> Option<&mut RouteState<P::Mgmt>> {
+    pub fn route_mut(&mut self) -> Option<&mut RouteState> {
         self.route.as_mut()
     }
 
+    /// The management plane, when it runs on this core (core 0 with a management address).
+    pub fn mgmt_plane(&self) -> Option<&P::Mgmt> {
+        self.mgmt.plane.as_ref()
+    }
+
+    /// The management plane, mutable (host tests).
+    #[cfg(any(test, feature = "host-rig"))]
+    pub fn mgmt_plane_mut(&mut self) -> Option<&mut P::Mgmt> {
+        self.mgmt.plane.as_mut()
+    }
+
+    /// The management plane's frames on this core as `STATS` counts them (`None` when this
+    /// core's ports carry no management address).
+    pub fn mgmt_path(&self) -> Option<netstack::stats::MgmtPath> {
+        self.snap(false, 0).mgmt
+    }
+
     /// Router mode: the router state.
-    pub fn route(&self) -> Option<&RouteState<P::Mgmt>> {
+    pub fn route(&self) -> Option<&RouteState> {
         self.route.as_ref()
     }
 
@@ -636,7 +666,7 @@ impl<P: Platform> Core<P> {
     }
 
     /// Every 10 ms, busy or idle: the router's timers (ARP retransmits, queue timeouts) and the
-    /// management plane, then send and kick.
+    /// management plane (whatever the NF), then send and kick.
     pub fn idle_tick(&mut self) {
         if self.torn_down() {
             return;
@@ -646,7 +676,9 @@ impl<P: Platform> Core<P> {
         // one. This brings it back once the pool has pages again.
         let refilled = self.refill_short();
         if self.route.is_none() {
-            if refilled {
+            if self.mgmt.plane.is_some() {
+                self.mgmt_tick();
+            } else if refilled {
                 self.kick_all();
             }
             return;
@@ -745,6 +777,11 @@ impl<P: Platform> Core<P> {
                 sync: r.sync,
             }),
             nf: self.nf_side.counters,
+            mgmt: (self.mgmt.plane.is_some() || self.mgmt.remote.is_some()).then(|| {
+                let mut m = self.mgmt.path;
+                m.linear_failed += self.route.as_ref().map_or(0, |r| r.mgmt_unkept);
+                m
+            }),
             done,
             leaked,
         }

@@ -28,8 +28,8 @@ pub const ROUTER_TIMER_NS: u64 = 10_000_000;
 /// frames and every other action are deferred (`RouteState::deferred`), a queued frame is
 /// left to the neighbour queue and a dropped one recycled on the spot. `N`: the ports' NIC
 /// type (its frame offset lays out the pages this builds frames in).
-struct RouteOps<'a, M, N> {
-    rs: &'a mut RouteState<M>,
+struct RouteOps<'a, N> {
+    rs: &'a mut RouteState,
     pages: &'a mut Pages,
     counters: &'a mut [PortCounters; PORTS],
     p: usize,
@@ -37,7 +37,7 @@ struct RouteOps<'a, M, N> {
     nic: PhantomData<fn() -> N>,
 }
 
-impl<M, N: Nic> RouteOps<'_, M, N> {
+impl<N: Nic> RouteOps<'_, N> {
     #[inline(always)]
     fn recycle(&mut self, pfn: Pfn) {
         // SAFETY: the page came off port `p`'s RX ring, which only port `p`'s pool fills, and
@@ -105,7 +105,7 @@ impl<M, N: Nic> RouteOps<'_, M, N> {
     }
 }
 
-impl<M, N: Nic> ForwardOps for RouteOps<'_, M, N> {
+impl<N: Nic> ForwardOps for RouteOps<'_, N> {
     #[inline(never)]
     fn rx_page(&mut self) -> Option<Pfn> {
         self.pages.alloc(self.p).map(|page| page.into_raw().pfn)
@@ -177,7 +177,7 @@ impl<M, N: Nic> ForwardOps for RouteOps<'_, M, N> {
     }
 }
 
-impl<M, N: Nic> RouteOps<'_, M, N> {
+impl<N: Nic> RouteOps<'_, N> {
     /// A hairpin of a multi-page frame ([`ForwardOps::forward_multi`]): not sent (the
     /// deferred path is one page), dropped as too big.
     #[cold]
@@ -284,12 +284,13 @@ impl<M, N: Nic> RouteOps<'_, M, N> {
     }
 }
 
-impl<M, N: Nic> RouteOps<'_, M, N> {
+impl<N: Nic> RouteOps<'_, N> {
     /// A multi-page frame for the management plane (e.g. a jumbo ping to the router): its
     /// other pages wait in the stash (`RouteState::multi`) beside the first, which is deferred
     /// with `Action::ToHost` (the management plane sees frames in order, after the burst).
     /// Its pages must be laid out as one run (every page but the last full, VIRTIO 1.2
-    /// §5.1.6.4), else it is a `bad_desc` drop; no room to keep it is `mgmt_linear_failed`.
+    /// §5.1.6.4), else it is a `bad_desc` drop; no room to keep it is counted in
+    /// `RouteState::mgmt_unkept` (`STATS` `mgmt.linear_failed`).
     fn multi_to_host(&mut self, frame: &MultiFrame<'_>) -> RxVerdict {
         let n = frame.pages.len();
         let full = (2..=MAX_FRAME_PAGES).contains(&n)
@@ -309,7 +310,7 @@ impl<M, N: Nic> RouteOps<'_, M, N> {
         }
         let rest: heapless::Vec<Pfn, 3> = frame.pages[1..].iter().copied().collect();
         if self.rs.deferred.is_full() || self.rs.multi.is_full() {
-            self.rs.sync.mgmt_linear_failed += 1;
+            self.rs.mgmt_unkept += 1;
             self.recycle_all(frame.pages);
             return RxVerdict::Consumed;
         }
@@ -444,7 +445,7 @@ impl<P: Platform> Core<P> {
             let (rs, pages, counters) = ({ rs }, { pages }, { counters });
             let now = P::uptime_ns();
             rs.burst_ns = now;
-            RouteOps::<_, P::Nic> {
+            RouteOps::<P::Nic> {
                 rs,
                 pages,
                 counters,
@@ -719,10 +720,6 @@ impl<P: Platform> Core<P> {
         }
     }
 
-    fn mgmt(&self) -> Option<&P::Mgmt> {
-        self.route.as_ref().and_then(|r| r.mgmt.as_ref())
-    }
-
     /// Tell every other core's router what this one learned from ARP (a full ring drops the
     /// update, counted; that core resolves by its own ARP request).
     fn share_learned(&mut self, u: NeighUpdate) {
@@ -772,32 +769,6 @@ impl<P: Platform> Core<P> {
         n
     }
 
-    /// Core 0: give the management plane the frames other cores handed over (as much as its
-    /// queue has room for), recycle their pages and run it. Returns frames taken.
-    fn drain_mgmt_ring(&mut self) -> usize {
-        let room = self.mgmt().map_or(0, |m| m.rx_room());
-        let fabric = self.fabric;
-        let n = fabric.mgmt.pop_each(room, |mut h| {
-            if !h.rest.is_empty() {
-                // A frame of several pages, handed over with all of them.
-                let len = usize::from(h.len);
-                let pages: heapless::Vec<PageBuf, 4> = h.into_pages().collect();
-                self.mgmt_linear(&pages, len);
-                for page in pages {
-                    self.pages.recycle(page);
-                }
-                return;
-            }
-            let len = usize::from(h.len).min(frame_room::<P::Nic>());
-            self.mgmt_rx(h.page.frame_mut::<P::Nic>(len));
-            self.pages.recycle(h.page);
-        });
-        if n > 0 {
-            self.mgmt_poll();
-        }
-        n
-    }
-
     /// Whether `frame` (ARP) is a request for port `p`'s address: the router answers it.
     fn router_answers_arp(&self, p: usize, frame: &[u8]) -> bool {
         let arp = frame.get(ETH_HDR_LEN..).unwrap_or(&[]);
@@ -808,70 +779,6 @@ impl<P: Platform> Core<P> {
             .map(|c| c.addr.addr.octets());
         arp.get(ARP_OPER) == Some(&ARP_REQUEST.to_be_bytes()[..])
             && me.is_some_and(|me| arp.get(ARP_TPA) == Some(&me[..]))
-    }
-
-    /// A copy of `frame` (received on local port `p`) for the management plane: straight in
-    /// when it runs on this core and port, handed to core 0 when it runs there, else nothing.
-    /// Returns whether port `p` has a management plane (on this core or on core 0).
-    pub(crate) fn copy_to_mgmt(&mut self, p: usize, frame: &[u8]) -> bool {
-        let Some(rs) = self.route.as_mut() else {
-            return false;
-        };
-        if rs.mgmt.as_ref().is_some_and(|m| m.port() == p) {
-            self.mgmt_rx(frame);
-        } else if rs.mgmt_remote == Some(p) {
-            self.mgmt_handoff(p, frame);
-        } else {
-            return false;
-        }
-        true
-    }
-
-    /// Give `frame` to the management plane on this core: queued as a copy when it fits the
-    /// queue, else processed at once (a frame longer than 1,514 bytes, jumbo MTU) and its
-    /// output sent.
-    fn mgmt_rx(&mut self, frame: &[u8]) {
-        let Some(m) = self.route.as_mut().and_then(|r| r.mgmt.as_mut()) else {
-            return;
-        };
-        if frame.len() <= m.queue_max() {
-            m.push_rx(frame);
-            return;
-        }
-        self.mgmt_now(|m, now_ms| m.rx_now(now_ms, frame));
-    }
-
-    /// Run `f` on the management plane now, then send what it produced.
-    fn mgmt_now(&mut self, f: impl FnOnce(&mut P::Mgmt, i64) -> bool) -> bool {
-        let Some(mut m) = self.route.as_mut().and_then(|r| r.mgmt.take()) else {
-            return false;
-        };
-        let took = f(&mut m, (P::uptime_ns() / 1_000_000) as i64);
-        self.mgmt_drain(&mut m);
-        if let Some(r) = self.route.as_mut() {
-            r.mgmt = Some(m);
-        }
-        took
-    }
-
-    /// A frame of several pages (`pages`, `len` bytes laid out as one run) for the
-    /// management plane on this core: made linear by the platform (a per-core view) and
-    /// processed at once. Counted `mgmt_linear`, or `mgmt_linear_failed` when no view could
-    /// be made. The pages stay the caller's.
-    fn mgmt_linear(&mut self, pages: &[PageBuf], len: usize) {
-        let mut result = Err(super::percore::LinearError::Map);
-        self.mgmt_now(|m, now_ms| {
-            result = P::with_linear(pages, len, &mut |bytes| {
-                m.rx_now(now_ms, bytes);
-            });
-            result.is_ok()
-        });
-        if let Some(rs) = self.route.as_mut() {
-            match result {
-                Ok(()) => rs.sync.mgmt_linear += 1,
-                Err(_) => rs.sync.mgmt_linear_failed += 1,
-            }
-        }
     }
 
     /// A multi-page frame of `len` bytes received on local port `p` for the management plane
@@ -886,19 +793,13 @@ impl<P: Platform> Core<P> {
             // holds it. At most 3 (the stash's bound): fits.
             let _ = pages.push(unsafe { self.pages.adopt(pfn) });
         }
-        let Some(rs) = self.route.as_mut() else {
-            for page in pages {
-                self.pages.recycle(page);
-            }
-            return;
-        };
         let whole = pages.len() == (P::Nic::FRAME_OFFSET + len).div_ceil(mm::PAGE_SIZE);
         if !whole {
             // The stash had not kept its other pages.
-            rs.sync.mgmt_linear_failed += 1;
-        } else if rs.mgmt.as_ref().is_some_and(|m| m.port() == p) {
+            self.mgmt.path.linear_failed += 1;
+        } else if self.mgmt().is_some_and(|m| m.port() == p) {
             self.mgmt_linear(&pages, len);
-        } else if rs.mgmt_remote == Some(p) {
+        } else if self.mgmt.remote == Some(p) {
             let mut it = pages.into_iter();
             let Some(page) = it.next() else {
                 return;
@@ -913,41 +814,6 @@ impl<P: Platform> Core<P> {
         }
         for page in pages {
             self.pages.recycle(page);
-        }
-    }
-
-    /// Copy a frame for the management plane into a page of this core's pool and hand it to
-    /// core 0; counted, and dropped when no page is free or the ring is full.
-    fn mgmt_handoff(&mut self, port: usize, frame: &[u8]) {
-        let Some(mut page) = self.pages.alloc(port) else {
-            self.route
-                .as_mut()
-                .expect("router mode")
-                .sync
-                .mgmt_handoff_dropped += 1;
-            return;
-        };
-        let len = frame.len().min(frame_room::<P::Nic>());
-        page.frame_mut::<P::Nic>(len).copy_from_slice(&frame[..len]);
-        self.push_mgmt(Handoff::one(page, len as u16, port as u8));
-    }
-
-    /// Hand `h` to core 0's management plane: counted, core 0 woken if it sleeps; a full ring
-    /// gives every page back, counted as dropped.
-    fn push_mgmt(&mut self, h: Handoff) {
-        let pushed = self.fabric.mgmt.push(h);
-        let sync = &mut self.route.as_mut().expect("router mode").sync;
-        match pushed {
-            Ok(()) => {
-                sync.mgmt_handoff += 1;
-                self.wake_if_sleeping(0);
-            }
-            Err(h) => {
-                sync.mgmt_handoff_dropped += 1;
-                for page in h.into_pages() {
-                    self.pages.recycle(page);
-                }
-            }
         }
     }
 
@@ -1033,99 +899,6 @@ impl<P: Platform> Core<P> {
                     self.recycle_raw(&rest);
                     self.pages.recycle(page);
                 }
-            }
-        }
-    }
-
-    /// Run the management plane (bounded work) and send what it produced, each frame copied
-    /// into a page from the management port's pool.
-    pub(crate) fn mgmt_poll(&mut self) {
-        let Some(mut m) = self.route.as_mut().and_then(|r| r.mgmt.take()) else {
-            return;
-        };
-        let now_ms = (P::uptime_ns() / 1_000_000) as i64;
-        m.poll(now_ms, &mut |w, c| {
-            let pairs = self.all_pairs();
-            P::write_metrics(&pairs, c, w);
-        });
-        self.mgmt_drain(&mut m);
-        if let Some(r) = self.route.as_mut() {
-            r.mgmt = Some(m);
-        }
-    }
-
-    /// Send every frame the management plane `m` produced, each copied into pages of the
-    /// management port's pool: one page staged as usual, a longer frame (jumbo MTU) as one
-    /// descriptor chain of fresh pages.
-    fn mgmt_drain(&mut self, m: &mut P::Mgmt) {
-        let port = m.port().min(PORTS - 1);
-        m.drain_tx(&mut |f| {
-            if f.len() > frame_room::<P::Nic>() {
-                self.send_copy_chain(port, f);
-                return;
-            }
-            let Some(mut page) = self.pages.alloc(port) else {
-                self.counters[port].no_buffer += 1;
-                return;
-            };
-            let len = f.len();
-            page.frame_mut::<P::Nic>(len).copy_from_slice(f);
-            self.stage_tx(port, page, len);
-        });
-    }
-
-    /// Send `frame` (longer than one page's [`frame_room`]) on local port `port` as one
-    /// descriptor chain of fresh pages from that port's pool, copied in (after what is staged
-    /// for the port: order kept). Longer than a chain carries: `too_big`; no page:
-    /// `no_buffer`; ring full: `tx_ring_full` (every page taken goes back).
-    fn send_copy_chain(&mut self, port: usize, frame: &[u8]) {
-        let n = (P::Nic::FRAME_OFFSET + frame.len()).div_ceil(mm::PAGE_SIZE);
-        if n > MAX_FRAME_PAGES {
-            self.counters[port].drop(DropReason::TooBig);
-            return;
-        }
-        let mut pages: heapless::Vec<PageBuf, MAX_FRAME_PAGES> = heapless::Vec::new();
-        let mut parts: heapless::Vec<(Pfn, usize), MAX_FRAME_PAGES> = heapless::Vec::new();
-        let mut rest = frame;
-        while !rest.is_empty() {
-            let Some(mut page) = self.pages.alloc(port) else {
-                self.counters[port].no_buffer += 1;
-                for page in pages {
-                    self.pages.recycle(page);
-                }
-                return;
-            };
-            let take = if pages.is_empty() {
-                let take = rest.len().min(frame_room::<P::Nic>());
-                page.frame_mut::<P::Nic>(take)
-                    .copy_from_slice(&rest[..take]);
-                take
-            } else {
-                let take = rest.len().min(mm::PAGE_SIZE);
-                page.continuation_mut(take).copy_from_slice(&rest[..take]);
-                take
-            };
-            rest = &rest[take..];
-            let _ = parts.push((page.pfn(), take));
-            // At most `n` <= MAX_FRAME_PAGES pages: fits.
-            let _ = pages.push(page);
-        }
-        let owner = self.pages.tx_owner(port);
-        self.flush_tx(port);
-        // SAFETY: the pages are fresh from pool `owner` (port `port`'s), ours, holding the
-        // bytes `parts` says; the ring owns them until their completion hands each back with
-        // `owner`.
-        if unsafe { self.nics[port].tx_chain(&parts, owner) } {
-            for page in pages {
-                let _ = page.into_raw();
-            }
-            let c = &mut self.counters[port];
-            c.tx += 1;
-            c.tx_bytes += frame.len() as u64;
-        } else {
-            self.counters[port].drop(DropReason::TxRingFull);
-            for page in pages {
-                self.pages.recycle(page);
             }
         }
     }

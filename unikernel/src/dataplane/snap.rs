@@ -35,7 +35,7 @@ impl PoolSnap {
     }
 }
 
-/// Router mode, per core: traffic between the cores' routers and to the management plane.
+/// Router mode, per core: neighbour updates between the cores' routers.
 #[derive(Copy, Clone, Default, Debug)]
 pub struct RouterSync {
     /// Neighbour updates learned from ARP and pushed to another core's ring (one per other
@@ -45,17 +45,6 @@ pub struct RouterSync {
     pub neigh_applied: u64,
     /// Neighbour updates not sent because the other core's ring was full.
     pub neigh_dropped: u64,
-    /// Frames for the management plane handed to core 0.
-    pub mgmt_handoff: u64,
-    /// Frames for the management plane dropped: core 0's ring full, or no page for the copy.
-    pub mgmt_handoff_dropped: u64,
-    /// Frames of several pages (jumbo frames) made linear for the management plane, one
-    /// per-core view each (core 0).
-    pub mgmt_linear: u64,
-    /// Frames of several pages for the management plane dropped unseen: no view could be made
-    /// (pages not laid out as the length says, the window busy, no vmap space), or no stash
-    /// room for its pages.
-    pub mgmt_linear_failed: u64,
 }
 
 impl core::ops::AddAssign<&RouterSync> for RouterSync {
@@ -63,10 +52,6 @@ impl core::ops::AddAssign<&RouterSync> for RouterSync {
         self.neigh_sent += o.neigh_sent;
         self.neigh_applied += o.neigh_applied;
         self.neigh_dropped += o.neigh_dropped;
-        self.mgmt_handoff += o.mgmt_handoff;
-        self.mgmt_handoff_dropped += o.mgmt_handoff_dropped;
-        self.mgmt_linear += o.mgmt_linear;
-        self.mgmt_linear_failed += o.mgmt_linear_failed;
     }
 }
 
@@ -119,6 +104,9 @@ pub struct PairSnap {
     pub router: Option<RouterSnap>,
     /// The network function's verdicts on this core.
     pub nf: netstack::stats::NfCounters,
+    /// The management plane's frames on this core; `None` when this core's ports carry no
+    /// management address.
+    pub mgmt: Option<netstack::stats::MgmtPath>,
     /// The pair is torn down (after `quit`).
     pub done: bool,
     /// Pages that did not come back at teardown.

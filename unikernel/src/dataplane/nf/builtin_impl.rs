@@ -4,8 +4,9 @@
 //! port's MAC, per [`netstack::forward_frame`]).
 
 use super::ops::Stateless;
-use super::{NetworkFunction, Packet, Verdict};
+use super::{MgmtSteer, NetworkFunction, Packet, Verdict};
 use crate::dataplane::percore::{Core, Platform};
+use core::net::Ipv4Addr;
 use drivers::nic::Nic;
 use netstack::MacRewrite;
 
@@ -64,6 +65,9 @@ impl<P: Platform> Core<P> {
         if self.cfg.xcore && self.fabric.cores() > 1 {
             return self.poll_xcore();
         }
+        if let Some((port, addr)) = self.mgmt.steer {
+            return self.poll_l2_steered(port, addr);
+        }
         let t0 = P::cycles();
         // Two calls with constant ports, not a loop (see `Core::poll_nf_body`).
         let work = self.stock_burst::<0>() + self.stock_burst::<1>();
@@ -82,6 +86,42 @@ impl<P: Platform> Core<P> {
         match L2::toward(&self.rewrite[1 - RX]) {
             Some(l2) => self.nf_burst_pending::<_, RX>(&mut Stateless(l2), pending),
             None => self.nf_burst_pending::<_, RX>(&mut Stateless(Io), pending),
+        }
+    }
+
+    /// [`Core::poll_l2`] on a core whose pair carries the management address `addr` (local
+    /// port `port`): each burst's stock NF behind the kernel's steering ([`MgmtSteer`]), the
+    /// frames it steered delivered after the bursts; on core 0 the frames other cores handed
+    /// over first. A separate function: the iteration without a management address keeps
+    /// its code.
+    #[inline(never)]
+    fn poll_l2_steered(&mut self, port: usize, addr: Ipv4Addr) -> usize {
+        let synced = self.mgmt_sync();
+        let t0 = P::cycles();
+        let work = self.steered_burst::<0>(port, addr) + self.steered_burst::<1>(port, addr);
+        if !self.nf_side.taken.is_empty() {
+            // What was taken is the steering's (`Io` and `L2` take nothing).
+            self.nf_after_burst(&mut MgmtSteer::new(Io, port, addr));
+        }
+        synced + self.poll_tail(t0, work)
+    }
+
+    /// [`Core::stock_burst`] behind the management steering.
+    #[inline(always)]
+    fn steered_burst<const RX: usize>(&mut self, port: usize, addr: Ipv4Addr) -> usize {
+        let pending = self.nics[RX].rx_pending();
+        if pending == 0 {
+            return 0;
+        }
+        match L2::toward(&self.rewrite[1 - RX]) {
+            Some(l2) => {
+                let mut nf = Stateless(MgmtSteer::new(l2, port, addr));
+                self.nf_burst_pending::<_, RX>(&mut nf, pending)
+            }
+            None => {
+                let mut nf = Stateless(MgmtSteer::new(Io, port, addr));
+                self.nf_burst_pending::<_, RX>(&mut nf, pending)
+            }
         }
     }
 }

@@ -41,11 +41,13 @@ mod builtin_impl;
 mod ops;
 mod packet;
 mod shared;
+mod steer;
 
 pub use super::nf_side::{NfCounters, MAX_TAKEN};
 pub use ops::Ctx;
 pub use packet::{Held, Packet};
 pub use shared::{Reader, Retiring, Shared};
+pub use steer::{for_address, MgmtSteer};
 
 /// The stock network functions `io` and `l2` (`mode=io`, `mode=l2`), written on this API.
 pub mod builtin {
@@ -133,5 +135,31 @@ pub trait NetworkFunction {
     /// destroyed. Default: nothing (an NF that holds nothing).
     fn release_all<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         let _ = ctx;
+    }
+}
+
+/// A network function borrowed for a while (the kernel's [`MgmtSteer`] in front of the NF a
+/// caller owns): everything is the NF's.
+impl<F: NetworkFunction> NetworkFunction for &mut F {
+    const NAME: &'static str = F::NAME;
+    const MIN_FRAME: usize = F::MIN_FRAME;
+    const EVERY_BURST: bool = F::EVERY_BURST;
+    const TAKES: bool = F::TAKES;
+
+    #[inline(always)]
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        (**self).process(pkt)
+    }
+
+    fn end_of_burst<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        (**self).end_of_burst(ctx);
+    }
+
+    fn tick<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        (**self).tick(ctx);
+    }
+
+    fn release_all<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        (**self).release_all(ctx);
     }
 }

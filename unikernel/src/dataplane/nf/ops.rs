@@ -4,11 +4,11 @@
 //! [`NetworkFunction::end_of_burst`] through a [`Ctx`], and the tick and release hooks.
 
 use super::packet::{Held, Packet};
-use super::{NetworkFunction, Verdict};
+use super::{MgmtSteer, NetworkFunction, Verdict};
 use crate::dataplane::nf_side::{NfCounters, NfSide, Taken};
 use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
-use crate::dataplane::percore::{count_give_back, Core, Platform};
+use crate::dataplane::percore::{count_give_back, Core, MgmtPlane, Platform};
 use drivers::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxVerdict};
 use mm::Pfn;
 use netstack::config::PORTS;
@@ -334,7 +334,24 @@ impl<P: Platform> Core<P> {
         if self.torn_down() {
             return 0;
         }
-        self.poll_nf_body(nf)
+        match self.mgmt.steer {
+            None => self.poll_nf_body(nf),
+            Some((port, addr)) => self.poll_nf_steered(nf, port, addr),
+        }
+    }
+
+    /// [`Core::poll_nf`] on a core whose pair carries the management address `addr` (local
+    /// port `port`): the kernel's steering ([`MgmtSteer`]) in front of `nf`, and on core 0 the
+    /// frames other cores handed over first.
+    #[inline(never)]
+    fn poll_nf_steered<F: NetworkFunction>(
+        &mut self,
+        nf: &mut F,
+        port: usize,
+        addr: core::net::Ipv4Addr,
+    ) -> usize {
+        let synced = self.mgmt_sync();
+        synced + self.poll_nf_body(&mut MgmtSteer::new(nf, port, addr))
     }
 
     /// [`Core::poll_nf`] inline, for a caller that is itself the iteration's function, with
@@ -405,7 +422,7 @@ impl<P: Platform> Core<P> {
     /// end-of-burst hook, what it left dropped, what it sent flushed.
     #[cold]
     #[inline(never)]
-    fn nf_after_burst<F: NetworkFunction>(&mut self, nf: &mut F) {
+    pub(crate) fn nf_after_burst<F: NetworkFunction>(&mut self, nf: &mut F) {
         let now_ns = P::uptime_ns();
         let mut ctx = Ctx {
             core: self,
@@ -413,6 +430,9 @@ impl<P: Platform> Core<P> {
             now_ns,
         };
         ctx.deliver_mgmt();
+        if ctx.core.mgmt().is_some_and(|m| m.rx_pending() > 0) {
+            ctx.core.mgmt_poll();
+        }
         nf.end_of_burst(&mut ctx);
         ctx.finish();
         self.flush_all();

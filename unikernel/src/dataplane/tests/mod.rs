@@ -3,6 +3,7 @@
 //! every page came back.
 
 mod ddnic;
+mod mgmt;
 mod nf;
 
 use super::page::{PageBuf, RawPage};
@@ -356,18 +357,7 @@ fn router_on_two_cores_hands_management_frames_to_core_0() {
     let mut replies = Vec::new();
     rig.cores[1].dev[0].complete_tx(|f| replies.push(f.to_vec()));
     assert_eq!(replies.len(), 1, "one ARP reply, from the router");
-    assert_eq!(
-        rig.cores[0]
-            .core
-            .route()
-            .unwrap()
-            .mgmt
-            .as_ref()
-            .unwrap()
-            .frames
-            .len(),
-        0
-    );
+    assert_eq!(rig.cores[0].core.mgmt_plane().unwrap().frames.len(), 0);
     // Any other ARP frame on that port (a request for another host) reaches core 0's
     // management plane, handed off by core 1.
     let n = arp_request(
@@ -379,11 +369,11 @@ fn router_on_two_cores_hands_management_frames_to_core_0() {
     rig.cores[1].dev[0].deliver_rx(&req[..n], 1);
     rig.poll();
     rig.poll();
-    let m = rig.cores[0].core.route().unwrap().mgmt.as_ref().unwrap();
+    let m = rig.cores[0].core.mgmt_plane().unwrap();
     assert_eq!(m.frames.len(), 1, "core 0's management plane got the copy");
     assert_eq!(&m.frames[0][..n], &req[..n]);
-    let sync = rig.cores[1].core.route().unwrap().sync;
-    assert_eq!((sync.mgmt_handoff, sync.mgmt_handoff_dropped), (1, 0));
+    let path = rig.cores[1].core.mgmt_path().unwrap();
+    assert_eq!((path.handoff, path.handoff_dropped), (1, 0));
     // A request is not shared (only replies to us are: arp_accept=0, each core creates its own
     // entries when it forwards).
     assert_eq!(rig.cores[0].core.route().unwrap().sync.neigh_applied, 0);
@@ -553,25 +543,19 @@ const ROUTER_MGMT: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=ip0"
 fn a_jumbo_frame_for_the_router_reaches_the_management_plane_linear_and_its_reply_leaves_as_a_chain(
 ) {
     let mut rig = Rig::new(ROUTER_MGMT, 1, PAGES);
-    rig.cores[0]
-        .core
-        .route_mut()
-        .unwrap()
-        .mgmt
-        .as_mut()
-        .unwrap()
-        .echo = true;
+    rig.cores[0].core.mgmt_plane_mut().unwrap().echo = true;
     let linear_before = rig::LINEAR.with(|c| c.get());
     // 9,014 bytes: three RX pages (4,084 + 4,096 + 834).
     let frame = to_router(9014, 0);
     let c = &mut rig.cores[0];
     assert_eq!(c.dev[0].deliver_rx_mrg(&frame, 1), 1);
     c.core.poll_once();
-    let rs = c.core.route().unwrap();
-    let m = rs.mgmt.as_ref().unwrap();
+    let m = c.core.mgmt_plane().unwrap();
     assert_eq!(m.frames.len(), 1, "one frame for the management plane");
     assert_eq!(m.frames[0], frame, "linear, byte for byte");
-    assert_eq!((rs.sync.mgmt_linear, rs.sync.mgmt_linear_failed), (1, 0));
+    let path = c.core.mgmt_path().unwrap();
+    assert_eq!((path.linear, path.linear_failed), (1, 0));
+    let rs = c.core.route().unwrap();
     assert_eq!(rig::LINEAR.with(|c| c.get()) - linear_before, 1);
     assert_eq!(rs.router.counters().to_host, 1);
     // Its "reply" (the same bytes) left port 0 as one chain of fresh pages.
@@ -585,7 +569,7 @@ fn a_jumbo_frame_for_the_router_reaches_the_management_plane_linear_and_its_repl
     let mid = to_router(3000, 0);
     c.dev[0].deliver_rx_mrg(&mid, 1);
     c.core.poll_once();
-    let m = c.core.route().unwrap().mgmt.as_ref().unwrap();
+    let m = c.core.mgmt_plane().unwrap();
     assert_eq!(m.frames.len(), 2);
     assert_eq!(m.frames[1], mid);
     rig.quit_and_check();
@@ -598,13 +582,13 @@ fn a_jumbo_frame_for_the_router_on_another_core_is_handed_to_core_0_with_all_its
     rig.cores[1].dev[0].deliver_rx_mrg(&frame, 1);
     rig.poll();
     rig.poll();
-    let m = rig.cores[0].core.route().unwrap().mgmt.as_ref().unwrap();
+    let m = rig.cores[0].core.mgmt_plane().unwrap();
     assert_eq!(m.frames.len(), 1, "core 0's management plane got it");
     assert_eq!(m.frames[0], frame, "linear, byte for byte");
-    let s1 = rig.cores[1].core.route().unwrap().sync;
-    assert_eq!((s1.mgmt_handoff, s1.mgmt_handoff_dropped), (1, 0));
-    let s0 = rig.cores[0].core.route().unwrap().sync;
-    assert_eq!((s0.mgmt_linear, s0.mgmt_linear_failed), (1, 0));
+    let s1 = rig.cores[1].core.mgmt_path().unwrap();
+    assert_eq!((s1.handoff, s1.handoff_dropped), (1, 0));
+    let s0 = rig.cores[0].core.mgmt_path().unwrap();
+    assert_eq!((s0.linear, s0.linear_failed), (1, 0));
     // Its pages went home to core 1's pool (through that pool's recycle ring).
     rig.poll();
     rig.quit_and_check();
@@ -616,8 +600,8 @@ fn quit_with_a_jumbo_hand_off_still_in_the_ring_returns_every_page() {
     rig.cores[1].dev[0].deliver_rx_mrg(&to_router(9014, 2), 2);
     // Only core 1 runs: both frames wait in core 0's ring, three pages each.
     rig.cores[1].core.poll_once();
-    let s1 = rig.cores[1].core.route().unwrap().sync;
-    assert_eq!(s1.mgmt_handoff, 2);
+    let s1 = rig.cores[1].core.mgmt_path().unwrap();
+    assert_eq!(s1.handoff, 2);
     assert!(!rig.fabric.mgmt.is_empty());
     rig.quit_and_check();
 }

@@ -120,7 +120,7 @@ fn to_mgmt_gives_a_copy_to_the_management_plane_of_the_port() {
     let c = &mut rig.cores[0];
     c.dev[0].deliver_rx(&snmp, 2);
     c.core.poll_nf(&mut nf);
-    let m = c.core.route().unwrap().mgmt.as_ref().unwrap();
+    let m = c.core.mgmt_plane().unwrap();
     assert_eq!(m.frames, std::vec![snmp.clone(); 2]);
     assert_eq!(c.core.nf_counters().to_mgmt, 2);
     assert_eq!(c.core.counters()[1].tx, 0);
