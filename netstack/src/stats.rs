@@ -93,8 +93,9 @@ pub struct Stats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faults: Option<FaultStats>,
     /// The network function's verdicts (the NF is the one `mode` names), summed over the
-    /// cores. All zero for the stock `io` and `l2`, which forward every frame; the router
-    /// does not run on the NF API yet.
+    /// cores. For the stock `io` and `l2`, which forward every frame, only `to_mgmt` counts:
+    /// the management address's frames the kernel steered off; the router does not run on
+    /// the NF API yet.
     #[serde(default)]
     pub nf: NfCounters,
     /// With a management address only (the key is absent otherwise): the dataplane's side of

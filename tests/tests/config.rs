@@ -245,19 +245,23 @@ fn host_prefix_port_and_route_over_connected_network_are_named() {
     assert!(!l.contains("lacks"), "{l}");
 }
 
-/// Issue 15 item 8: `ip0=`/`ip1=` outside router mode are a config error like `route=` (they
-/// were silently ignored).
+/// Issue 33 item 6: `ip0=`/`ip1=` are the management plane's in every mode (issue 15 item 8
+/// had refused them outside router mode, where they were ignored); `mgmt=` naming a port
+/// without an address, and the router's `PUT` token outside router mode, are named errors.
 #[test]
-fn port_addresses_outside_router_mode_fail_boot() {
-    expect_config_error("ip0=10.0.0.1/24", "ip0");
+fn a_management_port_without_an_address_fails_boot() {
     let l = expect_error_line(
-        "mode=io ip1=10.0.1.1/24",
+        "mode=io ip1=10.0.1.1/24 mgmt=ip0",
+        &["config error", "ip0", "for its management address (mgmt=)"],
+    );
+    assert!(l.contains("`ip0`") || l.contains("ip0="), "{l}");
+    expect_error_line(
+        "mode=l2 ip0=10.0.0.1/24 mgmt_token=gannet-test-token-0123456789",
         &[
             "config error",
-            "key `ip1` belongs to mode=router, not mode=io",
+            "key `mgmt_token` belongs to mode=router, not mode=l2",
         ],
     );
-    assert!(l.contains("`ip1`"), "{l}");
 }
 
 /// Issue 15 item 8: router mode in too little memory names the minimum (it said

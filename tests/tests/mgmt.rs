@@ -767,3 +767,60 @@ fn put_routes_streams_a_large_body() {
     assert_eq!(s.fib.unwrap().generation, 2, "{s}");
     assert_no_leak(&s);
 }
+
+/// Issue 33 item 6: the management plane whatever the network function. `mode=l2` with
+/// `ip0=` answers `GET /metrics` on that address (the kernel steers its ARP and TCP frames to
+/// the management plane), refuses `PUT` by naming the mode (l2 has no files), and still
+/// forwards every other frame, rewritten.
+#[test]
+fn l2_with_an_address_serves_metrics_and_forwards_the_rest() {
+    let mut rig = Rig::start_raw("mode=l2 ip0=10.0.0.1/24");
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("mgmt: no PUT (mode=l2 has no files)")),
+        "{}",
+        rig.tail()
+    );
+    let mut c = Clients::new(rig.port(0));
+    let text = c.get_metrics(&rig, Duration::from_secs(20));
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+    for needle in [
+        "gannet_port_rx_packets_total{port=\"0\"} ",
+        "gannet_mgmt_http_requests_total 1",
+        "gannet_nf_frames_total{nf=\"l2\",verdict=\"to_mgmt\"} ",
+    ] {
+        assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
+    }
+    assert!(
+        !text.contains("gannet_router_"),
+        "no router series in l2:\n{text}"
+    );
+    let resp = c.put_routes(&rig, Some(TOKEN), "192.168.0.0/16,10.0.1.2\n");
+    assert!(resp.starts_with("HTTP/1.0 404 Not Found\r\n"), "{resp}");
+    assert!(resp.contains("mode=l2 has no routes file"), "{resp}");
+    drop(c);
+    // A frame for another address crosses, rewritten toward port 1's peer.
+    let p0 = rig.port(0);
+    let p1 = rig.port(1);
+    let mut through = Vec::new();
+    PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+        .ipv4([10, 0, 0, 2], [10, 0, 1, 2], 64)
+        .udp(4000, 5000)
+        .write(&mut through, b"not for the management plane")
+        .unwrap();
+    p0.send(&through).unwrap();
+    let got = recv_no_arp_no_tcp(&p1, 1, FRAME_TIMEOUT).expect("the frame left port 1");
+    assert_eq!(&got[12..], &through[12..], "{}", rig.tail());
+    assert_eq!(&got[6..12], &guest_mac(1), "source := port 1's MAC");
+    let s = rig.quit();
+    assert!(s.nf.to_mgmt > 0, "{s}");
+    assert_eq!(s.nf.dropped + s.nf.mgmt_unavailable, 0, "{s}");
+    assert_eq!(
+        s.mgmt,
+        Some(Default::default()),
+        "one core: no hand-off: {s}"
+    );
+    assert_no_leak(&s);
+}

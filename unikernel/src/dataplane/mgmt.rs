@@ -3,6 +3,10 @@
 //! several pages made linear, its output sent, its counters (`netstack::stats::MgmtPath`). The router hands
 //! it its frames itself; any other NF gets the kernel's steering in front
 //! ([`super::nf::MgmtSteer`]).
+//!
+//! Everything here is off the per-frame path and kept out of line (`#[inline(never)]`): inlined
+//! into the router's poll iteration, moving the management plane out of its `Option` and back
+//! cost the router ~2 guest instructions per packet in `bench sim`.
 
 use super::handoff::Handoff;
 use super::page::{frame_room, PageBuf};
@@ -20,6 +24,7 @@ impl<P: Platform> Core<P> {
 
     /// Core 0: give the management plane the frames other cores handed over (as much as its
     /// queue has room for), recycle their pages and run it. Returns frames taken.
+    #[inline(never)]
     pub(crate) fn drain_mgmt_ring(&mut self) -> usize {
         let room = self.mgmt().map_or(0, |m| m.rx_room());
         let fabric = self.fabric;
@@ -47,6 +52,7 @@ impl<P: Platform> Core<P> {
     /// A copy of `frame` (received on local port `p`) for the management plane: straight in
     /// when it runs on this core and port, handed to core 0 when it runs there, else nothing.
     /// Returns whether port `p` has a management plane (on this core or on core 0).
+    #[inline(never)]
     pub(crate) fn copy_to_mgmt(&mut self, p: usize, frame: &[u8]) -> bool {
         if self.mgmt().is_some_and(|m| m.port() == p) {
             self.mgmt_rx(frame);
@@ -73,6 +79,7 @@ impl<P: Platform> Core<P> {
     }
 
     /// Run `f` on the management plane now, then send what it produced.
+    #[inline(never)]
     fn mgmt_now(&mut self, f: impl FnOnce(&mut P::Mgmt, i64) -> bool) -> bool {
         let Some(mut m) = self.mgmt.plane.take() else {
             return false;
@@ -87,6 +94,7 @@ impl<P: Platform> Core<P> {
     /// management plane on this core: made linear by the platform (a per-core view) and
     /// processed at once. Counted `linear`, or `linear_failed` when no view could be made.
     /// The pages stay the caller's.
+    #[inline(never)]
     pub(crate) fn mgmt_linear(&mut self, pages: &[PageBuf], len: usize) {
         let mut result = Err(LinearError::Map);
         self.mgmt_now(|m, now_ms| {
@@ -103,6 +111,7 @@ impl<P: Platform> Core<P> {
 
     /// Copy a frame for the management plane into a page of this core's pool and hand it to
     /// core 0; counted, and dropped when no page is free or the ring is full.
+    #[inline(never)]
     fn mgmt_handoff(&mut self, port: usize, frame: &[u8]) {
         let Some(mut page) = self.pages.alloc(port) else {
             self.mgmt.path.handoff_dropped += 1;
@@ -132,6 +141,7 @@ impl<P: Platform> Core<P> {
 
     /// Run the management plane (bounded work) and send what it produced, each frame copied
     /// into a page from the management port's pool.
+    #[inline(never)]
     pub(crate) fn mgmt_poll(&mut self) {
         let Some(mut m) = self.mgmt.plane.take() else {
             return;
@@ -224,6 +234,7 @@ impl<P: Platform> Core<P> {
     /// Core 0 outside router mode (the router's `router_sync` does it there): give the
     /// management plane what other cores handed over, send what it produced and kick. Returns
     /// frames taken.
+    #[inline(always)]
     pub(crate) fn mgmt_sync(&mut self) -> usize {
         if self.mgmt.plane.is_none() || self.fabric.mgmt.is_empty() {
             return 0;
@@ -238,6 +249,7 @@ impl<P: Platform> Core<P> {
 
     /// The management plane's housekeeping outside router mode (every 10 ms, busy or idle):
     /// hand-overs taken, its timers and connections run, its output sent and kicked.
+    #[inline(never)]
     pub(crate) fn mgmt_tick(&mut self) {
         self.drain_mgmt_ring();
         self.mgmt_poll();
