@@ -7,13 +7,13 @@ use crate::arch::trap::WAKE_VECTOR;
 use crate::control::commands::{system_snap, BootFacts};
 use crate::control::mgmt::{Mgmt, MgmtCounters};
 use crate::control::stats::write_prometheus;
+use crate::dataplane::snap::PairSnap;
+use crate::dataplane::{Core, Fabric, LinearError, PageBuf, Platform};
 use crate::mem::kmap::{LocalView, WINDOW_PAGES};
 use crate::setup::Nic;
 use crate::smp::{send_ipi, IpiTarget};
 use core::marker::PhantomData;
 use mm::PAGE_SIZE;
-use unikernel::dataplane::snap::PairSnap;
-use unikernel::dataplane::{Core, Fabric, LinearError, PageBuf, Platform};
 
 /// Everything the forwarding cores share.
 pub static FABRIC: Fabric = Fabric::new();

@@ -1,12 +1,16 @@
 //! Forwarding: the boot CPU sets up the devices and its own core, starts one core per further
 //! port pair (or queue pair), and every core runs [`poll_loop`] until `quit`.
 
+use crate::appliance::Appliance;
 use crate::arch::apic;
 use crate::arch::phases::{self, Phase};
 use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
 use crate::control::commands::{self, BootFacts};
 use crate::control::console::Console;
 use crate::control::mgmt::{self, Mgmt, PutFiles};
+use crate::dataplane::{
+    port_mtu, BurstIn, Core, CoreParams, BURSTIN_USED, BURSTIN_WAIT_MS, MAX_CORES,
+};
 use crate::percpu::{current_cpu, online, CPUS, MAX_CPUS};
 use crate::platform::{KernelCore, KernelPlatformOf, FABRIC, FABRIC_MODE, FACTS};
 use crate::setup::fib::{self, build_fib, core_router};
@@ -19,9 +23,6 @@ use mm::page_pool::PP_ALLOC_CACHE_REFILL;
 use mm::{PerCpuPages, Zone, PAGE_SIZE};
 use netstack::config::{SimNic, PORTS};
 use netstack::{Config, IdleMode, MacAddr, Mode};
-use unikernel::dataplane::{
-    port_mtu, BurstIn, Core, CoreParams, BURSTIN_USED, BURSTIN_WAIT_MS, MAX_CORES,
-};
 
 const _: () = assert!(MAX_CPUS == MAX_CORES, "one dataplane core slot per CPU");
 
@@ -46,7 +47,11 @@ static SETUP: spin::Once<Setup> = spin::Once::new();
 
 /// The boot CPU: set up every device, bring up core 0 here and one core per further pair,
 /// then forward until `quit`. Never returns.
-pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>) -> ! {
+pub fn run<A: Appliance>(
+    cfg: &Config,
+    zone: &'static Zone,
+    routes_file: Option<&'static str>,
+) -> ! {
     // Taken before the boot free-page count: it is never returned.
     let mgmt_mem = cfg.mgmt_port().map(|_| {
         (
@@ -107,18 +112,18 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
         topo,
     });
     if let (Some(_), SimNic::Dd | SimNic::E1000e) = (cfg.sim, cfg.sim_nic) {
-        sim_dd(setup, zone, pcp, mgmt_mem)
+        sim_dd::<A>(setup, zone, pcp, mgmt_mem)
     }
     if crate::setup::e1000e::ports_are_e1000e() {
-        run_e1000e(setup, zone, pcp, mgmt_mem)
+        run_e1000e::<A>(setup, zone, pcp, mgmt_mem)
     }
     let mut halt = false;
     let mut core = build_core(0, setup, zone, pcp, mgmt_mem, &mut halt);
     if cfg.sim.is_some() {
         sim_line(cfg);
-        crate::simbench::run(core)
+        crate::simbench::run::<A>(core)
     }
-    smp::register_ap_entry(run_core);
+    smp::register_ap_entry(run_core::<A>);
     for k in 1..topo.pairs {
         smp::start_ap_work(k);
     }
@@ -130,7 +135,7 @@ pub fn run(cfg: &Config, zone: &'static Zone, routes_file: Option<&'static str>)
     // The fault image: injecting starts now, with every RX ring filled.
     crate::control::faults::arm(cfg);
     println!("gannet: ready");
-    poll_loop(&mut core, halt)
+    poll_loop::<A, _>(&mut core, halt)
 }
 
 /// What forwards where, in the boot log (just before the phase report and `ready`).
@@ -166,7 +171,7 @@ fn wait_cores_up(pairs: usize) {
 
 /// An AP asked to forward pair `cpu` (registered with [`smp::register_ap_entry`]): bring the
 /// pair up and forward until `quit`. Never returns.
-fn run_core(cpu: usize) -> ! {
+fn run_core<A: Appliance>(cpu: usize) -> ! {
     let Some(setup) = SETUP.get() else {
         fail(format_args!("cpu {cpu} started before set-up"))
     };
@@ -178,25 +183,25 @@ fn run_core(cpu: usize) -> ! {
     if crate::setup::e1000e::ports_are_e1000e() {
         let mut core = e1000e_core(cpu, setup, zone, pcp, None);
         core.publish(false, 0);
-        poll_loop(&mut core, false)
+        poll_loop::<A, _>(&mut core, false)
     }
     let mut halt = false;
     let mut core = build_core(cpu, setup, zone, pcp, None, &mut halt);
     core.publish(false, 0);
-    poll_loop(&mut core, halt)
+    poll_loop::<A, _>(&mut core, halt)
 }
 
 /// The boot CPU with e1000e ports: core 0 over its two ports (another NIC type, another
 /// monomorphised core), one more core per further pair, then forward until `quit`. Never
 /// returns.
-fn run_e1000e(
+fn run_e1000e<A: Appliance>(
     setup: &'static Setup,
     zone: &'static Zone,
     pcp: PerCpuPages,
     mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
 ) -> ! {
     let mut core = e1000e_core(0, setup, zone, pcp, mgmt_mem);
-    smp::register_ap_entry(run_core);
+    smp::register_ap_entry(run_core::<A>);
     for k in 1..setup.topo.pairs {
         smp::start_ap_work(k);
     }
@@ -206,7 +211,7 @@ fn run_e1000e(
     println!("{}", phases::report(rdtsc()));
     crate::control::faults::arm(&setup.cfg);
     println!("gannet: ready");
-    poll_loop(&mut core, false)
+    poll_loop::<A, _>(&mut core, false)
 }
 
 /// Pair `k`'s core over its two e1000e ports (set up by the boot CPU); busy polling.
@@ -245,7 +250,7 @@ fn sim_line(cfg: &Config) {
 
 /// `sim=K sim_nic=dd`: core 0 over two simulated DD-bit NICs (another NIC type, another
 /// monomorphised core), then the benchmark. Never returns.
-fn sim_dd(
+fn sim_dd<A: Appliance>(
     setup: &Setup,
     zone: &'static Zone,
     pcp: PerCpuPages,
@@ -255,7 +260,7 @@ fn sim_dd(
     let nics = crate::simbench::dd_ports(&setup.cfg).unwrap_or_else(|e| fail(format_args!("{e}")));
     let core = core_over(0, setup, zone, pcp, mgmt_mem, nics);
     sim_line(&setup.cfg);
-    crate::simbench::run_dd(core)
+    crate::simbench::run_dd::<A>(core)
 }
 
 /// Bring up pair `k` on the calling core: its devices (set up by the boot CPU), LAPIC, pools,
@@ -513,9 +518,9 @@ fn mgmt_storage(zone: &Zone, want: usize) -> &'static mut [u8] {
     }
 }
 
-/// A core's loop: [`Core::poll_once`]; when idle for [`IDLE_POLL_US`], halt (`idle=halt`);
+/// A core's loop: the appliance's poll iteration ([`Appliance::poll`]); when idle for [`IDLE_POLL_US`], halt (`idle=halt`);
 /// every 10 ms, busy or not, [`housekeeping`]. The other cores follow `quit` from here.
-fn poll_loop<N: drivers::nic::Nic>(
+fn poll_loop<A: Appliance, N: drivers::nic::Nic>(
     core: &mut Core<KernelPlatformOf<N>>,
     halt_when_idle: bool,
 ) -> ! {
@@ -535,8 +540,11 @@ fn poll_loop<N: drivers::nic::Nic>(
         .cfg()
         .burstin
         .then(|| BurstIn::new(ms_to_tsc(BURSTIN_WAIT_MS), rdtsc()));
+    // What this core runs: its per-core state, made now that its ports are up.
+    let mut state = A::new_core(core);
     loop {
         if !bsp && FABRIC.quit.requested() {
+            A::release(&mut state, core);
             core.follow_quit();
             halt_forever();
         }
@@ -546,15 +554,7 @@ fn poll_loop<N: drivers::nic::Nic>(
         // Waiting for a burst: no poll iteration (nothing counted busy), only the periodic
         // work below.
         let run = gate.as_mut().is_none_or(|g| g.open(core, t0));
-        #[cfg(not(feature = "nf-indirect-control"))]
-        let forwarded = if run { core.poll_once() } else { 0 };
-        // The no-indirect-call check's negative control (never booted): a type-erased NF.
-        #[cfg(feature = "nf-indirect-control")]
-        let forwarded = if run {
-            crate::nf_control::poll(core)
-        } else {
-            0
-        };
+        let forwarded = if run { A::poll(&mut state, core) } else { 0 };
         if forwarded > 0 {
             idle_since = t0;
         } else if deferred {
@@ -580,7 +580,7 @@ fn poll_loop<N: drivers::nic::Nic>(
             if deferred {
                 deferred = deferred_step(facts.zone, &mut deferred_listed);
             }
-            housekeeping(core, &mut console, &facts);
+            housekeeping::<A, N>(core, &mut state, &mut console, &facts);
         }
     }
 }
@@ -609,8 +609,9 @@ fn deferred_step(zone: &Zone, listed: &mut u64) -> bool {
 /// A core's periodic work: honour drain requests (in thread context), run the router's
 /// neighbour timers and the management plane, then publish the counters (other cores) or read
 /// the console (the boot CPU).
-fn housekeeping<N: drivers::nic::Nic>(
+fn housekeeping<A: Appliance, N: drivers::nic::Nic>(
     core: &mut Core<KernelPlatformOf<N>>,
+    state: &mut A::PerCore,
     console: &mut Console,
     facts: &BootFacts,
 ) {
@@ -621,6 +622,7 @@ fn housekeeping<N: drivers::nic::Nic>(
         CPUS[cpu].drains.fetch_add(1, Ordering::Relaxed);
     }
     core.idle_tick();
+    A::tick(state, core);
     // The RCU quiescent point of live route reload: no lookup is in progress here.
     fib::quiescent(core);
     if core.pair() != 0 {
@@ -628,7 +630,7 @@ fn housekeeping<N: drivers::nic::Nic>(
     } else {
         crate::control::faults::tick();
         if let Some(cmd) = console.poll().or_else(commands::power_button) {
-            commands::run(cmd, core, facts);
+            commands::run(cmd, core, facts, &mut |c| A::release(state, c));
         }
         // A `PUT /routes` the management plane received: its build starts here (and runs
         // between poll iterations), never inside smoltcp's poll.

@@ -41,8 +41,10 @@
 // printed and fatal, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
+use crate::appliance::Appliance;
 use crate::arch::time::{rdtsc, uptime_ns};
 use crate::control::commands;
+use crate::dataplane::Core;
 use crate::mem::KernelHal;
 use crate::platform::KernelPlatformOf;
 use crate::platform::{KernelCore, FACTS};
@@ -63,7 +65,6 @@ use netstack::simframes::{
 };
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
-use unikernel::dataplane::Core;
 
 /// The simulated ports' MACs: what xtask gives the real ports (`02:00:00:00:00:01`, `…:02`).
 const SIM_MACS: [[u8; 6]; PORTS] = [[0x02, 0, 0, 0, 0, 0x01], [0x02, 0, 0, 0, 0, 0x02]];
@@ -276,13 +277,17 @@ impl<D: Player> Bench<D> {
     /// One iteration: outside the bracket, deliver K frames on port 0 and take both TX rings;
     /// inside, one poll iteration. Returns (frames delivered, TSC cycles in the bracket).
     #[inline(never)]
-    fn step<N: Nic>(&mut self, core: &mut Core<KernelPlatformOf<N>>) -> (usize, u64) {
+    fn step<A: Appliance, N: Nic>(
+        &mut self,
+        core: &mut Core<KernelPlatformOf<N>>,
+        state: &mut A::PerCore,
+    ) -> (usize, u64) {
         let frame = &self.input[..self.len];
         let delivered = self.dev[0].deliver(frame, self.k);
         self.take_tx();
         core.router_timers_ran(uptime_ns());
         let t0 = rdtsc();
-        core.poll_once();
+        A::poll(state, core);
         let t1 = rdtsc();
         (delivered, t1 - t0)
     }
@@ -290,22 +295,22 @@ impl<D: Player> Bench<D> {
 
 /// Run the benchmark on core 0 (built over the simulated ports), print the `SIMBENCH` line and
 /// shut down through `quit`. Never returns.
-pub fn run(core: KernelCore) -> ! {
+pub fn run<A: Appliance>(core: KernelCore) -> ! {
     // SAFETY: the rings come from KernelHal (zone pages) and the RX buffers from the page_pools,
     // all identity-mapped RAM; the devices are reset (quit phase 2) before their rings and
     // buffers are freed (phases 3 and 5); this core is the only device player.
     let dev = SIM_PORTS.each_ref().map(|s| unsafe { SimDevice::new(s) });
-    run_on(core, dev, None)
+    run_on::<A, _>(core, dev, None)
 }
 
 /// [`run`] on the simulated DD-bit NICs of `sim_nic=dd` ([`dd_ports`]).
-pub fn run_dd(core: DdCore) -> ! {
+pub fn run_dd<A: Appliance>(core: DdCore) -> ! {
     // SAFETY: as in `run`: KernelHal rings, page_pool buffers, identity-mapped; the NICs are
     // reset (quit phase 2) before their rings and buffers are freed; the only player.
     let dev = SIM_DD_PORTS
         .each_ref()
         .map(|s| unsafe { SimDdDevice::new(s) });
-    run_on(core, dev, Some(dd_reads))
+    run_on::<A, _>(core, dev, Some(dd_reads))
 }
 
 /// Register reads the drivers of the simulated DD-bit NICs made so far.
@@ -315,7 +320,7 @@ fn dd_reads() -> u64 {
 
 /// The benchmark on core 0 over ports of NIC type `N`, their devices played by `dev`; `reads`
 /// (a NIC that counts its drivers' register reads) must not move in the measured iterations.
-fn run_on<N: Nic>(
+fn run_on<A: Appliance, N: Nic>(
     mut core: Core<KernelPlatformOf<N>>,
     dev: [impl Player; PORTS],
     reads: Option<fn() -> u64>,
@@ -347,11 +352,12 @@ fn run_on<N: Nic>(
     if core.cfg().mode == Mode::Router {
         resolve_next_hop(core, &mut b.dev);
     }
+    let mut state = A::new_core(core);
     // Interrupts stay off for the whole benchmark (no timer is armed: idle halting is off on
     // simulated ports), so nothing but the poll iteration runs inside a bracket.
     x86_64::instructions::interrupts::disable();
     for _ in 0..WARMUP_ITERS {
-        b.step(core);
+        b.step::<A, N>(core, &mut state);
     }
     // What the warm-up sent is taken now: from here on `out` counts measured frames only.
     b.take_tx();
@@ -361,7 +367,7 @@ fn run_on<N: Nic>(
     let (mut delivered, mut cycles) = (0u64, 0u64);
     let reads0 = reads.map(|f| f());
     for _ in 0..iters {
-        let (d, c) = b.step(core);
+        let (d, c) = b.step::<A, N>(core, &mut state);
         delivered += d as u64;
         cycles += c;
     }
@@ -392,5 +398,6 @@ fn run_on<N: Nic>(
         );
     }
     let facts = *FACTS.get().expect("set before the benchmark");
+    A::release(&mut state, core);
     commands::quit(core, &facts, commands::End::Exit)
 }

@@ -46,3 +46,12 @@ pub fn exit(code: ExitCode) -> ! {
         x86_64::instructions::hlt();
     }
 }
+
+/// Log a fatal boot error and exit with failure (QEMU's isa-debug-exit status 3 with
+/// `debug_exit=on`, else ACPI S5 soft-off).
+pub fn fail(args: core::fmt::Arguments<'_>) -> ! {
+    // A failure inside the PIT window: end it so the line's timestamp is right.
+    super::time::calibrate_finish();
+    log::error!("{args}");
+    exit(ExitCode::Failure)
+}

@@ -1,17 +1,15 @@
 //! Multiboot2 boot information (GNU Multiboot2 specification 1.0, §3.6): what GRUB's
 //! `multiboot2` command hands over in `ebx` when it enters `mb2_start32` (`arch::boot`),
-//! parsed by the library's [`unikernel::bootinfo::multiboot2::parse`] into the same
+//! parsed by the library's [`crate::bootinfo::multiboot2::parse`] into the same
 //! [`BootInfo`] the PVH path produces, so everything after the boot data is shared.
 //!
 //! The RSDP (§3.6.15/§3.6.16: copied into the ACPI tag) is copied once more into the kernel
 //! image and [`BootInfo::rsdp`] points at that copy: the boot information lives in memory the
 //! allocator may hand out later.
 
-use unikernel::bootinfo::multiboot2::{parse, RSDP_MAX};
-pub use unikernel::bootinfo::multiboot2::{
-    Mb2Error, BOOTLOADER_MAGIC, HEADER_MAGIC, MAX_MBI_BYTES,
-};
-use unikernel::bootinfo::BootInfo;
+use crate::bootinfo::multiboot2::{parse, RSDP_MAX};
+pub use crate::bootinfo::multiboot2::{Mb2Error, BOOTLOADER_MAGIC, HEADER_MAGIC, MAX_MBI_BYTES};
+use crate::bootinfo::BootInfo;
 
 /// The RSDP copied out of the ACPI tag: [`BootInfo::rsdp`] points here (identity-mapped
 /// kernel image: its address is physical). 16-byte aligned as in BIOS memory (ACPI 6.5 §5.2.5.1).

@@ -2,7 +2,7 @@
 //! soft-off through PM1a/PM1b control, and the FADT reset register.
 //!
 //! * [`init`] reads the FADT (ACPI 6.5 §5.2.9) and the `\_S5` sleep type from the DSDT (or an
-//!   SSDT) with the heap-free reader `unikernel::acpi_pm`, puts the fixed hardware in ACPI
+//!   SSDT) with the heap-free reader `crate::acpi_pm`, puts the fixed hardware in ACPI
 //!   mode when firmware left it in legacy mode (`SMI_CMD` ← `ACPI_ENABLE`, then `SCI_EN`;
 //!   §4.8.2.5), clears a stale `PWRBTN_STS` and sets `PWRBTN_EN` (§4.8.2.2.1.1). It runs
 //!   early in boot, so a press during the rest of boot stays latched in `PWRBTN_STS`.
@@ -15,14 +15,12 @@
 //! a hardware-reduced FADT (no PM1 blocks) or memory-mapped PM1 is a named error and the
 //! console `quit` stays the one way to stop.
 
+use crate::acpi_pm::{self, SleepType, PM1_CNT_SCI_EN, PM1_EN_PWRBTN, PM1_STS_PWRBTN, PM1_STS_WAK};
 use acpi::address::{AddressSpace, GenericAddress};
 use acpi::fadt::Fadt;
 use acpi::{AcpiHandler, AcpiTables, PhysicalMapping};
 use core::fmt;
 use core::ptr::NonNull;
-use unikernel::acpi_pm::{
-    self, SleepType, PM1_CNT_SCI_EN, PM1_EN_PWRBTN, PM1_STS_PWRBTN, PM1_STS_WAK,
-};
 use x86_64::instructions::port::Port;
 
 /// How long [`init`] waits for `SCI_EN` after writing `ACPI_ENABLE` to `SMI_CMD`: 1 s (ACPICA

@@ -2,14 +2,12 @@
 //! the boot data QEMU's PVH loader hands over in `ebx`. Everything we need is copied out at once,
 //! because it lives in low memory that later code may reuse.
 //!
-//! [`BootInfo`] (`unikernel::bootinfo`) is also what the multiboot2 path (`arch::multiboot2`, GRUB) produces: the
+//! [`BootInfo`] (`crate::bootinfo`) is also what the multiboot2 path (`arch::multiboot2`, GRUB) produces: the
 //! kernel after the boot data does not know which loader ran.
 
 /// `hvm_start_info.magic`: "xEn3" with the high bit of 'E' set.
 pub const XEN_HVM_START_MAGIC: u32 = 0x336e_c578;
-pub use unikernel::bootinfo::{
-    BootInfo, MemRegion, E820_RAM, MAX_CMDLINE, MAX_MEMMAP, MAX_MODULES,
-};
+pub use crate::bootinfo::{BootInfo, MemRegion, E820_RAM, MAX_CMDLINE, MAX_MEMMAP, MAX_MODULES};
 
 /// Why the boot data could not be read.
 #[derive(Debug)]

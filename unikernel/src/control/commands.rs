@@ -5,6 +5,7 @@ use super::stats::{self as fmt_stats, SystemSnap};
 use crate::arch::exit::{exit, ExitCode};
 use crate::arch::serial::print;
 use crate::arch::time::{tsc_hz, Deadline};
+use crate::dataplane::{Core, Platform};
 use crate::percpu::{current_cpu, CPUS, MAX_CPUS, ONLINE};
 use crate::println;
 use crate::setup::fib::{self, RouteDelta};
@@ -12,7 +13,6 @@ use crate::smp::{send_ipi, wake_others, IpiTarget, DRAIN, PING_VECTOR};
 use core::sync::atomic::Ordering;
 use log::{error, info};
 use mm::{Pfn, Zone};
-use unikernel::dataplane::{Core, Platform};
 
 /// How long `drain_all_pages` waits for every CPU: 1 s.
 const DRAIN_TIMEOUT_MS: u64 = 1000;
@@ -44,8 +44,15 @@ pub fn system_snap(mode: netstack::Mode, queues: usize, facts: &BootFacts) -> Sy
     }
 }
 
-/// Run console command `cmd` on the boot CPU's core.
-pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
+/// Run console command `cmd` on the boot CPU's core; `release` runs once before a command
+/// that ends the run (`quit`, the power button, `reboot`) starts the quit phases: the
+/// appliance hands back the frames it holds.
+pub fn run<P: Platform>(
+    cmd: Command,
+    core: &mut Core<P>,
+    facts: &BootFacts,
+    release: &mut dyn FnMut(&mut Core<P>),
+) {
     match cmd {
         Command::Stats => print_stats(core, facts),
         Command::Help => println!("{HELP}"),
@@ -80,13 +87,20 @@ pub fn run<P: Platform>(cmd: Command, core: &mut Core<P>, facts: &BootFacts) {
             None => println!("routes: not in router mode"),
         },
         Command::Fault(c) => super::faults::run(c),
-        Command::Quit => quit(core, facts, End::Exit),
+        Command::Quit => {
+            release(core);
+            quit(core, facts, End::Exit)
+        }
         Command::PowerButton => {
             info!("power button pressed: stopping as `quit` does");
+            release(core);
             quit(core, facts, End::Exit)
         }
         Command::Reboot => match crate::arch::power::can_reset() {
-            Ok(()) => quit(core, facts, End::Reset),
+            Ok(()) => {
+                release(core);
+                quit(core, facts, End::Reset)
+            }
             Err(e) => println!("reboot: refused: {e}"),
         },
     }

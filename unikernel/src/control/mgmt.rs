@@ -1076,7 +1076,7 @@ impl Write for BodyWriter<'_> {
     }
 }
 
-impl unikernel::dataplane::MgmtPlane for Mgmt {
+impl crate::dataplane::MgmtPlane for Mgmt {
     type Counters = MgmtCounters;
 
     fn port(&self) -> usize {

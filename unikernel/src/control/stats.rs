@@ -8,6 +8,7 @@
 //! Prometheus exposition is [`netstack::stats::write_prometheus`] of the same value.
 
 use super::mgmt::MgmtCounters;
+use crate::dataplane::snap::{router_totals, PairSnap, PoolSnap};
 use crate::println;
 use core::fmt;
 use log::error;
@@ -16,7 +17,6 @@ use netstack::stats::{
     PortStats, RouterStats, Stats, JSON_MAX, POOL_JSON_MAX,
 };
 use netstack::{Mode, RefillMode};
-use unikernel::dataplane::snap::{router_totals, PairSnap, PoolSnap};
 
 // Every forwarding core fits in the schema's fixed-size arrays.
 const _: () = assert!(crate::percpu::MAX_CPUS <= netstack::stats::MAX_CPUS);

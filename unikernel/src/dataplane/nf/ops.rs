@@ -4,7 +4,7 @@
 //! [`NetworkFunction::end_of_burst`] through a [`Ctx`], and the tick and release hooks.
 
 use super::packet::{Held, Packet};
-use super::{MgmtSteer, NetworkFunction, Verdict};
+use super::{NetworkFunction, Verdict};
 use crate::dataplane::nf_side::{NfCounters, NfSide, Taken};
 use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
@@ -338,20 +338,6 @@ impl<P: Platform> Core<P> {
             None => self.poll_nf_body(nf),
             Some((port, addr)) => self.poll_nf_steered(nf, port, addr),
         }
-    }
-
-    /// [`Core::poll_nf`] on a core whose pair carries the management address `addr` (local
-    /// port `port`): the kernel's steering ([`MgmtSteer`]) in front of `nf`, and on core 0 the
-    /// frames other cores handed over first.
-    #[inline(never)]
-    fn poll_nf_steered<F: NetworkFunction>(
-        &mut self,
-        nf: &mut F,
-        port: usize,
-        addr: core::net::Ipv4Addr,
-    ) -> usize {
-        let synced = self.mgmt_sync();
-        synced + self.poll_nf_body(&mut MgmtSteer::new(nf, port, addr))
     }
 
     /// [`Core::poll_nf`] inline, for a caller that is itself the iteration's function, with

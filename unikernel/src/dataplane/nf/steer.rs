@@ -5,7 +5,7 @@
 //! a management address, choosing per poll iteration, so an NF without one pays nothing.
 
 use super::{Ctx, NetworkFunction, Packet, Verdict};
-use crate::dataplane::percore::Platform;
+use crate::dataplane::percore::{Core, Platform};
 use core::net::Ipv4Addr;
 use netstack::wire::{ARP_TPA, ETHERTYPE, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETH_HDR_LEN, IPV4_DST};
 
@@ -75,6 +75,22 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
 
     fn release_all<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.inner.release_all(ctx);
+    }
+}
+
+impl<P: Platform> Core<P> {
+    /// [`Core::poll_nf`] on a core whose pair carries the management address `addr` (local
+    /// port `port`): the kernel's steering ([`MgmtSteer`]) in front of `nf`, and on core 0 the
+    /// frames other cores handed over first.
+    #[inline(never)]
+    pub(crate) fn poll_nf_steered<F: NetworkFunction>(
+        &mut self,
+        nf: &mut F,
+        port: usize,
+        addr: Ipv4Addr,
+    ) -> usize {
+        let synced = self.mgmt_sync();
+        synced + self.poll_nf_body(&mut MgmtSteer::new(nf, port, addr))
     }
 }
 

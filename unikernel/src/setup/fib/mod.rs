@@ -24,6 +24,7 @@ mod build;
 mod retire;
 
 use crate::arch::time::uptime_us;
+use crate::dataplane::{Core, CoreRouter, Platform};
 use crate::mem::paging::PAGE;
 use crate::mem::vmap::{self, VmArea};
 use crate::percpu::{current_cpu, MAX_CPUS};
@@ -40,7 +41,6 @@ use netstack::router::{Fib, Ipv4Net, PortConfig, Router, RouterConfig, TBL24_CHU
 use netstack::stats::FibStats;
 use netstack::{Config, MacAddr};
 use retire::{give_back, retire_step, Retire};
-use unikernel::dataplane::{Core, CoreRouter, Platform};
 
 /// The router that builds the FIB on the boot CPU.
 type FibBuilder = Router<'static, mm::Pfn>;

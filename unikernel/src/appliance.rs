@@ -1,0 +1,95 @@
+//! What every forwarding core of an image runs: an [`Appliance`]. The kernel's poll loop calls
+//! [`Appliance::poll`] once per poll iteration, [`Appliance::tick`] every 10 ms (busy or idle,
+//! after the core's own housekeeping) and [`Appliance::release`] once before `quit`'s phases.
+//!
+//! - [`Stock`]: the stock image's modes (`mode=io|l2|router`), as `Core::poll_once` runs them.
+//! - [`One<F>`]: one network function of the user's ([`NetworkFunction`] + `Default`), a value
+//!   per core, run through `Core::poll_nf`; the kernel's management-plane steering goes in
+//!   front of it when a core's ports carry a management address.
+//!
+//! An image names one in [`crate::main!`]; each is monomorphised into the poll loop (no
+//! indirect call per iteration or per frame).
+
+use crate::dataplane::nf::NetworkFunction;
+use crate::dataplane::{Core, Platform};
+use core::marker::PhantomData;
+
+/// What a forwarding core runs, with its per-core state.
+pub trait Appliance: 'static {
+    /// Per-core state (a network function's), made once per core by [`Appliance::new_core`].
+    type PerCore;
+    /// The name the boot log gives it.
+    const NAME: &'static str;
+    /// The state for `core` (its pair number and configuration are there), once the core's
+    /// ports are up.
+    fn new_core<P: Platform>(core: &Core<P>) -> Self::PerCore;
+    /// One poll iteration: receive, decide, send. Returns the work done (frames and pages
+    /// moved); 0 means idle (the loop may halt).
+    fn poll<P: Platform>(state: &mut Self::PerCore, core: &mut Core<P>) -> usize;
+    /// Every 10 ms, busy or idle, after the core's own housekeeping: timers.
+    fn tick<P: Platform>(state: &mut Self::PerCore, core: &mut Core<P>) {
+        let _ = (state, core);
+    }
+    /// Once, when `quit` starts and before its phases: hand back every frame held.
+    fn release<P: Platform>(state: &mut Self::PerCore, core: &mut Core<P>) {
+        let _ = (state, core);
+    }
+}
+
+/// The stock image: `mode=` chooses `io`, `l2` or the router, each as `Core::poll_once` runs
+/// it (the router's timers run in the core's own housekeeping).
+#[derive(Debug)]
+pub struct Stock;
+
+impl Appliance for Stock {
+    type PerCore = ();
+    const NAME: &'static str = "stock";
+
+    fn new_core<P: Platform>(_core: &Core<P>) {}
+
+    #[inline(always)]
+    fn poll<P: Platform>(_state: &mut (), core: &mut Core<P>) -> usize {
+        core.poll_once()
+    }
+}
+
+/// One network function `F` on every core: `F::default()` per core, run by `Core::poll_nf`
+/// (per frame `F::process` inlined into the driver's fused loop), `F::tick` every 10 ms and
+/// `F::release_all` before `quit`.
+pub struct One<F>(PhantomData<F>);
+
+impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
+    type PerCore = F;
+    const NAME: &'static str = F::NAME;
+
+    fn new_core<P: Platform>(_core: &Core<P>) -> F {
+        F::default()
+    }
+
+    #[inline(always)]
+    fn poll<P: Platform>(nf: &mut F, core: &mut Core<P>) -> usize {
+        core.poll_nf(nf)
+    }
+
+    fn tick<P: Platform>(nf: &mut F, core: &mut Core<P>) {
+        core.tick_nf(nf);
+    }
+
+    fn release<P: Platform>(nf: &mut F, core: &mut Core<P>) {
+        core.release_nf(nf);
+    }
+}
+
+/// What [`crate::main!`] accepts: an [`Appliance`], or a network function (run as [`One`]).
+pub trait IntoAppliance {
+    /// The appliance the image runs.
+    type Appliance: Appliance;
+}
+
+impl IntoAppliance for Stock {
+    type Appliance = Stock;
+}
+
+impl<F: NetworkFunction + Default + 'static> IntoAppliance for F {
+    type Appliance = One<F>;
+}
