@@ -437,6 +437,11 @@ impl Rig {
         Rig::boot(&cfg, generator, Some(net), dir)
     }
 
+    /// [`Rig::start`] booting `image` (e.g. a user's appliance) instead of the stock one.
+    pub fn start_image(image: &Path, append: &str, gen: GenConfig) -> Rig {
+        Rig::start_configured(append, gen, |c| c.image = image.to_path_buf())
+    }
+
     /// Starts with the default generator configuration (for tests that use raw ports only).
     pub fn start_raw(append: &str) -> Rig {
         Rig::start(append, gen_count(1, 64, false))

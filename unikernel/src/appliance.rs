@@ -18,8 +18,14 @@ use core::marker::PhantomData;
 pub trait Appliance: 'static {
     /// Per-core state (a network function's), made once per core by [`Appliance::new_core`].
     type PerCore;
-    /// The name the boot log gives it.
+    /// Its name (a network function's [`NetworkFunction::NAME`]).
     const NAME: &'static str;
+    /// What the boot log's forwarding line calls it under the configuration `cfg`: its
+    /// [`Appliance::NAME`] (the stock image: the mode `mode=` chose).
+    fn label(cfg: &netstack::Config) -> &'static str {
+        let _ = cfg;
+        Self::NAME
+    }
     /// The state for `core` (its pair number and configuration are there), once the core's
     /// ports are up.
     fn new_core<P: Platform>(core: &Core<P>) -> Self::PerCore;
@@ -44,6 +50,10 @@ pub struct Stock;
 impl Appliance for Stock {
     type PerCore = ();
     const NAME: &'static str = "stock";
+
+    fn label(cfg: &netstack::Config) -> &'static str {
+        cfg.mode.as_str()
+    }
 
     fn new_core<P: Platform>(_core: &Core<P>) {}
 

@@ -128,7 +128,7 @@ pub fn run<A: Appliance>(
         smp::start_ap_work(k);
     }
     wait_cores_up(topo.pairs);
-    log_topology(&topo, cfg);
+    log_topology::<A>(&topo, cfg);
     phases::mark(Phase::Cores);
     // The phase report comes just before the ready marker, so whoever saw `ready` has it.
     println!("{}", phases::report(rdtsc()));
@@ -139,7 +139,7 @@ pub fn run<A: Appliance>(
 }
 
 /// What forwards where, in the boot log (just before the phase report and `ready`).
-fn log_topology(topo: &Topology, cfg: &Config) {
+fn log_topology<A: Appliance>(topo: &Topology, cfg: &Config) {
     if topo.queues > 1 {
         info!("multi-queue: core k forwards queue pair k of port 0 <-> queue pair k of port 1");
     }
@@ -148,7 +148,7 @@ fn log_topology(topo: &Topology, cfg: &Config) {
         topo.port_pairs,
         topo.pairs,
         topo.queues,
-        cfg.mode.as_str(),
+        A::label(cfg),
         cfg.burst
     );
 }
@@ -206,7 +206,7 @@ fn run_e1000e<A: Appliance>(
         smp::start_ap_work(k);
     }
     wait_cores_up(setup.topo.pairs);
-    log_topology(&setup.topo, &setup.cfg);
+    log_topology::<A>(&setup.topo, &setup.cfg);
     phases::mark(Phase::Cores);
     println!("{}", phases::report(rdtsc()));
     crate::control::faults::arm(&setup.cfg);

@@ -14,6 +14,7 @@
 //! - [`soak::run`] is `cargo xtask soak`, [`faults::run`] `cargo xtask faults`.
 //! - [`envelope`]: the one JSON envelope of every `--json`.
 //! - [`progress`]: a bar on a terminal, a status line every few seconds elsewhere.
+//! - [`appliance`]: a user's appliance crate from the template (`cargo xtask new`), built.
 //! - [`elf`]: symbols of the kernel image (a guest sized from `__kernel_end`).
 //! - [`nocall`]: no indirect call in the image's per-frame loop functions (`cargo xtask nocall`).
 //!
@@ -29,6 +30,7 @@
 //! development loop (`xtask`) build on this crate; nothing here imports them.
 
 pub mod append;
+pub mod appliance;
 pub mod bench_boot;
 pub mod bench_search;
 pub mod bench_sim;

@@ -78,6 +78,11 @@ enum Cmd {
     /// per-frame loop functions (harness::nocall::LOOP_FUNCTIONS); fails on an indirect call
     /// or an indirect jmp that is not a jump table into the same function.
     Nocall(NocallArgs),
+    /// A crate of your own appliance from Gannet's template (`template/`): one network
+    /// function in `src/main.rs`, path dependencies on this checkout, its lock file; build it
+    /// with `cargo build --release` there, boot it with `cargo xtask run --image
+    /// DIR/target/x86_64-unknown-none/release/appliance`.
+    New(NewArgs),
     /// Gannet appliances in series as libvirt domains (root): setup, run, up, down, status.
     #[command(subcommand)]
     Libvirt(libvirt::LibvirtCmd),
@@ -465,6 +470,12 @@ struct ReportArgs {
 }
 
 #[derive(Args)]
+struct NewArgs {
+    /// Where to put the crate (a new or empty directory outside this checkout).
+    dir: PathBuf,
+}
+
+#[derive(Args)]
 struct NocallArgs {
     /// Check this ELF image instead of building the stock one.
     #[arg(long, conflicts_with = "control")]
@@ -605,6 +616,16 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
 }
 
 /// `report`: BENCHMARKS.md's summary and the plots from results/ (`lab::summary`).
+/// `cargo xtask new DIR`: the template copied to `DIR` (`harness::appliance::new`).
+fn cmd_new(a: NewArgs) -> Result<ExitCode> {
+    let dir = harness::appliance::new(&qemu::workspace_root(), &a.dir)?;
+    println!(
+        "xtask: appliance crate in {d}: edit src/main.rs; build with `cd {d} && cargo build --release`; boot with `cargo xtask run --image {d}/target/x86_64-unknown-none/release/appliance`",
+        d = dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn cmd_report(a: ReportArgs) -> Result<ExitCode> {
     use lab::summary;
     let root = qemu::workspace_root();
@@ -767,6 +788,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench::cmd_bench(*a).map(|()| ExitCode::SUCCESS),
         Cmd::Soak(a) => checks::cmd_soak(a).map(|()| ExitCode::SUCCESS),
         Cmd::Nocall(a) => checks::cmd_nocall(a),
+        Cmd::New(a) => cmd_new(a),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Test => cmd_test(),
         Cmd::Libvirt(c) => libvirt::run(c).map(|()| ExitCode::SUCCESS),
