@@ -8,6 +8,7 @@
 
 pub mod bundle;
 pub mod keys;
+pub mod merge;
 
 use crate::router::{parse_route, Ipv4Net, ParseError};
 use crate::MacAddr;
@@ -598,6 +599,21 @@ pub enum ConfigError<'a> {
         /// What would have been accepted.
         expected: &'static str,
     },
+}
+
+impl ConfigError<'_> {
+    /// The key (or token) the error names, if it names one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::NotKeyValue(k) | ConfigError::UnknownKey(k) | ConfigError::Repeated(k) => {
+                Some(k)
+            }
+            ConfigError::Misplaced { key, .. } | ConfigError::BadValue { key, .. } => Some(key),
+            ConfigError::Missing { key, .. } => Some(key),
+            ConfigError::TooManyRoutes => Some("route"),
+            ConfigError::TooManyMmioDevices => Some("virtio_mmio.device"),
+        }
+    }
 }
 
 impl core::fmt::Display for ConfigError<'_> {

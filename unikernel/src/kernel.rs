@@ -71,17 +71,7 @@ pub fn start<A: Appliance>(start_info: u32, entry_tsc: u64) -> ! {
             Err(e) => fail(format_args!("boot info error (multiboot2): {e:?}")),
         }
     };
-    // `debug_exit=on` (opt-in: the tests, xtask) before parsing, so a configuration error
-    // leaves through isa-debug-exit too; otherwise every end is ACPI S5 soft-off (arch::exit).
-    exit::set_debug_exit(
-        boot.cmdline
-            .split_ascii_whitespace()
-            .any(|w| w == "debug_exit=on"),
-    );
-    let cfg = match Config::parse(&boot.cmdline) {
-        Ok(c) => c,
-        Err(e) => fail(format_args!("config error: {e}")),
-    };
+    let (cfg, overlay) = read_config(&boot);
     if let Err(e) = control::faults::check(&cfg) {
         fail(format_args!("config error: key `fault`: {e}"));
     }
@@ -104,6 +94,13 @@ pub fn start<A: Appliance>(start_info: u32, entry_tsc: u64) -> ! {
         LogLevel::Debug => LevelFilter::Debug,
     });
     log_config(&cfg, &boot);
+    if !overlay.is_empty() {
+        info!(
+            "config: from fw_cfg {}: \"{}\" (over the command line)",
+            crate::arch::fw_cfg::CMDLINE,
+            netstack::config::RedactedCmdline(&overlay)
+        );
+    }
     let (zone, mi) = match mem {
         Ok(z) => z,
         Err(e) => fail(format_args!("memory error: {e:?}")),
@@ -120,39 +117,169 @@ pub fn start<A: Appliance>(start_info: u32, entry_tsc: u64) -> ! {
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
     }
-    let routes_file = boot_module_routes(&boot, &cfg);
+    let routes_file = boot_module_routes(&boot, &cfg, zone);
     run::run::<A>(&cfg, zone, routes_file)
 }
 
-/// The routes file from the first boot module (QEMU `-initrd`): an appliance bundle
-/// (`#!gannet-bundle 1`, its files by name, `netstack::config::bundle`) or, without that line,
-/// the routes file itself. A module that is not UTF-8 text, or a bad bundle, stops the boot
-/// with a `config error` naming the problem.
-fn boot_module_routes(boot: &pvh::BootInfo, cfg: &Config) -> Option<&'static str> {
-    boot.modules.first().and_then(|&(addr, size)| {
-        // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that range
-        // out of the allocator, so it is intact and never written.
-        let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
-        let text = match core::str::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => fail(format_args!(
-                "config error: boot module is not UTF-8 text: {e}"
-            )),
-        };
-        match netstack::config::bundle::parse(text, cfg.mode) {
-            Ok(b) => {
-                if text.starts_with(netstack::config::bundle::BUNDLE_MAGIC) {
-                    log::info!("boot module: bundle of {} bytes", text.len());
-                    for name in b.names() {
-                        let n = b.file(name).map_or(0, str::len);
-                        log::info!("boot module: file `{name}`, {n} bytes");
-                    }
-                }
-                b.file("routes")
+/// The configuration: fw_cfg's keys ([`crate::arch::fw_cfg::CMDLINE`]) laid over the loader's
+/// command line, parsed once; `debug_exit` set from it first (so a configuration error leaves
+/// through isa-debug-exit too). Returns it and the fw_cfg keys (empty without them). An error
+/// stops the boot naming the key, and fw_cfg when the key came from there.
+fn read_config(boot: &pvh::BootInfo) -> (Config, heapless::String<{ pvh::MAX_CMDLINE }>) {
+    // This instance's keys from fw_cfg (`opt/gannet/cmdline`), laid over the loader's line.
+    let overlay = fw_cfg_cmdline();
+    let mut merged: heapless::String<{ pvh::MAX_CMDLINE }> = heapless::String::new();
+    if let Err(e) = netstack::config::merge::merge(&boot.cmdline, &overlay, &mut merged) {
+        fail(format_args!(
+            "config error: fw_cfg {}: {e}",
+            crate::arch::fw_cfg::CMDLINE
+        ));
+    }
+    // `debug_exit=on` (opt-in: the tests, xtask) before parsing, so a configuration error
+    // leaves through isa-debug-exit too; otherwise every end is ACPI S5 soft-off (arch::exit).
+    exit::set_debug_exit(
+        merged
+            .split_ascii_whitespace()
+            .any(|w| w == "debug_exit=on"),
+    );
+    let cfg = match Config::parse(&merged) {
+        Ok(c) => c,
+        Err(e) => {
+            let from = e
+                .key()
+                .and_then(|k| netstack::config::merge::source_of(k, &boot.cmdline, &overlay));
+            match from {
+                Some(netstack::config::merge::Source::Overlay) => fail(format_args!(
+                    "config error: {e} (from fw_cfg {})",
+                    crate::arch::fw_cfg::CMDLINE
+                )),
+                _ => fail(format_args!("config error: {e}")),
             }
-            Err(e) => fail(format_args!("config error: {e}")),
         }
-    })
+    };
+    (cfg, overlay)
+}
+
+/// The routes file from the appliance's files: fw_cfg's [`crate::arch::fw_cfg::BUNDLE`] when
+/// the instance has one (it replaces a boot module, said in the log), else the first boot
+/// module (QEMU `-initrd`). Either is an appliance bundle (`#!gannet-bundle 1`, its files by
+/// name, `netstack::config::bundle`) or, without that line, the routes file itself. Text that
+/// is not UTF-8, a bad bundle, or a fw_cfg file larger than [`FW_CFG_BUNDLE_MAX`] stops the
+/// boot with a `config error` naming the problem.
+fn boot_module_routes(
+    boot: &pvh::BootInfo,
+    cfg: &Config,
+    zone: &'static mm::Zone,
+) -> Option<&'static str> {
+    let (text, source) = match fw_cfg_bundle(zone) {
+        Some(bytes) => {
+            if !boot.modules.is_empty() {
+                info!(
+                    "boot module: not used: fw_cfg {} replaces it",
+                    crate::arch::fw_cfg::BUNDLE
+                );
+            }
+            (bytes, "fw_cfg opt/gannet/bundle")
+        }
+        None => {
+            let &(addr, size) = boot.modules.first()?;
+            // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that
+            // range out of the allocator, so it is intact and never written.
+            let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
+            (bytes, "boot module")
+        }
+    };
+    let text = match core::str::from_utf8(text) {
+        Ok(t) => t,
+        Err(e) => fail(format_args!(
+            "config error: {source} is not UTF-8 text: {e}"
+        )),
+    };
+    match netstack::config::bundle::parse(text, cfg.mode) {
+        Ok(b) => {
+            if text.starts_with(netstack::config::bundle::BUNDLE_MAGIC) {
+                log::info!("{source}: bundle of {} bytes", text.len());
+                for name in b.names() {
+                    let n = b.file(name).map_or(0, str::len);
+                    log::info!("{source}: file `{name}`, {n} bytes");
+                }
+            } else {
+                log::info!("{source}: routes file of {} bytes", text.len());
+            }
+            b.file("routes")
+        }
+        // The bundle's errors name the boot module (and its lines); fw_cfg's file is read as one.
+        Err(e) if source == "boot module" => fail(format_args!("config error: {e}")),
+        Err(e) => fail(format_args!(
+            "config error: {source}, read as the boot module: {e}"
+        )),
+    }
+}
+
+/// Largest fw_cfg bundle read (bytes): 8 MiB, as `PUT /routes` takes.
+const FW_CFG_BUNDLE_MAX: u32 = 8 << 20;
+
+/// fw_cfg's [`crate::arch::fw_cfg::BUNDLE`], read into zone pages kept for the kernel's life;
+/// `None` without the device or the file.
+fn fw_cfg_bundle(zone: &'static mm::Zone) -> Option<&'static [u8]> {
+    use crate::arch::fw_cfg;
+    let file = fw_cfg::find(fw_cfg::BUNDLE)?;
+    if file.size > FW_CFG_BUNDLE_MAX {
+        fail(format_args!(
+            "config error: fw_cfg {}: {} bytes, at most {FW_CFG_BUNDLE_MAX}",
+            fw_cfg::BUNDLE,
+            file.size
+        ));
+    }
+    let bytes = (file.size as usize).max(1);
+    let order = bytes
+        .div_ceil(mm::PAGE_SIZE)
+        .next_power_of_two()
+        .trailing_zeros() as usize;
+    let Some(pfn) = zone.alloc_pages(order) else {
+        fail(format_args!(
+            "memory error: no room for fw_cfg {} ({} bytes)",
+            fw_cfg::BUNDLE,
+            file.size
+        ))
+    };
+    // SAFETY: a fresh buddy block of `PAGE_SIZE << order` >= `bytes` bytes, identity-mapped,
+    // never freed: ours for 'static.
+    let buf =
+        unsafe { core::slice::from_raw_parts_mut(pfn.addr() as *mut u8, mm::PAGE_SIZE << order) };
+    let got = fw_cfg::read_file(file, buf)?;
+    Some(&*got)
+}
+
+/// This instance's command-line keys from fw_cfg ([`crate::arch::fw_cfg::CMDLINE`]); empty
+/// without the device or the file. A file too long for a command line, or not UTF-8 text,
+/// stops the boot by name.
+fn fw_cfg_cmdline() -> heapless::String<{ pvh::MAX_CMDLINE }> {
+    use crate::arch::fw_cfg;
+    let mut out = heapless::String::new();
+    let Some(file) = fw_cfg::find(fw_cfg::CMDLINE) else {
+        return out;
+    };
+    let mut buf = [0u8; pvh::MAX_CMDLINE];
+    let Some(bytes) = fw_cfg::read_file(file, &mut buf) else {
+        fail(format_args!(
+            "config error: fw_cfg {}: {} bytes, at most {}",
+            fw_cfg::CMDLINE,
+            file.size,
+            pvh::MAX_CMDLINE
+        ))
+    };
+    match core::str::from_utf8(bytes) {
+        // Fits: no longer than the buffer, which is the string's capacity.
+        Ok(t) => {
+            let _ = out.push_str(t.trim_end_matches('\0'));
+        }
+        Err(e) => fail(format_args!(
+            "config error: fw_cfg {}: not UTF-8 text: {e}",
+            fw_cfg::CMDLINE
+        )),
+    }
+    out
 }
 
 /// What memory set-up found, in the boot log.

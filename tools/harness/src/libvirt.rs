@@ -14,8 +14,8 @@
 //! the guest (a `unix` socket must be read by a connected client or the guest stalls on its
 //! console writes); [`Chain::wait_ready`] polls the file, bounded. The cost: no console input,
 //! so counters come from the final STATS line Gannet prints while it drains on the power
-//! button. Configuration is the domain's `<cmdline>` until fw_cfg configuration exists (issue
-//! 35 item 3).
+//! button. Each appliance's configuration is a fw_cfg file (`<sysinfo type='fwcfg'>`, entry
+//! `opt/gannet/cmdline`), the kernel's per-instance keys (issue 35 item 3).
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -329,7 +329,7 @@ pub fn mac_str(m: [u8; 6]) -> String {
 pub struct Appliance {
     /// The domain's name.
     pub name: String,
-    /// The kernel command line (`<cmdline>`).
+    /// Its configuration keys (fw_cfg `opt/gannet/cmdline`, laid over the kernel command line).
     pub cmdline: String,
     /// The ports' MACs.
     pub macs: [[u8; 6]; 2],
@@ -743,7 +743,9 @@ mod tests {
             "mode=l2 peer0=02:00:00:00:11:02 peer1=02:00:00:00:0b:02"
         );
         let x = domain_xml(&a[1], Path::new("/k/gannet")).unwrap();
-        assert!(x.contains("<cmdline>mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24</cmdline>"));
+        assert!(x.contains(
+            "<entry name='opt/gannet/cmdline'>mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24</entry>"
+        ));
         assert!(x.contains("<local address='127.0.0.1' port='40003'/>"));
         assert!(x.contains("<source path='/tmp/c/t-2-router.log'/>"));
         assert!(!x.contains("qemu:commandline") && !x.contains('{'));

@@ -52,6 +52,7 @@ pub fn exit(code: ExitCode) -> ! {
 pub fn fail(args: core::fmt::Arguments<'_>) -> ! {
     // A failure inside the PIT window: end it so the line's timestamp is right.
     super::time::calibrate_finish();
-    log::error!("{args}");
+    // Target `gannet`, as the line read when this lived in the binary's root.
+    log::error!(target: "gannet", "{args}");
     exit(ExitCode::Failure)
 }

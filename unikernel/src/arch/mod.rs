@@ -9,12 +9,14 @@
 //! * [`serial`]: COM1 log and console output; [`exit`]: leaving QEMU (isa-debug-exit when
 //!   opted in, else S5).
 //! * [`power`]: ACPI fixed hardware: the power button, S5 soft-off, the FADT reset register.
+//! * [`fw_cfg`]: QEMU's fw_cfg files, the per-instance configuration (`opt/gannet/…`).
 //!
 //! Depends only on [`crate::percpu`] (the leaf).
 
 pub mod apic;
 pub mod boot;
 pub mod exit;
+pub mod fw_cfg;
 pub mod multiboot2;
 pub mod phases;
 pub mod power;
