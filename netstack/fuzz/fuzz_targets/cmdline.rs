@@ -16,12 +16,15 @@ fuzz_target!(|data: &[u8]| {
     match r {
         Ok(cfg) => {
             assert!((1..=256).contains(&cfg.burst));
-            // `ip0`/`ip1`/`route` are router mode only, and router mode needs both addresses.
+            // `route` is router mode only, and router mode needs both addresses; `ip0`/`ip1`
+            // are the management plane's in any mode, and its port has one.
             if cfg.mode == Mode::Router {
                 assert!(cfg.ip.iter().all(Option::is_some), "{text:?}");
             } else {
-                assert!(cfg.ip.iter().all(Option::is_none), "{text:?}");
                 assert!(cfg.routes.is_empty(), "{text:?}");
+            }
+            if let Some(p) = cfg.mgmt_port() {
+                assert!(cfg.ip[p].is_some(), "{text:?}");
             }
         }
         Err(e) => {
