@@ -7,9 +7,9 @@
 //!
 //! * prefixes of lengths 8 to 32 on both sides, drawn from weighted length tables (sources
 //!   mostly /16, /24 and /32, destinations mostly /24 and /32: 7 × 6 = 42 possible length
-//!   pairs, about 40 of them in a set of 10,000 rules), on addresses from pools with a skewed
-//!   pick (some addresses recur, so rules share hash entries and nest) under 16 shared first
-//!   octets (so prefixes of different lengths overlap);
+//!   pairs; the tests' seed uses 39 in 1,000 rules and all 42 in 10,000), on addresses from
+//!   pools with a skewed pick (some addresses recur, so rules share hash entries and nest)
+//!   under 16 shared first octets (so prefixes of different lengths overlap);
 //! * TCP (60%), UDP (25%), any protocol (10%) and ICMP (5%);
 //! * for TCP and UDP, source ports mostly `any` (85%; else `1024-65535` or one port) and
 //!   destination ports one well-known or random port (45%), a range (25%: `0-1023`,
@@ -208,8 +208,8 @@ fn port_in(rng: &mut Rng, r: PortRange) -> u16 {
 /// ports in its ranges; 0 for protocols without ports), so it matches that rule or an earlier
 /// one. Deterministic for a given `seed`. For an ACL without rules the tuples are random.
 ///
-/// With 1,024 tuples and a [`generate`]d set of 1,000 or 10,000 rules, all are distinct (a test
-/// checks it for the seeds the benchmark uses).
+/// With 1,024 tuples and a [`generate`]d set of 10, 1,000 or 10,000 rules, all are distinct (the
+/// tests check it for the benchmark's seed).
 pub fn tuples<'a>(acl: &Acl<'a>, count: usize, seed: u64) -> Tuples<'a> {
     Tuples {
         acl: *acl,

@@ -21,7 +21,7 @@
 //! holds another key is a coin toss per tuple, a branch mispredicted about every other tuple:
 //! 745 ns per lookup over 42 tuples. Comparing the 8 tags of a group at once leaves two
 //! branches that almost always go the same way ("no tag matches", "the group has an empty
-//! slot"): 3 to 4 times faster for 8% more memory (`netstack/benches/acl.rs`).
+//! slot"): 3 to 4 times faster for about 5% more memory (`netstack/benches/acl.rs`).
 //!
 //! Building fills the tables once ([`Acl::build`]); a lookup only reads them, so one [`Acl`]
 //! (a few references and the default) is shared by every core.
@@ -274,13 +274,25 @@ const fn pair(src_len: u8, dst_len: u8) -> usize {
 
 /// A built ACL: read-only tables in caller storage and the default action.
 ///
-/// `Copy` and `Sync`: one value, or copies of it, serves every core.
-#[derive(Copy, Clone, Debug)]
+/// `Copy` and `Sync`: one value, or copies of it, serves every core. `Debug` prints its sizes
+/// and default, not its rules ([`Acl::rule`] gives them).
+#[derive(Copy, Clone)]
 pub struct Acl<'a> {
     entries: &'a [Entry],
     tuples: &'a [Tuple],
     groups: &'a [Group],
     default: Action,
+}
+
+impl core::fmt::Debug for Acl<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Acl")
+            .field("rules", &self.entries.len())
+            .field("tuples", &self.tuples.len())
+            .field("groups", &self.groups.len())
+            .field("default", &self.default)
+            .finish()
+    }
 }
 
 impl<'a> Acl<'a> {
@@ -313,8 +325,7 @@ impl<'a> Acl<'a> {
     /// ([`Acl::sizes`] first, to check the storage before writing), and is not kept.
     ///
     /// Cost: linear in the rule count (a hash-table insert per rule, at most half of each table
-    /// full); 10,000 rules take a few milliseconds on a host, mostly parsing
-    /// (`netstack/benches/acl.rs`).
+    /// full); 10,000 rules took about 6 ms on the benchmark's host (`netstack/benches/acl.rs`).
     ///
     /// # Errors
     /// [`AclError::Line`] for the first line that is not a rule; [`AclError::Storage`] (with

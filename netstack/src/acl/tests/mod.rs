@@ -130,6 +130,10 @@ fn the_documented_example_parses_and_classifies() {
     let mut s = Store::for_text(EXAMPLE);
     let acl = s.build(EXAMPLE).unwrap();
     assert_eq!((acl.len(), acl.tuple_count()), (5, 4));
+    assert_eq!(
+        std::format!("{acl:?}"),
+        "Acl { rules: 5, tuples: 4, groups: 4, default: Deny }"
+    );
     let m = |t| acl.classify(&t);
     let web = [198, 51, 100, 7];
     let hit = |rule, action| Match {
