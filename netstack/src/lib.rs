@@ -15,6 +15,8 @@
 //! * [`forward`]: the `io`/`l2` rewrite (one [`Verdict`] per frame).
 //! * [`router`]: RFC 1812 forwarding, DIR-24-8 FIB, ARP neighbours, ICMP (one action and one
 //!   counter per frame).
+//! * [`acl`]: a stateless IPv4 access-control list (rules file, tuple-space classifier) for a
+//!   network function to run; it reads [`router`]'s prefix type and parser.
 //! * [`stats`] (the STATS schema over the counters) and [`simframes`] (benchmark frames) sit
 //!   on top and are used by the kernel and the host tools, never by the modules above.
 //!
@@ -27,6 +29,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod acl;
 pub mod config;
 pub mod counters;
 pub mod forward;
