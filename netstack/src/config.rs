@@ -28,6 +28,9 @@ pub enum Mode {
     /// IPv4 router (RFC 1812): FIB lookup, ARP neighbours, TTL, ICMP errors; needs `ip0` and
     /// `ip1`.
     Router,
+    /// Stateless IPv4 ACL firewall (`netstack::acl`, the boot bundle's `rules` file): a frame
+    /// its rules allow goes out of the other port untouched, one they deny is dropped.
+    Acl,
 }
 
 impl Mode {
@@ -37,6 +40,7 @@ impl Mode {
             Mode::Io => "io",
             Mode::L2 => "l2",
             Mode::Router => "router",
+            Mode::Acl => "acl",
         }
     }
 }

@@ -2,7 +2,7 @@
 //! [`Appliance::poll`] once per poll iteration, [`Appliance::tick`] every 10 ms (busy or idle,
 //! after the core's own housekeeping) and [`Appliance::release`] once before `quit`'s phases.
 //!
-//! - [`Stock`]: the stock image's modes (`mode=io|l2|router`), as `Core::poll_once` runs them.
+//! - [`Stock`]: the stock image's modes (`mode=io|l2|router`), and [`StockAcl`] its `mode=acl`.
 //! - [`One<F>`]: one network function of the user's ([`NetworkFunction`] + `Default`), a value
 //!   per core, run through `Core::poll_nf`; the kernel's management-plane steering goes in
 //!   front of it when a core's ports carry a management address.
@@ -10,6 +10,7 @@
 //! An image names one in [`crate::main!`]; each is monomorphised into the poll loop (no
 //! indirect call per iteration or per frame).
 
+use crate::dataplane::nf::builtin::{Acl, ACL};
 use crate::dataplane::nf::NetworkFunction;
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
@@ -20,6 +21,9 @@ pub trait Appliance: 'static {
     type PerCore;
     /// Its name (a network function's [`NetworkFunction::NAME`]).
     const NAME: &'static str;
+    /// Whether it is the stock image's [`Stock`], for which the kernel runs [`StockAcl`] when
+    /// `mode=acl`.
+    const STOCK: bool = false;
     /// What the boot log's forwarding line calls it under the configuration `cfg`: its
     /// [`Appliance::NAME`] (the stock image: the mode `mode=` chose).
     fn label(cfg: &netstack::Config) -> &'static str {
@@ -43,13 +47,15 @@ pub trait Appliance: 'static {
 }
 
 /// The stock image: `mode=` chooses `io`, `l2` or the router, each as `Core::poll_once` runs
-/// it (the router's timers run in the core's own housekeeping).
+/// it (the router's timers run in the core's own housekeeping), or the ACL firewall, which the
+/// kernel runs as [`StockAcl`] (chosen once at boot: no per-iteration test of the mode).
 #[derive(Debug)]
 pub struct Stock;
 
 impl Appliance for Stock {
     type PerCore = ();
     const NAME: &'static str = "stock";
+    const STOCK: bool = true;
 
     fn label(cfg: &netstack::Config) -> &'static str {
         cfg.mode.as_str()
@@ -60,6 +66,29 @@ impl Appliance for Stock {
     #[inline(always)]
     fn poll<P: Platform>(_state: &mut (), core: &mut Core<P>) -> usize {
         core.poll_once()
+    }
+}
+
+/// The stock image's `mode=acl`: `nf::builtin::Acl` over the rule set the kernel built at boot
+/// (`nf::builtin::ACL`), through `Core::poll_nf`. Without a rule set it forwards nothing
+/// (the kernel refuses `mode=acl` without one before any core starts).
+#[derive(Debug)]
+pub struct StockAcl;
+
+impl Appliance for StockAcl {
+    type PerCore = Option<Acl>;
+    const NAME: &'static str = "acl";
+
+    fn new_core<P: Platform>(core: &Core<P>) -> Option<Acl> {
+        ACL.get().map(|t| Acl::new(t, core.pair()))
+    }
+
+    #[inline(always)]
+    fn poll<P: Platform>(acl: &mut Option<Acl>, core: &mut Core<P>) -> usize {
+        match acl {
+            Some(acl) => core.poll_nf(acl),
+            None => 0,
+        }
     }
 }
 

@@ -117,8 +117,8 @@ pub fn start<A: Appliance>(start_info: u32, entry_tsc: u64) -> ! {
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
     }
-    let routes_file = boot_module_routes(&boot, &cfg, zone);
-    run::run::<A>(&cfg, zone, routes_file)
+    let (routes_file, rules_file) = boot_files(&boot, &cfg, zone);
+    run::run::<A>(&cfg, zone, routes_file, rules_file)
 }
 
 /// The configuration: fw_cfg's keys ([`crate::arch::fw_cfg::CMDLINE`]) laid over the loader's
@@ -160,17 +160,17 @@ fn read_config(boot: &pvh::BootInfo) -> (Config, heapless::String<{ pvh::MAX_CMD
     (cfg, overlay)
 }
 
-/// The routes file from the appliance's files: fw_cfg's [`crate::arch::fw_cfg::BUNDLE`] when
+/// The routes and rules files from the appliance's files: fw_cfg's [`crate::arch::fw_cfg::BUNDLE`] when
 /// the instance has one (it replaces a boot module, said in the log), else the first boot
 /// module (QEMU `-initrd`). Either is an appliance bundle (`#!gannet-bundle 1`, its files by
 /// name, `netstack::config::bundle`) or, without that line, the routes file itself. Text that
 /// is not UTF-8, a bad bundle, or a fw_cfg file larger than [`FW_CFG_BUNDLE_MAX`] stops the
 /// boot with a `config error` naming the problem.
-fn boot_module_routes(
+fn boot_files(
     boot: &pvh::BootInfo,
     cfg: &Config,
     zone: &'static mm::Zone,
-) -> Option<&'static str> {
+) -> (Option<&'static str>, Option<&'static str>) {
     let (text, source) = match fw_cfg_bundle(zone) {
         Some(bytes) => {
             if !boot.modules.is_empty() {
@@ -182,7 +182,9 @@ fn boot_module_routes(
             (bytes, "fw_cfg opt/gannet/bundle")
         }
         None => {
-            let &(addr, size) = boot.modules.first()?;
+            let Some(&(addr, size)) = boot.modules.first() else {
+                return (None, None);
+            };
             // SAFETY: the loader placed the module at [addr, addr + size); mem::init kept that
             // range out of the allocator, so it is intact and never written.
             let bytes = unsafe { core::slice::from_raw_parts(addr as *const u8, size as usize) };
@@ -206,7 +208,7 @@ fn boot_module_routes(
             } else {
                 log::info!("{source}: routes file of {} bytes", text.len());
             }
-            b.file("routes")
+            (b.file("routes"), b.file("rules"))
         }
         // The bundle's errors name the boot module (and its lines); fw_cfg's file is read as one.
         Err(e) if source == "boot module" => fail(format_args!("config error: {e}")),

@@ -1,7 +1,7 @@
 //! Forwarding: the boot CPU sets up the devices and its own core, starts one core per further
 //! port pair (or queue pair), and every core runs [`poll_loop`] until `quit`.
 
-use crate::appliance::Appliance;
+use crate::appliance::{Appliance, StockAcl};
 use crate::arch::apic;
 use crate::arch::phases::{self, Phase};
 use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
@@ -51,6 +51,7 @@ pub fn run<A: Appliance>(
     cfg: &Config,
     zone: &'static Zone,
     routes_file: Option<&'static str>,
+    rules_file: Option<&'static str>,
 ) -> ! {
     // Taken before the boot free-page count: it is never returned.
     let mgmt_mem = cfg.mgmt_port().map(|_| {
@@ -65,6 +66,10 @@ pub fn run<A: Appliance>(
         if let Err(e) = build_fib(cfg, zone, routes_file) {
             fail(format_args!("{}", e.0));
         }
+    }
+    // The ACL's rule set (`mode=acl`), before the boot free-page count too: kept for good.
+    if cfg.mode == Mode::Acl {
+        build_acl(zone, rules_file);
     }
     let mut pcp = PerCpuPages::new(zone, online());
     // The pcp rule (mm::pcp docs): only the owning CPU, thread context. Checked in debug builds.
@@ -121,6 +126,9 @@ pub fn run<A: Appliance>(
     let mut core = build_core(0, setup, zone, pcp, mgmt_mem, &mut halt);
     if cfg.sim.is_some() {
         sim_line(cfg);
+        if A::STOCK && cfg.mode == Mode::Acl {
+            crate::simbench::run::<StockAcl>(core)
+        }
         crate::simbench::run::<A>(core)
     }
     smp::register_ap_entry(run_core::<A>);
@@ -135,7 +143,7 @@ pub fn run<A: Appliance>(
     // The fault image: injecting starts now, with every RX ring filled.
     crate::control::faults::arm(cfg);
     println!("gannet: ready");
-    poll_loop::<A, _>(&mut core, halt)
+    forward::<A, _>(&mut core, halt)
 }
 
 /// What forwards where, in the boot log (just before the phase report and `ready`).
@@ -183,12 +191,12 @@ fn run_core<A: Appliance>(cpu: usize) -> ! {
     if crate::setup::e1000e::ports_are_e1000e() {
         let mut core = e1000e_core(cpu, setup, zone, pcp, None);
         core.publish(false, 0);
-        poll_loop::<A, _>(&mut core, false)
+        forward::<A, _>(&mut core, false)
     }
     let mut halt = false;
     let mut core = build_core(cpu, setup, zone, pcp, None, &mut halt);
     core.publish(false, 0);
-    poll_loop::<A, _>(&mut core, halt)
+    forward::<A, _>(&mut core, halt)
 }
 
 /// The boot CPU with e1000e ports: core 0 over its two ports (another NIC type, another
@@ -211,7 +219,7 @@ fn run_e1000e<A: Appliance>(
     println!("{}", phases::report(rdtsc()));
     crate::control::faults::arm(&setup.cfg);
     println!("gannet: ready");
-    poll_loop::<A, _>(&mut core, false)
+    forward::<A, _>(&mut core, false)
 }
 
 /// Pair `k`'s core over its two e1000e ports (set up by the boot CPU); busy polling.
@@ -260,6 +268,9 @@ fn sim_dd<A: Appliance>(
     let nics = crate::simbench::dd_ports(&setup.cfg).unwrap_or_else(|e| fail(format_args!("{e}")));
     let core = core_over(0, setup, zone, pcp, mgmt_mem, nics);
     sim_line(&setup.cfg);
+    if A::STOCK && setup.cfg.mode == Mode::Acl {
+        crate::simbench::run_dd::<StockAcl>(core)
+    }
     crate::simbench::run_dd::<A>(core)
 }
 
@@ -516,6 +527,35 @@ fn mgmt_storage(zone: &Zone, want: usize) -> &'static mut [u8] {
         core::ptr::write_bytes(pfn.addr() as *mut u8, 0, bytes);
         core::slice::from_raw_parts_mut(pfn.addr() as *mut u8, bytes)
     }
+}
+
+/// `mode=acl`: the rule set from `rules_file`, built and published (`setup::acl`), or the boot
+/// stops naming why.
+fn build_acl(zone: &'static Zone, rules_file: Option<&'static str>) {
+    let Some(text) = rules_file else {
+        fail(format_args!(
+            "config error: mode=acl needs a rules file (a bundle's `--- rules`, as -initrd or fw_cfg opt/gannet/bundle)"
+        ))
+    };
+    match crate::setup::acl::build(zone, text, online()) {
+        Ok((rules, tuples, bytes)) => info!(
+            "acl: {rules} rules in {tuples} tuples (tuple-space search), {} KiB",
+            bytes.div_ceil(1024)
+        ),
+        Err(e) => fail(format_args!("{e}")),
+    }
+}
+
+/// Forward with `A` until `quit`; the stock image's `mode=acl` with [`StockAcl`] (chosen here,
+/// once, so neither loop tests the mode per iteration).
+fn forward<A: Appliance, N: drivers::nic::Nic>(
+    core: &mut Core<KernelPlatformOf<N>>,
+    halt_when_idle: bool,
+) -> ! {
+    if A::STOCK && core.cfg().mode == Mode::Acl {
+        poll_loop::<StockAcl, N>(core, halt_when_idle)
+    }
+    poll_loop::<A, N>(core, halt_when_idle)
 }
 
 /// A core's loop: the appliance's poll iteration ([`Appliance::poll`]); when idle for [`IDLE_POLL_US`], halt (`idle=halt`);

@@ -15,7 +15,8 @@
 //! * A line `--- NAME` starts file `NAME` (`[a-z0-9_]`, 1..=32 bytes; each name at most once);
 //!   the file is every line up to the next `--- ` line or the end. Lines before the first
 //!   header must be blank.
-//! * Known files ([`FILES`]): `routes` (the router's: one `PREFIX/LEN,GATEWAY` per line, the
+//! * Known files ([`FILES`]): `rules` (the ACL firewall's: `netstack::acl`'s rules syntax) and
+//!   `routes` (the router's: one `PREFIX/LEN,GATEWAY` per line, the
 //!   routes-file syntax of [`super::parse_routes_file`]).
 //! * A module that does not start with `#!gannet-bundle` is one file: the routes file (what
 //!   `--routes FILE` has always passed).
@@ -42,10 +43,16 @@ pub struct FileKind {
 }
 
 /// Every file a bundle may carry.
-pub const FILES: &[FileKind] = &[FileKind {
-    name: "routes",
-    owner: Owner::Nf(&[Mode::Router]),
-}];
+pub const FILES: &[FileKind] = &[
+    FileKind {
+        name: "rules",
+        owner: Owner::Nf(&[Mode::Acl]),
+    },
+    FileKind {
+        name: "routes",
+        owner: Owner::Nf(&[Mode::Router]),
+    },
+];
 
 /// A parsed boot module: its files by name, borrowed from the module's text.
 #[derive(Clone, Debug, Default, Eq, PartialEq)]

@@ -111,7 +111,8 @@ const KERNEL_KEYS: &[Key] = &[
             "io" => Mode::Io,
             "l2" => Mode::L2,
             "router" => Mode::Router,
-            _ => return Err(KeyError::Expected("io, l2 or router")),
+            "acl" => Mode::Acl,
+            _ => return Err(KeyError::Expected("io, l2, router or acl")),
         };
         Ok(())
     }),

@@ -59,6 +59,7 @@ pub fn run<P: Platform>(
         Command::Buddyinfo => print_buddyinfo(facts.zone),
         Command::Pools => print_pools(core),
         Command::Routes => print_routes(core),
+        Command::Acl => print_acl(),
         Command::Neigh => {
             print_neigh(core);
             // Each other routing core prints its own table from its loop.
@@ -149,6 +150,24 @@ pub fn print_routes<P: Platform>(core: &Core<P>) {
     for (net, nh) in r.router.fib().routes() {
         println!("route {net} {nh:?}");
     }
+}
+
+/// `acl`: one line per rule (`acl rule N hits H: RULE`, the rule in the rules-file syntax),
+/// then the default action's, the hits summed over the cores.
+pub fn print_acl() {
+    let Some(t) = crate::dataplane::nf::builtin::ACL.get() else {
+        return println!("acl: not in acl mode");
+    };
+    for i in 0..t.acl.len() {
+        if let Some(r) = t.acl.rule(i) {
+            println!("acl rule {i} hits {}: {r}", t.hits(Some(i)));
+        }
+    }
+    println!(
+        "acl default hits {}: {:?}",
+        t.hits(None),
+        t.acl.default_action()
+    );
 }
 
 /// `neigh`: this core's neighbour table (every routing core has its own).

@@ -29,6 +29,8 @@ pub enum Command {
     Routes,
     /// The neighbour table (router mode).
     Neigh,
+    /// The ACL's rules and their hits summed over the cores (`mode=acl`).
+    Acl,
     /// `drain_all_pages`: every CPU returns its pcp lists to the buddy allocator.
     Drain,
     /// Per-CPU state.
@@ -111,6 +113,7 @@ impl Console {
             "pools" => Some(Command::Pools),
             "routes" => Some(Command::Routes),
             "neigh" => Some(Command::Neigh),
+            "acl" => Some(Command::Acl),
             "drain" => Some(Command::Drain),
             "cpus" => Some(Command::Cpus),
             "ipi" => Some(Command::Ipi),
@@ -162,6 +165,6 @@ impl Console {
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
-routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
+routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
 to a buddy page free since boot, to an order-3 block freed to the zone; faults), \
 fault, fault dry MS, fault off (the fault image: faults injected, starve every page_pool for MS ms, stop injecting), quit (drain, final STATS, exit: isa-debug-exit with debug_exit=on, else ACPI S5 soft-off), reboot (drain, final STATS, FADT reset register), help";

@@ -14,6 +14,7 @@
 // printed and fatal, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod acl;
 pub mod e1000e;
 pub mod fib;
 

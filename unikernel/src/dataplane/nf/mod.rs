@@ -37,6 +37,7 @@
 //! page's bytes ([`Packet::head`]); [`Verdict::Keep`] and [`Verdict::ToMgmt`] of such a frame
 //! drop it (counted `too_big`). The NF runs on a port pair (local ports 0 and 1).
 
+mod acl_impl;
 mod builtin_impl;
 mod ops;
 mod packet;
@@ -49,8 +50,10 @@ pub use packet::{Held, Packet};
 pub use shared::{Reader, Retiring, Shared};
 pub use steer::{for_address, MgmtSteer};
 
-/// The stock network functions `io` and `l2` (`mode=io`, `mode=l2`), written on this API.
+/// The stock network functions `io`, `l2` and `acl` (`mode=io`, `mode=l2`, `mode=acl`),
+/// written on this API.
 pub mod builtin {
+    pub use super::acl_impl::{Acl, AclTable, ACL};
     pub use super::builtin_impl::{Io, L2};
 }
 

@@ -2,6 +2,7 @@
 //! split-ring memory, pages from a real zone. Every test ends with `quit` and checks that
 //! every page came back.
 
+mod acl;
 mod ddnic;
 mod mgmt;
 mod nf;

@@ -1,0 +1,123 @@
+//! The stock ACL firewall (`mode=acl`) on the NF API: every IPv4 frame's 5-tuple classified by
+//! the rule set ([`netstack::acl`]: tuple-space search, first match wins), allowed frames
+//! forwarded untouched out of the other port, denied ones dropped (`nf.dropped`); frames that
+//! are not IPv4 (ARP, IPv6, ...) pass. Each rule's hits are counted per core in a shared table
+//! ([`AclTable`]), which the console's `acl` sums.
+
+use super::{NetworkFunction, Packet, Verdict};
+use core::sync::atomic::{AtomicU64, Ordering};
+use netstack::acl::{Action, FiveTuple};
+use netstack::wire::{IPPROTO_TCP, IPPROTO_UDP};
+
+/// The boot's rule set and its hit counters: `hits` holds one row of `acl.len() + 1` counters
+/// per core (the last one of a row: frames no rule matched, the default action's).
+#[derive(Debug)]
+pub struct AclTable {
+    /// The rules.
+    pub acl: netstack::acl::Acl<'static>,
+    /// Per core, per rule (then the default), frames matched.
+    hits: &'static [AtomicU64],
+}
+
+/// The rule set the kernel built at boot (`mode=acl`); `None` in other modes.
+pub static ACL: spin::Once<AclTable> = spin::Once::new();
+
+impl AclTable {
+    /// `acl` with `hits` (at least `cores × (acl.len() + 1)` counters, zero).
+    ///
+    /// # Errors
+    /// `hits` is too short: the counters it needs.
+    pub fn new(
+        acl: netstack::acl::Acl<'static>,
+        hits: &'static [AtomicU64],
+        cores: usize,
+    ) -> Result<AclTable, usize> {
+        let need = cores * (acl.len() + 1);
+        if hits.len() < need {
+            return Err(need);
+        }
+        Ok(AclTable { acl, hits })
+    }
+
+    /// Counters per core: the rules, then the default.
+    fn row_len(&self) -> usize {
+        self.acl.len() + 1
+    }
+
+    /// Core `k`'s row of counters (empty past the table).
+    fn row(&self, k: usize) -> &'static [AtomicU64] {
+        let n = self.row_len();
+        self.hits.get(k * n..(k + 1) * n).unwrap_or(&[])
+    }
+
+    /// Frames matched by rule `rule` (`None`: by no rule, the default), summed over the cores.
+    pub fn hits(&self, rule: Option<usize>) -> u64 {
+        let i = rule.unwrap_or(self.acl.len());
+        let n = self.row_len();
+        self.hits
+            .iter()
+            .skip(i)
+            .step_by(n)
+            .map(|h| h.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// `mode=acl` on one core: the table's rules, this core's row of hit counters.
+#[derive(Copy, Clone, Debug)]
+pub struct Acl {
+    acl: &'static netstack::acl::Acl<'static>,
+    hits: &'static [AtomicU64],
+}
+
+impl Acl {
+    /// The firewall of core `k` over `table`.
+    pub fn new(table: &'static AclTable, k: usize) -> Acl {
+        Acl {
+            acl: &table.acl,
+            hits: table.row(k),
+        }
+    }
+}
+
+/// The 5-tuple of `pkt`, when it is IPv4: ports from its TCP or UDP header when it is a first
+/// (or only) fragment, else 0 (a later fragment carries no transport header).
+#[inline(always)]
+fn five_tuple(pkt: &Packet<'_>) -> Option<FiveTuple> {
+    let ip = pkt.ipv4()?;
+    let proto = u8::from(ip.next_header());
+    let (sport, dport) = match proto {
+        IPPROTO_UDP => pkt.udp().map_or((0, 0), |u| (u.src_port(), u.dst_port())),
+        IPPROTO_TCP => pkt.tcp().map_or((0, 0), |t| (t.src_port(), t.dst_port())),
+        _ => (0, 0),
+    };
+    Some(FiveTuple {
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+        proto,
+        sport,
+        dport,
+    })
+}
+
+impl NetworkFunction for Acl {
+    const NAME: &'static str = "acl";
+    const TAKES: bool = false;
+
+    #[inline(always)]
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        let Some(t) = five_tuple(pkt) else {
+            return Verdict::Forward;
+        };
+        let m = self.acl.classify(&t);
+        let i = m.rule.map_or(self.acl.len(), |r| r as usize);
+        if let Some(h) = self.hits.get(i) {
+            // This core is the row's only writer: a load and a store, no locked RMW.
+            h.store(h.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+        match m.action {
+            Action::Allow => Verdict::Forward,
+            Action::Deny => Verdict::Drop,
+        }
+    }
+}
