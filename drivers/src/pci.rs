@@ -1,10 +1,14 @@
-//! PCI configuration access through the legacy I/O ports (PCI Local Bus Specification 3.0,
-//! §3.2.2.3.2 "Configuration Mechanism #1"): write an address to 0xCF8, then read or write 0xCFC.
-//!
-//! `virtio-drivers` 0.13 ships only memory-mapped configuration access; this is the
-//! [`ConfigurationAccess`] implementation for port I/O, which works on `q35` and `pc` alike,
+//! PCI configuration access ([`PciCam`]): PCIe's Enhanced Configuration Access Mechanism
+//! (ECAM, PCI Express Base Specification 4.0 §7.2.2: one 4 KiB page per function, bus << 20 |
+//! device << 15 | function << 12) where the ACPI MCFG table gives one for segment 0 and all 256
+//! buses (q35), else the legacy I/O ports (PCI Local Bus Specification 3.0, §3.2.2.3.2
+//! "Configuration Mechanism #1": write an address to 0xCF8, then read or write 0xCFC; `pc`);
 //! and [`scan`], the bounded walk of every bus behind PCI-to-PCI bridges and PCIe root ports.
+//!
+//! `virtio-drivers`' [`ConfigurationAccess`] takes an 8-bit register offset, so either way the
+//! first 256 bytes of each function are what its users reach.
 
+use core::sync::atomic::{AtomicU64, Ordering};
 use virtio_drivers::transport::pci::bus::{
     Command, ConfigurationAccess, DeviceFunction, DeviceFunctionInfo, HeaderType, PciRoot,
 };
@@ -21,10 +25,37 @@ const CONFIG_DATA: u16 = 0xCFC;
 /// The two-port sequence is not atomic: every access holds this lock.
 static PORT_LOCK: spin::Mutex<()> = spin::Mutex::new(());
 
-/// Configuration Mechanism #1 over I/O ports. Reaches the first 256 bytes of each function's
-/// configuration space (all `virtio-drivers` needs).
+/// The ECAM region's physical address (identity-mapped), or 0: port I/O ([`use_ecam`]).
+static ECAM: AtomicU64 = AtomicU64::new(0);
+
+/// From now on every [`PciCam`] access goes through ECAM at `base` (segment 0, buses 0..=255).
+///
+/// # Safety
+/// `base` is the physical address of segment 0's ECAM region for buses 0..=255 (256 MiB, from
+/// the MCFG table), identity-mapped for the kernel's life and used by nothing else.
+pub unsafe fn use_ecam(base: u64) {
+    ECAM.store(base, Ordering::Release);
+}
+
+/// The ECAM region's address, when [`use_ecam`] chose one.
+pub fn ecam_base() -> Option<u64> {
+    Some(ECAM.load(Ordering::Acquire)).filter(|&b| b != 0)
+}
+
+/// A function's configuration register `off` (4-byte aligned) in ECAM at `base` (PCIe Base
+/// 4.0 §7.2.2, Table 7-1).
+fn ecam_addr(base: u64, df: DeviceFunction, off: u8) -> u64 {
+    base + (u64::from(df.bus) << 20)
+        + (u64::from(df.device) << 15)
+        + (u64::from(df.function) << 12)
+        + u64::from(off & 0xFC)
+}
+
+/// The kernel's PCI configuration access: ECAM once [`use_ecam`] chose it, else Configuration
+/// Mechanism #1 over I/O ports. Reaches the first 256 bytes of each function's configuration
+/// space (all `virtio-drivers` needs).
 #[derive(Debug, Default)]
-pub struct PortIoCam;
+pub struct PciCam;
 
 fn address(df: DeviceFunction, off: u8) -> u32 {
     0x8000_0000
@@ -37,9 +68,14 @@ fn address(df: DeviceFunction, off: u8) -> u32 {
 // Not inlined: configuration space is read at set-up only, from a dozen call sites, and each
 // inlined copy (lock, two port accesses, unlock) is more first-executed code for TCG to translate
 // at boot (docs/benchmarks-journal.md, "Boot time, fifth pass").
-impl ConfigurationAccess for PortIoCam {
+impl ConfigurationAccess for PciCam {
     #[inline(never)]
     fn read_word(&self, df: DeviceFunction, off: u8) -> u32 {
+        if let Some(base) = ecam_base() {
+            // SAFETY: `use_ecam`'s contract: the region is mapped and ours; the address is a
+            // 4-byte-aligned register inside it (bus, device and function are in range by type).
+            return unsafe { core::ptr::read_volatile(ecam_addr(base, df, off) as *const u32) };
+        }
         let _g = PORT_LOCK.lock();
         // SAFETY: 0xCF8/0xCFC are the PCI configuration ports on every PC-compatible chipset;
         // the lock makes the address/data pair atomic with respect to other CPUs.
@@ -51,6 +87,11 @@ impl ConfigurationAccess for PortIoCam {
 
     #[inline(never)]
     fn write_word(&mut self, df: DeviceFunction, off: u8, value: u32) {
+        if let Some(base) = ecam_base() {
+            // SAFETY: as in `read_word`.
+            unsafe { core::ptr::write_volatile(ecam_addr(base, df, off) as *mut u32, value) };
+            return;
+        }
         let _g = PORT_LOCK.lock();
         // SAFETY: as in `read_word`.
         unsafe {
@@ -60,7 +101,7 @@ impl ConfigurationAccess for PortIoCam {
     }
 
     unsafe fn unsafe_clone(&self) -> Self {
-        PortIoCam
+        PciCam
     }
 }
 
@@ -98,7 +139,7 @@ pub struct ScanReport {
 /// Bridges get bus mastering and memory decoding on (a bridge forwards its devices' DMA and
 /// MSI-X writes upstream only with Bus Master Enable: Bridge spec §3.2.5.2), when firmware left
 /// them off. Port I/O reaches each function's first 256 configuration bytes, all that this and
-/// the virtio and MSI-X capabilities need; ECAM (MCFG) is not used.
+/// the virtio and MSI-X capabilities need.
 pub fn scan<C: ConfigurationAccess>(
     cam: &mut C,
     mut f: impl FnMut(DeviceFunction, &DeviceFunctionInfo),
@@ -182,7 +223,7 @@ pub fn scan<C: ConfigurationAccess>(
 /// memory map and flushes TCG's TLBs (~0.3 ms per command write that changes decoding, measured
 /// under TCG on q35). [`crate::transport::pci_port`] turns memory decoding on if it is off.
 pub fn find_virtio_net(
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
 ) -> (
     heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
     usize,
@@ -206,7 +247,7 @@ pub struct FoundNics {
 
 /// [`find_virtio_net`] for every NIC Gannet drives: virtio-net and the Intel 82574L, in one
 /// scan. Each returned function gets bus mastering on and INTx off as there.
-pub fn find_nics(root: &mut PciRoot<PortIoCam>) -> FoundNics {
+pub fn find_nics(root: &mut PciRoot<PciCam>) -> FoundNics {
     let mut out = FoundNics {
         virtio: heapless::Vec::new(),
         e1000e: heapless::Vec::new(),
@@ -215,7 +256,7 @@ pub fn find_nics(root: &mut PciRoot<PortIoCam>) -> FoundNics {
     };
     let mut found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo, bool), 32> =
         heapless::Vec::new();
-    out.report = scan(&mut PortIoCam, |df, info| {
+    out.report = scan(&mut PciCam, |df, info| {
         let intel = info.vendor_id == crate::e1000e::VENDOR_INTEL
             && info.device_id == crate::e1000e::DEVICE_82574L;
         if intel
@@ -244,8 +285,8 @@ pub fn find_nics(root: &mut PciRoot<PortIoCam>) -> FoundNics {
 
 /// The physical address of an 82574L's register BAR (BAR 0, memory; `None` for an I/O BAR or
 /// 0 when firmware assigned none), with memory decoding turned on if it was off.
-pub fn e1000e_bar0(root: &mut PciRoot<PortIoCam>, df: DeviceFunction) -> Option<u64> {
-    let a = bar_address(&PortIoCam, df, 0).filter(|&a| a != 0)?;
+pub fn e1000e_bar0(root: &mut PciRoot<PciCam>, df: DeviceFunction) -> Option<u64> {
+    let a = bar_address(&PciCam, df, 0).filter(|&a| a != 0)?;
     enable_memory_decoding(root, df);
     Some(a)
 }
@@ -253,7 +294,7 @@ pub fn e1000e_bar0(root: &mut PciRoot<PortIoCam>, df: DeviceFunction) -> Option<
 /// Turn memory decoding on for `df` if it is off (one command-register write; nothing when
 /// the firmware left it on). For [`crate::transport::pci_port`], once the BARs are known to
 /// hold addresses.
-pub fn enable_memory_decoding(root: &mut PciRoot<PortIoCam>, df: DeviceFunction) {
+pub fn enable_memory_decoding(root: &mut PciRoot<PciCam>, df: DeviceFunction) {
     let (_, cmd) = root.get_status_command(df);
     if !cmd.contains(Command::MEMORY_SPACE) {
         root.set_command(df, cmd | Command::MEMORY_SPACE);
@@ -269,7 +310,7 @@ pub fn enable_memory_decoding(root: &mut PciRoot<PortIoCam>, df: DeviceFunction)
 /// map and flushes TCG's TLBs (about 0.5 ms each, 5 ms per device seen under TCG). With
 /// decoding off the sizing writes change no mapping: two remaps per device instead of ~10.
 pub fn virtio_pci_transport<H: Hal>(
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
     df: DeviceFunction,
 ) -> Result<PciTransport, VirtioPciError> {
     let decode = Command::MEMORY_SPACE | Command::IO_SPACE;
@@ -314,7 +355,7 @@ pub struct VirtioNotifyCfg {
 
 /// The memory address BAR `bar` of `df` holds (both halves of a 64-bit BAR), read without
 /// sizing it; `None` for an I/O BAR or a reserved index (> 5). 0 means unassigned.
-pub(crate) fn bar_address(cam: &PortIoCam, df: DeviceFunction, bar: u8) -> Option<u64> {
+pub(crate) fn bar_address(cam: &PciCam, df: DeviceFunction, bar: u8) -> Option<u64> {
     if bar > 5 {
         return None;
     }
@@ -335,7 +376,7 @@ pub(crate) fn bar_address(cam: &PortIoCam, df: DeviceFunction, bar: u8) -> Optio
 /// Walk function `df`'s capability list (PCI 3.0 §6.7): yields `(offset, id, first dword)`.
 /// Bounded to 48 entries so a looping list cannot hang boot.
 pub(crate) fn capabilities(df: DeviceFunction) -> impl Iterator<Item = (u8, u8, u32)> {
-    let cam = PortIoCam;
+    let cam = PciCam;
     // Status register bit 4: capabilities list present; pointer at 0x34.
     let mut ptr = if (cam.read_word(df, 0x04) >> 16) & 0x10 != 0 {
         (cam.read_word(df, 0x34) & 0xFC) as u8
@@ -347,7 +388,7 @@ pub(crate) fn capabilities(df: DeviceFunction) -> impl Iterator<Item = (u8, u8, 
             return None;
         }
         let at = ptr;
-        let w0 = PortIoCam.read_word(df, at);
+        let w0 = PciCam.read_word(df, at);
         ptr = (w0 >> 8) as u8 & 0xFC;
         Some((at, w0 as u8, w0))
     })
@@ -357,7 +398,7 @@ pub(crate) fn capabilities(df: DeviceFunction) -> impl Iterator<Item = (u8, u8, 
 /// function `df` from its capability list. Reads BAR registers without sizing them, so it is
 /// safe while the device is live. `None` if either capability is missing or in an I/O BAR.
 pub fn virtio_notify_cfg(df: DeviceFunction) -> Option<VirtioNotifyCfg> {
-    let cam = PortIoCam;
+    let cam = PciCam;
     let (mut notify, mut common) = (None, None);
     for (ptr, id, w0) in capabilities(df) {
         let cfg_type = (w0 >> 24) as u8;
@@ -414,7 +455,7 @@ pub unsafe fn msix_route(
     address: u64,
     data: u32,
 ) -> Result<(), MsixError> {
-    let mut cam = PortIoCam;
+    let mut cam = PciCam;
     let (cap, w0) = capabilities(df)
         .find(|(_, id, _)| *id == PCI_CAP_ID_MSIX)
         .map(|(at, _, w0)| (at, w0))

@@ -6,7 +6,7 @@
 //! here on the PCI variant (kicks use cached doorbells, `VirtioNet::set_doorbells`); on the
 //! simulated variant a kick is [`SimTransport::notify`]'s counter.
 
-use crate::pci::{enable_memory_decoding, virtio_pci_transport, PortIoCam, VirtioNotifyCfg};
+use crate::pci::{enable_memory_decoding, virtio_pci_transport, PciCam, VirtioNotifyCfg};
 use crate::sim::SimTransport;
 use crate::virtio_pci::{VirtioPciConfigError, VirtioPciTransport};
 use virtio_drivers::transport::mmio::MmioTransport;
@@ -96,7 +96,7 @@ impl core::fmt::Display for PciPortError {
 /// `df` must be a virtio function nothing else drives, for the rest of the run; its BARs'
 /// addresses must be MMIO that `H::mmio_phys_to_virt` may map.
 pub unsafe fn pci_port<H: Hal>(
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
     df: DeviceFunction,
 ) -> Result<PortTransport<'static>, PciPortError> {
     // SAFETY: per this function's contract; decoding is turned on just below, before any

@@ -15,7 +15,7 @@
 //! A BAR without an address (firmware did not assign it) is a [`VirtioPciConfigError::BarUnassigned`];
 //! [`crate::transport::pci_port`] then falls back to `virtio-drivers`' sizing path.
 
-use crate::pci::{bar_address, capabilities, PortIoCam, VirtioNotifyCfg};
+use crate::pci::{bar_address, capabilities, PciCam, VirtioNotifyCfg};
 use core::ptr::NonNull;
 use virtio_drivers::transport::pci::bus::{ConfigurationAccess, DeviceFunction};
 use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
@@ -129,7 +129,7 @@ struct Found {
 /// Walk `df`'s capability list for the virtio structures. Capabilities with a reserved `bar`
 /// (> 5) or in an I/O BAR are skipped (§4.1.4: the driver MUST ignore reserved `bar` values).
 fn find_structures(df: DeviceFunction) -> Result<Found, VirtioPciConfigError> {
-    let cam = PortIoCam;
+    let cam = PciCam;
     let mut found = Found::default();
     for (at, id, w0) in capabilities(df) {
         // First dword: cap_vndr, cap_next, cap_len, cfg_type (§4.1.4).
@@ -211,7 +211,7 @@ impl VirtioPciTransport {
     /// `df` must be a virtio function nothing else drives, with its BARs decoded at the
     /// addresses their registers hold, for the rest of the run.
     pub unsafe fn new<H: Hal>(df: DeviceFunction) -> Result<Self, VirtioPciConfigError> {
-        let id = PortIoCam.read_word(df, 0);
+        let id = PciCam.read_word(df, 0);
         let (vendor, device) = (id as u16, (id >> 16) as u16);
         if vendor != VIRTIO_VENDOR_ID {
             return Err(VirtioPciConfigError::NotVirtio(vendor));

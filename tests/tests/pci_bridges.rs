@@ -25,6 +25,10 @@ fn boots_and_forwards_behind(bus: NicBus, scan: &str, ports: [&str; 2]) {
         "{label}: no `{scan}` in the boot log\n{}",
         rig.tail()
     );
+    // q35 has an MCFG table: configuration access goes through ECAM (issue 35 item 1).
+    let ecam =
+        "pci: configuration access through ECAM at 0xb0000000 (MCFG, segment 0, buses 0-255)";
+    assert!(has(ecam), "{label}: no `{ecam}`\n{}", rig.tail());
     for (i, bdf) in ports.iter().enumerate() {
         let needle = format!("port {i}: {bdf} virtio-net");
         assert!(has(&needle), "{label}: no `{needle}`\n{}", rig.tail());
@@ -53,4 +57,21 @@ fn ports_behind_a_pci_bridge() {
         "pci: 3 buses scanned, 2 bridges; virtio-net at 02:01.0 02:02.0",
         ["02:01.0", "02:02.0"],
     );
+}
+
+/// QEMU's `pc` (i440FX) has no MCFG table: configuration access stays on the I/O ports, said
+/// in the boot log, and the ports are found and forward as on q35.
+#[test]
+fn without_mcfg_configuration_access_is_port_io() {
+    let extra = vec!["-machine".to_string(), "pc".to_string()];
+    let mut rig = Rig::start_with("mode=l2", gen_count(FRAMES, 64, true), extra);
+    let lines = rig.guest.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("pci: configuration access through port I/O (no MCFG)")),
+        "{}",
+        rig.tail()
+    );
+    forwards_every_frame_and_quits_clean(&mut rig, "pc", "l2", FRAMES);
 }

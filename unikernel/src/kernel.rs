@@ -415,11 +415,34 @@ fn start_cpus(
         return;
     }
     init_power(rsdp);
+    init_pci_cam(rsdp);
     match smp::start_aps(zone, rsdp, bsp_apic, &|cpu, bottom| {
         stack_guard_page(zone, cpu, bottom)
     }) {
         Ok(n) => info!("smp: {n} CPUs online"),
         Err(e) => fail(format_args!("smp: {e}")),
+    }
+}
+
+/// PCI configuration access: ECAM when the MCFG table gives segment 0's region for every bus
+/// (q35), else the I/O ports (`pc`, or a partial region); said in the boot log.
+fn init_pci_cam(rsdp: u64) {
+    match arch::mcfg::ecam(rsdp) {
+        arch::mcfg::Ecam::Whole(base) => {
+            // 256 MiB below 4 GiB is identity-mapped already; above, map it.
+            if let Err(e) = mem::paging::ensure_identity(base, 256 << 20) {
+                log::warn!("pci: ECAM at {base:#x} cannot be mapped ({e}): port I/O");
+                return;
+            }
+            // SAFETY: segment 0's ECAM region for buses 0..=255 from the MCFG table, mapped
+            // just above (identity), for the kernel's life; only `PciCam` touches it.
+            unsafe { drivers::pci::use_ecam(base) };
+            info!("pci: configuration access through ECAM at {base:#x} (MCFG, segment 0, buses 0-255)");
+        }
+        arch::mcfg::Ecam::Partial { base, start, end } => info!(
+            "pci: configuration access through port I/O (MCFG's ECAM at {base:#x} covers buses {start}-{end} only)"
+        ),
+        arch::mcfg::Ecam::None => info!("pci: configuration access through port I/O (no MCFG)"),
     }
 }
 

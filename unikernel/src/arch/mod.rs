@@ -10,6 +10,7 @@
 //!   opted in, else S5).
 //! * [`power`]: ACPI fixed hardware: the power button, S5 soft-off, the FADT reset register.
 //! * [`fw_cfg`]: QEMU's fw_cfg files, the per-instance configuration (`opt/gannet/…`).
+//! * [`mcfg`]: the MCFG table: segment 0's PCIe ECAM region.
 //!
 //! Depends only on [`crate::percpu`] (the leaf).
 
@@ -17,6 +18,7 @@ pub mod apic;
 pub mod boot;
 pub mod exit;
 pub mod fw_cfg;
+pub mod mcfg;
 pub mod multiboot2;
 pub mod phases;
 pub mod power;

@@ -17,7 +17,7 @@ use crate::percpu::MAX_CPUS;
 use core::ptr::NonNull;
 use drivers::e1000e::{bring_up, E1000e, E1000eConfig, MmioRegs, RxFilter, BAR0_BYTES};
 use drivers::nic::Nic;
-use drivers::pci::{e1000e_bar0, PortIoCam};
+use drivers::pci::{e1000e_bar0, PciCam};
 use log::{info, warn};
 use netstack::config::PORTS;
 use netstack::{Config, IdleMode, MacAddr, Mode, Queues};
@@ -58,7 +58,7 @@ pub fn take_ports(k: usize) -> Option<[E1000ePort; PORTS]> {
 pub fn setup(
     cfg: &Config,
     cpus: usize,
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
     found: &[(DeviceFunction, DeviceFunctionInfo)],
 ) -> Result<Topology, SetupError> {
     if found.len() < PORTS {
@@ -115,7 +115,7 @@ pub fn setup(
 /// Port `i` (local port `j` of its pair) on function `df`.
 fn port(
     cfg: &Config,
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
     i: usize,
     j: usize,
     df: DeviceFunction,

@@ -24,7 +24,7 @@ use crate::mem::KernelHal;
 use crate::percpu::{CPUS, MAX_CPUS};
 use core::sync::atomic::Ordering;
 use drivers::pci::{
-    find_nics, msix_route, virtio_notify_cfg, PortIoCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
+    find_nics, msix_route, virtio_notify_cfg, PciCam, MAX_NICS, VIRTIO_MSI_NO_VECTOR,
 };
 use drivers::transport::{pci_port, PortTransport};
 use drivers::virtio_net::{FeatureNames, VirtioNet, MAX_QUEUE_PAIRS, QUEUE_SIZE};
@@ -153,7 +153,7 @@ pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> 
     if !cfg.virtio_mmio.is_empty() {
         return setup_mmio(cfg, cpus);
     }
-    let mut root = PciRoot::new(PortIoCam);
+    let mut root = PciRoot::new(PciCam);
     let nics = find_nics(&mut root);
     let (found, ignored, scan) = (nics.virtio, nics.ignored, nics.report);
     info!(
@@ -301,7 +301,7 @@ fn setup_mmio(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> {
 /// [`netstack::Queues`]), the CPUs online and what ports 0 and 1 offer.
 fn choose_queues(
     cfg: &Config,
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
     ports: &[DeviceFunction],
     cpus: usize,
 ) -> Result<usize, SetupError> {
@@ -381,7 +381,7 @@ unsafe fn route_rx_irq(
 /// MSI-X entry routed to the core that will own the pair (entry `k` for pair `k`).
 fn setup_mq(
     cfg: &Config,
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
     ports: &[DeviceFunction],
     queues: usize,
 ) -> Result<(), SetupError> {
@@ -432,7 +432,7 @@ fn setup_mq(
 /// `k`.
 fn setup_single_queue(
     cfg: &Config,
-    root: &mut PciRoot<PortIoCam>,
+    root: &mut PciRoot<PciCam>,
     ports: &[DeviceFunction],
     pairs: usize,
 ) -> Result<(), SetupError> {
