@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(e, BundleError::UnknownFile(2, "acl"));
         assert_eq!(
             e.to_string(),
-            "boot module line 2: unknown file `acl` (known: routes)"
+            "boot module line 2: unknown file `acl` (known: rules routes)"
         );
         assert_eq!(
             m("#!gannet-bundle 1\n--- routes\n--- routes\n"),

@@ -326,7 +326,7 @@ fn errors_name_the_key() {
         ConfigError::BadValue {
             key: "mode",
             value: "bridge",
-            expected: "io, l2 or router"
+            expected: "io, l2, router or acl"
         }
     );
     assert!(e.to_string().contains("`mode`"));
