@@ -189,6 +189,27 @@ pub fn bench_frames_into(
     Some(())
 }
 
+/// `mode=acl`'s benchmark frame for the 5-tuple `t` (`len` bytes without FCS, from `peer0` to
+/// port 0's MAC `mac0`): IPv4/UDP from `t.src` to `t.dst` with `t`'s ports, whatever `t.proto`
+/// (the frame is always UDP: a tuple aimed at a TCP or ICMP rule then meets the rules as a UDP
+/// one). The ACL forwards it untouched or drops it. Returns `len`.
+///
+/// # Panics
+/// As [`udp4_frame`].
+pub fn acl_frame(
+    out: &mut [u8],
+    len: usize,
+    mac0: MacAddr,
+    peer0: MacAddr,
+    t: &crate::acl::FiveTuple,
+) -> usize {
+    udp4_frame(out, len, mac0, peer0, t.src, t.dst, 64);
+    let udp = ETH_HDR_LEN + IPV4_MIN_HDR;
+    out[udp + UDP_SRC.start..udp + UDP_SRC.end].copy_from_slice(&t.sport.to_be_bytes());
+    out[udp + UDP_DST.start..udp + UDP_DST.end].copy_from_slice(&t.dport.to_be_bytes());
+    len
+}
+
 /// Router mode: the ARP request (RFC 826) in which the next hop (`peer1`'s MAC) asks for port
 /// 1's address, written into `out`, so that the router learns it before the measured
 /// iterations. Returns its length; `None` outside router mode (or without addresses).
@@ -251,6 +272,26 @@ mod tests {
         assert_eq!(host_in(net, ip("10.0.0.9")), Some(ip("10.0.0.1")));
         let p2p = crate::router::parse_ipv4_cidr("10.0.0.1/32").unwrap();
         assert_eq!(host_in(p2p, ip("10.0.0.1")), None);
+    }
+
+    #[test]
+    fn acl_frames_carry_the_tuple_as_udp() {
+        let t = crate::acl::FiveTuple {
+            src: Ipv4Addr::new(192, 0, 2, 7),
+            dst: Ipv4Addr::new(198, 51, 100, 9),
+            proto: crate::wire::IPPROTO_TCP,
+            sport: 1234,
+            dport: 443,
+        };
+        let mut buf = [0u8; 60];
+        assert_eq!(acl_frame(&mut buf, 60, P0, PEER0, &t), 60);
+        let mut want = [0u8; 60];
+        udp4_frame(&mut want, 60, P0, PEER0, t.src, t.dst, 64);
+        let udp = ETH_HDR_LEN + IPV4_MIN_HDR;
+        assert_eq!(buf[..udp], want[..udp]);
+        assert_eq!(buf[udp..udp + 4], [0x04, 0xd2, 0x01, 0xbb]);
+        assert_eq!(buf[udp + 4..], want[udp + 4..]);
+        assert_eq!(buf[ETH_HDR_LEN + IPV4_PROTOCOL], crate::wire::IPPROTO_UDP);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! every delivered frame must leave port 1 as expected, and the guest must shut down with every
 //! page back (`cargo xtask bench sim` runs the full table).
 
-use gannet_tests::bench_sim::{run_one_with_log, SimBenchConfig, SimMode, SimRecord};
+use gannet_tests::bench_sim::{run_one_acl, run_one_with_log, SimBenchConfig, SimMode, SimRecord};
 use gannet_tests::*;
 
 fn run(mode: SimMode, k: u16) -> (SimRecord, Vec<String>) {
@@ -125,4 +125,22 @@ fn l2_k32_on_the_simulated_e1000e_reads_no_register_in_the_loop() {
         log.join("\n")
     );
     assert_no_leak(&log);
+}
+
+#[test]
+fn acl_cycles_through_1024_tuples_and_forwards_or_denies_every_frame() {
+    let cfg = SimBenchConfig::new(image());
+    let a = run_one_acl(&cfg, 10, 4).unwrap_or_else(|e| panic!("sim acl 10 rules K=4: {e:#}"));
+    assert_eq!((a.mode.as_str(), a.k, a.acl_rules), ("acl", 4, Some(10)));
+    assert_eq!(a.delivered, a.k * a.iters);
+    assert_eq!(a.packets + a.dropped, a.delivered);
+    assert!(
+        a.packets > 0 && a.dropped > 0,
+        "some allowed, some denied: {a:?}"
+    );
+    assert_eq!((a.out, a.other), (a.packets, 0));
+    assert!(a.flows.is_some_and(|f| f >= 1024), "{a:?}");
+    assert_eq!(a.frames_per_busy_iter, 4.0);
+    let b = run_one_acl(&cfg, 10, 4).unwrap();
+    assert_eq!(a, b, "identical run to run");
 }

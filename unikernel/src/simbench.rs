@@ -29,6 +29,17 @@
 //! used ring), and core 0 is a core of that NIC type ([`DdCore`]): the same benchmark, the
 //! proof that the dataplane runs on a NIC that is not virtio-net (issue 32).
 //!
+//! With `mode=acl` the device delivers K *different* frames per iteration instead of K copies
+//! of one: frames cycling through [`BENCH_TUPLES`] (1,024) 5-tuples aimed at the boot's rules
+//! ([`netstack::acl::classbench::tuples`], seed [`BENCH_SEED`], spread evenly over the rules),
+//! each built outside the bracket as an IPv4/UDP frame with the tuple's addresses and ports
+//! (the protocol is forced to UDP: a tuple aimed at a TCP or ICMP rule meets the rules as a
+//! UDP one; [`netstack::simframes::acl_frame`]) and delivered one by one. Denied frames are
+//! dropped by design, so the line also carries `dropped=` (the NF's `nf.dropped`) and `flows=`
+//! (distinct 5-tuples in the cycle), the figure is instructions per *delivered* frame, and the
+//! check is `packets + dropped == delivered`, every forwarded frame being the next allowed one
+//! of the cycle, untouched.
+//!
 //! Frames: 60 bytes (64 on the wire) IPv4/UDP from `peer0` to port 0's MAC. In router mode the
 //! addresses come from [`netstack::simframes::router_addrs`] (the first `route=`, else a host
 //! on port 1's network), and before the warm-up the device delivers an ARP request from the
@@ -58,10 +69,12 @@ use drivers::sim::{SimDevice, SimShared, SimTransport};
 use drivers::transport::PortTransport;
 use drivers::virtio_net::{VirtioNet, MAX_FRAME_LEN, QUEUE_SIZE};
 use log::{error, info};
+use netstack::acl::classbench::{tuples, BENCH_SEED, BENCH_TUPLES};
+use netstack::acl::{Action, FiveTuple};
 use netstack::config::MAX_SIM_SIZE;
 use netstack::config::PORTS;
 use netstack::simframes::{
-    bench_frames_into, next_hop_arp, next_hop_arp_reply, router_addrs, BENCH_FRAME_LEN,
+    acl_frame, bench_frames_into, next_hop_arp, next_hop_arp_reply, router_addrs, BENCH_FRAME_LEN,
 };
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
@@ -253,6 +266,87 @@ fn resolve_next_hop<N: Nic>(core: &mut Core<KernelPlatformOf<N>>, dev: &mut [imp
     }
 }
 
+/// `mode=acl`: the 5-tuples the delivered frames cycle through, and where the device is in
+/// the cycle on each side.
+struct AclCycle {
+    tuples: [FiveTuple; BENCH_TUPLES],
+    /// Whether the rules allow tuple `i` (as a UDP frame): only those come out of port 1.
+    allowed: [bool; BENCH_TUPLES],
+    /// Distinct tuples in the cycle.
+    flows: usize,
+    /// The next tuple to deliver.
+    next_in: usize,
+    /// The next tuple whose frame may come out of port 1 (allowed or not).
+    next_out: usize,
+    /// Port 0's MAC and its peer's: the frames' destination and source.
+    mac0: MacAddr,
+    peer0: MacAddr,
+}
+
+impl AclCycle {
+    /// The cycle over the boot's rule set (`nf::builtin::ACL`), `None` when none was built.
+    fn new(peer0: MacAddr) -> Option<AclCycle> {
+        let table = crate::dataplane::nf::builtin::ACL.get()?;
+        let acl = &table.acl;
+        let mut c = AclCycle {
+            tuples: [FiveTuple {
+                src: core::net::Ipv4Addr::UNSPECIFIED,
+                dst: core::net::Ipv4Addr::UNSPECIFIED,
+                proto: 0,
+                sport: 0,
+                dport: 0,
+            }; BENCH_TUPLES],
+            allowed: [false; BENCH_TUPLES],
+            flows: 0,
+            next_in: 0,
+            next_out: 0,
+            mac0: MacAddr(SIM_MACS[0]),
+            peer0,
+        };
+        for (i, mut t) in tuples(acl, BENCH_TUPLES, BENCH_SEED).enumerate() {
+            // The frames are UDP: classify the tuple as the NF will see it.
+            t.proto = netstack::wire::IPPROTO_UDP;
+            c.tuples[i] = t;
+            c.allowed[i] = acl.classify(&t).action == Action::Allow;
+        }
+        let key = |t: &FiveTuple| (t.src.to_bits(), t.dst.to_bits(), t.sport, t.dport);
+        let mut sorted = c.tuples;
+        sorted.sort_unstable_by_key(key);
+        c.flows = 1 + sorted
+            .windows(2)
+            .filter(|w| key(&w[0]) != key(&w[1]))
+            .count();
+        Some(c)
+    }
+
+    /// `mode=acl`'s cycle (its boot failing without a rule set), `None` in other modes.
+    fn for_mode(cfg: &netstack::Config) -> Option<AclCycle> {
+        (cfg.mode == Mode::Acl).then(|| {
+            AclCycle::new(cfg.peer[0])
+                .unwrap_or_else(|| fail(format_args!("sim: mode=acl without a rule set")))
+        })
+    }
+
+    /// Tuple `i`'s frame, `len` bytes, into `out`.
+    fn frame(&self, i: usize, len: usize, out: &mut [u8]) {
+        acl_frame(out, len, self.mac0, self.peer0, &self.tuples[i]);
+    }
+
+    /// Whether `f`, taken off port 1, is the frame of the next allowed tuple delivered (the
+    /// denied ones before it skipped); `scratch` holds the expected frame.
+    fn expect(&mut self, f: &[u8], len: usize, scratch: &mut [u8]) -> bool {
+        for _ in 0..BENCH_TUPLES {
+            let i = self.next_out;
+            self.next_out = (i + 1) % BENCH_TUPLES;
+            if self.allowed[i] {
+                self.frame(i, len, scratch);
+                return f == &scratch[..len];
+            }
+        }
+        false
+    }
+}
+
 /// The device side of the benchmark.
 struct Bench<D> {
     dev: [D; PORTS],
@@ -285,6 +379,66 @@ impl<D: Player> Bench<D> {
         let frame = &self.input[..self.len];
         let delivered = self.dev[0].deliver(frame, self.k);
         self.take_tx();
+        core.router_timers_ran(uptime_ns());
+        let t0 = rdtsc();
+        A::poll(state, core);
+        let t1 = rdtsc();
+        (delivered, t1 - t0)
+    }
+
+    /// [`Self::step`], or [`Self::step_acl`] over `cycle` (`mode=acl`).
+    fn step_any<A: Appliance, N: Nic>(
+        &mut self,
+        core: &mut Core<KernelPlatformOf<N>>,
+        state: &mut A::PerCore,
+        cycle: &mut Option<AclCycle>,
+    ) -> (usize, u64) {
+        match cycle {
+            None => self.step::<A, N>(core, state),
+            Some(c) => self.step_acl::<A, N>(core, state, c),
+        }
+    }
+
+    /// [`Self::take_tx`], or [`Self::take_tx_acl`] over `cycle` (`mode=acl`).
+    fn take_tx_any(&mut self, cycle: &mut Option<AclCycle>) {
+        match cycle {
+            None => self.take_tx(),
+            Some(c) => self.take_tx_acl(c),
+        }
+    }
+
+    /// [`Self::take_tx`] for `mode=acl`: port 1's frames checked against `c`.
+    fn take_tx_acl(&mut self, c: &mut AclCycle) {
+        let (out, len) = (&mut self.out, self.len);
+        self.dev[1].complete_tx(|f| {
+            if c.expect(f, len, &mut out.want) {
+                out.ok += 1;
+            } else {
+                out.other += 1;
+            }
+        });
+        self.back.take(&mut self.dev[0]);
+    }
+
+    /// [`Self::step`] for `mode=acl`: outside the bracket, the next K frames of the cycle, one
+    /// by one; inside, one poll iteration.
+    #[inline(never)]
+    fn step_acl<A: Appliance, N: Nic>(
+        &mut self,
+        core: &mut Core<KernelPlatformOf<N>>,
+        state: &mut A::PerCore,
+        c: &mut AclCycle,
+    ) -> (usize, u64) {
+        let mut delivered = 0;
+        for _ in 0..self.k {
+            c.frame(c.next_in, self.len, &mut self.input);
+            if self.dev[0].deliver(&self.input[..self.len], 1) != 1 {
+                break;
+            }
+            c.next_in = (c.next_in + 1) % BENCH_TUPLES;
+            delivered += 1;
+        }
+        self.take_tx_acl(c);
         core.router_timers_ran(uptime_ns());
         let t0 = rdtsc();
         A::poll(state, core);
@@ -352,22 +506,21 @@ fn run_on<A: Appliance, N: Nic>(
     if core.cfg().mode == Mode::Router {
         resolve_next_hop(core, &mut b.dev);
     }
+    let mut cycle = AclCycle::for_mode(core.cfg());
     let mut state = A::new_core(core);
     // Interrupts stay off for the whole benchmark (no timer is armed: idle halting is off on
     // simulated ports), so nothing but the poll iteration runs inside a bracket.
     x86_64::instructions::interrupts::disable();
     for _ in 0..WARMUP_ITERS {
-        b.step::<A, N>(core, &mut state);
+        b.step_any::<A, N>(core, &mut state, &mut cycle);
     }
     // What the warm-up sent is taken now: from here on `out` counts measured frames only.
-    b.take_tx();
-    let (ok0, other0) = (b.out.ok, b.out.other + b.back.ok + b.back.other);
-    let prof = *core.profile_mut();
-    let tx0 = core.counters()[1].tx;
+    b.take_tx_any(&mut cycle);
+    let start = Marks::now(&b, core);
     let (mut delivered, mut cycles) = (0u64, 0u64);
     let reads0 = reads.map(|f| f());
     for _ in 0..iters {
-        let (d, c) = b.step::<A, N>(core, &mut state);
+        let (d, c) = b.step_any::<A, N>(core, &mut state, &mut cycle);
         delivered += d as u64;
         cycles += c;
     }
@@ -377,10 +530,16 @@ fn run_on<A: Appliance, N: Nic>(
             n => error!("simbench: {n} device register reads in the measured iterations (want 0: DD bits come from descriptor memory)"),
         }
     }
+    if let Some(c) = &mut cycle {
+        report_acl(&mut b, core, c, &start, delivered, cycles);
+        let facts = *FACTS.get().expect("set before the benchmark");
+        A::release(&mut state, core);
+        commands::quit(core, &facts, commands::End::Exit)
+    }
     b.take_tx();
-    let packets = core.counters()[1].tx - tx0;
-    let good = b.out.ok - ok0;
-    let other = b.out.other + b.back.ok + b.back.other - other0;
+    let packets = core.counters()[1].tx - start.tx;
+    let good = b.out.ok - start.ok;
+    let other = b.out.other + b.back.ok + b.back.other - start.other;
     let per = (cycles * 100).checked_div(packets).unwrap_or(0);
     let now = *core.profile_mut();
     println!(
@@ -389,8 +548,8 @@ fn run_on<A: Appliance, N: Nic>(
         core.cfg().sim_size,
         per / 100,
         per % 100,
-        now.kicks - prof.kicks,
-        now.busy_iters - prof.busy_iters,
+        now.kicks - start.kicks,
+        now.busy_iters - start.busy_iters,
     );
     if packets == 0 || packets != delivered || good != packets {
         error!(
@@ -400,4 +559,73 @@ fn run_on<A: Appliance, N: Nic>(
     let facts = *FACTS.get().expect("set before the benchmark");
     A::release(&mut state, core);
     commands::quit(core, &facts, commands::End::Exit)
+}
+
+/// Counters at the start of the measured iterations.
+struct Marks {
+    /// Port 1's frames as expected, and other frames on either TX ring.
+    ok: u64,
+    other: u64,
+    /// Port 1's transmitted frames.
+    tx: u64,
+    /// The NF's dropped frames.
+    dropped: u64,
+    /// The profile's kicks and busy iterations.
+    kicks: u64,
+    busy_iters: u64,
+}
+
+impl Marks {
+    /// The counters now (after the warm-up's frames were taken).
+    fn now<N: Nic>(b: &Bench<impl Player>, core: &mut Core<KernelPlatformOf<N>>) -> Marks {
+        let prof = *core.profile_mut();
+        Marks {
+            ok: b.out.ok,
+            other: b.out.other + b.back.ok + b.back.other,
+            tx: core.counters()[1].tx,
+            dropped: core.nf_counters().dropped,
+            kicks: prof.kicks,
+            busy_iters: prof.busy_iters,
+        }
+    }
+}
+
+/// `mode=acl`: take what is left on the TX rings and print the `SIMBENCH` line of the measured
+/// iterations (`delivered` frames, `cycles` in the brackets): instructions per *delivered*
+/// frame, since denied frames are dropped by design; an error line unless every delivered
+/// frame was forwarded as expected or dropped.
+fn report_acl<N: Nic>(
+    b: &mut Bench<impl Player>,
+    core: &mut Core<KernelPlatformOf<N>>,
+    c: &mut AclCycle,
+    start: &Marks,
+    delivered: u64,
+    cycles: u64,
+) {
+    b.take_tx_acl(c);
+    let packets = core.counters()[1].tx - start.tx;
+    let dropped = core.nf_counters().dropped - start.dropped;
+    let good = b.out.ok - start.ok;
+    let other = b.out.other + b.back.ok + b.back.other - start.other;
+    let per = (cycles * 100).checked_div(delivered).unwrap_or(0);
+    let rules = crate::dataplane::nf::builtin::ACL
+        .get()
+        .map_or(0, |t| t.acl.len());
+    let now = *core.profile_mut();
+    println!(
+        "SIMBENCH mode=acl k={} size={} warmup={WARMUP_ITERS} iters={} delivered={delivered} packets={packets} dropped={dropped} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={} rules={rules} flows={}",
+        b.k,
+        core.cfg().sim_size,
+        core.cfg().sim_iters,
+        per / 100,
+        per % 100,
+        now.kicks - start.kicks,
+        now.busy_iters - start.busy_iters,
+        c.flows,
+    );
+    if delivered == 0 || packets + dropped != delivered || good != packets {
+        error!(
+            "simbench: {delivered} frames delivered on port 0, {packets} transmitted on port 1 ({good} as expected), {dropped} dropped: not every frame was forwarded or denied"
+        );
+    }
 }

@@ -26,6 +26,13 @@ use crate::wire::{IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP};
 use core::fmt::Write;
 use core::net::Ipv4Addr;
 
+/// The seed of the benchmarks' rule sets and tuples (`netstack/benches/acl.rs`, `cargo xtask
+/// bench sim --modes acl`, the guest's `mode=acl` benchmark): the one the ACL's tests use.
+pub const BENCH_SEED: u64 = 0x00ac_1000;
+
+/// 5-tuples the `mode=acl` benchmarks cycle through ([`tuples`] of this count).
+pub const BENCH_TUPLES: usize = 1024;
+
 /// SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA
 /// 2014): a seeded, dependency-free generator; the same seed gives the same sequence
 /// everywhere.

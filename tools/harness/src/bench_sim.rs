@@ -18,9 +18,15 @@
 //! the destination inside the command line's first route (192.168.0.1 by 192.168.0.0/16 via
 //! 10.0.1.2), which the file must not override ([`check_routes_file`]: no route of the file as
 //! long or longer contains it, other than the same route). The l2/io runs ignore it.
+//!
+//! The acl runs (`--modes acl --rules N[,M…]`) boot once per rule count with a bundle of N
+//! ClassBench-like rules ([`acl_bundle`]: `netstack::acl::classbench::generate` with its
+//! benchmark seed) as their boot module; the guest delivers frames cycling through 1,024
+//! 5-tuples aimed at those rules, denied ones are dropped by design, so the figure is
+//! instructions per *delivered* frame and the check `packets + dropped == delivered`.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
@@ -49,6 +55,8 @@ pub enum SimMode {
     Io,
     /// The IPv4 router (FIB lookup, TTL, resolved next hop).
     Router,
+    /// The stateless IPv4 ACL firewall over ClassBench-like rules (`--rules N`).
+    Acl,
 }
 
 impl SimMode {
@@ -58,6 +66,7 @@ impl SimMode {
             SimMode::L2 => "l2",
             SimMode::Io => "io",
             SimMode::Router => "router",
+            SimMode::Acl => "acl",
         }
     }
 }
@@ -88,6 +97,9 @@ pub struct SimBenchConfig {
     /// Frame size in bytes on the wire, FCS included (`sim_size=`; 64..=9018); frames above
     /// 4,088 bytes arrive in several RX buffers (mergeable).
     pub size: u16,
+    /// ACL mode: the rule counts, one run of each K per count (each a bundle of that many
+    /// [`acl_bundle`] rules as the boot module).
+    pub acl_rules: Vec<usize>,
 }
 
 /// The benchmark's frame size by default: 64 bytes on the wire (the guest's default).
@@ -108,8 +120,39 @@ impl SimBenchConfig {
             echo: Echo::Off,
             routes: None,
             size: DEFAULT_SIZE,
+            acl_rules: Vec::new(),
         }
     }
+}
+
+/// The rule counts of the acl runs by default (`--rules`): the rows.
+pub const DEFAULT_ACL_RULES: [usize; 3] = [10, 1_000, 10_000];
+
+/// The boot bundle of the acl runs: `n` ClassBench-like rules
+/// (`netstack::acl::classbench::generate`, seed `BENCH_SEED`) as its `rules` file.
+pub fn acl_bundle(n: usize) -> String {
+    let mut s = String::from("#!gannet-bundle 1\n--- rules\n");
+    netstack::acl::classbench::generate(n, netstack::acl::classbench::BENCH_SEED, &mut s)
+        .expect("a String takes any text");
+    s
+}
+
+/// Where the acl runs' bundle of `n` rules is written (the same text for the same `n`).
+pub fn acl_bundle_path(n: usize) -> PathBuf {
+    std::env::temp_dir().join(format!("gannet-simbench-acl-{n}-rules.bundle"))
+}
+
+/// Write [`acl_bundle`]`(n)` to [`acl_bundle_path`]`(n)` (whole: through a file renamed into
+/// place, so a concurrent run never reads half of it).
+///
+/// # Errors
+/// The file could not be written.
+pub fn write_acl_bundle(n: usize) -> Result<PathBuf> {
+    let path = acl_bundle_path(n);
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&tmp, acl_bundle(n)).with_context(|| format!("{}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("{}", path.display()))?;
+    Ok(path)
 }
 
 /// One guest run's result (the `SIMBENCH` line).
@@ -135,14 +178,16 @@ pub struct SimRecord {
     pub other: u64,
     /// Guest TSC cycles inside the brackets (guest instructions under icount).
     pub cycles: u64,
-    /// `cycles / packets` (two decimals, as the guest prints it).
+    /// `cycles / packets` (two decimals, as the guest prints it); acl mode: `cycles /
+    /// delivered` (denied frames are dropped by design).
     pub instructions_per_packet: f64,
     /// Notifications the driver wrote during the measurement.
     pub kicks: u64,
     /// Poll iterations that did work during the measurement (the profile's `busy_iters`).
     pub busy_iters: u64,
     /// `packets / busy_iters`: frames per busy poll iteration of the measured part (K when every
-    /// iteration forwarded its K frames), printed beside every instructions-per-packet figure.
+    /// iteration forwarded its K frames), printed beside every instructions-per-packet figure;
+    /// acl mode: `delivered / busy_iters` (forwarded or denied).
     pub frames_per_busy_iter: f64,
     /// `tcg` or `kvm`.
     pub accel: String,
@@ -150,6 +195,14 @@ pub struct SimRecord {
     pub icount: bool,
     /// Routes the guest installed from the routes file (its boot log), if it had one.
     pub file_routes: Option<u64>,
+    /// ACL mode: frames the firewall dropped (denied) in the measured iterations.
+    pub dropped: u64,
+    /// ACL mode: the rules the guest built (the `SIMBENCH` line's `rules=`).
+    pub acl_rules: Option<u64>,
+    /// ACL mode: the classifier's tuples (its boot log: `acl: N rules in T tuples …`).
+    pub acl_tuples: Option<u64>,
+    /// ACL mode: distinct 5-tuples the delivered frames cycle through (`flows=`).
+    pub flows: Option<u64>,
 }
 
 /// A benchmark result line (`PREFIX key=value key=value …`), found anywhere in a log line.
@@ -209,6 +262,13 @@ pub fn parse_line(line: &str) -> Option<KvLine<'_>> {
 pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
     let kv = parse_line(line).ok_or_else(|| anyhow!("not a SIMBENCH line: {line}"))?;
     let (packets, busy_iters) = (kv.num("packets")?, kv.num("busy_iters")?);
+    let delivered = kv.num("delivered")?;
+    // The firewall drops denied frames by design: its busy iterations took every delivered one.
+    let handled = if kv.get("mode")? == "acl" {
+        delivered
+    } else {
+        packets
+    };
     Ok(SimRecord {
         mode: kv.get("mode")?.to_string(),
         k: kv.num("k")?,
@@ -216,7 +276,7 @@ pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
         size: kv.num("size").unwrap_or(u64::from(DEFAULT_SIZE)),
         warmup: kv.num("warmup")?,
         iters: kv.num("iters")?,
-        delivered: kv.num("delivered")?,
+        delivered,
         packets,
         out: kv.num("out")?,
         other: kv.num("other")?,
@@ -224,10 +284,14 @@ pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
         instructions_per_packet: kv.num("instructions_per_packet")?,
         kicks: kv.num("kicks")?,
         busy_iters,
-        frames_per_busy_iter: frames_per_iter(packets, busy_iters),
+        frames_per_busy_iter: frames_per_iter(handled, busy_iters),
         accel: accel.name().to_string(),
         icount: true,
         file_routes: None,
+        dropped: kv.num("dropped").unwrap_or(0),
+        acl_rules: kv.num("rules").ok(),
+        acl_tuples: None,
+        flows: kv.num("flows").ok(),
     })
 }
 
@@ -258,10 +322,24 @@ pub fn append_for(mode: SimMode, k: u16, iters: Option<u32>, extra: &str) -> Str
 }
 
 /// The QEMU configuration of one run: one vCPU, no NIC, icount; router mode: the routes file
-/// as the boot module.
+/// as the boot module; acl mode: the bundle of the first of `cfg.acl_rules`
+/// ([`guest_config_acl`] for another).
 pub fn guest_config(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> GuestConfig {
-    let extra_args = match (&cfg.routes, mode) {
-        (Some(r), SimMode::Router) => vec!["-initrd".to_string(), r.display().to_string()],
+    guest_config_acl(cfg, mode, k, cfg.acl_rules.first().copied())
+}
+
+/// [`guest_config`], the acl runs booting with the bundle of `rules` rules
+/// ([`acl_bundle_path`]).
+pub fn guest_config_acl(
+    cfg: &SimBenchConfig,
+    mode: SimMode,
+    k: u16,
+    rules: Option<usize>,
+) -> GuestConfig {
+    let initrd = |p: &Path| vec!["-initrd".to_string(), p.display().to_string()];
+    let extra_args = match (&cfg.routes, mode, rules) {
+        (Some(r), SimMode::Router, _) => initrd(r),
+        (_, SimMode::Acl, Some(n)) => initrd(&acl_bundle_path(n)),
         _ => Vec::new(),
     };
     let mut append = append_for(mode, k, cfg.iters, &cfg.append);
@@ -320,6 +398,15 @@ pub fn check_routes_file(text: &str, append: &str) -> Result<usize> {
     Ok(n)
 }
 
+/// `acl: N rules in T tuples …` in the guest's boot log: T.
+fn acl_tuples_in(lines: &[String]) -> Option<u64> {
+    lines.iter().find_map(|l| {
+        let rest = &l[l.find("acl: ")? + "acl: ".len()..];
+        let (_, rest) = rest.split_once(" rules in ")?;
+        rest.split_once(" tuples")?.0.parse().ok()
+    })
+}
+
 /// `router: N routes from the routes file` in the guest's boot log.
 fn file_routes_in(lines: &[String]) -> Option<u64> {
     lines.iter().find_map(|l| {
@@ -332,8 +419,16 @@ fn file_routes_in(lines: &[String]) -> Option<u64> {
 
 /// Boot one run and return its record. Fails (with the guest's last lines) unless the guest
 /// printed a `SIMBENCH` line, every frame was forwarded as expected, and it shut down cleanly.
+/// Acl mode runs with the first of `cfg.acl_rules` ([`run_one_acl`] for another).
 pub fn run_one(cfg: &SimBenchConfig, mode: SimMode, k: u16) -> Result<SimRecord> {
     run_one_with_log(cfg, mode, k).map(|(r, _)| r)
+}
+
+/// [`run_one`] in acl mode with `rules` rules. Fails unless the guest built them, every
+/// delivered frame was forwarded (as expected: untouched, in order) or dropped, and it cycled
+/// through at least 1,024 distinct 5-tuples.
+pub fn run_one_acl(cfg: &SimBenchConfig, rules: usize, k: u16) -> Result<SimRecord> {
+    run_with_log(cfg, SimMode::Acl, k, Some(rules)).map(|(r, _)| r)
 }
 
 /// [`run_one`], also returning the guest's serial log.
@@ -342,7 +437,21 @@ pub fn run_one_with_log(
     mode: SimMode,
     k: u16,
 ) -> Result<(SimRecord, Vec<String>)> {
-    let gcfg = guest_config(cfg, mode, k);
+    run_with_log(cfg, mode, k, cfg.acl_rules.first().copied())
+}
+
+/// [`run_one_with_log`], acl mode with `rules` rules.
+fn run_with_log(
+    cfg: &SimBenchConfig,
+    mode: SimMode,
+    k: u16,
+    rules: Option<usize>,
+) -> Result<(SimRecord, Vec<String>)> {
+    if mode == SimMode::Acl {
+        let n = rules.ok_or_else(|| anyhow!("mode acl needs a rule count (--rules N)"))?;
+        write_acl_bundle(n)?;
+    }
+    let gcfg = guest_config_acl(cfg, mode, k, rules);
     let mut guest = Guest::boot(&gcfg)?;
     let exit = guest.wait_exit(RUN_TIMEOUT)?;
     let lines = guest.lines();
@@ -368,6 +477,28 @@ pub fn run_one_with_log(
         mode.as_str(),
         guest.tail_report()
     );
+    if mode == SimMode::Acl {
+        r.acl_tuples = acl_tuples_in(&lines);
+        let want = rules.map(|n| n as u64);
+        ensure!(
+            r.acl_rules == want,
+            "mode acl k={k}: the guest built {:?} rules, not {want:?}\n{}",
+            r.acl_rules,
+            guest.tail_report()
+        );
+        ensure!(
+            r.delivered > 0
+                && r.packets + r.dropped == r.delivered
+                && r.out == r.packets
+                && r.other == 0,
+            "mode acl k={k}: not every frame was forwarded as expected or dropped: {line}"
+        );
+        ensure!(
+            r.flows.is_some_and(|f| f >= 1024),
+            "mode acl k={k}: fewer than 1,024 distinct 5-tuples: {line}"
+        );
+        return Ok((r, lines));
+    }
     ensure!(
         r.packets > 0 && r.delivered == r.packets && r.out == r.packets && r.other == 0,
         "mode {} k={k}: not every frame was forwarded as expected: {line}",
@@ -384,6 +515,20 @@ pub fn run(cfg: &SimBenchConfig, mut progress: impl FnMut(&SimRecord)) -> Result
     );
     let mut out = Vec::new();
     for &mode in &cfg.modes {
+        if mode == SimMode::Acl {
+            ensure!(
+                !cfg.acl_rules.is_empty(),
+                "mode acl needs rule counts (--rules N)"
+            );
+            for &n in &cfg.acl_rules {
+                for &k in &cfg.ks {
+                    let r = run_one_acl(cfg, n, k)?;
+                    progress(&r);
+                    out.push(r);
+                }
+            }
+            continue;
+        }
         for &k in &cfg.ks {
             let r = run_one(cfg, mode, k)?;
             progress(&r);
@@ -407,13 +552,33 @@ pub fn parse_ks(s: &str) -> Result<Vec<u16>> {
         .collect()
 }
 
+/// Parse `--rules 10,1000,10000` (each 1..=10,000, the ACL's limit).
+pub fn parse_rules(s: &str) -> Result<Vec<usize>> {
+    s.split(',')
+        .map(|p| {
+            let n: usize = p
+                .trim()
+                .parse()
+                .with_context(|| format!("--rules: `{p}` is not a number"))?;
+            ensure!(
+                (1..=netstack::acl::MAX_RULES).contains(&n),
+                "--rules: {n} is not in 1..={}",
+                netstack::acl::MAX_RULES
+            );
+            Ok(n)
+        })
+        .collect()
+}
+
 /// The results table: mode, frame size, K, instructions/packet, frames per busy iteration (measured),
-/// packets, kicks, accelerator.
+/// packets, kicks, accelerator, routes from the routes file, and for the acl rows the rules
+/// and the classifier's tuples and the frames denied (instructions per *delivered* frame,
+/// `packets` forwarded).
 pub fn table(records: &[SimRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<7} {:>5} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12} {:>12}",
+        "{:<7} {:>5} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12} {:>12} {:>17} {:>8}",
         "mode",
         "size",
         "K (frames / busy poll iter)",
@@ -422,7 +587,9 @@ pub fn table(records: &[SimRecord]) -> String {
         "packets",
         "kicks",
         "accelerator",
-        "file routes"
+        "file routes",
+        "acl rules/tuples",
+        "denied"
     );
     for r in records {
         let accel = if r.icount {
@@ -431,9 +598,19 @@ pub fn table(records: &[SimRecord]) -> String {
             r.accel.clone()
         };
         let routes = r.file_routes.map_or("-".to_string(), |n| n.to_string());
+        let rules = match (r.acl_rules, r.acl_tuples) {
+            (Some(n), Some(t)) => format!("{n}/{t}"),
+            (Some(n), None) => n.to_string(),
+            _ => "-".to_string(),
+        };
+        let denied = if r.acl_rules.is_some() {
+            r.dropped.to_string()
+        } else {
+            "-".to_string()
+        };
         let _ = writeln!(
             s,
-            "{:<7} {:>5} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12} {:>12}",
+            "{:<7} {:>5} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12} {:>12} {:>17} {:>8}",
             r.mode,
             r.size,
             r.k,
@@ -442,7 +619,9 @@ pub fn table(records: &[SimRecord]) -> String {
             r.packets,
             r.kicks,
             accel,
-            routes
+            routes,
+            rules,
+            denied
         );
     }
     s
@@ -455,6 +634,9 @@ pub struct SimBenchJson<'a> {
     pub append: &'a str,
     /// The routes file given with `--routes` (router runs), if any.
     pub routes_file: Option<&'a str>,
+    /// The acl runs' rule counts (`--rules`): ClassBench-like rule sets of
+    /// `netstack::acl::classbench::generate`, seed `BENCH_SEED`.
+    pub acl_rules: &'a [usize],
     /// One record per (mode, K).
     pub records: &'a [SimRecord],
 }
@@ -514,6 +696,45 @@ mod tests {
         let log = ["[    0.4] router: 100000 routes from the routes file".to_string()];
         assert_eq!(file_routes_in(&log), Some(100_000));
         assert_eq!(file_routes_in(&[]), None);
+    }
+
+    #[test]
+    fn acl_runs() {
+        const ACL: &str = "SIMBENCH mode=acl k=4 size=64 warmup=256 iters=1024 delivered=4096 packets=1232 dropped=2864 out=1232 other=0 cycles=2711961 instructions_per_packet=662.10 kicks=0 busy_iters=1024 rules=10 flows=1024";
+        let r = parse_record(ACL, Accel::Tcg).unwrap();
+        assert_eq!(
+            (r.delivered, r.packets, r.dropped, r.acl_rules, r.flows),
+            (4096, 1232, 2864, Some(10), Some(1024))
+        );
+        assert_eq!(r.frames_per_busy_iter, 4.0);
+        let r0 = parse_record(LINE, Accel::Tcg).unwrap();
+        assert_eq!((r0.dropped, r0.acl_rules, r0.flows), (0, None, None));
+        let log =
+            ["[    0.3] acl: 10000 rules in 42 tuples (tuple-space search), 593 KiB".to_string()];
+        assert_eq!(acl_tuples_in(&log), Some(42));
+        let b = acl_bundle(10);
+        assert!(b.starts_with("#!gannet-bundle 1\n--- rules\n# ClassBench-like ACL: 10 rules"));
+        assert_eq!(
+            b.lines()
+                .filter(|l| l.starts_with("allow") || l.starts_with("deny"))
+                .count(),
+            10
+        );
+        let mut cfg = SimBenchConfig::new("/img".into());
+        cfg.acl_rules = vec![1000, 10];
+        let g = guest_config(&cfg, SimMode::Acl, 32);
+        assert_eq!(g.append, "mode=acl sim=32");
+        assert_eq!(
+            g.extra_args,
+            [
+                "-initrd".to_string(),
+                acl_bundle_path(1000).display().to_string()
+            ]
+        );
+        assert!(guest_config(&cfg, SimMode::Io, 32).extra_args.is_empty());
+        assert_eq!(parse_rules("10,1000,10000").unwrap(), DEFAULT_ACL_RULES);
+        assert!(parse_rules("0").is_err() && parse_rules("10001").is_err());
+        assert!(table(&[r]).contains("10"));
     }
 
     #[test]

@@ -106,17 +106,39 @@ pub(crate) fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         echo: Echo::Off,
         routes: g.routes.clone(),
         size,
+        acl_rules: if a.modes.contains(&bench_sim::SimMode::Acl) {
+            bench_sim::parse_rules(&a.rules)?
+        } else {
+            Vec::new()
+        },
     };
     announce_accel(cfg.accel, true, cfg.cpu.as_deref());
-    let runs = cfg.modes.len() * cfg.ks.len() * if a.twice { 2 } else { 1 };
+    let rows_per_k: usize = cfg
+        .modes
+        .iter()
+        .map(|&m| {
+            if m == bench_sim::SimMode::Acl {
+                cfg.acl_rules.len()
+            } else {
+                1
+            }
+        })
+        .sum();
+    let runs = rows_per_k * cfg.ks.len() * if a.twice { 2 } else { 1 };
     let bar = harness::progress::Progress::new("bench sim", runs as u64);
     let progress = |r: &bench_sim::SimRecord| {
         bar.inc(1);
         bar.phase(format!("{} K={} done", r.mode, r.k));
-        eprintln!(
-            "xtask: {} size {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
-            r.mode, r.size, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.packets
-        )
+        match r.acl_rules {
+            Some(n) => eprintln!(
+                "xtask: acl {n} rules size {} K={}: {:.2} instructions/delivered frame at {:.2} frames/busy iteration over {} delivered ({} forwarded, {} denied; {} distinct 5-tuples)",
+                r.size, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.delivered, r.packets, r.dropped, r.flows.unwrap_or(0)
+            ),
+            None => eprintln!(
+                "xtask: {} size {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
+                r.mode, r.size, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.packets
+            ),
+        }
     };
     let records = bench_sim::run(&cfg, progress)?;
     if a.twice {
@@ -133,6 +155,7 @@ pub(crate) fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
     let doc = bench_sim::SimBenchJson {
         append: &cfg.append,
         routes_file: routes_file.as_deref(),
+        acl_rules: &cfg.acl_rules,
         records: &records,
     };
     let ran = envelope::Ran::Guest {
@@ -306,6 +329,7 @@ pub(crate) fn cmd_bench_datapath(a: BenchArgs) -> Result<()> {
             echo: Echo::Off,
             routes: None,
             size: bench_sim::DEFAULT_SIZE,
+            acl_rules: Vec::new(),
         };
         bench_sim::run(&cfg, |r| {
             eprintln!(

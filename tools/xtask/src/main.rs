@@ -356,9 +356,14 @@ struct BenchArgs {
     /// With --search: duration of the generator's ceiling run per row, s.
     #[arg(long, default_value_t = 2.0, requires = "search")]
     ceiling_seconds: f64,
-    /// `bench sim`: forwarding modes to run, comma-separated (l2, io, router).
+    /// `bench sim`: forwarding modes to run, comma-separated (l2, io, router, acl).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [SimMode::L2, SimMode::Router])]
     modes: Vec<SimMode>,
+    /// `bench sim --modes acl`: rule counts, comma-separated (each 1..=10000): one acl row per
+    /// count and K, booting with a bundle of that many ClassBench-like rules
+    /// (`netstack::acl::classbench::generate`, its benchmark seed).
+    #[arg(long, default_value = "10,1000,10000")]
+    rules: String,
     /// `bench sim`: frames the simulated device delivers per poll iteration, comma-separated
     /// (each 1..=256).
     #[arg(long = "k", default_value = "1,4,32")]
