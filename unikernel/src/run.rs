@@ -519,7 +519,9 @@ fn mgmt_storage(zone: &Zone, want: usize) -> &'static mut [u8] {
         .next_power_of_two()
         .trailing_zeros() as usize;
     let Some(pfn) = zone.alloc_pages(order) else {
-        fail(format_args!("mgmt: no memory for {want} bytes"))
+        fail(format_args!(
+            "memory error: no room for the management plane's {want} bytes (one order-{order} block): give the guest at least 1 MiB more memory (QEMU -m)"
+        ))
     };
     let bytes = PAGE_SIZE << order;
     // SAFETY: a fresh buddy block of `bytes`, identity-mapped, never freed: ours for 'static.
