@@ -7,7 +7,8 @@
 //! (its frames never reach the NF), and `quit`.
 //!
 //! Price it: `cargo xtask bench sim --image PATH --modes io` (deterministic instructions per
-//! packet on simulated ports; the `io` frames are UDP to another port, so all are forwarded).
+//! packet on simulated ports), with the frame `bench_frames` below builds: UDP to port 80,
+//! forwarded.
 //!
 //! Host test: `cargo test --target x86_64-unknown-linux-gnu` runs the tests below against the
 //! verdict logic; Gannet's host rig (`unikernel/tests/nf_rig.rs`) shows a test on simulated
@@ -15,6 +16,7 @@
 #![cfg_attr(target_os = "none", no_std)]
 #![cfg_attr(target_os = "none", no_main)]
 
+use netstack::MacAddr;
 use unikernel::dataplane::nf::{NetworkFunction, Packet, Verdict};
 
 /// The destination port whose UDP and TCP frames are dropped.
@@ -55,6 +57,23 @@ impl NetworkFunction for PortFilter {
             _ => None,
         };
         self.decide(dport)
+    }
+
+    /// The benchmark's frame: UDP from 10.0.0.2 to 10.0.1.2, destination port 80 (forwarded
+    /// unchanged, so it must leave port 1 as it came).
+    fn bench_frames(
+        macs: [MacAddr; 2],
+        peer: [MacAddr; 2],
+        input: &mut [u8],
+        want: &mut [u8],
+    ) -> bool {
+        let len = input.len();
+        let (src, dst) = ([10, 0, 0, 2].into(), [10, 0, 1, 2].into());
+        netstack::simframes::udp4_frame(input, len, macs[0], peer[0], src, dst, 64);
+        // Ethernet 14 + IPv4 20: the UDP destination port (RFC 768); its checksum is not checked.
+        input[36..38].copy_from_slice(&80u16.to_be_bytes());
+        want.copy_from_slice(input);
+        true
     }
 }
 

@@ -2,7 +2,8 @@
 //! into its own image and booted. The template (`template/`) is copied as `cargo xtask new`
 //! does it into a temporary directory, built warm (the workspace's target directory, the same
 //! target flags, profile and lock file: only the appliance crate itself compiles), booted, and
-//! fed real frames: its NF drops UDP to port 5000 and forwards the rest.
+//! fed real frames: its NF drops UDP to port 5000 and forwards the rest; then priced by
+//! `bench sim` on the frame its `bench_frames` builds.
 
 use std::time::{Duration, Instant};
 
@@ -66,4 +67,24 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
     assert_eq!(s.nf.dropped, 10, "{s}");
     assert_eq!(s.ports[1].tx, 10, "{s}");
     assert_no_leak(&s);
+
+    // `bench sim --image`: the NF priced on its own frame (its `bench_frames`), every frame
+    // forwarded as it said.
+    let cfg = bench_sim::SimBenchConfig::new(image.clone());
+    let (r, log) = bench_sim::run_one_with_log(&cfg, bench_sim::SimMode::Io, 4)
+        .unwrap_or_else(|e| panic!("bench sim --image: {e:#}"));
+    assert!(
+        log.iter()
+            .any(|l| l.contains("sim: the frames are the appliance's own (port_filter)")),
+        "{log:?}"
+    );
+    assert_eq!(
+        (r.packets, r.out, r.other),
+        (r.delivered, r.delivered, 0),
+        "{r:?}"
+    );
+    eprintln!(
+        "appliance: {} guest instructions/packet at {} frames/busy iteration",
+        r.instructions_per_packet, r.frames_per_busy_iter
+    );
 }

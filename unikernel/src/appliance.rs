@@ -44,6 +44,17 @@ pub trait Appliance: 'static {
     fn release<P: Platform>(state: &mut Self::PerCore, core: &mut Core<P>) {
         let _ = (state, core);
     }
+    /// The deterministic benchmark's frames, if the appliance brings its own (see
+    /// [`NetworkFunction::bench_frames`]); `false` (the default): the `mode=`'s.
+    fn bench_frames(
+        macs: [netstack::MacAddr; 2],
+        peer: [netstack::MacAddr; 2],
+        input: &mut [u8],
+        want: &mut [u8],
+    ) -> bool {
+        let _ = (macs, peer, input, want);
+        false
+    }
 }
 
 /// The stock image: `mode=` chooses `io`, `l2` or the router, each as `Core::poll_once` runs
@@ -116,6 +127,15 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
 
     fn release<P: Platform>(nf: &mut F, core: &mut Core<P>) {
         core.release_nf(nf);
+    }
+
+    fn bench_frames(
+        macs: [netstack::MacAddr; 2],
+        peer: [netstack::MacAddr; 2],
+        input: &mut [u8],
+        want: &mut [u8],
+    ) -> bool {
+        F::bench_frames(macs, peer, input, want)
     }
 }
 

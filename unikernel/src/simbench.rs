@@ -221,10 +221,20 @@ impl Out {
     }
 }
 
-/// The benchmark frame delivered on port 0 and the frame expected on port 1, for the mode,
-/// written into the first `len` bytes of `input` and `want`.
-fn frames<N: Nic>(core: &Core<KernelPlatformOf<N>>, len: usize, input: &mut [u8], want: &mut [u8]) {
+/// The benchmark frame delivered on port 0 and the frame expected on port 1, written into the
+/// first `len` bytes of `input` and `want`: the appliance's own when it brings them
+/// ([`Appliance::bench_frames`]), else the mode's.
+fn frames<A: Appliance, N: Nic>(
+    core: &Core<KernelPlatformOf<N>>,
+    len: usize,
+    input: &mut [u8],
+    want: &mut [u8],
+) {
     let macs = [MacAddr(SIM_MACS[0]), MacAddr(SIM_MACS[1])];
+    if A::bench_frames(macs, core.cfg().peer, &mut input[..len], &mut want[..len]) {
+        info!("sim: the frames are the appliance's own ({})", A::NAME);
+        return;
+    }
     bench_frames_into(core.cfg(), macs, &mut input[..len], &mut want[..len]).unwrap_or_else(|| {
         fail(format_args!(
             "sim: no host addresses to spare in ip0/ip1 or the first route"
@@ -484,7 +494,7 @@ fn run_on<A: Appliance, N: Nic>(
     let iters = core.cfg().sim_iters;
     let len = usize::from(core.cfg().sim_size) - FCS_LEN;
     let (mut input, mut want) = ([0u8; MAX_LEN], [0u8; MAX_LEN]);
-    frames(core, len, &mut input, &mut want);
+    frames::<A, N>(core, len, &mut input, &mut want);
     let nothing = Out {
         want: [0; MAX_LEN],
         len: 0,

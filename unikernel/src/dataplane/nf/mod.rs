@@ -133,6 +133,22 @@ pub trait NetworkFunction {
         let _ = ctx;
     }
 
+    /// The deterministic benchmark's frame (`cargo xtask bench sim --image`): write the frame
+    /// delivered on port 0 into `input` (all of it: `input.len()` bytes, the `sim_size=` frame
+    /// without its FCS; port 0's MAC and its peer's are `macs[0]`, `peer[0]`) and what must
+    /// leave port 1 for it into `want` (same length), and return `true`; `false` (the default)
+    /// keeps the `mode=`'s frames (`netstack::simframes::bench_frames_into`). Runs once, before
+    /// the warm-up, outside the measured iterations.
+    fn bench_frames(
+        macs: [netstack::MacAddr; 2],
+        peer: [netstack::MacAddr; 2],
+        input: &mut [u8],
+        want: &mut [u8],
+    ) -> bool {
+        let _ = (macs, peer, input, want);
+        false
+    }
+
     /// Before `quit`: hand back every [`Held`] packet the NF still holds in its own state
     /// (send or drop it through `ctx`), so that every page is back when the pools are
     /// destroyed. Default: nothing (an NF that holds nothing).
@@ -164,5 +180,14 @@ impl<F: NetworkFunction> NetworkFunction for &mut F {
 
     fn release_all<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         (**self).release_all(ctx);
+    }
+
+    fn bench_frames(
+        macs: [netstack::MacAddr; 2],
+        peer: [netstack::MacAddr; 2],
+        input: &mut [u8],
+        want: &mut [u8],
+    ) -> bool {
+        F::bench_frames(macs, peer, input, want)
     }
 }
