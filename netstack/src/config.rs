@@ -5,6 +5,10 @@
 //! documented in the README. An unknown key, a repeated key, a bad value or a key of another
 //! network function than `mode=` selects is a [`ConfigError`] that names the key; the kernel
 //! prints it and exits with failure rather than running with a silent default.
+//!
+//! Past ~800 lines because `Config` (every key's field and its documentation), its defaults,
+//! `parse` with the cross-key checks and `ConfigError` describe one thing, the command line; the
+//! key tables (`keys`), the bundle, the fw_cfg merge and the tests are files of their own.
 
 pub mod bundle;
 pub mod keys;

@@ -17,6 +17,10 @@
 //! [`write_prometheus`] renders the same [`Stats`] (plus the buddy allocator's free lists and
 //! the management plane's counters, which `STATS` does not carry) in the Prometheus text
 //! exposition format 0.0.4.
+//!
+//! Past ~800 lines because the schema is one contract between the guest and the tools: every
+//! counter struct of `STATS` and the Prometheus writer over the same structs stay side by side,
+//! so a renamed field and its metric change in one place (the tests are `stats/tests.rs`).
 
 use crate::config::{Mode, RefillMode};
 use crate::counters::{DropReason, PortCounters};

@@ -791,3 +791,17 @@ pub fn reload_while_forwarding(rig: &mut Rig, reloads: u64, timeout: Duration) -
     eprintln!("reloads during traffic: {during}; {r:?}");
     (r, during)
 }
+
+/// Receive on host port `p` (its generator side), answering ARP requests for the host behind
+/// it; returns the first frame that is not ARP, or `None` when none comes within `timeout`.
+pub fn recv_answering_arp(port: &RawPort, p: usize, timeout: Duration) -> Option<Vec<u8>> {
+    let deadline = std::time::Instant::now() + timeout;
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        let f = port.recv_timeout(left)?;
+        match gen::arp_reply(&f, p) {
+            Some(reply) => port.send(&reply).expect("sending the ARP reply"),
+            None => return Some(f),
+        }
+    }
+    None
+}

@@ -93,18 +93,8 @@ fn fw_cfg_carries_the_appliance_bundle() {
         .write(&mut f, b"fw_cfg route")
         .unwrap();
     p0.send(&f).unwrap();
-    let deadline = std::time::Instant::now() + FRAME_TIMEOUT;
-    let mut routed = false;
-    while !routed && std::time::Instant::now() < deadline {
-        let Some(got) = p1.recv_timeout(std::time::Duration::from_millis(200)) else {
-            continue;
-        };
-        if let Some(reply) = gen::arp_reply(&got, 1) {
-            p1.send(&reply).unwrap();
-            continue;
-        }
-        routed = got.len() >= 34 && got[30..34] == [192, 168, 1, 1];
-    }
+    let routed = recv_answering_arp(&p1, 1, FRAME_TIMEOUT)
+        .is_some_and(|got| got.len() >= 34 && got[30..34] == [192, 168, 1, 1]);
     assert!(routed, "not routed by fw_cfg's route\n{}", rig.tail());
     let s = rig.quit();
     assert_eq!(s.mode, netstack::Mode::Router, "{s}");

@@ -1,5 +1,9 @@
-//! The management plane (router mode): ICMP echo to the port address, and `GET /metrics` over a
+//! The management plane: ICMP echo to the port address, and `GET /metrics` over a
 //! real TCP connection made by a host-side smoltcp stack through the generator's socket.
+//! Also the management plane of the other network functions (`mode=l2` with an address).
+//!
+//! Past ~800 lines because every case drives the same host-side smoltcp client (`Clients`:
+//! TCP connections, `GET /metrics`, `PUT /routes`) through the generator's raw port.
 
 use std::time::{Duration, Instant};
 

@@ -2,27 +2,13 @@
 //! valid checksum, ICMP Time Exceeded and Destination Unreachable back to the sender, static
 //! routes from the command line, every frame accounted for, no page leaked.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etherparse::{Icmpv4Type, Ipv4Header, SlicedPacket, TransportSlice};
 use gannet_tests::*;
 use netstack::wire::{ETH_DST, ETH_HDR_LEN, ETH_SRC, IPV4_MIN_HDR};
 
 const ROUTER: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
-
-/// Receive on host port `p`, answering ARP requests for the host behind it (as a real next hop
-/// would); returns the first non-ARP frame.
-fn recv_answering_arp(port: &gen::RawPort, p: usize, timeout: Duration) -> Option<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        let f = port.recv_timeout(left)?;
-        match gen::arp_reply(&f, p) {
-            Some(reply) => port.send(&reply).expect("sending the ARP reply"),
-            None => return Some(f),
-        }
-    }
-    None
-}
 
 /// A generator frame from 10.0.0.2 (behind port 0) to `dst`, with TTL `ttl` and a correct
 /// header checksum.

@@ -13,19 +13,6 @@ use netstack::wire::ETH_HDR_LEN;
 
 const ROUTER: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
-/// Receive on host port `p`, answering ARP for the host behind it; the first non-ARP frame.
-fn recv_answering_arp(port: &gen::RawPort, p: usize, timeout: Duration) -> Option<Vec<u8>> {
-    let deadline = std::time::Instant::now() + timeout;
-    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-        let f = port.recv_timeout(left)?;
-        match gen::arp_reply(&f, p) {
-            Some(reply) => port.send(&reply).expect("sending the ARP reply"),
-            None => return Some(f),
-        }
-    }
-    None
-}
-
 /// A generator datagram of `len` bytes (frame, no FCS) from 10.0.0.2 to 10.0.1.2, TTL 64,
 /// DF as given, checksum valid.
 fn datagram(len: usize, seq: u64, df: bool) -> Vec<u8> {

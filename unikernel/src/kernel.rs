@@ -233,22 +233,13 @@ fn fw_cfg_bundle(zone: &'static mm::Zone) -> Option<&'static [u8]> {
             file.size
         ));
     }
-    let bytes = (file.size as usize).max(1);
-    let order = bytes
-        .div_ceil(mm::PAGE_SIZE)
-        .next_power_of_two()
-        .trailing_zeros() as usize;
-    let Some(pfn) = zone.alloc_pages(order) else {
+    let Some(buf) = mem::alloc_forever(zone, file.size as usize) else {
         fail(format_args!(
             "memory error: no room for fw_cfg {} ({} bytes)",
             fw_cfg::BUNDLE,
             file.size
         ))
     };
-    // SAFETY: a fresh buddy block of `PAGE_SIZE << order` >= `bytes` bytes, identity-mapped,
-    // never freed: ours for 'static.
-    let buf =
-        unsafe { core::slice::from_raw_parts_mut(pfn.addr() as *mut u8, mm::PAGE_SIZE << order) };
     let got = fw_cfg::read_file(file, buf)?;
     Some(&*got)
 }

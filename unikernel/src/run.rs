@@ -514,21 +514,12 @@ fn put_files(cfg: &Config) -> PutFiles {
 /// Carve `want` bytes of the management plane's storage from the zone (one zeroed buddy
 /// block, kept for the kernel's life).
 fn mgmt_storage(zone: &Zone, want: usize) -> &'static mut [u8] {
-    let order = want
-        .div_ceil(PAGE_SIZE)
-        .next_power_of_two()
-        .trailing_zeros() as usize;
-    let Some(pfn) = zone.alloc_pages(order) else {
+    crate::mem::alloc_forever(zone, want).unwrap_or_else(|| {
         fail(format_args!(
-            "memory error: no room for the management plane's {want} bytes (one order-{order} block): give the guest at least 1 MiB more memory (QEMU -m)"
+            "memory error: no room for the management plane's {want} bytes (one order-{} block): give the guest at least 1 MiB more memory (QEMU -m)",
+            crate::mem::order_for(want.div_ceil(PAGE_SIZE))
         ))
-    };
-    let bytes = PAGE_SIZE << order;
-    // SAFETY: a fresh buddy block of `bytes`, identity-mapped, never freed: ours for 'static.
-    unsafe {
-        core::ptr::write_bytes(pfn.addr() as *mut u8, 0, bytes);
-        core::slice::from_raw_parts_mut(pfn.addr() as *mut u8, bytes)
-    }
+    })
 }
 
 /// `mode=acl`: the rule set from `rules_file`, built and published (`setup::acl`), or the boot

@@ -5,6 +5,9 @@
 //! (`build`, `test`). The commands' bodies: [`run`] (iso, boot, gen, run), [`bench`] (every
 //! `bench` target; [`search`], `bench --search`), [`checks`] (faults, soak), [`libvirt`], [`lint`], [`fuzz`]; what they run lives in the
 //! `harness` and `lab` crates.
+//!
+//! Past ~800 lines because it is the one table of commands: each command's clap arguments and
+//! its dispatch sit together; the work of each lives in the modules above and in `harness`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};

@@ -17,6 +17,27 @@ use netstack::config::PORTS;
 use netstack::DropReason;
 
 impl<P: Platform> Core<P> {
+    /// The management plane, when it runs on this core (core 0 with a management address).
+    pub fn mgmt_plane(&self) -> Option<&P::Mgmt> {
+        self.mgmt.plane.as_ref()
+    }
+
+    /// The management plane, mutable (host tests).
+    #[cfg(any(test, feature = "host-rig"))]
+    pub fn mgmt_plane_mut(&mut self) -> Option<&mut P::Mgmt> {
+        self.mgmt.plane.as_mut()
+    }
+
+    /// The management plane's frames on this core as `STATS` counts them (`None` when this
+    /// core's ports carry no management address).
+    pub fn mgmt_path(&self) -> Option<netstack::stats::MgmtPath> {
+        (self.mgmt.plane.is_some() || self.mgmt.remote.is_some()).then(|| {
+            let mut m = self.mgmt.path;
+            m.linear_failed += self.route.as_ref().map_or(0, |r| r.mgmt_unkept);
+            m
+        })
+    }
+
     /// The management plane, when it runs on this core.
     pub(crate) fn mgmt(&self) -> Option<&P::Mgmt> {
         self.mgmt.plane.as_ref()

@@ -295,8 +295,25 @@ pub fn alloc_table(zone: &Zone) -> Option<u64> {
 /// from the zone (zone-locked path), buffer sharing is the identity.
 pub struct KernelHal;
 
-fn order_for(pages: usize) -> usize {
+/// The buddy order of the smallest block of at least `pages` pages.
+pub fn order_for(pages: usize) -> usize {
     pages.max(1).next_power_of_two().trailing_zeros() as usize
+}
+
+/// A zeroed buddy block of at least `bytes` bytes (all of the block: `PAGE_SIZE << order`),
+/// identity-mapped and kept for the kernel's life: storage set up once at boot (the management
+/// plane's, a fw_cfg bundle, the ACL's classifier). `None` when the zone has no block that
+/// large.
+pub fn alloc_forever(zone: &Zone, bytes: usize) -> Option<&'static mut [u8]> {
+    let order = order_for(bytes.div_ceil(PAGE_SIZE));
+    let pfn = zone.alloc_pages(order)?;
+    let len = PAGE_SIZE << order;
+    // SAFETY: a fresh buddy block of `len` bytes, identity-mapped, never freed: ours for
+    // 'static; zeroed before the slice is made.
+    unsafe {
+        core::ptr::write_bytes(pfn.addr() as *mut u8, 0, len);
+        Some(core::slice::from_raw_parts_mut(pfn.addr() as *mut u8, len))
+    }
 }
 
 // SAFETY: dma_alloc returns zeroed, page-aligned, physically contiguous memory (one buddy block)

@@ -4,23 +4,18 @@
 
 use crate::dataplane::nf::builtin::{AclTable, ACL};
 use core::sync::atomic::AtomicU64;
-use mm::{Zone, PAGE_SIZE};
+use mm::Zone;
 use netstack::acl::{Acl, Entry, Group, Storage, Tuple};
 
-/// `n` values `init` in a zone block kept for the kernel's life; `None` when the zone has no
-/// block that large.
+/// `n` values `init` in a zone block kept for the kernel's life (`mem::alloc_forever`);
+/// `None` when the zone has no block that large.
 fn carve<T: Copy>(zone: &Zone, n: usize, init: T) -> Option<&'static mut [T]> {
-    let bytes = (n * core::mem::size_of::<T>()).max(1);
-    let order = bytes
-        .div_ceil(PAGE_SIZE)
-        .next_power_of_two()
-        .trailing_zeros() as usize;
-    let pfn = zone.alloc_pages(order)?;
-    let p = pfn.addr() as *mut T;
+    let block = crate::mem::alloc_forever(zone, n * core::mem::size_of::<T>())?;
+    let p = block.as_mut_ptr().cast::<T>();
     for i in 0..n {
-        // SAFETY: a fresh buddy block of `PAGE_SIZE << order` >= `n * size_of::<T>()` bytes,
-        // identity-mapped and page-aligned (so aligned for `T`), ours alone: every element is
-        // written once before the slice is made.
+        // SAFETY: the block holds at least `n * size_of::<T>()` bytes, is page-aligned (so
+        // aligned for `T`) and ours alone: every element is written once before the slice is
+        // made.
         unsafe { p.add(i).write(init) };
     }
     // SAFETY: `n` initialised `T`s in the block above, never freed: ours for 'static.

@@ -81,14 +81,18 @@ impl Acl {
 }
 
 /// The 5-tuple of `pkt`, when it is IPv4: ports from its TCP or UDP header when it is a first
-/// (or only) fragment, else 0 (a later fragment carries no transport header).
+/// (or only) fragment, else 0 (a later fragment carries no transport header). The ports are
+/// the first four bytes of either header (RFC 768, RFC 9293 §3.1), read from the one IPv4 view.
 #[inline(always)]
 fn five_tuple(pkt: &Packet<'_>) -> Option<FiveTuple> {
     let ip = pkt.ipv4()?;
     let proto = u8::from(ip.next_header());
-    let (sport, dport) = match proto {
-        IPPROTO_UDP => pkt.udp().map_or((0, 0), |u| (u.src_port(), u.dst_port())),
-        IPPROTO_TCP => pkt.tcp().map_or((0, 0), |t| (t.src_port(), t.dst_port())),
+    let ports = (proto == IPPROTO_UDP || proto == IPPROTO_TCP) && ip.frag_offset() == 0;
+    let (sport, dport) = match ip.payload().first_chunk::<4>() {
+        Some(p) if ports => (
+            u16::from_be_bytes([p[0], p[1]]),
+            u16::from_be_bytes([p[2], p[3]]),
+        ),
         _ => (0, 0),
     };
     Some(FiveTuple {

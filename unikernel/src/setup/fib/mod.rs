@@ -15,6 +15,10 @@
 //! routing core saw it, the old FIB is retired, also in bounded steps ([`retire`]): all its
 //! vmap ranges unmapped into one flush batch, one shootdown to the routing cores, then its
 //! frames freed and its ranges released. FIB records live in a fixed pool of slots (no heap).
+//!
+//! Past ~800 lines because the boot build, the console's changes, the live reload's stepped
+//! build, publish and retirement, and the `PUT /routes` path all act on the one published FIB
+//! and its slot pool (the build steps and retirement have files of their own).
 
 // Boot-time errors carry their context as text (no heap to box it in); they are returned once,
 // printed and fatal, so their size does not matter.
