@@ -13,6 +13,7 @@
 pub mod bundle;
 pub mod keys;
 pub mod merge;
+pub mod nf_keys;
 
 use crate::router::{parse_route, Ipv4Net, ParseError};
 use crate::MacAddr;
@@ -550,7 +551,7 @@ impl Default for Config {
 }
 
 /// The [`ConfigError`] of key `key`'s parser refusing `value` with `e`.
-fn key_error<'a>(key: &'a str, value: &'a str, e: keys::KeyError) -> ConfigError<'a> {
+pub(crate) fn key_error<'a>(key: &'a str, value: &'a str, e: keys::KeyError) -> ConfigError<'a> {
     match e {
         keys::KeyError::Expected(expected) => ConfigError::BadValue {
             key,
@@ -587,6 +588,32 @@ pub enum ConfigError<'a> {
         /// The mode in force.
         mode: Mode,
     },
+    /// A stock network function's key (`peer0`, `route`, …) in an image of one's own, whose
+    /// network function it does not configure: refused, not ignored.
+    StockKey {
+        /// The key.
+        key: &'a str,
+        /// The stock image's modes whose network function owns it.
+        modes: &'static [Mode],
+        /// The image's network function.
+        nf: &'static str,
+    },
+    /// A key the image's network function declares that is also one of the kernel's (the
+    /// NF's table is wrong; the kernel's key would win).
+    NfKeyShadowed {
+        /// The key.
+        key: &'static str,
+        /// The network function that declares it.
+        nf: &'static str,
+    },
+    /// The network function's own tokens together pass `max` bytes
+    /// ([`nf_keys::NF_ARGS_MAX`]); `key` is the first that did not fit.
+    TooLong {
+        /// The key.
+        key: &'a str,
+        /// The limit, in bytes.
+        max: usize,
+    },
     /// A key the chosen mode needs was not given (e.g. `ip0` with `mode=router`).
     Missing {
         /// The missing key.
@@ -616,7 +643,11 @@ impl ConfigError<'_> {
             ConfigError::NotKeyValue(k) | ConfigError::UnknownKey(k) | ConfigError::Repeated(k) => {
                 Some(k)
             }
-            ConfigError::Misplaced { key, .. } | ConfigError::BadValue { key, .. } => Some(key),
+            ConfigError::Misplaced { key, .. }
+            | ConfigError::BadValue { key, .. }
+            | ConfigError::StockKey { key, .. }
+            | ConfigError::TooLong { key, .. } => Some(key),
+            ConfigError::NfKeyShadowed { key, .. } => Some(key),
             ConfigError::Missing { key, .. } => Some(key),
             ConfigError::TooManyRoutes => Some("route"),
             ConfigError::TooManyMmioDevices => Some("virtio_mmio.device"),
@@ -642,6 +673,19 @@ impl core::fmt::Display for ConfigError<'_> {
                 keys::write_modes(f, modes)?;
                 write!(f, ", not mode={}", mode.as_str())
             }
+            ConfigError::StockKey { key, modes, nf } => {
+                write!(f, "key `{key}` belongs to the stock image's ")?;
+                keys::write_modes(f, modes)?;
+                write!(f, "; this image runs `{nf}`")
+            }
+            ConfigError::NfKeyShadowed { key, nf } => write!(
+                f,
+                "network function `{nf}` declares key `{key}`, which is the kernel's"
+            ),
+            ConfigError::TooLong { key, max } => write!(
+                f,
+                "key `{key}`: the network function's keys pass {max} bytes in all"
+            ),
             ConfigError::Repeated(k) => write!(f, "key `{k}` given more than once"),
             ConfigError::Missing { key, because } => {
                 write!(f, "key `{key}` is required {because}")
@@ -737,6 +781,23 @@ impl Config {
     /// value, a network function's key under another mode, too many of a repeatable key, or a
     /// key another needs missing.
     pub fn parse(cmdline: &str) -> Result<Config, ConfigError<'_>> {
+        Config::parse_with::<()>(cmdline, None).map(|(cfg, _)| cfg)
+    }
+
+    /// [`Config::parse`] with `other` asked first about every `key=value` token (its index,
+    /// the token, the key, the value and the key's owner among the kernel's tables, if any):
+    /// `Ok(true)` when it took the token (a key of the image's own network function), `Ok(false)`
+    /// to parse it as the kernel's, or its error.
+    fn parse_tokens<'a>(
+        cmdline: &'a str,
+        mut other: impl FnMut(
+            usize,
+            &'a str,
+            &'a str,
+            &'a str,
+            Option<keys::Owner>,
+        ) -> Result<bool, ConfigError<'a>>,
+    ) -> Result<Config, ConfigError<'a>> {
         let mut cfg = Config::default();
         let mut seen = [false; keys::KEY_COUNT];
         // The mode first: the first `mode=` token (a second one is refused below).
@@ -747,9 +808,13 @@ impl Config {
             let (_, k, _) = keys::lookup("mode").expect("the kernel owns `mode`");
             (k.parse)(&mut cfg, v).map_err(|e| key_error("mode", v, e))?;
         }
-        for tok in cmdline.split_ascii_whitespace() {
+        for (i, tok) in cmdline.split_ascii_whitespace().enumerate() {
             let (key, value) = tok.split_once('=').ok_or(ConfigError::NotKeyValue(tok))?;
-            let (idx, k, owner) = keys::lookup(key).ok_or(ConfigError::UnknownKey(key))?;
+            let found = keys::lookup(key);
+            if other(i, tok, key, value, found.map(|(_, _, owner)| owner))? {
+                continue;
+            }
+            let (idx, k, owner) = found.ok_or(ConfigError::UnknownKey(key))?;
             if core::mem::replace(&mut seen[idx], true) && !k.repeat {
                 return Err(ConfigError::Repeated(key));
             }

@@ -1,7 +1,8 @@
 //! An appliance on Gannet: one network function, `PortFilter`, on every forwarding core.
 //!
-//! It drops UDP and TCP to one destination port (`BLOCKED_PORT`, 5000) and forwards every other
-//! frame, unchanged, out of the pair's other port (as the stock `io` mode does). The kernel
+//! It drops UDP and TCP to one destination port (`blocked_port=` on the kernel command line,
+//! default 5000) and forwards every other frame, unchanged, out of the pair's other port (as
+//! the stock `io` mode does). The kernel
 //! keeps what an appliance needs around it: the boot, the ports, the page pools, the console
 //! and `STATS` (`nf.dropped` counts this NF's drops), the management plane with `ip0=`/`ip1=`
 //! (its frames never reach the NF), and `quit`.
@@ -17,24 +18,43 @@
 #![cfg_attr(target_os = "none", no_main)]
 
 use netstack::MacAddr;
-use unikernel::dataplane::nf::{NetworkFunction, Packet, Verdict};
+use unikernel::dataplane::nf::{KeyError, NetworkFunction, NfKey, Packet, Verdict};
 
-/// The destination port whose UDP and TCP frames are dropped.
-const BLOCKED_PORT: u16 = 5000;
+/// The destination port whose UDP and TCP frames are dropped, unless `blocked_port=` says.
+const DEFAULT_BLOCKED_PORT: u16 = 5000;
 
-/// Drops UDP and TCP to [`BLOCKED_PORT`], forwards the rest; counts both.
-#[derive(Default)]
+/// The NF's command-line keys: `blocked_port=N` (0..=65535).
+const KEYS: &[NfKey<PortFilter>] = &[NfKey::new("blocked_port", |f, v| {
+    f.blocked = v
+        .parse()
+        .map_err(|_| KeyError::Expected("a port number in 0..=65535"))?;
+    Ok(())
+})];
+
+/// Drops UDP and TCP to one destination port, forwards the rest; counts both.
 pub struct PortFilter {
+    /// The destination port dropped.
+    pub blocked: u16,
     /// Frames dropped (per core).
     pub dropped: u64,
     /// Frames forwarded (per core).
     pub forwarded: u64,
 }
 
+impl Default for PortFilter {
+    fn default() -> Self {
+        PortFilter {
+            blocked: DEFAULT_BLOCKED_PORT,
+            dropped: 0,
+            forwarded: 0,
+        }
+    }
+}
+
 impl PortFilter {
     /// The verdict for a frame whose destination port is `dport` (`None`: not UDP or TCP).
     fn decide(&mut self, dport: Option<u16>) -> Verdict {
-        if dport == Some(BLOCKED_PORT) {
+        if dport == Some(self.blocked) {
             self.dropped += 1;
             Verdict::Drop
         } else {
@@ -48,6 +68,10 @@ impl NetworkFunction for PortFilter {
     const NAME: &'static str = "port_filter";
     // Never keeps a frame nor gives one to the management plane itself.
     const TAKES: bool = false;
+
+    fn keys() -> &'static [NfKey<Self>] {
+        KEYS
+    }
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
@@ -92,9 +116,12 @@ mod tests {
     #[test]
     fn the_blocked_port_is_dropped_and_counted() {
         let mut f = PortFilter::default();
-        assert_eq!(f.decide(Some(BLOCKED_PORT)), Verdict::Drop);
+        assert_eq!(f.decide(Some(DEFAULT_BLOCKED_PORT)), Verdict::Drop);
         assert_eq!(f.decide(Some(80)), Verdict::Forward);
         assert_eq!(f.decide(None), Verdict::Forward);
         assert_eq!((f.dropped, f.forwarded), (1, 2));
+        (KEYS[0].parse)(&mut f, "80").unwrap();
+        assert_eq!(f.decide(Some(80)), Verdict::Drop);
+        assert!((KEYS[0].parse)(&mut f, "http").is_err());
     }
 }

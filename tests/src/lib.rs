@@ -570,6 +570,18 @@ pub fn boot_failing_memory(append: &str, memory: &str) -> (GuestExit, Vec<String
     boot_failing_cfg(cfg, dir)
 }
 
+/// [`boot_failing`] of the image at `image` (an appliance of one's own), two NICs.
+pub fn boot_failing_image(image: &Path, append: &str) -> (GuestExit, Vec<String>) {
+    let dir = TestDir::new();
+    let cfg = GuestConfig {
+        image: image.to_path_buf(),
+        dgram_dir: dir.path().to_path_buf(),
+        append: append.to_string(),
+        ..GuestConfig::default()
+    };
+    boot_failing_cfg(cfg, dir)
+}
+
 /// [`boot_failing`] loaded by `boot` (e.g. [`Boot::Microvm`]) with `extra_args`.
 pub fn boot_failing_on(
     boot: Boot,

@@ -2,8 +2,9 @@
 //! into its own image and booted. The template (`template/`) is copied as `cargo xtask new`
 //! does it into a temporary directory, built warm (the workspace's target directory, the same
 //! target flags, profile and lock file: only the appliance crate itself compiles), booted, and
-//! fed real frames: its NF drops UDP to port 5000 and forwards the rest; then priced by
-//! `bench sim` on the frame its `bench_frames` builds.
+//! fed real frames: its NF drops UDP to the port its own key `blocked_port=` names and forwards
+//! the rest; a bad value of that key, and a stock NF's key, stop the boot naming the key; then
+//! priced by `bench sim` on the frame its `bench_frames` builds.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,8 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
         "appliance: built warm in {:.1} s",
         t0.elapsed().as_secs_f64()
     );
-    let mut rig = Rig::start_image(&image, "", gen_count(1, 64, false));
+    // The NF's own key (issue 33 item 4): 6000 blocked instead of the default 5000.
+    let mut rig = Rig::start_image(&image, "blocked_port=6000", gen_count(1, 64, false));
     assert!(
         rig.guest
             .lines()
@@ -53,13 +55,13 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
             got.push(f);
         }
     }
-    // Nothing more comes: the ten frames to port 5000 were dropped.
+    // Nothing more comes: the ten frames to port 6000 were dropped.
     while let Some(f) = p1.recv_timeout(Duration::from_millis(300)) {
         got.push(f);
     }
     assert_eq!(got.len(), 10, "{}", rig.tail());
     assert!(
-        got.iter().all(|f| f[12..] == frame(6000)[12..]),
+        got.iter().all(|f| f[12..] == frame(5000)[12..]),
         "{}",
         rig.tail()
     );
@@ -67,6 +69,33 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
     assert_eq!(s.nf.dropped, 10, "{s}");
     assert_eq!(s.ports[1].tx, 10, "{s}");
     assert_no_leak(&s);
+
+    // Its keys are checked at boot like the kernel's: named errors, no forwarding.
+    for (append, want) in [
+        (
+            "blocked_port=http",
+            "bad value `http` for key `blocked_port`: expected a port number in 0..=65535",
+        ),
+        (
+            "blocked_port=1 blocked_port=2",
+            "key `blocked_port` given more than once",
+        ),
+        (
+            "peer0=02:00:00:00:00:aa",
+            "key `peer0` belongs to the stock image's mode=l2; this image runs `port_filter`",
+        ),
+        ("blocked=1", "(port_filter's keys: blocked_port)"),
+    ] {
+        let (exit, lines) = boot_failing_image(&image, append);
+        let log = lines.join("\n");
+        assert_eq!(exit, GuestExit::GuestFailure, "{append}: {log}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(qemu::CONFIG_ERROR_MARKER) && l.contains(want)),
+            "{append}: no `{want}`:\n{log}"
+        );
+    }
 
     // `bench sim --image`: the NF priced on its own frame (its `bench_frames`), every frame
     // forwarded as it said.

@@ -14,6 +14,11 @@ use crate::dataplane::nf::builtin::{Acl, ACL};
 use crate::dataplane::nf::NetworkFunction;
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
+use netstack::config::nf_keys::{apply, NfArgs, NfKeys};
+
+/// The tokens of the image's own network function's keys ([`NetworkFunction::keys`]), set
+/// once by the boot's [`Appliance::parse_config`] for every core's [`Appliance::new_core`].
+static NF_ARGS: spin::Once<NfArgs> = spin::Once::new();
 
 /// What a forwarding core runs, with its per-core state.
 pub trait Appliance: 'static {
@@ -29,6 +34,21 @@ pub trait Appliance: 'static {
     fn label(cfg: &netstack::Config) -> &'static str {
         let _ = cfg;
         Self::NAME
+    }
+    /// The kernel command line parsed for this image (`cmdline`: the loader's line with
+    /// fw_cfg's keys laid over it): [`netstack::Config::parse`] (the stock image), or with a
+    /// network function's own keys ([`NetworkFunction::KEYS`]).
+    ///
+    /// # Errors
+    /// The [`netstack::ConfigError`] naming the key.
+    fn parse_config(cmdline: &str) -> Result<netstack::Config, netstack::ConfigError<'_>> {
+        netstack::Config::parse(cmdline)
+    }
+    /// After an unknown key's error: the keys of the image's own network function, as
+    /// ` (NAME's keys: a b)`; nothing when it has none (the default).
+    fn write_nf_keys(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let _ = f;
+        Ok(())
     }
     /// The state for `core` (its pair number and configuration are there), once the core's
     /// ports are up.
@@ -112,8 +132,41 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
     type PerCore = F;
     const NAME: &'static str = F::NAME;
 
-    fn new_core<P: Platform>(_core: &Core<P>) -> F {
-        F::default()
+    fn parse_config(cmdline: &str) -> Result<netstack::Config, netstack::ConfigError<'_>> {
+        // The values are checked on a throwaway instance; each core applies them to its own.
+        let mut probe = F::default();
+        let keys = NfKeys {
+            nf: F::NAME,
+            keys: F::keys(),
+            state: &mut probe,
+        };
+        let (cfg, args) = netstack::Config::parse_with(cmdline, Some(keys))?;
+        NF_ARGS.call_once(|| args);
+        Ok(cfg)
+    }
+
+    fn write_nf_keys(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if F::keys().is_empty() {
+            return Ok(());
+        }
+        write!(f, " ({}'s keys:", F::NAME)?;
+        for k in F::keys() {
+            write!(f, " {}", k.name)?;
+        }
+        write!(f, ")")
+    }
+
+    /// `F::default()` with the NF's keys of the command line applied ([`NF_ARGS`], accepted
+    /// at boot by [`Appliance::parse_config`]).
+    fn new_core<P: Platform>(core: &Core<P>) -> F {
+        let mut nf = F::default();
+        let args = NF_ARGS.get().map_or("", |a| a.as_str());
+        if let Err(e) = apply(args, F::keys(), &mut nf) {
+            // Not reached: the boot's parse applied the same tokens to an instance of the same
+            // type. Said, not hidden, if an NF's parser depends on more than its value.
+            log::warn!("{}: core {}: {e}", F::NAME, core.pair());
+        }
+        nf
     }
 
     #[inline(always)]

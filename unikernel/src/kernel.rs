@@ -34,6 +34,7 @@ use crate::arch::phases::{self, Phase};
 use crate::arch::{apic, boot as entry, multiboot2, pvh, serial, time, trap};
 use crate::println;
 use crate::{arch, control, guard, mem, percpu, run, smp, tlb, tlbtest};
+use core::marker::PhantomData;
 use log::{info, LevelFilter};
 use netstack::{Config, LogLevel};
 
@@ -71,7 +72,7 @@ pub fn start<A: Appliance>(start_info: u32, entry_tsc: u64) -> ! {
             Err(e) => fail(format_args!("boot info error (multiboot2): {e:?}")),
         }
     };
-    let (cfg, overlay) = read_config(&boot);
+    let (cfg, overlay) = read_config::<A>(&boot);
     if let Err(e) = control::faults::check(&cfg) {
         fail(format_args!("config error: key `fault`: {e}"));
     }
@@ -125,7 +126,9 @@ pub fn start<A: Appliance>(start_info: u32, entry_tsc: u64) -> ! {
 /// command line, parsed once; `debug_exit` set from it first (so a configuration error leaves
 /// through isa-debug-exit too). Returns it and the fw_cfg keys (empty without them). An error
 /// stops the boot naming the key, and fw_cfg when the key came from there.
-fn read_config(boot: &pvh::BootInfo) -> (Config, heapless::String<{ pvh::MAX_CMDLINE }>) {
+fn read_config<A: Appliance>(
+    boot: &pvh::BootInfo,
+) -> (Config, heapless::String<{ pvh::MAX_CMDLINE }>) {
     // This instance's keys from fw_cfg (`opt/gannet/cmdline`), laid over the loader's line.
     let overlay = fw_cfg_cmdline();
     let mut merged: heapless::String<{ pvh::MAX_CMDLINE }> = heapless::String::new();
@@ -142,22 +145,48 @@ fn read_config(boot: &pvh::BootInfo) -> (Config, heapless::String<{ pvh::MAX_CMD
             .split_ascii_whitespace()
             .any(|w| w == "debug_exit=on"),
     );
-    let cfg = match Config::parse(&merged) {
+    let cfg = match A::parse_config(&merged) {
         Ok(c) => c,
         Err(e) => {
             let from = e
                 .key()
                 .and_then(|k| netstack::config::merge::source_of(k, &boot.cmdline, &overlay));
+            // An unknown key: the image's own network function's keys too.
+            let nf_keys = matches!(e, netstack::ConfigError::UnknownKey(_))
+                .then_some(NfKeysOf::<A>(PhantomData));
+            let nf_keys = OptDisplay(nf_keys.as_ref());
             match from {
                 Some(netstack::config::merge::Source::Overlay) => fail(format_args!(
-                    "config error: {e} (from fw_cfg {})",
+                    "config error: {e}{nf_keys} (from fw_cfg {})",
                     crate::arch::fw_cfg::CMDLINE
                 )),
-                _ => fail(format_args!("config error: {e}")),
+                _ => fail(format_args!("config error: {e}{nf_keys}")),
             }
         }
     };
     (cfg, overlay)
+}
+
+/// The keys of `A`'s own network function, after an unknown key's error
+/// ([`Appliance::write_nf_keys`]).
+struct NfKeysOf<A>(PhantomData<A>);
+
+impl<A: Appliance> core::fmt::Display for NfKeysOf<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        A::write_nf_keys(f)
+    }
+}
+
+/// A value written if there is one, nothing otherwise.
+struct OptDisplay<'a, T>(Option<&'a T>);
+
+impl<T: core::fmt::Display> core::fmt::Display for OptDisplay<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(t) => t.fmt(f),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The routes and rules files from the appliance's files: fw_cfg's [`crate::arch::fw_cfg::BUNDLE`] when

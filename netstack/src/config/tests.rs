@@ -615,3 +615,100 @@ fn keys_belong_to_their_owner() {
         }
     }
 }
+
+/// An image's own network function for the tests of [`nf_keys`]: a port and a list of
+/// addresses.
+#[derive(Default, Debug)]
+struct Filter {
+    port: u16,
+    allow: std::vec::Vec<std::string::String>,
+}
+
+const FILTER_KEYS: &[nf_keys::NfKey<Filter>] = &[
+    nf_keys::NfKey::new("blocked_port", |f, v| {
+        f.port = v
+            .parse()
+            .map_err(|_| keys::KeyError::Expected("a port number in 0..=65535"))?;
+        Ok(())
+    }),
+    nf_keys::NfKey::repeated("allow", |f, v| {
+        f.allow.push(v.to_string());
+        Ok(())
+    }),
+];
+
+fn parse_filter(line: &str) -> Result<(Config, nf_keys::NfArgs, Filter), ConfigError<'_>> {
+    let mut f = Filter::default();
+    let keys = nf_keys::NfKeys {
+        nf: "filter",
+        keys: FILTER_KEYS,
+        state: &mut f,
+    };
+    let (c, args) = Config::parse_with(line, Some(keys))?;
+    Ok((c, args, f))
+}
+
+/// Issue 33 item 4: an image's own network function declares its keys; the kernel parses its
+/// own, checks the NF's by name (unknown, repeated, bad value: each named) and keeps the NF's
+/// tokens for every core to apply.
+#[test]
+fn a_network_function_declares_its_own_keys() {
+    let (c, args, f) =
+        parse_filter("burst=8 blocked_port=5001 allow=a allow=b tlb=immediate").unwrap();
+    assert_eq!((c.burst, c.tlb), (8, TlbMode::Immediate));
+    assert_eq!((f.port, f.allow.len()), (5001, 2));
+    assert_eq!(args.as_str(), "blocked_port=5001 allow=a allow=b");
+    // What a core does with them: the same values on a fresh NF.
+    let mut g = Filter::default();
+    nf_keys::apply(&args, FILTER_KEYS, &mut g).unwrap();
+    assert_eq!((g.port, g.allow), (5001, f.allow));
+    // Named errors.
+    let e = parse_filter("blocked_port=http").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "bad value `http` for key `blocked_port`: expected a port number in 0..=65535"
+    );
+    assert_eq!(
+        parse_filter("blocked_port=1 blocked_port=2").unwrap_err(),
+        ConfigError::Repeated("blocked_port")
+    );
+    assert_eq!(
+        parse_filter("blocked=1").unwrap_err(),
+        ConfigError::UnknownKey("blocked")
+    );
+    // The stock NFs' keys configure nothing here: refused by name; the kernel's stay.
+    let e = parse_filter("mode=l2 peer0=02:00:00:00:00:aa").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "key `peer0` belongs to the stock image's mode=l2; this image runs `filter`"
+    );
+    assert!(parse_filter("mode=io ip0=10.0.0.1/24 mgmt=ip0").is_ok());
+    // The stock image does not know the NF's keys.
+    assert_eq!(
+        Config::parse("blocked_port=1").unwrap_err(),
+        ConfigError::UnknownKey("blocked_port")
+    );
+    let (_, args) = Config::parse_with::<Filter>("burst=8", None).unwrap();
+    assert_eq!(args.as_str(), "");
+    // Too many tokens for the core's copy: named.
+    let long = std::format!("allow={}", "x".repeat(nf_keys::NF_ARGS_MAX));
+    assert!(matches!(
+        parse_filter(&long).unwrap_err(),
+        ConfigError::TooLong { key: "allow", .. }
+    ));
+    // An NF key that is the kernel's: its table is wrong, said at boot.
+    const SHADOW: &[nf_keys::NfKey<Filter>] = &[nf_keys::NfKey::new("burst", |_, _| Ok(()))];
+    let mut f = Filter::default();
+    let keys = nf_keys::NfKeys {
+        nf: "filter",
+        keys: SHADOW,
+        state: &mut f,
+    };
+    assert_eq!(
+        Config::parse_with("", Some(keys)).unwrap_err(),
+        ConfigError::NfKeyShadowed {
+            key: "burst",
+            nf: "filter"
+        }
+    );
+}

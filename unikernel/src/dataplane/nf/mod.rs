@@ -45,6 +45,8 @@ mod shared;
 mod steer;
 
 pub use super::nf_side::{NfCounters, MAX_TAKEN};
+pub use netstack::config::keys::KeyError;
+pub use netstack::config::nf_keys::NfKey;
 pub use ops::Ctx;
 pub use packet::{Held, Packet};
 pub use shared::{Reader, Retiring, Shared};
@@ -131,6 +133,44 @@ pub trait NetworkFunction {
     /// Every 10 ms, busy or idle (`now_ns`: [`Ctx::now_ns`]): timers. Default: nothing.
     fn tick<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         let _ = ctx;
+    }
+
+    /// The command-line keys this NF owns (an image of one's own, [`crate::main!`]): each
+    /// parses its value into the NF. The kernel checks them at boot (an unknown key, a repeat
+    /// or a bad value stops the boot naming the key, as the kernel's own keys do) and every
+    /// forwarding core applies them, in order, to its `Default` instance before its first
+    /// frame. Default: none. A name that is one of the kernel's keys is refused at boot.
+    ///
+    /// ```
+    /// use unikernel::dataplane::nf::{KeyError, NetworkFunction, NfKey, Packet, Verdict};
+    ///
+    /// #[derive(Default)]
+    /// struct DropUdpPort(u16);
+    ///
+    /// /// `blocked_port=N`: the UDP destination port dropped.
+    /// const KEYS: &[NfKey<DropUdpPort>] = &[NfKey::new("blocked_port", |nf, v| {
+    ///     nf.0 = v.parse().map_err(|_| KeyError::Expected("a port in 0..=65535"))?;
+    ///     Ok(())
+    /// })];
+    ///
+    /// impl NetworkFunction for DropUdpPort {
+    ///     const NAME: &'static str = "drop_udp_port";
+    ///     fn keys() -> &'static [NfKey<Self>] {
+    ///         KEYS
+    ///     }
+    ///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+    ///         match pkt.udp() {
+    ///             Some(udp) if udp.dst_port() == self.0 => Verdict::Drop,
+    ///             _ => Verdict::Forward,
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    fn keys() -> &'static [NfKey<Self>]
+    where
+        Self: Sized + 'static,
+    {
+        &[]
     }
 
     /// The deterministic benchmark's frame (`cargo xtask bench sim --image`): write the frame

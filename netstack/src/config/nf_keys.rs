@@ -1,0 +1,191 @@
+//! A network function's own command-line keys: what an image of one's own
+//! (`unikernel::main!(MyNf)`) accepts beyond the kernel's keys.
+//!
+//! The NF declares a table of [`NfKey`]s (`NetworkFunction::KEYS` in the unikernel's NF API),
+//! each with its own parser that stores the value in the NF's per-core state. At boot the kernel
+//! parses the whole line once with [`Config::parse_with`], which checks the NF's keys by name
+//! after its own (an unknown key, a repeat, a bad value is a [`ConfigError`] naming the key,
+//! before any core starts) and returns the NF's tokens ([`NfArgs`]); each forwarding core then
+//! makes its NF and applies those tokens to it with [`apply`], which cannot fail once the boot's
+//! parse passed. (They are kept beside the [`Config`], not in it: the configuration is part of
+//! every core's state, whose layout the per-frame loops' code depends on.)
+//!
+//! In an image of one's own, the stock network functions' keys (`peer0`, `route`, …) configure
+//! nothing and are refused by name ([`ConfigError::StockKey`]); `mode=` stays (it picks the
+//! deterministic benchmark's default frames).
+
+use super::keys::{self, KeyError};
+use super::{key_error, Config, ConfigError};
+
+/// Longest [`NfArgs`] (bytes).
+pub const NF_ARGS_MAX: usize = 1024;
+
+/// The tokens (`key=value`, space-separated, in order) of the keys the image's own network
+/// function declares, for each forwarding core to [`apply`] to its NF.
+pub type NfArgs = heapless::String<NF_ARGS_MAX>;
+
+/// One key a network function declares: its name (as written before `=`), whether it may
+/// repeat, and its parser, which stores the value in the NF's state `C` (the NF itself) or
+/// says what the key takes ([`KeyError::Expected`]).
+///
+/// ```
+/// use netstack::config::keys::KeyError;
+/// use netstack::config::nf_keys::NfKey;
+///
+/// struct Filter { port: u16 }
+/// const KEYS: &[NfKey<Filter>] = &[NfKey::new("blocked_port", |f, v| {
+///     f.port = v.parse().map_err(|_| KeyError::Expected("a port number in 0..=65535"))?;
+///     Ok(())
+/// })];
+/// # let mut f = Filter { port: 0 };
+/// # (KEYS[0].parse)(&mut f, "5000").unwrap();
+/// # assert_eq!(f.port, 5000);
+/// ```
+pub struct NfKey<C: ?Sized> {
+    /// The key as written before `=`: lowercase `[a-z0-9_.]`, not one of the kernel's keys.
+    pub name: &'static str,
+    /// May appear more than once (the parser then sees each value in order).
+    pub repeat: bool,
+    /// Store `value` in the NF's state, or say why not.
+    pub parse: fn(&mut C, &str) -> Result<(), KeyError>,
+}
+
+impl<C: ?Sized> Clone for NfKey<C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: ?Sized> Copy for NfKey<C> {}
+
+impl<C: ?Sized> NfKey<C> {
+    /// A key given at most once.
+    pub const fn new(name: &'static str, parse: fn(&mut C, &str) -> Result<(), KeyError>) -> Self {
+        NfKey {
+            name,
+            repeat: false,
+            parse,
+        }
+    }
+
+    /// A key that may be given several times.
+    pub const fn repeated(
+        name: &'static str,
+        parse: fn(&mut C, &str) -> Result<(), KeyError>,
+    ) -> Self {
+        NfKey {
+            name,
+            repeat: true,
+            parse,
+        }
+    }
+}
+
+/// The image's network function for [`Config::parse_with`]: its name (for errors), its keys
+/// and a state to check their values against (the boot's parse checks them on a throwaway
+/// instance; every core applies them to its own with [`apply`]).
+pub struct NfKeys<'n, C: ?Sized> {
+    /// The NF's name (`NetworkFunction::NAME`).
+    pub nf: &'static str,
+    /// Its keys.
+    pub keys: &'n [NfKey<C>],
+    /// The state the values are parsed into.
+    pub state: &'n mut C,
+}
+
+/// Apply the NF keys of `args` (whitespace-separated `key=value` tokens; others are skipped)
+/// to `state`, in order: what a forwarding core does with the [`NfArgs`] once
+/// [`Config::parse_with`] accepted them.
+///
+/// # Errors
+/// [`ConfigError::BadValue`] (or `Repeated`) naming the first key its parser refuses.
+pub fn apply<'a, C: ?Sized>(
+    args: &'a str,
+    keys: &[NfKey<C>],
+    state: &mut C,
+) -> Result<(), ConfigError<'a>> {
+    for (i, tok) in args.split_ascii_whitespace().enumerate() {
+        let Some((key, value)) = tok.split_once('=') else {
+            continue;
+        };
+        let Some(k) = keys.iter().find(|k| k.name == key) else {
+            continue;
+        };
+        if !k.repeat && given_before(args, i, key) {
+            return Err(ConfigError::Repeated(key));
+        }
+        (k.parse)(state, value).map_err(|e| key_error(key, value, e))?;
+    }
+    Ok(())
+}
+
+/// Whether one of the first `n` tokens of `line` is key `key`.
+fn given_before(line: &str, n: usize, key: &str) -> bool {
+    line.split_ascii_whitespace()
+        .take(n)
+        .any(|t| t.split_once('=').map(|(k, _)| k) == Some(key))
+}
+
+impl Config {
+    /// [`Config::parse`] for an image whose network function has keys of its own (`nf`): a
+    /// key the kernel does not know is looked up among the NF's keys, parsed into `nf.state`
+    /// and kept in the [`NfArgs`] returned beside the configuration; the stock network
+    /// functions' keys are refused. `None` is the stock image ([`Config::parse`]: no
+    /// arguments).
+    ///
+    /// # Errors
+    /// As [`Config::parse`], and [`ConfigError::StockKey`] for a stock NF's key in an image
+    /// of one's own, [`ConfigError::NfKeyShadowed`] for an NF key the kernel owns, and
+    /// [`ConfigError::TooLong`] when the NF's tokens pass [`NF_ARGS_MAX`].
+    pub fn parse_with<'a, C: ?Sized>(
+        cmdline: &'a str,
+        nf: Option<NfKeys<'_, C>>,
+    ) -> Result<(Config, NfArgs), ConfigError<'a>> {
+        if let Some(nf) = &nf {
+            if let Some(k) = nf.keys.iter().find(|k| keys::lookup(k.name).is_some()) {
+                return Err(ConfigError::NfKeyShadowed {
+                    key: k.name,
+                    nf: nf.nf,
+                });
+            }
+        }
+        let mut nf = nf;
+        let mut args = NfArgs::new();
+        let cfg = Config::parse_tokens(cmdline, |i, tok, key, value, owner| {
+            let Some(nf) = nf.as_mut() else {
+                return match owner {
+                    Some(_) => Ok(false),
+                    None => Err(ConfigError::UnknownKey(key)),
+                };
+            };
+            match owner {
+                Some(keys::Owner::Kernel) => Ok(false),
+                Some(keys::Owner::Nf(modes)) => Err(ConfigError::StockKey {
+                    key,
+                    modes,
+                    nf: nf.nf,
+                }),
+                None => {
+                    let k = nf
+                        .keys
+                        .iter()
+                        .find(|k| k.name == key)
+                        .ok_or(ConfigError::UnknownKey(key))?;
+                    if !k.repeat && given_before(cmdline, i, key) {
+                        return Err(ConfigError::Repeated(key));
+                    }
+                    (k.parse)(nf.state, value).map_err(|e| key_error(key, value, e))?;
+                    let sep = if args.is_empty() { "" } else { " " };
+                    args.push_str(sep)
+                        .and_then(|()| args.push_str(tok))
+                        .map_err(|_| ConfigError::TooLong {
+                            key,
+                            max: NF_ARGS_MAX,
+                        })?;
+                    Ok(true)
+                }
+            }
+        })?;
+        Ok((cfg, args))
+    }
+}
