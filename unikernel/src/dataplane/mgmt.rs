@@ -277,4 +277,46 @@ impl<P: Platform> Core<P> {
         self.flush_all();
         self.kick_all();
     }
+
+    /// Whether a frame received on local port `p` reaches the management plane from this
+    /// core: it runs here on that port, or on core 0 for that port (handed over).
+    pub(crate) fn mgmt_serves(&self, p: usize) -> bool {
+        self.mgmt().is_some_and(|m| m.port() == p) || self.mgmt.remote == Some(p)
+    }
+
+    /// A multi-page frame of `len` bytes received on local port `p` for the management plane
+    /// (`first`, then the stash's `rest`): made linear here when the management plane runs on
+    /// this core and port, handed to core 0 with all its pages when it runs there, else
+    /// dropped. Every page goes back to its pool or on with the hand-off.
+    pub(crate) fn multi_to_mgmt(&mut self, p: usize, first: PageBuf, rest: &[Pfn], len: usize) {
+        let mut pages: heapless::Vec<PageBuf, 4> = heapless::Vec::new();
+        let _ = pages.push(first);
+        for &pfn in rest {
+            // SAFETY: a page of this frame, kept in the stash since the burst; nobody else
+            // holds it. At most 3 (the stash's bound): fits.
+            let _ = pages.push(unsafe { self.pages.adopt(pfn) });
+        }
+        let whole = pages.len() == (P::Nic::FRAME_OFFSET + len).div_ceil(mm::PAGE_SIZE);
+        if !whole {
+            // The stash had not kept its other pages.
+            self.mgmt.path.linear_failed += 1;
+        } else if self.mgmt().is_some_and(|m| m.port() == p) {
+            self.mgmt_linear(&pages, len);
+        } else if self.mgmt.remote == Some(p) {
+            let mut it = pages.into_iter();
+            let Some(page) = it.next() else {
+                return;
+            };
+            self.push_mgmt(Handoff {
+                page,
+                rest: it.collect(),
+                len: len as u16,
+                port: p as u8,
+            });
+            return;
+        }
+        for page in pages {
+            self.pages.recycle(page);
+        }
+    }
 }

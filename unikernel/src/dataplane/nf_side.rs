@@ -3,6 +3,7 @@
 //! [`super::percore`] (the core holds it) and [`super::nf`] (its glue fills it), so neither
 //! names the other's module for it.
 
+use drivers::nic::MAX_FRAME_PAGES;
 use mm::Pfn;
 
 /// A core's counts of its NF's verdicts and of what the [`super::nf::Ctx`] did with held
@@ -24,10 +25,23 @@ pub(crate) struct Taken {
     pub(crate) len: u16,
     pub(crate) port: u8,
     pub(crate) mgmt: bool,
+    /// Its later pages' index in [`NfSide::rest`], or [`NO_REST`] (a frame of one page).
+    pub(crate) rest: u8,
 }
 
 /// The frames taken in one poll iteration.
 pub(crate) type TakenList = heapless::Vec<Taken, MAX_TAKEN>;
+
+/// Frames of several pages (jumbo MTU) [`super::nf::Verdict::Keep`] or
+/// [`super::nf::Verdict::ToMgmt`] can take in one poll iteration: 8 (their later pages wait in
+/// [`NfSide::rest`]). More are dropped, counted in [`NfCounters::keep_overflow`].
+pub const MAX_TAKEN_MULTI: usize = 8;
+
+/// [`Taken::rest`] of a frame of one page.
+pub(crate) const NO_REST: u8 = u8::MAX;
+
+/// The later pages of a frame of several pages, in order.
+pub(crate) type RestPages = heapless::Vec<Pfn, { MAX_FRAME_PAGES - 1 }>;
 
 /// A core's side of its network function: the verdict counts and the frames taken in the
 /// current poll iteration (empty between iterations).
@@ -38,4 +52,6 @@ pub(crate) struct NfSide {
     /// Frames taken by [`super::nf::Verdict::Keep`] or [`super::nf::Verdict::ToMgmt`] in this
     /// iteration.
     pub(crate) taken: TakenList,
+    /// The later pages of the frames of several pages in [`NfSide::taken`].
+    pub(crate) rest: heapless::Vec<RestPages, MAX_TAKEN_MULTI>,
 }

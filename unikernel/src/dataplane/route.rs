@@ -5,7 +5,6 @@
 //! Past ~800 lines because the per-frame verdict, the router's events and neighbour sync all work
 //! on `RouteState`, whose fields the fast path needs inline.
 
-use super::handoff::Handoff;
 use super::page::{frame_room, page_bytes, PageBuf};
 use super::pages::Pages;
 use super::percore::{count_give_back, Core, Deferred, MgmtPlane, Platform, RouteState};
@@ -631,59 +630,6 @@ impl<P: Platform> Core<P> {
         }
     }
 
-    /// Send a multi-page frame of `len` bytes (`first`, then `rest`, each page full but the
-    /// last) on local port `port` as one descriptor chain, after what is staged for it (order
-    /// kept). If its other pages were not kept (`rest` short of `len`) or the ring is full,
-    /// it is dropped, counted (`too_big`, `tx_ring_full`).
-    fn send_multi(&mut self, port: usize, first: PageBuf, rest: &[Pfn], len: usize) {
-        let port = port % PORTS;
-        let mut parts: heapless::Vec<(Pfn, usize), 4> = heapless::Vec::new();
-        let raw = first.into_raw();
-        let head = len.min(frame_room::<P::Nic>());
-        let _ = parts.push((raw.pfn, head));
-        let mut left = len - head;
-        for &pfn in rest {
-            let take = left.min(mm::PAGE_SIZE);
-            if take > 0 {
-                let _ = parts.push((pfn, take));
-            }
-            left -= take;
-        }
-        // SAFETY: `raw` was a `PageBuf` of pool `raw.pool`, given up just above.
-        let first = unsafe { PageBuf::from_raw(raw) };
-        if left > 0 || parts.len() != 1 + rest.len() {
-            self.counters[port].drop(DropReason::TooBig);
-            self.recycle_raw(rest);
-            self.pages.recycle(first);
-            return;
-        }
-        self.flush_tx(port);
-        // SAFETY: the frame's pages are this core's (taken from the neighbour queue and the
-        // stash), filled as `parts` says; the ring owns them until their completion, which
-        // hands each back with `raw.pool` (every page of a frame comes off one RX ring, so one
-        // pool).
-        if unsafe { self.nics[port].tx_chain(&parts, raw.tx_owner()) } {
-            let _ = first.into_raw();
-            let c = &mut self.counters[port];
-            c.tx += 1;
-            c.tx_bytes += len as u64;
-        } else {
-            self.counters[port].drop(DropReason::TxRingFull);
-            self.recycle_raw(rest);
-            self.pages.recycle(first);
-        }
-    }
-
-    /// Recycle pages of port 0's or 1's RX rings known only by frame number (a multi-page
-    /// frame's other pages).
-    fn recycle_raw(&mut self, pages: &[Pfn]) {
-        for &pfn in pages {
-            // SAFETY: a page of a frame received on this core, nobody else holds it.
-            let page = unsafe { self.pages.adopt(pfn) };
-            self.pages.recycle(page);
-        }
-    }
-
     /// Fragment the datagram in `segments` (its frame, already rewritten) for an egress
     /// `mtu` ([`cut_fragments`]) into fresh pages of pool 0, staged for `port` at once.
     fn fragment_pages(&mut self, segments: &[&[u8]], port: u8, mtu: u16) {
@@ -779,42 +725,6 @@ impl<P: Platform> Core<P> {
             .map(|c| c.addr.addr.octets());
         arp.get(ARP_OPER) == Some(&ARP_REQUEST.to_be_bytes()[..])
             && me.is_some_and(|me| arp.get(ARP_TPA) == Some(&me[..]))
-    }
-
-    /// A multi-page frame of `len` bytes received on local port `p` for the management plane
-    /// (`first`, then the stash's `rest`): made linear here when the management plane runs on
-    /// this core and port, handed to core 0 with all its pages when it runs there, else
-    /// dropped. Every page goes back to its pool or on with the hand-off.
-    fn multi_to_mgmt(&mut self, p: usize, first: PageBuf, rest: &[Pfn], len: usize) {
-        let mut pages: heapless::Vec<PageBuf, 4> = heapless::Vec::new();
-        let _ = pages.push(first);
-        for &pfn in rest {
-            // SAFETY: a page of this frame, kept in the stash since the burst; nobody else
-            // holds it. At most 3 (the stash's bound): fits.
-            let _ = pages.push(unsafe { self.pages.adopt(pfn) });
-        }
-        let whole = pages.len() == (P::Nic::FRAME_OFFSET + len).div_ceil(mm::PAGE_SIZE);
-        if !whole {
-            // The stash had not kept its other pages.
-            self.mgmt.path.linear_failed += 1;
-        } else if self.mgmt().is_some_and(|m| m.port() == p) {
-            self.mgmt_linear(&pages, len);
-        } else if self.mgmt.remote == Some(p) {
-            let mut it = pages.into_iter();
-            let Some(page) = it.next() else {
-                return;
-            };
-            self.push_mgmt(Handoff {
-                page,
-                rest: it.collect(),
-                len: len as u16,
-                port: p as u8,
-            });
-            return;
-        }
-        for page in pages {
-            self.pages.recycle(page);
-        }
     }
 
     /// Run the router's pending work: ARP requests to send, queued frames now resolved (or

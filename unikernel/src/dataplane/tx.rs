@@ -1,10 +1,11 @@
 //! TX: frames staged per output port during a burst, sent with one `tx_burst` (one publish)
 //! per port, and completions returned to their pools in batches.
 
-use super::page::{PageBuf, RawPage};
+use super::page::{frame_room, PageBuf, RawPage};
 use super::percore::{Core, Platform};
 use drivers::nic::Nic;
 use drivers::nic::{TxBuf, MAX_FRAME_PAGES, RING_SIZE};
+use mm::Pfn;
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
 use netstack::{DropReason, PoolMode};
@@ -141,5 +142,58 @@ impl<P: Platform> Core<P> {
                 pages.recycle_expect(page, 1 - q);
             }
         })
+    }
+
+    /// Send a multi-page frame of `len` bytes (`first`, then `rest`, each page full but the
+    /// last) on local port `port` as one descriptor chain, after what is staged for it (order
+    /// kept). If its other pages were not kept (`rest` short of `len`) or the ring is full,
+    /// it is dropped, counted (`too_big`, `tx_ring_full`).
+    pub(crate) fn send_multi(&mut self, port: usize, first: PageBuf, rest: &[Pfn], len: usize) {
+        let port = port % PORTS;
+        let mut parts: heapless::Vec<(Pfn, usize), 4> = heapless::Vec::new();
+        let raw = first.into_raw();
+        let head = len.min(frame_room::<P::Nic>());
+        let _ = parts.push((raw.pfn, head));
+        let mut left = len - head;
+        for &pfn in rest {
+            let take = left.min(mm::PAGE_SIZE);
+            if take > 0 {
+                let _ = parts.push((pfn, take));
+            }
+            left -= take;
+        }
+        // SAFETY: `raw` was a `PageBuf` of pool `raw.pool`, given up just above.
+        let first = unsafe { PageBuf::from_raw(raw) };
+        if left > 0 || parts.len() != 1 + rest.len() {
+            self.counters[port].drop(DropReason::TooBig);
+            self.recycle_raw(rest);
+            self.pages.recycle(first);
+            return;
+        }
+        self.flush_tx(port);
+        // SAFETY: the frame's pages are this core's (taken from the neighbour queue and the
+        // stash), filled as `parts` says; the ring owns them until their completion, which
+        // hands each back with `raw.pool` (every page of a frame comes off one RX ring, so one
+        // pool).
+        if unsafe { self.nics[port].tx_chain(&parts, raw.tx_owner()) } {
+            let _ = first.into_raw();
+            let c = &mut self.counters[port];
+            c.tx += 1;
+            c.tx_bytes += len as u64;
+        } else {
+            self.counters[port].drop(DropReason::TxRingFull);
+            self.recycle_raw(rest);
+            self.pages.recycle(first);
+        }
+    }
+
+    /// Recycle pages of port 0's or 1's RX rings known only by frame number (a multi-page
+    /// frame's other pages).
+    pub(crate) fn recycle_raw(&mut self, pages: &[Pfn]) {
+        for &pfn in pages {
+            // SAFETY: a page of a frame received on this core, nobody else holds it.
+            let page = unsafe { self.pages.adopt(pfn) };
+            self.pages.recycle(page);
+        }
     }
 }

@@ -33,9 +33,11 @@
 //! page_pool, a kept one is a [`Held`] (the [`PageBuf`](super::PageBuf) token inside, which
 //! debug builds refuse to drop). No page number and no `unsafe` appear in this API.
 //!
-//! Limits today: a frame of several pages (a jumbo MTU) is shown to `process` with its first
-//! page's bytes ([`Packet::head`]); [`Verdict::Keep`] and [`Verdict::ToMgmt`] of such a frame
-//! drop it (counted `too_big`). The NF runs on a port pair (local ports 0 and 1).
+//! A frame of several pages (a jumbo MTU) is shown to `process` with its first page's bytes
+//! ([`Packet::head`], every header in them) and its whole length; forwarded, kept
+//! ([`Held::segments`]) or given to the management plane, it keeps its pages (at most
+//! [`MAX_TAKEN_MULTI`] such frames kept per poll iteration). The NF runs on a port pair
+//! (local ports 0 and 1).
 
 mod acl_impl;
 mod builtin_impl;
@@ -44,7 +46,7 @@ mod packet;
 mod shared;
 mod steer;
 
-pub use super::nf_side::{NfCounters, MAX_TAKEN};
+pub use super::nf_side::{NfCounters, MAX_TAKEN, MAX_TAKEN_MULTI};
 pub use netstack::config::keys::KeyError;
 pub use netstack::config::nf_keys::NfKey;
 pub use ops::Ctx;
@@ -115,6 +117,10 @@ pub trait NetworkFunction {
     /// iteration's test for kept frames; a `Keep` or `ToMgmt` from it is then counted as a
     /// drop. Default `true`.
     const TAKES: bool = true;
+    /// Whether [`Self::process`] reads the time ([`Packet::now_ns`]: a neighbour's last use,
+    /// a flow's age). `true` reads the clock once per burst, when it has frames; `false` (the
+    /// default) never on the fast path, and `now_ns` is 0.
+    const CLOCK: bool = false;
 
     /// One received frame, at least [`Self::MIN_FRAME`] bytes: rewrite it in place through
     /// `pkt` and decide. Runs inside the driver's loop: keep it short and `#[inline]`; slow
@@ -204,6 +210,7 @@ impl<F: NetworkFunction> NetworkFunction for &mut F {
     const MIN_FRAME: usize = F::MIN_FRAME;
     const EVERY_BURST: bool = F::EVERY_BURST;
     const TAKES: bool = F::TAKES;
+    const CLOCK: bool = F::CLOCK;
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {

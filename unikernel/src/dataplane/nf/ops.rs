@@ -5,11 +5,11 @@
 
 use super::packet::{Held, Packet};
 use super::{NetworkFunction, Verdict};
-use crate::dataplane::nf_side::{NfCounters, NfSide, Taken};
+use crate::dataplane::nf_side::{NfCounters, NfSide, RestPages, Taken, NO_REST};
 use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
 use crate::dataplane::percore::{count_give_back, Core, MgmtPlane, Platform};
-use drivers::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxVerdict};
+use drivers::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxVerdict, MAX_FRAME_PAGES};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{DropReason, PortCounters};
@@ -76,6 +76,8 @@ struct NfOps<'a, H, const RX: usize> {
     pages: &'a mut Pages,
     counters: &'a mut [PortCounters; PORTS],
     side: &'a mut NfSide,
+    /// The burst's time for [`Packet::now_ns`] (0 unless the NF's `CLOCK`).
+    now: u64,
 }
 
 impl<H, const RX: usize> NfOps<'_, H, RX> {
@@ -116,6 +118,7 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
             len: len as u16,
             port: RX as u8,
             mgmt,
+            rest: NO_REST,
         };
         match self.side.taken.push(t) {
             Ok(()) if !mgmt => self.side.counters.kept += 1,
@@ -124,6 +127,61 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
                 self.side.counters.keep_overflow += 1;
                 self.recycle(pfn);
             }
+        }
+        RxVerdict::Consumed
+    }
+
+    /// [`Verdict::Keep`] (`mgmt` false) or [`Verdict::ToMgmt`] of a frame of several pages:
+    /// onto the iteration's list with its later pages beside it (`NfSide::rest`), or dropped
+    /// and counted: `keep_overflow` when either list is full, `bad_desc` when its pages are
+    /// not laid out as one run (every page but the last full, VIRTIO 1.2 §5.1.6.4: what
+    /// [`Held::segments`] and a TX chain assume) or it is longer than 65,535 bytes.
+    #[cold]
+    #[inline(never)]
+    fn take_multi(
+        &mut self,
+        pages: &[Pfn],
+        lens: &[u16],
+        offset: usize,
+        len: usize,
+        mgmt: bool,
+    ) -> RxVerdict {
+        let n = pages.len();
+        let full = |i: usize, l: u16| {
+            let room = if i == 0 {
+                mm::PAGE_SIZE - offset
+            } else {
+                mm::PAGE_SIZE
+            };
+            usize::from(l) == room
+        };
+        let laid_out = (2..=MAX_FRAME_PAGES).contains(&n)
+            && lens.len() == n
+            && lens[..n - 1].iter().enumerate().all(|(i, &l)| full(i, l))
+            && len <= usize::from(u16::MAX);
+        if !laid_out {
+            return self.drop_multi(pages, Some(DropReason::BadDesc));
+        }
+        if self.side.taken.is_full() || self.side.rest.is_full() {
+            self.side.counters.keep_overflow += 1;
+            for &pfn in pages {
+                self.recycle(pfn);
+            }
+            return RxVerdict::Consumed;
+        }
+        let rest: RestPages = pages[1..].iter().copied().collect();
+        let t = Taken {
+            pfn: pages[0],
+            len: len as u16,
+            port: RX as u8,
+            mgmt,
+            rest: self.side.rest.len() as u8,
+        };
+        // Room checked above: neither push can refuse.
+        let _ = self.side.rest.push(rest);
+        let _ = self.side.taken.push(t);
+        if !mgmt {
+            self.side.counters.kept += 1;
         }
         RxVerdict::Consumed
     }
@@ -169,7 +227,7 @@ impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
             return self.runt(pfn);
         }
         let len = frame.len();
-        let mut pkt = Packet::new(frame, len, RX);
+        let mut pkt = Packet::new(frame, len, RX, self.now);
         match self.nf.nf().process(&mut pkt) {
             Verdict::Forward => RxVerdict::Forward,
             Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
@@ -188,25 +246,30 @@ impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
     }
 
     /// A frame of several pages: its headers are in the first page, which `process` sees
-    /// ([`Packet::head`]); forwarded as the same pages. Kept or for the management plane, it
-    /// is dropped (`too_big`): held frames are one page. Inlined into the driver's chain
-    /// loop, its one hot caller (taken apart there: whole, the frame was stored to the stack
-    /// before the first test).
+    /// ([`Packet::head`]); forwarded as the same pages, kept or given to the management plane
+    /// with all of them ([`NfOps::take_multi`]). Inlined into the driver's chain loop, its
+    /// one hot caller (taken apart there: whole, the frame was stored to the stack before the
+    /// first test).
     #[inline(always)]
     fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
         let MultiFrame {
-            pages, head, len, ..
+            pages,
+            lens,
+            head,
+            len,
+            offset,
         } = frame;
         if head.len() < Self::MIN_FRAME {
             return self.drop_multi(pages, Some(DropReason::Runt));
         }
-        let mut pkt = Packet::new(head, len, RX);
+        let mut pkt = Packet::new(head, len, RX, self.now);
         match self.nf.nf().process(&mut pkt) {
             Verdict::Forward => RxVerdict::Forward,
             Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
             Verdict::Drop => self.drop_multi(pages, None),
             Verdict::Keep | Verdict::ToMgmt if !H::Nf::TAKES => self.drop_multi(pages, None),
-            Verdict::Keep | Verdict::ToMgmt => self.drop_multi(pages, Some(DropReason::TooBig)),
+            Verdict::Keep => self.take_multi(pages, lens, offset, len, false),
+            Verdict::ToMgmt => self.take_multi(pages, lens, offset, len, true),
         }
     }
 }
@@ -240,37 +303,66 @@ impl<P: Platform> Ctx<'_, P> {
         self.now_ns
     }
 
-    /// Send `h` out of local port `port` (0 or 1), as it is. A port the core does not have
-    /// drops it, counted in [`NfCounters::bad_port`]; a full TX ring drops it at the flush,
-    /// counted `tx_ring_full` on the port.
+    /// Send `h` out of local port `port` (0 or 1), as it is (a frame of several pages as one
+    /// descriptor chain of the same pages, after what is staged for the port). A port the core
+    /// does not have drops it, counted in [`NfCounters::bad_port`]; a full TX ring drops it
+    /// (at the flush for a frame of one page), counted `tx_ring_full` on the port.
     pub fn send(&mut self, h: Held, port: usize) {
         if port >= PORTS {
             self.core.nf_side.counters.bad_port += 1;
-            self.core.pages.recycle(h.page);
+            self.recycle(h);
             return;
         }
         self.core.nf_side.counters.sent_held += 1;
         let len = h.len();
-        self.core.stage_tx(port, h.page, len);
+        let Held { page, rest, .. } = h;
+        if rest.is_empty() {
+            return self.core.stage_tx(port, page, len);
+        }
+        let rest: RestPages = rest.into_iter().map(|p| p.into_raw().pfn).collect();
+        self.core.send_multi(port, page, &rest, len);
     }
 
-    /// Drop `h`: its page back to its pool, counted in [`NfCounters::dropped`].
+    /// Drop `h`: its pages back to their pool, counted in [`NfCounters::dropped`].
     pub fn drop(&mut self, h: Held) {
         self.core.nf_side.counters.dropped += 1;
-        self.core.pages.recycle(h.page);
+        self.recycle(h);
     }
 
     /// Give a copy of `h` to the management plane of the port it came in on (counted in
     /// [`NfCounters::to_mgmt`], or [`NfCounters::mgmt_unavailable`] when that port has none);
-    /// its page goes back to its pool.
+    /// its pages go back to their pool. A frame of several pages is made linear for it on
+    /// this core, or handed to core 0 with its pages when the management plane runs there.
     pub fn to_mgmt(&mut self, h: Held) {
         let port = h.port();
+        if !h.rest.is_empty() {
+            let len = h.len();
+            let Held { page, rest, .. } = h;
+            let rest: RestPages = rest.into_iter().map(|p| p.into_raw().pfn).collect();
+            let serves = self.core.mgmt_serves(port);
+            let counters = &mut self.core.nf_side.counters;
+            if serves {
+                counters.to_mgmt += 1;
+            } else {
+                counters.mgmt_unavailable += 1;
+            }
+            return self.core.multi_to_mgmt(port, page, &rest, len);
+        }
         if self.core.copy_to_mgmt(port, h.bytes()) {
             self.core.nf_side.counters.to_mgmt += 1;
         } else {
             self.core.nf_side.counters.mgmt_unavailable += 1;
         }
-        self.core.pages.recycle(h.page);
+        self.recycle(h);
+    }
+
+    /// Every page of `h` back to its pool.
+    fn recycle(&mut self, h: Held) {
+        let Held { page, rest, .. } = h;
+        self.core.pages.recycle(page);
+        for p in rest {
+            self.core.pages.recycle(p);
+        }
     }
 
     /// A fresh page of local port `port`'s pool to build a frame in (length 0:
@@ -283,6 +375,7 @@ impl<P: Platform> Ctx<'_, P> {
         let page = self.core.pages.alloc(port)?;
         Some(Held {
             page,
+            rest: heapless::Vec::new(),
             len: 0,
             offset: <P::Nic as Nic>::FRAME_OFFSET as u16,
             port: port as u8,
@@ -291,12 +384,22 @@ impl<P: Platform> Ctx<'_, P> {
 
     /// The frame `t` took, as a held frame.
     fn adopt(&mut self, t: Taken) -> Held {
+        let port = usize::from(t.port);
         // SAFETY: the burst gave the page to the NF's side (`RxVerdict::Consumed`) and only
         // this list holds it; it came off port `t.port`'s RX ring, which only that port's
         // pool fills.
-        let page = unsafe { PageBuf::from_raw(self.core.pages.raw(usize::from(t.port), t.pfn)) };
+        let page = unsafe { PageBuf::from_raw(self.core.pages.raw(port, t.pfn)) };
+        let mut rest = heapless::Vec::new();
+        let later = self.core.nf_side.rest.get(usize::from(t.rest));
+        for &pfn in later.into_iter().flatten() {
+            // SAFETY: a later page of the same frame, kept beside it (`NfSide::rest`) since
+            // the burst and by nothing else; off the same RX ring, so of the same pool. At most
+            // MAX_FRAME_PAGES - 1 of them: the push cannot refuse.
+            let _ = rest.push(unsafe { PageBuf::from_raw(self.core.pages.raw(port, pfn)) });
+        }
         Held {
             page,
+            rest,
             len: t.len,
             offset: <P::Nic as Nic>::FRAME_OFFSET as u16,
             port: t.port,
@@ -320,6 +423,7 @@ impl<P: Platform> Ctx<'_, P> {
             self.drop(h);
         }
         self.core.nf_side.taken.clear();
+        self.core.nf_side.rest.clear();
     }
 }
 
@@ -385,11 +489,14 @@ impl<P: Platform> Core<P> {
         let nf = nf.for_burst();
         let ops = move || {
             let (pages, counters, side) = ({ pages }, { counters }, { side });
+            // One clock read per burst, and only for an NF that asks (`CLOCK`).
+            let now = if H::Nf::CLOCK { P::uptime_ns() } else { 0 };
             NfOps::<_, RX> {
                 nf,
                 pages,
                 counters,
                 side,
+                now,
             }
         };
         let [a, b] = &mut self.nics;

@@ -6,11 +6,13 @@
 //! an accessor reads the field from the frame's bytes where it lies, nothing is copied.
 
 use crate::dataplane::page::PageBuf;
+use drivers::nic::MAX_FRAME_PAGES;
 use netstack::wire::{ETHERTYPE, ETHERTYPE_IPV4, ETH_HDR_LEN, IPPROTO_TCP, IPPROTO_UDP};
 use smoltcp::wire::{EthernetFrame, Ipv4Packet, TcpPacket, UdpPacket};
 
 /// One received frame, as [`NetworkFunction::process`](super::NetworkFunction::process) sees
-/// it: its bytes (rewritable in place), its length and the port it came in on.
+/// it: its bytes (rewritable in place), its length, the port it came in on and, for an NF that
+/// asks ([`CLOCK`](super::NetworkFunction::CLOCK)), the burst's time.
 ///
 /// Its first page's bytes ([`Packet::head`]) hold at least the NF's
 /// [`MIN_FRAME`](super::NetworkFunction::MIN_FRAME) bytes, so [`Packet::eth`] is never out of
@@ -20,16 +22,30 @@ pub struct Packet<'a> {
     head: &'a mut [u8],
     len: usize,
     in_port: usize,
+    now_ns: u64,
 }
 
 impl<'a> Packet<'a> {
     /// A frame of `len` bytes whose first bytes are `head` (all of them for a one-page frame),
-    /// received on local port `in_port`. The dataplane makes these; `head` holds at least an
-    /// Ethernet header.
+    /// received on local port `in_port` in a burst that started at `now_ns`. The dataplane
+    /// makes these; `head` holds at least an Ethernet header.
     #[inline(always)]
-    pub(crate) fn new(head: &'a mut [u8], len: usize, in_port: usize) -> Packet<'a> {
+    pub(crate) fn new(head: &'a mut [u8], len: usize, in_port: usize, now_ns: u64) -> Packet<'a> {
         debug_assert!(head.len() >= ETH_HDR_LEN && len >= head.len());
-        Packet { head, len, in_port }
+        Packet {
+            head,
+            len,
+            in_port,
+            now_ns,
+        }
+    }
+
+    /// Nanoseconds since boot when the burst started, read once per burst, for an NF whose
+    /// [`CLOCK`](super::NetworkFunction::CLOCK) is `true` (timestamps, ageing); 0 for any other
+    /// (the clock is then never read on the fast path).
+    #[inline(always)]
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
     }
 
     /// The whole frame's length (bytes; no FCS, no NIC header).
@@ -142,10 +158,16 @@ impl<'a> Packet<'a> {
 /// [`Ctx::alloc`](super::Ctx::alloc)), until it is handed on through a
 /// [`Ctx`](super::Ctx) ([`send`](super::Ctx::send), [`drop`](super::Ctx::drop),
 /// [`to_mgmt`](super::Ctx::to_mgmt)). Not `Clone`; dropping one instead of handing it on
-/// leaks its page (debug builds panic, naming the page).
+/// leaks its pages (debug builds panic, naming the page).
+///
+/// A frame received in several pages (jumbo MTU, up to `MAX_FRAME_PAGES` = 4) stays in them:
+/// its headers in the first ([`Held::head`]), every page but the last full, the whole frame as
+/// [`Held::segments`]; sent, it leaves as the same pages (one descriptor chain).
 #[must_use = "a held frame must be sent or dropped through the Ctx; dropping it leaks its page"]
 pub struct Held {
     pub(crate) page: PageBuf,
+    /// The later pages of a frame of several pages, in order (empty: one page).
+    pub(crate) rest: heapless::Vec<PageBuf, { MAX_FRAME_PAGES - 1 }>,
     /// Frame bytes.
     pub(crate) len: u16,
     /// Where the frame starts in the page (the NIC's header room).
@@ -170,16 +192,48 @@ impl Held {
         usize::from(self.port)
     }
 
-    /// The frame's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        let start = usize::from(self.offset);
-        &self.page.page()[start..start + self.len()]
+    /// Pages the frame lies in (1, or up to `MAX_FRAME_PAGES` for a jumbo frame).
+    pub fn pages(&self) -> usize {
+        1 + self.rest.len()
     }
 
-    /// The frame's bytes, writable.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        let (start, len) = (usize::from(self.offset), self.len());
+    /// The frame's bytes in its first page: the whole frame when it is one page
+    /// ([`Held::pages`] 1), else its first bytes (headers included; [`Held::segments`] has
+    /// the rest).
+    pub fn head(&self) -> &[u8] {
+        let start = usize::from(self.offset);
+        &self.page.page()[start..start + self.head_len()]
+    }
+
+    /// [`Held::head`], writable: rewrite headers in place.
+    pub fn head_mut(&mut self) -> &mut [u8] {
+        let (start, len) = (usize::from(self.offset), self.head_len());
         &mut self.page.page_mut_at(start)[..len]
+    }
+
+    /// The frame's bytes, in order, one slice per page (their lengths sum to [`Held::len`]).
+    pub fn segments(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut left = self.len() - self.head_len();
+        core::iter::once(self.head()).chain(self.rest.iter().map(move |p| {
+            let n = left.min(mm::PAGE_SIZE);
+            left -= n;
+            &p.page()[..n]
+        }))
+    }
+
+    /// The frame's bytes: [`Held::head`], which is all of them for a frame of one page.
+    pub fn bytes(&self) -> &[u8] {
+        self.head()
+    }
+
+    /// [`Held::bytes`], writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.head_mut()
+    }
+
+    /// Bytes of the frame in its first page.
+    fn head_len(&self) -> usize {
+        self.len().min(self.room())
     }
 
     /// Most bytes the frame can hold (its page less the NIC's header room).
@@ -188,9 +242,12 @@ impl Held {
     }
 
     /// Set the frame's length to `len` bytes (capped at [`Held::room`]) and return them,
-    /// writable: to build a frame in a page from [`Ctx::alloc`](super::Ctx::alloc).
+    /// writable: to build a frame in a page from [`Ctx::alloc`](super::Ctx::alloc). A frame
+    /// of several pages keeps its length (it returns [`Held::head_mut`]).
     pub fn set_len(&mut self, len: usize) -> &mut [u8] {
-        self.len = len.min(self.room()) as u16;
-        self.bytes_mut()
+        if self.rest.is_empty() {
+            self.len = len.min(self.room()) as u16;
+        }
+        self.head_mut()
     }
 }

@@ -56,6 +56,7 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
     const MIN_FRAME: usize = N::MIN_FRAME;
     const EVERY_BURST: bool = N::EVERY_BURST;
     const TAKES: bool = true;
+    const CLOCK: bool = N::CLOCK;
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {

@@ -9,6 +9,7 @@ use crate::dataplane::nf::{NetworkFunction, NfCounters, Packet, Verdict};
 use crate::dataplane::testing::{port_mac, Rig};
 use netstack::simframes::arp_request;
 use netstack::MacAddr;
+use std::format;
 use std::net::Ipv4Addr;
 use std::vec::Vec;
 
@@ -133,5 +134,26 @@ fn a_user_nf_never_sees_the_management_address() {
     assert_eq!(nf.0, 1, "only port 0's frame reached the NF");
     assert_eq!(c.core.mgmt_plane().unwrap().frames.len(), 2);
     assert_eq!(c.core.nf_counters().dropped, 1);
+    rig.quit_and_check();
+}
+
+#[test]
+fn a_jumbo_frame_for_the_management_address_under_l2_reaches_it_linear() {
+    let mut rig = Rig::new(&format!("{L2_MGMT} mtu0=9000 mtu1=9000"), 1, PAGES);
+    let me = Ipv4Addr::new(10, 0, 0, 1);
+    let mut to_me = udp(port_mac(0), Ipv4Addr::new(10, 0, 0, 2), me, 64);
+    to_me.resize(9014, 0x5a);
+    let c = &mut rig.cores[0];
+    assert_eq!(c.dev[0].deliver_rx_mrg(&to_me, 1), 1);
+    c.core.poll_once();
+    let m = c
+        .core
+        .mgmt_plane()
+        .expect("core 0 runs the management plane");
+    assert_eq!(m.frames, std::vec![to_me], "linear, byte for byte");
+    let path = c.core.mgmt_path().unwrap();
+    assert_eq!((path.linear, path.linear_failed), (1, 0));
+    assert_eq!(c.core.nf_counters().to_mgmt, 1);
+    assert_eq!(c.core.counters()[0].drops_total(), 0);
     rig.quit_and_check();
 }

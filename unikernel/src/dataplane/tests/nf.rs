@@ -218,11 +218,14 @@ fn past_max_taken_kept_frames_are_dropped_and_counted() {
 }
 
 #[test]
-fn a_frame_of_several_pages_is_forwarded_whole_or_dropped_as_too_big_when_kept() {
+fn a_frame_of_several_pages_is_forwarded_whole_or_kept_with_all_its_pages() {
     let mut rig = Rig::new("mode=l2", 1, PAGES);
     // 9,014 bytes: three RX pages with mergeable buffers.
     let mut jumbo = l2_frame();
     jumbo.resize(9014, 0xab);
+    for (i, b) in jumbo.iter_mut().enumerate().skip(60) {
+        *b = (i % 251) as u8;
+    }
     let c = &mut rig.cores[0];
     // Forwarded (the stock `io` NF: no rewrite), as the same pages.
     c.dev[0].deliver_rx_mrg(&jumbo, 1);
@@ -230,12 +233,85 @@ fn a_frame_of_several_pages_is_forwarded_whole_or_dropped_as_too_big_when_kept()
     let mut out = Vec::new();
     c.dev[1].complete_tx(|f| out.push(f.to_vec()));
     assert_eq!(out, std::vec![jumbo.clone()]);
-    // Kept: held frames are one page, so it is dropped, counted once.
+    // Kept: held with its three pages, its bytes in order.
     let mut nf = Holder::default();
+    c.dev[0].deliver_rx_mrg(&jumbo, 2);
+    c.core.poll_nf(&mut nf);
+    assert_eq!(nf.held.len(), 2);
+    let h = &nf.held[0];
+    assert_eq!((h.len(), h.pages(), h.port()), (9014, 3, 0));
+    assert_eq!(h.head(), &jumbo[..h.head().len()]);
+    assert_eq!(h.segments().flatten().copied().collect::<Vec<u8>>(), jumbo);
+    assert_eq!(c.core.nf_counters().kept, 2);
+    // Sent by the tick out of the other port: the same bytes, one chain of the same pages.
+    c.core.tick_nf(&mut nf);
+    let mut out = Vec::new();
+    c.dev[1].complete_tx(|f| out.push(f.to_vec()));
+    assert_eq!(out.len(), 3, "the two held frames and the tick's own");
+    assert_eq!(&out[..2], &[jumbo.clone(), jumbo.clone()]);
+    assert_eq!(c.core.counters()[1].tx_bytes, 3 * 9014 + 60);
+    assert_eq!(c.core.counters()[0].drops_total(), 0);
+    // Kept and then dropped: every page back (the rig's quit checks).
     c.dev[0].deliver_rx_mrg(&jumbo, 1);
     c.core.poll_nf(&mut nf);
-    assert!(nf.held.is_empty());
-    assert_eq!(c.core.counters()[0].drops_for(DropReason::TooBig), 1);
+    c.core.release_nf(&mut nf);
+    rig.quit_and_check();
+}
+
+#[test]
+fn past_max_taken_multi_kept_jumbo_frames_are_dropped_and_counted() {
+    let mut rig = Rig::new("mode=l2", 1, PAGES);
+    let mut jumbo = l2_frame();
+    jumbo.resize(9014, 0xcd);
+    let mut nf = Holder::default();
+    let c = &mut rig.cores[0];
+    let max = crate::dataplane::nf::MAX_TAKEN_MULTI;
+    assert_eq!(c.dev[0].deliver_rx_mrg(&jumbo, max + 2), max + 2);
+    c.core.poll_nf(&mut nf);
+    assert_eq!(nf.held.len(), max);
+    let counts = *c.core.nf_counters();
+    assert_eq!((counts.kept, counts.keep_overflow), (max as u64, 2));
+    c.core.release_nf(&mut nf);
+    rig.quit_and_check();
+}
+
+/// Reads the burst's time ([`NetworkFunction::CLOCK`]) into what it saw.
+#[derive(Default)]
+struct Clocked<const CLOCK: bool> {
+    seen: Vec<u64>,
+}
+
+impl<const C: bool> NetworkFunction for Clocked<C> {
+    const NAME: &'static str = "clocked";
+    const CLOCK: bool = C;
+    const TAKES: bool = false;
+
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        self.seen.push(pkt.now_ns());
+        Verdict::Forward
+    }
+}
+
+#[test]
+fn a_network_function_that_asks_for_the_clock_sees_the_bursts_time_and_others_see_0() {
+    let mut rig = Rig::new("mode=l2", 1, PAGES);
+    let c = &mut rig.cores[0];
+    let mut with = Clocked::<true>::default();
+    let mut without = Clocked::<false>::default();
+    for _ in 0..2 {
+        c.dev[0].deliver_rx(&l2_frame(), 3);
+        c.core.poll_nf(&mut with);
+        c.dev[0].deliver_rx(&l2_frame(), 2);
+        c.core.poll_nf(&mut without);
+    }
+    assert_eq!(without.seen, std::vec![0; 4]);
+    assert_eq!(with.seen.len(), 6);
+    // One reading per burst: equal within a burst, not decreasing, not 0.
+    assert!(with.seen[0] > 0 && with.seen[..3].iter().all(|&t| t == with.seen[0]));
+    assert!(with.seen[3..]
+        .iter()
+        .all(|&t| t == with.seen[3] && t >= with.seen[0]));
+    c.dev[1].complete_tx(|_| {});
     rig.quit_and_check();
 }
 
@@ -243,7 +319,7 @@ fn a_frame_of_several_pages_is_forwarded_whole_or_dropped_as_too_big_when_kept()
 fn packet_views_read_the_headers_in_place() {
     let mut f = udp_to(4789);
     let len = f.len();
-    let mut pkt = Packet::new(&mut f, len, 1);
+    let mut pkt = Packet::new(&mut f, len, 1, 0);
     assert_eq!((pkt.in_port(), pkt.out_port(), pkt.len()), (1, 0, 60));
     assert_eq!(pkt.eth().dst_addr().0, port_mac(0).0);
     let ip = pkt.ipv4().expect("IPv4");
@@ -258,7 +334,7 @@ fn packet_views_read_the_headers_in_place() {
     let mut bad = udp_to(7);
     bad[14] = 0x4f;
     let n = bad.len();
-    assert!(Packet::new(&mut bad, n, 0).ipv4().is_none());
+    assert!(Packet::new(&mut bad, n, 0, 0).ipv4().is_none());
     // Not IPv4.
     let mut arp = std::vec![0u8; 60];
     arp_request(
@@ -267,7 +343,7 @@ fn packet_views_read_the_headers_in_place() {
         Ipv4Addr::new(10, 0, 0, 2),
         Ipv4Addr::new(10, 0, 0, 1),
     );
-    assert!(Packet::new(&mut arp, 60, 0).udp().is_none());
+    assert!(Packet::new(&mut arp, 60, 0, 0).udp().is_none());
 }
 
 #[test]
