@@ -260,10 +260,15 @@ fn non_utf8_field_values_are_bytes_not_errors() {
     assert_eq!(r.status, Status::BadRequest);
 }
 
-#[test]
-fn put_refusals_in_order_each_named() {
-    let cl = |n: &str| format!("{}Content-Length: {n}\r\n", auth());
-    let cases: Vec<(PutFiles, String, Status, &str)> = vec![
+/// `Content-Length: n` with the right token.
+fn cl(n: &str) -> String {
+    format!("{}Content-Length: {n}\r\n", auth())
+}
+
+/// Each `PUT /routes` refusal: the files served, the head's fields, the status, a word of the
+/// text.
+fn put_refusals() -> Vec<(PutFiles, String, Status, &'static str)> {
+    vec![
         (
             PutFiles::Routes(None),
             cl("1"),
@@ -332,8 +337,12 @@ fn put_refusals_in_order_each_named() {
             Status::ContentTooLarge,
             "at most",
         ),
-    ];
-    for (files, fields, status, text) in cases {
+    ]
+}
+
+#[test]
+fn put_refusals_in_order_each_named() {
+    for (files, fields, status, text) in put_refusals() {
         let h = put_head(&fields);
         let r = refused(parse_head(&h, &files, || {
             panic!("busy asked before the checks")
@@ -346,6 +355,10 @@ fn put_refusals_in_order_each_named() {
     let r = refused(parse_head(&h, &router(), || true));
     assert_eq!(r.status, Status::ServiceUnavailable);
     assert!(r.text.contains("another upload"), "{}", r.text);
+}
+
+#[test]
+fn a_put_that_passes_is_its_body_length() {
     // The same length twice is one length; the scheme is case-insensitive.
     let h = put_head(&format!(
         "authorization: BEARER {TOKEN}\r\nContent-Length: 7\r\ncontent-length: 7\r\nExpect: 100-Continue\r\n"
