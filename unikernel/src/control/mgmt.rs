@@ -15,28 +15,37 @@
 //! §3.6: CLOSE-WAIT → LAST-ACK). So a slow or idle client holds one socket for at most those
 //! times, and never the fast path (smoltcp's work per poll is bounded as above).
 //!
+//! The HTTP itself (request heads, their limits, every refusal's status, `PUT /routes`'s
+//! rules and its body's line checks) is [`crate::http`]'s, sans I/O and host-tested; this file
+//! feeds it the bytes each socket received and sends what it answers. A head is parsed as its
+//! bytes arrive (up to [`http::HEAD_MAX`]; a longer one is 431, a long request line 414, bad
+//! syntax 400, another path 404, another method 405), so a refusal is an HTTP status, never a
+//! wait for bytes that cannot fit.
+//!
 //! `PUT /routes` (HTTP/1.0 or 1.1) replaces the routes file's routes, in the routes file's
 //! format (`PREFIX/LEN,GATEWAY` per line, `#` comments). Refused with 403 unless
 //! `mgmt_token=` is set, 401 without `Authorization: Bearer TOKEN`, 411 without
-//! `Content-Length`, 413 above [`PUT_MAX`]. The body streams into a `vmalloc`'d buffer of its
-//! `Content-Length` ([`RoutesUpload`]: order-0 pages, freed when the upload ends or, once
-//! published, when the next upload replaces it); each line is checked as it arrives (bounded
-//! work per poll: what one socket buffer holds), so a bad one is answered 400 naming its line
-//! number. A complete, clean body is handed to the boot CPU's housekeeping ([`fib::submit_put`]):
-//! the rebuild (the same build, publish and retire path as `routes commit`) runs there, at the
-//! quiescent point, never inside smoltcp's poll; the connection waits (no timeout applies
-//! meanwhile) and is answered 200 with the new generation, routes and build time, or 500/503
-//! with the error (the old FIB stays). One upload at a time; another gets 503. While a body
-//! streams, the request timeout counts from the last byte received, not from the SYN, so a
-//! large upload that makes progress is never cut.
+//! `Content-Length`, 413 above [`http::PUT_MAX`]. The body streams into a `vmalloc`'d buffer
+//! of its `Content-Length` ([`RoutesUpload`]: order-0 pages, freed when the upload ends or,
+//! once published, when the next upload replaces it); each line is checked as it arrives
+//! ([`http::RoutesBody`]; bounded work per poll: what one socket buffer holds), so a bad one
+//! is answered 400 naming its line number. A complete, clean body is handed to the boot CPU's
+//! housekeeping ([`fib::submit_put`]): the rebuild (the same build, publish and retire path as
+//! `routes commit`) runs there, at the quiescent point, never inside smoltcp's poll; the
+//! connection waits (no timeout applies meanwhile) and is answered 200 with the new
+//! generation, routes and build time, or 500/503 with the error (the old FIB stays). One
+//! upload at a time; another gets 503. While a body streams, the request timeout counts from
+//! the last byte received, not from the SYN, so a large upload that makes progress is never
+//! cut.
 //!
-//! Past ~800 lines because smoltcp's device glue, the connection state machine, `/metrics` and
-//! the `PUT /routes` upload share the connection and the one response buffer; moving the HTTP
-//! parsing out onto a well-kept parser (issue 34 item 5) is what should shrink it.
+//! Past ~800 lines because smoltcp's device glue (the frame queues and tokens), the connection
+//! state machine, `/metrics` and the `PUT /routes` upload share the connections and the one
+//! response buffer; the HTTP parsing and rules moved out to [`crate::http`] (issue 34 item 5:
+//! 1,117 lines before).
 
+use crate::http::{self, Head, Refusal, RoutesBody, Status};
 use crate::setup::fib::{self, Published, RebuildFailure, RoutesUpload};
 use core::fmt::Write;
-use netstack::config::{parse_routes_file, MgmtToken};
 use netstack::stats::PUT_ROUTES_RESULTS;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
@@ -72,16 +81,8 @@ pub const BODY_MAX: usize = 64 * 1024;
 /// TCP sockets listening on [`METRICS_PORT`]: this many clients are served at once; one more
 /// gets RST from smoltcp until a socket is free again.
 pub const SOCKETS: usize = 4;
-/// Largest request kept (bytes): the request line and headers; a longer one is answered as it
-/// stands (only `GET /metrics ` at its start counts).
-const REQ_MAX: usize = 512;
-/// Largest `PUT /routes` body (bytes): 8 MiB, about 300,000 routes (a full BGP table is
-/// ~1 million routes, but this router's FIB holds at most [`netstack::router`]'s rule limit).
-pub const PUT_MAX: usize = 8 << 20;
-/// Longest `PUT /routes` reply (status line, headers and text).
-const REPLY_MAX: usize = 640;
-/// Longest bad-line message kept.
-const BAD_LINE_MAX: usize = 200;
+/// What `PUT` may replace (the type is [`http`]'s, which checks a `PUT` against it).
+pub use crate::http::PutFiles;
 
 /// Request timeout (ms): a connection that has not sent a complete request (up to the blank
 /// line that ends the headers, RFC 9112 §2.1) this long after its SYN is reset.
@@ -322,17 +323,26 @@ enum PutResult {
     Failed = 7,
 }
 
-/// A `PUT /routes` body being received.
+impl PutResult {
+    /// The outcome a refused `PUT` is counted under.
+    fn of(s: Status) -> PutResult {
+        match s {
+            Status::Ok => PutResult::Ok,
+            Status::Forbidden => PutResult::Forbidden,
+            Status::Unauthorized => PutResult::Unauthorized,
+            Status::LengthRequired => PutResult::LengthRequired,
+            Status::ContentTooLarge => PutResult::TooLarge,
+            Status::ServiceUnavailable => PutResult::Busy,
+            Status::InternalServerError => PutResult::Failed,
+            _ => PutResult::BadRequest,
+        }
+    }
+}
+
+/// A `PUT /routes` body being received: its buffer, and how far it arrived and was checked.
 struct Body {
     upload: RoutesUpload,
-    /// Bytes received so far.
-    got: usize,
-    /// Where the line not yet checked starts.
-    line_start: usize,
-    /// Lines checked so far.
-    lines: usize,
-    /// The first bad line, named.
-    bad: Option<heapless::String<BAD_LINE_MAX>>,
+    check: RoutesBody,
 }
 
 /// Where a connection is with `PUT /routes`.
@@ -350,22 +360,25 @@ enum Put {
 /// One TCP socket of the metrics service and its request state.
 struct Conn {
     handle: SocketHandle,
-    /// The request received so far (up to [`REQ_MAX`] bytes).
-    req: heapless::Vec<u8, REQ_MAX>,
+    /// The request head received so far (up to [`http::HEAD_MAX`] bytes; with a `PUT`, maybe
+    /// the body's start).
+    req: heapless::Vec<u8, { http::HEAD_MAX }>,
     /// Uptime (ms) when the connection left LISTEN (SYN received); `None` while listening.
     since_ms: Option<i64>,
     /// Uptime (ms) of the last progress: a byte received or one of ours acknowledged.
     progress_ms: i64,
     /// Our bytes not yet acknowledged at the last look (a decrease is progress).
     send_queue: usize,
-    /// The request is complete (or full): answer it when the response buffer is free.
+    /// The request is complete: answer it when the response buffer is free, with `reply`, or
+    /// with `/metrics` when there is none (`GET /metrics`).
     complete: bool,
     /// The response has been queued in full and the socket closed on our side.
     done: bool,
     /// `PUT /routes` state (the body buffer is freed when it leaves `Body`).
     put: Put,
-    /// A prepared response (`PUT /routes`): written into the shared buffer when it is free.
-    reply: Option<heapless::String<REPLY_MAX>>,
+    /// A prepared response (a refusal, `PUT /routes`'s result): written into the shared
+    /// buffer when it is free.
+    reply: Option<heapless::String<{ http::REPLY_MAX }>>,
 }
 
 impl Conn {
@@ -399,17 +412,6 @@ pub struct Mgmt {
     /// What `PUT` may replace: the router's routes file (with `mgmt_token=`'s token), or
     /// nothing (another network function).
     put: PutFiles,
-}
-
-/// The files `PUT` replaces on a management plane: its network function's.
-#[derive(Clone, Debug)]
-pub enum PutFiles {
-    /// None: the network function (named, as `mode=` says it) has no file to replace; `PUT`
-    /// is 404 naming it.
-    None(&'static str),
-    /// The router's routes file (`PUT /routes`), with `mgmt_token=`'s bearer token; without
-    /// one it is refused (403).
-    Routes(Option<MgmtToken>),
 }
 
 /// Storage the management plane needs, in bytes (carved from one allocation at boot).
@@ -740,10 +742,9 @@ impl Mgmt {
         };
         if let Some(reply) = self.conns[i].reply.take() {
             let _ = w.write_str(&reply);
-        } else if self.conns[i].req.starts_with(b"GET /metrics ") {
-            let _ = w.write_str(
-                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n",
-            );
+        } else {
+            // Complete without a reply: `parse_head` said `GET /metrics`.
+            let _ = w.write_str(http::METRICS_HEAD);
             // Counted first: the response reports itself.
             self.counters.http_requests += 1;
             let c = MgmtCounters {
@@ -751,10 +752,6 @@ impl Mgmt {
                 ..self.counters
             };
             metrics(&mut w, c);
-        } else {
-            let _ = w.write_str(
-                "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\nonly GET /metrics and PUT /routes\n",
-            );
         }
         self.body_owner = Some(i);
         self.body_since_ms = now_ms;
@@ -763,10 +760,10 @@ impl Mgmt {
     }
 }
 
-/// Read what the client sent: the request head (bytes past [`REQ_MAX`] are read and dropped;
-/// a complete `PUT` head is checked at once), a PUT body (into its buffer, each complete line
-/// checked), or bytes past the request (read and dropped, so a client whose PUT was refused can
-/// finish sending and read our answer).
+/// Read what the client sent: the request head (at most [`http::HEAD_MAX`] bytes, parsed as
+/// they arrive: a refusal is answered at once, a `PUT /routes` starts its body), a PUT body
+/// (into its buffer, each complete line checked), or bytes past the request (read and dropped,
+/// so a client whose request was refused can finish sending and read our answer).
 fn read(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
@@ -779,27 +776,28 @@ fn read(
     }
     if let Put::Body(b) = &mut conn.put {
         let buf = b.upload.buf_mut();
-        if let Ok(n) = sock.recv_slice(&mut buf[b.got..]) {
-            if n > 0 {
-                conn.progress_ms = now_ms;
-            }
-            b.got += n;
+        let n = sock.recv_slice(&mut buf[b.check.got()..]).unwrap_or(0);
+        if n > 0 {
+            conn.progress_ms = now_ms;
         }
-        if body_progress(b) {
-            finish_body(conn, counters);
+        if let Some(done) = b.check.received(buf, n) {
+            finish_body(conn, done, counters);
         }
     } else if !conn.complete {
-        let mut buf = [0u8; REQ_MAX];
-        if let Ok(n) = sock.recv_slice(&mut buf) {
+        // No more than the head's room: what follows a PUT's head stays for its body.
+        let mut buf = [0u8; http::HEAD_MAX];
+        let room = conn.req.capacity() - conn.req.len();
+        if let Ok(n) = sock.recv_slice(&mut buf[..room]) {
             if n > 0 {
                 conn.progress_ms = now_ms;
             }
-            let room = conn.req.capacity() - conn.req.len();
-            let _ = conn.req.extend_from_slice(&buf[..n.min(room)]);
+            let _ = conn.req.extend_from_slice(&buf[..n]);
         }
-        conn.complete = conn.req.windows(4).any(|w| w == b"\r\n\r\n") || conn.req.is_full();
-        if conn.complete && conn.req.starts_with(b"PUT ") {
-            start_put(conn, sock, put, fib::put_busy(), counters);
+        match http::parse_head(&conn.req, put, fib::put_busy) {
+            Head::Partial => {}
+            Head::Metrics { .. } => conn.complete = true,
+            Head::Put(head) => start_put(conn, sock, head, counters),
+            Head::Refused(r) => refuse(conn, &r, counters),
         }
     } else {
         let _ = sock.recv(|d| (d.len(), ()));
@@ -807,239 +805,79 @@ fn read(
     }
 }
 
-/// A PUT reply: `status` (e.g. `"403 Forbidden"`) with `text` as its body.
-fn reply(status: &str, text: core::fmt::Arguments<'_>) -> heapless::String<REPLY_MAX> {
-    let mut body: heapless::String<{ REPLY_MAX - 128 }> = heapless::String::new();
-    let _ = body.write_fmt(text);
-    let _ = body.push('\n');
-    let mut r = heapless::String::new();
-    let _ = write!(
-        r,
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    if status.starts_with("401") {
-        let _ = r.push_str("WWW-Authenticate: Bearer\r\n");
+/// Answer `r` (counted by outcome if it refuses a `PUT`).
+fn refuse(conn: &mut Conn, r: &Refusal, counters: &mut MgmtCounters) {
+    if r.put {
+        counters.put_routes[PutResult::of(r.status) as usize] += 1;
     }
-    let _ = r.push_str("\r\n");
-    let _ = r.push_str(&body);
-    r
+    conn.reply = Some(r.reply());
+    conn.complete = true;
 }
 
-/// The value of header `name` (case-insensitive) in `head` (header lines after the request
-/// line), trimmed.
-fn header<'a>(head: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    head.split(|&b| b == b'\n').find_map(|line| {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let colon = line.iter().position(|&b| b == b':')?;
-        line[..colon]
-            .eq_ignore_ascii_case(name.as_bytes())
-            .then(|| line[colon + 1..].trim_ascii())
-    })
-}
-
-/// Why a `PUT` head is refused: the counter, the status and the text (no heap to box it in;
-/// returned once per request head, so its size does not matter).
-type Refusal = (PutResult, &'static str, heapless::String<160>);
-
-fn refusal(r: PutResult, status: &'static str, text: core::fmt::Arguments<'_>) -> Refusal {
-    let mut s = heapless::String::new();
-    let _ = s.write_fmt(text);
-    (r, status, s)
-}
-
-/// Check a complete `PUT` request head (`head`: up to the blank line) in the order 404 (not
-/// `PUT /routes HTTP/1.x`, or a network function without a routes file), 403, 401, 411, 400,
-/// 413, 503 (busy); returns the body's length and whether the client expects `100 Continue`.
-#[allow(clippy::result_large_err)]
-fn check_put_head(head: &[u8], put: &PutFiles, busy: bool) -> Result<(usize, bool), Refusal> {
-    use PutResult as R;
-    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
-    let (line, headers) = head.split_at(line_end);
-    if line != b"PUT /routes HTTP/1.1" && line != b"PUT /routes HTTP/1.0" {
-        let why = format_args!("only PUT /routes HTTP/1.0 or HTTP/1.1");
-        return Err(refusal(R::BadRequest, "404 Not Found", why));
-    }
-    let token = match put {
-        PutFiles::Routes(Some(t)) => t,
-        PutFiles::None(nf) => {
-            let why = format_args!("PUT /routes: mode={nf} has no routes file (the router's)");
-            return Err(refusal(R::BadRequest, "404 Not Found", why));
-        }
-        PutFiles::Routes(None) => {
-            let why = format_args!("PUT /routes: no mgmt_token= on the kernel command line");
-            return Err(refusal(R::Forbidden, "403 Forbidden", why));
-        }
-    };
-    let bearer = header(headers, "authorization")
-        .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
-        .map(|v| v[7..].trim_ascii());
-    if !bearer.is_some_and(|b| token.matches(b)) {
-        let why = format_args!("PUT /routes: wrong or missing bearer token");
-        return Err(refusal(R::Unauthorized, "401 Unauthorized", why));
-    }
-    let len = header(headers, "content-length");
-    if len.is_none() || header(headers, "transfer-encoding").is_some() {
-        let why = format_args!("PUT /routes: Content-Length required (no Transfer-Encoding)");
-        return Err(refusal(R::LengthRequired, "411 Length Required", why));
-    }
-    let Some(len) = len
-        .filter(|l| !l.is_empty() && l.iter().all(u8::is_ascii_digit))
-        .and_then(|l| core::str::from_utf8(l).ok()?.parse::<u64>().ok())
-    else {
-        let why = format_args!("PUT /routes: bad Content-Length");
-        return Err(refusal(R::BadRequest, "400 Bad Request", why));
-    };
-    if len > PUT_MAX as u64 {
-        let why = format_args!("PUT /routes: {len} bytes, at most {PUT_MAX}");
-        return Err(refusal(R::TooLarge, "413 Content Too Large", why));
-    }
-    if busy {
-        let why = format_args!("PUT /routes: another upload is in progress");
-        return Err(refusal(R::Busy, "503 Service Unavailable", why));
-    }
-    let expect = header(headers, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
-    Ok((len as usize, expect))
-}
-
-/// A complete request head starting `PUT `: refuse it (a reply) or start receiving its body.
-#[allow(clippy::result_large_err)]
+/// A `PUT /routes` head that passed [`http::parse_head`]'s checks: its body's buffer (503
+/// without the memory for it), then the body's start (what came with the head).
 fn start_put(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
-    put: &PutFiles,
-    busy: bool,
+    head: http::PutHead,
     counters: &mut MgmtCounters,
 ) {
-    let checked = match conn.req.windows(4).position(|w| w == b"\r\n\r\n") {
-        None => Err(refusal(
-            PutResult::BadRequest,
-            "400 Bad Request",
-            format_args!("PUT /routes: request head longer than {REQ_MAX} bytes"),
-        )),
-        Some(end) => check_put_head(&conn.req[..end + 2], put, busy).and_then(|(len, expect)| {
-            match RoutesUpload::new(len) {
-                Ok(u) => Ok((end, u, expect)),
-                Err(e) => Err(refusal(
-                    PutResult::Busy,
-                    "503 Service Unavailable",
-                    format_args!("PUT /routes: {}", e.0),
-                )),
-            }
-        }),
-    };
-    let (end, mut upload, expect) = match checked {
-        Ok(c) => c,
-        Err((r, status, why)) => {
-            counters.put_routes[r as usize] += 1;
-            conn.reply = Some(reply(status, format_args!("{why}")));
-            return;
+    let mut upload = match RoutesUpload::new(head.body_len) {
+        Ok(u) => u,
+        Err(e) => {
+            let why = format_args!("PUT /routes: {}", e.0);
+            let r = Refusal::new(Status::ServiceUnavailable, true, why);
+            return refuse(conn, &r, counters);
         }
     };
-    // What came with the head is the body's start.
-    let rest = &conn.req[end + 4..];
-    let len = upload.buf_mut().len();
-    let got = rest.len().min(len);
+    let rest = &conn.req[head.head_len.min(conn.req.len())..];
+    let got = rest.len().min(head.body_len);
     upload.buf_mut()[..got].copy_from_slice(&rest[..got]);
-    if got < len && expect {
+    if got < head.body_len && head.expect_continue {
         // Fits: the send buffer is empty before a response.
-        let _ = sock.send_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        let _ = sock.send_slice(http::CONTINUE);
     }
-    conn.complete = false;
-    conn.put = Put::Body(Body {
-        upload,
-        got,
-        line_start: 0,
-        lines: 0,
-        bad: None,
-    });
-    if let Put::Body(b) = &mut conn.put {
-        if body_progress(b) {
-            finish_body(conn, counters);
-        }
+    let mut check = RoutesBody::new(head.body_len);
+    let done = check.received(upload.buf_mut(), got);
+    conn.put = Put::Body(Body { upload, check });
+    if let Some(done) = done {
+        finish_body(conn, done, counters);
     }
-}
-
-/// Check the body's complete lines received so far (the first bad one is named in `b.bad`);
-/// `true` once the body is complete.
-fn body_progress(b: &mut Body) -> bool {
-    let complete = b.got == b.upload.buf_mut().len();
-    loop {
-        if b.bad.is_some() {
-            // The rest is read and not checked.
-            b.line_start = b.got;
-            break;
-        }
-        let buf = b.upload.buf_mut();
-        let end = match buf[b.line_start..b.got].iter().position(|&c| c == b'\n') {
-            Some(k) => b.line_start + k,
-            None if complete && b.line_start < b.got => b.got,
-            None => break,
-        };
-        b.lines += 1;
-        let n = b.lines;
-        let line = &buf[b.line_start..end];
-        let mut why: heapless::String<BAD_LINE_MAX> = heapless::String::new();
-        match core::str::from_utf8(line) {
-            Err(_) => {
-                let _ = write!(why, "routes line {n}: not UTF-8");
-            }
-            Ok(text) => {
-                if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
-                    let _ = write!(
-                        why,
-                        "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
-                        &t[..t.floor_char_boundary(80)]
-                    );
-                }
-            }
-        }
-        if !why.is_empty() {
-            b.bad = Some(why);
-        }
-        b.line_start = (end + 1).min(b.got);
-        if end == b.got {
-            break;
-        }
-    }
-    complete
 }
 
 /// A complete body: refused (400, the first bad line), or handed to housekeeping.
-fn finish_body(conn: &mut Conn, counters: &mut MgmtCounters) {
-    let Put::Body(mut b) = core::mem::replace(&mut conn.put, Put::None) else {
+fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut MgmtCounters) {
+    let put = core::mem::replace(&mut conn.put, Put::None);
+    if let Err(r) = checked {
+        return refuse(conn, &r, counters); // the body dropped: its pages go back
+    }
+    let Put::Body(b) = put else {
         return;
     };
     conn.complete = true;
-    if let Some(why) = b.bad.take() {
-        counters.put_routes[PutResult::BadRequest as usize] += 1;
-        conn.reply = Some(reply(
-            "400 Bad Request",
-            format_args!("PUT /routes: {why}; the published FIB stays"),
-        ));
-        return; // `b` dropped: its pages go back
-    }
-    match fib::submit_put(b.upload) {
-        Ok(()) => conn.put = Put::Waiting,
-        Err(_) => {
-            counters.put_routes[PutResult::Busy as usize] += 1;
-            conn.reply = Some(reply(
-                "503 Service Unavailable",
-                format_args!("PUT /routes: another upload is in progress"),
-            ));
-        }
+    if fib::submit_put(b.upload).is_ok() {
+        conn.put = Put::Waiting;
+    } else {
+        let why = format_args!("PUT /routes: another upload is in progress");
+        refuse(
+            conn,
+            &Refusal::new(Status::ServiceUnavailable, true, why),
+            counters,
+        );
     }
 }
 
-/// The reply to a rebuild's result.
+/// The reply to a rebuild's result: 200 with the new generation, or the error (500, or 503
+/// if the rebuild could not start).
 fn put_reply(
     r: Result<Published, (RebuildFailure, fib::FibError)>,
-) -> (PutResult, heapless::String<REPLY_MAX>) {
+) -> (PutResult, heapless::String<{ http::REPLY_MAX }>) {
     match r {
         Ok(p) => (
             PutResult::Ok,
-            reply(
-                "200 OK",
+            http::reply(
+                Status::Ok,
+                None,
                 format_args!(
                     "generation {}\nroutes {}\npages {}\nbuild_ms {}",
                     p.generation, p.routes, p.pages, p.build_ms
@@ -1048,13 +886,11 @@ fn put_reply(
         ),
         Err((why, e)) => {
             let status = match why {
-                RebuildFailure::Busy => "503 Service Unavailable",
-                RebuildFailure::Build => "500 Internal Server Error",
+                RebuildFailure::Busy => Status::ServiceUnavailable,
+                RebuildFailure::Build => Status::InternalServerError,
             };
-            (
-                PutResult::Failed,
-                reply(status, format_args!("PUT /routes: error: {}", e.0)),
-            )
+            let text = format_args!("PUT /routes: error: {}", e.0);
+            (PutResult::Failed, http::reply(status, None, text))
         }
     }
 }

@@ -1,0 +1,492 @@
+//! The management plane's HTTP/1.x requests, sans I/O: what a request head asks for, whether
+//! a `PUT /routes` may start, and the body's progress, as pure functions and state over byte
+//! slices. The sockets, timers and the one response buffer stay in the kernel's management
+//! plane (`control::mgmt`), which feeds bytes in and sends what this module answers; so every
+//! refusal is host-tested here, without a guest.
+//!
+//! The head is parsed with [`httparse`] (no heap, no `std`) each time bytes arrive, from the
+//! start: at most [`HEAD_MAX`] bytes, so the repeated work is bounded and a slow client (a byte
+//! at a time) is just [`Head::Partial`] until its blank line. Every refusal is a named status
+//! ([`Status`]) with a one-line text, never a silent close, and never a wait for more than
+//! [`HEAD_MAX`] bytes:
+//!
+//! | what | status |
+//! | --- | --- |
+//! | request line longer than [`REQUEST_LINE_MAX`] | 414 URI Too Long |
+//! | head longer than [`HEAD_MAX`], or more than [`HEADERS_MAX`] fields | 431 Request Header Fields Too Large |
+//! | bad syntax (httparse's error named) | 400 Bad Request |
+//! | a version other than HTTP/1.0 or HTTP/1.1 | 505 HTTP Version Not Supported |
+//! | a path other than `/metrics` and (the router's) `/routes` | 404 Not Found |
+//! | a method the path does not take | 405 Method Not Allowed, with `Allow` |
+//!
+//! `PUT /routes` then, in this order (each counted by the kernel under its outcome): 404 for a
+//! network function without a routes file, 403 without `mgmt_token=`, 401 without the bearer
+//! token, 411 without `Content-Length` (or with `Transfer-Encoding`), 400 for a bad or
+//! conflicting `Content-Length`, 413 above [`PUT_MAX`], 503 while another upload is in
+//! progress. Its body is checked line by line as it arrives ([`RoutesBody`]); the first bad
+//! line is named (400) once the body is complete.
+//!
+//! Whatever follows a complete head (a pipelined request, garbage) is not parsed: a `GET` is
+//! answered and the connection closed (`Connection: close`), a `PUT`'s body is the bytes after
+//! its head.
+
+use core::fmt::Write;
+use netstack::config::{parse_routes_file, MgmtToken};
+
+/// Longest request line (method, target, version; bytes, without CRLF). RFC 9112 §3
+/// recommends support for request lines of at least 8000 octets for general-purpose servers;
+/// this one serves two short paths, so anything longer is 414 (RFC 9110 §15.5.15).
+pub const REQUEST_LINE_MAX: usize = 256;
+/// Largest request head (request line, header fields and the blank line that ends them, RFC
+/// 9112 §2.1), in bytes: a Prometheus scrape's head is about 400 bytes (its `Accept` field is
+/// long), curl's under 100. A longer head is 431 (RFC 6585 §5).
+pub const HEAD_MAX: usize = 1024;
+/// Most header fields in a request head; more is 431 (RFC 6585 §5).
+pub const HEADERS_MAX: usize = 32;
+/// Largest `PUT /routes` body (bytes): 8 MiB, about 300,000 routes (a full BGP table is ~1
+/// million routes, but the router's FIB holds at most `netstack::router`'s rule limit). A
+/// larger `Content-Length` is 413 (RFC 9110 §15.5.14).
+pub const PUT_MAX: usize = 8 << 20;
+/// Longest bad-line message kept (bytes).
+pub const BAD_LINE_MAX: usize = 200;
+/// Longest refusal text (bytes).
+pub const TEXT_MAX: usize = 320;
+/// Longest reply built here (status line, header fields and text; bytes).
+pub const REPLY_MAX: usize = 640;
+/// The interim response to `Expect: 100-continue` (RFC 9110 §10.1.1, §15.2.1), sent before a
+/// `PUT` body that did not come with the head.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+/// The head of a `/metrics` response (the Prometheus text exposition format 0.0.4); the body
+/// follows, and the end of the connection ends it (RFC 9112 §6.3, item 8).
+pub const METRICS_HEAD: &str =
+    "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n";
+
+/// A final status the management plane answers with (RFC 9110 §15, RFC 6585 §5).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// 200 OK (RFC 9110 §15.3.1): the routes were replaced.
+    Ok,
+    /// 400 Bad Request (RFC 9110 §15.5.1): bad syntax, a bad `Content-Length`, a bad body line.
+    BadRequest,
+    /// 401 Unauthorized (RFC 9110 §15.5.2): no or the wrong bearer token; the reply carries
+    /// `WWW-Authenticate: Bearer` (RFC 6750 §3).
+    Unauthorized,
+    /// 403 Forbidden (RFC 9110 §15.5.4): `PUT` without `mgmt_token=` configured.
+    Forbidden,
+    /// 404 Not Found (RFC 9110 §15.5.5): a path not served.
+    NotFound,
+    /// 405 Method Not Allowed (RFC 9110 §15.5.6): a method the path does not take; the reply
+    /// carries `Allow` (RFC 9110 §10.2.1).
+    MethodNotAllowed,
+    /// 411 Length Required (RFC 9110 §15.5.12): a `PUT` without `Content-Length`.
+    LengthRequired,
+    /// 413 Content Too Large (RFC 9110 §15.5.14): a body above [`PUT_MAX`].
+    ContentTooLarge,
+    /// 414 URI Too Long (RFC 9110 §15.5.15): a request line above [`REQUEST_LINE_MAX`].
+    UriTooLong,
+    /// 431 Request Header Fields Too Large (RFC 6585 §5): a head above [`HEAD_MAX`] or with
+    /// more than [`HEADERS_MAX`] fields.
+    HeaderFieldsTooLarge,
+    /// 500 Internal Server Error (RFC 9110 §15.6.1): the rebuild refused the routes.
+    InternalServerError,
+    /// 503 Service Unavailable (RFC 9110 §15.6.4): another upload is in progress, or no
+    /// memory for the body.
+    ServiceUnavailable,
+    /// 505 HTTP Version Not Supported (RFC 9110 §15.6.6): not HTTP/1.0 or HTTP/1.1.
+    VersionNotSupported,
+}
+
+impl Status {
+    /// The status code.
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::BadRequest => 400,
+            Status::Unauthorized => 401,
+            Status::Forbidden => 403,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::LengthRequired => 411,
+            Status::ContentTooLarge => 413,
+            Status::UriTooLong => 414,
+            Status::HeaderFieldsTooLarge => 431,
+            Status::InternalServerError => 500,
+            Status::ServiceUnavailable => 503,
+            Status::VersionNotSupported => 505,
+        }
+    }
+
+    /// The reason phrase (RFC 9110's).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::BadRequest => "Bad Request",
+            Status::Unauthorized => "Unauthorized",
+            Status::Forbidden => "Forbidden",
+            Status::NotFound => "Not Found",
+            Status::MethodNotAllowed => "Method Not Allowed",
+            Status::LengthRequired => "Length Required",
+            Status::ContentTooLarge => "Content Too Large",
+            Status::UriTooLong => "URI Too Long",
+            Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
+            Status::InternalServerError => "Internal Server Error",
+            Status::ServiceUnavailable => "Service Unavailable",
+            Status::VersionNotSupported => "HTTP Version Not Supported",
+        }
+    }
+}
+
+/// What `PUT` may replace on a management plane: its network function's files.
+#[derive(Clone, Debug)]
+pub enum PutFiles {
+    /// None: the network function (named, as `mode=` says it) has no file to replace; `PUT`
+    /// is 404 naming it.
+    None(&'static str),
+    /// The router's routes file (`PUT /routes`), with `mgmt_token=`'s bearer token; without
+    /// one it is refused (403).
+    Routes(Option<MgmtToken>),
+}
+
+/// A refused request: its status, whether it was a `PUT` (the kernel counts those by
+/// outcome), the `Allow` field of a 405, and a one-line text for the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The status.
+    pub status: Status,
+    /// The request's method was `PUT`.
+    pub put: bool,
+    /// The methods the path takes (a 405's `Allow` field).
+    pub allow: Option<&'static str>,
+    /// Why, for the client (cut at [`TEXT_MAX`] bytes).
+    pub text: heapless::String<TEXT_MAX>,
+}
+
+impl Refusal {
+    /// A refusal with `status` and `text`.
+    pub fn new(status: Status, put: bool, text: core::fmt::Arguments<'_>) -> Refusal {
+        let mut s = heapless::String::new();
+        let _ = s.write_fmt(text);
+        Refusal {
+            status,
+            put,
+            allow: None,
+            text: s,
+        }
+    }
+
+    /// The whole reply: status line, header fields, text.
+    pub fn reply(&self) -> heapless::String<REPLY_MAX> {
+        reply(self.status, self.allow, format_args!("{}", self.text))
+    }
+}
+
+/// A complete reply (HTTP/1.0, `Connection: close`, RFC 9112 §9.6): `status`, `Allow: allow`
+/// if given, `WWW-Authenticate: Bearer` with a 401, and `text` (plus a newline) as a
+/// `text/plain` body of its `Content-Length`.
+pub fn reply(
+    status: Status,
+    allow: Option<&str>,
+    text: core::fmt::Arguments<'_>,
+) -> heapless::String<REPLY_MAX> {
+    let mut body: heapless::String<{ REPLY_MAX - 160 }> = heapless::String::new();
+    let _ = body.write_fmt(text);
+    let _ = body.push('\n');
+    let mut r = heapless::String::new();
+    let _ = write!(
+        r,
+        "HTTP/1.0 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n",
+        status.code(),
+        status.reason(),
+        body.len()
+    );
+    if status == Status::Unauthorized {
+        let _ = r.push_str("WWW-Authenticate: Bearer\r\n");
+    }
+    if let Some(methods) = allow {
+        let _ = write!(r, "Allow: {methods}\r\n");
+    }
+    let _ = r.push_str("\r\n");
+    let _ = r.push_str(&body);
+    r
+}
+
+/// A `PUT /routes` head that passed every check: its body follows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PutHead {
+    /// Bytes of the head (where the body starts in the buffer).
+    pub head_len: usize,
+    /// The body's length (`Content-Length`, at most [`PUT_MAX`]).
+    pub body_len: usize,
+    /// The client sent `Expect: 100-continue` (answer [`CONTINUE`] before the body).
+    pub expect_continue: bool,
+}
+
+/// What a request head asks for, so far.
+// Returned once per read of a head (no heap to box the refusal's text in): the size does not
+// matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Incomplete, within the limits: wait for more bytes.
+    Partial,
+    /// `GET /metrics`, its head `head_len` bytes (what follows is not parsed).
+    Metrics {
+        /// Bytes of the head.
+        head_len: usize,
+    },
+    /// `PUT /routes`, accepted: receive its body.
+    Put(PutHead),
+    /// Refused: answer it and close.
+    Refused(Refusal),
+}
+
+/// Parse the request head at the start of `buf` (all the bytes received so far, at most
+/// [`HEAD_MAX`] kept by the caller) for a management plane that serves `put`; `busy` says
+/// whether an upload is in progress (asked only for a `PUT /routes` that passed every other
+/// check). See the module doc for the statuses.
+pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> Head {
+    let mut fields = [httparse::EMPTY_HEADER; HEADERS_MAX];
+    let mut req = httparse::Request::new(&mut fields);
+    // Empty lines before the request line are skipped (RFC 9112 §2.2), by httparse too.
+    let start = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    let is_put = buf[start..].starts_with(b"PUT ");
+    let line_end = buf[start..].iter().position(|&b| b == b'\n');
+    let line_len = line_end.map_or(buf.len() - start, |e| {
+        e - usize::from(e > 0 && buf[start + e - 1] == b'\r')
+    });
+    let refuse =
+        |status, text: core::fmt::Arguments<'_>| Head::Refused(Refusal::new(status, is_put, text));
+    let head_len = match req.parse(buf) {
+        Err(httparse::Error::TooManyHeaders) => {
+            let why = format_args!("more than {HEADERS_MAX} header fields");
+            return refuse(Status::HeaderFieldsTooLarge, why);
+        }
+        Err(httparse::Error::Version) if buf[start..].windows(5).any(|w| w == b"HTTP/") => {
+            let why = format_args!("only HTTP/1.0 and HTTP/1.1");
+            return refuse(Status::VersionNotSupported, why);
+        }
+        Err(e) => return refuse(Status::BadRequest, format_args!("bad request: {e}")),
+        _ if line_len > REQUEST_LINE_MAX => {
+            let why = format_args!("request line longer than {REQUEST_LINE_MAX} bytes");
+            return refuse(Status::UriTooLong, why);
+        }
+        Ok(httparse::Status::Partial) if buf.len() >= HEAD_MAX => {
+            let why = format_args!("request head longer than {HEAD_MAX} bytes");
+            return refuse(Status::HeaderFieldsTooLarge, why);
+        }
+        Ok(httparse::Status::Partial) => return Head::Partial,
+        Ok(httparse::Status::Complete(n)) => n,
+    };
+    let (method, path) = (req.method.unwrap_or(""), req.path.unwrap_or(""));
+    let not_allowed = |allow: &'static str| {
+        let mut r = Refusal::new(
+            Status::MethodNotAllowed,
+            is_put,
+            format_args!("{path} takes {allow} only, not {method}"),
+        );
+        r.allow = Some(allow);
+        Head::Refused(r)
+    };
+    match (path, put) {
+        ("/metrics", _) if method == "GET" => Head::Metrics { head_len },
+        ("/metrics", _) => not_allowed("GET"),
+        ("/routes", PutFiles::None(nf)) => refuse(
+            Status::NotFound,
+            format_args!("PUT /routes: mode={nf} has no routes file (the router's)"),
+        ),
+        ("/routes", PutFiles::Routes(token)) if method == "PUT" => {
+            match check_put(req.headers, token.as_ref(), busy) {
+                Ok((body_len, expect_continue)) => Head::Put(PutHead {
+                    head_len,
+                    body_len,
+                    expect_continue,
+                }),
+                Err(r) => Head::Refused(r),
+            }
+        }
+        ("/routes", PutFiles::Routes(_)) => not_allowed("PUT"),
+        (_, PutFiles::None(nf)) => refuse(
+            Status::NotFound,
+            format_args!("only GET /metrics (mode={nf} has no files to PUT)"),
+        ),
+        (_, PutFiles::Routes(_)) => refuse(
+            Status::NotFound,
+            format_args!("only GET /metrics and PUT /routes"),
+        ),
+    }
+}
+
+/// The value of the first header field `name` (case-insensitive, RFC 9110 §5.1), trimmed.
+fn field<'b>(fields: &[httparse::Header<'b>], name: &str) -> Option<&'b [u8]> {
+    fields
+        .iter()
+        .find(|f| f.name.eq_ignore_ascii_case(name))
+        .map(|f| f.value.trim_ascii())
+}
+
+/// The body's length from the `Content-Length` fields (RFC 9110 §8.6: `1*DIGIT`; several
+/// fields must agree, RFC 9112 §6.3 item 5), saturating at `u64::MAX` (a huge but valid
+/// length is too large, not bad); `None` if absent, `Some(Err(()))` if bad.
+fn content_length(fields: &[httparse::Header<'_>]) -> Option<Result<u64, ()>> {
+    let mut len = None;
+    for f in fields
+        .iter()
+        .filter(|f| f.name.eq_ignore_ascii_case("content-length"))
+    {
+        let v = f.value.trim_ascii();
+        if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+            return Some(Err(()));
+        }
+        let n = v.iter().fold(0u64, |n, d| {
+            n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+        });
+        if len.is_some_and(|l| l != n) {
+            return Some(Err(()));
+        }
+        len = Some(n);
+    }
+    len.map(Ok)
+}
+
+/// The `PUT /routes` rules after the path (module doc): the body's length and whether the
+/// client expects `100 Continue`, or the refusal (no heap to box it in; once per head).
+#[allow(clippy::result_large_err)]
+fn check_put(
+    fields: &[httparse::Header<'_>],
+    token: Option<&MgmtToken>,
+    busy: impl FnOnce() -> bool,
+) -> Result<(usize, bool), Refusal> {
+    let no = |status, text: core::fmt::Arguments<'_>| Err(Refusal::new(status, true, text));
+    let Some(token) = token else {
+        let why = format_args!("PUT /routes: no mgmt_token= on the kernel command line");
+        return no(Status::Forbidden, why);
+    };
+    // RFC 6750 §2.1: `Bearer` (case-insensitive scheme, RFC 9110 §11.1) and the token;
+    // compared in time independent of where it differs (`MgmtToken::matches`).
+    let bearer = field(fields, "authorization")
+        .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
+        .map(|v| v[7..].trim_ascii());
+    if !bearer.is_some_and(|b| token.matches(b)) {
+        let why = format_args!("PUT /routes: wrong or missing bearer token");
+        return no(Status::Unauthorized, why);
+    }
+    let len = content_length(fields);
+    if len.is_none() || field(fields, "transfer-encoding").is_some() {
+        let why = format_args!("PUT /routes: Content-Length required (no Transfer-Encoding)");
+        return no(Status::LengthRequired, why);
+    }
+    let Some(Ok(len)) = len else {
+        return no(
+            Status::BadRequest,
+            format_args!("PUT /routes: bad Content-Length"),
+        );
+    };
+    if len > PUT_MAX as u64 {
+        let why = format_args!("PUT /routes: {len} bytes, at most {PUT_MAX}");
+        return no(Status::ContentTooLarge, why);
+    }
+    if busy() {
+        let why = format_args!("PUT /routes: another upload is in progress");
+        return no(Status::ServiceUnavailable, why);
+    }
+    let expect = field(fields, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
+    Ok((len as usize, expect))
+}
+
+/// A `PUT /routes` body on its way in: how much arrived, and its lines checked as they
+/// complete (the routes file's syntax, `netstack::config::parse_routes_file`), so a bad one
+/// is named without a second pass. The bytes live in the caller's buffer of the body's
+/// length; bounded work per call: the bytes that arrived.
+#[derive(Clone, Debug)]
+pub struct RoutesBody {
+    /// The body's length.
+    len: usize,
+    /// Bytes received so far.
+    got: usize,
+    /// Where the line not yet checked starts.
+    line_start: usize,
+    /// Lines checked so far.
+    lines: usize,
+    /// The first bad line, named.
+    bad: Option<heapless::String<BAD_LINE_MAX>>,
+}
+
+impl RoutesBody {
+    /// A body of `len` bytes, none received.
+    pub fn new(len: usize) -> RoutesBody {
+        RoutesBody {
+            len,
+            got: 0,
+            line_start: 0,
+            lines: 0,
+            bad: None,
+        }
+    }
+
+    /// Bytes received so far: the next ones go to `body[got..]`.
+    pub fn got(&self) -> usize {
+        self.got
+    }
+
+    /// `n` more bytes arrived at `body[got..]` (`body`: the body's buffer, its length's
+    /// worth): check the lines they complete. `None` while bytes are missing; once complete,
+    /// `Ok` for a clean body or the 400 naming its first bad line (the rest of the body is
+    /// received but not checked).
+    pub fn received(&mut self, body: &[u8], n: usize) -> Option<Result<(), Refusal>> {
+        self.got = (self.got + n).min(self.len).min(body.len());
+        let complete = self.got == self.len;
+        while self.bad.is_none() {
+            let end = match body[self.line_start..self.got]
+                .iter()
+                .position(|&c| c == b'\n')
+            {
+                Some(k) => self.line_start + k,
+                None if complete && self.line_start < self.got => self.got,
+                None => break,
+            };
+            self.lines += 1;
+            self.bad = bad_line(self.lines, &body[self.line_start..end]);
+            self.line_start = (end + 1).min(self.got);
+            if end == self.got {
+                break;
+            }
+        }
+        if !complete {
+            return None;
+        }
+        Some(match &self.bad {
+            None => Ok(()),
+            Some(why) => Err(Refusal::new(
+                Status::BadRequest,
+                true,
+                format_args!("PUT /routes: {why}; the published FIB stays"),
+            )),
+        })
+    }
+}
+
+/// Why line `n` (`line`, without its newline) of a routes file is bad, or `None`.
+fn bad_line(n: usize, line: &[u8]) -> Option<heapless::String<BAD_LINE_MAX>> {
+    let mut why = heapless::String::new();
+    match core::str::from_utf8(line) {
+        Err(_) => {
+            let _ = write!(why, "routes line {n}: not UTF-8");
+        }
+        Ok(text) => {
+            if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
+                let _ = write!(
+                    why,
+                    "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
+                    &t[..t.floor_char_boundary(80)]
+                );
+            }
+        }
+    }
+    (!why.is_empty()).then_some(why)
+}
+
+#[cfg(test)]
+mod tests;

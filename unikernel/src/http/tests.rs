@@ -1,0 +1,450 @@
+//! Host tests of the management plane's HTTP requests: every refusal by name, the limits, a
+//! slow client, pipelined and garbage input.
+
+use super::*;
+use std::string::{String, ToString};
+use std::vec::Vec;
+use std::{format, vec};
+
+const TOKEN: &str = "gannet-test-token-0123456789";
+
+fn router() -> PutFiles {
+    PutFiles::Routes(MgmtToken::new(TOKEN))
+}
+
+fn parse(buf: &[u8]) -> Head {
+    parse_head(buf, &router(), || false)
+}
+
+/// The refusal's status (panics on anything else).
+fn refused(h: Head) -> Refusal {
+    match h {
+        Head::Refused(r) => r,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+fn put_head(fields: &str) -> Vec<u8> {
+    format!("PUT /routes HTTP/1.1\r\nHost: 10.0.0.1\r\n{fields}\r\n").into_bytes()
+}
+
+fn auth() -> String {
+    format!("Authorization: Bearer {TOKEN}\r\n")
+}
+
+/// A Prometheus 3 scrape's head (about 400 bytes).
+fn prometheus_head() -> Vec<u8> {
+    b"GET /metrics HTTP/1.1\r\nHost: 10.0.0.1:9100\r\nUser-Agent: Prometheus/3.1.0\r\n\
+Accept: application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,\
+application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;\
+escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2\r\n\
+Accept-Encoding: gzip\r\nX-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n"
+        .to_vec()
+}
+
+#[test]
+fn get_metrics_is_served_and_what_follows_is_not_parsed() {
+    let one = b"GET /metrics HTTP/1.0\r\n\r\n";
+    assert_eq!(
+        parse(one),
+        Head::Metrics {
+            head_len: one.len()
+        }
+    );
+    // Pipelined: a second request (or garbage) after the first head is left alone.
+    let mut two = one.to_vec();
+    two.extend_from_slice(b"GET /metrics HTTP/1.1\r\n\r\n\x16\x03\x01garbage");
+    assert_eq!(
+        parse(&two),
+        Head::Metrics {
+            head_len: one.len()
+        }
+    );
+    // Empty lines before the request line are skipped (RFC 9112 §2.2).
+    let lead = b"\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n";
+    assert_eq!(
+        parse(lead),
+        Head::Metrics {
+            head_len: lead.len()
+        }
+    );
+    let p = prometheus_head();
+    assert!(p.len() > 350 && p.len() < HEAD_MAX, "{}", p.len());
+    assert_eq!(parse(&p), Head::Metrics { head_len: p.len() });
+}
+
+#[test]
+fn a_slow_client_is_partial_until_its_blank_line() {
+    let p = prometheus_head();
+    for k in 0..p.len() {
+        assert_eq!(parse(&p[..k]), Head::Partial, "after {k} bytes");
+    }
+    assert_eq!(parse(&p), Head::Metrics { head_len: p.len() });
+    let mut put = put_head(&format!("{}Content-Length: 5\r\n", auth()));
+    let head_len = put.len();
+    put.extend_from_slice(b"10.0.");
+    for k in 0..head_len {
+        assert_eq!(parse(&put[..k]), Head::Partial, "after {k} bytes");
+    }
+    let want = Head::Put(PutHead {
+        head_len,
+        body_len: 5,
+        expect_continue: false,
+    });
+    assert_eq!(parse(&put[..head_len]), want);
+    assert_eq!(parse(&put), want, "the body's start follows the head");
+}
+
+#[test]
+fn a_long_request_line_is_414_before_it_ends() {
+    let mut line = b"GET /".to_vec();
+    line.resize(REQUEST_LINE_MAX + 1, b'a');
+    // Not waiting for the rest (nor for the head limit).
+    let r = refused(parse(&line));
+    assert_eq!(r.status, Status::UriTooLong);
+    assert!(r.reply().starts_with("HTTP/1.0 414 URI Too Long\r\n"));
+    line.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+    assert_eq!(refused(parse(&line)).status, Status::UriTooLong);
+    // At the limit: parsed (and not found).
+    let mut line = b"GET /".to_vec();
+    line.resize(REQUEST_LINE_MAX - " HTTP/1.1".len(), b'a');
+    line.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+    assert_eq!(refused(parse(&line)).status, Status::NotFound);
+    // A PUT's is counted as a PUT.
+    let mut line = b"PUT /".to_vec();
+    line.resize(REQUEST_LINE_MAX + 1, b'a');
+    assert!(refused(parse(&line)).put);
+}
+
+#[test]
+fn a_head_over_the_limit_is_431() {
+    let mut head = b"GET /metrics HTTP/1.1\r\nX-Pad: ".to_vec();
+    head.resize(HEAD_MAX - 1, b'x');
+    assert_eq!(parse(&head), Head::Partial, "one byte short of the limit");
+    head.push(b'x');
+    let r = refused(parse(&head));
+    assert_eq!(r.status, Status::HeaderFieldsTooLarge);
+    assert!(r
+        .reply()
+        .starts_with("HTTP/1.0 431 Request Header Fields Too Large\r\n"));
+    // Too many fields, however short.
+    let mut many = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    for k in 0..=HEADERS_MAX {
+        many.extend_from_slice(format!("X-{k}: 1\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    assert!(many.len() < HEAD_MAX);
+    let r = refused(parse(&many));
+    assert_eq!(r.status, Status::HeaderFieldsTooLarge);
+    assert!(r.text.contains("header fields"), "{}", r.text);
+    // Empty lines alone do not wait past the limit either.
+    let blank = b"\r\n".repeat(HEAD_MAX / 2);
+    assert_eq!(refused(parse(&blank)).status, Status::HeaderFieldsTooLarge);
+}
+
+#[test]
+fn garbage_and_bad_syntax_are_400_at_once() {
+    for bad in [
+        &b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"[..],
+        b"GET /metrics HTTP/1.1\rX",
+        b"GET  /metrics HTTP/1.1\r\n\r\n",
+        b"GET /metrics\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nBad Name: 1\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\n: empty name\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nX-Ctl: a\x01b\r\n\r\n",
+        b"get\x00/metrics",
+    ] {
+        let r = refused(parse(bad));
+        assert_eq!(r.status, Status::BadRequest, "{bad:?}");
+        assert!(r.text.starts_with("bad request: "), "{}", r.text);
+    }
+    let r = refused(parse(b"PUT /routes HTTP/1.1\r\nX\x7f: 1\r\n"));
+    assert_eq!((r.status, r.put), (Status::BadRequest, true));
+}
+
+#[test]
+fn other_versions_are_505() {
+    for v in ["HTTP/2.0", "HTTP/0.9", "HTTP/1.2"] {
+        let head = format!("GET /metrics {v}\r\n\r\n");
+        let r = refused(parse(head.as_bytes()));
+        assert_eq!(r.status, Status::VersionNotSupported, "{v}");
+        assert!(r
+            .reply()
+            .starts_with("HTTP/1.0 505 HTTP Version Not Supported\r\n"));
+    }
+    assert_eq!(
+        refused(parse(b"GET /metrics FTP/1.1\r\n\r\n")).status,
+        Status::BadRequest
+    );
+}
+
+#[test]
+fn a_method_the_path_does_not_take_is_405_with_allow() {
+    for (head, allow) in [
+        ("POST /metrics HTTP/1.1", "GET"),
+        ("HEAD /metrics HTTP/1.1", "GET"),
+        ("BREW /metrics HTTP/1.1", "GET"),
+        ("PUT /metrics HTTP/1.1", "GET"),
+        ("GET /routes HTTP/1.1", "PUT"),
+        ("DELETE /routes HTTP/1.1", "PUT"),
+        ("put /routes HTTP/1.1", "PUT"),
+    ] {
+        let r = refused(parse(format!("{head}\r\n\r\n").as_bytes()));
+        assert_eq!((r.status, r.allow), (Status::MethodNotAllowed, Some(allow)));
+        let reply = r.reply();
+        assert!(
+            reply.starts_with("HTTP/1.0 405 Method Not Allowed\r\n"),
+            "{reply}"
+        );
+        assert!(
+            reply.contains(&format!("\r\nAllow: {allow}\r\n")),
+            "{reply}"
+        );
+    }
+}
+
+#[test]
+fn other_paths_are_404() {
+    for head in [
+        "GET / HTTP/1.1",
+        "GET /metrics?x=1 HTTP/1.1",
+        "GET /metrics/ HTTP/1.1",
+        "BREW /pot HTTP/1.1",
+        "PUT /route HTTP/1.1",
+    ] {
+        let r = refused(parse(format!("{head}\r\n\r\n").as_bytes()));
+        assert_eq!(r.status, Status::NotFound, "{head}");
+        assert!(
+            r.text.contains("only GET /metrics and PUT /routes"),
+            "{}",
+            r.text
+        );
+    }
+    // A network function without files: PUT /routes names it; /metrics is served.
+    let l2 = PutFiles::None("l2");
+    let mut h = put_head(&format!("{}Content-Length: 1\r\n", auth()));
+    h.push(b'x');
+    let r = refused(parse_head(&h, &l2, || unreachable!()));
+    assert_eq!((r.status, r.put), (Status::NotFound, true));
+    assert!(r.text.contains("mode=l2 has no routes file"), "{}", r.text);
+    let get = b"GET /metrics HTTP/1.1\r\n\r\n";
+    assert_eq!(
+        parse_head(get, &l2, || unreachable!()),
+        Head::Metrics {
+            head_len: get.len()
+        }
+    );
+    let r = refused(parse_head(b"GET /x HTTP/1.1\r\n\r\n", &l2, || false));
+    assert!(r.text.contains("mode=l2 has no files"), "{}", r.text);
+}
+
+#[test]
+fn non_utf8_field_values_are_bytes_not_errors() {
+    let get = b"GET /metrics HTTP/1.1\r\nX-Name: caf\xe9 \xff\r\n\r\n";
+    assert_eq!(
+        parse(get),
+        Head::Metrics {
+            head_len: get.len()
+        }
+    );
+    // In the token: not the token.
+    let mut h =
+        b"PUT /routes HTTP/1.1\r\nAuthorization: Bearer gannet-test-token-012345678".to_vec();
+    h.extend_from_slice(b"\xe9\r\nContent-Length: 1\r\n\r\n");
+    assert_eq!(refused(parse(&h)).status, Status::Unauthorized);
+    // In Content-Length: bad.
+    let h = put_head(&format!("{}Content-Length: 1\u{e9}\r\n", auth()));
+    assert_eq!(refused(parse(&h)).status, Status::BadRequest);
+    // In a field name: bad syntax.
+    let r = refused(parse(b"GET /metrics HTTP/1.1\r\nX-Caf\xe9: 1\r\n\r\n"));
+    assert_eq!(r.status, Status::BadRequest);
+}
+
+/// `Content-Length: n` with the right token.
+fn cl(n: &str) -> String {
+    format!("{}Content-Length: {n}\r\n", auth())
+}
+
+/// Each `PUT /routes` refusal: the files served, the head's fields, the status, a word of the
+/// text.
+fn put_refusals() -> Vec<(PutFiles, String, Status, &'static str)> {
+    vec![
+        (
+            PutFiles::Routes(None),
+            cl("1"),
+            Status::Forbidden,
+            "no mgmt_token=",
+        ),
+        (
+            router(),
+            String::new(),
+            Status::Unauthorized,
+            "bearer token",
+        ),
+        (
+            router(),
+            "Authorization: Bearer gannet-test-token-012345678X\r\nContent-Length: 1\r\n".into(),
+            Status::Unauthorized,
+            "bearer token",
+        ),
+        (
+            router(),
+            format!("Authorization: Basic {TOKEN}\r\nContent-Length: 1\r\n"),
+            Status::Unauthorized,
+            "bearer token",
+        ),
+        (
+            router(),
+            auth(),
+            Status::LengthRequired,
+            "Content-Length required",
+        ),
+        (
+            router(),
+            format!("{}Transfer-Encoding: chunked\r\n", cl("1")),
+            Status::LengthRequired,
+            "Content-Length required",
+        ),
+        (router(), cl(""), Status::BadRequest, "bad Content-Length"),
+        (router(), cl("-1"), Status::BadRequest, "bad Content-Length"),
+        (
+            router(),
+            cl("1, 1"),
+            Status::BadRequest,
+            "bad Content-Length",
+        ),
+        (
+            router(),
+            cl("0x10"),
+            Status::BadRequest,
+            "bad Content-Length",
+        ),
+        (
+            router(),
+            format!("{}Content-Length: 2\r\n", cl("1")),
+            Status::BadRequest,
+            "bad Content-Length",
+        ),
+        (
+            router(),
+            cl(&(PUT_MAX + 1).to_string()),
+            Status::ContentTooLarge,
+            "at most 8388608",
+        ),
+        (
+            router(),
+            cl("99999999999999999999999999"),
+            Status::ContentTooLarge,
+            "at most",
+        ),
+    ]
+}
+
+#[test]
+fn put_refusals_in_order_each_named() {
+    for (files, fields, status, text) in put_refusals() {
+        let h = put_head(&fields);
+        let r = refused(parse_head(&h, &files, || {
+            panic!("busy asked before the checks")
+        }));
+        assert_eq!((r.status, r.put), (status, true), "{fields:?}: {}", r.text);
+        assert!(r.text.contains(text), "{fields:?}: {}", r.text);
+    }
+    // Busy: asked last, 503.
+    let h = put_head(&cl("1"));
+    let r = refused(parse_head(&h, &router(), || true));
+    assert_eq!(r.status, Status::ServiceUnavailable);
+    assert!(r.text.contains("another upload"), "{}", r.text);
+}
+
+#[test]
+fn a_put_that_passes_is_its_body_length() {
+    // The same length twice is one length; the scheme is case-insensitive.
+    let h = put_head(&format!(
+        "authorization: BEARER {TOKEN}\r\nContent-Length: 7\r\ncontent-length: 7\r\nExpect: 100-Continue\r\n"
+    ));
+    assert_eq!(
+        parse(&h),
+        Head::Put(PutHead {
+            head_len: h.len(),
+            body_len: 7,
+            expect_continue: true
+        })
+    );
+    let h = put_head(&cl(&PUT_MAX.to_string()));
+    assert!(matches!(parse(&h), Head::Put(p) if p.body_len == PUT_MAX));
+}
+
+#[test]
+fn replies_are_complete_http_responses() {
+    let r = refused(parse(&put_head("Content-Length: 1\r\n")));
+    let text = "PUT /routes: wrong or missing bearer token\n";
+    assert_eq!(
+        r.reply().as_str(),
+        format!(
+            "HTTP/1.0 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+Connection: close\r\nWWW-Authenticate: Bearer\r\n\r\n{text}",
+            text.len()
+        )
+    );
+    let ok = reply(Status::Ok, None, format_args!("generation 2"));
+    assert!(ok.starts_with("HTTP/1.0 200 OK\r\n") && ok.ends_with("\r\n\r\ngeneration 2\n"));
+    assert!(METRICS_HEAD.starts_with("HTTP/1.0 200 OK\r\n") && METRICS_HEAD.ends_with("\r\n\r\n"));
+}
+
+/// Feeds `body` to a [`RoutesBody`] `step` bytes at a time; returns the outcome and after how
+/// many bytes it came.
+fn stream(body: &[u8], step: usize) -> (Result<(), Refusal>, usize) {
+    let mut buf = vec![0u8; body.len()];
+    let mut b = RoutesBody::new(body.len());
+    if body.is_empty() {
+        return (b.received(&buf, 0).expect("an empty body is complete"), 0);
+    }
+    for chunk in body.chunks(step) {
+        let at = b.got();
+        buf[at..at + chunk.len()].copy_from_slice(chunk);
+        if let Some(r) = b.received(&buf, chunk.len()) {
+            return (r, b.got());
+        }
+    }
+    panic!("never complete");
+}
+
+#[test]
+fn a_body_is_checked_line_by_line_however_it_arrives() {
+    let good = b"# routes\n192.168.0.0/16,10.0.1.2\n\n10.9.0.0/16,10.0.1.2";
+    for step in [1, 2, 7, good.len()] {
+        assert_eq!(stream(good, step), (Ok(()), good.len()), "step {step}");
+    }
+    assert_eq!(stream(b"", 1), (Ok(()), 0), "Content-Length: 0");
+    let bad = b"192.168.0.0/16,10.0.1.2\n# a comment\n\n10.1.0.0/33,10.0.1.2\n10.2.0.0/16,x\n";
+    for step in [1, 3, bad.len()] {
+        let (r, got) = stream(bad, step);
+        let r = r.expect_err("a bad line");
+        assert_eq!(
+            (r.status, r.put, got),
+            (Status::BadRequest, true, bad.len())
+        );
+        assert!(
+            r.text.contains("routes line 4: `10.1.0.0/33,10.0.1.2`"),
+            "step {step}: {}",
+            r.text
+        );
+        assert!(r.text.ends_with("the published FIB stays"), "{}", r.text);
+    }
+    // The last line without a newline is checked too; a non-UTF-8 line is named.
+    let (r, _) = stream(b"10.9.0.0/16,10.0.1.2\n10.1.0.0/8,10.0.1", 4);
+    assert!(r.unwrap_err().text.contains("routes line 2: "));
+    let (r, _) = stream(b"10.9.0.0/16,10.0.1.2\r\n\xff\xfe\n", 1);
+    assert!(r.unwrap_err().text.contains("routes line 2: not UTF-8"));
+}
+
+#[test]
+fn a_body_never_takes_more_than_its_length() {
+    let mut b = RoutesBody::new(4);
+    let buf = *b"1234";
+    assert_eq!(b.received(&buf, 2), None);
+    // More than announced (the caller reads into `buf[got..]`, which cannot hold it): capped.
+    assert!(b.received(&buf, 10).is_some());
+    assert_eq!(b.got(), 4);
+}
