@@ -5,7 +5,10 @@
 //!
 //! 1. `setup`: the rustup components `rustfmt` and `clippy` and the `x86_64-unknown-none`
 //!    target, installed when missing (like [`setup::ensure_target`]);
-//! 2. `fmt`: `cargo fmt --all --check` (every workspace crate, `unikernel` included);
+//! 2. `fmt`: `cargo fmt --all --check` (every workspace crate, `unikernel` included), and the
+//!    same over the appliance template (`template/`, a crate outside the workspace that users
+//!    copy; its clippy is not run here: that would check the kernel's crates a second time with
+//!    the template's flags);
 //! 3. `clippy (host)`: `cargo clippy --all-targets --features unikernel/host-rig` over the
 //!    default members (libraries, their tests, benches, the dataplane's host rig and its
 //!    datapath benchmark, and the tools);
@@ -91,11 +94,18 @@ pub fn run(root: &Path, only: &[Step]) -> Result<bool> {
         setup::ensure_target()
     });
     step(Step::Fmt, "fmt", &mut || {
-        status(
+        let workspace = status(
             cargo(&["fmt", "--all", "--check"]),
             "`cargo fmt --all --check` failed: unformatted code (the diff is above; run \
              `cargo fmt --all`) or a file rustfmt cannot parse (its error is above)",
-        )
+        );
+        let template = status(
+            cargo(&["fmt", "--check", "--manifest-path", "template/Cargo.toml"]),
+            "`cargo fmt --check --manifest-path template/Cargo.toml` failed: the appliance \
+             template is unformatted (the diff is above; run `cargo fmt --manifest-path \
+             template/Cargo.toml`)",
+        );
+        workspace.and(template)
     });
     // `unikernel/host-rig` too: the datapath benchmark (`unikernel/benches/datapath.rs`)
     // requires it, and without it `--all-targets` skips that bench (it once stopped building
