@@ -49,6 +49,7 @@ struct Store {
     rules: Vec<Entry>,
     tuples: Vec<Tuple>,
     groups: Vec<Group>,
+    prune: Vec<u64>,
 }
 
 impl Store {
@@ -58,6 +59,7 @@ impl Store {
             rules: vec![Entry::EMPTY; s.rules],
             tuples: vec![Tuple::EMPTY; s.tuples],
             groups: vec![Group::EMPTY; s.groups],
+            prune: vec![0; s.prune],
         }
     }
 
@@ -66,6 +68,7 @@ impl Store {
             rules: &mut self.rules,
             tuples: &mut self.tuples,
             groups: &mut self.groups,
+            prune: &mut self.prune,
         };
         Acl::build(text, storage).expect("rules")
     }

@@ -90,7 +90,13 @@
 //! let mut rules = vec![Entry::EMPTY; need.rules];
 //! let mut tuples = vec![Tuple::EMPTY; need.tuples];
 //! let mut groups = vec![Group::EMPTY; need.groups];
-//! let storage = Storage { rules: &mut rules, tuples: &mut tuples, groups: &mut groups };
+//! let mut prune = vec![0u64; need.prune];
+//! let storage = Storage {
+//!     rules: &mut rules,
+//!     tuples: &mut tuples,
+//!     groups: &mut groups,
+//!     prune: &mut prune,
+//! };
 //! let acl = Acl::build(text, storage).unwrap();
 //! // Per packet: classify, count by rule index (the counters are the caller's).
 //! let mut hits = vec![0u64; acl.len()];
@@ -115,6 +121,7 @@
 
 pub mod classbench;
 pub mod classify;
+mod prune;
 pub mod rules;
 
 #[cfg(test)]
@@ -189,12 +196,16 @@ pub struct Sizes {
     pub tuples: usize,
     /// Hash-table [`Group`]s: for each tuple, one per 4 of its rules, rounded up.
     pub groups: usize,
+    /// `u64` words of the tuple pruning's tables, from the rule count `R` and the tuple count
+    /// `T` alone: per address side, `2R + 1` intervals, a direct index of `2^b` buckets
+    /// (`b = ⌊log2(2R + 1)⌋`, at most 16) and `R + 1` bitsets of `⌈T / 64⌉` words.
+    pub prune: usize,
 }
 
 impl Sizes {
     /// Enough for any file of `rules` rules (at most [`MAX_RULES`]), whatever its prefix
     /// lengths: `rules` entries, `T = min(rules, MAX_TUPLES)` tuples, `⌊(rules + 3T) / 4⌋`
-    /// groups (each tuple's `⌈c / 4⌉` summed, at worst).
+    /// groups (each tuple's `⌈c / 4⌉` summed, at worst), the pruning's words for `T` tuples.
     pub const fn for_rules(rules: usize) -> Sizes {
         let tuples = if rules < MAX_TUPLES {
             rules
@@ -205,6 +216,7 @@ impl Sizes {
             rules,
             tuples,
             groups: (rules + 3 * tuples) / 4,
+            prune: classify::prune_words(rules, tuples),
         }
     }
 
@@ -215,5 +227,6 @@ impl Sizes {
         self.rules * core::mem::size_of::<Entry>()
             + self.tuples * core::mem::size_of::<Tuple>()
             + self.groups * core::mem::size_of::<Group>()
+            + self.prune * core::mem::size_of::<u64>()
     }
 }
