@@ -70,7 +70,7 @@
 //! binary search of the few intervals of address space under it (`prune.rs`). On the 10,000
 //! ClassBench-like rules (42 tuples) an aimed packet leaves 3.0 tuples on average (scanning
 //! tuples in order with the early exit alone probed 41.6); in the guest benchmark the 10,000-rule
-//! row costs 1.34× (K=4) to 1.38× (K=32) the 10-rule row, against 4.8× to 5.1× without the
+//! row costs 1.35× (K=4) to 1.39× (K=32) the 10-rule row, against 4.8× to 5.1× without the
 //! pruning (`cargo xtask bench sim --modes io,acl --k 4,32 --rules 10,1000,10000`). The paper's
 //! other variants (markers, rectangle search) are not used.
 //!

@@ -183,8 +183,8 @@ impl<'a> Side<'a> {
         }
     }
 
-    /// The offset in [`Side::rows`] of the bitset of `addr`'s deepest prefix: a bucket of the
-    /// index, then a branch-free binary search of its few intervals.
+    /// The offset in the bitset rows of the bitset of `addr`'s deepest prefix: a bucket of the
+    /// index, then a binary search of its few intervals.
     #[inline(always)]
     pub(super) fn row(&self, addr: u32, words: usize) -> usize {
         let b = self.index[(u64::from(addr) >> self.shift) as usize];
