@@ -2,35 +2,36 @@
 //! 10, 1,000 and 10,000 rules (`netstack::acl::classbench::generate`, seed 0xac1000), cycling
 //! through 1,024 5-tuples aimed at the rules (`classbench::tuples`: each matches its rule or an
 //! earlier one), and for 10,000 rules also through 1,024 random 5-tuples (nearly all match no
-//! rule: every tuple is probed, the slowest case). Plus one [`Acl::build`] of the 10,000 rules
+//! rule: without tuple pruning every tuple is probed, the slowest case). Plus one [`Acl::build`] of the 10,000 rules
 //! (parse twice, fill the tables).
 //!
 //! Run: `cargo bench -p netstack --bench acl` (add `-- --measurement-time 2 --warm-up-time 1`
 //! for a short run).
 //!
 //! Figures (indicative only: one short run, `-- --measurement-time 2 --warm-up-time 1`, on a
-//! shared 2-vCPU x86-64 VM ("Intel Xeon Processor", 4 MiB L2 per core) with the other
-//! developer's load on it (load average 3.7 to 4.3 during the run), Rust 1.95, release
-//! profile; criterion's median; the library as of commit 263766c):
+//! shared 2-vCPU x86-64 VM ("Intel Xeon Processor", 4 MiB L2 per core) with three other
+//! workers' builds on it, Rust 1.95, release profile; criterion's median), with tuple pruning
+//! (`netstack::acl`'s module documentation) and, for comparison, without it (the library as of
+//! commit 263766c, load average about 4):
 //!
-//! | case                                        | tuples | ns per call |
-//! |---------------------------------------------|-------:|------------:|
-//! | `acl/classify/10_rules/aimed`               |      6 |        20.9 |
-//! | `acl/classify/1000_rules/aimed`             |     39 |       154.3 |
-//! | `acl/classify/10000_rules/aimed`            |     42 |       221.7 |
-//! | `acl/classify/10000_rules/random` (misses)  |     42 |       204.4 |
-//! | `acl/linear_scan/10000_rules/aimed`         |      — |     5,080.8 |
-//! | `acl/build/10000_rules`                     |     42 |   6,084,562 |
+//! | case                                        | tuples | ns per call | without pruning |
+//! |---------------------------------------------|-------:|------------:|----------------:|
+//! | `acl/classify/10_rules/aimed`               |      6 |        27.0 |            20.9 |
+//! | `acl/classify/1000_rules/aimed`             |     39 |        72.2 |           154.3 |
+//! | `acl/classify/10000_rules/aimed`            |     42 |        70.0 |           221.7 |
+//! | `acl/classify/10000_rules/random` (misses)  |     42 |        10.9 |           204.4 |
+//! | `acl/linear_scan/10000_rules/aimed`         |      — |     5,572.2 |         5,080.8 |
+//! | `acl/build/10000_rules`                     |     42 |   8,102,100 |       6,084,562 |
 //!
-//! 10,000 rules / 10 rules: 221.7 / 20.9 = **10.6×** for 1,000× the rules: the cost follows the
-//! tuple count (6 against 42), about 5 ns per tuple probed, not the rule count. Aimed and
-//! random tuples cost about the same: tuples are ordered by their lowest rule, and on this set
-//! most tuples have one early in the file, so the first-match pruning seldom stops a search
-//! before the last tuples; the linear scan of the same 10,000 rules is 23× slower. In an
-//! earlier run (load average about 1) with one key per slot instead of the 8-slot tag groups
-//! (linear probing, same load factor) the figures were 15.7, 535 and 745 ns for 10, 1,000 and
-//! 10,000 rules: the probe's "empty slot or another key" branch was mispredicted about every
-//! other tuple; the groups cost a little where tables are tiny.
+//! With the pruning a lookup costs two longest-prefix matches (a bucket and a short binary
+//! search each) and a probe of each tuple the two leave: 3.0 of 42 on average for the aimed
+//! tuples at 10,000 rules, under one at 10 rules; a random address falls under few of the
+//! rules' prefixes, so the random tuples (no rule matches) now probe almost nothing. 10,000
+//! rules / 10 rules: 70.0 / 27.0 = 2.6× on this host (10.6× without the pruning); the small
+//! set pays the two matches for little saving. In an earlier run (load average about 1) with
+//! one key per slot instead of the 8-slot tag groups (linear probing, same load factor) and no
+//! pruning the figures were 15.7, 535 and 745 ns for 10, 1,000 and 10,000 rules: the probe's
+//! "empty slot or another key" branch was mispredicted about every other tuple.
 
 use std::hint::black_box;
 
@@ -49,6 +50,7 @@ struct Store {
     rules: Vec<Entry>,
     tuples: Vec<Tuple>,
     groups: Vec<Group>,
+    prune: Vec<u64>,
 }
 
 impl Store {
@@ -58,6 +60,7 @@ impl Store {
             rules: vec![Entry::EMPTY; s.rules],
             tuples: vec![Tuple::EMPTY; s.tuples],
             groups: vec![Group::EMPTY; s.groups],
+            prune: vec![0; s.prune],
         }
     }
 
@@ -66,6 +69,7 @@ impl Store {
             rules: &mut self.rules,
             tuples: &mut self.tuples,
             groups: &mut self.groups,
+            prune: &mut self.prune,
         };
         Acl::build(text, storage).expect("rules")
     }

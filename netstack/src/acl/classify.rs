@@ -15,9 +15,13 @@
 //!   with an empty slot; the home group is a multiply-shift hash of the key mapped onto the
 //!   region by Lemire's multiply-and-shift range reduction ("Fast random integer generation in
 //!   an interval", ACM TOMACS 2019), so a region needs no power-of-two size.
+//! * `prune`: the tuple pruning's tables, the source side's then the destination side's
+//!   (`super::prune`): per side, intervals of address space, a direct index over them, and per
+//!   distinct prefix the bitset of the tuples its rules and its ancestors' use.
 //!
-//! Why groups with tags: a lookup probes every tuple and usually finds nothing in most of
-//! them. With one key per probe (linear probing, load 1/2) whether the home slot is empty or
+//! Why groups with tags: a lookup probes many tuples and finds nothing in most of them (before
+//! the pruning, every tuple; after it, still some where one side's prefix is another rule's).
+//! With one key per probe (linear probing, load 1/2) whether the home slot is empty or
 //! holds another key is a coin toss per tuple, a branch mispredicted about every other tuple:
 //! 745 ns per lookup over 42 tuples. Comparing the 8 tags of a group at once leaves two
 //! branches that almost always go the same way ("no tag matches", "the group has an empty
@@ -26,6 +30,7 @@
 //! Building fills the tables once ([`Acl::build`]); a lookup only reads them, so one [`Acl`]
 //! (a few references and the default) is shared by every core.
 
+use super::prune::{Layout, Side};
 use super::rules::{parse_rules, AclError, PortRange, Proto, Rule, RuleLine};
 use super::{Action, FiveTuple, Match, Sizes};
 use crate::router::Ipv4Net;
@@ -201,7 +206,7 @@ impl Group {
     };
 }
 
-/// The caller's memory for an [`Acl`]: three slices at least as long as [`Acl::sizes`] (or
+/// The caller's memory for an [`Acl`]: four slices at least as long as [`Acl::sizes`] (or
 /// [`Sizes::for_rules`]) says; longer ones are fine, the surplus is not used. Their contents
 /// need not be initialised to anything in particular: [`Acl::build`] writes what it uses.
 #[derive(Debug)]
@@ -212,6 +217,9 @@ pub struct Storage<'a> {
     pub tuples: &'a mut [Tuple],
     /// [`Sizes::groups`] groups or more.
     pub groups: &'a mut [Group],
+    /// [`Sizes::prune`] words or more: the tuple pruning's tables (the source's, then the
+    /// destination's).
+    pub prune: &'a mut [u64],
 }
 
 /// Rules per group of a tuple's hash table: at most half of the slots are full.
@@ -267,6 +275,12 @@ const fn first(m: u64) -> usize {
     (m.trailing_zeros() / 8) as usize
 }
 
+/// `u64` words of the tuple pruning's tables ([`Sizes::prune`]) for `rules` rules in `tuples`
+/// tuples: both sides' [`Layout`].
+pub(super) const fn prune_words(rules: usize, tuples: usize) -> usize {
+    2 * Layout::new(rules, tuples).side_words()
+}
+
 /// Index of the (source length, destination length) pair in a 33 × 33 table.
 const fn pair(src_len: u8, dst_len: u8) -> usize {
     src_len as usize * 33 + dst_len as usize
@@ -281,6 +295,13 @@ pub struct Acl<'a> {
     entries: &'a [Entry],
     tuples: &'a [Tuple],
     groups: &'a [Group],
+    /// The tuple pruning's longest-prefix matches on the source and destination addresses.
+    src: Side<'a>,
+    dst: Side<'a>,
+    /// Words per tuple bitset of `src` and `dst`.
+    words: usize,
+    /// `Sizes::prune` of the build.
+    prune_words: usize,
     default: Action,
 }
 
@@ -290,6 +311,7 @@ impl core::fmt::Debug for Acl<'_> {
             .field("rules", &self.entries.len())
             .field("tuples", &self.tuples.len())
             .field("groups", &self.groups.len())
+            .field("prune", &self.prune_words)
             .field("default", &self.default)
             .finish()
     }
@@ -313,10 +335,12 @@ impl<'a> Acl<'a> {
             }
         }
         let used = per_pair.iter().filter(|&&c| c > 0);
+        let tuples = used.clone().count();
         Ok(Sizes {
             rules,
-            tuples: used.clone().count(),
+            tuples,
             groups: used.map(|&c| groups_for(usize::from(c))).sum(),
+            prune: prune_words(rules, tuples),
         })
     }
 
@@ -324,8 +348,10 @@ impl<'a> Acl<'a> {
     /// `storage`, which it borrows for as long as the ACL lives. The text is parsed twice
     /// ([`Acl::sizes`] first, to check the storage before writing), and is not kept.
     ///
-    /// Cost: linear in the rule count (a hash-table insert per rule, at most half of each table
-    /// full); 10,000 rules took about 6 ms on the benchmark's host (`netstack/benches/acl.rs`).
+    /// Cost: a hash-table insert per rule (at most half of each table full), then for each
+    /// address side a sort of the rules' prefixes and a pass over them and over the direct
+    /// index (at most 2^16 buckets); 10,000 rules took about 8 ms on the benchmark's host
+    /// (`netstack/benches/acl.rs`).
     ///
     /// # Errors
     /// [`AclError::Line`] for the first line that is not a rule; [`AclError::Storage`] (with
@@ -336,14 +362,20 @@ impl<'a> Acl<'a> {
             rules,
             tuples,
             groups,
+            prune,
         } = storage;
-        if rules.len() < need.rules || tuples.len() < need.tuples || groups.len() < need.groups {
+        if rules.len() < need.rules
+            || tuples.len() < need.tuples
+            || groups.len() < need.groups
+            || prune.len() < need.prune
+        {
             return Err(AclError::Storage { need });
         }
-        let (rules, tuples, groups) = (
+        let (rules, tuples, groups, prune) = (
             &mut rules[..need.rules],
             &mut tuples[..need.tuples],
             &mut groups[..need.groups],
+            &mut prune[..need.prune],
         );
         // Tuple index of each (source length, destination length) pair, u16::MAX if none yet.
         let mut tuple_of = [u16::MAX; MAX_TUPLES];
@@ -415,10 +447,30 @@ impl<'a> Acl<'a> {
                 g = if g + 1 == region.len() { 0 } else { g + 1 };
             }
         }
+        // The tuple pruning's tables: each rule's prefix on either side, with its tuple.
+        let layout = Layout::new(n, nt);
+        let (src_words, dst_words) = prune.split_at_mut(layout.side_words());
+        let rules: &'a [Entry] = rules;
+        let tuple_of = &tuple_of;
+        let tuple = move |e: &Entry| u32::from(tuple_of[pair(e.src_len, e.dst_len)]);
+        let src = Side::build(
+            src_words,
+            layout,
+            rules.iter().map(|e| (e.src, e.src_len, tuple(e))),
+        );
+        let dst = Side::build(
+            dst_words,
+            layout,
+            rules.iter().map(|e| (e.dst, e.dst_len, tuple(e))),
+        );
         Ok(Acl {
             entries: rules,
             tuples,
             groups,
+            src,
+            dst,
+            words: layout.words,
+            prune_words: need.prune,
             default,
         })
     }
@@ -428,40 +480,21 @@ impl<'a> Acl<'a> {
     #[inline]
     pub fn classify(&self, t: &FiveTuple) -> Match {
         let (src, dst) = (t.src.to_bits(), t.dst.to_bits());
+        let w = self.words;
+        // The tuples either address's prefixes allow (tuple pruning, `super::prune`).
+        let a = self.src.bits(self.src.row(src, w), w);
+        let b = self.dst.bits(self.dst.row(dst, w), w);
         let mut best = NONE;
-        for tu in self.tuples {
-            // Tuples are in order of their lowest rule: none from here on can beat `best`.
-            if tu.min_rule >= best {
-                break;
-            }
-            let (ks, kd) = (src & tu.src_mask, dst & tu.dst_mask);
-            let region = &self.groups[tu.offset as usize..(tu.offset + tu.size) as usize];
-            let h = hash(ks, kd);
-            let mut g = home(h, tu.size);
-            // Mostly one group, no tag matching and an empty slot: two well-predicted branches.
-            let mut r = 'probe: loop {
-                let grp = &region[g];
-                let mut m = matches(grp.tags, tag(h));
-                while m != 0 {
-                    let s = &grp.slots[first(m)];
-                    if s.src == ks && s.dst == kd {
-                        break 'probe s.head;
-                    }
-                    m &= m - 1;
+        'words: for (i, (&a, &b)) in a.iter().zip(b).enumerate() {
+            let mut left = a & b;
+            while left != 0 {
+                let tu = &self.tuples[i * 64 + left.trailing_zeros() as usize];
+                left &= left - 1;
+                // Tuples are in order of their lowest rule: none from here on can beat `best`.
+                if tu.min_rule >= best {
+                    break 'words;
                 }
-                if empties(grp.tags) != 0 {
-                    break NONE;
-                }
-                g = if g + 1 == region.len() { 0 } else { g + 1 };
-            };
-            // The chain is in rule order: stop at the first match or once past `best`.
-            while r < best {
-                let e = &self.entries[r as usize];
-                if e.matches_rest(t) {
-                    best = r;
-                    break;
-                }
-                r = e.next;
+                self.probe(tu, src, dst, t, &mut best);
             }
         }
         match self.entries.get(best as usize) {
@@ -476,11 +509,61 @@ impl<'a> Acl<'a> {
         }
     }
 
+    /// Look `t` up in tuple `tu`'s hash table and walk the chain found, lowering `best` to the
+    /// first rule there that matches `t`, if it is lower.
+    #[inline(always)]
+    fn probe(&self, tu: &Tuple, src: u32, dst: u32, t: &FiveTuple, best: &mut u32) {
+        let (ks, kd) = (src & tu.src_mask, dst & tu.dst_mask);
+        let region = &self.groups[tu.offset as usize..(tu.offset + tu.size) as usize];
+        let h = hash(ks, kd);
+        let mut g = home(h, tu.size);
+        // Mostly one group, no tag matching and an empty slot: two well-predicted branches.
+        let mut r = 'probe: loop {
+            let grp = &region[g];
+            let mut m = matches(grp.tags, tag(h));
+            while m != 0 {
+                let s = &grp.slots[first(m)];
+                if s.src == ks && s.dst == kd {
+                    break 'probe s.head;
+                }
+                m &= m - 1;
+            }
+            if empties(grp.tags) != 0 {
+                break NONE;
+            }
+            g = if g + 1 == region.len() { 0 } else { g + 1 };
+        };
+        // The chain is in rule order: stop at the first match or once past `best`.
+        while r < *best {
+            let e = &self.entries[r as usize];
+            if e.matches_rest(t) {
+                *best = r;
+                break;
+            }
+            r = e.next;
+        }
+    }
+
     /// For tests: the home group of key (`src`, `dst`) in a table of `groups` groups, and the
     /// most groups a lookup of a key present in the ACL probes.
     #[cfg(test)]
     pub(super) fn home_group(src: u32, dst: u32, groups: u32) -> usize {
         home(hash(src, dst), groups)
+    }
+
+    /// For tests: the tuples the pruning leaves for addresses (`src`, `dst`), the source's and
+    /// the destination's lists, and their intersection, each as ascending tuple indices.
+    #[cfg(test)]
+    pub(super) fn pruned(&self, src: u32, dst: u32) -> [std::vec::Vec<usize>; 3] {
+        let w = self.words;
+        let a = self.src.bits(self.src.row(src, w), w);
+        let b = self.dst.bits(self.dst.row(dst, w), w);
+        let list = |f: &dyn Fn(usize) -> u64| {
+            (0..w * 64)
+                .filter(|&t| f(t / 64) >> (t % 64) & 1 != 0)
+                .collect()
+        };
+        [list(&|i| a[i]), list(&|i| b[i]), list(&|i| a[i] & b[i])]
     }
 
     #[cfg(test)]
@@ -522,7 +605,7 @@ impl<'a> Acl<'a> {
         self.default
     }
 
-    /// The number of tuples, the hash tables a lookup that matches nothing probes.
+    /// The number of tuples: hash tables, of which a lookup probes those the pruning leaves.
     pub fn tuple_count(&self) -> usize {
         self.tuples.len()
     }
@@ -533,6 +616,7 @@ impl<'a> Acl<'a> {
             rules: self.entries.len(),
             tuples: self.tuples.len(),
             groups: self.groups.len(),
+            prune: self.prune_words,
         }
     }
 }

@@ -268,8 +268,8 @@ impl core::fmt::Display for AclError<'_> {
             AclError::Line { line, error } => write!(f, "rules line {line}: {error}"),
             AclError::Storage { need } => write!(
                 f,
-                "ACL storage too small: need {} rule entries, {} tuples, {} groups",
-                need.rules, need.tuples, need.groups
+                "ACL storage too small: need {} rule entries, {} tuples, {} groups, {} pruning words",
+                need.rules, need.tuples, need.groups, need.prune
             ),
         }
     }

@@ -43,8 +43,9 @@ pub fn build(
     };
     let storage = carve(zone, sizes.rules, Entry::EMPTY)
         .zip(carve(zone, sizes.tuples, Tuple::EMPTY))
-        .zip(carve(zone, sizes.groups, Group::EMPTY));
-    let Some(((rules, tuples), groups)) = storage else {
+        .zip(carve(zone, sizes.groups, Group::EMPTY))
+        .zip(carve(zone, sizes.prune, 0u64));
+    let Some((((rules, tuples), groups), prune)) = storage else {
         let _ = write!(
             why,
             "memory error: no room for {} rules ({} bytes)",
@@ -59,6 +60,7 @@ pub fn build(
             rules,
             tuples,
             groups,
+            prune,
         },
     ) {
         Ok(a) => a,

@@ -29,6 +29,7 @@ struct Store {
     rules: Vec<Entry>,
     tuples: Vec<Tuple>,
     groups: Vec<Group>,
+    prune: Vec<u64>,
 }
 
 impl Store {
@@ -37,6 +38,7 @@ impl Store {
             rules: vec![Entry::EMPTY; s.rules],
             tuples: vec![Tuple::EMPTY; s.tuples],
             groups: vec![Group::EMPTY; s.groups],
+            prune: vec![0; s.prune],
         }
     }
 
@@ -51,6 +53,7 @@ impl Store {
                 rules: &mut self.rules,
                 tuples: &mut self.tuples,
                 groups: &mut self.groups,
+                prune: &mut self.prune,
             },
         )
     }
@@ -132,7 +135,7 @@ fn the_documented_example_parses_and_classifies() {
     assert_eq!((acl.len(), acl.tuple_count()), (5, 4));
     assert_eq!(
         std::format!("{acl:?}"),
-        "Acl { rules: 5, tuples: 4, groups: 4, default: Deny }"
+        "Acl { rules: 5, tuples: 4, groups: 4, prune: 50, default: Deny }"
     );
     let m = |t| acl.classify(&t);
     let web = [198, 51, 100, 7];
@@ -178,35 +181,41 @@ fn storage_sizes_and_errors() {
         Sizes {
             rules: 10_000,
             tuples: 1089,
-            groups: 3316
+            groups: 3316,
+            // Per side: 20,001 intervals, 2^14 buckets, 10,001 bitsets of 18 words.
+            prune: 2 * (20_001 + 16_384 + 10_001 * 18),
         }
     );
-    assert_eq!(max.bytes(), 606_644);
+    assert_eq!(max.bytes(), 606_644 + 3_462_448);
     assert_eq!(Sizes::for_rules(3).tuples, 3);
-    assert_eq!(Sizes::for_rules(0).bytes(), 0);
+    // No rules: each side's one interval (every address, no tuple) and its one bucket.
+    assert_eq!(Sizes::for_rules(0).bytes(), 32);
     let need = Acl::sizes(EXAMPLE).unwrap();
     assert_eq!(
         need,
         Sizes {
             rules: 5,
             tuples: 4,
-            groups: 4
+            groups: 4,
+            // Per side: 11 intervals, 8 buckets, 6 one-word bitsets.
+            prune: 2 * (11 + 8 + 6),
         }
     );
     // Each slice one short is refused, naming what is needed.
-    for short in 0..3 {
+    for short in 0..4 {
         let mut s = Sizes { ..need };
         match short {
             0 => s.rules -= 1,
             1 => s.tuples -= 1,
-            _ => s.groups -= 1,
+            2 => s.groups -= 1,
+            _ => s.prune -= 1,
         }
         let mut store = Store::new(s);
         let e = store.build(EXAMPLE).unwrap_err();
         assert_eq!(e, AclError::Storage { need });
         assert_eq!(
             e.to_string(),
-            "ACL storage too small: need 5 rule entries, 4 tuples, 4 groups"
+            "ACL storage too small: need 5 rule entries, 4 tuples, 4 groups, 50 pruning words"
         );
     }
     // Longer slices are fine; storage reused from another ACL gives the same classifier.

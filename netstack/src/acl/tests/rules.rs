@@ -288,7 +288,9 @@ fn errors_that_span_lines() {
         Sizes {
             rules: MAX_RULES,
             tuples: 1,
-            groups: MAX_RULES / 4
+            groups: MAX_RULES / 4,
+            // Per side: 20,001 intervals, 2^14 buckets, 10,001 one-word bitsets.
+            prune: 2 * (20_001 + 16_384 + 10_001),
         }
     );
     text += "allow\n";

@@ -80,13 +80,19 @@ impl Acl {
     }
 }
 
+/// Offset of the Protocol field in the IPv4 header (RFC 791 §3.1), bytes.
+const IPV4_PROTOCOL: usize = 9;
+
 /// The 5-tuple of `pkt`, when it is IPv4: ports from its TCP or UDP header when it is a first
 /// (or only) fragment, else 0 (a later fragment carries no transport header). The ports are
 /// the first four bytes of either header (RFC 768, RFC 9293 §3.1), read from the one IPv4 view.
 #[inline(always)]
 fn five_tuple(pkt: &Packet<'_>) -> Option<FiveTuple> {
     let ip = pkt.ipv4()?;
-    let proto = u8::from(ip.next_header());
+    // The Protocol field as the byte it is: `next_header()` maps it to smoltcp's enum and
+    // `u8::from` maps it back, an out-of-line call and two jump tables per frame. The view is
+    // checked (`Packet::ipv4`), so its 20-byte header holds the byte.
+    let &proto = ip.as_ref().get(IPV4_PROTOCOL)?;
     let ports = (proto == IPPROTO_UDP || proto == IPPROTO_TCP) && ip.frag_offset() == 0;
     let (sport, dport) = match ip.payload().first_chunk::<4>() {
         Some(p) if ports => (

@@ -20,6 +20,7 @@ fn table(text: &'static str, cores: usize) -> &'static AclTable {
         rules: Vec::leak(std::vec![Entry::EMPTY; s.rules]),
         tuples: Vec::leak(std::vec![Tuple::EMPTY; s.tuples]),
         groups: Vec::leak(std::vec![Group::EMPTY; s.groups]),
+        prune: Vec::leak(std::vec![0u64; s.prune]),
     };
     let acl = netstack::acl::Acl::build(text, storage).unwrap();
     let hits: &'static [AtomicU64] = Vec::leak(
