@@ -6,6 +6,11 @@
 //! and `STATS` (`nf.dropped` counts this NF's drops), the management plane with `ip0=`/`ip1=`
 //! (its frames never reach the NF), and `quit`.
 //!
+//! Its own counters (`COUNTERS`, read by the kernel every 10 ms, summed over the cores) show
+//! in `STATS` as `"nf_name":"port_filter","nf_counters":{"blocked":N,"forwarded":M}` and in
+//! `/metrics` as `gannet_nf_port_filter_blocked_total` and
+//! `gannet_nf_port_filter_forwarded_total`.
+//!
 //! Price it: `cargo xtask bench sim --image PATH --modes io` (deterministic instructions per
 //! packet on simulated ports), with the frame `bench_frames` below builds: UDP to port 80,
 //! forwarded.
@@ -17,7 +22,7 @@
 #![cfg_attr(target_os = "none", no_main)]
 
 use netstack::MacAddr;
-use unikernel::dataplane::nf::{NetworkFunction, Packet, Verdict};
+use unikernel::dataplane::nf::{CounterDef, CounterValues, NetworkFunction, Packet, Verdict};
 
 /// The destination port whose UDP and TCP frames are dropped.
 const BLOCKED_PORT: u16 = 5000;
@@ -26,7 +31,7 @@ const BLOCKED_PORT: u16 = 5000;
 #[derive(Default)]
 pub struct PortFilter {
     /// Frames dropped (per core).
-    pub dropped: u64,
+    pub blocked: u64,
     /// Frames forwarded (per core).
     pub forwarded: u64,
 }
@@ -35,7 +40,7 @@ impl PortFilter {
     /// The verdict for a frame whose destination port is `dport` (`None`: not UDP or TCP).
     fn decide(&mut self, dport: Option<u16>) -> Verdict {
         if dport == Some(BLOCKED_PORT) {
-            self.dropped += 1;
+            self.blocked += 1;
             Verdict::Drop
         } else {
             self.forwarded += 1;
@@ -48,6 +53,17 @@ impl NetworkFunction for PortFilter {
     const NAME: &'static str = "port_filter";
     // Never keeps a frame nor gives one to the management plane itself.
     const TAKES: bool = false;
+    // Its counters: names (stable: they become metric names) and what they count.
+    const COUNTERS: &'static [CounterDef] = &[
+        CounterDef::one("blocked", "Frames to the blocked port, dropped."),
+        CounterDef::one("forwarded", "Frames forwarded."),
+    ];
+
+    /// This core's values, in `COUNTERS` order.
+    fn counters(&self, out: &mut CounterValues) {
+        out.set(0, self.blocked);
+        out.set(1, self.forwarded);
+    }
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
@@ -95,6 +111,6 @@ mod tests {
         assert_eq!(f.decide(Some(BLOCKED_PORT)), Verdict::Drop);
         assert_eq!(f.decide(Some(80)), Verdict::Forward);
         assert_eq!(f.decide(None), Verdict::Forward);
-        assert_eq!((f.dropped, f.forwarded), (1, 2));
+        assert_eq!((f.blocked, f.forwarded), (1, 2));
     }
 }

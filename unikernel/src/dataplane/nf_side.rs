@@ -38,4 +38,7 @@ pub(crate) struct NfSide {
     /// Frames taken by [`super::nf::Verdict::Keep`] or [`super::nf::Verdict::ToMgmt`] in this
     /// iteration.
     pub(crate) taken: TakenList,
+    /// The NF's own counters as last read (`Core::read_nf_counters`; every 10 ms and before
+    /// `quit`), for the core's snapshot. Never touched per frame.
+    pub(crate) own: netstack::stats::CounterValues,
 }

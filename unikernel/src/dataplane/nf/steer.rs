@@ -56,6 +56,7 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
     const MIN_FRAME: usize = N::MIN_FRAME;
     const EVERY_BURST: bool = N::EVERY_BURST;
     const TAKES: bool = true;
+    const COUNTERS: &'static [super::CounterDef] = N::COUNTERS;
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
@@ -67,6 +68,10 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
 
     fn end_of_burst<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.inner.end_of_burst(ctx);
+    }
+
+    fn counters(&self, out: &mut super::CounterValues) {
+        self.inner.counters(out);
     }
 
     fn tick<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
