@@ -6,6 +6,14 @@
 //! that reads the old name no longer builds. Field names are the JSON keys (the README and the
 //! integration tests rely on them); the JSON keys appear in declaration order.
 //!
+//! Where each counter set is defined (once; the definitions flow up the crates' dependencies,
+//! since `mm` cannot depend on this crate): the page_pool's counters are `mm`'s
+//! `PagePoolStats`, which [`PoolStats`] holds and writes inline; the kernel's counters this
+//! crate can see are defined here and counted into by the kernel as they are ([`NfCounters`],
+//! [`MgmtPath`], [`MgmtStats`]); a network function's own counters are declared by the NF
+//! ([`CounterDef`], [`nf_own`]) and carried by name. The tests check that serde-json-core's
+//! line reads back through serde_json to the same JSON object, key for key.
+//!
 //! Units: "frames" count Ethernet frames, "bytes" frame bytes (no virtio header, no FCS),
 //! "cycles" TSC cycles (guest instructions under `-icount shift=0`), "pages" 4 KiB pages.
 //! Every counter counts from boot and never decreases; gauges are marked as such.
@@ -55,7 +63,8 @@ pub const POOL_JSON_MAX: usize = 512;
 /// pair), page_pool and core, and the router's counters in router mode.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
-    /// Forwarding mode (`"io"`, `"l2"`, `"router"`).
+    /// Forwarding mode, as `mode=` was parsed (`"io"`, `"l2"`, `"router"`, `"acl"`; `"l2"` by
+    /// default, a user's NF included: what ran is [`Stats::nf_name`]).
     pub mode: Mode,
     /// TSC frequency in Hz (cycles per second).
     pub tsc_hz: u64,

@@ -822,3 +822,38 @@ fn prometheus_names_the_nf_and_its_counters() {
     );
     promtool_check(&out);
 }
+
+/// Every metric family the writer emits (router, FIB, management plane and NF counters
+/// included) is named in the README's *Metric names* table: the names are documented, and a
+/// renamed or new family cannot go unnoticed.
+#[test]
+fn every_metric_family_is_documented() {
+    let readme = include_str!("../../../README.md");
+    let table = readme
+        .split("**Metric names**")
+        .nth(1)
+        .expect("the README's *Metric names* table");
+    // Every optional section present (`largest` itself would overflow the per-port sums).
+    let all = Stats {
+        fib: largest().fib,
+        faults: largest().faults,
+        nf_counters: largest_nf_counters(),
+        ..sample(true)
+    };
+    let text = prometheus(&all, Some(&mgmt()));
+    let mut families = 0;
+    for family in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = family.split(' ').next().unwrap();
+        let documented = if name.starts_with("gannet_nf_") && name != "gannet_nf_frames_total" {
+            "gannet_nf_<nf>_<counter>_total"
+        } else {
+            name
+        };
+        assert!(
+            table.contains(&std::format!("`{documented}`")),
+            "`{name}` is not in the README's metric names"
+        );
+        families += 1;
+    }
+    assert!(families > 30, "{text}");
+}
