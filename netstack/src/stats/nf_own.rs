@@ -297,6 +297,9 @@ impl CounterValues {
 
 /// A counter's value in `STATS`: a number, or an array for a per-index counter (index 0
 /// first).
+// Fixed size on purpose (no heap in the guest): a plain counter takes as much room as a
+// per-index one; a `Stats` holds at most MAX_NF_COUNTERS of them (4 KiB).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NfValue {
     /// A plain counter.
