@@ -426,3 +426,6 @@ impl<'de> Deserialize<'de> for NfOwnCounters {
         d.deserialize_map(V)
     }
 }
+
+#[cfg(test)]
+mod tests;
