@@ -3,6 +3,7 @@
 
 use super::{udp, PAGES};
 use crate::dataplane::nf::builtin::{Acl, AclTable, STATS_RULES};
+use crate::dataplane::nf::NetworkFunction;
 use crate::dataplane::testing::{port_mac, Rig};
 use core::sync::atomic::AtomicU64;
 use netstack::acl::{Entry, Group, Storage, Tuple};
@@ -102,5 +103,11 @@ fn hits_reach_the_snapshot_as_the_nfs_counters() {
     assert_eq!(s.one("later_rule_hits"), Some(4));
     assert_eq!(s.one("default_hits"), Some(4));
     assert_eq!(c.core.nf_counters().dropped, 6);
+    // The help texts say the bound the code uses.
+    let bound = std::format!("first {STATS_RULES}");
+    assert!(Acl::COUNTERS
+        .iter()
+        .take(2)
+        .all(|d| d.help.contains(&bound)));
     rig.quit_and_check();
 }
