@@ -131,6 +131,11 @@ impl fmt::Display for PoolError {
 }
 
 /// Pool counters (events, not pages in a state), like Linux `page_pool_stats`.
+///
+/// The one definition of these counters: the `STATS` line's `pools[]` entries and the `pool`
+/// console line carry them as `netstack::stats::PoolStats::counters`, written inline under
+/// these field names ([`PagePoolStats::NAMES`]). The definitions flow from `mm` up: `mm`
+/// depends on nothing of Gannet's (no serde either), `netstack`'s schema depends on `mm`.
 #[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
 pub struct PagePoolStats {
     /// Allocations served from the alloc cache.
@@ -159,6 +164,74 @@ pub struct PagePoolStats {
     /// [`PagePool::set_clock`] (the kernel's TSC: cycles, guest instructions under icount); 0
     /// without a clock. Measured inside the slow path only, so the fast path pays nothing.
     pub refill_cycles: u64,
+}
+
+impl PagePoolStats {
+    /// Every counter's name, the field's, in declaration order (the keys of `STATS`'
+    /// `pools[]` entries).
+    pub const NAMES: [&'static str; 11] = [
+        "alloc_fast",
+        "alloc_slow",
+        "alloc_empty",
+        "refill_pages",
+        "refill_failed",
+        "recycle_cached",
+        "recycle_cache_full",
+        "recycle_ring",
+        "recycle_ring_full",
+        "released",
+        "refill_cycles",
+    ];
+
+    /// Every counter's value, in [`Self::NAMES`] order.
+    pub fn values(&self) -> [u64; 11] {
+        // Destructured without `..`: a new counter must be named here (and in NAMES) too.
+        let PagePoolStats {
+            alloc_fast,
+            alloc_slow,
+            alloc_empty,
+            refill_pages,
+            refill_failed,
+            recycle_cached,
+            recycle_cache_full,
+            recycle_ring,
+            recycle_ring_full,
+            released,
+            refill_cycles,
+        } = *self;
+        [
+            alloc_fast,
+            alloc_slow,
+            alloc_empty,
+            refill_pages,
+            refill_failed,
+            recycle_cached,
+            recycle_cache_full,
+            recycle_ring,
+            recycle_ring_full,
+            released,
+            refill_cycles,
+        ]
+    }
+
+    /// The counters of `v`, in [`Self::NAMES`] order.
+    pub fn from_values(v: [u64; 11]) -> PagePoolStats {
+        let [alloc_fast, alloc_slow, alloc_empty, refill_pages, refill_failed, recycle_cached, recycle_cache_full, recycle_ring, recycle_ring_full, released, refill_cycles] =
+            v;
+        PagePoolStats {
+            alloc_fast,
+            alloc_slow,
+            alloc_empty,
+            refill_pages,
+            refill_failed,
+            recycle_cached,
+            recycle_cache_full,
+            recycle_ring,
+            recycle_ring_full,
+            released,
+            refill_cycles,
+        }
+    }
 }
 
 /// What [`PagePool::destroy_wait`] tells its step closure each time it waits.

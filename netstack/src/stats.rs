@@ -6,6 +6,14 @@
 //! that reads the old name no longer builds. Field names are the JSON keys (the README and the
 //! integration tests rely on them); the JSON keys appear in declaration order.
 //!
+//! Where each counter set is defined (once; the definitions flow up the crates' dependencies,
+//! since `mm` cannot depend on this crate): the page_pool's counters are `mm`'s
+//! `PagePoolStats`, which [`PoolStats`] holds and writes inline; the kernel's counters this
+//! crate can see are defined here and counted into by the kernel as they are ([`NfCounters`],
+//! [`MgmtPath`], [`MgmtStats`]); a network function's own counters are declared by the NF
+//! ([`CounterDef`], [`nf_own`]) and carried by name. The tests check that serde-json-core's
+//! line reads back through serde_json to the same JSON object, key for key.
+//!
 //! Units: "frames" count Ethernet frames, "bytes" frame bytes (no virtio header, no FCS),
 //! "cycles" TSC cycles (guest instructions under `-icount shift=0`), "pages" 4 KiB pages.
 //! Every counter counts from boot and never decreases; gauges are marked as such.
@@ -22,13 +30,23 @@
 //! counter struct of `STATS` and the Prometheus writer over the same structs stay side by side,
 //! so a renamed field and its metric change in one place (the tests are `stats/tests.rs`).
 
-use crate::config::{Mode, RefillMode};
+use crate::config::Mode;
 use crate::counters::{DropReason, PortCounters};
 use crate::router::{RouterCounters, RouterDrop};
 use crate::MacAddr;
 use core::fmt;
 use heapless::Vec;
 use serde::{Deserialize, Serialize};
+
+pub mod nf_own;
+mod pool;
+/// `pools[]`' counters, defined in `mm` (re-exported for the tools, which need not name `mm`).
+pub use mm::page_pool::PagePoolStats;
+pub use nf_own::{
+    check_counters, CounterDef, CounterDefError, CounterValues, NfOwnCounters, NfValue, PerIndex,
+    MAX_NF_COUNTERS, MAX_NF_VALUES, NF_NAME_MAX,
+};
+pub use pool::PoolStats;
 
 /// Most forwarding cores a `STATS` line describes (the kernel's `smp::MAX_CPUS` must not be
 /// larger).
@@ -45,7 +63,8 @@ pub const POOL_JSON_MAX: usize = 512;
 /// pair), page_pool and core, and the router's counters in router mode.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
-    /// Forwarding mode (`"io"`, `"l2"`, `"router"`).
+    /// Forwarding mode, as `mode=` was parsed (`"io"`, `"l2"`, `"router"`, `"acl"`; `"l2"` by
+    /// default, a user's NF included: what ran is [`Stats::nf_name`]).
     pub mode: Mode,
     /// TSC frequency in Hz (cycles per second).
     pub tsc_hz: u64,
@@ -102,6 +121,17 @@ pub struct Stats {
     /// the NF API yet.
     #[serde(default)]
     pub nf: NfCounters,
+    /// The network function the cores ran: its `NetworkFunction::NAME` (`"port_filter"` for
+    /// the template's, `"acl"`), or for the stock image's `io`, `l2` and router the mode.
+    /// The `nf` label of `/metrics`. Empty in lines from before the key.
+    #[serde(default)]
+    pub nf_name: heapless::String<NF_NAME_MAX>,
+    /// The counters the network function declares itself (`NetworkFunction::COUNTERS`), by
+    /// name, summed over the cores (the key is absent when it declares none; the stock `io`,
+    /// `l2` and router declare none). Read from the NF every 10 ms and at `quit`, so a value
+    /// may trail the frames by up to 10 ms. See [`nf_own`].
+    #[serde(default, skip_serializing_if = "NfOwnCounters::is_empty")]
+    pub nf_counters: NfOwnCounters,
     /// With a management address only (the key is absent otherwise): the dataplane's side of
     /// the management plane, summed over the cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -416,39 +446,6 @@ impl From<&PortCounters> for PortDrops {
     }
 }
 
-/// One page_pool (`pools[]` and the `pools` console line). Page counts.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolStats {
-    /// Pool id: the port it feeds (`2·core + j`), unique across cores.
-    pub id: u32,
-    /// How the pool refills its alloc cache (`"bulk"`, `"single"`).
-    pub refill_mode: RefillMode,
-    /// Gauge: pages handed out by the pool and not returned.
-    pub in_flight: u64,
-    /// Gauge: pages in the pool's alloc cache.
-    pub cached: u64,
-    /// Allocations served from the alloc cache.
-    pub alloc_fast: u64,
-    /// Allocations that refilled the cache from the allocator.
-    pub alloc_slow: u64,
-    /// Allocations that found the cache and the allocator empty.
-    pub alloc_empty: u64,
-    /// Pages taken from the allocator by refills.
-    pub refill_pages: u64,
-    /// Refills the allocator could not serve.
-    pub refill_failed: u64,
-    /// Pages returned into the alloc cache.
-    pub recycle_cached: u64,
-    /// Pages returned while the cache was full (given back to the allocator).
-    pub recycle_cache_full: u64,
-    /// Pages other cores returned through the pool's recycle ring.
-    pub recycle_ring: u64,
-    /// Pages another core could not return because the recycle ring was full.
-    pub recycle_ring_full: u64,
-    /// Pages released to the allocator instead of recycled (`pool=release`).
-    pub released: u64,
-}
-
 /// Busy-iteration cycles by phase of the poll loop.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhaseCycles {
@@ -669,7 +666,9 @@ impl RouterDrops {
     }
 }
 
-/// The management plane's counters (frames; `/metrics` only, not in `STATS`).
+/// The management plane's counters (frames; `/metrics` only, not in `STATS`). The one
+/// definition: the kernel's management plane counts into it (`control::mgmt::MgmtCounters` is
+/// this type) and [`write_prometheus`] renders it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MgmtStats {
     /// Frames handed to smoltcp.
@@ -789,12 +788,14 @@ impl<'de> Deserialize<'de> for MacAddr {
 /// after another with its `# HELP` and `# TYPE` lines: per-port frames, bytes and drops by
 /// reason (each port's queue pairs summed), per-CPU forwarded frames and busy cycles, page_pool
 /// state, free pages, the buddy allocator's free blocks per order (`buddyinfo`, zone 0), the
-/// router's outcomes (router mode) and the management plane's counters (`mgmt`, when there is
-/// one).
+/// router's outcomes (router mode), the management plane's counters (`mgmt`, when there is
+/// one) and the network function's own counters (`s.nf_counters`, each
+/// `gannet_nf_<nf>_<counter>_total`, with its help from `nf_defs`, the NF's declaration).
 pub fn write_prometheus(
     s: &Stats,
     buddyinfo: &[u64],
     mgmt: Option<&MgmtStats>,
+    nf_defs: &[CounterDef],
     w: &mut dyn fmt::Write,
 ) -> fmt::Result {
     type PortGet = fn(&PortStats) -> u64;
@@ -915,7 +916,7 @@ pub fn write_prometheus(
         (
             "gannet_pool_alloc_slow_total",
             "page_pool refills from the allocator.",
-            |p| p.alloc_slow,
+            |p| p.counters.alloc_slow,
             "counter",
         ),
     ] {
@@ -946,13 +947,14 @@ pub fn write_prometheus(
         "gannet_nf_frames_total",
         "Frames the network function did not forward, by verdict (and held frames it sent).",
     )?;
+    let nf = nf_label(s);
     for (verdict, n) in s.nf.iter() {
         writeln!(
             w,
-            "gannet_nf_frames_total{{nf=\"{}\",verdict=\"{verdict}\"}} {n}",
-            s.mode.as_str()
+            "gannet_nf_frames_total{{nf=\"{nf}\",verdict=\"{verdict}\"}} {n}"
         )?;
     }
+    write_nf_counters(s, nf_defs, w)?;
     if let Some(f) = &s.fib {
         gauge(
             w,
@@ -1029,6 +1031,39 @@ pub fn write_prometheus(
         )?;
         for (result, n) in PUT_ROUTES_RESULTS.iter().zip(m.put_routes) {
             writeln!(w, "gannet_mgmt_put_routes_total{{result=\"{result}\"}} {n}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The `nf` label: [`Stats::nf_name`], or the mode in a line from before it.
+fn nf_label(s: &Stats) -> &str {
+    match s.nf_name.as_str() {
+        "" => s.mode.as_str(),
+        n => n,
+    }
+}
+
+/// The network function's own counters: `gannet_nf_<nf>_<counter>_total`, one series (or one
+/// per index, labelled as declared) each, with the help of `defs` (a counter missing from
+/// `defs` gets a generic one).
+fn write_nf_counters(s: &Stats, defs: &[CounterDef], w: &mut dyn fmt::Write) -> fmt::Result {
+    let nf = nf_label(s);
+    for (name, v) in &s.nf_counters.0 {
+        let def = defs.iter().find(|d| d.name == name.as_str());
+        let help = def.map_or("A counter the network function declares.", |d| d.help);
+        writeln!(
+            w,
+            "# HELP gannet_nf_{nf}_{name}_total {help}\n# TYPE gannet_nf_{nf}_{name}_total counter"
+        )?;
+        match v {
+            NfValue::One(n) => writeln!(w, "gannet_nf_{nf}_{name}_total {n}")?,
+            NfValue::PerIndex(vals) => {
+                let label = def.and_then(|d| d.per).map_or("index", |p| p.label);
+                for (i, n) in vals.iter().enumerate() {
+                    writeln!(w, "gannet_nf_{nf}_{name}_total{{{label}=\"{i}\"}} {n}")?;
+                }
+            }
         }
     }
     Ok(())

@@ -2,10 +2,14 @@
 //!
 //! It drops UDP and TCP to one destination port (`blocked_port=` on the kernel command line,
 //! default 5000) and forwards every other frame, unchanged, out of the pair's other port (as
-//! the stock `io` mode does). The kernel
-//! keeps what an appliance needs around it: the boot, the ports, the page pools, the console
+//! the stock `io` mode does). The kernel keeps what an appliance needs around it: the boot, the ports, the page pools, the console
 //! and `STATS` (`nf.dropped` counts this NF's drops), the management plane with `ip0=`/`ip1=`
 //! (its frames never reach the NF), and `quit`.
+//!
+//! Its own counters (`COUNTERS`, read by the kernel every 10 ms, summed over the cores) show
+//! in `STATS` as `"nf_name":"port_filter","nf_counters":{"blocked":N,"forwarded":M}` and in
+//! `/metrics` as `gannet_nf_port_filter_blocked_total` and
+//! `gannet_nf_port_filter_forwarded_total`.
 //!
 //! Price it: `cargo xtask bench sim --image PATH --modes io` (deterministic instructions per
 //! packet on simulated ports), with the frame `bench_frames` below builds: UDP to port 80,
@@ -18,14 +22,16 @@
 #![cfg_attr(target_os = "none", no_main)]
 
 use netstack::MacAddr;
-use unikernel::dataplane::nf::{KeyError, NetworkFunction, NfKey, Packet, Verdict};
+use unikernel::dataplane::nf::{
+    CounterDef, CounterValues, KeyError, NetworkFunction, NfKey, Packet, Verdict,
+};
 
 /// The destination port whose UDP and TCP frames are dropped, unless `blocked_port=` says.
 const DEFAULT_BLOCKED_PORT: u16 = 5000;
 
 /// The NF's command-line keys: `blocked_port=N` (0..=65535).
 const KEYS: &[NfKey<PortFilter>] = &[NfKey::new("blocked_port", |f, v| {
-    f.blocked = v
+    f.blocked_port = v
         .parse()
         .map_err(|_| KeyError::Expected("a port number in 0..=65535"))?;
     Ok(())
@@ -34,9 +40,9 @@ const KEYS: &[NfKey<PortFilter>] = &[NfKey::new("blocked_port", |f, v| {
 /// Drops UDP and TCP to one destination port, forwards the rest; counts both.
 pub struct PortFilter {
     /// The destination port dropped.
-    pub blocked: u16,
+    pub blocked_port: u16,
     /// Frames dropped (per core).
-    pub dropped: u64,
+    pub blocked: u64,
     /// Frames forwarded (per core).
     pub forwarded: u64,
 }
@@ -44,8 +50,8 @@ pub struct PortFilter {
 impl Default for PortFilter {
     fn default() -> Self {
         PortFilter {
-            blocked: DEFAULT_BLOCKED_PORT,
-            dropped: 0,
+            blocked_port: DEFAULT_BLOCKED_PORT,
+            blocked: 0,
             forwarded: 0,
         }
     }
@@ -54,8 +60,8 @@ impl Default for PortFilter {
 impl PortFilter {
     /// The verdict for a frame whose destination port is `dport` (`None`: not UDP or TCP).
     fn decide(&mut self, dport: Option<u16>) -> Verdict {
-        if dport == Some(self.blocked) {
-            self.dropped += 1;
+        if dport == Some(self.blocked_port) {
+            self.blocked += 1;
             Verdict::Drop
         } else {
             self.forwarded += 1;
@@ -68,6 +74,17 @@ impl NetworkFunction for PortFilter {
     const NAME: &'static str = "port_filter";
     // Never keeps a frame nor gives one to the management plane itself.
     const TAKES: bool = false;
+    // Its counters: names (stable: they become metric names) and what they count.
+    const COUNTERS: &'static [CounterDef] = &[
+        CounterDef::one("blocked", "Frames to the blocked port, dropped."),
+        CounterDef::one("forwarded", "Frames forwarded."),
+    ];
+
+    /// This core's values, in `COUNTERS` order.
+    fn counters(&self, out: &mut CounterValues) {
+        out.set(0, self.blocked);
+        out.set(1, self.forwarded);
+    }
 
     fn keys() -> &'static [NfKey<Self>] {
         KEYS
@@ -119,7 +136,7 @@ mod tests {
         assert_eq!(f.decide(Some(DEFAULT_BLOCKED_PORT)), Verdict::Drop);
         assert_eq!(f.decide(Some(80)), Verdict::Forward);
         assert_eq!(f.decide(None), Verdict::Forward);
-        assert_eq!((f.dropped, f.forwarded), (1, 2));
+        assert_eq!((f.blocked, f.forwarded), (1, 2));
         (KEYS[0].parse)(&mut f, "80").unwrap();
         assert_eq!(f.decide(Some(80)), Verdict::Drop);
         assert!((KEYS[0].parse)(&mut f, "http").is_err());

@@ -6,8 +6,12 @@
 //! test says what the guest printed.
 //!
 //! Map: this file (boot, generator, STATS, frame rules) over `harness`; [`acpi`] crafts ACPI
-//! tables; [`differential`] runs frames through Gannet and a Linux router side by side. The
-//! tests in `tests/tests/*.rs` use these and never each other.
+//! tables; [`differential`] runs frames through Gannet and a Linux router side by side;
+//! [`prom`] checks Prometheus text. The tests in `tests/tests/*.rs` use these and never each
+//! other.
+//!
+//! Past ~800 lines because the `Rig` (boot, generator, console commands, STATS checks) is one
+//! value every test drives, and its methods stay with it.
 
 pub mod differential;
 
@@ -18,6 +22,8 @@ use std::time::Duration;
 
 pub mod acpi;
 pub mod hosts;
+pub mod prom;
+pub use prom::promtool_check;
 
 pub use harness::bench_sim;
 pub use harness::bench_tlb;
@@ -461,14 +467,19 @@ impl Rig {
             .unwrap_or_else(|e| panic!("raw port {p}: {e:#}"))
     }
 
-    /// `stats` on the console.
+    /// `stats` on the console (the line checked against the tools' schema:
+    /// [`Rig::assert_schema`]).
     pub fn stats(&self) -> Stats {
-        self.guest
+        let s = self
+            .guest
             .stats(STATS_TIMEOUT)
-            .unwrap_or_else(|e| panic!("stats: {e:#}"))
+            .unwrap_or_else(|e| panic!("stats: {e:#}"));
+        self.assert_schema();
+        s
     }
 
-    /// `quit`: asserts a clean exit and returns the final STATS.
+    /// `quit`: asserts a clean exit and returns the final STATS (checked against the tools'
+    /// schema: [`Rig::assert_schema`]).
     pub fn quit(&mut self) -> Stats {
         let (stats, exit) = self
             .guest
@@ -480,7 +491,46 @@ impl Rig {
             "quit did not shut down cleanly ({exit})\n{}",
             self.guest.tail_report()
         );
-        stats.unwrap_or_else(|| panic!("no STATS line after quit\n{}", self.guest.tail_report()))
+        let s = stats
+            .unwrap_or_else(|| panic!("no STATS line after quit\n{}", self.guest.tail_report()));
+        self.assert_schema();
+        s
+    }
+
+    /// `metrics` on the console: the `/metrics` body (without the management plane's
+    /// counters), checked by `promtool check metrics` when promtool is on PATH.
+    pub fn metrics(&self) -> String {
+        let from = self.guest.line_count();
+        self.guest.send_line("metrics").unwrap();
+        self.guest
+            .wait_for_line_from(from, |l| l.trim() == "# EOF", STATS_TIMEOUT)
+            .unwrap_or_else(|e| panic!("metrics: {e:#}\n{}", self.tail()));
+        let lines = self.guest.lines();
+        let mut text = String::new();
+        // The body starts at its first `# HELP` (the echo and log lines come before it).
+        let body = lines[from.min(lines.len())..]
+            .iter()
+            .skip_while(|l| !l.starts_with("# HELP "))
+            .take_while(|l| l.trim() != "# EOF");
+        for l in body {
+            text.push_str(l.trim_end());
+            text.push('\n');
+        }
+        promtool_check(&text);
+        text
+    }
+
+    /// The guest's last `STATS` line reads back exactly through the tools' schema
+    /// ([`Stats::exact_mismatch`]): the guest and the tools agree on every key.
+    pub fn assert_schema(&self) {
+        let lines = self.guest.lines();
+        let line = lines
+            .iter()
+            .rev()
+            .find(|l| l.trim_start().starts_with("STATS "));
+        if let Some(why) = line.and_then(|l| Stats::exact_mismatch(l)) {
+            panic!("the guest's STATS and the tools' schema disagree: {why}\n{line:?}");
+        }
     }
 
     /// Description of the guest's last output, for assertion messages.

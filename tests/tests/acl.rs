@@ -1,7 +1,8 @@
 //! Issue 34 item 3 (in part): the stock ACL firewall, `mode=acl`, with its rules from the boot
 //! bundle (`--- rules`, `netstack::acl`'s syntax): real frames, each rule's verdict and hits
-//! (the console's `acl`), the denied ones counted (`nf.dropped`), ARP passing, a bad rules line
-//! refused by its number, and every page back.
+//! (the console's `acl`, and `STATS` `nf_counters` and the console's `metrics`: issue 34 item
+//! 3's per-rule hit counters), the denied ones counted (`nf.dropped`), ARP passing, a bad rules
+//! line refused by its number, and every page back.
 
 use std::time::{Duration, Instant};
 
@@ -106,8 +107,34 @@ fn acl_rules_decide_and_count_each_frame() {
         line("acl default hits ").contains("acl default hits 2: Deny"),
         "{lines:?}"
     );
+    // The same hits as the NF's own counters, in STATS (rule by rule) and in /metrics.
+    let s = rig.stats();
+    assert_eq!(s.nf_name, "acl", "{s}");
+    assert_eq!(
+        s.nf_counters.per_index("rule_hits"),
+        Some(&[4, 3, 0][..]),
+        "{s}"
+    );
+    assert_eq!(s.nf_counters.one("later_rule_hits"), Some(0), "{s}");
+    assert_eq!(s.nf_counters.one("default_hits"), Some(2), "{s}");
+    let text = rig.metrics();
+    for want in [
+        "gannet_nf_acl_rule_hits_total{rule=\"0\"} 4",
+        "gannet_nf_acl_rule_hits_total{rule=\"1\"} 3",
+        "gannet_nf_acl_rule_hits_total{rule=\"2\"} 0",
+        "gannet_nf_acl_later_rule_hits_total 0",
+        "gannet_nf_acl_default_hits_total 2",
+        "gannet_nf_frames_total{nf=\"acl\",verdict=\"dropped\"} 6",
+    ] {
+        assert!(text.lines().any(|l| l == want), "no `{want}` in:\n{text}");
+    }
     let s = rig.quit();
     assert_eq!(s.mode, netstack::Mode::Acl, "{s}");
+    assert_eq!(
+        s.nf_counters.per_index("rule_hits"),
+        Some(&[4, 3, 0][..]),
+        "{s}"
+    );
     assert_eq!(s.nf.dropped, 6, "{s}");
     assert_eq!(s.ports[1].tx, 3, "{s}");
     assert_no_leak(&s);

@@ -3,8 +3,9 @@
 //! does it into a temporary directory, built warm (the workspace's target directory, the same
 //! target flags, profile and lock file: only the appliance crate itself compiles), booted, and
 //! fed real frames: its NF drops UDP to the port its own key `blocked_port=` names and forwards
-//! the rest; a bad value of that key, and a stock NF's key, stop the boot naming the key; then
-//! priced by `bench sim` on the frame its `bench_frames` builds.
+//! the rest, and its own counters show under its name in `STATS` and the `/metrics` text; a bad
+//! value of its key, and a stock NF's key, stop the boot naming the key; then priced by `bench
+//! sim` on the frame its `bench_frames` builds.
 
 use std::time::{Duration, Instant};
 
@@ -65,7 +66,22 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
         "{}",
         rig.tail()
     );
+    // Its own counters, under its name, in STATS and /metrics (the console's `metrics`).
+    let s = rig.stats();
+    assert_eq!(s.nf_name, "port_filter", "{s}");
+    assert_eq!(s.nf_counters.one("blocked"), Some(10), "{s}");
+    assert_eq!(s.nf_counters.one("forwarded"), Some(10), "{s}");
+    let text = rig.metrics();
+    for want in [
+        "# TYPE gannet_nf_port_filter_blocked_total counter",
+        "gannet_nf_port_filter_blocked_total 10",
+        "gannet_nf_port_filter_forwarded_total 10",
+        "gannet_nf_frames_total{nf=\"port_filter\",verdict=\"dropped\"} 10",
+    ] {
+        assert!(text.lines().any(|l| l == want), "no `{want}` in:\n{text}");
+    }
     let s = rig.quit();
+    assert_eq!(s.nf_counters.one("blocked"), Some(10), "{s}");
     assert_eq!(s.nf.dropped, 10, "{s}");
     assert_eq!(s.ports[1].tx, 10, "{s}");
     assert_no_leak(&s);

@@ -367,7 +367,7 @@ fn pool_release_workload(append: &str) {
         );
     }
     // Every transmitted page was released to the allocator, not recycled.
-    let released: u64 = (0..2).map(|i| s.pools[i].released).sum();
+    let released: u64 = (0..2).map(|i| s.pools[i].counters.released).sum();
     assert!(
         released >= 2 * N,
         "{append}: released {released} < {}: {}",

@@ -203,7 +203,7 @@ fn pages_cross_cores_and_come_home_through_the_pool_ring() {
     }
     let s = rig.quit();
     for p in [0usize, 2] {
-        let back = s.pools[p].recycle_ring;
+        let back = s.pools[p].counters.recycle_ring;
         assert!(
             back >= FRAMES,
             "pool {p}: {back} pages came back through its ring, expected {FRAMES}: {}",

@@ -29,8 +29,9 @@ pub trait Appliance: 'static {
     /// Whether it is the stock image's [`Stock`], for which the kernel runs [`StockAcl`] when
     /// `mode=acl`.
     const STOCK: bool = false;
-    /// What the boot log's forwarding line calls it under the configuration `cfg`: its
-    /// [`Appliance::NAME`] (the stock image: the mode `mode=` chose).
+    /// What the boot log's forwarding line, `STATS` `nf_name` and the `/metrics` `nf` label
+    /// call it under the configuration `cfg`: its [`Appliance::NAME`] (the stock image: the
+    /// mode `mode=` chose).
     fn label(cfg: &netstack::Config) -> &'static str {
         let _ = cfg;
         Self::NAME
@@ -121,11 +122,26 @@ impl Appliance for StockAcl {
             None => 0,
         }
     }
+
+    /// The rules' hits into the core's snapshot (`Acl` has no timers).
+    fn tick<P: Platform>(acl: &mut Option<Acl>, core: &mut Core<P>) {
+        if let Some(acl) = acl {
+            core.read_nf_counters(acl);
+        }
+    }
+
+    /// The rules' hits a last time, for the final `STATS` (`Acl` holds no frame).
+    fn release<P: Platform>(acl: &mut Option<Acl>, core: &mut Core<P>) {
+        if let Some(acl) = acl {
+            core.read_nf_counters(acl);
+        }
+    }
 }
 
 /// One network function `F` on every core: `F::default()` per core, run by `Core::poll_nf`
 /// (per frame `F::process` inlined into the driver's fused loop), `F::tick` every 10 ms and
-/// `F::release_all` before `quit`.
+/// `F::release_all` before `quit`, its counters read after each (`Core::tick_nf`,
+/// `Core::release_nf`).
 pub struct One<F>(PhantomData<F>);
 
 impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {

@@ -90,7 +90,7 @@ impl<N: drivers::nic::Nic> Platform for KernelPlatformOf<N> {
         };
         let mode = FABRIC_MODE.get().copied().unwrap_or(netstack::Mode::L2);
         let sys = system_snap(mode, FABRIC.queues(), facts);
-        let _ = write_prometheus(pairs, &sys, Some(*mgmt), w);
+        let _ = write_prometheus(pairs, &sys, Some(mgmt), w);
     }
 }
 

@@ -573,8 +573,10 @@ fn poll_loop<A: Appliance, N: drivers::nic::Nic>(
         .cfg()
         .burstin
         .then(|| BurstIn::new(ms_to_tsc(BURSTIN_WAIT_MS), rdtsc()));
-    // What this core runs: its per-core state, made now that its ports are up.
+    // What this core runs: its per-core state, made now that its ports are up; its name for
+    // STATS and /metrics (every core runs the same).
     let mut state = A::new_core(core);
+    crate::control::stats::NF_NAME.call_once(|| A::label(core.cfg()));
     loop {
         if !bsp && FABRIC.quit.requested() {
             A::release(&mut state, core);

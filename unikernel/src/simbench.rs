@@ -518,6 +518,7 @@ fn run_on<A: Appliance, N: Nic>(
     }
     let mut cycle = AclCycle::for_mode(core.cfg());
     let mut state = A::new_core(core);
+    crate::control::stats::NF_NAME.call_once(|| A::label(core.cfg()));
     // Interrupts stay off for the whole benchmark (no timer is armed: idle halting is off on
     // simulated ports), so nothing but the poll iteration runs inside a bracket.
     x86_64::instructions::interrupts::disable();

@@ -727,3 +727,23 @@ mod prop {
         }
     }
 }
+
+/// `NAMES` and `values` follow the fields, in order (what `STATS`' `pools[]` keys are).
+#[test]
+fn stats_names_and_values_follow_the_fields() {
+    let v: [u64; 11] = core::array::from_fn(|i| i as u64 + 1);
+    let s = PagePoolStats::from_values(v);
+    assert_eq!(s.values(), v);
+    assert_eq!((s.alloc_fast, s.released, s.refill_cycles), (1, 10, 11));
+    let names: HashSet<_> = PagePoolStats::NAMES.iter().collect();
+    assert_eq!(names.len(), PagePoolStats::NAMES.len());
+    // The field names as `Debug` writes them, in order.
+    let dbg = std::format!("{s:?}");
+    let mut at = 0;
+    for (n, v) in PagePoolStats::NAMES.iter().zip(v) {
+        let field = std::format!("{n}: {v}");
+        at += dbg[at..]
+            .find(&field)
+            .unwrap_or_else(|| panic!("{field} in {dbg}"));
+    }
+}

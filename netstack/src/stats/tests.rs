@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::RefillMode;
 use std::string::{String, ToString};
 use std::vec::Vec as StdVec;
 
@@ -127,6 +128,8 @@ fn largest() -> Stats {
             bad_port: m,
             sent_held: m,
         },
+        nf_name: name(NF_NAME_MAX),
+        nf_counters: largest_nf_counters(),
         mgmt: Some(MgmtPath {
             handoff: m,
             handoff_dropped: m,
@@ -136,6 +139,31 @@ fn largest() -> Stats {
     }
 }
 
+/// A name of `n` bytes, distinct per `n`.
+fn name(n: usize) -> heapless::String<NF_NAME_MAX> {
+    let s: String = core::iter::repeat_n('a', n).collect();
+    heapless::String::try_from(s.as_str()).unwrap()
+}
+
+/// The longest `nf_counters`: plain counters use more bytes per value (their name) than a
+/// per-index counter's entries, so every counter but one is plain, with the longest names,
+/// and the last takes the values left.
+fn largest_nf_counters() -> NfOwnCounters {
+    let m = u64::MAX;
+    let mut c = NfOwnCounters::default();
+    for i in 0..MAX_NF_COUNTERS - 1 {
+        let mut n = name(NF_NAME_MAX);
+        n.truncate(NF_NAME_MAX - 1);
+        n.push(char::from(b'a' + i as u8)).unwrap();
+        c.0.push((n, NfValue::One(m))).unwrap();
+    }
+    let rest = MAX_NF_VALUES - (MAX_NF_COUNTERS - 1);
+    let per = core::iter::repeat_n(m, rest).collect();
+    c.0.push((name(NF_NAME_MAX), NfValue::PerIndex(per)))
+        .unwrap();
+    c
+}
+
 fn largest_pool() -> PoolStats {
     let m = u64::MAX;
     PoolStats {
@@ -143,16 +171,7 @@ fn largest_pool() -> PoolStats {
         refill_mode: RefillMode::Single,
         in_flight: m,
         cached: m,
-        alloc_fast: m,
-        alloc_slow: m,
-        alloc_empty: m,
-        refill_pages: m,
-        refill_failed: m,
-        recycle_cached: m,
-        recycle_cache_full: m,
-        recycle_ring: m,
-        recycle_ring_full: m,
-        released: m,
+        counters: mm::page_pool::PagePoolStats::from_values([m; 11]),
     }
 }
 
@@ -184,16 +203,15 @@ fn sample(router: bool) -> Stats {
         refill_mode: RefillMode::Bulk,
         in_flight: 256,
         cached: 12,
-        alloc_fast: 1000,
-        alloc_slow: 8,
-        alloc_empty: 0,
-        refill_pages: 512,
-        refill_failed: 0,
-        recycle_cached: 900,
-        recycle_cache_full: 3,
-        recycle_ring: 0,
-        recycle_ring_full: 0,
-        released: 0,
+        counters: mm::page_pool::PagePoolStats {
+            alloc_fast: 1000,
+            alloc_slow: 8,
+            refill_pages: 512,
+            recycle_cached: 900,
+            recycle_cache_full: 3,
+            refill_cycles: 2000,
+            ..Default::default()
+        },
     };
     let mut c = RouterCounters {
         rx: 200,
@@ -259,6 +277,8 @@ fn sample(router: bool) -> Stats {
             sent_held: 2,
             ..NfCounters::default()
         },
+        nf_name: heapless::String::try_from(if router { "router" } else { "l2" }).unwrap(),
+        nf_counters: NfOwnCounters::default(),
         mgmt: router.then_some(MgmtPath {
             handoff: 6,
             linear: 2,
@@ -301,7 +321,8 @@ fn round_trip_through_serde_json() {
 }
 
 /// The bytes the hand-written formatter printed before the schema existed (same keys, same
-/// order): the line is unchanged for the README, the tests and old logs.
+/// order), plus the keys added since at the end of their objects (`pools[].refill_cycles`,
+/// `nf_name`): the line keeps its shape for the README, the tests and old logs.
 #[test]
 fn json_is_the_established_line() {
     let expected = concat!(
@@ -317,17 +338,17 @@ fn json_is_the_established_line() {
         r#"{"id":0,"refill_mode":"bulk","in_flight":256,"cached":12,"alloc_fast":1000,"#,
         r#""alloc_slow":8,"alloc_empty":0,"refill_pages":512,"refill_failed":0,"#,
         r#""recycle_cached":900,"recycle_cache_full":3,"recycle_ring":0,"recycle_ring_full":0,"#,
-        r#""released":0},"#,
+        r#""released":0,"refill_cycles":2000},"#,
         r#"{"id":1,"refill_mode":"bulk","in_flight":256,"cached":12,"alloc_fast":1000,"#,
         r#""alloc_slow":8,"alloc_empty":0,"refill_pages":512,"refill_failed":0,"#,
         r#""recycle_cached":900,"recycle_cache_full":3,"recycle_ring":0,"recycle_ring_full":0,"#,
-        r#""released":0}],"busy_iters":50,"#,
+        r#""released":0,"refill_cycles":2000}],"busy_iters":50,"#,
         r#""phase_cycles":{"rx_forward":1,"tx_reap":2,"refill":3,"kick":4},"#,
         r#""per_cpu":[{"cpu":0,"forwarded":198,"busy_cycles":123456,"kicks":7,"halts":9,"busy_iters":50,"#,
         r#""tlb":{"pages_unmapped":40,"batches":3,"ipis_sent":0,"poll_requests":0,"#,
         r#""flushes_received":0,"invlpg_pages":0,"full_flushes":0,"wait_cycles":0,"#,
         r#""pending_pages":0}}],"nf":{"dropped":3,"kept":2,"to_mgmt":0,"mgmt_unavailable":0,"#,
-        r#""keep_overflow":0,"bad_port":0,"sent_held":2}}"#,
+        r#""keep_overflow":0,"bad_port":0,"sent_held":2},"nf_name":"l2"}"#,
     );
     assert_eq!(json(&sample(false)), expected);
     let router = json(&sample(true));
@@ -349,7 +370,7 @@ fn json_is_the_established_line() {
         r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0,"neigh_evicted":0},"#,
         r#""neigh_sync":{"sent":5,"applied":5,"dropped":0}},"#,
         r#""nf":{"dropped":3,"kept":2,"to_mgmt":0,"mgmt_unavailable":0,"#,
-        r#""keep_overflow":0,"bad_port":0,"sent_held":2},"#,
+        r#""keep_overflow":0,"bad_port":0,"sent_held":2},"nf_name":"router","#,
         r#""mgmt":{"handoff":6,"handoff_dropped":0,"linear":2,"linear_failed":0}}"#,
     );
     assert!(router.starts_with(r#"{"mode":"router","#), "{router}");
@@ -429,7 +450,7 @@ fn per_packet_ratios() {
 
 fn prometheus(s: &Stats, mgmt: Option<&MgmtStats>) -> String {
     let mut out = String::new();
-    write_prometheus(s, &[5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 7], mgmt, &mut out).unwrap();
+    write_prometheus(s, &[5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 7], mgmt, &[], &mut out).unwrap();
     out
 }
 
@@ -595,4 +616,170 @@ fn promtool_check(text: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A network function's own counters
+
+/// The template's declaration (`template/src/main.rs`) and the ACL's shape.
+const FILTER: &[CounterDef] = &[
+    CounterDef::one("blocked", "Frames to the blocked port, dropped."),
+    CounterDef::one("passed", "Frames forwarded."),
+];
+const ACL_LIKE: &[CounterDef] = &[
+    CounterDef::per_index("rule_hits", "rule", 4, "Frames matched, by rule."),
+    CounterDef::one("default_hits", "Frames no rule matched."),
+];
+
+/// `sample(false)` running `nf` with `vals` summed from two cores.
+fn with_nf(nf: &str, vals: CounterValues) -> Stats {
+    Stats {
+        nf_name: heapless::String::try_from(nf).unwrap(),
+        nf_counters: vals.to_stats(),
+        ..sample(false)
+    }
+}
+
+/// The guest's serialiser (serde-json-core) and the tools' parser (serde_json) agree on every
+/// key: what the tools parse, written back, is exactly what the guest wrote (a key the tools'
+/// type ignored or a value it changed would differ).
+#[test]
+fn the_tools_read_every_key_the_guest_writes() {
+    let mut filter = CounterValues::new(FILTER);
+    filter.set(0, 10);
+    filter.set(1, 7);
+    let mut acl = CounterValues::new(ACL_LIKE);
+    acl.set_per_index(0, [4, 3, 0]);
+    acl.set(1, 2);
+    for v in [
+        sample(false),
+        sample(true),
+        largest(),
+        with_nf("port_filter", filter),
+        with_nf("acl", acl),
+    ] {
+        let guest = json(&v);
+        let back: Stats = serde_json::from_str(&guest).unwrap_or_else(|e| panic!("{e}: {guest}"));
+        assert_eq!(back, v);
+        let guest: serde_json::Value = serde_json::from_str(&guest).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), guest);
+    }
+    let text = json(&with_nf("port_filter", filter));
+    assert!(
+        text.ends_with(r#""nf_name":"port_filter","nf_counters":{"blocked":10,"passed":7}}"#),
+        "{text}"
+    );
+    let text = json(&with_nf("acl", acl));
+    assert!(
+        text.ends_with(r#""nf_counters":{"rule_hits":[4,3,0],"default_hits":2}}"#),
+        "{text}"
+    );
+    // A lone pool entry too (the `pools` console line).
+    let pool = json(&largest_pool());
+    let back: PoolStats = serde_json::from_str(&pool).unwrap();
+    assert_eq!(back, largest_pool());
+    let v: serde_json::Value = serde_json::from_str(&pool).unwrap();
+    assert_eq!(serde_json::to_value(back).unwrap(), v);
+}
+
+#[test]
+fn pool_entries_need_every_counter_but_refill_cycles() {
+    let text = json(&largest_pool());
+    let old = text.replace(&std::format!(",\"refill_cycles\":{}", u64::MAX), "");
+    assert_ne!(old, text);
+    let back: PoolStats = serde_json::from_str(&old).unwrap();
+    assert_eq!(back.counters.refill_cycles, 0);
+    for key in ["\"id\":", "\"cached\":", "\"released\":"] {
+        let bad = text.replacen(key, "\"other\":", 1);
+        assert!(serde_json::from_str::<PoolStats>(&bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn prometheus_names_the_nf_and_its_counters() {
+    let mut filter = CounterValues::new(FILTER);
+    filter.set(0, 10);
+    let mut out = String::new();
+    let s = with_nf("port_filter", filter);
+    write_prometheus(&s, &[0; 11], None, FILTER, &mut out).unwrap();
+    for want in [
+        "gannet_nf_frames_total{nf=\"port_filter\",verdict=\"dropped\"} 3",
+        "# HELP gannet_nf_port_filter_blocked_total Frames to the blocked port, dropped.",
+        "# TYPE gannet_nf_port_filter_blocked_total counter",
+        "gannet_nf_port_filter_blocked_total 10",
+        "gannet_nf_port_filter_passed_total 0",
+    ] {
+        assert!(
+            out.lines().any(|l| l == want),
+            "missing `{want}` in:\n{out}"
+        );
+    }
+    promtool_check(&out);
+    let mut acl = CounterValues::new(ACL_LIKE);
+    acl.set_per_index(0, [4, 3, 0]);
+    acl.set(1, 2);
+    let mut out = String::new();
+    write_prometheus(&with_nf("acl", acl), &[0; 11], None, ACL_LIKE, &mut out).unwrap();
+    for want in [
+        "# HELP gannet_nf_acl_rule_hits_total Frames matched, by rule.",
+        "gannet_nf_acl_rule_hits_total{rule=\"0\"} 4",
+        "gannet_nf_acl_rule_hits_total{rule=\"2\"} 0",
+        "gannet_nf_acl_default_hits_total 2",
+    ] {
+        assert!(
+            out.lines().any(|l| l == want),
+            "missing `{want}` in:\n{out}"
+        );
+    }
+    promtool_check(&out);
+    // Without the declaration (a host tool rendering a parsed line): a generic help, the
+    // index labelled `index`; a line from before `nf_name`: the mode.
+    let mut out = String::new();
+    let mut old = with_nf("acl", acl);
+    old.nf_name.clear();
+    write_prometheus(&old, &[0; 11], None, &[], &mut out).unwrap();
+    assert!(
+        out.contains("gannet_nf_l2_rule_hits_total{index=\"1\"} 3\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("gannet_nf_frames_total{nf=\"l2\",verdict=\"kept\"} 2\n"),
+        "{out}"
+    );
+    promtool_check(&out);
+}
+
+/// Every metric family the writer emits (router, FIB, management plane and NF counters
+/// included) is named in the README's *Metric names* table: the names are documented, and a
+/// renamed or new family cannot go unnoticed.
+#[test]
+fn every_metric_family_is_documented() {
+    let readme = include_str!("../../../README.md");
+    let table = readme
+        .split("**Metric names**")
+        .nth(1)
+        .expect("the README's *Metric names* table");
+    // Every optional section present (`largest` itself would overflow the per-port sums).
+    let all = Stats {
+        fib: largest().fib,
+        faults: largest().faults,
+        nf_counters: largest_nf_counters(),
+        ..sample(true)
+    };
+    let text = prometheus(&all, Some(&mgmt()));
+    let mut families = 0;
+    for family in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = family.split(' ').next().unwrap();
+        let documented = if name.starts_with("gannet_nf_") && name != "gannet_nf_frames_total" {
+            "gannet_nf_<nf>_<counter>_total"
+        } else {
+            name
+        };
+        assert!(
+            table.contains(&std::format!("`{documented}`")),
+            "`{name}` is not in the README's metric names"
+        );
+        families += 1;
+    }
+    assert!(families > 30, "{text}");
 }

@@ -421,9 +421,12 @@ pub fn handled(s: &Stats) -> BTreeMap<String, u64> {
         ("bad_desc".to_string(), ports(|p| p.drops.bad_desc)),
         ("tx_ring_full".to_string(), ports(|p| p.drops.tx_ring_full)),
         ("no_buffer".to_string(), ports(|p| p.no_buffer)),
-        ("refill_failed".to_string(), pools(|p| p.refill_failed)),
-        ("alloc_empty".to_string(), pools(|p| p.alloc_empty)),
-        ("released".to_string(), pools(|p| p.released)),
+        (
+            "refill_failed".to_string(),
+            pools(|p| p.counters.refill_failed),
+        ),
+        ("alloc_empty".to_string(), pools(|p| p.counters.alloc_empty)),
+        ("released".to_string(), pools(|p| p.counters.released)),
     ])
 }
 
@@ -581,8 +584,11 @@ mod tests {
             .unwrap();
         s.pools
             .push(PoolStats {
-                refill_failed: f.dma_map,
-                alloc_empty: f.bulk_zero,
+                counters: netstack::stats::PagePoolStats {
+                    refill_failed: f.dma_map,
+                    alloc_empty: f.bulk_zero,
+                    ..Default::default()
+                },
                 ..Default::default()
             })
             .unwrap();

@@ -34,6 +34,7 @@ pub struct BootFacts {
 pub fn system_snap(mode: netstack::Mode, queues: usize, facts: &BootFacts) -> SystemSnap {
     SystemSnap {
         mode,
+        nf_name: fmt_stats::NF_NAME.get().copied().unwrap_or(mode.as_str()),
         tsc_hz: tsc_hz(),
         cpus_online: ONLINE.load(Ordering::Acquire),
         queues,
@@ -58,6 +59,7 @@ pub fn run<P: Platform>(
         Command::Help => println!("{HELP}"),
         Command::Buddyinfo => print_buddyinfo(facts.zone),
         Command::Pools => print_pools(core),
+        Command::Metrics => print_metrics(core, facts),
         Command::Routes => print_routes(core),
         Command::Acl => print_acl(),
         Command::Neigh => {
@@ -135,6 +137,23 @@ fn route_change<P: Platform>(core: &Core<P>, d: RouteDelta) {
 pub fn print_stats<P: Platform>(core: &Core<P>, facts: &BootFacts) {
     let sys = system_snap(core.cfg().mode, core.fabric().queues(), facts);
     fmt_stats::print_stats(&core.all_pairs(), &sys);
+}
+
+/// `metrics`: the `/metrics` body on the console (the management plane's counters are its
+/// own: only `GET /metrics` has them), then `# EOF` (a comment to Prometheus 0.0.4, the end
+/// for a reader of the console).
+pub fn print_metrics<P: Platform>(core: &Core<P>, facts: &BootFacts) {
+    /// The console as a `fmt::Write`.
+    struct Console;
+    impl core::fmt::Write for Console {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            print(format_args!("{s}"));
+            Ok(())
+        }
+    }
+    let sys = system_snap(core.cfg().mode, core.fabric().queues(), facts);
+    let _ = fmt_stats::write_prometheus(&core.all_pairs(), &sys, None, &mut Console);
+    println!("# EOF");
 }
 
 /// `pools`: one line per page_pool of every forwarding core (others' as last published).

@@ -25,6 +25,9 @@ pub enum Command {
     Buddyinfo,
     /// Per-pool counters.
     Pools,
+    /// The `/metrics` body (Prometheus text) without the management plane's counters, then
+    /// `# EOF`: the metrics with no management address.
+    Metrics,
     /// The FIB (router mode).
     Routes,
     /// The neighbour table (router mode).
@@ -111,6 +114,7 @@ impl Console {
             "help" => Some(Command::Help),
             "buddyinfo" => Some(Command::Buddyinfo),
             "pools" => Some(Command::Pools),
+            "metrics" => Some(Command::Metrics),
             "routes" => Some(Command::Routes),
             "neigh" => Some(Command::Neigh),
             "acl" => Some(Command::Acl),
@@ -164,6 +168,7 @@ impl Console {
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
+metrics (the /metrics body, Prometheus text, then # EOF), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
 routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
 to a buddy page free since boot, to an order-3 block freed to the zone; faults), \

@@ -284,33 +284,12 @@ impl Device for MgmtDev {
     }
 }
 
-/// Counters of the management plane.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct MgmtCounters {
-    /// Frames handed to smoltcp.
-    pub rx: u64,
-    /// Frames dropped because the RX queue was full.
-    pub rx_dropped: u64,
-    /// Frames smoltcp sent.
-    pub tx: u64,
-    /// Frames smoltcp wanted to send while the TX queue was full.
-    pub tx_dropped: u64,
-    /// `/metrics` responses served.
-    pub http_requests: u64,
-    /// Connections reset for taking longer than [`REQUEST_TIMEOUT_MS`] to send a request.
-    pub request_timeouts: u64,
-    /// Connections reset after [`IDLE_TIMEOUT_MS`] without progress.
-    pub idle_timeouts: u64,
-    /// Connections reset for not taking their whole response into the send buffer within
-    /// [`RESPONSE_TIMEOUT_MS`] (the shared response buffer is then free for the next one).
-    pub response_timeouts: u64,
-    /// Connections closed (our FIN) because the client's FIN came before a complete request.
-    pub fin_before_request: u64,
-    /// `PUT /routes` by outcome ([`PUT_ROUTES_RESULTS`]).
-    pub put_routes: [u64; PUT_ROUTES_RESULTS.len()],
-}
+/// Counters of the management plane: `netstack::stats::MgmtStats`, their one definition (the
+/// fields and their meaning are documented there; `/metrics` renders that struct).
+pub type MgmtCounters = netstack::stats::MgmtStats;
 
-/// Indexes into [`MgmtCounters::put_routes`] (the order of [`PUT_ROUTES_RESULTS`]).
+/// Indexes into [`MgmtCounters::put_routes`] (the order of
+/// [`netstack::stats::PUT_ROUTES_RESULTS`]).
 #[derive(Copy, Clone)]
 enum PutResult {
     Ok = 0,

@@ -7,25 +7,30 @@
 //! the largest value (16 cores, every counter at `u64::MAX`; a netstack test checks it). The
 //! Prometheus exposition is [`netstack::stats::write_prometheus`] of the same value.
 
-use super::mgmt::MgmtCounters;
 use crate::dataplane::snap::{router_totals, PairSnap, PoolSnap};
 use crate::println;
 use core::fmt;
 use log::error;
 use netstack::stats::{
-    to_json, CpuStats, MgmtStats, NeighSync, NfCounters, PhaseCycles, PoolStats, PortDrops,
-    PortStats, RouterStats, Stats, JSON_MAX, POOL_JSON_MAX,
+    to_json, CounterValues, CpuStats, MgmtStats, NeighSync, NfCounters, PhaseCycles, PoolStats,
+    PortDrops, PortStats, RouterStats, Stats, JSON_MAX, POOL_JSON_MAX,
 };
 use netstack::{Mode, RefillMode};
 
 // Every forwarding core fits in the schema's fixed-size arrays.
 const _: () = assert!(crate::percpu::MAX_CPUS <= netstack::stats::MAX_CPUS);
 
+/// What the cores run (`appliance::Appliance::label`: the NF's name, or the stock mode), for
+/// `STATS` `nf_name` and the `/metrics` `nf` label; set when forwarding starts.
+pub static NF_NAME: spin::Once<&'static str> = spin::Once::new();
+
 /// What `STATS` and `/metrics` need besides the pairs' snapshots, copied by the caller.
 #[derive(Copy, Clone, Debug)]
 pub struct SystemSnap {
     /// Forwarding mode.
     pub mode: Mode,
+    /// What the cores run ([`NF_NAME`], else the mode).
+    pub nf_name: &'static str,
     /// TSC frequency (Hz).
     pub tsc_hz: u64,
     /// CPUs online.
@@ -83,6 +88,10 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
             t.add(&p.nf);
             t
         }),
+        // A name longer than the schema's is refused at compile time (`check_counters`); the
+        // stock modes' are short.
+        nf_name: heapless::String::try_from(sys.nf_name).unwrap_or_default(),
+        nf_counters: nf_own(pairs).to_stats(),
         mgmt: pairs.iter().filter_map(|p| p.mgmt).reduce(|mut t, m| {
             t.add(&m);
             t
@@ -125,6 +134,19 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
     s
 }
 
+/// The network function's own counters summed over the cores (every core runs the same NF:
+/// the first core's declaration is every core's).
+fn nf_own(pairs: &[PairSnap]) -> CounterValues {
+    let mut total = pairs
+        .first()
+        .map(|p| CounterValues::new(p.nf_own.defs()))
+        .unwrap_or_default();
+    for p in pairs {
+        total.add(&p.nf_own);
+    }
+    total
+}
+
 /// CPU `cpu`'s TLB shootdown counters as a `per_cpu[].tlb` entry.
 fn tlb_stats(cpu: usize) -> netstack::stats::TlbCpuStats {
     let t = crate::tlb::stats(cpu);
@@ -141,9 +163,8 @@ fn tlb_stats(cpu: usize) -> netstack::stats::TlbCpuStats {
     }
 }
 
-/// One page_pool as a `pools[]` entry.
+/// One page_pool as a `pools[]` entry (its counters are the pool's own struct).
 pub fn pool_stats(p: &PoolSnap) -> PoolStats {
-    let s = &p.stats;
     PoolStats {
         id: p.id,
         refill_mode: match p.mode {
@@ -152,16 +173,7 @@ pub fn pool_stats(p: &PoolSnap) -> PoolStats {
         },
         in_flight: p.in_flight,
         cached: p.cached as u64,
-        alloc_fast: s.alloc_fast,
-        alloc_slow: s.alloc_slow,
-        alloc_empty: s.alloc_empty,
-        refill_pages: s.refill_pages,
-        refill_failed: s.refill_failed,
-        recycle_cached: s.recycle_cached,
-        recycle_cache_full: s.recycle_cache_full,
-        recycle_ring: s.recycle_ring,
-        recycle_ring_full: s.recycle_ring_full,
-        released: s.released,
+        counters: p.stats,
     }
 }
 
@@ -196,22 +208,11 @@ pub fn print_pools(pairs: &[PairSnap]) {
 pub fn write_prometheus(
     pairs: &[PairSnap],
     sys: &SystemSnap,
-    mgmt: Option<MgmtCounters>,
+    mgmt: Option<&MgmtStats>,
     w: &mut dyn fmt::Write,
 ) -> fmt::Result {
-    let mgmt = mgmt.map(|c| MgmtStats {
-        rx: c.rx,
-        rx_dropped: c.rx_dropped,
-        tx: c.tx,
-        tx_dropped: c.tx_dropped,
-        http_requests: c.http_requests,
-        request_timeouts: c.request_timeouts,
-        idle_timeouts: c.idle_timeouts,
-        response_timeouts: c.response_timeouts,
-        fin_before_request: c.fin_before_request,
-        put_routes: c.put_routes,
-    });
-    netstack::stats::write_prometheus(&stats(pairs, sys), &sys.buddyinfo, mgmt.as_ref(), w)
+    let defs = pairs.first().map_or(&[][..], |p| p.nf_own.defs());
+    netstack::stats::write_prometheus(&stats(pairs, sys), &sys.buddyinfo, mgmt, defs, w)
 }
 
 /// A port's NIC-level counters for STATS, when its driver keeps them (it counts register

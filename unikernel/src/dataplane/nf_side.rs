@@ -54,4 +54,7 @@ pub(crate) struct NfSide {
     pub(crate) taken: TakenList,
     /// The later pages of the frames of several pages in [`NfSide::taken`].
     pub(crate) rest: heapless::Vec<RestPages, MAX_TAKEN_MULTI>,
+    /// The NF's own counters as last read (`Core::read_nf_counters`; every 10 ms and before
+    /// `quit`), for the core's snapshot. Never touched per frame.
+    pub(crate) own: netstack::stats::CounterValues,
 }

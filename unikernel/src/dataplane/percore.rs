@@ -760,6 +760,7 @@ impl<P: Platform> Core<P> {
                 sync: r.sync,
             }),
             nf: self.nf_side.counters,
+            nf_own: self.nf_side.own,
             mgmt: self.mgmt_path(),
             done,
             leaked,

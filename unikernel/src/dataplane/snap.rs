@@ -104,6 +104,9 @@ pub struct PairSnap {
     pub router: Option<RouterSnap>,
     /// The network function's verdicts on this core.
     pub nf: netstack::stats::NfCounters,
+    /// The network function's own counters on this core, as last read (every 10 ms and
+    /// before `quit`); none for an NF that declares none.
+    pub nf_own: netstack::stats::CounterValues,
     /// The management plane's frames on this core; `None` when this core's ports carry no
     /// management address.
     pub mgmt: Option<netstack::stats::MgmtPath>,

@@ -182,6 +182,27 @@ fn stats_parsing() {
     assert!(Stats::from_line("gannet: STATS {}").is_none());
 }
 
+/// The strict check: the line as the guest's serialiser writes it reads back exactly; a key the
+/// tools' schema does not know, or a value it changes, is named.
+#[test]
+fn stats_lines_must_read_back_exactly() {
+    let line = stats_line(123_456, 1000, 40);
+    assert_eq!(Stats::exact_mismatch(&line), None);
+    assert_eq!(Stats::exact_mismatch("not STATS"), None);
+    let newer = line.replacen('{', "{\"future_key\":[1,2],", 1);
+    assert_eq!(
+        Stats::exact_mismatch(&newer).as_deref(),
+        Some(".future_key: written by the guest, not read")
+    );
+    let nested = line.replacen("\"runt\":0", "\"runt\":0,\"lost\":1", 1);
+    assert_eq!(
+        Stats::exact_mismatch(&nested).as_deref(),
+        Some(".ports[0].drops.lost: written by the guest, not read")
+    );
+    let e = Stats::exact_mismatch(&line.replace("\"kicks\":", "\"kick\":")).unwrap();
+    assert!(e.starts_with("not a Stats"), "{e}");
+}
+
 #[test]
 fn exit_status_mapping() {
     use std::os::unix::process::ExitStatusExt;

@@ -2,9 +2,11 @@
 //! the rule set ([`netstack::acl`]: tuple-space search, first match wins), allowed frames
 //! forwarded untouched out of the other port, denied ones dropped (`nf.dropped`); frames that
 //! are not IPv4 (ARP, IPv6, ...) pass. Each rule's hits are counted per core in a shared table
-//! ([`AclTable`]), which the console's `acl` sums.
+//! ([`AclTable`]), which the console's `acl` sums, and which `STATS` and `/metrics` show as the
+//! NF's own counters ([`Acl::COUNTERS`](NetworkFunction::COUNTERS)): `rule_hits` per rule for
+//! the first [`STATS_RULES`] rules, `later_rule_hits` for the rest summed, `default_hits`.
 
-use super::{NetworkFunction, Packet, Verdict};
+use super::{CounterDef, CounterValues, NetworkFunction, Packet, Verdict};
 use core::sync::atomic::{AtomicU64, Ordering};
 use netstack::acl::{Action, FiveTuple};
 use netstack::wire::{IPPROTO_TCP, IPPROTO_UDP};
@@ -18,6 +20,12 @@ pub struct AclTable {
     /// Per core, per rule (then the default), frames matched.
     hits: &'static [AtomicU64],
 }
+
+/// Rules whose hits `STATS` and `/metrics` show one by one (`rule_hits`, rules 0 to 31 in the
+/// rules file's order); the hits of later rules are summed (`later_rule_hits`). Bounded so
+/// that every core's snapshot and the `STATS` line keep a fixed size (the console's `acl`
+/// prints every rule).
+pub const STATS_RULES: usize = 32;
 
 /// The rule set the kernel built at boot (`mode=acl`); `None` in other modes.
 pub static ACL: spin::Once<AclTable> = spin::Once::new();
@@ -113,6 +121,34 @@ fn five_tuple(pkt: &Packet<'_>) -> Option<FiveTuple> {
 impl NetworkFunction for Acl {
     const NAME: &'static str = "acl";
     const TAKES: bool = false;
+    // `/metrics`: gannet_nf_acl_rule_hits_total{rule="N"}, gannet_nf_acl_later_rule_hits_total,
+    // gannet_nf_acl_default_hits_total.
+    const COUNTERS: &'static [CounterDef] = &[
+        CounterDef::per_index(
+            "rule_hits",
+            "rule",
+            STATS_RULES,
+            "Frames matched by each rule, numbered from 0 in the rules file's order (the first 32 rules).",
+        ),
+        CounterDef::one(
+            "later_rule_hits",
+            "Frames matched by a rule past the first 32, summed.",
+        ),
+        CounterDef::one(
+            "default_hits",
+            "Frames no rule matched (the default action's).",
+        ),
+    ];
+
+    /// This core's row: one load per rule (every 10 ms; 10,000 rules take a few µs).
+    fn counters(&self, out: &mut CounterValues) {
+        let load = |h: &AtomicU64| h.load(Ordering::Relaxed);
+        let n = self.acl.len();
+        let (shown, later) = self.hits[..n.min(self.hits.len())].split_at(n.min(STATS_RULES));
+        out.set_per_index(0, shown.iter().map(load));
+        out.set(1, later.iter().map(load).sum());
+        out.set(2, self.hits.get(n).map_or(0, load));
+    }
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {

@@ -29,6 +29,14 @@
 //! `process`: they are dropped and counted (`runt`) by the loop, whose length test folds the
 //! bound in. So the bounds are checked once per frame, and [`Packet::eth`] needs no check.
 //!
+//! **Counters of its own.** An NF declares what it counts in [`NetworkFunction::COUNTERS`]
+//! (names, help with the unit, plain or per index: [`CounterDef`]) and keeps them in its own
+//! state, `+= 1` in `process` (nothing else per frame). The kernel reads them through
+//! [`NetworkFunction::counters`] every 10 ms and before `quit` into the core's snapshot; `STATS`
+//! sums them over the cores under the NF's name (`"nf_name":"port_filter",
+//! "nf_counters":{"blocked":10}`) and `/metrics` names each `gannet_nf_<nf>_<counter>_total`.
+//! The names are checked at compile time (`netstack::stats::check_counters`).
+//!
 //! Every page stays owned: a forwarded frame is the TX ring's, a dropped one goes back to its
 //! page_pool, a kept one is a [`Held`] (the [`PageBuf`](super::PageBuf) token inside, which
 //! debug builds refuse to drop). No page number and no `unsafe` appear in this API.
@@ -49,6 +57,7 @@ mod steer;
 pub use super::nf_side::{NfCounters, MAX_TAKEN, MAX_TAKEN_MULTI};
 pub use netstack::config::keys::KeyError;
 pub use netstack::config::nf_keys::NfKey;
+pub use netstack::stats::{CounterDef, CounterValues, PerIndex};
 pub use ops::Ctx;
 pub use packet::{Held, Packet};
 pub use shared::{Reader, Retiring, Shared};
@@ -57,7 +66,7 @@ pub use steer::{for_address, MgmtSteer};
 /// The stock network functions `io`, `l2` and `acl` (`mode=io`, `mode=l2`, `mode=acl`),
 /// written on this API.
 pub mod builtin {
-    pub use super::acl_impl::{Acl, AclTable, ACL};
+    pub use super::acl_impl::{Acl, AclTable, ACL, STATS_RULES};
     pub use super::builtin_impl::{Io, L2};
 }
 
@@ -88,16 +97,29 @@ pub enum Verdict {
 /// ```
 /// use unikernel::dataplane::nf::{NetworkFunction, Packet, Verdict};
 ///
-/// /// Drops UDP datagrams to one port, forwards everything else.
-/// struct DropUdpPort(u16);
+/// use unikernel::dataplane::nf::{CounterDef, CounterValues};
+///
+/// /// Drops UDP datagrams to one port, forwards everything else; counts what it drops.
+/// struct DropUdpPort {
+///     port: u16,
+///     dropped: u64,
+/// }
 ///
 /// impl NetworkFunction for DropUdpPort {
 ///     const NAME: &'static str = "drop_udp_port";
+///     const COUNTERS: &'static [CounterDef] =
+///         &[CounterDef::one("udp_dropped", "UDP datagrams to the port, dropped (frames).")];
 ///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
 ///         match pkt.udp() {
-///             Some(udp) if udp.dst_port() == self.0 => Verdict::Drop,
+///             Some(udp) if udp.dst_port() == self.port => {
+///                 self.dropped += 1;
+///                 Verdict::Drop
+///             }
 ///             _ => Verdict::Forward,
 ///         }
+///     }
+///     fn counters(&self, out: &mut CounterValues) {
+///         out.set(0, self.dropped);
 ///     }
 /// }
 /// ```
@@ -121,6 +143,11 @@ pub trait NetworkFunction {
     /// a flow's age). `true` reads the clock once per burst, when it has frames; `false` (the
     /// default) never on the fast path, and `now_ns` is 0.
     const CLOCK: bool = false;
+    /// The counters it declares (at most 8, 64 values in all; names `[a-z][a-z0-9_]*`),
+    /// whose values [`Self::counters`] writes: in `STATS` under `nf_counters` and in `/metrics`
+    /// as `gannet_nf_<NAME>_<counter>_total`. Stable names: dashboards use them. Default:
+    /// none.
+    const COUNTERS: &'static [CounterDef] = &[];
 
     /// One received frame, at least [`Self::MIN_FRAME`] bytes: rewrite it in place through
     /// `pkt` and decide. Runs inside the driver's loop: keep it short and `#[inline]`; slow
@@ -195,6 +222,13 @@ pub trait NetworkFunction {
         false
     }
 
+    /// This core's values of [`Self::COUNTERS`]: `out.set(i, v)` for plain counter `i` (its
+    /// index in `COUNTERS`), `out.set_per_index(i, values)` for a per-index one. Called by the
+    /// kernel every 10 ms and before `quit`, never per frame. Default: nothing (no counters).
+    fn counters(&self, out: &mut CounterValues) {
+        let _ = out;
+    }
+
     /// Before `quit`: hand back every [`Held`] packet the NF still holds in its own state
     /// (send or drop it through `ctx`), so that every page is back when the pools are
     /// destroyed. Default: nothing (an NF that holds nothing).
@@ -211,10 +245,15 @@ impl<F: NetworkFunction> NetworkFunction for &mut F {
     const EVERY_BURST: bool = F::EVERY_BURST;
     const TAKES: bool = F::TAKES;
     const CLOCK: bool = F::CLOCK;
+    const COUNTERS: &'static [CounterDef] = F::COUNTERS;
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
         (**self).process(pkt)
+    }
+
+    fn counters(&self, out: &mut CounterValues) {
+        (**self).counters(out);
     }
 
     fn end_of_burst<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {

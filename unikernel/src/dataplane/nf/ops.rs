@@ -532,21 +532,46 @@ impl<P: Platform> Core<P> {
     }
 
     /// Run `nf`'s [`NetworkFunction::tick`] (the kernel's housekeeping, every 10 ms), then
-    /// send what it staged and kick. Does nothing once the core is torn down.
+    /// send what it staged and kick, then read its counters ([`Core::read_nf_counters`]).
+    /// Does nothing once the core is torn down.
     pub fn tick_nf<F: NetworkFunction>(&mut self, nf: &mut F) {
         if self.torn_down() {
             return;
         }
         self.run_hook(nf, |nf, ctx| nf.tick(ctx));
+        self.read_nf_counters(nf);
     }
 
     /// Before `quit`: run `nf`'s [`NetworkFunction::release_all`] so it hands back every frame
-    /// it holds, then send what it staged. Does nothing once the core is torn down.
+    /// it holds, then send what it staged, then read its counters a last time (the final
+    /// `STATS`). Does nothing once the core is torn down.
     pub fn release_nf<F: NetworkFunction>(&mut self, nf: &mut F) {
         if self.torn_down() {
             return;
         }
         self.run_hook(nf, |nf, ctx| nf.release_all(ctx));
+        self.read_nf_counters(nf);
+    }
+
+    /// Copy `nf`'s own counters ([`NetworkFunction::counters`]) into this core's snapshot
+    /// ([`Core::snap`]'s `nf_own`), which `STATS` and `/metrics` sum over the cores. Off the
+    /// per-frame path: the kernel calls it every 10 ms and before `quit` (through
+    /// [`Core::tick_nf`] and [`Core::release_nf`]). Nothing for an NF that declares no
+    /// counter. Its name and declaration are checked at compile time
+    /// ([`netstack::stats::check_counters`]).
+    pub fn read_nf_counters<F: NetworkFunction>(&mut self, nf: &F) {
+        const {
+            assert!(
+                netstack::stats::check_counters(F::NAME, F::COUNTERS).is_ok(),
+                "NetworkFunction::NAME or ::COUNTERS breaks netstack::stats::check_counters's rules"
+            )
+        };
+        if F::COUNTERS.is_empty() {
+            return;
+        }
+        let mut v = super::CounterValues::new(F::COUNTERS);
+        nf.counters(&mut v);
+        self.nf_side.own = v;
     }
 
     /// Run `hook` with a [`Ctx`] holding no kept frames, then flush and kick.

@@ -57,6 +57,7 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
     const EVERY_BURST: bool = N::EVERY_BURST;
     const TAKES: bool = true;
     const CLOCK: bool = N::CLOCK;
+    const COUNTERS: &'static [super::CounterDef] = N::COUNTERS;
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
@@ -68,6 +69,10 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
 
     fn end_of_burst<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.inner.end_of_burst(ctx);
+    }
+
+    fn counters(&self, out: &mut super::CounterValues) {
+        self.inner.counters(out);
     }
 
     fn tick<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {

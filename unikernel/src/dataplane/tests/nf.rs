@@ -2,7 +2,9 @@
 //! operation on real cores and drivers, every test ending with every page back.
 
 use super::{l2_frame, udp, PAGES, ROUTER_MGMT};
-use crate::dataplane::nf::{Ctx, Held, NetworkFunction, NfCounters, Packet, Verdict};
+use crate::dataplane::nf::{
+    CounterDef, CounterValues, Ctx, Held, NetworkFunction, NfCounters, Packet, Verdict,
+};
 use crate::dataplane::testing::{port_mac, Rig};
 use crate::dataplane::Platform;
 use netstack::simframes::arp_request;
@@ -33,6 +35,18 @@ struct Filter {
 impl NetworkFunction for Filter {
     const NAME: &'static str = "filter";
     const MIN_FRAME: usize = 34;
+    const COUNTERS: &'static [CounterDef] = &[
+        CounterDef::one("udp_seen", "UDP datagrams seen (frames)."),
+        CounterDef::one(
+            "hairpins",
+            "Kept frames sent back where they came from (frames).",
+        ),
+    ];
+
+    fn counters(&self, out: &mut CounterValues) {
+        out.set(0, self.udp_ports.len() as u64);
+        out.set(1, self.hairpins);
+    }
 
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
         if pkt.eth().ethertype() == smoltcp::wire::EthernetProtocol::Arp {
@@ -102,6 +116,17 @@ fn each_verdict_is_carried_out_and_counted_and_every_page_comes_back() {
     assert_eq!(pc[0].drops_for(DropReason::Runt), 1);
     assert_eq!((pc[1].tx, pc[1].tx_bytes), (3, 3 * 42));
     assert_eq!((pc[0].tx, pc[0].tx_bytes), (2, 2 * 60));
+    // Its own counters reach the core's snapshot at the tick (never per frame).
+    assert_eq!(
+        c.core.snap(false, 0).nf_own.to_stats().one("udp_seen"),
+        None
+    );
+    c.core.tick_nf(&mut nf);
+    let own = c.core.snap(false, 0).nf_own.to_stats();
+    assert_eq!(
+        (own.one("udp_seen"), own.one("hairpins")),
+        (Some(6), Some(2))
+    );
     rig.quit_and_check();
 }
 
