@@ -46,7 +46,6 @@
 use crate::http::{self, Head, Refusal, RoutesBody, Status};
 use crate::setup::fib::{self, Published, RebuildFailure, RoutesUpload};
 use core::fmt::Write;
-use netstack::stats::PUT_ROUTES_RESULTS;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
