@@ -50,6 +50,9 @@ struct Case {
     frames_per_busy_iter: f64,
     /// The simulated NIC (`sim_nic=`, the file's `nic`); `None`: virtio-net, the default.
     nic: Option<String>,
+    /// ACL mode: the rules in the boot bundle (the file's `rules`; the benchmark's
+    /// ClassBench-like set of that size).
+    rules: Option<usize>,
 }
 
 impl Case {
@@ -58,7 +61,13 @@ impl Case {
             .nic
             .as_deref()
             .map_or(String::new(), |n| format!(" {n}"));
-        format!("{} {} B K={}{nic}", self.mode.as_str(), self.size, self.k)
+        let rules = self.rules.map_or(String::new(), |n| format!(" {n} rules"));
+        format!(
+            "{} {} B K={}{nic}{rules}",
+            self.mode.as_str(),
+            self.size,
+            self.k
+        )
     }
 }
 
@@ -73,6 +82,7 @@ fn mode_of(s: &str) -> SimMode {
         "l2" => SimMode::L2,
         "io" => SimMode::Io,
         "router" => SimMode::Router,
+        "acl" => SimMode::Acl,
         m => panic!("{}: unknown mode `{m}`", baseline_path().display()),
     }
 }
@@ -102,6 +112,7 @@ fn load() -> Baseline {
             instructions_per_packet: num(c, "instructions_per_packet"),
             frames_per_busy_iter: c["frames_per_busy_iter"].as_f64().unwrap_or(0.0),
             nic: c["nic"].as_str().map(str::to_string),
+            rules: c["rules"].as_u64().map(|n| n as usize),
         })
         .collect();
     Baseline {
@@ -120,8 +131,11 @@ fn save(b: &Baseline) {
                 .nic
                 .as_deref()
                 .map_or(String::new(), |n| format!("\"nic\": {n:?}, "));
+            let rules = c
+                .rules
+                .map_or(String::new(), |n| format!("\"rules\": {n}, "));
             format!(
-                "    {{ {nic}\"mode\": {:?}, \"size\": {}, \"k\": {}, \"instructions_per_packet\": {:.2}, \
+                "    {{ {nic}\"mode\": {:?}, {rules}\"size\": {}, \"k\": {}, \"instructions_per_packet\": {:.2}, \
                  \"frames_per_busy_iter\": {:.2} }}",
                 c.mode.as_str(),
                 c.size,
@@ -153,6 +167,7 @@ fn measure(cases: &[Case]) -> Vec<SimRecord> {
                         .nic
                         .as_deref()
                         .map_or(String::new(), |n| format!("sim_nic={n}")),
+                    acl_rules: c.rules.into_iter().collect(),
                     ..cfg.clone()
                 };
                 s.spawn(move || {
@@ -216,6 +231,7 @@ fn instructions_per_packet_within_one_percent_of_the_baseline() {
                 instructions_per_packet: f64::NAN,
                 frames_per_busy_iter: f64::NAN,
                 nic: None,
+                rules: None,
             });
         }
     }
@@ -252,8 +268,45 @@ fn instructions_per_packet_within_one_percent_of_the_baseline() {
         );
         return;
     }
+    failures.extend(acl_bound(&b.cases, &got));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Issue 34 item 3's bound on the ACL classifier: per K, the most rules' figure at most
+/// [`ACL_BOUND`] times the fewest rules' (10,000 against 10 in the baseline).
+fn acl_bound(cases: &[Case], got: &[SimRecord]) -> Vec<String> {
+    let mut out = Vec::new();
+    let acl: Vec<(&Case, f64)> = cases
+        .iter()
+        .zip(got)
+        .filter(|(c, _)| c.mode == SimMode::Acl && c.rules.is_some())
+        .map(|(c, r)| (c, r.instructions_per_packet))
+        .collect();
+    for &(few, f) in &acl {
+        for &(many, m) in &acl {
+            if few.k == many.k && few.size == many.size && few.rules < many.rules {
+                let ratio = m / f;
+                eprintln!(
+                    "perf_regression: acl K={}: {} rules / {} rules = {ratio:.2}x (bound {ACL_BOUND}x)",
+                    few.k,
+                    many.rules.unwrap_or(0),
+                    few.rules.unwrap_or(0)
+                );
+                if ratio > ACL_BOUND {
+                    out.push(format!(
+                        "{} is {ratio:.2}x {}: above the ACL's bound of {ACL_BOUND}x",
+                        many.name(),
+                        few.name()
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The ACL's bound: 10,000 rules cost at most 1.5x 10 rules (issue 34 item 3).
+const ACL_BOUND: f64 = 1.5;
 
 #[test]
 fn verdicts() {
@@ -264,6 +317,7 @@ fn verdicts() {
         instructions_per_packet: 300.0,
         frames_per_busy_iter: 4.0,
         nic: None,
+        rules: None,
     };
     assert_eq!(verdict(&c, 303.0, 0.01), None);
     assert_eq!(verdict(&c, 297.0, 0.01), None);
