@@ -210,32 +210,10 @@ fn sample(text: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no sample {name}"))
 }
 
-/// `promtool check metrics` (Debian's prometheus package; `cargo xtask test` installs it)
-/// must accept the body.
+/// `promtool check metrics` must accept the body of the HTTP `response`.
 fn promtool_check(response: &str) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let body = response.split("\r\n\r\n").nth(1).expect("HTTP body");
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool not found: install Debian's prometheus package (cargo xtask test does)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics rejected /metrics:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    prom::promtool_check(body);
 }
 
 /// A host-side smoltcp stack on guest port 0 (10.0.0.2) with TCP clients of the metrics port.
