@@ -9,7 +9,7 @@ use crate::control::commands::{self, BootFacts};
 use crate::control::console::Console;
 use crate::control::mgmt::{self, Mgmt, PutFiles};
 use crate::dataplane::{
-    port_mtu, BurstIn, Core, CoreParams, BURSTIN_USED, BURSTIN_WAIT_MS, MAX_CORES,
+    port_mtu, BurstIn, Core, CoreParams, RouteState, BURSTIN_USED, BURSTIN_WAIT_MS, MAX_CORES,
 };
 use crate::percpu::{current_cpu, online, CPUS, MAX_CPUS};
 use crate::platform::{KernelCore, KernelPlatformOf, FABRIC, FABRIC_MODE, FACTS};
@@ -17,6 +17,7 @@ use crate::setup::fib::{self, build_fib, core_router};
 use crate::setup::{setup_devices, take_devices, Topology};
 use crate::smp::{self, DRAIN};
 use crate::{fail, println};
+use core::mem::MaybeUninit;
 use core::sync::atomic::Ordering;
 use log::{debug, info};
 use mm::page_pool::PP_ALLOC_CACHE_REFILL;
@@ -45,6 +46,24 @@ struct Setup {
 
 static SETUP: spin::Once<Setup> = spin::Once::new();
 
+/// One router state per forwarding core (`mode=router`), carved by the boot CPU before the boot
+/// free-page count (kept for good, like the boot FIB) and taken by core `k` in `core_over`.
+static ROUTE_SLOTS: spin::Mutex<[Option<&'static mut MaybeUninit<RouteState>>; MAX_CORES]> =
+    spin::Mutex::new([const { None }; MAX_CORES]);
+
+/// Carve each core's router state into [`ROUTE_SLOTS`] (a core per pair at most, a pair per
+/// CPU at most); a zone without the room stops the boot with a named error.
+fn carve_route_slots(zone: &Zone) {
+    let mut slots = ROUTE_SLOTS.lock();
+    for (k, slot) in slots.iter_mut().take(online()).enumerate() {
+        *slot = Some(
+            crate::mem::alloc_forever_for::<RouteState>(zone).unwrap_or_else(|| {
+                fail(format_args!("core {k}: no memory for the router's state"))
+            }),
+        );
+    }
+}
+
 /// The boot CPU: set up every device, bring up core 0 here and one core per further pair,
 /// then forward until `quit`. Never returns.
 pub fn run<A: Appliance>(
@@ -66,6 +85,7 @@ pub fn run<A: Appliance>(
         if let Err(e) = build_fib(cfg, zone, routes_file) {
             fail(format_args!("{}", e.0));
         }
+        carve_route_slots(zone);
     }
     // The ACL's rule set (`mode=acl`), before the boot free-page count too: kept for good.
     if cfg.mode == Mode::Acl {
@@ -340,9 +360,15 @@ fn core_over<N: drivers::nic::Nic>(
     let cfg = &setup.cfg;
     let macs = [MacAddr(nics[0].mac()), MacAddr(nics[1].mac())];
     let router = (cfg.mode == Mode::Router).then(|| {
-        // The boot CPU built the one FIB (`run`); every core gets its own router over it.
-        core_router(cfg, macs, k, setup.topo.pairs)
-            .unwrap_or_else(|e| fail(format_args!("{}", e.0)))
+        // The boot CPU built the one FIB and carved this core's slot (`run`); every core gets
+        // its own router over the FIB (each poll iteration lends it to the router's network
+        // function).
+        let r = core_router(cfg, macs, k, setup.topo.pairs)
+            .unwrap_or_else(|e| fail(format_args!("{}", e.0)));
+        ROUTE_SLOTS.lock()[k]
+            .take()
+            .unwrap_or_else(|| fail(format_args!("core {k}: no router state carved at boot")))
+            .write(RouteState::new(r))
     });
     // The management plane runs on core 0; other cores hand its frames over.
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {

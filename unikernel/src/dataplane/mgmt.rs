@@ -31,11 +31,7 @@ impl<P: Platform> Core<P> {
     /// The management plane's frames on this core as `STATS` counts them (`None` when this
     /// core's ports carry no management address).
     pub fn mgmt_path(&self) -> Option<netstack::stats::MgmtPath> {
-        (self.mgmt.plane.is_some() || self.mgmt.remote.is_some()).then(|| {
-            let mut m = self.mgmt.path;
-            m.linear_failed += self.route.as_ref().map_or(0, |r| r.mgmt_unkept);
-            m
-        })
+        (self.mgmt.plane.is_some() || self.mgmt.remote.is_some()).then_some(self.mgmt.path)
     }
 
     /// The management plane, when it runs on this core.
@@ -164,6 +160,10 @@ impl<P: Platform> Core<P> {
     /// into a page from the management port's pool.
     #[inline(never)]
     pub(crate) fn mgmt_poll(&mut self) {
+        if self.mgmt.wait {
+            self.mgmt.due = self.mgmt.plane.is_some();
+            return;
+        }
         let Some(mut m) = self.mgmt.plane.take() else {
             return;
         };

@@ -15,6 +15,12 @@ pub(crate) struct MgmtSide<M> {
     pub(crate) steer: Option<(usize, core::net::Ipv4Addr)>,
     /// Its counters on this core.
     pub(crate) path: MgmtPath,
+    /// Router mode, while a poll iteration lends the router's state to its network function:
+    /// the plane's poll waits for it to come back (`/metrics` and STATS read the router's
+    /// counters), and `due` records that one is waiting.
+    pub(crate) wait: bool,
+    /// A poll of the plane waited (see `wait`).
+    pub(crate) due: bool,
 }
 
 impl<M> MgmtSide<M> {
@@ -30,6 +36,8 @@ impl<M> MgmtSide<M> {
                 linear: 0,
                 linear_failed: 0,
             },
+            wait: false,
+            due: false,
         }
     }
 }

@@ -54,7 +54,7 @@ pub use burstin::{BurstIn, BURSTIN_USED, BURSTIN_WAIT_MS};
 pub use fabric::Fabric;
 pub use page::PageBuf;
 pub use percore::{
-    port_mtu, Core, CoreError, CoreParams, CoreRouter, LinearError, MgmtPlane, Platform,
+    port_mtu, Core, CoreError, CoreParams, CoreRouter, LinearError, MgmtPlane, Platform, RouteState,
 };
 pub use quit::{QuitError, QuitPhase, QuitReport};
 pub use route::ROUTER_TIMER_NS;

@@ -27,6 +27,8 @@ pub(crate) struct Taken {
     pub(crate) mgmt: bool,
     /// Its later pages' index in [`NfSide::rest`], or [`NO_REST`] (a frame of one page).
     pub(crate) rest: u8,
+    /// The NF's mark (`Packet::set_mark`; 16 bits: the entry stays 16 bytes).
+    pub(crate) mark: u16,
 }
 
 /// The frames taken in one poll iteration.

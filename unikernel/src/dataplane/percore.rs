@@ -6,7 +6,7 @@
 use super::fabric::Fabric;
 use super::mgmt_side::MgmtSide;
 use super::nf_side::NfSide;
-use super::page::{PageBuf, RawPage};
+use super::page::PageBuf;
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
@@ -18,7 +18,7 @@ use mm::page_pool::{PagePool, PagePoolParams, RefillMode as PoolRefill, PP_ALLOC
 use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
-use netstack::router::{Action, Fib, Router};
+use netstack::router::{Fib, Router};
 use netstack::{Config, DropReason, MacAddr, MacRewrite, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
@@ -152,28 +152,6 @@ pub trait MgmtPlane {
     fn drain_tx(&mut self, send: &mut dyn FnMut(&[u8]));
 }
 
-/// A frame of a fused router burst that left the fast path, handled once the burst is over
-/// (the devices are the burst's until then): an ARP frame (routed then, after the management
-/// plane saw its copy) or the router's decision for a frame that does not leave by the other
-/// port.
-#[derive(Copy, Clone, Debug)]
-pub(crate) enum Deferred {
-    /// An ARP frame of `len` bytes, not yet routed.
-    Arp { pfn: Pfn, len: u16 },
-    /// A frame of `len` bytes and what `Router::process` decided for it (not `Icmp`).
-    Act { pfn: Pfn, len: u16, action: Action },
-    /// A frame answered with an ICMP error of `len` bytes, built in the spare page `icmp`
-    /// (taken at once: the next frame's error needs a fresh spare) to be sent on `port`.
-    Icmp {
-        pfn: Pfn,
-        icmp: RawPage,
-        port: u8,
-        len: u16,
-    },
-    /// A frame built in a fresh page (a fragment, RFC 791 §3.2), `len` bytes to send on `port`.
-    Tx { page: RawPage, port: u8, len: u16 },
-}
-
 /// Router mode: the pages after the first of a multi-page frame the router's neighbour queue
 /// holds (by its first page): `(first page, the others)`.
 pub(crate) type MultiStash = heapless::Vec<(Pfn, heapless::Vec<Pfn, 3>), MULTI_STASH>;
@@ -182,7 +160,10 @@ pub(crate) type MultiStash = heapless::Vec<(Pfn, heapless::Vec<Pfn, 3>), MULTI_S
 /// page only and dropped (`too_big`) when released.
 pub(crate) const MULTI_STASH: usize = 32;
 
-/// Router mode: a core's router and what goes with it.
+/// Router mode: a core's router and what goes with it. It lives outside the [`Core`] (the
+/// kernel carves it from the zone at boot, the host rig leaks a `Box`): each poll iteration
+/// lends it to the router's network function (`route::RouterNf`), a pointer move, and
+/// everything outside the iteration reaches it through [`Core::route`].
 pub struct RouteState {
     /// The router.
     pub router: CoreRouter,
@@ -192,16 +173,21 @@ pub struct RouteState {
     pub(crate) polled_ns: u64,
     /// Cross-core counters.
     pub sync: RouterSync,
-    /// Frames of the current fused burst that leave the fast path (anything but a forward out
-    /// of the other port): handled after the burst, in order (`route::Deferred`).
-    pub(crate) deferred: heapless::Vec<Deferred, MAX_BURST>,
-    /// When the current (or last) fused burst started (ns since boot).
-    pub(crate) burst_ns: u64,
     /// Multi-page frames in the neighbour queue: their other pages.
     pub(crate) multi: MultiStash,
-    /// Multi-page frames for the management plane dropped in the burst for want of stash
-    /// room (counted into the core's `MgmtPath::linear_failed` in its snapshot).
-    pub(crate) mgmt_unkept: u64,
+}
+
+impl RouteState {
+    /// The state of a core running `router`, nothing held yet.
+    pub fn new(router: CoreRouter) -> RouteState {
+        RouteState {
+            router,
+            spare: None,
+            polled_ns: 0,
+            sync: RouterSync::default(),
+            multi: heapless::Vec::new(),
+        }
+    }
 }
 
 /// What [`Core::new`] needs.
@@ -218,8 +204,9 @@ pub struct CoreParams<P: Platform> {
     pub pcp: PerCpuPages,
     /// Shared with the other cores.
     pub fabric: &'static Fabric,
-    /// Router mode: this core's router.
-    pub router: Option<CoreRouter>,
+    /// Router mode: this core's router, in storage kept for the kernel's life
+    /// ([`RouteState::new`]).
+    pub router: Option<&'static mut RouteState>,
     /// The management plane, if it runs on this core.
     pub mgmt: Option<P::Mgmt>,
     /// The local port of a management address served by another core (core 0).
@@ -251,7 +238,7 @@ pub struct Core<P: Platform> {
     pub(crate) rewrite: [MacRewrite; PORTS],
     pub(crate) tx: TxStage,
     pub(crate) prof: Profile,
-    pub(crate) route: Option<RouteState>,
+    pub(crate) route: Option<&'static mut RouteState>,
     /// The management plane's side of this core (any network function).
     pub(crate) mgmt: MgmtSide<P::Mgmt>,
     pub(crate) fabric: &'static Fabric,
@@ -281,19 +268,9 @@ impl<P: Platform> Core<P> {
             Self::port_pool(&p, PORTS * k, macs[0])?,
             Self::port_pool(&p, PORTS * k + 1, macs[1])?,
         ];
-        let route = p.router.map(|router| RouteState {
-            router,
-            spare: None,
-            polled_ns: 0,
-            sync: RouterSync::default(),
-            deferred: heapless::Vec::new(),
-            burst_ns: 0,
-            multi: heapless::Vec::new(),
-            mgmt_unkept: 0,
-        });
         let rewrite = core::array::from_fn(|q| MacRewrite::new(p.cfg.mode, macs[q], p.cfg.peer[q]));
-        let mut route = route;
-        if let Some(rs) = route.as_mut() {
+        let mut route = p.router;
+        if let Some(rs) = route.as_deref_mut() {
             // The egress MTU per port: `mtuN=`, else the device's (VIRTIO_NET_F_MTU), else
             // Ethernet's 1500 (RFC 894).
             for (port, nic) in p.nics.iter().enumerate() {
@@ -422,12 +399,12 @@ impl<P: Platform> Core<P> {
     /// The router state, mutable (host tests).
     #[cfg(any(test, feature = "host-rig"))]
     pub fn route_mut(&mut self) -> Option<&mut RouteState> {
-        self.route.as_mut()
+        self.route.as_deref_mut()
     }
 
     /// Router mode: the router state.
     pub fn route(&self) -> Option<&RouteState> {
-        self.route.as_ref()
+        self.route.as_deref()
     }
 
     /// Router mode: switch this core's router to `fib` (live route reload). Call only at a
@@ -589,18 +566,6 @@ impl<P: Platform> Core<P> {
         }
     }
 
-    /// [`Core::poll_once`] in router mode (constant ports, as [`Core::poll_l2`]).
-    #[inline(never)]
-    fn poll_route(&mut self) -> usize {
-        let t0 = P::cycles();
-        let mut work = 0;
-        if self.fabric.cores() > 1 {
-            work += self.router_sync();
-        }
-        work += self.rx_route(0) + self.rx_route(1);
-        self.poll_tail(t0, work)
-    }
-
     /// The rest of a poll iteration after RX (`work` frames and pages moved so far, `t0` its
     /// start in cycles): TX reap, hand-offs, and if anything was done, refill, kick and
     /// profile. Returns the work done.
@@ -668,10 +633,11 @@ impl<P: Platform> Core<P> {
         }
         self.mgmt_poll();
         let now = P::uptime_ns();
-        if let Some(r) = self.route.as_mut() {
-            r.polled_ns = now;
+        if let Some(rs) = self.route.take() {
+            rs.polled_ns = now;
+            self.router_events(rs, now);
+            self.route = Some(rs);
         }
-        self.router_events(now);
         self.flush_all();
         self.kick_all();
     }

@@ -1,16 +1,20 @@
-//! Router mode: RFC 1812 forwarding through [`netstack::router::Router::process`] (one action
-//! per frame), the router's events (ARP requests, frames released by ARP replies), neighbour
-//! sync between cores, and the management plane's frames.
+//! Router mode: RFC 1812 forwarding through [`netstack::router::Router`] as a network function
+//! on the public API ([`RouterNf`]): its fast path is `process` (one verdict per frame in the
+//! driver's fused loop); everything else (ARP, ICMP, options, the first frame to a next hop,
+//! hairpins, fragments, frames for the management plane) is kept and routed in
+//! `end_of_burst`; then the router's events (ARP requests, frames released by ARP replies),
+//! neighbour sync between cores, and the neighbour timers in the core's housekeeping.
 //!
-//! Past ~800 lines because the per-frame verdict, the router's events and neighbour sync all work
-//! on `RouteState`, whose fields the fast path needs inline.
+//! The router's state ([`RouteState`]) lives outside the core: each poll iteration lends it to
+//! [`RouterNf`] (a pointer move) and takes it back. Its slow path reaches the core's kernel
+//! services (neighbour sync, fragments, the management plane's ARP copy) through the
+//! in-crate `Ctx::core`, not public API yet.
 
+use super::nf::{Ctx, Held, NetworkFunction, Packet, Verdict};
 use super::page::{frame_room, page_bytes, PageBuf};
 use super::pages::Pages;
-use super::percore::{count_give_back, Core, Deferred, MgmtPlane, Platform, RouteState};
-use core::marker::PhantomData;
-use drivers::nic::Nic;
-use drivers::nic::{ForwardOps, GiveBack, MultiFrame, RxVerdict, MAX_FRAME_PAGES};
+use super::percore::{Core, MgmtPlane, Platform, RouteState};
+use drivers::nic::{Nic, MAX_FRAME_PAGES};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::router::frag::Fragmenter;
@@ -19,362 +23,91 @@ use netstack::wire::{ARP_OPER, ARP_REQUEST, ARP_TPA, ETHERTYPE, ETHERTYPE_ARP, E
 use netstack::{DropReason, PortCounters};
 
 /// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
-/// often while traffic flows: 10 ms.
+/// often, busy or idle (the core's housekeeping): 10 ms.
 pub const ROUTER_TIMER_NS: u64 = 10_000_000;
 
-/// Router mode: the dataplane's side of the fused burst (RX port `p`, fast TX out of the other
-/// port). A frame the router forwards out of the other port is sent by the burst itself; ARP
-/// frames and every other action are deferred (`RouteState::deferred`), a queued frame is
-/// left to the neighbour queue and a dropped one recycled on the spot. `N`: the ports' NIC
-/// type (its frame offset lays out the pages this builds frames in).
-struct RouteOps<'a, N> {
-    rs: &'a mut RouteState,
-    pages: &'a mut Pages,
-    counters: &'a mut [PortCounters; PORTS],
-    p: usize,
-    now: u64,
-    nic: PhantomData<fn() -> N>,
+/// [`Packet::set_mark`] of a hairpin the fast path rewrote (out of the port it came in on):
+/// this bit, with the bytes to send below it.
+const HAIRPIN: u16 = 0x8000;
+
+/// The router as a network function over one core's [`RouteState`], lent to it for one poll
+/// iteration.
+pub(crate) struct RouterNf<'a> {
+    pub(crate) rs: &'a mut RouteState,
 }
 
-impl<N: Nic> RouteOps<'_, N> {
+impl NetworkFunction for RouterNf<'_> {
+    const NAME: &'static str = "router";
+    /// Neighbour entries record their last use.
+    const CLOCK: bool = true;
+
+    /// The router's fast path (`Router::forward_fast_len`: IPv4 without options to a resolved
+    /// next hop, rewritten in place): out of the other port it is forwarded by the loop; a
+    /// hairpin (already rewritten, marked [`HAIRPIN`]) and everything the fast path refuses
+    /// are kept for [`NetworkFunction::end_of_burst`].
     #[inline(always)]
-    fn recycle(&mut self, pfn: Pfn) {
-        // SAFETY: the page came off port `p`'s RX ring, which only port `p`'s pool fills, and
-        // nobody else holds it.
-        let page = unsafe { PageBuf::from_raw(self.pages.raw(self.p, pfn)) };
-        self.pages.recycle(page);
-    }
-
-    /// Keep `pfn` for after the burst; if the list is full (it holds a burst), drop it.
-    #[cold]
-    #[inline(never)]
-    fn defer(&mut self, d: Deferred) -> RxVerdict {
-        if let Err(d) = self.rs.deferred.push(d) {
-            self.counters[self.p].drop(DropReason::TxRingFull);
-            match d {
-                Deferred::Arp { pfn, .. } | Deferred::Act { pfn, .. } => self.recycle(pfn),
-                Deferred::Icmp { pfn, icmp, .. } => {
-                    self.recycle(pfn);
-                    // SAFETY: the spare page taken for this error, ours.
-                    self.pages.recycle(unsafe { PageBuf::from_raw(icmp) });
-                }
-                // SAFETY: a page taken for a fragment, ours.
-                Deferred::Tx { page, .. } => self.pages.recycle(unsafe { PageBuf::from_raw(page) }),
-            }
-        }
-        RxVerdict::Consumed
-    }
-
-    /// Recycle every page of a multi-page frame.
-    fn recycle_all(&mut self, pages: &[Pfn]) {
-        for &pfn in pages {
-            self.recycle(pfn);
-        }
-    }
-
-    /// Fragment the (rewritten) datagram in `segments` for an egress `mtu` (RFC 791 §3.2,
-    /// RFC 1812 §5.2.6: [`cut_fragments`]) into fresh pages of pool 0, each deferred for
-    /// transmission on `port`.
-    fn fragment(&mut self, segments: &[&[u8]], port: u8, mtu: u16) {
-        let egress = usize::from(port) % PORTS;
-        let (pages, counters, rs) = (&mut *self.pages, &mut *self.counters, &mut *self.rs);
-        let mut overflow = 0;
-        cut_fragments::<N>(
-            pages,
-            &mut counters[egress],
-            segments,
-            mtu,
-            |pages, page, len| {
-                let d = Deferred::Tx {
-                    page: page.into_raw(),
-                    port,
-                    len: len as u16,
-                };
-                if let Err(Deferred::Tx { page, .. }) = rs.deferred.push(d) {
-                    // SAFETY: the fragment's page, given up just above.
-                    pages.recycle(unsafe { PageBuf::from_raw(page) });
-                    overflow += 1;
-                }
-            },
-        );
-        // The deferred list holds a burst; no room is counted as `defer` counts it.
-        for _ in 0..overflow {
-            self.counters[self.p].drop(DropReason::TxRingFull);
-        }
-    }
-}
-
-impl<N: Nic> ForwardOps for RouteOps<'_, N> {
-    #[inline(never)]
-    fn rx_page(&mut self) -> Option<Pfn> {
-        self.pages.alloc(self.p).map(|page| page.into_raw().pfn)
-    }
-
-    #[inline(always)]
-    fn rx_page_cached(&mut self) -> Option<Pfn> {
-        self.pages.port(self.p).alloc_cached_raw()
-    }
-
-    #[inline(always)]
-    fn forward(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
-        let len = frame.len() as u16;
-        // The router's fast path (no ICMP buffer, nothing prepared for ARP): out of the other
-        // port it is the burst's to send; a hairpin is sent after the burst.
-        if let Some((port, n)) = self.rs.router.forward_fast(self.p, frame, self.now) {
-            if usize::from(port) == 1 - self.p {
-                return if n == usize::from(len) {
-                    RxVerdict::Forward
-                } else {
-                    RxVerdict::ForwardFirst(n)
-                };
-            }
-            let action = Action::Forward { port, len: n };
-            return self.defer(Deferred::Act { pfn, len, action });
-        }
-        self.forward_slow(pfn, frame)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
-        count_give_back(self.counters, self.p, why);
-        self.recycle(pfn);
-    }
-
-    /// A frame of several pages (a jumbo frame): routed on its headers (all in the first
-    /// page) with the router's fast path, else its slow path; sent zero copy as the same pages
-    /// when it leaves through the other port whole, fragmented into fresh pages when the
-    /// egress MTU is smaller (DF clear), answered with an ICMP error (e.g. Fragmentation
-    /// Needed, DF set) or dropped otherwise. Waiting for ARP, its other pages are kept
-    /// (`RouteState::multi`) beside the first, which the neighbour queue holds. Inlined into
-    /// the driver's chain loop (its only hot caller): the fast path's decision is made there,
-    /// everything else is out of line.
-    #[inline(always)]
-    fn forward_multi(&mut self, frame: MultiFrame<'_>) -> RxVerdict {
-        // Taken apart, the fields handed to the slow path as arguments: passed on whole (by
-        // reference to a stack copy), the frame was written to the stack, seven stores, before
-        // the fast path's first test (guest router 9018 B K=32: 27 instructions per frame).
-        let MultiFrame {
-            pages,
-            lens,
-            head,
-            len,
-            ..
-        } = frame;
-        let fast = self.rs.router.forward_fast_len(self.p, head, len, self.now);
-        if let Some((port, n)) = fast {
-            if usize::from(port) == 1 - self.p {
-                return if n == len {
-                    RxVerdict::Forward
-                } else {
-                    RxVerdict::ForwardFirst(n)
-                };
-            }
-            return self.multi_hairpin(pages);
-        }
-        self.multi_slow(pages, lens, head, len)
-    }
-}
-
-impl<N: Nic> RouteOps<'_, N> {
-    /// A hairpin of a multi-page frame ([`ForwardOps::forward_multi`]): not sent (the
-    /// deferred path is one page), dropped as too big.
-    #[cold]
-    #[inline(never)]
-    fn multi_hairpin(&mut self, pages: &[Pfn]) -> RxVerdict {
-        self.counters[self.p].drop(DropReason::TooBig);
-        self.recycle_all(pages);
-        RxVerdict::Consumed
-    }
-
-    /// [`ForwardOps::forward_multi`] past the router's fast path: `Router::process_slow_len`
-    /// with the spare page for an ICMP error. Takes the [`MultiFrame`]'s fields one by one
-    /// (the fast path then builds no frame on the stack).
-    #[cold]
-    #[inline(never)]
-    fn multi_slow(
-        &mut self,
-        pages: &[Pfn],
-        lens: &[u16],
-        head: &mut [u8],
-        len: usize,
-    ) -> RxVerdict {
-        let frame = MultiFrame {
-            pages,
-            lens,
-            head,
-            len,
-            offset: N::FRAME_OFFSET,
-        };
-        let (len, pfn0) = (frame.len, frame.pages[0]);
-        if self.rs.spare.is_none() {
-            self.rs.spare = self.pages.alloc(0);
-        }
-        let icmp = match self.rs.spare.as_mut() {
-            Some(sp) => sp.room_mut::<N>(),
-            None => &mut [][..],
-        };
-        let action = self
-            .rs
-            .router
-            .process_slow_len(self.p, frame.head, len, pfn0, self.now, icmp);
-        match action {
-            Action::Forward { port, len: n } if usize::from(port) == 1 - self.p => {
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        let (p, len, now) = (pkt.in_port(), pkt.len(), pkt.now_ns());
+        match self.rs.router.forward_fast_len(p, pkt.head_mut(), len, now) {
+            Some((port, n)) if usize::from(port) == 1 - p => {
                 if n == len {
-                    RxVerdict::Forward
+                    Verdict::Forward
                 } else {
-                    RxVerdict::ForwardFirst(n)
+                    Verdict::ForwardFirst(n)
                 }
             }
-            Action::Fragment { port, mtu } => {
-                let mut segs: heapless::Vec<&[u8], 4> = heapless::Vec::new();
-                let _ = segs.push(&frame.head[..]);
-                for i in 1..frame.pages.len() {
-                    if let Some((pfn, range)) = frame.segment(i) {
-                        // SAFETY: the page came off the RX ring with `range` written by the
-                        // device; nobody else holds it until it is recycled below.
-                        let bytes = unsafe { page_bytes(pfn, range) };
-                        let _ = segs.push(bytes);
-                    }
-                }
-                self.fragment(&segs, port, mtu);
-                self.recycle_all(frame.pages);
-                RxVerdict::Consumed
+            Some((_, n)) => {
+                mark_hairpin(pkt, n);
+                Verdict::Keep
             }
-            Action::Icmp { port, len: n, .. } => {
-                self.recycle_all(&frame.pages[1..]);
-                match self.rs.spare.take() {
-                    Some(sp) => self.defer(Deferred::Icmp {
-                        pfn: pfn0,
-                        icmp: sp.into_raw(),
-                        port,
-                        len: n as u16,
-                    }),
-                    None => {
-                        self.recycle(pfn0);
-                        RxVerdict::Consumed
-                    }
-                }
+            None => Verdict::Keep,
+        }
+    }
+
+    /// The kept frames in arrival order: hairpins sent back out of their port, the others
+    /// routed by the slow path; then the router's events if it has some (an ARP request for a
+    /// frame just queued), and the management plane's input (the ARP copies and the frames
+    /// for its address just handed to it: polled once [`Core::poll_route`] has the router's
+    /// state back).
+    fn end_of_burst<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        let now = ctx.now_ns();
+        while let Some(mut h) = ctx.next_kept() {
+            if h.mark() & HAIRPIN != 0 {
+                h.set_len(usize::from(h.mark() & !HAIRPIN));
+                let port = h.port();
+                ctx.send(h, port);
+                continue;
             }
-            Action::Queued => {
-                // The neighbour queue holds the first page; keep the others beside it.
-                let rest: heapless::Vec<Pfn, 3> =
-                    frame.pages[1..].iter().copied().take(3).collect();
-                if let Err((_, rest)) = self.rs.multi.push((pfn0, rest)) {
-                    // No room: the frame goes out (or is dropped) as its first page only,
-                    // which `router_events` refuses (`too_big`).
-                    self.recycle_all(&rest);
-                }
-                RxVerdict::Consumed
-            }
-            Action::Drop(_) => {
-                self.recycle_all(frame.pages);
-                RxVerdict::Consumed
-            }
-            Action::ToHost => self.multi_to_host(&frame),
-            // Anything else (a reply, a hairpin) is one page's business: a multi-page frame
-            // is dropped, counted.
-            _ => {
-                self.counters[self.p].drop(DropReason::TooBig);
-                self.recycle_all(frame.pages);
-                RxVerdict::Consumed
-            }
+            ctx.core().route_kept(self.rs, h, now);
+        }
+        if self.rs.router.needs_poll() {
+            self.rs.polled_ns = now;
+            ctx.core().router_events(self.rs, now);
+        }
+        let core = ctx.core();
+        if core.mgmt().is_some_and(|m| m.rx_pending() > 0) {
+            core.mgmt_poll();
         }
     }
 }
 
-impl<N: Nic> RouteOps<'_, N> {
-    /// A multi-page frame for the management plane (e.g. a jumbo ping to the router): its
-    /// other pages wait in the stash (`RouteState::multi`) beside the first, which is deferred
-    /// with `Action::ToHost` (the management plane sees frames in order, after the burst).
-    /// Its pages must be laid out as one run (every page but the last full, VIRTIO 1.2
-    /// §5.1.6.4), else it is a `bad_desc` drop; no room to keep it is counted in
-    /// `RouteState::mgmt_unkept` (`STATS` `mgmt.linear_failed`).
-    fn multi_to_host(&mut self, frame: &MultiFrame<'_>) -> RxVerdict {
-        let n = frame.pages.len();
-        let full = (2..=MAX_FRAME_PAGES).contains(&n)
-            && frame.lens.len() == n
-            && frame.lens[..n - 1].iter().enumerate().all(|(i, &l)| {
-                usize::from(l)
-                    == if i == 0 {
-                        frame_room::<N>()
-                    } else {
-                        mm::PAGE_SIZE
-                    }
-            });
-        if !full || frame.len > usize::from(u16::MAX) {
-            self.counters[self.p].drop(DropReason::BadDesc);
-            self.recycle_all(frame.pages);
-            return RxVerdict::Consumed;
-        }
-        let rest: heapless::Vec<Pfn, 3> = frame.pages[1..].iter().copied().collect();
-        if self.rs.deferred.is_full() || self.rs.multi.is_full() {
-            self.rs.mgmt_unkept += 1;
-            self.recycle_all(frame.pages);
-            return RxVerdict::Consumed;
-        }
-        let pfn = frame.pages[0];
-        let _ = self.rs.multi.push((pfn, rest));
-        let d = Deferred::Act {
-            pfn,
-            len: frame.len as u16,
-            action: Action::ToHost,
-        };
-        // Room checked above: this cannot refuse.
-        self.defer(d)
-    }
+/// Mark a hairpin of `n` bytes, to be kept (`n` fits below [`HAIRPIN`]: a frame is at most
+/// `MAX_FRAME_PAGES` pages). Returns nothing so that the verdict stays a constant at the call
+/// site: a verdict returned from an out-of-line call is matched through a jump table on its
+/// discriminant, which the no-indirect-call check cannot bound.
+#[cold]
+#[inline(never)]
+fn mark_hairpin(pkt: &mut Packet<'_>, n: usize) {
+    const { assert!(MAX_FRAME_PAGES * mm::PAGE_SIZE < HAIRPIN as usize) };
+    pkt.set_mark(HAIRPIN | n as u16);
+}
 
-    /// A frame the router's fast path did not take: ARP (deferred whole: the management plane
-    /// must see it before the router answers), else `Router::process_slow` with the spare page
-    /// for an ICMP error.
-    #[cold]
-    #[inline(never)]
-    fn forward_slow(&mut self, pfn: Pfn, frame: &mut [u8]) -> RxVerdict {
-        let len = frame.len() as u16;
-        if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP.to_be_bytes()[..]) {
-            return self.defer(Deferred::Arp { pfn, len });
-        }
-        if self.rs.spare.is_none() {
-            self.rs.spare = self.pages.alloc(0);
-        }
-        let icmp = match self.rs.spare.as_mut() {
-            Some(sp) => sp.room_mut::<N>(),
-            None => &mut [][..],
-        };
-        match self
-            .rs
-            .router
-            .process_slow(self.p, frame, pfn, self.now, icmp)
-        {
-            Action::Forward { port, len: n } if usize::from(port) == 1 - self.p => {
-                if n == usize::from(len) {
-                    RxVerdict::Forward
-                } else {
-                    RxVerdict::ForwardFirst(n)
-                }
-            }
-            // The router's neighbour queue holds the page (by frame number) until `poll`
-            // hands it back in an Event.
-            Action::Queued => RxVerdict::Consumed,
-            Action::Drop(_) => {
-                self.recycle(pfn);
-                RxVerdict::Consumed
-            }
-            Action::Icmp { port, len: n, .. } => match self.rs.spare.take() {
-                Some(sp) => self.defer(Deferred::Icmp {
-                    pfn,
-                    icmp: sp.into_raw(),
-                    port,
-                    len: n as u16,
-                }),
-                None => {
-                    self.recycle(pfn);
-                    RxVerdict::Consumed
-                }
-            },
-            action => self.defer(Deferred::Act { pfn, len, action }),
-        }
-    }
+/// The later pages of a [`Held`] frame.
+type HeldRest = heapless::Vec<PageBuf, { MAX_FRAME_PAGES - 1 }>;
+
+/// The frame numbers of `rest`, given up (the caller hands them on as raw pages).
+fn raw_pfns(rest: HeldRest) -> heapless::Vec<Pfn, 3> {
+    rest.into_iter().map(|pg| pg.into_raw().pfn).collect()
 }
 
 /// Most fragments [`Core::fragment_pages`] stages from one datagram: 64 (a 9,014-byte frame
@@ -420,130 +153,130 @@ fn cut_fragments<N: Nic>(
 }
 
 impl<P: Platform> Core<P> {
-    /// Receive a burst on local port `p`, route each frame, transmit what leaves, then run the
-    /// router's pending events. Returns RX buffers completed.
-    ///
-    /// One fused burst (`Nic::forward_burst`, as `l2`): frames the router forwards out
-    /// of the other port go straight to its TX ring; the rest are handled after the burst.
-    #[inline(always)]
-    pub(crate) fn rx_route(&mut self, p: usize) -> usize {
-        // An empty port costs one load here, before any of the burst's set-up.
-        if !self.nics[p].rx_ready() {
-            return 0;
-        }
-        let q = 1 - p;
-        let owner = self.pages.tx_owner(p);
-        let max = self.burst_max(q);
-        let Some(rs) = self.route.as_mut() else {
+    /// [`Core::poll_once`] in router mode: the neighbour updates other cores sent, then one
+    /// iteration of [`RouterNf`] over this core's [`RouteState`] (lent for it).
+    #[inline(never)]
+    pub(crate) fn poll_route(&mut self) -> usize {
+        let t0 = P::cycles();
+        let Some(rs) = self.route.take() else {
             return 0;
         };
-        let (pages, counters) = (&mut self.pages, &mut self.counters);
-        // The clock is read only when a frame is waiting (the burst makes its ops then); the
-        // burst's time is kept for the events that follow it.
-        let ops = move || {
-            let (rs, pages, counters) = ({ rs }, { pages }, { counters });
-            let now = P::uptime_ns();
-            rs.burst_ns = now;
-            RouteOps::<P::Nic> {
-                rs,
-                pages,
-                counters,
-                p,
-                now,
-                nic: PhantomData,
-            }
+        let pre = if self.fabric.cores() > 1 {
+            self.router_sync(rs)
+        } else {
+            0
         };
-        let [a, b] = &mut self.nics;
-        let (rx, tx): (&mut P::Nic, &mut P::Nic) = if p == 0 { (a, b) } else { (b, a) };
-        // SAFETY: `RouteOps` hands out fresh pages of port `p`'s pool (given up with
-        // `into_raw`), the RX ring of port `p` is refilled only from that pool, and a frame
-        // forwarded stays `tx`'s until `tx_reap` takes it back with its owner tag, `owner`
-        // (that pool's id).
-        let st = unsafe { rx.forward_burst(tx, max, owner, ops) };
-        let n = st.buffers;
-        if n == 0 {
-            return 0;
+        let mut nf = RouterNf { rs };
+        self.mgmt.wait = true;
+        let work = self.poll_nf_from(t0, pre, &mut nf);
+        self.mgmt.wait = false;
+        self.route = Some(nf.rs);
+        if self.mgmt.due {
+            self.mgmt_due();
         }
-        let now = self.route.as_ref().map_or(0, |r| r.burst_ns);
-        self.count_burst(p, &st);
-        self.route_deferred(p, now);
-        if self.mgmt().is_some_and(|m| m.rx_pending() > 0) {
-            self.mgmt_poll();
-        }
-        // The neighbour table's scan is O(entries): run it after a burst only when the burst
-        // gave it work, else at most every ROUTER_TIMER_NS for its timers.
-        let r = self.route.as_ref().expect("rx_route in router mode");
-        if now.saturating_sub(r.polled_ns) >= ROUTER_TIMER_NS || r.router.needs_poll() {
-            self.route.as_mut().expect("router mode").polled_ns = now;
-            self.router_events(now);
-        }
+        work
+    }
+
+    /// The management plane's poll that waited for the router's state during the iteration
+    /// (see `MgmtSide::wait`), its output sent and kicked.
+    #[cold]
+    #[inline(never)]
+    fn mgmt_due(&mut self) {
+        self.mgmt.due = false;
+        self.mgmt_poll();
         self.flush_all();
-        n
+        self.kick_all();
     }
 
-    /// The frames the fused burst on local port `p` deferred, in their order.
-    fn route_deferred(&mut self, p: usize, now: u64) {
-        let n = self.route.as_ref().map_or(0, |rs| rs.deferred.len());
-        for i in 0..n {
-            // Read in place (the list is 10 KiB: moving it out would copy it every burst);
-            // handling a frame never defers another.
-            let Some(&d) = self.route.as_ref().and_then(|rs| rs.deferred.get(i)) else {
-                break;
-            };
-            match d {
-                Deferred::Arp { pfn, len } => {
-                    // SAFETY: the burst handed the page over (Consumed) and nobody else holds
-                    // it; it came off port `p`'s ring, filled only from pool `p`.
-                    let page = unsafe { PageBuf::from_raw(self.pages.raw(p, pfn)) };
-                    self.route_one(p, page, usize::from(len), now);
+    /// A frame [`RouterNf`] kept (not a hairpin), routed by the slow path: one page through
+    /// [`Core::route_slow`], several through [`Core::route_slow_multi`].
+    fn route_kept(&mut self, rs: &mut RouteState, h: Held, now: u64) {
+        let len = h.len();
+        let Held {
+            page, rest, port, ..
+        } = h;
+        let p = usize::from(port);
+        if rest.is_empty() {
+            return self.route_slow(rs, p, page, len, now);
+        }
+        self.route_slow_multi(rs, p, page, rest, len, now);
+    }
+
+    /// A frame of several pages (a jumbo frame) past the fast path: `Router::process_slow_len`
+    /// on its headers (all in the first page) with the spare page for an ICMP error. Forwarded
+    /// as the same pages (one descriptor chain), fragmented into fresh pages when the egress
+    /// MTU is smaller (DF clear), answered with an ICMP error (e.g. Fragmentation Needed, DF
+    /// set), given to the management plane, or dropped; waiting for ARP, its other pages are
+    /// kept (`RouteState::multi`) beside the first, which the neighbour queue holds.
+    #[cold]
+    #[inline(never)]
+    fn route_slow_multi(
+        &mut self,
+        rs: &mut RouteState,
+        p: usize,
+        mut page: PageBuf,
+        rest: HeldRest,
+        len: usize,
+        now: u64,
+    ) {
+        self.ensure_spare(rs);
+        let icmp = match rs.spare.as_mut() {
+            Some(sp) => sp.room_mut::<P::Nic>(),
+            None => &mut [][..],
+        };
+        let pfn0 = page.pfn();
+        let head = page.frame_mut::<P::Nic>(frame_room::<P::Nic>());
+        let action = rs.router.process_slow_len(p, head, len, pfn0, now, icmp);
+        match action {
+            Action::Forward { port, len: n } => {
+                self.send_multi(usize::from(port), page, &raw_pfns(rest), n);
+            }
+            Action::Fragment { port, mtu } => {
+                let mut segs: heapless::Vec<&[u8], MAX_FRAME_PAGES> = heapless::Vec::new();
+                let head = len.min(frame_room::<P::Nic>());
+                let _ = segs.push(&page.page()[<P::Nic as Nic>::FRAME_OFFSET..][..head]);
+                let mut left = len - head;
+                for pg in &rest {
+                    let take = left.min(mm::PAGE_SIZE);
+                    let _ = segs.push(&pg.page()[..take]);
+                    left -= take;
                 }
-                Deferred::Act { pfn, len, action } => {
-                    // SAFETY: as above.
-                    let page = unsafe { PageBuf::from_raw(self.pages.raw(p, pfn)) };
-                    self.route_action(p, page, usize::from(len), action);
-                }
-                Deferred::Icmp {
-                    pfn,
-                    icmp,
-                    port,
-                    len,
-                } => {
-                    // SAFETY: as above for the frame; `icmp` is the spare page taken for the
-                    // error (from pool 0), ours.
-                    let (page, sp) = unsafe {
-                        (
-                            PageBuf::from_raw(self.pages.raw(p, pfn)),
-                            PageBuf::from_raw(icmp),
-                        )
-                    };
-                    self.stage_tx(usize::from(port), sp, usize::from(len));
-                    self.pages.recycle(page);
-                }
-                Deferred::Tx { page, port, len } => {
-                    // SAFETY: a page taken for a fragment (pool 0), ours.
-                    let page = unsafe { PageBuf::from_raw(page) };
-                    self.stage_tx(usize::from(port), page, usize::from(len));
+                self.fragment_pages(&segs, port, mtu);
+                drop(segs);
+                self.recycle_all(page, rest);
+            }
+            Action::Icmp { port, len: n, .. } => {
+                let sp = rs.spare.take().expect("ICMP built in the spare page");
+                self.stage_tx(usize::from(port), sp, n);
+                self.recycle_all(page, rest);
+            }
+            Action::Queued => {
+                // The neighbour queue holds the first page (by frame number); the others wait
+                // in the stash beside it.
+                let rest = raw_pfns(rest);
+                let first = page.into_raw().pfn;
+                if let Err((_, rest)) = rs.multi.push((first, rest)) {
+                    // No room: the frame goes out (or is dropped) as its first page only,
+                    // which `router_events` refuses (`too_big`).
+                    self.recycle_raw(&rest);
                 }
             }
-        }
-        if let Some(rs) = self.route.as_mut() {
-            rs.deferred.clear();
+            Action::ToHost => self.multi_to_mgmt(p, page, &raw_pfns(rest), len),
+            Action::Drop(_) | Action::Consumed => self.recycle_all(page, rest),
+            // A reply is one page's business: a multi-page frame is dropped, counted.
+            Action::Reply { .. } => {
+                self.counters[p].drop(DropReason::TooBig);
+                self.recycle_all(page, rest);
+            }
         }
     }
 
-    /// Route one frame received on local port `p`: the router's fast path (nothing prepared
-    /// for ICMP or ARP), else [`Core::route_slow`].
-    #[inline(always)]
-    fn route_one(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
-        let rs = self.route.as_mut().expect("router mode");
-        if let Some((port, len)) = rs
-            .router
-            .forward_fast(p, page.frame_mut::<P::Nic>(len), now)
-        {
-            self.stage_tx(usize::from(port), page, len);
-            return;
+    /// Every page of a frame back to its pool.
+    fn recycle_all(&mut self, page: PageBuf, rest: HeldRest) {
+        self.pages.recycle(page);
+        for pg in rest {
+            self.pages.recycle(pg);
         }
-        self.route_slow(p, page, len, now);
     }
 
     /// Route one frame the fast path did not take (ARP, ICMP, options, the first frame to a
@@ -551,19 +284,25 @@ impl<P: Platform> Core<P> {
     /// the router's full path.
     #[cold]
     #[inline(never)]
-    fn route_slow(&mut self, p: usize, mut page: PageBuf, len: usize, now: u64) {
+    fn route_slow(
+        &mut self,
+        rs: &mut RouteState,
+        p: usize,
+        mut page: PageBuf,
+        len: usize,
+        now: u64,
+    ) {
         let handle = page.pfn();
         let frame = page.frame_mut::<P::Nic>(len);
         // smoltcp learns neighbours only from ARP: let it see the ARP frames too, but for the
         // requests for the port's address, which the router answers (smoltcp would answer
         // them a second time; it learns its peers from the replies to its own requests).
         if frame.get(ETHERTYPE) == Some(&ETHERTYPE_ARP.to_be_bytes()[..])
-            && !self.router_answers_arp(p, frame)
+            && !router_answers_arp(rs, p, frame)
         {
             self.copy_to_mgmt(p, frame);
         }
-        self.ensure_spare();
-        let rs = self.route.as_mut().expect("router mode");
+        self.ensure_spare(rs);
         let icmp = match rs.spare.as_mut() {
             Some(sp) => sp.room_mut::<P::Nic>(),
             None => &mut [][..],
@@ -571,15 +310,22 @@ impl<P: Platform> Core<P> {
         let action = rs.router.process_slow(p, frame, handle, now, icmp);
         // What an ARP frame taught this core goes to the other cores' routers
         // (`route_action`).
-        self.route_action(p, page, len, action);
+        self.route_action(rs, p, page, len, action);
     }
 
     /// Carry out the router's `action` for `page` (a frame of `len` bytes received on local
     /// port `p`).
-    fn route_action(&mut self, p: usize, mut page: PageBuf, len: usize, action: Action) {
+    fn route_action(
+        &mut self,
+        rs: &mut RouteState,
+        p: usize,
+        mut page: PageBuf,
+        len: usize,
+        action: Action,
+    ) {
         if matches!(action, Action::Consumed | Action::Reply { .. }) {
-            if let Some(u) = self.route.as_mut().and_then(|rs| rs.router.take_learned()) {
-                self.share_learned(u);
+            if let Some(u) = rs.router.take_learned() {
+                self.share_learned(rs, u);
             }
         }
         match action {
@@ -587,7 +333,6 @@ impl<P: Platform> Core<P> {
                 self.stage_tx(usize::from(port), page, len)
             }
             Action::Icmp { port, len, .. } => {
-                let rs = self.route.as_mut().expect("router mode");
                 let sp = rs.spare.take().expect("ICMP built in the spare page");
                 self.stage_tx(usize::from(port), sp, len);
                 self.pages.recycle(page);
@@ -596,12 +341,6 @@ impl<P: Platform> Core<P> {
             // hands it back in an Event.
             Action::Queued => {
                 let _ = page.into_raw();
-            }
-            Action::ToHost if len > frame_room::<P::Nic>() => {
-                // A multi-page frame (`RouteOps::multi_to_host`): its other pages are in the
-                // stash.
-                let rest = self.take_multi(page.pfn());
-                self.multi_to_mgmt(p, page, &rest, len);
             }
             Action::ToHost => {
                 self.copy_to_mgmt(p, page.frame_mut::<P::Nic>(len));
@@ -620,10 +359,7 @@ impl<P: Platform> Core<P> {
 
     /// The other pages of the multi-page frame whose first page is `first`, if the stash
     /// kept them (`RouteState::multi`), taken out of it.
-    fn take_multi(&mut self, first: Pfn) -> heapless::Vec<Pfn, 3> {
-        let Some(rs) = self.route.as_mut() else {
-            return heapless::Vec::new();
-        };
+    fn take_multi(rs: &mut RouteState, first: Pfn) -> heapless::Vec<Pfn, 3> {
         match rs.multi.iter().position(|(f, _)| *f == first) {
             Some(i) => rs.multi.swap_remove(i).1,
             None => heapless::Vec::new(),
@@ -658,23 +394,21 @@ impl<P: Platform> Core<P> {
 
     /// Keep a spare page (from pool 0) for ICMP errors and ARP requests.
     #[inline]
-    fn ensure_spare(&mut self) {
-        if let Some(r) = self.route.as_mut() {
-            if r.spare.is_none() {
-                r.spare = self.pages.alloc(0);
-            }
+    fn ensure_spare(&mut self, rs: &mut RouteState) {
+        if rs.spare.is_none() {
+            rs.spare = self.pages.alloc(0);
         }
     }
 
     /// Tell every other core's router what this one learned from ARP (a full ring drops the
     /// update, counted; that core resolves by its own ARP request).
-    fn share_learned(&mut self, u: NeighUpdate) {
+    fn share_learned(&mut self, rs: &mut RouteState, u: NeighUpdate) {
         let fabric = self.fabric;
         for (k, ring) in fabric.neigh.iter().enumerate().take(fabric.cores()) {
             if k == self.pair {
                 continue;
             }
-            let sync = &mut self.route.as_mut().expect("router mode").sync;
+            let sync = &mut rs.sync;
             match ring.push(u) {
                 Ok(()) => {
                     sync.neigh_sent += 1;
@@ -686,25 +420,24 @@ impl<P: Platform> Core<P> {
     }
 
     /// Router mode on several cores, at the top of every poll iteration: apply the neighbour
-    /// updates other cores sent (then release what was queued behind them) and, on core 0,
-    /// feed the management plane the frames other cores handed over. Returns items taken.
-    pub(crate) fn router_sync(&mut self) -> usize {
+    /// updates other cores sent to `rs` (then release what was queued behind them) and, on
+    /// core 0, feed the management plane the frames other cores handed over. Returns items
+    /// taken.
+    pub(crate) fn router_sync(&mut self, rs: &mut RouteState) -> usize {
         let ring = &self.fabric.neigh[self.pair];
         let mut n = 0;
         let mut now = 0;
-        if let Some(rs) = self.route.as_mut() {
-            while let Some(u) = ring.pop() {
-                if n == 0 {
-                    now = P::uptime_ns();
-                }
-                rs.router.learn(u, now);
-                n += 1;
+        while let Some(u) = ring.pop() {
+            if n == 0 {
+                now = P::uptime_ns();
             }
-            rs.sync.neigh_applied += n as u64;
-            if n > 0 && rs.router.needs_poll() {
-                rs.polled_ns = now;
-                self.router_events(now);
-            }
+            rs.router.learn(u, now);
+            n += 1;
+        }
+        rs.sync.neigh_applied += n as u64;
+        if n > 0 && rs.router.needs_poll() {
+            rs.polled_ns = now;
+            self.router_events(rs, now);
         }
         if self.mgmt().is_some() && !self.fabric.mgmt.is_empty() {
             n += self.drain_mgmt_ring();
@@ -715,26 +448,11 @@ impl<P: Platform> Core<P> {
         n
     }
 
-    /// Whether `frame` (ARP) is a request for port `p`'s address: the router answers it.
-    fn router_answers_arp(&self, p: usize, frame: &[u8]) -> bool {
-        let arp = frame.get(ETH_HDR_LEN..).unwrap_or(&[]);
-        let me = self
-            .route
-            .as_ref()
-            .and_then(|rs| rs.router.ports().get(p))
-            .map(|c| c.addr.addr.octets());
-        arp.get(ARP_OPER) == Some(&ARP_REQUEST.to_be_bytes()[..])
-            && me.is_some_and(|me| arp.get(ARP_TPA) == Some(&me[..]))
-    }
-
     /// Run the router's pending work: ARP requests to send, queued frames now resolved (or
     /// dropped on timeout).
-    pub(crate) fn router_events(&mut self, now: u64) {
+    pub(crate) fn router_events(&mut self, rs: &mut RouteState, now: u64) {
         loop {
-            self.ensure_spare();
-            let Some(rs) = self.route.as_mut() else {
-                return;
-            };
+            self.ensure_spare(rs);
             let out = match rs.spare.as_mut() {
                 Some(sp) => sp.room_mut::<P::Nic>(),
                 None => &mut [][..],
@@ -759,7 +477,7 @@ impl<P: Platform> Core<P> {
                     // SAFETY: the router's queue held the page (given up at Action::Queued)
                     // and hands it back now.
                     let mut page = unsafe { self.pages.adopt(handle) };
-                    let rest = self.take_multi(handle);
+                    let rest = Self::take_multi(rs, handle);
                     if len > frame_room::<P::Nic>() || !rest.is_empty() {
                         // A multi-page frame released by ARP: sent as a chain of its pages.
                         set_macs(page.frame_mut::<P::Nic>(frame_room::<P::Nic>()), dst, src);
@@ -779,7 +497,7 @@ impl<P: Platform> Core<P> {
                 }) => {
                     // SAFETY: as for Transmit: handed back by the router's queue.
                     let mut page = unsafe { self.pages.adopt(handle) };
-                    let rest = self.take_multi(handle);
+                    let rest = Self::take_multi(rs, handle);
                     let head = len.min(frame_room::<P::Nic>());
                     set_macs(page.frame_mut::<P::Nic>(head), dst, src);
                     let mut segs: heapless::Vec<&[u8], 4> = heapless::Vec::new();
@@ -805,11 +523,19 @@ impl<P: Platform> Core<P> {
                 Some(Event::Dropped { handle, .. }) => {
                     // SAFETY: as above: handed back by the router's queue.
                     let page = unsafe { self.pages.adopt(handle) };
-                    let rest = self.take_multi(handle);
+                    let rest = Self::take_multi(rs, handle);
                     self.recycle_raw(&rest);
                     self.pages.recycle(page);
                 }
             }
         }
     }
+}
+
+/// Whether `frame` (ARP) is a request for port `p`'s address: the router answers it.
+fn router_answers_arp(rs: &RouteState, p: usize, frame: &[u8]) -> bool {
+    let arp = frame.get(ETH_HDR_LEN..).unwrap_or(&[]);
+    let me = rs.router.ports().get(p).map(|c| c.addr.addr.octets());
+    arp.get(ARP_OPER) == Some(&ARP_REQUEST.to_be_bytes()[..])
+        && me.is_some_and(|me| arp.get(ARP_TPA) == Some(&me[..]))
 }

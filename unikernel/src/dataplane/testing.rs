@@ -9,6 +9,7 @@
 use crate::dataplane::snap::PairSnap;
 use crate::dataplane::{
     Core, CoreParams, CoreRouter, Fabric, LinearError, MgmtPlane, PageBuf, Platform, QuitPhase,
+    RouteState,
 };
 use core::cell::Cell;
 use core::marker::PhantomData;
@@ -318,12 +319,14 @@ impl<N: SimPort> RigOf<N> {
                 let nics = [n0, n1];
                 let macs = [port_mac(PORTS * k), port_mac(PORTS * k + 1)];
                 let router = fib.map(|f| {
-                    CoreRouter::new(
+                    let r = CoreRouter::new(
                         f,
                         &ports(&cfg, macs),
                         RouterConfig::for_core(k as u16, n as u16),
                     )
-                    .unwrap()
+                    .unwrap();
+                    // Kept for the rig's life, as the kernel keeps it in a zone block.
+                    &mut *Box::leak(Box::new(RouteState::new(r)))
                 });
                 let mgmt = cfg.mgmt_port().filter(|_| k == 0).map(|port| FakeMgmt {
                     port,

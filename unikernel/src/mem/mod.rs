@@ -316,6 +316,18 @@ pub fn alloc_forever(zone: &Zone, bytes: usize) -> Option<&'static mut [u8]> {
     }
 }
 
+/// Storage for one `T` kept for the kernel's life ([`alloc_forever`]'s block, which is
+/// page-aligned), to be written with `MaybeUninit::write`: per-core state set up once at boot
+/// (the router's). `None` when the zone has no block that large.
+pub fn alloc_forever_for<T>(zone: &Zone) -> Option<&'static mut core::mem::MaybeUninit<T>> {
+    const { assert!(core::mem::align_of::<T>() <= PAGE_SIZE) };
+    let block = alloc_forever(zone, core::mem::size_of::<T>())?;
+    // SAFETY: the block is at least `size_of::<T>()` bytes, page-aligned (so aligned for `T`),
+    // ours for 'static and no longer reachable through `block`, which is consumed here; a
+    // `MaybeUninit<T>` may hold any bytes.
+    Some(unsafe { &mut *block.as_mut_ptr().cast::<core::mem::MaybeUninit<T>>() })
+}
+
 // SAFETY: dma_alloc returns zeroed, page-aligned, physically contiguous memory (one buddy block)
 // or paddr 0 on failure; share returns the buffer's physical address (identity map, no IOMMU);
 // x86 DMA is cache-coherent so unshare has nothing to do.

@@ -112,13 +112,14 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
     /// or dropped (counted) when it is full.
     #[cold]
     #[inline(never)]
-    fn take(&mut self, pfn: Pfn, len: usize, mgmt: bool) -> RxVerdict {
+    fn take(&mut self, pfn: Pfn, len: usize, mgmt: bool, mark: u16) -> RxVerdict {
         let t = Taken {
             pfn,
             len: len as u16,
             port: RX as u8,
             mgmt,
             rest: NO_REST,
+            mark,
         };
         match self.side.taken.push(t) {
             Ok(()) if !mgmt => self.side.counters.kept += 1,
@@ -145,6 +146,7 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
         offset: usize,
         len: usize,
         mgmt: bool,
+        mark: u16,
     ) -> RxVerdict {
         let n = pages.len();
         let full = |i: usize, l: u16| {
@@ -176,6 +178,7 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
             port: RX as u8,
             mgmt,
             rest: self.side.rest.len() as u8,
+            mark,
         };
         // Room checked above: neither push can refuse.
         let _ = self.side.rest.push(rest);
@@ -233,8 +236,8 @@ impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
             Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
             Verdict::Drop => self.drop_frame(pfn),
             Verdict::Keep | Verdict::ToMgmt if !H::Nf::TAKES => self.drop_frame(pfn),
-            Verdict::Keep => self.take(pfn, len, false),
-            Verdict::ToMgmt => self.take(pfn, len, true),
+            Verdict::Keep => self.take(pfn, len, false, pkt.mark()),
+            Verdict::ToMgmt => self.take(pfn, len, true, 0),
         }
     }
 
@@ -268,8 +271,8 @@ impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
             Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
             Verdict::Drop => self.drop_multi(pages, None),
             Verdict::Keep | Verdict::ToMgmt if !H::Nf::TAKES => self.drop_multi(pages, None),
-            Verdict::Keep => self.take_multi(pages, lens, offset, len, false),
-            Verdict::ToMgmt => self.take_multi(pages, lens, offset, len, true),
+            Verdict::Keep => self.take_multi(pages, lens, offset, len, false, pkt.mark()),
+            Verdict::ToMgmt => self.take_multi(pages, lens, offset, len, true, 0),
         }
     }
 }
@@ -296,6 +299,12 @@ impl<P: Platform> Ctx<'_, P> {
             }
         }
         None
+    }
+
+    /// The core, for the in-crate router's slow path (its neighbour sync, its fragments, the
+    /// management plane's copy of ARP): kernel services that are not public API yet.
+    pub(crate) fn core(&mut self) -> &mut Core<P> {
+        self.core
     }
 
     /// Nanoseconds since boot, read once when the hook started.
@@ -379,6 +388,7 @@ impl<P: Platform> Ctx<'_, P> {
             len: 0,
             offset: <P::Nic as Nic>::FRAME_OFFSET as u16,
             port: port as u8,
+            mark: 0,
         })
     }
 
@@ -403,6 +413,7 @@ impl<P: Platform> Ctx<'_, P> {
             len: t.len,
             offset: <P::Nic as Nic>::FRAME_OFFSET as u16,
             port: t.port,
+            mark: t.mark,
         }
     }
 
@@ -447,14 +458,20 @@ impl<P: Platform> Core<P> {
     /// [`Core::poll_nf`] inline, for a caller that is itself the iteration's function, with
     /// the NF held as `H` says.
     #[inline(always)]
-    pub(crate) fn poll_nf_body<H: NfHandle>(&mut self, mut nf: H) -> usize {
-        let t0 = P::cycles();
+    pub(crate) fn poll_nf_body<H: NfHandle>(&mut self, nf: H) -> usize {
+        self.poll_nf_from(P::cycles(), 0, nf)
+    }
+
+    /// [`Core::poll_nf_body`] for an iteration that started at `t0` (cycles) and already did
+    /// `pre` work (frames and pages moved: the router's cross-core sync).
+    #[inline(always)]
+    pub(crate) fn poll_nf_from<H: NfHandle>(&mut self, t0: u64, pre: usize, mut nf: H) -> usize {
         // Two calls with constant ports, not a loop: each port's burst then addresses its
         // rings and counters at fixed offsets from `self` (a loop over the port made LLVM hoist
         // ~40 address computations to the stack per iteration: 459 -> 374 guest instructions
         // per packet at K=1 when l2 was split this way).
         const { assert!(PORTS == 2) };
-        let work = self.nf_burst::<H, 0>(&mut nf) + self.nf_burst::<H, 1>(&mut nf);
+        let work = pre + self.nf_burst::<H, 0>(&mut nf) + self.nf_burst::<H, 1>(&mut nf);
         let took = H::Nf::TAKES && !self.nf_side.taken.is_empty();
         if took || (H::Nf::EVERY_BURST && work > 0) {
             self.nf_after_burst(nf.nf());

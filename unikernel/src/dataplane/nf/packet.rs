@@ -23,6 +23,7 @@ pub struct Packet<'a> {
     len: usize,
     in_port: usize,
     now_ns: u64,
+    mark: u16,
 }
 
 impl<'a> Packet<'a> {
@@ -37,7 +38,24 @@ impl<'a> Packet<'a> {
             len,
             in_port,
             now_ns,
+            mark: 0,
         }
+    }
+
+    /// Attach `mark` to the frame for [`Verdict::Keep`](super::Verdict::Keep): the
+    /// [`Held`] it becomes carries it ([`Held::mark`]), so `end_of_burst` knows what `process`
+    /// decided for it (an output port, a rewrite already made) without a list of its own. A
+    /// 16-bit value of the NF's choosing, as Linux's `skb->mark` or DPDK's mbuf user data;
+    /// 0 unless set. Ignored for any other verdict.
+    #[inline(always)]
+    pub fn set_mark(&mut self, mark: u16) {
+        self.mark = mark;
+    }
+
+    /// The mark set by [`Packet::set_mark`] (0 unless set).
+    #[inline(always)]
+    pub fn mark(&self) -> u16 {
+        self.mark
     }
 
     /// Nanoseconds since boot when the burst started, read once per burst, for an NF whose
@@ -174,6 +192,9 @@ pub struct Held {
     pub(crate) offset: u16,
     /// The local port it came in on (or was allocated for).
     pub(crate) port: u8,
+    /// What `process` attached to it ([`Packet::set_mark`]; 0 for a frame from
+    /// [`Ctx::alloc`](super::Ctx::alloc)).
+    pub(crate) mark: u16,
 }
 
 impl Held {
@@ -190,6 +211,11 @@ impl Held {
     /// The local port it came in on (or was allocated for).
     pub fn port(&self) -> usize {
         usize::from(self.port)
+    }
+
+    /// The mark [`Packet::set_mark`] attached to it when it was kept (0 unless set).
+    pub fn mark(&self) -> u16 {
+        self.mark
     }
 
     /// Pages the frame lies in (1, or up to `MAX_FRAME_PAGES` for a jumbo frame).
