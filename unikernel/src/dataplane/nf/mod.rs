@@ -49,12 +49,14 @@
 
 mod acl_impl;
 mod builtin_impl;
+mod chain;
 mod ops;
 mod packet;
 mod shared;
 mod steer;
 
 pub use super::nf_side::{NfCounters, MAX_TAKEN, MAX_TAKEN_MULTI};
+pub use chain::Chain;
 pub use netstack::config::keys::KeyError;
 pub use netstack::config::nf_keys::NfKey;
 pub use netstack::stats::{CounterDef, CounterValues, PerIndex};

@@ -1,0 +1,101 @@
+//! [`Chain`]: two network functions composed at compile time, the first a filter in front of
+//! the second (an ACL in front of the router), as DPDK's graph library chains nodes — but
+//! monomorphised: `Chain<A, B>::process` is `A::process` and `B::process` inlined one after
+//! the other into the driver's fused loop, with no indirect call and no per-frame test of
+//! which function comes next.
+
+use super::{CounterDef, CounterValues, Ctx, NetworkFunction, Packet, Verdict};
+use crate::dataplane::percore::Platform;
+
+/// `first`, then `second` for every frame `first` forwards.
+///
+/// Per frame: `first.process`; [`Verdict::Forward`] hands the frame, as `first` rewrote it,
+/// to `second.process`, whose verdict is the frame's; any other verdict of `first` is final
+/// (a [`Verdict::ForwardFirst`] is sent as cut, without `second`). `first` must be a filter
+/// that never keeps frames (`A::TAKES == false`, checked at compile time): the kept frames,
+/// [`NetworkFunction::end_of_burst`] and [`NetworkFunction::release_all`] are `second`'s.
+/// [`NetworkFunction::tick`] runs both (`first`'s first: a rule set switched before the
+/// second's timers).
+///
+/// Name and counters: those of the one of the two that declares counters (at most one may,
+/// checked at compile time; with none, `second`'s name), so an ACL in front of the router
+/// keeps `gannet_nf_acl_…` in `/metrics`. `MIN_FRAME` is the larger of the two; `CLOCK` and
+/// `EVERY_BURST` are either's. It has no keys of its own ([`NetworkFunction::keys`]): the
+/// parts take their settings from their `Default` or their constructor.
+///
+/// Cost: the two `process` bodies plus one compare of `first`'s verdict per frame (`bench
+/// sim` `acl-router`, README).
+#[derive(Debug, Default)]
+pub struct Chain<A, B> {
+    /// The filter in front.
+    pub first: A,
+    /// The function behind it.
+    pub second: B,
+}
+
+impl<A, B> Chain<A, B> {
+    /// `first` in front of `second`.
+    pub const fn new(first: A, second: B) -> Chain<A, B> {
+        Chain { first, second }
+    }
+}
+
+impl<A: NetworkFunction, B: NetworkFunction> NetworkFunction for Chain<A, B> {
+    const NAME: &'static str = if B::COUNTERS.is_empty() && !A::COUNTERS.is_empty() {
+        A::NAME
+    } else {
+        B::NAME
+    };
+    const MIN_FRAME: usize = if A::MIN_FRAME > B::MIN_FRAME {
+        A::MIN_FRAME
+    } else {
+        B::MIN_FRAME
+    };
+    const EVERY_BURST: bool = A::EVERY_BURST || B::EVERY_BURST;
+    const TAKES: bool = {
+        assert!(
+            !A::TAKES,
+            "Chain<A, B>: the first function must not keep frames (TAKES = false)"
+        );
+        assert!(
+            A::COUNTERS.is_empty() || B::COUNTERS.is_empty(),
+            "Chain<A, B>: at most one of the two may declare counters"
+        );
+        B::TAKES
+    };
+    const CLOCK: bool = A::CLOCK || B::CLOCK;
+    const COUNTERS: &'static [CounterDef] = if B::COUNTERS.is_empty() {
+        A::COUNTERS
+    } else {
+        B::COUNTERS
+    };
+
+    #[inline(always)]
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        match self.first.process(pkt) {
+            Verdict::Forward => self.second.process(pkt),
+            v => v,
+        }
+    }
+
+    fn end_of_burst<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        self.second.end_of_burst(ctx);
+    }
+
+    fn tick<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        self.first.tick(ctx);
+        self.second.tick(ctx);
+    }
+
+    fn counters(&self, out: &mut CounterValues) {
+        if B::COUNTERS.is_empty() {
+            self.first.counters(out);
+        } else {
+            self.second.counters(out);
+        }
+    }
+
+    fn release_all<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        self.second.release_all(ctx);
+    }
+}
