@@ -25,6 +25,7 @@
 //! loom model live in `mm`, so this crate has none (`#![deny(unsafe_code)]`).
 #![no_std]
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 #[cfg(test)]
 extern crate std;

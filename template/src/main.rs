@@ -15,9 +15,10 @@
 //! packet on simulated ports), with the frame `bench_frames` below builds: UDP to port 80,
 //! forwarded.
 //!
-//! Host test: `cargo test --target x86_64-unknown-linux-gnu` runs the tests below against the
-//! verdict logic; Gannet's host rig (`unikernel/tests/nf_rig.rs`) shows a test on simulated
-//! ports.
+//! Host tests: `cargo test-host` (`cargo test --target x86_64-unknown-linux-gnu`) runs the
+//! tests below: the verdict logic alone, and the NF on Gannet's host rig (real cores over the
+//! real virtio-net driver, its devices simulated in host memory:
+//! `unikernel::dataplane::testing`). Gannet's `docs/writing-an-nf.md` explains the API.
 #![cfg_attr(target_os = "none", no_std)]
 #![cfg_attr(target_os = "none", no_main)]
 
@@ -129,6 +130,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use unikernel::dataplane::testing::Rig;
 
     #[test]
     fn the_blocked_port_is_dropped_and_counted() {
@@ -140,5 +142,33 @@ mod tests {
         (KEYS[0].parse)(&mut f, "80").unwrap();
         assert_eq!(f.decide(Some(80)), Verdict::Drop);
         assert!((KEYS[0].parse)(&mut f, "http").is_err());
+    }
+
+    /// A 60-byte UDP frame from 10.0.0.2 to 10.0.1.2, to port `dport`.
+    fn udp(dport: u16) -> Vec<u8> {
+        let (mac, mut f) = (MacAddr([2, 0, 0, 0, 0, 1]), vec![0; 60]);
+        let (src, dst) = ([10, 0, 0, 2].into(), [10, 0, 1, 2].into());
+        netstack::simframes::udp4_frame(&mut f, 60, mac, mac, src, dst, 64);
+        // Ethernet 14 + IPv4 20: the UDP destination port (RFC 768).
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f
+    }
+
+    /// The NF on simulated ports: one core, frames into port 0, what port 1 sent, and every
+    /// page back at the end (`quit_and_check`).
+    #[test]
+    fn on_simulated_ports_the_blocked_port_is_dropped_and_the_rest_forwarded() {
+        let mut rig = Rig::new("mode=l2", 1, 4096);
+        let mut f = PortFilter::default();
+        let c = &mut rig.cores[0];
+        c.dev[0].deliver_rx(&udp(DEFAULT_BLOCKED_PORT), 3);
+        c.dev[0].deliver_rx(&udp(80), 2);
+        c.core.poll_nf(&mut f);
+        let mut sent = Vec::new();
+        c.dev[1].complete_tx(|frame| sent.push(frame.to_vec()));
+        assert_eq!(sent, vec![udp(80); 2], "port 80's frames left as they came");
+        assert_eq!((f.blocked, f.forwarded), (3, 2));
+        assert_eq!(c.core.nf_counters().dropped, 3, "the core counts the drops");
+        rig.quit_and_check();
     }
 }

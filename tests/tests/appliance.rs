@@ -1,7 +1,8 @@
 //! Issue 34 items 1–2: a user's appliance from the template, built outside the workspace
 //! into its own image and booted. The template (`template/`) is copied as `cargo xtask new`
 //! does it into a temporary directory, built warm (the workspace's target directory, the same
-//! target flags, profile and lock file: only the appliance crate itself compiles), booted, and
+//! target flags, profile and lock file: only the appliance crate itself compiles), its host
+//! tests run (`cargo test-host`: the NF on Gannet's host rig), booted, and
 //! fed real frames: its NF drops UDP to the port its own key `blocked_port=` names and forwards
 //! the rest, and its own counters show under its name in `STATS` and the `/metrics` text; a bad
 //! value of its key, and a stock NF's key, stop the boot naming the key; then priced by `bench
@@ -23,6 +24,15 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
     let image = appliance::build(&dir, &qemu::target_dir(&root)).expect("building the appliance");
     eprintln!(
         "appliance: built warm in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    // Its host tests (`cargo test-host` in the copy): the NF's logic and the NF on Gannet's host
+    // rig, built for the host in the same target directory.
+    let t0 = Instant::now();
+    let passed = appliance::test_host(&dir, &qemu::target_dir(&root)).expect("cargo test-host");
+    assert_eq!(passed, 2, "the template's two host tests");
+    eprintln!(
+        "appliance: host tests built and run in {:.1} s",
         t0.elapsed().as_secs_f64()
     );
     // The NF's own key (issue 33 item 4): 6000 blocked instead of the default 5000.

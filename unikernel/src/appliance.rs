@@ -38,7 +38,7 @@ pub trait Appliance: 'static {
     }
     /// The kernel command line parsed for this image (`cmdline`: the loader's line with
     /// fw_cfg's keys laid over it): [`netstack::Config::parse`] (the stock image), or with a
-    /// network function's own keys ([`NetworkFunction::KEYS`]).
+    /// network function's own keys ([`NetworkFunction::keys`]).
     ///
     /// # Errors
     /// The [`netstack::ConfigError`] naming the key.
@@ -172,7 +172,7 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
         write!(f, ")")
     }
 
-    /// `F::default()` with the NF's keys of the command line applied ([`NF_ARGS`], accepted
+    /// `F::default()` with the NF's keys of the command line applied (`NF_ARGS`, accepted
     /// at boot by [`Appliance::parse_config`]).
     fn new_core<P: Platform>(core: &Core<P>) -> F {
         let mut nf = F::default();

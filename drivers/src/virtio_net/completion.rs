@@ -43,7 +43,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
     /// A frame sent as a chain of pages comes back as one entry per page, all with its owner
     /// tag; while chains are in flight, one completion is taken per [`MAX_FRAME_BUFFERS`]
     /// entries of `out` (the most pages a completion can bring), so `out` never overflows. The
-    /// staged path's completion is the fused path's loop ([`VirtioNet::tx_reclaim_max`]).
+    /// staged path's completion is the fused path's loop (`VirtioNet::tx_reclaim_max`).
     pub fn tx_complete(&mut self, out: &mut [TxDone]) -> usize {
         let per = if self.tx_chains == 0 {
             1

@@ -1,6 +1,7 @@
 //! A user's appliance from Gannet's template (`template/`): copied to a directory of its own
 //! (`cargo xtask new DIR`), its path dependencies pointed at this checkout, the workspace's
-//! lock file beside it (the same dependency versions), then built into an image.
+//! lock file beside it (the same dependency versions), then built into an image, and its tests
+//! run on the host.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -94,4 +95,61 @@ pub fn build(dir: &Path, target_dir: &Path) -> Result<PathBuf> {
         bail!("{}: no image after the build", image.display());
     }
     Ok(image)
+}
+
+/// The host the template's tests run on (its `cargo test-host` alias): the image's target,
+/// `x86_64-unknown-none`, cannot run them.
+pub const HOST_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// `cargo test --target` [`HOST_TARGET`] of the appliance crate at `dir` (what its `cargo
+/// test-host` alias runs: the NF's unit tests and its tests on Gannet's host rig) into
+/// `target_dir`. Returns the tests that passed, from libtest's `test result:` lines.
+///
+/// # Errors
+/// cargo cannot be run, the build or a test fails (cargo's and the tests' output is in the
+/// error), or no `test result:` line was printed.
+pub fn test_host(dir: &Path, target_dir: &Path) -> Result<usize> {
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["test", "--target", HOST_TARGET])
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .with_context(|| format!("running cargo test in {}", dir.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "cargo test --target {HOST_TARGET} in {} failed ({}):\n{stdout}\n{}",
+            dir.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    passed(&stdout).with_context(|| format!("no `test result:` line in:\n{stdout}"))
+}
+
+/// The tests passed in libtest output: the sum of `N passed` over its `test result: ok.`
+/// lines; `None` without one.
+pub fn passed(libtest: &str) -> Option<usize> {
+    let counts: Vec<usize> = libtest
+        .lines()
+        .filter_map(|l| l.strip_prefix("test result: ok. "))
+        .filter_map(|l| l.split_once(" passed")?.0.parse().ok())
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passed_sums_the_test_result_lines() {
+        let out = "running 2 tests\ntest a ... ok\ntest b ... ok\n\n\
+                   test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; \
+                   finished in 0.05s\n\ntest result: ok. 0 passed; 0 failed; 0 ignored\n";
+        assert_eq!(passed(out), Some(2));
+        assert_eq!(passed("error: could not compile"), None);
+    }
 }

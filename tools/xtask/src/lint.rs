@@ -16,9 +16,13 @@
 //!    built from (`mm`, `drivers`, `netstack`) for the bare-metal target, so their
 //!    `cfg(target_os = "none")` code is checked too, with the fault image's feature
 //!    (`unikernel/fault-inject`) so that `mm::fault`'s injecting variant is checked as well;
-//! 5. `module cycles`: no crate's modules import each other in a circle ([`modgraph`]), except
+//! 5. `docs`: rustdoc of the public crates ([`DOC_CRATES`], their libraries, with
+//!    `unikernel/host-rig` so that the host rig is documented too) with `RUSTDOCFLAGS=-D
+//!    warnings`: a broken intra-doc link or a public item without docs (`missing_docs`, on in
+//!    `mm`, `netstack` and `unikernel`) fails;
+//! 6. `module cycles`: no crate's modules import each other in a circle ([`modgraph`]), except
 //!    the cycles listed in [`KNOWN_CYCLES`], each of which must still exist;
-//! 6. `nocall`: the stock kernel image (built here, as `cargo xtask build`) has no indirect call
+//! 7. `nocall`: the stock kernel image (built here, as `cargo xtask build`) has no indirect call
 //!    and no indirect jmp other than a jump table into the same function in its per-frame loop
 //!    functions ([`harness::nocall`], issue 33).
 //!
@@ -45,6 +49,9 @@ pub const CLIPPY_FLAGS: &[&str] = &["-D", "warnings", "-D", "clippy::undocumente
 /// is to be empty.
 pub const KNOWN_CYCLES: &[&str] = &[];
 
+/// The crates whose rustdoc the `docs` step builds: the ones an NF's author uses.
+pub const DOC_CRATES: &[&str] = &["mm", "drivers", "netstack", "unikernel"];
+
 /// The rustup components lint runs.
 pub const COMPONENTS: &[&str] = &["rustfmt", "clippy"];
 
@@ -59,6 +66,8 @@ pub enum Step {
     ClippyHost,
     /// clippy on unikernel, mm, drivers, netstack for x86_64-unknown-none.
     ClippyMetal,
+    /// rustdoc of the public crates, warnings denied.
+    Docs,
     /// The module import-cycle check.
     Cycles,
     /// No indirect call in the stock image's per-frame loops (`harness::nocall`).
@@ -144,6 +153,27 @@ pub fn run(root: &Path, only: &[Step]) -> Result<bool> {
             )
         },
     );
+    let mut docs = vec![
+        "doc",
+        "--no-deps",
+        "--lib",
+        "--features",
+        "unikernel/host-rig",
+    ];
+    for p in DOC_CRATES {
+        docs.extend(["-p", p]);
+    }
+    step(Step::Docs, "docs", &mut || {
+        let mut c = cargo(&docs);
+        c.env("RUSTDOCFLAGS", "-D warnings");
+        status(
+            c,
+            &format!(
+                "`RUSTDOCFLAGS=\"-D warnings\" cargo {}` reported the problems above",
+                docs.join(" ")
+            ),
+        )
+    });
     step(Step::Cycles, "module cycles", &mut || {
         let crates = crate_roots(cargo(&["metadata", "--no-deps", "--format-version", "1"]))?;
         let mut found = Vec::new();

@@ -83,8 +83,9 @@ enum Cmd {
     Nocall(NocallArgs),
     /// A crate of your own appliance from Gannet's template (`template/`): one network
     /// function in `src/main.rs`, path dependencies on this checkout, its lock file; build it
-    /// with `cargo build --release` there, boot it with `cargo xtask run --image
-    /// DIR/target/x86_64-unknown-none/release/appliance`.
+    /// with `cargo build --release` there, test it on the host with `cargo test-host` there,
+    /// boot it with `cargo xtask run --image DIR/target/x86_64-unknown-none/release/appliance`
+    /// (docs/writing-an-nf.md).
     New(NewArgs),
     /// Gannet appliances in series as libvirt domains (root): setup, run, up, down, status.
     #[command(subcommand)]
@@ -628,7 +629,7 @@ fn cmd_build(a: BuildArgs) -> Result<()> {
 fn cmd_new(a: NewArgs) -> Result<ExitCode> {
     let dir = harness::appliance::new(&qemu::workspace_root(), &a.dir)?;
     println!(
-        "xtask: appliance crate in {d}: edit src/main.rs; build with `cd {d} && cargo build --release`; boot with `cargo xtask run --image {d}/target/x86_64-unknown-none/release/appliance`",
+        "xtask: appliance crate in {d}: edit src/main.rs (docs/writing-an-nf.md); build with `cd {d} && cargo build --release`; test on the host with `cargo test-host` there; boot with `cargo xtask run --image {d}/target/x86_64-unknown-none/release/appliance`",
         d = dir.display()
     );
     Ok(ExitCode::SUCCESS)

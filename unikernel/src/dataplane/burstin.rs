@@ -6,7 +6,7 @@
 //! the figure per packet is then taken at about 32 frames per busy iteration, as the
 //! simulated-device benchmark's K = 32 (issue 12, item 1).
 //!
-//! The gate reads each RX ring's used index only ([`Nic::rx_used`]): while it waits, no used
+//! The gate reads each RX ring's used index only ([`Nic::rx_completed`]): while it waits, no used
 //! entry is taken and no buffer is posted by it.
 
 use super::percore::{Core, Platform, RX_FREE_THRESH};
@@ -86,7 +86,7 @@ impl BurstIn {
 }
 
 impl<P: Platform> Core<P> {
-    /// Used entries waiting on each local port's RX ring ([`Nic::rx_used`]: one load of
+    /// Used entries waiting on each local port's RX ring ([`Nic::rx_completed`]: one load of
     /// `used->idx` each); zeros once `quit` tore the devices down.
     pub fn rx_used(&self) -> [usize; PORTS] {
         match self.nics() {

@@ -36,7 +36,8 @@ pub(crate) type TakenList = heapless::Vec<Taken, MAX_TAKEN>;
 
 /// Frames of several pages (jumbo MTU) [`super::nf::Verdict::Keep`] or
 /// [`super::nf::Verdict::ToMgmt`] can take in one poll iteration: 8 (their later pages wait in
-/// [`NfSide::rest`]). More are dropped, counted in [`NfCounters::keep_overflow`].
+/// the core's list beside the kept frames). More are dropped, counted in
+/// [`NfCounters::keep_overflow`].
 pub const MAX_TAKEN_MULTI: usize = 8;
 
 /// [`Taken::rest`] of a frame of one page.
