@@ -539,8 +539,8 @@ fn build_acl(zone: &'static Zone, rules_file: Option<&'static str>) {
         ))
     };
     match crate::setup::acl::build(zone, text, online()) {
-        Ok((rules, tuples, bytes)) => info!(
-            "acl: {rules} rules in {tuples} tuples (tuple-space search), {} KiB",
+        Ok((rules, tuples, bytes, pages)) => info!(
+            "acl: {rules} rules in {tuples} tuples (tuple-space search), {} KiB ({pages} pages with the hit counters)",
             bytes.div_ceil(1024)
         ),
         Err(e) => fail(format_args!("{e}")),

@@ -114,7 +114,8 @@ static RETIRED: AtomicU64 = AtomicU64::new(0);
 static LAST_SWAP_US: AtomicU64 = AtomicU64::new(0);
 
 /// Build the rule set from `text` for `cpus` CPUs and publish it (generation 1). Returns
-/// (rules, tuples, bytes of its blocks).
+/// (rules, tuples, bytes of classifier, pages of its blocks: the classifier, the hit counters
+/// and the header, each rounded up to a buddy block).
 ///
 /// # Errors
 /// A bad rules line (named: `config error: rules file: rules line N: …`), or no memory.
@@ -122,7 +123,7 @@ pub fn build(
     zone: &'static Zone,
     text: &'static str,
     cpus: usize,
-) -> Result<(usize, usize, usize), heapless::String<160>> {
+) -> Result<(usize, usize, usize, usize), heapless::String<160>> {
     let table = AclTable::build(zone, text, cpus).map_err(|e| {
         let mut why = heapless::String::new();
         let _ = match e {
@@ -139,7 +140,13 @@ pub fn build(
     PAGES.store(pages, Ordering::Relaxed);
     PAGES_BOOT.store(pages, Ordering::Relaxed);
     ACL.call_once(|| Shared::new(table));
-    Ok((table.acl.len(), table.acl.tuple_count(), table.pages() * 4096))
+    let acl = &table.acl;
+    Ok((
+        acl.len(),
+        acl.tuple_count(),
+        acl.sizes_used().bytes(),
+        table.pages(),
+    ))
 }
 
 /// The `acl` section of STATS (`None` outside `mode=acl`).
@@ -312,9 +319,10 @@ fn retire(shared: &Shared<AclTable, { crate::dataplane::MAX_CORES }>, r: &mut Re
     let Some((old, since)) = r.retiring.take() else {
         return;
     };
+    let replaced_by = old.generation();
     match shared.retired(old, cores) {
         Ok(table) => {
-            let (generation, pages) = (shared.generation() - 1, table.pages() as u64);
+            let pages = table.pages() as u64;
             // SAFETY: `retired` handed it back: every forwarding core recorded a newer
             // generation, which it does only after its last use of this set; this CPU's own
             // uses (the console's `acl`, STATS) read the current set, and the boot's text
@@ -323,7 +331,7 @@ fn retire(shared: &Shared<AclTable, { crate::dataplane::MAX_CORES }>, r: &mut Re
             PAGES_RETIRING.fetch_sub(pages, Ordering::Relaxed);
             RETIRED.fetch_add(1, Ordering::Relaxed);
             LAST_SWAP_US.store(uptime_us().saturating_sub(since), Ordering::Relaxed);
-            info!("acl: the rule set before generation {} retired ({pages} pages freed)", generation + 1);
+            info!("acl: the rule set before generation {replaced_by} retired ({pages} pages freed)");
         }
         Err(old) => r.retiring = Some((old, since)),
     }
