@@ -840,7 +840,10 @@ fn acl_seq(f: &[u8]) -> Option<(u16, u32)> {
     let Some(TransportSlice::Udp(u)) = pkt.transport else {
         return None;
     };
-    Some((u.destination_port(), u32::from_be_bytes(u.payload().try_into().ok()?)))
+    Some((
+        u.destination_port(),
+        u32::from_be_bytes(u.payload().try_into().ok()?),
+    ))
 }
 
 /// Whether a frame to `dport` sent into port 0 (through the clients' port) leaves port 1.
@@ -897,10 +900,22 @@ fn put_rules_replaces_the_acl_live() {
     };
     let resp = put(&mut c, "gannet-test-token-012345678X", new, &mut |_| {});
     assert!(resp.starts_with("HTTP/1.0 401 Unauthorized\r\n"), "{resp}");
-    let resp = put(&mut c, TOKEN, "allow proto udp\nallow dport 80\n", &mut |_| {});
+    let resp = put(
+        &mut c,
+        TOKEN,
+        "allow proto udp\nallow dport 80\n",
+        &mut |_| {},
+    );
     assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
-    assert!(resp.contains("PUT /rules: rules line 2: `allow dport 80`: "), "{resp}");
-    assert_eq!(rig.stats().acl.map(|a| a.generation), Some(1), "a refused PUT swapped");
+    assert!(
+        resp.contains("PUT /rules: rules line 2: `allow dport 80`: "),
+        "{resp}"
+    );
+    assert_eq!(
+        rig.stats().acl.map(|a| a.generation),
+        Some(1),
+        "a refused PUT swapped"
+    );
     // The swap, with frames both sets allow (port 1500) sent all along, numbered.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watch = {
@@ -946,17 +961,33 @@ fn put_rules_replaces_the_acl_live() {
         .unwrap_or_else(|e| panic!("generation 1 not retired: {e:#}\n{}", rig.tail()));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (p1, got) = watch.join().unwrap();
-    let seqs: Vec<u32> = got.iter().filter(|(d, _)| *d == 1500).map(|(_, s)| *s).collect();
+    let seqs: Vec<u32> = got
+        .iter()
+        .filter(|(d, _)| *d == 1500)
+        .map(|(_, s)| *s)
+        .collect();
     assert!(sent >= 20, "only {sent} frames sent across the swap");
-    assert_eq!(seqs, (0..sent).collect::<Vec<_>>(), "frames both sets allow were lost or reordered");
+    assert_eq!(
+        seqs,
+        (0..sent).collect::<Vec<_>>(),
+        "frames both sets allow were lost or reordered"
+    );
     assert!(!acl_passes(&c, &p1, 3000), "the new set denies 3000");
     assert!(acl_passes(&c, &p1, 4000), "the new set allows 4000");
     let text = c.get_metrics(&rig, Duration::from_secs(10));
-    for (result, want) in [("ok", 1), ("unauthorized", 1), ("bad_request", 1), ("busy", 0)] {
+    for (result, want) in [
+        ("ok", 1),
+        ("unauthorized", 1),
+        ("bad_request", 1),
+        ("busy", 0),
+    ] {
         let name = format!("gannet_mgmt_put_rules_total{{result=\"{result}\"}}");
         assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
     }
-    assert_eq!(sample(&text, "gannet_mgmt_put_routes_total{result=\"ok\"}"), 0);
+    assert_eq!(
+        sample(&text, "gannet_mgmt_put_routes_total{result=\"ok\"}"),
+        0
+    );
     // The console's way back: the boot's rules file again.
     rig.guest.send_line("acl reload").unwrap();
     for line in [
@@ -972,7 +1003,11 @@ fn put_rules_replaces_the_acl_live() {
     drop(c);
     let s = rig.quit();
     let a = s.acl.unwrap_or_else(|| panic!("no acl section: {s}"));
-    assert_eq!((a.generation, a.reloads, a.failed, a.retired), (3, 2, 0, 2), "{s}");
+    assert_eq!(
+        (a.generation, a.reloads, a.failed, a.retired),
+        (3, 2, 0, 2),
+        "{s}"
+    );
     assert_eq!((a.rules, a.pages_retiring), (2, 0), "{s}");
     assert_eq!(a.pages, a.pages_boot, "the boot's set again, as large: {s}");
     assert_no_leak(&s);

@@ -364,15 +364,9 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
     match (path, PutKind::at(path), served) {
         ("/metrics", ..) if method == "GET" => Head::Metrics { head_len },
         ("/metrics", ..) => not_allowed("GET"),
-        (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => refuse(
-            Status::NotFound,
-            format_args!(
-                "PUT {path}: mode={} has no {} ({})",
-                put.mode(),
-                want.file(),
-                want.owner()
-            ),
-        ),
+        (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => {
+            Head::Refused(not_found(is_put, Some(want), put))
+        }
         (_, Some(kind), Some((_, token))) if method == "PUT" => {
             match check_put(kind, req.headers, token, busy) {
                 Ok((body_len, expect_continue)) => Head::Put(PutHead {
@@ -385,12 +379,33 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
             }
         }
         (_, Some(_), _) => not_allowed("PUT"),
-        (_, None, None) => refuse(
+        (_, None, _) => Head::Refused(not_found(is_put, None, put)),
+    }
+}
+
+/// The 404 of a path not served by a management plane that serves `put`: the file `want`
+/// (a `PUT` path of another network function), named with its owner, or any other path.
+fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
+    let nf = put.mode();
+    match (want, put.file()) {
+        (Some(w), _) => Refusal::new(
             Status::NotFound,
-            format_args!("only GET /metrics (mode={} has no files to PUT)", put.mode()),
+            is_put,
+            format_args!(
+                "PUT {}: mode={nf} has no {} ({})",
+                w.path(),
+                w.file(),
+                w.owner()
+            ),
         ),
-        (_, None, Some((kind, _))) => refuse(
+        (None, None) => Refusal::new(
             Status::NotFound,
+            is_put,
+            format_args!("only GET /metrics (mode={nf} has no files to PUT)"),
+        ),
+        (None, Some((kind, _))) => Refusal::new(
+            Status::NotFound,
+            is_put,
             format_args!("only GET /metrics and PUT {}", kind.path()),
         ),
     }
@@ -440,7 +455,10 @@ fn check_put(
 ) -> Result<(usize, bool), Refusal> {
     let no = |status, text: core::fmt::Arguments<'_>| Err(Refusal::new(status, true, text));
     let Some(token) = token else {
-        let why = format_args!("PUT {}: no mgmt_token= on the kernel command line", kind.path());
+        let why = format_args!(
+            "PUT {}: no mgmt_token= on the kernel command line",
+            kind.path()
+        );
         return no(Status::Forbidden, why);
     };
     // RFC 6750 §2.1: `Bearer` (case-insensitive scheme, RFC 9110 §11.1) and the token;

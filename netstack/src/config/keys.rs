@@ -334,18 +334,15 @@ const MGMT_KEYS: &[Key] = &[
 ];
 
 /// The router's keys: its static routes.
-const ROUTER_KEYS: &[Key] = &[
-    Key {
-        name: "route",
-        repeat: true,
-        parse: |c, v| {
-            let r = parse_route(v).map_err(|_| {
-                KeyError::Expected("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2")
-            })?;
-            c.routes.push(r).map_err(|_| KeyError::TooMany)
-        },
+const ROUTER_KEYS: &[Key] = &[Key {
+    name: "route",
+    repeat: true,
+    parse: |c, v| {
+        let r = parse_route(v)
+            .map_err(|_| KeyError::Expected("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
+        c.routes.push(r).map_err(|_| KeyError::TooMany)
     },
-];
+}];
 
 /// The token for `PUT` of a network function's file (the router's `PUT /routes`, the ACL's
 /// `PUT /rules`): the keys of the network functions that have one.
@@ -390,13 +387,12 @@ pub const KEY_SETS: &[KeySet] = &[
 ];
 
 /// Keys in all: the length of [`super::Config::parse`]'s "seen" table.
-pub const KEY_COUNT: usize =
-    KERNEL_KEYS.len()
-        + MGMT_KEYS.len()
-        + L2_KEYS.len()
-        + IO_L2_KEYS.len()
-        + ROUTER_KEYS.len()
-        + PUT_KEYS.len();
+pub const KEY_COUNT: usize = KERNEL_KEYS.len()
+    + MGMT_KEYS.len()
+    + L2_KEYS.len()
+    + IO_L2_KEYS.len()
+    + ROUTER_KEYS.len()
+    + PUT_KEYS.len();
 
 /// The key named `name`: its index among all keys (kernel's first, in [`KEY_SETS`] order),
 /// the key and its owner.

@@ -588,7 +588,11 @@ impl Mgmt {
     /// while the response buffer is free gets it (`metrics` runs at most once per poll).
     fn serve(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
         let mut metrics = Some(metrics);
-        let waiting = |k| self.conns.iter().any(|c| matches!(c.put, Put::Waiting(w) if w == k));
+        let waiting = |k| {
+            self.conns
+                .iter()
+                .any(|c| matches!(c.put, Put::Waiting(w) if w == k))
+        };
         // The client that asked went away: its rebuild ran, nobody to answer.
         if !waiting(PutKind::Routes) {
             let _ = fib::take_put_result();

@@ -290,11 +290,7 @@ fn publish(
     let cpus = CPUS.load(Ordering::Relaxed) as usize;
     let table = AclTable::build(zone, text, cpus).map_err(|e| {
         let mut why = AclReloadText::new();
-        let _ = write!(
-            why,
-            "{what}: {e}; generation {} stays",
-            shared.generation()
-        );
+        let _ = write!(why, "{what}: {e}; generation {} stays", shared.generation());
         AclReloadError::Build(why)
     })?;
     let build_us = uptime_us() - t0;
@@ -315,7 +311,11 @@ fn publish(
 }
 
 /// Free the set replaced last if no core of the first `cores` can read it any more.
-fn retire(shared: &Shared<AclTable, { crate::dataplane::MAX_CORES }>, r: &mut Reload, cores: usize) {
+fn retire(
+    shared: &Shared<AclTable, { crate::dataplane::MAX_CORES }>,
+    r: &mut Reload,
+    cores: usize,
+) {
     let Some((old, since)) = r.retiring.take() else {
         return;
     };
@@ -331,7 +331,9 @@ fn retire(shared: &Shared<AclTable, { crate::dataplane::MAX_CORES }>, r: &mut Re
             PAGES_RETIRING.fetch_sub(pages, Ordering::Relaxed);
             RETIRED.fetch_add(1, Ordering::Relaxed);
             LAST_SWAP_US.store(uptime_us().saturating_sub(since), Ordering::Relaxed);
-            info!("acl: the rule set before generation {replaced_by} retired ({pages} pages freed)");
+            info!(
+                "acl: the rule set before generation {replaced_by} retired ({pages} pages freed)"
+            );
         }
         Err(old) => r.retiring = Some((old, since)),
     }

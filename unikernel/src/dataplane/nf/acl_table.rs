@@ -89,7 +89,10 @@ impl Carver {
         }
         let bytes = n * core::mem::size_of::<T>();
         let order = order_for(bytes.div_ceil(PAGE_SIZE));
-        let slot = self.blocks.get_mut(self.n).ok_or(AclBuildError::Memory { bytes })?;
+        let slot = self
+            .blocks
+            .get_mut(self.n)
+            .ok_or(AclBuildError::Memory { bytes })?;
         let pfn = self
             .zone
             .alloc_pages(order)

@@ -5,8 +5,8 @@
 use super::{udp, PAGES};
 use crate::dataplane::nf::builtin::{Acl, AclBuildError, AclCore, AclTable, STATS_RULES};
 use crate::dataplane::nf::{NetworkFunction, Shared};
-use crate::dataplane::MAX_CORES;
 use crate::dataplane::testing::{port_mac, Rig};
+use crate::dataplane::MAX_CORES;
 use core::sync::atomic::AtomicU64;
 use netstack::acl::{Entry, Group, Storage, Tuple};
 use netstack::simframes::arp_request;
@@ -153,7 +153,10 @@ fn a_live_swap_forwards_every_frame_both_sets_allow() {
     let mut rig = Rig::new("mode=acl", 1, PAGES);
     let zone = rig.zone;
     let old = AclTable::build(zone, OLD, 1).unwrap();
-    assert!(old.pages() >= 3, "header, classifier and counters in blocks of the zone");
+    assert!(
+        old.pages() >= 3,
+        "header, classifier and counters in blocks of the zone"
+    );
     let shared: &'static Shared<AclTable, MAX_CORES> =
         std::boxed::Box::leak(std::boxed::Box::new(Shared::new(old)));
     let mut core = AclCore::new(shared, 0);
@@ -173,7 +176,9 @@ fn a_live_swap_forwards_every_frame_both_sets_allow() {
         c.dev[0].deliver_rx(&f, 1);
     }
     assert_eq!(burst(c, &mut core.nf, 8), [16, 8, 0]);
-    let retiring = shared.retired(retiring, 1).expect_err("the core still reads it");
+    let retiring = shared
+        .retired(retiring, 1)
+        .expect_err("the core still reads it");
     // Its tick: the new set from here on; the old one retires and goes back to the zone.
     assert!(core.refresh());
     assert!(!core.refresh(), "nothing newer");
