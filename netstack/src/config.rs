@@ -389,9 +389,9 @@ pub struct Config {
     /// message. Costs a split of RAM's 2 MiB identity pages into 4 KiB PTEs (2 KiB of page
     /// tables per MiB of RAM).
     pub guard: bool,
-    /// `mgmt_token=TOKEN` (router mode; printable ASCII, 16..=64 bytes): the bearer token
-    /// `PUT /routes` on the management plane must carry (`Authorization: Bearer TOKEN`).
-    /// `None` (default): `PUT /routes` is refused (403). Never logged: `Debug` shows its
+    /// `mgmt_token=TOKEN` (router and acl modes; printable ASCII, 16..=64 bytes): the bearer
+    /// token `PUT /routes` (router) or `PUT /rules` (acl) on the management plane must carry
+    /// (`Authorization: Bearer TOKEN`). `None` (default): `PUT` is refused (403). Never logged: `Debug` shows its
     /// length only.
     pub mgmt_token: Option<MgmtToken>,
     /// `backpressure=on|off` (default `off`): when the egress TX ring has no room, leave the

@@ -111,6 +111,9 @@ pub struct Stats {
     /// Router mode only (the key is absent otherwise): the FIB and its live reloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fib: Option<FibStats>,
+    /// ACL mode only (the key is absent otherwise): the rule set and its live replacements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<AclStats>,
     /// The fault image only (the key is absent otherwise): faults injected since boot, by
     /// kind (`mm::fault`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,6 +261,33 @@ pub struct FibStats {
     /// the boot CPU stopped forwarding for a reload.
     #[serde(default)]
     pub max_step_us: u64,
+}
+
+/// The ACL firewall's rule set and its live replacements (`acl`, `mode=acl` only; console
+/// `acl reload`, `PUT /rules`). The per-rule hits are the NF's own counters (`nf_counters`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclStats {
+    /// Generation of the published rule set (1 = the boot's; +1 per replacement).
+    pub generation: u64,
+    /// Rules in the published set.
+    pub rules: u64,
+    /// Tuples (distinct source and destination prefix-length pairs) of the published set.
+    pub tuples: u64,
+    /// Replacements published since boot.
+    pub reloads: u64,
+    /// Replacements refused after their text was accepted (no memory, the previous set still
+    /// retiring): the published set stayed.
+    pub failed: u64,
+    /// 4 KiB pages the published set holds (classifier, hit counters, its header).
+    pub pages: u64,
+    /// Pages the boot's set held (taken before `free_pages_boot`).
+    pub pages_boot: u64,
+    /// Pages of replaced sets not yet freed (some core may still read them).
+    pub pages_retiring: u64,
+    /// Replaced sets freed (every core had moved on).
+    pub retired: u64,
+    /// Time from the last publish until every core used the new set, µs.
+    pub last_swap_us: u64,
 }
 
 impl Stats {
@@ -691,6 +721,11 @@ pub struct MgmtStats {
     pub fin_before_request: u64,
     /// `PUT /routes` requests by outcome, in the order of [`PUT_ROUTES_RESULTS`].
     pub put_routes: [u64; PUT_ROUTES_RESULTS.len()],
+    /// `PUT /rules` requests (the ACL's rules file) by outcome, in the order of
+    /// [`PUT_ROUTES_RESULTS`] (the same outcomes; `failed`: the set could not be built or
+    /// swapped).
+    #[serde(default)]
+    pub put_rules: [u64; PUT_ROUTES_RESULTS.len()],
 }
 
 /// The dataplane's side of the management plane (`STATS` key `mgmt`, absent without a
@@ -725,7 +760,8 @@ impl MgmtPath {
     }
 }
 
-/// The outcomes of `PUT /routes` (the `result` label of `gannet_mgmt_put_routes_total`):
+/// The outcomes of `PUT /routes` and `PUT /rules` (the `result` label of
+/// `gannet_mgmt_put_routes_total` and `gannet_mgmt_put_rules_total`):
 /// `ok` (200: the new FIB is published), `forbidden` (403: no `mgmt_token=` set),
 /// `unauthorized` (401: wrong or missing bearer token), `length_required` (411: no
 /// `Content-Length`), `too_large` (413: above the size cap), `bad_request` (400: a bad routes
@@ -1031,6 +1067,14 @@ pub fn write_prometheus(
         )?;
         for (result, n) in PUT_ROUTES_RESULTS.iter().zip(m.put_routes) {
             writeln!(w, "gannet_mgmt_put_routes_total{{result=\"{result}\"}} {n}")?;
+        }
+        counter(
+            w,
+            "gannet_mgmt_put_rules_total",
+            "PUT /rules requests (the ACL's rules), accepted (ok) or refused, by result.",
+        )?;
+        for (result, n) in PUT_ROUTES_RESULTS.iter().zip(m.put_rules) {
+            writeln!(w, "gannet_mgmt_put_rules_total{{result=\"{result}\"}} {n}")?;
         }
     }
     Ok(())

@@ -698,10 +698,15 @@ pub fn assert_no_leak(s: &Stats) {
             f.pages_boot,
         )
     });
+    // ACL mode after live replacements: the same for the rule sets (the boot's taken before
+    // the boot count).
+    let (acl_now, acl_boot) = s
+        .acl
+        .map_or((0, 0), |a| (a.pages + a.pages_retiring, a.pages_boot));
     assert_eq!(
-        s.free_pages_now + fib_now,
-        s.free_pages_boot + fib_boot,
-        "free pages (+ FIB pages) after quit differ from boot: {s}"
+        s.free_pages_now + fib_now + acl_now,
+        s.free_pages_boot + fib_boot + acl_boot,
+        "free pages (+ FIB and ACL pages) after quit differ from boot: {s}"
     );
 }
 

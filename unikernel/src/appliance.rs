@@ -10,7 +10,7 @@
 //! An image names one in [`crate::main!`]; each is monomorphised into the poll loop (no
 //! indirect call per iteration or per frame).
 
-use crate::dataplane::nf::builtin::{Acl, ACL};
+use crate::dataplane::nf::builtin::{AclCore, ACL};
 use crate::dataplane::nf::NetworkFunction;
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
@@ -101,39 +101,44 @@ impl Appliance for Stock {
     }
 }
 
-/// The stock image's `mode=acl`: `nf::builtin::Acl` over the rule set the kernel built at boot
-/// (`nf::builtin::ACL`), through `Core::poll_nf`. Without a rule set it forwards nothing
-/// (the kernel refuses `mode=acl` without one before any core starts).
+/// The stock image's `mode=acl`: `nf::builtin::Acl` over the published rule set
+/// (`nf::builtin::ACL`), through `Core::poll_nf`; each core switches to a replaced set in its
+/// tick (`AclCore::refresh`). Without a rule set it forwards nothing (the kernel refuses
+/// `mode=acl` without one before any core starts).
 #[derive(Debug)]
 pub struct StockAcl;
 
 impl Appliance for StockAcl {
-    type PerCore = Option<Acl>;
+    type PerCore = Option<AclCore>;
     const NAME: &'static str = "acl";
 
-    fn new_core<P: Platform>(core: &Core<P>) -> Option<Acl> {
-        ACL.get().map(|t| Acl::new(t, core.pair()))
+    fn new_core<P: Platform>(core: &Core<P>) -> Option<AclCore> {
+        ACL.get().map(|s| AclCore::new(s, core.pair()))
     }
 
     #[inline(always)]
-    fn poll<P: Platform>(acl: &mut Option<Acl>, core: &mut Core<P>) -> usize {
+    fn poll<P: Platform>(acl: &mut Option<AclCore>, core: &mut Core<P>) -> usize {
         match acl {
-            Some(acl) => core.poll_nf(acl),
+            Some(acl) => core.poll_nf(&mut acl.nf),
             None => 0,
         }
     }
 
-    /// The rules' hits into the core's snapshot (`Acl` has no timers).
-    fn tick<P: Platform>(acl: &mut Option<Acl>, core: &mut Core<P>) {
+    /// The rules' hits into the core's snapshot (`Acl` has no timers), then this core's
+    /// quiescent point: a replaced rule set is taken up here, between poll iterations.
+    fn tick<P: Platform>(acl: &mut Option<AclCore>, core: &mut Core<P>) {
         if let Some(acl) = acl {
-            core.read_nf_counters(acl);
+            core.read_nf_counters(&acl.nf);
+            if acl.refresh() {
+                core.read_nf_counters(&acl.nf);
+            }
         }
     }
 
     /// The rules' hits a last time, for the final `STATS` (`Acl` holds no frame).
-    fn release<P: Platform>(acl: &mut Option<Acl>, core: &mut Core<P>) {
+    fn release<P: Platform>(acl: &mut Option<AclCore>, core: &mut Core<P>) {
         if let Some(acl) = acl {
-            core.read_nf_counters(acl);
+            core.read_nf_counters(&acl.nf);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The management plane's HTTP/1.x requests, sans I/O: what a request head asks for, whether
-//! a `PUT /routes` may start, and the body's progress, as pure functions and state over byte
+//! a `PUT` of a network function's file (the router's `/routes`, the ACL's `/rules`:
+//! [`PutKind`]) may start, and the body's progress, as pure functions and state over byte
 //! slices. The sockets, timers and the one response buffer stay in the kernel's management
 //! plane (`control::mgmt`), which feeds bytes in and sends what this module answers; so every
 //! refusal is host-tested here, without a guest.
@@ -16,21 +17,24 @@
 //! | head longer than [`HEAD_MAX`], or more than [`HEADERS_MAX`] fields | 431 Request Header Fields Too Large |
 //! | bad syntax (httparse's error named) | 400 Bad Request |
 //! | a version other than HTTP/1.0 or HTTP/1.1 | 505 HTTP Version Not Supported |
-//! | a path other than `/metrics` and (the router's) `/routes` | 404 Not Found |
+//! | a path other than `/metrics` and the network function's file (the router's `/routes`, the ACL's `/rules`) | 404 Not Found |
 //! | a method the path does not take | 405 Method Not Allowed, with `Allow` |
 //!
-//! `PUT /routes` then, in this order (each counted by the kernel under its outcome): 404 for a
-//! network function without a routes file, 403 without `mgmt_token=`, 401 without the bearer
-//! token, 411 without `Content-Length` (or with `Transfer-Encoding`), 400 for a bad or
-//! conflicting `Content-Length`, 413 above [`PUT_MAX`], 503 while another upload is in
-//! progress. Its body is checked line by line as it arrives ([`RoutesBody`]); the first bad
-//! line is named (400) once the body is complete.
+//! `PUT /routes` and `PUT /rules` then, in this order (each counted by the kernel under its
+//! outcome): 404 for a network function without that file, 403 without `mgmt_token=`, 401
+//! without the bearer token, 411 without `Content-Length` (or with `Transfer-Encoding`), 400
+//! for a bad or conflicting `Content-Length`, 413 above [`PUT_MAX`], 503 while another upload
+//! is in progress. Its body is checked line by line as it arrives ([`PutBody`]: the routes
+//! file's syntax, or the rules file's); the first bad line is named (400) once the body is
+//! complete.
 //!
 //! Whatever follows a complete head (a pipelined request, garbage) is not parsed: a `GET` is
 //! answered and the connection closed (`Connection: close`), a `PUT`'s body is the bytes after
 //! its head.
 
 use core::fmt::Write;
+use netstack::acl::rules::{parse_line, RuleError, RuleLine};
+use netstack::acl::MAX_RULES;
 use netstack::config::{parse_routes_file, MgmtToken};
 
 /// Longest request line (method, target, version; bytes, without CRLF). RFC 9112 §3
@@ -136,6 +140,48 @@ impl Status {
     }
 }
 
+/// A file a network function lets `PUT` replace.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PutKind {
+    /// The router's routes file, `PUT /routes` (`PREFIX/LEN,GATEWAY` per line).
+    Routes,
+    /// The ACL firewall's rules file, `PUT /rules` (`netstack::acl`'s rules syntax).
+    Rules,
+}
+
+impl PutKind {
+    /// The path it is `PUT` at.
+    pub const fn path(self) -> &'static str {
+        match self {
+            PutKind::Routes => "/routes",
+            PutKind::Rules => "/rules",
+        }
+    }
+
+    /// The file, as an error names it.
+    pub const fn file(self) -> &'static str {
+        match self {
+            PutKind::Routes => "routes file",
+            PutKind::Rules => "rules file",
+        }
+    }
+
+    /// Whose file it is, as an error names it.
+    pub const fn owner(self) -> &'static str {
+        match self {
+            PutKind::Routes => "the router's",
+            PutKind::Rules => "the ACL's",
+        }
+    }
+
+    /// The file at `path`, if any.
+    pub fn at(path: &str) -> Option<PutKind> {
+        [PutKind::Routes, PutKind::Rules]
+            .into_iter()
+            .find(|k| k.path() == path)
+    }
+}
+
 /// What `PUT` may replace on a management plane: its network function's files.
 #[derive(Clone, Debug)]
 pub enum PutFiles {
@@ -145,6 +191,29 @@ pub enum PutFiles {
     /// The router's routes file (`PUT /routes`), with `mgmt_token=`'s bearer token; without
     /// one it is refused (403).
     Routes(Option<MgmtToken>),
+    /// The ACL firewall's rules file (`PUT /rules`), with `mgmt_token=`'s bearer token;
+    /// without one it is refused (403).
+    Rules(Option<MgmtToken>),
+}
+
+impl PutFiles {
+    /// The file served and its token, if any.
+    pub fn file(&self) -> Option<(PutKind, Option<&MgmtToken>)> {
+        match self {
+            PutFiles::None(_) => None,
+            PutFiles::Routes(t) => Some((PutKind::Routes, t.as_ref())),
+            PutFiles::Rules(t) => Some((PutKind::Rules, t.as_ref())),
+        }
+    }
+
+    /// The network function, as `mode=` names it.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            PutFiles::None(nf) => nf,
+            PutFiles::Routes(_) => "router",
+            PutFiles::Rules(_) => "acl",
+        }
+    }
 }
 
 /// A refused request: its status, whether it was a `PUT` (the kernel counts those by
@@ -210,9 +279,11 @@ pub fn reply(
     r
 }
 
-/// A `PUT /routes` head that passed every check: its body follows.
+/// A `PUT` head that passed every check: its body follows.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct PutHead {
+    /// The file it replaces.
+    pub kind: PutKind,
     /// Bytes of the head (where the body starts in the buffer).
     pub head_len: usize,
     /// The body's length (`Content-Length`, at most [`PUT_MAX`]).
@@ -234,7 +305,7 @@ pub enum Head {
         /// Bytes of the head.
         head_len: usize,
     },
-    /// `PUT /routes`, accepted: receive its body.
+    /// `PUT /routes` or `PUT /rules`, accepted: receive its body.
     Put(PutHead),
     /// Refused: answer it and close.
     Refused(Refusal),
@@ -242,8 +313,7 @@ pub enum Head {
 
 /// Parse the request head at the start of `buf` (all the bytes received so far, at most
 /// [`HEAD_MAX`] kept by the caller) for a management plane that serves `put`; `busy` says
-/// whether an upload is in progress (asked only for a `PUT /routes` that passed every other
-/// check). See the module doc for the statuses.
+/// whether an upload is in progress (asked only for a `PUT` that passed every other check). See the module doc for the statuses.
 pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> Head {
     let mut fields = [httparse::EMPTY_HEADER; HEADERS_MAX];
     let mut req = httparse::Request::new(&mut fields);
@@ -290,16 +360,17 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         r.allow = Some(allow);
         Head::Refused(r)
     };
-    match (path, put) {
-        ("/metrics", _) if method == "GET" => Head::Metrics { head_len },
-        ("/metrics", _) => not_allowed("GET"),
-        ("/routes", PutFiles::None(nf)) => refuse(
-            Status::NotFound,
-            format_args!("PUT /routes: mode={nf} has no routes file (the router's)"),
-        ),
-        ("/routes", PutFiles::Routes(token)) if method == "PUT" => {
-            match check_put(req.headers, token.as_ref(), busy) {
+    let served = put.file();
+    match (path, PutKind::at(path), served) {
+        ("/metrics", ..) if method == "GET" => Head::Metrics { head_len },
+        ("/metrics", ..) => not_allowed("GET"),
+        (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => {
+            Head::Refused(not_found(is_put, Some(want), put))
+        }
+        (_, Some(kind), Some((_, token))) if method == "PUT" => {
+            match check_put(kind, req.headers, token, busy) {
                 Ok((body_len, expect_continue)) => Head::Put(PutHead {
+                    kind,
                     head_len,
                     body_len,
                     expect_continue,
@@ -307,14 +378,35 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
                 Err(r) => Head::Refused(r),
             }
         }
-        ("/routes", PutFiles::Routes(_)) => not_allowed("PUT"),
-        (_, PutFiles::None(nf)) => refuse(
+        (_, Some(_), _) => not_allowed("PUT"),
+        (_, None, _) => Head::Refused(not_found(is_put, None, put)),
+    }
+}
+
+/// The 404 of a path not served by a management plane that serves `put`: the file `want`
+/// (a `PUT` path of another network function), named with its owner, or any other path.
+fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
+    let nf = put.mode();
+    match (want, put.file()) {
+        (Some(w), _) => Refusal::new(
             Status::NotFound,
+            is_put,
+            format_args!(
+                "PUT {}: mode={nf} has no {} ({})",
+                w.path(),
+                w.file(),
+                w.owner()
+            ),
+        ),
+        (None, None) => Refusal::new(
+            Status::NotFound,
+            is_put,
             format_args!("only GET /metrics (mode={nf} has no files to PUT)"),
         ),
-        (_, PutFiles::Routes(_)) => refuse(
+        (None, Some((kind, _))) => Refusal::new(
             Status::NotFound,
-            format_args!("only GET /metrics and PUT /routes"),
+            is_put,
+            format_args!("only GET /metrics and PUT {}", kind.path()),
         ),
     }
 }
@@ -351,17 +443,22 @@ fn content_length(fields: &[httparse::Header<'_>]) -> Option<Result<u64, ()>> {
     len.map(Ok)
 }
 
-/// The `PUT /routes` rules after the path (module doc): the body's length and whether the
-/// client expects `100 Continue`, or the refusal (no heap to box it in; once per head).
+/// The `PUT` rules after the path (module doc) for the file `kind`: the body's length and
+/// whether the client expects `100 Continue`, or the refusal (no heap to box it in; once per
+/// head).
 #[allow(clippy::result_large_err)]
 fn check_put(
+    kind: PutKind,
     fields: &[httparse::Header<'_>],
     token: Option<&MgmtToken>,
     busy: impl FnOnce() -> bool,
 ) -> Result<(usize, bool), Refusal> {
     let no = |status, text: core::fmt::Arguments<'_>| Err(Refusal::new(status, true, text));
     let Some(token) = token else {
-        let why = format_args!("PUT /routes: no mgmt_token= on the kernel command line");
+        let why = format_args!(
+            "PUT {}: no mgmt_token= on the kernel command line",
+            kind.path()
+        );
         return no(Status::Forbidden, why);
     };
     // RFC 6750 §2.1: `Bearer` (case-insensitive scheme, RFC 9110 §11.1) and the token;
@@ -370,38 +467,44 @@ fn check_put(
         .filter(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer "))
         .map(|v| v[7..].trim_ascii());
     if !bearer.is_some_and(|b| token.matches(b)) {
-        let why = format_args!("PUT /routes: wrong or missing bearer token");
+        let why = format_args!("PUT {}: wrong or missing bearer token", kind.path());
         return no(Status::Unauthorized, why);
     }
     let len = content_length(fields);
     if len.is_none() || field(fields, "transfer-encoding").is_some() {
-        let why = format_args!("PUT /routes: Content-Length required (no Transfer-Encoding)");
+        let why = format_args!(
+            "PUT {}: Content-Length required (no Transfer-Encoding)",
+            kind.path()
+        );
         return no(Status::LengthRequired, why);
     }
     let Some(Ok(len)) = len else {
         return no(
             Status::BadRequest,
-            format_args!("PUT /routes: bad Content-Length"),
+            format_args!("PUT {}: bad Content-Length", kind.path()),
         );
     };
     if len > PUT_MAX as u64 {
-        let why = format_args!("PUT /routes: {len} bytes, at most {PUT_MAX}");
+        let why = format_args!("PUT {}: {len} bytes, at most {PUT_MAX}", kind.path());
         return no(Status::ContentTooLarge, why);
     }
     if busy() {
-        let why = format_args!("PUT /routes: another upload is in progress");
+        let why = format_args!("PUT {}: another upload is in progress", kind.path());
         return no(Status::ServiceUnavailable, why);
     }
     let expect = field(fields, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
     Ok((len as usize, expect))
 }
 
-/// A `PUT /routes` body on its way in: how much arrived, and its lines checked as they
-/// complete (the routes file's syntax, `netstack::config::parse_routes_file`), so a bad one
-/// is named without a second pass. The bytes live in the caller's buffer of the body's
-/// length; bounded work per call: the bytes that arrived.
+/// A `PUT` body on its way in: how much arrived, and its lines checked as they complete (the
+/// routes file's syntax, `netstack::config::parse_routes_file`; or the rules file's,
+/// `netstack::acl::rules`, with its checks across lines: one `default`, at most
+/// [`MAX_RULES`] rules), so a bad one is named without a second pass. The bytes live in the
+/// caller's buffer of the body's length; bounded work per call: the bytes that arrived.
 #[derive(Clone, Debug)]
-pub struct RoutesBody {
+pub struct PutBody {
+    /// The file it replaces.
+    kind: PutKind,
     /// The body's length.
     len: usize,
     /// Bytes received so far.
@@ -410,20 +513,32 @@ pub struct RoutesBody {
     line_start: usize,
     /// Lines checked so far.
     lines: usize,
+    /// Rules seen so far (a rules file).
+    rules: usize,
+    /// The line of the `default` seen (a rules file).
+    default_line: Option<usize>,
     /// The first bad line, named.
     bad: Option<heapless::String<BAD_LINE_MAX>>,
 }
 
-impl RoutesBody {
-    /// A body of `len` bytes, none received.
-    pub fn new(len: usize) -> RoutesBody {
-        RoutesBody {
+impl PutBody {
+    /// A body of `len` bytes for the file `kind`, none received.
+    pub fn new(kind: PutKind, len: usize) -> PutBody {
+        PutBody {
+            kind,
             len,
             got: 0,
             line_start: 0,
             lines: 0,
+            rules: 0,
+            default_line: None,
             bad: None,
         }
+    }
+
+    /// The file it replaces.
+    pub fn kind(&self) -> PutKind {
+        self.kind
     }
 
     /// Bytes received so far: the next ones go to `body[got..]`.
@@ -448,7 +563,7 @@ impl RoutesBody {
                 None => break,
             };
             self.lines += 1;
-            self.bad = bad_line(self.lines, &body[self.line_start..end]);
+            self.bad = self.bad_line(&body[self.line_start..end]);
             self.line_start = (end + 1).min(self.got);
             if end == self.got {
                 break;
@@ -457,35 +572,69 @@ impl RoutesBody {
         if !complete {
             return None;
         }
+        let stays = match self.kind {
+            PutKind::Routes => "the published FIB stays",
+            PutKind::Rules => "the published rules stay",
+        };
         Some(match &self.bad {
             None => Ok(()),
             Some(why) => Err(Refusal::new(
                 Status::BadRequest,
                 true,
-                format_args!("PUT /routes: {why}; the published FIB stays"),
+                format_args!("PUT {}: {why}; {stays}", self.kind.path()),
             )),
         })
     }
-}
 
-/// Why line `n` (`line`, without its newline) of a routes file is bad, or `None`.
-fn bad_line(n: usize, line: &[u8]) -> Option<heapless::String<BAD_LINE_MAX>> {
-    let mut why = heapless::String::new();
-    match core::str::from_utf8(line) {
-        Err(_) => {
-            let _ = write!(why, "routes line {n}: not UTF-8");
-        }
-        Ok(text) => {
-            if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
-                let _ = write!(
-                    why,
-                    "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
-                    &t[..t.floor_char_boundary(80)]
-                );
+    /// Why the line just counted (`line`, without its newline) is bad, or `None`.
+    fn bad_line(&mut self, line: &[u8]) -> Option<heapless::String<BAD_LINE_MAX>> {
+        let n = self.lines;
+        let mut why = heapless::String::new();
+        let what = match self.kind {
+            PutKind::Routes => "routes",
+            PutKind::Rules => "rules",
+        };
+        let Ok(text) = core::str::from_utf8(line) else {
+            let _ = write!(why, "{what} line {n}: not UTF-8");
+            return Some(why);
+        };
+        let shown = &text[..text.floor_char_boundary(80)];
+        match self.kind {
+            PutKind::Routes => {
+                if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
+                    let _ = write!(
+                        why,
+                        "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
+                        &t[..t.floor_char_boundary(80)]
+                    );
+                }
+            }
+            PutKind::Rules => {
+                let error = match parse_line(text) {
+                    Ok(None) => None,
+                    Ok(Some(RuleLine::Default(_))) => match self.default_line {
+                        Some(first) => Some(RuleError::RepeatedDefault(first)),
+                        None => {
+                            self.default_line = Some(n);
+                            None
+                        }
+                    },
+                    Ok(Some(RuleLine::Rule(_))) if self.rules == MAX_RULES => {
+                        Some(RuleError::TooManyRules)
+                    }
+                    Ok(Some(RuleLine::Rule(_))) => {
+                        self.rules += 1;
+                        None
+                    }
+                    Err(e) => Some(e),
+                };
+                if let Some(e) = error {
+                    let _ = write!(why, "rules line {n}: `{}`: {e}", shown.trim());
+                }
             }
         }
+        (!why.is_empty()).then_some(why)
     }
-    (!why.is_empty()).then_some(why)
 }
 
 #[cfg(test)]

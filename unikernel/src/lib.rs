@@ -11,8 +11,9 @@
 //! * [`acpi_pm`]: the `\_S5` soft-off sleep type read from the DSDT's AML, and the PM1
 //!   register bits of the power button and soft-off (a leaf).
 //! * [`http`]: the management plane's HTTP/1.x requests on `httparse`, sans I/O (heads, their
-//!   limits and refusals, `PUT /routes`'s rules and body progress; a leaf over `netstack`'s
-//!   config); the sockets and timers are the kernel's `control::mgmt`.
+//!   limits and refusals, the rules of `PUT /routes` and `PUT /rules` and their bodies'
+//!   progress; a leaf over `netstack`'s config and ACL syntax); the sockets and timers are
+//!   the kernel's `control::mgmt`.
 //! * `kernel` (`x86_64-unknown-none` only): the machine: boot, traps, APIC, SMP, memory map,
 //!   PCI set-up, the console, and the [`dataplane::Platform`] that ties them to the
 //!   dataplane; [`main!`] makes an image of it.

@@ -87,7 +87,8 @@ pub fn run<A: Appliance>(
         }
         carve_route_slots(zone);
     }
-    // The ACL's rule set (`mode=acl`), before the boot free-page count too: kept for good.
+    // The ACL's rule set (`mode=acl`), before the boot free-page count too: `quit` accounts
+    // for it (and for what live replacements put in its place) separately.
     if cfg.mode == Mode::Acl {
         build_acl(zone, rules_file);
     }
@@ -523,18 +524,25 @@ fn build_mgmt(
     m.with_put(put_files(cfg))
 }
 
-/// What `PUT` replaces on the management plane: the router's routes file (with the
-/// `mgmt_token=` token, logged by length only), or nothing for another network function.
+/// What `PUT` replaces on the management plane: the router's routes file or the ACL's rules
+/// file (with the `mgmt_token=` token, logged by length only), or nothing for another network
+/// function.
 fn put_files(cfg: &Config) -> PutFiles {
-    if cfg.mode != Mode::Router {
-        info!("mgmt: no PUT (mode={} has no files)", cfg.mode.as_str());
-        return PutFiles::None(cfg.mode.as_str());
-    }
+    let token = cfg.mgmt_token.clone();
+    let files = match cfg.mode {
+        Mode::Router => PutFiles::Routes(token),
+        Mode::Acl => PutFiles::Rules(token),
+        _ => {
+            info!("mgmt: no PUT (mode={} has no files)", cfg.mode.as_str());
+            return PutFiles::None(cfg.mode.as_str());
+        }
+    };
+    let path = files.file().map_or("", |(k, _)| k.path());
     match &cfg.mgmt_token {
-        Some(t) => info!("mgmt: PUT /routes on (bearer token of {} bytes)", t.len()),
-        None => info!("mgmt: PUT /routes off (no mgmt_token=)"),
+        Some(t) => info!("mgmt: PUT {path} on (bearer token of {} bytes)", t.len()),
+        None => info!("mgmt: PUT {path} off (no mgmt_token=)"),
     }
-    PutFiles::Routes(cfg.mgmt_token.clone())
+    files
 }
 
 /// Carve `want` bytes of the management plane's storage from the zone (one zeroed buddy
@@ -557,8 +565,8 @@ fn build_acl(zone: &'static Zone, rules_file: Option<&'static str>) {
         ))
     };
     match crate::setup::acl::build(zone, text, online()) {
-        Ok((rules, tuples, bytes)) => info!(
-            "acl: {rules} rules in {tuples} tuples (tuple-space search), {} KiB",
+        Ok((rules, tuples, bytes, pages)) => info!(
+            "acl: {rules} rules in {tuples} tuples (tuple-space search), {} KiB ({pages} pages with the hit counters)",
             bytes.div_ceil(1024)
         ),
         Err(e) => fail(format_args!("{e}")),
@@ -698,6 +706,9 @@ fn housekeeping<A: Appliance, N: drivers::nic::Nic>(
         if core.route().is_some() {
             fib::poll_put();
         }
+        // The ACL's replacements (`acl reload`, `PUT /rules`): the old set freed once every
+        // core took the new one up in its tick, a new set built and published.
+        crate::setup::acl::poll(core.fabric().cores());
     }
 }
 

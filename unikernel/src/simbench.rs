@@ -296,7 +296,7 @@ struct AclCycle {
 impl AclCycle {
     /// The cycle over the boot's rule set (`nf::builtin::ACL`), `None` when none was built.
     fn new(peer0: MacAddr) -> Option<AclCycle> {
-        let table = crate::dataplane::nf::builtin::ACL.get()?;
+        let table = crate::dataplane::nf::builtin::ACL.get()?.current();
         let acl = &table.acl;
         let mut c = AclCycle {
             tuples: [FiveTuple {
@@ -621,7 +621,7 @@ fn report_acl<N: Nic>(
     let per = (cycles * 100).checked_div(delivered).unwrap_or(0);
     let rules = crate::dataplane::nf::builtin::ACL
         .get()
-        .map_or(0, |t| t.acl.len());
+        .map_or(0, |t| t.current().acl.len());
     let now = *core.profile_mut();
     println!(
         "SIMBENCH mode=acl k={} size={} warmup={WARMUP_ITERS} iters={} delivered={delivered} packets={packets} dropped={dropped} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={} rules={rules} flows={}",

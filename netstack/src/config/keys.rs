@@ -333,25 +333,25 @@ const MGMT_KEYS: &[Key] = &[
     }),
 ];
 
-/// The router's keys: its static routes and the token for `PUT /routes` (its routes file).
-const ROUTER_KEYS: &[Key] = &[
-    Key {
-        name: "route",
-        repeat: true,
-        parse: |c, v| {
-            let r = parse_route(v).map_err(|_| {
-                KeyError::Expected("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2")
-            })?;
-            c.routes.push(r).map_err(|_| KeyError::TooMany)
-        },
+/// The router's keys: its static routes.
+const ROUTER_KEYS: &[Key] = &[Key {
+    name: "route",
+    repeat: true,
+    parse: |c, v| {
+        let r = parse_route(v)
+            .map_err(|_| KeyError::Expected("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
+        c.routes.push(r).map_err(|_| KeyError::TooMany)
     },
-    key("mgmt_token", |c, v| {
-        c.mgmt_token = Some(MgmtToken::new(v).ok_or(KeyError::Secret(
-            "printable ASCII without space, 16..=64 bytes",
-        ))?);
-        Ok(())
-    }),
-];
+}];
+
+/// The token for `PUT` of a network function's file (the router's `PUT /routes`, the ACL's
+/// `PUT /rules`): the keys of the network functions that have one.
+const PUT_KEYS: &[Key] = &[key("mgmt_token", |c, v| {
+    c.mgmt_token = Some(MgmtToken::new(v).ok_or(KeyError::Secret(
+        "printable ASCII without space, 16..=64 bytes",
+    ))?);
+    Ok(())
+})];
 
 /// `ipN=`: an interface address with its prefix length.
 fn cidr(v: &str) -> Result<crate::router::Ipv4Net, KeyError> {
@@ -380,11 +380,19 @@ pub const KEY_SETS: &[KeySet] = &[
         owner: Owner::Nf(&[Mode::Router]),
         keys: ROUTER_KEYS,
     },
+    KeySet {
+        owner: Owner::Nf(&[Mode::Router, Mode::Acl]),
+        keys: PUT_KEYS,
+    },
 ];
 
 /// Keys in all: the length of [`super::Config::parse`]'s "seen" table.
-pub const KEY_COUNT: usize =
-    KERNEL_KEYS.len() + MGMT_KEYS.len() + L2_KEYS.len() + IO_L2_KEYS.len() + ROUTER_KEYS.len();
+pub const KEY_COUNT: usize = KERNEL_KEYS.len()
+    + MGMT_KEYS.len()
+    + L2_KEYS.len()
+    + IO_L2_KEYS.len()
+    + ROUTER_KEYS.len()
+    + PUT_KEYS.len();
 
 /// The key named `name`: its index among all keys (kernel's first, in [`KEY_SETS`] order),
 /// the key and its owner.

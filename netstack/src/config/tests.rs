@@ -562,14 +562,17 @@ fn mgmt_token() {
         assert!(!e.to_string().contains(bad));
     }
     assert!(Config::parse(&"x".repeat(16)).is_err());
-    assert!(matches!(
+    assert_eq!(
         Config::parse(&format!("mgmt_token={}", "x".repeat(16))).unwrap_err(),
         ConfigError::Misplaced {
             key: "mgmt_token",
+            modes: &[Mode::Router, Mode::Acl],
             mode: Mode::L2,
-            ..
         }
-    ));
+    );
+    // The ACL's `PUT /rules` takes the same token.
+    let c = Config::parse(&format!("mode=acl ip0=10.0.0.1/24 mgmt_token={tok}")).unwrap();
+    assert!(c.mgmt_token.unwrap().matches(tok.as_bytes()));
 }
 
 /// Issue 33 item 4: keys are looked up by name in their owner's set; a network function's key

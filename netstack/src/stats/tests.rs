@@ -107,6 +107,18 @@ fn largest() -> Stats {
             build_steps: m,
             max_step_us: m,
         }),
+        acl: Some(AclStats {
+            generation: m,
+            rules: m,
+            tuples: m,
+            reloads: m,
+            failed: m,
+            pages: m,
+            pages_boot: m,
+            pages_retiring: m,
+            retired: m,
+            last_swap_us: m,
+        }),
         faults: Some(FaultStats {
             rx_bad_id: m,
             rx_bad_len: m,
@@ -270,6 +282,7 @@ fn sample(router: bool) -> Stats {
         router: router.then(|| RouterStats::new(&c, 0, sync)),
         // The established lines below predate the `fib` key; `largest` covers it.
         fib: None,
+        acl: None,
         faults: None,
         nf: NfCounters {
             dropped: 3,
@@ -466,6 +479,7 @@ fn mgmt() -> MgmtStats {
         response_timeouts: 5,
         fin_before_request: 6,
         put_routes: [1, 2, 3, 0, 0, 0, 0, 4],
+        put_rules: [5, 0, 0, 0, 0, 6, 7, 0],
     }
 }
 
@@ -520,6 +534,10 @@ fn prometheus_lines() {
         "gannet_mgmt_put_routes_total{result=\"ok\"} 1",
         "gannet_mgmt_put_routes_total{result=\"unauthorized\"} 3",
         "gannet_mgmt_put_routes_total{result=\"failed\"} 4",
+        "# TYPE gannet_mgmt_put_rules_total counter",
+        "gannet_mgmt_put_rules_total{result=\"ok\"} 5",
+        "gannet_mgmt_put_rules_total{result=\"bad_request\"} 6",
+        "gannet_mgmt_put_rules_total{result=\"busy\"} 7",
         "# TYPE gannet_nf_frames_total counter",
         "gannet_nf_frames_total{nf=\"router\",verdict=\"dropped\"} 3",
         "gannet_nf_frames_total{nf=\"router\",verdict=\"kept\"} 2",
@@ -534,7 +552,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 30);
+    assert_eq!(families, 31);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

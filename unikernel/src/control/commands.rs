@@ -42,6 +42,7 @@ pub fn system_snap(mode: netstack::Mode, queues: usize, facts: &BootFacts) -> Sy
         zone_free_pages: facts.zone.free_pages(),
         buddyinfo: facts.zone.buddyinfo(),
         fib: fib::fib_stats(),
+        acl: crate::setup::acl::acl_stats(),
     }
 }
 
@@ -62,6 +63,7 @@ pub fn run<P: Platform>(
         Command::Metrics => print_metrics(core, facts),
         Command::Routes => print_routes(core),
         Command::Acl => print_acl(),
+        Command::AclReload => crate::setup::acl::reload(),
         Command::Neigh => {
             print_neigh(core);
             // Each other routing core prints its own table from its loop.
@@ -174,9 +176,12 @@ pub fn print_routes<P: Platform>(core: &Core<P>) {
 /// `acl`: one line per rule (`acl rule N hits H: RULE`, the rule in the rules-file syntax),
 /// then the default action's, the hits summed over the cores.
 pub fn print_acl() {
-    let Some(t) = crate::dataplane::nf::builtin::ACL.get() else {
+    let Some(shared) = crate::dataplane::nf::builtin::ACL.get() else {
         return println!("acl: not in acl mode");
     };
+    // The boot CPU frees replaced sets itself (`setup::acl::poll`), never while this runs.
+    let t = shared.current();
+    println!("acl generation {}", shared.generation());
     for i in 0..t.acl.len() {
         if let Some(r) = t.acl.rule(i) {
             println!("acl rule {i} hits {}: {r}", t.hits(Some(i)));
@@ -412,6 +417,11 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts, end: End) -> ! {
         error!("quit: {}", e.0);
         exit(ExitCode::Failure)
     }
+    // The same for a replaced ACL rule set.
+    if let Err(e) = crate::setup::acl::settle(core.fabric().cores()) {
+        error!("quit: {e}");
+        exit(ExitCode::Failure)
+    }
     let report = match core.lead_quit(CORE_STOP_NS, wake_others, |_, _| {}) {
         Ok(r) => r,
         Err(e) => {
@@ -434,16 +444,19 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts, end: End) -> ! {
     // The boot FIB was taken before the boot count; reloads replaced it with FIBs of other
     // sizes: free now + FIB now must equal free at boot + FIB at boot (FIB now includes a
     // `PUT /routes` body kept as the routes file).
+    // The same for the ACL's rule sets (the boot's taken before the boot count).
     let (fib_now, fib_boot) = fib::fib_pages();
-    if report.leaked > 0 || now + fib_now != facts.free_pages_boot + fib_boot {
+    let (acl_now, acl_boot) = crate::setup::acl::acl_pages();
+    let (held_now, held_boot) = (fib_now + acl_now, fib_boot + acl_boot);
+    if report.leaked > 0 || now + held_now != facts.free_pages_boot + held_boot {
         error!(
-            "page leak: {now} free pages now + {fib_now} FIB pages, {} at boot + {fib_boot} FIB pages, {} in flight",
+            "page leak: {now} free pages now + {fib_now} FIB + {acl_now} ACL pages, {} at boot + {fib_boot} FIB + {acl_boot} ACL pages, {} in flight",
             facts.free_pages_boot, report.leaked
         );
         exit(ExitCode::Failure);
     }
-    if fib_now != fib_boot {
-        info!("gannet: shutdown clean ({now} free pages + {fib_now} FIB pages = {} at boot + {fib_boot} FIB pages at boot)", facts.free_pages_boot);
+    if held_now != held_boot {
+        info!("gannet: shutdown clean ({now} free pages + {fib_now} FIB + {acl_now} ACL pages = {} at boot + {fib_boot} FIB + {acl_boot} ACL pages at boot)", facts.free_pages_boot);
     } else {
         info!("gannet: shutdown clean ({now} free pages, as at boot)");
     }

@@ -34,6 +34,9 @@ pub enum Command {
     Neigh,
     /// The ACL's rules and their hits summed over the cores (`mode=acl`).
     Acl,
+    /// `acl reload`: build the boot's rules file again and replace the published set live
+    /// (`mode=acl`; the way back after a `PUT /rules`).
+    AclReload,
     /// `drain_all_pages`: every CPU returns its pcp lists to the buddy allocator.
     Drain,
     /// Per-CPU state.
@@ -118,6 +121,7 @@ impl Console {
             "routes" => Some(Command::Routes),
             "neigh" => Some(Command::Neigh),
             "acl" => Some(Command::Acl),
+            "acl reload" => Some(Command::AclReload),
             "drain" => Some(Command::Drain),
             "cpus" => Some(Command::Cpus),
             "ipi" => Some(Command::Ipi),
@@ -170,6 +174,6 @@ impl Console {
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
 metrics (the /metrics body, Prometheus text, then # EOF), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
-routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
+routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), acl reload (the boot's rules file again, replaced live), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
 to a buddy page free since boot, to an order-3 block freed to the zone; faults), \
 fault, fault dry MS, fault off (the fault image: faults injected, starve every page_pool for MS ms, stop injecting), quit (drain, final STATS, exit: isa-debug-exit with debug_exit=on, else ACPI S5 soft-off), reboot (drain, final STATS, FADT reset register), help";

@@ -26,9 +26,9 @@
 //! format (`PREFIX/LEN,GATEWAY` per line, `#` comments). Refused with 403 unless
 //! `mgmt_token=` is set, 401 without `Authorization: Bearer TOKEN`, 411 without
 //! `Content-Length`, 413 above [`http::PUT_MAX`]. The body streams into a `vmalloc`'d buffer
-//! of its `Content-Length` ([`RoutesUpload`]: order-0 pages, freed when the upload ends or,
+//! of its `Content-Length` ([`PutUpload`]: order-0 pages, freed when the upload ends or,
 //! once published, when the next upload replaces it); each line is checked as it arrives
-//! ([`http::RoutesBody`]; bounded work per poll: what one socket buffer holds), so a bad one
+//! ([`http::PutBody`]; bounded work per poll: what one socket buffer holds), so a bad one
 //! is answered 400 naming its line number. A complete, clean body is handed to the boot CPU's
 //! housekeeping ([`fib::submit_put`]): the rebuild (the same build, publish and retire path as
 //! `routes commit`) runs there, at the quiescent point, never inside smoltcp's poll; the
@@ -39,12 +39,13 @@
 //! cut.
 //!
 //! Past ~800 lines because smoltcp's device glue (the frame queues and tokens), the connection
-//! state machine, `/metrics` and the `PUT /routes` upload share the connections and the one
+//! state machine, `/metrics` and the `PUT /routes` and `PUT /rules` uploads share the connections and the one
 //! response buffer; the HTTP parsing and rules moved out to [`crate::http`] (issue 34 item 5:
 //! 1,117 lines before).
 
-use crate::http::{self, Head, Refusal, RoutesBody, Status};
-use crate::setup::fib::{self, Published, RebuildFailure, RoutesUpload};
+use crate::http::{self, Head, PutBody, PutKind, Refusal, Status};
+use crate::setup::acl::{self, AclPublished, AclReloadError};
+use crate::setup::fib::{self, Published, PutUpload, RebuildFailure};
 use core::fmt::Write;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
@@ -317,13 +318,13 @@ impl PutResult {
     }
 }
 
-/// A `PUT /routes` body being received: its buffer, and how far it arrived and was checked.
+/// A `PUT` body being received: its buffer, and how far it arrived and was checked.
 struct Body {
-    upload: RoutesUpload,
-    check: RoutesBody,
+    upload: PutUpload,
+    check: PutBody,
 }
 
-/// Where a connection is with `PUT /routes`.
+/// Where a connection is with `PUT /routes` or `PUT /rules`.
 // One per socket in `Mgmt` (no heap to box the body's state in): the size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Put {
@@ -331,8 +332,8 @@ enum Put {
     None,
     /// Receiving the body.
     Body(Body),
-    /// The body is with housekeeping; waiting for the rebuild's result.
-    Waiting,
+    /// The body of this file is with housekeeping; waiting for the rebuild's result.
+    Waiting(PutKind),
 }
 
 /// One TCP socket of the metrics service and its request state.
@@ -587,9 +588,17 @@ impl Mgmt {
     /// while the response buffer is free gets it (`metrics` runs at most once per poll).
     fn serve(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
         let mut metrics = Some(metrics);
-        if !self.conns.iter().any(|c| matches!(c.put, Put::Waiting)) {
-            // The client that asked went away: its rebuild ran, nobody to answer.
+        let waiting = |k| {
+            self.conns
+                .iter()
+                .any(|c| matches!(c.put, Put::Waiting(w) if w == k))
+        };
+        // The client that asked went away: its rebuild ran, nobody to answer.
+        if !waiting(PutKind::Routes) {
             let _ = fib::take_put_result();
+        }
+        if !waiting(PutKind::Rules) {
+            let _ = acl::take_put_result();
         }
         for i in 0..SOCKETS {
             self.serve_one(i, now_ms, &mut metrics);
@@ -630,11 +639,14 @@ impl Mgmt {
         }
         conn.send_queue = queued;
         read(conn, sock, now_ms, &self.put, &mut self.counters);
-        if matches!(conn.put, Put::Waiting) {
-            if let Some(r) = fib::take_put_result() {
+        if let Put::Waiting(kind) = conn.put {
+            let answer = match kind {
+                PutKind::Routes => fib::take_put_result().map(put_reply),
+                PutKind::Rules => acl::take_put_result().map(rules_reply),
+            };
+            if let Some((result, reply)) = answer {
                 conn.put = Put::None;
-                let (result, reply) = put_reply(r);
-                self.counters.put_routes[result as usize] += 1;
+                count(&mut self.counters, kind, result);
                 conn.reply = Some(reply);
             } else {
                 // The rebuild is the boot CPU's next housekeeping: no timeout applies.
@@ -771,7 +783,7 @@ fn read(
             }
             let _ = conn.req.extend_from_slice(&buf[..n]);
         }
-        match http::parse_head(&conn.req, put, fib::put_busy) {
+        match http::parse_head(&conn.req, put, || fib::put_busy() || acl::put_busy()) {
             Head::Partial => {}
             Head::Metrics { .. } => conn.complete = true,
             Head::Put(head) => start_put(conn, sock, head, counters),
@@ -783,27 +795,49 @@ fn read(
     }
 }
 
-/// Answer `r` (counted by outcome if it refuses a `PUT`).
+/// Count a `PUT` of `kind` under `result`.
+fn count(counters: &mut MgmtCounters, kind: PutKind, result: PutResult) {
+    match kind {
+        PutKind::Routes => counters.put_routes[result as usize] += 1,
+        PutKind::Rules => counters.put_rules[result as usize] += 1,
+    }
+}
+
+/// The file a `PUT` request head (`req`, from its start) names: the rules file when its path
+/// is `/rules`, else the routes file (every other refused `PUT` counts as a `PUT /routes`).
+fn put_kind(req: &[u8]) -> PutKind {
+    let start = req
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    if req[start..].starts_with(b"PUT /rules ") {
+        PutKind::Rules
+    } else {
+        PutKind::Routes
+    }
+}
+
+/// Answer `r` (counted by outcome if it refuses a `PUT`, under the file its path names).
 fn refuse(conn: &mut Conn, r: &Refusal, counters: &mut MgmtCounters) {
     if r.put {
-        counters.put_routes[PutResult::of(r.status) as usize] += 1;
+        count(counters, put_kind(&conn.req), PutResult::of(r.status));
     }
     conn.reply = Some(r.reply());
     conn.complete = true;
 }
 
-/// A `PUT /routes` head that passed [`http::parse_head`]'s checks: its body's buffer (503
-/// without the memory for it), then the body's start (what came with the head).
+/// A `PUT` head that passed [`http::parse_head`]'s checks: its body's buffer (503 without the
+/// memory for it), then the body's start (what came with the head).
 fn start_put(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
     head: http::PutHead,
     counters: &mut MgmtCounters,
 ) {
-    let mut upload = match RoutesUpload::new(head.body_len) {
+    let mut upload = match PutUpload::new(head.body_len) {
         Ok(u) => u,
         Err(e) => {
-            let why = format_args!("PUT /routes: {}", e.0);
+            let why = format_args!("PUT {}: {}", head.kind.path(), e.0);
             let r = Refusal::new(Status::ServiceUnavailable, true, why);
             return refuse(conn, &r, counters);
         }
@@ -815,7 +849,7 @@ fn start_put(
         // Fits: the send buffer is empty before a response.
         let _ = sock.send_slice(http::CONTINUE);
     }
-    let mut check = RoutesBody::new(head.body_len);
+    let mut check = PutBody::new(head.kind, head.body_len);
     let done = check.received(upload.buf_mut(), got);
     conn.put = Put::Body(Body { upload, check });
     if let Some(done) = done {
@@ -833,10 +867,15 @@ fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut Mgm
         return;
     };
     conn.complete = true;
-    if fib::submit_put(b.upload).is_ok() {
-        conn.put = Put::Waiting;
+    let kind = b.check.kind();
+    let submitted = match kind {
+        PutKind::Routes => fib::submit_put(b.upload).is_ok(),
+        PutKind::Rules => acl::submit_put(b.upload).is_ok(),
+    };
+    if submitted {
+        conn.put = Put::Waiting(kind);
     } else {
-        let why = format_args!("PUT /routes: another upload is in progress");
+        let why = format_args!("PUT {}: another upload is in progress", kind.path());
         refuse(
             conn,
             &Refusal::new(Status::ServiceUnavailable, true, why),
@@ -869,6 +908,34 @@ fn put_reply(
             };
             let text = format_args!("PUT /routes: error: {}", e.0);
             (PutResult::Failed, http::reply(status, None, text))
+        }
+    }
+}
+
+/// The reply to a `PUT /rules` replacement: 200 with the new generation, or the error (503:
+/// the previous set is still retiring; 500: the set could not be built).
+fn rules_reply(
+    r: Result<AclPublished, AclReloadError>,
+) -> (PutResult, heapless::String<{ http::REPLY_MAX }>) {
+    match r {
+        Ok(p) => (
+            PutResult::Ok,
+            http::reply(
+                Status::Ok,
+                None,
+                format_args!(
+                    "generation {}\nrules {}\ntuples {}\npages {}\nbuild_us {}",
+                    p.generation, p.rules, p.tuples, p.pages, p.build_us
+                ),
+            ),
+        ),
+        Err(e) => {
+            let (status, result) = match e {
+                AclReloadError::Busy(_) => (Status::ServiceUnavailable, PutResult::Busy),
+                AclReloadError::Build(_) => (Status::InternalServerError, PutResult::Failed),
+            };
+            let text = format_args!("error: {}", e.text());
+            (result, http::reply(status, None, text))
         }
     }
 }

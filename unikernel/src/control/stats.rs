@@ -45,6 +45,8 @@ pub struct SystemSnap {
     pub buddyinfo: [u64; mm::MAX_ORDER + 1],
     /// Router mode: the FIB and its live reloads.
     pub fib: Option<netstack::stats::FibStats>,
+    /// ACL mode: the rule set and its live replacements.
+    pub acl: Option<netstack::stats::AclStats>,
 }
 
 /// The `STATS` value of `pairs` (this core's first, then the others' last published).
@@ -83,6 +85,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
             RouterStats::new(&rs.counters, rs.queued_now, sync)
         }),
         fib: sys.fib,
+        acl: sys.acl,
         faults: super::faults::stats(),
         nf: pairs.iter().fold(NfCounters::default(), |mut t, p| {
             t.add(&p.nf);

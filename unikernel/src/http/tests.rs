@@ -87,6 +87,7 @@ fn a_slow_client_is_partial_until_its_blank_line() {
         assert_eq!(parse(&put[..k]), Head::Partial, "after {k} bytes");
     }
     let want = Head::Put(PutHead {
+        kind: PutKind::Routes,
         head_len,
         body_len: 5,
         expect_continue: false,
@@ -366,6 +367,7 @@ fn a_put_that_passes_is_its_body_length() {
     assert_eq!(
         parse(&h),
         Head::Put(PutHead {
+            kind: PutKind::Routes,
             head_len: h.len(),
             body_len: 7,
             expect_continue: true
@@ -392,11 +394,16 @@ Connection: close\r\nWWW-Authenticate: Bearer\r\n\r\n{text}",
     assert!(METRICS_HEAD.starts_with("HTTP/1.0 200 OK\r\n") && METRICS_HEAD.ends_with("\r\n\r\n"));
 }
 
-/// Feeds `body` to a [`RoutesBody`] `step` bytes at a time; returns the outcome and after how
-/// many bytes it came.
+/// Feeds `body` to a routes file's [`PutBody`] `step` bytes at a time; returns the outcome and
+/// after how many bytes it came.
 fn stream(body: &[u8], step: usize) -> (Result<(), Refusal>, usize) {
+    stream_kind(PutKind::Routes, body, step)
+}
+
+/// [`stream`] for the file `kind`.
+fn stream_kind(kind: PutKind, body: &[u8], step: usize) -> (Result<(), Refusal>, usize) {
     let mut buf = vec![0u8; body.len()];
-    let mut b = RoutesBody::new(body.len());
+    let mut b = PutBody::new(kind, body.len());
     if body.is_empty() {
         return (b.received(&buf, 0).expect("an empty body is complete"), 0);
     }
@@ -441,10 +448,116 @@ fn a_body_is_checked_line_by_line_however_it_arrives() {
 
 #[test]
 fn a_body_never_takes_more_than_its_length() {
-    let mut b = RoutesBody::new(4);
+    let mut b = PutBody::new(PutKind::Rules, 4);
     let buf = *b"1234";
     assert_eq!(b.received(&buf, 2), None);
     // More than announced (the caller reads into `buf[got..]`, which cannot hold it): capped.
     assert!(b.received(&buf, 10).is_some());
     assert_eq!(b.got(), 4);
+}
+
+fn acl() -> PutFiles {
+    PutFiles::Rules(MgmtToken::new(TOKEN))
+}
+
+fn rules_head(fields: &str) -> Vec<u8> {
+    format!("PUT /rules HTTP/1.1\r\nHost: 10.0.0.1\r\n{fields}\r\n").into_bytes()
+}
+
+/// The ACL's `PUT /rules`: the same rules as `PUT /routes` (token, lengths, busy), each
+/// naming its path; each network function's file is 404 on the other's management plane, by
+/// name.
+#[test]
+fn put_rules_is_the_acls_file_with_the_same_rules() {
+    let h = rules_head(&cl("12"));
+    assert_eq!(
+        parse_head(&h, &acl(), || false),
+        Head::Put(PutHead {
+            kind: PutKind::Rules,
+            head_len: h.len(),
+            body_len: 12,
+            expect_continue: false
+        })
+    );
+    for (files, fields, status, text) in put_refusals() {
+        let files = match files {
+            PutFiles::Routes(t) => PutFiles::Rules(t),
+            other => other,
+        };
+        let r = refused(parse_head(&rules_head(&fields), &files, || false));
+        assert_eq!((r.status, r.put), (status, true), "{fields:?}: {}", r.text);
+        assert!(r.text.starts_with("PUT /rules: "), "{}", r.text);
+        assert!(r.text.contains(text), "{fields:?}: {}", r.text);
+    }
+    let r = refused(parse_head(&h, &acl(), || true));
+    assert_eq!(r.status, Status::ServiceUnavailable);
+    // The other file, and a method /rules does not take.
+    let r = refused(parse_head(&put_head(&cl("1")), &acl(), || false));
+    assert_eq!(r.status, Status::NotFound);
+    assert_eq!(
+        r.text.as_str(),
+        "PUT /routes: mode=acl has no routes file (the router's)"
+    );
+    let r = refused(parse_head(&h, &router(), || false));
+    assert_eq!(r.status, Status::NotFound);
+    assert_eq!(
+        r.text.as_str(),
+        "PUT /rules: mode=router has no rules file (the ACL's)"
+    );
+    let r = refused(parse_head(b"GET /rules HTTP/1.1\r\n\r\n", &acl(), || false));
+    assert_eq!((r.status, r.allow), (Status::MethodNotAllowed, Some("PUT")));
+    let r = refused(parse_head(b"GET /x HTTP/1.1\r\n\r\n", &acl(), || false));
+    assert_eq!(r.text.as_str(), "only GET /metrics and PUT /rules");
+}
+
+/// A rules body is checked line by line in the ACL's syntax, however it arrives: the first bad
+/// line is named with its number and text, the checks across lines included (a second
+/// `default`, a rule past `MAX_RULES`).
+#[test]
+fn a_rules_body_names_its_first_bad_line() {
+    let good = b"# the firewall\ndefault deny\nallow proto udp dst 10.0.1.0/24 dport 53\n\ndeny src 10.0.0.3/32";
+    for step in [1, 5, good.len()] {
+        assert_eq!(
+            stream_kind(PutKind::Rules, good, step),
+            (Ok(()), good.len()),
+            "step {step}"
+        );
+    }
+    for (body, want) in [
+        (
+            &b"allow proto udp\nallow dport 80\n"[..],
+            "rules line 2: `allow dport 80`: ",
+        ),
+        (
+            b"allow src 10.0.0.1/8 # host bits\n",
+            "rules line 1: `allow src 10.0.0.1/8 # host bits`: ",
+        ),
+        (
+            b"default deny\nallow proto tcp\ndefault allow\n",
+            "rules line 3: `default allow`: ",
+        ),
+        (b"allow\n\xff\n", "rules line 2: not UTF-8"),
+        (b"permit proto tcp", "rules line 1: `permit proto tcp`: "),
+    ] {
+        for step in [1, 4, body.len()] {
+            let (r, got) = stream_kind(PutKind::Rules, body, step);
+            let r = r.expect_err("a bad line");
+            assert_eq!((r.status, got), (Status::BadRequest, body.len()));
+            assert!(r.text.starts_with("PUT /rules: "), "{}", r.text);
+            assert!(r.text.contains(want), "step {step}: {}", r.text);
+            assert!(r.text.ends_with("the published rules stay"), "{}", r.text);
+        }
+    }
+    // The second `default` names the first one's line.
+    let (r, _) = stream_kind(PutKind::Rules, b"default deny\n\ndefault deny\n", 2);
+    assert!(r.unwrap_err().text.contains("line 1"));
+    // One rule past the limit.
+    let mut many = String::new();
+    for i in 0..=netstack::acl::MAX_RULES {
+        many.push_str(&format!("deny src 10.{}.{}.0/24\n", i / 256, i % 256));
+    }
+    let (r, _) = stream_kind(PutKind::Rules, many.as_bytes(), 4096);
+    let text = r.unwrap_err().text;
+    let last = netstack::acl::MAX_RULES + 1;
+    assert!(text.contains(&format!("rules line {last}: ")), "{text}");
 }

@@ -5,21 +5,19 @@
 //! ([`AclTable`]), which the console's `acl` sums, and which `STATS` and `/metrics` show as the
 //! NF's own counters ([`Acl::COUNTERS`](NetworkFunction::COUNTERS)): `rule_hits` per rule for
 //! the first [`STATS_RULES`] rules, `later_rule_hits` for the rest summed, `default_hits`.
+//!
+//! The set is replaced live ([`ACL`], a [`Shared`]): each core classifies a whole burst with
+//! the set it read at its last quiescent point and switches in its tick ([`AclCore::refresh`]),
+//! so a frame is judged by the old set or the new one, never by neither: a frame both allow is
+//! forwarded across the swap, none is held back or dropped for it. The hits of a new set start
+//! from 0.
 
-use super::{CounterDef, CounterValues, NetworkFunction, Packet, Verdict};
+pub use super::acl_table::{AclBuildError, AclTable};
+use super::{CounterDef, CounterValues, NetworkFunction, Packet, Reader, Shared, Verdict};
+use crate::dataplane::MAX_CORES;
 use core::sync::atomic::{AtomicU64, Ordering};
 use netstack::acl::{Action, FiveTuple};
 use netstack::wire::{IPPROTO_TCP, IPPROTO_UDP};
-
-/// The boot's rule set and its hit counters: `hits` holds one row of `acl.len() + 1` counters
-/// per core (the last one of a row: frames no rule matched, the default action's).
-#[derive(Debug)]
-pub struct AclTable {
-    /// The rules.
-    pub acl: netstack::acl::Acl<'static>,
-    /// Per core, per rule (then the default), frames matched.
-    hits: &'static [AtomicU64],
-}
 
 /// Rules whose hits `STATS` and `/metrics` show one by one (`rule_hits`, rules 0 to 31 in the
 /// rules file's order); the hits of later rules are summed (`later_rule_hits`). Bounded so
@@ -27,47 +25,56 @@ pub struct AclTable {
 /// prints every rule).
 pub const STATS_RULES: usize = 32;
 
-/// The rule set the kernel built at boot (`mode=acl`); `None` in other modes.
-pub static ACL: spin::Once<AclTable> = spin::Once::new();
+/// The rule set every core reads (`mode=acl`), replaced live (console `acl reload`, `PUT
+/// /rules`): set once at boot, before any core starts; unset in other modes.
+pub static ACL: spin::Once<Shared<AclTable, MAX_CORES>> = spin::Once::new();
 
-impl AclTable {
-    /// `acl` with `hits` (at least `cores × (acl.len() + 1)` counters, zero).
-    ///
-    /// # Errors
-    /// `hits` is too short: the counters it needs.
-    pub fn new(
-        acl: netstack::acl::Acl<'static>,
-        hits: &'static [AtomicU64],
-        cores: usize,
-    ) -> Result<AclTable, usize> {
-        let need = cores * (acl.len() + 1);
-        if hits.len() < need {
-            return Err(need);
+/// One core's firewall over the published rule set: its [`Acl`] (what the poll loop runs) and
+/// its [`Reader`] of [`ACL`], switched at the core's quiescent point ([`AclCore::refresh`]).
+pub struct AclCore {
+    /// The firewall over the set this core uses now.
+    pub nf: Acl,
+    reader: Reader<AclTable>,
+    shared: &'static Shared<AclTable, MAX_CORES>,
+    core: usize,
+}
+
+impl core::fmt::Debug for AclCore {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AclCore")
+            .field("core", &self.core)
+            .field("reader", &self.reader)
+            .finish()
+    }
+}
+
+impl AclCore {
+    /// Core `k`'s firewall over `shared`'s current set.
+    pub fn new(shared: &'static Shared<AclTable, MAX_CORES>, k: usize) -> AclCore {
+        let reader = Reader::new(shared, k);
+        AclCore {
+            nf: Acl::new(reader.get(), k),
+            reader,
+            shared,
+            core: k,
         }
-        Ok(AclTable { acl, hits })
     }
 
-    /// Counters per core: the rules, then the default.
-    fn row_len(&self) -> usize {
-        self.acl.len() + 1
+    /// At this core's quiescent point (its tick, between poll iterations: no frame is being
+    /// classified): switch to the newest set if one was published (one `Acquire` load when
+    /// none was), and record that this core no longer reads the one before. Returns whether
+    /// it switched. The hits of the new set start from 0.
+    pub fn refresh(&mut self) -> bool {
+        if !self.reader.refresh(self.shared) {
+            return false;
+        }
+        self.nf = Acl::new(self.reader.get(), self.core);
+        true
     }
 
-    /// Core `k`'s row of counters (empty past the table).
-    fn row(&self, k: usize) -> &'static [AtomicU64] {
-        let n = self.row_len();
-        self.hits.get(k * n..(k + 1) * n).unwrap_or(&[])
-    }
-
-    /// Frames matched by rule `rule` (`None`: by no rule, the default), summed over the cores.
-    pub fn hits(&self, rule: Option<usize>) -> u64 {
-        let i = rule.unwrap_or(self.acl.len());
-        let n = self.row_len();
-        self.hits
-            .iter()
-            .skip(i)
-            .step_by(n)
-            .map(|h| h.load(Ordering::Relaxed))
-            .sum()
+    /// The set this core uses now.
+    pub fn table(&self) -> &'static AclTable {
+        self.reader.get()
     }
 }
 

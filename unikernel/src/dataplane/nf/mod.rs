@@ -48,6 +48,7 @@
 //! (local ports 0 and 1).
 
 mod acl_impl;
+mod acl_table;
 mod builtin_impl;
 mod chain;
 mod ops;
@@ -68,7 +69,7 @@ pub use steer::{for_address, MgmtSteer};
 /// The stock network functions `io`, `l2` and `acl` (`mode=io`, `mode=l2`, `mode=acl`),
 /// written on this API.
 pub mod builtin {
-    pub use super::acl_impl::{Acl, AclTable, ACL, STATS_RULES};
+    pub use super::acl_impl::{Acl, AclBuildError, AclCore, AclTable, ACL, STATS_RULES};
     pub use super::builtin_impl::{Io, L2};
 }
 

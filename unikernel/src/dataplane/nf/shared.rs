@@ -79,6 +79,12 @@ impl<T: Sync + 'static, const CORES: usize> Shared<T, CORES> {
         value
     }
 
+    /// The current value, recording no reader: for the CPU that retires old values (it frees
+    /// none while it still uses one it read this way), or before any replacement (boot).
+    pub fn current(&self) -> &'static T {
+        self.read(usize::MAX)
+    }
+
     /// Replace the value with `next` (one writer at a time). Returns the old value, to give to
     /// [`Shared::retired`].
     pub fn publish(&self, next: &'static T) -> Retiring<T> {

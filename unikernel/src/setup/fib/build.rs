@@ -7,7 +7,7 @@
 //! no budget.
 
 use super::{err, router_ports, FibAreas, FibBuilder, FibError, FibMemory, Reload, RouteDelta};
-use super::{RoutesUpload, MIN_RULES, TBL8_GROUPS_MAX};
+use super::{PutUpload, MIN_RULES, TBL8_GROUPS_MAX};
 use crate::arch::time::uptime_us;
 use crate::mem::paging::{self, PAGE};
 use crate::mem::vmap::{self, VmArea};
@@ -85,7 +85,7 @@ pub(super) enum Source {
     /// `routes commit`, or with `reload` `routes reload` (without the console's changes).
     Console { reload: bool },
     /// `PUT /routes`: this body replaces the routes file; committed console changes stay.
-    Upload(RoutesUpload),
+    Upload(PutUpload),
 }
 
 /// Where a [`Job`] stands.

@@ -177,7 +177,7 @@ struct Reload {
     /// kernel's life), or the body of the last successful `PUT /routes` (`upload`).
     routes_file: Option<&'static str>,
     /// The `PUT /routes` body `routes_file` points into, if it does (freed when replaced).
-    upload: Option<RoutesUpload>,
+    upload: Option<PutUpload>,
 }
 
 static RELOAD: spin::Mutex<Reload> = spin::Mutex::new(Reload {
@@ -669,32 +669,33 @@ pub enum RebuildFailure {
     Build,
 }
 
-/// Pages held by `PUT /routes` bodies (being received or kept as the routes file).
+/// Pages held by `PUT` bodies (`/routes`: being received or kept as the routes file;
+/// `/rules`: being received or waiting for the rebuild).
 static UPLOAD_PAGES: AtomicU64 = AtomicU64::new(0);
 
-/// A `PUT /routes` body: a `vmalloc`'d buffer of its `Content-Length` (order-0 pages, so an
+/// A `PUT` body (`/routes`, or the ACL's `/rules`): a `vmalloc`'d buffer of its `Content-Length` (order-0 pages, so an
 /// 8 MiB body needs no high-order block), filled as it streams in. Only the boot CPU (which
 /// runs the management plane and the rebuild) ever touches it, so dropping it (its pages go
 /// back to the zone) needs a local flush only.
-pub struct RoutesUpload {
+pub struct PutUpload {
     area: Option<VmArea>,
     len: usize,
 }
 
-impl RoutesUpload {
+impl PutUpload {
     /// A zeroed buffer for a body of `len` bytes.
     ///
     /// # Errors
     /// The vmap area or the zone ran out.
-    pub fn new(len: usize) -> Result<RoutesUpload, FibError> {
+    pub fn new(len: usize) -> Result<PutUpload, FibError> {
         if len == 0 {
-            return Ok(RoutesUpload { area: None, len });
+            return Ok(PutUpload { area: None, len });
         }
         let zone = crate::mem::ZONE.get().expect("the zone is up");
         let area = vmap::vmalloc(zone, len as u64)
             .map_err(|e| err(format_args!("no memory for a {len}-byte body: {e}")))?;
         UPLOAD_PAGES.fetch_add(area.pages as u64, Ordering::Relaxed);
-        Ok(RoutesUpload {
+        Ok(PutUpload {
             area: Some(area),
             len,
         })
@@ -710,9 +711,10 @@ impl RoutesUpload {
         }
     }
 
-    /// The body as text. Only called on a body whose every line was checked (UTF-8, routes
-    /// syntax) as it streamed in; a body that is not UTF-8 reads as empty.
-    fn text(&self) -> &'static str {
+    /// The body as text. Only called on a body whose every line was checked (UTF-8, the
+    /// file's syntax) as it streamed in; a body that is not UTF-8 reads as empty. The
+    /// `'static` text must not outlive the upload.
+    pub(crate) fn text(&self) -> &'static str {
         let bytes: &[u8] = match self.area {
             // SAFETY: as `buf_mut`; the `'static` text is kept only while the upload is (in
             // `Reload::upload`, `routes_file` dropped with it) or used within one build.
@@ -723,7 +725,7 @@ impl RoutesUpload {
     }
 }
 
-impl Drop for RoutesUpload {
+impl Drop for PutUpload {
     fn drop(&mut self) {
         let Some(area) = self.area.take() else {
             return;
@@ -747,7 +749,7 @@ pub enum PutJob {
     /// Nothing asked.
     Idle,
     /// A complete, checked body waiting for housekeeping.
-    Pending(RoutesUpload),
+    Pending(PutUpload),
     /// Its build is under way.
     Started,
     /// What the rebuild did, for the management plane to answer.
@@ -758,7 +760,7 @@ static PUT_JOB: spin::Mutex<PutJob> = spin::Mutex::new(PutJob::Idle);
 
 /// Management plane: hand a complete, checked `PUT /routes` body to housekeeping. Returns it
 /// back if a job is already pending or unanswered.
-pub fn submit_put(upload: RoutesUpload) -> Result<(), RoutesUpload> {
+pub fn submit_put(upload: PutUpload) -> Result<(), PutUpload> {
     let mut j = PUT_JOB.lock();
     match *j {
         PutJob::Idle => {
