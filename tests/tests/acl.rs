@@ -161,3 +161,75 @@ fn a_bad_rules_line_or_no_rules_stops_the_boot_by_name() {
         "{lines:?}"
     );
 }
+
+/// The ACL in front of the router (`mode=router` with a rules file: issue 34 item 4's static
+/// chain).
+const CHAIN_RULES: &str = "#!gannet-bundle 1\n--- rules\n\
+deny proto udp dport 5000\n\
+allow proto udp\n\
+allow proto icmp\n\
+default deny\n";
+
+#[test]
+fn acl_in_front_of_the_router_filters_then_routes() {
+    let dir = TestDir::new();
+    let mut rig = Rig::start_with(
+        "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24",
+        gen_count(1, 64, false),
+        bundle(&dir, CHAIN_RULES),
+    );
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("acl: 3 rules in ")),
+        "{}",
+        rig.tail()
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    // 3 denied by rule 0, never routed; 2 allowed by rule 1 and routed to 10.0.1.2 (ARP
+    // resolved on port 1 first, the ARP exchange itself passing the ACL: not IPv4).
+    for _ in 0..3 {
+        p0.send(&udp([10, 0, 0, 2], 5000)).unwrap();
+    }
+    for _ in 0..2 {
+        p0.send(&udp([10, 0, 0, 2], 6000)).unwrap();
+    }
+    let mut got = Vec::new();
+    let deadline = Instant::now() + FRAME_TIMEOUT;
+    while got.len() < 2 && Instant::now() < deadline {
+        if let Some(f) = recv_answering_arp(&p1, 1, Duration::from_millis(500)) {
+            got.push(f);
+        }
+    }
+    while let Some(f) = p1.recv_timeout(Duration::from_millis(300)) {
+        got.push(f);
+    }
+    assert_eq!(got.len(), 2, "{}", rig.tail());
+    for f in &got {
+        assert_eq!(&f[0..6], &peer_mac(1), "to the resolved next hop");
+        assert_eq!(&f[6..12], &guest_mac(1), "from port 1");
+        assert_eq!(f[14 + 8], 63, "TTL decremented by the router");
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), 6000);
+    }
+    let text = rig.metrics();
+    for want in [
+        "gannet_nf_acl_router_rule_hits_total{rule=\"0\"} 3",
+        "gannet_nf_acl_router_rule_hits_total{rule=\"1\"} 2",
+        "gannet_nf_frames_total{nf=\"acl_router\",verdict=\"dropped\"} 3",
+    ] {
+        assert!(text.lines().any(|l| l == want), "no `{want}` in:\n{text}");
+    }
+    let s = rig.quit();
+    assert_eq!(s.mode, netstack::Mode::Router, "{s}");
+    assert_eq!(s.nf_name, "acl_router", "{s}");
+    assert_eq!(
+        s.nf_counters.per_index("rule_hits"),
+        Some(&[3, 2, 0][..]),
+        "{s}"
+    );
+    assert_eq!(s.nf.dropped, 3, "the ACL's denials: {s}");
+    assert_eq!(router(&s).forwarded, 2, "{s}");
+    assert_eq!(s.ports[1].tx, 3, "2 routed + 1 ARP request: {s}");
+    assert_no_leak(&s);
+}

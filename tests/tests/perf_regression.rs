@@ -83,6 +83,7 @@ fn mode_of(s: &str) -> SimMode {
         "io" => SimMode::Io,
         "router" => SimMode::Router,
         "acl" => SimMode::Acl,
+        "acl-router" => SimMode::AclRouter,
         m => panic!("{}: unknown mode `{m}`", baseline_path().display()),
     }
 }
@@ -269,6 +270,7 @@ fn instructions_per_packet_within_one_percent_of_the_baseline() {
         return;
     }
     failures.extend(acl_bound(&b.cases, &got));
+    failures.extend(chain_bound(&b.cases, &got));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -336,4 +338,49 @@ fn verdicts() {
         down.contains("same commit") && down.contains(UPDATE),
         "{down}"
     );
+}
+
+/// Issue 34 item 4's bound on static chaining: per K and rule count, the ACL in front of the
+/// router costs over io at most what the two cost over io apart, in this run:
+/// (acl-router − io) ≤ (acl − io) + (router − io), 64-byte frames on virtio-net.
+fn chain_bound(cases: &[Case], got: &[SimRecord]) -> Vec<String> {
+    let figure = |mode: SimMode, k: u16, rules: Option<usize>| {
+        cases
+            .iter()
+            .zip(got)
+            .find(|(c, _)| {
+                (c.mode, c.k, c.size, c.rules) == (mode, k, DEFAULT_SIZE, rules) && c.nic.is_none()
+            })
+            .map(|(_, r)| r.instructions_per_packet)
+    };
+    let mut out = Vec::new();
+    for c in cases.iter().filter(|c| c.mode == SimMode::AclRouter) {
+        let parts = (
+            figure(SimMode::AclRouter, c.k, c.rules),
+            figure(SimMode::Acl, c.k, c.rules),
+            figure(SimMode::Router, c.k, None),
+            figure(SimMode::Io, c.k, None),
+        );
+        let (Some(chain), Some(acl), Some(router), Some(io)) = parts else {
+            out.push(format!(
+                "{}: the chain bound needs acl ({} rules), router and io cases at K={} (add them: {UPDATE})",
+                c.name(),
+                c.rules.unwrap_or(0),
+                c.k
+            ));
+            continue;
+        };
+        let (lhs, rhs) = (chain - io, (acl - io) + (router - io));
+        eprintln!(
+            "perf_regression: chain K={}: acl-router − io = {lhs:.2} ≤ (acl − io) + (router − io) = {rhs:.2}",
+            c.k
+        );
+        if lhs > rhs {
+            out.push(format!(
+                "{}: {lhs:.2} instructions/packet over io, above the parts' {rhs:.2}                  (acl {acl:.2}, router {router:.2}, io {io:.2})",
+                c.name()
+            ));
+        }
+    }
+    out
 }

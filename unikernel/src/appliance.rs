@@ -143,6 +143,42 @@ impl Appliance for StockAcl {
     }
 }
 
+/// The stock image's `mode=router` with a rules file: the ACL in front of the router, composed
+/// at compile time (`nf::Chain<&mut Acl, RouterNf>` through `Core::poll_route_after`), over the
+/// published rule set as in [`StockAcl`] (each core takes a replaced set up in its tick). The
+/// ACL's per-rule hits are its counters, under this appliance's name (`STATS` `nf_name`
+/// `acl_router`, `/metrics` `gannet_nf_acl_router_rule_hits_total`); the router's are `STATS`
+/// `router`.
+#[derive(Debug)]
+pub struct StockAclRouter;
+
+impl Appliance for StockAclRouter {
+    type PerCore = Option<AclCore>;
+    const NAME: &'static str = "acl_router";
+
+    fn new_core<P: Platform>(core: &Core<P>) -> Option<AclCore> {
+        ACL.get().map(|s| AclCore::new(s, core.pair()))
+    }
+
+    #[inline(always)]
+    fn poll<P: Platform>(acl: &mut Option<AclCore>, core: &mut Core<P>) -> usize {
+        match acl {
+            Some(acl) => core.poll_route_after(&mut acl.nf),
+            None => core.poll_once(),
+        }
+    }
+
+    /// As [`StockAcl::tick`]: the hits, and a replaced rule set taken up.
+    fn tick<P: Platform>(acl: &mut Option<AclCore>, core: &mut Core<P>) {
+        StockAcl::tick(acl, core);
+    }
+
+    /// The rules' hits a last time (the router's frames go back in `quit`'s phases).
+    fn release<P: Platform>(acl: &mut Option<AclCore>, core: &mut Core<P>) {
+        StockAcl::release(acl, core);
+    }
+}
+
 /// One network function `F` on every core: `F::default()` per core, run by `Core::poll_nf`
 /// (per frame `F::process` inlined into the driver's fused loop), `F::tick` every 10 ms and
 /// `F::release_all` before `quit`, its counters read after each (`Core::tick_nf`,

@@ -1,13 +1,14 @@
 //! Forwarding: the boot CPU sets up the devices and its own core, starts one core per further
 //! port pair (or queue pair), and every core runs [`poll_loop`] until `quit`.
 
-use crate::appliance::{Appliance, StockAcl};
+use crate::appliance::{Appliance, StockAcl, StockAclRouter};
 use crate::arch::apic;
 use crate::arch::phases::{self, Phase};
 use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
 use crate::control::commands::{self, BootFacts};
 use crate::control::console::Console;
 use crate::control::mgmt::{self, Mgmt, PutFiles};
+use crate::dataplane::nf::builtin::ACL;
 use crate::dataplane::{
     port_mtu, BurstIn, Core, CoreParams, RouteState, BURSTIN_USED, BURSTIN_WAIT_MS, MAX_CORES,
 };
@@ -89,7 +90,7 @@ pub fn run<A: Appliance>(
     }
     // The ACL's rule set (`mode=acl`), before the boot free-page count too: `quit` accounts
     // for it (and for what live replacements put in its place) separately.
-    if cfg.mode == Mode::Acl {
+    if cfg.mode == Mode::Acl || (cfg.mode == Mode::Router && rules_file.is_some()) {
         build_acl(zone, rules_file);
     }
     let mut pcp = PerCpuPages::new(zone, online());
@@ -149,6 +150,9 @@ pub fn run<A: Appliance>(
         sim_line(cfg);
         if A::STOCK && cfg.mode == Mode::Acl {
             crate::simbench::run::<StockAcl>(core)
+        }
+        if A::STOCK && cfg.mode == Mode::Router && ACL.get().is_some() {
+            crate::simbench::run::<StockAclRouter>(core)
         }
         crate::simbench::run::<A>(core)
     }
@@ -291,6 +295,9 @@ fn sim_dd<A: Appliance>(
     sim_line(&setup.cfg);
     if A::STOCK && setup.cfg.mode == Mode::Acl {
         crate::simbench::run_dd::<StockAcl>(core)
+    }
+    if A::STOCK && setup.cfg.mode == Mode::Router && ACL.get().is_some() {
+        crate::simbench::run_dd::<StockAclRouter>(core)
     }
     crate::simbench::run_dd::<A>(core)
 }
@@ -573,14 +580,18 @@ fn build_acl(zone: &'static Zone, rules_file: Option<&'static str>) {
     }
 }
 
-/// Forward with `A` until `quit`; the stock image's `mode=acl` with [`StockAcl`] (chosen here,
-/// once, so neither loop tests the mode per iteration).
+/// Forward with `A` until `quit`; the stock image's `mode=acl` with [`StockAcl`] and its
+/// `mode=router` with a rules file with [`StockAclRouter`] (chosen here, once, so no loop tests
+/// the mode per iteration).
 fn forward<A: Appliance, N: drivers::nic::Nic>(
     core: &mut Core<KernelPlatformOf<N>>,
     halt_when_idle: bool,
 ) -> ! {
     if A::STOCK && core.cfg().mode == Mode::Acl {
         poll_loop::<StockAcl, N>(core, halt_when_idle)
+    }
+    if A::STOCK && core.cfg().mode == Mode::Router && ACL.get().is_some() {
+        poll_loop::<StockAclRouter, N>(core, halt_when_idle)
     }
     poll_loop::<A, N>(core, halt_when_idle)
 }

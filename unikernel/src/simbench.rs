@@ -61,6 +61,7 @@ use crate::platform::KernelPlatformOf;
 use crate::platform::{KernelCore, FACTS};
 use crate::setup::{stash_devices, DeviceHandle, SetupError};
 use crate::{fail, println};
+use core::fmt::Write as _;
 use drivers::ddnic::DdNic;
 use drivers::e1000e::{bring_up, E1000eConfig, RxFilter};
 use drivers::nic::Nic;
@@ -553,8 +554,13 @@ fn run_on<A: Appliance, N: Nic>(
     let other = b.out.other + b.back.ok + b.back.other - start.other;
     let per = (cycles * 100).checked_div(packets).unwrap_or(0);
     let now = *core.profile_mut();
+    // `mode=router` with a rules file: the ACL in front of the router, its rule count named.
+    let mut acl = heapless::String::<16>::new();
+    if let Some(t) = crate::dataplane::nf::builtin::ACL.get() {
+        let _ = write!(acl, " rules={}", t.current().acl.len());
+    }
     println!(
-        "SIMBENCH mode={} k={k} size={} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={}",
+        "SIMBENCH mode={} k={k} size={} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={}{acl}",
         core.cfg().mode.as_str(),
         core.cfg().sim_size,
         per / 100,

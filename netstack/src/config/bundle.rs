@@ -46,7 +46,8 @@ pub struct FileKind {
 pub const FILES: &[FileKind] = &[
     FileKind {
         name: "rules",
-        owner: Owner::Nf(&[Mode::Acl]),
+        // `mode=router` with rules: the ACL in front of the router (a static chain).
+        owner: Owner::Nf(&[Mode::Acl, Mode::Router]),
     },
     FileKind {
         name: "routes",

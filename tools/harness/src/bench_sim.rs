@@ -57,6 +57,11 @@ pub enum SimMode {
     Router,
     /// The stateless IPv4 ACL firewall over ClassBench-like rules (`--rules N`).
     Acl,
+    /// The ACL in front of the router (`mode=router` with the same `--rules N` bundle: the
+    /// static chain `nf::Chain<Acl, RouterNf>`), on the router's frames, which the rules must
+    /// let through.
+    #[serde(rename = "acl-router")]
+    AclRouter,
 }
 
 impl SimMode {
@@ -67,7 +72,13 @@ impl SimMode {
             SimMode::Io => "io",
             SimMode::Router => "router",
             SimMode::Acl => "acl",
+            SimMode::AclRouter => "acl-router",
         }
+    }
+
+    /// Whether its runs boot with a rule set (`--rules N`): `acl` and `acl-router`.
+    pub fn takes_rules(self) -> bool {
+        matches!(self, SimMode::Acl | SimMode::AclRouter)
     }
 }
 
@@ -142,15 +153,32 @@ pub fn acl_bundle_path(n: usize) -> PathBuf {
     std::env::temp_dir().join(format!("gannet-simbench-acl-{n}-rules.bundle"))
 }
 
+/// The boot bundle of the acl-router runs: [`acl_bundle`]`(n)` whose default action is
+/// `allow`, so the router's benchmark flow (10.0.0.2 → 192.168.x.x, UDP), aimed at none of the
+/// ClassBench-like rules, passes the ACL (a rule denying it would leave port 1 empty, and the
+/// run fails) and is routed.
+pub fn acl_router_bundle(n: usize) -> String {
+    acl_bundle(n).replacen("\ndefault deny\n", "\ndefault allow\n", 1)
+}
+
+/// Where the acl-router runs' bundle of `n` rules is written.
+pub fn acl_router_bundle_path(n: usize) -> PathBuf {
+    std::env::temp_dir().join(format!("gannet-simbench-acl-router-{n}-rules.bundle"))
+}
+
 /// Write [`acl_bundle`]`(n)` to [`acl_bundle_path`]`(n)` (whole: through a file renamed into
 /// place, so a concurrent run never reads half of it).
 ///
 /// # Errors
 /// The file could not be written.
 pub fn write_acl_bundle(n: usize) -> Result<PathBuf> {
-    let path = acl_bundle_path(n);
+    write_bundle(acl_bundle_path(n), &acl_bundle(n))
+}
+
+/// `text` written to `path` through a file renamed into place.
+fn write_bundle(path: PathBuf, text: &str) -> Result<PathBuf> {
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&tmp, acl_bundle(n)).with_context(|| format!("{}", tmp.display()))?;
+    std::fs::write(&tmp, text).with_context(|| format!("{}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("{}", path.display()))?;
     Ok(path)
 }
@@ -307,7 +335,7 @@ pub fn frames_per_iter(frames: u64, iters: u64) -> f64 {
 /// The kernel command line for one run.
 pub fn append_for(mode: SimMode, k: u16, iters: Option<u32>, extra: &str) -> String {
     let mut a = match mode {
-        SimMode::Router => ROUTER_APPEND.to_string(),
+        SimMode::Router | SimMode::AclRouter => ROUTER_APPEND.to_string(),
         m => format!("mode={}", m.as_str()),
     };
     let _ = write!(a, " sim={k}");
@@ -340,6 +368,7 @@ pub fn guest_config_acl(
     let extra_args = match (&cfg.routes, mode, rules) {
         (Some(r), SimMode::Router, _) => initrd(r),
         (_, SimMode::Acl, Some(n)) => initrd(&acl_bundle_path(n)),
+        (_, SimMode::AclRouter, Some(n)) => initrd(&acl_router_bundle_path(n)),
         _ => Vec::new(),
     };
     let mut append = append_for(mode, k, cfg.iters, &cfg.append);
@@ -447,9 +476,13 @@ fn run_with_log(
     k: u16,
     rules: Option<usize>,
 ) -> Result<(SimRecord, Vec<String>)> {
-    if mode == SimMode::Acl {
-        let n = rules.ok_or_else(|| anyhow!("mode acl needs a rule count (--rules N)"))?;
-        write_acl_bundle(n)?;
+    if mode.takes_rules() {
+        let n = rules
+            .ok_or_else(|| anyhow!("mode {} needs a rule count (--rules N)", mode.as_str()))?;
+        match mode {
+            SimMode::AclRouter => write_bundle(acl_router_bundle_path(n), &acl_router_bundle(n))?,
+            _ => write_acl_bundle(n)?,
+        };
     }
     let gcfg = guest_config_acl(cfg, mode, k, rules);
     let mut guest = Guest::boot(&gcfg)?;
@@ -499,6 +532,17 @@ fn run_with_log(
         );
         return Ok((r, lines));
     }
+    if mode == SimMode::AclRouter {
+        r.mode = mode.as_str().into();
+        r.acl_tuples = acl_tuples_in(&lines);
+        let want = rules.map(|n| n as u64);
+        ensure!(
+            r.acl_rules == want,
+            "mode acl-router k={k}: the guest built {:?} rules in front of the router, not {want:?}\n{}",
+            r.acl_rules,
+            guest.tail_report()
+        );
+    }
     ensure!(
         r.packets > 0 && r.delivered == r.packets && r.out == r.packets && r.other == 0,
         "mode {} k={k}: not every frame was forwarded as expected: {line}",
@@ -515,14 +559,15 @@ pub fn run(cfg: &SimBenchConfig, mut progress: impl FnMut(&SimRecord)) -> Result
     );
     let mut out = Vec::new();
     for &mode in &cfg.modes {
-        if mode == SimMode::Acl {
+        if mode.takes_rules() {
             ensure!(
                 !cfg.acl_rules.is_empty(),
-                "mode acl needs rule counts (--rules N)"
+                "mode {} needs rule counts (--rules N)",
+                mode.as_str()
             );
             for &n in &cfg.acl_rules {
                 for &k in &cfg.ks {
-                    let r = run_one_acl(cfg, n, k)?;
+                    let r = run_with_log(cfg, mode, k, Some(n))?.0;
                     progress(&r);
                     out.push(r);
                 }

@@ -106,7 +106,7 @@ pub(crate) fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         echo: Echo::Off,
         routes: g.routes.clone(),
         size,
-        acl_rules: if a.modes.contains(&bench_sim::SimMode::Acl) {
+        acl_rules: if a.modes.iter().any(|m| m.takes_rules()) {
             bench_sim::parse_rules(&a.rules)?
         } else {
             Vec::new()
@@ -117,7 +117,7 @@ pub(crate) fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         .modes
         .iter()
         .map(|&m| {
-            if m == bench_sim::SimMode::Acl {
+            if m.takes_rules() {
                 cfg.acl_rules.len()
             } else {
                 1

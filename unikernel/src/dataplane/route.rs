@@ -10,7 +10,7 @@
 //! services (neighbour sync, fragments, the management plane's ARP copy) through the
 //! in-crate `Ctx::core`, not public API yet.
 
-use super::nf::{Ctx, Held, NetworkFunction, Packet, Verdict};
+use super::nf::{Chain, Ctx, Held, NetworkFunction, Packet, Verdict};
 use super::page::{frame_room, page_bytes, PageBuf};
 use super::pages::Pages;
 use super::percore::{Core, MgmtPlane, Platform, RouteState};
@@ -158,6 +158,28 @@ impl<P: Platform> Core<P> {
     #[inline(never)]
     pub(crate) fn poll_route(&mut self) -> usize {
         let t0 = P::cycles();
+        self.poll_route_nf(t0, |r| r, |r| r.rs)
+    }
+
+    /// [`Core::poll_route`] with the filter `first` in front of the router, composed at
+    /// compile time ([`Chain`]`<&mut F, RouterNf>`: the ACL in front of the router when
+    /// `mode=router` has a rules file).
+    #[inline(never)]
+    pub fn poll_route_after<F: NetworkFunction>(&mut self, first: &mut F) -> usize {
+        let t0 = P::cycles();
+        self.poll_route_nf(t0, |r| Chain::new(first, r), |c| c.second.rs)
+    }
+
+    /// One iteration of the network function `lend` makes of this core's [`RouteState`]
+    /// (lent to it; `back` takes it back), after the neighbour updates other cores sent; the
+    /// management plane's poll waits until the state is back.
+    #[inline(always)]
+    fn poll_route_nf<F: NetworkFunction>(
+        &mut self,
+        t0: u64,
+        lend: impl FnOnce(RouterNf<'static>) -> F,
+        back: impl FnOnce(F) -> &'static mut RouteState,
+    ) -> usize {
         let Some(rs) = self.route.take() else {
             return 0;
         };
@@ -166,11 +188,11 @@ impl<P: Platform> Core<P> {
         } else {
             0
         };
-        let mut nf = RouterNf { rs };
+        let mut nf = lend(RouterNf { rs });
         self.mgmt.wait = true;
         let work = self.poll_nf_from(t0, pre, &mut nf);
         self.mgmt.wait = false;
-        self.route = Some(nf.rs);
+        self.route = Some(back(nf));
         if self.mgmt.due {
             self.mgmt_due();
         }
