@@ -22,8 +22,9 @@
 //!   (`RS`: report status). Completion walks `DD` from next-to-clean, in ring order.
 //!
 //! Each tail write is the NIC's notification (counted as `kicks_rx`/`kicks_tx`): RX re-posts
-//! are published every [`RX_PUBLISH_BATCH`] buffers and at [`Nic::rx_publish`], TX posts once
-//! per burst. The fused burst of a pair of this type is the driver's own (`forward`: one pass
+//! are published once at least [`RX_PUBLISH_BATCH`] buffers wait (every such many in
+//! `rx_burst_refill`, at the end of the burst in the fused one) and at [`Nic::rx_publish`], TX
+//! posts once per burst. The fused burst of a pair of this type is the driver's own (`forward`: one pass
 //! per descriptor); a pair with another driver's port runs the neutral one
 //! ([`crate::nic::forward_staged`]; docs/DESIGN.md, "The NIC contract").
 //!
@@ -656,16 +657,18 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         let (mut into, mut done) = (0, 0);
         // In batches: the NIC completes in ring order (TDH only moves forward, §3.3.3), so DD
         // on the last descriptor of a run means the whole run is done: one status read per
-        // run instead of one per descriptor.
+        // run instead of one per descriptor. The position and count are locals, written back
+        // once (through `&mut self` they were reloaded and stored per page: `other` writes
+        // memory the compiler cannot tell apart from the driver's).
+        let (mut c, mut posted) = (self.tx_clean, self.tx_posted);
         loop {
-            let k = self.tx_posted.min(room.len() - into).min(TX_CLEAN_BATCH);
-            if k < TX_CLEAN_BATCH || self.tx_status(self.tx_clean + k - 1) & STA_DD == 0 {
+            let k = posted.min(room.len() - into).min(TX_CLEAN_BATCH);
+            if k < TX_CLEAN_BATCH || self.tx_status(c + k - 1) & STA_DD == 0 {
                 break;
             }
             fence(Ordering::Acquire);
-            for _ in 0..k {
-                let d = self.tx_pages[self.tx_clean];
-                self.tx_clean = (self.tx_clean + 1) & (RING_SIZE - 1);
+            for j in c..c + k {
+                let d = self.tx_pages[j & (RING_SIZE - 1)];
                 if d.owner == owner {
                     room[into] = d.pfn;
                     into += 1;
@@ -673,9 +676,12 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
                     other(d.pfn, d.owner);
                 }
             }
-            self.tx_posted -= k;
+            c += k;
+            posted -= k;
             done += k;
         }
+        self.tx_clean = c & (RING_SIZE - 1);
+        self.tx_posted = posted;
         while into < room.len() {
             let Some(d) = self.tx_pop() else {
                 break;
