@@ -309,14 +309,15 @@ fn acl_bound(cases: &[Case], got: &[SimRecord]) -> Vec<String> {
 /// The ACL's bound: 10,000 rules cost at most 1.5x 10 rules (issue 34 item 3).
 const ACL_BOUND: f64 = 1.5;
 
-/// Issue 36 item 4's bound on the e1000e driver: per mode, size and K, the simulated e1000e's
-/// figure at most [`E1000E_BOUND`] times virtio-net's of the same run (l2 64 B K=32 in the
-/// baseline).
+/// Issue 36 item 4's bound on the e1000e driver: per mode and K, the simulated e1000e's figure
+/// for 64-byte frames at most [`E1000E_BOUND`] times virtio-net's of the same run (l2 K=4 and
+/// K=32 in the baseline). Jumbo frames are not bound: virtio-net receives one in one buffer of
+/// three pages, the e1000e in three descriptors.
 fn e1000e_bound(cases: &[Case], got: &[SimRecord]) -> Vec<String> {
     let mut out = Vec::new();
     let key = |c: &Case| (c.mode, c.size, c.k, c.rules);
     for (e, re) in cases.iter().zip(got) {
-        if e.nic.as_deref() != Some("e1000e") {
+        if e.nic.as_deref() != Some("e1000e") || e.size != DEFAULT_SIZE {
             continue;
         }
         let Some((v, rv)) = cases

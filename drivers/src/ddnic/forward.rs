@@ -10,11 +10,24 @@
 //! compiler reloaded and stored every position each frame, as the dataplane's callbacks write
 //! memory it cannot tell apart from the driver's. Frame counts follow from the rare exits
 //! (`Rare`), as in the virtio-net driver's loop.
+//!
+//! A frame of several descriptors (a jumbo frame in 4 KiB buffers: every descriptor but the
+//! last full, `EOP` on the last; 8254x SDM §3.2.3) leaves the fast path: its buffers are
+//! collected in order (`DdNic::rx_chain`, across bursts if need be), up to
+//! [`MAX_FRAME_PAGES`], shown whole to [`ForwardOps::forward_multi`] (headers in the first
+//! page) and sent, zero copy, as as many TX descriptors of the same pages (`EOP` on the last,
+//! `RS` on each: each page comes back by its own DD bit). A frame of more buffers is dropped
+//! as `TooBig`, one with an error or a short buffer before its last as `Malformed`. Only with
+//! the frame at offset 0: with an `OFFSET` the buffers are not whole pages, and such frames
+//! are dropped as `TooBig` (the mixed virtio-net + e1000e pair).
 
-use super::{DdNic, DdRegs, RxDesc, TxDesc, RXSTA_EOP, RX_PUBLISH_BATCH, STA_DD};
+use super::{DdNic, DdRegs, RxChain, RxDesc, TxDesc, RXSTA_EOP, RX_PUBLISH_BATCH, STA_DD};
 use super::{TDT, TXCMD_EOP, TXCMD_IFCS, TXCMD_RS};
 use crate::nic::RING_SIZE;
-use crate::nic::{BurstStats, ForwardOps, GiveBack, RxStatus, RxVerdict, TxDone, TxOwner};
+use crate::nic::{
+    BurstStats, ForwardOps, GiveBack, MultiFrame, RxStatus, RxVerdict, TxDone, TxOwner,
+    MAX_FRAME_PAGES,
+};
 use core::sync::atomic::{fence, Ordering};
 use mm::Pfn;
 use virtio_drivers::Hal;
@@ -46,16 +59,30 @@ pub(super) struct Rare {
     /// Bytes received but not sent: frames consumed or refused by a full TX ring, and the
     /// bytes a `RxVerdict::ForwardFirst` cut.
     pub(super) unsent_bytes: u64,
+    /// TX descriptors beyond the first of the frames of several descriptors sent.
+    pub(super) tx_extra: usize,
+}
+
+/// The TX side of a burst as its cold paths see it: the tail (unmasked) and where it must
+/// stop, the owner tag.
+struct TxAt {
+    tt: usize,
+    full: usize,
+    owner: TxOwner,
 }
 
 /// What [`DdNic::rx_not_whole`] made of a buffer that failed the whole-frame test.
 #[derive(Copy, Clone, Eq, PartialEq)]
 enum NotWhole {
-    /// Handed back (or kept): go on with the next buffer.
+    /// Handed back: go on with the next buffer.
     Skip,
-    /// A whole frame shorter than [`ForwardOps::MIN_FRAME`], already shown to
-    /// [`ForwardOps::forward`] and counted as not sent: its bytes count as received.
-    Short(usize),
+    /// A buffer of a frame whose `EOP` is still to come (collected, or handed back with its
+    /// frame dropped): it does not count against the burst's budget of frames.
+    Part,
+    /// A whole frame handled there (one shorter than [`ForwardOps::MIN_FRAME`], shown to
+    /// [`ForwardOps::forward`]; or the last buffer of a frame of several, sent or handed
+    /// back): its bytes count as received.
+    Frame(usize),
 }
 
 impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
@@ -82,7 +109,9 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
     }
 
     /// The fused burst onto `tx`, a port of this very type (see the module docs): up to
-    /// `max` buffers (`pending` is an upper bound: each descriptor's DD bit is read here).
+    /// `max` frames (`pending` is an upper bound on buffers: each descriptor's DD bit is read
+    /// here; a frame of several buffers counts once, as DPDK's `rte_eth_rx_burst` counts
+    /// packets).
     ///
     /// # Safety
     /// As [`crate::nic::Nic::forward_burst`].
@@ -95,7 +124,10 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         owner: TxOwner,
         ops: impl FnOnce() -> O,
     ) -> BurstStats {
-        let n = pending.min(max).min(self.rx_posted);
+        // Buffers to look at: one per frame of the budget, more for frames of several
+        // buffers (each buffer before a frame's last adds one), never past those posted.
+        let limit = pending.min(self.rx_posted);
+        let mut n = max.min(limit);
         if n == 0 {
             return BurstStats::default();
         }
@@ -110,7 +142,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         let tt_full = tt0 + (RING_SIZE - 1 - tx.tx_posted);
         let (mut rt, mut tt) = (rt0, tt0);
         let mut rx_bytes = 0u64;
-        let mut room = Self::whole_room::<O>(self.rx_skip);
+        let mut room = Self::whole_room::<O>(self.rx_mid_frame());
         let mut k = 0;
         while k < n {
             let i = (c0 + k) & MASK;
@@ -146,10 +178,18 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             let whole = (((hi >> 32) as u16 & RX_WHOLE_MASK) == u16::from(RXSTA_EOP))
                 & (len.wrapping_sub(Self::min_whole::<O>()) < room);
             if !whole {
-                let nw = self.rx_not_whole(pfn, hi, &mut ops, &mut rare);
-                room = Self::whole_room::<O>(self.rx_skip);
-                if let NotWhole::Short(len) = nw {
-                    rx_bytes += len as u64;
+                let mut at = TxAt {
+                    tt,
+                    full: tt_full,
+                    owner,
+                };
+                let nw = self.rx_not_whole(tx, pfn, hi, &mut at, &mut ops, &mut rare);
+                tt = at.tt;
+                room = Self::whole_room::<O>(self.rx_mid_frame());
+                match nw {
+                    NotWhole::Frame(len) => rx_bytes += len as u64,
+                    NotWhole::Part => n = (n + 1).min(limit),
+                    NotWhole::Skip => {}
                 }
                 continue;
             }
@@ -204,7 +244,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             buffers: k,
             rx_frames: k - rare.rejected,
             rx_bytes,
-            tx_frames: sent,
+            tx_frames: sent - rare.tx_extra,
             tx_bytes: rx_bytes - rare.unsent_bytes,
         }
     }
@@ -228,16 +268,26 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         1
     }
 
-    /// A buffer that failed the whole-frame test (descriptor quadword `hi`): a continuation,
-    /// an error, a frame larger than one buffer (counted and handed back as [`DdNic`]'s
-    /// `rx_pop` classifies it), or a whole frame shorter than [`ForwardOps::MIN_FRAME`] (shown
-    /// to [`ForwardOps::forward`], which must consume it).
+    /// Whether the next buffer continues a frame (dropped, or being collected): then no
+    /// buffer is whole.
+    #[inline(always)]
+    fn rx_mid_frame(&self) -> bool {
+        self.rx_skip || self.rx_chain.n > 0
+    }
+
+    /// A buffer that failed the whole-frame test (descriptor quadword `hi`): a buffer of a frame
+    /// of several (collected, and the frame sent at its last: [`DdNic::rx_chain_next`]), a
+    /// continuation of a dropped frame, an error, a frame too big (counted and handed back as
+    /// [`DdNic`]'s `rx_pop` classifies it), or a whole frame shorter than
+    /// [`ForwardOps::MIN_FRAME`] (shown to [`ForwardOps::forward`], which must consume it).
     #[cold]
     #[inline(never)]
     fn rx_not_whole<O: ForwardOps>(
         &mut self,
+        tx: &mut Self,
         pfn: Pfn,
         hi: u64,
+        at: &mut TxAt,
         ops: &mut O,
         rare: &mut Rare,
     ) -> NotWhole {
@@ -248,11 +298,22 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         if errors != 0 {
             self.stats.rx_errors += 1;
         }
+        if self.rx_chain.n > 0 {
+            return self.rx_chain_next(tx, pfn, len, errors, eop, at, ops, rare);
+        }
         let st = if self.rx_skip {
             RxStatus::Continuation
         } else if errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
             RxStatus::Malformed
         } else if !eop {
+            if OFFSET == 0 && len == Self::RX_BUF_LEN {
+                // The first buffer of a frame of several: collected.
+                self.rx_chain.pages[0] = pfn;
+                self.rx_chain.lens[0] = len as u16;
+                self.rx_chain.n = 1;
+                rare.rejected += 1;
+                return NotWhole::Part;
+            }
             RxStatus::TooBig
         } else {
             RxStatus::Ok
@@ -261,7 +322,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         if st != RxStatus::Ok {
             rare.rejected += 1;
             ops.give_back(pfn, GiveBack::Rx(st));
-            return NotWhole::Skip;
+            return if eop { NotWhole::Skip } else { NotWhole::Part };
         }
         // A whole frame shorter than `O::MIN_FRAME`: `forward` consumes it.
         rare.unsent_bytes += len as u64;
@@ -272,7 +333,130 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         if ops.forward(pfn, frame) != RxVerdict::Consumed {
             ops.give_back(pfn, GiveBack::Rx(RxStatus::Malformed));
         }
-        NotWhole::Short(len)
+        NotWhole::Frame(len)
+    }
+
+    /// The next buffer (`pfn`, `len` bytes, `errors`, `eop`) of the frame being collected
+    /// (`self.rx_chain`): kept, and at `EOP` the frame forwarded ([`DdNic::forward_chain`]);
+    /// or, with an error, a short buffer before the last, or more than [`MAX_FRAME_PAGES`]
+    /// buffers, the frame dropped: its first page counted (`Malformed`, `TooBig`), every page
+    /// handed back, the rest of the frame skipped.
+    #[allow(clippy::too_many_arguments)]
+    fn rx_chain_next<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        pfn: Pfn,
+        len: usize,
+        errors: u8,
+        eop: bool,
+        at: &mut TxAt,
+        ops: &mut O,
+        rare: &mut Rare,
+    ) -> NotWhole {
+        let n = self.rx_chain.n;
+        let bad = errors != 0 || len == 0 || len > Self::RX_BUF_LEN || (!eop && len != Self::RX_BUF_LEN);
+        if bad || n == MAX_FRAME_PAGES {
+            let chain = core::mem::take(&mut self.rx_chain);
+            let first = if bad {
+                RxStatus::Malformed
+            } else {
+                RxStatus::TooBig
+            };
+            ops.give_back(chain.pages[0], GiveBack::Rx(first));
+            for &p in chain.pages[1..n].iter().chain([&pfn]) {
+                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+            }
+            rare.rejected += 1;
+            self.rx_skip = !eop;
+            return if eop { NotWhole::Skip } else { NotWhole::Part };
+        }
+        self.rx_chain.pages[n] = pfn;
+        self.rx_chain.lens[n] = len as u16;
+        self.rx_chain.n = n + 1;
+        if !eop {
+            rare.rejected += 1;
+            return NotWhole::Part;
+        }
+        NotWhole::Frame(self.forward_chain(tx, at, ops, rare))
+    }
+
+    /// Send the frame of several buffers just collected (`self.rx_chain`, whole) as the
+    /// dataplane decides ([`ForwardOps::forward_multi`]): its pages as as many descriptors on
+    /// `tx`'s TX ring at `at` (cut at a [`RxVerdict::ForwardFirst`]: pages past the cut handed
+    /// back), or handed back (`TxFull` when the ring has too few free descriptors). Returns the
+    /// frame's length.
+    fn forward_chain<O: ForwardOps>(
+        &mut self,
+        tx: &mut Self,
+        at: &mut TxAt,
+        ops: &mut O,
+        rare: &mut Rare,
+    ) -> usize {
+        let RxChain { pages, mut lens, n } = core::mem::take(&mut self.rx_chain);
+        let len: usize = lens[..n].iter().map(|&l| usize::from(l)).sum();
+        // SAFETY: DD was set on every buffer of the frame: its pages are ours; the first holds
+        // `lens[0]` (at most `RX_BUF_LEN`, the page less `OFFSET`) bytes at OFFSET.
+        let head = unsafe {
+            core::slice::from_raw_parts_mut(
+                (pages[0].addr() as usize + OFFSET) as *mut u8,
+                usize::from(lens[0]),
+            )
+        };
+        let send = match ops.forward_multi(MultiFrame {
+            pages: &pages[..n],
+            lens: &lens[..n],
+            head,
+            len,
+            offset: OFFSET,
+        }) {
+            RxVerdict::Forward => len,
+            RxVerdict::ForwardFirst(k) => k.min(len),
+            RxVerdict::Consumed => {
+                rare.unsent_bytes += len as u64;
+                return len;
+            }
+        };
+        rare.unsent_bytes += (len - send) as u64;
+        // The pages holding the first `send` bytes (a prefix), the last one cut.
+        let mut m = 0;
+        let mut left = send;
+        while m < n && left > 0 {
+            let take = usize::from(lens[m]).min(left);
+            lens[m] = take as u16;
+            left -= take;
+            m += 1;
+        }
+        for &p in &pages[m.max(1)..n] {
+            ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+        }
+        if m == 0 || at.full - at.tt < m {
+            rare.unsent_bytes += send as u64;
+            ops.give_back(pages[0], GiveBack::TxFull);
+            for &p in &pages[1..m.max(1)] {
+                ops.give_back(p, GiveBack::Rx(RxStatus::Continuation));
+            }
+            return len;
+        }
+        for j in 0..m {
+            let last = j + 1 == m;
+            let cmd = TXCMD_IFCS | TXCMD_RS | if last { TXCMD_EOP } else { 0 };
+            let off = if j == 0 { OFFSET as u64 } else { 0 };
+            let q = tx.tx.at(at.tt).cast::<u64>();
+            // SAFETY: the tail descriptor is the driver's until `TDT` passes it; status (DD)
+            // cleared with the command word.
+            unsafe {
+                q.write_volatile(pages[j].addr() + off);
+                q.add(1)
+                    .write_volatile(u64::from(lens[j]) | u64::from(cmd) << 24);
+            }
+            tx.tx_pages[at.tt & (RING_SIZE - 1)] = TxDone {
+                pfn: pages[j],
+                owner: at.owner,
+            };
+            at.tt += 1;
+        }
+        rare.tx_extra += m - 1;
+        len
     }
 }
 
