@@ -136,7 +136,11 @@ impl ForwardOps for Ops<'_> {
         for &p in f.pages {
             assert!(self.pages.all.contains(&p) && !self.pages.mine_set.contains(&p));
         }
-        assert_eq!(f.head.as_ptr() as u64, f.pages[0].addr(), "the frame at offset 0");
+        assert_eq!(
+            f.head.as_ptr() as u64,
+            f.pages[0].addr(),
+            "the frame at offset 0"
+        );
         assert_eq!((f.offset, f.head.len()), (0, usize::from(f.lens[0])));
         assert!(f.lens.iter().all(|&l| l > 0 && usize::from(l) <= PAGE));
         assert_eq!(f.len, f.lens.iter().map(|&l| usize::from(l)).sum::<usize>());

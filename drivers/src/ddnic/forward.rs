@@ -354,7 +354,8 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         rare: &mut Rare,
     ) -> NotWhole {
         let n = self.rx_chain.n;
-        let bad = errors != 0 || len == 0 || len > Self::RX_BUF_LEN || (!eop && len != Self::RX_BUF_LEN);
+        let bad =
+            errors != 0 || len == 0 || len > Self::RX_BUF_LEN || (!eop && len != Self::RX_BUF_LEN);
         if bad || n == MAX_FRAME_PAGES {
             let chain = core::mem::take(&mut self.rx_chain);
             let first = if bad {

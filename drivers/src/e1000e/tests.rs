@@ -405,12 +405,12 @@ fn the_simulated_e1000e_forwards_without_register_reads_and_survives_a_full_tx_r
 #[test]
 fn jumbo_frames_of_several_descriptors_are_forwarded_zero_copy() {
     use crate::ddnic::{RxDesc, RDBAH, RDBAL, RDH, STA_DD};
-    use std::vec;
     use crate::nic::{
         ForwardOps, GiveBack, MultiFrame, RxBuf, RxStatus, RxVerdict, TxOwner, MAX_FRAME_PAGES,
     };
     use crate::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
     use mm::{Pfn, PAGE_SIZE};
+    use std::vec;
     use virtio_drivers::{BufferDirection, Hal};
 
     struct Ops<'a> {
@@ -490,7 +490,11 @@ fn jumbo_frames_of_several_descriptors_are_forwarded_zero_copy() {
         // SAFETY: a descriptor of A's RX ring (host memory), played by this test.
         unsafe {
             let mut v = d.read_volatile();
-            v.status = if on { v.status | STA_DD } else { v.status & !STA_DD };
+            v.status = if on {
+                v.status | STA_DD
+            } else {
+                v.status & !STA_DD
+            };
             d.write_volatile(v);
         }
     };
@@ -595,5 +599,9 @@ fn jumbo_frames_of_several_descriptors_are_forwarded_zero_copy() {
     all.sort_by_key(|p| p.0);
     let n = all.len();
     all.dedup();
-    assert_eq!((n, all.len()), (total, total), "every page back exactly once");
+    assert_eq!(
+        (n, all.len()),
+        (total, total),
+        "every page back exactly once"
+    );
 }
