@@ -22,8 +22,9 @@
 //!   (`RS`: report status). Completion walks `DD` from next-to-clean, in ring order.
 //!
 //! Each tail write is the NIC's notification (counted as `kicks_rx`/`kicks_tx`): RX re-posts
-//! are published every [`RX_PUBLISH_BATCH`] buffers and at [`Nic::rx_publish`], TX posts once
-//! per burst. The fused burst of a pair of this type is the driver's own (`forward`: one pass
+//! are published once at least [`RX_PUBLISH_BATCH`] buffers wait (every such many in
+//! `rx_burst_refill`, at the end of the burst in the fused one) and at [`Nic::rx_publish`], TX
+//! posts once per burst. The fused burst of a pair of this type is the driver's own (`forward`: one pass
 //! per descriptor); a pair with another driver's port runs the neutral one
 //! ([`crate::nic::forward_staged`]; docs/DESIGN.md, "The NIC contract").
 //!
@@ -32,7 +33,7 @@
 
 use crate::nic::{
     forward_staged, BurstStats, DriverStats, ForwardOps, Nic, RxBuf, RxBufferPagesError, RxStatus,
-    TxBuf, TxDone, TxOwner, RING_SIZE,
+    TxBuf, TxDone, TxOwner, MAX_FRAME_PAGES, RING_SIZE,
 };
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -217,6 +218,28 @@ pub enum DdInitError {
     NoRingMemory,
 }
 
+/// The buffers of a received frame of several descriptors, collected in order (every one but
+/// the last full: [`DdNic::RX_BUF_LEN`] bytes).
+#[derive(Copy, Clone, Debug)]
+struct RxChain {
+    /// The pages, `pages[..n]`.
+    pages: [Pfn; MAX_FRAME_PAGES],
+    /// Frame bytes in each (as `pages`).
+    lens: [u16; MAX_FRAME_PAGES],
+    /// Buffers collected (0: none).
+    n: usize,
+}
+
+impl Default for RxChain {
+    fn default() -> Self {
+        RxChain {
+            pages: [Pfn(0); MAX_FRAME_PAGES],
+            lens: [0; MAX_FRAME_PAGES],
+            n: 0,
+        }
+    }
+}
+
 /// A DD-bit NIC with one RX and one TX ring, owned by one core (not `Sync`).
 ///
 /// `OFFSET` is where the NIC writes a received frame in its page: 0 (the default, the
@@ -241,8 +264,11 @@ pub struct DdNic<H: Hal, R: DdRegs, const OFFSET: usize = 0> {
     rx_posted: usize,
     /// RX re-posts not yet published to `RDT`.
     rx_unpublished: usize,
-    /// RX: continuation descriptors of a frame larger than one buffer follow (dropped).
+    /// RX: continuation descriptors of a frame that is dropped follow (up to its `EOP`).
     rx_skip: bool,
+    /// RX: the buffers of a frame of several descriptors the fused burst has collected so
+    /// far (its `EOP` not yet seen; `OFFSET` 0 only).
+    rx_chain: RxChain,
     /// TX: next descriptor to read `DD` from.
     tx_clean: usize,
     /// TX: the tail (`TDT` once published).
@@ -321,6 +347,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             rx_posted: 0,
             rx_unpublished: 0,
             rx_skip: false,
+            rx_chain: RxChain::default(),
             tx_clean: 0,
             tx_tail: 0,
             tx_posted: 0,
@@ -370,9 +397,15 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         }
     }
 
-    /// Pop one completed RX descriptor: its page and what it carried, or `None`.
+    /// Pop one completed RX descriptor: its page and what it carried, or `None`. Buffers the
+    /// fused burst collected for a frame not yet whole come first: this path does not collect,
+    /// so that frame is dropped (its first page `TooBig`, the others and the rest of the frame
+    /// continuations).
     #[inline(always)]
     fn rx_pop(&mut self) -> Option<RxBuf> {
+        if self.rx_chain.n > 0 {
+            return Some(self.rx_chain_pop());
+        }
         if self.rx_posted == 0 {
             return None;
         }
@@ -410,6 +443,25 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             len,
             status: st,
         })
+    }
+
+    /// [`DdNic::rx_pop`] of a page of the frame being collected (the last first): see there.
+    #[cold]
+    #[inline(never)]
+    fn rx_chain_pop(&mut self) -> RxBuf {
+        self.rx_chain.n -= 1;
+        let k = self.rx_chain.n;
+        // Its `EOP` is still to come: the buffers up to it are continuations.
+        self.rx_skip = true;
+        RxBuf {
+            pfn: self.rx_chain.pages[k],
+            len: 0,
+            status: if k == 0 {
+                RxStatus::TooBig
+            } else {
+                RxStatus::Continuation
+            },
+        }
     }
 
     /// TX descriptors that can take a frame now (one slot stays empty: head == tail is empty).
@@ -549,8 +601,12 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
             };
             out[n] = b;
             n += 1;
-            if let Some(p) = alloc().filter(|&p| p != Pfn(0)) {
-                self.rx_post_one(p);
+            // (A page of a collected frame left no slot: its slot was re-posted when it was
+            // collected.)
+            if self.rx_posted < RING_SIZE - 1 {
+                if let Some(p) = alloc().filter(|&p| p != Pfn(0)) {
+                    self.rx_post_one(p);
+                }
             }
             if self.rx_unpublished >= RX_PUBLISH_BATCH {
                 self.rx_write_tail();
@@ -656,16 +712,18 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         let (mut into, mut done) = (0, 0);
         // In batches: the NIC completes in ring order (TDH only moves forward, §3.3.3), so DD
         // on the last descriptor of a run means the whole run is done: one status read per
-        // run instead of one per descriptor.
+        // run instead of one per descriptor. The position and count are locals, written back
+        // once (through `&mut self` they were reloaded and stored per page: `other` writes
+        // memory the compiler cannot tell apart from the driver's).
+        let (mut c, mut posted) = (self.tx_clean, self.tx_posted);
         loop {
-            let k = self.tx_posted.min(room.len() - into).min(TX_CLEAN_BATCH);
-            if k < TX_CLEAN_BATCH || self.tx_status(self.tx_clean + k - 1) & STA_DD == 0 {
+            let k = posted.min(room.len() - into).min(TX_CLEAN_BATCH);
+            if k < TX_CLEAN_BATCH || self.tx_status(c + k - 1) & STA_DD == 0 {
                 break;
             }
             fence(Ordering::Acquire);
-            for _ in 0..k {
-                let d = self.tx_pages[self.tx_clean];
-                self.tx_clean = (self.tx_clean + 1) & (RING_SIZE - 1);
+            for j in c..c + k {
+                let d = self.tx_pages[j & (RING_SIZE - 1)];
                 if d.owner == owner {
                     room[into] = d.pfn;
                     into += 1;
@@ -673,9 +731,12 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
                     other(d.pfn, d.owner);
                 }
             }
-            self.tx_posted -= k;
+            c += k;
+            posted -= k;
             done += k;
         }
+        self.tx_clean = c & (RING_SIZE - 1);
+        self.tx_posted = posted;
         while into < room.len() {
             let Some(d) = self.tx_pop() else {
                 break;
@@ -713,6 +774,11 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
             f(self.tx_pages[i].pfn);
             self.tx_pages[i].pfn = Pfn(0);
         }
+        let chain = core::mem::take(&mut self.rx_chain);
+        for &p in &chain.pages[..chain.n] {
+            f(p);
+        }
+        self.rx_skip = false;
         self.rx_posted = 0;
         self.tx_posted = 0;
         self.rx_clean = self.rx_tail;

@@ -15,9 +15,11 @@
 //!   driver already has; packet split is never enabled (QEMU aborts on a `PSRCTL.BSIZE0`/`1`
 //!   of 0 with `RCTL.DTYP` = split: we write neither).
 //! * One 4,096-byte buffer per page (`RCTL.BSEX` with `BSIZE` 11b), the frame at the page's
-//!   start ([`crate::nic::Nic::FRAME_OFFSET`] 0). A frame longer than a page arrives in several
-//!   descriptors and is dropped and counted (`too_big`): multi-descriptor frames are not
-//!   collected yet.
+//!   start ([`crate::nic::Nic::FRAME_OFFSET`] 0). A frame longer than a page (MTU 9000)
+//!   arrives in several descriptors: the fused burst collects them and sends the frame, zero
+//!   copy, as as many TX descriptors, up to [`crate::nic::MAX_FRAME_PAGES`] buffers (more are
+//!   dropped and counted `too_big`; `crate::ddnic`'s `forward` module). The staged path
+//!   (`rx_burst`) does not collect: there such a frame is dropped as `too_big`.
 //! * `RCTL.SECRC`: the NIC strips the FCS (without it QEMU appends four zero bytes and counts
 //!   them in the length).
 //! * `RXCSUM` 0: no receive checksum offload, so the `errors` byte carries frame errors only

@@ -7,19 +7,25 @@
 //! descriptor write-backs on any slot (posted or never posted) with any status (DD, EOP or
 //! neither: a chain without EOP that never ends, DD cleared again), any length (0, past the
 //! buffer) and any error bits, on the RX ring; DD set or cleared on any TX descriptor (set
-//! early, never set); and the driver calls (`forward_burst` on a pair of its own type, so its
-//! own loop, with forward / forward-a-prefix / consume verdicts; `tx_reclaim_into` with any
-//! room; `tx_reclaim`; `rx_burst`; `rx_refill`; `tx_burst`).
+//! early, never set); frames of two to five pages (several descriptors each: the driver
+//! collects up to four and sends them as as many TX descriptors); and the driver calls
+//! (`forward_burst` on a pair of its own type, so its own loop, with forward /
+//! forward-a-prefix / consume verdicts for one-page frames and, through `forward_multi`, for
+//! frames of several; `tx_reclaim_into` with any room; `tx_reclaim`; `rx_burst`, which also
+//! takes a frame the fused burst half collected; `rx_refill`; `tx_burst`).
 //!
 //! Checked: no panic (debug assertions on); every page the driver hands to the harness is a
-//! pool page the harness does not hold already; every frame slice lies inside its page; after
+//! pool page the harness does not hold already; every frame slice lies inside its page (a
+//! frame of several pages: its head inside the first, its pages the driver's, its lengths
+//! adding up); after
 //! both NICs are reset and their pages taken back, every pool page is the harness's again,
 //! exactly once.
 
 use drivers::ddnic::{RxDesc, TxDesc, RDBAH, RDBAL, STA_DD, TDBAH, TDBAL};
 use drivers::e1000e::{bring_up, E1000e, E1000eConfig, RxFilter};
 use drivers::nic::{
-    ForwardOps, GiveBack, Nic, RxBuf, RxStatus, RxVerdict, TxBuf, TxOwner, RING_SIZE,
+    ForwardOps, GiveBack, MultiFrame, Nic, RxBuf, RxStatus, RxVerdict, TxBuf, TxOwner,
+    MAX_FRAME_PAGES, RING_SIZE,
 };
 use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use drivers::sim::HostHal;
@@ -123,6 +129,34 @@ impl ForwardOps for Ops<'_> {
     fn give_back(&mut self, pfn: Pfn, _why: GiveBack) {
         self.pages.back(pfn, "give_back");
     }
+    fn forward_multi(&mut self, f: MultiFrame<'_>) -> RxVerdict {
+        let n = f.pages.len();
+        assert!((2..=MAX_FRAME_PAGES).contains(&n), "{n} pages");
+        assert_eq!(f.lens.len(), n);
+        for &p in f.pages {
+            assert!(self.pages.all.contains(&p) && !self.pages.mine_set.contains(&p));
+        }
+        assert_eq!(
+            f.head.as_ptr() as u64,
+            f.pages[0].addr(),
+            "the frame at offset 0"
+        );
+        assert_eq!((f.offset, f.head.len()), (0, usize::from(f.lens[0])));
+        assert!(f.lens.iter().all(|&l| l > 0 && usize::from(l) <= PAGE));
+        assert_eq!(f.len, f.lens.iter().map(|&l| usize::from(l)).sum::<usize>());
+        self.verdict = self.verdict.rotate_left(1);
+        match self.verdict % 4 {
+            0 => {
+                for &p in f.pages {
+                    self.pages.back(p, "consumed multi");
+                }
+                RxVerdict::Consumed
+            }
+            // A cut anywhere in the frame (past the first page too).
+            1 => RxVerdict::ForwardFirst(usize::from(self.verdict) * 64),
+            _ => RxVerdict::Forward,
+        }
+    }
 }
 
 /// Reads the input a byte at a time; zeros once it runs out.
@@ -155,7 +189,7 @@ pub fn run(data: &[u8]) {
     let mut pages = Pages::new();
     let cfg = E1000eConfig {
         filter: RxFilter::Promiscuous,
-        max_frame: 1514,
+        max_frame: 9014,
     };
     let t = std::cell::Cell::new(0u64);
     let clock = || {
@@ -274,6 +308,12 @@ pub fn run(data: &[u8]) {
                 for &pf in &fill[n..] {
                     pages.back(pf, "not refilled");
                 }
+            }
+            112..=119 => {
+                // A frame of two to five pages, in as many descriptors each.
+                let len = PAGE + 1 + usize::from(input.u16()) % (4 * PAGE);
+                let frame = vec![op; len];
+                dev[p].deliver_rx(&frame, usize::from(input.u8() % 4));
             }
             _ => {
                 // A frame of the harness's straight onto port q's TX ring.

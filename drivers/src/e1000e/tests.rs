@@ -396,3 +396,212 @@ fn the_simulated_e1000e_forwards_without_register_reads_and_survives_a_full_tx_r
         "every page back exactly once"
     );
 }
+
+/// Frames of several descriptors (MTU 9000 in 4 KiB buffers): collected, across bursts too,
+/// shown whole to `forward_multi` and sent zero copy as as many TX descriptors; a frame of
+/// more than `MAX_FRAME_PAGES` buffers and one with an error on a continuation are dropped
+/// (`TooBig`, `Malformed`); a frame half collected when the staged path reads the ring comes
+/// back through `rx_burst`; every page back exactly once after reset.
+#[test]
+fn jumbo_frames_of_several_descriptors_are_forwarded_zero_copy() {
+    use crate::ddnic::{RxDesc, RDBAH, RDBAL, RDH, STA_DD};
+    use crate::nic::{
+        ForwardOps, GiveBack, MultiFrame, RxBuf, RxStatus, RxVerdict, TxOwner, MAX_FRAME_PAGES,
+    };
+    use crate::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
+    use mm::{Pfn, PAGE_SIZE};
+    use std::vec;
+    use virtio_drivers::{BufferDirection, Hal};
+
+    struct Ops<'a> {
+        spare: &'a mut Vec<Pfn>,
+        back: &'a mut Vec<(Pfn, GiveBack)>,
+        multi: &'a mut Vec<(usize, Vec<u16>)>,
+    }
+    impl ForwardOps for Ops<'_> {
+        fn rx_page(&mut self) -> Option<Pfn> {
+            self.spare.pop()
+        }
+        fn rx_page_cached(&mut self) -> Option<Pfn> {
+            None
+        }
+        fn forward(&mut self, _pfn: Pfn, _frame: &mut [u8]) -> RxVerdict {
+            RxVerdict::Forward
+        }
+        fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+            self.back.push((pfn, why));
+        }
+        fn forward_multi(&mut self, f: MultiFrame<'_>) -> RxVerdict {
+            assert_eq!(f.offset, 0);
+            assert_eq!(f.head.as_ptr() as u64, f.pages[0].addr());
+            assert_eq!(f.head.len(), usize::from(f.lens[0]));
+            assert_eq!(f.len, f.lens.iter().map(|&l| usize::from(l)).sum::<usize>());
+            // The headers are rewritten in place, as a forwarder does.
+            f.head[0] ^= 0xFF;
+            self.multi.push((f.len, f.lens.to_vec()));
+            RxVerdict::Forward
+        }
+    }
+
+    let shared = |mac| -> &'static SimDdShared { Box::leak(Box::new(SimDdShared::new(mac))) };
+    let (sa, sb) = (shared(MAC), shared([2, 0, 0, 0, 0, 8]));
+    let jumbo = E1000eConfig {
+        filter: RxFilter::Promiscuous,
+        max_frame: 9014,
+    };
+    let mut a = bring_up::<HostHal, _>(SimDdRegs(sa), &jumbo, clock()).expect("port A");
+    let mut b = bring_up::<HostHal, _>(SimDdRegs(sb), &jumbo, clock()).expect("port B");
+    // SAFETY: HostHal memory is identity-mapped and outlives the players in this test.
+    let (mut da, mut db) = unsafe { (SimDdDevice::new(sa), SimDdDevice::new(sb)) };
+    let mut spare: Vec<Pfn> = (0..1200)
+        .map(|_| Pfn::from_addr(HostHal::dma_alloc(1, BufferDirection::Both).0))
+        .collect();
+    let total = spare.len();
+    let fill: Vec<Pfn> = spare.split_off(spare.len() - 255);
+    // SAFETY: fresh pages, ours until they come back.
+    assert_eq!(unsafe { a.rx_refill(&fill) }, 255);
+    type Port = E1000e<HostHal, SimDdRegs<'static>>;
+    fn burst(
+        a: &mut Port,
+        b: &mut Port,
+        spare: &mut Vec<Pfn>,
+        back: &mut Vec<(Pfn, GiveBack)>,
+        multi: &mut Vec<(usize, Vec<u16>)>,
+        max: usize,
+    ) -> crate::nic::BurstStats {
+        // The blocks move the borrows in: the closure is `FnOnce`, as `forward_burst` takes.
+        let ops = move || {
+            let (spare, back, multi) = ({ spare }, { back }, { multi });
+            Ops { spare, back, multi }
+        };
+        // SAFETY: pages from `spare` are ours; forwarded ones are `b`'s until completed.
+        unsafe { a.forward_burst(b, max, TxOwner::new(1), ops) }
+    }
+    let (mut back, mut multi) = (Vec::new(), Vec::new());
+
+    // RX descriptor `i` of A's ring, as the device left it.
+    let rx_desc = |i: usize| -> *mut RxDesc {
+        let base = u64::from(sa.get(RDBAL)) | u64::from(sa.get(RDBAH)) << 32;
+        (base as usize + 16 * (i % 256)) as *mut RxDesc
+    };
+    // DD cleared on descriptor `i` (the device still writing the frame), or set again.
+    let set_dd = |i: usize, on: bool| {
+        let d = rx_desc(i);
+        // SAFETY: a descriptor of A's RX ring (host memory), played by this test.
+        unsafe {
+            let mut v = d.read_volatile();
+            v.status = if on {
+                v.status | STA_DD
+            } else {
+                v.status & !STA_DD
+            };
+            d.write_volatile(v);
+        }
+    };
+    // 9,014-byte frames (three descriptors: 4,096 + 4,096 + 822), bursts of 4 frames (12
+    // buffers: a frame counts once against the budget).
+    let frame: Vec<u8> = (0..9014u32).map(|i| i as u8).collect();
+    let mut want = frame.clone();
+    want[0] ^= 0xFF;
+    let mut out = Vec::new();
+    for _ in 0..20 {
+        assert_eq!(da.deliver_rx(&frame, 4), 4);
+        let st = burst(&mut a, &mut b, &mut spare, &mut back, &mut multi, 4);
+        assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (12, 4, 4));
+        assert_eq!((st.rx_bytes, st.tx_bytes), (4 * 9014, 4 * 9014));
+        db.complete_tx(|f| out.push(f.to_vec()));
+        b.tx_reclaim(|p, _| spare.push(p));
+    }
+    assert_eq!(out.len(), 80);
+    assert!(out.iter().all(|f| *f == want), "every frame sent whole");
+    assert_eq!(multi.len(), 80);
+    assert_eq!(multi[0], (9014, vec![4096, 4096, 822]));
+    assert!(back.is_empty(), "{back:?}");
+    assert_eq!(b.stats().kicks_tx, 20, "one TDT write per burst");
+
+    // A frame the device has not finished (DD not yet on its last descriptor): its first
+    // buffers are collected in one burst, the frame sent whole in the next.
+    let at = sa.get(RDH) as usize;
+    assert_eq!(da.deliver_rx(&frame, 1), 1);
+    set_dd(at + 2, false);
+    let st = burst(&mut a, &mut b, &mut spare, &mut back, &mut multi, 32);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (2, 0, 0));
+    set_dd(at + 2, true);
+    let st = burst(&mut a, &mut b, &mut spare, &mut back, &mut multi, 32);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (1, 1, 1));
+    assert_eq!(db.complete_tx(|f| assert_eq!(f, &want[..])), 1);
+    b.tx_reclaim(|p, _| spare.push(p));
+
+    // More buffers than a frame may have: dropped as too big, every page back.
+    let huge = vec![0x11u8; MAX_FRAME_PAGES * PAGE_SIZE + 100];
+    assert_eq!(da.deliver_rx(&huge, 1), 1);
+    let st = burst(&mut a, &mut b, &mut spare, &mut back, &mut multi, 32);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (5, 0, 0));
+    let whys: Vec<GiveBack> = back.iter().map(|&(_, w)| w).collect();
+    spare.extend(back.drain(..).map(|(p, _)| p));
+    assert_eq!(whys.len(), 5);
+    assert_eq!(whys[0], GiveBack::Rx(RxStatus::TooBig));
+    assert!(whys[1..]
+        .iter()
+        .all(|&w| w == GiveBack::Rx(RxStatus::Continuation)));
+
+    // An error on a continuation: the frame is malformed, its pages back, errors counted.
+    let clean = sa.get(RDH) as usize;
+    assert_eq!(da.deliver_rx(&frame, 1), 1);
+    let d = rx_desc(clean + 1);
+    // SAFETY: a descriptor of A's RX ring the device just wrote back (host memory).
+    unsafe {
+        let mut v = d.read_volatile();
+        v.errors = 0x01;
+        d.write_volatile(v);
+    }
+    let errors0 = a.stats().rx_errors;
+    let st = burst(&mut a, &mut b, &mut spare, &mut back, &mut multi, 32);
+    assert_eq!((st.buffers, st.rx_frames, st.tx_frames), (3, 0, 0));
+    assert_eq!(a.stats().rx_errors, errors0 + 1);
+    let whys: Vec<GiveBack> = back.iter().map(|&(_, w)| w).collect();
+    spare.extend(back.drain(..).map(|(p, _)| p));
+    assert_eq!(whys[0], GiveBack::Rx(RxStatus::Malformed));
+    assert_eq!(whys.len(), 3);
+
+    // Half collected when the staged path reads the ring: its pages come back from
+    // `rx_burst` (the first `TooBig`), the rest of the frame as a continuation.
+    let at = sa.get(RDH) as usize;
+    assert_eq!(da.deliver_rx(&frame, 1), 1);
+    set_dd(at + 2, false);
+    let st = burst(&mut a, &mut b, &mut spare, &mut back, &mut multi, 32);
+    assert_eq!((st.buffers, st.rx_frames), (2, 0));
+    set_dd(at + 2, true);
+    let mut bufs = [RxBuf {
+        pfn: Pfn(0),
+        len: 0,
+        status: RxStatus::Unused,
+    }; 8];
+    let n = a.rx_burst(&mut bufs);
+    let got: Vec<RxStatus> = bufs[..n].iter().map(|b| b.status).collect();
+    assert_eq!(
+        got,
+        [
+            RxStatus::Continuation,
+            RxStatus::TooBig,
+            RxStatus::Continuation
+        ]
+    );
+    spare.extend(bufs[..n].iter().map(|b| b.pfn));
+
+    // Teardown: every page comes back exactly once.
+    let mut all: Vec<Pfn> = spare.clone();
+    for nic in [&mut a, &mut b] {
+        assert!(nic.reset_device());
+        // SAFETY: reset just above.
+        unsafe { nic.take_pages(&mut |p| all.push(p)) };
+    }
+    all.sort_by_key(|p| p.0);
+    let n = all.len();
+    all.dedup();
+    assert_eq!(
+        (n, all.len()),
+        (total, total),
+        "every page back exactly once"
+    );
+}

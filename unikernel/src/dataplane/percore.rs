@@ -324,7 +324,7 @@ impl<P: Platform> Core<P> {
             if want > 1 {
                 if let Err(e) = core.nics[port].set_rx_buffer_pages(want) {
                     log::warn!(
-                        "port {}: MTU {mtu}: RX buffers stay one page ({e}); frames of several pages arrive as mergeable buffers",
+                        "port {}: MTU {mtu}: RX buffers stay one page ({e}); frames of several pages arrive in several buffers (virtio-net: mergeable; DD-bit NICs: several descriptors)",
                         PORTS * k + port
                     );
                 }
