@@ -65,6 +65,27 @@ fn carve_route_slots(zone: &Zone) {
     }
 }
 
+/// The tables the mode needs, built before the boot free-page count: the boot FIB and each
+/// core's router state (`mode=router`), the ACL's rule set (`mode=acl`, or `mode=router` with a
+/// rules file: the ACL in front of the router). `quit` accounts for the FIB and the rule sets
+/// (and for what live replacements put in their place) separately. A failure stops the boot.
+fn build_tables(
+    cfg: &Config,
+    zone: &'static Zone,
+    routes_file: Option<&'static str>,
+    rules_file: Option<&'static str>,
+) {
+    if cfg.mode == Mode::Router {
+        if let Err(e) = build_fib(cfg, zone, routes_file) {
+            fail(format_args!("{}", e.0));
+        }
+        carve_route_slots(zone);
+    }
+    if cfg.mode == Mode::Acl || (cfg.mode == Mode::Router && rules_file.is_some()) {
+        build_acl(zone, rules_file);
+    }
+}
+
 /// The boot CPU: set up every device, bring up core 0 here and one core per further pair,
 /// then forward until `quit`. Never returns.
 pub fn run<A: Appliance>(
@@ -80,19 +101,7 @@ pub fn run<A: Appliance>(
             mgmt_storage(zone, mgmt::JUMBO_STORAGE_BYTES),
         )
     });
-    // The boot FIB (router mode), built before the boot free-page count too: `quit` accounts
-    // for it (and for what live reloads replaced it with) separately.
-    if cfg.mode == Mode::Router {
-        if let Err(e) = build_fib(cfg, zone, routes_file) {
-            fail(format_args!("{}", e.0));
-        }
-        carve_route_slots(zone);
-    }
-    // The ACL's rule set (`mode=acl`), before the boot free-page count too: `quit` accounts
-    // for it (and for what live replacements put in its place) separately.
-    if cfg.mode == Mode::Acl || (cfg.mode == Mode::Router && rules_file.is_some()) {
-        build_acl(zone, rules_file);
-    }
+    build_tables(cfg, zone, routes_file, rules_file);
     let mut pcp = PerCpuPages::new(zone, online());
     // The pcp rule (mm::pcp docs): only the owning CPU, thread context. Checked in debug builds.
     mm::pcp::set_context_hooks(crate::percpu::in_interrupt, current_cpu);

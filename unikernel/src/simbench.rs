@@ -554,11 +554,7 @@ fn run_on<A: Appliance, N: Nic>(
     let other = b.out.other + b.back.ok + b.back.other - start.other;
     let per = (cycles * 100).checked_div(packets).unwrap_or(0);
     let now = *core.profile_mut();
-    // `mode=router` with a rules file: the ACL in front of the router, its rule count named.
-    let mut acl = heapless::String::<16>::new();
-    if let Some(t) = crate::dataplane::nf::builtin::ACL.get() {
-        let _ = write!(acl, " rules={}", t.current().acl.len());
-    }
+    let acl = acl_rules_field();
     println!(
         "SIMBENCH mode={} k={k} size={} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={}{acl}",
         core.cfg().mode.as_str(),
@@ -576,6 +572,16 @@ fn run_on<A: Appliance, N: Nic>(
     let facts = *FACTS.get().expect("set before the benchmark");
     A::release(&mut state, core);
     commands::quit(core, &facts, commands::End::Exit)
+}
+
+/// `mode=router` with a rules file (the ACL in front of the router): ` rules=N` for the
+/// `SIMBENCH` line; empty without a rule set.
+fn acl_rules_field() -> heapless::String<16> {
+    let mut acl = heapless::String::new();
+    if let Some(t) = crate::dataplane::nf::builtin::ACL.get() {
+        let _ = write!(acl, " rules={}", t.current().acl.len());
+    }
+    acl
 }
 
 /// Counters at the start of the measured iterations.

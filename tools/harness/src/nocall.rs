@@ -94,6 +94,11 @@ pub const LOOP_FUNCTIONS: &[LoopFn] = &[
         required: true,
     },
     LoopFn {
+        name: "poll_route_after",
+        owner: "Core<P>",
+        required: true,
+    },
+    LoopFn {
         name: "poll_nf",
         owner: "Core<P>",
         required: false,

@@ -161,7 +161,7 @@ impl<P: Platform> Core<P> {
         self.poll_route_nf(t0, |r| r, |r| r.rs)
     }
 
-    /// [`Core::poll_route`] with the filter `first` in front of the router, composed at
+    /// `Core::poll_route` with the filter `first` in front of the router, composed at
     /// compile time ([`Chain`]`<&mut F, RouterNf>`: the ACL in front of the router when
     /// `mode=router` has a rules file).
     #[inline(never)]
