@@ -470,8 +470,11 @@ fn longest_gap_shows_a_pause() {
     stop.store(true, Ordering::SeqCst);
     h.join().unwrap();
     assert_eq!(r.received, 1000, "{r:?}");
+    // The gap runs from the receive timestamp of the frame before the pause, which a loaded
+    // host may take a little after the fake guest sent it: it can come out a few ms short of
+    // the 400 ms sleep (398.9 ms seen in CI), still far above a run's ordinary sub-ms gaps.
     assert!(
-        (400.0..5000.0).contains(&r.longest_gap_ms),
+        (300.0..5000.0).contains(&r.longest_gap_ms),
         "a 400 ms pause, longest gap {} ms",
         r.longest_gap_ms
     );
