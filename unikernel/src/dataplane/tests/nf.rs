@@ -285,7 +285,7 @@ fn a_frame_of_several_pages_is_forwarded_whole_or_kept_with_all_its_pages() {
 
 #[test]
 fn past_max_taken_multi_kept_jumbo_frames_are_dropped_and_counted() {
-    let mut rig = Rig::new("mode=l2", 1, PAGES);
+    let mut rig = Rig::new("mode=l2 burst=128", 1, PAGES);
     let mut jumbo = l2_frame();
     jumbo.resize(9014, 0xcd);
     let mut nf = Holder::default();
