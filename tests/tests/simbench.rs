@@ -124,6 +124,23 @@ fn l2_k32_on_the_simulated_e1000e_reads_no_register_in_the_loop() {
         "register reads in the loop:\n{}",
         log.join("\n")
     );
+    // Issue 36 item 2: at most one RDT write per 32 frames (a refill batch of at least 32).
+    let rdt: u64 = log
+        .iter()
+        .find_map(|l| {
+            l.split("simbench: ")
+                .nth(1)?
+                .split(" RDT writes")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no RDT writes line:\n{}", log.join("\n")));
+    assert!(
+        rdt > 0 && rdt * 32 <= r.delivered,
+        "{rdt} RDT writes for {} frames",
+        r.delivered
+    );
     assert_no_leak(&log);
 }
 

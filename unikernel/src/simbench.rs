@@ -475,20 +475,56 @@ pub fn run_dd<A: Appliance>(core: DdCore) -> ! {
     let dev = SIM_DD_PORTS
         .each_ref()
         .map(|s| unsafe { SimDdDevice::new(s) });
-    run_on::<A, _>(core, dev, Some(dd_reads))
+    run_on::<A, _>(core, dev, Some(dd_regs))
 }
 
-/// Register reads the drivers of the simulated DD-bit NICs made so far.
-fn dd_reads() -> u64 {
-    SIM_DD_PORTS.iter().map(SimDdShared::reads).sum()
+/// Register accesses the drivers of the simulated DD-bit NICs made so far.
+fn dd_regs() -> RegCounts {
+    let mut c = RegCounts::default();
+    for p in &SIM_DD_PORTS {
+        let (rdt, tdt) = p.tail_writes();
+        c.reads += p.reads();
+        c.rdt += rdt;
+        c.tdt += tdt;
+    }
+    c
 }
 
-/// The benchmark on core 0 over ports of NIC type `N`, their devices played by `dev`; `reads`
-/// (a NIC that counts its drivers' register reads) must not move in the measured iterations.
+/// Register accesses of a NIC that counts them (the simulated DD-bit NICs): reads, `RDT` and
+/// `TDT` writes.
+#[derive(Copy, Clone, Debug, Default)]
+struct RegCounts {
+    reads: u64,
+    rdt: u64,
+    tdt: u64,
+}
+
+/// The measured iterations' register accesses, `c0` before them and `c1` after, for
+/// `delivered` frames: reads must be 0 (DD bits come from descriptor memory); the tail writes
+/// (doorbells) are reported with the frames per write.
+fn report_regs(c0: RegCounts, c1: RegCounts, delivered: u64) {
+    match c1.reads - c0.reads {
+        0 => info!("simbench: 0 device register reads in the measured iterations"),
+        n => error!("simbench: {n} device register reads in the measured iterations (want 0: DD bits come from descriptor memory)"),
+    }
+    let (rdt, tdt) = (c1.rdt - c0.rdt, c1.tdt - c0.tdt);
+    let per = |w: u64| (delivered * 100).checked_div(w).unwrap_or(0);
+    info!(
+        "simbench: {rdt} RDT writes ({}.{:02} frames each), {tdt} TDT writes ({}.{:02} frames each) for {delivered} frames in the measured iterations",
+        per(rdt) / 100,
+        per(rdt) % 100,
+        per(tdt) / 100,
+        per(tdt) % 100
+    );
+}
+
+/// The benchmark on core 0 over ports of NIC type `N`, their devices played by `dev`; `regs`
+/// (a NIC that counts its drivers' register accesses): no read in the measured iterations, and
+/// the tail writes per frame reported.
 fn run_on<A: Appliance, N: Nic>(
     mut core: Core<KernelPlatformOf<N>>,
     dev: [impl Player; PORTS],
-    reads: Option<fn() -> u64>,
+    regs: Option<fn() -> RegCounts>,
 ) -> ! {
     let core = &mut core;
     let k = usize::from(core.cfg().sim.expect("simbench::run with sim=K"));
@@ -530,17 +566,14 @@ fn run_on<A: Appliance, N: Nic>(
     b.take_tx_any(&mut cycle);
     let start = Marks::now(&b, core);
     let (mut delivered, mut cycles) = (0u64, 0u64);
-    let reads0 = reads.map(|f| f());
+    let regs0 = regs.map(|f| f());
     for _ in 0..iters {
         let (d, c) = b.step_any::<A, N>(core, &mut state, &mut cycle);
         delivered += d as u64;
         cycles += c;
     }
-    if let (Some(f), Some(r0)) = (reads, reads0) {
-        match f() - r0 {
-            0 => info!("simbench: 0 device register reads in the measured iterations"),
-            n => error!("simbench: {n} device register reads in the measured iterations (want 0: DD bits come from descriptor memory)"),
-        }
+    if let (Some(f), Some(c0)) = (regs, regs0) {
+        report_regs(c0, f(), delivered);
     }
     if let Some(c) = &mut cycle {
         report_acl(&mut b, core, c, &start, delivered, cycles);

@@ -52,6 +52,10 @@ pub struct SimDdShared {
     /// Register reads by the driver ([`SimDdRegs`]): the benchmark and tests check that the
     /// forwarding loop makes none.
     reads: AtomicU64,
+    /// `RDT` and `TDT` writes by the driver (the doorbells: the benchmark reports them per
+    /// frame).
+    rdt_writes: AtomicU64,
+    tdt_writes: AtomicU64,
 }
 
 impl SimDdShared {
@@ -67,7 +71,17 @@ impl SimDdShared {
             delivered: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            rdt_writes: AtomicU64::new(0),
+            tdt_writes: AtomicU64::new(0),
         }
+    }
+
+    /// `(RDT writes, TDT writes)` the driver made so far.
+    pub fn tail_writes(&self) -> (u64, u64) {
+        (
+            self.rdt_writes.load(Ordering::Relaxed),
+            self.tdt_writes.load(Ordering::Relaxed),
+        )
     }
 
     /// Register reads the driver made so far.
@@ -115,6 +129,11 @@ impl DdRegs for SimDdRegs<'_> {
             }
             return;
         }
+        match reg {
+            RDT => self.0.rdt_writes.fetch_add(1, Ordering::Relaxed),
+            TDT => self.0.tdt_writes.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         self.0.set(reg, val);
     }
 }
