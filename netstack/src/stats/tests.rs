@@ -1,3 +1,7 @@
+//! The schema's tests, past ~800 lines because they cover the one contract (`netstack::stats`)
+//! as a whole: every section's JSON round trip, the metric names and the counter definitions
+//! the guest and the tools share, in one place so that a renamed field fails here.
+
 use super::*;
 use crate::config::RefillMode;
 use std::string::{String, ToString};
