@@ -818,16 +818,19 @@ pub fn write_routes_100k(file: &Path) {
 
 /// Live route reload under traffic: starts the rig's generator, and after 500 ms sends
 /// `routes reload` `reloads` times, each time waiting (at most `timeout`) for the FIB it
-/// replaced to be retired. Prints each reload's `published` and `retired` lines and returns
-/// the generator's report and how many reloads were retired while traffic still flowed.
+/// replaced to be retired, then ends the traffic (the generator's `seconds` is only its
+/// ceiling). Prints each reload's `published` and `retired` lines and returns the generator's
+/// report and how many reloads were retired while traffic still flowed (all of them unless the
+/// ceiling came first).
 ///
 /// # Panics
 /// If a retirement does not come within `timeout` or the generator fails.
 pub fn reload_while_forwarding(rig: &mut Rig, reloads: u64, timeout: Duration) -> (GenReport, u64) {
     let mut lines = Vec::new();
     let mut during = 0;
+    let end = std::sync::atomic::AtomicBool::new(false);
     let r = std::thread::scope(|sc| {
-        let h = sc.spawn(|| rig.gen.run());
+        let h = sc.spawn(|| rig.gen.run_until(&end));
         std::thread::sleep(Duration::from_millis(500));
         for i in 0..reloads {
             let from = rig.guest.line_count();
@@ -849,6 +852,7 @@ pub fn reload_while_forwarding(rig: &mut Rig, reloads: u64, timeout: Duration) -
                 during += 1;
             }
         }
+        end.store(true, std::sync::atomic::Ordering::Relaxed);
         h.join().unwrap()
     })
     .unwrap_or_else(|e| panic!("generator: {e:#}"));

@@ -319,7 +319,8 @@ fn hundred_thousand_routes_replaced_ten_times_on_two_routing_cores() {
         flows: FLOWS,
         window,
         count: None,
-        seconds: 40.0,
+        // The ceiling: traffic ends when the 10th old FIB is retired.
+        seconds: 150.0,
         expect_ttl: Some(63),
         ..gen_count(0, 64, false)
     };

@@ -1007,6 +1007,13 @@ impl Generator {
 
     /// Sends the configured traffic and returns the results.
     pub fn run(&self) -> Result<GenReport> {
+        self.run_until(&AtomicBool::new(false))
+    }
+
+    /// [`run`](Self::run), but sending also ends as soon as `end` is set (checked before every
+    /// frame), for a test that runs traffic while it does something of unknown length: `seconds`
+    /// is then its ceiling. Stragglers are still awaited and the report is the same shape.
+    pub fn run_until(&self, end: &AtomicBool) -> Result<GenReport> {
         let cfg = &self.cfg;
         let datagram_len = cfg.size - FCS_LEN;
         let dirs: Vec<usize> = if cfg.bidir { vec![0, 1] } else { vec![0] };
@@ -1052,7 +1059,7 @@ impl Generator {
                 let sh = &shared[dir];
                 let pcap = self.pcap.as_deref();
                 tx_handles.push(
-                    scope.spawn(move || sender(sock, dir, cfg, datagram_len, pcap, sh, start)),
+                    scope.spawn(move || sender(sock, dir, cfg, datagram_len, pcap, sh, start, end)),
                 );
             }
             let mut tx = Vec::new();
@@ -1165,6 +1172,7 @@ fn sender(
     pcap: Option<&[Vec<u8>]>,
     sh: &DirShared,
     start: Instant,
+    end: &AtomicBool,
 ) -> Result<TxResult> {
     let _ = sh.sender.set(thread::current());
     let deadline = start + Duration::from_secs_f64(cfg.seconds.max(0.0));
@@ -1180,6 +1188,7 @@ fn sender(
         match cfg.count {
             Some(c) if seq >= c => break,
             None if Instant::now() >= deadline => break,
+            _ if end.load(Ordering::Relaxed) => break,
             _ => {}
         }
         // Window.
