@@ -275,6 +275,12 @@ pub struct DdNic<H: Hal, R: DdRegs, const OFFSET: usize = 0> {
     tx_tail: usize,
     /// TX descriptors posted, not yet cleaned.
     tx_posted: usize,
+    /// The longest frame delivered (bytes; [`Nic::set_rx_frame_limit`]): longer ones are
+    /// handed back `TooBig`. Default: [`MAX_FRAME_PAGES`] buffers' worth.
+    rx_limit: usize,
+    /// The longest one-buffer frame delivered: `rx_limit`, at most [`Self::RX_BUF_LEN`] (the
+    /// fused burst's whole-frame test).
+    rx_fits: usize,
     mac: [u8; 6],
     stats: DriverStats,
 }
@@ -343,6 +349,8 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
                 owner: TxOwner::new(0),
             }; RING_SIZE],
             rx_clean: 0,
+            rx_limit: MAX_FRAME_PAGES * Self::RX_BUF_LEN,
+            rx_fits: Self::RX_BUF_LEN,
             rx_tail: 0,
             rx_posted: 0,
             rx_unpublished: 0,
@@ -430,7 +438,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             RxStatus::Continuation
         } else if d.errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
             RxStatus::Malformed
-        } else if !eop {
+        } else if !eop || len > self.rx_limit {
             RxStatus::TooBig
         } else {
             RxStatus::Ok
@@ -534,6 +542,13 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
     }
     fn rx_buffer_pages(&self) -> usize {
         1
+    }
+    fn set_rx_frame_limit(&mut self, len: usize) {
+        self.rx_limit = len.max(crate::nic::RX_FRAME_LIMIT_FLOOR);
+        self.rx_fits = self.rx_limit.min(Self::RX_BUF_LEN);
+    }
+    fn rx_frame_limit(&self) -> usize {
+        self.rx_limit
     }
     fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError> {
         match pages {

@@ -293,6 +293,12 @@ pub struct VirtioNet<H: Hal, T: Transport> {
     /// more, each descriptor an indirect table of that many device-writable pages, page 0 in
     /// `rx_pages`, the others in the table only.
     rx_buf_pages: usize,
+    /// The longest frame delivered (bytes, header excluded; [`crate::nic::Nic::set_rx_frame_limit`]):
+    /// longer ones are handed back `TooBig`. Default [`MAX_MULTI_FRAME_LEN`].
+    rx_limit: usize,
+    /// The longest one-page frame delivered: `rx_limit`, at most a page less the header (the
+    /// fused burst's whole-frame test, read once per burst).
+    rx_fits: usize,
     mac: [u8; 6],
     /// The device's `mtu` (§5.1.4), when `VIRTIO_NET_F_MTU` was negotiated.
     mtu: Option<u16>,

@@ -15,7 +15,16 @@ use harness::tap::TapNet;
 /// # Panics
 /// If the namespace, the boot or the hosts cannot be set up.
 pub fn boot_with_hosts(append: &str, mtu: Option<u16>) -> (TapNet, Guest, Hosts) {
-    let mtus = mtu.map(|m| Mtus::new(vec![m]).expect("MTU in range"));
+    boot_with_host_mtus(append, mtu.map(|m| vec![m]))
+}
+
+/// [`boot_with_hosts`] with one MTU per port (`mtus[i]` for port *i*: QEMU's `host_mtu`, its
+/// tap and the host behind it), or one for all.
+///
+/// # Panics
+/// As [`boot_with_hosts`]; also an MTU out of range.
+pub fn boot_with_host_mtus(append: &str, mtus: Option<Vec<u16>>) -> (TapNet, Guest, Hosts) {
+    let mtus = mtus.map(|m| Mtus::new(m).expect("MTU in range"));
     let net = TapNet::create_with_mtu(2, 1, mtus.as_ref()).expect("tap namespace");
     let cfg = GuestConfig {
         image: image(),

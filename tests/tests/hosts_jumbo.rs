@@ -1,10 +1,12 @@
 //! Jumbo frames with real Linux hosts (issue 14, item 5): hosts behind both router ports at
-//! MTU 9000 (tap devices and QEMU's `host_mtu=9000`); with Gannet's port 1 at `mtu1=1500`,
-//! `ping -M dont -s 8000` crosses (fragmented by Gannet), `ping -M do -s 8000` gets
+//! MTU 9000 (tap devices and QEMU's `host_mtu=9000`); with port 1's link at 1500 (its device,
+//! tap and host: a host at 9000 there would send frames over Gannet's ingress MTU, dropped as
+//! `too_big`), `ping -M dont -s 8000` crosses (fragmented by Gannet one way, by the host the
+//! other), `ping -M do -s 8000` gets
 //! Fragmentation Needed with MTU 1500, and an iperf3 TCP transfer completes (path-MTU
 //! discovery reacts to the ICMP); with both ports at 9000 the transfer runs in jumbo frames.
 
-use gannet_tests::hosts::{boot_with_hosts, out, run_iperf3};
+use gannet_tests::hosts::{boot_with_host_mtus, boot_with_hosts, out, run_iperf3};
 use gannet_tests::*;
 use harness::hosts::Hosts;
 
@@ -41,7 +43,9 @@ fn quit(guest: &mut Guest) -> Stats {
 
 #[test]
 fn hosts_at_9000_through_a_1500_byte_port_fragment_and_learn_the_path_mtu() {
-    let (net, mut guest, hosts) = boot(&format!("{APPEND} mtu1=1500"));
+    require_tap();
+    harness::setup::ensure_host_tools().expect("ping, curl, iperf3");
+    let (net, mut guest, hosts) = boot_with_host_mtus(APPEND, Some(vec![9000, 1500]));
     let ping = |args: &[&str]| {
         let mut cmd = vec!["ping", "-n", "-c", "3", "-i", "0.3", "-W", "3"];
         cmd.extend_from_slice(args);

@@ -49,16 +49,17 @@ fn jumbo_9018_through_dgram_in_l2() {
     check(&mut rig, "l2");
 }
 
-/// The same frames through one-page RX buffers (`mtu0=`/`mtu1=` 1500 over the devices' 9000:
-/// l2 does not enforce the MTU, and the buffers follow the configured one): each frame arrives
-/// as three mergeable buffers (`VIRTIO_NET_F_MRG_RXBUF`, §5.1.6.4) and leaves as one indirect
-/// descriptor of the same pages, what a device without `host_mtu` gets.
+/// The same frames through one-page RX buffers (devices without `VIRTIO_RING_F_INDIRECT_DESC`,
+/// `indirect_desc=off`: an RX buffer of several pages needs an indirect table, so the buffers
+/// stay one page): each frame arrives as three mergeable buffers (`VIRTIO_NET_F_MRG_RXBUF`,
+/// §5.1.6.4) and leaves as a descriptor chain of the same pages.
 #[test]
 fn jumbo_9018_through_dgram_as_mergeable_buffers() {
-    let mut rig = Rig::start_mtu(
-        "mode=l2 mtu0=1500 mtu1=1500",
+    let mut rig = Rig::start_mtu_props(
+        "mode=l2",
         gen_count(FRAMES, 9018, true),
         9000,
+        ",indirect_desc=off",
     );
     assert!(
         rig.guest

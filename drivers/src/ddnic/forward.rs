@@ -25,8 +25,8 @@ use super::{DdNic, DdRegs, RxChain, RxDesc, TxDesc, RXSTA_EOP, RX_PUBLISH_BATCH,
 use super::{TDT, TXCMD_EOP, TXCMD_IFCS, TXCMD_RS};
 use crate::nic::RING_SIZE;
 use crate::nic::{
-    BurstStats, ForwardOps, GiveBack, MultiFrame, RxStatus, RxVerdict, TxDone, TxOwner,
-    MAX_FRAME_PAGES,
+    give_back_over_limit, whole_frame_bound, BurstStats, ForwardOps, GiveBack, MultiFrame,
+    RxStatus, RxVerdict, TxDone, TxOwner, MAX_FRAME_PAGES,
 };
 use core::sync::atomic::{fence, Ordering};
 use mm::Pfn;
@@ -97,14 +97,15 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
     }
 
     /// The whole-frame test's bound on `len - min_whole`: every one-buffer length from
-    /// [`Self::min_whole`] to [`Self::RX_BUF_LEN`] passes; 0 while continuations are expected
-    /// (then no buffer passes and the cold path takes each).
+    /// [`Self::min_whole`] to `rx_fits` (the buffer, or the port's frame limit if less) passes;
+    /// 0 while continuations are expected (then no buffer passes and the cold path takes
+    /// each).
     #[inline(always)]
-    fn whole_room<O: ForwardOps>(skip: bool) -> usize {
-        if skip {
+    fn whole_room<O: ForwardOps>(&self) -> usize {
+        if self.rx_mid_frame() {
             0
         } else {
-            Self::RX_BUF_LEN - Self::min_whole::<O>() + 1
+            whole_frame_bound(self.rx_fits, Self::min_whole::<O>())
         }
     }
 
@@ -142,7 +143,10 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         let tt_full = tt0 + (RING_SIZE - 1 - tx.tx_posted);
         let (mut rt, mut tt) = (rt0, tt0);
         let mut rx_bytes = 0u64;
-        let mut room = Self::whole_room::<O>(self.rx_mid_frame());
+        // The port's frame limit (`rx_fits`: the MTU, at most the buffer) joins the
+        // whole-frame test, read from `self` here and on the cold path: a longer frame takes
+        // the cold path, which hands it back `TooBig`.
+        let mut room = self.whole_room::<O>();
         let mut k = 0;
         while k < n {
             let i = (c0 + k) & MASK;
@@ -185,7 +189,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
                 };
                 let nw = self.rx_not_whole(tx, pfn, hi, &mut at, &mut ops, &mut rare);
                 tt = at.tt;
-                room = Self::whole_room::<O>(self.rx_mid_frame());
+                room = self.whole_room::<O>();
                 match nw {
                     NotWhole::Frame(len) => rx_bytes += len as u64,
                     NotWhole::Part => n = (n + 1).min(limit),
@@ -305,6 +309,8 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             RxStatus::Continuation
         } else if errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
             RxStatus::Malformed
+        } else if eop && len > self.rx_limit {
+            RxStatus::TooBig
         } else if !eop {
             if OFFSET == 0 && len == Self::RX_BUF_LEN {
                 // The first buffer of a frame of several: collected.
@@ -403,13 +409,18 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
                 usize::from(lens[0]),
             )
         };
-        let send = match ops.forward_multi(MultiFrame {
-            pages: &pages[..n],
-            lens: &lens[..n],
-            head,
-            len,
-            offset: OFFSET,
-        }) {
+        let verdict = if len > self.rx_limit {
+            give_back_over_limit(ops, &pages[..n])
+        } else {
+            ops.forward_multi(MultiFrame {
+                pages: &pages[..n],
+                lens: &lens[..n],
+                head,
+                len,
+                offset: OFFSET,
+            })
+        };
+        let send = match verdict {
             RxVerdict::Forward => len,
             RxVerdict::ForwardFirst(k) => k.min(len),
             RxVerdict::Consumed => {

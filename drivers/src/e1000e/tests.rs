@@ -589,6 +589,36 @@ fn jumbo_frames_of_several_descriptors_are_forwarded_zero_copy() {
     );
     spare.extend(bufs[..n].iter().map(|b| b.pfn));
 
+    // The port's frame limit (the MTU + 18 of l2) at MTU 9000 (frames of several
+    // descriptors) and 1500 (one descriptor, the fast path's length test): MTU − 1 and MTU
+    // are forwarded, MTU + 1 handed back as one `too_big`, never shown to the dataplane.
+    for mtu in [9000usize, 1500] {
+        let limit = mtu + 18;
+        a.set_rx_frame_limit(limit);
+        multi.clear();
+        for len in [limit - 1, limit, limit + 1] {
+            assert_eq!(da.deliver_rx(&vec![0x22u8; len], 1), 1);
+        }
+        let st = burst(&mut a, &mut b, &mut spare, &mut back, &mut multi, 32);
+        assert_eq!(st.tx_frames, 2, "MTU {mtu}: {st:?}");
+        let mut lens = Vec::new();
+        assert_eq!(db.complete_tx(|f| lens.push(f.len())), 2);
+        assert_eq!(lens, [limit - 1, limit], "MTU {mtu}");
+        assert!(
+            multi.iter().all(|&(l, _)| l <= limit),
+            "MTU {mtu}: {multi:?}"
+        );
+        let too_big = back
+            .iter()
+            .filter(|&&(_, w)| {
+                w == GiveBack::Rx(RxStatus::TooBig) || w == GiveBack::Multi { first: true }
+            })
+            .count();
+        assert_eq!(too_big, 1, "MTU {mtu}: {back:?}");
+        spare.extend(back.drain(..).map(|(p, _)| p));
+        b.tx_reclaim(|p, _| spare.push(p));
+    }
+
     // Teardown: every page comes back exactly once.
     let mut all: Vec<Pfn> = spare.clone();
     for nic in [&mut a, &mut b] {

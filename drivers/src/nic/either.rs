@@ -71,6 +71,12 @@ impl<A: Nic, B: Nic> Nic for EitherNic<A, B> {
     fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError> {
         either!(self, n => n.set_rx_buffer_pages(pages))
     }
+    fn set_rx_frame_limit(&mut self, len: usize) {
+        either!(self, n => n.set_rx_frame_limit(len))
+    }
+    fn rx_frame_limit(&self) -> usize {
+        either!(self, n => n.rx_frame_limit())
+    }
     #[inline(always)]
     fn rx_ready(&self) -> bool {
         either!(self, n => n.rx_ready())

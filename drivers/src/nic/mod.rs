@@ -29,9 +29,31 @@ pub use frame::{
     TxDone, TxOwner, MAX_FRAME_PAGES, RING_SIZE,
 };
 pub use staged::forward_staged;
-pub use verdict::{BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
+pub use verdict::{give_back_over_limit, BurstStats, ForwardOps, GiveBack, MultiFrame, RxVerdict};
 
 use core::any::TypeId;
+
+/// The least frame limit [`Nic::set_rx_frame_limit`] takes (bytes): 64, above Ethernet's
+/// 60-byte minimum frame without FCS (IEEE 802.3 §3.2.8) and below the 82 of the smallest
+/// IP MTU (68, RFC 791) + 14. A fused burst's whole-frame test subtracts
+/// [`ForwardOps::MIN_FRAME`] from the limit once per burst with no underflow test when
+/// `MIN_FRAME` is at most this.
+pub const RX_FRAME_LIMIT_FLOOR: usize = 64;
+
+/// The whole-frame test's bound on `len - min` for a one-buffer frame (its shortest accepted
+/// length `min`, its longest `fits`, at least [`RX_FRAME_LIMIT_FLOOR`]): every length from
+/// `min` to `fits` passes `len.wrapping_sub(min) < bound` (0 for none when `min > fits`).
+/// One add when `min` is a constant up to the floor (the underflow test folds away).
+#[inline(always)]
+pub const fn whole_frame_bound(fits: usize, min: usize) -> usize {
+    if min <= RX_FRAME_LIMIT_FLOOR {
+        fits + 1 - min
+    } else if fits >= min {
+        fits - min + 1
+    } else {
+        0
+    }
+}
 use mm::Pfn;
 
 /// `b` as an `A` when `A` and `B` are one type, else `None`: how a driver's fused burst picks
@@ -78,6 +100,17 @@ pub trait Nic: 'static {
     /// # Errors
     /// [`RxBufferPagesError`]: the buffers stay one page each.
     fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError>;
+    /// The longest frame (bytes after [`Nic::FRAME_OFFSET`], no FCS) this RX queue delivers
+    /// (at least [`RX_FRAME_LIMIT_FLOOR`]: a smaller `len` is raised to it):
+    /// every longer one, of one buffer or several, is handed back as too big (the dataplane
+    /// counts `too_big` on this port) before a [`ForwardOps`] or [`Nic::rx_burst`]'s caller
+    /// sees it. The dataplane sets the port's MTU + 14 (+ 4 where 802.1Q tags pass through),
+    /// so the MTU holds for every NIC and mode (issue 40; a device may deliver longer frames
+    /// than its MTU: QEMU's virtio-net does). Default: what the buffers hold. Costs the
+    /// one-page fast path nothing: the bound joins its whole-frame length test.
+    fn set_rx_frame_limit(&mut self, len: usize);
+    /// The limit [`Nic::set_rx_frame_limit`] set (bytes), or what the buffers hold.
+    fn rx_frame_limit(&self) -> usize;
     /// Whether a received buffer is waiting (no fence; a burst reads it properly): virtio-net
     /// compares its used index, a DD-bit NIC reads the next descriptor's DD bit.
     fn rx_ready(&self) -> bool;

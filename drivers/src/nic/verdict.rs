@@ -82,6 +82,21 @@ pub trait ForwardOps {
     }
 }
 
+/// A received frame longer than its port's RX frame limit
+/// ([`super::Nic::set_rx_frame_limit`], the MTU) that a burst already counted as received:
+/// every page goes back as [`ForwardOps::forward_multi`]'s default gives them ([`GiveBack::Multi`],
+/// one `too_big` drop), never shown to the dataplane; returns [`RxVerdict::Consumed`]. For
+/// frames of several buffers (and one-buffer frames in a chain-aware loop), whose length is
+/// known only once collected; the one-page fast path folds the limit into its length test.
+#[cold]
+#[inline(never)]
+pub fn give_back_over_limit<O: ForwardOps>(ops: &mut O, pages: &[Pfn]) -> RxVerdict {
+    for (i, &pfn) in pages.iter().enumerate() {
+        ops.give_back(pfn, GiveBack::Multi { first: i == 0 });
+    }
+    RxVerdict::Consumed
+}
+
 /// A received frame of several pages (the device spread it over several RX buffers,
 /// virtio-net's `VIRTIO_NET_F_MRG_RXBUF`, VIRTIO 1.2 §5.1.6.4, or one RX buffer of several
 /// pages), shown to [`ForwardOps::forward_multi`]: its pages in order (`pages[0]` holds the

@@ -1007,6 +1007,65 @@ fn jumbo_frames_are_dropped_by_a_dataplane_without_them_and_past_four_pages() {
     assert_eq!(held.len() + spare.len(), 2 * QUEUE_SIZE, "no page lost");
 }
 
+/// The port's RX frame limit ([`crate::nic::Nic::set_rx_frame_limit`], the MTU + 18 of l2) at
+/// MTU 1500 and 9000: frames of MTU − 1, MTU and MTU + 1 (+ 18 bytes each) go through the fused
+/// burst (one-page loop, then the chain loop for jumbo frames) and the staged `rx_burst`; the
+/// two within the limit are forwarded whole, the one past it is handed back as one `too_big`
+/// (never shown to the dataplane), and every page comes back.
+#[test]
+fn frames_over_the_ports_frame_limit_are_handed_back_too_big() {
+    let (sa, sb) = (SimShared::new(MAC), SimShared::new([2, 0, 0, 0, 0, 2]));
+    let ((mut a, mut da), (mut b, mut db)) = (up(&sa), up(&sb));
+    let (_pages, mut spare) = filled_rx(&mut a);
+    let (mut back, mut seen) = (Vec::new(), Vec::new());
+    assert_eq!(
+        a.rx_frame_limit(),
+        MAX_MULTI_FRAME_LEN,
+        "no limit by default"
+    );
+    let too_big = |back: &[(Pfn, GiveBack)]| {
+        back.iter()
+            .filter(|&&(_, w)| {
+                w == GiveBack::Rx(RxStatus::TooBig) || w == GiveBack::Multi { first: true }
+            })
+            .count()
+    };
+    for mtu in [1500usize, 9000] {
+        let limit = mtu + 18;
+        a.set_rx_frame_limit(limit);
+        for (round, len) in [limit - 1, limit, limit + 1].into_iter().enumerate() {
+            assert_eq!(da.deliver_rx_mrg(&long_frame(round as u8, len), 1), 1);
+        }
+        let st = jumbo_burst(&mut a, &mut b, &mut spare, true, &mut back, &mut seen);
+        assert_eq!(st.tx_frames, 2, "MTU {mtu}: {st:?}");
+        assert_eq!(too_big(&back), 1, "MTU {mtu}: one too_big: {back:?}");
+        let mut lens = Vec::new();
+        assert_eq!(db.complete_tx(|f| lens.push(f.len())), 2);
+        assert_eq!(lens, vec![limit - 1, limit], "MTU {mtu}");
+        assert!(
+            seen.iter().all(|&(_, l)| l <= limit),
+            "MTU {mtu}: the dataplane never sees a frame over the limit: {seen:?}"
+        );
+        seen.clear();
+        spare.extend(back.drain(..).map(|(p, _)| p));
+        b.tx_reclaim(|p, _| spare.push(p));
+    }
+    // The staged path: a one-page frame over a 1518-byte limit is `TooBig`.
+    a.set_rx_frame_limit(1518);
+    assert_eq!(da.deliver_rx(&long_frame(7, 1519), 1), 1);
+    assert_eq!(da.deliver_rx(&long_frame(8, 1518), 1), 1);
+    a.rx_publish();
+    let mut bufs = rx_bufs();
+    let n = a.rx_burst(&mut bufs);
+    let got: Vec<(RxStatus, usize)> = bufs[..n].iter().map(|b| (b.status, b.len)).collect();
+    assert_eq!(got, vec![(RxStatus::TooBig, 0), (RxStatus::Ok, 1518)]);
+    spare.extend(bufs[..n].iter().map(|b| b.pfn));
+    let mut held = Vec::new();
+    a.reclaim(|p| held.push(p)).unwrap();
+    b.reclaim(|p| held.push(p)).unwrap();
+    assert_eq!(held.len() + spare.len(), 2 * QUEUE_SIZE, "no page lost");
+}
+
 /// A frame whose continuation buffers have not all arrived yet when the burst runs is held
 /// by the driver (not lost, not sent half) and goes out when the rest comes; a reset in the
 /// middle hands its pages back.

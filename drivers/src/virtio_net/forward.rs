@@ -29,6 +29,7 @@
 //! [`VirtioNet::set_rx_buffer_pages`]) every frame is one used element of an RX buffer of
 //! several pages and the burst runs `forward_burst_big` instead (module `big`).
 
+use crate::nic::{give_back_over_limit, whole_frame_bound};
 use crate::virtqueue::{Cursor, Rings, SplitQueue};
 
 mod big;
@@ -327,14 +328,17 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // The bound also keeps frames shorter than `O::MIN_FRAME` off the fast path (the test
         // is on `used - NET_HDR_LEN - O::MIN_FRAME`), so `forward` needs no length test of
         // its own there (an l2 runt test, 2 instructions per frame).
-        let hdr_room = |skip: u16| {
-            if skip == 0 {
-                PAGE_SIZE - NET_HDR_LEN - O::MIN_FRAME + 1
+        // The port's frame limit (`rx_fits`: the MTU, at most the page) joins the same test,
+        // read from `self` at the burst's start and on the cold path (no register held through
+        // the loop): a longer frame takes the cold path, which hands it back `TooBig`.
+        let hdr_room = |nic: &Self| {
+            if nic.rx_skip == 0 {
+                whole_frame_bound(nic.rx_fits, O::MIN_FRAME)
             } else {
                 0
             }
         };
-        let mut room = hdr_room(self.rx_skip);
+        let mut room = hdr_room(self);
         debug_assert!(!FAST || (tx.tx.is_in_order() && tx_room >= ready));
         let tx_in_order = FAST || tx.tx.is_in_order();
         // The loop carries ring positions, not counts: `u` the used element
@@ -400,7 +404,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
                     );
                 }
                 let nw = self.rx_not_whole(pfn, used, u - u0, ops, &mut rare);
-                room = hdr_room(self.rx_skip);
+                room = hdr_room(self);
                 match nw {
                     NotWhole::Whole => {}
                     NotWhole::Skip => continue,
@@ -573,7 +577,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             return NotWhole::Short;
         }
         rare.rejected += 1;
-        if b.status == RxStatus::TooBig && usize::from(self.rx_skip) < MAX_FRAME_BUFFERS {
+        if b.status == RxStatus::TooBig
+            && (1..MAX_FRAME_BUFFERS).contains(&usize::from(self.rx_skip))
+        {
             // The first buffer of a frame of `rx_skip + 1` buffers: its header and first bytes.
             // The next bursts run the chain-aware loop.
             self.rx_chain_mode = true;

@@ -32,6 +32,12 @@ impl<H: Hal + 'static, T: Transport + 'static> Nic for VirtioNet<H, T> {
     fn set_rx_buffer_pages(&mut self, pages: usize) -> Result<(), RxBufferPagesError> {
         VirtioNet::set_rx_buffer_pages(self, pages)
     }
+    fn set_rx_frame_limit(&mut self, len: usize) {
+        VirtioNet::set_rx_frame_limit(self, len)
+    }
+    fn rx_frame_limit(&self) -> usize {
+        VirtioNet::rx_frame_limit(self)
+    }
     #[inline(always)]
     fn rx_ready(&self) -> bool {
         VirtioNet::rx_has_used(self)

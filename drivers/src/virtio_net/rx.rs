@@ -329,6 +329,18 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         u16::from_le_bytes([hdr[NUM_BUFFERS_OFFSET], hdr[NUM_BUFFERS_OFFSET + 1]])
     }
 
+    /// The longest frame this RX queue delivers (bytes, header excluded): longer ones are
+    /// handed back `TooBig` ([`crate::nic::Nic::set_rx_frame_limit`]).
+    pub fn set_rx_frame_limit(&mut self, len: usize) {
+        self.rx_limit = len.max(crate::nic::RX_FRAME_LIMIT_FLOOR);
+        self.rx_fits = self.rx_limit.min(super::MAX_FRAME_LEN);
+    }
+
+    /// The limit [`VirtioNet::set_rx_frame_limit`] set, else [`crate::virtio_net::MAX_MULTI_FRAME_LEN`].
+    pub fn rx_frame_limit(&self) -> usize {
+        self.rx_limit
+    }
+
     pub(in crate::virtio_net) fn classify_rx(&mut self, pfn: Pfn, used: usize) -> RxBuf {
         if self.rx_chain.n < self.rx_chain.want {
             // A frame half collected by the fused burst loses this buffer (a continuation it
@@ -357,6 +369,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         match num_buffers {
             // §5.1.6.4.1: without MRG_RXBUF the device sets num_buffers to 1 (0 is tolerated;
             // so is any value then: `num_buffers`).
+            // Over the port's frame limit (`rx_limit`, the MTU): too big, as one past the page.
+            0 | 1 if len > self.rx_limit => RxBuf {
+                pfn,
+                len: 0,
+                status: RxStatus::TooBig,
+            },
             0 | 1 => RxBuf {
                 pfn,
                 len,

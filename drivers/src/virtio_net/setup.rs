@@ -5,8 +5,8 @@
 use super::{
     ctrl_queue_index, rx_queue_index, tx_queue_index, DriverStats, Hal, QueueError, RxChain,
     SplitQueue, Transport, TxSlot, VirtioNet, CONFIG_MAX_VQ_PAIRS, CONFIG_MTU, CTRL_QUEUE_SIZE,
-    MAX_QUEUE_PAIRS, NO_PAGE, QUEUE_SIZE, RX, RX_QUEUE, TX, TX_QUEUE, VIRTIO_NET_CTRL_MQ,
-    VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, VIRTIO_NET_OK, VQ_PAIRS_MAX,
+    MAX_FRAME_LEN, MAX_MULTI_FRAME_LEN, MAX_QUEUE_PAIRS, NO_PAGE, QUEUE_SIZE, RX, RX_QUEUE, TX,
+    TX_QUEUE, VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, VIRTIO_NET_OK, VQ_PAIRS_MAX,
 };
 
 bitflags::bitflags! {
@@ -280,6 +280,8 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             tx_chains: 0,
             tx_in_order_hold: 0,
             rx_chain_mode: false,
+            rx_limit: MAX_MULTI_FRAME_LEN,
+            rx_fits: MAX_FRAME_LEN,
             rx_buf_pages: 1,
             mac,
             mtu,

@@ -19,7 +19,7 @@ use mm::{PerCpuPages, Pfn, Zone};
 use netstack::config::MAX_BURST;
 use netstack::config::PORTS;
 use netstack::router::{Fib, Router};
-use netstack::{Config, DropReason, MacAddr, MacRewrite, PortCounters, RefillMode};
+use netstack::{Config, DropReason, MacAddr, MacRewrite, Mode, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
 /// read-only FIB.
@@ -68,6 +68,26 @@ pub fn port_mtu(configured: Option<u16>, nic: &impl Nic) -> u16 {
     configured
         .or(nic.mtu())
         .unwrap_or(netstack::router::DEFAULT_MTU)
+}
+
+/// Where a port's MTU ([`port_mtu`]) came from, for the boot log.
+pub fn port_mtu_source(configured: Option<u16>, nic: &impl Nic) -> &'static str {
+    match (configured, nic.mtu()) {
+        (Some(_), _) => "mtuN=",
+        (None, Some(_)) => "the device's VIRTIO_NET_F_MTU",
+        (None, None) => "Ethernet's default, RFC 894",
+    }
+}
+
+/// The longest frame (bytes, no FCS) a port in `mode` receives with IP MTU `mtu`: the MTU, the
+/// 14-byte Ethernet header, and 4 for an 802.1Q tag (IEEE 802.1Q §9.3) in the modes that pass
+/// tagged frames through untouched (io, l2, acl); the router forwards untagged IPv4 only. Set
+/// on every RX queue ([`Nic::set_rx_frame_limit`]): a longer frame is dropped and counted
+/// `too_big` on its port before any mode sees it, so the router never forwards or fragments a
+/// datagram that arrived over its ingress MTU.
+pub fn rx_frame_limit(mtu: u16, mode: Mode) -> usize {
+    let tag = if mode == Mode::Router { 0 } else { 4 };
+    usize::from(mtu) + 14 + tag
 }
 
 /// What the dataplane needs from the machine it runs on. Implemented by the kernel (TSC, IPIs,
@@ -320,6 +340,14 @@ impl<P: Platform> Core<P> {
             // (`Nic::set_rx_buffer_pages`); without indirect descriptors the device
             // spreads such frames over one-page buffers (mergeable), which works too.
             let mtu = port_mtu(core.cfg.mtu[port], &*core.nics[port]);
+            let limit = rx_frame_limit(mtu, core.cfg.mode);
+            core.nics[port].set_rx_frame_limit(limit);
+            if k == 0 {
+                log::info!(
+                    "port {port}: MTU {mtu} ({}); frames up to {limit} bytes, longer ones dropped (too_big)",
+                    port_mtu_source(core.cfg.mtu[port], &*core.nics[port])
+                );
+            }
             let want = buffer_pages_for_mtu(mtu, <P::Nic as Nic>::FRAME_OFFSET);
             if want > 1 {
                 if let Err(e) = core.nics[port].set_rx_buffer_pages(want) {

@@ -196,8 +196,12 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         };
         let end = u0 + room;
         // The used-length test's bound: a frame of at least `O::MIN_FRAME` bytes within the
-        // buffer's `k` pages (`used - NET_HDR_LEN - O::MIN_FRAME <= lim`; no wrap below).
-        let lim = (k * PAGE_SIZE).saturating_sub(NET_HDR_LEN + O::MIN_FRAME);
+        // buffer's `k` pages and the port's frame limit (`rx_limit`, the MTU)
+        // (`used - NET_HDR_LEN - O::MIN_FRAME <= lim`; no wrap below). A longer frame goes to
+        // the slow path, which hands it back too big (`classify_rx`, `forward_chain`).
+        let lim = (k * PAGE_SIZE)
+            .min(self.rx_limit + NET_HDR_LEN)
+            .saturating_sub(NET_HDR_LEN + O::MIN_FRAME);
         let (mut u, mut ta) = (u0, ta0);
         let mut posted = BigPosted::default();
         // The frames' used lengths, headers included (they come off once, after the loop).
@@ -396,6 +400,7 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         let head = unsafe {
             core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), usize::from(lens[0]))
         };
+        // (`len <= rx_limit`: the loop's used-length test.)
         let m = match ops.forward_multi(MultiFrame {
             pages: &pages[..N],
             lens: &lens[..N],

@@ -4,10 +4,10 @@
 //! descriptor chain of the same pages, and the general path for what it leaves.
 
 use super::{
-    chain_verdict, fresh_page, zero_net_hdr, BurstStats, ForwardOps, GiveBack, Hal, MultiFrame,
-    Pfn, Rare, Rings, RxChain, RxStatus, RxVerdict, SplitQueue, Transport, TxOwner, TxSlot, TxTag,
-    VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE, NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE,
-    RX_PUBLISH_BATCH,
+    chain_verdict, fresh_page, give_back_over_limit, zero_net_hdr, BurstStats, ForwardOps,
+    GiveBack, Hal, MultiFrame, Pfn, Rare, Rings, RxChain, RxStatus, RxVerdict, SplitQueue,
+    Transport, TxOwner, TxSlot, TxTag, VirtioNet, MAX_FRAME_BUFFERS, NET_HDR_LEN, NO_PAGE,
+    NUM_BUFFERS_OFFSET, PAGE_SIZE, QUEUE_SIZE, RX_PUBLISH_BATCH,
 };
 
 /// What one [`VirtioNet::forward_run_chains`] did.
@@ -224,7 +224,9 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
             let head = unsafe {
                 core::slice::from_raw_parts_mut(page0.add(NET_HDR_LEN), usize::from(lens[0]))
             };
-            let verdict = if k == 1 {
+            let verdict = if len > self.rx_limit {
+                give_back_over_limit(ops, &pages[..k])
+            } else if k == 1 {
                 ops.forward(pfn0, head)
             } else {
                 ops.forward_multi(MultiFrame {
@@ -478,13 +480,18 @@ impl<H: Hal, T: Transport> VirtioNet<H, T> {
         // are the driver's; the first holds `NET_HDR_LEN + lens[0] <= PAGE_SIZE` bytes.
         let head =
             unsafe { core::slice::from_raw_parts_mut(page.add(NET_HDR_LEN), usize::from(lens[0])) };
-        let send = match ops.forward_multi(MultiFrame {
-            pages,
-            lens,
-            head,
-            len,
-            offset: NET_HDR_LEN,
-        }) {
+        let verdict = if len > self.rx_limit {
+            give_back_over_limit(ops, pages)
+        } else {
+            ops.forward_multi(MultiFrame {
+                pages,
+                lens,
+                head,
+                len,
+                offset: NET_HDR_LEN,
+            })
+        };
+        let send = match verdict {
             RxVerdict::Forward => len,
             RxVerdict::ForwardFirst(k) => k.min(len),
             RxVerdict::Consumed => return,

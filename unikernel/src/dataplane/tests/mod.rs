@@ -539,11 +539,15 @@ fn to_router(len: usize, port: usize) -> Vec<u8> {
 
 /// The router rig with the management plane on port 0.
 const ROUTER_MGMT: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=ip0";
+/// [`ROUTER_MGMT`] at a 9,000-byte MTU on both ports (a 9,014-byte frame passes the ports'
+/// frame limit).
+const ROUTER_MGMT_JUMBO: &str =
+    "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=ip0 mtu0=9000 mtu1=9000";
 
 #[test]
 fn a_jumbo_frame_for_the_router_reaches_the_management_plane_linear_and_its_reply_leaves_as_a_chain(
 ) {
-    let mut rig = Rig::new(ROUTER_MGMT, 1, PAGES);
+    let mut rig = Rig::new(ROUTER_MGMT_JUMBO, 1, PAGES);
     rig.cores[0].core.mgmt_plane_mut().unwrap().echo = true;
     let linear_before = rig::LINEAR.with(|c| c.get());
     // 9,014 bytes: three RX pages (4,084 + 4,096 + 834).
@@ -578,7 +582,7 @@ fn a_jumbo_frame_for_the_router_reaches_the_management_plane_linear_and_its_repl
 
 #[test]
 fn a_jumbo_frame_for_the_router_on_another_core_is_handed_to_core_0_with_all_its_pages() {
-    let mut rig = Rig::new(ROUTER_MGMT, 2, PAGES);
+    let mut rig = Rig::new(ROUTER_MGMT_JUMBO, 2, PAGES);
     let frame = to_router(9014, 2);
     rig.cores[1].dev[0].deliver_rx_mrg(&frame, 1);
     rig.poll();
@@ -597,12 +601,65 @@ fn a_jumbo_frame_for_the_router_on_another_core_is_handed_to_core_0_with_all_its
 
 #[test]
 fn quit_with_a_jumbo_hand_off_still_in_the_ring_returns_every_page() {
-    let mut rig = Rig::new(ROUTER_MGMT, 2, PAGES);
+    let mut rig = Rig::new(ROUTER_MGMT_JUMBO, 2, PAGES);
     rig.cores[1].dev[0].deliver_rx_mrg(&to_router(9014, 2), 2);
     // Only core 1 runs: both frames wait in core 0's ring, three pages each.
     rig.cores[1].core.poll_once();
     let s1 = rig.cores[1].core.mgmt_path().unwrap();
     assert_eq!(s1.handoff, 2);
     assert!(!rig.fabric.mgmt.is_empty());
+    rig.quit_and_check();
+}
+
+/// The ports' frame limit (issue 40): MTU + 14 in router mode (it forwards untagged IPv4
+/// only), MTU + 18 in l2 (an 802.1Q tag passes through). A frame one byte over is counted
+/// `too_big` on its ingress port and never reaches the mode: not the router's management
+/// plane, not the other port in l2.
+#[test]
+fn frames_over_the_ingress_mtu_are_counted_too_big_on_their_port() {
+    let mut rig = Rig::new(ROUTER_MGMT, 1, PAGES);
+    let c = &mut rig.cores[0];
+    for len in [1514, 1515] {
+        assert_eq!(c.dev[0].deliver_rx(&to_router(len, 0), 1), 1);
+    }
+    c.core.poll_once();
+    let lens: Vec<usize> = c
+        .core
+        .mgmt_plane()
+        .unwrap()
+        .frames
+        .iter()
+        .map(|f| f.len())
+        .collect();
+    assert_eq!(
+        lens,
+        [1514],
+        "the 1,515-byte frame never reaches the router"
+    );
+    let k = c.core.counters();
+    assert_eq!((k[0].rx, k[0].drops_for(DropReason::TooBig)), (2, 1));
+    assert_eq!(
+        k[1].drops_for(DropReason::TooBig),
+        0,
+        "counted on the ingress port"
+    );
+    rig.quit_and_check();
+
+    let mut rig = Rig::new("mode=l2", 1, PAGES);
+    let c = &mut rig.cores[0];
+    let mut f = l2_frame();
+    for len in [1518, 1519] {
+        f.resize(len, 0xab);
+        assert_eq!(c.dev[0].deliver_rx(&f, 1), 1);
+    }
+    c.core.poll_once();
+    let mut out = Vec::new();
+    c.dev[1].complete_tx(|f| out.push(f.len()));
+    assert_eq!(out, [1518]);
+    let k = c.core.counters();
+    assert_eq!(
+        (k[0].rx, k[0].drops_for(DropReason::TooBig), k[1].tx),
+        (2, 1, 1)
+    );
     rig.quit_and_check();
 }

@@ -244,7 +244,7 @@ fn past_max_taken_kept_frames_are_dropped_and_counted() {
 
 #[test]
 fn a_frame_of_several_pages_is_forwarded_whole_or_kept_with_all_its_pages() {
-    let mut rig = Rig::new("mode=l2", 1, PAGES);
+    let mut rig = Rig::new("mode=l2 mtu0=9000 mtu1=9000", 1, PAGES);
     // 9,014 bytes: three RX pages with mergeable buffers.
     let mut jumbo = l2_frame();
     jumbo.resize(9014, 0xab);
@@ -285,7 +285,7 @@ fn a_frame_of_several_pages_is_forwarded_whole_or_kept_with_all_its_pages() {
 
 #[test]
 fn past_max_taken_multi_kept_jumbo_frames_are_dropped_and_counted() {
-    let mut rig = Rig::new("mode=l2 burst=128", 1, PAGES);
+    let mut rig = Rig::new("mode=l2 burst=128 mtu0=9000 mtu1=9000", 1, PAGES);
     let mut jumbo = l2_frame();
     jumbo.resize(9014, 0xcd);
     let mut nf = Holder::default();
