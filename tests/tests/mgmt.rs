@@ -583,8 +583,9 @@ fn put_routes_refused_without_a_token() {
 /// Issue 13 item 3: `PUT /routes` with the token from `mgmt_token=` replaces the routes file's
 /// routes (a prefix only in the new set becomes routable, one only in the boot module's file
 /// unroutable; `route=` stays), through the live-reload path (generation +1, the old FIB
-/// retired); a wrong token (401), no `Content-Length` (411), a body over the cap (413) and a bad
-/// line (400, named) change nothing, nor does a body the build refuses (500, the line named);
+/// retired); a wrong token (401), no `Content-Length` (411), a body over the cap (413), a bad
+/// line or a route the ports refuse (400, named) change nothing, nor does a body the build
+/// refuses (a duplicate prefix: 400, the line and prefix named);
 /// every outcome is counted and no page is leaked.
 #[test]
 fn put_routes_replaces_the_routes_file() {
@@ -649,18 +650,28 @@ fn put_routes_replaces_the_routes_file() {
         resp.contains("routes line 4: `10.1.0.0/33,10.0.1.2`"),
         "{resp}"
     );
-    // Well-formed, but the build refuses it (a gateway on no connected network): 500, named.
+    // Well-formed, but a route the ports refuse (a connected network's broadcast address as
+    // gateway): 400 as the line arrives, named (issue 40: it was accepted everywhere).
     let resp = c.put_routes(
         &rig,
         Some(TOKEN),
-        "10.9.0.0/16,10.0.1.2\n192.168.0.0/16,192.0.2.1\n",
+        "10.9.0.0/16,10.0.1.2\n192.168.0.0/16,10.0.1.255\n",
     );
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
     assert!(
-        resp.starts_with("HTTP/1.0 500 Internal Server Error\r\n"),
+        resp.contains("routes line 2: `192.168.0.0/16,10.0.1.255`: gateway is the broadcast address of connected network 10.0.1.0/24"),
         "{resp}"
     );
+    // A prefix twice: the build refuses it, the client's error (400, was 500), line and
+    // prefix named.
+    let resp = c.put_routes(
+        &rig,
+        Some(TOKEN),
+        "10.9.0.0/16,10.0.1.2\n10.9.0.0/16,10.0.1.3\n",
+    );
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
     assert!(
-        resp.contains("routes file line 2: 192.168.0.0/16,192.0.2.1"),
+        resp.contains("routes file line 2: 10.9.0.0/16,10.0.1.3: duplicate prefix 10.9.0.0/16"),
         "{resp}"
     );
     assert!(resp.contains("FIB generation 1 stays"), "{resp}");
@@ -690,9 +701,9 @@ fn put_routes_replaces_the_routes_file() {
         ("unauthorized", 2),
         ("length_required", 1),
         ("too_large", 1),
-        ("bad_request", 1),
+        ("bad_request", 3),
         ("busy", 0),
-        ("failed", 1),
+        ("failed", 0),
     ] {
         let name = format!("gannet_mgmt_put_routes_total{{result=\"{result}\"}}");
         assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");

@@ -36,6 +36,7 @@ use core::fmt::Write;
 use netstack::acl::rules::{parse_line, RuleError, RuleLine};
 use netstack::acl::MAX_RULES;
 use netstack::config::{parse_routes_file, MgmtToken};
+use netstack::router::RouteCheck;
 
 /// Longest request line (method, target, version; bytes, without CRLF). RFC 9112 §3
 /// recommends support for request lines of at least 8000 octets for general-purpose servers;
@@ -70,7 +71,9 @@ pub const METRICS_HEAD: &str =
 pub enum Status {
     /// 200 OK (RFC 9110 §15.3.1): the routes were replaced.
     Ok,
-    /// 400 Bad Request (RFC 9110 §15.5.1): bad syntax, a bad `Content-Length`, a bad body line.
+    /// 400 Bad Request (RFC 9110 §15.5.1): bad syntax, a bad `Content-Length`, a bad body
+    /// line (its syntax, or a route `check_route` refuses), a route the rebuild refuses (a
+    /// duplicate prefix).
     BadRequest,
     /// 401 Unauthorized (RFC 9110 §15.5.2): no or the wrong bearer token; the reply carries
     /// `WWW-Authenticate: Bearer` (RFC 6750 §3).
@@ -91,7 +94,8 @@ pub enum Status {
     /// 431 Request Header Fields Too Large (RFC 6585 §5): a head above [`HEAD_MAX`] or with
     /// more than [`HEADERS_MAX`] fields.
     HeaderFieldsTooLarge,
-    /// 500 Internal Server Error (RFC 9110 §15.6.1): the rebuild refused the routes.
+    /// 500 Internal Server Error (RFC 9110 §15.6.1): the rebuild ran into the router's own
+    /// limits (memory, rule slots, tbl8 groups, next hops), named in the text.
     InternalServerError,
     /// 503 Service Unavailable (RFC 9110 §15.6.4): another upload is in progress, or no
     /// memory for the body.
@@ -519,6 +523,9 @@ pub struct PutBody {
     default_line: Option<usize>,
     /// The first bad line, named.
     bad: Option<heapless::String<BAD_LINE_MAX>>,
+    /// The router's ports, to check each route as it arrives (`check_route`); without them
+    /// (a rules file) only the syntax is checked.
+    routes: Option<RouteCheck>,
 }
 
 impl PutBody {
@@ -533,7 +540,15 @@ impl PutBody {
             rules: 0,
             default_line: None,
             bad: None,
+            routes: None,
         }
+    }
+
+    /// Check each route of a routes body against `ports` as its line arrives (duplicates are
+    /// found by the build, which names the line and the prefix); `None`: the syntax only.
+    pub fn with_routes(mut self, ports: Option<RouteCheck>) -> PutBody {
+        self.routes = ports;
+        self
     }
 
     /// The file it replaces.
@@ -600,15 +615,21 @@ impl PutBody {
         };
         let shown = &text[..text.floor_char_boundary(80)];
         match self.kind {
-            PutKind::Routes => {
-                if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
+            PutKind::Routes => match parse_routes_file(text).next() {
+                Some(Err((_, t, e))) => {
                     let _ = write!(
                         why,
                         "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
                         &t[..t.floor_char_boundary(80)]
                     );
                 }
-            }
+                Some(Ok((_, (net, gw)))) => {
+                    if let Some(Err(e)) = self.routes.map(|p| p.check(net, gw)) {
+                        let _ = write!(why, "routes line {n}: `{net},{gw}`: {e}");
+                    }
+                }
+                None => {}
+            },
             PutKind::Rules => {
                 let error = match parse_line(text) {
                     Ok(None) => None,

@@ -277,6 +277,45 @@ fn router_keys() {
     );
 }
 
+/// Issue 40 item 1: `route=` is checked against `ip0=`/`ip1=` when the line is parsed (it was
+/// first checked at the FIB build), whatever order the keys come in; a prefix twice is a
+/// duplicate naming both keys' places; a later layer's override is not parsed here.
+#[test]
+fn route_keys_checked_against_the_ports() {
+    let r = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+    let e = Config::parse(
+        "mode=router route=192.168.0.0/16,10.0.1.255 ip0=10.0.0.1/24 ip1=10.0.1.1/24",
+    )
+    .unwrap_err();
+    assert_eq!(e.key(), Some("route"));
+    assert_eq!(
+        e.to_string(),
+        "route=192.168.0.0/16,10.0.1.255: gateway is the broadcast address of connected network 10.0.1.0/24"
+    );
+    let line = format!("{r} route=10.0.0.0/24,10.0.1.2");
+    assert_eq!(
+        Config::parse(&line).unwrap_err().to_string(),
+        "route=10.0.0.0/24,10.0.1.2: the prefix is a connected network, a port address or a broadcast address (routes may only be more specific)"
+    );
+    let line = format!("{r} route=127.0.0.0/8,10.0.1.2");
+    assert!(matches!(
+        Config::parse(&line),
+        Err(ConfigError::BadRoute {
+            why: RouteError::Loopback,
+            ..
+        })
+    ));
+    let line =
+        format!("{r} route=1.0.0.0/8,10.0.1.2 route=2.0.0.0/8,10.0.1.2 route=1.0.0.0/8,10.0.0.2");
+    assert_eq!(
+        Config::parse(&line).unwrap_err().to_string(),
+        "route=1.0.0.0/8,10.0.0.2: duplicate prefix 1.0.0.0/8 (first at 1): one route per prefix in a routes file, body, the route= keys or the pending changes"
+    );
+    let line =
+        format!("{r} route=0.0.0.0/1,10.0.1.2 route=192.0.0.0/2,10.0.0.2 route=0.0.0.0/0,10.0.1.3");
+    assert_eq!(Config::parse(&line).unwrap().routes.len(), 3);
+}
+
 /// Issue 33 item 6: `ip0=`/`ip1=`/`mgmt=` are the kernel's (the management plane serves every
 /// network function); outside the router an address is the management address only.
 /// (Issue 15 item 8 had refused them outside router mode, where they were silently ignored.)

@@ -6,9 +6,10 @@
 //!   `ip0=10.0.0.1/24`. Host bits are kept (they are the address); LEN is 0..=32. Parsed by
 //!   [`parse_ipv4_cidr`].
 //! - `route=A.B.C.D/LEN,GATEWAY` — a static route, e.g. `route=192.168.0.0/16,10.0.1.2`;
-//!   `0.0.0.0/0` is the default route. The prefix must have no host bits set; the gateway must
-//!   be on a connected network (checked when the route is installed). Repeatable. Parsed by
-//!   [`parse_route`].
+//!   `0.0.0.0/0` is the default route. The prefix must have no host bits set; what depends on
+//!   the ports (the gateway a host of a connected network, no prefix over a connected one, no
+//!   reserved space, each prefix once) is checked where the route arrives
+//!   ([`super::check`]). Repeatable. Parsed by [`parse_route`].
 //!
 //! Addresses are dotted decimal as `core::net::Ipv4Addr` reads them (no leading zeros, no
 //! shorthand).

@@ -127,12 +127,13 @@ pub enum End {
     Reset,
 }
 
-/// `route add` / `route del`: queue a change for `routes commit` (router mode).
+/// `route add` / `route del`: check a change against the ports and the pending changes, and
+/// queue it for `routes commit` (router mode); a refused one is named and dropped alone.
 fn route_change<P: Platform>(core: &Core<P>, d: RouteDelta) {
     if core.route().is_none() {
         return println!("routes: not in router mode");
     }
-    fib::queue_delta(d);
+    fib::queue_delta(d, &fib::route_check(core.cfg()));
 }
 
 /// `stats`: one STATS line.

@@ -849,7 +849,7 @@ fn start_put(
         // Fits: the send buffer is empty before a response.
         let _ = sock.send_slice(http::CONTINUE);
     }
-    let mut check = PutBody::new(head.kind, head.body_len);
+    let mut check = PutBody::new(head.kind, head.body_len).with_routes(fib::route_ports());
     let done = check.received(upload.buf_mut(), got);
     conn.put = Put::Body(Body { upload, check });
     if let Some(done) = done {
@@ -884,8 +884,9 @@ fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut Mgm
     }
 }
 
-/// The reply to a rebuild's result: 200 with the new generation, or the error (500, or 503
-/// if the rebuild could not start).
+/// The reply to a rebuild's result: 200 with the new generation, or the error: 400 for a
+/// route the build refused (a duplicate prefix), 500 for the router's own limits, 503 if the
+/// rebuild could not start.
 fn put_reply(
     r: Result<Published, (RebuildFailure, fib::FibError)>,
 ) -> (PutResult, heapless::String<{ http::REPLY_MAX }>) {
@@ -902,12 +903,13 @@ fn put_reply(
             ),
         ),
         Err((why, e)) => {
-            let status = match why {
-                RebuildFailure::Busy => Status::ServiceUnavailable,
-                RebuildFailure::Build => Status::InternalServerError,
+            let (status, result) = match why {
+                RebuildFailure::Busy => (Status::ServiceUnavailable, PutResult::Failed),
+                RebuildFailure::Route => (Status::BadRequest, PutResult::BadRequest),
+                RebuildFailure::Build => (Status::InternalServerError, PutResult::Failed),
             };
             let text = format_args!("PUT /routes: error: {}", e.0);
-            (PutResult::Failed, http::reply(status, None, text))
+            (result, http::reply(status, None, text))
         }
     }
 }

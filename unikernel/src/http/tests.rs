@@ -446,6 +446,37 @@ fn a_body_is_checked_line_by_line_however_it_arrives() {
     assert!(r.unwrap_err().text.contains("routes line 2: not UTF-8"));
 }
 
+/// Issue 40 item 1: with the router's ports, each route is checked as its line arrives
+/// (`check_route`): a connected network's broadcast address as gateway is a 400 naming the
+/// line and why, however the body arrives.
+#[test]
+fn a_routes_body_is_checked_against_the_ports() {
+    let ports = netstack::router::RouteCheck::new(
+        ["10.0.0.1/24", "10.0.1.1/24"].map(|s| netstack::router::parse_ipv4_cidr(s).unwrap()),
+    );
+    let body = b"10.9.0.0/16,10.0.1.2\n192.168.0.0/16,10.0.1.255\n224.0.0.0/4,10.0.1.2\n";
+    for step in [1, 5, body.len()] {
+        let mut buf = vec![0u8; body.len()];
+        let mut b = PutBody::new(PutKind::Routes, body.len()).with_routes(Some(ports));
+        let mut out = None;
+        for chunk in body.chunks(step) {
+            let at = b.got();
+            buf[at..at + chunk.len()].copy_from_slice(chunk);
+            out = b.received(&buf, chunk.len());
+        }
+        let r = out.expect("complete").expect_err("a refused route");
+        assert_eq!(r.status, Status::BadRequest);
+        assert_eq!(
+            r.text.as_str(),
+            "PUT /routes: routes line 2: `192.168.0.0/16,10.0.1.255`: gateway is the broadcast \
+address of connected network 10.0.1.0/24; the published FIB stays",
+            "step {step}"
+        );
+    }
+    // Without the ports, only the syntax: the same body passes.
+    assert_eq!(stream(body, 3), (Ok(()), body.len()));
+}
+
 #[test]
 fn a_body_never_takes_more_than_its_length() {
     let mut b = PutBody::new(PutKind::Rules, 4);

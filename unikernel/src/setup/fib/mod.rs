@@ -41,7 +41,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use log::info;
 use mm::{Pfn, Zone};
 use netstack::config::PORTS;
-use netstack::router::{Fib, Ipv4Net, PortConfig, Router, RouterConfig, TBL24_CHUNKS};
+use netstack::router::{Fib, PortConfig, RouteCheck, Router, RouterConfig, TBL24_CHUNKS};
 use netstack::stats::FibStats;
 use netstack::{Config, MacAddr};
 use retire::{give_back, retire_step, Retire};
@@ -59,13 +59,41 @@ const MIN_RULES: usize = 64;
 /// default route, a few short prefixes).
 const SHARED_VALUES: usize = 64;
 
-/// A configuration error found while building the FIB (the boot stops with it).
-pub struct FibError(pub heapless::String<256>);
+/// An error found while building the FIB (the boot stops with it; a reload names it): its
+/// text, and whose fault it is.
+pub struct FibError(pub heapless::String<256>, pub Blame);
+
+/// Whose fault a [`FibError`] is.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Blame {
+    /// A route's: refused by `netstack::router::check_route`, a duplicate, a deletion of a
+    /// route that is not there (`PUT /routes` answers 400).
+    Route,
+    /// The router's own limits (memory, rule slots, tbl8 groups, next hops) or its state
+    /// (`PUT /routes` answers 500).
+    Router,
+}
 
 fn err(args: core::fmt::Arguments<'_>) -> FibError {
+    blamed(Blame::Router, args)
+}
+
+/// A [`FibError`] of `blame`.
+fn blamed(blame: Blame, args: core::fmt::Arguments<'_>) -> FibError {
     let mut s = heapless::String::new();
     let _ = s.write_fmt(args);
-    FibError(s)
+    FibError(s, blame)
+}
+
+/// A [`FibError`] for the router's refusal `e` of a route, blamed on the route when
+/// [`netstack::router::RouterError::is_route_error`] says so.
+fn route_err(e: &netstack::router::RouterError, args: core::fmt::Arguments<'_>) -> FibError {
+    let blame = if e.is_route_error() {
+        Blame::Route
+    } else {
+        Blame::Router
+    };
+    blamed(blame, args)
 }
 
 /// The router's ports: port `i` has MAC `macs[i]` and address `ip{i}=`.
@@ -79,6 +107,21 @@ fn router_ports(cfg: &Config, macs: [MacAddr; PORTS]) -> Result<[PortConfig; POR
         mac: macs[i],
         addr: cfg.ip[i].expect("checked above"),
     }))
+}
+
+/// The router's ports (`ip0=`, `ip1=`) as the route checks take them: a console change, a
+/// `PUT /routes` line.
+pub fn route_check(cfg: &Config) -> RouteCheck {
+    RouteCheck::new(cfg.ip.iter().flatten().copied())
+}
+
+/// [`route_check`] of the configuration the boot FIB was built from (router mode only).
+static ROUTE_PORTS: spin::Once<RouteCheck> = spin::Once::new();
+
+/// The router's ports for checking a `PUT /routes` body's lines as they arrive; `None`
+/// before the boot FIB (or outside router mode).
+pub fn route_ports() -> Option<RouteCheck> {
+    ROUTE_PORTS.get().copied()
 }
 
 /// What the FIB's memory is, for the boot log (pages of 4 KiB).
@@ -128,14 +171,8 @@ struct FibRecord {
 }
 
 /// A route change from the console, applied after the boot configuration by every later
-/// build (until `routes reload`).
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub enum RouteDelta {
-    /// `route add PREFIX/LEN,GATEWAY`.
-    Add(Ipv4Net, Ipv4Addr),
-    /// `route del PREFIX/LEN`.
-    Del(Ipv4Net),
-}
+/// build (until `routes reload`); checked when typed (`RouteCheck::check_change`).
+pub type RouteDelta = netstack::router::RouteChange;
 
 /// Most console route changes kept (committed and pending together).
 pub const MAX_DELTAS: usize = 64;
@@ -320,6 +357,7 @@ pub fn build_fib(
     if GENERATION.load(Ordering::Acquire) != 0 {
         return Err(err(format_args!("router: the boot FIB was built twice")));
     }
+    ROUTE_PORTS.call_once(|| route_check(cfg));
     let mut job = Job::new("boot FIB", Source::Boot);
     let mut r = RELOAD.lock();
     r.routes_file = routes_file;
@@ -435,7 +473,11 @@ fn step<P: Platform>(core: &mut Core<P>, b: &mut Budget) {
             drop(j);
             job.discard();
             give_back(zone, core::mem::take(&mut job.areas));
-            fail(job, RebuildFailure::Build, e);
+            let why = match e.1 {
+                Blame::Route => RebuildFailure::Route,
+                Blame::Router => RebuildFailure::Build,
+            };
+            fail(job, why, e);
         }
     }
 }
@@ -547,13 +589,16 @@ fn fail(job: Job, why: RebuildFailure, e: FibError) {
             let dropped = r.deltas.len() - r.committed;
             let keep = r.committed;
             r.deltas.truncate(keep);
-            err(format_args!(
-                "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
-                e.0
-            ))
+            blamed(
+                e.1,
+                format_args!(
+                    "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
+                    e.0
+                ),
+            )
         }
         Source::Upload(_) | Source::Boot => {
-            err(format_args!("{}; FIB generation {old_gen} stays", e.0))
+            blamed(e.1, format_args!("{}; FIB generation {old_gen} stays", e.0))
         }
     };
     crate::println!("{}: error: {}", job.what, e.0);
@@ -596,10 +641,22 @@ pub fn settle(cores: usize) -> Result<(), FibError> {
     Ok(())
 }
 
-/// `route add` / `route del` (boot CPU): queue a change for the next `routes commit`.
-pub fn queue_delta(d: RouteDelta) {
+/// `route add` / `route del` (boot CPU): check a change against the ports (`ports`) and the
+/// pending changes, then queue it for the next `routes commit`. A refused change is named on
+/// the console and the pending ones are kept.
+pub fn queue_delta(d: RouteDelta, ports: &RouteCheck) {
     let mut r = RELOAD.lock();
     let pending = r.deltas.len() - r.committed;
+    if let Err(e) = ports.check_change(&r.deltas[r.committed..], d) {
+        let (verb, net, gw) = match d {
+            RouteDelta::Add(net, gw) => ("add", net, Some(gw)),
+            RouteDelta::Del(net) => ("del", net, None),
+        };
+        let gw = OptGateway(gw);
+        return crate::println!(
+            "routes: error: route {verb} {net}{gw}: {e}; refused, {pending} pending change(s) kept"
+        );
+    }
     match r.deltas.push(d) {
         Ok(()) => crate::println!(
             "routes: {d:?} pending ({} pending; `routes commit` applies them)",
@@ -608,6 +665,18 @@ pub fn queue_delta(d: RouteDelta) {
         Err(_) => crate::println!(
             "routes: error: {MAX_DELTAS} route changes kept already; `routes reload` drops them"
         ),
+    }
+}
+
+/// `,GATEWAY` when there is one (a console change as typed).
+struct OptGateway(Option<Ipv4Addr>);
+
+impl core::fmt::Display for OptGateway {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(gw) => write!(f, ",{gw}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -659,13 +728,16 @@ pub struct Published {
     pub build_ms: u64,
 }
 
-/// Why a rebuild failed: the previous FIB did not retire in time (`Busy`: try again) or the
-/// new one could not be built (`Build`).
+/// Why a rebuild failed: the previous FIB did not retire in time (`Busy`: try again), a route
+/// was refused (`Route`), or the router could not build the new FIB (`Build`).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum RebuildFailure {
     /// A previous replacement is still waiting for a core (503).
     Busy,
-    /// The build failed: a bad route or out of memory (500).
+    /// A route the build refused ([`Blame::Route`]: a duplicate, a deletion of a route
+    /// that is not there): the client's error (400).
+    Route,
+    /// The build failed on the router's own limits: memory, rule slots, tbl8 groups (500).
     Build,
 }
 
