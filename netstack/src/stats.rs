@@ -764,9 +764,10 @@ impl MgmtPath {
 /// `gannet_mgmt_put_routes_total` and `gannet_mgmt_put_rules_total`):
 /// `ok` (200: the new FIB is published), `forbidden` (403: no `mgmt_token=` set),
 /// `unauthorized` (401: wrong or missing bearer token), `length_required` (411: no
-/// `Content-Length`), `too_large` (413: above the size cap), `bad_request` (400: a bad routes
-/// line or header), `busy` (503: another upload in progress, or no memory for the body),
-/// `failed` (500/503: the build or the swap failed; the old FIB stays).
+/// `Content-Length`), `too_large` (413: above the size cap), `bad_request` (400: a bad header,
+/// a bad line, a route refused as it arrives or by the build), `busy` (503: another upload in
+/// progress, or no memory for the body), `failed` (500/503: the build ran into the router's
+/// limits, or the swap failed; the old FIB stays).
 pub const PUT_ROUTES_RESULTS: [&str; 8] = [
     "ok",
     "forbidden",
