@@ -19,6 +19,8 @@ use core::net::Ipv4Addr;
 /// Why a value did not parse.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum ParseError {
+    /// A routes-file line longer than `config::ROUTES_LINE_MAX` bytes.
+    LineTooLong,
     /// No `/LEN`.
     MissingPrefixLen,
     /// Not a dotted-decimal IPv4 address.
@@ -35,7 +37,9 @@ pub enum ParseError {
 
 impl core::fmt::Display for ParseError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let max = crate::config::ROUTES_LINE_MAX;
         f.write_str(match self {
+            ParseError::LineTooLong => return write!(f, "line longer than {max} bytes"),
             ParseError::MissingPrefixLen => "expected A.B.C.D/LEN",
             ParseError::BadAddress => "not an IPv4 address (dotted decimal)",
             ParseError::BadPrefixLen => "prefix length must be 0..=32",
