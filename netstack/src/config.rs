@@ -724,10 +724,8 @@ pub const MAX_CMDLINE_MTU: u16 = 9000;
 /// offending text, why))`.
 pub type RouteLine<'a> = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &'a str, ParseError)>;
 
-/// Longest line of a routes file (bytes, its line end not counted), comments included: the
-/// longest route is 34 bytes. A longer line is bad ([`ParseError::LineTooLong`], shown cut to
-/// its first 40 bytes); `PUT /routes` refuses one as soon as its bytes pass the cap.
-pub const ROUTES_LINE_MAX: usize = 512;
+/// Longest line of a routes file (the router's limit, defined beside its parser).
+pub use crate::router::parse::ROUTES_LINE_MAX;
 
 /// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
 /// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`); blank lines and `#` comments are

@@ -25,9 +25,10 @@
 //! `PUT /routes` (HTTP/1.0 or 1.1) replaces the routes file's routes, in the routes file's
 //! format (`PREFIX/LEN,GATEWAY` per line, `#` comments). Refused with 403 unless
 //! `mgmt_token=` is set, 401 without `Authorization: Bearer TOKEN`, 411 without
-//! `Content-Length`, 413 above [`http::PUT_MAX`]. The body streams into a `vmalloc`'d buffer
-//! of its `Content-Length` ([`PutUpload`]: order-0 pages, freed when the upload ends or,
-//! once published, when the next upload replaces it); each line is checked as it arrives
+//! `Content-Length`, 413 above [`http::PUT_MAX`]. The body streams into a virtual range of
+//! its `Content-Length` ([`PutUpload`]: zeroed order-0 pages mapped as the body arrives, at
+//! most `fib::UPLOAD_STEP_PAGES` per poll; given back as many per poll once the upload ends
+//! or, once published, when the next upload replaces it); each line is checked as it arrives
 //! ([`http::PutBody`]; bounded work per poll: what one socket buffer holds), so a bad one
 //! is answered 400 naming its line number. A complete, clean body is handed to the boot CPU's
 //! housekeeping ([`fib::submit_put`]): the rebuild (the same build, publish and retire path as
@@ -608,6 +609,8 @@ impl Mgmt {
     /// Run smoltcp for a bounded amount of work and serve the HTTP socket (`metrics` writes the
     /// response body when a request is complete). Then call [`Mgmt::drain_tx`].
     pub fn poll(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
+        // Dropped bodies' pages go back a bounded step per poll.
+        fib::release_uploads_step();
         let now = Instant::from_millis(now_ms);
         for _ in 0..INGRESS_PER_POLL {
             if self.dev.rx.count == 0 {
@@ -703,8 +706,6 @@ impl Mgmt {
         conn.send_queue = queued;
         let busy = || other_upload || fib::put_busy() || acl::put_busy();
         if !read(conn, sock, now_ms, &self.put, busy, &mut self.counters) {
-            self.counters.drain_limit += 1;
-            sock.abort();
             return;
         }
         if let Put::Waiting(kind) = conn.put {
@@ -747,24 +748,7 @@ impl Mgmt {
             sock.abort();
             return;
         }
-        if let Put::Body(b) = &mut conn.put {
-            if now_ms - b.window_ms >= BODY_RATE_WINDOW_MS {
-                let got = b.check.got();
-                if got - b.window_got < BODY_MIN_BYTES {
-                    let path = b.check.kind().path();
-                    let why = format_args!(
-                        "PUT {path}: body slower than {BODY_MIN_BYTES} bytes per {BODY_RATE_WINDOW_MS} ms ({} in the last window)",
-                        got - b.window_got
-                    );
-                    let r = Refusal::new(Status::RequestTimeout, true, why);
-                    conn.put = Put::None; // the body's buffer goes back
-                    refuse(conn, &r, &mut self.counters);
-                } else {
-                    b.window_ms = now_ms;
-                    b.window_got = got;
-                }
-            }
-        }
+        check_rate(conn, now_ms, &mut self.counters);
         if conn.done || !conn.complete {
             return;
         }
@@ -843,7 +827,7 @@ impl Mgmt {
 /// says another upload is in progress), a PUT body (into its buffer, each complete line
 /// checked), or bytes past the request (read and dropped, so a client whose request was
 /// refused can finish sending and read our answer; at most [`DRAIN_MAX`]). Returns `false`
-/// once more than [`DRAIN_MAX`] bytes were dropped (the caller resets the connection).
+/// when it reset the connection: more than [`DRAIN_MAX`] bytes dropped (counted).
 fn read(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
@@ -856,6 +840,14 @@ fn read(
         return true;
     }
     if let Put::Body(b) = &mut conn.put {
+        // Pages for what the socket may hold, a bounded step per poll.
+        if let Err(e) = b.upload.grow(b.check.got() + TCP_RX) {
+            let why = format_args!("PUT {}: {}", b.check.kind().path(), e.0);
+            let r = Refusal::new(Status::ServiceUnavailable, true, why);
+            conn.put = Put::None; // the body's pages go back
+            refuse(conn, &r, counters);
+            return true;
+        }
         let buf = b.upload.buf_mut();
         let n = sock.recv_slice(&mut buf[b.check.got()..]).unwrap_or(0);
         if n > 0 {
@@ -887,9 +879,38 @@ fn read(
             // Before our answer is queued, the client's bytes keep the connection alive.
             conn.progress_ms = now_ms;
         }
-        return conn.drained <= DRAIN_MAX;
+        if conn.drained > DRAIN_MAX {
+            counters.drain_limit += 1;
+            sock.abort();
+            return false;
+        }
     }
     true
+}
+
+/// A body that received fewer than [`BODY_MIN_BYTES`] in the rate window now ending is
+/// answered 408 (its buffer goes back); one that did opens the next window.
+fn check_rate(conn: &mut Conn, now_ms: i64, counters: &mut MgmtCounters) {
+    let Put::Body(b) = &mut conn.put else {
+        return;
+    };
+    if now_ms - b.window_ms < BODY_RATE_WINDOW_MS {
+        return;
+    }
+    let got = b.check.got();
+    if got - b.window_got >= BODY_MIN_BYTES {
+        b.window_ms = now_ms;
+        b.window_got = got;
+        return;
+    }
+    let path = b.check.kind().path();
+    let why = format_args!(
+        "PUT {path}: body slower than {BODY_MIN_BYTES} bytes per {BODY_RATE_WINDOW_MS} ms ({} in the last window)",
+        got - b.window_got
+    );
+    let r = Refusal::new(Status::RequestTimeout, true, why);
+    conn.put = Put::None;
+    refuse(conn, &r, counters);
 }
 
 /// Count a `PUT` of `kind` under `result`.
@@ -923,8 +944,9 @@ fn refuse(conn: &mut Conn, r: &Refusal, counters: &mut MgmtCounters) {
     conn.complete = true;
 }
 
-/// A `PUT` head that passed [`http::parse_head`]'s checks: its body's buffer (503 without the
-/// memory for it), then the body's start (what came with the head).
+/// A `PUT` head that passed [`http::parse_head`]'s checks: its body's buffer (its virtual
+/// range; pages as the body arrives; 503 without the memory for it), then the body's start
+/// (what came with the head).
 fn start_put(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
@@ -932,16 +954,23 @@ fn start_put(
     now_ms: i64,
     counters: &mut MgmtCounters,
 ) {
-    let mut upload = match PutUpload::new(head.body_len) {
-        Ok(u) => u,
-        Err(e) => {
-            let why = format_args!("PUT {}: {}", head.kind.path(), e.0);
-            let r = Refusal::new(Status::ServiceUnavailable, true, why);
-            return refuse(conn, &r, counters);
-        }
-    };
     let rest = &conn.req[head.head_len.min(conn.req.len())..];
     let got = rest.len().min(head.body_len);
+    let no_memory = |conn: &mut Conn, e: fib::FibError, counters: &mut MgmtCounters| {
+        let why = format_args!("PUT {}: {}", head.kind.path(), e.0);
+        refuse(
+            conn,
+            &Refusal::new(Status::ServiceUnavailable, true, why),
+            counters,
+        );
+    };
+    let mut upload = match PutUpload::new(head.body_len) {
+        Ok(u) => u,
+        Err(e) => return no_memory(conn, e, counters),
+    };
+    if let Err(e) = upload.grow(got) {
+        return no_memory(conn, e, counters);
+    }
     upload.buf_mut()[..got].copy_from_slice(&rest[..got]);
     if got < head.body_len && head.expect_continue {
         // Fits: the send buffer is empty before a response.
