@@ -793,12 +793,12 @@ fn put_routes_streams_a_large_body() {
 /// Issue 40 item 3, in one boot: a head with bare-LF line ends is answered; a repeated
 /// `Content-Length` is 400; a body line over the cap is 400 naming it after a few hundred
 /// bytes of a 1 MiB body, and the rest is drained up to 64 KiB, then reset (`drain_limit`); a
-/// client reset mid-body is counted `aborted`. One upload at a time, decided at the head:
+/// client that resets or closes mid-body is counted `aborted`. One upload at a time, decided at the head:
 /// while a body trickles in (a byte every 400 ms), a second `PUT` gets 503 with
 /// `Retry-After` before any byte of its body, and with 2 idle clients holding sockets too a
 /// `GET /metrics` is answered within 1 s; the trickle is answered 408 after the 5 s rate
-/// window (not reset by the request timeout: it makes progress), and the next `PUT` passes.
-/// Every ending is counted by its result.
+/// window (not reset by the request timeout: it makes progress); a body that stops is reset
+/// at the request timeout; and the next `PUT` passes. Every ending is counted by its result.
 #[test]
 fn one_upload_at_a_time_and_every_bad_body_answered() {
     let append = format!("{ROUTER} mgmt_token={TOKEN}");
@@ -875,9 +875,18 @@ fn one_upload_at_a_time_and_every_bad_body_answered() {
         |c| c.sock(d).send_queue() == 0,
     );
     c.sock(d).abort();
-    for _ in 0..20 {
-        c.poll();
-    }
+    // One that closes (FIN) mid-body: our FIN back, counted `aborted` too.
+    let f = c.connect_with(4096, 4096);
+    c.until(&rig, Duration::from_secs(10), "fin: no connection", |c| {
+        c.sock(f).may_send()
+    });
+    c.sock(f)
+        .send_slice(format!("{}\r\n\r\n10.9.", put_head(100)).as_bytes())
+        .unwrap();
+    c.sock(f).close();
+    c.until(&rig, Duration::from_secs(10), "fin: no FIN back", |c| {
+        matches!(c.sock(f).state(), tcp::State::TimeWait | tcp::State::Closed)
+    });
     // A: the upload, trickling after its first line.
     let a = c.connect_with(4096, 4096);
     c.until(&rig, Duration::from_secs(10), "a: no connection", |c| {
@@ -940,6 +949,24 @@ fn one_upload_at_a_time_and_every_bad_body_answered() {
         a_after >= Duration::from_millis(4500) && a_after < Duration::from_secs(9),
         "408 after {a_after:?}, expected the 5 s window"
     );
+    // E: a body that stops: reset at the request timeout (5 s after its last byte), counted
+    // `timeout` too.
+    let e = c.connect_with(4096, 4096);
+    c.until(&rig, Duration::from_secs(10), "e: no connection", |c| {
+        c.sock(e).may_send()
+    });
+    c.sock(e)
+        .send_slice(format!("{}\r\n\r\n10.9.", put_head(100)).as_bytes())
+        .unwrap();
+    let e_at = Instant::now();
+    c.until(&rig, Duration::from_secs(12), "e: not reset", |c| {
+        c.sock(e).state() == tcp::State::Closed
+    });
+    let e_after = e_at.elapsed();
+    assert!(
+        e_after >= Duration::from_millis(4500) && e_after < Duration::from_secs(9),
+        "stalled body reset after {e_after:?}, expected the 5 s request timeout"
+    );
     // The slot is free again: the next upload passes.
     let resp = c.put_routes(&rig, Some(TOKEN), route);
     assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
@@ -949,21 +976,22 @@ fn one_upload_at_a_time_and_every_bad_body_answered() {
         ("ok", 1),
         ("bad_request", 2),
         ("busy", 1),
-        ("timeout", 1),
-        ("aborted", 1),
+        ("timeout", 2),
+        ("aborted", 2),
         ("failed", 0),
     ] {
         let name = format!("gannet_mgmt_put_routes_total{{result=\"{result}\"}}");
         assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
     }
-    assert_eq!(
-        sample(
-            &text,
-            "gannet_mgmt_tcp_closed_total{reason=\"drain_limit\"}"
-        ),
-        1,
-        "{text}"
-    );
+    // The request timeouts: E and the 2 idle clients.
+    for (reason, want) in [
+        ("drain_limit", 1),
+        ("fin_before_request", 1),
+        ("request_timeout", 3),
+    ] {
+        let name = format!("gannet_mgmt_tcp_closed_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
+    }
     drop(c);
     eprintln!("one boot's checks took {:?}", boot.elapsed());
     let s = rig.quit();
