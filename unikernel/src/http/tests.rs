@@ -674,3 +674,96 @@ fn a_rules_body_names_its_first_bad_line() {
     let last = netstack::acl::MAX_RULES + 1;
     assert!(text.contains(&format!("rules line {last}: ")), "{text}");
 }
+
+/// Feeds `body` to a routes or rules [`PutBody`] in pieces of the lengths `sizes` gives (in
+/// turn, cycled); returns the outcome (the refusal as `PutBody` gives it, unboxed).
+#[allow(clippy::result_large_err)]
+fn stream_pieces(kind: PutKind, body: &[u8], sizes: &[usize]) -> Result<(), Refusal> {
+    let mut buf = vec![0u8; body.len()];
+    let mut b = PutBody::new(kind, body.len());
+    if body.is_empty() {
+        return b.received(&buf, 0).expect("an empty body is complete");
+    }
+    for &n in sizes.iter().cycle() {
+        let at = b.got();
+        let n = n.min(body.len() - at);
+        buf[at..at + n].copy_from_slice(&body[at..at + n]);
+        if let Some(r) = b.received(&buf, n) {
+            return r;
+        }
+    }
+    unreachable!("sizes are not all 0")
+}
+
+/// The scan resumes where it stopped: however a body is cut into pieces (every fixed step up
+/// to 70, and pseudo-random cuts), the outcome is the one of the body in one piece (the same
+/// refusal, naming the same line), for good bodies, bad lines, lines at and over the cap (in
+/// the middle and last), CRLF line ends and bytes that are not UTF-8.
+#[test]
+fn the_outcome_does_not_depend_on_how_the_body_is_cut() {
+    let cap = "#".repeat(LINE_MAX);
+    let over = "#".repeat(LINE_MAX + 1);
+    let bodies: Vec<(PutKind, Vec<u8>)> = vec![
+        (PutKind::Routes, b"10.9.0.0/16,10.0.1.2\n\n# x\n".to_vec()),
+        (
+            PutKind::Routes,
+            format!("{cap}\n10.9.0.0/16,10.0.1.2\r\n{cap}").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            format!("10.9.0.0/16,10.0.1.2\n{over}\n10.1.0.0/16,x\n").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            format!("10.1.0.0/33,10.0.1.2\n{over}").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            format!("10.9.0.0/16,10.0.1.2\n\n{over}").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            b"10.9.0.0/16,10.0.1.2\n\xff\xfe\n".to_vec(),
+        ),
+        (
+            PutKind::Rules,
+            format!("default deny\n{cap}\nallow proto udp\n").into_bytes(),
+        ),
+        (
+            PutKind::Rules,
+            format!("allow proto udp\n{over}\ndefault deny\n").into_bytes(),
+        ),
+        (PutKind::Rules, b"default deny\ndefault allow\n".to_vec()),
+    ];
+    let refused: Vec<bool> = bodies
+        .iter()
+        .map(|(k, b)| stream_pieces(*k, b, &[b.len()]).is_err())
+        .collect();
+    let want = [false, false, true, true, true, true, false, true, true];
+    assert_eq!(refused, want);
+    let mut seed = 0x9e37_79b9_u32;
+    for (kind, body) in &bodies {
+        let whole = stream_pieces(*kind, body, &[body.len()]);
+        let check = |sizes: &[usize]| {
+            let got = stream_pieces(*kind, body, sizes);
+            assert_eq!(
+                got,
+                whole,
+                "{kind:?} {:?} cut {sizes:?}",
+                String::from_utf8_lossy(body)
+            );
+        };
+        for step in 1..=70 {
+            check(&[step]);
+        }
+        for _ in 0..50 {
+            let sizes: Vec<usize> = (0..16)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    1 + (seed >> 16) as usize % 600
+                })
+                .collect();
+            check(&sizes);
+        }
+    }
+}
