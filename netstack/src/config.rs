@@ -740,11 +740,15 @@ pub const MAX_CMDLINE_MTU: u16 = 9000;
 /// offending text, why))`.
 pub type RouteLine<'a> = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &'a str, ParseError)>;
 
+/// Longest line of a routes file (the router's limit, defined beside its parser).
+pub use crate::router::parse::ROUTES_LINE_MAX;
+
 /// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
 /// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`), each prefix once (the FIB build
 /// refuses a repeat, [`crate::router::Existing::Refuse`]); blank lines and `#` comments are
-/// skipped. Yields `Ok((line number, route))` or `Err((line number, the line, why))` for a bad
-/// line. The iterator is a named type ([`RoutesFile`]) so that a caller can keep it and resume
+/// skipped; a line over [`ROUTES_LINE_MAX`] bytes is bad. Yields `Ok((line number, route))` or
+/// `Err((line number, the line, why))` for a bad line. The iterator is a named type
+/// ([`RoutesFile`]) so that a caller can keep it and resume
 /// (the boot CPU builds a reload's FIB a few hundred routes per poll iteration).
 pub fn parse_routes_file(text: &str) -> RoutesFile<'_> {
     RoutesFile {
@@ -763,6 +767,10 @@ impl<'a> Iterator for RoutesFile<'a> {
 
     fn next(&mut self) -> Option<RouteLine<'a>> {
         for (i, line) in self.lines.by_ref() {
+            if line.len() > ROUTES_LINE_MAX {
+                let shown = &line[..line.floor_char_boundary(40)];
+                return Some(Err((i + 1, shown, ParseError::LineTooLong)));
+            }
             let l = line.split('#').next().unwrap_or("").trim();
             if !l.is_empty() {
                 return Some(

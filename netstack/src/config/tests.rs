@@ -237,6 +237,20 @@ fn routes_file() {
         host_bits[0],
         Err((1, "192.168.1.5/16,10.0.1.2", ParseError::HostBitsSet))
     );
+    // A line over the cap is bad whatever it holds (a comment too), shown cut; one at the cap
+    // is read as usual.
+    let at_cap = format!("10.0.0.0/8,10.0.1.2 #{}", "x".repeat(ROUTES_LINE_MAX - 21));
+    assert_eq!(at_cap.len(), ROUTES_LINE_MAX);
+    let over = format!("# {}", "y".repeat(ROUTES_LINE_MAX - 1));
+    let text = format!("{at_cap}\n{over}\n10.1.0.0/16,10.0.1.2\n");
+    let got: std::vec::Vec<_> = parse_routes_file(&text).collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got[0].is_ok(), "{got:?}");
+    assert_eq!(got[1], Err((2, &over[..40], ParseError::LineTooLong)));
+    assert_eq!(
+        ParseError::LineTooLong.to_string(),
+        "line longer than 512 bytes"
+    );
 }
 
 #[test]

@@ -17,9 +17,17 @@
 use super::fib::Ipv4Net;
 use core::net::Ipv4Addr;
 
+/// Longest line of a routes file (bytes, its line end not counted), comments included: the
+/// longest route is 34 bytes. A longer line is bad ([`ParseError::LineTooLong`], shown cut to
+/// its first 40 bytes, `config::parse_routes_file`); `PUT /routes` refuses one as soon as its
+/// bytes pass the cap.
+pub const ROUTES_LINE_MAX: usize = 512;
+
 /// Why a value did not parse.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum ParseError {
+    /// A routes-file line longer than [`ROUTES_LINE_MAX`] bytes.
+    LineTooLong,
     /// No `/LEN`.
     MissingPrefixLen,
     /// Not a dotted-decimal IPv4 address.
@@ -36,7 +44,9 @@ pub enum ParseError {
 
 impl core::fmt::Display for ParseError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let max = ROUTES_LINE_MAX;
         f.write_str(match self {
+            ParseError::LineTooLong => return write!(f, "line longer than {max} bytes"),
             ParseError::MissingPrefixLen => "expected A.B.C.D/LEN",
             ParseError::BadAddress => "not an IPv4 address (dotted decimal)",
             ParseError::BadPrefixLen => "prefix length must be 0..=32",

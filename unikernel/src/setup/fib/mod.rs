@@ -742,74 +742,137 @@ pub enum RebuildFailure {
 }
 
 /// Pages held by `PUT` bodies (`/routes`: being received or kept as the routes file;
-/// `/rules`: being received or waiting for the rebuild).
+/// `/rules`: being received or waiting for the rebuild; either: being given back).
 static UPLOAD_PAGES: AtomicU64 = AtomicU64::new(0);
 
-/// A `PUT` body (`/routes`, or the ACL's `/rules`): a `vmalloc`'d buffer of its `Content-Length` (order-0 pages, so an
-/// 8 MiB body needs no high-order block), filled as it streams in. Only the boot CPU (which
-/// runs the management plane and the rebuild) ever touches it, so dropping it (its pages go
-/// back to the zone) needs a local flush only.
+/// Pages a `PUT` body's buffer gains ([`PutUpload::grow`]) or gives back
+/// ([`release_uploads_step`]) per step, i.e. per management-plane poll: 32 pages (128 KiB
+/// zeroed or freed), ahead of the 16 KiB a socket delivers per poll.
+pub const UPLOAD_STEP_PAGES: usize = 32;
+
+/// Dropped `PUT` bodies whose pages go back [`UPLOAD_STEP_PAGES`] per step: each range and
+/// the next page of it to free. More at once than it holds (never with one upload at a time:
+/// one receiving, one kept, one with the ACL) are freed at once.
+static RELEASING: spin::Mutex<heapless::Deque<(VmArea, usize), 4>> =
+    spin::Mutex::new(heapless::Deque::new());
+
+/// A `PUT` body (`/routes`, or the ACL's `/rules`): a range of the vmap area for its
+/// `Content-Length`, backed by zeroed order-0 pages (so an 8 MiB body needs no high-order
+/// block) as it fills ([`PutUpload::grow`], a bounded step at a time), given back a bounded
+/// step at a time after it is dropped ([`release_uploads_step`]). Only the boot CPU (which
+/// runs the management plane and the rebuild) ever touches it, so its pages go back with a
+/// local flush only.
 pub struct PutUpload {
     area: Option<VmArea>,
     len: usize,
+    /// Pages of `area` mapped (from its start).
+    mapped: usize,
 }
 
 impl PutUpload {
-    /// A zeroed buffer for a body of `len` bytes.
+    /// A buffer for a body of `len` bytes: its virtual range only; [`PutUpload::grow`] backs
+    /// it.
     ///
     /// # Errors
-    /// The vmap area or the zone ran out.
+    /// The vmap area has no free range that long.
     pub fn new(len: usize) -> Result<PutUpload, FibError> {
         if len == 0 {
-            return Ok(PutUpload { area: None, len });
+            return Ok(PutUpload {
+                area: None,
+                len,
+                mapped: 0,
+            });
         }
-        let zone = crate::mem::ZONE.get().expect("the zone is up");
-        let area = vmap::vmalloc(zone, len as u64)
+        let area = vmap::alloc_va(len.div_ceil(PAGE as usize))
             .map_err(|e| err(format_args!("no memory for a {len}-byte body: {e}")))?;
-        UPLOAD_PAGES.fetch_add(area.pages as u64, Ordering::Relaxed);
         Ok(PutUpload {
             area: Some(area),
             len,
+            mapped: 0,
         })
     }
 
-    /// The whole buffer (`len` bytes).
+    /// Back the buffer with zeroed pages up to byte `upto` (at most the body's length), at
+    /// most [`UPLOAD_STEP_PAGES`] per call. Returns the bytes usable now ([`PutUpload::buf_mut`]).
+    ///
+    /// # Errors
+    /// The zone ran out (the pages mapped so far stay, freed with the upload).
+    pub fn grow(&mut self, upto: usize) -> Result<usize, FibError> {
+        let Some(area) = self.area else {
+            return Ok(0);
+        };
+        let want = upto.min(self.len).div_ceil(PAGE as usize);
+        if want > self.mapped {
+            let zone = crate::mem::ZONE.get().expect("the zone is up");
+            let n = (want - self.mapped).min(UPLOAD_STEP_PAGES);
+            let got = vmap::vmalloc_step(zone, area, self.mapped, n)
+                .map_err(|e| err(format_args!("no memory for a {}-byte body: {e}", self.len)))?;
+            self.mapped += got;
+            UPLOAD_PAGES.fetch_add(got as u64, Ordering::Relaxed);
+        }
+        Ok(self.ready())
+    }
+
+    /// Bytes backed by pages so far.
+    fn ready(&self) -> usize {
+        (self.mapped * PAGE as usize).min(self.len)
+    }
+
+    /// The buffer as far as it is backed ([`PutUpload::grow`]).
     pub fn buf_mut(&mut self) -> &mut [u8] {
         match self.area {
-            // SAFETY: a vmap range of ≥ `len` writable bytes mapped for this upload alone,
-            // unmapped only by `drop`, which takes `self` (so no slice outlives it).
-            Some(a) => unsafe { core::slice::from_raw_parts_mut(a.base as *mut u8, self.len) },
+            // SAFETY: the first `ready()` bytes of a vmap range mapped writable for this
+            // upload alone, unmapped only after `drop`, which takes `self` (so no slice
+            // outlives it).
+            Some(a) => unsafe { core::slice::from_raw_parts_mut(a.base as *mut u8, self.ready()) },
             None => &mut [],
         }
     }
 
-    /// The body as text. Only called on a body whose every line was checked (UTF-8, the
-    /// file's syntax) as it streamed in; a body that is not UTF-8 reads as empty. The
-    /// `'static` text must not outlive the upload.
+    /// The body as text. Only called on a complete body whose every line was checked (UTF-8,
+    /// the file's syntax) as it streamed in; a body that is not UTF-8 (or not all backed)
+    /// reads as empty. The `'static` text must not outlive the upload.
     pub(crate) fn text(&self) -> &'static str {
         let bytes: &[u8] = match self.area {
             // SAFETY: as `buf_mut`; the `'static` text is kept only while the upload is (in
             // `Reload::upload`, `routes_file` dropped with it) or used within one build.
-            Some(a) => unsafe { core::slice::from_raw_parts(a.base as *const u8, self.len) },
-            None => &[],
+            Some(a) if self.ready() == self.len => unsafe {
+                core::slice::from_raw_parts(a.base as *const u8, self.len)
+            },
+            _ => &[],
         };
         core::str::from_utf8(bytes).unwrap_or("")
     }
 }
 
 impl Drop for PutUpload {
+    /// Queue the range for [`release_uploads_step`] (its pages stay counted until freed); at
+    /// once only if the queue is full.
     fn drop(&mut self) {
         let Some(area) = self.area.take() else {
             return;
         };
-        let zone = crate::mem::ZONE.get().expect("the zone is up");
-        UPLOAD_PAGES.fetch_sub(area.pages as u64, Ordering::Relaxed);
-        // Only this CPU (the boot CPU) ever touched the range: a local flush.
-        let areas = FibAreas {
-            rules: Some(area),
-            ..FibAreas::default()
-        };
-        give_back(zone, areas);
+        if let Err((area, _)) = RELEASING.lock().push_back((area, 0)) {
+            let zone = crate::mem::ZONE.get().expect("the zone is up");
+            let (_, freed) = vmap::vfree_step(zone, area, 0, area.pages);
+            UPLOAD_PAGES.fetch_sub(freed as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Boot CPU (the management plane's poll): give back up to [`UPLOAD_STEP_PAGES`] pages of
+/// dropped `PUT` bodies, and the range of each whose pages are all back.
+pub fn release_uploads_step() {
+    let mut q = RELEASING.lock();
+    let Some((area, next)) = q.front_mut() else {
+        return;
+    };
+    let zone = crate::mem::ZONE.get().expect("the zone is up");
+    let (end, freed) = vmap::vfree_step(zone, *area, *next, UPLOAD_STEP_PAGES);
+    UPLOAD_PAGES.fetch_sub(freed as u64, Ordering::Relaxed);
+    *next = end;
+    if end == area.pages {
+        q.pop_front();
     }
 }
 
