@@ -1,7 +1,8 @@
 //! IPv4 router fast path (RFC 1812), beside smoltcp (which does not forward between
 //! interfaces): DIR-24-8 FIB ([`fib`]), ARP neighbour table ([`neigh`], [`arp`]), header
 //! validation and the RFC 1624 TTL update ([`ipv4`]), ICMP errors with a rate limit ([`icmp`]),
-//! configuration parsers ([`parse`]), and the cross-core neighbour sync ([`sync`]: what one
+//! configuration parsers ([`parse`]), the listed text forms of routes and neighbours
+//! ([`show`]), and the cross-core neighbour sync ([`sync`]: what one
 //! core's router learns reaches the others through a [`NeighRing`], `mm`'s generic ring).
 //!
 //! One entry point per received frame, [`Router::process`], which returns exactly one
@@ -69,6 +70,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod neigh;
 pub mod parse;
+pub mod show;
 pub mod sync;
 
 #[cfg(test)]
@@ -91,6 +93,7 @@ use ipv4::{be16, DstClass};
 use neigh::{Confirm, NeighEvent, NeighTable, Resolve};
 pub use neigh::{NeighConfig, NeighInfo, NeighState};
 pub use parse::{parse_ipv4_cidr, parse_route, ParseError};
+pub use show::Route;
 pub use sync::{NeighRing, NeighUpdate};
 
 /// Ports a router can have.
