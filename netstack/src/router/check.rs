@@ -179,6 +179,17 @@ pub enum RouteChange {
     Del(Ipv4Net),
 }
 
+impl core::fmt::Display for RouteChange {
+    /// The console command that queued it: `route add PREFIX/LEN,GATEWAY` or `route del
+    /// PREFIX/LEN`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RouteChange::Add(net, gw) => write!(f, "route add {net},{gw}"),
+            RouteChange::Del(net) => write!(f, "route del {net}"),
+        }
+    }
+}
+
 impl RouteChange {
     /// The prefix it changes.
     pub fn prefix(self) -> Ipv4Net {
@@ -288,6 +299,20 @@ mod tests {
     use super::*;
     use crate::router::parse_route;
     use std::string::ToString;
+
+    /// A console change prints as the command that queued it, and an added route's text after
+    /// `route add ` reads back as the same route.
+    #[test]
+    fn a_change_prints_as_its_console_command() {
+        let (net, gw) = parse_route("172.16.0.0/12,10.0.1.2").unwrap();
+        assert_eq!(
+            RouteChange::Add(net, gw).to_string(),
+            "route add 172.16.0.0/12,10.0.1.2"
+        );
+        assert_eq!(RouteChange::Del(net).to_string(), "route del 172.16.0.0/12");
+        let text = RouteChange::Add(net, gw).to_string();
+        assert_eq!(parse_route(&text["route add ".len()..]), Ok((net, gw)));
+    }
 
     /// Port 0 10.0.0.1/24, port 1 10.0.1.1/24, port 2 192.0.2.0/31 (RFC 3021), port 3
     /// 198.51.100.7/32.

@@ -174,17 +174,6 @@ struct FibRecord {
 /// build (until `routes reload`); checked when typed (`RouteCheck::check_change`).
 pub type RouteDelta = netstack::router::RouteChange;
 
-impl core::fmt::Display for RouteDelta {
-    /// The console command that queued it: `route add PREFIX/LEN,GATEWAY` or `route del
-    /// PREFIX/LEN`.
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            RouteDelta::Add(net, gw) => write!(f, "route add {net},{gw}"),
-            RouteDelta::Del(net) => write!(f, "route del {net}"),
-        }
-    }
-}
-
 /// Most console route changes kept (committed and pending together).
 pub const MAX_DELTAS: usize = 64;
 /// FIB records: the published one, one retiring, one being built.
