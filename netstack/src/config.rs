@@ -15,7 +15,7 @@ pub mod keys;
 pub mod merge;
 pub mod nf_keys;
 
-use crate::router::{parse_route, Ipv4Net, ParseError};
+use crate::router::{parse_route, Ipv4Net, ParseError, RouteCheck, RouteError};
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 
@@ -336,7 +336,8 @@ pub struct Config {
     /// and the router's interface addresses (router mode, which needs both).
     pub ip: [Option<Ipv4Net>; PORTS],
     /// `route=PREFIX/LEN,GATEWAY` (repeatable, up to [`MAX_CMDLINE_ROUTES`]): static routes;
-    /// `0.0.0.0/0,GW` is the default route.
+    /// `0.0.0.0/0,GW` is the default route. In router mode checked against `ip0=`/`ip1=`
+    /// ([`crate::router::check_route`]), each prefix once, when the line is parsed.
     pub routes: heapless::Vec<(Ipv4Net, Ipv4Addr), MAX_CMDLINE_ROUTES>,
     /// `mgmt=ip0|ip1|none`: the management address (any mode; default: the first port with
     /// an address, [`Config::mgmt_port`]).
@@ -623,6 +624,16 @@ pub enum ConfigError<'a> {
     },
     /// More `route=` keys than [`MAX_CMDLINE_ROUTES`].
     TooManyRoutes,
+    /// A `route=` the router refuses over `ip0=`/`ip1=` ([`crate::router::check_route`]), or
+    /// a prefix given by two `route=` keys ([`RouteError::Duplicate`], naming the first).
+    BadRoute {
+        /// The route (the later one of a duplicate).
+        prefix: Ipv4Net,
+        /// Its gateway.
+        gateway: Ipv4Addr,
+        /// Why.
+        why: RouteError,
+    },
     /// More `virtio_mmio.device=` keys than [`MAX_MMIO_DEVICES`].
     TooManyMmioDevices,
     /// A known key with a value it cannot take; `expected` says what it takes.
@@ -649,7 +660,7 @@ impl ConfigError<'_> {
             | ConfigError::TooLong { key, .. } => Some(key),
             ConfigError::NfKeyShadowed { key, .. } => Some(key),
             ConfigError::Missing { key, .. } => Some(key),
-            ConfigError::TooManyRoutes => Some("route"),
+            ConfigError::TooManyRoutes | ConfigError::BadRoute { .. } => Some("route"),
             ConfigError::TooManyMmioDevices => Some("virtio_mmio.device"),
         }
     }
@@ -693,6 +704,11 @@ impl core::fmt::Display for ConfigError<'_> {
             ConfigError::TooManyRoutes => {
                 write!(f, "key `route` given more than {MAX_CMDLINE_ROUTES} times")
             }
+            ConfigError::BadRoute {
+                prefix,
+                gateway,
+                why,
+            } => write!(f, "route={prefix},{gateway}: {why}"),
             ConfigError::TooManyMmioDevices => write!(
                 f,
                 "key `virtio_mmio.device` given more than {MAX_MMIO_DEVICES} times"
@@ -724,10 +740,15 @@ pub const MAX_CMDLINE_MTU: u16 = 9000;
 /// offending text, why))`.
 pub type RouteLine<'a> = Result<(usize, (Ipv4Net, Ipv4Addr)), (usize, &'a str, ParseError)>;
 
+/// Longest line of a routes file (the router's limit, defined beside its parser).
+pub use crate::router::parse::ROUTES_LINE_MAX;
+
 /// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
-/// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`); blank lines and `#` comments are
-/// skipped. Yields `Ok((line number, route))` or `Err((line number, the line, why))` for a bad
-/// line. The iterator is a named type ([`RoutesFile`]) so that a caller can keep it and resume
+/// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`), each prefix once (the FIB build
+/// refuses a repeat, [`crate::router::Existing::Refuse`]); blank lines and `#` comments are
+/// skipped; a line over [`ROUTES_LINE_MAX`] bytes is bad. Yields `Ok((line number, route))` or
+/// `Err((line number, the line, why))` for a bad line. The iterator is a named type
+/// ([`RoutesFile`]) so that a caller can keep it and resume
 /// (the boot CPU builds a reload's FIB a few hundred routes per poll iteration).
 pub fn parse_routes_file(text: &str) -> RoutesFile<'_> {
     RoutesFile {
@@ -746,6 +767,10 @@ impl<'a> Iterator for RoutesFile<'a> {
 
     fn next(&mut self) -> Option<RouteLine<'a>> {
         for (i, line) in self.lines.by_ref() {
+            if line.len() > ROUTES_LINE_MAX {
+                let shown = &line[..line.floor_char_boundary(40)];
+                return Some(Err((i + 1, shown, ParseError::LineTooLong)));
+            }
             let l = line.split('#').next().unwrap_or("").trim();
             if !l.is_empty() {
                 return Some(
@@ -888,6 +913,16 @@ impl Config {
                         because: "with mode=router",
                     });
                 }
+            }
+            // Checked here, once the ports are known, not first at the FIB build.
+            let ports = RouteCheck::new(cfg.ip.iter().flatten().copied());
+            if let Err((n, why)) = ports.check_list(&cfg.routes) {
+                let (prefix, gateway) = cfg.routes[n - 1];
+                return Err(ConfigError::BadRoute {
+                    prefix,
+                    gateway,
+                    why,
+                });
             }
         }
         Ok(cfg)

@@ -719,6 +719,11 @@ pub struct MgmtStats {
     pub response_timeouts: u64,
     /// Connections closed (our FIN) after the client's FIN came before a complete request.
     pub fin_before_request: u64,
+    /// Connections reset for sending more than the drain limit (64 KiB) past a request that
+    /// was already answered or refused (the rest of a refused body is read and dropped up to
+    /// that bound, so the client can read the answer).
+    #[serde(default)]
+    pub drain_limit: u64,
     /// `PUT /routes` requests by outcome, in the order of [`PUT_ROUTES_RESULTS`].
     pub put_routes: [u64; PUT_ROUTES_RESULTS.len()],
     /// `PUT /rules` requests (the ACL's rules file) by outcome, in the order of
@@ -764,10 +769,15 @@ impl MgmtPath {
 /// `gannet_mgmt_put_routes_total` and `gannet_mgmt_put_rules_total`):
 /// `ok` (200: the new FIB is published), `forbidden` (403: no `mgmt_token=` set),
 /// `unauthorized` (401: wrong or missing bearer token), `length_required` (411: no
-/// `Content-Length`), `too_large` (413: above the size cap), `bad_request` (400: a bad routes
-/// line or header), `busy` (503: another upload in progress, or no memory for the body),
-/// `failed` (500/503: the build or the swap failed; the old FIB stays).
-pub const PUT_ROUTES_RESULTS: [&str; 8] = [
+/// `Content-Length`), `too_large` (413: above the size cap), `bad_request` (400: a bad header,
+/// a bad line, a route refused as it arrives or by the build), `busy` (503: another upload in
+/// progress, or no memory for the body), `failed` (500/503: the build ran into the router's
+/// limits, or the swap failed; the old FIB stays), `timeout` (408: the body arrived slower
+/// than the management plane's minimum rate; or reset: no byte for the request timeout),
+/// `aborted` (the client closed or reset the connection before its body was complete). Every
+/// accepted `PUT` head ends in exactly one of these (a client that leaves while its rebuild
+/// runs is counted under the rebuild's result).
+pub const PUT_ROUTES_RESULTS: [&str; 10] = [
     "ok",
     "forbidden",
     "unauthorized",
@@ -776,6 +786,8 @@ pub const PUT_ROUTES_RESULTS: [&str; 8] = [
     "bad_request",
     "busy",
     "failed",
+    "timeout",
+    "aborted",
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -1057,6 +1069,7 @@ pub fn write_prometheus(
             ("idle_timeout", m.idle_timeouts),
             ("response_timeout", m.response_timeouts),
             ("fin_before_request", m.fin_before_request),
+            ("drain_limit", m.drain_limit),
         ] {
             writeln!(w, "gannet_mgmt_tcp_closed_total{{reason=\"{reason}\"}} {n}")?;
         }

@@ -224,7 +224,8 @@ fn expect_error_line(append: &str, want: &[&str]) -> String {
 }
 
 /// Issue 15 item 8: a /32 port address and a route over a connected network each get their own
-/// error (both said `the shared FIB lacks a port's connected route`).
+/// error (both said `the shared FIB lacks a port's connected route`); issue 40: a `route=` with
+/// a broadcast gateway is refused by name at boot.
 #[test]
 fn host_prefix_port_and_route_over_connected_network_are_named() {
     let l = expect_error_line(
@@ -243,6 +244,12 @@ fn host_prefix_port_and_route_over_connected_network_are_named() {
         ],
     );
     assert!(!l.contains("lacks"), "{l}");
+    // Issue 40 item 1: checked when the command line is parsed, whatever the key order: a
+    // connected network's broadcast address is no gateway.
+    expect_error_line(
+        "mode=router route=192.168.0.0/16,10.0.1.255 ip0=10.0.0.1/24 ip1=10.0.1.1/24",
+        &["config error: route=192.168.0.0/16,10.0.1.255: gateway is the broadcast address of connected network 10.0.1.0/24"],
+    );
 }
 
 /// Issue 33 item 6: `ip0=`/`ip1=` are the management plane's in every mode (issue 15 item 8

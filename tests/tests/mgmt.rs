@@ -224,6 +224,9 @@ struct Clients {
     sockets: SocketSet<'static>,
     t0: Instant,
     next_port: u16,
+    /// A socket that gets one more byte (`#`) every 400 ms while we poll, and when the next
+    /// is due: a client trickling its body.
+    trickle: Option<(smoltcp::iface::SocketHandle, Instant)>,
 }
 
 impl Clients {
@@ -244,6 +247,7 @@ impl Clients {
             sockets: SocketSet::new(vec![]),
             t0,
             next_port: 49152,
+            trickle: None,
         }
     }
 
@@ -271,6 +275,15 @@ impl Clients {
     }
 
     fn poll(&mut self) {
+        if let Some((h, due)) = self.trickle {
+            if Instant::now() >= due {
+                let s = self.sock(h);
+                if s.may_send() {
+                    let _ = s.send_slice(b"#");
+                }
+                self.trickle = Some((h, due + Duration::from_millis(400)));
+            }
+        }
         let now = SmolInstant::from_millis(self.t0.elapsed().as_millis() as i64);
         self.iface.poll(now, &mut self.dev, &mut self.sockets);
     }
@@ -447,11 +460,23 @@ impl Clients {
         head: &str,
         body: &[u8],
         limit: Duration,
+        each: impl FnMut(&gen::RawPort),
+    ) -> String {
+        let mut out = format!("{head}\r\n\r\n").into_bytes();
+        out.extend_from_slice(body);
+        self.exchange(rig, &out, limit, each)
+    }
+
+    /// Send `out` (a whole request, as the send buffer takes it) on a fresh connection and
+    /// return the whole response (the guest closes after it), calling `each` between polls.
+    fn exchange(
+        &mut self,
+        rig: &Rig,
+        out: &[u8],
+        limit: Duration,
         mut each: impl FnMut(&gen::RawPort),
     ) -> String {
         let h = self.connect_with(65536, 65536);
-        let mut out = format!("{head}\r\n\r\n").into_bytes();
-        out.extend_from_slice(body);
         let mut sent = 0;
         let mut resp = Vec::new();
         self.until(rig, limit, "no complete response", |c| {
@@ -583,8 +608,9 @@ fn put_routes_refused_without_a_token() {
 /// Issue 13 item 3: `PUT /routes` with the token from `mgmt_token=` replaces the routes file's
 /// routes (a prefix only in the new set becomes routable, one only in the boot module's file
 /// unroutable; `route=` stays), through the live-reload path (generation +1, the old FIB
-/// retired); a wrong token (401), no `Content-Length` (411), a body over the cap (413) and a bad
-/// line (400, named) change nothing, nor does a body the build refuses (500, the line named);
+/// retired); a wrong token (401), no `Content-Length` (411), a body over the cap (413), a bad
+/// line or a route the ports refuse (400, named) change nothing, nor does a body the build
+/// refuses (a duplicate prefix: 400, the line and prefix named);
 /// every outcome is counted and no page is leaked.
 #[test]
 fn put_routes_replaces_the_routes_file() {
@@ -649,18 +675,28 @@ fn put_routes_replaces_the_routes_file() {
         resp.contains("routes line 4: `10.1.0.0/33,10.0.1.2`"),
         "{resp}"
     );
-    // Well-formed, but the build refuses it (a gateway on no connected network): 500, named.
+    // Well-formed, but a route the ports refuse (a connected network's broadcast address as
+    // gateway): 400 as the line arrives, named (issue 40: it was accepted everywhere).
     let resp = c.put_routes(
         &rig,
         Some(TOKEN),
-        "10.9.0.0/16,10.0.1.2\n192.168.0.0/16,192.0.2.1\n",
+        "10.9.0.0/16,10.0.1.2\n192.168.0.0/16,10.0.1.255\n",
     );
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
     assert!(
-        resp.starts_with("HTTP/1.0 500 Internal Server Error\r\n"),
+        resp.contains("routes line 2: `192.168.0.0/16,10.0.1.255`: gateway is the broadcast address of connected network 10.0.1.0/24"),
         "{resp}"
     );
+    // A prefix twice: the build refuses it, the client's error (400, was 500), line and
+    // prefix named.
+    let resp = c.put_routes(
+        &rig,
+        Some(TOKEN),
+        "10.9.0.0/16,10.0.1.2\n10.9.0.0/16,10.0.1.3\n",
+    );
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
     assert!(
-        resp.contains("routes file line 2: 192.168.0.0/16,192.0.2.1"),
+        resp.contains("routes file line 2: 10.9.0.0/16,10.0.1.3: duplicate prefix 10.9.0.0/16"),
         "{resp}"
     );
     assert!(resp.contains("FIB generation 1 stays"), "{resp}");
@@ -690,9 +726,9 @@ fn put_routes_replaces_the_routes_file() {
         ("unauthorized", 2),
         ("length_required", 1),
         ("too_large", 1),
-        ("bad_request", 1),
+        ("bad_request", 3),
         ("busy", 0),
-        ("failed", 1),
+        ("failed", 0),
     ] {
         let name = format!("gannet_mgmt_put_routes_total{{result=\"{result}\"}}");
         assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
@@ -760,6 +796,215 @@ fn put_routes_streams_a_large_body() {
     drop(c);
     assert!(routed(&rig, [192, 168, 7, 7], 1), "the body's last line");
     assert!(routed(&rig, [10, 9, 1, 1], 2), "the body's first line");
+    let s = rig.quit();
+    assert_eq!(s.fib.unwrap().generation, 2, "{s}");
+    assert_no_leak(&s);
+}
+
+/// Issue 40 item 3, in one boot: a head with bare-LF line ends is answered; a repeated
+/// `Content-Length` is 400; a body line over the cap is 400 naming it after a few hundred
+/// bytes of a 1 MiB body, and the rest is drained up to 64 KiB, then reset (`drain_limit`); a
+/// client that resets or closes mid-body is counted `aborted`. One upload at a time, decided at the head:
+/// while a body trickles in (a byte every 400 ms), a second `PUT` gets 503 with
+/// `Retry-After` before any byte of its body, and with 2 idle clients holding sockets too a
+/// `GET /metrics` is answered within 1 s; the trickle is answered 408 after the 5 s rate
+/// window (not reset by the request timeout: it makes progress); a body that stops is reset
+/// at the request timeout; and the next `PUT` passes. Every ending is counted by its result.
+#[test]
+fn one_upload_at_a_time_and_every_bad_body_answered() {
+    let append = format!("{ROUTER} mgmt_token={TOKEN}");
+    let mut rig = Rig::start_raw(&append);
+    let boot = Instant::now();
+    let mut c = Clients::new(rig.port(0));
+    let put_head = |len: usize| {
+        format!("PUT /routes HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {len}")
+    };
+    // Bare LF line ends (RFC 9112 §2.2).
+    let resp = c.exchange(
+        &rig,
+        b"GET /metrics HTTP/1.0\nHost: 10.0.0.1\n\n",
+        Duration::from_secs(20),
+        |_| {},
+    );
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(resp.contains("gannet_mgmt_http_requests_total 1"), "{resp}");
+    // The same Content-Length twice: 400, the body not taken.
+    let route = "10.9.0.0/16,10.0.1.2\n";
+    let head = format!(
+        "{}\r\nContent-Length: {}",
+        put_head(route.len()),
+        route.len()
+    );
+    let resp = c.request(&rig, &head, route.as_bytes(), Duration::from_secs(20));
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
+    assert!(resp.contains("bad Content-Length"), "{resp}");
+    // A 1 MiB body whose second line never ends: 400 naming it, while we keep sending; the
+    // guest drops what follows up to 64 KiB, then resets.
+    let mut out = format!("{}\r\n\r\n{route}", put_head(1 << 20)).into_bytes();
+    let body_at = out.len() - route.len();
+    out.resize(body_at + (1 << 20), b'#');
+    let h = c.connect_with(65536, 65536);
+    let (mut sent, mut resp) = (0, Vec::new());
+    c.until(&rig, Duration::from_secs(30), "long line: no reset", |c| {
+        let s = c.sock(h);
+        if s.may_send() && sent < out.len() {
+            sent += s.send_slice(&out[sent..]).unwrap_or(0);
+        }
+        while s.can_recv() {
+            s.recv(|d| {
+                resp.extend_from_slice(d);
+                (d.len(), ())
+            })
+            .unwrap();
+        }
+        s.state() == tcp::State::Closed && sent > 0
+    });
+    let resp = String::from_utf8(resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
+    assert!(
+        resp.contains("routes line 2: longer than 512 bytes; the published FIB stays"),
+        "{resp}"
+    );
+    let body_sent = sent - body_at;
+    eprintln!("long line: {body_sent} body bytes sent before the reset");
+    assert!(
+        body_sent > 64 * 1024 && body_sent < 256 * 1024,
+        "{body_sent} body bytes taken before the reset (refused at 534, then 64 KiB)"
+    );
+    // A client that resets mid-body, once its head and first bytes are acknowledged.
+    let d = c.connect_with(4096, 4096);
+    c.until(&rig, Duration::from_secs(10), "abort: no connection", |c| {
+        c.sock(d).may_send()
+    });
+    c.sock(d)
+        .send_slice(format!("{}\r\n\r\n10.9.", put_head(100)).as_bytes())
+        .unwrap();
+    c.until(
+        &rig,
+        Duration::from_secs(10),
+        "abort: not acknowledged",
+        |c| c.sock(d).send_queue() == 0,
+    );
+    c.sock(d).abort();
+    // One that closes (FIN) mid-body: our FIN back, counted `aborted` too.
+    let f = c.connect_with(4096, 4096);
+    c.until(&rig, Duration::from_secs(10), "fin: no connection", |c| {
+        c.sock(f).may_send()
+    });
+    c.sock(f)
+        .send_slice(format!("{}\r\n\r\n10.9.", put_head(100)).as_bytes())
+        .unwrap();
+    c.sock(f).close();
+    c.until(&rig, Duration::from_secs(10), "fin: no FIN back", |c| {
+        matches!(c.sock(f).state(), tcp::State::TimeWait | tcp::State::Closed)
+    });
+    // A: the upload, trickling after its first line.
+    let a = c.connect_with(4096, 4096);
+    c.until(&rig, Duration::from_secs(10), "a: no connection", |c| {
+        c.sock(a).may_send()
+    });
+    c.sock(a)
+        .send_slice(format!("{}\r\n\r\n{route}", put_head(4096)).as_bytes())
+        .unwrap();
+    let a_at = Instant::now();
+    c.trickle = Some((a, a_at));
+    c.until(&rig, Duration::from_secs(5), "a: not acknowledged", |c| {
+        c.sock(a).send_queue() <= 1
+    });
+    // Two idle clients.
+    let idle = [c.connect(4096), c.connect(4096)];
+    c.until(&rig, Duration::from_secs(5), "idle: no connection", |c| {
+        idle.iter().all(|&h| c.sock(h).may_send())
+    });
+    // B: a second upload, refused at its head (no body sent at all).
+    let resp = c.request(&rig, &put_head(route.len()), b"", Duration::from_secs(5));
+    assert!(
+        resp.starts_with("HTTP/1.0 503 Service Unavailable\r\n"),
+        "{resp}"
+    );
+    assert!(resp.contains("\r\nRetry-After: 5\r\n"), "{resp}");
+    assert!(resp.contains("another upload is in progress"), "{resp}");
+    // The upload, 2 idle clients and a scrape: 4 sockets, the scrape answered at once.
+    let t = Instant::now();
+    let text = c.get_metrics(&rig, Duration::from_secs(4));
+    let took = t.elapsed();
+    eprintln!("GET /metrics beside an upload and 2 idle clients: {took:?}");
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+    assert!(took < Duration::from_secs(1), "answered after {took:?}");
+    // A: 408 at the end of its first 5 s window (a few dozen bytes in it).
+    let mut resp = Vec::new();
+    c.until(&rig, Duration::from_secs(10), "a: no 408", |c| {
+        let s = c.sock(a);
+        while s.can_recv() {
+            s.recv(|d| {
+                resp.extend_from_slice(d);
+                (d.len(), ())
+            })
+            .unwrap();
+        }
+        !s.may_recv() && !resp.is_empty()
+    });
+    let a_after = a_at.elapsed();
+    c.trickle = None;
+    c.sock(a).close();
+    let resp = String::from_utf8(resp).unwrap();
+    assert!(
+        resp.starts_with("HTTP/1.0 408 Request Timeout\r\n"),
+        "{resp}"
+    );
+    assert!(
+        resp.contains("body slower than 4096 bytes per 5000 ms"),
+        "{resp}"
+    );
+    assert!(
+        a_after >= Duration::from_millis(4500) && a_after < Duration::from_secs(9),
+        "408 after {a_after:?}, expected the 5 s window"
+    );
+    // E: a body that stops: reset at the request timeout (5 s after its last byte), counted
+    // `timeout` too.
+    let e = c.connect_with(4096, 4096);
+    c.until(&rig, Duration::from_secs(10), "e: no connection", |c| {
+        c.sock(e).may_send()
+    });
+    c.sock(e)
+        .send_slice(format!("{}\r\n\r\n10.9.", put_head(100)).as_bytes())
+        .unwrap();
+    let e_at = Instant::now();
+    c.until(&rig, Duration::from_secs(12), "e: not reset", |c| {
+        c.sock(e).state() == tcp::State::Closed
+    });
+    let e_after = e_at.elapsed();
+    assert!(
+        e_after >= Duration::from_millis(4500) && e_after < Duration::from_secs(9),
+        "stalled body reset after {e_after:?}, expected the 5 s request timeout"
+    );
+    // The slot is free again: the next upload passes.
+    let resp = c.put_routes(&rig, Some(TOKEN), route);
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(resp.contains("generation 2\n"), "{resp}");
+    let text = c.get_metrics(&rig, Duration::from_secs(10));
+    for (result, want) in [
+        ("ok", 1),
+        ("bad_request", 2),
+        ("busy", 1),
+        ("timeout", 2),
+        ("aborted", 2),
+        ("failed", 0),
+    ] {
+        let name = format!("gannet_mgmt_put_routes_total{{result=\"{result}\"}}");
+        assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
+    }
+    // The request timeouts: E and the 2 idle clients.
+    for (reason, want) in [
+        ("drain_limit", 1),
+        ("fin_before_request", 1),
+        ("request_timeout", 3),
+    ] {
+        let name = format!("gannet_mgmt_tcp_closed_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
+    }
+    drop(c);
+    eprintln!("one boot's checks took {:?}", boot.elapsed());
     let s = rig.quit();
     assert_eq!(s.fib.unwrap().generation, 2, "{s}");
     assert_no_leak(&s);

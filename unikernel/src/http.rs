@@ -19,14 +19,22 @@
 //! | a version other than HTTP/1.0 or HTTP/1.1 | 505 HTTP Version Not Supported |
 //! | a path other than `/metrics` and the network function's file (the router's `/routes`, the ACL's `/rules`) | 404 Not Found |
 //! | a method the path does not take | 405 Method Not Allowed, with `Allow` |
+//! | a bad or repeated `Content-Length` (any method) | 400 Bad Request |
+//!
+//! Line ends may be CRLF or a bare LF (RFC 9112 §2.2 lets a recipient accept LF alone;
+//! httparse does).
 //!
 //! `PUT /routes` and `PUT /rules` then, in this order (each counted by the kernel under its
 //! outcome): 404 for a network function without that file, 403 without `mgmt_token=`, 401
 //! without the bearer token, 411 without `Content-Length` (or with `Transfer-Encoding`), 400
-//! for a bad or conflicting `Content-Length`, 413 above [`PUT_MAX`], 503 while another upload
-//! is in progress. Its body is checked line by line as it arrives ([`PutBody`]: the routes
-//! file's syntax, or the rules file's); the first bad line is named (400) once the body is
-//! complete.
+//! for a bad or repeated `Content-Length` (RFC 9112 §6.3 item 5: a recipient may accept
+//! repeats of one value; refusing them leaves no two readings of where the body ends), 413
+//! above [`PUT_MAX`], 503 with `Retry-After: RETRY_AFTER_S` while another upload is in
+//! progress (decided at the head, before any byte of the body is read: one upload at a
+//! time). Its body is checked line by line as it arrives ([`PutBody`]: the routes file's
+//! syntax, or the rules file's; each byte scanned once); a line longer than [`LINE_MAX`] is
+//! refused (400, named) as soon as it passes the cap, any other bad line (400, the first one
+//! named) once the body is complete.
 //!
 //! Whatever follows a complete head (a pipelined request, garbage) is not parsed: a `GET` is
 //! answered and the connection closed (`Connection: close`), a `PUT`'s body is the bytes after
@@ -36,6 +44,7 @@ use core::fmt::Write;
 use netstack::acl::rules::{parse_line, RuleError, RuleLine};
 use netstack::acl::MAX_RULES;
 use netstack::config::{parse_routes_file, MgmtToken};
+use netstack::router::RouteCheck;
 
 /// Longest request line (method, target, version; bytes, without CRLF). RFC 9112 §3
 /// recommends support for request lines of at least 8000 octets for general-purpose servers;
@@ -51,6 +60,15 @@ pub const HEADERS_MAX: usize = 32;
 /// million routes, but the router's FIB holds at most `netstack::router`'s rule limit). A
 /// larger `Content-Length` is 413 (RFC 9110 §15.5.14).
 pub const PUT_MAX: usize = 8 << 20;
+/// Longest line of a `PUT` body (bytes, its newline not counted): the routes file's longest
+/// route is 34 bytes and a rules file's rule about 100, so this leaves room for comments; a
+/// longer line is refused as soon as its bytes pass the cap (a body is never scanned twice,
+/// and a line is never held for a later look). The boot routes file has the same cap
+/// (`netstack::config::ROUTES_LINE_MAX`).
+pub const LINE_MAX: usize = netstack::config::ROUTES_LINE_MAX;
+/// `Retry-After` (seconds, RFC 9110 §10.2.3) of a 503 for a `PUT` while another upload is in
+/// progress: a 3 MiB body takes ~18 s under TCG, a short one well under a second.
+pub const RETRY_AFTER_S: u32 = 5;
 /// Longest bad-line message kept (bytes).
 pub const BAD_LINE_MAX: usize = 200;
 /// Longest refusal text (bytes).
@@ -70,7 +88,9 @@ pub const METRICS_HEAD: &str =
 pub enum Status {
     /// 200 OK (RFC 9110 §15.3.1): the routes were replaced.
     Ok,
-    /// 400 Bad Request (RFC 9110 §15.5.1): bad syntax, a bad `Content-Length`, a bad body line.
+    /// 400 Bad Request (RFC 9110 §15.5.1): bad syntax, a bad `Content-Length`, a bad body
+    /// line (its syntax, or a route `check_route` refuses), a route the rebuild refuses (a
+    /// duplicate prefix).
     BadRequest,
     /// 401 Unauthorized (RFC 9110 §15.5.2): no or the wrong bearer token; the reply carries
     /// `WWW-Authenticate: Bearer` (RFC 6750 §3).
@@ -82,6 +102,9 @@ pub enum Status {
     /// 405 Method Not Allowed (RFC 9110 §15.5.6): a method the path does not take; the reply
     /// carries `Allow` (RFC 9110 §10.2.1).
     MethodNotAllowed,
+    /// 408 Request Timeout (RFC 9110 §15.5.9): a `PUT` body arriving below the minimum rate
+    /// (the kernel's management plane decides; the connection is closed after it).
+    RequestTimeout,
     /// 411 Length Required (RFC 9110 §15.5.12): a `PUT` without `Content-Length`.
     LengthRequired,
     /// 413 Content Too Large (RFC 9110 §15.5.14): a body above [`PUT_MAX`].
@@ -91,10 +114,11 @@ pub enum Status {
     /// 431 Request Header Fields Too Large (RFC 6585 §5): a head above [`HEAD_MAX`] or with
     /// more than [`HEADERS_MAX`] fields.
     HeaderFieldsTooLarge,
-    /// 500 Internal Server Error (RFC 9110 §15.6.1): the rebuild refused the routes.
+    /// 500 Internal Server Error (RFC 9110 §15.6.1): the rebuild ran into the router's own
+    /// limits (memory, rule slots, tbl8 groups, next hops), named in the text.
     InternalServerError,
-    /// 503 Service Unavailable (RFC 9110 §15.6.4): another upload is in progress, or no
-    /// memory for the body.
+    /// 503 Service Unavailable (RFC 9110 §15.6.4): another upload is in progress (with
+    /// `Retry-After`), or no memory for the body.
     ServiceUnavailable,
     /// 505 HTTP Version Not Supported (RFC 9110 §15.6.6): not HTTP/1.0 or HTTP/1.1.
     VersionNotSupported,
@@ -110,6 +134,7 @@ impl Status {
             Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
+            Status::RequestTimeout => 408,
             Status::LengthRequired => 411,
             Status::ContentTooLarge => 413,
             Status::UriTooLong => 414,
@@ -129,6 +154,7 @@ impl Status {
             Status::Forbidden => "Forbidden",
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
+            Status::RequestTimeout => "Request Timeout",
             Status::LengthRequired => "Length Required",
             Status::ContentTooLarge => "Content Too Large",
             Status::UriTooLong => "URI Too Long",
@@ -217,7 +243,8 @@ impl PutFiles {
 }
 
 /// A refused request: its status, whether it was a `PUT` (the kernel counts those by
-/// outcome), the `Allow` field of a 405, and a one-line text for the client.
+/// outcome), the `Allow` field of a 405, the `Retry-After` field of a busy 503, and a one-line
+/// text for the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     /// The status.
@@ -226,6 +253,8 @@ pub struct Refusal {
     pub put: bool,
     /// The methods the path takes (a 405's `Allow` field).
     pub allow: Option<&'static str>,
+    /// Seconds the client should wait before trying again (a 503's `Retry-After` field).
+    pub retry_after: Option<u32>,
     /// Why, for the client (cut at [`TEXT_MAX`] bytes).
     pub text: heapless::String<TEXT_MAX>,
 }
@@ -239,13 +268,19 @@ impl Refusal {
             status,
             put,
             allow: None,
+            retry_after: None,
             text: s,
         }
     }
 
     /// The whole reply: status line, header fields, text.
     pub fn reply(&self) -> heapless::String<REPLY_MAX> {
-        reply(self.status, self.allow, format_args!("{}", self.text))
+        reply_with(
+            self.status,
+            self.allow,
+            self.retry_after,
+            format_args!("{}", self.text),
+        )
     }
 }
 
@@ -255,6 +290,16 @@ impl Refusal {
 pub fn reply(
     status: Status,
     allow: Option<&str>,
+    text: core::fmt::Arguments<'_>,
+) -> heapless::String<REPLY_MAX> {
+    reply_with(status, allow, None, text)
+}
+
+/// [`reply`], with `Retry-After: retry_after` (seconds, RFC 9110 §10.2.3) if given.
+pub fn reply_with(
+    status: Status,
+    allow: Option<&str>,
+    retry_after: Option<u32>,
     text: core::fmt::Arguments<'_>,
 ) -> heapless::String<REPLY_MAX> {
     let mut body: heapless::String<{ REPLY_MAX - 160 }> = heapless::String::new();
@@ -273,6 +318,9 @@ pub fn reply(
     }
     if let Some(methods) = allow {
         let _ = write!(r, "Allow: {methods}\r\n");
+    }
+    if let Some(s) = retry_after {
+        let _ = write!(r, "Retry-After: {s}\r\n");
     }
     let _ = r.push_str("\r\n");
     let _ = r.push_str(&body);
@@ -362,6 +410,16 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
     };
     let served = put.file();
     match (path, PutKind::at(path), served) {
+        // A `GET` has no body to read, but a bad or repeated length is still a framing error
+        // (RFC 9112 §6.3 item 5), answered rather than guessed past.
+        ("/metrics", ..)
+            if method == "GET" && matches!(content_length(req.headers), Some(Err(_))) =>
+        {
+            refuse(
+                Status::BadRequest,
+                format_args!("bad Content-Length (one field of digits)"),
+            )
+        }
         ("/metrics", ..) if method == "GET" => Head::Metrics { head_len },
         ("/metrics", ..) => not_allowed("GET"),
         (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => {
@@ -419,9 +477,10 @@ fn field<'b>(fields: &[httparse::Header<'b>], name: &str) -> Option<&'b [u8]> {
         .map(|f| f.value.trim_ascii())
 }
 
-/// The body's length from the `Content-Length` fields (RFC 9110 §8.6: `1*DIGIT`; several
-/// fields must agree, RFC 9112 §6.3 item 5), saturating at `u64::MAX` (a huge but valid
-/// length is too large, not bad); `None` if absent, `Some(Err(()))` if bad.
+/// The body's length from the one `Content-Length` field (RFC 9110 §8.6: `1*DIGIT`),
+/// saturating at `u64::MAX` (a huge but valid length is too large, not bad); `None` if absent,
+/// `Some(Err(()))` if bad or repeated (RFC 9112 §6.3 item 5 lets a recipient accept repeats of
+/// one value; refusing every repeat leaves no two readings of where the body ends).
 fn content_length(fields: &[httparse::Header<'_>]) -> Option<Result<u64, ()>> {
     let mut len = None;
     for f in fields
@@ -429,15 +488,12 @@ fn content_length(fields: &[httparse::Header<'_>]) -> Option<Result<u64, ()>> {
         .filter(|f| f.name.eq_ignore_ascii_case("content-length"))
     {
         let v = f.value.trim_ascii();
-        if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        if len.is_some() || v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
             return Some(Err(()));
         }
         let n = v.iter().fold(0u64, |n, d| {
             n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
         });
-        if len.is_some_and(|l| l != n) {
-            return Some(Err(()));
-        }
         len = Some(n);
     }
     len.map(Ok)
@@ -481,7 +537,10 @@ fn check_put(
     let Some(Ok(len)) = len else {
         return no(
             Status::BadRequest,
-            format_args!("PUT {}: bad Content-Length", kind.path()),
+            format_args!(
+                "PUT {}: bad Content-Length (one field of digits)",
+                kind.path()
+            ),
         );
     };
     if len > PUT_MAX as u64 {
@@ -490,7 +549,9 @@ fn check_put(
     }
     if busy() {
         let why = format_args!("PUT {}: another upload is in progress", kind.path());
-        return no(Status::ServiceUnavailable, why);
+        let mut r = Refusal::new(Status::ServiceUnavailable, true, why);
+        r.retry_after = Some(RETRY_AFTER_S);
+        return Err(r);
     }
     let expect = field(fields, "expect").is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
     Ok((len as usize, expect))
@@ -500,7 +561,9 @@ fn check_put(
 /// routes file's syntax, `netstack::config::parse_routes_file`; or the rules file's,
 /// `netstack::acl::rules`, with its checks across lines: one `default`, at most
 /// [`MAX_RULES`] rules), so a bad one is named without a second pass. The bytes live in the
-/// caller's buffer of the body's length; bounded work per call: the bytes that arrived.
+/// caller's buffer of the body's length; bounded work per call: the bytes that arrived, each
+/// scanned for its newline once (a line's start is kept, where the scan stopped too), plus
+/// one check of each line they complete (at most [`LINE_MAX`] bytes).
 #[derive(Clone, Debug)]
 pub struct PutBody {
     /// The file it replaces.
@@ -511,6 +574,8 @@ pub struct PutBody {
     got: usize,
     /// Where the line not yet checked starts.
     line_start: usize,
+    /// Bytes from `line_start` up to here hold no newline (the scan resumes here).
+    scanned: usize,
     /// Lines checked so far.
     lines: usize,
     /// Rules seen so far (a rules file).
@@ -519,6 +584,9 @@ pub struct PutBody {
     default_line: Option<usize>,
     /// The first bad line, named.
     bad: Option<heapless::String<BAD_LINE_MAX>>,
+    /// The router's ports, to check each route as it arrives (`check_route`); without them
+    /// (a rules file) only the syntax is checked.
+    routes: Option<RouteCheck>,
 }
 
 impl PutBody {
@@ -529,11 +597,20 @@ impl PutBody {
             len,
             got: 0,
             line_start: 0,
+            scanned: 0,
             lines: 0,
             rules: 0,
             default_line: None,
             bad: None,
+            routes: None,
         }
+    }
+
+    /// Check each route of a routes body against `ports` as its line arrives (duplicates are
+    /// found by the build, which names the line and the prefix); `None`: the syntax only.
+    pub fn with_routes(mut self, ports: Option<RouteCheck>) -> PutBody {
+        self.routes = ports;
+        self
     }
 
     /// The file it replaces.
@@ -549,41 +626,74 @@ impl PutBody {
     /// `n` more bytes arrived at `body[got..]` (`body`: the body's buffer, its length's
     /// worth): check the lines they complete. `None` while bytes are missing; once complete,
     /// `Ok` for a clean body or the 400 naming its first bad line (the rest of the body is
-    /// received but not checked).
+    /// received but not checked). A line longer than [`LINE_MAX`] is the 400 at once, before
+    /// the body is complete: the caller answers it and stops reading into the buffer.
     pub fn received(&mut self, body: &[u8], n: usize) -> Option<Result<(), Refusal>> {
         self.got = (self.got + n).min(self.len).min(body.len());
         let complete = self.got == self.len;
         while self.bad.is_none() {
-            let end = match body[self.line_start..self.got]
-                .iter()
-                .position(|&c| c == b'\n')
-            {
-                Some(k) => self.line_start + k,
+            let from = self.scanned.max(self.line_start);
+            let end = match body[from..self.got].iter().position(|&c| c == b'\n') {
+                Some(k) => from + k,
                 None if complete && self.line_start < self.got => self.got,
-                None => break,
+                None => {
+                    self.scanned = self.got;
+                    break;
+                }
             };
             self.lines += 1;
-            self.bad = self.bad_line(&body[self.line_start..end]);
+            self.bad = if end - self.line_start > LINE_MAX {
+                Some(self.too_long())
+            } else {
+                self.bad_line(&body[self.line_start..end])
+            };
             self.line_start = (end + 1).min(self.got);
             if end == self.got {
                 break;
             }
         }
+        if self.bad.is_none() && self.got - self.line_start > LINE_MAX {
+            // No newline yet, and already over the cap: named now, not after megabytes.
+            self.lines += 1;
+            self.bad = Some(self.too_long());
+            return Some(Err(self.refusal()));
+        }
         if !complete {
             return None;
         }
+        Some(match &self.bad {
+            None => Ok(()),
+            Some(_) => Err(self.refusal()),
+        })
+    }
+
+    /// The 400 naming the first bad line.
+    fn refusal(&self) -> Refusal {
         let stays = match self.kind {
             PutKind::Routes => "the published FIB stays",
             PutKind::Rules => "the published rules stay",
         };
-        Some(match &self.bad {
-            None => Ok(()),
-            Some(why) => Err(Refusal::new(
-                Status::BadRequest,
-                true,
-                format_args!("PUT {}: {why}; {stays}", self.kind.path()),
-            )),
-        })
+        let why = self.bad.as_deref().unwrap_or("");
+        Refusal::new(
+            Status::BadRequest,
+            true,
+            format_args!("PUT {}: {why}; {stays}", self.kind.path()),
+        )
+    }
+
+    /// Why the line just counted is bad: longer than [`LINE_MAX`].
+    fn too_long(&self) -> heapless::String<BAD_LINE_MAX> {
+        let mut why = heapless::String::new();
+        let what = match self.kind {
+            PutKind::Routes => "routes",
+            PutKind::Rules => "rules",
+        };
+        let _ = write!(
+            why,
+            "{what} line {}: longer than {LINE_MAX} bytes",
+            self.lines
+        );
+        why
     }
 
     /// Why the line just counted (`line`, without its newline) is bad, or `None`.
@@ -600,15 +710,21 @@ impl PutBody {
         };
         let shown = &text[..text.floor_char_boundary(80)];
         match self.kind {
-            PutKind::Routes => {
-                if let Some(Err((_, t, e))) = parse_routes_file(text).next() {
+            PutKind::Routes => match parse_routes_file(text).next() {
+                Some(Err((_, t, e))) => {
                     let _ = write!(
                         why,
                         "routes line {n}: `{}`: {e} (expected PREFIX/LEN,GATEWAY)",
                         &t[..t.floor_char_boundary(80)]
                     );
                 }
-            }
+                Some(Ok((_, (net, gw)))) => {
+                    if let Some(Err(e)) = self.routes.map(|p| p.check(net, gw)) {
+                        let _ = write!(why, "routes line {n}: `{net},{gw}`: {e}");
+                    }
+                }
+                None => {}
+            },
             PutKind::Rules => {
                 let error = match parse_line(text) {
                     Ok(None) => None,

@@ -1,7 +1,8 @@
 #![no_main]
 //! Arbitrary text as a routes file (`--routes FILE`, the boot module): the parser never panics
 //! and reports a bad line as a value naming it; every route it yields is installed as the boot
-//! does (`Router::add_route`: accepted, or refused with an error value), can be found again,
+//! does (`Router::add_static` with `Existing::Refuse`: accepted, or refused with an error value,
+//! a repeated prefix as a duplicate), can be found again,
 //! and deleting them all leaves the FIB as it was (no tbl8 group or rule slot lost). The same
 //! text as an appliance bundle (`config::bundle`): parsed or refused with a value, never a
 //! panic, each file a slice of the text.
@@ -9,8 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use netstack::config::{bundle, parse_routes_file};
 use netstack::router::{
-    parse_ipv4_cidr, Fib, NextHop, PortConfig, Router, RouterConfig, RuleSlot, TBL24_LEN,
-    TBL8_GROUP_LEN,
+    parse_ipv4_cidr, Existing, Fib, NextHop, PortConfig, RouteError, Router, RouterConfig,
+    RouterError, RuleSlot, TBL24_LEN, TBL8_GROUP_LEN,
 };
 use netstack::{MacAddr, Mode};
 use std::sync::{Mutex, OnceLock};
@@ -75,8 +76,9 @@ fuzz_target!(|data: &[u8]| {
                 assert!(line > last && line <= lines);
                 last = line;
                 let had = r.fib().get(net);
-                match r.add_route(net, gw) {
-                    Ok(()) => {
+                match r.add_static(net, gw, Existing::Refuse) {
+                    Ok(new) => {
+                        assert!(new, "Existing::Refuse adds or refuses");
                         match r.fib().get(net) {
                             Some(NextHop::Via { gateway, .. }) => assert_eq!(gateway, gw),
                             other => panic!("{net} -> {gw} installed as {other:?}"),
@@ -90,6 +92,15 @@ fuzz_target!(|data: &[u8]| {
                     }
                     Err(e) => {
                         let _ = e.to_string();
+                        if matches!(had, Some(NextHop::Via { .. })) {
+                            assert_eq!(
+                                e,
+                                RouterError::Route(RouteError::Duplicate {
+                                    prefix: net,
+                                    first: None
+                                })
+                            );
+                        }
                         assert_eq!(r.fib().get(net), had, "a refused route changed the FIB");
                     }
                 }

@@ -237,6 +237,20 @@ fn routes_file() {
         host_bits[0],
         Err((1, "192.168.1.5/16,10.0.1.2", ParseError::HostBitsSet))
     );
+    // A line over the cap is bad whatever it holds (a comment too), shown cut; one at the cap
+    // is read as usual.
+    let at_cap = format!("10.0.0.0/8,10.0.1.2 #{}", "x".repeat(ROUTES_LINE_MAX - 21));
+    assert_eq!(at_cap.len(), ROUTES_LINE_MAX);
+    let over = format!("# {}", "y".repeat(ROUTES_LINE_MAX - 1));
+    let text = format!("{at_cap}\n{over}\n10.1.0.0/16,10.0.1.2\n");
+    let got: std::vec::Vec<_> = parse_routes_file(&text).collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got[0].is_ok(), "{got:?}");
+    assert_eq!(got[1], Err((2, &over[..40], ParseError::LineTooLong)));
+    assert_eq!(
+        ParseError::LineTooLong.to_string(),
+        "line longer than 512 bytes"
+    );
 }
 
 #[test]
@@ -275,6 +289,45 @@ fn router_keys() {
             mode: Mode::L2,
         }
     );
+}
+
+/// Issue 40 item 1: `route=` is checked against `ip0=`/`ip1=` when the line is parsed (it was
+/// first checked at the FIB build), whatever order the keys come in; a prefix twice is a
+/// duplicate naming both keys' places; a later layer's override is not parsed here.
+#[test]
+fn route_keys_checked_against_the_ports() {
+    let r = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+    let e = Config::parse(
+        "mode=router route=192.168.0.0/16,10.0.1.255 ip0=10.0.0.1/24 ip1=10.0.1.1/24",
+    )
+    .unwrap_err();
+    assert_eq!(e.key(), Some("route"));
+    assert_eq!(
+        e.to_string(),
+        "route=192.168.0.0/16,10.0.1.255: gateway is the broadcast address of connected network 10.0.1.0/24"
+    );
+    let line = format!("{r} route=10.0.0.0/24,10.0.1.2");
+    assert_eq!(
+        Config::parse(&line).unwrap_err().to_string(),
+        "route=10.0.0.0/24,10.0.1.2: the prefix is a connected network, a port address or a broadcast address (routes may only be more specific)"
+    );
+    let line = format!("{r} route=127.0.0.0/8,10.0.1.2");
+    assert!(matches!(
+        Config::parse(&line),
+        Err(ConfigError::BadRoute {
+            why: RouteError::Loopback,
+            ..
+        })
+    ));
+    let line =
+        format!("{r} route=1.0.0.0/8,10.0.1.2 route=2.0.0.0/8,10.0.1.2 route=1.0.0.0/8,10.0.0.2");
+    assert_eq!(
+        Config::parse(&line).unwrap_err().to_string(),
+        "route=1.0.0.0/8,10.0.0.2: duplicate prefix 1.0.0.0/8 (first at 1): one route per prefix in a routes file, body, the route= keys or the pending changes"
+    );
+    let line =
+        format!("{r} route=0.0.0.0/1,10.0.1.2 route=192.0.0.0/2,10.0.0.2 route=0.0.0.0/0,10.0.1.3");
+    assert_eq!(Config::parse(&line).unwrap().routes.len(), 3);
 }
 
 /// Issue 33 item 6: `ip0=`/`ip1=`/`mgmt=` are the kernel's (the management plane serves every

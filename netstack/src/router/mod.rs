@@ -1,7 +1,8 @@
 //! IPv4 router fast path (RFC 1812), beside smoltcp (which does not forward between
 //! interfaces): DIR-24-8 FIB ([`fib`]), ARP neighbour table ([`neigh`], [`arp`]), header
 //! validation and the RFC 1624 TTL update ([`ipv4`]), ICMP errors with a rate limit ([`icmp`]),
-//! configuration parsers ([`parse`]), and the cross-core neighbour sync ([`sync`]: what one
+//! configuration parsers ([`parse`]), the listed text forms of routes and neighbours
+//! ([`show`]), and the cross-core neighbour sync ([`sync`]: what one
 //! core's router learns reaches the others through a [`NeighRing`], `mm`'s generic ring).
 //!
 //! One entry point per received frame, [`Router::process`], which returns exactly one
@@ -62,12 +63,14 @@
 //!   except datagrams to us (an echo request too), which go to the host whole.
 
 pub mod arp;
+pub mod check;
 pub mod fib;
 pub mod frag;
 pub mod icmp;
 pub mod ipv4;
 pub mod neigh;
 pub mod parse;
+pub mod show;
 pub mod sync;
 
 #[cfg(test)]
@@ -79,6 +82,7 @@ use crate::wire::{
     IPV4_TTL, IPV4_VER_IHL,
 };
 use crate::MacAddr;
+pub use check::{check_route, RouteChange, RouteCheck, RouteError};
 use core::net::Ipv4Addr;
 pub use fib::{
     Fib, FibError, Ipv4Net, NextHop, RuleSlot, SparseStats, Tbl24Chunk, MAX_NEXTHOPS, TBL24_CHUNKS,
@@ -89,6 +93,7 @@ use ipv4::{be16, DstClass};
 use neigh::{Confirm, NeighEvent, NeighTable, Resolve};
 pub use neigh::{NeighConfig, NeighInfo, NeighState};
 pub use parse::{parse_ipv4_cidr, parse_route, ParseError};
+pub use show::Route;
 pub use sync::{NeighRing, NeighUpdate};
 
 /// Ports a router can have.
@@ -370,10 +375,8 @@ pub enum RouterError {
     /// A port address that is not unicast, or is the network or broadcast address of its
     /// network.
     BadPortAddress,
-    /// A gateway not inside any port's network.
-    GatewayNotConnected,
-    /// A gateway that is one of our addresses.
-    GatewayIsLocal,
+    /// A static route [`check_route`] refuses, or a duplicate ([`Existing::Refuse`]).
+    Route(RouteError),
     /// The FIB refused.
     Fib(FibError),
     /// The router's FIB is shared read-only (`&Fib`): routes cannot be added or deleted.
@@ -384,14 +387,31 @@ pub enum RouterError {
     /// route), so no neighbour or gateway could be reached through the port. RFC 1812 §2.2.5.2
     /// unnumbered links are not supported; /31 (RFC 3021) is the smallest.
     HostPrefixPort,
-    /// A static route for exactly a connected network, a port's address or a directed
-    /// broadcast address: it would replace that route (the FIB holds one route per prefix).
-    /// A more specific prefix inside a connected network is allowed.
-    RouteOverConnected,
     /// An MTU below 68 bytes, RFC 791 §3.2's minimum ([`Router::set_mtu`]).
     BadMtu,
     /// A port number the router does not have ([`Router::set_mtu`]).
     NoSuchPort,
+}
+
+impl From<RouteError> for RouterError {
+    fn from(e: RouteError) -> Self {
+        RouterError::Route(e)
+    }
+}
+
+impl RouterError {
+    /// Whether the route itself is at fault (the client's error: a refused route, a
+    /// duplicate, a deletion of a route that is not there, a bad prefix), not the router's
+    /// limits (rule table, tbl8 groups or next hops exhausted) or its setup.
+    pub fn is_route_error(&self) -> bool {
+        matches!(
+            self,
+            RouterError::Route(_)
+                | RouterError::Fib(
+                    FibError::NotFound | FibError::BadPrefixLen | FibError::HostBitsSet
+                )
+        )
+    }
 }
 
 impl From<FibError> for RouterError {
@@ -406,23 +426,33 @@ impl core::fmt::Display for RouterError {
             RouterError::BadPortCount => write!(f, "a router needs 1..={MAX_PORTS} ports"),
             RouterError::DuplicateNetwork => f.write_str("two ports on the same network"),
             RouterError::BadPortAddress => f.write_str("port address is not a host address"),
-            RouterError::GatewayNotConnected => f.write_str("gateway not on a port's network"),
-            RouterError::GatewayIsLocal => f.write_str("gateway is one of our addresses"),
+            RouterError::Route(e) => e.fmt(f),
             RouterError::Fib(e) => e.fmt(f),
             RouterError::ReadOnlyFib => f.write_str("the FIB is shared read-only"),
             RouterError::FibLacksPort => {
                 f.write_str("the shared FIB lacks a port's connected route")
             }
-            RouterError::HostPrefixPort => f.write_str(
-                "a /32 port address leaves no connected network (use /31 or shorter)",
-            ),
-            RouterError::RouteOverConnected => f.write_str(
-                "the prefix is a connected network, a port address or a broadcast address (routes may only be more specific)",
-            ),
+            RouterError::HostPrefixPort => {
+                f.write_str("a /32 port address leaves no connected network (use /31 or shorter)")
+            }
             RouterError::BadMtu => write!(f, "an MTU must be {MIN_MTU}..=65535 bytes"),
             RouterError::NoSuchPort => f.write_str("no such port"),
         }
     }
+}
+
+/// What [`Router::add_static`] does when the FIB holds a static route for the prefix already:
+/// the layers of the configuration (`route=` < routes file or `PUT /routes` body < console
+/// changes) override each other, and no layer names a prefix twice.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Existing {
+    /// Replace it (a higher layer over a lower one: the console's changes).
+    Replace,
+    /// Keep it and add nothing (a lower layer added after a higher one: `route=` after the
+    /// routes file).
+    Keep,
+    /// Refuse the route as [`RouteError::Duplicate`] (the same layer: a routes file's lines).
+    Refuse,
 }
 
 /// What to do with a frame given to [`Router::process`]. Exactly one per frame.
@@ -770,25 +800,47 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         self.fib
     }
 
-    /// Install a static route `prefix → gateway` (replacing a static one with the same
-    /// prefix). The gateway must be inside a port's network; the route goes out of that port.
-    /// A prefix that is a connected network, a port address or a broadcast /32 is
-    /// [`RouterError::RouteOverConnected`].
+    /// Install a static route `prefix → gateway`, replacing a static one with the same prefix
+    /// ([`Router::add_static`] with [`Existing::Replace`]).
+    ///
+    /// # Errors
+    /// As [`Router::add_static`].
     pub fn add_route(&mut self, prefix: Ipv4Net, gateway: Ipv4Addr) -> Result<(), RouterError> {
-        let port = self
-            .ports()
-            .iter()
-            .position(|p| p.addr.len < 32 && p.addr.contains(gateway))
-            .ok_or(RouterError::GatewayNotConnected)?;
-        if self.ports().iter().any(|p| p.addr.addr == gateway) {
-            return Err(RouterError::GatewayIsLocal);
-        }
+        self.add_static(prefix, gateway, Existing::Replace)
+            .map(|_| ())
+    }
+
+    /// Install a static route `prefix → gateway` checked by [`check_route`] against the
+    /// router's ports; it goes out of the first port whose network holds the gateway.
+    /// `existing` says what happens when the FIB holds a static route for `prefix` already
+    /// (one route per prefix): replaced, kept (`Ok(false)`: this route is not added), or
+    /// refused as a duplicate. `Ok(true)` when the route was added.
+    ///
+    /// # Errors
+    /// [`RouterError::Route`] naming why the route is refused (a duplicate with
+    /// [`Existing::Refuse`]), [`RouterError::ReadOnlyFib`] with a shared FIB,
+    /// [`RouterError::Fib`] when the FIB is full. A prefix whose FIB entry is a connected,
+    /// local or broadcast route is [`RouteError::OverConnected`] even where the ports do not
+    /// say so (a FIB built over other ports).
+    pub fn add_static(
+        &mut self,
+        prefix: Ipv4Net,
+        gateway: Ipv4Addr,
+        existing: Existing,
+    ) -> Result<bool, RouterError> {
+        let ports = RouteCheck::new(self.ports().iter().map(|p| p.addr));
+        let port = ports.check(prefix, gateway)?;
         let fib = self.fib.fib_mut().ok_or(RouterError::ReadOnlyFib)?;
-        if matches!(
-            fib.get(prefix),
-            Some(NextHop::Connected { .. } | NextHop::Local | NextHop::Broadcast)
-        ) {
-            return Err(RouterError::RouteOverConnected);
+        match fib.get(prefix) {
+            Some(NextHop::Connected { .. } | NextHop::Local | NextHop::Broadcast) => {
+                return Err(RouteError::OverConnected.into())
+            }
+            Some(NextHop::Via { .. }) if existing == Existing::Keep => return Ok(false),
+            Some(NextHop::Via { .. }) if existing == Existing::Refuse => {
+                let first = None;
+                return Err(RouteError::Duplicate { prefix, first }.into());
+            }
+            _ => {}
         }
         let added = fib.add(
             prefix,
@@ -799,7 +851,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         );
         // A next-hop index may now name another next hop (indexes are reused).
         self.forget_adjacencies();
-        Ok(added?)
+        added?;
+        Ok(true)
     }
 
     /// Remove the route `prefix` ([`RouterError::ReadOnlyFib`] with a shared FIB).

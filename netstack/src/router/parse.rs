@@ -6,9 +6,10 @@
 //!   `ip0=10.0.0.1/24`. Host bits are kept (they are the address); LEN is 0..=32. Parsed by
 //!   [`parse_ipv4_cidr`].
 //! - `route=A.B.C.D/LEN,GATEWAY` — a static route, e.g. `route=192.168.0.0/16,10.0.1.2`;
-//!   `0.0.0.0/0` is the default route. The prefix must have no host bits set; the gateway must
-//!   be on a connected network (checked when the route is installed). Repeatable. Parsed by
-//!   [`parse_route`].
+//!   `0.0.0.0/0` is the default route. The prefix must have no host bits set; what depends on
+//!   the ports (the gateway a host of a connected network, no prefix over a connected one, no
+//!   reserved space, each prefix once) is checked where the route arrives
+//!   ([`super::check`]). Repeatable. Parsed by [`parse_route`].
 //!
 //! Addresses are dotted decimal as `core::net::Ipv4Addr` reads them (no leading zeros, no
 //! shorthand).
@@ -16,9 +17,17 @@
 use super::fib::Ipv4Net;
 use core::net::Ipv4Addr;
 
+/// Longest line of a routes file (bytes, its line end not counted), comments included: the
+/// longest route is 34 bytes. A longer line is bad ([`ParseError::LineTooLong`], shown cut to
+/// its first 40 bytes, `config::parse_routes_file`); `PUT /routes` refuses one as soon as its
+/// bytes pass the cap.
+pub const ROUTES_LINE_MAX: usize = 512;
+
 /// Why a value did not parse.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum ParseError {
+    /// A routes-file line longer than [`ROUTES_LINE_MAX`] bytes.
+    LineTooLong,
     /// No `/LEN`.
     MissingPrefixLen,
     /// Not a dotted-decimal IPv4 address.
@@ -35,7 +44,9 @@ pub enum ParseError {
 
 impl core::fmt::Display for ParseError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let max = ROUTES_LINE_MAX;
         f.write_str(match self {
+            ParseError::LineTooLong => return write!(f, "line longer than {max} bytes"),
             ParseError::MissingPrefixLen => "expected A.B.C.D/LEN",
             ParseError::BadAddress => "not an IPv4 address (dotted decimal)",
             ParseError::BadPrefixLen => "prefix length must be 0..=32",

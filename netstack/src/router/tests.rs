@@ -840,9 +840,19 @@ fn setup_errors() {
     let pre = parse_ipv4_cidr("172.16.0.0/12").unwrap();
     assert_eq!(
         r.add_route(pre, Ipv4Addr::new(10, 9, 0, 1)),
-        Err(RouterError::GatewayNotConnected)
+        Err(RouterError::Route(RouteError::GatewayNotConnected))
     );
-    assert_eq!(r.add_route(pre, P1_IP), Err(RouterError::GatewayIsLocal));
+    assert_eq!(
+        r.add_route(pre, P1_IP),
+        Err(RouterError::Route(RouteError::GatewayIsLocal))
+    );
+    // The build checks as intake does: a connected network's broadcast address is no gateway.
+    assert_eq!(
+        r.add_route(pre, Ipv4Addr::new(10, 0, 1, 255)),
+        Err(RouterError::Route(RouteError::GatewayIsBroadcast(
+            parse_ipv4_cidr("10.0.1.0/24").unwrap()
+        )))
+    );
     let routes: Vec<_> = r.fib().routes().collect();
     assert_eq!(routes.len(), 2 * 3 + 1);
     assert!(routes.contains(&(
@@ -1324,7 +1334,7 @@ fn host_prefix_ports_and_routes_over_connected_networks_are_named() {
         let (prefix, gw) = parse_route(over).unwrap();
         assert_eq!(
             r.add_route(prefix, gw),
-            Err(RouterError::RouteOverConnected),
+            Err(RouterError::Route(RouteError::OverConnected)),
             "{over}"
         );
     }
@@ -1338,6 +1348,50 @@ fn host_prefix_ports_and_routes_over_connected_networks_are_named() {
     assert_eq!(r.add_route(prefix, gw), Ok(()));
     let (prefix, gw) = parse_route("192.168.0.0/16,10.0.1.3").unwrap();
     assert_eq!(r.add_route(prefix, gw), Ok(()));
+}
+
+/// Issue 40 item 1: the layers of the configuration at the build. A routes file's line over a
+/// `route=` prefix replaces it, `route=` added after the file keeps the file's route, and a
+/// prefix twice in one file is a duplicate naming the prefix; only the route's own errors are
+/// the client's.
+#[test]
+fn static_routes_by_layer() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    let (prefix, gw2) = parse_route("198.18.0.0/15,10.0.1.2").unwrap();
+    let gw3 = Ipv4Addr::new(10, 0, 1, 3);
+    assert_eq!(r.add_static(prefix, gw2, Existing::Refuse), Ok(true));
+    assert_eq!(r.add_static(prefix, gw3, Existing::Keep), Ok(false));
+    let via = |gateway| Some(NextHop::Via { port: 1, gateway });
+    assert_eq!(r.fib().get(prefix), via(gw2));
+    let e = r.add_static(prefix, gw3, Existing::Refuse).unwrap_err();
+    assert_eq!(
+        e,
+        RouterError::Route(RouteError::Duplicate {
+            prefix,
+            first: None
+        })
+    );
+    assert!(
+        e.to_string().starts_with("duplicate prefix 198.18.0.0/15"),
+        "{e}"
+    );
+    assert_eq!(r.fib().get(prefix), via(gw2));
+    assert_eq!(r.add_static(prefix, gw3, Existing::Replace), Ok(true));
+    assert_eq!(r.fib().get(prefix), via(gw3));
+    // Keep and Refuse add a prefix not there yet.
+    let (other, _) = parse_route("172.16.0.0/12,10.0.1.2").unwrap();
+    assert_eq!(r.add_static(other, gw2, Existing::Keep), Ok(true));
+    assert!(e.is_route_error());
+    assert!(RouterError::Fib(FibError::NotFound).is_route_error());
+    for limit in [
+        FibError::RulesFull,
+        FibError::Tbl8Full,
+        FibError::NextHopsFull,
+    ] {
+        assert!(!RouterError::Fib(limit).is_route_error(), "{limit}");
+    }
+    assert!(!RouterError::ReadOnlyFib.is_route_error());
 }
 
 /// Live route reload: a per-core router over a shared FIB switches to a new FIB between

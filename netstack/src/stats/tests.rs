@@ -482,8 +482,9 @@ fn mgmt() -> MgmtStats {
         idle_timeouts: 4,
         response_timeouts: 5,
         fin_before_request: 6,
-        put_routes: [1, 2, 3, 0, 0, 0, 0, 4],
-        put_rules: [5, 0, 0, 0, 0, 6, 7, 0],
+        drain_limit: 8,
+        put_routes: [1, 2, 3, 0, 0, 0, 0, 4, 9, 10],
+        put_rules: [5, 0, 0, 0, 0, 6, 7, 0, 0, 0],
     }
 }
 
@@ -534,10 +535,13 @@ fn prometheus_lines() {
         "gannet_mgmt_tcp_closed_total{reason=\"idle_timeout\"} 4",
         "gannet_mgmt_tcp_closed_total{reason=\"response_timeout\"} 5",
         "gannet_mgmt_tcp_closed_total{reason=\"fin_before_request\"} 6",
+        "gannet_mgmt_tcp_closed_total{reason=\"drain_limit\"} 8",
         "# TYPE gannet_mgmt_put_routes_total counter",
         "gannet_mgmt_put_routes_total{result=\"ok\"} 1",
         "gannet_mgmt_put_routes_total{result=\"unauthorized\"} 3",
         "gannet_mgmt_put_routes_total{result=\"failed\"} 4",
+        "gannet_mgmt_put_routes_total{result=\"timeout\"} 9",
+        "gannet_mgmt_put_routes_total{result=\"aborted\"} 10",
         "# TYPE gannet_mgmt_put_rules_total counter",
         "gannet_mgmt_put_rules_total{result=\"ok\"} 5",
         "gannet_mgmt_put_rules_total{result=\"bad_request\"} 6",

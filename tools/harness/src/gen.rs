@@ -737,6 +737,62 @@ pub struct GenReport {
     pub warnings: Vec<String>,
 }
 
+impl GenReport {
+    /// Whether anything came back: `Err` when frames were sent and no valid one was received
+    /// (100% loss), the run's verdict for `cargo xtask gen` (which then exits non-zero, after
+    /// its table and JSON). A run that sent nothing passes (nothing to judge).
+    ///
+    /// # Errors
+    /// [`NothingCameBack`], with the frames sent, those that came back invalid and the run's
+    /// warnings.
+    pub fn check_came_back(&self) -> Result<(), NothingCameBack> {
+        if self.sent == 0 || self.received > 0 {
+            return Ok(());
+        }
+        Err(NothingCameBack {
+            sent: self.sent,
+            bad: self.bad,
+            warnings: self.warnings.clone(),
+        })
+    }
+}
+
+/// Frames were sent and no valid one came back ([`GenReport::check_came_back`]): no guest
+/// behind the sockets, one not forwarding between these ports yet (not `READY`, router mode
+/// without a route to 10.0.1.2), or one dropping everything (its `stats` names the drops).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NothingCameBack {
+    /// Frames sent, all directions.
+    pub sent: u64,
+    /// Frames that came back but failed validation.
+    pub bad: u64,
+    /// The run's warnings ([`GenReport::warnings`]), which often say why.
+    pub warnings: Vec<String>,
+}
+
+impl std::fmt::Display for NothingCameBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "NothingCameBack: {} frames sent, none came back valid (100% loss",
+            self.sent
+        )?;
+        if self.bad > 0 {
+            write!(f, "; {} came back bad", self.bad)?;
+        }
+        f.write_str(
+            "): is a guest booted on these sockets, READY and forwarding between these ports? \
+             (its console's `stats` counts its drops)",
+        )?;
+        for w in &self.warnings {
+            write!(f, "; {w}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NothingCameBack {}
+
 // ---------------------------------------------------------------------------------------------
 // pcap
 

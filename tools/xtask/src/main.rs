@@ -72,8 +72,9 @@ enum Cmd {
     /// Regenerate BENCHMARKS.md's summary table and the plots (docs/plots/) from the JSON
     /// results kept in results/ (each written by one benchmark command's --json).
     Report(ReportArgs),
-    /// Setup, build, then run the workspace tests against the built image.
-    Test,
+    /// Setup, build, then run the workspace tests against the built image; FILTER… and the
+    /// arguments after `--` go to every test binary (libtest's filters and options).
+    Test(TestArgs),
     /// rustfmt check, clippy (host and x86_64-unknown-none, -D warnings,
     /// undocumented unsafe blocks denied), the module import-cycle check and `nocall`.
     Lint(LintArgs),
@@ -93,6 +94,29 @@ enum Cmd {
     /// Run each cargo-fuzz target (netstack/fuzz, drivers/fuzz) for a fixed time from its
     /// seed corpus; installs nightly and cargo-fuzz when missing.
     Fuzz(FuzzArgs),
+}
+
+#[derive(Args)]
+struct TestArgs {
+    /// Run only the tests whose name contains one of these (libtest's filter, in every test
+    /// binary), e.g. `cargo xtask test route_add` or `cargo xtask test router::show`.
+    filter: Vec<String>,
+    /// libtest arguments after `--`, e.g. `-- --exact router::show::tests::neighbours` or
+    /// `-- --nocapture` (`--test-threads=N` replaces the default 2).
+    #[arg(last = true)]
+    libtest: Vec<String>,
+}
+
+/// The arguments after `cargo test … --`: `--test-threads=2` unless `libtest` sets the thread
+/// count itself (libtest refuses it twice), then `libtest`, then the filters.
+fn libtest_args(a: &TestArgs) -> Vec<String> {
+    let sets_threads = a.libtest.iter().any(|x| x.starts_with("--test-threads"));
+    (!sets_threads)
+        .then(|| "--test-threads=2".to_string())
+        .into_iter()
+        .chain(a.libtest.iter().cloned())
+        .chain(a.filter.iter().cloned())
+        .collect()
 }
 
 #[derive(Args)]
@@ -669,7 +693,7 @@ fn cmd_report(a: ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_test() -> Result<ExitCode> {
+fn cmd_test(a: TestArgs) -> Result<ExitCode> {
     setup::ensure()?;
     setup::ensure_promtool()?;
     // The hosts tests need ping, curl and iperf3: installed here once, not by two tests at once.
@@ -714,8 +738,8 @@ fn cmd_test() -> Result<ExitCode> {
             "--features",
             "unikernel/host-rig",
             "--",
-            "--test-threads=2",
         ])
+        .args(libtest_args(&a))
         .env("GANNET_IMAGE", &image)
         .env("GANNET_FAULT_IMAGE", &fault_image)
         .env("GANNET_NF_CONTROL_IMAGE", &nf_control_image)
@@ -799,7 +823,7 @@ fn main() -> ExitCode {
         Cmd::Nocall(a) => checks::cmd_nocall(a),
         Cmd::New(a) => cmd_new(a),
         Cmd::Report(a) => cmd_report(a),
-        Cmd::Test => cmd_test(),
+        Cmd::Test(a) => cmd_test(a),
         Cmd::Libvirt(c) => libvirt::run(c).map(|()| ExitCode::SUCCESS),
         Cmd::Fuzz(a) => fuzz::run(
             &qemu::workspace_root(),
@@ -834,6 +858,44 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_filters_pass_through() {
+        let parse = |argv: &[&str]| match Cli::try_parse_from(argv).unwrap().cmd {
+            Cmd::Test(a) => libtest_args(&a),
+            _ => unreachable!("not test"),
+        };
+        assert_eq!(parse(&["xtask", "test"]), ["--test-threads=2"]);
+        assert_eq!(
+            parse(&["xtask", "test", "route_add", "router::show"]),
+            ["--test-threads=2", "route_add", "router::show"]
+        );
+        assert_eq!(
+            parse(&[
+                "xtask",
+                "test",
+                "--",
+                "--exact",
+                "router::show::tests::neighbours"
+            ]),
+            [
+                "--test-threads=2",
+                "--exact",
+                "router::show::tests::neighbours"
+            ]
+        );
+        assert_eq!(
+            parse(&[
+                "xtask",
+                "test",
+                "neigh",
+                "--",
+                "--test-threads=1",
+                "--nocapture"
+            ]),
+            ["--test-threads=1", "--nocapture", "neigh"]
+        );
+    }
 
     #[test]
     fn memory_sizes() {

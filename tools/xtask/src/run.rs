@@ -177,6 +177,8 @@ pub(crate) fn finish(guest: &Guest, exit: GuestExit) -> Result<()> {
     }
 }
 
+/// `gen`: the generator against a guest booted elsewhere; the table, the JSON, then fails with
+/// `NothingCameBack` when frames were sent and none came back.
 pub(crate) fn cmd_gen(a: GenArgs) -> Result<()> {
     let cfg = gen::GenConfig {
         dir: a.dgram.unwrap_or_default(),
@@ -195,7 +197,10 @@ pub(crate) fn cmd_gen(a: GenArgs) -> Result<()> {
     let r = gen::run(&cfg)?;
     print!("{}", report::gen_table(&r));
     // The generator alone: whatever guest it talks to was started elsewhere.
-    crate::emit(a.json.as_deref(), "gen", envelope::Ran::Host, &r)
+    crate::emit(a.json.as_deref(), "gen", envelope::Ran::Host, &r)?;
+    // Frames sent and none back fails the command (after the table and the JSON).
+    r.check_came_back()?;
+    Ok(())
 }
 
 /// build → bind generator → boot → ready → traffic → quit. Returns the record and how it ended.

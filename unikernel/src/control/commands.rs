@@ -127,12 +127,13 @@ pub enum End {
     Reset,
 }
 
-/// `route add` / `route del`: queue a change for `routes commit` (router mode).
+/// `route add` / `route del`: check a change against the ports and the pending changes, and
+/// queue it for `routes commit` (router mode); a refused one is named and dropped alone.
 fn route_change<P: Platform>(core: &Core<P>, d: RouteDelta) {
     if core.route().is_none() {
         return println!("routes: not in router mode");
     }
-    fib::queue_delta(d);
+    fib::queue_delta(d, &fib::route_check(core.cfg()));
 }
 
 /// `stats`: one STATS line.
@@ -163,13 +164,14 @@ pub fn print_pools<P: Platform>(core: &Core<P>) {
     fmt_stats::print_pools(&core.all_pairs());
 }
 
-/// `routes`: the FIB's rules.
+/// `routes`: the FIB's rules, one `route ROUTE` line each (`netstack::router::Route`'s
+/// form: a static route as its routes-file line, `PREFIX/LEN,GATEWAY`).
 pub fn print_routes<P: Platform>(core: &Core<P>) {
     let Some(r) = core.route() else {
         return println!("routes: not in router mode");
     };
-    for (net, nh) in r.router.fib().routes() {
-        println!("route {net} {nh:?}");
+    for e in r.router.fib().routes() {
+        println!("route {}", netstack::router::Route::from(e));
     }
 }
 
@@ -194,21 +196,14 @@ pub fn print_acl() {
     );
 }
 
-/// `neigh`: this core's neighbour table (every routing core has its own).
+/// `neigh`: this core's neighbour table (every routing core has its own), one `neigh cpu K
+/// NEIGHBOUR` line each (`netstack::router::NeighInfo`'s form: `IP port P mac M STATE queued N`).
 pub fn print_neigh<P: Platform>(core: &Core<P>) {
     let Some(r) = core.route() else {
         return println!("neigh: not in router mode");
     };
     for n in r.router.neighbours() {
-        println!(
-            "neigh cpu {} {} port {} mac {} {:?} queued {}",
-            core.pair(),
-            core::net::Ipv4Addr::from_bits(n.ip),
-            n.port,
-            n.mac,
-            n.state,
-            n.queued
-        );
+        println!("neigh cpu {} {n}", core.pair());
     }
 }
 

@@ -25,22 +25,33 @@
 //! `PUT /routes` (HTTP/1.0 or 1.1) replaces the routes file's routes, in the routes file's
 //! format (`PREFIX/LEN,GATEWAY` per line, `#` comments). Refused with 403 unless
 //! `mgmt_token=` is set, 401 without `Authorization: Bearer TOKEN`, 411 without
-//! `Content-Length`, 413 above [`http::PUT_MAX`]. The body streams into a `vmalloc`'d buffer
-//! of its `Content-Length` ([`PutUpload`]: order-0 pages, freed when the upload ends or,
-//! once published, when the next upload replaces it); each line is checked as it arrives
+//! `Content-Length`, 413 above [`http::PUT_MAX`]. The body streams into a virtual range of
+//! its `Content-Length` ([`PutUpload`]: zeroed order-0 pages mapped as the body arrives, at
+//! most `fib::UPLOAD_STEP_PAGES` per poll; given back as many per poll once the upload ends
+//! or, once published, when the next upload replaces it); each line is checked as it arrives
 //! ([`http::PutBody`]; bounded work per poll: what one socket buffer holds), so a bad one
 //! is answered 400 naming its line number. A complete, clean body is handed to the boot CPU's
 //! housekeeping ([`fib::submit_put`]): the rebuild (the same build, publish and retire path as
 //! `routes commit`) runs there, at the quiescent point, never inside smoltcp's poll; the
 //! connection waits (no timeout applies meanwhile) and is answered 200 with the new
-//! generation, routes and build time, or 500/503 with the error (the old FIB stays). One
-//! upload at a time; another gets 503. While a body streams, the request timeout counts from
-//! the last byte received, not from the SYN, so a large upload that makes progress is never
-//! cut.
+//! generation, routes and build time, or 500/503 with the error (the old FIB stays).
+//!
+//! One upload at a time, decided at the head: while a connection holds a body or waits for
+//! its rebuild, another `PUT` is 503 with `Retry-After` before a byte of its body is read, so
+//! uploads hold at most one socket and one buffer. While a body streams, the request timeout
+//! counts from the last byte received, not from the SYN, so a large upload that makes
+//! progress is never cut; one that receives fewer than [`BODY_MIN_BYTES`] in a
+//! [`BODY_RATE_WINDOW_MS`] window is answered 408. A line over [`http::LINE_MAX`] is 400 as
+//! soon as it passes the cap. After any answer the client's remaining bytes are read and
+//! dropped, up to [`DRAIN_MAX`] (then reset), so it can read the answer. Every way an upload
+//! ends is counted by result (`netstack::stats::PUT_ROUTES_RESULTS`: a client reset or FIN
+//! mid-body is `aborted`, a 408 or a stall `timeout`, a client gone during its rebuild the
+//! rebuild's result).
 //!
 //! Past ~800 lines because smoltcp's device glue (the frame queues and tokens), the connection
-//! state machine, `/metrics` and the `PUT /routes` and `PUT /rules` uploads share the connections and the one
-//! response buffer; the HTTP parsing and rules moved out to [`crate::http`] (issue 34 item 5:
+//! state machine, `/metrics` and the `PUT /routes` and `PUT /rules` uploads (one at a time,
+//! their rate window, the drain after an answer) share the connections and the one response
+//! buffer; the HTTP parsing and rules moved out to [`crate::http`] (issue 34 item 5:
 //! 1,117 lines before).
 
 use crate::http::{self, Head, PutBody, PutKind, Refusal, Status};
@@ -94,6 +105,21 @@ pub const IDLE_TIMEOUT_MS: i64 = 10_000;
 /// Response timeout (ms): the connection holding the shared response buffer must have taken
 /// the whole response into its send buffer this long after it was written, or it is reset.
 pub const RESPONSE_TIMEOUT_MS: i64 = 5_000;
+/// Bytes read and dropped past a request that was answered or refused (a refused body's
+/// rest, a pipelined request) before the connection is reset (counted `drain_limit`): enough
+/// for a client to see our answer and stop sending (curl stops at an error response), not
+/// enough to hold a socket with an endless body. Once our response is queued, dropped bytes
+/// are no longer progress, so the idle timeout bounds the drain's time too.
+pub const DRAIN_MAX: usize = 64 * 1024;
+/// The window (ms) over which a `PUT` body's rate is checked: a body that received fewer than
+/// [`BODY_MIN_BYTES`] in a window (from its head, then window after window) is answered 408
+/// and closed (counted `timeout`).
+pub const BODY_RATE_WINDOW_MS: i64 = 5_000;
+/// The least a `PUT` body must receive per [`BODY_RATE_WINDOW_MS`] (bytes): 4 KiB per 5 s,
+/// ~0.8 KB/s. An honest client under TCG streams ~170 KB/s (README), 200× more; a client
+/// trickling a byte every 3 s (which the request timeout alone lets through) is cut within
+/// 5 s.
+pub const BODY_MIN_BYTES: usize = 4096;
 
 /// A fixed ring of `N` frames in slots of `slot` bytes.
 struct FrameQueue<const N: usize> {
@@ -300,6 +326,8 @@ enum PutResult {
     BadRequest = 5,
     Busy = 6,
     Failed = 7,
+    Timeout = 8,
+    Aborted = 9,
 }
 
 impl PutResult {
@@ -313,15 +341,22 @@ impl PutResult {
             Status::ContentTooLarge => PutResult::TooLarge,
             Status::ServiceUnavailable => PutResult::Busy,
             Status::InternalServerError => PutResult::Failed,
+            Status::RequestTimeout => PutResult::Timeout,
             _ => PutResult::BadRequest,
         }
     }
 }
 
-/// A `PUT` body being received: its buffer, and how far it arrived and was checked.
+/// A `PUT` body being received: its buffer, how far it arrived and was checked, and its rate
+/// window.
 struct Body {
     upload: PutUpload,
     check: PutBody,
+    /// Uptime (ms) when the current rate window began (the head's acceptance, then every
+    /// [`BODY_RATE_WINDOW_MS`]).
+    window_ms: i64,
+    /// Bytes of the body received when the window began.
+    window_got: usize,
 }
 
 /// Where a connection is with `PUT /routes` or `PUT /rules`.
@@ -358,10 +393,29 @@ struct Conn {
     /// A prepared response (a refusal, `PUT /routes`'s result): written into the shared
     /// buffer when it is free.
     reply: Option<heapless::String<{ http::REPLY_MAX }>>,
+    /// Bytes read and dropped past the request (at most [`DRAIN_MAX`]).
+    drained: usize,
 }
 
 impl Conn {
+    /// Whether it holds the one upload: a `PUT` body accepted at its head and not ended, or
+    /// its rebuild not yet answered.
+    fn uploading(&self) -> bool {
+        matches!(self.put, Put::Body(_) | Put::Waiting(_))
+    }
+
+    /// The upload ends without an answer (the client left, or a timeout): counted under
+    /// `result`, its buffer freed. A rebuild already handed over is counted when its result
+    /// is taken ([`Mgmt::serve`]).
+    fn end_upload(&mut self, counters: &mut MgmtCounters, result: PutResult) {
+        if let Put::Body(b) = &self.put {
+            count(counters, b.check.kind(), result);
+            self.put = Put::None;
+        }
+    }
+
     fn reset(&mut self) {
+        self.drained = 0;
         self.put = Put::None;
         self.reply = None;
         self.req.clear();
@@ -480,6 +534,7 @@ impl Mgmt {
                 done: false,
                 put: Put::None,
                 reply: None,
+                drained: 0,
             }
         });
         Mgmt {
@@ -554,6 +609,8 @@ impl Mgmt {
     /// Run smoltcp for a bounded amount of work and serve the HTTP socket (`metrics` writes the
     /// response body when a request is complete). Then call [`Mgmt::drain_tx`].
     pub fn poll(&mut self, now_ms: i64, metrics: impl FnOnce(&mut dyn Write, MgmtCounters)) {
+        // Dropped bodies' pages go back a bounded step per poll.
+        fib::release_uploads_step();
         let now = Instant::from_millis(now_ms);
         for _ in 0..INGRESS_PER_POLL {
             if self.dev.rx.count == 0 {
@@ -593,12 +650,17 @@ impl Mgmt {
                 .iter()
                 .any(|c| matches!(c.put, Put::Waiting(w) if w == k))
         };
-        // The client that asked went away: its rebuild ran, nobody to answer.
+        // The client that asked went away: its rebuild ran, nobody to answer; counted under
+        // its result.
         if !waiting(PutKind::Routes) {
-            let _ = fib::take_put_result();
+            if let Some(r) = fib::take_put_result() {
+                count(&mut self.counters, PutKind::Routes, put_reply(r).0);
+            }
         }
         if !waiting(PutKind::Rules) {
-            let _ = acl::take_put_result();
+            if let Some(r) = acl::take_put_result() {
+                count(&mut self.counters, PutKind::Rules, rules_reply(r).0);
+            }
         }
         for i in 0..SOCKETS {
             self.serve_one(i, now_ms, &mut metrics);
@@ -611,12 +673,16 @@ impl Mgmt {
         now_ms: i64,
         metrics: &mut Option<impl FnOnce(&mut dyn Write, MgmtCounters)>,
     ) {
+        // One upload at a time, decided at the head: another connection's body or rebuild.
+        let other_upload = (0..SOCKETS).any(|j| j != i && self.conns[j].uploading());
         let conn = &mut self.conns[i];
         let sock = self.sockets.get_mut::<tcp::Socket>(conn.handle);
         let state = sock.state();
         // Free again: re-listen, unless an RST (after `abort`) still has to go out.
         let aborting = state == tcp::State::Closed && sock.remote_endpoint().is_some();
         if !sock.is_open() && !aborting {
+            // Closed under a body (the client's RST, or ours after a timeout already counted).
+            conn.end_upload(&mut self.counters, PutResult::Aborted);
             conn.reset();
             if self.body_owner == Some(i) {
                 self.body_owner = None;
@@ -638,7 +704,10 @@ impl Mgmt {
             conn.progress_ms = now_ms;
         }
         conn.send_queue = queued;
-        read(conn, sock, now_ms, &self.put, &mut self.counters);
+        let busy = || other_upload || fib::put_busy() || acl::put_busy();
+        if !read(conn, sock, now_ms, &self.put, busy, &mut self.counters) {
+            return;
+        }
         if let Put::Waiting(kind) = conn.put {
             let answer = match kind {
                 PutKind::Routes => fib::take_put_result().map(put_reply),
@@ -659,7 +728,7 @@ impl Mgmt {
             // The client's FIN came before a complete request: nothing to answer, our FIN back
             // (a PUT body cut short is dropped).
             self.counters.fin_before_request += 1;
-            conn.put = Put::None;
+            conn.end_upload(&mut self.counters, PutResult::Aborted);
             sock.close();
             conn.complete = true;
             conn.done = true;
@@ -669,14 +738,17 @@ impl Mgmt {
         let started = if receiving { conn.progress_ms } else { since };
         if !conn.complete && now_ms - started >= REQUEST_TIMEOUT_MS {
             self.counters.request_timeouts += 1;
+            conn.end_upload(&mut self.counters, PutResult::Timeout);
             sock.abort();
             return;
         }
         if now_ms - conn.progress_ms >= IDLE_TIMEOUT_MS {
             self.counters.idle_timeouts += 1;
+            conn.end_upload(&mut self.counters, PutResult::Timeout);
             sock.abort();
             return;
         }
+        check_rate(conn, now_ms, &mut self.counters);
         if conn.done || !conn.complete {
             return;
         }
@@ -751,20 +823,31 @@ impl Mgmt {
 }
 
 /// Read what the client sent: the request head (at most [`http::HEAD_MAX`] bytes, parsed as
-/// they arrive: a refusal is answered at once, a `PUT /routes` starts its body), a PUT body
-/// (into its buffer, each complete line checked), or bytes past the request (read and dropped,
-/// so a client whose request was refused can finish sending and read our answer).
+/// they arrive: a refusal is answered at once, a `PUT /routes` starts its body unless `busy`
+/// says another upload is in progress), a PUT body (into its buffer, each complete line
+/// checked), or bytes past the request (read and dropped, so a client whose request was
+/// refused can finish sending and read our answer; at most [`DRAIN_MAX`]). Returns `false`
+/// when it reset the connection: more than [`DRAIN_MAX`] bytes dropped (counted).
 fn read(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
     now_ms: i64,
     put: &PutFiles,
+    busy: impl FnOnce() -> bool,
     counters: &mut MgmtCounters,
-) {
+) -> bool {
     if !sock.can_recv() {
-        return;
+        return true;
     }
     if let Put::Body(b) = &mut conn.put {
+        // Pages for what the socket may hold, a bounded step per poll.
+        if let Err(e) = b.upload.grow(b.check.got() + TCP_RX) {
+            let why = format_args!("PUT {}: {}", b.check.kind().path(), e.0);
+            let r = Refusal::new(Status::ServiceUnavailable, true, why);
+            conn.put = Put::None; // the body's pages go back
+            refuse(conn, &r, counters);
+            return true;
+        }
         let buf = b.upload.buf_mut();
         let n = sock.recv_slice(&mut buf[b.check.got()..]).unwrap_or(0);
         if n > 0 {
@@ -783,16 +866,51 @@ fn read(
             }
             let _ = conn.req.extend_from_slice(&buf[..n]);
         }
-        match http::parse_head(&conn.req, put, || fib::put_busy() || acl::put_busy()) {
+        match http::parse_head(&conn.req, put, busy) {
             Head::Partial => {}
             Head::Metrics { .. } => conn.complete = true,
-            Head::Put(head) => start_put(conn, sock, head, counters),
+            Head::Put(head) => start_put(conn, sock, head, now_ms, counters),
             Head::Refused(r) => refuse(conn, &r, counters),
         }
     } else {
-        let _ = sock.recv(|d| (d.len(), ()));
-        conn.progress_ms = now_ms;
+        let n = sock.recv(|d| (d.len(), d.len())).unwrap_or(0);
+        conn.drained += n;
+        if !conn.done {
+            // Before our answer is queued, the client's bytes keep the connection alive.
+            conn.progress_ms = now_ms;
+        }
+        if conn.drained > DRAIN_MAX {
+            counters.drain_limit += 1;
+            sock.abort();
+            return false;
+        }
     }
+    true
+}
+
+/// A body that received fewer than [`BODY_MIN_BYTES`] in the rate window now ending is
+/// answered 408 (its buffer goes back); one that did opens the next window.
+fn check_rate(conn: &mut Conn, now_ms: i64, counters: &mut MgmtCounters) {
+    let Put::Body(b) = &mut conn.put else {
+        return;
+    };
+    if now_ms - b.window_ms < BODY_RATE_WINDOW_MS {
+        return;
+    }
+    let got = b.check.got();
+    if got - b.window_got >= BODY_MIN_BYTES {
+        b.window_ms = now_ms;
+        b.window_got = got;
+        return;
+    }
+    let path = b.check.kind().path();
+    let why = format_args!(
+        "PUT {path}: body slower than {BODY_MIN_BYTES} bytes per {BODY_RATE_WINDOW_MS} ms ({} in the last window)",
+        got - b.window_got
+    );
+    let r = Refusal::new(Status::RequestTimeout, true, why);
+    conn.put = Put::None;
+    refuse(conn, &r, counters);
 }
 
 /// Count a `PUT` of `kind` under `result`.
@@ -826,38 +944,53 @@ fn refuse(conn: &mut Conn, r: &Refusal, counters: &mut MgmtCounters) {
     conn.complete = true;
 }
 
-/// A `PUT` head that passed [`http::parse_head`]'s checks: its body's buffer (503 without the
-/// memory for it), then the body's start (what came with the head).
+/// A `PUT` head that passed [`http::parse_head`]'s checks: its body's buffer (its virtual
+/// range; pages as the body arrives; 503 without the memory for it), then the body's start
+/// (what came with the head).
 fn start_put(
     conn: &mut Conn,
     sock: &mut tcp::Socket<'_>,
     head: http::PutHead,
+    now_ms: i64,
     counters: &mut MgmtCounters,
 ) {
-    let mut upload = match PutUpload::new(head.body_len) {
-        Ok(u) => u,
-        Err(e) => {
-            let why = format_args!("PUT {}: {}", head.kind.path(), e.0);
-            let r = Refusal::new(Status::ServiceUnavailable, true, why);
-            return refuse(conn, &r, counters);
-        }
-    };
     let rest = &conn.req[head.head_len.min(conn.req.len())..];
     let got = rest.len().min(head.body_len);
+    let no_memory = |conn: &mut Conn, e: fib::FibError, counters: &mut MgmtCounters| {
+        let why = format_args!("PUT {}: {}", head.kind.path(), e.0);
+        refuse(
+            conn,
+            &Refusal::new(Status::ServiceUnavailable, true, why),
+            counters,
+        );
+    };
+    let mut upload = match PutUpload::new(head.body_len) {
+        Ok(u) => u,
+        Err(e) => return no_memory(conn, e, counters),
+    };
+    if let Err(e) = upload.grow(got) {
+        return no_memory(conn, e, counters);
+    }
     upload.buf_mut()[..got].copy_from_slice(&rest[..got]);
     if got < head.body_len && head.expect_continue {
         // Fits: the send buffer is empty before a response.
         let _ = sock.send_slice(http::CONTINUE);
     }
-    let mut check = PutBody::new(head.kind, head.body_len);
+    let mut check = PutBody::new(head.kind, head.body_len).with_routes(fib::route_ports());
     let done = check.received(upload.buf_mut(), got);
-    conn.put = Put::Body(Body { upload, check });
+    conn.put = Put::Body(Body {
+        upload,
+        check,
+        window_ms: now_ms,
+        window_got: 0,
+    });
     if let Some(done) = done {
         finish_body(conn, done, counters);
     }
 }
 
-/// A complete body: refused (400, the first bad line), or handed to housekeeping.
+/// A complete body, or one refused before its end (a line over [`http::LINE_MAX`]): refused
+/// (400, the first bad line; what is still to come is drained), or handed to housekeeping.
 fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut MgmtCounters) {
     let put = core::mem::replace(&mut conn.put, Put::None);
     if let Err(r) = checked {
@@ -884,8 +1017,9 @@ fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut Mgm
     }
 }
 
-/// The reply to a rebuild's result: 200 with the new generation, or the error (500, or 503
-/// if the rebuild could not start).
+/// The reply to a rebuild's result: 200 with the new generation, or the error: 400 for a
+/// route the build refused (a duplicate prefix), 500 for the router's own limits, 503 if the
+/// rebuild could not start.
 fn put_reply(
     r: Result<Published, (RebuildFailure, fib::FibError)>,
 ) -> (PutResult, heapless::String<{ http::REPLY_MAX }>) {
@@ -902,12 +1036,13 @@ fn put_reply(
             ),
         ),
         Err((why, e)) => {
-            let status = match why {
-                RebuildFailure::Busy => Status::ServiceUnavailable,
-                RebuildFailure::Build => Status::InternalServerError,
+            let (status, result) = match why {
+                RebuildFailure::Busy => (Status::ServiceUnavailable, PutResult::Failed),
+                RebuildFailure::Route => (Status::BadRequest, PutResult::BadRequest),
+                RebuildFailure::Build => (Status::InternalServerError, PutResult::Failed),
             };
             let text = format_args!("PUT /routes: error: {}", e.0);
-            (PutResult::Failed, http::reply(status, None, text))
+            (result, http::reply(status, None, text))
         }
     }
 }

@@ -324,7 +324,14 @@ fn put_refusals() -> Vec<(PutFiles, String, Status, &'static str)> {
             router(),
             format!("{}Content-Length: 2\r\n", cl("1")),
             Status::BadRequest,
-            "bad Content-Length",
+            "bad Content-Length (one field",
+        ),
+        // The same length twice: refused too (RFC 9112 §6.3 item 5 allows either).
+        (
+            router(),
+            format!("{}content-length: 1\r\n", cl("1")),
+            Status::BadRequest,
+            "bad Content-Length (one field",
         ),
         (
             router(),
@@ -351,18 +358,73 @@ fn put_refusals_in_order_each_named() {
         assert_eq!((r.status, r.put), (status, true), "{fields:?}: {}", r.text);
         assert!(r.text.contains(text), "{fields:?}: {}", r.text);
     }
-    // Busy: asked last, 503.
+    // Busy: asked last, 503 with Retry-After.
     let h = put_head(&cl("1"));
     let r = refused(parse_head(&h, &router(), || true));
-    assert_eq!(r.status, Status::ServiceUnavailable);
+    assert_eq!(
+        (r.status, r.retry_after),
+        (Status::ServiceUnavailable, Some(RETRY_AFTER_S))
+    );
     assert!(r.text.contains("another upload"), "{}", r.text);
+    let reply = r.reply();
+    assert!(
+        reply.starts_with("HTTP/1.0 503 Service Unavailable\r\n")
+            && reply.contains("\r\nRetry-After: 5\r\n"),
+        "{reply}"
+    );
+}
+
+/// A `GET` has no body, but a bad or repeated `Content-Length` is still 400 (RFC 9112 §6.3
+/// item 5), not read past; one valid length is ignored.
+#[test]
+fn a_get_with_a_bad_or_repeated_length_is_400() {
+    for fields in [
+        "Content-Length: 1\r\nContent-Length: 2\r\n",
+        "Content-Length: 0\r\nContent-Length: 0\r\n",
+        "Content-Length: x\r\n",
+    ] {
+        let h = format!("GET /metrics HTTP/1.1\r\n{fields}\r\n");
+        let r = refused(parse(h.as_bytes()));
+        assert_eq!((r.status, r.put), (Status::BadRequest, false), "{fields}");
+        assert!(r.text.contains("Content-Length"), "{}", r.text);
+    }
+    let h = b"GET /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(parse(h), Head::Metrics { head_len: h.len() });
+}
+
+/// Heads whose lines end in a bare LF (RFC 9112 §2.2: a recipient may accept them) are read
+/// as with CRLF, a `GET` and a `PUT` (whose body then starts at the right byte).
+#[test]
+fn lf_only_heads_are_accepted() {
+    for h in [
+        &b"GET /metrics HTTP/1.0\n\n"[..],
+        b"\nGET /metrics HTTP/1.1\nHost: 10.0.0.1\n\n",
+        b"GET /metrics HTTP/1.1\r\nHost: 10.0.0.1\n\r\n",
+    ] {
+        let got = parse(h);
+        assert_eq!(got, Head::Metrics { head_len: h.len() }, "{h:?}");
+    }
+    let head =
+        format!("PUT /routes HTTP/1.1\nAuthorization: Bearer {TOKEN}\nContent-Length: 5\n\n");
+    let mut h = head.clone().into_bytes();
+    assert_eq!(parse(&h[..h.len() - 1]), Head::Partial);
+    h.extend_from_slice(b"10.0.");
+    assert_eq!(
+        parse(&h),
+        Head::Put(PutHead {
+            kind: PutKind::Routes,
+            head_len: head.len(),
+            body_len: 5,
+            expect_continue: false
+        })
+    );
 }
 
 #[test]
 fn a_put_that_passes_is_its_body_length() {
-    // The same length twice is one length; the scheme is case-insensitive.
+    // The scheme is case-insensitive.
     let h = put_head(&format!(
-        "authorization: BEARER {TOKEN}\r\nContent-Length: 7\r\ncontent-length: 7\r\nExpect: 100-Continue\r\n"
+        "authorization: BEARER {TOKEN}\r\ncontent-length: 7\r\nExpect: 100-Continue\r\n"
     ));
     assert_eq!(
         parse(&h),
@@ -444,6 +506,88 @@ fn a_body_is_checked_line_by_line_however_it_arrives() {
     assert!(r.unwrap_err().text.contains("routes line 2: "));
     let (r, _) = stream(b"10.9.0.0/16,10.0.1.2\r\n\xff\xfe\n", 1);
     assert!(r.unwrap_err().text.contains("routes line 2: not UTF-8"));
+}
+
+/// Issue 40 item 1: with the router's ports, each route is checked as its line arrives
+/// (`check_route`): a connected network's broadcast address as gateway is a 400 naming the
+/// line and why, however the body arrives.
+#[test]
+fn a_routes_body_is_checked_against_the_ports() {
+    let ports = netstack::router::RouteCheck::new(
+        ["10.0.0.1/24", "10.0.1.1/24"].map(|s| netstack::router::parse_ipv4_cidr(s).unwrap()),
+    );
+    let body = b"10.9.0.0/16,10.0.1.2\n192.168.0.0/16,10.0.1.255\n224.0.0.0/4,10.0.1.2\n";
+    for step in [1, 5, body.len()] {
+        let mut buf = vec![0u8; body.len()];
+        let mut b = PutBody::new(PutKind::Routes, body.len()).with_routes(Some(ports));
+        let mut out = None;
+        for chunk in body.chunks(step) {
+            let at = b.got();
+            buf[at..at + chunk.len()].copy_from_slice(chunk);
+            out = b.received(&buf, chunk.len());
+        }
+        let r = out.expect("complete").expect_err("a refused route");
+        assert_eq!(r.status, Status::BadRequest);
+        assert_eq!(
+            r.text.as_str(),
+            "PUT /routes: routes line 2: `192.168.0.0/16,10.0.1.255`: gateway is the broadcast \
+address of connected network 10.0.1.0/24; the published FIB stays",
+            "step {step}"
+        );
+    }
+    // Without the ports, only the syntax: the same body passes.
+    assert_eq!(stream(body, 3), (Ok(()), body.len()));
+}
+
+/// A line over [`LINE_MAX`] is the 400 as soon as its bytes pass the cap, whatever the body's
+/// length and however it arrives (an 8 MiB body without a newline: named after the cap's
+/// worth, not at its end); a line at the cap, and a long body of lines under it, pass. Each
+/// byte is scanned once (`scanned`), so per-call work is the bytes that arrived.
+#[test]
+fn a_line_over_the_cap_is_refused_as_soon_as_it_passes() {
+    let at_cap = format!("#{}\n10.9.0.0/16,10.0.1.2\n", "x".repeat(LINE_MAX - 1));
+    for step in [1, 100, at_cap.len()] {
+        assert_eq!(stream(at_cap.as_bytes(), step), (Ok(()), at_cap.len()));
+    }
+    // The last line, unterminated, at and over the cap.
+    let last = format!("10.9.0.0/16,10.0.1.2\n#{}", "x".repeat(LINE_MAX - 1));
+    assert_eq!(stream(last.as_bytes(), 7), (Ok(()), last.len()));
+    let (r, _) = stream(format!("{last}x").as_bytes(), 7);
+    assert!(r.unwrap_err().text.contains("routes line 2: longer than"));
+    // Without a newline: refused once LINE_MAX + 1 bytes of the line are in, 8 MiB announced.
+    let mut body = b"10.9.0.0/16,10.0.1.2\n".to_vec();
+    let first = body.len();
+    body.resize(PUT_MAX, b'#');
+    for step in [1, 1460, 16384] {
+        let (r, got) = stream(&body, step);
+        let r = r.expect_err("a long line");
+        assert_eq!(r.status, Status::BadRequest);
+        assert_eq!(
+            r.text.as_str(),
+            format!(
+                "PUT /routes: routes line 2: longer than {LINE_MAX} bytes; the published FIB stays"
+            )
+        );
+        assert!(
+            got > first + LINE_MAX && got <= first + LINE_MAX + step,
+            "step {step}: {got}"
+        );
+    }
+    // A rules body too, its line named.
+    let mut rules = b"default deny\n\n".to_vec();
+    rules.resize(4 * LINE_MAX, b'a');
+    let (r, got) = stream_kind(PutKind::Rules, &rules, 64);
+    assert!(got < rules.len());
+    assert!(r.unwrap_err().text.contains("rules line 3: longer than"));
+    // Many lines under the cap, fed a byte at a time: all checked.
+    let mut many = String::new();
+    for k in 0..200u32 {
+        many.push_str(&format!(
+            "# {}\n100.64.{k}.0/24,10.0.1.2\n",
+            "c".repeat(300)
+        ));
+    }
+    assert_eq!(stream(many.as_bytes(), 1), (Ok(()), many.len()));
 }
 
 #[test]
@@ -560,4 +704,97 @@ fn a_rules_body_names_its_first_bad_line() {
     let text = r.unwrap_err().text;
     let last = netstack::acl::MAX_RULES + 1;
     assert!(text.contains(&format!("rules line {last}: ")), "{text}");
+}
+
+/// Feeds `body` to a routes or rules [`PutBody`] in pieces of the lengths `sizes` gives (in
+/// turn, cycled); returns the outcome (the refusal as `PutBody` gives it, unboxed).
+#[allow(clippy::result_large_err)]
+fn stream_pieces(kind: PutKind, body: &[u8], sizes: &[usize]) -> Result<(), Refusal> {
+    let mut buf = vec![0u8; body.len()];
+    let mut b = PutBody::new(kind, body.len());
+    if body.is_empty() {
+        return b.received(&buf, 0).expect("an empty body is complete");
+    }
+    for &n in sizes.iter().cycle() {
+        let at = b.got();
+        let n = n.min(body.len() - at);
+        buf[at..at + n].copy_from_slice(&body[at..at + n]);
+        if let Some(r) = b.received(&buf, n) {
+            return r;
+        }
+    }
+    unreachable!("sizes are not all 0")
+}
+
+/// The scan resumes where it stopped: however a body is cut into pieces (every fixed step up
+/// to 70, and pseudo-random cuts), the outcome is the one of the body in one piece (the same
+/// refusal, naming the same line), for good bodies, bad lines, lines at and over the cap (in
+/// the middle and last), CRLF line ends and bytes that are not UTF-8.
+#[test]
+fn the_outcome_does_not_depend_on_how_the_body_is_cut() {
+    let cap = "#".repeat(LINE_MAX);
+    let over = "#".repeat(LINE_MAX + 1);
+    let bodies: Vec<(PutKind, Vec<u8>)> = vec![
+        (PutKind::Routes, b"10.9.0.0/16,10.0.1.2\n\n# x\n".to_vec()),
+        (
+            PutKind::Routes,
+            format!("{cap}\n10.9.0.0/16,10.0.1.2\r\n{cap}").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            format!("10.9.0.0/16,10.0.1.2\n{over}\n10.1.0.0/16,x\n").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            format!("10.1.0.0/33,10.0.1.2\n{over}").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            format!("10.9.0.0/16,10.0.1.2\n\n{over}").into_bytes(),
+        ),
+        (
+            PutKind::Routes,
+            b"10.9.0.0/16,10.0.1.2\n\xff\xfe\n".to_vec(),
+        ),
+        (
+            PutKind::Rules,
+            format!("default deny\n{cap}\nallow proto udp\n").into_bytes(),
+        ),
+        (
+            PutKind::Rules,
+            format!("allow proto udp\n{over}\ndefault deny\n").into_bytes(),
+        ),
+        (PutKind::Rules, b"default deny\ndefault allow\n".to_vec()),
+    ];
+    let refused: Vec<bool> = bodies
+        .iter()
+        .map(|(k, b)| stream_pieces(*k, b, &[b.len()]).is_err())
+        .collect();
+    let want = [false, false, true, true, true, true, false, true, true];
+    assert_eq!(refused, want);
+    let mut seed = 0x9e37_79b9_u32;
+    for (kind, body) in &bodies {
+        let whole = stream_pieces(*kind, body, &[body.len()]);
+        let check = |sizes: &[usize]| {
+            let got = stream_pieces(*kind, body, sizes);
+            assert_eq!(
+                got,
+                whole,
+                "{kind:?} {:?} cut {sizes:?}",
+                String::from_utf8_lossy(body)
+            );
+        };
+        for step in 1..=70 {
+            check(&[step]);
+        }
+        for _ in 0..50 {
+            let sizes: Vec<usize> = (0..16)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    1 + (seed >> 16) as usize % 600
+                })
+                .collect();
+            check(&sizes);
+        }
+    }
 }

@@ -186,6 +186,54 @@ pub fn vunmap_one(area: VmArea, i: usize) -> Option<Pfn> {
     }
 }
 
+/// Map up to `max` zeroed, writable order-0 pages from the zone at pages `from..` of `area`
+/// (a range from [`alloc_va`] whose pages before `from` are mapped, none after): [`vmalloc`]
+/// a bounded step at a time, for a buffer that grows as it fills. Returns the pages mapped
+/// (fewer than `max` only at the area's end). Only this CPU may touch the range (a later
+/// [`vfree_step`] flushes locally).
+///
+/// # Errors
+/// [`VmapError::NoMemory`] when the zone had fewer free pages (those mapped so far stay).
+pub fn vmalloc_step(
+    zone: &Zone,
+    area: VmArea,
+    from: usize,
+    max: usize,
+) -> Result<usize, VmapError> {
+    let want = area.pages.saturating_sub(from).min(max).min(VMALLOC_BULK);
+    let mut chunk = [Pfn(0); VMALLOC_BULK];
+    let got = zone.rmqueue_bulk(want, &mut chunk[..want]);
+    for (k, pfn) in chunk[..got].iter().enumerate() {
+        // SAFETY: a page fresh from the zone, identity-mapped and ours alone.
+        unsafe { core::ptr::write_bytes(pfn.addr() as *mut u8, 0, PAGE as usize) };
+        paging::vmap_page(area.page_addr(from + k), pfn.addr(), true).map_err(VmapError::Paging)?;
+    }
+    if got < want {
+        return Err(VmapError::NoMemory { pages: want });
+    }
+    Ok(got)
+}
+
+/// Unmap and free up to `max` pages of `area` from page `from` on (its mapped pages, the
+/// others skipped), with a local flush per page: for a range only this CPU touched
+/// ([`vmalloc_step`]'s). Returns the next page to give back and the frames freed; once it is
+/// `area.pages` the range itself goes back ([`release_va`]).
+pub fn vfree_step(zone: &Zone, area: VmArea, from: usize, max: usize) -> (usize, usize) {
+    let end = area.pages.min(from.saturating_add(max));
+    let mut freed = 0;
+    for i in from..end {
+        if let Some(pfn) = vunmap_one(area, i) {
+            x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(area.page_addr(i)));
+            zone.free_pages_order(pfn, 0);
+            freed += 1;
+        }
+    }
+    if end == area.pages {
+        release_va(area);
+    }
+    (end, freed)
+}
+
 /// Allocate `bytes` (rounded up to pages) of virtually contiguous, zeroed, writable memory
 /// from order-0 pages (Linux `vmalloc`): no high-order block is needed, so it works on a
 /// fragmented zone. Pages come from the zone in bulk ([`Zone::rmqueue_bulk`],

@@ -594,3 +594,40 @@ fn skip_lost_keeps_the_window_open_past_lost_frames() {
         t.elapsed()
     );
 }
+
+#[test]
+fn nothing_came_back_fails_the_run() {
+    let mut r = GenReport {
+        sent: 1000,
+        warnings: vec!["direction 0: host-0.sock: Connection refused".to_string()],
+        ..Default::default()
+    };
+    let e = r.check_came_back().unwrap_err();
+    assert_eq!(
+        e,
+        NothingCameBack {
+            sent: 1000,
+            bad: 0,
+            warnings: r.warnings.clone()
+        }
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("NothingCameBack: 1000 frames sent, none came back valid (100% loss)"),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with("; direction 0: host-0.sock: Connection refused"),
+        "{msg}"
+    );
+    r.bad = 7;
+    assert!(r
+        .check_came_back()
+        .unwrap_err()
+        .to_string()
+        .contains("(100% loss; 7 came back bad)"));
+    // One frame back is a run (its loss is reported, not judged); nothing sent is no run.
+    r.received = 1;
+    assert_eq!(r.check_came_back(), Ok(()));
+    assert_eq!(GenReport::default().check_came_back(), Ok(()));
+}

@@ -1,12 +1,16 @@
 //! Building a sparse FIB a bounded step at a time: the boot CPU keeps forwarding while a
 //! reload builds (docs/DESIGN.md, "Live route reload"). A [`Job`] walks the phases
 //! [`Phase::Settle`] (the previous replacement retires first), `Size` (count the routes file's
-//! routes), `File` (add them), `Deltas` (the console's changes), `Seal` (sort the rules,
+//! routes), `File` (add them, each prefix once), `Deltas` (`route=` under them, then the
+//! console's changes), `Seal` (sort the rules,
 //! [`Fib::seal_step`]) and `Tbl24` (fill and map the 16,384 tbl24 chunks); each call of
 //! [`build_step`] runs until its [`Budget`] is spent. The boot FIB is the same job run with
 //! no budget.
 
-use super::{err, router_ports, FibAreas, FibBuilder, FibError, FibMemory, Reload, RouteDelta};
+use super::{
+    blamed, err, route_err, router_ports, Blame, FibAreas, FibBuilder, FibError, FibMemory, Reload,
+    RouteDelta,
+};
 use super::{PutUpload, MIN_RULES, TBL8_GROUPS_MAX};
 use crate::arch::time::uptime_us;
 use crate::mem::paging::{self, PAGE};
@@ -16,7 +20,7 @@ use log::info;
 use mm::{Pfn, Zone};
 use netstack::config::{parse_routes_file, RoutesFile, PORTS};
 use netstack::router::{
-    Fib, RouterConfig, RuleSlot, Tbl24Chunk, TBL24_CHUNKS, TBL24_CHUNK_LEN, TBL24_LEN,
+    Existing, Fib, RouterConfig, RuleSlot, Tbl24Chunk, TBL24_CHUNKS, TBL24_CHUNK_LEN, TBL24_LEN,
     TBL8_GROUP_LEN,
 };
 use netstack::{Config, MacAddr};
@@ -95,9 +99,10 @@ pub(super) enum Phase {
     Settle,
     /// Counting the routes file's routes, and those longer than /24, to size the tables.
     Size,
-    /// Adding the routes file's routes.
+    /// Adding the routes file's routes (each prefix once).
     File,
-    /// Applying the console's changes.
+    /// Adding `route=` where the routes file has no route for its prefix, then applying the
+    /// console's changes.
     Deltas,
     /// Sorting the rules.
     Seal,
@@ -254,16 +259,23 @@ pub(super) fn build_step(
             }
             Phase::File => add_file_routes(job, b)?,
             Phase::Deltas => {
-                // At most MAX_DELTAS: one go.
+                // `route=` (at most MAX_CMDLINE_ROUTES), under the routes file: a prefix the
+                // file has keeps the file's route. Then the console's changes over both (at
+                // most MAX_DELTAS). One go.
                 let mut router = job.router.take().expect("the rule phase has a router");
+                for (net, gw) in cfg.routes.iter() {
+                    router.add_static(*net, *gw, Existing::Keep).map_err(|e| {
+                        route_err(&e, format_args!("config error: route={net},{gw}: {e}"))
+                    })?;
+                }
                 for d in &deltas[..job.deltas] {
                     match *d {
-                        RouteDelta::Add(net, gw) => router
-                            .add_route(net, gw)
-                            .map_err(|e| err(format_args!("route add {net},{gw}: {e}")))?,
+                        RouteDelta::Add(net, gw) => router.add_route(net, gw).map_err(|e| {
+                            route_err(&e, format_args!("route add {net},{gw}: {e}"))
+                        })?,
                         RouteDelta::Del(net) => router
                             .delete_route(net)
-                            .map_err(|e| err(format_args!("route del {net}: {e}")))?,
+                            .map_err(|e| route_err(&e, format_args!("route del {net}: {e}")))?,
                     }
                 }
                 job.fib = Some(router.into_fib());
@@ -285,14 +297,16 @@ fn add_file_routes(job: &mut Job, b: &mut Budget) -> Result<bool, FibError> {
     let router = job.router.as_mut().expect("the rule phase has a router");
     for r in job.lines.by_ref() {
         let (line, (net, gw)) = r.map_err(|(line, text, why)| {
-            err(format_args!(
+            blamed(Blame::Route, format_args!(
                 "config error: routes file line {line}: `{text}`: {why} (expected PREFIX/LEN,GATEWAY)"
             ))
         })?;
-        router.add_route(net, gw).map_err(|e| {
-            err(format_args!(
-                "config error: routes file line {line}: {net},{gw}: {e}"
-            ))
+        // One route per prefix in the file (the FIB holds no other static route yet).
+        router.add_static(net, gw, Existing::Refuse).map_err(|e| {
+            route_err(
+                &e,
+                format_args!("config error: routes file line {line}: {net},{gw}: {e}"),
+            )
         })?;
         job.from_file += 1;
         if b.spent() {
@@ -359,7 +373,7 @@ fn fill_tbl24(job: &mut Job, zone: &Zone, first: usize, b: &mut Budget) -> Resul
 }
 
 /// The rule phase's start: size and `vmalloc` the rule table and tbl8, install each port's
-/// routes and `route=`.
+/// routes (`route=` follows the routes file, [`Phase::Deltas`]).
 fn start_rules(
     job: &mut Job,
     cfg: &Config,
@@ -388,13 +402,8 @@ fn start_rules(
     let fib = Fib::new_sparse(tbl8, rules).map_err(|e| err(format_args!("router: FIB: {e}")))?;
     // The MACs do not matter to the FIB (core_router gets the real ones).
     let ports = router_ports(cfg, [MacAddr::default(); PORTS])?;
-    let mut router = FibBuilder::new(fib, &ports, RouterConfig::default())
+    let router = FibBuilder::new(fib, &ports, RouterConfig::default())
         .map_err(|e| err(format_args!("config error: ip0/ip1: router: {e}")))?;
-    for (net, gw) in cfg.routes.iter() {
-        router
-            .add_route(*net, *gw)
-            .map_err(|e| err(format_args!("config error: route={net},{gw}: {e}")))?;
-    }
     job.router = Some(router);
     Ok(())
 }

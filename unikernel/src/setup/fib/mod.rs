@@ -41,7 +41,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use log::info;
 use mm::{Pfn, Zone};
 use netstack::config::PORTS;
-use netstack::router::{Fib, Ipv4Net, PortConfig, Router, RouterConfig, TBL24_CHUNKS};
+use netstack::router::{Fib, PortConfig, RouteCheck, Router, RouterConfig, TBL24_CHUNKS};
 use netstack::stats::FibStats;
 use netstack::{Config, MacAddr};
 use retire::{give_back, retire_step, Retire};
@@ -59,13 +59,41 @@ const MIN_RULES: usize = 64;
 /// default route, a few short prefixes).
 const SHARED_VALUES: usize = 64;
 
-/// A configuration error found while building the FIB (the boot stops with it).
-pub struct FibError(pub heapless::String<256>);
+/// An error found while building the FIB (the boot stops with it; a reload names it): its
+/// text, and whose fault it is.
+pub struct FibError(pub heapless::String<256>, pub Blame);
+
+/// Whose fault a [`FibError`] is.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum Blame {
+    /// A route's: refused by `netstack::router::check_route`, a duplicate, a deletion of a
+    /// route that is not there (`PUT /routes` answers 400).
+    Route,
+    /// The router's own limits (memory, rule slots, tbl8 groups, next hops) or its state
+    /// (`PUT /routes` answers 500).
+    Router,
+}
 
 fn err(args: core::fmt::Arguments<'_>) -> FibError {
+    blamed(Blame::Router, args)
+}
+
+/// A [`FibError`] of `blame`.
+fn blamed(blame: Blame, args: core::fmt::Arguments<'_>) -> FibError {
     let mut s = heapless::String::new();
     let _ = s.write_fmt(args);
-    FibError(s)
+    FibError(s, blame)
+}
+
+/// A [`FibError`] for the router's refusal `e` of a route, blamed on the route when
+/// [`netstack::router::RouterError::is_route_error`] says so.
+fn route_err(e: &netstack::router::RouterError, args: core::fmt::Arguments<'_>) -> FibError {
+    let blame = if e.is_route_error() {
+        Blame::Route
+    } else {
+        Blame::Router
+    };
+    blamed(blame, args)
 }
 
 /// The router's ports: port `i` has MAC `macs[i]` and address `ip{i}=`.
@@ -79,6 +107,21 @@ fn router_ports(cfg: &Config, macs: [MacAddr; PORTS]) -> Result<[PortConfig; POR
         mac: macs[i],
         addr: cfg.ip[i].expect("checked above"),
     }))
+}
+
+/// The router's ports (`ip0=`, `ip1=`) as the route checks take them: a console change, a
+/// `PUT /routes` line.
+pub fn route_check(cfg: &Config) -> RouteCheck {
+    RouteCheck::new(cfg.ip.iter().flatten().copied())
+}
+
+/// [`route_check`] of the configuration the boot FIB was built from (router mode only).
+static ROUTE_PORTS: spin::Once<RouteCheck> = spin::Once::new();
+
+/// The router's ports for checking a `PUT /routes` body's lines as they arrive; `None`
+/// before the boot FIB (or outside router mode).
+pub fn route_ports() -> Option<RouteCheck> {
+    ROUTE_PORTS.get().copied()
 }
 
 /// What the FIB's memory is, for the boot log (pages of 4 KiB).
@@ -128,14 +171,8 @@ struct FibRecord {
 }
 
 /// A route change from the console, applied after the boot configuration by every later
-/// build (until `routes reload`).
-#[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub enum RouteDelta {
-    /// `route add PREFIX/LEN,GATEWAY`.
-    Add(Ipv4Net, Ipv4Addr),
-    /// `route del PREFIX/LEN`.
-    Del(Ipv4Net),
-}
+/// build (until `routes reload`); checked when typed (`RouteCheck::check_change`).
+pub type RouteDelta = netstack::router::RouteChange;
 
 /// Most console route changes kept (committed and pending together).
 pub const MAX_DELTAS: usize = 64;
@@ -320,6 +357,7 @@ pub fn build_fib(
     if GENERATION.load(Ordering::Acquire) != 0 {
         return Err(err(format_args!("router: the boot FIB was built twice")));
     }
+    ROUTE_PORTS.call_once(|| route_check(cfg));
     let mut job = Job::new("boot FIB", Source::Boot);
     let mut r = RELOAD.lock();
     r.routes_file = routes_file;
@@ -435,7 +473,11 @@ fn step<P: Platform>(core: &mut Core<P>, b: &mut Budget) {
             drop(j);
             job.discard();
             give_back(zone, core::mem::take(&mut job.areas));
-            fail(job, RebuildFailure::Build, e);
+            let why = match e.1 {
+                Blame::Route => RebuildFailure::Route,
+                Blame::Router => RebuildFailure::Build,
+            };
+            fail(job, why, e);
         }
     }
 }
@@ -547,13 +589,16 @@ fn fail(job: Job, why: RebuildFailure, e: FibError) {
             let dropped = r.deltas.len() - r.committed;
             let keep = r.committed;
             r.deltas.truncate(keep);
-            err(format_args!(
-                "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
-                e.0
-            ))
+            blamed(
+                e.1,
+                format_args!(
+                    "{}; FIB generation {old_gen} stays, {dropped} pending change(s) dropped",
+                    e.0
+                ),
+            )
         }
         Source::Upload(_) | Source::Boot => {
-            err(format_args!("{}; FIB generation {old_gen} stays", e.0))
+            blamed(e.1, format_args!("{}; FIB generation {old_gen} stays", e.0))
         }
     };
     crate::println!("{}: error: {}", job.what, e.0);
@@ -596,18 +641,42 @@ pub fn settle(cores: usize) -> Result<(), FibError> {
     Ok(())
 }
 
-/// `route add` / `route del` (boot CPU): queue a change for the next `routes commit`.
-pub fn queue_delta(d: RouteDelta) {
+/// `route add` / `route del` (boot CPU): check a change against the ports (`ports`) and the
+/// pending changes, then queue it for the next `routes commit`. A refused change is named on
+/// the console and the pending ones are kept.
+pub fn queue_delta(d: RouteDelta, ports: &RouteCheck) {
     let mut r = RELOAD.lock();
     let pending = r.deltas.len() - r.committed;
+    if let Err(e) = ports.check_change(&r.deltas[r.committed..], d) {
+        let (verb, net, gw) = match d {
+            RouteDelta::Add(net, gw) => ("add", net, Some(gw)),
+            RouteDelta::Del(net) => ("del", net, None),
+        };
+        let gw = OptGateway(gw);
+        return crate::println!(
+            "routes: error: route {verb} {net}{gw}: {e}; refused, {pending} pending change(s) kept"
+        );
+    }
     match r.deltas.push(d) {
         Ok(()) => crate::println!(
-            "routes: {d:?} pending ({} pending; `routes commit` applies them)",
+            "routes: {d} pending ({} pending; `routes commit` applies them)",
             pending + 1
         ),
         Err(_) => crate::println!(
             "routes: error: {MAX_DELTAS} route changes kept already; `routes reload` drops them"
         ),
+    }
+}
+
+/// `,GATEWAY` when there is one (a console change as typed).
+struct OptGateway(Option<Ipv4Addr>);
+
+impl core::fmt::Display for OptGateway {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(gw) => write!(f, ",{gw}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -659,85 +728,151 @@ pub struct Published {
     pub build_ms: u64,
 }
 
-/// Why a rebuild failed: the previous FIB did not retire in time (`Busy`: try again) or the
-/// new one could not be built (`Build`).
+/// Why a rebuild failed: the previous FIB did not retire in time (`Busy`: try again), a route
+/// was refused (`Route`), or the router could not build the new FIB (`Build`).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum RebuildFailure {
     /// A previous replacement is still waiting for a core (503).
     Busy,
-    /// The build failed: a bad route or out of memory (500).
+    /// A route the build refused ([`Blame::Route`]: a duplicate, a deletion of a route
+    /// that is not there): the client's error (400).
+    Route,
+    /// The build failed on the router's own limits: memory, rule slots, tbl8 groups (500).
     Build,
 }
 
 /// Pages held by `PUT` bodies (`/routes`: being received or kept as the routes file;
-/// `/rules`: being received or waiting for the rebuild).
+/// `/rules`: being received or waiting for the rebuild; either: being given back).
 static UPLOAD_PAGES: AtomicU64 = AtomicU64::new(0);
 
-/// A `PUT` body (`/routes`, or the ACL's `/rules`): a `vmalloc`'d buffer of its `Content-Length` (order-0 pages, so an
-/// 8 MiB body needs no high-order block), filled as it streams in. Only the boot CPU (which
-/// runs the management plane and the rebuild) ever touches it, so dropping it (its pages go
-/// back to the zone) needs a local flush only.
+/// Pages a `PUT` body's buffer gains ([`PutUpload::grow`]) or gives back
+/// ([`release_uploads_step`]) per step, i.e. per management-plane poll: 32 pages (128 KiB
+/// zeroed or freed), ahead of the 16 KiB a socket delivers per poll.
+pub const UPLOAD_STEP_PAGES: usize = 32;
+
+/// Dropped `PUT` bodies whose pages go back [`UPLOAD_STEP_PAGES`] per step: each range and
+/// the next page of it to free. More at once than it holds (never with one upload at a time:
+/// one receiving, one kept, one with the ACL) are freed at once.
+static RELEASING: spin::Mutex<heapless::Deque<(VmArea, usize), 4>> =
+    spin::Mutex::new(heapless::Deque::new());
+
+/// A `PUT` body (`/routes`, or the ACL's `/rules`): a range of the vmap area for its
+/// `Content-Length`, backed by zeroed order-0 pages (so an 8 MiB body needs no high-order
+/// block) as it fills ([`PutUpload::grow`], a bounded step at a time), given back a bounded
+/// step at a time after it is dropped ([`release_uploads_step`]). Only the boot CPU (which
+/// runs the management plane and the rebuild) ever touches it, so its pages go back with a
+/// local flush only.
 pub struct PutUpload {
     area: Option<VmArea>,
     len: usize,
+    /// Pages of `area` mapped (from its start).
+    mapped: usize,
 }
 
 impl PutUpload {
-    /// A zeroed buffer for a body of `len` bytes.
+    /// A buffer for a body of `len` bytes: its virtual range only; [`PutUpload::grow`] backs
+    /// it.
     ///
     /// # Errors
-    /// The vmap area or the zone ran out.
+    /// The vmap area has no free range that long.
     pub fn new(len: usize) -> Result<PutUpload, FibError> {
         if len == 0 {
-            return Ok(PutUpload { area: None, len });
+            return Ok(PutUpload {
+                area: None,
+                len,
+                mapped: 0,
+            });
         }
-        let zone = crate::mem::ZONE.get().expect("the zone is up");
-        let area = vmap::vmalloc(zone, len as u64)
+        let area = vmap::alloc_va(len.div_ceil(PAGE as usize))
             .map_err(|e| err(format_args!("no memory for a {len}-byte body: {e}")))?;
-        UPLOAD_PAGES.fetch_add(area.pages as u64, Ordering::Relaxed);
         Ok(PutUpload {
             area: Some(area),
             len,
+            mapped: 0,
         })
     }
 
-    /// The whole buffer (`len` bytes).
+    /// Back the buffer with zeroed pages up to byte `upto` (at most the body's length), at
+    /// most [`UPLOAD_STEP_PAGES`] per call. Returns the bytes usable now ([`PutUpload::buf_mut`]).
+    ///
+    /// # Errors
+    /// The zone ran out (the pages mapped so far stay, freed with the upload).
+    pub fn grow(&mut self, upto: usize) -> Result<usize, FibError> {
+        let Some(area) = self.area else {
+            return Ok(0);
+        };
+        let want = upto.min(self.len).div_ceil(PAGE as usize);
+        if want > self.mapped {
+            let zone = crate::mem::ZONE.get().expect("the zone is up");
+            let n = (want - self.mapped).min(UPLOAD_STEP_PAGES);
+            let got = vmap::vmalloc_step(zone, area, self.mapped, n)
+                .map_err(|e| err(format_args!("no memory for a {}-byte body: {e}", self.len)))?;
+            self.mapped += got;
+            UPLOAD_PAGES.fetch_add(got as u64, Ordering::Relaxed);
+        }
+        Ok(self.ready())
+    }
+
+    /// Bytes backed by pages so far.
+    fn ready(&self) -> usize {
+        (self.mapped * PAGE as usize).min(self.len)
+    }
+
+    /// The buffer as far as it is backed ([`PutUpload::grow`]).
     pub fn buf_mut(&mut self) -> &mut [u8] {
         match self.area {
-            // SAFETY: a vmap range of ≥ `len` writable bytes mapped for this upload alone,
-            // unmapped only by `drop`, which takes `self` (so no slice outlives it).
-            Some(a) => unsafe { core::slice::from_raw_parts_mut(a.base as *mut u8, self.len) },
+            // SAFETY: the first `ready()` bytes of a vmap range mapped writable for this
+            // upload alone, unmapped only after `drop`, which takes `self` (so no slice
+            // outlives it).
+            Some(a) => unsafe { core::slice::from_raw_parts_mut(a.base as *mut u8, self.ready()) },
             None => &mut [],
         }
     }
 
-    /// The body as text. Only called on a body whose every line was checked (UTF-8, the
-    /// file's syntax) as it streamed in; a body that is not UTF-8 reads as empty. The
-    /// `'static` text must not outlive the upload.
+    /// The body as text. Only called on a complete body whose every line was checked (UTF-8,
+    /// the file's syntax) as it streamed in; a body that is not UTF-8 (or not all backed)
+    /// reads as empty. The `'static` text must not outlive the upload.
     pub(crate) fn text(&self) -> &'static str {
         let bytes: &[u8] = match self.area {
             // SAFETY: as `buf_mut`; the `'static` text is kept only while the upload is (in
             // `Reload::upload`, `routes_file` dropped with it) or used within one build.
-            Some(a) => unsafe { core::slice::from_raw_parts(a.base as *const u8, self.len) },
-            None => &[],
+            Some(a) if self.ready() == self.len => unsafe {
+                core::slice::from_raw_parts(a.base as *const u8, self.len)
+            },
+            _ => &[],
         };
         core::str::from_utf8(bytes).unwrap_or("")
     }
 }
 
 impl Drop for PutUpload {
+    /// Queue the range for [`release_uploads_step`] (its pages stay counted until freed); at
+    /// once only if the queue is full.
     fn drop(&mut self) {
         let Some(area) = self.area.take() else {
             return;
         };
-        let zone = crate::mem::ZONE.get().expect("the zone is up");
-        UPLOAD_PAGES.fetch_sub(area.pages as u64, Ordering::Relaxed);
-        // Only this CPU (the boot CPU) ever touched the range: a local flush.
-        let areas = FibAreas {
-            rules: Some(area),
-            ..FibAreas::default()
-        };
-        give_back(zone, areas);
+        if let Err((area, _)) = RELEASING.lock().push_back((area, 0)) {
+            let zone = crate::mem::ZONE.get().expect("the zone is up");
+            let (_, freed) = vmap::vfree_step(zone, area, 0, area.pages);
+            UPLOAD_PAGES.fetch_sub(freed as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Boot CPU (the management plane's poll): give back up to [`UPLOAD_STEP_PAGES`] pages of
+/// dropped `PUT` bodies, and the range of each whose pages are all back.
+pub fn release_uploads_step() {
+    let mut q = RELEASING.lock();
+    let Some((area, next)) = q.front_mut() else {
+        return;
+    };
+    let zone = crate::mem::ZONE.get().expect("the zone is up");
+    let (end, freed) = vmap::vfree_step(zone, *area, *next, UPLOAD_STEP_PAGES);
+    UPLOAD_PAGES.fetch_sub(freed as u64, Ordering::Relaxed);
+    *next = end;
+    if end == area.pages {
+        q.pop_front();
     }
 }
 
