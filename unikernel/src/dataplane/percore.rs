@@ -340,13 +340,29 @@ impl<P: Platform> Core<P> {
             // (`Nic::set_rx_buffer_pages`); without indirect descriptors the device
             // spreads such frames over one-page buffers (mergeable), which works too.
             let mtu = port_mtu(core.cfg.mtu[port], &*core.nics[port]);
-            let limit = rx_frame_limit(mtu, core.cfg.mode);
+            // Outside the router a frame leaves by the other port as it came (`Forward`), so
+            // a frame over that port's MTU stops here too (counted `too_big` on this port):
+            // l2 and io never send over the egress MTU. The router fragments or answers
+            // Fragmentation Needed at its egress MTU instead.
+            let other = 1 - port;
+            let egress = port_mtu(core.cfg.mtu[other], &*core.nics[other]);
+            let limit = if core.cfg.mode == Mode::Router {
+                rx_frame_limit(mtu, core.cfg.mode)
+            } else {
+                rx_frame_limit(mtu.min(egress), core.cfg.mode)
+            };
             core.nics[port].set_rx_frame_limit(limit);
             if k == 0 {
-                log::info!(
-                    "port {port}: MTU {mtu} ({}); frames up to {limit} bytes, longer ones dropped (too_big)",
-                    port_mtu_source(core.cfg.mtu[port], &*core.nics[port])
-                );
+                let source = port_mtu_source(core.cfg.mtu[port], &*core.nics[port]);
+                if limit < rx_frame_limit(mtu, core.cfg.mode) {
+                    log::info!(
+                        "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received (port {other}'s MTU {egress}: they leave there), longer ones dropped (too_big)"
+                    );
+                } else {
+                    log::info!(
+                        "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received, longer ones dropped (too_big)"
+                    );
+                }
             }
             let want = buffer_pages_for_mtu(mtu, <P::Nic as Nic>::FRAME_OFFSET);
             if want > 1 {
