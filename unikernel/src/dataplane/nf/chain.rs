@@ -82,6 +82,12 @@ impl<A: NetworkFunction, B: NetworkFunction> NetworkFunction for Chain<A, B> {
         self.second.end_of_burst(ctx);
     }
 
+    /// `second`'s: a frame reaches a TX ring forwarded by `second` (the filter in front
+    /// forwards only by handing the frame on).
+    fn tx_refused(&mut self) {
+        self.second.tx_refused();
+    }
+
     fn tick<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.first.tick(ctx);
         self.second.tick(ctx);

@@ -166,6 +166,12 @@ pub trait NetworkFunction {
         }
     }
 
+    /// A frame [`Self::process`] forwarded ([`Verdict::Forward`], [`Verdict::ForwardFirst`])
+    /// that the egress TX ring refused (counted `tx_ring_full` on the egress port, its pages
+    /// recycled): for an NF that counts its forwards, to take this one back. Out of the fast
+    /// path (the burst's cold give-back). Default: nothing.
+    fn tx_refused(&mut self) {}
+
     /// Every 10 ms, busy or idle (`now_ns`: [`Ctx::now_ns`]): timers. Default: nothing.
     fn tick<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         let _ = ctx;
