@@ -70,6 +70,16 @@ impl NetworkFunction for RouterNf<'_> {
         self.rs.router.tx_dropped(false);
     }
 
+    /// A hairpin (rewritten and counted `forwarded` by the fast path) the iteration's kept
+    /// list had no room for: `tx_dropped` (`nf.keep_overflow` says why). Other kept frames
+    /// reached no router counter yet.
+    #[cold]
+    fn keep_lost(&mut self, mark: u16) {
+        if mark & HAIRPIN != 0 {
+            self.rs.router.tx_dropped(false);
+        }
+    }
+
     /// The kept frames in arrival order: hairpins sent back out of their port, the others
     /// routed by the slow path; then the router's events if it has some (an ARP request for a
     /// frame just queued), and the management plane's input (the ARP copies and the frames

@@ -88,6 +88,11 @@ impl<A: NetworkFunction, B: NetworkFunction> NetworkFunction for Chain<A, B> {
         self.second.tx_refused();
     }
 
+    /// `second`'s: only `second` keeps frames (`first` is a filter).
+    fn keep_lost(&mut self, mark: u16) {
+        self.second.keep_lost(mark);
+    }
+
     fn tick<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.first.tick(ctx);
         self.second.tick(ctx);

@@ -80,7 +80,7 @@ struct NfOps<'a, H, const RX: usize> {
     now: u64,
 }
 
-impl<H, const RX: usize> NfOps<'_, H, RX> {
+impl<H: NfHandle, const RX: usize> NfOps<'_, H, RX> {
     /// A page of port `RX`'s pool the burst is done with: back into that pool.
     #[inline(always)]
     fn recycle(&mut self, pfn: Pfn) {
@@ -126,6 +126,9 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
             Ok(()) => {}
             Err(_) => {
                 self.side.counters.keep_overflow += 1;
+                if !mgmt {
+                    self.nf.nf().keep_lost(mark);
+                }
                 self.recycle(pfn);
             }
         }
@@ -162,10 +165,16 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
             && lens[..n - 1].iter().enumerate().all(|(i, &l)| full(i, l))
             && len <= usize::from(u16::MAX);
         if !laid_out {
+            if !mgmt {
+                self.nf.nf().keep_lost(mark);
+            }
             return self.drop_multi(pages, Some(DropReason::BadDesc));
         }
         if self.side.taken.is_full() || self.side.rest.is_full() {
             self.side.counters.keep_overflow += 1;
+            if !mgmt {
+                self.nf.nf().keep_lost(mark);
+            }
             for &pfn in pages {
                 self.recycle(pfn);
             }

@@ -253,3 +253,26 @@ fn a_datagram_of_more_than_64_fragments_is_refused_before_any_is_sent() {
     assert_eq!(c.core.counters()[0].drops_total(), 0);
     rig.quit_and_check();
 }
+
+#[test]
+fn a_hairpin_the_kept_list_has_no_room_for_is_not_forwarded() {
+    // A burst of 65 hairpins (in and out of port 1, rewritten by the fast path and kept to
+    // be sent after the burst): the iteration keeps 64.
+    let mut rig = resolved("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=none burst=128");
+    let c = &mut rig.cores[0];
+    let hairpin = udp(port_mac(1), Ipv4Addr::new(10, 0, 1, 3), NEXT_HOP, 64);
+    let before = router(c);
+    assert_eq!(c.dev[1].deliver_rx(&hairpin, 65), 65);
+    c.core.poll_once();
+    let r = router(c);
+    assert_eq!(c.core.nf_counters().keep_overflow, 1);
+    assert_eq!(
+        (r.rx, r.forwarded, r.tx_dropped),
+        (before.rx + 65, before.forwarded + 64, before.tx_dropped + 1)
+    );
+    let mut out = 0;
+    c.dev[1].complete_tx(|f| out += usize::from(f[12..14] == [0x08, 0x00]));
+    assert_eq!(out, 64);
+    one_outcome_each(c);
+    rig.quit_and_check();
+}
