@@ -47,7 +47,9 @@ pub struct PortCounters {
     /// Bytes queued for transmission.
     pub tx_bytes: u64,
     /// RX refills that found the page_pool (and allocator) empty: slots left unfilled. Not a
-    /// frame drop by itself (DPDK's `rx_nombuf`).
+    /// frame drop by itself (DPDK's `rx_nombuf`). In router mode also the fragment trains
+    /// dropped on this egress port for want of a page for every fragment (the router counts
+    /// each as a routed frame `tx_dropped`).
     pub no_buffer: u64,
     /// Drops, indexed like [`DropReason::ALL`].
     pub drops: [u64; 4],

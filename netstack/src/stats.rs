@@ -325,7 +325,9 @@ pub struct PortStats {
     pub kicks_rx: u64,
     /// Notifications written for the TX queue.
     pub kicks_tx: u64,
-    /// RX refills that found no page (slots left unfilled; not a frame drop).
+    /// RX refills that found no page (slots left unfilled; not a frame drop), and in router
+    /// mode the fragment trains this port (their egress) dropped for want of pages (each a
+    /// routed frame, counted `router.tx_dropped`).
     pub no_buffer: u64,
     /// Used-ring elements (RX or TX) whose id was not a descriptor the driver had posted: a
     /// device bug (or an injected fault); the element is skipped.
@@ -546,15 +548,20 @@ pub struct TlbCpuStats {
 }
 
 /// The router's counters (`router`), summed over every core's router. Frames unless noted.
-/// Every frame in `rx` ends in exactly one of `forwarded`, `arp_replies`, `echo_replies`,
-/// `arp_consumed`, `to_host` or a drop, or is still queued (`queued_now`).
+/// Every frame in `rx` ends in exactly one of `forwarded`, `tx_dropped`, `arp_replies`,
+/// `echo_replies`, `arp_consumed`, `to_host` or a drop, or is still queued (`queued_now`).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterStats {
     /// Frames given to the router.
     pub rx: u64,
-    /// Frames routed (at once, or from a neighbour queue after ARP resolved), fragmented ones
-    /// included.
+    /// Frames routed and handed whole to the egress port's TX ring (at once, or from a
+    /// neighbour queue after ARP resolved); a fragmented datagram counts once, when all its
+    /// fragments were queued.
     pub forwarded: u64,
+    /// Frames routed that the egress port dropped before any of them reached its TX ring
+    /// (the port counts why: `tx_ring_full`, `too_big`, `no_buffer`); a fragment train once.
+    #[serde(default)]
+    pub tx_dropped: u64,
     /// Routed frames longer than the egress port's MTU, handed on to be fragmented
     /// (datagrams, not fragments).
     pub fragmented: u64,
@@ -593,6 +600,7 @@ impl RouterStats {
         RouterStats {
             rx: c.rx,
             forwarded: c.forwarded,
+            tx_dropped: c.tx_dropped,
             fragmented: c.fragmented,
             arp_replies: c.arp_replies,
             echo_replies: c.echo_replies,
@@ -1016,8 +1024,18 @@ pub fn write_prometheus(
         writeln!(w, "gannet_fib_pages {}", f.pages)?;
     }
     if let Some(r) = &s.router {
-        counter(w, "gannet_router_forwarded_total", "Frames routed.")?;
+        counter(
+            w,
+            "gannet_router_forwarded_total",
+            "Frames routed and handed whole to a TX ring.",
+        )?;
         writeln!(w, "gannet_router_forwarded_total {}", r.forwarded)?;
+        counter(
+            w,
+            "gannet_router_tx_dropped_total",
+            "Frames routed that the egress port dropped before its TX ring.",
+        )?;
+        writeln!(w, "gannet_router_tx_dropped_total {}", r.tx_dropped)?;
         counter(
             w,
             "gannet_router_fragmented_total",

@@ -246,15 +246,22 @@ impl RouterDrop {
 }
 
 /// The router's counters. Frame accounting: every frame given to [`Router::process`] ends in
-/// exactly one of `forwarded`, `arp_replies`, `echo_replies`, `arp_consumed`, `to_host` or a
-/// drop reason, or is still queued for ARP; [`RouterCounters::outcomes`] + [`Router::queued_frames`] == `rx`.
+/// exactly one of `forwarded`, `tx_dropped`, `arp_replies`, `echo_replies`, `arp_consumed`,
+/// `to_host` or a drop reason, or is still queued for ARP; [`RouterCounters::outcomes`] + [`Router::queued_frames`] == `rx`.
 #[derive(Copy, Clone, Debug, Default, Eq, PartialEq)]
 pub struct RouterCounters {
     /// Frames given to [`Router::process`].
     pub rx: u64,
     /// Frames forwarded (at once, or from a neighbour queue after ARP resolved), including
-    /// those that are fragmented on the way out (`fragmented`).
+    /// those that are fragmented on the way out (`fragmented`). The router counts a frame here
+    /// when it decides to forward it; a caller whose egress port then drops it (a full TX
+    /// ring, no page for a fragment, too many fragments) moves it to `tx_dropped`
+    /// ([`Router::tx_dropped`]), so that `forwarded` is the frames handed to a TX ring whole.
     pub forwarded: u64,
+    /// Frames the router forwarded that their egress port dropped before any of them reached
+    /// its TX ring (the port counts why: `tx_ring_full`, `too_big`, or `no_buffer` for a
+    /// fragment train short of pages); a fragment train counts once.
+    pub tx_dropped: u64,
     /// ARP requests for our address answered (in place).
     pub arp_replies: u64,
     /// ICMP echo requests to one of our addresses answered (in place, RFC 1812 §4.3.3.6).
@@ -301,6 +308,7 @@ impl RouterCounters {
     /// Frames with a final outcome (everything but those still queued).
     pub fn outcomes(&self) -> u64 {
         self.forwarded
+            + self.tx_dropped
             + self.arp_replies
             + self.echo_replies
             + self.arp_consumed
@@ -999,6 +1007,19 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
     /// The counters.
     pub fn counters(&self) -> &RouterCounters {
         &self.counters
+    }
+
+    /// A frame (or the whole fragment train of one datagram, `fragmented`) this router
+    /// counted `forwarded` was dropped by its egress port before any of it reached the TX
+    /// ring: counted `tx_dropped` instead (and no longer `fragmented`). The caller counts the
+    /// drop's reason on the egress port.
+    pub fn tx_dropped(&mut self, fragmented: bool) {
+        let c = &mut self.counters;
+        c.forwarded = c.forwarded.saturating_sub(1);
+        if fragmented {
+            c.fragmented = c.fragmented.saturating_sub(1);
+        }
+        c.tx_dropped += 1;
     }
 
     /// Whether [`Router::poll`] has work that does not wait for a timer (an ARP request due,
@@ -1840,6 +1861,7 @@ impl core::ops::AddAssign<&RouterCounters> for RouterCounters {
     fn add_assign(&mut self, o: &RouterCounters) {
         self.rx += o.rx;
         self.forwarded += o.forwarded;
+        self.tx_dropped += o.tx_dropped;
         self.arp_replies += o.arp_replies;
         self.echo_replies += o.echo_replies;
         self.arp_consumed += o.arp_consumed;

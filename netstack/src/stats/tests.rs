@@ -68,6 +68,7 @@ fn largest() -> Stats {
         no_buffer: m,
         arp_requests: m,
         fragmented: m,
+        tx_dropped: m,
     };
     let sync = NeighSync {
         sent: m,
@@ -374,7 +375,7 @@ fn json_is_the_established_line() {
         r#""tlb":{"pages_unmapped":40,"batches":3,"ipis_sent":0,"poll_requests":0,"#,
         r#""flushes_received":0,"invlpg_pages":0,"full_flushes":0,"wait_cycles":0,"#,
         r#""pending_pages":0}}],"#,
-        r#""router":{"rx":200,"forwarded":190,"fragmented":3,"arp_replies":2,"echo_replies":1,"#,
+        r#""router":{"rx":200,"forwarded":190,"tx_dropped":0,"fragmented":3,"arp_replies":2,"echo_replies":1,"#,
         r#""arp_consumed":1,"arp_requests":1,"to_host":3,"queued":4,"queued_now":0,"#,
         r#""icmp_sent":2,"icmp_rate_limited":0,"icmp_suppressed":0,"no_buffer":0,"drops":{"#,
         r#""runt":0,"unknown_port":0,"not_for_us":0,"link_broadcast":0,"#,
@@ -521,6 +522,7 @@ fn prometheus_lines() {
         "gannet_buddyinfo_free_blocks{zone=\"0\",order=\"0\"} 5",
         "gannet_buddyinfo_free_blocks{zone=\"0\",order=\"10\"} 7",
         "gannet_router_forwarded_total 190",
+        "gannet_router_tx_dropped_total 0",
         "gannet_router_fragmented_total 3",
         "gannet_router_icmp_sent_total 2",
         "gannet_router_drops_total{reason=\"no_route\"} 1",
@@ -560,7 +562,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 31);
+    assert_eq!(families, 32);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

@@ -12,7 +12,6 @@
 
 use super::nf::{Chain, Ctx, Held, NetworkFunction, Packet, Verdict};
 use super::page::{frame_room, page_bytes, PageBuf};
-use super::pages::Pages;
 use super::percore::{Core, MgmtPlane, Platform, RouteState};
 use drivers::nic::{Nic, MAX_FRAME_PAGES};
 use mm::Pfn;
@@ -20,7 +19,7 @@ use netstack::config::PORTS;
 use netstack::router::frag::Fragmenter;
 use netstack::router::{set_macs, Action, Event, NeighUpdate};
 use netstack::wire::{ARP_OPER, ARP_REQUEST, ARP_TPA, ETHERTYPE, ETHERTYPE_ARP, ETH_HDR_LEN};
-use netstack::{DropReason, PortCounters};
+use netstack::DropReason;
 
 /// The router's neighbour timers (ARP retransmit 1 s, queue timeout, ageing) run at least this
 /// often, busy or idle (the core's housekeeping): 10 ms.
@@ -64,6 +63,23 @@ impl NetworkFunction for RouterNf<'_> {
         }
     }
 
+    /// A frame the fast path forwarded that the egress ring refused: not `forwarded` but
+    /// `tx_dropped` (the port counts `tx_ring_full`).
+    #[cold]
+    fn tx_refused(&mut self) {
+        self.rs.router.tx_dropped(false);
+    }
+
+    /// A hairpin (rewritten and counted `forwarded` by the fast path) the iteration's kept
+    /// list had no room for: `tx_dropped` (`nf.keep_overflow` says why). Other kept frames
+    /// reached no router counter yet.
+    #[cold]
+    fn keep_lost(&mut self, mark: u16) {
+        if mark & HAIRPIN != 0 {
+            self.rs.router.tx_dropped(false);
+        }
+    }
+
     /// The kept frames in arrival order: hairpins sent back out of their port, the others
     /// routed by the slow path; then the router's events if it has some (an ARP request for a
     /// frame just queued), and the management plane's input (the ARP copies and the frames
@@ -75,7 +91,9 @@ impl NetworkFunction for RouterNf<'_> {
             if h.mark() & HAIRPIN != 0 {
                 h.set_len(usize::from(h.mark() & !HAIRPIN));
                 let port = h.port();
-                ctx.send(h, port);
+                if !ctx.send_whole(h, port) {
+                    self.rs.router.tx_dropped(false);
+                }
                 continue;
             }
             ctx.core().route_kept(self.rs, h, now);
@@ -110,47 +128,11 @@ fn raw_pfns(rest: HeldRest) -> heapless::Vec<Pfn, 3> {
     rest.into_iter().map(|pg| pg.into_raw().pfn).collect()
 }
 
-/// Most fragments [`Core::fragment_pages`] stages from one datagram: 64 (a 9,014-byte frame
-/// at the 576-byte minimum MTU a host must accept, RFC 791, needs 17; at the absolute minimum
-/// of 68 bytes it would need 187, and those beyond 64 are a counted drop).
+/// Most fragments [`Core::fragment_pages`] makes of one datagram: 64 (a 9,014-byte frame at
+/// the 576-byte minimum MTU a host must accept, RFC 791, needs 17; at the absolute minimum of
+/// 68 bytes it would need 187: such a datagram is refused before any fragment is made,
+/// `too_big` on the egress port).
 const MAX_STAGED_FRAGMENTS: usize = 64;
-
-/// Cut the datagram in `segments` (a rewritten frame, as scatter segments) for an egress
-/// `mtu` with `netstack::router::frag::Fragmenter` (RFC 791 §3.2, RFC 1812 §5.2.6), each
-/// fragment written into a fresh page of pool 0 and handed to `sink` with its length. A
-/// datagram the fragmenter refuses (malformed, MTU too small) is a `too_big` drop on
-/// `egress`; no page for the next fragment counts `no_buffer` (the fragments made so far go
-/// out).
-fn cut_fragments<N: Nic>(
-    pages: &mut Pages,
-    egress: &mut PortCounters,
-    segments: &[&[u8]],
-    mtu: u16,
-    mut sink: impl FnMut(&mut Pages, PageBuf, usize),
-) {
-    let Ok(mut frags) = Fragmenter::new(segments, mtu) else {
-        egress.drop(DropReason::TooBig);
-        return;
-    };
-    loop {
-        let Some(mut page) = pages.alloc(0) else {
-            egress.no_buffer += 1;
-            return;
-        };
-        match frags.next_into(page.room_mut::<N>()) {
-            Ok(Some(len)) => sink(pages, page, len),
-            Ok(None) => {
-                pages.recycle(page);
-                return;
-            }
-            Err(_) => {
-                pages.recycle(page);
-                egress.drop(DropReason::TooBig);
-                return;
-            }
-        }
-    }
-}
 
 impl<P: Platform> Core<P> {
     /// [`Core::poll_once`] in router mode: the neighbour updates other cores sent, then one
@@ -251,7 +233,9 @@ impl<P: Platform> Core<P> {
         let action = rs.router.process_slow_len(p, head, len, pfn0, now, icmp);
         match action {
             Action::Forward { port, len: n } => {
-                self.send_multi(usize::from(port), page, &raw_pfns(rest), n);
+                if !self.send_multi(usize::from(port), page, &raw_pfns(rest), n) {
+                    rs.router.tx_dropped(false);
+                }
             }
             Action::Fragment { port, mtu } => {
                 let mut segs: heapless::Vec<&[u8], MAX_FRAME_PAGES> = heapless::Vec::new();
@@ -263,9 +247,12 @@ impl<P: Platform> Core<P> {
                     let _ = segs.push(&pg.page()[..take]);
                     left -= take;
                 }
-                self.fragment_pages(&segs, port, mtu);
+                let sent = self.fragment_pages(&segs, port, mtu);
                 drop(segs);
                 self.recycle_all(page, rest);
+                if !sent {
+                    rs.router.tx_dropped(true);
+                }
             }
             Action::Icmp { port, len: n, .. } => {
                 let sp = rs.spare.take().expect("ICMP built in the spare page");
@@ -351,9 +338,8 @@ impl<P: Platform> Core<P> {
             }
         }
         match action {
-            Action::Forward { port, len } | Action::Reply { port, len } => {
-                self.stage_tx(usize::from(port), page, len)
-            }
+            Action::Forward { port, len } => self.send_routed(rs, usize::from(port), page, len),
+            Action::Reply { port, len } => self.stage_tx(usize::from(port), page, len),
             Action::Icmp { port, len, .. } => {
                 let sp = rs.spare.take().expect("ICMP built in the spare page");
                 self.stage_tx(usize::from(port), sp, len);
@@ -370,11 +356,14 @@ impl<P: Platform> Core<P> {
             }
             Action::Consumed | Action::Drop(_) => self.pages.recycle(page),
             // A one-page datagram longer than the egress MTU (DF clear): fragments in fresh
-            // pages, sent at once.
+            // pages, sent at once (or none of them).
             Action::Fragment { port, mtu } => {
-                self.fragment_pages(&[page.frame_mut::<P::Nic>(len)], port, mtu);
+                let sent = self.fragment_pages(&[page.frame_mut::<P::Nic>(len)], port, mtu);
                 self.pages.recycle(page);
                 self.flush_all();
+                if !sent {
+                    rs.router.tx_dropped(true);
+                }
             }
         }
     }
@@ -388,30 +377,73 @@ impl<P: Platform> Core<P> {
         }
     }
 
-    /// Fragment the datagram in `segments` (its frame, already rewritten) for an egress
-    /// `mtu` ([`cut_fragments`]) into fresh pages of pool 0, staged for `port` at once.
-    fn fragment_pages(&mut self, segments: &[&[u8]], port: u8, mtu: u16) {
+    /// A frame the router forwarded (one page, `len` bytes), staged for local `port` if its
+    /// TX ring has a slot left for it beyond what is staged; else dropped now, counted
+    /// `tx_ring_full` on `port` and `tx_dropped` by the router (no longer `forwarded`).
+    fn send_routed(&mut self, rs: &mut RouteState, port: usize, page: PageBuf, len: usize) {
+        let port = port % PORTS;
+        if self.tx_room(port, 1) == 0 {
+            self.counters[port].drop(DropReason::TxRingFull);
+            self.pages.recycle(page);
+            rs.router.tx_dropped(false);
+            return;
+        }
+        self.stage_tx(port, page, len);
+    }
+
+    /// Fragment the datagram in `segments` (its frame, already rewritten) for an egress `mtu`
+    /// with `netstack::router::frag::Fragmenter` (RFC 791 §3.2, RFC 1812 §5.2.6) into fresh
+    /// pages of pool 0, all staged for `port`, or none: the train is checked whole before the
+    /// first fragment is made. Refused, each counted once on the egress port: a datagram the
+    /// fragmenter refuses (malformed, MTU too small) or one of more than
+    /// [`MAX_STAGED_FRAGMENTS`] fragments (`too_big`), a TX ring without a slot for every
+    /// fragment beyond what is staged (`tx_ring_full`), too few pages for every fragment
+    /// (`no_buffer`). Returns whether the train was staged (every slot it needs was free, so
+    /// the flush hands all of it to the ring).
+    fn fragment_pages(&mut self, segments: &[&[u8]], port: u8, mtu: u16) -> bool {
         let egress = usize::from(port) % PORTS;
+        let mut frags = match Fragmenter::new(segments, mtu) {
+            Ok(f) if f.count() <= MAX_STAGED_FRAGMENTS => f,
+            _ => {
+                self.counters[egress].drop(DropReason::TooBig);
+                return false;
+            }
+        };
+        let n = frags.count();
+        if self.tx_room(egress, n) < n {
+            self.counters[egress].drop(DropReason::TxRingFull);
+            return false;
+        }
         let mut made: heapless::Vec<(PageBuf, usize), MAX_STAGED_FRAGMENTS> = heapless::Vec::new();
-        let mut extra = 0;
-        cut_fragments::<P::Nic>(
-            &mut self.pages,
-            &mut self.counters[egress],
-            segments,
-            mtu,
-            |pages, page, len| {
-                if let Err((page, _)) = made.push((page, len)) {
-                    pages.recycle(page);
-                    extra += 1;
+        while made.len() < n {
+            let Some(page) = self.pages.alloc(0) else {
+                self.counters[egress].no_buffer += 1;
+                return self.unmake(made);
+            };
+            let _ = made.push((page, 0));
+        }
+        for (page, len) in made.iter_mut() {
+            match frags.next_into(page.room_mut::<P::Nic>()) {
+                Ok(Some(n)) => *len = n,
+                // The fragmenter's count said otherwise, or a fragment did not fit a page.
+                Ok(None) | Err(_) => {
+                    self.counters[egress].drop(DropReason::TooBig);
+                    return self.unmake(made);
                 }
-            },
-        );
+            }
+        }
         for (page, len) in made {
             self.stage_tx(egress, page, len);
         }
-        if extra > 0 {
-            self.counters[egress].drop(DropReason::TooBig);
+        true
+    }
+
+    /// The pages of a fragment train not sent, back to their pool. Returns `false` (not sent).
+    fn unmake(&mut self, made: heapless::Vec<(PageBuf, usize), MAX_STAGED_FRAGMENTS>) -> bool {
+        for (page, _) in made {
+            self.pages.recycle(page);
         }
+        false
     }
 
     /// Keep a spare page (from pool 0) for ICMP errors and ARP requests.
@@ -503,11 +535,13 @@ impl<P: Platform> Core<P> {
                     if len > frame_room::<P::Nic>() || !rest.is_empty() {
                         // A multi-page frame released by ARP: sent as a chain of its pages.
                         set_macs(page.frame_mut::<P::Nic>(frame_room::<P::Nic>()), dst, src);
-                        self.send_multi(usize::from(port), page, &rest, len);
+                        if !self.send_multi(usize::from(port), page, &rest, len) {
+                            rs.router.tx_dropped(false);
+                        }
                         continue;
                     }
                     set_macs(page.frame_mut::<P::Nic>(len), dst, src);
-                    self.stage_tx(usize::from(port), page, len);
+                    self.send_routed(rs, usize::from(port), page, len);
                 }
                 Some(Event::Fragment {
                     handle,
@@ -532,15 +566,19 @@ impl<P: Platform> Core<P> {
                         let _ = segs.push(unsafe { page_bytes(pfn, 0..take) });
                         left -= take;
                     }
-                    if left > 0 {
+                    let sent = if left > 0 {
                         // Its other pages were not kept (the stash was full).
                         self.counters[usize::from(port) % PORTS].drop(DropReason::TooBig);
+                        false
                     } else {
-                        self.fragment_pages(&segs, port, mtu);
-                    }
+                        self.fragment_pages(&segs, port, mtu)
+                    };
                     drop(segs);
                     self.recycle_raw(&rest);
                     self.pages.recycle(page);
+                    if !sent {
+                        rs.router.tx_dropped(true);
+                    }
                 }
                 Some(Event::Dropped { handle, .. }) => {
                     // SAFETY: as above: handed back by the router's queue.

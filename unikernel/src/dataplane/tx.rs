@@ -56,6 +56,17 @@ impl<P: Platform> Core<P> {
         }
     }
 
+    /// Frames local port `q`'s TX ring can still take beyond what is staged for it (reaping
+    /// its completions first when that is short of `want`): what a sender checks before it
+    /// stages a frame or a fragment train that must reach the ring whole.
+    pub(crate) fn tx_room(&mut self, q: usize, want: usize) -> usize {
+        let room = |c: &Self| c.nics[q].tx_free_slots().saturating_sub(c.tx.n[q]);
+        if room(self) < want {
+            self.reclaim_port(q);
+        }
+        room(self)
+    }
+
     /// Flush every port's staging.
     pub(crate) fn flush_all(&mut self) {
         for q in 0..PORTS {
@@ -147,8 +158,14 @@ impl<P: Platform> Core<P> {
     /// Send a multi-page frame of `len` bytes (`first`, then `rest`, each page full but the
     /// last) on local port `port` as one descriptor chain, after what is staged for it (order
     /// kept). If its other pages were not kept (`rest` short of `len`) or the ring is full,
-    /// it is dropped, counted (`too_big`, `tx_ring_full`).
-    pub(crate) fn send_multi(&mut self, port: usize, first: PageBuf, rest: &[Pfn], len: usize) {
+    /// it is dropped, counted (`too_big`, `tx_ring_full`). Returns whether the ring took it.
+    pub(crate) fn send_multi(
+        &mut self,
+        port: usize,
+        first: PageBuf,
+        rest: &[Pfn],
+        len: usize,
+    ) -> bool {
         let port = port % PORTS;
         let mut parts: heapless::Vec<(Pfn, usize), 4> = heapless::Vec::new();
         let raw = first.into_raw();
@@ -168,7 +185,7 @@ impl<P: Platform> Core<P> {
             self.counters[port].drop(DropReason::TooBig);
             self.recycle_raw(rest);
             self.pages.recycle(first);
-            return;
+            return false;
         }
         self.flush_tx(port);
         // SAFETY: the frame's pages are this core's (taken from the neighbour queue and the
@@ -180,10 +197,12 @@ impl<P: Platform> Core<P> {
             let c = &mut self.counters[port];
             c.tx += 1;
             c.tx_bytes += len as u64;
+            true
         } else {
             self.counters[port].drop(DropReason::TxRingFull);
             self.recycle_raw(rest);
             self.pages.recycle(first);
+            false
         }
     }
 

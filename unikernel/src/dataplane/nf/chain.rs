@@ -82,6 +82,17 @@ impl<A: NetworkFunction, B: NetworkFunction> NetworkFunction for Chain<A, B> {
         self.second.end_of_burst(ctx);
     }
 
+    /// `second`'s: a frame reaches a TX ring forwarded by `second` (the filter in front
+    /// forwards only by handing the frame on).
+    fn tx_refused(&mut self) {
+        self.second.tx_refused();
+    }
+
+    /// `second`'s: only `second` keeps frames (`first` is a filter).
+    fn keep_lost(&mut self, mark: u16) {
+        self.second.keep_lost(mark);
+    }
+
     fn tick<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.first.tick(ctx);
         self.second.tick(ctx);

@@ -166,6 +166,20 @@ pub trait NetworkFunction {
         }
     }
 
+    /// A frame [`Self::process`] forwarded ([`Verdict::Forward`], [`Verdict::ForwardFirst`])
+    /// that the egress TX ring refused (counted `tx_ring_full` on the egress port, its pages
+    /// recycled): for an NF that counts its forwards, to take this one back. Out of the fast
+    /// path (the burst's cold give-back). Default: nothing.
+    fn tx_refused(&mut self) {}
+
+    /// A frame [`Self::process`] kept ([`Verdict::Keep`], with its mark) that the iteration's
+    /// list had no room for (or a frame of several pages not laid out as one run): dropped,
+    /// counted in `nf.keep_overflow` (or `bad_desc`), never handed to
+    /// [`Self::end_of_burst`]. Out of the fast path. Default: nothing.
+    fn keep_lost(&mut self, mark: u16) {
+        let _ = mark;
+    }
+
     /// Every 10 ms, busy or idle (`now_ns`: [`Ctx::now_ns`]): timers. Default: nothing.
     fn tick<P: super::Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         let _ = ctx;

@@ -80,7 +80,7 @@ struct NfOps<'a, H, const RX: usize> {
     now: u64,
 }
 
-impl<H, const RX: usize> NfOps<'_, H, RX> {
+impl<H: NfHandle, const RX: usize> NfOps<'_, H, RX> {
     /// A page of port `RX`'s pool the burst is done with: back into that pool.
     #[inline(always)]
     fn recycle(&mut self, pfn: Pfn) {
@@ -126,6 +126,9 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
             Ok(()) => {}
             Err(_) => {
                 self.side.counters.keep_overflow += 1;
+                if !mgmt {
+                    self.nf.nf().keep_lost(mark);
+                }
                 self.recycle(pfn);
             }
         }
@@ -162,10 +165,16 @@ impl<H, const RX: usize> NfOps<'_, H, RX> {
             && lens[..n - 1].iter().enumerate().all(|(i, &l)| full(i, l))
             && len <= usize::from(u16::MAX);
         if !laid_out {
+            if !mgmt {
+                self.nf.nf().keep_lost(mark);
+            }
             return self.drop_multi(pages, Some(DropReason::BadDesc));
         }
         if self.side.taken.is_full() || self.side.rest.is_full() {
             self.side.counters.keep_overflow += 1;
+            if !mgmt {
+                self.nf.nf().keep_lost(mark);
+            }
             for &pfn in pages {
                 self.recycle(pfn);
             }
@@ -244,6 +253,9 @@ impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
     #[cold]
     #[inline(never)]
     fn give_back(&mut self, pfn: Pfn, why: GiveBack) {
+        if why == GiveBack::TxFull {
+            self.nf.nf().tx_refused();
+        }
         count_give_back(self.counters, RX, why);
         self.recycle(pfn);
     }
@@ -317,19 +329,40 @@ impl<P: Platform> Ctx<'_, P> {
     /// does not have drops it, counted in [`NfCounters::bad_port`]; a full TX ring drops it
     /// (at the flush for a frame of one page), counted `tx_ring_full` on the port.
     pub fn send(&mut self, h: Held, port: usize) {
+        let _ = self.send_frame(h, port);
+    }
+
+    /// [`Ctx::send`] that knows whether the ring takes the frame: a frame of one page is
+    /// staged only if the port's TX ring has a slot for it beyond what is staged, else dropped
+    /// now (counted `tx_ring_full` on the port), so that a staged frame is one the flush
+    /// hands to the ring. Returns whether it was handed to the ring (or staged with a slot).
+    pub(crate) fn send_whole(&mut self, h: Held, port: usize) -> bool {
+        if port < PORTS && h.rest.is_empty() && self.core.tx_room(port, 1) == 0 {
+            self.core.nf_side.counters.sent_held += 1;
+            self.core.counters[port].drop(DropReason::TxRingFull);
+            self.recycle(h);
+            return false;
+        }
+        self.send_frame(h, port)
+    }
+
+    /// [`Ctx::send`]; `false` when the frame was dropped here (a bad port, a frame of several
+    /// pages the ring refused).
+    fn send_frame(&mut self, h: Held, port: usize) -> bool {
         if port >= PORTS {
             self.core.nf_side.counters.bad_port += 1;
             self.recycle(h);
-            return;
+            return false;
         }
         self.core.nf_side.counters.sent_held += 1;
         let len = h.len();
         let Held { page, rest, .. } = h;
         if rest.is_empty() {
-            return self.core.stage_tx(port, page, len);
+            self.core.stage_tx(port, page, len);
+            return true;
         }
         let rest: RestPages = rest.into_iter().map(|p| p.into_raw().pfn).collect();
-        self.core.send_multi(port, page, &rest, len);
+        self.core.send_multi(port, page, &rest, len)
     }
 
     /// Drop `h`: its pages back to their pool, counted in [`NfCounters::dropped`].

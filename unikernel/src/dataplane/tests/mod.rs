@@ -6,6 +6,7 @@ mod acl;
 mod ddnic;
 mod mgmt;
 mod nf;
+mod trains;
 
 use super::page::{PageBuf, RawPage};
 use super::testing as rig;
