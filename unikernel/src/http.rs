@@ -642,11 +642,13 @@ impl PutBody {
                 }
             };
             self.lines += 1;
-            self.bad = if end - self.line_start > LINE_MAX {
-                Some(self.too_long())
-            } else {
-                self.bad_line(&body[self.line_start..end])
-            };
+            if end - self.line_start > LINE_MAX {
+                // Over the cap with its newline in the same read: as early as without it.
+                self.bad = Some(self.too_long());
+                self.line_start = (end + 1).min(self.got);
+                return Some(Err(self.refusal()));
+            }
+            self.bad = self.bad_line(&body[self.line_start..end]);
             self.line_start = (end + 1).min(self.got);
             if end == self.got {
                 break;

@@ -798,3 +798,21 @@ fn the_outcome_does_not_depend_on_how_the_body_is_cut() {
         }
     }
 }
+
+/// A line over the cap is refused as soon as it is seen, whether its newline came in the same
+/// read or not (found by the `mgmt_request` fuzz target: with its newline, a long first line
+/// of an incomplete body was answered only at the body's end).
+#[test]
+fn a_long_line_is_refused_before_the_body_ends_with_or_without_its_newline() {
+    let over = "#".repeat(LINE_MAX + 1);
+    for first in [format!("{over}\n"), over.clone()] {
+        let len = 64 * 1024;
+        let mut buf = vec![b'\n'; len];
+        buf[..first.len()].copy_from_slice(first.as_bytes());
+        let mut b = PutBody::new(PutKind::Routes, len);
+        let r = b.received(&buf, first.len()).expect("answered at once");
+        let text = r.expect_err("too long").text;
+        assert!(text.contains("routes line 1: longer than 512 bytes"), "{text}");
+        assert_eq!(b.got(), first.len());
+    }
+}
