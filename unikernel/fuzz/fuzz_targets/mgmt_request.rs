@@ -146,9 +146,16 @@ fuzz_target!(|data: &[u8]| {
             let start = seen.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
             assert_eq!(r.put, seen[start..].starts_with(b"PUT "));
         }
-        Head::Metrics { head_len } => assert!(head_len <= kept),
+        Head::Metrics { head_len } | Head::Routes { head_len } => assert!(head_len <= kept),
         Head::Put(head) => {
             assert!(head.head_len <= kept && head.body_len <= PUT_MAX && !busy);
+            if let Some(m) = &head.if_match {
+                // A stale generation is a well-formed 412; the one named matches.
+                if let Some(r) = m.refusal(head.kind, u64::MAX) {
+                    assert_eq!(r.status.code(), 412);
+                    check_reply(&r);
+                }
+            }
             let body = &data[head.head_len..];
             let buf = &body[..body.len().min(head.body_len)];
             let check = PutBody::new(head.kind, head.body_len).with_routes(routes);
