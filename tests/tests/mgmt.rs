@@ -1019,7 +1019,10 @@ fn one_upload_at_a_time_and_every_bad_body_answered() {
     let head = put_if("/routes?check", "gen-2", bad);
     let resp = c.request(&rig, &head, bad.as_bytes(), Duration::from_secs(10));
     assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
-    assert!(resp.contains("routes line 1: `10.8.0.0/16,10.0.1.255`"), "{resp}");
+    assert!(
+        resp.contains("routes line 1: `10.8.0.0/16,10.0.1.255`"),
+        "{resp}"
+    );
     // A stale If-Match: 412 before the body, naming the published generation.
     let head = put_if("/routes", "gen-1", two);
     let resp = c.request(&rig, &head, two.as_bytes(), Duration::from_secs(10));
@@ -1037,13 +1040,18 @@ fn one_upload_at_a_time_and_every_bad_body_answered() {
     rig.guest
         .wait_for_line_from(
             from,
-            |l| l.contains("mgmt: audit: PUT /routes from 10.0.0.2:") && l.contains(": ok, generation 3"),
+            |l| {
+                l.contains("mgmt: audit: PUT /routes from 10.0.0.2:")
+                    && l.contains(": ok, generation 3")
+            },
             Duration::from_secs(5),
         )
         .unwrap_or_else(|e| panic!("no audit line: {e:#}\n{}", rig.tail()));
     // `routes check` checks the pending console changes without committing.
     let from = rig.guest.line_count();
-    rig.guest.send_line("route add 10.7.0.0/16,10.0.1.2").unwrap();
+    rig.guest
+        .send_line("route add 10.7.0.0/16,10.0.1.2")
+        .unwrap();
     rig.guest.send_line("routes check").unwrap();
     rig.guest
         .wait_for_line_from(

@@ -550,37 +550,46 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => {
             Head::Refused(not_found(is_put, Some(want), put))
         }
-        (_, Some(PutKind::Routes), _) if method == "GET" => {
-            Head::Routes { head_len }
-        }
+        (_, Some(PutKind::Routes), _) if method == "GET" => Head::Routes { head_len },
         (_, Some(kind), Some((_, token))) if method == "PUT" => {
-            let check_only = match path.split_once('?') {
-                None => false,
-                Some((_, "check")) => true,
-                Some((_, q)) => {
-                    let q = &q[..q.floor_char_boundary(40)];
-                    let why = format_args!(
-                        "PUT {}: unknown query `{q}` (only `?check`)",
-                        kind.path()
-                    );
-                    return refuse(Status::BadRequest, why);
-                }
-            };
-            match check_put(kind, req.headers, token, busy) {
-                Ok((body_len, expect_continue)) => Head::Put(PutHead {
-                    kind,
-                    head_len,
-                    body_len,
-                    expect_continue,
-                    check_only,
-                    if_match: field(req.headers, "if-match").map(IfMatch::parse),
-                }),
-                Err(r) => Head::Refused(r),
-            }
+            put_head(kind, path, req.headers, token, busy, head_len, is_put)
         }
         (_, Some(PutKind::Routes), _) => not_allowed("GET, PUT"),
         (_, Some(_), _) => not_allowed("PUT"),
         (_, None, _) => Head::Refused(not_found(is_put, None, put)),
+    }
+}
+
+/// A `PUT` of `kind` at `path` (its query: none, or `?check`) whose head of `head_len` bytes
+/// has `fields`: accepted ([`Head::Put`]) or refused by [`check_put`]'s rules.
+fn put_head(
+    kind: PutKind,
+    path: &str,
+    fields: &[httparse::Header<'_>],
+    token: Option<&MgmtToken>,
+    busy: impl FnOnce() -> bool,
+    head_len: usize,
+    is_put: bool,
+) -> Head {
+    let check_only = match path.split_once('?') {
+        None => false,
+        Some((_, "check")) => true,
+        Some((_, q)) => {
+            let q = &q[..q.floor_char_boundary(40)];
+            let why = format_args!("PUT {}: unknown query `{q}` (only `?check`)", kind.path());
+            return Head::Refused(Refusal::new(Status::BadRequest, is_put, why));
+        }
+    };
+    match check_put(kind, fields, token, busy) {
+        Ok((body_len, expect_continue)) => Head::Put(PutHead {
+            kind,
+            head_len,
+            body_len,
+            expect_continue,
+            check_only,
+            if_match: field(fields, "if-match").map(IfMatch::parse),
+        }),
+        Err(r) => Head::Refused(r),
     }
 }
 

@@ -712,7 +712,6 @@ impl Mgmt {
         if conn.since_ms.is_none() {
             conn.since_ms = Some(now_ms);
             conn.progress_ms = now_ms;
-            conn.client = sock.remote_endpoint();
         }
         let since = conn.since_ms.unwrap_or(now_ms);
         // Progress: our bytes acknowledged.
@@ -856,6 +855,9 @@ fn read(
     busy: impl FnOnce() -> bool,
     counters: &mut MgmtCounters,
 ) -> bool {
+    if conn.client.is_none() {
+        conn.client = sock.remote_endpoint();
+    }
     if !sock.can_recv() {
         return true;
     }

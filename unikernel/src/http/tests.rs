@@ -820,7 +820,10 @@ fn a_long_line_is_refused_before_the_body_ends_with_or_without_its_newline() {
         let mut b = PutBody::new(PutKind::Routes, len);
         let r = b.received(&buf, first.len()).expect("answered at once");
         let text = r.expect_err("too long").text;
-        assert!(text.contains("routes line 1: longer than 512 bytes"), "{text}");
+        assert!(
+            text.contains("routes line 1: longer than 512 bytes"),
+            "{text}"
+        );
         assert_eq!(b.got(), first.len());
     }
 }
@@ -828,7 +831,12 @@ fn a_long_line_is_refused_before_the_body_ends_with_or_without_its_newline() {
 #[test]
 fn get_routes_is_served_in_router_mode_only() {
     let get = b"GET /routes HTTP/1.1\r\nHost: x\r\n\r\n";
-    assert_eq!(parse(get), Head::Routes { head_len: get.len() });
+    assert_eq!(
+        parse(get),
+        Head::Routes {
+            head_len: get.len()
+        }
+    );
     // LF-only, and a query (ignored).
     let lf = b"GET /routes?x HTTP/1.1\n\n";
     assert_eq!(parse(lf), Head::Routes { head_len: lf.len() });
@@ -836,7 +844,10 @@ fn get_routes_is_served_in_router_mode_only() {
     let r = refused(parse_head(get, &acl, || false));
     assert_eq!(r.status, Status::NotFound);
     let r = refused(parse(b"DELETE /routes HTTP/1.1\r\n\r\n"));
-    assert_eq!((r.status, r.allow), (Status::MethodNotAllowed, Some("GET, PUT")));
+    assert_eq!(
+        (r.status, r.allow),
+        (Status::MethodNotAllowed, Some("GET, PUT"))
+    );
     let r = refused(parse(b"GET /rules HTTP/1.1\r\n\r\n"));
     assert_eq!(r.status, Status::NotFound);
     let head = routes_head(7, 12);
@@ -855,18 +866,26 @@ fn if_match_and_check_are_read_from_a_put_head() {
         );
         parse(h.as_bytes())
     };
-    let Head::Put(h) = put("/routes?check", "If-Match: \"gen-3\", W/\"gen-4\", \"x\"\r\n") else {
+    let Head::Put(h) = put(
+        "/routes?check",
+        "If-Match: \"gen-3\", W/\"gen-4\", \"x\"\r\n",
+    ) else {
         panic!("accepted")
     };
     assert!(h.check_only);
     let m = h.if_match.expect("If-Match read");
-    assert_eq!(m, IfMatch::Generations(heapless::Vec::from_slice(&[3]).unwrap()));
+    assert_eq!(
+        m,
+        IfMatch::Generations(heapless::Vec::from_slice(&[3]).unwrap())
+    );
     assert!(m.matches(3) && !m.matches(4));
     assert_eq!(m.refusal(PutKind::Routes, 3), None);
     let r = m.refusal(PutKind::Routes, 4).expect("stale");
     assert_eq!(r.status.code(), 412);
     assert!(r.text.contains("now \"gen-4\""), "{}", r.text);
-    assert!(r.reply().starts_with("HTTP/1.0 412 Precondition Failed\r\n"));
+    assert!(r
+        .reply()
+        .starts_with("HTTP/1.0 412 Precondition Failed\r\n"));
     let Head::Put(h) = put("/routes", "if-match: *\r\n") else {
         panic!("accepted")
     };
