@@ -48,6 +48,13 @@
 //! mid-body is `aborted`, a 408 or a stall `timeout`, a client gone during its rebuild the
 //! rebuild's result).
 //!
+//! `GET /routes` (router mode) answers the published FIB ([`fib::with_published`], core 0)
+//! in the console's `routes` forms after [`http::routes_head`] (`ETag: "gen-N"`), cut at
+//! [`BODY_MAX`] at a line boundary. A `PUT /routes` whose `If-Match` no longer names the
+//! published generation is 412 before its body is read and again once it is complete; a
+//! `?check` body is answered once checked (200 or 400) and dropped, nothing built. Every
+//! `PUT`, counted, prints one console audit line (client address, result, generation).
+//!
 //! Past ~800 lines because smoltcp's device glue (the frame queues and tokens), the connection
 //! state machine, `/metrics` and the `PUT /routes` and `PUT /rules` uploads (one at a time,
 //! their rate window, the drain after an answer) share the connections and the one response
