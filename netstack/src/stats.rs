@@ -782,10 +782,12 @@ impl MgmtPath {
 /// progress, or no memory for the body), `failed` (500/503: the build ran into the router's
 /// limits, or the swap failed; the old FIB stays), `timeout` (408: the body arrived slower
 /// than the management plane's minimum rate; or reset: no byte for the request timeout),
-/// `aborted` (the client closed or reset the connection before its body was complete). Every
+/// `aborted` (the client closed or reset the connection before its body was complete),
+/// `precondition_failed` (412: `If-Match` named a generation no longer published), `checked`
+/// (200 to a validate-only `PUT /routes?check`: the body passed, nothing built). Every
 /// accepted `PUT` head ends in exactly one of these (a client that leaves while its rebuild
 /// runs is counted under the rebuild's result).
-pub const PUT_ROUTES_RESULTS: [&str; 10] = [
+pub const PUT_ROUTES_RESULTS: [&str; 12] = [
     "ok",
     "forbidden",
     "unauthorized",
@@ -796,6 +798,8 @@ pub const PUT_ROUTES_RESULTS: [&str; 10] = [
     "failed",
     "timeout",
     "aborted",
+    "precondition_failed",
+    "checked",
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -810,6 +810,10 @@ fn put_routes_streams_a_large_body() {
 /// `GET /metrics` is answered within 1 s; the trickle is answered 408 after the 5 s rate
 /// window (not reset by the request timeout: it makes progress); a body that stops is reset
 /// at the request timeout; and the next `PUT` passes. Every ending is counted by its result.
+/// Then the operators' requests: `GET /routes` lists the installed routes in the console's
+/// forms with `ETag: "gen-2"`; `PUT /routes?check` answers 200 or 400 without building; a
+/// stale `If-Match` is 412, the current one builds generation 3 and its console audit line
+/// names the client; console `routes check` checks a pending change without committing.
 #[test]
 fn one_upload_at_a_time_and_every_bad_body_answered() {
     let append = format!("{ROUTER} mgmt_token={TOKEN}");
@@ -982,14 +986,90 @@ fn one_upload_at_a_time_and_every_bad_body_answered() {
     let resp = c.put_routes(&rig, Some(TOKEN), route);
     assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
     assert!(resp.contains("generation 2\n"), "{resp}");
+    // GET /routes reads back what is installed, its generation as ETag.
+    let resp = c.request(&rig, "GET /routes HTTP/1.1", b"", Duration::from_secs(10));
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(resp.contains("\r\nETag: \"gen-2\"\r\n"), "{resp}");
+    let listed: Vec<&str> = resp.split("\r\n\r\n").nth(1).unwrap().lines().collect();
+    for want in [
+        "10.9.0.0/16,10.0.1.2",
+        "10.0.1.0/24 connected port 1",
+        "10.0.0.1/32 local",
+        "10.0.1.255/32 broadcast",
+    ] {
+        assert!(listed.contains(&want), "no `{want}` in {listed:?}");
+    }
+    assert!(
+        resp.contains(&format!("\r\nX-Routes: {}\r\n", listed.len())),
+        "{resp}"
+    );
+    // Validate only: checked as it arrives, nothing built (the generation stays 2).
+    let put_if = |target: &str, tag: &str, body: &str| {
+        format!(
+            "PUT {target} HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\nIf-Match: \"{tag}\"\r\nContent-Length: {}",
+            body.len()
+        )
+    };
+    let two = "10.9.0.0/16,10.0.1.2\n10.8.0.0/16,10.0.1.2\n";
+    let head = put_if("/routes?check", "gen-2", two);
+    let resp = c.request(&rig, &head, two.as_bytes(), Duration::from_secs(10));
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(resp.contains("2 lines checked"), "{resp}");
+    let bad = "10.8.0.0/16,10.0.1.255\n";
+    let head = put_if("/routes?check", "gen-2", bad);
+    let resp = c.request(&rig, &head, bad.as_bytes(), Duration::from_secs(10));
+    assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
+    assert!(
+        resp.contains("routes line 1: `10.8.0.0/16,10.0.1.255`"),
+        "{resp}"
+    );
+    // A stale If-Match: 412 before the body, naming the published generation.
+    let head = put_if("/routes", "gen-1", two);
+    let resp = c.request(&rig, &head, two.as_bytes(), Duration::from_secs(10));
+    assert!(
+        resp.starts_with("HTTP/1.0 412 Precondition Failed\r\n"),
+        "{resp}"
+    );
+    assert!(resp.contains("now \"gen-2\""), "{resp}");
+    // The current one: built, generation 3; its audit line names the client.
+    let from = rig.guest.line_count();
+    let head = put_if("/routes", "gen-2", two);
+    let resp = c.request(&rig, &head, two.as_bytes(), Duration::from_secs(60));
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(resp.contains("generation 3\n"), "{resp}");
+    rig.guest
+        .wait_for_line_from(
+            from,
+            |l| {
+                l.contains("mgmt: audit: PUT /routes from 10.0.0.2:")
+                    && l.contains(": ok, generation 3")
+            },
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|e| panic!("no audit line: {e:#}\n{}", rig.tail()));
+    // `routes check` checks the pending console changes without committing.
+    let from = rig.guest.line_count();
+    rig.guest
+        .send_line("route add 10.7.0.0/16,10.0.1.2")
+        .unwrap();
+    rig.guest.send_line("routes check").unwrap();
+    rig.guest
+        .wait_for_line_from(
+            from,
+            |l| l.contains("routes check: 1 pending change(s), 0 refused; nothing built"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("no `routes check` line: {e:#}\n{}", rig.tail()));
     let text = c.get_metrics(&rig, Duration::from_secs(10));
     for (result, want) in [
-        ("ok", 1),
-        ("bad_request", 2),
+        ("ok", 2),
+        ("bad_request", 3),
         ("busy", 1),
         ("timeout", 2),
         ("aborted", 2),
         ("failed", 0),
+        ("precondition_failed", 1),
+        ("checked", 1),
     ] {
         let name = format!("gannet_mgmt_put_routes_total{{result=\"{result}\"}}");
         assert_eq!(sample(&text, &name), want, "{name} in:\n{text}");
@@ -1006,7 +1086,7 @@ fn one_upload_at_a_time_and_every_bad_body_answered() {
     drop(c);
     eprintln!("one boot's checks took {:?}", boot.elapsed());
     let s = rig.quit();
-    assert_eq!(s.fib.unwrap().generation, 2, "{s}");
+    assert_eq!(s.fib.unwrap().generation, 3, "{s}");
     assert_no_leak(&s);
 }
 

@@ -21,6 +21,12 @@
 //! | a method the path does not take | 405 Method Not Allowed, with `Allow` |
 //! | a bad or repeated `Content-Length` (any method) | 400 Bad Request |
 //!
+//! `GET /routes` (router mode; no token: it reads what `/metrics` already tells in part) is
+//! [`Head::Routes`]: the kernel answers with the installed routes, one per line in the console's
+//! `routes` forms (`netstack::router::show`: a static route as its routes-file line, connected,
+//! local and broadcast entries in forms of their own), after [`routes_head`]: `ETag: "gen-N"`,
+//! the published FIB's generation ([`etag`]), and `X-Routes`, how many entries it holds.
+//!
 //! Line ends may be CRLF or a bare LF (RFC 9112 §2.2 lets a recipient accept LF alone;
 //! httparse does).
 //!
@@ -31,7 +37,9 @@
 //! repeats of one value; refusing them leaves no two readings of where the body ends), 413
 //! above [`PUT_MAX`], 503 with `Retry-After: RETRY_AFTER_S` while another upload is in
 //! progress (decided at the head, before any byte of the body is read: one upload at a
-//! time). Its body is checked line by line as it arrives ([`PutBody`]: the routes file's
+//! time); then the kernel answers 412 when `If-Match` ([`IfMatch`]) does not name the
+//! published generation (`PUT /routes`), before the body is read. A query other than
+//! `?check` is 400; `?check` validates only ([`PutHead::check_only`], [`check_reply`]). Its body is checked line by line as it arrives ([`PutBody`]: the routes file's
 //! syntax, or the rules file's; each byte scanned once); a line longer than [`LINE_MAX`] is
 //! refused (400, named) as soon as it passes the cap, any other bad line (400, the first one
 //! named) once the body is complete.
@@ -107,6 +115,9 @@ pub enum Status {
     RequestTimeout,
     /// 411 Length Required (RFC 9110 §15.5.12): a `PUT` without `Content-Length`.
     LengthRequired,
+    /// 412 Precondition Failed (RFC 9110 §15.5.13): a `PUT /routes` whose `If-Match` names
+    /// no longer the published FIB's generation ([`etag`]): another change came first.
+    PreconditionFailed,
     /// 413 Content Too Large (RFC 9110 §15.5.14): a body above [`PUT_MAX`].
     ContentTooLarge,
     /// 414 URI Too Long (RFC 9110 §15.5.15): a request line above [`REQUEST_LINE_MAX`].
@@ -136,6 +147,7 @@ impl Status {
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
             Status::LengthRequired => 411,
+            Status::PreconditionFailed => 412,
             Status::ContentTooLarge => 413,
             Status::UriTooLong => 414,
             Status::HeaderFieldsTooLarge => 431,
@@ -156,6 +168,7 @@ impl Status {
             Status::MethodNotAllowed => "Method Not Allowed",
             Status::RequestTimeout => "Request Timeout",
             Status::LengthRequired => "Length Required",
+            Status::PreconditionFailed => "Precondition Failed",
             Status::ContentTooLarge => "Content Too Large",
             Status::UriTooLong => "URI Too Long",
             Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
@@ -200,8 +213,9 @@ impl PutKind {
         }
     }
 
-    /// The file at `path`, if any.
+    /// The file at `path` (its query, after `?`, not looked at), if any.
     pub fn at(path: &str) -> Option<PutKind> {
+        let path = path.split_once('?').map_or(path, |(p, _)| p);
         [PutKind::Routes, PutKind::Rules]
             .into_iter()
             .find(|k| k.path() == path)
@@ -328,7 +342,7 @@ pub fn reply_with(
 }
 
 /// A `PUT` head that passed every check: its body follows.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PutHead {
     /// The file it replaces.
     pub kind: PutKind,
@@ -338,6 +352,111 @@ pub struct PutHead {
     pub body_len: usize,
     /// The client sent `Expect: 100-continue` (answer [`CONTINUE`] before the body).
     pub expect_continue: bool,
+    /// Validate only (`PUT /routes?check`, `PUT /rules?check`): the body's lines are checked
+    /// as they arrive and answered 200 or 400, nothing is built or published.
+    pub check_only: bool,
+    /// The `If-Match` field, if any (`PUT /routes`: compared with the published FIB's
+    /// generation before the body is read, [`IfMatch::refusal`]).
+    pub if_match: Option<IfMatch>,
+}
+
+/// Most entity tags of an `If-Match` list kept; later ones are not compared.
+pub const IF_MATCH_MAX: usize = 4;
+
+/// The FIB generation `generation` as an entity tag (RFC 9110 §8.8.3, strong): `"gen-N"`, the
+/// `ETag` of `GET /routes` and what `If-Match` names on `PUT /routes`.
+pub fn etag(generation: u64) -> heapless::String<32> {
+    let mut t = heapless::String::new();
+    let _ = write!(t, "\"gen-{generation}\"");
+    t
+}
+
+/// An `If-Match` field (RFC 9110 §13.1.1): `*` (any current FIB), or a list of entity tags,
+/// of which those of the form `"gen-N"` (at most [`IF_MATCH_MAX`]) can match; weak tags
+/// (`W/"…"`) never match (If-Match compares strongly), nor does anything else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IfMatch {
+    /// `*`.
+    Any,
+    /// The generations named (maybe none: then nothing matches).
+    Generations(heapless::Vec<u64, IF_MATCH_MAX>),
+}
+
+impl IfMatch {
+    /// The field's value read.
+    pub fn parse(value: &[u8]) -> IfMatch {
+        let value = value.trim_ascii();
+        if value == b"*" {
+            return IfMatch::Any;
+        }
+        let mut gens = heapless::Vec::new();
+        for tag in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            let Some(n) = tag
+                .strip_prefix(b"\"gen-")
+                .and_then(|t| t.strip_suffix(b"\""))
+            else {
+                continue;
+            };
+            if n.is_empty() || n.len() > 19 || !n.iter().all(u8::is_ascii_digit) {
+                continue;
+            }
+            let n = n.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+            let _ = gens.push(n);
+        }
+        IfMatch::Generations(gens)
+    }
+
+    /// Whether it matches the published generation `current`.
+    pub fn matches(&self, current: u64) -> bool {
+        match self {
+            IfMatch::Any => true,
+            IfMatch::Generations(g) => g.contains(&current),
+        }
+    }
+
+    /// The 412 of a `PUT` of `kind` whose `If-Match` does not match the published
+    /// generation `current`, or `None` when it does.
+    pub fn refusal(&self, kind: PutKind, current: u64) -> Option<Refusal> {
+        (!self.matches(current)).then(|| {
+            Refusal::new(
+                Status::PreconditionFailed,
+                true,
+                format_args!(
+                    "PUT {}: If-Match does not name the published FIB, now {}; GET {} and try again",
+                    kind.path(),
+                    etag(current),
+                    kind.path()
+                ),
+            )
+        })
+    }
+}
+
+/// The head of a `GET /routes` answer: 200, `text/plain`, `ETag` of the FIB generation
+/// `generation` ([`etag`]), `X-Routes: routes` (how many entries the FIB holds: the body, cut
+/// at the response buffer, may list fewer), `Connection: close` (the end of the connection
+/// ends the body, RFC 9112 §6.3 item 8).
+pub fn routes_head(generation: u64, routes: usize) -> heapless::String<160> {
+    let mut h = heapless::String::new();
+    let _ = write!(
+        h,
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nETag: {}\r\nX-Routes: {routes}\r\nConnection: close\r\n\r\n",
+        etag(generation)
+    );
+    h
+}
+
+/// The 200 of a validate-only `PUT` (`?check`) whose body passed: `lines` lines checked, nothing
+/// built.
+pub fn check_reply(kind: PutKind, lines: usize) -> heapless::String<REPLY_MAX> {
+    reply(
+        Status::Ok,
+        None,
+        format_args!(
+            "PUT {}?check: {lines} lines checked, none refused; nothing built (duplicates are found by the build)",
+            kind.path()
+        ),
+    )
 }
 
 /// What a request head asks for, so far.
@@ -350,6 +469,12 @@ pub enum Head {
     Partial,
     /// `GET /metrics`, its head `head_len` bytes (what follows is not parsed).
     Metrics {
+        /// Bytes of the head.
+        head_len: usize,
+    },
+    /// `GET /routes` (router mode): answer with the installed routes ([`routes_head`]), its
+    /// head `head_len` bytes (what follows is not parsed).
+    Routes {
         /// Bytes of the head.
         head_len: usize,
     },
@@ -425,19 +550,46 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => {
             Head::Refused(not_found(is_put, Some(want), put))
         }
+        (_, Some(PutKind::Routes), _) if method == "GET" => Head::Routes { head_len },
         (_, Some(kind), Some((_, token))) if method == "PUT" => {
-            match check_put(kind, req.headers, token, busy) {
-                Ok((body_len, expect_continue)) => Head::Put(PutHead {
-                    kind,
-                    head_len,
-                    body_len,
-                    expect_continue,
-                }),
-                Err(r) => Head::Refused(r),
-            }
+            put_head(kind, path, req.headers, token, busy, head_len, is_put)
         }
+        (_, Some(PutKind::Routes), _) => not_allowed("GET, PUT"),
         (_, Some(_), _) => not_allowed("PUT"),
         (_, None, _) => Head::Refused(not_found(is_put, None, put)),
+    }
+}
+
+/// A `PUT` of `kind` at `path` (its query: none, or `?check`) whose head of `head_len` bytes
+/// has `fields`: accepted ([`Head::Put`]) or refused by [`check_put`]'s rules.
+fn put_head(
+    kind: PutKind,
+    path: &str,
+    fields: &[httparse::Header<'_>],
+    token: Option<&MgmtToken>,
+    busy: impl FnOnce() -> bool,
+    head_len: usize,
+    is_put: bool,
+) -> Head {
+    let check_only = match path.split_once('?') {
+        None => false,
+        Some((_, "check")) => true,
+        Some((_, q)) => {
+            let q = &q[..q.floor_char_boundary(40)];
+            let why = format_args!("PUT {}: unknown query `{q}` (only `?check`)", kind.path());
+            return Head::Refused(Refusal::new(Status::BadRequest, is_put, why));
+        }
+    };
+    match check_put(kind, fields, token, busy) {
+        Ok((body_len, expect_continue)) => Head::Put(PutHead {
+            kind,
+            head_len,
+            body_len,
+            expect_continue,
+            check_only,
+            if_match: field(fields, "if-match").map(IfMatch::parse),
+        }),
+        Err(r) => Head::Refused(r),
     }
 }
 
@@ -618,6 +770,11 @@ impl PutBody {
         self.kind
     }
 
+    /// Lines checked so far.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
     /// Bytes received so far: the next ones go to `body[got..]`.
     pub fn got(&self) -> usize {
         self.got
@@ -642,11 +799,13 @@ impl PutBody {
                 }
             };
             self.lines += 1;
-            self.bad = if end - self.line_start > LINE_MAX {
-                Some(self.too_long())
-            } else {
-                self.bad_line(&body[self.line_start..end])
-            };
+            if end - self.line_start > LINE_MAX {
+                // Over the cap with its newline in the same read: as early as without it.
+                self.bad = Some(self.too_long());
+                self.line_start = (end + 1).min(self.got);
+                return Some(Err(self.refusal()));
+            }
+            self.bad = self.bad_line(&body[self.line_start..end]);
             self.line_start = (end + 1).min(self.got);
             if end == self.got {
                 break;

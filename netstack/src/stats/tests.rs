@@ -484,8 +484,8 @@ fn mgmt() -> MgmtStats {
         response_timeouts: 5,
         fin_before_request: 6,
         drain_limit: 8,
-        put_routes: [1, 2, 3, 0, 0, 0, 0, 4, 9, 10],
-        put_rules: [5, 0, 0, 0, 0, 6, 7, 0, 0, 0],
+        put_routes: [1, 2, 3, 0, 0, 0, 0, 4, 9, 10, 0, 1],
+        put_rules: [5, 0, 0, 0, 0, 6, 7, 0, 0, 0, 0, 0],
     }
 }
 
@@ -544,6 +544,7 @@ fn prometheus_lines() {
         "gannet_mgmt_put_routes_total{result=\"failed\"} 4",
         "gannet_mgmt_put_routes_total{result=\"timeout\"} 9",
         "gannet_mgmt_put_routes_total{result=\"aborted\"} 10",
+        "gannet_mgmt_put_routes_total{result=\"checked\"} 1",
         "# TYPE gannet_mgmt_put_rules_total counter",
         "gannet_mgmt_put_rules_total{result=\"ok\"} 5",
         "gannet_mgmt_put_rules_total{result=\"bad_request\"} 6",

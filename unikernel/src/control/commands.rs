@@ -87,6 +87,10 @@ pub fn run<P: Platform>(
         Command::UafBlock => use_after_free_block(core),
         Command::RouteAdd(net, gw) => route_change(core, RouteDelta::Add(net, gw)),
         Command::RouteDel(net) => route_change(core, RouteDelta::Del(net)),
+        Command::RoutesCheck => match core.route() {
+            Some(_) => fib::check_pending(&fib::route_check(core.cfg())),
+            None => println!("routes: not in router mode"),
+        },
         Command::RoutesCommit | Command::RoutesReload => match core.route() {
             Some(_) => fib::commit(cmd == Command::RoutesReload),
             None => println!("routes: not in router mode"),

@@ -60,6 +60,9 @@ pub enum Command {
     /// `routes reload`: as `routes commit` from `route=` and the routes file alone (console
     /// changes dropped; the routes file is the last `PUT /routes` body if there was one).
     RoutesReload,
+    /// `routes check`: the arrival checks run again on the pending changes, nothing built
+    /// (`setup::fib::check_pending`).
+    RoutesCheck,
     /// `fault`, `fault dry MS`, `fault off`: the fault image's controls.
     Fault(super::faults::FaultCmd),
 }
@@ -130,6 +133,7 @@ impl Console {
             "uaf block" => Some(Command::UafBlock),
             "routes commit" => Some(Command::RoutesCommit),
             "routes reload" => Some(Command::RoutesReload),
+            "routes check" => Some(Command::RoutesCheck),
             "fault" => Some(Command::Fault(super::faults::FaultCmd::Show)),
             other => {
                 if let Some(arg) = other.strip_prefix("fault ") {
@@ -174,6 +178,6 @@ impl Console {
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
 metrics (the /metrics body, Prometheus text, then # EOF), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
-routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), acl reload (the boot's rules file again, replaced live), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
+routes check (the pending changes checked, nothing built), routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), acl reload (the boot's rules file again, replaced live), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
 to a buddy page free since boot, to an order-3 block freed to the zone; faults), \
 fault, fault dry MS, fault off (the fault image: faults injected, starve every page_pool for MS ms, stop injecting), quit (drain, final STATS, exit: isa-debug-exit with debug_exit=on, else ACPI S5 soft-off), reboot (drain, final STATS, FADT reset register), help";

@@ -48,6 +48,13 @@
 //! mid-body is `aborted`, a 408 or a stall `timeout`, a client gone during its rebuild the
 //! rebuild's result).
 //!
+//! `GET /routes` (router mode) answers the published FIB ([`fib::with_published`], core 0)
+//! in the console's `routes` forms after [`http::routes_head`] (`ETag: "gen-N"`), cut at
+//! [`BODY_MAX`] at a line boundary. A `PUT /routes` whose `If-Match` no longer names the
+//! published generation is 412 before its body is read and again once it is complete; a
+//! `?check` body is answered once checked (200 or 400) and dropped, nothing built. Every
+//! `PUT`, counted, prints one console audit line (client address, result, generation).
+//!
 //! Past ~800 lines because smoltcp's device glue (the frame queues and tokens), the connection
 //! state machine, `/metrics` and the `PUT /routes` and `PUT /rules` uploads (one at a time,
 //! their rate window, the drain after an answer) share the connections and the one response
@@ -328,6 +335,8 @@ enum PutResult {
     Failed = 7,
     Timeout = 8,
     Aborted = 9,
+    PreconditionFailed = 10,
+    Checked = 11,
 }
 
 impl PutResult {
@@ -342,6 +351,7 @@ impl PutResult {
             Status::ServiceUnavailable => PutResult::Busy,
             Status::InternalServerError => PutResult::Failed,
             Status::RequestTimeout => PutResult::Timeout,
+            Status::PreconditionFailed => PutResult::PreconditionFailed,
             _ => PutResult::BadRequest,
         }
     }
@@ -357,6 +367,11 @@ struct Body {
     window_ms: i64,
     /// Bytes of the body received when the window began.
     window_got: usize,
+    /// Validate only (`?check`): answered once checked, nothing built.
+    check_only: bool,
+    /// The head's `If-Match`, compared again with the published generation when the body is
+    /// complete (a console commit may have come meanwhile).
+    if_match: Option<http::IfMatch>,
 }
 
 /// Where a connection is with `PUT /routes` or `PUT /rules`.
@@ -395,6 +410,10 @@ struct Conn {
     reply: Option<heapless::String<{ http::REPLY_MAX }>>,
     /// Bytes read and dropped past the request (at most [`DRAIN_MAX`]).
     drained: usize,
+    /// The request is `GET /routes` (answered with the published FIB's routes).
+    get_routes: bool,
+    /// The client's address and port (for the audit line of a `PUT`), once out of LISTEN.
+    client: Option<smoltcp::wire::IpEndpoint>,
 }
 
 impl Conn {
@@ -409,7 +428,7 @@ impl Conn {
     /// is taken ([`Mgmt::serve`]).
     fn end_upload(&mut self, counters: &mut MgmtCounters, result: PutResult) {
         if let Put::Body(b) = &self.put {
-            count(counters, b.check.kind(), result);
+            count(counters, b.check.kind(), result, self.client);
             self.put = Put::None;
         }
     }
@@ -418,6 +437,8 @@ impl Conn {
         self.drained = 0;
         self.put = Put::None;
         self.reply = None;
+        self.get_routes = false;
+        self.client = None;
         self.req.clear();
         self.since_ms = None;
         self.send_queue = 0;
@@ -532,6 +553,8 @@ impl Mgmt {
                 send_queue: 0,
                 complete: false,
                 done: false,
+                get_routes: false,
+                client: None,
                 put: Put::None,
                 reply: None,
                 drained: 0,
@@ -654,12 +677,12 @@ impl Mgmt {
         // its result.
         if !waiting(PutKind::Routes) {
             if let Some(r) = fib::take_put_result() {
-                count(&mut self.counters, PutKind::Routes, put_reply(r).0);
+                count(&mut self.counters, PutKind::Routes, put_reply(r).0, None);
             }
         }
         if !waiting(PutKind::Rules) {
             if let Some(r) = acl::take_put_result() {
-                count(&mut self.counters, PutKind::Rules, rules_reply(r).0);
+                count(&mut self.counters, PutKind::Rules, rules_reply(r).0, None);
             }
         }
         for i in 0..SOCKETS {
@@ -715,7 +738,7 @@ impl Mgmt {
             };
             if let Some((result, reply)) = answer {
                 conn.put = Put::None;
-                count(&mut self.counters, kind, result);
+                count(&mut self.counters, kind, result, conn.client);
                 conn.reply = Some(reply);
             } else {
                 // The rebuild is the boot CPU's next housekeeping: no timeout applies.
@@ -804,6 +827,9 @@ impl Mgmt {
         };
         if let Some(reply) = self.conns[i].reply.take() {
             let _ = w.write_str(&reply);
+        } else if self.conns[i].get_routes {
+            self.counters.http_requests += 1;
+            write_routes(&mut w);
         } else {
             // Complete without a reply: `parse_head` said `GET /metrics`.
             let _ = w.write_str(http::METRICS_HEAD);
@@ -836,6 +862,9 @@ fn read(
     busy: impl FnOnce() -> bool,
     counters: &mut MgmtCounters,
 ) -> bool {
+    if conn.client.is_none() {
+        conn.client = sock.remote_endpoint();
+    }
     if !sock.can_recv() {
         return true;
     }
@@ -869,6 +898,10 @@ fn read(
         match http::parse_head(&conn.req, put, busy) {
             Head::Partial => {}
             Head::Metrics { .. } => conn.complete = true,
+            Head::Routes { .. } => {
+                conn.complete = true;
+                conn.get_routes = true;
+            }
             Head::Put(head) => start_put(conn, sock, head, now_ms, counters),
             Head::Refused(r) => refuse(conn, &r, counters),
         }
@@ -913,11 +946,38 @@ fn check_rate(conn: &mut Conn, now_ms: i64, counters: &mut MgmtCounters) {
     refuse(conn, &r, counters);
 }
 
-/// Count a `PUT` of `kind` under `result`.
-fn count(counters: &mut MgmtCounters, kind: PutKind, result: PutResult) {
-    match kind {
-        PutKind::Routes => counters.put_routes[result as usize] += 1,
-        PutKind::Rules => counters.put_rules[result as usize] += 1,
+/// Count a `PUT` of `kind` under `result`, and print its audit line on the console: `mgmt:
+/// audit: PUT PATH from ADDR:PORT: RESULT, generation N` (the client's address, `gone` when
+/// it left before its rebuild was answered; the result as `/metrics` labels it; the generation
+/// published after it: the new one for `ok`, else the one that stays).
+fn count(
+    counters: &mut MgmtCounters,
+    kind: PutKind,
+    result: PutResult,
+    client: Option<smoltcp::wire::IpEndpoint>,
+) {
+    let generation = match kind {
+        PutKind::Routes => {
+            counters.put_routes[result as usize] += 1;
+            fib::generation()
+        }
+        PutKind::Rules => {
+            counters.put_rules[result as usize] += 1;
+            crate::dataplane::nf::builtin::ACL
+                .get()
+                .map_or(0, |a| a.generation())
+        }
+    };
+    let label = netstack::stats::PUT_ROUTES_RESULTS[result as usize];
+    match client {
+        Some(c) => crate::println!(
+            "mgmt: audit: PUT {} from {c}: {label}, generation {generation}",
+            kind.path()
+        ),
+        None => crate::println!(
+            "mgmt: audit: PUT {} from gone: {label}, generation {generation}",
+            kind.path()
+        ),
     }
 }
 
@@ -938,7 +998,12 @@ fn put_kind(req: &[u8]) -> PutKind {
 /// Answer `r` (counted by outcome if it refuses a `PUT`, under the file its path names).
 fn refuse(conn: &mut Conn, r: &Refusal, counters: &mut MgmtCounters) {
     if r.put {
-        count(counters, put_kind(&conn.req), PutResult::of(r.status));
+        count(
+            counters,
+            put_kind(&conn.req),
+            PutResult::of(r.status),
+            conn.client,
+        );
     }
     conn.reply = Some(r.reply());
     conn.complete = true;
@@ -954,6 +1019,9 @@ fn start_put(
     now_ms: i64,
     counters: &mut MgmtCounters,
 ) {
+    if let Some(r) = stale(head.kind, head.if_match.as_ref()) {
+        return refuse(conn, &r, counters);
+    }
     let rest = &conn.req[head.head_len.min(conn.req.len())..];
     let got = rest.len().min(head.body_len);
     let no_memory = |conn: &mut Conn, e: fib::FibError, counters: &mut MgmtCounters| {
@@ -983,9 +1051,21 @@ fn start_put(
         check,
         window_ms: now_ms,
         window_got: 0,
+        check_only: head.check_only,
+        if_match: head.if_match,
     });
     if let Some(done) = done {
         finish_body(conn, done, counters);
+    }
+}
+
+/// The 412 of a `PUT /routes` whose `If-Match` (`if_match`) does not name the published
+/// FIB's generation; `None` when it does, without one, or for the rules file (no `If-Match`
+/// there: its generation is the ACL's own).
+fn stale(kind: PutKind, if_match: Option<&http::IfMatch>) -> Option<Refusal> {
+    match (kind, if_match) {
+        (PutKind::Routes, Some(m)) => m.refusal(kind, fib::generation()),
+        _ => None,
     }
 }
 
@@ -1001,6 +1081,14 @@ fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut Mgm
     };
     conn.complete = true;
     let kind = b.check.kind();
+    if b.check_only {
+        count(counters, kind, PutResult::Checked, conn.client);
+        conn.reply = Some(http::check_reply(kind, b.check.lines()));
+        return; // nothing built: the body's pages go back
+    }
+    if let Some(r) = stale(kind, b.if_match.as_ref()) {
+        return refuse(conn, &r, counters);
+    }
     let submitted = match kind {
         PutKind::Routes => fib::submit_put(b.upload).is_ok(),
         PutKind::Rules => acl::submit_put(b.upload).is_ok(),
@@ -1072,6 +1160,28 @@ fn rules_reply(
             let text = format_args!("error: {}", e.text());
             (result, http::reply(status, None, text))
         }
+    }
+}
+
+/// The answer to `GET /routes`: [`http::routes_head`] (the published FIB's generation as
+/// `ETag`, its entry count as `X-Routes`), then each entry on a line of its own in the
+/// console's `routes` form (`netstack::router::Route`'s `Display`), as many whole lines as the
+/// response buffer ([`BODY_MAX`]) holds; 503 without a published FIB.
+fn write_routes(w: &mut BodyWriter<'_>) {
+    let answered = fib::with_published(|generation, f| {
+        let _ = w.write_str(&http::routes_head(generation, f.len()));
+        for e in f.routes() {
+            let mut line: heapless::String<80> = heapless::String::new();
+            let _ = writeln!(line, "{}", netstack::router::Route::from(e));
+            let _ = w.write_str(&line);
+            if w.truncated {
+                break;
+            }
+        }
+    });
+    if answered.is_none() {
+        let why = format_args!("GET /routes: no FIB published");
+        let _ = w.write_str(&http::reply(Status::ServiceUnavailable, None, why));
     }
 }
 

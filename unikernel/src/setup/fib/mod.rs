@@ -668,6 +668,49 @@ pub fn queue_delta(d: RouteDelta, ports: &RouteCheck) {
     }
 }
 
+/// `routes check` (boot CPU): run the arrival checks again on every pending change, each
+/// against the ports and the changes before it, without committing; prints one line per
+/// refused change and a summary. The pending changes are kept either way.
+pub fn check_pending(ports: &RouteCheck) {
+    let r = RELOAD.lock();
+    let pending = &r.deltas[r.committed..];
+    let mut refused = 0;
+    for (i, &d) in pending.iter().enumerate() {
+        if let Err(e) = ports.check_change(&r.deltas[r.committed..r.committed + i], d) {
+            refused += 1;
+            crate::println!("routes check: error: {d}: {e}");
+        }
+    }
+    crate::println!(
+        "routes check: {} pending change(s), {refused} refused; nothing built (`routes commit` builds them)",
+        pending.len()
+    );
+}
+
+/// The published FIB's generation (0: none, not router mode).
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+/// `f` over the published FIB and its generation, on the boot CPU only (`None` elsewhere, or
+/// without a FIB): the management plane's `GET /routes`.
+pub fn with_published<R>(f: impl FnOnce(u64, &Fib<'static>) -> R) -> Option<R> {
+    if current_cpu() != 0 {
+        return None;
+    }
+    let generation = GENERATION.load(Ordering::Acquire);
+    let p = PUBLISHED.load(Ordering::Acquire);
+    if generation == 0 || p.is_null() {
+        return None;
+    }
+    // SAFETY: the published FIB (see `quiescent`): a record is replaced and retired only by
+    // the boot CPU (`poll_build`), which is running this call, so it stays valid while `f`
+    // reads it; `p` and `generation` are of one record (published before the generation,
+    // and only this CPU publishes).
+    let fib: &Fib<'static> = unsafe { &*p };
+    Some(f(generation, fib))
+}
+
 /// `,GATEWAY` when there is one (a console change as typed).
 struct OptGateway(Option<Ipv4Addr>);
 
