@@ -17,6 +17,11 @@
 //!   counter per frame).
 //! * [`acl`]: a stateless IPv4 access-control list (rules file, tuple-space classifier) for a
 //!   network function to run; it reads [`router`]'s prefix type and parser.
+//! * [`http`]: the management plane's HTTP/1.x requests on `httparse`, sans I/O (heads, their
+//!   limits and refusals, `PUT /routes` and `PUT /rules` bodies checked as they arrive, over
+//!   [`config`]'s and [`acl`]'s syntax and [`router`]'s route checks): here, not in the kernel,
+//!   so the host tests and the `mgmt_request` fuzz target reach it without building the kernel
+//!   crate; the sockets and timers are the kernel's `control::mgmt`.
 //! * [`stats`] (the STATS schema over the counters) and [`simframes`] (benchmark frames) sit
 //!   on top and are used by the kernel and the host tools, never by the modules above.
 //!
@@ -34,6 +39,7 @@ pub mod acl;
 pub mod config;
 pub mod counters;
 pub mod forward;
+pub mod http;
 pub mod router;
 pub mod simframes;
 pub mod stats;

@@ -10,10 +10,9 @@
 //!   leaf: names nothing else).
 //! * [`acpi_pm`]: the `\_S5` soft-off sleep type read from the DSDT's AML, and the PM1
 //!   register bits of the power button and soft-off (a leaf).
-//! * [`http`]: the management plane's HTTP/1.x requests on `httparse`, sans I/O (heads, their
-//!   limits and refusals, the rules of `PUT /routes` and `PUT /rules` and their bodies'
-//!   progress; a leaf over `netstack`'s config and ACL syntax); the sockets and timers are
-//!   the kernel's `control::mgmt`.
+//! * [`http`]: `netstack::http` re-exported (the management plane's HTTP/1.x requests, sans
+//!   I/O, host-tested and fuzzed there); the sockets and timers are the kernel's
+//!   `control::mgmt`.
 //! * `kernel` (`x86_64-unknown-none` only): the machine: boot, traps, APIC, SMP, memory map,
 //!   PCI set-up, the console, and the [`dataplane::Platform`] that ties them to the
 //!   dataplane; [`main!`] makes an image of it.
@@ -44,7 +43,7 @@ pub mod acpi_pm;
 pub mod appliance;
 pub mod bootinfo;
 pub mod dataplane;
-pub mod http;
+pub use netstack::http;
 
 // The machine part (bare metal only): private modules behind `kernel::start` and `main!`.
 #[cfg(target_os = "none")]

@@ -1,7 +1,7 @@
 //! `cargo xtask fuzz`: the cargo-fuzz targets (issue 15), each run for a fixed time from its
 //! checked-in seed corpus. Installs the nightly toolchain and cargo-fuzz when missing.
 //!
-//! Each fuzz crate is its own workspace (`netstack/fuzz`, `unikernel/fuzz`, `drivers/fuzz`; nightly only, not
+//! Each fuzz crate is its own workspace (`netstack/fuzz`, `drivers/fuzz`; nightly only, not
 //! members of the stable main workspace). Seeds live in `<crate>/seeds/<target>/` (in the
 //! repo). With a fixed seed (the default, [`CI_SEED`]) libFuzzer writes what it finds new to
 //! a corpus emptied at the start of each run (`<target dir>/fuzz/corpus-seed<N>/<target>/`),
@@ -44,7 +44,7 @@ pub const TARGETS: [Target; 7] = [
         max_len: 1024,
     },
     Target {
-        krate: "unikernel/fuzz",
+        krate: "netstack/fuzz",
         name: "mgmt_request",
         max_len: 4096,
     },

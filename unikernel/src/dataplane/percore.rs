@@ -339,31 +339,7 @@ impl<P: Platform> Core<P> {
             // A jumbo MTU: RX buffers of several pages, so each frame is one used element
             // (`Nic::set_rx_buffer_pages`); without indirect descriptors the device
             // spreads such frames over one-page buffers (mergeable), which works too.
-            let mtu = port_mtu(core.cfg.mtu[port], &*core.nics[port]);
-            // Outside the router a frame leaves by the other port as it came (`Forward`), so
-            // a frame over that port's MTU stops here too (counted `too_big` on this port):
-            // l2 and io never send over the egress MTU. The router fragments or answers
-            // Fragmentation Needed at its egress MTU instead.
-            let other = 1 - port;
-            let egress = port_mtu(core.cfg.mtu[other], &*core.nics[other]);
-            let limit = if core.cfg.mode == Mode::Router {
-                rx_frame_limit(mtu, core.cfg.mode)
-            } else {
-                rx_frame_limit(mtu.min(egress), core.cfg.mode)
-            };
-            core.nics[port].set_rx_frame_limit(limit);
-            if k == 0 {
-                let source = port_mtu_source(core.cfg.mtu[port], &*core.nics[port]);
-                if limit < rx_frame_limit(mtu, core.cfg.mode) {
-                    log::info!(
-                        "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received (port {other}'s MTU {egress}: they leave there), longer ones dropped (too_big)"
-                    );
-                } else {
-                    log::info!(
-                        "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received, longer ones dropped (too_big)"
-                    );
-                }
-            }
+            let mtu = core.set_rx_frame_limit(port, k == 0);
             let want = buffer_pages_for_mtu(mtu, <P::Nic as Nic>::FRAME_OFFSET);
             if want > 1 {
                 if let Err(e) = core.nics[port].set_rx_buffer_pages(want) {
@@ -377,6 +353,38 @@ impl<P: Platform> Core<P> {
         }
         core.kick_all();
         Ok(core)
+    }
+
+    /// Port `port`'s RX frame limit ([`Nic::set_rx_frame_limit`], [`rx_frame_limit`]) from its
+    /// MTU ([`port_mtu`]) and, outside the router, the other port's; with `announce`, the boot line
+    /// naming both and the MTU's source. Returns the port's MTU.
+    fn set_rx_frame_limit(&mut self, port: usize, announce: bool) -> u16 {
+        let mtu = port_mtu(self.cfg.mtu[port], &*self.nics[port]);
+        // Outside the router a frame leaves by the other port as it came (`Forward`), so
+        // a frame over that port's MTU stops here too (counted `too_big` on this port):
+        // l2 and io never send over the egress MTU. The router fragments or answers
+        // Fragmentation Needed at its egress MTU instead.
+        let other = 1 - port;
+        let egress = port_mtu(self.cfg.mtu[other], &*self.nics[other]);
+        let limit = if self.cfg.mode == Mode::Router {
+            rx_frame_limit(mtu, self.cfg.mode)
+        } else {
+            rx_frame_limit(mtu.min(egress), self.cfg.mode)
+        };
+        self.nics[port].set_rx_frame_limit(limit);
+        if announce {
+            let source = port_mtu_source(self.cfg.mtu[port], &*self.nics[port]);
+            if limit < rx_frame_limit(mtu, self.cfg.mode) {
+                log::info!(
+                    "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received (port {other}'s MTU {egress}: they leave there), longer ones dropped (too_big)"
+                );
+            } else {
+                log::info!(
+                    "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received, longer ones dropped (too_big)"
+                );
+            }
+        }
+        mtu
     }
 
     /// Port `id`'s page_pool (pool id = global port number): refill batch, the allocator's

@@ -519,8 +519,8 @@ fn a_body_is_checked_line_by_line_however_it_arrives() {
 /// line and why, however the body arrives.
 #[test]
 fn a_routes_body_is_checked_against_the_ports() {
-    let ports = netstack::router::RouteCheck::new(
-        ["10.0.0.1/24", "10.0.1.1/24"].map(|s| netstack::router::parse_ipv4_cidr(s).unwrap()),
+    let ports = crate::router::RouteCheck::new(
+        ["10.0.0.1/24", "10.0.1.1/24"].map(|s| crate::router::parse_ipv4_cidr(s).unwrap()),
     );
     let body = b"10.9.0.0/16,10.0.1.2\n192.168.0.0/16,10.0.1.255\n224.0.0.0/4,10.0.1.2\n";
     for step in [1, 5, body.len()] {
@@ -705,12 +705,12 @@ fn a_rules_body_names_its_first_bad_line() {
     assert!(r.unwrap_err().text.contains("line 1"));
     // One rule past the limit.
     let mut many = String::new();
-    for i in 0..=netstack::acl::MAX_RULES {
+    for i in 0..=crate::acl::MAX_RULES {
         many.push_str(&format!("deny src 10.{}.{}.0/24\n", i / 256, i % 256));
     }
     let (r, _) = stream_kind(PutKind::Rules, many.as_bytes(), 4096);
     let text = r.unwrap_err().text;
-    let last = netstack::acl::MAX_RULES + 1;
+    let last = crate::acl::MAX_RULES + 1;
     assert!(text.contains(&format!("rules line {last}: ")), "{text}");
 }
 

@@ -48,11 +48,11 @@
 //! answered and the connection closed (`Connection: close`), a `PUT`'s body is the bytes after
 //! its head.
 
+use crate::acl::rules::{parse_line, RuleError, RuleLine};
+use crate::acl::MAX_RULES;
+use crate::config::{parse_routes_file, MgmtToken};
+use crate::router::RouteCheck;
 use core::fmt::Write;
-use netstack::acl::rules::{parse_line, RuleError, RuleLine};
-use netstack::acl::MAX_RULES;
-use netstack::config::{parse_routes_file, MgmtToken};
-use netstack::router::RouteCheck;
 
 /// Longest request line (method, target, version; bytes, without CRLF). RFC 9112 §3
 /// recommends support for request lines of at least 8000 octets for general-purpose servers;
@@ -72,8 +72,8 @@ pub const PUT_MAX: usize = 8 << 20;
 /// route is 34 bytes and a rules file's rule about 100, so this leaves room for comments; a
 /// longer line is refused as soon as its bytes pass the cap (a body is never scanned twice,
 /// and a line is never held for a later look). The boot routes file has the same cap
-/// (`netstack::config::ROUTES_LINE_MAX`).
-pub const LINE_MAX: usize = netstack::config::ROUTES_LINE_MAX;
+/// (`crate::config::ROUTES_LINE_MAX`).
+pub const LINE_MAX: usize = crate::config::ROUTES_LINE_MAX;
 /// `Retry-After` (seconds, RFC 9110 §10.2.3) of a 503 for a `PUT` while another upload is in
 /// progress: a 3 MiB body takes ~18 s under TCG, a short one well under a second.
 pub const RETRY_AFTER_S: u32 = 5;

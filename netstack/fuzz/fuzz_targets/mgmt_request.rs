@@ -1,5 +1,5 @@
 #![no_main]
-//! Arbitrary bytes as what a management client sends (`unikernel::http`, the request state
+//! Arbitrary bytes as what a management client sends (`netstack::http`, the request state
 //! machine the kernel's `control::mgmt` feeds): the head parsed as its bytes arrive in pieces
 //! (at most `HEAD_MAX` kept, as the kernel does), then a `PUT` body fed to `PutBody` in
 //! pieces. Checks: no panic; the answer does not depend on how the bytes are cut (an accepted
@@ -16,7 +16,7 @@
 use libfuzzer_sys::fuzz_target;
 use netstack::config::MgmtToken;
 use netstack::router::{parse_ipv4_cidr, RouteCheck};
-use unikernel::http::{parse_head, Head, PutBody, PutFiles, Refusal, Status, HEAD_MAX, PUT_MAX};
+use netstack::http::{parse_head, Head, PutBody, PutFiles, Refusal, Status, HEAD_MAX, PUT_MAX};
 
 /// The token the seeds carry (`Authorization: Bearer fuzz-token-0123456789`).
 const TOKEN: &str = "fuzz-token-0123456789";
