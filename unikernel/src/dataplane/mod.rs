@@ -38,6 +38,7 @@ pub mod handoff;
 mod l2;
 mod mgmt;
 mod mgmt_side;
+pub mod mtu;
 pub mod nf;
 mod nf_side;
 pub mod page;
