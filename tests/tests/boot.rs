@@ -1,6 +1,13 @@
 //! Boot log and clean shutdown.
 
 use gannet_tests::*;
+use std::sync::RwLock;
+
+/// The wall-clock boot test ([`boot_phases_are_reported_and_the_guest_part_is_short`]) takes
+/// this for writing, every other test here for reading: its guests boot with no other guest of
+/// this binary beside them on the host's cores (libtest runs two tests at a time), so its bound
+/// measures the boot, not a neighbour. A panicking holder poisons it; the others go on.
+static ALONE: RwLock<()> = RwLock::new(());
 
 /// The first line containing every one of `needles`; panics with the log otherwise.
 fn line_with<'a>(lines: &'a [String], needles: &[&str]) -> &'a str {
@@ -61,6 +68,7 @@ fn assert_port_lines(lines: &[String]) {
 
 #[test]
 fn boot_log_and_clean_quit() {
+    let _shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let mut rig = Rig::start_raw("");
     let lines = rig.guest.lines();
     line_with(&lines, &["booting"]);
@@ -97,6 +105,7 @@ fn boot_log_and_clean_quit() {
 
 #[test]
 fn boot_log_shows_effective_configuration() {
+    let _shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let append = "mode=l2 peer0=02:11:22:33:44:55 peer1=0a:bb:cc:dd:ee:ff burst=8 log=info";
     let mut rig = Rig::start_raw(append);
     let lines = rig.guest.lines();
@@ -122,6 +131,7 @@ fn boot_log_shows_effective_configuration() {
 
 #[test]
 fn help_answers_and_guest_keeps_running() {
+    let _shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
     let mut rig = Rig::start_raw("");
     let from = rig.guest.line_count();
     rig.guest.send_line("help").unwrap();
@@ -163,6 +173,7 @@ fn expect_memory_error(append: &str, memory: &str, want: &[&str]) -> String {
 /// no output, -m 3M and -m 4M exited 3 with no message.
 #[test]
 fn memory_below_the_image_is_a_named_error() {
+    let _shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
     for m in ["2M", "3M", "4M"] {
         let l = expect_memory_error(
             "",
@@ -193,6 +204,7 @@ fn memory_below_the_image_is_a_named_error() {
 /// port ends below half.
 #[test]
 fn an_rx_ring_below_half_is_a_named_error() {
+    let _shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
     const MIB: u64 = 1 << 20;
     let end =
         harness::elf::symbol_address(&image(), "__kernel_end").unwrap_or_else(|e| panic!("{e:#}"));
@@ -252,6 +264,7 @@ const GUEST_BOOT_TRIES: usize = 3;
 /// LAPIC timer (QEMU: 1 GHz) says, and PVH entry → ready stays under [`GUEST_BOOT_BOUND_US`].
 #[test]
 fn boot_phases_are_reported_and_the_guest_part_is_short() {
+    let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
     let mut totals = Vec::new();
     for _ in 0..GUEST_BOOT_TRIES {
         let mut rig = Rig::start_raw("");
