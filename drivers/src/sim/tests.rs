@@ -1,5 +1,9 @@
 //! Host tests: the real driver ([`VirtioNet`]) on the simulated device, rings and buffers from
 //! the global allocator ([`HostHal`]).
+//!
+//! Past ~800 lines because each case drives the one real driver against the one simulated
+//! device with the same page accounting helpers (rings, big buffers, chains, faults, the RX
+//! frame limit); split by file they would each re-declare the players and the ops.
 
 use super::*;
 use crate::nic::TxOwner;

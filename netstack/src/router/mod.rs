@@ -61,6 +61,9 @@
 //!   [`Router::process_slow_len`]): only the head is read and written, lengths are checked
 //!   against the whole frame; what needs more than the head is dropped as `beyond_head`,
 //!   except datagrams to us (an echo request too), which go to the host whole.
+//!
+//! Past ~800 lines because `Router` is one sans-IO state machine whose per-frame path, slow
+//! path and configuration share its private state; its parts by protocol are the submodules.
 
 pub mod arp;
 pub mod check;

@@ -646,23 +646,29 @@ fn frames_over_the_ingress_mtu_are_counted_too_big_on_their_port() {
     );
     rig.quit_and_check();
 
-    let mut rig = Rig::new("mode=l2", 1, PAGES);
+    assert_eq!(
+        l2_sends("mode=l2", &[1518, 1519]),
+        (std::vec![1518], (2, 1, 1))
+    );
+}
+
+/// l2 on rig `cfg`: frames of `lens` bytes into port 0, one poll; the lengths port 1 sent and
+/// port 0's `rx`, port 0's `too_big` drops and port 1's `tx`, every page back at quit.
+fn l2_sends(cfg: &str, lens: &[usize]) -> (Vec<usize>, (u64, u64, u64)) {
+    let mut rig = Rig::new(cfg, 1, PAGES);
     let c = &mut rig.cores[0];
     let mut f = l2_frame();
-    for len in [1518, 1519] {
+    for &len in lens {
         f.resize(len, 0xab);
-        assert_eq!(c.dev[0].deliver_rx(&f, 1), 1);
+        assert_eq!(c.dev[0].deliver_rx_mrg(&f, 1), 1);
     }
     c.core.poll_once();
     let mut out = Vec::new();
     c.dev[1].complete_tx(|f| out.push(f.len()));
-    assert_eq!(out, [1518]);
     let k = c.core.counters();
-    assert_eq!(
-        (k[0].rx, k[0].drops_for(DropReason::TooBig), k[1].tx),
-        (2, 1, 1)
-    );
+    let counts = (k[0].rx, k[0].drops_for(DropReason::TooBig), k[1].tx);
     rig.quit_and_check();
+    (out, counts)
 }
 
 /// l2 between ports of different MTUs (9000 in, 1500 out): a frame over the egress port's
@@ -670,21 +676,8 @@ fn frames_over_the_ingress_mtu_are_counted_too_big_on_their_port() {
 /// other way the 1500-byte port's own limit holds.
 #[test]
 fn l2_never_sends_over_the_egress_mtu() {
-    let mut rig = Rig::new("mode=l2 mtu0=9000 mtu1=1500", 1, PAGES);
-    let c = &mut rig.cores[0];
-    let mut f = l2_frame();
-    for len in [1518, 1519, 9018] {
-        f.resize(len, 0xab);
-        assert_eq!(c.dev[0].deliver_rx_mrg(&f, 1), 1);
-    }
-    c.core.poll_once();
-    let mut out = Vec::new();
-    c.dev[1].complete_tx(|f| out.push(f.len()));
-    assert_eq!(out, [1518]);
-    let k = c.core.counters();
     assert_eq!(
-        (k[0].rx, k[0].drops_for(DropReason::TooBig), k[1].tx),
-        (3, 2, 1)
+        l2_sends("mode=l2 mtu0=9000 mtu1=1500", &[1518, 1519, 9018]),
+        (std::vec![1518], (3, 2, 1))
     );
-    rig.quit_and_check();
 }
