@@ -83,7 +83,8 @@ impl fmt::Display for NeighInfo {
 #[cfg(test)]
 mod tests {
     use super::super::fib::{Fib, RuleSlot, TBL8_GROUP_LEN};
-    use super::super::{parse_ipv4_cidr, parse_route, ParseError, PortConfig, Router};
+    use super::super::tests::ports;
+    use super::super::{parse_ipv4_cidr, parse_route, ParseError, Router};
     use super::*;
     use crate::MacAddr;
     use proptest::prelude::*;
@@ -109,19 +110,6 @@ mod tests {
         fn fib(&mut self) -> Fib<'_> {
             Fib::new_sparse(&mut self.tbl8, &mut self.rules).unwrap()
         }
-    }
-
-    fn ports() -> [PortConfig; 2] {
-        [
-            PortConfig {
-                mac: MacAddr([2, 0, 0, 0, 0, 1]),
-                addr: parse_ipv4_cidr("10.0.0.1/24").unwrap(),
-            },
-            PortConfig {
-                mac: MacAddr([2, 0, 0, 0, 1, 1]),
-                addr: parse_ipv4_cidr("10.0.1.1/24").unwrap(),
-            },
-        ]
     }
 
     /// Every route of a router with these static routes, printed, sorted.

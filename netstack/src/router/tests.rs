@@ -46,7 +46,8 @@ const L4: usize = IP + IPV4_MIN_HDR;
 
 type R<'a> = Router<'a, u32, 8, 4>;
 
-fn ports() -> [PortConfig; 2] {
+/// The two ports every router test uses: 10.0.0.1/24 and 10.0.1.1/24 (also `show`'s tests).
+pub(super) fn ports() -> [PortConfig; 2] {
     [
         PortConfig {
             mac: P0_MAC,

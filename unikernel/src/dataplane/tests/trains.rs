@@ -8,7 +8,7 @@ use super::{rig, udp, PAGES};
 use crate::dataplane::PageBuf;
 use netstack::router::RouterCounters;
 use netstack::simframes::{arp_request, udp4_frame};
-use netstack::{DropReason, MacAddr};
+use netstack::{DropReason, MacAddr, PortCounters};
 use rig::{port_mac, Rig, SimCore};
 use std::net::Ipv4Addr;
 use std::vec::Vec;
@@ -110,22 +110,29 @@ fn one_outcome_each(c: &SimCore) {
     assert_eq!(r.outcomes(), r.rx, "{r:?}");
 }
 
+/// Delivers one 1,514-byte datagram to port 0 and polls once; asserts the router dropped its
+/// train whole (not forwarded, not fragmented, one `tx_dropped`) and returns the port counters.
+fn train_dropped_whole(c: &mut SimCore) -> [PortCounters; 2] {
+    let before = router(c);
+    assert_eq!(c.dev[0].deliver_rx(&datagram(1514), 1), 1);
+    c.core.poll_once();
+    let r = router(c);
+    assert_eq!(
+        (r.forwarded, r.fragmented, r.tx_dropped),
+        (before.forwarded, before.fragmented, before.tx_dropped + 1),
+        "dropped whole, counted once"
+    );
+    *c.core.counters()
+}
+
 #[test]
 fn a_train_that_does_not_fit_the_tx_ring_is_dropped_whole_and_a_refused_frame_is_not_forwarded() {
     // Egress MTU 576: a 1,514-byte frame is 3 fragments.
     let mut rig = resolved("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=none mtu1=576");
     let c = &mut rig.cores[0];
     fill_tx(c, 2);
-    let (before, tx_before) = (router(c), c.core.counters()[1].tx);
-    assert_eq!(c.dev[0].deliver_rx(&datagram(1514), 1), 1);
-    c.core.poll_once();
-    let r = router(c);
-    let k = *c.core.counters();
-    assert_eq!(
-        (r.forwarded, r.fragmented, r.tx_dropped),
-        (before.forwarded, before.fragmented, before.tx_dropped + 1),
-        "dropped whole, counted once"
-    );
+    let tx_before = c.core.counters()[1].tx;
+    let k = train_dropped_whole(c);
     assert_eq!(
         k[1].drops_for(DropReason::TxRingFull),
         1,
@@ -187,17 +194,9 @@ fn a_train_short_of_pages_is_dropped_whole() {
     for pg in held.drain(..2) {
         c.core.pages_mut().recycle(pg);
     }
-    let (before, tx_before) = (router(c), c.core.counters()[1].tx);
+    let tx_before = c.core.counters()[1].tx;
     let nobuf_before = c.core.counters()[1].no_buffer;
-    assert_eq!(c.dev[0].deliver_rx(&datagram(1514), 1), 1);
-    c.core.poll_once();
-    let r = router(c);
-    let k = *c.core.counters();
-    assert_eq!(
-        (r.forwarded, r.fragmented, r.tx_dropped),
-        (before.forwarded, before.fragmented, before.tx_dropped + 1),
-        "dropped whole, counted once"
-    );
+    let k = train_dropped_whole(c);
     assert_eq!(k[1].no_buffer, nobuf_before + 1, "on the egress port");
     assert_eq!(ipv4_out(c), [0usize; 0], "no fragment sent");
     assert!(k[1].tx - tx_before <= 1, "at most the ARP re-ask");
