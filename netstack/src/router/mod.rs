@@ -68,6 +68,7 @@
 pub mod arp;
 pub mod check;
 pub mod fib;
+pub mod fib6;
 pub mod frag;
 pub mod icmp;
 pub mod ipv4;
