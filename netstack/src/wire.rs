@@ -82,6 +82,32 @@ pub const UDP_CHECKSUM: Range<usize> = 6..8;
 /// UDP header length.
 pub const UDP_HDR_LEN: usize = 8;
 
+// --- IPv6 (RFC 8200 §3) ---------------------------------------------------------------------
+
+/// EtherType of IPv6 (RFC 2464 §3).
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// Version (top 4 bits), traffic class and flow label (RFC 8200 §3; §6: the flow label is
+/// left as it came when forwarding).
+pub const IPV6_VER_TC_FLOW: Range<usize> = 0..4;
+/// Payload length: the bytes after this fixed header, extension headers included.
+pub const IPV6_PAYLOAD_LEN: Range<usize> = 4..6;
+/// Next header (an IP protocol number, or an extension header's).
+pub const IPV6_NEXT_HEADER: usize = 6;
+/// Hop limit.
+pub const IPV6_HOP_LIMIT: usize = 7;
+/// Source address.
+pub const IPV6_SRC: Range<usize> = 8..24;
+/// Destination address.
+pub const IPV6_DST: Range<usize> = 24..40;
+/// Fixed header length.
+pub const IPV6_HDR_LEN: usize = 40;
+/// Smallest MTU of an IPv6 link (RFC 8200 §5).
+pub const IPV6_MIN_MTU: usize = 1280;
+/// Next-header value of the Hop-by-Hop Options header (RFC 8200 §4.3).
+pub const IPPROTO_HOPOPTS: u8 = 0;
+/// Next-header value of ICMPv6 (RFC 4443).
+pub const IPPROTO_ICMPV6: u8 = 58;
+
 // --- ICMP (RFC 792) ------------------------------------------------------------------------
 
 /// Type.
