@@ -74,6 +74,7 @@ pub mod icmp;
 pub mod icmp6;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ndp;
 pub mod neigh;
 pub mod parse;
 pub mod show;
