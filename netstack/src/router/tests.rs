@@ -709,6 +709,27 @@ fn no_icmp_error_about_an_icmp_error() {
     assert_eq!(r.counters().icmp_suppressed, 1);
 }
 
+/// Issue 37 item 2: an ARP message whose sender is one of the router's own MACs is never
+/// learned (frames for that neighbour would go to the router itself), neither from a reply
+/// unicast to us nor from a request for our address (which is still answered).
+#[test]
+fn arp_naming_our_own_mac_as_sender_is_never_learned() {
+    let mut s = Store::new(16, 64);
+    let mut r = router(&mut s, RouterConfig::default());
+    for own in [P0_MAC, P1_MAC] {
+        let mut f = arp_frame(P0_MAC, ArpOperation::Reply, own, A_IP, P0_IP);
+        assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::Consumed);
+        let mut f = arp_frame(BCAST, ArpOperation::Request, own, A_IP, P0_IP);
+        assert!(matches!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::Reply { .. }));
+        assert_eq!(r.neighbours().count(), 0, "{own:?} learned");
+        assert_eq!(r.take_learned(), None);
+    }
+    // The same request from A's own MAC is learned.
+    let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
+    assert!(matches!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::Reply { .. }));
+    assert_eq!(r.neighbours().map(|n| n.mac).collect::<Vec<_>>(), [A_MAC]);
+}
+
 #[test]
 fn arp_for_us_is_answered_in_place() {
     let mut s = Store::new(16, 64);
