@@ -1296,7 +1296,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         // Never learned: a sender naming one of our own MACs (frames for it would come back
         // to us) or addresses, as an ARP spoof or a looped-back frame would.
         let sender_ok = a.spa != me
-            && !self.ports.iter().any(|p| p.mac == a.sha || p.addr.addr.to_bits() == a.spa)
+            && !self
+                .ports
+                .iter()
+                .any(|p| p.mac == a.sha || p.addr.addr.to_bits() == a.spa)
             && ipv4::classify_dst(a.spa) == DstClass::Unicast
             && port.addr.len < 32
             && port.addr.contains(Ipv4Addr::from_bits(a.spa))

@@ -1,5 +1,6 @@
-//! Neighbour table: IPv4 → MAC over ARP (RFC 826), with a bounded queue of frames per
-//! unresolved neighbour.
+//! Neighbour table: IPv4 → MAC over ARP (RFC 826), or IPv6 → MAC over Neighbor Discovery
+//! (RFC 4861; the address type [`NeighAddr`]), with a bounded queue of frames per unresolved
+//! neighbour.
 //!
 //! A simplified form of Linux's neighbour state machine (net/core/neighbour.c), with the same
 //! default timers. No clock inside: every call takes the time in nanoseconds from the caller.
@@ -56,6 +57,21 @@
 //!   churn gets through.
 
 use crate::MacAddr;
+
+/// An address the table keys on, host order: IPv4 (`u32`, resolved by ARP) or IPv6 (`u128`,
+/// by Neighbor Discovery, RFC 4861 §7.3: the same states and timers).
+pub trait NeighAddr: Copy + Eq + core::fmt::Debug {
+    /// The all-zero address (a free entry's).
+    const ZERO: Self;
+}
+
+impl NeighAddr for u32 {
+    const ZERO: u32 = 0;
+}
+
+impl NeighAddr for u128 {
+    const ZERO: u128 = 0;
+}
 
 /// Timers and limits of the neighbour state machine (defaults are Linux's:
 /// `retrans_time_ms` 1000, `mcast_solicit` 3, `base_reachable_time_ms` 30000,
@@ -131,13 +147,13 @@ pub enum Confirm {
 
 /// Work found by [`NeighTable::poll`].
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub enum NeighEvent<H> {
+pub enum NeighEvent<H, A = u32> {
     /// Broadcast an ARP request for `ip` on `port`.
     Request {
         /// Output port.
         port: u8,
         /// The address asked for.
-        ip: u32,
+        ip: A,
     },
     /// A queued frame whose neighbour is now known: send it on `port` to `mac`.
     Release {
@@ -167,9 +183,9 @@ pub enum NeighEvent<H> {
 const NEVER: u64 = u64::MAX;
 
 #[derive(Copy, Clone, Debug)]
-struct Entry<H, const Q: usize> {
+struct Entry<H, A, const Q: usize> {
     state: NeighState,
-    ip: u32,
+    ip: A,
     port: u8,
     mac: MacAddr,
     /// Last confirmation (Reachable/Stale) or creation (Incomplete).
@@ -185,10 +201,10 @@ struct Entry<H, const Q: usize> {
     qlen: u8,
 }
 
-impl<H: Copy, const Q: usize> Entry<H, Q> {
+impl<H: Copy, A: NeighAddr, const Q: usize> Entry<H, A, Q> {
     const FREE: Self = Entry {
         state: NeighState::Free,
-        ip: 0,
+        ip: A::ZERO,
         port: 0,
         mac: MacAddr([0; 6]),
         confirmed_ns: 0,
@@ -215,9 +231,9 @@ impl<H: Copy, const Q: usize> Entry<H, Q> {
 
 /// A neighbour entry as shown by the console (`neigh`).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
-pub struct NeighInfo {
+pub struct NeighInfo<A = u32> {
     /// Neighbour address (host order).
-    pub ip: u32,
+    pub ip: A,
     /// Port it lives behind.
     pub port: u8,
     /// Its MAC (zero while incomplete).
@@ -229,8 +245,8 @@ pub struct NeighInfo {
 }
 
 /// The table: `N` entries, each with a queue of up to `Q` waiting frames.
-pub struct NeighTable<H: Copy, const N: usize, const Q: usize> {
-    entries: [Entry<H, Q>; N],
+pub struct NeighTable<H: Copy, const N: usize, const Q: usize, A: NeighAddr = u32> {
+    entries: [Entry<H, A, Q>; N],
     cfg: NeighConfig,
     queued: usize,
     /// Frames of evicted Incomplete entries, given back by [`NeighTable::poll`]
@@ -246,7 +262,7 @@ pub struct NeighTable<H: Copy, const N: usize, const Q: usize> {
     reachable_changed: bool,
 }
 
-impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
+impl<H: Copy, const N: usize, const Q: usize, A: NeighAddr> NeighTable<H, N, Q, A> {
     const CHECK: () = assert!(Q > 0 && Q <= 255 && N > 0 && N <= u16::MAX as usize);
 
     /// An empty table.
@@ -307,7 +323,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// The most entries that may be Incomplete at once: a quarter of the table (at least 1).
     pub const MAX_INCOMPLETE: usize = if N / 4 > 0 { N / 4 } else { 1 };
 
-    fn find(&self, ip: u32, port: u8) -> Option<usize> {
+    fn find(&self, ip: A, port: u8) -> Option<usize> {
         self.entries
             .iter()
             .position(|e| e.state != NeighState::Free && e.ip == ip && e.port == port)
@@ -318,7 +334,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// effect than the use, which the caller records with [`NeighTable::touch`]); `None`
     /// otherwise, changing nothing. The router's fast path for hosts on a connected network.
     #[inline(never)]
-    pub fn reachable(&self, ip: u32, port: u8) -> Option<(usize, MacAddr)> {
+    pub fn reachable(&self, ip: A, port: u8) -> Option<(usize, MacAddr)> {
         let i = self.find(ip, port)?;
         let e = &self.entries[i];
         (e.state == NeighState::Reachable && e.qlen == 0).then_some((i, e.mac))
@@ -327,7 +343,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// Where to send a frame for neighbour `ip` on `port`. Creates an incomplete entry (with a
     /// request due) for an unknown neighbour; marks a stale entry for a new request.
     #[inline(always)]
-    pub fn resolve(&mut self, ip: u32, port: u8, now_ns: u64) -> Resolve {
+    pub fn resolve(&mut self, ip: A, port: u8, now_ns: u64) -> Resolve {
         self.resolve_cacheable(ip, port, now_ns).0
     }
 
@@ -335,12 +351,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// is Reachable with nothing queued): valid until [`NeighTable::take_reachable_changed`]
     /// says otherwise; use it with [`NeighTable::touch`].
     #[inline(always)]
-    pub fn resolve_cacheable(
-        &mut self,
-        ip: u32,
-        port: u8,
-        now_ns: u64,
-    ) -> (Resolve, Option<usize>) {
+    pub fn resolve_cacheable(&mut self, ip: A, port: u8, now_ns: u64) -> (Resolve, Option<usize>) {
         if let Some(i) = self.find(ip, port) {
             let retrans = self.cfg.retrans_ns;
             let e = &mut self.entries[i];
@@ -365,7 +376,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// table (kept out of line so the per-packet path stays small).
     #[cold]
     #[inline(never)]
-    fn resolve_new(&mut self, ip: u32, port: u8, now_ns: u64) -> Resolve {
+    fn resolve_new(&mut self, ip: A, port: u8, now_ns: u64) -> Resolve {
         let incomplete = self
             .entries
             .iter()
@@ -466,7 +477,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     /// The neighbour `ip` on `port` said it has `mac`, in an ARP frame of kind `how`
     /// (RFC 826's merge, with Linux's states: see [`Confirm`]). Returns whether the table
     /// changed.
-    pub fn confirm(&mut self, ip: u32, port: u8, mac: MacAddr, how: Confirm, now_ns: u64) -> bool {
+    pub fn confirm(&mut self, ip: A, port: u8, mac: MacAddr, how: Confirm, now_ns: u64) -> bool {
         let i = match self.find(ip, port) {
             Some(i) => i,
             None if how == Confirm::Request => match self.free_slot(false, now_ns) {
@@ -515,7 +526,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
 
     /// Advance timers and return one piece of work, or `None` when there is none now. Call it
     /// until it returns `None` (each call is O(N)).
-    pub fn poll(&mut self, now_ns: u64) -> Option<NeighEvent<H>> {
+    pub fn poll(&mut self, now_ns: u64) -> Option<NeighEvent<H, A>> {
         if self.nevicted > 0 {
             self.nevicted -= 1;
             if let Some(handle) = self.evicted[self.nevicted].take() {
@@ -601,7 +612,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     }
 
     /// The live entries (console `neigh`).
-    pub fn entries(&self) -> impl Iterator<Item = NeighInfo> + '_ {
+    pub fn entries(&self) -> impl Iterator<Item = NeighInfo<A>> + '_ {
         self.entries
             .iter()
             .filter(|e| e.state != NeighState::Free)
@@ -615,7 +626,7 @@ impl<H: Copy, const N: usize, const Q: usize> NeighTable<H, N, Q> {
     }
 
     /// The state of neighbour `ip` on `port` (`Free` if absent).
-    pub fn state(&self, ip: u32, port: u8) -> NeighState {
+    pub fn state(&self, ip: A, port: u8) -> NeighState {
         self.find(ip, port)
             .map_or(NeighState::Free, |i| self.entries[i].state)
     }
@@ -639,6 +650,35 @@ mod tests {
             assert!(v.len() < 1000, "poll does not converge");
         }
         v
+    }
+
+    /// The same machine keyed by IPv6 addresses (Neighbor Discovery): two addresses that
+    /// agree in their low 32 bits are two entries (8 slots: two may be Incomplete).
+    #[test]
+    fn ipv6_neighbours_resolve_and_release_the_same_way() {
+        const A6: u128 = 0x2001_0db8_0000_0000_0000_0000_0000_0002;
+        const B6: u128 = 0x2001_0db8_0000_0001_0000_0000_0000_0002;
+        let mut t: NeighTable<u32, 8, 3, u128> = NeighTable::new(NeighConfig::default());
+        let Resolve::Pending(i) = t.resolve(A6, 1, 0) else {
+            panic!()
+        };
+        t.enqueue(i, 7, 60).unwrap();
+        assert_eq!(t.poll(0), Some(NeighEvent::Request { port: 1, ip: A6 }));
+        assert!(matches!(t.resolve(B6, 1, 0), Resolve::Pending(j) if j != i));
+        assert!(t.confirm(A6, 1, MAC, Confirm::Reply, 10));
+        assert_eq!(t.state(A6, 1), NeighState::Reachable);
+        assert_eq!(t.state(B6, 1), NeighState::Incomplete);
+        let mut released = Vec::new();
+        while let Some(e) = t.poll(10) {
+            released.push(e);
+        }
+        assert!(released.contains(&NeighEvent::Release {
+            handle: 7,
+            len: 60,
+            port: 1,
+            mac: MAC
+        }));
+        assert_eq!(t.entries().filter(|e| e.ip == A6).count(), 1);
     }
 
     #[test]

@@ -720,13 +720,19 @@ fn arp_naming_our_own_mac_as_sender_is_never_learned() {
         let mut f = arp_frame(P0_MAC, ArpOperation::Reply, own, A_IP, P0_IP);
         assert_eq!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::Consumed);
         let mut f = arp_frame(BCAST, ArpOperation::Request, own, A_IP, P0_IP);
-        assert!(matches!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::Reply { .. }));
+        assert!(matches!(
+            run(&mut r, 0, &mut f, 1, 0, &mut []),
+            Action::Reply { .. }
+        ));
         assert_eq!(r.neighbours().count(), 0, "{own:?} learned");
         assert_eq!(r.take_learned(), None);
     }
     // The same request from A's own MAC is learned.
     let mut f = arp_frame(BCAST, ArpOperation::Request, A_MAC, A_IP, P0_IP);
-    assert!(matches!(run(&mut r, 0, &mut f, 1, 0, &mut []), Action::Reply { .. }));
+    assert!(matches!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Reply { .. }
+    ));
     assert_eq!(r.neighbours().map(|n| n.mac).collect::<Vec<_>>(), [A_MAC]);
 }
 
