@@ -77,6 +77,7 @@ pub mod ipv6;
 pub mod ndp;
 pub mod neigh;
 pub mod parse;
+pub mod parse6;
 pub mod show;
 pub mod sync;
 
