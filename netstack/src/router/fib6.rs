@@ -17,9 +17,12 @@
 //! covers 128 bits (the last level reads 4 address bits and two zero bits).
 //!
 //! Gannet's memory model: storage comes from the caller (the kernel carves it from its zone),
-//! sized first by [`Poptrie::size`]; [`Poptrie::build`] fills it from a route list in one pass
-//! and the result is read-only (route changes build a new one, as the IPv4 sparse FIB does).
-//! The build recurses once a level (at most 19 frames of ~300 bytes) and allocates nothing.
+//! sized first by [`Poptrie::size`]; [`Poptrie::build`] fills it from a route list and the
+//! result is read-only (route changes build a new one, as the IPv4 sparse FIB does). Both
+//! run [`Build6`], a build in bounded steps for the kernel's stepped FIB job: a unit of work
+//! is one node, one short route or 1,024 direct entries, and a node reads a bounded number of
+//! routes (its own six lengths' and one binary search per child, never its subtree's). The
+//! build keeps its own stack (19 frames of ~300 bytes) and allocates nothing.
 //! Next hops are `u32` indices below [`NO_ROUTE`], into the caller's next-hop table, as the IPv4
 //! FIB's [`super::fib::Fib::lookup_index`] returns them.
 
@@ -139,15 +142,9 @@ impl<'a> Poptrie<'a> {
     /// A route with a length over 128, host bits set, a next hop at or above [`NO_ROUTE`], or a
     /// duplicate (prefix, length).
     pub fn size(routes: &mut [Route6]) -> Result<Size6, Fib6Error> {
-        prepare(routes)?;
-        let mut b = Builder {
-            nodes: &mut [],
-            leaves: &mut [],
-            used: Size6::default(),
-            write: false,
-        };
-        b.direct(routes, &mut []);
-        Ok(b.used)
+        let mut b = Build6::new(routes)?;
+        while !b.step(&mut Out6::Count, usize::MAX) {}
+        Ok(b.used())
     }
 
     /// Builds the FIB of `routes` into `direct` ([`DIRECT_LEN`] entries), `nodes` and `leaves`
@@ -172,15 +169,14 @@ impl<'a> Poptrie<'a> {
         if need.leaves > leaves.len() {
             return Err(Fib6Error::Leaves(need.leaves, leaves.len()));
         }
-        let mut b = Builder {
-            nodes,
-            leaves,
-            used: Size6::default(),
-            write: true,
+        let mut b = Build6::new(routes)?;
+        let mut out = Out6::Write {
+            direct: &mut *direct,
+            nodes: &mut *nodes,
+            leaves: &mut *leaves,
         };
-        b.direct(routes, direct);
-        debug_assert_eq!(b.used, need);
-        let Builder { nodes, leaves, .. } = b;
+        while !b.step(&mut out, usize::MAX) {}
+        debug_assert_eq!(b.used(), need);
         Ok(Poptrie {
             direct,
             nodes,
@@ -256,110 +252,281 @@ fn mask(len: u8) -> u128 {
     }
 }
 
-/// Fills (or, with `write` false, only counts) nodes and leaves.
-struct Builder<'s> {
-    nodes: &'s mut [Node6],
-    leaves: &'s mut [u32],
-    used: Size6,
-    write: bool,
+/// Node levels below the direct table: depths 16, 22, …, 124.
+const LEVELS: usize = ((128 - DIRECT_BITS) as usize).div_ceil(STRIDE as usize);
+/// Direct-table entries written in one unit of work.
+const DIRECT_PER_UNIT: usize = 1024;
+
+/// Where a build writes: nowhere (counting, [`Poptrie::size`]) or into the FIB's storage.
+pub enum Out6<'o> {
+    /// Count nodes and leaves only.
+    Count,
+    /// Write the direct table ([`DIRECT_LEN`] entries), nodes and leaves (at least what
+    /// counting said).
+    Write {
+        /// The direct-pointing table.
+        direct: &'o mut [u32],
+        /// Node storage.
+        nodes: &'o mut [Node6],
+        /// Leaf storage.
+        leaves: &'o mut [u32],
+    },
 }
 
-impl Builder<'_> {
-    /// The direct-pointing level: routes of /16 and shorter paint `direct` (sorted order puts a
-    /// covering route before the routes it covers, so the longest paints last), then each /16
-    /// with longer routes under it gets a node whose inherited leaf is the longest short route
-    /// covering it (a stack of the covering routes, so that counting needs no direct table).
-    fn direct(&mut self, routes: &[Route6], direct: &mut [u32]) {
-        if self.write {
-            direct.fill(NO_ROUTE);
-            for r in routes.iter().filter(|r| u32::from(r.len) <= DIRECT_BITS) {
-                let first = (r.prefix >> (128 - DIRECT_BITS)) as usize;
-                let n = 1usize << (DIRECT_BITS - u32::from(r.len));
-                direct[first..first + n].fill(r.nh);
-            }
-        }
-        // Routes of /0../16 covering the current position, shortest first (nested, so at most
-        // one of each length).
-        let mut covering = [(0u128, 0u8, NO_ROUTE); DIRECT_BITS as usize + 1];
-        let mut depth = 0;
-        let mut i = 0;
-        while let Some(&r) = routes.get(i) {
-            while depth > 0 && r.prefix & mask(covering[depth - 1].1) != covering[depth - 1].0 {
-                depth -= 1;
-            }
-            if u32::from(r.len) <= DIRECT_BITS {
-                covering[depth] = (r.prefix, r.len, r.nh);
-                depth += 1;
-                i += 1;
-                continue;
-            }
-            let top = (r.prefix >> (128 - DIRECT_BITS)) as usize;
-            let end = routes[i..]
-                .iter()
-                .position(|x| (x.prefix >> (128 - DIRECT_BITS)) as usize != top)
-                .map_or(routes.len(), |n| i + n);
-            let inherited = if depth > 0 {
-                covering[depth - 1].2
-            } else {
-                NO_ROUTE
-            };
-            let node = self.reserve_nodes(1);
-            if self.write {
-                direct[top] = DIRECT_NODE | node;
-            }
-            self.node(node, DIRECT_BITS, inherited, &routes[i..end]);
-            i = end;
-        }
+/// A node being built: its children are visited one a unit.
+#[derive(Clone, Copy)]
+struct Frame {
+    depth: u32,
+    /// Its children's leaves (inherited by the child node of a slot in `vector`).
+    vals: [u32; 64],
+    vector: u64,
+    /// Routes not yet given to a child (sorted; every child's lie in order).
+    lo: usize,
+    hi: usize,
+    /// Next slot to look at for a child, and that child's node index.
+    next: u32,
+    child: u32,
+}
+
+const EMPTY_FRAME: Frame = Frame {
+    depth: 0,
+    vals: [NO_ROUTE; 64],
+    vector: 0,
+    lo: 0,
+    hi: 0,
+    next: 64,
+    child: 0,
+};
+
+/// A Poptrie build in bounded steps ([`Build6::step`]): each unit of work is one node (whose
+/// cost is bounded by its 64 slots: the routes it reads are at most those of lengths
+/// `depth+1..=depth+6` starting in it, and one binary search per child), one route of /16 or
+/// shorter at the direct level, or [`DIRECT_PER_UNIT`] direct-table entries. Counting and
+/// writing run the same steps.
+pub struct Build6<'r> {
+    routes: &'r [Route6],
+    used: Size6,
+    /// Direct table: entries filled with [`NO_ROUTE`] so far, then painting: the route and
+    /// the entry within its range.
+    filled: usize,
+    paint: usize,
+    paint_at: usize,
+    /// The walk over the /16 groups: next route, and the short routes covering it.
+    cursor: usize,
+    covering: [(u128, u8, u32); DIRECT_BITS as usize + 1],
+    ncovering: usize,
+    stack: [Frame; LEVELS],
+    frames: usize,
+    /// Most routes one node read one by one ([`Build6::max_node_reads`]).
+    max_reads: usize,
+}
+
+impl<'r> Build6<'r> {
+    /// A build of `routes`, which it sorts by (prefix, length) and checks.
+    ///
+    /// # Errors
+    /// A route with a length over 128, host bits set, a next hop at or above [`NO_ROUTE`], or
+    /// a duplicate (prefix, length).
+    pub fn new(routes: &'r mut [Route6]) -> Result<Build6<'r>, Fib6Error> {
+        prepare(routes)?;
+        Ok(Build6 {
+            routes,
+            used: Size6::default(),
+            filled: 0,
+            paint: 0,
+            paint_at: 0,
+            cursor: 0,
+            covering: [(0, 0, NO_ROUTE); DIRECT_BITS as usize + 1],
+            ncovering: 0,
+            stack: [EMPTY_FRAME; LEVELS],
+            frames: 0,
+            max_reads: 0,
+        })
     }
 
-    /// Builds node `at` for the prefix at `depth` whose routes strictly longer than `depth`
-    /// are `routes` (sorted; shorter or equal ones there are skipped: `inherited` holds them).
-    fn node(&mut self, at: u32, depth: u32, inherited: u32, routes: &[Route6]) {
-        let mut vals = [inherited; 64];
-        let mut vector = 0u64;
-        for r in routes.iter().filter(|r| u32::from(r.len) > depth) {
-            let first = chunk(r.prefix, depth);
-            let len = u32::from(r.len);
-            if len > depth + STRIDE {
-                vector |= 1 << first;
-            } else {
-                let n = 1usize << (depth + STRIDE - len);
-                vals[first as usize..first as usize + n].fill(r.nh);
+    /// Does at most `budget` (≥ 1) units of work; `true` when the build is complete.
+    pub fn step(&mut self, out: &mut Out6<'_>, budget: usize) -> bool {
+        let mut left = budget.max(1);
+        while left > 0 {
+            left -= 1;
+            if let Out6::Write { direct, .. } = out {
+                if self.filled < DIRECT_LEN {
+                    let end = (self.filled + DIRECT_PER_UNIT).min(DIRECT_LEN);
+                    direct[self.filled..end].fill(NO_ROUTE);
+                    self.filled = end;
+                    continue;
+                }
+                if self.paint_step(direct) {
+                    continue;
+                }
+            }
+            if self.frames > 0 {
+                self.child_step(out);
+                continue;
+            }
+            if !self.group_step(out) {
+                return true;
             }
         }
+        false
+    }
+
+    /// Paints up to [`DIRECT_PER_UNIT`] entries of the next route of /16 or shorter; `false`
+    /// when every one is painted (sorted order puts a covering route before those it covers,
+    /// so the longest paints last).
+    fn paint_step(&mut self, direct: &mut [u32]) -> bool {
+        while let Some(r) = self.routes.get(self.paint) {
+            if u32::from(r.len) > DIRECT_BITS {
+                self.paint += 1;
+                continue;
+            }
+            let first = (r.prefix >> (128 - DIRECT_BITS)) as usize;
+            let n = 1usize << (DIRECT_BITS - u32::from(r.len));
+            let from = first + self.paint_at;
+            let to = (from + DIRECT_PER_UNIT).min(first + n);
+            direct[from..to].fill(r.nh);
+            if to == first + n {
+                self.paint += 1;
+                self.paint_at = 0;
+            } else {
+                self.paint_at = to - first;
+            }
+            return true;
+        }
+        false
+    }
+
+    /// At the direct level: takes the next short route onto the covering stack, or opens the
+    /// node of the next /16 holding longer routes (its inherited leaf the longest short route
+    /// covering it); `false` when no route is left.
+    fn group_step(&mut self, out: &mut Out6<'_>) -> bool {
+        let Some(&r) = self.routes.get(self.cursor) else {
+            return false;
+        };
+        while self.ncovering > 0 {
+            let (p, l, _) = self.covering[self.ncovering - 1];
+            if r.prefix & mask(l) == p {
+                break;
+            }
+            self.ncovering -= 1;
+        }
+        if u32::from(r.len) <= DIRECT_BITS {
+            self.covering[self.ncovering] = (r.prefix, r.len, r.nh);
+            self.ncovering += 1;
+            self.cursor += 1;
+            return true;
+        }
+        let top = r.prefix >> (128 - DIRECT_BITS);
+        let end = self.cursor
+            + self.routes[self.cursor..]
+                .partition_point(|x| x.prefix >> (128 - DIRECT_BITS) == top);
+        let inherited = match self.ncovering {
+            0 => NO_ROUTE,
+            n => self.covering[n - 1].2,
+        };
+        let at = self.reserve_nodes(1);
+        if let Out6::Write { direct, .. } = out {
+            direct[top as usize] = DIRECT_NODE | at;
+        }
+        self.open(out, at, DIRECT_BITS, inherited, self.cursor, end);
+        self.cursor = end;
+        true
+    }
+
+    /// Visits the top frame's next child node (opening it), or closes the frame.
+    fn child_step(&mut self, out: &mut Out6<'_>) {
+        let f = &mut self.stack[self.frames - 1];
+        let rest = if f.next < 64 {
+            f.vector & (u64::MAX << f.next)
+        } else {
+            0
+        };
+        if rest == 0 {
+            self.frames -= 1;
+            return;
+        }
+        let i = rest.trailing_zeros();
+        let depth = f.depth;
+        let routes = &self.routes[f.lo..f.hi];
+        let lo = f.lo + routes.partition_point(|r| chunk(r.prefix, depth) < i);
+        let hi = f.lo + routes.partition_point(|r| chunk(r.prefix, depth) <= i);
+        let (at, inherited) = (f.child, f.vals[i as usize]);
+        f.next = i + 1;
+        f.child += 1;
+        f.lo = hi;
+        self.open(out, at, depth + STRIDE, inherited, lo, hi);
+    }
+
+    /// Builds node `at` for the prefix at `depth` whose routes are `routes[lo..hi]` (sorted;
+    /// those of length ≤ `depth` are skipped: `inherited` holds them), and pushes its frame
+    /// if it has child nodes.
+    fn open(
+        &mut self,
+        out: &mut Out6<'_>,
+        at: u32,
+        depth: u32,
+        inherited: u32,
+        lo: usize,
+        hi: usize,
+    ) {
+        let mut vals = [inherited; 64];
+        let mut vector = 0u64;
+        let mut k = lo;
+        let mut reads = 0;
+        while k < hi {
+            reads += 1;
+            let r = self.routes[k];
+            let len = u32::from(r.len);
+            if len <= depth {
+                k += 1;
+                continue;
+            }
+            let first = chunk(r.prefix, depth);
+            if len <= depth + STRIDE {
+                let n = 1usize << (depth + STRIDE - len);
+                vals[first as usize..first as usize + n].fill(r.nh);
+                k += 1;
+            } else {
+                // A longer route: slot `first` is a node; skip the rest of its routes (all
+                // its short ones came before it).
+                vector |= 1 << first;
+                k += self.routes[k..hi].partition_point(|x| chunk(x.prefix, depth) == first);
+            }
+        }
+        self.max_reads = self.max_reads.max(reads);
         let mut leafvec = 0u64;
         let base0 = self.used.leaves as u32;
         let mut last = None;
         for (i, &v) in vals.iter().enumerate() {
             if vector >> i & 1 == 0 && last != Some(v) {
                 leafvec |= 1 << i;
-                if self.write {
-                    self.leaves[self.used.leaves] = v;
+                if let Out6::Write { leaves, .. } = out {
+                    leaves[self.used.leaves] = v;
                 }
                 self.used.leaves += 1;
                 last = Some(v);
             }
         }
         let base1 = self.reserve_nodes(vector.count_ones() as usize);
-        if self.write {
-            self.nodes[at as usize] = Node6 {
+        if let Out6::Write { nodes, .. } = out {
+            nodes[at as usize] = Node6 {
                 vector,
                 leafvec,
                 base0,
                 base1,
             };
         }
-        let mut child = base1;
-        let mut rest = routes;
-        for i in 0..64u32 {
-            if vector >> i & 1 == 0 {
-                continue;
-            }
-            let lo = rest.partition_point(|r| chunk(r.prefix, depth) < i);
-            let hi = rest.partition_point(|r| chunk(r.prefix, depth) <= i);
-            self.node(child, depth + STRIDE, vals[i as usize], &rest[lo..hi]);
-            rest = &rest[hi..];
-            child += 1;
+        if vector != 0 {
+            self.stack[self.frames] = Frame {
+                depth,
+                vals,
+                vector,
+                lo,
+                hi,
+                next: 0,
+                child: base1,
+            };
+            self.frames += 1;
         }
     }
 
@@ -368,6 +535,18 @@ impl Builder<'_> {
         let at = self.used.nodes as u32;
         self.used.nodes += n;
         at
+    }
+
+    /// The most routes one node has read one by one so far (besides one binary search per
+    /// child): the bound of a unit's work, at most 2^6 + 2^5 + … + 2 = 126 routes of the
+    /// node's six lengths, 64 children and the shorter routes of its prefix (at most 128).
+    pub fn max_node_reads(&self) -> usize {
+        self.max_reads
+    }
+
+    /// What the build has used so far (all of it once [`Build6::step`] said done).
+    pub fn used(&self) -> Size6 {
+        self.used
     }
 }
 

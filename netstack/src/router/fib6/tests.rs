@@ -225,6 +225,57 @@ proptest! {
     }
 }
 
+/// Builds `routes` one unit a step and checks the result is the one-shot build's, byte for
+/// byte; returns the steps taken and the most routes a node read.
+fn stepped_equals_one_shot(routes: &mut [Route6]) -> (usize, usize) {
+    let mut one = Store::for_routes(routes);
+    let _ = one.build(routes);
+    let mut two = Store::for_routes(routes);
+    let mut b = Build6::new(routes).unwrap();
+    let mut out = Out6::Write {
+        direct: &mut two.direct,
+        nodes: &mut two.nodes,
+        leaves: &mut two.leaves,
+    };
+    let mut steps = 1;
+    while !b.step(&mut out, 1) {
+        steps += 1;
+    }
+    assert!(two.direct == one.direct && two.nodes == one.nodes && two.leaves == one.leaves);
+    (steps, b.max_node_reads())
+}
+
+#[test]
+fn a_build_in_one_unit_steps_equals_the_one_shot_build() {
+    let mut routes = vec![
+        r("::/0", 1),
+        r("2001:db8::/32", 2),
+        r("2001:db8:1::/48", 3),
+        r("2001:db8:1:2::/64", 4),
+        r("2001:db8:1:2::1/128", 5),
+        r("2001:db8:1:2::2/127", 6),
+        r("2000::/15", 7),
+    ];
+    let (steps, reads) = stepped_equals_one_shot(&mut routes);
+    // 64 units fill the direct table, 64 paint ::/0, 2 paint 2000::/15, then the two short
+    // routes and one /16's chain of nodes down to the /128.
+    assert!(
+        (160..=180).contains(&steps),
+        "{steps} steps (169 when written)"
+    );
+    assert!(reads <= 8, "{reads}");
+    let mut big = vec![r("::/0", 0); 20_000];
+    let n = synthetic(11, 16, &mut big);
+    big.truncate(n);
+    let (steps, reads) = stepped_equals_one_shot(&mut big);
+    let size = Poptrie::size(&mut big).unwrap();
+    assert!(
+        steps > size.nodes,
+        "one node a unit: {steps} steps, {size:?}"
+    );
+    assert!(reads <= 126 + 64 + 128, "a node read {reads} routes");
+}
+
 /// A synthetic table of `n` routes equals the reference at the edges of every `step`th route;
 /// returns its size.
 fn synthetic_table(n: usize, step: usize) -> Size6 {
