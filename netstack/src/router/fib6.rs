@@ -255,7 +255,7 @@ fn mask(len: u8) -> u128 {
 /// Node levels below the direct table: depths 16, 22, …, 124.
 const LEVELS: usize = ((128 - DIRECT_BITS) as usize).div_ceil(STRIDE as usize);
 /// Direct-table entries written in one unit of work.
-const DIRECT_PER_UNIT: usize = 1024;
+pub const DIRECT_PER_UNIT: usize = 1024;
 
 /// Where a build writes: nowhere (counting, [`Poptrie::size`]) or into the FIB's storage.
 pub enum Out6<'o> {

@@ -65,6 +65,63 @@ pub enum Drop6 {
     OptionDiscard,
     /// Needs bytes of the datagram past the head the caller passed.
     BeyondHead,
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// Destination MAC neither the port's nor a multicast group the router listens to.
+    NotForUs,
+    /// No route (answered with Destination Unreachable 0 unless rate-limited).
+    NoRoute,
+    /// Hop limit ≤ 1 (answered with Time Exceeded 0 unless rate-limited).
+    HopLimit,
+    /// Longer than the egress port's MTU (answered with Packet Too Big unless rate-limited).
+    TooBig,
+    /// A link-local source leaving its link (answered with Destination Unreachable 2).
+    BeyondScope,
+    /// A Hop-by-Hop option answered with a Parameter Problem.
+    ParamProblem,
+    /// A Neighbor Discovery message RFC 4861 §7.1 refuses ([`super::ndp::NdError`]).
+    BadNd,
+    /// A Neighbor Solicitation for an address that is not ours on that port.
+    NdNotForUs,
+    /// Next hop unresolved and no neighbour entry free.
+    NeighTableFull,
+    /// Next hop unresolved and its queue full.
+    NeighQueueFull,
+    /// Queued for a next hop that never answered Neighbor Discovery.
+    NeighTimeout,
+}
+
+impl Drop6 {
+    /// Every reason, in counter order.
+    pub const ALL: [Drop6; 25] = [
+        Drop6::Truncated,
+        Drop6::BadVersion,
+        Drop6::BadPayloadLen,
+        Drop6::Loopback,
+        Drop6::MulticastSrc,
+        Drop6::UnspecifiedSrc,
+        Drop6::UnspecifiedDst,
+        Drop6::BadMulticastScope,
+        Drop6::Multicast,
+        Drop6::LinkLocalDst,
+        Drop6::BadHopByHop,
+        Drop6::OptionDiscard,
+        Drop6::BeyondHead,
+        Drop6::Runt,
+        Drop6::NotForUs,
+        Drop6::NoRoute,
+        Drop6::HopLimit,
+        Drop6::TooBig,
+        Drop6::BeyondScope,
+        Drop6::ParamProblem,
+        Drop6::BadNd,
+        Drop6::NdNotForUs,
+        Drop6::NeighTableFull,
+        Drop6::NeighQueueFull,
+        Drop6::NeighTimeout,
+    ];
+    /// Number of reasons.
+    pub const COUNT: usize = Self::ALL.len();
 }
 
 /// An ICMPv6 error to send for a datagram (RFC 4443 §3–4), before dropping it.

@@ -80,6 +80,7 @@ pub mod parse;
 pub mod parse6;
 pub mod show;
 pub mod sync;
+pub mod v6;
 
 #[cfg(test)]
 mod tests;

@@ -379,3 +379,10 @@ fn errors_are_never_about_errors_multicast_or_anonymous_sources() {
     let b = dgram("2001:db8::1", "2001:db8:1::1", 1, 0, &p);
     assert!(ok(&b, false, Icmp6Error::HopLimit));
 }
+
+#[test]
+fn drop_reasons_are_indexed_in_declaration_order() {
+    for (i, d) in Drop6::ALL.iter().enumerate() {
+        assert_eq!(*d as usize, i, "{d:?}");
+    }
+}

@@ -1,0 +1,678 @@
+//! The router's IPv6 half (sans-IO, like [`super::Router`]): frames of EtherType 0x86DD from
+//! the ports, in Linux's order — link layer, `ip6_rcv_core` ([`ipv6::validate`]), Hop-by-Hop
+//! ([`ipv6::hop_by_hop`]), local delivery (Neighbor Discovery, echo, the host), then
+//! `ip6_forward` ([`ipv6::dst_check`], the [`Poptrie`] lookup, [`ipv6::forward_check`]) and
+//! next-hop resolution through the shared neighbour machine ([`NeighTable`] keyed by `u128`,
+//! with IPv4's hostile-neighbour policy). Every frame ends in exactly one outcome of
+//! [`Counters6`] (or waits in a neighbour queue).
+//!
+//! Each port has a global address with its prefix (`Port6::addr`) and a link-local address
+//! made from its MAC (modified EUI-64, RFC 4291 Appendix A). The FIB holds the connected
+//! prefixes ([`Router6::connected`]) and the static routes; its next-hop indices point into a
+//! [`NextHop6`] table.
+
+use super::fib6::{Poptrie, Route6};
+use super::icmp::TokenBucket;
+use super::icmp6::{build_error, checksum6, may_answer, ICMP6_HOP_LIMIT};
+use super::ipv6::{
+    self, classify, decrement_hop_limit, AddrClass6, Drop6, Egress6, Forward6, Icmp6Error, Ipv6Hdr,
+};
+use super::ndp::{self, NdMessage, NA_OVERRIDE, NA_ROUTER, NA_SOLICITED};
+use super::neigh::{Confirm, NeighConfig, NeighEvent, NeighTable, Resolve};
+use super::parse6::Ipv6Net;
+use crate::wire::{
+    ETHERTYPE, ETHERTYPE_IPV6, ETH_DST, ETH_HDR_LEN, ETH_SRC, IPPROTO_ICMPV6, IPV6_DST,
+    IPV6_HDR_LEN, IPV6_HOP_LIMIT, IPV6_MIN_MTU, IPV6_SRC,
+};
+use crate::MacAddr;
+
+/// Ports an IPv6 router has at most.
+pub const MAX_PORTS6: usize = 4;
+/// ICMPv6 Echo Request and Reply (RFC 4443 §4).
+const ECHO_REQUEST: u8 = 128;
+const ECHO_REPLY: u8 = 129;
+/// All-nodes and all-routers link-scope groups (RFC 4291 §2.7.1).
+const ALL_NODES: u128 = 0xff02 << 112 | 1;
+const ALL_ROUTERS: u128 = 0xff02 << 112 | 2;
+
+/// One port's IPv6 configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Port6 {
+    /// The port's MAC.
+    pub mac: MacAddr,
+    /// Its global address and the connected prefix (`2001:db8:0:1::1/64`).
+    pub addr: Ipv6Net,
+    /// Its IPv6 MTU in bytes, at least 1,280 (RFC 8200 §5).
+    pub mtu: u16,
+}
+
+/// Where a route leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextHop6 {
+    /// A connected prefix: the destination itself is the neighbour.
+    Connected {
+        /// The port.
+        port: u8,
+    },
+    /// Through a gateway on `port` (global, or link-local).
+    Via {
+        /// The port.
+        port: u8,
+        /// The gateway's address.
+        gateway: u128,
+    },
+}
+
+/// Why a router could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Router6Error {
+    /// No ports, or more than [`MAX_PORTS6`].
+    BadPortCount,
+    /// A port MTU below 1,280 (RFC 8200 §5), naming the port.
+    MtuBelowMinimum(usize),
+    /// A port address that is not global unicast, or a /128 (no connected prefix).
+    BadAddress(usize),
+}
+
+/// What to do with a frame ([`Router6::process`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action6 {
+    /// Transmit `frame[..len]` on `port`, rewritten in place (MACs, hop limit).
+    Forward {
+        /// Output port.
+        port: u8,
+        /// Bytes to send.
+        len: usize,
+    },
+    /// Transmit `frame[..len]` on `port` (the input port): an echo reply written in place.
+    Reply {
+        /// Output port.
+        port: u8,
+        /// Bytes to send.
+        len: usize,
+    },
+    /// Transmit `out[..len]` on `port` (the input port) and recycle the frame: a Neighbor
+    /// Advertisement answering it (`cause` `None`), or an ICMPv6 error about it (`cause` the
+    /// drop it is counted under).
+    Send {
+        /// Output port.
+        port: u8,
+        /// Bytes of `out` to send.
+        len: usize,
+        /// The drop an error answers; `None` for an advertisement.
+        cause: Option<Drop6>,
+    },
+    /// The frame waits for Neighbor Discovery: [`Router6::poll`] gives it back.
+    Queued,
+    /// For one of our addresses: hand it to the host.
+    ToHost,
+    /// A Neighbor Discovery message used or ignored: recycle it.
+    Consumed,
+    /// Recycle the frame; counted under the reason.
+    Drop(Drop6),
+}
+
+/// Work from [`Router6::poll`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event6<H> {
+    /// Transmit `out[..len]` (a Neighbor Solicitation) on `port`.
+    Solicit {
+        /// Output port.
+        port: u8,
+        /// Bytes of `out` to send.
+        len: usize,
+    },
+    /// A queued frame's neighbour is resolved: its MACs are `dst`/`src`; transmit `len` bytes
+    /// on `port`. Counted as forwarded.
+    Transmit {
+        /// The frame's handle.
+        handle: H,
+        /// Output port.
+        port: u8,
+        /// Bytes to send.
+        len: usize,
+        /// Destination MAC.
+        dst: MacAddr,
+        /// Source MAC.
+        src: MacAddr,
+    },
+    /// A queued frame is dropped: recycle it.
+    Dropped {
+        /// The frame's handle.
+        handle: H,
+        /// Why.
+        reason: Drop6,
+    },
+}
+
+/// Per-router IPv6 counters. Every frame given to [`Router6::process`] ends in exactly one of
+/// `forwarded`, `echo_replies`, `nd_answered`, `nd_consumed`, `to_host` or a drop reason, or
+/// is still queued: [`Counters6::outcomes`] + [`Router6::queued_frames`] == `rx`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters6 {
+    /// Frames given to [`Router6::process`].
+    pub rx: u64,
+    /// Frames forwarded (at once or after resolution).
+    pub forwarded: u64,
+    /// Echo requests to our addresses answered.
+    pub echo_replies: u64,
+    /// Neighbor Solicitations for our addresses answered with an advertisement.
+    pub nd_answered: u64,
+    /// Neighbor Discovery messages used (advertisements) or ignored (RS, RA, Redirect).
+    pub nd_consumed: u64,
+    /// Frames for our addresses handed to the host.
+    pub to_host: u64,
+    /// Frames dropped, indexed like [`Drop6::ALL`].
+    pub drops: [u64; Drop6::COUNT],
+    // Not frame outcomes:
+    /// Frames that entered a neighbour queue.
+    pub queued: u64,
+    /// ICMPv6 errors built.
+    pub icmp_sent: u64,
+    /// ICMPv6 errors not sent because of the rate limit.
+    pub icmp_rate_limited: u64,
+    /// ICMPv6 errors RFC 4443 §2.4 (e) forbids.
+    pub icmp_suppressed: u64,
+    /// Answers not built because the caller's buffer was too small.
+    pub no_buffer: u64,
+    /// Neighbor Solicitations sent.
+    pub ns_sent: u64,
+}
+
+impl Counters6 {
+    /// Drops counted under `why`.
+    pub fn drops_for(&self, why: Drop6) -> u64 {
+        self.drops[why as usize]
+    }
+
+    /// Frames that ended in an outcome.
+    pub fn outcomes(&self) -> u64 {
+        self.forwarded
+            + self.echo_replies
+            + self.nd_answered
+            + self.nd_consumed
+            + self.to_host
+            + self.drops.iter().sum::<u64>()
+    }
+}
+
+/// The link-local address of a port with `mac` (modified EUI-64, RFC 4291 Appendix A).
+pub fn link_local(mac: MacAddr) -> u128 {
+    let m = mac.0;
+    let iid = u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+    (0xfe80u128 << 112) | u128::from(iid)
+}
+
+/// The IPv6 router: `N` neighbour entries of `Q` queued frames each, handles `H`.
+pub struct Router6<'a, H: Copy, const N: usize = 64, const Q: usize = 8> {
+    ports: [Port6; MAX_PORTS6],
+    link_local: [u128; MAX_PORTS6],
+    nports: usize,
+    fib: &'a Poptrie<'a>,
+    nexthops: &'a [NextHop6],
+    neigh: NeighTable<H, N, Q, u128>,
+    bucket: TokenBucket,
+    counters: Counters6,
+}
+
+impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
+    /// A router over `ports` (port `i` is `ports[i]`) forwarding by `fib`, whose next-hop
+    /// indices point into `nexthops` (an index past it is a missing route).
+    ///
+    /// # Errors
+    /// [`Router6Error`] naming the bad port.
+    pub fn new(
+        ports: &[Port6],
+        fib: &'a Poptrie<'a>,
+        nexthops: &'a [NextHop6],
+        neigh: NeighConfig,
+        icmp: TokenBucket,
+    ) -> Result<Self, Router6Error> {
+        if ports.is_empty() || ports.len() > MAX_PORTS6 {
+            return Err(Router6Error::BadPortCount);
+        }
+        let mut p = [ports[0]; MAX_PORTS6];
+        let mut ll = [0; MAX_PORTS6];
+        for (i, port) in ports.iter().enumerate() {
+            if usize::from(port.mtu) < IPV6_MIN_MTU {
+                return Err(Router6Error::MtuBelowMinimum(i));
+            }
+            if classify(port.addr.addr) != AddrClass6::Unicast || port.addr.len >= 128 {
+                return Err(Router6Error::BadAddress(i));
+            }
+            p[i] = *port;
+            ll[i] = link_local(port.mac);
+        }
+        Ok(Router6 {
+            ports: p,
+            link_local: ll,
+            nports: ports.len(),
+            fib,
+            nexthops,
+            neigh: NeighTable::new(neigh),
+            bucket: icmp,
+            counters: Counters6::default(),
+        })
+    }
+
+    /// The connected route of each port, next hop index `i` for port `i`, with the
+    /// [`NextHop6::Connected`] entries a next-hop table starts with.
+    pub fn connected(ports: &[Port6]) -> impl Iterator<Item = (Route6, NextHop6)> + '_ {
+        ports.iter().enumerate().map(|(i, p)| {
+            let n = Ipv6Net {
+                addr: p.addr.addr & p.addr.mask(),
+                len: p.addr.len,
+            };
+            (
+                Route6 {
+                    prefix: n.addr,
+                    len: n.len,
+                    nh: i as u32,
+                },
+                NextHop6::Connected { port: i as u8 },
+            )
+        })
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters6 {
+        &self.counters
+    }
+
+    /// Frames waiting for Neighbor Discovery.
+    pub fn queued_frames(&self) -> usize {
+        self.neigh.queued()
+    }
+
+    /// Port `p`'s link-local address.
+    pub fn link_local(&self, p: usize) -> u128 {
+        self.link_local[p]
+    }
+
+    /// Processes one frame (`frame` whole, Ethernet header first) received on `in_port`:
+    /// `handle` is kept when it is queued; answers are built in `out` (at least 1,294 bytes
+    /// for an error quoting a full datagram; shorter answers are not built and counted
+    /// `no_buffer`).
+    pub fn process(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        handle: H,
+        now_ns: u64,
+        out: &mut [u8],
+    ) -> Action6 {
+        self.counters.rx += 1;
+        let a = self.route(in_port, frame, handle, now_ns, out);
+        let c = &mut self.counters;
+        match a {
+            Action6::Forward { .. } => c.forwarded += 1,
+            Action6::Reply { .. } => c.echo_replies += 1,
+            Action6::Send { cause: None, .. } => c.nd_answered += 1,
+            Action6::Send { cause: Some(d), .. } | Action6::Drop(d) => c.drops[d as usize] += 1,
+            Action6::Queued => c.queued += 1,
+            Action6::ToHost => c.to_host += 1,
+            Action6::Consumed => c.nd_consumed += 1,
+        }
+        a
+    }
+
+    fn route(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        handle: H,
+        now_ns: u64,
+        out: &mut [u8],
+    ) -> Action6 {
+        if frame.len() < ETH_HDR_LEN || in_port >= self.nports {
+            return Action6::Drop(Drop6::Runt);
+        }
+        if frame[ETHERTYPE] != ETHERTYPE_IPV6.to_be_bytes() {
+            return Action6::Drop(Drop6::BadVersion);
+        }
+        let l2_multicast = frame[ETH_DST.start] & 1 != 0;
+        if !l2_multicast && frame[ETH_DST] != self.ports[in_port].mac.0 {
+            return Action6::Drop(Drop6::NotForUs);
+        }
+        let ip_len = frame.len() - ETH_HDR_LEN;
+        let h = match ipv6::validate(&frame[ETH_HDR_LEN..], ip_len) {
+            Ok(h) => h,
+            Err(d) => return Action6::Drop(d),
+        };
+        let hbh = match ipv6::hop_by_hop(&frame[ETH_HDR_LEN..], &h) {
+            Ok(x) => x,
+            Err(Ok(d)) => return Action6::Drop(d),
+            Err(Err(e)) => return self.error(in_port, frame, &h, l2_multicast, e, now_ns, out),
+        };
+        if self.is_local(in_port, h.dst) {
+            return self.local(in_port, frame, &h, hbh.len, now_ns, out);
+        }
+        if l2_multicast {
+            return Action6::Drop(Drop6::NotForUs);
+        }
+        if let Err(d) = ipv6::dst_check(&h) {
+            return Action6::Drop(d);
+        }
+        let nh = self
+            .fib
+            .lookup_index(h.dst)
+            .and_then(|i| self.nexthops.get(i as usize).copied());
+        let egress = nh.map(|n| {
+            let port = match n {
+                NextHop6::Connected { port } | NextHop6::Via { port, .. } => usize::from(port),
+            };
+            Egress6 {
+                port,
+                mtu: self.ports.get(port).map_or(0, |p| usize::from(p.mtu)),
+            }
+        });
+        match ipv6::forward_check(&h, h.len(), in_port, egress) {
+            Forward6::Forward => {}
+            Forward6::Drop(d) => return Action6::Drop(d),
+            Forward6::Error(e) => return self.error(in_port, frame, &h, false, e, now_ns, out),
+        }
+        let (port, neighbour) = match nh {
+            Some(NextHop6::Connected { port }) => (port, h.dst),
+            Some(NextHop6::Via { port, gateway }) => (port, gateway),
+            None => return Action6::Drop(Drop6::NoRoute),
+        };
+        if usize::from(port) >= self.nports {
+            return Action6::Drop(Drop6::NoRoute);
+        }
+        let len = ETH_HDR_LEN + h.len();
+        decrement_hop_limit(&mut frame[ETH_HDR_LEN..]);
+        let src = self.ports[usize::from(port)].mac;
+        frame[ETH_SRC].copy_from_slice(&src.0);
+        match self.neigh.resolve(neighbour, port, now_ns) {
+            Resolve::Mac(m) => {
+                frame[ETH_DST].copy_from_slice(&m.0);
+                Action6::Forward { port, len }
+            }
+            Resolve::Pending(i) => match self.neigh.enqueue(i, handle, len as u16) {
+                Ok(()) => Action6::Queued,
+                Err(_) => Action6::Drop(Drop6::NeighQueueFull),
+            },
+            Resolve::TableFull => Action6::Drop(Drop6::NeighTableFull),
+        }
+    }
+
+    /// Whether `dst` is one of our addresses on `in_port` (its global or link-local one;
+    /// a link-local address of another port is not ours on this link), or a group we
+    /// listen to there (all-nodes, all-routers, our addresses' solicited-node groups).
+    fn is_local(&self, in_port: usize, dst: u128) -> bool {
+        let p = &self.ports[in_port];
+        let ll = self.link_local[in_port];
+        dst == ll
+            || self.ports[..self.nports].iter().any(|q| q.addr.addr == dst)
+            || dst == ALL_NODES
+            || dst == ALL_ROUTERS
+            || dst == ndp::solicited_node(p.addr.addr)
+            || dst == ndp::solicited_node(ll)
+    }
+
+    /// Local delivery: Neighbor Discovery, echo, or the host.
+    fn local(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        h: &Ipv6Hdr,
+        hbh_len: usize,
+        now_ns: u64,
+        out: &mut [u8],
+    ) -> Action6 {
+        let next = if hbh_len == 0 {
+            h.next_header
+        } else {
+            frame[ETH_HDR_LEN + IPV6_HDR_LEN]
+        };
+        let unicast = !matches!(classify(h.dst), AddrClass6::Multicast { .. });
+        if next != IPPROTO_ICMPV6 || hbh_len != 0 {
+            return if unicast {
+                Action6::ToHost
+            } else {
+                Action6::Drop(Drop6::Multicast)
+            };
+        }
+        let msg_at = ETH_HDR_LEN + IPV6_HDR_LEN;
+        let msg_end = ETH_HDR_LEN + h.len();
+        match frame.get(msg_at) {
+            Some(&ECHO_REQUEST) if unicast => self.echo_reply(in_port, frame, h, msg_at..msg_end),
+            Some(&t) if (ndp::ND_ROUTER_SOLICIT..=ndp::ND_REDIRECT).contains(&t) => {
+                match ndp::parse(h, &frame[msg_at..msg_end]) {
+                    Ok(m) => self.neighbour_discovery(in_port, frame, h, m, now_ns, out),
+                    Err(_) => Action6::Drop(Drop6::BadNd),
+                }
+            }
+            _ if unicast => Action6::ToHost,
+            _ => Action6::Drop(Drop6::Multicast),
+        }
+    }
+
+    /// Rewrites an echo request into its reply in place (RFC 4443 §4.2: data returned as it
+    /// came), from the address it was sent to.
+    fn echo_reply(
+        &mut self,
+        in_port: usize,
+        frame: &mut [u8],
+        h: &Ipv6Hdr,
+        msg: core::ops::Range<usize>,
+    ) -> Action6 {
+        let (src, dst) = (h.dst, h.src);
+        let ip = &mut frame[ETH_HDR_LEN..];
+        ip[IPV6_SRC].copy_from_slice(&src.to_be_bytes());
+        ip[IPV6_DST].copy_from_slice(&dst.to_be_bytes());
+        ip[IPV6_HOP_LIMIT] = ICMP6_HOP_LIMIT;
+        let m = &mut frame[msg.clone()];
+        m[0] = ECHO_REPLY;
+        m[2..4].fill(0);
+        let sum = checksum6(src, dst, m);
+        m[2..4].copy_from_slice(&sum.to_be_bytes());
+        let mut d = [0u8; 6];
+        d.copy_from_slice(&frame[ETH_SRC]);
+        frame[ETH_DST].copy_from_slice(&d);
+        frame[ETH_SRC].copy_from_slice(&self.ports[in_port].mac.0);
+        Action6::Reply {
+            port: in_port as u8,
+            len: msg.end,
+        }
+    }
+
+    /// Neighbor Discovery (RFC 4861 §7.2): a solicitation for our address is answered
+    /// (duplicate address detection defended to all-nodes), and its sender learned as an ARP
+    /// request for us is (Stale); an advertisement updates an entry (Reachable when solicited
+    /// and unicast to us), never creates one; RS, RA and Redirect are ignored. A sender
+    /// naming one of our MACs or addresses is never learned.
+    fn neighbour_discovery(
+        &mut self,
+        in_port: usize,
+        frame: &[u8],
+        h: &Ipv6Hdr,
+        m: NdMessage,
+        now_ns: u64,
+        out: &mut [u8],
+    ) -> Action6 {
+        let own_mac = |mac: MacAddr| self.ports[..self.nports].iter().any(|p| p.mac == mac);
+        let own_addr = |a: u128| {
+            self.link_local[..self.nports].contains(&a)
+                || self.ports[..self.nports].iter().any(|p| p.addr.addr == a)
+        };
+        let port = &self.ports[in_port];
+        match m {
+            NdMessage::Solicit {
+                target,
+                source_mac,
+                dad,
+            } => {
+                if target != port.addr.addr && target != self.link_local[in_port] {
+                    return Action6::Drop(Drop6::NdNotForUs);
+                }
+                if let Some(mac) = source_mac {
+                    if !own_mac(mac) && !own_addr(h.src) {
+                        self.neigh
+                            .confirm(h.src, in_port as u8, mac, Confirm::Request, now_ns);
+                    }
+                }
+                let (dst, flags, dst_mac) = if dad {
+                    (
+                        ALL_NODES,
+                        NA_ROUTER | NA_OVERRIDE,
+                        ndp::multicast_mac(ALL_NODES),
+                    )
+                } else {
+                    let mut m = [0u8; 6];
+                    m.copy_from_slice(&frame[ETH_SRC]);
+                    (
+                        h.src,
+                        NA_ROUTER | NA_SOLICITED | NA_OVERRIDE,
+                        source_mac.unwrap_or(MacAddr(m)),
+                    )
+                };
+                let Some(buf) = out.get_mut(ETH_HDR_LEN..) else {
+                    self.counters.no_buffer += 1;
+                    return Action6::Consumed;
+                };
+                let Some(n) = ndp::build(buf, target, dst, target, port.mac, Some(flags)) else {
+                    self.counters.no_buffer += 1;
+                    return Action6::Consumed;
+                };
+                out[ETH_DST].copy_from_slice(&dst_mac.0);
+                out[ETH_SRC].copy_from_slice(&port.mac.0);
+                out[ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+                Action6::Send {
+                    port: in_port as u8,
+                    len: ETH_HDR_LEN + n,
+                    cause: None,
+                }
+            }
+            NdMessage::Advert {
+                target,
+                target_mac: Some(mac),
+                flags,
+            } if !own_mac(mac) && !own_addr(target) => {
+                let unicast = !matches!(classify(h.dst), AddrClass6::Multicast { .. });
+                let how = if flags & NA_SOLICITED != 0 && unicast {
+                    Confirm::Reply
+                } else {
+                    Confirm::Overheard
+                };
+                self.neigh.confirm(target, in_port as u8, mac, how, now_ns);
+                Action6::Consumed
+            }
+            NdMessage::Advert { .. } | NdMessage::Ignored(_) => Action6::Consumed,
+        }
+    }
+
+    /// An ICMPv6 error about the frame, if RFC 4443 §2.4 (e) and the rate limit allow, in
+    /// `out`; else the drop alone.
+    #[allow(clippy::too_many_arguments)]
+    fn error(
+        &mut self,
+        in_port: usize,
+        frame: &[u8],
+        h: &Ipv6Hdr,
+        l2_multicast: bool,
+        e: Icmp6Error,
+        now_ns: u64,
+        out: &mut [u8],
+    ) -> Action6 {
+        let cause = match e {
+            Icmp6Error::NoRoute => Drop6::NoRoute,
+            Icmp6Error::BeyondScope => Drop6::BeyondScope,
+            Icmp6Error::AddressUnreachable => Drop6::NeighTimeout,
+            Icmp6Error::PacketTooBig { .. } => Drop6::TooBig,
+            Icmp6Error::HopLimit => Drop6::HopLimit,
+            Icmp6Error::ParamProblem { .. } => Drop6::ParamProblem,
+        };
+        let ip = &frame[ETH_HDR_LEN..];
+        if !may_answer(ip, h, l2_multicast, e) {
+            self.counters.icmp_suppressed += 1;
+            return Action6::Drop(cause);
+        }
+        if !self.bucket.take(now_ns) {
+            self.counters.icmp_rate_limited += 1;
+            return Action6::Drop(cause);
+        }
+        let port = self.ports[in_port];
+        // From the address of the port it came in by: the global one, or the link-local one
+        // when the source is link-local (RFC 4443 §2.2: an address of the interface).
+        let src = if classify(h.src) == AddrClass6::LinkLocal {
+            self.link_local[in_port]
+        } else {
+            port.addr.addr
+        };
+        let Some(n) = out
+            .get_mut(ETH_HDR_LEN..)
+            .and_then(|b| build_error(b, src, ip, h, e))
+        else {
+            self.counters.no_buffer += 1;
+            return Action6::Drop(cause);
+        };
+        out[ETH_DST].copy_from_slice(&frame[ETH_SRC]);
+        out[ETH_SRC].copy_from_slice(&port.mac.0);
+        out[ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        self.counters.icmp_sent += 1;
+        Action6::Send {
+            port: in_port as u8,
+            len: ETH_HDR_LEN + n,
+            cause: Some(cause),
+        }
+    }
+
+    /// Timers and queues: solicitations to send (built in `out`, at least 86 bytes), frames
+    /// whose neighbour answered, frames dropped for one that did not. Call until `None`.
+    pub fn poll(&mut self, now_ns: u64, out: &mut [u8]) -> Option<Event6<H>> {
+        loop {
+            match self.neigh.poll(now_ns)? {
+                NeighEvent::Request { port, ip } => {
+                    let p = self.ports[usize::from(port)];
+                    let group = ndp::solicited_node(ip);
+                    let src = if classify(ip) == AddrClass6::LinkLocal {
+                        self.link_local[usize::from(port)]
+                    } else {
+                        p.addr.addr
+                    };
+                    let Some(n) = out
+                        .get_mut(ETH_HDR_LEN..)
+                        .and_then(|b| ndp::build(b, src, group, ip, p.mac, None))
+                    else {
+                        self.counters.no_buffer += 1;
+                        continue;
+                    };
+                    out[ETH_DST].copy_from_slice(&ndp::multicast_mac(group).0);
+                    out[ETH_SRC].copy_from_slice(&p.mac.0);
+                    out[ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+                    self.counters.ns_sent += 1;
+                    return Some(Event6::Solicit {
+                        port,
+                        len: ETH_HDR_LEN + n,
+                    });
+                }
+                NeighEvent::Release {
+                    handle,
+                    len,
+                    port,
+                    mac,
+                } => {
+                    self.counters.forwarded += 1;
+                    return Some(Event6::Transmit {
+                        handle,
+                        port,
+                        len: usize::from(len),
+                        dst: mac,
+                        src: self.ports[usize::from(port)].mac,
+                    });
+                }
+                NeighEvent::Dropped { handle } | NeighEvent::Evicted { handle } => {
+                    self.counters.drops[Drop6::NeighTimeout as usize] += 1;
+                    return Some(Event6::Dropped {
+                        handle,
+                        reason: Drop6::NeighTimeout,
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

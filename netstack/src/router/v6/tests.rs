@@ -1,0 +1,546 @@
+//! The IPv6 router end to end on frames built and read with smoltcp's wire types.
+
+use super::*;
+use crate::router::fib6::{Node6, Size6, DIRECT_LEN};
+use core::net::Ipv6Addr;
+use smoltcp::wire::{
+    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Icmpv6Packet, Icmpv6Repr,
+    IpProtocol, Ipv6Packet, Ipv6Repr, NdiscNeighborFlags, NdiscRepr, RawHardwareAddress,
+};
+use std::vec;
+use std::vec::Vec;
+
+const P0_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const P1_MAC: MacAddr = MacAddr([2, 0, 0, 0, 1, 1]);
+const A_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xa, 2]);
+const B_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xb, 2]);
+
+fn ip(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+fn ports() -> [Port6; 2] {
+    [
+        Port6 {
+            mac: P0_MAC,
+            addr: crate::router::parse6::parse_ipv6_cidr("2001:db8:0:0::1/64").unwrap(),
+            mtu: 1500,
+        },
+        Port6 {
+            mac: P1_MAC,
+            addr: crate::router::parse6::parse_ipv6_cidr("2001:db8:0:1::1/64").unwrap(),
+            mtu: 1280,
+        },
+    ]
+}
+
+/// FIB storage: the connected prefixes and 2001:db8:100::/48 via 2001:db8:0:1::2 (B).
+struct Fib {
+    direct: Vec<u32>,
+    nodes: Vec<Node6>,
+    leaves: Vec<u32>,
+    nexthops: Vec<NextHop6>,
+    routes: Vec<Route6>,
+}
+
+impl Fib {
+    fn new() -> Fib {
+        let p = ports();
+        let (mut routes, mut nexthops): (Vec<Route6>, Vec<NextHop6>) =
+            Router6::<u32>::connected(&p).unzip();
+        routes.push(Route6 {
+            prefix: ip("2001:db8:100::").to_bits(),
+            len: 48,
+            nh: nexthops.len() as u32,
+        });
+        nexthops.push(NextHop6::Via {
+            port: 1,
+            gateway: ip("2001:db8:0:1::2").to_bits(),
+        });
+        let Size6 { nodes, leaves } = Poptrie::size(&mut routes).unwrap();
+        Fib {
+            direct: vec![0; DIRECT_LEN],
+            nodes: vec![Node6::default(); nodes],
+            leaves: vec![0; leaves],
+            nexthops,
+            routes,
+        }
+    }
+}
+
+fn eth(dst: MacAddr, src: MacAddr, ip6: Vec<u8>) -> Vec<u8> {
+    let r = EthernetRepr {
+        src_addr: EthernetAddress(src.0),
+        dst_addr: EthernetAddress(dst.0),
+        ethertype: EthernetProtocol::Ipv6,
+    };
+    let mut f = vec![0u8; 14 + ip6.len()];
+    r.emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    f[14..].copy_from_slice(&ip6);
+    f
+}
+
+fn ip6(src: Ipv6Addr, dst: Ipv6Addr, hl: u8, next: IpProtocol, payload: &[u8]) -> Vec<u8> {
+    let r = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: next,
+        payload_len: payload.len(),
+        hop_limit: hl,
+    };
+    let mut b = vec![0u8; 40 + payload.len()];
+    r.emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
+    b[40..].copy_from_slice(payload);
+    b
+}
+
+fn icmp(src: Ipv6Addr, dst: Ipv6Addr, hl: u8, repr: Icmpv6Repr<'_>) -> Vec<u8> {
+    let mut p = vec![0u8; repr.buffer_len()];
+    repr.emit(
+        &src,
+        &dst,
+        &mut Icmpv6Packet::new_unchecked(&mut p[..]),
+        &smoltcp::phy::ChecksumCapabilities::default(),
+    );
+    ip6(src, dst, hl, IpProtocol::Icmpv6, &p)
+}
+
+fn udp(src: &str, dst: &str, hl: u8, len: usize) -> Vec<u8> {
+    eth(
+        P0_MAC,
+        A_MAC,
+        ip6(ip(src), ip(dst), hl, IpProtocol::Udp, &vec![0x55; len]),
+    )
+}
+
+/// The ICMPv6 message in `f` (an Ethernet frame), checked: checksum, addresses.
+fn read_icmp(f: &[u8]) -> (Ipv6Repr, Vec<u8>) {
+    let e = EthernetFrame::new_checked(f).unwrap();
+    assert_eq!(e.ethertype(), EthernetProtocol::Ipv6);
+    let p = Ipv6Packet::new_checked(e.payload()).unwrap();
+    let r = Ipv6Repr::parse(&p).unwrap();
+    assert_eq!(r.next_header, IpProtocol::Icmpv6);
+    let m = Icmpv6Packet::new_checked(p.payload()).unwrap();
+    assert!(m.verify_checksum(&r.src_addr, &r.dst_addr), "checksum");
+    (r, p.payload().to_vec())
+}
+
+type R<'a> = Router6<'a, u32, 8, 4>;
+
+fn outcomes_hold(r: &R<'_>) {
+    let c = r.counters();
+    assert_eq!(c.outcomes() + r.queued_frames() as u64, c.rx, "{c:?}");
+}
+
+#[test]
+fn a_connected_host_is_resolved_by_neighbor_discovery_then_forwarded() {
+    let mut f = Fib::new();
+    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
+    let mut r: R<'_> = Router6::new(
+        &ports(),
+        &trie,
+        &f.nexthops,
+        NeighConfig::default(),
+        TokenBucket::new(1000, 50),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 1600];
+    let mut fr = udp("2001:db8::2", "2001:db8:0:1::5", 64, 100);
+    assert_eq!(r.process(0, &mut fr, 7, 0, &mut out), Action6::Queued);
+    let Some(Event6::Solicit { port: 1, len }) = r.poll(0, &mut out) else {
+        panic!("no solicitation")
+    };
+    // An NS for the host, to its solicited-node group, from port 1's address, with SLLA.
+    let e = EthernetFrame::new_checked(&out[..len]).unwrap();
+    assert_eq!(e.dst_addr(), EthernetAddress([0x33, 0x33, 0xff, 0, 0, 5]));
+    let (h, m) = read_icmp(&out[..len]);
+    assert_eq!(
+        (h.src_addr, h.dst_addr, h.hop_limit),
+        (ip("2001:db8:0:1::1"), ip("ff02::1:ff00:5"), 255)
+    );
+    let parsed = Icmpv6Repr::parse(
+        &h.src_addr,
+        &h.dst_addr,
+        &Icmpv6Packet::new_checked(&m[..]).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        parsed,
+        Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+            target_addr: ip("2001:db8:0:1::5"),
+            lladdr: Some(RawHardwareAddress::from(EthernetAddress(P1_MAC.0)))
+        })
+    );
+    // The host answers: solicited, unicast, with its MAC.
+    let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+        target_addr: ip("2001:db8:0:1::5"),
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(B_MAC.0))),
+    });
+    let mut naf = eth(
+        P1_MAC,
+        B_MAC,
+        icmp(ip("2001:db8:0:1::5"), ip("2001:db8:0:1::1"), 255, na),
+    );
+    assert_eq!(r.process(1, &mut naf, 8, 10, &mut out), Action6::Consumed);
+    assert_eq!(
+        r.poll(10, &mut out),
+        Some(Event6::Transmit {
+            handle: 7,
+            port: 1,
+            len: 14 + 140,
+            dst: B_MAC,
+            src: P1_MAC
+        })
+    );
+    assert_eq!(Ipv6Packet::new_checked(&fr[14..]).unwrap().hop_limit(), 63);
+    // Now at once, the flow label left as it came.
+    let mut fr = udp("2001:db8::2", "2001:db8:0:1::5", 64, 100);
+    fr[15] = 0x0a;
+    fr[16] = 0xbc;
+    assert_eq!(
+        r.process(0, &mut fr, 9, 20, &mut out),
+        Action6::Forward { port: 1, len: 154 }
+    );
+    assert_eq!(&fr[..12], &[B_MAC.0, P1_MAC.0].concat()[..]);
+    assert_eq!((fr[15], fr[16], fr[14 + 7]), (0x0a, 0xbc, 63));
+    let c = r.counters();
+    assert_eq!((c.forwarded, c.nd_consumed, c.ns_sent), (2, 1, 1));
+    outcomes_hold(&r);
+}
+
+#[test]
+fn solicitations_for_our_addresses_are_answered_and_dad_defended() {
+    let mut f = Fib::new();
+    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
+    let mut r: R<'_> = Router6::new(
+        &ports(),
+        &trie,
+        &f.nexthops,
+        NeighConfig::default(),
+        TokenBucket::new(1000, 50),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 1600];
+    let ll0 = Ipv6Addr::from_bits(r.link_local(0));
+    assert_eq!(
+        ll0,
+        ip("fe80::ff:fe00:1"),
+        "modified EUI-64 of 02:00:00:00:00:01"
+    );
+    for target in [ip("2001:db8::1"), ll0] {
+        let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+            target_addr: target,
+            lladdr: Some(RawHardwareAddress::from(EthernetAddress(A_MAC.0))),
+        });
+        let group = Ipv6Addr::from_bits(ndp::solicited_node(target.to_bits()));
+        let mut fr = eth(
+            ndp::multicast_mac(group.to_bits()),
+            A_MAC,
+            icmp(ip("2001:db8::2"), group, 255, ns),
+        );
+        let Action6::Send {
+            port: 0,
+            len,
+            cause: None,
+        } = r.process(0, &mut fr, 1, 0, &mut out)
+        else {
+            panic!("not answered: {target}")
+        };
+        let e = EthernetFrame::new_checked(&out[..len]).unwrap();
+        assert_eq!(e.dst_addr(), EthernetAddress(A_MAC.0));
+        let (h, m) = read_icmp(&out[..len]);
+        assert_eq!(
+            (h.src_addr, h.dst_addr, h.hop_limit),
+            (target, ip("2001:db8::2"), 255)
+        );
+        let p = Icmpv6Repr::parse(
+            &h.src_addr,
+            &h.dst_addr,
+            &Icmpv6Packet::new_checked(&m[..]).unwrap(),
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+                flags: NdiscNeighborFlags::ROUTER
+                    | NdiscNeighborFlags::SOLICITED
+                    | NdiscNeighborFlags::OVERRIDE,
+                target_addr: target,
+                lladdr: Some(RawHardwareAddress::from(EthernetAddress(P0_MAC.0)))
+            })
+        );
+    }
+    // The soliciting host is learned Stale (as an ARP request for us is).
+    assert_eq!(
+        r.neigh.state(ip("2001:db8::2").to_bits(), 0),
+        super::super::neigh::NeighState::Stale
+    );
+    // DAD for our address: defended to all-nodes, not solicited.
+    let dad = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: ip("2001:db8::1"),
+        lladdr: None,
+    });
+    let g = ip("ff02::1:ff00:1");
+    let mut fr = eth(
+        ndp::multicast_mac(g.to_bits()),
+        A_MAC,
+        icmp(ip("::"), g, 255, dad),
+    );
+    let Action6::Send {
+        len, cause: None, ..
+    } = r.process(0, &mut fr, 1, 0, &mut out)
+    else {
+        panic!("DAD not defended")
+    };
+    let (h, m) = read_icmp(&out[..len]);
+    assert_eq!(h.dst_addr, ip("ff02::1"));
+    assert_eq!(
+        m[4] & (NA_SOLICITED | NA_ROUTER | NA_OVERRIDE),
+        NA_ROUTER | NA_OVERRIDE
+    );
+    // A solicitation for someone else's address is not ours to answer.
+    let other = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: ip("2001:db8::9"),
+        lladdr: None,
+    });
+    let g = ip("ff02::1:ff00:9");
+    let mut fr = eth(
+        ndp::multicast_mac(g.to_bits()),
+        A_MAC,
+        icmp(ip("2001:db8::2"), g, 255, other),
+    );
+    assert_eq!(
+        r.process(0, &mut fr, 1, 0, &mut out),
+        Action6::Drop(Drop6::NotForUs)
+    );
+    assert_eq!(r.counters().nd_answered, 3);
+    outcomes_hold(&r);
+}
+
+#[test]
+fn an_advert_naming_our_own_mac_or_address_is_never_learned() {
+    let mut f = Fib::new();
+    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
+    let mut r: R<'_> = Router6::new(
+        &ports(),
+        &trie,
+        &f.nexthops,
+        NeighConfig::default(),
+        TokenBucket::new(1000, 50),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 1600];
+    // Ask for B (a frame via the gateway), then B "answers" with port 1's MAC.
+    let mut fr = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    assert_eq!(r.process(0, &mut fr, 3, 0, &mut out), Action6::Queued);
+    assert!(matches!(
+        r.poll(0, &mut out),
+        Some(Event6::Solicit { port: 1, .. })
+    ));
+    let gw = ip("2001:db8:0:1::2");
+    for (target, mac) in [(gw, P1_MAC), (ip("2001:db8:0:1::1"), B_MAC)] {
+        let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+            target_addr: target,
+            lladdr: Some(RawHardwareAddress::from(EthernetAddress(mac.0))),
+        });
+        let mut naf = eth(P1_MAC, B_MAC, icmp(gw, ip("2001:db8:0:1::1"), 255, na));
+        assert_eq!(r.process(1, &mut naf, 4, 1, &mut out), Action6::Consumed);
+        assert_eq!(
+            r.poll(1, &mut out),
+            None,
+            "nothing released by {target}/{mac:?}"
+        );
+    }
+    assert_eq!(r.queued_frames(), 1);
+    outcomes_hold(&r);
+}
+
+#[test]
+fn errors_echo_and_drops_in_linuxs_order() {
+    let mut f = Fib::new();
+    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
+    let mut r: R<'_> = Router6::new(
+        &ports(),
+        &trie,
+        &f.nexthops,
+        NeighConfig::default(),
+        TokenBucket::new(1000, 50),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 1600];
+    let err = |r: &mut R<'_>, fr: &mut Vec<u8>, out: &mut Vec<u8>| -> (Drop6, u8, u8, u32) {
+        let a = r.process(0, fr, 1, 0, out);
+        let Action6::Send {
+            port: 0,
+            len,
+            cause: Some(c),
+        } = a
+        else {
+            panic!("no error: {a:?}")
+        };
+        let (h, m) = read_icmp(&out[..len]);
+        assert_eq!(h.dst_addr, ip("2001:db8::2"));
+        assert_eq!(h.src_addr, ip("2001:db8::1"));
+        assert!(len <= 14 + 1280);
+        (c, m[0], m[1], u32::from_be_bytes([m[4], m[5], m[6], m[7]]))
+    };
+    let mut fr = udp("2001:db8::2", "2001:db8:999::1", 64, 10);
+    assert_eq!(err(&mut r, &mut fr, &mut out), (Drop6::NoRoute, 1, 0, 0));
+    let mut fr = udp("2001:db8::2", "2001:db8:999::1", 1, 10);
+    assert_eq!(
+        err(&mut r, &mut fr, &mut out).0,
+        Drop6::NoRoute,
+        "no route before the hop limit"
+    );
+    let mut fr = udp("2001:db8::2", "2001:db8:0:1::5", 1, 2000);
+    assert_eq!(
+        err(&mut r, &mut fr, &mut out),
+        (Drop6::HopLimit, 3, 0, 0),
+        "hop limit before the MTU"
+    );
+    let mut fr = udp("2001:db8::2", "2001:db8:0:1::5", 64, 1281 - 40);
+    assert_eq!(err(&mut r, &mut fr, &mut out), (Drop6::TooBig, 2, 0, 1280));
+    let mut fr = udp("2001:db8::2", "2001:db8:0:1::5", 64, 1280 - 40);
+    assert_eq!(
+        r.process(0, &mut fr, 1, 0, &mut out),
+        Action6::Queued,
+        "1,280 bytes fit"
+    );
+    let mut fr = udp("fe80::2", "2001:db8:0:1::5", 64, 10);
+    let Action6::Send {
+        len,
+        cause: Some(Drop6::BeyondScope),
+        ..
+    } = r.process(0, &mut fr, 1, 0, &mut out)
+    else {
+        panic!()
+    };
+    let (h, m) = read_icmp(&out[..len]);
+    assert_eq!(
+        (h.src_addr, m[0], m[1]),
+        (Ipv6Addr::from_bits(r.link_local(0)), 1, 2)
+    );
+    // Never forwarded, never answered.
+    for (s, d, want) in [
+        ("2001:db8::2", "fe80::9", Drop6::LinkLocalDst),
+        ("2001:db8::2", "::", Drop6::UnspecifiedDst),
+        ("::", "2001:db8:0:1::5", Drop6::UnspecifiedSrc),
+        ("ff02::1", "2001:db8:0:1::5", Drop6::MulticastSrc),
+    ] {
+        let mut fr = udp(s, d, 64, 10);
+        assert_eq!(
+            r.process(0, &mut fr, 1, 0, &mut out),
+            Action6::Drop(want),
+            "{s} -> {d}"
+        );
+    }
+    // A frame for another MAC.
+    let mut fr = eth(
+        B_MAC,
+        A_MAC,
+        ip6(
+            ip("2001:db8::2"),
+            ip("2001:db8:0:1::5"),
+            64,
+            IpProtocol::Udp,
+            &[0; 8],
+        ),
+    );
+    assert_eq!(
+        r.process(0, &mut fr, 1, 0, &mut out),
+        Action6::Drop(Drop6::NotForUs)
+    );
+    // Echo to port 1's address, received on port 0: answered in place from that address.
+    let echo = Icmpv6Repr::EchoRequest {
+        ident: 9,
+        seq_no: 3,
+        data: b"ping",
+    };
+    let mut fr = eth(
+        P0_MAC,
+        A_MAC,
+        icmp(ip("2001:db8::2"), ip("2001:db8:0:1::1"), 64, echo),
+    );
+    let Action6::Reply { port: 0, len } = r.process(0, &mut fr, 1, 0, &mut out) else {
+        panic!()
+    };
+    let (h, m) = read_icmp(&fr[..len]);
+    assert_eq!(
+        (h.src_addr, h.dst_addr),
+        (ip("2001:db8:0:1::1"), ip("2001:db8::2"))
+    );
+    let p = Icmpv6Repr::parse(
+        &h.src_addr,
+        &h.dst_addr,
+        &Icmpv6Packet::new_checked(&m[..]).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        p,
+        Icmpv6Repr::EchoReply {
+            ident: 9,
+            seq_no: 3,
+            data: b"ping"
+        }
+    );
+    assert_eq!(
+        EthernetFrame::new_checked(&fr[..]).unwrap().dst_addr(),
+        EthernetAddress(A_MAC.0)
+    );
+    // UDP to our address goes to the host; an error about an ICMPv6 error is never sent.
+    let mut fr = udp("2001:db8::2", "2001:db8::1", 64, 10);
+    assert_eq!(r.process(0, &mut fr, 1, 0, &mut out), Action6::ToHost);
+    let du = Icmpv6Repr::DstUnreachable {
+        reason: smoltcp::wire::Icmpv6DstUnreachable::NoRoute,
+        header: Ipv6Repr {
+            src_addr: ip("2001:db8::1"),
+            dst_addr: ip("2001:db8::2"),
+            next_header: IpProtocol::Udp,
+            payload_len: 8,
+            hop_limit: 64,
+        },
+        data: &[0; 8],
+    };
+    let mut fr = eth(
+        P0_MAC,
+        A_MAC,
+        icmp(ip("2001:db8::2"), ip("2001:db8:999::1"), 64, du),
+    );
+    assert_eq!(
+        r.process(0, &mut fr, 1, 0, &mut out),
+        Action6::Drop(Drop6::NoRoute)
+    );
+    assert_eq!(r.counters().icmp_suppressed, 1);
+    outcomes_hold(&r);
+}
+
+#[test]
+fn bad_configuration_is_named() {
+    let mut f = Fib::new();
+    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
+    let mk = |p: &[Port6]| {
+        Router6::<u32, 8, 4>::new(
+            p,
+            &trie,
+            &f.nexthops,
+            NeighConfig::default(),
+            TokenBucket::new(1000, 50),
+        )
+        .err()
+    };
+    let mut p = ports();
+    p[1].mtu = 1279;
+    assert_eq!(mk(&p), Some(Router6Error::MtuBelowMinimum(1)));
+    let mut p = ports();
+    p[0].addr.len = 128;
+    assert_eq!(mk(&p), Some(Router6Error::BadAddress(0)));
+    let mut p = ports();
+    p[0].addr.addr = ip("fe80::1").to_bits();
+    assert_eq!(mk(&p), Some(Router6Error::BadAddress(0)));
+    assert_eq!(mk(&[]), Some(Router6Error::BadPortCount));
+}
