@@ -89,11 +89,13 @@ pub enum Drop6 {
     NeighQueueFull,
     /// Queued for a next hop that never answered Neighbor Discovery.
     NeighTimeout,
+    /// An ICMPv6 message to us shorter than its 8-byte header or with a wrong checksum.
+    BadIcmp,
 }
 
 impl Drop6 {
     /// Every reason, in counter order.
-    pub const ALL: [Drop6; 25] = [
+    pub const ALL: [Drop6; 26] = [
         Drop6::Truncated,
         Drop6::BadVersion,
         Drop6::BadPayloadLen,
@@ -119,6 +121,7 @@ impl Drop6 {
         Drop6::NeighTableFull,
         Drop6::NeighQueueFull,
         Drop6::NeighTimeout,
+        Drop6::BadIcmp,
     ];
     /// Number of reasons.
     pub const COUNT: usize = Self::ALL.len();

@@ -436,7 +436,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         let msg_at = ETH_HDR_LEN + IPV6_HDR_LEN;
         let msg_end = ETH_HDR_LEN + h.len();
         match frame.get(msg_at) {
-            Some(&ECHO_REQUEST) if unicast => self.echo_reply(in_port, frame, h, msg_at..msg_end),
+            Some(&ECHO_REQUEST) if unicast => {
+                let m = &frame[msg_at..msg_end];
+                if m.len() < 8 || checksum6(h.src, h.dst, m) != 0 {
+                    return Action6::Drop(Drop6::BadIcmp);
+                }
+                self.echo_reply(in_port, frame, h, msg_at..msg_end)
+            }
             Some(&t) if (ndp::ND_ROUTER_SOLICIT..=ndp::ND_REDIRECT).contains(&t) => {
                 match ndp::parse(h, &frame[msg_at..msg_end]) {
                     Ok(m) => self.neighbour_discovery(in_port, frame, h, m, now_ns, out),

@@ -492,6 +492,37 @@ fn errors_echo_and_drops_in_linuxs_order() {
         EthernetFrame::new_checked(&fr[..]).unwrap().dst_addr(),
         EthernetAddress(A_MAC.0)
     );
+    // An echo request of 1 byte, or with a wrong checksum, is not answered.
+    let echo = Icmpv6Repr::EchoRequest {
+        ident: 9,
+        seq_no: 3,
+        data: b"ping",
+    };
+    let mut fr = eth(
+        P0_MAC,
+        A_MAC,
+        icmp(ip("2001:db8::2"), ip("2001:db8::1"), 64, echo),
+    );
+    fr[14 + 40 + 8] ^= 1;
+    assert_eq!(
+        r.process(0, &mut fr, 1, 0, &mut out),
+        Action6::Drop(Drop6::BadIcmp)
+    );
+    let mut fr = eth(
+        P0_MAC,
+        A_MAC,
+        ip6(
+            ip("2001:db8::2"),
+            ip("2001:db8::1"),
+            64,
+            IpProtocol::Icmpv6,
+            &[128],
+        ),
+    );
+    assert_eq!(
+        r.process(0, &mut fr, 1, 0, &mut out),
+        Action6::Drop(Drop6::BadIcmp)
+    );
     // UDP to our address goes to the host; an error about an ICMPv6 error is never sent.
     let mut fr = udp("2001:db8::2", "2001:db8::1", 64, 10);
     assert_eq!(r.process(0, &mut fr, 1, 0, &mut out), Action6::ToHost);
