@@ -343,6 +343,48 @@ pub fn run(
     })
 }
 
+/// Gannet's rows beside a peer's of the same run (`--search --peer`): per row, NDR and PDR of
+/// each and Gannet's ÷ the peer's, and the p99 latency at 50 % of each one's NDR.
+pub fn compare(gannet: &SearchReport, peer: &SearchReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let pps = |r: &Option<search::Rate>| r.as_ref().map_or(0.0, |x| x.pps);
+    let ratio = |a: f64, b: f64| {
+        if b > 0.0 {
+            format!("{:.2}x", a / b)
+        } else {
+            "-".into()
+        }
+    };
+    let p99 = |r: &RowResult| {
+        r.latency
+            .iter()
+            .find(|l| l.fraction == 0.5)
+            .and_then(|l| l.trial.latency.as_ref())
+            .map_or_else(|| "-".into(), |x| format!("{:.0} µs", x.p99_us))
+    };
+    for g in &gannet.rows {
+        let Some(p) = peer.rows.iter().find(|p| p.sizes == g.sizes) else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "search {} gannet vs {}: NDR {:.0} vs {:.0} fps ({}), PDR {:.0} vs {:.0} fps ({}), p99 at 50 % of NDR {} vs {}",
+            g.sizes.label(),
+            peer.dut,
+            pps(&g.ndr),
+            pps(&p.ndr),
+            ratio(pps(&g.ndr), pps(&p.ndr)),
+            pps(&g.pdr),
+            pps(&p.pdr),
+            ratio(pps(&g.pdr), pps(&p.pdr)),
+            p99(g),
+            p99(p)
+        );
+    }
+    s
+}
+
 /// The human-readable summary of one row.
 pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
     use std::fmt::Write;
