@@ -1,4 +1,5 @@
-//! `bench --search`: boots a device under test ([`Dut`]: Gannet, or the Linux peer) on the
+//! `bench --search`: boots a device under test ([`Dut`]: Gannet, the Linux peer, or testpmd
+//! from the lab crate, `lab::search_dpdk`) on the
 //! dgram backend, measures the generator's ceiling per row first, and runs [`crate::search`]
 //! with a trial runner that attributes loss from the device's drop counters before and after
 //! each trial (Gannet's STATS) (issue 42). Another peer, NIC or mode plugs in as a [`Dut`].
@@ -473,6 +474,51 @@ mod tests {
         );
         let j = names(rows(None, true, 9000).unwrap());
         assert_eq!(j[7..], ["9018", "imix"]);
+    }
+
+    /// One row each, NDR/PDR as given, no trials.
+    fn report(dut: &str, ndr: f64, pdr: f64) -> SearchReport {
+        let rate = |pps: f64| search::Rate {
+            pps,
+            gbps: 0.0,
+            forwarded_pps: pps,
+            forwarded_gbps: 0.0,
+            spread_pps: (pps, pps),
+            worst_loss: 0.0,
+        };
+        SearchReport {
+            dut: dut.into(),
+            append: String::new(),
+            backend: "dgram",
+            config: SearchConfig::default(),
+            host_dgram_qlen: None,
+            host_dgram_qlen_default: None,
+            ceilings: Vec::new(),
+            rows: vec![RowResult {
+                sizes: Sizes::one(64),
+                outcome: RowOutcome::Found,
+                upper_pps: 1e5,
+                ndr: Some(rate(ndr)),
+                pdr: Some(rate(pdr)),
+                pdr_drops: BTreeMap::new(),
+                step_above: None,
+                latency: Vec::new(),
+                trials: Vec::new(),
+            }],
+            peers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn compare_gives_gannet_the_peer_and_the_ratio_per_row() {
+        let s = compare(
+            &report("gannet", 12_000.0, 15_000.0),
+            &report("testpmd-mac", 8_000.0, 10_000.0),
+        );
+        assert_eq!(
+            s.trim_end(),
+            "search 64 B gannet vs testpmd-mac: NDR 12000 vs 8000 fps (1.50x), PDR 15000 vs 10000 fps (1.50x), p99 at 50 % of NDR - vs -"
+        );
     }
 
     #[test]

@@ -353,7 +353,8 @@ struct BenchArgs {
     /// (RFC 2544 §26.1, ETSI GS NFV-TST 009), with latency at 10/50/90 % of NDR; rows from
     /// `--sizes` (default RFC 2544's seven, plus MTU+18 with --mtu over 1500) and `--imix`.
     /// Dgram backend; refuses --icount. With `--peer linux` the same search runs against the
-    /// Linux peer (bridge, or IPv4 forwarding when --append has mode=router) in the same run.
+    /// Linux peer (bridge, or IPv4 forwarding when --append has mode=router) in the same run;
+    /// with `--peer dpdk` against testpmd (io for mode=io, mac for l2; every guest -cpu max).
     /// README, "Throughput and latency search".
     #[arg(long, conflicts_with = "burst_in")]
     search: bool,
