@@ -369,6 +369,10 @@ struct BenchArgs {
     /// With --cross-check: length of each stream, s.
     #[arg(long, default_value_t = 2.0, requires = "cross_check")]
     stream_seconds: f64,
+    /// With --cross-check: streams of each generator per point; their median losses are
+    /// compared.
+    #[arg(long, default_value_t = 3, requires = "cross_check")]
+    pairs: usize,
     /// With --cross-check: the multiples of NDR to offer, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1.0, 1.2], requires = "cross_check")]
     factors: Vec<f64>,

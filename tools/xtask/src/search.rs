@@ -136,6 +136,7 @@ pub(crate) fn cmd_bench_cross_check(a: BenchArgs) -> Result<()> {
         sizes,
         factors: a.factors.clone(),
         seconds: a.stream_seconds,
+        pairs: a.pairs,
         ndr: (!a.ndr.is_empty()).then(|| a.ndr.clone()),
         search: SearchConfig {
             resolution_pps: a.resolution,
