@@ -1,4 +1,5 @@
-//! `bench --search`: boots a device under test ([`Dut`]: Gannet, or the Linux peer) on the
+//! `bench --search`: boots a device under test ([`Dut`]: Gannet, the Linux peer, or testpmd
+//! from the lab crate, `lab::search_dpdk`) on the
 //! dgram backend, measures the generator's ceiling per row first, and runs [`crate::search`]
 //! with a trial runner that attributes loss from the device's drop counters before and after
 //! each trial (Gannet's STATS) (issue 42). Another peer, NIC or mode plugs in as a [`Dut`].
@@ -343,6 +344,48 @@ pub fn run(
     })
 }
 
+/// Gannet's rows beside a peer's of the same run (`--search --peer`): per row, NDR and PDR of
+/// each and Gannet's ÷ the peer's, and the p99 latency at 50 % of each one's NDR.
+pub fn compare(gannet: &SearchReport, peer: &SearchReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let pps = |r: &Option<search::Rate>| r.as_ref().map_or(0.0, |x| x.pps);
+    let ratio = |a: f64, b: f64| {
+        if b > 0.0 {
+            format!("{:.2}x", a / b)
+        } else {
+            "-".into()
+        }
+    };
+    let p99 = |r: &RowResult| {
+        r.latency
+            .iter()
+            .find(|l| l.fraction == 0.5)
+            .and_then(|l| l.trial.latency.as_ref())
+            .map_or_else(|| "-".into(), |x| format!("{:.0} µs", x.p99_us))
+    };
+    for g in &gannet.rows {
+        let Some(p) = peer.rows.iter().find(|p| p.sizes == g.sizes) else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "search {} gannet vs {}: NDR {:.0} vs {:.0} fps ({}), PDR {:.0} vs {:.0} fps ({}), p99 at 50 % of NDR {} vs {}",
+            g.sizes.label(),
+            peer.dut,
+            pps(&g.ndr),
+            pps(&p.ndr),
+            ratio(pps(&g.ndr), pps(&p.ndr)),
+            pps(&g.pdr),
+            pps(&p.pdr),
+            ratio(pps(&g.pdr), pps(&p.pdr)),
+            p99(g),
+            p99(p)
+        );
+    }
+    s
+}
+
 /// The human-readable summary of one row.
 pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
     use std::fmt::Write;
@@ -431,6 +474,51 @@ mod tests {
         );
         let j = names(rows(None, true, 9000).unwrap());
         assert_eq!(j[7..], ["9018", "imix"]);
+    }
+
+    /// One row each, NDR/PDR as given, no trials.
+    fn report(dut: &str, ndr: f64, pdr: f64) -> SearchReport {
+        let rate = |pps: f64| search::Rate {
+            pps,
+            gbps: 0.0,
+            forwarded_pps: pps,
+            forwarded_gbps: 0.0,
+            spread_pps: (pps, pps),
+            worst_loss: 0.0,
+        };
+        SearchReport {
+            dut: dut.into(),
+            append: String::new(),
+            backend: "dgram",
+            config: SearchConfig::default(),
+            host_dgram_qlen: None,
+            host_dgram_qlen_default: None,
+            ceilings: Vec::new(),
+            rows: vec![RowResult {
+                sizes: Sizes::one(64),
+                outcome: RowOutcome::Found,
+                upper_pps: 1e5,
+                ndr: Some(rate(ndr)),
+                pdr: Some(rate(pdr)),
+                pdr_drops: BTreeMap::new(),
+                step_above: None,
+                latency: Vec::new(),
+                trials: Vec::new(),
+            }],
+            peers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn compare_gives_gannet_the_peer_and_the_ratio_per_row() {
+        let s = compare(
+            &report("gannet", 12_000.0, 15_000.0),
+            &report("testpmd-mac", 8_000.0, 10_000.0),
+        );
+        assert_eq!(
+            s.trim_end(),
+            "search 64 B gannet vs testpmd-mac: NDR 12000 vs 8000 fps (1.50x), PDR 15000 vs 10000 fps (1.50x), p99 at 50 % of NDR - vs -"
+        );
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! - [`bench_sim`] is the deterministic datapath benchmark (`sim=K`, simulated devices) the
 //!   perf guard runs; [`bench_tlb`] the TLB shootdown run; [`bench_boot`] the boot-phase line;
 //! - [`soak::run`] is `cargo xtask soak`, [`faults::run`] `cargo xtask faults`.
+//! - [`rate`] (the open-loop, paced generator), [`search`] (NDR/PDR) and [`bench_search`] are
+//!   `bench --search`; [`cross_check`] runs netsniff-ng's `trafgen` beside [`rate`] on tap.
 //! - [`envelope`]: the one JSON envelope of every `--json`.
 //! - [`progress`]: a bar on a terminal, a status line every few seconds elsewhere.
 //! - [`appliance`]: a user's appliance crate from the template (`cargo xtask new`), built.
@@ -35,6 +37,7 @@ pub mod bench_boot;
 pub mod bench_search;
 pub mod bench_sim;
 pub mod bench_tlb;
+pub mod cross_check;
 pub mod elf;
 pub mod envelope;
 pub mod faults;

@@ -394,6 +394,28 @@ pub fn ensure_ovmf() -> Result<()> {
     ensure_debian(OVMF_FD, || std::path::Path::new(OVMF_FD).is_file(), "ovmf")
 }
 
+/// Where netsniff-ng's `trafgen` is installed by Debian (`/usr/sbin`, which a non-login
+/// shell's `$PATH` may lack).
+pub const TRAFGEN_SBIN: &str = "/usr/sbin/trafgen";
+
+/// netsniff-ng's `trafgen`: on `$PATH`, else [`TRAFGEN_SBIN`]; `None` if neither.
+pub fn trafgen() -> Option<PathBuf> {
+    which("trafgen").or_else(|| {
+        let p = PathBuf::from(TRAFGEN_SBIN);
+        p.is_file().then_some(p)
+    })
+}
+
+/// `trafgen` (Debian's `netsniff-ng`), the standard generator `bench --cross-check trafgen`
+/// and its CI test compare ours with; installed with apt-get as root. Returns its path.
+///
+/// # Errors
+/// Missing and not root (names the command), or apt-get failing.
+pub fn ensure_trafgen() -> Result<PathBuf> {
+    ensure_debian("trafgen", || trafgen().is_some(), "netsniff-ng")?;
+    trafgen().context("trafgen not found after installing netsniff-ng")
+}
+
 /// Make sure `tool` is on `$PATH`, installing Debian package `package` with apt-get when
 /// running as root; otherwise fail naming the command to run.
 fn ensure_debian_tool(tool: &str, package: &str) -> Result<()> {

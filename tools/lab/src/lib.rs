@@ -8,12 +8,13 @@
 //!   and the guest's pool counters); [`bench_datapath`]: `bench sim`'s host twin under
 //!   callgrind;
 //! - [`report`]: the `cargo xtask bench` JSON record and result tables;
+//! - [`search_dpdk`]: testpmd as a device under test of `bench --search --peer dpdk`;
 //! - [`summary`]: BENCHMARKS.md's generated summary from `results/` (`cargo xtask report`),
 //!   [`summary_plot`] its plots.
 //!
 //! # Map
 //!
-//! [`peer_dpdk`] builds on `harness::peer_linux`; [`bench_peer`] on [`peer_dpdk`];
+//! [`peer_dpdk`] builds on `harness::peer_linux`; [`bench_peer`] and [`search_dpdk`] on [`peer_dpdk`];
 //! [`bench_burstin`] on [`bench_peer`]; [`bench_pool`] on [`report`]; [`summary_plot`] on [`summary`]; the rest on the harness
 //! only. The `tests` crate never depends on this crate.
 
@@ -24,5 +25,6 @@ pub mod bench_peer;
 pub mod bench_pool;
 pub mod peer_dpdk;
 pub mod report;
+pub mod search_dpdk;
 pub mod summary;
 pub mod summary_plot;

@@ -210,16 +210,61 @@ fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
             (Some(n), Some(p)) => format!("{n} / {p}"),
             _ => "never forwards".to_string(),
         };
+        // The same row of each peer searched in the same run (`--search --peer`): its NDR /
+        // PDR, and Gannet's NDR ÷ the peer's.
+        let peers: Vec<(String, String)> = v["peers"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| {
+                let pr = p["rows"]
+                    .as_array()?
+                    .iter()
+                    .find(|x| x["sizes"]["name"] == row_v["sizes"]["name"])?;
+                let f = |k: &str| pr[k]["pps"].as_f64();
+                let figs = match (f("ndr"), f("pdr")) {
+                    (Some(n), Some(d)) => format!("{n:.0} / {d:.0}"),
+                    _ => "never forwards".into(),
+                };
+                let r = match (row_v["ndr"]["pps"].as_f64(), f("ndr")) {
+                    (Some(g), Some(n)) => ratio(g, n),
+                    _ => dash(),
+                };
+                Some((
+                    format!(
+                        "{}: {}",
+                        p["dut"].as_str().unwrap_or("peer"),
+                        fmt_fps_pair(&figs)
+                    ),
+                    r,
+                ))
+            })
+            .collect();
+        let (peer, peer_ratio) = match peers.as_slice() {
+            [] => (dash(), dash()),
+            ps => (
+                ps.iter()
+                    .map(|(p, _)| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                ps.iter()
+                    .map(|(_, r)| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+        };
         out.push(row(
             format!(
-                "`bench --search` {name}: NDR (0 loss) / PDR (≤ {pdr_pct} %) offered fps ({}, dgram backend, wall clock; {bound}; generator ceiling {} fps on {} host cores)",
+                "`bench --search` {name}: NDR (0 loss) / PDR (≤ {pdr_pct} %) offered fps ({}, dgram backend, wall clock; {bound}; generator ceiling {} fps on {} host cores){}",
                 e.accel,
                 ceiling.map_or_else(|| "?".into(), fmt_thousands),
                 cores.map_or_else(|| "?".into(), |c| c.to_string()),
+                if peers.is_empty() { "" } else { "; ratio: Gannet's NDR ÷ the peer's" },
             ),
             gannet,
-            dash(),
-            dash(),
+            peer,
+            peer_ratio,
             "search",
         ));
         let half = row_v["latency"]
@@ -262,6 +307,17 @@ pub fn peer_record(r: &Results) -> Option<(&Envelope<Value>, Value)> {
         None => e.result.clone(),
     };
     Some((e, rec))
+}
+
+/// `"12000 / 20500"` with thousands separators (`"12,000 / 20,500"`); other text as it is.
+fn fmt_fps_pair(s: &str) -> String {
+    s.split(" / ")
+        .map(|x| {
+            x.parse::<f64>()
+                .map_or_else(|_| x.to_string(), fmt_thousands)
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 fn fmt_thousands(x: f64) -> String {

@@ -39,6 +39,12 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> Result<()> {
     if let Some(BenchTarget::Boot) = a.target {
         return cmd_bench_boot(a);
     }
+    if a.cross_check.is_some() {
+        if a.traffic.guest.boot != Boot::Pvh {
+            bail!("--boot: bench --cross-check boots with -kernel; drop --boot");
+        }
+        return crate::search::cmd_bench_cross_check(a);
+    }
     if a.search {
         if a.traffic.guest.boot != Boot::Pvh {
             bail!("--boot: bench --search boots with -kernel; drop --boot");

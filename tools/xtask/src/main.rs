@@ -313,6 +313,7 @@ struct RunArgs {
 }
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("searching").args(["search", "cross_check"]).multiple(true)))]
 struct BenchArgs {
     /// What to benchmark: omitted, the guest (build, boot, traffic, JSON); `mm`, the page
     /// allocator micro-benchmark on the host (table, JSON, docs/mm-bench.png); `pool`, the
@@ -352,30 +353,53 @@ struct BenchArgs {
     /// (RFC 2544 §26.1, ETSI GS NFV-TST 009), with latency at 10/50/90 % of NDR; rows from
     /// `--sizes` (default RFC 2544's seven, plus MTU+18 with --mtu over 1500) and `--imix`.
     /// Dgram backend; refuses --icount. With `--peer linux` the same search runs against the
-    /// Linux peer (bridge, or IPv4 forwarding when --append has mode=router) in the same run.
+    /// Linux peer (bridge, or IPv4 forwarding when --append has mode=router) in the same run;
+    /// with `--peer dpdk` against testpmd (io for mode=io, mac for l2; every guest -cpu max).
     /// README, "Throughput and latency search".
     #[arg(long, conflicts_with = "burst_in")]
     search: bool,
+    /// Cross-check our generator against a standard one on the tap backend (root):
+    /// `trafgen` (netsniff-ng, installed from Debian as root). Per `--sizes` (default 64,1518):
+    /// NDR searched on tap (the --search flags; `--max-rate` default 40,000), then trafgen and
+    /// our paced generator into port 0 at NDR and 1.2 x NDR, counted out of port 1 and in
+    /// STATS; their loss must agree within 2 percentage points. README, "Throughput and
+    /// latency search".
+    #[arg(long, value_enum, conflicts_with_all = ["search", "burst_in", "peer"])]
+    cross_check: Option<CrossCheckWith>,
+    /// With --cross-check: length of each stream, s.
+    #[arg(long, default_value_t = 2.0, requires = "cross_check")]
+    stream_seconds: f64,
+    /// With --cross-check: streams of each generator per point; their median losses are
+    /// compared.
+    #[arg(long, default_value_t = 3, requires = "cross_check")]
+    pairs: usize,
+    /// With --cross-check: the multiples of NDR to offer, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 1.2], requires = "cross_check")]
+    factors: Vec<f64>,
+    /// With --cross-check: NDR per size, frames/s, comma-separated in --sizes' order, instead of
+    /// searching it on tap.
+    #[arg(long, value_delimiter = ',', requires = "cross_check")]
+    ndr: Vec<f64>,
     /// With --search: also search the IMIX (64/594/1518 B at 7:4:1) as one row.
     #[arg(long, requires = "search")]
     imix: bool,
     /// With --search: the binary search stops when its interval is this narrow, frames/s.
-    #[arg(long, default_value_t = 1000.0, requires = "search")]
+    #[arg(long, default_value_t = 1000.0, requires = "searching")]
     resolution: f64,
     /// With --search: PDR's loss bound, percent of offered frames.
-    #[arg(long, default_value_t = 0.5, requires = "search")]
+    #[arg(long, default_value_t = 0.5, requires = "searching")]
     pdr_loss: f64,
     /// With --search: duration of each search trial, s.
-    #[arg(long, default_value_t = 1.0, requires = "search")]
+    #[arg(long, default_value_t = 1.0, requires = "searching")]
     trial_seconds: f64,
     /// With --search: duration of each confirming, step-above and latency trial, s.
-    #[arg(long, default_value_t = 5.0, requires = "search")]
+    #[arg(long, default_value_t = 5.0, requires = "searching")]
     final_seconds: f64,
     /// With --search: confirming trials at NDR and at PDR.
-    #[arg(long, default_value_t = 3, requires = "search")]
+    #[arg(long, default_value_t = 3, requires = "searching")]
     repeats: usize,
     /// With --search: highest rate to offer, frames/s (the generator's ceiling bounds it).
-    #[arg(long, requires = "search")]
+    #[arg(long, requires = "searching")]
     max_rate: Option<f64>,
     /// With --search: `net.unix.max_dgram_qlen` for QEMU's sockets, frames (a virtio ring's
     /// 256 by default; 0: the host's own, Linux's 10): raised while QEMU starts, then put back.
@@ -533,6 +557,13 @@ enum Peer {
     Linux,
     /// Debian's dpdk-testpmd on that kernel, ports bound to uio_pci_generic (`io`, `mac`).
     Dpdk,
+}
+
+/// Standard generators `cargo xtask bench --cross-check` compares ours with.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CrossCheckWith {
+    /// netsniff-ng's trafgen (Debian's `netsniff-ng`), fixed-rate streams on a tap device.
+    Trafgen,
 }
 
 /// Host micro-benchmarks selectable with `cargo xtask bench TARGET`.

@@ -148,7 +148,38 @@ fn search_rows_give_ndr_pdr_and_the_latency_at_half_ndr() {
         .metric
         .contains("ceiling 210,000 fps on 2 host cores"));
     assert!(rows[0].metric.contains("tcg"));
+    assert_eq!((rows[0].peer.as_str(), rows[0].ratio.as_str()), ("—", "—"));
     assert_eq!(rows[1].gannet, "40 / 120 / 300 / 900 / 1500");
+}
+
+/// `--search --peer dpdk`: the peer's NDR / PDR of the same row and Gannet's NDR ÷ the peer's.
+#[test]
+fn search_rows_give_the_peer_and_the_ratio() {
+    let mut r = Results::default();
+    let row = |ndr: f64, pdr: f64| {
+        serde_json::json!({
+            "sizes": { "name": "64" }, "outcome": "found",
+            "ndr": { "pps": ndr, "gbps": 0.0 }, "pdr": { "pps": pdr, "gbps": 0.0 },
+            "latency": []
+        })
+    };
+    r.files.insert(
+        "search".into(),
+        env(
+            "search",
+            "cargo xtask bench --search --sizes 64 --peer dpdk",
+            serde_json::json!({
+                "config": { "pdr_loss": 0.005 },
+                "ceilings": [ { "pps": 100000.0, "host_cores": 2 } ],
+                "rows": [ row(12000.0, 20500.0) ],
+                "peers": [ { "dut": "testpmd-mac", "rows": [ row(8000.0, 9000.0) ] } ]
+            }),
+        ),
+    );
+    let rows = rows(&r);
+    assert_eq!(rows[0].peer, "testpmd-mac: 8,000 / 9,000");
+    assert_eq!(rows[0].ratio, "1.50×");
+    assert!(rows[0].metric.contains("Gannet's NDR ÷ the peer's"));
 }
 
 #[test]
