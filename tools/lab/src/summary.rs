@@ -29,7 +29,7 @@ pub const END: &str = "<!-- end of summary -->";
 
 /// One file of `results/`: its name and the command that writes it (the `--json` it takes is
 /// `results/<name>.json`).
-pub const FILES: [(&str, &str); 14] = [
+pub const FILES: [(&str, &str); 15] = [
     ("sim", "cargo xtask bench sim --modes io,l2,router --k 4,32"),
     (
         "sim-9018",
@@ -52,6 +52,7 @@ pub const FILES: [(&str, &str); 14] = [
         "cargo xtask bench sim --modes l2 --k 32 --size 9018 --append sim_nic=e1000e",
     ),
     ("peer", "cargo xtask bench --peer linux,dpdk"),
+    ("peer-e1000e", "cargo xtask bench --peer dpdk --nic e1000e"),
     ("search", "cargo xtask bench --search --sizes 64"),
     ("mm", "cargo xtask bench mm"),
     ("pool", "cargo xtask bench pool"),
@@ -329,7 +330,12 @@ fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
 
 /// `results/peer.json` and its 64 B record (a `--sizes` sweep's 64 B one, else its first).
 pub fn peer_record(r: &Results) -> Option<(&Envelope<Value>, Value)> {
-    let e = r.files.get("peer")?;
+    peer_record_of(r, "peer")
+}
+
+/// [`peer_record`] of the results file `name` (`peer`, `peer-e1000e`).
+pub fn peer_record_of<'a>(r: &'a Results, name: &str) -> Option<(&'a Envelope<Value>, Value)> {
+    let e = r.files.get(name)?;
     let rec = match e.result.get("sweep").and_then(Value::as_array) {
         Some(a) => a
             .iter()
@@ -448,8 +454,17 @@ pub fn rows(r: &Results) -> Vec<Row> {
     for s in &sims {
         out.push(sim_row(s, &sims));
     }
-    if let Some((e, rec)) = peer_record(r) {
+    for (file, (e, rec)) in ["peer", "peer-e1000e"]
+        .into_iter()
+        .filter_map(|f| Some((f, peer_record_of(r, f)?)))
+    {
         let size = rec["frame_size"].as_u64().unwrap_or(64);
+        // Another NIC than virtio-net: named in the metric; the Linux peer runs on virtio-net
+        // only, so its rows are left out.
+        let nic = match rec["nic"].as_str() {
+            Some(n) if n != "virtio" => format!(" on {n}"),
+            _ => String::new(),
+        };
         let pps = |path: [&str; 2]| rec[path[0]][path[1]]["forwarded_pps"].as_f64();
         for (what, g, p, peer_name) in [
             ("io", ["gannet", "io"], ["dpdk", "io"], "testpmd io"),
@@ -462,17 +477,20 @@ pub fn rows(r: &Results) -> Vec<Row> {
                 "Linux IPv4 forwarding",
             ),
         ] {
+            if !nic.is_empty() && p[0] == "linux" {
+                continue;
+            }
             let gv = pps(g);
             let pv = pps(p);
             out.push(row(
-                format!("end to end {what} {size} B vs {peer_name}: forwarded pps ({}, one vCPU each, wall clock)", e.accel),
+                format!("end to end {what} {size} B{nic} vs {peer_name}: forwarded pps ({}, one vCPU each, wall clock)", e.accel),
                 gv.map_or_else(|| "not run".into(), fmt_thousands),
                 pv.map_or_else(|| "not run".into(), fmt_thousands),
                 match (gv, pv) {
                     (Some(a), Some(b)) => ratio(a, b),
                     _ => dash(),
                 },
-                "peer",
+                file,
             ));
         }
     }
