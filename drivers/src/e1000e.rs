@@ -211,6 +211,20 @@ pub fn bring_up<H: Hal, R: DdRegs>(
     cfg: &E1000eConfig,
     now_us: impl Fn() -> u64,
 ) -> Result<E1000e<H, R>, E1000eError> {
+    bring_up_at::<H, R, 0>(regs, cfg, now_us)
+}
+
+/// [`bring_up`] for a port whose frames sit `OFFSET` bytes into their pages (the RX descriptors
+/// hold each page's address plus `OFFSET`): 12 beside virtio-net in one core's pair
+/// ([`crate::nic::EitherNic`] needs one frame offset for both drivers).
+///
+/// # Errors
+/// As [`bring_up`].
+pub fn bring_up_at<H: Hal, R: DdRegs, const OFFSET: usize>(
+    regs: R,
+    cfg: &E1000eConfig,
+    now_us: impl Fn() -> u64,
+) -> Result<DdNic<H, R, OFFSET>, E1000eError> {
     let wait = |us: u64, done: &dyn Fn() -> bool| -> bool {
         let t0 = now_us();
         loop {

@@ -140,6 +140,17 @@ pub enum SimNic {
     E1000e,
 }
 
+impl SimNic {
+    /// The `sim_nic=` value (`virtio`, `dd`, `e1000e`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SimNic::Virtio => "virtio",
+            SimNic::Dd => "dd",
+            SimNic::E1000e => "e1000e",
+        }
+    }
+}
+
 /// How unmapped pages are flushed from other CPUs' TLBs (`tlb=`; docs/DESIGN.md, "Remapped
 /// buffers and batched TLB shootdown").
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]

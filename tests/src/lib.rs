@@ -275,6 +275,12 @@ impl Rig {
         })
     }
 
+    /// [`Rig::start`] on one virtio-net port (port 0) and one e1000e port (port 1):
+    /// `--nic mixed`, the kernel's one mixed pair.
+    pub fn start_mixed(append: &str, gen: GenConfig) -> Rig {
+        Rig::start_configured(append, gen, |c| c.nic = qemu::NicModel::Mixed)
+    }
+
     /// [`Rig::start`] loaded by `boot` (e.g. [`Boot::IsoUefi`]: a GRUB ISO built for this
     /// command line, under OVMF) with `cpus` vCPUs.
     pub fn start_boot(append: &str, gen: GenConfig, boot: Boot, cpus: u32) -> Rig {

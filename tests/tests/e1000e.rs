@@ -96,6 +96,47 @@ fn forwards_every_frame_and_quits_clean_checked(rig: &mut Rig, mode: &str) {
     assert_no_leak(&s);
 }
 
+/// One virtio-net port (0) and one e1000e port (1), `--nic mixed`: the kernel runs them as one
+/// pair (`setup::mixed`, the frames 12 bytes into their pages on both) and forwards l2 both
+/// ways across the two drivers; the e1000e side keeps its doorbell and register-read figures.
+#[test]
+fn mixed_virtio_and_e1000e_pair_forwards_l2_both_ways() {
+    let mut rig = Rig::start_mixed("mode=l2", gen_count(FRAMES, 64, true));
+    let lines = rig.guest.lines();
+    for needle in [
+        format!("virtio-net MAC {}", mac_str(guest_mac(0))),
+        format!("e1000e (82574L) MAC {} link up", mac_str(guest_mac(1))),
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(&needle)),
+            "no `{needle}`\n{}",
+            rig.tail()
+        );
+    }
+    let r = rig.run();
+    assert_eq!(
+        (r.sent, r.received, r.bad, r.duplicates),
+        (2 * FRAMES, 2 * FRAMES, 0, 0),
+        "{r:?}\n{}",
+        rig.tail()
+    );
+    let s = rig.quit();
+    for p in 0..2 {
+        assert_eq!((s.ports[p].rx, s.ports[p].tx), (FRAMES, FRAMES), "{s}");
+        assert_eq!(s.ports[p].drops, PortDrops::default(), "{s}");
+    }
+    assert!(s.ports[0].nic.is_none(), "port 0 is virtio-net: {s}");
+    let (e, n) = (&s.ports[1], nic(&s, 1));
+    assert!(
+        e.kicks_rx <= e.rx / 32 + 1,
+        "{} RDT writes: {s}",
+        e.kicks_rx
+    );
+    assert!(e.kicks_tx <= e.tx.max(1), "{} TDT writes: {s}", e.kicks_tx);
+    assert!(n.link_up && n.mmio_reads < 100, "{s}");
+    assert_no_leak(&s);
+}
+
 #[test]
 fn e1000e_l2_forwards_both_ways() {
     forwards_both_ways("l2");

@@ -150,8 +150,11 @@ pub fn run<A: Appliance>(
     if let (Some(_), SimNic::Dd | SimNic::E1000e) = (cfg.sim, cfg.sim_nic) {
         sim_dd::<A>(setup, zone, pcp, mgmt_mem)
     }
+    if crate::setup::mixed::ports_are_mixed() {
+        run_polled::<A, _>(setup, zone, pcp, mgmt_mem, crate::setup::mixed::take_ports)
+    }
     if crate::setup::e1000e::ports_are_e1000e() {
-        run_e1000e::<A>(setup, zone, pcp, mgmt_mem)
+        run_polled::<A, _>(setup, zone, pcp, mgmt_mem, crate::setup::e1000e::take_ports)
     }
     let mut halt = false;
     let mut core = build_core(0, setup, zone, pcp, mgmt_mem, &mut halt);
@@ -223,7 +226,8 @@ fn run_core<A: Appliance>(cpu: usize) -> ! {
     let mut pcp = PerCpuPages::new(zone, online());
     pcp.set_owner(current_cpu());
     if crate::setup::e1000e::ports_are_e1000e() {
-        let mut core = e1000e_core(cpu, setup, zone, pcp, None);
+        let take = crate::setup::e1000e::take_ports;
+        let mut core = polled_core(cpu, setup, zone, pcp, None, take);
         core.publish(false, 0);
         forward::<A, _>(&mut core, false)
     }
@@ -233,16 +237,18 @@ fn run_core<A: Appliance>(cpu: usize) -> ! {
     forward::<A, _>(&mut core, halt)
 }
 
-/// The boot CPU with e1000e ports: core 0 over its two ports (another NIC type, another
-/// monomorphised core), one more core per further pair, then forward until `quit`. Never
-/// returns.
-fn run_e1000e<A: Appliance>(
+/// The boot CPU with polled ports of another NIC type `N` (e1000e ports, or a virtio-net and an
+/// e1000e port, `setup::mixed`), `take(k)` giving pair `k`'s: core 0 over its two ports
+/// (another monomorphised core), one more core per further pair, then forward until `quit`.
+/// Never returns.
+fn run_polled<A: Appliance, N: drivers::nic::Nic>(
     setup: &'static Setup,
     zone: &'static Zone,
     pcp: PerCpuPages,
     mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
+    take: fn(usize) -> Option<[N; PORTS]>,
 ) -> ! {
-    let mut core = e1000e_core(0, setup, zone, pcp, mgmt_mem);
+    let mut core = polled_core(0, setup, zone, pcp, mgmt_mem, take);
     smp::register_ap_entry(run_core::<A>);
     for k in 1..setup.topo.pairs {
         smp::start_ap_work(k);
@@ -256,17 +262,19 @@ fn run_e1000e<A: Appliance>(
     forward::<A, _>(&mut core, false)
 }
 
-/// Pair `k`'s core over its two e1000e ports (set up by the boot CPU); busy polling.
-fn e1000e_core(
+/// Pair `k`'s core over its two polled ports (`take(k)`, set up by the boot CPU); busy
+/// polling.
+fn polled_core<N: drivers::nic::Nic>(
     k: usize,
     setup: &Setup,
     zone: &'static Zone,
     pcp: PerCpuPages,
     mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
-) -> Core<KernelPlatformOf<crate::setup::e1000e::E1000ePort>> {
+    take: fn(usize) -> Option<[N; PORTS]>,
+) -> Core<KernelPlatformOf<N>> {
     apic::init();
-    let Some(nics) = crate::setup::e1000e::take_ports(k) else {
-        fail(format_args!("no e1000e ports were set up for pair {k}"))
+    let Some(nics) = take(k) else {
+        fail(format_args!("no ports were set up for pair {k}"))
     };
     let core = core_over(k, setup, zone, pcp, mgmt_mem, nics);
     info!("idle (cpu {k}): busy polling");

@@ -14,7 +14,7 @@
 //! come `sim_iters` measured ones, then one line
 //!
 //! ```text
-//! SIMBENCH mode=l2 k=4 warmup=256 iters=1024 delivered=4096 packets=4096 out=4096 cycles=… instructions_per_packet=….
+//! SIMBENCH mode=l2 k=4 warmup=256 iters=1024 delivered=4096 packets=4096 out=4096 cycles=… instructions_per_packet=… kicks=… busy_iters=… nic=virtio
 //! ```
 //!
 //! (`delivered`: frames the device put on port 0 during the measured iterations; `packets`:
@@ -27,7 +27,9 @@
 //! With `sim_nic=dd` the ports are simulated DD-bit NICs instead ([`drivers::sim::dd`], driven
 //! by [`drivers::ddnic`]: 0 header bytes before the frame, Descriptor Done bits instead of a
 //! used ring), and core 0 is a core of that NIC type ([`DdCore`]): the same benchmark, the
-//! proof that the dataplane runs on a NIC that is not virtio-net (issue 32).
+//! proof that the dataplane runs on a NIC that is not virtio-net (issue 32). Those NICs count
+//! their drivers' register accesses, so the line then ends in `rdt=N tdt=N reg_reads=N`: the
+//! `RDT` and `TDT` writes and the register reads of the measured iterations.
 //!
 //! With `mode=acl` the device delivers K *different* frames per iteration instead of K copies
 //! of one: frames cycling through [`BENCH_TUPLES`] (1,024) 5-tuples aimed at the boot's rules
@@ -501,8 +503,17 @@ struct RegCounts {
 
 /// The measured iterations' register accesses, `c0` before them and `c1` after, for
 /// `delivered` frames: reads must be 0 (DD bits come from descriptor memory); the tail writes
-/// (doorbells) are reported with the frames per write.
-fn report_regs(c0: RegCounts, c1: RegCounts, delivered: u64) {
+/// (doorbells) are reported with the frames per write. Returns the `SIMBENCH` line's
+/// ` rdt=N tdt=N reg_reads=N` (the harness records them and checks the reads).
+fn report_regs(c0: RegCounts, c1: RegCounts, delivered: u64) -> heapless::String<64> {
+    let mut field = heapless::String::new();
+    let _ = write!(
+        field,
+        " rdt={} tdt={} reg_reads={}",
+        c1.rdt - c0.rdt,
+        c1.tdt - c0.tdt,
+        c1.reads - c0.reads
+    );
     match c1.reads - c0.reads {
         0 => info!("simbench: 0 device register reads in the measured iterations"),
         n => error!("simbench: {n} device register reads in the measured iterations (want 0: DD bits come from descriptor memory)"),
@@ -516,6 +527,7 @@ fn report_regs(c0: RegCounts, c1: RegCounts, delivered: u64) {
         per(tdt) / 100,
         per(tdt) % 100
     );
+    field
 }
 
 /// The benchmark on core 0 over ports of NIC type `N`, their devices played by `dev`; `regs`
@@ -572,8 +584,9 @@ fn run_on<A: Appliance, N: Nic>(
         delivered += d as u64;
         cycles += c;
     }
+    let mut regs_field = heapless::String::<64>::new();
     if let (Some(f), Some(c0)) = (regs, regs0) {
-        report_regs(c0, f(), delivered);
+        regs_field = report_regs(c0, f(), delivered);
     }
     if let Some(c) = &mut cycle {
         report_acl(&mut b, core, c, &start, delivered, cycles);
@@ -589,13 +602,14 @@ fn run_on<A: Appliance, N: Nic>(
     let now = *core.profile_mut();
     let acl = acl_rules_field();
     println!(
-        "SIMBENCH mode={} k={k} size={} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={}{acl}",
+        "SIMBENCH mode={} k={k} size={} warmup={WARMUP_ITERS} iters={iters} delivered={delivered} packets={packets} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={} nic={}{regs_field}{acl}",
         core.cfg().mode.as_str(),
         core.cfg().sim_size,
         per / 100,
         per % 100,
         now.kicks - start.kicks,
         now.busy_iters - start.busy_iters,
+        core.cfg().sim_nic.as_str(),
     );
     if packets == 0 || packets != delivered || good != packets {
         error!(

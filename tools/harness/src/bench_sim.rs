@@ -231,6 +231,27 @@ pub struct SimRecord {
     pub acl_tuples: Option<u64>,
     /// ACL mode: distinct 5-tuples the delivered frames cycle through (`flows=`).
     pub flows: Option<u64>,
+    /// The simulated NIC (`sim_nic=`: `virtio`, `dd`, `e1000e`; the line's `nic=`, `virtio`
+    /// on lines from before it).
+    pub nic: String,
+    /// DD-bit NICs (`dd`, `e1000e`): `RDT` writes (RX doorbells) in the measured iterations.
+    pub rdt_writes: Option<u64>,
+    /// DD-bit NICs: `TDT` writes (TX doorbells) in the measured iterations.
+    pub tdt_writes: Option<u64>,
+    /// DD-bit NICs: device register reads in the measured iterations (a run fails unless 0).
+    pub reg_reads: Option<u64>,
+}
+
+impl SimRecord {
+    /// Forwarded frames per `RDT` write (`packets / rdt_writes`), for a NIC that counts them.
+    pub fn frames_per_rdt(&self) -> Option<f64> {
+        self.rdt_writes.map(|w| frames_per_iter(self.packets, w))
+    }
+
+    /// Forwarded frames per `TDT` write (`packets / tdt_writes`), for a NIC that counts them.
+    pub fn frames_per_tdt(&self) -> Option<f64> {
+        self.tdt_writes.map(|w| frames_per_iter(self.packets, w))
+    }
 }
 
 /// A benchmark result line (`PREFIX key=value key=value …`), found anywhere in a log line.
@@ -320,6 +341,10 @@ pub fn parse_record(line: &str, accel: Accel) -> Result<SimRecord> {
         acl_rules: kv.num("rules").ok(),
         acl_tuples: None,
         flows: kv.num("flows").ok(),
+        nic: kv.get("nic").unwrap_or("virtio").to_string(),
+        rdt_writes: kv.num("rdt").ok(),
+        tdt_writes: kv.num("tdt").ok(),
+        reg_reads: kv.num("reg_reads").ok(),
     })
 }
 
@@ -542,6 +567,11 @@ fn run_with_log(
         "mode {} k={k}: not every frame was forwarded as expected: {line}",
         mode.as_str()
     );
+    ensure!(
+        r.reg_reads.unwrap_or(0) == 0,
+        "mode {} k={k}: the driver read device registers in the measured iterations (want 0: DD bits come from descriptor memory): {line}",
+        mode.as_str()
+    );
     Ok((r, lines))
 }
 
@@ -609,22 +639,25 @@ pub fn parse_rules(s: &str) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// The results table: mode, frame size, K, instructions/packet, frames per busy iteration (measured),
-/// packets, kicks, accelerator, routes from the routes file, and for the acl rows the rules
+/// The results table: mode, simulated NIC, frame size, K, instructions/packet, frames per busy
+/// iteration (measured), packets, kicks, forwarded frames per `RDT` and per `TDT` write (DD-bit
+/// NICs), accelerator, routes from the routes file, and for the acl rows the rules
 /// and the classifier's tuples and the frames denied (instructions per *delivered* frame,
 /// `packets` forwarded).
 pub fn table(records: &[SimRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<7} {:>5} {:>28} {:>20} {:>17} {:>8} {:>9} {:>12} {:>12} {:>17} {:>8}",
+        "{:<7} {:<7} {:>5} {:>28} {:>20} {:>17} {:>8} {:>9} {:>15} {:>12} {:>12} {:>17} {:>8}",
         "mode",
+        "nic",
         "size",
         "K (frames / busy poll iter)",
         "instructions/packet",
         "frames/busy iter",
         "packets",
         "kicks",
+        "frames/RDT,TDT",
         "accelerator",
         "file routes",
         "acl rules/tuples",
@@ -647,16 +680,22 @@ pub fn table(records: &[SimRecord]) -> String {
         } else {
             "-".to_string()
         };
+        let tails = match (r.frames_per_rdt(), r.frames_per_tdt()) {
+            (Some(a), Some(b)) => format!("{a:.2},{b:.2}"),
+            _ => "-".to_string(),
+        };
         let _ = writeln!(
             s,
-            "{:<7} {:>5} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>12} {:>12} {:>17} {:>8}",
+            "{:<7} {:<7} {:>5} {:>28} {:>20.2} {:>17.2} {:>8} {:>9} {:>15} {:>12} {:>12} {:>17} {:>8}",
             r.mode,
+            r.nic,
             r.size,
             r.k,
             r.instructions_per_packet,
             r.frames_per_busy_iter,
             r.packets,
             r.kicks,
+            tails,
             accel,
             routes,
             rules,
@@ -699,6 +738,27 @@ mod tests {
         assert_eq!((r.busy_iters, r.frames_per_busy_iter), (1024, 4.0));
         assert!(parse_line("STATS {}").is_none());
         assert!(parse_record("SIMBENCH mode=l2 k=4", Accel::Tcg).is_err());
+        assert_eq!(r.nic, "virtio");
+        assert_eq!(
+            (r.rdt_writes, r.tdt_writes, r.reg_reads),
+            (None, None, None)
+        );
+        assert_eq!(r.frames_per_rdt(), None);
+    }
+
+    #[test]
+    fn parses_the_tail_writes_of_a_dd_nic() {
+        let line = "SIMBENCH mode=l2 k=32 size=64 warmup=256 iters=1024 delivered=32768 packets=32768 out=32768 other=0 cycles=2752512 instructions_per_packet=84.00 kicks=0 busy_iters=1024 nic=e1000e rdt=1024 tdt=1024 reg_reads=0";
+        let r = parse_record(line, Accel::Tcg).unwrap();
+        assert_eq!(r.nic, "e1000e");
+        assert_eq!(
+            (r.rdt_writes, r.tdt_writes, r.reg_reads),
+            (Some(1024), Some(1024), Some(0))
+        );
+        assert_eq!(
+            (r.frames_per_rdt(), r.frames_per_tdt()),
+            (Some(32.0), Some(32.0))
+        );
     }
 
     #[test]

@@ -79,9 +79,9 @@ pub struct LoopFn {
 /// - the virtio driver's fused loops `forward_run` (inlined into `forward_run_general`),
 ///   `forward_run_general`, `forward_run_chains` (inlined into `forward_rest` and
 ///   `forward_burst_chains`), `forward_rest`, `forward_burst_chains`, `forward_run_big`;
-/// - `drivers::nic::staged::forward_staged`, the loop between two different drivers (only in
-///   an image that pairs two: the stock kernel refuses mixed NICs, and the DD-bit driver has
-///   its own loop for a pair of its type).
+/// - `drivers::nic::staged::forward_staged`, the loop between two different drivers (in an
+///   image that pairs two: the stock kernel's virtio-net + e1000e pair, `setup::mixed`; the
+///   DD-bit driver has its own loop for a pair of its type).
 pub const LOOP_FUNCTIONS: &[LoopFn] = &[
     LoopFn {
         name: "poll_l2",

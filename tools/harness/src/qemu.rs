@@ -259,14 +259,18 @@ pub enum NicModel {
     /// QEMU's Intel 82574L model, `e1000e` (PCIe, q35 only; single queue; no `host_mtu`:
     /// the guest's MTU comes from `mtu0=`/`mtu1=` on its command line).
     E1000e,
+    /// One of each per pair: `virtio-net-pci` on even ports, `e1000e` on odd ones (the kernel
+    /// runs one such pair; no `host_mtu`, as for `e1000e`).
+    Mixed,
 }
 
 impl NicModel {
-    /// "virtio" or "e1000e" (as `--nic` takes it).
+    /// "virtio", "e1000e" or "mixed" (as `--nic` takes it).
     pub fn name(self) -> &'static str {
         match self {
             NicModel::Virtio => "virtio",
             NicModel::E1000e => "e1000e",
+            NicModel::Mixed => "mixed",
         }
     }
 }
@@ -579,25 +583,29 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
             .map_or(String::new(), |m| format!(",host_mtu={}", m.port(i)));
         format!("{mtu}{}{}", cfg.nic_props, cfg.nic_bus.port(i))
     };
-    if cfg.nic == NicModel::E1000e {
+    if cfg.nic != NicModel::Virtio {
         ensure!(
             cfg.boot != Boot::Microvm,
-            "--nic e1000e: microvm has no PCI (use --boot pvh or an ISO boot)"
+            "--nic {}: microvm has no PCI (use --boot pvh or an ISO boot)",
+            cfg.nic.name()
         );
         ensure!(
             cfg.mtu.is_none(),
-            "--nic e1000e: --mtu sets virtio-net's host_mtu, which e1000e does not have; pass mtu0=N mtu1=N in --append"
+            "--nic {}: --mtu sets virtio-net's host_mtu, which e1000e does not have; pass mtu0=N mtu1=N in --append",
+            cfg.nic.name()
         );
         ensure!(
             cfg.queues == 1,
-            "--nic e1000e: --queues {}: the guest drives one queue pair per e1000e port",
+            "--nic {}: --queues {}: the guest drives one queue pair per e1000e port",
+            cfg.nic.name(),
             cfg.queues
         );
     }
     // The device model and its own properties (`host_mtu` is virtio-net's only).
-    let net_device = match cfg.nic {
+    let net_device = |i: usize| match cfg.nic {
+        NicModel::Mixed if i.is_multiple_of(2) => cfg.boot.net_device(),
         NicModel::Virtio => cfg.boot.net_device(),
-        NicModel::E1000e => "e1000e,romfile=",
+        NicModel::E1000e | NicModel::Mixed => "e1000e,romfile=",
     };
     ensure!(
         cfg.nic_bus == NicBus::Root || cfg.boot != Boot::Microvm,
@@ -711,7 +719,7 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         };
         a.push(format!(
             "{},netdev=p{i}{mq}{},mac=02:00:00:00:00:0{}",
-            net_device,
+            net_device(i),
             host_mtu(i),
             i + 1
         ));
@@ -728,7 +736,7 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         a.push("-device".into());
         a.push(format!(
             "{},netdev=p{i}{},mac=02:00:00:00:00:0{}",
-            net_device,
+            net_device(i),
             host_mtu(i),
             i + 1
         ));

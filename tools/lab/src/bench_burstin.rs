@@ -186,6 +186,7 @@ mod tests {
 
     fn rec(l2: Option<Row>) -> Record {
         Record {
+            nic: "virtio".into(),
             accel: "tcg".into(),
             icount: true,
             cpu: None,

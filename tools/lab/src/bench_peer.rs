@@ -27,7 +27,7 @@ use crate::peer_dpdk::{self, DpdkMode, DpdkPeer, FwdDelta, FwdStats};
 use harness::append::gannet_append;
 use harness::gen::{GenConfig, GenReport, Generator};
 use harness::peer_linux::{self, LinuxPeer, PeerMode};
-use harness::qemu::{self, Accel, Echo, Guest, GuestConfig};
+use harness::qemu::{self, Accel, Echo, Guest, GuestConfig, NicModel};
 
 /// PNG of forwarded pps vs frame size (relative to the workspace root).
 pub const PLOT_PPS: &str = "docs/peer-pps.png";
@@ -66,6 +66,10 @@ pub struct PeerBenchConfig {
     /// outstanding (router mode: the next hops' ARP resolved, so the run loses no frame to
     /// the neighbour queue); 0: none.
     pub warmup: u64,
+    /// `--nic`: the two ports' NIC model, Gannet's and testpmd's (`e1000e`: QEMU's 82574L,
+    /// testpmd's `net_e1000_em` PMD); the Linux peer runs on virtio-net only (its initramfs
+    /// has no e1000e module), so its rows are `null` with another NIC.
+    pub nic: NicModel,
 }
 
 /// Generator window of the warm-up ([`PeerBenchConfig::warmup`]): the router's neighbour
@@ -109,6 +113,8 @@ pub struct DpdkRows {
 /// The record for one frame size.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Record {
+    /// The ports' NIC model of every row (`virtio`, `e1000e`).
+    pub nic: String,
     pub accel: String,
     pub icount: bool,
     /// QEMU `-cpu` of every row; `null`: QEMU's default (`qemu64`).
@@ -300,6 +306,7 @@ fn measure(cfg: &PeerBenchConfig, engine: Engine, peers: Peers) -> Result<Vec<Ro
     };
     qcfg.cpu = cfg.cpu.clone();
     qcfg.mtu = cfg.mtu.clone();
+    qcfg.nic = cfg.nic;
     eprintln!(
         "xtask: peer bench: booting {} (accel {}{}, -cpu {})",
         engine.label(),
@@ -463,6 +470,7 @@ pub fn run(cfg: &PeerBenchConfig, peers: Peers) -> Result<Outcome> {
             .sizes
             .iter()
             .map(|&s| Record {
+                nic: cfg.nic.name().to_string(),
                 accel: cfg.accel.name().to_string(),
                 icount: cfg.icount,
                 cpu: cfg.cpu.clone(),
@@ -479,6 +487,17 @@ pub fn run(cfg: &PeerBenchConfig, peers: Peers) -> Result<Outcome> {
     for engine in ENGINES {
         progress.phase(engine.label());
         let _step = Step(&progress);
+        if matches!(engine, Engine::Linux(_))
+            && peers.linux.is_some()
+            && cfg.nic != NicModel::Virtio
+        {
+            out.notes.push(format!(
+                "{}: null (the Linux peer runs on virtio-net only: its initramfs has no {} module)",
+                engine.label(),
+                cfg.nic.name()
+            ));
+            continue;
+        }
         if matches!(engine, Engine::Linux(_)) && peers.linux.is_none() {
             out.notes.push(format!(
                 "{}: null (Linux peer not requested)",
@@ -910,6 +929,7 @@ mod tests {
 
     fn rec() -> Record {
         Record {
+            nic: "virtio".into(),
             accel: "tcg".into(),
             icount: true,
             cpu: Some("max".into()),
@@ -949,6 +969,7 @@ mod tests {
                 "gannet",
                 "icount",
                 "linux",
+                "nic",
                 "window"
             ]
         );

@@ -45,12 +45,14 @@ use harness::qemu::{self, Accel, Echo, Guest, GuestConfig};
 
 /// The guest's `/init` script.
 pub const INIT: &str = include_str!("../assets/peer-dpdk-init.sh");
-/// Packages fetched first: testpmd (`dpdk-dev`), the two PMD packages (not `Depends` of
-/// `dpdk-dev`), and `libgcc-s1` (glibc `dlopen`s `libgcc_s.so.1` for thread cancellation and
+/// Packages fetched first: testpmd (`dpdk-dev`), the PMD packages (not `Depends` of
+/// `dpdk-dev`: virtio-net's, the e1000 family's for `--nic e1000e`, the mempool's), and
+/// `libgcc-s1` (glibc `dlopen`s `libgcc_s.so.1` for thread cancellation and
 /// unwinding; it is in no `DT_NEEDED` list, so the closure would not find it).
-pub const SEED_PACKAGES: [&str; 4] = [
+pub const SEED_PACKAGES: [&str; 5] = [
     "dpdk-dev",
     "librte-net-virtio23",
+    "librte-net-e1000-23",
     "librte-mempool-ring23",
     "libgcc-s1",
 ];
@@ -61,7 +63,11 @@ pub const TESTPMD: &str = "usr/bin/dpdk-testpmd";
 /// The PMD files the guest's EAL loads from `/pmd` (`-d`). The EAL loads only files named
 /// `*.so` or `*.so.<ABI>.0`; any other PMD of the packages stays out (with all of them it would
 /// probe nothing else, but load slower).
-pub const PMDS: [&str; 2] = ["librte_net_virtio.so.23.0", "librte_mempool_ring.so.23.0"];
+pub const PMDS: [&str; 3] = [
+    "librte_net_virtio.so.23.0",
+    "librte_net_e1000.so.23.0",
+    "librte_mempool_ring.so.23.0",
+];
 /// Libraries loaded with `dlopen` by name (not in any `DT_NEEDED`).
 pub const DLOPENED: [&str; 1] = ["libgcc_s.so.1"];
 /// Kernel modules the guest loads (with their dependencies).
@@ -767,8 +773,8 @@ pub fn probed_ports(lines: &[String]) -> Result<Vec<(u16, String)>> {
             })
             .collect();
         bail!(
-            "testpmd did not probe both virtio-net ports: its `Port N: MAC` lines say {ports:?}, \
-             want {want:?} (are both NICs bound to uio_pci_generic, and are librte_net_virtio \
+            "testpmd did not probe both ports: its `Port N: MAC` lines say {ports:?}, \
+             want {want:?} (are both NICs bound to uio_pci_generic, and are their PMD \
              and librte_mempool_ring in /pmd?); EAL/testpmd messages: {hints:#?}"
         );
     }

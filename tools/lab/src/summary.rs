@@ -29,13 +29,30 @@ pub const END: &str = "<!-- end of summary -->";
 
 /// One file of `results/`: its name and the command that writes it (the `--json` it takes is
 /// `results/<name>.json`).
-pub const FILES: [(&str, &str); 10] = [
+pub const FILES: [(&str, &str); 15] = [
     ("sim", "cargo xtask bench sim --modes io,l2,router --k 4,32"),
     (
         "sim-9018",
         "cargo xtask bench sim --modes l2,router --k 32 --size 9018",
     ),
+    (
+        "sim-1518",
+        "cargo xtask bench sim --modes io,l2,router --k 32 --size 1518",
+    ),
+    (
+        "sim-e1000e",
+        "cargo xtask bench sim --modes io,l2,router --k 4,32 --append sim_nic=e1000e",
+    ),
+    (
+        "sim-e1000e-1518",
+        "cargo xtask bench sim --modes io,l2,router --k 32 --size 1518 --append sim_nic=e1000e",
+    ),
+    (
+        "sim-e1000e-9018",
+        "cargo xtask bench sim --modes l2 --k 32 --size 9018 --append sim_nic=e1000e",
+    ),
     ("peer", "cargo xtask bench --peer linux,dpdk"),
+    ("peer-e1000e", "cargo xtask bench --peer dpdk --nic e1000e"),
     ("search", "cargo xtask bench --search --sizes 64"),
     ("mm", "cargo xtask bench mm"),
     ("pool", "cargo xtask bench pool"),
@@ -88,8 +105,10 @@ pub struct Row {
 }
 
 /// A deterministic figure guarded by `tests/perf-baseline.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Guarded {
+    /// The simulated NIC (`sim_nic=`); `virtio` where the baseline names none.
+    pub nic: String,
     /// Frame size on the wire (bytes); 64 where the baseline names none.
     pub size: u64,
     /// K (frames the simulated device delivers per poll iteration).
@@ -114,6 +133,11 @@ pub fn baseline(text: &str) -> Result<Vec<(String, Guarded)>> {
                 .context("perf baseline: a case without `mode`")?;
             let num = |k: &str| c.get(k).and_then(Value::as_f64);
             let g = Guarded {
+                nic: c
+                    .get("nic")
+                    .and_then(Value::as_str)
+                    .unwrap_or("virtio")
+                    .to_string(),
                 size: num("size").or_else(|| num("frame_size")).unwrap_or(64.0) as u64,
                 k: num("k").context("perf baseline: a case without `k`")? as u64,
                 instructions_per_packet: num("instructions_per_packet")
@@ -124,11 +148,47 @@ pub fn baseline(text: &str) -> Result<Vec<(String, Guarded)>> {
         .collect()
 }
 
-/// The sim records of `results/sim*.json`: `(mode, size, k, instructions, frames/busy iter)`.
-pub fn sim_records(r: &Results) -> Vec<(String, u64, u64, f64, f64)> {
+/// One record of a `results/sim*.json` file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimRow {
+    /// The file (no `.json`).
+    pub file: &'static str,
+    /// The simulated NIC (`virtio` on records from before the field).
+    pub nic: String,
+    /// Forwarding mode.
+    pub mode: String,
+    /// Frame size on the wire (bytes, FCS included).
+    pub size: u64,
+    /// Frames the simulated device delivers per poll iteration.
+    pub k: u64,
+    /// Guest instructions per forwarded packet.
+    pub instructions_per_packet: f64,
+    /// Forwarded frames per busy poll iteration.
+    pub frames_per_busy_iter: f64,
+    /// DD-bit NICs: `RDT` and `TDT` writes in the measured iterations, and the frames forwarded
+    /// in them.
+    pub tail_writes: Option<(u64, u64, u64)>,
+}
+
+impl SimRow {
+    /// `mode size B K=k`, with the NIC in front when it is not virtio-net.
+    pub fn name(&self) -> String {
+        let nic = if self.nic == "virtio" {
+            String::new()
+        } else {
+            format!("{} ", self.nic)
+        };
+        format!("{nic}{} {} B K={}", self.mode, self.size, self.k)
+    }
+}
+
+/// The sim records of `results/sim*.json`, in [`FILES`] order.
+pub fn sim_records(r: &Results) -> Vec<SimRow> {
     let mut out = Vec::new();
-    for name in ["sim", "sim-9018"] {
-        let Some(e) = r.files.get(name) else { continue };
+    for (name, _) in FILES.iter().filter(|(n, _)| n.starts_with("sim")) {
+        let Some(e) = r.files.get(*name) else {
+            continue;
+        };
         for rec in e.result["records"].as_array().into_iter().flatten() {
             let (Some(mode), Some(size), Some(k), Some(ipp), Some(fpb)) = (
                 rec["mode"].as_str(),
@@ -139,31 +199,50 @@ pub fn sim_records(r: &Results) -> Vec<(String, u64, u64, f64, f64)> {
             ) else {
                 continue;
             };
-            out.push((mode.to_string(), size, k, ipp, fpb));
+            let tail_writes = match (
+                rec["rdt_writes"].as_u64(),
+                rec["tdt_writes"].as_u64(),
+                rec["packets"].as_u64(),
+            ) {
+                (Some(rdt), Some(tdt), Some(p)) => Some((rdt, tdt, p)),
+                _ => None,
+            };
+            out.push(SimRow {
+                file: name,
+                nic: rec["nic"].as_str().unwrap_or("virtio").to_string(),
+                mode: mode.to_string(),
+                size,
+                k,
+                instructions_per_packet: ipp,
+                frames_per_busy_iter: fpb,
+                tail_writes,
+            });
         }
     }
     out
 }
 
 /// Every deterministic figure of the results that the baseline guards must equal it (to the
-/// two decimals both print); returns the rows it does not guard (`mode size K`).
+/// two decimals both print); returns the rows it does not guard (`[nic] mode size K`).
 ///
 /// # Errors
 /// Each differing figure, with both values.
 pub fn check_guarded(r: &Results, guarded: &[(String, Guarded)]) -> Result<Vec<String>> {
     let mut wrong = Vec::new();
     let mut unguarded = Vec::new();
-    for (mode, size, k, ipp, _) in sim_records(r) {
+    for s in sim_records(r) {
+        let ipp = s.instructions_per_packet;
         match guarded
             .iter()
-            .find(|(m, g)| *m == mode && g.size == size && g.k == k)
+            .find(|(m, g)| *m == s.mode && g.nic == s.nic && g.size == s.size && g.k == s.k)
         {
             Some((_, g)) if (g.instructions_per_packet - ipp).abs() > 0.005 => wrong.push(format!(
-                "{mode} {size} B K={k}: results say {ipp:.2}, tests/perf-baseline.json guards {:.2}",
+                "{}: results say {ipp:.2}, tests/perf-baseline.json guards {:.2}",
+                s.name(),
                 g.instructions_per_packet
             )),
             Some(_) => {}
-            None => unguarded.push(format!("{mode} {size} B K={k}")),
+            None => unguarded.push(s.name()),
         }
     }
     if !wrong.is_empty() {
@@ -296,7 +375,12 @@ fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
 
 /// `results/peer.json` and its 64 B record (a `--sizes` sweep's 64 B one, else its first).
 pub fn peer_record(r: &Results) -> Option<(&Envelope<Value>, Value)> {
-    let e = r.files.get("peer")?;
+    peer_record_of(r, "peer")
+}
+
+/// [`peer_record`] of the results file `name` (`peer`, `peer-e1000e`).
+pub fn peer_record_of<'a>(r: &'a Results, name: &str) -> Option<(&'a Envelope<Value>, Value)> {
+    let e = r.files.get(name)?;
     let rec = match e.result.get("sweep").and_then(Value::as_array) {
         Some(a) => a
             .iter()
@@ -368,33 +452,75 @@ fn dash() -> String {
     "—".to_string()
 }
 
+/// The summary row of one sim record: virtio-net's are set beside the 64-byte figure of the
+/// same mode and K (a larger frame's cost); another NIC's beside virtio-net's of the same
+/// mode, size and K, with the forwarded frames per `RDT` and per `TDT` write (doorbells) when
+/// the NIC counted them.
+fn sim_row(s: &SimRow, sims: &[SimRow]) -> Row {
+    let (ipp, fpb) = (s.instructions_per_packet, s.frames_per_busy_iter);
+    let virtio = s.nic == "virtio";
+    let beside = sims.iter().find(|b| {
+        b.nic == "virtio"
+            && b.mode == s.mode
+            && b.k == s.k
+            && if virtio {
+                b.size == 64 && s.size != 64
+            } else {
+                b.size == s.size
+            }
+    });
+    let (peer, rat) = match beside {
+        Some(b) if virtio => (
+            format!("64 B: {:.2}", b.instructions_per_packet),
+            ratio(ipp, b.instructions_per_packet),
+        ),
+        Some(b) => (
+            format!("virtio-net: {:.2}", b.instructions_per_packet),
+            ratio(ipp, b.instructions_per_packet),
+        ),
+        None => (dash(), dash()),
+    };
+    let (tails_metric, tails) = match s.tail_writes {
+        Some((rdt, tdt, p)) => (
+            "; forwarded frames per `RDT` / `TDT` write",
+            format!(
+                "; {:.2} / {:.2}",
+                harness::bench_sim::frames_per_iter(p, rdt),
+                harness::bench_sim::frames_per_iter(p, tdt)
+            ),
+        ),
+        None => ("", String::new()),
+    };
+    row(
+        format!(
+            "`bench sim` {}: guest instructions/packet @ frames/busy poll iteration{tails_metric}",
+            s.name()
+        ),
+        format!("{ipp:.2} @ {fpb:.2}{tails}"),
+        peer,
+        rat,
+        s.file,
+    )
+}
+
 /// The summary rows, in [`FILES`] order.
 pub fn rows(r: &Results) -> Vec<Row> {
     let mut out = Vec::new();
     let sims = sim_records(r);
-    for (mode, size, k, ipp, fpb) in &sims {
-        let file = if *size == 64 { "sim" } else { "sim-9018" };
-        let (peer, rat) = match sims
-            .iter()
-            .find(|(m, s, kk, _, _)| m == mode && *s == 64 && kk == k)
-        {
-            Some((_, _, _, base, _)) if *size != 64 => {
-                (format!("64 B: {base:.2}"), ratio(*ipp, *base))
-            }
-            _ => (dash(), dash()),
-        };
-        out.push(row(
-            format!(
-                "`bench sim` {mode} {size} B K={k}: guest instructions/packet @ frames/busy poll iteration"
-            ),
-            format!("{ipp:.2} @ {fpb:.2}"),
-            peer,
-            rat,
-            file,
-        ));
+    for s in &sims {
+        out.push(sim_row(s, &sims));
     }
-    if let Some((e, rec)) = peer_record(r) {
+    for (file, (e, rec)) in ["peer", "peer-e1000e"]
+        .into_iter()
+        .filter_map(|f| Some((f, peer_record_of(r, f)?)))
+    {
         let size = rec["frame_size"].as_u64().unwrap_or(64);
+        // Another NIC than virtio-net: named in the metric; the Linux peer runs on virtio-net
+        // only, so its rows are left out.
+        let nic = match rec["nic"].as_str() {
+            Some(n) if n != "virtio" => format!(" on {n}"),
+            _ => String::new(),
+        };
         let pps = |path: [&str; 2]| rec[path[0]][path[1]]["forwarded_pps"].as_f64();
         for (what, g, p, peer_name) in [
             ("io", ["gannet", "io"], ["dpdk", "io"], "testpmd io"),
@@ -407,17 +533,20 @@ pub fn rows(r: &Results) -> Vec<Row> {
                 "Linux IPv4 forwarding",
             ),
         ] {
+            if !nic.is_empty() && p[0] == "linux" {
+                continue;
+            }
             let gv = pps(g);
             let pv = pps(p);
             out.push(row(
-                format!("end to end {what} {size} B vs {peer_name}: forwarded pps ({}, one vCPU each, wall clock)", e.accel),
+                format!("end to end {what} {size} B{nic} vs {peer_name}: forwarded pps ({}, one vCPU each, wall clock)", e.accel),
                 gv.map_or_else(|| "not run".into(), fmt_thousands),
                 pv.map_or_else(|| "not run".into(), fmt_thousands),
                 match (gv, pv) {
                     (Some(a), Some(b)) => ratio(a, b),
                     _ => dash(),
                 },
-                "peer",
+                file,
             ));
         }
     }

@@ -25,10 +25,10 @@ pub fn plots(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let sim: Vec<Bar> = summary::sim_records(r)
         .into_iter()
-        .map(|(mode, size, k, ipp, fpb)| {
+        .map(|s| {
             (
-                format!("{mode} {size} B K={k} @ {fpb:.0} fr/iter"),
-                ipp,
+                format!("{} @ {:.0} fr/iter", s.name(), s.frames_per_busy_iter),
+                s.instructions_per_packet,
                 GANNET,
             )
         })

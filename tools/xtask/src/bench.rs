@@ -431,6 +431,7 @@ pub(crate) fn cmd_bench_peer(a: BenchArgs) -> Result<()> {
         // Every engine's row starts after the same warm-up (the router's ARP resolved: its
         // first frames would otherwise be lost to the neighbour queue).
         warmup: lab::bench_burstin::WARMUP_FRAMES,
+        nic: t.guest.nic,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let peers = bench_peer::Peers {
@@ -496,6 +497,7 @@ pub(crate) fn cmd_bench_burst_in(a: BenchArgs) -> Result<()> {
         mtu: t.guest.mtu.clone(),
         bidir: !a.one_way,
         warmup: lab::bench_burstin::WARMUP_FRAMES,
+        nic: t.guest.nic,
     };
     announce_accel(cfg.accel, cfg.icount, cfg.cpu.as_deref());
     let out = bench_peer::run(&cfg, bench_peer::Peers::default())?;

@@ -201,9 +201,9 @@ struct GuestArgs {
     /// offered), taps at 1500.
     #[arg(long, value_name = "N[,M…]")]
     mtu: Option<Mtus>,
-    /// The ports' NIC model: `virtio` (virtio-net-pci, default) or `e1000e` (QEMU's Intel
+    /// The ports' NIC model: `virtio` (virtio-net-pci, default), `e1000e` (QEMU's Intel
     /// 82574L, `-device e1000e,romfile=`; single queue, no `--mtu`: give `mtu0=`/`mtu1=` in
-    /// `--append`).
+    /// `--append`) or `mixed` (virtio-net on port 0, e1000e on port 1: one pair).
     #[arg(long, value_enum, default_value_t = NicModel::Virtio)]
     nic: NicModel,
 }

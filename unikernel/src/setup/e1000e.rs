@@ -3,19 +3,17 @@
 //! ([`E1000ePort`]); the cores that own them run a core monomorphised for it
 //! (`run::run_e1000e`).
 //!
-//! Ports of one driver only: a machine with both virtio-net and e1000e ports stops the boot
-//! with [`super::SetupError::MixedNics`]. The contract allows a mix
-//! (`drivers::nic::EitherNic`), but the kernel's virtio-net core is the benchmarked one and an
-//! `EitherNic` platform would put a variant match in front of every one of its NIC calls; a
-//! mixed platform is a later step. Single queue, busy polling: MSI-X is not wired (the cores
-//! never halt on these ports).
+//! A machine with both virtio-net and e1000e ports runs one pair of one port each
+//! ([`super::mixed`]); any other mix stops the boot with [`super::SetupError::MixedNics`].
+//! Single queue, busy polling: MSI-X is not wired (the cores never halt on these ports).
 
 use super::{port_error, SetupError, Topology};
 use crate::arch::time::uptime_us;
 use crate::mem::KernelHal;
 use crate::percpu::MAX_CPUS;
 use core::ptr::NonNull;
-use drivers::e1000e::{bring_up, E1000e, E1000eConfig, MmioRegs, RxFilter, BAR0_BYTES};
+use drivers::ddnic::DdNic;
+use drivers::e1000e::{bring_up_at, E1000e, E1000eConfig, MmioRegs, RxFilter, BAR0_BYTES};
 use drivers::nic::Nic;
 use drivers::pci::{e1000e_bar0, PciCam};
 use log::{info, warn};
@@ -94,7 +92,7 @@ pub fn setup(
         for j in 0..PORTS {
             let i = PORTS * k + j;
             let (df, _) = found[i];
-            let nic = port(cfg, root, i, j, df)?;
+            let nic = port::<0>(cfg, root, i, j, df)?;
             info!(
                 "port {i}: {df} e1000e (82574L) MAC {} link up, legacy rings 2x{}, RDT every {} buffers (cpu {k}, polled)",
                 MacAddr(nic.mac()),
@@ -112,14 +110,15 @@ pub fn setup(
     })
 }
 
-/// Port `i` (local port `j` of its pair) on function `df`.
-fn port(
+/// Port `i` (local port `j` of its pair) on function `df`, its frames `OFFSET` bytes into
+/// their pages (0; 12 beside a virtio-net port, [`super::mixed`]).
+pub(super) fn port<const OFFSET: usize>(
     cfg: &Config,
     root: &mut PciRoot<PciCam>,
     i: usize,
     j: usize,
     df: DeviceFunction,
-) -> Result<E1000ePort, SetupError> {
+) -> Result<DdNic<KernelHal, MmioRegs, OFFSET>, SetupError> {
     let bar = e1000e_bar0(root, df).ok_or_else(|| {
         port_error(
             i,
@@ -141,6 +140,6 @@ fn port(
         },
         max_frame: mtu + 14,
     };
-    bring_up::<KernelHal, _>(regs, &dcfg, uptime_us)
+    bring_up_at::<KernelHal, _, OFFSET>(regs, &dcfg, uptime_us)
         .map_err(|e| port_error(i, Some(df), format_args!("{e}")))
 }

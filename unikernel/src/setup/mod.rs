@@ -17,6 +17,7 @@
 pub mod acl;
 pub mod e1000e;
 pub mod fib;
+pub mod mixed;
 
 use crate::arch::apic;
 use crate::arch::time::Deadline;
@@ -53,8 +54,8 @@ pub enum SetupError {
     Port(usize, Option<DeviceFunction>, heapless::String<160>),
     /// `queues=N` cannot be had.
     Queues(heapless::String<200>),
-    /// Both virtio-net and e1000e ports (how many of each): the kernel runs ports of one
-    /// driver ([`e1000e`]'s module docs say why).
+    /// Both virtio-net and e1000e ports (how many of each), other than one of each (the one
+    /// mixed pair [`mixed`] runs).
     MixedNics(usize, usize),
 }
 
@@ -76,7 +77,7 @@ impl core::fmt::Display for SetupError {
             SetupError::Queues(why) => write!(f, "config error: {why}"),
             SetupError::MixedNics(v, e) => write!(
                 f,
-                "mixed NICs: {v} virtio-net and {e} e1000e ports; Gannet runs ports of one driver per boot (give only -device virtio-net-pci or only -device e1000e)"
+                "mixed NICs: {v} virtio-net and {e} e1000e ports; a boot runs ports of one driver, or one virtio-net and one e1000e port as its one pair"
             ),
         }
     }
@@ -165,7 +166,7 @@ pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> 
     if !nics.e1000e.is_empty() {
         info!("pci: e1000e (8086:10d3) at {}", DfList(&nics.e1000e));
         if !found.is_empty() {
-            return Err(SetupError::MixedNics(found.len(), nics.e1000e.len()));
+            return mixed::setup(cfg, &mut root, &found, &nics.e1000e);
         }
         if let (Some((df, secondary)), true) = (scan.first_bad_bridge, nics.e1000e.len() < PORTS) {
             return Err(SetupError::UnnumberedBridge(

@@ -101,10 +101,50 @@ fn rows_carry_figures_ratios_commands_and_commits() {
         "{md}"
     );
     assert!(
-        md.contains("Not in `results/`, so not shown: `peer`"),
+        md.contains("Not in `results/`, so not shown: `sim-1518`")
+            && md.contains(
+                ", `peer` (`cargo xtask bench --peer linux,dpdk --json results/peer.json`)"
+            ),
         "{md}"
     );
     assert!(md.contains("Measured on: Test CPU (tcg)."), "{md}");
+}
+
+#[test]
+fn e1000e_rows_sit_beside_virtio_net_with_their_tail_writes() {
+    let mut r = Results::default();
+    r.files.insert(
+        "sim".into(),
+        sim(serde_json::json!([rec("l2", 64, 32, 90.0)])),
+    );
+    let mut e = rec("l2", 64, 32, 84.0);
+    e["nic"] = "e1000e".into();
+    e["packets"] = 32768.into();
+    e["rdt_writes"] = 1024.into();
+    e["tdt_writes"] = 2048.into();
+    r.files
+        .insert("sim-e1000e".into(), sim(serde_json::json!([e])));
+    let rows = rows(&r);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[1].metric,
+        "`bench sim` e1000e l2 64 B K=32: guest instructions/packet @ frames/busy poll iteration; forwarded frames per `RDT` / `TDT` write"
+    );
+    assert_eq!(rows[1].gannet, "84.00 @ 32.00; 32.00 / 16.00");
+    assert_eq!(
+        (
+            rows[1].peer.as_str(),
+            rows[1].ratio.as_str(),
+            rows[1].file.as_str()
+        ),
+        ("virtio-net: 90.00", "0.93×", "sim-e1000e")
+    );
+    let g = baseline(
+        r#"{ "cases": [ { "nic": "e1000e", "mode": "l2", "k": 32, "instructions_per_packet": 84.0 } ] }"#,
+    )
+    .unwrap();
+    assert_eq!(g[0].1.nic, "e1000e");
+    assert_eq!(check_guarded(&r, &g).unwrap(), ["l2 64 B K=32"]);
 }
 
 #[test]
