@@ -59,9 +59,9 @@ fn a(s: &str) -> Ipv6Addr {
     s.parse().unwrap()
 }
 
-#[test]
-fn the_longest_prefix_wins_at_every_depth() {
-    let mut routes = vec![
+/// Routes nested at every depth: the default, a /15, /32, /48, /64, /127 and /128.
+fn nested() -> Vec<Route6> {
+    vec![
         r("::/0", 1),
         r("2001:db8::/32", 2),
         r("2001:db8:1::/48", 3),
@@ -69,8 +69,13 @@ fn the_longest_prefix_wins_at_every_depth() {
         r("2001:db8:1:2::1/128", 5),
         r("2001:db8:1:2::2/127", 6),
         r("2000::/15", 7),
-        r("2001:db8:1:2::/63", 8),
-    ];
+    ]
+}
+
+#[test]
+fn the_longest_prefix_wins_at_every_depth() {
+    let mut routes = nested();
+    routes.push(r("2001:db8:1:2::/63", 8));
     let mut s = Store::for_routes(&mut routes);
     let f = s.build(&mut routes);
     let cases = [
@@ -247,15 +252,7 @@ fn stepped_equals_one_shot(routes: &mut [Route6]) -> (usize, usize) {
 
 #[test]
 fn a_build_in_one_unit_steps_equals_the_one_shot_build() {
-    let mut routes = vec![
-        r("::/0", 1),
-        r("2001:db8::/32", 2),
-        r("2001:db8:1::/48", 3),
-        r("2001:db8:1:2::/64", 4),
-        r("2001:db8:1:2::1/128", 5),
-        r("2001:db8:1:2::2/127", 6),
-        r("2000::/15", 7),
-    ];
+    let mut routes = nested();
     let (steps, reads) = stepped_equals_one_shot(&mut routes);
     // 64 units fill the direct table, 64 paint ::/0, 2 paint 2000::/15, then the two short
     // routes and one /16's chain of nodes down to the /128.

@@ -127,6 +127,26 @@ fn read_icmp(f: &[u8]) -> (Ipv6Repr, Vec<u8>) {
 
 type R<'a> = Router6<'a, u32, 8, 4>;
 
+/// `$r`, the router of these tests over [`Fib::new`]'s table, and `$out`, a buffer for its
+/// answers (the table's storage lives in the caller's scope, hidden by hygiene).
+macro_rules! router {
+    ($r:ident, $out:ident) => {
+        let mut f = Fib::new();
+        let trie =
+            Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
+        let mut $r: R<'_> = Router6::new(
+            &ports(),
+            &trie,
+            &f.nexthops,
+            NeighConfig::default(),
+            TokenBucket::new(1000, 50),
+        )
+        .unwrap();
+        #[allow(unused_mut)]
+        let mut $out = vec![0u8; 1600];
+    };
+}
+
 fn outcomes_hold(r: &R<'_>) {
     let c = r.counters();
     assert_eq!(c.outcomes() + r.queued_frames() as u64, c.rx, "{c:?}");
@@ -134,17 +154,7 @@ fn outcomes_hold(r: &R<'_>) {
 
 #[test]
 fn a_connected_host_is_resolved_by_neighbor_discovery_then_forwarded() {
-    let mut f = Fib::new();
-    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
-    let mut r: R<'_> = Router6::new(
-        &ports(),
-        &trie,
-        &f.nexthops,
-        NeighConfig::default(),
-        TokenBucket::new(1000, 50),
-    )
-    .unwrap();
-    let mut out = vec![0u8; 1600];
+    router!(r, out);
     let mut fr = udp("2001:db8::2", "2001:db8:0:1::5", 64, 100);
     assert_eq!(r.process(0, &mut fr, 7, 0, &mut out), Action6::Queued);
     let Some(Event6::Solicit { port: 1, len }) = r.poll(0, &mut out) else {
@@ -212,17 +222,7 @@ fn a_connected_host_is_resolved_by_neighbor_discovery_then_forwarded() {
 
 #[test]
 fn solicitations_for_our_addresses_are_answered_and_dad_defended() {
-    let mut f = Fib::new();
-    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
-    let mut r: R<'_> = Router6::new(
-        &ports(),
-        &trie,
-        &f.nexthops,
-        NeighConfig::default(),
-        TokenBucket::new(1000, 50),
-    )
-    .unwrap();
-    let mut out = vec![0u8; 1600];
+    router!(r, out);
     let ll0 = Ipv6Addr::from_bits(r.link_local(0));
     assert_eq!(
         ll0,
@@ -322,17 +322,7 @@ fn solicitations_for_our_addresses_are_answered_and_dad_defended() {
 
 #[test]
 fn an_advert_naming_our_own_mac_or_address_is_never_learned() {
-    let mut f = Fib::new();
-    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
-    let mut r: R<'_> = Router6::new(
-        &ports(),
-        &trie,
-        &f.nexthops,
-        NeighConfig::default(),
-        TokenBucket::new(1000, 50),
-    )
-    .unwrap();
-    let mut out = vec![0u8; 1600];
+    router!(r, out);
     // Ask for B (a frame via the gateway), then B "answers" with port 1's MAC.
     let mut fr = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
     assert_eq!(r.process(0, &mut fr, 3, 0, &mut out), Action6::Queued);
@@ -361,17 +351,7 @@ fn an_advert_naming_our_own_mac_or_address_is_never_learned() {
 
 #[test]
 fn errors_echo_and_drops_in_linuxs_order() {
-    let mut f = Fib::new();
-    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
-    let mut r: R<'_> = Router6::new(
-        &ports(),
-        &trie,
-        &f.nexthops,
-        NeighConfig::default(),
-        TokenBucket::new(1000, 50),
-    )
-    .unwrap();
-    let mut out = vec![0u8; 1600];
+    router!(r, out);
     let err = |r: &mut R<'_>, fr: &mut Vec<u8>, out: &mut Vec<u8>| -> (Drop6, u8, u8, u32) {
         let a = r.process(0, fr, 1, 0, out);
         let Action6::Send {
