@@ -49,11 +49,6 @@ use retire::{give_back, retire_step, Retire};
 /// The router that builds the FIB on the boot CPU.
 type FibBuilder = Router<'static, mm::Pfn>;
 
-/// Most DIR-24-8 second-level groups (256 entries, 1 KiB each): prefixes longer than /24
-/// under at most 1024 distinct /24s (1 MiB). Fewer are `vmalloc`'d when fewer can be needed.
-const TBL8_GROUPS_MAX: usize = 1024;
-/// Fewest rule slots (a power of two).
-const MIN_RULES: usize = 64;
 /// Distinct uniform-chunk values that get a shared page; a chunk whose value finds no room
 /// here gets a page of its own (correct, just not shared). Seen: a handful (no route, the
 /// default route, a few short prefixes).
@@ -72,6 +67,48 @@ pub enum Blame {
     /// The router's own limits (memory, rule slots, tbl8 groups, next hops) or its state
     /// (`PUT /routes` answers 500).
     Router,
+}
+
+/// Whether a [`note`] goes out as a boot-log `INFO` line or a plain console line.
+#[derive(Copy, Clone)]
+enum Note {
+    Info,
+    Print,
+}
+
+/// Most [`note`]s waiting (a step writes at most four: the routes count, the FIB's two log
+/// lines and the publish line, or a retirement's line, or an error).
+const NOTES: usize = 6;
+
+/// Console lines composed inside a build or retirement step, printed after it
+/// ([`print_notes`]): serial output costs the host a write per byte under QEMU, a long line
+/// milliseconds, so it stays out of the measured step (`fib.max_step_us`).
+static PENDING_NOTES: spin::Mutex<heapless::Vec<(Note, heapless::String<512>), NOTES>> =
+    spin::Mutex::new(heapless::Vec::new());
+
+/// Keep a console line for [`print_notes`] (printed at once if the queue is full; cut at
+/// 512 bytes).
+fn note(kind: Note, args: core::fmt::Arguments<'_>) {
+    let mut s = heapless::String::new();
+    let _ = s.write_fmt(args);
+    if let Err((kind, s)) = PENDING_NOTES.lock().push((kind, s)) {
+        emit(kind, &s);
+    }
+}
+
+fn emit(kind: Note, s: &str) {
+    match kind {
+        Note::Info => info!("{s}"),
+        Note::Print => crate::println!("{s}"),
+    }
+}
+
+/// Print the lines the last step kept ([`note`]), outside the measured step.
+fn print_notes() {
+    let notes = core::mem::take(&mut *PENDING_NOTES.lock());
+    for (kind, s) in &notes {
+        emit(*kind, s);
+    }
 }
 
 fn err(args: core::fmt::Arguments<'_>) -> FibError {
@@ -290,14 +327,14 @@ impl FibMemory {
 /// Log what a FIB is made of.
 fn log_fib(what: &str, rec: &FibRecord, job: &Job) {
     let (fib, mem) = (&rec.fib, &rec.mem);
-    info!(
+    note(Note::Info, format_args!(
         "router: {what} generation {}: {} routes in the FIB (connected, local, broadcast, static); {} of {} tbl8 groups used",
         rec.generation,
         fib.len(),
         fib.tbl8_usage().0,
         fib.tbl8_usage().1,
-    );
-    info!(
+    ));
+    note(Note::Info, format_args!(
         "router: FIB tbl24 {} chunks: {} real chunk pages, {} uniform chunks on {} shared pages; \
          FIB memory {} KiB (tbl24 {} KiB, tbl8 {} KiB, rules {} KiB); built in {} ms (rules {} ms, tbl24 {} ms) over {} steps",
         TBL24_CHUNKS,
@@ -312,7 +349,7 @@ fn log_fib(what: &str, rec: &FibRecord, job: &Job) {
         job.rules_us / 1000,
         (job.work_us - job.rules_us) / 1000,
         job.steps,
-    );
+    ));
 }
 
 /// Put `rec` in free slot `slot` and publish it as generation `generation` (RCU publish:
@@ -372,6 +409,7 @@ pub fn build_fib(
         Err(e) => {
             job.discard();
             give_back(zone, core::mem::take(&mut job.areas));
+            print_notes();
             return Err(e);
         }
     }
@@ -383,6 +421,7 @@ pub fn build_fib(
     // SAFETY: just published in slot 0 by this CPU; only read here.
     let rec = unsafe { (*SLOTS[0].0.get()).as_ref() }.expect("just published");
     log_fib("boot FIB", rec, &job);
+    print_notes();
     Ok(())
 }
 
@@ -426,6 +465,8 @@ pub fn poll_build<P: Platform>(core: &mut Core<P>, idle: bool) {
     let mut b = Budget::new(STEP_US);
     step(core, &mut b);
     MAX_STEP_US.fetch_max(b.elapsed_us(), Ordering::Relaxed);
+    // The step's console lines, outside its measured time.
+    print_notes();
     NEXT_STEP_US.store(uptime_us() + STEP_GAP_US, Ordering::Relaxed);
 }
 
@@ -501,14 +542,14 @@ fn step_retire(cores: usize, zone: &Zone, b: &mut Budget) -> bool {
     LAST_SWAP_US.store(rt.swap_us, Ordering::Relaxed);
     RETIRED.fetch_add(1, Ordering::Relaxed);
     RETIRE_BATCHES.fetch_add(rt.batches, Ordering::Relaxed);
-    crate::println!(
+    note(Note::Print, format_args!(
         "routes: FIB generation {} retired: {} pages freed after {} shootdown batch(es), {} us of work; every core switched within {} us",
         rec.generation,
         rec.mem.pages(),
         rt.batches,
         rt.work_us,
         rt.swap_us,
-    );
+    ));
     true
 }
 
@@ -554,7 +595,7 @@ fn finish<P: Platform>(core: &mut Core<P>, mut job: Job) {
         pages: rec.mem.pages(),
         build_ms: job.work_us / 1000,
     };
-    crate::println!(
+    note(Note::Print, format_args!(
         "{}: FIB generation {generation} published: {} routes, {} pages, built in {} ms (rules {} ms, tbl24 {} ms) over {} steps (longest {} us so far), {} ms after it was asked; generation {old_gen} retires when every core switched",
         job.what,
         done.routes,
@@ -565,7 +606,7 @@ fn finish<P: Platform>(core: &mut Core<P>, mut job: Job) {
         job.steps,
         MAX_STEP_US.load(Ordering::Relaxed),
         (uptime_us() - job.asked_us) / 1000,
-    );
+    ));
     drop(r);
     quiescent(core);
     for k in 1..core.fabric().cores() {
@@ -601,7 +642,7 @@ fn fail(job: Job, why: RebuildFailure, e: FibError) {
             blamed(e.1, format_args!("{}; FIB generation {old_gen} stays", e.0))
         }
     };
-    crate::println!("{}: error: {}", job.what, e.0);
+    note(Note::Print, format_args!("{}: error: {}", job.what, e.0));
     if let Source::Upload(_) = job.source {
         *PUT_JOB.lock() = PutJob::Done(Err((why, e)));
     }
@@ -637,6 +678,7 @@ pub fn settle(cores: usize) -> Result<(), FibError> {
         tlb::service();
         core::hint::spin_loop();
     }
+    print_notes();
     BUSY.store(false, Ordering::Relaxed);
     Ok(())
 }
