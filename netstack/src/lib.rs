@@ -38,6 +38,7 @@ extern crate std;
 pub mod acl;
 pub mod config;
 pub mod counters;
+pub mod fib_build;
 pub mod forward;
 pub mod http;
 pub mod router;

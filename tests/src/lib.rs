@@ -295,6 +295,14 @@ impl Rig {
         Rig::start_configured(append, gen, |c| c.icount = true)
     }
 
+    /// [`Rig::start_icount`] with extra QEMU arguments (e.g. `-initrd ROUTES`).
+    pub fn start_icount_with(append: &str, gen: GenConfig, extra_args: Vec<String>) -> Rig {
+        Rig::start_configured(append, gen, |c| {
+            c.icount = true;
+            c.extra_args = extra_args;
+        })
+    }
+
     /// [`Rig::start`] on the dgram backend with QEMU's `host_mtu=mtu` on both NICs (`--mtu`).
     pub fn start_mtu(append: &str, gen: GenConfig, mtu: u16) -> Rig {
         Rig::start_configured(append, gen, |c| {

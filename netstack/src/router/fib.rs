@@ -236,6 +236,14 @@ enum SealCursor {
     Heapify(usize),
     /// Moving the heap's maximum to the end: the heap is `rules[..end]`.
     Extract(usize),
+    /// Reading the sorted rules from `next` on: the depths seen, and the /24s holding rules
+    /// longer than /24 (tbl8 groups needed; `last` the latest such /24).
+    Finish {
+        next: usize,
+        depths: u64,
+        groups: usize,
+        last: Option<u32>,
+    },
 }
 
 /// The sealed rule table's order: by prefix, then length.
@@ -315,6 +323,8 @@ impl<'a> Fib<'a> {
         for e in tbl24.iter_mut() {
             *e.get_mut() = 0;
         }
+        tbl8.fill(0);
+        rules.fill(RuleSlot::EMPTY);
         Self::with_mode(tbl24, tbl8, rules, Mode::Dense)
     }
 
@@ -322,6 +332,27 @@ impl<'a> Fib<'a> {
     /// only, until [`Fib::seal`]; then [`Fib::fill_chunk`] produces tbl24 and
     /// [`Fib::attach_tbl24`] installs it. Lookups before that panic (no tbl24).
     pub fn new_sparse(tbl8: &'a mut [u32], rules: &'a mut [RuleSlot]) -> Result<Fib<'a>, FibError> {
+        tbl8.fill(0);
+        rules.fill(RuleSlot::EMPTY);
+        Self::with_mode(&[], tbl8, rules, Mode::Rules)
+    }
+
+    /// [`Fib::new_sparse`] on storage the caller prepared a bounded step at a time: `tbl8` all
+    /// zero (fresh zeroed pages) and every rule slot [`RuleSlot::EMPTY`]
+    /// (`fib_build::clear_rules`). Only chains the free tbl8 groups (one write
+    /// per group). Debug builds check the preparation.
+    ///
+    /// # Errors
+    /// As [`Fib::new_sparse`].
+    pub fn new_sparse_prepared(
+        tbl8: &'a mut [u32],
+        rules: &'a mut [RuleSlot],
+    ) -> Result<Fib<'a>, FibError> {
+        debug_assert!(tbl8.iter().all(|&e| e == 0), "tbl8 not zeroed");
+        debug_assert!(
+            rules.iter().all(|r| *r == RuleSlot::EMPTY),
+            "rules not cleared"
+        );
         Self::with_mode(&[], tbl8, rules, Mode::Rules)
     }
 
@@ -338,7 +369,6 @@ impl<'a> Fib<'a> {
         {
             return Err(FibError::BadStorage);
         }
-        tbl8.fill(0);
         // Free groups are chained through their first entry (IN_USE clear).
         for g in 0..groups {
             tbl8[g * TBL8_GROUP_LEN] = if g + 1 < groups {
@@ -347,7 +377,6 @@ impl<'a> Fib<'a> {
                 NO_GROUP
             };
         }
-        rules.fill(RuleSlot::EMPTY);
         Ok(Fib {
             tbl24,
             tbl8,
@@ -593,8 +622,9 @@ impl<'a> Fib<'a> {
 
     /// Sparse build: one bounded step of ending the rule phase, for a caller that must keep
     /// doing other work (the boot CPU keeps forwarding while a reload builds). Does at most
-    /// about `budget` units of work (a unit: one rule-table slot moved or one heap sift-down,
-    /// O(log rules) compares) and returns `Ok(true)` once the FIB is sealed. The rule table is
+    /// `budget` units of work (a unit: one rule-table slot moved, one heap sift-down of
+    /// O(log rules) compares, or one sorted rule read for its depth and tbl8 group) and returns
+    /// `Ok(true)` once the FIB is sealed. The rule table is
     /// compacted (used slots first), then heap-sorted in place by (prefix, length) (Williams'
     /// heapsort, CACM 7(6), 1964: in place and resumable at any sift-down, unlike the standard
     /// library's sorts). From the first call the FIB refuses route changes
@@ -647,11 +677,42 @@ impl<'a> Fib<'a> {
                         sift_down(&mut self.rules[..end], 0);
                         left -= 1;
                     }
-                    if end > 1 {
-                        self.mode = Mode::Sealing(SealCursor::Extract(end));
+                    self.mode = Mode::Sealing(if end > 1 {
+                        SealCursor::Extract(end)
                     } else {
-                        return self.seal_finish().map(|()| true);
+                        SealCursor::Finish {
+                            next: 0,
+                            depths: 0,
+                            groups: 0,
+                            last: None,
+                        }
+                    });
+                }
+                Mode::Sealing(SealCursor::Finish {
+                    mut next,
+                    mut depths,
+                    mut groups,
+                    mut last,
+                }) => {
+                    while next < self.rules_used && left > 0 {
+                        let r = self.rules[next];
+                        depths |= 1 << r.depth;
+                        if r.depth > 24 && last != Some(r.prefix >> 8) {
+                            groups += 1;
+                            last = Some(r.prefix >> 8);
+                        }
+                        next += 1;
+                        left -= 1;
                     }
+                    if next == self.rules_used {
+                        return self.seal_finish(depths, groups).map(|()| true);
+                    }
+                    self.mode = Mode::Sealing(SealCursor::Finish {
+                        next,
+                        depths,
+                        groups,
+                        last,
+                    });
                 }
                 Mode::Dense | Mode::Sealed => return Err(FibError::BuildOrder),
             }
@@ -661,20 +722,14 @@ impl<'a> Fib<'a> {
         }
     }
 
-    /// The last step of sealing: the sorted rules' depths and tbl8 group count.
-    fn seal_finish(&mut self) -> Result<(), FibError> {
+    /// The last step of sealing, once the sorted rules were read: their `depths` (bit `d` for
+    /// a rule of length `d`) and the tbl8 `groups` they need.
+    fn seal_finish(&mut self, depths: u64, groups: usize) -> Result<(), FibError> {
         self.mode = Mode::Sealed;
-        let used = &self.rules[..self.rules_used];
-        debug_assert!(used.windows(2).all(|w| rule_key(&w[0]) < rule_key(&w[1])));
-        self.depths = used.iter().fold(0, |m, r| m | 1 << r.depth);
-        let mut groups = 0;
-        let mut last = None;
-        for r in used.iter().filter(|r| r.depth > 24) {
-            if last != Some(r.prefix >> 8) {
-                groups += 1;
-                last = Some(r.prefix >> 8);
-            }
-        }
+        debug_assert!(self.rules[..self.rules_used]
+            .windows(2)
+            .all(|w| rule_key(&w[0]) < rule_key(&w[1])));
+        self.depths = depths;
         if groups > self.tbl8.len() / TBL8_GROUP_LEN - self.tbl8_used {
             return Err(FibError::Tbl8Full);
         }

@@ -27,7 +27,7 @@ pub struct Target {
 }
 
 /// Every target, in the order they run.
-pub const TARGETS: [Target; 7] = [
+pub const TARGETS: [Target; 8] = [
     Target {
         krate: "netstack/fuzz",
         name: "process_frame",
@@ -46,6 +46,11 @@ pub const TARGETS: [Target; 7] = [
     Target {
         krate: "netstack/fuzz",
         name: "mgmt_request",
+        max_len: 4096,
+    },
+    Target {
+        krate: "netstack/fuzz",
+        name: "fib_build",
         max_len: 4096,
     },
     Target {

@@ -140,7 +140,7 @@ struct FuzzArgs {
     /// Seconds per target.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
-    /// Only this target (process_frame, cmdline, routes_file, used_ring, used_ring_big, dd_ring).
+    /// Only this target (process_frame, cmdline, routes_file, mgmt_request, fib_build, used_ring, used_ring_big, dd_ring).
     #[arg(long)]
     only: Option<String>,
     /// libFuzzer's `-seed`: the same seed on an empty corpus tries the same inputs in the same

@@ -84,35 +84,67 @@ impl VaSpace {
     fn is_used(&self, i: usize) -> bool {
         self.used[i / 64] & (1 << (i % 64)) != 0
     }
+    /// Mark pages `start..start + n` used or free, a bitmap word at a time where it can (a
+    /// 64 MiB FIB table is 16,385 pages: a live reload takes and gives back such ranges inside
+    /// a bounded step).
     fn mark(&mut self, start: usize, n: usize, used: bool) {
-        for i in start..start + n {
+        let (mut i, end) = (start, start + n);
+        while i < end {
+            if i.is_multiple_of(64) && i + 64 <= end {
+                self.used[i / 64] = if used { u64::MAX } else { 0 };
+                i += 64;
+                continue;
+            }
             if used {
                 self.used[i / 64] |= 1 << (i % 64);
             } else {
                 self.used[i / 64] &= !(1 << (i % 64));
             }
+            i += 1;
         }
     }
-    /// First fit of `n` free pages, searching from the hint and wrapping once.
+    /// First fit of `n` free pages, searching from the hint and wrapping once; a bitmap word
+    /// at a time where it is all free or all used.
     fn find(&self, n: usize) -> Option<usize> {
-        let mut run = 0;
-        let mut start = 0;
-        for k in 0..VMAP_PAGES + n {
+        let (mut run, mut start, mut k) = (0, 0, 0);
+        while k < VMAP_PAGES + n {
             let i = (self.hint + k) % VMAP_PAGES;
             if i == 0 {
                 run = 0; // a range never wraps around the end of the area
             }
+            if i.is_multiple_of(64) && i + 64 <= VMAP_PAGES {
+                match self.used[i / 64] {
+                    0 => {
+                        if run == 0 {
+                            start = i;
+                        }
+                        run += 64;
+                        if run >= n {
+                            return Some(start);
+                        }
+                        k += 64;
+                        continue;
+                    }
+                    u64::MAX => {
+                        run = 0;
+                        k += 64;
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
             if self.is_used(i) {
                 run = 0;
-                continue;
+            } else {
+                if run == 0 {
+                    start = i;
+                }
+                run += 1;
+                if run == n {
+                    return Some(start);
+                }
             }
-            if run == 0 {
-                start = i;
-            }
-            run += 1;
-            if run == n {
-                return Some(start);
-            }
+            k += 1;
         }
         None
     }

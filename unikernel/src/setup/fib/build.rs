@@ -1,24 +1,27 @@
 //! Building a sparse FIB a bounded step at a time: the boot CPU keeps forwarding while a
 //! reload builds (docs/DESIGN.md, "Live route reload"). A [`Job`] walks the phases
 //! [`Phase::Settle`] (the previous replacement retires first), `Size` (count the routes file's
-//! routes), `File` (add them, each prefix once), `Deltas` (`route=` under them, then the
-//! console's changes), `Seal` (sort the rules,
-//! [`Fib::seal_step`]) and `Tbl24` (fill and map the 16,384 tbl24 chunks); each call of
-//! [`build_step`] runs until its [`Budget`] is spent. The boot FIB is the same job run with
-//! no budget.
+//! routes), `Tables` (map and zero the rule table and tbl8, clear the rule slots), `File` (add
+//! the file's routes, each prefix once), `Deltas` (`route=` under them, then the console's
+//! changes), `Seal` (sort the rules, [`Fib::seal_step`]) and `Tbl24` (fill and map the 16,384
+//! tbl24 chunks); each call of [`build_step`] runs until its [`Budget`] is spent: at most
+//! [`limits`] units of each phase, and [`STEP_US`] of time. The phases' host-buildable parts
+//! (sizing, clearing, adding, sealing) are `netstack::fib_build`'s, unit-tested there with a
+//! 7-route and a 100,000-route build; mapping memory is this file's. The boot FIB is the same
+//! job run with no budget.
 
+use super::PutUpload;
 use super::{
     blamed, err, route_err, router_ports, Blame, FibAreas, FibBuilder, FibError, FibMemory, Reload,
     RouteDelta,
 };
-use super::{PutUpload, MIN_RULES, TBL8_GROUPS_MAX};
 use crate::arch::time::uptime_us;
 use crate::mem::paging::{self, PAGE};
 use crate::mem::vmap::{self, VmArea};
 use core::sync::atomic::AtomicU32;
-use log::info;
 use mm::{Pfn, Zone};
 use netstack::config::{parse_routes_file, RoutesFile, PORTS};
+use netstack::fib_build::{self, fib_sizes, limits, FileError, StepBudget};
 use netstack::router::{
     Existing, Fib, RouterConfig, RuleSlot, Tbl24Chunk, TBL24_CHUNKS, TBL24_CHUNK_LEN, TBL24_LEN,
     TBL8_GROUP_LEN,
@@ -32,16 +35,19 @@ pub(super) const STEP_US: u64 = 200;
 /// Least time a busy boot CPU forwards between two steps (µs): while traffic flows a build
 /// takes at most half of the core (all of it when the core is idle).
 pub(super) const STEP_GAP_US: u64 = 200;
-/// Items (lines, slots, pages, frames) between two clock reads inside a step.
-const CHECK_EVERY: usize = 64;
-/// [`Fib::seal_step`] units (slot moves or heap sift-downs) between two clock reads.
-const SEAL_UNITS: usize = 256;
+/// Units (lines, slots, pages, frames) between two clock reads inside a step.
+const CHECK_EVERY: usize = 16;
 
-/// A step's time budget.
+/// A step's budget: at most [`limits`] units of each phase ([`StepBudget::phase`]), and its
+/// time (the clock read every [`CHECK_EVERY`] units).
 pub(super) struct Budget {
     start_us: u64,
     end_us: u64,
-    calls: usize,
+    /// The current phase's limit and the units it did in this step.
+    limit: usize,
+    used: usize,
+    /// Units since the last clock read.
+    unread: usize,
 }
 
 impl Budget {
@@ -51,24 +57,18 @@ impl Budget {
         Budget {
             start_us: now,
             end_us: now.saturating_add(us),
-            calls: 0,
+            limit: 0,
+            used: 0,
+            unread: 0,
         }
     }
 
-    /// No limit: the boot FIB, and `quit` finishing a retirement.
+    /// No limit, of time or units: the boot FIB, and `quit` finishing a retirement.
     pub(super) fn unlimited() -> Budget {
         Budget {
-            start_us: uptime_us(),
             end_us: u64::MAX,
-            calls: 0,
+            ..Budget::new(0)
         }
-    }
-
-    /// Whether the step's time is up, reading the clock every [`CHECK_EVERY`] calls (for
-    /// cheap items).
-    pub(super) fn spent(&mut self) -> bool {
-        self.calls += 1;
-        self.calls.is_multiple_of(CHECK_EVERY) && self.over()
     }
 
     /// Whether the step's time is up (reads the clock).
@@ -79,6 +79,34 @@ impl Budget {
     /// µs since the step began.
     pub(super) fn elapsed_us(&self) -> u64 {
         uptime_us() - self.start_us
+    }
+}
+
+impl StepBudget for Budget {
+    fn phase(&mut self, limit: usize) {
+        self.limit = if self.end_us == u64::MAX {
+            usize::MAX
+        } else {
+            limit
+        };
+        self.used = 0;
+    }
+
+    fn left(&self) -> usize {
+        self.limit.saturating_sub(self.used)
+    }
+
+    fn spend(&mut self, n: usize) -> bool {
+        self.used = self.used.saturating_add(n);
+        self.unread += n;
+        if self.used >= self.limit {
+            return true;
+        }
+        if self.unread >= CHECK_EVERY {
+            self.unread = 0;
+            return self.over();
+        }
+        false
     }
 }
 
@@ -99,6 +127,9 @@ pub(super) enum Phase {
     Settle,
     /// Counting the routes file's routes, and those longer than /24, to size the tables.
     Size,
+    /// Mapping zeroed pages for tbl8, then the rule table ([`Job::tables`] so far), then
+    /// clearing the rule slots from this one on.
+    Tables(usize),
     /// Adding the routes file's routes (each prefix once).
     File,
     /// Adding `route=` where the routes file has no route for its prefix, then applying the
@@ -128,6 +159,10 @@ pub(super) struct Job {
     counted: (usize, usize),
     /// Routes added from the routes file.
     from_file: usize,
+    /// The tables' sizes (rule slots, tbl8 groups), and their pages mapped so far (tbl8,
+    /// rules).
+    sizes: (usize, usize),
+    tables: (usize, usize),
     router: Option<FibBuilder>,
     fib: Option<Fib<'static>>,
     pub(super) mem: FibMemory,
@@ -153,6 +188,8 @@ impl Job {
             lines: parse_routes_file(""),
             counted: (0, 0),
             from_file: 0,
+            sizes: (0, 0),
+            tables: (0, 0),
             router: None,
             fib: None,
             mem: FibMemory::default(),
@@ -197,36 +234,6 @@ impl Job {
     }
 }
 
-/// Rule slots and tbl8 groups for `routes` routes of which `long` are longer than /24
-/// (counted in the routes file, `route=` and the console's additions). Rule slots: a power of
-/// two with at least 8/7 of them (the rule table's fill limit) for those and each port's three
-/// routes. Groups: at most one per route longer than /24 (each port's local and broadcast /32
-/// included), at most [`TBL8_GROUPS_MAX`] (sealing reports if they do not suffice).
-fn fib_sizes(routes: usize, long: usize) -> (usize, usize) {
-    let n = routes + 3 * PORTS;
-    (
-        (n * 8 / 7 + 1).next_power_of_two().max(MIN_RULES),
-        (long + 2 * PORTS).clamp(1, TBL8_GROUPS_MAX),
-    )
-}
-
-/// For sizing only: the prefix length a routes-file line names (the digits after its `/`; 0
-/// if there are none), or `None` for a blank or comment-only line. Several times cheaper than
-/// parsing the line; a malformed line counts as a route (adding it names the error).
-fn sizing_len(line: &str) -> Option<u8> {
-    let l = line.split('#').next().unwrap_or("").trim();
-    if l.is_empty() {
-        return None;
-    }
-    let digits = l.split_once('/').map_or("", |(_, rest)| rest);
-    Some(
-        digits
-            .bytes()
-            .take_while(u8::is_ascii_digit)
-            .fold(0u8, |n, d| n.saturating_mul(10).saturating_add(d - b'0')),
-    )
-}
-
 /// Run `job` until its FIB is built (`Ok(true)`) or `b` is spent (`Ok(false)`: call again).
 /// `deltas` is `Reload::deltas` (read, not changed).
 ///
@@ -244,19 +251,13 @@ pub(super) fn build_step(
         let done = match job.phase {
             Phase::Settle => return Ok(false),
             Phase::Size => {
-                for line in job.count.by_ref() {
-                    if let Some(len) = sizing_len(line) {
-                        job.counted.0 += 1;
-                        job.counted.1 += usize::from(len > 24);
-                    }
-                    if b.spent() {
-                        return Ok(false);
-                    }
+                if !fib_build::count_routes(&mut job.count, &mut job.counted, b) {
+                    return Ok(false);
                 }
-                start_rules(job, cfg, zone, &deltas[..job.deltas])?;
-                job.phase = Phase::File;
+                size_tables(job, cfg, &deltas[..job.deltas])?;
                 true
             }
+            Phase::Tables(next) => tables(job, cfg, zone, next, b)?,
             Phase::File => add_file_routes(job, b)?,
             Phase::Deltas => {
                 // `route=` (at most MAX_CMDLINE_ROUTES), under the routes file: a prefix the
@@ -295,26 +296,28 @@ pub(super) fn build_step(
 /// (`Ok(true)`, on to [`Phase::Deltas`]).
 fn add_file_routes(job: &mut Job, b: &mut Budget) -> Result<bool, FibError> {
     let router = job.router.as_mut().expect("the rule phase has a router");
-    for r in job.lines.by_ref() {
-        let (line, (net, gw)) = r.map_err(|(line, text, why)| {
-            blamed(Blame::Route, format_args!(
-                "config error: routes file line {line}: `{text}`: {why} (expected PREFIX/LEN,GATEWAY)"
-            ))
-        })?;
-        // One route per prefix in the file (the FIB holds no other static route yet).
-        router.add_static(net, gw, Existing::Refuse).map_err(|e| {
-            route_err(
+    let done = fib_build::add_routes(router, &mut job.lines, &mut job.from_file, b).map_err(
+        |e| match e {
+            FileError::Parse(line, text, why) => blamed(
+                Blame::Route,
+                format_args!(
+            "config error: routes file line {line}: `{text}`: {why} (expected PREFIX/LEN,GATEWAY)"
+        ),
+            ),
+            FileError::Route(line, net, gw, e) => route_err(
                 &e,
                 format_args!("config error: routes file line {line}: {net},{gw}: {e}"),
-            )
-        })?;
-        job.from_file += 1;
-        if b.spent() {
-            return Ok(false);
-        }
+            ),
+        },
+    )?;
+    if !done {
+        return Ok(false);
     }
     if job.text.is_some() {
-        info!("router: {} routes from the routes file", job.from_file);
+        super::note(
+            super::Note::Info,
+            format_args!("router: {} routes from the routes file", job.from_file),
+        );
     }
     job.phase = Phase::Deltas;
     Ok(true)
@@ -324,18 +327,15 @@ fn add_file_routes(job: &mut Job, b: &mut Budget) -> Result<bool, FibError> {
 /// (`Ok(true)`: tbl24's range taken, on to [`Phase::Tbl24`]).
 fn seal(job: &mut Job, b: &mut Budget) -> Result<bool, FibError> {
     let fib = job.fib.as_mut().expect("the seal phase has a FIB");
-    loop {
-        match fib.seal_step(SEAL_UNITS) {
-            Ok(true) => break,
-            Ok(false) if b.over() => return Ok(false),
-            Ok(false) => {}
-            Err(e) => {
-                return Err(err(format_args!(
-                    "router: FIB of {} routes with {} tbl8 groups: {e}",
-                    fib.len(),
-                    fib.tbl8_usage().1
-                )))
-            }
+    match fib_build::seal(fib, b) {
+        Ok(true) => {}
+        Ok(false) => return Ok(false),
+        Err(e) => {
+            return Err(err(format_args!(
+                "router: FIB of {} routes with {} tbl8 groups: {e}",
+                fib.len(),
+                fib.tbl8_usage().1
+            )))
         }
     }
     let area = vmap::alloc_va(TBL24_LEN * 4 / PAGE as usize)
@@ -351,12 +351,13 @@ fn seal(job: &mut Job, b: &mut Budget) -> Result<bool, FibError> {
 fn fill_tbl24(job: &mut Job, zone: &Zone, first: usize, b: &mut Budget) -> Result<bool, FibError> {
     let fib = job.fib.as_mut().expect("the tbl24 phase has a FIB");
     let area = job.areas.tbl24.expect("the tbl24 range was taken");
+    b.phase(limits::TBL24_CHUNKS);
     for c in first..TBL24_CHUNKS {
-        if c > first && b.over() {
-            job.phase = Phase::Tbl24(c);
+        tbl24_chunk(fib, zone, &mut job.mem, &mut job.areas, area, c)?;
+        if c + 1 < TBL24_CHUNKS && b.spend(1) {
+            job.phase = Phase::Tbl24(c + 1);
             return Ok(false);
         }
-        tbl24_chunk(fib, zone, &mut job.mem, &mut job.areas, area, c)?;
     }
     if let Some(s) = job.areas.scratch.take() {
         zone.free_pages_order(s, 0);
@@ -372,14 +373,9 @@ fn fill_tbl24(job: &mut Job, zone: &Zone, first: usize, b: &mut Budget) -> Resul
     Ok(true)
 }
 
-/// The rule phase's start: size and `vmalloc` the rule table and tbl8, install each port's
-/// routes (`route=` follows the routes file, [`Phase::Deltas`]).
-fn start_rules(
-    job: &mut Job,
-    cfg: &Config,
-    zone: &Zone,
-    deltas: &[RouteDelta],
-) -> Result<(), FibError> {
+/// The sizing phase's end: size the rule table and tbl8 for the routes counted, `route=` and
+/// the console's additions, and take their virtual ranges (mapped by [`Phase::Tables`]).
+fn size_tables(job: &mut Job, cfg: &Config, deltas: &[RouteDelta]) -> Result<(), FibError> {
     let adds = deltas
         .iter()
         .filter_map(|d| match d {
@@ -389,44 +385,82 @@ fn start_rules(
         .fold((0, 0), |(n, long), net| {
             (n + 1, long + usize::from(net.len > 24))
         });
-    let (nrules, groups) = fib_sizes(
+    job.sizes = fib_sizes(
         job.counted.0 + cfg.routes.len() + adds.0,
         job.counted.1 + cfg.routes.iter().filter(|r| r.0.len > 24).count() + adds.1,
     );
-    let (mem, areas) = (&mut job.mem, &mut job.areas);
-    let (tbl8, p) = vmalloc_slice::<u32>(zone, groups * TBL8_GROUP_LEN, "tbl8", &mut areas.tbl8)?;
-    mem.tbl8_pages = p;
-    let (rules, p) = vmalloc_slice::<RuleSlot>(zone, nrules, "rule table", &mut areas.rules)?;
-    mem.rule_pages = p;
-    // `new_sparse` clears both tables.
-    let fib = Fib::new_sparse(tbl8, rules).map_err(|e| err(format_args!("router: FIB: {e}")))?;
+    let (nrules, groups) = job.sizes;
+    job.areas.tbl8 = Some(table_va::<u32>(groups * TBL8_GROUP_LEN, "tbl8")?);
+    job.areas.rules = Some(table_va::<RuleSlot>(nrules, "rule table")?);
+    job.phase = Phase::Tables(0);
+    Ok(())
+}
+
+/// A virtual range for `n` elements of `T` (a FIB table), mapped by [`Phase::Tables`].
+fn table_va<T>(n: usize, what: &str) -> Result<VmArea, FibError> {
+    let bytes = n * core::mem::size_of::<T>();
+    vmap::alloc_va(bytes.div_ceil(PAGE as usize))
+        .map_err(|e| err(format_args!("router: FIB {what} ({bytes} bytes): {e}")))
+}
+
+/// [`Phase::Tables`]: map zeroed pages into tbl8's range, then the rule table's (at most
+/// [`limits::TABLE_PAGES`] a step), clear the rule slots from `next` on (at most
+/// [`limits::RULE_SLOTS`] a step), then start the rule phase: the FIB on those tables and a
+/// router holding each port's routes. `Ok(true)` once on to [`Phase::File`].
+fn tables(
+    job: &mut Job,
+    cfg: &Config,
+    zone: &Zone,
+    mut next: usize,
+    b: &mut Budget,
+) -> Result<bool, FibError> {
+    let tbl8 = job.areas.tbl8.expect("sized");
+    let rules = job.areas.rules.expect("sized");
+    b.phase(limits::TABLE_PAGES);
+    for (area, mapped, what) in [
+        (tbl8, &mut job.tables.0, "tbl8"),
+        (rules, &mut job.tables.1, "rule table"),
+    ] {
+        while *mapped < area.pages {
+            let n = b.left().min(area.pages - *mapped);
+            let got = vmap::vmalloc_step(zone, area, *mapped, n).map_err(|e| {
+                err(format_args!(
+                    "router: FIB {what} ({} pages): {e}",
+                    area.pages
+                ))
+            })?;
+            *mapped += got;
+            if b.spend(got) {
+                return Ok(false);
+            }
+        }
+    }
+    job.mem.tbl8_pages = tbl8.pages;
+    job.mem.rule_pages = rules.pages;
+    let (nrules, groups) = job.sizes;
+    // SAFETY: `rules` is a vmap range of ≥ `nrules` 12-byte slots, 4 KiB aligned, every page
+    // mapped writable (above) for this build alone; it is unmapped only when its FIB is
+    // discarded (never published) or retired, after the FIB holding this slice was dropped.
+    // All-zero bytes are a valid `RuleSlot` (integers).
+    let slots = unsafe { core::slice::from_raw_parts_mut(rules.base as *mut RuleSlot, nrules) };
+    let cleared = fib_build::clear_rules(slots, &mut next, b);
+    job.phase = Phase::Tables(next);
+    if !cleared {
+        return Ok(false);
+    }
+    // SAFETY: as `slots`: tbl8's range, mapped (zeroed pages) for this build alone.
+    let tbl8 =
+        unsafe { core::slice::from_raw_parts_mut(tbl8.base as *mut u32, groups * TBL8_GROUP_LEN) };
+    // One write per tbl8 group (at most netstack's TBL8_GROUPS_MAX).
+    let fib =
+        Fib::new_sparse_prepared(tbl8, slots).map_err(|e| err(format_args!("router: FIB: {e}")))?;
     // The MACs do not matter to the FIB (core_router gets the real ones).
     let ports = router_ports(cfg, [MacAddr::default(); PORTS])?;
     let router = FibBuilder::new(fib, &ports, RouterConfig::default())
         .map_err(|e| err(format_args!("config error: ip0/ip1: router: {e}")))?;
     job.router = Some(router);
-    Ok(())
-}
-
-/// `n` elements of `T` from a fresh `vmalloc` recorded in `slot` (zeroed, writable; given
-/// back when the FIB is discarded or retired).
-fn vmalloc_slice<T>(
-    zone: &Zone,
-    n: usize,
-    what: &str,
-    slot: &mut Option<VmArea>,
-) -> Result<(&'static mut [T], usize), FibError> {
-    let bytes = (n * core::mem::size_of::<T>()) as u64;
-    let area = vmap::vmalloc(zone, bytes)
-        .map_err(|e| err(format_args!("router: FIB {what} ({bytes} bytes): {e}")))?;
-    *slot = Some(area);
-    // SAFETY: `area` is a fresh vmap range of ≥ `bytes` zeroed, writable bytes, 4 KiB aligned,
-    // mapped for us alone. It is unmapped only when its FIB is discarded (never published) or
-    // retired (after every core that could read it switched to a newer FIB and the slice's
-    // FIB record was dropped): no reference outlives the mapping. Callers use only types for
-    // which all-zero bytes are valid (u32, RuleSlot's integers).
-    let s = unsafe { core::slice::from_raw_parts_mut(area.base as *mut T, n) };
-    Ok((s, area.pages))
+    job.phase = Phase::File;
+    Ok(true)
 }
 
 /// The build's scratch page (a fresh zone page, recorded in `areas` until it is used).

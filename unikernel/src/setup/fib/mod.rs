@@ -18,7 +18,7 @@
 //!
 //! Past ~800 lines because the boot build, the console's changes, the live reload's stepped
 //! build, publish and retirement, and the `PUT /routes` path all act on the one published FIB
-//! and its slot pool (the build steps and retirement have files of their own).
+//! and its slot pool (the build steps, retirement and `PUT` bodies have files of their own).
 
 // Boot-time errors carry their context as text (no heap to box it in); they are returned once,
 // printed and fatal, so their size does not matter.
@@ -26,11 +26,12 @@
 
 mod build;
 mod retire;
+mod upload;
 
 use crate::arch::time::uptime_us;
 use crate::dataplane::{Core, CoreRouter, Platform};
 use crate::mem::paging::PAGE;
-use crate::mem::vmap::{self, VmArea};
+use crate::mem::vmap::VmArea;
 use crate::percpu::{current_cpu, MAX_CPUS};
 use crate::tlb;
 use build::{build_step, Budget, Job, Phase, Source, STEP_GAP_US, STEP_US};
@@ -45,15 +46,12 @@ use netstack::router::{Fib, PortConfig, RouteCheck, Router, RouterConfig, TBL24_
 use netstack::stats::FibStats;
 use netstack::{Config, MacAddr};
 use retire::{give_back, retire_step, Retire};
+pub use upload::{put_busy, release_uploads_step, submit_put, take_put_result, PutUpload};
+use upload::{PutJob, PUT_JOB, UPLOAD_PAGES};
 
 /// The router that builds the FIB on the boot CPU.
 type FibBuilder = Router<'static, mm::Pfn>;
 
-/// Most DIR-24-8 second-level groups (256 entries, 1 KiB each): prefixes longer than /24
-/// under at most 1024 distinct /24s (1 MiB). Fewer are `vmalloc`'d when fewer can be needed.
-const TBL8_GROUPS_MAX: usize = 1024;
-/// Fewest rule slots (a power of two).
-const MIN_RULES: usize = 64;
 /// Distinct uniform-chunk values that get a shared page; a chunk whose value finds no room
 /// here gets a page of its own (correct, just not shared). Seen: a handful (no route, the
 /// default route, a few short prefixes).
@@ -72,6 +70,48 @@ pub enum Blame {
     /// The router's own limits (memory, rule slots, tbl8 groups, next hops) or its state
     /// (`PUT /routes` answers 500).
     Router,
+}
+
+/// Whether a [`note`] goes out as a boot-log `INFO` line or a plain console line.
+#[derive(Copy, Clone)]
+enum Note {
+    Info,
+    Print,
+}
+
+/// Most [`note`]s waiting (a step writes at most four: the routes count, the FIB's two log
+/// lines and the publish line, or a retirement's line, or an error).
+const NOTES: usize = 6;
+
+/// Console lines composed inside a build or retirement step, printed after it
+/// ([`print_notes`]): serial output costs the host a write per byte under QEMU, a long line
+/// milliseconds, so it stays out of the measured step (`fib.max_step_us`).
+static PENDING_NOTES: spin::Mutex<heapless::Vec<(Note, heapless::String<512>), NOTES>> =
+    spin::Mutex::new(heapless::Vec::new());
+
+/// Keep a console line for [`print_notes`] (printed at once if the queue is full; cut at
+/// 512 bytes).
+fn note(kind: Note, args: core::fmt::Arguments<'_>) {
+    let mut s = heapless::String::new();
+    let _ = s.write_fmt(args);
+    if let Err((kind, s)) = PENDING_NOTES.lock().push((kind, s)) {
+        emit(kind, &s);
+    }
+}
+
+fn emit(kind: Note, s: &str) {
+    match kind {
+        Note::Info => info!("{s}"),
+        Note::Print => crate::println!("{s}"),
+    }
+}
+
+/// Print the lines the last step kept ([`note`]), outside the measured step.
+fn print_notes() {
+    let notes = core::mem::take(&mut *PENDING_NOTES.lock());
+    for (kind, s) in &notes {
+        emit(*kind, s);
+    }
 }
 
 fn err(args: core::fmt::Arguments<'_>) -> FibError {
@@ -290,14 +330,14 @@ impl FibMemory {
 /// Log what a FIB is made of.
 fn log_fib(what: &str, rec: &FibRecord, job: &Job) {
     let (fib, mem) = (&rec.fib, &rec.mem);
-    info!(
+    note(Note::Info, format_args!(
         "router: {what} generation {}: {} routes in the FIB (connected, local, broadcast, static); {} of {} tbl8 groups used",
         rec.generation,
         fib.len(),
         fib.tbl8_usage().0,
         fib.tbl8_usage().1,
-    );
-    info!(
+    ));
+    note(Note::Info, format_args!(
         "router: FIB tbl24 {} chunks: {} real chunk pages, {} uniform chunks on {} shared pages; \
          FIB memory {} KiB (tbl24 {} KiB, tbl8 {} KiB, rules {} KiB); built in {} ms (rules {} ms, tbl24 {} ms) over {} steps",
         TBL24_CHUNKS,
@@ -312,7 +352,7 @@ fn log_fib(what: &str, rec: &FibRecord, job: &Job) {
         job.rules_us / 1000,
         (job.work_us - job.rules_us) / 1000,
         job.steps,
-    );
+    ));
 }
 
 /// Put `rec` in free slot `slot` and publish it as generation `generation` (RCU publish:
@@ -372,6 +412,7 @@ pub fn build_fib(
         Err(e) => {
             job.discard();
             give_back(zone, core::mem::take(&mut job.areas));
+            print_notes();
             return Err(e);
         }
     }
@@ -383,6 +424,7 @@ pub fn build_fib(
     // SAFETY: just published in slot 0 by this CPU; only read here.
     let rec = unsafe { (*SLOTS[0].0.get()).as_ref() }.expect("just published");
     log_fib("boot FIB", rec, &job);
+    print_notes();
     Ok(())
 }
 
@@ -426,6 +468,8 @@ pub fn poll_build<P: Platform>(core: &mut Core<P>, idle: bool) {
     let mut b = Budget::new(STEP_US);
     step(core, &mut b);
     MAX_STEP_US.fetch_max(b.elapsed_us(), Ordering::Relaxed);
+    // The step's console lines, outside its measured time.
+    print_notes();
     NEXT_STEP_US.store(uptime_us() + STEP_GAP_US, Ordering::Relaxed);
 }
 
@@ -501,14 +545,14 @@ fn step_retire(cores: usize, zone: &Zone, b: &mut Budget) -> bool {
     LAST_SWAP_US.store(rt.swap_us, Ordering::Relaxed);
     RETIRED.fetch_add(1, Ordering::Relaxed);
     RETIRE_BATCHES.fetch_add(rt.batches, Ordering::Relaxed);
-    crate::println!(
+    note(Note::Print, format_args!(
         "routes: FIB generation {} retired: {} pages freed after {} shootdown batch(es), {} us of work; every core switched within {} us",
         rec.generation,
         rec.mem.pages(),
         rt.batches,
         rt.work_us,
         rt.swap_us,
-    );
+    ));
     true
 }
 
@@ -554,7 +598,7 @@ fn finish<P: Platform>(core: &mut Core<P>, mut job: Job) {
         pages: rec.mem.pages(),
         build_ms: job.work_us / 1000,
     };
-    crate::println!(
+    note(Note::Print, format_args!(
         "{}: FIB generation {generation} published: {} routes, {} pages, built in {} ms (rules {} ms, tbl24 {} ms) over {} steps (longest {} us so far), {} ms after it was asked; generation {old_gen} retires when every core switched",
         job.what,
         done.routes,
@@ -565,7 +609,7 @@ fn finish<P: Platform>(core: &mut Core<P>, mut job: Job) {
         job.steps,
         MAX_STEP_US.load(Ordering::Relaxed),
         (uptime_us() - job.asked_us) / 1000,
-    );
+    ));
     drop(r);
     quiescent(core);
     for k in 1..core.fabric().cores() {
@@ -601,7 +645,7 @@ fn fail(job: Job, why: RebuildFailure, e: FibError) {
             blamed(e.1, format_args!("{}; FIB generation {old_gen} stays", e.0))
         }
     };
-    crate::println!("{}: error: {}", job.what, e.0);
+    note(Note::Print, format_args!("{}: error: {}", job.what, e.0));
     if let Source::Upload(_) = job.source {
         *PUT_JOB.lock() = PutJob::Done(Err((why, e)));
     }
@@ -637,6 +681,7 @@ pub fn settle(cores: usize) -> Result<(), FibError> {
         tlb::service();
         core::hint::spin_loop();
     }
+    print_notes();
     BUSY.store(false, Ordering::Relaxed);
     Ok(())
 }
@@ -782,188 +827,6 @@ pub enum RebuildFailure {
     Route,
     /// The build failed on the router's own limits: memory, rule slots, tbl8 groups (500).
     Build,
-}
-
-/// Pages held by `PUT` bodies (`/routes`: being received or kept as the routes file;
-/// `/rules`: being received or waiting for the rebuild; either: being given back).
-static UPLOAD_PAGES: AtomicU64 = AtomicU64::new(0);
-
-/// Pages a `PUT` body's buffer gains ([`PutUpload::grow`]) or gives back
-/// ([`release_uploads_step`]) per step, i.e. per management-plane poll: 32 pages (128 KiB
-/// zeroed or freed), ahead of the 16 KiB a socket delivers per poll.
-pub const UPLOAD_STEP_PAGES: usize = 32;
-
-/// Dropped `PUT` bodies whose pages go back [`UPLOAD_STEP_PAGES`] per step: each range and
-/// the next page of it to free. More at once than it holds (never with one upload at a time:
-/// one receiving, one kept, one with the ACL) are freed at once.
-static RELEASING: spin::Mutex<heapless::Deque<(VmArea, usize), 4>> =
-    spin::Mutex::new(heapless::Deque::new());
-
-/// A `PUT` body (`/routes`, or the ACL's `/rules`): a range of the vmap area for its
-/// `Content-Length`, backed by zeroed order-0 pages (so an 8 MiB body needs no high-order
-/// block) as it fills ([`PutUpload::grow`], a bounded step at a time), given back a bounded
-/// step at a time after it is dropped ([`release_uploads_step`]). Only the boot CPU (which
-/// runs the management plane and the rebuild) ever touches it, so its pages go back with a
-/// local flush only.
-pub struct PutUpload {
-    area: Option<VmArea>,
-    len: usize,
-    /// Pages of `area` mapped (from its start).
-    mapped: usize,
-}
-
-impl PutUpload {
-    /// A buffer for a body of `len` bytes: its virtual range only; [`PutUpload::grow`] backs
-    /// it.
-    ///
-    /// # Errors
-    /// The vmap area has no free range that long.
-    pub fn new(len: usize) -> Result<PutUpload, FibError> {
-        if len == 0 {
-            return Ok(PutUpload {
-                area: None,
-                len,
-                mapped: 0,
-            });
-        }
-        let area = vmap::alloc_va(len.div_ceil(PAGE as usize))
-            .map_err(|e| err(format_args!("no memory for a {len}-byte body: {e}")))?;
-        Ok(PutUpload {
-            area: Some(area),
-            len,
-            mapped: 0,
-        })
-    }
-
-    /// Back the buffer with zeroed pages up to byte `upto` (at most the body's length), at
-    /// most [`UPLOAD_STEP_PAGES`] per call. Returns the bytes usable now ([`PutUpload::buf_mut`]).
-    ///
-    /// # Errors
-    /// The zone ran out (the pages mapped so far stay, freed with the upload).
-    pub fn grow(&mut self, upto: usize) -> Result<usize, FibError> {
-        let Some(area) = self.area else {
-            return Ok(0);
-        };
-        let want = upto.min(self.len).div_ceil(PAGE as usize);
-        if want > self.mapped {
-            let zone = crate::mem::ZONE.get().expect("the zone is up");
-            let n = (want - self.mapped).min(UPLOAD_STEP_PAGES);
-            let got = vmap::vmalloc_step(zone, area, self.mapped, n)
-                .map_err(|e| err(format_args!("no memory for a {}-byte body: {e}", self.len)))?;
-            self.mapped += got;
-            UPLOAD_PAGES.fetch_add(got as u64, Ordering::Relaxed);
-        }
-        Ok(self.ready())
-    }
-
-    /// Bytes backed by pages so far.
-    fn ready(&self) -> usize {
-        (self.mapped * PAGE as usize).min(self.len)
-    }
-
-    /// The buffer as far as it is backed ([`PutUpload::grow`]).
-    pub fn buf_mut(&mut self) -> &mut [u8] {
-        match self.area {
-            // SAFETY: the first `ready()` bytes of a vmap range mapped writable for this
-            // upload alone, unmapped only after `drop`, which takes `self` (so no slice
-            // outlives it).
-            Some(a) => unsafe { core::slice::from_raw_parts_mut(a.base as *mut u8, self.ready()) },
-            None => &mut [],
-        }
-    }
-
-    /// The body as text. Only called on a complete body whose every line was checked (UTF-8,
-    /// the file's syntax) as it streamed in; a body that is not UTF-8 (or not all backed)
-    /// reads as empty. The `'static` text must not outlive the upload.
-    pub(crate) fn text(&self) -> &'static str {
-        let bytes: &[u8] = match self.area {
-            // SAFETY: as `buf_mut`; the `'static` text is kept only while the upload is (in
-            // `Reload::upload`, `routes_file` dropped with it) or used within one build.
-            Some(a) if self.ready() == self.len => unsafe {
-                core::slice::from_raw_parts(a.base as *const u8, self.len)
-            },
-            _ => &[],
-        };
-        core::str::from_utf8(bytes).unwrap_or("")
-    }
-}
-
-impl Drop for PutUpload {
-    /// Queue the range for [`release_uploads_step`] (its pages stay counted until freed); at
-    /// once only if the queue is full.
-    fn drop(&mut self) {
-        let Some(area) = self.area.take() else {
-            return;
-        };
-        if let Err((area, _)) = RELEASING.lock().push_back((area, 0)) {
-            let zone = crate::mem::ZONE.get().expect("the zone is up");
-            let (_, freed) = vmap::vfree_step(zone, area, 0, area.pages);
-            UPLOAD_PAGES.fetch_sub(freed as u64, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Boot CPU (the management plane's poll): give back up to [`UPLOAD_STEP_PAGES`] pages of
-/// dropped `PUT` bodies, and the range of each whose pages are all back.
-pub fn release_uploads_step() {
-    let mut q = RELEASING.lock();
-    let Some((area, next)) = q.front_mut() else {
-        return;
-    };
-    let zone = crate::mem::ZONE.get().expect("the zone is up");
-    let (end, freed) = vmap::vfree_step(zone, *area, *next, UPLOAD_STEP_PAGES);
-    UPLOAD_PAGES.fetch_sub(freed as u64, Ordering::Relaxed);
-    *next = end;
-    if end == area.pages {
-        q.pop_front();
-    }
-}
-
-/// The hand-off between the management plane (in the poll loop, on the boot CPU) and its
-/// housekeeping (the quiescent point where a rebuild may run).
-// One static slot (no heap to box the error in): the size does not matter.
-#[allow(clippy::large_enum_variant)]
-pub enum PutJob {
-    /// Nothing asked.
-    Idle,
-    /// A complete, checked body waiting for housekeeping.
-    Pending(PutUpload),
-    /// Its build is under way.
-    Started,
-    /// What the rebuild did, for the management plane to answer.
-    Done(Result<Published, (RebuildFailure, FibError)>),
-}
-
-static PUT_JOB: spin::Mutex<PutJob> = spin::Mutex::new(PutJob::Idle);
-
-/// Management plane: hand a complete, checked `PUT /routes` body to housekeeping. Returns it
-/// back if a job is already pending or unanswered.
-pub fn submit_put(upload: PutUpload) -> Result<(), PutUpload> {
-    let mut j = PUT_JOB.lock();
-    match *j {
-        PutJob::Idle => {
-            *j = PutJob::Pending(upload);
-            Ok(())
-        }
-        _ => Err(upload),
-    }
-}
-
-/// Management plane: whether a job is pending or unanswered (a new upload waits its turn).
-pub fn put_busy() -> bool {
-    !matches!(*PUT_JOB.lock(), PutJob::Idle)
-}
-
-/// Management plane: the result of the submitted job once housekeeping ran it.
-pub fn take_put_result() -> Option<Result<Published, (RebuildFailure, FibError)>> {
-    let mut j = PUT_JOB.lock();
-    match core::mem::replace(&mut *j, PutJob::Idle) {
-        PutJob::Done(r) => Some(r),
-        other => {
-            *j = other;
-            None
-        }
-    }
 }
 
 /// Boot CPU housekeeping: start a pending `PUT /routes` once no build is under way. The body

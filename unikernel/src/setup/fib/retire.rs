@@ -1,5 +1,6 @@
 //! Giving a FIB's memory back. A replaced FIB is retired after its RCU grace period a bounded
-//! step at a time ([`retire_step`]): its vmap ranges unmapped into one flush batch, one
+//! step at a time ([`retire_step`]; at most `limits::UNMAP_PAGES` pages unmapped and
+//! `limits::FREE_FRAMES` frames freed per step): its vmap ranges unmapped into one flush batch, one
 //! batched shootdown to the routing cores (dispatched, then polled between steps), then its
 //! frames freed and its ranges released. A FIB that was never published (a failed or
 //! abandoned build) and a `PUT /routes` body were seen by this CPU alone: [`give_back`] in one
@@ -13,6 +14,7 @@ use crate::tlb;
 use core::sync::atomic::Ordering;
 use mm::tlb::{CpuMask, Dispatched, FlushBatch};
 use mm::{Pfn, Zone};
+use netstack::fib_build::{limits, StepBudget};
 
 /// Frames one retirement batch holds: 16,384 (128 KiB of `.bss`), above the 14,650 frames of
 /// the 100,000-route FIB (docs/benchmarks-journal.md "Sparse FIB memory"), so that one retires with one
@@ -22,7 +24,7 @@ const RETIRE_FRAMES: usize = 16 * 1024;
 /// few more CR3 reloads on a large failed build and nothing else.
 const DISCARD_FRAMES: usize = 1024;
 /// Frames handed back to the zone between two clock reads.
-const FREE_CHUNK: usize = 64;
+const FREE_CHUNK: usize = 32;
 
 /// The batch retirements unmap into: the boot CPU's only.
 static RETIRE_BATCH: spin::Mutex<FlushBatch<RETIRE_FRAMES>> = spin::Mutex::new(FlushBatch::new());
@@ -126,11 +128,16 @@ fn run(rt: &mut Retire, cores: usize, zone: &Zone, b: &mut Budget) -> bool {
                 rt.phase = RetirePhase::Free(d);
             }
             RetirePhase::Free(d) => {
-                while tlb::complete_some(&d, &mut *batch, FREE_CHUNK, |p| {
-                    zone.free_pages_order(p, 0);
-                }) > 0
-                {
-                    if b.over() {
+                b.phase(limits::FREE_FRAMES);
+                loop {
+                    let n = b.left().min(FREE_CHUNK);
+                    let held = tlb::complete_some(&d, &mut *batch, n, |p| {
+                        zone.free_pages_order(p, 0);
+                    });
+                    if held == 0 {
+                        break;
+                    }
+                    if b.spend(n) {
                         rt.phase = RetirePhase::Free(d);
                         return false;
                     }
@@ -167,6 +174,7 @@ fn unmap(
         batch,
         batches: &mut rt.batches,
     };
+    b.phase(limits::UNMAP_PAGES);
     while area < ranges.len() {
         if let Some(a) = ranges[area] {
             while page < a.pages {
@@ -177,7 +185,7 @@ fn unmap(
                     }
                 }
                 page += 1;
-                if b.spent() {
+                if b.spend(1) {
                     return Some((area, page));
                 }
             }
