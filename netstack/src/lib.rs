@@ -41,6 +41,7 @@ pub mod counters;
 pub mod fib_build;
 pub mod forward;
 pub mod http;
+pub mod rng;
 pub mod router;
 pub mod simframes;
 pub mod stats;

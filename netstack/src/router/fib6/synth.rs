@@ -8,7 +8,7 @@
 //! /48s and /64s sit under a /32 already in the set.
 
 use super::Route6;
-use crate::acl::classbench::Rng;
+use crate::rng::Rng;
 
 /// Prefix lengths and their weights (per thousand routes).
 const MIX: [(u8, u32); 8] = [
