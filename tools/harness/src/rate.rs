@@ -114,6 +114,37 @@ impl Sizes {
     }
 }
 
+/// What a trial's frames vary besides their size (`bench --search --flows`, `--routes N`):
+/// frame `i` is flow `i % flows` (UDP source port `10000 + i % flows`, [`gen::UDP_SRC_PORT_BASE`])
+/// to destination `dsts[i % dsts.len()]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// UDP flows the frames cycle over (at least 1).
+    pub flows: u16,
+    /// IPv4 destinations the frames cycle over (at least one; default the host behind port 1,
+    /// 10.0.1.2).
+    pub dsts: Vec<[u8; 4]>,
+}
+
+impl Default for Offer {
+    fn default() -> Self {
+        Offer {
+            flows: 1,
+            dsts: vec![gen::peer_ip(1)],
+        }
+    }
+}
+
+impl Offer {
+    /// Flow and destination of frame `i`: `(i % flows, dsts[i % dsts.len()])`.
+    pub fn frame(&self, i: u64) -> (u16, [u8; 4]) {
+        (
+            (i % u64::from(self.flows.max(1))) as u16,
+            self.dsts[(i % self.dsts.len() as u64) as usize],
+        )
+    }
+}
+
 /// Latency of the frames received in one trial, microseconds, from the HDR histogram.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Latency {
@@ -309,6 +340,7 @@ struct Sent {
 fn pace_and_send(
     tx: &HostSock,
     sizes: &Sizes,
+    offer: &Offer,
     rate_pps: f64,
     seconds: f64,
     seq_base: u64,
@@ -335,7 +367,8 @@ fn pace_and_send(
             break;
         }
         let size = sizes.cycle[(i % sizes.cycle.len() as u64) as usize];
-        gen::build_frame_into(&mut buf, 0, seq_base + i, 0, size - FCS_LEN)?;
+        let (flow, dst) = offer.frame(i);
+        gen::build_frame_to(&mut buf, 0, seq_base + i, flow, dst, size - FCS_LEN)?;
         loop {
             let now = base.elapsed().as_nanos() as u64;
             if now >= due_ns {
@@ -414,6 +447,31 @@ pub fn trial(
     seconds: f64,
     seq_base: u64,
 ) -> Result<Trial> {
+    trial_with(
+        tx,
+        rx,
+        sizes,
+        &Offer::default(),
+        rate_pps,
+        seconds,
+        seq_base,
+    )
+}
+
+/// [`trial`] with frames that cycle over `offer`'s flows and destinations.
+///
+/// # Errors
+/// As [`trial`]; `offer` has no destination.
+pub fn trial_with(
+    tx: &HostSock,
+    rx: &HostSock,
+    sizes: &Sizes,
+    offer: &Offer,
+    rate_pps: f64,
+    seconds: f64,
+    seq_base: u64,
+) -> Result<Trial> {
+    ensure!(!offer.dsts.is_empty(), "an offer with no destination");
     ensure!(seconds > 0.0, "trial of {seconds} s");
     ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
     tx.set_nonblocking(true).context("non-blocking sends")?;
@@ -457,7 +515,7 @@ pub fn trial(
             // SAFETY: PR_SET_TIMERSLACK takes an integer argument and touches only this
             // thread's timer slack.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-            pace_and_send(tx, sizes, rate_pps, seconds, seq_base, base)
+            pace_and_send(tx, sizes, offer, rate_pps, seconds, seq_base, base)
         });
         let sent = sender.join().expect("sender panicked");
         std::thread::sleep(DRAIN);
@@ -592,6 +650,37 @@ pub fn ceiling(sizes: &Sizes, seconds: f64) -> Result<Ceiling> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offered_frames_cycle_over_flows_and_destinations() {
+        let o = Offer {
+            flows: 3,
+            dsts: vec![[192, 0, 2, 1], [198, 51, 100, 1]],
+        };
+        let got: Vec<_> = (0..6).map(|i| o.frame(i)).collect();
+        assert_eq!(
+            got,
+            [
+                (0, [192, 0, 2, 1]),
+                (1, [198, 51, 100, 1]),
+                (2, [192, 0, 2, 1]),
+                (0, [198, 51, 100, 1]),
+                (1, [192, 0, 2, 1]),
+                (2, [198, 51, 100, 1]),
+            ]
+        );
+        assert_eq!(Offer::default().frame(5), (0, [10, 0, 1, 2]));
+        let mut buf = Vec::new();
+        gen::build_frame_to(&mut buf, 0, 9, 2, [198, 51, 100, 1], 60).unwrap();
+        let v = gen::validate_frame(&buf).unwrap();
+        assert_eq!(v.seq, 9);
+        assert_eq!(&buf[30..34], &[198, 51, 100, 1], "IPv4 destination");
+        assert_eq!(
+            &buf[34..36],
+            &10_002u16.to_be_bytes(),
+            "UDP source port of flow 2"
+        );
+    }
 
     #[test]
     fn imix_is_seven_four_one() {
