@@ -52,7 +52,9 @@ pub struct SearchReport {
 /// and printed in every row's line ([`Dimensions::label`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Dimensions {
-    /// `"port0->port1"`: frames offered into port 0 only (bidirectional is not offered).
+    /// `"port0->port1"`: frames offered into port 0 only; `"both"` (`--bidir`): the same
+    /// rate into each port at once, rates per direction, each trial's directions apart in
+    /// its `directions`.
     pub direction: &'static str,
     /// The ports' NIC model (`--nic`): `virtio`, `e1000e`, or `mixed` (virtio-net on port 0,
     /// where frames enter; e1000e on port 1, where they leave).
@@ -80,14 +82,16 @@ pub struct Dimensions {
 
 impl Default for Dimensions {
     fn default() -> Self {
-        Dimensions::new(qemu::NicModel::Virtio, 1, None, None)
+        Dimensions::new(false, qemu::NicModel::Virtio, 1, None, None)
     }
 }
 
 impl Dimensions {
-    /// One direction, one core, one queue per port; `nic`, `flows` flows, and the generated
-    /// `fib` (frames spread over its routes) or a routes file's path.
+    /// One core, one queue per port; one direction or both (`bidir`), `nic`, `flows` flows,
+    /// and the generated `fib` (frames into port 0 spread over its routes) or a routes
+    /// file's path.
     pub fn new(
+        bidir: bool,
         nic: qemu::NicModel,
         flows: u16,
         fib: Option<&crate::fib::Fib>,
@@ -104,8 +108,18 @@ impl Dimensions {
             ),
             None => "10.0.1.2".into(),
         };
+        let destinations = if bidir {
+            format!("{destinations} (into port 0); 10.0.0.2 (into port 1)")
+        } else {
+            destinations
+        };
         let mut label = format!(
-            "port 0 -> 1, {}, {} flow{}, 1 core x 1 queue",
+            "{}, {}, {} flow{}, 1 core x 1 queue",
+            if bidir {
+                "ports 0 <-> 1"
+            } else {
+                "port 0 -> 1"
+            },
             nic.name(),
             offer.flows,
             if offer.flows == 1 { "" } else { "s" }
@@ -117,7 +131,7 @@ impl Dimensions {
             let _ = write!(label, ", routes file {p}");
         }
         Dimensions {
-            direction: "port0->port1",
+            direction: if bidir { "both" } else { "port0->port1" },
             nic: nic.name().into(),
             flows: offer.flows,
             fib_routes: fib.map(|f| f.routes.len()),
@@ -364,7 +378,19 @@ pub fn run(
         size: 64,
         ..Default::default()
     })?;
+    // One way: the generator's port-0 socket sends, its port-1 socket receives. Both ways:
+    // the generator's sockets receive, and a sender socket of its own per port sends (a
+    // socket's non-blocking flag is shared by its sender and receiver).
     let (tx, rx) = (generator.socket(0)?, generator.socket(1)?);
+    let back = if dims.direction == "both" {
+        Some((
+            rate::sender(tmp.path(), 0)?,
+            rate::sender(tmp.path(), 1)?,
+            generator.socket(0)?,
+        ))
+    } else {
+        None
+    };
     if let Some(q) = qlen_used {
         eprintln!("search: host: net.unix.max_dgram_qlen = {q} for QEMU's socket (host default {qlen_default:?}): it holds {q} frames; a send beyond that is refused and counted as dropped at the host");
     }
@@ -385,7 +411,18 @@ pub fn run(
     let guest_ref = &g;
     let mut run = |sizes: &Sizes, pps: f64, seconds: f64| -> Result<Trial> {
         let before = dut.drops(guest_ref)?;
-        let mut t = rate::trial_with(&tx, &rx, sizes, &dims.offer, pps, seconds, seq_base)?;
+        let mut t = match &back {
+            Some((tx0, tx1, rx0)) => rate::trial_bidir(
+                [tx0, tx1],
+                [rx0, &rx],
+                sizes,
+                &dims.offer,
+                pps,
+                seconds,
+                seq_base,
+            )?,
+            None => rate::trial_with(&tx, &rx, sizes, &dims.offer, pps, seconds, seq_base)?,
+        };
         seq_base += t.offered + 1;
         let counted = before.is_some();
         if let (Some(before), Some(after)) = (before, dut.drops(guest_ref)?) {
@@ -416,6 +453,9 @@ pub fn run(
             },
             t.unattributed
         );
+        if !t.directions.is_empty() {
+            eprintln!("search:     {}", per_direction(&t));
+        }
         Ok(t)
     };
     let mut results = Vec::new();
@@ -479,6 +519,29 @@ pub fn compare(gannet: &SearchReport, peer: &SearchReport) -> String {
         );
     }
     s
+}
+
+/// A bidirectional trial's directions in one line: each one's offered, received, loss,
+/// refused and p99 latency.
+pub fn per_direction(t: &Trial) -> String {
+    t.directions
+        .iter()
+        .map(|d| {
+            format!(
+                "port {} -> {}: offered {}, received {}, loss {:.3} % (refused at the host {}), p99 {}",
+                d.direction.unwrap_or(0),
+                1 - d.direction.unwrap_or(0).min(1),
+                d.offered,
+                d.received,
+                d.loss * 100.0,
+                d.refused,
+                d.latency
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |l| format!("{:.1} µs", l.p99_us))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The human-readable summary of one row; `dims` is [`Dimensions::label`].
@@ -549,6 +612,9 @@ pub fn describe(r: &RowResult, c: &Ceiling, accel: &str, dims: &str) -> String {
                 x.p999_us,
                 x.max_us
             );
+            if !l.trial.directions.is_empty() {
+                let _ = writeln!(s, "    {}", per_direction(&l.trial));
+            }
         }
     }
     let _ = writeln!(s, "  {} trials", r.trials.len());
@@ -623,7 +689,7 @@ mod tests {
         assert_eq!(d.offer, rate::Offer::default());
         assert_eq!(d.destinations, "10.0.1.2");
         let fib = crate::fib::Fib::generate(3, 7).unwrap();
-        let d = Dimensions::new(qemu::NicModel::E1000e, 16, Some(&fib), None);
+        let d = Dimensions::new(false, qemu::NicModel::E1000e, 16, Some(&fib), None);
         assert_eq!(
             d.label,
             "port 0 -> 1, e1000e, 16 flows, 1 core x 1 queue, FIB of 3 routes"
@@ -637,10 +703,38 @@ mod tests {
         assert_eq!(v["fib_routes"], 3);
         assert_eq!(v["direction"], "port0->port1");
         assert!(v.get("offer").is_none());
-        let d = Dimensions::new(qemu::NicModel::Mixed, 0, None, Some("r.txt".into()));
+        let d = Dimensions::new(false, qemu::NicModel::Mixed, 0, None, Some("r.txt".into()));
         assert_eq!(
             d.label,
             "port 0 -> 1, mixed, 1 flow, 1 core x 1 queue, routes file r.txt"
+        );
+        let d = Dimensions::new(true, qemu::NicModel::Virtio, 2, None, None);
+        assert_eq!(d.label, "ports 0 <-> 1, virtio, 2 flows, 1 core x 1 queue");
+        assert_eq!(d.direction, "both");
+        assert_eq!(
+            d.destinations,
+            "10.0.1.2 (into port 0); 10.0.0.2 (into port 1)"
+        );
+    }
+
+    #[test]
+    fn a_bidirectional_trial_prints_each_direction() {
+        let leg = |d: usize, received: u64, refused: u64| Trial {
+            direction: Some(d),
+            offered: 100,
+            received,
+            refused,
+            loss: (100 - received) as f64 / 100.0,
+            ..Default::default()
+        };
+        let t = Trial {
+            directions: vec![leg(0, 100, 0), leg(1, 90, 10)],
+            ..Default::default()
+        };
+        assert_eq!(
+            per_direction(&t),
+            "port 0 -> 1: offered 100, received 100, loss 0.000 % (refused at the host 0), p99 -; \
+             port 1 -> 0: offered 100, received 90, loss 10.000 % (refused at the host 10), p99 -"
         );
     }
 

@@ -411,8 +411,9 @@ struct BenchArgs {
     /// frame i on flow i % N; destination address and port unchanged).
     #[arg(long, default_value_t = 1, requires = "search")]
     flows: u16,
-    /// With --search: offer both directions (refused: the search offers port 0 -> port 1
-    /// only; README, "Throughput and latency search").
+    /// With --search: offer both directions, the same rate into each port at once (two paced
+    /// senders); rates are per direction, each trial's loss and latency per direction in its
+    /// `directions`.
     #[arg(long, requires = "search")]
     bidir: bool,
     /// With --search: duration of the generator's ceiling run per row, s.

@@ -21,9 +21,6 @@ const FIB_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 /// search cannot run it, and the FIB to generate for `--routes N`. Boots nothing.
 fn dimensions(a: &BenchArgs) -> Result<(Dimensions, Option<Fib>)> {
     let g = &a.traffic.guest;
-    if a.bidir {
-        bail!("--bidir: the search offers port 0 -> port 1 only (one paced sender; a second, into port 1, with loss and latency per direction is not built yet): drop --bidir");
-    }
     if a.traffic.nics != 2 {
         bail!(
             "--nics {}: --search offers one port pair (port 0 -> port 1): drop --nics",
@@ -67,12 +64,18 @@ fn dimensions(a: &BenchArgs) -> Result<(Dimensions, Option<Fib>)> {
             g.nic.name()
         );
     }
+    if count.is_some() && a.bidir {
+        bail!("--routes N with --bidir: every generated route goes via 10.0.1.2 (port 1), so frames into port 1 would go back out of it: drop one of them");
+    }
     let fib = count.map(|n| Fib::generate(n, FIB_SEED)).transpose()?;
     let file = match (&fib, &g.routes) {
         (None, Some(p)) => Some(p.display().to_string()),
         _ => None,
     };
-    Ok((Dimensions::new(g.nic, a.flows, fib.as_ref(), file), fib))
+    Ok((
+        Dimensions::new(a.bidir, g.nic, a.flows, fib.as_ref(), file),
+        fib,
+    ))
 }
 
 pub(crate) fn cmd_bench_search(a: BenchArgs) -> Result<()> {
@@ -307,7 +310,10 @@ mod tests {
     #[test]
     fn what_the_search_cannot_run_is_refused_by_name() {
         assert!(err(&["--routes", "500"]).contains("add mode=router"));
-        assert!(err(&["--bidir"]).starts_with("--bidir: "));
+        assert_eq!(
+            dims(&["--bidir"]).unwrap().0.label,
+            "ports 0 <-> 1, virtio, 1 flow, 1 core x 1 queue"
+        );
         assert!(err(&["--cpus", "2"]).contains("multi-queue needs --backend tap"));
         assert!(err(&["--queues", "2"]).starts_with("--queues 2: multi-queue needs --backend tap"));
         assert!(err(&["--backend", "tap"]).starts_with("--backend tap: "));
@@ -321,5 +327,6 @@ mod tests {
         ];
         assert!(err(&[r[0], r[1], r[2], "0"]).contains("1..=1000000"));
         assert!(err(&[r[0], r[1], r[2], "10", "--peer", "linux"]).contains("--routes with --peer"));
+        assert!(err(&[r[0], r[1], r[2], "10", "--bidir"]).starts_with("--routes N with --bidir"));
     }
 }
