@@ -16,8 +16,9 @@
 //! last CPU where `sched_setaffinity` allows ([`pin_sender`]).
 //!
 //! **Latency.** A 64 B frame has no room for a timestamp beside the 16 B payload header
-//! (magic, direction, sequence), so send times stay on the host, keyed by sequence number (one
-//! direction per trial; the frames' flows and destinations, [`Offer`], do not enter the key): the send time is read from the monotonic clock immediately
+//! (magic, direction, sequence), so send times stay on the host, keyed by direction and sequence
+//! number (one table per direction, [`trial_bidir`]; the frames' flows and destinations,
+//! [`Offer`], do not enter the key): the send time is read from the monotonic clock immediately
 //! before the `sendto` call, the receive time immediately after `recv` returns. Latency =
 //! receive − send, so it includes both host socket hops, QEMU and the guest. Latencies go into
 //! an HDR histogram (`hdrhistogram`, 3 significant digits, 1 ns .. 60 s); its sample count is
