@@ -3,8 +3,8 @@
 //! latency (issue 42 items 1 and 2); [`trial_bidir`] offers both ports at once (item 3).
 //!
 //! Past ~800 lines because the paced sender, the receivers, the tally, the bidirectional trial
-//! and the ceiling's stand-in share the trial's private types (`Sent`, the legs); a quarter of
-//! it is tests.
+//! and the ceiling's stand-in share the trial's private types (`Sent`, the legs); the tests are
+//! its last ~110 lines.
 //!
 //! **Backend.** QEMU's unix-datagram backend (`-netdev dgram`), the one the closed-loop
 //! generator and the peer benchmarks already run on, with a *non-blocking* send. A send that
