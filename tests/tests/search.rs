@@ -23,8 +23,15 @@ fn search() -> SearchReport {
         warmup_seconds: 0.5,
         max_rate: Some(20_000.0),
     };
-    bench_search::run_gannet(&guest, &[Sizes::one(64)], &cfg, 0.5, Some(256))
-        .unwrap_or_else(|e| panic!("search: {e:#}"))
+    bench_search::run_gannet(
+        &guest,
+        &[Sizes::one(64)],
+        &cfg,
+        0.5,
+        Some(256),
+        &bench_search::Dimensions::default(),
+    )
+    .unwrap_or_else(|e| panic!("search: {e:#}"))
 }
 
 #[test]

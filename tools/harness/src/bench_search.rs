@@ -12,6 +12,7 @@ use crate::search::{self, RowOutcome, RowResult, SearchConfig};
 use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -30,6 +31,8 @@ pub struct SearchReport {
     pub append: String,
     /// "dgram": QEMU's unix-datagram backend, non-blocking sends.
     pub backend: &'static str,
+    /// Direction, NIC, flows, FIB, cores and queues.
+    pub dimensions: Dimensions,
     pub config: SearchConfig,
     /// `net.unix.max_dgram_qlen` QEMU's socket (and the ceiling's stand-in) were created
     /// with: datagrams queued before a send is refused (what [`Trial::refused`] counts);
@@ -43,6 +46,103 @@ pub struct SearchReport {
     /// The same search against peer guests in the same run (`--search --peer linux`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<SearchReport>,
+}
+
+/// The dimensions of a search besides the frame size (issue 42 item 3), recorded in the report
+/// and printed in every row's line ([`Dimensions::label`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dimensions {
+    /// `"port0->port1"`: frames offered into port 0 only; `"both"` (`--bidir`): the same
+    /// rate into each port at once, rates per direction, each trial's directions apart in
+    /// its `directions`.
+    pub direction: &'static str,
+    /// The ports' NIC model (`--nic`): `virtio`, `e1000e`, or `mixed` (virtio-net on port 0,
+    /// where frames enter; e1000e on port 1, where they leave).
+    pub nic: String,
+    /// UDP flows the offered frames cycle over (`--flows`): source ports
+    /// `10000..10000+flows`, frame `i` on flow `i % flows`.
+    pub flows: u16,
+    /// Routes of the generated FIB the guest booted with (`--routes N`, router mode), all via
+    /// 10.0.1.2; `None`: the command line's routes only (or a routes file, `routes_file`).
+    pub fib_routes: Option<usize>,
+    /// A routes file given by path (`--routes FILE`).
+    pub routes_file: Option<String>,
+    /// Where the offered frames go: `10.0.1.2`, or one address in each generated route in turn.
+    pub destinations: String,
+    /// The guest's vCPUs (1: `--cpus` above 1 is refused, see README).
+    pub cpus: u32,
+    /// Queue pairs per port (1: the dgram backend has one).
+    pub queues: usize,
+    /// The above in a few words, as every row's line shows it.
+    pub label: String,
+    /// The offered frames' flows and destinations.
+    #[serde(skip)]
+    pub offer: rate::Offer,
+}
+
+impl Default for Dimensions {
+    fn default() -> Self {
+        Dimensions::new(false, qemu::NicModel::Virtio, 1, None, None)
+    }
+}
+
+impl Dimensions {
+    /// One core, one queue per port; one direction or both (`bidir`), `nic`, `flows` flows,
+    /// and the generated `fib` (frames into port 0 spread over its routes) or a routes
+    /// file's path.
+    pub fn new(
+        bidir: bool,
+        nic: qemu::NicModel,
+        flows: u16,
+        fib: Option<&crate::fib::Fib>,
+        routes_file: Option<String>,
+    ) -> Dimensions {
+        let offer = rate::Offer {
+            flows: flows.max(1),
+            dsts: fib.map_or_else(|| vec![gen::peer_ip(1)], crate::fib::Fib::destinations),
+        };
+        let destinations = match fib {
+            Some(f) => format!(
+                "one address in each of the {} generated routes in turn (network + 1)",
+                f.routes.len()
+            ),
+            None => "10.0.1.2".into(),
+        };
+        let destinations = if bidir {
+            format!("{destinations} (into port 0); 10.0.0.2 (into port 1)")
+        } else {
+            destinations
+        };
+        let mut label = format!(
+            "{}, {}, {} flow{}, 1 core x 1 queue",
+            if bidir {
+                "ports 0 <-> 1"
+            } else {
+                "port 0 -> 1"
+            },
+            nic.name(),
+            offer.flows,
+            if offer.flows == 1 { "" } else { "s" }
+        );
+        if let Some(f) = fib {
+            let _ = write!(label, ", FIB of {} routes", f.routes.len());
+        }
+        if let Some(p) = &routes_file {
+            let _ = write!(label, ", routes file {p}");
+        }
+        Dimensions {
+            direction: if bidir { "both" } else { "port0->port1" },
+            nic: nic.name().into(),
+            flows: offer.flows,
+            fib_routes: fib.map(|f| f.routes.len()),
+            routes_file,
+            destinations,
+            cpus: 1,
+            queues: 1,
+            label,
+            offer,
+        }
+    }
 }
 
 /// The rows `--sizes`/`--imix` ask for: `sizes` comma-separated (default RFC 2544's seven,
@@ -199,8 +299,16 @@ pub fn run_gannet(
     cfg: &SearchConfig,
     ceiling_seconds: f64,
     qlen: Option<u64>,
+    dims: &Dimensions,
 ) -> Result<SearchReport> {
-    run(&Gannet(guest.clone()), rows, cfg, ceiling_seconds, qlen)
+    run(
+        &Gannet(guest.clone()),
+        rows,
+        cfg,
+        ceiling_seconds,
+        qlen,
+        dims,
+    )
 }
 
 /// Runs the search on `dut` (booted with its ports' sockets in a fresh directory), for every
@@ -217,6 +325,7 @@ pub fn run(
     cfg: &SearchConfig,
     ceiling_seconds: f64,
     qlen: Option<u64>,
+    dims: &Dimensions,
 ) -> Result<SearchReport> {
     let guest = dut.guest_config(Path::new("/tmp"));
     ensure!(
@@ -269,7 +378,19 @@ pub fn run(
         size: 64,
         ..Default::default()
     })?;
+    // One way: the generator's port-0 socket sends, its port-1 socket receives. Both ways:
+    // the generator's sockets receive, and a sender socket of its own per port sends (a
+    // socket's non-blocking flag is shared by its sender and receiver).
     let (tx, rx) = (generator.socket(0)?, generator.socket(1)?);
+    let back = if dims.direction == "both" {
+        Some((
+            rate::sender(tmp.path(), 0)?,
+            rate::sender(tmp.path(), 1)?,
+            generator.socket(0)?,
+        ))
+    } else {
+        None
+    };
     if let Some(q) = qlen_used {
         eprintln!("search: host: net.unix.max_dgram_qlen = {q} for QEMU's socket (host default {qlen_default:?}): it holds {q} frames; a send beyond that is refused and counted as dropped at the host");
     }
@@ -290,7 +411,18 @@ pub fn run(
     let guest_ref = &g;
     let mut run = |sizes: &Sizes, pps: f64, seconds: f64| -> Result<Trial> {
         let before = dut.drops(guest_ref)?;
-        let mut t = rate::trial(&tx, &rx, sizes, pps, seconds, seq_base)?;
+        let mut t = match &back {
+            Some((tx0, tx1, rx0)) => rate::trial_bidir(
+                [tx0, tx1],
+                [rx0, &rx],
+                sizes,
+                &dims.offer,
+                pps,
+                seconds,
+                seq_base,
+            )?,
+            None => rate::trial_with(&tx, &rx, sizes, &dims.offer, pps, seconds, seq_base)?,
+        };
         seq_base += t.offered + 1;
         let counted = before.is_some();
         if let (Some(before), Some(after)) = (before, dut.drops(guest_ref)?) {
@@ -321,13 +453,16 @@ pub fn run(
             },
             t.unattributed
         );
+        if !t.directions.is_empty() {
+            eprintln!("search:     {}", per_direction(&t));
+        }
         Ok(t)
     };
     let mut results = Vec::new();
     for (r, c) in rows.iter().zip(&ceilings) {
         let res = search::search_row(cfg, r, c, &mut run)
             .with_context(|| format!("searching {}", r.label()))?;
-        eprint!("{}", describe(&res, c, gcfg.accel.name()));
+        eprint!("{}", describe(&res, c, gcfg.accel.name(), &dims.label));
         results.push(res);
     }
     dut.stop(&mut g)?;
@@ -335,6 +470,7 @@ pub fn run(
         dut: dut.name(),
         append: gcfg.append.clone(),
         backend: "dgram",
+        dimensions: dims.clone(),
         config: cfg.clone(),
         host_dgram_qlen: qlen_used,
         host_dgram_qlen_default: qlen_default,
@@ -347,7 +483,6 @@ pub fn run(
 /// Gannet's rows beside a peer's of the same run (`--search --peer`): per row, NDR and PDR of
 /// each and Gannet's ÷ the peer's, and the p99 latency at 50 % of each one's NDR.
 pub fn compare(gannet: &SearchReport, peer: &SearchReport) -> String {
-    use std::fmt::Write;
     let mut s = String::new();
     let pps = |r: &Option<search::Rate>| r.as_ref().map_or(0.0, |x| x.pps);
     let ratio = |a: f64, b: f64| {
@@ -386,13 +521,35 @@ pub fn compare(gannet: &SearchReport, peer: &SearchReport) -> String {
     s
 }
 
-/// The human-readable summary of one row.
-pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
-    use std::fmt::Write;
+/// A bidirectional trial's directions in one line: each one's offered, received, loss,
+/// refused and p99 latency.
+pub fn per_direction(t: &Trial) -> String {
+    t.directions
+        .iter()
+        .map(|d| {
+            format!(
+                "port {} -> {}: offered {}, received {}, loss {:.3} % (refused at the host {}), p99 {}",
+                d.direction.unwrap_or(0),
+                1 - d.direction.unwrap_or(0).min(1),
+                d.offered,
+                d.received,
+                d.loss * 100.0,
+                d.refused,
+                d.latency
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |l| format!("{:.1} µs", l.p99_us))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The human-readable summary of one row; `dims` is [`Dimensions::label`].
+pub fn describe(r: &RowResult, c: &Ceiling, accel: &str, dims: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "search {} ({accel}; generator ceiling {:.0} fps on {} host cores, sender {}): {}",
+        "search {} [{dims}] ({accel}; generator ceiling {:.0} fps on {} host cores, sender {}): {}",
         r.sizes.label(),
         c.pps,
         c.host_cores,
@@ -455,6 +612,9 @@ pub fn describe(r: &RowResult, c: &Ceiling, accel: &str) -> String {
                 x.p999_us,
                 x.max_us
             );
+            if !l.trial.directions.is_empty() {
+                let _ = writeln!(s, "    {}", per_direction(&l.trial));
+            }
         }
     }
     let _ = writeln!(s, "  {} trials", r.trials.len());
@@ -490,6 +650,7 @@ mod tests {
             dut: dut.into(),
             append: String::new(),
             backend: "dgram",
+            dimensions: Dimensions::default(),
             config: SearchConfig::default(),
             host_dgram_qlen: None,
             host_dgram_qlen_default: None,
@@ -518,6 +679,62 @@ mod tests {
         assert_eq!(
             s.trim_end(),
             "search 64 B gannet vs testpmd-mac: NDR 12000 vs 8000 fps (1.50x), PDR 15000 vs 10000 fps (1.50x), p99 at 50 % of NDR - vs -"
+        );
+    }
+
+    #[test]
+    fn dimensions_label_and_offer_follow_the_flags() {
+        let d = Dimensions::default();
+        assert_eq!(d.label, "port 0 -> 1, virtio, 1 flow, 1 core x 1 queue");
+        assert_eq!(d.offer, rate::Offer::default());
+        assert_eq!(d.destinations, "10.0.1.2");
+        let fib = crate::fib::Fib::generate(3, 7).unwrap();
+        let d = Dimensions::new(false, qemu::NicModel::E1000e, 16, Some(&fib), None);
+        assert_eq!(
+            d.label,
+            "port 0 -> 1, e1000e, 16 flows, 1 core x 1 queue, FIB of 3 routes"
+        );
+        assert_eq!(d.offer.flows, 16);
+        assert_eq!(d.offer.dsts, fib.destinations());
+        assert_eq!(d.fib_routes, Some(3));
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["nic"], "e1000e");
+        assert_eq!(v["flows"], 16);
+        assert_eq!(v["fib_routes"], 3);
+        assert_eq!(v["direction"], "port0->port1");
+        assert!(v.get("offer").is_none());
+        let d = Dimensions::new(false, qemu::NicModel::Mixed, 0, None, Some("r.txt".into()));
+        assert_eq!(
+            d.label,
+            "port 0 -> 1, mixed, 1 flow, 1 core x 1 queue, routes file r.txt"
+        );
+        let d = Dimensions::new(true, qemu::NicModel::Virtio, 2, None, None);
+        assert_eq!(d.label, "ports 0 <-> 1, virtio, 2 flows, 1 core x 1 queue");
+        assert_eq!(d.direction, "both");
+        assert_eq!(
+            d.destinations,
+            "10.0.1.2 (into port 0); 10.0.0.2 (into port 1)"
+        );
+    }
+
+    #[test]
+    fn a_bidirectional_trial_prints_each_direction() {
+        let leg = |d: usize, received: u64, refused: u64| Trial {
+            direction: Some(d),
+            offered: 100,
+            received,
+            refused,
+            loss: (100 - received) as f64 / 100.0,
+            ..Default::default()
+        };
+        let t = Trial {
+            directions: vec![leg(0, 100, 0), leg(1, 90, 10)],
+            ..Default::default()
+        };
+        assert_eq!(
+            per_direction(&t),
+            "port 0 -> 1: offered 100, received 100, loss 0.000 % (refused at the host 0), p99 -; \
+             port 1 -> 0: offered 100, received 90, loss 10.000 % (refused at the host 10), p99 -"
         );
     }
 

@@ -415,13 +415,30 @@ pub fn build_frame_into(
     flow: u16,
     datagram_len: usize,
 ) -> Result<()> {
+    ensure!(dir < 2, "direction must be 0 or 1");
+    build_frame_to(buf, dir, seq, flow, peer_ip(1 - dir), datagram_len)
+}
+
+/// [`build_frame_into`] with IPv4 destination `dst` instead of the host behind the other port
+/// (a router's frames spread over its FIB: `bench --search --routes N`).
+///
+/// # Errors
+/// As [`build_frame_into`].
+pub fn build_frame_to(
+    buf: &mut Vec<u8>,
+    dir: usize,
+    seq: u64,
+    flow: u16,
+    dst: [u8; 4],
+    datagram_len: usize,
+) -> Result<()> {
     ensure!(
         datagram_len >= HEADERS_LEN + PAYLOAD_HEADER_LEN,
         "frame too short: {datagram_len} bytes without FCS (minimum {})",
         HEADERS_LEN + PAYLOAD_HEADER_LEN
     );
     ensure!(dir < 2, "direction must be 0 or 1");
-    let (in_port, out_port) = (dir, 1 - dir);
+    let in_port = dir;
     let payload_len = datagram_len - HEADERS_LEN;
     buf.clear();
     buf.reserve(datagram_len);
@@ -436,7 +453,7 @@ pub fn build_frame_into(
         64,
         IpNumber::UDP,
         peer_ip(in_port),
-        peer_ip(out_port),
+        dst,
     )?;
     ip.identification = seq as u16;
     ip.header_checksum = ip.calc_header_checksum();

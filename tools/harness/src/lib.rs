@@ -41,6 +41,7 @@ pub mod cross_check;
 pub mod elf;
 pub mod envelope;
 pub mod faults;
+pub mod fib;
 pub mod gen;
 pub mod hosts;
 pub mod iso;

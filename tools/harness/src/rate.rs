@@ -1,6 +1,10 @@
 //! The open-loop, paced generator: one trial offers frames into guest port 0 at a constant rate
 //! (frames per second) for a fixed time and measures what comes out of port 1, with per-frame
-//! latency (issue 42 items 1 and 2).
+//! latency (issue 42 items 1 and 2); [`trial_bidir`] offers both ports at once (item 3).
+//!
+//! Past ~800 lines because the paced sender, the receivers, the tally, the bidirectional trial
+//! and the ceiling's stand-in share the trial's private types (`Sent`, the legs); the tests are
+//! its last ~110 lines.
 //!
 //! **Backend.** QEMU's unix-datagram backend (`-netdev dgram`), the one the closed-loop
 //! generator and the peer benchmarks already run on, with a *non-blocking* send. A send that
@@ -16,8 +20,9 @@
 //! last CPU where `sched_setaffinity` allows ([`pin_sender`]).
 //!
 //! **Latency.** A 64 B frame has no room for a timestamp beside the 16 B payload header
-//! (magic, direction, sequence), so send times stay on the host, keyed by sequence number (one
-//! flow, one direction per trial): the send time is read from the monotonic clock immediately
+//! (magic, direction, sequence), so send times stay on the host, keyed by direction and sequence
+//! number (one table per direction, [`trial_bidir`]; the frames' flows and destinations,
+//! [`Offer`], do not enter the key): the send time is read from the monotonic clock immediately
 //! before the `sendto` call, the receive time immediately after `recv` returns. Latency =
 //! receive − send, so it includes both host socket hops, QEMU and the guest. Latencies go into
 //! an HDR histogram (`hdrhistogram`, 3 significant digits, 1 ns .. 60 s); its sample count is
@@ -114,6 +119,37 @@ impl Sizes {
     }
 }
 
+/// What a trial's frames vary besides their size (`bench --search --flows`, `--routes N`):
+/// frame `i` is flow `i % flows` (UDP source port `10000 + i % flows`, [`gen::UDP_SRC_PORT_BASE`])
+/// to destination `dsts[i % dsts.len()]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// UDP flows the frames cycle over (at least 1).
+    pub flows: u16,
+    /// IPv4 destinations the frames cycle over (at least one; default the host behind port 1,
+    /// 10.0.1.2).
+    pub dsts: Vec<[u8; 4]>,
+}
+
+impl Default for Offer {
+    fn default() -> Self {
+        Offer {
+            flows: 1,
+            dsts: vec![gen::peer_ip(1)],
+        }
+    }
+}
+
+impl Offer {
+    /// Flow and destination of frame `i`: `(i % flows, dsts[i % dsts.len()])`.
+    pub fn frame(&self, i: u64) -> (u16, [u8; 4]) {
+        (
+            (i % u64::from(self.flows.max(1))) as u16,
+            self.dsts[(i % self.dsts.len() as u64) as usize],
+        )
+    }
+}
+
 /// Latency of the frames received in one trial, microseconds, from the HDR histogram.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Latency {
@@ -185,6 +221,15 @@ pub struct Trial {
     pub pacing_p99: f64,
     /// Latency of the received frames.
     pub latency: Option<Latency>,
+    /// Which direction this is, in a bidirectional trial's [`Trial::directions`] (0: port 0 →
+    /// port 1, 1: port 1 → port 0); `None` for a one-way trial or the two together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<usize>,
+    /// A bidirectional trial's directions, each with its own offered, received, loss,
+    /// refused and latency (the guest's drops are not split by direction: they are in the
+    /// trial's own `guest_drops`). Empty for a one-way trial.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub directions: Vec<Trial>,
 }
 
 impl Trial {
@@ -306,9 +351,12 @@ struct Sent {
     seconds: f64,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn pace_and_send(
     tx: &HostSock,
     sizes: &Sizes,
+    offer: &Offer,
+    dir: usize,
     rate_pps: f64,
     seconds: f64,
     seq_base: u64,
@@ -335,7 +383,8 @@ fn pace_and_send(
             break;
         }
         let size = sizes.cycle[(i % sizes.cycle.len() as u64) as usize];
-        gen::build_frame_into(&mut buf, 0, seq_base + i, 0, size - FCS_LEN)?;
+        let (flow, dst) = offer.frame(i);
+        gen::build_frame_to(&mut buf, dir, seq_base + i, flow, dst, size - FCS_LEN)?;
         loop {
             let now = base.elapsed().as_nanos() as u64;
             if now >= due_ns {
@@ -414,57 +463,238 @@ pub fn trial(
     seconds: f64,
     seq_base: u64,
 ) -> Result<Trial> {
+    trial_with(
+        tx,
+        rx,
+        sizes,
+        &Offer::default(),
+        rate_pps,
+        seconds,
+        seq_base,
+    )
+}
+
+/// [`trial`] with frames that cycle over `offer`'s flows and destinations.
+///
+/// # Errors
+/// As [`trial`]; `offer` has no destination.
+pub fn trial_with(
+    tx: &HostSock,
+    rx: &HostSock,
+    sizes: &Sizes,
+    offer: &Offer,
+    rate_pps: f64,
+    seconds: f64,
+    seq_base: u64,
+) -> Result<Trial> {
+    ensure!(!offer.dsts.is_empty(), "an offer with no destination");
     ensure!(seconds > 0.0, "trial of {seconds} s");
     ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
     tx.set_nonblocking(true).context("non-blocking sends")?;
     widen_send_buffer(tx, 8 << 20);
-    rx.set_nonblocking(false)?;
-    rx.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let mut legs = legs(&[(tx, rx, offer)], sizes, rate_pps, seconds, seq_base)?;
+    let (mut t, _) = legs.remove(0);
+    t.attribute(BTreeMap::new());
+    Ok(t)
+}
+
+/// A sender of its own into guest port `port` of the dgram directory `dir`: an unbound unix
+/// datagram socket sending to `guest-<port>.sock`, so that its non-blocking flag leaves alone
+/// the generator's bound socket that receives from that port ([`trial_bidir`]).
+///
+/// # Errors
+/// The socket cannot be created.
+pub fn sender(dir: &std::path::Path, port: usize) -> Result<HostSock> {
+    Ok(HostSock::Unix {
+        sock: UnixDatagram::unbound().context("creating a sender socket")?,
+        peer: gen::guest_sock(dir, port),
+    })
+}
+
+/// A bidirectional trial: `rate_pps` frames/s into each port at once for `seconds`, two paced
+/// senders (`tx[0]` into port 0, frames of direction 0 to `offer`'s destinations; `tx[1]` into
+/// port 1, direction 1, to 10.0.0.2 on `offer`'s flows), received on `rx[1]` (port 1) and
+/// `rx[0]` (port 0). The returned trial is both directions together (offered, received, loss,
+/// latency over both; `offered_pps` and `forwarded_pps` per direction, the totals ÷ 2, as
+/// `rate_pps`), with each direction in [`Trial::directions`] (0 then 1). Sequence
+/// numbers of direction 1 start at `seq_base + 2^40`.
+///
+/// # Errors
+/// As [`trial_with`].
+#[allow(clippy::too_many_arguments)]
+pub fn trial_bidir(
+    tx: [&HostSock; 2],
+    rx: [&HostSock; 2],
+    sizes: &Sizes,
+    offer: &Offer,
+    rate_pps: f64,
+    seconds: f64,
+    seq_base: u64,
+) -> Result<Trial> {
+    ensure!(!offer.dsts.is_empty(), "an offer with no destination");
+    ensure!(seconds > 0.0, "trial of {seconds} s");
+    ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
+    for t in tx {
+        t.set_nonblocking(true).context("non-blocking sends")?;
+        widen_send_buffer(t, 8 << 20);
+    }
+    let back = Offer {
+        flows: offer.flows,
+        dsts: vec![gen::peer_ip(0)],
+    };
+    let legs = legs(
+        &[(tx[0], rx[1], offer), (tx[1], rx[0], &back)],
+        sizes,
+        rate_pps,
+        seconds,
+        seq_base,
+    )?;
+    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .context("creating the latency histogram")?;
+    let mut t = Trial {
+        rate_pps,
+        ..Default::default()
+    };
+    let mut windows = Vec::new();
+    for (d, (leg, lh)) in legs.into_iter().enumerate() {
+        h.add(&lh).context("merging the directions' latencies")?;
+        t.seconds = t.seconds.max(leg.seconds);
+        t.offered += leg.offered;
+        t.refused += leg.refused;
+        t.received += leg.received;
+        t.bad += leg.bad;
+        windows.push(leg.pacing_p99);
+        let mut leg = leg;
+        leg.direction = Some(d);
+        leg.attribute(BTreeMap::new());
+        t.directions.push(leg);
+    }
+    // Per direction, as `rate_pps`: the search's rates are per direction.
+    t.offered_pps = t.offered as f64 / 2.0 / t.seconds;
+    t.forwarded_pps = t.received as f64 / 2.0 / t.seconds;
+    t.loss = if t.offered == 0 {
+        0.0
+    } else {
+        (t.offered - t.received.min(t.offered)) as f64 / t.offered as f64
+    };
+    t.pacing_p99 = windows.into_iter().fold(0.0, f64::max);
+    t.latency = Latency::from_histogram(&h);
+    t.attribute(BTreeMap::new());
+    Ok(t)
+}
+
+/// Direction 1's sequence numbers start this far above direction 0's in a bidirectional trial.
+const DIR1_SEQ: u64 = 1 << 40;
+
+/// Runs one paced sender and one receiver per leg `(tx, rx, offer)` at once; leg `d` sends
+/// direction `d` into `tx` and receives on `rx` (which answers the guest's ARP requests for
+/// the host behind its port). Returns each leg's trial (loss not attributed) and latency
+/// histogram. `tx` must already be non-blocking.
+fn legs(
+    legs: &[(&HostSock, &HostSock, &Offer)],
+    sizes: &Sizes,
+    rate_pps: f64,
+    seconds: f64,
+    seq_base: u64,
+) -> Result<Vec<(Trial, Histogram<u64>)>> {
+    for (_, rx, _) in legs {
+        rx.set_nonblocking(false)?;
+        rx.set_read_timeout(Some(Duration::from_millis(20)))?;
+    }
     let stop = AtomicBool::new(false);
     let base = Instant::now();
-    let (sent, arrivals, bad) = std::thread::scope(|s| -> Result<_> {
-        let receiver = s.spawn(|| -> Result<(Vec<(u64, u64)>, u64)> {
-            let mut buf = vec![0u8; gen::RECV_BUF_LEN];
-            let mut got = Vec::new();
-            let mut bad = 0u64;
-            loop {
-                match rx.recv(&mut buf) {
-                    Ok(n) => {
-                        let t = base.elapsed().as_nanos() as u64;
-                        let f = &buf[..n];
-                        if let Some(r) = gen::arp_reply(f, 1) {
-                            rx.send(&r).context("answering the guest's ARP request")?;
-                            continue;
-                        }
-                        match gen::validate_frame(f) {
-                            Ok(g) if g.dir == 0 && g.seq >= seq_base => {
-                                got.push((g.seq - seq_base, t))
-                            }
-                            _ => bad += 1,
-                        }
-                    }
-                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                        if stop.load(Ordering::Acquire) {
-                            return Ok((got, bad));
-                        }
-                    }
-                    Err(e) => return Err(e).context("receiving from port 1"),
-                }
-            }
-        });
-        let sender = s.spawn(|| {
-            let _ = pin_sender();
-            // SAFETY: PR_SET_TIMERSLACK takes an integer argument and touches only this
-            // thread's timer slack.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-            pace_and_send(tx, sizes, rate_pps, seconds, seq_base, base)
-        });
-        let sent = sender.join().expect("sender panicked");
+    let runs = std::thread::scope(|s| -> Result<Vec<_>> {
+        let receivers: Vec<_> = legs
+            .iter()
+            .enumerate()
+            .map(|(dir, &(_, rx, _))| {
+                let stop = &stop;
+                let seq0 = seq_base + dir as u64 * DIR1_SEQ;
+                s.spawn(move || receive(rx, 1 - dir, dir, seq0, base, stop))
+            })
+            .collect();
+        let senders: Vec<_> = legs
+            .iter()
+            .enumerate()
+            .map(|(dir, &(tx, _, offer))| {
+                let seq0 = seq_base + dir as u64 * DIR1_SEQ;
+                s.spawn(move || {
+                    let _ = pin_sender();
+                    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and touches only
+                    // this thread's timer slack.
+                    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+                    pace_and_send(tx, sizes, offer, dir, rate_pps, seconds, seq0, base)
+                })
+            })
+            .collect();
+        let sent: Vec<_> = senders
+            .into_iter()
+            .map(|h| h.join().expect("sender panicked"))
+            .collect();
         std::thread::sleep(DRAIN);
         stop.store(true, Ordering::Release);
-        let (got, bad) = receiver.join().expect("receiver panicked")?;
-        Ok((sent?, got, bad))
+        let got: Vec<_> = receivers
+            .into_iter()
+            .map(|h| h.join().expect("receiver panicked"))
+            .collect();
+        sent.into_iter()
+            .zip(got)
+            .map(|(s, g)| Ok((s?, g?)))
+            .collect()
     })?;
+    runs.into_iter()
+        .map(|(sent, (arrivals, bad))| tally(rate_pps, &sent, arrivals, bad))
+        .collect()
+}
+
+/// Receives direction `dir`'s frames on `rx` (guest port `port`) until `stop` is set after a
+/// receive timeout, answering the guest's ARP requests for the host behind `port`. Returns
+/// (sequence − `seq_base`, receive time in ns since `base`) per valid frame, and the count of
+/// frames that were not this trial's.
+fn receive(
+    rx: &HostSock,
+    port: usize,
+    dir: usize,
+    seq_base: u64,
+    base: Instant,
+    stop: &AtomicBool,
+) -> Result<(Vec<(u64, u64)>, u64)> {
+    let mut buf = vec![0u8; gen::RECV_BUF_LEN];
+    let mut got = Vec::new();
+    let mut bad = 0u64;
+    loop {
+        match rx.recv(&mut buf) {
+            Ok(n) => {
+                let t = base.elapsed().as_nanos() as u64;
+                let f = &buf[..n];
+                if let Some(r) = gen::arp_reply(f, port) {
+                    rx.send(&r).context("answering the guest's ARP request")?;
+                    continue;
+                }
+                match gen::validate_frame(f) {
+                    Ok(g) if g.dir as usize == dir && g.seq >= seq_base => {
+                        got.push((g.seq - seq_base, t))
+                    }
+                    _ => bad += 1,
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if stop.load(Ordering::Acquire) {
+                    return Ok((got, bad));
+                }
+            }
+            Err(e) => return Err(e).with_context(|| format!("receiving from port {port}")),
+        }
+    }
+}
+
+/// One leg's trial (loss not attributed) and latency histogram from what it sent and received.
+fn tally(
+    rate_pps: f64,
+    sent: &Sent,
+    arrivals: Vec<(u64, u64)>,
+    bad: u64,
+) -> Result<(Trial, Histogram<u64>)> {
     let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .context("creating the latency histogram")?;
     let mut seen = vec![false; sent.send_ns.len()];
@@ -481,7 +711,7 @@ pub fn trial(
     }
     let offered = sent.send_ns.len() as u64;
     let received = h.len();
-    let mut t = Trial {
+    let t = Trial {
         rate_pps,
         seconds: sent.seconds,
         offered,
@@ -499,8 +729,7 @@ pub fn trial(
         latency: Latency::from_histogram(&h),
         ..Default::default()
     };
-    t.attribute(BTreeMap::new());
-    Ok(t)
+    Ok((t, h))
 }
 
 /// The generator's ceiling on this host.
@@ -592,6 +821,37 @@ pub fn ceiling(sizes: &Sizes, seconds: f64) -> Result<Ceiling> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offered_frames_cycle_over_flows_and_destinations() {
+        let o = Offer {
+            flows: 3,
+            dsts: vec![[192, 0, 2, 1], [198, 51, 100, 1]],
+        };
+        let got: Vec<_> = (0..6).map(|i| o.frame(i)).collect();
+        assert_eq!(
+            got,
+            [
+                (0, [192, 0, 2, 1]),
+                (1, [198, 51, 100, 1]),
+                (2, [192, 0, 2, 1]),
+                (0, [198, 51, 100, 1]),
+                (1, [192, 0, 2, 1]),
+                (2, [198, 51, 100, 1]),
+            ]
+        );
+        assert_eq!(Offer::default().frame(5), (0, [10, 0, 1, 2]));
+        let mut buf = Vec::new();
+        gen::build_frame_to(&mut buf, 0, 9, 2, [198, 51, 100, 1], 60).unwrap();
+        let v = gen::validate_frame(&buf).unwrap();
+        assert_eq!(v.seq, 9);
+        assert_eq!(&buf[30..34], &[198, 51, 100, 1], "IPv4 destination");
+        assert_eq!(
+            &buf[34..36],
+            &10_002u16.to_be_bytes(),
+            "UDP source port of flow 2"
+        );
+    }
 
     #[test]
     fn imix_is_seven_four_one() {

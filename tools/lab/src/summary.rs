@@ -266,10 +266,14 @@ fn search_rows(e: &Envelope<Value>) -> Vec<Row> {
     let rows = v["rows"].as_array().cloned().unwrap_or_default();
     let ceilings = v["ceilings"].as_array().cloned().unwrap_or_default();
     for (i, row_v) in rows.iter().enumerate() {
-        let name = match row_v["sizes"]["name"].as_str().unwrap_or("?") {
+        let mut name = match row_v["sizes"]["name"].as_str().unwrap_or("?") {
             "imix" => "IMIX".to_string(),
             n => format!("{n} B"),
         };
+        // The search's dimensions (NIC, flows, FIB), when the report has them.
+        if let Some(d) = v["dimensions"]["label"].as_str() {
+            name = format!("{name} [{d}]");
+        }
         let ceiling = ceilings.get(i).and_then(|c| c["pps"].as_f64());
         let cores = ceilings.get(i).and_then(|c| c["host_cores"].as_u64());
         let rate = |k: &str| -> Option<String> {

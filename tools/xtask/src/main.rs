@@ -174,7 +174,9 @@ struct GuestArgs {
     #[arg(long)]
     image: Option<PathBuf>,
     /// Static routes file for router mode (one `PREFIX/LEN,GATEWAY` per line, `#` comments),
-    /// handed to the guest as a boot module (QEMU `-initrd`).
+    /// handed to the guest as a boot module (QEMU `-initrd`). With `bench --search`, a number
+    /// N (not a file) boots a generated FIB of N routes via 10.0.1.2 and spreads the offered
+    /// frames over it.
     #[arg(long)]
     routes: Option<PathBuf>,
     /// Network backend: `dgram` (unix datagram sockets, one queue per port) or `tap`
@@ -405,6 +407,15 @@ struct BenchArgs {
     /// 256 by default; 0: the host's own, Linux's 10): raised while QEMU starts, then put back.
     #[arg(long, default_value_t = 256, requires = "search")]
     dgram_qlen: u64,
+    /// With --search: UDP flows the offered frames cycle over (source ports 10000..10000+N,
+    /// frame i on flow i % N; destination address and port unchanged).
+    #[arg(long, default_value_t = 1, requires = "search")]
+    flows: u16,
+    /// With --search: offer both directions, the same rate into each port at once (two paced
+    /// senders); rates are per direction, each trial's loss and latency per direction in its
+    /// `directions`.
+    #[arg(long, requires = "search")]
+    bidir: bool,
     /// With --search: duration of the generator's ceiling run per row, s.
     #[arg(long, default_value_t = 2.0, requires = "search")]
     ceiling_seconds: f64,

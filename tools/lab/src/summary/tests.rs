@@ -210,6 +210,7 @@ fn search_rows_give_the_peer_and_the_ratio() {
             "cargo xtask bench --search --sizes 64 --peer dpdk",
             serde_json::json!({
                 "config": { "pdr_loss": 0.005 },
+                "dimensions": { "label": "port 0 -> 1, virtio, 4 flows, 1 core x 1 queue" },
                 "ceilings": [ { "pps": 100000.0, "host_cores": 2 } ],
                 "rows": [ row(12000.0, 20500.0) ],
                 "peers": [ { "dut": "testpmd-mac", "rows": [ row(8000.0, 9000.0) ] } ]
@@ -220,6 +221,13 @@ fn search_rows_give_the_peer_and_the_ratio() {
     assert_eq!(rows[0].peer, "testpmd-mac: 8,000 / 9,000");
     assert_eq!(rows[0].ratio, "1.50×");
     assert!(rows[0].metric.contains("Gannet's NDR ÷ the peer's"));
+    assert!(
+        rows[0].metric.contains(
+            "`bench --search` 64 B [port 0 -> 1, virtio, 4 flows, 1 core x 1 queue]: NDR"
+        ),
+        "{}",
+        rows[0].metric
+    );
 }
 
 #[test]
