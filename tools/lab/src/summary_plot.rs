@@ -1,9 +1,10 @@
 //! The summary's plots (`cargo xtask report`), drawn from `results/`: `docs/plots/sim.png`
 //! (guest instructions per packet of the deterministic benchmark, per mode, frame size and K)
 //! and `docs/plots/peer.png` (end-to-end forwarded pps, Gannet beside the Linux and testpmd
-//! peers of the same run) and `docs/plots/search-latency.png` (the latency CDFs of
-//! `bench --search`'s first row at 10, 50 and 90 % of NDR). A file whose results are missing
-//! is not drawn.
+//! peers of the same run), `docs/plots/search-latency.png` (the latency CDFs of
+//! `bench --search`'s first row at 10, 50 and 90 % of NDR) and `docs/plots/search-sizes.png`
+//! (NDR and PDR per frame size: throughput against size, RFC 2544 §26.1's figure). A file whose
+//! results are missing is not drawn.
 
 use std::path::{Path, PathBuf};
 
@@ -75,6 +76,9 @@ pub fn plots(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
             out.push(p);
         }
     }
+    if let Some(p) = search_sizes(r, dir)? {
+        out.push(p);
+    }
     if let Some(e) = r.files.get("search") {
         let row = &e.result["rows"][0];
         let name = row["sizes"]["name"].as_str().unwrap_or("?");
@@ -115,6 +119,41 @@ pub fn plots(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(out)
+}
+
+/// `search-sizes.png`: NDR and PDR offered fps of every row of `results/search.json` (one per
+/// frame size, IMIX last), `None` without search results.
+fn search_sizes(r: &Results, dir: &Path) -> Result<Option<PathBuf>> {
+    let Some(e) = r.files.get("search") else {
+        return Ok(None);
+    };
+    let mut data: Vec<Bar> = Vec::new();
+    for row in e.result["rows"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let name = match row["sizes"]["name"].as_str().unwrap_or("?") {
+            "imix" => "IMIX".to_string(),
+            n => format!("{n} B"),
+        };
+        for (k, colour) in [("ndr", GANNET), ("pdr", PEER)] {
+            if let Some(pps) = row[k]["pps"].as_f64() {
+                data.push((format!("{name} {}", k.to_uppercase()), pps, colour));
+            }
+        }
+    }
+    if data.is_empty() {
+        return Ok(None);
+    }
+    let p = dir.join("search-sizes.png");
+    bars(
+        &p,
+        &format!(
+            "bench --search: NDR (0 loss) and PDR offered fps per frame size ({}, wall clock)",
+            e.accel
+        ),
+        "offered frames per second",
+        &data,
+    )
+    .map_err(|err| anyhow::anyhow!("drawing {}: {err}", p.display()))?;
+    Ok(Some(p))
 }
 
 /// Latency CDFs: x latency in µs (log scale), y the fraction of frames at or below it, one
