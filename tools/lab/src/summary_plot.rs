@@ -128,7 +128,11 @@ fn search_sizes(r: &Results, dir: &Path) -> Result<Option<PathBuf>> {
         return Ok(None);
     };
     let mut data: Vec<Bar> = Vec::new();
-    for row in e.result["rows"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    for row in e.result["rows"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
         let name = match row["sizes"]["name"].as_str().unwrap_or("?") {
             "imix" => "IMIX".to_string(),
             n => format!("{n} B"),
