@@ -24,6 +24,9 @@
 //! benchmark seed) as their boot module; the guest delivers frames cycling through 1,024
 //! 5-tuples aimed at those rules, denied ones are dropped by design, so the figure is
 //! instructions per *delivered* frame and the check `packets + dropped == delivered`.
+//!
+//! Past ~800 lines because its tests (inline, ~135 lines, parsing captured `SIMBENCH` lines)
+//! sit beside the runner, its parser and its JSON records, which share one line format.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

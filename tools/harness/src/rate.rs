@@ -487,15 +487,28 @@ pub fn trial_with(
     seconds: f64,
     seq_base: u64,
 ) -> Result<Trial> {
-    ensure!(!offer.dsts.is_empty(), "an offer with no destination");
-    ensure!(seconds > 0.0, "trial of {seconds} s");
-    ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
-    tx.set_nonblocking(true).context("non-blocking sends")?;
-    widen_send_buffer(tx, 8 << 20);
+    prepare_senders(&[tx], offer, rate_pps, seconds)?;
     let mut legs = legs(&[(tx, rx, offer)], sizes, rate_pps, seconds, seq_base)?;
     let (mut t, _) = legs.remove(0);
     t.attribute(BTreeMap::new());
     Ok(t)
+}
+
+/// Checks a trial's parameters and makes its senders non-blocking (a refused send is counted,
+/// never waited for) with an 8 MiB send buffer.
+///
+/// # Errors
+/// No destination in `offer`, a duration or rate that is not positive, or a socket option
+/// refused.
+fn prepare_senders(tx: &[&HostSock], offer: &Offer, rate_pps: f64, seconds: f64) -> Result<()> {
+    ensure!(!offer.dsts.is_empty(), "an offer with no destination");
+    ensure!(seconds > 0.0, "trial of {seconds} s");
+    ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
+    for t in tx {
+        t.set_nonblocking(true).context("non-blocking sends")?;
+        widen_send_buffer(t, 8 << 20);
+    }
+    Ok(())
 }
 
 /// A sender of its own into guest port `port` of the dgram directory `dir`: an unbound unix
@@ -531,13 +544,7 @@ pub fn trial_bidir(
     seconds: f64,
     seq_base: u64,
 ) -> Result<Trial> {
-    ensure!(!offer.dsts.is_empty(), "an offer with no destination");
-    ensure!(seconds > 0.0, "trial of {seconds} s");
-    ensure!(rate_pps > 0.0, "trial at {rate_pps} frames/s");
-    for t in tx {
-        t.set_nonblocking(true).context("non-blocking sends")?;
-        widen_send_buffer(t, 8 << 20);
-    }
+    prepare_senders(&tx, offer, rate_pps, seconds)?;
     let back = Offer {
         flows: offer.flows,
         dsts: vec![gen::peer_ip(0)],

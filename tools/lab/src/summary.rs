@@ -7,6 +7,10 @@
 //! Each row: the metric, Gannet's figure, the peer's (measured in the same run), their ratio,
 //! the command that reproduces it (`--json` left out), and the commit it ran on. A file missing
 //! from `results/` gives one row saying so, never a stale figure.
+//!
+//! Past ~800 lines because it is one table: a row builder per results file (sim, peer, search,
+//! mm, pool, tlb, boot, soak, faults) and the shared formatting they all use; its tests are in
+//! `summary/tests.rs`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
