@@ -217,7 +217,9 @@ pub enum Verdict {
     },
     /// Not IPv4 (ARP, IPv6): untouched, the caller's to handle.
     NotIpv4,
-    /// Drop it (counted).
+    /// Drop it (counted). The frame is as it came, but for a hairpin dropped in its inbound
+    /// half (already translated outbound; its outbound session stays, as for any packet
+    /// that left).
     Drop(NatDrop),
 }
 

@@ -343,6 +343,14 @@ fn hairpinning_with_hole_punching() {
     assert_eq!(endpoints(&a2), (PUB, pa, HOST_B, 7000));
     assert_checksums(&a2);
     assert_eq!(nat.counters().hairpinned, 2);
+    // To a pool port with no mapping: dropped in the inbound half (the fuzz target's first
+    // stop: the frame was translated outbound before the drop).
+    let mut x = udp(HOST_A, 7000, PUB, 1100);
+    assert_eq!(
+        out(&mut nat, &mut x, 3 * S),
+        Verdict::Drop(NatDrop::NoMapping)
+    );
+    assert_eq!(endpoints(&x), (PUB, pa, PUB, 1100));
     // With endpoint-independent filtering the first packet already gets through, and a TCP
     // connection hairpins too.
     let mut nat = Setup {
