@@ -790,6 +790,95 @@ fn two_cores_hand_frames_to_the_owner() {
     }
 }
 
+/// Two cores: a hairpin between hosts of different cores is translated outbound by the
+/// sender's core and handed, so translated, to the core that owns the destination mapping;
+/// an ICMP error from a router inside goes to the core of the host it is about.
+#[test]
+fn two_cores_hairpin_and_inside_router_errors_reach_the_owner() {
+    let setup = Setup {
+        cores: 2,
+        filtering: Filtering::EndpointIndependent,
+        ..Setup::default()
+    };
+    let mut cores = [setup.build(0), setup.build(1)];
+    let owner = |h: [u8; 4]| usize::from(cores_owner(&setup, h));
+    // Two hosts owned by different cores.
+    let a = (2..100u8)
+        .map(|k| [10, 0, 0, k])
+        .find(|&h| owner(h) == 0)
+        .unwrap();
+    let b = (2..100u8)
+        .map(|k| [10, 0, 0, k])
+        .find(|&h| owner(h) == 1)
+        .unwrap();
+    let mut fb = udp(b, 9000, SERVER, 53);
+    assert_eq!(
+        cores[1].translate(&mut fb, Ingress::Inside, 0),
+        Verdict::Forward
+    );
+    let pb = endpoints(&fb).1;
+    let mut x = udp(a, 9000, PUB, pb);
+    let v = cores[0].translate(&mut x, Ingress::Inside, S);
+    assert_eq!(
+        v,
+        Verdict::HandOff {
+            core: 1,
+            from: Ingress::Hairpin
+        }
+    );
+    let pa = endpoints(&x).1;
+    assert_eq!(endpoints(&x), (PUB, pa, PUB, pb));
+    assert_eq!(
+        cores[1].translate(&mut x, Ingress::Hairpin, S),
+        Verdict::Forward
+    );
+    assert_eq!(endpoints(&x), (PUB, pa, b, 9000));
+    assert_checksums(&x);
+    // B's reply hairpins back to core 0, which owns A's mapping.
+    let mut y = udp(b, 9000, PUB, pa);
+    assert_eq!(
+        cores[1].translate(&mut y, Ingress::Inside, S),
+        Verdict::HandOff {
+            core: 0,
+            from: Ingress::Hairpin
+        }
+    );
+    assert_eq!(
+        cores[0].translate(&mut y, Ingress::Hairpin, S),
+        Verdict::Forward
+    );
+    assert_eq!(endpoints(&y), (PUB, pb, a, 9000));
+    // A router inside (owned by whichever core) reports B's inbound datagram undeliverable:
+    // the error goes to B's core, which translates it.
+    let mut r = udp(SERVER, 53, PUB, pb);
+    assert_eq!(
+        cores[1].translate(&mut r, Ingress::Outside, S),
+        Verdict::Forward
+    );
+    let router = (2..100u8)
+        .map(|k| [10, 0, 9, k])
+        .find(|&h| owner(h) == 0)
+        .unwrap();
+    let mut e = unreachable(router, SERVER, &r, 1500);
+    assert_eq!(
+        cores[0].translate(&mut e, Ingress::Inside, S),
+        Verdict::HandOff {
+            core: 1,
+            from: Ingress::Inside
+        }
+    );
+    assert_eq!(
+        cores[1].translate(&mut e, Ingress::Inside, S),
+        Verdict::Forward
+    );
+    assert_eq!(&e[26..34], &[PUB, SERVER].concat()[..]);
+    assert_checksums(&e);
+}
+
+fn cores_owner(s: &Setup, h: [u8; 4]) -> u16 {
+    ports::owner_of_inside(a32(h), s.cores, 0x1234)
+}
+
 /// The flood: `n` SYNs from spoofed inside sources (every one a new address) fill a
 /// 4,096-session table in which 1,000 established connections live; the SYNs churn the
 /// embryonic entries (the oldest evicted each time) and the established flows keep working.

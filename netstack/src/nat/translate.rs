@@ -252,7 +252,13 @@ impl<'a> Nat<'a> {
                 if self.in_pool(t.src) {
                     return Verdict::Drop(NatDrop::OwnAddressSource);
                 }
-                let owner = self.owner_of_inside(t.src);
+                // The inside host owns the flow: for an ICMP error the quoted datagram's
+                // destination (the error may come from a router inside, not the host).
+                let host = match flow.l4kind {
+                    L4::IcmpError(q) => q.tuple.dst,
+                    _ => t.src,
+                };
+                let owner = self.owner_of_inside(host);
                 if owner != self.core {
                     return Verdict::HandOff {
                         core: owner,
