@@ -37,10 +37,12 @@ extern crate std;
 
 pub mod acl;
 pub mod config;
+pub mod conntrack;
 pub mod counters;
 pub mod fib_build;
 pub mod forward;
 pub mod http;
+pub mod nat;
 pub mod rng;
 pub mod router;
 pub mod simframes;
