@@ -78,6 +78,7 @@ pub mod ndp;
 pub mod neigh;
 pub mod parse;
 pub mod parse6;
+pub mod setup6;
 pub mod show;
 pub mod sync;
 pub mod v6;
