@@ -744,7 +744,7 @@ impl core::fmt::Display for ConfigError<'_> {
                 gateway,
                 why,
             } => write!(f, "route={prefix},{gateway}: {why}"),
-            ConfigError::Ports6(e) => write!(f, "{e}"),
+            ConfigError::Ports6(e) => write!(f, "key `{}`: {e}", e.key()),
             ConfigError::BadRoute6 { route, why } => {
                 let gw = core::net::Ipv6Addr::from_bits(route.gateway);
                 match route.port {

@@ -221,3 +221,117 @@ fn ns_echo_and_forwarding_through_neighbour_discovery() {
     );
     assert!(total < Duration::from_secs(60));
 }
+
+/// A routes file mixing IPv4 and IPv6 lines (an IPv6 route through a link-local gateway named
+/// with its port), kept by `routes reload` (which rebuilds the IPv4 FIB); bad IPv6
+/// configuration refused at boot, naming the key.
+#[test]
+fn mixed_routes_file_reload_and_config_errors() {
+    let t0 = Instant::now();
+    let dir = TestDir::new();
+    let file = dir.path().join("routes.txt");
+    std::fs::write(
+        &file,
+        "192.168.0.0/16,10.0.1.2\n2001:db8:100::/48,fe80::5%1 # via a link-local gateway\n",
+    )
+    .unwrap();
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_with(ROUTER6, gen_count(1, 64, false), extra);
+    let lines = rig.guest.lines();
+    for want in ["1 routes from the routes file", "IPv6 FIB: 3 routes"] {
+        assert!(
+            lines.iter().any(|l| l.contains(want)),
+            "no `{want}`\n{}",
+            rig.tail()
+        );
+    }
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let (h0, gw) = (a("2001:db8::2"), a("fe80::5"));
+    let udp = [0x30, 0x39, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00];
+    let to = |dst: &str| {
+        eth(
+            guest_mac(0),
+            peer_mac(0),
+            &ipv6(h0, a(dst), 9, IPPROTO_UDP, &udp),
+        )
+    };
+    p0.send(&to("2001:db8:100:1::9")).unwrap();
+    let ns = recv(
+        &p1,
+        "Neighbor Solicitation for the link-local gateway",
+        &rig,
+    );
+    let icmp = ETH_HDR_LEN + IPV6_HDR_LEN;
+    assert_eq!(ns[icmp], 135, "NS: {ns:02x?}");
+    assert_eq!(
+        u128::from_be_bytes(ns[icmp + 8..icmp + 24].try_into().unwrap()),
+        gw
+    );
+    let ll1 = field(&ns, 8);
+    assert_eq!(
+        ll1 >> 64,
+        0xfe80 << 48,
+        "solicited from port 1's link-local address"
+    );
+    p1.send(&nd(
+        guest_mac(1),
+        peer_mac(1),
+        gw,
+        ll1,
+        gw,
+        Some(NA_SOLICITED | NA_OVERRIDE),
+    ))
+    .unwrap();
+    let got = recv(&p1, "datagram through the gateway", &rig);
+    assert_eq!((&got[ETH_DST], got[ETH_HDR_LEN + 7]), (&peer_mac(1)[..], 8));
+    // A reload rebuilds the IPv4 FIB from the same file; the IPv6 FIB and neighbours stay.
+    let from = rig.guest.line_count();
+    rig.guest.send_line("routes reload").unwrap();
+    rig.guest
+        .wait_for_line_from(
+            from,
+            |l| l.contains("FIB generation 2 published"),
+            FRAME_TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("reload: {e:#}\n{}", rig.tail()));
+    p0.send(&to("2001:db8:100:2::9")).unwrap();
+    let got = recv(&p1, "datagram after the reload", &rig);
+    assert_eq!(field(&got, 24), a("2001:db8:100:2::9"));
+    let s = rig.quit();
+    let r6 = s.router6.expect("router6 in STATS");
+    assert_eq!(
+        (r6.rx, r6.forwarded, r6.nd_consumed, r6.ns_sent),
+        (3, 2, 1, 1)
+    );
+    assert_eq!(r6.outcomes(), r6.rx);
+    assert_no_leak(&s);
+    let booted = t0.elapsed();
+
+    let base = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+    for (append, key) in [
+        (format!("{ROUTER6} mtu1=1000"), "mtu1"),
+        (
+            format!("{base} ip6_0=2001:db8::1/128 ip6_1=2001:db8:1::1/64"),
+            "ip6_0",
+        ),
+        (
+            format!("{base} ip6_0=2001:db8::1/64 ip6_1=2001:db8::1/64"),
+            "ip6_1",
+        ),
+        (format!("{ROUTER6} route=::/0,fe80::1"), "route"),
+    ] {
+        let (exit, lines) = boot_failing(&append, 2);
+        assert_eq!(exit, GuestExit::GuestFailure, "{append}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("config error:") && l.contains(&format!("`{key}`"))),
+            "{append}: no config error naming `{key}`: {lines:?}"
+        );
+    }
+    println!(
+        "router6 mixed file: {:.1} s, config errors {:.1} s",
+        booted.as_secs_f64(),
+        (t0.elapsed() - booted).as_secs_f64()
+    );
+}

@@ -375,7 +375,7 @@ fn ipv6_router_keys() {
     assert_eq!(e.0, key("mtu1"));
     assert_eq!(
         e.1,
-        "mtu1=1279 is below IPv6's minimum link MTU of 1280 (RFC 8200 §5) with ip6_1="
+        "key `mtu1`: mtu1=1279 is below IPv6's minimum link MTU of 1280 (RFC 8200 §5) with ip6_1="
     );
     assert!(
         Config::parse(&format!("{r} mtu1=1279")).is_ok(),
@@ -400,7 +400,13 @@ fn ipv6_router_keys() {
         "route=::/0,2001:db8::2: gateway inside no port's ip6_N= prefix"
     );
     let e = err(&format!("{r} ip6_0=2001:db8::1/64 ip6_1=2001:db8::1/64"));
-    assert_eq!(e, (key("ip6_1"), "ip6_1= is ip6_0='s address".to_string()));
+    assert_eq!(
+        e,
+        (
+            key("ip6_1"),
+            "key `ip6_1`: ip6_1= is ip6_0='s address".to_string()
+        )
+    );
     let e = err(&format!("{r} ip6_0=2001:db8::1/64"));
     assert_eq!(e.0, key("ip6_1"));
     assert_eq!(
