@@ -674,6 +674,7 @@ router_drops! {
     not_for_us: NotForUs,
     link_broadcast: LinkBroadcast,
     unsupported_ethertype: UnsupportedEthertype,
+    ipv6_off: Ipv6Off,
     bad_arp: BadArp,
     arp_not_for_us: ArpNotForUs,
     ip_truncated: Truncated,

@@ -210,6 +210,7 @@ fn ns_echo_and_forwarding_through_neighbour_discovery() {
         0,
         "IPv6 is no longer unsupported"
     );
+    assert_eq!(router(&s).drops.ipv6_off, 0);
     assert_eq!(router(&s).rx, 0, "no IPv4 frame sent");
     assert_no_leak(&s);
     let total = t0.elapsed();
@@ -329,9 +330,65 @@ fn mixed_routes_file_reload_and_config_errors() {
             "{append}: no config error naming `{key}`: {lines:?}"
         );
     }
+    // An IPv6 routes-file line without IPv6 ports is refused, not dropped unseen.
+    let (exit, lines) = boot_failing_with(base, 2, 1, |dir| {
+        let f = dir.join("routes.txt");
+        std::fs::write(
+            &f,
+            "10.9.0.0/16,10.0.1.2\n2001:db8:100::/48,2001:db8:1::2\n",
+        )
+        .unwrap();
+        vec!["-initrd".to_string(), f.display().to_string()]
+    });
+    assert_eq!(exit, GuestExit::GuestFailure);
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "config error: routes file line 2: `2001:db8:100::/48,2001:db8:1::2`: an IPv6 route needs ip6_0= and ip6_1="
+        )),
+        "{lines:?}"
+    );
     println!(
         "router6 mixed file: {:.1} s, config errors {:.1} s",
         booted.as_secs_f64(),
         (t0.elapsed() - booted).as_secs_f64()
     );
+}
+
+/// Without `ip6_0=`/`ip6_1=` the router counts IPv6 frames `ipv6_off` (multicast ones too),
+/// no longer `unsupported_ethertype`.
+#[test]
+fn ipv6_off_without_addresses() {
+    let mut rig = Rig::start_raw("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24");
+    let p0 = rig.port(0);
+    let (r0, h0) = (a("2001:db8::1"), a("2001:db8::2"));
+    let group = ndp::solicited_node(r0);
+    p0.send(&nd(
+        ndp::multicast_mac(group).0,
+        peer_mac(0),
+        h0,
+        group,
+        r0,
+        None,
+    ))
+    .unwrap();
+    p0.send(&eth(
+        guest_mac(0),
+        peer_mac(0),
+        &ipv6(h0, r0, 64, IPPROTO_UDP, &[0; 8]),
+    ))
+    .unwrap();
+    let deadline = Instant::now() + FRAME_TIMEOUT;
+    while router(&rig.stats()).rx < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "frames not counted\n{}",
+            rig.tail()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = rig.quit();
+    assert!(s.router6.is_none(), "no router6 without IPv6 addresses");
+    let d = router(&s).drops;
+    assert_eq!((d.ipv6_off, d.unsupported_ethertype), (2, 0));
+    assert_no_leak(&s);
 }

@@ -399,7 +399,7 @@ fn json_is_the_established_line() {
         r#""arp_consumed":1,"arp_requests":1,"to_host":3,"queued":4,"queued_now":0,"#,
         r#""icmp_sent":2,"icmp_rate_limited":0,"icmp_suppressed":0,"no_buffer":0,"drops":{"#,
         r#""runt":0,"unknown_port":0,"not_for_us":0,"link_broadcast":0,"#,
-        r#""unsupported_ethertype":0,"bad_arp":0,"arp_not_for_us":0,"ip_truncated":0,"#,
+        r#""unsupported_ethertype":0,"ipv6_off":0,"bad_arp":0,"arp_not_for_us":0,"ip_truncated":0,"#,
         r#""bad_version":0,"bad_ihl":0,"bad_total_len":0,"bad_checksum":0,"beyond_head":0,"#,
         r#""bad_options":0,"#,
         r#""martian_src":0,"martian_dst":0,"broadcast":0,"multicast":0,"#,

@@ -13,7 +13,7 @@ use log::info;
 use mm::Zone;
 use netstack::config::PORTS;
 use netstack::router::fib6::{Node6, Poptrie, Route6, DIRECT_LEN};
-use netstack::router::setup6::{collect6, count6};
+use netstack::router::setup6::{collect6, count6, routes6_of_file};
 use netstack::router::v6::{NextHop6, Port6};
 use netstack::router::RouterConfig;
 use netstack::{Config, MacAddr};
@@ -41,12 +41,15 @@ fn carve<T: Copy>(zone: &Zone, n: usize, v: T, what: &str) -> Result<&'static mu
             "router: no memory for the IPv6 FIB's {what} ({bytes} bytes)"
         ))
     })?;
-    // SAFETY: the block is at least `n * size_of::<T>()` bytes, page-aligned (so aligned for
-    // `T`), ours for 'static and consumed here; every element is written before the slice is
-    // read (`fill` below writes through raw memory of a `Copy` type with no invalid zero
-    // pattern concerns: the block is zeroed and then overwritten).
-    let s = unsafe { core::slice::from_raw_parts_mut(block.as_mut_ptr().cast::<T>(), n) };
-    s.fill(v);
+    let p = block.as_mut_ptr().cast::<T>();
+    for i in 0..n {
+        // SAFETY: `i < n` and the block holds at least `n` values of `T` (`bytes` above),
+        // page-aligned so aligned for `T`; `write` stores without reading what was there.
+        unsafe { p.add(i).write(v) };
+    }
+    // SAFETY: `n` values of `T` just written at `p`, in a block ours for 'static and no longer
+    // reachable through `block`, which is consumed here.
+    let s = unsafe { core::slice::from_raw_parts_mut(p, n) };
     Ok(s)
 }
 
@@ -63,6 +66,12 @@ pub fn build_fib6(
     routes_file: Option<&'static str>,
 ) -> Result<(), FibError> {
     let [Some(a), Some(b)] = cfg.ip6 else {
+        // IPv6 routes without IPv6 ports would be dropped unseen: refused by line.
+        if let Some((line, text, _)) = routes_file.and_then(|t| routes6_of_file(t).next()) {
+            return Err(fail6(format_args!(
+                "config error: routes file line {line}: `{text}`: an IPv6 route needs ip6_0= and ip6_1="
+            )));
+        }
         return Ok(());
     };
     let room = count6(PORTS, cfg.routes6.len(), routes_file);
