@@ -515,6 +515,19 @@ fn a_body_is_checked_line_by_line_however_it_arrives() {
     assert!(r.unwrap_err().text.contains("routes line 2: "));
     let (r, _) = stream(b"10.9.0.0/16,10.0.1.2\r\n\xff\xfe\n", 1);
     assert!(r.unwrap_err().text.contains("routes line 2: not UTF-8"));
+    // The live reload rebuilds the IPv4 FIB only: an IPv6 line is refused by name, never
+    // dropped (issue 37).
+    let (r, _) = stream(
+        b"10.9.0.0/16,10.0.1.2\n2001:db8:100::/48,2001:db8:1::2\n",
+        5,
+    );
+    let text = r.unwrap_err().text;
+    assert!(
+        text.contains(
+            "routes line 2: `2001:db8:100::/48,2001:db8:1::2`: IPv6 routes are read at boot only"
+        ),
+        "{text}"
+    );
 }
 
 /// Issue 40 item 1: with the router's ports, each route is checked as its line arrives
