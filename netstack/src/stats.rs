@@ -38,6 +38,52 @@ use core::fmt;
 use heapless::Vec;
 use serde::{Deserialize, Serialize};
 
+/// Declares a drop table `$name`: one `u64` field per variant of the drop reason `$reason`
+/// (its `ALL` in counter order), each field named as the reason's `as_str` (checked by the
+/// tests), the exhaustive mapping both ways (`get`, `From<&$counters>` through its
+/// `drops_for`), `iter` in `ALL` order and `total`. One macro for the IPv4 and the IPv6
+/// router's tables, so the two stay alike.
+macro_rules! drop_table {
+    ($(#[$doc:meta])* $name:ident: $reason:ident from $counters:ident;
+     $($field:ident: $variant:ident,)*) => {
+        $(#[$doc])*
+        #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct $name {
+            $(
+                #[doc = concat!("[`", stringify!($reason), "::", stringify!($variant), "`].")]
+                pub $field: u64,
+            )*
+        }
+
+        impl $name {
+            /// The counter of `why`.
+            pub fn get(&self, why: $reason) -> u64 {
+                match why {
+                    $($reason::$variant => self.$field,)*
+                }
+            }
+
+            /// Every reason with its counter, in `ALL` order.
+            pub fn iter(&self) -> impl Iterator<Item = ($reason, u64)> + '_ {
+                $reason::ALL.into_iter().map(|r| (r, self.get(r)))
+            }
+
+            /// All drops.
+            pub fn total(&self) -> u64 {
+                self.iter().map(|(_, n)| n).sum()
+            }
+        }
+
+        impl From<&$counters> for $name {
+            fn from(c: &$counters) -> Self {
+                $name {
+                    $($field: c.drops_for($reason::$variant),)*
+                }
+            }
+        }
+    };
+}
+
 pub mod nf_own;
 mod pool;
 mod router6;
@@ -636,39 +682,9 @@ pub struct NeighSync {
     pub dropped: u64,
 }
 
-/// Declares [`RouterDrops`]: one field per [`RouterDrop`], named by [`RouterDrop::as_str`]
-/// (checked by a test), and the exhaustive mapping between them.
-macro_rules! router_drops {
-    ($($field:ident: $variant:ident,)*) => {
-        /// The router's drops by [`RouterDrop`] (frames); the keys are [`RouterDrop::as_str`].
-        #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-        pub struct RouterDrops {
-            $(
-                #[doc = concat!("[`RouterDrop::", stringify!($variant), "`].")]
-                pub $field: u64,
-            )*
-        }
-
-        impl RouterDrops {
-            /// The counter of `why`.
-            pub fn get(&self, why: RouterDrop) -> u64 {
-                match why {
-                    $(RouterDrop::$variant => self.$field,)*
-                }
-            }
-        }
-
-        impl From<&RouterCounters> for RouterDrops {
-            fn from(c: &RouterCounters) -> Self {
-                RouterDrops {
-                    $($field: c.drops_for(RouterDrop::$variant),)*
-                }
-            }
-        }
-    };
-}
-
-router_drops! {
+drop_table! {
+    /// The router's drops by [`RouterDrop`] (frames); the keys are [`RouterDrop::as_str`].
+    RouterDrops: RouterDrop from RouterCounters;
     runt: Runt,
     unknown_port: UnknownPort,
     not_for_us: NotForUs,
@@ -697,18 +713,6 @@ router_drops! {
     neigh_timeout: NeighTimeout,
     neigh_flushed: NeighFlushed,
     neigh_evicted: NeighEvicted,
-}
-
-impl RouterDrops {
-    /// Every reason with its counter, in [`RouterDrop::ALL`] order.
-    pub fn iter(&self) -> impl Iterator<Item = (RouterDrop, u64)> + '_ {
-        RouterDrop::ALL.into_iter().map(|r| (r, self.get(r)))
-    }
-
-    /// All drops.
-    pub fn total(&self) -> u64 {
-        self.iter().map(|(_, n)| n).sum()
-    }
 }
 
 /// The management plane's counters (frames; `/metrics` only, not in `STATS`). The one

@@ -80,39 +80,9 @@ impl Router6Stats {
     }
 }
 
-/// Declares [`Router6Drops`]: one field per [`Drop6`], named by [`Drop6::as_str`] (checked
-/// by a test), and the exhaustive mapping between them.
-macro_rules! router6_drops {
-    ($($field:ident: $variant:ident,)*) => {
-        /// The IPv6 router's drops by [`Drop6`] (frames); the keys are [`Drop6::as_str`].
-        #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-        pub struct Router6Drops {
-            $(
-                #[doc = concat!("[`Drop6::", stringify!($variant), "`].")]
-                pub $field: u64,
-            )*
-        }
-
-        impl Router6Drops {
-            /// The counter of `why`.
-            pub fn get(&self, why: Drop6) -> u64 {
-                match why {
-                    $(Drop6::$variant => self.$field,)*
-                }
-            }
-        }
-
-        impl From<&Counters6> for Router6Drops {
-            fn from(c: &Counters6) -> Self {
-                Router6Drops {
-                    $($field: c.drops_for(Drop6::$variant),)*
-                }
-            }
-        }
-    };
-}
-
-router6_drops! {
+drop_table! {
+    /// The IPv6 router's drops by [`Drop6`] (frames); the keys are [`Drop6::as_str`].
+    Router6Drops: Drop6 from Counters6;
     ip_truncated: Truncated,
     bad_version: BadVersion,
     bad_payload_len: BadPayloadLen,
@@ -140,18 +110,6 @@ router6_drops! {
     neigh_timeout: NeighTimeout,
     bad_icmp: BadIcmp,
     neigh_flushed: NeighFlushed,
-}
-
-impl Router6Drops {
-    /// Every reason with its counter, in [`Drop6::ALL`] order.
-    pub fn iter(&self) -> impl Iterator<Item = (Drop6, u64)> + '_ {
-        Drop6::ALL.into_iter().map(|r| (r, self.get(r)))
-    }
-
-    /// All drops.
-    pub fn total(&self) -> u64 {
-        self.iter().map(|(_, n)| n).sum()
-    }
 }
 
 /// The `gannet_router6_*` metric families of `r` (Prometheus text format 0.0.4).
