@@ -226,7 +226,9 @@ impl core::fmt::Display for IgbError {
 pub type Igb<H, R> = DdNic<H, R, 0, Advanced>;
 
 /// Reset the 82576 behind `regs`, find its MAC, bring the link up, set the filters and give
-/// queue 0 its rings. `now_us` is a monotonic clock in µs (the bounded waits).
+/// queue 0 its rings. `now_us` is a monotonic clock in µs (the bounded waits). [`start`] then
+/// [`finish`]: a machine with several ports starts them all before it waits for any link, so
+/// their autonegotiations run together.
 ///
 /// # Errors
 /// [`IgbError`], naming what did not answer; the NIC is left reset.
@@ -235,19 +237,64 @@ pub fn bring_up<H: Hal, R: DdRegs>(
     cfg: &IgbConfig,
     now_us: impl Fn() -> u64,
 ) -> Result<Igb<H, R>, IgbError> {
-    let wait = |us: u64, done: &dyn Fn() -> bool| wait_until(&now_us, us, done);
+    finish(start(regs, cfg, &now_us)?, cfg, &now_us)
+}
+
+/// An 82576 reset, its MAC in receive address 0 and its autonegotiation restarted, no ring yet
+/// (no DMA): what [`finish`] completes. Dropped unfinished, it is left reset.
+pub struct Starting<R: DdRegs> {
+    /// The register block (`None` once [`finish`] took it).
+    regs: Option<R>,
+}
+
+impl<R: DdRegs> Drop for Starting<R> {
+    fn drop(&mut self) {
+        if let Some(regs) = &self.regs {
+            regs.write(CTRL, CTRL_RST);
+        }
+    }
+}
+
+/// The first half of [`bring_up`]: reset, MAC, interrupts masked, no checksum offload, one
+/// queue (`MRQC` 0), `RLPML`, and the PHY's autonegotiation restarted advertising no pause
+/// (the reset leaves it idle: under QEMU `STATUS.LU` stays clear until it completes, 500 ms
+/// after a restart).
+///
+/// # Errors
+/// [`IgbError`]: reset, EEPROM, MAC, PHY.
+pub fn start<R: DdRegs>(
+    regs: R,
+    cfg: &IgbConfig,
+    now_us: &impl Fn() -> u64,
+) -> Result<Starting<R>, IgbError> {
+    let wait = |us: u64, done: &dyn Fn() -> bool| wait_until(now_us, us, done);
     reset_and_mac(&regs, &wait)?;
     regs.write(EIMC, u32::MAX);
     regs.write(RXCSUM, 0);
     regs.write(RFCTL, 0);
     regs.write(MRQC, 0);
     regs.write(RLPML, (cfg.max_frame + RLPML_EXTRA) as u32);
-    // The reset left the PHY's autonegotiation idle (QEMU: `STATUS.LU` clear until it
-    // completes, 500 ms after a restart): advertise no pause, restart it, wait for the link.
     phy_write(&regs, &wait, PHY_ANAR, ANAR_NO_PAUSE)?;
     phy_write(&regs, &wait, PHY_BMCR, BMCR_AUTONEG_RESTART)?;
+    Ok(Starting { regs: Some(regs) })
+}
+
+/// The second half of [`bring_up`]: wait (bounded) for the link, flow control and VLAN mode
+/// off, the receive and transmit units on with queue 0's rings, `RXDCTL.ENABLE` read back.
+///
+/// # Errors
+/// [`IgbError`]: link, rings, queue enable.
+pub fn finish<H: Hal, R: DdRegs>(
+    mut s: Starting<R>,
+    cfg: &IgbConfig,
+    now_us: &impl Fn() -> u64,
+) -> Result<Igb<H, R>, IgbError> {
+    let wait = |us: u64, done: &dyn Fn() -> bool| wait_until(now_us, us, done);
     let no_fc = CTRL_RFCE | CTRL_TFCE | CTRL_VME;
-    link_up_clearing(&regs, &now_us, &wait, no_fc)?;
+    let Some(regs) = s.regs.take() else {
+        unreachable!("only `finish` takes the registers, and it consumes `s`")
+    };
+    link_up_clearing(&regs, now_us, &wait, no_fc)?;
     // Autonegotiation's resolution may have set the flow-control enables (QEMU's model sets
     // both once it completes): the policy is off.
     regs.write(CTRL, regs.read(CTRL) & !no_fc);

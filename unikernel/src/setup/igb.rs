@@ -2,7 +2,8 @@
 //! (behind bridges too), on the boot CPU, into a per-core device set of their own type
 //! ([`IgbPort`]); the cores that own them run a core monomorphised for it (`run::run_polled`).
 //! The checks, the BAR mapping and the per-port settings are the e1000e set-up's
-//! ([`super::e1000e`]); the bring-up is the driver's ([`drivers::igb::bring_up`]).
+//! ([`super::e1000e`]); the bring-up is the driver's ([`drivers::igb::start`] on every port,
+//! then [`drivers::igb::finish`] on each).
 //!
 //! One queue pair per port (queue 0), busy polling: RSS and a queue pair per core (issue 41,
 //! item 3) are not driven yet, MSI-X is not wired. igb ports do not pair with another driver's
@@ -13,7 +14,7 @@ use super::{port_error, SetupError, Topology};
 use crate::arch::time::uptime_us;
 use crate::mem::KernelHal;
 use crate::percpu::MAX_CPUS;
-use drivers::igb::{bring_up, Igb, MmioRegs};
+use drivers::igb::{finish, start, Igb, MmioRegs, Starting};
 use drivers::nic::Nic;
 use drivers::pci::PciCam;
 use log::info;
@@ -65,13 +66,24 @@ pub fn setup(
         "igb",
         "RSS and a queue pair per core over the 82576's 16 are not driven yet",
     )?;
+    // Every port's autonegotiation restarted first, then each link waited for: the ports'
+    // 500 ms (QEMU) run together, not one after another.
+    let mut starting: heapless::Vec<Starting<MmioRegs>, { PORTS * MAX_CPUS }> =
+        heapless::Vec::new();
+    for (i, &(df, _)) in found.iter().enumerate().take(pairs * PORTS) {
+        let regs = map_regs(root, i, df, "igb")?;
+        let s = start(regs, &port_config(cfg, i % PORTS), &uptime_us)
+            .map_err(|e| port_error(i, Some(df), format_args!("{e}")))?;
+        let _ = starting.push(s);
+    }
     let mut stash = DEVICES.lock();
+    let mut starting = starting.into_iter();
     for k in 0..pairs {
         for j in 0..PORTS {
             let i = PORTS * k + j;
             let (df, _) = found[i];
-            let regs = map_regs(root, i, df, "igb")?;
-            let nic = bring_up::<KernelHal, _>(regs, &port_config(cfg, j), uptime_us)
+            let s = starting.next().expect("one started per port");
+            let nic = finish::<KernelHal, _>(s, &port_config(cfg, j), &uptime_us)
                 .map_err(|e| port_error(i, Some(df), format_args!("{e}")))?;
             info!(
                 "port {i}: {df} igb (82576) MAC {} link up, advanced rings 2x{} (one buffer each, 4 KiB), RDT every {} buffers, flow control off (cpu {k}, polled)",
