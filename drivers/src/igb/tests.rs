@@ -300,3 +300,40 @@ fn a_device_that_never_sets_dd_gives_nothing_and_no_register_read() {
     unsafe { a.take_pages(&mut |_| n += 1) };
     assert_eq!(n, 100, "every posted page back");
 }
+
+#[test]
+fn the_staged_path_reads_advanced_write_backs_ok_too_big_and_continuations() {
+    let (mut a, mut ad) = igb([2, 0, 0, 0, 0, 11], &L2);
+    let p = pages(64);
+    // SAFETY: fresh pages, ours until they come back.
+    assert_eq!(unsafe { a.rx_refill(&p) }, 64);
+    assert_eq!(ad.deliver_rx(&frame(3, 1514), 2), 2);
+    // 5,000 bytes: two buffers, `EOP` on the second; this path does not collect.
+    assert_eq!(ad.deliver_rx(&frame(4, 5000), 1), 1);
+    let mut out = [RxBuf {
+        pfn: Pfn(0),
+        len: 0,
+        status: RxStatus::Unused,
+    }; 8];
+    assert_eq!(a.rx_burst(&mut out), 4);
+    assert_eq!((out[0].len, out[0].status), (1514, RxStatus::Ok));
+    assert_eq!((out[1].len, out[1].status), (1514, RxStatus::Ok));
+    assert_eq!(out[2].status, RxStatus::TooBig);
+    assert_eq!(out[3].status, RxStatus::Continuation);
+    // SAFETY: DD was set: the page is ours, the frame at offset 0.
+    let got = unsafe { core::slice::from_raw_parts(out[0].pfn.addr() as usize as *const u8, 1514) };
+    assert_eq!(got, &frame(3, 1514)[..]);
+}
+
+#[test]
+fn other_igb_family_functions_are_named_and_the_82576_is_not_among_them() {
+    assert_eq!(unbound_family_name(0x1533), Some("I210 copper"));
+    assert_eq!(unbound_family_name(0x1539), Some("I211 copper"));
+    assert_eq!(unbound_family_name(0x1521), Some("I350 copper"));
+    assert_eq!(unbound_family_name(DEVICE_82576), None, "bound, not listed");
+    assert_eq!(unbound_family_name(0x10D3), None, "the 82574L is e1000e's");
+    let mut ids: Vec<u16> = IGB_FAMILY_UNBOUND.iter().map(|&(id, _)| id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), IGB_FAMILY_UNBOUND.len(), "no ID twice");
+}
