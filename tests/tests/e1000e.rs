@@ -226,26 +226,39 @@ fn e1000e_behind_pcie_root_ports() {
 /// frame of either size forwarded whole, none dropped, every page back.
 #[test]
 fn e1000e_jumbo_mtu_forwards_frames_of_several_descriptors_whole() {
-    jumbo_mtu_forwards_frames_of_several_descriptors_whole(NicModel::E1000e);
+    jumbo_mtu_forwards_frames_of_several_descriptors_whole(NicModel::E1000e, NicBus::Root);
 }
 
 /// [`e1000e_jumbo_mtu_forwards_frames_of_several_descriptors_whole`] on igb ports (advanced
-/// descriptors; `RCTL.LPE` and `RLPML` 9,022).
+/// descriptors; `RCTL.LPE` and `RLPML` 9,022), each behind its own `pcie-root-port` (found by
+/// the scan behind the bridges; no second boot for the placement).
 #[test]
-fn igb_jumbo_mtu_forwards_frames_of_several_descriptors_whole() {
-    jumbo_mtu_forwards_frames_of_several_descriptors_whole(NicModel::Igb);
+fn igb_jumbo_mtu_behind_pcie_root_ports_forwards_frames_of_several_descriptors_whole() {
+    jumbo_mtu_forwards_frames_of_several_descriptors_whole(NicModel::Igb, NicBus::RootPorts);
 }
 
-/// The jumbo test on ports of `model`.
-fn jumbo_mtu_forwards_frames_of_several_descriptors_whole(model: NicModel) {
+/// The jumbo test on ports of `model` placed as `bus`.
+fn jumbo_mtu_forwards_frames_of_several_descriptors_whole(model: NicModel, bus: NicBus) {
     const N: u64 = 100;
     let mut rig = Rig::start_intel(
         model,
         "mode=io mtu0=9000 mtu1=9000",
         gen_count(N, 4000, true),
-        NicBus::Root,
+        bus,
         Vec::new(),
     );
+    if bus == NicBus::RootPorts {
+        let id = match model {
+            NicModel::Igb => "igb (8086:10c9)",
+            _ => "e1000e (8086:10d3)",
+        };
+        let needle = format!("pci: {id} at 01:00.0 02:00.0");
+        assert!(
+            rig.guest.lines().iter().any(|l| l.contains(&needle)),
+            "no `{needle}`\n{}",
+            rig.tail()
+        );
+    }
     let before = rig.stats();
     let r = rig.run();
     assert_eq!(
