@@ -2,6 +2,10 @@
 //! CPUs may still hold the old translation in their TLBs (docs/DESIGN.md "Remapped buffers and
 //! batched TLB shootdown"; docs/SEED-NOTES.md "TLB shootdown batching (2015)").
 //!
+//! Past ~800 lines because the batch, the shared request slots and the in-flight token are one
+//! protocol, whose memory orderings (publish a request, acknowledge it, retire the batch) are
+//! checked against each other in one place; its tests are in `tlb/tests.rs`.
+//!
 //! The crate supplies the protocol only; the kernel supplies the arch operations through
 //! [`TlbArch`] (`invlpg`, CR3 reload, the TLB IPI, "is that core in `hlt`", the TSC). Nothing
 //! here allocates, blocks or touches page tables, which is what makes it testable on the host

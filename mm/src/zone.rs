@@ -1,5 +1,9 @@
 //! The buddy allocator for one zone (Linux `struct zone`, `mm/page_alloc.c`).
 //!
+//! Past ~800 lines because the free lists, the deferred `mem_map` initialisation and the
+//! free-page accounts share one lock and one set of invariants (a slot is written before it is
+//! listed, every page counted once); its inline tests are the last ~440 lines.
+//!
 //! A zone spans PFNs `[start_pfn, start_pfn + mem_map.len())`, possibly with holes (pages never
 //! handed to [`Zone::add_free_range`] stay reserved and are never merged with). Free memory is
 //! kept as naturally aligned blocks of `2^order` pages, `order` in `0..=MAX_ORDER`; alignment is

@@ -354,6 +354,14 @@ pub struct Config {
     /// `0.0.0.0/0,GW` is the default route. In router mode checked against `ip0=`/`ip1=`
     /// ([`crate::router::check_route`]), each prefix once, when the line is parsed.
     pub routes: heapless::Vec<(Ipv4Net, Ipv4Addr), MAX_CMDLINE_ROUTES>,
+    /// `route=PREFIX/LEN,GATEWAY[%PORT]` with an IPv6 prefix (router mode; up to
+    /// [`MAX_CMDLINE_ROUTES`]): static IPv6 routes, a link-local gateway naming its port
+    /// (`::/0,fe80::1%1`). Checked against `ip6_0=`/`ip6_1=` when the line is parsed.
+    pub routes6: heapless::Vec<crate::router::parse6::Route6Spec, MAX_CMDLINE_ROUTES>,
+    /// `ip6_0=ADDR/LEN`, `ip6_1=…` (router mode, both or neither): the ports' global IPv6
+    /// addresses and connected prefixes (not /128); each port also has the link-local address
+    /// of its MAC. With them the router forwards IPv6 too (every such port's MTU ≥ 1,280).
+    pub ip6: [Option<crate::router::parse6::Ipv6Net>; PORTS],
     /// `mgmt=ip0|ip1|none`: the management address (any mode; default: the first port with
     /// an address, [`Config::mgmt_port`]).
     pub mgmt: MgmtPort,
@@ -543,6 +551,8 @@ impl Default for Config {
             ip: [None; PORTS],
             mtu: [None; PORTS],
             routes: heapless::Vec::new(),
+            routes6: heapless::Vec::new(),
+            ip6: [None; PORTS],
             mgmt: MgmtPort::Auto,
             xcore: false,
             acpi_rsdp: None,
@@ -650,6 +660,17 @@ pub enum ConfigError<'a> {
         /// Why.
         why: RouteError,
     },
+    /// The ports' IPv6 addresses refused together (naming the key at fault,
+    /// [`crate::router::setup6::Ports6Error::key`]).
+    Ports6(crate::router::setup6::Ports6Error),
+    /// An IPv6 `route=` that does not fit `ip6_0=`/`ip6_1=`
+    /// ([`crate::router::setup6::check_route6`]).
+    BadRoute6 {
+        /// The route.
+        route: crate::router::parse6::Route6Spec,
+        /// Why.
+        why: crate::router::setup6::Route6Error,
+    },
     /// More `virtio_mmio.device=` keys than [`MAX_MMIO_DEVICES`].
     TooManyMmioDevices,
     /// A known key with a value it cannot take; `expected` says what it takes.
@@ -676,7 +697,10 @@ impl ConfigError<'_> {
             | ConfigError::TooLong { key, .. } => Some(key),
             ConfigError::NfKeyShadowed { key, .. } => Some(key),
             ConfigError::Missing { key, .. } => Some(key),
-            ConfigError::TooManyRoutes | ConfigError::BadRoute { .. } => Some("route"),
+            ConfigError::TooManyRoutes
+            | ConfigError::BadRoute { .. }
+            | ConfigError::BadRoute6 { .. } => Some("route"),
+            ConfigError::Ports6(e) => Some(e.key()),
             ConfigError::TooManyMmioDevices => Some("virtio_mmio.device"),
         }
     }
@@ -725,6 +749,14 @@ impl core::fmt::Display for ConfigError<'_> {
                 gateway,
                 why,
             } => write!(f, "route={prefix},{gateway}: {why}"),
+            ConfigError::Ports6(e) => write!(f, "key `{}`: {e}", e.key()),
+            ConfigError::BadRoute6 { route, why } => {
+                let gw = core::net::Ipv6Addr::from_bits(route.gateway);
+                match route.port {
+                    Some(p) => write!(f, "route={},{gw}%{p}: {why}", route.prefix),
+                    None => write!(f, "route={},{gw}: {why}", route.prefix),
+                }
+            }
             ConfigError::TooManyMmioDevices => write!(
                 f,
                 "key `virtio_mmio.device` given more than {MAX_MMIO_DEVICES} times"
@@ -762,7 +794,9 @@ pub use crate::router::parse::ROUTES_LINE_MAX;
 /// Routes from a routes file (a boot module: `cargo xtask … --routes FILE`): one route per
 /// line in the `route=` syntax (`PREFIX/LEN,GATEWAY`), each prefix once (the FIB build
 /// refuses a repeat, [`crate::router::Existing::Refuse`]); blank lines and `#` comments are
-/// skipped; a line over [`ROUTES_LINE_MAX`] bytes is bad. Yields `Ok((line number, route))` or
+/// skipped, and so are IPv6 routes (a line holding a `:`: the IPv6 FIB reads them,
+/// [`crate::router::setup6::routes6_of_file`]); a line over [`ROUTES_LINE_MAX`] bytes is bad.
+/// Yields `Ok((line number, route))` or
 /// `Err((line number, the line, why))` for a bad line. The iterator is a named type
 /// ([`RoutesFile`]) so that a caller can keep it and resume
 /// (the boot CPU builds a reload's FIB a few hundred routes per poll iteration).
@@ -788,7 +822,8 @@ impl<'a> Iterator for RoutesFile<'a> {
                 return Some(Err((i + 1, shown, ParseError::LineTooLong)));
             }
             let l = line.split('#').next().unwrap_or("").trim();
-            if !l.is_empty() {
+            // IPv6 lines are the IPv6 FIB's (`crate::router::setup6::routes6_of_file`).
+            if !l.is_empty() && !l.contains(':') {
                 return Some(
                     parse_route(l)
                         .map(|r| (i + 1, r))
@@ -929,6 +964,11 @@ impl Config {
                         because: "with mode=router",
                     });
                 }
+            }
+            crate::router::setup6::check_ports6(&cfg.ip6, &cfg.mtu).map_err(ConfigError::Ports6)?;
+            for r in &cfg.routes6 {
+                crate::router::setup6::check_route6(&cfg.ip6, r)
+                    .map_err(|why| ConfigError::BadRoute6 { route: *r, why })?;
             }
             // Checked here, once the ports are known, not first at the FIB build.
             let ports = RouteCheck::new(cfg.ip.iter().flatten().copied());

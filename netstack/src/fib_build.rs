@@ -88,11 +88,12 @@ impl StepBudget for Units {
 }
 
 /// For sizing only: the prefix length a routes-file line names (the digits after its `/`; 0
-/// if there are none), or `None` for a blank or comment-only line. Several times cheaper than
+/// if there are none), or `None` for a blank or comment-only line or an IPv6 route. Several times cheaper than
 /// parsing the line; a malformed line counts as a route (adding it names the error).
 pub fn sizing_len(line: &str) -> Option<u8> {
     let l = line.split('#').next().unwrap_or("").trim();
-    if l.is_empty() {
+    // Blank, or an IPv6 route (not the IPv4 FIB's).
+    if l.is_empty() || l.contains(':') {
         return None;
     }
     let digits = l.split_once('/').map_or("", |(_, rest)| rest);

@@ -21,11 +21,14 @@
 //! | a method the path does not take | 405 Method Not Allowed, with `Allow` |
 //! | a bad or repeated `Content-Length` (any method) | 400 Bad Request |
 //!
-//! `GET /routes` (router mode; no token: it reads what `/metrics` already tells in part) is
-//! [`Head::Routes`]: the kernel answers with the installed routes, one per line in the console's
-//! `routes` forms (`netstack::router::show`: a static route as its routes-file line, connected,
-//! local and broadcast entries in forms of their own), after [`routes_head`]: `ETag: "gen-N"`,
-//! the published FIB's generation ([`etag`]), and `X-Routes`, how many entries it holds.
+//! `GET` of the network function's file (no token: it reads what `/metrics` already tells in
+//! part) is [`Head::File`], answered with what is installed after [`file_head`]: `ETag:
+//! "gen-N"`, the published generation ([`etag`]), and a count of entries. `GET /routes`
+//! (router mode): the FIB's entries, one per line in the console's `routes` forms
+//! (`netstack::router::show`: a static route as its routes-file line, connected, local and
+//! broadcast entries in forms of their own), `X-Routes`. `GET /rules` (ACL mode): the rule
+//! set's rules in the rules file's syntax, in order (`netstack::acl::Rule`'s `Display`: each
+//! line parses back to its rule), `X-Rules`.
 //!
 //! Line ends may be CRLF or a bare LF (RFC 9112 §2.2 lets a recipient accept LF alone;
 //! httparse does).
@@ -38,7 +41,8 @@
 //! above [`PUT_MAX`], 503 with `Retry-After: RETRY_AFTER_S` while another upload is in
 //! progress (decided at the head, before any byte of the body is read: one upload at a
 //! time); then the kernel answers 412 when `If-Match` ([`IfMatch`]) does not name the
-//! published generation (`PUT /routes`), before the body is read. A query other than
+//! published generation (the FIB's for `PUT /routes`, the rule set's for `PUT /rules`), before
+//! the body is read and again before the new one is published. A query other than
 //! `?check` is 400; `?check` validates only ([`PutHead::check_only`], [`check_reply`]). Its body is checked line by line as it arrives ([`PutBody`]: the routes file's
 //! syntax, or the rules file's; each byte scanned once); a line longer than [`LINE_MAX`] is
 //! refused (400, named) as soon as it passes the cap, any other bad line (400, the first one
@@ -115,8 +119,8 @@ pub enum Status {
     RequestTimeout,
     /// 411 Length Required (RFC 9110 §15.5.12): a `PUT` without `Content-Length`.
     LengthRequired,
-    /// 412 Precondition Failed (RFC 9110 §15.5.13): a `PUT /routes` whose `If-Match` names
-    /// no longer the published FIB's generation ([`etag`]): another change came first.
+    /// 412 Precondition Failed (RFC 9110 §15.5.13): a `PUT` whose `If-Match` names no longer
+    /// the published generation of its file ([`etag`]): another change came first.
     PreconditionFailed,
     /// 413 Content Too Large (RFC 9110 §15.5.14): a body above [`PUT_MAX`].
     ContentTooLarge,
@@ -210,6 +214,22 @@ impl PutKind {
         match self {
             PutKind::Routes => "the router's",
             PutKind::Rules => "the ACL's",
+        }
+    }
+
+    /// What a `PUT` of it publishes, as an error names it.
+    pub const fn published(self) -> &'static str {
+        match self {
+            PutKind::Routes => "FIB",
+            PutKind::Rules => "rule set",
+        }
+    }
+
+    /// The header field of a `GET` answer ([`file_head`]) that counts the entries installed.
+    pub const fn count_field(self) -> &'static str {
+        match self {
+            PutKind::Routes => "X-Routes",
+            PutKind::Rules => "X-Rules",
         }
     }
 
@@ -355,23 +375,24 @@ pub struct PutHead {
     /// Validate only (`PUT /routes?check`, `PUT /rules?check`): the body's lines are checked
     /// as they arrive and answered 200 or 400, nothing is built or published.
     pub check_only: bool,
-    /// The `If-Match` field, if any (`PUT /routes`: compared with the published FIB's
-    /// generation before the body is read, [`IfMatch::refusal`]).
+    /// The `If-Match` field, if any (compared with the published generation of the file, the
+    /// FIB's or the rule set's, before the body is read: [`IfMatch::refusal`]).
     pub if_match: Option<IfMatch>,
 }
 
 /// Most entity tags of an `If-Match` list kept; later ones are not compared.
 pub const IF_MATCH_MAX: usize = 4;
 
-/// The FIB generation `generation` as an entity tag (RFC 9110 §8.8.3, strong): `"gen-N"`, the
-/// `ETag` of `GET /routes` and what `If-Match` names on `PUT /routes`.
+/// Generation `generation` of a published file (the FIB, the ACL's rule set) as an entity tag
+/// (RFC 9110 §8.8.3, strong): `"gen-N"`, the `ETag` of `GET /routes` and `GET /rules` and what
+/// `If-Match` names on their `PUT`.
 pub fn etag(generation: u64) -> heapless::String<32> {
     let mut t = heapless::String::new();
     let _ = write!(t, "\"gen-{generation}\"");
     t
 }
 
-/// An `If-Match` field (RFC 9110 §13.1.1): `*` (any current FIB), or a list of entity tags,
+/// An `If-Match` field (RFC 9110 §13.1.1): `*` (any current generation), or a list of entity tags,
 /// of which those of the form `"gen-N"` (at most [`IF_MATCH_MAX`]) can match; weak tags
 /// (`W/"…"`) never match (If-Match compares strongly), nor does anything else.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -422,8 +443,9 @@ impl IfMatch {
                 Status::PreconditionFailed,
                 true,
                 format_args!(
-                    "PUT {}: If-Match does not name the published FIB, now {}; GET {} and try again",
+                    "PUT {}: If-Match does not name the published {}, now {}; GET {} and try again",
                     kind.path(),
+                    kind.published(),
                     etag(current),
                     kind.path()
                 ),
@@ -432,16 +454,17 @@ impl IfMatch {
     }
 }
 
-/// The head of a `GET /routes` answer: 200, `text/plain`, `ETag` of the FIB generation
-/// `generation` ([`etag`]), `X-Routes: routes` (how many entries the FIB holds: the body, cut
-/// at the response buffer, may list fewer), `Connection: close` (the end of the connection
-/// ends the body, RFC 9112 §6.3 item 8).
-pub fn routes_head(generation: u64, routes: usize) -> heapless::String<160> {
+/// The head of a `GET` answer for the file `kind`: 200, `text/plain`, `ETag` of the published
+/// generation `generation` ([`etag`]), `X-Routes: N` or `X-Rules: N` ([`PutKind::count_field`]:
+/// how many entries are installed; the body, cut at the response buffer, may list fewer),
+/// `Connection: close` (the end of the connection ends the body, RFC 9112 §6.3 item 8).
+pub fn file_head(kind: PutKind, generation: u64, entries: usize) -> heapless::String<160> {
     let mut h = heapless::String::new();
     let _ = write!(
         h,
-        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nETag: {}\r\nX-Routes: {routes}\r\nConnection: close\r\n\r\n",
-        etag(generation)
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nETag: {}\r\n{}: {entries}\r\nConnection: close\r\n\r\n",
+        etag(generation),
+        kind.count_field()
     );
     h
 }
@@ -472,9 +495,11 @@ pub enum Head {
         /// Bytes of the head.
         head_len: usize,
     },
-    /// `GET /routes` (router mode): answer with the installed routes ([`routes_head`]), its
-    /// head `head_len` bytes (what follows is not parsed).
-    Routes {
+    /// `GET /routes` (router mode) or `GET /rules` (ACL mode): answer with what is installed
+    /// ([`file_head`]), its head `head_len` bytes (what follows is not parsed).
+    File {
+        /// The file asked for.
+        kind: PutKind,
         /// Bytes of the head.
         head_len: usize,
     },
@@ -550,12 +575,11 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => {
             Head::Refused(not_found(is_put, Some(want), put))
         }
-        (_, Some(PutKind::Routes), _) if method == "GET" => Head::Routes { head_len },
+        (_, Some(kind), _) if method == "GET" => Head::File { kind, head_len },
         (_, Some(kind), Some((_, token))) if method == "PUT" => {
             put_head(kind, path, req.headers, token, busy, head_len, is_put)
         }
-        (_, Some(PutKind::Routes), _) => not_allowed("GET, PUT"),
-        (_, Some(_), _) => not_allowed("PUT"),
+        (_, Some(_), _) => not_allowed("GET, PUT"),
         (_, None, _) => Head::Refused(not_found(is_put, None, put)),
     }
 }
@@ -616,7 +640,7 @@ fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
         (None, Some((kind, _))) => Refusal::new(
             Status::NotFound,
             is_put,
-            format_args!("only GET /metrics and PUT {}", kind.path()),
+            format_args!("only GET /metrics and GET or PUT {}", kind.path()),
         ),
     }
 }

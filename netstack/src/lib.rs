@@ -17,6 +17,12 @@
 //!   counter per frame).
 //! * [`acl`]: a stateless IPv4 access-control list (rules file, tuple-space classifier) for a
 //!   network function to run; it reads [`router`]'s prefix type and parser.
+//! * [`conntrack`]: connection tracking sans I/O (a fixed-capacity 5-tuple table over caller
+//!   storage, Linux's TCP states, expiry per timeout class, embryonic-first eviction) and the
+//!   stateful firewall policy on it; [`nat`]: NAT44 (NAPT) on [`conntrack`]'s table (endpoint-
+//!   independent mapping, per-core outside port blocks, hairpinning, static forwards, RFC 5508
+//!   ICMP errors, RFC 1624 checksum updates). Both read [`wire`], [`rng`] and [`router`]'s
+//!   checksum helpers; neither is wired into the kernel yet.
 //! * [`http`]: the management plane's HTTP/1.x requests on `httparse`, sans I/O (heads, their
 //!   limits and refusals, `PUT /routes` and `PUT /rules` bodies checked as they arrive, over
 //!   [`config`]'s and [`acl`]'s syntax and [`router`]'s route checks): here, not in the kernel,
@@ -37,10 +43,12 @@ extern crate std;
 
 pub mod acl;
 pub mod config;
+pub mod conntrack;
 pub mod counters;
 pub mod fib_build;
 pub mod forward;
 pub mod http;
+pub mod nat;
 pub mod rng;
 pub mod router;
 pub mod simframes;

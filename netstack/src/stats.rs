@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod nf_own;
 mod pool;
+mod router6;
 /// `pools[]`' counters, defined in `mm` (re-exported for the tools, which need not name `mm`).
 pub use mm::page_pool::PagePoolStats;
 pub use nf_own::{
@@ -47,6 +48,7 @@ pub use nf_own::{
     MAX_NF_COUNTERS, MAX_NF_VALUES, NF_NAME_MAX,
 };
 pub use pool::PoolStats;
+pub use router6::{write_prometheus6, Router6Drops, Router6Stats};
 
 /// Most forwarding cores a `STATS` line describes (the kernel's `smp::MAX_CPUS` must not be
 /// larger).
@@ -55,7 +57,7 @@ pub const MAX_CPUS: usize = 16;
 pub const MAX_PORT_ENTRIES: usize = crate::config::PORTS * MAX_CPUS;
 /// Longest serialised [`Stats`] in bytes (every array full, every counter `u64::MAX`; checked
 /// by a test). The guest's `STATS` buffer has this size.
-pub const JSON_MAX: usize = 44 * 1024;
+pub const JSON_MAX: usize = 48 * 1024;
 /// Longest serialised [`PoolStats`] in bytes (the `pools` console line).
 pub const POOL_JSON_MAX: usize = 512;
 
@@ -108,6 +110,10 @@ pub struct Stats {
     /// cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterStats>,
+    /// Router mode with `ip6_0=`/`ip6_1=` only (the key is absent otherwise): the IPv6
+    /// routers' counters summed over the cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router6: Option<Router6Stats>,
     /// Router mode only (the key is absent otherwise): the FIB and its live reloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fib: Option<FibStats>,
@@ -668,6 +674,7 @@ router_drops! {
     not_for_us: NotForUs,
     link_broadcast: LinkBroadcast,
     unsupported_ethertype: UnsupportedEthertype,
+    ipv6_off: Ipv6Off,
     bad_arp: BadArp,
     arp_not_for_us: ArpNotForUs,
     ip_truncated: Truncated,
@@ -1060,6 +1067,9 @@ pub fn write_prometheus(
                 why.as_str()
             )?;
         }
+    }
+    if let Some(r) = &s.router6 {
+        write_prometheus6(r, w)?;
     }
     if let Some(m) = mgmt {
         counter(

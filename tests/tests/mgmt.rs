@@ -1299,11 +1299,32 @@ fn put_rules_replaces_the_acl_live() {
     );
     assert!(!acl_passes(&c, &p1, 3000), "the new set denies 3000");
     assert!(acl_passes(&c, &p1, 4000), "the new set allows 4000");
+    // GET /rules reads back the published set in the rules file's syntax (the wildcard
+    // fields left out), its generation as ETag.
+    let resp = c.request(&rig, "GET /rules HTTP/1.1", b"", Duration::from_secs(10));
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(
+        resp.contains("\r\nETag: \"gen-2\"\r\nX-Rules: 2\r\n"),
+        "{resp}"
+    );
+    assert_eq!(resp.split("\r\n\r\n").nth(1), Some(new), "{resp}");
+    // A stale If-Match: 412 before the body, naming the published set's tag; nothing swapped.
+    let head = format!(
+        "PUT /rules HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\nIf-Match: \"gen-1\"\r\nContent-Length: {}",
+        new.len()
+    );
+    let resp = c.request(&rig, &head, new.as_bytes(), Duration::from_secs(10));
+    assert!(
+        resp.starts_with("HTTP/1.0 412 Precondition Failed\r\n"),
+        "{resp}"
+    );
+    assert!(resp.contains("published rule set, now \"gen-2\""), "{resp}");
     let text = c.get_metrics(&rig, Duration::from_secs(10));
     for (result, want) in [
         ("ok", 1),
         ("unauthorized", 1),
         ("bad_request", 1),
+        ("precondition_failed", 1),
         ("busy", 0),
     ] {
         let name = format!("gannet_mgmt_put_rules_total{{result=\"{result}\"}}");

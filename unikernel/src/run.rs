@@ -15,6 +15,7 @@ use crate::dataplane::{
 use crate::percpu::{current_cpu, online, CPUS, MAX_CPUS};
 use crate::platform::{KernelCore, KernelPlatformOf, FABRIC, FABRIC_MODE, FACTS};
 use crate::setup::fib::{self, build_fib, core_router};
+use crate::setup::fib6::{build_fib6, core_router6};
 use crate::setup::{setup_devices, take_devices, Topology};
 use crate::smp::{self, DRAIN};
 use crate::{fail, println};
@@ -77,6 +78,9 @@ fn build_tables(
 ) {
     if cfg.mode == Mode::Router {
         if let Err(e) = build_fib(cfg, zone, routes_file) {
+            fail(format_args!("{}", e.0));
+        }
+        if let Err(e) = build_fib6(cfg, zone, routes_file) {
             fail(format_args!("{}", e.0));
         }
         carve_route_slots(zone);
@@ -442,10 +446,13 @@ fn core_over<N: drivers::nic::Nic>(
         // function).
         let r = core_router(cfg, macs, k, setup.topo.pairs)
             .unwrap_or_else(|e| fail(format_args!("{}", e.0)));
+        let mtu = core::array::from_fn(|i| port_mtu(cfg.mtu[i], &nics[i]));
+        let r6 = core_router6(cfg, macs, mtu, k, setup.topo.pairs)
+            .unwrap_or_else(|e| fail(format_args!("{}", e.0)));
         ROUTE_SLOTS.lock()[k]
             .take()
             .unwrap_or_else(|| fail(format_args!("core {k}: no router state carved at boot")))
-            .write(RouteState::new(r))
+            .write(RouteState::new(r).with_router6(r6))
     });
     // The management plane runs on core 0; other cores hand its frames over.
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {

@@ -146,7 +146,7 @@ fuzz_target!(|data: &[u8]| {
             let start = seen.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
             assert_eq!(r.put, seen[start..].starts_with(b"PUT "));
         }
-        Head::Metrics { head_len } | Head::Routes { head_len } => assert!(head_len <= kept),
+        Head::Metrics { head_len } | Head::File { head_len, .. } => assert!(head_len <= kept),
         Head::Put(head) => {
             assert!(head.head_len <= kept && head.body_len <= PUT_MAX && !busy);
             if let Some(m) = &head.if_match {

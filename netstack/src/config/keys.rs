@@ -11,6 +11,8 @@ use super::{
     MAX_QUEUES, MAX_RSDP_ADDR, MAX_SIM_FRAMES, MAX_SIM_ITERS, MAX_SIM_SIZE, MAX_TLBTEST_BATCHES,
     MAX_TLB_CEILING, MIN_CMDLINE_MTU,
 };
+use crate::router::parse6::parse_route6;
+use crate::router::setup6::parse_port_addr;
 use crate::router::{parse_ipv4_cidr, parse_route};
 use crate::MacAddr;
 
@@ -334,16 +336,32 @@ const MGMT_KEYS: &[Key] = &[
     }),
 ];
 
-/// The router's keys: its static routes.
-const ROUTER_KEYS: &[Key] = &[Key {
-    name: "route",
-    repeat: true,
-    parse: |c, v| {
-        let r = parse_route(v)
-            .map_err(|_| KeyError::Expected("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2"))?;
-        c.routes.push(r).map_err(|_| KeyError::TooMany)
+/// The router's keys: its static routes (either family: an IPv6 one holds a `:`) and its
+/// ports' IPv6 addresses.
+const ROUTER_KEYS: &[Key] = &[
+    Key {
+        name: "route",
+        repeat: true,
+        parse: |c, v| {
+            if v.contains(':') {
+                let r = parse_route6(v).map_err(|e| KeyError::Expected(e.as_str()))?;
+                return c.routes6.push(r).map_err(|_| KeyError::TooMany);
+            }
+            let r = parse_route(v).map_err(|_| {
+                KeyError::Expected("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2")
+            })?;
+            c.routes.push(r).map_err(|_| KeyError::TooMany)
+        },
     },
-}];
+    key("ip6_0", |c, v| {
+        c.ip6[0] = Some(parse_port_addr(v).map_err(KeyError::Expected)?);
+        Ok(())
+    }),
+    key("ip6_1", |c, v| {
+        c.ip6[1] = Some(parse_port_addr(v).map_err(KeyError::Expected)?);
+        Ok(())
+    }),
+];
 
 /// The token for `PUT` of a network function's file (the router's `PUT /routes`, the ACL's
 /// `PUT /rules`): the keys of the network functions that have one.

@@ -230,6 +230,15 @@ fn routes_file() {
     assert_eq!(got.len(), 2);
     let (line, (net, gw)) = got[1].unwrap();
     assert_eq!((line, net.len, gw), (4, 0, Ipv4Addr::new(10, 0, 0, 2)));
+    // A mixed file: the IPv6 lines are the IPv6 FIB's, skipped here (issue 37).
+    let mixed = "2001:db8:100::/48,2001:db8:1::2
+10.1.0.0/16,10.0.1.2
+::/0,fe80::1%0 # x
+";
+    let got: std::vec::Vec<_> = parse_routes_file(mixed).collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].unwrap().0, 2);
+    assert_eq!(crate::fib_build::sizing_len("::/0,fe80::1%0"), None);
     let bad: std::vec::Vec<_> =
         parse_routes_file("10.0.0.0/8,10.0.1.2\n10.1.0.0/33,1.2.3.4\n").collect();
     assert_eq!(
@@ -332,6 +341,86 @@ fn route_keys_checked_against_the_ports() {
     let line =
         format!("{r} route=0.0.0.0/1,10.0.1.2 route=192.0.0.0/2,10.0.0.2 route=0.0.0.0/0,10.0.1.3");
     assert_eq!(Config::parse(&line).unwrap().routes.len(), 3);
+}
+
+/// Issue 37: the ports' IPv6 addresses (`ip6_0=`, `ip6_1=`, the router's keys) and IPv6
+/// `route=`s; bad ones refused at boot by name: a /128 port address, an IPv6 port's MTU below
+/// 1,280, a link-local gateway without its port (or naming a port without IPv6), one address
+/// on both ports.
+#[test]
+fn ipv6_router_keys() {
+    let r = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+    let v6 = format!("{r} ip6_0=2001:db8::1/64 ip6_1=2001:db8:1::1/64");
+    let c = Config::parse(&format!(
+        "{v6} route=2001:db8:100::/48,2001:db8:1::2 route=::/0,fe80::1%0 route=10.9.0.0/16,10.0.1.2"
+    ))
+    .unwrap();
+    assert_eq!(c.ip6[0].unwrap().to_string(), "2001:db8::1/64");
+    assert_eq!(c.ip6[1].unwrap().to_string(), "2001:db8:1::1/64");
+    assert_eq!((c.routes.len(), c.routes6.len()), (1, 2));
+    assert_eq!(c.routes6[1].port, Some(0));
+    assert_eq!(Config::parse(r).unwrap().ip6, [None, None]);
+    // The key the error names, and its text.
+    fn err(line: &str) -> (Option<std::string::String>, std::string::String) {
+        let e = Config::parse(line).unwrap_err();
+        (e.key().map(|k| k.to_string()), e.to_string())
+    }
+    let key = |k: &str| Some(k.to_string());
+    let e = err(&format!("{r} ip6_0=2001:db8::1/128 ip6_1=2001:db8:1::1/64"));
+    assert_eq!(e.0, key("ip6_0"));
+    assert!(
+        e.1.contains("a /128 leaves the port no connected prefix"),
+        "{}",
+        e.1
+    );
+    let e = err(&format!("{r} ip6_0=fe80::1/64"));
+    assert_eq!(e.0, key("ip6_0"));
+    let e = err(&format!("{v6} mtu1=1279"));
+    assert_eq!(e.0, key("mtu1"));
+    assert_eq!(
+        e.1,
+        "key `mtu1`: mtu1=1279 is below IPv6's minimum link MTU of 1280 (RFC 8200 §5) with ip6_1="
+    );
+    assert!(
+        Config::parse(&format!("{r} mtu1=1279")).is_ok(),
+        "no IPv6: no minimum"
+    );
+    assert!(Config::parse(&format!("{v6} mtu1=1280")).is_ok());
+    let e = err(&format!("{v6} route=::/0,fe80::1"));
+    assert_eq!(e.0, key("route"));
+    assert_eq!(
+        e.1,
+        "bad value `::/0,fe80::1` for key `route`: expected a link-local gateway names its port (fe80::1%PORT)"
+    );
+    let e = err(&format!("{v6} route=::/0,fe80::1%2"));
+    assert_eq!(
+        e.1,
+        "route=::/0,fe80::1%2: zone %2 names no port with an ip6_2="
+    );
+    let e = err(&format!("{r} route=::/0,2001:db8::2"));
+    assert_eq!(e.0, key("route"));
+    assert_eq!(
+        e.1,
+        "route=::/0,2001:db8::2: gateway inside no port's ip6_N= prefix"
+    );
+    let e = err(&format!("{r} ip6_0=2001:db8::1/64 ip6_1=2001:db8::1/64"));
+    assert_eq!(
+        e,
+        (
+            key("ip6_1"),
+            "key `ip6_1`: ip6_1= is ip6_0='s address".to_string()
+        )
+    );
+    let e = err(&format!("{r} ip6_0=2001:db8::1/64"));
+    assert_eq!(e.0, key("ip6_1"));
+    assert_eq!(
+        Config::parse("mode=l2 ip6_0=2001:db8::1/64").unwrap_err(),
+        ConfigError::Misplaced {
+            key: "ip6_0",
+            modes: &[Mode::Router],
+            mode: Mode::L2,
+        }
+    );
 }
 
 /// Issue 33 item 6: `ip0=`/`ip1=`/`mgmt=` are the kernel's (the management plane serves every

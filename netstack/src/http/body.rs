@@ -165,6 +165,13 @@ impl PutBody {
         };
         let shown = &text[..text.floor_char_boundary(80)];
         match self.kind {
+            // The live reload builds the IPv4 FIB only: an IPv6 line is refused, not dropped.
+            PutKind::Routes if crate::router::setup6::is_ipv6_line(text) => {
+                let _ = write!(
+                    why,
+                    "routes line {n}: `{shown}`: IPv6 routes are read at boot only (the routes file, route=)"
+                );
+            }
             PutKind::Routes => match parse_routes_file(text).next() {
                 Some(Err((_, t, e))) => {
                     let _ = write!(

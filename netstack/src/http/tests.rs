@@ -221,7 +221,7 @@ fn other_paths_are_404() {
         let r = refused(parse(format!("{head}\r\n\r\n").as_bytes()));
         assert_eq!(r.status, Status::NotFound, "{head}");
         assert!(
-            r.text.contains("only GET /metrics and PUT /routes"),
+            r.text.contains("only GET /metrics and GET or PUT /routes"),
             "{}",
             r.text
         );
@@ -515,6 +515,19 @@ fn a_body_is_checked_line_by_line_however_it_arrives() {
     assert!(r.unwrap_err().text.contains("routes line 2: "));
     let (r, _) = stream(b"10.9.0.0/16,10.0.1.2\r\n\xff\xfe\n", 1);
     assert!(r.unwrap_err().text.contains("routes line 2: not UTF-8"));
+    // The live reload rebuilds the IPv4 FIB only: an IPv6 line is refused by name, never
+    // dropped (issue 37).
+    let (r, _) = stream(
+        b"10.9.0.0/16,10.0.1.2\n2001:db8:100::/48,2001:db8:1::2\n",
+        5,
+    );
+    let text = r.unwrap_err().text;
+    assert!(
+        text.contains(
+            "routes line 2: `2001:db8:100::/48,2001:db8:1::2`: IPv6 routes are read at boot only"
+        ),
+        "{text}"
+    );
 }
 
 /// Issue 40 item 1: with the router's ports, each route is checked as its line arrives
@@ -659,10 +672,15 @@ fn put_rules_is_the_acls_file_with_the_same_rules() {
         r.text.as_str(),
         "PUT /rules: mode=router has no rules file (the ACL's)"
     );
-    let r = refused(parse_head(b"GET /rules HTTP/1.1\r\n\r\n", &acl(), || false));
-    assert_eq!((r.status, r.allow), (Status::MethodNotAllowed, Some("PUT")));
+    let r = refused(parse_head(b"POST /rules HTTP/1.1\r\n\r\n", &acl(), || {
+        false
+    }));
+    assert_eq!(
+        (r.status, r.allow),
+        (Status::MethodNotAllowed, Some("GET, PUT"))
+    );
     let r = refused(parse_head(b"GET /x HTTP/1.1\r\n\r\n", &acl(), || false));
-    assert_eq!(r.text.as_str(), "only GET /metrics and PUT /rules");
+    assert_eq!(r.text.as_str(), "only GET /metrics and GET or PUT /rules");
 }
 
 /// A rules body is checked line by line in the ACL's syntax, however it arrives: the first bad
@@ -836,13 +854,20 @@ fn get_routes_is_served_in_router_mode_only() {
     let get = b"GET /routes HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_eq!(
         parse(get),
-        Head::Routes {
+        Head::File {
+            kind: PutKind::Routes,
             head_len: get.len()
         }
     );
     // LF-only, and a query (ignored).
     let lf = b"GET /routes?x HTTP/1.1\n\n";
-    assert_eq!(parse(lf), Head::Routes { head_len: lf.len() });
+    assert_eq!(
+        parse(lf),
+        Head::File {
+            kind: PutKind::Routes,
+            head_len: lf.len()
+        }
+    );
     let acl = PutFiles::Rules(MgmtToken::new(TOKEN));
     let r = refused(parse_head(get, &acl, || false));
     assert_eq!(r.status, Status::NotFound);
@@ -853,11 +878,47 @@ fn get_routes_is_served_in_router_mode_only() {
     );
     let r = refused(parse(b"GET /rules HTTP/1.1\r\n\r\n"));
     assert_eq!(r.status, Status::NotFound);
-    let head = routes_head(7, 12);
+    let head = file_head(PutKind::Routes, 7, 12);
     assert_eq!(
         head.as_str(),
         "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nETag: \"gen-7\"\r\nX-Routes: 12\r\nConnection: close\r\n\r\n"
     );
+}
+
+/// `GET /rules` is the ACL's: served in ACL mode (no token), 404 in router mode; its head
+/// counts rules.
+#[test]
+fn get_rules_is_served_in_acl_mode_only() {
+    let get = b"GET /rules HTTP/1.1\r\nHost: x\r\n\r\n";
+    let acl = PutFiles::Rules(None);
+    assert_eq!(
+        parse_head(get, &acl, || false),
+        Head::File {
+            kind: PutKind::Rules,
+            head_len: get.len()
+        }
+    );
+    let r = refused(parse(get));
+    assert_eq!(r.status, Status::NotFound);
+    let head = file_head(PutKind::Rules, 3, 5);
+    assert_eq!(
+        head.as_str(),
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nETag: \"gen-3\"\r\nX-Rules: 5\r\nConnection: close\r\n\r\n"
+    );
+    // A stale `If-Match` on `PUT /rules` names the rule set and its current tag.
+    let r = IfMatch::parse(b"\"gen-2\"")
+        .refusal(PutKind::Rules, 3)
+        .expect("gen-2 is not gen-3");
+    assert_eq!(r.status, Status::PreconditionFailed);
+    assert!(
+        r.text
+            .contains("PUT /rules: If-Match does not name the published rule set, now \"gen-3\""),
+        "{}",
+        r.text
+    );
+    assert!(IfMatch::parse(b"\"gen-3\"")
+        .refusal(PutKind::Rules, 3)
+        .is_none());
 }
 
 #[test]

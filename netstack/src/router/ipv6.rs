@@ -91,11 +91,13 @@ pub enum Drop6 {
     NeighTimeout,
     /// An ICMPv6 message to us shorter than its 8-byte header or with a wrong checksum.
     BadIcmp,
+    /// Still queued for a next hop when the router shut down ([`super::v6::Router6::flush`]).
+    NeighFlushed,
 }
 
 impl Drop6 {
     /// Every reason, in counter order.
-    pub const ALL: [Drop6; 26] = [
+    pub const ALL: [Drop6; 27] = [
         Drop6::Truncated,
         Drop6::BadVersion,
         Drop6::BadPayloadLen,
@@ -122,9 +124,43 @@ impl Drop6 {
         Drop6::NeighQueueFull,
         Drop6::NeighTimeout,
         Drop6::BadIcmp,
+        Drop6::NeighFlushed,
     ];
     /// Number of reasons.
     pub const COUNT: usize = Self::ALL.len();
+
+    /// The reason's name in `STATS` and `/metrics` (`router6.drops`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Drop6::Truncated => "ip_truncated",
+            Drop6::BadVersion => "bad_version",
+            Drop6::BadPayloadLen => "bad_payload_len",
+            Drop6::Loopback => "loopback",
+            Drop6::MulticastSrc => "multicast_src",
+            Drop6::UnspecifiedSrc => "unspecified_src",
+            Drop6::UnspecifiedDst => "unspecified_dst",
+            Drop6::BadMulticastScope => "bad_multicast_scope",
+            Drop6::Multicast => "multicast",
+            Drop6::LinkLocalDst => "link_local_dst",
+            Drop6::BadHopByHop => "bad_hop_by_hop",
+            Drop6::OptionDiscard => "option_discard",
+            Drop6::BeyondHead => "beyond_head",
+            Drop6::Runt => "runt",
+            Drop6::NotForUs => "not_for_us",
+            Drop6::NoRoute => "no_route",
+            Drop6::HopLimit => "hop_limit",
+            Drop6::TooBig => "too_big",
+            Drop6::BeyondScope => "beyond_scope",
+            Drop6::ParamProblem => "param_problem",
+            Drop6::BadNd => "bad_nd",
+            Drop6::NdNotForUs => "nd_not_for_us",
+            Drop6::NeighTableFull => "neigh_table_full",
+            Drop6::NeighQueueFull => "neigh_queue_full",
+            Drop6::NeighTimeout => "neigh_timeout",
+            Drop6::BadIcmp => "bad_icmp",
+            Drop6::NeighFlushed => "neigh_flushed",
+        }
+    }
 }
 
 /// An ICMPv6 error to send for a datagram (RFC 4443 §3–4), before dropping it.

@@ -78,6 +78,7 @@ pub mod ndp;
 pub mod neigh;
 pub mod parse;
 pub mod parse6;
+pub mod setup6;
 pub mod show;
 pub mod sync;
 pub mod v6;
@@ -86,9 +87,9 @@ pub mod v6;
 mod tests;
 
 use crate::wire::{
-    ETHERTYPE, ETH_DST, ETH_HDR_LEN, ETH_SRC, ICMP_CHECKSUM, ICMP_CODE, ICMP_HDR_LEN, ICMP_TYPE,
-    IPPROTO_ICMP, IPV4_DST, IPV4_FLAGS_FRAG, IPV4_IDENT, IPV4_SRC, IPV4_TOS, IPV4_TOTAL_LEN,
-    IPV4_TTL, IPV4_VER_IHL,
+    ETHERTYPE, ETHERTYPE_IPV6, ETH_DST, ETH_HDR_LEN, ETH_SRC, ICMP_CHECKSUM, ICMP_CODE,
+    ICMP_HDR_LEN, ICMP_TYPE, IPPROTO_ICMP, IPV4_DST, IPV4_FLAGS_FRAG, IPV4_IDENT, IPV4_SRC,
+    IPV4_TOS, IPV4_TOTAL_LEN, IPV4_TTL, IPV4_VER_IHL,
 };
 use crate::MacAddr;
 pub use check::{check_route, RouteChange, RouteCheck, RouteError};
@@ -126,8 +127,12 @@ pub enum RouterDrop {
     NotForUs,
     /// IPv4 in a link-layer broadcast frame (RFC 1812 §5.3.4).
     LinkBroadcast,
-    /// Neither IPv4 nor ARP (IPv6, VLAN tags, ...).
+    /// Neither IPv4, ARP nor IPv6 (VLAN tags, ...).
     UnsupportedEthertype,
+    /// IPv6 (EtherType 0x86DD) while the router has no IPv6 addresses: without
+    /// `ip6_0=`/`ip6_1=`; with them the kernel hands IPv6 to `v6::Router6` before this
+    /// router sees it.
+    Ipv6Off,
     /// ARP that is not Ethernet/IPv4 request/reply, too short, or from a multicast MAC.
     BadArp,
     /// ARP not addressed to our address and teaching nothing.
@@ -187,7 +192,7 @@ pub enum RouterDrop {
 
 impl RouterDrop {
     /// Number of reasons.
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 28;
 
     /// Every reason, in counter order.
     pub const ALL: [RouterDrop; RouterDrop::COUNT] = [
@@ -196,6 +201,7 @@ impl RouterDrop {
         RouterDrop::NotForUs,
         RouterDrop::LinkBroadcast,
         RouterDrop::UnsupportedEthertype,
+        RouterDrop::Ipv6Off,
         RouterDrop::BadArp,
         RouterDrop::ArpNotForUs,
         RouterDrop::Truncated,
@@ -228,6 +234,7 @@ impl RouterDrop {
             RouterDrop::NotForUs => "not_for_us",
             RouterDrop::LinkBroadcast => "link_broadcast",
             RouterDrop::UnsupportedEthertype => "unsupported_ethertype",
+            RouterDrop::Ipv6Off => "ipv6_off",
             RouterDrop::BadArp => "bad_arp",
             RouterDrop::ArpNotForUs => "arp_not_for_us",
             RouterDrop::Truncated => "ip_truncated",
@@ -1269,6 +1276,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
         }
         if frame.len() < ETH_HDR_LEN {
             return Action::Drop(RouterDrop::Runt);
+        }
+        if be16(frame, ETHERTYPE.start) == ETHERTYPE_IPV6 {
+            return Action::Drop(RouterDrop::Ipv6Off);
         }
         let port = self.ports[in_port];
         let to_us = frame[ETH_DST] == port.mac.0;

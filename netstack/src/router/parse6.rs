@@ -85,7 +85,14 @@ pub enum Parse6Error {
 
 impl core::fmt::Display for Parse6Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Parse6Error {
+    /// What is wrong, as text (a key's error names it).
+    pub fn as_str(self) -> &'static str {
+        match self {
             Parse6Error::MissingPrefixLen => "expected ADDR/LEN",
             Parse6Error::BadAddress => "not an IPv6 address",
             Parse6Error::BadPrefixLen => "prefix length must be 0..=128",
@@ -99,7 +106,7 @@ impl core::fmt::Display for Parse6Error {
             Parse6Error::Reserved => {
                 "prefix inside ::/128, ::1/128, fe80::/10 (link-local) or ff00::/8 (multicast forwarding not supported)"
             }
-        })
+        }
     }
 }
 

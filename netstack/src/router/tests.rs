@@ -572,6 +572,18 @@ fn malformed_headers_are_dropped_untouched() {
     f[ETHERTYPE].copy_from_slice(&[0x86, 0xdd]);
     assert_eq!(
         run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::Ipv6Off)
+    );
+    f[ETH_DST].copy_from_slice(&[0x33, 0x33, 0xff, 0, 0, 1]);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
+        Action::Drop(RouterDrop::Ipv6Off),
+        "a multicast IPv6 frame too"
+    );
+    let mut f = good.clone();
+    f[ETHERTYPE].copy_from_slice(&[0x81, 0x00]);
+    assert_eq!(
+        run(&mut r, 0, &mut f, 1, 0, &mut []),
         Action::Drop(RouterDrop::UnsupportedEthertype)
     );
     let mut f = good.clone();

@@ -145,15 +145,19 @@ pub enum Event6<H> {
     },
 }
 
-/// Per-router IPv6 counters. Every frame given to [`Router6::process`] ends in exactly one of
-/// `forwarded`, `echo_replies`, `nd_answered`, `nd_consumed`, `to_host` or a drop reason, or
-/// is still queued: [`Counters6::outcomes`] + [`Router6::queued_frames`] == `rx`.
+/// Per-router IPv6 counters. Every frame given to [`Router6::process`] (or counted by
+/// [`Router6::refuse`]) ends in exactly one of `forwarded`, `tx_dropped`, `echo_replies`,
+/// `nd_answered`, `nd_consumed`, `to_host` or a drop reason, or is still queued:
+/// [`Counters6::outcomes`] + [`Router6::queued_frames`] == `rx`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters6 {
     /// Frames given to [`Router6::process`].
     pub rx: u64,
     /// Frames forwarded (at once or after resolution).
     pub forwarded: u64,
+    /// Frames forwarded that the egress port dropped before its TX ring
+    /// ([`Router6::tx_dropped`]; the port counts why).
+    pub tx_dropped: u64,
     /// Echo requests to our addresses answered.
     pub echo_replies: u64,
     /// Neighbor Solicitations for our addresses answered with an advertisement.
@@ -188,11 +192,34 @@ impl Counters6 {
     /// Frames that ended in an outcome.
     pub fn outcomes(&self) -> u64 {
         self.forwarded
+            + self.tx_dropped
             + self.echo_replies
             + self.nd_answered
             + self.nd_consumed
             + self.to_host
             + self.drops.iter().sum::<u64>()
+    }
+}
+
+impl core::ops::AddAssign<&Counters6> for Counters6 {
+    /// Add another router's counters (one router per core: the router-wide totals).
+    fn add_assign(&mut self, o: &Counters6) {
+        self.rx += o.rx;
+        self.forwarded += o.forwarded;
+        self.tx_dropped += o.tx_dropped;
+        self.echo_replies += o.echo_replies;
+        self.nd_answered += o.nd_answered;
+        self.nd_consumed += o.nd_consumed;
+        self.to_host += o.to_host;
+        for (a, b) in self.drops.iter_mut().zip(o.drops.iter()) {
+            *a += b;
+        }
+        self.queued += o.queued;
+        self.icmp_sent += o.icmp_sent;
+        self.icmp_rate_limited += o.icmp_rate_limited;
+        self.icmp_suppressed += o.icmp_suppressed;
+        self.no_buffer += o.no_buffer;
+        self.ns_sent += o.ns_sent;
     }
 }
 
@@ -282,6 +309,36 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
     /// Frames waiting for Neighbor Discovery.
     pub fn queued_frames(&self) -> usize {
         self.neigh.queued()
+    }
+
+    /// Whether [`Router6::poll`] has work that does not wait for a timer (a solicitation due,
+    /// queued frames whose neighbour answered).
+    pub fn needs_poll(&self) -> bool {
+        self.neigh.needs_poll()
+    }
+
+    /// A frame the caller could not give to [`Router6::process`] (e.g. one spread over
+    /// several buffers: `process` takes a frame whole), counted as received and dropped for
+    /// `why`.
+    pub fn refuse(&mut self, why: Drop6) {
+        self.counters.rx += 1;
+        self.counters.drops[why as usize] += 1;
+    }
+
+    /// A frame this router counted `forwarded` that its egress port dropped before the TX
+    /// ring: counted `tx_dropped` instead. The caller counts the reason on the port.
+    pub fn tx_dropped(&mut self) {
+        let c = &mut self.counters;
+        c.forwarded = c.forwarded.saturating_sub(1);
+        c.tx_dropped += 1;
+    }
+
+    /// Give back one queued frame (counted [`Drop6::NeighFlushed`]); call until `None` at
+    /// shutdown.
+    pub fn flush(&mut self) -> Option<H> {
+        let h = self.neigh.flush()?;
+        self.counters.drops[Drop6::NeighFlushed as usize] += 1;
+        Some(h)
     }
 
     /// Port `p`'s link-local address.

@@ -96,6 +96,25 @@ fn largest() -> Stats {
         phase_cycles: PhaseCycles::from([m; 4]),
         per_cpu: core::iter::repeat_n(cpu, MAX_CPUS).collect(),
         router: Some(RouterStats::new(&c, m, sync)),
+        router6: Some(Router6Stats::new(
+            &crate::router::v6::Counters6 {
+                rx: m,
+                forwarded: m,
+                tx_dropped: m,
+                echo_replies: m,
+                nd_answered: m,
+                nd_consumed: m,
+                to_host: m,
+                drops: [m; crate::router::ipv6::Drop6::COUNT],
+                queued: m,
+                icmp_sent: m,
+                icmp_rate_limited: m,
+                icmp_suppressed: m,
+                no_buffer: m,
+                ns_sent: m,
+            },
+            m,
+        )),
         fib: Some(FibStats {
             generation: m,
             reloads: m,
@@ -285,6 +304,7 @@ fn sample(router: bool) -> Stats {
         .into_iter()
         .collect(),
         router: router.then(|| RouterStats::new(&c, 0, sync)),
+        router6: None,
         // The established lines below predate the `fib` key; `largest` covers it.
         fib: None,
         acl: None,
@@ -379,7 +399,7 @@ fn json_is_the_established_line() {
         r#""arp_consumed":1,"arp_requests":1,"to_host":3,"queued":4,"queued_now":0,"#,
         r#""icmp_sent":2,"icmp_rate_limited":0,"icmp_suppressed":0,"no_buffer":0,"drops":{"#,
         r#""runt":0,"unknown_port":0,"not_for_us":0,"link_broadcast":0,"#,
-        r#""unsupported_ethertype":0,"bad_arp":0,"arp_not_for_us":0,"ip_truncated":0,"#,
+        r#""unsupported_ethertype":0,"ipv6_off":0,"bad_arp":0,"arp_not_for_us":0,"ip_truncated":0,"#,
         r#""bad_version":0,"bad_ihl":0,"bad_total_len":0,"bad_checksum":0,"beyond_head":0,"#,
         r#""bad_options":0,"#,
         r#""martian_src":0,"martian_dst":0,"broadcast":0,"multicast":0,"#,
@@ -393,6 +413,55 @@ fn json_is_the_established_line() {
     );
     assert!(router.starts_with(r#"{"mode":"router","#), "{router}");
     assert!(router.ends_with(tail), "{router}");
+}
+
+/// Issue 37: `router6` carries every IPv6 drop reason under its name, and `/metrics` each
+/// outcome and reason once.
+#[test]
+fn router6_keys_and_metrics() {
+    use crate::router::ipv6::Drop6;
+    let mut c = crate::router::v6::Counters6 {
+        rx: 40,
+        forwarded: 3,
+        nd_answered: 1,
+        ..Default::default()
+    };
+    for (i, d) in c.drops.iter_mut().enumerate() {
+        *d = i as u64 + 1;
+    }
+    let r = Router6Stats::new(&c, 2);
+    let v: serde_json::Value = serde_json::from_str(&json(&r)).unwrap();
+    assert_eq!(v["drops"].as_object().unwrap().len(), Drop6::COUNT);
+    for d in Drop6::ALL {
+        assert_eq!(v["drops"][d.as_str()], c.drops_for(d), "{d:?}");
+    }
+    assert_eq!(
+        (v["rx"].as_u64(), v["queued_now"].as_u64()),
+        (Some(40), Some(2))
+    );
+    assert_eq!(r.outcomes(), c.outcomes());
+    let mut s = sample(true);
+    s.router6 = Some(r);
+    let back: Stats = serde_json::from_str(&json(&s)).unwrap();
+    assert_eq!(back.router6, Some(r));
+    let mut text = String::new();
+    write_prometheus6(&r, &mut text).unwrap();
+    assert!(
+        text.contains("gannet_router6_frames_total{outcome=\"forwarded\"} 3\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gannet_router6_drops_total{reason=\"no_route\"} 16\n"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("gannet_router6_drops_total{").count(),
+        Drop6::COUNT
+    );
+    assert!(
+        !json(&sample(true)).contains("router6"),
+        "absent without IPv6"
+    );
 }
 
 #[test]

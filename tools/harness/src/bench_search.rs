@@ -436,13 +436,15 @@ pub fn run(
             t.attribute(grew);
         }
         eprintln!(
-            "search:   {} at {:>9.0} fps for {} s: offered {} ({:.0} fps, pacing p99 {:.1} %), received {}, loss {:.3} % (refused at the host {}, guest {}, unattributed {})",
+            "search:   {} at {:>9.0} fps for {} s: offered {} ({:.0} fps, pacing p99 {:.1} %, schedule slipped {} times by {:.1} ms), received {}, loss {:.3} % (refused at the host {}, guest {}, unattributed {})",
             sizes.label(),
             pps,
             seconds,
             t.offered,
             t.offered_pps,
             t.pacing_p99 * 100.0,
+            t.slips,
+            t.slip_ms,
             t.received,
             t.loss * 100.0,
             t.refused,

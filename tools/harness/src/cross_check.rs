@@ -142,6 +142,10 @@ pub struct Stream {
     pub gap_ns: Option<u64>,
     /// Ours: the pacing error (p99 over 10 ms windows); trafgen: `None`.
     pub pacing_p99: Option<f64>,
+    /// Ours: times its schedule slipped rather than burst (`rate::CATCH_UP_FRAMES`); trafgen: 0.
+    pub slips: u64,
+    /// Ours: how far its schedule slipped in all, ms; trafgen: 0.
+    pub slip_ms: f64,
 }
 
 /// One stream of each generator, trafgen's first.
@@ -596,14 +600,16 @@ pub fn run(like: &GuestConfig, cfg: &CrossCheckConfig) -> Result<CrossCheckRepor
                     received: o.received,
                     loss: o.loss,
                     pacing_p99: Some(o.pacing_p99),
+                    slips: o.slips,
+                    slip_ms: o.slip_ms,
                     ..Default::default()
                 };
                 before.fill(&after, &mut ours);
                 for s in [&t, &ours] {
                     eprintln!(
-                        "cross-check:   {} B at {factor:.2} x NDR, {:<10} offered {} at {:.0} fps, received {}, loss {:.3} % (tap refused {}, guest rx {} tx {}, drops {:?}; trafgen gap {gap} ns, run {runs})",
+                        "cross-check:   {} B at {factor:.2} x NDR, {:<10} offered {} at {:.0} fps, received {}, loss {:.3} % (tap refused {}, guest rx {} tx {}, drops {:?}; trafgen gap {gap} ns, run {runs}; ours slipped {} times, {:.1} ms)",
                         size, s.generator, s.offered, s.offered_pps, s.received, s.loss * 100.0,
-                        s.tap_dropped, s.guest_rx, s.guest_tx, s.guest_drops
+                        s.tap_dropped, s.guest_rx, s.guest_tx, s.guest_drops, s.slips, s.slip_ms
                     );
                 }
                 pairs.push(Pair {

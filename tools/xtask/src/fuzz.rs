@@ -27,7 +27,7 @@ pub struct Target {
 }
 
 /// Every target, in the order they run.
-pub const TARGETS: [Target; 8] = [
+pub const TARGETS: [Target; 9] = [
     Target {
         krate: "netstack/fuzz",
         name: "process_frame",
@@ -52,6 +52,11 @@ pub const TARGETS: [Target; 8] = [
         krate: "netstack/fuzz",
         name: "fib_build",
         max_len: 4096,
+    },
+    Target {
+        krate: "netstack/fuzz",
+        name: "nat_translate",
+        max_len: 1600,
     },
     Target {
         krate: "drivers/fuzz",

@@ -49,9 +49,10 @@
 //! rebuild's result).
 //!
 //! `GET /routes` (router mode) answers the published FIB ([`fib::with_published`], core 0)
-//! in the console's `routes` forms after [`http::routes_head`] (`ETag: "gen-N"`), cut at
-//! [`BODY_MAX`] at a line boundary. A `PUT /routes` whose `If-Match` no longer names the
-//! published generation is 412 before its body is read and again once it is complete; a
+//! in the console's `routes` forms, `GET /rules` (ACL mode) the published rule set in the
+//! rules file's syntax, each after [`http::file_head`] (`ETag: "gen-N"`), cut at
+//! [`BODY_MAX`] at a line boundary. A `PUT` whose `If-Match` no longer names the published
+//! generation of its file is 412 before its body is read and again once it is complete; a
 //! `?check` body is answered once checked (200 or 400) and dropped, nothing built. Every
 //! `PUT`, counted, prints one console audit line (client address, result, generation).
 //!
@@ -410,8 +411,9 @@ struct Conn {
     reply: Option<heapless::String<{ http::REPLY_MAX }>>,
     /// Bytes read and dropped past the request (at most [`DRAIN_MAX`]).
     drained: usize,
-    /// The request is `GET /routes` (answered with the published FIB's routes).
-    get_routes: bool,
+    /// The request is `GET /routes` or `GET /rules` (answered with the published FIB's routes
+    /// or rule set's rules).
+    get: Option<PutKind>,
     /// The client's address and port (for the audit line of a `PUT`), once out of LISTEN.
     client: Option<smoltcp::wire::IpEndpoint>,
 }
@@ -437,7 +439,7 @@ impl Conn {
         self.drained = 0;
         self.put = Put::None;
         self.reply = None;
-        self.get_routes = false;
+        self.get = None;
         self.client = None;
         self.req.clear();
         self.since_ms = None;
@@ -553,7 +555,7 @@ impl Mgmt {
                 send_queue: 0,
                 complete: false,
                 done: false,
-                get_routes: false,
+                get: None,
                 client: None,
                 put: Put::None,
                 reply: None,
@@ -827,9 +829,12 @@ impl Mgmt {
         };
         if let Some(reply) = self.conns[i].reply.take() {
             let _ = w.write_str(&reply);
-        } else if self.conns[i].get_routes {
+        } else if let Some(kind) = self.conns[i].get {
             self.counters.http_requests += 1;
-            write_routes(&mut w);
+            match kind {
+                PutKind::Routes => write_routes(&mut w),
+                PutKind::Rules => write_rules(&mut w),
+            }
         } else {
             // Complete without a reply: `parse_head` said `GET /metrics`.
             let _ = w.write_str(http::METRICS_HEAD);
@@ -898,9 +903,9 @@ fn read(
         match http::parse_head(&conn.req, put, busy) {
             Head::Partial => {}
             Head::Metrics { .. } => conn.complete = true,
-            Head::Routes { .. } => {
+            Head::File { kind, .. } => {
                 conn.complete = true;
-                conn.get_routes = true;
+                conn.get = Some(kind);
             }
             Head::Put(head) => start_put(conn, sock, head, now_ms, counters),
             Head::Refused(r) => refuse(conn, &r, counters),
@@ -963,9 +968,7 @@ fn count(
         }
         PutKind::Rules => {
             counters.put_rules[result as usize] += 1;
-            crate::dataplane::nf::builtin::ACL
-                .get()
-                .map_or(0, |a| a.generation())
+            acl_generation()
         }
     };
     let label = netstack::stats::PUT_ROUTES_RESULTS[result as usize];
@@ -1059,14 +1062,23 @@ fn start_put(
     }
 }
 
-/// The 412 of a `PUT /routes` whose `If-Match` (`if_match`) does not name the published
-/// FIB's generation; `None` when it does, without one, or for the rules file (no `If-Match`
-/// there: its generation is the ACL's own).
+/// The 412 of a `PUT` whose `If-Match` (`if_match`) does not name the published generation
+/// of its file (the FIB's for `/routes`, the ACL rule set's for `/rules`); `None` when it
+/// does, or without one.
 fn stale(kind: PutKind, if_match: Option<&http::IfMatch>) -> Option<Refusal> {
-    match (kind, if_match) {
-        (PutKind::Routes, Some(m)) => m.refusal(kind, fib::generation()),
-        _ => None,
-    }
+    let m = if_match?;
+    let current = match kind {
+        PutKind::Routes => fib::generation(),
+        PutKind::Rules => acl_generation(),
+    };
+    m.refusal(kind, current)
+}
+
+/// The published ACL rule set's generation (0 outside ACL mode).
+fn acl_generation() -> u64 {
+    crate::dataplane::nf::builtin::ACL
+        .get()
+        .map_or(0, |a| a.generation())
 }
 
 /// A complete body, or one refused before its end (a line over [`http::LINE_MAX`]): refused
@@ -1163,13 +1175,13 @@ fn rules_reply(
     }
 }
 
-/// The answer to `GET /routes`: [`http::routes_head`] (the published FIB's generation as
+/// The answer to `GET /routes`: [`http::file_head`] (the published FIB's generation as
 /// `ETag`, its entry count as `X-Routes`), then each entry on a line of its own in the
 /// console's `routes` form (`netstack::router::Route`'s `Display`), as many whole lines as the
 /// response buffer ([`BODY_MAX`]) holds; 503 without a published FIB.
 fn write_routes(w: &mut BodyWriter<'_>) {
     let answered = fib::with_published(|generation, f| {
-        let _ = w.write_str(&http::routes_head(generation, f.len()));
+        let _ = w.write_str(&http::file_head(PutKind::Routes, generation, f.len()));
         for e in f.routes() {
             let mut line: heapless::String<80> = heapless::String::new();
             let _ = writeln!(line, "{}", netstack::router::Route::from(e));
@@ -1183,6 +1195,36 @@ fn write_routes(w: &mut BodyWriter<'_>) {
         let why = format_args!("GET /routes: no FIB published");
         let _ = w.write_str(&http::reply(Status::ServiceUnavailable, None, why));
     }
+}
+
+/// The answer to `GET /rules`: [`http::file_head`] (the published rule set's generation as
+/// `ETag`, its rule count as `X-Rules`), then each rule on a line of its own in the rules
+/// file's syntax, in order (`netstack::acl::Rule`'s `Display`: each line parses back to its
+/// rule), then the default action's line (`default allow|deny`), as many whole lines as the
+/// response buffer ([`BODY_MAX`]) holds; 503 without a published rule set.
+fn write_rules(w: &mut BodyWriter<'_>) {
+    let Some(shared) = crate::dataplane::nf::builtin::ACL.get() else {
+        let why = format_args!("GET /rules: no rule set published");
+        let _ = w.write_str(&http::reply(Status::ServiceUnavailable, None, why));
+        return;
+    };
+    // The management plane runs on the boot CPU, which also frees replaced sets
+    // (`setup::acl::poll`), never while this runs: `current` is safe to read here.
+    let generation = shared.generation();
+    let t = shared.current();
+    let _ = w.write_str(&http::file_head(PutKind::Rules, generation, t.acl.len()));
+    for i in 0..t.acl.len() {
+        let Some(r) = t.acl.rule(i) else { continue };
+        let mut line: heapless::String<128> = heapless::String::new();
+        let _ = writeln!(line, "{r}");
+        let _ = w.write_str(&line);
+        if w.truncated {
+            return;
+        }
+    }
+    let mut line: heapless::String<32> = heapless::String::new();
+    let _ = writeln!(line, "default {}", t.acl.default_action());
+    let _ = w.write_str(&line);
 }
 
 static MGMT_SOCKETS: spin::Once<spin::Mutex<[SocketStorage<'static>; SOCKETS]>> = spin::Once::new();

@@ -13,7 +13,7 @@ use core::fmt;
 use log::error;
 use netstack::stats::{
     to_json, CounterValues, CpuStats, MgmtStats, NeighSync, NfCounters, PhaseCycles, PoolStats,
-    PortDrops, PortStats, RouterStats, Stats, JSON_MAX, POOL_JSON_MAX,
+    PortDrops, PortStats, Router6Stats, RouterStats, Stats, JSON_MAX, POOL_JSON_MAX,
 };
 use netstack::{Mode, RefillMode};
 
@@ -49,6 +49,24 @@ pub struct SystemSnap {
     pub acl: Option<netstack::stats::AclStats>,
 }
 
+/// The `router` and `router6` objects: the routers' counters summed over `pairs` (`None`
+/// outside router mode, and `router6` without IPv6).
+fn router_stats(pairs: &[PairSnap]) -> (Option<RouterStats>, Option<Router6Stats>) {
+    let Some(rs) = router_totals(pairs) else {
+        return (None, None);
+    };
+    let y = &rs.sync;
+    let sync = NeighSync {
+        sent: y.neigh_sent,
+        applied: y.neigh_applied,
+        dropped: y.neigh_dropped,
+    };
+    (
+        Some(RouterStats::new(&rs.counters, rs.queued_now, sync)),
+        rs.v6.map(|(c, q)| Router6Stats::new(&c, q)),
+    )
+}
+
 /// The `STATS` value of `pairs` (this core's first, then the others' last published).
 pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
     let sum = |g: fn(&PairSnap) -> u64| pairs.iter().map(g).sum::<u64>();
@@ -56,6 +74,7 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
     let pcp = sum(|p| p.pcp_count);
     // Multi-queue: a core's two "ports" are queue pair `cpu` of ports 0 and 1.
     let mq = sys.queues > 1;
+    let (router, router6) = router_stats(pairs);
     let mut s = Stats {
         mode: sys.mode,
         tsc_hz: sys.tsc_hz,
@@ -75,15 +94,8 @@ pub fn stats(pairs: &[PairSnap], sys: &SystemSnap) -> Stats {
         phase_cycles: PhaseCycles::from(core::array::from_fn(|i| {
             pairs.iter().map(|p| p.prof.phase_cycles[i]).sum::<u64>()
         })),
-        router: router_totals(pairs).map(|rs| {
-            let y = &rs.sync;
-            let sync = NeighSync {
-                sent: y.neigh_sent,
-                applied: y.neigh_applied,
-                dropped: y.neigh_dropped,
-            };
-            RouterStats::new(&rs.counters, rs.queued_now, sync)
-        }),
+        router,
+        router6,
         fib: sys.fib,
         acl: sys.acl,
         faults: super::faults::stats(),

@@ -46,6 +46,7 @@ pub mod pages;
 pub mod percore;
 pub mod quit;
 mod route;
+mod route6;
 pub mod snap;
 mod stage;
 mod teardown;
@@ -55,7 +56,8 @@ pub use burstin::{BurstIn, BURSTIN_USED, BURSTIN_WAIT_MS};
 pub use fabric::Fabric;
 pub use page::PageBuf;
 pub use percore::{
-    port_mtu, Core, CoreError, CoreParams, CoreRouter, LinearError, MgmtPlane, Platform, RouteState,
+    port_mtu, Core, CoreError, CoreParams, CoreRouter, CoreRouter6, LinearError, MgmtPlane,
+    Platform, RouteState,
 };
 pub use quit::{QuitError, QuitPhase, QuitReport};
 pub use route::ROUTER_TIMER_NS;

@@ -27,6 +27,10 @@ use netstack::{Config, DropReason, MacAddr, MacRewrite, Mode, PortCounters, Refi
 /// owner is read from the page's metadata when the router hands it back.
 pub type CoreRouter = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
 
+/// A core's IPv6 router (`ip6_0=`/`ip6_1=`): over the one boot IPv6 FIB, queue handles the
+/// bare frame number as [`CoreRouter`]'s.
+pub type CoreRouter6 = netstack::router::v6::Router6<'static, Pfn, 64, 8>;
+
 /// Refill a port's RX ring once this many slots are empty (DPDK's default `rx_free_thresh`,
 /// 32); the ring keeps at least 224 of its 256 buffers posted.
 pub const RX_FREE_THRESH: usize = 32;
@@ -168,6 +172,8 @@ pub struct RouteState {
     pub sync: RouterSync,
     /// Multi-page frames in the neighbour queue: their other pages.
     pub(crate) multi: MultiStash,
+    /// The IPv6 router (frames of EtherType 0x86DD), with `ip6_0=`/`ip6_1=`.
+    pub router6: Option<CoreRouter6>,
 }
 
 impl RouteState {
@@ -179,7 +185,14 @@ impl RouteState {
             polled_ns: 0,
             sync: RouterSync::default(),
             multi: heapless::Vec::new(),
+            router6: None,
         }
+    }
+
+    /// With the IPv6 router `r6` beside the IPv4 one.
+    pub fn with_router6(mut self, r6: Option<CoreRouter6>) -> RouteState {
+        self.router6 = r6;
+        self
     }
 }
 
@@ -661,6 +674,9 @@ impl<P: Platform> Core<P> {
         if let Some(rs) = self.route.take() {
             rs.polled_ns = now;
             self.router_events(rs, now);
+            if rs.router6.is_some() {
+                self.router6_events(rs, now);
+            }
             self.route = Some(rs);
         }
         self.flush_all();
@@ -749,6 +765,10 @@ impl<P: Platform> Core<P> {
                 counters: *r.router.counters(),
                 queued_now: r.router.queued_frames() as u64,
                 sync: r.sync,
+                v6: r
+                    .router6
+                    .as_ref()
+                    .map(|r6| (*r6.counters(), r6.queued_frames() as u64)),
             }),
             nf: self.nf_side.counters,
             nf_own: self.nf_side.own,

@@ -194,12 +194,23 @@ impl<P: Platform> Core<P> {
 
     /// A frame [`RouterNf`] kept (not a hairpin), routed by the slow path: one page through
     /// [`Core::route_slow`], several through [`Core::route_slow_multi`].
+    /// IPv6 frames go to the IPv6 router ([`Core::route6`]) when there is one.
     fn route_kept(&mut self, rs: &mut RouteState, h: Held, now: u64) {
         let len = h.len();
         let Held {
-            page, rest, port, ..
+            mut page,
+            rest,
+            port,
+            ..
         } = h;
         let p = usize::from(port);
+        if Self::takes_ipv6(rs, &mut page) {
+            if rest.is_empty() {
+                return self.route6(rs, p, page, len, now);
+            }
+            self.refuse6(rs);
+            return self.recycle_all(page, rest);
+        }
         if rest.is_empty() {
             return self.route_slow(rs, p, page, len, now);
         }
@@ -281,7 +292,7 @@ impl<P: Platform> Core<P> {
     }
 
     /// Every page of a frame back to its pool.
-    fn recycle_all(&mut self, page: PageBuf, rest: HeldRest) {
+    pub(crate) fn recycle_all(&mut self, page: PageBuf, rest: HeldRest) {
         self.pages.recycle(page);
         for pg in rest {
             self.pages.recycle(pg);

@@ -4,6 +4,7 @@
 use drivers::nic::DriverStats;
 use mm::page_pool::{PagePool, PagePoolStats, RefillMode};
 use netstack::config::PORTS;
+use netstack::router::v6::Counters6;
 use netstack::router::RouterCounters;
 use netstack::{MacAddr, PortCounters};
 
@@ -64,6 +65,8 @@ pub struct RouterSnap {
     pub queued_now: u64,
     /// Cross-core neighbour updates and management hand-offs.
     pub sync: RouterSync,
+    /// The IPv6 router's counters and the frames it holds queued now (`ip6_0=`/`ip6_1=`).
+    pub v6: Option<(Counters6, u64)>,
 }
 
 /// Where a busy poll iteration's cycles go (TSC cycles; guest instructions under icount).
@@ -124,6 +127,11 @@ pub fn router_totals(pairs: &[PairSnap]) -> Option<RouterSnap> {
         t.counters += &r.counters;
         t.queued_now += r.queued_now;
         t.sync += &r.sync;
+        if let Some((c, q)) = &r.v6 {
+            let (tc, tq) = t.v6.get_or_insert_with(Default::default);
+            *tc += c;
+            *tq += q;
+        }
     }
     total
 }

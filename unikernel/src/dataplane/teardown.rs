@@ -83,6 +83,11 @@ impl<P: Platform> Core<P> {
                 let page = unsafe { self.pages.adopt(pfn) };
                 self.pages.recycle(page);
             }
+            while let Some(pfn) = rs.router6.as_mut().and_then(|r6| r6.flush()) {
+                // SAFETY: the IPv6 router's queue handed the page back (flush).
+                let page = unsafe { self.pages.adopt(pfn) };
+                self.pages.recycle(page);
+            }
             if let Some(sp) = rs.spare.take() {
                 self.pages.recycle(sp);
             }

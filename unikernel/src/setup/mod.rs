@@ -17,6 +17,7 @@
 pub mod acl;
 pub mod e1000e;
 pub mod fib;
+pub mod fib6;
 pub mod igb;
 pub mod mixed;
 

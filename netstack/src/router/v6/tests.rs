@@ -555,3 +555,211 @@ fn bad_configuration_is_named() {
     assert_eq!(mk(&p), Some(Router6Error::BadAddress(0)));
     assert_eq!(mk(&[]), Some(Router6Error::BadPortCount));
 }
+
+/// Forward one frame to the gateway B (2001:db8:0:1::2, next hop of 2001:db8:100::/48) at
+/// `now`, resolving it by NS/NA: B is Reachable afterwards.
+fn resolve_gateway(r: &mut R<'_>, out: &mut [u8], now: u64) {
+    let gw = ip("2001:db8:0:1::2");
+    let mut fr = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    assert_eq!(r.process(0, &mut fr, 1, now, out), Action6::Queued);
+    assert!(matches!(
+        r.poll(now, out),
+        Some(Event6::Solicit { port: 1, .. })
+    ));
+    assert_eq!(r.advert(gw, B_MAC, now), Action6::Consumed);
+    assert!(matches!(
+        r.poll(now, out),
+        Some(Event6::Transmit {
+            handle: 1,
+            port: 1,
+            ..
+        })
+    ));
+    assert_eq!(
+        r.neigh.state(gw.to_bits(), 1),
+        super::super::neigh::NeighState::Reachable
+    );
+}
+
+impl R<'_> {
+    /// `host` answers a solicitation on port 1: a solicited Neighbor Advertisement with its
+    /// MAC `mac`, processed at `now`.
+    fn advert(&mut self, host: Ipv6Addr, mac: MacAddr, now: u64) -> Action6 {
+        let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+            flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+            target_addr: host,
+            lladdr: Some(RawHardwareAddress::from(EthernetAddress(mac.0))),
+        });
+        let mut f = eth(P1_MAC, mac, icmp(host, ip("2001:db8:0:1::1"), 255, na));
+        let mut out = vec![0u8; 1600];
+        self.process(1, &mut f, 0, now, &mut out)
+    }
+}
+
+/// A frame through the gateway B, forwarded at once (B resolved): 64 bytes out of port 1.
+fn through_gateway_at_once(r: &mut R<'_>, out: &mut [u8], handle: u32, now: u64) {
+    let mut f = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    assert_eq!(
+        r.process(0, &mut f, handle, now, out),
+        Action6::Forward { port: 1, len: 64 },
+        "at {now} ns"
+    );
+}
+
+/// An NDP flood (issue 37 item 8): 5,000 Neighbor Solicitations for the router's address on
+/// port 1, from as many spoofed sources each with its own link-layer address, at 10,000 per
+/// second. Each is answered and its source learned at most Stale, in the slots of the other
+/// spoofed ones: the gateway forwarding uses stays Reachable and frames through it go out at
+/// once all along; afterwards a new real neighbour still resolves. Every frame in one counter.
+#[test]
+fn an_ndp_flood_never_evicts_a_neighbour_in_use() {
+    use super::super::neigh::NeighState;
+    router!(r, out);
+    resolve_gateway(&mut r, &mut out, 0);
+    let gw = ip("2001:db8:0:1::2").to_bits();
+    let target = ip("2001:db8:0:1::1");
+    let group = Ipv6Addr::from_bits(ndp::solicited_node(target.to_bits()));
+    let base = ip("2001:db8:0:1::1:0").to_bits();
+    let mut now = 1_000_000;
+    for k in 0..5_000u32 {
+        now += 100_000;
+        let mac = MacAddr([2, 9, 9, (k >> 16) as u8, (k >> 8) as u8, k as u8]);
+        let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+            target_addr: target,
+            lladdr: Some(RawHardwareAddress::from(EthernetAddress(mac.0))),
+        });
+        let src = Ipv6Addr::from_bits(base + u128::from(k));
+        let mut fr = eth(
+            ndp::multicast_mac(group.to_bits()),
+            mac,
+            icmp(src, group, 255, ns),
+        );
+        assert!(
+            matches!(
+                r.process(1, &mut fr, 10 + k, now, &mut out),
+                Action6::Send {
+                    port: 1,
+                    cause: None,
+                    ..
+                }
+            ),
+            "NS {k} not answered"
+        );
+        if k % 250 == 0 {
+            through_gateway_at_once(&mut r, &mut out, 100_000 + k, now);
+        }
+        assert_eq!(r.poll(now, &mut out), None, "the flood made work");
+    }
+    assert_eq!(r.neigh.state(gw, 1), NeighState::Reachable);
+    assert!(r
+        .neigh
+        .entries()
+        .all(|e| e.ip == gw || e.state == NeighState::Stale));
+    assert_eq!(r.neigh.entries().count(), 8, "the table is full of spoofs");
+    // A new neighbour forwarding needs takes a spoofed one's slot and resolves.
+    let host = ip("2001:db8:0:1::5");
+    let mut fr = udp("2001:db8::2", "2001:db8:0:1::5", 64, 10);
+    assert_eq!(r.process(0, &mut fr, 7, now, &mut out), Action6::Queued);
+    assert!(matches!(
+        r.poll(now, &mut out),
+        Some(Event6::Solicit { port: 1, .. })
+    ));
+    assert_eq!(r.advert(host, A_MAC, now), Action6::Consumed);
+    assert!(matches!(
+        r.poll(now, &mut out),
+        Some(Event6::Transmit { handle: 7, .. })
+    ));
+    let c = *r.counters();
+    assert_eq!(c.nd_answered, 5_000);
+    // The gateway's first frame, 20 during the flood, the new host's.
+    assert_eq!(c.forwarded, 1 + 20 + 1);
+    assert_eq!(c.ns_sent, 2);
+    outcomes_hold(&r);
+}
+
+/// A scan of a connected /64 (issue 37 item 8): 2,000 frames from port 0 to as many silent
+/// addresses on port 1's link, at 400 per second. At most a quarter of the neighbour table is
+/// ever unresolved (`MAX_INCOMPLETE`), each frame is queued and then dropped, counted, when
+/// its entry is taken by a newer one or times out; solicitations go out at most one per new
+/// address; the resolved gateway forwards at once all along and a real neighbour that
+/// answers gets through mid-scan.
+#[test]
+fn a_scan_of_a_connected_64_churns_only_unresolved_entries() {
+    use super::super::neigh::NeighState;
+    router!(r, out);
+    resolve_gateway(&mut r, &mut out, 0);
+    let gw = ip("2001:db8:0:1::2").to_bits();
+    let base = ip("2001:db8:0:1::a:0").to_bits();
+    let max_incomplete = NeighTable::<u32, 8, 4, u128>::MAX_INCOMPLETE;
+    assert_eq!(max_incomplete, 2);
+    let (mut solicits, mut dropped) = (0u64, 0u64);
+    let mut now = 1_000_000;
+    for k in 0..2_000u32 {
+        now += 2_500_000;
+        let dst = Ipv6Addr::from_bits(base + u128::from(k) * 0x1_0001);
+        let mut fr = eth(
+            P0_MAC,
+            A_MAC,
+            ip6(ip("2001:db8::2"), dst, 64, IpProtocol::Udp, &[0x55; 10]),
+        );
+        assert_eq!(
+            r.process(0, &mut fr, 10 + k, now, &mut out),
+            Action6::Queued,
+            "scan frame {k}"
+        );
+        while let Some(ev) = r.poll(now, &mut out) {
+            match ev {
+                Event6::Solicit { port: 1, .. } => solicits += 1,
+                Event6::Dropped {
+                    reason: Drop6::NeighTimeout,
+                    ..
+                } => dropped += 1,
+                e => panic!("scan frame {k}: {e:?}"),
+            }
+        }
+        let incomplete = r
+            .neigh
+            .entries()
+            .filter(|e| e.state == NeighState::Incomplete)
+            .count();
+        assert!(incomplete <= max_incomplete, "{incomplete} unresolved");
+        if k % 100 == 0 {
+            through_gateway_at_once(&mut r, &mut out, 100_000 + k, now);
+        }
+        if k == 1_000 {
+            // A real host answers mid-scan: its frame is released.
+            let host = ip("2001:db8:0:1::5");
+            let mut f = udp("2001:db8::2", "2001:db8:0:1::5", 64, 10);
+            assert_eq!(r.process(0, &mut f, 5, now, &mut out), Action6::Queued);
+            // Its entry takes the oldest unresolved one's slot: that frame comes back.
+            let mut asked = false;
+            while let Some(ev) = r.poll(now, &mut out) {
+                match ev {
+                    Event6::Solicit { port: 1, .. } => asked = true,
+                    Event6::Dropped {
+                        reason: Drop6::NeighTimeout,
+                        ..
+                    } => dropped += 1,
+                    e => panic!("mid-scan: {e:?}"),
+                }
+            }
+            assert!(asked, "no solicitation for the real host");
+            assert_eq!(r.advert(host, A_MAC, now), Action6::Consumed);
+            assert!(matches!(
+                r.poll(now, &mut out),
+                Some(Event6::Transmit { handle: 5, .. })
+            ));
+        }
+    }
+    assert_eq!(r.neigh.state(gw, 1), NeighState::Reachable);
+    // Every scan frame but those still queued was dropped and counted; one solicitation per
+    // scanned address (each entry is taken by a newer one long before its 1 s retransmit).
+    let c = *r.counters();
+    assert_eq!(dropped + r.queued_frames() as u64, 2_000, "{c:?}");
+    assert_eq!(r.queued_frames(), max_incomplete);
+    assert_eq!(c.drops_for(Drop6::NeighTimeout), dropped);
+    assert_eq!(solicits, 2_000);
+    assert_eq!(c.ns_sent, 2 + 2_000);
+    assert_eq!(c.forwarded, 1 + 20 + 1);
+    outcomes_hold(&r);
+}

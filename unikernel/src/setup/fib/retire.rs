@@ -117,13 +117,11 @@ fn run(rt: &mut Retire, cores: usize, zone: &Zone, b: &mut Budget) -> bool {
             }
             RetirePhase::Flush(mut d) => {
                 // The targets answer within their next poll iteration (or the IPI past the
-                // deadline): spin for the rest of the step, then come back.
-                while !tlb::poll(&mut d) {
-                    if b.over() {
-                        rt.phase = RetirePhase::Flush(d);
-                        return false;
-                    }
-                    core::hint::spin_loop();
+                // deadline): asked once per step, the boot CPU forwarding in between rather
+                // than spinning out its step on an answer that comes at the targets' pace.
+                if !tlb::poll(&mut d) {
+                    rt.phase = RetirePhase::Flush(d);
+                    return false;
                 }
                 rt.phase = RetirePhase::Free(d);
             }
