@@ -41,8 +41,11 @@ use core::sync::atomic::{fence, Ordering};
 use mm::{Pfn, PAGE_SIZE};
 use virtio_drivers::{BufferDirection, Hal};
 
+mod format;
 mod forward;
 mod nic_impl;
+
+pub use format::{Advanced, DescFormat, Legacy};
 
 /// Device Control (§13.4.1).
 pub const CTRL: usize = 0x0000;
@@ -82,6 +85,19 @@ pub const RAL0: usize = 0x5400;
 /// `BSIZEPACKET`, the RX buffer size in KiB units (1..=127); 0 leaves the legacy 2 KiB of
 /// `RCTL.BSIZE`, which the simulated NIC reads as a whole page.
 pub const SRRCTL: usize = 0x280C;
+/// Receive Descriptor Control of queue 0 (82576 datasheet §8.10, `RXDCTL0` at 0x0C028 and
+/// its alias 0x02828, which Linux's igb uses for queues 0–3): `ENABLE` (bit 25) turns the
+/// queue on; `WTHRESH` (20:16) is the write-back threshold. The 82574L has no such enable
+/// (its register at this offset is left alone).
+pub const RXDCTL: usize = 0x2828;
+/// `RXDCTL.ENABLE` / `TXDCTL.ENABLE`: the queue is enabled.
+pub const XDCTL_ENABLE: u32 = 1 << 25;
+/// `RXDCTL.WTHRESH` = 1: each descriptor written back as soon as it is done (QEMU's reset
+/// value for queue 0).
+pub const RXDCTL_WTHRESH_1: u32 = 1 << 16;
+/// Transmit Descriptor Control of queue 0 (82576 datasheet §8.12, `TXDCTL0` at 0x0E028,
+/// alias 0x03828).
+pub const TXDCTL: usize = 0x3828;
 /// Receive Address High of entry 0: the MAC's last two bytes, and `AV` (bit 31).
 pub const RAH0: usize = 0x5404;
 
@@ -207,9 +223,14 @@ pub struct DdUnits {
     pub rctl: u32,
     /// The `TCTL` word (`TCTL.EN` is added).
     pub tctl: u32,
-    /// Write `SRRCTL.BSIZEPACKET` (the simulated NIC's buffer size; an 82574L has no
-    /// `SRRCTL` and takes its buffer size from `RCTL.BSIZE`/`BSEX`).
-    pub srrctl: bool,
+    /// Write `SRRCTL` with `BSIZEPACKET` (the buffer size, KiB) and these further bits
+    /// (82576: `DESCTYPE`, `DROP_EN`); `None`: no `SRRCTL` (an 82574L has none and takes its
+    /// buffer size from `RCTL.BSIZE`/`BSEX`).
+    pub srrctl: Option<u32>,
+    /// Write `RXDCTL.ENABLE` and `TXDCTL.ENABLE` (with `WTHRESH` 1) before the units are
+    /// enabled: the 82576's queues are off until then (§4.5.9, §4.5.10); the caller waits for
+    /// `RXDCTL.ENABLE` to read back before posting buffers.
+    pub queue_enable: bool,
 }
 
 /// Why [`DdNic::new`] failed.
@@ -249,7 +270,10 @@ impl Default for RxChain {
 /// and the buffer size (`SRRCTL`) is what is left of the page, rounded down to whole KiB, so a
 /// frame of more than one buffer is dropped (`TooBig`) rather than split at a size the
 /// dataplane's page arithmetic does not expect.
-pub struct DdNic<H: Hal, R: DdRegs, const OFFSET: usize = 0> {
+///
+/// `F` is the descriptor layout: [`Legacy`] (the default: 82574L, the simulated NIC) or
+/// [`Advanced`] (82576, `crate::igb`); the rings, the fused burst and completion are the same.
+pub struct DdNic<H: Hal, R: DdRegs, const OFFSET: usize = 0, F: DescFormat = Legacy> {
     regs: R,
     rx: Ring<H, RxDesc>,
     tx: Ring<H, TxDesc>,
@@ -284,9 +308,10 @@ pub struct DdNic<H: Hal, R: DdRegs, const OFFSET: usize = 0> {
     rx_fits: usize,
     mac: [u8; 6],
     stats: DriverStats,
+    _format: PhantomData<F>,
 }
 
-impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
+impl<H: Hal, R: DdRegs, const OFFSET: usize, F: DescFormat> DdNic<H, R, OFFSET, F> {
     /// Bytes the NIC may write per RX buffer: the page, or with an `OFFSET`, what is left of it
     /// in whole KiB (`SRRCTL.BSIZEPACKET`'s unit).
     pub const RX_BUF_LEN: usize = if OFFSET == 0 {
@@ -307,7 +332,8 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             DdUnits {
                 rctl: RCTL_EN,
                 tctl: TCTL_EN,
-                srrctl: true,
+                srrctl: Some(0),
+                queue_enable: false,
             },
         )
     }
@@ -335,8 +361,12 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         let (lo, hi) = (regs.read(RAL0).to_le_bytes(), regs.read(RAH0).to_le_bytes());
         let mac = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]];
         const { assert!(OFFSET < 1024, "the header room is below a KiB") };
-        if units.srrctl {
-            regs.write(SRRCTL, (Self::RX_BUF_LEN / 1024) as u32);
+        if let Some(bits) = units.srrctl {
+            regs.write(SRRCTL, (Self::RX_BUF_LEN / 1024) as u32 | bits);
+        }
+        if units.queue_enable {
+            regs.write(RXDCTL, XDCTL_ENABLE | RXDCTL_WTHRESH_1);
+            regs.write(TXDCTL, XDCTL_ENABLE);
         }
         regs.write(RCTL, units.rctl | RCTL_EN);
         regs.write(TCTL, units.tctl | TCTL_EN);
@@ -362,14 +392,23 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             tx_posted: 0,
             mac,
             stats: DriverStats::default(),
+            _format: PhantomData,
         })
     }
 
-    /// The RX descriptor at `i`'s status, read as the NIC left it.
+    /// The byte of the RX descriptor at `i` that holds `DD` (bit 0, [`STA_DD`]), read as the
+    /// NIC left it.
     #[inline(always)]
     fn rx_status(&self, i: usize) -> u8 {
-        // SAFETY: a descriptor of our ring; the NIC writes it concurrently, hence volatile.
-        unsafe { core::ptr::addr_of!((*self.rx.at(i)).status).read_volatile() }
+        // SAFETY: a descriptor of our ring (16 bytes; `RX_DD_BYTE` < 16); the NIC writes it
+        // concurrently, hence volatile.
+        unsafe {
+            self.rx
+                .at(i)
+                .cast::<u8>()
+                .add(F::RX_DD_BYTE)
+                .read_volatile()
+        }
     }
 
     /// The TX descriptor at `i`'s status.
@@ -425,19 +464,20 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         }
         fence(Ordering::Acquire);
         // SAFETY: DD is set: the NIC is done with the descriptor.
-        let d = unsafe { self.rx.at(i).read_volatile() };
+        let hi = unsafe { self.rx.at(i).cast::<u64>().add(1).read_volatile() };
         let pfn = self.rx_pages[i];
         self.rx_pages[i] = Pfn(0);
         self.rx_clean = (i + 1) & (RING_SIZE - 1);
         self.rx_posted -= 1;
-        let len = usize::from(d.length);
-        let eop = status & RXSTA_EOP != 0;
-        if d.errors != 0 {
+        let len = F::rx_len(hi);
+        let eop = F::rx_eop(hi);
+        let error = F::rx_error(hi);
+        if error {
             self.stats.rx_errors += 1;
         }
         let st = if self.rx_skip {
             RxStatus::Continuation
-        } else if d.errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
+        } else if error || len == 0 || len > Self::RX_BUF_LEN {
             RxStatus::Malformed
         } else if !eop || len > self.rx_limit {
             RxStatus::TooBig
@@ -494,32 +534,33 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         Some(done)
     }
 
-    /// Write one TX descriptor at the tail (`cmd` as given), not yet published.
+    /// Write one TX descriptor at the tail (`cmd` as given; `paylen`, the frame's length, for
+    /// [`Advanced`]'s `PAYLEN`), not yet published.
     #[inline(always)]
-    fn tx_desc(&mut self, addr: u64, len: usize, cmd: u8, done: TxDone) {
+    fn tx_desc(&mut self, addr: u64, len: usize, cmd: u8, paylen: usize, done: TxDone) {
         let i = self.tx_tail;
-        let d = TxDesc {
-            addr,
-            length: len as u16,
-            cmd,
-            ..TxDesc::default()
-        };
-        // SAFETY: the tail descriptor is the driver's until `TDT` passes it.
-        unsafe { self.tx.at(i).write_volatile(d) };
+        let q = self.tx.at(i).cast::<u64>();
+        // SAFETY: the tail descriptor is the driver's until `TDT` passes it; status (DD)
+        // cleared with the command word.
+        unsafe {
+            q.write_volatile(addr);
+            q.add(1)
+                .write_volatile(F::tx_word(len as u64, cmd, paylen as u64));
+        }
         self.tx_pages[i] = done;
         self.tx_tail = (i + 1) & (RING_SIZE - 1);
         self.tx_posted += 1;
     }
 }
 
-impl<H: Hal, R: DdRegs, const OFFSET: usize> Drop for DdNic<H, R, OFFSET> {
+impl<H: Hal, R: DdRegs, const OFFSET: usize, F: DescFormat> Drop for DdNic<H, R, OFFSET, F> {
     fn drop(&mut self) {
         // The NIC stops using the rings before they are freed.
         self.regs.write(CTRL, CTRL_RST);
     }
 }
 
-impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
+impl<H: Hal, R: DdRegs, const OFFSET: usize, F: DescFormat> DdNic<H, R, OFFSET, F> {
     /// The register block (set-up and counters off the hot path: the multicast filter,
     /// [`crate::e1000e::set_multicast`]).
     pub fn regs(&self) -> &R {

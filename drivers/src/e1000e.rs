@@ -173,27 +173,35 @@ pub enum E1000eError {
 
 impl core::fmt::Display for E1000eError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.describe("e1000e", f)
+    }
+}
+
+impl E1000eError {
+    /// The message, naming the driver `chip` (`e1000e`, `igb`: the steps and registers named
+    /// are the same on both, [`crate::igb`] runs them too).
+    pub fn describe(&self, chip: &str, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::ResetTimeout => write!(
                 f,
-                "e1000e: CTRL.RST did not clear within {} ms",
+                "{chip}: CTRL.RST did not clear within {} ms",
                 RESET_TIMEOUT_US / 1000
             ),
             Self::EepromTimeout { word } => write!(
                 f,
-                "e1000e: no MAC in RAL0/RAH0 and EEPROM word {word} unreadable (EERD.DONE not set within {} ms)",
+                "{chip}: no MAC in RAL0/RAH0 and EEPROM word {word} unreadable (EERD.DONE not set within {} ms)",
                 EEPROM_TIMEOUT_US / 1000
             ),
             Self::BadMac(m) => write!(
                 f,
-                "e1000e: unusable MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                "{chip}: unusable MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
                 m[0], m[1], m[2], m[3], m[4], m[5]
             ),
             Self::LinkTimeout { ms } => write!(
                 f,
-                "e1000e: link down: STATUS.LU still clear {ms} ms after CTRL.SLU (cable, peer, or QEMU set_link off)"
+                "{chip}: link down: STATUS.LU still clear {ms} ms after CTRL.SLU (cable, peer, or QEMU set_link off)"
             ),
-            Self::Rings(e) => write!(f, "e1000e: descriptor rings: {e:?}"),
+            Self::Rings(e) => write!(f, "{chip}: descriptor rings: {e:?}"),
         }
     }
 }
@@ -225,19 +233,52 @@ pub fn bring_up_at<H: Hal, R: DdRegs, const OFFSET: usize>(
     cfg: &E1000eConfig,
     now_us: impl Fn() -> u64,
 ) -> Result<DdNic<H, R, OFFSET>, E1000eError> {
-    let wait = |us: u64, done: &dyn Fn() -> bool| -> bool {
-        let t0 = now_us();
-        loop {
-            if done() {
-                return true;
-            }
-            if now_us().wrapping_sub(t0) > us {
-                return done();
-            }
-            core::hint::spin_loop();
-        }
+    let wait = |us: u64, done: &dyn Fn() -> bool| wait_until(&now_us, us, done);
+    reset_and_mac(&regs, &wait)?;
+    // No checksum offload; legacy descriptors; then the link.
+    regs.write(RXCSUM, 0);
+    regs.write(RFCTL, 0);
+    regs.write(TIPG, TIPG_COPPER);
+    let tarc = regs.read(TARC0);
+    regs.write(TARC0, tarc | TARC_ENABLE);
+    link_up(&regs, &now_us, &wait)?;
+    let rctl = RCTL_BSEX | RCTL_BSIZE_4096 | rctl_filter(cfg);
+    let units = DdUnits {
+        rctl,
+        tctl: TCTL_PSP | TCTL_CT | TCTL_COLD,
+        srrctl: None,
+        queue_enable: false,
     };
-    // Interrupts masked before and after the reset (§4.6, the software initialization sequence).
+    // `attach` resets the NIC again if it fails (its drop), as `regs` moves into it.
+    DdNic::attach(regs, units).map_err(E1000eError::Rings)
+}
+
+/// Wait up to `us` µs of `now_us` for `done`; whether it came true (read once more at the
+/// deadline).
+pub(crate) fn wait_until(now_us: &impl Fn() -> u64, us: u64, done: &dyn Fn() -> bool) -> bool {
+    let t0 = now_us();
+    loop {
+        if done() {
+            return true;
+        }
+        if now_us().wrapping_sub(t0) > us {
+            return done();
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// The family's first steps (82574L §4.6, 82576 §4.5: the same registers): interrupts masked
+/// around a `CTRL.RST` (bounded by [`RESET_TIMEOUT_US`]), the MAC found ([`read_mac`]) and
+/// checked, written to receive address 0 (`AV`), and the multicast table cleared. Returns the
+/// MAC.
+///
+/// # Errors
+/// [`E1000eError::ResetTimeout`], [`E1000eError::EepromTimeout`], [`E1000eError::BadMac`].
+pub(crate) fn reset_and_mac<R: DdRegs>(
+    regs: &R,
+    wait: &dyn Fn(u64, &dyn Fn() -> bool) -> bool,
+) -> Result<[u8; 6], E1000eError> {
     regs.write(IMC, u32::MAX);
     let ctrl = regs.read(CTRL);
     regs.write(CTRL, ctrl | CTRL_RST);
@@ -246,7 +287,7 @@ pub fn bring_up_at<H: Hal, R: DdRegs, const OFFSET: usize>(
     }
     regs.write(IMC, u32::MAX);
     let _ = regs.read(ICR);
-    let mac = read_mac(&regs, &wait)?;
+    let mac = read_mac(regs, wait)?;
     if mac == [0; 6] || mac == [0xFF; 6] || mac[0] & 1 != 0 {
         return Err(E1000eError::BadMac(mac));
     }
@@ -255,15 +296,32 @@ pub fn bring_up_at<H: Hal, R: DdRegs, const OFFSET: usize>(
         RAH0,
         u32::from(u16::from_le_bytes([mac[4], mac[5]])) | RAH_AV,
     );
-    set_multicast(&regs, &[]);
-    // Link up; no checksum offload; legacy descriptors.
-    let ctrl = regs.read(CTRL) & !(CTRL_RST | CTRL_PHY_RST);
+    set_multicast(regs, &[]);
+    Ok(mac)
+}
+
+/// `CTRL.SLU | ASDE` (the reset bits cleared) and a bounded wait ([`LINK_TIMEOUT_MS`]) for `STATUS.LU`; on timeout the NIC
+/// is reset.
+///
+/// # Errors
+/// [`E1000eError::LinkTimeout`], with the milliseconds waited.
+pub(crate) fn link_up<R: DdRegs>(
+    regs: &R,
+    now_us: &impl Fn() -> u64,
+    wait: &dyn Fn(u64, &dyn Fn() -> bool) -> bool,
+) -> Result<(), E1000eError> {
+    link_up_clearing(regs, now_us, wait, 0)
+}
+
+/// [`link_up`], also clearing the `CTRL` bits `clear` (the igb's flow control and VLAN mode).
+pub(crate) fn link_up_clearing<R: DdRegs>(
+    regs: &R,
+    now_us: &impl Fn() -> u64,
+    wait: &dyn Fn(u64, &dyn Fn() -> bool) -> bool,
+    clear: u32,
+) -> Result<(), E1000eError> {
+    let ctrl = regs.read(CTRL) & !(CTRL_RST | CTRL_PHY_RST | clear);
     regs.write(CTRL, ctrl | CTRL_SLU | CTRL_ASDE);
-    regs.write(RXCSUM, 0);
-    regs.write(RFCTL, 0);
-    regs.write(TIPG, TIPG_COPPER);
-    let tarc = regs.read(TARC0);
-    regs.write(TARC0, tarc | TARC_ENABLE);
     let t0 = now_us();
     if !wait(LINK_TIMEOUT_MS * 1000, &|| {
         regs.read(STATUS) & STATUS_LU != 0
@@ -272,20 +330,21 @@ pub fn bring_up_at<H: Hal, R: DdRegs, const OFFSET: usize>(
         regs.write(CTRL, CTRL_RST);
         return Err(E1000eError::LinkTimeout { ms });
     }
-    let mut rctl = RCTL_BAM | RCTL_BSEX | RCTL_BSIZE_4096 | RCTL_SECRC;
+    Ok(())
+}
+
+/// The `RCTL` filter bits of `cfg` (both NICs): broadcast accepted, the CRC stripped
+/// (`SECRC`: without it QEMU appends four zero bytes and counts them), unicast and multicast
+/// promiscuous in [`RxFilter::Promiscuous`], long packets above 1,518 bytes.
+pub(crate) fn rctl_filter(cfg: &E1000eConfig) -> u32 {
+    let mut rctl = RCTL_BAM | RCTL_SECRC;
     if cfg.filter == RxFilter::Promiscuous {
         rctl |= RCTL_UPE | RCTL_MPE;
     }
     if cfg.max_frame > 1518 {
         rctl |= RCTL_LPE;
     }
-    let units = DdUnits {
-        rctl,
-        tctl: TCTL_PSP | TCTL_CT | TCTL_COLD,
-        srrctl: false,
-    };
-    // `attach` resets the NIC again if it fails (its drop), as `regs` moves into it.
-    DdNic::attach(regs, units).map_err(E1000eError::Rings)
+    rctl
 }
 
 /// The MAC from receive address 0 when valid (`RAH0.AV`, loaded from the EEPROM at power-up),
@@ -332,7 +391,8 @@ pub fn set_multicast<R: DdRegs>(regs: &R, groups: &[[u8; 6]]) {
     }
 }
 
-/// An 82574L's register block through its BAR 0 (MMIO, uncached): volatile 32-bit accesses,
+/// An 82574L's or 82576's ([`crate::igb`]) register block through its BAR 0 (MMIO,
+/// uncached; 128 KiB on both, the counters at the same offsets): volatile 32-bit accesses,
 /// reads counted (none on the forwarding path: DD bits are read from descriptor memory, the
 /// tails only written) and the NIC's error counters summed when [`DdRegs::hw_stats`] reads
 /// them.
@@ -353,7 +413,7 @@ impl MmioRegs {
     /// The register block mapped at `base`.
     ///
     /// # Safety
-    /// `base` is the virtual address of an 82574L's BAR 0, mapped uncached for
+    /// `base` is the virtual address of an 82574L's or 82576's BAR 0, mapped uncached for
     /// [`BAR0_BYTES`], for as long as the value lives; nothing else drives that NIC.
     pub unsafe fn new(base: NonNull<u8>) -> Self {
         MmioRegs {

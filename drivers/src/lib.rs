@@ -14,6 +14,8 @@
 //!   proof that the contract names no virtio.
 //! * [`e1000e`]: the Intel 82574L bring-up (reset, MAC, link, filters) on [`ddnic`], its
 //!   register block through a BAR ([`e1000e::MmioRegs`]).
+//! * [`igb`]: the Intel 82576 bring-up on [`ddnic`] with advanced descriptors, sharing the
+//!   82574L's steps and register block ([`e1000e`]).
 //! * [`sim`] (a simulated device on the driver's ring memory) and [`transport`] (PCI or
 //!   simulated) sit beside the driver; [`virtqueue`]'s host tests use [`sim`]'s device queue.
 //! * [`pci`], [`uart`]: port I/O; [`mmio`]: probing a virtio-mmio block; [`virtio_pci`]: the
@@ -44,6 +46,7 @@
 
 pub mod ddnic;
 pub mod e1000e;
+pub mod igb;
 pub mod mmio;
 pub mod nic;
 pub mod pci;

@@ -239,42 +239,68 @@ pub struct FoundNics {
     pub virtio: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
     /// Intel 82574L functions (8086:10D3, [`crate::e1000e`]; up to [`MAX_NICS`]).
     pub e1000e: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
+    /// Intel 82576 functions (8086:10C9, [`crate::igb`]; up to [`MAX_NICS`]).
+    pub igb: heapless::Vec<(DeviceFunction, DeviceFunctionInfo), MAX_NICS>,
+    /// Other igb-family functions, found and not bound (their device IDs,
+    /// [`crate::igb::IGB_FAMILY_UNBOUND`]; up to [`MAX_NICS`]): the boot log names them.
+    pub unbound: heapless::Vec<(DeviceFunction, u16), MAX_NICS>,
     /// Functions of either kind past [`MAX_NICS`].
     pub ignored: usize,
     /// What the scan saw besides.
     pub report: ScanReport,
 }
 
-/// [`find_virtio_net`] for every NIC Gannet drives: virtio-net and the Intel 82574L, in one
-/// scan. Each returned function gets bus mastering on and INTx off as there.
+/// Which driver a found function is for.
+#[derive(Copy, Clone)]
+enum Driver {
+    Virtio,
+    E1000e,
+    Igb,
+}
+
+/// [`find_virtio_net`] for every NIC Gannet drives: virtio-net, the Intel 82574L and the
+/// Intel 82576, in one scan (other igb-family functions are listed, not bound). Each returned
+/// function gets bus mastering on and INTx off as there.
 pub fn find_nics(root: &mut PciRoot<PciCam>) -> FoundNics {
     let mut out = FoundNics {
         virtio: heapless::Vec::new(),
         e1000e: heapless::Vec::new(),
+        igb: heapless::Vec::new(),
+        unbound: heapless::Vec::new(),
         ignored: 0,
         report: ScanReport::default(),
     };
-    let mut found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo, bool), 32> =
+    let mut found: heapless::Vec<(DeviceFunction, DeviceFunctionInfo, Driver), 32> =
         heapless::Vec::new();
+    let unbound = &mut out.unbound;
     out.report = scan(&mut PciCam, |df, info| {
-        let intel = info.vendor_id == crate::e1000e::VENDOR_INTEL
-            && info.device_id == crate::e1000e::DEVICE_82574L;
-        if intel
-            || virtio_drivers::transport::pci::virtio_device_type(info) == Some(DeviceType::Network)
-        {
-            let _ = found.push((df, info.clone(), intel));
-        }
+        let intel = info.vendor_id == crate::e1000e::VENDOR_INTEL;
+        let driver = match info.device_id {
+            crate::e1000e::DEVICE_82574L if intel => Driver::E1000e,
+            crate::igb::DEVICE_82576 if intel => Driver::Igb,
+            d if intel && crate::igb::unbound_family_name(d).is_some() => {
+                let _ = unbound.push((df, d));
+                return;
+            }
+            _ if virtio_drivers::transport::pci::virtio_device_type(info)
+                == Some(DeviceType::Network) =>
+            {
+                Driver::Virtio
+            }
+            _ => return,
+        };
+        let _ = found.push((df, info.clone(), driver));
     });
-    for (df, info, intel) in found {
+    for (df, info, driver) in found {
         let (_, cmd) = root.get_status_command(df);
         let want = cmd | Command::BUS_MASTER | Command::INTERRUPT_DISABLE;
         if want != cmd {
             root.set_command(df, want);
         }
-        let list = if intel {
-            &mut out.e1000e
-        } else {
-            &mut out.virtio
+        let list = match driver {
+            Driver::E1000e => &mut out.e1000e,
+            Driver::Igb => &mut out.igb,
+            Driver::Virtio => &mut out.virtio,
         };
         if list.push((df, info)).is_err() {
             out.ignored += 1;
@@ -283,8 +309,8 @@ pub fn find_nics(root: &mut PciRoot<PciCam>) -> FoundNics {
     out
 }
 
-/// The physical address of an 82574L's register BAR (BAR 0, memory; `None` for an I/O BAR or
-/// 0 when firmware assigned none), with memory decoding turned on if it was off.
+/// The physical address of an 82574L's or 82576's register BAR (BAR 0, memory; `None` for an
+/// I/O BAR or 0 when firmware assigned none), with memory decoding turned on if it was off.
 pub fn e1000e_bar0(root: &mut PciRoot<PciCam>, df: DeviceFunction) -> Option<u64> {
     let a = bar_address(&PciCam, df, 0).filter(|&a| a != 0)?;
     enable_memory_decoding(root, df);

@@ -863,6 +863,11 @@ pub struct HostHal;
 /// The DD-bit driver ([`crate::ddnic`]) on a simulated NIC ([`dd`]) with host memory.
 #[cfg(any(test, feature = "host-hal"))]
 pub type HostSimDd<'a> = crate::ddnic::DdNic<HostHal, dd::SimDdRegs<'a>>;
+/// The igb driver (advanced descriptors, [`crate::igb::Igb`]) on the simulated DD-bit NIC in
+/// host memory: host tests (the NIC writes advanced descriptors once the bring-up sets
+/// `SRRCTL.DESCTYPE`).
+#[cfg(any(test, feature = "host-hal"))]
+pub type HostSimIgb<'a> = crate::igb::Igb<HostHal, dd::SimDdRegs<'a>>;
 
 /// The virtio-net driver on a simulated device with host memory: what host rigs (the
 /// dataplane's, `unikernel::dataplane::testing`) build their ports from, so they need not

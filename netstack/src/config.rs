@@ -138,15 +138,19 @@ pub enum SimNic {
     /// The simulated DD-bit NIC brought up as an Intel 82574L (`drivers::e1000e::bring_up`:
     /// reset, MAC, link, filter); the same rings and fused path as `Dd`.
     E1000e,
+    /// The simulated DD-bit NIC brought up as an Intel 82576 (`drivers::igb::bring_up`):
+    /// advanced descriptors (`SRRCTL.DESCTYPE`), the same rings and fused path.
+    Igb,
 }
 
 impl SimNic {
-    /// The `sim_nic=` value (`virtio`, `dd`, `e1000e`).
+    /// The `sim_nic=` value (`virtio`, `dd`, `e1000e`, `igb`).
     pub fn as_str(self) -> &'static str {
         match self {
             SimNic::Virtio => "virtio",
             SimNic::Dd => "dd",
             SimNic::E1000e => "e1000e",
+            SimNic::Igb => "igb",
         }
     }
 }
@@ -386,10 +390,11 @@ pub struct Config {
     /// frame size in bytes on the wire, FCS included (as the generator's `--size`); frames
     /// above 4,088 bytes arrive in several RX buffers (mergeable, VIRTIO 1.2 §5.1.6.4).
     pub sim_size: u16,
-    /// `sim_nic=virtio|dd|e1000e` (default `virtio`): the simulated NIC of the benchmark's
+    /// `sim_nic=virtio|dd|e1000e|igb` (default `virtio`): the simulated NIC of the benchmark's
     /// ports: virtio-net (12 header bytes, a used ring) or a DD-bit NIC (`drivers::ddnic`:
     /// Intel legacy descriptors, 0 header bytes, Descriptor Done written back), `e1000e` the
-    /// same NIC brought up as an 82574L; needs `sim`.
+    /// same NIC brought up as an 82574L, `igb` as an 82576 (advanced descriptors); needs
+    /// `sim`.
     pub sim_nic: SimNic,
     /// `tlb=batch|immediate` (default `batch`): how unmapped pages are flushed on other CPUs.
     pub tlb: TlbMode,

@@ -268,8 +268,19 @@ impl Rig {
         bus: qemu::NicBus,
         extra_args: Vec<String>,
     ) -> Rig {
+        Rig::start_intel(qemu::NicModel::E1000e, append, gen, bus, extra_args)
+    }
+
+    /// [`Rig::start_e1000e`] on QEMU's Intel model `model` (`e1000e`, or `igb`: the 82576).
+    pub fn start_intel(
+        model: qemu::NicModel,
+        append: &str,
+        gen: GenConfig,
+        bus: qemu::NicBus,
+        extra_args: Vec<String>,
+    ) -> Rig {
         Rig::start_configured(append, gen, |c| {
-            c.nic = qemu::NicModel::E1000e;
+            c.nic = model;
             c.nic_bus = bus;
             c.extra_args = extra_args;
         })

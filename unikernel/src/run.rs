@@ -151,15 +151,7 @@ pub fn run<A: Appliance>(
         cfg: cfg.clone(),
         topo,
     });
-    if let (Some(_), SimNic::Dd | SimNic::E1000e) = (cfg.sim, cfg.sim_nic) {
-        sim_dd::<A>(setup, zone, pcp, mgmt_mem)
-    }
-    if crate::setup::mixed::ports_are_mixed() {
-        run_polled::<A, _>(setup, zone, pcp, mgmt_mem, crate::setup::mixed::take_ports)
-    }
-    if crate::setup::e1000e::ports_are_e1000e() {
-        run_polled::<A, _>(setup, zone, pcp, mgmt_mem, crate::setup::e1000e::take_ports)
-    }
+    let (pcp, mgmt_mem) = run_other_nics::<A>(setup, zone, pcp, mgmt_mem);
     let mut halt = false;
     let mut core = build_core(0, setup, zone, pcp, mgmt_mem, &mut halt);
     if cfg.sim.is_some() {
@@ -185,6 +177,38 @@ pub fn run<A: Appliance>(
     crate::control::faults::arm(cfg);
     println!("gannet: ready");
     forward::<A, _>(&mut core, halt)
+}
+
+/// Core 0's management storage (small and jumbo frames), when a management port is
+/// configured.
+type MgmtMem = Option<(&'static mut [u8], &'static mut [u8])>;
+
+/// The boot CPU on ports of a NIC type other than virtio-net, if set-up made them (the
+/// simulated DD-bit NICs of `sim_nic=dd|e1000e|igb`; a mixed pair; e1000e or igb ports): never
+/// returns then. Else gives the per-CPU pages and management memory back.
+fn run_other_nics<A: Appliance>(
+    setup: &'static Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    mgmt_mem: MgmtMem,
+) -> (PerCpuPages, MgmtMem) {
+    let cfg = &setup.cfg;
+    if let (Some(_), SimNic::Dd | SimNic::E1000e) = (cfg.sim, cfg.sim_nic) {
+        sim_dd::<A>(setup, zone, pcp, mgmt_mem)
+    }
+    if let (Some(_), SimNic::Igb) = (cfg.sim, cfg.sim_nic) {
+        sim_igb::<A>(setup, zone, pcp, mgmt_mem)
+    }
+    if crate::setup::mixed::ports_are_mixed() {
+        run_polled::<A, _>(setup, zone, pcp, mgmt_mem, crate::setup::mixed::take_ports)
+    }
+    if crate::setup::e1000e::ports_are_e1000e() {
+        run_polled::<A, _>(setup, zone, pcp, mgmt_mem, crate::setup::e1000e::take_ports)
+    }
+    if crate::setup::igb::ports_are_igb() {
+        run_polled::<A, _>(setup, zone, pcp, mgmt_mem, crate::setup::igb::take_ports)
+    }
+    (pcp, mgmt_mem)
 }
 
 /// What forwards where, in the boot log (just before the phase report and `ready`).
@@ -231,6 +255,12 @@ fn run_core<A: Appliance>(cpu: usize) -> ! {
     pcp.set_owner(current_cpu());
     if crate::setup::e1000e::ports_are_e1000e() {
         let take = crate::setup::e1000e::take_ports;
+        let mut core = polled_core(cpu, setup, zone, pcp, None, take);
+        core.publish(false, 0);
+        forward::<A, _>(&mut core, false)
+    }
+    if crate::setup::igb::ports_are_igb() {
+        let take = crate::setup::igb::take_ports;
         let mut core = polled_core(cpu, setup, zone, pcp, None, take);
         core.publish(false, 0);
         forward::<A, _>(&mut core, false)
@@ -298,6 +328,7 @@ fn sim_line(cfg: &Config) {
             SimNic::Virtio => "virtio-net",
             SimNic::Dd => "DD-bit",
             SimNic::E1000e => "DD-bit as an 82574L (e1000e bring-up)",
+            SimNic::Igb => "DD-bit as an 82576 (igb bring-up, advanced descriptors)",
         }
     );
 }
@@ -315,12 +346,33 @@ fn sim_dd<A: Appliance>(
     let core = core_over(0, setup, zone, pcp, mgmt_mem, nics);
     sim_line(&setup.cfg);
     if A::STOCK && setup.cfg.mode == Mode::Acl {
-        crate::simbench::run_dd::<StockAcl>(core)
+        crate::simbench::run_dd::<StockAcl, _>(core)
     }
     if A::STOCK && setup.cfg.mode == Mode::Router && ACL.get().is_some() {
-        crate::simbench::run_dd::<StockAclRouter>(core)
+        crate::simbench::run_dd::<StockAclRouter, _>(core)
     }
-    crate::simbench::run_dd::<A>(core)
+    crate::simbench::run_dd::<A, _>(core)
+}
+
+/// [`sim_dd`] on the simulated NICs brought up as 82576s (`sim_nic=igb`): a core of the igb
+/// port type (advanced descriptors). Never returns.
+fn sim_igb<A: Appliance>(
+    setup: &Setup,
+    zone: &'static Zone,
+    pcp: PerCpuPages,
+    mgmt_mem: Option<(&'static mut [u8], &'static mut [u8])>,
+) -> ! {
+    apic::init();
+    let nics = crate::simbench::igb_ports(&setup.cfg).unwrap_or_else(|e| fail(format_args!("{e}")));
+    let core = core_over(0, setup, zone, pcp, mgmt_mem, nics);
+    sim_line(&setup.cfg);
+    if A::STOCK && setup.cfg.mode == Mode::Acl {
+        crate::simbench::run_dd::<StockAcl, _>(core)
+    }
+    if A::STOCK && setup.cfg.mode == Mode::Router && ACL.get().is_some() {
+        crate::simbench::run_dd::<StockAclRouter, _>(core)
+    }
+    crate::simbench::run_dd::<A, _>(core)
 }
 
 /// Bring up pair `k` on the calling core: its devices (set up by the boot CPU), LAPIC, pools,

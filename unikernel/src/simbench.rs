@@ -26,10 +26,13 @@
 //!
 //! With `sim_nic=dd` the ports are simulated DD-bit NICs instead ([`drivers::sim::dd`], driven
 //! by [`drivers::ddnic`]: 0 header bytes before the frame, Descriptor Done bits instead of a
-//! used ring), and core 0 is a core of that NIC type ([`DdCore`]): the same benchmark, the
+//! used ring), and core 0 is a core of that NIC type (over [`DdPort`]s): the same benchmark, the
 //! proof that the dataplane runs on a NIC that is not virtio-net (issue 32). Those NICs count
 //! their drivers' register accesses, so the line then ends in `rdt=N tdt=N reg_reads=N`: the
-//! `RDT` and `TDT` writes and the register reads of the measured iterations.
+//! `RDT` and `TDT` writes and the register reads of the measured iterations. `sim_nic=e1000e`
+//! and `sim_nic=igb` bring those NICs up as an 82574L (legacy descriptors) and an 82576
+//! (advanced descriptors, [`drivers::igb`]), each driven as that NIC (a core over [`IgbPort`]s
+//! for igb).
 //!
 //! With `mode=acl` the device delivers K *different* frames per iteration instead of K copies
 //! of one: frames cycling through [`BENCH_TUPLES`] (1,024) 5-tuples aimed at the boot's rules
@@ -66,6 +69,7 @@ use crate::{fail, println};
 use core::fmt::Write as _;
 use drivers::ddnic::DdNic;
 use drivers::e1000e::{bring_up, E1000eConfig, RxFilter};
+use drivers::igb::Igb;
 use drivers::nic::Nic;
 use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use drivers::sim::{SimDevice, SimShared, SimTransport};
@@ -92,8 +96,8 @@ static SIM_DD_PORTS: [SimDdShared; PORTS] =
     [SimDdShared::new(SIM_MACS[0]), SimDdShared::new(SIM_MACS[1])];
 /// A port of `sim_nic=dd`: the DD-bit driver on a simulated NIC.
 pub type DdPort = DdNic<KernelHal, SimDdRegs<'static>>;
-/// A core of `sim_nic=dd`.
-pub type DdCore = Core<KernelPlatformOf<DdPort>>;
+/// A port of `sim_nic=igb`: the igb driver (advanced descriptors) on a simulated NIC.
+pub type IgbPort = Igb<KernelHal, SimDdRegs<'static>>;
 /// Poll iterations before the measured ones.
 pub const WARMUP_ITERS: u32 = 256;
 /// Frame length without FCS: the 64-byte minimum Ethernet frame on the wire (ARP frames).
@@ -158,6 +162,41 @@ pub fn dd_ports(cfg: &netstack::Config) -> Result<[DdPort; PORTS], SetupError> {
         };
         info!(
             "port {j}: simulated DD-bit NIC (legacy descriptors, 0 header bytes, no PCI) MAC {} rings 2x{}",
+            MacAddr(nic.mac()),
+            QUEUE_SIZE
+        );
+        let _ = ports.push(nic);
+    }
+    let Ok(p) = ports.into_array::<PORTS>() else {
+        unreachable!("two ports pushed")
+    };
+    Ok(p)
+}
+
+/// `sim=K sim_nic=igb`: ports 0 and 1 on the simulated DD-bit NICs brought up as 82576s
+/// ([`drivers::igb::bring_up`]: advanced descriptors, one 4 KiB buffer each), for core 0.
+///
+/// # Errors
+/// [`SetupError::Port`] naming the bring-up's error.
+pub fn igb_ports(cfg: &netstack::Config) -> Result<[IgbPort; PORTS], SetupError> {
+    let mut ports = heapless::Vec::<IgbPort, PORTS>::new();
+    for (j, shared) in SIM_DD_PORTS.iter().enumerate() {
+        let icfg = drivers::igb::IgbConfig {
+            filter: if cfg.mode == Mode::Router {
+                RxFilter::Router
+            } else {
+                RxFilter::Promiscuous
+            },
+            max_frame: usize::from(cfg.sim_size),
+        };
+        let nic = drivers::igb::bring_up::<KernelHal, _>(
+            SimDdRegs(shared),
+            &icfg,
+            crate::arch::time::uptime_us,
+        )
+        .map_err(|e| crate::setup::port_error(j, None, format_args!("simulated {e}")))?;
+        info!(
+            "port {j}: simulated DD-bit NIC as an 82576 (advanced descriptors, 0 header bytes, no PCI) MAC {} rings 2x{}",
             MacAddr(nic.mac()),
             QUEUE_SIZE
         );
@@ -470,8 +509,9 @@ pub fn run<A: Appliance>(core: KernelCore) -> ! {
     run_on::<A, _>(core, dev, None)
 }
 
-/// [`run`] on the simulated DD-bit NICs of `sim_nic=dd` ([`dd_ports`]).
-pub fn run_dd<A: Appliance>(core: DdCore) -> ! {
+/// [`run`] on the simulated DD-bit NICs of `sim_nic=dd`/`e1000e` ([`dd_ports`]: a core over
+/// [`DdPort`]s) or `sim_nic=igb` ([`igb_ports`]: over [`IgbPort`]s).
+pub fn run_dd<A: Appliance, N: Nic>(core: Core<KernelPlatformOf<N>>) -> ! {
     // SAFETY: as in `run`: KernelHal rings, page_pool buffers, identity-mapped; the NICs are
     // reset (quit phase 2) before their rings and buffers are freed; the only player.
     let dev = SIM_DD_PORTS

@@ -21,7 +21,7 @@
 //! the frame at offset 0: with an `OFFSET` the buffers are not whole pages, and such frames
 //! are dropped as `TooBig` (the mixed virtio-net + e1000e pair).
 
-use super::{DdNic, DdRegs, RxChain, RxDesc, TxDesc, RXSTA_EOP, RX_PUBLISH_BATCH, STA_DD};
+use super::{DdNic, DdRegs, DescFormat, RxChain, RxDesc, TxDesc, RX_PUBLISH_BATCH};
 use super::{TDT, TXCMD_EOP, TXCMD_IFCS, TXCMD_RS};
 use crate::nic::RING_SIZE;
 use crate::nic::{
@@ -32,18 +32,9 @@ use core::sync::atomic::{fence, Ordering};
 use mm::Pfn;
 use virtio_drivers::Hal;
 
-/// The `cmd` byte of a one-descriptor frame: `EOP | IFCS | RS`, in bits 31:24 of the
-/// descriptor's second quadword's low word (8254x SDM §3.3.3: length 15:0, CSO 23:16, CMD
-/// 31:24).
-const TX_CMD_WORD: u64 = ((TXCMD_EOP | TXCMD_IFCS | TXCMD_RS) as u64) << 24;
-
-/// The RX descriptor's second quadword: `DD` (status bit 0, bit 32 of the quadword).
-const RX_DD: u64 = (STA_DD as u64) << 32;
-
-/// Bits 47:32 of the RX descriptor's second quadword that decide a whole one-buffer frame: the
-/// errors byte (47:40, all clear) and `EOP` (33, set). The other status bits (checksum, VLAN)
-/// do not matter.
-const RX_WHOLE_MASK: u16 = 0xFF00 | RXSTA_EOP as u16;
+/// The `cmd` byte of a one-descriptor frame: `EOP | IFCS | RS` (bits 31:24 of the
+/// descriptor's second quadword in both layouts, [`DescFormat::tx_word`]).
+const TX_CMD: u8 = TXCMD_EOP | TXCMD_IFCS | TXCMD_RS;
 
 const _: () = assert!(
     core::mem::size_of::<RxDesc>() == 16 && core::mem::size_of::<TxDesc>() == 16,
@@ -85,7 +76,7 @@ enum NotWhole {
     Frame(usize),
 }
 
-impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
+impl<H: Hal, R: DdRegs, const OFFSET: usize, F: DescFormat> DdNic<H, R, OFFSET, F> {
     /// The shortest frame the whole-frame test passes: [`ForwardOps::MIN_FRAME`], at least 1
     /// (a frame of 0 bytes is malformed).
     const fn min_whole<O: ForwardOps>() -> usize {
@@ -152,9 +143,9 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             let i = (c0 + k) & MASK;
             let dp = self.rx.at(i).cast::<u64>();
             // SAFETY: a descriptor of our ring; the NIC writes it concurrently, hence
-            // volatile. The second quadword holds length 15:0, status 39:32, errors 47:40.
+            // volatile. The second quadword holds length, status and errors (`F`'s layout).
             let hi = unsafe { dp.add(1).read_volatile() };
-            if hi & RX_DD == 0 {
+            if hi & F::RX_DD == 0 {
                 break;
             }
             fence(Ordering::Acquire);
@@ -175,12 +166,11 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
                 }
                 None => rt += self.rx_repost_slow(rt, &mut ops),
             }
-            let len = (hi & 0xFFFF) as usize;
+            let len = F::rx_len(hi);
             // One branch for the tests (`&`, not `&&`): no error and `EOP` (one buffer), a
             // length from `O::MIN_FRAME` (and 1) to the buffer, no continuation expected
             // (`room` 0).
-            let whole = (((hi >> 32) as u16 & RX_WHOLE_MASK) == u16::from(RXSTA_EOP))
-                & (len.wrapping_sub(Self::min_whole::<O>()) < room);
+            let whole = F::rx_whole_status(hi) & (len.wrapping_sub(Self::min_whole::<O>()) < room);
             if !whole {
                 let mut at = TxAt {
                     tt,
@@ -223,7 +213,8 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             // cleared with the command word.
             unsafe {
                 q.write_volatile(pfn.addr() + OFFSET as u64);
-                q.add(1).write_volatile(send as u64 | TX_CMD_WORD);
+                q.add(1)
+                    .write_volatile(F::tx_word(send as u64, TX_CMD, send as u64));
             }
             tx.tx_pages[tt & MASK] = TxDone { pfn, owner };
             tt += 1;
@@ -295,19 +286,18 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         ops: &mut O,
         rare: &mut Rare,
     ) -> NotWhole {
-        let len = (hi & 0xFFFF) as usize;
-        let status = (hi >> 32) as u8;
-        let errors = (hi >> 40) as u8;
-        let eop = status & RXSTA_EOP != 0;
-        if errors != 0 {
+        let len = F::rx_len(hi);
+        let error = F::rx_error(hi);
+        let eop = F::rx_eop(hi);
+        if error {
             self.stats.rx_errors += 1;
         }
         if self.rx_chain.n > 0 {
-            return self.rx_chain_next(tx, pfn, len, errors, eop, at, ops, rare);
+            return self.rx_chain_next(tx, pfn, len, error, eop, at, ops, rare);
         }
         let st = if self.rx_skip {
             RxStatus::Continuation
-        } else if errors != 0 || len == 0 || len > Self::RX_BUF_LEN {
+        } else if error || len == 0 || len > Self::RX_BUF_LEN {
             RxStatus::Malformed
         } else if eop && len > self.rx_limit {
             RxStatus::TooBig
@@ -342,7 +332,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         NotWhole::Frame(len)
     }
 
-    /// The next buffer (`pfn`, `len` bytes, `errors`, `eop`) of the frame being collected
+    /// The next buffer (`pfn`, `len` bytes, `error`, `eop`) of the frame being collected
     /// (`self.rx_chain`): kept, and at `EOP` the frame forwarded ([`DdNic::forward_chain`]);
     /// or, with an error, a short buffer before the last, or more than [`MAX_FRAME_PAGES`]
     /// buffers, the frame dropped: its first page counted (`Malformed`, `TooBig`), every page
@@ -353,15 +343,14 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
         tx: &mut Self,
         pfn: Pfn,
         len: usize,
-        errors: u8,
+        error: bool,
         eop: bool,
         at: &mut TxAt,
         ops: &mut O,
         rare: &mut Rare,
     ) -> NotWhole {
         let n = self.rx_chain.n;
-        let bad =
-            errors != 0 || len == 0 || len > Self::RX_BUF_LEN || (!eop && len != Self::RX_BUF_LEN);
+        let bad = error || len == 0 || len > Self::RX_BUF_LEN || (!eop && len != Self::RX_BUF_LEN);
         if bad || n == MAX_FRAME_PAGES {
             let chain = core::mem::take(&mut self.rx_chain);
             let first = if bad {
@@ -459,7 +448,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize> DdNic<H, R, OFFSET> {
             unsafe {
                 q.write_volatile(pages[j].addr() + off);
                 q.add(1)
-                    .write_volatile(u64::from(lens[j]) | u64::from(cmd) << 24);
+                    .write_volatile(F::tx_word(u64::from(lens[j]), cmd, send as u64));
             }
             tx.tx_pages[at.tt & (RING_SIZE - 1)] = TxDone {
                 pfn: pages[j],

@@ -3,7 +3,9 @@
 
 use super::*;
 
-impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H, R, OFFSET> {
+impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize, F: DescFormat> Nic
+    for DdNic<H, R, OFFSET, F>
+{
     const FRAME_OFFSET: usize = OFFSET;
     const MAX_FRAME_LEN: usize = Self::RX_BUF_LEN;
 
@@ -129,7 +131,13 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
             return false;
         }
         let cmd = TXCMD_EOP | TXCMD_IFCS | TXCMD_RS;
-        self.tx_desc(pfn.addr() + offset as u64, len, cmd, TxDone { pfn, owner });
+        self.tx_desc(
+            pfn.addr() + offset as u64,
+            len,
+            cmd,
+            len,
+            TxDone { pfn, owner },
+        );
         true
     }
     #[inline]
@@ -159,6 +167,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
         {
             return false;
         }
+        let total: usize = parts.iter().map(|&(_, l)| l).sum();
         for (i, &(p, l)) in parts.iter().enumerate() {
             // Every page of the frame comes back with its owner tag; `EOP` (and `RS`) on
             // the last descriptor only, `DD` is written back on each (§3.3.3.1: with
@@ -166,7 +175,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize> Nic for DdNic<H
             let last = i + 1 == parts.len();
             let cmd = TXCMD_IFCS | TXCMD_RS | if last { TXCMD_EOP } else { 0 };
             let at = if i == 0 { OFFSET as u64 } else { 0 };
-            self.tx_desc(p.addr() + at, l, cmd, TxDone { pfn: p, owner });
+            self.tx_desc(p.addr() + at, l, cmd, total, TxDone { pfn: p, owner });
         }
         self.tx_publish();
         true

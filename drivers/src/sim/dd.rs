@@ -8,22 +8,38 @@
 //! The second simulated NIC of issue 32: 0 header bytes before the frame (virtio-net has 12)
 //! and completion by status write-back instead of a used ring, so the host tests show the
 //! dataplane runs on a NIC that is not virtio-net.
+//!
+//! It is also the simulated 82576 (igb, [`crate::igb`]): with `SRRCTL.DESCTYPE` = 001b it
+//! writes RX descriptors back in the advanced layout (82576 datasheet §7.1.5.2: extended
+//! status `DD | EOP` in bits 31:0 of the second quadword, the length in 47:32), and it keeps
+//! `RXDCTL`/`TXDCTL` (queue 0) so the igb bring-up finds its queue enabled. TX needs nothing
+//! more: both layouts keep the length in bits 15:0 of the second quadword, the command in
+//! 31:24 and `DD` in bit 32. One queue pair (multi-queue rings are not simulated).
 
 use crate::ddnic::{
     DdRegs, RxDesc, TxDesc, CTRL, CTRL_RST, RAH0, RAL0, RCTL, RCTL_EN, RDBAH, RDBAL, RDH, RDLEN,
-    RDT, RXSTA_EOP, SRRCTL, STA_DD, TCTL, TCTL_EN, TDBAH, TDBAL, TDH, TDLEN, TDT, TXCMD_EOP,
+    RDT, RXDCTL, RXSTA_EOP, SRRCTL, STA_DD, TCTL, TCTL_EN, TDBAH, TDBAL, TDH, TDLEN, TDT,
+    TXCMD_EOP, TXDCTL,
 };
 use crate::e1000e::{STATUS, STATUS_LU};
+use crate::igb::{MDIC, MDIC_READY};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use mm::PAGE_SIZE;
 
 /// The registers the simulated NIC has (byte offsets); any other reads 0 and ignores writes.
 /// `STATUS` (the 82574L's, [`crate::e1000e::STATUS`]) holds `LU`, so the e1000e bring-up
 /// ([`crate::e1000e::bring_up`]) finds a link.
-const REGS: [usize; 17] = [
+const REGS: [usize; 20] = [
     CTRL, RCTL, TCTL, RDBAL, RDBAH, RDLEN, RDH, RDT, TDBAL, TDBAH, TDLEN, TDH, TDT, RAL0, RAH0,
-    SRRCTL, STATUS,
+    SRRCTL, STATUS, RXDCTL, TXDCTL, MDIC,
 ];
+
+/// `SRRCTL.DESCTYPE` (bits 27:25) = 001b: advanced RX descriptors, one buffer.
+const SRRCTL_DESCTYPE_ADV: u32 = 0b001 << 25;
+/// `SRRCTL.DESCTYPE`'s bits.
+const SRRCTL_DESCTYPE_MASK: u32 = 0b111 << 25;
+/// `SRRCTL.BSIZEPACKET` (bits 6:0, KiB).
+const SRRCTL_BSIZE_MASK: u32 = 0x7F;
 
 const _: () = assert!(REGS[13] == RAL0 && REGS[14] == RAH0 && REGS[16] == STATUS);
 
@@ -121,12 +137,10 @@ impl DdRegs for SimDdRegs<'_> {
         self.0.get(reg)
     }
     fn write(&self, reg: usize, val: u32) {
-        if reg == CTRL && val & CTRL_RST != 0 {
-            for r in [
-                RCTL, TCTL, RDBAL, RDBAH, RDLEN, RDH, RDT, TDBAL, TDBAH, TDLEN, TDH, TDT,
-            ] {
-                self.0.set(r, 0);
-            }
+        // One test for every register below `RCTL` (set-up only: `CTRL`, `STATUS`, `MDIC`), so
+        // a tail write pays one compare, as before `MDIC` was simulated.
+        if reg < RCTL {
+            self.write_low(reg, val);
             return;
         }
         match reg {
@@ -135,6 +149,26 @@ impl DdRegs for SimDdRegs<'_> {
             _ => 0,
         };
         self.0.set(reg, val);
+    }
+}
+
+impl SimDdRegs<'_> {
+    /// A write below `RCTL`: `CTRL.RST` disables both rings and clears their registers; an
+    /// `MDIC` command completes at once (`READY`; PHY reads return 0, writes are dropped).
+    #[cold]
+    #[inline(never)]
+    fn write_low(&self, reg: usize, val: u32) {
+        if reg == CTRL && val & CTRL_RST != 0 {
+            for r in [
+                RCTL, TCTL, RDBAL, RDBAH, RDLEN, RDH, RDT, TDBAL, TDBAH, TDLEN, TDH, TDT, RXDCTL,
+                TXDCTL,
+            ] {
+                self.0.set(r, 0);
+            }
+            return;
+        }
+        self.0
+            .set(reg, if reg == MDIC { val | MDIC_READY } else { val });
     }
 }
 
@@ -187,11 +221,14 @@ impl<'a> SimDdDevice<'a> {
         let Some((base, size)) = self.ring(RDBAL, RDBAH, RDLEN, RCTL, RCTL_EN) else {
             return 0;
         };
-        // The buffer size the driver set (`SRRCTL.BSIZEPACKET`, KiB), a page when unset.
-        let buf = match self.shared.get(SRRCTL) as usize {
+        // The buffer size the driver set (`SRRCTL.BSIZEPACKET`, KiB), a page when unset; the
+        // descriptor layout (`SRRCTL.DESCTYPE`).
+        let srrctl = self.shared.get(SRRCTL);
+        let buf = match (srrctl & SRRCTL_BSIZE_MASK) as usize {
             0 => PAGE_SIZE,
             kib => (kib * 1024).min(PAGE_SIZE),
         };
+        let advanced = srrctl & SRRCTL_DESCTYPE_MASK == SRRCTL_DESCTYPE_ADV;
         let per = frame.len().div_ceil(buf).max(1);
         let mut done = 0;
         while done < n && self.rx_available() >= per {
@@ -209,11 +246,25 @@ impl<'a> SimDdDevice<'a> {
                         chunk.len(),
                     )
                 };
-                d.length = chunk.len() as u16;
-                d.errors = 0;
-                d.status = STA_DD | if k + 1 == per { RXSTA_EOP } else { 0 };
-                // SAFETY: as above; the write-back hands the descriptor to the driver.
-                unsafe { dp.write_volatile(d) };
+                let eop = k + 1 == per;
+                if advanced {
+                    // Advanced write-back: first quadword (RSS hash, packet type) 0; second:
+                    // extended status `DD | EOP` (31:0, no error), length (47:32), VLAN 0.
+                    let hi = u64::from(STA_DD | if eop { RXSTA_EOP } else { 0 })
+                        | (chunk.len() as u64) << 32;
+                    let q = dp.cast::<u64>();
+                    // SAFETY: as above; the write-back hands the descriptor to the driver.
+                    unsafe {
+                        q.write_volatile(0);
+                        q.add(1).write_volatile(hi);
+                    }
+                } else {
+                    d.length = chunk.len() as u16;
+                    d.errors = 0;
+                    d.status = STA_DD | if eop { RXSTA_EOP } else { 0 };
+                    // SAFETY: as above; the write-back hands the descriptor to the driver.
+                    unsafe { dp.write_volatile(d) };
+                }
                 head = (head + 1) % size;
             }
             self.shared.set(RDH, head as u32);

@@ -203,7 +203,8 @@ const KERNEL_KEYS: &[Key] = &[
             "virtio" => SimNic::Virtio,
             "dd" => SimNic::Dd,
             "e1000e" => SimNic::E1000e,
-            _ => return Err(KeyError::Expected("virtio, dd or e1000e")),
+            "igb" => SimNic::Igb,
+            _ => return Err(KeyError::Expected("virtio, dd, e1000e or igb")),
         };
         Ok(())
     }),

@@ -115,6 +115,10 @@ fn sim_keys() {
         Config::parse("sim=4 sim_nic=e1000e").unwrap().sim_nic,
         SimNic::E1000e
     );
+    assert_eq!(
+        Config::parse("sim=4 sim_nic=igb").unwrap().sim_nic,
+        SimNic::Igb
+    );
     assert!(Config::parse("sim=4 sim_nic=e1000").is_err());
     assert!(Config::parse("sim=4 sim_nic=e1000").is_err());
     assert!(matches!(

@@ -234,10 +234,11 @@ pub struct SimRecord {
     pub acl_tuples: Option<u64>,
     /// ACL mode: distinct 5-tuples the delivered frames cycle through (`flows=`).
     pub flows: Option<u64>,
-    /// The simulated NIC (`sim_nic=`: `virtio`, `dd`, `e1000e`; the line's `nic=`, `virtio`
-    /// on lines from before it).
+    /// The simulated NIC (`sim_nic=`: `virtio`, `dd`, `e1000e`, `igb`; the line's `nic=`,
+    /// `virtio` on lines from before it).
     pub nic: String,
-    /// DD-bit NICs (`dd`, `e1000e`): `RDT` writes (RX doorbells) in the measured iterations.
+    /// DD-bit NICs (`dd`, `e1000e`, `igb`): `RDT` writes (RX doorbells) in the measured
+    /// iterations.
     pub rdt_writes: Option<u64>,
     /// DD-bit NICs: `TDT` writes (TX doorbells) in the measured iterations.
     pub tdt_writes: Option<u64>,

@@ -250,6 +250,12 @@ impl fmt::Display for Accel {
     }
 }
 
+/// The root-bus slot of igb port 0 ([`NicModel::Igb`] on [`NicBus::Root`]; port `i` at
+/// `IGB_ROOT_SLOT + 2i`, its SR-IOV functions at 16 and 17 slots above).
+pub const IGB_ROOT_SLOT: usize = 0x4;
+/// igb ports the root bus takes ([`IGB_ROOT_SLOT`]: the last one's VFs end at slot 31).
+pub const IGB_ROOT_PORTS: usize = 5;
+
 /// The NIC model of the guest's ports (`--nic`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum NicModel {
@@ -262,15 +268,19 @@ pub enum NicModel {
     /// One of each per pair: `virtio-net-pci` on even ports, `e1000e` on odd ones (the kernel
     /// runs one such pair; no `host_mtu`, as for `e1000e`).
     Mixed,
+    /// QEMU's Intel 82576 model, `igb` (PCIe, q35 only; QEMU ≥ 8.0; one queue pair driven;
+    /// no `host_mtu`: `mtu0=`/`mtu1=` on the guest's command line, as for `e1000e`).
+    Igb,
 }
 
 impl NicModel {
-    /// "virtio", "e1000e" or "mixed" (as `--nic` takes it).
+    /// "virtio", "e1000e", "mixed" or "igb" (as `--nic` takes it).
     pub fn name(self) -> &'static str {
         match self {
             NicModel::Virtio => "virtio",
             NicModel::E1000e => "e1000e",
             NicModel::Mixed => "mixed",
+            NicModel::Igb => "igb",
         }
     }
 }
@@ -575,13 +585,28 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         "device properties {:?} must start with a comma (`,name=value`)",
         cfg.nic_props
     );
+    // QEMU's igb (10.0) realizes its eight SR-IOV virtual functions with the function, at
+    // devfn + 0x80 + 2k: slots s+16 and s+17 of its bus. On the root bus two ports in
+    // neighbouring slots would claim the same slot for their VFs (QEMU refuses to start), so
+    // igb port `i` sits at slot IGB_ROOT_SLOT + 2i there (VFs at +16, +17; at most
+    // IGB_ROOT_PORTS ports: the last VF slot is 31). Behind root ports or a bridge each
+    // port's VFs live on its own bus, or beside it.
+    ensure!(
+        cfg.nic != NicModel::Igb || cfg.nic_bus != NicBus::Root || cfg.nics <= IGB_ROOT_PORTS,
+        "--nic igb: {} ports on the root bus; at most {IGB_ROOT_PORTS} (their SR-IOV functions take two slots each 16 above them): use root ports",
+        cfg.nics
+    );
+    let nic_place = |i: usize| match (cfg.nic, cfg.nic_bus) {
+        (NicModel::Igb, NicBus::Root) => format!(",addr={:#x}", IGB_ROOT_SLOT + 2 * i),
+        (_, bus) => bus.port(i),
+    };
     // `host_mtu` and any other device properties of port `i`.
     let host_mtu = |i: usize| {
         let mtu = cfg
             .mtu
             .as_ref()
             .map_or(String::new(), |m| format!(",host_mtu={}", m.port(i)));
-        format!("{mtu}{}{}", cfg.nic_props, cfg.nic_bus.port(i))
+        format!("{mtu}{}{}", cfg.nic_props, nic_place(i))
     };
     if cfg.nic != NicModel::Virtio {
         ensure!(
@@ -591,12 +616,12 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         );
         ensure!(
             cfg.mtu.is_none(),
-            "--nic {}: --mtu sets virtio-net's host_mtu, which e1000e does not have; pass mtu0=N mtu1=N in --append",
+            "--nic {}: --mtu sets virtio-net's host_mtu, which e1000e and igb do not have; pass mtu0=N mtu1=N in --append",
             cfg.nic.name()
         );
         ensure!(
             cfg.queues == 1,
-            "--nic {}: --queues {}: the guest drives one queue pair per e1000e port",
+            "--nic {}: --queues {}: the guest drives one queue pair per e1000e or igb port",
             cfg.nic.name(),
             cfg.queues
         );
@@ -606,6 +631,7 @@ pub fn command_args(cfg: &GuestConfig) -> Result<Vec<String>> {
         NicModel::Mixed if i.is_multiple_of(2) => cfg.boot.net_device(),
         NicModel::Virtio => cfg.boot.net_device(),
         NicModel::E1000e | NicModel::Mixed => "e1000e,romfile=",
+        NicModel::Igb => "igb,romfile=",
     };
     ensure!(
         cfg.nic_bus == NicBus::Root || cfg.boot != Boot::Microvm,

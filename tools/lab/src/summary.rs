@@ -33,7 +33,7 @@ pub const END: &str = "<!-- end of summary -->";
 
 /// One file of `results/`: its name and the command that writes it (the `--json` it takes is
 /// `results/<name>.json`).
-pub const FILES: [(&str, &str); 15] = [
+pub const FILES: [(&str, &str); 16] = [
     ("sim", "cargo xtask bench sim --modes io,l2,router --k 4,32"),
     (
         "sim-9018",
@@ -54,6 +54,10 @@ pub const FILES: [(&str, &str); 15] = [
     (
         "sim-e1000e-9018",
         "cargo xtask bench sim --modes l2 --k 32 --size 9018 --append sim_nic=e1000e",
+    ),
+    (
+        "sim-igb",
+        "cargo xtask bench sim --modes io,l2,router --k 4,32 --append sim_nic=igb",
     ),
     ("peer", "cargo xtask bench --peer linux,dpdk"),
     ("peer-e1000e", "cargo xtask bench --peer dpdk --nic e1000e"),

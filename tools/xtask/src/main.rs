@@ -205,7 +205,9 @@ struct GuestArgs {
     mtu: Option<Mtus>,
     /// The ports' NIC model: `virtio` (virtio-net-pci, default), `e1000e` (QEMU's Intel
     /// 82574L, `-device e1000e,romfile=`; single queue, no `--mtu`: give `mtu0=`/`mtu1=` in
-    /// `--append`) or `mixed` (virtio-net on port 0, e1000e on port 1: one pair).
+    /// `--append`), `mixed` (virtio-net on port 0, e1000e on port 1: one pair) or `igb`
+    /// (QEMU's Intel 82576, `-device igb,romfile=`, QEMU ≥ 8.0; one queue pair per port, no
+    /// `--mtu`: give `mtu0=`/`mtu1=` in `--append`).
     #[arg(long, value_enum, default_value_t = NicModel::Virtio)]
     nic: NicModel,
 }

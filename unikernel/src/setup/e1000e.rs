@@ -59,34 +59,13 @@ pub fn setup(
     root: &mut PciRoot<PciCam>,
     found: &[(DeviceFunction, DeviceFunctionInfo)],
 ) -> Result<Topology, SetupError> {
-    if found.len() < PORTS {
-        return Err(SetupError::TooFewPorts(found.len()));
-    }
-    if let Queues::Count(n) = cfg.queues {
-        if n > 1 {
-            let mut s = heapless::String::new();
-            let _ = core::fmt::write(
-                &mut s,
-                format_args!("queues={n}: e1000e ports are single-queue here (RSS over the 82574L's two queues is not driven)"),
-            );
-            return Err(SetupError::Queues(s));
-        }
-    }
-    let pairs = if cfg.mode == Mode::Router {
-        1
-    } else {
-        (found.len() / PORTS).min(cpus).max(1)
-    };
-    if found.len() > pairs * PORTS {
-        warn!(
-            "{} e1000e functions found; using the first {} ({pairs} pairs on {cpus} CPUs)",
-            found.len(),
-            pairs * PORTS
-        );
-    }
-    if cfg.idle == IdleMode::Halt {
-        info!("e1000e: RX interrupts (MSI-X) are not wired; the cores busy-poll these ports");
-    }
+    let pairs = plan(
+        cfg,
+        cpus,
+        found.len(),
+        "e1000e",
+        "RSS over the 82574L's two queues is not driven",
+    )?;
     let mut stash = DEVICES.lock();
     for k in 0..pairs {
         for j in 0..PORTS {
@@ -110,6 +89,86 @@ pub fn setup(
     })
 }
 
+/// The pairs `found` single-queue Intel ports of driver `chip` make on `cpus` CPUs (router
+/// mode: one), after the checks every such set-up makes (`why_one_queue`: why `queues=N` > 1
+/// is refused).
+///
+/// # Errors
+/// [`SetupError::TooFewPorts`], [`SetupError::Queues`].
+pub(super) fn plan(
+    cfg: &Config,
+    cpus: usize,
+    found: usize,
+    chip: &str,
+    why_one_queue: &str,
+) -> Result<usize, SetupError> {
+    if found < PORTS {
+        return Err(SetupError::TooFewPorts(found));
+    }
+    if let Queues::Count(n) = cfg.queues {
+        if n > 1 {
+            let mut s = heapless::String::new();
+            let _ = core::fmt::write(
+                &mut s,
+                format_args!("queues={n}: {chip} ports are single-queue here ({why_one_queue})"),
+            );
+            return Err(SetupError::Queues(s));
+        }
+    }
+    let pairs = if cfg.mode == Mode::Router {
+        1
+    } else {
+        (found / PORTS).min(cpus).max(1)
+    };
+    if found > pairs * PORTS {
+        warn!(
+            "{found} {chip} functions found; using the first {} ({pairs} pairs on {cpus} CPUs)",
+            pairs * PORTS
+        );
+    }
+    if cfg.idle == IdleMode::Halt {
+        info!("{chip}: RX interrupts (MSI-X) are not wired; the cores busy-poll these ports");
+    }
+    Ok(pairs)
+}
+
+/// The register block of port `i`'s Intel function `df` (driver `chip`): its BAR 0 mapped.
+///
+/// # Errors
+/// [`SetupError::Port`] when BAR 0 is not an assigned memory BAR.
+pub(super) fn map_regs(
+    root: &mut PciRoot<PciCam>,
+    i: usize,
+    df: DeviceFunction,
+    chip: &str,
+) -> Result<MmioRegs, SetupError> {
+    let bar = e1000e_bar0(root, df).ok_or_else(|| {
+        port_error(
+            i,
+            Some(df),
+            format_args!("{chip}: BAR 0 is not an assigned memory BAR"),
+        )
+    })?;
+    // SAFETY: BAR 0 of an 82574L or 82576 nothing else drives, mapped uncached by the HAL for
+    // its 128 KiB (the boot CPU, at set-up).
+    let base: NonNull<u8> = unsafe { KernelHal::mmio_phys_to_virt(bar as _, BAR0_BYTES) };
+    // SAFETY: as above; the mapping stays for the kernel's life.
+    Ok(unsafe { MmioRegs::new(base) })
+}
+
+/// The bring-up settings of local port `j`: the mode's filter, the port's MTU as a frame.
+pub(super) fn port_config(cfg: &Config, j: usize) -> E1000eConfig {
+    let mtu = usize::from(cfg.mtu[j].unwrap_or(netstack::router::DEFAULT_MTU));
+    E1000eConfig {
+        filter: if cfg.mode == Mode::Router {
+            RxFilter::Router
+        } else {
+            RxFilter::Promiscuous
+        },
+        max_frame: mtu + 14,
+    }
+}
+
 /// Port `i` (local port `j` of its pair) on function `df`, its frames `OFFSET` bytes into
 /// their pages (0; 12 beside a virtio-net port, [`super::mixed`]).
 pub(super) fn port<const OFFSET: usize>(
@@ -119,27 +178,8 @@ pub(super) fn port<const OFFSET: usize>(
     j: usize,
     df: DeviceFunction,
 ) -> Result<DdNic<KernelHal, MmioRegs, OFFSET>, SetupError> {
-    let bar = e1000e_bar0(root, df).ok_or_else(|| {
-        port_error(
-            i,
-            Some(df),
-            format_args!("e1000e: BAR 0 is not an assigned memory BAR"),
-        )
-    })?;
-    // SAFETY: BAR 0 of an 82574L nothing else drives, mapped uncached by the HAL for its
-    // 128 KiB (the boot CPU, at set-up).
-    let base: NonNull<u8> = unsafe { KernelHal::mmio_phys_to_virt(bar as _, BAR0_BYTES) };
-    // SAFETY: as above; the mapping stays for the kernel's life.
-    let regs = unsafe { MmioRegs::new(base) };
-    let mtu = usize::from(cfg.mtu[j].unwrap_or(netstack::router::DEFAULT_MTU));
-    let dcfg = E1000eConfig {
-        filter: if cfg.mode == Mode::Router {
-            RxFilter::Router
-        } else {
-            RxFilter::Promiscuous
-        },
-        max_frame: mtu + 14,
-    };
+    let regs = map_regs(root, i, df, "e1000e")?;
+    let dcfg = port_config(cfg, j);
     bring_up_at::<KernelHal, _, OFFSET>(regs, &dcfg, uptime_us)
         .map_err(|e| port_error(i, Some(df), format_args!("{e}")))
 }

@@ -18,6 +18,7 @@ pub mod acl;
 pub mod e1000e;
 pub mod fib;
 pub mod fib6;
+pub mod igb;
 pub mod mixed;
 
 use crate::arch::apic;
@@ -58,6 +59,8 @@ pub enum SetupError {
     /// Both virtio-net and e1000e ports (how many of each), other than one of each (the one
     /// mixed pair [`mixed`] runs).
     MixedNics(usize, usize),
+    /// igb ports beside ports of another driver (igb, virtio-net, e1000e): not paired.
+    IgbMixed(usize, usize, usize),
 }
 
 impl core::fmt::Display for SetupError {
@@ -76,6 +79,10 @@ impl core::fmt::Display for SetupError {
             SetupError::Port(i, Some(df), why) => write!(f, "port {i} ({df}): {why}"),
             SetupError::Port(i, None, why) => write!(f, "port {i}: {why}"),
             SetupError::Queues(why) => write!(f, "config error: {why}"),
+            SetupError::IgbMixed(i, v, e) => write!(
+                f,
+                "mixed NICs: {i} igb, {v} virtio-net and {e} e1000e ports; igb ports run only with igb ports"
+            ),
             SetupError::MixedNics(v, e) => write!(
                 f,
                 "mixed NICs: {v} virtio-net and {e} e1000e ports; a boot runs ports of one driver, or one virtio-net and one e1000e port as its one pair"
@@ -147,6 +154,63 @@ pub fn take_devices(k: usize) -> Option<[DeviceHandle; PORTS]> {
     Some(core::array::from_fn(|j| slot[j].take().expect("checked")))
 }
 
+/// The Intel ports `nics` holds, set up (`None`: none, the virtio-net set-up follows): igb
+/// ports alone, e1000e ports alone or one e1000e beside one virtio-net port (`found`); other
+/// igb-family functions are named in the log, not bound.
+///
+/// # Errors
+/// (In the `Some`.) [`SetupError::IgbMixed`], [`SetupError::UnnumberedBridge`], or the
+/// driver set-up's.
+fn setup_intel(
+    cfg: &Config,
+    cpus: usize,
+    root: &mut PciRoot<PciCam>,
+    nics: &drivers::pci::FoundNics,
+) -> Option<Result<Topology, SetupError>> {
+    let found = &nics.virtio;
+    for &(df, id) in &nics.unbound {
+        let name = drivers::igb::unbound_family_name(id).unwrap_or("igb family");
+        warn!("pci: {df} Intel {name} (8086:{id:04x}): not bound (the igb driver binds the 82576, 8086:10c9)");
+    }
+    if !nics.igb.is_empty() {
+        info!("pci: igb (8086:10c9) at {}", DfList(&nics.igb));
+        if !found.is_empty() || !nics.e1000e.is_empty() {
+            return Some(Err(SetupError::IgbMixed(
+                nics.igb.len(),
+                found.len(),
+                nics.e1000e.len(),
+            )));
+        }
+        if let (Some((df, secondary)), true) =
+            (nics.report.first_bad_bridge, nics.igb.len() < PORTS)
+        {
+            return Some(Err(SetupError::UnnumberedBridge(
+                nics.igb.len(),
+                df,
+                secondary,
+            )));
+        }
+        return Some(igb::setup(cfg, cpus, root, &nics.igb));
+    }
+    if !nics.e1000e.is_empty() {
+        info!("pci: e1000e (8086:10d3) at {}", DfList(&nics.e1000e));
+        if !found.is_empty() {
+            return Some(mixed::setup(cfg, root, found, &nics.e1000e));
+        }
+        if let (Some((df, secondary)), true) =
+            (nics.report.first_bad_bridge, nics.e1000e.len() < PORTS)
+        {
+            return Some(Err(SetupError::UnnumberedBridge(
+                nics.e1000e.len(),
+                df,
+                secondary,
+            )));
+        }
+        return Some(e1000e::setup(cfg, cpus, root, &nics.e1000e));
+    }
+    None
+}
+
 /// Find the ports and set up every device for `cpus` online CPUs.
 ///
 /// # Errors
@@ -157,27 +221,16 @@ pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> 
     }
     let mut root = PciRoot::new(PciCam);
     let nics = find_nics(&mut root);
-    let (found, ignored, scan) = (nics.virtio, nics.ignored, nics.report);
     info!(
         "pci: {} buses scanned, {} bridges; virtio-net at {}",
-        scan.buses,
-        scan.bridges,
-        DfList(&found)
+        nics.report.buses,
+        nics.report.bridges,
+        DfList(&nics.virtio)
     );
-    if !nics.e1000e.is_empty() {
-        info!("pci: e1000e (8086:10d3) at {}", DfList(&nics.e1000e));
-        if !found.is_empty() {
-            return mixed::setup(cfg, &mut root, &found, &nics.e1000e);
-        }
-        if let (Some((df, secondary)), true) = (scan.first_bad_bridge, nics.e1000e.len() < PORTS) {
-            return Err(SetupError::UnnumberedBridge(
-                nics.e1000e.len(),
-                df,
-                secondary,
-            ));
-        }
-        return e1000e::setup(cfg, cpus, &mut root, &nics.e1000e);
+    if let Some(topo) = setup_intel(cfg, cpus, &mut root, &nics) {
+        return topo;
     }
+    let (found, ignored, scan) = (nics.virtio, nics.ignored, nics.report);
     if let Some((df, secondary)) = scan.first_bad_bridge {
         warn!(
             "pci: {} bridges with no usable secondary bus number (first {df}: {secondary}); \
