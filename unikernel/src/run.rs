@@ -1,5 +1,10 @@
 //! Forwarding: the boot CPU sets up the devices and its own core, starts one core per further
 //! port pair (or queue pair), and every core runs [`poll_loop`] until `quit`.
+//!
+//! Past ~800 lines because the boot CPU's bring-up (the devices of each NIC kind, the simulated
+//! NICs, the tables, the management plane) and every core's poll loop and housekeeping share
+//! the one `Appliance` type parameter; the management plane's construction (`build_mgmt`,
+//! `put_files`, `mgmt_storage`) is the next part to move out.
 
 use crate::appliance::{Appliance, StockAcl, StockAclRouter};
 use crate::arch::apic;
