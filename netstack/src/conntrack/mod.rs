@@ -14,11 +14,14 @@
 //!   with the embedded header; hostile input refused by reason.
 //! * [`track`]: a packet's effect on its entry (direction, TCP transition, class), shared by
 //!   the firewall and the NAT.
+//! * [`show`]: an entry as a console listing line and a filter over entries (the session
+//!   table listed on the console, issue 38 item 7).
 //! * [`firewall`]: the policy "new connections only from inside, established and related
 //!   (ICMP errors and RSTs of known flows) from anywhere", every refusal counted by reason.
 
 pub mod firewall;
 pub mod parse;
+pub mod show;
 pub mod table;
 pub mod tcp;
 pub mod track;
