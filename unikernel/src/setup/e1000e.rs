@@ -25,26 +25,60 @@ use virtio_drivers::Hal;
 /// A port on an 82574L: the DD-bit driver over the NIC's BAR 0.
 pub type E1000ePort = E1000e<KernelHal, MmioRegs>;
 
-/// The e1000e handles, `[core][port]`, each taken by its core.
-static DEVICES: spin::Mutex<[[Option<E1000ePort>; PORTS]; MAX_CPUS]> =
-    spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]);
+/// The handles of one Intel NIC kind, `[core][port]`, each taken by its core, and whether set-up
+/// found that kind (the cores then run cores monomorphised for it). Shared by the e1000e and
+/// igb set-ups.
+pub(super) struct PortStash<T> {
+    devices: spin::Mutex<[[Option<T>; PORTS]; MAX_CPUS]>,
+    found: spin::Once<bool>,
+}
 
-/// Whether set-up found e1000e ports (the cores then run [`E1000ePort`] cores).
-static FOUND: spin::Once<bool> = spin::Once::new();
+impl<T> PortStash<T> {
+    /// Nothing found, nothing stashed.
+    pub(super) const fn new() -> Self {
+        PortStash {
+            devices: spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]),
+            found: spin::Once::new(),
+        }
+    }
+
+    /// Whether this boot's ports are of this kind.
+    pub(super) fn found(&self) -> bool {
+        self.found.get().copied().unwrap_or(false)
+    }
+
+    /// Core `k`'s two ports (once).
+    pub(super) fn take(&self, k: usize) -> Option<[T; PORTS]> {
+        let mut d = self.devices.lock();
+        let slot = d.get_mut(k)?;
+        if slot.iter().any(Option::is_none) {
+            return None;
+        }
+        Some(core::array::from_fn(|j| slot[j].take().expect("checked")))
+    }
+
+    /// The slots, to fill at set-up.
+    pub(super) fn lock(&self) -> spin::MutexGuard<'_, [[Option<T>; PORTS]; MAX_CPUS]> {
+        self.devices.lock()
+    }
+
+    /// Set-up found this kind's ports.
+    pub(super) fn mark_found(&self) {
+        self.found.call_once(|| true);
+    }
+}
+
+/// The e1000e handles.
+static PORTS_E1000E: PortStash<E1000ePort> = PortStash::new();
 
 /// Whether this boot's ports are e1000e ports.
 pub fn ports_are_e1000e() -> bool {
-    FOUND.get().copied().unwrap_or(false)
+    PORTS_E1000E.found()
 }
 
 /// Core `k`'s two e1000e ports (once).
 pub fn take_ports(k: usize) -> Option<[E1000ePort; PORTS]> {
-    let mut d = DEVICES.lock();
-    let slot = d.get_mut(k)?;
-    if slot.iter().any(Option::is_none) {
-        return None;
-    }
-    Some(core::array::from_fn(|j| slot[j].take().expect("checked")))
+    PORTS_E1000E.take(k)
 }
 
 /// Bring up the e1000e functions `found` (PCI scan order) for `cpus` CPUs: ports `2k`,
@@ -66,7 +100,7 @@ pub fn setup(
         "e1000e",
         "RSS over the 82574L's two queues is not driven",
     )?;
-    let mut stash = DEVICES.lock();
+    let mut stash = PORTS_E1000E.lock();
     for k in 0..pairs {
         for j in 0..PORTS {
             let i = PORTS * k + j;
@@ -81,7 +115,7 @@ pub fn setup(
             stash[k][j] = Some(nic);
         }
     }
-    FOUND.call_once(|| true);
+    PORTS_E1000E.mark_found();
     Ok(Topology {
         pairs,
         queues: 1,

@@ -9,7 +9,7 @@
 //! item 3) are not driven yet, MSI-X is not wired. igb ports do not pair with another driver's
 //! (a mix is refused at boot, [`super::SetupError::MixedNics`]).
 
-use super::e1000e::{map_regs, plan, port_config};
+use super::e1000e::{map_regs, plan, port_config, PortStash};
 use super::{port_error, SetupError, Topology};
 use crate::arch::time::uptime_us;
 use crate::mem::KernelHal;
@@ -25,26 +25,17 @@ use virtio_drivers::transport::pci::bus::{DeviceFunction, DeviceFunctionInfo, Pc
 /// A port on an 82576: the DD-bit driver with advanced descriptors over the NIC's BAR 0.
 pub type IgbPort = Igb<KernelHal, MmioRegs>;
 
-/// The igb handles, `[core][port]`, each taken by its core.
-static DEVICES: spin::Mutex<[[Option<IgbPort>; PORTS]; MAX_CPUS]> =
-    spin::Mutex::new([const { [const { None }; PORTS] }; MAX_CPUS]);
-
-/// Whether set-up found igb ports (the cores then run [`IgbPort`] cores).
-static FOUND: spin::Once<bool> = spin::Once::new();
+/// The igb handles.
+static PORTS_IGB: PortStash<IgbPort> = PortStash::new();
 
 /// Whether this boot's ports are igb ports.
 pub fn ports_are_igb() -> bool {
-    FOUND.get().copied().unwrap_or(false)
+    PORTS_IGB.found()
 }
 
 /// Core `k`'s two igb ports (once).
 pub fn take_ports(k: usize) -> Option<[IgbPort; PORTS]> {
-    let mut d = DEVICES.lock();
-    let slot = d.get_mut(k)?;
-    if slot.iter().any(Option::is_none) {
-        return None;
-    }
-    Some(core::array::from_fn(|j| slot[j].take().expect("checked")))
+    PORTS_IGB.take(k)
 }
 
 /// Bring up the igb functions `found` (PCI scan order) for `cpus` CPUs: ports `2k`, `2k + 1`
@@ -76,7 +67,7 @@ pub fn setup(
             .map_err(|e| port_error(i, Some(df), format_args!("{e}")))?;
         let _ = starting.push(s);
     }
-    let mut stash = DEVICES.lock();
+    let mut stash = PORTS_IGB.lock();
     let mut starting = starting.into_iter();
     for k in 0..pairs {
         for j in 0..PORTS {
@@ -94,7 +85,7 @@ pub fn setup(
             stash[k][j] = Some(nic);
         }
     }
-    FOUND.call_once(|| true);
+    PORTS_IGB.mark_found();
     Ok(Topology {
         pairs,
         queues: 1,
