@@ -328,6 +328,23 @@ pub fn alloc_forever_for<T>(zone: &Zone) -> Option<&'static mut core::mem::Maybe
     Some(unsafe { &mut *block.as_mut_ptr().cast::<core::mem::MaybeUninit<T>>() })
 }
 
+/// `n` values of `T`, each `v`, in a block kept for the kernel's life ([`alloc_forever`]'s,
+/// page-aligned): tables set up once at boot (the IPv6 FIB's). `None` when the zone has no
+/// block that large.
+pub fn alloc_forever_slice<T: Copy>(zone: &Zone, n: usize, v: T) -> Option<&'static mut [T]> {
+    const { assert!(core::mem::align_of::<T>() <= PAGE_SIZE) };
+    let block = alloc_forever(zone, (n.max(1) * core::mem::size_of::<T>()).max(1))?;
+    let p = block.as_mut_ptr().cast::<T>();
+    for i in 0..n {
+        // SAFETY: `i < n` and the block holds at least `n` values of `T` (its size above),
+        // page-aligned so aligned for `T`; `write` stores without reading what was there.
+        unsafe { p.add(i).write(v) };
+    }
+    // SAFETY: `n` values of `T` just written at `p`, in a block ours for 'static and no longer
+    // reachable through `block`, which is consumed here.
+    Some(unsafe { core::slice::from_raw_parts_mut(p, n) })
+}
+
 // SAFETY: dma_alloc returns zeroed, page-aligned, physically contiguous memory (one buddy block)
 // or paddr 0 on failure; share returns the buffer's physical address (identity map, no IOMMU);
 // x86 DMA is cache-coherent so unshare has nothing to do.

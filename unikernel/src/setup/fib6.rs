@@ -32,25 +32,15 @@ fn fail6(args: core::fmt::Arguments<'_>) -> FibError {
     FibError(s, super::fib::Blame::Route)
 }
 
-/// `n` values of `T`, each `v`, in a block of the zone kept for the kernel's life.
+/// `n` values of `T`, each `v`, kept for the kernel's life ([`crate::mem::alloc_forever_slice`]),
+/// or the error naming `what` found no block.
 fn carve<T: Copy>(zone: &Zone, n: usize, v: T, what: &str) -> Result<&'static mut [T], FibError> {
-    const { assert!(core::mem::align_of::<T>() <= mm::PAGE_SIZE) };
-    let bytes = (n.max(1) * core::mem::size_of::<T>()).max(1);
-    let block = crate::mem::alloc_forever(zone, bytes).ok_or_else(|| {
+    crate::mem::alloc_forever_slice(zone, n, v).ok_or_else(|| {
+        let bytes = n.max(1) * core::mem::size_of::<T>();
         fail6(format_args!(
             "router: no memory for the IPv6 FIB's {what} ({bytes} bytes)"
         ))
-    })?;
-    let p = block.as_mut_ptr().cast::<T>();
-    for i in 0..n {
-        // SAFETY: `i < n` and the block holds at least `n` values of `T` (`bytes` above),
-        // page-aligned so aligned for `T`; `write` stores without reading what was there.
-        unsafe { p.add(i).write(v) };
-    }
-    // SAFETY: `n` values of `T` just written at `p`, in a block ours for 'static and no longer
-    // reachable through `block`, which is consumed here.
-    let s = unsafe { core::slice::from_raw_parts_mut(p, n) };
-    Ok(s)
+    })
 }
 
 /// Boot CPU, once, before the boot free-page count: build the IPv6 FIB when the ports have
