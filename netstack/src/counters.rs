@@ -13,15 +13,21 @@ pub enum DropReason {
     BadDesc,
     /// The frame is shorter than an Ethernet header (14 bytes).
     Runt,
+    /// Counted on the egress port: the frame is longer than this port's MTU allows (MTU + 14,
+    /// + 4 for an 802.1Q tag), so it was dropped before TX. Outside router mode, between ports
+    /// of different MTUs, a frame the larger-MTU port received that cannot leave by the other
+    /// (the router fragments instead).
+    OverMtu,
 }
 
 impl DropReason {
     /// Every reason, in `STATS` order.
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; 5] = [
         DropReason::TxRingFull,
         DropReason::TooBig,
         DropReason::BadDesc,
         DropReason::Runt,
+        DropReason::OverMtu,
     ];
 
     /// The counter's name in `STATS`.
@@ -31,6 +37,7 @@ impl DropReason {
             DropReason::TooBig => "too_big",
             DropReason::BadDesc => "bad_desc",
             DropReason::Runt => "runt",
+            DropReason::OverMtu => "over_mtu",
         }
     }
 }
@@ -52,7 +59,7 @@ pub struct PortCounters {
     /// each as a routed frame `tx_dropped`).
     pub no_buffer: u64,
     /// Drops, indexed like [`DropReason::ALL`].
-    pub drops: [u64; 4],
+    pub drops: [u64; DropReason::ALL.len()],
 }
 
 impl PortCounters {

@@ -474,12 +474,14 @@ impl PortStats {
             too_big,
             bad_desc,
             runt,
+            over_mtu,
         } = drops;
         let d = &mut self.drops;
         d.tx_ring_full += tx_ring_full;
         d.too_big += too_big;
         d.bad_desc += bad_desc;
         d.runt += runt;
+        d.over_mtu += over_mtu;
     }
 }
 
@@ -494,6 +496,9 @@ pub struct PortDrops {
     pub bad_desc: u64,
     /// [`DropReason::Runt`].
     pub runt: u64,
+    /// [`DropReason::OverMtu`] (absent in `STATS` from images before it: 0).
+    #[serde(default)]
+    pub over_mtu: u64,
 }
 
 impl PortDrops {
@@ -504,6 +509,7 @@ impl PortDrops {
             DropReason::TooBig => self.too_big,
             DropReason::BadDesc => self.bad_desc,
             DropReason::Runt => self.runt,
+            DropReason::OverMtu => self.over_mtu,
         }
     }
 
@@ -526,6 +532,7 @@ impl From<&PortCounters> for PortDrops {
             too_big: d(DropReason::TooBig),
             bad_desc: d(DropReason::BadDesc),
             runt: d(DropReason::Runt),
+            over_mtu: d(DropReason::OverMtu),
         }
     }
 }

@@ -44,6 +44,11 @@ impl<P: Platform> Core<P> {
                 continue;
             };
             let len = b.len;
+            if self.tx_cap[dst_port].is_some_and(|cap| len > cap.get()) {
+                self.counters[dst_port].drop(netstack::DropReason::OverMtu);
+                self.pages.recycle(page);
+                continue;
+            }
             match forward_frame(self.cfg.mode, page.frame_mut::<P::Nic>(len), out_mac, peer) {
                 Verdict::Forward => {
                     let h = Handoff::one(page, len as u16, dst_port as u8);

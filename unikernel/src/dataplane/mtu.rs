@@ -28,7 +28,8 @@ pub fn port_mtu_source(configured: Option<u16>, nic: &impl Nic) -> &'static str 
 /// tagged frames through untouched (io, l2, acl); the router forwards untagged IPv4 only. Set
 /// on every RX queue ([`Nic::set_rx_frame_limit`]): a longer frame is dropped and counted
 /// `too_big` on its port before any mode sees it, so the router never forwards or fragments a
-/// datagram that arrived over its ingress MTU.
+/// datagram that arrived over its ingress MTU. Outside router mode it is also the longest frame
+/// a port sends (`Core::tx_cap`: longer ones count `over_mtu` on it).
 pub fn rx_frame_limit(mtu: u16, mode: Mode) -> usize {
     let tag = if mode == Mode::Router { 0 } else { 4 };
     usize::from(mtu) + 14 + tag

@@ -10,6 +10,7 @@ use super::page::PageBuf;
 use super::pages::Pages;
 use super::snap::{PairSnap, PoolSnap, Profile, RouterSnap, RouterSync};
 use super::stage::TxStage;
+use core::num::NonZeroUsize;
 use drivers::nic::Nic;
 use drivers::nic::{
     buffer_pages_for_mtu, BurstStats, DriverStats, GiveBack, RxBuf, RxStatus, RING_SIZE,
@@ -256,6 +257,17 @@ pub struct Core<P: Platform> {
     /// The network function's verdict counts and the frames it took this iteration
     /// ([`Core::poll_nf`]).
     pub(crate) nf_side: NfSide,
+    /// Outside router mode, per egress port `q`: the longest frame (bytes) it may send, when
+    /// that is less than the other port receives ([`rx_frame_limit`] of both MTUs); `None`
+    /// when every frame the other port takes fits. A longer frame bound for `q` is dropped
+    /// and counted `over_mtu` on `q` (the fused burst checks it only when `Some`).
+    pub(crate) tx_cap: [Option<NonZeroUsize>; PORTS],
+    /// Whether either port has a [`Core::tx_cap`]: the poll iteration then runs its NF behind
+    /// `nf::ops::Capped` (chosen once per iteration).
+    pub(crate) tx_capped: bool,
+    /// `xcore=on` or [`Core::tx_capped`]: l2/io's iteration may leave its own path (one test
+    /// per iteration, as `xcore=on`'s alone was).
+    pub(crate) l2_divert: bool,
 }
 
 impl<P: Platform> Core<P> {
@@ -320,6 +332,9 @@ impl<P: Platform> Core<P> {
             page_scratch: [Pfn(0); RING_SIZE],
             quit_leaked: 0,
             nf_side: NfSide::default(),
+            tx_cap: [None; PORTS],
+            tx_capped: false,
+            l2_divert: false,
         };
         for port in 0..PORTS {
             // A jumbo MTU: RX buffers of several pages, so each frame is one used element
@@ -337,32 +352,34 @@ impl<P: Platform> Core<P> {
             }
             core.refill(port);
         }
+        core.tx_capped = core.tx_cap.iter().any(Option::is_some);
+        core.l2_divert = core.cfg.xcore || core.tx_capped;
         core.kick_all();
         Ok(core)
     }
 
     /// Port `port`'s RX frame limit ([`Nic::set_rx_frame_limit`], [`rx_frame_limit`]) from its
-    /// MTU ([`port_mtu`]) and, outside the router, the other port's; with `announce`, the boot line
-    /// naming both and the MTU's source. Returns the port's MTU.
+    /// MTU ([`port_mtu`]), and outside the router the other port's [`Core::tx_cap`] when its
+    /// MTU is smaller; with `announce`, the boot line naming both and the MTU's source. Returns
+    /// the port's MTU.
     fn set_rx_frame_limit(&mut self, port: usize, announce: bool) -> u16 {
         let mtu = port_mtu(self.cfg.mtu[port], &*self.nics[port]);
-        // Outside the router a frame leaves by the other port as it came (`Forward`), so
-        // a frame over that port's MTU stops here too (counted `too_big` on this port):
-        // l2 and io never send over the egress MTU. The router fragments or answers
+        let limit = rx_frame_limit(mtu, self.cfg.mode);
+        self.nics[port].set_rx_frame_limit(limit);
+        // Outside the router a frame leaves by the other port as it came, so one the other
+        // port's MTU cannot carry is dropped at the burst, counted `over_mtu` on that port:
+        // l2, io and every NF never send over the egress MTU. The router fragments or answers
         // Fragmentation Needed at its egress MTU instead.
         let other = 1 - port;
         let egress = port_mtu(self.cfg.mtu[other], &*self.nics[other]);
-        let limit = if self.cfg.mode == Mode::Router {
-            rx_frame_limit(mtu, self.cfg.mode)
-        } else {
-            rx_frame_limit(mtu.min(egress), self.cfg.mode)
-        };
-        self.nics[port].set_rx_frame_limit(limit);
+        let egress_limit = rx_frame_limit(egress, self.cfg.mode);
+        let capped = self.cfg.mode != Mode::Router && egress_limit < limit;
+        self.tx_cap[other] = NonZeroUsize::new(egress_limit).filter(|_| capped);
         if announce {
             let source = port_mtu_source(self.cfg.mtu[port], &*self.nics[port]);
-            if limit < rx_frame_limit(mtu, self.cfg.mode) {
+            if capped {
                 log::info!(
-                    "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received (port {other}'s MTU {egress}: they leave there), longer ones dropped (too_big)"
+                    "port {port}: MTU {mtu} ({source}); frames up to {limit} bytes received, longer ones dropped (too_big); those over {egress_limit} bytes cannot leave by port {other} (MTU {egress}): dropped there (over_mtu)"
                 );
             } else {
                 log::info!(

@@ -3,7 +3,7 @@
 //! testpmd's `mac` forwarding: destination := the output port's peer, source := the output
 //! port's MAC, per [`netstack::forward_frame`]).
 
-use super::ops::Stateless;
+use super::ops::{Capped, Stateless};
 use super::{MgmtSteer, NetworkFunction, Packet, Verdict};
 use crate::dataplane::percore::{Core, Platform};
 use core::net::Ipv4Addr;
@@ -58,34 +58,75 @@ impl<P: Platform> Core<P> {
     /// [`Core::poll_once`] in l2/io mode: per port, the stock NF for the frames leaving by
     /// the other port ([`L2`] with that port's rewrite, or [`Io`]), chosen once per burst so
     /// each one's loop writes the addresses or not with no per-frame test (`xcore=on` on
-    /// several cores: frames handed to the next core instead). The two modes' iterations are
-    /// separate functions so that neither's register allocation pays for the other's code.
+    /// several cores: frames handed to the next core instead; ports of different MTUs: behind
+    /// [`Capped`]). The two modes' iterations are separate functions so that neither's register
+    /// allocation pays for the other's code.
     #[inline(never)]
     pub(crate) fn poll_l2(&mut self) -> usize {
-        if self.cfg.xcore && self.fabric.cores() > 1 {
-            return self.poll_xcore();
+        // One load and test when neither `xcore=on` nor different MTUs (`l2_divert` false).
+        if self.l2_divert && self.l2_diverted() {
+            return self.poll_l2_diverted();
         }
         if let Some((port, addr)) = self.mgmt.steer {
-            return self.poll_l2_steered(port, addr);
+            return self.poll_l2_steered::<false>(port, addr);
         }
         let t0 = P::cycles();
         // Two calls with constant ports, not a loop (see `Core::poll_nf_body`).
-        let work = self.stock_burst::<0>() + self.stock_burst::<1>();
+        let work = self.stock_burst::<0, false>() + self.stock_burst::<1, false>();
         // `Io` and `L2` take no frame (`TAKES` false): no end-of-burst hook.
         self.poll_tail(t0, work)
     }
 
-    /// One burst from local port `RX` through the stock NF toward the other port.
+    /// Whether this iteration leaves [`Core::poll_l2`]'s own path: `xcore=on` on several
+    /// cores, or ports of different MTUs ([`Core::tx_cap`]).
     #[inline(always)]
-    fn stock_burst<const RX: usize>(&mut self) -> usize {
+    fn l2_diverted(&self) -> bool {
+        (self.cfg.xcore && self.fabric.cores() > 1) || self.tx_capped
+    }
+
+    /// [`Core::poll_l2`] with `xcore=on` on several cores, or with [`Capped`] bursts.
+    #[cold]
+    #[inline(never)]
+    fn poll_l2_diverted(&mut self) -> usize {
+        if self.cfg.xcore && self.fabric.cores() > 1 {
+            return self.poll_xcore();
+        }
+        if let Some((port, addr)) = self.mgmt.steer {
+            return self.poll_l2_steered::<true>(port, addr);
+        }
+        let t0 = P::cycles();
+        let work = self.stock_burst::<0, true>() + self.stock_burst::<1, true>();
+        self.poll_tail(t0, work)
+    }
+
+    /// One burst from local port `RX` through the stock NF toward the other port (behind
+    /// [`Capped`] with `CAP`).
+    #[inline(always)]
+    fn stock_burst<const RX: usize, const CAP: bool>(&mut self) -> usize {
         // An empty port costs one load here, before the NF is chosen.
         let pending = self.nics[RX].rx_pending();
         if pending == 0 {
             return 0;
         }
         match L2::toward(&self.rewrite[1 - RX]) {
-            Some(l2) => self.nf_burst_pending::<_, RX>(&mut Stateless(l2), pending),
-            None => self.nf_burst_pending::<_, RX>(&mut Stateless(Io), pending),
+            Some(l2) => self.stateless_burst::<_, RX, CAP>(l2, pending),
+            None => self.stateless_burst::<_, RX, CAP>(Io, pending),
+        }
+    }
+
+    /// The fused burst from local port `RX` through the `Copy` NF `nf` ([`Stateless`]), behind
+    /// [`Capped`] with `CAP`.
+    #[inline(always)]
+    fn stateless_burst<F: NetworkFunction + Copy, const RX: usize, const CAP: bool>(
+        &mut self,
+        nf: F,
+        pending: usize,
+    ) -> usize {
+        if CAP {
+            let mut nf = Capped::new(Stateless(nf), self.tx_cap);
+            self.nf_burst_pending::<_, RX>(&mut nf, pending)
+        } else {
+            self.nf_burst_pending::<_, RX>(&mut Stateless(nf), pending)
         }
     }
 
@@ -95,10 +136,11 @@ impl<P: Platform> Core<P> {
     /// over first. A separate function: the iteration without a management address keeps
     /// its code.
     #[inline(never)]
-    fn poll_l2_steered(&mut self, port: usize, addr: Ipv4Addr) -> usize {
+    fn poll_l2_steered<const CAP: bool>(&mut self, port: usize, addr: Ipv4Addr) -> usize {
         let synced = self.mgmt_sync();
         let t0 = P::cycles();
-        let work = self.steered_burst::<0>(port, addr) + self.steered_burst::<1>(port, addr);
+        let work = self.steered_burst::<0, CAP>(port, addr)
+            + self.steered_burst::<1, CAP>(port, addr);
         if !self.nf_side.taken.is_empty() {
             // What was taken is the steering's (`Io` and `L2` take nothing).
             self.nf_after_burst(&mut MgmtSteer::new(Io, port, addr));
@@ -108,20 +150,18 @@ impl<P: Platform> Core<P> {
 
     /// [`Core::stock_burst`] behind the management steering.
     #[inline(always)]
-    fn steered_burst<const RX: usize>(&mut self, port: usize, addr: Ipv4Addr) -> usize {
+    fn steered_burst<const RX: usize, const CAP: bool>(
+        &mut self,
+        port: usize,
+        addr: Ipv4Addr,
+    ) -> usize {
         let pending = self.nics[RX].rx_pending();
         if pending == 0 {
             return 0;
         }
         match L2::toward(&self.rewrite[1 - RX]) {
-            Some(l2) => {
-                let mut nf = Stateless(MgmtSteer::new(l2, port, addr));
-                self.nf_burst_pending::<_, RX>(&mut nf, pending)
-            }
-            None => {
-                let mut nf = Stateless(MgmtSteer::new(Io, port, addr));
-                self.nf_burst_pending::<_, RX>(&mut nf, pending)
-            }
+            Some(l2) => self.stateless_burst::<_, RX, CAP>(MgmtSteer::new(l2, port, addr), pending),
+            None => self.stateless_burst::<_, RX, CAP>(MgmtSteer::new(Io, port, addr), pending),
         }
     }
 }

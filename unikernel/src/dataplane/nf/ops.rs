@@ -10,6 +10,7 @@ use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
 use crate::dataplane::percore::{count_give_back, Core, MgmtPlane, Platform};
 use drivers::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxVerdict, MAX_FRAME_PAGES};
+use core::num::NonZeroUsize;
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{DropReason, PortCounters};
@@ -29,6 +30,15 @@ pub(crate) trait NfHandle {
     fn nf(&mut self) -> &mut Self::Nf;
     /// What one burst holds (a reborrow, or a copy).
     fn for_burst(&mut self) -> Self::Burst<'_>;
+    /// Whether the burst checks a forwarded frame's length against [`NfHandle::tx_cap`]
+    /// ([`Capped`]); `false` compiles the check out.
+    const CAPPED: bool = false;
+    /// The longest frame (bytes) the burst may send out of local port `egress` (with
+    /// [`NfHandle::CAPPED`]).
+    #[inline(always)]
+    fn tx_cap(&self, _egress: usize) -> usize {
+        usize::MAX
+    }
 }
 
 impl<F: NetworkFunction> NfHandle for &mut F {
@@ -65,6 +75,51 @@ impl<F: NetworkFunction + Copy> NfHandle for Stateless<F> {
     #[inline(always)]
     fn for_burst(&mut self) -> Stateless<F> {
         *self
+    }
+}
+
+/// An NF on a pair whose ports' MTUs differ ([`Core::tx_cap`]): a frame it forwards longer
+/// than the egress port takes is dropped and counted `over_mtu` on that port. The poll
+/// iteration chooses it once (`Core::tx_capped`), so only such pairs run the length test: a
+/// second instantiation of the fused loops.
+pub(crate) struct Capped<H> {
+    inner: H,
+    /// Per egress port, the longest frame it takes (bytes; `usize::MAX`: no cap).
+    caps: [usize; PORTS],
+}
+
+impl<H> Capped<H> {
+    /// `inner` toward ports of frame caps `caps` ([`Core::tx_cap`]).
+    #[inline(always)]
+    pub(crate) fn new(inner: H, caps: [Option<NonZeroUsize>; PORTS]) -> Capped<H> {
+        Capped {
+            inner,
+            caps: caps.map(|c| c.map_or(usize::MAX, NonZeroUsize::get)),
+        }
+    }
+}
+
+impl<H: NfHandle> NfHandle for Capped<H> {
+    type Nf = H::Nf;
+    type Burst<'b>
+        = Capped<H::Burst<'b>>
+    where
+        Self: 'b;
+    #[inline(always)]
+    fn nf(&mut self) -> &mut H::Nf {
+        self.inner.nf()
+    }
+    #[inline(always)]
+    fn for_burst(&mut self) -> Self::Burst<'_> {
+        Capped {
+            inner: self.inner.for_burst(),
+            caps: self.caps,
+        }
+    }
+    const CAPPED: bool = true;
+    #[inline(always)]
+    fn tx_cap(&self, egress: usize) -> usize {
+        self.caps[egress]
     }
 }
 
@@ -212,6 +267,34 @@ impl<H: NfHandle, const RX: usize> NfOps<'_, H, RX> {
         }
         RxVerdict::Consumed
     }
+
+    /// A forwarded frame longer than the egress port's MTU allows ([`Capped`]): counted
+    /// `over_mtu` on the egress port, its pages recycled.
+    #[cold]
+    #[inline(never)]
+    fn over_mtu(&mut self, pages: &[Pfn]) -> RxVerdict {
+        self.counters[1 - RX].drop(DropReason::OverMtu);
+        for &pfn in pages {
+            self.recycle(pfn);
+        }
+        RxVerdict::Consumed
+    }
+
+    /// `v` (a forward of a frame of `len` bytes), unless [`NfHandle::CAPPED`] and the bytes it
+    /// sends are over the cap: then [`NfOps::over_mtu`].
+    #[inline(always)]
+    fn capped(&mut self, v: RxVerdict, len: usize, pages: &[Pfn]) -> RxVerdict {
+        if H::CAPPED {
+            let sent = match v {
+                RxVerdict::ForwardFirst(n) => n.min(len),
+                _ => len,
+            };
+            if sent > self.nf.tx_cap(1 - RX) {
+                return self.over_mtu(pages);
+            }
+        }
+        v
+    }
 }
 
 impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
@@ -241,8 +324,8 @@ impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
         let len = frame.len();
         let mut pkt = Packet::new(frame, len, RX, self.now);
         match self.nf.nf().process(&mut pkt) {
-            Verdict::Forward => RxVerdict::Forward,
-            Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
+            Verdict::Forward => self.capped(RxVerdict::Forward, len, &[pfn]),
+            Verdict::ForwardFirst(n) => self.capped(RxVerdict::ForwardFirst(n), len, &[pfn]),
             Verdict::Drop => self.drop_frame(pfn),
             Verdict::Keep | Verdict::ToMgmt if !H::Nf::TAKES => self.drop_frame(pfn),
             Verdict::Keep => self.take(pfn, len, false, pkt.mark()),
@@ -279,8 +362,8 @@ impl<H: NfHandle, const RX: usize> ForwardOps for NfOps<'_, H, RX> {
         }
         let mut pkt = Packet::new(head, len, RX, self.now);
         match self.nf.nf().process(&mut pkt) {
-            Verdict::Forward => RxVerdict::Forward,
-            Verdict::ForwardFirst(n) => RxVerdict::ForwardFirst(n),
+            Verdict::Forward => self.capped(RxVerdict::Forward, len, pages),
+            Verdict::ForwardFirst(n) => self.capped(RxVerdict::ForwardFirst(n), len, pages),
             Verdict::Drop => self.drop_multi(pages, None),
             Verdict::Keep | Verdict::ToMgmt if !H::Nf::TAKES => self.drop_multi(pages, None),
             Verdict::Keep => self.take_multi(pages, lens, offset, len, false, pkt.mark()),
@@ -327,7 +410,9 @@ impl<P: Platform> Ctx<'_, P> {
     /// Send `h` out of local port `port` (0 or 1), as it is (a frame of several pages as one
     /// descriptor chain of the same pages, after what is staged for the port). A port the core
     /// does not have drops it, counted in [`NfCounters::bad_port`]; a full TX ring drops it
-    /// (at the flush for a frame of one page), counted `tx_ring_full` on the port.
+    /// (at the flush for a frame of one page), counted `tx_ring_full` on the port; outside
+    /// router mode, a frame longer than a smaller-MTU port takes (the longest the other port
+    /// receives fits) is dropped, counted `over_mtu` on the port.
     pub fn send(&mut self, h: Held, port: usize) {
         let _ = self.send_frame(h, port);
     }
@@ -356,6 +441,11 @@ impl<P: Platform> Ctx<'_, P> {
         }
         self.core.nf_side.counters.sent_held += 1;
         let len = h.len();
+        if self.core.tx_cap[port].is_some_and(|cap| len > cap.get()) {
+            self.core.counters[port].drop(DropReason::OverMtu);
+            self.recycle(h);
+            return false;
+        }
         let Held { page, rest, .. } = h;
         if rest.is_empty() {
             self.core.stage_tx(port, page, len);
@@ -482,9 +572,28 @@ impl<P: Platform> Core<P> {
         if self.torn_down() {
             return 0;
         }
+        if self.tx_capped {
+            return self.poll_nf_capped(nf);
+        }
         match self.mgmt.steer {
             None => self.poll_nf_body(nf),
             Some((port, addr)) => self.poll_nf_steered(nf, port, addr),
+        }
+    }
+
+    /// [`Core::poll_nf`] on a pair whose ports' MTUs differ: the NF behind [`Capped`] (and the
+    /// management steering, if any). Out of line: pairs of equal MTUs keep their code.
+    #[cold]
+    #[inline(never)]
+    fn poll_nf_capped<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
+        let caps = self.tx_cap;
+        match self.mgmt.steer {
+            None => self.poll_nf_body(Capped::new(nf, caps)),
+            Some((port, addr)) => {
+                let synced = self.mgmt_sync();
+                let mut steered = super::MgmtSteer::new(nf, port, addr);
+                synced + self.poll_nf_body(Capped::new(&mut steered, caps))
+            }
         }
     }
 

@@ -314,6 +314,25 @@ fn xcore_hands_frames_to_the_next_core_and_pages_go_home() {
     rig.quit_and_check();
 }
 
+/// `xcore=on` between ports of different MTUs: a frame over the next core's egress port's MTU
+/// is dropped before the hand-off, counted `over_mtu` on that (local) port.
+#[test]
+fn xcore_keeps_to_the_egress_mtu() {
+    let mut rig = Rig::new("mode=l2 xcore=on mtu0=3000 mtu1=1500", 2, PAGES);
+    let mut f = l2_frame();
+    let mut out = Vec::new();
+    for len in [1518, 1519, 3018] {
+        f.resize(len, 0xab);
+        rig.cores[0].dev[0].deliver_rx(&f, 1);
+    }
+    rig.poll();
+    rig.cores[1].dev[1].complete_tx(|f| out.push(f.len()));
+    assert_eq!(out, std::vec![1518]);
+    let k = rig.cores[0].core.counters();
+    assert_eq!((k[0].rx, k[1].drops_for(DropReason::OverMtu)), (3, 2));
+    rig.quit_and_check();
+}
+
 #[test]
 fn a_halted_core_is_woken_for_a_hand_off_and_only_then() {
     let mut rig = Rig::new("mode=l2 xcore=on", 2, PAGES);
@@ -648,13 +667,14 @@ fn frames_over_the_ingress_mtu_are_counted_too_big_on_their_port() {
 
     assert_eq!(
         l2_sends("mode=l2", &[1518, 1519]),
-        (std::vec![1518], (2, 1, 1))
+        (std::vec![1518], (2, 1, 1, 0))
     );
 }
 
-/// l2 on rig `cfg`: frames of `lens` bytes into port 0, one poll; the lengths port 1 sent and
-/// port 0's `rx`, port 0's `too_big` drops and port 1's `tx`, every page back at quit.
-fn l2_sends(cfg: &str, lens: &[usize]) -> (Vec<usize>, (u64, u64, u64)) {
+/// `cfg` on one rig: frames of `lens` bytes into port 0, one poll; the lengths port 1 sent
+/// and port 0's `rx` and `too_big` drops, port 1's `tx` and `over_mtu` drops; every page back
+/// at quit.
+fn l2_sends(cfg: &str, lens: &[usize]) -> (Vec<usize>, (u64, u64, u64, u64)) {
     let mut rig = Rig::new(cfg, 1, PAGES);
     let c = &mut rig.cores[0];
     let mut f = l2_frame();
@@ -666,18 +686,36 @@ fn l2_sends(cfg: &str, lens: &[usize]) -> (Vec<usize>, (u64, u64, u64)) {
     let mut out = Vec::new();
     c.dev[1].complete_tx(|f| out.push(f.len()));
     let k = c.core.counters();
-    let counts = (k[0].rx, k[0].drops_for(DropReason::TooBig), k[1].tx);
+    let counts = (
+        k[0].rx,
+        k[0].drops_for(DropReason::TooBig),
+        k[1].tx,
+        k[1].drops_for(DropReason::OverMtu),
+    );
+    assert_eq!(k[0].drops_for(DropReason::OverMtu), 0, "counted on the egress port");
     rig.quit_and_check();
     (out, counts)
 }
 
-/// l2 between ports of different MTUs (9000 in, 1500 out): a frame over the egress port's
-/// MTU + 18 is dropped on ingress (`too_big` on port 0), never sent over port 1's MTU; the
-/// other way the 1500-byte port's own limit holds.
+/// l2 and io between ports of different MTUs (9000 in, 1500 out): port 0 receives up to its
+/// own MTU + 18 (longer: `too_big` on port 0); of those, a frame over port 1's MTU + 18 is
+/// never sent but dropped, counted `over_mtu` on port 1 (one page or several); the other
+/// way nothing is capped.
 #[test]
 fn l2_never_sends_over_the_egress_mtu() {
+    for mode in ["l2", "io"] {
+        assert_eq!(
+            l2_sends(
+                &std::format!("mode={mode} mtu0=9000 mtu1=1500"),
+                &[1518, 1519, 4000, 9018, 9019]
+            ),
+            (std::vec![1518], (5, 1, 1, 3)),
+            "{mode}"
+        );
+    }
+    // Equal MTUs: no cap, the same frames as before.
     assert_eq!(
-        l2_sends("mode=l2 mtu0=9000 mtu1=1500", &[1518, 1519, 9018]),
-        (std::vec![1518], (3, 2, 1))
+        l2_sends("mode=l2 mtu0=9000 mtu1=9000", &[1519, 9018, 9019]),
+        (std::vec![1519, 9018], (3, 1, 2, 0))
     );
 }

@@ -227,6 +227,29 @@ fn held_frames_live_across_bursts_and_go_back_at_tick_and_release() {
     rig.quit_and_check();
 }
 
+/// A kept frame sent by the NF ([`Ctx::send`]) keeps to the egress MTU too: between ports of
+/// 9000 and 1500, the held 2,000-byte frames [`Holder`] sends out of the 1500 port at its tick
+/// are dropped and counted `over_mtu` there; the 60-byte frame it builds leaves.
+#[test]
+fn a_held_frame_over_the_egress_mtu_is_dropped_on_that_port() {
+    let mut rig = Rig::new("mode=l2 mtu0=9000 mtu1=1500", 1, PAGES);
+    let mut nf = Holder::default();
+    let mut frame = l2_frame();
+    frame.resize(2000, 0xab);
+    let c = &mut rig.cores[0];
+    c.dev[0].deliver_rx(&frame, 2);
+    c.core.poll_nf(&mut nf);
+    assert_eq!(nf.held.len(), 2);
+    c.core.tick_nf(&mut nf);
+    let mut out = Vec::new();
+    c.dev[1].complete_tx(|f| out.push(f.len()));
+    assert_eq!(out, std::vec![60], "only the frame built at the tick");
+    let k = c.core.counters();
+    assert_eq!((k[1].drops_for(DropReason::OverMtu), k[1].tx), (2, 1));
+    assert_eq!(k[0].drops_for(DropReason::OverMtu), 0);
+    rig.quit_and_check();
+}
+
 #[test]
 fn past_max_taken_kept_frames_are_dropped_and_counted() {
     let mut rig = Rig::new("mode=l2 burst=128", 1, PAGES);
