@@ -519,8 +519,8 @@ fn hundred_thousand_routes_replaced_ten_times_while_forwarding() {
 
 /// A reload that runs out of memory: with the 100,000-route FIB (~57 MiB) in a guest too small
 /// for two of them, `routes reload` fails by name, gives back everything the failed build took
-/// (thousands of mapped tbl24 pages, with a local flush), and the published FIB keeps routing;
-/// every page is back at quit.
+/// (thousands of mapped tbl24 pages, with a local flush) in bounded steps (at most 512 pages
+/// unmapped per step), and the published FIB keeps routing; every page is back at quit.
 #[test]
 fn reload_out_of_memory_keeps_the_published_fib() {
     let dir = TestDir::new();
@@ -535,6 +535,22 @@ fn reload_out_of_memory_keeps_the_published_fib() {
         "{e}"
     );
     assert!(e.contains("FIB generation 1 stays"), "{e}");
+    let back = rig
+        .guest
+        .wait_for_line(
+            |l| l.contains("the failed build's"),
+            std::time::Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("no give-back line: {e}"));
+    let words: Vec<&str> = back.split_whitespace().collect();
+    let after = |w: &str| -> u64 {
+        let i = words.iter().position(|x| *x == w).expect(w);
+        words[i - 1].parse().expect(w)
+    };
+    let (pages, steps) = (after("pages"), after("steps,"));
+    eprintln!("{back}");
+    assert!(pages > 1000, "{back}");
+    assert!(steps >= pages.div_ceil(512), "{back}");
     assert!(
         routed(&rig, [203, 0, 113, 78], 2),
         "the boot FIB still routes"

@@ -14,7 +14,8 @@
 //! point ([`quiescent`], from housekeeping) and records the generation it saw. Once every
 //! routing core saw it, the old FIB is retired, also in bounded steps ([`retire`]): all its
 //! vmap ranges unmapped into one flush batch, one shootdown to the routing cores, then its
-//! frames freed and its ranges released. FIB records live in a fixed pool of slots (no heap).
+//! frames freed and its ranges released. A build that fails gives back what it took in the
+//! same bounded steps (a local flush). FIB records live in a fixed pool of slots (no heap).
 //!
 //! Past ~800 lines because the boot build, the console's changes, the live reload's stepped
 //! build, publish and retirement, and the `PUT /routes` path all act on the one published FIB
@@ -45,7 +46,7 @@ use netstack::config::PORTS;
 use netstack::router::{Fib, PortConfig, RouteCheck, Router, RouterConfig, TBL24_CHUNKS};
 use netstack::stats::FibStats;
 use netstack::{Config, MacAddr};
-use retire::{give_back, retire_step, Retire};
+use retire::{give_back, retire_step, Gone, Retire};
 pub use upload::{put_busy, release_uploads_step, submit_put, take_put_result, PutUpload};
 use upload::{PutJob, PUT_JOB, UPLOAD_PAGES};
 
@@ -516,7 +517,16 @@ fn step<P: Platform>(core: &mut Core<P>, b: &mut Budget) {
             let mut job = j.take().expect("checked");
             drop(j);
             job.discard();
-            give_back(zone, core::mem::take(&mut job.areas));
+            // What it took goes back in steps too: a build of 100,000 routes holds ~14,600
+            // frames. Retirements and builds never overlap (a build starts once the last
+            // retirement is done), so the slot is free.
+            let areas = core::mem::take(&mut job.areas);
+            let mut r = RELOAD.lock();
+            match r.retiring {
+                None => r.retiring = Some(Retire::failed(zone, areas)),
+                Some(_) => give_back(zone, areas),
+            }
+            drop(r);
             let why = match e.1 {
                 Blame::Route => RebuildFailure::Route,
                 Blame::Router => RebuildFailure::Build,
@@ -537,9 +547,19 @@ fn step_retire(cores: usize, zone: &Zone, b: &mut Budget) -> bool {
         return false;
     }
     let rt = r.retiring.take().expect("checked");
+    let slot = match rt.gone {
+        Gone::Replaced(slot) => slot,
+        Gone::Failed(_) => {
+            note(Note::Print, format_args!(
+                "routes: the failed build's {} pages given back over {} steps, {} us of work",
+                rt.frames, rt.steps, rt.work_us,
+            ));
+            return true;
+        }
+    };
     // SAFETY: the retirement unmapped, flushed and freed everything of this record after
     // every routing core switched away from it; only the boot CPU writes slots.
-    let rec = unsafe { (*SLOTS[rt.slot].0.get()).take() }.expect("a retiring slot holds a FIB");
+    let rec = unsafe { (*SLOTS[slot].0.get()).take() }.expect("a retiring slot holds a FIB");
     // The FIB (whose slices pointed into the ranges just released) is dropped unused.
     PAGES_RETIRING.store(0, Ordering::Relaxed);
     LAST_SWAP_US.store(rt.swap_us, Ordering::Relaxed);

@@ -1,10 +1,11 @@
-//! Giving a FIB's memory back. A replaced FIB is retired after its RCU grace period a bounded
-//! step at a time ([`retire_step`]; at most `limits::UNMAP_PAGES` pages unmapped and
-//! `limits::FREE_FRAMES` frames freed per step): its vmap ranges unmapped into one flush batch, one
-//! batched shootdown to the routing cores (dispatched, then polled between steps), then its
-//! frames freed and its ranges released. A FIB that was never published (a failed or
-//! abandoned build) and a `PUT /routes` body were seen by this CPU alone: [`give_back`] in one
-//! go, with local flushes.
+//! Giving a FIB's memory back a bounded step at a time ([`retire_step`]; at most
+//! `limits::UNMAP_PAGES` pages unmapped and `limits::FREE_FRAMES` frames freed per step): its
+//! vmap ranges unmapped into one flush batch, one batched shootdown (dispatched, then polled
+//! between steps), then its frames freed and its ranges released. A replaced FIB goes after its
+//! RCU grace period, shot down on every routing core; a live build that failed ([`Gone::Failed`],
+//! never published: seen by this CPU alone) goes the same way with a local flush and no grace
+//! period. At boot and at `quit` a FIB never published and a `PUT /routes` body go in one go
+//! ([`give_back`], local flushes), where no forwarding waits for the boot CPU.
 
 use super::build::Budget;
 use super::{FibAreas, FibRecord, SEEN, SLOTS};
@@ -32,20 +33,31 @@ static RETIRE_BATCH: spin::Mutex<FlushBatch<RETIRE_FRAMES>> = spin::Mutex::new(F
 /// batch is in flight).
 static DISCARD_BATCH: spin::Mutex<FlushBatch<DISCARD_FRAMES>> = spin::Mutex::new(FlushBatch::new());
 
-/// A replaced FIB being retired.
+/// Whose memory a [`Retire`] gives back.
+pub(super) enum Gone {
+    /// The FIB in this slot, replaced by a newer one.
+    Replaced(usize),
+    /// What a live build took before it failed (its FIB never published).
+    Failed(FibAreas),
+}
+
+/// A replaced FIB being retired, or a failed build's memory being given back.
 pub(super) struct Retire {
-    /// Its slot.
-    pub(super) slot: usize,
-    /// The generation every routing core must have seen before it goes.
+    pub(super) gone: Gone,
+    /// The generation every routing core must have seen before it goes (0 for
+    /// [`Gone::Failed`]: no grace period).
     pub(super) generation: u64,
     /// When the new FIB was published (µs since boot), and how long until every core had
     /// switched (µs, once known).
     pub(super) since_us: u64,
     pub(super) swap_us: u64,
     phase: RetirePhase,
-    /// Shootdown batches so far, and the steps' time (µs).
+    /// Shootdown batches so far, steps, and the steps' time (µs).
     pub(super) batches: u64,
+    pub(super) steps: u64,
     pub(super) work_us: u64,
+    /// Frames handed to the flush batch to be freed so far.
+    pub(super) frames: u64,
 }
 
 /// Where a [`Retire`] stands.
@@ -66,13 +78,27 @@ impl Retire {
     /// The FIB in `slot`, replaced by `generation`, published at `since_us`.
     pub(super) fn new(slot: usize, generation: u64, since_us: u64) -> Retire {
         Retire {
-            slot,
+            gone: Gone::Replaced(slot),
             generation,
             since_us,
             swap_us: 0,
             phase: RetirePhase::Grace,
             batches: 0,
+            steps: 0,
             work_us: 0,
+            frames: 0,
+        }
+    }
+
+    /// What a live build took before it failed (`areas`), given back in steps; its unmapped
+    /// scratch page goes back now.
+    pub(super) fn failed(zone: &Zone, mut areas: FibAreas) -> Retire {
+        if let Some(s) = areas.scratch.take() {
+            zone.free_pages_order(s, 0);
+        }
+        Retire {
+            gone: Gone::Failed(areas),
+            ..Retire::new(0, 0, uptime_us())
         }
     }
 
@@ -90,6 +116,7 @@ pub(super) fn retire_step(rt: &mut Retire, cores: usize, zone: &Zone, b: &mut Bu
     let t0 = uptime_us();
     let done = run(rt, cores, zone, b);
     rt.work_us += uptime_us() - t0;
+    rt.steps += 1;
     done
 }
 
@@ -160,17 +187,32 @@ fn unmap(
     mut page: usize,
     b: &mut Budget,
 ) -> Option<(usize, usize)> {
-    // SAFETY: every routing core switched to a newer FIB (the grace period is over) and only
-    // this CPU (the boot CPU) writes slots: nothing else refers to this record any more.
-    let rec: &FibRecord =
-        unsafe { (*SLOTS[rt.slot].0.get()).as_ref() }.expect("a retiring slot holds a FIB");
-    let areas = &rec.areas;
-    let mask = CpuMask::first(cores);
+    let Retire {
+        gone,
+        batches,
+        frames,
+        ..
+    } = rt;
+    let (areas, mask) = match gone {
+        Gone::Replaced(slot) => {
+            // SAFETY: every routing core switched to a newer FIB (the grace period is over)
+            // and only this CPU (the boot CPU) writes slots: nothing else refers to this
+            // record any more.
+            let rec: &FibRecord = unsafe { (*SLOTS[*slot].0.get()).as_ref() }
+                .expect("a retiring slot holds a FIB");
+            (&rec.areas, CpuMask::first(cores))
+        }
+        // Never published: no other CPU ever mapped a translation of it.
+        Gone::Failed(areas) => (
+            &*areas,
+            CpuMask::only(crate::percpu::current_cpu() as usize),
+        ),
+    };
     let ranges = [areas.tbl24, areas.tbl8, areas.rules];
     let mut r = Retirer {
         zone,
         batch,
-        batches: &mut rt.batches,
+        batches,
     };
     b.phase(limits::UNMAP_PAGES);
     while area < ranges.len() {
@@ -180,6 +222,7 @@ fn unmap(
                     r.batch.add_page(a.page_addr(page), mask);
                     if !areas.shared.iter().any(|s| s.1 == pfn) {
                         r.free(pfn);
+                        *frames += 1;
                     }
                 }
                 page += 1;
@@ -194,6 +237,7 @@ fn unmap(
     }
     for &(_, p) in &areas.shared {
         r.free(p);
+        *frames += 1;
     }
     None
 }
