@@ -13,10 +13,10 @@ pub enum DropReason {
     BadDesc,
     /// The frame is shorter than an Ethernet header (14 bytes).
     Runt,
-    /// Counted on the egress port: the frame is longer than this port's MTU allows (MTU + 14,
-    /// + 4 for an 802.1Q tag), so it was dropped before TX. Outside router mode, between ports
-    /// of different MTUs, a frame the larger-MTU port received that cannot leave by the other
-    /// (the router fragments instead).
+    /// Counted on the egress port: the frame is longer than this port's MTU allows (the MTU,
+    /// its 14-byte Ethernet header and 4 for an 802.1Q tag), so it was dropped before TX.
+    /// Outside router mode, between ports of different MTUs: a frame the larger-MTU port
+    /// received that cannot leave by the other (the router fragments instead).
     OverMtu,
 }
 

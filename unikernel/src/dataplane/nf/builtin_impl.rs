@@ -139,8 +139,8 @@ impl<P: Platform> Core<P> {
     fn poll_l2_steered<const CAP: bool>(&mut self, port: usize, addr: Ipv4Addr) -> usize {
         let synced = self.mgmt_sync();
         let t0 = P::cycles();
-        let work = self.steered_burst::<0, CAP>(port, addr)
-            + self.steered_burst::<1, CAP>(port, addr);
+        let work =
+            self.steered_burst::<0, CAP>(port, addr) + self.steered_burst::<1, CAP>(port, addr);
         if !self.nf_side.taken.is_empty() {
             // What was taken is the steering's (`Io` and `L2` take nothing).
             self.nf_after_burst(&mut MgmtSteer::new(Io, port, addr));

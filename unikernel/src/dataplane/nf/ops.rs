@@ -9,8 +9,8 @@ use crate::dataplane::nf_side::{NfCounters, NfSide, RestPages, Taken, NO_REST};
 use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
 use crate::dataplane::percore::{count_give_back, Core, MgmtPlane, Platform};
-use drivers::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxVerdict, MAX_FRAME_PAGES};
 use core::num::NonZeroUsize;
+use drivers::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxVerdict, MAX_FRAME_PAGES};
 use mm::Pfn;
 use netstack::config::PORTS;
 use netstack::{DropReason, PortCounters};
@@ -578,22 +578,6 @@ impl<P: Platform> Core<P> {
         match self.mgmt.steer {
             None => self.poll_nf_body(nf),
             Some((port, addr)) => self.poll_nf_steered(nf, port, addr),
-        }
-    }
-
-    /// [`Core::poll_nf`] on a pair whose ports' MTUs differ: the NF behind [`Capped`] (and the
-    /// management steering, if any). Out of line: pairs of equal MTUs keep their code.
-    #[cold]
-    #[inline(never)]
-    fn poll_nf_capped<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
-        let caps = self.tx_cap;
-        match self.mgmt.steer {
-            None => self.poll_nf_body(Capped::new(nf, caps)),
-            Some((port, addr)) => {
-                let synced = self.mgmt_sync();
-                let mut steered = super::MgmtSteer::new(nf, port, addr);
-                synced + self.poll_nf_body(Capped::new(&mut steered, caps))
-            }
         }
     }
 

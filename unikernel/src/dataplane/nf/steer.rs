@@ -4,6 +4,7 @@
 //! other frame to the NF. The kernel puts it in front only on a core whose port pair carries
 //! a management address, choosing per poll iteration, so an NF without one pays nothing.
 
+use super::ops::Capped;
 use super::{Ctx, NetworkFunction, Packet, Verdict};
 use crate::dataplane::percore::{Core, Platform};
 use core::net::Ipv4Addr;
@@ -97,6 +98,22 @@ impl<P: Platform> Core<P> {
     ) -> usize {
         let synced = self.mgmt_sync();
         synced + self.poll_nf_body(&mut MgmtSteer::new(nf, port, addr))
+    }
+
+    /// [`Core::poll_nf`] on a pair whose ports' MTUs differ: the NF behind [`Capped`] (and the
+    /// management steering, if any). Out of line: pairs of equal MTUs keep their code.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn poll_nf_capped<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
+        let caps = self.tx_cap;
+        match self.mgmt.steer {
+            None => self.poll_nf_body(Capped::new(nf, caps)),
+            Some((port, addr)) => {
+                let synced = self.mgmt_sync();
+                let mut steered = MgmtSteer::new(nf, port, addr);
+                synced + self.poll_nf_body(Capped::new(&mut steered, caps))
+            }
+        }
     }
 }
 

@@ -692,7 +692,11 @@ fn l2_sends(cfg: &str, lens: &[usize]) -> (Vec<usize>, (u64, u64, u64, u64)) {
         k[1].tx,
         k[1].drops_for(DropReason::OverMtu),
     );
-    assert_eq!(k[0].drops_for(DropReason::OverMtu), 0, "counted on the egress port");
+    assert_eq!(
+        k[0].drops_for(DropReason::OverMtu),
+        0,
+        "counted on the egress port"
+    );
     rig.quit_and_check();
     (out, counts)
 }

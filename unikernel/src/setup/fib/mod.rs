@@ -550,10 +550,13 @@ fn step_retire(cores: usize, zone: &Zone, b: &mut Budget) -> bool {
     let slot = match rt.gone {
         Gone::Replaced(slot) => slot,
         Gone::Failed(_) => {
-            note(Note::Print, format_args!(
-                "routes: the failed build's {} pages given back over {} steps, {} us of work",
-                rt.frames, rt.steps, rt.work_us,
-            ));
+            note(
+                Note::Print,
+                format_args!(
+                    "routes: the failed build's {} pages given back over {} steps, {} us of work",
+                    rt.frames, rt.steps, rt.work_us,
+                ),
+            );
             return true;
         }
     };

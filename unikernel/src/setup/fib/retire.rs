@@ -34,6 +34,9 @@ static RETIRE_BATCH: spin::Mutex<FlushBatch<RETIRE_FRAMES>> = spin::Mutex::new(F
 static DISCARD_BATCH: spin::Mutex<FlushBatch<DISCARD_FRAMES>> = spin::Mutex::new(FlushBatch::new());
 
 /// Whose memory a [`Retire`] gives back.
+// One value at most, inside the boot CPU's reload state (a static): no heap to box the areas
+// into, and it moves only when a retirement starts or ends.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Gone {
     /// The FIB in this slot, replaced by a newer one.
     Replaced(usize),
@@ -198,8 +201,8 @@ fn unmap(
             // SAFETY: every routing core switched to a newer FIB (the grace period is over)
             // and only this CPU (the boot CPU) writes slots: nothing else refers to this
             // record any more.
-            let rec: &FibRecord = unsafe { (*SLOTS[*slot].0.get()).as_ref() }
-                .expect("a retiring slot holds a FIB");
+            let rec: &FibRecord =
+                unsafe { (*SLOTS[*slot].0.get()).as_ref() }.expect("a retiring slot holds a FIB");
             (&rec.areas, CpuMask::first(cores))
         }
         // Never published: no other CPU ever mapped a translation of it.
