@@ -1853,7 +1853,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize, F: FibRef<'a>> Router<'a, H, N
                         src: self.ports[usize::from(port)].mac,
                     });
                 }
-                NeighEvent::Dropped { handle } => {
+                NeighEvent::Dropped { handle, .. } => {
                     self.counters.drop(RouterDrop::NeighTimeout);
                     return Some(Event::Dropped {
                         handle,

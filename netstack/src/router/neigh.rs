@@ -173,6 +173,8 @@ pub enum NeighEvent<H, A = u32> {
     Dropped {
         /// The caller's handle.
         handle: H,
+        /// Frame length, as queued.
+        len: u16,
     },
     /// A queued frame dropped because its Incomplete entry was taken by a newer unresolved
     /// neighbour (the Incomplete cap).
@@ -544,9 +546,9 @@ impl<H: Copy, const N: usize, const Q: usize, A: NeighAddr> NeighTable<H, N, Q, 
                     let since = now_ns.saturating_sub(e.probe_ns);
                     if e.probe_due || since >= cfg.retrans_ns {
                         if e.probes >= cfg.max_probes {
-                            if let Some((handle, _)) = e.pop() {
+                            if let Some((handle, len)) = e.pop() {
                                 self.queued -= 1;
-                                return Some(NeighEvent::Dropped { handle });
+                                return Some(NeighEvent::Dropped { handle, len });
                             }
                             *e = Entry::FREE;
                             continue;
@@ -709,9 +711,9 @@ mod tests {
         assert_eq!(
             drain(&mut t, 3 * S),
             [
-                NeighEvent::Dropped { handle: 0 },
-                NeighEvent::Dropped { handle: 1 },
-                NeighEvent::Dropped { handle: 2 }
+                NeighEvent::Dropped { handle: 0, len: 60 },
+                NeighEvent::Dropped { handle: 1, len: 60 },
+                NeighEvent::Dropped { handle: 2, len: 60 }
             ]
         );
         assert_eq!(t.queued(), 0);

@@ -20,6 +20,7 @@ use super::ipv6::{
 use super::ndp::{self, NdMessage, NA_OVERRIDE, NA_ROUTER, NA_SOLICITED};
 use super::neigh::{Confirm, NeighConfig, NeighEvent, NeighTable, Resolve};
 use super::parse6::Ipv6Net;
+use super::set_macs;
 use crate::wire::{
     ETHERTYPE, ETHERTYPE_IPV6, ETH_DST, ETH_HDR_LEN, ETH_SRC, IPPROTO_ICMPV6, IPV6_DST,
     IPV6_HDR_LEN, IPV6_HOP_LIMIT, IPV6_MIN_MTU, IPV6_SRC,
@@ -142,6 +143,10 @@ pub enum Event6<H> {
         handle: H,
         /// Why.
         reason: Drop6,
+        /// `Some(len)` when Neighbor Discovery for its next hop failed (RFC 4861 §7.2.2): its
+        /// first `len` bytes go to [`Router6::address_unreachable`] (Destination Unreachable,
+        /// code 3) before it is recycled. `None` for a frame evicted with its unresolved entry.
+        unreachable: Option<usize>,
     },
 }
 
@@ -438,13 +443,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         }
         let len = ETH_HDR_LEN + h.len();
         decrement_hop_limit(&mut frame[ETH_HDR_LEN..]);
-        let src = self.ports[usize::from(port)].mac;
-        frame[ETH_SRC].copy_from_slice(&src.0);
         match self.neigh.resolve(neighbour, port, now_ns) {
             Resolve::Mac(m) => {
-                frame[ETH_DST].copy_from_slice(&m.0);
+                set_macs(frame, m, self.ports[usize::from(port)].mac);
                 Action6::Forward { port, len }
             }
+            // A queued frame keeps the MACs it came with (the previous hop's, for an Address
+            // Unreachable if Neighbor Discovery fails); `Event6::Transmit` names both.
             Resolve::Pending(i) => match self.neigh.enqueue(i, handle, len as u16) {
                 Ok(()) => Action6::Queued,
                 Err(_) => Action6::Drop(Drop6::NeighQueueFull),
@@ -681,6 +686,41 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         }
     }
 
+    /// Destination Unreachable, code 3 (address unreachable: RFC 4443 §3.1; RFC 4861 §7.2.2,
+    /// a router whose Neighbor Discovery for the next hop failed, as Linux's
+    /// `ndisc_error_report`) about a queued frame that [`Event6::Dropped`] handed back with
+    /// `unreachable: Some(len)`: `frame` is its first `len` bytes as queued (the Ethernet
+    /// header it came with, hop limit already decremented), `in_port` the port it came in by.
+    /// Built in `out` (at least 1,294 bytes for a full quote) toward the previous hop if RFC
+    /// 4443 §2.4 (e) and the ICMP rate limit allow; returns the port and the bytes to send.
+    /// `None` when nothing goes out (counted `icmp_suppressed`, `icmp_rate_limited` or
+    /// `no_buffer`; the frame itself was counted `neigh_timeout` when it was dropped).
+    pub fn address_unreachable(
+        &mut self,
+        in_port: usize,
+        frame: &[u8],
+        now_ns: u64,
+        out: &mut [u8],
+    ) -> Option<(u8, usize)> {
+        if frame.len() < ETH_HDR_LEN || in_port >= self.nports {
+            return None;
+        }
+        let ip = &frame[ETH_HDR_LEN..];
+        let h = ipv6::validate(ip, ip.len()).ok()?;
+        match self.error(
+            in_port,
+            frame,
+            &h,
+            false,
+            Icmp6Error::AddressUnreachable,
+            now_ns,
+            out,
+        ) {
+            Action6::Send { port, len, .. } => Some((port, len)),
+            _ => None,
+        }
+    }
+
     /// Timers and queues: solicitations to send (built in `out`, at least 86 bytes), frames
     /// whose neighbour answered, frames dropped for one that did not. Call until `None`.
     pub fn poll(&mut self, now_ns: u64, out: &mut [u8]) -> Option<Event6<H>> {
@@ -725,11 +765,20 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
                         src: self.ports[usize::from(port)].mac,
                     });
                 }
-                NeighEvent::Dropped { handle } | NeighEvent::Evicted { handle } => {
+                NeighEvent::Dropped { handle, len } => {
                     self.counters.drops[Drop6::NeighTimeout as usize] += 1;
                     return Some(Event6::Dropped {
                         handle,
                         reason: Drop6::NeighTimeout,
+                        unreachable: Some(usize::from(len)),
+                    });
+                }
+                NeighEvent::Evicted { handle } => {
+                    self.counters.drops[Drop6::NeighTimeout as usize] += 1;
+                    return Some(Event6::Dropped {
+                        handle,
+                        reason: Drop6::NeighTimeout,
+                        unreachable: None,
                     });
                 }
             }

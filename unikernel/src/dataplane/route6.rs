@@ -3,7 +3,8 @@
 //! with `ip6_0=`/`ip6_1=`) from the slow path, and its actions are carried out as IPv4's
 //! are: forwarded frames staged for the egress port, echo replies sent back in place, Neighbor
 //! Advertisements and ICMPv6 errors built in the spare page, frames waiting for Neighbor
-//! Discovery held by frame number until `Router6::poll` hands them back.
+//! Discovery held by frame number until `Router6::poll` hands them back (with a Destination
+//! Unreachable, code 3, to the sender when Neighbor Discovery failed).
 //!
 //! Not (yet) here: a fast path (every IPv6 frame takes this one), frames of several pages
 //! (counted `beyond_head`), neighbour sync between cores (each core's `Router6` resolves
@@ -107,6 +108,33 @@ impl<P: Platform> Core<P> {
         self.stage_tx(port, page, len);
     }
 
+    /// A queued frame whose Neighbor Discovery failed (`page`, `len` bytes): the Destination
+    /// Unreachable (code 3) `Router6` builds about it in the spare page, sent by the port the
+    /// frame came in on (its page's pool is that RX ring's).
+    fn address_unreachable6(
+        &mut self,
+        rs: &mut RouteState,
+        page: &mut PageBuf,
+        len: usize,
+        now: u64,
+    ) {
+        let pool = page.pool() as usize;
+        if pool / PORTS != self.pair {
+            return;
+        }
+        self.ensure_spare6(rs);
+        let (Some(r6), Some(sp)) = (rs.router6.as_mut(), rs.spare.as_mut()) else {
+            return;
+        };
+        let frame = page.frame_mut::<P::Nic>(len.min(frame_room::<P::Nic>()));
+        if let Some((port, n)) =
+            r6.address_unreachable(pool % PORTS, frame, now, sp.room_mut::<P::Nic>())
+        {
+            let sp = rs.spare.take().expect("the error is in the spare page");
+            self.stage_tx(usize::from(port), sp, n);
+        }
+    }
+
     /// Run `Router6`'s pending work: solicitations to send, queued frames whose neighbour
     /// answered (or that timed out). From the slow path and the core's 10 ms housekeeping.
     pub(crate) fn router6_events(&mut self, rs: &mut RouteState, now: u64) {
@@ -141,9 +169,16 @@ impl<P: Platform> Core<P> {
                     set_macs(page.frame_mut::<P::Nic>(len), dst, src);
                     self.send_routed6(rs, usize::from(port), page, len);
                 }
-                Some(Event6::Dropped { handle, .. }) => {
+                Some(Event6::Dropped {
+                    handle,
+                    unreachable,
+                    ..
+                }) => {
                     // SAFETY: as above: handed back by the router's queue.
-                    let page = unsafe { self.pages.adopt(handle) };
+                    let mut page = unsafe { self.pages.adopt(handle) };
+                    if let Some(len) = unreachable {
+                        self.address_unreachable6(rs, &mut page, len, now);
+                    }
                     self.pages.recycle(page);
                 }
             }

@@ -220,6 +220,87 @@ fn a_connected_host_is_resolved_by_neighbor_discovery_then_forwarded() {
     outcomes_hold(&r);
 }
 
+/// Neighbor Discovery that fails (RFC 4861 §7.2.2: three solicitations, no answer) drops the
+/// queued frame as `neigh_timeout` and hands its bytes back for a Destination Unreachable,
+/// code 3 (RFC 4443 §3.1), sent by the port it came in on to the previous hop (the frame kept
+/// its MACs while queued), quoting it whole (hop limit 63: decremented).
+#[test]
+fn failed_neighbor_discovery_answers_address_unreachable() {
+    router!(r, out);
+    let mut fr = udp("2001:db8::2", "2001:db8:0:1::9", 64, 100);
+    assert_eq!(r.process(0, &mut fr, 7, 0, &mut out), Action6::Queued);
+    assert_eq!(&fr[..12], &[P0_MAC.0, A_MAC.0].concat()[..], "MACs kept");
+    let (mut solicits, mut now, mut dropped) = (0, 0u64, None);
+    while dropped.is_none() && now < 10_000_000_000 {
+        while let Some(ev) = r.poll(now, &mut out) {
+            match ev {
+                Event6::Solicit { port: 1, .. } => solicits += 1,
+                Event6::Dropped {
+                    handle: 7,
+                    reason: Drop6::NeighTimeout,
+                    unreachable,
+                } => dropped = Some(unreachable),
+                e => panic!("{e:?}"),
+            }
+        }
+        now += 100_000_000;
+    }
+    assert_eq!(solicits, 3, "MAX_MULTICAST_SOLICIT");
+    let len = dropped
+        .expect("dropped")
+        .expect("Neighbor Discovery failed");
+    assert_eq!(len, 14 + 140);
+    let (port, n) = r
+        .address_unreachable(0, &fr[..len], now, &mut out)
+        .expect("an error goes out");
+    assert_eq!(port, 0);
+    let e = EthernetFrame::new_checked(&out[..n]).unwrap();
+    assert_eq!(
+        (e.dst_addr(), e.src_addr()),
+        (EthernetAddress(A_MAC.0), EthernetAddress(P0_MAC.0))
+    );
+    let (h, m) = read_icmp(&out[..n]);
+    assert_eq!(
+        (h.src_addr, h.dst_addr),
+        (ip("2001:db8::1"), ip("2001:db8::2"))
+    );
+    let p = Icmpv6Packet::new_checked(&m[..]).unwrap();
+    assert_eq!(
+        (p.msg_type(), p.msg_code()),
+        (smoltcp::wire::Icmpv6Message::DstUnreachable, 3)
+    );
+    // The invoking packet after the 8-byte header, whole: 140 bytes, hop limit 63.
+    assert_eq!(&m[8..], &fr[14..len]);
+    assert_eq!(m[8 + 7], 63);
+    let c = *r.counters();
+    assert_eq!(
+        (c.drops_for(Drop6::NeighTimeout), c.icmp_sent, c.ns_sent),
+        (1, 1, 3)
+    );
+    outcomes_hold(&r);
+    // Never about an ICMPv6 error (RFC 4443 §2.4 (e.1)): suppressed, counted.
+    let du = Icmpv6Repr::DstUnreachable {
+        reason: smoltcp::wire::Icmpv6DstUnreachable::NoRoute,
+        header: Ipv6Repr {
+            src_addr: ip("2001:db8:0:1::9"),
+            dst_addr: ip("2001:db8::2"),
+            next_header: IpProtocol::Udp,
+            payload_len: 8,
+            hop_limit: 64,
+        },
+        data: &[0; 8],
+    };
+    let err = eth(
+        P0_MAC,
+        A_MAC,
+        icmp(ip("2001:db8::2"), ip("2001:db8:0:1::9"), 63, du),
+    );
+    assert_eq!(r.address_unreachable(0, &err, now, &mut out), None);
+    assert_eq!(r.counters().icmp_suppressed, c.icmp_suppressed + 1);
+    // A port the router does not have: nothing.
+    assert_eq!(r.address_unreachable(5, &fr[..len], now, &mut out), None);
+}
+
 #[test]
 fn solicitations_for_our_addresses_are_answered_and_dad_defended() {
     router!(r, out);
