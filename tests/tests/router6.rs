@@ -184,6 +184,39 @@ fn ns_echo_and_forwarding_through_neighbour_discovery() {
             "/metrics lacks `{line}`:\n{m}"
         );
     }
+
+    // 4. UDP to a host behind port 1 that never answers: three solicitations a second apart
+    // (RFC 4861 §7.2.2), then a Destination Unreachable, code 3 (RFC 4443 §3.1), from port
+    // 0's address back to the sender, quoting the datagram as forwarded (hop limit 63).
+    let h9 = a("2001:db8:1::9");
+    let lost = eth(
+        guest_mac(0),
+        peer_mac(0),
+        &ipv6(h0, h9, 64, IPPROTO_UDP, &udp),
+    );
+    p0.send(&lost).unwrap();
+    for k in 0..3 {
+        let ns = recv(&p1, "Neighbor Solicitation for the silent host", &rig);
+        assert_eq!(ns[icmp], 135, "NS {k}: {ns:02x?}");
+        assert_eq!(
+            u128::from_be_bytes(ns[icmp + 8..icmp + 24].try_into().unwrap()),
+            h9
+        );
+    }
+    let du = p0
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("no Destination Unreachable\n{}", rig.tail()));
+    assert_eq!(
+        (&du[ETH_DST], &du[ETH_SRC]),
+        (&peer_mac(0)[..], &guest_mac(0)[..])
+    );
+    assert_eq!((du[icmp], du[icmp + 1]), (1, 3), "DU code 3: {du:02x?}");
+    assert_eq!((field(&du, 8), field(&du, 24)), (r0, h0));
+    assert_eq!(checksum6(r0, h0, &du[icmp..]), 0, "DU checksum");
+    let mut quoted = lost[ip..].to_vec();
+    quoted[7] = 63;
+    assert_eq!(&du[icmp + 8..], &quoted[..], "the datagram as forwarded");
+
     let s = rig.quit();
     let r6 = s.router6.unwrap_or_else(|| panic!("no router6 in STATS"));
     assert_eq!(
@@ -194,12 +227,13 @@ fn ns_echo_and_forwarding_through_neighbour_discovery() {
             r6.nd_answered,
             r6.nd_consumed
         ),
-        (4, 1, 1, 1, 1)
+        (5, 1, 1, 1, 1)
     );
     assert_eq!(
         (r6.queued, r6.queued_now, r6.ns_sent, r6.drops.total()),
-        (1, 0, 1, 0)
+        (2, 0, 4, 1)
     );
+    assert_eq!((r6.drops.neigh_timeout, r6.icmp_sent), (1, 1));
     assert_eq!(
         r6.outcomes(),
         r6.rx,
@@ -391,4 +425,103 @@ fn ipv6_off_without_addresses() {
     let d = router(&s).drops;
     assert_eq!((d.ipv6_off, d.unsupported_ethertype), (2, 0));
     assert_no_leak(&s);
+}
+
+/// Routes files of `v4` IPv4 routes (`harness::fib`, via 10.0.1.2) and about `v6` IPv6 routes
+/// (`harness::fib::routes6_text`, the global table's mix, via 2001:db8:1::2; for 4, four
+/// fixed ones), in one file.
+fn mixed_routes(dir: &TestDir, v4: usize, v6: usize) -> std::path::PathBuf {
+    let mut text = String::new();
+    if v4 > 0 {
+        text += &harness::fib::Fib::generate(v4, 1).unwrap().file_text();
+    }
+    if v6 == 4 {
+        // The small table: four routes of the usual lengths (with the two connected: 6).
+        text += "2400:cb00::/32,2001:db8:1::2\n2a00:1450::/29,2001:db8:1::2\n\
+                 2600:1f00:4000::/40,2001:db8:1::2\n2001:db8:100::/48,2001:db8:1::2\n";
+    } else if v6 > 0 {
+        text += &harness::fib::routes6_text(v6, 7, "2001:db8:1::2".parse().unwrap()).unwrap();
+    }
+    let file = dir.path().join(format!("routes-{v4}-{v6}.txt"));
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// The boot log's IPv6 FIB line (`router: IPv6 FIB: N routes …`) of `rig`.
+fn fib6_line(rig: &Rig) -> String {
+    rig.guest
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("IPv6 FIB:"))
+        .unwrap_or_else(|| panic!("no IPv6 FIB line\n{}", rig.tail()))
+}
+
+/// Router mode with 1,000 IPv4 and ~1,000 IPv6 routes boots in 32 MiB (issue 37 item 3), both
+/// FIBs built, and quits with every page back.
+#[test]
+fn a_thousand_routes_of_each_family_boot_in_32m() {
+    let dir = TestDir::new();
+    let file = mixed_routes(&dir, 1000, 1000);
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let mut rig = Rig::start_memory_with(ROUTER6, gen_count(1, 64, false), "32M", 1, extra);
+    let line = fib6_line(&rig);
+    let n: usize = line
+        .split("IPv6 FIB: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    // Two connected prefixes and the file's IPv6 lines (a thousand drawn, duplicates and
+    // those inside 2001:db8::/32 left out).
+    let file_v6 = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(':'))
+        .count();
+    assert!(file_v6 > 950, "{file_v6}");
+    assert_eq!(n, 2 + file_v6, "{line}");
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("1000 routes from the routes file")),
+        "{}",
+        rig.tail()
+    );
+    let s = rig.quit();
+    let f = s.fib.unwrap_or_else(|| panic!("no fib section: {s}"));
+    assert!(f.routes >= 1000, "{s}");
+    assert_no_leak(&s);
+}
+
+/// The IPv6 FIB's memory and build time in the guest for 6 (the ports' prefixes and four
+/// routes), 1,000 and 100,000 IPv6 routes, and what 100,000 of each family needs: prints the
+/// boot lines for BENCHMARKS.md ("IPv6 FIB in the guest"). A measurement run by hand:
+/// `cargo test -p tests --test router6 ipv6_fib_sizes -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement (boots 100,000-route tables): run by hand"]
+fn ipv6_fib_sizes_in_the_guest() {
+    let dir = TestDir::new();
+    for (v4, v6, mem) in [
+        (0, 4, "32M"),
+        (0, 1000, "32M"),
+        (0, 100_000, "128M"),
+        (100_000, 100_000, "128M"),
+    ] {
+        let file = mixed_routes(&dir, v4, v6);
+        let extra = vec!["-initrd".to_string(), file.display().to_string()];
+        let mut rig = Rig::start_memory_with(ROUTER6, gen_count(1, 64, false), mem, 1, extra);
+        let v4_line = rig
+            .guest
+            .lines()
+            .into_iter()
+            .find(|l| l.contains("FIB memory"))
+            .unwrap_or_default();
+        println!("{v4} IPv4 + {v6} IPv6 routes, -m {mem}:");
+        println!("  {}", fib6_line(&rig));
+        println!("  {v4_line}");
+        let s = rig.quit();
+        println!("  free pages at boot {} of {mem}", s.free_pages_boot);
+        assert_no_leak(&s);
+    }
 }

@@ -111,9 +111,69 @@ impl Fib {
     }
 }
 
+/// The routes file text of about `n` IPv6 routes of the global IPv6 table's prefix-length mix
+/// (`netstack::router::fib6::synth::synthetic`: mostly /48, then /32–/44, some /64; a few
+/// fewer than `n` after duplicates and 2001:db8::/32 are removed), from `seed`, every one via `gateway` (an
+/// address on a port's prefix, e.g. `2001:db8:1::2`), one `PREFIX/LEN,GATEWAY` per line. None
+/// lies inside 2001:db8::/32 (the documentation prefix the ports' prefixes come from), so they
+/// stay connected.
+///
+/// # Errors
+/// `n` is 0 or above [`MAX_ROUTES`].
+pub fn routes6_text(n: usize, seed: u64, gateway: std::net::Ipv6Addr) -> Result<String> {
+    ensure!(
+        (1..=MAX_ROUTES).contains(&n),
+        "{n} IPv6 routes: a route count in 1..={MAX_ROUTES}"
+    );
+    let empty = netstack::router::fib6::Route6 {
+        prefix: 0,
+        len: 0,
+        nh: 0,
+    };
+    let mut routes = vec![empty; n];
+    let kept = netstack::router::fib6::synth::synthetic(seed, 1, &mut routes);
+    let mut s = String::with_capacity(kept * 40);
+    // The synthetic set puts its first longer prefixes under 2001:db8::/32 (before it draws
+    // a /32 of its own): left out, so no route lies near the ports' prefixes.
+    for r in routes[..kept].iter().filter(|r| r.prefix >> 96 != 0x2001_0db8) {
+        let _ = writeln!(
+            s,
+            "{}/{},{gateway}",
+            std::net::Ipv6Addr::from_bits(r.prefix),
+            r.len
+        );
+    }
+    Ok(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_routes_parse_back_and_stay_off_the_ports_prefixes() {
+        let gw: std::net::Ipv6Addr = "2001:db8:1::2".parse().unwrap();
+        let text = routes6_text(1000, 7, gw).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() > 950 && lines.len() <= 1000, "{}", lines.len());
+        let mut lens = std::collections::BTreeMap::new();
+        for l in &lines {
+            let (net, via) = l.split_once(',').unwrap();
+            assert_eq!(via, "2001:db8:1::2");
+            let (a, len) = net.split_once('/').unwrap();
+            let a: std::net::Ipv6Addr = a.parse().unwrap();
+            let len: u8 = len.parse().unwrap();
+            assert!(a.segments()[0] & 0xe000 == 0x2000, "{l}: outside 2000::/3");
+            assert!(
+                a.segments()[..2] != [0x2001, 0xdb8],
+                "{l}: inside 2001:db8::/32"
+            );
+            *lens.entry(len).or_insert(0) += 1;
+        }
+        let most = lens.iter().max_by_key(|(_, n)| **n).unwrap();
+        assert_eq!(*most.0, 48, "{lens:?}");
+        assert!(lens.contains_key(&64) && lens.contains_key(&32), "{lens:?}");
+    }
 
     #[test]
     fn routes_are_distinct_outside_the_ports_and_via_port_1() {

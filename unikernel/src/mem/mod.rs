@@ -328,12 +328,24 @@ pub fn alloc_forever_for<T>(zone: &Zone) -> Option<&'static mut core::mem::Maybe
     Some(unsafe { &mut *block.as_mut_ptr().cast::<core::mem::MaybeUninit<T>>() })
 }
 
-/// `n` values of `T`, each `v`, in a block kept for the kernel's life ([`alloc_forever`]'s,
-/// page-aligned): tables set up once at boot (the IPv6 FIB's). `None` when the zone has no
-/// block that large.
+/// `n` values of `T`, each `v`, kept for the kernel's life, page-aligned: tables set up once
+/// at boot (the IPv6 FIB's). One buddy block ([`alloc_forever`]) when one that large is free,
+/// else order-0 pages mapped contiguously in the vmap area ([`vmap::vmalloc`]: a table past
+/// the largest block, 4 MiB, or a fragmented zone). `None` when the zone (or the vmap area)
+/// has not enough.
 pub fn alloc_forever_slice<T: Copy>(zone: &Zone, n: usize, v: T) -> Option<&'static mut [T]> {
     const { assert!(core::mem::align_of::<T>() <= PAGE_SIZE) };
-    let block = alloc_forever(zone, (n.max(1) * core::mem::size_of::<T>()).max(1))?;
+    let bytes = (n.max(1) * core::mem::size_of::<T>()).max(1);
+    let block = match alloc_forever(zone, bytes) {
+        Some(b) => b,
+        None => {
+            let area = vmap::vmalloc(zone, bytes as u64).ok()?;
+            // SAFETY: `vmalloc` mapped `area.pages` zeroed, writable pages at `area.base`,
+            // ours alone; they are never unmapped or freed (kept for 'static), and the vmap
+            // area is mapped the same on every CPU (one address space).
+            unsafe { core::slice::from_raw_parts_mut(area.base as *mut u8, area.pages * PAGE_SIZE) }
+        }
+    };
     let p = block.as_mut_ptr().cast::<T>();
     for i in 0..n {
         // SAFETY: `i < n` and the block holds at least `n` values of `T` (its size above),

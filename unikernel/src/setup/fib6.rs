@@ -64,6 +64,7 @@ pub fn build_fib6(
         }
         return Ok(());
     };
+    let t0 = crate::arch::time::uptime_us();
     let room = count6(PORTS, cfg.routes6.len(), routes_file);
     let routes = carve(
         zone,
@@ -85,12 +86,15 @@ pub fn build_fib6(
     let leaves = carve(zone, size.leaves, 0u32, "leaves")?;
     let trie = Poptrie::build(routes, direct, nodes, leaves)
         .map_err(|e| fail6(format_args!("router: IPv6 FIB: {e}")))?;
+    let lists = room * (core::mem::size_of::<Route6>() + core::mem::size_of::<NextHop6>());
     info!(
-        "router: IPv6 FIB: {n} routes ({} connected), {} nodes, {} leaves, {} KiB (Poptrie); built at boot only",
+        "router: IPv6 FIB: {n} routes ({} connected), {} nodes, {} leaves, {} KiB (Poptrie) + {} KiB (route list, next hops), built in {} ms; at boot only",
         PORTS,
         size.nodes,
         size.leaves,
-        size.bytes() / 1024
+        size.bytes() / 1024,
+        lists / 1024,
+        (crate::arch::time::uptime_us() - t0) / 1000
     );
     FIB6.call_once(|| Fib6 {
         trie,
