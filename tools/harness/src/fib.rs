@@ -135,7 +135,10 @@ pub fn routes6_text(n: usize, seed: u64, gateway: std::net::Ipv6Addr) -> Result<
     let mut s = String::with_capacity(kept * 40);
     // The synthetic set puts its first longer prefixes under 2001:db8::/32 (before it draws
     // a /32 of its own): left out, so no route lies near the ports' prefixes.
-    for r in routes[..kept].iter().filter(|r| r.prefix >> 96 != 0x2001_0db8) {
+    for r in routes[..kept]
+        .iter()
+        .filter(|r| r.prefix >> 96 != 0x2001_0db8)
+    {
         let _ = writeln!(
             s,
             "{}/{},{gateway}",
