@@ -59,6 +59,18 @@ pub const BAR0_BYTES: usize = 128 * 1024;
 pub const STATUS: usize = 0x0008;
 /// `STATUS.LU`: link up.
 pub const STATUS_LU: u32 = 1 << 1;
+/// `STATUS.SPEED` (bits 7:6, 82574L §10.2.2.2, 82576 §8.2.2): the link speed resolved.
+pub const STATUS_SPEED_SHIFT: u32 = 6;
+
+/// The link speed `STATUS.SPEED` names (Mb/s): 00 10, 01 100, 10 and 11 1000 (both
+/// datasheets: "11b = 1000 Mb/s" is reserved-as-1000 on the 82574L).
+pub fn status_speed_mbps(status: u32) -> u32 {
+    match (status >> STATUS_SPEED_SHIFT) & 0b11 {
+        0b00 => 10,
+        0b01 => 100,
+        _ => 1000,
+    }
+}
 /// EEPROM Read (§10.2, 0x00014): write `START` with a word address in bits 15:2, poll
 /// `DONE` (bit 1), the word in bits 31:16.
 pub const EERD: usize = 0x0014;
@@ -447,13 +459,15 @@ impl DdRegs for MmioRegs {
         unsafe { self.at(reg).write_volatile(val) }
     }
     fn hw_stats(&self, s: &mut DriverStats) {
-        let up = self.read(STATUS) & STATUS_LU != 0;
+        let status = self.read(STATUS);
+        let up = status & STATUS_LU != 0;
         let (was, mut changes) = self.link.get();
         if was.is_some_and(|w| w != up) {
             changes += 1;
         }
         self.link.set((Some(up), changes));
         s.link_up = Some(up);
+        s.link_speed_mbps = up.then(|| status_speed_mbps(status));
         s.link_changes = changes;
         let mut hw = self.hw.get();
         hw.missed += u64::from(self.read(MPC));

@@ -85,6 +85,7 @@ macro_rules! drop_table {
 }
 
 pub mod nf_own;
+mod nic;
 mod pool;
 mod router6;
 /// `pools[]`' counters, defined in `mm` (re-exported for the tools, which need not name `mm`).
@@ -401,6 +402,9 @@ pub struct NicStats {
     pub mmio_reads: u64,
     /// Link up (`STATUS.LU` on an Intel NIC) when last read.
     pub link_up: bool,
+    /// The link's speed when up (Mb/s, `STATUS.SPEED`); 0 while down.
+    #[serde(default)]
+    pub link_speed_mbps: u32,
     /// Link state changes seen between reads.
     pub link_changes: u64,
     /// Received descriptors with an error bit (dropped, counted `drops.bad_desc` too).
@@ -419,6 +423,7 @@ impl NicStats {
         let NicStats {
             mmio_reads,
             link_up,
+            link_speed_mbps,
             link_changes,
             rx_errors,
             missed,
@@ -427,6 +432,7 @@ impl NicStats {
         } = *o;
         self.mmio_reads += mmio_reads;
         self.link_up = link_up;
+        self.link_speed_mbps = link_speed_mbps;
         self.link_changes += link_changes;
         self.rx_errors += rx_errors;
         self.missed += missed;
@@ -919,6 +925,7 @@ pub fn write_prometheus(
             )?;
         }
     }
+    nic::write_prometheus_nic(&ports, w)?;
     type CpuGet = fn(&CpuStats) -> u64;
     for (name, help, get) in [
         (

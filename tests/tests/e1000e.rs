@@ -10,8 +10,6 @@
 //! with advanced descriptors): io and l2 both ways on the root bus, a jumbo MTU, with the
 //! same doorbell, register-read and page figures.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use gannet_tests::*;
@@ -307,52 +305,15 @@ fn jumbo_mtu_forwards_frames_of_several_descriptors_whole(model: NicModel, bus: 
     assert_no_leak(&s);
 }
 
-/// One QMP command on `sock` (after the greeting and `qmp_capabilities`); its reply line.
-fn qmp(sock: &std::path::Path, cmd: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let stream = loop {
-        match UnixStream::connect(sock) {
-            Ok(s) => break s,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("QMP {}: {e}", sock.display()),
-        }
-    };
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("QMP timeout");
-    let mut w = stream.try_clone().expect("QMP stream");
-    let mut r = BufReader::new(stream);
-    let mut line = String::new();
-    let mut reply = |r: &mut BufReader<UnixStream>| -> String {
-        loop {
-            line.clear();
-            r.read_line(&mut line).expect("QMP reply");
-            if line.contains("\"return\"") || line.contains("\"error\"") {
-                return line.clone();
-            }
-            assert!(!line.is_empty(), "QMP closed");
-        }
-    };
-    let mut greeting = String::new();
-    r.read_line(&mut greeting).expect("QMP greeting");
-    writeln!(w, r#"{{"execute":"qmp_capabilities"}}"#).expect("QMP write");
-    reply(&mut r);
-    writeln!(w, "{cmd}").expect("QMP write");
-    reply(&mut r)
-}
-
-/// QMP `set_link` takes port 0's link down and up again: STATS reports it down, then up after
-/// QEMU's autonegotiation (500 ms of virtual time), two changes counted, and forwarding
-/// resumes both ways with every frame.
-#[test]
-fn e1000e_set_link_down_and_up_is_counted_and_forwarding_resumes() {
+/// QMP `set_link` takes port 0's link down and up again: STATS and `/metrics` report it down
+/// (speed 0), then up at 1000 Mb/s after QEMU's autonegotiation (500 ms of virtual time), two
+/// changes counted, and forwarding resumes both ways with every frame.
+fn set_link_down_and_up(model: NicModel) {
     const N: u64 = 300;
     let qdir = TestDir::new();
     let sock = qdir.path().join("qmp.sock");
-    let mut rig = Rig::start_e1000e(
+    let mut rig = Rig::start_intel(
+        model,
         "mode=l2",
         gen_count(N, 64, true),
         NicBus::Root,
@@ -361,26 +322,37 @@ fn e1000e_set_link_down_and_up_is_counted_and_forwarding_resumes() {
             format!("unix:{},server=on,wait=off", sock.display()),
         ],
     );
+    let mut qmp = harness::qmp::Qmp::connect(&sock, Duration::from_secs(10)).expect("QMP");
     let r = rig.run();
     assert_eq!(r.received, 2 * N, "before: {r:?}");
     let s = rig.stats();
-    assert!(nic(&s, 0).link_up, "{s}");
-    let down = qmp(
-        &sock,
-        r#"{"execute":"set_link","arguments":{"name":"p0","up":false}}"#,
+    assert_eq!(
+        (nic(&s, 0).link_up, nic(&s, 0).link_speed_mbps),
+        (true, 1000),
+        "{s}"
     );
-    assert!(down.contains("\"return\""), "set_link off: {down}");
+    qmp.set_link("p0", false, Duration::from_secs(10))
+        .expect("set_link off");
     let s = rig.stats();
-    assert!(
-        !nic(&s, 0).link_up,
+    assert_eq!(
+        (nic(&s, 0).link_up, nic(&s, 0).link_speed_mbps),
+        (false, 0),
         "port 0 still up after set_link off: {s}"
     );
     assert!(nic(&s, 1).link_up, "{s}");
-    let up = qmp(
-        &sock,
-        r#"{"execute":"set_link","arguments":{"name":"p0","up":true}}"#,
-    );
-    assert!(up.contains("\"return\""), "set_link on: {up}");
+    let m = rig.metrics();
+    for line in [
+        "gannet_nic_link_up{port=\"0\"} 0",
+        "gannet_nic_link_up{port=\"1\"} 1",
+        "gannet_nic_link_speed_mbps{port=\"1\"} 1000",
+    ] {
+        assert!(
+            m.lines().any(|l| l == line),
+            "/metrics lacks `{line}`:\n{m}"
+        );
+    }
+    qmp.set_link("p0", true, Duration::from_secs(10))
+        .expect("set_link on");
     // Autonegotiation: 500 ms of virtual time; wait for STATS to say up (bounded).
     let deadline = Instant::now() + Duration::from_secs(20);
     let s = loop {
@@ -391,6 +363,7 @@ fn e1000e_set_link_down_and_up_is_counted_and_forwarding_resumes() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(nic(&s, 0).link_up, "port 0 not up again: {s}");
+    assert_eq!(nic(&s, 0).link_speed_mbps, 1000, "{s}");
     assert_eq!(nic(&s, 0).link_changes, 2, "down and up: {s}");
     let r = rig.run();
     assert_eq!(
@@ -401,4 +374,14 @@ fn e1000e_set_link_down_and_up_is_counted_and_forwarding_resumes() {
     );
     let s = rig.quit();
     assert_no_leak(&s);
+}
+
+#[test]
+fn e1000e_set_link_down_and_up_is_counted_and_forwarding_resumes() {
+    set_link_down_and_up(NicModel::E1000e);
+}
+
+#[test]
+fn igb_set_link_down_and_up_is_counted_and_forwarding_resumes() {
+    set_link_down_and_up(NicModel::Igb);
 }

@@ -151,6 +151,9 @@ pub struct DriverStats {
     pub mmio_reads: Option<u64>,
     /// Link state as the device last reported it, read off the hot path; `None`: not known.
     pub link_up: Option<bool>,
+    /// The link's speed (Mb/s) when it is up, as the device last reported it; `None`: down or
+    /// not known.
+    pub link_speed_mbps: Option<u32>,
     /// Link state changes seen between those reads.
     pub link_changes: u64,
     /// The device's own error counters, summed since bring-up (Intel NICs: `MPC` missed

@@ -688,6 +688,52 @@ fn prometheus_sums_queue_pairs_per_port() {
     promtool_check(&text);
 }
 
+/// A port with NIC counters (e1000e, igb) gets the `gannet_nic_*` series, its link as gauges;
+/// a virtio-net port (no `nic`) none; two queue pairs of one port sum their counters.
+#[test]
+fn prometheus_nic_series_for_ports_that_have_them() {
+    let mut s = sample(false);
+    assert!(
+        !prometheus(&s, None).contains("gannet_nic_"),
+        "virtio-net: none"
+    );
+    let nic = NicStats {
+        mmio_reads: 40,
+        link_up: true,
+        link_speed_mbps: 1000,
+        link_changes: 2,
+        rx_errors: 1,
+        missed: 3,
+        crc_errors: 0,
+        rx_no_buffer: 5,
+    };
+    s.ports[0].nic = Some(nic);
+    s.ports[1].nic = Some(NicStats {
+        link_up: false,
+        link_speed_mbps: 0,
+        ..nic
+    });
+    let mut q1 = s.ports[0];
+    q1.queue = 1;
+    s.ports.push(q1).unwrap();
+    let text = prometheus(&s, None);
+    for line in [
+        "gannet_nic_link_up{port=\"0\"} 1",
+        "gannet_nic_link_up{port=\"1\"} 0",
+        "gannet_nic_link_speed_mbps{port=\"0\"} 1000",
+        "gannet_nic_link_speed_mbps{port=\"1\"} 0",
+        "gannet_nic_link_changes_total{port=\"0\"} 4",
+        "gannet_nic_missed_total{port=\"0\"} 6",
+        "gannet_nic_rx_no_buffers_total{port=\"1\"} 5",
+        "gannet_nic_mmio_reads_total{port=\"0\"} 80",
+        "# TYPE gannet_nic_link_up gauge",
+        "# TYPE gannet_nic_crc_errors_total counter",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}`:\n{text}");
+    }
+    promtool_check(&text);
+}
+
 /// `promtool check metrics` on `text` when promtool (Debian's prometheus package) is on PATH;
 /// otherwise a note (CI installs it).
 fn promtool_check(text: &str) {

@@ -1,8 +1,9 @@
 //! A minimal QMP client (QEMU Machine Protocol, `docs/interop/qmp-spec.rst` in QEMU: one JSON
 //! object per line; a greeting, `qmp_capabilities`, then commands answered by `return` or
 //! `error`, with asynchronous `event`s in between). Enough for the tests to press the ACPI
-//! power button (`system_powerdown`) and read why QEMU stopped (the `SHUTDOWN` event's
-//! `reason`: `guest-shutdown` for S5, `guest-reset` for the reset register under `-no-reboot`).
+//! power button (`system_powerdown`), read why QEMU stopped (the `SHUTDOWN` event's
+//! `reason`: `guest-shutdown` for S5, `guest-reset` for the reset register under `-no-reboot`)
+//! and take a port's link down and up (`set_link`).
 //! Every read is bounded by a timeout.
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -78,9 +79,34 @@ impl Qmp {
     /// Runs `command` (no arguments) and returns its `return` value; an `error` answer is an
     /// error naming QEMU's description. Events that arrive meanwhile are kept.
     pub fn execute(&mut self, command: &str, timeout: Duration) -> Result<Value> {
+        self.send(command, json!({ "execute": command }), timeout)
+    }
+
+    /// [`Qmp::execute`] of `command` with `arguments` (a JSON object).
+    pub fn execute_with(
+        &mut self,
+        command: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<Value> {
+        self.send(
+            command,
+            json!({ "execute": command, "arguments": arguments }),
+            timeout,
+        )
+    }
+
+    /// `set_link`: the link of the NIC whose netdev is `name` (the harness names port `i`'s
+    /// `p{i}`) down (`up` false: the guest's NIC sees no carrier, QEMU drops what it sends)
+    /// or up again.
+    pub fn set_link(&mut self, name: &str, up: bool, timeout: Duration) -> Result<()> {
+        self.execute_with("set_link", json!({ "name": name, "up": up }), timeout)
+            .map(|_| ())
+    }
+
+    fn send(&mut self, command: &str, msg: Value, timeout: Duration) -> Result<Value> {
         let deadline = Instant::now() + timeout;
-        writeln!(self.writer, "{}", json!({ "execute": command }))
-            .with_context(|| format!("QMP: sending {command}"))?;
+        writeln!(self.writer, "{msg}").with_context(|| format!("QMP: sending {command}"))?;
         loop {
             let msg = read_json(&mut self.reader, deadline)?
                 .ok_or_else(|| anyhow!("QMP: QEMU exited before answering {command}"))?;

@@ -238,6 +238,7 @@ fn nic_stats(ds: &drivers::nic::DriverStats) -> Option<netstack::stats::NicStats
     Some(netstack::stats::NicStats {
         mmio_reads: reads,
         link_up: ds.link_up.unwrap_or(false),
+        link_speed_mbps: ds.link_speed_mbps.unwrap_or(0),
         link_changes: ds.link_changes,
         rx_errors: ds.rx_errors,
         missed: hw.missed,

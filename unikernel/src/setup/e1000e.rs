@@ -107,8 +107,9 @@ pub fn setup(
             let (df, _) = found[i];
             let nic = port::<0>(cfg, root, i, j, df)?;
             info!(
-                "port {i}: {df} e1000e (82574L) MAC {} link up, legacy rings 2x{}, RDT every {} buffers (cpu {k}, polled)",
+                "port {i}: {df} e1000e (82574L) MAC {} link up at {} Mb/s, legacy rings 2x{}, RDT every {} buffers (cpu {k}, polled)",
                 MacAddr(nic.mac()),
+                drivers::nic::Nic::stats(&nic).link_speed_mbps.unwrap_or(0),
                 drivers::nic::RING_SIZE,
                 drivers::ddnic::RX_PUBLISH_BATCH,
             );

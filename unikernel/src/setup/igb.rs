@@ -77,8 +77,9 @@ pub fn setup(
             let nic = finish::<KernelHal, _>(s, &port_config(cfg, j), &uptime_us)
                 .map_err(|e| port_error(i, Some(df), format_args!("{e}")))?;
             info!(
-                "port {i}: {df} igb (82576) MAC {} link up, advanced rings 2x{} (one buffer each, 4 KiB), RDT every {} buffers, flow control off (cpu {k}, polled)",
+                "port {i}: {df} igb (82576) MAC {} link up at {} Mb/s, advanced rings 2x{} (one buffer each, 4 KiB), RDT every {} buffers, flow control off (cpu {k}, polled)",
                 MacAddr(nic.mac()),
+                drivers::nic::Nic::stats(&nic).link_speed_mbps.unwrap_or(0),
                 drivers::nic::RING_SIZE,
                 drivers::ddnic::RX_PUBLISH_BATCH,
             );
