@@ -1,5 +1,6 @@
 #![no_main]
-//! `dd_ring`: the hostile DD-bit NIC (the simulated e1000e) of [`drivers_fuzz::dd_ring`].
+//! `dd_ring`: the hostile DD-bit NIC (the simulated e1000e, legacy descriptors, or the simulated
+//! 82576, advanced ones: bit 0 of the first byte) of [`drivers_fuzz::dd_ring`].
 
 use libfuzzer_sys::fuzz_target;
 

@@ -1,28 +1,48 @@
-//! A hostile DD-bit NIC (the simulated e1000e, `drivers::sim::dd`) against the DD driver's ring
-//! handling (issue 36, item 6): the harness behind the `dd_ring` target.
+//! A hostile DD-bit NIC (the simulated e1000e and 82576, `drivers::sim::dd`) against the DD
+//! driver's ring handling (issue 36, item 6; issue 41, item 6): the harness behind the `dd_ring`
+//! target.
 //!
-//! Two ports come up through the 82574L bring-up (`drivers::e1000e::bring_up`) on simulated
-//! register files; their RX rings get pages from a fixed pool. The fuzz input is a program for
-//! the device and the driver in turn: well-behaved deliveries and TX completions, and raw
-//! descriptor write-backs on any slot (posted or never posted) with any status (DD, EOP or
-//! neither: a chain without EOP that never ends, DD cleared again), any length (0, past the
-//! buffer) and any error bits, on the RX ring; DD set or cleared on any TX descriptor (set
-//! early, never set); frames of two to five pages (several descriptors each: the driver
-//! collects up to four and sends them as as many TX descriptors); and the driver calls
-//! (`forward_burst` on a pair of its own type, so its own loop, with forward /
-//! forward-a-prefix / consume verdicts for one-page frames and, through `forward_multi`, for
-//! frames of several; `tx_reclaim_into` with any room; `tx_reclaim`; `rx_burst`, which also
-//! takes a frame the fused burst half collected; `rx_refill`; `tx_burst`).
+//! The input's first byte picks the descriptor layout (bit 0: 0 the 82574L's legacy
+//! descriptors, ports brought up by `drivers::e1000e::bring_up`; 1 the 82576's advanced ones,
+//! `drivers::ddnic::Advanced`, ports brought up by `drivers::igb::bring_up`, on which the
+//! simulated NIC writes advanced descriptors back) and the ports' frame limit (bits 2:1: the
+//! driver's default of four pages, 1,518, 9,018 or the 64-byte floor;
+//! `Nic::set_rx_frame_limit`). Two ports come up on simulated register files (one pair per
+//! layout: the 82576's `SRRCTL` outlives a reset); their RX rings get pages from a fixed pool.
+//! The rest of the input is a program for the device and the driver in turn: well-behaved
+//! deliveries and TX completions, and raw descriptor write-backs on any slot (posted, posted long
+//! ago or never posted) with any status (DD, EOP or neither, DD cleared again), any length (0,
+//! tiny, past the buffer, past the frame limit) and any error bits, on the RX ring (advanced:
+//! any extended status and errors, `RXE` and the rest, any VLAN tag, and any RSS type, packet
+//! type and RSS hash in the first quadword, where the driver posted the buffer's address);
+//! chains of up to eight full buffers without EOP (endless, or past the driver's four pages a
+//! frame); DD set or cleared on any TX descriptor (set early, never set); frames of two to five
+//! pages (several descriptors each: the driver collects up to four and sends them as as many TX
+//! descriptors); and the driver calls (`forward_burst` on a pair of its own type, so its own
+//! loop, with forward / forward-a-prefix / consume verdicts for one-page frames and, through
+//! `forward_multi`, for frames of several; `tx_reclaim_into` with any room; `tx_reclaim`;
+//! `rx_burst`, which also takes a frame the fused burst half collected; `rx_refill`;
+//! `tx_burst`).
 //!
-//! Checked: no panic (debug assertions on); every page the driver hands to the harness is a
-//! pool page the harness does not hold already; every frame slice lies inside its page (a
-//! frame of several pages: its head inside the first, its pages the driver's, its lengths
-//! adding up); after
-//! both NICs are reset and their pages taken back, every pool page is the harness's again,
-//! exactly once.
+//! Checked, for both layouts: no panic (debug assertions on); every page the driver hands to the
+//! harness is a pool page the harness does not hold already; every frame slice lies inside its
+//! page and within the frame limit, 1 byte at least (a frame of several pages: its head inside
+//! the first, its pages the driver's, its lengths adding up to at most the limit); a buffer
+//! `rx_burst` calls `Ok` is as long; the driver's `rx_errors` is at most the raw write-backs
+//! with `DD` and an error bit (it counts no error the device did not write); after both NICs
+//! are reset and their pages taken back, every pool page is the harness's again, exactly once
+//! (posted + handed back + recycled = the pool).
+//!
+//! An advanced write-back overwrites the buffer address the driver posted (the first quadword
+//! becomes RSS hash and packet type, as on the 82576); the driver keeps its pages apart and
+//! never reads that quadword back. The simulated device, though, finds its buffers by it: the
+//! harness puts the posted address back before a well-behaved delivery when the driver has not
+//! re-posted the slot since (a slot never posted keeps the RSS values), so the device writes
+//! into pool pages only, as with legacy descriptors.
 
-use drivers::ddnic::{RxDesc, TxDesc, RDBAH, RDBAL, STA_DD, TDBAH, TDBAL};
-use drivers::e1000e::{bring_up, E1000e, E1000eConfig, RxFilter};
+use drivers::ddnic::{Advanced, DdNic, DescFormat, Legacy, TxDesc, RDBAH, RDBAL, STA_DD};
+use drivers::ddnic::{RXSTA_EOP, TDBAH, TDBAL};
+use drivers::e1000e::{E1000eConfig, RxFilter};
 use drivers::nic::{
     ForwardOps, GiveBack, MultiFrame, Nic, RxBuf, RxStatus, RxVerdict, TxBuf, TxOwner,
     MAX_FRAME_PAGES, RING_SIZE,
@@ -31,15 +51,19 @@ use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use drivers::sim::HostHal;
 use mm::Pfn;
 use std::alloc::{alloc_zeroed, Layout};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
-type Port = E1000e<HostHal, SimDdRegs<'static>>;
+/// A port of layout `F` on a simulated register file.
+type Port<F> = DdNic<HostHal, SimDdRegs<'static>, 0, F>;
 
 const PAGE: usize = 4096;
 /// Pool pages: both RX rings and a TX ring full, and some spares.
 const POOL: usize = 3 * RING_SIZE + 64;
 const OWNER: TxOwner = TxOwner::new(5);
+/// The frame limits the input's first byte picks from (bits 2:1): `None` keeps the driver's
+/// default ([`MAX_FRAME_PAGES`] pages).
+const LIMITS: [Option<usize>; 4] = [None, Some(1518), Some(9018), Some(64)];
 
 /// The pool (one allocation for the whole run; page contents carry over, harmlessly).
 fn pool() -> &'static [Pfn] {
@@ -61,15 +85,19 @@ fn pool() -> &'static [Pfn] {
     .1
 }
 
-/// The register files (leaked once: the driver wants `'static` handles; reset per run).
-fn shared() -> &'static [SimDdShared; 2] {
-    static S: OnceLock<&'static [SimDdShared; 2]> = OnceLock::new();
+/// The register files of layout `F`'s two ports (leaked once: the driver wants `'static`
+/// handles; reset by each bring-up). One pair per layout: a reset leaves `SRRCTL` as the 82576
+/// bring-up set it, which would turn a later legacy port's descriptors advanced.
+fn shared<F: Hostile>() -> &'static [SimDdShared; 2] {
+    static S: OnceLock<[&'static [SimDdShared; 2]; 2]> = OnceLock::new();
     S.get_or_init(|| {
-        Box::leak(Box::new([
-            SimDdShared::new([2, 0, 0, 0, 0, 1]),
-            SimDdShared::new([2, 0, 0, 0, 0, 2]),
-        ]))
-    })
+        [0, 1].map(|_| -> &'static [SimDdShared; 2] {
+            Box::leak(Box::new([
+                SimDdShared::new([2, 0, 0, 0, 0, 1]),
+                SimDdShared::new([2, 0, 0, 0, 0, 2]),
+            ]))
+        })
+    })[F::FILES]
 }
 
 /// The harness's pages, with the accounting checks.
@@ -103,6 +131,8 @@ impl Pages {
 struct Ops<'a> {
     pages: &'a mut Pages,
     verdict: u8,
+    /// The ports' frame limit (bytes): no longer frame may be shown.
+    limit: usize,
 }
 
 impl ForwardOps for Ops<'_> {
@@ -116,6 +146,12 @@ impl ForwardOps for Ops<'_> {
         assert!(self.pages.all.contains(&pfn) && !self.pages.mine_set.contains(&pfn));
         assert_eq!(frame.as_ptr() as u64, pfn.addr(), "the frame at offset 0");
         assert!(frame.len() <= PAGE, "frame past its page");
+        assert!(
+            (1..=self.limit).contains(&frame.len()),
+            "a frame of {} bytes shown, limit {}",
+            frame.len(),
+            self.limit
+        );
         self.verdict = self.verdict.rotate_left(1);
         match self.verdict % 4 {
             0 => {
@@ -144,6 +180,12 @@ impl ForwardOps for Ops<'_> {
         assert_eq!((f.offset, f.head.len()), (0, usize::from(f.lens[0])));
         assert!(f.lens.iter().all(|&l| l > 0 && usize::from(l) <= PAGE));
         assert_eq!(f.len, f.lens.iter().map(|&l| usize::from(l)).sum::<usize>());
+        assert!(
+            f.len <= self.limit,
+            "a frame of {} bytes shown, limit {}",
+            f.len,
+            self.limit
+        );
         self.verdict = self.verdict.rotate_left(1);
         match self.verdict % 4 {
             0 => {
@@ -175,6 +217,82 @@ impl Input<'_> {
     fn u16(&mut self) -> u16 {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
+    fn u32(&mut self) -> u32 {
+        u32::from(self.u16()) | u32::from(self.u16()) << 16
+    }
+}
+
+/// What the harness needs of a descriptor layout beyond the driver's [`DescFormat`]: the
+/// bring-up that selects it, and the device's RX write-back in it.
+trait Hostile: DescFormat + Sized {
+    /// Which pair of register files of [`shared`] the layout's ports use.
+    const FILES: usize;
+    /// A port brought up on `regs` as the kernel brings this chip up.
+    fn bring_up(
+        regs: SimDdRegs<'static>,
+        cfg: &E1000eConfig,
+        now_us: &dyn Fn() -> u64,
+    ) -> Port<Self>;
+    /// An RX write-back's second quadword: `DD`, `EOP` if `eop`, no error, `len` bytes.
+    fn rx_hi(eop: bool, len: u16) -> u64;
+    /// A raw RX write-back over a descriptor holding `[lo, hi]`, its fields read from `input`:
+    /// the descriptor's new quadwords.
+    fn raw_write_back(d: [u64; 2], input: &mut Input<'_>) -> [u64; 2];
+}
+
+impl Hostile for Legacy {
+    const FILES: usize = 0;
+    fn bring_up(
+        regs: SimDdRegs<'static>,
+        cfg: &E1000eConfig,
+        now_us: &dyn Fn() -> u64,
+    ) -> Port<Self> {
+        drivers::e1000e::bring_up::<HostHal, _>(regs, cfg, now_us).expect("e1000e bring-up")
+    }
+    fn rx_hi(eop: bool, len: u16) -> u64 {
+        // Length 15:0, status 39:32 (8254x SDM §3.2.3).
+        u64::from(len) | u64::from(STA_DD | if eop { RXSTA_EOP } else { 0 }) << 32
+    }
+    fn raw_write_back([lo, hi]: [u64; 2], input: &mut Input<'_>) -> [u64; 2] {
+        // Status, errors and length; the checksum and VLAN tag stay as they are.
+        let (status, errors, length) = (input.u8(), input.u8(), input.u16());
+        let kept = hi & 0xFFFF_0000_FFFF_0000;
+        [
+            lo,
+            kept | u64::from(length) | u64::from(status) << 32 | u64::from(errors) << 40,
+        ]
+    }
+}
+
+impl Hostile for Advanced {
+    const FILES: usize = 1;
+    fn bring_up(
+        regs: SimDdRegs<'static>,
+        cfg: &E1000eConfig,
+        now_us: &dyn Fn() -> u64,
+    ) -> Port<Self> {
+        drivers::igb::bring_up::<HostHal, _>(regs, cfg, now_us).expect("igb bring-up")
+    }
+    fn rx_hi(eop: bool, len: u16) -> u64 {
+        // Extended status 19:0 (`DD` 0, `EOP` 1), length 47:32 (82576 datasheet §7.1.5.2).
+        u64::from(STA_DD | if eop { RXSTA_EOP } else { 0 }) | u64::from(len) << 32
+    }
+    fn raw_write_back(_: [u64; 2], input: &mut Input<'_>) -> [u64; 2] {
+        // Second quadword: extended status 7:0 (`DD`, `EOP`, …) and 19:8, extended errors
+        // 31:20 (`HBO` 23, `L4E` 29, `IPE` 30, `RXE` 31, the rest reserved), length 47:32,
+        // VLAN tag 63:48 (status, errors and length read first, in the legacy layout's order).
+        let (status, errors, length) = (input.u8(), input.u8(), input.u16());
+        let (mid, vlan) = (input.u16(), input.u16());
+        let hi = u64::from(status)
+            | u64::from(mid) << 8
+            | u64::from(errors) << 24
+            | u64::from(length) << 32
+            | u64::from(vlan) << 48;
+        // First quadword: RSS type 3:0, packet type 16:4, header length 30:21, `SPH` 31, RSS
+        // hash 63:32, over the buffer address the driver posted.
+        let (info, hash) = (input.u32(), input.u32());
+        [u64::from(info) | u64::from(hash) << 32, hi]
+    }
 }
 
 /// Descriptor `i` of the ring whose base registers are `bal`/`bah` on `s`.
@@ -183,9 +301,70 @@ fn desc<D>(s: &SimDdShared, bal: usize, bah: usize, i: u8) -> *mut D {
     (base as usize + 16 * usize::from(i)) as *mut D
 }
 
+/// RX slots whose first quadword a raw write-back replaced (advanced only): the buffer address
+/// that was there and the value written (see the module docs).
+type Clobbered = BTreeMap<u8, (u64, u64)>;
+
+/// A raw RX write-back on slot `i` of `s`'s ring, fields from `input`, replaced first
+/// quadwords noted in `clobbered`; whether it wrote `DD` with an error (the driver may count
+/// it once, when it reads the descriptor).
+fn write_back<F: Hostile>(
+    s: &SimDdShared,
+    i: u8,
+    input: &mut Input<'_>,
+    clobbered: &mut Clobbered,
+) -> bool {
+    let d = desc::<[u64; 2]>(s, RDBAL, RDBAH, i);
+    // SAFETY: a descriptor of the ring (the index is a u8, the ring 256 long), host memory the
+    // harness plays the device on.
+    let old = unsafe { d.read_volatile() };
+    let new = F::raw_write_back(old, input);
+    if new[0] != old[0] {
+        let addr = match clobbered.get(&i) {
+            Some(&(addr, written)) if written == old[0] => addr,
+            _ => old[0],
+        };
+        clobbered.insert(i, (addr, new[0]));
+    }
+    // SAFETY: as above.
+    unsafe { d.write_volatile(new) };
+    new[1] & F::RX_DD != 0 && F::rx_error(new[1])
+}
+
+/// Before a delivery on `s`: the buffer addresses back in the slots a raw write-back replaced
+/// that the driver has not posted again since (their first quadword is still the value
+/// written); a slot that held none (never posted, or written back by the device) keeps the
+/// value until the driver posts a buffer there.
+fn restore(s: &SimDdShared, clobbered: &mut Clobbered) {
+    clobbered.retain(|&i, &mut (addr, written)| {
+        let d = desc::<u64>(s, RDBAL, RDBAH, i);
+        // SAFETY: as in `write_back`.
+        if unsafe { d.read_volatile() } != written {
+            return false;
+        }
+        if addr == 0 {
+            return true;
+        }
+        // SAFETY: as in `write_back`.
+        unsafe { d.write_volatile(addr) };
+        false
+    });
+}
+
 /// Run one program (see the module docs).
 pub fn run(data: &[u8]) {
-    let sh = shared();
+    let (&head, program) = data.split_first().unwrap_or((&0, &[]));
+    let limit = LIMITS[usize::from(head >> 1 & 3)];
+    if head & 1 == 0 {
+        run_on::<Legacy>(program, limit);
+    } else {
+        run_on::<Advanced>(program, limit);
+    }
+}
+
+/// Run `data` against two ports of layout `F` with frame limit `limit` (`None`: the default).
+fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
+    let sh = shared::<F>();
     let mut pages = Pages::new();
     let cfg = E1000eConfig {
         filter: RxFilter::Promiscuous,
@@ -196,13 +375,22 @@ pub fn run(data: &[u8]) {
         t.set(t.get() + 100);
         t.get()
     };
-    let mut nics: [Port; 2] = [0, 1].map(|j| {
+    let mut nics: [Port<F>; 2] = [0, 1].map(|j| {
         sh[j].set_link(true);
-        bring_up::<HostHal, _>(SimDdRegs(&sh[j]), &cfg, &clock).expect("bring-up")
+        let mut nic = F::bring_up(SimDdRegs(&sh[j]), &cfg, &clock);
+        if let Some(l) = limit {
+            nic.set_rx_frame_limit(l);
+        }
+        nic
     });
+    let limit = nics[0].rx_frame_limit();
     // SAFETY: the rings and buffers are HostHal and pool memory, alive for the run; the only
     // players.
     let mut dev = [0, 1].map(|j| unsafe { SimDdDevice::new(&sh[j]) });
+    let mut clobbered = [Clobbered::new(), Clobbered::new()];
+    // Raw write-backs with `DD` and an error bit, per port: an upper bound on `rx_errors` (the
+    // device writes no other error; a descriptor is read once, and posting clears it).
+    let mut errors_written = [0u64; 2];
     for nic in nics.iter_mut() {
         let fill: Vec<Pfn> = (0..RING_SIZE - 1).filter_map(|_| pages.give()).collect();
         // SAFETY: pool pages the harness gives up.
@@ -224,27 +412,21 @@ pub fn run(data: &[u8]) {
             0..=15 => {
                 let len = usize::from(input.u16()) % (PAGE + 1);
                 let frame = vec![op; len.max(1)];
+                restore(&sh[p], &mut clobbered[p]);
                 dev[p].deliver_rx(&frame, usize::from(input.u8() % 8));
             }
             16..=31 => {
-                // A raw RX write-back on any slot: any status, length and errors.
-                let d = desc::<RxDesc>(&sh[p], RDBAL, RDBAH, input.u8());
-                let (status, errors, length) = (input.u8(), input.u8(), input.u16());
-                // SAFETY: a descriptor of the ring (the index is a u8, the ring 256 long),
-                // host memory the harness plays the device on.
-                unsafe {
-                    let mut v = d.read_volatile();
-                    v.status = status;
-                    v.errors = errors;
-                    v.length = length;
-                    d.write_volatile(v);
+                // A raw RX write-back on any slot: any status, length and errors (and RSS).
+                let i = input.u8();
+                if write_back::<F>(&sh[p], i, &mut input, &mut clobbered[p]) {
+                    errors_written[p] += 1;
                 }
             }
             32..=39 => {
                 // DD set or cleared on any TX descriptor.
                 let d = desc::<TxDesc>(&sh[p], TDBAL, TDBAH, input.u8());
                 let set = input.u8() & 1 != 0;
-                // SAFETY: as above.
+                // SAFETY: as in `write_back`.
                 unsafe {
                     let mut v = d.read_volatile();
                     v.status = if set {
@@ -267,7 +449,11 @@ pub fn run(data: &[u8]) {
                 let v = verdict;
                 let ops = move || {
                     let pages = { pages_r };
-                    Ops { pages, verdict: v }
+                    Ops {
+                        pages,
+                        verdict: v,
+                        limit,
+                    }
                 };
                 // SAFETY: pool pages from `Ops`; forwarded ones stay `tx`'s.
                 unsafe { rx.forward_burst(tx, max, OWNER, ops) };
@@ -296,7 +482,11 @@ pub fn run(data: &[u8]) {
                 }; 16];
                 let n = nics[p].rx_burst(&mut out[..usize::from(input.u8() % 17)]);
                 for b in &out[..n] {
-                    assert!(b.status != RxStatus::Ok || b.len <= PAGE);
+                    assert!(
+                        b.status != RxStatus::Ok || (1..=limit.min(PAGE)).contains(&b.len),
+                        "rx_burst: Ok with {} bytes, limit {limit}",
+                        b.len
+                    );
                     pages.back(b.pfn, "rx_burst");
                 }
             }
@@ -313,7 +503,24 @@ pub fn run(data: &[u8]) {
                 // A frame of two to five pages, in as many descriptors each.
                 let len = PAGE + 1 + usize::from(input.u16()) % (4 * PAGE);
                 let frame = vec![op; len];
+                restore(&sh[p], &mut clobbered[p]);
                 dev[p].deliver_rx(&frame, usize::from(input.u8() % 4));
+            }
+            120..=123 => {
+                // A chain written back on one to eight slots from any one: `DD`, no `EOP` (on
+                // the last too unless bit 7 says), each `len` bytes (0: a full buffer).
+                let (i, shape) = (input.u8(), input.u8());
+                let len = match input.u16() {
+                    0 => PAGE as u16,
+                    l => l,
+                };
+                let n = usize::from(shape & 7) + 1;
+                for k in 0..n {
+                    let eop = k + 1 == n && shape & 0x80 != 0;
+                    let d = desc::<u64>(&sh[p], RDBAL, RDBAH, i.wrapping_add(k as u8));
+                    // SAFETY: as in `write_back` (the second quadword of the descriptor).
+                    unsafe { d.add(1).write_volatile(F::rx_hi(eop, len)) };
+                }
             }
             _ => {
                 // A frame of the harness's straight onto port q's TX ring.
@@ -332,7 +539,12 @@ pub fn run(data: &[u8]) {
             }
         }
     }
-    for nic in nics.iter_mut() {
+    for (nic, &written) in nics.iter_mut().zip(&errors_written) {
+        let counted = nic.stats().rx_errors;
+        assert!(
+            counted <= written,
+            "{counted} rx_errors counted, {written} written"
+        );
         assert!(nic.reset_device());
         let mut back = Vec::new();
         // SAFETY: reset just above.
