@@ -34,6 +34,7 @@
 
 pub mod burstin;
 pub mod fabric;
+mod frame_limits;
 pub mod handoff;
 mod l2;
 mod mgmt;

@@ -1,4 +1,8 @@
 //! The IPv6 router end to end on frames built and read with smoltcp's wire types.
+//!
+//! Past ~800 lines because they test one sans-IO object (`Router6`) through its one entry
+//! point per event, sharing the frame builders and the table fixture above: Neighbor
+//! Discovery, errors in Linux's order, forwarding, and the hostile-neighbour cases.
 
 use super::*;
 use crate::router::fib6::{Node6, Size6, DIRECT_LEN};
