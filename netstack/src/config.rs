@@ -13,6 +13,7 @@
 pub mod bundle;
 pub mod keys;
 pub mod merge;
+pub mod nat;
 pub mod nf_keys;
 
 use crate::router::{parse_route, Ipv4Net, ParseError, RouteCheck, RouteError};
@@ -36,6 +37,9 @@ pub enum Mode {
     /// Stateless IPv4 ACL firewall (`netstack::acl`, the boot bundle's `rules` file): a frame
     /// its rules allow goes out of the other port untouched, one they deny is dropped.
     Acl,
+    /// NAT44 gateway (`netstack::nat`): port 0 inside, port 1 outside, the address pool of
+    /// `nat_pool=`; needs one queue pair per port.
+    Nat,
 }
 
 impl Mode {
@@ -46,6 +50,7 @@ impl Mode {
             Mode::L2 => "l2",
             Mode::Router => "router",
             Mode::Acl => "acl",
+            Mode::Nat => "nat",
         }
     }
 }
@@ -461,6 +466,9 @@ pub struct Config {
     /// microvm,acpi=off` appends for every `virtio-net-device` it has. Given any, the kernel
     /// drives these devices instead of scanning PCI, in the order given.
     pub virtio_mmio: heapless::Vec<MmioDevice, MAX_MMIO_DEVICES>,
+    /// `mode=nat`'s settings (`nat_pool=`, `nat_ports=`, `nat_sessions=`, `nat_filtering=`,
+    /// `nat_timeouts=`, `nat_forward=`): [`nat::NatSettings`].
+    pub nat: nat::NatSettings,
 }
 
 /// Most `virtio_mmio.device=` keys: QEMU 7.2's microvm has 24 virtio-mmio transports, the
@@ -573,6 +581,7 @@ impl Default for Config {
             burstin: false,
             debug_exit: false,
             virtio_mmio: heapless::Vec::new(),
+            nat: nat::NatSettings::default(),
         }
     }
 }
@@ -953,6 +962,22 @@ impl Config {
                 return Err(ConfigError::Missing {
                     key: ["ip0", "ip1"][usize::from(p) & 1],
                     because: "for its management address (mgmt=)",
+                });
+            }
+        }
+        if cfg.mode == Mode::Nat {
+            if cfg.nat.pool.is_empty() {
+                return Err(ConfigError::Missing {
+                    key: "nat_pool",
+                    because: "with mode=nat",
+                });
+            }
+            // Replies must meet their session's core: one core per port pair until frames are
+            // handed to the owning core (docs/DESIGN.md, *Stateful network functions*).
+            if matches!(cfg.queues, Queues::Count(n) if n > 1) {
+                return Err(ConfigError::Missing {
+                    key: "queues",
+                    because: "(=auto or 1) with mode=nat: flows are not yet handed between cores",
                 });
             }
         }

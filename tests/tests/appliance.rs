@@ -108,7 +108,7 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
         ),
         (
             "peer0=02:00:00:00:00:aa",
-            "key `peer0` belongs to the stock image's mode=l2; this image runs `port_filter`",
+            "key `peer0` belongs to the stock image's mode=l2 or mode=nat; this image runs `port_filter`",
         ),
         ("blocked=1", "(port_filter's keys: blocked_port)"),
     ] {

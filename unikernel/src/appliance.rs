@@ -2,7 +2,8 @@
 //! [`Appliance::poll`] once per poll iteration, [`Appliance::tick`] every 10 ms (busy or idle,
 //! after the core's own housekeeping) and [`Appliance::release`] once before `quit`'s phases.
 //!
-//! - [`Stock`]: the stock image's modes (`mode=io|l2|router`), and [`StockAcl`] its `mode=acl`.
+//! - [`Stock`]: the stock image's modes (`mode=io|l2|router`), [`StockAcl`] its `mode=acl`
+//!   and [`StockNat`] its `mode=nat`.
 //! - [`One<F>`]: one network function of the user's ([`NetworkFunction`] + `Default`), a value
 //!   per core, run through `Core::poll_nf`; the kernel's management-plane steering goes in
 //!   front of it when a core's ports carry a management address.
@@ -10,7 +11,7 @@
 //! An image names one in [`crate::main!`]; each is monomorphised into the poll loop (no
 //! indirect call per iteration or per frame).
 
-use crate::dataplane::nf::builtin::{AclCore, ACL};
+use crate::dataplane::nf::builtin::{take_nat, AclCore, NatNf, ACL};
 use crate::dataplane::nf::NetworkFunction;
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
@@ -176,6 +177,45 @@ impl Appliance for StockAclRouter {
     /// The rules' hits a last time (the router's frames go back in `quit`'s phases).
     fn release<P: Platform>(acl: &mut Option<AclCore>, core: &mut Core<P>) {
         StockAcl::release(acl, core);
+    }
+}
+
+/// The stock image's `mode=nat`: `nf::builtin::NatNf` (NAT44, port 0 inside, port 1 outside)
+/// through `Core::poll_nf`, over the translator the boot built for this core
+/// (`setup::nat`). Without one it forwards nothing (the boot stops before any core starts
+/// when the NAT cannot be built).
+#[derive(Debug)]
+pub struct StockNat;
+
+impl Appliance for StockNat {
+    type PerCore = Option<NatNf>;
+    const NAME: &'static str = "nat";
+
+    fn new_core<P: Platform>(core: &Core<P>) -> Option<NatNf> {
+        let nat = take_nat(core.pair())?;
+        Some(NatNf::new(nat, core.macs, core.cfg().peer))
+    }
+
+    #[inline(always)]
+    fn poll<P: Platform>(nat: &mut Option<NatNf>, core: &mut Core<P>) -> usize {
+        match nat {
+            Some(nf) => core.poll_nf(nf),
+            None => 0,
+        }
+    }
+
+    /// The expiry sweep's tick and the counters into the core's snapshot.
+    fn tick<P: Platform>(nat: &mut Option<NatNf>, core: &mut Core<P>) {
+        if let Some(nf) = nat {
+            core.tick_nf(nf);
+        }
+    }
+
+    /// The counters a last time and the frames kept (none between bursts).
+    fn release<P: Platform>(nat: &mut Option<NatNf>, core: &mut Core<P>) {
+        if let Some(nf) = nat {
+            core.release_nf(nf);
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! the one `Appliance` type parameter; the management plane's construction (`build_mgmt`,
 //! `put_files`, `mgmt_storage`) is the next part to move out.
 
-use crate::appliance::{Appliance, StockAcl, StockAclRouter};
+use crate::appliance::{Appliance, StockAcl, StockAclRouter, StockNat};
 use crate::arch::apic;
 use crate::arch::phases::{self, Phase};
 use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
@@ -92,6 +92,30 @@ fn build_tables(
     }
     if cfg.mode == Mode::Acl || (cfg.mode == Mode::Router && rules_file.is_some()) {
         build_acl(zone, rules_file);
+    }
+    if cfg.mode == Mode::Nat {
+        build_nat(cfg, zone);
+    }
+}
+
+/// `mode=nat`: each CPU's translator (`setup::nat`), or the boot stops naming why.
+fn build_nat(cfg: &Config, zone: &'static Zone) {
+    let cpus = online();
+    match crate::setup::nat::build(cfg, zone, cpus, rdtsc()) {
+        Ok(bytes) => {
+            let s = &cfg.nat;
+            info!(
+                "nat: pool of {} address(es), ports {}-{}, {:?} filtering, {} static forward(s); {} sessions per core, {} KiB on each of {cpus} CPU(s)",
+                s.pool.len(),
+                s.port_lo,
+                s.port_hi,
+                s.filtering,
+                s.forwards.len(),
+                s.sessions,
+                bytes.div_ceil(1024)
+            );
+        }
+        Err(e) => fail(format_args!("{e}")),
     }
 }
 
@@ -661,9 +685,9 @@ fn build_acl(zone: &'static Zone, rules_file: Option<&'static str>) {
     }
 }
 
-/// Forward with `A` until `quit`; the stock image's `mode=acl` with [`StockAcl`] and its
-/// `mode=router` with a rules file with [`StockAclRouter`] (chosen here, once, so no loop tests
-/// the mode per iteration).
+/// Forward with `A` until `quit`; the stock image's `mode=acl` with [`StockAcl`], its
+/// `mode=router` with a rules file with [`StockAclRouter`] and its `mode=nat` with
+/// [`StockNat`] (chosen here, once, so no loop tests the mode per iteration).
 fn forward<A: Appliance, N: drivers::nic::Nic>(
     core: &mut Core<KernelPlatformOf<N>>,
     halt_when_idle: bool,
@@ -673,6 +697,9 @@ fn forward<A: Appliance, N: drivers::nic::Nic>(
     }
     if A::STOCK && core.cfg().mode == Mode::Router && ACL.get().is_some() {
         poll_loop::<StockAclRouter, N>(core, halt_when_idle)
+    }
+    if A::STOCK && core.cfg().mode == Mode::Nat {
+        poll_loop::<StockNat, N>(core, halt_when_idle)
     }
     poll_loop::<A, N>(core, halt_when_idle)
 }

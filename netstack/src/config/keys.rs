@@ -5,6 +5,7 @@
 //! (never by position) and refuses a key whose owner is a network function other than the one
 //! `mode=` selects ([`super::ConfigError::Misplaced`]).
 
+use super::nat;
 use super::{
     Config, IdleMode, LogLevel, MgmtPort, MgmtToken, MmioDevice, Mode, PoolMode, Queues,
     RefillMode, SimNic, TlbMode, DEFAULT_SIM_SIZE, MAX_BURST, MAX_CMDLINE_MTU, MAX_FAULT_EVERY,
@@ -114,7 +115,8 @@ const KERNEL_KEYS: &[Key] = &[
             "l2" => Mode::L2,
             "router" => Mode::Router,
             "acl" => Mode::Acl,
-            _ => return Err(KeyError::Expected("io, l2, router or acl")),
+            "nat" => Mode::Nat,
+            _ => return Err(KeyError::Expected("io, l2, router, acl or nat")),
         };
         Ok(())
     }),
@@ -290,7 +292,8 @@ fn mtu(v: &str) -> Result<u16, KeyError> {
     )
 }
 
-/// `l2`'s keys: the next hop's MAC behind each port (the destination it writes).
+/// `l2`'s and `nat`'s keys: the next hop's MAC behind each port (the destination they
+/// write).
 const L2_KEYS: &[Key] = &[
     key("peer0", |c, v| {
         c.peer[0] = peer(v)?;
@@ -363,6 +366,38 @@ const ROUTER_KEYS: &[Key] = &[
     }),
 ];
 
+/// `mode=nat`'s keys ([`super::nat::NatSettings`]).
+const NAT_KEYS: &[Key] = &[
+    key("nat_pool", |c, v| {
+        c.nat.pool = nat::parse_pool(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    key("nat_ports", |c, v| {
+        (c.nat.port_lo, c.nat.port_hi) = nat::parse_ports(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    key("nat_sessions", |c, v| {
+        c.nat.sessions = nat::parse_sessions(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    key("nat_filtering", |c, v| {
+        c.nat.filtering = nat::parse_filtering(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    key("nat_timeouts", |c, v| {
+        c.nat.timeouts = nat::parse_timeouts(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    Key {
+        name: "nat_forward",
+        repeat: true,
+        parse: |c, v| {
+            let f = nat::parse_forward(v).map_err(KeyError::Expected)?;
+            c.nat.forwards.push(f).map_err(|_| KeyError::TooMany)
+        },
+    },
+];
+
 /// The token for `PUT` of a network function's file (the router's `PUT /routes`, the ACL's
 /// `PUT /rules`): the keys of the network functions that have one.
 const PUT_KEYS: &[Key] = &[key("mgmt_token", |c, v| {
@@ -388,7 +423,7 @@ pub const KEY_SETS: &[KeySet] = &[
         keys: MGMT_KEYS,
     },
     KeySet {
-        owner: Owner::Nf(&[Mode::L2]),
+        owner: Owner::Nf(&[Mode::L2, Mode::Nat]),
         keys: L2_KEYS,
     },
     KeySet {
@@ -403,6 +438,10 @@ pub const KEY_SETS: &[KeySet] = &[
         owner: Owner::Nf(&[Mode::Router, Mode::Acl]),
         keys: PUT_KEYS,
     },
+    KeySet {
+        owner: Owner::Nf(&[Mode::Nat]),
+        keys: NAT_KEYS,
+    },
 ];
 
 /// Keys in all: the length of [`super::Config::parse`]'s "seen" table.
@@ -411,7 +450,8 @@ pub const KEY_COUNT: usize = KERNEL_KEYS.len()
     + L2_KEYS.len()
     + IO_L2_KEYS.len()
     + ROUTER_KEYS.len()
-    + PUT_KEYS.len();
+    + PUT_KEYS.len()
+    + NAT_KEYS.len();
 
 /// The key named `name`: its index among all keys (kernel's first, in [`KEY_SETS`] order),
 /// the key and its owner.

@@ -476,7 +476,7 @@ fn errors_name_the_key() {
         ConfigError::BadValue {
             key: "mode",
             value: "bridge",
-            expected: "io, l2, router or acl"
+            expected: "io, l2, router, acl or nat"
         }
     );
     assert!(e.to_string().contains("`mode`"));
@@ -746,11 +746,14 @@ fn keys_belong_to_their_owner() {
         e,
         ConfigError::Misplaced {
             key: "peer0",
-            modes: &[Mode::L2],
+            modes: &[Mode::L2, Mode::Nat],
             mode: Mode::Io,
         }
     );
-    assert_eq!(e.to_string(), "key `peer0` belongs to mode=l2, not mode=io");
+    assert_eq!(
+        e.to_string(),
+        "key `peer0` belongs to mode=l2 or mode=nat, not mode=io"
+    );
     let e = Config::parse("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 xcore=on").unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -833,7 +836,7 @@ fn a_network_function_declares_its_own_keys() {
     let e = parse_filter("mode=l2 peer0=02:00:00:00:00:aa").unwrap_err();
     assert_eq!(
         e.to_string(),
-        "key `peer0` belongs to the stock image's mode=l2; this image runs `filter`"
+        "key `peer0` belongs to the stock image's mode=l2 or mode=nat; this image runs `filter`"
     );
     assert!(parse_filter("mode=io ip0=10.0.0.1/24 mgmt=ip0").is_ok());
     // The stock image does not know the NF's keys.

@@ -125,6 +125,32 @@ pub enum NatError {
     Table(TableError),
 }
 
+impl core::fmt::Display for NatError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            NatError::PoolSize(n) => {
+                write!(f, "the pool has {n} addresses (1 to {})", ports::MAX_POOL)
+            }
+            NatError::PortRange(lo, hi) => write!(
+                f,
+                "the port range {lo}-{hi} is empty, starts at 0 or has fewer ports than cores"
+            ),
+            NatError::Core(core, cores) => write!(f, "core {core} of {cores}"),
+            NatError::TooManyForwards(n) => {
+                write!(f, "{n} static forwards (at most {MAX_FORWARDS})")
+            }
+            NatError::BadForward(i) => write!(
+                f,
+                "static forward {}: its outside address is not in the pool, its outside port is in the dynamic range, or another forward has its outside or inside endpoint",
+                i + 1
+            ),
+            NatError::PortStorage(w) => write!(f, "the port bitmap needs {w} words"),
+            NatError::MapStorage(m) => write!(f, "the mapping table needs {m} entries"),
+            NatError::Table(e) => write!(f, "the table refused its storage: {e:?}"),
+        }
+    }
+}
+
 /// Why the NAT dropped a frame. Every drop is counted under its reason ([`NatCounters`]).
 #[derive(Copy, Clone, Debug, Eq, PartialEq, Hash)]
 pub enum NatDrop {

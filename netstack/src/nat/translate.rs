@@ -213,7 +213,8 @@ impl<'a> Nat<'a> {
         })
     }
 
-    pub(super) fn in_pool(&self, addr: u32) -> bool {
+    /// Whether `addr` (host order) is one of the pool's outside addresses.
+    pub fn in_pool(&self, addr: u32) -> bool {
         self.pool[..self.pool_len].contains(&addr)
     }
 

@@ -20,6 +20,7 @@ pub mod fib;
 pub mod fib6;
 pub mod igb;
 pub mod mixed;
+pub mod nat;
 
 use crate::arch::apic;
 use crate::arch::time::Deadline;
@@ -362,7 +363,7 @@ fn choose_queues(
 ) -> Result<usize, SetupError> {
     let want = match cfg.queues {
         Queues::Count(n) => usize::from(n),
-        Queues::Auto if cfg.mode == Mode::Router || cpus == 1 => return Ok(1),
+        Queues::Auto if matches!(cfg.mode, Mode::Router | Mode::Nat) || cpus == 1 => return Ok(1),
         Queues::Auto => cpus.min(MAX_QUEUES),
     };
     if want == 1 {

@@ -51,6 +51,7 @@ mod acl_impl;
 mod acl_table;
 mod builtin_impl;
 mod chain;
+mod nat_impl;
 mod ops;
 mod packet;
 mod shared;
@@ -66,11 +67,12 @@ pub use packet::{Held, Packet};
 pub use shared::{Reader, Retiring, Shared};
 pub use steer::{for_address, MgmtSteer};
 
-/// The stock network functions `io`, `l2` and `acl` (`mode=io`, `mode=l2`, `mode=acl`),
-/// written on this API.
+/// The stock network functions `io`, `l2`, `acl` and `nat` (`mode=io`, `mode=l2`,
+/// `mode=acl`, `mode=nat`), written on this API.
 pub mod builtin {
     pub use super::acl_impl::{Acl, AclBuildError, AclCore, AclTable, ACL, STATS_RULES};
     pub use super::builtin_impl::{Io, L2};
+    pub use super::nat_impl::{install_nat, take_nat, NatNf, TICK_SWEEP};
 }
 
 /// What [`NetworkFunction::process`] decided for one frame.

@@ -5,6 +5,7 @@
 mod acl;
 mod ddnic;
 mod mgmt;
+mod nat;
 mod nf;
 mod trains;
 

@@ -1,0 +1,206 @@
+//! The stock NAT44 (`mode=nat`) on the host rig, through the real NF path (`Core::poll_nf`,
+//! the fused loop, the kept frames' end of burst): inside frames leave the outside port
+//! translated to the pool, replies come back in, unsolicited ones are dropped by reason, ARP
+//! for the pool is answered on the outside, a hairpin goes back inside, every page comes back.
+//! The translation's own rules are `netstack::nat`'s tests; these check the wiring.
+
+use super::PAGES;
+use crate::dataplane::nf::builtin::NatNf;
+use crate::dataplane::nf::NetworkFunction;
+use crate::dataplane::testing::{port_mac, Rig};
+use etherparse::{Ipv4Header, PacketBuilder, UdpHeader};
+use netstack::conntrack::table::Entry;
+use netstack::nat::ports::{PortAlloc, PortPlan};
+use netstack::nat::{Filtering, Nat, NatConfig, NatDrop, NatStorage, Timeouts};
+use netstack::simframes::arp_request;
+use netstack::MacAddr;
+use std::net::Ipv4Addr;
+use std::vec::Vec;
+
+const POOL: [u8; 4] = [192, 0, 2, 1];
+const SERVER: [u8; 4] = [198, 51, 100, 7];
+const HOST_A: [u8; 4] = [10, 0, 0, 2];
+const HOST_B: [u8; 4] = [10, 0, 0, 3];
+const PEER0: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa0]);
+const PEER1: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb0]);
+const CMDLINE: &str =
+    "mode=nat nat_pool=192.0.2.1 peer0=02:00:00:00:00:a0 peer1=02:00:00:00:00:b0 mgmt=none";
+
+/// A translator over leaked storage, as `setup::nat` builds one from the zone.
+fn nat(filtering: Filtering) -> NatNf {
+    let pool = [u32::from_be_bytes(POOL)];
+    let cfg = NatConfig {
+        pool: &pool,
+        port_lo: 1024,
+        port_hi: 65535,
+        cores: 1,
+        core: 0,
+        filtering,
+        forwards: &[],
+        timeouts: Timeouts::default(),
+        key: 1,
+        seed: 2,
+    };
+    let plan = PortPlan {
+        lo: 1024,
+        hi: 65535,
+        cores: 1,
+    };
+    let st = NatStorage {
+        sessions: Vec::leak(std::vec![Entry::default(); 64]),
+        session_buckets: Vec::leak(std::vec![0; 64]),
+        maps: Vec::leak(std::vec![Entry::default(); 65]),
+        map_buckets: Vec::leak(std::vec![0; 128]),
+        ports: Vec::leak(std::vec![0; PortAlloc::words_for(1, plan.block(0).1)]),
+    };
+    let n = Nat::new(&cfg, st).unwrap();
+    NatNf::new(n, [port_mac(0), port_mac(1)], [PEER0, PEER1])
+}
+
+/// A UDP datagram from `src`:`sp` to `dst`:`dp`, to `dst_mac`, with a real UDP checksum.
+fn udp(dst_mac: MacAddr, src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Vec<u8> {
+    let mut v = Vec::new();
+    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], dst_mac.0)
+        .ipv4(src, dst, 64)
+        .udp(sp, dp)
+        .write(&mut v, b"through the nat")
+        .unwrap();
+    v
+}
+
+/// (source, source port, destination, destination port) of a UDP frame, after checking its
+/// IPv4 and UDP checksums against etherparse's recomputation.
+fn endpoints(f: &[u8]) -> ([u8; 4], u16, [u8; 4], u16) {
+    let (ip, rest) = Ipv4Header::from_slice(&f[14..]).unwrap();
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum(), "IPv4 header");
+    let (udp, data) = UdpHeader::from_slice(rest).unwrap();
+    let data = &data[..usize::from(udp.length) - 8];
+    assert_eq!(udp.checksum, udp.calc_checksum_ipv4(&ip, data).unwrap());
+    (
+        ip.source,
+        udp.source_port,
+        ip.destination,
+        udp.destination_port,
+    )
+}
+
+/// Frames sent on `port` of the rig's core 0.
+fn sent(rig: &mut Rig, port: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    rig.cores[0].dev[port].complete_tx(|f| out.push(f.to_vec()));
+    out
+}
+
+#[test]
+fn inside_out_and_back_unsolicited_dropped_every_page_back() {
+    let mut rig = Rig::new(CMDLINE, 1, PAGES);
+    let mut nf = nat(Filtering::AddressAndPortDependent);
+    let c = &mut rig.cores[0];
+    c.dev[0].deliver_rx(&udp(port_mac(0), HOST_A, 5000, SERVER, 53), 3);
+    c.core.poll_nf(&mut nf);
+    let out = sent(&mut rig, 1);
+    assert_eq!(out.len(), 3);
+    for f in &out {
+        assert_eq!((&f[0..6], &f[6..12]), (&PEER1.0[..], &port_mac(1).0[..]));
+        // The pool address and the block's first port (one core: the whole range).
+        assert_eq!(endpoints(f), (POOL, 1024, SERVER, 53));
+    }
+    // The reply comes in to the mapping; an unsolicited datagram to another port, and one
+    // from another server port (address-and-port-dependent filtering), do not.
+    let c = &mut rig.cores[0];
+    c.dev[1].deliver_rx(&udp(port_mac(1), SERVER, 53, POOL, 1024), 2);
+    c.dev[1].deliver_rx(&udp(port_mac(1), SERVER, 53, POOL, 4000), 1);
+    c.dev[1].deliver_rx(&udp(port_mac(1), SERVER, 54, POOL, 1024), 1);
+    c.core.poll_nf(&mut nf);
+    let back = sent(&mut rig, 0);
+    assert_eq!(back.len(), 2);
+    for f in &back {
+        assert_eq!((&f[0..6], &f[6..12]), (&PEER0.0[..], &port_mac(0).0[..]));
+        assert_eq!(endpoints(f), (SERVER, 53, HOST_A, 5000));
+    }
+    let n = *nf.nat().counters();
+    assert_eq!((n.outbound, n.inbound, n.sessions_opened), (3, 2, 1));
+    assert_eq!(n.drops[NatDrop::NoMapping.index()], 1);
+    assert_eq!(n.drops[NatDrop::Filtered.index()], 1);
+    let c = &mut rig.cores[0];
+    assert_eq!(c.core.nf_counters().dropped, 2);
+    // The NF's counters reach the core's snapshot by name (`STATS` `nf_counters`).
+    c.core.read_nf_counters(&nf);
+    let s = c.core.snap(false, 0).nf_own.to_stats();
+    assert_eq!((s.one("outbound"), s.one("inbound")), (Some(3), Some(2)));
+    let drops = s.per_index("drops").unwrap();
+    assert_eq!((drops[3], drops[4], drops.iter().sum::<u64>()), (1, 1, 2));
+    rig.quit_and_check();
+}
+
+#[test]
+fn arp_for_the_pool_is_answered_on_the_outside_other_frames_counted() {
+    let mut rig = Rig::new(CMDLINE, 1, PAGES);
+    let mut nf = nat(Filtering::AddressAndPortDependent);
+    let asker = MacAddr([2, 0, 0, 0, 0, 0x77]);
+    let arp = |tpa: [u8; 4]| {
+        let mut f = std::vec![0u8; 60];
+        let n = arp_request(&mut f, asker, Ipv4Addr::from(SERVER), Ipv4Addr::from(tpa));
+        f.truncate(n.max(60));
+        f
+    };
+    let c = &mut rig.cores[0];
+    c.dev[1].deliver_rx(&arp(POOL), 1);
+    c.dev[1].deliver_rx(&arp([192, 0, 2, 9]), 1); // not the pool's: dropped
+    c.dev[0].deliver_rx(&arp(POOL), 1); // on the inside: not answered
+    c.core.poll_nf(&mut nf);
+    let replies = sent(&mut rig, 1);
+    assert_eq!(replies.len(), 1);
+    let r = netstack::router::arp::parse(&replies[0][14..]).unwrap();
+    assert_eq!(&replies[0][0..12], &[asker.0, port_mac(1).0].concat()[..]);
+    assert_eq!(r.op, netstack::router::arp::ARP_REPLY);
+    assert_eq!((r.sha, r.spa), (port_mac(1), u32::from_be_bytes(POOL)));
+    assert_eq!((r.tha, r.tpa), (asker, u32::from_be_bytes(SERVER)));
+    assert!(sent(&mut rig, 0).is_empty());
+    let c = &mut rig.cores[0];
+    c.core.read_nf_counters(&nf);
+    let s = c.core.snap(false, 0).nf_own.to_stats();
+    assert_eq!(s.one("arp_replies"), Some(1));
+    assert_eq!(s.one("not_translated"), Some(2));
+    assert_eq!(c.core.nf_counters().kept, 1);
+    assert_eq!(c.core.nf_counters().dropped, 2);
+    rig.quit_and_check();
+}
+
+#[test]
+fn a_hairpin_goes_back_inside_translated_twice() {
+    let mut rig = Rig::new(CMDLINE, 1, PAGES);
+    let mut nf = nat(Filtering::EndpointIndependent);
+    let c = &mut rig.cores[0];
+    // Host A gets a mapping (the pool address, port 1024); host B reaches it through the
+    // pool address: out translated to B's mapping, in to A.
+    c.dev[0].deliver_rx(&udp(port_mac(0), HOST_A, 5000, SERVER, 53), 1);
+    c.core.poll_nf(&mut nf);
+    assert_eq!(sent(&mut rig, 1).len(), 1);
+    let c = &mut rig.cores[0];
+    c.dev[0].deliver_rx(&udp(port_mac(0), HOST_B, 6000, POOL, 1024), 1);
+    c.core.poll_nf(&mut nf);
+    assert!(sent(&mut rig, 1).is_empty());
+    let back = sent(&mut rig, 0);
+    assert_eq!(back.len(), 1);
+    assert_eq!(
+        (&back[0][0..6], &back[0][6..12]),
+        (&PEER0.0[..], &port_mac(0).0[..])
+    );
+    assert_eq!(endpoints(&back[0]), (POOL, 1025, HOST_A, 5000));
+    assert_eq!(nf.nat().counters().hairpinned, 1);
+    assert_eq!(rig.cores[0].core.nf_counters().kept, 1);
+    rig.quit_and_check();
+}
+
+#[test]
+fn the_counters_declaration_names_every_drop_reason_in_order() {
+    let drops = NatNf::COUNTERS.iter().find(|d| d.name == "drops").unwrap();
+    let mut at = 0;
+    for (i, name) in NatDrop::NAMES.iter().enumerate() {
+        let item = std::format!("{i} {name}");
+        let found = drops.help[at..].find(&item).expect(&item);
+        at += found + item.len();
+    }
+    assert_eq!(drops.slots(), NatDrop::COUNT);
+}

@@ -1,0 +1,90 @@
+//! `mode=nat`: one NAT44 translator (`netstack::nat::Nat`) per CPU that may forward, each over
+//! its own storage carved from the zone at boot (sessions, mappings, buckets, the port
+//! bitmap; `NatStorage::bytes`) and kept for the kernel's life, so the pages are outside the
+//! boot free-page count that `quit` checks. A forwarding core takes its translator when it
+//! starts (`appliance::StockNat`, `nf::builtin::take_nat`). Nothing is shared between cores (Click's shared
+//! NAT table, click#247, is the bug this avoids).
+//!
+//! The topology (how many port pairs) is not known yet when the tables are built (before the
+//! devices, for the page count), so every online CPU gets a translator; a CPU without a port
+//! pair never takes its own.
+
+use crate::dataplane::nf::builtin::install_nat;
+use crate::dataplane::MAX_CORES;
+use crate::mem::alloc_forever_slice;
+use mm::Zone;
+use netstack::conntrack::table::Entry;
+use netstack::nat::ports::{PortAlloc, PortPlan};
+use netstack::nat::{Nat, NatConfig, NatError, NatStorage};
+use netstack::Config;
+
+/// Key of the NAT's pairing hash (which pool address an inside address gets, RFC 4787
+/// REQ-2): fixed, so the pairing is the same on every core and every boot. The table hashes
+/// take a per-boot seed.
+pub const PAIRING_KEY: u64 = 0x6761_6e6e_6574_6e61;
+
+/// Why the NAT could not be built (the boot stops naming it).
+#[derive(Debug)]
+pub enum NatSetupError {
+    /// No room for a core's storage (its bytes).
+    Memory(usize),
+    /// The configuration was refused.
+    Config(NatError),
+}
+
+impl core::fmt::Display for NatSetupError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            NatSetupError::Memory(b) => write!(
+                f,
+                "memory error: no room for a core's NAT tables ({} KiB): lower nat_sessions= or give the guest more memory (QEMU -m)",
+                b.div_ceil(1024)
+            ),
+            NatSetupError::Config(e) => write!(f, "config error: nat: {e}"),
+        }
+    }
+}
+
+/// Build a translator for each of `cpus` CPUs from `cfg.nat` (`seed` keys the tables'
+/// hashes); returns the bytes each one's storage takes.
+///
+/// # Errors
+/// [`NatSetupError`]: a configuration `Nat::new` refuses (a static forward outside the pool,
+/// …) or no memory.
+pub fn build(cfg: &Config, zone: &Zone, cpus: usize, seed: u64) -> Result<usize, NatSetupError> {
+    let s = &cfg.nat;
+    let sessions = s.sessions as usize;
+    let maps = sessions + s.forwards.len() + 1;
+    let plan = PortPlan {
+        lo: s.port_lo,
+        hi: s.port_hi,
+        cores: 1,
+    };
+    let words = PortAlloc::words_for(s.pool.len(), plan.block(0).1);
+    let bytes = NatStorage::bytes(sessions, s.forwards.len(), words);
+    for k in 0..cpus.min(MAX_CORES) {
+        let mem = || NatSetupError::Memory(bytes);
+        let st = NatStorage {
+            sessions: alloc_forever_slice(zone, sessions, Entry::default()).ok_or_else(mem)?,
+            session_buckets: alloc_forever_slice(zone, sessions.next_power_of_two(), 0)
+                .ok_or_else(mem)?,
+            maps: alloc_forever_slice(zone, maps, Entry::default()).ok_or_else(mem)?,
+            map_buckets: alloc_forever_slice(zone, maps.next_power_of_two(), 0).ok_or_else(mem)?,
+            ports: alloc_forever_slice(zone, words, 0).ok_or_else(mem)?,
+        };
+        let nc = NatConfig {
+            pool: &s.pool,
+            port_lo: s.port_lo,
+            port_hi: s.port_hi,
+            cores: 1,
+            core: 0,
+            filtering: s.filtering,
+            forwards: &s.forwards,
+            timeouts: s.timeouts,
+            key: PAIRING_KEY,
+            seed: netstack::rng::Rng::new(seed ^ k as u64).next_u64(),
+        };
+        install_nat(k, Nat::new(&nc, st).map_err(NatSetupError::Config)?);
+    }
+    Ok(bytes)
+}
