@@ -1,0 +1,166 @@
+//! Issue 38 (the kernel side, first part): the stock NAT44 gateway, `mode=nat`, booted in
+//! QEMU with real frames on its two ports: inside datagrams leave the outside port from the
+//! pool address and the dynamic range, the reply comes back to the inside host, an
+//! unsolicited datagram is dropped and counted by reason, ARP for the pool is answered on the
+//! outside, the counters reach `STATS` and `/metrics` by name, every page comes back; a bad
+//! configuration stops the boot by name.
+
+use std::time::{Duration, Instant};
+
+use etherparse::{Ipv4Header, PacketBuilder, UdpHeader};
+use gannet_tests::*;
+
+const POOL: [u8; 4] = [192, 0, 2, 1];
+const SERVER: [u8; 4] = [198, 51, 100, 7];
+const HOST: [u8; 4] = [10, 0, 0, 2];
+const APPEND: &str = "mode=nat nat_pool=192.0.2.1 nat_ports=20000-20999 nat_sessions=1024";
+
+/// A UDP datagram sent on `port` (from its peer to the guest's MAC).
+fn udp(port: usize, src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Vec<u8> {
+    let mut f = Vec::new();
+    PacketBuilder::ethernet2(peer_mac(port), guest_mac(port))
+        .ipv4(src, dst, 64)
+        .udp(sp, dp)
+        .write(&mut f, b"through the nat")
+        .unwrap();
+    f
+}
+
+/// (source, source port, destination, destination port) of a UDP frame whose IPv4 and UDP
+/// checksums etherparse's recomputation confirms.
+fn endpoints(f: &[u8]) -> ([u8; 4], u16, [u8; 4], u16) {
+    let (ip, rest) = Ipv4Header::from_slice(&f[14..]).unwrap();
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum(), "IPv4 header");
+    let (udp, data) = UdpHeader::from_slice(rest).unwrap();
+    let data = &data[..usize::from(udp.length) - 8];
+    assert_eq!(
+        udp.checksum,
+        udp.calc_checksum_ipv4(&ip, data).unwrap(),
+        "UDP"
+    );
+    (
+        ip.source,
+        udp.source_port,
+        ip.destination,
+        udp.destination_port,
+    )
+}
+
+/// `want` frames from `port` (waiting up to [`FRAME_TIMEOUT`]), then whatever else arrives
+/// within 300 ms.
+fn receive(port: &RawPort, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + FRAME_TIMEOUT;
+    while got.len() < want && Instant::now() < deadline {
+        if let Some(f) = port.recv_timeout(Duration::from_millis(200)) {
+            got.push(f);
+        }
+    }
+    while let Some(f) = port.recv_timeout(Duration::from_millis(300)) {
+        got.push(f);
+    }
+    got
+}
+
+#[test]
+fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
+    let mut rig = Rig::start(APPEND, gen_count(1, 64, false));
+    assert!(
+        rig.guest.lines().iter().any(|l| l.contains(
+            "nat: pool of 1 address(es), ports 20000-20999, AddressAndPortDependent filtering, 0 static forward(s); 1024 sessions per core"
+        )),
+        "{}",
+        rig.tail()
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    for _ in 0..3 {
+        p0.send(&udp(0, HOST, 5000, SERVER, 53)).unwrap();
+    }
+    let out = receive(&p1, 3);
+    assert_eq!(out.len(), 3, "{}", rig.tail());
+    for f in &out {
+        assert_eq!((&f[0..6], &f[6..12]), (&peer_mac(1)[..], &guest_mac(1)[..]));
+        assert_eq!(endpoints(f), (POOL, 20000, SERVER, 53));
+    }
+    // The server's replies come in to the mapping; a datagram to a port with no mapping and
+    // one from another server port (address-and-port-dependent filtering) do not.
+    for _ in 0..2 {
+        p1.send(&udp(1, SERVER, 53, POOL, 20000)).unwrap();
+    }
+    p1.send(&udp(1, SERVER, 53, POOL, 20001)).unwrap();
+    p1.send(&udp(1, SERVER, 54, POOL, 20000)).unwrap();
+    let back = receive(&p0, 2);
+    assert_eq!(back.len(), 2, "{}", rig.tail());
+    for f in &back {
+        assert_eq!((&f[0..6], &f[6..12]), (&peer_mac(0)[..], &guest_mac(0)[..]));
+        assert_eq!(endpoints(f), (SERVER, 53, HOST, 5000));
+    }
+    // ARP for the pool address on the outside: answered with the outside port's MAC.
+    let mut arp = vec![0u8; 60];
+    let n = netstack::simframes::arp_request(
+        &mut arp,
+        netstack::MacAddr(peer_mac(1)),
+        SERVER.into(),
+        POOL.into(),
+    );
+    p1.send(&arp[..n.max(60)]).unwrap();
+    let replies = receive(&p1, 1);
+    assert_eq!(replies.len(), 1, "{}", rig.tail());
+    let a = netstack::router::arp::parse(&replies[0][14..]).expect("an ARP reply");
+    assert_eq!(a.op, netstack::router::arp::ARP_REPLY);
+    assert_eq!((a.sha.0, a.spa), (guest_mac(1), u32::from_be_bytes(POOL)));
+    let s = rig.stats();
+    assert_eq!(s.nf_name, "nat", "{s}");
+    let c = &s.nf_counters;
+    assert_eq!(
+        (c.one("outbound"), c.one("inbound")),
+        (Some(3), Some(2)),
+        "{s}"
+    );
+    assert_eq!(c.one("sessions_opened"), Some(1), "{s}");
+    assert_eq!(c.one("arp_replies"), Some(1), "{s}");
+    // Reason 3 no_mapping, 4 filtered (`netstack::nat::NatDrop::NAMES`).
+    let drops = c.per_index("drops").expect("drops by reason");
+    assert_eq!(
+        (drops[3], drops[4], drops.iter().sum::<u64>()),
+        (1, 1, 2),
+        "{s}"
+    );
+    let text = rig.metrics();
+    for want in [
+        "gannet_nf_nat_outbound_total 3",
+        "gannet_nf_nat_inbound_total 2",
+        "gannet_nf_nat_drops_total{reason=\"3\"} 1",
+        "gannet_nf_nat_arp_replies_total 1",
+    ] {
+        assert!(text.lines().any(|l| l == want), "no `{want}` in:\n{text}");
+    }
+    let s = rig.quit();
+    assert_eq!(s.mode, netstack::Mode::Nat, "{s}");
+    assert_eq!((s.ports[1].tx, s.ports[0].tx), (4, 2), "{s}");
+    assert_eq!(s.nf.dropped, 2, "{s}");
+    assert_no_leak(&s);
+}
+
+#[test]
+fn a_nat_without_a_pool_or_with_a_forward_outside_it_stops_the_boot_by_name() {
+    let (exit, lines) = boot_failing("mode=nat", 2);
+    assert_eq!(exit, GuestExit::GuestFailure, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("config error") && l.contains("nat_pool")),
+        "{lines:?}"
+    );
+    let (exit, lines) = boot_failing(
+        "mode=nat nat_pool=192.0.2.1 nat_forward=tcp:192.0.2.9:80,10.0.0.2:80",
+        2,
+    );
+    assert_eq!(exit, GuestExit::GuestFailure, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("config error: nat: static forward 1: ")),
+        "{lines:?}"
+    );
+}
