@@ -18,7 +18,7 @@ pub const MAX_CMDLINE_FORWARDS: usize = 16;
 pub const DEFAULT_PORT_LO: u16 = 1024;
 /// Default last port of the dynamic range.
 pub const DEFAULT_PORT_HI: u16 = 65535;
-/// Default sessions per forwarding core (`nat_sessions=`): 16,384 sessions take 2.3 MiB
+/// Default sessions per forwarding core (`nat_sessions=`): 16,384 sessions take 2.2 MiB
 /// (`NatStorage::bytes`: 136 bytes a session with its mapping, plus the buckets).
 pub const DEFAULT_SESSIONS: u32 = 16_384;
 /// Most sessions per core: 1,048,576 take 143 MiB.
