@@ -139,9 +139,11 @@ pub const L2_DST: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
 /// The benchmark's frame delivered on port 0 (from `peer0` to `macs[0]`) and the frame the
 /// forwarder must send out of port 1 in `cfg.mode`: `io` unchanged; `l2` from `macs[1]` to
 /// `peer1`; `router` to the next hop (which answers with `peer1`'s MAC, [`next_hop_arp`]) with
-/// TTL 63 and the checksum updated (RFC 1624 gives what a full recomputation gives). `None` in
+/// TTL 63 and the checksum updated (RFC 1624 gives what a full recomputation gives); `nat`
+/// translated to the pool address paired with the source and the range's first port, to
+/// `peer1`. `None` in
 /// router mode when ip0/ip1/the first route leave no host address to spare, and with
-/// `mode=nat` (not built yet).
+/// `mode=nat` without a pool.
 pub fn bench_frames(
     cfg: &Config,
     macs: [MacAddr; 2],
@@ -172,9 +174,7 @@ pub fn bench_frames_into(
             let a = router_addrs(cfg)?;
             (a.src, a.dst)
         }
-        Mode::L2 | Mode::Io | Mode::Acl => (L2_SRC, L2_DST),
-        // The NAT's benchmark frames are not built yet (its translated port and address).
-        Mode::Nat => return None,
+        Mode::L2 | Mode::Io | Mode::Acl | Mode::Nat => (L2_SRC, L2_DST),
     };
     udp4_frame(input, len, macs[0], peer[0], src, dst, 64);
     want.copy_from_slice(input);
@@ -188,7 +188,21 @@ pub fn bench_frames_into(
         Mode::Router => {
             udp4_frame(want, len, peer[1], macs[1], src, dst, 63);
         }
-        Mode::Nat => return None,
+        // The inside host's one flow: from its paired pool address and the first port of
+        // the dynamic range (the core's first mapping), to `peer1`; TTL and the (absent) UDP
+        // checksum unchanged.
+        Mode::Nat => {
+            let n = &cfg.nat;
+            let i = crate::nat::ports::paired_address(
+                src.to_bits(),
+                n.pool.len(),
+                crate::config::nat::PAIRING_KEY,
+            );
+            let pool = Ipv4Addr::from_bits(*n.pool.get(i)?);
+            udp4_frame(want, len, peer[1], macs[1], pool, dst, 64);
+            let udp = ETH_HDR_LEN + IPV4_MIN_HDR;
+            want[udp + UDP_SRC.start..udp + UDP_SRC.end].copy_from_slice(&n.port_lo.to_be_bytes());
+        }
     }
     Some(())
 }

@@ -191,6 +191,9 @@ pub fn run<A: Appliance>(
         if A::STOCK && cfg.mode == Mode::Router && ACL.get().is_some() {
             crate::simbench::run::<StockAclRouter>(core)
         }
+        if A::STOCK && cfg.mode == Mode::Nat {
+            crate::simbench::run::<StockNat>(core)
+        }
         crate::simbench::run::<A>(core)
     }
     smp::register_ap_entry(run_core::<A>);
@@ -380,6 +383,9 @@ fn sim_dd<A: Appliance>(
     if A::STOCK && setup.cfg.mode == Mode::Router && ACL.get().is_some() {
         crate::simbench::run_dd::<StockAclRouter, _>(core)
     }
+    if A::STOCK && setup.cfg.mode == Mode::Nat {
+        crate::simbench::run_dd::<StockNat, _>(core)
+    }
     crate::simbench::run_dd::<A, _>(core)
 }
 
@@ -400,6 +406,9 @@ fn sim_igb<A: Appliance>(
     }
     if A::STOCK && setup.cfg.mode == Mode::Router && ACL.get().is_some() {
         crate::simbench::run_dd::<StockAclRouter, _>(core)
+    }
+    if A::STOCK && setup.cfg.mode == Mode::Nat {
+        crate::simbench::run_dd::<StockNat, _>(core)
     }
     crate::simbench::run_dd::<A, _>(core)
 }

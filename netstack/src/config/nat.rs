@@ -11,6 +11,12 @@ use crate::nat::{Filtering, Forward, Timeouts};
 use crate::wire::{IPPROTO_TCP, IPPROTO_UDP};
 use core::net::Ipv4Addr;
 
+/// Key of the NAT's pairing hash (which pool address an inside address gets, RFC 4787
+/// REQ-2, `netstack::nat::ports::paired_address`): fixed, so the pairing is the same on every
+/// core and every boot, and the benchmark's expected frame can name it. The tables' hashes take
+/// a per-boot seed.
+pub const PAIRING_KEY: u64 = 0x6761_6e6e_6574_6e61;
+
 /// Most `nat_forward=` keys on one command line.
 pub const MAX_CMDLINE_FORWARDS: usize = 16;
 /// Default first port of the dynamic range (`nat_ports=`): the ports below 1,024 stay free for

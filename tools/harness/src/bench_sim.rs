@@ -43,6 +43,8 @@ pub const LINE_PREFIX: &str = "SIMBENCH ";
 /// 10.0.1.2 on port 1 (the guest resolves it before measuring).
 pub const ROUTER_APPEND: &str =
     "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=192.168.0.0/16,10.0.1.2";
+/// The NAT's command line of the benchmark: one pool address, the default range and table.
+pub const NAT_APPEND: &str = "mode=nat nat_pool=192.0.2.1";
 /// K values run by default (frames the device delivers per busy poll iteration).
 pub const DEFAULT_K: [u16; 3] = [1, 4, 32];
 /// How long one guest run may take (boot, benchmark, quit) under TCG on a loaded host.
@@ -65,6 +67,9 @@ pub enum SimMode {
     /// let through.
     #[serde(rename = "acl-router")]
     AclRouter,
+    /// The NAT44 gateway (`mode=nat`, [`NAT_APPEND`]) on one flow: every frame after the
+    /// first meets its session.
+    Nat,
 }
 
 impl SimMode {
@@ -76,6 +81,7 @@ impl SimMode {
             SimMode::Router => "router",
             SimMode::Acl => "acl",
             SimMode::AclRouter => "acl-router",
+            SimMode::Nat => "nat",
         }
     }
 
@@ -365,6 +371,7 @@ pub fn frames_per_iter(frames: u64, iters: u64) -> f64 {
 pub fn append_for(mode: SimMode, k: u16, iters: Option<u32>, extra: &str) -> String {
     let mut a = match mode {
         SimMode::Router | SimMode::AclRouter => ROUTER_APPEND.to_string(),
+        SimMode::Nat => NAT_APPEND.to_string(),
         m => format!("mode={}", m.as_str()),
     };
     let _ = write!(a, " sim={k}");

@@ -13,15 +13,11 @@ use crate::dataplane::nf::builtin::install_nat;
 use crate::dataplane::MAX_CORES;
 use crate::mem::alloc_forever_slice;
 use mm::Zone;
+use netstack::config::nat::PAIRING_KEY;
 use netstack::conntrack::table::Entry;
 use netstack::nat::ports::{PortAlloc, PortPlan};
 use netstack::nat::{Nat, NatConfig, NatError, NatStorage};
 use netstack::Config;
-
-/// Key of the NAT's pairing hash (which pool address an inside address gets, RFC 4787
-/// REQ-2): fixed, so the pairing is the same on every core and every boot. The table hashes
-/// take a per-boot seed.
-pub const PAIRING_KEY: u64 = 0x6761_6e6e_6574_6e61;
 
 /// Why the NAT could not be built (the boot stops naming it).
 #[derive(Debug)]
