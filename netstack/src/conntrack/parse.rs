@@ -156,6 +156,7 @@ fn ports(
 }
 
 /// The flow of the Ethernet II frame `f`.
+#[inline(always)]
 pub fn parse(f: &[u8]) -> Result<Flow, ParseError> {
     if f.len() < ETH_HDR_LEN || be16(f, ETHERTYPE.start) != ETHERTYPE_IPV4 {
         return Err(ParseError::NotIpv4);

@@ -239,6 +239,11 @@ pub struct Table<'a, V> {
     /// Timeouts, read at every expiry check (change them at any time).
     pub timeouts: Timeouts,
     counters: TableCounters,
+    /// No list head expires before this time (ns; see [`Table::expire`]), under
+    /// `swept_with`'s timeouts.
+    next_sweep: u64,
+    /// The timeouts `next_sweep` was computed with: other timeouts void it.
+    swept_with: Timeouts,
 }
 
 impl<'a, V: Copy> Table<'a, V> {
@@ -274,6 +279,8 @@ impl<'a, V: Copy> Table<'a, V> {
             len: 0,
             timeouts,
             counters: TableCounters::default(),
+            next_sweep: 0,
+            swept_with: timeouts,
         })
     }
 
@@ -364,21 +371,30 @@ impl<'a, V: Copy> Table<'a, V> {
         None
     }
 
-    /// Record a use at `now`: the entry moves to the tail of its list.
+    /// Record a use at `now`: the entry moves to the tail of its list (where a busy flow's
+    /// entry already is: then only its time changes).
     pub fn touch(&mut self, idx: u32, now: u64) {
         let c = self.entries[idx as usize].class as usize;
-        self.unlink_list(idx);
-        self.entries[idx as usize].seen = now.max(self.entries[idx as usize].seen);
-        self.push_tail(c, idx);
+        let e = &mut self.entries[idx as usize];
+        e.seen = now.max(e.seen);
+        if self.tail[c] != idx {
+            self.unlink_list(idx);
+            self.push_tail(c, idx);
+        }
     }
 
-    /// Move the entry to `class` (and record a use at `now`).
+    /// Move the entry to `class` (and record a use at `now`); in the class it is in, a
+    /// [`Table::touch`].
     pub fn set_class(&mut self, idx: u32, class: Class, now: u64) {
+        if self.entries[idx as usize].class == class as u8 {
+            return self.touch(idx, now);
+        }
         self.unlink_list(idx);
         let e = &mut self.entries[idx as usize];
         e.class = class as u8;
         e.seen = now.max(e.seen);
         self.push_tail(class as usize, idx);
+        self.due(idx);
     }
 
     /// A new entry with these tuples (inside, outside) in `class`, used at `now`. When no slot
@@ -434,6 +450,7 @@ impl<'a, V: Copy> Table<'a, V> {
             self.buckets[b] = (idx << 1) | side as u32;
         }
         self.push_tail(class as usize, idx);
+        self.due(idx);
         self.len += 1;
         Ok(idx)
     }
@@ -447,12 +464,21 @@ impl<'a, V: Copy> Table<'a, V> {
 
     /// Free expired entries from the heads of the lists, at most `budget` in all; returns how
     /// many. Never scans more than `budget + CLASSES` entries.
+    ///
+    /// A pass that ends before its budget records when the earliest head will expire; until
+    /// then (no entry inserted or moved to a class with a nearer expiry, the timeouts
+    /// unchanged) a call returns at once. Each list is ordered by last use, so its head
+    /// expires first, and a use or a freed head only moves that time later: the per-frame
+    /// sweep costs one compare while nothing is due.
     pub fn expire(
         &mut self,
         now: u64,
         budget: usize,
         on_free: &mut impl FnMut(&Entry<V>),
     ) -> usize {
+        if now <= self.next_sweep && self.timeouts == self.swept_with {
+            return 0;
+        }
         let mut n = 0;
         for c in 0..CLASSES - 1 {
             while n < budget {
@@ -465,7 +491,30 @@ impl<'a, V: Copy> Table<'a, V> {
                 n += 1;
             }
         }
+        self.swept_with = self.timeouts;
+        self.next_sweep = if n < budget {
+            (0..CLASSES - 1)
+                .map(|c| self.head[c])
+                .filter(|&h| h != NIL)
+                .map(|h| self.deadline(&self.entries[h as usize]))
+                .min()
+                .unwrap_or(u64::MAX)
+        } else {
+            0
+        };
         n
+    }
+
+    /// When `e` expires (ns): after this time [`Table::expired`] says so.
+    fn deadline(&self, e: &Entry<V>) -> u64 {
+        e.class()
+            .map_or(u64::MAX, |c| e.seen.saturating_add(self.timeouts.of(c)))
+    }
+
+    /// Entry `idx` now expires at its [`Table::deadline`]: bring the sweep's time forward.
+    fn due(&mut self, idx: u32) {
+        let d = self.deadline(&self.entries[idx as usize]);
+        self.next_sweep = self.next_sweep.min(d);
     }
 
     fn free_entry(&mut self, idx: u32, on_free: &mut impl FnMut(&Entry<V>)) {
@@ -608,6 +657,30 @@ mod tests {
         let mut freed = Vec::new();
         assert_eq!(t.expire(304 * S, 8, &mut |e| freed.push(e.value)), 1);
         assert_eq!((freed, t.len()), (vec![3], 1));
+    }
+
+    /// The sweep waits for the earliest head; an entry of a shorter timeout or new timeouts
+    /// bring it forward.
+    #[test]
+    fn the_sweep_waits_for_the_earliest_head() {
+        let (mut e, mut b) = (vec![Entry::<u32>::default(); 8], vec![0u32; 8]);
+        let mut t = Table::new(&mut e, &mut b, 7, Timeouts::default()).unwrap();
+        let add = |t: &mut Table<'_, u32>, k, class, at| {
+            t.insert(tup(1, k), tup(2, k), class, 0, 0, 0, at, &mut |_| {})
+        };
+        add(&mut t, 1, Class::Udp, 0).unwrap();
+        assert_eq!(t.expire(S, 8, &mut |_| {}), 0);
+        assert_eq!(t.next_sweep, 300 * S, "the UDP head's deadline");
+        add(&mut t, 2, Class::Icmp, S).unwrap();
+        assert_eq!(t.next_sweep, 61 * S, "an ICMP entry is due first");
+        assert_eq!(t.expire(61 * S + 1, 8, &mut |_| {}), 1);
+        assert_eq!(t.next_sweep, 300 * S);
+        t.timeouts.udp = 10;
+        assert_eq!(
+            t.expire(11 * S, 8, &mut |_| {}),
+            1,
+            "new timeouts void the wait"
+        );
     }
 
     /// A full table evicts the oldest embryonic entry and never an established one.

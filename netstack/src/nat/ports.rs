@@ -36,6 +36,9 @@ fn proto_index(proto: u8) -> Option<usize> {
 
 /// The core that owns the inside address `addr` (of `cores`), with the key every core shares.
 pub fn owner_of_inside(addr: u32, cores: u16, key: u64) -> u16 {
+    if cores <= 1 {
+        return 0;
+    }
     ((u64::from(cores) * (mix(u64::from(addr) ^ key) >> 32)) >> 32) as u16
 }
 

@@ -272,7 +272,8 @@ impl<'a> Nat<'a> {
                         Err(d) => Verdict::Drop(d),
                     };
                 }
-                if self.in_pool(t.dst) && t.proto == IPPROTO_ICMP {
+                let to_pool = self.in_pool(t.dst);
+                if to_pool && t.proto == IPPROTO_ICMP {
                     // An echo to the NAT's own address is the host's (the router in front
                     // answers it), not a flow to hairpin.
                     return Verdict::Drop(NatDrop::NoMapping);
@@ -280,7 +281,7 @@ impl<'a> Nat<'a> {
                 if let Err(d) = self.outbound(frame, &flow, now) {
                     return Verdict::Drop(d);
                 }
-                if !self.in_pool(t.dst) {
+                if !to_pool {
                     return Verdict::Forward;
                 }
                 // A hairpin (TCP or UDP): now as if it came from the outside.
