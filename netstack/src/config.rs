@@ -38,7 +38,7 @@ pub enum Mode {
     /// its rules allow goes out of the other port untouched, one they deny is dropped.
     Acl,
     /// NAT44 gateway (`netstack::nat`): port 0 inside, port 1 outside, the address pool of
-    /// `nat_pool=`; needs one queue pair per port.
+    /// `nat_pool=`.
     Nat,
 }
 
@@ -965,21 +965,11 @@ impl Config {
                 });
             }
         }
-        if cfg.mode == Mode::Nat {
-            if cfg.nat.pool.is_empty() {
-                return Err(ConfigError::Missing {
-                    key: "nat_pool",
-                    because: "with mode=nat",
-                });
-            }
-            // Replies must meet their session's core: one core per port pair until frames are
-            // handed to the owning core (docs/DESIGN.md, *Stateful network functions*).
-            if matches!(cfg.queues, Queues::Count(n) if n > 1) {
-                return Err(ConfigError::Missing {
-                    key: "queues",
-                    because: "(=auto or 1) with mode=nat: flows are not yet handed between cores",
-                });
-            }
+        if cfg.mode == Mode::Nat && cfg.nat.pool.is_empty() {
+            return Err(ConfigError::Missing {
+                key: "nat_pool",
+                because: "with mode=nat",
+            });
         }
         if cfg.mode == Mode::Router {
             for (i, key) in ["ip0", "ip1"].into_iter().enumerate() {

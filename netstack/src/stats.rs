@@ -216,12 +216,20 @@ pub struct NfCounters {
     pub bad_port: u64,
     /// Kept or built frames the NF sent (`Ctx::send`).
     pub sent_held: u64,
+    /// Frames the NF handed to another core (`Ctx::hand_off`: the core that owns their
+    /// flow), counted by the core that handed them.
+    #[serde(default)]
+    pub handed_off: u64,
+    /// Frames the NF handed to another core whose hand-off ring was full, or to a core that
+    /// does not forward (dropped).
+    #[serde(default)]
+    pub handoff_dropped: u64,
 }
 
 impl NfCounters {
     /// Every counter with its name (the JSON key and the Prometheus `verdict` label), in
     /// declaration order.
-    pub fn iter(&self) -> [(&'static str, u64); 7] {
+    pub fn iter(&self) -> [(&'static str, u64); 9] {
         [
             ("dropped", self.dropped),
             ("kept", self.kept),
@@ -230,6 +238,8 @@ impl NfCounters {
             ("keep_overflow", self.keep_overflow),
             ("bad_port", self.bad_port),
             ("sent_held", self.sent_held),
+            ("handed_off", self.handed_off),
+            ("handoff_dropped", self.handoff_dropped),
         ]
     }
 
@@ -242,6 +252,8 @@ impl NfCounters {
         self.keep_overflow += o.keep_overflow;
         self.bad_port += o.bad_port;
         self.sent_held += o.sent_held;
+        self.handed_off += o.handed_off;
+        self.handoff_dropped += o.handoff_dropped;
     }
 }
 

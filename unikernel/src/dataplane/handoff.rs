@@ -34,8 +34,12 @@ pub struct Handoff {
     pub rest: RestPages,
     /// Frame length in bytes (at most a page's [`super::page::frame_room`] when `rest` is empty).
     pub len: u16,
-    /// Output port on the receiving core (0 or 1), or the port a management frame came in on.
+    /// Output port on the receiving core (0 or 1), or the port a management frame came in on,
+    /// or for a network function's hand-off (`nf::Ctx::hand_off`) the port it came in on.
     pub port: u8,
+    /// A network function's hand-off: its mark (`nf::Held::mark` on the receiving core); 0
+    /// for the kernel's own hand-offs.
+    pub mark: u16,
 }
 
 /// What the ring stores: the pages in their raw form (the first with its owning pool, which
@@ -47,6 +51,7 @@ struct Record {
     nrest: u8,
     len: u16,
     port: u8,
+    mark: u16,
 }
 
 impl Handoff {
@@ -57,6 +62,7 @@ impl Handoff {
             rest: RestPages::new(),
             len,
             port,
+            mark: 0,
         }
     }
 
@@ -71,6 +77,7 @@ impl Handoff {
             rest,
             len,
             port,
+            mark,
         } = self;
         let mut r = Record {
             raw: page.into_raw(),
@@ -78,6 +85,7 @@ impl Handoff {
             nrest: rest.len() as u8,
             len,
             port,
+            mark,
         };
         for (slot, p) in r.rest.iter_mut().zip(rest) {
             debug_assert_eq!(p.pool(), r.raw.pool, "a frame's pages share one pool");
@@ -106,6 +114,7 @@ impl Handoff {
             rest,
             len: r.len,
             port: r.port,
+            mark: r.mark,
         }
     }
 }
@@ -155,6 +164,7 @@ impl HandoffRing {
             nrest: 0,
             len: 0,
             port: 0,
+            mark: 0,
         }; BATCH];
         let n = self.ring.pop_batch(&mut got[..max.min(BATCH)]);
         for &r in &got[..n] {

@@ -312,6 +312,7 @@ impl<P: Platform> Core<P> {
                 rest: it.collect(),
                 len: len as u16,
                 port: p as u8,
+                mark: 0,
             });
             return;
         }

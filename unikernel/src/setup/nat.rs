@@ -17,7 +17,7 @@ use netstack::config::nat::PAIRING_KEY;
 use netstack::conntrack::table::Entry;
 use netstack::nat::ports::{PortAlloc, PortPlan};
 use netstack::nat::{Nat, NatConfig, NatError, NatStorage};
-use netstack::Config;
+use netstack::{Config, Queues};
 
 /// Why the NAT could not be built (the boot stops naming it).
 #[derive(Debug)]
@@ -56,9 +56,27 @@ pub fn build(cfg: &Config, zone: &Zone, cpus: usize, seed: u64) -> Result<usize,
         hi: s.port_hi,
         cores: 1,
     };
-    let words = PortAlloc::words_for(s.pool.len(), plan.block(0).1);
+    // With `queues=N` (N > 1) the N cores of the one port pair share the NAT's flows: core
+    // `k` is NAT core `k` of N (its block of ports, the inside addresses its hash names), and
+    // hands other cores' frames over. Otherwise each pair's core is a NAT of its own.
+    let shared = match cfg.queues {
+        Queues::Count(n) if n > 1 => u16::from(n),
+        _ => 1,
+    };
+    let plan = PortPlan {
+        cores: shared,
+        ..plan
+    };
+    let words = (0..shared)
+        .map(|c| PortAlloc::words_for(s.pool.len(), plan.block(c).1))
+        .max()
+        .unwrap_or(0);
     let bytes = NatStorage::bytes(sessions, s.forwards.len(), words);
-    for k in 0..cpus.min(MAX_CORES) {
+    for k in 0..cpus.min(MAX_CORES).min(if shared > 1 {
+        usize::from(shared)
+    } else {
+        usize::MAX
+    }) {
         let mem = || NatSetupError::Memory(bytes);
         let st = NatStorage {
             sessions: alloc_forever_slice(zone, sessions, Entry::default()).ok_or_else(mem)?,
@@ -72,8 +90,8 @@ pub fn build(cfg: &Config, zone: &Zone, cpus: usize, seed: u64) -> Result<usize,
             pool: &s.pool,
             port_lo: s.port_lo,
             port_hi: s.port_hi,
-            cores: 1,
-            core: 0,
+            cores: shared,
+            core: if shared > 1 { k as u16 } else { 0 },
             filtering: s.filtering,
             forwards: &s.forwards,
             timeouts: s.timeouts,

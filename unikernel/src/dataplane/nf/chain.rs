@@ -64,6 +64,7 @@ impl<A: NetworkFunction, B: NetworkFunction> NetworkFunction for Chain<A, B> {
         B::TAKES
     };
     const CLOCK: bool = A::CLOCK || B::CLOCK;
+    const HANDS_OFF: bool = B::HANDS_OFF;
     const COUNTERS: &'static [CounterDef] = if B::COUNTERS.is_empty() {
         A::COUNTERS
     } else {
@@ -80,6 +81,11 @@ impl<A: NetworkFunction, B: NetworkFunction> NetworkFunction for Chain<A, B> {
 
     fn end_of_burst<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.second.end_of_burst(ctx);
+    }
+
+    /// `second`'s: only `second` keeps frames, so only it hands them to other cores.
+    fn handed<P: Platform>(&mut self, h: super::Held, ctx: &mut Ctx<'_, P>) {
+        self.second.handed(h, ctx);
     }
 
     /// `second`'s: a frame reaches a TX ring forwarded by `second` (the filter in front

@@ -148,6 +148,10 @@ pub trait NetworkFunction {
     /// a flow's age). `true` reads the clock once per burst, when it has frames; `false` (the
     /// default) never on the fast path, and `now_ns` is 0.
     const CLOCK: bool = false;
+    /// Whether it hands frames to other cores ([`Ctx::hand_off`]: a flow whose state another
+    /// core owns). `true` makes each poll iteration test the core's hand-off ring (one load)
+    /// and give what arrived to [`Self::handed`]; `false` (the default) compiles both out.
+    const HANDS_OFF: bool = false;
     /// The counters it declares (at most 8, 64 values in all; names `[a-z][a-z0-9_]*`),
     /// whose values [`Self::counters`] writes: in `STATS` under `nf_counters` and in `/metrics`
     /// as `gannet_nf_<NAME>_<counter>_total`. Stable names: dashboards use them. Default:
@@ -180,6 +184,13 @@ pub trait NetworkFunction {
     /// [`Self::end_of_burst`]. Out of the fast path. Default: nothing.
     fn keep_lost(&mut self, mark: u16) {
         let _ = mark;
+    }
+
+    /// A frame another core's instance handed to this one ([`Ctx::hand_off`], its mark in
+    /// [`Held::mark`], its port the one it came in on there), after this core's bursts: send,
+    /// drop or hold it. Only with [`Self::HANDS_OFF`]. Default: drop it.
+    fn handed<P: super::Platform>(&mut self, h: Held, ctx: &mut Ctx<'_, P>) {
+        ctx.drop(h);
     }
 
     /// Every 10 ms, busy or idle (`now_ns`: [`Ctx::now_ns`]): timers. Default: nothing.
@@ -264,11 +275,24 @@ impl<F: NetworkFunction> NetworkFunction for &mut F {
     const EVERY_BURST: bool = F::EVERY_BURST;
     const TAKES: bool = F::TAKES;
     const CLOCK: bool = F::CLOCK;
+    const HANDS_OFF: bool = F::HANDS_OFF;
     const COUNTERS: &'static [CounterDef] = F::COUNTERS;
 
     #[inline(always)]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
         (**self).process(pkt)
+    }
+
+    fn handed<P: super::Platform>(&mut self, h: Held, ctx: &mut Ctx<'_, P>) {
+        (**self).handed(h, ctx);
+    }
+
+    fn tx_refused(&mut self) {
+        (**self).tx_refused();
+    }
+
+    fn keep_lost(&mut self, mark: u16) {
+        (**self).keep_lost(mark);
     }
 
     fn counters(&self, out: &mut CounterValues) {

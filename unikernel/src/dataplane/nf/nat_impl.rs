@@ -17,10 +17,12 @@
 //! (`drops`, indexed as `netstack::nat::NatDrop::NAMES`), every other frame the NAT does not
 //! translate in `not_translated`.
 //!
-//! One core per port pair: `Nat` hands a flow another core owns to that core
-//! (`Verdict::HandOff`), which needs the cross-core hand-off, not built yet; `mode=nat`
-//! therefore runs one queue pair per port (`queues=` > 1 is a config error), and each port
-//! pair's core is a NAT of its own (`cores` 1).
+//! Several cores per port pair (`queues=N`): the N cores share the flows as VPP's nat44-ei
+//! does, each owning the inside addresses its hash names and a block of the outside ports
+//! (`netstack::nat`, docs/DESIGN.md). A frame of a flow another core owns
+//! (`Verdict::HandOff`) is kept and handed to that core after the burst (`Ctx::hand_off`,
+//! the per-core hand-off rings), whose `handed` translates and sends it on its own queues.
+//! With one queue pair per port, each port pair's core is a NAT of its own.
 
 use super::{CounterDef, CounterValues, Ctx, NetworkFunction, Packet, Verdict};
 use crate::dataplane::percore::Platform;
@@ -34,6 +36,28 @@ use netstack::{MacAddr, MacRewrite, Mode};
 const MARK_ARP: u16 = 1;
 /// The mark of a kept hairpinned frame (translated twice, sent back inside).
 const MARK_HAIRPIN: u16 = 2;
+/// The mark of a kept frame another core owns: `MARK_HANDOFF | from << 8 | core`
+/// ([`from_code`]); handed to that core after the burst with `from` as its mark.
+const MARK_HANDOFF: u16 = 0x8000;
+
+/// `from` as a hand-off's mark (0 inside, 1 outside, 2 hairpin).
+fn from_code(from: Ingress) -> u16 {
+    match from {
+        Ingress::Inside => 0,
+        Ingress::Outside => 1,
+        Ingress::Hairpin => 2,
+    }
+}
+
+/// A hand-off's mark as the `from` its owner translates it with (`None`: not one).
+fn code_from(mark: u16) -> Option<Ingress> {
+    match mark {
+        0 => Some(Ingress::Inside),
+        1 => Some(Ingress::Outside),
+        2 => Some(Ingress::Hairpin),
+        _ => None,
+    }
+}
 
 /// What [`NatNf`] decided for a frame: the three [`Verdict`]s it gives.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -149,10 +173,10 @@ impl NatNf {
                 Step::Keep
             }
             NatVerdict::NotIpv4 => self.not_ipv4(pkt),
-            NatVerdict::HandOff { .. } => {
-                // Not with one core per pair (`cores` 1): every flow is this core's.
-                self.not_translated += 1;
-                Step::Drop
+            NatVerdict::HandOff { core, from } => {
+                // Untouched (a hairpin translated outbound): the owner translates it.
+                pkt.set_mark(MARK_HANDOFF | from_code(from) << 8 | (core & 0xff));
+                Step::Keep
             }
         }
     }
@@ -197,6 +221,7 @@ impl NatNf {
 impl NetworkFunction for NatNf {
     const NAME: &'static str = "nat";
     const CLOCK: bool = true;
+    const HANDS_OFF: bool = true;
     const COUNTERS: &'static [CounterDef] = COUNTERS;
 
     /// One direct call to `NatNf::decide`, out of line, and three verdicts: inlined, the
@@ -221,10 +246,42 @@ impl NetworkFunction for NatNf {
                     write_macs(h.head_mut(), self.words[0]);
                     ctx.send(h, 0);
                 }
+                m if m & MARK_HANDOFF != 0 => {
+                    let core = usize::from(m & 0xff);
+                    ctx.hand_off(h, core, (m >> 8) & 0x7f);
+                }
                 _ => {
                     self.not_translated += 1;
                     ctx.drop(h);
                 }
+            }
+        }
+    }
+
+    /// A frame of a flow this core owns, from the core it arrived on: translated as the mark
+    /// says it came (inside, outside, or a hairpin translated outbound there) and sent on.
+    fn handed<P: Platform>(&mut self, mut h: super::Held, ctx: &mut Ctx<'_, P>) {
+        let Some(from) = code_from(h.mark()) else {
+            self.not_translated += 1;
+            return ctx.drop(h);
+        };
+        let now = ctx.now_ns();
+        match self.nat.translate(h.head_mut(), from, now) {
+            NatVerdict::Forward => {
+                let out = if from == Ingress::Inside { 1 } else { 0 };
+                write_macs(h.head_mut(), self.words[out]);
+                ctx.send(h, out);
+            }
+            NatVerdict::Hairpin => {
+                write_macs(h.head_mut(), self.words[0]);
+                ctx.send(h, 0);
+            }
+            NatVerdict::Drop(_) => ctx.drop(h),
+            NatVerdict::NotIpv4 | NatVerdict::HandOff { .. } => {
+                // Its owner names another core: the cores disagree on ownership (never with
+                // one configuration on every core); not passed on again.
+                self.not_translated += 1;
+                ctx.drop(h);
             }
         }
     }

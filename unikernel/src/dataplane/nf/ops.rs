@@ -5,6 +5,7 @@
 
 use super::packet::{Held, Packet};
 use super::{NetworkFunction, Verdict};
+use crate::dataplane::handoff::Handoff;
 use crate::dataplane::nf_side::{NfCounters, NfSide, RestPages, Taken, NO_REST};
 use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
@@ -455,6 +456,48 @@ impl<P: Platform> Ctx<'_, P> {
         self.core.send_multi(port, page, &rest, len)
     }
 
+    /// Hand `h` to forwarding core `core` (`0..` the number of forwarding cores), the one
+    /// that owns its flow: that core's poll iteration gives it to its instance of this NF's
+    /// [`NetworkFunction::handed`], with `mark` as its [`Held::mark`] and its port as it
+    /// came in. Counted in [`NfCounters::handed_off`]; the frame is dropped, counted in
+    /// [`NfCounters::handoff_dropped`], when that core's hand-off ring is full (256 frames),
+    /// `core` is this core or not a forwarding core. The other core is woken if it halted.
+    /// For an NF whose [`NetworkFunction::HANDS_OFF`] is `true` (else nothing takes the
+    /// frames: the ring fills and they are dropped at `quit`).
+    pub fn hand_off(&mut self, h: Held, core: usize, mark: u16) {
+        let fabric = self.core.fabric;
+        if core >= fabric.cores() || core == self.core.pair() {
+            self.core.nf_side.counters.handoff_dropped += 1;
+            return self.recycle(h);
+        }
+        let Held {
+            page,
+            rest,
+            len,
+            port,
+            ..
+        } = h;
+        let ho = Handoff {
+            page,
+            rest: rest.into_iter().collect(),
+            len,
+            port,
+            mark,
+        };
+        match fabric.handoff[core].push(ho) {
+            Ok(()) => {
+                self.core.nf_side.counters.handed_off += 1;
+                self.core.wake_if_sleeping(core);
+            }
+            Err(ho) => {
+                self.core.nf_side.counters.handoff_dropped += 1;
+                for page in ho.into_pages() {
+                    self.core.pages.recycle(page);
+                }
+            }
+        }
+    }
+
     /// Drop `h`: its pages back to their pool, counted in [`NfCounters::dropped`].
     pub fn drop(&mut self, h: Held) {
         self.core.nf_side.counters.dropped += 1;
@@ -602,7 +645,41 @@ impl<P: Platform> Core<P> {
         if took || (H::Nf::EVERY_BURST && work > 0) {
             self.nf_after_burst(nf.nf());
         }
-        self.poll_tail(t0, work)
+        // One load and test per iteration, for an NF that hands frames between cores only.
+        let handed = if H::Nf::HANDS_OFF && !self.fabric.handoff[self.pair].is_empty() {
+            self.nf_take_handed(nf.nf())
+        } else {
+            0
+        };
+        self.poll_tail(t0, work + handed)
+    }
+
+    /// What other cores' instances of the NF handed to this core ([`Ctx::hand_off`]), up to
+    /// one ring's batch (64), each given to [`NetworkFunction::handed`]; what it sent is
+    /// flushed. Returns the frames taken.
+    #[inline(never)]
+    fn nf_take_handed<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
+        let fabric = self.fabric;
+        let offset = <P::Nic as Nic>::FRAME_OFFSET as u16;
+        let mut ctx = Ctx {
+            now_ns: P::uptime_ns(),
+            core: self,
+            next: 0,
+        };
+        let n = fabric.handoff[ctx.core.pair()].pop_each(64, |h| {
+            let held = Held {
+                page: h.page,
+                rest: h.rest.into_iter().collect(),
+                len: h.len,
+                offset,
+                port: h.port,
+                mark: h.mark,
+            };
+            nf.handed(held, &mut ctx);
+        });
+        ctx.finish();
+        self.flush_all();
+        n
     }
 
     /// One fused burst from local port `RX` to the other through the NF `nf` holds. Returns

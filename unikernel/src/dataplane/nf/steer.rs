@@ -58,6 +58,7 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
     const EVERY_BURST: bool = N::EVERY_BURST;
     const TAKES: bool = true;
     const CLOCK: bool = N::CLOCK;
+    const HANDS_OFF: bool = N::HANDS_OFF;
     const COUNTERS: &'static [super::CounterDef] = N::COUNTERS;
 
     #[inline(always)]
@@ -70,6 +71,18 @@ impl<N: NetworkFunction> NetworkFunction for MgmtSteer<N> {
 
     fn end_of_burst<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.inner.end_of_burst(ctx);
+    }
+
+    fn handed<P: Platform>(&mut self, h: super::Held, ctx: &mut Ctx<'_, P>) {
+        self.inner.handed(h, ctx);
+    }
+
+    fn tx_refused(&mut self) {
+        self.inner.tx_refused();
+    }
+
+    fn keep_lost(&mut self, mark: u16) {
+        self.inner.keep_lost(mark);
     }
 
     fn counters(&self, out: &mut super::CounterValues) {

@@ -490,6 +490,7 @@ fn handoff_record_roundtrips_and_a_full_ring_gives_it_back() {
             rest,
             len: 60 + pushed as u16,
             port: (pushed % 2) as u8,
+            mark: pushed as u16,
         };
         let pfns: Vec<mm::Pfn> = core::iter::once(h.page.pfn())
             .chain(h.rest.iter().map(|p| p.pfn()))
@@ -511,10 +512,11 @@ fn handoff_record_roundtrips_and_a_full_ring_gives_it_back() {
     };
     // The refused record comes back whole.
     assert_eq!(
-        (refused.len, refused.port, refused.rest.len()),
+        (refused.len, refused.port, refused.mark, refused.rest.len()),
         (
             60 + pushed as u16,
             (pushed % 2) as u8,
+            pushed as u16,
             (pushed % 4) as usize
         )
     );
@@ -527,6 +529,7 @@ fn handoff_record_roundtrips_and_a_full_ring_gives_it_back() {
     while ring.pop_each(64, |h| {
         assert_eq!(h.len, 60 + next as u16);
         assert_eq!(h.port, (next % 2) as u8);
+        assert_eq!(h.mark, next as u16);
         assert_eq!(h.rest.len(), (next % 4) as usize);
         let pages: Vec<PageBuf> = h.into_pages().collect();
         let pfns: Vec<mm::Pfn> = pages.iter().map(|p| p.pfn()).collect();

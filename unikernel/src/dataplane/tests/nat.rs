@@ -28,13 +28,18 @@ const CMDLINE: &str =
 
 /// A translator over leaked storage, as `setup::nat` builds one from the zone.
 fn nat(filtering: Filtering) -> NatNf {
+    nat_of(filtering, 1, 0)
+}
+
+/// Core `core` of a NAT of `cores` cores.
+fn nat_of(filtering: Filtering, cores: u16, core: u16) -> NatNf {
     let pool = [u32::from_be_bytes(POOL)];
     let cfg = NatConfig {
         pool: &pool,
         port_lo: 1024,
         port_hi: 65535,
-        cores: 1,
-        core: 0,
+        cores,
+        core,
         filtering,
         forwards: &[],
         timeouts: Timeouts::default(),
@@ -44,14 +49,14 @@ fn nat(filtering: Filtering) -> NatNf {
     let plan = PortPlan {
         lo: 1024,
         hi: 65535,
-        cores: 1,
+        cores,
     };
     let st = NatStorage {
         sessions: Vec::leak(std::vec![Entry::default(); 64]),
         session_buckets: Vec::leak(std::vec![0; 64]),
         maps: Vec::leak(std::vec![Entry::default(); 65]),
         map_buckets: Vec::leak(std::vec![0; 128]),
-        ports: Vec::leak(std::vec![0; PortAlloc::words_for(1, plan.block(0).1)]),
+        ports: Vec::leak(std::vec![0; PortAlloc::words_for(1, plan.block(core).1)]),
     };
     let n = Nat::new(&cfg, st).unwrap();
     NatNf::new(n, [port_mac(0), port_mac(1)], [PEER0, PEER1])
@@ -86,9 +91,7 @@ fn endpoints(f: &[u8]) -> ([u8; 4], u16, [u8; 4], u16) {
 
 /// Frames sent on `port` of the rig's core 0.
 fn sent(rig: &mut Rig, port: usize) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    rig.cores[0].dev[port].complete_tx(|f| out.push(f.to_vec()));
-    out
+    sent_on(rig, 0, port)
 }
 
 #[test]
@@ -203,4 +206,61 @@ fn the_counters_declaration_names_every_drop_reason_in_order() {
         at += found + item.len();
     }
     assert_eq!(drops.slots(), NatDrop::COUNT);
+}
+
+/// Two cores share one NAT (`queues=2`): a flow's frames that arrive on the other core, from
+/// the inside (its inside address is owned elsewhere) or from the outside (its port is in the
+/// other core's block), are handed to the owner, which translates and sends them on its own
+/// queues; the pages go home to the receiving core's pool.
+#[test]
+fn frames_of_another_cores_flow_are_handed_to_it() {
+    let mut rig = Rig::new(CMDLINE, 2, PAGES);
+    let mut nfs = [
+        nat_of(Filtering::AddressAndPortDependent, 2, 0),
+        nat_of(Filtering::AddressAndPortDependent, 2, 1),
+    ];
+    // An inside host core 1 owns.
+    let host = (2..=254u8)
+        .map(|i| [10, 0, 0, i])
+        .find(|&a| nfs[0].nat().owner_of_inside(u32::from_be_bytes(a)) == 1)
+        .unwrap();
+    let c0 = &mut rig.cores[0];
+    c0.dev[0].deliver_rx(&udp(port_mac(0), host, 5000, SERVER, 53), 1);
+    c0.core.poll_nf(&mut nfs[0]);
+    assert_eq!(c0.core.nf_counters().handed_off, 1);
+    rig.cores[1].core.poll_nf(&mut nfs[1]);
+    let out = sent_on(&mut rig, 1, 1);
+    assert_eq!(out.len(), 1);
+    let (src, sport, dst, dport) = endpoints(&out[0]);
+    let (first, n) = PortPlan {
+        lo: 1024,
+        hi: 65535,
+        cores: 2,
+    }
+    .block(1);
+    assert_eq!((src, dst, dport), (POOL, SERVER, 53));
+    assert!((u32::from(first)..u32::from(first) + n).contains(&u32::from(sport)));
+    assert!(sent_on(&mut rig, 0, 1).is_empty());
+    // The reply lands on core 0 (the host's hash picked its queue): handed to core 1.
+    let c0 = &mut rig.cores[0];
+    c0.dev[1].deliver_rx(&udp(port_mac(1), SERVER, 53, POOL, sport), 1);
+    c0.core.poll_nf(&mut nfs[0]);
+    rig.cores[1].core.poll_nf(&mut nfs[1]);
+    let back = sent_on(&mut rig, 1, 0);
+    assert_eq!(back.len(), 1);
+    assert_eq!(endpoints(&back[0]), (SERVER, 53, host, 5000));
+    assert_eq!(&back[0][0..6], &PEER0.0[..]);
+    let (n0, n1) = (*nfs[0].nat().counters(), *nfs[1].nat().counters());
+    assert_eq!((n0.handed_off, n0.outbound, n0.inbound), (2, 0, 0));
+    assert_eq!((n1.handed_off, n1.outbound, n1.inbound), (0, 1, 1));
+    assert_eq!(rig.cores[0].core.nf_counters().handed_off, 2);
+    // Core 0 received both frames, core 1 sent both: their pages went back to core 0's pools.
+    rig.quit_and_check();
+}
+
+/// Frames sent on `port` of the rig's core `core`.
+fn sent_on(rig: &mut Rig, core: usize, port: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    rig.cores[core].dev[port].complete_tx(|f| out.push(f.to_vec()));
+    out
 }
