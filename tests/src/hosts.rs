@@ -2,7 +2,7 @@
 //! output for assertion messages, and one iperf3 TCP run between the two hosts.
 
 use crate::{image, GuestConfig, READY_TIMEOUT};
-use harness::hosts::{plan_with_mtu, Hosts};
+use harness::hosts::{plan_with_mtu, HostPlan, Hosts};
 use harness::mtu::Mtus;
 use harness::qemu::{Backend, Guest};
 use harness::tap::TapNet;
@@ -38,6 +38,27 @@ pub fn boot_with_host_mtus(append: &str, mtus: Option<Vec<u16>>) -> (TapNet, Gue
     guest.wait_ready(READY_TIMEOUT).expect("ready");
     let plans = plan_with_mtu(append, 2, mtus.as_ref()).expect("host plan");
     let hosts = Hosts::create(&net, &plans).expect("hosts");
+    (net, guest, hosts)
+}
+
+/// [`boot_with_hosts`] with hosts of the caller's plan (`plans[i]` behind port `i`: its
+/// address, gateway and MAC), for a mode whose addresses `harness::hosts::plan` does not know
+/// (the NAT's inside and outside networks).
+///
+/// # Panics
+/// As [`boot_with_hosts`].
+pub fn boot_with_planned_hosts(append: &str, plans: &[HostPlan]) -> (TapNet, Guest, Hosts) {
+    let net = TapNet::create_with_mtu(2, 1, None).expect("tap namespace");
+    let cfg = GuestConfig {
+        image: image(),
+        append: append.to_string(),
+        backend: Backend::Tap,
+        netns: Some(net.path()),
+        ..GuestConfig::default()
+    };
+    let guest = Guest::boot(&cfg).expect("boot");
+    guest.wait_ready(READY_TIMEOUT).expect("ready");
+    let hosts = Hosts::create(&net, plans).expect("hosts");
     (net, guest, hosts)
 }
 

@@ -249,3 +249,103 @@ fn two_cores_translate_their_own_flows_and_hand_over_the_rest() {
     assert!(s.per_cpu.iter().all(|c| c.forwarded > 0), "{s}");
     assert_no_leak(&s);
 }
+
+/// Issue 38 item 6 (in part): Linux hosts through the NAT (`--backend tap`, a namespace per
+/// port). The inside host (10.0.0.2, its gateway the NAT's management address 10.0.0.1 on
+/// port 0) runs iperf3 TCP and UDP to the outside host (192.0.2.10, on the pool's network),
+/// whose server sees the connection come from the pool address; the outside host learns the
+/// pool address's MAC by ARP from the NAT; its unsolicited pings to the pool are dropped and
+/// counted. Needs root and /dev/net/tun.
+#[test]
+fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
+    use gannet_tests::hosts::{boot_with_planned_hosts, out};
+    use harness::hosts::HostPlan;
+    require_tap();
+    harness::setup::ensure_host_tools().expect("ping, curl and iperf3");
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let (peer0, peer1) = (mac(peer_mac(0)), mac(peer_mac(1)));
+    let append =
+        format!("mode=nat nat_pool=192.0.2.1 ip0=10.0.0.1/24 mgmt=ip0 peer0={peer0} peer1={peer1}");
+    let plans = [
+        HostPlan {
+            port: 0,
+            addr: [10, 0, 0, 2].into(),
+            len: 24,
+            gateway: Some([10, 0, 0, 1].into()),
+            mac: Some(peer0),
+            mtu: None,
+        },
+        HostPlan {
+            port: 1,
+            addr: [192, 0, 2, 10].into(),
+            len: 24,
+            gateway: None,
+            mac: Some(peer1),
+            mtu: None,
+        },
+    ];
+    let (net, mut guest, hosts) = boot_with_planned_hosts(&append, &plans);
+    let iperf3 = |udp: bool| {
+        let server = std::process::Command::new("ip")
+            .args(["netns", "exec", hosts.namespace(1).unwrap()])
+            .args(["iperf3", "-s", "-1", "-J", "-B", "192.0.2.10"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("iperf3 server");
+        std::thread::sleep(Duration::from_millis(500));
+        let mut cmd = vec!["timeout", "60", "iperf3", "-c", "192.0.2.10", "-t", "2"];
+        cmd.extend_from_slice(&["--connect-timeout", "5000", "-J"]);
+        if udp {
+            cmd.extend_from_slice(&["-u", "-b", "2M"]);
+        }
+        let o = hosts.exec(0, &cmd).expect("iperf3 client");
+        let s = server.wait_with_output().expect("iperf3 server output");
+        assert!(o.status.success(), "iperf3 (udp {udp}): {}", out(&o));
+        let client: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let server: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+        (client, server)
+    };
+    let (client, server) = iperf3(false);
+    let bytes = client["end"]["sum_received"]["bytes"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(bytes > 100_000.0, "TCP moved {bytes} bytes: {client}");
+    assert_eq!(
+        server["start"]["accepted_connection"]["host"], "192.0.2.1",
+        "the outside host sees the pool address: {server}"
+    );
+    let (client, _) = iperf3(true);
+    let packets = client["end"]["sum"]["packets"].as_u64().unwrap_or(0);
+    assert!(packets > 0, "UDP sent nothing: {client}");
+    // Unsolicited: pings from the outside to the pool address get no answer.
+    let o = hosts
+        .exec(
+            1,
+            &["ping", "-n", "-c", "2", "-i", "0.2", "-W", "1", "192.0.2.1"],
+        )
+        .unwrap();
+    assert!(!o.status.success(), "{}", out(&o));
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    let s = stats.expect("final STATS");
+    let c = &s.nf_counters;
+    assert!(c.one("outbound").unwrap_or(0) > 100, "{s}");
+    assert!(c.one("inbound").unwrap_or(0) > 100, "{s}");
+    assert!(
+        c.one("sessions_opened").unwrap_or(0) >= 3,
+        "TCP, UDP and its control: {s}"
+    );
+    assert!(c.one("arp_replies").unwrap_or(0) >= 1, "{s}");
+    // The pings: an echo request from the outside meets no mapping (reason 3, no_mapping).
+    let drops = c.per_index("drops").unwrap();
+    assert!(drops[3] >= 2, "{s}");
+    assert_no_leak(&s);
+    drop(hosts);
+    drop(net);
+}
