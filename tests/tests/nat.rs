@@ -109,6 +109,29 @@ fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
     let a = netstack::router::arp::parse(&replies[0][14..]).expect("an ARP reply");
     assert_eq!(a.op, netstack::router::arp::ARP_REPLY);
     assert_eq!((a.sha.0, a.spa), (guest_mac(1), u32::from_be_bytes(POOL)));
+    // The session table on the console: occupancy, then the session, filtered.
+    let from = rig.guest.line_count();
+    rig.guest.send_line("nat udp port 53").unwrap();
+    let want = "nat cpu 0 udp 10.0.0.2:5000 > 198.51.100.7:53, reply 198.51.100.7:53 > 192.0.2.1:20000, udp, idle ";
+    rig.guest
+        .wait_for_line_from(from, |l| l.contains(want), Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", rig.tail()));
+    assert!(
+        rig.guest.lines()[from..]
+            .iter()
+            .any(|l| l.contains("nat cpu 0 sessions 1 of 1024, mappings 1, expired 0")),
+        "{}",
+        rig.tail()
+    );
+    let from = rig.guest.line_count();
+    rig.guest.send_line("nat port http").unwrap();
+    rig.guest
+        .wait_for_line_from(
+            from,
+            |l| l.contains("console: nat `port http`: `http`: expected a port"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", rig.tail()));
     let s = rig.stats();
     assert_eq!(s.nf_name, "nat", "{s}");
     let c = &s.nf_counters;

@@ -11,7 +11,7 @@
 //! An image names one in [`crate::main!`]; each is monomorphised into the poll loop (no
 //! indirect call per iteration or per frame).
 
-use crate::dataplane::nf::builtin::{take_nat, AclCore, NatNf, ACL};
+use crate::dataplane::nf::builtin::{take_nat, take_nat_show, AclCore, NatNf, ACL, SHOW_MAX};
 use crate::dataplane::nf::NetworkFunction;
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
@@ -204,10 +204,15 @@ impl Appliance for StockNat {
         }
     }
 
-    /// The expiry sweep's tick and the counters into the core's snapshot.
+    /// The expiry sweep's tick and the counters into the core's snapshot; the session
+    /// listing when the console asked (`nat [FILTER]`).
     fn tick<P: Platform>(nat: &mut Option<NatNf>, core: &mut Core<P>) {
         if let Some(nf) = nat {
             core.tick_nf(nf);
+            if let Some(f) = take_nat_show(core.pair()) {
+                let emit = &mut |line: core::fmt::Arguments<'_>| log::info!("{line}");
+                nf.show_sessions(core.pair(), &f, P::uptime_ns(), SHOW_MAX, emit);
+            }
         }
     }
 

@@ -96,6 +96,14 @@ pub fn run<P: Platform>(
             None => println!("routes: not in router mode"),
         },
         Command::Fault(c) => super::faults::run(c),
+        Command::Nat(f) if core.cfg().mode == netstack::Mode::Nat => {
+            // Each NAT core lists its own table from its next tick (its state is its own).
+            crate::dataplane::nf::builtin::request_nat_show(f, core.fabric().cores());
+            for k in 1..core.fabric().cores() {
+                P::wake(k);
+            }
+        }
+        Command::Nat(_) => println!("nat: not in mode=nat"),
         Command::Quit => {
             release(core);
             quit(core, facts, End::Exit)

@@ -72,7 +72,9 @@ pub use steer::{for_address, MgmtSteer};
 pub mod builtin {
     pub use super::acl_impl::{Acl, AclBuildError, AclCore, AclTable, ACL, STATS_RULES};
     pub use super::builtin_impl::{Io, L2};
-    pub use super::nat_impl::{install_nat, take_nat, NatNf, TICK_SWEEP};
+    pub use super::nat_impl::{
+        install_nat, request_nat_show, take_nat, take_nat_show, NatNf, SHOW_MAX, TICK_SWEEP,
+    };
 }
 
 /// What [`NetworkFunction::process`] decided for one frame.

@@ -27,6 +27,8 @@
 use super::{CounterDef, CounterValues, Ctx, NetworkFunction, Packet, Verdict};
 use crate::dataplane::percore::Platform;
 use crate::dataplane::MAX_CORES;
+use core::sync::atomic::{AtomicBool, Ordering};
+use netstack::conntrack::show::{Filter, Line};
 use netstack::nat::{Ingress, Nat, NatDrop, Verdict as NatVerdict};
 use netstack::router::arp;
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP, ETH_HDR_LEN};
@@ -146,6 +148,48 @@ impl NatNf {
     /// The translator (its sessions, mappings and counters).
     pub fn nat(&self) -> &Nat<'static> {
         &self.nat
+    }
+
+    /// This core's session table as the console shows it (`nat [FILTER]`), one line to `emit`
+    /// at a time: `nat cpu K sessions N of CAP, mappings M, expired E, evicted V, refused F`,
+    /// then up to `max` sessions matching `filter` (`netstack::conntrack::show::Line`, after
+    /// `conntrack -L`), each `nat cpu K …`, and `nat cpu K … and N more` past `max`; `now_ns`
+    /// the clock the NAT runs on.
+    pub fn show_sessions(
+        &self,
+        cpu: usize,
+        filter: &Filter,
+        now_ns: u64,
+        max: usize,
+        emit: &mut dyn FnMut(core::fmt::Arguments<'_>),
+    ) {
+        let t = self.nat.sessions();
+        let c = t.counters();
+        emit(format_args!(
+            "nat cpu {cpu} sessions {} of {}, mappings {}, expired {}, evicted {}, refused {}",
+            t.len(),
+            t.capacity(),
+            self.nat.mappings().len(),
+            c.expired,
+            c.evicted,
+            c.full
+        ));
+        let mut matching = t.iter().filter(|(_, e)| filter.matches(e));
+        for (_, entry) in matching.by_ref().take(max) {
+            let timeouts = &t.timeouts;
+            emit(format_args!(
+                "nat cpu {cpu} {}",
+                Line {
+                    entry,
+                    now_ns,
+                    timeouts
+                }
+            ));
+        }
+        let more = matching.count();
+        if more > 0 {
+            emit(format_args!("nat cpu {cpu} … and {more} more"));
+        }
     }
 
     /// The frame translated, and what becomes of it (see [`NetworkFunction::process`]).
@@ -302,6 +346,35 @@ impl NetworkFunction for NatNf {
         out.set(6, self.arp_replies);
         out.set(7, self.not_translated);
     }
+}
+
+/// Most session lines one core prints for `nat` on the console (a serial line under TCG is
+/// slow; a filter narrows the listing).
+pub const SHOW_MAX: usize = 64;
+
+/// The filter of the console's last `nat` listing, for the cores still to print theirs.
+static SHOW: spin::Mutex<Filter> = spin::Mutex::new(Filter {
+    proto: None,
+    addr: None,
+    port: None,
+    class: None,
+});
+/// Per core: a `nat` listing asked and not yet printed.
+static SHOW_PENDING: [AtomicBool; MAX_CORES] = [const { AtomicBool::new(false) }; MAX_CORES];
+
+/// The console's `nat [FILTER]`: each of the first `cores` cores lists its sessions matching
+/// `filter` from its next tick (within 10 ms; [`NatNf::show_sessions`]).
+pub fn request_nat_show(filter: Filter, cores: usize) {
+    *SHOW.lock() = filter;
+    for p in SHOW_PENDING.iter().take(cores) {
+        p.store(true, Ordering::Release);
+    }
+}
+
+/// The filter of a listing core `k` was asked for and has not printed yet.
+pub fn take_nat_show(k: usize) -> Option<Filter> {
+    let asked = SHOW_PENDING.get(k)?.swap(false, Ordering::AcqRel);
+    asked.then(|| *SHOW.lock())
 }
 
 /// Each CPU's translator from the boot (`setup::nat`) until its core takes it.

@@ -264,3 +264,40 @@ fn sent_on(rig: &mut Rig, core: usize, port: usize) -> Vec<Vec<u8>> {
     rig.cores[core].dev[port].complete_tx(|f| out.push(f.to_vec()));
     out
 }
+
+/// The console's listing (`nat [FILTER]`): the table's occupancy, then the sessions the
+/// filter matches, `conntrack -L`'s fields, at most `max` of them.
+#[test]
+fn sessions_are_listed_by_filter() {
+    use netstack::conntrack::show::Filter;
+    let mut rig = Rig::new(CMDLINE, 1, PAGES);
+    let mut nf = nat(Filtering::AddressAndPortDependent);
+    let c = &mut rig.cores[0];
+    c.dev[0].deliver_rx(&udp(port_mac(0), HOST_A, 5000, SERVER, 53), 1);
+    c.dev[0].deliver_rx(&udp(port_mac(0), HOST_B, 6000, SERVER, 53), 1);
+    c.core.poll_nf(&mut nf);
+    assert_eq!(sent(&mut rig, 1).len(), 2);
+    let show = |f: &str, max| {
+        let mut lines = Vec::new();
+        let filter = Filter::parse(f).unwrap();
+        nf.show_sessions(0, &filter, 0, max, &mut |a| lines.push(std::format!("{a}")));
+        lines
+    };
+    let all = show("", 64);
+    assert_eq!(
+        all[0],
+        "nat cpu 0 sessions 2 of 64, mappings 2, expired 0, evicted 0, refused 0"
+    );
+    assert_eq!(all.len(), 3, "{all:?}");
+    let a = show("udp addr 10.0.0.2", 64);
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert!(
+        a[1].starts_with(
+            "nat cpu 0 udp 10.0.0.2:5000 > 198.51.100.7:53, reply 198.51.100.7:53 > 192.0.2.1:"
+        ) && a[1].contains(", udp_unreplied, idle 0 s, expires in 300 s"),
+        "{a:?}"
+    );
+    assert_eq!(show("tcp", 64).len(), 1);
+    assert_eq!(show("", 1).last().unwrap(), "nat cpu 0 … and 1 more");
+    rig.quit_and_check();
+}
