@@ -11,6 +11,7 @@
 //! key tables (`keys`), the bundle, the fw_cfg merge and the tests are files of their own.
 
 pub mod bundle;
+pub mod firewall;
 pub mod keys;
 pub mod merge;
 pub mod nat;
@@ -40,6 +41,9 @@ pub enum Mode {
     /// NAT44 gateway (`netstack::nat`): port 0 inside, port 1 outside, the address pool of
     /// `nat_pool=`.
     Nat,
+    /// Connection-tracking firewall (`netstack::conntrack::firewall`): port 0 inside, port 1
+    /// outside; new connections only from the inside, frames forwarded untouched.
+    Firewall,
 }
 
 impl Mode {
@@ -51,6 +55,7 @@ impl Mode {
             Mode::Router => "router",
             Mode::Acl => "acl",
             Mode::Nat => "nat",
+            Mode::Firewall => "firewall",
         }
     }
 }
@@ -469,6 +474,9 @@ pub struct Config {
     /// `mode=nat`'s settings (`nat_pool=`, `nat_ports=`, `nat_sessions=`, `nat_filtering=`,
     /// `nat_timeouts=`, `nat_forward=`): [`nat::NatSettings`].
     pub nat: nat::NatSettings,
+    /// `mode=firewall`'s settings (`fw_sessions=`, `fw_timeouts=`):
+    /// [`firewall::FirewallSettings`].
+    pub fw: firewall::FirewallSettings,
 }
 
 /// Most `virtio_mmio.device=` keys: QEMU 7.2's microvm has 24 virtio-mmio transports, the
@@ -582,6 +590,7 @@ impl Default for Config {
             debug_exit: false,
             virtio_mmio: heapless::Vec::new(),
             nat: nat::NatSettings::default(),
+            fw: firewall::FirewallSettings::default(),
         }
     }
 }
@@ -964,6 +973,14 @@ impl Config {
                     because: "for its management address (mgmt=)",
                 });
             }
+        }
+        // Both directions of a connection must meet one core's table, and the firewall does not
+        // hand frames between cores (the NAT does): one queue pair per port.
+        if cfg.mode == Mode::Firewall && matches!(cfg.queues, Queues::Count(n) if n > 1) {
+            return Err(ConfigError::Missing {
+                key: "queues",
+                because: "(=auto or 1) with mode=firewall: both directions of a connection must meet one core",
+            });
         }
         if cfg.mode == Mode::Nat && cfg.nat.pool.is_empty() {
             return Err(ConfigError::Missing {

@@ -174,13 +174,14 @@ pub fn bench_frames_into(
             let a = router_addrs(cfg)?;
             (a.src, a.dst)
         }
-        Mode::L2 | Mode::Io | Mode::Acl | Mode::Nat => (L2_SRC, L2_DST),
+        Mode::L2 | Mode::Io | Mode::Acl | Mode::Nat | Mode::Firewall => (L2_SRC, L2_DST),
     };
     udp4_frame(input, len, macs[0], peer[0], src, dst, 64);
     want.copy_from_slice(input);
     match cfg.mode {
-        // The ACL allows the benchmark's frame (its rules must) and forwards it untouched.
-        Mode::Io | Mode::Acl => {}
+        // The ACL allows the benchmark's frame (its rules must) and forwards it untouched; the
+        // firewall lets the inside's new flow through untouched.
+        Mode::Io | Mode::Acl | Mode::Firewall => {}
         Mode::L2 => {
             want[ETH_DST].copy_from_slice(&peer[1].0);
             want[ETH_SRC].copy_from_slice(&macs[1].0);

@@ -2,8 +2,8 @@
 //! [`Appliance::poll`] once per poll iteration, [`Appliance::tick`] every 10 ms (busy or idle,
 //! after the core's own housekeeping) and [`Appliance::release`] once before `quit`'s phases.
 //!
-//! - [`Stock`]: the stock image's modes (`mode=io|l2|router`), [`StockAcl`] its `mode=acl`
-//!   and [`StockNat`] its `mode=nat`.
+//! - [`Stock`]: the stock image's modes (`mode=io|l2|router`), [`StockAcl`] its `mode=acl`,
+//!   [`StockNat`] its `mode=nat` and [`StockFirewall`] its `mode=firewall`.
 //! - [`One<F>`]: one network function of the user's ([`NetworkFunction`] + `Default`), a value
 //!   per core, run through `Core::poll_nf`; the kernel's management-plane steering goes in
 //!   front of it when a core's ports carry a management address.
@@ -11,7 +11,9 @@
 //! An image names one in [`crate::main!`]; each is monomorphised into the poll loop (no
 //! indirect call per iteration or per frame).
 
-use crate::dataplane::nf::builtin::{take_nat, take_nat_show, AclCore, NatNf, ACL, SHOW_MAX};
+use crate::dataplane::nf::builtin::{
+    take_firewall, take_nat, take_nat_show, AclCore, FirewallNf, NatNf, ACL, SHOW_MAX,
+};
 use crate::dataplane::nf::NetworkFunction;
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
@@ -219,6 +221,43 @@ impl Appliance for StockNat {
     /// The counters a last time and the frames kept (none between bursts).
     fn release<P: Platform>(nat: &mut Option<NatNf>, core: &mut Core<P>) {
         if let Some(nf) = nat {
+            core.release_nf(nf);
+        }
+    }
+}
+
+/// The stock image's `mode=firewall`: `nf::builtin::FirewallNf` (port 0 inside, port 1
+/// outside, frames untouched) through `Core::poll_nf`, over the connection table the boot
+/// built for this core (`setup::firewall`). Without one it forwards nothing.
+#[derive(Debug)]
+pub struct StockFirewall;
+
+impl Appliance for StockFirewall {
+    type PerCore = Option<FirewallNf>;
+    const NAME: &'static str = "firewall";
+
+    fn new_core<P: Platform>(core: &Core<P>) -> Option<FirewallNf> {
+        take_firewall(core.pair()).map(FirewallNf::new)
+    }
+
+    #[inline(always)]
+    fn poll<P: Platform>(fw: &mut Option<FirewallNf>, core: &mut Core<P>) -> usize {
+        match fw {
+            Some(nf) => core.poll_nf(nf),
+            None => 0,
+        }
+    }
+
+    /// The expiry sweep's tick and the counters into the core's snapshot.
+    fn tick<P: Platform>(fw: &mut Option<FirewallNf>, core: &mut Core<P>) {
+        if let Some(nf) = fw {
+            core.tick_nf(nf);
+        }
+    }
+
+    /// The counters a last time (the firewall holds no frame).
+    fn release<P: Platform>(fw: &mut Option<FirewallNf>, core: &mut Core<P>) {
+        if let Some(nf) = fw {
             core.release_nf(nf);
         }
     }

@@ -6,7 +6,7 @@
 //! the one `Appliance` type parameter; the management plane's construction (`build_mgmt`,
 //! `put_files`, `mgmt_storage`) is the next part to move out.
 
-use crate::appliance::{Appliance, StockAcl, StockAclRouter, StockNat};
+use crate::appliance::{Appliance, StockAcl, StockAclRouter, StockFirewall, StockNat};
 use crate::arch::apic;
 use crate::arch::phases::{self, Phase};
 use crate::arch::time::{ms_to_tsc, rdtsc, us_to_tsc, Deadline};
@@ -95,6 +95,23 @@ fn build_tables(
     }
     if cfg.mode == Mode::Nat {
         build_nat(cfg, zone);
+    }
+    if cfg.mode == Mode::Firewall {
+        build_firewall(cfg, zone);
+    }
+}
+
+/// `mode=firewall`: each CPU's connection table (`setup::firewall`), or the boot stops naming
+/// why.
+fn build_firewall(cfg: &Config, zone: &'static Zone) {
+    let cpus = online();
+    match crate::setup::firewall::build(cfg, zone, cpus, rdtsc()) {
+        Ok(bytes) => info!(
+            "firewall: {} connections per core, {} KiB on each of {cpus} CPU(s); new connections from port 0 (inside) only",
+            cfg.fw.sessions,
+            bytes.div_ceil(1024)
+        ),
+        Err(e) => fail(format_args!("{e}")),
     }
 }
 
@@ -193,6 +210,9 @@ pub fn run<A: Appliance>(
         }
         if A::STOCK && cfg.mode == Mode::Nat {
             crate::simbench::run::<StockNat>(core)
+        }
+        if A::STOCK && cfg.mode == Mode::Firewall {
+            crate::simbench::run::<StockFirewall>(core)
         }
         crate::simbench::run::<A>(core)
     }
@@ -386,6 +406,9 @@ fn sim_dd<A: Appliance>(
     if A::STOCK && setup.cfg.mode == Mode::Nat {
         crate::simbench::run_dd::<StockNat, _>(core)
     }
+    if A::STOCK && setup.cfg.mode == Mode::Firewall {
+        crate::simbench::run_dd::<StockFirewall, _>(core)
+    }
     crate::simbench::run_dd::<A, _>(core)
 }
 
@@ -409,6 +432,9 @@ fn sim_igb<A: Appliance>(
     }
     if A::STOCK && setup.cfg.mode == Mode::Nat {
         crate::simbench::run_dd::<StockNat, _>(core)
+    }
+    if A::STOCK && setup.cfg.mode == Mode::Firewall {
+        crate::simbench::run_dd::<StockFirewall, _>(core)
     }
     crate::simbench::run_dd::<A, _>(core)
 }
@@ -695,8 +721,9 @@ fn build_acl(zone: &'static Zone, rules_file: Option<&'static str>) {
 }
 
 /// Forward with `A` until `quit`; the stock image's `mode=acl` with [`StockAcl`], its
-/// `mode=router` with a rules file with [`StockAclRouter`] and its `mode=nat` with
-/// [`StockNat`] (chosen here, once, so no loop tests the mode per iteration).
+/// `mode=router` with a rules file with [`StockAclRouter`], its `mode=nat` with [`StockNat`]
+/// and its `mode=firewall` with [`StockFirewall`] (chosen here, once, so no loop tests the
+/// mode per iteration).
 fn forward<A: Appliance, N: drivers::nic::Nic>(
     core: &mut Core<KernelPlatformOf<N>>,
     halt_when_idle: bool,
@@ -709,6 +736,9 @@ fn forward<A: Appliance, N: drivers::nic::Nic>(
     }
     if A::STOCK && core.cfg().mode == Mode::Nat {
         poll_loop::<StockNat, N>(core, halt_when_idle)
+    }
+    if A::STOCK && core.cfg().mode == Mode::Firewall {
+        poll_loop::<StockFirewall, N>(core, halt_when_idle)
     }
     poll_loop::<A, N>(core, halt_when_idle)
 }

@@ -116,7 +116,8 @@ const KERNEL_KEYS: &[Key] = &[
             "router" => Mode::Router,
             "acl" => Mode::Acl,
             "nat" => Mode::Nat,
-            _ => return Err(KeyError::Expected("io, l2, router, acl or nat")),
+            "firewall" => Mode::Firewall,
+            _ => return Err(KeyError::Expected("io, l2, router, acl, nat or firewall")),
         };
         Ok(())
     }),
@@ -398,6 +399,18 @@ const NAT_KEYS: &[Key] = &[
     },
 ];
 
+/// `mode=firewall`'s keys ([`super::firewall::FirewallSettings`]).
+const FW_KEYS: &[Key] = &[
+    key("fw_sessions", |c, v| {
+        c.fw.sessions = nat::parse_sessions(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    key("fw_timeouts", |c, v| {
+        c.fw.timeouts = nat::parse_timeouts(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+];
+
 /// The token for `PUT` of a network function's file (the router's `PUT /routes`, the ACL's
 /// `PUT /rules`): the keys of the network functions that have one.
 const PUT_KEYS: &[Key] = &[key("mgmt_token", |c, v| {
@@ -442,6 +455,10 @@ pub const KEY_SETS: &[KeySet] = &[
         owner: Owner::Nf(&[Mode::Nat]),
         keys: NAT_KEYS,
     },
+    KeySet {
+        owner: Owner::Nf(&[Mode::Firewall]),
+        keys: FW_KEYS,
+    },
 ];
 
 /// Keys in all: the length of [`super::Config::parse`]'s "seen" table.
@@ -451,7 +468,8 @@ pub const KEY_COUNT: usize = KERNEL_KEYS.len()
     + IO_L2_KEYS.len()
     + ROUTER_KEYS.len()
     + PUT_KEYS.len()
-    + NAT_KEYS.len();
+    + NAT_KEYS.len()
+    + FW_KEYS.len();
 
 /// The key named `name`: its index among all keys (kernel's first, in [`KEY_SETS`] order),
 /// the key and its owner.

@@ -476,7 +476,7 @@ fn errors_name_the_key() {
         ConfigError::BadValue {
             key: "mode",
             value: "bridge",
-            expected: "io, l2, router, acl or nat"
+            expected: "io, l2, router, acl, nat or firewall"
         }
     );
     assert!(e.to_string().contains("`mode`"));

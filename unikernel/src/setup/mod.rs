@@ -18,6 +18,7 @@ pub mod acl;
 pub mod e1000e;
 pub mod fib;
 pub mod fib6;
+pub mod firewall;
 pub mod igb;
 pub mod mixed;
 pub mod nat;
@@ -363,7 +364,11 @@ fn choose_queues(
 ) -> Result<usize, SetupError> {
     let want = match cfg.queues {
         Queues::Count(n) => usize::from(n),
-        Queues::Auto if matches!(cfg.mode, Mode::Router | Mode::Nat) || cpus == 1 => return Ok(1),
+        Queues::Auto
+            if matches!(cfg.mode, Mode::Router | Mode::Nat | Mode::Firewall) || cpus == 1 =>
+        {
+            return Ok(1)
+        }
         Queues::Auto => cpus.min(MAX_QUEUES),
     };
     if want == 1 {

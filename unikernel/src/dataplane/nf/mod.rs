@@ -51,6 +51,7 @@ mod acl_impl;
 mod acl_table;
 mod builtin_impl;
 mod chain;
+mod fw_impl;
 mod nat_impl;
 mod ops;
 mod packet;
@@ -67,11 +68,12 @@ pub use packet::{Held, Packet};
 pub use shared::{Reader, Retiring, Shared};
 pub use steer::{for_address, MgmtSteer};
 
-/// The stock network functions `io`, `l2`, `acl` and `nat` (`mode=io`, `mode=l2`,
-/// `mode=acl`, `mode=nat`), written on this API.
+/// The stock network functions `io`, `l2`, `acl`, `nat` and `firewall` (`mode=io`,
+/// `mode=l2`, `mode=acl`, `mode=nat`, `mode=firewall`), written on this API.
 pub mod builtin {
     pub use super::acl_impl::{Acl, AclBuildError, AclCore, AclTable, ACL, STATS_RULES};
     pub use super::builtin_impl::{Io, L2};
+    pub use super::fw_impl::{install_firewall, take_firewall, FirewallNf, DROP_NAMES};
     pub use super::nat_impl::{
         install_nat, request_nat_show, take_nat, take_nat_show, NatNf, SHOW_MAX, TICK_SWEEP,
     };

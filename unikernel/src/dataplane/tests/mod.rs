@@ -4,6 +4,7 @@
 
 mod acl;
 mod ddnic;
+mod fw;
 mod mgmt;
 mod nat;
 mod nf;
