@@ -107,3 +107,45 @@ fn a_firewall_on_several_queue_pairs_stops_the_boot_by_name() {
         "{lines:?}"
     );
 }
+
+/// The ACL as the firewall's stateless first stage (`mode=firewall` with a bundle's `rules`):
+/// what the rules deny never reaches the connection table, what they allow is tracked.
+#[test]
+fn the_acl_in_front_of_the_firewall_filters_first() {
+    let dir = TestDir::new();
+    let file = dir.path().join("fw.bundle");
+    let rules =
+        "#!gannet-bundle 1\n--- rules\ndeny proto udp dport 5001\nallow proto udp\ndefault deny\n";
+    std::fs::write(&file, rules).unwrap();
+    let mut rig = Rig::start_with(
+        "mode=firewall",
+        gen_count(1, 64, false),
+        vec!["-initrd".to_string(), file.display().to_string()],
+    );
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("acl: 2 rules in ")),
+        "{}",
+        rig.tail()
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    for _ in 0..2 {
+        p0.send(&udp(0, INSIDE, 5000, SERVER, 5001)).unwrap();
+    }
+    p0.send(&udp(0, INSIDE, 5000, SERVER, 53)).unwrap();
+    let got = receive(&p1, 1);
+    assert_eq!(got.len(), 1, "{}", rig.tail());
+    let s = rig.quit();
+    let c = &s.nf_counters;
+    assert_eq!(s.nf_name, "firewall", "{s}");
+    assert_eq!(
+        (c.one("new"), c.one("established")),
+        (Some(1), Some(0)),
+        "{s}"
+    );
+    assert_eq!(c.per_index("drops").unwrap().iter().sum::<u64>(), 0, "{s}");
+    assert_eq!(s.nf.dropped, 2, "denied by the ACL: {s}");
+    assert_no_leak(&s);
+}

@@ -14,7 +14,7 @@
 use crate::dataplane::nf::builtin::{
     take_firewall, take_nat, take_nat_show, AclCore, FirewallNf, NatNf, ACL, SHOW_MAX,
 };
-use crate::dataplane::nf::NetworkFunction;
+use crate::dataplane::nf::{Chain, NetworkFunction, Quiet};
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
 use netstack::config::nf_keys::{apply, NfArgs, NfKeys};
@@ -228,37 +228,46 @@ impl Appliance for StockNat {
 
 /// The stock image's `mode=firewall`: `nf::builtin::FirewallNf` (port 0 inside, port 1
 /// outside, frames untouched) through `Core::poll_nf`, over the connection table the boot
-/// built for this core (`setup::firewall`). Without one it forwards nothing.
+/// built for this core (`setup::firewall`); with a rules file, the ACL in front as its
+/// stateless first stage (`nf::Chain<nf::Quiet<&mut Acl>, &mut FirewallNf>`: the rule hits
+/// stay the ACL's, the console's `acl`; a replaced rule set is taken up in the tick as in
+/// [`StockAcl`]). Without a table it forwards nothing.
 #[derive(Debug)]
 pub struct StockFirewall;
 
 impl Appliance for StockFirewall {
-    type PerCore = Option<FirewallNf>;
+    type PerCore = Option<(FirewallNf, Option<AclCore>)>;
     const NAME: &'static str = "firewall";
 
-    fn new_core<P: Platform>(core: &Core<P>) -> Option<FirewallNf> {
-        take_firewall(core.pair()).map(FirewallNf::new)
+    fn new_core<P: Platform>(core: &Core<P>) -> Self::PerCore {
+        let fw = FirewallNf::new(take_firewall(core.pair())?);
+        Some((fw, ACL.get().map(|s| AclCore::new(s, core.pair()))))
     }
 
     #[inline(always)]
-    fn poll<P: Platform>(fw: &mut Option<FirewallNf>, core: &mut Core<P>) -> usize {
-        match fw {
-            Some(nf) => core.poll_nf(nf),
+    fn poll<P: Platform>(state: &mut Self::PerCore, core: &mut Core<P>) -> usize {
+        match state {
+            Some((fw, Some(acl))) => core.poll_nf(&mut Chain::new(Quiet(&mut acl.nf), fw)),
+            Some((fw, None)) => core.poll_nf(fw),
             None => 0,
         }
     }
 
-    /// The expiry sweep's tick and the counters into the core's snapshot.
-    fn tick<P: Platform>(fw: &mut Option<FirewallNf>, core: &mut Core<P>) {
-        if let Some(nf) = fw {
-            core.tick_nf(nf);
+    /// The expiry sweep's tick and the counters into the core's snapshot; a replaced rule
+    /// set taken up.
+    fn tick<P: Platform>(state: &mut Self::PerCore, core: &mut Core<P>) {
+        if let Some((fw, acl)) = state {
+            core.tick_nf(fw);
+            if let Some(acl) = acl {
+                acl.refresh();
+            }
         }
     }
 
     /// The counters a last time (the firewall holds no frame).
-    fn release<P: Platform>(fw: &mut Option<FirewallNf>, core: &mut Core<P>) {
-        if let Some(nf) = fw {
-            core.release_nf(nf);
+    fn release<P: Platform>(state: &mut Self::PerCore, core: &mut Core<P>) {
+        if let Some((fw, _)) = state {
+            core.release_nf(fw);
         }
     }
 }

@@ -90,7 +90,8 @@ fn build_tables(
         }
         carve_route_slots(zone);
     }
-    if cfg.mode == Mode::Acl || (cfg.mode == Mode::Router && rules_file.is_some()) {
+    let chained = matches!(cfg.mode, Mode::Router | Mode::Firewall) && rules_file.is_some();
+    if cfg.mode == Mode::Acl || chained {
         build_acl(zone, rules_file);
     }
     if cfg.mode == Mode::Nat {

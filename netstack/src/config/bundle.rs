@@ -46,8 +46,8 @@ pub struct FileKind {
 pub const FILES: &[FileKind] = &[
     FileKind {
         name: "rules",
-        // `mode=router` with rules: the ACL in front of the router (a static chain).
-        owner: Owner::Nf(&[Mode::Acl, Mode::Router]),
+        // `mode=router` and `mode=firewall` with rules: the ACL in front (a static chain).
+        owner: Owner::Nf(&[Mode::Acl, Mode::Router, Mode::Firewall]),
     },
     FileKind {
         name: "routes",

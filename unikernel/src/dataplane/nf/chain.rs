@@ -33,6 +33,51 @@ pub struct Chain<A, B> {
     pub second: B,
 }
 
+/// `F` with its counters left out (no [`NetworkFunction::COUNTERS`]), everything else its
+/// own: a filter that keeps its counts where it keeps them (the ACL's per-rule hits in its
+/// shared table, which the console's `acl` prints) in front of an NF that declares counters,
+/// which a [`Chain`] allows to only one of the two (the firewall behind the ACL).
+#[derive(Debug, Default)]
+pub struct Quiet<F>(pub F);
+
+impl<F: NetworkFunction> NetworkFunction for Quiet<F> {
+    const NAME: &'static str = F::NAME;
+    const MIN_FRAME: usize = F::MIN_FRAME;
+    const EVERY_BURST: bool = F::EVERY_BURST;
+    const TAKES: bool = F::TAKES;
+    const CLOCK: bool = F::CLOCK;
+    const HANDS_OFF: bool = F::HANDS_OFF;
+
+    #[inline(always)]
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        self.0.process(pkt)
+    }
+
+    fn end_of_burst<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        self.0.end_of_burst(ctx);
+    }
+
+    fn handed<P: Platform>(&mut self, h: super::Held, ctx: &mut Ctx<'_, P>) {
+        self.0.handed(h, ctx);
+    }
+
+    fn tx_refused(&mut self) {
+        self.0.tx_refused();
+    }
+
+    fn keep_lost(&mut self, mark: u16) {
+        self.0.keep_lost(mark);
+    }
+
+    fn tick<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        self.0.tick(ctx);
+    }
+
+    fn release_all<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
+        self.0.release_all(ctx);
+    }
+}
+
 impl<A, B> Chain<A, B> {
     /// `first` in front of `second`.
     pub const fn new(first: A, second: B) -> Chain<A, B> {

@@ -59,7 +59,7 @@ mod shared;
 mod steer;
 
 pub use super::nf_side::{NfCounters, MAX_TAKEN, MAX_TAKEN_MULTI};
-pub use chain::Chain;
+pub use chain::{Chain, Quiet};
 pub use netstack::config::keys::KeyError;
 pub use netstack::config::nf_keys::NfKey;
 pub use netstack::stats::{CounterDef, CounterValues, PerIndex};
