@@ -70,6 +70,9 @@ pub enum SimMode {
     /// The NAT44 gateway (`mode=nat`, [`NAT_APPEND`]) on one flow: every frame after the
     /// first meets its session.
     Nat,
+    /// The connection-tracking firewall (`mode=firewall`) on one flow from the inside: every
+    /// frame after the first meets its connection.
+    Firewall,
 }
 
 impl SimMode {
@@ -82,6 +85,7 @@ impl SimMode {
             SimMode::Acl => "acl",
             SimMode::AclRouter => "acl-router",
             SimMode::Nat => "nat",
+            SimMode::Firewall => "firewall",
         }
     }
 
