@@ -372,3 +372,44 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
     drop(hosts);
     drop(net);
 }
+
+/// Issue 38 item 7 (in part): the timeouts changed at run time on the console apply to the
+/// sessions at once: with UDP's at 1 s, an idle session (and its mapping) is gone 2 s later,
+/// and the late reply meets no mapping.
+#[test]
+fn timeouts_set_on_the_console_expire_idle_sessions() {
+    let mut rig = Rig::start(APPEND, gen_count(1, 64, false));
+    let from = rig.guest.line_count();
+    rig.guest.send_line("nat timeouts 1,2").unwrap();
+    rig.guest
+        .wait_for_line_from(
+            from,
+            |l| l.contains("console: nat timeouts `1,2`: expected EST,TRANS,UDP,ICMP"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", rig.tail()));
+    rig.guest.send_line("nat timeouts 7440,240,1,60").unwrap();
+    rig.guest
+        .wait_for_line_from(
+            from,
+            |l| l.contains("nat cpu 0 timeouts now 7440,240,1,60 s"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", rig.tail()));
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    p0.send(&udp(0, HOST, 5000, SERVER, 53)).unwrap();
+    let out = receive(&p1, 1);
+    assert_eq!(out.len(), 1, "{}", rig.tail());
+    assert_eq!(endpoints(&out[0]).1, 20000);
+    std::thread::sleep(Duration::from_millis(2500));
+    p1.send(&udp(1, SERVER, 53, POOL, 20000)).unwrap();
+    assert!(
+        receive(&p0, 0).is_empty(),
+        "the late reply passed: {}",
+        rig.tail()
+    );
+    let s = rig.quit();
+    let drops = s.nf_counters.per_index("drops").unwrap();
+    assert_eq!(drops[3], 1, "no_mapping: {s}");
+    assert_no_leak(&s);
+}

@@ -12,7 +12,8 @@
 //! indirect call per iteration or per frame).
 
 use crate::dataplane::nf::builtin::{
-    take_firewall, take_nat, take_nat_show, AclCore, FirewallNf, NatNf, ACL, SHOW_MAX,
+    take_firewall, take_nat, take_nat_show, take_nat_timeouts, AclCore, FirewallNf, NatNf, ACL,
+    SHOW_MAX,
 };
 use crate::dataplane::nf::{Chain, NetworkFunction, Quiet};
 use crate::dataplane::{Core, Platform};
@@ -206,10 +207,22 @@ impl Appliance for StockNat {
         }
     }
 
-    /// The expiry sweep's tick and the counters into the core's snapshot; the session
-    /// listing when the console asked (`nat [FILTER]`).
+    /// New timeouts when the console set them (`nat timeouts …`), the expiry sweep's tick and
+    /// the counters into the core's snapshot; the session listing when the console asked
+    /// (`nat [FILTER]`).
     fn tick<P: Platform>(nat: &mut Option<NatNf>, core: &mut Core<P>) {
         if let Some(nf) = nat {
+            if let Some(t) = take_nat_timeouts(core.pair()) {
+                nf.set_timeouts(t);
+                log::info!(
+                    "nat cpu {} timeouts now {},{},{},{} s",
+                    core.pair(),
+                    t.tcp_established,
+                    t.tcp_transitory,
+                    t.udp,
+                    t.icmp
+                );
+            }
             core.tick_nf(nf);
             if let Some(f) = take_nat_show(core.pair()) {
                 let emit = &mut |line: core::fmt::Arguments<'_>| log::info!("{line}");

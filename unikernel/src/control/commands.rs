@@ -103,7 +103,13 @@ pub fn run<P: Platform>(
                 P::wake(k);
             }
         }
-        Command::Nat(_) => println!("nat: not in mode=nat"),
+        Command::NatTimeouts(t) if core.cfg().mode == netstack::Mode::Nat => {
+            crate::dataplane::nf::builtin::request_nat_timeouts(t, core.fabric().cores());
+            for k in 1..core.fabric().cores() {
+                P::wake(k);
+            }
+        }
+        Command::Nat(_) | Command::NatTimeouts(_) => println!("nat: not in mode=nat"),
         Command::Quit => {
             release(core);
             quit(core, facts, End::Exit)

@@ -69,6 +69,9 @@ pub enum Command {
     /// (`netstack::conntrack::show::Filter`: `tcp`, `udp`, `icmp`, `proto N`, `addr A.B.C.D`,
     /// `port N`, `class NAME`) listed (`mode=nat`).
     Nat(netstack::conntrack::show::Filter),
+    /// `nat timeouts EST,TRANS,UDP,ICMP` (seconds, as `nat_timeouts=`): every NAT core's
+    /// timeouts replaced from its next tick (`mode=nat`).
+    NatTimeouts(netstack::conntrack::Timeouts),
 }
 
 /// Line assembly state.
@@ -140,58 +143,70 @@ impl Console {
             "routes check" => Some(Command::RoutesCheck),
             "fault" => Some(Command::Fault(super::faults::FaultCmd::Show)),
             "nat" => Some(Command::Nat(Default::default())),
-            other => {
-                if let Some(arg) = other.strip_prefix("fault ") {
-                    return match super::faults::FaultCmd::parse(arg.trim()) {
-                        Ok(c) => Some(Command::Fault(c)),
-                        Err(why) => {
-                            crate::println!("console: `{other}`: {why}");
-                            None
-                        }
-                    };
-                }
-                if let Some(arg) = other.strip_prefix("nat ") {
-                    return match netstack::conntrack::show::Filter::parse(arg.trim()) {
-                        Ok(f) => Some(Command::Nat(f)),
-                        Err(e) => {
-                            crate::println!("console: nat `{}`: {e}", arg.trim());
-                            None
-                        }
-                    };
-                }
-                if let Some(arg) = other.strip_prefix("route add ") {
-                    return match netstack::router::parse_route(arg.trim()) {
-                        Ok((net, gw)) => Some(Command::RouteAdd(net, gw)),
-                        Err(e) => {
-                            crate::println!(
-                                "console: route add `{arg}`: {e} (expected PREFIX/LEN,GATEWAY)"
-                            );
-                            None
-                        }
-                    };
-                }
-                if let Some(arg) = other.strip_prefix("route del ") {
-                    return match netstack::router::parse_ipv4_cidr(arg.trim()) {
-                        Ok(net) => Some(Command::RouteDel(net.network())),
-                        Err(e) => {
-                            crate::println!(
-                                "console: route del `{arg}`: {e} (expected PREFIX/LEN)"
-                            );
-                            None
-                        }
-                    };
-                }
-                crate::println!("console: unknown command `{other}` (try `help`)");
-                None
-            }
+            other => with_argument(other),
         }
     }
+}
+
+/// A command with an argument (`fault …`, `nat …`, `route add …`, `route del …`), or the
+/// unknown command answered on the console.
+fn with_argument(other: &str) -> Option<Command> {
+    if let Some(arg) = other.strip_prefix("fault ") {
+        return match super::faults::FaultCmd::parse(arg.trim()) {
+            Ok(c) => Some(Command::Fault(c)),
+            Err(why) => {
+                crate::println!("console: `{other}`: {why}");
+                None
+            }
+        };
+    }
+    if let Some(arg) = other.strip_prefix("nat timeouts ") {
+        return match netstack::config::nat::parse_timeouts(arg.trim()) {
+            Ok(t) => Some(Command::NatTimeouts(t)),
+            Err(expected) => {
+                crate::println!(
+                    "console: nat timeouts `{}`: expected {expected}",
+                    arg.trim()
+                );
+                None
+            }
+        };
+    }
+    if let Some(arg) = other.strip_prefix("nat ") {
+        return match netstack::conntrack::show::Filter::parse(arg.trim()) {
+            Ok(f) => Some(Command::Nat(f)),
+            Err(e) => {
+                crate::println!("console: nat `{}`: {e}", arg.trim());
+                None
+            }
+        };
+    }
+    if let Some(arg) = other.strip_prefix("route add ") {
+        return match netstack::router::parse_route(arg.trim()) {
+            Ok((net, gw)) => Some(Command::RouteAdd(net, gw)),
+            Err(e) => {
+                crate::println!("console: route add `{arg}`: {e} (expected PREFIX/LEN,GATEWAY)");
+                None
+            }
+        };
+    }
+    if let Some(arg) = other.strip_prefix("route del ") {
+        return match netstack::router::parse_ipv4_cidr(arg.trim()) {
+            Ok(net) => Some(Command::RouteDel(net.network())),
+            Err(e) => {
+                crate::println!("console: route del `{arg}`: {e} (expected PREFIX/LEN)");
+                None
+            }
+        };
+    }
+    crate::println!("console: unknown command `{other}` (try `help`)");
+    None
 }
 
 /// The `help` text.
 pub const HELP: &str = "commands: stats (one STATS json line), pools (page_pool counters), \
 metrics (the /metrics body, Prometheus text, then # EOF), \
 buddyinfo (free blocks per order), routes (FIB), route add PREFIX/LEN,GATEWAY and route del PREFIX/LEN (pending changes), \
-routes check (the pending changes checked, nothing built), routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), nat [FILTER] (each core's NAT sessions, mode=nat; FILTER: tcp, udp, icmp, proto N, addr A.B.C.D, port N, class NAME), acl reload (the boot's rules file again, replaced live), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
+routes check (the pending changes checked, nothing built), routes commit (build, publish, retire the old FIB), routes reload (route= and the routes file again, console changes dropped), neigh (ARP table), acl (ACL rules and hits, mode=acl), nat [FILTER] (each core's NAT sessions, mode=nat; FILTER: tcp, udp, icmp, proto N, addr A.B.C.D, port N, class NAME), nat timeouts EST,TRANS,UDP,ICMP (seconds, every NAT core), acl reload (the boot's rules file again, replaced live), drain (drain_all_pages), cpus (per-CPU state), ipi (ping CPUs), uaf, uaf buddy, uaf block (test only, guard=on: write to a page freed through the pcp, \
 to a buddy page free since boot, to an order-3 block freed to the zone; faults), \
 fault, fault dry MS, fault off (the fault image: faults injected, starve every page_pool for MS ms, stop injecting), quit (drain, final STATS, exit: isa-debug-exit with debug_exit=on, else ACPI S5 soft-off), reboot (drain, final STATS, FADT reset register), help";

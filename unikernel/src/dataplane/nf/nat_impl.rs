@@ -29,7 +29,7 @@ use crate::dataplane::percore::Platform;
 use crate::dataplane::MAX_CORES;
 use core::sync::atomic::{AtomicBool, Ordering};
 use netstack::conntrack::show::{Filter, Line};
-use netstack::nat::{Ingress, Nat, NatDrop, Verdict as NatVerdict};
+use netstack::nat::{Ingress, Nat, NatDrop, Timeouts, Verdict as NatVerdict};
 use netstack::router::arp;
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP, ETH_HDR_LEN};
 use netstack::{MacAddr, MacRewrite, Mode};
@@ -148,6 +148,11 @@ impl NatNf {
     /// The translator (its sessions, mappings and counters).
     pub fn nat(&self) -> &Nat<'static> {
         &self.nat
+    }
+
+    /// Replace the idle timeouts of every session (at once).
+    pub fn set_timeouts(&mut self, t: Timeouts) {
+        self.nat.set_timeouts(t);
     }
 
     /// This core's session table as the console shows it (`nat [FILTER]`), one line to `emit`
@@ -368,6 +373,31 @@ pub fn request_nat_show(filter: Filter, cores: usize) {
     *SHOW.lock() = filter;
     for p in SHOW_PENDING.iter().take(cores) {
         p.store(true, Ordering::Release);
+    }
+}
+
+/// The timeouts of the console's last `nat timeouts`, for the cores still to take them.
+static NEW_TIMEOUTS: spin::Mutex<Option<Timeouts>> = spin::Mutex::new(None);
+/// Per core: new timeouts asked and not yet taken.
+static TIMEOUTS_PENDING: [AtomicBool; MAX_CORES] = [const { AtomicBool::new(false) }; MAX_CORES];
+
+/// The console's `nat timeouts EST,TRANS,UDP,ICMP`: each of the first `cores` cores applies
+/// `t` to its sessions from its next tick (`netstack::nat::Nat::set_timeouts`: at once, to
+/// every session).
+pub fn request_nat_timeouts(t: Timeouts, cores: usize) {
+    *NEW_TIMEOUTS.lock() = Some(t);
+    for p in TIMEOUTS_PENDING.iter().take(cores) {
+        p.store(true, Ordering::Release);
+    }
+}
+
+/// The timeouts core `k` was asked to take and has not yet.
+pub fn take_nat_timeouts(k: usize) -> Option<Timeouts> {
+    let asked = TIMEOUTS_PENDING.get(k)?.swap(false, Ordering::AcqRel);
+    if asked {
+        *NEW_TIMEOUTS.lock()
+    } else {
+        None
     }
 }
 
