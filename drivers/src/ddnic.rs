@@ -173,6 +173,11 @@ pub trait DdRegs {
     fn hw_stats(&self, s: &mut DriverStats) {
         let _ = s;
     }
+    /// The link's state now (`STATUS.LU`), off the hot path ([`Nic::link_up`]); `None` (the
+    /// default) when the register block does not report one.
+    fn link_up(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// A descriptor ring in one DMA page.

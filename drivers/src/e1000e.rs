@@ -461,11 +461,7 @@ impl DdRegs for MmioRegs {
     fn hw_stats(&self, s: &mut DriverStats) {
         let status = self.read(STATUS);
         let up = status & STATUS_LU != 0;
-        let (was, mut changes) = self.link.get();
-        if was.is_some_and(|w| w != up) {
-            changes += 1;
-        }
-        self.link.set((Some(up), changes));
+        let changes = self.note_link(up);
         s.link_up = Some(up);
         s.link_speed_mbps = up.then(|| status_speed_mbps(status));
         s.link_changes = changes;
@@ -476,6 +472,23 @@ impl DdRegs for MmioRegs {
         self.hw.set(hw);
         s.hw = Some(hw);
         s.mmio_reads = Some(self.reads.get());
+    }
+    fn link_up(&self) -> Option<bool> {
+        let up = self.read(STATUS) & STATUS_LU != 0;
+        self.note_link(up);
+        Some(up)
+    }
+}
+
+impl MmioRegs {
+    /// Record the link seen `up` now; returns the changes counted so far (one per flip seen).
+    fn note_link(&self, up: bool) -> u64 {
+        let (was, mut changes) = self.link.get();
+        if was.is_some_and(|w| w != up) {
+            changes += 1;
+        }
+        self.link.set((Some(up), changes));
+        changes
     }
 }
 

@@ -18,16 +18,21 @@ pub enum DropReason {
     /// Outside router mode, between ports of different MTUs: a frame the larger-MTU port
     /// received that cannot leave by the other (the router fragments instead).
     OverMtu,
+    /// Counted on the egress port: its link is down (the NIC's link status, polled every
+    /// 500 ms off the forwarding path), so the frame was dropped before TX rather than handed
+    /// to a device that would lose it unseen. Outside router mode.
+    LinkDown,
 }
 
 impl DropReason {
     /// Every reason, in `STATS` order.
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::TxRingFull,
         DropReason::TooBig,
         DropReason::BadDesc,
         DropReason::Runt,
         DropReason::OverMtu,
+        DropReason::LinkDown,
     ];
 
     /// The counter's name in `STATS`.
@@ -38,6 +43,7 @@ impl DropReason {
             DropReason::BadDesc => "bad_desc",
             DropReason::Runt => "runt",
             DropReason::OverMtu => "over_mtu",
+            DropReason::LinkDown => "link_down",
         }
     }
 }

@@ -493,6 +493,7 @@ impl PortStats {
             bad_desc,
             runt,
             over_mtu,
+            link_down,
         } = drops;
         let d = &mut self.drops;
         d.tx_ring_full += tx_ring_full;
@@ -500,6 +501,7 @@ impl PortStats {
         d.bad_desc += bad_desc;
         d.runt += runt;
         d.over_mtu += over_mtu;
+        d.link_down += link_down;
     }
 }
 
@@ -517,6 +519,9 @@ pub struct PortDrops {
     /// [`DropReason::OverMtu`] (absent in `STATS` from images before it: 0).
     #[serde(default)]
     pub over_mtu: u64,
+    /// [`DropReason::LinkDown`] (absent in `STATS` from images before it: 0).
+    #[serde(default)]
+    pub link_down: u64,
 }
 
 impl PortDrops {
@@ -528,6 +533,7 @@ impl PortDrops {
             DropReason::BadDesc => self.bad_desc,
             DropReason::Runt => self.runt,
             DropReason::OverMtu => self.over_mtu,
+            DropReason::LinkDown => self.link_down,
         }
     }
 
@@ -551,6 +557,7 @@ impl From<&PortCounters> for PortDrops {
             bad_desc: d(DropReason::BadDesc),
             runt: d(DropReason::Runt),
             over_mtu: d(DropReason::OverMtu),
+            link_down: d(DropReason::LinkDown),
         }
     }
 }

@@ -351,6 +351,27 @@ fn set_link_down_and_up(model: NicModel) {
             "/metrics lacks `{line}`:\n{m}"
         );
     }
+    // While port 0 is down, frames bound for it are dropped before TX and counted
+    // `link_down` there (once the core's link poll, every 500 ms, saw it go down).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let p1 = rig.port(1);
+    let mut frame = Vec::new();
+    etherparse::PacketBuilder::ethernet2(peer_mac(1), guest_mac(1))
+        .ipv4([10, 0, 1, 2], [10, 0, 0, 2], 64)
+        .udp(4000, 5000)
+        .write(&mut frame, b"while the link is down")
+        .unwrap();
+    let s = loop {
+        p1.send(&frame).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let s = rig.stats();
+        if s.ports[0].drops.link_down > 0 || Instant::now() > deadline {
+            break s;
+        }
+    };
+    assert!(s.ports[0].drops.link_down > 0, "no link_down drop: {s}");
+    assert_eq!(s.ports[0].drops.tx_ring_full, 0, "{s}");
+    drop(p1);
     qmp.set_link("p0", true, Duration::from_secs(10))
         .expect("set_link on");
     // Autonegotiation: 500 ms of virtual time; wait for STATS to say up (bounded).
@@ -363,6 +384,13 @@ fn set_link_down_and_up(model: NicModel) {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(nic(&s, 0).link_up, "port 0 not up again: {s}");
+    // The core's own link poll (every tick while a link is down) lets frames to it again.
+    rig.guest
+        .wait_for_line(
+            |l| l.contains("port 0: link up: forwarding to it again"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", rig.tail()));
     assert_eq!(nic(&s, 0).link_speed_mbps, 1000, "{s}");
     assert_eq!(nic(&s, 0).link_changes, 2, "down and up: {s}");
     let r = rig.run();
@@ -373,6 +401,8 @@ fn set_link_down_and_up(model: NicModel) {
         rig.tail()
     );
     let s = rig.quit();
+    // Every frame of the second run forwarded: the link_down drops stayed those of the outage.
+    assert_eq!(s.ports[0].drops.over_mtu, 0, "{s}");
     assert_no_leak(&s);
 }
 

@@ -291,4 +291,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize, F: DescFormat> 
         self.regs.hw_stats(&mut s);
         s
     }
+    fn link_up(&self) -> Option<bool> {
+        self.regs.link_up()
+    }
 }

@@ -200,4 +200,7 @@ impl<A: Nic, B: Nic> Nic for EitherNic<A, B> {
     fn stats(&self) -> DriverStats {
         either!(self, n => n.stats())
     }
+    fn link_up(&self) -> Option<bool> {
+        either!(self, n => n.link_up())
+    }
 }

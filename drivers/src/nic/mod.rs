@@ -238,4 +238,10 @@ pub trait Nic: 'static {
     unsafe fn take_pages(&mut self, f: &mut dyn FnMut(Pfn));
     /// Driver counters.
     fn stats(&self) -> DriverStats;
+    /// The link as the device reports it now: `Some(up)`, or `None` when the driver does not
+    /// track it (virtio-net here). Off the forwarding path (the kernel asks every 500 ms): a
+    /// register read at most.
+    fn link_up(&self) -> Option<bool> {
+        None
+    }
 }

@@ -150,6 +150,9 @@ impl DdRegs for SimDdRegs<'_> {
         };
         self.0.set(reg, val);
     }
+    fn link_up(&self) -> Option<bool> {
+        Some(self.read(STATUS) & STATUS_LU != 0)
+    }
 }
 
 impl SimDdRegs<'_> {
@@ -186,6 +189,11 @@ impl<'a> SimDdDevice<'a> {
     /// serves them; nothing else plays this NIC.
     pub unsafe fn new(shared: &'a SimDdShared) -> SimDdDevice<'a> {
         SimDdDevice { shared }
+    }
+
+    /// The register file it plays (to take the link down, read counts).
+    pub fn shared(&self) -> &'a SimDdShared {
+        self.shared
     }
 
     /// A ring's base address and descriptor count, when its unit is enabled.

@@ -29,6 +29,7 @@ fn largest() -> Stats {
             bad_desc: m,
             runt: m,
             over_mtu: m,
+            link_down: m,
         },
         // The largest line has the most ports, which only virtio-net reaches (multi-queue
         // and one pair per CPU); e1000e ports (with `nic`) are at most `MAX_NICS` = 8.
@@ -235,6 +236,7 @@ fn sample(router: bool) -> Stats {
             bad_desc: 0,
             runt: 7,
             over_mtu: 3,
+            link_down: 0,
         },
         nic: None,
     };
@@ -373,10 +375,10 @@ fn json_is_the_established_line() {
         r#""refill_pages":1024,"free_pages_boot":60000,"free_pages_now":59500,"ports":["#,
         r#"{"port":0,"queue":0,"cpu":0,"mac":"02:00:00:00:00:01","rx":100,"rx_bytes":6400,"#,
         r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"bad_token":0,"drops":"#,
-        r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7,"over_mtu":3}},"#,
+        r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7,"over_mtu":3,"link_down":0}},"#,
         r#"{"port":1,"queue":0,"cpu":0,"mac":"02:00:00:00:00:02","rx":101,"rx_bytes":6400,"#,
         r#""tx":99,"tx_bytes":6336,"kicks_rx":3,"kicks_tx":4,"no_buffer":5,"bad_token":0,"drops":"#,
-        r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7,"over_mtu":3}}],"pools":["#,
+        r#"{"tx_ring_full":1,"too_big":2,"bad_desc":0,"runt":7,"over_mtu":3,"link_down":0}}],"pools":["#,
         r#"{"id":0,"refill_mode":"bulk","in_flight":256,"cached":12,"alloc_fast":1000,"#,
         r#""alloc_slow":8,"alloc_empty":0,"refill_pages":512,"refill_failed":0,"#,
         r#""recycle_cached":900,"recycle_cache_full":3,"recycle_ring":0,"recycle_ring_full":0,"#,

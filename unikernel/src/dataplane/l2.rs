@@ -45,7 +45,8 @@ impl<P: Platform> Core<P> {
             };
             let len = b.len;
             if self.tx_cap[dst_port].is_some_and(|cap| len > cap.get()) {
-                self.counters[dst_port].drop(netstack::DropReason::OverMtu);
+                let why = self.cap_reason(dst_port);
+                self.counters[dst_port].drop(why);
                 self.pages.recycle(page);
                 continue;
             }

@@ -262,6 +262,13 @@ pub struct Core<P: Platform> {
     /// when every frame the other port takes fits. A longer frame bound for `q` is dropped
     /// and counted `over_mtu` on `q` (the fused burst checks it only when `Some`).
     pub(crate) tx_cap: [Option<NonZeroUsize>; PORTS],
+    /// [`Core::tx_cap`] from the MTUs alone, while the port's link is up.
+    pub(crate) mtu_cap: [Option<NonZeroUsize>; PORTS],
+    /// Per port: its link was down at the last poll (`Core::poll_links`): every frame bound
+    /// for it is dropped and counted `link_down` (its [`Core::tx_cap`] is then 1 byte).
+    pub(crate) link_down: [bool; PORTS],
+    /// Housekeeping ticks until the next link poll.
+    pub(crate) link_poll_in: u8,
     /// Whether either port has a [`Core::tx_cap`]: the poll iteration then runs its NF behind
     /// `nf::ops::Capped` (chosen once per iteration).
     pub(crate) tx_capped: bool,
@@ -333,6 +340,9 @@ impl<P: Platform> Core<P> {
             quit_leaked: 0,
             nf_side: NfSide::default(),
             tx_cap: [None; PORTS],
+            mtu_cap: [None; PORTS],
+            link_down: [false; PORTS],
+            link_poll_in: 0,
             tx_capped: false,
             l2_divert: false,
         };
@@ -647,6 +657,7 @@ impl<P: Platform> Core<P> {
         // one. This brings it back once the pool has pages again.
         let refilled = self.refill_short();
         if self.route.is_none() {
+            self.poll_links();
             if self.mgmt.plane.is_some() {
                 self.mgmt_tick();
             } else if refilled {

@@ -123,7 +123,7 @@ impl<P: Platform> Core<P> {
         pending: usize,
     ) -> usize {
         if CAP {
-            let mut nf = Capped::new(Stateless(nf), self.tx_cap);
+            let mut nf = Capped::new(Stateless(nf), self.tx_cap, self.link_down);
             self.nf_burst_pending::<_, RX>(&mut nf, pending)
         } else {
             self.nf_burst_pending::<_, RX>(&mut Stateless(nf), pending)

@@ -40,6 +40,10 @@ pub(crate) trait NfHandle {
     fn tx_cap(&self, _egress: usize) -> usize {
         usize::MAX
     }
+    /// Why a frame over [`NfHandle::tx_cap`] is dropped on `egress` (cold).
+    fn cap_reason(&self, _egress: usize) -> DropReason {
+        DropReason::OverMtu
+    }
 }
 
 impl<F: NetworkFunction> NfHandle for &mut F {
@@ -87,15 +91,23 @@ pub(crate) struct Capped<H> {
     inner: H,
     /// Per egress port, the longest frame it takes (bytes; `usize::MAX`: no cap).
     caps: [usize; PORTS],
+    /// Per egress port, its link is down (its cap 1 byte): drops counted `link_down`.
+    down: [bool; PORTS],
 }
 
 impl<H> Capped<H> {
-    /// `inner` toward ports of frame caps `caps` ([`Core::tx_cap`]).
+    /// `inner` toward ports of frame caps `caps` ([`Core::tx_cap`]) whose links are down
+    /// where `down` says ([`Core::link_down`]).
     #[inline(always)]
-    pub(crate) fn new(inner: H, caps: [Option<NonZeroUsize>; PORTS]) -> Capped<H> {
+    pub(crate) fn new(
+        inner: H,
+        caps: [Option<NonZeroUsize>; PORTS],
+        down: [bool; PORTS],
+    ) -> Capped<H> {
         Capped {
             inner,
             caps: caps.map(|c| c.map_or(usize::MAX, NonZeroUsize::get)),
+            down,
         }
     }
 }
@@ -115,12 +127,20 @@ impl<H: NfHandle> NfHandle for Capped<H> {
         Capped {
             inner: self.inner.for_burst(),
             caps: self.caps,
+            down: self.down,
         }
     }
     const CAPPED: bool = true;
     #[inline(always)]
     fn tx_cap(&self, egress: usize) -> usize {
         self.caps[egress]
+    }
+    fn cap_reason(&self, egress: usize) -> DropReason {
+        if self.down[egress] {
+            DropReason::LinkDown
+        } else {
+            DropReason::OverMtu
+        }
     }
 }
 
@@ -274,7 +294,7 @@ impl<H: NfHandle, const RX: usize> NfOps<'_, H, RX> {
     #[cold]
     #[inline(never)]
     fn over_mtu(&mut self, pages: &[Pfn]) -> RxVerdict {
-        self.counters[1 - RX].drop(DropReason::OverMtu);
+        self.counters[1 - RX].drop(self.nf.cap_reason(1 - RX));
         for &pfn in pages {
             self.recycle(pfn);
         }
@@ -443,7 +463,8 @@ impl<P: Platform> Ctx<'_, P> {
         self.core.nf_side.counters.sent_held += 1;
         let len = h.len();
         if self.core.tx_cap[port].is_some_and(|cap| len > cap.get()) {
-            self.core.counters[port].drop(DropReason::OverMtu);
+            let why = self.core.cap_reason(port);
+            self.core.counters[port].drop(why);
             self.recycle(h);
             return false;
         }

@@ -118,13 +118,13 @@ impl<P: Platform> Core<P> {
     #[cold]
     #[inline(never)]
     pub(crate) fn poll_nf_capped<F: NetworkFunction>(&mut self, nf: &mut F) -> usize {
-        let caps = self.tx_cap;
+        let (caps, down) = (self.tx_cap, self.link_down);
         match self.mgmt.steer {
-            None => self.poll_nf_body(Capped::new(nf, caps)),
+            None => self.poll_nf_body(Capped::new(nf, caps, down)),
             Some((port, addr)) => {
                 let synced = self.mgmt_sync();
                 let mut steered = MgmtSteer::new(nf, port, addr);
-                synced + self.poll_nf_body(Capped::new(&mut steered, caps))
+                synced + self.poll_nf_body(Capped::new(&mut steered, caps, down))
             }
         }
     }

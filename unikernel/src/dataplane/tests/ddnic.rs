@@ -152,3 +152,38 @@ fn the_dd_nic_has_no_header_before_the_frame() {
         "a whole page of frame room"
     );
 }
+
+/// A port whose link goes down (`STATUS.LU` clear): within one link poll (500 ms of
+/// housekeeping) every frame bound for it is dropped and counted `link_down` on it, none
+/// handed to the device; back up, forwarding resumes; every page back.
+#[test]
+fn frames_for_a_port_whose_link_is_down_are_counted_link_down() {
+    let mut rig = RigOf::<SimDd>::new("mode=l2", 1, PAGES);
+    let frame = l2_frame();
+    let c = &mut rig.cores[0];
+    let ticks = usize::from(crate::dataplane::frame_limits::LINK_POLL_TICKS) + 1;
+    c.dev[1].shared().set_link(false);
+    for _ in 0..ticks {
+        c.core.idle_tick();
+    }
+    assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
+    c.core.poll_once();
+    assert_eq!(
+        c.dev[1].complete_tx(|_| {}),
+        0,
+        "nothing handed to a link that is down"
+    );
+    let drops = c.core.counters()[1].drops_for(netstack::DropReason::LinkDown);
+    assert_eq!(drops, 8);
+    c.dev[1].shared().set_link(true);
+    for _ in 0..ticks {
+        c.core.idle_tick();
+    }
+    assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
+    c.core.poll_once();
+    assert_eq!(c.dev[1].complete_tx(|_| {}), 8, "forwarding resumes");
+    let counters = c.core.counters();
+    assert_eq!(counters[1].drops_total(), 8);
+    assert_eq!(counters[1].drops_for(netstack::DropReason::OverMtu), 0);
+    rig.quit_and_check();
+}
