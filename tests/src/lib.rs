@@ -18,7 +18,7 @@ pub mod differential;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub mod acpi;
 pub mod hosts;
@@ -886,6 +886,23 @@ pub fn reload_while_forwarding(rig: &mut Rig, reloads: u64, timeout: Duration) -
     }
     eprintln!("reloads during traffic: {during}; {r:?}");
     (r, during)
+}
+
+/// `want` frames from `port` (waiting up to [`FRAME_TIMEOUT`] for them), then whatever else
+/// arrives within 300 ms of quiet: what a test that counts frames should see, extra ones
+/// included.
+pub fn receive_frames(port: &RawPort, want: usize) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + FRAME_TIMEOUT;
+    while got.len() < want && Instant::now() < deadline {
+        if let Some(f) = port.recv_timeout(Duration::from_millis(200)) {
+            got.push(f);
+        }
+    }
+    while let Some(f) = port.recv_timeout(Duration::from_millis(300)) {
+        got.push(f);
+    }
+    got
 }
 
 /// Receive on host port `p` (its generator side), answering ARP requests for the host behind

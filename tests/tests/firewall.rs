@@ -22,22 +22,6 @@ fn udp(port: usize, src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Vec<u8> {
     f
 }
 
-/// `want` frames from `port` (waiting up to [`FRAME_TIMEOUT`]), then whatever else arrives
-/// within 300 ms.
-fn receive(port: &RawPort, want: usize) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + FRAME_TIMEOUT;
-    while got.len() < want && Instant::now() < deadline {
-        if let Some(f) = port.recv_timeout(Duration::from_millis(200)) {
-            got.push(f);
-        }
-    }
-    while let Some(f) = port.recv_timeout(Duration::from_millis(300)) {
-        got.push(f);
-    }
-    got
-}
-
 #[test]
 fn the_inside_opens_and_the_outside_only_answers() {
     let mut rig = Rig::start("mode=firewall fw_sessions=1024", gen_count(1, 64, false));
@@ -59,18 +43,18 @@ fn the_inside_opens_and_the_outside_only_answers() {
         assert!(Instant::now() < deadline, "no drop counted: {}", rig.tail());
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(receive(&p0, 0).is_empty(), "{}", rig.tail());
+    assert!(receive_frames(&p0, 0).is_empty(), "{}", rig.tail());
     let out = udp(0, INSIDE, 5000, SERVER, 53);
     for _ in 0..2 {
         p0.send(&out).unwrap();
     }
-    let got = receive(&p1, 2);
+    let got = receive_frames(&p1, 2);
     assert_eq!(got.len(), 2, "{}", rig.tail());
     assert!(got.iter().all(|f| f[..] == out[..]), "forwarded untouched");
     for _ in 0..3 {
         p1.send(&udp(1, SERVER, 53, INSIDE, 5000)).unwrap();
     }
-    let back = receive(&p0, 3);
+    let back = receive_frames(&p0, 3);
     assert_eq!(back.len(), 3, "{}", rig.tail());
     let s = rig.stats();
     assert_eq!(s.nf_name, "firewall", "{s}");
@@ -135,7 +119,7 @@ fn the_acl_in_front_of_the_firewall_filters_first() {
         p0.send(&udp(0, INSIDE, 5000, SERVER, 5001)).unwrap();
     }
     p0.send(&udp(0, INSIDE, 5000, SERVER, 53)).unwrap();
-    let got = receive(&p1, 1);
+    let got = receive_frames(&p1, 1);
     assert_eq!(got.len(), 1, "{}", rig.tail());
     let s = rig.quit();
     let c = &s.nf_counters;

@@ -5,7 +5,7 @@
 //! outside, the counters reach `STATS` and `/metrics` by name, every page comes back; a bad
 //! configuration stops the boot by name.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etherparse::{Ipv4Header, PacketBuilder, UdpHeader};
 use gannet_tests::*;
@@ -46,22 +46,6 @@ fn endpoints(f: &[u8]) -> ([u8; 4], u16, [u8; 4], u16) {
     )
 }
 
-/// `want` frames from `port` (waiting up to [`FRAME_TIMEOUT`]), then whatever else arrives
-/// within 300 ms.
-fn receive(port: &RawPort, want: usize) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + FRAME_TIMEOUT;
-    while got.len() < want && Instant::now() < deadline {
-        if let Some(f) = port.recv_timeout(Duration::from_millis(200)) {
-            got.push(f);
-        }
-    }
-    while let Some(f) = port.recv_timeout(Duration::from_millis(300)) {
-        got.push(f);
-    }
-    got
-}
-
 #[test]
 fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
     let mut rig = Rig::start(APPEND, gen_count(1, 64, false));
@@ -76,7 +60,7 @@ fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
     for _ in 0..3 {
         p0.send(&udp(0, HOST, 5000, SERVER, 53)).unwrap();
     }
-    let out = receive(&p1, 3);
+    let out = receive_frames(&p1, 3);
     assert_eq!(out.len(), 3, "{}", rig.tail());
     for f in &out {
         assert_eq!((&f[0..6], &f[6..12]), (&peer_mac(1)[..], &guest_mac(1)[..]));
@@ -89,7 +73,7 @@ fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
     }
     p1.send(&udp(1, SERVER, 53, POOL, 20001)).unwrap();
     p1.send(&udp(1, SERVER, 54, POOL, 20000)).unwrap();
-    let back = receive(&p0, 2);
+    let back = receive_frames(&p0, 2);
     assert_eq!(back.len(), 2, "{}", rig.tail());
     for f in &back {
         assert_eq!((&f[0..6], &f[6..12]), (&peer_mac(0)[..], &guest_mac(0)[..]));
@@ -104,7 +88,7 @@ fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
         POOL.into(),
     );
     p1.send(&arp[..n.max(60)]).unwrap();
-    let replies = receive(&p1, 1);
+    let replies = receive_frames(&p1, 1);
     assert_eq!(replies.len(), 1, "{}", rig.tail());
     let a = netstack::router::arp::parse(&replies[0][14..]).expect("an ARP reply");
     assert_eq!(a.op, netstack::router::arp::ARP_REPLY);
@@ -209,7 +193,7 @@ fn two_cores_translate_their_own_flows_and_hand_over_the_rest() {
         p0.send(&udp(0, host(i), 5000 + u16::from(i), SERVER, 53))
             .unwrap();
     }
-    let out = receive(&p1, usize::from(HOSTS));
+    let out = receive_frames(&p1, usize::from(HOSTS));
     assert_eq!(out.len(), usize::from(HOSTS), "{}", rig.tail());
     let mut mapped = Vec::new();
     for f in &out {
@@ -231,7 +215,7 @@ fn two_cores_translate_their_own_flows_and_hand_over_the_rest() {
     for &port in &mapped {
         p1.send(&udp(1, SERVER, 53, POOL, port)).unwrap();
     }
-    let back = receive(&p0, usize::from(HOSTS));
+    let back = receive_frames(&p0, usize::from(HOSTS));
     assert_eq!(back.len(), usize::from(HOSTS), "{}", rig.tail());
     let mut hosts_seen = Vec::new();
     for f in &back {
@@ -398,13 +382,13 @@ fn timeouts_set_on_the_console_expire_idle_sessions() {
         .unwrap_or_else(|e| panic!("{e:#}\n{}", rig.tail()));
     let (p0, p1) = (rig.port(0), rig.port(1));
     p0.send(&udp(0, HOST, 5000, SERVER, 53)).unwrap();
-    let out = receive(&p1, 1);
+    let out = receive_frames(&p1, 1);
     assert_eq!(out.len(), 1, "{}", rig.tail());
     assert_eq!(endpoints(&out[0]).1, 20000);
     std::thread::sleep(Duration::from_millis(2500));
     p1.send(&udp(1, SERVER, 53, POOL, 20000)).unwrap();
     assert!(
-        receive(&p0, 0).is_empty(),
+        receive_frames(&p0, 0).is_empty(),
         "the late reply passed: {}",
         rig.tail()
     );

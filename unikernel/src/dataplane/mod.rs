@@ -48,6 +48,7 @@ pub mod percore;
 pub mod quit;
 mod route;
 mod route6;
+pub mod slots;
 pub mod snap;
 mod stage;
 mod teardown;

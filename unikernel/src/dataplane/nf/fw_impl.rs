@@ -15,7 +15,7 @@
 
 use super::{CounterDef, CounterValues, Ctx, NetworkFunction, Packet, Verdict};
 use crate::dataplane::percore::Platform;
-use crate::dataplane::MAX_CORES;
+use crate::dataplane::slots::CoreSlots;
 use netstack::conntrack::firewall::{Firewall, FwVerdict};
 use netstack::conntrack::Side;
 
@@ -144,17 +144,14 @@ impl NetworkFunction for FirewallNf {
 }
 
 /// Each CPU's firewall from the boot (`setup::firewall`) until its core takes it.
-static FWS: [spin::Mutex<Option<Firewall<'static>>>; MAX_CORES] =
-    [const { spin::Mutex::new(None) }; MAX_CORES];
+static FWS: CoreSlots<Firewall<'static>> = CoreSlots::new();
 
 /// Keep `fw` for core `k` until [`take_firewall`] (the boot, before any core starts).
 pub fn install_firewall(k: usize, fw: Firewall<'static>) {
-    if let Some(slot) = FWS.get(k) {
-        *slot.lock() = Some(fw);
-    }
+    FWS.put(k, fw);
 }
 
 /// Core `k`'s firewall, once.
 pub fn take_firewall(k: usize) -> Option<Firewall<'static>> {
-    FWS.get(k)?.lock().take()
+    FWS.take(k)
 }

@@ -26,6 +26,7 @@
 
 use super::{CounterDef, CounterValues, Ctx, NetworkFunction, Packet, Verdict};
 use crate::dataplane::percore::Platform;
+use crate::dataplane::slots::CoreSlots;
 use crate::dataplane::MAX_CORES;
 use core::sync::atomic::{AtomicBool, Ordering};
 use netstack::conntrack::show::{Filter, Line};
@@ -408,20 +409,17 @@ pub fn take_nat_show(k: usize) -> Option<Filter> {
 }
 
 /// Each CPU's translator from the boot (`setup::nat`) until its core takes it.
-static NATS: [spin::Mutex<Option<Nat<'static>>>; MAX_CORES] =
-    [const { spin::Mutex::new(None) }; MAX_CORES];
+static NATS: CoreSlots<Nat<'static>> = CoreSlots::new();
 
 /// Keep `nat` for core `k` until [`take_nat`] (the boot, before any core starts; `k` below
 /// `MAX_CORES`, else ignored).
 pub fn install_nat(k: usize, nat: Nat<'static>) {
-    if let Some(slot) = NATS.get(k) {
-        *slot.lock() = Some(nat);
-    }
+    NATS.put(k, nat);
 }
 
 /// Core `k`'s translator, once (`None` after, or when none was installed).
 pub fn take_nat(k: usize) -> Option<Nat<'static>> {
-    NATS.get(k)?.lock().take()
+    NATS.take(k)
 }
 
 /// Expired sessions freed per tick (every 10 ms) at most: 25,600 a second beside the
