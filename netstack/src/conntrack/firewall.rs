@@ -109,7 +109,9 @@ impl<'a> Firewall<'a> {
 
     /// Judge the Ethernet frame `frame` arriving from `from` at `now` (ns), and track it.
     pub fn filter(&mut self, frame: &[u8], from: Side, now: u64) -> FwVerdict {
-        self.table.expire(now, SWEEP_PER_FRAME, &mut nothing);
+        if self.table.sweep_due(now) {
+            self.table.expire(now, SWEEP_PER_FRAME, &mut nothing);
+        }
         let v = self.judge(frame, from, now);
         let c = &mut self.counters;
         match v {

@@ -505,6 +505,13 @@ impl<'a, V: Copy> Table<'a, V> {
         n
     }
 
+    /// Whether [`Table::expire`] at `now` may find an expired list head (else it returns at
+    /// once): for callers that sweep per frame and skip the call.
+    #[inline(always)]
+    pub fn sweep_due(&self, now: u64) -> bool {
+        now > self.next_sweep || self.timeouts != self.swept_with
+    }
+
     /// When `e` expires (ns): after this time [`Table::expired`] says so.
     fn deadline(&self, e: &Entry<V>) -> u64 {
         e.class()

@@ -231,7 +231,9 @@ impl<'a> Nat<'a> {
     /// Translate the Ethernet frame `frame` arriving from `from` at `now` (ns) in place; see
     /// [`Verdict`]. Every drop is counted by reason.
     pub fn translate(&mut self, frame: &mut [u8], from: Ingress, now: u64) -> Verdict {
-        self.tick(now, SWEEP_PER_FRAME);
+        if self.sessions.sweep_due(now) {
+            self.tick(now, SWEEP_PER_FRAME);
+        }
         let v = self.run(frame, from, now);
         match v {
             Verdict::Drop(d) => self.counters.drops[d.index()] += 1,
