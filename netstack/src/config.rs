@@ -666,6 +666,14 @@ pub enum ConfigError<'a> {
         /// Why it is needed.
         because: &'static str,
     },
+    /// A key given a value the chosen mode cannot run with (e.g. `queues=2` with
+    /// `mode=firewall`).
+    NotWith {
+        /// The key.
+        key: &'static str,
+        /// What the mode needs of it, and why.
+        because: &'static str,
+    },
     /// More `route=` keys than [`MAX_CMDLINE_ROUTES`].
     TooManyRoutes,
     /// A `route=` the router refuses over `ip0=`/`ip1=` ([`crate::router::check_route`]), or
@@ -714,7 +722,7 @@ impl ConfigError<'_> {
             | ConfigError::StockKey { key, .. }
             | ConfigError::TooLong { key, .. } => Some(key),
             ConfigError::NfKeyShadowed { key, .. } => Some(key),
-            ConfigError::Missing { key, .. } => Some(key),
+            ConfigError::Missing { key, .. } | ConfigError::NotWith { key, .. } => Some(key),
             ConfigError::TooManyRoutes
             | ConfigError::BadRoute { .. }
             | ConfigError::BadRoute6 { .. } => Some("route"),
@@ -759,6 +767,7 @@ impl core::fmt::Display for ConfigError<'_> {
             ConfigError::Missing { key, because } => {
                 write!(f, "key `{key}` is required {because}")
             }
+            ConfigError::NotWith { key, because } => write!(f, "key `{key}`: {because}"),
             ConfigError::TooManyRoutes => {
                 write!(f, "key `route` given more than {MAX_CMDLINE_ROUTES} times")
             }
@@ -977,9 +986,9 @@ impl Config {
         // Both directions of a connection must meet one core's table, and the firewall does not
         // hand frames between cores (the NAT does): one queue pair per port.
         if cfg.mode == Mode::Firewall && matches!(cfg.queues, Queues::Count(n) if n > 1) {
-            return Err(ConfigError::Missing {
+            return Err(ConfigError::NotWith {
                 key: "queues",
-                because: "(=auto or 1) with mode=firewall: both directions of a connection must meet one core",
+                because: "mode=firewall runs one queue pair per port (auto or 1): both directions of a connection must meet one core's table",
             });
         }
         if cfg.mode == Mode::Nat && cfg.nat.pool.is_empty() {

@@ -152,7 +152,7 @@ impl Filter {
         while let Some(w) = words.next() {
             let twice = FilterError {
                 word: w,
-                expected: "each condition once",
+                expected: "each condition once (tcp, udp, icmp and proto N are one: the protocol)",
             };
             let mut value = |expected| words.next().ok_or(FilterError { word: "", expected });
             match w {
@@ -376,7 +376,7 @@ mod tests {
             ("port", "", "a port in 0..=65535"),
             ("port 70000", "70000", "a port in 0..=65535"),
             ("addr 10.0.0", "10.0.0", "an IPv4 address"),
-            ("tcp udp", "udp", "each condition once"),
+            ("tcp udp", "udp", "each condition once (tcp, udp, icmp and proto N are one: the protocol)"),
             ("class syn", "syn", "tcp_embryonic, tcp_established, tcp_closing, tcp_closed, udp_unreplied, udp, icmp_unreplied, icmp or pinned"),
         ] {
             let e = Filter::parse(text).unwrap_err();

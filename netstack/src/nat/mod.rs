@@ -112,10 +112,8 @@ pub enum NatError {
     Core(u16, u16),
     /// More than [`MAX_FORWARDS`] forwards.
     TooManyForwards(usize),
-    /// Forward number `.0` names an address not in the pool, a port in the dynamic range or
-    /// 0, a protocol other than TCP or UDP, or an outside or inside endpoint another forward
-    /// has.
-    BadForward(usize),
+    /// Forward number `.0` (from 0) is refused, for the reason `.1`.
+    BadForward(usize, ForwardFault),
     /// The port bitmap needs `.0` words.
     PortStorage(usize),
     /// The mapping table is smaller than the session table plus the forwards plus one (it
@@ -139,16 +137,40 @@ impl core::fmt::Display for NatError {
             NatError::TooManyForwards(n) => {
                 write!(f, "{n} static forwards (at most {MAX_FORWARDS})")
             }
-            NatError::BadForward(i) => write!(
-                f,
-                "static forward {}: its outside address is not in the pool, its outside port is in the dynamic range, or another forward has its outside or inside endpoint",
-                i + 1
-            ),
+            NatError::BadForward(i, why) => {
+                let why = match why {
+                    ForwardFault::Protocol => "its protocol is not tcp or udp",
+                    ForwardFault::NotInPool => "its outside address is not in the pool",
+                    ForwardFault::ZeroPort => "a port is 0",
+                    ForwardFault::InDynamicRange => {
+                        "its outside port is in the dynamic range (nat_ports)"
+                    }
+                    ForwardFault::Clash => {
+                        "an earlier forward has the same outside or inside endpoint"
+                    }
+                };
+                write!(f, "static forward {}: {why}", i + 1)
+            }
             NatError::PortStorage(w) => write!(f, "the port bitmap needs {w} words"),
             NatError::MapStorage(m) => write!(f, "the mapping table needs {m} entries"),
             NatError::Table(e) => write!(f, "the table refused its storage: {e:?}"),
         }
     }
+}
+
+/// Why a static forward was refused ([`NatError::BadForward`]).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub enum ForwardFault {
+    /// A protocol other than TCP or UDP.
+    Protocol,
+    /// The outside address is not in the pool.
+    NotInPool,
+    /// The outside or the inside port is 0.
+    ZeroPort,
+    /// The outside port is in the dynamic range, whose ports the mappings take.
+    InDynamicRange,
+    /// An earlier forward has the same outside or the same inside endpoint.
+    Clash,
 }
 
 /// Why the NAT dropped a frame. Every drop is counted under its reason ([`NatCounters`]).

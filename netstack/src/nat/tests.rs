@@ -576,16 +576,22 @@ fn static_forward_opens_inbound_and_maps_outbound() {
     assert_eq!(nat.tick(100_000 * S, 100), 2);
     assert_eq!(nat.mappings().len(), 1);
     // Forwards in the dynamic range, outside the pool, or doubled are refused.
-    for bad in [
-        Forward {
-            outside_port: 2000,
-            ..fwd
-        },
-        Forward {
-            outside_addr: a32(SERVER),
-            ..fwd
-        },
-        Forward { proto: 1, ..fwd },
+    for (bad, why) in [
+        (
+            Forward {
+                outside_port: 2000,
+                ..fwd
+            },
+            ForwardFault::InDynamicRange,
+        ),
+        (
+            Forward {
+                outside_addr: a32(SERVER),
+                ..fwd
+            },
+            ForwardFault::NotInPool,
+        ),
+        (Forward { proto: 1, ..fwd }, ForwardFault::Protocol),
     ] {
         let s = Setup {
             forwards: vec![bad],
@@ -610,7 +616,7 @@ fn static_forward_opens_inbound_and_maps_outbound() {
             map_buckets: leak(0, 8),
             ports: leak(0, 3000),
         };
-        assert_eq!(Nat::new(&cfg, st).err(), Some(NatError::BadForward(0)));
+        assert_eq!(Nat::new(&cfg, st).err(), Some(NatError::BadForward(0, why)));
     }
 }
 

@@ -6,8 +6,8 @@
 use super::csum::{fix16, fix32, fix_udp, get16, get32, put16, put32};
 use super::ports::{owner_of_inside, paired_address, PortAlloc, PortPlan, MAX_POOL};
 use super::{
-    has_ports, Filtering, Forward, Ingress, Mapping, NatConfig, NatCounters, NatDrop, NatError,
-    NatStorage, Session, Verdict, MAX_FORWARDS,
+    has_ports, Filtering, Forward, ForwardFault, Ingress, Mapping, NatConfig, NatCounters, NatDrop,
+    NatError, NatStorage, Session, Verdict, MAX_FORWARDS,
 };
 use crate::conntrack::parse::{parse, Flow, ParseError, L4};
 use crate::conntrack::table::{Class, Entry, Table};
@@ -102,14 +102,21 @@ impl<'a> Nat<'a> {
                     && ((g.outside_addr, g.outside_port) == (f.outside_addr, f.outside_port)
                         || (g.inside_addr, g.inside_port) == (f.inside_addr, f.inside_port))
             });
-            if !matches!(f.proto, IPPROTO_TCP | IPPROTO_UDP)
-                || !cfg.pool.contains(&f.outside_addr)
-                || f.outside_port == 0
-                || f.inside_port == 0
-                || plan.owner_of(f.outside_port).is_some()
-                || clash
-            {
-                return Err(NatError::BadForward(i));
+            let fault = if !matches!(f.proto, IPPROTO_TCP | IPPROTO_UDP) {
+                Some(ForwardFault::Protocol)
+            } else if !cfg.pool.contains(&f.outside_addr) {
+                Some(ForwardFault::NotInPool)
+            } else if f.outside_port == 0 || f.inside_port == 0 {
+                Some(ForwardFault::ZeroPort)
+            } else if plan.owner_of(f.outside_port).is_some() {
+                Some(ForwardFault::InDynamicRange)
+            } else if clash {
+                Some(ForwardFault::Clash)
+            } else {
+                None
+            };
+            if let Some(why) = fault {
+                return Err(NatError::BadForward(i, why));
             }
         }
         // One more than sessions and forwards: a new mapping is made before its session's slot

@@ -143,6 +143,12 @@ impl Console {
             "routes check" => Some(Command::RoutesCheck),
             "fault" => Some(Command::Fault(super::faults::FaultCmd::Show)),
             "nat" => Some(Command::Nat(Default::default())),
+            "nat timeouts" => {
+                crate::println!(
+                    "console: nat timeouts: expected EST,TRANS,UDP,ICMP in seconds, like 7440,240,300,60"
+                );
+                None
+            }
             other => with_argument(other),
         }
     }
