@@ -20,7 +20,7 @@ pub enum DropReason {
     OverMtu,
     /// Counted on the egress port: its link is down (the NIC's link status, polled every
     /// 500 ms off the forwarding path), so the frame was dropped before TX rather than handed
-    /// to a device that would lose it unseen. Outside router mode.
+    /// to a device that would lose it unseen.
     LinkDown,
 }
 

@@ -44,15 +44,13 @@ impl<P: Platform> Core<P> {
         mtu
     }
 
-    /// Every [`LINK_POLL_TICKS`] housekeeping ticks (every tick while a link is down), outside
-    /// router mode: each port's link as its NIC reports it (`Nic::link_up`, a register read; virtio-net reports none). A port
-    /// whose link went down gets a [`Core::tx_cap`] of 1 byte, so the poll iteration drops
-    /// every frame bound for it and counts it `link_down` there (the device would lose it
+    /// Every [`LINK_POLL_TICKS`] housekeeping ticks (every tick while a link is down): each
+    /// port's link as its NIC reports it (`Nic::link_up`, a register read; virtio-net reports none). A port
+    /// whose link went down gets a [`Core::tx_cap`] of 1 byte, so the poll iteration (the
+    /// router's too) drops every frame bound for it and counts it `link_down` there, and what
+    /// is staged for it is dropped at the flush, counted the same (the device would lose them
     /// unseen); back up, its MTU's cap returns. Each change is logged.
     pub(crate) fn poll_links(&mut self) {
-        if self.cfg.mode == Mode::Router {
-            return;
-        }
         if self.link_poll_in > 0 {
             self.link_poll_in -= 1;
             return;

@@ -656,8 +656,8 @@ impl<P: Platform> Core<P> {
         // could not refill (the pool ran dry) may be empty, and then no frame comes to make
         // one. This brings it back once the pool has pages again.
         let refilled = self.refill_short();
+        self.poll_links();
         if self.route.is_none() {
-            self.poll_links();
             if self.mgmt.plane.is_some() {
                 self.mgmt_tick();
             } else if refilled {

@@ -10,6 +10,7 @@
 //! services (neighbour sync, fragments, the management plane's ARP copy) through the
 //! in-crate `Ctx::core`, not public API yet.
 
+use super::nf::Capped;
 use super::nf::{Chain, Ctx, Held, NetworkFunction, Packet, Verdict};
 use super::page::{frame_room, page_bytes, PageBuf};
 use super::percore::{Core, MgmtPlane, Platform, RouteState};
@@ -172,13 +173,28 @@ impl<P: Platform> Core<P> {
         };
         let mut nf = lend(RouterNf { rs });
         self.mgmt.wait = true;
-        let work = self.poll_nf_from(t0, pre, &mut nf);
+        let work = if self.tx_capped {
+            self.poll_route_capped(t0, pre, &mut nf)
+        } else {
+            self.poll_nf_from(t0, pre, &mut nf)
+        };
         self.mgmt.wait = false;
         self.route = Some(back(nf));
         if self.mgmt.due {
             self.mgmt_due();
         }
         work
+    }
+
+    /// [`Core::poll_nf_from`] of the router's NF behind `Capped`: a port's link is down
+    /// (`Core::poll_links`), so the frames it routes there are dropped and counted `link_down`
+    /// (the router's MTUs set no cap: it fragments instead). Out of line: a second
+    /// instantiation of the fused loops, for the outage only.
+    #[cold]
+    #[inline(never)]
+    fn poll_route_capped<F: NetworkFunction>(&mut self, t0: u64, pre: usize, nf: &mut F) -> usize {
+        let (caps, down) = (self.tx_cap, self.link_down);
+        self.poll_nf_from(t0, pre, Capped::new(nf, caps, down))
     }
 
     /// The management plane's poll that waited for the router's state during the iteration
@@ -390,11 +406,18 @@ impl<P: Platform> Core<P> {
 
     /// A frame the router forwarded (one page, `len` bytes), staged for local `port` if its
     /// TX ring has a slot left for it beyond what is staged; else dropped now, counted
-    /// `tx_ring_full` on `port` and `tx_dropped` by the router (no longer `forwarded`).
+    /// `tx_ring_full` on `port` (`link_down` when its link is down) and `tx_dropped` by the
+    /// router (no longer `forwarded`).
     fn send_routed(&mut self, rs: &mut RouteState, port: usize, page: PageBuf, len: usize) {
         let port = port % PORTS;
-        if self.tx_room(port, 1) == 0 {
-            self.counters[port].drop(DropReason::TxRingFull);
+        let down = self.link_down[port];
+        if down || self.tx_room(port, 1) == 0 {
+            let why = if down {
+                DropReason::LinkDown
+            } else {
+                DropReason::TxRingFull
+            };
+            self.counters[port].drop(why);
             self.pages.recycle(page);
             rs.router.tx_dropped(false);
             return;
@@ -421,6 +444,10 @@ impl<P: Platform> Core<P> {
             }
         };
         let n = frags.count();
+        if self.link_down[egress] {
+            self.counters[egress].drop(DropReason::LinkDown);
+            return false;
+        }
         if self.tx_room(egress, n) < n {
             self.counters[egress].drop(DropReason::TxRingFull);
             return false;

@@ -94,11 +94,18 @@ impl<P: Platform> Core<P> {
     }
 
     /// A frame `Router6` forwarded, staged for local `port` if its TX ring has a slot left;
-    /// else dropped now, counted `tx_ring_full` on the port and `tx_dropped` by `Router6`.
+    /// else dropped now, counted `tx_ring_full` on the port (`link_down` when its link is
+    /// down) and `tx_dropped` by `Router6`.
     fn send_routed6(&mut self, rs: &mut RouteState, port: usize, page: PageBuf, len: usize) {
         let port = port % PORTS;
-        if self.tx_room(port, 1) == 0 {
-            self.counters[port].drop(DropReason::TxRingFull);
+        let down = self.link_down[port];
+        if down || self.tx_room(port, 1) == 0 {
+            let why = if down {
+                DropReason::LinkDown
+            } else {
+                DropReason::TxRingFull
+            };
+            self.counters[port].drop(why);
             self.pages.recycle(page);
             if let Some(r6) = rs.router6.as_mut() {
                 r6.tx_dropped();

@@ -39,6 +39,9 @@ impl<P: Platform> Core<P> {
         if n == 0 {
             return;
         }
+        if self.link_down[q] {
+            return self.drop_staged_link_down(q, n);
+        }
         // SAFETY: each staged page is the stage's and holds a frame after the header area; the
         // ones accepted belong to the TX ring until `tx_complete` or `take_pages` returns them.
         let sent = unsafe { self.nics[q].tx_burst(&self.tx.bufs[q][..n]) };
@@ -51,6 +54,22 @@ impl<P: Platform> Core<P> {
             self.counters[q].tx_bytes -= b.len as u64;
             self.counters[q].drop(DropReason::TxRingFull);
             // SAFETY: refused by the ring: still the stage's (staged with its owner).
+            let page = unsafe { PageBuf::from_raw(RawPage::sent(b.pfn, b.owner)) };
+            self.pages.recycle(page);
+        }
+    }
+
+    /// The `n` frames staged for local port `q`, whose link is down (`Core::poll_links`):
+    /// dropped, counted `link_down`, their pages recycled.
+    #[cold]
+    #[inline(never)]
+    fn drop_staged_link_down(&mut self, q: usize, n: usize) {
+        self.tx.bytes[q] = 0;
+        for i in 0..n {
+            let b = self.tx.bufs[q][i];
+            self.counters[q].drop(DropReason::LinkDown);
+            // SAFETY: staged, never handed to the ring: still the stage's (staged with its
+            // owner).
             let page = unsafe { PageBuf::from_raw(RawPage::sent(b.pfn, b.owner)) };
             self.pages.recycle(page);
         }

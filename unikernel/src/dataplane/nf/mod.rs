@@ -63,6 +63,7 @@ pub use chain::{Chain, Quiet};
 pub use netstack::config::keys::KeyError;
 pub use netstack::config::nf_keys::NfKey;
 pub use netstack::stats::{CounterDef, CounterValues, PerIndex};
+pub(crate) use ops::Capped;
 pub use ops::Ctx;
 pub use packet::{Held, Packet};
 pub use shared::{Reader, Retiring, Shared};
@@ -178,9 +179,10 @@ pub trait NetworkFunction {
     }
 
     /// A frame [`Self::process`] forwarded ([`Verdict::Forward`], [`Verdict::ForwardFirst`])
-    /// that the egress TX ring refused (counted `tx_ring_full` on the egress port, its pages
-    /// recycled): for an NF that counts its forwards, to take this one back. Out of the fast
-    /// path (the burst's cold give-back). Default: nothing.
+    /// that the egress port did not take: its TX ring was full (`tx_ring_full`), the frame is
+    /// over its MTU (`over_mtu`) or its link is down (`link_down`), counted on the egress port,
+    /// its pages recycled: for an NF that counts its forwards, to take this one back. Out of
+    /// the fast path (the burst's cold give-back). Default: nothing.
     fn tx_refused(&mut self) {}
 
     /// A frame [`Self::process`] kept ([`Verdict::Keep`], with its mark) that the iteration's

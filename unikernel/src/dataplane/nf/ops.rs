@@ -295,6 +295,8 @@ impl<H: NfHandle, const RX: usize> NfOps<'_, H, RX> {
     #[inline(never)]
     fn over_mtu(&mut self, pages: &[Pfn]) -> RxVerdict {
         self.counters[1 - RX].drop(self.nf.cap_reason(1 - RX));
+        // Forwarded by the NF, not sent: as a TX ring's refusal for an NF that counts.
+        self.nf.nf().tx_refused();
         for &pfn in pages {
             self.recycle(pfn);
         }
@@ -440,9 +442,15 @@ impl<P: Platform> Ctx<'_, P> {
 
     /// [`Ctx::send`] that knows whether the ring takes the frame: a frame of one page is
     /// staged only if the port's TX ring has a slot for it beyond what is staged, else dropped
-    /// now (counted `tx_ring_full` on the port), so that a staged frame is one the flush
-    /// hands to the ring. Returns whether it was handed to the ring (or staged with a slot).
+    /// now (counted `tx_ring_full` on the port; `link_down` when the port's link is down), so
+    /// that a staged frame is one the flush hands to the ring. Returns whether it was handed to the ring (or staged with a slot).
     pub(crate) fn send_whole(&mut self, h: Held, port: usize) -> bool {
+        if port < PORTS && self.core.link_down[port] {
+            self.core.nf_side.counters.sent_held += 1;
+            self.core.counters[port].drop(DropReason::LinkDown);
+            self.recycle(h);
+            return false;
+        }
         if port < PORTS && h.rest.is_empty() && self.core.tx_room(port, 1) == 0 {
             self.core.nf_side.counters.sent_held += 1;
             self.core.counters[port].drop(DropReason::TxRingFull);

@@ -187,3 +187,53 @@ fn frames_for_a_port_whose_link_is_down_are_counted_link_down() {
     assert_eq!(counters[1].drops_for(netstack::DropReason::OverMtu), 0);
     rig.quit_and_check();
 }
+
+/// The router too: with port 1's link down, the frames it routes there (resolved or not) are
+/// dropped and counted `link_down`, the router counting them `tx_dropped`, not forwarded;
+/// back up, routing resumes; every page back.
+#[test]
+fn the_router_counts_frames_to_a_port_whose_link_is_down() {
+    let mut rig = RigOf::<SimDd>::new(ROUTER, 1, PAGES);
+    let (src, dst) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 1, 2));
+    let frame = udp(port_mac(0), src, dst, 64);
+    let c = &mut rig.cores[0];
+    // Resolve the next hop first (as `run` does).
+    let mut req = [0u8; 64];
+    let n = arp_request(
+        &mut req,
+        MacAddr([2, 0, 0, 0, 1, 2]),
+        dst,
+        Ipv4Addr::new(10, 0, 1, 1),
+    );
+    assert_eq!(c.dev[1].deliver_rx(&req[..n], 1), 1);
+    c.core.poll_once();
+    c.dev[1].complete_tx(|_| {});
+    let ticks = usize::from(crate::dataplane::frame_limits::LINK_POLL_TICKS) + 1;
+    c.dev[1].shared().set_link(false);
+    for _ in 0..ticks {
+        c.core.idle_tick();
+    }
+    assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
+    c.core.poll_once();
+    assert_eq!(
+        c.dev[1].complete_tx(|_| {}),
+        0,
+        "nothing handed to a link that is down"
+    );
+    // The 8 routed frames, and an ARP probe of the next hop the router may stage when its
+    // entry has aged (the host clock runs): dropped at the flush, counted the same.
+    let down = c.core.counters()[1].drops_for(netstack::DropReason::LinkDown);
+    assert!((8..=9).contains(&down), "{down} {:?}", c.core.counters()[1]);
+    let r = c.core.route().unwrap().router.counters();
+    assert_eq!(r.tx_dropped, 8, "{r:?}");
+    c.dev[1].shared().set_link(true);
+    for _ in 0..ticks {
+        c.core.idle_tick();
+    }
+    assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
+    c.core.poll_once();
+    let mut routed = 0;
+    c.dev[1].complete_tx(|f| routed += usize::from(f[12..14] == [0x08, 0x00]));
+    assert_eq!(routed, 8, "routing resumes");
+    rig.quit_and_check();
+}
