@@ -142,6 +142,15 @@ impl core::fmt::Display for NetInitError {
                 f,
                 "virtqueue {queue} holds at most {max} descriptors, driver needs {QUEUE_SIZE}"
             ),
+            // A boot in too little RAM ends here: say so, and what to do, as the kernel's own
+            // memory errors do.
+            Self::Queue {
+                queue,
+                err: QueueError::NoMemory,
+            } => write!(
+                f,
+                "memory error: virtqueue {queue}: no DMA memory for its ring: give the guest at least 1 MiB more memory (QEMU -m)"
+            ),
             Self::Queue { queue, err } => write!(f, "virtqueue {queue} setup failed: {err:?}"),
             Self::Config(e) => write!(f, "config space read failed: {e}"),
             Self::NoMultiQueue { offered } => write!(
