@@ -52,6 +52,7 @@ mod acl_table;
 mod builtin_impl;
 mod chain;
 mod fw_impl;
+mod handles;
 mod nat_impl;
 mod ops;
 mod packet;
