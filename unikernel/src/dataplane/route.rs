@@ -410,13 +410,7 @@ impl<P: Platform> Core<P> {
     /// router (no longer `forwarded`).
     fn send_routed(&mut self, rs: &mut RouteState, port: usize, page: PageBuf, len: usize) {
         let port = port % PORTS;
-        let down = self.link_down[port];
-        if down || self.tx_room(port, 1) == 0 {
-            let why = if down {
-                DropReason::LinkDown
-            } else {
-                DropReason::TxRingFull
-            };
+        if let Some(why) = self.tx_refusal(port, 1) {
             self.counters[port].drop(why);
             self.pages.recycle(page);
             rs.router.tx_dropped(false);
@@ -444,12 +438,8 @@ impl<P: Platform> Core<P> {
             }
         };
         let n = frags.count();
-        if self.link_down[egress] {
-            self.counters[egress].drop(DropReason::LinkDown);
-            return false;
-        }
-        if self.tx_room(egress, n) < n {
-            self.counters[egress].drop(DropReason::TxRingFull);
+        if let Some(why) = self.tx_refusal(egress, n) {
+            self.counters[egress].drop(why);
             return false;
         }
         let mut made: heapless::Vec<(PageBuf, usize), MAX_STAGED_FRAGMENTS> = heapless::Vec::new();

@@ -17,7 +17,6 @@ use netstack::router::ipv6::Drop6;
 use netstack::router::set_macs;
 use netstack::router::v6::{Action6, Event6};
 use netstack::wire::{ETHERTYPE, ETHERTYPE_IPV6};
-use netstack::DropReason;
 
 /// Whether `frame` (at least its Ethernet header) is IPv6.
 pub(crate) fn is_ipv6(frame: &[u8]) -> bool {
@@ -98,13 +97,7 @@ impl<P: Platform> Core<P> {
     /// down) and `tx_dropped` by `Router6`.
     fn send_routed6(&mut self, rs: &mut RouteState, port: usize, page: PageBuf, len: usize) {
         let port = port % PORTS;
-        let down = self.link_down[port];
-        if down || self.tx_room(port, 1) == 0 {
-            let why = if down {
-                DropReason::LinkDown
-            } else {
-                DropReason::TxRingFull
-            };
+        if let Some(why) = self.tx_refusal(port, 1) {
             self.counters[port].drop(why);
             self.pages.recycle(page);
             if let Some(r6) = rs.router6.as_mut() {

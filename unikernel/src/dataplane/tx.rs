@@ -75,6 +75,19 @@ impl<P: Platform> Core<P> {
         }
     }
 
+    /// Why local port `q` cannot take `want` more frames now, if it cannot: its link is down
+    /// (`link_down`), or its TX ring has fewer free slots beyond what is staged
+    /// (`tx_ring_full`). What a sender asks before it stages frames that must reach the ring.
+    pub(crate) fn tx_refusal(&mut self, q: usize, want: usize) -> Option<DropReason> {
+        if self.link_down[q] {
+            Some(DropReason::LinkDown)
+        } else if self.tx_room(q, want) < want {
+            Some(DropReason::TxRingFull)
+        } else {
+            None
+        }
+    }
+
     /// Frames local port `q`'s TX ring can still take beyond what is staged for it (reaping
     /// its completions first when that is short of `want`): what a sender checks before it
     /// stages a frame or a fragment train that must reach the ring whole.

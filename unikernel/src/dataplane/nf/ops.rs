@@ -317,15 +317,15 @@ impl<P: Platform> Ctx<'_, P> {
     /// now (counted `tx_ring_full` on the port; `link_down` when the port's link is down), so
     /// that a staged frame is one the flush hands to the ring. Returns whether it was handed to the ring (or staged with a slot).
     pub(crate) fn send_whole(&mut self, h: Held, port: usize) -> bool {
-        if port < PORTS && self.core.link_down[port] {
+        // A frame of several pages is checked by the ring itself (`Core::send_multi`).
+        let refused = match port {
+            p if p >= PORTS => None,
+            p if !h.rest.is_empty() => self.core.link_down[p].then_some(DropReason::LinkDown),
+            p => self.core.tx_refusal(p, 1),
+        };
+        if let Some(why) = refused {
             self.core.nf_side.counters.sent_held += 1;
-            self.core.counters[port].drop(DropReason::LinkDown);
-            self.recycle(h);
-            return false;
-        }
-        if port < PORTS && h.rest.is_empty() && self.core.tx_room(port, 1) == 0 {
-            self.core.nf_side.counters.sent_held += 1;
-            self.core.counters[port].drop(DropReason::TxRingFull);
+            self.core.counters[port].drop(why);
             self.recycle(h);
             return false;
         }

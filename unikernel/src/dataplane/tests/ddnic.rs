@@ -153,6 +153,15 @@ fn the_dd_nic_has_no_header_before_the_frame() {
     );
 }
 
+/// Take port `p`'s link up or down on the simulated NIC and run housekeeping for one link
+/// poll (`LINK_POLL_TICKS` + 1 ticks), so the core has seen it.
+fn set_link(c: &mut super::super::testing::SimCoreOf<SimDd>, p: usize, up: bool) {
+    c.dev[p].shared().set_link(up);
+    for _ in 0..=crate::dataplane::frame_limits::LINK_POLL_TICKS {
+        c.core.idle_tick();
+    }
+}
+
 /// A port whose link goes down (`STATUS.LU` clear): within one link poll (500 ms of
 /// housekeeping) every frame bound for it is dropped and counted `link_down` on it, none
 /// handed to the device; back up, forwarding resumes; every page back.
@@ -161,11 +170,7 @@ fn frames_for_a_port_whose_link_is_down_are_counted_link_down() {
     let mut rig = RigOf::<SimDd>::new("mode=l2", 1, PAGES);
     let frame = l2_frame();
     let c = &mut rig.cores[0];
-    let ticks = usize::from(crate::dataplane::frame_limits::LINK_POLL_TICKS) + 1;
-    c.dev[1].shared().set_link(false);
-    for _ in 0..ticks {
-        c.core.idle_tick();
-    }
+    set_link(c, 1, false);
     assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
     c.core.poll_once();
     assert_eq!(
@@ -175,10 +180,7 @@ fn frames_for_a_port_whose_link_is_down_are_counted_link_down() {
     );
     let drops = c.core.counters()[1].drops_for(netstack::DropReason::LinkDown);
     assert_eq!(drops, 8);
-    c.dev[1].shared().set_link(true);
-    for _ in 0..ticks {
-        c.core.idle_tick();
-    }
+    set_link(c, 1, true);
     assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
     c.core.poll_once();
     assert_eq!(c.dev[1].complete_tx(|_| {}), 8, "forwarding resumes");
@@ -208,11 +210,7 @@ fn the_router_counts_frames_to_a_port_whose_link_is_down() {
     assert_eq!(c.dev[1].deliver_rx(&req[..n], 1), 1);
     c.core.poll_once();
     c.dev[1].complete_tx(|_| {});
-    let ticks = usize::from(crate::dataplane::frame_limits::LINK_POLL_TICKS) + 1;
-    c.dev[1].shared().set_link(false);
-    for _ in 0..ticks {
-        c.core.idle_tick();
-    }
+    set_link(c, 1, false);
     assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
     c.core.poll_once();
     assert_eq!(
@@ -226,10 +224,7 @@ fn the_router_counts_frames_to_a_port_whose_link_is_down() {
     assert!((8..=9).contains(&down), "{down} {:?}", c.core.counters()[1]);
     let r = c.core.route().unwrap().router.counters();
     assert_eq!(r.tx_dropped, 8, "{r:?}");
-    c.dev[1].shared().set_link(true);
-    for _ in 0..ticks {
-        c.core.idle_tick();
-    }
+    set_link(c, 1, true);
     assert_eq!(c.dev[0].deliver_rx(&frame, 8), 8);
     c.core.poll_once();
     let mut routed = 0;
