@@ -293,7 +293,7 @@ impl NetworkFunction for NatNf {
             match h.mark() {
                 MARK_ARP if self.answer_arp(&mut h) => ctx.send(h, 1),
                 MARK_HAIRPIN => {
-                    write_macs(h.head_mut(), self.words[0]);
+                    h.write_macs(self.words[0]);
                     ctx.send(h, 0);
                 }
                 m if m & MARK_HANDOFF != 0 => {
@@ -319,11 +319,11 @@ impl NetworkFunction for NatNf {
         match self.nat.translate(h.head_mut(), from, now) {
             NatVerdict::Forward => {
                 let out = if from == Ingress::Inside { 1 } else { 0 };
-                write_macs(h.head_mut(), self.words[out]);
+                h.write_macs(self.words[out]);
                 ctx.send(h, out);
             }
             NatVerdict::Hairpin => {
-                write_macs(h.head_mut(), self.words[0]);
+                h.write_macs(self.words[0]);
                 ctx.send(h, 0);
             }
             NatVerdict::Drop(_) => ctx.drop(h),
@@ -425,12 +425,3 @@ pub fn take_nat(k: usize) -> Option<Nat<'static>> {
 /// Expired sessions freed per tick (every 10 ms) at most: 25,600 a second beside the
 /// per-frame sweep (`netstack::nat::translate::SWEEP_PER_FRAME`).
 pub const TICK_SWEEP: usize = 256;
-
-/// Destination and source MAC of `frame` from `words` (as [`Packet::write_macs`]).
-fn write_macs(frame: &mut [u8], words: (u64, u32)) {
-    if let Some(h) = frame.first_chunk_mut::<12>() {
-        let (a, b) = h.split_at_mut(8);
-        a.copy_from_slice(&words.0.to_le_bytes());
-        b.copy_from_slice(&words.1.to_le_bytes());
-    }
-}

@@ -119,14 +119,7 @@ impl<'a> Packet<'a> {
     /// 8-byte and one 4-byte store: `words` from [`netstack::MacRewrite::words`].
     #[inline(always)]
     pub fn write_macs(&mut self, words: (u64, u32)) {
-        // Through the Ethernet header as a fixed-size chunk: its length test is the one made
-        // against the NF's minimum before `process` (so it folds away), and the two stores
-        // need none.
-        if let Some(h) = self.head.first_chunk_mut::<ETH_HDR_LEN>() {
-            let (a, b) = h.split_at_mut(8);
-            a.copy_from_slice(&words.0.to_le_bytes());
-            b[..4].copy_from_slice(&words.1.to_le_bytes());
-        }
+        put_macs(self.head, words);
     }
 
     /// The IPv4 datagram (RFC 791 §3.1) after the Ethernet header, when the EtherType is
@@ -231,6 +224,12 @@ impl Held {
         &self.page.page()[start..start + self.head_len()]
     }
 
+    /// Write the destination and source MAC addresses, as [`Packet::write_macs`] does (a
+    /// frame shorter than an Ethernet header is left as it is).
+    pub fn write_macs(&mut self, words: (u64, u32)) {
+        put_macs(self.head_mut(), words);
+    }
+
     /// [`Held::head`], writable: rewrite headers in place.
     pub fn head_mut(&mut self) -> &mut [u8] {
         let (start, len) = (usize::from(self.offset), self.head_len());
@@ -275,5 +274,18 @@ impl Held {
             self.len = len.min(self.room()) as u16;
         }
         self.head_mut()
+    }
+}
+
+/// The destination and source MACs of `frame` from `words` ([`netstack::MacRewrite::words`]):
+/// one 8-byte and one 4-byte store through the Ethernet header as a fixed-size chunk, whose
+/// length test in the fused loop is the one made against the NF's minimum before `process` (so
+/// it folds away), and the two stores need none.
+#[inline(always)]
+fn put_macs(frame: &mut [u8], words: (u64, u32)) {
+    if let Some(h) = frame.first_chunk_mut::<ETH_HDR_LEN>() {
+        let (a, b) = h.split_at_mut(8);
+        a.copy_from_slice(&words.0.to_le_bytes());
+        b[..4].copy_from_slice(&words.1.to_le_bytes());
     }
 }
