@@ -13,11 +13,14 @@
 pub mod bundle;
 pub mod firewall;
 pub mod keys;
+pub mod l2;
 pub mod merge;
 pub mod nat;
 pub mod nf_keys;
+pub mod owners;
+pub mod router;
 
-use crate::router::{parse_route, Ipv4Net, ParseError, RouteCheck, RouteError};
+use crate::router::{parse_route, Ipv4Net, ParseError, RouteError};
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 
@@ -360,18 +363,8 @@ pub struct Config {
     /// `ip0=A.B.C.D/LEN`, `ip1=…`: the ports' addresses: the management plane's (any mode)
     /// and the router's interface addresses (router mode, which needs both).
     pub ip: [Option<Ipv4Net>; PORTS],
-    /// `route=PREFIX/LEN,GATEWAY` (repeatable, up to [`MAX_CMDLINE_ROUTES`]): static routes;
-    /// `0.0.0.0/0,GW` is the default route. In router mode checked against `ip0=`/`ip1=`
-    /// ([`crate::router::check_route`]), each prefix once, when the line is parsed.
-    pub routes: heapless::Vec<(Ipv4Net, Ipv4Addr), MAX_CMDLINE_ROUTES>,
-    /// `route=PREFIX/LEN,GATEWAY[%PORT]` with an IPv6 prefix (router mode; up to
-    /// [`MAX_CMDLINE_ROUTES`]): static IPv6 routes, a link-local gateway naming its port
-    /// (`::/0,fe80::1%1`). Checked against `ip6_0=`/`ip6_1=` when the line is parsed.
-    pub routes6: heapless::Vec<crate::router::parse6::Route6Spec, MAX_CMDLINE_ROUTES>,
-    /// `ip6_0=ADDR/LEN`, `ip6_1=…` (router mode, both or neither): the ports' global IPv6
-    /// addresses and connected prefixes (not /128); each port also has the link-local address
-    /// of its MAC. With them the router forwards IPv6 too (every such port's MTU ≥ 1,280).
-    pub ip6: [Option<crate::router::parse6::Ipv6Net>; PORTS],
+    /// `mode=router`'s keys: its static routes (`route=`) and its ports' IPv6 addresses.
+    pub router: router::RouterSettings,
     /// `mgmt=ip0|ip1|none`: the management address (any mode; default: the first port with
     /// an address, [`Config::mgmt_port`]).
     pub mgmt: MgmtPort,
@@ -566,9 +559,7 @@ impl Default for Config {
             idle: IdleMode::Halt,
             ip: [None; PORTS],
             mtu: [None; PORTS],
-            routes: heapless::Vec::new(),
-            routes6: heapless::Vec::new(),
-            ip6: [None; PORTS],
+            router: router::RouterSettings::default(),
             mgmt: MgmtPort::Auto,
             xcore: false,
             acpi_rsdp: None,
@@ -738,9 +729,9 @@ impl core::fmt::Display for ConfigError<'_> {
             ConfigError::NotKeyValue(t) => write!(f, "`{t}` is not key=value"),
             ConfigError::UnknownKey(k) => {
                 write!(f, "unknown key `{k}` (known:")?;
-                for set in keys::KEY_SETS {
-                    for key in set.keys {
-                        write!(f, " {}", key.name)?;
+                for set in owners::KEY_SETS {
+                    for name in set.names() {
+                        write!(f, " {name}")?;
                     }
                 }
                 write!(f, ")")
@@ -902,26 +893,29 @@ impl Config {
         ) -> Result<bool, ConfigError<'a>>,
     ) -> Result<Config, ConfigError<'a>> {
         let mut cfg = Config::default();
-        let mut seen = [false; keys::KEY_COUNT];
+        let mut seen = [false; owners::KEY_COUNT];
         // The mode first: the first `mode=` token (a second one is refused below).
         if let Some(v) = cmdline
             .split_ascii_whitespace()
             .find_map(|t| t.strip_prefix("mode="))
         {
-            let (_, k, _) = keys::lookup("mode").expect("the kernel owns `mode`");
-            (k.parse)(&mut cfg, v).map_err(|e| key_error("mode", v, e))?;
+            let k = owners::lookup("mode").expect("the kernel owns `mode`");
+            k.set
+                .table
+                .parse(k.at, &mut cfg, v)
+                .map_err(|e| key_error("mode", v, e))?;
         }
         for (i, tok) in cmdline.split_ascii_whitespace().enumerate() {
             let (key, value) = tok.split_once('=').ok_or(ConfigError::NotKeyValue(tok))?;
-            let found = keys::lookup(key);
-            if other(i, tok, key, value, found.map(|(_, _, owner)| owner))? {
+            let found = owners::lookup(key);
+            if other(i, tok, key, value, found.map(|k| k.owner()))? {
                 continue;
             }
-            let (idx, k, owner) = found.ok_or(ConfigError::UnknownKey(key))?;
-            if core::mem::replace(&mut seen[idx], true) && !k.repeat {
+            let k = found.ok_or(ConfigError::UnknownKey(key))?;
+            if core::mem::replace(&mut seen[k.index], true) && !k.repeat {
                 return Err(ConfigError::Repeated(key));
             }
-            if let keys::Owner::Nf(modes) = owner {
+            if let keys::Owner::Nf(modes) = k.owner() {
                 if !modes.contains(&cfg.mode) {
                     return Err(ConfigError::Misplaced {
                         key,
@@ -930,9 +924,12 @@ impl Config {
                     });
                 }
             }
-            (k.parse)(&mut cfg, value).map_err(|e| key_error(key, value, e))?;
+            k.set
+                .table
+                .parse(k.at, &mut cfg, value)
+                .map_err(|e| key_error(key, value, e))?;
         }
-        let given = |name: &str| keys::lookup(name).is_some_and(|(i, _, _)| seen[i]);
+        let given = |name: &str| owners::lookup(name).is_some_and(|k| seen[k.index]);
         if cfg.sim.is_none() && given("sim_iters") {
             return Err(ConfigError::Missing {
                 key: "sim",
@@ -975,51 +972,10 @@ impl Config {
                 because: "(=auto or 1) with sim: the simulated ports have one queue pair",
             });
         }
-        if let MgmtPort::Port(p) = cfg.mgmt {
-            if cfg.ip[usize::from(p)].is_none() {
-                return Err(ConfigError::Missing {
-                    key: ["ip0", "ip1"][usize::from(p) & 1],
-                    because: "for its management address (mgmt=)",
-                });
-            }
-        }
-        // Both directions of a connection must meet one core's table, and the firewall does not
-        // hand frames between cores (the NAT does): one queue pair per port.
-        if cfg.mode == Mode::Firewall && matches!(cfg.queues, Queues::Count(n) if n > 1) {
-            return Err(ConfigError::NotWith {
-                key: "queues",
-                because: "mode=firewall runs one queue pair per port (auto or 1): both directions of a connection must meet one core's table",
-            });
-        }
-        if cfg.mode == Mode::Nat && cfg.nat.pool.is_empty() {
-            return Err(ConfigError::Missing {
-                key: "nat_pool",
-                because: "with mode=nat",
-            });
-        }
-        if cfg.mode == Mode::Router {
-            for (i, key) in ["ip0", "ip1"].into_iter().enumerate() {
-                if cfg.ip[i].is_none() {
-                    return Err(ConfigError::Missing {
-                        key,
-                        because: "with mode=router",
-                    });
-                }
-            }
-            crate::router::setup6::check_ports6(&cfg.ip6, &cfg.mtu).map_err(ConfigError::Ports6)?;
-            for r in &cfg.routes6 {
-                crate::router::setup6::check_route6(&cfg.ip6, r)
-                    .map_err(|why| ConfigError::BadRoute6 { route: *r, why })?;
-            }
-            // Checked here, once the ports are known, not first at the FIB build.
-            let ports = RouteCheck::new(cfg.ip.iter().flatten().copied());
-            if let Err((n, why)) = ports.check_list(&cfg.routes) {
-                let (prefix, gateway) = cfg.routes[n - 1];
-                return Err(ConfigError::BadRoute {
-                    prefix,
-                    gateway,
-                    why,
-                });
+        // Each owner's checks across its keys: the kernel's, then the chosen network function's.
+        for set in owners::KEY_SETS {
+            if set.owner.allows(cfg.mode) {
+                set.table.check(&cfg)?;
             }
         }
         Ok(cfg)

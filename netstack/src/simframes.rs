@@ -55,7 +55,7 @@ pub fn host_in(net: Ipv4Net, not: Ipv4Addr) -> Option<Ipv4Addr> {
 pub fn router_addrs(cfg: &Config) -> Option<RouterAddrs> {
     let (ip0, ip1) = (cfg.ip[0]?, cfg.ip[1]?);
     let src = host_in(ip0, ip0.addr)?;
-    let (dst, next_hop) = match cfg.routes.first() {
+    let (dst, next_hop) = match cfg.router.routes.first() {
         Some(&(prefix, gw)) if prefix.len == 0 => (DEFAULT_ROUTE_DST, gw),
         Some(&(prefix, gw)) if prefix.len == 32 => (prefix.addr, gw),
         Some(&(prefix, gw)) => (host_in(prefix, gw)?, gw),
@@ -354,7 +354,7 @@ mod tests {
             });
             let mut r =
                 Router::<'_, u32, 8, 4>::new(store.fib(), &ports, RouterConfig::default()).unwrap();
-            for (net, gw) in c.routes.iter() {
+            for (net, gw) in c.router.routes.iter() {
                 r.add_route(*net, *gw).unwrap();
             }
             let mut icmp = [0u8; 1500];

@@ -369,7 +369,7 @@ fn log_config(cfg: &Config, boot: &pvh::BootInfo) {
             cfg.ip[0].unwrap(),
             cfg.ip[1].unwrap()
         );
-        for (net, gw) in cfg.routes.iter() {
+        for (net, gw) in cfg.router.routes.iter() {
             info!("config: route {net} via {gw}");
         }
     }

@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
             if cfg.mode == Mode::Router {
                 assert!(cfg.ip.iter().all(Option::is_some), "{text:?}");
             } else {
-                assert!(cfg.routes.is_empty(), "{text:?}");
+                assert!(cfg.router.routes.is_empty(), "{text:?}");
             }
             if let Some(p) = cfg.mgmt_port() {
                 assert!(cfg.ip[p].is_some(), "{text:?}");

@@ -1,21 +1,18 @@
-//! Every command-line key, grouped by its owner ([`KEY_SETS`]): the kernel's own keys (memory,
-//! CPUs, TLB, the page guard, logging, the simulated benchmark, the ports' buffers) and each
-//! network function's keys (`l2`'s peers, the router's addresses, routes and management
-//! plane). Each key carries its own parser; [`super::Config::parse`] looks a key up by name
-//! (never by position) and refuses a key whose owner is a network function other than the one
-//! `mode=` selects ([`super::ConfigError::Misplaced`]).
+//! What a command-line key is ([`Key`]: a name and a parser into its owner's settings), who
+//! owns one ([`Owner`]), how an owner declares its keys ([`Owned`], [`KeySet`]: the kernel's
+//! here, each stock network function's beside its settings, all listed in
+//! [`super::owners::KEY_SETS`]), and the kernel's own keys: memory, CPUs, TLB, the page guard,
+//! logging, the simulated benchmark, the ports' buffers ([`KERNEL_SET`]), the management plane's
+//! addresses ([`MGMT_SET`]) and the `PUT` token of the network functions with files
+//! ([`PUT_SET`]).
 
-use super::nat;
 use super::{
-    Config, IdleMode, LogLevel, MgmtPort, MgmtToken, MmioDevice, Mode, PoolMode, Queues,
-    RefillMode, SimNic, TlbMode, DEFAULT_SIM_SIZE, MAX_BURST, MAX_CMDLINE_MTU, MAX_FAULT_EVERY,
-    MAX_QUEUES, MAX_RSDP_ADDR, MAX_SIM_FRAMES, MAX_SIM_ITERS, MAX_SIM_SIZE, MAX_TLBTEST_BATCHES,
-    MAX_TLB_CEILING, MIN_CMDLINE_MTU,
+    Config, ConfigError, IdleMode, LogLevel, MgmtPort, MgmtToken, MmioDevice, Mode, PoolMode,
+    Queues, RefillMode, SimNic, TlbMode, DEFAULT_SIM_SIZE, MAX_BURST, MAX_CMDLINE_MTU,
+    MAX_FAULT_EVERY, MAX_QUEUES, MAX_RSDP_ADDR, MAX_SIM_FRAMES, MAX_SIM_ITERS, MAX_SIM_SIZE,
+    MAX_TLBTEST_BATCHES, MAX_TLB_CEILING, MIN_CMDLINE_MTU,
 };
-use crate::router::parse6::parse_route6;
-use crate::router::setup6::parse_port_addr;
-use crate::router::{parse_ipv4_cidr, parse_route};
-use crate::MacAddr;
+use crate::router::parse_ipv4_cidr;
 
 /// Why a key's parser refused its value.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -28,16 +25,62 @@ pub enum KeyError {
     TooMany,
 }
 
-/// One key: its name, whether it may repeat, and its parser (which stores the value in the
-/// [`Config`]).
-#[derive(Copy, Clone)]
-pub struct Key {
-    /// The key as written before `=`.
+/// One key: its name (as written before `=`), whether it may repeat, and its parser, which
+/// stores the value in its owner's settings `S` (the kernel's [`Config`], a network
+/// function's settings such as [`super::nat::NatSettings`], or an image's own NF) or says what
+/// the key takes ([`KeyError::Expected`]). The one key type of every owner.
+///
+/// ```
+/// use netstack::config::keys::{Key, KeyError};
+///
+/// struct Filter { port: u16 }
+/// const KEYS: &[Key<Filter>] = &[Key::new("blocked_port", |f, v| {
+///     f.port = v.parse().map_err(|_| KeyError::Expected("a port number in 0..=65535"))?;
+///     Ok(())
+/// })];
+/// # let mut f = Filter { port: 0 };
+/// # (KEYS[0].parse)(&mut f, "5000").unwrap();
+/// # assert_eq!(f.port, 5000);
+/// ```
+pub struct Key<S: ?Sized> {
+    /// The key as written before `=`: lowercase `[a-z0-9_.]`.
     pub name: &'static str,
-    /// May appear more than once (each adds an entry: `route`, `virtio_mmio.device`).
+    /// May appear more than once (the parser then sees each value in order: `route`,
+    /// `virtio_mmio.device`).
     pub repeat: bool,
-    /// Store `value` in the configuration, or say why not.
-    pub parse: fn(&mut Config, &str) -> Result<(), KeyError>,
+    /// Store `value` in the owner's settings, or say why not.
+    pub parse: fn(&mut S, &str) -> Result<(), KeyError>,
+}
+
+impl<S: ?Sized> Clone for Key<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: ?Sized> Copy for Key<S> {}
+
+impl<S: ?Sized> Key<S> {
+    /// A key given at most once.
+    pub const fn new(name: &'static str, parse: fn(&mut S, &str) -> Result<(), KeyError>) -> Self {
+        Key {
+            name,
+            repeat: false,
+            parse,
+        }
+    }
+
+    /// A key that may be given several times.
+    pub const fn repeated(
+        name: &'static str,
+        parse: fn(&mut S, &str) -> Result<(), KeyError>,
+    ) -> Self {
+        Key {
+            name,
+            repeat: true,
+            parse,
+        }
+    }
 }
 
 /// Who owns a set of keys.
@@ -68,17 +111,87 @@ impl Owner {
     }
 }
 
+/// The checks an owner makes across its keys once the whole line is parsed (a key another
+/// needs, a value the mode cannot run with): `Ok` or the [`ConfigError`] naming the key.
+pub type Check = fn(&Config) -> Result<(), ConfigError<'static>>;
+
+/// One owner's keys over its own settings `S`, a part of the [`Config`] (`settings` finds it):
+/// what an owner declares, beside its settings type ([`super::nat::KEY_SET`] …).
+pub struct Owned<S: 'static> {
+    /// The keys.
+    pub keys: &'static [Key<S>],
+    /// The owner's part of the configuration.
+    pub settings: fn(&mut Config) -> &mut S,
+    /// Its checks across keys, run after the line when the mode is the owner's.
+    pub check: Check,
+}
+
+/// An owner's keys as the parser sees them, whatever settings type they parse into
+/// ([`Owned`]): by index, `0..`[`KeySet::count`]. Called once per token at boot, never per
+/// frame.
+pub trait KeyTable: Sync {
+    /// Key `i`.
+    fn key(&self, i: usize) -> (&'static str, bool);
+    /// Parse `value` as key `i` into `cfg`'s part of this owner.
+    ///
+    /// # Errors
+    /// The key's [`KeyError`].
+    fn parse(&self, i: usize, cfg: &mut Config, value: &str) -> Result<(), KeyError>;
+    /// The owner's checks across its keys ([`Check`]).
+    ///
+    /// # Errors
+    /// The [`ConfigError`] naming the key at fault.
+    fn check(&self, cfg: &Config) -> Result<(), ConfigError<'static>>;
+}
+
+impl<S: 'static> KeyTable for Owned<S> {
+    fn key(&self, i: usize) -> (&'static str, bool) {
+        (self.keys[i].name, self.keys[i].repeat)
+    }
+
+    fn parse(&self, i: usize, cfg: &mut Config, value: &str) -> Result<(), KeyError> {
+        (self.keys[i].parse)((self.settings)(cfg), value)
+    }
+
+    fn check(&self, cfg: &Config) -> Result<(), ConfigError<'static>> {
+        (self.check)(cfg)
+    }
+}
+
+/// No checks across keys.
+pub fn no_check(_: &Config) -> Result<(), ConfigError<'static>> {
+    Ok(())
+}
+
 /// Keys of one owner.
 #[derive(Copy, Clone)]
 pub struct KeySet {
     /// Their owner.
     pub owner: Owner,
     /// The keys.
-    pub keys: &'static [Key],
+    pub table: &'static dyn KeyTable,
+    /// How many.
+    pub count: usize,
+}
+
+impl KeySet {
+    /// `owned`'s keys, owned by `owner`.
+    pub const fn new<S: 'static>(owner: Owner, owned: &'static Owned<S>) -> KeySet {
+        KeySet {
+            owner,
+            table: owned,
+            count: owned.keys.len(),
+        }
+    }
+
+    /// Their names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        (0..self.count).map(|i| self.table.key(i).0)
+    }
 }
 
 /// `on` or `off`.
-fn on_off(v: &str) -> Result<bool, KeyError> {
+pub fn on_off(v: &str) -> Result<bool, KeyError> {
     match v {
         "on" => Ok(true),
         "off" => Ok(false),
@@ -98,17 +211,16 @@ fn int_in<T: core::str::FromStr + PartialOrd>(
         .ok_or(KeyError::Expected(expected))
 }
 
-/// A key without repeats.
-const fn key(name: &'static str, parse: fn(&mut Config, &str) -> Result<(), KeyError>) -> Key {
-    Key {
-        name,
-        repeat: false,
-        parse,
-    }
+/// A kernel key without repeats.
+const fn key(
+    name: &'static str,
+    parse: fn(&mut Config, &str) -> Result<(), KeyError>,
+) -> Key<Config> {
+    Key::new(name, parse)
 }
 
 /// The kernel's keys: whatever the network function.
-const KERNEL_KEYS: &[Key] = &[
+const KERNEL_KEYS: &[Key<Config>] = &[
     key("mode", |c, v| {
         c.mode = match v {
             "io" => Mode::Io,
@@ -293,34 +405,10 @@ fn mtu(v: &str) -> Result<u16, KeyError> {
     )
 }
 
-/// `l2`'s and `nat`'s keys: the next hop's MAC behind each port (the destination they
-/// write).
-const L2_KEYS: &[Key] = &[
-    key("peer0", |c, v| {
-        c.peer[0] = peer(v)?;
-        Ok(())
-    }),
-    key("peer1", |c, v| {
-        c.peer[1] = peer(v)?;
-        Ok(())
-    }),
-];
-
-/// `peerN=`: a MAC address.
-fn peer(v: &str) -> Result<MacAddr, KeyError> {
-    MacAddr::parse(v).ok_or(KeyError::Expected("a MAC like 02:00:00:00:0a:02"))
-}
-
-/// Keys of `io` and `l2` (the stock forwarders): frames to the next core's pair.
-const IO_L2_KEYS: &[Key] = &[key("xcore", |c, v| {
-    c.xcore = on_off(v)?;
-    Ok(())
-})];
-
 /// The management plane's keys, the kernel's whatever the network function: each port's
 /// address (the router's interface addresses too) and which one the management plane
 /// (console over TCP, `/metrics`, `PUT` of the NF's files) answers on.
-const MGMT_KEYS: &[Key] = &[
+const MGMT_KEYS: &[Key<Config>] = &[
     key("ip0", |c, v| {
         c.ip[0] = Some(cidr(v)?);
         Ok(())
@@ -340,81 +428,10 @@ const MGMT_KEYS: &[Key] = &[
     }),
 ];
 
-/// The router's keys: its static routes (either family: an IPv6 one holds a `:`) and its
-/// ports' IPv6 addresses.
-const ROUTER_KEYS: &[Key] = &[
-    Key {
-        name: "route",
-        repeat: true,
-        parse: |c, v| {
-            if v.contains(':') {
-                let r = parse_route6(v).map_err(|e| KeyError::Expected(e.as_str()))?;
-                return c.routes6.push(r).map_err(|_| KeyError::TooMany);
-            }
-            let r = parse_route(v).map_err(|_| {
-                KeyError::Expected("PREFIX/LEN,GATEWAY like 192.168.0.0/16,10.0.1.2")
-            })?;
-            c.routes.push(r).map_err(|_| KeyError::TooMany)
-        },
-    },
-    key("ip6_0", |c, v| {
-        c.ip6[0] = Some(parse_port_addr(v).map_err(KeyError::Expected)?);
-        Ok(())
-    }),
-    key("ip6_1", |c, v| {
-        c.ip6[1] = Some(parse_port_addr(v).map_err(KeyError::Expected)?);
-        Ok(())
-    }),
-];
-
-/// `mode=nat`'s keys ([`super::nat::NatSettings`]).
-const NAT_KEYS: &[Key] = &[
-    key("nat_pool", |c, v| {
-        c.nat.pool = nat::parse_pool(v).map_err(KeyError::Expected)?;
-        Ok(())
-    }),
-    key("nat_ports", |c, v| {
-        (c.nat.port_lo, c.nat.port_hi) = nat::parse_ports(v).map_err(KeyError::Expected)?;
-        Ok(())
-    }),
-    key("nat_sessions", |c, v| {
-        c.nat.sessions = nat::parse_sessions(v).map_err(KeyError::Expected)?;
-        Ok(())
-    }),
-    key("nat_filtering", |c, v| {
-        c.nat.filtering = nat::parse_filtering(v).map_err(KeyError::Expected)?;
-        Ok(())
-    }),
-    key("nat_timeouts", |c, v| {
-        c.nat.timeouts = nat::parse_timeouts(v).map_err(KeyError::Expected)?;
-        Ok(())
-    }),
-    Key {
-        name: "nat_forward",
-        repeat: true,
-        parse: |c, v| {
-            let f = nat::parse_forward(v).map_err(KeyError::Expected)?;
-            c.nat.forwards.push(f).map_err(|_| KeyError::TooMany)
-        },
-    },
-];
-
-/// `mode=firewall`'s keys ([`super::firewall::FirewallSettings`]).
-const FW_KEYS: &[Key] = &[
-    key("fw_sessions", |c, v| {
-        c.fw.sessions = nat::parse_sessions(v).map_err(KeyError::Expected)?;
-        Ok(())
-    }),
-    key("fw_timeouts", |c, v| {
-        c.fw.timeouts = nat::parse_timeouts(v).map_err(KeyError::Expected)?;
-        Ok(())
-    }),
-];
-
 /// The token for `PUT` of a network function's file (the router's `PUT /routes`, the ACL's
 /// `PUT /rules`): the keys of the network functions that have one.
-const PUT_KEYS: &[Key] = &[key("mgmt_token", |c, v| {
-    c.mgmt_token = Some(MgmtToken::new(v).ok_or(KeyError::Secret(
+const PUT_KEYS: &[Key<Option<MgmtToken>>] = &[Key::new("mgmt_token", |t, v| {
+    *t = Some(MgmtToken::new(v).ok_or(KeyError::Secret(
         "printable ASCII without space, 16..=64 bytes",
     ))?);
     Ok(())
@@ -425,63 +442,46 @@ fn cidr(v: &str) -> Result<crate::router::Ipv4Net, KeyError> {
     parse_ipv4_cidr(v).map_err(|_| KeyError::Expected("an interface address like 10.0.0.1/24"))
 }
 
-/// Every key, by owner: the kernel's, then each network function's.
-pub const KEY_SETS: &[KeySet] = &[
-    KeySet {
-        owner: Owner::Kernel,
-        keys: KERNEL_KEYS,
-    },
-    KeySet {
-        owner: Owner::Kernel,
-        keys: MGMT_KEYS,
-    },
-    KeySet {
-        owner: Owner::Nf(&[Mode::L2, Mode::Nat]),
-        keys: L2_KEYS,
-    },
-    KeySet {
-        owner: Owner::Nf(&[Mode::Io, Mode::L2]),
-        keys: IO_L2_KEYS,
-    },
-    KeySet {
-        owner: Owner::Nf(&[Mode::Router]),
-        keys: ROUTER_KEYS,
-    },
-    KeySet {
-        owner: Owner::Nf(&[Mode::Router, Mode::Acl]),
-        keys: PUT_KEYS,
-    },
-    KeySet {
-        owner: Owner::Nf(&[Mode::Nat]),
-        keys: NAT_KEYS,
-    },
-    KeySet {
-        owner: Owner::Nf(&[Mode::Firewall]),
-        keys: FW_KEYS,
-    },
-];
-
-/// Keys in all: the length of [`super::Config::parse`]'s "seen" table.
-pub const KEY_COUNT: usize = KERNEL_KEYS.len()
-    + MGMT_KEYS.len()
-    + L2_KEYS.len()
-    + IO_L2_KEYS.len()
-    + ROUTER_KEYS.len()
-    + PUT_KEYS.len()
-    + NAT_KEYS.len()
-    + FW_KEYS.len();
-
-/// The key named `name`: its index among all keys (kernel's first, in [`KEY_SETS`] order),
-/// the key and its owner.
-pub fn lookup(name: &str) -> Option<(usize, &'static Key, Owner)> {
-    let mut i = 0;
-    for set in KEY_SETS {
-        for k in set.keys {
-            if k.name == name {
-                return Some((i, k, set.owner));
-            }
-            i += 1;
+/// `mgmt=ipN` needs `ipN=`.
+fn check_mgmt(c: &Config) -> Result<(), ConfigError<'static>> {
+    if let MgmtPort::Port(p) = c.mgmt {
+        if c.ip[usize::from(p)].is_none() {
+            return Err(ConfigError::Missing {
+                key: ["ip0", "ip1"][usize::from(p) & 1],
+                because: "for its management address (mgmt=)",
+            });
         }
     }
-    None
+    Ok(())
 }
+
+/// The kernel's own keys (memory, CPUs, TLB, the page guard, logging, the simulated
+/// benchmark, the ports' buffers), checked across keys by [`super::Config::parse`] itself.
+pub const KERNEL_SET: KeySet = KeySet::new(
+    Owner::Kernel,
+    &Owned {
+        keys: KERNEL_KEYS,
+        settings: |c| c,
+        check: no_check,
+    },
+);
+
+/// The management plane's keys: the kernel's, whatever the network function.
+pub const MGMT_SET: KeySet = KeySet::new(
+    Owner::Kernel,
+    &Owned {
+        keys: MGMT_KEYS,
+        settings: |c| c,
+        check: check_mgmt,
+    },
+);
+
+/// The `PUT` token: the router's and the ACL's (the network functions with files).
+pub const PUT_SET: KeySet = KeySet::new(
+    Owner::Nf(&[Mode::Router, Mode::Acl]),
+    &Owned {
+        keys: PUT_KEYS,
+        settings: |c| &mut c.mgmt_token,
+        check: no_check,
+    },
+);

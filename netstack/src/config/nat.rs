@@ -1,11 +1,12 @@
-//! `mode=nat`'s settings and their values' parsers (the keys themselves are in
-//! [`super::keys`]): the NAT44 gateway's outside address pool, its dynamic port range, its
+//! `mode=nat`'s settings, its keys ([`KEY_SET`]) and their values' parsers: the NAT44 gateway's outside address pool, its dynamic port range, its
 //! session table's size, its filtering, its timeouts and its static port forwards
 //! ([`NatSettings`], read by the kernel's NAT network function into a
 //! [`crate::nat::NatConfig`] per core). Each key is parsed on its own here; whether the
 //! forwards fit the pool and the port range is [`crate::nat::Nat::new`]'s check, which the
 //! boot runs before any core forwards.
 
+use super::keys::{Key, KeyError, KeySet, Owned, Owner};
+use super::{Config, ConfigError, Mode};
 use crate::nat::ports::MAX_POOL;
 use crate::nat::{Filtering, Forward, Timeouts};
 use crate::wire::{IPPROTO_TCP, IPPROTO_UDP};
@@ -170,6 +171,55 @@ pub fn parse_timeouts(v: &str) -> Result<Timeouts, Expected> {
         udp: t[2],
         icmp: t[3],
     })
+}
+
+/// `mode=nat`'s keys.
+const KEYS: &[Key<NatSettings>] = &[
+    Key::new("nat_pool", |n, v| {
+        n.pool = parse_pool(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    Key::new("nat_ports", |n, v| {
+        (n.port_lo, n.port_hi) = parse_ports(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    Key::new("nat_sessions", |n, v| {
+        n.sessions = parse_sessions(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    Key::new("nat_filtering", |n, v| {
+        n.filtering = parse_filtering(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    Key::new("nat_timeouts", |n, v| {
+        n.timeouts = parse_timeouts(v).map_err(KeyError::Expected)?;
+        Ok(())
+    }),
+    Key::repeated("nat_forward", |n, v| {
+        let f = parse_forward(v).map_err(KeyError::Expected)?;
+        n.forwards.push(f).map_err(|_| KeyError::TooMany)
+    }),
+];
+
+/// The NAT's keys ([`NatSettings`], [`Config::nat`]); `nat_pool=` is required.
+pub const KEY_SET: KeySet = KeySet::new(
+    Owner::Nf(&[Mode::Nat]),
+    &Owned {
+        keys: KEYS,
+        settings: |c| &mut c.nat,
+        check,
+    },
+);
+
+/// `nat_pool=` given.
+fn check(c: &Config) -> Result<(), ConfigError<'static>> {
+    if c.nat.pool.is_empty() {
+        return Err(ConfigError::Missing {
+            key: "nat_pool",
+            because: "with mode=nat",
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

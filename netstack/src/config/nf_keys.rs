@@ -14,7 +14,8 @@
 //! nothing and are refused by name ([`ConfigError::StockKey`]); `mode=` stays (it picks the
 //! deterministic benchmark's default frames).
 
-use super::keys::{self, KeyError};
+use super::keys::{self, Key};
+use super::owners;
 use super::{key_error, Config, ConfigError};
 
 /// Longest [`NfArgs`] (bytes).
@@ -24,9 +25,10 @@ pub const NF_ARGS_MAX: usize = 1024;
 /// function declares, for each forwarding core to [`apply`] to its NF.
 pub type NfArgs = heapless::String<NF_ARGS_MAX>;
 
-/// One key a network function declares: its name (as written before `=`), whether it may
-/// repeat, and its parser, which stores the value in the NF's state `C` (the NF itself) or
-/// says what the key takes ([`KeyError::Expected`]).
+/// One key a network function declares: the kernel's own [`Key`] type (its name as written
+/// before `=`, lowercase `[a-z0-9_.]` and not one of the kernel's or the stock NFs' keys;
+/// whether it may repeat; its parser, which stores the value in the NF's state `C`, the NF
+/// itself, or says what the key takes, [`keys::KeyError::Expected`]).
 ///
 /// ```
 /// use netstack::config::keys::KeyError;
@@ -41,45 +43,7 @@ pub type NfArgs = heapless::String<NF_ARGS_MAX>;
 /// # (KEYS[0].parse)(&mut f, "5000").unwrap();
 /// # assert_eq!(f.port, 5000);
 /// ```
-pub struct NfKey<C: ?Sized> {
-    /// The key as written before `=`: lowercase `[a-z0-9_.]`, not one of the kernel's keys.
-    pub name: &'static str,
-    /// May appear more than once (the parser then sees each value in order).
-    pub repeat: bool,
-    /// Store `value` in the NF's state, or say why not.
-    pub parse: fn(&mut C, &str) -> Result<(), KeyError>,
-}
-
-impl<C: ?Sized> Clone for NfKey<C> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<C: ?Sized> Copy for NfKey<C> {}
-
-impl<C: ?Sized> NfKey<C> {
-    /// A key given at most once.
-    pub const fn new(name: &'static str, parse: fn(&mut C, &str) -> Result<(), KeyError>) -> Self {
-        NfKey {
-            name,
-            repeat: false,
-            parse,
-        }
-    }
-
-    /// A key that may be given several times.
-    pub const fn repeated(
-        name: &'static str,
-        parse: fn(&mut C, &str) -> Result<(), KeyError>,
-    ) -> Self {
-        NfKey {
-            name,
-            repeat: true,
-            parse,
-        }
-    }
-}
+pub type NfKey<C> = Key<C>;
 
 /// The image's network function for [`Config::parse_with`]: its name (for errors), its keys
 /// and a state to check their values against (the boot's parse checks them on a throwaway
@@ -142,7 +106,7 @@ impl Config {
         nf: Option<NfKeys<'_, C>>,
     ) -> Result<(Config, NfArgs), ConfigError<'a>> {
         if let Some(nf) = &nf {
-            if let Some(k) = nf.keys.iter().find(|k| keys::lookup(k.name).is_some()) {
+            if let Some(k) = nf.keys.iter().find(|k| owners::lookup(k.name).is_some()) {
                 return Err(ConfigError::NfKeyShadowed {
                     key: k.name,
                     nf: nf.nf,

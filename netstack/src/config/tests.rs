@@ -279,8 +279,8 @@ fn router_keys() {
     .unwrap();
     assert_eq!(c.mode, Mode::Router);
     assert_eq!(c.ip[0].unwrap().to_string(), "10.0.0.1/24");
-    assert_eq!(c.routes.len(), 2);
-    assert_eq!(c.routes[0].1, Ipv4Addr::new(10, 0, 1, 2));
+    assert_eq!(c.router.routes.len(), 2);
+    assert_eq!(c.router.routes[0].1, Ipv4Addr::new(10, 0, 1, 2));
     assert_eq!(
         Config::parse("mode=router ip0=10.0.0.1/24").unwrap_err(),
         ConfigError::Missing {
@@ -344,7 +344,7 @@ fn route_keys_checked_against_the_ports() {
     );
     let line =
         format!("{r} route=0.0.0.0/1,10.0.1.2 route=192.0.0.0/2,10.0.0.2 route=0.0.0.0/0,10.0.1.3");
-    assert_eq!(Config::parse(&line).unwrap().routes.len(), 3);
+    assert_eq!(Config::parse(&line).unwrap().router.routes.len(), 3);
 }
 
 /// Issue 37: the ports' IPv6 addresses (`ip6_0=`, `ip6_1=`, the router's keys) and IPv6
@@ -359,11 +359,11 @@ fn ipv6_router_keys() {
         "{v6} route=2001:db8:100::/48,2001:db8:1::2 route=::/0,fe80::1%0 route=10.9.0.0/16,10.0.1.2"
     ))
     .unwrap();
-    assert_eq!(c.ip6[0].unwrap().to_string(), "2001:db8::1/64");
-    assert_eq!(c.ip6[1].unwrap().to_string(), "2001:db8:1::1/64");
-    assert_eq!((c.routes.len(), c.routes6.len()), (1, 2));
-    assert_eq!(c.routes6[1].port, Some(0));
-    assert_eq!(Config::parse(r).unwrap().ip6, [None, None]);
+    assert_eq!(c.router.ip6[0].unwrap().to_string(), "2001:db8::1/64");
+    assert_eq!(c.router.ip6[1].unwrap().to_string(), "2001:db8:1::1/64");
+    assert_eq!((c.router.routes.len(), c.router.routes6.len()), (1, 2));
+    assert_eq!(c.router.routes6[1].port, Some(0));
+    assert_eq!(Config::parse(r).unwrap().router.ip6, [None, None]);
     // The key the error names, and its text.
     fn err(line: &str) -> (Option<std::string::String>, std::string::String) {
         let e = Config::parse(line).unwrap_err();
@@ -730,14 +730,11 @@ fn mgmt_token() {
 #[test]
 fn keys_belong_to_their_owner() {
     // Each key once, each set's keys distinct from every other's.
-    let mut names: std::vec::Vec<&str> = keys::KEY_SETS
-        .iter()
-        .flat_map(|s| s.keys.iter().map(|k| k.name))
-        .collect();
-    assert_eq!(names.len(), keys::KEY_COUNT);
+    let mut names: std::vec::Vec<&str> = owners::KEY_SETS.iter().flat_map(|s| s.names()).collect();
+    assert_eq!(names.len(), owners::KEY_COUNT);
     names.sort_unstable();
     names.dedup();
-    assert_eq!(names.len(), keys::KEY_COUNT, "a key is in two sets");
+    assert_eq!(names.len(), owners::KEY_COUNT, "a key is in two sets");
     // A router key before `mode=router` is fine; after `mode=l2` it is misplaced.
     let c = Config::parse("ip0=10.0.0.1/24 ip1=10.0.1.1/24 mode=router").unwrap();
     assert_eq!(c.mode, Mode::Router);
@@ -765,9 +762,9 @@ fn keys_belong_to_their_owner() {
     }
     // An unknown key lists every known one.
     let e = Config::parse("speed=10G").unwrap_err().to_string();
-    for set in keys::KEY_SETS {
-        for k in set.keys {
-            assert!(e.contains(&format!(" {}", k.name)), "{e}");
+    for set in owners::KEY_SETS {
+        for name in set.names() {
+            assert!(e.contains(&format!(" {name}")), "{e}");
         }
     }
 }

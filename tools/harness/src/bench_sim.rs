@@ -450,7 +450,7 @@ pub fn check_routes_file(text: &str, append: &str) -> Result<usize> {
         .map_err(|e| anyhow!("router command line `{cmdline}`: {e:?}"))?;
     let addrs = netstack::simframes::router_addrs(&cfg)
         .ok_or_else(|| anyhow!("router command line `{cmdline}`: no benchmark addresses"))?;
-    let first = cfg.routes.first().copied();
+    let first = cfg.router.routes.first().copied();
     let mut n = 0;
     for r in netstack::parse_routes_file(text) {
         let (line, (net, gw)) =

@@ -420,7 +420,7 @@ fn build_fib(cfg: &Config) -> &'static netstack::router::Fib<'static> {
     let macs = [port_mac(0), port_mac(1)];
     let mut r =
         Router::<'static, Pfn>::new(fib, &ports(cfg, macs), RouterConfig::default()).unwrap();
-    for (net, gw) in cfg.routes.iter() {
+    for (net, gw) in cfg.router.routes.iter() {
         r.add_route(*net, *gw).unwrap();
     }
     Box::leak(Box::new(r.into_fib()))

@@ -55,7 +55,7 @@ pub fn build_fib6(
     zone: &Zone,
     routes_file: Option<&'static str>,
 ) -> Result<(), FibError> {
-    let [Some(a), Some(b)] = cfg.ip6 else {
+    let [Some(a), Some(b)] = cfg.router.ip6 else {
         // IPv6 routes without IPv6 ports would be dropped unseen: refused by line.
         if let Some((line, text, _)) = routes_file.and_then(|t| routes6_of_file(t).next()) {
             return Err(fail6(format_args!(
@@ -65,7 +65,7 @@ pub fn build_fib6(
         return Ok(());
     };
     let t0 = crate::arch::time::uptime_us();
-    let room = count6(PORTS, cfg.routes6.len(), routes_file);
+    let room = count6(PORTS, cfg.router.routes6.len(), routes_file);
     let routes = carve(
         zone,
         room,
@@ -77,7 +77,7 @@ pub fn build_fib6(
         "route list",
     )?;
     let nexthops = carve(zone, room, NextHop6::Connected { port: 0 }, "next hops")?;
-    let n = collect6(&[a, b], &cfg.routes6, routes_file, routes, nexthops)
+    let n = collect6(&[a, b], &cfg.router.routes6, routes_file, routes, nexthops)
         .map_err(|e| fail6(format_args!("router: IPv6 routes: {e}")))?;
     let routes = &mut routes[..n];
     let size = Poptrie::size(routes).map_err(|e| fail6(format_args!("router: IPv6 FIB: {e}")))?;
@@ -115,7 +115,7 @@ pub fn core_router6(
     k: usize,
     cores: usize,
 ) -> Result<Option<CoreRouter6>, FibError> {
-    let (Some(fib), [Some(a), Some(b)]) = (FIB6.get(), cfg.ip6) else {
+    let (Some(fib), [Some(a), Some(b)]) = (FIB6.get(), cfg.router.ip6) else {
         return Ok(None);
     };
     let ports = [

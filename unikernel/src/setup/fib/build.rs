@@ -264,7 +264,7 @@ pub(super) fn build_step(
                 // file has keeps the file's route. Then the console's changes over both (at
                 // most MAX_DELTAS). One go.
                 let mut router = job.router.take().expect("the rule phase has a router");
-                for (net, gw) in cfg.routes.iter() {
+                for (net, gw) in cfg.router.routes.iter() {
                     router.add_static(*net, *gw, Existing::Keep).map_err(|e| {
                         route_err(&e, format_args!("config error: route={net},{gw}: {e}"))
                     })?;
@@ -386,8 +386,8 @@ fn size_tables(job: &mut Job, cfg: &Config, deltas: &[RouteDelta]) -> Result<(),
             (n + 1, long + usize::from(net.len > 24))
         });
     job.sizes = fib_sizes(
-        job.counted.0 + cfg.routes.len() + adds.0,
-        job.counted.1 + cfg.routes.iter().filter(|r| r.0.len > 24).count() + adds.1,
+        job.counted.0 + cfg.router.routes.len() + adds.0,
+        job.counted.1 + cfg.router.routes.iter().filter(|r| r.0.len > 24).count() + adds.1,
     );
     let (nrules, groups) = job.sizes;
     job.areas.tbl8 = Some(table_va::<u32>(groups * TBL8_GROUP_LEN, "tbl8")?);
