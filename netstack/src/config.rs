@@ -16,6 +16,7 @@ pub mod keys;
 pub mod l2;
 pub mod merge;
 pub mod nat;
+pub mod nf_files;
 pub mod nf_keys;
 pub mod owners;
 pub mod router;

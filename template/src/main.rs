@@ -1,8 +1,10 @@
 //! An appliance on Gannet: one network function, `PortFilter`, on every forwarding core.
 //!
 //! It drops UDP and TCP to one destination port (`blocked_port=` on the kernel command line,
-//! default 5000) and forwards every other frame, unchanged, out of the pair's other port (as
-//! the stock `io` mode does). The kernel keeps what an appliance needs around it: the boot, the ports, the page pools, the console
+//! default 5000), and to up to 8 more listed in the file `blocked_ports` of the appliance
+//! bundle (the boot module: `#!gannet-bundle 1`, then `--- blocked_ports` and one port per
+//! line), and forwards every other frame, unchanged, out of the pair's other port (as the stock
+//! `io` mode does). The kernel keeps what an appliance needs around it: the boot, the ports, the page pools, the console
 //! and `STATS` (`nf.dropped` counts this NF's drops), the management plane with `ip0=`/`ip1=`
 //! (its frames never reach the NF), and `quit`.
 //!
@@ -24,7 +26,7 @@
 
 use netstack::MacAddr;
 use unikernel::dataplane::nf::{
-    CounterDef, CounterValues, KeyError, NetworkFunction, NfKey, Packet, Verdict,
+    CounterDef, CounterValues, FileError, KeyError, NetworkFunction, NfFile, NfKey, Packet, Verdict,
 };
 
 /// The destination port whose UDP and TCP frames are dropped, unless `blocked_port=` says.
@@ -38,10 +40,40 @@ const KEYS: &[NfKey<PortFilter>] = &[NfKey::new("blocked_port", |f, v| {
     Ok(())
 })];
 
-/// Drops UDP and TCP to one destination port, forwards the rest; counts both.
+/// Most ports in the `blocked_ports` file.
+const MAX_MORE_PORTS: usize = 8;
+
+/// The NF's files in the appliance bundle: `blocked_ports`, one port per line (blank lines and
+/// `#` comments skipped), at most [`MAX_MORE_PORTS`].
+const FILES: &[NfFile<PortFilter>] = &[NfFile::new("blocked_ports", |f, text| {
+    for (i, line) in text.lines().enumerate() {
+        let bad = |expected| FileError {
+            line: i + 1,
+            expected,
+        };
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let port = line
+            .parse()
+            .map_err(|_| bad("a port number in 0..=65535"))?;
+        let slot = f.more.get_mut(f.n_more).ok_or(bad("at most 8 ports"))?;
+        *slot = port;
+        f.n_more += 1;
+    }
+    Ok(())
+})];
+
+/// Drops UDP and TCP to one destination port (and those of its file), forwards the rest;
+/// counts both.
 pub struct PortFilter {
     /// The destination port dropped.
     pub blocked_port: u16,
+    /// More destination ports dropped (the `blocked_ports` file): the first `n_more`.
+    pub more: [u16; MAX_MORE_PORTS],
+    /// How many of `more` are set.
+    pub n_more: usize,
     /// Frames dropped (per core).
     pub blocked: u64,
     /// Frames forwarded (per core).
@@ -52,6 +84,8 @@ impl Default for PortFilter {
     fn default() -> Self {
         PortFilter {
             blocked_port: DEFAULT_BLOCKED_PORT,
+            more: [0; MAX_MORE_PORTS],
+            n_more: 0,
             blocked: 0,
             forwarded: 0,
         }
@@ -61,7 +95,8 @@ impl Default for PortFilter {
 impl PortFilter {
     /// The verdict for a frame whose destination port is `dport` (`None`: not UDP or TCP).
     fn decide(&mut self, dport: Option<u16>) -> Verdict {
-        if dport == Some(self.blocked_port) {
+        let listed = |p| p == self.blocked_port || self.more[..self.n_more].contains(&p);
+        if dport.is_some_and(listed) {
             self.blocked += 1;
             Verdict::Drop
         } else {
@@ -89,6 +124,10 @@ impl NetworkFunction for PortFilter {
 
     fn keys() -> &'static [NfKey<Self>] {
         KEYS
+    }
+
+    fn files() -> &'static [NfFile<Self>] {
+        FILES
     }
 
     #[inline(always)]
@@ -142,6 +181,14 @@ mod tests {
         (KEYS[0].parse)(&mut f, "80").unwrap();
         assert_eq!(f.decide(Some(80)), Verdict::Drop);
         assert!((KEYS[0].parse)(&mut f, "http").is_err());
+        // The bundle's file: more ports, each line checked.
+        (FILES[0].parse)(&mut f, "# extra\n7000\n\n7001\n").unwrap();
+        assert_eq!(f.decide(Some(7001)), Verdict::Drop);
+        let e = (FILES[0].parse)(&mut f, "7002\nhttp\n").unwrap_err();
+        assert_eq!((e.line, e.expected), (2, "a port number in 0..=65535"));
+        let nine = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
+        let e = (FILES[0].parse)(&mut PortFilter::default(), nine).unwrap_err();
+        assert_eq!((e.line, e.expected), (9, "at most 8 ports"));
     }
 
     /// A 60-byte UDP frame from 10.0.0.2 to 10.0.1.2, to port `dport`.

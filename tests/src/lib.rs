@@ -470,7 +470,20 @@ impl Rig {
 
     /// [`Rig::start`] booting `image` (e.g. a user's appliance) instead of the stock one.
     pub fn start_image(image: &Path, append: &str, gen: GenConfig) -> Rig {
-        Rig::start_configured(append, gen, |c| c.image = image.to_path_buf())
+        Rig::start_image_with(image, append, gen, Vec::new())
+    }
+
+    /// [`Rig::start_image`] with extra QEMU arguments (e.g. `-initrd BUNDLE`).
+    pub fn start_image_with(
+        image: &Path,
+        append: &str,
+        gen: GenConfig,
+        extra_args: Vec<String>,
+    ) -> Rig {
+        Rig::start_configured(append, gen, |c| {
+            c.image = image.to_path_buf();
+            c.extra_args = extra_args;
+        })
     }
 
     /// Starts with the default generator configuration (for tests that use raw ports only).
@@ -647,11 +660,21 @@ pub fn boot_failing_memory(append: &str, memory: &str) -> (GuestExit, Vec<String
 
 /// [`boot_failing`] of the image at `image` (an appliance of one's own), two NICs.
 pub fn boot_failing_image(image: &Path, append: &str) -> (GuestExit, Vec<String>) {
+    boot_failing_image_with(image, append, Vec::new())
+}
+
+/// [`boot_failing_image`] with extra QEMU arguments (e.g. `-initrd BUNDLE`).
+pub fn boot_failing_image_with(
+    image: &Path,
+    append: &str,
+    extra_args: Vec<String>,
+) -> (GuestExit, Vec<String>) {
     let dir = TestDir::new();
     let cfg = GuestConfig {
         image: image.to_path_buf(),
         dgram_dir: dir.path().to_path_buf(),
         append: append.to_string(),
+        extra_args,
         ..GuestConfig::default()
     };
     boot_failing_cfg(cfg, dir)

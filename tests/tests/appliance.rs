@@ -6,7 +6,8 @@
 //! fed real frames: its NF drops UDP to the port its own key `blocked_port=` names and forwards
 //! the rest, and its own counters show under its name in `STATS` and the `/metrics` text; a bad
 //! value of its key, and a stock NF's key, stop the boot naming the key; then priced by `bench
-//! sim` on the frame its `bench_frames` builds.
+//! sim` on the frame its `bench_frames` builds. Its file in the appliance bundle is read and
+//! checked the same way (`files_from_the_bundle`).
 
 use std::time::{Duration, Instant};
 
@@ -123,6 +124,8 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
         );
     }
 
+    files_from_the_bundle(&image, tmp.path());
+
     // `bench sim --image`: the NF priced on its own frame (its `bench_frames`), every frame
     // forwarded as it said.
     let cfg = bench_sim::SimBenchConfig::new(image.clone());
@@ -142,4 +145,82 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
         "appliance: {} guest instructions/packet at {} frames/busy iteration",
         r.instructions_per_packet, r.frames_per_busy_iter
     );
+}
+
+/// Issue 33 item 4: the NF's own file in the appliance bundle (`blocked_ports`), read by every
+/// core after its keys; a bad line, a stock NF's file, an undeclared file and a module that is
+/// not a bundle stop the boot by name.
+fn files_from_the_bundle(image: &std::path::Path, tmp: &std::path::Path) {
+    let bundle = |name: &str, text: &str| {
+        let path = tmp.join(name);
+        std::fs::write(&path, text).unwrap();
+        vec!["-initrd".to_string(), path.display().to_string()]
+    };
+    let good = bundle(
+        "good.bundle",
+        "#!gannet-bundle 1\n--- blocked_ports\n# two more\n7000\n7001\n",
+    );
+    let mut rig = Rig::start_image_with(image, "blocked_port=6000", gen_count(1, 64, false), good);
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("boot module: file `blocked_ports`, 21 bytes")),
+        "{}",
+        rig.tail()
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let ports = [5000u16, 6000, 7000, 7001];
+    for i in 0..16 {
+        let mut f = Vec::new();
+        PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+            .ipv4([10, 0, 0, 2], [10, 0, 1, 2], 64)
+            .udp(4000, ports[i % 4])
+            .write(&mut f, b"bundle")
+            .unwrap();
+        p0.send(&f).unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some(f) = p1.recv_timeout(Duration::from_millis(500)) {
+        got.push(f);
+    }
+    // Only port 5000's four frames: 6000 by the key, 7000 and 7001 by the file.
+    assert_eq!(got.len(), 4, "{}", rig.tail());
+    assert!(got.iter().all(|f| f[36..38] == 5000u16.to_be_bytes()));
+    let s = rig.quit();
+    assert_eq!(s.nf_counters.one("blocked"), Some(12), "{s}");
+    assert_no_leak(&s);
+
+    for (name, text, want) in [
+        (
+            "bad_line",
+            "#!gannet-bundle 1\n--- blocked_ports\n7000\nhttp\n",
+            "boot module: file `blocked_ports` line 2: expected a port number in 0..=65535",
+        ),
+        (
+            "stock",
+            "#!gannet-bundle 1\n--- routes\n10.0.0.0/8,10.0.1.2\n",
+            "file `routes` belongs to the stock image's mode=router; this image runs `port_filter`",
+        ),
+        (
+            "undeclared",
+            "#!gannet-bundle 1\n--- blocked\n7000\n",
+            "file `blocked` is not one `port_filter` declares (port_filter's files: blocked_ports)",
+        ),
+        (
+            "plain",
+            "10.0.0.0/8,10.0.1.2\n",
+            "not a bundle (no `#!gannet-bundle 1` line): `port_filter` reads its files from one",
+        ),
+    ] {
+        let (exit, lines) = boot_failing_image_with(image, "", bundle(name, text));
+        let log = lines.join("\n");
+        assert_eq!(exit, GuestExit::GuestFailure, "{name}: {log}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(qemu::CONFIG_ERROR_MARKER) && l.contains(want)),
+            "{name}: no `{want}`:\n{log}"
+        );
+    }
 }

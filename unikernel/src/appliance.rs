@@ -18,11 +18,17 @@ use crate::dataplane::nf::builtin::{
 use crate::dataplane::nf::{Chain, NetworkFunction, Quiet};
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
+use netstack::config::bundle::{self, Bundle, BundleError, NfFiles};
+use netstack::config::nf_files::{self, BadFile};
 use netstack::config::nf_keys::{apply, NfArgs, NfKeys};
 
 /// The tokens of the image's own network function's keys ([`NetworkFunction::keys`]), set
 /// once by the boot's [`Appliance::parse_config`] for every core's [`Appliance::new_core`].
 static NF_ARGS: spin::Once<NfArgs> = spin::Once::new();
+
+/// The appliance bundle of an image of one's own, its files ([`NetworkFunction::files`])
+/// checked at boot by [`Appliance::accept_files`], for every core's [`Appliance::new_core`].
+static NF_FILES: spin::Once<Bundle<'static>> = spin::Once::new();
 
 /// What a forwarding core runs, with its per-core state.
 pub trait Appliance: 'static {
@@ -53,6 +59,34 @@ pub trait Appliance: 'static {
     /// ` (NAME's keys: a b)`; nothing when it has none (the default).
     fn write_nf_keys(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let _ = f;
+        Ok(())
+    }
+    /// The boot module (`text`, kept for the kernel's life) read for this image under `mode`:
+    /// the stock image's files ([`bundle::parse`]), or the files of the image's own network
+    /// function ([`NetworkFunction::files`], [`bundle::parse_with`]).
+    ///
+    /// # Errors
+    /// The [`BundleError`] naming the line and the file.
+    fn read_bundle(
+        text: &'static str,
+        mode: netstack::config::Mode,
+    ) -> Result<Bundle<'static>, BundleError<'static>> {
+        bundle::parse(text, mode)
+    }
+    /// After a file's [`BundleError::NotDeclared`]: the files of the image's own network
+    /// function, as ` (NAME's files: a b)`; nothing for the stock image (the default).
+    fn write_nf_files(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let _ = f;
+        Ok(())
+    }
+    /// The bundle's files of the image's own network function, parsed on a throwaway instance
+    /// and kept for every core's [`Appliance::new_core`]. The stock image reads its own
+    /// (routes, rules) elsewhere: nothing here (the default).
+    ///
+    /// # Errors
+    /// [`BadFile`]: the file and line its parser refused.
+    fn accept_files(bundle: &Bundle<'static>) -> Result<(), BadFile> {
+        let _ = bundle;
         Ok(())
     }
     /// The state for `core` (its pair number and configuration are there), once the core's
@@ -319,8 +353,41 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
         write!(f, ")")
     }
 
+    fn read_bundle(
+        text: &'static str,
+        mode: netstack::config::Mode,
+    ) -> Result<Bundle<'static>, BundleError<'static>> {
+        let nf = NfFiles {
+            nf: F::NAME,
+            files: F::files(),
+        };
+        bundle::parse_with(text, mode, Some(nf))
+    }
+
+    fn write_nf_files(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if F::files().is_empty() {
+            return write!(f, " ({} reads no files)", F::NAME);
+        }
+        write!(f, " ({}'s files:", F::NAME)?;
+        for file in F::files() {
+            write!(f, " {}", file.name)?;
+        }
+        write!(f, ")")
+    }
+
+    fn accept_files(bundle: &Bundle<'static>) -> Result<(), BadFile> {
+        // Checked after the keys, on a throwaway instance, in the order each core applies them.
+        let mut probe = F::default();
+        let args = NF_ARGS.get().map_or("", |a| a.as_str());
+        let _ = apply(args, F::keys(), &mut probe);
+        nf_files::apply(bundle.files(), F::files(), &mut probe)?;
+        NF_FILES.call_once(|| bundle.clone());
+        Ok(())
+    }
+
     /// `F::default()` with the NF's keys of the command line applied (`NF_ARGS`, accepted
-    /// at boot by [`Appliance::parse_config`]).
+    /// at boot by [`Appliance::parse_config`]), then its files of the bundle (`NF_FILES`,
+    /// accepted by [`Appliance::accept_files`]).
     fn new_core<P: Platform>(core: &Core<P>) -> F {
         let mut nf = F::default();
         let args = NF_ARGS.get().map_or("", |a| a.as_str());
@@ -328,6 +395,12 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
             // Not reached: the boot's parse applied the same tokens to an instance of the same
             // type. Said, not hidden, if an NF's parser depends on more than its value.
             log::warn!("{}: core {}: {e}", F::NAME, core.pair());
+        }
+        if let Some(b) = NF_FILES.get() {
+            if let Err(e) = nf_files::apply(b.files(), F::files(), &mut nf) {
+                // Not reached either: the boot checked the same files in the same order.
+                log::warn!("{}: core {}: {e}", F::NAME, core.pair());
+            }
         }
         nf
     }

@@ -36,6 +36,7 @@ use crate::println;
 use crate::{arch, control, guard, mem, percpu, run, smp, tlb, tlbtest};
 use core::marker::PhantomData;
 use log::{info, LevelFilter};
+use netstack::config::bundle::BundleError;
 use netstack::{Config, LogLevel};
 
 /// The kernel from the boot trampoline's call on (the image's `kernel_main`, which
@@ -118,7 +119,7 @@ pub fn start<A: Appliance>(start_info: u32, entry_tsc: u64) -> ! {
     if cfg.tlbtest.is_some() {
         tlbtest::run(&cfg, zone);
     }
-    let (routes_file, rules_file) = boot_files(&boot, &cfg, zone);
+    let (routes_file, rules_file) = boot_files::<A>(&boot, &cfg, zone);
     run::run::<A>(&cfg, zone, routes_file, rules_file)
 }
 
@@ -195,7 +196,7 @@ impl<T: core::fmt::Display> core::fmt::Display for OptDisplay<'_, T> {
 /// name, `netstack::config::bundle`) or, without that line, the routes file itself. Text that
 /// is not UTF-8, a bad bundle, or a fw_cfg file larger than [`FW_CFG_BUNDLE_MAX`] stops the
 /// boot with a `config error` naming the problem.
-fn boot_files(
+fn boot_files<A: Appliance>(
     boot: &pvh::BootInfo,
     cfg: &Config,
     zone: &'static mm::Zone,
@@ -226,24 +227,45 @@ fn boot_files(
             "config error: {source} is not UTF-8 text: {e}"
         )),
     };
-    match netstack::config::bundle::parse(text, cfg.mode) {
-        Ok(b) => {
-            if text.starts_with(netstack::config::bundle::BUNDLE_MAGIC) {
-                log::info!("{source}: bundle of {} bytes", text.len());
-                for name in b.names() {
-                    let n = b.file(name).map_or(0, str::len);
-                    log::info!("{source}: file `{name}`, {n} bytes");
-                }
-            } else {
-                log::info!("{source}: routes file of {} bytes", text.len());
+    let b = match A::read_bundle(text, cfg.mode) {
+        Ok(b) => b,
+        Err(e) => {
+            // A file the image's own NF does not declare: the files it does.
+            let nf_files =
+                matches!(e, BundleError::NotDeclared(..)).then_some(NfFilesOf::<A>(PhantomData));
+            let nf_files = OptDisplay(nf_files.as_ref());
+            // The bundle's errors name the boot module (and its lines); fw_cfg's file is read
+            // as one.
+            if source == "boot module" {
+                fail(format_args!("config error: {e}{nf_files}"))
             }
-            (b.file("routes"), b.file("rules"))
+            fail(format_args!(
+                "config error: {source}, read as the boot module: {e}{nf_files}"
+            ))
         }
-        // The bundle's errors name the boot module (and its lines); fw_cfg's file is read as one.
-        Err(e) if source == "boot module" => fail(format_args!("config error: {e}")),
-        Err(e) => fail(format_args!(
-            "config error: {source}, read as the boot module: {e}"
-        )),
+    };
+    if text.starts_with(netstack::config::bundle::BUNDLE_MAGIC) {
+        log::info!("{source}: bundle of {} bytes", text.len());
+        for name in b.names() {
+            let n = b.file(name).map_or(0, str::len);
+            log::info!("{source}: file `{name}`, {n} bytes");
+        }
+    } else {
+        log::info!("{source}: routes file of {} bytes", text.len());
+    }
+    if let Err(e) = A::accept_files(&b) {
+        fail(format_args!("config error: {source}: {e}"));
+    }
+    (b.file("routes"), b.file("rules"))
+}
+
+/// The files of `A`'s own network function, after a bundle's file it does not declare
+/// ([`Appliance::write_nf_files`]).
+struct NfFilesOf<A>(PhantomData<A>);
+
+impl<A: Appliance> core::fmt::Display for NfFilesOf<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        A::write_nf_files(f)
     }
 }
 

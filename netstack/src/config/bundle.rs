@@ -25,6 +25,7 @@
 //! function `mode=` does not select, a header without a name.
 
 use super::keys::Owner;
+use super::nf_files::NfFile;
 use super::Mode;
 
 /// The first line of a bundle (format version 1).
@@ -71,6 +72,11 @@ impl<'a> Bundle<'a> {
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.files.iter().map(|&(n, _)| n)
     }
+
+    /// The files it carries, name and text, in order.
+    pub fn files(&self) -> impl Iterator<Item = (&'static str, &'a str)> + Clone + '_ {
+        self.files.iter().copied()
+    }
 }
 
 /// Why a boot module is not a bundle this kernel takes.
@@ -86,6 +92,24 @@ pub enum BundleError<'a> {
     UnknownFile(usize, &'a str),
     /// A file given twice (line of its second header).
     Repeated(usize, &'a str),
+    /// More than [`MAX_FILES`] files (the line where the one too many ends).
+    TooMany(usize),
+    /// In an image of one's own: a stock network function's file, which configures nothing
+    /// there.
+    StockFile {
+        /// The file.
+        name: &'static str,
+        /// The stock image's modes that read it.
+        modes: &'static [Mode],
+        /// The image's network function.
+        nf: &'static str,
+    },
+    /// In an image of one's own: a file its network function does not declare (line of its
+    /// header, the name, the network function).
+    NotDeclared(usize, &'a str, &'static str),
+    /// In an image of one's own: a boot module that is not a bundle (no `#!gannet-bundle`
+    /// line): such an image reads its files from a bundle only.
+    NotBundle(&'static str),
     /// A network function's file while `mode=` selects another one.
     Misplaced {
         /// The file.
@@ -118,9 +142,25 @@ impl core::fmt::Display for BundleError<'_> {
                 }
                 write!(f, ")")
             }
+            BundleError::TooMany(n) => {
+                write!(f, "boot module line {n}: more than {MAX_FILES} files")
+            }
             BundleError::Repeated(n, name) => {
                 write!(f, "boot module line {n}: file `{name}` given twice")
             }
+            BundleError::StockFile { name, modes, nf } => {
+                write!(f, "boot module: file `{name}` belongs to the stock image's ")?;
+                super::keys::write_modes(f, modes)?;
+                write!(f, "; this image runs `{nf}`")
+            }
+            BundleError::NotDeclared(n, name, nf) => write!(
+                f,
+                "boot module line {n}: file `{name}` is not one `{nf}` declares"
+            ),
+            BundleError::NotBundle(nf) => write!(
+                f,
+                "boot module: not a bundle (no `{BUNDLE_MAGIC}` line): `{nf}` reads its files from one"
+            ),
             BundleError::Misplaced { name, modes, mode } => {
                 write!(f, "boot module: file `{name}` belongs to ")?;
                 super::keys::write_modes(f, modes)?;
@@ -130,18 +170,53 @@ impl core::fmt::Display for BundleError<'_> {
     }
 }
 
-/// Parse boot module `text` for mode `mode`: a bundle (first line [`BUNDLE_MAGIC`]) or, without
-/// the magic line, one routes file (`routes`, whatever the mode: a routes file outside router
-/// mode is refused where routes are read, as before).
+/// Parse boot module `text` for mode `mode` in the stock image: a bundle (first line
+/// [`BUNDLE_MAGIC`]) or, without the magic line, one routes file (`routes`, whatever the mode:
+/// a routes file outside router mode is refused where routes are read, as before).
 ///
 /// # Errors
 /// [`BundleError`], naming the line and the file.
 pub fn parse(text: &str, mode: Mode) -> Result<Bundle<'_>, BundleError<'_>> {
+    parse_with::<()>(text, mode, None)
+}
+
+/// The image's own network function for [`parse_with`]: its name (for errors) and the files it
+/// declares.
+pub struct NfFiles<'n, C: ?Sized> {
+    /// The NF's name (`NetworkFunction::NAME`).
+    pub nf: &'static str,
+    /// Its files.
+    pub files: &'n [NfFile<C>],
+}
+
+impl<C: ?Sized> Clone for NfFiles<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: ?Sized> Copy for NfFiles<'_, C> {}
+
+/// [`parse`] for an image whose network function reads files of its own (`nf`): the bundle
+/// may carry those (at most [`MAX_FILES`]) and no stock network function's; a module without
+/// the magic line is refused. `None` is the stock image ([`parse`]).
+///
+/// # Errors
+/// As [`parse`], and in an image of one's own [`BundleError::StockFile`],
+/// [`BundleError::NotDeclared`] and [`BundleError::NotBundle`].
+pub fn parse_with<'a, C: ?Sized>(
+    text: &'a str,
+    mode: Mode,
+    nf: Option<NfFiles<'_, C>>,
+) -> Result<Bundle<'a>, BundleError<'a>> {
     let mut b = Bundle::default();
     let Some(first) = text.lines().next() else {
         return Ok(b);
     };
     if !first.starts_with("#!gannet-bundle") {
+        if let Some(nf) = nf {
+            return Err(BundleError::NotBundle(nf.nf));
+        }
         let _ = b.files.push(("routes", text));
         return Ok(b);
     }
@@ -173,32 +248,66 @@ pub fn parse(text: &str, mode: Mode) -> Result<Bundle<'_>, BundleError<'_>> {
         {
             return Err(BundleError::BadName(n, name));
         }
-        let kind = FILES
-            .iter()
-            .find(|k| k.name == name)
-            .ok_or(BundleError::UnknownFile(n, name))?;
-        if b.file(kind.name).is_some() || open.is_some_and(|(o, _)| o == kind.name) {
+        let known = match nf {
+            None => stock_file(n, name, mode)?,
+            Some(nf) => nf_file(n, name, nf)?,
+        };
+        if b.file(known).is_some() || open.is_some_and(|(o, _)| o == known) {
             return Err(BundleError::Repeated(n, name));
         }
-        if let Owner::Nf(modes) = kind.owner {
-            if !modes.contains(&mode) {
-                return Err(BundleError::Misplaced {
-                    name: kind.name,
-                    modes,
-                    mode,
-                });
-            }
-        }
         if let Some((o, s)) = open.take() {
-            // MAX_FILES is above FILES.len(): a push cannot fail.
-            let _ = b.files.push((o, &text[s..start]));
+            b.files
+                .push((o, &text[s..start]))
+                .map_err(|_| BundleError::TooMany(n))?;
         }
-        open = Some((kind.name, offset));
+        open = Some((known, offset));
     }
     if let Some((o, s)) = open {
-        let _ = b.files.push((o, &text[s..]));
+        b.files
+            .push((o, &text[s..]))
+            .map_err(|_| BundleError::TooMany(text.lines().count()))?;
     }
     Ok(b)
+}
+
+/// Stock file `name` (header on line `n`), if `mode`'s network function reads it.
+fn stock_file(n: usize, name: &str, mode: Mode) -> Result<&'static str, BundleError<'_>> {
+    let kind = FILES
+        .iter()
+        .find(|k| k.name == name)
+        .ok_or(BundleError::UnknownFile(n, name))?;
+    if let Owner::Nf(modes) = kind.owner {
+        if !modes.contains(&mode) {
+            return Err(BundleError::Misplaced {
+                name: kind.name,
+                modes,
+                mode,
+            });
+        }
+    }
+    Ok(kind.name)
+}
+
+/// File `name` (header on line `n`) of the image's own network function, if it declares it.
+fn nf_file<'a, C: ?Sized>(
+    n: usize,
+    name: &'a str,
+    nf: NfFiles<'_, C>,
+) -> Result<&'static str, BundleError<'a>> {
+    if let Some(f) = nf.files.iter().find(|f| f.name == name) {
+        return Ok(f.name);
+    }
+    match FILES.iter().find(|k| k.name == name) {
+        Some(FileKind {
+            name,
+            owner: Owner::Nf(modes),
+        }) => Err(BundleError::StockFile {
+            name,
+            modes,
+            nf: nf.nf,
+        }),
+        _ => Err(BundleError::NotDeclared(n, name, nf.nf)),
+    }
 }
 
 #[cfg(test)]
@@ -262,6 +371,88 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "boot module: file `routes` belongs to mode=router, not mode=l2"
+        );
+    }
+
+    /// An image's own network function for the tests: the ports in its file.
+    #[derive(Default)]
+    struct Filter {
+        ports: std::vec::Vec<u16>,
+    }
+
+    const FILTER_FILES: &[NfFile<Filter>] = &[NfFile::new("blocked_ports", |f, text| {
+        for (i, line) in text.lines().enumerate() {
+            let port = line.trim().parse().map_err(|_| FileError {
+                line: i + 1,
+                expected: "a port number in 0..=65535",
+            })?;
+            f.ports.push(port);
+        }
+        Ok(())
+    })];
+
+    fn filter() -> Option<NfFiles<'static, Filter>> {
+        Some(NfFiles {
+            nf: "filter",
+            files: FILTER_FILES,
+        })
+    }
+
+    use crate::config::nf_files::{apply, BadFile, FileError};
+
+    /// Issue 33 item 4: an NF of one's own declares its files; the bundle carries them, only
+    /// them, and each core's instance reads them.
+    #[test]
+    fn an_nf_of_ones_own_reads_the_files_it_declares() {
+        let text = "#!gannet-bundle 1\n--- blocked_ports\n5000\n6000\n";
+        let b = parse_with(text, Mode::L2, filter()).unwrap();
+        assert_eq!(b.file("blocked_ports"), Some("5000\n6000\n"));
+        let mut f = Filter::default();
+        apply(b.files(), FILTER_FILES, &mut f).unwrap();
+        assert_eq!(f.ports, [5000, 6000]);
+        // A bad line is named with its file.
+        let bad = "#!gannet-bundle 1\n--- blocked_ports\n5000\nhttp\n";
+        let b = parse_with(bad, Mode::L2, filter()).unwrap();
+        let e = apply(b.files(), FILTER_FILES, &mut Filter::default()).unwrap_err();
+        assert_eq!(
+            e,
+            BadFile {
+                name: "blocked_ports",
+                error: FileError {
+                    line: 2,
+                    expected: "a port number in 0..=65535"
+                }
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "file `blocked_ports` line 2: expected a port number in 0..=65535"
+        );
+        // Absent: the instance stays as it was.
+        let mut f = Filter::default();
+        let none = parse_with("#!gannet-bundle 1\n", Mode::L2, filter()).unwrap();
+        apply(none.files(), FILTER_FILES, &mut f).unwrap();
+        assert!(f.ports.is_empty());
+    }
+
+    #[test]
+    fn an_nf_of_ones_own_refuses_other_files_by_name() {
+        let m = |t| parse_with(t, Mode::L2, filter()).unwrap_err().to_string();
+        assert_eq!(
+            m("#!gannet-bundle 1\n--- routes\n10.0.0.0/8,10.0.1.2\n"),
+            "boot module: file `routes` belongs to the stock image's mode=router; this image runs `filter`"
+        );
+        assert_eq!(
+            m("#!gannet-bundle 1\n--- blocked\n"),
+            "boot module line 2: file `blocked` is not one `filter` declares"
+        );
+        assert_eq!(
+            m("10.0.0.0/8,10.0.1.2\n"),
+            "boot module: not a bundle (no `#!gannet-bundle 1` line): `filter` reads its files from one"
+        );
+        assert_eq!(
+            m("#!gannet-bundle 1\n--- blocked_ports\n1\n--- blocked_ports\n"),
+            "boot module line 4: file `blocked_ports` given twice"
         );
     }
 }

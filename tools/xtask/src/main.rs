@@ -173,11 +173,12 @@ struct GuestArgs {
     /// Boot this image instead of building (default: build, or $GANNET_IMAGE if set).
     #[arg(long)]
     image: Option<PathBuf>,
-    /// Static routes file for router mode (one `PREFIX/LEN,GATEWAY` per line, `#` comments),
-    /// handed to the guest as a boot module (QEMU `-initrd`). With `bench --search`, a number
-    /// N (not a file) boots a generated FIB of N routes via 10.0.1.2 and spreads the offered
-    /// frames over it.
-    #[arg(long)]
+    /// The boot module (QEMU `-initrd`): a static routes file for router mode (one
+    /// `PREFIX/LEN,GATEWAY` per line, `#` comments) or an appliance bundle (`#!gannet-bundle
+    /// 1`: the router's routes, the ACL's rules, an image's own NF's files; `--bundle` is the
+    /// same flag). With `bench --search`, a number N (not a file) boots a generated FIB of N
+    /// routes via 10.0.1.2 and spreads the offered frames over it.
+    #[arg(long, alias = "bundle")]
     routes: Option<PathBuf>,
     /// Network backend: `dgram` (unix datagram sockets, one queue per port) or `tap`
     /// (multi-queue tap devices in a fresh network namespace, removed on exit; needs root and

@@ -62,6 +62,7 @@ mod steer;
 pub use super::nf_side::{NfCounters, MAX_TAKEN, MAX_TAKEN_MULTI};
 pub use chain::{Chain, Quiet};
 pub use netstack::config::keys::KeyError;
+pub use netstack::config::nf_files::{FileError, NfFile};
 pub use netstack::config::nf_keys::NfKey;
 pub use netstack::stats::{CounterDef, CounterValues, PerIndex};
 pub(crate) use ops::Capped;
@@ -238,6 +239,54 @@ pub trait NetworkFunction {
     /// }
     /// ```
     fn keys() -> &'static [NfKey<Self>]
+    where
+        Self: Sized + 'static,
+    {
+        &[]
+    }
+
+    /// The files this NF reads from the appliance bundle (an image of one's own: the boot
+    /// module `#!gannet-bundle 1` with `--- NAME` files, `netstack::config::bundle`): each
+    /// parses the file's text into the NF. The kernel refuses at boot a bundle carrying a file
+    /// the NF does not declare, or a stock NF's file, and checks the declared ones on a
+    /// throwaway instance (a bad line stops the boot naming the file and the line); every
+    /// forwarding core applies them to its instance after its keys, before its first frame. A
+    /// declared file the bundle does not carry changes nothing. Default: none.
+    ///
+    /// ```
+    /// use unikernel::dataplane::nf::{FileError, NetworkFunction, NfFile, Packet, Verdict};
+    ///
+    /// #[derive(Default)]
+    /// struct DropUdpPorts {
+    ///     ports: [u16; 8],
+    ///     n: usize,
+    /// }
+    ///
+    /// /// `--- blocked_ports`: up to 8 UDP destination ports, one per line, dropped.
+    /// const FILES: &[NfFile<DropUdpPorts>] = &[NfFile::new("blocked_ports", |nf, text| {
+    ///     for (i, line) in text.lines().enumerate() {
+    ///         let bad = |expected| FileError { line: i + 1, expected };
+    ///         let port = line.trim().parse().map_err(|_| bad("a port in 0..=65535"))?;
+    ///         *nf.ports.get_mut(nf.n).ok_or(bad("at most 8 ports"))? = port;
+    ///         nf.n += 1;
+    ///     }
+    ///     Ok(())
+    /// })];
+    ///
+    /// impl NetworkFunction for DropUdpPorts {
+    ///     const NAME: &'static str = "drop_udp_ports";
+    ///     fn files() -> &'static [NfFile<Self>] {
+    ///         FILES
+    ///     }
+    ///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+    ///         match pkt.udp() {
+    ///             Some(udp) if self.ports[..self.n].contains(&udp.dst_port()) => Verdict::Drop,
+    ///             _ => Verdict::Forward,
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    fn files() -> &'static [NfFile<Self>]
     where
         Self: Sized + 'static,
     {
