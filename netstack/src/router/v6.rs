@@ -26,6 +26,9 @@ use crate::wire::{
     IPV6_HDR_LEN, IPV6_HOP_LIMIT, IPV6_MIN_MTU, IPV6_SRC,
 };
 use crate::MacAddr;
+use fast::{Adj6, ADJ6_SLOTS, NO_ADJ6};
+
+mod fast;
 
 /// Ports an IPv6 router has at most.
 pub const MAX_PORTS6: usize = 4;
@@ -245,6 +248,8 @@ pub struct Router6<'a, H: Copy, const N: usize = 64, const Q: usize = 8> {
     neigh: NeighTable<H, N, Q, u128>,
     bucket: TokenBucket,
     counters: Counters6,
+    /// Next hops the fast path rewrites to ([`Router6::forward_fast`]).
+    adj6: [Adj6; ADJ6_SLOTS],
 }
 
 impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
@@ -284,6 +289,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
             neigh: NeighTable::new(neigh),
             bucket: icmp,
             counters: Counters6::default(),
+            adj6: [NO_ADJ6; ADJ6_SLOTS],
         })
     }
 
@@ -341,7 +347,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
     /// Give back one queued frame (counted [`Drop6::NeighFlushed`]); call until `None` at
     /// shutdown.
     pub fn flush(&mut self) -> Option<H> {
-        let h = self.neigh.flush()?;
+        let h = self.neigh.flush();
+        self.sync_adj6();
+        let h = h?;
         self.counters.drops[Drop6::NeighFlushed as usize] += 1;
         Some(h)
     }
@@ -365,6 +373,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
     ) -> Action6 {
         self.counters.rx += 1;
         let a = self.route(in_port, frame, handle, now_ns, out);
+        self.sync_adj6();
         let c = &mut self.counters;
         match a {
             Action6::Forward { .. } => c.forwarded += 1,
@@ -443,8 +452,12 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         }
         let len = ETH_HDR_LEN + h.len();
         decrement_hop_limit(&mut frame[ETH_HDR_LEN..]);
-        match self.neigh.resolve(neighbour, port, now_ns) {
+        let (resolved, cacheable) = self.neigh.resolve_cacheable(neighbour, port, now_ns);
+        match resolved {
             Resolve::Mac(m) => {
+                if let Some(i) = cacheable {
+                    self.cache_adj6(neighbour, port, m, i);
+                }
                 set_macs(frame, m, self.ports[usize::from(port)].mac);
                 Action6::Forward { port, len }
             }
@@ -725,7 +738,9 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
     /// whose neighbour answered, frames dropped for one that did not. Call until `None`.
     pub fn poll(&mut self, now_ns: u64, out: &mut [u8]) -> Option<Event6<H>> {
         loop {
-            match self.neigh.poll(now_ns)? {
+            let event = self.neigh.poll(now_ns);
+            self.sync_adj6();
+            match event? {
                 NeighEvent::Request { port, ip } => {
                     let p = self.ports[usize::from(port)];
                     let group = ndp::solicited_node(ip);

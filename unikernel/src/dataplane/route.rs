@@ -81,8 +81,10 @@ impl NetworkFunction for RouterNf<'_> {
         }
     }
 
-    /// The kept frames in arrival order: hairpins sent back out of their port, the others
-    /// routed by the slow path; then the router's events if it has some (an ARP request for a
+    /// The kept frames in arrival order: hairpins sent back out of their port, IPv6 datagrams
+    /// the IPv6 fast path takes (`Router6::forward_fast`: here, not in `process`, so IPv4's
+    /// per-frame code stays as it was; a refusal of the egress port is `Router6`'s
+    /// `tx_dropped`) out of the other, the others routed by the slow path; then the router's events if it has some (an ARP request for a
     /// frame just queued), and the management plane's input (the ARP copies and the frames
     /// for its address just handed to it: polled once [`Core::poll_route`] has the router's
     /// state back).
@@ -96,6 +98,17 @@ impl NetworkFunction for RouterNf<'_> {
                     self.rs.router.tx_dropped(false);
                 }
                 continue;
+            }
+            if let Some(r6) = self.rs.router6.as_mut() {
+                // The IPv6 fast path first, for a frame IPv4's refused: out of the other port.
+                let (port, len) = (h.port(), h.len());
+                if let Some((_, n)) = r6.forward_fast(port, h.head_mut(), len, now) {
+                    h.set_len(n);
+                    if !ctx.send_whole(h, 1 - port) {
+                        r6.tx_dropped();
+                    }
+                    continue;
+                }
             }
             ctx.core().route_kept(self.rs, h, now);
         }

@@ -848,3 +848,120 @@ fn a_scan_of_a_connected_64_churns_only_unresolved_entries() {
     assert_eq!(c.forwarded, 1 + 20 + 1);
     outcomes_hold(&r);
 }
+
+/// The fast path takes only frames the slow path forwards, and forwards them byte for byte as
+/// it does: through a cached Reachable next hop on the other port; every other frame is left
+/// unchanged for the slow path. A neighbour that changes empties the cache.
+#[test]
+fn the_fast_path_forwards_as_the_slow_path_does_or_not_at_all() {
+    router!(r, out);
+    resolve_gateway(&mut r, &mut out, 0);
+    let mut f = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    let n = f.len();
+    assert_eq!(r.forward_fast(0, &mut f, n, 1), None, "nothing cached yet");
+    through_gateway_at_once(&mut r, &mut out, 2, 1);
+    let mut padded = udp("2001:db8::2", "2001:db8:100::9", 64, 10);
+    padded.extend_from_slice(&[0; 6]);
+    let mut hbh = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    hbh[14 + 6] = 0;
+    let mut long = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    long[14 + 5] += 1;
+    let cases: [(&str, usize, Vec<u8>, bool); 13] = [
+        (
+            "through the gateway",
+            0,
+            udp("2001:db8::2", "2001:db8:100::7", 64, 10),
+            true,
+        ),
+        (
+            "hop limit 2",
+            0,
+            udp("2001:db8::2", "2001:db8:100::7", 2, 10),
+            true,
+        ),
+        ("link padding", 0, padded, true),
+        (
+            "hop limit 1",
+            0,
+            udp("2001:db8::2", "2001:db8:100::7", 1, 10),
+            false,
+        ),
+        (
+            "to us",
+            0,
+            udp("2001:db8::2", "2001:db8:0:1::1", 64, 10),
+            false,
+        ),
+        (
+            "link-local dst",
+            0,
+            udp("2001:db8::2", "fe80::7", 64, 10),
+            false,
+        ),
+        (
+            "link-local src",
+            0,
+            udp("fe80::2", "2001:db8:100::7", 64, 10),
+            false,
+        ),
+        (
+            "unspecified src",
+            0,
+            udp("::", "2001:db8:100::7", 64, 10),
+            false,
+        ),
+        (
+            "unresolved host",
+            1,
+            udp("2001:db8:0:1::9", "2001:db8::9", 64, 10),
+            false,
+        ),
+        ("hop-by-hop", 0, hbh, false),
+        ("payload past the frame", 0, long, false),
+        (
+            "over port 1's MTU",
+            0,
+            udp("2001:db8::2", "2001:db8:100::7", 64, 1300),
+            false,
+        ),
+        (
+            "hairpin",
+            1,
+            udp("2001:db8:0:1::9", "2001:db8:100::7", 64, 10),
+            false,
+        ),
+    ];
+    for (i, (what, port, frame, taken)) in cases.into_iter().enumerate() {
+        let mut frame = frame;
+        if port == 1 {
+            frame[..6].copy_from_slice(&P1_MAC.0);
+        }
+        let (mut fast, mut slow) = (frame.clone(), frame.clone());
+        let n = fast.len();
+        let got = r.forward_fast(port, &mut fast, n, 2);
+        let want = r.process(port, &mut slow, 10 + i as u32, 2, &mut out);
+        match got {
+            Some((p, len)) => {
+                assert!(taken, "{what}: taken");
+                assert_eq!(want, Action6::Forward { port: p, len }, "{what}");
+                assert_eq!(fast[..len], slow[..len], "{what}");
+                assert_eq!(fast[..6], B_MAC.0, "{what}");
+            }
+            None => {
+                assert!(!taken, "{what}: refused ({want:?})");
+                assert_eq!(fast, frame, "{what}: unchanged");
+            }
+        }
+        outcomes_hold(&r);
+    }
+    // B moves to a new MAC: the cache is emptied, the slow path learns the MAC, the fast path
+    // follows it.
+    const B2_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xb, 3]);
+    r.advert(ip("2001:db8:0:1::2"), B2_MAC, 3);
+    let mut f = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    assert_eq!(r.forward_fast(0, &mut f, n, 4), None, "cache emptied");
+    through_gateway_at_once(&mut r, &mut out, 30, 4);
+    assert_eq!(r.forward_fast(0, &mut f, n, 5), Some((1, n)));
+    assert_eq!(f[..6], B2_MAC.0);
+    outcomes_hold(&r);
+}
