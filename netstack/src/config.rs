@@ -400,6 +400,10 @@ pub struct Config {
     /// same NIC brought up as an 82574L, `igb` as an 82576 (advanced descriptors); needs
     /// `sim`.
     pub sim_nic: SimNic,
+    /// `sim_ip=4|6` (default 4): the benchmark's frames, IPv4/UDP or IPv6/UDP; 6 needs
+    /// `mode=router` with `ip6_0=`, `ip6_1=` and an IPv6 `route=` (the frames go through its
+    /// gateway, [`crate::simframes::router6_addrs`]); needs `sim`.
+    pub sim_ipv6: bool,
     /// `tlb=batch|immediate` (default `batch`): how unmapped pages are flushed on other CPUs.
     pub tlb: TlbMode,
     /// `tlb_ceiling=N` (1..=[`MAX_TLB_CEILING`], default [`DEFAULT_TLB_CEILING`]): a flush of
@@ -569,6 +573,7 @@ impl Default for Config {
             sim_iters: DEFAULT_SIM_ITERS,
             sim_size: DEFAULT_SIM_SIZE,
             sim_nic: SimNic::Virtio,
+            sim_ipv6: false,
             tlb: TlbMode::Batch,
             tlb_ceiling: DEFAULT_TLB_CEILING,
             tlbtest: None,
@@ -794,6 +799,10 @@ impl core::fmt::Display for ConfigError<'_> {
     }
 }
 
+/// Smallest `sim_size=` with `sim_ip=6` (bytes on the wire): Ethernet 14, IPv6 40, UDP 8 and
+/// the FCS 4.
+pub const MIN_SIM6_SIZE: u16 = 66;
+
 /// `acpi_rsdp=` must lie below this (bytes): the kernel identity-maps the first 4 GiB.
 pub const MAX_RSDP_ADDR: u64 = 1 << 32;
 
@@ -941,6 +950,28 @@ impl Config {
             return Err(ConfigError::Missing {
                 key: "sim",
                 because: "for sim_nic",
+            });
+        }
+        if cfg.sim.is_none() && given("sim_ip") {
+            return Err(ConfigError::Missing {
+                key: "sim",
+                because: "for sim_ip",
+            });
+        }
+        if cfg.sim_ipv6
+            && (cfg.mode != Mode::Router
+                || cfg.router.routes6.is_empty()
+                || cfg.router.ip6.iter().any(Option::is_none))
+        {
+            return Err(ConfigError::NotWith {
+                key: "sim_ip",
+                because: "sim_ip=6 needs mode=router with ip6_0=, ip6_1= and an IPv6 route=",
+            });
+        }
+        if cfg.sim_ipv6 && cfg.sim_size < MIN_SIM6_SIZE {
+            return Err(ConfigError::NotWith {
+                key: "sim_size",
+                because: "sim_ip=6 frames are at least 66 bytes on the wire (Ethernet, IPv6, UDP and FCS; RFC 5180 §5 benchmarks 78)",
             });
         }
         if cfg.sim.is_none() && given("sim_size") {

@@ -16,6 +16,11 @@ use crate::wire::{
 use crate::MacAddr;
 use core::net::Ipv4Addr;
 
+mod v6;
+pub use v6::{
+    bench_frames6_into, next_hop_na, router6_addrs, udp6_frame, Router6Addrs, UDP6_HEADERS,
+};
+
 /// Destination when the first route is the default route (`0.0.0.0/0,GW`): RFC 2544's
 /// benchmarking network 198.18.0.0/15 (not a martian, not connected).
 pub const DEFAULT_ROUTE_DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -167,6 +172,9 @@ pub fn bench_frames_into(
     want: &mut [u8],
 ) -> Option<()> {
     assert_eq!(input.len(), want.len());
+    if cfg.sim_ipv6 {
+        return bench_frames6_into(cfg, macs, input, want);
+    }
     let len = input.len();
     let peer = cfg.peer;
     let (src, dst) = match cfg.mode {

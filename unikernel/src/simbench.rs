@@ -81,7 +81,8 @@ use netstack::acl::{Action, FiveTuple};
 use netstack::config::MAX_SIM_SIZE;
 use netstack::config::PORTS;
 use netstack::simframes::{
-    acl_frame, bench_frames_into, next_hop_arp, next_hop_arp_reply, router_addrs, BENCH_FRAME_LEN,
+    acl_frame, bench_frames_into, next_hop_arp, next_hop_arp_reply, next_hop_na, router6_addrs,
+    router_addrs, BENCH_FRAME_LEN,
 };
 use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
 use netstack::{MacAddr, Mode};
@@ -314,6 +315,45 @@ fn resolve_next_hop<N: Nic>(core: &mut Core<KernelPlatformOf<N>>, dev: &mut [imp
         info!(
             "sim: next hop {} resolved on port 1 ({replies} ARP reply sent)",
             a.next_hop
+        );
+    }
+}
+
+/// `sim_ip=6`: one benchmark frame (`input`) makes the router solicit its gateway on port 1;
+/// the gateway's solicited advertisement makes the entry Reachable and releases the frame.
+/// Not measured.
+fn resolve_next_hop6<N: Nic>(
+    core: &mut Core<KernelPlatformOf<N>>,
+    dev: &mut [impl Player; PORTS],
+    input: &[u8],
+) {
+    if dev[0].deliver(input, 1) != 1 {
+        fail(format_args!(
+            "sim: port 0 has no RX buffer for the first frame"
+        ));
+    }
+    core.poll_once();
+    let mut solicits = 0;
+    dev[1].complete_tx(|_| solicits += 1);
+    // Ethernet 14 + IPv6 40 + NA 24 + its link-layer option 8.
+    let mut na = [0u8; 86];
+    let Some(n) = next_hop_na(core.cfg(), MacAddr(SIM_MACS[1]), &mut na) else {
+        fail(format_args!(
+            "sim: sim_ip=6 without IPv6 addresses and a route"
+        ))
+    };
+    if dev[1].deliver(&na[..n], 1) != 1 {
+        fail(format_args!(
+            "sim: port 1 has no RX buffer for the Neighbor Advertisement"
+        ));
+    }
+    core.poll_once();
+    let mut released = 0;
+    dev[1].complete_tx(|_| released += 1);
+    if let Some(a) = router6_addrs(core.cfg()) {
+        info!(
+            "sim: next hop {} resolved on port 1 ({solicits} solicitation, {released} frame released)",
+            core::net::Ipv6Addr::from_bits(a.gateway)
         );
     }
 }
@@ -602,7 +642,9 @@ fn run_on<A: Appliance, N: Nic>(
         },
         back: nothing,
     };
-    if core.cfg().mode == Mode::Router {
+    if core.cfg().sim_ipv6 {
+        resolve_next_hop6(core, &mut b.dev, &b.input[..len]);
+    } else if core.cfg().mode == Mode::Router {
         resolve_next_hop(core, &mut b.dev);
     }
     let mut cycle = AclCycle::for_mode(core.cfg());

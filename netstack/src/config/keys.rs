@@ -313,6 +313,14 @@ const KERNEL_KEYS: &[Key<Config>] = &[
         )?;
         Ok(())
     }),
+    key("sim_ip", |c, v| {
+        c.sim_ipv6 = match v {
+            "4" => false,
+            "6" => true,
+            _ => return Err(KeyError::Expected("4 or 6")),
+        };
+        Ok(())
+    }),
     key("sim_nic", |c, v| {
         c.sim_nic = match v {
             "virtio" => SimNic::Virtio,

@@ -865,3 +865,22 @@ fn a_network_function_declares_its_own_keys() {
         }
     );
 }
+
+/// `sim_ip=6`: the benchmark's IPv6 frames, only where the router forwards IPv6.
+#[test]
+fn sim_ip_key() {
+    let v6 = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 ip6_0=2001:db8::1/64 ip6_1=2001:db8:0:1::1/64 route=2001:db8:100::/48,2001:db8:0:1::2 sim=4";
+    let c = Config::parse(&format!("{v6} sim_ip=6 sim_size=78")).unwrap();
+    assert!(c.sim_ipv6);
+    assert!(!Config::parse(v6).unwrap().sim_ipv6);
+    let key = |line: &str| {
+        Config::parse(line)
+            .unwrap_err()
+            .key()
+            .map(ToString::to_string)
+    };
+    assert_eq!(key(&format!("{v6} sim_ip=6")).as_deref(), Some("sim_size"));
+    assert_eq!(key(&format!("{v6} sim_ip=5")).as_deref(), Some("sim_ip"));
+    assert_eq!(key("mode=l2 sim=4 sim_ip=6").as_deref(), Some("sim_ip"));
+    assert_eq!(key("mode=l2 sim_ip=4").as_deref(), Some("sim"));
+}

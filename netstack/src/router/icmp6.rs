@@ -121,11 +121,17 @@ pub fn build_error(
 /// of the one's-complement sum over the pseudo-header (RFC 8200 §8.1: addresses, upper-layer
 /// length, next header 58) and the message.
 pub fn checksum6(src: u128, dst: u128, msg: &[u8]) -> u16 {
+    upper_checksum6(src, dst, IPPROTO_ICMPV6, msg)
+}
+
+/// The checksum of upper-layer message `msg` (its checksum field zero) of protocol `next`
+/// (17 UDP, 58 ICMPv6) from `src` to `dst`, over RFC 8200 §8.1's pseudo-header and the message.
+pub fn upper_checksum6(src: u128, dst: u128, next: u8, msg: &[u8]) -> u16 {
     let mut pseudo = [0u8; 40];
     pseudo[..16].copy_from_slice(&src.to_be_bytes());
     pseudo[16..32].copy_from_slice(&dst.to_be_bytes());
     pseudo[32..36].copy_from_slice(&(msg.len() as u32).to_be_bytes());
-    pseudo[39] = IPPROTO_ICMPV6;
+    pseudo[39] = next;
     let mut s = u32::from(ones_sum(&pseudo)) + u32::from(ones_sum(msg));
     s = (s & 0xffff) + (s >> 16);
     !(s as u16)

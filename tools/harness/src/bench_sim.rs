@@ -43,6 +43,13 @@ pub const LINE_PREFIX: &str = "SIMBENCH ";
 /// 10.0.1.2 on port 1 (the guest resolves it before measuring).
 pub const ROUTER_APPEND: &str =
     "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=192.168.0.0/16,10.0.1.2";
+/// The IPv6 router's command line of the benchmark (`sim_ip=6`): [`ROUTER_APPEND`] with IPv6
+/// addresses on both ports and 2001:db8:100::/48 via 2001:db8:0:1::2 on port 1 (the guest
+/// resolves it by Neighbor Discovery before measuring); the frames go to 2001:db8:100::1.
+pub const ROUTER6_APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 route=192.168.0.0/16,10.0.1.2 ip6_0=2001:db8::1/64 ip6_1=2001:db8:0:1::1/64 route=2001:db8:100::/48,2001:db8:0:1::2 sim_ip=6";
+/// `router6`'s frame size when the run's is the default [`DEFAULT_SIZE`]: 78 bytes on the wire,
+/// the smallest IPv6 frame RFC 5180 §5 benchmarks (an IPv6/UDP frame needs 66).
+pub const ROUTER6_MIN_SIZE: u16 = 78;
 /// The NAT's command line of the benchmark: one pool address, the default range and table.
 pub const NAT_APPEND: &str = "mode=nat nat_pool=192.0.2.1";
 /// K values run by default (frames the device delivers per busy poll iteration).
@@ -67,6 +74,9 @@ pub enum SimMode {
     /// let through.
     #[serde(rename = "acl-router")]
     AclRouter,
+    /// The router forwarding IPv6 ([`ROUTER6_APPEND`]: hop limit, Poptrie lookup, resolved
+    /// next hop), 78-byte frames by default ([`ROUTER6_MIN_SIZE`]).
+    Router6,
     /// The NAT44 gateway (`mode=nat`, [`NAT_APPEND`]) on one flow: every frame after the
     /// first meets its session.
     Nat,
@@ -82,6 +92,7 @@ impl SimMode {
             SimMode::L2 => "l2",
             SimMode::Io => "io",
             SimMode::Router => "router",
+            SimMode::Router6 => "router6",
             SimMode::Acl => "acl",
             SimMode::AclRouter => "acl-router",
             SimMode::Nat => "nat",
@@ -375,6 +386,7 @@ pub fn frames_per_iter(frames: u64, iters: u64) -> f64 {
 pub fn append_for(mode: SimMode, k: u16, iters: Option<u32>, extra: &str) -> String {
     let mut a = match mode {
         SimMode::Router | SimMode::AclRouter => ROUTER_APPEND.to_string(),
+        SimMode::Router6 => ROUTER6_APPEND.to_string(),
         SimMode::Nat => NAT_APPEND.to_string(),
         m => format!("mode={}", m.as_str()),
     };
@@ -412,14 +424,15 @@ pub fn guest_config_acl(
         _ => Vec::new(),
     };
     let mut append = append_for(mode, k, cfg.iters, &cfg.append);
-    if cfg.size != DEFAULT_SIZE {
-        let _ = write!(append, " sim_size={}", cfg.size);
+    let size = run_size(cfg, mode);
+    if size != DEFAULT_SIZE {
+        let _ = write!(append, " sim_size={size}");
     }
     // Frames beyond Ethernet's 1,518 bytes: the ports get a 9,000-byte MTU (the simulated
     // devices offer none), as a jumbo set-up has (`xtask run --mtu 9000` sets QEMU's
     // `host_mtu`): the router forwards them whole instead of fragmenting, and every mode's RX
     // buffers are big enough for a whole frame (`VirtioNet::set_rx_buffer_pages`).
-    if cfg.size > 1518 {
+    if size > 1518 {
         append.push_str(" mtu0=9000 mtu1=9000");
     }
     GuestConfig {
@@ -434,6 +447,15 @@ pub fn guest_config_acl(
         echo: cfg.echo,
         extra_args,
         ..GuestConfig::default()
+    }
+}
+
+/// The frame size of `mode`'s runs: the configuration's, except `router6` at the default
+/// 64 bytes, which runs [`ROUTER6_MIN_SIZE`].
+pub fn run_size(cfg: &SimBenchConfig, mode: SimMode) -> u16 {
+    match mode {
+        SimMode::Router6 if cfg.size == DEFAULT_SIZE => ROUTER6_MIN_SIZE,
+        _ => cfg.size,
     }
 }
 
@@ -536,6 +558,10 @@ fn run_with_log(
         );
     };
     let mut r = parse_record(line, cfg.accel)?;
+    if mode == SimMode::Router6 {
+        // The guest's line says `mode=router`: its IPv6 frames are this run's.
+        r.mode = mode.as_str().into();
+    }
     r.file_routes = file_routes_in(&lines);
     if cfg.routes.is_some() && mode == SimMode::Router {
         ensure!(
