@@ -7,7 +7,8 @@
 //! The test computes each flow's queue with the same function ([`netstack::rss`]) and checks
 //! the per-(port, queue) counters: every frame of a flow was received on its queue and sent
 //! by that queue's core on the other port's queue of the same number, none reordered within
-//! its flow, every page back at `quit`.
+//! its flow, every page back at `quit`; the same in router mode (one router per core over one
+//! FIB, once the next hops are resolved).
 
 use gannet_tests::*;
 use harness::gen::{peer_ip, UDP_DST_PORT, UDP_SRC_PORT_BASE};
@@ -193,4 +194,64 @@ fn more_queue_pairs_than_cpus_is_a_named_config_error() {
         "no `{needle}`\n{}",
         guest.tail_report()
     );
+}
+
+/// Router mode on the same 2 × 2 queue pairs (one router per core over one FIB): after a
+/// first run resolves the next hops, every frame of each (port, queue) was routed by that
+/// queue's core out of the other port's queue of the same number, TTL 63, none reordered
+/// within its flow, every page back.
+#[test]
+fn two_cores_route_each_flow_on_the_queue_its_rss_hash_picks() {
+    const ROUTED: u64 = 50 * FLOWS as u64;
+    let gen = GenConfig {
+        flows: FLOWS,
+        // Frames that arrive while a core resolves a next hop wait in its queue (8 per
+        // neighbour): a window of 8 overflows none.
+        window: 8,
+        expect_ttl: Some(63),
+        ..gen_count(4 * u64::from(FLOWS), 64, true)
+    };
+    let mut rig = Rig::start_intel_cpus(
+        NicModel::Igb,
+        "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 queues=2",
+        gen,
+        2,
+    );
+    let warm = rig.run();
+    assert_eq!(
+        (warm.received, warm.bad),
+        (warm.sent, 0),
+        "first run (next hops resolved on the way): {warm:?}\n{}",
+        rig.tail()
+    );
+    let mut want = [[0u64; QUEUES]; 2];
+    for (dir, w) in want.iter_mut().enumerate() {
+        for f in 0..FLOWS {
+            w[queue_of_flow(dir, f)] += ROUTED / u64::from(FLOWS);
+        }
+    }
+    rig.gen.set_count(ROUTED);
+    let before = per_queue(&rig.stats());
+    let r = rig.run();
+    assert_eq!(
+        (r.sent, r.received, r.bad, r.duplicates, r.reordered_in_flow),
+        (2 * ROUTED, 2 * ROUTED, 0, 0, 0),
+        "every frame routed with TTL 63, none reordered within its flow: {r:?}\n{}",
+        rig.tail()
+    );
+    let s = rig.quit();
+    let after = per_queue(&s);
+    for port in 0..2 {
+        for queue in 0..QUEUES {
+            let rx = after[port][queue].0 - before[port][queue].0;
+            let tx = after[port][queue].1 - before[port][queue].1;
+            assert_eq!(
+                (rx, tx),
+                (want[port][queue], want[1 - port][queue]),
+                "port {port} queue {queue} (rx, tx): {s}"
+            );
+        }
+    }
+    assert_eq!(router(&s).drops.neigh_queue_full, 0, "{s}");
+    assert_no_leak(&s);
 }
