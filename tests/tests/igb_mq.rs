@@ -255,3 +255,40 @@ fn two_cores_route_each_flow_on_the_queue_its_rss_hash_picks() {
     assert_eq!(router(&s).drops.neigh_queue_full, 0, "{s}");
     assert_no_leak(&s);
 }
+
+/// `queues=auto` on igb takes one queue pair per CPU; `queues=2` on 3 CPUs leaves the third
+/// idle, named in the boot log, and forwards on the other two.
+#[test]
+fn auto_takes_a_queue_pair_per_cpu_and_cpus_beyond_the_queues_stay_idle_named() {
+    for (append, cpus, idle) in [
+        ("mode=l2", 2, None),
+        (
+            "mode=l2 queues=2",
+            3,
+            Some("igb: 2 queue pairs per port on 3 CPUs: cpus 2..2 stay idle (no queue pair; queues=3 uses them)"),
+        ),
+    ] {
+        let gen = GenConfig {
+            flows: FLOWS,
+            ..gen_count(4 * u64::from(FLOWS), 64, true)
+        };
+        let mut rig = Rig::start_intel_cpus(NicModel::Igb, append, gen, cpus);
+        let lines = rig.guest.lines();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("port 0: ") && l.contains(", 2 queue pairs, RSS: Toeplitz")),
+            "{append} on {cpus} CPUs: no 2-queue line\n{}",
+            rig.tail()
+        );
+        if let Some(idle) = idle {
+            assert!(lines.iter().any(|l| l.contains(idle)), "no `{idle}`\n{}", rig.tail());
+        }
+        let r = rig.run();
+        assert_eq!((r.received, r.bad), (r.sent, 0), "{append}: {r:?}\n{}", rig.tail());
+        let s = rig.quit();
+        assert_eq!((s.queues, s.pairs, s.per_cpu.len()), (2, 2, 2), "{append}: {s}");
+        assert!(s.per_cpu.iter().all(|c| c.forwarded > 0), "{append}: {s}");
+        assert_no_leak(&s);
+    }
+}
