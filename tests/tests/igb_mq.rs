@@ -292,3 +292,109 @@ fn auto_takes_a_queue_pair_per_cpu_and_cpus_beyond_the_queues_stay_idle_named() 
         assert_no_leak(&s);
     }
 }
+
+/// What the NAT gets from RSS: nothing but the spread. On 2 igb queue pairs (`mode=nat
+/// queues=2`) each inside host is translated by the core that owns it (its mapping from that
+/// core's block of `nat_ports`), whichever queue its frames land on; the test computes, from
+/// the key and the table, which queue each datagram and each reply lands on, and so exactly
+/// how many frames the cores hand over to the owner (the NAT's software steering), and checks
+/// every reply reaches its host.
+#[test]
+fn nat_hands_over_exactly_the_frames_rss_puts_on_a_core_that_does_not_own_their_flow() {
+    const HOSTS: u8 = 16;
+    const POOL: [u8; 4] = [192, 0, 2, 1];
+    const SERVER: [u8; 4] = [198, 51, 100, 7];
+    let udp = |port: usize, src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16| {
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2(peer_mac(port), guest_mac(port))
+            .ipv4(src, dst, 64)
+            .udp(sp, dp)
+            .write(&mut f, b"through the nat")
+            .unwrap();
+        f
+    };
+    // (source, source port, destination, destination port) of a UDP frame.
+    let endpoints = |f: &[u8]| {
+        let (ip, rest) = etherparse::Ipv4Header::from_slice(&f[14..]).unwrap();
+        let (u, _) = etherparse::UdpHeader::from_slice(rest).unwrap();
+        (ip.source, u.source_port, ip.destination, u.destination_port)
+    };
+    let reta = reta_round_robin(QUEUES);
+    let host = |i: u8| [10, 0, 0, 10 + i];
+    let owner = |i: u8| {
+        let addr = u32::from_be_bytes(host(i));
+        usize::from(netstack::nat::ports::owner_of_inside(
+            addr,
+            2,
+            netstack::config::nat::PAIRING_KEY,
+        ))
+    };
+    let mut rig = Rig::start_intel_cpus(
+        NicModel::Igb,
+        "mode=nat nat_pool=192.0.2.1 nat_ports=20000-20999 nat_sessions=1024 queues=2",
+        gen_count(1, 64, false),
+        2,
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let mut handed = 0u64;
+    let mut rx = [[0u64; QUEUES]; 2];
+    for i in 0..HOSTS {
+        let sp = 5000 + u16::from(i);
+        p0.send(&udp(0, host(i), sp, SERVER, 53)).unwrap();
+        let q = queue_of(&reta, hash_ipv4_l4(&KEY, host(i), SERVER, sp, 53));
+        rx[0][q] += 1;
+        handed += u64::from(q != owner(i));
+    }
+    let out = receive_frames(&p1, usize::from(HOSTS));
+    assert_eq!(out.len(), usize::from(HOSTS), "{}", rig.tail());
+    let mut mapped = Vec::new();
+    for f in &out {
+        let (src, sport, dst, dport) = endpoints(f);
+        assert_eq!((src, dst, dport), (POOL, SERVER, 53));
+        mapped.push(sport);
+    }
+    // The owner's block: core 0 has 20000-20499, core 1 20500-20999.
+    let mut by_core = [0usize; 2];
+    for &port in &mapped {
+        let o = usize::from(port >= 20500);
+        by_core[o] += 1;
+        p1.send(&udp(1, SERVER, 53, POOL, port)).unwrap();
+        let q = queue_of(&reta, hash_ipv4_l4(&KEY, SERVER, POOL, 53, port));
+        rx[1][q] += 1;
+        handed += u64::from(q != o);
+    }
+    let owners: Vec<usize> = (0..HOSTS).map(owner).collect();
+    assert_eq!(
+        by_core,
+        [
+            owners.iter().filter(|&&o| o == 0).count(),
+            owners.iter().filter(|&&o| o == 1).count()
+        ],
+        "each host's mapping comes from its owner's block"
+    );
+    let back = receive_frames(&p0, usize::from(HOSTS));
+    assert_eq!(back.len(), usize::from(HOSTS), "{}", rig.tail());
+    let mut hosts_seen: Vec<u8> = back
+        .iter()
+        .map(|f| {
+            let (src, sport, dst, dport) = endpoints(f);
+            assert_eq!((src, sport), (SERVER, 53));
+            assert_eq!(dport, 5000 + u16::from(dst[3] - 10), "{dst:?}");
+            dst[3] - 10
+        })
+        .collect();
+    hosts_seen.sort_unstable();
+    assert_eq!(hosts_seen, (0..HOSTS).collect::<Vec<_>>());
+    drop((p0, p1));
+    let s = rig.quit();
+    for p in &s.ports {
+        assert_eq!(p.rx, rx[p.port as usize][p.queue as usize], "{p:?}: {s}");
+    }
+    assert!(
+        handed > 0,
+        "the flows must land away from their owner sometimes"
+    );
+    assert_eq!(s.nf.handed_off, handed, "{s}");
+    assert_eq!(s.nf.handoff_dropped, 0, "{s}");
+    assert_no_leak(&s);
+}
