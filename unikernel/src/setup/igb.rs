@@ -84,10 +84,16 @@ pub fn setup(
             let i = PORTS * k + j;
             let (df, _) = found[i];
             let s = starting.next().expect("one started per port");
-            let nic = finish_port(cfg, s, i, df, &single_queue())?
+            let Some(nic) = finish_port(cfg, s, i, df, &single_queue())?
                 .into_iter()
                 .next()
-                .expect("one queue brought up");
+            else {
+                return Err(port_error(
+                    i,
+                    Some(df),
+                    format_args!("igb: no queue brought up"),
+                ));
+            };
             info!(
                 "port {i}: {df} igb (82576) MAC {} link up at {} Mb/s, advanced rings 2x{} (one buffer each, 4 KiB), RDT every {} buffers, flow control off (cpu {k}, polled)",
                 MacAddr(nic.mac()),
