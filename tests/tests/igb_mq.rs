@@ -398,3 +398,70 @@ fn nat_hands_over_exactly_the_frames_rss_puts_on_a_core_that_does_not_own_their_
     assert_eq!(s.nf.handoff_dropped, 0, "{s}");
     assert_no_leak(&s);
 }
+
+/// The other hash types Gannet turns on, checked against QEMU's model frame by frame: TCP over
+/// IPv4 (addresses and ports, `MRQC` bit 16) and UDP over IPv6 (bit 23), 16 flows each, one
+/// frame per flow into port 0 (l2 mode forwards them out of port 1); each (port 0, queue)'s
+/// received count is what [`netstack::rss`] computes.
+#[test]
+fn tcp_over_ipv4_and_udp_over_ipv6_land_on_the_queues_the_hash_picks() {
+    let reta = reta_round_robin(QUEUES);
+    let src6 = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    let dst6 = [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    // Per kind: the frames, and how many each queue should get.
+    let mut kinds = [(Vec::new(), [0u64; QUEUES]), (Vec::new(), [0u64; QUEUES])];
+    for f in 0..FLOWS {
+        let sp = 30000 + 7 * f;
+        let mut tcp = Vec::new();
+        etherparse::PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+            .ipv4(peer_ip(0), peer_ip(1), 64)
+            .tcp(sp, 80, 1, 1024)
+            .write(&mut tcp, b"rss")
+            .unwrap();
+        kinds[0].0.push(tcp);
+        kinds[0].1[queue_of(&reta, hash_ipv4_l4(&KEY, peer_ip(0), peer_ip(1), sp, 80))] += 1;
+        let mut udp6 = Vec::new();
+        etherparse::PacketBuilder::ethernet2(peer_mac(0), guest_mac(0))
+            .ipv6(src6, dst6, 64)
+            .udp(sp, 53)
+            .write(&mut udp6, b"rss")
+            .unwrap();
+        kinds[1].0.push(udp6);
+        let h = netstack::rss::hash_ipv6_l4(&KEY, src6, dst6, sp, 53);
+        kinds[1].1[queue_of(&reta, h)] += 1;
+    }
+    for (name, (_, want)) in ["TCP/IPv4", "UDP/IPv6"].iter().zip(&kinds) {
+        assert!(
+            want.iter().all(|&n| n > 0),
+            "{name} flows do not spread: {want:?}"
+        );
+    }
+    let mut rig = Rig::start_intel_cpus(
+        NicModel::Igb,
+        "mode=l2 queues=2",
+        gen_count(1, 64, false),
+        2,
+    );
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    for (name, (frames, want)) in ["TCP/IPv4", "UDP/IPv6"].iter().zip(&kinds) {
+        let before = per_queue(&rig.stats());
+        for f in frames {
+            p0.send(f).unwrap();
+        }
+        let out = receive_frames(&p1, frames.len());
+        assert_eq!(out.len(), frames.len(), "{name}\n{}", rig.tail());
+        let s = rig.stats();
+        let after = per_queue(&s);
+        let rx: Vec<u64> = (0..QUEUES)
+            .map(|q| after[0][q].0 - before[0][q].0)
+            .collect();
+        let tx: Vec<u64> = (0..QUEUES)
+            .map(|q| after[1][q].1 - before[1][q].1)
+            .collect();
+        assert_eq!(rx, want, "{name}: port 0 rx per queue: {s}");
+        assert_eq!(tx, want, "{name}: port 1 tx per queue: {s}");
+    }
+    drop((p0, p1));
+    let s = rig.quit();
+    assert_no_leak(&s);
+}
