@@ -178,6 +178,15 @@ pub trait DdRegs {
     fn link_up(&self) -> Option<bool> {
         None
     }
+    /// Stop the NIC's DMA on the rings behind this register block before they are freed (the
+    /// driver's drop, [`Nic::reset_device`]); returns whether that reset the whole device.
+    /// Default: `CTRL.RST` (true). A register block for one queue pair of a multi-queue NIC
+    /// ([`crate::igb::QueueRegs`]) disables its queue instead, its port's queue 0 owning the
+    /// device reset.
+    fn reset_device(&self) -> bool {
+        self.write(CTRL, CTRL_RST);
+        true
+    }
 }
 
 /// A descriptor ring in one DMA page.
@@ -561,7 +570,7 @@ impl<H: Hal, R: DdRegs, const OFFSET: usize, F: DescFormat> DdNic<H, R, OFFSET, 
 impl<H: Hal, R: DdRegs, const OFFSET: usize, F: DescFormat> Drop for DdNic<H, R, OFFSET, F> {
     fn drop(&mut self) {
         // The NIC stops using the rings before they are freed.
-        self.regs.write(CTRL, CTRL_RST);
+        self.regs.reset_device();
     }
 }
 

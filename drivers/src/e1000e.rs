@@ -481,6 +481,18 @@ impl DdRegs for MmioRegs {
 }
 
 impl MmioRegs {
+    /// Another handle on the same register block, its read count and counters from zero: one
+    /// per queue pair of a multi-queue port ([`crate::igb::QueueRegs`]), each moved to the
+    /// core that owns that queue pair, which writes only its own queue's ring registers.
+    pub fn share(&self) -> MmioRegs {
+        MmioRegs {
+            base: self.base,
+            reads: Cell::new(0),
+            hw: Cell::new(HwErrorCounters::default()),
+            link: Cell::new((None, 0)),
+        }
+    }
+
     /// Record the link seen `up` now; returns the changes counted so far (one per flip seen).
     fn note_link(&self, up: bool) -> u64 {
         let (was, mut changes) = self.link.get();

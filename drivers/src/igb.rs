@@ -43,6 +43,9 @@
 //!   [`IgbError::Family`]); a device that never sets `DD` leaves the rings as they were (the
 //!   burst reads DD from memory and returns with nothing, never waits); a queue that does not
 //!   enable is [`IgbError::QueueTimeout`]. None panics or hangs.
+//!
+//! Several queue pairs with RSS (issue 41, item 3): [`finish_queues`] and [`QueueRegs`]
+//! (`igb/mq.rs`).
 
 use crate::ddnic::{Advanced, DdNic, DdRegs, DdUnits, CTRL, CTRL_RST, RXDCTL, XDCTL_ENABLE};
 use crate::e1000e::{
@@ -187,8 +190,26 @@ pub type IgbConfig = E1000eConfig;
 pub enum IgbError {
     /// A step shared with the 82574L (reset, EEPROM, MAC, link, rings).
     Family(E1000eError),
-    /// `RXDCTL.ENABLE` did not read back within [`QUEUE_TIMEOUT_US`].
-    QueueTimeout,
+    /// Queue `queue`'s `RXDCTL.ENABLE` did not read back within [`QUEUE_TIMEOUT_US`].
+    QueueTimeout {
+        /// The queue (0..16).
+        queue: u8,
+    },
+    /// More queue pairs asked for than the 82576 has ([`MAX_RSS_QUEUES`]), or none.
+    Queues {
+        /// How many were asked for.
+        asked: usize,
+    },
+    /// Redirection-table entry `index` names queue `queue`, which is not one of the `queues`
+    /// brought up (no core would own its frames).
+    RetaEntry {
+        /// The entry (0..128).
+        index: u8,
+        /// The queue it names.
+        queue: u8,
+        /// Queue pairs brought up.
+        queues: u8,
+    },
     /// A write of PHY register `reg` through `MDIC` did not complete within
     /// [`MDIC_TIMEOUT_US`], or the PHY reported an error (`MDIC.E`).
     PhyTimeout {
@@ -207,10 +228,22 @@ impl core::fmt::Display for IgbError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             IgbError::Family(e) => e.describe("igb", f),
-            IgbError::QueueTimeout => write!(
+            IgbError::QueueTimeout { queue } => write!(
                 f,
-                "igb: RXDCTL0.ENABLE did not read back within {} ms",
+                "igb: RXDCTL{queue}.ENABLE did not read back within {} ms",
                 QUEUE_TIMEOUT_US / 1000
+            ),
+            IgbError::Queues { asked } => write!(
+                f,
+                "igb: {asked} queue pairs asked for; the 82576 has 1..={MAX_RSS_QUEUES}"
+            ),
+            IgbError::RetaEntry {
+                index,
+                queue,
+                queues,
+            } => write!(
+                f,
+                "igb: redirection table entry {index} names queue {queue}, but only queues 0..{queues} are brought up"
             ),
             IgbError::PhyTimeout { reg } => write!(
                 f,
@@ -289,15 +322,44 @@ pub fn finish<H: Hal, R: DdRegs>(
     cfg: &IgbConfig,
     now_us: &impl Fn() -> u64,
 ) -> Result<Igb<H, R>, IgbError> {
+    let regs = link_and_flow_control(&mut s, now_us)?;
+    attach_queue(regs, cfg, 0, now_us)
+}
+
+/// [`finish`]'s first step, shared with [`finish_queues`]: the registers out of `s`, the link
+/// waited for (bounded), flow control and VLAN mode off.
+///
+/// # Errors
+/// [`IgbError::Family`]: the link did not come up (the NIC is left reset).
+fn link_and_flow_control<R: DdRegs>(
+    s: &mut Starting<R>,
+    now_us: &impl Fn() -> u64,
+) -> Result<R, IgbError> {
     let wait = |us: u64, done: &dyn Fn() -> bool| wait_until(now_us, us, done);
     let no_fc = CTRL_RFCE | CTRL_TFCE | CTRL_VME;
     let Some(regs) = s.regs.take() else {
-        unreachable!("only `finish` takes the registers, and it consumes `s`")
+        unreachable!("only `finish` and `finish_queues` take the registers, and they consume `s`")
     };
     link_up_clearing(&regs, now_us, &wait, no_fc)?;
     // Autonegotiation's resolution may have set the flow-control enables (QEMU's model sets
     // both once it completes): the policy is off.
     regs.write(CTRL, regs.read(CTRL) & !no_fc);
+    Ok(regs)
+}
+
+/// Give queue `queue` (whose ring registers `regs` addresses: the block itself for queue 0,
+/// [`QueueRegs`] for any) its rings, enable it and the units, and wait (bounded) for
+/// `RXDCTL.ENABLE` to read back.
+///
+/// # Errors
+/// [`IgbError::Family`] (no ring memory), [`IgbError::QueueTimeout`]; the queue's drop stops
+/// it before its rings are freed.
+fn attach_queue<H: Hal, R: DdRegs>(
+    regs: R,
+    cfg: &IgbConfig,
+    queue: u8,
+    now_us: &impl Fn() -> u64,
+) -> Result<Igb<H, R>, IgbError> {
     let units = DdUnits {
         rctl: rctl_filter(cfg),
         tctl: TCTL_PSP | TCTL_CT | TCTL_COLD,
@@ -305,14 +367,21 @@ pub fn finish<H: Hal, R: DdRegs>(
         queue_enable: true,
     };
     let nic = DdNic::attach(regs, units).map_err(E1000eError::Rings)?;
-    if !wait(QUEUE_TIMEOUT_US, &|| {
+    if !wait_until(now_us, QUEUE_TIMEOUT_US, &|| {
         nic.regs().read(RXDCTL) & XDCTL_ENABLE != 0
     }) {
-        // Dropping `nic` resets the NIC (`CTRL.RST`) before its rings are freed.
-        return Err(IgbError::QueueTimeout);
+        // Dropping `nic` resets the NIC (`CTRL.RST`; a queue above 0 is disabled) before its
+        // rings are freed.
+        return Err(IgbError::QueueTimeout { queue });
     }
     Ok(nic)
 }
+
+mod mq;
+pub use mq::{
+    finish_queues, program_rss, IgbQueue, QueueRegs, Rss, ShareRegs, MAX_RSS_QUEUES,
+    MRQC_ENABLE_RSS, MRQC_RSS_FIELDS, RETA, RSSRK, RXCSUM_PCSD,
+};
 
 #[cfg(test)]
 mod tests;

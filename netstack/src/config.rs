@@ -309,14 +309,17 @@ pub const DEFAULT_BURST: usize = 32;
 /// Largest accepted burst: the virtqueue size (256 descriptors).
 pub const MAX_BURST: usize = 256;
 
-/// Most virtio-net queue pairs per port (`queues=`): one forwarding core each.
-pub const MAX_QUEUES: usize = 4;
+/// Most queue pairs per port (`queues=`), one forwarding core each: 16, the Intel 82576's
+/// queue pairs (datasheet §7.1.2.10; igb ports). virtio-net ports take at most
+/// `drivers::virtio_net::MAX_QUEUE_PAIRS` (4), checked at set-up.
+pub const MAX_QUEUES: usize = 16;
 
-/// How many virtio-net queue pairs per port to use (`queues=`).
+/// How many queue pairs per port to use (`queues=`).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
 pub enum Queues {
-    /// min(CPUs, the ports' `max_virtqueue_pairs`, [`MAX_QUEUES`]) when both ports offer
-    /// multi-queue (VIRTIO_NET_F_MQ) outside router mode, else 1 (default).
+    /// virtio-net: min(CPUs, the ports' `max_virtqueue_pairs`, 4) when both ports offer
+    /// multi-queue (VIRTIO_NET_F_MQ) outside router mode, else 1 (default). igb: min(CPUs, 16)
+    /// (RSS) outside the NAT and firewall modes, else 1.
     Auto,
     /// Exactly this many (1..=[`MAX_QUEUES`]); more than 1 needs multi-queue ports and at least
     /// as many CPUs, or the kernel stops with a config error. 1 is the single-queue path.
@@ -378,7 +381,7 @@ pub struct Config {
     /// kexec-style hand-over, or a crafted table set in tests). 16-byte aligned (ACPI 6.5
     /// §5.2.5.1) and below 4 GiB (the identity map). Default: the loader's, else a BIOS-area scan.
     pub acpi_rsdp: Option<u64>,
-    /// `queues=auto|N` (default `auto`): virtio-net queue pairs per port; with N > 1 core `i`
+    /// `queues=auto|N` (default `auto`): queue pairs per port (virtio-net, igb); with N > 1 core `i`
     /// owns queue pair `i` of port 0 and of port 1 and forwards between them (in
     /// `mode=router`, with its own router over the one shared FIB; `auto` means 1 there).
     pub queues: Queues,

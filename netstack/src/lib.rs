@@ -9,8 +9,8 @@
 //!
 //! # Map (lower modules never name upper ones; `cargo xtask lint` checks for cycles)
 //!
-//! * leaves: [`wire`] (header offsets), [`counters`] (per-port counters, drop reasons), and the
-//!   crate root's [`MacAddr`].
+//! * leaves: [`wire`] (header offsets), [`counters`] (per-port counters, drop reasons), [`rss`]
+//!   (the Toeplitz hash, the RSS key and redirection table), and the crate root's [`MacAddr`].
 //! * [`config`]: the kernel command line and the routes file.
 //! * [`forward`]: the `io`/`l2` rewrite (one [`Verdict`] per frame).
 //! * [`router`]: RFC 1812 forwarding, DIR-24-8 FIB, ARP neighbours, ICMP (one action and one
@@ -51,6 +51,7 @@ pub mod http;
 pub mod nat;
 pub mod rng;
 pub mod router;
+pub mod rss;
 pub mod simframes;
 pub mod stats;
 pub mod wire;

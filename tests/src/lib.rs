@@ -286,6 +286,14 @@ impl Rig {
         })
     }
 
+    /// [`Rig::start_intel`] on the root bus with `cpus` vCPUs (`-smp`): igb multi-queue.
+    pub fn start_intel_cpus(model: qemu::NicModel, append: &str, gen: GenConfig, cpus: u32) -> Rig {
+        Rig::start_configured(append, gen, |c| {
+            c.nic = model;
+            c.cpus = cpus;
+        })
+    }
+
     /// [`Rig::start`] on one virtio-net port (port 0) and one e1000e port (port 1):
     /// `--nic mixed`, the kernel's one mixed pair.
     pub fn start_mixed(append: &str, gen: GenConfig) -> Rig {

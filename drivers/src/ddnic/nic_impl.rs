@@ -261,8 +261,7 @@ impl<H: Hal + 'static, R: DdRegs + 'static, const OFFSET: usize, F: DescFormat> 
         self.rx_ready()
     }
     fn reset_device(&mut self) -> bool {
-        self.regs.write(CTRL, CTRL_RST);
-        true
+        self.regs.reset_device()
     }
     unsafe fn take_pages(&mut self, f: &mut dyn FnMut(Pfn)) {
         for k in 0..self.rx_posted {

@@ -134,7 +134,7 @@ fn a_queue_that_does_not_enable_is_a_named_timeout_and_the_nic_is_left_reset() {
     let e = bring_up::<HostHal, _>(NoQueue(SimDdRegs(s)), &L2, clock())
         .err()
         .expect("queue never enabled");
-    assert_eq!(e, IgbError::QueueTimeout);
+    assert_eq!(e, IgbError::QueueTimeout { queue: 0 });
     assert!(std::format!("{e}").contains("RXDCTL0.ENABLE"));
     assert!(
         s.is_reset(),

@@ -277,7 +277,7 @@ const KERNEL_KEYS: &[Key<Config>] = &[
             v => Queues::Count(int_in(
                 v,
                 1..=MAX_QUEUES as u8,
-                "auto or an integer in 1..=4",
+                "auto or an integer in 1..=16",
             )?),
         };
         Ok(())

@@ -581,6 +581,11 @@ pub struct SeqTracker {
     pub duplicates: u64,
     /// Unique receptions whose sequence was lower than the highest seen before.
     pub reordered: u64,
+    /// The highest sequence seen per flow (UDP source port; [`SeqTracker::record_in_flow`]).
+    flow_highest: HashMap<u16, u64>,
+    /// Receptions whose sequence was lower than the highest seen before in the same flow
+    /// (frames of several flows may pass each other on several cores; one flow's may not).
+    pub reordered_in_flow: u64,
 }
 
 impl SeqTracker {
@@ -601,6 +606,25 @@ impl SeqTracker {
             _ => self.highest = Some(seq),
         }
     }
+
+    /// Records `seq` (already [`SeqTracker::record`]ed) as received in flow `flow`.
+    pub fn record_in_flow(&mut self, flow: u16, seq: u64) {
+        match self.flow_highest.get_mut(&flow) {
+            Some(h) if seq < *h => self.reordered_in_flow += 1,
+            Some(h) => *h = seq,
+            None => {
+                self.flow_highest.insert(flow, seq);
+            }
+        }
+    }
+}
+
+/// The UDP source port of a valid synthetic frame (its flow: `UDP_SRC_PORT_BASE + flow`), if
+/// the frame is long enough to hold it.
+fn udp_source_port(frame: &[u8]) -> Option<u16> {
+    let ihl = usize::from(*frame.get(ETH_HDR_LEN)? & 0x0F) * 4;
+    let at = ETH_HDR_LEN + ihl;
+    Some(u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -707,6 +731,10 @@ pub struct DirReport {
     pub received: u64,
     pub duplicates: u64,
     pub reordered: u64,
+    /// Frames that came after a later frame of their own flow (synthetic frames: the UDP
+    /// source port; [`SeqTracker::reordered_in_flow`]).
+    #[serde(skip)]
+    pub reordered_in_flow: u64,
     pub bad: u64,
     /// Frames written off by the window timeout.
     pub timed_out: u64,
@@ -731,6 +759,9 @@ pub struct GenReport {
     pub loss: f64,
     pub duplicates: u64,
     pub reordered: u64,
+    /// Frames reordered within their own flow, all directions ([`DirReport::reordered_in_flow`]).
+    #[serde(skip)]
+    pub reordered_in_flow: u64,
     /// Received frames that failed validation (or matched no sent frame, in pcap mode).
     pub bad: u64,
     pub offered_pps: f64,
@@ -927,6 +958,8 @@ struct DirShared {
     highest: AtomicU64,
     /// The sender is parked waiting for credit.
     waiting: AtomicBool,
+    /// The first flow sent ([`Generator::set_flows`]).
+    first_flow: u16,
     sender: OnceLock<Thread>,
 }
 
@@ -958,6 +991,9 @@ pub struct Generator {
     cfg: GenConfig,
     socks: [HostSock; 2],
     pcap: Option<Vec<Vec<u8>>>,
+    /// The first flow sent ([`Generator::set_flows`]; 0 from bind): flow `first_flow + seq %
+    /// flows`, UDP source port `UDP_SRC_PORT_BASE` plus that.
+    first_flow: u16,
 }
 
 impl Generator {
@@ -1029,6 +1065,7 @@ impl Generator {
             cfg: cfg.clone(),
             socks,
             pcap,
+            first_flow: 0,
         })
     }
 
@@ -1063,6 +1100,26 @@ impl Generator {
         self.cfg.count = Some(count);
     }
 
+    /// Send flows `first..first + flows` (UDP source ports `UDP_SRC_PORT_BASE + first` on) on
+    /// the next [`Generator::run`]: one flow alone with `flows` 1, say.
+    ///
+    /// # Errors
+    /// `flows` 0, or the last flow's source port past 65535.
+    pub fn set_flows(&mut self, first: u16, flows: u16) -> Result<()> {
+        ensure!(flows >= 1, "--flows must be at least 1");
+        ensure!(
+            UDP_SRC_PORT_BASE
+                .checked_add(first)
+                .and_then(|p| p.checked_add(flows - 1))
+                .is_some(),
+            "flows {first}..{} run past UDP port 65535",
+            u32::from(first) + u32::from(flows)
+        );
+        self.first_flow = first;
+        self.cfg.flows = flows;
+        Ok(())
+    }
+
     /// Send frames of `size` bytes on the wire (FCS included) on the next [`Generator::run`]
     /// (synthetic frames, not a pcap's).
     ///
@@ -1090,7 +1147,10 @@ impl Generator {
         let cfg = &self.cfg;
         let datagram_len = cfg.size - FCS_LEN;
         let dirs: Vec<usize> = if cfg.bidir { vec![0, 1] } else { vec![0] };
-        let shared = [DirShared::default(), DirShared::default()];
+        let shared: [DirShared; 2] = core::array::from_fn(|_| DirShared {
+            first_flow: self.first_flow,
+            ..DirShared::default()
+        });
         let stop = AtomicBool::new(false);
         let sending_done = AtomicBool::new(false);
 
@@ -1188,6 +1248,7 @@ impl Generator {
                 received: rx.acc.received,
                 duplicates: rx.acc.duplicates,
                 reordered: rx.acc.reordered,
+                reordered_in_flow: rx.acc.reordered_in_flow,
                 bad: rx.bad,
                 timed_out: tx.timed_out,
                 longest_gap_ms: gap.as_secs_f64() * 1e3,
@@ -1203,6 +1264,7 @@ impl Generator {
             report.received += d.received;
             report.duplicates += d.duplicates;
             report.reordered += d.reordered;
+            report.reordered_in_flow += d.reordered_in_flow;
             report.bad += d.bad;
             report.longest_gap_ms = report.longest_gap_ms.max(d.longest_gap_ms);
         }
@@ -1306,7 +1368,7 @@ fn sender(
         let frame: &[u8] = match pcap {
             Some(frames) => &frames[(seq % frames.len() as u64) as usize],
             None => {
-                let flow = (seq % u64::from(cfg.flows)) as u16;
+                let flow = sh.first_flow + (seq % u64::from(cfg.flows)) as u16;
                 build_frame_into(&mut buf, dir, seq, flow, datagram_len)?;
                 &buf
             }
@@ -1430,7 +1492,10 @@ fn receiver(
                         && expect_ttl.is_none_or(|t| frame[ETH_HDR_LEN + IPV4_TTL] == t) =>
                 {
                     sh.highest.fetch_max(g.seq + 1, Ordering::SeqCst);
-                    res.acc.record(g.seq)
+                    res.acc.record(g.seq);
+                    if let Some(flow) = udp_source_port(frame) {
+                        res.acc.record_in_flow(flow, g.seq);
+                    }
                 }
                 _ => res.bad += 1,
             },

@@ -207,8 +207,9 @@ struct GuestArgs {
     /// The ports' NIC model: `virtio` (virtio-net-pci, default), `e1000e` (QEMU's Intel
     /// 82574L, `-device e1000e,romfile=`; single queue, no `--mtu`: give `mtu0=`/`mtu1=` in
     /// `--append`), `mixed` (virtio-net on port 0, e1000e on port 1: one pair) or `igb`
-    /// (QEMU's Intel 82576, `-device igb,romfile=`, QEMU ≥ 8.0; one queue pair per port, no
-    /// `--mtu`: give `mtu0=`/`mtu1=` in `--append`).
+    /// (QEMU's Intel 82576, `-device igb,romfile=`, QEMU ≥ 8.0; a queue pair per core with RSS,
+    /// on any backend: `--cpus N` gives N, `queues=auto`; no `--mtu`: give `mtu0=`/`mtu1=` in
+    /// `--append`).
     #[arg(long, value_enum, default_value_t = NicModel::Virtio)]
     nic: NicModel,
 }

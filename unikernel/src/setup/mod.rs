@@ -388,7 +388,7 @@ fn choose_queues(
         Queues::Count(_) if want > have => {
             let mut s = heapless::String::new();
             let _ = core::fmt::write(&mut s, format_args!(
-                "queues={want}: the ports offer {offered} queue pair(s) (VIRTIO_NET_F_MQ; QEMU: --backend tap --queues N) and {cpus} CPU(s) are online"
+                "queues={want}: the ports offer {offered} queue pair(s) (VIRTIO_NET_F_MQ; QEMU: --backend tap --queues N) and {cpus} CPU(s) are online; the virtio-net driver takes at most {MAX_QUEUE_PAIRS}"
             ));
             Err(SetupError::Queues(s))
         }

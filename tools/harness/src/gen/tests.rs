@@ -89,6 +89,29 @@ fn seq_tracker_counts_duplicates_and_reorder() {
 }
 
 #[test]
+fn seq_tracker_counts_reorder_within_a_flow_apart_from_reorder_across_flows() {
+    let mut t = SeqTracker::default();
+    // Two flows: 10000's frame 2 passes 10001's 1 (reordered across flows only), then
+    // 10001's 5 passes its own 3 (reordered within the flow).
+    for (flow, s) in [
+        (10000, 0),
+        (10000, 2),
+        (10001, 1),
+        (10000, 4),
+        (10001, 5),
+        (10001, 3),
+    ] {
+        t.record(s);
+        t.record_in_flow(flow, s);
+    }
+    assert_eq!(t.reordered, 2); // 1 (after 2), 3 (after 5)
+    assert_eq!(t.reordered_in_flow, 1); // 3 after 5, both of flow 10001
+    let f = build_frame(0, 7, 3, 100).unwrap();
+    assert_eq!(udp_source_port(&f), Some(UDP_SRC_PORT_BASE + 3));
+    assert_eq!(udp_source_port(&f[..20]), None);
+}
+
+#[test]
 fn sun_path_limit() {
     let ok = PathBuf::from("/tmp/x");
     check_socket_paths(&ok, 2).unwrap();
