@@ -82,6 +82,7 @@ fn mode_of(s: &str) -> SimMode {
         "l2" => SimMode::L2,
         "io" => SimMode::Io,
         "router" => SimMode::Router,
+        "router6" => SimMode::Router6,
         "acl" => SimMode::Acl,
         "acl-router" => SimMode::AclRouter,
         m => panic!("{}: unknown mode `{m}`", baseline_path().display()),

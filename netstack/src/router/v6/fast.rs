@@ -83,10 +83,12 @@ impl<H: Copy, const N: usize, const Q: usize> Router6<'_, H, N, Q> {
         let len = IPV6_HDR_LEN + usize::from(payload);
         let src = u128::from_be_bytes(*f[ip + 8..].first_chunk::<16>()?);
         let dst = u128::from_be_bytes(*f[ip + 24..].first_chunk::<16>()?);
+        // A global unicast destination is local only as a port's global address: the other
+        // addresses `Router6::is_local` knows are link-local or multicast.
         if ETH_HDR_LEN + len > frame_len
             || classify(src) != AddrClass6::Unicast
             || classify(dst) != AddrClass6::Unicast
-            || self.is_local(in_port, dst)
+            || self.ports[..self.nports].iter().any(|q| q.addr.addr == dst)
         {
             return None;
         }
