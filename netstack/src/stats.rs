@@ -1170,24 +1170,28 @@ fn nf_label(s: &Stats) -> &str {
     }
 }
 
-/// The network function's own counters: `gannet_nf_<nf>_<counter>_total`, one series (or one
-/// per index, labelled as declared) each, with the help of `defs` (a counter missing from
-/// `defs` gets a generic one).
+/// The network function's own counters: `gannet_nf_<nf>_<counter>_total` (a gauge:
+/// `gannet_nf_<nf>_<gauge>`), one series (or one per index, labelled as declared) each, with
+/// the help of `defs` (a counter missing from `defs` gets a generic one).
 fn write_nf_counters(s: &Stats, defs: &[CounterDef], w: &mut dyn fmt::Write) -> fmt::Result {
     let nf = nf_label(s);
     for (name, v) in &s.nf_counters.0 {
         let def = defs.iter().find(|d| d.name == name.as_str());
         let help = def.map_or("A counter the network function declares.", |d| d.help);
+        let (total, kind) = match def.is_some_and(|d| d.gauge) {
+            true => ("", "gauge"),
+            false => ("_total", "counter"),
+        };
         writeln!(
             w,
-            "# HELP gannet_nf_{nf}_{name}_total {help}\n# TYPE gannet_nf_{nf}_{name}_total counter"
+            "# HELP gannet_nf_{nf}_{name}{total} {help}\n# TYPE gannet_nf_{nf}_{name}{total} {kind}"
         )?;
         match v {
-            NfValue::One(n) => writeln!(w, "gannet_nf_{nf}_{name}_total {n}")?,
+            NfValue::One(n) => writeln!(w, "gannet_nf_{nf}_{name}{total} {n}")?,
             NfValue::PerIndex(vals) => {
                 let label = def.and_then(|d| d.per).map_or("index", |p| p.label);
                 for (i, n) in vals.iter().enumerate() {
-                    writeln!(w, "gannet_nf_{nf}_{name}_total{{{label}=\"{i}\"}} {n}")?;
+                    writeln!(w, "gannet_nf_{nf}_{name}{total}{{{label}=\"{i}\"}} {n}")?;
                 }
             }
         }

@@ -66,8 +66,10 @@ fn the_inside_opens_and_the_outside_only_answers() {
     );
     let drops = c.per_index("drops").unwrap();
     assert_eq!((drops[1], drops.iter().sum::<u64>()), (1, 1), "{s}");
+    assert_eq!(c.one("connections"), Some(1), "the one tracked: {s}");
     let text = rig.metrics();
     for want in [
+        "gannet_nf_firewall_connections 1",
         "gannet_nf_firewall_new_total 1",
         "gannet_nf_firewall_established_total 4",
         "gannet_nf_firewall_drops_total{reason=\"1\"} 1",

@@ -125,6 +125,12 @@ fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
         "{s}"
     );
     assert_eq!(c.one("sessions_opened"), Some(1), "{s}");
+    // Gauges: the one session and its mapping are still in use.
+    assert_eq!(
+        (c.one("sessions"), c.one("mappings")),
+        (Some(1), Some(1)),
+        "{s}"
+    );
     assert_eq!(c.one("arp_replies"), Some(1), "{s}");
     // Reason 3 no_mapping, 4 filtered (`netstack::nat::NatDrop::NAMES`).
     let drops = c.per_index("drops").expect("drops by reason");
@@ -139,6 +145,8 @@ fn nat_translates_out_and_back_drops_unsolicited_and_answers_arp() {
         "gannet_nf_nat_inbound_total 2",
         "gannet_nf_nat_drops_total{reason=\"3\"} 1",
         "gannet_nf_nat_arp_replies_total 1",
+        "# TYPE gannet_nf_nat_sessions gauge",
+        "gannet_nf_nat_sessions 1",
     ] {
         assert!(text.lines().any(|l| l == want), "no `{want}` in:\n{text}");
     }

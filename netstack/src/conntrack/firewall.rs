@@ -97,6 +97,11 @@ impl<'a> Firewall<'a> {
         &mut self.table
     }
 
+    /// Connections tracked now (of `fw_sessions=`).
+    pub fn connections(&self) -> usize {
+        self.table.len()
+    }
+
     /// The decisions so far.
     pub fn counters(&self) -> FwCounters {
         self.counters

@@ -179,6 +179,16 @@ impl<'a> Nat<'a> {
         Ok(nat)
     }
 
+    /// Sessions in use on this core (of `nat_sessions=`).
+    pub fn sessions_in_use(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Endpoint-independent mappings in use on this core.
+    pub fn mappings_in_use(&self) -> usize {
+        self.maps.len()
+    }
+
     /// What this core has done.
     pub fn counters(&self) -> &NatCounters {
         &self.counters

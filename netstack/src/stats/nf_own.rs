@@ -18,7 +18,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Most counters one network function declares.
-pub const MAX_NF_COUNTERS: usize = 8;
+pub const MAX_NF_COUNTERS: usize = 12;
 /// Most values an NF's counters hold together: one per plain counter, up to
 /// [`PerIndex::max`] per counter with an index. Sizes every core's snapshot (8 bytes each).
 pub const MAX_NF_VALUES: usize = 64;
@@ -35,8 +35,9 @@ pub struct PerIndex {
     pub max: usize,
 }
 
-/// One counter a network function declares: a count since boot that never decreases, read
-/// per core and summed over the cores.
+/// One counter a network function declares: a count since boot that never decreases, or a
+/// gauge ([`CounterDef::gauge`]: a value that goes up and down, such as the entries a table
+/// holds), read per core and summed over the cores.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct CounterDef {
     /// Its name (`[a-z][a-z0-9_]*`, at most [`NF_NAME_MAX`] bytes, not ending in `_total`):
@@ -48,6 +49,9 @@ pub struct CounterDef {
     pub help: &'static str,
     /// `None`: one value. `Some`: one value per index.
     pub per: Option<PerIndex>,
+    /// A gauge (occupancy, not a count of events): in `/metrics` `gannet_nf_<nf>_<name>` of
+    /// type `gauge`, without `_total`; in `STATS` a value under `nf_counters` like the others.
+    pub gauge: bool,
 }
 
 impl CounterDef {
@@ -57,6 +61,17 @@ impl CounterDef {
             name,
             help,
             per: None,
+            gauge: false,
+        }
+    }
+
+    /// A gauge of one value (summed over the cores: the entries every core's table holds).
+    pub const fn gauge(name: &'static str, help: &'static str) -> CounterDef {
+        CounterDef {
+            name,
+            help,
+            per: None,
+            gauge: true,
         }
     }
 
@@ -71,6 +86,7 @@ impl CounterDef {
             name,
             help,
             per: Some(PerIndex { label, max }),
+            gauge: false,
         }
     }
 

@@ -776,6 +776,11 @@ const FILTER: &[CounterDef] = &[
     CounterDef::one("blocked", "Frames to the blocked port, dropped."),
     CounterDef::one("passed", "Frames forwarded."),
 ];
+/// A stateful NF's shape: a count and a gauge of the entries in use.
+const NAT_LIKE: &[CounterDef] = &[
+    CounterDef::one("sessions_opened", "Sessions opened."),
+    CounterDef::gauge("sessions", "Sessions in use."),
+];
 const ACL_LIKE: &[CounterDef] = &[
     CounterDef::per_index("rule_hits", "rule", 4, "Frames matched, by rule."),
     CounterDef::one("default_hits", "Frames no rule matched."),
@@ -882,6 +887,26 @@ fn prometheus_names_the_nf_and_its_counters() {
         );
     }
     promtool_check(&out);
+    // A gauge: its own type, no `_total`; in STATS a value like the others.
+    let mut nat = CounterValues::new(NAT_LIKE);
+    nat.set(0, 5);
+    nat.set(1, 3);
+    let mut out = String::new();
+    write_prometheus(&with_nf("nat", nat), &[0; 11], None, NAT_LIKE, &mut out).unwrap();
+    for want in [
+        "gannet_nf_nat_sessions_opened_total 5",
+        "# HELP gannet_nf_nat_sessions Sessions in use.",
+        "# TYPE gannet_nf_nat_sessions gauge",
+        "gannet_nf_nat_sessions 3",
+    ] {
+        assert!(
+            out.lines().any(|l| l == want),
+            "missing `{want}` in:\n{out}"
+        );
+    }
+    promtool_check(&out);
+    assert!(json(&with_nf("nat", nat))
+        .ends_with(r#""nf_counters":{"sessions_opened":5,"sessions":3}}"#));
     // Without the declaration (a host tool rendering a parsed line): a generic help, the
     // index labelled `index`; a line from before `nf_name`: the mode.
     let mut out = String::new();

@@ -51,7 +51,12 @@ fn declarations_are_checked() {
         assert_eq!(check_counters(nf, defs), Err(want), "{nf} {defs:?}");
     }
     let many: StdVec<CounterDef> = (0..=MAX_NF_COUNTERS)
-        .map(|i| CounterDef::one(["a", "b", "c", "d", "e", "f", "g", "h", "i"][i], "h"))
+        .map(|i| {
+            let names = [
+                "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
+            ];
+            CounterDef::one(names[i], "h")
+        })
         .collect();
     let many: &'static [CounterDef] = many.leak();
     assert_eq!(check_counters("nf", many), Err(CounterDefError::TooMany));

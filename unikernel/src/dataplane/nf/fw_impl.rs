@@ -48,6 +48,10 @@ const COUNTERS: &[CounterDef] = &[
         DROP_NAMES.len(),
         "Frames the firewall dropped, by reason index: 0 malformed, 1 new_from_outside, 2 unrelated_icmp_error, 3 tcp_invalid, 4 unmatched_reply, 5 table_full (frames).",
     ),
+    CounterDef::gauge(
+        "connections",
+        "Connections tracked now, summed over the cores (connections; each core holds fw_sessions).",
+    ),
 ];
 
 /// The stock firewall of one core (see the `fw_impl` module's documentation).
@@ -140,6 +144,7 @@ impl NetworkFunction for FirewallNf {
                 c.table_full,
             ],
         );
+        out.set(4, self.fw.connections() as u64);
     }
 }
 

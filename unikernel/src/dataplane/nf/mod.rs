@@ -160,7 +160,7 @@ pub trait NetworkFunction {
     /// core owns). `true` makes each poll iteration test the core's hand-off ring (one load)
     /// and give what arrived to [`Self::handed`]; `false` (the default) compiles both out.
     const HANDS_OFF: bool = false;
-    /// The counters it declares (at most 8, 64 values in all; names `[a-z][a-z0-9_]*`),
+    /// The counters it declares (at most 12, 64 values in all; gauges too, `CounterDef::gauge`; names `[a-z][a-z0-9_]*`),
     /// whose values [`Self::counters`] writes: in `STATS` under `nf_counters` and in `/metrics`
     /// as `gannet_nf_<NAME>_<counter>_total`. Stable names: dashboards use them. Default:
     /// none.

@@ -126,6 +126,14 @@ const COUNTERS: &[CounterDef] = &[
         "not_translated",
         "Frames dropped untranslated: not IPv4 (nor ARP for the pool), several pages, or another core's (frames).",
     ),
+    CounterDef::gauge(
+        "sessions",
+        "Sessions in use, summed over the cores (sessions; each core holds nat_sessions).",
+    ),
+    CounterDef::gauge(
+        "mappings",
+        "Endpoint-independent mappings in use, summed over the cores (mappings).",
+    ),
 ];
 
 impl NatNf {
@@ -351,6 +359,8 @@ impl NetworkFunction for NatNf {
         out.set_per_index(5, c.drops);
         out.set(6, self.arp_replies);
         out.set(7, self.not_translated);
+        out.set(8, self.nat.sessions_in_use() as u64);
+        out.set(9, self.nat.mappings_in_use() as u64);
     }
 }
 
