@@ -1,8 +1,9 @@
 #!/bin/busybox sh
 # /init of the DPDK peer guest (`cargo xtask bench --peer dpdk`): Debian's kernel + busybox +
 # Debian's dpdk-testpmd and the libraries it links, with the same two ports (MACs
-# 02:00:00:00:00:01/02) as Gannet, virtio-net or (`--nic e1000e`) Intel 82574L, both bound to
-# uio_pci_generic (neither virtio_pci nor e1000e is ever loaded).
+# 02:00:00:00:00:01/02) as Gannet, virtio-net, (`--nic e1000e`) Intel 82574L or (`--nic igb`)
+# Intel 82576, both bound to uio_pci_generic (neither virtio_pci, e1000e nor igb is ever
+# loaded).
 #
 # Kernel command line keys: dpdk_mode=io|mac (testpmd --forward-mode), hugepages=N (2 MiB
 # pages for the EAL; read by the kernel itself).
@@ -26,10 +27,11 @@ for m in $(cat /modules.order); do
   insmod "/lib/modules/$m.ko" || { echo "peer: error: insmod $m failed"; poweroff -f; }
 done
 
-# Both virtio-net functions (vendor 1af4, transitional device 1000) or both 82574Ls (8086 10d3)
-# go to uio_pci_generic.
+# Both virtio-net functions (vendor 1af4, transitional device 1000), both 82574Ls (8086 10d3)
+# or both 82576s (8086 10c9) go to uio_pci_generic.
 echo 1af4 1000 > /sys/bus/pci/drivers/uio_pci_generic/new_id
 echo 8086 10d3 > /sys/bus/pci/drivers/uio_pci_generic/new_id
+echo 8086 10c9 > /sys/bus/pci/drivers/uio_pci_generic/new_id
 N=0
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
   N=$(ls /sys/bus/pci/drivers/uio_pci_generic | grep -c '^0000:')
@@ -37,7 +39,7 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
   sleep 0.1
 done
 if [ "$N" -lt 2 ]; then
-  echo "peer: error: $N virtio-net or e1000e device(s) bound to uio_pci_generic, want 2 ($(ls /sys/bus/pci/devices))"
+  echo "peer: error: $N virtio-net, e1000e or igb device(s) bound to uio_pci_generic, want 2 ($(ls /sys/bus/pci/devices))"
   poweroff -f
 fi
 HP=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages 2>/dev/null)
