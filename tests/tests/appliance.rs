@@ -113,15 +113,7 @@ fn the_template_builds_outside_the_workspace_boots_and_runs_its_nf() {
         ),
         ("blocked=1", "(port_filter's keys: blocked_port)"),
     ] {
-        let (exit, lines) = boot_failing_image(&image, append);
-        let log = lines.join("\n");
-        assert_eq!(exit, GuestExit::GuestFailure, "{append}: {log}");
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains(qemu::CONFIG_ERROR_MARKER) && l.contains(want)),
-            "{append}: no `{want}`:\n{log}"
-        );
+        config_error(boot_failing_image(&image, append), append, want);
     }
 
     files_from_the_bundle(&image, tmp.path());
@@ -213,14 +205,20 @@ fn files_from_the_bundle(image: &std::path::Path, tmp: &std::path::Path) {
             "not a bundle (no `#!gannet-bundle 1` line): `port_filter` reads its files from one",
         ),
     ] {
-        let (exit, lines) = boot_failing_image_with(image, "", bundle(name, text));
-        let log = lines.join("\n");
-        assert_eq!(exit, GuestExit::GuestFailure, "{name}: {log}");
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains(qemu::CONFIG_ERROR_MARKER) && l.contains(want)),
-            "{name}: no `{want}`:\n{log}"
-        );
+        let failed = boot_failing_image_with(image, "", bundle(name, text));
+        config_error(failed, name, want);
     }
+}
+
+/// A boot (`what`) that failed: the guest's failure exit and a `config error` line with
+/// `want`.
+fn config_error((exit, lines): (GuestExit, Vec<String>), what: &str, want: &str) {
+    let log = lines.join("\n");
+    assert_eq!(exit, GuestExit::GuestFailure, "{what}: {log}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(qemu::CONFIG_ERROR_MARKER) && l.contains(want)),
+        "{what}: no `{want}`:\n{log}"
+    );
 }
