@@ -135,3 +135,38 @@ fn the_acl_in_front_of_the_firewall_filters_first() {
     assert_eq!(s.nf.dropped, 2, "denied by the ACL: {s}");
     assert_no_leak(&s);
 }
+
+/// Jumbo frames (MTU 9000, several pages) are judged by their headers in the first page: the
+/// inside's opens the connection, the outside's reply passes, both untouched.
+#[test]
+fn jumbo_frames_are_tracked_like_any_other() {
+    let mut rig = Rig::start_mtu("mode=firewall", gen_count(1, 64, false), 9000);
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let jumbo = |port, src, sp, dst, dp| {
+        let payload: Vec<u8> = (0..9000 - 28).map(|i| (i % 251) as u8).collect();
+        let mut f = Vec::new();
+        PacketBuilder::ethernet2(peer_mac(port), guest_mac(port))
+            .ipv4(src, dst, 64)
+            .udp(sp, dp)
+            .write(&mut f, &payload)
+            .unwrap();
+        f
+    };
+    let out = jumbo(0, INSIDE, 5000, SERVER, 53);
+    p0.send(&out).unwrap();
+    let got = receive_frames(&p1, 1);
+    assert_eq!(got.len(), 1, "{}", rig.tail());
+    assert_eq!(got[0][12..], out[12..], "untouched past the MACs");
+    let reply = jumbo(1, SERVER, 53, INSIDE, 5000);
+    p1.send(&reply).unwrap();
+    let back = receive_frames(&p0, 1);
+    assert_eq!(back.len(), 1, "{}", rig.tail());
+    let s = rig.quit();
+    let c = &s.nf_counters;
+    assert_eq!(
+        (c.one("new"), c.one("established")),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    assert_no_leak(&s);
+}

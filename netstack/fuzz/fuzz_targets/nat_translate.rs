@@ -1,6 +1,8 @@
 #![no_main]
-//! Arbitrary frames through two cores' NAT44 (`netstack::nat::Nat::translate`), frames
-//! handed between them as the verdicts ask: no panic; a frame not translated is untouched;
+//! Arbitrary frames through two cores' NAT44 (`netstack::nat::Nat::translate`; with bit 4 of
+//! the first byte, `translate_len` over the frame's first bytes only, as a frame of several
+//! pages is given), frames handed between them as the verdicts ask: no panic; a frame not
+//! translated is untouched;
 //! a translated one keeps every checksum that was valid; the verdicts match the counters;
 //! no mapping or port outlives its sessions.
 
@@ -118,10 +120,11 @@ fn sums(f: &[u8]) -> Option<(bool, bool)> {
     Some((ip_ok, l4_ok))
 }
 
-fn one(st: &mut State, core: usize, frame: &mut [u8], from: Ingress, hops: u32) {
+fn one(st: &mut State, core: usize, frame: &mut [u8], from: Ingress, hops: u32, head: usize) {
     let before = frame.to_vec();
     let sums_before = sums(frame);
-    let v = st.nats[core].translate(frame, from, st.now);
+    let len = frame.len();
+    let v = st.nats[core].translate_len(&mut frame[..head.min(len)], len, from, st.now);
     assert_eq!(frame.len(), before.len());
     // A hairpin dropped in its inbound half was translated outbound first.
     let hairpin = from == Ingress::Inside
@@ -148,7 +151,7 @@ fn one(st: &mut State, core: usize, frame: &mut [u8], from: Ingress, hops: u32) 
             assert!(usize::from(to) != core && to < 2);
             // The owner takes it; a frame goes at most one more hop (a hairpin onward).
             assert!(hops < 2, "handed off again: {v:?}");
-            one(st, usize::from(to), frame, from, hops + 1);
+            one(st, usize::from(to), frame, from, hops + 1, head);
         }
         _ => {}
     }
@@ -187,5 +190,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let mut frame = data[3..].to_vec();
-    one(st, core, &mut frame, from, 0);
+    // The first page: the whole frame, or (bit 4) all but its last bytes (up to 255).
+    let head = match data[0] & 16 {
+        0 => frame.len(),
+        _ => frame.len().saturating_sub(usize::from(data[1])),
+    };
+    one(st, core, &mut frame, from, 0, head);
 });

@@ -9,7 +9,7 @@
 //! over its own table; both directions of a flow must reach the same core (docs/DESIGN.md,
 //! *Stateful network functions*).
 
-use super::parse::{parse, ParseError, L4};
+use super::parse::{parse_len, ParseError, L4};
 use super::table::{Entry, Table};
 use super::track::{advance, open};
 use super::Side;
@@ -114,10 +114,16 @@ impl<'a> Firewall<'a> {
 
     /// Judge the Ethernet frame `frame` arriving from `from` at `now` (ns), and track it.
     pub fn filter(&mut self, frame: &[u8], from: Side, now: u64) -> FwVerdict {
+        self.filter_len(frame, frame.len(), from, now)
+    }
+
+    /// [`Firewall::filter`] for a frame of `frame_len` bytes whose first page is `head` (a
+    /// jumbo frame): its headers are read in `head` ([`super::parse::parse_len`]).
+    pub fn filter_len(&mut self, head: &[u8], frame_len: usize, from: Side, now: u64) -> FwVerdict {
         if self.table.sweep_due(now) {
             self.table.expire(now, SWEEP_PER_FRAME, &mut nothing);
         }
-        let v = self.judge(frame, from, now);
+        let v = self.judge(head, frame_len, from, now);
         let c = &mut self.counters;
         match v {
             Ok(Judged::Established) => c.established += 1,
@@ -137,8 +143,14 @@ impl<'a> Firewall<'a> {
         }
     }
 
-    fn judge(&mut self, frame: &[u8], from: Side, now: u64) -> Result<Judged, FwDrop> {
-        let flow = parse(frame).map_err(FwDrop::Malformed)?;
+    fn judge(
+        &mut self,
+        frame: &[u8],
+        frame_len: usize,
+        from: Side,
+        now: u64,
+    ) -> Result<Judged, FwDrop> {
+        let flow = parse_len(frame, frame_len).map_err(FwDrop::Malformed)?;
         if let L4::IcmpError(q) = flow.l4kind {
             // The quoted datagram went the other way: it was sent from the side the error
             // is going to, so it matches that side's tuple.

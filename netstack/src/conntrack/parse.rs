@@ -98,6 +98,7 @@ fn ipv4_at(
     f: &[u8],
     ip: usize,
     limit: usize,
+    total_limit: usize,
     quoted: bool,
 ) -> Result<(usize, usize, u8), ParseError> {
     if limit < ip + IPV4_MIN_HDR {
@@ -117,7 +118,7 @@ fn ipv4_at(
     }
     let end = if quoted {
         (ip + total).min(limit)
-    } else if ip + total > limit {
+    } else if ip + total > total_limit {
         return Err(ParseError::Truncated);
     } else {
         ip + total
@@ -158,13 +159,23 @@ fn ports(
 /// The flow of the Ethernet II frame `f`.
 #[inline(always)]
 pub fn parse(f: &[u8]) -> Result<Flow, ParseError> {
+    parse_len(f, f.len())
+}
+
+/// The flow of an Ethernet II frame of `frame_len` bytes whose first `f.len()` are `f` (a
+/// frame of several pages: `f` is its first page). The IPv4 Total Length is checked against
+/// `frame_len`; every header read (the transport header, an ICMP error's quote) must lie in
+/// `f`, else [`ParseError::Truncated`]. [`Flow::end`] is the datagram's end in the frame.
+#[inline(always)]
+pub fn parse_len(f: &[u8], frame_len: usize) -> Result<Flow, ParseError> {
     if f.len() < ETH_HDR_LEN || be16(f, ETHERTYPE.start) != ETHERTYPE_IPV4 {
         return Err(ParseError::NotIpv4);
     }
     let ip = ETH_HDR_LEN;
-    let (hl, end, proto) = ipv4_at(f, ip, f.len(), false)?;
+    let (hl, end, proto) = ipv4_at(f, ip, f.len(), frame_len, false)?;
     let l4 = ip + hl;
-    let len = end - l4;
+    // What of the datagram `f` holds: the headers are read there only.
+    let len = end.min(f.len()) - l4;
     let mut tuple = Tuple {
         src: be32(f, ip + IPV4_SRC.start),
         dst: be32(f, ip + IPV4_DST.start),
@@ -192,7 +203,7 @@ pub fn parse(f: &[u8]) -> Result<Flow, ParseError> {
                         request: f[l4 + ICMP_TYPE] == 8,
                     }
                 }
-                3 | 11 | 12 => L4::IcmpError(quote(f, l4 + ICMP_HDR_LEN, end)?),
+                3 | 11 | 12 => L4::IcmpError(quote(f, l4 + ICMP_HDR_LEN, l4 + len)?),
                 _ => return Err(ParseError::IcmpUnsupported),
             }
         }
@@ -209,7 +220,7 @@ pub fn parse(f: &[u8]) -> Result<Flow, ParseError> {
 
 /// The datagram quoted at `ip`, the outer datagram ending at `end`.
 fn quote(f: &[u8], ip: usize, end: usize) -> Result<Quote, ParseError> {
-    let (hl, qend, proto) = ipv4_at(f, ip, end, true)?;
+    let (hl, qend, proto) = ipv4_at(f, ip, end, end, true)?;
     let l4 = ip + hl;
     let l4_len = qend.saturating_sub(l4);
     if proto == IPPROTO_ICMP && l4_len >= ICMP_HDR_LEN && !matches!(f[l4 + ICMP_TYPE], 0 | 8) {

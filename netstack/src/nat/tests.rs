@@ -989,3 +989,49 @@ proptest::proptest! {
         proptest::prop_assert_eq!(endpoints(&r), (s, dport, h, sport));
     }
 }
+
+/// A jumbo frame given as its first page (`translate_len`): translated by its headers there,
+/// every checksum right over the whole datagram (the payload past the page never read); a
+/// Total Length past the frame is malformed; an ICMP error's quote must lie in the page.
+#[test]
+fn a_frame_of_several_pages_is_translated_by_its_first_page() {
+    let mut nat = Setup::default().build(0);
+    let payload: Vec<u8> = (0..8972).map(|i| (i % 251) as u8).collect();
+    let mut f = Vec::new();
+    eth()
+        .ipv4(HOST_A, SERVER, 64)
+        .udp(5000, 53)
+        .write(&mut f, &payload)
+        .unwrap();
+    assert_eq!(f.len(), 9014);
+    let len = f.len();
+    let head = &mut f[..4084];
+    assert_eq!(
+        nat.translate_len(head, len, Ingress::Inside, 0),
+        Verdict::Forward
+    );
+    let (src, sport, dst, dport) = endpoints(&f);
+    assert_eq!((src, dst, dport), (PUB, SERVER, 53));
+    assert_checksums(&f);
+    // Back in, also by its first page.
+    let mut r = Vec::new();
+    eth()
+        .ipv4(SERVER, PUB, 64)
+        .udp(53, sport)
+        .write(&mut r, &payload)
+        .unwrap();
+    assert_eq!(
+        nat.translate_len(&mut r[..4084], len, Ingress::Outside, S),
+        Verdict::Forward
+    );
+    assert_eq!(endpoints(&r), (SERVER, 53, HOST_A, 5000));
+    assert_checksums(&r);
+    // A Total Length past the frame: malformed, untouched.
+    let mut g = f.clone();
+    let before = g.clone();
+    assert!(matches!(
+        nat.translate_len(&mut g[..4084], len - 1, Ingress::Inside, 0),
+        Verdict::Drop(NatDrop::Malformed(_))
+    ));
+    assert_eq!(g, before);
+}

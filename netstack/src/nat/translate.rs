@@ -9,7 +9,7 @@ use super::{
     has_ports, Filtering, Forward, ForwardFault, Ingress, Mapping, NatConfig, NatCounters, NatDrop,
     NatError, NatStorage, Session, Verdict, MAX_FORWARDS,
 };
-use crate::conntrack::parse::{parse, Flow, ParseError, L4};
+use crate::conntrack::parse::{parse_len, Flow, ParseError, L4};
 use crate::conntrack::table::{Class, Entry, Table};
 use crate::conntrack::track::{advance, open, FROM_OUTSIDE, STATIC};
 use crate::conntrack::{Side, Timeouts, Tuple};
@@ -248,10 +248,24 @@ impl<'a> Nat<'a> {
     /// Translate the Ethernet frame `frame` arriving from `from` at `now` (ns) in place; see
     /// [`Verdict`]. Every drop is counted by reason.
     pub fn translate(&mut self, frame: &mut [u8], from: Ingress, now: u64) -> Verdict {
+        let len = frame.len();
+        self.translate_len(frame, len, from, now)
+    }
+
+    /// [`Nat::translate`] for a frame of `frame_len` bytes whose first page is `head` (a jumbo
+    /// frame): its headers are read and rewritten in `head` (every checksum is updated
+    /// incrementally, RFC 1624, so the payload past it is never read).
+    pub fn translate_len(
+        &mut self,
+        head: &mut [u8],
+        frame_len: usize,
+        from: Ingress,
+        now: u64,
+    ) -> Verdict {
         if self.sessions.sweep_due(now) {
             self.tick(now, SWEEP_PER_FRAME);
         }
-        let v = self.run(frame, from, now);
+        let v = self.run(head, frame_len, from, now);
         match v {
             Verdict::Drop(d) => self.counters.drops[d.index()] += 1,
             Verdict::HandOff { .. } => self.counters.handed_off += 1,
@@ -260,8 +274,8 @@ impl<'a> Nat<'a> {
         v
     }
 
-    fn run(&mut self, frame: &mut [u8], from: Ingress, now: u64) -> Verdict {
-        let flow = match parse(frame) {
+    fn run(&mut self, frame: &mut [u8], frame_len: usize, from: Ingress, now: u64) -> Verdict {
+        let flow = match parse_len(frame, frame_len) {
             Ok(f) => f,
             Err(ParseError::NotIpv4) => return Verdict::NotIpv4,
             Err(e) => return Verdict::Drop(NatDrop::Malformed(e)),

@@ -57,8 +57,6 @@ const COUNTERS: &[CounterDef] = &[
 /// The stock firewall of one core (see the `fw_impl` module's documentation).
 pub struct FirewallNf {
     fw: Firewall<'static>,
-    /// Frames of several pages, dropped unjudged (counted as `malformed`).
-    multi_page: u64,
 }
 
 impl core::fmt::Debug for FirewallNf {
@@ -80,7 +78,7 @@ enum Step {
 impl FirewallNf {
     /// The firewall `fw` on a core.
     pub fn new(fw: Firewall<'static>) -> FirewallNf {
-        FirewallNf { fw, multi_page: 0 }
+        FirewallNf { fw }
     }
 
     /// The firewall (its table and counters).
@@ -97,12 +95,11 @@ impl FirewallNf {
         } else {
             Side::Outside
         };
-        if pkt.len() != pkt.head().len() {
-            // A frame of several pages: its bytes past the first page are not in `head`.
-            self.multi_page += 1;
-            return Step::Drop;
-        }
-        match self.fw.filter(pkt.head(), from, pkt.now_ns()) {
+        // A frame of several pages (jumbo) is judged by its headers in the first page.
+        match self
+            .fw
+            .filter_len(pkt.head(), pkt.len(), from, pkt.now_ns())
+        {
             FwVerdict::Accept | FwVerdict::NotIpv4 => Step::Forward,
             FwVerdict::Drop(_) => Step::Drop,
         }
@@ -136,7 +133,7 @@ impl NetworkFunction for FirewallNf {
         out.set_per_index(
             3,
             [
-                c.malformed + self.multi_page,
+                c.malformed,
                 c.new_from_outside,
                 c.unrelated_icmp_error,
                 c.tcp_invalid,

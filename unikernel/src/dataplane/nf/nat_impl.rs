@@ -82,7 +82,7 @@ pub struct NatNf {
     /// ARP requests for a pool address answered.
     arp_replies: u64,
     /// Frames not translated and dropped: not IPv4 (and not an ARP request for the pool on
-    /// the outside), frames of several pages, a hand-off to another core.
+    /// the outside), a hand-off to another core.
     not_translated: u64,
 }
 
@@ -124,7 +124,7 @@ const COUNTERS: &[CounterDef] = &[
     ),
     CounterDef::one(
         "not_translated",
-        "Frames dropped untranslated: not IPv4 (nor ARP for the pool), several pages, or another core's (frames).",
+        "Frames dropped untranslated: not IPv4 (nor ARP for the pool), or another core's (frames).",
     ),
     CounterDef::gauge(
         "sessions",
@@ -214,13 +214,9 @@ impl NatNf {
         } else {
             Ingress::Outside
         };
-        if pkt.len() != pkt.head().len() {
-            // A frame of several pages: its bytes past the first page are not in `head`.
-            self.not_translated += 1;
-            return Step::Drop;
-        }
-        let now = pkt.now_ns();
-        match self.nat.translate(pkt.head_mut(), from, now) {
+        // A frame of several pages (jumbo) is translated by its headers in the first page.
+        let (now, len) = (pkt.now_ns(), pkt.len());
+        match self.nat.translate_len(pkt.head_mut(), len, from, now) {
             NatVerdict::Forward => {
                 pkt.write_macs(self.words[pkt.out_port()]);
                 Step::Forward
@@ -323,8 +319,8 @@ impl NetworkFunction for NatNf {
             self.not_translated += 1;
             return ctx.drop(h);
         };
-        let now = ctx.now_ns();
-        match self.nat.translate(h.head_mut(), from, now) {
+        let (now, len) = (ctx.now_ns(), h.len());
+        match self.nat.translate_len(h.head_mut(), len, from, now) {
             NatVerdict::Forward => {
                 let out = if from == Ingress::Inside { 1 } else { 0 };
                 h.write_macs(self.words[out]);
