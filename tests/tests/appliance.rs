@@ -157,7 +157,7 @@ fn files_from_the_bundle(image: &std::path::Path, tmp: &std::path::Path) {
         rig.guest
             .lines()
             .iter()
-            .any(|l| l.contains("boot module: file `blocked_ports`, 21 bytes")),
+            .any(|l| l.contains("port_filter: file `blocked_ports` read (3 lines, checked")),
         "{}",
         rig.tail()
     );
@@ -187,7 +187,7 @@ fn files_from_the_bundle(image: &std::path::Path, tmp: &std::path::Path) {
         (
             "bad_line",
             "#!gannet-bundle 1\n--- blocked_ports\n7000\nhttp\n",
-            "boot module: file `blocked_ports` line 2: expected a port number in 0..=65535",
+            "boot module: file `blocked_ports` line 2: expected a port number in 0..=65535 (boot module line 4)",
         ),
         (
             "stock",

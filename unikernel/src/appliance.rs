@@ -381,6 +381,16 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
         let args = NF_ARGS.get().map_or("", |a| a.as_str());
         let _ = apply(args, F::keys(), &mut probe);
         nf_files::apply(bundle.files(), F::files(), &mut probe)?;
+        for f in F::files() {
+            if let Some(text) = bundle.file(f.name) {
+                let n = text.lines().count();
+                log::info!(
+                    "{}: file `{}` read ({n} lines, checked; every core applies it)",
+                    F::NAME,
+                    f.name
+                );
+            }
+        }
         NF_FILES.call_once(|| bundle.clone());
         Ok(())
     }

@@ -254,7 +254,14 @@ fn boot_files<A: Appliance>(
         log::info!("{source}: routes file of {} bytes", text.len());
     }
     if let Err(e) = A::accept_files(&b) {
-        fail(format_args!("config error: {source}: {e}"));
+        // The file's line, and where that is in the module.
+        match b.first_line(e.name) {
+            Some(first) if e.error.line > 0 => fail(format_args!(
+                "config error: {source}: {e} ({source} line {})",
+                first + e.error.line - 1
+            )),
+            _ => fail(format_args!("config error: {source}: {e}")),
+        }
     }
     (b.file("routes"), b.file("rules"))
 }

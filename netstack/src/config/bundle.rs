@@ -60,9 +60,18 @@ pub const FILES: &[FileKind] = &[
 #[derive(Clone, Debug, Default, Eq, PartialEq)]
 pub struct Bundle<'a> {
     files: heapless::Vec<(&'static str, &'a str), MAX_FILES>,
+    /// The module's line of each file's first line (its header's plus one), in `files`' order.
+    first_lines: heapless::Vec<usize, MAX_FILES>,
 }
 
 impl<'a> Bundle<'a> {
+    /// Add file `name` of `text` whose first line is the module's line `first_line`; `Err`
+    /// when [`MAX_FILES`] are there.
+    fn push(&mut self, name: &'static str, text: &'a str, first_line: usize) -> Result<(), ()> {
+        self.files.push((name, text)).map_err(|_| ())?;
+        self.first_lines.push(first_line).map_err(|_| ())
+    }
+
     /// File `name`'s text, if the bundle carries it.
     pub fn file(&self, name: &str) -> Option<&'a str> {
         self.files.iter().find(|(n, _)| *n == name).map(|&(_, t)| t)
@@ -71,6 +80,14 @@ impl<'a> Bundle<'a> {
     /// The names of the files it carries, in order.
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.files.iter().map(|&(n, _)| n)
+    }
+
+    /// The boot module's line number of file `name`'s first line (a file's line `k` is the
+    /// module's line `first_line + k - 1`); `None` if it does not carry the file or is not a
+    /// bundle.
+    pub fn first_line(&self, name: &str) -> Option<usize> {
+        let i = self.files.iter().position(|(n, _)| *n == name)?;
+        self.first_lines.get(i).copied()
     }
 
     /// The files it carries, name and text, in order.
@@ -223,8 +240,9 @@ pub fn parse_with<'a, C: ?Sized>(
     if first.trim_end() != BUNDLE_MAGIC {
         return Err(BundleError::Version(first));
     }
-    // The file being read: its name and the byte offset where its text starts.
-    let mut open: Option<(&'static str, usize)> = None;
+    // The file being read: its name, the byte offset where its text starts and its header's
+    // line.
+    let mut open: Option<(&'static str, usize, usize)> = None;
     let mut offset = 0;
     for (i, seg) in text.split_inclusive('\n').enumerate() {
         let (n, start) = (i + 1, offset);
@@ -252,20 +270,18 @@ pub fn parse_with<'a, C: ?Sized>(
             None => stock_file(n, name, mode)?,
             Some(nf) => nf_file(n, name, nf)?,
         };
-        if b.file(known).is_some() || open.is_some_and(|(o, _)| o == known) {
+        if b.file(known).is_some() || open.is_some_and(|(o, _, _)| o == known) {
             return Err(BundleError::Repeated(n, name));
         }
-        if let Some((o, s)) = open.take() {
-            b.files
-                .push((o, &text[s..start]))
-                .map_err(|_| BundleError::TooMany(n))?;
+        if let Some((o, s, h)) = open.take() {
+            b.push(o, &text[s..start], h + 1)
+                .map_err(|()| BundleError::TooMany(n))?;
         }
-        open = Some((known, offset));
+        open = Some((known, offset, n));
     }
-    if let Some((o, s)) = open {
-        b.files
-            .push((o, &text[s..]))
-            .map_err(|_| BundleError::TooMany(text.lines().count()))?;
+    if let Some((o, s, h)) = open {
+        b.push(o, &text[s..], h + 1)
+            .map_err(|()| BundleError::TooMany(text.lines().count()))?;
     }
     Ok(b)
 }
@@ -407,6 +423,12 @@ mod tests {
         let text = "#!gannet-bundle 1\n--- blocked_ports\n5000\n6000\n";
         let b = parse_with(text, Mode::L2, filter()).unwrap();
         assert_eq!(b.file("blocked_ports"), Some("5000\n6000\n"));
+        assert_eq!(
+            b.first_line("blocked_ports"),
+            Some(3),
+            "after its header on line 2"
+        );
+        assert_eq!(b.first_line("rules"), None);
         let mut f = Filter::default();
         apply(b.files(), FILTER_FILES, &mut f).unwrap();
         assert_eq!(f.ports, [5000, 6000]);

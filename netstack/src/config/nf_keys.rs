@@ -115,7 +115,8 @@ impl Config {
         }
         let mut nf = nf;
         let mut args = NfArgs::new();
-        let cfg = Config::parse_tokens(cmdline, |i, tok, key, value, owner| {
+        let stock = nf.is_none();
+        let cfg = Config::parse_tokens(cmdline, stock, |i, tok, key, value, owner| {
             let Some(nf) = nf.as_mut() else {
                 return match owner {
                     Some(_) => Ok(false),

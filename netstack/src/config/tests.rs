@@ -842,6 +842,17 @@ fn a_network_function_declares_its_own_keys() {
         "key `peer0` belongs to the stock image's mode=l2 or mode=nat; this image runs `filter`"
     );
     assert!(parse_filter("mode=io ip0=10.0.0.1/24 mgmt=ip0").is_ok());
+    // No stock NF runs here, so none of their checks does (the stock router needs ip0/ip1,
+    // the NAT a pool, the firewall one queue pair); the kernel's still do.
+    for line in ["mode=router", "mode=nat", "mode=firewall queues=2"] {
+        assert!(parse_filter(line).is_ok(), "{line}");
+        assert!(Config::parse(line).is_err(), "{line}");
+    }
+    assert_eq!(
+        parse_filter("mgmt=ip1").unwrap_err().key(),
+        Some("ip1"),
+        "the kernel's check"
+    );
     // The stock image does not know the NF's keys.
     assert_eq!(
         Config::parse("blocked_port=1").unwrap_err(),

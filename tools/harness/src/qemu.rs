@@ -268,8 +268,9 @@ pub enum NicModel {
     /// One of each per pair: `virtio-net-pci` on even ports, `e1000e` on odd ones (the kernel
     /// runs one such pair; no `host_mtu`, as for `e1000e`).
     Mixed,
-    /// QEMU's Intel 82576 model, `igb` (PCIe, q35 only; QEMU ≥ 8.0; one queue pair driven;
-    /// no `host_mtu`: `mtu0=`/`mtu1=` on the guest's command line, as for `e1000e`).
+    /// QEMU's Intel 82576 model, `igb` (PCIe, q35 only; QEMU ≥ 8.0; a queue pair per core
+    /// with RSS, `queues=`; no `host_mtu`: `mtu0=`/`mtu1=` on the guest's command line, as
+    /// for `e1000e`).
     Igb,
 }
 

@@ -614,7 +614,7 @@ fn guest_config(g: &GuestArgs, image: PathBuf, dir: &Path, echo: Echo) -> Result
     let mut extra_args = Vec::new();
     if let Some(r) = &g.routes {
         if !r.is_file() {
-            bail!("--routes {}: no such file", r.display());
+            bail!("--routes/--bundle {}: no such file", r.display());
         }
         extra_args.push("-initrd".to_string());
         extra_args.push(r.display().to_string());

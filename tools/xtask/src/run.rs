@@ -374,7 +374,8 @@ pub(crate) fn cmd_run(a: RunArgs) -> Result<()> {
     finish(&guest, exit)?;
     if r.sent > 0 && r.received == 0 {
         bail!(
-            "no frame was forwarded (see the guest's drop counters above: `too_big` counts \
+            "no frame was forwarded (see the guest's drop counters above: the network \
+             function's own drops are `nf.dropped` and its `nf_counters`; `too_big` counts \
              frames over {} bytes, frames larger than a port's big RX buffers (over its MTU) \
              and, with xcore=on, every frame of several pages; `runt`, `bad_desc` and \
              `tx_ring_full` say the rest)",
