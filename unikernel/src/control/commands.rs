@@ -443,9 +443,11 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts, end: End) -> ! {
         }
     };
     print_stats(core, facts);
+    // This core's own ports (queue pairs); the STATS line above has every core's.
     for (i, c) in core.counters().iter().enumerate() {
         info!(
-            "port {i}: rx {} tx {} drops {}",
+            "port {i} (cpu {}'s queue pair): rx {} tx {} drops {}",
+            core.pair(),
             c.rx,
             c.tx,
             c.drops_total()
