@@ -737,8 +737,14 @@ impl core::fmt::Display for ConfigError<'_> {
         match self {
             ConfigError::NotKeyValue(t) => write!(f, "`{t}` is not key=value"),
             ConfigError::UnknownKey(k) => {
-                write!(f, "unknown key `{k}` (known:")?;
+                // The kernel's keys, then each stock network function's under its modes.
+                write!(f, "unknown key `{k}` (the kernel's:")?;
                 for set in owners::KEY_SETS {
+                    if let keys::Owner::Nf(modes) = set.owner {
+                        write!(f, "; ")?;
+                        keys::write_modes(f, modes)?;
+                        write!(f, ":")?;
+                    }
                     for name in set.names() {
                         write!(f, " {name}")?;
                     }

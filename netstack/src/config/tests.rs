@@ -766,8 +766,13 @@ fn keys_belong_to_their_owner() {
     for mode in ["io", "l2", "router ip0=10.0.0.1/24 ip1=10.0.1.1/24"] {
         assert!(Config::parse(&format!("mode={mode} burst=8 tlb=immediate guard=on")).is_ok());
     }
-    // An unknown key lists every known one.
+    // An unknown key lists every known one, the network functions' under their modes.
     let e = Config::parse("speed=10G").unwrap_err().to_string();
+    assert!(
+        e.starts_with("unknown key `speed` (the kernel's: mode "),
+        "{e}"
+    );
+    assert!(e.contains("; mode=router: route ip6_0 ip6_1;"), "{e}");
     for set in owners::KEY_SETS {
         for name in set.names() {
             assert!(e.contains(&format!(" {name}")), "{e}");
