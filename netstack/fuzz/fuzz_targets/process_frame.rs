@@ -1,5 +1,6 @@
 #![no_main]
-//! Arbitrary bytes as frames into the router (IPv6 frames into its IPv6 half, `Router6`): no
+//! Arbitrary bytes as frames into the router (IPv6 frames into its IPv6 half, `Router6`, and
+//! its fast path, which must agree with it on every frame it takes): no
 //! panic, exactly one outcome per frame.
 
 use libfuzzer_sys::fuzz_target;
@@ -109,8 +110,21 @@ fn ipv6(st: &mut State, port: usize, frame: &mut [u8]) {
     let mut out = [0u8; 1600];
     let r = &mut st.router6;
     let balanced = |r: &R6| r.counters().outcomes() + r.queued_frames() as u64 == r.counters().rx;
+    // The fast path first, on a copy: it takes a frame only as the slow path forwards it,
+    // byte for byte, and leaves any other untouched (it counts what it takes itself).
+    let mut fast = frame.to_vec();
+    let taken = r.forward_fast(port, &mut fast, flen, st.now_ns);
+    match taken {
+        Some((p, len)) => assert!(usize::from(p) != port && len <= flen),
+        None => assert_eq!(&fast[..], &frame[..], "refused but changed"),
+    }
+    assert!(balanced(r));
     let before = (r.counters().outcomes(), r.queued_frames());
     let a = r.process(port, frame, st.next_handle, st.now_ns, &mut out);
+    if let Some((p, len)) = taken {
+        assert_eq!(a, Action6::Forward { port: p, len }, "the fast path's");
+        assert_eq!(&fast[..len], &frame[..len], "the fast path's bytes");
+    }
     let after = (r.counters().outcomes(), r.queued_frames());
     assert_eq!(
         (after.0 - before.0) as usize + after.1 - before.1,
