@@ -260,6 +260,57 @@ fn ns_echo_and_forwarding_through_neighbour_discovery() {
 /// A routes file mixing IPv4 and IPv6 lines (an IPv6 route through a link-local gateway named
 /// with its port), kept by `routes reload` (which rebuilds the IPv4 FIB); bad IPv6
 /// configuration refused at boot, naming the key.
+/// Jumbo IPv6 datagrams (MTU 9000: a frame of several pages, which `Router6::process` takes
+/// whole only and counts `beyond_head`) are forwarded by the IPv6 fast path once the next hop
+/// is resolved and cached: hop limit decremented, MACs rewritten, nothing else changed.
+#[test]
+fn jumbo_datagrams_take_the_fast_path_to_a_resolved_next_hop() {
+    let mut rig = Rig::start_mtu(ROUTER6, gen_count(1, 64, false), 9000);
+    let (p0, p1) = (rig.port(0), rig.port(1));
+    let (h0, r1, h1) = (a("2001:db8::2"), a("2001:db8:1::1"), a("2001:db8:1::2"));
+    let udp = |len: usize| {
+        let mut u = vec![0x30, 0x39, 0x00, 0x35];
+        u.extend_from_slice(&((8 + len) as u16).to_be_bytes());
+        u.extend_from_slice(&[0, 0]);
+        u.extend((0..len).map(|i| (i % 251) as u8));
+        eth(
+            guest_mac(0),
+            peer_mac(0),
+            &ipv6(h0, h1, 64, IPPROTO_UDP, &u),
+        )
+    };
+    // The first datagram makes the router solicit h1; h1 answers; the datagram follows.
+    p0.send(&udp(16)).unwrap();
+    recv(&p1, "Neighbor Solicitation", &rig);
+    let na = nd(
+        guest_mac(1),
+        peer_mac(1),
+        h1,
+        r1,
+        h1,
+        Some(NA_SOLICITED | NA_OVERRIDE),
+    );
+    p1.send(&na).unwrap();
+    recv(&p1, "the first datagram", &rig);
+    // The next one goes through the slow path with h1 Reachable: that caches it.
+    p0.send(&udp(16)).unwrap();
+    recv(&p1, "the second datagram", &rig);
+    let sent = udp(8900);
+    assert!(sent.len() > 4096, "a frame of several pages");
+    p0.send(&sent).unwrap();
+    let got = recv(&p1, "the jumbo datagram", &rig);
+    let mut expect = sent.clone();
+    expect[..6].copy_from_slice(&peer_mac(1));
+    expect[6..12].copy_from_slice(&guest_mac(1));
+    expect[ETH_HDR_LEN + 7] = 63;
+    assert_eq!(got, expect, "only MACs and hop limit change");
+    let s = rig.quit();
+    let r6 = s.router6.as_ref().expect("router6 counters");
+    assert_eq!(r6.forwarded, 3, "{s}");
+    assert_eq!(r6.drops.beyond_head, 0, "{s}");
+    assert_no_leak(&s);
+}
+
 #[test]
 fn mixed_routes_file_reload_and_config_errors() {
     let t0 = Instant::now();
