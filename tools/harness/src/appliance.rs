@@ -40,9 +40,14 @@ pub fn new(root: &Path, dest: &Path) -> Result<PathBuf> {
     let root = root
         .canonicalize()
         .with_context(|| format!("resolving {}", root.display()))?;
+    let existed = dest.exists();
     std::fs::create_dir_all(dest).with_context(|| format!("creating {}", dest.display()))?;
     let abs = dest.canonicalize()?;
     if abs.starts_with(&root) && !abs.starts_with(root.join("target")) {
+        // Refused: the (empty) directory made for it goes again.
+        if !existed {
+            let _ = std::fs::remove_dir(&abs);
+        }
         bail!(
             "{}: inside Gannet's checkout {}: put the appliance outside it",
             abs.display(),
@@ -143,6 +148,18 @@ pub fn passed(libtest: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A destination inside the checkout is refused, and the directory made for it removed.
+    #[test]
+    fn an_appliance_inside_the_checkout_is_refused_and_leaves_nothing() {
+        let root = std::env::temp_dir().join(format!("gannet-new-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let dest = root.join("inside-app");
+        let e = new(&root, &dest).unwrap_err().to_string();
+        assert!(e.contains("put the appliance outside it"), "{e}");
+        assert!(!dest.exists(), "{} left behind", dest.display());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn passed_sums_the_test_result_lines() {
