@@ -10,6 +10,10 @@
 //! made from its MAC (modified EUI-64, RFC 4291 Appendix A). The FIB holds the connected
 //! prefixes ([`Router6::connected`]) and the static routes; its next-hop indices point into a
 //! [`NextHop6`] table.
+//!
+//! Past ~800 lines because it is one sans-IO object whose entry points (`process`, `poll`,
+//! `flush`) share the neighbour table, the next-hop cache (`v6::fast`) and the counters; the
+//! fast path, the wire checks and Neighbor Discovery are in their own modules.
 
 use super::fib6::{Poptrie, Route6};
 use super::icmp::TokenBucket;
