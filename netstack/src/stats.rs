@@ -224,12 +224,16 @@ pub struct NfCounters {
     /// does not forward (dropped).
     #[serde(default)]
     pub handoff_dropped: u64,
+    /// Kept frames the NF took in and counts itself (`Ctx::consume`: an ARP reply the router
+    /// learned from), neither sent nor dropped.
+    #[serde(default)]
+    pub consumed: u64,
 }
 
 impl NfCounters {
     /// Every counter with its name (the JSON key and the Prometheus `verdict` label), in
     /// declaration order.
-    pub fn iter(&self) -> [(&'static str, u64); 9] {
+    pub fn iter(&self) -> [(&'static str, u64); 10] {
         [
             ("dropped", self.dropped),
             ("kept", self.kept),
@@ -240,6 +244,7 @@ impl NfCounters {
             ("sent_held", self.sent_held),
             ("handed_off", self.handed_off),
             ("handoff_dropped", self.handoff_dropped),
+            ("consumed", self.consumed),
         ]
     }
 
@@ -254,6 +259,7 @@ impl NfCounters {
         self.sent_held += o.sent_held;
         self.handed_off += o.handed_off;
         self.handoff_dropped += o.handoff_dropped;
+        self.consumed += o.consumed;
     }
 }
 

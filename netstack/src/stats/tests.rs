@@ -167,6 +167,7 @@ fn largest() -> Stats {
             sent_held: m,
             handed_off: m,
             handoff_dropped: m,
+            consumed: m,
         },
         nf_name: name(NF_NAME_MAX),
         nf_counters: largest_nf_counters(),
@@ -392,7 +393,7 @@ fn json_is_the_established_line() {
         r#""tlb":{"pages_unmapped":40,"batches":3,"ipis_sent":0,"poll_requests":0,"#,
         r#""flushes_received":0,"invlpg_pages":0,"full_flushes":0,"wait_cycles":0,"#,
         r#""pending_pages":0}}],"nf":{"dropped":3,"kept":2,"to_mgmt":0,"mgmt_unavailable":0,"#,
-        r#""keep_overflow":0,"bad_port":0,"sent_held":2,"handed_off":0,"handoff_dropped":0},"nf_name":"l2"}"#,
+        r#""keep_overflow":0,"bad_port":0,"sent_held":2,"handed_off":0,"handoff_dropped":0,"consumed":0},"nf_name":"l2"}"#,
     );
     assert_eq!(json(&sample(false)), expected);
     let router = json(&sample(true));
@@ -414,7 +415,7 @@ fn json_is_the_established_line() {
         r#""neigh_queue_full":0,"neigh_timeout":0,"neigh_flushed":0,"neigh_evicted":0},"#,
         r#""neigh_sync":{"sent":5,"applied":5,"dropped":0}},"#,
         r#""nf":{"dropped":3,"kept":2,"to_mgmt":0,"mgmt_unavailable":0,"#,
-        r#""keep_overflow":0,"bad_port":0,"sent_held":2,"handed_off":0,"handoff_dropped":0},"nf_name":"router","#,
+        r#""keep_overflow":0,"bad_port":0,"sent_held":2,"handed_off":0,"handoff_dropped":0,"consumed":0},"nf_name":"router","#,
         r#""mgmt":{"handoff":6,"handoff_dropped":0,"linear":2,"linear_failed":0}}"#,
     );
     assert!(router.starts_with(r#"{"mode":"router","#), "{router}");

@@ -4,6 +4,7 @@
 //! split-ring memory).
 
 use super::fabric::Fabric;
+use super::held::{Held, Stash, StashHandle};
 use super::mgmt_side::MgmtSide;
 use super::nf_side::NfSide;
 use super::page::PageBuf;
@@ -23,14 +24,19 @@ use netstack::router::{Fib, Router};
 use netstack::{Config, DropReason, MacAddr, MacRewrite, PortCounters, RefillMode};
 
 /// A core's router: its own neighbour table, ICMP bucket and counters over the one shared,
-/// read-only FIB.
-/// Its queue handle is the bare frame number: a queued frame is rare (waiting for ARP), so its
-/// owner is read from the page's metadata when the router hands it back.
-pub type CoreRouter = Router<'static, Pfn, 64, 8, &'static Fib<'static>>;
+/// read-only FIB. Its queue handle is the frame's slot in the core's `RouteState::held`
+/// (a [`Stash`]).
+pub type CoreRouter = Router<'static, StashHandle, 64, 8, &'static Fib<'static>>;
 
-/// A core's IPv6 router (`ip6_0=`/`ip6_1=`): over the one boot IPv6 FIB, queue handles the
-/// bare frame number as [`CoreRouter`]'s.
-pub type CoreRouter6 = netstack::router::v6::Router6<'static, Pfn, 64, 8>;
+/// A core's IPv6 router (`ip6_0=`/`ip6_1=`): over the one boot IPv6 FIB, queue handles slots
+/// of `RouteState::held6` as [`CoreRouter`]'s.
+pub type CoreRouter6 = netstack::router::v6::Router6<'static, StashHandle, 64, 8>;
+
+/// Frames a core's router (each family) holds while their next hop resolves: 128, the most
+/// its neighbour table queues behind the entries that may be Incomplete at once
+/// (`NeighTable::MAX_INCOMPLETE` = 64 / 4, 8 frames each). A frame the router queues while the
+/// stash is full is dropped and counted `tx_dropped` when the router releases it.
+pub const ROUTER_HELD: usize = 128;
 
 /// Refill a port's RX ring once this many slots are empty (DPDK's default `rx_free_thresh`,
 /// 32); the ring keeps at least 224 of its 256 buffers posted.
@@ -150,14 +156,6 @@ pub trait MgmtPlane {
     fn drain_tx(&mut self, send: &mut dyn FnMut(&[u8]));
 }
 
-/// Router mode: the pages after the first of a multi-page frame the router's neighbour queue
-/// holds (by its first page): `(first page, the others)`.
-pub(crate) type MultiStash = heapless::Vec<(Pfn, heapless::Vec<Pfn, 3>), MULTI_STASH>;
-
-/// Multi-page frames waiting for ARP at once (per core): 32. One more is queued with its first
-/// page only and dropped (`too_big`) when released.
-pub(crate) const MULTI_STASH: usize = 32;
-
 /// Router mode: a core's router and what goes with it. It lives outside the [`Core`] (the
 /// kernel carves it from the zone at boot, the host rig leaks a `Box`): each poll iteration
 /// lends it to the router's network function (`route::RouterNf`), a pointer move, and
@@ -166,13 +164,15 @@ pub struct RouteState {
     /// The router.
     pub router: CoreRouter,
     /// A page for an ICMP error or ARP request, from pool 0 (kept until used).
-    pub(crate) spare: Option<PageBuf>,
+    pub(crate) spare: Option<Held>,
     /// When the neighbour timers last ran (ns since boot).
     pub(crate) polled_ns: u64,
     /// Cross-core counters.
     pub sync: RouterSync,
-    /// Multi-page frames in the neighbour queue: their other pages.
-    pub(crate) multi: MultiStash,
+    /// The frames `router` queued for a next hop to resolve, by its queue handle.
+    pub(crate) held: Stash<ROUTER_HELD>,
+    /// The frames `router6` queued for Neighbor Discovery, by its queue handle.
+    pub(crate) held6: Stash<ROUTER_HELD>,
     /// The IPv6 router (frames of EtherType 0x86DD), with `ip6_0=`/`ip6_1=`.
     pub router6: Option<CoreRouter6>,
 }
@@ -185,7 +185,8 @@ impl RouteState {
             spare: None,
             polled_ns: 0,
             sync: RouterSync::default(),
-            multi: heapless::Vec::new(),
+            held: Stash::new(),
+            held6: Stash::new(),
             router6: None,
         }
     }
@@ -666,17 +667,13 @@ impl<P: Platform> Core<P> {
             return;
         }
         self.mgmt_poll();
-        let now = P::uptime_ns();
         if let Some(rs) = self.route.take() {
-            rs.polled_ns = now;
-            self.router_events(rs, now);
-            if rs.router6.is_some() {
-                self.router6_events(rs, now);
-            }
+            self.router_tick(rs);
             self.route = Some(rs);
+        } else {
+            self.flush_all();
+            self.kick_all();
         }
-        self.flush_all();
-        self.kick_all();
     }
 
     /// Before halting: say so in the fabric (other cores then wake this one after handing it

@@ -1,6 +1,7 @@
 //! The per-core side of `quit` ([`QuitPhase`]): each phase's work, the following cores' loop
 //! and the boot CPU's lead.
 
+use super::nf::Held;
 use super::page::PageBuf;
 use super::percore::{Core, Platform};
 use super::quit::{QuitError, QuitPhase, QuitReport, TX_DRAIN_NS};
@@ -77,29 +78,24 @@ impl<P: Platform> Core<P> {
         for p in staged {
             self.pages.recycle(p);
         }
-        if let Some(rs) = self.route.as_mut() {
-            while let Some(pfn) = rs.router.flush() {
-                // SAFETY: the router's queue handed the page back (flush).
-                let page = unsafe { self.pages.adopt(pfn) };
+        if let Some(rs) = self.route.take() {
+            // The neighbour queues' handles first (the routers forget them), then every frame
+            // the stashes hold and the spare page.
+            while rs.router.flush().is_some() {}
+            while rs.router6.as_mut().and_then(|r6| r6.flush()).is_some() {}
+            let mut back = |h: Held| {
+                let Held { page, rest, .. } = h;
                 self.pages.recycle(page);
-            }
-            while let Some(pfn) = rs.router6.as_mut().and_then(|r6| r6.flush()) {
-                // SAFETY: the IPv6 router's queue handed the page back (flush).
-                let page = unsafe { self.pages.adopt(pfn) };
-                self.pages.recycle(page);
-            }
-            if let Some(sp) = rs.spare.take() {
-                self.pages.recycle(sp);
-            }
-            // The other pages of multi-page frames whose first page `flush` just returned.
-            for (_, rest) in core::mem::take(&mut rs.multi) {
-                for pfn in rest {
-                    // SAFETY: a page of a frame received on this core, kept in the stash
-                    // since; nobody else holds it.
-                    let page = unsafe { self.pages.adopt(pfn) };
-                    self.pages.recycle(page);
+                for pg in rest {
+                    self.pages.recycle(pg);
                 }
+            };
+            rs.held.take_each(&mut back);
+            rs.held6.take_each(&mut back);
+            if let Some(sp) = rs.spare.take() {
+                back(sp);
             }
+            self.route = Some(rs);
         }
     }
 

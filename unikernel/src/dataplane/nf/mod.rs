@@ -57,9 +57,11 @@ mod nat_impl;
 mod ops;
 mod packet;
 mod shared;
+mod stash;
 mod steer;
 
 pub use super::nf_side::{NfCounters, MAX_TAKEN, MAX_TAKEN_MULTI};
+pub use crate::dataplane::held::{Held, Stash, StashHandle};
 pub use chain::{Chain, Quiet};
 pub use netstack::config::keys::KeyError;
 pub use netstack::config::nf_files::{FileError, NfFile};
@@ -67,7 +69,7 @@ pub use netstack::config::nf_keys::NfKey;
 pub use netstack::stats::{CounterDef, CounterValues, PerIndex};
 pub(crate) use ops::Capped;
 pub use ops::Ctx;
-pub use packet::{Held, Packet};
+pub use packet::Packet;
 pub use shared::{Reader, Retiring, Shared};
 pub use steer::{for_address, MgmtSteer};
 

@@ -4,9 +4,10 @@
 //! [`NetworkFunction::end_of_burst`] through a [`Ctx`], and the tick and release hooks.
 
 pub(crate) use super::handles::{Capped, NfHandle, Stateless};
-use super::packet::{Held, Packet};
+use super::packet::Packet;
 use super::{NetworkFunction, Verdict};
 use crate::dataplane::handoff::Handoff;
+use crate::dataplane::held::Held;
 use crate::dataplane::nf_side::{NfCounters, NfSide, RestPages, Taken, NO_REST};
 use crate::dataplane::page::PageBuf;
 use crate::dataplane::pages::Pages;
@@ -278,6 +279,18 @@ pub struct Ctx<'a, P: Platform> {
     now_ns: u64,
 }
 
+impl<'a, P: Platform> Ctx<'a, P> {
+    /// A context over `core` with no kept frame, at `now_ns` (for the in-crate router's work
+    /// outside an iteration's end: its cross-core sync and its timers).
+    pub(crate) fn new(core: &'a mut Core<P>, now_ns: u64) -> Self {
+        Ctx {
+            core,
+            next: 0,
+            now_ns,
+        }
+    }
+}
+
 impl<P: Platform> Ctx<'_, P> {
     /// The next frame kept ([`Verdict::Keep`]) in this iteration, in arrival order; `None`
     /// when there is none left (always, in `tick` and `release_all`).
@@ -289,12 +302,6 @@ impl<P: Platform> Ctx<'_, P> {
             }
         }
         None
-    }
-
-    /// The core, for the in-crate router's slow path (its neighbour sync, its fragments, the
-    /// management plane's copy of ARP): kernel services that are not public API yet.
-    pub(crate) fn core(&mut self) -> &mut Core<P> {
-        self.core
     }
 
     /// Nanoseconds since boot, read once when the hook started.
@@ -432,6 +439,89 @@ impl<P: Platform> Ctx<'_, P> {
         self.recycle(h);
     }
 
+    /// Give the management plane of `h`'s port a copy of its bytes and keep `h` (a frame the
+    /// NF acts on itself and the management plane should see too: the router lets smoltcp
+    /// see the ARP frames it learns from). Not a verdict: no [`NfCounters`] field counts it.
+    /// `false` when the port has no management plane or `h` is of several pages.
+    pub fn copy_to_mgmt(&mut self, h: &Held) -> bool {
+        h.rest.is_empty() && self.core.copy_to_mgmt(h.port(), h.bytes())
+    }
+
+    /// A frame the NF took in and counted itself (an ARP reply the router learned from, a
+    /// frame its own counters name): its pages back to their pool, counted in
+    /// [`NfCounters::consumed`] (not `dropped`: the NF's counters say what became of it).
+    pub fn consume(&mut self, h: Held) {
+        self.core.nf_side.counters.consumed += 1;
+        self.recycle(h);
+    }
+
+    /// Count a frame the NF could not send out of local port `port` (0 or 1) for `why`
+    /// (`too_big`, `no_buffer`, ...) in the port's drops, as the driver counts its own; a
+    /// port the core does not have is ignored.
+    pub fn count_port_drop(&mut self, port: usize, why: DropReason) {
+        if let Some(c) = self.core.counters.get_mut(port) {
+            c.drop(why);
+        }
+    }
+
+    /// Send every frame of `frames` out of local port `port`, or none of them: staged only if
+    /// the port's TX ring has a slot for each beyond what is staged (a train that must arrive
+    /// whole: the fragments of one datagram). Refused, the frames are dropped, counted once
+    /// on the port (`tx_ring_full`, or `link_down` while its link is down; a port the core does
+    /// not have: [`NfCounters::bad_port`]). Frames of one page only (a frame of several is
+    /// dropped, counted `too_big` on the port). Returns whether they were staged.
+    pub fn send_all<const N: usize>(
+        &mut self,
+        frames: heapless::Vec<Held, N>,
+        port: usize,
+    ) -> bool {
+        let refused = if port >= PORTS {
+            self.core.nf_side.counters.bad_port += 1;
+            None
+        } else if frames.iter().any(|h| !h.rest.is_empty()) {
+            Some(DropReason::TooBig)
+        } else {
+            self.core.tx_refusal(port, frames.len())
+        };
+        if port >= PORTS || refused.is_some() {
+            if let Some(why) = refused {
+                self.core.counters[port].drop(why);
+            }
+            for h in frames {
+                self.recycle(h);
+            }
+            return false;
+        }
+        for h in frames {
+            self.core.nf_side.counters.sent_held += 1;
+            let len = h.len();
+            self.core.stage_tx(port, h.page, len);
+        }
+        true
+    }
+
+    /// Tell every other forwarding core's router what this core's learned from ARP (the
+    /// fabric's neighbour rings; an in-crate service of the stock router). Returns the
+    /// updates sent and those a full ring dropped (that core resolves by its own request).
+    pub(crate) fn share_neigh(&mut self, u: netstack::router::NeighUpdate) -> (u64, u64) {
+        let fabric = self.core.fabric;
+        let me = self.core.pair();
+        let (mut sent, mut dropped) = (0, 0);
+        for (k, ring) in fabric.neigh.iter().enumerate().take(fabric.cores()) {
+            if k == me {
+                continue;
+            }
+            match ring.push(u) {
+                Ok(()) => {
+                    sent += 1;
+                    self.core.wake_if_sleeping(k);
+                }
+                Err(_) => dropped += 1,
+            }
+        }
+        (sent, dropped)
+    }
+
     /// Every page of `h` back to its pool.
     fn recycle(&mut self, h: Held) {
         let Held { page, rest, .. } = h;
@@ -457,6 +547,39 @@ impl<P: Platform> Ctx<'_, P> {
             port: port as u8,
             mark: 0,
         })
+    }
+
+    /// `n` fresh pages of local port `port`'s pool to build a train of frames in (each as
+    /// [`Ctx::alloc`] gives one), or none: too few pages is counted `no_buffer` on the port
+    /// (as the driver counts a refill that found none); `n` over `N` or a port the core does
+    /// not have gives `None` uncounted.
+    pub fn alloc_train<const N: usize>(
+        &mut self,
+        port: usize,
+        n: usize,
+    ) -> Option<heapless::Vec<Held, N>> {
+        if port >= PORTS || n > N {
+            return None;
+        }
+        let mut made = heapless::Vec::new();
+        while made.len() < n {
+            let Some(h) = self.alloc(port) else {
+                self.core.counters[port].no_buffer += 1;
+                for h in made {
+                    self.free(h);
+                }
+                return None;
+            };
+            // At most n ≤ N pushes.
+            let _ = made.push(h);
+        }
+        Some(made)
+    }
+
+    /// Give back a page from [`Ctx::alloc`] or [`Ctx::alloc_train`] the NF did not use
+    /// (no frame in it: nothing counted). A received frame is dropped with [`Ctx::drop`].
+    pub fn free(&mut self, h: Held) {
+        self.recycle(h);
     }
 
     /// The frame `t` took, as a held frame.
@@ -649,6 +772,10 @@ impl<P: Platform> Core<P> {
         }
         nf.end_of_burst(&mut ctx);
         ctx.finish();
+        // What the hook gave the management plane (the router's frames for its address).
+        if self.mgmt().is_some_and(|m| m.rx_pending() > 0) {
+            self.mgmt_poll();
+        }
         self.flush_all();
     }
 
@@ -696,7 +823,7 @@ impl<P: Platform> Core<P> {
     }
 
     /// Run `hook` with a [`Ctx`] holding no kept frames, then flush and kick.
-    fn run_hook<F>(&mut self, nf: &mut F, hook: impl FnOnce(&mut F, &mut Ctx<'_, P>)) {
+    pub(crate) fn run_hook<F>(&mut self, nf: &mut F, hook: impl FnOnce(&mut F, &mut Ctx<'_, P>)) {
         let now_ns = P::uptime_ns();
         let mut ctx = Ctx {
             core: self,

@@ -1,12 +1,11 @@
-//! [`Packet`] (a frame borrowed for [`NetworkFunction::process`](super::NetworkFunction::process),
-//! with typed zero-copy header views) and [`Held`] (a frame the NF owns after
-//! [`Verdict::Keep`](super::Verdict::Keep)).
+//! [`Packet`]: a frame borrowed for [`NetworkFunction::process`](super::NetworkFunction::process),
+//! with typed zero-copy header views (a frame the NF owns after
+//! [`Verdict::Keep`](super::Verdict::Keep) is a [`Held`](super::Held)).
 //!
 //! The views are `smoltcp::wire`'s (wire parsing apart from behaviour, one protocol per type):
 //! an accessor reads the field from the frame's bytes where it lies, nothing is copied.
 
-use crate::dataplane::page::PageBuf;
-use drivers::nic::MAX_FRAME_PAGES;
+use crate::dataplane::held::put_macs;
 use netstack::wire::{ETHERTYPE, ETHERTYPE_IPV4, ETH_HDR_LEN, IPPROTO_TCP, IPPROTO_UDP};
 use smoltcp::wire::{EthernetFrame, Ipv4Packet, TcpPacket, UdpPacket};
 
@@ -43,7 +42,7 @@ impl<'a> Packet<'a> {
     }
 
     /// Attach `mark` to the frame for [`Verdict::Keep`](super::Verdict::Keep): the
-    /// [`Held`] it becomes carries it ([`Held::mark`]), so `end_of_burst` knows what `process`
+    /// [`Held`](super::Held) it becomes carries it ([`Held::mark`](super::Held::mark)), so `end_of_burst` knows what `process`
     /// decided for it (an output port, a rewrite already made) without a list of its own. A
     /// 16-bit value of the NF's choosing, as Linux's `skb->mark` or DPDK's mbuf user data;
     /// 0 unless set. Ignored for any other verdict.
@@ -162,130 +161,5 @@ impl<'a> Packet<'a> {
         let start = ETH_HDR_LEN + usize::from(ip.header_len());
         let end = ETH_HDR_LEN + usize::from(ip.total_len());
         self.head.get(start..end)
-    }
-}
-
-/// A frame the NF owns: kept by [`Verdict::Keep`](super::Verdict::Keep) (or made by
-/// [`Ctx::alloc`](super::Ctx::alloc)), until it is handed on through a
-/// [`Ctx`](super::Ctx) ([`send`](super::Ctx::send), [`drop`](super::Ctx::drop),
-/// [`to_mgmt`](super::Ctx::to_mgmt)). Not `Clone`; dropping one instead of handing it on
-/// leaks its pages (debug builds panic, naming the page).
-///
-/// A frame received in several pages (jumbo MTU, up to `MAX_FRAME_PAGES` = 4) stays in them:
-/// its headers in the first ([`Held::head`]), every page but the last full, the whole frame as
-/// [`Held::segments`]; sent, it leaves as the same pages (one descriptor chain).
-#[must_use = "a held frame must be sent or dropped through the Ctx; dropping it leaks its page"]
-pub struct Held {
-    pub(crate) page: PageBuf,
-    /// The later pages of a frame of several pages, in order (empty: one page).
-    pub(crate) rest: heapless::Vec<PageBuf, { MAX_FRAME_PAGES - 1 }>,
-    /// Frame bytes.
-    pub(crate) len: u16,
-    /// Where the frame starts in the page (the NIC's header room).
-    pub(crate) offset: u16,
-    /// The local port it came in on (or was allocated for).
-    pub(crate) port: u8,
-    /// What `process` attached to it ([`Packet::set_mark`]; 0 for a frame from
-    /// [`Ctx::alloc`](super::Ctx::alloc)).
-    pub(crate) mark: u16,
-}
-
-impl Held {
-    /// The frame's length in bytes.
-    pub fn len(&self) -> usize {
-        usize::from(self.len)
-    }
-
-    /// Whether the frame has no bytes (a fresh page from [`Ctx::alloc`](super::Ctx::alloc)).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The local port it came in on (or was allocated for).
-    pub fn port(&self) -> usize {
-        usize::from(self.port)
-    }
-
-    /// The mark [`Packet::set_mark`] attached to it when it was kept (0 unless set).
-    pub fn mark(&self) -> u16 {
-        self.mark
-    }
-
-    /// Pages the frame lies in (1, or up to `MAX_FRAME_PAGES` for a jumbo frame).
-    pub fn pages(&self) -> usize {
-        1 + self.rest.len()
-    }
-
-    /// The frame's bytes in its first page: the whole frame when it is one page
-    /// ([`Held::pages`] 1), else its first bytes (headers included; [`Held::segments`] has
-    /// the rest).
-    pub fn head(&self) -> &[u8] {
-        let start = usize::from(self.offset);
-        &self.page.page()[start..start + self.head_len()]
-    }
-
-    /// Write the destination and source MAC addresses, as [`Packet::write_macs`] does (a
-    /// frame shorter than an Ethernet header is left as it is).
-    pub fn write_macs(&mut self, words: (u64, u32)) {
-        put_macs(self.head_mut(), words);
-    }
-
-    /// [`Held::head`], writable: rewrite headers in place.
-    pub fn head_mut(&mut self) -> &mut [u8] {
-        let (start, len) = (usize::from(self.offset), self.head_len());
-        &mut self.page.page_mut_at(start)[..len]
-    }
-
-    /// The frame's bytes, in order, one slice per page (their lengths sum to [`Held::len`]).
-    pub fn segments(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        let mut left = self.len() - self.head_len();
-        core::iter::once(self.head()).chain(self.rest.iter().map(move |p| {
-            let n = left.min(mm::PAGE_SIZE);
-            left -= n;
-            &p.page()[..n]
-        }))
-    }
-
-    /// The frame's bytes: [`Held::head`], which is all of them for a frame of one page.
-    pub fn bytes(&self) -> &[u8] {
-        self.head()
-    }
-
-    /// [`Held::bytes`], writable.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        self.head_mut()
-    }
-
-    /// Bytes of the frame in its first page.
-    fn head_len(&self) -> usize {
-        self.len().min(self.room())
-    }
-
-    /// Most bytes the frame can hold (its page less the NIC's header room).
-    pub fn room(&self) -> usize {
-        mm::PAGE_SIZE - usize::from(self.offset)
-    }
-
-    /// Set the frame's length to `len` bytes (capped at [`Held::room`]) and return them,
-    /// writable: to build a frame in a page from [`Ctx::alloc`](super::Ctx::alloc). A frame
-    /// of several pages keeps its length (it returns [`Held::head_mut`]).
-    pub fn set_len(&mut self, len: usize) -> &mut [u8] {
-        if self.rest.is_empty() {
-            self.len = len.min(self.room()) as u16;
-        }
-        self.head_mut()
-    }
-}
-
-/// The destination and source MACs of `frame` from `words` ([`netstack::MacRewrite::words`]):
-/// one 8-byte and one 4-byte store through the Ethernet header as a fixed-size chunk, whose
-/// length test in the fused loop is the one made against the NF's minimum before `process` (so
-/// it folds away), and the two stores need none.
-#[inline(always)]
-fn put_macs(frame: &mut [u8], words: (u64, u32)) {
-    if let Some(h) = frame.first_chunk_mut::<ETH_HDR_LEN>() {
-        let (a, b) = h.split_at_mut(8);
-        a.copy_from_slice(&words.0.to_le_bytes());
-        b[..4].copy_from_slice(&words.1.to_le_bytes());
     }
 }

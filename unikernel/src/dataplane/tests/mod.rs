@@ -5,6 +5,7 @@
 mod acl;
 mod ddnic;
 mod fw;
+mod held;
 mod mgmt;
 mod nat;
 mod nf;

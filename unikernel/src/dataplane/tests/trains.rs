@@ -186,9 +186,10 @@ fn a_train_that_does_not_fit_the_tx_ring_is_dropped_whole_and_a_refused_frame_is
 fn a_train_short_of_pages_is_dropped_whole() {
     let mut rig = resolved("mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 mgmt=none mtu1=576");
     let c = &mut rig.cores[0];
-    // Take every page of pool 0 (and the zone behind it), then give 2 back: the train needs 3.
+    // Take every page of pool 1, the egress port's, where fragments are made (and the zone
+    // behind it), then give 2 back: the train needs 3.
     let mut held: Vec<PageBuf> = Vec::new();
-    while let Some(pg) = c.core.pages_mut().alloc(0) {
+    while let Some(pg) = c.core.pages_mut().alloc(1) {
         held.push(pg);
     }
     for pg in held.drain(..2) {
