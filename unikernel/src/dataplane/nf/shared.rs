@@ -1,7 +1,8 @@
 //! [`Shared`]: read-mostly state every core's network function reads (a table, a rule set, a
-//! FIB) and the control plane replaces live, RCU style: the same publish / quiescent state /
-//! grace period the router's FIB reload runs (`setup/fib`, after Linux's RCU: McKenney and
-//! Slingwine, "Read-Copy Update", 1998), made generic so that any NF can have it.
+//! FIB) and the control plane replaces live, RCU style (after Linux's RCU: McKenney and
+//! Slingwine, "Read-Copy Update", 1998): publish / quiescent state / grace period. The
+//! router's FIB reload runs on it too (`setup/fib`, whose stepped build and batched
+//! retirement free the old FIB once [`Shared::retired`] hands it back).
 //!
 //! * **Publish** ([`Shared::publish`], one writer at a time: the boot CPU's housekeeping or the
 //!   management plane): the new value's pointer is stored, then the generation bumped (both
@@ -10,7 +11,8 @@
 //!   [`NetworkFunction::tick`](super::NetworkFunction::tick) or `end_of_burst`): the
 //!   generation, then the pointer (both `Acquire`, in the opposite order), then the core
 //!   records the generation it now uses (`Release`). One `Acquire` load when nothing changed
-//!   ([`Reader::refresh`]).
+//!   ([`Reader::refresh`]). A reader whose switch can fail peeks ([`Shared::peek`]) and
+//!   records ([`Shared::record`]) only once it switched.
 //! * **Retire** ([`Shared::retired`]): once every core has recorded a generation at least the
 //!   replacement's, no core can hold the old value (a core records a generation only after it
 //!   let go of what it read before), and the writer gets it back to free or reuse.
@@ -65,18 +67,36 @@ impl<T: Sync + 'static, const CORES: usize> Shared<T, CORES> {
     /// uses its generation (so older values may retire). `core` at or above `CORES` reads
     /// without recording (it never holds up a retirement: do not use it for such a core).
     pub fn read(&self, core: usize) -> &'static T {
+        let (generation, value) = self.peek();
+        self.record(core, generation);
+        value
+    }
+
+    /// The current generation and value, recording nothing: for a reader that must do
+    /// something with the value before it may say it moved on ([`Shared::record`], e.g. a
+    /// switch that can fail: the router's FIB). The value is of that generation or a newer one.
+    pub fn peek(&self) -> (u64, &'static T) {
         let generation = self.generation.load(Ordering::Acquire);
         let p = self.current.load(Ordering::Acquire);
         // SAFETY: `p` was stored from a `&'static T` (in `new` or `publish`) no later than the
         // generation just loaded (stored `Release` before the generation, loaded `Acquire` after
         // it), so it is a value of that generation or a newer one; such a value is not handed
-        // back by `retired` before this core records a generation at least its own, which it
-        // does below, only after its previous value's last use (the reader's contract).
-        let value = unsafe { &*p };
+        // back by `retired` before every reader records a generation at least its own, which a
+        // reader does only after its previous value's last use (the reader's contract).
+        (generation, unsafe { &*p })
+    }
+
+    /// Record that core `core` now uses the value of `generation` (from [`Shared::peek`]) and
+    /// holds no older one: older values may retire. Ignored for `core` at or above `CORES`.
+    pub fn record(&self, core: usize, generation: u64) {
         if let Some(s) = self.seen.get(core) {
             s.store(generation, Ordering::Release);
         }
-        value
+    }
+
+    /// The generation core `core` last recorded (0: none yet, or `core` at or above `CORES`).
+    pub fn recorded(&self, core: usize) -> u64 {
+        self.seen.get(core).map_or(0, |s| s.load(Ordering::Relaxed))
     }
 
     /// The current value, recording no reader: for the CPU that retires old values (it frees
@@ -193,6 +213,27 @@ mod tests {
         r[0].refresh(&s);
         assert_eq!(s.late(&old, 1), 0);
         assert_eq!(*s.retired(old, 1).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_reader_that_peeks_holds_the_old_value_until_it_records() {
+        let v1: &'static u32 = Box::leak(Box::new(1));
+        let v2: &'static u32 = Box::leak(Box::new(2));
+        let s: Shared<u32, 2> = Shared::new(v1);
+        s.read(0);
+        s.read(1);
+        assert_eq!((s.recorded(0), s.recorded(1), s.recorded(7)), (1, 1, 0));
+        let old = s.publish(v2);
+        s.read(0);
+        // Core 1 looks at the new value but has not switched to it (its switch failed, say).
+        assert_eq!(s.peek(), (2, v2));
+        assert_eq!(s.recorded(1), 1, "peeking records nothing");
+        let old = s
+            .retired(old, 2)
+            .expect_err("core 1 may still use the old value");
+        assert_eq!(s.late(&old, 2), 0b10);
+        s.record(1, 2);
+        assert_eq!(*s.retired(old, 2).unwrap(), 1);
     }
 
     /// Writers publish and retire while readers on other threads read at their quiescent

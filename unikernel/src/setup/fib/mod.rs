@@ -9,10 +9,11 @@
 //!
 //! Live reload (RCU style): `routes commit` (or `PUT /routes`) starts a build on the boot CPU
 //! that runs a bounded step at a time between its poll iterations ([`poll_build`],
-//! [`build`]), so the boot CPU keeps forwarding; the new FIB is published (`PUBLISHED`
-//! pointer, then `GENERATION`), and each routing core switches its router at its quiescent
-//! point ([`quiescent`], from housekeeping) and records the generation it saw. Once every
-//! routing core saw it, the old FIB is retired, also in bounded steps ([`retire`]): all its
+//! [`build`]), so the boot CPU keeps forwarding; the new FIB is published through the one
+//! RCU machinery every network function's shared state uses (`FIB`, a
+//! [`Shared`]`<Fib>`: pointer, then generation), and each routing core switches its router at
+//! its quiescent point ([`quiescent`], from housekeeping) and records the generation it saw.
+//! Once every routing core saw it ([`Shared::retired`]), the old FIB is retired, also in bounded steps ([`retire`]): all its
 //! vmap ranges unmapped into one flush batch, one shootdown to the routing cores, then its
 //! frames freed and its ranges released. A build that fails gives back what it took in the
 //! same bounded steps (a local flush). FIB records live in a fixed pool of slots (no heap).
@@ -30,6 +31,7 @@ mod retire;
 mod upload;
 
 use crate::arch::time::uptime_us;
+use crate::dataplane::nf::{Retiring, Shared};
 use crate::dataplane::{Core, CoreRouter, Platform};
 use crate::mem::paging::PAGE;
 use crate::mem::vmap::VmArea;
@@ -39,7 +41,7 @@ use build::{build_step, Budget, Job, Phase, Source, STEP_GAP_US, STEP_US};
 use core::cell::UnsafeCell;
 use core::fmt::Write;
 use core::net::Ipv4Addr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use log::info;
 use mm::{Pfn, Zone};
 use netstack::config::PORTS;
@@ -228,19 +230,21 @@ struct Slot(UnsafeCell<Option<FibRecord>>);
 
 // SAFETY: a slot is written only by the boot CPU (boot, `routes commit`, retirement), and
 // only while no other CPU holds a reference into it: a record is filled before its FIB is
-// published and taken out only after every routing core acknowledged (its `SEEN` generation)
+// published and taken out only after every routing core acknowledged (`Shared::retired`)
 // that it switched to a newer FIB. In between, every CPU only reads it (`&Fib`).
 unsafe impl Sync for Slot {}
 
 static SLOTS: [Slot; FIB_SLOTS] = [const { Slot(UnsafeCell::new(None)) }; FIB_SLOTS];
 
-/// The published FIB (RCU pointer): set by the boot CPU with `Release` before
-/// [`GENERATION`], read by each routing core at its quiescent point.
-static PUBLISHED: AtomicPtr<Fib<'static>> = AtomicPtr::new(core::ptr::null_mut());
-/// Generation of the published FIB (0: none, not router mode).
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-/// Per CPU: the FIB generation its router uses (its last RCU quiescent state).
-static SEEN: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// The published FIB (generation 1 the boot FIB, published once by [`build_fib`]; unset
+/// outside router mode), read by each routing core at its quiescent point, which records
+/// there the generation it uses (CPU `k` is core `k`).
+static FIB: spin::Once<Shared<Fib<'static>, MAX_CPUS>> = spin::Once::new();
+
+/// The published FIB's generation (0: none, not router mode).
+fn published_generation() -> u64 {
+    FIB.get().map_or(0, |s| s.generation())
+}
 
 /// The boot CPU's reload state.
 struct Reload {
@@ -291,7 +295,7 @@ static NEXT_STEP_US: AtomicU64 = AtomicU64::new(0);
 
 /// The `fib` section of STATS (`None` outside router mode).
 pub fn fib_stats() -> Option<FibStats> {
-    let generation = GENERATION.load(Ordering::Acquire);
+    let generation = published_generation();
     (generation > 0).then(|| FibStats {
         generation,
         reloads: RELOADS.load(Ordering::Relaxed),
@@ -356,21 +360,27 @@ fn log_fib(what: &str, rec: &FibRecord, job: &Job) {
     ));
 }
 
-/// Put `rec` in free slot `slot` and publish it as generation `generation` (RCU publish:
-/// the record is complete before the pointer, the pointer before the generation).
-fn publish(r: &mut Reload, slot: usize, mut rec: FibRecord, generation: u64) {
-    rec.generation = generation;
+/// Put `rec` in free slot `slot` and publish it as the next generation (RCU publish: the
+/// record is complete before the pointer, the pointer before the generation; the first is
+/// generation 1). Returns the FIB it replaced, to retire (`None` for the first).
+fn publish(r: &mut Reload, slot: usize, mut rec: FibRecord) -> Option<Retiring<Fib<'static>>> {
+    rec.generation = published_generation() + 1;
     ROUTES.store(rec.fib.len() as u64, Ordering::Relaxed);
     PAGES.store(rec.mem.pages(), Ordering::Relaxed);
     // SAFETY: `slot` is free (no FIB of it is published or retiring, so no CPU holds a
     // reference into it) and only the boot CPU writes slots (see `Slot`).
-    let fib: *const Fib<'static> = unsafe {
+    let fib: &'static Fib<'static> = unsafe {
         let cell = &mut *SLOTS[slot].0.get();
         &cell.insert(rec).fib
     };
-    PUBLISHED.store(fib.cast_mut(), Ordering::Release);
-    GENERATION.store(generation, Ordering::Release);
     r.published = slot;
+    match FIB.get() {
+        Some(shared) => Some(shared.publish(fib)),
+        None => {
+            FIB.call_once(|| Shared::new(fib));
+            None
+        }
+    }
 }
 
 /// The record of a built job (its FIB and what it holds), generation not yet set.
@@ -395,7 +405,7 @@ pub fn build_fib(
     zone: &Zone,
     routes_file: Option<&'static str>,
 ) -> Result<(), FibError> {
-    if GENERATION.load(Ordering::Acquire) != 0 {
+    if FIB.get().is_some() {
         return Err(err(format_args!("router: the boot FIB was built twice")));
     }
     ROUTE_PORTS.call_once(|| route_check(cfg));
@@ -421,7 +431,8 @@ pub fn build_fib(
     PAGES_BOOT.store(rec.mem.pages(), Ordering::Relaxed);
     LAST_BUILD_MS.store(job.work_us / 1000, Ordering::Relaxed);
     BUILD_STEPS.store(1, Ordering::Relaxed);
-    publish(&mut r, 0, rec, 1);
+    let first = publish(&mut r, 0, rec);
+    debug_assert!(first.is_none(), "the boot FIB is the first");
     // SAFETY: just published in slot 0 by this CPU; only read here.
     let rec = unsafe { (*SLOTS[0].0.get()).as_ref() }.expect("just published");
     log_fib("boot FIB", rec, &job);
@@ -433,19 +444,17 @@ pub fn build_fib(
 /// no lookup is in progress): if a newer FIB was published, switch this core's router to it
 /// and record the generation seen. One `Acquire` load when nothing changed.
 pub fn quiescent<P: Platform>(core: &mut Core<P>) {
-    let generation = GENERATION.load(Ordering::Acquire);
+    let Some(shared) = FIB.get() else {
+        return;
+    };
     let cpu = current_cpu() as usize;
-    if generation == 0 || SEEN[cpu].load(Ordering::Relaxed) == generation {
+    if shared.recorded(cpu) == shared.generation() {
         return;
     }
-    let p = PUBLISHED.load(Ordering::Acquire);
-    // SAFETY: `p` points into the slot of the FIB of generation ≥ `generation` (published
-    // before the generation, both `Release`, loaded `Acquire` in the opposite order). It stays
-    // valid until every routing core's `SEEN` passed a newer generation, and this core stores
-    // its `SEEN` only after it switched.
-    let fib: &'static Fib<'static> = unsafe { &*p };
+    // Recorded only once the router switched: a FIB it refused stays the one in use.
+    let (generation, fib) = shared.peek();
     match core.set_fib(fib) {
-        Ok(_) => SEEN[cpu].store(generation, Ordering::Release),
+        Ok(_) => shared.record(cpu, generation),
         // Cannot happen (every build installs the ports' routes); the old FIB then stays in
         // use and is never retired (the commit waiting for it reports it).
         Err(e) => log::error!("router: cpu {cpu}: FIB generation {generation} refused: {e}"),
@@ -591,10 +600,12 @@ fn finish<P: Platform>(core: &mut Core<P>, mut job: Job) {
         .find(|&s| s != old && unsafe { (*SLOTS[s].0.get()).is_none() })
         .expect("a free slot: one published, none retiring once settled");
     PAGES_RETIRING.store(PAGES.load(Ordering::Relaxed), Ordering::Relaxed);
-    let old_gen = GENERATION.load(Ordering::Acquire);
-    let generation = old_gen + 1;
-    publish(&mut r, slot, rec, generation);
-    r.retiring = Some(Retire::new(old, generation, uptime_us()));
+    let Some(replaced) = publish(&mut r, slot, rec) else {
+        unreachable!("a reload replaces the boot FIB or a later one");
+    };
+    let generation = replaced.generation();
+    let old_gen = generation - 1;
+    r.retiring = Some(Retire::new(old, replaced, uptime_us()));
     BUSY.store(true, Ordering::Relaxed);
     let put = match core::mem::replace(&mut job.source, Source::Boot) {
         Source::Upload(u) => {
@@ -646,7 +657,7 @@ fn finish<P: Platform>(core: &mut Core<P>, mut job: Job) {
 /// A job that did not publish (its memory already given back): named with the generation
 /// that stays; a console build drops the pending changes; a `PUT /routes` gets the error.
 fn fail(job: Job, why: RebuildFailure, e: FibError) {
-    let old_gen = GENERATION.load(Ordering::Acquire);
+    let old_gen = published_generation();
     if why == RebuildFailure::Busy {
         FAILED.fetch_add(1, Ordering::Relaxed);
     }
@@ -757,7 +768,7 @@ pub fn check_pending(ports: &RouteCheck) {
 
 /// The published FIB's generation (0: none, not router mode).
 pub fn generation() -> u64 {
-    GENERATION.load(Ordering::Acquire)
+    published_generation()
 }
 
 /// `f` over the published FIB and its generation, on the boot CPU only (`None` elsewhere, or
@@ -766,16 +777,10 @@ pub fn with_published<R>(f: impl FnOnce(u64, &Fib<'static>) -> R) -> Option<R> {
     if current_cpu() != 0 {
         return None;
     }
-    let generation = GENERATION.load(Ordering::Acquire);
-    let p = PUBLISHED.load(Ordering::Acquire);
-    if generation == 0 || p.is_null() {
-        return None;
-    }
-    // SAFETY: the published FIB (see `quiescent`): a record is replaced and retired only by
-    // the boot CPU (`poll_build`), which is running this call, so it stays valid while `f`
-    // reads it; `p` and `generation` are of one record (published before the generation,
-    // and only this CPU publishes).
-    let fib: &Fib<'static> = unsafe { &*p };
+    // A record is replaced and retired only by the boot CPU (`poll_build`), which is running
+    // this call, so the FIB stays valid while `f` reads it, and it is of this generation
+    // (only this CPU publishes).
+    let (generation, fib) = FIB.get()?.peek();
     Some(f(generation, fib))
 }
 
@@ -884,17 +889,13 @@ pub fn core_router(
     k: usize,
     cores: usize,
 ) -> Result<CoreRouter, FibError> {
-    let generation = GENERATION.load(Ordering::Acquire);
-    let p = PUBLISHED.load(Ordering::Acquire);
-    if generation == 0 || p.is_null() {
+    let Some(shared) = FIB.get() else {
         return Err(err(format_args!(
             "router: the FIB was not built before this core started"
         )));
-    }
-    // SAFETY: the published FIB (see `quiescent`); this core's `SEEN` is set to its
-    // generation below, before the router is used, so it is not retired under the router.
-    let fib: &'static Fib<'static> = unsafe { &*p };
-    SEEN[current_cpu() as usize].store(generation, Ordering::Release);
+    };
+    // Read and recorded for this core before the router uses it: not retired under it.
+    let fib = shared.read(current_cpu() as usize);
     let rc = RouterConfig::for_core(k as u16, cores as u16);
     CoreRouter::new(fib, &router_ports(cfg, macs)?, rc)
         .map_err(|e| err(format_args!("config error: ip0/ip1: router: {e}")))

@@ -8,14 +8,15 @@
 //! ([`give_back`], local flushes), where no forwarding waits for the boot CPU.
 
 use super::build::Budget;
-use super::{FibAreas, FibRecord, SEEN, SLOTS};
+use super::{FibAreas, FibRecord, FIB, SLOTS};
 use crate::arch::time::uptime_us;
+use crate::dataplane::nf::Retiring;
 use crate::mem::vmap::{self, VmArea};
 use crate::tlb;
-use core::sync::atomic::Ordering;
 use mm::tlb::{CpuMask, Dispatched, FlushBatch};
 use mm::{Pfn, Zone};
 use netstack::fib_build::{limits, StepBudget};
+use netstack::router::Fib;
 
 /// Frames one retirement batch holds: 16,384 (128 KiB of `.bss`), above the 14,650 frames of
 /// the 100,000-route FIB (docs/benchmarks-journal.md "Sparse FIB memory"), so that one retires with one
@@ -47,9 +48,9 @@ pub(super) enum Gone {
 /// A replaced FIB being retired, or a failed build's memory being given back.
 pub(super) struct Retire {
     pub(super) gone: Gone,
-    /// The generation every routing core must have seen before it goes (0 for
-    /// [`Gone::Failed`]: no grace period).
-    pub(super) generation: u64,
+    /// The replaced FIB, until every routing core has passed a quiescent state since
+    /// (`Shared::retired`; `None` for [`Gone::Failed`]: no grace period).
+    grace: Option<Retiring<Fib<'static>>>,
     /// When the new FIB was published (µs since boot), and how long until every core had
     /// switched (µs, once known).
     pub(super) since_us: u64,
@@ -65,7 +66,7 @@ pub(super) struct Retire {
 
 /// Where a [`Retire`] stands.
 enum RetirePhase {
-    /// Waiting for every routing core's quiescent state (its `SEEN` generation).
+    /// Waiting for every routing core's quiescent state (`Shared::retired`).
     Grace,
     /// Unmapping range `area` (0 tbl24, 1 tbl8, 2 rules) from page `page` on.
     Unmap { area: usize, page: usize },
@@ -78,11 +79,11 @@ enum RetirePhase {
 }
 
 impl Retire {
-    /// The FIB in `slot`, replaced by `generation`, published at `since_us`.
-    pub(super) fn new(slot: usize, generation: u64, since_us: u64) -> Retire {
+    /// The FIB in `slot`, replaced (`replaced`, from `Shared::publish`) at `since_us`.
+    pub(super) fn new(slot: usize, replaced: Retiring<Fib<'static>>, since_us: u64) -> Retire {
         Retire {
             gone: Gone::Replaced(slot),
-            generation,
+            grace: Some(replaced),
             since_us,
             swap_us: 0,
             phase: RetirePhase::Grace,
@@ -101,15 +102,23 @@ impl Retire {
         }
         Retire {
             gone: Gone::Failed(areas),
-            ..Retire::new(0, 0, uptime_us())
+            grace: None,
+            since_us: uptime_us(),
+            swap_us: 0,
+            phase: RetirePhase::Grace,
+            batches: 0,
+            steps: 0,
+            work_us: 0,
+            frames: 0,
         }
     }
 
     /// The routing cores that have not passed a quiescent state since the replacement.
     pub(super) fn late(&self, cores: usize) -> u64 {
-        (0..cores)
-            .filter(|&c| SEEN[c].load(Ordering::Acquire) < self.generation)
-            .fold(0, |m, c| m | 1 << c)
+        match (&self.grace, FIB.get()) {
+            (Some(r), Some(shared)) => shared.late(r, cores),
+            _ => 0,
+        }
     }
 }
 
@@ -128,9 +137,12 @@ fn run(rt: &mut Retire, cores: usize, zone: &Zone, b: &mut Budget) -> bool {
     loop {
         match core::mem::replace(&mut rt.phase, RetirePhase::Moving) {
             RetirePhase::Grace => {
-                if rt.late(cores) != 0 {
-                    rt.phase = RetirePhase::Grace;
-                    return false;
+                if let (Some(r), Some(shared)) = (rt.grace.take(), FIB.get()) {
+                    if let Err(r) = shared.retired(r, cores) {
+                        rt.grace = Some(r);
+                        rt.phase = RetirePhase::Grace;
+                        return false;
+                    }
                 }
                 rt.swap_us = uptime_us() - rt.since_us;
                 rt.phase = RetirePhase::Unmap { area: 0, page: 0 };
