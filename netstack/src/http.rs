@@ -252,17 +252,32 @@ pub enum PutFiles {
     /// one it is refused (403).
     Routes(Option<MgmtToken>),
     /// The ACL firewall's rules file (`PUT /rules`), with `mgmt_token=`'s bearer token;
-    /// without one it is refused (403).
+    /// without one it is refused (403). Also `mode=firewall` with a rules file (the ACL in
+    /// front of the connection tracker).
     Rules(Option<MgmtToken>),
+    /// Both (`PUT /routes` and `PUT /rules`, one token): `mode=router` with a rules file,
+    /// the ACL in front of the router.
+    RoutesAndRules(Option<MgmtToken>),
 }
 
 impl PutFiles {
-    /// The file served and its token, if any.
-    pub fn file(&self) -> Option<(PutKind, Option<&MgmtToken>)> {
+    /// Whether the file `kind` is served: `Some` with its token (if any), else `None`.
+    pub fn serves(&self, kind: PutKind) -> Option<Option<&MgmtToken>> {
+        match (self, kind) {
+            (PutFiles::Routes(t), PutKind::Routes)
+            | (PutFiles::Rules(t), PutKind::Rules)
+            | (PutFiles::RoutesAndRules(t), _) => Some(t.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// The paths served, for messages: `/routes`, `/rules`, `/routes and /rules`, or `""`.
+    pub fn paths(&self) -> &'static str {
         match self {
-            PutFiles::None(_) => None,
-            PutFiles::Routes(t) => Some((PutKind::Routes, t.as_ref())),
-            PutFiles::Rules(t) => Some((PutKind::Rules, t.as_ref())),
+            PutFiles::None(_) => "",
+            PutFiles::Routes(_) => "/routes",
+            PutFiles::Rules(_) => "/rules",
+            PutFiles::RoutesAndRules(_) => "/routes and /rules",
         }
     }
 
@@ -270,7 +285,7 @@ impl PutFiles {
     pub fn mode(&self) -> &'static str {
         match self {
             PutFiles::None(nf) => nf,
-            PutFiles::Routes(_) => "router",
+            PutFiles::Routes(_) | PutFiles::RoutesAndRules(_) => "router",
             PutFiles::Rules(_) => "acl",
         }
     }
@@ -563,7 +578,7 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         r.allow = Some(allow);
         Head::Refused(r)
     };
-    let served = put.file();
+    let served = PutKind::at(path).and_then(|k| put.serves(k));
     match (path, PutKind::at(path), served) {
         // A `GET` has no body to read, but a bad or repeated length is still a framing error
         // (RFC 9112 §6.3 item 5), answered rather than guessed past.
@@ -577,11 +592,9 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         }
         ("/metrics", ..) if method == "GET" => Head::Metrics { head_len },
         ("/metrics", ..) => not_allowed("GET"),
-        (_, Some(want), served) if served.map(|(k, _)| k) != Some(want) => {
-            Head::Refused(not_found(is_put, Some(want), put))
-        }
+        (_, Some(want), None) => Head::Refused(not_found(is_put, Some(want), put)),
         (_, Some(kind), _) if method == "GET" => Head::File { kind, head_len },
-        (_, Some(kind), Some((_, token))) if method == "PUT" => {
+        (_, Some(kind), Some(token)) if method == "PUT" => {
             put_head(kind, path, req.headers, token, busy, head_len, is_put)
         }
         (_, Some(_), _) => not_allowed("GET, PUT"),
@@ -626,7 +639,7 @@ fn put_head(
 /// (a `PUT` path of another network function), named with its owner, or any other path.
 fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
     let nf = put.mode();
-    match (want, put.file()) {
+    match (want, put.paths()) {
         (Some(w), _) => Refusal::new(
             Status::NotFound,
             is_put,
@@ -637,15 +650,15 @@ fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
                 w.owner()
             ),
         ),
-        (None, None) => Refusal::new(
+        (None, "") => Refusal::new(
             Status::NotFound,
             is_put,
             format_args!("only GET /metrics (mode={nf} has no files to PUT)"),
         ),
-        (None, Some((kind, _))) => Refusal::new(
+        (None, paths) => Refusal::new(
             Status::NotFound,
             is_put,
-            format_args!("only GET /metrics and GET or PUT {}", kind.path()),
+            format_args!("only GET /metrics and GET or PUT {paths}"),
         ),
     }
 }

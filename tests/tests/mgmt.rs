@@ -1358,3 +1358,81 @@ fn put_rules_replaces_the_acl_live() {
     assert_eq!(a.pages, a.pages_boot, "the boot's set again, as large: {s}");
     assert_no_leak(&s);
 }
+
+/// Whether a frame to `dport` sent into port 0 is routed out of port 1 (ARP for the next hop
+/// answered on the way).
+fn routes_udp(c: &Clients, p1: &gen::RawPort, dport: u16) -> bool {
+    let seq = u32::MAX - u32::from(dport);
+    c.dev.0.send(&acl_udp(dport, seq)).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match recv_no_arp_no_tcp(p1, 1, left) {
+            Some(f) if acl_seq(&f) == Some((dport, seq)) => return true,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    false
+}
+
+/// The ACL in front of the router (`mode=router` with a rules file) serves both files on its
+/// management address: `PUT /rules` replaces the ACL live (a denied port then routed), and
+/// `GET /routes` and `PUT /routes` still answer the router's. The ACL sees every IPv4 frame
+/// before the router, the management plane's too: both sets allow its TCP port (9100).
+#[test]
+fn a_router_with_rules_takes_put_rules_and_put_routes() {
+    let dir = TestDir::new();
+    let file = dir.path().join("chain.bundle");
+    std::fs::write(
+        &file,
+        "#!gannet-bundle 1\n--- rules\ndeny proto udp dport 5000\nallow proto udp\nallow proto tcp dst 10.0.0.1/32 dport 9100\ndefault deny\n",
+    )
+    .unwrap();
+    let extra = vec!["-initrd".to_string(), file.display().to_string()];
+    let append = format!("{ROUTER} mgmt_token={TOKEN}");
+    let mut rig = Rig::start_with(&append, gen_count(1, 64, false), extra);
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("mgmt: PUT /routes and /rules on (bearer token of 28 bytes)")),
+        "{}",
+        rig.tail()
+    );
+    let p1 = rig.port(1);
+    let mut c = Clients::new(rig.port(0));
+    assert!(
+        routes_udp(&c, &p1, 6000),
+        "allowed and routed\n{}",
+        rig.tail()
+    );
+    assert!(!routes_udp(&c, &p1, 5000), "denied by the boot's rules");
+    let new = "allow proto udp\nallow proto tcp dst 10.0.0.1/32 dport 9100\ndefault deny\n";
+    let head = format!(
+        "PUT /rules HTTP/1.1\r\nHost: 10.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}",
+        new.len()
+    );
+    let resp = c.request(&rig, &head, new.as_bytes(), Duration::from_secs(30));
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    // The core takes the new set up in its tick (every 10 ms).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !routes_udp(&c, &p1, 5000) {
+        assert!(
+            Instant::now() < deadline,
+            "5000 still denied\n{}",
+            rig.tail()
+        );
+    }
+    let resp = c.request(&rig, "GET /routes HTTP/1.1", b"", Duration::from_secs(10));
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert!(resp.contains("\r\nETag: \"gen-1\"\r\n"), "{resp}");
+    let resp = c.put_routes(&rig, Some(TOKEN), "192.168.0.0/16,10.0.1.2\n");
+    assert!(resp.starts_with("HTTP/1.0 200 OK\r\n"), "{resp}");
+    assert_eq!(fib_generation(&rig), 2);
+    drop(c);
+    let s = rig.quit();
+    let a = s.acl.unwrap_or_else(|| panic!("no acl section: {s}"));
+    assert_eq!((a.generation, a.reloads, a.failed), (2, 1, 0), "{s}");
+    assert_eq!(s.nf_name, "acl_router", "{s}");
+    assert_no_leak(&s);
+}

@@ -672,20 +672,24 @@ fn build_mgmt(
     m.with_put(put_files(cfg))
 }
 
-/// What `PUT` replaces on the management plane: the router's routes file or the ACL's rules
-/// file (with the `mgmt_token=` token, logged by length only), or nothing for another network
-/// function.
+/// What `PUT` replaces on the management plane: the router's routes file, the ACL's rules
+/// file (`mode=acl`, and an ACL in front of the router or the firewall: a published rule set),
+/// or both (with the `mgmt_token=` token, logged by length only), or nothing for another
+/// network function.
 fn put_files(cfg: &Config) -> PutFiles {
     let token = cfg.mgmt_token.clone();
+    let rules = crate::dataplane::nf::builtin::ACL.get().is_some();
     let files = match cfg.mode {
+        Mode::Router if rules => PutFiles::RoutesAndRules(token),
         Mode::Router => PutFiles::Routes(token),
         Mode::Acl => PutFiles::Rules(token),
+        Mode::Firewall if rules => PutFiles::Rules(token),
         _ => {
             info!("mgmt: no PUT (mode={} has no files)", cfg.mode.as_str());
             return PutFiles::None(cfg.mode.as_str());
         }
     };
-    let path = files.file().map_or("", |(k, _)| k.path());
+    let path = files.paths();
     match &cfg.mgmt_token {
         Some(t) => info!("mgmt: PUT {path} on (bearer token of {} bytes)", t.len()),
         None => info!("mgmt: PUT {path} off (no mgmt_token=)"),

@@ -111,6 +111,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let token = || MgmtToken::new(TOKEN);
     let put = match sel & 3 {
+        // The router with the ACL in front serves both files.
+        _ if sel & 16 != 0 => PutFiles::RoutesAndRules(token()),
         0 => PutFiles::None("l2"),
         1 => PutFiles::Routes(token()),
         2 => PutFiles::Routes(None),

@@ -687,6 +687,55 @@ fn put_rules_is_the_acls_file_with_the_same_rules() {
     assert_eq!(r.text.as_str(), "only GET /metrics and GET or PUT /rules");
 }
 
+/// The router with the ACL in front serves both files, each under the same rules as where
+/// it is the only one (token, lengths, busy, `?check`), and names both in its 404.
+#[test]
+fn a_router_with_rules_serves_routes_and_rules() {
+    let both = PutFiles::RoutesAndRules(MgmtToken::new(TOKEN));
+    assert_eq!(both.mode(), "router");
+    for (kind, h) in [
+        (PutKind::Routes, put_head(&cl("12"))),
+        (PutKind::Rules, rules_head(&cl("12"))),
+    ] {
+        assert_eq!(
+            parse_head(&h, &both, || false),
+            Head::Put(PutHead {
+                kind,
+                head_len: h.len(),
+                body_len: 12,
+                expect_continue: false,
+                check_only: false,
+                if_match: None,
+            })
+        );
+        let r = refused(parse_head(&h, &both, || true));
+        assert_eq!(r.status, Status::ServiceUnavailable, "{kind:?}");
+        let get = format!("GET {} HTTP/1.1\r\n\r\n", kind.path()).into_bytes();
+        assert_eq!(
+            parse_head(&get, &both, || false),
+            Head::File {
+                kind,
+                head_len: get.len()
+            }
+        );
+    }
+    for (files, fields, status, text) in put_refusals() {
+        let files = match files {
+            PutFiles::Routes(t) => PutFiles::RoutesAndRules(t),
+            other => other,
+        };
+        let r = refused(parse_head(&rules_head(&fields), &files, || false));
+        assert_eq!((r.status, r.put), (status, true), "{fields:?}: {}", r.text);
+        assert!(r.text.contains(text), "{fields:?}: {}", r.text);
+    }
+    let r = refused(parse_head(b"GET /x HTTP/1.1\r\n\r\n", &both, || false));
+    assert_eq!(r.status, Status::NotFound);
+    assert_eq!(
+        r.text.as_str(),
+        "only GET /metrics and GET or PUT /routes and /rules"
+    );
+}
+
 /// A rules body is checked line by line in the ACL's syntax, however it arrives: the first bad
 /// line is named with its number and text, the checks across lines included (a second
 /// `default`, a rule past `MAX_RULES`).
