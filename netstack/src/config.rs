@@ -894,7 +894,7 @@ impl Config {
     /// value, a network function's key under another mode, too many of a repeatable key, or a
     /// key another needs missing.
     pub fn parse(cmdline: &str) -> Result<Config, ConfigError<'_>> {
-        Config::parse_with::<()>(cmdline, None).map(|(cfg, _)| cfg)
+        Config::parse_with(cmdline, None).map(|(cfg, _)| cfg)
     }
 
     /// [`Config::parse`] with `other` asked first about every `key=value` token (its index,

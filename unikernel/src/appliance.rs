@@ -15,12 +15,12 @@ use crate::dataplane::nf::builtin::{
     take_firewall, take_nat, take_nat_show, take_nat_timeouts, AclCore, FirewallNf, NatNf, ACL,
     SHOW_MAX,
 };
-use crate::dataplane::nf::{Chain, NetworkFunction, Quiet};
+use crate::dataplane::nf::{Chain, FileError, KeyError, NetworkFunction, Quiet};
 use crate::dataplane::{Core, Platform};
 use core::marker::PhantomData;
 use netstack::config::bundle::{self, Bundle, BundleError, NfFiles};
-use netstack::config::nf_files::{self, BadFile};
-use netstack::config::nf_keys::{apply, NfArgs, NfKeys};
+use netstack::config::nf_files::{self, BadFile, NfFileNames, NfFileSet};
+use netstack::config::nf_keys::{apply, NfArgs, NfKeySet, NfKeys};
 
 /// The tokens of the image's own network function's keys ([`NetworkFunction::keys`]), set
 /// once by the boot's [`Appliance::parse_config`] for every core's [`Appliance::new_core`].
@@ -325,6 +325,89 @@ impl Appliance for StockFirewall {
 /// `Core::release_nf`).
 pub struct One<F>(PhantomData<F>);
 
+/// An NF instance's keys and files as the kernel's readers look them up
+/// (`netstack::config::nf_keys::NfKeySet`, `nf_files::NfFileSet`): through the NF's
+/// `find_key`/`set_key`/`find_file`/`read_file`, so a chain answers for its parts.
+struct Parts<'a, F>(&'a mut F);
+
+impl<F: NetworkFunction + 'static> NfKeySet for Parts<'_, F> {
+    fn find(&self, name: &str) -> Option<(&'static str, bool)> {
+        F::find_key(name)
+    }
+
+    fn parse(&mut self, name: &str, value: &str) -> Result<(), KeyError> {
+        self.0.set_key(name, value)
+    }
+
+    fn names(&self, each: &mut dyn FnMut(&'static str)) {
+        F::key_names(each);
+    }
+}
+
+impl<F: NetworkFunction + 'static> NfFileNames for Parts<'_, F> {
+    fn find(&self, name: &str) -> Option<&'static str> {
+        F::find_file(name)
+    }
+
+    fn names(&self, each: &mut dyn FnMut(&'static str)) {
+        F::file_names(each);
+    }
+}
+
+impl<F: NetworkFunction + 'static> NfFileSet for Parts<'_, F> {
+    fn parse(&mut self, name: &str, text: &str) -> Result<(), FileError> {
+        self.0.read_file(name, text)
+    }
+}
+
+/// The names of `F`'s files, with no instance (the bundle is read before any).
+struct FileNamesOf<F>(PhantomData<F>);
+
+impl<F: NetworkFunction + 'static> NfFileNames for FileNamesOf<F> {
+    fn find(&self, name: &str) -> Option<&'static str> {
+        F::find_file(name)
+    }
+
+    fn names(&self, each: &mut dyn FnMut(&'static str)) {
+        F::file_names(each);
+    }
+}
+
+/// Names for a boot message, each written after a space (at most 32 kept, then `…`).
+struct NameList {
+    names: heapless::Vec<&'static str, 32>,
+    more: bool,
+}
+
+impl NameList {
+    fn new() -> Self {
+        NameList {
+            names: heapless::Vec::new(),
+            more: false,
+        }
+    }
+
+    fn push(&mut self, name: &'static str) {
+        self.more |= self.names.push(name).is_err();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+impl core::fmt::Display for NameList {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for n in &self.names {
+            write!(f, " {n}")?;
+        }
+        if self.more {
+            write!(f, " …")?;
+        }
+        Ok(())
+    }
+}
+
 impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
     type PerCore = F;
     const NAME: &'static str = F::NAME;
@@ -334,8 +417,7 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
         let mut probe = F::default();
         let keys = NfKeys {
             nf: F::NAME,
-            keys: F::keys(),
-            state: &mut probe,
+            keys: &mut Parts(&mut probe),
         };
         let (cfg, args) = netstack::Config::parse_with(cmdline, Some(keys))?;
         NF_ARGS.call_once(|| args);
@@ -343,14 +425,12 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
     }
 
     fn write_nf_keys(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        if F::keys().is_empty() {
+        let mut names = NameList::new();
+        F::key_names(&mut |k| names.push(k));
+        if names.is_empty() {
             return Ok(());
         }
-        write!(f, " ({}'s keys:", F::NAME)?;
-        for k in F::keys() {
-            write!(f, " {}", k.name)?;
-        }
-        write!(f, ")")
+        write!(f, " ({}'s keys:{names})", F::NAME)
     }
 
     fn read_bundle(
@@ -359,38 +439,35 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
     ) -> Result<Bundle<'static>, BundleError<'static>> {
         let nf = NfFiles {
             nf: F::NAME,
-            files: F::files(),
+            files: &FileNamesOf::<F>(PhantomData),
         };
         bundle::parse_with(text, mode, Some(nf))
     }
 
     fn write_nf_files(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        if F::files().is_empty() {
+        let mut names = NameList::new();
+        F::file_names(&mut |n| names.push(n));
+        if names.is_empty() {
             return write!(f, " ({} reads no files)", F::NAME);
         }
-        write!(f, " ({}'s files:", F::NAME)?;
-        for file in F::files() {
-            write!(f, " {}", file.name)?;
-        }
-        write!(f, ")")
+        write!(f, " ({}'s files:{names})", F::NAME)
     }
 
     fn accept_files(bundle: &Bundle<'static>) -> Result<(), BadFile> {
         // Checked after the keys, on a throwaway instance, in the order each core applies them.
         let mut probe = F::default();
         let args = NF_ARGS.get().map_or("", |a| a.as_str());
-        let _ = apply(args, F::keys(), &mut probe);
-        nf_files::apply(bundle.files(), F::files(), &mut probe)?;
-        for f in F::files() {
-            if let Some(text) = bundle.file(f.name) {
+        let _ = apply(args, &mut Parts(&mut probe));
+        nf_files::apply(bundle.files(), &mut Parts(&mut probe))?;
+        F::file_names(&mut |name| {
+            if let Some(text) = bundle.file(name) {
                 let n = text.lines().count();
                 log::info!(
-                    "{}: file `{}` read ({n} lines, checked; every core applies it)",
+                    "{}: file `{name}` read ({n} lines, checked; every core applies it)",
                     F::NAME,
-                    f.name
                 );
             }
-        }
+        });
         NF_FILES.call_once(|| bundle.clone());
         Ok(())
     }
@@ -401,13 +478,13 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
     fn new_core<P: Platform>(core: &Core<P>) -> F {
         let mut nf = F::default();
         let args = NF_ARGS.get().map_or("", |a| a.as_str());
-        if let Err(e) = apply(args, F::keys(), &mut nf) {
+        if let Err(e) = apply(args, &mut Parts(&mut nf)) {
             // Not reached: the boot's parse applied the same tokens to an instance of the same
             // type. Said, not hidden, if an NF's parser depends on more than its value.
             log::warn!("{}: core {}: {e}", F::NAME, core.pair());
         }
         if let Some(b) = NF_FILES.get() {
-            if let Err(e) = nf_files::apply(b.files(), F::files(), &mut nf) {
+            if let Err(e) = nf_files::apply(b.files(), &mut Parts(&mut nf)) {
                 // Not reached either: the boot checked the same files in the same order.
                 log::warn!("{}: core {}: {e}", F::NAME, core.pair());
             }

@@ -128,7 +128,7 @@ impl NetworkFunction for Policer {
 // The host tests: real cores over real drivers whose devices are simulated in host memory
 // (`unikernel::dataplane::testing`, feature `host-rig`), the clock set by the test.
 
-use netstack::config::nf_keys::apply;
+use netstack::config::nf_keys::{apply, KeyTable};
 use netstack::MacAddr;
 use std::net::Ipv4Addr;
 use unikernel::dataplane::testing::{Rig, NOW_NS};
@@ -159,7 +159,14 @@ fn the_policer_forwards_within_the_rate_and_drops_over_it() {
     let mut nf = Policer::default();
     // 1 MB/s: a 1,000-byte frame per ms; bursts of 3.5 frames (the half frame is a margin
     // for the rig's clock).
-    apply("cir=1000000 cbs=3500", Policer::keys(), &mut nf).unwrap();
+    apply(
+        "cir=1000000 cbs=3500",
+        &mut KeyTable {
+            keys: Policer::keys(),
+            state: &mut nf,
+        },
+    )
+    .unwrap();
     // Ten frames at once on each port: each port's bucket passes three.
     assert_eq!(poll_at(&mut rig, &mut nf, 0, [10, 10]), [3, 3]);
     // At the rate, after 10 ms idle: one frame a ms for 100 ms, all forwarded.
@@ -194,9 +201,15 @@ fn the_policer_forwards_within_the_rate_and_drops_over_it() {
 fn a_bad_key_value_is_refused_naming_the_key() {
     let mut nf = Policer::default();
     let mut err = |line| {
-        apply(line, Policer::keys(), &mut nf)
-            .unwrap_err()
-            .to_string()
+        apply(
+            line,
+            &mut KeyTable {
+                keys: Policer::keys(),
+                state: &mut nf,
+            },
+        )
+        .unwrap_err()
+        .to_string()
     };
     assert_eq!(
         err("cir=999"),

@@ -25,7 +25,7 @@
 //! function `mode=` does not select, a header without a name.
 
 use super::keys::Owner;
-use super::nf_files::NfFile;
+use super::nf_files::NfFileNames;
 use super::Mode;
 
 /// The first line of a bundle (format version 1).
@@ -33,6 +33,7 @@ pub const BUNDLE_MAGIC: &str = "#!gannet-bundle 1";
 
 /// Most files in a bundle.
 pub const MAX_FILES: usize = 8;
+const _: () = assert!(MAX_FILES <= super::nf_files::MAX_NF_FILES);
 
 /// A file a bundle may carry: its name and owner.
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -194,25 +195,18 @@ impl core::fmt::Display for BundleError<'_> {
 /// # Errors
 /// [`BundleError`], naming the line and the file.
 pub fn parse(text: &str, mode: Mode) -> Result<Bundle<'_>, BundleError<'_>> {
-    parse_with::<()>(text, mode, None)
+    parse_with(text, mode, None)
 }
 
 /// The image's own network function for [`parse_with`]: its name (for errors) and the files it
 /// declares.
-pub struct NfFiles<'n, C: ?Sized> {
+#[derive(Clone, Copy)]
+pub struct NfFiles<'n> {
     /// The NF's name (`NetworkFunction::NAME`).
     pub nf: &'static str,
-    /// Its files.
-    pub files: &'n [NfFile<C>],
+    /// Its files' names.
+    pub files: &'n dyn NfFileNames,
 }
-
-impl<C: ?Sized> Clone for NfFiles<'_, C> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<C: ?Sized> Copy for NfFiles<'_, C> {}
 
 /// [`parse`] for an image whose network function reads files of its own (`nf`): the bundle
 /// may carry those (at most [`MAX_FILES`]) and no stock network function's; a module without
@@ -221,10 +215,10 @@ impl<C: ?Sized> Copy for NfFiles<'_, C> {}
 /// # Errors
 /// As [`parse`], and in an image of one's own [`BundleError::StockFile`],
 /// [`BundleError::NotDeclared`] and [`BundleError::NotBundle`].
-pub fn parse_with<'a, C: ?Sized>(
+pub fn parse_with<'a>(
     text: &'a str,
     mode: Mode,
-    nf: Option<NfFiles<'_, C>>,
+    nf: Option<NfFiles<'_>>,
 ) -> Result<Bundle<'a>, BundleError<'a>> {
     let mut b = Bundle::default();
     let Some(first) = text.lines().next() else {
@@ -305,13 +299,9 @@ fn stock_file(n: usize, name: &str, mode: Mode) -> Result<&'static str, BundleEr
 }
 
 /// File `name` (header on line `n`) of the image's own network function, if it declares it.
-fn nf_file<'a, C: ?Sized>(
-    n: usize,
-    name: &'a str,
-    nf: NfFiles<'_, C>,
-) -> Result<&'static str, BundleError<'a>> {
-    if let Some(f) = nf.files.iter().find(|f| f.name == name) {
-        return Ok(f.name);
+fn nf_file<'a>(n: usize, name: &'a str, nf: NfFiles<'_>) -> Result<&'static str, BundleError<'a>> {
+    if let Some(f) = nf.files.find(name) {
+        return Ok(f);
     }
     match FILES.iter().find(|k| k.name == name) {
         Some(FileKind {
@@ -407,14 +397,31 @@ mod tests {
         Ok(())
     })];
 
-    fn filter() -> Option<NfFiles<'static, Filter>> {
+    const FILTER_NAMES: FileTable<'static, Filter, ()> = FileTable {
+        files: FILTER_FILES,
+        state: (),
+    };
+
+    fn filter() -> Option<NfFiles<'static>> {
         Some(NfFiles {
             nf: "filter",
-            files: FILTER_FILES,
+            files: &FILTER_NAMES,
         })
     }
 
-    use crate::config::nf_files::{apply, BadFile, FileError};
+    /// [`nf_files::apply`] of `carried` to `f` through its table.
+    fn apply<'t>(
+        carried: impl Iterator<Item = (&'static str, &'t str)> + Clone,
+        f: &mut Filter,
+    ) -> Result<(), BadFile> {
+        let mut table = FileTable {
+            files: FILTER_FILES,
+            state: f,
+        };
+        nf_files::apply(carried, &mut table)
+    }
+
+    use crate::config::nf_files::{self, BadFile, FileError, FileTable, NfFile};
 
     /// Issue 33 item 4: an NF of one's own declares its files; the bundle carries them, only
     /// them, and each core's instance reads them.
@@ -430,12 +437,12 @@ mod tests {
         );
         assert_eq!(b.first_line("rules"), None);
         let mut f = Filter::default();
-        apply(b.files(), FILTER_FILES, &mut f).unwrap();
+        apply(b.files(), &mut f).unwrap();
         assert_eq!(f.ports, [5000, 6000]);
         // A bad line is named with its file.
         let bad = "#!gannet-bundle 1\n--- blocked_ports\n5000\nhttp\n";
         let b = parse_with(bad, Mode::L2, filter()).unwrap();
-        let e = apply(b.files(), FILTER_FILES, &mut Filter::default()).unwrap_err();
+        let e = apply(b.files(), &mut Filter::default()).unwrap_err();
         assert_eq!(
             e,
             BadFile {
@@ -453,7 +460,7 @@ mod tests {
         // Absent: the instance stays as it was.
         let mut f = Filter::default();
         let none = parse_with("#!gannet-bundle 1\n", Mode::L2, filter()).unwrap();
-        apply(none.files(), FILTER_FILES, &mut f).unwrap();
+        apply(none.files(), &mut f).unwrap();
         assert!(f.ports.is_empty());
     }
 

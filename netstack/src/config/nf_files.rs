@@ -3,7 +3,7 @@
 //! ([`super::nf_keys`]).
 //!
 //! The NF declares a table of [`NfFile`]s (`NetworkFunction::files` in the unikernel's NF
-//! API), each a name (the bundle's `--- NAME`) and a parser that reads the file's text into
+//! API; the kernel reaches them through [`NfFileSet`], so a composition answers for its parts), each a name (the bundle's `--- NAME`) and a parser that reads the file's text into
 //! the NF's per-core state. At boot the kernel reads the bundle with
 //! [`super::bundle::parse_with`] (a file the NF does not declare, a stock NF's file, a module
 //! that is not a bundle: a named error) and parses each declared file once on a throwaway
@@ -90,22 +90,80 @@ impl fmt::Display for BadFile {
     }
 }
 
+/// The names of a network function's files, as the bundle reader looks them up (a
+/// [`FileTable`]'s, or both parts' of a composition, the unikernel's `nf::Chain`).
+pub trait NfFileNames {
+    /// The file named `name`, if it is one of these: its name as declared.
+    fn find(&self, name: &str) -> Option<&'static str>;
+    /// Call `each` with every file's name, in order.
+    fn names(&self, each: &mut dyn FnMut(&'static str));
+}
+
+/// A network function's files over its state: read by name.
+pub trait NfFileSet: NfFileNames {
+    /// Read `text` as file `name` (one [`NfFileNames::find`] knows; another changes nothing)
+    /// into the state.
+    ///
+    /// # Errors
+    /// The file's parser's [`FileError`].
+    fn parse(&mut self, name: &str, text: &str) -> Result<(), FileError>;
+}
+
+/// One network function's file table, over its state (`S` = `&mut C`: an [`NfFileSet`]) or
+/// over nothing (`S` = `()`: names only).
+pub struct FileTable<'n, C: ?Sized, S> {
+    /// Its files.
+    pub files: &'n [NfFile<C>],
+    /// The state the files are read into (`&mut C`), or `()`.
+    pub state: S,
+}
+
+impl<C: ?Sized, S> NfFileNames for FileTable<'_, C, S> {
+    fn find(&self, name: &str) -> Option<&'static str> {
+        self.files.iter().find(|f| f.name == name).map(|f| f.name)
+    }
+
+    fn names(&self, each: &mut dyn FnMut(&'static str)) {
+        for f in self.files {
+            each(f.name);
+        }
+    }
+}
+
+impl<C: ?Sized> NfFileSet for FileTable<'_, C, &mut C> {
+    fn parse(&mut self, name: &str, text: &str) -> Result<(), FileError> {
+        match self.files.iter().find(|f| f.name == name) {
+            Some(f) => (f.parse)(self.state, text),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Most files [`apply`] reads into one NF: at least what a bundle carries
+/// (`bundle::MAX_FILES`, checked there).
+pub const MAX_NF_FILES: usize = 8;
+
 /// Apply the bundle's files (`carried`: name and text, as [`super::bundle::Bundle::files`]
-/// yields them) that `files` declares to `state`, in `files`' order; others are skipped.
+/// yields them) that `files` declares, through it, in `files`' order; others are skipped.
 ///
 /// # Errors
 /// [`BadFile`]: the first file whose parser refuses its text.
-pub fn apply<'t, C: ?Sized>(
+pub fn apply<'t>(
     carried: impl Iterator<Item = (&'static str, &'t str)> + Clone,
-    files: &[NfFile<C>],
-    state: &mut C,
+    files: &mut dyn NfFileSet,
 ) -> Result<(), BadFile> {
-    for f in files {
-        if let Some((_, text)) = carried.clone().find(|&(n, _)| n == f.name) {
-            (f.parse)(state, text).map_err(|error| BadFile {
-                name: f.name,
-                error,
-            })?;
+    let mut order: heapless::Vec<&'static str, MAX_NF_FILES> = heapless::Vec::new();
+    files.names(&mut |n| {
+        if carried.clone().any(|(c, _)| c == n) {
+            // At most one per carried file, and a bundle carries at most MAX_NF_FILES.
+            let _ = order.push(n);
+        }
+    });
+    for name in order {
+        if let Some((_, text)) = carried.clone().find(|&(n, _)| n == name) {
+            files
+                .parse(name, text)
+                .map_err(|error| BadFile { name, error })?;
         }
     }
     Ok(())

@@ -1,7 +1,8 @@
 //! A network function's own command-line keys: what an image of one's own
 //! (`unikernel::main!(MyNf)`) accepts beyond the kernel's keys.
 //!
-//! The NF declares a table of [`NfKey`]s (`NetworkFunction::KEYS` in the unikernel's NF API),
+//! The NF declares a table of [`NfKey`]s (`NetworkFunction::keys` in the unikernel's NF API;
+//! the kernel reaches them through [`NfKeySet`], so a composition answers for its parts),
 //! each with its own parser that stores the value in the NF's per-core state. At boot the kernel
 //! parses the whole line once with [`Config::parse_with`], which checks the NF's keys by name
 //! after its own (an unknown key, a repeat, a bad value is a [`ConfigError`] naming the key,
@@ -45,40 +46,82 @@ pub type NfArgs = heapless::String<NF_ARGS_MAX>;
 /// ```
 pub type NfKey<C> = Key<C>;
 
-/// The image's network function for [`Config::parse_with`]: its name (for errors), its keys
-/// and a state to check their values against (the boot's parse checks them on a throwaway
-/// instance; every core applies them to its own with [`apply`]).
-pub struct NfKeys<'n, C: ?Sized> {
-    /// The NF's name (`NetworkFunction::NAME`).
-    pub nf: &'static str,
+/// A network function's keys as the kernel looks them up: by name, parsed into its state. One
+/// NF's table over its state is a [`KeyTable`]; a composition of NFs (the unikernel's
+/// `nf::Chain`) answers for the keys of both its parts.
+pub trait NfKeySet {
+    /// The key named `name`, if it is one of these: its name as declared and whether it may
+    /// repeat.
+    fn find(&self, name: &str) -> Option<(&'static str, bool)>;
+    /// Parse `value` for key `name` (one [`NfKeySet::find`] knows; another changes nothing)
+    /// into the state.
+    ///
+    /// # Errors
+    /// The key's parser's [`keys::KeyError`].
+    fn parse(&mut self, name: &str, value: &str) -> Result<(), keys::KeyError>;
+    /// Call `each` with every key's name, in order.
+    fn names(&self, each: &mut dyn FnMut(&'static str));
+}
+
+/// One network function's key table over its state.
+pub struct KeyTable<'n, C: ?Sized> {
     /// Its keys.
     pub keys: &'n [NfKey<C>],
     /// The state the values are parsed into.
     pub state: &'n mut C,
 }
 
+impl<C: ?Sized> NfKeySet for KeyTable<'_, C> {
+    fn find(&self, name: &str) -> Option<(&'static str, bool)> {
+        self.keys
+            .iter()
+            .find(|k| k.name == name)
+            .map(|k| (k.name, k.repeat))
+    }
+
+    fn parse(&mut self, name: &str, value: &str) -> Result<(), keys::KeyError> {
+        match self.keys.iter().find(|k| k.name == name) {
+            Some(k) => (k.parse)(self.state, value),
+            None => Ok(()),
+        }
+    }
+
+    fn names(&self, each: &mut dyn FnMut(&'static str)) {
+        for k in self.keys {
+            each(k.name);
+        }
+    }
+}
+
+/// The image's network function for [`Config::parse_with`]: its name (for errors) and its
+/// keys over a state to check their values against (the boot's parse checks them on a
+/// throwaway instance; every core applies them to its own with [`apply`]).
+pub struct NfKeys<'n> {
+    /// The NF's name (`NetworkFunction::NAME`).
+    pub nf: &'static str,
+    /// Its keys, over the state the values are parsed into.
+    pub keys: &'n mut dyn NfKeySet,
+}
+
 /// Apply the NF keys of `args` (whitespace-separated `key=value` tokens; others are skipped)
-/// to `state`, in order: what a forwarding core does with the [`NfArgs`] once
-/// [`Config::parse_with`] accepted them.
+/// through `keys` (into their state), in order: what a forwarding core does with the
+/// [`NfArgs`] once [`Config::parse_with`] accepted them.
 ///
 /// # Errors
 /// [`ConfigError::BadValue`] (or `Repeated`) naming the first key its parser refuses.
-pub fn apply<'a, C: ?Sized>(
-    args: &'a str,
-    keys: &[NfKey<C>],
-    state: &mut C,
-) -> Result<(), ConfigError<'a>> {
+pub fn apply<'a>(args: &'a str, keys: &mut dyn NfKeySet) -> Result<(), ConfigError<'a>> {
     for (i, tok) in args.split_ascii_whitespace().enumerate() {
         let Some((key, value)) = tok.split_once('=') else {
             continue;
         };
-        let Some(k) = keys.iter().find(|k| k.name == key) else {
+        let Some((_, repeat)) = keys.find(key) else {
             continue;
         };
-        if !k.repeat && given_before(args, i, key) {
+        if !repeat && given_before(args, i, key) {
             return Err(ConfigError::Repeated(key));
         }
-        (k.parse)(state, value).map_err(|e| key_error(key, value, e))?;
+        keys.parse(key, value)
+            .map_err(|e| key_error(key, value, e))?;
     }
     Ok(())
 }
@@ -101,16 +144,19 @@ impl Config {
     /// As [`Config::parse`], and [`ConfigError::StockKey`] for a stock NF's key in an image
     /// of one's own, [`ConfigError::NfKeyShadowed`] for an NF key the kernel owns, and
     /// [`ConfigError::TooLong`] when the NF's tokens pass [`NF_ARGS_MAX`].
-    pub fn parse_with<'a, C: ?Sized>(
+    pub fn parse_with<'a>(
         cmdline: &'a str,
-        nf: Option<NfKeys<'_, C>>,
+        nf: Option<NfKeys<'_>>,
     ) -> Result<(Config, NfArgs), ConfigError<'a>> {
         if let Some(nf) = &nf {
-            if let Some(k) = nf.keys.iter().find(|k| owners::lookup(k.name).is_some()) {
-                return Err(ConfigError::NfKeyShadowed {
-                    key: k.name,
-                    nf: nf.nf,
-                });
+            let mut shadowed = None;
+            nf.keys.names(&mut |k| {
+                if shadowed.is_none() && owners::lookup(k).is_some() {
+                    shadowed = Some(k);
+                }
+            });
+            if let Some(key) = shadowed {
+                return Err(ConfigError::NfKeyShadowed { key, nf: nf.nf });
             }
         }
         let mut nf = nf;
@@ -131,15 +177,13 @@ impl Config {
                     nf: nf.nf,
                 }),
                 None => {
-                    let k = nf
-                        .keys
-                        .iter()
-                        .find(|k| k.name == key)
-                        .ok_or(ConfigError::UnknownKey(key))?;
-                    if !k.repeat && given_before(cmdline, i, key) {
+                    let (_, repeat) = nf.keys.find(key).ok_or(ConfigError::UnknownKey(key))?;
+                    if !repeat && given_before(cmdline, i, key) {
                         return Err(ConfigError::Repeated(key));
                     }
-                    (k.parse)(nf.state, value).map_err(|e| key_error(key, value, e))?;
+                    nf.keys
+                        .parse(key, value)
+                        .map_err(|e| key_error(key, value, e))?;
                     let sep = if args.is_empty() { "" } else { " " };
                     args.push_str(sep)
                         .and_then(|()| args.push_str(tok))

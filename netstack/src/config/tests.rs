@@ -803,10 +803,13 @@ const FILTER_KEYS: &[nf_keys::NfKey<Filter>] = &[
 
 fn parse_filter(line: &str) -> Result<(Config, nf_keys::NfArgs, Filter), ConfigError<'_>> {
     let mut f = Filter::default();
-    let keys = nf_keys::NfKeys {
-        nf: "filter",
+    let mut table = nf_keys::KeyTable {
         keys: FILTER_KEYS,
         state: &mut f,
+    };
+    let keys = nf_keys::NfKeys {
+        nf: "filter",
+        keys: &mut table,
     };
     let (c, args) = Config::parse_with(line, Some(keys))?;
     Ok((c, args, f))
@@ -824,7 +827,11 @@ fn a_network_function_declares_its_own_keys() {
     assert_eq!(args.as_str(), "blocked_port=5001 allow=a allow=b");
     // What a core does with them: the same values on a fresh NF.
     let mut g = Filter::default();
-    nf_keys::apply(&args, FILTER_KEYS, &mut g).unwrap();
+    let mut table = nf_keys::KeyTable {
+        keys: FILTER_KEYS,
+        state: &mut g,
+    };
+    nf_keys::apply(&args, &mut table).unwrap();
     assert_eq!((g.port, g.allow), (5001, f.allow));
     // Named errors.
     let e = parse_filter("blocked_port=http").unwrap_err();
@@ -863,7 +870,7 @@ fn a_network_function_declares_its_own_keys() {
         Config::parse("blocked_port=1").unwrap_err(),
         ConfigError::UnknownKey("blocked_port")
     );
-    let (_, args) = Config::parse_with::<Filter>("burst=8", None).unwrap();
+    let (_, args) = Config::parse_with("burst=8", None).unwrap();
     assert_eq!(args.as_str(), "");
     // Too many tokens for the core's copy: named.
     let long = std::format!("allow={}", "x".repeat(nf_keys::NF_ARGS_MAX));
@@ -874,10 +881,13 @@ fn a_network_function_declares_its_own_keys() {
     // An NF key that is the kernel's: its table is wrong, said at boot.
     const SHADOW: &[nf_keys::NfKey<Filter>] = &[nf_keys::NfKey::new("burst", |_, _| Ok(()))];
     let mut f = Filter::default();
-    let keys = nf_keys::NfKeys {
-        nf: "filter",
+    let mut table = nf_keys::KeyTable {
         keys: SHADOW,
         state: &mut f,
+    };
+    let keys = nf_keys::NfKeys {
+        nf: "filter",
+        keys: &mut table,
     };
     assert_eq!(
         Config::parse_with("", Some(keys)).unwrap_err(),

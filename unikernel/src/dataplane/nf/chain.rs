@@ -4,7 +4,9 @@
 //! the other into the driver's fused loop, with no indirect call and no per-frame test of
 //! which function comes next.
 
-use super::{CounterDef, CounterValues, Ctx, NetworkFunction, Packet, Verdict};
+use super::{
+    CounterDef, CounterValues, Ctx, FileError, KeyError, NetworkFunction, Packet, Verdict,
+};
 use crate::dataplane::percore::Platform;
 
 /// `first`, then `second` for every frame `first` forwards.
@@ -20,8 +22,8 @@ use crate::dataplane::percore::Platform;
 /// Name and counters: those of the one of the two that declares counters (at most one may,
 /// checked at compile time; with none, `second`'s name), so an ACL in front of the router
 /// keeps `gannet_nf_acl_…` in `/metrics`. `MIN_FRAME` is the larger of the two; `CLOCK` and
-/// `EVERY_BURST` are either's. It has no keys of its own ([`NetworkFunction::keys`]): the
-/// parts take their settings from their `Default` or their constructor.
+/// `EVERY_BURST` are either's. Its keys and files are its parts' ([`NetworkFunction::find_key`],
+/// [`NetworkFunction::find_file`]): `first`'s then `second`'s, one both declare given to both.
 ///
 /// Cost: the two `process` bodies plus one compare of `first`'s verdict per frame (`bench
 /// sim` `acl-router`, README).
@@ -75,6 +77,48 @@ impl<F: NetworkFunction> NetworkFunction for Quiet<F> {
 
     fn release_all<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.0.release_all(ctx);
+    }
+
+    fn find_key(name: &str) -> Option<(&'static str, bool)>
+    where
+        Self: Sized + 'static,
+    {
+        F::find_key(name)
+    }
+
+    fn set_key(&mut self, name: &str, value: &str) -> Result<(), KeyError>
+    where
+        Self: Sized + 'static,
+    {
+        self.0.set_key(name, value)
+    }
+
+    fn key_names(each: &mut dyn FnMut(&'static str))
+    where
+        Self: Sized + 'static,
+    {
+        F::key_names(each);
+    }
+
+    fn find_file(name: &str) -> Option<&'static str>
+    where
+        Self: Sized + 'static,
+    {
+        F::find_file(name)
+    }
+
+    fn read_file(&mut self, name: &str, text: &str) -> Result<(), FileError>
+    where
+        Self: Sized + 'static,
+    {
+        self.0.read_file(name, text)
+    }
+
+    fn file_names(each: &mut dyn FnMut(&'static str))
+    where
+        Self: Sized + 'static,
+    {
+        F::file_names(each);
     }
 }
 
@@ -159,5 +203,75 @@ impl<A: NetworkFunction, B: NetworkFunction> NetworkFunction for Chain<A, B> {
 
     fn release_all<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>) {
         self.second.release_all(ctx);
+    }
+
+    /// `first`'s key, else `second`'s.
+    fn find_key(name: &str) -> Option<(&'static str, bool)>
+    where
+        Self: Sized + 'static,
+    {
+        A::find_key(name).or_else(|| B::find_key(name))
+    }
+
+    /// Into each part that declares the key (a key both declare sets both).
+    fn set_key(&mut self, name: &str, value: &str) -> Result<(), KeyError>
+    where
+        Self: Sized + 'static,
+    {
+        if A::find_key(name).is_some() {
+            self.first.set_key(name, value)?;
+        }
+        if B::find_key(name).is_some() {
+            self.second.set_key(name, value)?;
+        }
+        Ok(())
+    }
+
+    /// `first`'s keys, then those of `second` that `first` does not have.
+    fn key_names(each: &mut dyn FnMut(&'static str))
+    where
+        Self: Sized + 'static,
+    {
+        A::key_names(each);
+        B::key_names(&mut |k| {
+            if A::find_key(k).is_none() {
+                each(k);
+            }
+        });
+    }
+
+    /// `first`'s file, else `second`'s.
+    fn find_file(name: &str) -> Option<&'static str>
+    where
+        Self: Sized + 'static,
+    {
+        A::find_file(name).or_else(|| B::find_file(name))
+    }
+
+    /// Into each part that declares the file (a file both declare is read by both).
+    fn read_file(&mut self, name: &str, text: &str) -> Result<(), FileError>
+    where
+        Self: Sized + 'static,
+    {
+        if A::find_file(name).is_some() {
+            self.first.read_file(name, text)?;
+        }
+        if B::find_file(name).is_some() {
+            self.second.read_file(name, text)?;
+        }
+        Ok(())
+    }
+
+    /// `first`'s files, then those of `second` that `first` does not have.
+    fn file_names(each: &mut dyn FnMut(&'static str))
+    where
+        Self: Sized + 'static,
+    {
+        A::file_names(each);
+        B::file_names(&mut |f| {
+            if A::find_file(f).is_none() {
+                each(f);
+            }
+        });
     }
 }

@@ -295,6 +295,83 @@ pub trait NetworkFunction {
         &[]
     }
 
+    /// The key named `name` among [`Self::keys`]: its name as declared and whether it may
+    /// repeat. What the kernel looks keys up by, so that a composition ([`Chain`], [`Quiet`])
+    /// answers for its parts' keys; an NF leaves the default.
+    fn find_key(name: &str) -> Option<(&'static str, bool)>
+    where
+        Self: Sized + 'static,
+    {
+        Self::keys()
+            .iter()
+            .find(|k| k.name == name)
+            .map(|k| (k.name, k.repeat))
+    }
+
+    /// Parse `value` for key `name` (one [`Self::find_key`] knows; another changes nothing)
+    /// into this instance. An NF leaves the default (its key's parser).
+    ///
+    /// # Errors
+    /// The key's parser's [`KeyError`].
+    fn set_key(&mut self, name: &str, value: &str) -> Result<(), KeyError>
+    where
+        Self: Sized + 'static,
+    {
+        match Self::keys().iter().find(|k| k.name == name) {
+            Some(k) => (k.parse)(self, value),
+            None => Ok(()),
+        }
+    }
+
+    /// Call `each` with the name of every key [`Self::find_key`] knows, in order. An NF leaves
+    /// the default.
+    fn key_names(each: &mut dyn FnMut(&'static str))
+    where
+        Self: Sized + 'static,
+    {
+        for k in Self::keys() {
+            each(k.name);
+        }
+    }
+
+    /// The file named `name` among [`Self::files`]: its name as declared. As
+    /// [`Self::find_key`], for files; an NF leaves the default.
+    fn find_file(name: &str) -> Option<&'static str>
+    where
+        Self: Sized + 'static,
+    {
+        Self::files()
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.name)
+    }
+
+    /// Read `text` as file `name` (one [`Self::find_file`] knows; another changes nothing)
+    /// into this instance. An NF leaves the default (its file's parser).
+    ///
+    /// # Errors
+    /// The file's parser's [`FileError`].
+    fn read_file(&mut self, name: &str, text: &str) -> Result<(), FileError>
+    where
+        Self: Sized + 'static,
+    {
+        match Self::files().iter().find(|f| f.name == name) {
+            Some(f) => (f.parse)(self, text),
+            None => Ok(()),
+        }
+    }
+
+    /// Call `each` with the name of every file [`Self::find_file`] knows, in order. An NF
+    /// leaves the default.
+    fn file_names(each: &mut dyn FnMut(&'static str))
+    where
+        Self: Sized + 'static,
+    {
+        for f in Self::files() {
+            each(f.name);
+        }
+    }
+
     /// The deterministic benchmark's frame (`cargo xtask bench sim --image`): write the frame
     /// delivered on port 0 into `input` (all of it: `input.len()` bytes, the `sim_size=` frame
     /// without its FCS; port 0's MAC and its peer's are `macs[0]`, `peer[0]`) and what must
