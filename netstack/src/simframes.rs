@@ -230,7 +230,24 @@ pub fn acl_frame(
     peer0: MacAddr,
     t: &crate::acl::FiveTuple,
 ) -> usize {
-    udp4_frame(out, len, mac0, peer0, t.src, t.dst, 64);
+    tuple_frame(out, len, mac0, peer0, t, 64)
+}
+
+/// The IPv4/UDP frame of 5-tuple `t` (`len` bytes without FCS, `dst_mac` from `src_mac`, TTL
+/// `ttl`): [`acl_frame`]'s with TTL 64; with the router's rewrite (next hop's MAC from port
+/// 1's, TTL 63, checksum) what the ACL in front of the router forwards. Returns `len`.
+///
+/// # Panics
+/// As [`udp4_frame`].
+pub fn tuple_frame(
+    out: &mut [u8],
+    len: usize,
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+    t: &crate::acl::FiveTuple,
+    ttl: u8,
+) -> usize {
+    udp4_frame(out, len, dst_mac, src_mac, t.src, t.dst, ttl);
     let udp = ETH_HDR_LEN + IPV4_MIN_HDR;
     out[udp + UDP_SRC.start..udp + UDP_SRC.end].copy_from_slice(&t.sport.to_be_bytes());
     out[udp + UDP_DST.start..udp + UDP_DST.end].copy_from_slice(&t.dport.to_be_bytes());

@@ -43,7 +43,11 @@
 //! dropped by design, so the line also carries `dropped=` (the NF's `nf.dropped`) and `flows=`
 //! (distinct 5-tuples in the cycle), the figure is instructions per *delivered* frame, and the
 //! check is `packets + dropped == delivered`, every forwarded frame being the next allowed one
-//! of the cycle, untouched.
+//! of the cycle, untouched. The ACL in front of the router (`mode=router` with a rules file:
+//! `bench sim --modes acl-router`) runs the same cycle, each tuple's destination moved into
+//! the benchmark's route and a source the router would not forward from into 100.0.0.0/8
+//! (`AclCycle::new`), so every allowed frame is routed: checked as routed (the next hop's MAC,
+//! TTL 63), the line's `mode=router`.
 //!
 //! Frames: 60 bytes (64 on the wire) IPv4/UDP from `peer0` to port 0's MAC. In router mode the
 //! addresses come from [`netstack::simframes::router_addrs`] (the first `route=`, else a host
@@ -82,9 +86,9 @@ use netstack::config::MAX_SIM_SIZE;
 use netstack::config::PORTS;
 use netstack::simframes::{
     acl_frame, bench_frames_into, next_hop_arp, next_hop_arp_reply, next_hop_na, router6_addrs,
-    router_addrs, BENCH_FRAME_LEN,
+    router_addrs, tuple_frame, BENCH_FRAME_LEN,
 };
-use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP};
+use netstack::wire::{ETHERTYPE, ETHERTYPE_ARP, ETH_HDR_LEN, IPV4_DST};
 use netstack::{MacAddr, Mode};
 
 /// The simulated ports' MACs: what xtask gives the real ports (`02:00:00:00:00:01`, `…:02`).
@@ -358,8 +362,8 @@ fn resolve_next_hop6<N: Nic>(
     }
 }
 
-/// `mode=acl`: the 5-tuples the delivered frames cycle through, and where the device is in
-/// the cycle on each side.
+/// `mode=acl` and the ACL in front of the router: the 5-tuples the delivered frames cycle
+/// through, and where the device is in the cycle on each side.
 struct AclCycle {
     tuples: [FiveTuple; BENCH_TUPLES],
     /// Whether the rules allow tuple `i` (as a UDP frame): only those come out of port 1.
@@ -373,11 +377,19 @@ struct AclCycle {
     /// Port 0's MAC and its peer's: the frames' destination and source.
     mac0: MacAddr,
     peer0: MacAddr,
+    /// In front of the router: the next hop's MAC and port 1's, the forwarded frames'
+    /// destination and source (TTL 63); `None` in `mode=acl` (forwarded untouched).
+    routed: Option<(MacAddr, MacAddr)>,
 }
 
 impl AclCycle {
     /// The cycle over the boot's rule set (`nf::builtin::ACL`), `None` when none was built.
-    fn new(peer0: MacAddr) -> Option<AclCycle> {
+    /// In front of the router (`routed`), each tuple's destination is moved into the
+    /// benchmark's route (192.168.0.0/16, host `i` of the cycle) and a source the router
+    /// would not forward from (RFC 1812 §5.3.7, or in port 0's and port 1's networks: its own
+    /// and their broadcasts) into 100.0.0.0/8, so that every frame the rules allow is routed
+    /// by the fast path to the resolved next hop.
+    fn new(peer0: MacAddr, routed: Option<(MacAddr, MacAddr)>) -> Option<AclCycle> {
         let table = crate::dataplane::nf::builtin::ACL.get()?.current();
         let acl = &table.acl;
         let mut c = AclCycle {
@@ -394,10 +406,19 @@ impl AclCycle {
             next_out: 0,
             mac0: MacAddr(SIM_MACS[0]),
             peer0,
+            routed,
         };
         for (i, mut t) in tuples(acl, BENCH_TUPLES, BENCH_SEED).enumerate() {
             // The frames are UDP: classify the tuple as the NF will see it.
             t.proto = netstack::wire::IPPROTO_UDP;
+            if routed.is_some() {
+                t.dst = core::net::Ipv4Addr::new(192, 168, (i >> 8) as u8, i as u8);
+                let src = t.src.to_bits();
+                // 10.0.0.0/23: ports 0's and 1's networks.
+                if netstack::router::ipv4::is_martian_src(src) || src & 0xFFFF_FE00 == 0x0A00_0000 {
+                    t.src = core::net::Ipv4Addr::from_bits(src & 0x00FF_FFFF | 100 << 24);
+                }
+            }
             c.tuples[i] = t;
             c.allowed[i] = acl.classify(&t).action == Action::Allow;
         }
@@ -411,12 +432,19 @@ impl AclCycle {
         Some(c)
     }
 
-    /// `mode=acl`'s cycle (its boot failing without a rule set), `None` in other modes.
+    /// `mode=acl`'s cycle (its boot failing without a rule set), the router's with the ACL
+    /// in front (a rules file), `None` otherwise.
     fn for_mode(cfg: &netstack::Config) -> Option<AclCycle> {
-        (cfg.mode == Mode::Acl).then(|| {
-            AclCycle::new(cfg.peer[0])
-                .unwrap_or_else(|| fail(format_args!("sim: mode=acl without a rule set")))
-        })
+        match cfg.mode {
+            Mode::Acl => Some(
+                AclCycle::new(cfg.peer[0], None)
+                    .unwrap_or_else(|| fail(format_args!("sim: mode=acl without a rule set"))),
+            ),
+            Mode::Router if !cfg.sim_ipv6 => {
+                AclCycle::new(cfg.peer[0], Some((cfg.peer[1], MacAddr(SIM_MACS[1]))))
+            }
+            _ => None,
+        }
     }
 
     /// Tuple `i`'s frame, `len` bytes, into `out`.
@@ -425,8 +453,24 @@ impl AclCycle {
     }
 
     /// Whether `f`, taken off port 1, is the frame of the next allowed tuple delivered (the
-    /// denied ones before it skipped); `scratch` holds the expected frame.
+    /// denied ones before it skipped) forwarded untouched, or routed, the frame of an allowed
+    /// tuple; `scratch` holds the expected frame.
     fn expect(&mut self, f: &[u8], len: usize, scratch: &mut [u8]) -> bool {
+        if let Some((hop, mac1)) = self.routed {
+            // Routed: in any order across tuples (the router keeps a frame it cannot send
+            // at once, e.g. while it confirms its next hop, and sends it after the burst),
+            // each tuple's frame found by its destination, 192.168.0.0 + i.
+            let dst = ETH_HDR_LEN + IPV4_DST.start;
+            let Some(&[a, b, c, d]) = f.get(dst..dst + 4) else {
+                return false;
+            };
+            let i = usize::from(c) << 8 | usize::from(d);
+            if [a, b] != [192, 168] || i >= BENCH_TUPLES || !self.allowed[i] {
+                return false;
+            }
+            tuple_frame(scratch, len, hop, mac1, &self.tuples[i], 63);
+            return f == &scratch[..len];
+        }
         for _ in 0..BENCH_TUPLES {
             let i = self.next_out;
             self.next_out = (i + 1) % BENCH_TUPLES;
@@ -765,7 +809,8 @@ fn report_acl<N: Nic>(
         .map_or(0, |t| t.current().acl.len());
     let now = *core.profile_mut();
     println!(
-        "SIMBENCH mode=acl k={} size={} warmup={WARMUP_ITERS} iters={} delivered={delivered} packets={packets} dropped={dropped} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={} rules={rules} flows={}",
+        "SIMBENCH mode={} k={} size={} warmup={WARMUP_ITERS} iters={} delivered={delivered} packets={packets} dropped={dropped} out={good} other={other} cycles={cycles} instructions_per_packet={}.{:02} kicks={} busy_iters={} rules={rules} flows={}",
+        core.cfg().mode.as_str(),
         b.k,
         core.cfg().sim_size,
         core.cfg().sim_iters,

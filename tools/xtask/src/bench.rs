@@ -137,8 +137,8 @@ pub(crate) fn cmd_bench_sim(a: BenchArgs) -> Result<()> {
         bar.phase(format!("{} K={} done", r.mode, r.k));
         match r.acl_rules {
             Some(n) => eprintln!(
-                "xtask: acl {n} rules size {} K={}: {:.2} instructions/delivered frame at {:.2} frames/busy iteration over {} delivered ({} forwarded, {} denied; {} distinct 5-tuples)",
-                r.size, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.delivered, r.packets, r.dropped, r.flows.unwrap_or(0)
+                "xtask: {} {n} rules size {} K={}: {:.2} instructions/delivered frame at {:.2} frames/busy iteration over {} delivered ({} forwarded, {} denied; {} distinct 5-tuples)",
+                r.mode, r.size, r.k, r.instructions_per_packet, r.frames_per_busy_iter, r.delivered, r.packets, r.dropped, r.flows.unwrap_or(0)
             ),
             None => eprintln!(
                 "xtask: {} size {} K={}: {:.2} instructions/packet at {:.2} frames/busy iteration over {} packets",
