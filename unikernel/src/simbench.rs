@@ -56,6 +56,9 @@
 //! queued. The router's neighbour timers (every 10 ms of TSC time) are run outside the bracket
 //! (`Core::router_timers_ran` before each iteration): the figure must not depend on
 //! where in the 10 ms period the measurement happens to fall, i.e. on how long boot took.
+//!
+//! Past ~800 lines because the device side (`Bench`), the ACL's tuple cycle (`AclCycle`) and
+//! the next hops' resolution all serve the one measured loop and its one `SIMBENCH` line.
 
 // Boot-time errors carry their context as text (no heap to box it in); they are returned once,
 // printed and fatal, so their size does not matter.
