@@ -106,17 +106,11 @@ fn index(reg: usize) -> Option<usize> {
 const TX_GATHER_MAX: usize = 4 * PAGE_SIZE;
 
 /// The simulated NIC's register file, shared by the driver ([`SimDdRegs`]) and the player.
+///
+/// `repr(C)`, the single-queue NIC's fields first in the order the compiler gave them before
+/// the queues came: the tail writes the benchmark measures address the same offsets as then.
+#[repr(C)]
 pub struct SimDdShared {
-    regs: [AtomicU32; REGS.len()],
-    /// Queues 1..16's ring registers ([`QUEUE_REGS`]; queue 0's are in `regs`).
-    queues: [[AtomicU32; QUEUE_REGS.len()]; MAX_RSS_QUEUES - 1],
-    /// `RETA`, `RSSRK`, `MRQC`, `RXCSUM` (datasheet §8.10).
-    reta: [AtomicU32; RETA_REGS],
-    rssrk: [AtomicU32; RSSRK_REGS],
-    mrqc: AtomicU32,
-    rxcsum: AtomicU32,
-    /// Frames each queue dropped: no descriptor for them, or the queue disabled.
-    dropped: [AtomicU64; MAX_RSS_QUEUES],
     /// Frames the player delivered and completed (for tests).
     delivered: AtomicU64,
     completed: AtomicU64,
@@ -127,6 +121,16 @@ pub struct SimDdShared {
     /// frame).
     rdt_writes: AtomicU64,
     tdt_writes: AtomicU64,
+    regs: [AtomicU32; REGS.len()],
+    /// Frames each queue dropped: no descriptor for them, or the queue disabled.
+    dropped: [AtomicU64; MAX_RSS_QUEUES],
+    /// Queues 1..16's ring registers ([`QUEUE_REGS`]; queue 0's are in `regs`).
+    queues: [[AtomicU32; QUEUE_REGS.len()]; MAX_RSS_QUEUES - 1],
+    /// `RETA`, `RSSRK`, `MRQC`, `RXCSUM` (datasheet §8.10).
+    reta: [AtomicU32; RETA_REGS],
+    rssrk: [AtomicU32; RSSRK_REGS],
+    mrqc: AtomicU32,
+    rxcsum: AtomicU32,
 }
 
 impl SimDdShared {
@@ -173,21 +177,28 @@ impl SimDdShared {
 
     /// The register at `reg` (0 for one the NIC does not have).
     pub fn get(&self, reg: usize) -> u32 {
-        self.cell(reg).map_or(0, |c| c.load(Ordering::Acquire))
-    }
-
-    fn set(&self, reg: usize, val: u32) {
-        if let Some(c) = self.cell(reg) {
-            c.store(val, Ordering::Release);
+        match index(reg) {
+            Some(i) => self.regs[i].load(Ordering::Acquire),
+            None => self.cell_mq(reg).map_or(0, |c| c.load(Ordering::Acquire)),
         }
     }
 
-    /// Register `reg`'s storage: the single-queue registers ([`REGS`]) first, then the rest.
-    #[inline(always)]
-    fn cell(&self, reg: usize) -> Option<&AtomicU32> {
+    /// Write register `reg` (ignored for one the NIC does not have). The single-queue
+    /// registers ([`REGS`]) are stored here; the others in [`Self::set_mq`], a tail call, so
+    /// a tail write costs what it did before the queues.
+    fn set(&self, reg: usize, val: u32) {
         match index(reg) {
-            Some(i) => Some(&self.regs[i]),
-            None => self.cell_mq(reg),
+            Some(i) => self.regs[i].store(val, Ordering::Release),
+            None => self.set_mq(reg, val),
+        }
+    }
+
+    /// [`Self::set`] past [`REGS`].
+    #[cold]
+    #[inline(never)]
+    fn set_mq(&self, reg: usize, val: u32) {
+        if let Some(c) = self.cell_mq(reg) {
+            c.store(val, Ordering::Release);
         }
     }
 
