@@ -7,7 +7,18 @@
 //! `drivers::ddnic::Advanced`, ports brought up by `drivers::igb::bring_up`, on which the
 //! simulated NIC writes advanced descriptors back) and the ports' frame limit (bits 2:1: the
 //! driver's default of four pages, 1,518, 9,018 or the 64-byte floor;
-//! `Nic::set_rx_frame_limit`). Two ports come up on simulated register files (one pair per
+//! `Nic::set_rx_frame_limit`). With bits 0 and 3 set, the multi-queue 82576 with RSS (issue 41,
+//! item 6): each port brought up with 2, 3, 4 or 8 queue pairs (bits 5:4) by
+//! `drivers::igb::start` and `finish_queues`, the kernel's set-up, each queue pair a driver of
+//! its own over `drivers::igb::QueueRegs`; every step of the program then starts with a byte
+//! naming the queue pair it is about (bits 4:0, modulo the queues) and, with bit 7, a rewrite
+//! of one `RETA` entry to any value (a queue no one owns, or past the 16: the device keeps the
+//! low 4 bits), with bit 6 `MRQC` turned off or back on (bit 5); the deliveries carry
+//! Ethernet/IPv4 or IPv6/TCP or UDP headers from the input (VLAN tag, fragment, cut short with
+//! the frame), so the device hashes and steers them, and drops (and counts) those whose queue
+//! is disabled or out of descriptors; the raw write-backs, chains and TX `DD` go to that queue
+//! pair's rings, with any RSS type and hash; the forwarding burst runs queue pair `k` of one
+//! port into queue pair `k` of the other. Two ports come up on simulated register files (one pair per
 //! layout: the 82576's `SRRCTL` outlives a reset); their RX rings get pages from a fixed pool.
 //! The rest of the input is a program for the device and the driver in turn: well-behaved
 //! deliveries and TX completions, and raw descriptor write-backs on any slot (posted, posted long
@@ -24,14 +35,15 @@
 //! `rx_burst`, which also takes a frame the fused burst half collected; `rx_refill`;
 //! `tx_burst`).
 //!
-//! Checked, for both layouts: no panic (debug assertions on); every page the driver hands to the
+//! Checked, for every mode: no panic (debug assertions on); every page the driver hands to the
 //! harness is a pool page the harness does not hold already; every frame slice lies inside its
 //! page and within the frame limit, 1 byte at least (a frame of several pages: its head inside
 //! the first, its pages the driver's, its lengths adding up to at most the limit); a buffer
 //! `rx_burst` calls `Ok` is as long; the driver's `rx_errors` is at most the raw write-backs
 //! with `DD` and an error bit (it counts no error the device did not write); after both NICs
-//! are reset and their pages taken back, every pool page is the harness's again, exactly once
-//! (posted + handed back + recycled = the pool).
+//! are reset (multi-queue: queues 1.. disabled, then the port reset through queue 0) and their
+//! pages taken back, every pool page is the harness's again, exactly once (posted + handed back
+//! + recycled = the pool).
 //!
 //! An advanced write-back overwrites the buffer address the driver posted (the first quadword
 //! becomes RSS hash and packet type, as on the 82576); the driver keeps its pages apart and
@@ -40,13 +52,15 @@
 //! re-posted the slot since (a slot never posted keeps the RSS values), so the device writes
 //! into pool pages only, as with legacy descriptors.
 
-use drivers::ddnic::{Advanced, DdNic, DescFormat, Legacy, TxDesc, RDBAH, RDBAL, STA_DD};
+use drivers::ddnic::{Advanced, DdNic, DdRegs, DescFormat, Legacy, TxDesc, RDBAH, RDBAL, STA_DD};
 use drivers::ddnic::{RXSTA_EOP, TDBAH, TDBAL};
 use drivers::e1000e::{E1000eConfig, RxFilter};
+use drivers::igb::{QueueRegs, Rss, MRQC, MRQC_ENABLE_RSS, MRQC_RSS_FIELDS, RETA};
 use drivers::nic::{
     ForwardOps, GiveBack, MultiFrame, Nic, RxBuf, RxStatus, RxVerdict, TxBuf, TxOwner,
     MAX_FRAME_PAGES, RING_SIZE,
 };
+use drivers::sim::dd::rss::MRQC_TCP_IPV6_QEMU;
 use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use drivers::sim::HostHal;
 use mm::Pfn;
@@ -54,8 +68,13 @@ use std::alloc::{alloc_zeroed, Layout};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
-/// A port of layout `F` on a simulated register file.
-type Port<F> = DdNic<HostHal, SimDdRegs<'static>, 0, F>;
+/// A port (or one queue pair of a port) of layout `F` on a simulated register file, through
+/// `R` (the register file itself, or [`QueueRegs`] over it).
+type Port<F, R = SimDdRegs<'static>> = DdNic<HostHal, R, 0, F>;
+/// The multi-queue 82576's queue counts the input's first byte picks from (bits 5:4).
+const MQ_QUEUES: [usize; 4] = [2, 3, 4, 8];
+/// RX pages each queue pair gets at the start in multi-queue mode (the pool is shared by all).
+const MQ_FILL: usize = 48;
 
 const PAGE: usize = 4096;
 /// Pool pages: both RX rings and a TX ring full, and some spares.
@@ -85,19 +104,20 @@ fn pool() -> &'static [Pfn] {
     .1
 }
 
-/// The register files of layout `F`'s two ports (leaked once: the driver wants `'static`
-/// handles; reset by each bring-up). One pair per layout: a reset leaves `SRRCTL` as the 82576
-/// bring-up set it, which would turn a later legacy port's descriptors advanced.
-fn shared<F: Hostile>() -> &'static [SimDdShared; 2] {
-    static S: OnceLock<[&'static [SimDdShared; 2]; 2]> = OnceLock::new();
+/// The register files of a mode's two ports (leaked once: the driver wants `'static` handles;
+/// reset by each bring-up): `files` 0 legacy, 1 the 82576 with one queue, 2 with several. One
+/// pair per mode: a reset leaves `SRRCTL` as the 82576 bring-up set it, which would turn a
+/// later legacy port's descriptors advanced.
+fn shared(files: usize) -> &'static [SimDdShared; 2] {
+    static S: OnceLock<[&'static [SimDdShared; 2]; 3]> = OnceLock::new();
     S.get_or_init(|| {
-        [0, 1].map(|_| -> &'static [SimDdShared; 2] {
+        [0, 1, 2].map(|_| -> &'static [SimDdShared; 2] {
             Box::leak(Box::new([
                 SimDdShared::new([2, 0, 0, 0, 0, 1]),
                 SimDdShared::new([2, 0, 0, 0, 0, 2]),
             ]))
         })
-    })[F::FILES]
+    })[files]
 }
 
 /// The harness's pages, with the accounting checks.
@@ -295,9 +315,10 @@ impl Hostile for Advanced {
     }
 }
 
-/// Descriptor `i` of the ring whose base registers are `bal`/`bah` on `s`.
-fn desc<D>(s: &SimDdShared, bal: usize, bah: usize, i: u8) -> *mut D {
-    let base = u64::from(s.get(bal)) | u64::from(s.get(bah)) << 32;
+/// Descriptor `i` of queue `k`'s ring whose base registers are `bal`/`bah` (queue 0's offsets)
+/// on `s`.
+fn desc<D>(s: &SimDdShared, k: usize, bal: usize, bah: usize, i: u8) -> *mut D {
+    let base = u64::from(s.get_queue(k, bal)) | u64::from(s.get_queue(k, bah)) << 32;
     (base as usize + 16 * usize::from(i)) as *mut D
 }
 
@@ -310,11 +331,12 @@ type Clobbered = BTreeMap<u8, (u64, u64)>;
 /// it once, when it reads the descriptor).
 fn write_back<F: Hostile>(
     s: &SimDdShared,
+    k: usize,
     i: u8,
     input: &mut Input<'_>,
     clobbered: &mut Clobbered,
 ) -> bool {
-    let d = desc::<[u64; 2]>(s, RDBAL, RDBAH, i);
+    let d = desc::<[u64; 2]>(s, k, RDBAL, RDBAH, i);
     // SAFETY: a descriptor of the ring (the index is a u8, the ring 256 long), host memory the
     // harness plays the device on.
     let old = unsafe { d.read_volatile() };
@@ -335,9 +357,9 @@ fn write_back<F: Hostile>(
 /// that the driver has not posted again since (their first quadword is still the value
 /// written); a slot that held none (never posted, or written back by the device) keeps the
 /// value until the driver posts a buffer there.
-fn restore(s: &SimDdShared, clobbered: &mut Clobbered) {
+fn restore(s: &SimDdShared, k: usize, clobbered: &mut Clobbered) {
     clobbered.retain(|&i, &mut (addr, written)| {
-        let d = desc::<u64>(s, RDBAL, RDBAH, i);
+        let d = desc::<u64>(s, k, RDBAL, RDBAH, i);
         // SAFETY: as in `write_back`.
         if unsafe { d.read_volatile() } != written {
             return false;
@@ -356,43 +378,134 @@ pub fn run(data: &[u8]) {
     let (&head, program) = data.split_first().unwrap_or((&0, &[]));
     let limit = LIMITS[usize::from(head >> 1 & 3)];
     if head & 1 == 0 {
-        run_on::<Legacy>(program, limit);
+        let nics = bring_up_single::<Legacy>(limit);
+        run_on(program, nics, None, shared(Legacy::FILES));
+    } else if head & 8 == 0 {
+        let nics = bring_up_single::<Advanced>(limit);
+        run_on(program, nics, None, shared(Advanced::FILES));
     } else {
-        run_on::<Advanced>(program, limit);
+        let queues = MQ_QUEUES[usize::from(head >> 4 & 3)];
+        let nics = bring_up_mq(limit, queues);
+        run_on(program, nics, Some(queues), shared(2));
     }
 }
 
-/// Run `data` against two ports of layout `F` with frame limit `limit` (`None`: the default).
-fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
-    let sh = shared::<F>();
-    let mut pages = Pages::new();
-    let cfg = E1000eConfig {
-        filter: RxFilter::Promiscuous,
-        max_frame: 9014,
-    };
+/// The bring-ups' configuration: promiscuous, a 9,014-byte MTU.
+const CFG: E1000eConfig = E1000eConfig {
+    filter: RxFilter::Promiscuous,
+    max_frame: 9014,
+};
+
+/// A clock that moves 100 µs per reading.
+fn clock() -> impl Fn() -> u64 {
     let t = std::cell::Cell::new(0u64);
-    let clock = || {
+    move || {
         t.set(t.get() + 100);
         t.get()
-    };
-    let mut nics: [Port<F>; 2] = [0, 1].map(|j| {
+    }
+}
+
+/// Two ports of layout `F`, one queue pair each, with frame limit `limit` (`None`: the
+/// default).
+fn bring_up_single<F: Hostile>(limit: Option<usize>) -> [Vec<Port<F>>; 2] {
+    let sh = shared(F::FILES);
+    let clock = clock();
+    [0, 1].map(|j| {
         sh[j].set_link(true);
-        let mut nic = F::bring_up(SimDdRegs(&sh[j]), &cfg, &clock);
+        let mut nic = F::bring_up(SimDdRegs(&sh[j]), &CFG, &clock);
         if let Some(l) = limit {
             nic.set_rx_frame_limit(l);
         }
-        nic
-    });
-    let limit = nics[0].rx_frame_limit();
+        vec![nic]
+    })
+}
+
+/// Two 82576 ports with `queues` queue pairs each, brought up as the kernel does
+/// (`drivers::igb::start` and `finish_queues`: RSS keyed with a fixed key, the table
+/// round-robin; the program may then rewrite the table and `MRQC` behind the driver's back).
+fn bring_up_mq(
+    limit: Option<usize>,
+    queues: usize,
+) -> [Vec<Port<Advanced, QueueRegs<SimDdRegs<'static>>>>; 2] {
+    let sh = shared(2);
+    let clock = clock();
+    let rss = Rss {
+        queues,
+        key: core::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0x6d),
+        reta: core::array::from_fn(|i| (i % queues) as u8),
+    };
+    [0, 1].map(|j| {
+        sh[j].set_link(true);
+        let st = drivers::igb::start(SimDdRegs(&sh[j]), &CFG, &clock).expect("igb start");
+        let qs =
+            drivers::igb::finish_queues::<HostHal, _>(st, &CFG, &rss, &clock).expect("igb queues");
+        qs.into_iter()
+            .map(|mut nic| {
+                if let Some(l) = limit {
+                    nic.set_rx_frame_limit(l);
+                }
+                nic
+            })
+            .collect()
+    })
+}
+
+/// A frame of `len` bytes (1 at least) filled with `fill`; in multi-queue mode its start is an
+/// Ethernet/IP/TCP or UDP header from `input` (cut short when `len` is), so RSS hashes it.
+fn frame(len: usize, fill: u8, mq: bool, input: &mut Input<'_>) -> Vec<u8> {
+    let mut f = vec![fill; len.max(1)];
+    if !mq {
+        return f;
+    }
+    let shape = input.u8();
+    let (a, b, ports) = (input.u32(), input.u32(), input.u32());
+    let proto = if shape & 1 == 0 { 6 } else { 17 };
+    let mut h = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    if shape & 4 != 0 {
+        h.extend_from_slice(&[0x81, 0x00, 0, shape]);
+    }
+    if shape & 2 == 0 {
+        // IPv4, a fragment when bit 3 says.
+        h.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 64, 0, 1]);
+        h.extend_from_slice(&[if shape & 8 != 0 { 0x20 } else { 0x40 }, 0, 64, proto, 0, 0]);
+        h.extend_from_slice(&a.to_be_bytes());
+        h.extend_from_slice(&b.to_be_bytes());
+    } else {
+        h.extend_from_slice(&[0x86, 0xDD, 0x60, 0, 0, 0, 0, 32, proto, 64]);
+        for w in [a, b, a ^ b, !a, b, a, !b, a ^ !b] {
+            h.extend_from_slice(&w.to_be_bytes());
+        }
+    }
+    h.extend_from_slice(&ports.to_be_bytes());
+    h.extend_from_slice(&[0; 16]);
+    let n = h.len().min(f.len());
+    f[..n].copy_from_slice(&h[..n]);
+    f
+}
+
+/// Run `data` against two ports of layout `F`, each `nics[p]` its queue pairs (one, or
+/// `queues`), on the register files `sh`.
+fn run_on<F: Hostile, R: DdRegs + 'static>(
+    data: &[u8],
+    mut nics: [Vec<Port<F, R>>; 2],
+    queues: Option<usize>,
+    sh: &'static [SimDdShared; 2],
+) {
+    let mq = queues.is_some();
+    let nq = queues.unwrap_or(1);
+    let mut pages = Pages::new();
+    let limit = nics[0][0].rx_frame_limit();
     // SAFETY: the rings and buffers are HostHal and pool memory, alive for the run; the only
     // players.
     let mut dev = [0, 1].map(|j| unsafe { SimDdDevice::new(&sh[j]) });
-    let mut clobbered = [Clobbered::new(), Clobbered::new()];
-    // Raw write-backs with `DD` and an error bit, per port: an upper bound on `rx_errors` (the
-    // device writes no other error; a descriptor is read once, and posting clears it).
-    let mut errors_written = [0u64; 2];
-    for nic in nics.iter_mut() {
-        let fill: Vec<Pfn> = (0..RING_SIZE - 1).filter_map(|_| pages.give()).collect();
+    let mut clobbered = [0, 1].map(|_| vec![Clobbered::new(); nq]);
+    // Raw write-backs with `DD` and an error bit, per port and queue: an upper bound on
+    // `rx_errors` (the device writes no other error; a descriptor is read once, and posting
+    // clears it).
+    let mut errors_written = [vec![0u64; nq], vec![0u64; nq]];
+    let fill_each = if mq { MQ_FILL } else { RING_SIZE - 1 };
+    for nic in nics.iter_mut().flatten() {
+        let fill: Vec<Pfn> = (0..fill_each).filter_map(|_| pages.give()).collect();
         // SAFETY: pool pages the harness gives up.
         let n = unsafe { nic.rx_refill(&fill) };
         for &p in &fill[n..] {
@@ -408,23 +521,46 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
         let op = input.u8();
         let p = usize::from(op >> 7);
         let q = 1 - p;
+        // Multi-queue: the queue pair the step is about, and now and then the device's RSS
+        // settings rewritten behind the driver's back (a table entry naming any queue, owned or
+        // not; RSS off or on).
+        let k = if mq {
+            let sel = input.u8();
+            let regs = SimDdRegs(&sh[p]);
+            if sel & 0x80 != 0 {
+                let (entry, queue) = (usize::from(input.u8() & 0x7F), input.u8());
+                let r = RETA + 4 * (entry / 4);
+                let shift = 8 * (entry % 4);
+                let v = regs.read(r) & !(0xFF << shift) | u32::from(queue) << shift;
+                regs.write(r, v);
+            }
+            if sel & 0x40 != 0 {
+                let on = MRQC_ENABLE_RSS | MRQC_RSS_FIELDS | MRQC_TCP_IPV6_QEMU;
+                regs.write(MRQC, if sel & 0x20 != 0 { on } else { 0 });
+            }
+            usize::from(sel & 0x1F) % nq
+        } else {
+            0
+        };
         match op & 0x7F {
             0..=15 => {
                 let len = usize::from(input.u16()) % (PAGE + 1);
-                let frame = vec![op; len.max(1)];
-                restore(&sh[p], &mut clobbered[p]);
+                let frame = frame(len, op, mq, &mut input);
+                for (j, c) in clobbered[p].iter_mut().enumerate() {
+                    restore(&sh[p], j, c);
+                }
                 dev[p].deliver_rx(&frame, usize::from(input.u8() % 8));
             }
             16..=31 => {
                 // A raw RX write-back on any slot: any status, length and errors (and RSS).
                 let i = input.u8();
-                if write_back::<F>(&sh[p], i, &mut input, &mut clobbered[p]) {
-                    errors_written[p] += 1;
+                if write_back::<F>(&sh[p], k, i, &mut input, &mut clobbered[p][k]) {
+                    errors_written[p][k] += 1;
                 }
             }
             32..=39 => {
                 // DD set or cleared on any TX descriptor.
-                let d = desc::<TxDesc>(&sh[p], TDBAL, TDBAH, input.u8());
+                let d = desc::<TxDesc>(&sh[p], k, TDBAL, TDBAH, input.u8());
                 let set = input.u8() & 1 != 0;
                 // SAFETY: as in `write_back`.
                 unsafe {
@@ -438,13 +574,17 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
                 }
             }
             40..=55 => {
-                dev[p].complete_tx(|f| assert!(f.len() <= 4 * PAGE));
+                dev[p].complete_tx_on(k, |f| assert!(f.len() <= 4 * PAGE));
             }
             56..=79 => {
                 verdict ^= input.u8();
                 let max = usize::from(input.u8() % 64) + 1;
                 let [a, b] = &mut nics;
-                let (rx, tx) = if p == 0 { (a, b) } else { (b, a) };
+                let (rx, tx) = if p == 0 {
+                    (&mut a[k], &mut b[k])
+                } else {
+                    (&mut b[k], &mut a[k])
+                };
                 let pages_r = &mut pages;
                 let v = verdict;
                 let ops = move || {
@@ -462,14 +602,15 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
                 let mut room = vec![Pfn(0); usize::from(input.u8())];
                 let foreign = TxOwner::new(u16::from(input.u8() & 1) + 5);
                 let mut other = Vec::new();
-                let (into, _) = nics[p].tx_reclaim_into(foreign, &mut room, |pf, _| other.push(pf));
+                let (into, _) =
+                    nics[p][k].tx_reclaim_into(foreign, &mut room, |pf, _| other.push(pf));
                 for &pf in room[..into].iter().chain(&other) {
                     pages.back(pf, "tx_reclaim_into");
                 }
             }
             88..=95 => {
                 let mut back = Vec::new();
-                nics[p].tx_reclaim(|pf, _| back.push(pf));
+                nics[p][k].tx_reclaim(|pf, _| back.push(pf));
                 for pf in back {
                     pages.back(pf, "tx_reclaim");
                 }
@@ -480,7 +621,7 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
                     len: 0,
                     status: RxStatus::Unused,
                 }; 16];
-                let n = nics[p].rx_burst(&mut out[..usize::from(input.u8() % 17)]);
+                let n = nics[p][k].rx_burst(&mut out[..usize::from(input.u8() % 17)]);
                 for b in &out[..n] {
                     assert!(
                         b.status != RxStatus::Ok || (1..=limit.min(PAGE)).contains(&b.len),
@@ -494,7 +635,7 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
                 let want = usize::from(input.u8());
                 let fill: Vec<Pfn> = (0..want).filter_map(|_| pages.give()).collect();
                 // SAFETY: pool pages the harness gives up.
-                let n = unsafe { nics[p].rx_refill(&fill) };
+                let n = unsafe { nics[p][k].rx_refill(&fill) };
                 for &pf in &fill[n..] {
                     pages.back(pf, "not refilled");
                 }
@@ -502,8 +643,10 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
             112..=119 => {
                 // A frame of two to five pages, in as many descriptors each.
                 let len = PAGE + 1 + usize::from(input.u16()) % (4 * PAGE);
-                let frame = vec![op; len];
-                restore(&sh[p], &mut clobbered[p]);
+                let frame = frame(len, op, mq, &mut input);
+                for (j, c) in clobbered[p].iter_mut().enumerate() {
+                    restore(&sh[p], j, c);
+                }
                 dev[p].deliver_rx(&frame, usize::from(input.u8() % 4));
             }
             120..=123 => {
@@ -515,9 +658,9 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
                     l => l,
                 };
                 let n = usize::from(shape & 7) + 1;
-                for k in 0..n {
-                    let eop = k + 1 == n && shape & 0x80 != 0;
-                    let d = desc::<u64>(&sh[p], RDBAL, RDBAH, i.wrapping_add(k as u8));
+                for j in 0..n {
+                    let eop = j + 1 == n && shape & 0x80 != 0;
+                    let d = desc::<u64>(&sh[p], k, RDBAL, RDBAH, i.wrapping_add(j as u8));
                     // SAFETY: as in `write_back` (the second quadword of the descriptor).
                     unsafe { d.add(1).write_volatile(F::rx_hi(eop, len)) };
                 }
@@ -532,25 +675,32 @@ fn run_on<F: Hostile>(data: &[u8], limit: Option<usize>) {
                         owner: OWNER,
                     };
                     // SAFETY: a pool page the harness gives up, `len` bytes in it.
-                    if unsafe { nics[q].tx_burst(&[b]) } == 0 {
+                    if unsafe { nics[q][k].tx_burst(&[b]) } == 0 {
                         pages.back(pf, "tx_burst refused");
                     }
                 }
             }
         }
     }
-    for (nic, &written) in nics.iter_mut().zip(&errors_written) {
-        let counted = nic.stats().rx_errors;
-        assert!(
-            counted <= written,
-            "{counted} rx_errors counted, {written} written"
-        );
-        assert!(nic.reset_device());
-        let mut back = Vec::new();
-        // SAFETY: reset just above.
-        unsafe { nic.take_pages(&mut |pf| back.push(pf)) };
-        for pf in back {
-            pages.back(pf, "take_pages");
+    for (port, written) in nics.iter_mut().zip(&errors_written) {
+        for (nic, &written) in port.iter_mut().zip(written) {
+            let counted = nic.stats().rx_errors;
+            assert!(
+                counted <= written,
+                "{counted} rx_errors counted, {written} written"
+            );
+        }
+        // Queues 1.. disabled (`false`: not a reset), then queue 0 resets the port.
+        for (j, nic) in port.iter_mut().enumerate().rev() {
+            assert_eq!(nic.reset_device(), j == 0);
+        }
+        for nic in port.iter_mut() {
+            let mut back = Vec::new();
+            // SAFETY: every queue disabled and the port reset just above.
+            unsafe { nic.take_pages(&mut |pf| back.push(pf)) };
+            for pf in back {
+                pages.back(pf, "take_pages");
+            }
         }
     }
     assert_eq!(

@@ -249,3 +249,6 @@ pub fn program_rss<R: DdRegs>(regs: &R, rss: &Rss) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod rss_tests;

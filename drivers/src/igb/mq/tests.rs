@@ -69,12 +69,6 @@ impl ShareRegs for Keep {
     }
 }
 
-impl ShareRegs for SimDdRegs<'static> {
-    fn share(&self) -> Self {
-        SimDdRegs(self.0)
-    }
-}
-
 /// RSS over `queues` queues with the table round-robin and a key of bytes 1..=40.
 fn rss(queues: usize) -> Rss {
     Rss {
@@ -210,15 +204,37 @@ fn one_queue_leaves_rss_off_as_the_single_queue_bring_up_does() {
     assert_ne!(k.get(0x2828) & XDCTL_ENABLE, 0);
 }
 
+/// The simulated NIC with queue 1's `RXDCTL.ENABLE` never reading back.
+struct NoQueue1(SimDdRegs<'static>);
+
+impl DdRegs for NoQueue1 {
+    fn read(&self, reg: usize) -> u32 {
+        match reg {
+            0xC068 => 0,
+            _ => self.0.read(reg),
+        }
+    }
+    fn write(&self, reg: usize, val: u32) {
+        self.0.write(reg, val)
+    }
+}
+
+impl ShareRegs for NoQueue1 {
+    fn share(&self) -> Self {
+        NoQueue1(SimDdRegs(self.0 .0))
+    }
+}
+
 #[test]
 fn a_second_queue_the_device_does_not_enable_is_named_and_the_port_left_reset() {
-    // The simulated NIC has queue 0's registers only: queue 1's RXDCTL never reads back.
     let s: &'static SimDdShared = Box::leak(Box::new(SimDdShared::new([2, 0, 0, 0, 0, 11])));
-    let st = start(SimDdRegs(s), &L2, &clock()).expect("start");
+    let st = start(NoQueue1(SimDdRegs(s)), &L2, &clock()).expect("start");
     let e = finish_queues::<HostHal, _>(st, &L2, &rss(2), &clock())
         .err()
         .expect("queue 1 never enables");
     assert_eq!(e, IgbError::QueueTimeout { queue: 1 });
     assert!(std::format!("{e}").contains("RXDCTL1.ENABLE"), "{e}");
     assert!(s.is_reset(), "the port reset, queue 0's rings gone");
+    assert_eq!(s.get(MRQC), 0, "RSS off again");
+    assert_eq!(s.get(0xC068) & XDCTL_ENABLE, 0, "queue 1 disabled");
 }
