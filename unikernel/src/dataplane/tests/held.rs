@@ -2,9 +2,8 @@
 //! handle, and the router holds a frame waiting for ARP there (no page number in its queue):
 //! released by the answer, sent and counted; or given back at `quit` with every page.
 
-use super::{rig, udp, PAGES};
+use super::{arp_reply, rig, udp, PAGES};
 use crate::dataplane::nf::{Held, Stash};
-use netstack::simframes::arp_request;
 use netstack::MacAddr;
 use rig::{port_mac, Rig};
 use std::net::Ipv4Addr;
@@ -92,17 +91,8 @@ fn one_waiting() -> Rig {
 fn a_frame_held_for_arp_is_sent_when_the_answer_comes() {
     let mut rig = one_waiting();
     let c = &mut rig.cores[0];
-    let mut reply = [0u8; 64];
-    let n = arp_request(
-        &mut reply,
-        NEXT_HOP_MAC,
-        NEXT_HOP,
-        Ipv4Addr::new(10, 0, 1, 1),
-    );
-    reply[..6].copy_from_slice(&port_mac(1).0);
-    reply[14 + 6..14 + 8].copy_from_slice(&2u16.to_be_bytes());
-    reply[14 + 18..14 + 24].copy_from_slice(&port_mac(1).0);
-    assert_eq!(c.dev[1].deliver_rx(&reply[..n], 1), 1);
+    let reply = arp_reply(NEXT_HOP_MAC, NEXT_HOP);
+    assert_eq!(c.dev[1].deliver_rx(&reply, 1), 1);
     c.core.poll_once();
     let mut out = Vec::new();
     c.dev[1].complete_tx(|f| out.push(f.to_vec()));

@@ -23,6 +23,17 @@ use std::vec::Vec;
 /// Pages in the zone of most tests: 4096 (16 MiB).
 const PAGES: usize = 4096;
 
+/// The ARP reply (RFC 826) in which the neighbour `ip` on port 1 (`mac`) answers the router's
+/// request from port 1's address, 10.0.1.1.
+fn arp_reply(mac: MacAddr, ip: Ipv4Addr) -> Vec<u8> {
+    let mut reply = [0u8; 64];
+    let n = arp_request(&mut reply, mac, ip, Ipv4Addr::new(10, 0, 1, 1));
+    reply[..6].copy_from_slice(&port_mac(1).0);
+    reply[14 + 6..14 + 8].copy_from_slice(&2u16.to_be_bytes());
+    reply[14 + 18..14 + 24].copy_from_slice(&port_mac(1).0);
+    reply[..n].to_vec()
+}
+
 /// A 60-byte UDP frame from `src` to `dst`, to `dst_mac`.
 fn udp(dst_mac: MacAddr, src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
     let mut f = std::vec![0u8; 60];

@@ -4,7 +4,7 @@
 //! each drop the train before its first fragment, counted once on the egress port and once
 //! as the router's `tx_dropped`; a single frame a full ring refuses is `tx_dropped` too.
 
-use super::{rig, udp, PAGES};
+use super::{arp_reply, rig, udp, PAGES};
 use crate::dataplane::PageBuf;
 use netstack::router::RouterCounters;
 use netstack::simframes::{arp_request, udp4_frame};
@@ -45,17 +45,8 @@ fn resolved(cmdline: &str) -> Rig {
     c.dev[1].complete_tx(|_| {});
     // Its answer to the router's own request makes the entry Reachable (a request only
     // teaches a Stale one), which the fast path needs.
-    let mut reply = [0u8; 64];
-    let n = arp_request(
-        &mut reply,
-        NEXT_HOP_MAC,
-        NEXT_HOP,
-        Ipv4Addr::new(10, 0, 1, 1),
-    );
-    reply[..6].copy_from_slice(&port_mac(1).0);
-    reply[14 + 6..14 + 8].copy_from_slice(&2u16.to_be_bytes());
-    reply[14 + 18..14 + 24].copy_from_slice(&port_mac(1).0);
-    c.dev[1].deliver_rx(&reply[..n], 1);
+    let reply = arp_reply(NEXT_HOP_MAC, NEXT_HOP);
+    c.dev[1].deliver_rx(&reply, 1);
     c.core.poll_once();
     // One frame through, then the fast path takes the next ones.
     let small = udp(port_mac(0), Ipv4Addr::new(10, 0, 0, 2), NEXT_HOP, 64);

@@ -81,9 +81,14 @@ enum RetirePhase {
 impl Retire {
     /// The FIB in `slot`, replaced (`replaced`, from `Shared::publish`) at `since_us`.
     pub(super) fn new(slot: usize, replaced: Retiring<Fib<'static>>, since_us: u64) -> Retire {
+        Retire::start(Gone::Replaced(slot), Some(replaced), since_us)
+    }
+
+    /// Retirement of `gone` from its start: after `grace`'s grace period (none without one).
+    fn start(gone: Gone, grace: Option<Retiring<Fib<'static>>>, since_us: u64) -> Retire {
         Retire {
-            gone: Gone::Replaced(slot),
-            grace: Some(replaced),
+            gone,
+            grace,
             since_us,
             swap_us: 0,
             phase: RetirePhase::Grace,
@@ -100,17 +105,7 @@ impl Retire {
         if let Some(s) = areas.scratch.take() {
             zone.free_pages_order(s, 0);
         }
-        Retire {
-            gone: Gone::Failed(areas),
-            grace: None,
-            since_us: uptime_us(),
-            swap_us: 0,
-            phase: RetirePhase::Grace,
-            batches: 0,
-            steps: 0,
-            work_us: 0,
-            frames: 0,
-        }
+        Retire::start(Gone::Failed(areas), None, uptime_us())
     }
 
     /// The routing cores that have not passed a quiescent state since the replacement.
