@@ -104,7 +104,7 @@ use neigh::{Confirm, NeighEvent, NeighTable, Resolve};
 pub use neigh::{NeighConfig, NeighInfo, NeighState};
 pub use parse::{parse_ipv4_cidr, parse_route, ParseError};
 pub use show::Route;
-pub use sync::{NeighRing, NeighUpdate};
+pub use sync::{NeighRing, NeighRing6, NeighUpdate, NeighUpdate6};
 
 /// Ports a router can have.
 pub const MAX_PORTS: usize = 8;

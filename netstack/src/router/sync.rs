@@ -26,6 +26,21 @@ pub struct NeighUpdate {
     pub mac: MacAddr,
 }
 
+/// What a core's IPv6 neighbour table learned from a solicited Neighbor Advertisement (RFC 4861
+/// §7.2.5): `ip` is at `mac` behind `port` (`Router6::take_learned`, `Router6::learn`).
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct NeighUpdate6 {
+    /// The neighbour's IPv6 address (bits).
+    pub ip: u128,
+    /// The router port it is behind.
+    pub port: u8,
+    /// Its MAC.
+    pub mac: MacAddr,
+}
+
+/// [`NeighRing`] for IPv6 neighbours: the same ring of [`NeighUpdate6`]s.
+pub type NeighRing6<const S: usize> = MpscRing<NeighUpdate6, S>;
+
 /// A bounded, lock-free, multi-producer single-consumer ring of [`NeighUpdate`]s with `S`
 /// slots (a power of two, at least 2): `mm`'s generic [`MpscRing`]. Any core may
 /// [`push`](MpscRing::push) (`Err(update)` when full); only the owning core should

@@ -25,6 +25,7 @@ use super::ndp::{self, NdMessage, NA_OVERRIDE, NA_ROUTER, NA_SOLICITED};
 use super::neigh::{Confirm, NeighConfig, NeighEvent, NeighTable, Resolve};
 use super::parse6::Ipv6Net;
 use super::set_macs;
+use super::sync::NeighUpdate6;
 use crate::wire::{
     ETHERTYPE, ETHERTYPE_IPV6, ETH_DST, ETH_HDR_LEN, ETH_SRC, IPPROTO_ICMPV6, IPV6_DST,
     IPV6_HDR_LEN, IPV6_HOP_LIMIT, IPV6_MIN_MTU, IPV6_SRC,
@@ -33,6 +34,7 @@ use crate::MacAddr;
 use fast::{Adj6, ADJ6_SLOTS, NO_ADJ6};
 
 mod fast;
+mod learn;
 
 /// Ports an IPv6 router has at most.
 pub const MAX_PORTS6: usize = 4;
@@ -254,6 +256,8 @@ pub struct Router6<'a, H: Copy, const N: usize = 64, const Q: usize = 8> {
     counters: Counters6,
     /// Next hops the fast path rewrites to ([`Router6::forward_fast`]).
     adj6: [Adj6; ADJ6_SLOTS],
+    /// What the last solicited advertisement to us taught (`Router6::take_learned`).
+    learned: Option<NeighUpdate6>,
 }
 
 impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
@@ -294,6 +298,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
             bucket: icmp,
             counters: Counters6::default(),
             adj6: [NO_ADJ6; ADJ6_SLOTS],
+            learned: None,
         })
     }
 
@@ -376,6 +381,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         out: &mut [u8],
     ) -> Action6 {
         self.counters.rx += 1;
+        self.learned = None;
         let a = self.route(in_port, frame, handle, now_ns, out);
         self.sync_adj6();
         let c = &mut self.counters;
@@ -641,6 +647,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
                     Confirm::Overheard
                 };
                 self.neigh.confirm(target, in_port as u8, mac, how, now_ns);
+                if how == Confirm::Reply {
+                    self.learned = Some(NeighUpdate6 {
+                        ip: target,
+                        port: in_port as u8,
+                        mac,
+                    });
+                }
                 Action6::Consumed
             }
             NdMessage::Advert { .. } | NdMessage::Ignored(_) => Action6::Consumed,

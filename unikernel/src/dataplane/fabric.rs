@@ -8,7 +8,7 @@ use super::snap::PairSnap;
 use super::{MAX_CORES, MAX_PORTS};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use mm::page_pool::RecycleRing;
-use netstack::router::NeighRing;
+use netstack::router::{NeighRing, NeighRing6};
 use netstack::MacAddr;
 
 /// Slots of each core's neighbour-update ring (updates are rare: one per ARP exchange).
@@ -25,6 +25,8 @@ pub struct Fabric {
     pub mgmt: HandoffRing,
     /// Per core: what other cores' routers learned from ARP.
     pub neigh: [NeighRing<NEIGH_RING_SLOTS>; MAX_CORES],
+    /// Per core: what other cores' IPv6 routers learned from solicited advertisements.
+    pub neigh6: [NeighRing6<NEIGH_RING_SLOTS>; MAX_CORES],
     /// Every port's MAC (low 48 bits), for the l2 rewrite of frames leaving through another
     /// core.
     port_macs: [AtomicU64; MAX_PORTS],
@@ -57,6 +59,7 @@ impl Fabric {
             handoff: [const { HandoffRing::new() }; MAX_CORES],
             mgmt: HandoffRing::new(),
             neigh: [const { NeighRing::new() }; MAX_CORES],
+            neigh6: [const { NeighRing6::new() }; MAX_CORES],
             port_macs: [const { AtomicU64::new(0) }; MAX_PORTS],
             quit: QuitSync::new(),
             snaps: [const { spin::Mutex::new(None) }; MAX_CORES],
@@ -125,6 +128,7 @@ impl Fabric {
     pub fn has_work_for(&self, k: usize) -> bool {
         !self.handoff[k].is_empty()
             || !self.neigh[k].is_empty()
+            || !self.neigh6[k].is_empty()
             || (k == 0 && !self.mgmt.is_empty())
     }
 

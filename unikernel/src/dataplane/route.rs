@@ -216,7 +216,8 @@ impl<P: Platform> Core<P> {
     }
 
     /// Router mode on several cores, at the top of every poll iteration: apply the neighbour
-    /// updates other cores sent to `rs` (then release what was queued behind them) and, on
+    /// updates (ARP and Neighbor Discovery) other cores sent to `rs` (then release what was
+    /// queued behind them) and, on
     /// core 0, feed the management plane the frames other cores handed over. Returns items
     /// taken.
     pub(crate) fn router_sync(&mut self, rs: &mut RouteState) -> usize {
@@ -230,11 +231,26 @@ impl<P: Platform> Core<P> {
             rs.router.learn(u, now);
             n += 1;
         }
-        rs.sync.neigh_applied += n as u64;
+        let ring6 = &self.fabric.neigh6[self.pair];
+        let mut n6 = 0;
+        while let Some(u) = ring6.pop() {
+            if n + n6 == 0 {
+                now = P::uptime_ns();
+            }
+            if let Some(r6) = rs.router6.as_mut() {
+                r6.learn(u, now);
+            }
+            n6 += 1;
+        }
+        rs.sync.neigh_applied += (n + n6) as u64;
         if n > 0 && rs.router.needs_poll() {
             rs.polled_ns = now;
             RouterNf { rs }.events(&mut Ctx::new(self, now));
         }
+        if n6 > 0 && rs.router6.as_ref().is_some_and(|r6| r6.needs_poll()) {
+            RouterNf { rs }.events6(&mut Ctx::new(self, now));
+        }
+        n += n6;
         if self.mgmt().is_some() && !self.fabric.mgmt.is_empty() {
             n += self.drain_mgmt_ring();
         }

@@ -7,10 +7,13 @@
 //! `Router6::poll` hands it back (with a Destination Unreachable, code 3, to the sender when
 //! Neighbor Discovery failed).
 //!
+//! What a core's `Router6` learned from a solicited advertisement goes to the other cores'
+//! (`Ctx::share_neigh6`, applied in `Core::router_sync`), as IPv4's ARP replies do: the
+//! advertisement may land on another core than the one that solicited.
+//!
 //! Not (yet) here: frames of several pages on this path (counted `beyond_head`; the fast path
-//! forwards them once the next hop is cached), neighbour sync between cores (each core's
-//! `Router6` resolves its own next hops), the management plane over IPv6 (`to_host` frames
-//! end there).
+//! forwards them once the next hop is cached), the management plane over IPv6 (`to_host`
+//! frames end there).
 
 use super::nf::{Ctx, Held};
 use super::percore::Platform;
@@ -66,7 +69,17 @@ impl RouterNf<'_> {
             }
             Action6::Queued => hold(&mut rs.held6, ctx, h),
             // Counted `to_host`: the management plane has no IPv6.
-            Action6::ToHost | Action6::Consumed => ctx.consume(h),
+            Action6::ToHost => ctx.consume(h),
+            // What a solicited advertisement taught goes to the other cores' routers (it may
+            // answer another core's solicitation).
+            Action6::Consumed => {
+                if let Some(u) = r6.take_learned() {
+                    let (sent, dropped) = ctx.share_neigh6(u);
+                    rs.sync.neigh_sent += sent;
+                    rs.sync.neigh_dropped += dropped;
+                }
+                ctx.consume(h);
+            }
             Action6::Drop(_) => ctx.drop(h),
         }
         if rs.router6.as_ref().is_some_and(|r| r.needs_poll()) {

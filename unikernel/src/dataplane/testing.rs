@@ -8,8 +8,8 @@
 
 use crate::dataplane::snap::PairSnap;
 use crate::dataplane::{
-    Core, CoreParams, CoreRouter, Fabric, LinearError, MgmtPlane, PageBuf, Platform, QuitPhase,
-    RouteState,
+    Core, CoreParams, CoreRouter, CoreRouter6, Fabric, LinearError, MgmtPlane, PageBuf, Platform,
+    QuitPhase, RouteState,
 };
 use core::cell::Cell;
 use core::marker::PhantomData;
@@ -19,6 +19,10 @@ use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use drivers::sim::{HostHal, HostSimDd, HostSimNet, SimDevice, SimShared, SimTransport};
 use mm::{Page, PerCpuPages, Pfn, Zone, PAGE_SIZE};
 use netstack::config::PORTS;
+use netstack::router::fib6::{Node6, Poptrie, Route6, DIRECT_LEN};
+use netstack::router::icmp::TokenBucket;
+use netstack::router::setup6::{collect6, count6};
+use netstack::router::v6::{NextHop6, Port6};
 use netstack::router::{PortConfig, Router, RouterConfig};
 use netstack::{Config, MacAddr};
 use std::alloc::{alloc_zeroed, Layout};
@@ -312,6 +316,9 @@ impl<N: SimPort> RigOf<N> {
         let fabric: &'static Fabric = Box::leak(Box::new(Fabric::new()));
         fabric.set_topology(n, 1);
         let fib = (cfg.mode == netstack::Mode::Router).then(|| build_fib(&cfg));
+        let fib6 = (cfg.mode == netstack::Mode::Router)
+            .then(|| build_fib6(&cfg))
+            .flatten();
         let cores = (0..n)
             .map(|k| {
                 let [(n0, d0), (n1, d1)] =
@@ -325,8 +332,9 @@ impl<N: SimPort> RigOf<N> {
                         RouterConfig::for_core(k as u16, n as u16),
                     )
                     .unwrap();
+                    let r6 = fib6.map(|(trie, nexthops)| router6(&cfg, macs, trie, nexthops, k, n));
                     // Kept for the rig's life, as the kernel keeps it in a zone block.
-                    &mut *Box::leak(Box::new(RouteState::new(r)))
+                    &mut *Box::leak(Box::new(RouteState::new(r).with_router6(r6)))
                 });
                 let mgmt = cfg.mgmt_port().filter(|_| k == 0).map(|port| FakeMgmt {
                     port,
@@ -424,4 +432,48 @@ fn build_fib(cfg: &Config) -> &'static netstack::router::Fib<'static> {
         r.add_route(*net, *gw).unwrap();
     }
     Box::leak(Box::new(r.into_fib()))
+}
+
+/// The IPv6 FIB for `cfg` (the ports' prefixes and `route=` IPv6 routes) in leaked host
+/// memory, with its next hops, as `setup::fib6` builds it at boot; `None` without
+/// `ip6_0=`/`ip6_1=`.
+fn build_fib6(cfg: &Config) -> Option<(&'static Poptrie<'static>, &'static [NextHop6])> {
+    let [Some(a), Some(b)] = cfg.router.ip6 else {
+        return None;
+    };
+    let room = count6(PORTS, cfg.router.routes6.len(), None);
+    let no_route = Route6 {
+        prefix: 0,
+        len: 0,
+        nh: 0,
+    };
+    let routes = Box::leak(std::vec![no_route; room].into_boxed_slice());
+    let nexthops = Box::leak(std::vec![NextHop6::Connected { port: 0 }; room].into_boxed_slice());
+    let n = collect6(&[a, b], &cfg.router.routes6, None, routes, nexthops).unwrap();
+    let routes = &mut routes[..n];
+    let size = Poptrie::size(routes).unwrap();
+    let direct = Box::leak(std::vec![0u32; DIRECT_LEN].into_boxed_slice());
+    let nodes = Box::leak(std::vec![Node6::default(); size.nodes].into_boxed_slice());
+    let leaves = Box::leak(std::vec![0u32; size.leaves].into_boxed_slice());
+    let trie = Poptrie::build(routes, direct, nodes, leaves).unwrap();
+    Some((Box::leak(Box::new(trie)), &nexthops[..n]))
+}
+
+/// Core `k`'s (of `n`) IPv6 router over `trie`, its ports' MACs `macs`, MTU 1,500.
+fn router6(
+    cfg: &Config,
+    macs: [MacAddr; PORTS],
+    trie: &'static Poptrie<'static>,
+    nexthops: &'static [NextHop6],
+    k: usize,
+    n: usize,
+) -> CoreRouter6 {
+    let ports: [Port6; PORTS] = core::array::from_fn(|i| Port6 {
+        mac: macs[i],
+        addr: cfg.router.ip6[i].unwrap(),
+        mtu: 1500,
+    });
+    let rc = RouterConfig::for_core(k as u16, n as u16);
+    let bucket = TokenBucket::new(rc.icmp_rate_per_sec, rc.icmp_burst);
+    CoreRouter6::new(&ports, trie, nexthops, rc.neigh, bucket).unwrap()
 }

@@ -965,3 +965,55 @@ fn the_fast_path_forwards_as_the_slow_path_does_or_not_at_all() {
     assert_eq!(f[..6], B2_MAC.0);
     outcomes_hold(&r);
 }
+
+/// Two cores' routers (issue 37): core A solicits the gateway for a queued frame, the
+/// solicited advertisement lands on core B, which has no entry for it and creates none, but
+/// takes what it learned; A applies it and releases its frame, without a second solicitation.
+/// An unsolicited advertisement teaches nothing to hand on.
+#[test]
+fn an_advert_landing_on_another_core_resolves_the_soliciting_one() {
+    router!(a, out);
+    router!(b, out_b);
+    let gw = ip("2001:db8:0:1::2");
+    let mut fr = udp("2001:db8::2", "2001:db8:100::7", 64, 10);
+    assert_eq!(a.process(0, &mut fr, 1, 0, &mut out), Action6::Queued);
+    assert!(matches!(
+        a.poll(0, &mut out),
+        Some(Event6::Solicit { port: 1, .. })
+    ));
+    assert_eq!(b.advert(gw, B_MAC, 5), Action6::Consumed);
+    let u = b.take_learned().expect("a solicited advertisement to us");
+    assert_eq!(
+        u,
+        NeighUpdate6 {
+            ip: gw.to_bits(),
+            port: 1,
+            mac: B_MAC
+        }
+    );
+    assert_eq!(b.take_learned(), None, "taken once");
+    assert_eq!(b.poll(5, &mut out_b), None, "B created no entry");
+    assert!(a.learn(u, 6));
+    assert_eq!(
+        a.poll(6, &mut out),
+        Some(Event6::Transmit {
+            handle: 1,
+            port: 1,
+            len: 64,
+            dst: B_MAC,
+            src: P1_MAC
+        })
+    );
+    assert!(!b.learn(u, 7), "no entry on B: nothing changed");
+    // An unsolicited advertisement (override only) is overheard: nothing to hand on.
+    let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::OVERRIDE,
+        target_addr: gw,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(A_MAC.0))),
+    });
+    let mut f = eth(P1_MAC, A_MAC, icmp(gw, ip("2001:db8:0:1::1"), 255, na));
+    assert_eq!(b.process(1, &mut f, 0, 8, &mut out_b), Action6::Consumed);
+    assert_eq!(b.take_learned(), None);
+    outcomes_hold(&a);
+    outcomes_hold(&b);
+}

@@ -505,9 +505,27 @@ impl<P: Platform> Ctx<'_, P> {
     /// updates sent and those a full ring dropped (that core resolves by its own request).
     pub(crate) fn share_neigh(&mut self, u: netstack::router::NeighUpdate) -> (u64, u64) {
         let fabric = self.core.fabric;
+        self.share(&fabric.neigh, u)
+    }
+
+    /// [`Ctx::share_neigh`] for the IPv6 routers: what this core's learned from a solicited
+    /// Neighbor Advertisement.
+    pub(crate) fn share_neigh6(&mut self, u: netstack::router::NeighUpdate6) -> (u64, u64) {
+        let fabric = self.core.fabric;
+        self.share(&fabric.neigh6, u)
+    }
+
+    /// Push `u` on every other forwarding core's ring of `rings`, waking it if it sleeps:
+    /// (pushed, dropped on a full ring).
+    fn share<T: Copy, const S: usize>(
+        &mut self,
+        rings: &[mm::ptr_ring::MpscRing<T, S>],
+        u: T,
+    ) -> (u64, u64) {
+        let fabric = self.core.fabric;
         let me = self.core.pair();
         let (mut sent, mut dropped) = (0, 0);
-        for (k, ring) in fabric.neigh.iter().enumerate().take(fabric.cores()) {
+        for (k, ring) in rings.iter().enumerate().take(fabric.cores()) {
             if k == me {
                 continue;
             }

@@ -9,6 +9,7 @@ mod held;
 mod mgmt;
 mod nat;
 mod nf;
+mod router6;
 mod trains;
 
 use super::page::{PageBuf, RawPage};
