@@ -72,9 +72,9 @@ pub enum SimMode {
     Router,
     /// The stateless IPv4 ACL firewall over ClassBench-like rules (`--rules N`).
     Acl,
-    /// The ACL in front of the router (`mode=router` with the same `--rules N` bundle: the
-    /// static chain `nf::Chain<Acl, RouterNf>`), on the router's frames, which the rules must
-    /// let through.
+    /// The ACL in front of the router (`mode=router` with the same `--rules N` bundle, `default
+    /// allow`: the static chain `nf::Chain<Acl, RouterNf>`), on the acl runs' 1,024 tuples moved
+    /// into the router's route.
     #[serde(rename = "acl-router")]
     AclRouter,
     /// The router forwarding IPv6 ([`ROUTER6_APPEND`]: hop limit, Poptrie lookup, resolved
