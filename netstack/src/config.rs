@@ -425,7 +425,7 @@ pub struct Config {
     /// message. Costs a split of RAM's 2 MiB identity pages into 4 KiB PTEs (2 KiB of page
     /// tables per MiB of RAM).
     pub guard: bool,
-    /// `mgmt_token=TOKEN` (router and acl modes; printable ASCII, 16..=64 bytes): the bearer
+    /// `mgmt_token=TOKEN` (router, acl, firewall and nat modes; printable ASCII, 16..=64 bytes): the bearer
     /// token `PUT /routes` (router) or `PUT /rules` (acl) on the management plane must carry
     /// (`Authorization: Bearer TOKEN`). `None` (default): `PUT` is refused (403). Never logged: `Debug` shows its
     /// length only.

@@ -190,6 +190,9 @@ pub enum PutKind {
     Routes,
     /// The ACL firewall's rules file, `PUT /rules` (`netstack::acl`'s rules syntax).
     Rules,
+    /// The NAT's timeouts, `PUT /nat_timeouts`: one line `EST,TRANS,UDP,ICMP` in seconds, as
+    /// the `nat_timeouts=` key (`netstack::config::nat::parse_timeouts`); `#` comments.
+    NatTimeouts,
 }
 
 impl PutKind {
@@ -198,6 +201,7 @@ impl PutKind {
         match self {
             PutKind::Routes => "/routes",
             PutKind::Rules => "/rules",
+            PutKind::NatTimeouts => "/nat_timeouts",
         }
     }
 
@@ -206,6 +210,7 @@ impl PutKind {
         match self {
             PutKind::Routes => "routes file",
             PutKind::Rules => "rules file",
+            PutKind::NatTimeouts => "timeouts",
         }
     }
 
@@ -214,6 +219,7 @@ impl PutKind {
         match self {
             PutKind::Routes => "the router's",
             PutKind::Rules => "the ACL's",
+            PutKind::NatTimeouts => "the NAT's",
         }
     }
 
@@ -222,6 +228,7 @@ impl PutKind {
         match self {
             PutKind::Routes => "FIB",
             PutKind::Rules => "rule set",
+            PutKind::NatTimeouts => "timeouts",
         }
     }
 
@@ -230,13 +237,14 @@ impl PutKind {
         match self {
             PutKind::Routes => "X-Routes",
             PutKind::Rules => "X-Rules",
+            PutKind::NatTimeouts => "X-Timeouts",
         }
     }
 
     /// The file at `path` (its query, after `?`, not looked at), if any.
     pub fn at(path: &str) -> Option<PutKind> {
         let path = path.split_once('?').map_or(path, |(p, _)| p);
-        [PutKind::Routes, PutKind::Rules]
+        [PutKind::Routes, PutKind::Rules, PutKind::NatTimeouts]
             .into_iter()
             .find(|k| k.path() == path)
     }
@@ -258,6 +266,8 @@ pub enum PutFiles {
     /// Both (`PUT /routes` and `PUT /rules`, one token): `mode=router` with a rules file,
     /// the ACL in front of the router.
     RoutesAndRules(Option<MgmtToken>),
+    /// The NAT's timeouts (`PUT /nat_timeouts`), `mode=nat`.
+    NatTimeouts(Option<MgmtToken>),
 }
 
 impl PutFiles {
@@ -266,6 +276,7 @@ impl PutFiles {
         match (self, kind) {
             (PutFiles::Routes(t), PutKind::Routes)
             | (PutFiles::Rules(t), PutKind::Rules)
+            | (PutFiles::NatTimeouts(t), PutKind::NatTimeouts)
             | (PutFiles::RoutesAndRules(t), _) => Some(t.as_ref()),
             _ => None,
         }
@@ -278,6 +289,7 @@ impl PutFiles {
             PutFiles::Routes(_) => "/routes",
             PutFiles::Rules(_) => "/rules",
             PutFiles::RoutesAndRules(_) => "/routes and /rules",
+            PutFiles::NatTimeouts(_) => "/nat_timeouts",
         }
     }
 
@@ -287,6 +299,7 @@ impl PutFiles {
             PutFiles::None(nf) => nf,
             PutFiles::Routes(_) | PutFiles::RoutesAndRules(_) => "router",
             PutFiles::Rules(_) => "acl",
+            PutFiles::NatTimeouts(_) => "nat",
         }
     }
 }

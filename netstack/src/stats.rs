@@ -788,6 +788,10 @@ pub struct MgmtStats {
     /// swapped).
     #[serde(default)]
     pub put_rules: [u64; PUT_ROUTES_RESULTS.len()],
+    /// `PUT /nat_timeouts` requests (the NAT's timeouts) by outcome, in the order of
+    /// [`PUT_ROUTES_RESULTS`].
+    #[serde(default)]
+    pub put_nat_timeouts: [u64; PUT_ROUTES_RESULTS.len()],
 }
 
 /// The dataplane's side of the management plane (`STATS` key `mgmt`, absent without a
@@ -1163,6 +1167,17 @@ pub fn write_prometheus(
         )?;
         for (result, n) in PUT_ROUTES_RESULTS.iter().zip(m.put_rules) {
             writeln!(w, "gannet_mgmt_put_rules_total{{result=\"{result}\"}} {n}")?;
+        }
+        counter(
+            w,
+            "gannet_mgmt_put_nat_timeouts_total",
+            "PUT /nat_timeouts requests (the NAT's timeouts), accepted (ok) or refused, by result.",
+        )?;
+        for (result, n) in PUT_ROUTES_RESULTS.iter().zip(m.put_nat_timeouts) {
+            writeln!(
+                w,
+                "gannet_mgmt_put_nat_timeouts_total{{result=\"{result}\"}} {n}"
+            )?;
         }
     }
     Ok(())

@@ -266,7 +266,7 @@ fn a_management_port_without_an_address_fails_boot() {
         "mode=l2 ip0=10.0.0.1/24 mgmt_token=gannet-test-token-0123456789",
         &[
             "config error",
-            "key `mgmt_token` belongs to mode=router or mode=acl, not mode=l2",
+            "key `mgmt_token` belongs to mode=router or mode=acl or mode=firewall or mode=nat, not mode=l2",
         ],
     );
 }

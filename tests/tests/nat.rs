@@ -15,6 +15,8 @@ const POOL: [u8; 4] = [192, 0, 2, 1];
 const SERVER: [u8; 4] = [198, 51, 100, 7];
 const HOST: [u8; 4] = [10, 0, 0, 2];
 const APPEND: &str = "mode=nat nat_pool=192.0.2.1 nat_ports=20000-20999 nat_sessions=1024";
+/// The management plane's bearer token (`mgmt_token=`) where a test `PUT`s.
+const MGMT_TOKEN: &str = "gannet-test-token-0123456789";
 
 /// A UDP datagram sent on `port` (from its peer to the guest's MAC).
 fn udp(port: usize, src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Vec<u8> {
@@ -283,7 +285,8 @@ fn two_cores_translate_their_own_flows_and_hand_over_the_rest() {
 /// port 0) runs iperf3 TCP and UDP to the outside host (192.0.2.10, on the pool's network),
 /// whose server sees the connection come from the pool address; the outside host learns the
 /// pool address's MAC by ARP from the NAT; its unsolicited pings to the pool are dropped and
-/// counted. Needs root and /dev/net/tun.
+/// counted; curl changes the timeouts through the management plane. Needs root and
+/// /dev/net/tun.
 #[test]
 fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
     use gannet_tests::hosts::{boot_with_planned_hosts, out};
@@ -297,8 +300,9 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
             .join(":")
     };
     let (peer0, peer1) = (mac(peer_mac(0)), mac(peer_mac(1)));
-    let append =
-        format!("mode=nat nat_pool=192.0.2.1 ip0=10.0.0.1/24 mgmt=ip0 peer0={peer0} peer1={peer1}");
+    let append = format!(
+        "mode=nat nat_pool=192.0.2.1 ip0=10.0.0.1/24 mgmt=ip0 mgmt_token={MGMT_TOKEN} peer0={peer0} peer1={peer1}"
+    );
     let plans = [
         HostPlan {
             port: 0,
@@ -359,6 +363,55 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
         )
         .unwrap();
     assert!(!o.status.success(), "{}", out(&o));
+    // Issue 38 item 7: the timeouts changed at run time through the management plane, by
+    // curl from the inside host (`PUT /nat_timeouts`, the bearer token); read back by `GET`.
+    let url = "http://10.0.0.1:9100/nat_timeouts";
+    let auth = format!("Authorization: Bearer {MGMT_TOKEN}");
+    let curl = |args: &[&str]| {
+        let mut cmd = vec!["curl", "-sS", "-m", "10", "-i"];
+        cmd.extend_from_slice(args);
+        let o = hosts.exec(0, &cmd).expect("curl");
+        assert!(o.status.success(), "curl {args:?}: {}", out(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let r = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        &auth,
+        "--data-binary",
+        "7440,240,1\n",
+        url,
+    ]);
+    assert!(r.starts_with("HTTP/1.0 400 Bad Request"), "{r}");
+    let r = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        &auth,
+        "--data-binary",
+        "# UDP 1 s\n7440,240,1,60\n",
+        url,
+    ]);
+    assert!(r.starts_with("HTTP/1.0 200 OK"), "{r}");
+    assert!(r.contains("generation 2"), "{r}");
+    guest
+        .wait_for_line(
+            |l| l.contains("nat cpu 0 timeouts now 7440,240,1,60 s"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("the core took no new timeouts: {e:#}"));
+    let r = curl(&[url]);
+    assert!(r.starts_with("HTTP/1.0 200 OK"), "{r}");
+    assert!(r.contains("ETag: \"gen-2\""), "{r}");
+    assert!(r.ends_with("\r\n\r\n7440,240,1,60\n"), "{r}");
+    let m = curl(&["http://10.0.0.1:9100/metrics"]);
+    for want in [
+        "gannet_mgmt_put_nat_timeouts_total{result=\"ok\"} 1",
+        "gannet_mgmt_put_nat_timeouts_total{result=\"bad_request\"} 1",
+    ] {
+        assert!(m.lines().any(|l| l == want), "no `{want}` in:\n{m}");
+    }
     let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
     assert!(exit.is_clean(), "{exit}");
     let s = stats.expect("final STATS");

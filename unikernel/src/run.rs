@@ -674,8 +674,8 @@ fn build_mgmt(
 
 /// What `PUT` replaces on the management plane: the router's routes file, the ACL's rules
 /// file (`mode=acl`, and an ACL in front of the router or the firewall: a published rule set),
-/// or both (with the `mgmt_token=` token, logged by length only), or nothing for another
-/// network function.
+/// or both, the NAT's timeouts (with the `mgmt_token=` token, logged by length only), or
+/// nothing for another network function.
 fn put_files(cfg: &Config) -> PutFiles {
     let token = cfg.mgmt_token.clone();
     let rules = crate::dataplane::nf::builtin::ACL.get().is_some();
@@ -684,6 +684,7 @@ fn put_files(cfg: &Config) -> PutFiles {
         Mode::Router => PutFiles::Routes(token),
         Mode::Acl => PutFiles::Rules(token),
         Mode::Firewall if rules => PutFiles::Rules(token),
+        Mode::Nat => PutFiles::NatTimeouts(token),
         _ => {
             info!("mgmt: no PUT (mode={} has no files)", cfg.mode.as_str());
             return PutFiles::None(cfg.mode.as_str());

@@ -436,8 +436,8 @@ const MGMT_KEYS: &[Key<Config>] = &[
     }),
 ];
 
-/// The token for `PUT` of a network function's file (the router's `PUT /routes`, the ACL's
-/// `PUT /rules`): the keys of the network functions that have one.
+/// The token for `PUT` of a network function's file or settings (the router's `PUT
+/// /routes`, the ACL's `PUT /rules`, the NAT's `PUT /nat_timeouts`).
 const PUT_KEYS: &[Key<Option<MgmtToken>>] = &[Key::new("mgmt_token", |t, v| {
     *t = Some(MgmtToken::new(v).ok_or(KeyError::Secret(
         "printable ASCII without space, 16..=64 bytes",
@@ -484,9 +484,11 @@ pub const MGMT_SET: KeySet = KeySet::new(
     },
 );
 
-/// The `PUT` token: the router's and the ACL's (the network functions with files).
+/// The `PUT` token: of the network functions whose files or settings the management plane
+/// replaces (the router's routes, the ACL's rules, in front of the firewall too, the NAT's
+/// timeouts).
 pub const PUT_SET: KeySet = KeySet::new(
-    Owner::Nf(&[Mode::Router, Mode::Acl]),
+    Owner::Nf(&[Mode::Router, Mode::Acl, Mode::Firewall, Mode::Nat]),
     &Owned {
         keys: PUT_KEYS,
         settings: |c| &mut c.mgmt_token,

@@ -722,7 +722,7 @@ fn mgmt_token() {
         Config::parse(&format!("mgmt_token={}", "x".repeat(16))).unwrap_err(),
         ConfigError::Misplaced {
             key: "mgmt_token",
-            modes: &[Mode::Router, Mode::Acl],
+            modes: &[Mode::Router, Mode::Acl, Mode::Firewall, Mode::Nat],
             mode: Mode::L2,
         }
     );

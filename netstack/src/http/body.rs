@@ -26,7 +26,7 @@ pub struct PutBody {
     scanned: usize,
     /// Lines checked so far.
     lines: usize,
-    /// Rules seen so far (a rules file).
+    /// Rules seen so far (a rules file), timeouts lines (the NAT's: at most one).
     rules: usize,
     /// The line of the `default` seen (a rules file).
     default_line: Option<usize>,
@@ -127,6 +127,7 @@ impl PutBody {
         let stays = match self.kind {
             PutKind::Routes => "the published FIB stays",
             PutKind::Rules => "the published rules stay",
+            PutKind::NatTimeouts => "the timeouts stay",
         };
         let why = self.bad.as_deref().unwrap_or("");
         Refusal::new(
@@ -142,6 +143,7 @@ impl PutBody {
         let what = match self.kind {
             PutKind::Routes => "routes",
             PutKind::Rules => "rules",
+            PutKind::NatTimeouts => "timeouts",
         };
         let _ = write!(
             why,
@@ -158,6 +160,7 @@ impl PutBody {
         let what = match self.kind {
             PutKind::Routes => "routes",
             PutKind::Rules => "rules",
+            PutKind::NatTimeouts => "timeouts",
         };
         let Ok(text) = core::str::from_utf8(line) else {
             let _ = write!(why, "{what} line {n}: not UTF-8");
@@ -208,6 +211,21 @@ impl PutBody {
                 };
                 if let Some(e) = error {
                     let _ = write!(why, "rules line {n}: `{}`: {e}", shown.trim());
+                }
+            }
+            // One line of four timeouts; comments and blank lines around it.
+            PutKind::NatTimeouts => {
+                let t = text.trim();
+                if t.is_empty() || t.starts_with('#') {
+                } else if self.rules == 1 {
+                    let _ = write!(
+                        why,
+                        "timeouts line {n}: `{t}`: one line of EST,TRANS,UDP,ICMP only"
+                    );
+                } else if let Err(expected) = crate::config::nat::parse_timeouts(t) {
+                    let _ = write!(why, "timeouts line {n}: `{t}`: expected {expected}");
+                } else {
+                    self.rules = 1;
                 }
             }
         }

@@ -1022,3 +1022,54 @@ fn if_match_and_check_are_read_from_a_put_head() {
     assert!(c.starts_with("HTTP/1.0 200 OK\r\n"));
     assert!(c.contains("PUT /routes?check: 3 lines checked"), "{c}");
 }
+
+/// The NAT's `PUT /nat_timeouts`: served in NAT mode only; its body is one line of four
+/// timeouts in seconds (comments and blank lines around it), each bad line named.
+#[test]
+fn nat_timeouts_are_one_line_of_four_seconds() {
+    let nat = PutFiles::NatTimeouts(MgmtToken::new(TOKEN));
+    assert_eq!(nat.mode(), "nat");
+    let h = format!(
+        "PUT /nat_timeouts HTTP/1.1\r\nHost: 10.0.0.1\r\n{}\r\n",
+        cl("14")
+    )
+    .into_bytes();
+    assert!(matches!(
+        parse_head(&h, &nat, || false),
+        Head::Put(PutHead {
+            kind: PutKind::NatTimeouts,
+            body_len: 14,
+            ..
+        })
+    ));
+    let r = refused(parse_head(&h, &router(), || false));
+    assert_eq!(
+        r.text.as_str(),
+        "PUT /nat_timeouts: mode=router has no timeouts (the NAT's)"
+    );
+    let good = b"# UDP 1 s\n7440,240,1,60\n\n";
+    for step in [1, 3, good.len()] {
+        assert_eq!(
+            stream_kind(PutKind::NatTimeouts, good, step),
+            (Ok(()), good.len()),
+            "step {step}"
+        );
+    }
+    for (bad, named) in [
+        (
+            &b"7440,240,1\n"[..],
+            "timeouts line 1: `7440,240,1`: expected ",
+        ),
+        (
+            b"7440,240,1,60\n1,2,3,4\n",
+            "timeouts line 2: `1,2,3,4`: one line",
+        ),
+    ] {
+        let (r, _) = stream_kind(PutKind::NatTimeouts, bad, bad.len());
+        let r = r.unwrap_err();
+        assert_eq!(r.status, Status::BadRequest);
+        assert!(r.text.starts_with("PUT /nat_timeouts: "), "{}", r.text);
+        assert!(r.text.contains(named), "{}", r.text);
+        assert!(r.text.ends_with("; the timeouts stay"), "{}", r.text);
+    }
+}

@@ -104,7 +104,9 @@ pub fn run<P: Platform>(
             }
         }
         Command::NatTimeouts(t) if core.cfg().mode == netstack::Mode::Nat => {
-            crate::dataplane::nf::builtin::request_nat_timeouts(t, core.fabric().cores());
+            let generation =
+                crate::dataplane::nf::builtin::request_nat_timeouts(t, core.fabric().cores());
+            println!("nat: timeouts generation {generation}: every NAT core takes them from its next tick");
             for k in 1..core.fabric().cores() {
                 P::wake(k);
             }

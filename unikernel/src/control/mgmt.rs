@@ -65,6 +65,7 @@
 use crate::http::{self, Head, PutBody, PutKind, Refusal, Status};
 use crate::setup::acl::{self, AclPublished, AclReloadError};
 use crate::setup::fib::{self, Published, PutUpload, RebuildFailure};
+use crate::setup::nat;
 use core::fmt::Write;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
@@ -734,11 +735,7 @@ impl Mgmt {
             return;
         }
         if let Put::Waiting(kind) = conn.put {
-            let answer = match kind {
-                PutKind::Routes => fib::take_put_result().map(put_reply),
-                PutKind::Rules => acl::take_put_result().map(rules_reply),
-            };
-            if let Some((result, reply)) = answer {
+            if let Some((result, reply)) = put_answer(kind) {
                 conn.put = Put::None;
                 count(&mut self.counters, kind, result, conn.client);
                 conn.reply = Some(reply);
@@ -834,6 +831,7 @@ impl Mgmt {
             match kind {
                 PutKind::Routes => write_routes(&mut w),
                 PutKind::Rules => write_rules(&mut w),
+                PutKind::NatTimeouts => write_nat_timeouts(&mut w),
             }
         } else {
             // Complete without a reply: `parse_head` said `GET /metrics`.
@@ -970,6 +968,10 @@ fn count(
             counters.put_rules[result as usize] += 1;
             acl_generation()
         }
+        PutKind::NatTimeouts => {
+            counters.put_nat_timeouts[result as usize] += 1;
+            nat_timeouts_generation()
+        }
     };
     let label = netstack::stats::PUT_ROUTES_RESULTS[result as usize];
     match client {
@@ -984,18 +986,19 @@ fn count(
     }
 }
 
-/// The file a `PUT` request head (`req`, from its start) names: the rules file when its path
-/// is `/rules`, else the routes file (every other refused `PUT` counts as a `PUT /routes`).
+/// The file a `PUT` request head (`req`, from its start) names: the one at its path
+/// (`/rules`, `/nat_timeouts`, …), else the routes file (every other refused `PUT` counts as a
+/// `PUT /routes`).
 fn put_kind(req: &[u8]) -> PutKind {
     let start = req
         .iter()
         .take_while(|&&b| b == b'\r' || b == b'\n')
         .count();
-    if req[start..].starts_with(b"PUT /rules ") {
-        PutKind::Rules
-    } else {
-        PutKind::Routes
-    }
+    let path = req[start..]
+        .strip_prefix(b"PUT ")
+        .and_then(|r| r.split(|&b| b == b' ').next())
+        .and_then(|p| core::str::from_utf8(p).ok());
+    path.and_then(PutKind::at).unwrap_or(PutKind::Routes)
 }
 
 /// Answer `r` (counted by outcome if it refuses a `PUT`, under the file its path names).
@@ -1070,8 +1073,14 @@ fn stale(kind: PutKind, if_match: Option<&http::IfMatch>) -> Option<Refusal> {
     let current = match kind {
         PutKind::Routes => fib::generation(),
         PutKind::Rules => acl_generation(),
+        PutKind::NatTimeouts => nat_timeouts_generation(),
     };
     m.refusal(kind, current)
+}
+
+/// The NAT's timeouts' generation (0 outside NAT mode).
+fn nat_timeouts_generation() -> u64 {
+    crate::dataplane::nf::builtin::nat_timeouts().map_or(0, |(_, g)| g)
 }
 
 /// The published ACL rule set's generation (0 outside ACL mode).
@@ -1104,6 +1113,10 @@ fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut Mgm
     let submitted = match kind {
         PutKind::Routes => fib::submit_put(b.upload).is_ok(),
         PutKind::Rules => acl::submit_put(b.upload).is_ok(),
+        PutKind::NatTimeouts => {
+            nat::submit_put(b.upload);
+            true
+        }
     };
     if submitted {
         conn.put = Put::Waiting(kind);
@@ -1173,6 +1186,61 @@ fn rules_reply(
             (result, http::reply(status, None, text))
         }
     }
+}
+
+/// The answer to the `PUT` of `kind` submitted, once its job ran: its result and reply.
+fn put_answer(kind: PutKind) -> Option<(PutResult, heapless::String<{ http::REPLY_MAX }>)> {
+    match kind {
+        PutKind::Routes => fib::take_put_result().map(put_reply),
+        PutKind::Rules => acl::take_put_result().map(rules_reply),
+        PutKind::NatTimeouts => nat::take_put_result().map(nat_timeouts_reply),
+    }
+}
+
+/// The reply to a `PUT /nat_timeouts`: 200 with the new generation, or 400 saying what the
+/// line takes.
+fn nat_timeouts_reply(
+    r: Result<u64, &'static str>,
+) -> (PutResult, heapless::String<{ http::REPLY_MAX }>) {
+    match r {
+        Ok(generation) => (
+            PutResult::Ok,
+            http::reply(
+                Status::Ok,
+                None,
+                format_args!(
+                    "generation {generation}\nevery NAT core takes them from its next tick"
+                ),
+            ),
+        ),
+        Err(expected) => (
+            PutResult::BadRequest,
+            http::reply(
+                Status::BadRequest,
+                None,
+                format_args!("PUT /nat_timeouts: expected {expected}; the timeouts stay"),
+            ),
+        ),
+    }
+}
+
+/// The answer to `GET /nat_timeouts`: [`http::file_head`] (the generation as `ETag`, 4
+/// timeouts as `X-Timeouts`), then `EST,TRANS,UDP,ICMP` in seconds, the `PUT` body's form;
+/// 503 outside NAT mode.
+fn write_nat_timeouts(w: &mut BodyWriter<'_>) {
+    let Some((t, generation)) = crate::dataplane::nf::builtin::nat_timeouts() else {
+        let why = format_args!("GET /nat_timeouts: no NAT");
+        let _ = w.write_str(&http::reply(Status::ServiceUnavailable, None, why));
+        return;
+    };
+    let _ = w.write_str(&http::file_head(PutKind::NatTimeouts, generation, 4));
+    let mut line: heapless::String<64> = heapless::String::new();
+    let _ = writeln!(
+        line,
+        "{},{},{},{}",
+        t.tcp_established, t.tcp_transitory, t.udp, t.icmp
+    );
+    let _ = w.write_str(&line);
 }
 
 /// The answer to `GET /routes`: [`http::file_head`] (the published FIB's generation as

@@ -9,7 +9,7 @@
 //! devices, for the page count), so every online CPU gets a translator; a CPU without a port
 //! pair never takes its own.
 
-use crate::dataplane::nf::builtin::install_nat;
+use crate::dataplane::nf::builtin::{boot_nat_timeouts, install_nat, request_nat_timeouts};
 use crate::dataplane::MAX_CORES;
 use crate::mem::alloc_forever_slice;
 use mm::Zone;
@@ -100,5 +100,33 @@ pub fn build(cfg: &Config, zone: &Zone, cpus: usize, seed: u64) -> Result<usize,
         };
         install_nat(k, Nat::new(&nc, st).map_err(NatSetupError::Config)?);
     }
+    boot_nat_timeouts(s.timeouts);
     Ok(bytes)
+}
+
+/// The result of the last `PUT /nat_timeouts`, until the management plane takes it: the new
+/// generation, or why the body was refused.
+static PUT_RESULT: spin::Mutex<Option<Result<u64, &'static str>>> = spin::Mutex::new(None);
+
+/// Management plane (boot CPU): a checked `PUT /nat_timeouts` body (one line
+/// `EST,TRANS,UDP,ICMP`, `#` comments): every NAT core takes the timeouts from its next tick
+/// (`nf::builtin::request_nat_timeouts`, as the console's `nat timeouts`); its pages go back
+/// now. The result is ready at once ([`take_put_result`]).
+pub fn submit_put(upload: crate::setup::fib::PutUpload) {
+    let line = upload
+        .text()
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
+    let result = match line.map(netstack::config::nat::parse_timeouts) {
+        Some(Ok(t)) => Ok(request_nat_timeouts(t, crate::dataplane::MAX_CORES)),
+        Some(Err(expected)) => Err(expected),
+        None => Err("one line EST,TRANS,UDP,ICMP (seconds)"),
+    };
+    *PUT_RESULT.lock() = Some(result);
+}
+
+/// The result of the submitted `PUT /nat_timeouts`, once.
+pub fn take_put_result() -> Option<Result<u64, &'static str>> {
+    PUT_RESULT.lock().take()
 }

@@ -80,8 +80,8 @@ pub mod builtin {
     pub use super::builtin_impl::{Io, L2};
     pub use super::fw_impl::{install_firewall, take_firewall, FirewallNf, DROP_NAMES};
     pub use super::nat_impl::{
-        install_nat, request_nat_show, request_nat_timeouts, take_nat, take_nat_show,
-        take_nat_timeouts, NatNf, SHOW_MAX, TICK_SWEEP,
+        boot_nat_timeouts, install_nat, nat_timeouts, request_nat_show, request_nat_timeouts,
+        take_nat, take_nat_show, take_nat_timeouts, NatNf, SHOW_MAX, TICK_SWEEP,
     };
 }
 

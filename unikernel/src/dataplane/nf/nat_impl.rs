@@ -383,26 +383,42 @@ pub fn request_nat_show(filter: Filter, cores: usize) {
     }
 }
 
-/// The timeouts of the console's last `nat timeouts`, for the cores still to take them.
-static NEW_TIMEOUTS: spin::Mutex<Option<Timeouts>> = spin::Mutex::new(None);
+/// The NAT's timeouts now (the boot's, or the last `nat timeouts` or `PUT /nat_timeouts`) and
+/// their generation (1 the boot's, +1 per change); `None` outside NAT mode.
+static NEW_TIMEOUTS: spin::Mutex<Option<(Timeouts, u64)>> = spin::Mutex::new(None);
 /// Per core: new timeouts asked and not yet taken.
 static TIMEOUTS_PENDING: [AtomicBool; MAX_CORES] = [const { AtomicBool::new(false) }; MAX_CORES];
 
-/// The console's `nat timeouts EST,TRANS,UDP,ICMP`: each of the first `cores` cores applies
-/// `t` to its sessions from its next tick (`netstack::nat::Nat::set_timeouts`: at once, to
-/// every session).
-pub fn request_nat_timeouts(t: Timeouts, cores: usize) {
-    *NEW_TIMEOUTS.lock() = Some(t);
+/// The boot's timeouts (`nat_timeouts=` or the defaults): generation 1, nothing to take.
+pub fn boot_nat_timeouts(t: Timeouts) {
+    *NEW_TIMEOUTS.lock() = Some((t, 1));
+}
+
+/// The console's `nat timeouts EST,TRANS,UDP,ICMP` and `PUT /nat_timeouts`: each of the first
+/// `cores` cores applies `t` to its sessions from its next tick
+/// (`netstack::nat::Nat::set_timeouts`: at once, to every session). Returns the new
+/// generation.
+pub fn request_nat_timeouts(t: Timeouts, cores: usize) -> u64 {
+    let mut now = NEW_TIMEOUTS.lock();
+    let generation = now.map_or(1, |(_, g)| g + 1);
+    *now = Some((t, generation));
     for p in TIMEOUTS_PENDING.iter().take(cores) {
         p.store(true, Ordering::Release);
     }
+    generation
+}
+
+/// The NAT's timeouts now and their generation ([`request_nat_timeouts`]); `None` outside
+/// NAT mode.
+pub fn nat_timeouts() -> Option<(Timeouts, u64)> {
+    *NEW_TIMEOUTS.lock()
 }
 
 /// The timeouts core `k` was asked to take and has not yet.
 pub fn take_nat_timeouts(k: usize) -> Option<Timeouts> {
     let asked = TIMEOUTS_PENDING.get(k)?.swap(false, Ordering::AcqRel);
     if asked {
-        *NEW_TIMEOUTS.lock()
+        NEW_TIMEOUTS.lock().map(|(t, _)| t)
     } else {
         None
     }
