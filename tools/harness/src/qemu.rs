@@ -1335,7 +1335,9 @@ impl Guest {
     }
 
     /// Waits for the ready marker (`gannet: ready`). Fails with the last serial lines if it does
-    /// not come within `timeout`, if QEMU exits, or if the guest reports `config error:`.
+    /// not come within `timeout` or if QEMU exits, and with the guest's line alone if it reports
+    /// `config error:` (the line says it all, and the serial output shown live already holds
+    /// the lines before it: the tail would print it a second time).
     pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
         let (_, line) = self
             .wait_for_line_from(
@@ -1346,8 +1348,8 @@ impl Guest {
             .context("waiting for the guest's ready marker")?;
         ensure!(
             line.contains(READY_MARKER),
-            "guest reported: {line}\n{}",
-            self.tail_report()
+            "guest reported: {}",
+            line.trim()
         );
         Ok(())
     }

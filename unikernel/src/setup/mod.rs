@@ -223,12 +223,15 @@ pub fn setup_devices(cfg: &Config, cpus: usize) -> Result<Topology, SetupError> 
     }
     let mut root = PciRoot::new(PciCam);
     let nics = find_nics(&mut root);
-    info!(
-        "pci: {} buses scanned, {} bridges; virtio-net at {}",
-        nics.report.buses,
-        nics.report.bridges,
-        DfList(&nics.virtio)
-    );
+    let (buses, bridges) = (nics.report.buses, nics.report.bridges);
+    if nics.virtio.is_empty() {
+        info!("pci: {buses} buses scanned, {bridges} bridges; no virtio-net");
+    } else {
+        info!(
+            "pci: {buses} buses scanned, {bridges} bridges; virtio-net at {}",
+            DfList(&nics.virtio)
+        );
+    }
     if let Some(topo) = setup_intel(cfg, cpus, &mut root, &nics) {
         return topo;
     }
@@ -546,7 +549,7 @@ fn setup_single_queue(
     Ok(())
 }
 
-/// The functions' bus:device.function, space-separated (`-` when none), for the boot log.
+/// The functions' bus:device.function, space-separated, for the boot log.
 struct DfList<'a>(
     &'a [(
         DeviceFunction,
@@ -556,9 +559,6 @@ struct DfList<'a>(
 
 impl core::fmt::Display for DfList<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("-");
-        }
         for (i, (df, _)) in self.0.iter().enumerate() {
             if i > 0 {
                 f.write_str(" ")?;
