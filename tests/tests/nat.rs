@@ -374,25 +374,10 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
         assert!(o.status.success(), "curl {args:?}: {}", out(&o));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    let r = curl(&[
-        "-X",
-        "PUT",
-        "-H",
-        &auth,
-        "--data-binary",
-        "7440,240,1\n",
-        url,
-    ]);
+    let put = |body: &str| curl(&["-X", "PUT", "-H", &auth, "--data-binary", body, url]);
+    let r = put("7440,240,1\n");
     assert!(r.starts_with("HTTP/1.0 400 Bad Request"), "{r}");
-    let r = curl(&[
-        "-X",
-        "PUT",
-        "-H",
-        &auth,
-        "--data-binary",
-        "# UDP 1 s\n7440,240,1,60\n",
-        url,
-    ]);
+    let r = put("# UDP 1 s\n7440,240,1,60\n");
     assert!(r.starts_with("HTTP/1.0 200 OK"), "{r}");
     assert!(r.contains("generation 2"), "{r}");
     guest

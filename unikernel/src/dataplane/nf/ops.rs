@@ -2,6 +2,10 @@
 //! NF's `process` monomorphised into each port's fused burst through `NfOps`, the
 //! dataplane's side of [`ForwardOps`]), the frames kept during the iteration handed to
 //! [`NetworkFunction::end_of_burst`] through a [`Ctx`], and the tick and release hooks.
+//!
+//! Past ~800 lines because the per-frame side (`NfOps`) and the hooks' side (`Ctx`) hand the
+//! same taken frames and pages to each other: splitting them would expose their fields across
+//! files.
 
 pub(crate) use super::handles::{Capped, NfHandle, Stateless};
 use super::packet::Packet;
