@@ -425,10 +425,11 @@ pub struct Config {
     /// message. Costs a split of RAM's 2 MiB identity pages into 4 KiB PTEs (2 KiB of page
     /// tables per MiB of RAM).
     pub guard: bool,
-    /// `mgmt_token=TOKEN` (router, acl, firewall and nat modes; printable ASCII, 16..=64 bytes): the bearer
-    /// token `PUT /routes` (router) or `PUT /rules` (acl) on the management plane must carry
-    /// (`Authorization: Bearer TOKEN`). `None` (default): `PUT` is refused (403). Never logged: `Debug` shows its
-    /// length only.
+    /// `mgmt_token=TOKEN` (router, acl, firewall and nat modes, and an image of one's own;
+    /// printable ASCII, 16..=64 bytes): the bearer token a `PUT` on the management plane must
+    /// carry (`Authorization: Bearer TOKEN`): `/routes` (router), `/rules` (acl),
+    /// `/nat_timeouts` (nat), an image's own NF's `/NAME`. `None` (default): `PUT` is refused
+    /// (403). Never logged: `Debug` shows its length only.
     pub mgmt_token: Option<MgmtToken>,
     /// `backpressure=on|off` (default `off`): when the egress TX ring has no room, leave the
     /// frames in their RX ring (taken on a later poll iteration, once TX completions freed
@@ -740,7 +741,7 @@ impl core::fmt::Display for ConfigError<'_> {
                 // The kernel's keys, then each stock network function's under its modes.
                 write!(f, "unknown key `{k}` (the kernel's:")?;
                 for set in owners::KEY_SETS {
-                    if let keys::Owner::Nf(modes) = set.owner {
+                    if let keys::Owner::Nf(modes) | keys::Owner::Put(modes) = set.owner {
                         write!(f, "; ")?;
                         keys::write_modes(f, modes)?;
                         write!(f, ":")?;
@@ -935,8 +936,10 @@ impl Config {
             if core::mem::replace(&mut seen[k.index], true) && !k.repeat {
                 return Err(ConfigError::Repeated(key));
             }
-            if let keys::Owner::Nf(modes) = k.owner() {
-                if !modes.contains(&cfg.mode) {
+            // The `PUT` token is also an image of one's own's (its NF's files).
+            if let keys::Owner::Nf(modes) | keys::Owner::Put(modes) = k.owner() {
+                let own_put = !stock && matches!(k.owner(), keys::Owner::Put(_));
+                if !modes.contains(&cfg.mode) && !own_put {
                     return Err(ConfigError::Misplaced {
                         key,
                         modes,

@@ -17,7 +17,7 @@
 //! | head longer than [`HEAD_MAX`], or more than [`HEADERS_MAX`] fields | 431 Request Header Fields Too Large |
 //! | bad syntax (httparse's error named) | 400 Bad Request |
 //! | a version other than HTTP/1.0 or HTTP/1.1 | 505 HTTP Version Not Supported |
-//! | a path other than `/metrics` and the network function's file (the router's `/routes`, the ACL's `/rules`) | 404 Not Found |
+//! | a path other than `/metrics` and the network function's files (the router's `/routes`, the ACL's `/rules`, the NAT's `/nat_timeouts`, an image's own NF's `/NAME`) | 404 Not Found |
 //! | a method the path does not take | 405 Method Not Allowed, with `Allow` |
 //! | a bad or repeated `Content-Length` (any method) | 400 Bad Request |
 //!
@@ -48,12 +48,18 @@
 //! refused (400, named) as soon as it passes the cap, any other bad line (400, the first one
 //! named) once the body is complete.
 //!
+//! An image's own network function's files (`PUT /NAME`, [`PutKind::NfFile`], served by
+//! [`PutFiles::Nf`]) take the same head rules; their body is checked for UTF-8 and the line cap
+//! only (the NF's parser reads the whole text in the kernel, which answers its refusal 400),
+//! and their `GET` answers the text in force with `X-Lines`.
+//!
 //! Whatever follows a complete head (a pipelined request, garbage) is not parsed: a `GET` is
 //! answered and the connection closed (`Connection: close`), a `PUT`'s body is the bytes after
 //! its head.
 
 use crate::acl::rules::{parse_line, RuleError, RuleLine};
 use crate::acl::MAX_RULES;
+use crate::config::nf_files::MAX_NF_FILES;
 use crate::config::{parse_routes_file, MgmtToken};
 use crate::router::RouteCheck;
 use core::fmt::Write;
@@ -193,15 +199,50 @@ pub enum PutKind {
     /// The NAT's timeouts, `PUT /nat_timeouts`: one line `EST,TRANS,UDP,ICMP` in seconds, as
     /// the `nat_timeouts=` key (`netstack::config::nat::parse_timeouts`); `#` comments.
     NatTimeouts,
+    /// A file of an image's own network function, `PUT /NAME` (its name as the NF declares
+    /// it: `crate::config::nf_files::NfFile`): its text, as the appliance bundle's `--- NAME`
+    /// carries it. Here only each line's length and UTF-8 are checked; the NF's parser reads
+    /// the whole text once it is complete (the kernel's part).
+    NfFile(&'static str),
+}
+
+/// A file's path (`/routes`, `/NAME`), as [`PutKind::path`] writes it.
+#[derive(Copy, Clone, Debug)]
+pub struct FilePath(PutKind);
+
+impl core::fmt::Display for FilePath {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            PutKind::NfFile(name) => write!(f, "/{name}"),
+            k => f.write_str(k.stock_path()),
+        }
+    }
 }
 
 impl PutKind {
+    /// The stock files, in the order [`PutKind::at`] looks them up.
+    const STOCK: [PutKind; 3] = [PutKind::Routes, PutKind::Rules, PutKind::NatTimeouts];
+
     /// The path it is `PUT` at.
-    pub const fn path(self) -> &'static str {
+    pub const fn path(self) -> FilePath {
+        FilePath(self)
+    }
+
+    /// A stock file's path (`""` for an NF's own file).
+    const fn stock_path(self) -> &'static str {
         match self {
             PutKind::Routes => "/routes",
             PutKind::Rules => "/rules",
             PutKind::NatTimeouts => "/nat_timeouts",
+            PutKind::NfFile(_) => "",
+        }
+    }
+
+    /// Whether `path` (no query) is this file's.
+    fn is_at(self, path: &str) -> bool {
+        match self {
+            PutKind::NfFile(name) => path.strip_prefix('/') == Some(name),
+            k => k.stock_path() == path,
         }
     }
 
@@ -211,6 +252,7 @@ impl PutKind {
             PutKind::Routes => "routes file",
             PutKind::Rules => "rules file",
             PutKind::NatTimeouts => "timeouts",
+            PutKind::NfFile(_) => "file",
         }
     }
 
@@ -220,33 +262,37 @@ impl PutKind {
             PutKind::Routes => "the router's",
             PutKind::Rules => "the ACL's",
             PutKind::NatTimeouts => "the NAT's",
+            PutKind::NfFile(_) => "the network function's",
         }
     }
 
-    /// What a `PUT` of it publishes, as an error names it.
+    /// What a `PUT` of it publishes, as an error names it (an NF's files share one
+    /// generation).
     pub const fn published(self) -> &'static str {
         match self {
             PutKind::Routes => "FIB",
             PutKind::Rules => "rule set",
             PutKind::NatTimeouts => "timeouts",
+            PutKind::NfFile(_) => "files",
         }
     }
 
-    /// The header field of a `GET` answer ([`file_head`]) that counts the entries installed.
+    /// The header field of a `GET` answer ([`file_head`]) that counts the entries installed
+    /// (an NF's file: its lines).
     pub const fn count_field(self) -> &'static str {
         match self {
             PutKind::Routes => "X-Routes",
             PutKind::Rules => "X-Rules",
             PutKind::NatTimeouts => "X-Timeouts",
+            PutKind::NfFile(_) => "X-Lines",
         }
     }
 
-    /// The file at `path` (its query, after `?`, not looked at), if any.
+    /// The stock file at `path` (its query, after `?`, not looked at), if any; an NF's own
+    /// files are found by [`PutFiles::kind_at`].
     pub fn at(path: &str) -> Option<PutKind> {
         let path = path.split_once('?').map_or(path, |(p, _)| p);
-        [PutKind::Routes, PutKind::Rules, PutKind::NatTimeouts]
-            .into_iter()
-            .find(|k| k.path() == path)
+        PutKind::STOCK.into_iter().find(|k| k.is_at(path))
     }
 }
 
@@ -268,6 +314,17 @@ pub enum PutFiles {
     RoutesAndRules(Option<MgmtToken>),
     /// The NAT's timeouts (`PUT /nat_timeouts`), `mode=nat`.
     NatTimeouts(Option<MgmtToken>),
+    /// The files an image's own network function declares (`PUT /NAME` for each), with
+    /// `mgmt_token=`'s bearer token. A file named `metrics` is not served (`/metrics` is the
+    /// metrics').
+    Nf {
+        /// The network function's name.
+        nf: &'static str,
+        /// Its files' names, as it declares them.
+        files: heapless::Vec<&'static str, MAX_NF_FILES>,
+        /// The bearer token.
+        token: Option<MgmtToken>,
+    },
 }
 
 impl PutFiles {
@@ -277,29 +334,73 @@ impl PutFiles {
             (PutFiles::Routes(t), PutKind::Routes)
             | (PutFiles::Rules(t), PutKind::Rules)
             | (PutFiles::NatTimeouts(t), PutKind::NatTimeouts)
-            | (PutFiles::RoutesAndRules(t), _) => Some(t.as_ref()),
+            | (PutFiles::RoutesAndRules(t), PutKind::Routes | PutKind::Rules) => Some(t.as_ref()),
+            (PutFiles::Nf { files, token, .. }, PutKind::NfFile(n)) if files.contains(&n) => {
+                Some(token.as_ref())
+            }
             _ => None,
         }
     }
 
-    /// The paths served, for messages: `/routes`, `/rules`, `/routes and /rules`, or `""`.
-    pub fn paths(&self) -> &'static str {
+    /// The file at `path` (its query not looked at): one of the network function's own, or a
+    /// stock file ([`PutKind::at`], maybe not served here).
+    pub fn kind_at(&self, path: &str) -> Option<PutKind> {
+        let bare = path.split_once('?').map_or(path, |(p, _)| p);
+        let own = match self {
+            PutFiles::Nf { files, .. } => files
+                .iter()
+                .map(|&n| PutKind::NfFile(n))
+                .find(|k| k.is_at(bare)),
+            _ => None,
+        };
+        own.or_else(|| PutKind::at(path))
+    }
+
+    /// Whether it serves any file.
+    pub fn any(&self) -> bool {
         match self {
-            PutFiles::None(_) => "",
-            PutFiles::Routes(_) => "/routes",
-            PutFiles::Rules(_) => "/rules",
-            PutFiles::RoutesAndRules(_) => "/routes and /rules",
-            PutFiles::NatTimeouts(_) => "/nat_timeouts",
+            PutFiles::None(_) => false,
+            PutFiles::Nf { files, .. } => !files.is_empty(),
+            _ => true,
         }
     }
 
-    /// The network function, as `mode=` names it.
+    /// The paths served, for messages: `/routes`, `/rules`, `/routes and /rules`, an NF's
+    /// `/a, /b`, or nothing.
+    pub fn paths(&self) -> Paths<'_> {
+        Paths(self)
+    }
+
+    /// The network function, as `mode=` names it (an image's own: its name).
     pub fn mode(&self) -> &'static str {
         match self {
-            PutFiles::None(nf) => nf,
+            PutFiles::None(nf) | PutFiles::Nf { nf, .. } => nf,
             PutFiles::Routes(_) | PutFiles::RoutesAndRules(_) => "router",
             PutFiles::Rules(_) => "acl",
             PutFiles::NatTimeouts(_) => "nat",
+        }
+    }
+}
+
+/// The paths a [`PutFiles`] serves, as [`PutFiles::paths`] writes them.
+#[derive(Copy, Clone, Debug)]
+pub struct Paths<'a>(&'a PutFiles);
+
+impl core::fmt::Display for Paths<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            PutFiles::None(_) => Ok(()),
+            PutFiles::Routes(_) => f.write_str("/routes"),
+            PutFiles::Rules(_) => f.write_str("/rules"),
+            PutFiles::RoutesAndRules(_) => f.write_str("/routes and /rules"),
+            PutFiles::NatTimeouts(_) => f.write_str("/nat_timeouts"),
+            PutFiles::Nf { files, .. } => {
+                for (i, n) in files.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}/{n}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -591,8 +692,9 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         r.allow = Some(allow);
         Head::Refused(r)
     };
-    let served = PutKind::at(path).and_then(|k| put.serves(k));
-    match (path, PutKind::at(path), served) {
+    let kind = put.kind_at(path);
+    let served = kind.and_then(|k| put.serves(k));
+    match (path, kind, served) {
         // A `GET` has no body to read, but a bad or repeated length is still a framing error
         // (RFC 9112 §6.3 item 5), answered rather than guessed past.
         ("/metrics", ..)
@@ -652,7 +754,7 @@ fn put_head(
 /// (a `PUT` path of another network function), named with its owner, or any other path.
 fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
     let nf = put.mode();
-    match (want, put.paths()) {
+    match (want, put.any()) {
         (Some(w), _) => Refusal::new(
             Status::NotFound,
             is_put,
@@ -663,15 +765,15 @@ fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
                 w.owner()
             ),
         ),
-        (None, "") => Refusal::new(
+        (None, false) => Refusal::new(
             Status::NotFound,
             is_put,
             format_args!("only GET /metrics (mode={nf} has no files to PUT)"),
         ),
-        (None, paths) => Refusal::new(
+        (None, true) => Refusal::new(
             Status::NotFound,
             is_put,
-            format_args!("only GET /metrics and GET or PUT {paths}"),
+            format_args!("only GET /metrics and GET or PUT {}", put.paths()),
         ),
     }
 }

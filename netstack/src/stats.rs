@@ -792,6 +792,11 @@ pub struct MgmtStats {
     /// [`PUT_ROUTES_RESULTS`].
     #[serde(default)]
     pub put_nat_timeouts: [u64; PUT_ROUTES_RESULTS.len()],
+    /// `PUT` requests of an image's own network function's files (`PUT /NAME`, every file
+    /// it declares counted together) by outcome, in the order of [`PUT_ROUTES_RESULTS`]
+    /// (`bad_request`: a line the NF's parser refused).
+    #[serde(default)]
+    pub put_nf_files: [u64; PUT_ROUTES_RESULTS.len()],
 }
 
 /// The dataplane's side of the management plane (`STATS` key `mgmt`, absent without a
@@ -1177,6 +1182,17 @@ pub fn write_prometheus(
             writeln!(
                 w,
                 "gannet_mgmt_put_nat_timeouts_total{{result=\"{result}\"}} {n}"
+            )?;
+        }
+        counter(
+            w,
+            "gannet_mgmt_put_nf_files_total",
+            "PUT requests of the network function's own files (an image of one's own), accepted (ok) or refused, by result.",
+        )?;
+        for (result, n) in PUT_ROUTES_RESULTS.iter().zip(m.put_nf_files) {
+            writeln!(
+                w,
+                "gannet_mgmt_put_nf_files_total{{result=\"{result}\"}} {n}"
             )?;
         }
     }

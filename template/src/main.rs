@@ -4,7 +4,8 @@
 //! default 5000), and to up to 8 more listed in the file `blocked_ports` of the appliance
 //! bundle (the boot module: `#!gannet-bundle 1`, then `--- blocked_ports` and one port per
 //! line), and forwards every other frame, unchanged, out of the pair's other port (as the stock
-//! `io` mode does). The kernel keeps what an appliance needs around it: the boot, the ports, the page pools, the console
+//! `io` mode does). With a management address and `mgmt_token=`, the file is replaced live by
+//! `PUT /blocked_ports` (every core restarts this NF with it). The kernel keeps what an appliance needs around it: the boot, the ports, the page pools, the console
 //! and `STATS` (`nf.dropped` counts this NF's drops), the management plane with `ip0=`/`ip1=`
 //! (its frames never reach the NF), and `quit`.
 //!

@@ -2,19 +2,21 @@
 //! real TCP connection made by a host-side smoltcp stack through the generator's socket.
 //! Also the management plane of the other network functions (`mode=l2` with an address).
 //!
-//! Past ~800 lines because every case drives the same host-side smoltcp client (`Clients`:
-//! TCP connections, `GET /metrics`, `PUT /routes`, `PUT /rules`) through the generator's raw
-//! port.
+//! Past ~800 lines because every case drives the same host-side smoltcp client (`Clients`, in
+//! `common/`: TCP connections, `GET /metrics`, `PUT /routes`, `PUT /rules`) through the
+//! generator's raw port, and the management plane's contract is one story told case by case.
 
 use std::time::{Duration, Instant};
 
+use common::{Clients, HostPort};
 use etherparse::{Icmpv4Type, PacketBuilder, SlicedPacket, TransportSlice};
 use gannet_tests::*;
 use smoltcp::iface::{Config, Interface, SocketSet};
-use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+
+mod common;
 
 const ROUTER: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
 
@@ -61,44 +63,6 @@ fn management_address_answers_ping() {
     // The router answers echo requests to its addresses itself (RFC 1812 §4.3.3.6).
     assert_eq!(router(&s).echo_replies, 1, "{}", s);
     assert_no_leak(&s);
-}
-
-/// smoltcp's view of the host side of guest port 0.
-struct HostPort(gen::RawPort);
-struct HostRx(Vec<u8>);
-struct HostTx<'a>(&'a gen::RawPort);
-
-impl RxToken for HostRx {
-    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        f(&self.0)
-    }
-}
-
-impl TxToken for HostTx<'_> {
-    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        let mut buf = vec![0u8; len];
-        let r = f(&mut buf);
-        self.0.send(&buf).expect("host send");
-        r
-    }
-}
-
-impl Device for HostPort {
-    type RxToken<'a> = HostRx;
-    type TxToken<'a> = HostTx<'a>;
-    fn receive(&mut self, _: SmolInstant) -> Option<(HostRx, HostTx<'_>)> {
-        let f = self.0.recv_timeout(Duration::from_millis(2))?;
-        Some((HostRx(f), HostTx(&self.0)))
-    }
-    fn transmit(&mut self, _: SmolInstant) -> Option<HostTx<'_>> {
-        Some(HostTx(&self.0))
-    }
-    fn capabilities(&self) -> DeviceCapabilities {
-        let mut c = DeviceCapabilities::default();
-        c.medium = Medium::Ethernet;
-        c.max_transmission_unit = 1514;
-        c
-    }
 }
 
 #[test]
@@ -217,126 +181,6 @@ fn promtool_check(response: &str) {
     prom::promtool_check(body);
 }
 
-/// A host-side smoltcp stack on guest port 0 (10.0.0.2) with TCP clients of the metrics port.
-struct Clients {
-    dev: HostPort,
-    iface: Interface,
-    sockets: SocketSet<'static>,
-    t0: Instant,
-    next_port: u16,
-    /// A socket that gets one more byte (`#`) every 400 ms while we poll, and when the next
-    /// is due: a client trickling its body.
-    trickle: Option<(smoltcp::iface::SocketHandle, Instant)>,
-}
-
-impl Clients {
-    fn new(port: gen::RawPort) -> Clients {
-        let mut dev = HostPort(port);
-        let t0 = Instant::now();
-        let mut iface = Interface::new(
-            Config::new(HardwareAddress::Ethernet(EthernetAddress(peer_mac(0)))),
-            &mut dev,
-            SmolInstant::from_millis(0),
-        );
-        iface.update_ip_addrs(|a| {
-            a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap();
-        });
-        Clients {
-            dev,
-            iface,
-            sockets: SocketSet::new(vec![]),
-            t0,
-            next_port: 49152,
-            trickle: None,
-        }
-    }
-
-    /// A client with a receive buffer of `rx` bytes, connecting to 10.0.0.1:9100.
-    fn connect(&mut self, rx: usize) -> smoltcp::iface::SocketHandle {
-        self.connect_with(rx, 4096)
-    }
-
-    /// [`Clients::connect`] with a send buffer of `tx` bytes.
-    fn connect_with(&mut self, rx: usize, tx: usize) -> smoltcp::iface::SocketHandle {
-        let h = self.sockets.add(tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; rx]),
-            tcp::SocketBuffer::new(vec![0; tx]),
-        ));
-        self.next_port += 1;
-        self.sockets
-            .get_mut::<tcp::Socket>(h)
-            .connect(
-                self.iface.context(),
-                (Ipv4Address::new(10, 0, 0, 1), 9100),
-                self.next_port,
-            )
-            .unwrap();
-        h
-    }
-
-    fn poll(&mut self) {
-        if let Some((h, due)) = self.trickle {
-            if Instant::now() >= due {
-                let s = self.sock(h);
-                if s.may_send() {
-                    let _ = s.send_slice(b"#");
-                }
-                self.trickle = Some((h, due + Duration::from_millis(400)));
-            }
-        }
-        let now = SmolInstant::from_millis(self.t0.elapsed().as_millis() as i64);
-        self.iface.poll(now, &mut self.dev, &mut self.sockets);
-    }
-
-    fn sock(&mut self, h: smoltcp::iface::SocketHandle) -> &mut tcp::Socket<'static> {
-        self.sockets.get_mut::<tcp::Socket>(h)
-    }
-
-    /// Polls until `done` holds (panics with `what` and the guest's log after `limit`).
-    fn until(
-        &mut self,
-        rig: &Rig,
-        limit: Duration,
-        what: &str,
-        mut done: impl FnMut(&mut Clients) -> bool,
-    ) {
-        let deadline = Instant::now() + limit;
-        while !done(self) {
-            assert!(
-                Instant::now() < deadline,
-                "{what} within {limit:?}\n{}",
-                rig.tail()
-            );
-            self.poll();
-        }
-    }
-
-    /// A complete `GET /metrics` on a fresh connection: the response text.
-    fn get_metrics(&mut self, rig: &Rig, limit: Duration) -> String {
-        let h = self.connect(65536);
-        let mut body = Vec::new();
-        let mut sent = false;
-        self.until(rig, limit, "no complete /metrics response", |c| {
-            let s = c.sock(h);
-            if s.may_send() && !sent {
-                s.send_slice(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-                sent = true;
-            }
-            while s.can_recv() {
-                s.recv(|d| {
-                    body.extend_from_slice(d);
-                    (d.len(), ())
-                })
-                .unwrap();
-            }
-            sent && !s.may_recv() && !body.is_empty()
-        });
-        // Our FIN too (later polls send it), so the guest's socket does not wait in FIN-WAIT-2.
-        self.sock(h).close();
-        String::from_utf8(body).expect("UTF-8 response")
-    }
-}
-
 /// Issue 15 item 3: a client with half a request, one that sent FIN without a request and one
 /// that does not read its response each hold a socket, and a fourth client's `GET /metrics` is
 /// still answered at once; the half request is reset after the request timeout (5 s), the FIN
@@ -443,75 +287,6 @@ fn idle_and_half_closed_clients_do_not_block_metrics() {
 
 /// A bearer token for `mgmt_token=` (printable ASCII, 16..=64 bytes).
 const TOKEN: &str = "gannet-test-token-0123456789";
-
-impl Clients {
-    /// One HTTP request on a fresh connection: `head` (request line and headers, without the
-    /// blank line), then `body` as the send buffer takes it; returns the whole response (the
-    /// guest closes after it).
-    fn request(&mut self, rig: &Rig, head: &str, body: &[u8], limit: Duration) -> String {
-        self.request_with(rig, head, body, limit, |_| {})
-    }
-
-    /// [`Clients::request`], calling `each` with the host port between polls (to send other
-    /// frames while the request is under way).
-    fn request_with(
-        &mut self,
-        rig: &Rig,
-        head: &str,
-        body: &[u8],
-        limit: Duration,
-        each: impl FnMut(&gen::RawPort),
-    ) -> String {
-        let mut out = format!("{head}\r\n\r\n").into_bytes();
-        out.extend_from_slice(body);
-        self.exchange(rig, &out, limit, each)
-    }
-
-    /// Send `out` (a whole request, as the send buffer takes it) on a fresh connection and
-    /// return the whole response (the guest closes after it), calling `each` between polls.
-    fn exchange(
-        &mut self,
-        rig: &Rig,
-        out: &[u8],
-        limit: Duration,
-        mut each: impl FnMut(&gen::RawPort),
-    ) -> String {
-        let h = self.connect_with(65536, 65536);
-        let mut sent = 0;
-        let mut resp = Vec::new();
-        self.until(rig, limit, "no complete response", |c| {
-            each(&c.dev.0);
-            let s = c.sock(h);
-            if s.may_send() && sent < out.len() {
-                sent += s.send_slice(&out[sent..]).unwrap();
-            }
-            while s.can_recv() {
-                s.recv(|d| {
-                    resp.extend_from_slice(d);
-                    (d.len(), ())
-                })
-                .unwrap();
-            }
-            s.state() != tcp::State::SynSent && !s.may_recv() && !resp.is_empty()
-        });
-        self.sock(h).close();
-        // Let our FIN out.
-        for _ in 0..20 {
-            self.poll();
-        }
-        String::from_utf8(resp).expect("UTF-8 response")
-    }
-
-    /// `PUT /routes` with `token` (if any) and a `Content-Length` of `body`.
-    fn put_routes(&mut self, rig: &Rig, token: Option<&str>, body: &str) -> String {
-        let auth = token.map_or(String::new(), |t| format!("\r\nAuthorization: Bearer {t}"));
-        let head = format!(
-            "PUT /routes HTTP/1.1\r\nHost: 10.0.0.1{auth}\r\nContent-Length: {}",
-            body.len()
-        );
-        self.request(rig, &head, body.as_bytes(), Duration::from_secs(60))
-    }
-}
 
 /// Receive on host port `p`, answering ARP requests for the host behind it; returns the first
 /// frame that is neither ARP nor TCP (the management plane's segments are skipped).

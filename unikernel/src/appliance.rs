@@ -26,9 +26,7 @@ use netstack::config::nf_keys::{apply, NfArgs, NfKeySet, NfKeys};
 /// once by the boot's [`Appliance::parse_config`] for every core's [`Appliance::new_core`].
 static NF_ARGS: spin::Once<NfArgs> = spin::Once::new();
 
-/// The appliance bundle of an image of one's own, its files ([`NetworkFunction::files`])
-/// checked at boot by [`Appliance::accept_files`], for every core's [`Appliance::new_core`].
-static NF_FILES: spin::Once<Bundle<'static>> = spin::Once::new();
+pub(crate) mod nf_texts;
 
 /// What a forwarding core runs, with its per-core state.
 pub trait Appliance: 'static {
@@ -421,6 +419,16 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
         };
         let (cfg, args) = netstack::Config::parse_with(cmdline, Some(keys))?;
         NF_ARGS.call_once(|| args);
+        let mut names = heapless::Vec::new();
+        // At most MAX_NF_FILES: the names of the files the NF declares.
+        F::file_names(&mut |n| {
+            let _ = names.push(n);
+        });
+        nf_texts::register(nf_texts::NfFilesHook {
+            nf: F::NAME,
+            names,
+            check: |texts| make::<F>(texts).map(drop),
+        });
         Ok(cfg)
     }
 
@@ -455,10 +463,12 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
 
     fn accept_files(bundle: &Bundle<'static>) -> Result<(), BadFile> {
         // Checked after the keys, on a throwaway instance, in the order each core applies them.
-        let mut probe = F::default();
-        let args = NF_ARGS.get().map_or("", |a| a.as_str());
-        let _ = apply(args, &mut Parts(&mut probe));
-        nf_files::apply(bundle.files(), &mut Parts(&mut probe))?;
+        let mut texts = nf_texts::NfTexts::new();
+        for (name, text) in bundle.files().filter(|&(n, _)| F::find_file(n).is_some()) {
+            // Not reached: the bundle holds at most MAX_NF_FILES, each declared.
+            texts = texts.with(name, text).unwrap_or(texts);
+        }
+        make::<F>(&texts)?;
         F::file_names(&mut |name| {
             if let Some(text) = bundle.file(name) {
                 let n = text.lines().count();
@@ -468,27 +478,22 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
                 );
             }
         });
-        NF_FILES.call_once(|| bundle.clone());
+        nf_texts::boot(texts);
         Ok(())
     }
 
-    /// `F::default()` with the NF's keys of the command line applied (`NF_ARGS`, accepted
-    /// at boot by [`Appliance::parse_config`]), then its files of the bundle (`NF_FILES`,
-    /// accepted by [`Appliance::accept_files`]).
+    /// `F::default()` with the NF's keys of the command line applied, then its files in force
+    /// (`nf_texts`: the bundle's, accepted by [`Appliance::accept_files`], or a `PUT`'s
+    /// since).
     fn new_core<P: Platform>(core: &Core<P>) -> F {
-        let mut nf = F::default();
-        let args = NF_ARGS.get().map_or("", |a| a.as_str());
-        if let Err(e) = apply(args, &mut Parts(&mut nf)) {
-            // Not reached: the boot's parse applied the same tokens to an instance of the same
-            // type. Said, not hidden, if an NF's parser depends on more than its value.
+        let (generation, texts) = nf_texts::in_force();
+        let nf = make::<F>(&texts).unwrap_or_else(|e| {
+            // Not reached: the boot (or the `PUT`) checked the same files in the same order
+            // on an instance of the same type. Said, not hidden, if a parser depends on more.
             log::warn!("{}: core {}: {e}", F::NAME, core.pair());
-        }
-        if let Some(b) = NF_FILES.get() {
-            if let Err(e) = nf_files::apply(b.files(), &mut Parts(&mut nf)) {
-                // Not reached either: the boot checked the same files in the same order.
-                log::warn!("{}: core {}: {e}", F::NAME, core.pair());
-            }
-        }
+            F::default()
+        });
+        nf_texts::taken(core.pair(), generation);
         nf
     }
 
@@ -497,8 +502,31 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
         core.poll_nf(nf)
     }
 
+    /// The NF's timers and counters; then, when a `PUT` published new files, the NF restarted
+    /// with them (`Core::restart_nf`: the old instance's frames handed back, its counts
+    /// carried on).
     fn tick<P: Platform>(nf: &mut F, core: &mut Core<P>) {
         core.tick_nf(nf);
+        let Some((generation, texts)) = nf_texts::newer(core.pair()) else {
+            return;
+        };
+        match make::<F>(&texts) {
+            Ok(fresh) => {
+                core.restart_nf(nf, fresh);
+                log::info!(
+                    "{}: cpu {}: files of generation {generation} taken up (the NF restarted)",
+                    F::NAME,
+                    core.pair()
+                );
+            }
+            // Not reached (checked by the `PUT`): the old instance keeps running.
+            Err(e) => log::warn!(
+                "{}: cpu {}: {e}; the NF keeps its files",
+                F::NAME,
+                core.pair()
+            ),
+        }
+        nf_texts::taken(core.pair(), generation);
     }
 
     fn release<P: Platform>(nf: &mut F, core: &mut Core<P>) {
@@ -513,6 +541,24 @@ impl<F: NetworkFunction + Default + 'static> Appliance for One<F> {
     ) -> bool {
         F::bench_frames(macs, peer, input, want)
     }
+}
+
+/// A fresh instance of `F` as every core makes one: `F::default()`, the NF's keys of the
+/// command line applied (`NF_ARGS`, accepted at boot by [`Appliance::parse_config`]), then
+/// `texts`, its files in force, in the order `F` declares them.
+///
+/// # Errors
+/// [`BadFile`]: the file and line its parser refused.
+fn make<F: NetworkFunction + Default + 'static>(texts: &nf_texts::NfTexts) -> Result<F, BadFile> {
+    let mut nf = F::default();
+    let args = NF_ARGS.get().map_or("", |a| a.as_str());
+    if let Err(e) = apply(args, &mut Parts(&mut nf)) {
+        // Not reached: the boot refused bad keys before any instance is made (the same tokens,
+        // the same type). Said, not hidden, if an NF's parser depends on more than its value.
+        log::warn!("{}: {e}", F::NAME);
+    }
+    nf_files::apply(texts.files(), &mut Parts(&mut nf))?;
+    Ok(nf)
 }
 
 /// What [`crate::main!`] accepts: an [`Appliance`], or a network function (run as [`One`]).

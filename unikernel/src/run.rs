@@ -679,7 +679,22 @@ fn build_mgmt(
 fn put_files(cfg: &Config) -> PutFiles {
     let token = cfg.mgmt_token.clone();
     let rules = crate::dataplane::nf::builtin::ACL.get().is_some();
+    let own = crate::appliance::nf_texts::hook();
     let files = match cfg.mode {
+        // An image of one's own: its NF's files (`/metrics` stays the metrics').
+        _ if let Some(h) = own => {
+            let mut files = h.names.clone();
+            files.retain(|&n| n != "metrics");
+            if files.is_empty() {
+                info!("mgmt: no PUT ({} has no files)", h.nf);
+                return PutFiles::None(h.nf);
+            }
+            PutFiles::Nf {
+                nf: h.nf,
+                files,
+                token,
+            }
+        }
         Mode::Router if rules => PutFiles::RoutesAndRules(token),
         Mode::Router => PutFiles::Routes(token),
         Mode::Acl => PutFiles::Rules(token),
@@ -873,6 +888,9 @@ fn housekeeping<A: Appliance, N: drivers::nic::Nic>(
         // The ACL's replacements (`acl reload`, `PUT /rules`): the old set freed once every
         // core took the new one up in its tick, a new set built and published.
         crate::setup::acl::poll(core.fabric().cores());
+        // An image's own NF's files (`PUT /NAME`): checked and published, the replaced body
+        // given back once every core restarted its NF with the new set.
+        crate::setup::nf_files::poll(core.fabric().cores());
     }
 }
 

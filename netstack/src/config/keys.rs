@@ -90,6 +90,10 @@ pub enum Owner {
     Kernel,
     /// The network functions of these modes: valid only when `mode=` selects one of them.
     Nf(&'static [Mode]),
+    /// The management plane's `PUT` token: valid when `mode=` selects one of these stock
+    /// modes (whose files or settings `PUT` replaces), and in an image of one's own (the
+    /// files its network function declares).
+    Put(&'static [Mode]),
 }
 
 /// Writes `modes` as `mode=a or mode=b` (the owners a misplaced key or file names).
@@ -106,7 +110,7 @@ impl Owner {
     pub fn allows(self, mode: Mode) -> bool {
         match self {
             Owner::Kernel => true,
-            Owner::Nf(modes) => modes.contains(&mode),
+            Owner::Nf(modes) | Owner::Put(modes) => modes.contains(&mode),
         }
     }
 }
@@ -437,7 +441,8 @@ const MGMT_KEYS: &[Key<Config>] = &[
 ];
 
 /// The token for `PUT` of a network function's file or settings (the router's `PUT
-/// /routes`, the ACL's `PUT /rules`, the NAT's `PUT /nat_timeouts`).
+/// /routes`, the ACL's `PUT /rules`, the NAT's `PUT /nat_timeouts`, an image's own NF's
+/// `PUT /NAME`).
 const PUT_KEYS: &[Key<Option<MgmtToken>>] = &[Key::new("mgmt_token", |t, v| {
     *t = Some(MgmtToken::new(v).ok_or(KeyError::Secret(
         "printable ASCII without space, 16..=64 bytes",
@@ -486,9 +491,9 @@ pub const MGMT_SET: KeySet = KeySet::new(
 
 /// The `PUT` token: of the network functions whose files or settings the management plane
 /// replaces (the router's routes, the ACL's rules, in front of the firewall too, the NAT's
-/// timeouts).
+/// timeouts), and of an image of one's own (its NF's files).
 pub const PUT_SET: KeySet = KeySet::new(
-    Owner::Nf(&[Mode::Router, Mode::Acl, Mode::Firewall, Mode::Nat]),
+    Owner::Put(&[Mode::Router, Mode::Acl, Mode::Firewall, Mode::Nat]),
     &Owned {
         keys: PUT_KEYS,
         settings: |c| &mut c.mgmt_token,

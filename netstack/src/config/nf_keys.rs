@@ -170,7 +170,7 @@ impl Config {
                 };
             };
             match owner {
-                Some(keys::Owner::Kernel) => Ok(false),
+                Some(keys::Owner::Kernel | keys::Owner::Put(_)) => Ok(false),
                 Some(keys::Owner::Nf(modes)) => Err(ConfigError::StockKey {
                     key,
                     modes,

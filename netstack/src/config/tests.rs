@@ -854,6 +854,13 @@ fn a_network_function_declares_its_own_keys() {
         "key `peer0` belongs to the stock image's mode=l2 or mode=nat; this image runs `filter`"
     );
     assert!(parse_filter("mode=io ip0=10.0.0.1/24 mgmt=ip0").is_ok());
+    // The `PUT` token is the management plane's for the NF's own files too.
+    let tok = "x".repeat(16);
+    let (c, args, _) = parse_filter(&std::format!("ip0=10.0.0.1/24 mgmt_token={tok}")).unwrap();
+    assert_eq!(
+        (c.mgmt_token.map(|t| t.len()), args.as_str()),
+        (Some(16), "")
+    );
     // No stock NF runs here, so none of their checks does (the stock router needs ip0/ip1,
     // the NAT a pool, the firewall one queue pair); the kernel's still do.
     for line in ["mode=router", "mode=nat", "mode=firewall queues=2"] {

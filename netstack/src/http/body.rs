@@ -128,6 +128,7 @@ impl PutBody {
             PutKind::Routes => "the published FIB stays",
             PutKind::Rules => "the published rules stay",
             PutKind::NatTimeouts => "the timeouts stay",
+            PutKind::NfFile(_) => "the published files stay",
         };
         let why = self.bad.as_deref().unwrap_or("");
         Refusal::new(
@@ -140,14 +141,10 @@ impl PutBody {
     /// Why the line just counted is bad: longer than [`LINE_MAX`].
     fn too_long(&self) -> heapless::String<BAD_LINE_MAX> {
         let mut why = heapless::String::new();
-        let what = match self.kind {
-            PutKind::Routes => "routes",
-            PutKind::Rules => "rules",
-            PutKind::NatTimeouts => "timeouts",
-        };
         let _ = write!(
             why,
-            "{what} line {}: longer than {LINE_MAX} bytes",
+            "{} line {}: longer than {LINE_MAX} bytes",
+            self.kind.line_name(),
             self.lines
         );
         why
@@ -157,13 +154,8 @@ impl PutBody {
     fn bad_line(&mut self, line: &[u8]) -> Option<heapless::String<BAD_LINE_MAX>> {
         let n = self.lines;
         let mut why = heapless::String::new();
-        let what = match self.kind {
-            PutKind::Routes => "routes",
-            PutKind::Rules => "rules",
-            PutKind::NatTimeouts => "timeouts",
-        };
         let Ok(text) = core::str::from_utf8(line) else {
-            let _ = write!(why, "{what} line {n}: not UTF-8");
+            let _ = write!(why, "{} line {n}: not UTF-8", self.kind.line_name());
             return Some(why);
         };
         let shown = &text[..text.floor_char_boundary(80)];
@@ -228,7 +220,32 @@ impl PutBody {
                     self.rules = 1;
                 }
             }
+            // The NF's parser reads the whole text once it is complete (the kernel's part):
+            // here a line is UTF-8 and within `LINE_MAX`, no more.
+            PutKind::NfFile(_) => {}
         }
         (!why.is_empty()).then_some(why)
+    }
+}
+
+impl PutKind {
+    /// What a bad line's message calls the file: `routes`, `rules`, `timeouts`, or an NF's
+    /// file by its name (`file `blocked_ports``).
+    fn line_name(self) -> LineName {
+        LineName(self)
+    }
+}
+
+/// [`PutKind::line_name`]'s text.
+struct LineName(PutKind);
+
+impl core::fmt::Display for LineName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            PutKind::Routes => f.write_str("routes"),
+            PutKind::Rules => f.write_str("rules"),
+            PutKind::NatTimeouts => f.write_str("timeouts"),
+            PutKind::NfFile(name) => write!(f, "file `{name}`"),
+        }
     }
 }

@@ -1073,3 +1073,114 @@ fn nat_timeouts_are_one_line_of_four_seconds() {
         assert!(r.text.ends_with("; the timeouts stay"), "{}", r.text);
     }
 }
+
+/// An image's own network function's files (`PutFiles::Nf`): `GET` and `PUT /NAME` for each
+/// declared file; a stock path is 404 naming its owner, another path lists the NF's; a
+/// body's lines are checked for UTF-8 and length only (the NF's parser reads the whole text
+/// in the kernel).
+#[test]
+fn an_nf_serves_its_own_files_by_name() {
+    let mut files = heapless::Vec::new();
+    files
+        .extend_from_slice(&["blocked_ports", "hosts"])
+        .unwrap();
+    let nf = PutFiles::Nf {
+        nf: "port_filter",
+        files,
+        token: MgmtToken::new(TOKEN),
+    };
+    assert_eq!(nf.mode(), "port_filter");
+    assert_eq!(nf.paths().to_string(), "/blocked_ports, /hosts");
+    let kind = PutKind::NfFile("blocked_ports");
+    assert_eq!(kind.path().to_string(), "/blocked_ports");
+    assert_eq!(nf.kind_at("/hosts?check"), Some(PutKind::NfFile("hosts")));
+    assert_eq!(nf.kind_at("/routes"), Some(PutKind::Routes));
+    assert_eq!(nf.kind_at("/blocked"), None);
+    let h = format!(
+        "PUT /blocked_ports?check HTTP/1.1\r\nHost: 10.0.0.1\r\n{}\r\n",
+        cl("5")
+    )
+    .into_bytes();
+    assert!(matches!(
+        parse_head(&h, &nf, || false),
+        Head::Put(PutHead {
+            kind: PutKind::NfFile("blocked_ports"),
+            body_len: 5,
+            check_only: true,
+            ..
+        })
+    ));
+    let get = b"GET /hosts HTTP/1.1\r\n\r\n";
+    assert_eq!(
+        parse_head(get, &nf, || false),
+        Head::File {
+            kind: PutKind::NfFile("hosts"),
+            head_len: get.len()
+        }
+    );
+    // Another NF's file, a stock one, a path of none, no token.
+    let r = refused(parse_head(&h, &router(), || false));
+    assert_eq!(r.text.as_str(), "only GET /metrics and GET or PUT /routes");
+    let r = refused(parse_head(&put_head(&cl("1")), &nf, || false));
+    assert_eq!(
+        r.text.as_str(),
+        "PUT /routes: mode=port_filter has no routes file (the router's)"
+    );
+    let r = refused(parse_head(b"GET /blocked HTTP/1.1\r\n\r\n", &nf, || false));
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (
+            Status::NotFound,
+            "only GET /metrics and GET or PUT /blocked_ports, /hosts"
+        )
+    );
+    let no_token = PutFiles::Nf {
+        nf: "port_filter",
+        files: heapless::Vec::from_slice(&["blocked_ports"]).unwrap(),
+        token: None,
+    };
+    let r = refused(parse_head(&h, &no_token, || false));
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (
+            Status::Forbidden,
+            "PUT /blocked_ports: no mgmt_token= on the kernel command line"
+        )
+    );
+    let stale = IfMatch::parse(b"\"gen-1\"").refusal(kind, 2).unwrap();
+    assert!(
+        stale.text.starts_with(
+            "PUT /blocked_ports: If-Match does not name the published files, now \"gen-2\""
+        ),
+        "{}",
+        stale.text
+    );
+    // The body: any text, line by line within the cap, in UTF-8.
+    let good = b"# two\n7000\n7001\nanything the parser reads\n";
+    for step in [1, 5, good.len()] {
+        assert_eq!(stream_kind(kind, good, step), (Ok(()), good.len()));
+    }
+    let (r, _) = stream_kind(kind, b"7000\n70\xff0\n", 3);
+    assert_eq!(
+        r.unwrap_err().text.as_str(),
+        "PUT /blocked_ports: file `blocked_ports` line 2: not UTF-8; the published files stay"
+    );
+    let long = format!("7000\n{}\n", "9".repeat(LINE_MAX + 1));
+    let (r, _) = stream_kind(kind, long.as_bytes(), 64);
+    assert!(r.unwrap_err().text.contains(&format!(
+        "file `blocked_ports` line 2: longer than {LINE_MAX} bytes"
+    )),);
+    assert_eq!(
+        file_head(kind, 3, 2).as_str(),
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nETag: \"gen-3\"\r\nX-Lines: 2\r\nConnection: close\r\n\r\n"
+    );
+}
+
+/// The router with the ACL in front serves `/routes` and `/rules`, not the NAT's file.
+#[test]
+fn routes_and_rules_serve_those_two_only() {
+    let both = PutFiles::RoutesAndRules(MgmtToken::new(TOKEN));
+    assert!(both.serves(PutKind::Routes).is_some() && both.serves(PutKind::Rules).is_some());
+    assert_eq!(both.serves(PutKind::NatTimeouts), None);
+    assert_eq!(both.serves(PutKind::NfFile("routes")), None);
+}

@@ -285,6 +285,19 @@ impl CounterValues {
         }
     }
 
+    /// These values with every gauge's zeroed: what carries over when an NF's instance is
+    /// replaced by a fresh one (a count never goes back; a gauge, an occupancy, is the new
+    /// instance's own).
+    pub fn counts_only(&self) -> CounterValues {
+        let mut c = *self;
+        for (i, d) in self.defs.iter().enumerate() {
+            if let (true, Some((at, max))) = (d.gauge, self.span(i)) {
+                c.vals[at..at + max].fill(0);
+            }
+        }
+        c
+    }
+
     /// Counter `i`'s value(s): `None` past the declaration.
     pub fn get(&self, i: usize) -> Option<NfValue> {
         let (at, max) = self.span(i)?;

@@ -563,6 +563,7 @@ fn mgmt() -> MgmtStats {
         put_routes: [1, 2, 3, 0, 0, 0, 0, 4, 9, 10, 0, 1],
         put_rules: [5, 0, 0, 0, 0, 6, 7, 0, 0, 0, 0, 0],
         put_nat_timeouts: [2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+        put_nf_files: [3, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0],
     }
 }
 
@@ -629,6 +630,9 @@ fn prometheus_lines() {
         "# TYPE gannet_mgmt_put_nat_timeouts_total counter",
         "gannet_mgmt_put_nat_timeouts_total{result=\"ok\"} 2",
         "gannet_mgmt_put_nat_timeouts_total{result=\"bad_request\"} 1",
+        "# TYPE gannet_mgmt_put_nf_files_total counter",
+        "gannet_mgmt_put_nf_files_total{result=\"ok\"} 3",
+        "gannet_mgmt_put_nf_files_total{result=\"bad_request\"} 2",
         "# TYPE gannet_nf_frames_total counter",
         "gannet_nf_frames_total{nf=\"router\",verdict=\"dropped\"} 3",
         "gannet_nf_frames_total{nf=\"router\",verdict=\"kept\"} 2",
@@ -643,7 +647,7 @@ fn prometheus_lines() {
         families,
         lines.iter().filter(|l| l.starts_with("# HELP ")).count()
     );
-    assert_eq!(families, 33);
+    assert_eq!(families, 34);
     for l in lines.iter().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
         assert!(v.parse::<u64>().is_ok(), "bad sample line `{l}`");

@@ -437,6 +437,15 @@ pub fn quit<P: Platform>(core: &mut Core<P>, facts: &BootFacts, end: End) -> ! {
         error!("quit: {e}");
         exit(ExitCode::Failure)
     }
+    // An image's own NF's files replaced by `PUT`: their bodies go back (the files end with
+    // the NF), so that no page is held past here.
+    if let Err(late) = crate::setup::nf_files::settle(core.fabric().cores()) {
+        error!(
+            "quit: cores {late:#x} did not take the NF's files up within {} ms",
+            crate::setup::nf_files::RETIRE_WAIT_MS
+        );
+        exit(ExitCode::Failure)
+    }
     let report = match core.lead_quit(CORE_STOP_NS, wake_others, |_, _| {}) {
         Ok(r) => r,
         Err(e) => {

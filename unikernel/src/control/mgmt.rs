@@ -56,6 +56,9 @@
 //! `?check` body is answered once checked (200 or 400) and dropped, nothing built. Every
 //! `PUT`, counted, prints one console audit line (client address, result, generation).
 //!
+//! An image's own network function's files (`PUT /NAME`, `GET /NAME`) go the same way: the
+//! body's check and publication are `setup::nf_files`' (a housekeeping job, as `PUT /rules`).
+//!
 //! Past ~800 lines because smoltcp's device glue (the frame queues and tokens), the connection
 //! state machine, `/metrics` and the `PUT /routes` and `PUT /rules` uploads (one at a time,
 //! their rate window, the drain after an answer) share the connections and the one response
@@ -66,6 +69,7 @@ use crate::http::{self, Head, PutBody, PutKind, Refusal, Status};
 use crate::setup::acl::{self, AclPublished, AclReloadError};
 use crate::setup::fib::{self, Published, PutUpload, RebuildFailure};
 use crate::setup::nat;
+use crate::setup::nf_files::{self, NfPublished, NfPutError};
 use core::fmt::Write;
 use smoltcp::iface::{Config as IfConfig, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
@@ -730,7 +734,7 @@ impl Mgmt {
             conn.progress_ms = now_ms;
         }
         conn.send_queue = queued;
-        let busy = || other_upload || fib::put_busy() || acl::put_busy();
+        let busy = || other_upload || fib::put_busy() || acl::put_busy() || nf_files::put_busy();
         if !read(conn, sock, now_ms, &self.put, busy, &mut self.counters) {
             return;
         }
@@ -832,6 +836,7 @@ impl Mgmt {
                 PutKind::Routes => write_routes(&mut w),
                 PutKind::Rules => write_rules(&mut w),
                 PutKind::NatTimeouts => write_nat_timeouts(&mut w),
+                PutKind::NfFile(name) => nf_files::write_file(&mut w, name),
             }
         } else {
             // Complete without a reply: `parse_head` said `GET /metrics`.
@@ -972,6 +977,10 @@ fn count(
             counters.put_nat_timeouts[result as usize] += 1;
             nat_timeouts_generation()
         }
+        PutKind::NfFile(_) => {
+            counters.put_nf_files[result as usize] += 1;
+            nf_files::generation()
+        }
     };
     let label = netstack::stats::PUT_ROUTES_RESULTS[result as usize];
     match client {
@@ -987,8 +996,8 @@ fn count(
 }
 
 /// The file a `PUT` request head (`req`, from its start) names: the one at its path
-/// (`/rules`, `/nat_timeouts`, …), else the routes file (every other refused `PUT` counts as a
-/// `PUT /routes`).
+/// (`/rules`, `/nat_timeouts`, an NF's own `/NAME`, …), else the routes file (every other
+/// refused `PUT` counts as a `PUT /routes`).
 fn put_kind(req: &[u8]) -> PutKind {
     let start = req
         .iter()
@@ -998,7 +1007,8 @@ fn put_kind(req: &[u8]) -> PutKind {
         .strip_prefix(b"PUT ")
         .and_then(|r| r.split(|&b| b == b' ').next())
         .and_then(|p| core::str::from_utf8(p).ok());
-    path.and_then(PutKind::at).unwrap_or(PutKind::Routes)
+    path.and_then(|p| nf_files::kind_at(p).or_else(|| PutKind::at(p)))
+        .unwrap_or(PutKind::Routes)
 }
 
 /// Answer `r` (counted by outcome if it refuses a `PUT`, under the file its path names).
@@ -1074,6 +1084,7 @@ fn stale(kind: PutKind, if_match: Option<&http::IfMatch>) -> Option<Refusal> {
         PutKind::Routes => fib::generation(),
         PutKind::Rules => acl_generation(),
         PutKind::NatTimeouts => nat_timeouts_generation(),
+        PutKind::NfFile(_) => nf_files::generation(),
     };
     m.refusal(kind, current)
 }
@@ -1117,6 +1128,7 @@ fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut Mgm
             nat::submit_put(b.upload);
             true
         }
+        PutKind::NfFile(name) => nf_files::submit_put(name, b.upload).is_ok(),
     };
     if submitted {
         conn.put = Put::Waiting(kind);
@@ -1194,6 +1206,48 @@ fn put_answer(kind: PutKind) -> Option<(PutResult, heapless::String<{ http::REPL
         PutKind::Routes => fib::take_put_result().map(put_reply),
         PutKind::Rules => acl::take_put_result().map(rules_reply),
         PutKind::NatTimeouts => nat::take_put_result().map(nat_timeouts_reply),
+        PutKind::NfFile(name) => nf_files::take_put_result().map(|r| nf_file_reply(name, r)),
+    }
+}
+
+/// The reply to a `PUT /name` of the NF's file `name`: 200 with the files' new generation, or
+/// 400 naming the file and line its parser refused, or 503 while the files replaced last
+/// still retire (with `Retry-After`).
+fn nf_file_reply(
+    name: &str,
+    r: Result<NfPublished, NfPutError>,
+) -> (PutResult, heapless::String<{ http::REPLY_MAX }>) {
+    match r {
+        Ok(p) => (
+            PutResult::Ok,
+            http::reply(
+                Status::Ok,
+                None,
+                format_args!(
+                    "generation {}\nlines {}\nevery core restarts its NF with it at its next tick",
+                    p.generation, p.lines
+                ),
+            ),
+        ),
+        Err(NfPutError::Bad(bad)) => (
+            PutResult::BadRequest,
+            http::reply(
+                Status::BadRequest,
+                None,
+                format_args!("PUT /{name}: {bad}; the published files stay"),
+            ),
+        ),
+        Err(NfPutError::Busy(late)) => (
+            PutResult::Busy,
+            http::reply_with(
+                Status::ServiceUnavailable,
+                None,
+                Some(http::RETRY_AFTER_S),
+                format_args!(
+                    "PUT /{name}: the files replaced last are still in use (cores {late:#x}); the published files stay"
+                ),
+            ),
+        ),
     }
 }
 

@@ -63,4 +63,8 @@ pub(crate) struct NfSide {
     /// The NF's own counters as last read (`Core::read_nf_counters`; every 10 ms and before
     /// `quit`), for the core's snapshot. Never touched per frame.
     pub(crate) own: netstack::stats::CounterValues,
+    /// The counts of the instances this core's NF replaced (`Core::restart_nf`; gauges
+    /// zeroed), added to every read of the running one's, so that a counter never goes back.
+    /// Empty (no declaration) until the first restart.
+    pub(crate) carry: netstack::stats::CounterValues,
 }

@@ -22,6 +22,7 @@ pub mod firewall;
 pub mod igb;
 pub mod mixed;
 pub mod nat;
+pub mod nf_files;
 
 use crate::arch::apic;
 use crate::arch::time::Deadline;

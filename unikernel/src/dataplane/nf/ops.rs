@@ -841,7 +841,23 @@ impl<P: Platform> Core<P> {
         }
         let mut v = super::CounterValues::new(F::COUNTERS);
         nf.counters(&mut v);
+        if !self.nf_side.carry.defs().is_empty() {
+            v.add(&self.nf_side.carry);
+        }
         self.nf_side.own = v;
+    }
+
+    /// Replace this core's instance `nf` with `fresh` (its files replaced by a `PUT`: the NF
+    /// restarts as at boot). The old instance first hands back every frame it holds
+    /// ([`Core::release_nf`]); its counts carry on into the new one's (a counter never goes
+    /// back; gauges are the new instance's own: `CounterValues::counts_only`). Between poll
+    /// iterations (the core's tick): no frame of the old instance is in the iteration's lists.
+    pub(crate) fn restart_nf<F: NetworkFunction>(&mut self, nf: &mut F, fresh: F) {
+        self.release_nf(nf);
+        // `own` holds the old instance's counts plus what earlier instances carried.
+        self.nf_side.carry = self.nf_side.own.counts_only();
+        *nf = fresh;
+        self.read_nf_counters(nf);
     }
 
     /// Run `hook` with a [`Ctx`] holding no kept frames, then flush and kick.

@@ -49,7 +49,9 @@ use netstack::router::{Fib, PortConfig, RouteCheck, Router, RouterConfig, TBL24_
 use netstack::stats::FibStats;
 use netstack::{Config, MacAddr};
 use retire::{give_back, retire_step, Gone, Retire};
-pub use upload::{put_busy, release_uploads_step, submit_put, take_put_result, PutUpload};
+pub use upload::{
+    put_busy, release_uploads_now, release_uploads_step, submit_put, take_put_result, PutUpload,
+};
 use upload::{PutJob, PUT_JOB, UPLOAD_PAGES};
 
 /// The router that builds the FIB on the boot CPU.

@@ -143,6 +143,14 @@ pub fn release_uploads_step() {
     }
 }
 
+/// Boot CPU (`quit`, once no core reads a `PUT` body): give back every dropped body's pages
+/// now, not a step per poll (nothing polls any more).
+pub fn release_uploads_now() {
+    while !RELEASING.lock().is_empty() {
+        release_uploads_step();
+    }
+}
+
 /// The hand-off between the management plane (in the poll loop, on the boot CPU) and its
 /// housekeeping (the quiescent point where a rebuild may run).
 // One static slot (no heap to box the error in): the size does not matter.
