@@ -14,7 +14,7 @@ use gannet_tests::*;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
 mod common;
 
@@ -89,11 +89,7 @@ fn metrics_over_tcp_in_prometheus_format() {
     ));
     sockets
         .get_mut::<tcp::Socket>(tcp)
-        .connect(
-            iface.context(),
-            (Ipv4Address::new(10, 0, 0, 1), 9100),
-            49152,
-        )
+        .connect(iface.context(), (IpAddress::v4(10, 0, 0, 1), 9100), 49152)
         .unwrap();
     let mut sent = false;
     let mut body = Vec::new();
@@ -1209,5 +1205,50 @@ fn a_router_with_rules_takes_put_rules_and_put_routes() {
     let a = s.acl.unwrap_or_else(|| panic!("no acl section: {s}"));
     assert_eq!((a.generation, a.reloads, a.failed), (2, 1, 0), "{s}");
     assert_eq!(s.nf_name, "acl_router", "{s}");
+    assert_no_leak(&s);
+}
+
+/// Issue 37 item 4: the management plane over IPv6. With `ip6_0=`, a host on port 0 fetches
+/// `/metrics` from `[2001:db8::1]:9100`: the router answers the host's solicitation for its
+/// address, the TCP segments for it go to smoltcp (the router's `to_host`), and smoltcp learns
+/// the host from the advertisement answering its own solicitation (the router copies it
+/// there). IPv4 is served beside it, and every page comes back.
+#[test]
+fn metrics_over_ipv6() {
+    let append =
+        "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 ip6_0=2001:db8::1/64 ip6_1=2001:db8:1::1/64";
+    let mut rig = Rig::start_raw(append);
+    let want =
+        "mgmt: also 2001:db8::1/64 on port 0: ICMPv6 echo, http://[2001:db8::1]:9100/metrics";
+    assert!(
+        rig.guest.lines().iter().any(|l| l.contains(want)),
+        "no `{want}`\n{}",
+        rig.tail()
+    );
+    let host = IpCidr::new(IpAddress::v6(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2), 64);
+    let server = IpAddress::v6(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+    let mut c = Clients::new_at(rig.port(0), host, server);
+    let text = c.get_metrics(&rig, Duration::from_secs(30));
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "gannet_mgmt_http_requests_total 1"),
+        "{text}"
+    );
+    drop(c);
+    let mut c = Clients::new(rig.port(0));
+    let text = c.get_metrics(&rig, Duration::from_secs(30));
+    assert!(
+        text.lines()
+            .any(|l| l == "gannet_mgmt_http_requests_total 2"),
+        "{text}"
+    );
+    drop(c);
+    let s = rig.quit();
+    let r6 = s
+        .router6
+        .as_ref()
+        .unwrap_or_else(|| panic!("no router6: {s}"));
+    assert!(r6.to_host > 0, "{s}");
     assert_no_leak(&s);
 }

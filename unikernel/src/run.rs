@@ -517,7 +517,11 @@ fn core_over<N: drivers::nic::Nic>(
         ROUTE_SLOTS.lock()[k]
             .take()
             .unwrap_or_else(|| fail(format_args!("core {k}: no router state carved at boot")))
-            .write(RouteState::new(r).with_router6(r6))
+            .write(
+                RouteState::new(r)
+                    .with_router6(r6)
+                    .with_mgmt6(mgmt6_port(cfg)),
+            )
     });
     // The management plane runs on core 0; other cores hand its frames over.
     let mgmt = cfg.mgmt_port().zip(mgmt_mem).map(|(p, mem)| {
@@ -669,7 +673,27 @@ fn build_mgmt(
         m.frame_max(),
         mgmt::FRAME_MAX,
     );
+    let m = match mgmt6_port(cfg).and_then(|p| cfg.router.ip6[p]) {
+        Some(a) => {
+            info!(
+                "mgmt: also {}/{} on port {p}: ICMPv6 echo, http://[{}]:{}/metrics (the router answers its Neighbor Discovery)",
+                core::net::Ipv6Addr::from_bits(a.addr),
+                a.len,
+                core::net::Ipv6Addr::from_bits(a.addr),
+                mgmt::METRICS_PORT
+            );
+            m.with_ipv6(a.addr, a.len)
+        }
+        None => m,
+    };
     m.with_put(put_files(cfg))
+}
+
+/// The port whose management plane has the port's IPv6 address too: the management port in
+/// router mode when it has `ip6_N=` (the router does IPv6's Neighbor Discovery).
+fn mgmt6_port(cfg: &Config) -> Option<usize> {
+    let p = cfg.mgmt_port()?;
+    (cfg.mode == Mode::Router && cfg.router.ip6[p].is_some()).then_some(p)
 }
 
 /// What `PUT` replaces on the management plane: the router's routes file, the ACL's rules

@@ -24,6 +24,16 @@ pub const ND_NEIGHBOR_SOLICIT: u8 = 135;
 pub const ND_NEIGHBOR_ADVERT: u8 = 136;
 /// ICMPv6 type Redirect.
 pub const ND_REDIRECT: u8 = 137;
+
+/// Whether `frame` (Ethernet) is a Neighbor Advertisement: IPv6 whose next header is ICMPv6
+/// (no extension header), type 136 (RFC 4861 §4.4). Nothing is validated: the caller's
+/// parser does.
+pub fn is_advertisement(frame: &[u8]) -> bool {
+    use crate::wire::{ETHERTYPE_IPV6, ETH_HDR_LEN, IPPROTO_ICMPV6, IPV6_HDR_LEN};
+    frame.get(12..14) == Some(&ETHERTYPE_IPV6.to_be_bytes()[..])
+        && frame.get(ETH_HDR_LEN + 6) == Some(&IPPROTO_ICMPV6)
+        && frame.get(ETH_HDR_LEN + IPV6_HDR_LEN) == Some(&ND_NEIGHBOR_ADVERT)
+}
 /// The hop limit every ND message is sent with and must arrive with (RFC 4861 §7.1: proof it
 /// was not forwarded).
 pub const ND_HOP_LIMIT: u8 = 255;

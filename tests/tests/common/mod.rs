@@ -10,7 +10,7 @@ use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
 /// smoltcp's view of the host side of guest port 0.
 pub struct HostPort(pub gen::RawPort);
@@ -50,9 +50,12 @@ impl Device for HostPort {
     }
 }
 
-/// A host-side smoltcp stack on guest port 0 (10.0.0.2) with TCP clients of the metrics port.
+/// A host-side smoltcp stack on guest port 0 (10.0.0.2) with TCP clients of the metrics port
+/// (10.0.0.1:9100, or the address [`Clients::new_at`] names).
 pub struct Clients {
     pub dev: HostPort,
+    /// The management plane's address.
+    pub server: IpAddress,
     pub iface: Interface,
     pub sockets: SocketSet<'static>,
     pub t0: Instant,
@@ -64,6 +67,12 @@ pub struct Clients {
 
 impl Clients {
     pub fn new(port: gen::RawPort) -> Clients {
+        let host = IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24);
+        Clients::new_at(port, host, IpAddress::v4(10, 0, 0, 1))
+    }
+
+    /// Clients at `host` (address and prefix) of the management plane at `server`.
+    pub fn new_at(port: gen::RawPort, host: IpCidr, server: IpAddress) -> Clients {
         let mut dev = HostPort(port);
         let t0 = Instant::now();
         let mut iface = Interface::new(
@@ -72,10 +81,11 @@ impl Clients {
             SmolInstant::from_millis(0),
         );
         iface.update_ip_addrs(|a| {
-            a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap();
+            a.push(host).unwrap();
         });
         Clients {
             dev,
+            server,
             iface,
             sockets: SocketSet::new(vec![]),
             t0,
@@ -98,11 +108,7 @@ impl Clients {
         self.next_port += 1;
         self.sockets
             .get_mut::<tcp::Socket>(h)
-            .connect(
-                self.iface.context(),
-                (Ipv4Address::new(10, 0, 0, 1), 9100),
-                self.next_port,
-            )
+            .connect(self.iface.context(), (self.server, 9100), self.next_port)
             .unwrap();
         h
     }

@@ -583,6 +583,17 @@ impl Mgmt {
         }
     }
 
+    /// With the IPv6 address `addr/len` (host order) too: the port's `ip6_N=`, whose Neighbor
+    /// Discovery the router does (it answers solicitations for it and copies the
+    /// advertisements smoltcp's own solicitations bring back).
+    pub fn with_ipv6(mut self, addr: u128, len: u8) -> Mgmt {
+        let a = IpAddress::Ipv6(core::net::Ipv6Addr::from_bits(addr));
+        self.iface.update_ip_addrs(|ips| {
+            let _ = ips.push(IpCidr::new(a, len));
+        });
+        self
+    }
+
     /// What `PUT` may replace ([`PutFiles`]; the default: `PUT /routes` refused for want of
     /// a token).
     pub fn with_put(mut self, put: PutFiles) -> Mgmt {

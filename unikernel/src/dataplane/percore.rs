@@ -175,6 +175,10 @@ pub struct RouteState {
     pub(crate) held6: Stash<ROUTER_HELD>,
     /// The IPv6 router (frames of EtherType 0x86DD), with `ip6_0=`/`ip6_1=`.
     pub router6: Option<CoreRouter6>,
+    /// The local port whose management plane has the port's IPv6 address too (`mgmt=` and
+    /// `ip6_N=`): IPv6 frames for the host on it go to the management plane, and the Neighbor
+    /// Advertisements it receives are copied there (smoltcp learns its peers from them).
+    pub(crate) mgmt6: Option<usize>,
 }
 
 impl RouteState {
@@ -188,12 +192,19 @@ impl RouteState {
             held: Stash::new(),
             held6: Stash::new(),
             router6: None,
+            mgmt6: None,
         }
     }
 
     /// With the IPv6 router `r6` beside the IPv4 one.
     pub fn with_router6(mut self, r6: Option<CoreRouter6>) -> RouteState {
         self.router6 = r6;
+        self
+    }
+
+    /// With the management plane on local port `p` over IPv6 too (`None`: IPv4 only).
+    pub fn with_mgmt6(mut self, p: Option<usize>) -> RouteState {
+        self.mgmt6 = p;
         self
     }
 }

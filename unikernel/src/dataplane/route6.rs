@@ -11,9 +11,14 @@
 //! (`Ctx::share_neigh6`, applied in `Core::router_sync`), as IPv4's ARP replies do: the
 //! advertisement may land on another core than the one that solicited.
 //!
+//! With the management plane on a port over IPv6 too (`RouteState::mgmt6`), what `Router6`
+//! gives the host on that port (`to_host`: TCP to the port's address) goes to smoltcp, and a
+//! copy of each Neighbor Advertisement received there (smoltcp learns its peers only from the
+//! answers to its own solicitations; `Router6` answers the solicitations for the address, as
+//! the router answers ARP). Elsewhere `to_host` frames end here (consumed).
+//!
 //! Not (yet) here: frames of several pages on this path (counted `beyond_head`; the fast path
-//! forwards them once the next hop is cached), the management plane over IPv6 (`to_host`
-//! frames end there).
+//! forwards them once the next hop is cached).
 
 use super::nf::{Ctx, Held};
 use super::percore::Platform;
@@ -21,6 +26,7 @@ use super::route::RouterNf;
 use super::route_slow::{ensure_spare, hold, next_handle, send_spare, spare_room};
 use netstack::config::PORTS;
 use netstack::router::ipv6::Drop6;
+use netstack::router::ndp;
 use netstack::router::set_macs;
 use netstack::router::v6::{Action6, Event6};
 
@@ -41,6 +47,10 @@ impl RouterNf<'_> {
     pub(crate) fn route6<P: Platform>(&mut self, ctx: &mut Ctx<'_, P>, mut h: Held) {
         let (p, now) = (h.port(), ctx.now_ns());
         let rs = &mut *self.rs;
+        let mgmt6 = rs.mgmt6 == Some(p);
+        if mgmt6 && ndp::is_advertisement(h.bytes()) {
+            ctx.copy_to_mgmt(&h);
+        }
         ensure_spare(rs, ctx);
         let Some(r6) = rs.router6.as_mut() else {
             return ctx.drop(h);
@@ -68,7 +78,8 @@ impl RouterNf<'_> {
                 }
             }
             Action6::Queued => hold(&mut rs.held6, ctx, h),
-            // Counted `to_host`: the management plane has no IPv6.
+            // Counted `to_host`: for the management plane when it has the address.
+            Action6::ToHost if mgmt6 => ctx.to_mgmt(h),
             Action6::ToHost => ctx.consume(h),
             // What a solicited advertisement taught goes to the other cores' routers (it may
             // answer another core's solicitation).
