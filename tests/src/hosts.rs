@@ -78,13 +78,21 @@ pub fn out(o: &std::process::Output) -> String {
 /// # Panics
 /// If the client fails (60 s timeout) or prints no JSON.
 pub fn run_iperf3(hosts: &Hosts, secs: u32) -> serde_json::Value {
+    run_iperf3_to(hosts, secs, "10.0.1.2")
+}
+
+/// [`run_iperf3`] to the host behind port 1 at `server` (its IPv4 or IPv6 address).
+///
+/// # Panics
+/// As [`run_iperf3`].
+pub fn run_iperf3_to(hosts: &Hosts, secs: u32, addr: &str) -> serde_json::Value {
     let mut server = std::process::Command::new("ip")
         .args([
             "netns",
             "exec",
             hosts.namespace(1).expect("host behind port 1"),
         ])
-        .args(["iperf3", "-s", "-1", "-B", "10.0.1.2"])
+        .args(["iperf3", "-s", "-1", "-B", addr])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -99,7 +107,7 @@ pub fn run_iperf3(hosts: &Hosts, secs: u32) -> serde_json::Value {
                 "60",
                 "iperf3",
                 "-c",
-                "10.0.1.2",
+                addr,
                 "-t",
                 &t,
                 "--connect-timeout",

@@ -3,11 +3,15 @@
 //! distribution's `ping`, `curl`, `iperf3` (TCP) and `prometheus` talking through and to
 //! Gannet (issue 16, items 1 and 4).
 
-use gannet_tests::hosts::{out, run_iperf3};
+use gannet_tests::hosts::{out, run_iperf3, run_iperf3_to};
 use gannet_tests::*;
 use harness::hosts::Hosts;
 
 const APPEND: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24";
+
+/// [`APPEND`] with the router's IPv6 addresses: the hosts get 2001:db8::2 and 2001:db8:1::2.
+const APPEND6: &str = "mode=router ip0=10.0.0.1/24 ip1=10.0.1.1/24 \
+                       ip6_0=2001:db8::1/64 ip6_1=2001:db8:1::1/64";
 
 /// The router on two tap ports, ready, with a host behind each port.
 fn boot_with_hosts() -> (TapNet, Guest, Hosts) {
@@ -265,4 +269,85 @@ fn iperf3_udp_at_full_rate_every_datagram_accounted_for() {
         u.tcp_segments,
         u.backlog
     );
+}
+
+/// Issue 37 item 6: the hosts over IPv6 (`accept_ra=0`, `accept_dad=0`; their Neighbor
+/// Discovery and MLD reports left on): `ping -6` across the router both ways and to its
+/// addresses, hop limit 1 answered Time Exceeded from the router's address on the host's
+/// side, `curl -6` of `/metrics` at the management address over IPv6, and iperf3 TCP over
+/// IPv6 through the router. Every IPv6 frame the router got ends in exactly one outcome (the
+/// hosts' MLD reports among the drops), and every page comes back.
+#[test]
+fn linux_hosts_over_ipv6_ping_scrape_and_iperf3() {
+    require_tap();
+    harness::setup::ensure_host_tools().expect("ping and curl");
+    let (net, mut guest, hosts) = boot_with_hosts_append(APPEND6);
+    let ping = |port: usize, args: &[&str]| {
+        let mut cmd = vec!["ping", "-6", "-n", "-c", "3", "-i", "0.2", "-W", "3"];
+        cmd.extend_from_slice(args);
+        hosts.exec(port, &cmd).unwrap()
+    };
+    for (port, dst) in [
+        (0, "2001:db8:1::2"),
+        (1, "2001:db8::2"),
+        (0, "2001:db8::1"),
+        (0, "2001:db8:1::1"),
+    ] {
+        let o = ping(port, &[dst]);
+        assert!(
+            o.status.success(),
+            "ping -6 {dst} from host {port}: {}",
+            out(&o)
+        );
+    }
+    let o = ping(0, &["-t", "1", "2001:db8:1::2"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("From 2001:db8::1") && text.contains("Time exceeded"),
+        "{}",
+        out(&o)
+    );
+    let o = hosts
+        .exec(
+            0,
+            &[
+                "curl",
+                "-6",
+                "-sS",
+                "-m",
+                "10",
+                "http://[2001:db8::1]:9100/metrics",
+            ],
+        )
+        .unwrap();
+    let body = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && body.contains("gannet_router6_frames_total{outcome=\"to_host\"}"),
+        "{}",
+        out(&o)
+    );
+    let j = run_iperf3_to(&hosts, 2, "2001:db8:1::2");
+    let sent = &j["end"]["sum_sent"];
+    let bytes = sent["bytes"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "iperf3 TCP over IPv6 through the router (TCG): {:.1} Mbit/s, {} retransmits, {bytes} bytes",
+        sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        sent["retransmits"]
+    );
+    assert!(bytes > 100_000.0, "iperf3 -6 moved {bytes} bytes: {j}");
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    let s = stats.expect("final STATS");
+    let r6 = s.router6.unwrap_or_else(|| panic!("no router6: {s}"));
+    assert_eq!(
+        r6.outcomes() + r6.queued_now,
+        r6.rx,
+        "every frame once: {s}"
+    );
+    assert!(r6.forwarded >= 6 && r6.echo_replies >= 6, "{s}");
+    assert!(r6.to_host > 0 && r6.nd_answered > 0, "{s}");
+    assert!(r6.drops.hop_limit >= 1, "{s}");
+    assert_no_leak(&s);
+    drop(hosts);
+    drop(net);
 }

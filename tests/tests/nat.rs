@@ -311,6 +311,7 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
             gateway: Some([10, 0, 0, 1].into()),
             mac: Some(peer0),
             mtu: None,
+            ipv6: None,
         },
         HostPlan {
             port: 1,
@@ -319,6 +320,7 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
             gateway: None,
             mac: Some(peer1),
             mtu: None,
+            ipv6: None,
         },
     ];
     let (net, mut guest, hosts) = boot_with_planned_hosts(&append, &plans);

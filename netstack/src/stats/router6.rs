@@ -25,8 +25,8 @@ pub struct Router6Stats {
     pub nd_answered: u64,
     /// Neighbor Discovery messages used (advertisements) or ignored (RS, RA, Redirect).
     pub nd_consumed: u64,
-    /// Frames for our addresses a host would take (not echo, not ND): the management plane
-    /// has no IPv6, so they end here.
+    /// Frames for our addresses a host would take (not echo, not ND): given to the
+    /// management plane on its port (it has the port's IPv6 address), ended here on another.
     pub to_host: u64,
     /// Frames that entered a neighbour queue (counted again when they leave it).
     pub queued: u64,

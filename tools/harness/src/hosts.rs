@@ -8,7 +8,12 @@
 //! Addressing, derived from the kernel command line:
 //! * `mode=router ip0=A/L ip1=B/M`: host *i* gets the first address of port *i*'s network that
 //!   is not the router's (10.0.0.1/24 → 10.0.0.2/24) and a default route via the router's
-//!   address.
+//!   address. With `ip6_0=`/`ip6_1=` (the router's IPv6), the host gets an IPv6 address the
+//!   same way (2001:db8::1/64 → 2001:db8::2/64) and a default IPv6 route via the router; IPv6
+//!   stays on in its namespace, with router advertisements and duplicate address detection
+//!   off (`accept_ra=0`, `accept_dad=0`: no Router Solicitation, no DAD probe), so what it
+//!   sends the router is its traffic, its Neighbor Discovery and its MLD reports. Otherwise
+//!   IPv6 is off in the namespace: the host sends nothing unasked.
 //! * l2/io: one subnet, 10.10.0.(i+1)/24 for host *i*, no route; each tap takes the MAC the
 //!   guest sends to on its port (`peer0=`/`peer1=`, default `02:00:00:00:0a:02`,
 //!   `02:00:00:00:0b:02`), so l2 forwarding reaches the host.
@@ -21,7 +26,7 @@
 use crate::mtu::Mtus;
 use crate::tap::{add_namespace, ip, tap_name, TapNet};
 use anyhow::{bail, Context, Result};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::{Command, Output};
 
 /// One host: the namespace, its address and prefix length, its gateway.
@@ -40,6 +45,9 @@ pub struct HostPlan {
     /// MTU of its interface (`ip link set dev gtapN mtu M` in its namespace); `None` keeps
     /// the tap's.
     pub mtu: Option<u16>,
+    /// Its IPv6 address and prefix length, and the default IPv6 gateway (the router's
+    /// address on that port); `None`: IPv6 off in its namespace.
+    pub ipv6: Option<(Ipv6Addr, u8, Ipv6Addr)>,
 }
 
 /// The value of `key=` on a kernel command line.
@@ -101,6 +109,7 @@ fn plan_addresses(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
                     gateway: Some(router),
                     mac: None,
                     mtu: None,
+                    ipv6: plan_ipv6(append, i)?,
                 })
             })
             .collect();
@@ -117,8 +126,32 @@ fn plan_addresses(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
                     .unwrap_or_else(|| mac_string(crate::gen::peer_mac(i % 2))),
             ),
             mtu: None,
+            ipv6: None,
         })
         .collect())
+}
+
+/// Host *i*'s IPv6 address, prefix length and gateway from the router's `ip6_i=` (the first
+/// address of the prefix that is not the router's), or `None` without the key.
+fn plan_ipv6(append: &str, i: usize) -> Result<Option<(Ipv6Addr, u8, Ipv6Addr)>> {
+    let key = format!("ip6_{i}");
+    let Some(v) = cmdline_value(append, &key) else {
+        return Ok(None);
+    };
+    let (a, l) = v.split_once('/').context("ip6_N= is ADDR/LEN")?;
+    let router: Ipv6Addr = a.parse().with_context(|| format!("{key}={v}"))?;
+    let len: u8 = l.parse().with_context(|| format!("{key}={v}"))?;
+    if !(16..=126).contains(&len) {
+        bail!("--hosts: {key}={v}: the network needs room for a host (/16../126)");
+    }
+    let net = u128::from(router) & (u128::MAX << (128 - u32::from(len)));
+    let first = net + 1;
+    let host = if first == u128::from(router) {
+        first + 1
+    } else {
+        first
+    };
+    Ok(Some((Ipv6Addr::from(host), len, router)))
 }
 
 /// `aa:bb:cc:dd:ee:ff`.
@@ -153,17 +186,29 @@ impl Hosts {
             hosts.names.push(ns.clone());
             let tap = tap_name(p.port);
             ip(&["-n", net.name(), "link", "set", &tap, "netns", &ns])?;
+            // Before the link goes up (its link-local address is made then).
+            let dev_key = |k: &str| format!("net.ipv6.conf.{tap}.{k}");
+            let sysctls = match p.ipv6 {
+                None => vec![
+                    "net.ipv6.conf.all.disable_ipv6=1".to_string(),
+                    "net.ipv6.conf.default.disable_ipv6=1".to_string(),
+                ],
+                Some(_) => vec![
+                    format!("{}=0", dev_key("disable_ipv6")),
+                    format!("{}=0", dev_key("accept_ra")),
+                    format!("{}=0", dev_key("accept_dad")),
+                    format!("{}=0", dev_key("router_solicitations")),
+                ],
+            };
             let out = Command::new("ip")
                 .args(["netns", "exec", &ns, "sysctl", "-qw"])
-                .args([
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1",
-                ])
+                .args(&sysctls)
                 .output()
                 .context("running sysctl in a host namespace")?;
             if !out.status.success() {
                 bail!(
-                    "disabling IPv6 in {ns}: {}",
+                    "IPv6 settings in {ns} ({}): {}",
+                    sysctls.join(" "),
                     String::from_utf8_lossy(&out.stderr).trim()
                 );
             }
@@ -184,10 +229,20 @@ impl Hosts {
             }
             let cidr = format!("{}/{}", p.addr, p.len);
             ip(&["-n", &ns, "addr", "add", &cidr, "dev", &tap])?;
+            if let Some((a6, l6, _)) = p.ipv6 {
+                let cidr6 = format!("{a6}/{l6}");
+                ip(&["-n", &ns, "-6", "addr", "add", &cidr6, "dev", &tap, "nodad"])?;
+            }
             ip(&["-n", &ns, "link", "set", &tap, "up"])?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
             if let Some(gw) = p.gateway {
                 ip(&["-n", &ns, "route", "add", "default", "via", &gw.to_string()])?;
+            }
+            if let Some((_, _, gw6)) = p.ipv6 {
+                let gw6 = gw6.to_string();
+                ip(&[
+                    "-n", &ns, "-6", "route", "add", "default", "via", &gw6, "dev", &tap,
+                ])?;
             }
         }
         Ok(hosts)
