@@ -159,7 +159,33 @@ pub struct E1000eConfig {
     pub filter: RxFilter,
     /// Largest frame to accept (bytes, without FCS): above 1,518 `RCTL.LPE` is set.
     pub max_frame: usize,
+    /// The multicast groups accepted in [`RxFilter::Router`] mode ([`set_multicast`]): an
+    /// IPv6 router's all-nodes and solicited-node groups (RFC 4861 §7.2.1: the Neighbor
+    /// Solicitations for its addresses go to them); none for IPv4.
+    pub multicast: [Option<[u8; 6]>; MAX_MULTICAST],
+    /// Also the solicited-node group of the link-local address made from the MAC the
+    /// bring-up finds (RFC 4291 Appendix A: its last 24 bits are the MAC's, so the group's MAC
+    /// is `33:33:ff` and the MAC's last three bytes, RFC 2464 §7): an IPv6 router's.
+    pub link_local_group: bool,
 }
+
+/// The groups the filter takes for `cfg` on a port whose MAC is `mac`.
+pub(crate) fn filter_groups(
+    cfg: &E1000eConfig,
+    mac: [u8; 6],
+) -> heapless::Vec<[u8; 6], MAX_MULTICAST> {
+    let mut groups: heapless::Vec<[u8; 6], MAX_MULTICAST> =
+        cfg.multicast.iter().flatten().copied().collect();
+    if cfg.link_local_group {
+        // Not past MAX_MULTICAST: the caller's groups leave it room (a full list keeps its own).
+        let _ = groups.push([0x33, 0x33, 0xff, mac[3], mac[4], mac[5]]);
+    }
+    groups
+}
+
+/// Most multicast groups a port's filter is given ([`E1000eConfig::multicast`]): all-nodes,
+/// and the solicited-node groups of a global and a link-local address, with room.
+pub const MAX_MULTICAST: usize = 4;
 
 /// Why the bring-up failed; the NIC is left reset (no ring, no DMA).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]
@@ -246,7 +272,7 @@ pub fn bring_up_at<H: Hal, R: DdRegs, const OFFSET: usize>(
     now_us: impl Fn() -> u64,
 ) -> Result<DdNic<H, R, OFFSET>, E1000eError> {
     let wait = |us: u64, done: &dyn Fn() -> bool| wait_until(&now_us, us, done);
-    reset_and_mac(&regs, &wait)?;
+    reset_and_mac(&regs, cfg, &wait)?;
     // No checksum offload; legacy descriptors; then the link.
     regs.write(RXCSUM, 0);
     regs.write(RFCTL, 0);
@@ -282,13 +308,14 @@ pub(crate) fn wait_until(now_us: &impl Fn() -> u64, us: u64, done: &dyn Fn() -> 
 
 /// The family's first steps (82574L §4.6, 82576 §4.5: the same registers): interrupts masked
 /// around a `CTRL.RST` (bounded by [`RESET_TIMEOUT_US`]), the MAC found ([`read_mac`]) and
-/// checked, written to receive address 0 (`AV`), and the multicast table cleared. Returns the
-/// MAC.
+/// checked, written to receive address 0 (`AV`), and the multicast table set to `cfg`'s
+/// groups ([`filter_groups`]: none for IPv4). Returns the MAC.
 ///
 /// # Errors
 /// [`E1000eError::ResetTimeout`], [`E1000eError::EepromTimeout`], [`E1000eError::BadMac`].
 pub(crate) fn reset_and_mac<R: DdRegs>(
     regs: &R,
+    cfg: &E1000eConfig,
     wait: &dyn Fn(u64, &dyn Fn() -> bool) -> bool,
 ) -> Result<[u8; 6], E1000eError> {
     regs.write(IMC, u32::MAX);
@@ -308,7 +335,7 @@ pub(crate) fn reset_and_mac<R: DdRegs>(
         RAH0,
         u32::from(u16::from_le_bytes([mac[4], mac[5]])) | RAH_AV,
     );
-    set_multicast(regs, &[]);
+    set_multicast(regs, &filter_groups(cfg, mac));
     Ok(mac)
 }
 
@@ -390,8 +417,9 @@ pub fn mta_index(mac: &[u8; 6]) -> u16 {
 
 /// Accept exactly the multicast `groups` (besides the unicast MAC and broadcast) in
 /// [`RxFilter::Router`] mode: rewrite the 128 `MTA` words (set-up time: 128 register writes).
-/// The multicast filter API the router uses (no group for IPv4 forwarding; IPv6 will add
-/// the all-nodes and solicited-node groups).
+/// The multicast filter the router uses (no group for IPv4 forwarding; with IPv6 the
+/// all-nodes and solicited-node groups, [`E1000eConfig::multicast`]). A hash filter: other
+/// groups whose 12 bits match pass too, and the router drops them.
 pub fn set_multicast<R: DdRegs>(regs: &R, groups: &[[u8; 6]]) {
     let mut table = [0u32; 128];
     for g in groups {

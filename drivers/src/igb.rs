@@ -301,7 +301,7 @@ pub fn start<R: DdRegs>(
     now_us: &impl Fn() -> u64,
 ) -> Result<Starting<R>, IgbError> {
     let wait = |us: u64, done: &dyn Fn() -> bool| wait_until(now_us, us, done);
-    reset_and_mac(&regs, &wait)?;
+    reset_and_mac(&regs, cfg, &wait)?;
     regs.write(EIMC, u32::MAX);
     regs.write(RXCSUM, 0);
     regs.write(RFCTL, 0);

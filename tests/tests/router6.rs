@@ -576,3 +576,54 @@ fn ipv6_fib_sizes_in_the_guest() {
         assert_no_leak(&s);
     }
 }
+
+/// Issue 37 item 6: an IPv6 router's Intel ports join their Neighbor Discovery groups. On
+/// QEMU's 82574L and 82576, whose filters pass a multicast frame only when its group is in the
+/// multicast table (`MTA`), a solicitation for the port's global address and one for its
+/// link-local address (its group made from the MAC), each sent to the address's
+/// solicited-node group, are both answered.
+#[test]
+fn intel_ports_hear_the_solicited_node_groups_of_the_routers_addresses() {
+    for model in [
+        harness::qemu::NicModel::E1000e,
+        harness::qemu::NicModel::Igb,
+    ] {
+        let mut rig = Rig::start_intel(
+            model,
+            ROUTER6,
+            gen_count(1, 64, false),
+            harness::qemu::NicBus::Root,
+            Vec::new(),
+        );
+        let p0 = rig.port(0);
+        let (r0, h0) = (a("2001:db8::1"), a("2001:db8::2"));
+        let ll = netstack::router::v6::link_local(MacAddr(guest_mac(0)));
+        for target in [r0, ll] {
+            let group = ndp::solicited_node(target);
+            let ns = nd(
+                ndp::multicast_mac(group).0,
+                peer_mac(0),
+                h0,
+                group,
+                target,
+                None,
+            );
+            p0.send(&ns).unwrap();
+            let na = recv(
+                &p0,
+                &format!("{} advertisement of {target:x}", model.name()),
+                &rig,
+            );
+            let icmp = ETH_HDR_LEN + IPV6_HDR_LEN;
+            assert_eq!(na[icmp], 136, "{}: NA: {na:02x?}", model.name());
+            assert_eq!(
+                u128::from_be_bytes(na[icmp + 8..icmp + 24].try_into().unwrap()),
+                target
+            );
+        }
+        let s = rig.quit();
+        let r6 = s.router6.unwrap_or_else(|| panic!("no router6: {s}"));
+        assert_eq!(r6.nd_answered, 2, "{}: {s}", model.name());
+        assert_no_leak(&s);
+    }
+}

@@ -75,7 +75,7 @@ use crate::setup::{stash_devices, DeviceHandle, SetupError};
 use crate::{fail, println};
 use core::fmt::Write as _;
 use drivers::ddnic::DdNic;
-use drivers::e1000e::{bring_up, E1000eConfig, RxFilter};
+use drivers::e1000e::{bring_up, E1000eConfig, RxFilter, MAX_MULTICAST};
 use drivers::igb::Igb;
 use drivers::nic::Nic;
 use drivers::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
@@ -160,6 +160,8 @@ pub fn dd_ports(cfg: &netstack::Config) -> Result<[DdPort; PORTS], SetupError> {
                     RxFilter::Promiscuous
                 },
                 max_frame: usize::from(cfg.sim_size),
+                multicast: [None; MAX_MULTICAST],
+                link_local_group: false,
             };
             bring_up::<KernelHal, _>(SimDdRegs(shared), &ecfg, crate::arch::time::uptime_us)
                 .map_err(|e| crate::setup::port_error(j, None, format_args!("simulated {e}")))?
@@ -196,6 +198,8 @@ pub fn igb_ports(cfg: &netstack::Config) -> Result<[IgbPort; PORTS], SetupError>
                 RxFilter::Promiscuous
             },
             max_frame: usize::from(cfg.sim_size),
+            multicast: [None; MAX_MULTICAST],
+            link_local_group: false,
         };
         let nic = drivers::igb::bring_up::<KernelHal, _>(
             SimDdRegs(shared),

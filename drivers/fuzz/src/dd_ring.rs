@@ -394,6 +394,8 @@ pub fn run(data: &[u8]) {
 const CFG: E1000eConfig = E1000eConfig {
     filter: RxFilter::Promiscuous,
     max_frame: 9014,
+    multicast: [None; drivers::e1000e::MAX_MULTICAST],
+    link_local_group: false,
 };
 
 /// A clock that moves 100 µs per reading.

@@ -119,6 +119,8 @@ fn clock() -> impl Fn() -> u64 {
 const L2: E1000eConfig = E1000eConfig {
     filter: RxFilter::Promiscuous,
     max_frame: 1514,
+    multicast: [None; MAX_MULTICAST],
+    link_local_group: false,
 };
 
 #[test]
@@ -182,12 +184,41 @@ fn router_mode_filters_unicast_and_accepts_broadcast_and_jumbo_sets_lpe() {
     let cfg = E1000eConfig {
         filter: RxFilter::Router,
         max_frame: 9014,
+        multicast: [None; MAX_MULTICAST],
+        link_local_group: false,
     };
     let _nic = bring_up::<HostHal, _>(f.clone(), &cfg, clock()).expect("bring-up");
     let rctl = f.get(RCTL);
     assert_eq!(rctl & (RCTL_UPE | RCTL_MPE), 0);
     assert_eq!(rctl & RCTL_BAM, RCTL_BAM);
     assert_eq!(rctl & RCTL_LPE, RCTL_LPE);
+}
+
+/// An IPv6 router's port: the multicast table takes all-nodes, the global address's
+/// solicited-node group and the link-local one's, made from the MAC found (its last three
+/// bytes), each once; nothing else.
+#[test]
+fn an_ipv6_routers_groups_are_in_the_multicast_table() {
+    let f = Fake::new(OK);
+    let all_nodes = [0x33, 0x33, 0, 0, 0, 1];
+    let solicited = [0x33, 0x33, 0xff, 0x01, 0x23, 0x45];
+    let cfg = E1000eConfig {
+        filter: RxFilter::Router,
+        max_frame: 1514,
+        multicast: [Some(all_nodes), Some(solicited), None, None],
+        link_local_group: true,
+    };
+    let _nic = bring_up::<HostHal, _>(f.clone(), &cfg, clock()).expect("bring-up");
+    let link_local = [0x33, 0x33, 0xff, MAC[3], MAC[4], MAC[5]];
+    let mut want = [0u32; 128];
+    for g in [all_nodes, solicited, link_local] {
+        let i = mta_index(&g);
+        want[usize::from(i >> 5)] |= 1 << (i & 31);
+    }
+    let got: Vec<u32> = (0..128).map(|k| f.get(MTA + 4 * k)).collect();
+    assert_eq!(got, want);
+    assert_eq!(want.iter().map(|w| w.count_ones()).sum::<u32>(), 3);
+    assert_eq!(f.writes_to(MTA).len(), 1, "written once");
 }
 
 #[test]
@@ -448,6 +479,8 @@ fn jumbo_frames_of_several_descriptors_are_forwarded_zero_copy() {
     let jumbo = E1000eConfig {
         filter: RxFilter::Promiscuous,
         max_frame: 9014,
+        multicast: [None; MAX_MULTICAST],
+        link_local_group: false,
     };
     let mut a = bring_up::<HostHal, _>(SimDdRegs(sa), &jumbo, clock()).expect("port A");
     let mut b = bring_up::<HostHal, _>(SimDdRegs(sb), &jumbo, clock()).expect("port B");

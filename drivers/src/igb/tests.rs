@@ -6,7 +6,9 @@
 
 use super::*;
 use crate::ddnic::{RCTL, SRRCTL, TXDCTL};
-use crate::e1000e::{LINK_TIMEOUT_MS, RCTL_BAM, RCTL_LPE, RCTL_MPE, RCTL_SECRC, RCTL_UPE, STATUS};
+use crate::e1000e::{
+    LINK_TIMEOUT_MS, MAX_MULTICAST, RCTL_BAM, RCTL_LPE, RCTL_MPE, RCTL_SECRC, RCTL_UPE, STATUS,
+};
 use crate::nic::{ForwardOps, GiveBack, MultiFrame, Nic, RxBuf, RxStatus, RxVerdict, TxOwner};
 use crate::sim::dd::{SimDdDevice, SimDdRegs, SimDdShared};
 use crate::sim::{HostHal, HostSimIgb};
@@ -29,6 +31,8 @@ fn clock() -> impl Fn() -> u64 {
 const L2: IgbConfig = IgbConfig {
     filter: RxFilter::Promiscuous,
     max_frame: 1514,
+    multicast: [None; MAX_MULTICAST],
+    link_local_group: false,
 };
 
 /// A simulated 82576 (leaked: the contract wants `'static` handles).
@@ -86,6 +90,8 @@ fn bring_up_sets_advanced_one_buffer_rings_promiscuous_crc_stripped_no_flow_cont
     let cfg = IgbConfig {
         filter: RxFilter::Router,
         max_frame: 9014,
+        multicast: [None; MAX_MULTICAST],
+        link_local_group: false,
     };
     let _nic = bring_up::<HostHal, _>(SimDdRegs(s), &cfg, clock()).expect("bring-up");
     let rctl = s.get(RCTL);
@@ -242,6 +248,8 @@ fn a_jumbo_frame_of_three_descriptors_is_forwarded_whole_zero_copy() {
     let jumbo = IgbConfig {
         filter: RxFilter::Promiscuous,
         max_frame: 9014,
+        multicast: [None; MAX_MULTICAST],
+        link_local_group: false,
     };
     let (mut a, mut ad) = igb([2, 0, 0, 0, 0, 3], &jumbo);
     let (mut b, mut bd) = igb([2, 0, 0, 0, 0, 4], &jumbo);

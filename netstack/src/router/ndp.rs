@@ -25,6 +25,10 @@ pub const ND_NEIGHBOR_ADVERT: u8 = 136;
 /// ICMPv6 type Redirect.
 pub const ND_REDIRECT: u8 = 137;
 
+/// The all-nodes multicast address `ff02::1` (RFC 4291 §2.7.1): unsolicited advertisements
+/// and a defended address's answer go to it.
+pub const ALL_NODES: u128 = 0xff02 << 112 | 1;
+
 /// Whether `frame` (Ethernet) is a Neighbor Advertisement: IPv6 whose next header is ICMPv6
 /// (no extension header), type 136 (RFC 4861 §4.4). Nothing is validated: the caller's
 /// parser does.

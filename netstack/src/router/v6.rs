@@ -42,7 +42,7 @@ pub const MAX_PORTS6: usize = 4;
 const ECHO_REQUEST: u8 = 128;
 const ECHO_REPLY: u8 = 129;
 /// All-nodes and all-routers link-scope groups (RFC 4291 §2.7.1).
-const ALL_NODES: u128 = 0xff02 << 112 | 1;
+use super::ndp::ALL_NODES;
 const ALL_ROUTERS: u128 = 0xff02 << 112 | 2;
 
 /// One port's IPv6 configuration.

@@ -13,11 +13,14 @@ use crate::mem::KernelHal;
 use crate::percpu::MAX_CPUS;
 use core::ptr::NonNull;
 use drivers::ddnic::DdNic;
-use drivers::e1000e::{bring_up_at, E1000e, E1000eConfig, MmioRegs, RxFilter, BAR0_BYTES};
+use drivers::e1000e::{
+    bring_up_at, E1000e, E1000eConfig, MmioRegs, RxFilter, BAR0_BYTES, MAX_MULTICAST,
+};
 use drivers::nic::Nic;
 use drivers::pci::{e1000e_bar0, PciCam};
 use log::{info, warn};
 use netstack::config::PORTS;
+use netstack::router::ndp;
 use netstack::{Config, IdleMode, MacAddr, Mode, Queues};
 use virtio_drivers::transport::pci::bus::{DeviceFunction, DeviceFunctionInfo, PciRoot};
 use virtio_drivers::Hal;
@@ -191,9 +194,21 @@ pub(super) fn map_regs(
     Ok(unsafe { MmioRegs::new(base) })
 }
 
-/// The bring-up settings of local port `j`: the mode's filter, the port's MTU as a frame.
+/// The bring-up settings of local port `j`: the mode's filter, the port's MTU as a frame, and
+/// in router mode with the port's IPv6 address (`ip6_N=`) the multicast groups its Neighbor
+/// Discovery needs: all-nodes, and the solicited-node groups of the global address and of
+/// the link-local one (made from the MAC, which the bring-up finds) (RFC 4861 §7.2.1; RFC
+/// 2464 §7 maps a group to its MAC).
 pub(super) fn port_config(cfg: &Config, j: usize) -> E1000eConfig {
     let mtu = usize::from(cfg.mtu[j].unwrap_or(netstack::router::DEFAULT_MTU));
+    let mut multicast = [None; MAX_MULTICAST];
+    let ip6 = cfg.router.ip6[j].filter(|_| cfg.mode == Mode::Router);
+    if let Some(a) = ip6 {
+        let groups = [ndp::ALL_NODES, ndp::solicited_node(a.addr)];
+        for (slot, group) in multicast.iter_mut().zip(groups) {
+            *slot = Some(ndp::multicast_mac(group).0);
+        }
+    }
     E1000eConfig {
         filter: if cfg.mode == Mode::Router {
             RxFilter::Router
@@ -201,6 +216,8 @@ pub(super) fn port_config(cfg: &Config, j: usize) -> E1000eConfig {
             RxFilter::Promiscuous
         },
         max_frame: mtu + 14,
+        multicast,
+        link_local_group: ip6.is_some(),
     }
 }
 

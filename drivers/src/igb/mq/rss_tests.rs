@@ -25,6 +25,8 @@ use std::vec::Vec;
 const L2: IgbConfig = IgbConfig {
     filter: RxFilter::Promiscuous,
     max_frame: 1514,
+    multicast: [None; crate::e1000e::MAX_MULTICAST],
+    link_local_group: false,
 };
 
 /// The test's own Toeplitz hash (not the simulated NIC's, [`crate::sim::dd::rss::toeplitz`]):

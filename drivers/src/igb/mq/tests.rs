@@ -20,6 +20,8 @@ use std::vec::Vec;
 const L2: IgbConfig = IgbConfig {
     filter: RxFilter::Promiscuous,
     max_frame: 1514,
+    multicast: [None; crate::e1000e::MAX_MULTICAST],
+    link_local_group: false,
 };
 
 /// A clock that moves 100 µs per reading.
