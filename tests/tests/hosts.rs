@@ -23,32 +23,40 @@ fn boot_with_hosts_append(append: &str) -> (TapNet, Guest, Hosts) {
     gannet_tests::hosts::boot_with_hosts(append, None)
 }
 
+/// Three pings from the host behind `port` with `args` (the destination last).
+fn ping(hosts: &Hosts, port: usize, args: &[&str]) -> std::process::Output {
+    let mut cmd = vec!["ping", "-n", "-c", "3", "-i", "0.2", "-W", "3"];
+    cmd.extend_from_slice(args);
+    hosts.exec(port, &cmd).unwrap()
+}
+
+/// Pings that must all answer: from host 0 to host 1 (`dst[0]`), from host 1 to host 0
+/// (`dst[1]`), and from host 0 to the router's two addresses (`dst[2]`, `dst[3]`).
+fn ping_across(hosts: &Hosts, family: &[&str], dst: [&str; 4]) {
+    for (port, d) in [(0, dst[0]), (1, dst[1]), (0, dst[2]), (0, dst[3])] {
+        let args: Vec<&str> = family.iter().copied().chain([d]).collect();
+        let o = ping(hosts, port, &args);
+        assert!(
+            o.status.success(),
+            "ping {args:?} from host {port}: {}",
+            out(&o)
+        );
+    }
+}
+
 #[test]
 fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
     require_tap();
     harness::setup::ensure_host_tools().expect("ping and curl");
     let (net, mut guest, hosts) = boot_with_hosts();
-    let ping = |port: usize, args: &[&str]| {
-        let mut cmd = vec!["ping", "-n", "-c", "3", "-i", "0.2", "-W", "3"];
-        cmd.extend_from_slice(args);
-        hosts.exec(port, &cmd).unwrap()
-    };
     // Across the router, both ways, and to each of its addresses.
-    for (port, dst) in [
-        (0, "10.0.1.2"),
-        (1, "10.0.0.2"),
-        (0, "10.0.0.1"),
-        (0, "10.0.1.1"),
-    ] {
-        let o = ping(port, &[dst]);
-        assert!(
-            o.status.success(),
-            "ping {dst} from host {port}: {}",
-            out(&o)
-        );
-    }
+    ping_across(
+        &hosts,
+        &[],
+        ["10.0.1.2", "10.0.0.2", "10.0.0.1", "10.0.1.1"],
+    );
     // TTL 1: the router answers Time Exceeded from its address on the host's side.
-    let o = ping(0, &["-t", "1", "10.0.1.2"]);
+    let o = ping(&hosts, 0, &["-t", "1", "10.0.1.2"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("From 10.0.0.1") && text.contains("Time to live exceeded"),
@@ -282,25 +290,14 @@ fn linux_hosts_over_ipv6_ping_scrape_and_iperf3() {
     require_tap();
     harness::setup::ensure_host_tools().expect("ping and curl");
     let (net, mut guest, hosts) = boot_with_hosts_append(APPEND6);
-    let ping = |port: usize, args: &[&str]| {
-        let mut cmd = vec!["ping", "-6", "-n", "-c", "3", "-i", "0.2", "-W", "3"];
-        cmd.extend_from_slice(args);
-        hosts.exec(port, &cmd).unwrap()
-    };
-    for (port, dst) in [
-        (0, "2001:db8:1::2"),
-        (1, "2001:db8::2"),
-        (0, "2001:db8::1"),
-        (0, "2001:db8:1::1"),
-    ] {
-        let o = ping(port, &[dst]);
-        assert!(
-            o.status.success(),
-            "ping -6 {dst} from host {port}: {}",
-            out(&o)
-        );
-    }
-    let o = ping(0, &["-t", "1", "2001:db8:1::2"]);
+    let far = [
+        "2001:db8:1::2",
+        "2001:db8::2",
+        "2001:db8::1",
+        "2001:db8:1::1",
+    ];
+    ping_across(&hosts, &["-6"], far);
+    let o = ping(&hosts, 0, &["-6", "-t", "1", "2001:db8:1::2"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("From 2001:db8::1") && text.contains("Time exceeded"),
