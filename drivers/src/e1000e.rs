@@ -442,6 +442,9 @@ pub struct MmioRegs {
     hw: Cell<HwErrorCounters>,
     /// The link as last read, and the changes seen.
     link: Cell<(Option<bool>, u64)>,
+    /// `STATUS` as read just before this handle reset the NIC ([`DdRegs::reset_device`]:
+    /// `quit`'s phase 2, the drop); `None` until then. See [`MmioRegs::status`].
+    status_at_reset: Cell<Option<u32>>,
 }
 
 // SAFETY: the block is plain MMIO valid on every CPU (identity-mapped, uncached); a handle is
@@ -461,6 +464,7 @@ impl MmioRegs {
             reads: Cell::new(0),
             hw: Cell::new(HwErrorCounters::default()),
             link: Cell::new((None, 0)),
+            status_at_reset: Cell::new(None),
         }
     }
 
@@ -487,7 +491,7 @@ impl DdRegs for MmioRegs {
         unsafe { self.at(reg).write_volatile(val) }
     }
     fn hw_stats(&self, s: &mut DriverStats) {
-        let status = self.read(STATUS);
+        let status = self.status();
         let up = status & STATUS_LU != 0;
         let changes = self.note_link(up);
         s.link_up = Some(up);
@@ -502,9 +506,19 @@ impl DdRegs for MmioRegs {
         s.mmio_reads = Some(self.reads.get());
     }
     fn link_up(&self) -> Option<bool> {
-        let up = self.read(STATUS) & STATUS_LU != 0;
+        let up = self.status() & STATUS_LU != 0;
         self.note_link(up);
         Some(up)
+    }
+    fn reset_device(&self) -> bool {
+        // `STATUS` kept from before the first reset: the final STATS (taken after `quit`'s
+        // phase 2) reports the link as it was while forwarding, not the reset NIC's (QEMU's
+        // 82576 clears `STATUS.LU` on `CTRL.RST`), and counts no link change for our reset.
+        if self.status_at_reset.get().is_none() {
+            self.status_at_reset.set(Some(self.read(STATUS)));
+        }
+        self.write(CTRL, CTRL_RST);
+        true
     }
 }
 
@@ -518,6 +532,16 @@ impl MmioRegs {
             reads: Cell::new(0),
             hw: Cell::new(HwErrorCounters::default()),
             link: Cell::new((None, 0)),
+            status_at_reset: Cell::new(None),
+        }
+    }
+
+    /// `STATUS`: read from the NIC, or, once this handle has reset it, as it was just before
+    /// (the reset is ours, not a change on the wire; nothing forwards afterwards).
+    fn status(&self) -> u32 {
+        match self.status_at_reset.get() {
+            Some(status) => status,
+            None => self.read(STATUS),
         }
     }
 

@@ -26,15 +26,22 @@ fn nic(s: &Stats, p: usize) -> netstack::stats::NicStats {
 }
 
 /// The tail-write and register-read figures every e1000e or igb run must meet (`s` the final
-/// STATS; `before` and `after` taken live around the traffic, before `quit` resets the NICs,
-/// which clears an 82576's `STATUS.LU`): at most one `RDT` write per 32 frames received (plus
-/// the initial fill), one `TDT` write per TX burst at most, no register read per frame (the
-/// reads between `before` and `after` are STATS' own: under 100, however many frames), the
-/// link up, no receive error.
+/// STATS; `before` and `after` taken live around the traffic): at most one `RDT` write per 32
+/// frames received (plus the initial fill), one `TDT` write per TX burst at most, no register
+/// read per frame (the reads between `before` and `after` are STATS' own: under 100, however
+/// many frames), the link up, no receive error. The final STATS reports the link as it was
+/// while forwarding, up and no change counted since `after`: `quit`'s own reset of the NICs
+/// (which clears an 82576's `STATUS.LU`) is not a link change.
 fn assert_doorbells(s: &Stats, before: &Stats, after: &Stats, label: &str) {
     for p in 0..2 {
         let port = &s.ports[p];
         let n = nic(after, p);
+        let end = nic(s, p);
+        assert_eq!(
+            (end.link_up, end.link_speed_mbps, end.link_changes),
+            (true, 1000, n.link_changes),
+            "{label} port {p}: final STATS after quit: link not as while forwarding: {s}"
+        );
         let reads = n.mmio_reads - nic(before, p).mmio_reads;
         assert!(
             port.kicks_rx <= port.rx / 32 + 1,

@@ -167,6 +167,13 @@ fn two_cores_forward_each_flow_on_the_queue_its_rss_hash_picks() {
         if queue == 0 {
             let n = p.nic.unwrap_or_else(|| panic!("no nic counters: {p:?}"));
             assert_eq!((n.rx_errors, n.crc_errors, n.missed), (0, 0, 0), "{s}");
+            // The link as it was while forwarding: `quit`'s reset of the port (by queue 0's
+            // core, while the other core disables its queue) is not a link change.
+            assert_eq!(
+                (n.link_up, n.link_speed_mbps, n.link_changes),
+                (true, 1000, 0),
+                "port {port}: final STATS after quit: {s}"
+            );
         }
     }
     let forwarded: u64 = s.per_cpu.iter().map(|c| c.forwarded).sum();
