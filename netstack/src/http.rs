@@ -371,6 +371,12 @@ impl PutFiles {
         Paths(self)
     }
 
+    /// The network function as messages name it: `mode=router` (the stock image's), or an
+    /// image's own by its name (`` `port_filter` ``).
+    pub fn who(&self) -> Who<'_> {
+        Who(self)
+    }
+
     /// The network function, as `mode=` names it (an image's own: its name).
     pub fn mode(&self) -> &'static str {
         match self {
@@ -378,6 +384,19 @@ impl PutFiles {
             PutFiles::Routes(_) | PutFiles::RoutesAndRules(_) => "router",
             PutFiles::Rules(_) => "acl",
             PutFiles::NatTimeouts(_) => "nat",
+        }
+    }
+}
+
+/// The network function of a [`PutFiles`], as [`PutFiles::who`] writes it.
+#[derive(Copy, Clone, Debug)]
+pub struct Who<'a>(&'a PutFiles);
+
+impl core::fmt::Display for Who<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            PutFiles::Nf { nf, .. } => write!(f, "`{nf}`"),
+            other => write!(f, "mode={}", other.mode()),
         }
     }
 }
@@ -598,17 +617,19 @@ pub fn file_head(kind: PutKind, generation: u64, entries: usize) -> heapless::St
     h
 }
 
-/// The 200 of a validate-only `PUT` (`?check`) whose body passed: `lines` lines checked, nothing
-/// built.
+/// The 200 of a validate-only `PUT` (`?check`) whose body passed: `lines` lines checked (an
+/// NF's file: read by its parser, which the kernel ran), nothing built or published.
 pub fn check_reply(kind: PutKind, lines: usize) -> heapless::String<REPLY_MAX> {
-    reply(
-        Status::Ok,
-        None,
-        format_args!(
-            "PUT {}?check: {lines} lines checked, none refused; nothing built (duplicates are found by the build)",
-            kind.path()
+    let path = kind.path();
+    let text = match kind {
+        PutKind::NfFile(_) => format_args!(
+            "PUT {path}?check: {lines} lines read by the network function's parser, none refused; nothing published"
         ),
-    )
+        _ => format_args!(
+            "PUT {path}?check: {lines} lines checked, none refused; nothing built (duplicates are found by the build)"
+        ),
+    };
+    reply(Status::Ok, None, text)
 }
 
 /// What a request head asks for, so far.
@@ -707,13 +728,13 @@ pub fn parse_head(buf: &[u8], put: &PutFiles, busy: impl FnOnce() -> bool) -> He
         }
         ("/metrics", ..) if method == "GET" => Head::Metrics { head_len },
         ("/metrics", ..) => not_allowed("GET"),
-        (_, Some(want), None) => Head::Refused(not_found(is_put, Some(want), put)),
+        (_, Some(want), None) => Head::Refused(not_found(method, Some(want), put)),
         (_, Some(kind), _) if method == "GET" => Head::File { kind, head_len },
         (_, Some(kind), Some(token)) if method == "PUT" => {
             put_head(kind, path, req.headers, token, busy, head_len, is_put)
         }
         (_, Some(_), _) => not_allowed("GET, PUT"),
-        (_, None, _) => Head::Refused(not_found(is_put, None, put)),
+        (_, None, _) => Head::Refused(not_found(method, None, put)),
     }
 }
 
@@ -750,16 +771,19 @@ fn put_head(
     }
 }
 
-/// The 404 of a path not served by a management plane that serves `put`: the file `want`
-/// (a `PUT` path of another network function), named with its owner, or any other path.
-fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
-    let nf = put.mode();
+/// The 404 of a `method` request for a path not served by a management plane that serves
+/// `put`: the file `want` (a path of another network function), named with its owner, or any
+/// other path.
+fn not_found(method: &str, want: Option<PutKind>, put: &PutFiles) -> Refusal {
+    let is_put = method == "PUT";
+    let who = put.who();
+    let method = &method[..method.floor_char_boundary(16)];
     match (want, put.any()) {
         (Some(w), _) => Refusal::new(
             Status::NotFound,
             is_put,
             format_args!(
-                "PUT {}: mode={nf} has no {} ({})",
+                "{method} {}: {who} has no {} ({})",
                 w.path(),
                 w.file(),
                 w.owner()
@@ -768,7 +792,7 @@ fn not_found(is_put: bool, want: Option<PutKind>, put: &PutFiles) -> Refusal {
         (None, false) => Refusal::new(
             Status::NotFound,
             is_put,
-            format_args!("only GET /metrics (mode={nf} has no files to PUT)"),
+            format_args!("only GET /metrics ({who} has no files to PUT)"),
         ),
         (None, true) => Refusal::new(
             Status::NotFound,

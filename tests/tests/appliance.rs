@@ -232,6 +232,30 @@ fn put_nf_file(rig: &mut Rig) {
         );
         c.request(rig, &head, body.as_bytes(), Duration::from_secs(30))
     };
+    // `?check` runs the NF's parser and publishes nothing.
+    let check = |c: &mut Clients, rig: &Rig, body: &str| {
+        let head = format!(
+            "PUT /blocked_ports?check HTTP/1.1\r\nHost: 10.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}",
+            body.len()
+        );
+        c.request(rig, &head, body.as_bytes(), Duration::from_secs(30))
+    };
+    let resp = check(&mut c, rig, "99999\n");
+    assert!(
+        resp.contains("400 Bad Request") && resp.contains("PUT /blocked_ports?check: file `blocked_ports` line 1: expected a port number in 0..=65535; nothing published"),
+        "{resp}"
+    );
+    let resp = check(&mut c, rig, "8000\n");
+    assert!(
+        resp.contains("1 lines read by the network function's parser, none refused"),
+        "{resp}"
+    );
+    // Another NF's file, by the method asked.
+    let resp = c.request(rig, "GET /routes HTTP/1.1", b"", Duration::from_secs(10));
+    assert!(
+        resp.contains("GET /routes: `port_filter` has no routes file (the router's)"),
+        "{resp}"
+    );
     let resp = put(&mut c, rig, "8000\nhttp\n");
     assert!(resp.starts_with("HTTP/1.0 400 Bad Request\r\n"), "{resp}");
     assert!(
@@ -256,7 +280,8 @@ fn put_nf_file(rig: &mut Rig) {
     let text = c.get_metrics(rig, Duration::from_secs(10));
     for want in [
         "gannet_mgmt_put_nf_files_total{result=\"ok\"} 1",
-        "gannet_mgmt_put_nf_files_total{result=\"bad_request\"} 1",
+        "gannet_mgmt_put_nf_files_total{result=\"bad_request\"} 2",
+        "gannet_mgmt_put_nf_files_total{result=\"checked\"} 1",
     ] {
         assert!(text.lines().any(|l| l == want), "no `{want}` in:\n{text}");
     }

@@ -709,15 +709,17 @@ fn put_files(cfg: &Config) -> PutFiles {
         _ if let Some(h) = own => {
             let mut files = h.names.clone();
             files.retain(|&n| n != "metrics");
-            if files.is_empty() {
-                info!("mgmt: no PUT ({} has no files)", h.nf);
-                return PutFiles::None(h.nf);
-            }
-            PutFiles::Nf {
+            let empty = files.is_empty();
+            let files = PutFiles::Nf {
                 nf: h.nf,
                 files,
                 token,
+            };
+            if empty {
+                info!("mgmt: no PUT ({} has no files)", h.nf);
+                return files;
             }
+            files
         }
         Mode::Router if rules => PutFiles::RoutesAndRules(token),
         Mode::Router => PutFiles::Routes(token),

@@ -1124,7 +1124,24 @@ fn an_nf_serves_its_own_files_by_name() {
     let r = refused(parse_head(&put_head(&cl("1")), &nf, || false));
     assert_eq!(
         r.text.as_str(),
-        "PUT /routes: mode=port_filter has no routes file (the router's)"
+        "PUT /routes: `port_filter` has no routes file (the router's)"
+    );
+    // A GET of another NF's file says GET.
+    let r = refused(parse_head(b"GET /rules HTTP/1.1\r\n\r\n", &nf, || false));
+    assert_eq!(
+        r.text.as_str(),
+        "GET /rules: `port_filter` has no rules file (the ACL's)"
+    );
+    assert!(!r.put);
+    let none = PutFiles::Nf {
+        nf: "port_filter",
+        files: heapless::Vec::new(),
+        token: None,
+    };
+    let r = refused(parse_head(b"GET /x HTTP/1.1\r\n\r\n", &none, || false));
+    assert_eq!(
+        r.text.as_str(),
+        "only GET /metrics (`port_filter` has no files to PUT)"
     );
     let r = refused(parse_head(b"GET /blocked HTTP/1.1\r\n\r\n", &nf, || false));
     assert_eq!(

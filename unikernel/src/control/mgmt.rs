@@ -975,6 +975,18 @@ fn count(
     result: PutResult,
     client: Option<smoltcp::wire::IpEndpoint>,
 ) {
+    count_as(counters, kind, kind.path(), result, client);
+}
+
+/// [`count`] under `kind`'s counter, the audit line naming `path` (the request's own, for a
+/// path no file is at).
+fn count_as(
+    counters: &mut MgmtCounters,
+    kind: PutKind,
+    path: impl core::fmt::Display,
+    result: PutResult,
+    client: Option<smoltcp::wire::IpEndpoint>,
+) {
     let generation = match kind {
         PutKind::Routes => {
             counters.put_routes[result as usize] += 1;
@@ -995,21 +1007,20 @@ fn count(
     };
     let label = netstack::stats::PUT_ROUTES_RESULTS[result as usize];
     match client {
-        Some(c) => crate::println!(
-            "mgmt: audit: PUT {} from {c}: {label}, generation {generation}",
-            kind.path()
-        ),
-        None => crate::println!(
-            "mgmt: audit: PUT {} from gone: {label}, generation {generation}",
-            kind.path()
-        ),
+        Some(c) => {
+            crate::println!("mgmt: audit: PUT {path} from {c}: {label}, generation {generation}")
+        }
+        None => {
+            crate::println!("mgmt: audit: PUT {path} from gone: {label}, generation {generation}")
+        }
     }
 }
 
-/// The file a `PUT` request head (`req`, from its start) names: the one at its path
-/// (`/rules`, `/nat_timeouts`, an NF's own `/NAME`, …), else the routes file (every other
-/// refused `PUT` counts as a `PUT /routes`).
-fn put_kind(req: &[u8]) -> PutKind {
+/// The path of a `PUT` request head (`req`, from its start; at most 64 bytes of it), and the
+/// file whose counter its refusal goes under: the one at the path (`/rules`,
+/// `/nat_timeouts`, an NF's own `/NAME`, …); for a path no file is at, the image's own NF's
+/// files in an image of one's own, else the routes file (the stock image's first).
+fn put_target(req: &[u8]) -> (PutKind, &str) {
     let start = req
         .iter()
         .take_while(|&&b| b == b'\r' || b == b'\n')
@@ -1017,20 +1028,23 @@ fn put_kind(req: &[u8]) -> PutKind {
     let path = req[start..]
         .strip_prefix(b"PUT ")
         .and_then(|r| r.split(|&b| b == b' ').next())
-        .and_then(|p| core::str::from_utf8(p).ok());
-    path.and_then(|p| nf_files::kind_at(p).or_else(|| PutKind::at(p)))
-        .unwrap_or(PutKind::Routes)
+        .map(|p| &p[..p.len().min(64)])
+        .and_then(|p| core::str::from_utf8(p).ok())
+        .unwrap_or("?");
+    let kind = nf_files::kind_at(path).or_else(|| PutKind::at(path));
+    let other = match crate::appliance::nf_texts::hook() {
+        Some(_) => PutKind::NfFile(""),
+        None => PutKind::Routes,
+    };
+    (kind.unwrap_or(other), path)
 }
 
-/// Answer `r` (counted by outcome if it refuses a `PUT`, under the file its path names).
+/// Answer `r` (counted by outcome if it refuses a `PUT`, under the file its path names, the
+/// audit line naming the path).
 fn refuse(conn: &mut Conn, r: &Refusal, counters: &mut MgmtCounters) {
     if r.put {
-        count(
-            counters,
-            put_kind(&conn.req),
-            PutResult::of(r.status),
-            conn.client,
-        );
+        let (kind, path) = put_target(&conn.req);
+        count_as(counters, kind, path, PutResult::of(r.status), conn.client);
     }
     conn.reply = Some(r.reply());
     conn.complete = true;
@@ -1125,6 +1139,14 @@ fn finish_body(conn: &mut Conn, checked: Result<(), Refusal>, counters: &mut Mgm
     conn.complete = true;
     let kind = b.check.kind();
     if b.check_only {
+        // An NF's file: its parser reads the new set on a throwaway instance, as the `PUT`'s
+        // job would, and nothing is published.
+        if let PutKind::NfFile(name) = kind {
+            if let Err(bad) = nf_files::check(name, b.upload.text()) {
+                let why = format_args!("PUT /{name}?check: {bad}; nothing published");
+                return refuse(conn, &Refusal::new(Status::BadRequest, true, why), counters);
+            }
+        }
         count(counters, kind, PutResult::Checked, conn.client);
         conn.reply = Some(http::check_reply(kind, b.check.lines()));
         return; // nothing built: the body's pages go back

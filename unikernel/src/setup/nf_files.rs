@@ -23,7 +23,8 @@
 //!
 //! The NF's files share one generation (`ETag: "gen-N"` of `GET /NAME`, what `If-Match`
 //! names). A `PUT` body kept as a file's text counts with the other `PUT` bodies' pages
-//! (`fib::fib_pages`), so `quit`'s page count holds with files replaced.
+//! (`fib::fib_pages`) while the NF runs; `quit` gives it back ([`settle`]), so the page count
+//! at `quit` is the boot's.
 
 use crate::appliance::nf_texts::{self, NfTexts};
 use crate::arch::time::uptime_us;
@@ -36,8 +37,8 @@ use netstack::config::nf_files::{BadFile, MAX_NF_FILES};
 /// (ms): a core takes a new set up within one tick (10 ms).
 pub const RETIRE_WAIT_MS: u64 = 1000;
 
-/// The generation of the NF's files in force (1: the bundle's; 0 in no image of one's own is
-/// never seen: the management plane serves no file then).
+/// The generation of the NF's files in force (1: the bundle's, and always in the stock image,
+/// which serves no NF file).
 pub fn generation() -> u64 {
     nf_texts::generation()
 }
@@ -49,6 +50,22 @@ pub fn kind_at(path: &str) -> Option<netstack::http::PutKind> {
     let name = path.strip_prefix('/')?;
     let name = *nf_texts::hook()?.names.iter().find(|&&n| n == name)?;
     Some(netstack::http::PutKind::NfFile(name))
+}
+
+/// `PUT /name?check` (the management plane, the boot CPU): the texts in force with `name`'s
+/// replaced by `text` (a body's, used only while its upload lives: this call), read on a
+/// throwaway instance as the `PUT`'s job would ([`poll`]); nothing is published.
+///
+/// # Errors
+/// [`BadFile`]: the file and line the NF's parser refused.
+pub fn check(name: &'static str, text: &'static str) -> Result<(), BadFile> {
+    let Some(hook) = nf_texts::hook() else {
+        return Ok(());
+    };
+    match nf_texts::current().with(name, text) {
+        Some(next) => (hook.check)(&next),
+        None => Ok(()),
+    }
 }
 
 /// Why a `PUT /NAME` was not published (the texts in force stay).
