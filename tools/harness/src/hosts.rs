@@ -416,18 +416,23 @@ impl Hosts {
         })
     }
 
-    /// How to use the hosts, for the console.
+    /// How to use the hosts, for the console: each host's addresses and a ping to try (its
+    /// gateway, else another host).
     pub fn describe(&self) -> String {
         let mut s = String::new();
         for (p, ns) in self.plans.iter().zip(&self.names) {
+            let other = self.plans.iter().find(|o| o.port != p.port).map(|o| o.addr);
             s.push_str(&format!(
-                "xtask: host behind port {}: {}/{}{}{} in namespace {ns}: ip netns exec {ns} ping {}\n",
+                "xtask: host behind port {}: {}/{}{}{}{} in namespace {ns}: ip netns exec {ns} ping {}\n",
                 p.port,
                 p.addr,
                 p.len,
                 p.gateway.map(|g| format!(" via {g}")).unwrap_or_default(),
+                p.ipv6
+                    .map(|(a, l, g)| format!(", {a}/{l} via {g}"))
+                    .unwrap_or_default(),
                 p.mtu.map(|m| format!(", MTU {m}")).unwrap_or_default(),
-                p.gateway.map_or_else(|| "10.10.0.2".to_string(), |g| g.to_string()),
+                p.gateway.or(other).unwrap_or(p.addr),
             ));
         }
         s
