@@ -184,8 +184,9 @@ pub(crate) fn filter_groups(
 }
 
 /// Most multicast groups a port's filter is given ([`E1000eConfig::multicast`]): all-nodes,
-/// and the solicited-node groups of a global and a link-local address, with room.
-pub const MAX_MULTICAST: usize = 4;
+/// and the solicited-node groups of a global, a Subnet-Router anycast and a link-local
+/// address, with room.
+pub const MAX_MULTICAST: usize = 6;
 
 /// Why the bring-up failed; the NIC is left reset (no ring, no DMA).
 #[derive(Copy, Clone, Debug, Eq, PartialEq)]

@@ -202,10 +202,12 @@ fn an_ipv6_routers_groups_are_in_the_multicast_table() {
     let f = Fake::new(OK);
     let all_nodes = [0x33, 0x33, 0, 0, 0, 1];
     let solicited = [0x33, 0x33, 0xff, 0x01, 0x23, 0x45];
+    let mut multicast = [None; MAX_MULTICAST];
+    multicast[..2].copy_from_slice(&[Some(all_nodes), Some(solicited)]);
     let cfg = E1000eConfig {
         filter: RxFilter::Router,
         max_frame: 1514,
-        multicast: [Some(all_nodes), Some(solicited), None, None],
+        multicast,
         link_local_group: true,
     };
     let _nic = bring_up::<HostHal, _>(f.clone(), &cfg, clock()).expect("bring-up");

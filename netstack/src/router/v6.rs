@@ -248,6 +248,9 @@ pub fn link_local(mac: MacAddr) -> u128 {
 pub struct Router6<'a, H: Copy, const N: usize = 64, const Q: usize = 8> {
     ports: [Port6; MAX_PORTS6],
     link_local: [u128; MAX_PORTS6],
+    /// Each port's Subnet-Router anycast address ([`Router6::is_anycast`]), or 0 (`::`, never
+    /// a destination that gets this far) on a /127 link.
+    anycast: [u128; MAX_PORTS6],
     nports: usize,
     fib: &'a Poptrie<'a>,
     nexthops: &'a [NextHop6],
@@ -278,6 +281,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         }
         let mut p = [ports[0]; MAX_PORTS6];
         let mut ll = [0; MAX_PORTS6];
+        let mut anycast = [0; MAX_PORTS6];
         for (i, port) in ports.iter().enumerate() {
             if usize::from(port.mtu) < IPV6_MIN_MTU {
                 return Err(Router6Error::MtuBelowMinimum(i));
@@ -287,10 +291,15 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
             }
             p[i] = *port;
             ll[i] = link_local(port.mac);
+            // RFC 4291 §2.6.1; none on a /127 link (RFC 6164 §5).
+            if port.addr.len < 127 {
+                anycast[i] = port.addr.addr & port.addr.mask();
+            }
         }
         Ok(Router6 {
             ports: p,
             link_local: ll,
+            anycast,
             nports: ports.len(),
             fib,
             nexthops,
@@ -481,18 +490,33 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         }
     }
 
-    /// Whether `dst` is one of our addresses on `in_port` (its global or link-local one;
-    /// a link-local address of another port is not ours on this link), or a group we
-    /// listen to there (all-nodes, all-routers, our addresses' solicited-node groups).
+    /// Whether `dst` is one of our addresses on `in_port` (its global or link-local one, or a
+    /// port's Subnet-Router anycast address; a link-local address of another port is not ours
+    /// on this link), or a group we listen to there (all-nodes, all-routers, our addresses'
+    /// solicited-node groups).
     fn is_local(&self, in_port: usize, dst: u128) -> bool {
         let p = &self.ports[in_port];
         let ll = self.link_local[in_port];
         dst == ll
-            || self.ports[..self.nports].iter().any(|q| q.addr.addr == dst)
+            || self.is_own_global(dst)
             || dst == ALL_NODES
             || dst == ALL_ROUTERS
             || dst == ndp::solicited_node(p.addr.addr)
             || dst == ndp::solicited_node(ll)
+            || (self.anycast[in_port] != 0 && dst == ndp::solicited_node(self.anycast[in_port]))
+    }
+
+    /// Whether `a` is a port's global address or Subnet-Router anycast address.
+    pub(crate) fn is_own_global(&self, a: u128) -> bool {
+        let n = self.nports;
+        self.ports[..n].iter().any(|q| q.addr.addr == a) || self.anycast[..n].contains(&a)
+    }
+
+    /// Whether `a` is a port's Subnet-Router anycast address: its prefix with an all-zero
+    /// interface identifier (RFC 4291 §2.6.1, which routers must support), except on a /127
+    /// link, where RFC 6164 §5 disables it (that address is the other end's).
+    fn is_anycast(&self, a: u128) -> bool {
+        a != 0 && self.anycast[..self.nports].contains(&a)
     }
 
     /// Local delivery: Neighbor Discovery, echo, or the host.
@@ -548,7 +572,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         h: &Ipv6Hdr,
         msg: core::ops::Range<usize>,
     ) -> Action6 {
-        let (src, dst) = (h.dst, h.src);
+        // To an anycast address: from the port's unicast one (RFC 4443 §4.2).
+        let src = if self.is_anycast(h.dst) {
+            self.ports[in_port].addr.addr
+        } else {
+            h.dst
+        };
+        let dst = h.src;
         let ip = &mut frame[ETH_HDR_LEN..];
         ip[IPV6_SRC].copy_from_slice(&src.to_be_bytes());
         ip[IPV6_DST].copy_from_slice(&dst.to_be_bytes());
@@ -583,10 +613,8 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         out: &mut [u8],
     ) -> Action6 {
         let own_mac = |mac: MacAddr| self.ports[..self.nports].iter().any(|p| p.mac == mac);
-        let own_addr = |a: u128| {
-            self.link_local[..self.nports].contains(&a)
-                || self.ports[..self.nports].iter().any(|p| p.addr.addr == a)
-        };
+        let own_addr =
+            |a: u128| self.link_local[..self.nports].contains(&a) || self.is_own_global(a);
         let port = &self.ports[in_port];
         match m {
             NdMessage::Solicit {
@@ -594,9 +622,14 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
                 source_mac,
                 dad,
             } => {
-                if target != port.addr.addr && target != self.link_local[in_port] {
+                // Our Subnet-Router anycast address on this link too, answered without the
+                // Override flag (RFC 4861 §7.2.4: a unicast owner's answer wins); the random
+                // delay §7.2.7 asks of anycast answers is not taken (one router per link).
+                let anycast = target != 0 && target == self.anycast[in_port];
+                if target != port.addr.addr && target != self.link_local[in_port] && !anycast {
                     return Action6::Drop(Drop6::NdNotForUs);
                 }
+                let o = if anycast { 0 } else { NA_OVERRIDE };
                 if let Some(mac) = source_mac {
                     if !own_mac(mac) && !own_addr(h.src) {
                         self.neigh
@@ -604,17 +637,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
                     }
                 }
                 let (dst, flags, dst_mac) = if dad {
-                    (
-                        ALL_NODES,
-                        NA_ROUTER | NA_OVERRIDE,
-                        ndp::multicast_mac(ALL_NODES),
-                    )
+                    (ALL_NODES, NA_ROUTER | o, ndp::multicast_mac(ALL_NODES))
                 } else {
                     let mut m = [0u8; 6];
                     m.copy_from_slice(&frame[ETH_SRC]);
                     (
                         h.src,
-                        NA_ROUTER | NA_SOLICITED | NA_OVERRIDE,
+                        NA_ROUTER | NA_SOLICITED | o,
                         source_mac.unwrap_or(MacAddr(m)),
                     )
                 };

@@ -196,16 +196,18 @@ pub(super) fn map_regs(
 
 /// The bring-up settings of local port `j`: the mode's filter, the port's MTU as a frame, and
 /// in router mode with the port's IPv6 address (`ip6_N=`) the multicast groups its Neighbor
-/// Discovery needs: all-nodes, and the solicited-node groups of the global address and of
-/// the link-local one (made from the MAC, which the bring-up finds) (RFC 4861 §7.2.1; RFC
-/// 2464 §7 maps a group to its MAC).
+/// Discovery needs: all-nodes, and the solicited-node groups of the global address, of the
+/// Subnet-Router anycast address and of the link-local one (made from the MAC, which the
+/// bring-up finds) (RFC 4861 §7.2.1; RFC 2464 §7 maps a group to its MAC).
 pub(super) fn port_config(cfg: &Config, j: usize) -> E1000eConfig {
     let mtu = usize::from(cfg.mtu[j].unwrap_or(netstack::router::DEFAULT_MTU));
     let mut multicast = [None; MAX_MULTICAST];
     let ip6 = cfg.router.ip6[j].filter(|_| cfg.mode == Mode::Router);
     if let Some(a) = ip6 {
+        // The Subnet-Router anycast address's group too, but on a /127 link (RFC 6164 §5).
+        let anycast = (a.len < 127).then(|| ndp::solicited_node(a.addr & a.mask()));
         let groups = [ndp::ALL_NODES, ndp::solicited_node(a.addr)];
-        for (slot, group) in multicast.iter_mut().zip(groups) {
+        for (slot, group) in multicast.iter_mut().zip(groups.into_iter().chain(anycast)) {
             *slot = Some(ndp::multicast_mac(group).0);
         }
     }

@@ -83,8 +83,11 @@ impl<H: Copy, const N: usize, const Q: usize> Router6<'_, H, N, Q> {
         let len = IPV6_HDR_LEN + usize::from(payload);
         let src = u128::from_be_bytes(*f[ip + 8..].first_chunk::<16>()?);
         let dst = u128::from_be_bytes(*f[ip + 24..].first_chunk::<16>()?);
-        // A global unicast destination is local only as a port's global address: the other
-        // addresses `Router6::is_local` knows are link-local or multicast.
+        // A global unicast destination is local only as a port's global or Subnet-Router
+        // anycast address: the other addresses `Router6::is_local` knows are link-local or
+        // multicast. An anycast one needs no test here: it finds no adjacency below (no
+        // neighbour ever has it: our addresses are never learned, and the slow path delivers
+        // it locally rather than resolving it), so the slow path takes it.
         if ETH_HDR_LEN + len > frame_len
             || classify(src) != AddrClass6::Unicast
             || classify(dst) != AddrClass6::Unicast

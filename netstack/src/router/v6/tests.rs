@@ -49,9 +49,13 @@ struct Fib {
 
 impl Fib {
     fn new() -> Fib {
-        let p = ports();
+        Fib::for_ports(&ports())
+    }
+
+    /// The table over ports `p` (their connected prefixes) and the /48 via B.
+    fn for_ports(p: &[Port6]) -> Fib {
         let (mut routes, mut nexthops): (Vec<Route6>, Vec<NextHop6>) =
-            Router6::<u32>::connected(&p).unzip();
+            Router6::<u32>::connected(p).unzip();
         routes.push(Route6 {
             prefix: ip("2001:db8:100::").to_bits(),
             len: 48,
@@ -1016,4 +1020,102 @@ fn an_advert_landing_on_another_core_resolves_the_soliciting_one() {
     assert_eq!(b.take_learned(), None);
     outcomes_hold(&a);
     outcomes_hold(&b);
+}
+
+/// An echo request from A to `dst`, as it reaches port 0.
+fn echo_to(dst: &str) -> Vec<u8> {
+    let echo = Icmpv6Repr::EchoRequest {
+        ident: 7,
+        seq_no: 1,
+        data: b"anycast",
+    };
+    eth(P0_MAC, A_MAC, icmp(ip("2001:db8::2"), ip(dst), 64, echo))
+}
+
+/// RFC 4291 §2.6.1, RFC 4443 §4.2, RFC 4861 §7.2.4: a port's Subnet-Router anycast address
+/// (its prefix, interface identifier zero) is ours. An echo request to it, or to the other
+/// port's, is answered from the receiving port's unicast address; a solicitation for it, sent
+/// to its solicited-node group, is answered with the Override flag clear.
+#[test]
+fn the_subnet_router_anycast_address_is_ours() {
+    router!(r, out);
+    for dst in ["2001:db8::", "2001:db8:0:1::"] {
+        let mut fr = echo_to(dst);
+        let a = r.process(0, &mut fr, 1, 0, &mut out);
+        let Action6::Reply { port: 0, len } = a else {
+            panic!("{dst}: {a:?}")
+        };
+        let (h, m) = read_icmp(&fr[..len]);
+        assert_eq!(
+            (h.src_addr, h.dst_addr),
+            (ip("2001:db8::1"), ip("2001:db8::2"))
+        );
+        assert_eq!(m[0], 129, "echo reply");
+    }
+    let anycast = ip("2001:db8::");
+    let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: anycast,
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(A_MAC.0))),
+    });
+    let group = Ipv6Addr::from_bits(ndp::solicited_node(anycast.to_bits()));
+    assert_eq!(group, ip("ff02::1:ff00:0"));
+    let mut fr = eth(
+        ndp::multicast_mac(group.to_bits()),
+        A_MAC,
+        icmp(ip("2001:db8::2"), group, 255, ns),
+    );
+    let a = r.process(0, &mut fr, 1, 0, &mut out);
+    let Action6::Send {
+        port: 0,
+        len,
+        cause: None,
+    } = a
+    else {
+        panic!("not answered: {a:?}")
+    };
+    let (h, m) = read_icmp(&out[..len]);
+    assert_eq!(h.src_addr, anycast);
+    assert_eq!(
+        m[4] & (NA_SOLICITED | NA_ROUTER | NA_OVERRIDE),
+        NA_SOLICITED | NA_ROUTER,
+        "no Override for an anycast target"
+    );
+    // The fast path leaves it to the slow one.
+    assert!(r
+        .forward_fast(0, &mut echo_to("2001:db8::"), 100, 0)
+        .is_none());
+    outcomes_hold(&r);
+}
+
+/// RFC 6164 §5: on a /127 link the Subnet-Router anycast address is disabled: the prefix's
+/// zero address is the other end's, and an echo request to it is forwarded there (queued
+/// while Neighbor Discovery resolves it), not answered.
+#[test]
+fn on_a_127_link_the_zero_address_is_the_other_ends() {
+    let mut p = ports();
+    p[1].addr = crate::router::parse6::parse_ipv6_cidr("2001:db8:ffff::1/127").unwrap();
+    let mut f = Fib::for_ports(&p);
+    let trie = Poptrie::build(&mut f.routes, &mut f.direct, &mut f.nodes, &mut f.leaves).unwrap();
+    let mut r: R<'_> = Router6::new(
+        &p,
+        &trie,
+        &f.nexthops,
+        NeighConfig::default(),
+        TokenBucket::new(1000, 50),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 1600];
+    let mut fr = echo_to("2001:db8:ffff::");
+    let a = r.process(0, &mut fr, 1, 0, &mut out);
+    assert_eq!(
+        a,
+        Action6::Queued,
+        "forwarded to the other end, once resolved"
+    );
+    // Port 0's /64 keeps its anycast address.
+    let mut fr = echo_to("2001:db8::");
+    assert!(matches!(
+        r.process(0, &mut fr, 2, 0, &mut out),
+        Action6::Reply { .. }
+    ));
 }
