@@ -44,6 +44,18 @@ fn ping_across(hosts: &Hosts, family: &[&str], dst: [&str; 4]) {
     }
 }
 
+/// An iperf3 TCP report `j` moved more than 100 kB (its figures printed, `what` the path).
+fn iperf3_moves_data(j: &serde_json::Value, what: &str) {
+    let sent = &j["end"]["sum_sent"];
+    let bytes = sent["bytes"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "iperf3 TCP {what} (TCG): {:.1} Mbit/s, {} retransmits, {bytes} bytes",
+        sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        sent["retransmits"]
+    );
+    assert!(bytes > 100_000.0, "iperf3 {what} moved {bytes} bytes: {j}");
+}
+
 #[test]
 fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
     require_tap();
@@ -77,15 +89,7 @@ fn linux_hosts_ping_across_the_router_and_scrape_its_metrics() {
         out(&o)
     );
     // iperf3 TCP through the router for 3 s: it completes and moves data (figures printed).
-    let j = run_iperf3(&hosts, 3);
-    let sent = &j["end"]["sum_sent"];
-    let bytes = sent["bytes"].as_f64().unwrap_or(0.0);
-    eprintln!(
-        "iperf3 TCP through the router (TCG): {:.1} Mbit/s, {} retransmits, {bytes} bytes",
-        sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
-        sent["retransmits"]
-    );
-    assert!(bytes > 100_000.0, "iperf3 moved {bytes} bytes: {j}");
+    iperf3_moves_data(&run_iperf3(&hosts, 3), "through the router");
     let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
     assert!(exit.is_clean(), "{exit}");
     let s = stats.expect("final STATS");
@@ -324,14 +328,7 @@ fn linux_hosts_over_ipv6_ping_scrape_and_iperf3() {
         out(&o)
     );
     let j = run_iperf3_to(&hosts, 2, "2001:db8:1::2");
-    let sent = &j["end"]["sum_sent"];
-    let bytes = sent["bytes"].as_f64().unwrap_or(0.0);
-    eprintln!(
-        "iperf3 TCP over IPv6 through the router (TCG): {:.1} Mbit/s, {} retransmits, {bytes} bytes",
-        sent["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
-        sent["retransmits"]
-    );
-    assert!(bytes > 100_000.0, "iperf3 -6 moved {bytes} bytes: {j}");
+    iperf3_moves_data(&j, "over IPv6 through the router");
     let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
     assert!(exit.is_clean(), "{exit}");
     let s = stats.expect("final STATS");
