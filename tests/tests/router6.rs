@@ -627,3 +627,61 @@ fn intel_ports_hear_the_solicited_node_groups_of_the_routers_addresses() {
         assert_no_leak(&s);
     }
 }
+
+/// RFC 4861 §6.2 with `ra6=on`: the router advertises each link from its link-local address
+/// (the port's /64, on-link and autonomous, and its MTU), at boot and again within 3 s of a
+/// Router Solicitation; every frame counted, the advertisements under
+/// `gannet_router6_advertisements_sent_total`.
+#[test]
+fn router_advertisements_on_the_wire() {
+    let mut rig = Rig::start_raw(&format!("{ROUTER6} ra6=on"));
+    assert!(
+        rig.guest
+            .lines()
+            .iter()
+            .any(|l| l.contains("router6: Router Advertisements on both ports from cpu 0")),
+        "{}",
+        rig.tail()
+    );
+    let icmp = ETH_HDR_LEN + IPV6_HDR_LEN;
+    let ll0 = netstack::router::v6::link_local(MacAddr(guest_mac(0)));
+    let check = |ra: &[u8], what: &str| {
+        assert_eq!(
+            &ra[ETH_DST],
+            &[0x33, 0x33, 0, 0, 0, 1][..],
+            "{what}: {ra:02x?}"
+        );
+        assert_eq!(ra[icmp], 134, "{what}: {ra:02x?}");
+        assert_eq!((field(ra, 8), field(ra, 24)), (ll0, a("ff02::1")), "{what}");
+        // Prefix Information, the last option: /64, L and A, 2001:db8::.
+        let pio = icmp + 16 + 8 + 8;
+        assert_eq!(&ra[pio..pio + 4], &[3, 4, 64, 0xc0], "{what}");
+        assert_eq!(field(ra, pio + 16 - ETH_HDR_LEN), a("2001:db8::"), "{what}");
+    };
+    let p0 = rig.port(0);
+    let first = recv(&p0, "Router Advertisement at boot", &rig);
+    check(&first, "at boot");
+    let t = Instant::now();
+    let mut rs = ipv6(
+        a("fe80::2"),
+        a("ff02::2"),
+        255,
+        IPPROTO_ICMPV6,
+        &[133, 0, 0, 0, 0, 0, 0, 0],
+    );
+    let sum = checksum6(a("fe80::2"), a("ff02::2"), &rs[IPV6_HDR_LEN..]);
+    rs[IPV6_HDR_LEN + 2..IPV6_HDR_LEN + 4].copy_from_slice(&sum.to_be_bytes());
+    p0.send(&eth([0x33, 0x33, 0, 0, 0, 2], peer_mac(0), &rs))
+        .unwrap();
+    let again = recv(&p0, "Router Advertisement after a solicitation", &rig);
+    check(&again, "solicited");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    let s = rig.quit();
+    let r6 = s.router6.unwrap_or_else(|| panic!("no router6: {s}"));
+    assert!(
+        r6.ra_sent >= 3,
+        "both ports at boot, and one solicited: {s}"
+    );
+    assert_eq!(r6.outcomes() + r6.queued_now, r6.rx, "{s}");
+    assert_no_leak(&s);
+}

@@ -26,9 +26,12 @@ pub struct RouterSettings {
     /// connected prefixes (not /128); each port also has the link-local address of its MAC.
     /// With them the router forwards IPv6 too (every such port's MTU ≥ 1,280).
     pub ip6: [Option<Ipv6Net>; PORTS],
+    /// `ra6=on|off` (default `off`, RFC 8504 §6.2: a router sends advertisements when told):
+    /// Router Advertisements on the IPv6 ports (`netstack::router::v6::ra`); needs `ip6_0=`.
+    pub ra6: bool,
 }
 
-/// `route=` (either family: an IPv6 one holds a `:`), `ip6_0=`, `ip6_1=`.
+/// `route=` (either family: an IPv6 one holds a `:`), `ip6_0=`, `ip6_1=`, `ra6=`.
 const KEYS: &[Key<RouterSettings>] = &[
     Key::repeated("route", |r, v| {
         if v.contains(':') {
@@ -45,6 +48,14 @@ const KEYS: &[Key<RouterSettings>] = &[
     }),
     Key::new("ip6_1", |r, v| {
         r.ip6[1] = Some(parse_port_addr(v).map_err(KeyError::Expected)?);
+        Ok(())
+    }),
+    Key::new("ra6", |r, v| {
+        r.ra6 = match v {
+            "on" => true,
+            "off" => false,
+            _ => return Err(KeyError::Expected("on or off")),
+        };
         Ok(())
     }),
 ];
@@ -72,6 +83,12 @@ fn check(c: &Config) -> Result<(), ConfigError<'static>> {
     }
     let r = &c.router;
     check_ports6(&r.ip6, &c.mtu).map_err(ConfigError::Ports6)?;
+    if r.ra6 && r.ip6[0].is_none() {
+        return Err(ConfigError::Missing {
+            key: "ip6_0",
+            because: "for ra6=on (Router Advertisements need the ports' IPv6 prefixes)",
+        });
+    }
     for route in &r.routes6 {
         check_route6(&r.ip6, route).map_err(|why| ConfigError::BadRoute6 { route: *route, why })?;
     }

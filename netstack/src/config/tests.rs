@@ -431,6 +431,15 @@ fn ipv6_router_keys() {
             mode: Mode::L2,
         }
     );
+    // Router Advertisements: off unless `ra6=on`, which needs the IPv6 ports.
+    assert!(!Config::parse(&v6).unwrap().router.ra6);
+    assert!(Config::parse(&format!("{v6} ra6=on")).unwrap().router.ra6);
+    let e = err(&format!("{r} ra6=on"));
+    assert_eq!(e.0, key("ip6_0"));
+    assert!(e.1.contains("for ra6=on"), "{}", e.1);
+    let e = err(&format!("{v6} ra6=yes"));
+    assert_eq!(e.0, key("ra6"));
+    assert!(e.1.contains("expected on or off"), "{}", e.1);
 }
 
 /// Issue 33 item 6: `ip0=`/`ip1=`/`mgmt=` are the kernel's (the management plane serves every
@@ -772,7 +781,7 @@ fn keys_belong_to_their_owner() {
         e.starts_with("unknown key `speed` (the kernel's: mode "),
         "{e}"
     );
-    assert!(e.contains("; mode=router: route ip6_0 ip6_1;"), "{e}");
+    assert!(e.contains("; mode=router: route ip6_0 ip6_1 ra6;"), "{e}");
     for set in owners::KEY_SETS {
         for name in set.names() {
             assert!(e.contains(&format!(" {name}")), "{e}");

@@ -236,5 +236,70 @@ pub fn build(
     Some(IPV6_HDR_LEN + LEN)
 }
 
+/// What a Router Advertisement says of a port (RFC 4861 §4.2, §4.6): its link's prefix, MTU
+/// and how long hosts may use the router as their default.
+#[derive(Copy, Clone, Debug, Eq, PartialEq)]
+pub struct RaInfo {
+    /// The link's prefix (the port's connected prefix), advertised on-link, and for
+    /// stateless autoconfiguration when it is a /64 (RFC 4862 §5.5.3, RFC 7421).
+    pub prefix: u128,
+    /// Its length.
+    pub len: u8,
+    /// The link MTU (bytes).
+    pub mtu: u16,
+    /// Router Lifetime (s): 3 × the maximum interval (RFC 4861 §6.2.1 `AdvDefaultLifetime`).
+    pub lifetime_s: u16,
+}
+
+/// The Valid and Preferred Lifetimes of the advertised prefix (s): RFC 4861 §6.2.1's
+/// defaults, 30 days and 7 days.
+pub const RA_PREFIX_LIFETIMES_S: (u32, u32) = (2_592_000, 604_800);
+
+/// Bytes of the Router Advertisement [`build_ra`] writes after the IPv6 header: the message
+/// (16), Source Link-Layer Address (8), MTU (8) and Prefix Information (32) options.
+pub const RA_LEN: usize = 16 + 8 + 8 + 32;
+
+/// Writes into `out` a Router Advertisement datagram (RFC 4861 §4.2) from `src` (the port's
+/// link-local address, §6.1.2) to all-nodes, hop limit 255: Cur Hop Limit 64, no M or O flag,
+/// `info`'s lifetime, no reachable or retransmit time (unspecified), then `mac` as Source
+/// Link-Layer Address, `info`'s MTU and its prefix (L, and A for a /64). Returns its length,
+/// or `None` when `out` is shorter.
+pub fn build_ra(out: &mut [u8], src: u128, mac: MacAddr, info: &RaInfo) -> Option<usize> {
+    let out = out.get_mut(..IPV6_HDR_LEN + RA_LEN)?;
+    out[IPV6_VER_TC_FLOW].copy_from_slice(&[0x60, 0, 0, 0]);
+    out[IPV6_PAYLOAD_LEN].copy_from_slice(&(RA_LEN as u16).to_be_bytes());
+    out[IPV6_NEXT_HEADER] = IPPROTO_ICMPV6;
+    out[IPV6_HOP_LIMIT] = ND_HOP_LIMIT;
+    out[IPV6_SRC].copy_from_slice(&src.to_be_bytes());
+    out[IPV6_DST].copy_from_slice(&ALL_NODES.to_be_bytes());
+    let m = &mut out[IPV6_HDR_LEN..];
+    m.fill(0);
+    m[0] = ND_ROUTER_ADVERT;
+    m[4] = 64;
+    m[6..8].copy_from_slice(&info.lifetime_s.to_be_bytes());
+    m[16..18].copy_from_slice(&[OPT_SLLA, 1]);
+    m[18..24].copy_from_slice(&mac.0);
+    m[24..26].copy_from_slice(&[OPT_MTU, 1]);
+    m[28..32].copy_from_slice(&u32::from(info.mtu).to_be_bytes());
+    let (valid, preferred) = RA_PREFIX_LIFETIMES_S;
+    let autonomous = if info.len == 64 { PIO_AUTONOMOUS } else { 0 };
+    m[32..36].copy_from_slice(&[OPT_PREFIX, 4, info.len, PIO_ON_LINK | autonomous]);
+    m[36..40].copy_from_slice(&valid.to_be_bytes());
+    m[40..44].copy_from_slice(&preferred.to_be_bytes());
+    m[48..64].copy_from_slice(&info.prefix.to_be_bytes());
+    let sum = checksum6(src, ALL_NODES, m);
+    m[2..4].copy_from_slice(&sum.to_be_bytes());
+    Some(IPV6_HDR_LEN + RA_LEN)
+}
+
+/// ND option type Prefix Information (RFC 4861 §4.6.2).
+pub const OPT_PREFIX: u8 = 3;
+/// ND option type MTU (RFC 4861 §4.6.4).
+pub const OPT_MTU: u8 = 5;
+/// Prefix Information flag L: the prefix is on-link.
+pub const PIO_ON_LINK: u8 = 0x80;
+/// Prefix Information flag A: hosts may form addresses in it (RFC 4862).
+pub const PIO_AUTONOMOUS: u8 = 0x40;
+
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,7 @@ use fast::{Adj6, ADJ6_SLOTS, NO_ADJ6};
 
 mod fast;
 mod learn;
+pub mod ra;
 
 /// Ports an IPv6 router has at most.
 pub const MAX_PORTS6: usize = 4;
@@ -132,6 +133,13 @@ pub enum Event6<H> {
         /// Bytes of `out` to send.
         len: usize,
     },
+    /// Transmit `out[..len]` (a Router Advertisement, [`ra`]) on `port`.
+    Advertise {
+        /// Output port.
+        port: u8,
+        /// Bytes of `out` to send.
+        len: usize,
+    },
     /// A queued frame's neighbour is resolved: its MACs are `dst`/`src`; transmit `len` bytes
     /// on `port`. Counted as forwarded.
     Transmit {
@@ -176,7 +184,8 @@ pub struct Counters6 {
     pub echo_replies: u64,
     /// Neighbor Solicitations for our addresses answered with an advertisement.
     pub nd_answered: u64,
-    /// Neighbor Discovery messages used (advertisements) or ignored (RS, RA, Redirect).
+    /// Neighbor Discovery messages used (advertisements; Router Solicitations with `ra6=on`)
+    /// or ignored (RS otherwise, RA, Redirect).
     pub nd_consumed: u64,
     /// Frames for our addresses handed to the host.
     pub to_host: u64,
@@ -195,6 +204,8 @@ pub struct Counters6 {
     pub no_buffer: u64,
     /// Neighbor Solicitations sent.
     pub ns_sent: u64,
+    /// Router Advertisements sent (`ra6=on`).
+    pub ra_sent: u64,
 }
 
 impl Counters6 {
@@ -234,6 +245,7 @@ impl core::ops::AddAssign<&Counters6> for Counters6 {
         self.icmp_suppressed += o.icmp_suppressed;
         self.no_buffer += o.no_buffer;
         self.ns_sent += o.ns_sent;
+        self.ra_sent += o.ra_sent;
     }
 }
 
@@ -261,6 +273,8 @@ pub struct Router6<'a, H: Copy, const N: usize = 64, const Q: usize = 8> {
     adj6: [Adj6; ADJ6_SLOTS],
     /// What the last solicited advertisement to us taught (`Router6::take_learned`).
     learned: Option<NeighUpdate6>,
+    /// Router Advertisements, when on ([`Router6::with_ra`]).
+    ra: Option<ra::RaState>,
 }
 
 impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
@@ -308,6 +322,7 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
             counters: Counters6::default(),
             adj6: [NO_ADJ6; ADJ6_SLOTS],
             learned: None,
+            ra: None,
         })
     }
 
@@ -685,6 +700,10 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
                 }
                 Action6::Consumed
             }
+            NdMessage::Ignored(ndp::ND_ROUTER_SOLICIT) => {
+                self.solicited(in_port, now_ns);
+                Action6::Consumed
+            }
             NdMessage::Advert { .. } | NdMessage::Ignored(_) => Action6::Consumed,
         }
     }
@@ -780,9 +799,13 @@ impl<'a, H: Copy, const N: usize, const Q: usize> Router6<'a, H, N, Q> {
         }
     }
 
-    /// Timers and queues: solicitations to send (built in `out`, at least 86 bytes), frames
+    /// Timers and queues: a Router Advertisement due (`ra6=on`, [`ra`]; built in `out`, at
+    /// least 118 bytes), solicitations to send (built in `out`, at least 86 bytes), frames
     /// whose neighbour answered, frames dropped for one that did not. Call until `None`.
     pub fn poll(&mut self, now_ns: u64, out: &mut [u8]) -> Option<Event6<H>> {
+        if let Some(e) = self.advertise(now_ns, out) {
+            return Some(e);
+        }
         loop {
             let event = self.neigh.poll(now_ns);
             self.sync_adj6();

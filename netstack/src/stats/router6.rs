@@ -42,6 +42,9 @@ pub struct Router6Stats {
     pub no_buffer: u64,
     /// Neighbor Solicitations sent.
     pub ns_sent: u64,
+    /// Router Advertisements sent (`ra6=on`).
+    #[serde(default)]
+    pub ra_sent: u64,
     /// Frames dropped, by reason.
     pub drops: Router6Drops,
 }
@@ -64,6 +67,7 @@ impl Router6Stats {
             icmp_suppressed: c.icmp_suppressed,
             no_buffer: c.no_buffer,
             ns_sent: c.ns_sent,
+            ra_sent: c.ra_sent,
             drops: Router6Drops::from(c),
         }
     }
@@ -145,6 +149,12 @@ pub fn write_prometheus6(r: &Router6Stats, w: &mut dyn fmt::Write) -> fmt::Resul
         "Neighbor Solicitations sent.",
     )?;
     writeln!(w, "gannet_router6_solicitations_sent_total {}", r.ns_sent)?;
+    family(
+        w,
+        "gannet_router6_advertisements_sent_total",
+        "Router Advertisements sent (ra6=on).",
+    )?;
+    writeln!(w, "gannet_router6_advertisements_sent_total {}", r.ra_sent)?;
     family(
         w,
         "gannet_router6_drops_total",

@@ -114,6 +114,7 @@ fn largest() -> Stats {
                 icmp_suppressed: m,
                 no_buffer: m,
                 ns_sent: m,
+                ra_sent: m,
             },
             m,
         )),

@@ -128,7 +128,9 @@ impl RouterNf<'_> {
             };
             match r6.poll(now, spare_room(&mut rs.spare)) {
                 None => return,
-                Some(Event6::Solicit { port, len }) => send_spare(&mut rs.spare, ctx, port, len),
+                Some(Event6::Solicit { port, len } | Event6::Advertise { port, len }) => {
+                    send_spare(&mut rs.spare, ctx, port, len);
+                }
                 Some(Event6::Transmit {
                     handle,
                     port,

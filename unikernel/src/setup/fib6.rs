@@ -103,8 +103,9 @@ pub fn build_fib6(
     Ok(())
 }
 
-/// Core `k`'s IPv6 router over the boot IPv6 FIB, its ports' MACs `macs` and IP MTUs `mtu`;
-/// `None` without `ip6_0=`/`ip6_1=`.
+/// Core `k`'s IPv6 router over the boot IPv6 FIB, its ports' MACs `macs` and IP MTUs `mtu`
+/// (core 0's sends the Router Advertisements with `ra6=on`); `None` without
+/// `ip6_0=`/`ip6_1=`.
 ///
 /// # Errors
 /// A port MTU below 1,280 (the device's, when `mtuN=` is not given), naming the port.
@@ -132,8 +133,14 @@ pub fn core_router6(
     ];
     let rc = RouterConfig::for_core(k as u16, cores as u16);
     let bucket = netstack::router::icmp::TokenBucket::new(rc.icmp_rate_per_sec, rc.icmp_burst);
+    if cfg.router.ra6 && k == 0 {
+        info!(
+            "router6: Router Advertisements on both ports from cpu 0 (ra6=on): the first 3 16 s apart, then every 198-600 s, and 3 s after the last at a solicitation"
+        );
+    }
     CoreRouter6::new(&ports, &fib.trie, fib.nexthops, rc.neigh, bucket)
-        .map(Some)
+        // One core advertises each link (`ra6=on`), not one per queue pair.
+        .map(|r| Some(r.with_ra(cfg.router.ra6 && k == 0)))
         .map_err(|e| {
             fail6(format_args!(
                 "config error: ip6_0/ip6_1: IPv6 router: {e:?} (port MTUs {mtu:?}: IPv6 needs 1280)"

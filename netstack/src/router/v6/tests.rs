@@ -9,7 +9,8 @@ use crate::router::fib6::{Node6, Size6, DIRECT_LEN};
 use core::net::Ipv6Addr;
 use smoltcp::wire::{
     EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Icmpv6Packet, Icmpv6Repr,
-    IpProtocol, Ipv6Packet, Ipv6Repr, NdiscNeighborFlags, NdiscRepr, RawHardwareAddress,
+    IpProtocol, Ipv6Packet, Ipv6Repr, NdiscNeighborFlags, NdiscPrefixInfoFlags, NdiscRepr,
+    RawHardwareAddress,
 };
 use std::vec;
 use std::vec::Vec;
@@ -1118,4 +1119,92 @@ fn on_a_127_link_the_zero_address_is_the_other_ends() {
         r.process(0, &mut fr, 2, 0, &mut out),
         Action6::Reply { .. }
     ));
+}
+
+/// RFC 4861 §6.2 with `ra6=on`: an advertisement per port at the first poll (from the port's
+/// link-local address to all-nodes: hop limit 255, the prefix on-link and autonomous as a /64,
+/// the port's MTU, router lifetime 1,800 s), the initial ones 16 s apart, then 198–600 s; a
+/// Router Solicitation brings the next one forward to 3 s after the last; off, none.
+#[test]
+fn router_advertisements_when_on() {
+    router!(r, out);
+    assert!(r.poll(0, &mut out).is_none(), "off by default");
+    let mut r = r.with_ra(true);
+    let advertised = |r: &mut R<'_>, now: u64, out: &mut Vec<u8>| -> Vec<u8> {
+        let mut ports = Vec::new();
+        while let Some(e) = r.poll(now, out) {
+            let Event6::Advertise { port, len } = e else {
+                panic!("{e:?}")
+            };
+            let (h, m) = read_icmp(&out[..len]);
+            let p = usize::from(port);
+            assert_eq!(h.src_addr, Ipv6Addr::from_bits(r.link_local(p)));
+            assert_eq!((h.dst_addr, h.hop_limit), (ip("ff02::1"), 255));
+            let ra = Icmpv6Repr::parse(
+                &h.src_addr,
+                &h.dst_addr,
+                &Icmpv6Packet::new_checked(&m[..]).unwrap(),
+                &Default::default(),
+            )
+            .unwrap();
+            let Icmpv6Repr::Ndisc(NdiscRepr::RouterAdvert {
+                hop_limit: 64,
+                flags,
+                router_lifetime,
+                reachable_time,
+                retrans_time,
+                lladdr: Some(mac),
+                mtu: Some(mtu),
+                prefix_info: Some(pi),
+                ..
+            }) = ra
+            else {
+                panic!("{ra:?}")
+            };
+            assert!(flags.is_empty());
+            assert_eq!(router_lifetime, smoltcp::time::Duration::from_secs(1800));
+            assert_eq!(
+                (reachable_time, retrans_time),
+                (Default::default(), Default::default())
+            );
+            assert_eq!(mac, RawHardwareAddress::from(EthernetAddress(ports_mac(p))));
+            assert_eq!(mtu, [1500, 1280][p]);
+            assert_eq!(pi.prefix_len, 64);
+            assert_eq!(pi.prefix, [ip("2001:db8::"), ip("2001:db8:0:1::")][p]);
+            assert_eq!(
+                pi.flags,
+                NdiscPrefixInfoFlags::ON_LINK | NdiscPrefixInfoFlags::ADDRCONF
+            );
+            ports.push(port);
+        }
+        ports
+    };
+    const S: u64 = 1_000_000_000;
+    assert_eq!(advertised(&mut r, 0, &mut out), [0, 1]);
+    assert!(advertised(&mut r, S, &mut out).is_empty());
+    assert_eq!(advertised(&mut r, 16 * S, &mut out), [0, 1]);
+    assert_eq!(advertised(&mut r, 32 * S, &mut out), [0, 1]);
+    // The initial ones done: the next ones 198..600 s on.
+    assert!(advertised(&mut r, 32 * S + 197 * S, &mut out).is_empty());
+    assert_eq!(advertised(&mut r, 32 * S + 600 * S, &mut out), [0, 1]);
+    // A solicitation 1 s after that: the next advertisement 3 s after the last, on its port.
+    let t = 633 * S;
+    let rs = Icmpv6Repr::Ndisc(NdiscRepr::RouterSolicit {
+        lladdr: Some(RawHardwareAddress::from(EthernetAddress(A_MAC.0))),
+    });
+    let mut fr = eth(
+        ndp::multicast_mac(ip("ff02::2").to_bits()),
+        A_MAC,
+        icmp(ip("fe80::2"), ip("ff02::2"), 255, rs),
+    );
+    assert_eq!(r.process(0, &mut fr, 1, t, &mut out), Action6::Consumed);
+    assert!(advertised(&mut r, t + S, &mut out).is_empty());
+    assert_eq!(advertised(&mut r, t + 2 * S, &mut out), [0]);
+    assert_eq!(r.counters().ra_sent, 9);
+    outcomes_hold(&r);
+}
+
+/// The MAC of port `p` of [`ports`].
+fn ports_mac(p: usize) -> [u8; 6] {
+    [P0_MAC.0, P1_MAC.0][p]
 }
