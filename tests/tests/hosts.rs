@@ -345,3 +345,55 @@ fn linux_hosts_over_ipv6_ping_scrape_and_iperf3() {
     drop(hosts);
     drop(net);
 }
+
+/// Issue 37 item 2, end to end: with `ra6=on` a Linux host that accepts router advertisements
+/// (the host behind port 0: no static IPv6 address or route) autoconfigures an address in the
+/// port's /64 and a default route via the router's link-local address from them (RFC 4862),
+/// and pings the host behind port 1 through the router with it.
+#[test]
+fn a_linux_host_autoconfigures_from_the_routers_advertisements() {
+    require_tap();
+    harness::setup::ensure_host_tools().expect("ping");
+    let append = format!("{APPEND6} ra6=on");
+    let mut plans = harness::hosts::plan(&append, 2).expect("plan");
+    plans[0].ipv6 = None;
+    plans[0].slaac = true;
+    let (net, mut guest, hosts) = gannet_tests::hosts::boot_with_planned_hosts(&append, &plans);
+    let show = |args: &[&str]| {
+        let o = hosts.exec(0, args).unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    // The host solicits when its link comes up; the router answers within 3 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (mut addr, mut route) = (String::new(), String::new());
+    while std::time::Instant::now() < deadline {
+        addr = show(&[
+            "ip", "-6", "addr", "show", "dev", "gtap0", "scope", "global",
+        ]);
+        route = show(&["ip", "-6", "route", "show", "default"]);
+        if addr.contains("inet6 2001:db8::") && route.contains("via fe80::") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert!(
+        addr.contains("inet6 2001:db8::") && addr.contains("/64"),
+        "no autoconfigured address: {addr}\n{route}\n{}",
+        guest.tail_report()
+    );
+    assert!(
+        route.contains("via fe80::") && route.contains("proto ra"),
+        "{route}"
+    );
+    let o = ping(&hosts, 0, &["-6", "2001:db8:1::2"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let (stats, exit) = guest.quit(QUIT_TIMEOUT).expect("quit");
+    assert!(exit.is_clean(), "{exit}");
+    let s = stats.expect("final STATS");
+    let r6 = s.router6.unwrap_or_else(|| panic!("no router6: {s}"));
+    assert!(r6.ra_sent >= 2 && r6.forwarded >= 6, "{s}");
+    assert_eq!(r6.outcomes() + r6.queued_now, r6.rx, "{s}");
+    assert_no_leak(&s);
+    drop(hosts);
+    drop(net);
+}

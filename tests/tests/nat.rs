@@ -312,6 +312,7 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
             mac: Some(peer0),
             mtu: None,
             ipv6: None,
+            slaac: false,
         },
         HostPlan {
             port: 1,
@@ -321,6 +322,7 @@ fn linux_hosts_talk_through_the_nat_and_the_outside_sees_the_pool_address() {
             mac: Some(peer1),
             mtu: None,
             ipv6: None,
+            slaac: false,
         },
     ];
     let (net, mut guest, hosts) = boot_with_planned_hosts(&append, &plans);

@@ -12,8 +12,10 @@
 //!   same way (2001:db8::1/64 → 2001:db8::2/64) and a default IPv6 route via the router; IPv6
 //!   stays on in its namespace, with router advertisements and duplicate address detection
 //!   off (`accept_ra=0`, `accept_dad=0`: no Router Solicitation, no DAD probe), so what it
-//!   sends the router is its traffic, its Neighbor Discovery and its MLD reports. Otherwise
-//!   IPv6 is off in the namespace: the host sends nothing unasked.
+//!   sends the router is its traffic, its Neighbor Discovery and its MLD reports. A plan may
+//!   instead take IPv6 by stateless autoconfiguration ([`HostPlan::slaac`]: the router's
+//!   advertisements, `ra6=on`). Otherwise IPv6 is off in the namespace: the host sends nothing
+//!   unasked.
 //! * l2/io: one subnet, 10.10.0.(i+1)/24 for host *i*, no route; each tap takes the MAC the
 //!   guest sends to on its port (`peer0=`/`peer1=`, default `02:00:00:00:0a:02`,
 //!   `02:00:00:00:0b:02`), so l2 forwarding reaches the host.
@@ -48,6 +50,10 @@ pub struct HostPlan {
     /// Its IPv6 address and prefix length, and the default IPv6 gateway (the router's
     /// address on that port); `None`: IPv6 off in its namespace.
     pub ipv6: Option<(Ipv6Addr, u8, Ipv6Addr)>,
+    /// IPv6 by stateless autoconfiguration instead (RFC 4862): on, with router
+    /// advertisements accepted (`accept_ra=1`, `autoconf=1`; DAD off), no static address or
+    /// route: what the router's advertisements give it (`ra6=on`).
+    pub slaac: bool,
 }
 
 /// The value of `key=` on a kernel command line.
@@ -110,6 +116,7 @@ fn plan_addresses(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
                     mac: None,
                     mtu: None,
                     ipv6: plan_ipv6(append, i)?,
+                    slaac: false,
                 })
             })
             .collect();
@@ -127,6 +134,7 @@ fn plan_addresses(append: &str, ports: usize) -> Result<Vec<HostPlan>> {
             ),
             mtu: None,
             ipv6: None,
+            slaac: false,
         })
         .collect())
 }
@@ -189,6 +197,12 @@ impl Hosts {
             // Before the link goes up (its link-local address is made then).
             let dev_key = |k: &str| format!("net.ipv6.conf.{tap}.{k}");
             let sysctls = match p.ipv6 {
+                None if p.slaac => vec![
+                    format!("{}=0", dev_key("disable_ipv6")),
+                    format!("{}=1", dev_key("accept_ra")),
+                    format!("{}=1", dev_key("autoconf")),
+                    format!("{}=0", dev_key("accept_dad")),
+                ],
                 None => vec![
                     "net.ipv6.conf.all.disable_ipv6=1".to_string(),
                     "net.ipv6.conf.default.disable_ipv6=1".to_string(),
