@@ -1,7 +1,7 @@
 #![no_main]
-//! Arbitrary bytes as frames into the router (IPv6 frames into its IPv6 half, `Router6`, and
-//! its fast path, which must agree with it on every frame it takes): no
-//! panic, exactly one outcome per frame.
+//! Arbitrary bytes as frames into the router (IPv6 frames into its IPv6 half, `Router6`, with
+//! Router Advertisements on, and its fast path, which must agree with it on every frame it
+//! takes): no panic, exactly one outcome per frame.
 
 use libfuzzer_sys::fuzz_target;
 use netstack::router::{
@@ -102,6 +102,8 @@ fn router6() -> R6 {
         TokenBucket::new(1000, 50),
     )
     .unwrap()
+    // Router Advertisements on: solicitations bring them forward, `poll` builds them.
+    .with_ra(true)
 }
 
 /// One IPv6 frame through `Router6`, with its invariants.
