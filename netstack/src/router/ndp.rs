@@ -201,6 +201,19 @@ pub fn multicast_mac(a: u128) -> MacAddr {
     MacAddr([0x33, 0x33, b[0], b[1], b[2], b[3]])
 }
 
+/// The IPv6 header of an ND message of `len` bytes from `src` to `dst` (ICMPv6, hop limit
+/// 255) at the start of `out`; the message's bytes after it, or `None` when `out` is shorter.
+fn nd_header(out: &mut [u8], len: usize, src: u128, dst: u128) -> Option<&mut [u8]> {
+    let out = out.get_mut(..IPV6_HDR_LEN + len)?;
+    out[IPV6_VER_TC_FLOW].copy_from_slice(&[0x60, 0, 0, 0]);
+    out[IPV6_PAYLOAD_LEN].copy_from_slice(&(len as u16).to_be_bytes());
+    out[IPV6_NEXT_HEADER] = IPPROTO_ICMPV6;
+    out[IPV6_HOP_LIMIT] = ND_HOP_LIMIT;
+    out[IPV6_SRC].copy_from_slice(&src.to_be_bytes());
+    out[IPV6_DST].copy_from_slice(&dst.to_be_bytes());
+    Some(&mut out[IPV6_HDR_LEN..])
+}
+
 /// Writes into `out` an ND message datagram (IPv6 header + NS or NA + one link-layer option)
 /// from `src` to `dst`: an NS for `target` with `src_mac` as Source Link-Layer Address, or, with
 /// `advert` = `Some(flags)`, an NA for `target` with `src_mac` as Target Link-Layer Address.
@@ -214,14 +227,7 @@ pub fn build(
     advert: Option<u8>,
 ) -> Option<usize> {
     const LEN: usize = ND_MIN_LEN + 8;
-    let out = out.get_mut(..IPV6_HDR_LEN + LEN)?;
-    out[IPV6_VER_TC_FLOW].copy_from_slice(&[0x60, 0, 0, 0]);
-    out[IPV6_PAYLOAD_LEN].copy_from_slice(&(LEN as u16).to_be_bytes());
-    out[IPV6_NEXT_HEADER] = IPPROTO_ICMPV6;
-    out[IPV6_HOP_LIMIT] = ND_HOP_LIMIT;
-    out[IPV6_SRC].copy_from_slice(&src.to_be_bytes());
-    out[IPV6_DST].copy_from_slice(&dst.to_be_bytes());
-    let m = &mut out[IPV6_HDR_LEN..];
+    let m = nd_header(out, LEN, src, dst)?;
     let (ty, flags, opt) = match advert {
         Some(f) => (ND_NEIGHBOR_ADVERT, f, OPT_TLLA),
         None => (ND_NEIGHBOR_SOLICIT, 0, OPT_SLLA),
@@ -265,14 +271,7 @@ pub const RA_LEN: usize = 16 + 8 + 8 + 32;
 /// Link-Layer Address, `info`'s MTU and its prefix (L, and A for a /64). Returns its length,
 /// or `None` when `out` is shorter.
 pub fn build_ra(out: &mut [u8], src: u128, mac: MacAddr, info: &RaInfo) -> Option<usize> {
-    let out = out.get_mut(..IPV6_HDR_LEN + RA_LEN)?;
-    out[IPV6_VER_TC_FLOW].copy_from_slice(&[0x60, 0, 0, 0]);
-    out[IPV6_PAYLOAD_LEN].copy_from_slice(&(RA_LEN as u16).to_be_bytes());
-    out[IPV6_NEXT_HEADER] = IPPROTO_ICMPV6;
-    out[IPV6_HOP_LIMIT] = ND_HOP_LIMIT;
-    out[IPV6_SRC].copy_from_slice(&src.to_be_bytes());
-    out[IPV6_DST].copy_from_slice(&ALL_NODES.to_be_bytes());
-    let m = &mut out[IPV6_HDR_LEN..];
+    let m = nd_header(out, RA_LEN, src, ALL_NODES)?;
     m.fill(0);
     m[0] = ND_ROUTER_ADVERT;
     m[4] = 64;
