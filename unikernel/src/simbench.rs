@@ -1,5 +1,9 @@
 //! The deterministic datapath benchmark (`sim=K`; issue 11, item 0).
 //!
+//! Past ~800 lines because the benchmark's one loop drives every simulated NIC (virtio-net,
+//! e1000e, igb), every mode's frames and checks (the router's neighbour set-up, the ACL's
+//! tuple cycle) and its one report line; the frames themselves are `netstack::simframes`'.
+//!
 //! Ports 0 and 1 are simulated virtio-net devices ([`drivers::sim`]): the same driver
 //! ([`VirtioNet`]) and split-ring layout as a real device, but on in-memory rings QEMU never
 //! sees, played by this very core. Every iteration:

@@ -175,9 +175,8 @@ pub struct RouteState {
     pub(crate) held6: Stash<ROUTER_HELD>,
     /// The IPv6 router (frames of EtherType 0x86DD), with `ip6_0=`/`ip6_1=`.
     pub router6: Option<CoreRouter6>,
-    /// The local port whose management plane has the port's IPv6 address too (`mgmt=` and
-    /// `ip6_N=`): IPv6 frames for the host on it go to the management plane, and the Neighbor
-    /// Advertisements it receives are copied there (smoltcp learns its peers from them).
+    /// The local port whose management plane has its IPv6 address too: `to_host` IPv6 frames
+    /// and a copy of each Neighbor Advertisement on it go there (`route6.rs`).
     pub(crate) mgmt6: Option<usize>,
 }
 

@@ -41,11 +41,6 @@ impl<H: Copy, const N: usize, const Q: usize> Router6<'_, H, N, Q> {
         self
     }
 
-    /// Whether it advertises (`ra6=on`).
-    pub fn advertises(&self) -> bool {
-        self.ra.is_some()
-    }
-
     /// A Router Solicitation arrived on `port` at `now_ns`: the next advertisement there no
     /// later than [`MIN_DELAY_BETWEEN_RAS_NS`] after the last one (or at once).
     pub(super) fn solicited(&mut self, port: usize, now_ns: u64) {
